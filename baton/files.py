@@ -1,0 +1,179 @@
+"""File identity: a repo identity plus a repo-relative normalised path.
+
+Repo identity is the normalised `origin` URL, else the main worktree's path, so every
+worktree of one repository shares its files while two unrelated repos never do. Discovery
+reads `.git` and the repository config directly instead of running git: `baton touch`
+runs in an agent's PostToolUse hook and a git subprocess per call would eat its budget.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from baton.errors import BadInput
+
+
+class FileRef(BaseModel):
+    """One file: repo identity ('' outside any repository) and its path within it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    repo: str
+    path: str
+
+    @property
+    def key(self) -> str:
+        """The canonical string for this file, used in sets, signal ids and signal subjects."""
+        return f"{self.repo}:{self.path}" if self.repo else self.path
+
+
+@dataclass(frozen=True, slots=True)
+class Worktree:
+    root: Path
+    common_dir: Path | None
+    repo: str
+    branch: str | None
+
+
+_SECTION = re.compile(r'\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]')
+_SCP_LIKE = re.compile(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$")
+
+
+def check_path_text(raw: str) -> str:
+    """Reject paths that cannot name a file Baton can store."""
+    if raw == "":
+        raise BadInput("empty path")
+    if "\x00" in raw:
+        raise BadInput(f"path contains a NUL byte: {raw!r}")
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = raw.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise BadInput(f"path is not valid UTF-8: {shown}") from None
+    return raw
+
+
+def normalise_remote(url: str) -> str:
+    """host/owner/repo for any spelling of a remote; credentials and ports never kept."""
+    url = url.strip()
+    if "://" in url:
+        scheme, rest = url.split("://", 1)
+        if scheme == "file":
+            return os.path.normpath(rest).rstrip("/").removesuffix(".git")
+        host, _, path = rest.partition("/")
+        host = host.rsplit("@", 1)[-1].split(":", 1)[0]
+    else:
+        scp = _SCP_LIKE.match(url)
+        if scp is None:
+            return os.path.normpath(url).rstrip("/").removesuffix(".git")
+        host, path = scp.group(1), scp.group(2)
+    path = path.strip("/").removesuffix(".git").strip("/")
+    return f"{host.lower()}/{path}"
+
+
+def _origin_url(config: Path) -> str | None:
+    try:
+        text = config.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    in_origin = False
+    for line in text.splitlines():
+        header = _SECTION.match(line)
+        if header:
+            in_origin = header.group(1).lower() == "remote" and header.group(2) == "origin"
+            continue
+        if in_origin:
+            name, sep, value = line.partition("=")
+            if sep and name.strip().lower() == "url":
+                value = value.strip()
+                if value.startswith('"') and value.endswith('"'):
+                    value = value[1:-1]
+                return value or None
+    return None
+
+
+def _head_branch(git_dir: Path) -> str | None:
+    try:
+        head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return head.removeprefix("ref: refs/heads/") if head.startswith("ref: ") else None
+
+
+class WorktreeLocator:
+    """Finds the worktree holding a directory; caches per directory for one process."""
+
+    def __init__(self) -> None:
+        self._cache: dict[Path, Worktree | None] = {}
+
+    def locate(self, directory: Path) -> Worktree | None:
+        directory = Path(os.path.realpath(directory))
+        if directory in self._cache:
+            return self._cache[directory]
+        found = None
+        for candidate in (directory, *directory.parents):
+            dot_git = candidate / ".git"
+            if dot_git.is_dir():
+                found = Worktree(candidate, dot_git, self._identity(candidate, dot_git), _head_branch(dot_git))
+                break
+            if dot_git.is_file():
+                git_dir = self._linked_git_dir(candidate, dot_git)
+                if git_dir is not None:
+                    common = self._common_dir(git_dir)
+                    found = Worktree(candidate, common, self._identity(candidate, common), _head_branch(git_dir))
+                    break
+        self._cache[directory] = found
+        return found
+
+    @staticmethod
+    def _linked_git_dir(root: Path, dot_git: Path) -> Path | None:
+        try:
+            text = dot_git.read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+        if not text.startswith("gitdir:"):
+            return None
+        git_dir = Path(text.removeprefix("gitdir:").strip())
+        return git_dir if git_dir.is_absolute() else (root / git_dir).resolve()
+
+    @staticmethod
+    def _common_dir(git_dir: Path) -> Path:
+        try:
+            common = Path((git_dir / "commondir").read_text(encoding="utf-8").strip())
+        except OSError:
+            return git_dir
+        return common if common.is_absolute() else (git_dir / common).resolve()
+
+    @staticmethod
+    def _identity(root: Path, common_dir: Path) -> str:
+        origin = _origin_url(common_dir / "config")
+        if origin:
+            return normalise_remote(origin)
+        # No origin: the main worktree's path, which every linked worktree shares.
+        main = common_dir.parent if common_dir.name == ".git" else common_dir
+        return str(main)
+
+    def file_ref(self, raw: str, cwd: Path) -> FileRef:
+        """FileRef for raw (relative to cwd or absolute); the file need not exist."""
+        check_path_text(raw)
+        absolute = Path(os.path.normpath(os.path.join(cwd, raw)))
+        if absolute.name == "":
+            raise BadInput(f"path names no file: {raw}")
+        existing = absolute.parent
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        # Resolve symlinks in the directories only, so every spelling of a file agrees.
+        real_parent = Path(os.path.realpath(existing)) / absolute.parent.relative_to(existing)
+        absolute = real_parent / absolute.name
+        worktree = self.locate(real_parent)
+        if worktree is None:
+            return FileRef(repo="", path=str(absolute))
+        relative = absolute.relative_to(worktree.root).as_posix()
+        if relative in ("", "."):
+            raise BadInput(f"path is a worktree root, not a file: {raw}")
+        return FileRef(repo=worktree.repo, path=relative)

@@ -1,0 +1,9 @@
+"""File-touch conflicts between active tickets.
+
+Interface: ConflictGraph. Backends: SqliteConflictGraph (embedded default).
+"""
+
+from graph.base import ConflictGraph
+from graph.conflicts import FileConflict, conflict_signal_id, should_emit_conflict_signal
+
+__all__ = ["ConflictGraph", "FileConflict", "conflict_signal_id", "should_emit_conflict_signal"]

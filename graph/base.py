@@ -1,0 +1,34 @@
+"""The conflict graph interface: tickets, the files they touched, and who is active."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from datetime import datetime
+
+from baton.files import FileRef
+from baton.outcome import Found, Unavailable
+
+
+class ConflictGraph(ABC):
+    """Writes raise StoreUnavailable; reads answer Found or Unavailable."""
+
+    @abstractmethod
+    def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime) -> None:
+        """Set the ticket's status and add touches of files (idempotent)."""
+
+    @abstractmethod
+    def shared_files(self, task_id: str) -> Found[dict[str, list[FileRef]]] | Unavailable:
+        """For each other active ticket, the files it shares with task_id.
+
+        Cost grows with task_id's own files and their sharers, never with the number of
+        sessions.
+        """
+
+    @abstractmethod
+    def active_overlaps(self) -> Found[dict[str, dict[str, list[FileRef]]]] | Unavailable:
+        """Every active ticket that shares files with another: {task: {other: files}}."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections."""

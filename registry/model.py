@@ -1,0 +1,213 @@
+"""The registry's boundary models: the events every write is made of, and the session projection."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Annotated, Literal, Union
+from uuid import UUID
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+
+from baton.files import FileRef
+from baton.ids import TaskId
+
+
+class Status(str, Enum):
+    active = "active"
+    completed = "completed"
+    stalled = "stalled"
+
+
+class Phase(str, Enum):
+    planning = "planning"
+    implementing = "implementing"
+    reviewing = "reviewing"
+    merging = "merging"
+    deploying = "deploying"
+    completed = "completed"
+    stalled = "stalled"
+
+
+# planning < implementing < ... < completed; stalled stands aside (rank 0). The rank only
+# breaks ties between phase changes stamped with the same instant.
+PHASE_RANK = {phase: rank for rank, phase in enumerate(
+    [Phase.stalled, Phase.planning, Phase.implementing, Phase.reviewing, Phase.merging,
+     Phase.deploying, Phase.completed])}
+
+Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4000)]
+SessionId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event_id: UUID
+    task_id: TaskId
+    session_id: SessionId
+    at: AwareDatetime
+
+
+class Bound(_Event):
+    """A session bound a worktree to the ticket; reopens is set when the ticket was completed."""
+
+    type: Literal["bound"] = "bound"
+    agent: str | None = None
+    repo: str
+    worktree_path: str
+    branch: str | None = None
+    reopens: bool = False
+
+
+class FilesTouched(_Event):
+    type: Literal["files_touched"] = "files_touched"
+    files: Annotated[list[FileRef], Field(min_length=1)]
+
+
+class DecisionRecorded(_Event):
+    type: Literal["decision_recorded"] = "decision_recorded"
+    text: Text
+    context: str = ""
+    repo: str = ""
+
+
+class PhaseChanged(_Event):
+    type: Literal["phase_changed"] = "phase_changed"
+    phase: Phase
+
+
+class StepCompleted(_Event):
+    type: Literal["step_completed"] = "step_completed"
+    text: Text
+
+
+class FailureRecorded(_Event):
+    type: Literal["failure_recorded"] = "failure_recorded"
+    text: Text
+
+
+class NextActionSet(_Event):
+    type: Literal["next_action_set"] = "next_action_set"
+    text: Text
+
+
+class DependencyAdded(_Event):
+    type: Literal["dependency_added"] = "dependency_added"
+    depends_on: Annotated[list[TaskId], Field(min_length=1)]
+
+
+class Ended(_Event):
+    type: Literal["ended"] = "ended"
+    status: Literal[Status.completed, Status.stalled]
+
+
+Event = Annotated[
+    Union[Bound, FilesTouched, DecisionRecorded, PhaseChanged, StepCompleted, FailureRecorded,
+          NextActionSet, DependencyAdded, Ended],
+    Field(discriminator="type"),
+]
+
+
+class Stamp(BaseModel):
+    """When a last-writer-wins value was written; later stamps win, replays tie and change nothing."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    at: datetime
+    rank: int = 0
+    event_id: str
+
+    def order(self) -> tuple[datetime, int, str]:
+        return (self.at, self.rank, self.event_id)
+
+
+class Entry(BaseModel):
+    """A decision, step or failure: a set member keyed by its text, first recording kept."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str
+    context: str = ""
+    at: datetime
+    session_id: str
+    event_id: str
+
+
+class Touch(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    repo: str
+    path: str
+    last_at: datetime
+
+
+class Session(BaseModel):
+    """The projection of one ticket's events. Every field is a replay-safe merge of them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    task_id: str
+    lifecycle: Status = Status.active
+    lifecycle_stamp: Stamp | None = None
+    phase: Phase = Phase.planning
+    phase_stamp: Stamp | None = None
+    repo: str | None = None
+    worktree_path: str | None = None
+    branch: str | None = None
+    agent: str | None = None
+    location_stamp: Stamp | None = None
+    files: dict[str, Touch] = {}
+    depends_on: list[str] = []
+    session_ids: list[str] = []
+    decisions: list[Entry] = []
+    completed_steps: list[Entry] = []
+    failures: list[Entry] = []
+    next_action: str | None = None
+    next_action_stamp: Stamp | None = None
+    reopened_by: list[str] = []
+    created_at: datetime
+    last_activity: datetime
+
+    @property
+    def status(self) -> Status:
+        """Stalled turns active again once anything happens after the stall was recorded."""
+        if (self.lifecycle is Status.stalled and self.lifecycle_stamp is not None
+                and self.last_activity > self.lifecycle_stamp.at):
+            return Status.active
+        return self.lifecycle
+
+    @property
+    def runs(self) -> int:
+        return 1 + len(self.reopened_by)
+
+    def files_by_recency(self) -> list[Touch]:
+        return sorted(self.files.values(), key=lambda t: (-t.last_at.timestamp(), t.path))
+
+    def public(self) -> dict:
+        """The session as documented in the CLI's --json output."""
+        return {
+            "task_id": self.task_id,
+            "status": self.status.value,
+            "phase": self.phase.value,
+            "repo": self.repo,
+            "worktree_path": self.worktree_path,
+            "branch": self.branch,
+            "agent": self.agent,
+            "files_touched": [t.path for t in self.files_by_recency()],
+            "depends_on": self.depends_on,
+            "session_ids": self.session_ids,
+            "decisions": [_entry_json(e) for e in self.decisions],
+            "completed_steps": [_entry_json(e) for e in self.completed_steps],
+            "failures": [_entry_json(e) for e in self.failures],
+            "next_action": self.next_action,
+            "runs": self.runs,
+            "created_at": self.created_at.isoformat(),
+            "last_activity": self.last_activity.isoformat(),
+        }
+
+
+def _entry_json(entry: Entry) -> dict:
+    item = {"text": entry.text, "recorded_at": entry.at.isoformat(), "session_id": entry.session_id}
+    if entry.context:
+        item["context"] = entry.context
+    return item

@@ -1,0 +1,30 @@
+"""The coordination signal bus interface."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from datetime import datetime
+
+from baton.outcome import Found, Unavailable
+from signals.model import Signal
+
+
+class SignalBus(ABC):
+    """An append-only, idempotent log of signals. Writes raise StoreUnavailable."""
+
+    @abstractmethod
+    def publish(self, signals: Sequence[Signal]) -> list[bool]:
+        """Append signals; for each, True if new, False if its id was already stored."""
+
+    @abstractmethod
+    def concerning(self, subjects: Sequence[str], *, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
+        """The newest `limit` signals about any of subjects emitted strictly after `after`, oldest first."""
+
+    @abstractmethod
+    def recent(self, *, task_id: str | None, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
+        """The newest `limit` signals (about task_id, if given) emitted after `after`, oldest first."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections."""

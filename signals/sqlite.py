@@ -1,0 +1,116 @@
+"""The embedded signal bus: an append-only SQLite log indexed by subject and time."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from baton import clock
+from baton.errors import StoreUnavailable
+from baton.outcome import Found, Unavailable
+from baton.sqlite import connect, guarded, migrate, write_transaction
+from signals.base import SignalBus
+from signals.model import Signal
+
+STORE = "signal log"
+
+MIGRATIONS = [
+    """
+    CREATE TABLE signals (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        signal_id TEXT NOT NULL UNIQUE,
+        signal_type TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        emitted_at TEXT NOT NULL,
+        body TEXT NOT NULL
+    );
+    CREATE INDEX signals_by_time ON signals (emitted_at);
+    CREATE TABLE signal_subjects (
+        subject TEXT NOT NULL,
+        emitted_at TEXT NOT NULL,
+        seq INTEGER NOT NULL REFERENCES signals (seq),
+        PRIMARY KEY (subject, emitted_at, seq)
+    ) WITHOUT ROWID;
+    """,
+]
+
+_EPOCH = "0000"
+
+
+class SqliteSignalBus(SignalBus):
+    def __init__(self, path: Path, *, timeout: float) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._connection: sqlite3.Connection | None = None
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._connection is None:
+            conn = connect(self.path, timeout=self.timeout)
+            try:
+                migrate(conn, MIGRATIONS)
+            except BaseException:
+                conn.close()
+                raise
+            self._connection = conn
+        return self._connection
+
+    def publish(self, signals: Sequence[Signal]) -> list[bool]:
+        fresh = []
+        with guarded(STORE, self.path):
+            conn = self._conn()
+            with write_transaction(conn):
+                for signal in signals:
+                    emitted = clock.to_text(signal.emitted_at)
+                    cursor = conn.execute(
+                        "INSERT OR IGNORE INTO signals (signal_id, signal_type, task_id, emitted_at, body) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        (str(signal.signal_id), signal.signal_type.value, signal.task_id, emitted,
+                         signal.model_dump_json()))
+                    fresh.append(cursor.rowcount == 1)
+                    if cursor.rowcount == 1:
+                        conn.executemany(
+                            "INSERT INTO signal_subjects (subject, emitted_at, seq) VALUES (?, ?, ?)",
+                            [(subject, emitted, cursor.lastrowid) for subject in signal.subjects()])
+        return fresh
+
+    def _read(self, query: str, params: Sequence) -> Found[list[Signal]] | Unavailable:
+        try:
+            with guarded(STORE, self.path):
+                rows = self._conn().execute(query, params).fetchall()
+            return Found([Signal.model_validate_json(body) for (body,) in rows])
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        except ValidationError as exc:
+            return Unavailable(f"{self.path}: a stored signal is unreadable: {exc.errors()[0]['msg']}")
+
+    def concerning(self, subjects: Sequence[str], *, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
+        if not subjects:
+            return Found([])
+        # One index range per subject; the number of subjects is bounded by the caller's files.
+        marks = ",".join("?" * len(subjects))
+        query = (
+            "SELECT body FROM (SELECT body, emitted_at, seq FROM signals WHERE seq IN ("
+            f"SELECT seq FROM signal_subjects WHERE subject IN ({marks}) AND emitted_at > ?"
+            ") ORDER BY emitted_at DESC, seq DESC LIMIT ?) ORDER BY emitted_at, seq")
+        since = clock.to_text(after) if after else _EPOCH
+        return self._read(query, [*subjects, since, limit])
+
+    def recent(self, *, task_id: str | None, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
+        since = clock.to_text(after) if after else _EPOCH
+        if task_id is None:
+            query = ("SELECT body FROM (SELECT body, emitted_at, seq FROM signals WHERE emitted_at > ? "
+                     "ORDER BY emitted_at DESC, seq DESC LIMIT ?) ORDER BY emitted_at, seq")
+            return self._read(query, [since, limit])
+        query = ("SELECT body FROM (SELECT s.body, s.emitted_at, s.seq FROM signal_subjects AS ss "
+                 "JOIN signals AS s ON s.seq = ss.seq WHERE ss.subject = ? AND ss.emitted_at > ? "
+                 "ORDER BY ss.emitted_at DESC, ss.seq DESC LIMIT ?) ORDER BY emitted_at, seq")
+        return self._read(query, [f"task:{task_id}", since, limit])
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None

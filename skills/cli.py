@@ -1,0 +1,280 @@
+"""`baton`: a thin command line over the skills.
+
+Imports stay lazy: `baton touch` runs inside an agent's PostToolUse hook (100 ms budget),
+so each command imports only what it uses. Exit status: 0 done, 2 bad input, 3 a store
+needed for the answer is unavailable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+PHASES = ["planning", "implementing", "reviewing", "merging", "deploying", "completed"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="baton", description="Hand a ticket's working state from one agent session to the next.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str, *, task: bool = True) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help)
+        if task:
+            sub.add_argument("--task", help="ticket id (default: this worktree's binding, else BATON_TASK_ID)")
+        return sub
+
+    sub = command("bind", "Bind this worktree to a ticket and record the session.", task=False)
+    sub.add_argument("task_id", metavar="TASK")
+    sub.add_argument("--agent", help="name of the agent working on it")
+
+    sub = command("touch", "Record files the ticket touched; warn about overlaps with other active tickets.")
+    sub.add_argument("paths", nargs="+", metavar="PATH")
+
+    sub = command("decide", "Record a decision (indexed for recall by other tickets).")
+    sub.add_argument("text", metavar="TEXT")
+    sub.add_argument("--context", default="", help="why, or what it applies to")
+
+    sub = command("update", "Record phase, next action, completed steps, failures or dependencies.")
+    sub.add_argument("--phase", choices=PHASES)
+    sub.add_argument("--next", dest="next_action", metavar="TEXT")
+    sub.add_argument("--done", action="append", default=[], metavar="TEXT")
+    sub.add_argument("--failed", action="append", default=[], metavar="TEXT")
+    sub.add_argument("--depends-on", action="append", default=[], metavar="TASK")
+
+    sub = command("end", "End the ticket's session as completed (default) or stalled.", task=False)
+    sub.add_argument("task_id", nargs="?", metavar="TASK")
+    sub.add_argument("--task", dest="task_option", help=argparse.SUPPRESS)
+    sub.add_argument("--status", choices=["completed", "stalled"], default="completed")
+
+    sub = command("resume", "Print everything known about a ticket and bind this worktree to it.", task=False)
+    sub.add_argument("task_id", nargs="?", metavar="TASK")
+    sub.add_argument("--list", action="store_true", help="list active sessions instead")
+    sub.add_argument("--json", action="store_true", help="print the documented JSON schema")
+    sub.add_argument("--limit", type=int, default=5, help="related decisions to show (default 5)")
+    sub.add_argument("--agent", help="name of the agent resuming")
+
+    sub = command("list", "List active sessions, conflicts highlighted.", task=False)
+    sub.add_argument("--json", action="store_true")
+    sub.add_argument("--all", action="store_true", help="include completed and stalled sessions")
+
+    sub = command("signals", "Show coordination signals.", task=False)
+    sub.add_argument("--task", help="only signals about this ticket")
+    sub.add_argument("--since", help="ISO 8601 time; only signals after it")
+    sub.add_argument("--limit", type=int, default=100)
+    sub.add_argument("--json", action="store_true")
+
+    sub = command("recall", "Search recorded decisions by meaning.", task=False)
+    sub.add_argument("text", metavar="TEXT")
+    sub.add_argument("--limit", type=int, default=5)
+    sub.add_argument("--json", action="store_true")
+
+    command("env", "Print the environment derived from this worktree's binding.", task=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from baton.errors import BadInput, StoreUnavailable
+
+    args = _parser().parse_args(argv)
+    stores = None
+    try:
+        from skills.settings import Settings
+        from skills.stores import Stores
+
+        stores = Stores(Settings.from_env())
+        return _HANDLERS[args.command](args, stores)
+    except BadInput as exc:
+        print(f"baton: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except StoreUnavailable as exc:
+        print(f"baton: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if stores is not None:
+            stores.close()
+
+
+def _place():
+    from baton.files import WorktreeLocator
+    from skills.binding import place_of
+
+    locator = WorktreeLocator()
+    return place_of(Path.cwd(), locator), locator
+
+
+def _active(args, place):
+    from skills.binding import resolve_task
+
+    return resolve_task(getattr(args, "task", None), place)
+
+
+def _warn(warnings: list[str]) -> None:
+    for warning in warnings:
+        print(f"baton: warning: {warning}", file=sys.stderr)
+
+
+def _dump(data) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _bind(args, stores) -> int:
+    from skills.writes import bind
+
+    place, _ = _place()
+    report = bind(stores, args.task_id, place, agent=args.agent)
+    _warn(report.warnings)
+    moved = f" (was {report.previous_task})" if report.previous_task else ""
+    print(f"Bound {place.root} to {args.task_id}{moved} (session {report.session_id})")
+    return 0
+
+
+def _touch(args, stores) -> int:
+    from skills.writes import touch
+
+    place, locator = _place()
+    report = touch(stores, _active(args, place), args.paths, Path.cwd(), locator)
+    _warn(report.warnings)
+    for conflict in report.new_conflicts:
+        shared = ", ".join(report.conflict_paths[conflict.other_task_id])
+        print(f"Warning: {conflict.other_task_id} also touching {shared} (advisory)")
+    return 0
+
+
+def _decide(args, stores) -> int:
+    from skills.writes import decide
+
+    place, _ = _place()
+    report = decide(stores, _active(args, place), args.text, args.context, place)
+    _warn(report.warnings)
+    return 0
+
+
+def _update(args, stores) -> int:
+    from registry.model import Phase
+    from skills.writes import update
+
+    place, _ = _place()
+    report = update(stores, _active(args, place), place, phase=Phase(args.phase) if args.phase else None,
+                    next_action=args.next_action, done=args.done, failed=args.failed, depends_on=args.depends_on)
+    _warn(report.warnings)
+    return 0
+
+
+def _end(args, stores) -> int:
+    from registry.model import Status
+    from skills.binding import resolve_task
+    from skills.writes import end
+
+    place, _ = _place()
+    task = resolve_task(args.task_id or args.task_option, place)
+    report = end(stores, task, Status(args.status), place)
+    _warn(report.warnings)
+    print(f"{task.task_id} {args.status}")
+    return 0
+
+
+def _resume(args, stores) -> int:
+    from baton.errors import BadInput
+
+    if args.list:
+        if args.task_id:
+            raise BadInput("give either TASK or --list, not both")
+        args.all = False
+        return _list(args, stores)
+    if not args.task_id:
+        raise BadInput("resume needs a TASK (or --list)")
+    if args.limit < 0:
+        raise BadInput("--limit must not be negative")
+    from skills.render import resume_markdown
+    from skills.resume import resume_session
+
+    place, _ = _place()
+    result = resume_session(stores, args.task_id, place, limit=args.limit, agent=args.agent)
+    _warn(result.warnings)
+    if args.json:
+        _dump(result.to_json())
+    else:
+        print(resume_markdown(result))
+    return 3 if result.status == "unavailable" else 0
+
+
+def _list(args, stores) -> int:
+    from baton import clock
+    from skills.listing import list_sessions
+    from skills.render import listing_text
+
+    now = clock.now()
+    listing = list_sessions(stores, include_inactive=args.all, at=now)
+    _warn(listing.warnings)
+    if args.json:
+        _dump([line.to_json() for line in listing.lines])
+    else:
+        print(listing_text(listing, now, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
+    return 0
+
+
+def _signals(args, stores) -> int:
+    from baton import clock
+    from baton.errors import BadInput, StoreUnavailable
+    from baton.ids import check_task_id
+    from baton.outcome import Found
+    from skills.render import when
+
+    if args.task:
+        check_task_id(args.task)
+    try:
+        since = clock.parse(args.since) if args.since else None
+    except ValueError:
+        raise BadInput(f"--since is not an ISO 8601 time: {args.since!r}") from None
+    if args.limit <= 0:
+        raise BadInput("--limit must be positive")
+    found = stores.signals.recent(task_id=args.task, after=since, limit=args.limit)
+    if not isinstance(found, Found):
+        raise StoreUnavailable("signal log", found.reason)
+    if args.json:
+        _dump([s.model_dump(mode="json") for s in found.value])
+    else:
+        print("\n".join(f"{when(s.emitted_at)} {s.summary()}" for s in found.value) or "No signals.")
+    return 0
+
+
+def _recall(args, stores) -> int:
+    from baton.errors import BadInput
+
+    if not args.text.strip():
+        raise BadInput("search text is empty")
+    if args.limit <= 0:
+        raise BadInput("--limit must be positive")
+    hits = stores.recall().search_text(args.text, args.limit)
+    if args.json:
+        _dump([{"task_id": h.record.task_id, "text": h.record.text, "context": h.record.context,
+                "score": round(h.score, 4), "recorded_at": h.record.recorded_at} for h in hits])
+    else:
+        print("\n".join(f"- {h.record.task_id} ({h.score:.2f}): {h.record.text}" for h in hits) or "No decisions recorded.")
+    return 0
+
+
+def _env(args, stores) -> int:
+    from baton.errors import BadInput
+    from skills.binding import read_binding
+
+    place, _ = _place()
+    binding = read_binding(place)
+    if binding is None:
+        raise BadInput(f"{place.root} is not bound: run `baton bind TASK`")
+    print(f"export BATON_TASK_ID={binding.task_id}")
+    print(f"export BATON_SESSION_ID={binding.session_id}")
+    return 0
+
+
+_HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "end": _end,
+             "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""The resume skill: one context for a ticket, assembled from every store within a deadline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from baton import clock
+from baton.errors import StoreUnavailable
+from baton.ids import check_task_id
+from baton.outcome import Found, NotFound, Unavailable
+from graph.conflicts import FileConflict, should_emit_conflict_signal
+from registry.model import Session
+from signals.model import Signal, file_subject
+from skills.binding import Place
+from skills.deadline import gather
+from skills.stores import Stores
+from skills.writes import bind
+
+STORES = ("registry", "graph", "recall", "signals")
+SIGNAL_LIMIT = 50
+
+
+@dataclass
+class RelatedDecision:
+    task_id: str
+    text: str
+    score: float
+    context: str = ""
+
+
+@dataclass
+class ResumeResult:
+    status: str  # found | not_found | unavailable
+    task_id: str
+    reason: str | None = None
+    session: Session | None = None
+    conflicts: list[FileConflict] = field(default_factory=list)
+    conflict_paths: dict[str, list[str]] = field(default_factory=dict)
+    related_decisions: list[RelatedDecision] = field(default_factory=list)
+    signals: list[Signal] = field(default_factory=list)
+    stores: dict[str, str] = field(default_factory=lambda: {name: "ok" for name in STORES})
+    bound: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "status": self.status,
+            "task_id": self.task_id,
+            "reason": self.reason,
+            "session": self.session.public() if self.session else None,
+            "conflicts": [{"other_task_id": c.other_task_id, "shared_files": self.conflict_paths[c.other_task_id],
+                           "signal_id": str(c.signal_id)} for c in self.conflicts],
+            "related_decisions": [{"task_id": r.task_id, "text": r.text, "score": r.score}
+                                  for r in self.related_decisions],
+            "signals": [s.model_dump(mode="json") for s in self.signals],
+            "stores": self.stores,
+            "bound": self.bound,
+        }
+
+
+def _conflicts(stores: Stores, session: Session) -> tuple[list[FileConflict], dict[str, list[str]]] | Unavailable:
+    shared = stores.graph.shared_files(session.task_id)
+    if not isinstance(shared, Found):
+        return shared
+    conflicts = should_emit_conflict_signal(
+        {"task_id": session.task_id, "files_touched": list(session.files)},
+        [{"task_id": other, "files_touched": [f.key for f in files]} for other, files in shared.value.items()])
+    paths = {other: [f.path for f in files] for other, files in shared.value.items()}
+    return conflicts, paths
+
+
+def _related(stores: Stores, session: Session, limit: int) -> list[RelatedDecision]:
+    from recall.base import DecisionRecord
+
+    client = stores.recall()
+    own = [DecisionRecord(task_id=session.task_id, session_id=d.session_id, text=d.text, context=d.context,
+                          recorded_at=d.at.isoformat(), repo=session.repo or "") for d in session.decisions]
+    if not own:
+        return []
+    hits = client.search_related(session.task_id, limit, own=own, min_score=stores.settings.recall_min_score)
+    return [RelatedDecision(task_id=h.record.task_id, text=h.record.text, score=round(h.score, 4),
+                            context=h.record.context) for h in hits]
+
+
+def _missed_signals(stores: Stores, session: Session) -> list[Signal] | Unavailable:
+    subjects = [f"task:{session.task_id}", *(f"task:{d}" for d in session.depends_on),
+                *(file_subject(t.repo, t.path) for t in session.files.values())]
+    found = stores.signals.concerning(subjects, after=session.last_activity, limit=SIGNAL_LIMIT)
+    return found.value if isinstance(found, Found) else found
+
+
+def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5, bind_task: bool = True,
+                   agent: str | None = None, at: datetime | None = None) -> ResumeResult:
+    """Everything Baton knows about task_id, then bind this worktree to it.
+
+    The registry answers Found, NotFound or Unavailable; every other store adds its part or
+    is marked "unavailable: reason" after the store timeout. Nothing here raises for a
+    store that is down.
+    """
+    check_task_id(task_id)
+    at = at or clock.now()
+    timeout = stores.settings.store_timeout
+    result = ResumeResult(status="found", task_id=task_id)
+    # The deadline sits past the store timeout, so a store's own timeout reports first and precisely.
+    deadline = timeout + 0.5
+    looked = gather({"registry": lambda: stores.registry.get(task_id)}, deadline)["registry"]
+    if isinstance(looked, Unavailable):
+        result.status, result.reason = "unavailable", looked.reason
+        result.stores["registry"] = f"unavailable: {looked.reason}"
+    elif isinstance(looked, NotFound):
+        result.status = "not_found"
+    else:
+        session = result.session = looked.value
+        parts = gather({
+            "graph": lambda: _conflicts(stores, session),
+            "recall": lambda: _related(stores, session, limit),
+            "signals": lambda: _missed_signals(stores, session),
+        }, deadline)
+        for name, part in parts.items():
+            if isinstance(part, Unavailable):
+                result.stores[name] = f"unavailable: {part.reason}"
+        if not isinstance(parts["graph"], Unavailable):
+            result.conflicts, result.conflict_paths = parts["graph"]
+        if not isinstance(parts["recall"], Unavailable):
+            result.related_decisions = parts["recall"]
+        if not isinstance(parts["signals"], Unavailable):
+            result.signals = parts["signals"]
+    if bind_task:
+        result.bound = True
+        try:
+            report = bind(stores, task_id, place, agent=agent, at=at)
+            result.warnings += report.warnings
+        except StoreUnavailable as exc:
+            if result.status != "unavailable":
+                result.warnings.append(f"{exc}; bound locally only")
+    return result
+

@@ -1,0 +1,67 @@
+"""Which backend serves each concern. The one place a server backend will plug in.
+
+Stores are opened lazily: building a Stores object does no I/O, and a command opens only
+the stores it uses (`baton touch` never imports the recall libraries).
+"""
+
+from __future__ import annotations
+
+from graph.base import ConflictGraph
+from registry.base import SessionStore
+from signals.base import SignalBus
+from skills.settings import Settings
+
+from baton.errors import StoreUnavailable
+
+
+class Stores:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._registry: SessionStore | None = None
+        self._graph: ConflictGraph | None = None
+        self._signals: SignalBus | None = None
+        self._recall = None
+
+    @property
+    def registry(self) -> SessionStore:
+        if self._registry is None:
+            from registry.sqlite import SqliteSessionStore
+
+            self._registry = SqliteSessionStore(self.settings.home / "registry.db", timeout=self.settings.store_timeout)
+        return self._registry
+
+    @property
+    def graph(self) -> ConflictGraph:
+        if self._graph is None:
+            from graph.sqlite import SqliteConflictGraph
+
+            self._graph = SqliteConflictGraph(self.settings.home / "graph.db", timeout=self.settings.store_timeout)
+        return self._graph
+
+    @property
+    def signals(self) -> SignalBus:
+        if self._signals is None:
+            from signals.sqlite import SqliteSignalBus
+
+            self._signals = SqliteSignalBus(self.settings.home / "signals.db", timeout=self.settings.store_timeout)
+        return self._signals
+
+    def recall(self):
+        """The DecisionSearchClient; StoreUnavailable when recall's libraries are missing."""
+        if self._recall is None:
+            from recall import missing_dependency
+
+            missing = missing_dependency()
+            if missing:
+                raise StoreUnavailable("recall index", missing)
+            from recall.edge import EdgeDecisionIndex
+            from recall.search import DecisionSearchClient
+
+            self._recall = DecisionSearchClient(
+                EdgeDecisionIndex(self.settings.home / "recall" / "decisions", timeout=self.settings.store_timeout))
+        return self._recall
+
+    def close(self) -> None:
+        for store in (self._registry, self._graph, self._signals):
+            if store is not None:
+                store.close()
