@@ -13,15 +13,18 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from baton.errors import BadInput
 
 
-class FileRef(BaseModel):
-    """One file: repo identity ('' outside any repository) and its path within it."""
+@dataclass(frozen=True, slots=True)
+class FileRef:
+    """One file: repo identity ('' outside any repository) and its path within it.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    A dataclass, not a pydantic model, because `baton touch` builds these on the hook's hot
+    path without importing pydantic; pydantic still validates it inside event models.
+    """
+
+    __pydantic_config__ = {"extra": "forbid"}
 
     repo: str
     path: str

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Annotated
-
-from pydantic import AfterValidator
-
 from baton.errors import BadInput
 
 _TASK_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
@@ -27,13 +23,3 @@ def check_task_id(value: object) -> str:
             f"invalid task id {shown!r}: use 1 to 64 characters of letters, digits and . _ : -"
         )
     return value
-
-
-def _validate_task_id(value: str) -> str:
-    try:
-        return check_task_id(value)
-    except BadInput as exc:
-        raise ValueError(str(exc)) from None
-
-
-TaskId = Annotated[str, AfterValidator(_validate_task_id)]

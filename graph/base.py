@@ -18,6 +18,11 @@ class ConflictGraph(ABC):
         """Set the ticket's status and add touches of files (idempotent)."""
 
     @abstractmethod
+    def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
+        """Add touches of files; a stalled or unknown ticket becomes active, a completed one
+        stays completed. Returns whether the ticket is active."""
+
+    @abstractmethod
     def shared_files(self, task_id: str) -> Found[dict[str, list[FileRef]]] | Unavailable:
         """For each other active ticket, the files it shares with task_id.
 

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from uuid import UUID
-
-from pydantic import BaseModel, ConfigDict
 
 from baton.ids import CONFLICT_NAMESPACE
 
 
-class FileConflict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+@dataclass(frozen=True, slots=True)
+class FileConflict:
     other_task_id: str
     shared_files: list[str]
     signal_id: UUID

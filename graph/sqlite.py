@@ -88,6 +88,21 @@ class SqliteConflictGraph(ConflictGraph):
                     "ON CONFLICT DO UPDATE SET last_at = max(last_at, excluded.last_at)",
                     [(task_id, f.repo, f.path, stamp) for f in files])
 
+    def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
+        stamp = clock.to_text(at)
+        with guarded(STORE, self.path):
+            conn = self._conn()
+            with write_transaction(conn):
+                conn.execute(
+                    "INSERT INTO tasks (task_id, status) VALUES (?, 'active') "
+                    "ON CONFLICT (task_id) DO UPDATE SET status = 'active' WHERE status = 'stalled'", (task_id,))
+                conn.executemany(
+                    "INSERT INTO touches (task_id, repo, path, last_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT DO UPDATE SET last_at = max(last_at, excluded.last_at)",
+                    [(task_id, f.repo, f.path, stamp) for f in files])
+                status = conn.execute("SELECT status FROM tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
+        return status == "active"
+
     def shared_files(self, task_id: str) -> Found[dict[str, list[FileRef]]] | Unavailable:
         try:
             with guarded(STORE, self.path):

@@ -1,9 +1,10 @@
 """Session projections: the per-ticket event log and the state it projects to.
 
-Interface: SessionStore. Backends: SqliteSessionStore (embedded default).
+Interface: SessionStore (registry.base). Backends: SqliteSessionStore (registry.sqlite,
+the embedded default). Models: registry.model; the pure projection: registry.apply.
+Nothing is imported here eagerly: the hook's hot path must not pay for pydantic.
 """
 
 from registry.base import SessionStore
-from registry.model import Event, Phase, Session, Status
 
-__all__ = ["Event", "Phase", "Session", "SessionStore", "Status"]
+__all__ = ["SessionStore"]

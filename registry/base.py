@@ -5,8 +5,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
-from registry.model import Event, Session
+
+if TYPE_CHECKING:
+    from registry.model import Event, Session
 
 
 class SessionStore(ABC):
@@ -22,6 +28,13 @@ class SessionStore(ABC):
 
         An event whose id is already stored is skipped. Returns the resulting session of
         every ticket the events touch.
+        """
+
+    @abstractmethod
+    def record_touch(self, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef]) -> None:
+        """Append a files_touched event without projecting it yet: the agent hook's hot path.
+
+        Must not import the pydantic models. The projection catches up before the next read.
         """
 
     @abstractmethod

@@ -10,7 +10,7 @@ from uuid import UUID
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
 from baton.files import FileRef
-from baton.ids import TaskId
+from baton.types import TaskId
 
 
 class Status(str, Enum):

@@ -1,21 +1,30 @@
-"""The embedded session store: SQLite in WAL mode, one file in the data home."""
+"""The embedded session store: SQLite in WAL mode, one file in the data home.
+
+Events are appended to `events`; `applied = 0` marks one whose projection is not yet
+written. Full writes apply their events in the same transaction. The hook's touch only
+appends (no pydantic import, a few hundred microseconds), and the next read or write
+applies every pending event first, in the same transaction as it marks them applied.
+"""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
+from datetime import datetime
 from functools import cache
 from pathlib import Path
-
-from pydantic import TypeAdapter, ValidationError
+from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.errors import StoreUnavailable
+from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
 from baton.sqlite import connect, guarded, migrate, write_transaction
-from registry.apply import apply_event
 from registry.base import SessionStore
-from registry.model import Event, Session
+
+if TYPE_CHECKING:
+    from registry.model import Event, Session
 
 STORE = "session registry"
 
@@ -26,9 +35,11 @@ MIGRATIONS = [
         task_id TEXT NOT NULL,
         at TEXT NOT NULL,
         type TEXT NOT NULL,
-        body TEXT NOT NULL
+        body TEXT NOT NULL,
+        applied INTEGER NOT NULL DEFAULT 1
     );
     CREATE INDEX events_by_task ON events (task_id, at);
+    CREATE INDEX events_pending ON events (applied) WHERE applied = 0;
     CREATE TABLE sessions (
         task_id TEXT PRIMARY KEY,
         status TEXT NOT NULL,
@@ -41,8 +52,20 @@ MIGRATIONS = [
 
 
 @cache
-def _event_adapter() -> TypeAdapter:
+def _event_adapter():
+    from pydantic import TypeAdapter
+
+    from registry.model import Event
+
     return TypeAdapter(Event)
+
+
+def files_touched_body(event_id: str, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef]) -> str:
+    """The JSON of a FilesTouched event, built without pydantic (tests pin it to the model's)."""
+    return json.dumps({
+        "event_id": event_id, "task_id": task_id, "session_id": session_id, "at": at.isoformat(),
+        "type": "files_touched", "files": [{"repo": f.repo, "path": f.path} for f in files],
+    }, separators=(",", ":"), ensure_ascii=False)
 
 
 class SqliteSessionStore(SessionStore):
@@ -63,6 +86,10 @@ class SqliteSessionStore(SessionStore):
         return self._connection
 
     def _load(self, conn: sqlite3.Connection, task_id: str) -> Session | None:
+        from pydantic import ValidationError
+
+        from registry.model import Session
+
         row = conn.execute("SELECT body FROM sessions WHERE task_id = ?", (task_id,)).fetchone()
         if row is None:
             return None
@@ -71,12 +98,63 @@ class SqliteSessionStore(SessionStore):
         except ValidationError as exc:
             raise sqlite3.DatabaseError(f"stored session {task_id} is unreadable: {exc.errors()[0]['msg']}") from exc
 
+    def _save(self, conn: sqlite3.Connection, session: Session) -> None:
+        conn.execute(
+            "INSERT INTO sessions (task_id, status, last_activity, body) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (task_id) DO UPDATE SET status = excluded.status, "
+            "last_activity = excluded.last_activity, body = excluded.body",
+            (session.task_id, session.status.value, clock.to_text(session.last_activity), session.model_dump_json()))
+
+    def _apply_pending(self, conn: sqlite3.Connection) -> None:
+        """Project every pending event; runs inside the caller's write transaction."""
+        from pydantic import ValidationError
+
+        from registry.apply import apply_event
+
+        rows = conn.execute("SELECT event_id, body FROM events WHERE applied = 0 ORDER BY at").fetchall()
+        if not rows:
+            return
+        adapter = _event_adapter()
+        sessions: dict[str, Session | None] = {}
+        for event_id, body in rows:
+            try:
+                event = adapter.validate_json(body)
+            except ValidationError as exc:
+                raise sqlite3.DatabaseError(f"pending event {event_id} is unreadable: {exc.errors()[0]['msg']}") from exc
+            if event.task_id not in sessions:
+                sessions[event.task_id] = self._load(conn, event.task_id)
+            sessions[event.task_id] = apply_event(sessions[event.task_id], event)
+        for session in sessions.values():
+            self._save(conn, session)
+        conn.executemany("UPDATE events SET applied = 1 WHERE event_id = ?", [(e,) for e, _ in rows])
+
+    def _catch_up(self, conn: sqlite3.Connection) -> None:
+        if conn.execute("SELECT 1 FROM events WHERE applied = 0 LIMIT 1").fetchone() is None:
+            return
+        with write_transaction(conn):
+            self._apply_pending(conn)
+
+    def record_touch(self, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef]) -> None:
+        import uuid
+
+        event_id = str(uuid.uuid4())
+        with guarded(STORE, self.path):
+            conn = self._conn()
+            with write_transaction(conn):
+                conn.execute(
+                    "INSERT INTO events (event_id, task_id, at, type, body, applied) VALUES (?, ?, ?, ?, ?, 0)",
+                    (event_id, task_id, clock.to_text(at), "files_touched",
+                     files_touched_body(event_id, task_id, session_id, at, files)))
+
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
+        from registry.apply import apply_event
+
         adapter = _event_adapter()
         with guarded(STORE, self.path):
             conn = self._conn()
             sessions: dict[str, Session | None] = {}
             with write_transaction(conn):
+                self._apply_pending(conn)
                 for event in events:
                     inserted = conn.execute(
                         "INSERT OR IGNORE INTO events (event_id, task_id, at, type, body) VALUES (?, ?, ?, ?, ?)",
@@ -87,31 +165,33 @@ class SqliteSessionStore(SessionStore):
                         sessions[event.task_id] = self._load(conn, event.task_id)
                     if inserted:
                         sessions[event.task_id] = apply_event(sessions[event.task_id], event)
-                for task_id, session in sessions.items():
+                for session in sessions.values():
                     if session is not None:
-                        conn.execute(
-                            "INSERT INTO sessions (task_id, status, last_activity, body) VALUES (?, ?, ?, ?) "
-                            "ON CONFLICT (task_id) DO UPDATE SET status = excluded.status, "
-                            "last_activity = excluded.last_activity, body = excluded.body",
-                            (task_id, session.status.value, clock.to_text(session.last_activity),
-                             session.model_dump_json()),
-                        )
+                        self._save(conn, session)
         return {task_id: s for task_id, s in sessions.items() if s is not None}
 
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
         try:
             with guarded(STORE, self.path):
-                session = self._load(self._conn(), task_id)
+                conn = self._conn()
+                self._catch_up(conn)
+                session = self._load(conn, task_id)
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         return NotFound(task_id) if session is None else Found(session)
 
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
+        from pydantic import ValidationError
+
+        from registry.model import Session
+
         query = "SELECT body FROM sessions {} ORDER BY last_activity DESC, task_id".format(
             "" if include_inactive else "WHERE status = 'active'")
         try:
             with guarded(STORE, self.path):
-                rows = self._conn().execute(query).fetchall()
+                conn = self._conn()
+                self._catch_up(conn)
+                rows = conn.execute(query).fetchall()
                 return Found([Session.model_validate_json(body) for (body,) in rows])
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
@@ -119,6 +199,8 @@ class SqliteSessionStore(SessionStore):
             return Unavailable(f"{self.path}: a stored session is unreadable: {exc.errors()[0]['msg']}")
 
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
+        from pydantic import ValidationError
+
         adapter = _event_adapter()
         try:
             with guarded(STORE, self.path):

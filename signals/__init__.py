@@ -1,9 +1,9 @@
 """Coordination signals between tickets.
 
-Interface: SignalBus. Backends: SqliteSignalBus (embedded default).
+Interface: SignalBus (signals.base). Backends: SqliteSignalBus (signals.sqlite, the
+embedded default). Models: signals.model, imported only by those who build signals.
 """
 
 from signals.base import SignalBus
-from signals.model import Signal, SignalPayload, SignalType
 
-__all__ = ["Signal", "SignalBus", "SignalPayload", "SignalType"]
+__all__ = ["SignalBus"]

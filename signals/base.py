@@ -6,8 +6,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
 
+from typing import TYPE_CHECKING
+
 from baton.outcome import Found, Unavailable
-from signals.model import Signal
+
+if TYPE_CHECKING:
+    from signals.model import Signal
 
 
 class SignalBus(ABC):

@@ -8,7 +8,8 @@ from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
-from baton.ids import BATON_NAMESPACE, TaskId
+from baton.ids import BATON_NAMESPACE
+from baton.types import TaskId
 
 
 class SignalType(str, Enum):

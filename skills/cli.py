@@ -134,7 +134,7 @@ def _bind(args, stores) -> int:
 
 
 def _touch(args, stores) -> int:
-    from skills.writes import touch
+    from skills.touch import touch
 
     place, locator = _place()
     report = touch(stores, _active(args, place), args.paths, Path.cwd(), locator)

@@ -1,4 +1,4 @@
-"""The write skills: bind, touch, decide, update and end.
+"""The write skills: bind, decide, update and end (touch, the hook's hot path, is skills.touch).
 
 Every write is one or more registry events (the source of truth). The conflict graph,
 the signal log and the recall index are then brought up to date; if one of them fails,
@@ -14,28 +14,22 @@ from pathlib import Path
 
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
-from baton.files import FileRef, WorktreeLocator
+from baton.files import FileRef
 from baton.ids import check_task_id
 from baton.outcome import Found, NotFound
-from graph.conflicts import FileConflict, should_emit_conflict_signal
 from registry.model import (
-    Bound, DecisionRecorded, DependencyAdded, Ended, FailureRecorded, FilesTouched, NextActionSet, Phase,
+    Bound, DecisionRecorded, DependencyAdded, Ended, FailureRecorded, NextActionSet, Phase,
     PhaseChanged, Session, Status, StepCompleted,
 )
-from signals.model import Signal, SignalPayload, SignalType, derived_signal_id
+from signals.model import Signal, SignalType
+from skills.signalling import signal
 from skills.binding import ActiveTask, Binding, Place, read_binding, write_binding
 from skills.stores import Stores
-
-MAX_PATHS_PER_CALL = 1000
-
 
 @dataclass
 class WriteReport:
     session: Session | None = None
     warnings: list[str] = field(default_factory=list)
-    conflicts: list[FileConflict] = field(default_factory=list)
-    new_conflicts: list[FileConflict] = field(default_factory=list)
-    conflict_paths: dict[str, list[str]] = field(default_factory=dict)
     session_id: str | None = None
     binding_path: Path | None = None
     previous_task: str | None = None
@@ -60,11 +54,6 @@ def _publish(stores: Stores, signals: list[Signal], report: WriteReport) -> list
     except StoreUnavailable as exc:
         report.warnings.append(str(exc))
         return None
-
-
-def _signal(kind: SignalType, source: str, task: ActiveTask, repo: str, at: datetime, **payload) -> Signal:
-    return Signal(signal_id=derived_signal_id(kind, source), signal_type=kind, task_id=task.task_id,
-                  session_id=task.session_id, repo=repo, emitted_at=at, payload=SignalPayload(**payload))
 
 
 def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None,
@@ -94,7 +83,7 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
     report.session = session
     _sync_graph(stores, session, [], at, report)
     task = ActiveTask(task_id, session_id, "bind")
-    _publish(stores, [_signal(SignalType.ticket_claimed, str(event.event_id), task, place.repo, at,
+    _publish(stores, [signal(SignalType.ticket_claimed, str(event.event_id), task, place.repo, at,
                               reason="reopened" if reopens else "")], report)
     return report
 
@@ -105,60 +94,6 @@ def read_binding_quietly(place: Place) -> Binding | None:
         return read_binding(place)
     except BadInput:
         return None
-
-
-def file_refs(raw_paths: list[str], cwd: Path, locator: WorktreeLocator) -> list[FileRef]:
-    if not raw_paths:
-        raise BadInput("no paths given")
-    if len(raw_paths) > MAX_PATHS_PER_CALL:
-        raise BadInput(f"too many paths in one call: {len(raw_paths)} (at most {MAX_PATHS_PER_CALL})")
-    refs: dict[str, FileRef] = {}
-    for raw in raw_paths:
-        ref = locator.file_ref(raw, cwd)
-        refs.setdefault(ref.key, ref)
-    return list(refs.values())
-
-
-def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, locator: WorktreeLocator,
-          *, at: datetime | None = None) -> WriteReport:
-    """Record touched files; report overlaps with other active tickets, new ones first signalled."""
-    refs = file_refs(raw_paths, cwd, locator)
-    at = at or clock.now()
-    report = WriteReport()
-    event = FilesTouched(event_id=_event_id(), task_id=task.task_id, session_id=task.session_id, at=at, files=refs)
-    session = stores.registry.append([event])[task.task_id]
-    report.session = session
-    if not _sync_graph(stores, session, refs, at, report) or session.status is not Status.active:
-        return report
-    shared = stores.graph.shared_files(task.task_id)
-    if not isinstance(shared, Found):
-        report.warnings.append(f"conflict graph unavailable: {shared.reason}")
-        return report
-    by_key = {key: FileRef(repo=t.repo, path=t.path) for key, t in session.files.items()}
-    for files in shared.value.values():
-        by_key.update({f.key: f for f in files})
-    report.conflicts = should_emit_conflict_signal(
-        {"task_id": task.task_id, "files_touched": list(session.files)},
-        [{"task_id": other, "files_touched": [f.key for f in files]} for other, files in shared.value.items()])
-    report.conflict_paths = {other: [f.path for f in files] for other, files in shared.value.items()}
-    touched = {ref.key for ref in refs}
-    candidates = [c for c in report.conflicts if touched.intersection(c.shared_files)]
-    if not candidates:
-        return report
-    signals = [conflict_signal(c, task, [by_key[k] for k in c.shared_files], at) for c in candidates]
-    fresh = _publish(stores, signals, report)
-    report.new_conflicts = candidates if fresh is None else [c for c, new in zip(candidates, fresh) if new]
-    return report
-
-
-def conflict_signal(conflict: FileConflict, task: ActiveTask, files: list[FileRef], at: datetime) -> Signal:
-    repos = {f.repo for f in files}
-    repo = repos.pop() if len(repos) == 1 else ""
-    paths = [f.path if repo else f.key for f in files]
-    return Signal(signal_id=conflict.signal_id, signal_type=SignalType.conflict_detected, task_id=task.task_id,
-                  session_id=task.session_id, repo=repo, emitted_at=at,
-                  payload=SignalPayload(file_paths=paths, related_task_id=conflict.other_task_id,
-                                        reason=f"{task.task_id} and {conflict.other_task_id} both touched {', '.join(paths)}"))
 
 
 def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Place,
@@ -173,7 +108,7 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
     session = stores.registry.append([event])[task.task_id]
     report.session = session
     _sync_graph(stores, session, [], at, report)
-    _publish(stores, [_signal(SignalType.decision_recorded, str(event.event_id), task, place.repo, at,
+    _publish(stores, [signal(SignalType.decision_recorded, str(event.event_id), task, place.repo, at,
                               reason=event.text[:200])], report)
     from recall.base import DecisionRecord
 
@@ -217,7 +152,7 @@ def update(stores: Stores, task: ActiveTask, place: Place, *, phase: Phase | Non
     report.session = session
     _sync_graph(stores, session, [], at, report)
     if phase is not None:
-        _publish(stores, [_signal(SignalType.phase_changed, str(events[0].event_id), task, place.repo, at,
+        _publish(stores, [signal(SignalType.phase_changed, str(events[0].event_id), task, place.repo, at,
                                   phase=phase.value, reason=f"phase {phase.value}")], report)
     return report
 
@@ -233,6 +168,6 @@ def end(stores: Stores, task: ActiveTask, status: Status, place: Place, *, at: d
     report.session = session
     _sync_graph(stores, session, [], at, report)
     if status is Status.completed:
-        _publish(stores, [_signal(SignalType.ticket_completed, str(event.event_id), task, place.repo, at,
+        _publish(stores, [signal(SignalType.ticket_completed, str(event.event_id), task, place.repo, at,
                                   reason=f"{task.task_id} completed")], report)
     return report

@@ -1,0 +1,91 @@
+"""The touch skill: the hot path of an agent's PostToolUse hook (budget 100 ms per call).
+
+It imports neither pydantic nor any recall library: the registry appends a pending event,
+the graph records the touches and answers the overlaps through its file index, and only
+a new overlap builds a signal (and so imports the signal model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from baton import clock
+from baton.errors import BadInput, StoreUnavailable
+from baton.files import FileRef, WorktreeLocator
+from baton.outcome import Found
+from graph.conflicts import FileConflict, should_emit_conflict_signal
+from skills.binding import ActiveTask
+from skills.stores import Stores
+
+MAX_PATHS_PER_CALL = 1000
+
+
+@dataclass
+class TouchReport:
+    files: list[FileRef]
+    warnings: list[str] = field(default_factory=list)
+    conflicts: list[FileConflict] = field(default_factory=list)
+    new_conflicts: list[FileConflict] = field(default_factory=list)
+    conflict_paths: dict[str, list[str]] = field(default_factory=dict)
+
+
+def file_refs(raw_paths: list[str], cwd: Path, locator: WorktreeLocator) -> list[FileRef]:
+    if not raw_paths:
+        raise BadInput("no paths given")
+    if len(raw_paths) > MAX_PATHS_PER_CALL:
+        raise BadInput(f"too many paths in one call: {len(raw_paths)} (at most {MAX_PATHS_PER_CALL})")
+    refs: dict[str, FileRef] = {}
+    for raw in raw_paths:
+        ref = locator.file_ref(raw, cwd)
+        refs.setdefault(ref.key, ref)
+    return list(refs.values())
+
+
+def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, locator: WorktreeLocator,
+          *, at: datetime | None = None) -> TouchReport:
+    """Record touched files; report overlaps with other active tickets, each new one signalled once.
+
+    Raises BadInput for bad paths and StoreUnavailable when the registry cannot take the
+    write; a failing graph or signal log only adds a warning.
+    """
+    refs = file_refs(raw_paths, cwd, locator)
+    at = at or clock.now()
+    report = TouchReport(files=refs)
+    stores.registry.record_touch(task.task_id, task.session_id, at, refs)
+    try:
+        active = stores.graph.touch(task.task_id, refs, at)
+    except StoreUnavailable as exc:
+        report.warnings.append(str(exc))
+        return report
+    if not active:
+        return report
+    shared = stores.graph.shared_files(task.task_id)
+    if not isinstance(shared, Found):
+        report.warnings.append(f"conflict graph unavailable: {shared.reason}")
+        return report
+    by_key = {f.key: f for files in shared.value.values() for f in files}
+    report.conflicts = should_emit_conflict_signal(
+        {"task_id": task.task_id, "files_touched": list(by_key)},
+        [{"task_id": other, "files_touched": [f.key for f in files]} for other, files in shared.value.items()])
+    report.conflict_paths = {other: [f.path for f in files] for other, files in shared.value.items()}
+    touched = {ref.key for ref in refs}
+    candidates = [c for c in report.conflicts if touched.intersection(c.shared_files)]
+    if candidates:
+        report.new_conflicts = _signal_new(stores, task, candidates, by_key, at, report)
+    return report
+
+
+def _signal_new(stores: Stores, task: ActiveTask, candidates: list[FileConflict], by_key: dict[str, FileRef],
+                at: datetime, report: TouchReport) -> list[FileConflict]:
+    """Publish one conflict_detected per overlap; the ones the log had not seen are new."""
+    from skills.signalling import conflict_signal
+
+    signals = [conflict_signal(c, task, [by_key[k] for k in c.shared_files], at) for c in candidates]
+    try:
+        fresh = stores.signals.publish(signals)
+    except StoreUnavailable as exc:
+        report.warnings.append(str(exc))
+        return candidates
+    return [c for c, new in zip(candidates, fresh) if new]
