@@ -1,0 +1,98 @@
+"""Bad input: one-line error, non-zero exit, nothing stored before is lost."""
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import run_process
+
+
+def digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def bound(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    cli(main, "touch", "src/a.py")
+    cli(main, "decide", "Use Postgres")
+    return main
+
+
+def stored(cli, main):
+    return json.loads(cli(main, "resume", "OMN-1", "--json")[1])["session"]
+
+
+@pytest.mark.parametrize("args", [
+    ["bind", "bad id"], ["bind", "x" * 65], ["resume", "OMN/1"], ["touch", "--task", "a b", "f.py"],
+    ["decide", "   "], ["update"], ["update", "--next", " "], ["update", "--depends-on", "OMN-1"],
+    ["resume", "OMN-1", "--list"], ["signals", "--since", "yesterday"], ["recall", ""],
+])
+def test_bad_arguments_exit_2_with_one_line(bound, cli, args):
+    before = stored(cli, bound)
+    code, out, err = cli(bound, *args)
+    assert code == 2
+    assert err.startswith("baton: error: ") and err.count("\n") == 1
+    assert stored(cli, bound)["files_touched"] == before["files_touched"]
+    assert stored(cli, bound)["decisions"] == before["decisions"]
+
+
+def test_nul_in_a_path(bound, cli):
+    code, _, err = cli(bound, "touch", "a\x00b.py")
+    assert code == 2 and "NUL" in err
+
+
+def test_non_utf8_path_from_the_command_line(bound):
+    result = subprocess.run([sys.executable, "-m", "skills.cli", "touch", b"caf\xe9.py"], cwd=bound,
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and "not valid UTF-8" in result.stderr
+
+
+def test_ten_thousand_paths_in_one_call(bound, cli):
+    code, _, err = cli(bound, "touch", *[f"f{i}.py" for i in range(10_000)])
+    assert code == 2 and "too many paths" in err
+    assert stored(cli, bound)["files_touched"] == ["src/a.py"]
+
+
+def test_a_corrupt_registry_file_is_reported_and_left_untouched(bound, home):
+    for name in ("registry.db-wal", "registry.db-shm"):
+        (home / name).unlink(missing_ok=True)
+    (home / "registry.db").write_bytes(b"this is not a database" * 100)
+    before = digest(home / "registry.db")
+    result = run_process(bound, "touch", "src/b.py")
+    assert result.returncode == 3 and "session registry unavailable" in result.stderr
+    assert result.stderr.count("\n") == 1
+    result = run_process(bound, "resume", "OMN-1")
+    assert result.returncode == 3
+    assert result.stdout.startswith("Session registry unavailable: ") and "Binding task_id locally only." in result.stdout
+    assert digest(home / "registry.db") == before
+
+
+def test_an_unreadable_data_file(bound, home):
+    """A data file that cannot be opened at all (here: a directory in its place)."""
+    (home / "graph.db-wal").unlink(missing_ok=True)
+    (home / "graph.db-shm").unlink(missing_ok=True)
+    (home / "graph.db").unlink()
+    (home / "graph.db").mkdir()
+    result = run_process(bound, "touch", "src/b.py")
+    assert result.returncode == 0 and "conflict graph unavailable" in result.stderr
+    resumed = json.loads(run_process(bound, "resume", "OMN-1", "--json").stdout)
+    assert resumed["stores"]["graph"].startswith("unavailable: ")
+    assert "src/b.py" in resumed["session"]["files_touched"], "the registry still took the touch"
+
+
+def test_a_garbled_binding_file(bound, cli):
+    (bound / ".baton" / "active_session.yaml").write_text("task_id: [unclosed\n")
+    code, _, err = cli(bound, "touch", "x.py")
+    assert code == 2 and "binding file" in err
+    assert cli(bound, "bind", "OMN-1")[0] == 0, "bind rewrites a garbled binding"
+
+
+def test_bad_settings(bound, cli, monkeypatch):
+    monkeypatch.setenv("BATON_STALE_AFTER", "soon")
+    code, _, err = cli(bound, "list")
+    assert code == 2 and "BATON_STALE_AFTER" in err

@@ -1,0 +1,41 @@
+"""`baton touch` runs in an agent's PostToolUse hook: it must stay light."""
+
+import json
+import subprocess
+import sys
+import uuid
+from datetime import datetime, timezone
+
+from pydantic import TypeAdapter
+
+from baton.files import FileRef
+from registry.model import Event
+from registry.sqlite import files_touched_body
+
+PROBE = """
+import sys
+from skills.cli import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in ("pydantic", "numpy", "torch", "qdrant_edge", "qdrant_client", "tokenizers",
+                           "confluent_kafka", "neo4j", "psycopg") if m in sys.modules)
+print("HEAVY", ",".join(heavy))
+sys.exit(code)
+"""
+
+
+def test_touch_imports_nothing_heavy(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    result = subprocess.run([sys.executable, "-c", PROBE, "touch", "src/a.py"], cwd=main, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "HEAVY \n" in result.stdout
+
+
+def test_the_hand_built_touch_event_is_the_model_event():
+    at = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+    event_id = str(uuid.uuid4())
+    files = [FileRef("github.com/a/b", "src/ü.py"), FileRef("", "/tmp/x")]
+    body = files_touched_body(event_id, "OMN-1", "s1", at, files)
+    event = TypeAdapter(Event).validate_json(body)
+    assert event.type == "files_touched" and event.files == files and event.at == at
+    assert json.loads(TypeAdapter(Event).dump_json(event)) == {**json.loads(body), "at": "2026-11-01T12:00:00.123456Z"}
