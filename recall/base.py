@@ -67,3 +67,7 @@ class DecisionIndex(ABC):
     @abstractmethod
     def count(self) -> int:
         """Number of stored decisions."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what the index holds open."""

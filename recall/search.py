@@ -51,5 +51,8 @@ class DecisionSearchClient:
         hits = self.index.search(vectors[:OWN_VECTORS], limit=limit, exclude_task_id=task_id)
         return [h for h in hits if h.score >= min_score]
 
+    def close(self) -> None:
+        self.index.close()
+
     def search_text(self, text: str, limit: int = 5, *, exclude_task_id: str | None = None) -> list[ScoredDecision]:
         return self.index.search(self._embed([text]), limit=limit, exclude_task_id=exclude_task_id)

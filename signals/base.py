@@ -22,6 +22,10 @@ class SignalBus(ABC):
         """Append signals; for each, True if new, False if its id was already stored."""
 
     @abstractmethod
+    def known(self, signal_ids: Sequence[str]) -> set[str]:
+        """Which of signal_ids are already stored (lets the hot path skip building signals)."""
+
+    @abstractmethod
     def concerning(self, subjects: Sequence[str], *, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
         """The newest `limit` signals about any of subjects emitted strictly after `after`, oldest first."""
 

@@ -6,15 +6,16 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.errors import StoreUnavailable
 from baton.outcome import Found, Unavailable
 from baton.sqlite import connect, guarded, migrate, write_transaction
 from signals.base import SignalBus
-from signals.model import Signal
+
+if TYPE_CHECKING:
+    from signals.model import Signal
 
 STORE = "signal log"
 
@@ -77,7 +78,19 @@ class SqliteSignalBus(SignalBus):
                             [(subject, emitted, cursor.lastrowid) for subject in signal.subjects()])
         return fresh
 
+    def known(self, signal_ids: Sequence[str]) -> set[str]:
+        if not signal_ids:
+            return set()
+        marks = ",".join("?" * len(signal_ids))
+        with guarded(STORE, self.path):
+            rows = self._conn().execute(f"SELECT signal_id FROM signals WHERE signal_id IN ({marks})", list(signal_ids))
+            return {signal_id for (signal_id,) in rows}
+
     def _read(self, query: str, params: Sequence) -> Found[list[Signal]] | Unavailable:
+        from pydantic import ValidationError
+
+        from signals.model import Signal
+
         try:
             with guarded(STORE, self.path):
                 rows = self._conn().execute(query, params).fetchall()

@@ -62,6 +62,6 @@ class Stores:
         return self._recall
 
     def close(self) -> None:
-        for store in (self._registry, self._graph, self._signals):
+        for store in (self._registry, self._graph, self._signals, self._recall):
             if store is not None:
                 store.close()

@@ -80,10 +80,14 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
 def _signal_new(stores: Stores, task: ActiveTask, candidates: list[FileConflict], by_key: dict[str, FileRef],
                 at: datetime, report: TouchReport) -> list[FileConflict]:
     """Publish one conflict_detected per overlap; the ones the log had not seen are new."""
-    from skills.signalling import conflict_signal
-
-    signals = [conflict_signal(c, task, [by_key[k] for k in c.shared_files], at) for c in candidates]
     try:
+        known = stores.signals.known([str(c.signal_id) for c in candidates])
+        candidates = [c for c in candidates if str(c.signal_id) not in known]
+        if not candidates:
+            return []
+        from skills.signalling import conflict_signal
+
+        signals = [conflict_signal(c, task, [by_key[k] for k in c.shared_files], at) for c in candidates]
         fresh = stores.signals.publish(signals)
     except StoreUnavailable as exc:
         report.warnings.append(str(exc))

@@ -24,11 +24,15 @@ sys.exit(code)
 
 
 def test_touch_imports_nothing_heavy(home, worktrees, cli):
-    main, _ = worktrees
+    main, second = worktrees
     cli(main, "bind", "OMN-1")
-    result = subprocess.run([sys.executable, "-c", PROBE, "touch", "src/a.py"], cwd=main, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert "HEAVY \n" in result.stdout
+    cli(second, "bind", "OMN-2")
+    cli(second, "touch", "src/a.py")
+    for path in ("src/b.py", "src/a.py"):  # no overlap, then an overlap already signalled
+        cli(main, "touch", path)
+        result = subprocess.run([sys.executable, "-c", PROBE, "touch", path], cwd=main, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        assert "HEAVY \n" in result.stdout
 
 
 def test_the_hand_built_touch_event_is_the_model_event():

@@ -1,0 +1,230 @@
+"""Baton's performance figures on the embedded default.
+
+Builds a data set (1,000 active sessions of 20 files each, 100,000 decisions), then times:
+  - `baton touch` as a fresh process (an agent's PostToolUse hook; budget 100 ms),
+  - `baton resume` as a fresh process, recall included (budget 500 ms),
+  - resume_session() in-process, warm (budget 25 ms),
+  - one task's conflict lookup at 100 and at 10,000 sessions (must not grow with sessions),
+each against a baseline measured in the same run. Prints medians with p10-p90 spread.
+
+    .venv/bin/python bench/run.py [--decisions 100000] [--sessions 1000] [--repeat 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from baton import clock  # noqa: E402
+from baton.files import FileRef  # noqa: E402
+
+FILES_PER_SESSION = 20
+PATH_POOL = 20_000
+BENCH_TASK = "BENCH-1"
+BENCH_DECISIONS = ["Keep carts in PostgreSQL, not Redis", "Use optimistic locking on the cart row",
+                   "Expose cart totals through a read model"]
+RELATED = [("OTHER-1", "Store payment intents in PostgreSQL"), ("OTHER-2", "Lock cart rows optimistically"),
+           ("OTHER-3", "Serve order totals from a read model")]
+
+
+def spread(samples: list[float]) -> tuple[float, float, float]:
+    ordered = sorted(samples)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return statistics.median(ordered), pick(0.1), pick(0.9)
+
+
+def timed_runs(command: list[str], cwd: Path, env: dict, repeat: int) -> list[float]:
+    subprocess.run(command, cwd=cwd, env=env, capture_output=True, check=True)  # warm the page cache
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        subprocess.run(command, cwd=cwd, env=env, capture_output=True, check=True)
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def build_sessions(home: Path, sessions: int, *, with_registry: bool, pool: int = PATH_POOL) -> None:
+    from graph.sqlite import SqliteConflictGraph
+    from registry.model import Bound, FilesTouched
+    from registry.sqlite import SqliteSessionStore
+
+    rng = random.Random(sessions)
+    graph = SqliteConflictGraph(home / "graph.db", timeout=10)
+    registry = SqliteSessionStore(home / "registry.db", timeout=10) if with_registry else None
+    now = clock.now()
+    batch = []
+    for n in range(sessions):
+        task = f"T-{n}"
+        at = now - timedelta(minutes=rng.randint(1, 60 * 48))
+        files = [FileRef("github.com/acme/shop", f"src/m{rng.randrange(pool)}.py") for _ in range(FILES_PER_SESSION)]
+        graph.record(task, "active", files, at)
+        if registry is not None:
+            common = {"task_id": task, "session_id": "bench", "at": at}
+            batch += [Bound(event_id=uuid.uuid4(), repo="github.com/acme/shop", worktree_path=f"/w/{task}", **common),
+                      FilesTouched(event_id=uuid.uuid4(), files=files, **common)]
+            if len(batch) >= 400:
+                registry.append(batch)
+                batch = []
+    if registry is not None and batch:
+        registry.append(batch)
+    graph.close()
+    if registry is not None:
+        registry.close()
+
+
+def build_decisions(home: Path, count: int) -> None:
+    import numpy as np
+
+    from recall.base import DecisionRecord
+    from recall.edge import EdgeDecisionIndex
+    from recall.embedding import MiniLMEncoder
+
+    index = EdgeDecisionIndex(home / "recall" / "decisions", timeout=30)
+    encoder = MiniLMEncoder.load()
+    real = [(BENCH_TASK, text) for text in BENCH_DECISIONS] + RELATED
+    records = [DecisionRecord(task_id=t, session_id="bench", text=x, recorded_at=clock.now().isoformat(), repo="r")
+               for t, x in real]
+    index.upsert(records, encoder.encode([r.text for r in records]).tolist())
+    rng = np.random.default_rng(7)
+    centroids = rng.standard_normal((2000, 384)).astype(np.float32)
+    batch = 2000
+    for start in range(0, count - len(real), batch):
+        size = min(batch, count - len(real) - start)
+        vectors = centroids[rng.integers(0, 2000, size)] + 0.3 * rng.standard_normal((size, 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        filler = [DecisionRecord(task_id=f"T-{(start + i) % 1000}", session_id="bench", text=f"synthetic decision {start + i}",
+                                 recorded_at="2026-01-01T00:00:00+00:00", repo="r") for i in range(size)]
+        index.upsert(filler, vectors.tolist())
+    index.close()
+
+
+def bench_conflict_lookup(root: Path, counts: list[int], repeat: int) -> dict[int, list[float]]:
+    from graph.sqlite import SqliteConflictGraph
+
+    results = {}
+    for sessions in counts:
+        home = root / f"graph-{sessions}"
+        home.mkdir()
+        # The pool grows with the sessions, so a file has the same expected number of
+        # sharers at every size: only the number of sessions changes.
+        build_sessions(home, sessions, with_registry=False, pool=sessions * FILES_PER_SESSION)
+        graph = SqliteConflictGraph(home / "graph.db", timeout=10)
+        graph.shared_files("T-1")
+        samples = []
+        for i in range(repeat):
+            started = time.perf_counter()
+            graph.shared_files(f"T-{i % 50}")
+            samples.append((time.perf_counter() - started) * 1000)
+        results[sessions] = samples
+        graph.close()
+        results[-sessions] = scan_baseline(home / "graph.db", max(5, repeat // 50))
+    return results
+
+
+def scan_baseline(path: Path, repeat: int) -> list[float]:
+    """The reference design's way: read every active session's files, compare with each."""
+    import sqlite3
+
+    from graph.conflicts import should_emit_conflict_signal
+
+    conn = sqlite3.connect(path)
+    samples = []
+    for i in range(repeat):
+        started = time.perf_counter()
+        files: dict[str, list[str]] = {}
+        for task, repo, file in conn.execute("SELECT task_id, repo, path FROM touches"):
+            files.setdefault(task, []).append(f"{repo}:{file}")
+        tasks = [{"task_id": t, "files_touched": f} for t, f in files.items()]
+        should_emit_conflict_signal(tasks[i % 50], tasks)
+        samples.append((time.perf_counter() - started) * 1000)
+    conn.close()
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--decisions", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=30)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="baton-bench-") as scratch:
+        root = Path(scratch)
+        home = root / "home"
+        worktree = root / "shop"
+        worktree.mkdir()
+        subprocess.run(["git", "init", "-q", str(worktree)], check=True)
+        subprocess.run(["git", "-C", str(worktree), "remote", "add", "origin", "git@github.com:acme/shop.git"], check=True)
+        env = {**os.environ, "BATON_HOME": str(home), "PYTHONPATH": str(ROOT)}
+
+        started = time.perf_counter()
+        build_sessions(home, args.sessions, with_registry=True)
+        os.environ["BATON_HOME"] = str(home)
+        cli = [sys.executable, "-m", "skills.cli"]
+        subprocess.run([*cli, "bind", BENCH_TASK], cwd=worktree, env=env, check=True, capture_output=True)
+        for text in BENCH_DECISIONS:
+            subprocess.run([*cli, "decide", text], cwd=worktree, env=env, check=True, capture_output=True)
+        subprocess.run([*cli, "touch", "src/m1.py", "src/m2.py"], cwd=worktree, env=env, check=True, capture_output=True)
+        build_decisions(home, args.decisions)
+        print(f"data set: {args.sessions} active sessions x {FILES_PER_SESSION} files, {args.decisions} decisions "
+              f"(built in {time.perf_counter() - started:.1f} s)\n")
+
+        rows = []
+        python_start = timed_runs([sys.executable, "-c", "pass"], worktree, env, args.repeat)
+        rows.append(("python -c pass (baseline)", python_start, None))
+        touch = timed_runs([*cli, "touch", "src/m3.py"], worktree, env, args.repeat)
+        rows.append(("baton touch, fresh process", touch, 100))
+        resume = timed_runs([*cli, "resume", BENCH_TASK, "--json"], worktree, env, max(10, args.repeat // 2))
+        rows.append(("baton resume, fresh process (recall included)", resume, 500))
+
+        from skills.binding import place_of
+        from baton.files import WorktreeLocator
+        from skills.resume import resume_session
+        from skills.settings import Settings
+        from skills.stores import Stores
+
+        stores = Stores(Settings.from_env())
+        place = place_of(worktree, WorktreeLocator())
+        result = resume_session(stores, BENCH_TASK, place)
+        assert result.status == "found" and all(v == "ok" for v in result.stores.values()), result.stores
+        related = [r.task_id for r in result.related_decisions]
+        warm = []
+        for _ in range(args.repeat * 2):
+            began = time.perf_counter()
+            resume_session(stores, BENCH_TASK, place)
+            warm.append((time.perf_counter() - began) * 1000)
+        rows.append(("resume_session in-process, warm", warm, 25))
+        stores.close()
+
+        lookups = bench_conflict_lookup(root, [100, 10_000], args.repeat * 10)
+        for sessions, samples in lookups.items():
+            how = "index" if sessions > 0 else "scan of all sessions (baseline)"
+            rows.append((f"conflict lookup, {how}, {abs(sessions)} sessions", samples, None))
+
+    print(f"{'figure':62} {'median ms':>10} {'p10-p90 ms':>16} {'budget':>8}")
+    for name, samples, budget in rows:
+        median, low, high = spread(samples)
+        shown = f"{budget} ms" if budget else ""
+        print(f"{name:62} {median:10.2f} {f'{low:.2f}-{high:.2f}':>16} {shown:>8}")
+    small, large = (statistics.median(lookups[n]) for n in (100, 10_000))
+    print(f"\nconflict lookup at 10,000 / at 100 sessions: index {large / small:.2f}x, "
+          f"scan {statistics.median(lookups[-10_000]) / statistics.median(lookups[-100]):.0f}x")
+    print(f"index vs scan at 10,000 sessions: {statistics.median(lookups[-10_000]) / large:.0f}x faster")
+    print(f"touch minus interpreter start: {statistics.median(touch) - statistics.median(python_start):.1f} ms")
+    print(f"related decisions found for {BENCH_TASK}: {', '.join(related) or 'none'}")
+
+
+if __name__ == "__main__":
+    main()
