@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+
 from baton.errors import BadInput
 
 _TASK_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")

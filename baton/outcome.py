@@ -7,7 +7,7 @@ These are plain frozen dataclasses: they are built on hot paths and never serial
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, TypeVar, Union
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -27,4 +27,4 @@ class Unavailable:
     reason: str
 
 
-Outcome = Union[Found[T], NotFound, Unavailable]
+Outcome = Found[T] | NotFound | Unavailable

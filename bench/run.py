@@ -189,8 +189,8 @@ def main() -> None:
         resume = timed_runs([*cli, "resume", BENCH_TASK, "--json"], worktree, env, max(10, args.repeat // 2))
         rows.append(("baton resume, fresh process (recall included)", resume, 500))
 
-        from skills.binding import place_of
         from baton.files import WorktreeLocator
+        from skills.binding import place_of
         from skills.resume import resume_session
         from skills.settings import Settings
         from skills.stores import Stores

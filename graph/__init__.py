@@ -4,6 +4,10 @@ Interface: ConflictGraph. Backends: SqliteConflictGraph (embedded default).
 """
 
 from graph.base import ConflictGraph
-from graph.conflicts import FileConflict, conflict_signal_id, should_emit_conflict_signal
+from graph.conflicts import (
+    FileConflict,
+    conflict_signal_id,
+    should_emit_conflict_signal,
+)
 
 __all__ = ["ConflictGraph", "FileConflict", "conflict_signal_id", "should_emit_conflict_signal"]

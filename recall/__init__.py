@@ -7,7 +7,13 @@ Nothing here imports NumPy, tokenizers or qdrant-edge until it is used.
 
 import importlib.util
 
-from recall.base import COLLECTION, DecisionIndex, DecisionRecord, ScoredDecision, decision_point_id
+from recall.base import (
+    COLLECTION,
+    DecisionIndex,
+    DecisionRecord,
+    ScoredDecision,
+    decision_point_id,
+)
 
 
 def missing_dependency() -> str | None:

@@ -9,8 +9,23 @@ event can never win.
 from __future__ import annotations
 
 from registry.model import (
-    PHASE_RANK, Bound, DecisionRecorded, DependencyAdded, Ended, Entry, Event, FailureRecorded,
-    FilesTouched, NextActionSet, Phase, PhaseChanged, Session, Stamp, Status, StepCompleted, Touch,
+    PHASE_RANK,
+    Bound,
+    DecisionRecorded,
+    DependencyAdded,
+    Ended,
+    Entry,
+    Event,
+    FailureRecorded,
+    FilesTouched,
+    NextActionSet,
+    Phase,
+    PhaseChanged,
+    Session,
+    Stamp,
+    Status,
+    StepCompleted,
+    Touch,
 )
 
 

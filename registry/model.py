@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from datetime import datetime
-from enum import Enum
-from typing import Annotated, Literal, Union
+from enum import StrEnum
+from typing import Annotated, Literal
 from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
@@ -13,13 +13,13 @@ from baton.files import FileRef
 from baton.types import TaskId
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     active = "active"
     completed = "completed"
     stalled = "stalled"
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     planning = "planning"
     implementing = "implementing"
     reviewing = "reviewing"
@@ -102,8 +102,7 @@ class Ended(_Event):
 
 
 Event = Annotated[
-    Union[Bound, FilesTouched, DecisionRecorded, PhaseChanged, StepCompleted, FailureRecorded,
-          NextActionSet, DependencyAdded, Ended],
+    Bound | FilesTouched | DecisionRecorded | PhaseChanged | StepCompleted | FailureRecorded | NextActionSet | DependencyAdded | Ended,
     Field(discriminator="type"),
 ]
 

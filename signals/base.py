@@ -5,7 +5,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
-
 from typing import TYPE_CHECKING
 
 from baton.outcome import Found, Unavailable

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from enum import Enum
+from enum import StrEnum
 from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict
@@ -12,7 +12,7 @@ from baton.ids import BATON_NAMESPACE
 from baton.types import TaskId
 
 
-class SignalType(str, Enum):
+class SignalType(StrEnum):
     conflict_detected = "conflict_detected"
     ticket_claimed = "ticket_claimed"
     ticket_completed = "ticket_completed"

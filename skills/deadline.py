@@ -37,6 +37,6 @@ def gather(calls: dict[str, Callable[[], Any]], timeout: float) -> dict[str, Any
         thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
             results[name] = Unavailable(f"no answer within {timeout:g}s")
-    for name, exc in errors.items():
+    for exc in errors.values():
         raise exc
     return results

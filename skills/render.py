@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from baton.clock import UTC
-
 from skills.listing import Listing
 from skills.resume import ResumeResult
 

@@ -6,12 +6,11 @@ the stores it uses (`baton touch` never imports the recall libraries).
 
 from __future__ import annotations
 
+from baton.errors import StoreUnavailable
 from graph.base import ConflictGraph
 from registry.base import SessionStore
 from signals.base import SignalBus
 from skills.settings import Settings
-
-from baton.errors import StoreUnavailable
 
 
 class Stores:

@@ -92,4 +92,4 @@ def _signal_new(stores: Stores, task: ActiveTask, candidates: list[FileConflict]
     except StoreUnavailable as exc:
         report.warnings.append(str(exc))
         return candidates
-    return [c for c, new in zip(candidates, fresh) if new]
+    return [c for c, new in zip(candidates, fresh, strict=True) if new]

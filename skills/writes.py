@@ -18,13 +18,23 @@ from baton.files import FileRef
 from baton.ids import check_task_id
 from baton.outcome import Found, NotFound
 from registry.model import (
-    Bound, DecisionRecorded, DependencyAdded, Ended, FailureRecorded, NextActionSet, Phase,
-    PhaseChanged, Session, Status, StepCompleted,
+    Bound,
+    DecisionRecorded,
+    DependencyAdded,
+    Ended,
+    FailureRecorded,
+    NextActionSet,
+    Phase,
+    PhaseChanged,
+    Session,
+    Status,
+    StepCompleted,
 )
 from signals.model import Signal, SignalType
-from skills.signalling import signal
 from skills.binding import ActiveTask, Binding, Place, read_binding, write_binding
+from skills.signalling import signal
 from skills.stores import Stores
+
 
 @dataclass
 class WriteReport:

@@ -1,6 +1,5 @@
 """The projection is pure and replay-safe: duplicates and any order give the same session."""
 
-import itertools
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -10,8 +9,17 @@ from pydantic import ValidationError
 from baton.files import FileRef
 from registry.apply import apply_event
 from registry.model import (
-    Bound, DecisionRecorded, DependencyAdded, Ended, FailureRecorded, FilesTouched, NextActionSet, Phase,
-    PhaseChanged, Status, StepCompleted,
+    Bound,
+    DecisionRecorded,
+    DependencyAdded,
+    Ended,
+    FailureRecorded,
+    FilesTouched,
+    NextActionSet,
+    Phase,
+    PhaseChanged,
+    Status,
+    StepCompleted,
 )
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)

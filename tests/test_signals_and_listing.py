@@ -1,0 +1,70 @@
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from baton import clock
+from baton.files import WorktreeLocator
+from signals.model import Signal, SignalPayload, SignalType
+from skills.binding import place_of
+from skills.listing import list_sessions
+from skills.settings import Settings
+from skills.stores import Stores
+
+
+def test_signals_need_an_emission_time_and_round_trip():
+    fields = {"signal_id": uuid.uuid4(), "signal_type": "pr_merged", "task_id": "OMN-1", "session_id": "s",
+              "repo": "github.com/a/b", "payload": {"pr_number": 47, "reason": "merged PR #47"}}
+    with pytest.raises(ValidationError):
+        Signal(**fields)
+    signal = Signal(**fields, emitted_at=datetime(2026, 11, 1, tzinfo=UTC))
+    assert Signal.model_validate(signal.model_dump(mode="json")) == signal
+    assert signal.signal_type is SignalType.pr_merged and signal.payload == SignalPayload(pr_number=47, reason="merged PR #47")
+    with pytest.raises(ValidationError):
+        Signal(**{**fields, "payload": {"surprise": 1}}, emitted_at=datetime(2026, 11, 1, tzinfo=UTC))
+
+
+def test_signal_publication_is_idempotent(home):
+    from signals.sqlite import SqliteSignalBus
+
+    bus = SqliteSignalBus(home / "signals.db", timeout=2)
+    signal = Signal(signal_id=uuid.uuid4(), signal_type="rebase_needed", task_id="OMN-2", session_id="s", repo="r",
+                    emitted_at=clock.now(), payload=SignalPayload(related_task_id="OMN-1", file_paths=["a.py"]))
+    assert bus.publish([signal, signal]) == [True, False]
+    assert bus.publish([signal]) == [False]
+    about_one = bus.concerning(["task:OMN-1"], after=None, limit=10).value
+    about_file = bus.concerning(["file:r:a.py"], after=None, limit=10).value
+    assert about_one == about_file == [signal]
+    assert bus.concerning(["task:OMN-1"], after=signal.emitted_at, limit=10).value == []
+    bus.close()
+
+
+def test_idle_sessions_are_marked_stale(home, worktrees, cli, monkeypatch):
+    main, _ = worktrees
+    cli(main, "bind", "OLD-1")
+    monkeypatch.setenv("BATON_STALE_AFTER", "2h")
+    stores = Stores(Settings.from_env())
+    try:
+        now = clock.now()
+        assert [line.stale for line in list_sessions(stores, at=now).lines] == [False]
+        assert [line.stale for line in list_sessions(stores, at=now + timedelta(hours=3)).lines] == [True]
+    finally:
+        stores.close()
+    assert "[stale]" not in cli(main, "list")[1]
+
+
+def test_an_unavailable_registry_still_binds_locally(home, worktrees, cli):
+    main, _ = worktrees
+    home.mkdir(parents=True)
+    (home / "registry.db").write_bytes(b"not a database" * 50)
+    code, out, _ = cli(main, "resume", "OMN-9")
+    assert code == 3 and out.startswith("Session registry unavailable: ")
+    assert 'task_id: "OMN-9"' in (main / ".baton" / "active_session.yaml").read_text()
+    assert place_of(main, WorktreeLocator()).root == main.resolve()
+
+
+def test_ending_an_unknown_ticket_is_bad_input(home, worktrees, cli):
+    main, _ = worktrees
+    code, _, err = cli(main, "end", "NOPE-1")
+    assert code == 2 and "nothing to end" in err
