@@ -60,6 +60,32 @@ def migrate(conn: sqlite3.Connection, migrations: Sequence[str]) -> None:
         conn.execute(f"PRAGMA user_version = {len(migrations)}")
 
 
+class SqliteFile:
+    """One embedded store's database file: opened and migrated on first use, closed explicitly."""
+
+    def __init__(self, path: Path, migrations: Sequence[str], *, timeout: float) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._migrations = migrations
+        self._connection: sqlite3.Connection | None = None
+
+    def conn(self) -> sqlite3.Connection:
+        if self._connection is None:
+            conn = connect(self.path, timeout=self.timeout)
+            try:
+                migrate(conn, self._migrations)
+            except BaseException:
+                conn.close()
+                raise
+            self._connection = conn
+        return self._connection
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+
 @contextmanager
 def guarded(store: str, path: Path) -> Iterator[None]:
     """Turn driver and file-system failures into StoreUnavailable naming the file."""

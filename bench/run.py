@@ -55,6 +55,20 @@ def timed_runs(command: list[str], cwd: Path, env: dict, repeat: int) -> list[fl
     return samples
 
 
+def concurrent_runs(command: list[str], cwd: Path, env: dict, repeat: int) -> list[float]:
+    """Two agent processes resuming at once (they share the recall shard and its lock)."""
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        pair = [subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+        for process in pair:
+            out, err = process.communicate()
+            if process.returncode != 0 or b'"recall": "ok"' not in out:
+                raise SystemExit(f"concurrent resume failed: {err.decode()[-300:]}")
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
 def build_sessions(home: Path, sessions: int, *, with_registry: bool, pool: int = PATH_POOL) -> None:
     from graph.sqlite import SqliteConflictGraph
     from registry.model import Bound, FilesTouched
@@ -188,6 +202,8 @@ def main() -> None:
         rows.append(("baton touch, fresh process", touch, 100))
         resume = timed_runs([*cli, "resume", BENCH_TASK, "--json"], worktree, env, max(10, args.repeat // 2))
         rows.append(("baton resume, fresh process (recall included)", resume, 500))
+        rows.append(("two baton resumes at once, both finished", concurrent_runs(
+            [*cli, "resume", BENCH_TASK, "--json"], worktree, env, max(5, args.repeat // 3)), None))
 
         from baton.files import WorktreeLocator
         from skills.binding import place_of

@@ -11,7 +11,7 @@ from baton import clock
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.outcome import Found, Unavailable
-from baton.sqlite import connect, guarded, migrate, write_transaction
+from baton.sqlite import SqliteFile, guarded, write_transaction
 from graph.base import ConflictGraph
 
 STORE = "conflict graph"
@@ -58,55 +58,44 @@ ORDER BY a.task_id, b.task_id, a.repo, a.path
 """
 
 
+def _add_touches(conn: sqlite3.Connection, task_id: str, files: Sequence[FileRef], stamp: str) -> None:
+    conn.executemany(
+        "INSERT INTO touches (task_id, repo, path, last_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT DO UPDATE SET last_at = max(last_at, excluded.last_at)",
+        [(task_id, f.repo, f.path, stamp) for f in files])
+
+
 class SqliteConflictGraph(ConflictGraph):
     def __init__(self, path: Path, *, timeout: float) -> None:
         self.path = path
-        self.timeout = timeout
-        self._connection: sqlite3.Connection | None = None
-
-    def _conn(self) -> sqlite3.Connection:
-        if self._connection is None:
-            conn = connect(self.path, timeout=self.timeout)
-            try:
-                migrate(conn, MIGRATIONS)
-            except BaseException:
-                conn.close()
-                raise
-            self._connection = conn
-        return self._connection
+        self._db = SqliteFile(path, MIGRATIONS, timeout=timeout)
 
     def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime) -> None:
         stamp = clock.to_text(at)
         with guarded(STORE, self.path):
-            conn = self._conn()
+            conn = self._db.conn()
             with write_transaction(conn):
                 conn.execute(
                     "INSERT INTO tasks (task_id, status) VALUES (?, ?) "
                     "ON CONFLICT (task_id) DO UPDATE SET status = excluded.status", (task_id, status))
-                conn.executemany(
-                    "INSERT INTO touches (task_id, repo, path, last_at) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT DO UPDATE SET last_at = max(last_at, excluded.last_at)",
-                    [(task_id, f.repo, f.path, stamp) for f in files])
+                _add_touches(conn, task_id, files, stamp)
 
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         stamp = clock.to_text(at)
         with guarded(STORE, self.path):
-            conn = self._conn()
+            conn = self._db.conn()
             with write_transaction(conn):
                 conn.execute(
                     "INSERT INTO tasks (task_id, status) VALUES (?, 'active') "
                     "ON CONFLICT (task_id) DO UPDATE SET status = 'active' WHERE status = 'stalled'", (task_id,))
-                conn.executemany(
-                    "INSERT INTO touches (task_id, repo, path, last_at) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT DO UPDATE SET last_at = max(last_at, excluded.last_at)",
-                    [(task_id, f.repo, f.path, stamp) for f in files])
+                _add_touches(conn, task_id, files, stamp)
                 status = conn.execute("SELECT status FROM tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
         return status == "active"
 
     def shared_files(self, task_id: str) -> Found[dict[str, list[FileRef]]] | Unavailable:
         try:
             with guarded(STORE, self.path):
-                rows = self._conn().execute(_SHARED, (task_id,)).fetchall()
+                rows = self._db.conn().execute(_SHARED, (task_id,)).fetchall()
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         shared: dict[str, list[FileRef]] = {}
@@ -117,7 +106,7 @@ class SqliteConflictGraph(ConflictGraph):
     def active_overlaps(self) -> Found[dict[str, dict[str, list[FileRef]]]] | Unavailable:
         try:
             with guarded(STORE, self.path):
-                rows = self._conn().execute(_ACTIVE_OVERLAPS).fetchall()
+                rows = self._db.conn().execute(_ACTIVE_OVERLAPS).fetchall()
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         overlaps: dict[str, dict[str, list[FileRef]]] = {}
@@ -126,6 +115,4 @@ class SqliteConflictGraph(ConflictGraph):
         return Found(overlaps)
 
     def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        self._db.close()

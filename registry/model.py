@@ -76,19 +76,20 @@ class PhaseChanged(_Event):
     phase: Phase
 
 
-class StepCompleted(_Event):
+class _TextEvent(_Event):
+    text: Text
+
+
+class StepCompleted(_TextEvent):
     type: Literal["step_completed"] = "step_completed"
-    text: Text
 
 
-class FailureRecorded(_Event):
+class FailureRecorded(_TextEvent):
     type: Literal["failure_recorded"] = "failure_recorded"
-    text: Text
 
 
-class NextActionSet(_Event):
+class NextActionSet(_TextEvent):
     type: Literal["next_action_set"] = "next_action_set"
-    text: Text
 
 
 class DependencyAdded(_Event):

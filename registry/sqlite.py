@@ -20,7 +20,7 @@ from baton import clock
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
-from baton.sqlite import connect, guarded, migrate, write_transaction
+from baton.sqlite import SqliteFile, guarded, write_transaction
 from registry.base import SessionStore
 
 if TYPE_CHECKING:
@@ -71,19 +71,7 @@ def files_touched_body(event_id: str, task_id: str, session_id: str, at: datetim
 class SqliteSessionStore(SessionStore):
     def __init__(self, path: Path, *, timeout: float) -> None:
         self.path = path
-        self.timeout = timeout
-        self._connection: sqlite3.Connection | None = None
-
-    def _conn(self) -> sqlite3.Connection:
-        if self._connection is None:
-            conn = connect(self.path, timeout=self.timeout)
-            try:
-                migrate(conn, MIGRATIONS)
-            except BaseException:
-                conn.close()
-                raise
-            self._connection = conn
-        return self._connection
+        self._db = SqliteFile(path, MIGRATIONS, timeout=timeout)
 
     def _load(self, conn: sqlite3.Connection, task_id: str) -> Session | None:
         from pydantic import ValidationError
@@ -139,7 +127,7 @@ class SqliteSessionStore(SessionStore):
 
         event_id = str(uuid.uuid4())
         with guarded(STORE, self.path):
-            conn = self._conn()
+            conn = self._db.conn()
             with write_transaction(conn):
                 conn.execute(
                     "INSERT INTO events (event_id, task_id, at, type, body, applied) VALUES (?, ?, ?, ?, ?, 0)",
@@ -151,7 +139,7 @@ class SqliteSessionStore(SessionStore):
 
         adapter = _event_adapter()
         with guarded(STORE, self.path):
-            conn = self._conn()
+            conn = self._db.conn()
             sessions: dict[str, Session | None] = {}
             with write_transaction(conn):
                 self._apply_pending(conn)
@@ -173,7 +161,7 @@ class SqliteSessionStore(SessionStore):
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
         try:
             with guarded(STORE, self.path):
-                conn = self._conn()
+                conn = self._db.conn()
                 self._catch_up(conn)
                 session = self._load(conn, task_id)
         except StoreUnavailable as exc:
@@ -189,7 +177,7 @@ class SqliteSessionStore(SessionStore):
             "" if include_inactive else "WHERE status = 'active'")
         try:
             with guarded(STORE, self.path):
-                conn = self._conn()
+                conn = self._db.conn()
                 self._catch_up(conn)
                 rows = conn.execute(query).fetchall()
                 return Found([Session.model_validate_json(body) for (body,) in rows])
@@ -204,7 +192,7 @@ class SqliteSessionStore(SessionStore):
         adapter = _event_adapter()
         try:
             with guarded(STORE, self.path):
-                rows = self._conn().execute(
+                rows = self._db.conn().execute(
                     "SELECT body FROM events WHERE task_id = ? ORDER BY at, event_id", (task_id,)).fetchall()
                 return Found([adapter.validate_json(body) for (body,) in rows])
         except StoreUnavailable as exc:
@@ -213,6 +201,4 @@ class SqliteSessionStore(SessionStore):
             return Unavailable(f"{self.path}: a stored event is unreadable: {exc.errors()[0]['msg']}")
 
     def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        self._db.close()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING
 from baton import clock
 from baton.errors import StoreUnavailable
 from baton.outcome import Found, Unavailable
-from baton.sqlite import connect, guarded, migrate, write_transaction
+from baton.sqlite import SqliteFile, guarded, write_transaction
 from signals.base import SignalBus
 
 if TYPE_CHECKING:
@@ -45,24 +44,12 @@ _EPOCH = "0000"
 class SqliteSignalBus(SignalBus):
     def __init__(self, path: Path, *, timeout: float) -> None:
         self.path = path
-        self.timeout = timeout
-        self._connection: sqlite3.Connection | None = None
-
-    def _conn(self) -> sqlite3.Connection:
-        if self._connection is None:
-            conn = connect(self.path, timeout=self.timeout)
-            try:
-                migrate(conn, MIGRATIONS)
-            except BaseException:
-                conn.close()
-                raise
-            self._connection = conn
-        return self._connection
+        self._db = SqliteFile(path, MIGRATIONS, timeout=timeout)
 
     def publish(self, signals: Sequence[Signal]) -> list[bool]:
         fresh = []
         with guarded(STORE, self.path):
-            conn = self._conn()
+            conn = self._db.conn()
             with write_transaction(conn):
                 for signal in signals:
                     emitted = clock.to_text(signal.emitted_at)
@@ -83,7 +70,7 @@ class SqliteSignalBus(SignalBus):
             return set()
         marks = ",".join("?" * len(signal_ids))
         with guarded(STORE, self.path):
-            rows = self._conn().execute(f"SELECT signal_id FROM signals WHERE signal_id IN ({marks})", list(signal_ids))
+            rows = self._db.conn().execute(f"SELECT signal_id FROM signals WHERE signal_id IN ({marks})", list(signal_ids))
             return {signal_id for (signal_id,) in rows}
 
     def _read(self, query: str, params: Sequence) -> Found[list[Signal]] | Unavailable:
@@ -93,7 +80,7 @@ class SqliteSignalBus(SignalBus):
 
         try:
             with guarded(STORE, self.path):
-                rows = self._conn().execute(query, params).fetchall()
+                rows = self._db.conn().execute(query, params).fetchall()
             return Found([Signal.model_validate_json(body) for (body,) in rows])
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
@@ -124,6 +111,4 @@ class SqliteSignalBus(SignalBus):
         return self._read(query, [f"task:{task_id}", since, limit])
 
     def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        self._db.close()
