@@ -8,11 +8,9 @@ applies every pending event first, in the same transaction as it marks them appl
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +20,7 @@ from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
 from baton.sqlite import SqliteFile, guarded, write_transaction
 from registry.base import SessionStore
+from registry.wire import event_adapter, files_touched_body
 
 if TYPE_CHECKING:
     from registry.model import Event, Session
@@ -49,23 +48,6 @@ MIGRATIONS = [
     CREATE INDEX sessions_by_status ON sessions (status, last_activity);
     """,
 ]
-
-
-@cache
-def _event_adapter():
-    from pydantic import TypeAdapter
-
-    from registry.model import Event
-
-    return TypeAdapter(Event)
-
-
-def files_touched_body(event_id: str, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef]) -> str:
-    """The JSON of a FilesTouched event, built without pydantic (tests pin it to the model's)."""
-    return json.dumps({
-        "event_id": event_id, "task_id": task_id, "session_id": session_id, "at": at.isoformat(),
-        "type": "files_touched", "files": [{"repo": f.repo, "path": f.path} for f in files],
-    }, separators=(",", ":"), ensure_ascii=False)
 
 
 class SqliteSessionStore(SessionStore):
@@ -102,7 +84,7 @@ class SqliteSessionStore(SessionStore):
         rows = conn.execute("SELECT event_id, body FROM events WHERE applied = 0 ORDER BY at").fetchall()
         if not rows:
             return
-        adapter = _event_adapter()
+        adapter = event_adapter()
         sessions: dict[str, Session | None] = {}
         for event_id, body in rows:
             try:
@@ -137,7 +119,7 @@ class SqliteSessionStore(SessionStore):
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
         from registry.apply import apply_event
 
-        adapter = _event_adapter()
+        adapter = event_adapter()
         with guarded(STORE, self.path):
             conn = self._db.conn()
             sessions: dict[str, Session | None] = {}
@@ -189,7 +171,7 @@ class SqliteSessionStore(SessionStore):
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
         from pydantic import ValidationError
 
-        adapter = _event_adapter()
+        adapter = event_adapter()
         try:
             with guarded(STORE, self.path):
                 rows = self._db.conn().execute(

@@ -1,4 +1,9 @@
-"""Settings read once from the environment, validated, frozen."""
+"""Settings read once from the environment and `baton.toml`, validated, frozen.
+
+The environment wins over the file. The file is BATON_CONFIG, else `baton.toml` in the
+data home; its `[stores]` table names server backends, e.g. `database_url = "postgresql://..."`.
+A store without a server setting stays embedded, so every mix works.
+"""
 
 from __future__ import annotations
 
@@ -18,15 +23,48 @@ class Settings:
     store_timeout: float
     stale_after: timedelta
     recall_min_score: float
+    database_url: str | None = None
 
     @classmethod
     def from_env(cls) -> Settings:
+        home = data_home()
+        stores = _config_file(home).get("stores", {})
         return cls(
-            home=data_home(),
+            home=home,
+            database_url=os.environ.get("BATON_DATABASE_URL") or _text(stores, "database_url"),
             store_timeout=_number("BATON_STORE_TIMEOUT", 2.0),
             stale_after=_duration("BATON_STALE_AFTER", "24h"),
             recall_min_score=_number("BATON_RECALL_MIN_SCORE", 0.3, minimum=-1.0),
         )
+
+
+_KNOWN_STORE_KEYS = {"database_url"}
+
+
+def _config_file(home: Path) -> dict:
+    import tomllib
+
+    path = Path(os.environ["BATON_CONFIG"]).expanduser() if os.environ.get("BATON_CONFIG") else home / "baton.toml"
+    try:
+        with path.open("rb") as handle:
+            config = tomllib.load(handle)
+    except FileNotFoundError:
+        if os.environ.get("BATON_CONFIG"):
+            raise BadInput(f"BATON_CONFIG names a missing file: {path}") from None
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise BadInput(f"cannot read {path}: {exc}") from None
+    unknown = set(config.get("stores", {})) - _KNOWN_STORE_KEYS
+    if unknown:
+        raise BadInput(f"{path}: unknown key in [stores]: {', '.join(sorted(unknown))}")
+    return config
+
+
+def _text(table: dict, key: str) -> str | None:
+    value = table.get(key)
+    if value is not None and not isinstance(value, str):
+        raise BadInput(f"baton.toml: [stores] {key} must be a string")
+    return value or None
 
 
 def _number(name: str, default: float, *, minimum: float = 0.0) -> float:

@@ -24,9 +24,15 @@ class Stores:
     @property
     def registry(self) -> SessionStore:
         if self._registry is None:
-            from registry.sqlite import SqliteSessionStore
+            if self.settings.database_url:
+                _require("psycopg_pool", "session registry", "postgres")
+                from registry.postgres import PostgresSessionStore
 
-            self._registry = SqliteSessionStore(self.settings.home / "registry.db", timeout=self.settings.store_timeout)
+                self._registry = PostgresSessionStore(self.settings.database_url, timeout=self.settings.store_timeout)
+            else:
+                from registry.sqlite import SqliteSessionStore
+
+                self._registry = SqliteSessionStore(self.settings.home / "registry.db", timeout=self.settings.store_timeout)
         return self._registry
 
     @property
@@ -64,3 +70,10 @@ class Stores:
         for store in (self._registry, self._graph, self._signals, self._recall):
             if store is not None:
                 store.close()
+
+
+def _require(module: str, store: str, extra: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise StoreUnavailable(store, f"its server is configured but {module} is not installed (pip install -e '.[{extra}]')")

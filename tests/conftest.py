@@ -16,12 +16,43 @@ def git(cwd: Path, *args: str) -> str:
 
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
+    """An embedded data home; every store on its embedded default."""
     path = tmp_path / "baton-home"
     monkeypatch.setenv("BATON_HOME", str(path))
-    monkeypatch.delenv("BATON_TASK_ID", raising=False)
-    monkeypatch.delenv("BATON_SESSION_ID", raising=False)
+    for name in ("BATON_TASK_ID", "BATON_SESSION_ID", "BATON_DATABASE_URL", "BATON_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("BATON_STORE_TIMEOUT", "2")
     return path
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    from tests.servers.postgres import PostgresServer
+
+    server = PostgresServer().start()
+    yield server
+    server.destroy()
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """A fresh database on the test server."""
+    import uuid
+
+    import psycopg
+
+    name = f"baton_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server.url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")  # a generated identifier, not input
+    return postgres_server.url_for(name)
+
+
+@pytest.fixture(params=["embedded", "postgres"])
+def any_home(request, home, monkeypatch) -> Path:
+    """A data home with the registry on each backend in turn (the others embedded)."""
+    if request.param == "postgres":
+        monkeypatch.setenv("BATON_DATABASE_URL", request.getfixturevalue("postgres_url"))
+    return home
 
 
 def make_repo(path: Path, origin: str | None) -> Path:

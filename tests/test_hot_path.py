@@ -10,7 +10,7 @@ from pydantic import TypeAdapter
 
 from baton.files import FileRef
 from registry.model import Event
-from registry.sqlite import files_touched_body
+from registry.wire import files_touched_body
 
 PROBE = """
 import sys

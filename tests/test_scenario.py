@@ -5,7 +5,7 @@ import json
 from tests.conftest import git
 
 
-def test_two_agents_two_worktrees(home, worktrees, cli):
+def test_two_agents_two_worktrees(any_home, worktrees, cli):
     main, second = worktrees
     assert cli(main, "bind", "OMN-1", "--agent", "claude")[0] == 0
     assert cli(main, "touch", "src/db.py", "src/cart.py")[0] == 0
@@ -60,7 +60,7 @@ def test_two_agents_two_worktrees(home, worktrees, cli):
     assert "OMN-2" in {row["task_id"] for row in json.loads(cli(main, "list", "--json", "--all")[1])}
 
 
-def test_binding_file_is_the_authority_and_stays_out_of_git(home, worktrees, cli, monkeypatch):
+def test_binding_file_is_the_authority_and_stays_out_of_git(any_home, worktrees, cli, monkeypatch):
     main, _ = worktrees
     cli(main, "bind", "OMN-7")
     text = (main / ".baton" / "active_session.yaml").read_text()
@@ -76,14 +76,14 @@ def test_binding_file_is_the_authority_and_stays_out_of_git(home, worktrees, cli
     assert "export BATON_TASK_ID=OMN-8" in out, "resume rebinds the worktree"
 
 
-def test_not_found_binds_and_starts_fresh(home, worktrees, cli):
+def test_not_found_binds_and_starts_fresh(any_home, worktrees, cli):
     main, _ = worktrees
     code, out, _ = cli(main, "resume", "NEW-1")
     assert (code, out.strip()) == (0, "No session history for NEW-1. Starting fresh.")
     assert json.loads(cli(main, "resume", "NEW-1", "--json")[1])["status"] == "found"
 
 
-def test_end_and_reopen_is_a_new_run(home, worktrees, cli):
+def test_end_and_reopen_is_a_new_run(any_home, worktrees, cli):
     main, _ = worktrees
     cli(main, "bind", "OMN-3")
     cli(main, "end", "OMN-3")
@@ -95,7 +95,7 @@ def test_end_and_reopen_is_a_new_run(home, worktrees, cli):
     assert result["session"]["status"] == "active" and result["session"]["runs"] == 2
 
 
-def test_signals_and_recall_commands(home, worktrees, cli):
+def test_signals_and_recall_commands(any_home, worktrees, cli):
     main, second = worktrees
     cli(main, "bind", "A-1")
     cli(main, "decide", "Cache tokens in Redis with a short TTL")

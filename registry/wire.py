@@ -1,0 +1,31 @@
+"""Events on the wire: the stored JSON form every registry backend reads and writes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from functools import cache
+
+from baton.files import FileRef
+
+
+@cache
+def event_adapter():
+    """Validates and dumps any registry event (pydantic is imported on first use only)."""
+    from pydantic import TypeAdapter
+
+    from registry.model import Event
+
+    return TypeAdapter(Event)
+
+
+def files_touched_body(event_id: str, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef]) -> str:
+    """The JSON of a FilesTouched event, built without pydantic for the hook's hot path.
+
+    tests/test_hot_path.py pins it to the model's own form.
+    """
+    return json.dumps({
+        "event_id": event_id, "task_id": task_id, "session_id": session_id, "at": at.isoformat(),
+        "type": "files_touched", "files": [{"repo": f.repo, "path": f.path} for f in files],
+    }, separators=(",", ":"), ensure_ascii=False)

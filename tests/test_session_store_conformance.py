@@ -1,0 +1,91 @@
+"""One conformance suite for every SessionStore backend."""
+
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from baton.files import FileRef
+from baton.outcome import Found, NotFound, Unavailable
+from registry.model import Bound, DecisionRecorded, Ended, Phase, PhaseChanged, Status
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        from registry.sqlite import SqliteSessionStore
+
+        backend = SqliteSessionStore(tmp_path / "registry.db", timeout=2)
+    else:
+        from registry.postgres import PostgresSessionStore
+
+        backend = PostgresSessionStore(request.getfixturevalue("postgres_url"), timeout=2)
+    yield backend
+    backend.close()
+
+
+def event(kind, minutes, task="OMN-1", **fields):
+    return kind(event_id=uuid.uuid4(), task_id=task, session_id="s", at=T0 + timedelta(minutes=minutes), **fields)
+
+
+def test_append_get_and_replay(store):
+    bound = event(Bound, 0, repo="r", worktree_path="/w")
+    phase = event(PhaseChanged, 1, phase=Phase.implementing)
+    decided = event(DecisionRecorded, 2, text="Use Postgres")
+    first = store.append([bound, phase, decided])["OMN-1"]
+    assert store.append([bound, phase, decided])["OMN-1"] == first, "replayed events change nothing"
+    found = store.get("OMN-1")
+    assert isinstance(found, Found) and found.value == first
+    assert found.value.phase is Phase.implementing and [d.text for d in found.value.decisions] == ["Use Postgres"]
+    assert [e.event_id for e in store.events("OMN-1").value] == [bound.event_id, phase.event_id, decided.event_id]
+    assert store.get("OMN-404") == NotFound("OMN-404")
+
+
+def test_pending_touches_are_projected_before_the_next_read(store):
+    store.append([event(Bound, 0, repo="r", worktree_path="/w")])
+    store.record_touch("OMN-1", "s", T0 + timedelta(minutes=5), [FileRef("r", "a.py"), FileRef("r", "b.py")])
+    store.record_touch("OMN-1", "s", T0 + timedelta(minutes=3), [FileRef("r", "a.py")])
+    session = store.get("OMN-1").value
+    assert sorted(session.files) == ["r:a.py", "r:b.py"]
+    assert session.files["r:a.py"].last_at == T0 + timedelta(minutes=5)
+    assert session.last_activity == T0 + timedelta(minutes=5)
+
+
+def test_list_sessions_active_first_by_activity(store):
+    store.append([event(Bound, 0, task="A-1", repo="r", worktree_path="/a"),
+                  event(Bound, 5, task="B-1", repo="r", worktree_path="/b"),
+                  event(Bound, 1, task="C-1", repo="r", worktree_path="/c"),
+                  event(Ended, 2, task="C-1", status=Status.completed)])
+    assert [s.task_id for s in store.list_sessions().value] == ["B-1", "A-1"]
+    assert [s.task_id for s in store.list_sessions(include_inactive=True).value] == ["B-1", "C-1", "A-1"]
+
+
+def test_an_unreachable_server_is_unavailable_within_the_timeout():
+    from registry.postgres import PostgresSessionStore
+    from tests.servers.common import free_port
+
+    store = PostgresSessionStore(f"postgresql://postgres@127.0.0.1:{free_port()}/none", timeout=1)
+    started = time.monotonic()
+    answer = store.get("OMN-1")
+    assert isinstance(answer, Unavailable) and "PostgreSQL at 127.0.0.1" in answer.reason
+    assert time.monotonic() - started < 4
+    store.close()
+
+
+def test_a_killed_server_is_unavailable_then_answers_again(postgres_server, postgres_url):
+    from registry.postgres import PostgresSessionStore
+
+    store = PostgresSessionStore(postgres_url, timeout=1)
+    store.append([event(Bound, 0, repo="r", worktree_path="/w")])
+    postgres_server.kill()
+    try:
+        started = time.monotonic()
+        assert isinstance(store.get("OMN-1"), Unavailable)
+        assert time.monotonic() - started < 4
+    finally:
+        postgres_server.start()
+    assert isinstance(store.get("OMN-1"), Found), "the same store object recovers without a restart"
+    store.close()
