@@ -14,8 +14,13 @@ class ConflictGraph(ABC):
     """Writes raise StoreUnavailable; reads answer Found or Unavailable."""
 
     @abstractmethod
-    def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime) -> None:
-        """Set the ticket's status and add touches of files (idempotent)."""
+    def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
+               session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
+        """Set the ticket's status and add touches of files (idempotent).
+
+        session_id and depends_on become edges where the backend is a graph database; the
+        embedded backend answers conflicts only and leaves them to the registry.
+        """
 
     @abstractmethod
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:

@@ -70,7 +70,8 @@ class SqliteConflictGraph(ConflictGraph):
         self.path = path
         self._db = SqliteFile(path, MIGRATIONS, timeout=timeout)
 
-    def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime) -> None:
+    def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
+               session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
         stamp = clock.to_text(at)
         with guarded(STORE, self.path):
             conn = self._db.conn()

@@ -16,9 +16,14 @@ from recall.base import (
 )
 
 
-def missing_dependency() -> str | None:
-    """Why recall cannot run here, or None when its libraries are installed."""
-    for module, package in (("numpy", "numpy"), ("tokenizers", "tokenizers"), ("qdrant_edge", "qdrant-edge-py")):
+def missing_dependency(*, embedded: bool = True) -> str | None:
+    """Why recall cannot run here, or None when its libraries are installed.
+
+    embedded: the embedded index (qdrant-edge) is wanted, not a Qdrant server.
+    """
+    needed = [("numpy", "numpy"), ("tokenizers", "tokenizers")]
+    needed.append(("qdrant_edge", "qdrant-edge-py") if embedded else ("qdrant_client", "qdrant-client"))
+    for module, package in needed:
         try:
             found = importlib.util.find_spec(module) is not None
         except (ImportError, ValueError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
@@ -67,6 +67,10 @@ class DecisionIndex(ABC):
     @abstractmethod
     def count(self) -> int:
         """Number of stored decisions."""
+
+    @abstractmethod
+    def points(self, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
+        """Every stored decision with its vector, for copying an index to another backend."""
 
     @abstractmethod
     def close(self) -> None:

@@ -161,5 +161,17 @@ class EdgeDecisionIndex(DecisionIndex):
 
         return self._with_shard(work, write=False, empty=[])
 
+    def points(self, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
+        offset = None
+        while True:
+            def work(qe, shard, offset=offset):
+                return shard.scroll(qe.ScrollRequest(offset=offset, limit=batch, with_vector=True, with_payload=True))
+
+            page, offset = self._with_shard(work, write=False, empty=([], None))
+            for point in page:
+                yield DecisionRecord.model_validate(point.payload), list(point.vector)
+            if offset is None:
+                return
+
     def count(self) -> int:
         return self._with_shard(lambda qe, shard: shard.count(qe.CountRequest(exact=True)), write=False, empty=0)

@@ -24,6 +24,8 @@ class Settings:
     stale_after: timedelta
     recall_min_score: float
     database_url: str | None = None
+    graph_url: str | None = None
+    qdrant_url: str | None = None
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -32,13 +34,15 @@ class Settings:
         return cls(
             home=home,
             database_url=os.environ.get("BATON_DATABASE_URL") or _text(stores, "database_url"),
+            graph_url=os.environ.get("BATON_GRAPH_URL") or _text(stores, "graph_url"),
+            qdrant_url=os.environ.get("BATON_QDRANT_URL") or _text(stores, "qdrant_url"),
             store_timeout=_number("BATON_STORE_TIMEOUT", 2.0),
             stale_after=_duration("BATON_STALE_AFTER", "24h"),
             recall_min_score=_number("BATON_RECALL_MIN_SCORE", 0.3, minimum=-1.0),
         )
 
 
-_KNOWN_STORE_KEYS = {"database_url"}
+_KNOWN_STORE_KEYS = {"database_url", "graph_url", "qdrant_url"}
 
 
 def _config_file(home: Path) -> dict:

@@ -38,9 +38,15 @@ class Stores:
     @property
     def graph(self) -> ConflictGraph:
         if self._graph is None:
-            from graph.sqlite import SqliteConflictGraph
+            if self.settings.graph_url:
+                _require("neo4j", "conflict graph", "graph")
+                from graph.bolt import BoltConflictGraph
 
-            self._graph = SqliteConflictGraph(self.settings.home / "graph.db", timeout=self.settings.store_timeout)
+                self._graph = BoltConflictGraph(self.settings.graph_url, timeout=self.settings.store_timeout)
+            else:
+                from graph.sqlite import SqliteConflictGraph
+
+                self._graph = SqliteConflictGraph(self.settings.home / "graph.db", timeout=self.settings.store_timeout)
         return self._graph
 
     @property
@@ -56,15 +62,23 @@ class Stores:
         if self._recall is None:
             from recall import missing_dependency
 
-            missing = missing_dependency()
+            missing = missing_dependency(embedded=not self.settings.qdrant_url)
             if missing:
                 raise StoreUnavailable("recall index", missing)
-            from recall.edge import EdgeDecisionIndex
             from recall.search import DecisionSearchClient
 
-            self._recall = DecisionSearchClient(
-                EdgeDecisionIndex(self.settings.home / "recall" / "decisions", timeout=self.settings.store_timeout))
+            self._recall = DecisionSearchClient(self.decision_index())
         return self._recall
+
+    def decision_index(self):
+        """The configured DecisionIndex backend (a new object each call)."""
+        if self.settings.qdrant_url:
+            from recall.qdrant_server import QdrantServerIndex
+
+            return QdrantServerIndex(self.settings.qdrant_url, timeout=self.settings.store_timeout)
+        from recall.edge import EdgeDecisionIndex
+
+        return EdgeDecisionIndex(self.settings.home / "recall" / "decisions", timeout=self.settings.store_timeout)
 
     def close(self) -> None:
         for store in (self._registry, self._graph, self._signals, self._recall):

@@ -49,9 +49,11 @@ def _event_id() -> uuid.UUID:
     return uuid.uuid4()
 
 
-def _sync_graph(stores: Stores, session: Session, files: list[FileRef], at: datetime, report: WriteReport) -> bool:
+def _sync_graph(stores: Stores, session: Session, files: list[FileRef], at: datetime, report: WriteReport,
+                session_id: str | None = None) -> bool:
     try:
-        stores.graph.record(session.task_id, session.status.value, files, at)
+        stores.graph.record(session.task_id, session.status.value, files, at, session_id=session_id,
+                            depends_on=session.depends_on)
         return True
     except StoreUnavailable as exc:
         report.warnings.append(str(exc))
@@ -91,7 +93,7 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
                   branch=place.worktree.branch if place.worktree else None, reopens=reopens)
     session = stores.registry.append([event])[task_id]
     report.session = session
-    _sync_graph(stores, session, [], at, report)
+    _sync_graph(stores, session, [], at, report, session_id=session_id)
     task = ActiveTask(task_id, session_id, "bind")
     _publish(stores, [signal(SignalType.ticket_claimed, str(event.event_id), task, place.repo, at,
                               reason="reopened" if reopens else "")], report)

@@ -1,0 +1,213 @@
+"""The production conflict graph: Memgraph (or any Bolt server) through the `neo4j` driver.
+
+Nodes: Repository {name}, Task {task_id, status}, File {key, repo, path}, Session
+{session_id}. Edges: (Task)-[:TOUCHES {last_at}]->(File), (File)-[:BELONGS_TO]->(Repository),
+(Session)-[:WORKS_ON]->(Task), (Task)-[:DEPENDS_ON]->(Task).
+
+Every statement is parameterised and written in the Cypher subset Memgraph and Neo4j
+both accept; only the schema differs, so it is generated per dialect, detected from the
+server's agent string. Writes are MERGE-only and idempotent, run as managed transactions
+(retried on TransientError, which Memgraph raises on write-write conflicts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from baton import clock
+from baton.errors import StoreUnavailable
+from baton.files import FileRef
+from baton.outcome import Found, Unavailable
+from graph.base import ConflictGraph
+
+if TYPE_CHECKING:
+    import neo4j
+
+STORE = "conflict graph"
+
+# (label, property) pairs that identify a node; each gets a uniqueness constraint (or, on
+# Memgraph, an index plus a constraint, since a Memgraph constraint creates no index).
+_KEYS = [("Task", "task_id"), ("File", "key"), ("Repository", "name"), ("Session", "session_id")]
+_LOOKUPS = [("Task", "status")]
+
+
+def schema_statements(dialect: str) -> list[str]:
+    """Index and constraint DDL for 'memgraph' or 'neo4j'; each runs in its own auto-commit."""
+    if dialect == "memgraph":
+        statements = [f"CREATE INDEX ON :{label}({prop})" for label, prop in _KEYS + _LOOKUPS]
+        statements += [f"CREATE CONSTRAINT ON (n:{label}) ASSERT n.{prop} IS UNIQUE" for label, prop in _KEYS]
+        return statements
+    if dialect == "neo4j":
+        statements = [f"CREATE CONSTRAINT baton_{label.lower()}_{prop} IF NOT EXISTS "
+                      f"FOR (n:{label}) REQUIRE n.{prop} IS UNIQUE" for label, prop in _KEYS]
+        statements += [f"CREATE INDEX baton_{label.lower()}_{prop} IF NOT EXISTS FOR (n:{label}) ON (n.{prop})"
+                       for label, prop in _LOOKUPS]
+        return statements
+    raise ValueError(f"unknown Cypher dialect {dialect!r}")
+
+
+def dialect_of(agent: str) -> str:
+    """'memgraph' when the server says so in its Bolt agent string, else 'neo4j'."""
+    return "memgraph" if "memgraph" in agent.lower() else "neo4j"
+
+
+SET_STATUS = "MERGE (t:Task {task_id: $task_id}) SET t.status = $status"
+
+# A stalled or never-seen ticket becomes active when it touches a file; completed stays.
+ACTIVATE = """
+MERGE (t:Task {task_id: $task_id})
+SET t.status = CASE WHEN t.status IS NULL OR t.status IN ['stalled', 'unknown'] THEN 'active' ELSE t.status END
+RETURN t.status AS status
+"""
+
+ADD_TOUCHES = """
+MATCH (t:Task {task_id: $task_id})
+UNWIND $files AS f
+MERGE (file:File {key: f.key})
+ON CREATE SET file.repo = f.repo, file.path = f.path
+MERGE (t)-[touch:TOUCHES]->(file)
+SET touch.last_at = CASE WHEN touch.last_at IS NULL OR touch.last_at < $at THEN $at ELSE touch.last_at END
+FOREACH (_ IN CASE WHEN f.repo <> '' THEN [1] ELSE [] END |
+    MERGE (repo:Repository {name: f.repo})
+    MERGE (file)-[:BELONGS_TO]->(repo))
+"""
+
+ADD_SESSION = """
+MATCH (t:Task {task_id: $task_id})
+MERGE (s:Session {session_id: $session_id})
+MERGE (s)-[:WORKS_ON]->(t)
+"""
+
+ADD_DEPENDENCIES = """
+MATCH (t:Task {task_id: $task_id})
+UNWIND $depends_on AS other_id
+MERGE (other:Task {task_id: other_id})
+ON CREATE SET other.status = 'unknown'
+MERGE (t)-[:DEPENDS_ON]->(other)
+"""
+
+# Starts at the ticket (unique key) and walks its own touches: cost follows its files.
+SHARED_FILES = """
+MATCH (t:Task {task_id: $task_id})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(other:Task)
+WHERE other.task_id <> $task_id AND other.status = 'active'
+RETURN other.task_id AS other, f.repo AS repo, f.path AS path
+ORDER BY other, repo, path
+"""
+
+ACTIVE_OVERLAPS = """
+MATCH (a:Task {status: 'active'})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(b:Task {status: 'active'})
+WHERE a.task_id <> b.task_id
+RETURN a.task_id AS task, b.task_id AS other, f.repo AS repo, f.path AS path
+ORDER BY task, other, repo, path
+"""
+
+
+class BoltConflictGraph(ConflictGraph):
+    def __init__(self, uri: str, *, timeout: float, auth: tuple[str, str] | None = None) -> None:
+        self.uri = uri
+        self.timeout = timeout
+        self._auth = auth
+        self._driver = None
+        self.dialect: str | None = None
+        self.agent: str | None = None
+
+    def _get_driver(self) -> neo4j.Driver:
+        if self._driver is None:
+            import neo4j
+
+            driver = neo4j.GraphDatabase.driver(
+                self.uri, auth=self._auth, connection_timeout=self.timeout,
+                connection_acquisition_timeout=self.timeout, max_transaction_retry_time=self.timeout,
+                max_connection_pool_size=4)
+            try:
+                self.agent = driver.get_server_info().agent
+                self.dialect = dialect_of(self.agent)
+                self._create_schema(driver)
+            except BaseException:
+                driver.close()
+                raise
+            self._driver = driver
+        return self._driver
+
+    def _create_schema(self, driver: neo4j.Driver) -> None:
+        import neo4j
+
+        # Schema statements may not share a transaction with anything (Memgraph refuses
+        # them in explicit transactions), so each is its own auto-commit query.
+        for statement in schema_statements(self.dialect):
+            for attempt in range(3):
+                try:
+                    with driver.session() as session:
+                        session.run(neo4j.Query(statement, timeout=self.timeout)).consume()
+                    break
+                except neo4j.exceptions.TransientError:
+                    if attempt == 2:
+                        raise
+
+    def _call(self, work, *, write: bool):
+        import neo4j
+
+        try:
+            with self._get_driver().session() as session:
+                run = session.execute_write if write else session.execute_read
+                return run(work)
+        except (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, OSError) as exc:
+            raise StoreUnavailable(STORE, f"Bolt server at {self.uri}: {exc}") from exc
+
+    def _query(self, text: str):
+        import neo4j
+
+        return neo4j.Query(text, timeout=self.timeout)
+
+    def _write_touches(self, tx, task_id: str, files: Sequence[FileRef], at: datetime) -> None:
+        if files:
+            tx.run(self._query(ADD_TOUCHES), task_id=task_id, at=clock.to_text(at),
+                   files=[{"key": f.key, "repo": f.repo, "path": f.path} for f in files]).consume()
+
+    def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
+               session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
+        def work(tx):
+            tx.run(self._query(SET_STATUS), task_id=task_id, status=status).consume()
+            self._write_touches(tx, task_id, files, at)
+            if session_id:
+                tx.run(self._query(ADD_SESSION), task_id=task_id, session_id=session_id).consume()
+            if depends_on:
+                tx.run(self._query(ADD_DEPENDENCIES), task_id=task_id, depends_on=list(depends_on)).consume()
+
+        self._call(work, write=True)
+
+    def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
+        def work(tx):
+            status = tx.run(self._query(ACTIVATE), task_id=task_id).single()["status"]
+            self._write_touches(tx, task_id, files, at)
+            return status
+
+        return self._call(work, write=True) == "active"
+
+    def shared_files(self, task_id: str) -> Found[dict[str, list[FileRef]]] | Unavailable:
+        try:
+            rows = self._call(lambda tx: [r.values() for r in tx.run(self._query(SHARED_FILES), task_id=task_id)],
+                              write=False)
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        shared: dict[str, list[FileRef]] = {}
+        for other, repo, path in rows:
+            shared.setdefault(other, []).append(FileRef(repo=repo, path=path))
+        return Found(shared)
+
+    def active_overlaps(self) -> Found[dict[str, dict[str, list[FileRef]]]] | Unavailable:
+        try:
+            rows = self._call(lambda tx: [r.values() for r in tx.run(self._query(ACTIVE_OVERLAPS))], write=False)
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        overlaps: dict[str, dict[str, list[FileRef]]] = {}
+        for task, other, repo, path in rows:
+            overlaps.setdefault(task, {}).setdefault(other, []).append(FileRef(repo=repo, path=path))
+        return Found(overlaps)
+
+    def close(self) -> None:
+        if self._driver is not None:
+            self._driver.close()
+            self._driver = None

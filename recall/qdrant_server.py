@@ -1,0 +1,111 @@
+"""The production decision index: a Qdrant server through qdrant-client.
+
+Same collection (`decisions`), point ids and payloads as the embedded shard, so moving a
+data set between them is a copy of points (`baton migrate`). A payload index on task_id
+serves the per-task scroll and the must-not filter of related search.
+
+`BATON_QDRANT_URL` is an http(s) URL of a server. A `file:` URL opens qdrant-client's
+local mode on that folder instead: the same client code path, which is what the tests
+use, since no Qdrant server can be installed on the build machines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from uuid import UUID
+
+from baton.errors import StoreUnavailable
+from recall.base import COLLECTION, DecisionIndex, DecisionRecord, ScoredDecision
+from recall.embedding import DIMENSIONS
+
+STORE = "recall index"
+
+
+class QdrantServerIndex(DecisionIndex):
+    def __init__(self, url: str, *, timeout: float, api_key: str | None = None) -> None:
+        self.url = url
+        self.timeout = timeout
+        self._api_key = api_key
+        self._client = None
+
+    def _get_client(self):
+        if self._client is None:
+            from qdrant_client import QdrantClient, models
+
+            if self.url.startswith("file:"):
+                client = QdrantClient(path=self.url.removeprefix("file://").removeprefix("file:"))
+            else:
+                client = QdrantClient(url=self.url, api_key=self._api_key, timeout=max(1, int(self.timeout)))
+            if not client.collection_exists(COLLECTION):
+                client.create_collection(COLLECTION, vectors_config=models.VectorParams(
+                    size=DIMENSIONS, distance=models.Distance.COSINE))
+                if not self.url.startswith("file:"):  # local mode has no payload indexes
+                    client.create_payload_index(COLLECTION, "task_id", models.PayloadSchemaType.KEYWORD)
+            self._client = client
+        return self._client
+
+    def _call(self, work):
+        try:
+            return work(self._get_client())
+        except StoreUnavailable:
+            raise
+        except Exception as exc:  # qdrant-client raises transport, HTTP and gRPC errors of many kinds
+            raise StoreUnavailable(STORE, f"Qdrant at {self.url}: {type(exc).__name__}: {exc}") from exc
+
+    @staticmethod
+    def _task_filter(task_id: str, *, exclude: bool):
+        from qdrant_client import models
+
+        condition = models.FieldCondition(key="task_id", match=models.MatchValue(value=task_id))
+        return models.Filter(must_not=[condition]) if exclude else models.Filter(must=[condition])
+
+    def upsert(self, records: Sequence[DecisionRecord], vectors: Sequence[Sequence[float]]) -> None:
+        from qdrant_client import models
+
+        if records:
+            points = [models.PointStruct(id=str(r.point_id), vector=[float(x) for x in v], payload=r.model_dump())
+                      for r, v in zip(records, vectors, strict=True)]
+            self._call(lambda client: client.upsert(COLLECTION, points=points, wait=True))
+
+    def vectors_for_task(self, task_id: str, limit: int) -> dict[UUID, list[float]]:
+        def work(client):
+            points, _ = client.scroll(COLLECTION, scroll_filter=self._task_filter(task_id, exclude=False),
+                                      limit=limit, with_vectors=True, with_payload=False)
+            return {UUID(str(p.id)): list(p.vector) for p in points}
+
+        return self._call(work)
+
+    def search(self, vectors: Sequence[Sequence[float]], *, limit: int, exclude_task_id: str | None) -> list[ScoredDecision]:
+        from qdrant_client import models
+
+        if not vectors:
+            return []
+        condition = self._task_filter(exclude_task_id, exclude=True) if exclude_task_id is not None else None
+        requests = [models.QueryRequest(query=[float(x) for x in v], filter=condition, limit=limit, with_payload=True)
+                    for v in vectors]
+        batches = self._call(lambda client: client.query_batch_points(COLLECTION, requests=requests))
+        best: dict[str, ScoredDecision] = {}
+        for batch in batches:
+            for hit in batch.points:
+                key = str(hit.id)
+                if key not in best or hit.score > best[key].score:
+                    best[key] = ScoredDecision(record=DecisionRecord.model_validate(hit.payload), score=hit.score)
+        return sorted(best.values(), key=lambda s: (-s.score, s.record.task_id, s.record.text))[:limit]
+
+    def count(self) -> int:
+        return self._call(lambda client: client.count(COLLECTION, exact=True).count)
+
+    def points(self, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
+        offset = None
+        while True:
+            page, offset = self._call(lambda client, offset=offset: client.scroll(
+                COLLECTION, limit=batch, offset=offset, with_vectors=True, with_payload=True))
+            for point in page:
+                yield DecisionRecord.model_validate(point.payload), list(point.vector)
+            if offset is None:
+                return
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

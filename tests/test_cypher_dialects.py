@@ -1,0 +1,48 @@
+"""The Cypher Baton sends: schema per dialect, statements parameterised and portable."""
+
+import re
+
+import pytest
+
+from graph import bolt
+
+
+def test_memgraph_schema_uses_its_own_ddl():
+    assert bolt.schema_statements("memgraph") == [
+        "CREATE INDEX ON :Task(task_id)",
+        "CREATE INDEX ON :File(key)",
+        "CREATE INDEX ON :Repository(name)",
+        "CREATE INDEX ON :Session(session_id)",
+        "CREATE INDEX ON :Task(status)",
+        "CREATE CONSTRAINT ON (n:Task) ASSERT n.task_id IS UNIQUE",
+        "CREATE CONSTRAINT ON (n:File) ASSERT n.key IS UNIQUE",
+        "CREATE CONSTRAINT ON (n:Repository) ASSERT n.name IS UNIQUE",
+        "CREATE CONSTRAINT ON (n:Session) ASSERT n.session_id IS UNIQUE",
+    ]
+    assert not any("IF NOT EXISTS" in s for s in bolt.schema_statements("memgraph"))
+
+
+def test_neo4j_schema_is_idempotent_ddl():
+    statements = bolt.schema_statements("neo4j")
+    assert all("IF NOT EXISTS" in s for s in statements)
+    assert "CREATE CONSTRAINT baton_task_task_id IF NOT EXISTS FOR (n:Task) REQUIRE n.task_id IS UNIQUE" in statements
+    assert "CREATE INDEX baton_task_status IF NOT EXISTS FOR (n:Task) ON (n.status)" in statements
+    with pytest.raises(ValueError):
+        bolt.schema_statements("oracle")
+
+
+@pytest.mark.parametrize("agent, dialect", [
+    ("Neo4j/v5.11.0 compatible graph database server - Memgraph", "memgraph"),
+    ("Neo4j/5.26.12", "neo4j"),
+])
+def test_dialect_from_the_server_agent(agent, dialect):
+    assert bolt.dialect_of(agent) == dialect
+
+
+@pytest.mark.parametrize("name", ["SET_STATUS", "ACTIVATE", "ADD_TOUCHES", "ADD_SESSION", "ADD_DEPENDENCIES",
+                                  "SHARED_FILES", "ACTIVE_OVERLAPS"])
+def test_statements_take_input_only_as_parameters_and_avoid_non_portable_cypher(name):
+    text = getattr(bolt, name)
+    assert "{" not in re.sub(r"\{\w+: (\$\w+|'\w+'|\w+\.\w+|\w+)\}", "", text), "no formatted values"
+    for feature in ("IF NOT EXISTS", "COUNT {", "COLLECT {", "shortestPath", "timestamp()", "datetime(", "CALL {"):
+        assert feature not in text

@@ -1,0 +1,62 @@
+"""One conformance suite for every DecisionIndex backend.
+
+The Qdrant server backend runs here through qdrant-client's local mode (`file:` URL): no
+Qdrant server can be installed on the build machines, and local mode exercises the same
+client calls.
+"""
+
+import numpy as np
+import pytest
+
+from recall.base import DecisionRecord
+
+
+@pytest.fixture(params=["edge", "qdrant-client"])
+def index(request, tmp_path):
+    if request.param == "edge":
+        from recall.edge import EdgeDecisionIndex
+
+        backend = EdgeDecisionIndex(tmp_path / "decisions", timeout=2)
+    else:
+        from recall.qdrant_server import QdrantServerIndex
+
+        backend = QdrantServerIndex(f"file://{tmp_path / 'qdrant'}", timeout=2)
+    yield backend
+    backend.close()
+
+
+def unit(seed: int, dims: int = 384) -> list[float]:
+    vector = np.random.default_rng(seed).standard_normal(dims)
+    return (vector / np.linalg.norm(vector)).tolist()
+
+
+def record(task: str, text: str) -> DecisionRecord:
+    return DecisionRecord(task_id=task, session_id="s", text=text, recorded_at="2026-11-01T00:00:00+00:00", repo="r")
+
+
+def test_empty_index(index):
+    assert index.count() == 0
+    assert index.vectors_for_task("A", 10) == {}
+    assert index.search([unit(1)], limit=5, exclude_task_id="A") == []
+
+
+def test_upsert_is_idempotent_and_search_excludes_the_task(index):
+    records = [record("A", "a1"), record("B", "b1"), record("C", "c1")]
+    vectors = [unit(1), unit(1), unit(2)]
+    index.upsert(records, vectors)
+    index.upsert(records[:1], vectors[:1])
+    assert index.count() == 3
+    own = index.vectors_for_task("A", 10)
+    assert list(own) == [records[0].point_id]
+    hits = index.search(list(own.values()), limit=5, exclude_task_id="A")
+    assert [h.record.task_id for h in hits][0] == "B" and hits[0].score == pytest.approx(1.0, abs=1e-4)
+    assert "A" not in {h.record.task_id for h in hits}
+    assert hits[0].record == records[1]
+
+
+def test_points_copy_everything(index):
+    records = [record("T", f"decision {i}") for i in range(25)]
+    index.upsert(records, [unit(i) for i in range(25)])
+    copied = list(index.points(batch=10))
+    assert sorted(r.text for r, _ in copied) == sorted(r.text for r in records)
+    assert all(len(v) == 384 for _, v in copied)
