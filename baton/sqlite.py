@@ -80,6 +80,12 @@ class SqliteFile:
             self._connection = conn
         return self._connection
 
+    def describe(self, table: str) -> dict[str, str]:
+        """What `baton doctor` shows for an embedded SQLite store; table is a fixed name."""
+        rows = self.conn().execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        return {"backend": "sqlite", "location": str(self.path), "version": f"SQLite {sqlite3.sqlite_version}",
+                "size": f"{rows} {table}"}
+
     def close(self) -> None:
         if self._connection is not None:
             self._connection.close()

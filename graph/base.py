@@ -40,5 +40,12 @@ class ConflictGraph(ABC):
         """Every active ticket that shares files with another: {task: {other: files}}."""
 
     @abstractmethod
+    def describe(self) -> dict[str, str]:
+        """Backend, location, server version and a size, read from the store itself.
+
+        Raises StoreUnavailable when it does not answer (what `baton doctor` shows).
+        """
+
+    @abstractmethod
     def close(self) -> None:
         """Release connections."""

@@ -207,6 +207,12 @@ class BoltConflictGraph(ConflictGraph):
             overlaps.setdefault(task, {}).setdefault(other, []).append(FileRef(repo=repo, path=path))
         return Found(overlaps)
 
+    def describe(self) -> dict[str, str]:
+        tasks = self._call(lambda tx: tx.run(self._query("MATCH (t:Task) RETURN count(t) AS n")).single()["n"],
+                           write=False)
+        return {"backend": f"bolt ({self.dialect})", "location": self.uri, "version": self.agent or "",
+                "size": f"{tasks} tasks"}
+
     def close(self) -> None:
         if self._driver is not None:
             self._driver.close()

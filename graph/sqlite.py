@@ -115,5 +115,9 @@ class SqliteConflictGraph(ConflictGraph):
             overlaps.setdefault(task, {}).setdefault(other, []).append(FileRef(repo=repo, path=path))
         return Found(overlaps)
 
+    def describe(self) -> dict[str, str]:
+        with guarded(STORE, self.path):
+            return self._db.describe("touches")
+
     def close(self) -> None:
         self._db.close()

@@ -73,5 +73,12 @@ class DecisionIndex(ABC):
         """Every stored decision with its vector, for copying an index to another backend."""
 
     @abstractmethod
+    def describe(self) -> dict[str, str]:
+        """Backend, location, server version and a size, read from the store itself.
+
+        Raises StoreUnavailable when it does not answer (what `baton doctor` shows).
+        """
+
+    @abstractmethod
     def close(self) -> None:
         """Release what the index holds open."""

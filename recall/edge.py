@@ -173,5 +173,11 @@ class EdgeDecisionIndex(DecisionIndex):
             if offset is None:
                 return
 
+    def describe(self) -> dict[str, str]:
+        from importlib.metadata import version
+
+        return {"backend": "qdrant-edge", "location": str(self.path),
+                "version": f"qdrant-edge-py {version('qdrant-edge-py')}", "size": f"{self.count()} decisions"}
+
     def count(self) -> int:
         return self._with_shard(lambda qe, shard: shard.count(qe.CountRequest(exact=True)), write=False, empty=0)

@@ -92,6 +92,15 @@ class QdrantServerIndex(DecisionIndex):
                     best[key] = ScoredDecision(record=DecisionRecord.model_validate(hit.payload), score=hit.score)
         return sorted(best.values(), key=lambda s: (-s.score, s.record.task_id, s.record.text))[:limit]
 
+    def describe(self) -> dict[str, str]:
+        def work(client):
+            if self.url.startswith("file:"):
+                return "qdrant-client local mode"
+            return f"Qdrant {client.info().version}"
+
+        return {"backend": "qdrant", "location": self.url, "version": self._call(work),
+                "size": f"{self.count()} decisions"}
+
     def count(self) -> int:
         return self._call(lambda client: client.count(COLLECTION, exact=True).count)
 

@@ -49,5 +49,12 @@ class SessionStore(ABC):
         """The ticket's event log in time order."""
 
     @abstractmethod
+    def describe(self) -> dict[str, str]:
+        """Backend, location, server version and a size, read from the store itself.
+
+        Raises StoreUnavailable when it does not answer (what `baton doctor` shows).
+        """
+
+    @abstractmethod
     def close(self) -> None:
         """Release connections; the store cannot be used afterwards."""

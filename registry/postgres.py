@@ -12,6 +12,7 @@ The lock makes the read-merge-write one atomic step, so two writers cannot race.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -77,6 +78,9 @@ class PostgresSessionStore(SessionStore):
         if self._pool is None:
             from psycopg_pool import ConnectionPool
 
+            # The pool logs each failed connection attempt; the caller already gets the
+            # failure as Unavailable(reason), so keep it off stderr unless logging is set up.
+            logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
             millis = int(self.timeout * 1000)
             pool = ConnectionPool(
                 self.url, min_size=0, max_size=4, open=False, timeout=self.timeout, name="baton-registry",
@@ -215,9 +219,12 @@ class PostgresSessionStore(SessionStore):
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
 
-    def server_version(self) -> str:
+    def describe(self) -> dict[str, str]:
         with self._transaction() as conn:
-            return conn.execute("SHOW server_version").fetchone()[0]
+            version = conn.execute("SHOW server_version").fetchone()[0]
+            sessions = conn.execute("SELECT count(*) FROM baton_sessions").fetchone()[0]
+        return {"backend": "postgresql", "location": _where(self.url), "version": f"PostgreSQL {version}",
+                "size": f"{sessions} sessions"}
 
     def close(self) -> None:
         if self._pool is not None:

@@ -182,5 +182,9 @@ class SqliteSessionStore(SessionStore):
         except ValidationError as exc:
             return Unavailable(f"{self.path}: a stored event is unreadable: {exc.errors()[0]['msg']}")
 
+    def describe(self) -> dict[str, str]:
+        with guarded(STORE, self.path):
+            return self._db.describe("sessions")
+
     def close(self) -> None:
         self._db.close()

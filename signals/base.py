@@ -33,5 +33,12 @@ class SignalBus(ABC):
         """The newest `limit` signals (about task_id, if given) emitted after `after`, oldest first."""
 
     @abstractmethod
+    def describe(self) -> dict[str, str]:
+        """Backend, location, server version and a size, read from the store itself.
+
+        Raises StoreUnavailable when it does not answer (what `baton doctor` shows).
+        """
+
+    @abstractmethod
     def close(self) -> None:
         """Release connections."""

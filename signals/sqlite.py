@@ -110,5 +110,9 @@ class SqliteSignalBus(SignalBus):
                  "ORDER BY ss.emitted_at DESC, ss.seq DESC LIMIT ?) ORDER BY emitted_at, seq")
         return self._read(query, [f"task:{task_id}", since, limit])
 
+    def describe(self) -> dict[str, str]:
+        with guarded(STORE, self.path):
+            return self._db.describe("signals")
+
     def close(self) -> None:
         self._db.close()

@@ -72,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--json", action="store_true")
 
     command("env", "Print the environment derived from this worktree's binding.", task=False)
+
+    sub = command("doctor", "Show each store's backend, server and version, and whether it answers.", task=False)
+    sub.add_argument("--json", action="store_true")
     return parser
 
 
@@ -272,8 +275,23 @@ def _env(args, stores) -> int:
     return 0
 
 
+def _doctor(args, stores) -> int:
+    from skills.doctor import doctor
+
+    reports = doctor(stores)
+    if args.json:
+        _dump([report.to_json() for report in reports])
+    else:
+        for report in reports:
+            details = report.details
+            where = f"{details['backend']} {details['location']} ({details['version']}; {details['size']})" \
+                if "size" in details else f"{details.get('backend', '')} {details.get('location', '')}".strip()
+            print(f"{report.store:16} {report.state if report.state != 'ok' else 'ok  ' + where}")
+    return 0 if all(report.state == "ok" for report in reports) else 3
+
+
 _HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "end": _end,
-             "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env}
+             "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor}
 
 
 if __name__ == "__main__":

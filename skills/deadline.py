@@ -39,4 +39,4 @@ def gather(calls: dict[str, Callable[[], Any]], timeout: float) -> dict[str, Any
             results[name] = Unavailable(f"no answer within {timeout:g}s")
     for exc in errors.values():
         raise exc
-    return results
+    return {name: results[name] for name in calls}

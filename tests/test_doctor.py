@@ -1,0 +1,33 @@
+import json
+import time
+
+from tests.servers.common import free_port
+
+
+def test_doctor_on_the_embedded_default(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    code, out, _ = cli(main, "doctor", "--json")
+    reports = {r["store"]: r for r in json.loads(out)}
+    assert code == 0
+    assert set(reports) == {"registry", "graph", "recall", "embedding model", "signals"}
+    assert all(r["state"] == "ok" for r in reports.values())
+    assert reports["registry"]["backend"] == "sqlite" and reports["registry"]["size"] == "1 sessions"
+    assert reports["recall"]["backend"] == "qdrant-edge"
+
+
+def test_doctor_names_a_server_that_does_not_answer(home, worktrees, cli, monkeypatch):
+    main, _ = worktrees
+    monkeypatch.setenv("BATON_DATABASE_URL", f"postgresql://postgres@127.0.0.1:{free_port()}/baton")
+    started = time.monotonic()
+    code, out, _ = cli(main, "doctor")
+    assert code == 3 and time.monotonic() - started < 5
+    assert out.splitlines()[0].startswith("registry         unavailable: PostgreSQL at 127.0.0.1:")
+    assert "graph            ok  sqlite" in out
+
+
+def test_doctor_on_postgres(home, worktrees, cli, monkeypatch, postgres_url):
+    main, _ = worktrees
+    monkeypatch.setenv("BATON_DATABASE_URL", postgres_url)
+    reports = {r["store"]: r for r in json.loads(cli(main, "doctor", "--json")[1])}
+    assert reports["registry"]["state"] == "ok" and reports["registry"]["version"].startswith("PostgreSQL 15")
