@@ -73,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
 
     command("env", "Print the environment derived from this worktree's binding.", task=False)
 
+    command("migrate", "Copy the embedded data set into the configured servers (idempotent).", task=False)
+
     sub = command("doctor", "Show each store's backend, server and version, and whether it answers.", task=False)
     sub.add_argument("--json", action="store_true")
     return parser
@@ -290,8 +292,16 @@ def _doctor(args, stores) -> int:
     return 0 if all(report.state == "ok" for report in reports) else 3
 
 
+def _migrate(args, stores) -> int:
+    from skills.migrate import migrate
+
+    for store, what in migrate(stores).copied.items():
+        print(f"{store}: copied {what}")
+    return 0
+
+
 _HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "end": _end,
-             "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor}
+             "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "migrate": _migrate}
 
 
 if __name__ == "__main__":
