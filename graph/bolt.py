@@ -152,35 +152,30 @@ class BoltConflictGraph(ConflictGraph):
         try:
             with self._get_driver().session() as session:
                 run = session.execute_write if write else session.execute_read
-                return run(work)
+                return run(neo4j.unit_of_work(timeout=self.timeout)(work))
         except (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, OSError) as exc:
             raise StoreUnavailable(STORE, f"Bolt server at {self.uri}: {exc}") from exc
 
-    def _query(self, text: str):
-        import neo4j
-
-        return neo4j.Query(text, timeout=self.timeout)
-
     def _write_touches(self, tx, task_id: str, files: Sequence[FileRef], at: datetime) -> None:
         if files:
-            tx.run(self._query(ADD_TOUCHES), task_id=task_id, at=clock.to_text(at),
+            tx.run(ADD_TOUCHES, task_id=task_id, at=clock.to_text(at),
                    files=[{"key": f.key, "repo": f.repo, "path": f.path} for f in files]).consume()
 
     def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
                session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
         def work(tx):
-            tx.run(self._query(SET_STATUS), task_id=task_id, status=status).consume()
+            tx.run(SET_STATUS, task_id=task_id, status=status).consume()
             self._write_touches(tx, task_id, files, at)
             if session_id:
-                tx.run(self._query(ADD_SESSION), task_id=task_id, session_id=session_id).consume()
+                tx.run(ADD_SESSION, task_id=task_id, session_id=session_id).consume()
             if depends_on:
-                tx.run(self._query(ADD_DEPENDENCIES), task_id=task_id, depends_on=list(depends_on)).consume()
+                tx.run(ADD_DEPENDENCIES, task_id=task_id, depends_on=list(depends_on)).consume()
 
         self._call(work, write=True)
 
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         def work(tx):
-            status = tx.run(self._query(ACTIVATE), task_id=task_id).single()["status"]
+            status = tx.run(ACTIVATE, task_id=task_id).single()["status"]
             self._write_touches(tx, task_id, files, at)
             return status
 
@@ -188,7 +183,7 @@ class BoltConflictGraph(ConflictGraph):
 
     def shared_files(self, task_id: str) -> Found[dict[str, list[FileRef]]] | Unavailable:
         try:
-            rows = self._call(lambda tx: [r.values() for r in tx.run(self._query(SHARED_FILES), task_id=task_id)],
+            rows = self._call(lambda tx: [r.values() for r in tx.run(SHARED_FILES, task_id=task_id)],
                               write=False)
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
@@ -199,7 +194,7 @@ class BoltConflictGraph(ConflictGraph):
 
     def active_overlaps(self) -> Found[dict[str, dict[str, list[FileRef]]]] | Unavailable:
         try:
-            rows = self._call(lambda tx: [r.values() for r in tx.run(self._query(ACTIVE_OVERLAPS))], write=False)
+            rows = self._call(lambda tx: [r.values() for r in tx.run(ACTIVE_OVERLAPS)], write=False)
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         overlaps: dict[str, dict[str, list[FileRef]]] = {}
@@ -208,7 +203,7 @@ class BoltConflictGraph(ConflictGraph):
         return Found(overlaps)
 
     def describe(self) -> dict[str, str]:
-        tasks = self._call(lambda tx: tx.run(self._query("MATCH (t:Task) RETURN count(t) AS n")).single()["n"],
+        tasks = self._call(lambda tx: tx.run("MATCH (t:Task) RETURN count(t) AS n").single()["n"],
                            write=False)
         return {"backend": f"bolt ({self.dialect})", "location": self.uri, "version": self.agent or "",
                 "size": f"{tasks} tasks"}

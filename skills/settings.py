@@ -26,6 +26,8 @@ class Settings:
     database_url: str | None = None
     graph_url: str | None = None
     qdrant_url: str | None = None
+    kafka_bootstrap: str | None = None
+    kafka_topic_prefix: str = "baton."
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -36,13 +38,15 @@ class Settings:
             database_url=os.environ.get("BATON_DATABASE_URL") or _text(stores, "database_url"),
             graph_url=os.environ.get("BATON_GRAPH_URL") or _text(stores, "graph_url"),
             qdrant_url=os.environ.get("BATON_QDRANT_URL") or _text(stores, "qdrant_url"),
+            kafka_bootstrap=os.environ.get("BATON_KAFKA_BOOTSTRAP") or _text(stores, "kafka_bootstrap"),
+            kafka_topic_prefix=os.environ.get("BATON_KAFKA_TOPIC_PREFIX") or _text(stores, "kafka_topic_prefix") or "baton.",
             store_timeout=_number("BATON_STORE_TIMEOUT", 2.0),
             stale_after=_duration("BATON_STALE_AFTER", "24h"),
             recall_min_score=_number("BATON_RECALL_MIN_SCORE", 0.3, minimum=-1.0),
         )
 
 
-_KNOWN_STORE_KEYS = {"database_url", "graph_url", "qdrant_url"}
+_KNOWN_STORE_KEYS = {"database_url", "graph_url", "qdrant_url", "kafka_bootstrap", "kafka_topic_prefix"}
 
 
 def _config_file(home: Path) -> dict:

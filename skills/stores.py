@@ -52,9 +52,17 @@ class Stores:
     @property
     def signals(self) -> SignalBus:
         if self._signals is None:
-            from signals.sqlite import SqliteSignalBus
+            if self.settings.kafka_bootstrap:
+                _require("confluent_kafka", "signal log", "kafka")
+                from signals.kafka import SIGNALS_TOPIC, KafkaSignalBus
 
-            self._signals = SqliteSignalBus(self.settings.home / "signals.db", timeout=self.settings.store_timeout)
+                self._signals = KafkaSignalBus(
+                    self.settings.kafka_bootstrap, self.settings.home / "kafka-outbox.db", timeout=self.settings.store_timeout,
+                    topic=f"{self.settings.kafka_topic_prefix}{SIGNALS_TOPIC}")
+            else:
+                from signals.sqlite import SqliteSignalBus
+
+                self._signals = SqliteSignalBus(self.settings.home / "signals.db", timeout=self.settings.store_timeout)
         return self._signals
 
     def recall(self):

@@ -47,11 +47,69 @@ def postgres_url(postgres_server) -> str:
     return postgres_server.url_for(name)
 
 
-@pytest.fixture(params=["embedded", "postgres"])
-def any_home(request, home, monkeypatch) -> Path:
-    """A data home with the registry on each backend in turn (the others embedded)."""
-    if request.param == "postgres":
-        monkeypatch.setenv("BATON_DATABASE_URL", request.getfixturevalue("postgres_url"))
+@pytest.fixture(scope="session")
+def kafka_server():
+    from tests.servers.kafka import KafkaServer
+
+    server = KafkaServer().start()
+    yield server
+    server.destroy()
+
+
+@pytest.fixture
+def kafka_topic(kafka_server) -> str:
+    """A topic name of its own for one test."""
+    import uuid
+
+    return f"baton.test-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def neo4j_server():
+    from tests.servers.neo4j import Neo4jServer
+
+    server = Neo4jServer().start()
+    yield server
+    server.destroy()
+
+
+@pytest.fixture
+def bolt_uri(neo4j_server) -> str:
+    """The Bolt server, emptied (Neo4j Community has one user database)."""
+    import neo4j
+
+    with neo4j.GraphDatabase.driver(neo4j_server.uri, auth=None) as driver:
+        driver.execute_query("MATCH (n) DETACH DELETE n")
+    return neo4j_server.uri
+
+
+def use_servers(request, monkeypatch, tmp_path: Path, *, qdrant: bool) -> None:
+    """Point every store at its server: PostgreSQL, the Bolt server, Kafka, and (qdrant)
+    qdrant-client, in local mode since no Qdrant server can be installed here."""
+    import uuid
+
+    monkeypatch.setenv("BATON_DATABASE_URL", request.getfixturevalue("postgres_url"))
+    monkeypatch.setenv("BATON_GRAPH_URL", request.getfixturevalue("bolt_uri"))
+    monkeypatch.setenv("BATON_KAFKA_BOOTSTRAP", request.getfixturevalue("kafka_server").bootstrap)
+    monkeypatch.setenv("BATON_KAFKA_TOPIC_PREFIX", f"test-{uuid.uuid4().hex[:10]}.")
+    if qdrant:
+        monkeypatch.setenv("BATON_QDRANT_URL", f"file://{tmp_path / 'qdrant'}")
+
+
+@pytest.fixture(params=["embedded", "servers"])
+def any_home(request, home, monkeypatch, tmp_path) -> Path:
+    """A data home on the embedded default, then with every store on its server."""
+    if request.param == "servers":
+        use_servers(request, monkeypatch, tmp_path, qdrant=True)
+    return home
+
+
+@pytest.fixture(params=["embedded", "servers"])
+def shared_home(request, home, monkeypatch, tmp_path) -> Path:
+    """Like any_home, for many processes at once: qdrant-client's local mode admits one
+    process, so recall stays on the embedded index here."""
+    if request.param == "servers":
+        use_servers(request, monkeypatch, tmp_path, qdrant=False)
     return home
 
 

@@ -17,7 +17,7 @@ for i in range(count):
 """
 
 
-def test_concurrent_writers(any_home, worktrees, cli):
+def test_concurrent_writers(shared_home, worktrees, cli):
     main, _ = worktrees
     tasks = [f"T-{n}" for n in range(4)]
     for task in tasks:

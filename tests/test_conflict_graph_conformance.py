@@ -1,0 +1,66 @@
+"""One conformance suite for every ConflictGraph backend (SQLite, and Bolt on Neo4j)."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from baton.files import FileRef
+from baton.outcome import Found, Unavailable
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+A, B, C = FileRef("github.com/acme/shop", "src/a.py"), FileRef("github.com/acme/shop", "src/b.py"), FileRef("", "/tmp/notes")
+
+
+@pytest.fixture(params=["sqlite", "bolt"])
+def graph(request, tmp_path):
+    if request.param == "sqlite":
+        from graph.sqlite import SqliteConflictGraph
+
+        backend = SqliteConflictGraph(tmp_path / "graph.db", timeout=2)
+    else:
+        from graph.bolt import BoltConflictGraph
+
+        backend = BoltConflictGraph(request.getfixturevalue("bolt_uri"), timeout=5)
+    yield backend
+    backend.close()
+
+
+def test_overlaps_between_active_tickets_only(graph):
+    graph.record("T-1", "active", [A, B, C], T0, session_id="s1")
+    graph.record("T-2", "active", [A], T0)
+    graph.record("T-3", "completed", [B], T0)
+    graph.record("T-4", "active", [FileRef("github.com/other/repo", "src/a.py")], T0)
+    shared = graph.shared_files("T-1")
+    assert isinstance(shared, Found) and shared.value == {"T-2": [A]}
+    assert graph.shared_files("T-2").value == {"T-1": [A]}
+    assert graph.active_overlaps().value == {"T-1": {"T-2": [A]}, "T-2": {"T-1": [A]}}
+
+
+def test_touch_activates_stalled_and_unknown_tickets_but_not_completed_ones(graph):
+    assert graph.touch("NEW-1", [A], T0) is True
+    graph.record("S-1", "stalled", [], T0)
+    assert graph.touch("S-1", [A], T0) is True
+    graph.record("D-1", "completed", [], T0)
+    assert graph.touch("D-1", [A], T0) is False
+    assert sorted(graph.shared_files("NEW-1").value) == ["S-1"]
+
+
+def test_writes_are_idempotent(graph):
+    for _ in range(3):
+        graph.record("T-1", "active", [A, A], T0 + timedelta(minutes=1), depends_on=["T-0"])
+        graph.touch("T-2", [A], T0)
+    assert graph.shared_files("T-1").value == {"T-2": [A]}
+    assert graph.describe()["size"] in {"1 touches", "2 touches", "3 tasks"}
+
+
+def test_an_unreachable_bolt_server_is_unavailable_quickly():
+    import time
+
+    from graph.bolt import BoltConflictGraph
+    from tests.servers.common import free_port
+
+    graph = BoltConflictGraph(f"bolt://127.0.0.1:{free_port()}", timeout=1)
+    started = time.monotonic()
+    assert isinstance(graph.shared_files("T-1"), Unavailable)
+    assert time.monotonic() - started < 5
+    graph.close()

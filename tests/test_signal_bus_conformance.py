@@ -1,0 +1,71 @@
+"""One conformance suite for every SignalBus backend (SQLite log, Kafka topic)."""
+
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from baton.outcome import Found, Unavailable
+from signals.model import Signal, SignalPayload
+
+T0 = datetime.now(UTC) - timedelta(hours=1)
+
+
+@pytest.fixture(params=["sqlite", "kafka"])
+def bus(request, tmp_path):
+    if request.param == "sqlite":
+        from signals.sqlite import SqliteSignalBus
+
+        backend = SqliteSignalBus(tmp_path / "signals.db", timeout=2)
+    else:
+        from signals.kafka import KafkaSignalBus
+
+        server = request.getfixturevalue("kafka_server")
+        backend = KafkaSignalBus(server.bootstrap, tmp_path / "outbox.db", timeout=5,
+                                 topic=request.getfixturevalue("kafka_topic"))
+    yield backend
+    backend.close()
+
+
+def signal(task: str, minutes: int, **payload) -> Signal:
+    return Signal(signal_id=uuid.uuid4(), signal_type="rebase_needed", task_id=task, session_id="s", repo="r",
+                  emitted_at=T0 + timedelta(minutes=minutes), payload=SignalPayload(**payload))
+
+
+def test_publish_is_idempotent_and_reads_filter_by_subject_and_time(bus):
+    first = signal("A-1", 1, related_task_id="B-1")
+    second = signal("C-1", 2, file_paths=["src/x.py"])
+    third = signal("A-1", 3)
+    assert bus.publish([first, second, third]) == [True, True, True]
+    assert bus.publish([first]) == [False]
+    assert bus.known([str(first.signal_id), str(uuid.uuid4())]) == {str(first.signal_id)}
+    about_b = bus.concerning(["task:B-1"], after=None, limit=10)
+    assert isinstance(about_b, Found) and about_b.value == [first]
+    assert bus.concerning(["file:r:src/x.py", "task:A-1"], after=T0 + timedelta(minutes=1), limit=10).value == [second, third]
+    assert bus.concerning(["task:A-1"], after=None, limit=1).value == [third], "the newest within the limit"
+    assert bus.recent(task_id=None, after=None, limit=10).value == [first, second, third]
+    assert bus.recent(task_id="C-1", after=None, limit=10).value == [second]
+
+
+def test_kafka_down_keeps_signals_locally_and_delivers_them_later(tmp_path, kafka_server, kafka_topic):
+    from signals.kafka import KafkaSignalBus
+
+    bus = KafkaSignalBus(kafka_server.bootstrap, tmp_path / "outbox.db", timeout=2, topic=kafka_topic)
+    bus.publish([signal("A-1", 1)])
+    kafka_server.kill()
+    try:
+        kept = signal("A-1", 2)
+        started = time.monotonic()
+        with pytest.raises(Exception, match="kept in"):
+            bus.publish([kept])
+        assert isinstance(bus.concerning(["task:A-1"], after=None, limit=10), Unavailable)
+        assert time.monotonic() - started < 10
+    finally:
+        kafka_server.start()
+    bus.close()
+    reopened = KafkaSignalBus(kafka_server.bootstrap, tmp_path / "outbox.db", timeout=10, topic=kafka_topic)
+    answer = reopened.concerning(["task:A-1"], after=None, limit=10)
+    assert isinstance(answer, Found) and [s.emitted_at for s in answer.value] == [T0 + timedelta(minutes=1), kept.emitted_at]
+    assert reopened.describe()["size"] == "0 signals waiting in the outbox"
+    reopened.close()
