@@ -6,12 +6,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
 
+from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.outcome import Found, Unavailable
 
 
 class ConflictGraph(ABC):
-    """Writes raise StoreUnavailable; reads answer Found or Unavailable."""
+    """Writes raise StoreUnavailable; reads answer Found or Unavailable.
+
+    Backends implement the row queries; the grouping into answers is shared here.
+    """
 
     @abstractmethod
     def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
@@ -27,17 +31,39 @@ class ConflictGraph(ABC):
         """Add touches of files; a stalled or unknown ticket becomes active, a completed one
         stays completed. Returns whether the ticket is active."""
 
-    @abstractmethod
     def shared_files(self, task_id: str) -> Found[dict[str, list[FileRef]]] | Unavailable:
         """For each other active ticket, the files it shares with task_id.
 
         Cost grows with task_id's own files and their sharers, never with the number of
         sessions.
         """
+        try:
+            rows = self._shared_rows(task_id)
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        shared: dict[str, list[FileRef]] = {}
+        for other, repo, path in rows:
+            shared.setdefault(other, []).append(FileRef(repo=repo, path=path))
+        return Found(shared)
 
-    @abstractmethod
     def active_overlaps(self) -> Found[dict[str, dict[str, list[FileRef]]]] | Unavailable:
         """Every active ticket that shares files with another: {task: {other: files}}."""
+        try:
+            rows = self._overlap_rows()
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        overlaps: dict[str, dict[str, list[FileRef]]] = {}
+        for task, other, repo, path in rows:
+            overlaps.setdefault(task, {}).setdefault(other, []).append(FileRef(repo=repo, path=path))
+        return Found(overlaps)
+
+    @abstractmethod
+    def _shared_rows(self, task_id: str) -> list[tuple[str, str, str]]:
+        """(other task, repo, path) for each file task_id shares with another active ticket."""
+
+    @abstractmethod
+    def _overlap_rows(self) -> list[tuple[str, str, str, str]]:
+        """(task, other task, repo, path) for each file two active tickets share."""
 
     @abstractmethod
     def describe(self) -> dict[str, str]:

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from baton import clock
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
-from baton.outcome import Found, Unavailable
 from graph.base import ConflictGraph
 
 if TYPE_CHECKING:
@@ -181,26 +180,11 @@ class BoltConflictGraph(ConflictGraph):
 
         return self._call(work, write=True) == "active"
 
-    def shared_files(self, task_id: str) -> Found[dict[str, list[FileRef]]] | Unavailable:
-        try:
-            rows = self._call(lambda tx: [r.values() for r in tx.run(SHARED_FILES, task_id=task_id)],
-                              write=False)
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        shared: dict[str, list[FileRef]] = {}
-        for other, repo, path in rows:
-            shared.setdefault(other, []).append(FileRef(repo=repo, path=path))
-        return Found(shared)
+    def _shared_rows(self, task_id: str) -> list[tuple[str, str, str]]:
+        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(SHARED_FILES, task_id=task_id)], write=False)
 
-    def active_overlaps(self) -> Found[dict[str, dict[str, list[FileRef]]]] | Unavailable:
-        try:
-            rows = self._call(lambda tx: [r.values() for r in tx.run(ACTIVE_OVERLAPS)], write=False)
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        overlaps: dict[str, dict[str, list[FileRef]]] = {}
-        for task, other, repo, path in rows:
-            overlaps.setdefault(task, {}).setdefault(other, []).append(FileRef(repo=repo, path=path))
-        return Found(overlaps)
+    def _overlap_rows(self) -> list[tuple[str, str, str, str]]:
+        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(ACTIVE_OVERLAPS)], write=False)
 
     def describe(self) -> dict[str, str]:
         tasks = self._call(lambda tx: tx.run("MATCH (t:Task) RETURN count(t) AS n").single()["n"],

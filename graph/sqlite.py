@@ -8,9 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 from baton import clock
-from baton.errors import StoreUnavailable
 from baton.files import FileRef
-from baton.outcome import Found, Unavailable
 from baton.sqlite import SqliteFile, guarded, write_transaction
 from graph.base import ConflictGraph
 
@@ -93,27 +91,13 @@ class SqliteConflictGraph(ConflictGraph):
                 status = conn.execute("SELECT status FROM tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
         return status == "active"
 
-    def shared_files(self, task_id: str) -> Found[dict[str, list[FileRef]]] | Unavailable:
-        try:
-            with guarded(STORE, self.path):
-                rows = self._db.conn().execute(_SHARED, (task_id,)).fetchall()
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        shared: dict[str, list[FileRef]] = {}
-        for other, repo, path in rows:
-            shared.setdefault(other, []).append(FileRef(repo=repo, path=path))
-        return Found(shared)
+    def _shared_rows(self, task_id: str) -> list[tuple[str, str, str]]:
+        with guarded(STORE, self.path):
+            return self._db.conn().execute(_SHARED, (task_id,)).fetchall()
 
-    def active_overlaps(self) -> Found[dict[str, dict[str, list[FileRef]]]] | Unavailable:
-        try:
-            with guarded(STORE, self.path):
-                rows = self._db.conn().execute(_ACTIVE_OVERLAPS).fetchall()
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        overlaps: dict[str, dict[str, list[FileRef]]] = {}
-        for task, other, repo, path in rows:
-            overlaps.setdefault(task, {}).setdefault(other, []).append(FileRef(repo=repo, path=path))
-        return Found(overlaps)
+    def _overlap_rows(self) -> list[tuple[str, str, str, str]]:
+        with guarded(STORE, self.path):
+            return self._db.conn().execute(_ACTIVE_OVERLAPS).fetchall()
 
     def describe(self) -> dict[str, str]:
         with guarded(STORE, self.path):
