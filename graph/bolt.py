@@ -52,6 +52,10 @@ def dialect_of(agent: str) -> str:
     return "memgraph" if "memgraph" in agent.lower() else "neo4j"
 
 
+SCHEMA_VERSION = 1
+SCHEMA_MARKED = "MATCH (m:BatonSchema {version: $version}) RETURN m.version AS version"
+MARK_SCHEMA = "MERGE (m:BatonSchema {version: $version})"
+
 SET_STATUS = "MERGE (t:Task {task_id: $task_id}) SET t.status = $status"
 
 # A stalled or never-seen ticket becomes active when it touches a file; completed stays.
@@ -131,8 +135,13 @@ class BoltConflictGraph(ConflictGraph):
         return self._driver
 
     def _create_schema(self, driver: neo4j.Driver) -> None:
+        """Create the schema once per server: a marker node records that it exists, so a
+        new process pays one read instead of one round trip per statement."""
         import neo4j
 
+        with driver.session() as session:
+            if session.run(neo4j.Query(SCHEMA_MARKED, timeout=self.timeout), version=SCHEMA_VERSION).single():
+                return
         # Schema statements may not share a transaction with anything (Memgraph refuses
         # them in explicit transactions), so each is its own auto-commit query.
         for statement in schema_statements(self.dialect):
@@ -144,6 +153,8 @@ class BoltConflictGraph(ConflictGraph):
                 except neo4j.exceptions.TransientError:
                     if attempt == 2:
                         raise
+        with driver.session() as session:
+            session.run(neo4j.Query(MARK_SCHEMA, timeout=self.timeout), version=SCHEMA_VERSION).consume()
 
     def _call(self, work, *, write: bool):
         import neo4j

@@ -95,7 +95,10 @@ class KafkaSignalBus(SignalBus):
             pending = self._outbox.conn().execute("SELECT signal_id, task_id, body FROM outbox").fetchall()
         if not pending:
             return
-        self._ensure_topic()
+        try:
+            self._ensure_topic()
+        except StoreUnavailable as exc:
+            raise StoreUnavailable(STORE, f"{exc.reason}; {len(pending)} signals kept in {self.outbox_path}") from exc
         producer = self._get_producer()
         acknowledged: list[str] = []
         failures: list[str] = []

@@ -1,0 +1,73 @@
+"""Each server killed on its own while Baton is in use: resume answers within its timeout,
+names the store that is gone, keeps the others, and everything answers again once the
+server is back, without restarting anything."""
+
+import json
+import time
+
+import pytest
+
+from tests.conftest import run_process, use_servers
+
+
+@pytest.fixture
+def on_servers(request, home, monkeypatch, tmp_path, worktrees, cli):
+    use_servers(request, monkeypatch, tmp_path, qdrant=True)
+    main, second = worktrees
+    cli(main, "bind", "OMN-1")
+    cli(main, "touch", "src/db.py")
+    cli(main, "decide", "Keep carts in PostgreSQL")
+    cli(second, "bind", "OMN-2")
+    cli(second, "decide", "Persist payments in PostgreSQL")
+    cli(second, "touch", "src/db.py")
+    return main
+
+
+def resume(cwd, timeout: str = "1"):
+    started = time.monotonic()
+    result = run_process(cwd, "resume", "OMN-1", "--json", env={"BATON_STORE_TIMEOUT": timeout})
+    return result, json.loads(result.stdout), time.monotonic() - started
+
+
+@pytest.mark.parametrize("server, store", [("neo4j_server", "graph"), ("kafka_server", "signals")])
+def test_one_server_down(request, on_servers, server, store):
+    process = request.getfixturevalue(server)
+    process.kill()
+    try:
+        result, answer, elapsed = resume(on_servers)
+    finally:
+        process.start()
+    assert result.returncode == 0 and answer["status"] == "found"
+    assert answer["stores"][store].startswith("unavailable: ")
+    assert all(state == "ok" for name, state in answer["stores"].items() if name != store)
+    assert elapsed < 8, f"resume took {elapsed:.1f}s with {store} down"
+    # A server just back recovers its data and warms up: give the first answer more time.
+    result, answer, _ = resume(on_servers, timeout="10")
+    assert all(state == "ok" for state in answer["stores"].values()), answer["stores"]
+
+
+def test_postgres_down(request, on_servers, postgres_server):
+    postgres_server.kill()
+    try:
+        result, answer, elapsed = resume(on_servers)
+    finally:
+        postgres_server.start()
+    assert result.returncode == 3 and answer["status"] == "unavailable" and answer["bound"] is True
+    assert "PostgreSQL at 127.0.0.1" in answer["reason"]
+    assert elapsed < 8
+    result, answer, _ = resume(on_servers, timeout="10")
+    assert result.returncode == 0 and answer["status"] == "found"
+
+
+def test_signals_emitted_while_kafka_is_down_arrive_once_it_is_back(on_servers, kafka_server, worktrees, cli):
+    _, second = worktrees
+    kafka_server.kill()
+    try:
+        code, _, err = cli(second, "update", "--phase", "reviewing")
+        assert code == 0 and "signals kept in" in err
+    finally:
+        kafka_server.start()
+    # The next read (or publish) delivers what waited in the outbox.
+    signals = json.loads(cli(second, "signals", "--task", "OMN-2", "--json")[1])
+    kinds = [s["signal_type"] for s in signals]
+    assert kinds.count("phase_changed") == 1
