@@ -90,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         from skills.stores import Stores
 
         stores = Stores(Settings.from_env())
+        from skills.pending import deliver
+
+        _warn(deliver(stores))
         return _HANDLERS[args.command](args, stores)
     except BadInput as exc:
         print(f"baton: error: {exc}", file=sys.stderr)

@@ -20,6 +20,7 @@ class Stores:
         self._graph: ConflictGraph | None = None
         self._signals: SignalBus | None = None
         self._recall = None
+        self._pending = None
 
     @property
     def registry(self) -> SessionStore:
@@ -78,6 +79,15 @@ class Stores:
             self._recall = DecisionSearchClient(self.decision_index())
         return self._recall
 
+    @property
+    def pending(self):
+        """Registry writes kept locally while the registry's server is down."""
+        if self._pending is None:
+            from skills.pending import PendingWrites
+
+            self._pending = PendingWrites(self.settings.home, timeout=self.settings.store_timeout)
+        return self._pending
+
     def decision_index(self):
         """The configured DecisionIndex backend (a new object each call)."""
         if self.settings.qdrant_url:
@@ -89,7 +99,7 @@ class Stores:
         return EdgeDecisionIndex(self.settings.home / "recall" / "decisions", timeout=self.settings.store_timeout)
 
     def close(self) -> None:
-        for store in (self._registry, self._graph, self._signals, self._recall):
+        for store in (self._registry, self._graph, self._signals, self._recall, self._pending):
             if store is not None:
                 store.close()
 

@@ -53,7 +53,17 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     refs = file_refs(raw_paths, cwd, locator)
     at = at or clock.now()
     report = TouchReport(files=refs)
-    stores.registry.record_touch(task.task_id, task.session_id, at, refs)
+    try:
+        stores.registry.record_touch(task.task_id, task.session_id, at, refs)
+    except StoreUnavailable as exc:
+        import uuid
+
+        from registry.wire import files_touched_body
+        from skills.pending import keep_or_raise
+
+        event_id = str(uuid.uuid4())
+        report.warnings.append(keep_or_raise(
+            stores, [files_touched_body(event_id, task.task_id, task.session_id, at, refs)], exc))
     try:
         active = stores.graph.touch(task.task_id, refs, at)
     except StoreUnavailable as exc:

@@ -1,8 +1,9 @@
 """The write skills: bind, decide, update and end (touch, the hook's hot path, is skills.touch).
 
-Every write is one or more registry events (the source of truth). The conflict graph,
-the signal log and the recall index are then brought up to date; if one of them fails,
-the write still stands and the failure is returned as a warning.
+Every write is one or more registry events (the source of truth), projected into the
+graph and the recall index by skills.projection, then signalled. If one of the derived
+stores fails, the write still stands and the failure is returned as a warning; if the
+registry's server is down, the events wait locally (skills.pending).
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from pathlib import Path
 
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
-from baton.files import FileRef
 from baton.ids import check_task_id
-from baton.outcome import Found, NotFound
+from baton.outcome import Found, NotFound, Unavailable
 from registry.model import (
     Bound,
     DecisionRecorded,
     DependencyAdded,
     Ended,
+    Event,
     FailureRecorded,
     NextActionSet,
     Phase,
@@ -30,8 +31,11 @@ from registry.model import (
     Status,
     StepCompleted,
 )
+from registry.wire import event_adapter
 from signals.model import Signal, SignalType
 from skills.binding import ActiveTask, Binding, Place, read_binding, write_binding
+from skills.pending import keep_or_raise
+from skills.projection import project
 from skills.signalling import signal
 from skills.stores import Stores
 
@@ -49,15 +53,16 @@ def _event_id() -> uuid.UUID:
     return uuid.uuid4()
 
 
-def _sync_graph(stores: Stores, session: Session, files: list[FileRef], at: datetime, report: WriteReport,
-                session_id: str | None = None) -> bool:
+def _commit(stores: Stores, events: list[Event], report: WriteReport) -> None:
+    """Project events into every store; if the registry's server is down, keep them locally."""
     try:
-        stores.graph.record(session.task_id, session.status.value, files, at, session_id=session_id,
-                            depends_on=session.depends_on)
-        return True
+        sessions, warnings = project(stores, events)
     except StoreUnavailable as exc:
-        report.warnings.append(str(exc))
-        return False
+        adapter = event_adapter()
+        report.warnings.append(keep_or_raise(stores, [adapter.dump_json(e).decode() for e in events], exc))
+        return
+    report.session = sessions.get(events[0].task_id)
+    report.warnings += warnings
 
 
 def _publish(stores: Stores, signals: list[Signal], report: WriteReport) -> list[bool] | None:
@@ -72,8 +77,8 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
          session_id: str | None = None, at: datetime | None = None) -> WriteReport:
     """Bind the worktree to task_id and record the session; a completed ticket is reopened.
 
-    The binding file is written even when the registry is down (then StoreUnavailable is
-    raised after it), so the worktree always knows its ticket.
+    The binding file is written even when the registry is down, so the worktree always
+    knows its ticket.
     """
     check_task_id(task_id)
     at = at or clock.now()
@@ -85,15 +90,14 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
     report.previous_task = previous.task_id if previous and previous.task_id != task_id else None
     report.binding_path = write_binding(place, Binding(task_id, session_id, at, agent))
     current = stores.registry.get(task_id)
-    if not isinstance(current, (Found, NotFound)):
+    if isinstance(current, Unavailable) and not stores.settings.database_url:
         raise StoreUnavailable("session registry", current.reason)
+    # Unknown while the server is down: the bind still makes the ticket active when it lands.
     reopens = isinstance(current, Found) and current.value.status is Status.completed
     event = Bound(event_id=_event_id(), task_id=task_id, session_id=session_id, at=at, agent=agent,
                   repo=place.repo, worktree_path=str(place.root),
                   branch=place.worktree.branch if place.worktree else None, reopens=reopens)
-    session = stores.registry.append([event])[task_id]
-    report.session = session
-    _sync_graph(stores, session, [], at, report, session_id=session_id)
+    _commit(stores, [event], report)
     task = ActiveTask(task_id, session_id, "bind")
     _publish(stores, [signal(SignalType.ticket_claimed, str(event.event_id), task, place.repo, at,
                               reason="reopened" if reopens else "")], report)
@@ -117,18 +121,9 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
     report = WriteReport()
     event = DecisionRecorded(event_id=_event_id(), task_id=task.task_id, session_id=task.session_id, at=at,
                              text=text, context=context.strip(), repo=place.repo)
-    session = stores.registry.append([event])[task.task_id]
-    report.session = session
-    _sync_graph(stores, session, [], at, report)
+    _commit(stores, [event], report)
     _publish(stores, [signal(SignalType.decision_recorded, str(event.event_id), task, place.repo, at,
                               reason=event.text[:200])], report)
-    from recall.base import DecisionRecord
-
-    try:
-        stores.recall().record([DecisionRecord(task_id=task.task_id, session_id=task.session_id, text=event.text,
-                                               context=event.context, recorded_at=at.isoformat(), repo=place.repo)])
-    except StoreUnavailable as exc:
-        report.warnings.append(f"{exc}; the decision is kept and will be indexed on a later resume")
     return report
 
 
@@ -160,9 +155,7 @@ def update(stores: Stores, task: ActiveTask, place: Place, *, phase: Phase | Non
     if not events:
         raise BadInput("nothing to update: give --phase, --next, --done, --failed or --depends-on")
     report = WriteReport()
-    session = stores.registry.append(events)[task.task_id]
-    report.session = session
-    _sync_graph(stores, session, [], at, report)
+    _commit(stores, events, report)
     if phase is not None:
         _publish(stores, [signal(SignalType.phase_changed, str(events[0].event_id), task, place.repo, at,
                                   phase=phase.value, reason=f"phase {phase.value}")], report)
@@ -176,9 +169,7 @@ def end(stores: Stores, task: ActiveTask, status: Status, place: Place, *, at: d
         raise BadInput(f"no session for {task.task_id}: nothing to end")
     event = Ended(event_id=_event_id(), task_id=task.task_id, session_id=task.session_id, at=at, status=status)
     report = WriteReport()
-    session = stores.registry.append([event])[task.task_id]
-    report.session = session
-    _sync_graph(stores, session, [], at, report)
+    _commit(stores, [event], report)
     if status is Status.completed:
         _publish(stores, [signal(SignalType.ticket_completed, str(event.event_id), task, place.repo, at,
                                   reason=f"{task.task_id} completed")], report)

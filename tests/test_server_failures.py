@@ -71,3 +71,22 @@ def test_signals_emitted_while_kafka_is_down_arrive_once_it_is_back(on_servers, 
     signals = json.loads(cli(second, "signals", "--task", "OMN-2", "--json")[1])
     kinds = [s["signal_type"] for s in signals]
     assert kinds.count("phase_changed") == 1
+
+
+def test_writes_made_while_postgres_is_down_are_kept_and_delivered_once(on_servers, postgres_server, cli, monkeypatch):
+    monkeypatch.setenv("BATON_STORE_TIMEOUT", "1")
+    postgres_server.kill()
+    try:
+        for args in (("touch", "src/while-down.py"), ("decide", "Decided while PostgreSQL was down"),
+                     ("update", "--next", "check the migration")):
+            code, _, err = cli(on_servers, *args)
+            assert code == 0 and "kept in" in err, err
+    finally:
+        postgres_server.start()
+    monkeypatch.setenv("BATON_STORE_TIMEOUT", "10")
+    session = json.loads(cli(on_servers, "resume", "OMN-1", "--json")[1])["session"]
+    assert "src/while-down.py" in session["files_touched"]
+    assert [d["text"] for d in session["decisions"]].count("Decided while PostgreSQL was down") == 1
+    assert session["next_action"] == "check the migration"
+    again = json.loads(cli(on_servers, "resume", "OMN-1", "--json")[1])["session"]
+    assert again["decisions"] == session["decisions"] and again["files_touched"] == session["files_touched"]

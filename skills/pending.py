@@ -1,0 +1,82 @@
+"""Registry writes kept on this machine while the registry's server is down.
+
+When PostgreSQL cannot take a write, its events are kept in `pending-writes.db` in the
+data home and the command succeeds with a warning. Every later command first delivers
+what waits (oldest first, within the store timeout); events keep their ids, so a
+delivery that is retried after a lost acknowledgement doubles nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from baton.errors import StoreUnavailable
+from baton.sqlite import SqliteFile, guarded, write_transaction
+
+STORE = "pending writes"
+FILE = "pending-writes.db"
+
+MIGRATIONS = [
+    """
+    CREATE TABLE pending (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        body TEXT NOT NULL
+    );
+    """,
+]
+
+
+class PendingWrites:
+    def __init__(self, home: Path, *, timeout: float) -> None:
+        self.path = home / FILE
+        self._db = SqliteFile(self.path, MIGRATIONS, timeout=timeout)
+
+    def keep(self, bodies: Sequence[str]) -> None:
+        """Keep event JSON bodies for later delivery."""
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                conn.executemany("INSERT INTO pending (body) VALUES (?)", [(b,) for b in bodies])
+
+    def waiting(self) -> list[tuple[int, str]]:
+        if not self.path.exists():
+            return []
+        with guarded(STORE, self.path):
+            return self._db.conn().execute("SELECT seq, body FROM pending ORDER BY seq").fetchall()
+
+    def drop(self, seqs: Sequence[int]) -> None:
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                conn.executemany("DELETE FROM pending WHERE seq = ?", [(s,) for s in seqs])
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def keep_or_raise(stores, bodies: Sequence[str], exc: StoreUnavailable) -> str:
+    """Keep the bodies when the registry is a server that is down; else the failure stands."""
+    if not stores.settings.database_url:
+        raise exc
+    stores.pending.keep(bodies)
+    return f"{exc}; the write is kept in {stores.pending.path} and delivered when the server is back"
+
+
+def deliver(stores) -> list[str]:
+    """Deliver the kept writes, if any; returns a warning while some still wait."""
+    if not stores.settings.database_url or not (stores.settings.home / FILE).exists():
+        return []
+    waiting = stores.pending.waiting()
+    if not waiting:
+        return []
+    from registry.wire import event_adapter
+    from skills.projection import project
+
+    adapter = event_adapter()
+    try:
+        _, warnings = project(stores, [adapter.validate_json(body) for _, body in waiting])
+    except StoreUnavailable as exc:
+        return [f"{exc}; {len(waiting)} earlier writes still wait in {stores.pending.path}"]
+    stores.pending.drop([seq for seq, _ in waiting])
+    return warnings
