@@ -30,7 +30,8 @@ class SessionStore(ABC):
         """
 
     @abstractmethod
-    def record_touch(self, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef]) -> None:
+    def record_touch(self, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef], *,
+                     event_id: str) -> None:
         """Append a files_touched event without projecting it yet: the agent hook's hot path.
 
         Must not import the pydantic models. The projection catches up before the next read.

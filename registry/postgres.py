@@ -161,13 +161,12 @@ class PostgresSessionStore(SessionStore):
             if conn.execute("SELECT 1 FROM baton_events WHERE NOT applied LIMIT 1").fetchone() is not None:
                 self._apply_pending(conn)
 
-    def record_touch(self, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef]) -> None:
-        import uuid
-
-        event_id = str(uuid.uuid4())
+    def record_touch(self, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef], *,
+                     event_id: str) -> None:
         with self._transaction() as conn:
             conn.execute(
-                "INSERT INTO baton_events (event_id, task_id, at, type, body, applied) VALUES (%s, %s, %s, %s, %s::jsonb, false)",
+                "INSERT INTO baton_events (event_id, task_id, at, type, body, applied) VALUES (%s, %s, %s, %s, %s::jsonb, false) "
+                "ON CONFLICT (event_id) DO NOTHING",
                 (event_id, task_id, at, "files_touched", files_touched_body(event_id, task_id, session_id, at, files)))
 
     def append(self, events: Sequence[Event]) -> dict[str, Session]:

@@ -104,15 +104,13 @@ class SqliteSessionStore(SessionStore):
         with write_transaction(conn):
             self._apply_pending(conn)
 
-    def record_touch(self, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef]) -> None:
-        import uuid
-
-        event_id = str(uuid.uuid4())
+    def record_touch(self, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef], *,
+                     event_id: str) -> None:
         with guarded(STORE, self.path):
             conn = self._db.conn()
             with write_transaction(conn):
                 conn.execute(
-                    "INSERT INTO events (event_id, task_id, at, type, body, applied) VALUES (?, ?, ?, ?, ?, 0)",
+                    "INSERT OR IGNORE INTO events (event_id, task_id, at, type, body, applied) VALUES (?, ?, ?, ?, ?, 0)",
                     (event_id, task_id, clock.to_text(at), "files_touched",
                      files_touched_body(event_id, task_id, session_id, at, files)))
 

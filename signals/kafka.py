@@ -1,10 +1,8 @@
 """The production signal bus: topic `baton.coordination-signals.v1` on Apache Kafka.
 
-Publishing goes through a local outbox (SQLite in the data home): a signal is first kept
-there, then produced with an idempotent producer (acks=all) and removed once Kafka
-acknowledged it. While Kafka is down signals wait in the outbox and the next publish or
-read delivers them, so nothing is lost; a signal delivered twice (an acknowledgement lost
-in a crash) has the same deterministic id and readers keep one copy.
+Publishing goes through a local outbox (baton.kafka_outbox): while Kafka is down signals
+wait there and the next publish or read delivers them, so nothing is lost; a signal
+delivered twice has the same deterministic id and readers keep one copy.
 
 Reading never joins a consumer group: each partition is assigned directly, starting at
 the offset of the requested time (offsets_for_times), and read up to its high watermark
@@ -21,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.errors import StoreUnavailable
+from baton.kafka_outbox import KafkaOutbox, client_config
 from baton.outcome import Found, Unavailable
-from baton.sqlite import SqliteFile, guarded, write_transaction
 from signals.base import SignalBus
 
 if TYPE_CHECKING:
@@ -30,20 +28,6 @@ if TYPE_CHECKING:
 
 STORE = "signal log"
 SIGNALS_TOPIC = "coordination-signals.v1"
-PARTITIONS = 3
-
-OUTBOX_MIGRATIONS = [
-    """
-    CREATE TABLE outbox (
-        signal_id TEXT PRIMARY KEY,
-        task_id TEXT NOT NULL,
-        body TEXT NOT NULL
-    ) WITHOUT ROWID;
-    CREATE TABLE sent (
-        signal_id TEXT PRIMARY KEY
-    ) WITHOUT ROWID;
-    """,
-]
 
 
 class KafkaSignalBus(SignalBus):
@@ -51,100 +35,15 @@ class KafkaSignalBus(SignalBus):
         self.bootstrap = bootstrap
         self.topic = topic
         self.timeout = timeout
-        self.outbox_path = outbox
-        self._outbox = SqliteFile(outbox, OUTBOX_MIGRATIONS, timeout=timeout)
-        self._producer = None
-        self._topic_ready = False
-
-    def _config(self) -> dict:
-        millis = int(self.timeout * 1000)
-        # log_level 0: librdkafka's own connection errors reach the caller as Unavailable.
-        return {"bootstrap.servers": self.bootstrap, "socket.timeout.ms": max(millis, 10),
-                "log_level": 0}
-
-    def _ensure_topic(self) -> None:
-        if self._topic_ready:
-            return
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        admin = AdminClient(self._config())
-        try:
-            if self.topic not in admin.list_topics(timeout=self.timeout).topics:
-                futures = admin.create_topics([NewTopic(self.topic, PARTITIONS, 1)], operation_timeout=self.timeout)
-                try:
-                    futures[self.topic].result(timeout=self.timeout)
-                except KafkaException as exc:
-                    if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                        raise
-        except KafkaException as exc:
-            raise StoreUnavailable(STORE, f"Kafka at {self.bootstrap}: {exc}") from exc
-        self._topic_ready = True
-
-    def _get_producer(self):
-        if self._producer is None:
-            from confluent_kafka import Producer
-
-            self._producer = Producer({**self._config(), "enable.idempotence": True, "acks": "all",
-                                       "message.timeout.ms": int(self.timeout * 1000), "linger.ms": 0})
-        return self._producer
-
-    def _deliver_outbox(self) -> None:
-        """Produce every signal waiting in the outbox; drop the ones Kafka acknowledged."""
-        with guarded(STORE, self.outbox_path):
-            pending = self._outbox.conn().execute("SELECT signal_id, task_id, body FROM outbox").fetchall()
-        if not pending:
-            return
-        try:
-            self._ensure_topic()
-        except StoreUnavailable as exc:
-            raise StoreUnavailable(STORE, f"{exc.reason}; {len(pending)} signals kept in {self.outbox_path}") from exc
-        producer = self._get_producer()
-        acknowledged: list[str] = []
-        failures: list[str] = []
-
-        def on_delivery(signal_id: str, error) -> None:
-            if error is None:
-                acknowledged.append(signal_id)
-            else:
-                failures.append(str(error))
-
-        for signal_id, task_id, body in pending:
-            producer.produce(self.topic, key=task_id.encode(), value=body.encode(),
-                             on_delivery=lambda error, _message, signal_id=signal_id: on_delivery(signal_id, error))
-        producer.flush(self.timeout)
-        if acknowledged:
-            with guarded(STORE, self.outbox_path):
-                conn = self._outbox.conn()
-                with write_transaction(conn):
-                    conn.executemany("DELETE FROM outbox WHERE signal_id = ?", [(s,) for s in acknowledged])
-        if len(acknowledged) < len(pending):
-            reason = failures[0] if failures else f"no acknowledgement within {self.timeout:g}s"
-            raise StoreUnavailable(STORE, f"Kafka at {self.bootstrap}: {reason}; "
-                                          f"{len(pending) - len(acknowledged)} signals kept in {self.outbox_path}")
+        self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE)
 
     def publish(self, signals: Sequence[Signal]) -> list[bool]:
-        fresh = []
-        with guarded(STORE, self.outbox_path):
-            conn = self._outbox.conn()
-            with write_transaction(conn):
-                for signal in signals:
-                    signal_id = str(signal.signal_id)
-                    new = conn.execute("INSERT OR IGNORE INTO sent (signal_id) VALUES (?)", (signal_id,)).rowcount == 1
-                    if new:
-                        conn.execute("INSERT OR IGNORE INTO outbox (signal_id, task_id, body) VALUES (?, ?, ?)",
-                                     (signal_id, signal.task_id, signal.model_dump_json()))
-                    fresh.append(new)
-        self._deliver_outbox()
+        fresh = self._outbox.keep([(str(s.signal_id), s.task_id, s.model_dump_json()) for s in signals])
+        self._outbox.deliver()
         return fresh
 
     def known(self, signal_ids: Sequence[str]) -> set[str]:
-        if not signal_ids:
-            return set()
-        marks = ",".join("?" * len(signal_ids))
-        with guarded(STORE, self.outbox_path):
-            rows = self._outbox.conn().execute(f"SELECT signal_id FROM sent WHERE signal_id IN ({marks})", list(signal_ids))
-            return {signal_id for (signal_id,) in rows}
+        return self._outbox.known(signal_ids)
 
     def _scan(self, after: datetime | None, keep) -> list[Signal]:
         """Every signal on the topic emitted after `after` that keep() accepts, oldest first."""
@@ -158,8 +57,8 @@ class KafkaSignalBus(SignalBus):
 
         from signals.model import Signal
 
-        self._ensure_topic()
-        consumer = Consumer({**self._config(), "group.id": f"baton-reader-{uuid.uuid4().hex}",
+        self._outbox.ensure_topic()
+        consumer = Consumer({**client_config(self.bootstrap, self.timeout), "group.id": f"baton-reader-{uuid.uuid4().hex}",
                              "enable.auto.commit": False, "enable.partition.eof": True})
         try:
             partitions = consumer.list_topics(self.topic, timeout=self.timeout).topics[self.topic].partitions
@@ -197,7 +96,7 @@ class KafkaSignalBus(SignalBus):
 
     def _read(self, after: datetime | None, keep, limit: int) -> Found[list[Signal]] | Unavailable:
         try:
-            self._deliver_outbox()
+            self._outbox.deliver()
             return Found(self._scan(after, keep)[-limit:])
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
@@ -217,20 +116,12 @@ class KafkaSignalBus(SignalBus):
         from confluent_kafka.admin import AdminClient
 
         try:
-            metadata = AdminClient(self._config()).list_topics(timeout=self.timeout)
+            metadata = AdminClient(client_config(self.bootstrap, self.timeout)).list_topics(timeout=self.timeout)
         except KafkaException as exc:
             raise StoreUnavailable(STORE, f"Kafka at {self.bootstrap}: {exc}") from exc
-        with guarded(STORE, self.outbox_path):
-            waiting = self._outbox.conn().execute("SELECT count(*) FROM outbox").fetchone()[0]
         return {"backend": "kafka", "location": f"{self.bootstrap} topic {self.topic}",
                 "version": f"cluster {metadata.cluster_id}, {len(metadata.brokers)} broker(s)",
-                "size": f"{waiting} signals waiting in the outbox"}
+                "size": f"{self._outbox.waiting()} signals waiting in the outbox"}
 
     def close(self) -> None:
-        if self._producer is not None:
-            # Whatever Kafka did not acknowledge is still in the outbox: drop it here
-            # instead of letting the producer hold the process open retrying it.
-            self._producer.purge()
-            self._producer.flush(0)
-            self._producer = None
         self._outbox.close()

@@ -73,6 +73,11 @@ def _parser() -> argparse.ArgumentParser:
 
     command("env", "Print the environment derived from this worktree's binding.", task=False)
 
+    sub = command("projector", "Apply the event log on Kafka to the registry, graph and recall index.", task=False)
+    sub.add_argument("--once", action="store_true", help="stop when caught up (and fail if a store is down)")
+    sub.add_argument("--group", default="baton-projector", help="Kafka consumer group (default baton-projector)")
+    sub.add_argument("--idle", type=float, default=1.0, help="with --once: seconds without events that mean caught up")
+
     command("migrate", "Copy the embedded data set into the configured servers (idempotent).", task=False)
 
     sub = command("doctor", "Show each store's backend, server and version, and whether it answers.", task=False)
@@ -295,6 +300,15 @@ def _doctor(args, stores) -> int:
     return 0 if all(report.state == "ok" for report in reports) else 3
 
 
+def _projector(args, stores) -> int:
+    from skills.projector import run_projector
+
+    report = run_projector(stores, group=args.group, once=args.once, idle=args.idle)
+    _warn(report.warnings)
+    print(f"applied {report.events} events in {report.batches} batches")
+    return 0
+
+
 def _migrate(args, stores) -> int:
     from skills.migrate import migrate
 
@@ -304,7 +318,7 @@ def _migrate(args, stores) -> int:
 
 
 _HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "end": _end,
-             "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "migrate": _migrate}
+             "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "migrate": _migrate, "projector": _projector}
 
 
 if __name__ == "__main__":

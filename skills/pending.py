@@ -65,6 +65,11 @@ def keep_or_raise(stores, bodies: Sequence[str], exc: StoreUnavailable) -> str:
 
 def deliver(stores) -> list[str]:
     """Deliver the kept writes, if any; returns a warning while some still wait."""
+    if stores.settings.kafka_bootstrap and (stores.settings.home / "kafka-events-outbox.db").exists():
+        try:
+            stores.event_log.deliver()
+        except StoreUnavailable as exc:
+            return [str(exc)]
     if not stores.settings.database_url or not (stores.settings.home / FILE).exists():
         return []
     waiting = stores.pending.waiting()

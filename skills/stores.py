@@ -21,6 +21,7 @@ class Stores:
         self._signals: SignalBus | None = None
         self._recall = None
         self._pending = None
+        self._event_log = None
 
     @property
     def registry(self) -> SessionStore:
@@ -80,6 +81,19 @@ class Stores:
         return self._recall
 
     @property
+    def event_log(self):
+        """The registry's event log on Kafka when Kafka is configured, else None: then
+        writes are applied to the stores directly."""
+        if self._event_log is None and self.settings.kafka_bootstrap:
+            _require("confluent_kafka", "event log", "kafka")
+            from registry.kafka import EVENTS_TOPIC, KafkaEventLog
+
+            self._event_log = KafkaEventLog(
+                self.settings.kafka_bootstrap, self.settings.home / "kafka-events-outbox.db",
+                timeout=self.settings.store_timeout, topic=f"{self.settings.kafka_topic_prefix}{EVENTS_TOPIC}")
+        return self._event_log
+
+    @property
     def pending(self):
         """Registry writes kept locally while the registry's server is down."""
         if self._pending is None:
@@ -99,7 +113,7 @@ class Stores:
         return EdgeDecisionIndex(self.settings.home / "recall" / "decisions", timeout=self.settings.store_timeout)
 
     def close(self) -> None:
-        for store in (self._registry, self._graph, self._signals, self._recall, self._pending):
+        for store in (self._registry, self._graph, self._signals, self._recall, self._pending, self._event_log):
             if store is not None:
                 store.close()
 

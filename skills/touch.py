@@ -53,17 +53,7 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     refs = file_refs(raw_paths, cwd, locator)
     at = at or clock.now()
     report = TouchReport(files=refs)
-    try:
-        stores.registry.record_touch(task.task_id, task.session_id, at, refs)
-    except StoreUnavailable as exc:
-        import uuid
-
-        from registry.wire import files_touched_body
-        from skills.pending import keep_or_raise
-
-        event_id = str(uuid.uuid4())
-        report.warnings.append(keep_or_raise(
-            stores, [files_touched_body(event_id, task.task_id, task.session_id, at, refs)], exc))
+    _record(stores, task, refs, at, report)
     try:
         active = stores.graph.touch(task.task_id, refs, at)
     except StoreUnavailable as exc:
@@ -85,6 +75,32 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     if candidates:
         report.new_conflicts = _signal_new(stores, task, candidates, by_key, at, report)
     return report
+
+
+def _record(stores: Stores, task: ActiveTask, refs: list[FileRef], at: datetime, report: TouchReport) -> None:
+    """The registry's share of a touch: produced to Kafka for the projector when Kafka is
+    configured, else appended as a pending event; kept locally if the server is down.
+
+    The graph is written directly in both cases (below), so the overlap is seen at once.
+    """
+    import uuid
+
+    from registry.wire import files_touched_body
+
+    event_id = str(uuid.uuid4())
+    body = files_touched_body(event_id, task.task_id, task.session_id, at, refs)
+    if stores.event_log is not None:
+        try:
+            stores.event_log.append([(event_id, task.task_id, body)])
+        except StoreUnavailable as exc:
+            report.warnings.append(str(exc))
+        return
+    try:
+        stores.registry.record_touch(task.task_id, task.session_id, at, refs, event_id=event_id)
+    except StoreUnavailable as exc:
+        from skills.pending import keep_or_raise
+
+        report.warnings.append(keep_or_raise(stores, [body], exc))
 
 
 def _signal_new(stores: Stores, task: ActiveTask, candidates: list[FileConflict], by_key: dict[str, FileRef],

@@ -54,11 +54,18 @@ def _event_id() -> uuid.UUID:
 
 
 def _commit(stores: Stores, events: list[Event], report: WriteReport) -> None:
-    """Project events into every store; if the registry's server is down, keep them locally."""
+    """Project events into every store, or hand them to the projector through Kafka; if the
+    registry's server is down, keep them locally."""
+    adapter = event_adapter()
+    if stores.event_log is not None:
+        try:
+            stores.event_log.append([(str(e.event_id), e.task_id, adapter.dump_json(e).decode()) for e in events])
+        except StoreUnavailable as exc:
+            report.warnings.append(str(exc))
+        return
     try:
         sessions, warnings = project(stores, events)
     except StoreUnavailable as exc:
-        adapter = event_adapter()
         report.warnings.append(keep_or_raise(stores, [adapter.dump_json(e).decode() for e in events], exc))
         return
     report.session = sessions.get(events[0].task_id)

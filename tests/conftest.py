@@ -83,15 +83,17 @@ def bolt_uri(neo4j_server) -> str:
     return neo4j_server.uri
 
 
-def use_servers(request, monkeypatch, tmp_path: Path, *, qdrant: bool) -> None:
-    """Point every store at its server: PostgreSQL, the Bolt server, Kafka, and (qdrant)
-    qdrant-client, in local mode since no Qdrant server can be installed here."""
+def use_servers(request, monkeypatch, tmp_path: Path, *, qdrant: bool, kafka: bool = True) -> None:
+    """Point every store at its server: PostgreSQL, the Bolt server, Kafka (signals and the
+    event log with its projector), and (qdrant) qdrant-client, in local mode since no
+    Qdrant server can be installed here."""
     import uuid
 
     monkeypatch.setenv("BATON_DATABASE_URL", request.getfixturevalue("postgres_url"))
     monkeypatch.setenv("BATON_GRAPH_URL", request.getfixturevalue("bolt_uri"))
-    monkeypatch.setenv("BATON_KAFKA_BOOTSTRAP", request.getfixturevalue("kafka_server").bootstrap)
-    monkeypatch.setenv("BATON_KAFKA_TOPIC_PREFIX", f"test-{uuid.uuid4().hex[:10]}.")
+    if kafka:
+        monkeypatch.setenv("BATON_KAFKA_BOOTSTRAP", request.getfixturevalue("kafka_server").bootstrap)
+        monkeypatch.setenv("BATON_KAFKA_TOPIC_PREFIX", f"test-{uuid.uuid4().hex[:10]}.")
     if qdrant:
         monkeypatch.setenv("BATON_QDRANT_URL", f"file://{tmp_path / 'qdrant'}")
 
@@ -138,6 +140,11 @@ def cli(monkeypatch, capsys):
 
     def run(cwd: Path, *args: str) -> tuple[int, str, str]:
         monkeypatch.chdir(cwd)
+        if os.environ.get("BATON_KAFKA_BOOTSTRAP"):
+            # Writes go through Kafka: let the projector catch up first, as a running
+            # `baton projector` would, so that every command sees the earlier ones.
+            main(["projector", "--once", "--idle", "0.3"])
+            capsys.readouterr()
         code = main(list(args))
         out, err = capsys.readouterr()
         return code, out, err

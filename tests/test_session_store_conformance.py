@@ -46,12 +46,15 @@ def test_append_get_and_replay(store):
 
 def test_pending_touches_are_projected_before_the_next_read(store):
     store.append([event(Bound, 0, repo="r", worktree_path="/w")])
-    store.record_touch("OMN-1", "s", T0 + timedelta(minutes=5), [FileRef("r", "a.py"), FileRef("r", "b.py")])
-    store.record_touch("OMN-1", "s", T0 + timedelta(minutes=3), [FileRef("r", "a.py")])
+    touch = str(uuid.uuid4())
+    store.record_touch("OMN-1", "s", T0 + timedelta(minutes=5), [FileRef("r", "a.py"), FileRef("r", "b.py")], event_id=touch)
+    store.record_touch("OMN-1", "s", T0 + timedelta(minutes=3), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
     session = store.get("OMN-1").value
     assert sorted(session.files) == ["r:a.py", "r:b.py"]
     assert session.files["r:a.py"].last_at == T0 + timedelta(minutes=5)
     assert session.last_activity == T0 + timedelta(minutes=5)
+    store.record_touch("OMN-1", "s", T0 + timedelta(minutes=5), [FileRef("r", "a.py")], event_id=touch)
+    assert store.get("OMN-1").value == session, "a replayed touch changes nothing"
 
 
 def test_list_sessions_active_first_by_activity(store):

@@ -1,0 +1,129 @@
+"""The registry's event log on Kafka: topic `baton.session-events.v1`, keyed by ticket.
+
+With Kafka configured, writes do not touch the registry: their events are produced here
+(through a local outbox, so a write made while Kafka is down is kept and sent later) and
+`baton projector` applies them to the registry, the graph and the recall index. A hook's
+write therefore waits for Kafka's acknowledgement at most, never for the projector.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from baton.errors import StoreUnavailable
+from baton.kafka_outbox import KafkaOutbox, client_config
+
+STORE = "event log"
+EVENTS_TOPIC = "session-events.v1"
+
+
+class KafkaEventLog:
+    def __init__(self, bootstrap: str, outbox: Path, *, timeout: float, topic: str = f"baton.{EVENTS_TOPIC}") -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.timeout = timeout
+        self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE)
+        self._consumer = None
+
+    def append(self, events: Sequence[tuple[str, str, str]]) -> None:
+        """Keep (event id, task id, event JSON) triples, then send everything waiting.
+
+        Raises StoreUnavailable when some could not be sent yet; they stay kept.
+        """
+        self._outbox.keep(events)
+        self._outbox.deliver()
+
+    def deliver(self) -> None:
+        self._outbox.deliver()
+
+    def waiting(self) -> int:
+        return self._outbox.waiting()
+
+    def batches(self, group: str, *, size: int, idle: float, until_caught_up: bool) -> Iterator[list]:
+        """Batches of messages for a consumer group, oldest first per partition.
+
+        The caller commits a batch (commit(batch)) only after the stores took it, so a
+        crash before that sends the batch again to the group's next consumer. With
+        until_caught_up, reads each partition from the group's committed offset to its high
+        watermark and stops (run it while no projector of the group is running); else
+        joins the group and polls every `idle` seconds until interrupted.
+        """
+        from confluent_kafka import (
+            OFFSET_BEGINNING,
+            Consumer,
+            KafkaError,
+            KafkaException,
+            TopicPartition,
+        )
+
+        self._outbox.ensure_topic()
+        self._consumer = consumer = Consumer({**client_config(self.bootstrap, self.timeout), "group.id": group,
+                                              "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                              "enable.partition.eof": until_caught_up,
+                                              # The broker holds an empty fetch this long: a
+                                              # catch-up run wants the end of a partition at once.
+                                              "fetch.wait.max.ms": 10 if until_caught_up else 500,
+                                              # A crashed projector's partitions move to another
+                                              # member after this long (the broker's minimum).
+                                              "session.timeout.ms": 6000})
+        try:
+            if until_caught_up:
+                # A catch-up run takes every partition itself from the group's committed
+                # offsets instead of joining the group: no rebalance to wait for.
+                partitions = consumer.list_topics(self.topic, timeout=self.timeout).topics[self.topic].partitions
+                committed = consumer.committed([TopicPartition(self.topic, p) for p in partitions], timeout=self.timeout)
+                consumer.assign([TopicPartition(self.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+                                 for tp in committed])
+            else:
+                consumer.subscribe([self.topic])
+            at_end: set[int] = set()
+            stalled_after = time.monotonic() + max(10 * self.timeout, 10.0)
+            while True:
+                # consume() waits its whole timeout unless `size` messages arrive: a catch-up
+                # run polls briefly and stops on end-of-partition events instead.
+                received = consumer.consume(num_messages=size, timeout=0.05 if until_caught_up else idle)
+                messages = []
+                for message in received:  # in order: a partition is at its end after its last message
+                    if not message.error():
+                        messages.append(message)
+                        at_end.discard(message.partition())
+                    elif message.error().code() == KafkaError._PARTITION_EOF:
+                        at_end.add(message.partition())
+                    else:
+                        raise KafkaException(message.error())
+                if messages:
+                    stalled_after = time.monotonic() + max(10 * self.timeout, 10.0)
+                    yield messages
+                if until_caught_up and len(at_end) == len(consumer.assignment()):
+                    return
+                if until_caught_up and time.monotonic() > stalled_after:
+                    raise KafkaException(f"the end of {self.topic} was not reached; partitions at their end: {sorted(at_end)}")
+        except KafkaException as exc:
+            raise StoreUnavailable(STORE, f"Kafka at {self.bootstrap}: {exc}") from exc
+        finally:
+            self._consumer.close()
+
+    def commit(self, batch: list) -> None:
+        from confluent_kafka import KafkaException
+
+        try:
+            self._consumer.commit(asynchronous=False, offsets=_next_offsets(batch))
+        except KafkaException as exc:
+            # A catch-up run cannot commit while the group has a member: a projector that
+            # runs, or one that died less than its session timeout ago.
+            raise StoreUnavailable(STORE, f"Kafka at {self.bootstrap}: cannot commit the group's offsets ({exc}); "
+                                          "is another projector of the group running?") from exc
+
+    def close(self) -> None:
+        self._outbox.close()
+
+
+def _next_offsets(batch: list) -> list:
+    from confluent_kafka import TopicPartition
+
+    last: dict[tuple[str, int], int] = {}
+    for message in batch:
+        last[(message.topic(), message.partition())] = message.offset()
+    return [TopicPartition(topic, partition, offset + 1) for (topic, partition), offset in last.items()]

@@ -1,0 +1,87 @@
+"""With Kafka configured, writes are events on `session-events.v1` and the projector applies
+them: at least once, replay-safe, offsets committed only after the stores took them."""
+
+import json
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from tests.conftest import ROOT, run_process
+from tests.servers.common import wait_until
+
+
+@pytest.fixture
+def kafka_home(home, monkeypatch, kafka_server):
+    monkeypatch.setenv("BATON_KAFKA_BOOTSTRAP", kafka_server.bootstrap)
+    monkeypatch.setenv("BATON_KAFKA_TOPIC_PREFIX", f"test-{uuid.uuid4().hex[:10]}.")
+    return home
+
+
+def baton(cwd, *args):
+    result = run_process(cwd, *args)
+    assert result.returncode in (0, 3), result.stderr
+    return result
+
+
+def session(cwd, task):
+    """The registry's view, read without binding (list does not write)."""
+    rows = json.loads(baton(cwd, "list", "--all", "--json").stdout)
+    return next((row for row in rows if row["task_id"] == task), None)
+
+
+def test_writes_wait_for_the_projector_and_replays_change_nothing(kafka_home, worktrees):
+    main, second = worktrees
+    baton(main, "bind", "OMN-1")
+    baton(main, "touch", "src/db.py", "src/cart.py")
+    baton(main, "decide", "Keep carts in PostgreSQL")
+    baton(second, "bind", "OMN-2")
+    baton(second, "decide", "Persist payment intents in PostgreSQL")
+    assert "Warning: OMN-1 also touching src/db.py" in baton(second, "touch", "src/db.py").stdout, \
+        "the graph sees a touch at once, without the projector"
+    assert session(main, "OMN-1") is None, "nothing reaches the registry before the projector"
+
+    applied = baton(main, "projector", "--once")
+    assert applied.stdout.startswith("applied 6 events")
+    first = session(main, "OMN-1")
+    assert sorted(first["files_touched"]) == ["src/cart.py", "src/db.py"] and first["conflicts_with"] == ["OMN-2"]
+    assert baton(main, "projector", "--once").stdout.startswith("applied 0 events"), "offsets were committed"
+
+    replay = baton(main, "projector", "--once", "--group", "replay-from-the-start")
+    assert replay.stdout.startswith("applied 6 events")
+    assert session(main, "OMN-1") == first, "applying every event again changes nothing"
+    resumed = json.loads(baton(main, "resume", "OMN-1", "--json").stdout)
+    assert [d["text"] for d in resumed["session"]["decisions"]] == ["Keep carts in PostgreSQL"]
+    assert [r["task_id"] for r in resumed["related_decisions"]] == ["OMN-2"]
+
+
+def test_a_killed_projector_loses_nothing_and_doubles_nothing(kafka_home, worktrees):
+    main, _ = worktrees
+    baton(main, "bind", "OMN-1")
+    daemon = subprocess.Popen([sys.executable, "-m", "skills.cli", "projector", "--idle", "0.1"], cwd=main,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**__import__("os").environ,
+                                                                                        "PYTHONPATH": str(ROOT)})
+    try:
+        wait_until(lambda: session(main, "OMN-1") is not None, timeout=60, what="the projector's first event")
+        for n in range(5):
+            baton(main, "touch", f"src/f{n}.py")
+    finally:
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait(30)
+    for n in range(5, 10):
+        baton(main, "decide", f"decision {n}")
+    # The group forgets the killed member after its session timeout (6 s); until then a
+    # catch-up run refuses to commit, and applies again next time.
+    wait_until(lambda: run_process(main, "projector", "--once").returncode == 0, timeout=60,
+               what="a catch-up run after the crash")
+    projected = session(main, "OMN-1")
+    assert sorted(projected["files_touched"]) == sorted(f"src/f{n}.py" for n in range(5))
+    decisions = json.loads(baton(main, "resume", "OMN-1", "--json").stdout)["session"]["decisions"]
+    assert sorted(d["text"] for d in decisions) == sorted(f"decision {n}" for n in range(5, 10))
+
+
+def test_the_projector_needs_kafka(home, worktrees):
+    result = run_process(worktrees[0], "projector", "--once")
+    assert result.returncode == 2 and "needs Kafka" in result.stderr
