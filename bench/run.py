@@ -167,20 +167,30 @@ def scan_baseline(path: Path, repeat: int) -> list[float]:
     return samples
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def bench_arguments(description: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--decisions", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=30)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def scratch_worktree(root: Path) -> Path:
+    """A git worktree with an origin, as an agent's would be."""
+    worktree = root / "shop"
+    worktree.mkdir()
+    subprocess.run(["git", "init", "-q", str(worktree)], check=True)
+    subprocess.run(["git", "-C", str(worktree), "remote", "add", "origin", "git@github.com:acme/shop.git"], check=True)
+    return worktree
+
+
+def main() -> None:
+    args = bench_arguments(__doc__)
 
     with tempfile.TemporaryDirectory(prefix="baton-bench-") as scratch:
         root = Path(scratch)
         home = root / "home"
-        worktree = root / "shop"
-        worktree.mkdir()
-        subprocess.run(["git", "init", "-q", str(worktree)], check=True)
-        subprocess.run(["git", "-C", str(worktree), "remote", "add", "origin", "git@github.com:acme/shop.git"], check=True)
+        worktree = scratch_worktree(root)
         env = {**os.environ, "BATON_HOME": str(home), "PYTHONPATH": str(ROOT)}
 
         started = time.perf_counter()

@@ -123,7 +123,7 @@ class BoltConflictGraph(ConflictGraph):
             driver = neo4j.GraphDatabase.driver(
                 self.uri, auth=self._auth, connection_timeout=self.timeout,
                 connection_acquisition_timeout=self.timeout, max_transaction_retry_time=self.timeout,
-                max_connection_pool_size=4)
+                max_connection_pool_size=4, notifications_min_severity="OFF")
             try:
                 self.agent = driver.get_server_info().agent
                 self.dialect = dialect_of(self.agent)

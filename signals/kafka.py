@@ -11,13 +11,13 @@ within the store timeout.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from baton import clock
 from baton.errors import StoreUnavailable
 from baton.kafka_outbox import KafkaOutbox, client_config
 from baton.outcome import Found, Unavailable
@@ -36,6 +36,7 @@ class KafkaSignalBus(SignalBus):
         self.topic = topic
         self.timeout = timeout
         self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE)
+        self._consumer = None
 
     def publish(self, signals: Sequence[Signal]) -> list[bool]:
         fresh = self._outbox.keep([(str(s.signal_id), s.task_id, s.model_dump_json()) for s in signals])
@@ -49,7 +50,6 @@ class KafkaSignalBus(SignalBus):
         """Every signal on the topic emitted after `after` that keep() accepts, oldest first."""
         from confluent_kafka import (
             OFFSET_END,
-            Consumer,
             KafkaError,
             KafkaException,
             TopicPartition,
@@ -58,24 +58,22 @@ class KafkaSignalBus(SignalBus):
         from signals.model import Signal
 
         self._outbox.ensure_topic()
-        consumer = Consumer({**client_config(self.bootstrap, self.timeout), "group.id": f"baton-reader-{uuid.uuid4().hex}",
-                             "enable.auto.commit": False, "enable.partition.eof": True})
+        consumer = self._get_consumer()
         try:
             partitions = consumer.list_topics(self.topic, timeout=self.timeout).topics[self.topic].partitions
             since_ms = int(after.timestamp() * 1000) if after else 0
             starts = consumer.offsets_for_times(
                 [TopicPartition(self.topic, p, since_ms) for p in partitions], timeout=self.timeout)
-            ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=self.timeout)[1]
-                    for p in partitions}
-            todo = [tp for tp in starts if tp.offset != OFFSET_END and tp.offset >= 0 and tp.offset < ends[tp.partition]]
+            # OFFSET_END: nothing in that partition is newer than `after`.
+            todo = [tp for tp in starts if tp.offset != OFFSET_END and tp.offset >= 0]
             consumer.assign(todo)
             remaining = {tp.partition for tp in todo}
             found: dict[str, Signal] = {}
-            deadline = clock.now().timestamp() + self.timeout
+            deadline = time.monotonic() + self.timeout
             while remaining:
-                if clock.now().timestamp() > deadline:
+                if time.monotonic() > deadline:
                     raise StoreUnavailable(STORE, f"Kafka at {self.bootstrap}: topic not read within {self.timeout:g}s")
-                message = consumer.poll(0.2)
+                message = consumer.poll(0.05)
                 if message is None:
                     continue
                 if message.error():
@@ -83,8 +81,6 @@ class KafkaSignalBus(SignalBus):
                         remaining.discard(message.partition())
                         continue
                     raise KafkaException(message.error())
-                if message.offset() + 1 >= ends[message.partition()]:
-                    remaining.discard(message.partition())
                 signal = Signal.model_validate_json(message.value())
                 if (after is None or signal.emitted_at > after) and keep(signal):
                     found.setdefault(str(signal.signal_id), signal)
@@ -92,7 +88,18 @@ class KafkaSignalBus(SignalBus):
         except KafkaException as exc:
             raise StoreUnavailable(STORE, f"Kafka at {self.bootstrap}: {exc}") from exc
         finally:
-            consumer.close()
+            consumer.unassign()
+
+    def _get_consumer(self):
+        """One reader for the bus's lifetime; it is assigned partitions per read and never
+        joins its (unique) group, so it commits nothing and rebalances nothing."""
+        if self._consumer is None:
+            from confluent_kafka import Consumer
+
+            self._consumer = Consumer({**client_config(self.bootstrap, self.timeout),
+                                       "group.id": f"baton-reader-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                                       "enable.partition.eof": True, "fetch.wait.max.ms": 10})
+        return self._consumer
 
     def _read(self, after: datetime | None, keep, limit: int) -> Found[list[Signal]] | Unavailable:
         try:
@@ -124,4 +131,7 @@ class KafkaSignalBus(SignalBus):
                 "size": f"{self._outbox.waiting()} signals waiting in the outbox"}
 
     def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
         self._outbox.close()

@@ -152,6 +152,19 @@ def cli(monkeypatch, capsys):
     return run
 
 
+def two_agents(worktrees: tuple[Path, Path], cli) -> Path:
+    """OMN-1 in the main worktree and OMN-2 in the second, overlapping on src/db.py, each
+    with a decision about PostgreSQL. Returns the main worktree."""
+    main, second = worktrees
+    cli(main, "bind", "OMN-1")
+    cli(main, "touch", "src/db.py")
+    cli(main, "decide", "Keep carts in PostgreSQL")
+    cli(second, "bind", "OMN-2")
+    cli(second, "decide", "Persist payments in PostgreSQL")
+    cli(second, "touch", "src/db.py")
+    return main
+
+
 def run_process(cwd: Path, *args: str, env: dict | None = None, timeout: float = 60,
                 prelude: str = "") -> subprocess.CompletedProcess:
     """Run baton as a fresh process (prelude: Python run before the CLI, e.g. to hide a module)."""

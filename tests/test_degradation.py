@@ -8,21 +8,14 @@ import time
 
 import pytest
 
-from tests.conftest import run_process
+from tests.conftest import run_process, two_agents
 
 OTHERS = {"registry", "graph", "recall", "signals"}
 
 
 @pytest.fixture
 def scenario(home, worktrees, cli):
-    main, second = worktrees
-    cli(main, "bind", "OMN-1")
-    cli(main, "touch", "src/db.py")
-    cli(main, "decide", "Keep carts in PostgreSQL")
-    cli(second, "bind", "OMN-2")
-    cli(second, "decide", "Persist payments in PostgreSQL")
-    cli(second, "touch", "src/db.py")
-    return main
+    return two_agents(worktrees, cli)
 
 
 def resume_json(cwd, env=None, prelude=""):

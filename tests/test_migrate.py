@@ -2,14 +2,11 @@
 
 import json
 
+from tests.conftest import two_agents
+
 
 def test_migrate_registry_and_recall(home, worktrees, cli, monkeypatch, postgres_url, tmp_path):
-    main, second = worktrees
-    cli(main, "bind", "OMN-1")
-    cli(main, "touch", "src/a.py")
-    cli(main, "decide", "Keep carts in PostgreSQL")
-    cli(second, "bind", "OMN-2")
-    cli(second, "decide", "Persist payments in PostgreSQL")
+    main = two_agents(worktrees, cli)
     embedded = json.loads(cli(main, "resume", "OMN-1", "--json")[1])
 
     monkeypatch.setenv("BATON_DATABASE_URL", postgres_url)

@@ -8,30 +8,19 @@ import time
 
 import pytest
 
-from tests.conftest import run_process, use_servers
-
-
-def scenario(worktrees, cli):
-    main, second = worktrees
-    cli(main, "bind", "OMN-1")
-    cli(main, "touch", "src/db.py")
-    cli(main, "decide", "Keep carts in PostgreSQL")
-    cli(second, "bind", "OMN-2")
-    cli(second, "decide", "Persist payments in PostgreSQL")
-    cli(second, "touch", "src/db.py")
-    return main
+from tests.conftest import run_process, two_agents, use_servers
 
 
 @pytest.fixture
 def on_servers(request, home, monkeypatch, tmp_path, worktrees, cli):
     use_servers(request, monkeypatch, tmp_path, qdrant=True)
-    return scenario(worktrees, cli)
+    return two_agents(worktrees, cli)
 
 
 @pytest.fixture(params=["kafka", "no-kafka"])
 def on_servers_maybe_kafka(request, home, monkeypatch, tmp_path, worktrees, cli):
     use_servers(request, monkeypatch, tmp_path, qdrant=True, kafka=request.param == "kafka")
-    return scenario(worktrees, cli)
+    return two_agents(worktrees, cli)
 
 
 def resume(cwd, timeout: str = "1"):

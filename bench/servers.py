@@ -1,0 +1,163 @@
+"""Baton's figures on the production servers: PostgreSQL, the Bolt server (Neo4j), Kafka.
+
+Starts each server natively (tests/servers), builds 1,000 active sessions of 20 files in
+PostgreSQL and the graph and 100,000 decisions in the recall index, then prints medians
+and spreads of:
+  - a hook's write (`baton touch`, fresh process) with Kafka up: median and p99,
+  - events per second from the CLI path into Kafka, and through the projector into the
+    registry, the graph and the recall index,
+  - resume_session in-process, warm (target: at most 50 ms), and `baton resume` as a
+    fresh process.
+No Qdrant server can be installed here: recall runs on the embedded index in this bench.
+
+    .venv/bin/python bench/servers.py [--sessions 1000] [--decisions 100000] [--repeat 30]
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.run import (  # noqa: E402
+    BENCH_DECISIONS,
+    BENCH_TASK,
+    bench_arguments,
+    build_decisions,
+    scratch_worktree,
+    spread,
+    timed_runs,
+)
+
+
+def build_server_sessions(sessions: int) -> None:
+    """Sessions through the projection step, as the projector would write them."""
+    import random
+    from datetime import timedelta
+
+    from baton import clock
+    from baton.files import FileRef
+    from registry.model import Bound, FilesTouched
+    from skills.projection import project
+    from skills.settings import Settings
+    from skills.stores import Stores
+
+    rng = random.Random(sessions)
+    stores = Stores(Settings.from_env())
+    now = clock.now()
+    try:
+        for n in range(sessions):
+            task = f"T-{n}"
+            at = now - timedelta(minutes=rng.randint(1, 60 * 48))
+            files = [FileRef("github.com/acme/shop", f"src/m{rng.randrange(20_000)}.py") for _ in range(20)]
+            common = {"task_id": task, "session_id": "bench", "at": at}
+            project(stores, [Bound(event_id=uuid.uuid4(), repo="github.com/acme/shop", worktree_path=f"/w/{task}", **common),
+                             FilesTouched(event_id=uuid.uuid4(), files=files, **common)])
+    finally:
+        stores.close()
+
+
+def produce_touches(worktree: Path, count: int) -> tuple[int, float]:
+    """The CLI's touch path, called in one process: records each touch and produces its event."""
+    from baton.files import WorktreeLocator
+    from skills.binding import ActiveTask
+    from skills.settings import Settings
+    from skills.stores import Stores
+    from skills.touch import touch
+
+    stores = Stores(Settings.from_env())
+    locator = WorktreeLocator()
+    tasks = [ActiveTask(f"LOAD-{n}", "bench", "bench") for n in range(100)]  # 20 files each, as in the data set
+    touch(stores, tasks[0], ["src/warm-up.py"], worktree, locator)
+    started = time.perf_counter()
+    for n in range(count):
+        touch(stores, tasks[n % len(tasks)], [f"src/load/{n}.py"], worktree, locator)
+    seconds = time.perf_counter() - started
+    stores.close()
+    return count, seconds
+
+
+def main() -> None:
+    args = bench_arguments(__doc__)
+
+    from tests.servers.kafka import KafkaServer
+    from tests.servers.neo4j import Neo4jServer
+    from tests.servers.postgres import PostgresServer
+
+    servers = [PostgresServer(), Neo4jServer(), KafkaServer()]
+    try:
+        started = time.perf_counter()
+        postgres, neo4j, kafka = (server.start() for server in servers)
+        print(f"servers started in {time.perf_counter() - started:.1f} s")
+        with tempfile.TemporaryDirectory(prefix="baton-bench-servers-") as scratch:
+            root = Path(scratch)
+            home, worktree = root / "home", scratch_worktree(root)
+            settings = {"BATON_HOME": str(home), "BATON_DATABASE_URL": postgres.url, "BATON_GRAPH_URL": neo4j.uri,
+                        "BATON_KAFKA_BOOTSTRAP": kafka.bootstrap, "BATON_KAFKA_TOPIC_PREFIX": "bench."}
+            os.environ.update(settings)
+            env = {**os.environ, "PYTHONPATH": str(ROOT)}
+            cli = [sys.executable, "-m", "skills.cli"]
+
+            started = time.perf_counter()
+            build_server_sessions(args.sessions)
+            subprocess.run([*cli, "bind", BENCH_TASK], cwd=worktree, env=env, check=True, capture_output=True)
+            for text in BENCH_DECISIONS:
+                subprocess.run([*cli, "decide", text], cwd=worktree, env=env, check=True, capture_output=True)
+            subprocess.run([*cli, "projector", "--once"], cwd=worktree, env=env, check=True, capture_output=True)
+            build_decisions(home, args.decisions)
+            print(f"data set: {args.sessions} sessions x 20 files in PostgreSQL and Neo4j, {args.decisions} decisions "
+                  f"(built in {time.perf_counter() - started:.1f} s)\n")
+
+            rows = []
+            touch = timed_runs([*cli, "touch", "src/m3.py"], worktree, env, args.repeat * 2)
+            rows.append(("hook write: baton touch, fresh process, Kafka up", touch))
+            produced, produce_seconds = produce_touches(worktree, 2000)
+            projector_started = time.perf_counter()
+            applied = subprocess.run([*cli, "projector", "--once"], cwd=worktree, env=env, check=True,
+                                     capture_output=True, text=True).stdout
+            projector_seconds = time.perf_counter() - projector_started
+            events = int(applied.split()[1])
+            rows.append(("baton resume, fresh process", timed_runs([*cli, "resume", BENCH_TASK, "--json"], worktree, env,
+                                                                  max(10, args.repeat // 2))))
+
+            from baton.files import WorktreeLocator
+            from skills.binding import place_of
+            from skills.resume import resume_session
+            from skills.settings import Settings
+            from skills.stores import Stores
+
+            stores = Stores(Settings.from_env())
+            place = place_of(worktree, WorktreeLocator())
+            first = resume_session(stores, BENCH_TASK, place, bind_task=False)
+            assert first.status == "found" and all(v == "ok" for v in first.stores.values()), first.stores
+            warm = []
+            for _ in range(args.repeat * 2):
+                began = time.perf_counter()
+                resume_session(stores, BENCH_TASK, place, bind_task=False)
+                warm.append((time.perf_counter() - began) * 1000)
+            rows.append(("resume_session in-process, warm (target 50 ms)", warm))
+            stores.close()
+
+        print(f"{'figure':52} {'median ms':>10} {'p10-p90 ms':>16} {'p99 ms':>8}")
+        for name, samples in rows:
+            median, low, high = spread(samples)
+            p99 = sorted(samples)[min(len(samples) - 1, int(0.99 * len(samples)))]
+            print(f"{name:52} {median:10.2f} {f'{low:.2f}-{high:.2f}':>16} {p99:8.2f}")
+        print(f"\nCLI path into Kafka, in one process: {produced / produce_seconds:.0f} events/s "
+              f"({produced} touches of 100 tickets through skills.touch, each acknowledged by Kafka)")
+        print(f"projector into PostgreSQL, Neo4j and recall: {events} events in {projector_seconds:.2f} s "
+              f"= {events / projector_seconds:.1f} events/s (process start and catch-up included)")
+    finally:
+        for server in servers:
+            server.destroy()
+
+
+if __name__ == "__main__":
+    main()
