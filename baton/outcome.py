@@ -26,5 +26,3 @@ class NotFound:
 class Unavailable:
     reason: str
 
-
-Outcome = Found[T] | NotFound | Unavailable

@@ -38,8 +38,10 @@ class KafkaEventLog:
     def deliver(self) -> None:
         self._outbox.deliver()
 
-    def waiting(self) -> int:
-        return self._outbox.waiting()
+    def describe(self) -> dict[str, str]:
+        self._outbox.ensure_topic()
+        return {"backend": "kafka", "location": f"{self.bootstrap} topic {self.topic}",
+                "version": "event log for `baton projector`", "size": f"{self._outbox.waiting()} events waiting in the outbox"}
 
     def batches(self, group: str, *, size: int, idle: float, until_caught_up: bool) -> Iterator[list]:
         """Batches of messages for a consumer group, oldest first per partition.

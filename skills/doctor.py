@@ -28,12 +28,15 @@ def _model() -> dict[str, str]:
 
 def doctor(stores: Stores) -> list[StoreReport]:
     """Ask every store to describe itself, side by side, within the store timeout."""
-    answers = gather({
+    calls = {
         "registry": lambda: stores.registry.describe(),
         "graph": lambda: stores.graph.describe(),
         "recall": lambda: stores.recall().index.describe(),
         "embedding model": _model,
         "signals": lambda: stores.signals.describe(),
-    }, stores.settings.store_timeout + 0.5)
+    }
+    if stores.event_log is not None:
+        calls["event log"] = lambda: stores.event_log.describe()
+    answers = gather(calls, stores.settings.store_timeout + 0.5)
     return [StoreReport(name, f"unavailable: {answer.reason}", {}) if isinstance(answer, Unavailable)
             else StoreReport(name, "ok", answer) for name, answer in answers.items()]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
@@ -27,7 +26,6 @@ from registry.model import (
     NextActionSet,
     Phase,
     PhaseChanged,
-    Session,
     Status,
     StepCompleted,
 )
@@ -42,10 +40,8 @@ from skills.stores import Stores
 
 @dataclass
 class WriteReport:
-    session: Session | None = None
     warnings: list[str] = field(default_factory=list)
     session_id: str | None = None
-    binding_path: Path | None = None
     previous_task: str | None = None
 
 
@@ -64,11 +60,10 @@ def _commit(stores: Stores, events: list[Event], report: WriteReport) -> None:
             report.warnings.append(str(exc))
         return
     try:
-        sessions, warnings = project(stores, events)
+        _, warnings = project(stores, events)
     except StoreUnavailable as exc:
         report.warnings.append(keep_or_raise(stores, [adapter.dump_json(e).decode() for e in events], exc))
         return
-    report.session = sessions.get(events[0].task_id)
     report.warnings += warnings
 
 
@@ -95,7 +90,7 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
         session_id = previous.session_id if previous and previous.task_id == task_id else uuid.uuid4().hex
     report.session_id = session_id
     report.previous_task = previous.task_id if previous and previous.task_id != task_id else None
-    report.binding_path = write_binding(place, Binding(task_id, session_id, at, agent))
+    write_binding(place, Binding(task_id, session_id, at, agent))
     current = stores.registry.get(task_id)
     if isinstance(current, Unavailable) and not stores.settings.database_url:
         raise StoreUnavailable("session registry", current.reason)

@@ -31,3 +31,15 @@ def test_doctor_on_postgres(home, worktrees, cli, monkeypatch, postgres_url):
     monkeypatch.setenv("BATON_DATABASE_URL", postgres_url)
     reports = {r["store"]: r for r in json.loads(cli(main, "doctor", "--json")[1])}
     assert reports["registry"]["state"] == "ok" and reports["registry"]["version"].startswith("PostgreSQL 15")
+
+
+def test_doctor_on_every_server(request, home, worktrees, cli, monkeypatch, tmp_path):
+    from tests.conftest import use_servers
+
+    use_servers(request, monkeypatch, tmp_path, qdrant=True)
+    code, out, _ = cli(worktrees[0], "doctor", "--json")
+    reports = {r["store"]: r for r in json.loads(out)}
+    assert code == 0, reports
+    assert {name: r["backend"] for name, r in reports.items() if name != "embedding model"} == {
+        "registry": "postgresql", "graph": "bolt (neo4j)", "recall": "qdrant", "signals": "kafka", "event log": "kafka"}
+    assert reports["graph"]["version"].startswith("Neo4j/5.26")
