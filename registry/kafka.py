@@ -35,6 +35,10 @@ class KafkaEventLog:
         self._outbox.keep(events)
         self._outbox.deliver()
 
+    def keep(self, events: Sequence[tuple[str, str, str]]) -> None:
+        """Keep events for a later delivery, without touching Kafka (the hook's path)."""
+        self._outbox.keep(events)
+
     def deliver(self) -> None:
         self._outbox.deliver()
 

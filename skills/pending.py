@@ -1,9 +1,10 @@
-"""Registry writes kept on this machine while the registry's server is down.
+"""Registry writes kept on this machine until a server takes them.
 
-When PostgreSQL cannot take a write, its events are kept in `pending-writes.db` in the
-data home and the command succeeds with a warning. Every later command first delivers
-what waits (oldest first, within the store timeout); events keep their ids, so a
-delivery that is retried after a lost acknowledgement doubles nothing.
+Two kinds wait in `pending-writes.db` in the data home: writes PostgreSQL could not take
+(the command succeeds with a warning), and touches from agent hooks, which never wait for
+a server. Every later command first delivers what waits (oldest first, within the store
+timeout); events keep their ids, so a delivery that is retried after a lost
+acknowledgement doubles nothing.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def deliver(stores) -> list[str]:
             stores.event_log.deliver()
         except StoreUnavailable as exc:
             return [str(exc)]
-    if not stores.settings.database_url or not (stores.settings.home / FILE).exists():
+    if not (stores.settings.home / FILE).exists():
         return []
     waiting = stores.pending.waiting()
     if not waiting:

@@ -29,6 +29,11 @@ class Settings:
     kafka_bootstrap: str | None = None
     kafka_topic_prefix: str = "baton."
 
+    @property
+    def uses_servers(self) -> bool:
+        """Whether any store that a touch writes lives on a server."""
+        return bool(self.database_url or self.graph_url or self.kafka_bootstrap)
+
     @classmethod
     def from_env(cls) -> Settings:
         home = data_home()

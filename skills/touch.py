@@ -7,6 +7,7 @@ a new overlap builds a signal (and so imports the signal model).
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -47,13 +48,21 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
           *, at: datetime | None = None) -> TouchReport:
     """Record touched files; report overlaps with other active tickets, each new one signalled once.
 
+    On the embedded default the overlap is found and warned about at once. With any
+    server configured, the hook may not import a server's client (its budget is 100 ms),
+    so the touch is only kept locally; the next other command delivers it, and the overlap
+    check runs where it is projected (skills.projection), as a conflict_detected signal.
+
     Raises BadInput for bad paths and StoreUnavailable when the registry cannot take the
     write; a failing graph or signal log only adds a warning.
     """
     refs = file_refs(raw_paths, cwd, locator)
     at = at or clock.now()
     report = TouchReport(files=refs)
-    _record(stores, task, refs, at, report)
+    if stores.settings.uses_servers:
+        _keep_for_delivery(stores, task, refs, at)
+        return report
+    stores.registry.record_touch(task.task_id, task.session_id, at, refs, event_id=str(uuid.uuid4()))
     try:
         active = stores.graph.touch(task.task_id, refs, at)
     except StoreUnavailable as exc:
@@ -65,11 +74,7 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     if not isinstance(shared, Found):
         report.warnings.append(f"conflict graph unavailable: {shared.reason}")
         return report
-    by_key = {f.key: f for files in shared.value.values() for f in files}
-    report.conflicts = should_emit_conflict_signal(
-        {"task_id": task.task_id, "files_touched": list(by_key)},
-        [{"task_id": other, "files_touched": [f.key for f in files]} for other, files in shared.value.items()])
-    report.conflict_paths = {other: [f.path for f in files] for other, files in shared.value.items()}
+    report.conflicts, report.conflict_paths, by_key = overlaps(task.task_id, shared.value)
     touched = {ref.key for ref in refs}
     candidates = [c for c in report.conflicts if touched.intersection(c.shared_files)]
     if candidates:
@@ -77,30 +82,25 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     return report
 
 
-def _record(stores: Stores, task: ActiveTask, refs: list[FileRef], at: datetime, report: TouchReport) -> None:
-    """The registry's share of a touch: produced to Kafka for the projector when Kafka is
-    configured, else appended as a pending event; kept locally if the server is down.
+def overlaps(task_id: str, shared: dict[str, list[FileRef]]):
+    """The conflicts of task_id given the files each other ticket shares with it."""
+    by_key = {f.key: f for files in shared.values() for f in files}
+    conflicts = should_emit_conflict_signal(
+        {"task_id": task_id, "files_touched": list(by_key)},
+        [{"task_id": other, "files_touched": [f.key for f in files]} for other, files in shared.items()])
+    return conflicts, {other: [f.path for f in files] for other, files in shared.items()}, by_key
 
-    The graph is written directly in both cases (below), so the overlap is seen at once.
-    """
-    import uuid
 
+def _keep_for_delivery(stores: Stores, task: ActiveTask, refs: list[FileRef], at: datetime) -> None:
+    """Keep the touch event in the data home: in the Kafka outbox, or among the pending writes."""
     from registry.wire import files_touched_body
 
     event_id = str(uuid.uuid4())
     body = files_touched_body(event_id, task.task_id, task.session_id, at, refs)
     if stores.event_log is not None:
-        try:
-            stores.event_log.append([(event_id, task.task_id, body)])
-        except StoreUnavailable as exc:
-            report.warnings.append(str(exc))
-        return
-    try:
-        stores.registry.record_touch(task.task_id, task.session_id, at, refs, event_id=event_id)
-    except StoreUnavailable as exc:
-        from skills.pending import keep_or_raise
-
-        report.warnings.append(keep_or_raise(stores, [body], exc))
+        stores.event_log.keep([(event_id, task.task_id, body)])
+    else:
+        stores.pending.keep([body])
 
 
 def _signal_new(stores: Stores, task: ActiveTask, candidates: list[FileConflict], by_key: dict[str, FileRef],

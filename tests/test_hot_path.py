@@ -1,6 +1,7 @@
 """`baton touch` runs in an agent's PostToolUse hook: it must stay light."""
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -33,6 +34,17 @@ def test_touch_imports_nothing_heavy(home, worktrees, cli):
         result = subprocess.run([sys.executable, "-c", PROBE, "touch", path], cwd=main, capture_output=True, text=True)
         assert result.returncode == 0, result.stderr
         assert "HEAVY \n" in result.stdout
+
+
+def test_touch_imports_no_server_client_when_servers_are_configured(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    servers = {"BATON_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none", "BATON_GRAPH_URL": "bolt://127.0.0.1:1",
+               "BATON_KAFKA_BOOTSTRAP": "127.0.0.1:1"}
+    result = subprocess.run([sys.executable, "-c", PROBE, "touch", "src/a.py"], cwd=main, capture_output=True, text=True,
+                            env={**os.environ, **servers})
+    assert result.returncode == 0, result.stderr
+    assert "HEAVY \n" in result.stdout, "the touch is kept locally; no server is contacted from the hook"
 
 
 def test_the_hand_built_touch_event_is_the_model_event():

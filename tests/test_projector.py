@@ -39,14 +39,15 @@ def test_writes_wait_for_the_projector_and_replays_change_nothing(kafka_home, wo
     baton(main, "decide", "Keep carts in PostgreSQL")
     baton(second, "bind", "OMN-2")
     baton(second, "decide", "Persist payment intents in PostgreSQL")
-    assert "Warning: OMN-1 also touching src/db.py" in baton(second, "touch", "src/db.py").stdout, \
-        "the graph sees a touch at once, without the projector"
+    assert baton(second, "touch", "src/db.py").stdout == "", "a hook's touch only keeps the event"
     assert session(main, "OMN-1") is None, "nothing reaches the registry before the projector"
 
     applied = baton(main, "projector", "--once")
     assert applied.stdout.startswith("applied 6 events")
     first = session(main, "OMN-1")
     assert sorted(first["files_touched"]) == ["src/cart.py", "src/db.py"] and first["conflicts_with"] == ["OMN-2"]
+    signals = json.loads(baton(main, "signals", "--task", "OMN-1", "--json").stdout)
+    assert [s["signal_type"] for s in signals].count("conflict_detected") == 1, "the projector signalled the overlap"
     assert baton(main, "projector", "--once").stdout.startswith("applied 0 events"), "offsets were committed"
 
     replay = baton(main, "projector", "--once", "--group", "replay-from-the-start")

@@ -1,6 +1,7 @@
 """Two agents in two worktrees of one repo, end to end through the CLI."""
 
 import json
+import os
 
 from tests.conftest import git
 
@@ -15,7 +16,10 @@ def test_two_agents_two_worktrees(any_home, worktrees, cli):
     assert cli(second, "bind", "OMN-2")[0] == 0
     cli(second, "decide", "Persist payment intents in PostgreSQL")
     code, out, _ = cli(second, "touch", "./src//db.py", "src/pay.py")
-    assert code == 0 and "Warning: OMN-1 also touching src/db.py" in out
+    # On servers the hook only keeps the touch; the overlap is found where it is projected
+    # and reaches the agent as a signal (checked in the resume below).
+    embedded = not os.environ.get("BATON_DATABASE_URL")
+    assert code == 0 and ("Warning: OMN-1 also touching src/db.py" in out) == embedded
     code, out, _ = cli(second, "touch", "src/db.py")
     assert out == "", "an overlap already signalled is not warned again"
 
@@ -27,7 +31,8 @@ def test_two_agents_two_worktrees(any_home, worktrees, cli):
 
 
     # A new overlap after that resume is news for the next one.
-    assert "Warning: OMN-1 also touching src/cart.py, src/db.py" in cli(second, "touch", "src/cart.py")[1]
+    out = cli(second, "touch", "src/cart.py")[1]
+    assert ("Warning: OMN-1 also touching src/cart.py, src/db.py" in out) == embedded
 
     code, out, _ = cli(main, "resume", "OMN-1", "--json")
     assert code == 0
