@@ -95,9 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         from skills.stores import Stores
 
         stores = Stores(Settings.from_env())
-        from skills.pending import deliver
+        if args.command != "touch":  # the hook's hot path never waits for a server
+            from skills.pending import deliver
 
-        _warn(deliver(stores))
+            _warn(deliver(stores))
         return _HANDLERS[args.command](args, stores)
     except BadInput as exc:
         print(f"baton: error: {exc}", file=sys.stderr)
