@@ -16,6 +16,7 @@ No Qdrant server can be installed here: recall runs on the embedded index in thi
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,37 @@ def produce_touches(worktree: Path, count: int) -> tuple[int, float]:
     return count, seconds
 
 
+def bolt_conflict_lookup(uri: str, counts: list[int], repeat: int) -> dict[int, list[float]]:
+    """One ticket's conflict lookup on the Bolt server at each number of sessions; the path
+    pool grows with the sessions, so a file has the same expected number of sharers."""
+    import random
+
+    import neo4j
+
+    from baton import clock
+    from baton.files import FileRef
+    from graph.bolt import BoltConflictGraph
+
+    results = {}
+    for sessions in counts:
+        with neo4j.GraphDatabase.driver(uri, auth=None) as driver:
+            driver.execute_query("MATCH (n:Task|File|Repository|Session) DETACH DELETE n")
+        graph = BoltConflictGraph(uri, timeout=30)
+        rng, now = random.Random(sessions), clock.now()
+        for n in range(sessions):
+            graph.record(f"T-{n}", "active", [FileRef("github.com/acme/shop", f"src/m{rng.randrange(sessions * 20)}.py")
+                                              for _ in range(20)], now)
+        graph.shared_files("T-1")
+        samples = []
+        for i in range(repeat):
+            started = time.perf_counter()
+            graph.shared_files(f"T-{i % 50}")
+            samples.append((time.perf_counter() - started) * 1000)
+        results[sessions] = samples
+        graph.close()
+    return results
+
+
 def main() -> None:
     args = bench_arguments(__doc__)
 
@@ -147,13 +179,18 @@ def main() -> None:
                 warm.append((time.perf_counter() - began) * 1000)
             rows.append(("resume_session in-process, warm (target 50 ms)", warm))
             stores.close()
+            lookups = bolt_conflict_lookup(neo4j.uri, [100, 10_000], args.repeat * 5)
+            for sessions, samples in lookups.items():
+                rows.append((f"conflict lookup on Bolt, one task, {sessions} sessions", samples))
 
         print(f"{'figure':52} {'median ms':>10} {'p10-p90 ms':>16} {'p99 ms':>8}")
         for name, samples in rows:
             median, low, high = spread(samples)
             p99 = sorted(samples)[min(len(samples) - 1, int(0.99 * len(samples)))]
             print(f"{name:52} {median:10.2f} {f'{low:.2f}-{high:.2f}':>16} {p99:8.2f}")
-        print(f"\nhook path, in one process: {produced / produce_seconds:.0f} touches/s kept for delivery "
+        ratio = statistics.median(lookups[10_000]) / statistics.median(lookups[100])
+        print(f"\nconflict lookup on Bolt at 10,000 / at 100 sessions: {ratio:.2f}x")
+        print(f"hook path, in one process: {produced / produce_seconds:.0f} touches/s kept for delivery "
               f"({produced} touches of 100 tickets through skills.touch)")
         print(f"delivery into Kafka: {produced} events in {deliver_seconds:.2f} s = {produced / deliver_seconds:.0f} "
               "events/s (acknowledged)")
