@@ -135,16 +135,21 @@ def bench_conflict_lookup(root: Path, counts: list[int], repeat: int) -> dict[in
         # sharers at every size: only the number of sessions changes.
         build_sessions(home, sessions, with_registry=False, pool=sessions * FILES_PER_SESSION)
         graph = SqliteConflictGraph(home / "graph.db", timeout=10)
-        graph.shared_files("T-1")
-        samples = []
-        for i in range(repeat):
-            started = time.perf_counter()
-            graph.shared_files(f"T-{i % 50}")
-            samples.append((time.perf_counter() - started) * 1000)
-        results[sessions] = samples
+        results[sessions] = time_lookups(graph, repeat)
         graph.close()
         results[-sessions] = scan_baseline(home / "graph.db", max(5, repeat // 50))
     return results
+
+
+def time_lookups(graph, repeat: int) -> list[float]:
+    """Milliseconds of one ticket's conflict lookup, over the first 50 tickets in turn."""
+    graph.shared_files("T-1")
+    samples = []
+    for i in range(repeat):
+        started = time.perf_counter()
+        graph.shared_files(f"T-{i % 50}")
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
 
 
 def scan_baseline(path: Path, repeat: int) -> list[float]:

@@ -34,6 +34,7 @@ from bench.run import (  # noqa: E402
     build_decisions,
     scratch_worktree,
     spread,
+    time_lookups,
     timed_runs,
 )
 
@@ -105,13 +106,7 @@ def bolt_conflict_lookup(uri: str, counts: list[int], repeat: int) -> dict[int, 
         for n in range(sessions):
             graph.record(f"T-{n}", "active", [FileRef("github.com/acme/shop", f"src/m{rng.randrange(sessions * 20)}.py")
                                               for _ in range(20)], now)
-        graph.shared_files("T-1")
-        samples = []
-        for i in range(repeat):
-            started = time.perf_counter()
-            graph.shared_files(f"T-{i % 50}")
-            samples.append((time.perf_counter() - started) * 1000)
-        results[sessions] = samples
+        results[sessions] = time_lookups(graph, repeat)
         graph.close()
     return results
 

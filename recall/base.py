@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
@@ -42,6 +42,17 @@ class ScoredDecision(BaseModel):
 
     record: DecisionRecord
     score: float
+
+
+def best_per_point(hits: Iterable[tuple[object, float, dict]], limit: int) -> list[ScoredDecision]:
+    """(point id, score, payload) hits of several queries: each point once, with its best
+    score, best first."""
+    best: dict[str, ScoredDecision] = {}
+    for point_id, score, payload in hits:
+        key = str(point_id)
+        if key not in best or score > best[key].score:
+            best[key] = ScoredDecision(record=DecisionRecord.model_validate(payload), score=score)
+    return sorted(best.values(), key=lambda s: (-s.score, s.record.task_id, s.record.text))[:limit]
 
 
 def decision_point_id(task_id: str, text: str) -> UUID:

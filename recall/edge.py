@@ -31,7 +31,7 @@ from typing import TypeVar
 from uuid import UUID
 
 from baton.errors import StoreUnavailable
-from recall.base import DecisionIndex, DecisionRecord, ScoredDecision
+from recall.base import DecisionIndex, DecisionRecord, ScoredDecision, best_per_point
 from recall.embedding import DIMENSIONS
 
 STORE = "recall index"
@@ -151,13 +151,7 @@ class EdgeDecisionIndex(DecisionIndex):
                 qe.QueryRequest(limit=limit, query=qe.Query.Nearest([float(x) for x in v]), filter=condition,
                                 with_payload=True, params=qe.SearchParams(exact=True))
                 for v in vectors]))
-            best: dict[str, ScoredDecision] = {}
-            for hits in batches:
-                for hit in hits:
-                    key = str(hit.id)
-                    if key not in best or hit.score > best[key].score:
-                        best[key] = ScoredDecision(record=DecisionRecord.model_validate(hit.payload), score=hit.score)
-            return sorted(best.values(), key=lambda s: (-s.score, s.record.task_id, s.record.text))[:limit]
+            return best_per_point(((hit.id, hit.score, hit.payload) for hits in batches for hit in hits), limit)
 
         return self._with_shard(work, write=False, empty=[])
 

@@ -15,7 +15,13 @@ from collections.abc import Iterator, Sequence
 from uuid import UUID
 
 from baton.errors import StoreUnavailable
-from recall.base import COLLECTION, DecisionIndex, DecisionRecord, ScoredDecision
+from recall.base import (
+    COLLECTION,
+    DecisionIndex,
+    DecisionRecord,
+    ScoredDecision,
+    best_per_point,
+)
 from recall.embedding import DIMENSIONS
 
 STORE = "recall index"
@@ -84,13 +90,7 @@ class QdrantServerIndex(DecisionIndex):
         requests = [models.QueryRequest(query=[float(x) for x in v], filter=condition, limit=limit, with_payload=True)
                     for v in vectors]
         batches = self._call(lambda client: client.query_batch_points(COLLECTION, requests=requests))
-        best: dict[str, ScoredDecision] = {}
-        for batch in batches:
-            for hit in batch.points:
-                key = str(hit.id)
-                if key not in best or hit.score > best[key].score:
-                    best[key] = ScoredDecision(record=DecisionRecord.model_validate(hit.payload), score=hit.score)
-        return sorted(best.values(), key=lambda s: (-s.score, s.record.task_id, s.record.text))[:limit]
+        return best_per_point(((hit.id, hit.score, hit.payload) for batch in batches for hit in batch.points), limit)
 
     def describe(self) -> dict[str, str]:
         def work(client):

@@ -64,7 +64,7 @@ MIGRATIONS = [
     """,
 ]
 
-_CATCH_UP_LOCK = 0x62617430  # one advisory lock key for applying pending events
+_MIGRATION_LOCK = 0x62617431  # advisory lock key: one process at a time migrates the schema
 
 
 class PostgresSessionStore(SessionStore):
@@ -106,7 +106,7 @@ class PostgresSessionStore(SessionStore):
 
     def _migrate(self, conn: psycopg.Connection) -> None:
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CATCH_UP_LOCK + 1,))
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             conn.execute("CREATE TABLE IF NOT EXISTS baton_schema_migrations ("
                          "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
             done = {row[0] for row in conn.execute("SELECT version FROM baton_schema_migrations")}

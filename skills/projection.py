@@ -6,37 +6,12 @@ new overlap is signalled, as `baton touch` does on the embedded default."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 from baton.errors import StoreUnavailable
-from baton.files import FileRef
-from baton.outcome import Found
 from registry.model import DecisionRecorded, Event, FilesTouched, Session, Status
+from skills.binding import ActiveTask
+from skills.overlaps import signal_new_overlaps
 from skills.stores import Stores
-
-
-def _signal_overlaps(stores: Stores, task_id: str, session_id: str, files: list[FileRef], at: datetime,
-                     warnings: list[str]) -> None:
-    from skills.binding import ActiveTask
-    from skills.signalling import conflict_signal
-    from skills.touch import overlaps
-
-    shared = stores.graph.shared_files(task_id)
-    if not isinstance(shared, Found):
-        warnings.append(f"conflict graph unavailable: {shared.reason}")
-        return
-    conflicts, _, by_key = overlaps(task_id, shared.value)
-    touched = {f.key for f in files}
-    candidates = [c for c in conflicts if touched.intersection(c.shared_files)]
-    if not candidates:
-        return
-    try:
-        known = stores.signals.known([str(c.signal_id) for c in candidates])
-        task = ActiveTask(task_id, session_id, "projection")
-        stores.signals.publish([conflict_signal(c, task, [by_key[k] for k in c.shared_files], at)
-                                for c in candidates if str(c.signal_id) not in known])
-    except StoreUnavailable as exc:
-        warnings.append(str(exc))
 
 
 def project(stores: Stores, events: Sequence[Event]) -> tuple[dict[str, Session], list[str]]:
@@ -58,7 +33,7 @@ def project(stores: Stores, events: Sequence[Event]) -> tuple[dict[str, Session]
             warnings.append(str(exc))
             continue
         if files and session.status is Status.active:
-            _signal_overlaps(stores, task_id, mine[-1].session_id, files, at, warnings)
+            signal_new_overlaps(stores, ActiveTask(task_id, mine[-1].session_id, "projection"), files, at, warnings)
     decisions = [e for e in events if isinstance(e, DecisionRecorded)]
     if decisions:
         from recall.base import DecisionRecord

@@ -9,11 +9,12 @@ from baton import clock
 from baton.errors import StoreUnavailable
 from baton.ids import check_task_id
 from baton.outcome import Found, NotFound, Unavailable
-from graph.conflicts import FileConflict, should_emit_conflict_signal
+from graph.conflicts import FileConflict
 from registry.model import Session
 from signals.model import Signal, file_subject
 from skills.binding import Place
 from skills.deadline import gather
+from skills.overlaps import conflicts_of
 from skills.stores import Stores
 from skills.writes import bind
 
@@ -63,10 +64,7 @@ def _conflicts(stores: Stores, session: Session) -> tuple[list[FileConflict], di
     shared = stores.graph.shared_files(session.task_id)
     if not isinstance(shared, Found):
         return shared
-    conflicts = should_emit_conflict_signal(
-        {"task_id": session.task_id, "files_touched": list(session.files)},
-        [{"task_id": other, "files_touched": [f.key for f in files]} for other, files in shared.value.items()])
-    paths = {other: [f.path for f in files] for other, files in shared.value.items()}
+    conflicts, paths, _ = conflicts_of(session.task_id, shared.value)
     return conflicts, paths
 
 

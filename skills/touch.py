@@ -15,9 +15,9 @@ from pathlib import Path
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import FileRef, WorktreeLocator
-from baton.outcome import Found
-from graph.conflicts import FileConflict, should_emit_conflict_signal
+from graph.conflicts import FileConflict
 from skills.binding import ActiveTask
+from skills.overlaps import signal_new_overlaps
 from skills.stores import Stores
 
 MAX_PATHS_PER_CALL = 1000
@@ -70,25 +70,10 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
         return report
     if not active:
         return report
-    shared = stores.graph.shared_files(task.task_id)
-    if not isinstance(shared, Found):
-        report.warnings.append(f"conflict graph unavailable: {shared.reason}")
-        return report
-    report.conflicts, report.conflict_paths, by_key = overlaps(task.task_id, shared.value)
-    touched = {ref.key for ref in refs}
-    candidates = [c for c in report.conflicts if touched.intersection(c.shared_files)]
-    if candidates:
-        report.new_conflicts = _signal_new(stores, task, candidates, by_key, at, report)
+    found = signal_new_overlaps(stores, task, refs, at, report.warnings)
+    if found is not None:
+        report.conflicts, report.conflict_paths, report.new_conflicts = found.conflicts, found.paths, found.new
     return report
-
-
-def overlaps(task_id: str, shared: dict[str, list[FileRef]]):
-    """The conflicts of task_id given the files each other ticket shares with it."""
-    by_key = {f.key: f for files in shared.values() for f in files}
-    conflicts = should_emit_conflict_signal(
-        {"task_id": task_id, "files_touched": list(by_key)},
-        [{"task_id": other, "files_touched": [f.key for f in files]} for other, files in shared.items()])
-    return conflicts, {other: [f.path for f in files] for other, files in shared.items()}, by_key
 
 
 def _keep_for_delivery(stores: Stores, task: ActiveTask, refs: list[FileRef], at: datetime) -> None:
@@ -101,21 +86,3 @@ def _keep_for_delivery(stores: Stores, task: ActiveTask, refs: list[FileRef], at
         stores.event_log.keep([(event_id, task.task_id, body)])
     else:
         stores.pending.keep([body])
-
-
-def _signal_new(stores: Stores, task: ActiveTask, candidates: list[FileConflict], by_key: dict[str, FileRef],
-                at: datetime, report: TouchReport) -> list[FileConflict]:
-    """Publish one conflict_detected per overlap; the ones the log had not seen are new."""
-    try:
-        known = stores.signals.known([str(c.signal_id) for c in candidates])
-        candidates = [c for c in candidates if str(c.signal_id) not in known]
-        if not candidates:
-            return []
-        from skills.signalling import conflict_signal
-
-        signals = [conflict_signal(c, task, [by_key[k] for k in c.shared_files], at) for c in candidates]
-        fresh = stores.signals.publish(signals)
-    except StoreUnavailable as exc:
-        report.warnings.append(str(exc))
-        return candidates
-    return [c for c, new in zip(candidates, fresh, strict=True) if new]
