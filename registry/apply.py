@@ -42,7 +42,7 @@ def _with_entry(entries: list[Entry], entry: Entry) -> list[Entry]:
     kept = [e for e in entries if e.text != entry.text]
     same = [e for e in entries if e.text == entry.text]
     first = min([*same, entry], key=lambda e: (e.at, e.event_id))
-    return sorted([*kept, first], key=lambda e: (e.at, e.event_id))
+    return sorted([*kept, first], key=lambda e: (e.at, e.event_id, e.text))
 
 
 def _phase(session: Session, phase: Phase, stamp: Stamp) -> dict:

@@ -206,6 +206,35 @@ class Session(BaseModel):
         }
 
 
+# How each Session field merges, so a backend can merge a projection without Python (the
+# PostgreSQL store does it in SQL). apply_event(None, event) is the event's own projection,
+# and merging it into a session equals applying the event, because every field is one of:
+# earliest / latest times; sorted unions of strings; entries keyed by text (earliest
+# (at, event_id) kept); touches keyed by file (latest last_at kept); and registers, whose
+# value fields are taken together from the side with the later stamp (at, rank, event_id).
+# A new Session field must be declared here; tests/test_apply.py checks every field is.
+SESSION_MERGE: dict = {
+    "same": ["task_id"],
+    "earliest": ["created_at"],
+    "latest": ["last_activity"],
+    "union": ["session_ids", "depends_on", "reopened_by"],
+    "entries": ["decisions", "completed_steps", "failures"],
+    "touches": ["files"],
+    "registers": {
+        "lifecycle_stamp": ["lifecycle"],
+        "phase_stamp": ["phase"],
+        "location_stamp": ["repo", "worktree_path", "branch", "agent"],
+        "next_action_stamp": ["next_action"],
+    },
+}
+
+
+def merged_fields(spec: dict = SESSION_MERGE) -> set[str]:
+    """Every field a merge spec covers, stamps and register values included."""
+    plain = {name for kind, names in spec.items() if kind != "registers" for name in names}
+    registers = {name for stamp, values in spec["registers"].items() for name in (stamp, *values)}
+    return plain | registers
+
 def _entry_json(entry: Entry) -> dict:
     item = {"text": entry.text, "recorded_at": entry.at.isoformat(), "session_id": entry.session_id}
     if entry.context:

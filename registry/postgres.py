@@ -4,10 +4,12 @@ Timeouts bound every wait: connecting (connect_timeout), borrowing from the pool
 statement (statement_timeout) and each lock (lock_timeout), so a dead or stalled server
 answers Unavailable within about the store timeout instead of hanging.
 
-Writers of one ticket are serialised by a transaction-scoped advisory lock on its id;
-inside it the event is inserted (a replay is a no-op through its primary key) and the
-projection is merged by the same pure apply_event as every backend, then written back.
-The lock makes the read-merge-write one atomic step, so two writers cannot race.
+The merge runs in SQL, one statement per event: the event's own projection
+(apply_event(None, event)) is upserted into the ticket's row, and on conflict merged into it
+by baton_merge_session following registry.model.SESSION_MERGE. The upsert holds the row's
+lock for the merge, so two writers of one ticket cannot race and no read-modify-write
+happens in Python. A replayed event is a no-op through the events table's primary key, and
+would change nothing anyway: the merge is idempotent.
 """
 
 from __future__ import annotations
@@ -62,7 +64,122 @@ MIGRATIONS = [
     );
     CREATE INDEX baton_session_files_by_file ON baton_session_files (repo, path);
     """,
+    # The merge in SQL; registry.model.SESSION_MERGE says which kind each field is.
+    """
+    CREATE FUNCTION baton_later_stamp(current jsonb, candidate jsonb) RETURNS boolean
+    LANGUAGE sql STABLE AS $$
+        SELECT CASE
+            WHEN candidate IS NULL OR candidate = 'null'::jsonb THEN false
+            WHEN current IS NULL OR current = 'null'::jsonb THEN true
+            ELSE ((candidate->>'at')::timestamptz, coalesce((candidate->>'rank')::int, 0),
+                  (candidate->>'event_id') COLLATE "C")
+               > ((current->>'at')::timestamptz, coalesce((current->>'rank')::int, 0),
+                  (current->>'event_id') COLLATE "C")
+        END
+    $$;
+
+    CREATE FUNCTION baton_merge_session(current jsonb, delta jsonb, spec jsonb) RETURNS jsonb
+    LANGUAGE plpgsql STABLE AS $$
+    DECLARE
+        merged jsonb := current;
+        name text;
+        stamp text;
+        register_values jsonb;
+    BEGIN
+        FOR name IN SELECT jsonb_array_elements_text(spec->'same') LOOP
+            IF current->name IS DISTINCT FROM delta->name THEN
+                RAISE EXCEPTION 'baton_merge_session: % differs (% vs %)', name, current->name, delta->name;
+            END IF;
+        END LOOP;
+        FOR name IN SELECT jsonb_array_elements_text(spec->'earliest') LOOP
+            IF (delta->>name)::timestamptz < (current->>name)::timestamptz THEN
+                merged := jsonb_set(merged, ARRAY[name], delta->name);
+            END IF;
+        END LOOP;
+        FOR name IN SELECT jsonb_array_elements_text(spec->'latest') LOOP
+            IF (delta->>name)::timestamptz > (current->>name)::timestamptz THEN
+                merged := jsonb_set(merged, ARRAY[name], delta->name);
+            END IF;
+        END LOOP;
+        FOR name IN SELECT jsonb_array_elements_text(spec->'union') LOOP
+            merged := jsonb_set(merged, ARRAY[name], (
+                SELECT coalesce(jsonb_agg(member ORDER BY member COLLATE "C"), '[]'::jsonb) FROM (
+                    SELECT jsonb_array_elements_text(coalesce(current->name, '[]'::jsonb)) AS member
+                    UNION
+                    SELECT jsonb_array_elements_text(coalesce(delta->name, '[]'::jsonb))) AS members));
+        END LOOP;
+        -- Entries keyed by text: the earliest recording of a text is the one kept.
+        FOR name IN SELECT jsonb_array_elements_text(spec->'entries') LOOP
+            merged := jsonb_set(merged, ARRAY[name], (
+                SELECT coalesce(jsonb_agg(entry ORDER BY (entry->>'at')::timestamptz,
+                                          entry->>'event_id' COLLATE "C", entry->>'text' COLLATE "C"), '[]'::jsonb)
+                FROM (
+                    SELECT DISTINCT ON (entry->>'text') entry FROM (
+                        SELECT jsonb_array_elements(coalesce(current->name, '[]'::jsonb)) AS entry
+                        UNION ALL
+                        SELECT jsonb_array_elements(coalesce(delta->name, '[]'::jsonb))) AS candidates
+                    ORDER BY entry->>'text', (entry->>'at')::timestamptz, entry->>'event_id' COLLATE "C") AS firsts));
+        END LOOP;
+        -- Touches keyed by file: the latest touch is the one kept.
+        FOR name IN SELECT jsonb_array_elements_text(spec->'touches') LOOP
+            merged := jsonb_set(merged, ARRAY[name], (
+                SELECT coalesce(jsonb_object_agg(key, touch), '{}'::jsonb) FROM (
+                    SELECT DISTINCT ON (key) key, touch FROM (
+                        SELECT key, value AS touch FROM jsonb_each(coalesce(current->name, '{}'::jsonb))
+                        UNION ALL
+                        SELECT key, value FROM jsonb_each(coalesce(delta->name, '{}'::jsonb))) AS candidates
+                    ORDER BY key, (touch->>'last_at')::timestamptz DESC) AS latest));
+        END LOOP;
+        -- Registers: a later stamp takes its value fields along.
+        FOR stamp, register_values IN SELECT key, value FROM jsonb_each(spec->'registers') LOOP
+            IF baton_later_stamp(current->stamp, delta->stamp) THEN
+                merged := jsonb_set(merged, ARRAY[stamp], delta->stamp);
+                FOR name IN SELECT jsonb_array_elements_text(register_values) LOOP
+                    merged := jsonb_set(merged, ARRAY[name], coalesce(delta->name, 'null'::jsonb));
+                END LOOP;
+            END IF;
+        END LOOP;
+        RETURN merged;
+    END
+    $$;
+
+    -- The indexed columns follow the body (Session.status: a stall is undone by later activity).
+    CREATE FUNCTION baton_session_columns() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        NEW.last_activity := (NEW.body->>'last_activity')::timestamptz;
+        NEW.status := CASE
+            WHEN NEW.body->>'lifecycle' = 'stalled'
+                 AND jsonb_typeof(NEW.body->'lifecycle_stamp') = 'object'
+                 AND (NEW.body->>'last_activity')::timestamptz > (NEW.body->'lifecycle_stamp'->>'at')::timestamptz
+            THEN 'active'
+            ELSE NEW.body->>'lifecycle'
+        END;
+        RETURN NEW;
+    END
+    $$;
+
+    CREATE TRIGGER baton_session_columns BEFORE INSERT OR UPDATE ON baton_sessions
+        FOR EACH ROW EXECUTE FUNCTION baton_session_columns();
+    """,
 ]
+
+# One statement per event: upsert the event's own projection, merging it into the row under
+# the row's lock, and record its files for the lookup by file.
+_MERGE_EVENT = """
+    WITH merged AS (
+        INSERT INTO baton_sessions AS s (task_id, status, last_activity, body)
+        VALUES (%(task_id)s, '', %(at)s, %(delta)s)
+        ON CONFLICT (task_id) DO UPDATE SET body = baton_merge_session(s.body, excluded.body, %(spec)s)
+        RETURNING s.body
+    ), files AS (
+        INSERT INTO baton_session_files (task_id, repo, path, last_at)
+        SELECT %(task_id)s, touch->>'repo', touch->>'path', (touch->>'last_at')::timestamptz
+        FROM jsonb_each(%(delta)s -> 'files') AS touched(key, touch)
+        ON CONFLICT (task_id, repo, path)
+        DO UPDATE SET last_at = GREATEST(baton_session_files.last_at, excluded.last_at)
+    )
+    SELECT body FROM merged
+"""
 
 _MIGRATION_LOCK = 0x62617431  # advisory lock key: one process at a time migrates the schema
 
@@ -113,9 +230,7 @@ class PostgresSessionStore(SessionStore):
             for version, script in enumerate(MIGRATIONS):
                 if version in done:
                     continue
-                for statement in script.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
+                conn.execute(script)
                 conn.execute("INSERT INTO baton_schema_migrations (version) VALUES (%s)", (version,))
         self._migrated = True
 
@@ -125,29 +240,17 @@ class PostgresSessionStore(SessionStore):
         row = conn.execute("SELECT body FROM baton_sessions WHERE task_id = %s", (task_id,)).fetchone()
         return None if row is None else Session.model_validate(row[0])
 
-    def _save(self, conn, session: Session, files: Sequence[FileRef]) -> None:
+    def _merge(self, conn, event: Event) -> Session:
+        """Merge the event into its ticket's projection, in one SQL statement."""
         from psycopg.types.json import Jsonb
 
-        conn.execute(
-            "INSERT INTO baton_sessions (task_id, status, last_activity, body) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (task_id) DO UPDATE SET status = excluded.status, "
-            "last_activity = excluded.last_activity, body = excluded.body",
-            (session.task_id, session.status.value, session.last_activity, Jsonb(session.model_dump(mode="json"))))
-        if files:
-            conn.cursor().executemany(
-                "INSERT INTO baton_session_files (task_id, repo, path, last_at) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (task_id, repo, path) DO UPDATE SET last_at = GREATEST(baton_session_files.last_at, excluded.last_at)",
-                [(session.task_id, f.repo, f.path, session.files[f.key].last_at) for f in files])
-
-    def _merge(self, conn, event: Event) -> Session | None:
-        """Insert the event; if it is new, merge it into the ticket's projection under its lock."""
         from registry.apply import apply_event
+        from registry.model import SESSION_MERGE, Session
 
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (event.task_id,))
-        current = self._load(conn, event.task_id)
-        session = apply_event(current, event)
-        self._save(conn, session, getattr(event, "files", ()))
-        return session
+        delta = apply_event(None, event).model_dump(mode="json")
+        (body,) = conn.execute(_MERGE_EVENT, {"task_id": event.task_id, "at": event.at, "delta": Jsonb(delta),
+                                             "spec": Jsonb(SESSION_MERGE)}).fetchone()
+        return Session.model_validate(body)
 
     def _apply_pending(self, conn) -> None:
         rows = conn.execute("SELECT event_id, body FROM baton_events WHERE NOT applied ORDER BY at FOR UPDATE SKIP LOCKED").fetchall()

@@ -128,3 +128,9 @@ def test_models_forbid_unknown_fields_and_naive_times():
         NextActionSet(**common(0), text="x", surprise=1)
     with pytest.raises(ValidationError):
         NextActionSet(**{**common(0), "at": datetime(2026, 1, 1)}, text="x")
+
+
+def test_every_session_field_declares_how_it_merges():
+    from registry.model import Session, merged_fields
+
+    assert merged_fields() == set(Session.model_fields)

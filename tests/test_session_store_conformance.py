@@ -92,3 +92,61 @@ def test_a_killed_server_is_unavailable_then_answers_again(postgres_server, post
         postgres_server.start()
     assert isinstance(store.get("OMN-1"), Found), "the same store object recovers without a restart"
     store.close()
+
+
+def varied_events(task="OMN-7"):
+    """Every event type, with ties (same instant), a stall, a completion and a reopen."""
+    from registry.model import (
+        DependencyAdded,
+        FailureRecorded,
+        FilesTouched,
+        NextActionSet,
+        StepCompleted,
+    )
+
+    same = 4  # several events share this instant: the stamp's rank and event id order them
+    return [
+        event(Bound, 0, task, repo="r", worktree_path="/w", branch="main", agent="a"),
+        event(FilesTouched, 1, task, files=[FileRef("r", "a.py"), FileRef("r", "b.py")]),
+        event(PhaseChanged, same, task, phase=Phase.implementing),
+        event(PhaseChanged, same, task, phase=Phase.reviewing),
+        event(NextActionSet, same, task, text="first"),
+        event(NextActionSet, same, task, text="second"),
+        event(DecisionRecorded, 5, task, text="Use Postgres", context="writers"),
+        event(DecisionRecorded, 6, task, text="Use Postgres", context="again"),
+        event(StepCompleted, 7, task, text="schema"),
+        event(FailureRecorded, 8, task, text="migration failed"),
+        event(FilesTouched, 9, task, files=[FileRef("r", "a.py")]),
+        event(DependencyAdded, 10, task, depends_on=["OMN-2", "OMN-1"]),
+        event(Ended, 11, task, status=Status.stalled),
+        event(FilesTouched, 12, task, files=[FileRef("r", "c.py")]),
+        event(Ended, 13, task, status=Status.completed),
+        event(Bound, 14, task, repo="r", worktree_path="/w2", branch="fix", reopens=True),
+    ]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_stored_projection_is_the_pure_fold_in_any_order(store, seed):
+    import random
+
+    from registry.apply import apply_event
+
+    events = varied_events()
+    expected = None
+    for item in events:
+        expected = apply_event(expected, item)
+    shuffled = events + events[:4]
+    random.Random(seed).shuffle(shuffled)
+    for item in shuffled:
+        store.append([item])
+    assert store.get("OMN-7").value == expected
+    assert [s.task_id for s in store.list_sessions().value] == ["OMN-7"]
+
+
+def test_status_follows_a_stall_and_later_activity(store):
+    from registry.model import FilesTouched
+
+    store.append([event(Bound, 0, "OMN-8", repo="r", worktree_path="/w"), event(Ended, 1, "OMN-8", status=Status.stalled)])
+    assert store.list_sessions().value == []
+    store.append([event(FilesTouched, 2, "OMN-8", files=[FileRef("r", "a.py")])])
+    assert [s.status for s in store.list_sessions().value] == [Status.active]
