@@ -8,24 +8,36 @@ event can never win.
 
 from __future__ import annotations
 
+from baton import clock
 from registry.model import (
     PHASE_RANK,
     Bound,
+    CheckEntry,
+    CheckRecorded,
+    ConstraintAdded,
     DecisionRecorded,
     DependencyAdded,
     Ended,
     Entry,
     Event,
+    EvidenceRecorded,
     FailureRecorded,
     FilesTouched,
+    GoalSet,
+    HandoffRecord,
+    HandoffVerified,
+    HandoffWritten,
     NextActionSet,
     Phase,
     PhaseChanged,
+    Provenance,
     Session,
     Stamp,
     Status,
     StepCompleted,
     Touch,
+    VerificationRecord,
+    WorkRemaining,
 )
 
 
@@ -104,6 +116,30 @@ def apply_event(session: Session | None, event: Event) -> Session:
             update |= {"next_action": event.text, "next_action_stamp": stamp}
     elif isinstance(event, DependencyAdded):
         update["depends_on"] = _union(session.depends_on, list(event.depends_on))
+    elif isinstance(event, GoalSet):
+        if _newer(stamp, session.goal_stamp):
+            update |= {"goal": event.text, "goal_stamp": stamp}
+    elif isinstance(event, (ConstraintAdded, WorkRemaining, EvidenceRecorded)):
+        field = {ConstraintAdded: "constraints", WorkRemaining: "remaining_work", EvidenceRecorded: "evidence"}[type(event)]
+        update[field] = _with_entry(getattr(session, field), Entry(
+            text=event.text, at=event.at, session_id=event.session_id, event_id=event_id,
+            provenance=event.provenance if isinstance(event, EvidenceRecorded) else Provenance.reported))
+    elif isinstance(event, CheckRecorded):
+        result = "timed out or not run" if event.exit_status is None else f"exit {event.exit_status}"
+        update["checks"] = _with_entry(session.checks, CheckEntry(
+            text=f"{event.command} -> {result} at {clock.to_text(event.at)}", command=event.command,
+            exit_status=event.exit_status, summary=event.summary, provenance=event.provenance,
+            at=event.at, session_id=event.session_id, event_id=event_id))
+    elif isinstance(event, HandoffWritten):
+        if _newer(stamp, session.handoff_stamp):
+            update |= {"handoff": HandoffRecord(path=event.path, written_at=event.at, claims=event.claims),
+                       "handoff_stamp": stamp}
+    elif isinstance(event, HandoffVerified):
+        if _newer(stamp, session.handoff_verification_stamp):
+            update |= {"handoff_verification": VerificationRecord(
+                path=event.path, written_at=event.written_at, verified_at=event.at, verified=event.verified,
+                changed=event.changed, failed=event.failed, not_run=event.not_run, stale=event.stale),
+                "handoff_verification_stamp": stamp}
     elif isinstance(event, Ended):
         update |= _lifecycle(session, Status(event.status), stamp)
         if event.status == Status.completed:

@@ -102,8 +102,64 @@ class Ended(_Event):
     status: Literal[Status.completed, Status.stalled]
 
 
+class Provenance(StrEnum):
+    """Where a journal item comes from: Baton saw it (ran a command, read git), or the agent said so."""
+
+    observed = "observed"
+    reported = "reported"
+
+
+class GoalSet(_TextEvent):
+    type: Literal["goal_set"] = "goal_set"
+
+
+class ConstraintAdded(_TextEvent):
+    type: Literal["constraint_added"] = "constraint_added"
+
+
+class WorkRemaining(_TextEvent):
+    """An item of remaining work; it stays remaining until a completed step has its text."""
+
+    type: Literal["work_remaining"] = "work_remaining"
+
+
+class EvidenceRecorded(_TextEvent):
+    type: Literal["evidence_recorded"] = "evidence_recorded"
+    provenance: Provenance = Provenance.reported
+
+
+class CheckRecorded(_Event):
+    """A check run: its command, exit status (None: it timed out or could not start) and a summary."""
+
+    type: Literal["check_recorded"] = "check_recorded"
+    command: Text
+    exit_status: int | None
+    summary: Annotated[str, StringConstraints(max_length=4000)] = ""
+    provenance: Provenance
+
+
+class HandoffWritten(_Event):
+    type: Literal["handoff_written"] = "handoff_written"
+    path: Text
+    claims: int = Field(ge=0)
+
+
+class HandoffVerified(_Event):
+    """A handoff's live-state claims were re-run; the counts say how many held."""
+
+    type: Literal["handoff_verified"] = "handoff_verified"
+    path: Text
+    written_at: AwareDatetime | None = None
+    verified: int = Field(default=0, ge=0)
+    changed: int = Field(default=0, ge=0)
+    failed: int = Field(default=0, ge=0)
+    not_run: int = Field(default=0, ge=0)
+    stale: int = Field(default=0, ge=0)
+
+
 Event = Annotated[
-    Bound | FilesTouched | DecisionRecorded | PhaseChanged | StepCompleted | FailureRecorded | NextActionSet | DependencyAdded | Ended,
+    Bound | FilesTouched | DecisionRecorded | PhaseChanged | StepCompleted | FailureRecorded | NextActionSet | DependencyAdded | Ended
+    | GoalSet | ConstraintAdded | WorkRemaining | EvidenceRecorded | CheckRecorded | HandoffWritten | HandoffVerified,
     Field(discriminator="type"),
 ]
 
@@ -122,7 +178,8 @@ class Stamp(BaseModel):
 
 
 class Entry(BaseModel):
-    """A decision, step or failure: a set member keyed by its text, first recording kept."""
+    """A decision, step, failure, constraint, remaining item or evidence: a set member keyed
+    by its text, first recording kept."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -131,6 +188,45 @@ class Entry(BaseModel):
     at: datetime
     session_id: str
     event_id: str
+    provenance: Provenance = Provenance.reported
+
+
+class CheckEntry(Entry):
+    """One check run. Its text (the key) names the command, result and time, so every run is kept."""
+
+    command: str
+    exit_status: int | None
+    summary: str = ""
+
+
+class HandoffRecord(BaseModel):
+    """The latest handoff written for the ticket."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    written_at: datetime
+    claims: int
+
+
+class VerificationRecord(BaseModel):
+    """The latest re-verification of a handoff: how many of its claims held."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    written_at: datetime | None
+    verified_at: datetime
+    verified: int
+    changed: int
+    failed: int
+    not_run: int
+    stale: int
+
+    @property
+    def held(self) -> bool:
+        """Every claim re-ran and matched the record."""
+        return not (self.changed or self.failed or self.not_run or self.stale)
 
 
 class Touch(BaseModel):
@@ -165,6 +261,16 @@ class Session(BaseModel):
     next_action: str | None = None
     next_action_stamp: Stamp | None = None
     reopened_by: list[str] = []
+    goal: str | None = None
+    goal_stamp: Stamp | None = None
+    constraints: list[Entry] = []
+    remaining_work: list[Entry] = []
+    evidence: list[Entry] = []
+    checks: list[CheckEntry] = []
+    handoff: HandoffRecord | None = None
+    handoff_stamp: Stamp | None = None
+    handoff_verification: VerificationRecord | None = None
+    handoff_verification_stamp: Stamp | None = None
     created_at: datetime
     last_activity: datetime
 
@@ -200,6 +306,16 @@ class Session(BaseModel):
             "completed_steps": [_entry_json(e) for e in self.completed_steps],
             "failures": [_entry_json(e) for e in self.failures],
             "next_action": self.next_action,
+            "goal": self.goal,
+            "constraints": [_entry_json(e) for e in self.constraints],
+            "remaining_work": [_entry_json(e) for e in self.remaining_work],
+            "evidence": [_entry_json(e) for e in self.evidence],
+            "checks": [{"command": c.command, "exit_status": c.exit_status, "summary": c.summary,
+                        "provenance": c.provenance.value, "recorded_at": c.at.isoformat(), "session_id": c.session_id}
+                       for c in self.checks],
+            "handoff": None if self.handoff is None else {
+                "path": self.handoff.path, "written_at": self.handoff.written_at.isoformat(), "claims": self.handoff.claims},
+            "handoff_verification": None if self.handoff_verification is None else _verification_json(self.handoff_verification),
             "runs": self.runs,
             "created_at": self.created_at.isoformat(),
             "last_activity": self.last_activity.isoformat(),
@@ -218,13 +334,16 @@ SESSION_MERGE: dict = {
     "earliest": ["created_at"],
     "latest": ["last_activity"],
     "union": ["session_ids", "depends_on", "reopened_by"],
-    "entries": ["decisions", "completed_steps", "failures"],
+    "entries": ["decisions", "completed_steps", "failures", "constraints", "remaining_work", "evidence", "checks"],
     "touches": ["files"],
     "registers": {
         "lifecycle_stamp": ["lifecycle"],
         "phase_stamp": ["phase"],
         "location_stamp": ["repo", "worktree_path", "branch", "agent"],
         "next_action_stamp": ["next_action"],
+        "goal_stamp": ["goal"],
+        "handoff_stamp": ["handoff"],
+        "handoff_verification_stamp": ["handoff_verification"],
     },
 }
 
@@ -236,7 +355,15 @@ def merged_fields(spec: dict = SESSION_MERGE) -> set[str]:
     return plain | registers
 
 def _entry_json(entry: Entry) -> dict:
-    item = {"text": entry.text, "recorded_at": entry.at.isoformat(), "session_id": entry.session_id}
+    item = {"text": entry.text, "recorded_at": entry.at.isoformat(), "session_id": entry.session_id,
+            "provenance": entry.provenance.value}
     if entry.context:
         item["context"] = entry.context
     return item
+
+
+def _verification_json(record: VerificationRecord) -> dict:
+    return {"path": record.path, "written_at": record.written_at.isoformat() if record.written_at else None,
+            "verified_at": record.verified_at.isoformat(), "held": record.held,
+            "verified": record.verified, "changed": record.changed, "failed": record.failed,
+            "not_run": record.not_run, "stale": record.stale}

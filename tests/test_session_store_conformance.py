@@ -97,11 +97,19 @@ def test_a_killed_server_is_unavailable_then_answers_again(postgres_server, post
 def varied_events(task="OMN-7"):
     """Every event type, with ties (same instant), a stall, a completion and a reopen."""
     from registry.model import (
+        CheckRecorded,
+        ConstraintAdded,
         DependencyAdded,
+        EvidenceRecorded,
         FailureRecorded,
         FilesTouched,
+        GoalSet,
+        HandoffVerified,
+        HandoffWritten,
         NextActionSet,
+        Provenance,
         StepCompleted,
+        WorkRemaining,
     )
 
     same = 4  # several events share this instant: the stamp's rank and event id order them
@@ -122,6 +130,20 @@ def varied_events(task="OMN-7"):
         event(FilesTouched, 12, task, files=[FileRef("r", "c.py")]),
         event(Ended, 13, task, status=Status.completed),
         event(Bound, 14, task, repo="r", worktree_path="/w2", branch="fix", reopens=True),
+        # The work journal and handoffs.
+        event(GoalSet, same, task, text="ship carts"),
+        event(GoalSet, same, task, text="ship carts and payments"),
+        event(ConstraintAdded, 15, task, text="no new services"),
+        event(WorkRemaining, 15, task, text="migration"),
+        event(EvidenceRecorded, 16, task, text="HEAD 1a2b3c", provenance=Provenance.observed),
+        event(EvidenceRecorded, 16, task, text="HEAD 1a2b3c", provenance=Provenance.reported),
+        event(CheckRecorded, 17, task, command="pytest -q", exit_status=1, summary="1 failed", provenance=Provenance.observed),
+        event(CheckRecorded, 18, task, command="pytest -q", exit_status=0, summary="2 passed", provenance=Provenance.observed),
+        event(CheckRecorded, 18, task, command="make lint", exit_status=None, provenance=Provenance.reported),
+        event(HandoffWritten, 19, task, path="docs/handoffs/a.md", claims=4),
+        event(HandoffWritten, 19, task, path="docs/handoffs/b.md", claims=5),
+        event(HandoffVerified, 20, task, path="docs/handoffs/b.md", written_at=T0, verified=3, changed=1, stale=1),
+        event(HandoffVerified, 21, task, path="docs/handoffs/b.md", verified=5),
     ]
 
 
