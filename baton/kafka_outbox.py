@@ -1,15 +1,14 @@
 """A local outbox in front of a Kafka topic: keep first, produce, forget once acknowledged.
 
-Messages are kept in a SQLite file in the data home, then produced with acks=all and
-deleted when Kafka acknowledged them. While Kafka is down they wait and a later delivery
-sends them; a message sent twice (an acknowledgement lost in a crash, or a retry) carries
-the same id, which every reader deduplicates on, and the registry's projection does not
-depend on order.
+Messages are kept in a SQLite file in the data home, then produced by librdkafka's
+idempotent producer (acks=all) and deleted when Kafka acknowledged them: the broker drops
+the producer's own retries, so a retry after a lost acknowledgement within one process
+writes nothing twice. While Kafka is down messages wait and a later delivery sends them; a
+message sent again by another process carries the same id, which every reader deduplicates
+on, and the registry's projection does not depend on order.
 
-Why not librdkafka's idempotent producer: Baton is idempotent end to end (ids and a
-replay-safe projection), so broker-side deduplication adds nothing, while its producer-id
-handshake costs about 0.5 s in every new process (measured here; librdkafka delays the
-first produce until it has the id) and `baton touch` is a new process in every agent hook.
+The idempotent producer's id handshake delays a process's first produce; hooks never pay
+it, since a touch only keeps its event and a background delivery (skills.relay) sends it.
 """
 
 from __future__ import annotations
@@ -148,8 +147,8 @@ class KafkaOutbox:
         if self._producer is None:
             from confluent_kafka import Producer
 
-            self._producer = Producer({**client_config(self.bootstrap, self.timeout), "acks": "all",
-                                       "message.timeout.ms": int(self.timeout * 1000), "linger.ms": 0})
+            self._producer = Producer({**client_config(self.bootstrap, self.timeout), "enable.idempotence": True,
+                                       "acks": "all", "message.timeout.ms": int(self.timeout * 1000), "linger.ms": 0})
         return self._producer
 
     def close(self) -> None:

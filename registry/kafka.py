@@ -42,6 +42,10 @@ class KafkaEventLog:
     def deliver(self) -> None:
         self._outbox.deliver()
 
+    def waiting(self) -> int:
+        """Events kept locally that Kafka has not acknowledged yet."""
+        return self._outbox.waiting()
+
     def describe(self) -> dict[str, str]:
         self._outbox.ensure_topic()
         return {"backend": "kafka", "location": f"{self.bootstrap} topic {self.topic}",

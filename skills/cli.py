@@ -80,6 +80,11 @@ def _parser() -> argparse.ArgumentParser:
 
     command("migrate", "Copy the embedded data set into the configured servers (idempotent).", task=False)
 
+    sub = command("deliver", "Deliver writes kept on this machine (hook touches, writes made while a server was down).",
+                  task=False)
+    sub.add_argument("--background", action="store_true",
+                     help="linger for more writes and retry while a server is down (what a touch starts)")
+
     sub = command("doctor", "Show each store's backend, server and version, and whether it answers.", task=False)
     sub.add_argument("--json", action="store_true")
     return parser
@@ -95,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         from skills.stores import Stores
 
         stores = Stores(Settings.from_env())
-        if args.command != "touch":  # the hook's hot path never waits for a server
+        if args.command not in ("touch", "deliver"):  # the hook's hot path never waits for a server
             from skills.pending import deliver
 
             _warn(deliver(stores))
@@ -310,6 +315,20 @@ def _projector(args, stores) -> int:
     return 0
 
 
+def _deliver(args, stores) -> int:
+    from skills.pending import deliver, waiting_writes
+
+    if args.background:
+        from skills.relay import deliver_in_background
+
+        deliver_in_background(stores)
+        return 0
+    _warn(deliver(stores))
+    left = waiting_writes(stores)
+    print(("1 write still waits" if left == 1 else f"{left} writes still wait") if left else "Nothing waits.")
+    return 3 if left else 0
+
+
 def _migrate(args, stores) -> int:
     from skills.migrate import migrate
 
@@ -319,7 +338,8 @@ def _migrate(args, stores) -> int:
 
 
 _HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "end": _end,
-             "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "migrate": _migrate, "projector": _projector}
+             "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "migrate": _migrate, "projector": _projector,
+             "deliver": _deliver}
 
 
 if __name__ == "__main__":

@@ -64,9 +64,19 @@ def keep_or_raise(stores, bodies: Sequence[str], exc: StoreUnavailable) -> str:
     return f"{exc}; the write is kept in {stores.pending.path} and delivered when the server is back"
 
 
+def _kafka_outbox_exists(stores) -> bool:
+    return bool(stores.settings.kafka_bootstrap) and (stores.settings.home / "kafka-events-outbox.db").exists()
+
+
+def waiting_writes(stores) -> int:
+    """How many writes are kept on this machine, waiting for a server."""
+    kafka = stores.event_log.waiting() if _kafka_outbox_exists(stores) else 0
+    return kafka + (len(stores.pending.waiting()) if (stores.settings.home / FILE).exists() else 0)
+
+
 def deliver(stores) -> list[str]:
     """Deliver the kept writes, if any; returns a warning while some still wait."""
-    if stores.settings.kafka_bootstrap and (stores.settings.home / "kafka-events-outbox.db").exists():
+    if _kafka_outbox_exists(stores):
         try:
             stores.event_log.deliver()
         except StoreUnavailable as exc:

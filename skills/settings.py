@@ -28,6 +28,7 @@ class Settings:
     qdrant_url: str | None = None
     kafka_bootstrap: str | None = None
     kafka_topic_prefix: str = "baton."
+    background_delivery: bool = True
 
     @property
     def uses_servers(self) -> bool:
@@ -48,6 +49,7 @@ class Settings:
             store_timeout=_number("BATON_STORE_TIMEOUT", 2.0),
             stale_after=_duration("BATON_STALE_AFTER", "24h"),
             recall_min_score=_number("BATON_RECALL_MIN_SCORE", 0.3, minimum=-1.0),
+            background_delivery=_switch("BATON_BACKGROUND_DELIVERY", True),
         )
 
 
@@ -91,6 +93,17 @@ def _number(name: str, default: float, *, minimum: float = 0.0) -> float:
     if value < minimum or (minimum == 0.0 and value == 0.0):
         raise BadInput(f"{name} is out of range: {raw!r}")
     return value
+
+
+def _switch(name: str, default: bool) -> bool:
+    raw = (os.environ.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "on", "yes"):
+        return True
+    if raw in ("0", "false", "off", "no"):
+        return False
+    raise BadInput(f"{name} must be on or off, got {raw!r}")
 
 
 def _duration(name: str, default: str) -> timedelta:

@@ -50,8 +50,9 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
 
     On the embedded default the overlap is found and warned about at once. With any
     server configured, the hook may not import a server's client (its budget is 100 ms),
-    so the touch is only kept locally; the next other command delivers it, and the overlap
-    check runs where it is projected (skills.projection), as a conflict_detected signal.
+    so the touch is only kept locally and a background delivery takes it to the servers
+    (skills.relay); the overlap check runs where it is projected (skills.projection), as a
+    conflict_detected signal.
 
     Raises BadInput for bad paths and StoreUnavailable when the registry cannot take the
     write; a failing graph or signal log only adds a warning.
@@ -61,6 +62,10 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     report = TouchReport(files=refs)
     if stores.settings.uses_servers:
         _keep_for_delivery(stores, task, refs, at)
+        if stores.settings.background_delivery:
+            from skills.relay import start_background_delivery
+
+            start_background_delivery(stores.settings.home)
         return report
     stores.registry.record_touch(task.task_id, task.session_id, at, refs, event_id=str(uuid.uuid4()))
     try:

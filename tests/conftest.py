@@ -22,6 +22,9 @@ def home(tmp_path, monkeypatch) -> Path:
     for name in ("BATON_TASK_ID", "BATON_SESSION_ID", "BATON_DATABASE_URL", "BATON_CONFIG"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("BATON_STORE_TIMEOUT", "2")
+    # Tests drive delivery through commands, so what waits where is known; the background
+    # delivery that a touch starts is tested on its own (tests/test_background_delivery.py).
+    monkeypatch.setenv("BATON_BACKGROUND_DELIVERY", "off")
     return path
 
 

@@ -1,0 +1,87 @@
+"""With servers configured, a hook's touch is only kept locally; a background delivery takes
+it to the servers without the agent running another command, then exits."""
+
+import fcntl
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from baton.outcome import Found
+from tests.conftest import run_process, use_servers
+
+ON = {"BATON_BACKGROUND_DELIVERY": "on"}
+
+
+def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout}s: {what}")
+
+
+def delivery_running(home: Path) -> bool:
+    fd = os.open(home / "delivery.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def waiting_in(outbox: Path) -> int:
+    """Read the outbox without delivering it (a `baton` command would deliver it itself)."""
+    with sqlite3.connect(f"file:{outbox}?mode=ro", uri=True) as conn:
+        return conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
+
+
+def files_in_postgres(task: str) -> list[str]:
+    from registry.postgres import PostgresSessionStore
+
+    store = PostgresSessionStore(os.environ["BATON_DATABASE_URL"], timeout=2)
+    try:
+        found = store.get(task)
+    finally:
+        store.close()
+    return sorted(t.path for t in found.value.files.values()) if isinstance(found, Found) else []
+
+
+def test_a_touch_reaches_postgresql_with_no_other_command(request, home, monkeypatch, tmp_path, worktrees, cli):
+    use_servers(request, monkeypatch, tmp_path, qdrant=False, kafka=False)
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    result = run_process(main, "touch", "src/a.py", env=ON)
+    assert result.returncode == 0, result.stderr
+    assert wait_for(lambda: files_in_postgres("OMN-1") == ["src/a.py"], 20, "the touch in PostgreSQL")
+    wait_for(lambda: not delivery_running(home), 10, "the background delivery exits once nothing waits")
+    assert run_process(main, "deliver").stdout.strip() == "Nothing waits."
+
+
+def test_a_touch_reaches_kafka_and_the_projector_applies_it(request, home, monkeypatch, tmp_path, worktrees, cli):
+    use_servers(request, monkeypatch, tmp_path, qdrant=False, kafka=True)
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    for path in ("src/a.py", "src/b.py"):  # the second touch finds the first delivery running, or starts one
+        assert run_process(main, "touch", path, env=ON).returncode == 0
+    outbox = home / "kafka-events-outbox.db"
+    wait_for(lambda: waiting_in(outbox) == 0 and not delivery_running(home), 30, f"{outbox} drained in the background")
+    assert cli(main, "projector", "--once", "--idle", "0.3")[0] == 0
+    assert files_in_postgres("OMN-1") == ["src/a.py", "src/b.py"]
+
+
+def test_deliver_reports_what_still_waits(home, worktrees, cli, monkeypatch):
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    monkeypatch.setenv("BATON_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    monkeypatch.setenv("BATON_STORE_TIMEOUT", "0.5")
+    assert cli(main, "touch", "src/a.py")[0] == 0
+    code, out, err = cli(main, "deliver")
+    assert code == 3 and out.strip() == "1 write still waits" and "PostgreSQL at 127.0.0.1:1" in err
+    monkeypatch.delenv("BATON_DATABASE_URL")
+    code, out, _ = cli(main, "deliver")
+    assert code == 0 and out.strip() == "Nothing waits."
