@@ -15,6 +15,7 @@ from pathlib import Path
 from baton.clock import parse_duration
 from baton.errors import BadInput
 from baton.home import data_home
+from skills.handoff_settings import HandoffSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +30,7 @@ class Settings:
     kafka_bootstrap: str | None = None
     kafka_topic_prefix: str = "baton."
     background_delivery: bool = True
+    handoff: HandoffSettings = HandoffSettings()
 
     @property
     def uses_servers(self) -> bool:
@@ -38,7 +40,8 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         home = data_home()
-        stores = _config_file(home).get("stores", {})
+        config = _config_file(home)
+        stores = config.get("stores", {})
         return cls(
             home=home,
             database_url=os.environ.get("BATON_DATABASE_URL") or _text(stores, "database_url"),
@@ -50,6 +53,7 @@ class Settings:
             stale_after=_duration("BATON_STALE_AFTER", "24h"),
             recall_min_score=_number("BATON_RECALL_MIN_SCORE", 0.3, minimum=-1.0),
             background_delivery=_switch("BATON_BACKGROUND_DELIVERY", True),
+            handoff=HandoffSettings.from_config(config.get("handoff", {}), "baton.toml"),
         )
 
 
