@@ -24,6 +24,12 @@ class SignalBus(ABC):
     def known(self, signal_ids: Sequence[str]) -> set[str]:
         """Which of signal_ids are already stored (lets the hot path skip building signals)."""
 
+    def watermark(self) -> str | None:
+        """An opaque mark of the log's end that changes whenever a signal is stored, read
+        without decoding any signal (an agent's prompt hook checks it before paying for a
+        read); None when the backend cannot give one cheaply."""
+        return None
+
     @abstractmethod
     def concerning(self, subjects: Sequence[str], *, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
         """The newest `limit` signals about any of subjects emitted strictly after `after`, oldest first."""

@@ -73,6 +73,11 @@ class SqliteSignalBus(SignalBus):
             rows = self._db.conn().execute(f"SELECT signal_id FROM signals WHERE signal_id IN ({marks})", list(signal_ids))
             return {signal_id for (signal_id,) in rows}
 
+    def watermark(self) -> str | None:
+        with guarded(STORE, self.path):
+            (seq,) = self._db.conn().execute("SELECT coalesce(max(seq), 0) FROM signals").fetchone()
+        return str(seq)
+
     def _read(self, query: str, params: Sequence) -> Found[list[Signal]] | Unavailable:
         from pydantic import ValidationError
 

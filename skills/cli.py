@@ -2,7 +2,8 @@
 
 Imports stay lazy: `baton touch` runs inside an agent's PostToolUse hook (100 ms budget),
 so each command imports only what it uses. Exit status: 0 done, 2 bad input, 3 a store
-needed for the answer is unavailable.
+needed for the answer is unavailable; `baton guard --strict` exits 1 to block a commit, and
+`baton hook` always exits 0.
 """
 
 from __future__ import annotations
@@ -29,13 +30,16 @@ def _parser() -> argparse.ArgumentParser:
     sub = command("bind", "Bind this worktree to a ticket and record the session.", task=False)
     sub.add_argument("task_id", metavar="TASK")
     sub.add_argument("--agent", help="name of the agent working on it")
+    sub.add_argument("--json", action="store_true")
 
     sub = command("touch", "Record files the ticket touched; warn about overlaps with other active tickets.")
     sub.add_argument("paths", nargs="+", metavar="PATH")
+    sub.add_argument("--json", action="store_true")
 
     sub = command("decide", "Record a decision (indexed for recall by other tickets).")
     sub.add_argument("text", metavar="TEXT")
     sub.add_argument("--context", default="", help="why, or what it applies to")
+    sub.add_argument("--json", action="store_true")
 
     sub = command("update", "Record phase, next action, completed steps, failures or dependencies.")
     sub.add_argument("--phase", choices=PHASES)
@@ -43,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--done", action="append", default=[], metavar="TEXT")
     sub.add_argument("--failed", action="append", default=[], metavar="TEXT")
     sub.add_argument("--depends-on", action="append", default=[], metavar="TASK")
+    sub.add_argument("--json", action="store_true")
 
     sub = command("end", "End the ticket's session as completed (default) or stalled.", task=False)
     sub.add_argument("task_id", nargs="?", metavar="TASK")
@@ -87,6 +92,21 @@ def _parser() -> argparse.ArgumentParser:
 
     sub = command("doctor", "Show each store's backend, server and version, and whether it answers.", task=False)
     sub.add_argument("--json", action="store_true")
+
+    for name, verb in (("install", "Wire Baton into"), ("uninstall", "Remove what `baton install` added to")):
+        sub = command(name, f"{verb} Claude Code (hooks and skills) or git (the pre-commit guard).", task=False)
+        sub.add_argument("target", choices=["claude", "git-hook"])
+        sub.add_argument("--scope", choices=["project", "user"], help="claude: this worktree's .claude/ (default) or ~/.claude/")
+        if name == "install":
+            sub.add_argument("--strict", action="store_true", help="git-hook: block the commit instead of warning")
+
+    sub = command("hook", "Run a Claude Code hook: the event's JSON payload comes on stdin; always exits 0.", task=False)
+    sub.add_argument("event", choices=["session-start", "post-tool-use", "user-prompt-submit", "stop", "session-end"])
+
+    sub = command("guard", "Check staged files against other active tickets (the pre-commit guard).", task=False)
+    sub.add_argument("--strict", action="store_true", help="exit 1 (blocking the commit) when one overlaps")
+
+    command("mcp", "Serve Baton's tools to MCP clients over stdio (needs the mcp extra).", task=False)
     return parser
 
 
@@ -94,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     from baton.errors import BadInput, StoreUnavailable
 
     args = _parser().parse_args(argv)
+    if args.command == "hook":  # inside the agent: reports its own errors on stderr and exits 0
+        from skills.hooks import run_hook
+
+        return run_hook(args.event)
     stores = None
     try:
         from skills.settings import Settings
@@ -147,6 +171,11 @@ def _bind(args, stores) -> int:
     place, _ = _place()
     report = bind(stores, args.task_id, place, agent=args.agent)
     _warn(report.warnings)
+    if args.json:
+        from skills.answers import bind_answer
+
+        _dump(bind_answer(args.task_id, place, report))
+        return 0
     moved = f" (was {report.previous_task})" if report.previous_task else ""
     print(f"Bound {place.root} to {args.task_id}{moved} (session {report.session_id})")
     return 0
@@ -156,8 +185,14 @@ def _touch(args, stores) -> int:
     from skills.touch import touch
 
     place, locator = _place()
-    report = touch(stores, _active(args, place), args.paths, Path.cwd(), locator)
+    task = _active(args, place)
+    report = touch(stores, task, args.paths, Path.cwd(), locator)
     _warn(report.warnings)
+    if args.json:
+        from skills.answers import touch_answer
+
+        _dump(touch_answer(task, report))
+        return 0
     for conflict in report.new_conflicts:
         shared = ", ".join(report.conflict_paths[conflict.other_task_id])
         print(f"Warning: {conflict.other_task_id} also touching {shared} (advisory)")
@@ -168,8 +203,13 @@ def _decide(args, stores) -> int:
     from skills.writes import decide
 
     place, _ = _place()
-    report = decide(stores, _active(args, place), args.text, args.context, place)
+    task = _active(args, place)
+    report = decide(stores, task, args.text, args.context, place)
     _warn(report.warnings)
+    if args.json:
+        from skills.answers import decide_answer
+
+        _dump(decide_answer(task, args.text, args.context, report))
     return 0
 
 
@@ -178,9 +218,15 @@ def _update(args, stores) -> int:
     from skills.writes import update
 
     place, _ = _place()
-    report = update(stores, _active(args, place), place, phase=Phase(args.phase) if args.phase else None,
+    task = _active(args, place)
+    report = update(stores, task, place, phase=Phase(args.phase) if args.phase else None,
                     next_action=args.next_action, done=args.done, failed=args.failed, depends_on=args.depends_on)
     _warn(report.warnings)
+    if args.json:
+        from skills.answers import update_answer
+
+        _dump(update_answer(task, report, phase=args.phase, next_action=args.next_action, done=args.done,
+                            failed=args.failed, depends_on=args.depends_on))
     return 0
 
 
@@ -231,48 +277,34 @@ def _list(args, stores) -> int:
     listing = list_sessions(stores, include_inactive=args.all, at=now)
     _warn(listing.warnings)
     if args.json:
-        _dump([line.to_json() for line in listing.lines])
+        from skills.answers import listing_answer
+
+        _dump(listing_answer(listing))
     else:
         print(listing_text(listing, now, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
     return 0
 
 
 def _signals(args, stores) -> int:
-    from baton import clock
-    from baton.errors import BadInput, StoreUnavailable
-    from baton.ids import check_task_id
-    from baton.outcome import Found
+    from skills.answers import signals_answer
+    from skills.queries import signals_since
     from skills.render import when
 
-    if args.task:
-        check_task_id(args.task)
-    try:
-        since = clock.parse(args.since) if args.since else None
-    except ValueError:
-        raise BadInput(f"--since is not an ISO 8601 time: {args.since!r}") from None
-    if args.limit <= 0:
-        raise BadInput("--limit must be positive")
-    found = stores.signals.recent(task_id=args.task, after=since, limit=args.limit)
-    if not isinstance(found, Found):
-        raise StoreUnavailable("signal log", found.reason)
+    signals = signals_since(stores, task_id=args.task, since=args.since, limit=args.limit)
     if args.json:
-        _dump([s.model_dump(mode="json") for s in found.value])
+        _dump(signals_answer(signals))
     else:
-        print("\n".join(f"{when(s.emitted_at)} {s.summary()}" for s in found.value) or "No signals.")
+        print("\n".join(f"{when(s.emitted_at)} {s.summary()}" for s in signals) or "No signals.")
     return 0
 
 
 def _recall(args, stores) -> int:
-    from baton.errors import BadInput
+    from skills.answers import recall_answer
+    from skills.queries import recall_decisions
 
-    if not args.text.strip():
-        raise BadInput("search text is empty")
-    if args.limit <= 0:
-        raise BadInput("--limit must be positive")
-    hits = stores.recall().search_text(args.text, args.limit)
+    hits = recall_decisions(stores, args.text, args.limit)
     if args.json:
-        _dump([{"task_id": h.record.task_id, "text": h.record.text, "context": h.record.context,
-                "score": round(h.score, 4), "recorded_at": h.record.recorded_at} for h in hits])
+        _dump(recall_answer(hits))
     else:
         print("\n".join(f"- {h.record.task_id} ({h.score:.2f}): {h.record.text}" for h in hits) or "No decisions recorded.")
     return 0
@@ -329,6 +361,85 @@ def _deliver(args, stores) -> int:
     return 3 if left else 0
 
 
+def _install(args, stores) -> int:
+    from baton.errors import BadInput
+
+    place, _ = _place()
+    if args.target == "git-hook":
+        if args.scope:
+            raise BadInput("--scope applies to claude, not git-hook")
+        from skills.claude_install import baton_executable
+        from skills.git_hook import install_git_hook
+
+        report = install_git_hook(place.root, baton_executable("user"), strict=args.strict)
+        kept = f"; the earlier hook keeps running first ({report.chained.name})" if report.chained else ""
+        print(f"{report.hook}: {report.action}{' (strict)' if args.strict else ' (advisory)'}{kept}")
+        return 0
+    if args.strict:
+        raise BadInput("--strict applies to git-hook, not claude")
+    from skills.claude_install import install_claude
+
+    report = install_claude(args.scope or "project", place, stores.settings.home)
+    _warn(report.warnings)
+    print(f"{report.settings}: " + (f"hooks added for {', '.join(report.events)}" if report.events else "hooks already there"))
+    for skill, action in report.skills.items():
+        print(f"skill /{skill}: {action}")
+    return 0
+
+
+def _uninstall(args, stores) -> int:
+    from baton.errors import BadInput
+
+    place, _ = _place()
+    if args.target == "git-hook":
+        if args.scope:
+            raise BadInput("--scope applies to claude, not git-hook")
+        from skills.git_hook import uninstall_git_hook
+
+        report = uninstall_git_hook(place.root)
+        put_back = "; the earlier hook is back in place" if report.chained else ""
+        print(f"{report.hook}: {'removed' + put_back if report.action == 'removed' else 'no Baton guard installed'}")
+        return 0
+    from skills.claude_install import uninstall_claude
+
+    report = uninstall_claude(args.scope or "project", place, stores.settings.home)
+    _warn(report.warnings)
+    print(f"{report.settings}: " + (f"hooks removed from {', '.join(report.events)}" if report.events else "no Baton hooks"))
+    for skill, action in report.skills.items():
+        print(f"skill /{skill}: {action}")
+    return 0
+
+
+def _guard(args, stores) -> int:
+    from baton.errors import BatonError
+    from skills.guard import guard
+
+    place, locator = _place()
+    try:
+        report = guard(stores, place, locator)
+    except BatonError as exc:  # the guard never stops a commit because Baton itself failed
+        print(f"baton: pre-commit guard skipped: {exc}", file=sys.stderr)
+        return 0
+    _warn(report.warnings)
+    if report.task_id is None:
+        print(f"baton: pre-commit guard: {place.root} is not bound to a ticket (`baton bind TASK`); nothing checked",
+              file=sys.stderr)
+        return 0
+    for other, paths in report.overlaps.items():
+        print(f"baton: warning: {', '.join(paths)} also touched by {other}, another active ticket", file=sys.stderr)
+    if report.overlaps and args.strict:
+        print("baton: commit blocked (--strict): coordinate first, or commit with --no-verify", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _mcp(args, stores) -> int:
+    from skills.mcp_server import serve
+
+    serve()
+    return 0
+
+
 def _migrate(args, stores) -> int:
     from skills.migrate import migrate
 
@@ -339,7 +450,7 @@ def _migrate(args, stores) -> int:
 
 _HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "end": _end,
              "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "migrate": _migrate, "projector": _projector,
-             "deliver": _deliver}
+             "deliver": _deliver, "install": _install, "uninstall": _uninstall, "guard": _guard, "mcp": _mcp}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,40 @@
+"""The JSON answers of Baton's commands: what `baton ... --json` prints and what the MCP
+tools return, built in one place so that the two never differ."""
+
+from __future__ import annotations
+
+
+def bind_answer(task_id: str, place, report) -> dict:
+    return {"task_id": task_id, "session_id": report.session_id, "worktree": str(place.root),
+            "previous_task": report.previous_task, "warnings": report.warnings}
+
+
+def touch_answer(task, report) -> dict:
+    new = {c.other_task_id for c in report.new_conflicts}
+    return {"task_id": task.task_id, "files": [f.path for f in report.files],
+            "conflicts": [{"other_task_id": c.other_task_id, "shared_files": report.conflict_paths[c.other_task_id],
+                           "signal_id": str(c.signal_id), "new": c.other_task_id in new} for c in report.conflicts],
+            "warnings": report.warnings}
+
+
+def decide_answer(task, text: str, context: str, report) -> dict:
+    return {"task_id": task.task_id, "decision": text, "context": context.strip(), "warnings": report.warnings}
+
+
+def update_answer(task, report, **recorded) -> dict:
+    """recorded: the fields the update set (phase, next_action, done, failed, depends_on)."""
+    return {"task_id": task.task_id, "recorded": {k: v for k, v in recorded.items() if v not in (None, [], ())},
+            "warnings": report.warnings}
+
+
+def listing_answer(listing) -> list[dict]:
+    return [line.to_json() for line in listing.lines]
+
+
+def signals_answer(signals) -> list[dict]:
+    return [s.model_dump(mode="json") for s in signals]
+
+
+def recall_answer(hits) -> list[dict]:
+    return [{"task_id": h.record.task_id, "text": h.record.text, "context": h.record.context,
+             "score": round(h.score, 4), "recorded_at": h.record.recorded_at} for h in hits]

@@ -1,0 +1,101 @@
+"""`baton install git-hook` and `baton uninstall git-hook`: the pre-commit guard.
+
+The repository's hooks directory is asked from git (`core.hooksPath` and linked worktrees
+included). A pre-commit hook that was already there is moved aside, unchanged, to
+`pre-commit.before-baton`; Baton's script runs it first with the same arguments and stops
+the commit if it fails, then runs `baton guard`. Uninstalling puts the old hook back as
+it was, byte for byte and with its mode.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from baton.errors import BadInput
+
+HOOK = "pre-commit"
+CHAINED = "pre-commit.before-baton"
+MARKER = "# baton pre-commit guard"
+
+
+@dataclass
+class GitHookReport:
+    hook: Path
+    action: str  # installed | updated | unchanged | removed | absent
+    chained: Path | None = None  # the earlier hook that keeps running (install) or was put back (uninstall)
+
+
+def hooks_dir(cwd: Path) -> Path:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-path", "hooks"], cwd=cwd,
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BadInput(f"cannot run git: {exc}") from None
+    if out.returncode != 0:
+        raise BadInput(f"{cwd} is not in a git repository: {out.stderr.strip()}")
+    return Path(out.stdout.strip())
+
+
+def script(executable: str, *, strict: bool) -> str:
+    guard = f"{shlex.quote(executable)} guard" + (" --strict" if strict else "")
+    return f"""#!/bin/sh
+{MARKER}: installed by `baton install git-hook`, removed by `baton uninstall git-hook`.
+# Warns when staged files were touched by another active ticket{" and blocks the commit (--strict)" if strict else ""}.
+chained="$(dirname "$0")/{CHAINED}"
+if [ -x "$chained" ]; then
+    "$chained" "$@" || exit $?
+fi
+if command -v {shlex.quote(executable)} >/dev/null 2>&1; then
+    exec {guard}
+fi
+echo "baton: pre-commit guard skipped: {executable} is not there" >&2
+"""
+
+
+def is_baton_script(path: Path) -> bool:
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as handle:
+            return any(line.startswith(MARKER) for line in handle.readlines()[:3])
+    except FileNotFoundError:
+        return False
+
+
+def install_git_hook(cwd: Path, executable: str, *, strict: bool) -> GitHookReport:
+    directory = hooks_dir(cwd)
+    hook, chained = directory / HOOK, directory / CHAINED
+    wanted = script(executable, strict=strict)
+    if is_baton_script(hook):
+        if hook.read_text(encoding="utf-8") == wanted:
+            return GitHookReport(hook, "unchanged", chained if chained.exists() else None)
+        _write_executable(hook, wanted)
+        return GitHookReport(hook, "updated", chained if chained.exists() else None)
+    if hook.exists() or hook.is_symlink():
+        if chained.exists() or chained.is_symlink():
+            raise BadInput(f"both {hook} and {chained} exist; move one away first (nothing changed)")
+        os.rename(hook, chained)
+    _write_executable(hook, wanted)
+    return GitHookReport(hook, "installed", chained if chained.exists() or chained.is_symlink() else None)
+
+
+def uninstall_git_hook(cwd: Path) -> GitHookReport:
+    directory = hooks_dir(cwd)
+    hook, chained = directory / HOOK, directory / CHAINED
+    if not is_baton_script(hook):
+        return GitHookReport(hook, "absent")
+    hook.unlink()
+    if chained.exists() or chained.is_symlink():
+        os.rename(chained, hook)
+        return GitHookReport(hook, "removed", hook)
+    return GitHookReport(hook, "removed")
+
+
+def _write_executable(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.baton-new")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.chmod(0o755)
+    os.replace(temporary, path)

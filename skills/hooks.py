@@ -1,0 +1,288 @@
+"""Claude Code's hooks: `baton hook EVENT`, run by Claude Code with the event's JSON
+payload on standard input (formats: https://code.claude.com/docs/en/hooks).
+
+- session-start: the compact resume context of the bound worktree, as additionalContext.
+- post-tool-use (Edit, MultiEdit, Write, NotebookEdit): records the touch; a new overlap
+  with another active ticket is told in additionalContext, which the model reads next to
+  the tool result. This is the 100 ms path: imports stay lazy, as in skills.touch.
+- user-prompt-submit: signals about the ticket since the agent last heard (conflicts, a
+  dependency completed, a rebase needed), each told once per agent session.
+- stop and session-end: deliver locally kept writes, record the files changed since the
+  last end of turn (edits made through Bash included); session-end forgets the session.
+
+A hook never blocks or breaks the agent: whatever goes wrong becomes one line on
+standard error and exit status 0 (Claude Code shows stderr of a successful hook only in
+its debug log). Outside a bound worktree the hooks record nothing and say nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+# The file-editing tools and the tool_input field that names the file they changed.
+FILE_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
+SESSION_START_STORE_TIMEOUT = 0.8  # keeps a session start near its 1 s budget when a store hangs
+HEARD_SLACK = timedelta(minutes=10)  # signals can be stored a little after the time they carry
+SIGNALS_READ = 50
+MAX_SWEEP = 1000
+
+
+@dataclass(frozen=True)
+class Payload:
+    event: dict
+    session_id: str
+    cwd: Path
+
+
+def run_hook(event: str, stdin=None, stdout=None) -> int:
+    """Run one hook; always exit status 0."""
+    stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
+    try:
+        output = HANDLERS[event](read_payload(stdin.read()))
+    except Exception as exc:  # the agent must never be broken by Baton: report, do not raise
+        from baton.errors import BatonError
+
+        detail = exc if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}"
+        print(f"baton: hook {event}: {_one_line(detail)}", file=sys.stderr)
+        return 0
+    if output is not None:
+        stdout.write(json.dumps(output, ensure_ascii=False) + "\n")
+    return 0
+
+
+def read_payload(text: str) -> Payload:
+    event = json.loads(text) if text.strip() else None
+    if not isinstance(event, dict):
+        raise ValueError("the hook's standard input is not a JSON object")
+    session_id, cwd = event.get("session_id"), event.get("cwd")
+    return Payload(event, session_id if isinstance(session_id, str) else "",
+                   Path(cwd) if isinstance(cwd, str) and cwd else Path.cwd())
+
+
+def edited_path(event: dict) -> str | None:
+    """The file a file-editing tool call changed, from its tool_input (or tool_response)."""
+    field = FILE_TOOLS.get(event.get("tool_name"))
+    if field is None:
+        return None
+    tool_input = event.get("tool_input") if isinstance(event.get("tool_input"), dict) else {}
+    response = event.get("tool_response") if isinstance(event.get("tool_response"), dict) else {}
+    path = tool_input.get(field) or response.get("filePath")
+    return path if isinstance(path, str) and path else None
+
+
+def post_tool_use(payload: Payload) -> dict | None:
+    path = edited_path(payload.event)
+    if path is None:
+        return None
+    place, locator, task = locate(payload.cwd)
+    if task is None:
+        return None
+    from skills.touch import touch
+
+    with opened_stores() as stores:
+        report = touch(stores, task, [path], payload.cwd, locator)
+        _warn(report.warnings)
+        if not report.new_conflicts:
+            return None
+        from baton import clock
+
+        with agent_sessions(stores) as sessions:
+            sessions.told(payload.session_id, [str(c.signal_id) for c in report.new_conflicts], clock.now())
+    from skills.briefing import conflicts_told
+
+    return additional_context("PostToolUse", conflicts_told(task.task_id, report.new_conflicts, report.conflict_paths))
+
+
+def session_start(payload: Payload) -> dict | None:
+    place, _, task = locate(payload.cwd)
+    if task is None:
+        return None
+    from baton import clock
+    from skills.briefing import session_context
+    from skills.resume import resume_session
+
+    with opened_stores(store_timeout=SESSION_START_STORE_TIMEOUT) as stores:
+        watermark = stores.signals.watermark()
+        result = resume_session(stores, task.task_id, place, bind_task=False)
+        _warn(result.warnings)
+        told = [str(s.signal_id) for s in result.signals] + [str(c.signal_id) for c in result.conflicts]
+        with agent_sessions(stores) as sessions:
+            now = clock.now()
+            sessions.told(payload.session_id, told, now)
+            sessions.heard(payload.session_id, task.task_id, now, watermark)
+    return additional_context("SessionStart", session_context(result))
+
+
+def user_prompt_submit(payload: Payload) -> dict | None:
+    _, _, task = locate(payload.cwd)
+    if task is None:
+        return None
+    from skills.briefing import signals_told
+
+    with opened_stores() as stores, agent_sessions(stores) as sessions:
+        watermark = stores.signals.watermark()
+        heard = sessions.last_heard(payload.session_id, task.task_id)
+        if heard is not None and watermark is not None and heard[1] == watermark:
+            return None  # no signal stored since the agent last heard: nothing to decode
+        news = untold_news(stores, sessions, payload.session_id, task.task_id, heard, watermark)
+    if not news:
+        return None
+    return additional_context("UserPromptSubmit", signals_told(task.task_id, news))
+
+
+def untold_news(stores, sessions, agent_session: str, task_id: str, heard, watermark: str | None) -> list:
+    """Signals about task_id that concern the agent and that agent_session was not told
+    (heard: when it last heard, if ever); they count as told from now on."""
+    from baton import clock
+    from baton.errors import StoreUnavailable
+    from baton.outcome import Found, Unavailable
+    from signals.model import file_subject
+
+    now = clock.now()
+    looked = stores.registry.get(task_id)
+    if isinstance(looked, Unavailable):
+        raise StoreUnavailable("session registry", looked.reason)
+    session = looked.value if isinstance(looked, Found) else None
+    since = heard[0] - HEARD_SLACK if heard else (session.last_activity if session else None)
+    subjects = [f"task:{task_id}"]
+    if session is not None:
+        subjects += [f"task:{d}" for d in session.depends_on]
+        subjects += [file_subject(t.repo, t.path) for t in session.files.values()]
+    found = stores.signals.concerning(subjects, after=since, limit=SIGNALS_READ)
+    if not isinstance(found, Found):
+        raise StoreUnavailable("signal log", found.reason)
+    relevant = [s for s in found.value if concerns(s, task_id, session.depends_on if session else [])]
+    fresh = set(sessions.untold(agent_session, [str(s.signal_id) for s in relevant]))
+    news = [s for s in relevant if str(s.signal_id) in fresh]
+    sessions.told(agent_session, [str(s.signal_id) for s in news], now)
+    sessions.heard(agent_session, task_id, now, watermark)
+    return news
+
+
+def concerns(signal, task_id: str, depends_on: list[str]) -> bool:
+    """Whether a signal is news for task_id's agent: an overlap it is part of, a
+    dependency completed, a rebase needed, another ticket's merged PR on its files."""
+    kind = signal.signal_type.value
+    if kind == "conflict_detected":
+        return task_id in (signal.task_id, signal.payload.related_task_id)
+    if kind == "ticket_completed":
+        return signal.task_id in depends_on
+    if kind == "rebase_needed":
+        return True
+    if kind == "pr_merged":
+        return signal.task_id != task_id
+    return False
+
+
+def stop(payload: Payload) -> None:
+    _wrap_up(payload, ending=False)
+
+
+def session_end(payload: Payload) -> None:
+    _wrap_up(payload, ending=True)
+
+
+def _wrap_up(payload: Payload, *, ending: bool) -> None:
+    """Deliver what waits locally, then record the files changed since the last end of turn."""
+    from baton import clock
+    from skills.pending import deliver
+
+    place, locator, task = locate(payload.cwd)
+    with opened_stores() as stores, agent_sessions(stores) as sessions:
+        _warn(deliver(stores))
+        if task is not None and place.worktree is not None:
+            dirty = dirty_files(place.root)
+            changed = sessions.changed_since_sweep(payload.session_id, task.task_id, dirty, clock.now())
+            if changed:
+                from skills.touch import touch
+
+                _warn(touch(stores, task, changed[:MAX_SWEEP], place.root, locator).warnings)
+        if ending:
+            sessions.forget(payload.session_id, now=clock.now())
+
+
+def dirty_files(root: Path) -> dict[str, float]:
+    """Changed, added, deleted and untracked files of the worktree at root: {relative path:
+    modification time, -1 for a deleted file}."""
+    import subprocess
+
+    listed = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"],
+                            cwd=root, capture_output=True, timeout=10, check=True).stdout
+    dirty = {}
+    for entry in listed.decode("utf-8", "surrogateescape").split("\0"):
+        if len(entry) > 3:
+            path = entry[3:]
+            try:
+                dirty[path] = (root / path).stat().st_mtime
+            except FileNotFoundError:
+                dirty[path] = -1.0
+    return dirty
+
+
+def locate(cwd: Path):
+    """(place, locator, the active ticket or None) for the directory the agent works in."""
+    from baton.files import WorktreeLocator
+    from skills.binding import place_of, read_binding, resolve_task
+
+    locator = WorktreeLocator()
+    place = place_of(cwd, locator)
+    if read_binding(place) is None and not os.environ.get("BATON_TASK_ID"):
+        return place, locator, None
+    return place, locator, resolve_task(None, place)
+
+
+@contextmanager
+def opened_stores(*, store_timeout: float | None = None) -> Iterator:
+    from skills.settings import Settings
+    from skills.stores import Stores
+
+    settings = Settings.from_env()
+    if store_timeout is not None and store_timeout < settings.store_timeout:
+        from dataclasses import replace
+
+        settings = replace(settings, store_timeout=store_timeout)
+    stores = Stores(settings)
+    try:
+        yield stores
+    finally:
+        stores.close()
+
+
+@contextmanager
+def agent_sessions(stores) -> Iterator:
+    from skills.told import AgentSessions
+
+    sessions = AgentSessions(stores.settings.home, timeout=stores.settings.store_timeout)
+    try:
+        yield sessions
+    finally:
+        sessions.close()
+
+
+def additional_context(event: str, text: str) -> dict:
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+def _warn(warnings: list[str]) -> None:
+    for warning in warnings:
+        print(f"baton: warning: {_one_line(warning)}", file=sys.stderr)
+
+
+def _one_line(message: object) -> str:
+    return " ".join(str(message).split())
+
+
+HANDLERS: dict[str, Callable[[Payload], dict | None]] = {
+    "session-start": session_start,
+    "post-tool-use": post_tool_use,
+    "user-prompt-submit": user_prompt_submit,
+    "stop": stop,
+    "session-end": session_end,
+}

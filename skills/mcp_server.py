@@ -1,0 +1,227 @@
+"""`baton mcp`: Baton's tools for any MCP client, served over stdio with the official `mcp`
+SDK (the optional extra `baton[mcp]`).
+
+Each tool returns, as JSON text, what the matching CLI command prints with `--json`; both
+build it with skills.answers. A tool call opens the stores, delivers writes kept locally
+(as every CLI command but `touch` does), does its work and closes them. Bad input and
+unavailable stores come back as tool errors with Baton's one-line message.
+
+Descriptions are kept short on purpose: every tool schema is sent to the model on every
+turn (bench/hooks.py prints their total size).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from skills.cli import PHASES
+
+INSTRUCTIONS = ("Baton keeps each ticket's working state across agent sessions. task_id defaults to the worktree's "
+                "binding; worktree defaults to this server's directory.")
+
+Phase = Literal[tuple(PHASES)]
+
+
+def resume_session(task_id: str, limit: int = 5, worktree: str | None = None) -> str:
+    from skills.resume import resume_session as resume
+
+    def run(stores):
+        result = resume(stores, task_id, _place(worktree), limit=_non_negative(limit))
+        return result.to_json()
+
+    return _call(run)
+
+
+def list_sessions(include_ended: bool = False) -> str:
+    from baton import clock
+    from skills.answers import listing_answer
+    from skills.listing import list_sessions as listing
+
+    return _call(lambda stores: listing_answer(listing(stores, include_inactive=include_ended, at=clock.now())))
+
+
+def bind_task(task_id: str, agent: str | None = None, worktree: str | None = None) -> str:
+    from skills.answers import bind_answer
+    from skills.writes import bind
+
+    def run(stores):
+        place = _place(worktree)
+        return bind_answer(task_id, place, bind(stores, task_id, place, agent=agent))
+
+    return _call(run)
+
+
+def record_touch(paths: list[str], task_id: str | None = None, worktree: str | None = None) -> str:
+    from baton.files import WorktreeLocator
+    from skills.answers import touch_answer
+    from skills.binding import place_of, resolve_task
+    from skills.touch import touch
+
+    def run(stores):
+        locator = WorktreeLocator()
+        directory = _directory(worktree)
+        task = resolve_task(task_id, place_of(directory, locator))
+        return touch_answer(task, touch(stores, task, paths, directory, locator))
+
+    return _call(run, deliver=False)
+
+
+def record_decision(text: str, context: str = "", task_id: str | None = None, worktree: str | None = None) -> str:
+    from skills.answers import decide_answer
+    from skills.binding import resolve_task
+    from skills.writes import decide
+
+    def run(stores):
+        place = _place(worktree)
+        task = resolve_task(task_id, place)
+        return decide_answer(task, text, context, decide(stores, task, text, context, place))
+
+    return _call(run)
+
+
+def update_session(phase: Phase | None = None, next_action: str | None = None, done: list[str] | None = None,
+                   failed: list[str] | None = None, depends_on: list[str] | None = None,
+                   task_id: str | None = None, worktree: str | None = None) -> str:
+    from registry.model import Phase as PhaseValue
+    from skills.answers import update_answer
+    from skills.binding import resolve_task
+    from skills.writes import update
+
+    def run(stores):
+        place = _place(worktree)
+        task = resolve_task(task_id, place)
+        report = update(stores, task, place, phase=PhaseValue(phase) if phase else None, next_action=next_action,
+                        done=done or [], failed=failed or [], depends_on=depends_on or [])
+        return update_answer(task, report, phase=phase, next_action=next_action, done=done or [],
+                             failed=failed or [], depends_on=depends_on or [])
+
+    return _call(run)
+
+
+def recall_decisions(query: str, limit: int = 5) -> str:
+    from skills.answers import recall_answer
+    from skills.queries import recall_decisions as search
+
+    return _call(lambda stores: recall_answer(search(stores, query, limit)))
+
+
+def signals_since(since: str | None = None, task_id: str | None = None, limit: int = 100) -> str:
+    from skills.answers import signals_answer
+    from skills.queries import signals_since as read
+
+    return _call(lambda stores: signals_answer(read(stores, task_id=task_id, since=since, limit=limit)))
+
+
+# name -> (function, description): what list_tools shows.
+TOOLS: dict[str, tuple[Callable[..., str], str]] = {
+    "resume_session": (resume_session, "A ticket's state, conflicts, related decisions and missed signals; "
+                                       "binds the worktree to it."),
+    "list_sessions": (list_sessions, "Active sessions, with the tickets each conflicts with."),
+    "bind_task": (bind_task, "Bind the worktree to a ticket."),
+    "record_touch": (record_touch, "Record files the ticket changed; returns overlaps with other active tickets."),
+    "record_decision": (record_decision, "Record a decision (other tickets recall it)."),
+    "update_session": (update_session, "Record phase, next action, done steps, failures or dependencies."),
+    "recall_decisions": (recall_decisions, "Search all tickets' decisions by meaning."),
+    "signals_since": (signals_since, "Coordination signals after an ISO 8601 time, oldest first."),
+}
+
+
+def build_server():
+    """The MCPServer with Baton's tools; their input schemas carry no titles (the names say it)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.tools import Tool
+
+    tools = []
+    for name, (function, description) in TOOLS.items():
+        tool = Tool.from_function(function, name=name, description=description, structured_output=False)
+        tool.parameters = _untitled(tool.parameters)
+        tools.append(tool)
+    return MCPServer("baton", version=_version(), instructions=INSTRUCTIONS, tools=tools)
+
+
+def serve() -> None:
+    import importlib.util
+
+    from baton.errors import BadInput
+
+    if importlib.util.find_spec("mcp") is None:
+        raise BadInput("the MCP server needs the mcp package: pip install 'baton[mcp]'")
+    build_server().run("stdio")
+
+
+def _call(run: Callable, *, deliver: bool = True) -> str:
+    """Run one tool against freshly opened stores; Baton's errors become tool errors."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from baton.errors import BatonError
+    from skills.settings import Settings
+    from skills.stores import Stores
+
+    stores = None
+    try:
+        stores = Stores(Settings.from_env())
+        if deliver:
+            from skills.pending import deliver as deliver_kept
+
+            _log(deliver_kept(stores))
+        answer = run(stores)
+        _log(answer.get("warnings", []) if isinstance(answer, dict) else [])
+        return json.dumps(answer, ensure_ascii=False)
+    except BatonError as exc:
+        raise ToolError(str(exc)) from exc
+    finally:
+        if stores is not None:
+            stores.close()
+
+
+def _directory(worktree: str | None) -> Path:
+    from baton.errors import BadInput
+
+    directory = Path(worktree).expanduser() if worktree else Path(os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
+    if not directory.is_dir():
+        raise BadInput(f"worktree is not a directory: {directory}")
+    return directory
+
+
+def _place(worktree: str | None):
+    from baton.files import WorktreeLocator
+    from skills.binding import place_of
+
+    return place_of(_directory(worktree), WorktreeLocator())
+
+
+def _non_negative(limit: int) -> int:
+    from baton.errors import BadInput
+
+    if limit < 0:
+        raise BadInput("limit must not be negative")
+    return limit
+
+
+def _untitled(schema):
+    """The JSON schema without pydantic's generated "title" entries."""
+    if isinstance(schema, dict):
+        return {k: _untitled(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    if isinstance(schema, list):
+        return [_untitled(v) for v in schema]
+    return schema
+
+
+def _log(warnings: list[str]) -> None:
+    import sys
+
+    for warning in warnings:
+        print(f"baton: warning: {warning}", file=sys.stderr)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("baton")
+    except PackageNotFoundError:
+        return "0"

@@ -1,0 +1,127 @@
+"""What each agent session has been told and has changed, so that every signal is told
+once per session and each end of turn records only what changed since the last.
+
+`agent-sessions.db` in the data home keeps, per agent session id (Claude Code's
+`session_id`): the signal ids it was told, per ticket the time it last heard from Baton,
+and the dirty files (with their modification times) its last end of turn saw. Only the
+hooks use it; a session's rows go when the session ends, older leftovers after a week.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from baton import clock
+from baton.sqlite import SqliteFile, guarded, write_transaction
+
+STORE = "agent session log"
+FILE = "agent-sessions.db"
+KEEP = timedelta(days=7)
+
+MIGRATIONS = [
+    """
+    CREATE TABLE told (
+        agent_session TEXT NOT NULL,
+        signal_id TEXT NOT NULL,
+        told_at TEXT NOT NULL,
+        PRIMARY KEY (agent_session, signal_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX told_by_time ON told (told_at);
+    CREATE TABLE heard (
+        agent_session TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        heard_at TEXT NOT NULL,
+        watermark TEXT,
+        PRIMARY KEY (agent_session, task_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX heard_by_time ON heard (heard_at);
+    CREATE TABLE swept (
+        agent_session TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        path TEXT NOT NULL,
+        mtime REAL NOT NULL,
+        swept_at TEXT NOT NULL,
+        PRIMARY KEY (agent_session, task_id, path)
+    ) WITHOUT ROWID;
+    CREATE INDEX swept_by_time ON swept (swept_at);
+    """,
+]
+
+
+class AgentSessions:
+    def __init__(self, home: Path, *, timeout: float) -> None:
+        self.path = home / FILE
+        self._db = SqliteFile(self.path, MIGRATIONS, timeout=timeout)
+
+    def untold(self, agent_session: str, signal_ids: Sequence[str]) -> list[str]:
+        """The ids among signal_ids not yet told to agent_session, in their order."""
+        if not signal_ids:
+            return []
+        marks = ",".join("?" * len(signal_ids))
+        with guarded(STORE, self.path):
+            rows = self._db.conn().execute(
+                f"SELECT signal_id FROM told WHERE agent_session = ? AND signal_id IN ({marks})",
+                [agent_session, *signal_ids])
+            known = {signal_id for (signal_id,) in rows}
+        return [s for s in signal_ids if s not in known]
+
+    def told(self, agent_session: str, signal_ids: Sequence[str], at: datetime) -> None:
+        """Record that agent_session was told signal_ids."""
+        if not signal_ids:
+            return
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                conn.executemany("INSERT OR IGNORE INTO told (agent_session, signal_id, told_at) VALUES (?, ?, ?)",
+                                 [(agent_session, s, clock.to_text(at)) for s in signal_ids])
+
+    def heard(self, agent_session: str, task_id: str, at: datetime, watermark: str | None) -> None:
+        """Record that agent_session heard everything about task_id up to `at`, when the
+        signal log's end was `watermark` (read before the signals were)."""
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                conn.execute("INSERT INTO heard (agent_session, task_id, heard_at, watermark) VALUES (?, ?, ?, ?) "
+                             "ON CONFLICT (agent_session, task_id) DO UPDATE SET heard_at = excluded.heard_at, "
+                             "watermark = excluded.watermark",
+                             (agent_session, task_id, clock.to_text(at), watermark))
+
+    def last_heard(self, agent_session: str, task_id: str) -> tuple[datetime, str | None] | None:
+        """When agent_session last heard about task_id, and the signal log's watermark then."""
+        with guarded(STORE, self.path):
+            row = self._db.conn().execute("SELECT heard_at, watermark FROM heard WHERE agent_session = ? AND task_id = ?",
+                                          (agent_session, task_id)).fetchone()
+        return (clock.parse(row[0]), row[1]) if row else None
+
+    def changed_since_sweep(self, agent_session: str, task_id: str, dirty: dict[str, float],
+                            at: datetime) -> list[str]:
+        """The paths of dirty ({path: mtime, -1 when deleted}) that are new or changed since
+        the session's last sweep; records this sweep."""
+        when = clock.to_text(at)
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                seen = dict(conn.execute("SELECT path, mtime FROM swept WHERE agent_session = ? AND task_id = ?",
+                                         (agent_session, task_id)).fetchall())
+                changed = [path for path, mtime in dirty.items() if seen.get(path) != mtime]
+                conn.executemany(
+                    "INSERT INTO swept (agent_session, task_id, path, mtime, swept_at) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (agent_session, task_id, path) DO UPDATE SET mtime = excluded.mtime, "
+                    "swept_at = excluded.swept_at",
+                    [(agent_session, task_id, path, dirty[path], when) for path in changed])
+        return changed
+
+    def forget(self, agent_session: str, *, now: datetime) -> None:
+        """Drop the session's rows, and every row older than KEEP (sessions that never ended)."""
+        cutoff = clock.to_text(now - KEEP)
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                for table, column in (("told", "told_at"), ("heard", "heard_at"), ("swept", "swept_at")):
+                    conn.execute(f"DELETE FROM {table} WHERE agent_session = ? OR {column} < ?",  # fixed names
+                                 (agent_session, cutoff))
+
+    def close(self) -> None:
+        self._db.close()
