@@ -131,14 +131,14 @@ TOOLS: dict[str, tuple[Callable[..., str], str]] = {
 
 
 def build_server():
-    """The MCPServer with Baton's tools; their input schemas carry no titles (the names say it)."""
+    """The MCPServer with Baton's tools, their input schemas trimmed (_lean)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.tools import Tool
 
     tools = []
     for name, (function, description) in TOOLS.items():
         tool = Tool.from_function(function, name=name, description=description, structured_output=False)
-        tool.parameters = _untitled(tool.parameters)
+        tool.parameters = _lean(tool.parameters)
         tools.append(tool)
     return MCPServer("baton", version=_version(), instructions=INSTRUCTIONS, tools=tools)
 
@@ -202,13 +202,21 @@ def _non_negative(limit: int) -> int:
     return limit
 
 
-def _untitled(schema):
-    """The JSON schema without pydantic's generated "title" entries."""
-    if isinstance(schema, dict):
-        return {k: _untitled(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+def _lean(schema):
+    """The JSON schema without what the model does not need: pydantic's generated titles,
+    and `anyOf [T, null]` with a null default for an optional argument (omitting it is how
+    a client leaves it unset)."""
     if isinstance(schema, list):
-        return [_untitled(v) for v in schema]
-    return schema
+        return [_lean(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    lean = {k: _lean(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    options = lean.get("anyOf")
+    if "default" in lean and lean["default"] is None and isinstance(options, list) and len(options) == 2 \
+            and {"type": "null"} in options:
+        rest = {k: v for k, v in lean.items() if k not in ("anyOf", "default")}
+        return {**next(o for o in options if o != {"type": "null"}), **rest}
+    return lean
 
 
 def _log(warnings: list[str]) -> None:

@@ -1,0 +1,294 @@
+"""Claude Code's hooks, fed the payloads Claude Code documents (tests/fixtures/claude_hooks)."""
+
+import io
+import json
+import sqlite3
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, make_repo, two_agents
+
+FIXTURES = Path(__file__).parent / "fixtures" / "claude_hooks"
+FILE_FIELDS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
+
+
+def payload(name: str, cwd: Path, *, file: Path | None = None, session: str = "abc123") -> dict:
+    """A documented example with this test's directory, file and session in it."""
+    event = json.loads((FIXTURES / f"{name}.json").read_text())
+    event["cwd"], event["session_id"] = str(cwd), session
+    if file is not None:
+        event["tool_input"][FILE_FIELDS[event["tool_name"]]] = str(file)
+        if "filePath" in event["tool_response"]:
+            event["tool_response"]["filePath"] = str(file)
+    return event
+
+
+def hook(name: str, event: dict | str, capsys) -> tuple[int, dict | None, str]:
+    """Run `baton hook name` in-process: (exit status, parsed stdout or None, stderr)."""
+    from skills.hooks import run_hook
+
+    out = io.StringIO()
+    code = run_hook(name, io.StringIO(event if isinstance(event, str) else json.dumps(event)), out)
+    return code, json.loads(out.getvalue()) if out.getvalue().strip() else None, capsys.readouterr().err
+
+
+def session_of(task_id: str):
+    from skills.settings import Settings
+    from skills.stores import Stores
+
+    stores = Stores(Settings.from_env())
+    try:
+        return stores.registry.get(task_id).value
+    finally:
+        stores.close()
+
+
+def event_count(task_id: str) -> int:
+    from skills.settings import Settings
+    from skills.stores import Stores
+
+    stores = Stores(Settings.from_env())
+    try:
+        return len(stores.registry.events(task_id).value)
+    finally:
+        stores.close()
+
+
+def told(context: dict, event: str) -> str:
+    assert context["hookSpecificOutput"]["hookEventName"] == event
+    return context["hookSpecificOutput"]["additionalContext"]
+
+
+@pytest.mark.parametrize("fixture, relative", [
+    ("post_tool_use_write", "src/new.py"),
+    ("post_tool_use_edit", "src/cart.py"),
+    ("post_tool_use_multiedit", "src/db.py"),
+    ("post_tool_use_notebookedit", "notebooks/explore.ipynb"),
+])
+def test_each_file_tool_records_the_touch(home, worktrees, cli, capsys, fixture, relative):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    code, out, err = hook("post-tool-use", payload(fixture, main, file=main / relative), capsys)
+    assert (code, out, err) == (0, None, "")
+    assert relative in [t.path for t in session_of("OMN-1").files.values()]
+
+
+def test_a_new_overlap_is_told_next_to_the_tool_result_once(home, worktrees, cli, capsys):
+    main, second = worktrees
+    cli(second, "bind", "OMN-2")
+    cli(second, "touch", "src/db.py")
+    cli(main, "bind", "OMN-1")
+    code, out, _ = hook("post-tool-use", payload("post_tool_use_edit", main, file=main / "src" / "db.py"), capsys)
+    assert code == 0
+    text = told(out, "PostToolUse")
+    assert "OMN-2" in text and "src/db.py" in text and "Advisory" in text
+    code, out, _ = hook("post-tool-use", payload("post_tool_use_write", main, file=main / "src" / "db.py"), capsys)
+    assert (code, out) == (0, None), "the overlap was told already"
+
+
+def test_other_tools_and_unbound_worktrees_record_nothing(home, worktrees, tmp_path, cli, capsys):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    assert hook("post-tool-use", payload("post_tool_use_bash", main), capsys) == (0, None, "")
+    loose = make_repo(tmp_path / "loose", None)
+    assert hook("post-tool-use", payload("post_tool_use_write", loose, file=loose / "a.py"), capsys) == (0, None, "")
+    assert hook("session-start", payload("session_start_startup", loose), capsys) == (0, None, "")
+    assert hook("user-prompt-submit", payload("user_prompt_submit", loose), capsys) == (0, None, "")
+    assert [t.path for t in session_of("OMN-1").files.values()] == []
+
+
+@pytest.mark.parametrize("stdin", ["not json", "[1, 2]", ""])
+def test_bad_input_exits_zero_with_one_line_on_stderr(home, stdin, capsys):
+    for name in ("session-start", "post-tool-use", "user-prompt-submit", "stop", "session-end"):
+        code, out, err = hook(name, stdin, capsys)
+        assert (code, out) == (0, None)
+        assert err.startswith(f"baton: hook {name}: ") and err.count("\n") == 1, err
+
+
+def test_a_broken_binding_exits_zero_with_one_line(home, worktrees, cli, capsys):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    (main / ".baton" / "active_session.yaml").write_text("task_id: [nonsense\n")
+    code, out, err = hook("post-tool-use", payload("post_tool_use_write", main, file=main / "a.py"), capsys)
+    assert (code, out) == (0, None)
+    assert err.startswith("baton: hook post-tool-use: binding file") and err.count("\n") == 1
+
+
+def test_a_fresh_process_exits_zero_on_garbage(home, tmp_path):
+    result = subprocess.run([sys.executable, "-m", "skills.cli", "hook", "stop"], input="{", capture_output=True,
+                            text=True, cwd=tmp_path, timeout=60)
+    assert result.returncode == 0 and result.stdout == ""
+    assert result.stderr.startswith("baton: hook stop: JSONDecodeError") and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("fixture", ["session_start_startup", "session_start_resume"])
+def test_session_start_gives_the_bound_ticket_context(home, worktrees, cli, capsys, fixture):
+    main = two_agents(worktrees, cli)
+    cli(main, "update", "--next", "write the cart migration", "--failed", "sqlite migration")
+    code, out, err = hook("session-start", payload(fixture, main), capsys)
+    text = told(out, "SessionStart")
+    assert code == 0 and err == ""
+    assert text.startswith("## Baton: this worktree works on OMN-1\n")
+    for expected in ("Next action: write the cart migration", "OMN-2 also touching src/db.py",
+                     "sqlite migration", "Keep carts in PostgreSQL", "- src/db.py", "`baton resume OMN-1`"):
+        assert expected in text, expected
+    assert len(text) < 10_000
+
+
+def test_session_start_context_is_cut_under_10000_characters_oldest_first(home, worktrees, cli, capsys):
+    from baton import clock
+    from baton.files import WorktreeLocator
+    from skills.binding import place_of, resolve_task
+    from skills.settings import Settings
+    from skills.stores import Stores
+    from skills.writes import update
+
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    place = place_of(main, WorktreeLocator())
+    stores = Stores(Settings.from_env())
+    start = clock.now() - timedelta(hours=2)
+    try:
+        task = resolve_task(None, place)
+        for i in range(80):
+            update(stores, task, place, failed=[f"failure {i:02d} " + "x" * 200], done=[f"step {i:02d}"],
+                   at=start + timedelta(seconds=i))
+        update(stores, task, place, next_action="the next thing", at=start + timedelta(seconds=100))
+    finally:
+        stores.close()
+    text = told(hook("session-start", payload("session_start_startup", main), capsys)[1], "SessionStart")
+    assert len(text) < 10_000
+    assert "Next action: the next thing" in text and "failure 79" in text, "the newest lines stay"
+    assert "failure 00" not in text and "step 00" not in text, "the oldest lines go first"
+    assert "lines left out to stay under" in text and text.endswith("prints everything.")
+
+
+def test_prompt_submit_tells_each_signal_once_per_session(home, worktrees, cli, capsys):
+    main, second = worktrees
+    cli(main, "bind", "OMN-1")
+    cli(main, "touch", "src/db.py")
+    assert told(hook("session-start", payload("session_start_startup", main, session="s1"), capsys)[1], "SessionStart")
+    assert hook("user-prompt-submit", payload("user_prompt_submit", main, session="s1"), capsys) == (0, None, "")
+    cli(second, "bind", "OMN-2")
+    cli(second, "touch", "src/db.py")
+    code, out, _ = hook("user-prompt-submit", payload("user_prompt_submit", main, session="s1"), capsys)
+    text = told(out, "UserPromptSubmit")
+    assert code == 0 and "conflict_detected from OMN-2" in text and "src/db.py" in text
+    assert hook("user-prompt-submit", payload("user_prompt_submit", main, session="s1"), capsys)[1] is None
+    start = told(hook("session-start", payload("session_start_resume", main, session="s2"), capsys)[1], "SessionStart")
+    assert "OMN-2 also touching src/db.py" in start
+    assert hook("user-prompt-submit", payload("user_prompt_submit", main, session="s2"), capsys)[1] is None, \
+        "session s2 heard it at its start"
+
+
+def test_prompt_submit_tells_a_completed_dependency(home, worktrees, cli, capsys):
+    main, second = worktrees
+    cli(main, "bind", "OMN-1")
+    cli(main, "update", "--depends-on", "OMN-3")
+    cli(second, "bind", "OMN-3")
+    assert hook("user-prompt-submit", payload("user_prompt_submit", main), capsys)[1] is None
+    cli(second, "end", "OMN-3")
+    text = told(hook("user-prompt-submit", payload("user_prompt_submit", main), capsys)[1], "UserPromptSubmit")
+    assert "ticket_completed from OMN-3" in text
+
+
+def test_stop_records_files_changed_outside_the_edit_tools(home, worktrees, cli, capsys):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    (main / "build.sh").write_text("echo built\n")  # as a Bash command would
+    assert hook("stop", payload("stop", main), capsys) == (0, None, "")
+    assert "build.sh" in [t.path for t in session_of("OMN-1").files.values()]
+    events = event_count("OMN-1")
+    assert hook("stop", payload("stop", main), capsys) == (0, None, "")
+    assert event_count("OMN-1") == events, "nothing changed since the last stop: nothing recorded"
+    git(main, "add", "build.sh")
+    git(main, "commit", "-q", "-m", "build")
+    (main / "build.sh").unlink()
+    assert hook("stop", payload("stop", main), capsys) == (0, None, "")
+    assert event_count("OMN-1") == events + 1, "the deletion is a change"
+
+
+def test_session_end_records_and_forgets_the_agent_session(home, worktrees, cli, capsys):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    hook("session-start", payload("session_start_startup", main), capsys)
+    (main / "notes.md").write_text("x\n")
+    assert hook("session-end", payload("session_end", main), capsys) == (0, None, "")
+    assert "notes.md" in [t.path for t in session_of("OMN-1").files.values()]
+    with sqlite3.connect(home / "agent-sessions.db") as db:
+        assert db.execute("SELECT count(*) FROM heard WHERE agent_session = 'abc123'").fetchone() == (0,)
+        assert db.execute("SELECT count(*) FROM swept WHERE agent_session = 'abc123'").fetchone() == (0,)
+
+
+def test_stop_delivers_writes_kept_for_a_server(home, worktrees, cli, capsys, postgres_url, monkeypatch):
+    monkeypatch.setenv("BATON_DATABASE_URL", postgres_url)
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    assert hook("post-tool-use", payload("post_tool_use_write", main, file=main / "src" / "a.py"), capsys)[0] == 0
+    assert (home / "pending-writes.db").exists()
+    from skills.settings import Settings
+    from skills.stores import Stores
+
+    stores = Stores(Settings.from_env())
+    try:
+        assert len(stores.pending.waiting()) == 1, "the hook only kept its touch"
+        assert hook("stop", payload("stop", main), capsys) == (0, None, "")
+        assert stores.pending.waiting() == []
+        assert "src/a.py" in [t.path for t in stores.registry.get("OMN-1").value.files.values()]
+    finally:
+        stores.close()
+
+
+PROBE = """
+import sys
+from skills.cli import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in ("pydantic", "numpy", "torch", "qdrant_edge", "qdrant_client", "tokenizers",
+                           "confluent_kafka", "neo4j", "psycopg", "mcp") if m in sys.modules)
+print("HEAVY", ",".join(heavy), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def test_post_tool_use_and_a_quiet_prompt_import_nothing_heavy(home, worktrees, cli):
+    main, second = worktrees
+    cli(second, "bind", "OMN-2")
+    cli(second, "touch", "src/a.py")
+    cli(main, "bind", "OMN-1")
+    cli(main, "touch", "src/a.py")  # the overlap exists and was signalled: the hook's edit adds nothing new
+    runs = [("post-tool-use", payload("post_tool_use_edit", main, file=main / "src" / "b.py")),
+            ("post-tool-use", payload("post_tool_use_edit", main, file=main / "src" / "a.py")),
+            ("user-prompt-submit", payload("user_prompt_submit", main)),
+            ("user-prompt-submit", payload("user_prompt_submit", main))]
+    seen = []
+    for name, event in runs:
+        result = subprocess.run([sys.executable, "-c", PROBE, "hook", name], input=json.dumps(event), cwd=main,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0
+        seen.append(result.stderr.splitlines()[-1])
+    assert seen[:2] == ["HEAVY ", "HEAVY "], "the post-tool-use hook stays off pydantic and every store client"
+    assert seen[3] == "HEAVY ", "a prompt with nothing new since the last one decodes no signal"
+
+
+def test_the_installed_commands_run_as_claude_code_runs_them(home, worktrees, cli):
+    main = two_agents(worktrees, cli)
+    cli(main, "install", "claude")
+    settings = json.loads((main / ".claude" / "settings.json").read_text())
+    commands = {event: groups[0]["hooks"][0]["command"] for event, groups in settings["hooks"].items()}
+
+    def run(event: str, body: dict) -> subprocess.CompletedProcess:
+        return subprocess.run(["sh", "-c", commands[event]], input=json.dumps(body), cwd=main, capture_output=True,
+                              text=True, timeout=60)
+
+    start = run("SessionStart", payload("session_start_startup", main))
+    assert start.returncode == 0 and "OMN-2 also touching src/db.py" in told(json.loads(start.stdout), "SessionStart")
+    edit = run("PostToolUse", payload("post_tool_use_write", main, file=main / "src" / "cart.py"))
+    assert (edit.returncode, edit.stdout, edit.stderr) == (0, "", "")
+    for event, fixture in (("UserPromptSubmit", "user_prompt_submit"), ("Stop", "stop"), ("SessionEnd", "session_end")):
+        result = run(event, payload(fixture, main))
+        assert (result.returncode, result.stderr) == (0, ""), event
+    assert "src/cart.py" in [t.path for t in session_of("OMN-1").files.values()]
