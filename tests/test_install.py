@@ -1,0 +1,170 @@
+"""`baton install claude` / `baton uninstall claude`: merge into settings.json, idempotent,
+and an exact round trip for files that already had hooks of their own."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from skills.claude_install import HOOKS, SKILLS, skill_source
+
+# Settings files as people have them: other hooks, permissions, env, their own layout.
+HOOKED_SETTINGS = {
+    "two-space, other hooks on the same events": """{
+  "permissions": {
+    "allow": ["Bash(npm run lint)", "Bash(npm test:*)"],
+    "deny": ["Read(./.env)"]
+  },
+  "env": {"GREETING": "grüß dich \\u00e9"},
+  "hooks": {
+    "PostToolUse": [
+      {
+        "matcher": "Edit|Write",
+        "hooks": [
+          {"type": "command", "command": "npx prettier --write \\"$CLAUDE_PROJECT_DIR\\"", "timeout": 30}
+        ]
+      }
+    ],
+    "SessionStart": [
+      {"matcher": "startup", "hooks": [{"type": "command", "command": "echo hello"}]}
+    ],
+    "Notification": [{"hooks": [{"type": "command", "command": "notify-send Claude"}]}]
+  }
+}
+""",
+    "four-space with CRLF line ends": '{\r\n    "model": "opus",\r\n    "hooks": {\r\n        "Stop": [\r\n'
+                                      '            {\r\n                "hooks": [{"type": "command", "command": "make lint"}]\r\n'
+                                      '            }\r\n        ]\r\n    }\r\n}',
+    "tabs, no final newline": '{\n\t"hooks": {\n\t\t"PreToolUse": [\n\t\t\t{"matcher": "Bash", "hooks": '
+                              '[{"type": "command", "command": "./guard.sh"}]}\n\t\t]\n\t}\n}',
+    "one line": '{"hooks":{"UserPromptSubmit":[{"hooks":[{"type":"command","command":"./log-prompt"}]}]},"model":"sonnet"}\n',
+    "empty event list and empty hooks table": '{\n  "hooks": {\n    "Stop": []\n  },\n  "statusLine": {"type": "command", "command": "x"}\n}\n',
+    "empty hooks table": '{\n  "hooks": {}\n}\n',
+    "empty object": "{}",
+}
+
+
+def settings_of(root: Path) -> Path:
+    return root / ".claude" / "settings.json"
+
+
+@pytest.mark.parametrize("layout", HOOKED_SETTINGS)
+def test_install_then_uninstall_gives_back_the_file_byte_for_byte(home, worktrees, cli, layout):
+    main, _ = worktrees
+    original = HOOKED_SETTINGS[layout].encode()
+    settings_of(main).parent.mkdir()
+    settings_of(main).write_bytes(original)
+    code, out, err = cli(main, "install", "claude")
+    assert (code, err) == (0, "")
+    installed = settings_of(main).read_bytes()
+    merged = json.loads(installed)
+    before = json.loads(original)
+    for event, groups in before.get("hooks", {}).items():
+        assert merged["hooks"][event][:len(groups)] == groups, "the user's own groups stay, in order, first"
+    for key in before:
+        if key != "hooks":
+            assert merged[key] == before[key]
+    assert cli(main, "install", "claude")[0] == 0
+    assert settings_of(main).read_bytes() == installed, "installing twice changes nothing"
+    assert cli(main, "uninstall", "claude")[0] == 0
+    assert settings_of(main).read_bytes() == original
+
+
+def test_the_entries_follow_the_documented_schema(home, worktrees, cli):
+    main, _ = worktrees
+    code, out, _ = cli(main, "install", "claude")
+    assert code == 0 and "hooks added for SessionStart, PostToolUse, UserPromptSubmit, Stop, SessionEnd" in out
+    hooks = json.loads(settings_of(main).read_text())["hooks"]
+    assert list(hooks) == list(HOOKS)
+    for event, groups in hooks.items():
+        (group,) = groups
+        (handler,) = group["hooks"]
+        assert handler["type"] == "command" and isinstance(handler["timeout"], int)
+        assert handler["command"].endswith(f"baton hook {HOOKS[event][0]}")
+        assert group.get("matcher") == HOOKS[event][1]
+    assert hooks["PostToolUse"][0]["matcher"] == "Edit|MultiEdit|Write|NotebookEdit"
+
+
+def test_a_fresh_install_creates_what_uninstall_removes(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "install", "claude")
+    for skill in SKILLS:
+        assert (main / ".claude" / "skills" / skill / "SKILL.md").read_bytes() == skill_source(skill)
+    code, out, _ = cli(main, "install", "claude")
+    assert "hooks already there" in out and "skill /resume_session: unchanged" in out
+    code, out, _ = cli(main, "uninstall", "claude")
+    assert code == 0 and "skill /resume_session: removed" in out
+    assert not (main / ".claude").exists()
+
+
+def test_a_stale_entry_is_replaced_not_doubled(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "install", "claude")
+    path = settings_of(main)
+    path.write_text(path.read_text().replace(json.dumps(json.loads(path.read_text())["hooks"]["Stop"][0]["hooks"][0]["command"]),
+                                             '"/old/venv/bin/baton hook stop"'))
+    assert cli(main, "install", "claude")[0] == 0
+    stops = json.loads(path.read_text())["hooks"]["Stop"]
+    assert len(stops) == 1 and stops[0]["hooks"][0]["command"] != "/old/venv/bin/baton hook stop"
+
+
+def test_uninstall_takes_only_batons_handler_from_a_shared_group(home, worktrees, cli):
+    main, _ = worktrees
+    settings_of(main).parent.mkdir()
+    shared = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "make lint"},
+                                            {"type": "command", "command": "/usr/local/bin/baton hook stop"}]}]}}
+    settings_of(main).write_text(json.dumps(shared, indent=2))
+    assert cli(main, "uninstall", "claude")[0] == 0
+    assert json.loads(settings_of(main).read_text()) == {"hooks": {"Stop": [{"hooks": [{"type": "command",
+                                                                                        "command": "make lint"}]}]}}
+
+
+def test_user_scope_goes_to_the_claude_config_directory(home, worktrees, cli, tmp_path, monkeypatch):
+    main, _ = worktrees
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
+    (tmp_path / "claude-config").mkdir()
+    user_settings = tmp_path / "claude-config" / "settings.json"
+    user_settings.write_text('{\n  "theme": "dark"\n}\n')
+    assert cli(main, "install", "claude", "--scope", "user")[0] == 0
+    assert not (main / ".claude").exists()
+    data = json.loads(user_settings.read_text())
+    assert data["theme"] == "dark" and data["hooks"]["SessionStart"][0]["hooks"][0]["command"].startswith("/")
+    assert (tmp_path / "claude-config" / "skills" / "resume_session" / "SKILL.md").exists()
+    assert cli(main, "uninstall", "claude", "--scope", "user")[0] == 0
+    assert user_settings.read_text() == '{\n  "theme": "dark"\n}\n'
+    assert (tmp_path / "claude-config").is_dir(), "the user's directory stays"
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"hooks": [', "is not valid JSON"),
+    ('["a"]', "does not hold a JSON object"),
+    ('{"hooks": []}', '"hooks" is not an object'),
+    ('{"hooks": {"Stop": {}}}', "hooks.Stop is not a list"),
+])
+def test_a_settings_file_baton_cannot_read_is_left_alone(home, worktrees, cli, content, message):
+    main, _ = worktrees
+    settings_of(main).parent.mkdir()
+    settings_of(main).write_text(content)
+    code, _, err = cli(main, "install", "claude")
+    assert code == 2 and message in err and "nothing changed" in err
+    assert settings_of(main).read_text() == content
+    assert not (main / ".claude" / "skills").exists()
+
+
+def test_a_skill_of_the_users_with_the_same_name_is_kept(home, worktrees, cli):
+    main, _ = worktrees
+    own = main / ".claude" / "skills" / "resume_session" / "SKILL.md"
+    own.parent.mkdir(parents=True)
+    own.write_text("---\nname: resume_session\ndescription: mine\n---\n")
+    code, out, err = cli(main, "install", "claude")
+    assert code == 0 and "exists with other content; left as it is" in err
+    code, out, err = cli(main, "uninstall", "claude")
+    assert code == 0 and "differs from Baton's skill; left in place" in err
+    assert own.read_text().endswith("description: mine\n---\n")
+
+
+def test_misplaced_options_are_refused(home, worktrees, cli):
+    main, _ = worktrees
+    assert cli(main, "install", "claude", "--strict")[0] == 2
+    assert cli(main, "install", "git-hook", "--scope", "user")[0] == 2
+    assert not (main / ".claude").exists()
