@@ -1,0 +1,117 @@
+"""The pre-commit guard: advisory by default, blocking with --strict, with real commits in a
+real repository; an earlier pre-commit hook keeps running and comes back on uninstall."""
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git
+
+
+def commit(cwd: Path, *paths: str, message: str = "change", extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    for path in paths:
+        target = cwd / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(f"{message}\n")
+    git(cwd, "add", *paths)
+    return subprocess.run(["git", "commit", "-q", "-m", message, *extra], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e",
+                                            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"})
+
+
+def hooks_dir(cwd: Path) -> Path:
+    return Path(git(cwd, "rev-parse", "--path-format=absolute", "--git-path", "hooks").strip())
+
+
+@pytest.fixture
+def overlapping(home, worktrees, cli) -> Path:
+    """OMN-2 (second worktree) is changing src/db.py; the main worktree works on OMN-1."""
+    main, second = worktrees
+    cli(second, "bind", "OMN-2")
+    cli(second, "touch", "src/db.py")
+    cli(main, "bind", "OMN-1")
+    return main
+
+
+def test_advisory_guard_warns_and_lets_the_commit_through(overlapping, cli):
+    main = overlapping
+    code, out, _ = cli(main, "install", "git-hook")
+    assert code == 0 and "installed (advisory)" in out
+    result = commit(main, "src/db.py", "src/other.py")
+    assert result.returncode == 0, result.stderr
+    assert "src/db.py also touched by OMN-2, another active ticket" in result.stderr
+    assert "other.py" not in result.stderr
+    assert git(main, "log", "-1", "--format=%s").strip() == "change"
+
+
+def test_strict_guard_blocks_an_overlapping_commit(overlapping, cli):
+    main = overlapping
+    head = git(main, "rev-parse", "HEAD")
+    assert cli(main, "install", "git-hook", "--strict")[0] == 0
+    blocked = commit(main, "src/db.py")
+    assert blocked.returncode != 0
+    assert "also touched by OMN-2" in blocked.stderr and "commit blocked (--strict)" in blocked.stderr
+    assert git(main, "rev-parse", "HEAD") == head
+    fine = commit(main, "docs/readme.md", extra=("--only", "docs/readme.md"))
+    assert fine.returncode == 0 and fine.stderr == "", "a commit that overlaps nothing goes through quietly"
+    assert commit(main, "src/db.py", extra=("--no-verify",)).returncode == 0
+
+
+def test_the_guard_records_the_staged_files_and_tells_the_other_ticket(overlapping, worktrees, cli):
+    main = overlapping
+    cli(main, "install", "git-hook")
+    commit(main, "src/db.py")
+    _, second = worktrees
+    code, out, _ = cli(second, "signals", "--task", "OMN-2")
+    assert "conflict_detected from OMN-1" in out
+
+
+def test_an_earlier_pre_commit_hook_keeps_running_and_comes_back(overlapping, cli):
+    main = overlapping
+    directory = hooks_dir(main)
+    directory.mkdir(parents=True, exist_ok=True)
+    earlier = directory / "pre-commit"
+    body = b"#!/bin/sh\n# the team's own check\necho ran >> \"$(git rev-parse --show-toplevel)/earlier.log\"\n" \
+           b"[ -e \"$(git rev-parse --show-toplevel)/forbidden\" ] && exit 1\nexit 0\n"
+    earlier.write_bytes(body)
+    earlier.chmod(0o750)
+    code, out, _ = cli(main, "install", "git-hook", "--strict")
+    assert code == 0 and "the earlier hook keeps running first (pre-commit.before-baton)" in out
+    assert cli(main, "install", "git-hook", "--strict")[1].strip().endswith(
+        "unchanged (strict); the earlier hook keeps running first (pre-commit.before-baton)")
+    assert commit(main, "docs/a.md").returncode == 0
+    assert (main / "earlier.log").read_text() == "ran\n"
+    (main / "forbidden").write_text("")
+    failed = commit(main, "docs/b.md")
+    assert failed.returncode != 0, "the earlier hook's failure still stops the commit"
+    code, out, _ = cli(main, "uninstall", "git-hook")
+    assert code == 0 and "the earlier hook is back in place" in out
+    assert earlier.read_bytes() == body and stat.S_IMODE(earlier.stat().st_mode) == 0o750
+    assert not (directory / "pre-commit.before-baton").exists()
+    assert "no Baton guard installed" in cli(main, "uninstall", "git-hook")[1]
+
+
+def test_switching_to_strict_updates_the_script_in_place(overlapping, cli):
+    main = overlapping
+    cli(main, "install", "git-hook")
+    assert "updated (strict)" in cli(main, "install", "git-hook", "--strict")[1]
+    assert commit(main, "src/db.py").returncode != 0
+    assert cli(main, "uninstall", "git-hook")[0] == 0
+    assert not (hooks_dir(main) / "pre-commit").exists()
+    assert commit(main, "src/db.py").returncode == 0
+
+
+def test_an_unbound_worktree_commits_with_a_note(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "install", "git-hook", "--strict")
+    result = commit(main, "a.txt")
+    assert result.returncode == 0
+    assert "is not bound to a ticket" in result.stderr and "nothing checked" in result.stderr
+
+
+def test_install_outside_a_repository_is_refused(home, tmp_path, cli):
+    code, _, err = cli(tmp_path, "install", "git-hook")
+    assert code == 2 and "not in a git repository" in err
