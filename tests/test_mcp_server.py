@@ -1,0 +1,137 @@
+"""`baton mcp`, driven end to end through the official SDK's own stdio client."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+
+from tests.conftest import run_process, two_agents  # noqa: E402
+
+TOOLS = {"resume_session", "list_sessions", "bind_task", "record_touch", "record_decision", "update_session",
+         "recall_decisions", "signals_since"}
+WAIT = 120  # seconds: the server is a fresh process that may load the embedding model
+
+
+def with_server(cwd: Path, script):
+    """Start `baton mcp` in cwd, open a session, run `await script(session)`, return its result."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "skills.cli", "mcp"], cwd=str(cwd),
+                                   env=dict(os.environ))
+
+    async def main():
+        with anyio.fail_after(WAIT):
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                return await script(session)
+
+    return anyio.run(main)
+
+
+def call(name: str, **arguments):
+    async def script(session):
+        result = await session.call_tool(name, arguments)
+        return result.is_error, result.content[0].text
+
+    return script
+
+
+def cli_json(cwd: Path, *args: str):
+    result = run_process(cwd, *args)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_the_tools_and_their_short_descriptions(home, tmp_path):
+    async def script(session):
+        return (await session.list_tools()).tools
+
+    tools = with_server(tmp_path, script)
+    assert {t.name for t in tools} == TOOLS
+    for tool in tools:
+        assert len(tool.description) <= 100, tool.name
+        assert "title" not in json.dumps(tool.input_schema), "titles only repeat the names"
+
+
+def test_a_ticket_worked_through_the_tools_reads_back_as_the_cli_prints_it(home, worktrees, cli):
+    main, second = worktrees
+    cli(second, "bind", "OMN-2")
+    cli(second, "touch", "src/db.py")
+
+    async def script(session):
+        answers = {}
+        for name, arguments in [
+            ("bind_task", {"task_id": "OMN-1", "agent": "mcp-client"}),
+            ("record_touch", {"paths": ["src/db.py", "src/cart.py"]}),
+            ("record_decision", {"text": "Keep carts in PostgreSQL", "context": "they must survive restarts"}),
+            ("update_session", {"phase": "implementing", "next_action": "write the migration",
+                                "done": ["cart schema"], "depends_on": ["OMN-3"]}),
+        ]:
+            result = await session.call_tool(name, arguments)
+            assert not result.is_error, result.content[0].text
+            answers[name] = json.loads(result.content[0].text)
+        for name, arguments in [("list_sessions", {}), ("signals_since", {"task_id": "OMN-1"}),
+                                ("recall_decisions", {"query": "where are carts stored", "limit": 3})]:
+            answers[name] = json.loads((await session.call_tool(name, arguments)).content[0].text)
+        return answers
+
+    answers = with_server(main, script)
+    assert answers["bind_task"]["task_id"] == "OMN-1" and answers["bind_task"]["worktree"] == str(main)
+    touched = answers["record_touch"]
+    assert touched["files"] == ["src/db.py", "src/cart.py"]
+    assert [(c["other_task_id"], c["shared_files"], c["new"]) for c in touched["conflicts"]] == [("OMN-2", ["src/db.py"], True)]
+    assert answers["update_session"]["recorded"] == {"phase": "implementing", "next_action": "write the migration",
+                                                     "done": ["cart schema"], "depends_on": ["OMN-3"]}
+    assert answers["list_sessions"] == cli_json(main, "list", "--json")
+    assert answers["signals_since"] == cli_json(main, "signals", "--task", "OMN-1", "--json")
+    assert answers["recall_decisions"] == cli_json(main, "recall", "where are carts stored", "--limit", "3", "--json")
+    assert answers["recall_decisions"][0]["text"] == "Keep carts in PostgreSQL"
+
+    resumed = json.loads(with_server(main, call("resume_session", task_id="OMN-1"))[1])
+    from_cli = cli_json(main, "resume", "OMN-1", "--json")
+    rebound = ("last_activity", "agent")  # each resume binds again: a new activity, no agent named this time
+    assert {k: v for k, v in resumed["session"].items() if k not in rebound} == \
+        {k: v for k, v in from_cli["session"].items() if k not in rebound}
+    assert resumed["conflicts"] == from_cli["conflicts"] and resumed["stores"] == from_cli["stores"]
+    assert from_cli["session"]["next_action"] == "write the migration" and from_cli["session"]["phase"] == "implementing"
+    assert [c["other_task_id"] for c in from_cli["conflicts"]] == ["OMN-2"]
+
+
+def test_the_write_tools_answer_as_the_cli_json(home, worktrees, cli):
+    main = two_agents(worktrees, cli)
+    is_error, text = with_server(main, call("record_touch", paths=["src/db.py"], task_id="OMN-1"))
+    assert not is_error
+    assert json.loads(text) == cli_json(main, "touch", "src/db.py", "--task", "OMN-1", "--json")
+
+
+@pytest.mark.parametrize("name, arguments, message", [
+    ("resume_session", {"task_id": "bad id!"}, "invalid"),
+    ("signals_since", {"since": "yesterday"}, "since is not an ISO 8601 time"),
+    ("recall_decisions", {"query": "  "}, "search text is empty"),
+    ("record_touch", {"paths": ["a.py"]}, "no task"),
+    ("update_session", {"task_id": "OMN-1"}, "nothing to update"),
+    ("bind_task", {"task_id": "OMN-1", "worktree": "/no/such/dir"}, "worktree is not a directory"),
+])
+def test_bad_input_comes_back_as_a_tool_error(home, tmp_path, name, arguments, message):
+    is_error, text = with_server(tmp_path, call(name, **arguments))
+    assert is_error and message in text
+
+
+def test_without_the_sdk_the_command_says_what_to_install(home, tmp_path):
+    result = run_process(tmp_path, "mcp", prelude="import sys; sys.modules['mcp'] = None")
+    assert result.returncode == 2
+    assert "pip install 'baton[mcp]'" in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_the_server_exits_when_its_client_goes(home, tmp_path):
+    process = subprocess.Popen([sys.executable, "-m", "skills.cli", "mcp"], cwd=tmp_path, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdin.close()
+    assert process.wait(timeout=60) == 0
