@@ -47,6 +47,14 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--done", action="append", default=[], metavar="TEXT")
     sub.add_argument("--failed", action="append", default=[], metavar="TEXT")
     sub.add_argument("--depends-on", action="append", default=[], metavar="TASK")
+    sub.add_argument("--goal", metavar="TEXT", help="the ticket's goal (journal)")
+    sub.add_argument("--constraint", action="append", default=[], metavar="TEXT", help="a constraint to respect (journal)")
+    sub.add_argument("--todo", action="append", default=[], metavar="TEXT",
+                     help="remaining work (journal); done once a --done has the same text")
+    sub.add_argument("--evidence", action="append", default=[], metavar="TEXT", help="evidence you report (journal)")
+    sub.add_argument("--check", action="append", default=[], metavar="CMD",
+                     help="run CMD now (no shell) and record its exit status and summary as an observed check")
+    sub.add_argument("--timeout", type=float, metavar="SECONDS", help="seconds each --check may run (default 300)")
     sub.add_argument("--json", action="store_true")
 
     sub = command("end", "End the ticket's session as completed (default) or stalled.", task=False)
@@ -60,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--json", action="store_true", help="print the documented JSON schema")
     sub.add_argument("--limit", type=int, default=5, help="related decisions to show (default 5)")
     sub.add_argument("--agent", help="name of the agent resuming")
+    sub.add_argument("--allow-unsigned-probes", action="store_true",
+                     help="re-run the handoff's unsigned or edited probes too (they run code from the branch)")
 
     sub = command("list", "List active sessions, conflicts highlighted.", task=False)
     sub.add_argument("--json", action="store_true")
@@ -107,6 +117,23 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--strict", action="store_true", help="exit 1 (blocking the commit) when one overlaps")
 
     command("mcp", "Serve Baton's tools to MCP clients over stdio (needs the mcp extra).", task=False)
+
+    sub = command("handoff", "Write a handoff with signed live-state probes (docs/handoffs/<date>-<ticket>.md and "
+                             "LATEST.md); `baton handoff verify [PATH]` re-runs them.")
+    sub.add_argument("--check", action="append", default=[], metavar="CMD", help="run CMD now and record its result")
+    sub.add_argument("--probe", action="append", default=[], metavar="NAME=CMD", help="a live-state section NAME probed by CMD")
+    sub.add_argument("--timeout", type=float, metavar="SECONDS",
+                     help="seconds each check or probe may run now (default: checks 300, probes BATON_PROBE_TIMEOUT)")
+    sub.add_argument("--json", action="store_true")
+    verify = sub.add_subparsers(dest="handoff_action", metavar="verify").add_parser(
+        "verify", help="re-run a handoff's live-state probes", description="Re-run the live-state probes of PATH "
+        "(a handoff or a worktree; default: this worktree's current handoff) and record the verification.")
+    verify.add_argument("path", nargs="?", type=Path, metavar="PATH")
+    verify.add_argument("--task", dest="verify_task", help="only a handoff of this ticket")
+    verify.add_argument("--allow-unsigned-probes", action="store_true",
+                        help="run unsigned or edited probes too (they run code from the branch)")
+    verify.add_argument("--strict", action="store_true", help="exit 1 unless every claim held (stale alarms aside)")
+    verify.add_argument("--json", dest="verify_json", action="store_true")
     return parser
 
 
@@ -219,15 +246,41 @@ def _update(args, stores) -> int:
 
     place, _ = _place()
     task = _active(args, place)
+    checks = _run_checks(args.check, place, args.timeout)
     report = update(stores, task, place, phase=Phase(args.phase) if args.phase else None,
-                    next_action=args.next_action, done=args.done, failed=args.failed, depends_on=args.depends_on)
+                    next_action=args.next_action, done=args.done, failed=args.failed, depends_on=args.depends_on,
+                    goal=args.goal, constraints=args.constraint, remaining=args.todo, evidence=args.evidence,
+                    checks=checks)
     _warn(report.warnings)
     if args.json:
         from skills.answers import update_answer
 
         _dump(update_answer(task, report, phase=args.phase, next_action=args.next_action, done=args.done,
-                            failed=args.failed, depends_on=args.depends_on))
+                            failed=args.failed, depends_on=args.depends_on, goal=args.goal,
+                            constraints=args.constraint, todo=args.todo, evidence=args.evidence,
+                            checks=[{"command": c.command, "exit_status": c.exit_status, "summary": c.summary}
+                                    for c in checks]))
+        return 0
+    for check in checks:
+        result = "passed" if check.passed else ("did not finish" if check.exit_status is None else f"exit {check.exit_status}")
+        print(f"check `{check.command}`: {result}" + (f": {check.summary}" if check.summary else ""))
     return 0
+
+
+def _run_checks(commands: list[str], place, timeout: float | None) -> list:
+    """Each --check, run now in the worktree root (all parsed first, so a bad one runs none)."""
+    if not commands:
+        return []
+    from baton.errors import BadInput
+    from skills.checks import run_check
+    from skills.handoff_write import CHECK_TIMEOUT
+    from skills.probes import parse_command
+
+    if timeout is not None and not 0 < timeout <= 86400:
+        raise BadInput(f"--timeout is out of range: {timeout:g}")
+    for command in commands:
+        parse_command(command)
+    return [run_check(command, place.root, timeout=timeout or CHECK_TIMEOUT)[0] for command in commands]
 
 
 def _end(args, stores) -> int:
@@ -259,7 +312,8 @@ def _resume(args, stores) -> int:
     from skills.resume import resume_session
 
     place, _ = _place()
-    result = resume_session(stores, args.task_id, place, limit=args.limit, agent=args.agent)
+    result = resume_session(stores, args.task_id, place, limit=args.limit, agent=args.agent,
+                            allow_unsigned_probes=args.allow_unsigned_probes)
     _warn(result.warnings)
     if args.json:
         _dump(result.to_json())
@@ -440,6 +494,52 @@ def _mcp(args, stores) -> int:
     return 0
 
 
+def _handoff(args, stores) -> int:
+    if args.handoff_action == "verify":
+        return _handoff_verify(args, stores)
+    from baton.errors import BadInput
+    from skills.handoff_write import write_handoff
+
+    probes = []
+    for given in args.probe:
+        name, sep, command = given.partition("=")
+        if not sep or not name.strip() or not command.strip():
+            raise BadInput(f"--probe wants NAME=CMD, got {given!r}")
+        probes.append((name.strip(), command))
+    place, _ = _place()
+    report = write_handoff(stores, _active(args, place), place, checks=args.check, probes=probes, timeout=args.timeout)
+    _warn(report.warnings)
+    if args.json:
+        _dump(report.to_json())
+        return 0
+    print(f"Wrote {report.path} and {report.latest} for {report.task_id}: "
+          f"{len(report.claims)} live-state claims, each with a signed probe.")
+    for claim in report.claims:
+        print(f"  {claim.section}: {claim.status}")
+    return 0
+
+
+def _handoff_verify(args, stores) -> int:
+    from skills.handoff_skill import place_for, task_or_none, verify_and_record
+    from skills.render import verification_markdown
+
+    place, path = place_for(args.path)
+    task_id = args.verify_task or args.task
+    checked = verify_and_record(stores, place, task=task_or_none(task_id, place), path=path, only_for=task_id,
+                                allow_unsigned=args.allow_unsigned_probes)
+    _warn(checked.warnings)
+    verification = checked.verification
+    if args.verify_json:
+        _dump(verification.to_json())
+    else:
+        print(verification_markdown(verification))
+    if not args.strict:
+        return 0
+    counts = verification.counts()
+    held = verification.path is not None and not (counts["changed"] or counts["failed"] or counts["not_run"])
+    return 0 if held else 1
+
+
 def _migrate(args, stores) -> int:
     from skills.migrate import migrate
 
@@ -450,7 +550,8 @@ def _migrate(args, stores) -> int:
 
 _HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "end": _end,
              "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "migrate": _migrate, "projector": _projector,
-             "deliver": _deliver, "install": _install, "uninstall": _uninstall, "guard": _guard, "mcp": _mcp}
+             "deliver": _deliver, "install": _install, "uninstall": _uninstall, "guard": _guard, "mcp": _mcp,
+             "handoff": _handoff}
 
 
 if __name__ == "__main__":

@@ -46,7 +46,8 @@ class HandoffSettings:
 
 
 def _patterns(allow: list[str], source: str) -> tuple[tuple[str, ...], ...]:
-    from skills.probes import parse_command  # only when configured: every command reads settings
+    # Imported only when configured: every command reads the settings.
+    from skills.probes import parse_command
 
     try:
         return tuple(tuple(parse_command(entry)) for entry in allow)

@@ -5,7 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from baton.clock import UTC
+from skills.handoff_files import LATEST
+from skills.handoff_verify import NO_HANDOFF, Verification
+from skills.journal import journal_of
 from skills.listing import Listing
+from skills.probe_policy import HANDOFFS_DIR
 from skills.resume import ResumeResult
 
 MAX_FILES_SHOWN = 30
@@ -24,14 +28,18 @@ def ago(moment: datetime, now: datetime) -> str:
 
 
 def resume_markdown(result: ResumeResult) -> str:
+    live = live_state_lines(result.handoff, level="###") if result.handoff else []
     if result.status == "not_found":
-        return f"No session history for {result.task_id}. Starting fresh."
+        return "\n".join([f"No session history for {result.task_id}. Starting fresh.", *live])
     if result.status == "unavailable":
-        return f"Session registry unavailable: {result.reason}. Binding task_id locally only."
+        return "\n".join([f"Session registry unavailable: {result.reason}. Binding task_id locally only.", *live])
     session = result.session
+    journal = journal_of(session)
     lines = [f"## Resuming {session.task_id}",
              f"**Phase:** {session.phase.value} | **Status:** {session.status.value} | "
              f"**Last activity:** {when(session.last_activity)}"]
+    if journal.goal:
+        lines.append(f"**Goal:** {journal.goal.text} [reported]")
     if session.worktree_path:
         branch = f" (branch {session.branch})" if session.branch else ""
         lines.append(f"**Worktree:** {session.worktree_path}{branch}")
@@ -39,6 +47,10 @@ def resume_markdown(result: ResumeResult) -> str:
         lines.append(f"**Depends on:** {', '.join(session.depends_on)}")
     if session.next_action:
         lines.append(f"**Next action:** {session.next_action}")
+    lines += live
+    for title, items in (("Remaining work", journal.remaining_work), ("Constraints", journal.constraints)):
+        if items:
+            lines += ["", f"### {title}"] + [f"- [{i.provenance}] {i.text}" for i in items]
     files = session.files_by_recency()
     if files:
         lines += ["", "### Files touched"]
@@ -52,6 +64,12 @@ def resume_markdown(result: ResumeResult) -> str:
         lines += ["", "### Completed steps"] + [f"- {s.text}" for s in session.completed_steps]
     if session.failures:
         lines += ["", "### Failures"] + [f"- {f.text}" for f in session.failures]
+    if journal.checks:
+        lines += ["", "### Checks run"]
+        lines += [f"- [{c.provenance}] `{c.command}` {c.result}" + (f": {c.summary}" if c.summary else "")
+                  + f" ({when(c.at)})" for c in journal.checks]
+    if journal.evidence:
+        lines += ["", "### Evidence"] + [f"- [{e.provenance}] {e.text}" for e in journal.evidence]
     if result.related_decisions:
         lines += ["", "### Related decisions from other tasks"]
         lines += [f"- {r.task_id} ({r.score:.2f}): {r.text}" for r in result.related_decisions]
@@ -67,6 +85,52 @@ def resume_markdown(result: ResumeResult) -> str:
         lines += ["", "### Unavailable"]
         lines += [f"- {name}: {state}" for name, state in down.items()]
     return "\n".join(lines)
+
+
+SHOWN_VALUE_LINES = 12
+_STATUS_WORDS = {"verified": "verified", "changed": "CHANGED", "failed": "FAILED", "not_run": "not run", "stale": "stale"}
+
+
+def _value(label: str, value: str | None) -> list[str]:
+    if value is None:
+        return []
+    if "\n" not in value and len(value) <= 100:
+        return [f"  - {label}: `{value}`" if value else f"  - {label}: (no output)"]
+    lines = value.split("\n")
+    shown = lines[:SHOWN_VALUE_LINES]
+    more = [f"        … {len(lines) - len(shown)} more lines (--json has them all)"] if len(lines) > len(shown) else []
+    return [f"  - {label}:", *(f"        {line}" for line in shown), *more]
+
+
+def live_state_lines(verification: Verification, *, level: str) -> list[str]:
+    """A handoff's re-verified live state: each claim with its fresh result first."""
+    if verification.path is None and verification.note == NO_HANDOFF:
+        return []
+    if verification.path is None or verification.note:
+        where = f" {verification.path}" if verification.path else ""
+        return ["", f"{level} Live state", f"- handoff{where} not verified: {verification.note}"]
+    written = f", written {when(verification.written_at)}" if verification.written_at else ""
+    counts = ", ".join(f"{n} {_STATUS_WORDS[status]}" for status, n in verification.counts().items() if n)
+    lines = ["", f"{level} Live state (re-verified now from {verification.path}{written})",
+             (f"{counts}. " if counts else "No live-state claims. ")
+             + "Act only on fresh results; a stale alarm is context and gates nothing."]
+    for claim in verification.results:
+        reason = f" — {claim.reason}" if claim.reason else ""
+        lines.append(f"- **{claim.section}**: {_STATUS_WORDS[claim.status]}{reason}")
+        lines += _value("now", claim.fresh)
+        if claim.status != "verified" or claim.fresh is None:
+            lines += _value(f"recorded {claim.recorded_at or ''}".rstrip(), claim.recorded)
+    if verification.history:
+        lines.append(f"- {len(verification.history)} other handoff{'s' if len(verification.history) != 1 else ''} "
+                     "in this worktree: history, not probed")
+    return lines
+
+
+def verification_markdown(verification: Verification) -> str:
+    """`baton handoff verify` in text."""
+    if verification.path is None and verification.note == NO_HANDOFF:
+        return f"No handoff in this worktree ({HANDOFFS_DIR}/{LATEST}, {LATEST}, {HANDOFFS_DIR}/*.md)."
+    return "\n".join(live_state_lines(verification, level="##")[1:])
 
 
 def listing_text(listing: Listing, now: datetime, *, colour: bool) -> str:

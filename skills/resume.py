@@ -12,11 +12,13 @@ from baton.outcome import Found, NotFound, Unavailable
 from graph.conflicts import FileConflict
 from registry.model import Session
 from signals.model import Signal, file_subject
-from skills.binding import Place
+from skills.binding import ActiveTask, Place
 from skills.deadline import gather
+from skills.handoff_skill import verify_and_record
+from skills.handoff_verify import Verification
 from skills.overlaps import conflicts_of
 from skills.stores import Stores
-from skills.writes import bind
+from skills.writes import bind, read_binding_quietly
 
 STORES = ("registry", "graph", "recall", "signals")
 SIGNAL_LIMIT = 50
@@ -42,6 +44,7 @@ class ResumeResult:
     signals: list[Signal] = field(default_factory=list)
     stores: dict[str, str] = field(default_factory=lambda: {name: "ok" for name in STORES})
     bound: bool = False
+    handoff: Verification | None = None  # the worktree's current handoff, re-verified
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -57,6 +60,7 @@ class ResumeResult:
             "signals": [s.model_dump(mode="json") for s in self.signals],
             "stores": self.stores,
             "bound": self.bound,
+            **(self.handoff.to_json() if self.handoff else {"handoff": None, "live_state": []}),
         }
 
 
@@ -89,12 +93,16 @@ def _missed_signals(stores: Stores, session: Session) -> list[Signal] | Unavaila
 
 
 def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5, bind_task: bool = True,
-                   agent: str | None = None, at: datetime | None = None) -> ResumeResult:
-    """Everything Baton knows about task_id, then bind this worktree to it.
+                   agent: str | None = None, verify_handoff: bool = True, allow_unsigned_probes: bool = False,
+                   at: datetime | None = None) -> ResumeResult:
+    """Everything Baton knows about task_id, then bind this worktree to it and re-verify
+    the worktree's current handoff for task_id.
 
     The registry answers Found, NotFound or Unavailable; every other store adds its part or
     is marked "unavailable: reason" after the store timeout. Nothing here raises for a
-    store that is down.
+    store that is down. The handoff's probes run after the stores, within the probe budget
+    (skills.handoff_verify), whatever the stores answered: a handoff committed to the branch
+    is worth checking even where the registry has no history.
     """
     check_task_id(task_id)
     at = at or clock.now()
@@ -132,5 +140,13 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
         except StoreUnavailable as exc:
             if result.status != "unavailable":
                 result.warnings.append(f"{exc}; bound locally only")
+    if verify_handoff:
+        binding = read_binding_quietly(place)
+        session_id = binding.session_id if binding is not None and binding.task_id == task_id else "resume"
+        checked = verify_and_record(stores, place, task=ActiveTask(task_id, session_id, "resume"), only_for=task_id,
+                                    allow_unsigned=allow_unsigned_probes, at=at)
+        result.handoff = checked.verification
+        if result.status != "unavailable":
+            result.warnings += checked.warnings
     return result
 

@@ -9,8 +9,10 @@ registry's server is down, the events wait locally (skills.pending).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
@@ -18,16 +20,22 @@ from baton.ids import check_task_id
 from baton.outcome import Found, NotFound, Unavailable
 from registry.model import (
     Bound,
+    CheckRecorded,
+    ConstraintAdded,
     DecisionRecorded,
     DependencyAdded,
     Ended,
     Event,
+    EvidenceRecorded,
     FailureRecorded,
+    GoalSet,
     NextActionSet,
     Phase,
     PhaseChanged,
+    Provenance,
     Status,
     StepCompleted,
+    WorkRemaining,
 )
 from registry.wire import event_adapter
 from signals.model import Signal, SignalType
@@ -36,6 +44,12 @@ from skills.pending import keep_or_raise
 from skills.projection import project
 from skills.signalling import signal
 from skills.stores import Stores
+
+if TYPE_CHECKING:
+    from skills.checks import CheckResult
+
+
+MAX_TEXT = 4000  # registry.model.Text
 
 
 @dataclass
@@ -131,14 +145,23 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
 
 def update(stores: Stores, task: ActiveTask, place: Place, *, phase: Phase | None = None,
            next_action: str | None = None, done: list[str] = (), failed: list[str] = (),
-           depends_on: list[str] = (), at: datetime | None = None) -> WriteReport:
+           depends_on: list[str] = (), goal: str | None = None, constraints: list[str] = (),
+           remaining: list[str] = (), evidence: list[str] = (), checks: Sequence[CheckResult] = (),
+           at: datetime | None = None) -> WriteReport:
+    """Record phase, next action, steps, failures, dependencies and the journal's goal,
+    constraints, remaining work, evidence (reported by the agent) and checks (each with its
+    own provenance)."""
     at = at or clock.now()
     common = {"task_id": task.task_id, "session_id": task.session_id, "at": at}
-    for label, values in (("--done", done), ("--failed", failed)):
-        if any(not v.strip() for v in values):
-            raise BadInput(f"{label} text is empty")
-    if next_action is not None and not next_action.strip():
-        raise BadInput("--next text is empty")
+    for label, values in (("--done", done), ("--failed", failed), ("--constraint", constraints),
+                          ("--todo", remaining), ("--evidence", evidence),
+                          ("--next", [next_action] if next_action is not None else []),
+                          ("--goal", [goal] if goal is not None else [])):
+        for value in values:
+            if not value.strip():
+                raise BadInput(f"{label} text is empty")
+            if len(value.strip()) > MAX_TEXT:
+                raise BadInput(f"{label} text is longer than {MAX_TEXT} characters")
     dependencies = [check_task_id(d) for d in depends_on]
     if task.task_id in dependencies:
         raise BadInput(f"{task.task_id} cannot depend on itself")
@@ -154,14 +177,30 @@ def update(stores: Stores, task: ActiveTask, place: Place, *, phase: Phase | Non
     events += [FailureRecorded(event_id=_event_id(), text=t, **common) for t in failed]
     if dependencies:
         events.append(DependencyAdded(event_id=_event_id(), depends_on=dependencies, **common))
+    if goal is not None:
+        events.append(GoalSet(event_id=_event_id(), text=goal, **common))
+    events += [ConstraintAdded(event_id=_event_id(), text=t, **common) for t in constraints]
+    events += [WorkRemaining(event_id=_event_id(), text=t, **common) for t in remaining]
+    events += [EvidenceRecorded(event_id=_event_id(), text=t, provenance=Provenance.reported, **common) for t in evidence]
+    events += [CheckRecorded(event_id=_event_id(), command=c.command, exit_status=c.exit_status,
+                             summary=c.summary, provenance=c.provenance, **common) for c in checks]
     if not events:
-        raise BadInput("nothing to update: give --phase, --next, --done, --failed or --depends-on")
+        raise BadInput("nothing to update: give --phase, --next, --done, --failed, --depends-on, --goal, "
+                       "--constraint, --todo, --evidence or --check")
     report = WriteReport()
     _commit(stores, events, report)
     if phase is not None:
         _publish(stores, [signal(SignalType.phase_changed, str(events[0].event_id), task, place.repo, at,
                                   phase=phase.value, reason=f"phase {phase.value}")], report)
     return report
+
+
+def record_events(stores: Stores, events: list[Event]) -> list[str]:
+    """Commit events as every write does (projection, or the Kafka log, or kept locally
+    while the registry's server is down); returns the warnings."""
+    report = WriteReport()
+    _commit(stores, events, report)
+    return report.warnings
 
 
 def end(stores: Stores, task: ActiveTask, status: Status, place: Place, *, at: datetime | None = None) -> WriteReport:

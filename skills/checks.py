@@ -1,0 +1,43 @@
+"""Running a check for the journal (`baton update --check`, `baton handoff --check`): a
+command Baton runs itself, so its result is observed, not reported."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from registry.model import Provenance
+from skills.probes import ProbeRun, parse_command, run_probe
+
+SUMMARY_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    command: str
+    exit_status: int | None  # None: it timed out or could not start
+    summary: str
+    provenance: Provenance
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_status == 0
+
+
+def summarise(run: ProbeRun) -> str:
+    """The last non-empty line of the output (test runners end with their verdict), or why
+    the check did not finish."""
+    lines = [line.strip() for line in run.output.split("\n") if line.strip()]
+    last = lines[-1] if lines else ""
+    if len(last) > SUMMARY_CHARS:
+        last = last[:SUMMARY_CHARS - 1] + "…"
+    if not run.completed:
+        return f"{run.reason}: {last}" if last else (run.reason or run.outcome)
+    return last
+
+
+def run_check(command: str, root: Path, *, timeout: float) -> tuple[CheckResult, ProbeRun]:
+    """Run the check in the worktree root (no shell, minimal environment, capped output).
+    BadInput for a command that cannot run without a shell."""
+    run = run_probe(parse_command(command), root, timeout=timeout)
+    return CheckResult(command, run.exit_status if run.completed else None, summarise(run), Provenance.observed), run

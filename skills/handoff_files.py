@@ -1,0 +1,129 @@
+"""Where handoff documents live in a worktree, which one is current, and writing them.
+
+The current document is `docs/handoffs/LATEST.md`, else `LATEST.md` at the worktree root,
+else the handoff with the newest modification time under `docs/handoffs/`. Every other
+handoff is history.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+from baton.clock import UTC
+from skills.probe_policy import HANDOFFS_DIR
+
+LATEST = "LATEST.md"
+MAX_DOCUMENT_BYTES = 1024 * 1024
+
+
+class UnreadableHandoff(Exception):
+    """A handoff file that must not or cannot be read; the message says why."""
+
+
+def handoffs_dir(root: Path) -> Path:
+    return root / HANDOFFS_DIR
+
+
+def dated_handoffs(root: Path) -> list[Path]:
+    """The handoffs under docs/handoffs/ other than LATEST.md, newest modification first."""
+    try:
+        found = [p for p in handoffs_dir(root).rglob("*.md") if p.name != LATEST and p.is_file()]
+    except OSError:
+        return []
+
+    def modified(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return sorted(found, key=lambda p: (modified(p), str(p)), reverse=True)
+
+
+def candidates(root: Path) -> list[Path]:
+    """Handoffs in the order they count as current: the LATEST.md files, then by mtime."""
+    latest = [path for path in (handoffs_dir(root) / LATEST, root / LATEST) if path.is_file()]
+    return latest + dated_handoffs(root)
+
+
+def read_handoff(path: Path, root: Path) -> str:
+    """The text of a handoff: a regular file inside the worktree, at most 1 MiB.
+
+    A handoff comes from the branch, so a link out of the worktree, a FIFO (which would
+    block the read) or a huge file is refused rather than read.
+    """
+    try:
+        real = Path(os.path.realpath(path))
+        if not real.is_relative_to(Path(os.path.realpath(root))):
+            raise UnreadableHandoff(f"{path} points outside the worktree ({real})")
+        info = os.stat(real)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnreadableHandoff(f"{path} is not a regular file")
+        if info.st_size > MAX_DOCUMENT_BYTES:
+            raise UnreadableHandoff(f"{path} is larger than {MAX_DOCUMENT_BYTES // 1024} KiB")
+        with real.open("rb") as handle:
+            data = handle.read(MAX_DOCUMENT_BYTES + 1)
+    except OSError as exc:
+        raise UnreadableHandoff(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise UnreadableHandoff(f"{path} is larger than {MAX_DOCUMENT_BYTES // 1024} KiB")
+    return data.decode("utf-8", errors="replace")
+
+
+def modified_at(path: Path) -> datetime | None:
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    except OSError:
+        return None
+
+
+def write_new_handoff(root: Path, task_id: str, at: datetime, text: str) -> Path:
+    """Write `docs/handoffs/<date>-<ticket>.md`; a second handoff of the day gets `-2`, `-3`, ...
+
+    The name is claimed with a hard link of the finished file, which fails if the name is
+    taken, so two handoffs written at once never overwrite each other.
+    """
+    directory = handoffs_dir(root)
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = f"{at.strftime('%Y-%m-%d')}-{task_id}"
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{stem}-")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, 0o644)
+        number = 1
+        while True:
+            path = directory / (f"{stem}.md" if number == 1 else f"{stem}-{number}.md")
+            try:
+                os.link(temporary, path)
+                return path
+            except FileExistsError:
+                number += 1
+    finally:
+        os.unlink(temporary)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def shown_path(path: Path, root: Path) -> str:
+    """The path relative to the worktree root when inside it."""
+    try:
+        return str(Path(os.path.realpath(path)).relative_to(Path(os.path.realpath(root))))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,195 @@
+"""Running one probe: an argument vector, no shell, a timeout, capped output, a minimal
+environment, in the worktree root.
+
+A probe comes from a handoff document, which anyone with write access to the branch can
+edit, so this module assumes nothing about the command: it is never handed to a shell, it
+sees none of the user's environment beyond what finding programs needs, it cannot read
+the terminal, its output is kept only up to a cap, and it is killed (with every process it
+started) when its time is up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import selectors
+import shlex
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from baton.errors import BadInput
+
+OUTPUT_CAP = 64 * 1024  # bytes kept from a probe's output; the rest is read and dropped
+SHOWN_LINES = 200  # lines of output a handoff records (the digest covers all kept output)
+SHOWN_LINE_CHARS = 300
+
+# Tokens a shell would treat as syntax. Probes run without a shell, so a command using them
+# would not do what it says: refuse it instead of running something else.
+_SHELL_SYNTAX = re.compile(r"^(\d*[<>]|[|&;()`])")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+COMPLETED = "completed"
+TIMED_OUT = "timed_out"
+NOT_RUNNABLE = "not_runnable"
+
+
+def parse_command(command: str) -> list[str]:
+    """The argument vector of a probe command written as shell-style words.
+
+    BadInput names what is wrong: unbalanced quotes, shell syntax (pipes, redirections,
+    command lists, substitutions) or leading environment assignments, none of which a
+    probe can use because no shell runs it.
+    """
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise BadInput(f"probe command {command!r} cannot be split into words: {exc}") from None
+    if not argv:
+        raise BadInput("probe command is empty")
+    if _ASSIGNMENT.match(argv[0]):
+        raise BadInput(f"probe command {command!r} sets an environment variable ({argv[0]}): probes run "
+                       "with a minimal environment and no shell")
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        syntax = [token for token in lexer if _SHELL_SYNTAX.match(token)]
+    except ValueError as exc:
+        raise BadInput(f"probe command {command!r} cannot be split into words: {exc}") from None
+    if syntax or any("$(" in word or "`" in word for word in argv):
+        shown = syntax[0] if syntax else "$(...)"
+        raise BadInput(f"probe command {command!r} uses shell syntax ({shown}): probes run without a shell; "
+                       "put the pipeline in a script and probe the script")
+    return argv
+
+
+def command_text(argv: list[str] | tuple[str, ...]) -> str:
+    return shlex.join(argv)
+
+
+def probe_environment() -> dict[str, str]:
+    """What a probe sees of the environment: enough to find programs, nothing else.
+
+    Relative PATH entries are dropped: a probe runs in the worktree, whose files the branch
+    controls, so `git` must never resolve to a `./git` planted there.
+    """
+    path = os.pathsep.join(entry for entry in os.environ.get("PATH", os.defpath).split(os.pathsep)
+                           if os.path.isabs(entry))
+    env = {"PATH": path, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC", "NO_COLOR": "1",
+           # Probes read state; they must not take git's index lock from the agent's own git.
+           "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
+    for name in ("HOME", "TMPDIR"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    return env
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeRun:
+    """One execution: completed (with an exit status), timed out, or not runnable here."""
+
+    outcome: str
+    exit_status: int | None = None
+    output: str = ""
+    truncated: bool = False
+    reason: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def completed(self) -> bool:
+        return self.outcome == COMPLETED
+
+
+def run_probe(argv: list[str] | tuple[str, ...], cwd: Path, *, timeout: float, output_cap: int = OUTPUT_CAP) -> ProbeRun:
+    """Run argv in cwd and wait at most timeout seconds; never raises for the probe's sake."""
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(list(argv), cwd=cwd, env=probe_environment(), stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    except FileNotFoundError:
+        return ProbeRun(NOT_RUNNABLE, reason=f"command not found: {argv[0]}")
+    except PermissionError:
+        return ProbeRun(NOT_RUNNABLE, reason=f"not executable here: {argv[0]}")
+    except OSError as exc:
+        return ProbeRun(NOT_RUNNABLE, reason=f"cannot start {argv[0]}: {exc.strerror or exc}")
+    kept, truncated, finished = _read_capped(process, started + timeout, output_cap)
+    if finished:
+        try:
+            process.wait(max(0.0, started + timeout - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            finished = False
+    if not finished:
+        _kill_group(process)
+    output = normalise_output(kept.decode("utf-8", errors="replace"))
+    seconds = time.monotonic() - started
+    if not finished:
+        return ProbeRun(TIMED_OUT, output=output, truncated=truncated, seconds=seconds,
+                        reason=f"timed out after {timeout:g}s")
+    return ProbeRun(COMPLETED, exit_status=process.returncode, output=output, truncated=truncated, seconds=seconds)
+
+
+def _read_capped(process: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, bool, bool]:
+    """Read the probe's output until it closes it or the deadline passes; keep cap bytes.
+
+    Output past the cap is still read (and dropped), so a chatty probe is not blocked on a
+    full pipe and still reports its exit status. Returns (kept, truncated, reached EOF).
+    """
+    kept = bytearray()
+    truncated = False
+    stream = process.stdout
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return bytes(kept), truncated, False
+                if not selector.select(remaining):
+                    continue
+                chunk = os.read(stream.fileno(), 65536)
+                if not chunk:
+                    return bytes(kept), truncated, True
+                room = cap - len(kept)
+                if len(chunk) > room:
+                    truncated = True
+                kept += chunk[:max(room, 0)]
+        finally:
+            stream.close()
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    """Kill the probe and everything it started (it leads its own session)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+
+
+def normalise_output(text: str) -> str:
+    """Line endings unified, trailing spaces and trailing blank lines dropped."""
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines)
+
+
+def output_digest(output: str) -> str:
+    """A short digest of a probe's whole kept output, so outputs compare beyond what is shown."""
+    return hashlib.sha256(output.encode("utf-8")).hexdigest()[:16]
+
+
+def shown_output(output: str, *, tail: bool = False, lines: int = SHOWN_LINES) -> str:
+    """At most `lines` lines (the first ones, or the last with tail), each cut to a width,
+    with a note of how many were left out."""
+    all_lines = output.split("\n") if output else []
+    chosen = all_lines[-lines:] if tail else all_lines[:lines]
+    cut = [line if len(line) <= SHOWN_LINE_CHARS else line[:SHOWN_LINE_CHARS - 1] + "…" for line in chosen]
+    left_out = len(all_lines) - len(chosen)
+    if left_out:
+        note = f"… {left_out} more line{'s' if left_out != 1 else ''}"
+        cut = [note, *cut] if tail else [*cut, note]
+    return "\n".join(cut)
