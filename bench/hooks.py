@@ -1,0 +1,207 @@
+"""Claude Code hooks and the MCP server: what an agent pays for Baton on every step.
+
+Builds a data home on the embedded default (a ticket with history in one worktree of a
+repository, `--sessions` other active tickets of 20 files each, one overlapping it), then
+runs each hook as Claude Code does, a fresh `baton hook EVENT` process reading a documented
+payload (tests/fixtures/claude_hooks) on stdin, and prints medians with p10-p90 against
+each budget and against `python -c pass` measured in the same run. Then it starts
+`baton mcp`, lists its tools through the SDK's stdio client and prints the size of their
+schemas, which every MCP client sends to its model on every turn.
+
+    .venv/bin/python bench/hooks.py [--sessions 1000] [--repeat 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+FIXTURES = ROOT / "tests" / "fixtures" / "claude_hooks"
+BATON = Path(sys.prefix) / "bin" / "baton"
+TASK, OTHER = "BENCH-1", "BENCH-2"
+
+
+def spread(samples: list[float]) -> tuple[float, float, float]:
+    ordered = sorted(samples)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return statistics.median(ordered), pick(0.1), pick(0.9)
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@e",
+                        "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@e"})
+
+
+def baton(cwd: Path, *args: str) -> None:
+    subprocess.run([str(BATON), *args], cwd=cwd, check=True, capture_output=True)
+
+
+def build(root: Path, sessions: int) -> tuple[Path, Path]:
+    """Two worktrees of one repository: BENCH-1 with a history in the first, BENCH-2 in the
+    second sharing src/db.py with it; `sessions` other active tickets in the stores."""
+    from baton import clock
+    from baton.files import FileRef
+    from graph.sqlite import SqliteConflictGraph
+    from registry.model import Bound, FilesTouched
+    from registry.sqlite import SqliteSessionStore
+
+    main, second = root / "shop", root / "shop-second"
+    main.mkdir()
+    git(main, "init", "-q", "-b", "main")
+    git(main, "remote", "add", "origin", "git@github.com:acme/shop.git")
+    git(main, "commit", "-q", "--allow-empty", "-m", "init")
+    git(main, "worktree", "add", "-q", str(second), "-b", "second")
+    home = Path(os.environ["BATON_HOME"])
+    graph = SqliteConflictGraph(home / "graph.db", timeout=10)
+    registry = SqliteSessionStore(home / "registry.db", timeout=10)
+    now, repo = clock.now(), "github.com/acme/shop"
+    for n in range(sessions):
+        task, at = f"T-{n}", now - timedelta(minutes=n % 2880)
+        files = [FileRef(repo, f"lib/m{(n * 20 + i) % (sessions * 10)}.py") for i in range(20)]
+        graph.record(task, "active", files, at)
+        common = {"task_id": task, "session_id": "bench", "at": at}
+        registry.append([Bound(event_id=uuid.uuid4(), repo=repo, worktree_path=f"/w/{task}", **common),
+                         FilesTouched(event_id=uuid.uuid4(), files=files, **common)])
+    graph.close()
+    registry.close()
+    baton(main, "bind", TASK, "--agent", "claude")
+    baton(main, "touch", *[f"src/f{i}.py" for i in range(200)], "src/db.py")
+    for text in ("Keep carts in PostgreSQL, not Redis", "Use optimistic locking on the cart row",
+                 "Expose cart totals through a read model"):
+        baton(main, "decide", text, "--context", "carts must survive restarts")
+    baton(main, "update", "--phase", "implementing", "--next", "write the migration",
+          *[arg for i in range(30) for arg in ("--done", f"step {i}")], "--failed", "sqlite migration")
+    baton(second, "bind", OTHER)
+    baton(second, "touch", "src/db.py")
+    for text in ("Store payment intents in PostgreSQL", "Lock cart rows optimistically"):
+        baton(second, "decide", text)
+    return main, second
+
+
+def payload(name: str, cwd: Path, *, file: Path | None = None, session: str = "bench-session") -> str:
+    event = json.loads((FIXTURES / f"{name}.json").read_text())
+    event["cwd"], event["session_id"] = str(cwd), session
+    if file is not None:
+        event["tool_input"]["file_path"] = str(file)
+        event["tool_response"]["filePath"] = str(file)
+    return json.dumps(event)
+
+
+def timed(command: list[str], cwd: Path, repeat: int, stdin=lambda: "") -> list[float]:
+    """Milliseconds per run of a fresh process; each run must exit 0 with nothing on stderr."""
+    samples = []
+    for run in range(repeat + 1):
+        body = stdin()
+        started = time.perf_counter()
+        result = subprocess.run(command, cwd=cwd, input=body, capture_output=True, text=True)
+        elapsed = (time.perf_counter() - started) * 1000
+        if result.returncode != 0 or result.stderr:
+            raise SystemExit(f"{' '.join(command)} failed: {result.stderr[-500:]}")
+        if run:  # the first run warms the page cache
+            samples.append(elapsed)
+    return samples
+
+
+def check_context(main: Path) -> None:
+    """The session-start figure is only meaningful if every store answered, recall included."""
+    result = subprocess.run([str(BATON), "hook", "session-start"], cwd=main, capture_output=True, text=True,
+                            input=payload("session_start_startup", main, session="check"), check=True)
+    context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+    if "### Unavailable" in context or "### Related decisions" not in context:
+        raise SystemExit(f"session-start context is incomplete:\n{context}")
+
+
+def bench_hooks(main: Path, repeat: int) -> list[tuple[str, list[float], float | None]]:
+    hook = lambda event: [str(BATON), "hook", event]  # noqa: E731
+    check_context(main)
+    fresh = iter(range(10**6))
+    rows = [("python -c pass (baseline)", timed([sys.executable, "-c", "pass"], main, repeat), None)]
+    rows.append(("session-start, bound ticket with history (recall included)",
+                 timed(hook("session-start"), main, repeat, lambda: payload("session_start_startup", main)), 1000))
+    rows.append(("post-tool-use, Edit of a file no other ticket touched",
+                 timed(hook("post-tool-use"), main, repeat,
+                       lambda: payload("post_tool_use_edit", main, file=main / "src" / "f7.py")), 100))
+    rows.append(("post-tool-use, Write of a file another ticket touched",
+                 timed(hook("post-tool-use"), main, repeat,
+                       lambda: payload("post_tool_use_write", main, file=main / "src" / "db.py")), 100))
+    rows.append(("user-prompt-submit, nothing new since the last prompt",
+                 timed(hook("user-prompt-submit"), main, repeat, lambda: payload("user_prompt_submit", main)), 200))
+    rows.append(("user-prompt-submit, a new agent session (signals read)",
+                 timed(hook("user-prompt-submit"), main, repeat,
+                       lambda: payload("user_prompt_submit", main, session=f"new-{next(fresh)}")), 200))
+    rows.append(("stop, nothing changed since the last stop",
+                 timed(hook("stop"), main, repeat, lambda: payload("stop", main)), None))
+    rows.append(("session-end (a new agent session each run)",
+                 timed(hook("session-end"), main, repeat,
+                       lambda: payload("session_end", main, session=f"end-{next(fresh)}")), 1500))
+    return rows
+
+
+def tool_schemas(cwd: Path) -> list[dict]:
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=str(BATON), args=["mcp"], cwd=str(cwd), env=dict(os.environ))
+
+    async def listed():
+        with anyio.fail_after(120):
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                return (await session.list_tools()).tools
+
+    return [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in anyio.run(listed)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=1000, help="other active tickets (default 1000)")
+    parser.add_argument("--repeat", type=int, default=30, help="runs per figure (default 30)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="baton-bench-hooks-") as scratch:
+        root = Path(scratch)
+        os.environ.update({"BATON_HOME": str(root / "home"), "BATON_STORE_TIMEOUT": "5"})
+        for name in ("BATON_DATABASE_URL", "BATON_GRAPH_URL", "BATON_KAFKA_BOOTSTRAP", "BATON_QDRANT_URL",
+                     "BATON_CONFIG", "BATON_TASK_ID"):
+            os.environ.pop(name, None)
+        started = time.perf_counter()
+        main_tree, _ = build(root, args.sessions)
+        print(f"data set: {TASK} with 201 files, 3 decisions, 30 steps; {OTHER} sharing src/db.py, 2 decisions; "
+              f"{args.sessions} other active tickets x 20 files (built in {time.perf_counter() - started:.1f} s)\n")
+        rows = bench_hooks(main_tree, args.repeat)
+        print(f"{'hook, fresh process (embedded default)':58} {'median ms':>10} {'p10-p90 ms':>16} {'budget':>8}")
+        for name, samples, budget in rows:
+            median, low, high = spread(samples)
+            shown = f"{budget} ms" if budget else ""
+            print(f"{name:58} {median:10.2f} {f'{low:.2f}-{high:.2f}':>16} {shown:>8}")
+        baseline = statistics.median(rows[0][1])
+        print(f"\npost-tool-use minus interpreter start: {statistics.median(rows[2][1]) - baseline:.1f} ms")
+        over = [name for name, samples, budget in rows if budget and statistics.median(samples) > budget]
+        print("every median within its budget" if not over else f"OVER BUDGET: {', '.join(over)}")
+        try:
+            tools = tool_schemas(main_tree)
+        except ImportError:
+            print("\nMCP tool schemas: the mcp extra is not installed (pip install -e '.[mcp]')")
+            return
+        text = json.dumps(tools, ensure_ascii=False)
+        print(f"\nMCP tool schemas (list_tools, {len(tools)} tools): {len(text.encode())} bytes, {len(text)} characters "
+              f"(about {len(text) // 4} tokens)")
+        for tool in tools:
+            print(f"  {tool['name']:18} {len(json.dumps(tool, ensure_ascii=False)):5} characters")
+
+
+if __name__ == "__main__":
+    main()
