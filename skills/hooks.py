@@ -8,7 +8,9 @@ payload on standard input (formats: https://code.claude.com/docs/en/hooks).
 - user-prompt-submit: signals about the ticket since the agent last heard (conflicts, a
   dependency completed, a rebase needed), each told once per agent session.
 - stop and session-end: deliver locally kept writes, record the files changed since the
-  last end of turn (edits made through Bash included); session-end forgets the session.
+  last end of turn (edits made through Bash included), and write a handoff when the
+  configuration asks for it (`[hooks] handoff` or BATON_HOOK_HANDOFF: stop or
+  session-end); session-end forgets the agent session.
 
 A hook never blocks or breaks the agent: whatever goes wrong becomes one line on
 standard error and exit status 0 (Claude Code shows stderr of a successful hook only in
@@ -190,7 +192,8 @@ def session_end(payload: Payload) -> None:
 
 
 def _wrap_up(payload: Payload, *, ending: bool) -> None:
-    """Deliver what waits locally, then record the files changed since the last end of turn."""
+    """Deliver what waits locally, record the files changed since the last end of turn, and
+    write a handoff if this is the hook the configuration names for it."""
     from baton import clock
     from skills.pending import deliver
 
@@ -204,6 +207,10 @@ def _wrap_up(payload: Payload, *, ending: bool) -> None:
                 from skills.touch import touch
 
                 _warn(touch(stores, task, changed[:MAX_SWEEP], place.root, locator).warnings)
+        if task is not None and stores.settings.hook_handoff == ("session-end" if ending else "stop"):
+            from skills.handoff_write import write_handoff
+
+            _warn(write_handoff(stores, task, place).warnings)
         if ending:
             sessions.forget(payload.session_id, now=clock.now())
 

@@ -116,6 +116,34 @@ def signals_since(since: str | None = None, task_id: str | None = None, limit: i
     return _call(lambda stores: signals_answer(read(stores, task_id=task_id, since=since, limit=limit)))
 
 
+def write_handoff(checks: list[str] | None = None, probes: dict[str, str] | None = None, task_id: str | None = None,
+                  worktree: str | None = None) -> str:
+    from skills.binding import resolve_task
+    from skills.handoff_write import write_handoff as write
+
+    def run(stores):
+        place = _place(worktree)
+        report = write(stores, resolve_task(task_id, place), place, checks=checks or [],
+                       probes=list((probes or {}).items()))
+        return report.to_json()
+
+    return _call(run)
+
+
+def verify_handoff(path: str | None = None, task_id: str | None = None, allow_unsigned_probes: bool = False,
+                   worktree: str | None = None) -> str:
+    from skills.handoff_skill import place_for, task_or_none, verify_and_record
+
+    def run(stores):
+        place, handoff = place_for(Path(path) if path else None, _directory(worktree))
+        checked = verify_and_record(stores, place, task=task_or_none(task_id, place), path=handoff,
+                                    only_for=task_id, allow_unsigned=allow_unsigned_probes)
+        _log(checked.warnings)
+        return checked.verification.to_json()
+
+    return _call(run)
+
+
 # name -> (function, description): what list_tools shows.
 TOOLS: dict[str, tuple[Callable[..., str], str]] = {
     "resume_session": (resume_session, "A ticket's state, conflicts, related decisions and missed signals; "
@@ -125,6 +153,9 @@ TOOLS: dict[str, tuple[Callable[..., str], str]] = {
     "record_touch": (record_touch, "Record files the ticket changed; returns overlaps with other active tickets."),
     "record_decision": (record_decision, "Record a decision (other tickets recall it)."),
     "update_session": (update_session, "Record phase, next action, done steps, failures or dependencies."),
+    "write_handoff": (write_handoff, "Write the ticket's handoff: journal, git state, checks and probes (NAME: CMD), "
+                                     "all signed."),
+    "verify_handoff": (verify_handoff, "Re-run the current handoff's live-state probes; fresh results win."),
     "recall_decisions": (recall_decisions, "Search all tickets' decisions by meaning."),
     "signals_since": (signals_since, "Coordination signals after an ISO 8601 time, oldest first."),
 }

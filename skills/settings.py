@@ -31,6 +31,7 @@ class Settings:
     kafka_topic_prefix: str = "baton."
     background_delivery: bool = True
     handoff: HandoffSettings = HandoffSettings()
+    hook_handoff: str = "never"  # which agent hook writes a handoff: never, stop or session-end
 
     @property
     def uses_servers(self) -> bool:
@@ -54,6 +55,7 @@ class Settings:
             recall_min_score=_number("BATON_RECALL_MIN_SCORE", 0.3, minimum=-1.0),
             background_delivery=_switch("BATON_BACKGROUND_DELIVERY", True),
             handoff=HandoffSettings.from_config(config.get("handoff", {}), "baton.toml"),
+            hook_handoff=_hook_handoff(config.get("hooks", {})),
         )
 
 
@@ -77,6 +79,20 @@ def _config_file(home: Path) -> dict:
     if unknown:
         raise BadInput(f"{path}: unknown key in [stores]: {', '.join(sorted(unknown))}")
     return config
+
+
+HOOK_HANDOFF = ("never", "stop", "session-end")
+
+
+def _hook_handoff(table: dict) -> str:
+    """BATON_HOOK_HANDOFF, else `[hooks] handoff` of baton.toml: when an agent's hooks write a handoff."""
+    unknown = set(table) - {"handoff"}
+    if unknown:
+        raise BadInput(f"baton.toml: unknown key in [hooks]: {', '.join(sorted(unknown))}")
+    value = os.environ.get("BATON_HOOK_HANDOFF") or table.get("handoff", "never")
+    if value not in HOOK_HANDOFF:
+        raise BadInput(f"BATON_HOOK_HANDOFF or [hooks] handoff must be one of {', '.join(HOOK_HANDOFF)}, got {value!r}")
+    return value
 
 
 def _text(table: dict, key: str) -> str | None:

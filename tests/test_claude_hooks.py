@@ -224,6 +224,25 @@ def test_session_end_records_and_forgets_the_agent_session(home, worktrees, cli,
         assert db.execute("SELECT count(*) FROM swept WHERE agent_session = 'abc123'").fetchone() == (0,)
 
 
+@pytest.mark.parametrize("configured, writes_at", [("never", None), ("session-end", "session-end"), ("stop", "stop")])
+def test_a_handoff_is_written_when_the_configuration_asks(home, worktrees, cli, capsys, monkeypatch, configured, writes_at):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    cli(main, "update", "--next", "write the migration")
+    if configured != "never":
+        (home / "baton.toml").write_text(f'[hooks]\nhandoff = "{configured}"\n')
+    latest = main / "docs" / "handoffs" / "LATEST.md"
+    assert hook("stop", payload("stop", main), capsys)[0] == 0
+    assert latest.exists() == (writes_at == "stop")
+    assert hook("session-end", payload("session_end", main), capsys)[0] == 0
+    assert latest.exists() == (writes_at is not None)
+    if writes_at:
+        assert "OMN-1" in latest.read_text() and "write the migration" in latest.read_text()
+    monkeypatch.setenv("BATON_HOOK_HANDOFF", "sometimes")
+    code, _, err = hook("stop", payload("stop", main), capsys)
+    assert code == 0 and "BATON_HOOK_HANDOFF or [hooks] handoff must be one of never, stop, session-end" in err
+
+
 def test_stop_delivers_writes_kept_for_a_server(home, worktrees, cli, capsys, postgres_url, monkeypatch):
     monkeypatch.setenv("BATON_DATABASE_URL", postgres_url)
     main, _ = worktrees

@@ -17,7 +17,7 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 from tests.conftest import run_process, two_agents  # noqa: E402
 
 TOOLS = {"resume_session", "list_sessions", "bind_task", "record_touch", "record_decision", "update_session",
-         "recall_decisions", "signals_since"}
+         "recall_decisions", "signals_since", "write_handoff", "verify_handoff"}
 WAIT = 120  # seconds: the server is a fresh process that may load the embedding model
 
 
@@ -111,6 +111,29 @@ def test_the_write_tools_answer_as_the_cli_json(home, worktrees, cli):
     assert json.loads(text) == cli_json(main, "touch", "src/db.py", "--task", "OMN-1", "--json")
 
 
+def test_a_handoff_written_and_verified_through_the_tools(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    cli(main, "update", "--next", "write the migration")
+
+    async def script(session):
+        written = await session.call_tool("write_handoff", {"checks": ["git --version"],
+                                                            "probes": {"Python": "python3 --version"}})
+        verified = await session.call_tool("verify_handoff", {})
+        return written, verified
+
+    written, verified = with_server(main, script)
+    assert not written.is_error and not verified.is_error, (written.content, verified.content)
+    report = json.loads(written.content[0].text)
+    assert report["task_id"] == "OMN-1" and report["latest"] == "docs/handoffs/LATEST.md"
+    assert "Python" in [c["section"] for c in report["live_state"]]
+    assert [c["exit_status"] for c in report["checks"]] == [0]
+    assert "write the migration" in (main / "docs" / "handoffs" / "LATEST.md").read_text()
+    verification = json.loads(verified.content[0].text)
+    assert {c["status"] for c in verification["live_state"]} == {"verified"}
+    assert verification == cli_json(main, "handoff", "verify", "--json")
+
+
 @pytest.mark.parametrize("name, arguments, message", [
     ("resume_session", {"task_id": "bad id!"}, "invalid"),
     ("signals_since", {"since": "yesterday"}, "since is not an ISO 8601 time"),
@@ -118,6 +141,7 @@ def test_the_write_tools_answer_as_the_cli_json(home, worktrees, cli):
     ("record_touch", {"paths": ["a.py"]}, "no task"),
     ("update_session", {"task_id": "OMN-1"}, "nothing to update"),
     ("bind_task", {"task_id": "OMN-1", "worktree": "/no/such/dir"}, "worktree is not a directory"),
+    ("write_handoff", {"task_id": "OMN-1", "checks": ["make | tee log"]}, "shell"),
 ])
 def test_bad_input_comes_back_as_a_tool_error(home, tmp_path, name, arguments, message):
     is_error, text = with_server(tmp_path, call(name, **arguments))
