@@ -38,8 +38,12 @@ HOOKS: dict[str, tuple[str, str | None, int]] = {
 }
 HOOK_NAMES = tuple(name for name, _, _ in HOOKS.values())
 
-SKILLS = ("resume_session",)
 SKILL_SOURCES = Path(__file__).resolve().parent
+
+
+def skill_names() -> list[str]:
+    """Baton's agent skills: every `skills/<name>/SKILL.md` it ships (/resume_session, /handoff)."""
+    return sorted(path.parent.name for path in SKILL_SOURCES.glob("*/SKILL.md"))
 
 
 @dataclass
@@ -112,7 +116,7 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
         created = records.created(settings) | (_containers(text, settings) - before)
         records.save(settings, created, created_file=original is None or records.created_file(settings))
         _write(settings, text)
-    for skill in SKILLS:
+    for skill in skill_names():
         report.skills[skill] = _install_skill(base, skill, report.warnings)
     return report
 
@@ -137,7 +141,7 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
             else:
                 _write(settings, text)
     records.forget(settings)
-    for skill in SKILLS:
+    for skill in skill_names():
         report.skills[skill] = _uninstall_skill(base, skill, report.warnings)
     _remove_if_empty(base / "skills")
     if scope == "project":
