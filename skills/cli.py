@@ -140,11 +140,14 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from baton.errors import BadInput, StoreUnavailable
 
-    args = _parser().parse_args(argv)
-    if args.command == "hook":  # inside the agent: reports its own errors on stderr and exits 0
+    given = sys.argv[1:] if argv is None else argv
+    if len(given) == 2 and given[0] == "hook" and not given[1].startswith("-"):
+        # Inside the agent, on its 100 ms path: no parser to build; reports its own errors
+        # on stderr and exits 0 (an unknown event name included).
         from skills.hooks import run_hook
 
-        return run_hook(args.event)
+        return run_hook(given[1])
+    args = _parser().parse_args(argv)
     stores = None
     try:
         from skills.settings import Settings

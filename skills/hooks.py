@@ -47,6 +47,8 @@ def run_hook(event: str, stdin=None, stdout=None) -> int:
     """Run one hook; always exit status 0."""
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
     try:
+        if event not in HANDLERS:
+            raise ValueError(f"unknown hook {event!r}: use one of {', '.join(HANDLERS)}")
         output = HANDLERS[event](read_payload(stdin.read()))
     except Exception as exc:  # the agent must never be broken by Baton: report, do not raise
         from baton.errors import BatonError
