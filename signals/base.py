@@ -17,8 +17,11 @@ class SignalBus(ABC):
     """An append-only, idempotent log of signals. Writes raise StoreUnavailable."""
 
     @abstractmethod
-    def publish(self, signals: Sequence[Signal]) -> list[bool]:
-        """Append signals; for each, True if new, False if its id was already stored."""
+    def publish(self, signals: Sequence[Signal], *, deliver: bool = True) -> list[bool]:
+        """Append signals; for each, True if new, False if its id was already stored.
+
+        deliver=False lets a backend that sends through a local outbox keep them for a
+        later delivery (skills.relay) instead of waiting for its server now."""
 
     @abstractmethod
     def known(self, signal_ids: Sequence[str]) -> set[str]:

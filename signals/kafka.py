@@ -1,8 +1,9 @@
 """The production signal bus: topic `baton.coordination-signals.v1` on Apache Kafka.
 
 Publishing goes through a local outbox (baton.kafka_outbox): while Kafka is down signals
-wait there and the next publish or read delivers them, so nothing is lost; a signal
-delivered twice has the same deterministic id and readers keep one copy.
+wait there and the next publish or read (or a background delivery, skills.relay) delivers
+them, so nothing is lost; a signal delivered twice has the same deterministic id and
+readers keep one copy.
 
 Reading never joins a consumer group: each partition is assigned directly, starting at
 the offset of the requested time (offsets_for_times), and read up to its high watermark
@@ -38,10 +39,18 @@ class KafkaSignalBus(SignalBus):
         self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE)
         self._consumer = None
 
-    def publish(self, signals: Sequence[Signal]) -> list[bool]:
+    def publish(self, signals: Sequence[Signal], *, deliver: bool = True) -> list[bool]:
         fresh = self._outbox.keep([(str(s.signal_id), s.task_id, s.model_dump_json()) for s in signals])
-        self._outbox.deliver()
+        if deliver:
+            self._outbox.deliver()
         return fresh
+
+    def deliver(self) -> None:
+        """Send what waits in the outbox; raises StoreUnavailable while some still waits."""
+        self._outbox.deliver()
+
+    def waiting(self) -> int:
+        return self._outbox.waiting()
 
     def known(self, signal_ids: Sequence[str]) -> set[str]:
         return self._outbox.known(signal_ids)

@@ -46,7 +46,7 @@ class SqliteSignalBus(SignalBus):
         self.path = path
         self._db = SqliteFile(path, MIGRATIONS, timeout=timeout)
 
-    def publish(self, signals: Sequence[Signal]) -> list[bool]:
+    def publish(self, signals: Sequence[Signal], *, deliver: bool = True) -> list[bool]:
         fresh = []
         with guarded(STORE, self.path):
             conn = self._db.conn()

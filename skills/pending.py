@@ -14,9 +14,11 @@ from pathlib import Path
 
 from baton.errors import StoreUnavailable
 from baton.sqlite import SqliteFile, guarded, write_transaction
+from skills.stores import EVENTS_OUTBOX, SIGNALS_OUTBOX
 
 STORE = "pending writes"
 FILE = "pending-writes.db"
+
 
 MIGRATIONS = [
     """
@@ -64,23 +66,25 @@ def keep_or_raise(stores, bodies: Sequence[str], exc: StoreUnavailable) -> str:
     return f"{exc}; the write is kept in {stores.pending.path} and delivered when the server is back"
 
 
-def _kafka_outbox_exists(stores) -> bool:
-    return bool(stores.settings.kafka_bootstrap) and (stores.settings.home / "kafka-events-outbox.db").exists()
+def _kafka_outbox_exists(stores, name: str) -> bool:
+    return bool(stores.settings.kafka_bootstrap) and (stores.settings.home / name).exists()
 
 
 def waiting_writes(stores) -> int:
-    """How many writes are kept on this machine, waiting for a server."""
-    kafka = stores.event_log.waiting() if _kafka_outbox_exists(stores) else 0
-    return kafka + (len(stores.pending.waiting()) if (stores.settings.home / FILE).exists() else 0)
+    """How many writes (events and signals) are kept on this machine, waiting for a server."""
+    events = stores.event_log.waiting() if _kafka_outbox_exists(stores, EVENTS_OUTBOX) else 0
+    signals = stores.signals.waiting() if _kafka_outbox_exists(stores, SIGNALS_OUTBOX) else 0
+    return events + signals + (len(stores.pending.waiting()) if (stores.settings.home / FILE).exists() else 0)
 
 
 def deliver(stores) -> list[str]:
     """Deliver the kept writes, if any; returns a warning while some still wait."""
-    if _kafka_outbox_exists(stores):
-        try:
-            stores.event_log.deliver()
-        except StoreUnavailable as exc:
-            return [str(exc)]
+    for name, store in ((EVENTS_OUTBOX, lambda: stores.event_log), (SIGNALS_OUTBOX, lambda: stores.signals)):
+        if _kafka_outbox_exists(stores, name) and store().waiting():
+            try:
+                store().deliver()
+            except StoreUnavailable as exc:
+                return [str(exc)]
     if not (stores.settings.home / FILE).exists():
         return []
     waiting = stores.pending.waiting()

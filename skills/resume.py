@@ -135,7 +135,7 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
     if bind_task:
         result.bound = True
         try:
-            report = bind(stores, task_id, place, agent=agent, at=at)
+            report = bind(stores, task_id, place, agent=agent, at=at, deliver_later=True)
             result.warnings += report.warnings
         except StoreUnavailable as exc:
             if result.status != "unavailable":

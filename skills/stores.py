@@ -12,6 +12,10 @@ from registry.base import SessionStore
 from signals.base import SignalBus
 from skills.settings import Settings
 
+# The Kafka outboxes in the data home: writes kept until Kafka acknowledged them.
+EVENTS_OUTBOX = "kafka-events-outbox.db"
+SIGNALS_OUTBOX = "kafka-outbox.db"
+
 
 class Stores:
     def __init__(self, settings: Settings) -> None:
@@ -59,7 +63,7 @@ class Stores:
                 from signals.kafka import SIGNALS_TOPIC, KafkaSignalBus
 
                 self._signals = KafkaSignalBus(
-                    self.settings.kafka_bootstrap, self.settings.home / "kafka-outbox.db", timeout=self.settings.store_timeout,
+                    self.settings.kafka_bootstrap, self.settings.home / SIGNALS_OUTBOX, timeout=self.settings.store_timeout,
                     topic=f"{self.settings.kafka_topic_prefix}{SIGNALS_TOPIC}")
             else:
                 from signals.sqlite import SqliteSignalBus
@@ -89,7 +93,7 @@ class Stores:
             from registry.kafka import EVENTS_TOPIC, KafkaEventLog
 
             self._event_log = KafkaEventLog(
-                self.settings.kafka_bootstrap, self.settings.home / "kafka-events-outbox.db",
+                self.settings.kafka_bootstrap, self.settings.home / EVENTS_OUTBOX,
                 timeout=self.settings.store_timeout, topic=f"{self.settings.kafka_topic_prefix}{EVENTS_TOPIC}")
         return self._event_log
 

@@ -63,13 +63,18 @@ def _event_id() -> uuid.UUID:
     return uuid.uuid4()
 
 
-def _commit(stores: Stores, events: list[Event], report: WriteReport) -> None:
+def _commit(stores: Stores, events: list[Event], report: WriteReport, *, deliver_later: bool = False) -> None:
     """Project events into every store, or hand them to the projector through Kafka; if the
-    registry's server is down, keep them locally."""
+    registry's server is down, keep them locally. deliver_later: with Kafka, keep them for
+    the background delivery instead of waiting for Kafka's acknowledgement."""
     adapter = event_adapter()
     if stores.event_log is not None:
+        messages = [(str(e.event_id), e.task_id, adapter.dump_json(e).decode()) for e in events]
         try:
-            stores.event_log.append([(str(e.event_id), e.task_id, adapter.dump_json(e).decode()) for e in events])
+            if deliver_later:
+                stores.event_log.keep(messages)
+            else:
+                stores.event_log.append(messages)
         except StoreUnavailable as exc:
             report.warnings.append(str(exc))
         return
@@ -81,17 +86,21 @@ def _commit(stores: Stores, events: list[Event], report: WriteReport) -> None:
     report.warnings += warnings
 
 
-def _publish(stores: Stores, signals: list[Signal], report: WriteReport) -> list[bool] | None:
+def _publish(stores: Stores, signals: list[Signal], report: WriteReport, *,
+             deliver_later: bool = False) -> list[bool] | None:
     try:
-        return stores.signals.publish(signals)
+        return stores.signals.publish(signals, deliver=not deliver_later)
     except StoreUnavailable as exc:
         report.warnings.append(str(exc))
         return None
 
 
 def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None,
-         session_id: str | None = None, at: datetime | None = None) -> WriteReport:
+         session_id: str | None = None, at: datetime | None = None, deliver_later: bool = False) -> WriteReport:
     """Bind the worktree to task_id and record the session; a completed ticket is reopened.
+
+    deliver_later (what resume asks for): with Kafka, the event and its signal are kept for
+    the background delivery, so the answer never waits for a Kafka producer's first message.
 
     The binding file is written even when the registry is down, so the worktree always
     knows its ticket.
@@ -113,10 +122,14 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
     event = Bound(event_id=_event_id(), task_id=task_id, session_id=session_id, at=at, agent=agent,
                   repo=place.repo, worktree_path=str(place.root),
                   branch=place.worktree.branch if place.worktree else None, reopens=reopens)
-    _commit(stores, [event], report)
+    _commit(stores, [event], report, deliver_later=deliver_later)
     task = ActiveTask(task_id, session_id, "bind")
     _publish(stores, [signal(SignalType.ticket_claimed, str(event.event_id), task, place.repo, at,
-                              reason="reopened" if reopens else "")], report)
+                              reason="reopened" if reopens else "")], report, deliver_later=deliver_later)
+    if deliver_later and stores.settings.kafka_bootstrap and stores.settings.background_delivery:
+        from skills.relay import start_background_delivery
+
+        start_background_delivery(stores.settings.home)
     return report
 
 

@@ -40,7 +40,7 @@ def waiting_in(outbox: Path) -> int:
         return conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
 
 
-def files_in_postgres(task: str) -> list[str]:
+def session_in_postgres(task: str):
     from registry.postgres import PostgresSessionStore
 
     store = PostgresSessionStore(os.environ["BATON_DATABASE_URL"], timeout=2)
@@ -48,7 +48,12 @@ def files_in_postgres(task: str) -> list[str]:
         found = store.get(task)
     finally:
         store.close()
-    return sorted(t.path for t in found.value.files.values()) if isinstance(found, Found) else []
+    return found.value if isinstance(found, Found) else None
+
+
+def files_in_postgres(task: str) -> list[str]:
+    session = session_in_postgres(task)
+    return sorted(t.path for t in session.files.values()) if session else []
 
 
 def test_a_touch_reaches_postgresql_with_no_other_command(request, home, monkeypatch, tmp_path, worktrees, cli):
@@ -85,3 +90,19 @@ def test_deliver_reports_what_still_waits(home, worktrees, cli, monkeypatch):
     monkeypatch.delenv("BATON_DATABASE_URL")
     code, out, _ = cli(main, "deliver")
     assert code == 0 and out.strip() == "Nothing waits."
+
+
+def test_resume_keeps_its_bind_for_the_background_delivery(request, home, monkeypatch, tmp_path, worktrees, cli):
+    use_servers(request, monkeypatch, tmp_path, qdrant=False, kafka=True)
+    main, _ = worktrees
+    result = run_process(main, "resume", "OMN-1")  # background delivery off: the bind waits
+    assert result.returncode == 0, result.stderr
+    assert waiting_in(home / "kafka-events-outbox.db") == 1 and waiting_in(home / "kafka-outbox.db") == 1
+    result = run_process(main, "resume", "OMN-1", env=ON)
+    assert result.returncode == 0, result.stderr
+    wait_for(lambda: waiting_in(home / "kafka-events-outbox.db") == 0 and waiting_in(home / "kafka-outbox.db") == 0
+             and not delivery_running(home), 30, "the binds and their signals delivered in the background")
+    assert cli(main, "projector", "--once", "--idle", "0.3")[0] == 0
+    session = session_in_postgres("OMN-1")
+    assert session is not None and session.worktree_path == str(main)
+    assert run_process(main, "signals", "--task", "OMN-1").stdout.count("claimed") == 2
