@@ -122,8 +122,9 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def shown_path(path: Path, root: Path) -> str:
-    """The path relative to the worktree root when inside it."""
-    try:
-        return str(Path(os.path.realpath(path)).relative_to(Path(os.path.realpath(root))))
-    except ValueError:
-        return str(path)
+    """The path relative to the worktree root when inside it (as named, links not followed)."""
+    absolute = Path(os.path.abspath(path))
+    for base in (Path(os.path.abspath(root)), Path(os.path.realpath(root))):
+        if absolute.is_relative_to(base):
+            return str(absolute.relative_to(base))
+    return str(path)

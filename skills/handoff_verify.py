@@ -162,7 +162,8 @@ class _Verifier:
             if claim.alarm or run.outcome == "not_runnable":
                 return self._unrun(claim, base, reason)
             return ClaimResult(**base, fresh=None, status=FAILED, reason=reason)
-        return self._compare(claim, probe, run, base)
+        unsigned = None if permission.signed else f"ran unsigned: {permission.basis}"
+        return self._compare(claim, probe, run, base, unsigned)
 
     @staticmethod
     def _unrun(claim: Claim, base: dict, reason: str) -> ClaimResult:
@@ -173,7 +174,7 @@ class _Verifier:
         return ClaimResult(**base, fresh=None, status=NOT_RUN, reason=reason)
 
     @staticmethod
-    def _compare(claim: Claim, probe: Probe, run: ProbeRun, base: dict) -> ClaimResult:
+    def _compare(claim: Claim, probe: Probe, run: ProbeRun, base: dict, unsigned: str | None) -> ClaimResult:
         same = _same(probe, run)
         alarm = claim.alarm
         reproduced = bool(alarm) and (same or alarm in run.output)
@@ -183,6 +184,8 @@ class _Verifier:
                          else f"alarm {alarm} not reproduced by the fresh probe: it is not current")
         if run.truncated:
             notes.append("output cut at the cap")
+        if unsigned:
+            notes.append(unsigned)
         if run.exit_status != 0:
             status = FAILED
             notes.insert(0, f"exit {run.exit_status}" + (", as recorded" if same else ""))

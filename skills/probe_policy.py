@@ -34,6 +34,7 @@ GIT_STATE_PROBES: dict[str, tuple[str, ...]] = {
 class Permission:
     run: bool
     basis: str  # why it may run, or why not
+    signed: bool = False  # it may run because its signature holds
 
 
 def matches(pattern: tuple[str, ...], argv: tuple[str, ...]) -> bool:
@@ -52,7 +53,7 @@ class ProbePolicy:
     def permit(self, argv: tuple[str, ...], message: bytes, signature: str | None) -> Permission:
         signed = check(signature, message, list(self.keys))
         if signed.holds:
-            return Permission(True, signed.reason)
+            return Permission(True, signed.reason, signed=True)
         if argv in GIT_STATE_PROBES.values():
             return Permission(True, f"{signed.reason}; Baton's read-only git probe")
         if any(matches(pattern, argv) for pattern in self.allow):

@@ -1,0 +1,148 @@
+"""The security boundary of re-verification: which probes of a handoff may run at all.
+
+A handoff is a file anyone with write access to the branch can edit, so every test here
+puts a command that would leave a marker file into a handoff and checks the marker."""
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from skills.probe_policy import matches
+from skills.probe_signing import PERSONAL_KEY_FILE
+from tests.conftest import make_repo, run_process
+
+
+def write(cli, worktree: Path, *args: str) -> Path:
+    code, _, err = cli(worktree, "handoff", *args)
+    assert code == 0, err
+    return worktree / "docs" / "handoffs" / "LATEST.md"
+
+
+def claims(cli, worktree: Path, *args: str) -> dict[str, dict]:
+    code, out, err = cli(worktree, "handoff", "verify", *args, "--json")
+    assert code == 0, err
+    return {claim["section"]: claim for claim in json.loads(out)["live_state"]}
+
+
+@pytest.fixture
+def bound(home, worktrees, cli) -> Path:
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    return main
+
+
+def test_a_tampered_probe_is_refused_and_its_command_never_runs(bound, cli, tmp_path):
+    marker = tmp_path / "pwned"
+    latest = write(cli, bound, "--probe", "greeting=echo hello")
+    latest.write_text(latest.read_text().replace("$ echo hello", f"$ touch {marker}"))
+    found = claims(cli, bound)["greeting"]
+    assert found["status"] == "not_run" and found["probe"] == f"touch {marker}" and found["fresh"] is None
+    assert "signature does not match" in found["reason"]
+    code, out, _ = cli(bound, "resume", "OMN-1")
+    assert code == 0 and "**greeting**: not run" in out
+    assert not marker.exists()
+    # Only the user's explicit opt-in runs it: the marker test above can fail.
+    found = claims(cli, bound, "--allow-unsigned-probes")["greeting"]
+    assert found["status"] == "changed" and "run because of --allow-unsigned-probes" in found["reason"]
+    assert marker.exists()
+
+
+def test_an_edited_recorded_result_or_a_removed_signature_refuses_the_probe(bound, cli, tmp_path):
+    latest = write(cli, bound, "--probe", "greeting=echo hello")
+    original = latest.read_text()
+    latest.write_text(original.replace("\nhello\n", "\nHELLO\n"))
+    assert "signature does not match" in claims(cli, bound)["greeting"]["reason"]
+    lines = [line for line in original.splitlines() if not line.startswith("signature:")]
+    latest.write_text("\n".join(lines) + "\n")
+    found = claims(cli, bound)
+    assert found["greeting"]["status"] == "not_run" and found["greeting"]["reason"].startswith("refused: unsigned")
+    assert found["Branch"]["status"] == "verified", "Baton's read-only git probes may run unsigned"
+
+
+def test_a_hand_written_probe_runs_only_when_allowlisted(bound, cli, home, tmp_path):
+    marker = tmp_path / "ran"
+    latest = write(cli, bound)
+    latest.write_text(latest.read_text() + f"\n### Mine\nstatus: ok\nverify: 2026-06-28 via touch {marker}\n")
+    assert claims(cli, bound)["Mine"]["status"] == "not_run" and not marker.exists()
+    (home / "baton.toml").write_text(f'[handoff]\nallow = ["touch {marker}x"]\n')
+    assert claims(cli, bound)["Mine"]["status"] == "not_run" and not marker.exists()
+    (home / "baton.toml").write_text('[handoff]\nallow = ["touch **"]\n')
+    found = claims(cli, bound)["Mine"]
+    assert "allowed by [handoff] allow" in found["reason"] and marker.exists()
+
+
+def test_allowlist_patterns_match_word_by_word():
+    assert matches(("pytest", "-q"), ("pytest", "-q"))
+    assert not matches(("pytest", "-q"), ("pytest", "-q", "--co"))
+    assert matches(("pytest", "**"), ("pytest",)) and matches(("pytest", "**"), ("pytest", "-x", "tests"))
+    assert matches(("git", "log", "--format=*"), ("git", "log", "--format=%H"))
+    assert not matches(("git", "log", "*"), ("git", "log", "-1", "--output=/tmp/x"))
+    assert not matches(("./check",), ("./check2",))
+
+
+def test_a_signed_handoff_moved_to_another_repository_is_refused(bound, cli, tmp_path, home):
+    marker = tmp_path / "ran-elsewhere"
+    latest = write(cli, bound, "--probe", f"marker=touch {marker}")
+    marker.unlink()
+    other = make_repo(tmp_path / "other", "git@github.com:evil/other.git")
+    (other / "docs" / "handoffs").mkdir(parents=True)
+    (other / "docs" / "handoffs" / "LATEST.md").write_text(latest.read_text())
+    found = claims(cli, other)
+    assert found["marker"]["status"] == "not_run" and "signature does not match" in found["marker"]["reason"]
+    assert not marker.exists()
+
+
+def test_only_keys_configured_here_are_trusted_and_a_team_key_is_shared(bound, cli, tmp_path, monkeypatch):
+    marker = tmp_path / "ran"
+    key = bound.parent / "baton-home" / PERSONAL_KEY_FILE
+    write(cli, bound, "--probe", f"marker=touch {marker}")
+    assert stat.S_IMODE(os.stat(key).st_mode) == 0o600
+    marker.unlink()
+    monkeypatch.setenv("BATON_HOME", str(tmp_path / "another-user"))
+    found = claims(cli, bound)["marker"]
+    assert found["status"] == "not_run" and "which is not configured here" in found["reason"]
+    assert not marker.exists()
+
+    team_key = tmp_path / "team.key"
+    team_key.write_text("a-team-secret-of-at-least-32-bytes-0123456789\n")
+    monkeypatch.setenv("BATON_HANDOFF_KEY_FILE", str(team_key))
+    write(cli, bound, "--probe", f"marker=touch {marker}")
+    marker.unlink()
+    monkeypatch.setenv("BATON_HOME", str(tmp_path / "a-teammate"))
+    assert claims(cli, bound)["marker"]["status"] == "verified" and marker.exists()
+
+
+def test_an_unreadable_team_key_refuses_signed_probes_but_never_breaks_resume(bound, cli, tmp_path, monkeypatch):
+    write(cli, bound, "--probe", "greeting=echo hello")
+    monkeypatch.setenv("BATON_HANDOFF_KEY_FILE", str(tmp_path / "missing.key"))
+    code, out, err = cli(bound, "resume", "OMN-1", "--json")
+    assert code == 0, err
+    found = {c["section"]: c for c in json.loads(out)["live_state"]}
+    assert found["greeting"]["status"] == "not_run" and "cannot read the team handoff key" in found["greeting"]["reason"]
+    assert found["Branch"]["status"] == "verified"
+    code, _, err = cli(bound, "handoff")
+    assert code == 2 and "cannot read the team handoff key" in err
+
+
+def test_a_handoff_pointing_outside_the_worktree_is_not_read(bound, cli, tmp_path):
+    outside = tmp_path / "secret.md"
+    outside.write_text("# secret\n\n### S\nstatus: BUS-IS-DOWN\n")
+    directory = bound / "docs" / "handoffs"
+    directory.mkdir(parents=True)
+    (directory / "LATEST.md").symlink_to(outside)
+    code, out, _ = cli(bound, "handoff", "verify", "--json")
+    assert json.loads(out) == {"handoff": {"path": "docs/handoffs/LATEST.md", "written_at": None}, "live_state": []}
+    code, out, _ = cli(bound, "resume", "OMN-1")
+    assert code == 0 and "points outside the worktree" in out
+
+
+def test_a_fifo_or_a_huge_file_is_never_read(bound, tmp_path):
+    directory = bound / "docs" / "handoffs"
+    directory.mkdir(parents=True)
+    os.mkfifo(directory / "LATEST.md")  # reading it would block forever
+    (directory / "2026-01-01-OMN-1.md").write_text("x" * (1024 * 1024 + 1))
+    done = run_process(bound, "handoff", "verify", timeout=60)
+    assert done.returncode == 0 and "is larger than 1024 KiB" in done.stdout
