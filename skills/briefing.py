@@ -24,13 +24,17 @@ class Section:
     lines: list[str]
 
 
-def session_context(result, *, limit: int = MAX_CONTEXT) -> str:
-    """The resume context of a bound worktree (a skills.resume.ResumeResult), under limit characters."""
+def session_context(result, *, handoff: str | None = None, limit: int = MAX_CONTEXT) -> str:
+    """The resume context of a bound worktree (a skills.resume.ResumeResult), under limit
+    characters; handoff: the worktree's current handoff, named but not re-verified."""
     from skills.render import when
 
     task = result.task_id
     footer = [f"Record as you go: `baton decide`, `baton update --done/--failed/--next/--phase`; edited files are "
               f"recorded by hooks. `baton resume {task}` prints everything."]
+    if handoff:
+        footer.insert(0, f"Handoff: {handoff}. Its live-state claims were not re-verified at session start: "
+                         "`baton handoff verify` re-runs their probes; act on the fresh results only.")
     if result.status == "not_found":
         return fit([f"## Baton: this worktree works on {task}", "No history recorded yet."], [], footer, limit)
     if result.status == "unavailable":

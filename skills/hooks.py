@@ -114,14 +114,19 @@ def session_start(payload: Payload) -> dict | None:
 
     with opened_stores(store_timeout=SESSION_START_STORE_TIMEOUT) as stores:
         watermark = stores.signals.watermark()
-        result = resume_session(stores, task.task_id, place, bind_task=False)
+        # A handoff's probes may run for seconds: at session start it is named, not re-verified.
+        result = resume_session(stores, task.task_id, place, bind_task=False, verify_handoff=False)
         _warn(result.warnings)
         told = [str(s.signal_id) for s in result.signals] + [str(c.signal_id) for c in result.conflicts]
         with agent_sessions(stores) as sessions:
             now = clock.now()
             sessions.told(payload.session_id, told, now)
             sessions.heard(payload.session_id, task.task_id, now, watermark)
-    return additional_context("SessionStart", session_context(result))
+    from skills.handoff_files import candidates, shown_path
+
+    current = candidates(place.root)
+    return additional_context("SessionStart", session_context(
+        result, handoff=shown_path(current[0], place.root) if current else None))
 
 
 def user_prompt_submit(payload: Payload) -> dict | None:

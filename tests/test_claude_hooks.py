@@ -238,6 +238,8 @@ def test_a_handoff_is_written_when_the_configuration_asks(home, worktrees, cli, 
     assert latest.exists() == (writes_at is not None)
     if writes_at:
         assert "OMN-1" in latest.read_text() and "write the migration" in latest.read_text()
+        start = told(hook("session-start", payload("session_start_resume", main), capsys)[1], "SessionStart")
+        assert "Handoff: docs/handoffs/LATEST.md. Its live-state claims were not re-verified" in start
     monkeypatch.setenv("BATON_HOOK_HANDOFF", "sometimes")
     code, _, err = hook("stop", payload("stop", main), capsys)
     assert code == 0 and "BATON_HOOK_HANDOFF or [hooks] handoff must be one of never, stop, session-end" in err
