@@ -228,6 +228,11 @@ class VerificationRecord(BaseModel):
         """Every claim re-ran and matched the record."""
         return not (self.changed or self.failed or self.not_run or self.stale)
 
+    def public(self) -> dict:
+        return {"path": self.path, "written_at": self.written_at.isoformat() if self.written_at else None,
+                "verified_at": self.verified_at.isoformat(), "held": self.held, "verified": self.verified,
+                "changed": self.changed, "failed": self.failed, "not_run": self.not_run, "stale": self.stale}
+
 
 class Touch(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -315,7 +320,7 @@ class Session(BaseModel):
                        for c in self.checks],
             "handoff": None if self.handoff is None else {
                 "path": self.handoff.path, "written_at": self.handoff.written_at.isoformat(), "claims": self.handoff.claims},
-            "handoff_verification": None if self.handoff_verification is None else _verification_json(self.handoff_verification),
+            "handoff_verification": self.handoff_verification.public() if self.handoff_verification else None,
             "runs": self.runs,
             "created_at": self.created_at.isoformat(),
             "last_activity": self.last_activity.isoformat(),
@@ -361,9 +366,3 @@ def _entry_json(entry: Entry) -> dict:
         item["context"] = entry.context
     return item
 
-
-def _verification_json(record: VerificationRecord) -> dict:
-    return {"path": record.path, "written_at": record.written_at.isoformat() if record.written_at else None,
-            "verified_at": record.verified_at.isoformat(), "held": record.held,
-            "verified": record.verified, "changed": record.changed, "failed": record.failed,
-            "not_run": record.not_run, "stale": record.stale}

@@ -20,11 +20,13 @@ class SessionLine:
     stale: bool
     files_touched: list[str]
     conflicts_with: list[str]
+    handoff: dict | None = None  # the latest recorded re-verification of its handoff (never run here)
 
     def to_json(self) -> dict:
         return {"task_id": self.task_id, "status": self.status, "phase": self.phase,
                 "last_activity": self.last_activity.isoformat(), "stale": self.stale,
-                "files_touched": self.files_touched, "conflicts_with": self.conflicts_with}
+                "files_touched": self.files_touched, "conflicts_with": self.conflicts_with,
+                "handoff": self.handoff}
 
 
 @dataclass
@@ -51,7 +53,8 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
         SessionLine(task_id=s.task_id, status=s.status.value, phase=s.phase.value, last_activity=s.last_activity,
                     stale=s.status.value == "active" and at - s.last_activity > stale_after,
                     files_touched=[t.path for t in s.files_by_recency()],
-                    conflicts_with=conflicts.get(s.task_id, []) if s.status.value == "active" else [])
+                    conflicts_with=conflicts.get(s.task_id, []) if s.status.value == "active" else [],
+                    handoff=s.handoff_verification.public() if s.handoff_verification else None)
         for s in found.value
     ]
     return Listing(lines, warnings)

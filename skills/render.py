@@ -133,6 +133,15 @@ def verification_markdown(verification: Verification) -> str:
     return "\n".join(live_state_lines(verification, level="##")[1:])
 
 
+def _handoff_held(record: dict, highlight) -> str:
+    """How the ticket's handoff fared when it was last re-verified (recorded, not re-run)."""
+    if record["held"]:
+        return "handoff held"
+    failing = ", ".join(f"{record[key]} {_STATUS_WORDS[key]}" for key in ("changed", "failed", "not_run", "stale")
+                        if record[key])
+    return highlight(f"handoff: {failing}")
+
+
 def listing_text(listing: Listing, now: datetime, *, colour: bool) -> str:
     if not listing.lines:
         return "No active sessions."
@@ -147,5 +156,7 @@ def listing_text(listing: Listing, now: datetime, *, colour: bool) -> str:
                  f"{len(line.files_touched)} file{'s' if len(line.files_touched) != 1 else ''}"]
         if line.conflicts_with:
             parts.append(highlight(f"CONFLICTS with {', '.join(line.conflicts_with)}"))
+        if line.handoff:
+            parts.append(_handoff_held(line.handoff, highlight))
         rows.append("  " + " | ".join(parts))
     return "\n".join(rows)

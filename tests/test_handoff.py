@@ -214,10 +214,15 @@ def test_the_verification_is_recorded_as_an_event(any_home, worktrees, cli):
     record = resumed(cli, main)["session"]["handoff_verification"]
     assert record["path"] == "docs/handoffs/LATEST.md" and record["held"] is False
     assert (record["verified"], record["changed"], record["failed"], record["not_run"], record["stale"]) == (3, 1, 0, 0, 0)
+    rows = {row["task_id"]: row for row in json.loads(cli(main, "list", "--json")[1])}
+    listed = rows["OMN-1"]["handoff"]  # recorded by the resume just above, which verified too
+    assert {**listed, "verified_at": None} == {**record, "verified_at": None}, "a lead sees how the handoff fared"
+    assert "handoff: 1 CHANGED" in cli(main, "list")[1]
     (main / "notes.txt").unlink()
     resumed(cli, main)  # the resume verifies and records too
     record = resumed(cli, main)["session"]["handoff_verification"]
     assert record["held"] is True and record["verified"] == 4
+    assert "handoff held" in cli(main, "list")[1]
 
 
 def test_baton_list_never_runs_probes(home, worktrees, cli):
