@@ -224,6 +224,16 @@ def _choose(root: Path, task_id: str | None) -> tuple[Path | None, ParsedHandoff
     return None, None, f"no handoff for {task_id}; other tickets': {', '.join(skipped[:3])}", found
 
 
+def _same_document(path: Path, chosen: Path) -> bool:
+    """The chosen file itself, or a copy of it (LATEST.md and the dated handoff it copies)."""
+    try:
+        if path.resolve() == chosen.resolve():
+            return True
+        return path.stat().st_size == chosen.stat().st_size and path.read_bytes() == chosen.read_bytes()
+    except OSError:
+        return False
+
+
 def verify_handoff_at(root: Path, repo: str, home: Path, settings: HandoffSettings, *, path: Path | None = None,
                       task_id: str | None = None, allow_unsigned: bool = False) -> Verification:
     """Verify the handoff at path, else the current one of the worktree at root (for
@@ -240,8 +250,7 @@ def verify_handoff_at(root: Path, repo: str, home: Path, settings: HandoffSettin
     verification = Verification(note=note)
     if chosen is not None:
         verification.path = shown_path(chosen, root)
-        verification.history = [shown_path(p, root) for p in found if p != chosen
-                                and p.resolve() != chosen.resolve()]
+        verification.history = [shown_path(p, root) for p in found if not _same_document(p, chosen)]
     if parsed is None:
         return verification
     verification.task_id = parsed.task_id
