@@ -88,13 +88,13 @@ def test_the_entries_follow_the_documented_schema(home, worktrees, cli):
 def test_a_fresh_install_creates_what_uninstall_removes(home, worktrees, cli):
     main, _ = worktrees
     cli(main, "install", "claude")
-    assert "resume_session" in skill_names()
+    assert {"resume_session", "handoff"} <= set(skill_names())
     for skill in skill_names():
         assert (main / ".claude" / "skills" / skill / "SKILL.md").read_bytes() == skill_source(skill)
     code, out, _ = cli(main, "install", "claude")
-    assert "hooks already there" in out and "skill /resume_session: unchanged" in out
+    assert "hooks already there" in out and "skill /resume_session: unchanged" in out and "skill /handoff: unchanged" in out
     code, out, _ = cli(main, "uninstall", "claude")
-    assert code == 0 and "skill /resume_session: removed" in out
+    assert code == 0 and "skill /resume_session: removed" in out and "skill /handoff: removed" in out
     assert not (main / ".claude").exists()
 
 
