@@ -22,13 +22,6 @@ class Item:
     at: datetime | None = None
     context: str = ""
 
-    def to_json(self) -> dict:
-        item = {"text": self.text, "provenance": self.provenance,
-                "recorded_at": self.at.isoformat() if self.at else None}
-        if self.context:
-            item["context"] = self.context
-        return item
-
 
 @dataclass(frozen=True, slots=True)
 class CheckItem:
@@ -37,17 +30,12 @@ class CheckItem:
     summary: str
     provenance: str
     at: datetime
-    earlier_runs: int = 0
 
     @property
     def result(self) -> str:
         if self.exit_status is None:
             return "did not finish"
         return "passed" if self.exit_status == 0 else f"failed (exit {self.exit_status})"
-
-    def to_json(self) -> dict:
-        return {"command": self.command, "exit_status": self.exit_status, "summary": self.summary,
-                "provenance": self.provenance, "recorded_at": self.at.isoformat(), "earlier_runs": self.earlier_runs}
 
 
 @dataclass(frozen=True)
@@ -64,17 +52,6 @@ class Journal:
     evidence: list[Item] = field(default_factory=list)
     files: list[Item] = field(default_factory=list)
 
-    def to_json(self) -> dict:
-        def items(values: list[Item]) -> list[dict]:
-            return [v.to_json() for v in values]
-
-        return {"task_id": self.task_id, "goal": self.goal.to_json() if self.goal else None,
-                "next_action": self.next_action.to_json() if self.next_action else None,
-                "constraints": items(self.constraints), "decisions": items(self.decisions),
-                "completed_steps": items(self.completed_steps), "failures": items(self.failures),
-                "remaining_work": items(self.remaining_work), "checks": [c.to_json() for c in self.checks],
-                "evidence": items(self.evidence), "files": items(self.files)}
-
 
 def _item(entry: Entry) -> Item:
     return Item(entry.text, entry.provenance.value, entry.at, entry.context)
@@ -84,7 +61,7 @@ def _latest_checks(session: Session) -> list[CheckItem]:
     runs: dict[str, list] = {}
     for check in sorted(session.checks, key=lambda c: (c.at, c.event_id)):
         runs.setdefault(check.command, []).append(check)
-    latest = [CheckItem(c[-1].command, c[-1].exit_status, c[-1].summary, c[-1].provenance.value, c[-1].at, len(c) - 1)
+    latest = [CheckItem(c[-1].command, c[-1].exit_status, c[-1].summary, c[-1].provenance.value, c[-1].at)
               for c in runs.values()]
     return sorted(latest, key=lambda c: c.at, reverse=True)
 

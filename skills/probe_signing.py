@@ -29,7 +29,6 @@ MIN_KEY_BYTES = 32
 @dataclass(frozen=True, slots=True)
 class SigningKey:
     secret: bytes
-    source: str  # where it came from, for messages
 
     @property
     def key_id(self) -> str:
@@ -52,7 +51,7 @@ def _read_key(path: Path, what: str) -> SigningKey:
     if len(secret) < MIN_KEY_BYTES:
         raise BadInput(f"the {what} {path} holds {len(secret)} bytes; a key needs at least {MIN_KEY_BYTES} "
                        "(e.g. `openssl rand -hex 32 > FILE`)")
-    return SigningKey(secret, str(path))
+    return SigningKey(secret)
 
 
 def _create_personal_key(path: Path) -> None:

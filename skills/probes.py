@@ -96,7 +96,6 @@ class ProbeRun:
     output: str = ""
     truncated: bool = False
     reason: str | None = None
-    seconds: float = 0.0
 
     @property
     def completed(self) -> bool:
@@ -124,11 +123,9 @@ def run_probe(argv: list[str] | tuple[str, ...], cwd: Path, *, timeout: float, o
     if not finished:
         _kill_group(process)
     output = normalise_output(kept.decode("utf-8", errors="replace"))
-    seconds = time.monotonic() - started
     if not finished:
-        return ProbeRun(TIMED_OUT, output=output, truncated=truncated, seconds=seconds,
-                        reason=f"timed out after {timeout:g}s")
-    return ProbeRun(COMPLETED, exit_status=process.returncode, output=output, truncated=truncated, seconds=seconds)
+        return ProbeRun(TIMED_OUT, output=output, truncated=truncated, reason=f"timed out after {timeout:g}s")
+    return ProbeRun(COMPLETED, exit_status=process.returncode, output=output, truncated=truncated)
 
 
 def _read_capped(process: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, bool, bool]:
