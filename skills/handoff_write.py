@@ -130,12 +130,10 @@ def _parse_inputs(checks: Sequence[str], probes: Sequence[tuple[str, str]], in_g
 
 def _observe(place: Place, parsed_checks: list, parsed_probes: list, timeout: float | None,
              probe_timeout: float) -> tuple[list[RecordedProbe], list[CheckResult]]:
+    """Run the checks and probes, then read git: the recorded tree is the one the checks
+    left (build output included), which is what the next session finds."""
     root = place.root
     claims: list[RecordedProbe] = []
-    if place.worktree is not None:
-        for section, argv in GIT_STATE_PROBES.items():
-            run = run_probe(argv, root, timeout=timeout or probe_timeout)
-            claims.append(_recorded(section, _git_status(section, run), argv, MATCH_OUTPUT, run))
     results = []
     for command, argv in parsed_checks:
         run = run_probe(argv, root, timeout=timeout or CHECK_TIMEOUT)
@@ -149,7 +147,12 @@ def _observe(place: Place, parsed_checks: list, parsed_probes: list, timeout: fl
         first = run.output.split("\n", 1)[0][:120] if run.output else "no output"
         status = first if run.completed and run.exit_status == 0 else _failed("PROBE", run)
         claims.append(_recorded(name, status, argv, MATCH_OUTPUT, run))
-    return claims, results
+    git_state = []
+    if place.worktree is not None:
+        for section, argv in GIT_STATE_PROBES.items():
+            run = run_probe(argv, root, timeout=timeout or probe_timeout)
+            git_state.append(_recorded(section, _git_status(section, run), argv, MATCH_OUTPUT, run))
+    return git_state + claims, results
 
 
 def _signed(claims: list[RecordedProbe], key: SigningKey, repo: str, task_id: str) -> list[RecordedProbe]:

@@ -100,6 +100,14 @@ def test_changed_values_show_both_and_the_live_result_wins(home, worktrees, cli)
     assert "**Branch**: CHANGED" in out and "now: `feature`" in out and "`main`" in out
 
 
+def test_the_tree_is_recorded_as_the_checks_left_it(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    handoff(cli, main, "--check", "touch build.out")
+    found = claims(verified(cli, main))
+    assert found["Dirty files"]["recorded"] == "?? build.out" and found["Dirty files"]["status"] == "verified"
+
+
 def test_committing_the_handoff_changes_none_of_its_claims(home, worktrees, cli):
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
