@@ -146,6 +146,9 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
     """Record a decision, signal it, and index it for recall (recall failures only warn)."""
     if not text.strip():
         raise BadInput("decision text is empty")
+    for label, value in (("decision text", text), ("--context", context)):
+        if len(value.strip()) > MAX_TEXT:
+            raise BadInput(f"{label} is longer than {MAX_TEXT} characters")
     at = at or clock.now()
     report = WriteReport()
     event = DecisionRecorded(event_id=_event_id(), task_id=task.task_id, session_id=task.session_id, at=at,

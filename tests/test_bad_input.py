@@ -31,6 +31,7 @@ def stored(cli, main):
     ["bind", "bad id"], ["bind", "x" * 65], ["resume", "OMN/1"], ["touch", "--task", "a b", "f.py"],
     ["decide", "   "], ["update"], ["update", "--next", " "], ["update", "--depends-on", "OMN-1"],
     ["resume", "OMN-1", "--list"], ["signals", "--since", "yesterday"], ["recall", ""],
+    ["decide", "x" * 4001], ["decide", "ok", "--context", "x" * 4001], ["update", "--done", "x" * 4001],
 ])
 def test_bad_arguments_exit_2_with_one_line(bound, cli, args):
     before = stored(cli, bound)
@@ -96,3 +97,12 @@ def test_bad_settings(bound, cli, monkeypatch):
     monkeypatch.setenv("BATON_STALE_AFTER", "soon")
     code, _, err = cli(bound, "list")
     assert code == 2 and "BATON_STALE_AFTER" in err
+
+
+def test_a_reader_that_goes_away_is_no_error(bound):
+    """`baton list | head -1`: the pipe closes early; no traceback, the status of a closed pipe."""
+    reader = subprocess.Popen([sys.executable, "-m", "skills.cli", "list"], cwd=bound, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    reader.stdout.close()  # nobody reads: the first write hits a closed pipe
+    _, err = reader.communicate(timeout=60)
+    assert reader.returncode == 141 and "Traceback" not in err, err
