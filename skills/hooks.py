@@ -130,25 +130,30 @@ def session_start(payload: Payload) -> dict | None:
 
 
 def user_prompt_submit(payload: Payload) -> dict | None:
-    _, _, task = locate(payload.cwd)
+    place, _, task = locate(payload.cwd)
     if task is None:
         return None
+    from skills.binding import read_binding
     from skills.briefing import signals_told
 
+    binding = read_binding(place)
+    bound_at = binding.bound_at if binding is not None and binding.task_id == task.task_id else None
     with opened_stores() as stores, agent_sessions(stores) as sessions:
         watermark = stores.signals.watermark()
         heard = sessions.last_heard(payload.session_id, task.task_id)
         if heard is not None and watermark is not None and heard[1] == watermark:
             return None  # no signal stored since the agent last heard: nothing to decode
-        news = untold_news(stores, sessions, payload.session_id, task.task_id, heard, watermark)
+        news = untold_news(stores, sessions, payload.session_id, task.task_id, heard, watermark, bound_at=bound_at)
     if not news:
         return None
     return additional_context("UserPromptSubmit", signals_told(task.task_id, news))
 
 
-def untold_news(stores, sessions, agent_session: str, task_id: str, heard, watermark: str | None) -> list:
+def untold_news(stores, sessions, agent_session: str, task_id: str, heard, watermark: str | None, *,
+                bound_at=None) -> list:
     """Signals about task_id that concern the agent and that agent_session was not told
-    (heard: when it last heard, if ever); they count as told from now on."""
+    (heard: when it last heard, if ever; bound_at: when the worktree was bound to task_id);
+    they count as told from now on."""
     from baton import clock
     from baton.errors import StoreUnavailable
     from baton.outcome import Found, Unavailable
@@ -159,7 +164,10 @@ def untold_news(stores, sessions, agent_session: str, task_id: str, heard, water
     if isinstance(looked, Unavailable):
         raise StoreUnavailable("session registry", looked.reason)
     session = looked.value if isinstance(looked, Found) else None
-    since = heard[0] - HEARD_SLACK if heard else (session.last_activity if session else None)
+    # An agent that never heard (it bound mid-session, after its session start) hears
+    # everything since the binding; the session's own activity must not move that forward.
+    start = heard[0] if heard else bound_at or (session.created_at if session else None)
+    since = start - HEARD_SLACK if start else None
     subjects = [f"task:{task_id}"]
     if session is not None:
         subjects += [f"task:{d}" for d in session.depends_on]

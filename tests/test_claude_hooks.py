@@ -313,3 +313,16 @@ def test_the_installed_commands_run_as_claude_code_runs_them(home, worktrees, cl
         result = run(event, payload(fixture, main))
         assert (result.returncode, result.stderr) == (0, ""), event
     assert "src/cart.py" in [t.path for t in session_of("OMN-1").files.values()]
+
+
+def test_the_first_prompt_tells_a_conflict_that_came_before_the_agents_next_edit(home, worktrees, cli, capsys):
+    # Claude Code starts unbound; /resume_session binds; no session start ever heard for it.
+    main, second = worktrees
+    cli(main, "bind", "OMN-1")
+    hook("post-tool-use", payload("post_tool_use_write", main, file=main / "shared.py"), capsys)
+    cli(second, "bind", "OMN-2")
+    cli(second, "touch", "shared.py")
+    hook("post-tool-use", payload("post_tool_use_write", main, file=main / "mine.py"), capsys)
+    code, out, _ = hook("user-prompt-submit", payload("user_prompt_submit", main), capsys)
+    text = told(out, "UserPromptSubmit")
+    assert code == 0 and "conflict_detected from OMN-2" in text and "shared.py" in text
