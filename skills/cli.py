@@ -148,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_hook(given[1])
     args = _parser().parse_args(argv)
+    if args.command == "guard":
+        return _guard(args)  # opens its own stores: Baton failing must not stop a commit
     stores = None
     try:
         from skills.settings import Settings
@@ -472,15 +474,27 @@ def _uninstall(args, stores) -> int:
     return 0
 
 
-def _guard(args, stores) -> int:
-    from baton.errors import BatonError
-    from skills.guard import guard
-
-    place, locator = _place()
+def _guard(args) -> int:
+    """The pre-commit guard: only overlaps found under --strict block the commit; whatever
+    goes wrong in Baton itself (settings, data home, a store) lets it through with one line."""
     try:
-        report = guard(stores, place, locator)
-    except BatonError as exc:  # the guard never stops a commit because Baton itself failed
-        print(f"baton: pre-commit guard skipped: {exc}", file=sys.stderr)
+        from skills.guard import guard
+        from skills.pending import deliver
+        from skills.settings import Settings
+        from skills.stores import Stores
+
+        place, locator = _place()
+        stores = Stores(Settings.from_env())
+        try:
+            _warn(deliver(stores))
+            report = guard(stores, place, locator)
+        finally:
+            stores.close()
+    except Exception as exc:  # reported, not raised: git would abort the commit
+        from baton.errors import BatonError
+
+        detail = exc if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}"
+        print(f"baton: pre-commit guard skipped: {' '.join(str(detail).split())}", file=sys.stderr)
         return 0
     _warn(report.warnings)
     if report.task_id is None:
@@ -558,7 +572,7 @@ def _migrate(args, stores) -> int:
 
 _HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "end": _end,
              "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "migrate": _migrate, "projector": _projector,
-             "deliver": _deliver, "install": _install, "uninstall": _uninstall, "guard": _guard, "mcp": _mcp,
+             "deliver": _deliver, "install": _install, "uninstall": _uninstall, "mcp": _mcp,
              "handoff": _handoff}
 
 

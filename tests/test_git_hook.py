@@ -115,3 +115,19 @@ def test_an_unbound_worktree_commits_with_a_note(home, worktrees, cli):
 def test_install_outside_a_repository_is_refused(home, tmp_path, cli):
     code, _, err = cli(tmp_path, "install", "git-hook")
     assert code == 2 and "not in a git repository" in err
+
+
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("broken", ["bad baton.toml", "data home is a file"])
+def test_the_guard_never_stops_a_commit_because_baton_failed(overlapping, cli, monkeypatch, tmp_path, broken, strict):
+    main = overlapping
+    cli(main, *(["install", "git-hook"] + (["--strict"] if strict else [])))
+    if broken == "bad baton.toml":
+        (Path(os.environ["BATON_HOME"]) / "baton.toml").write_text("stores = [\n")
+    else:
+        (tmp_path / "not-a-directory").write_text("")
+        monkeypatch.setenv("BATON_HOME", str(tmp_path / "not-a-directory"))
+    result = commit(main, "src/db.py")
+    assert result.returncode == 0, result.stderr
+    assert "baton: pre-commit guard skipped: " in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert "Traceback" not in result.stderr
