@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 FIXTURES = ROOT / "tests" / "fixtures" / "claude_hooks"
 BATON = Path(sys.prefix) / "bin" / "baton"
 TASK, OTHER = "BENCH-1", "BENCH-2"
+CONTESTED = 1000  # files BENCH-2 touched first: each post-tool-use run on one is a new conflict
 
 
 def spread(samples: list[float]) -> tuple[float, float, float]:
@@ -86,6 +87,7 @@ def build(root: Path, sessions: int) -> tuple[Path, Path]:
           *[arg for i in range(30) for arg in ("--done", f"step {i}")], "--failed", "sqlite migration")
     baton(second, "bind", OTHER)
     baton(second, "touch", "src/db.py")
+    baton(second, "touch", *[f"src/contested/{i}.py" for i in range(CONTESTED)])
     for text in ("Store payment intents in PostgreSQL", "Lock cart rows optimistically"):
         baton(second, "decide", text)
     return main, second
@@ -144,6 +146,12 @@ def bench_hooks(main: Path, repeat: int) -> list[tuple[str, list[float], float |
     rows.append(("user-prompt-submit, a new agent session (signals read)",
                  timed(hook("user-prompt-submit"), main, repeat,
                        lambda: payload("user_prompt_submit", main, session=f"new-{next(fresh)}")), 200))
+    # After the prompt figures, which would otherwise read the conflicts it signals.
+    contested = iter(range(CONTESTED))
+    rows.append(("post-tool-use, Write making a new conflict (signalled, told)",
+                 timed(hook("post-tool-use"), main, repeat,
+                       lambda: payload("post_tool_use_write", main,
+                                       file=main / "src" / "contested" / f"{next(contested)}.py")), 100))
     rows.append(("stop, nothing changed since the last stop",
                  timed(hook("stop"), main, repeat, lambda: payload("stop", main)), None))
     rows.append(("session-end (a new agent session each run)",

@@ -11,13 +11,14 @@ from baton.outcome import Found, Unavailable
 
 if TYPE_CHECKING:
     from signals.model import Signal
+    from signals.wire import WireSignal
 
 
 class SignalBus(ABC):
     """An append-only, idempotent log of signals. Writes raise StoreUnavailable."""
 
     @abstractmethod
-    def publish(self, signals: Sequence[Signal], *, deliver: bool = True) -> list[bool]:
+    def publish(self, signals: Sequence[Signal | WireSignal], *, deliver: bool = True) -> list[bool]:
         """Append signals; for each, True if new, False if its id was already stored.
 
         deliver=False lets a backend that sends through a local outbox keep them for a

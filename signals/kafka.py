@@ -26,6 +26,7 @@ from signals.base import SignalBus
 
 if TYPE_CHECKING:
     from signals.model import Signal
+    from signals.wire import WireSignal
 
 STORE = "signal log"
 SIGNALS_TOPIC = "coordination-signals.v1"
@@ -39,8 +40,8 @@ class KafkaSignalBus(SignalBus):
         self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE)
         self._consumer = None
 
-    def publish(self, signals: Sequence[Signal], *, deliver: bool = True) -> list[bool]:
-        fresh = self._outbox.keep([(str(s.signal_id), s.task_id, s.model_dump_json()) for s in signals])
+    def publish(self, signals: Sequence[Signal | WireSignal], *, deliver: bool = True) -> list[bool]:
+        fresh = self._outbox.keep([(str(s.signal_id), s.task_id, s.to_json()) for s in signals])
         if deliver:
             self._outbox.deliver()
         return fresh

@@ -3,25 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from enum import StrEnum
 from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
 from baton.ids import BATON_NAMESPACE
 from baton.types import TaskId
+from signals.wire import SignalType, file_subject, subjects_of
 
-
-class SignalType(StrEnum):
-    conflict_detected = "conflict_detected"
-    ticket_claimed = "ticket_claimed"
-    ticket_completed = "ticket_completed"
-    files_changed = "files_changed"
-    phase_changed = "phase_changed"
-    decision_recorded = "decision_recorded"
-    rebase_needed = "rebase_needed"
-    pr_merged = "pr_merged"
-    handoff_written = "handoff_written"
+__all__ = ["Signal", "SignalPayload", "SignalType", "derived_signal_id", "file_subject"]
 
 
 class SignalPayload(BaseModel):
@@ -49,11 +39,10 @@ class Signal(BaseModel):
 
     def subjects(self) -> list[str]:
         """What this signal is about: its tickets and files, as indexable subject keys."""
-        found = {f"task:{self.task_id}"}
-        if self.payload.related_task_id:
-            found.add(f"task:{self.payload.related_task_id}")
-        found.update(file_subject(self.repo, path) for path in self.payload.file_paths)
-        return sorted(found)
+        return subjects_of(self.task_id, self.payload.related_task_id, self.repo, self.payload.file_paths)
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
 
     def summary(self) -> str:
         """One line for people: who, what, about which files."""
@@ -63,10 +52,6 @@ class Signal(BaseModel):
         if self.payload.file_paths and not self.payload.reason:
             parts.append(", ".join(self.payload.file_paths))
         return f"{self.signal_type.value} from {self.task_id}" + (f": {' '.join(parts)}" if parts else "")
-
-
-def file_subject(repo: str, path: str) -> str:
-    return f"file:{repo}:{path}" if repo else f"file:{path}"
 
 
 def derived_signal_id(signal_type: SignalType, source: str) -> UUID:

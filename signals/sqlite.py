@@ -15,6 +15,7 @@ from signals.base import SignalBus
 
 if TYPE_CHECKING:
     from signals.model import Signal
+    from signals.wire import WireSignal
 
 STORE = "signal log"
 
@@ -46,7 +47,7 @@ class SqliteSignalBus(SignalBus):
         self.path = path
         self._db = SqliteFile(path, MIGRATIONS, timeout=timeout)
 
-    def publish(self, signals: Sequence[Signal], *, deliver: bool = True) -> list[bool]:
+    def publish(self, signals: Sequence[Signal | WireSignal], *, deliver: bool = True) -> list[bool]:
         fresh = []
         with guarded(STORE, self.path):
             conn = self._db.conn()
@@ -57,7 +58,7 @@ class SqliteSignalBus(SignalBus):
                         "INSERT OR IGNORE INTO signals (signal_id, signal_type, task_id, emitted_at, body) "
                         "VALUES (?, ?, ?, ?, ?)",
                         (str(signal.signal_id), signal.signal_type.value, signal.task_id, emitted,
-                         signal.model_dump_json()))
+                         signal.to_json()))
                     fresh.append(cursor.rowcount == 1)
                     if cursor.rowcount == 1:
                         conn.executemany(

@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from baton.files import FileRef
 from graph.conflicts import FileConflict
-from signals.model import Signal, SignalPayload, SignalType, derived_signal_id
+from signals.wire import SignalType, WireSignal
 from skills.binding import ActiveTask
+
+if TYPE_CHECKING:
+    from signals.model import Signal
 
 
 def signal(kind: SignalType, source: str, task: ActiveTask, repo: str, at: datetime, **payload) -> Signal:
+    from signals.model import Signal, SignalPayload, derived_signal_id
+
     return Signal(signal_id=derived_signal_id(kind, source), signal_type=kind, task_id=task.task_id,
                   session_id=task.session_id, repo=repo, emitted_at=at, payload=SignalPayload(**payload))
 
 
-def conflict_signal(conflict: FileConflict, task: ActiveTask, files: list[FileRef], at: datetime) -> Signal:
-    """The conflict_detected signal of one overlap; its id is the overlap's, so it is stored once."""
+def conflict_signal(conflict: FileConflict, task: ActiveTask, files: list[FileRef], at: datetime) -> WireSignal:
+    """The conflict_detected signal of one overlap; its id is the overlap's, so it is stored
+    once. Built without pydantic: a touch on the hook's hot path publishes it."""
     repos = {f.repo for f in files}
     repo = repos.pop() if len(repos) == 1 else ""
-    paths = [f.path if repo else f.key for f in files]
-    return Signal(signal_id=conflict.signal_id, signal_type=SignalType.conflict_detected, task_id=task.task_id,
-                  session_id=task.session_id, repo=repo, emitted_at=at,
-                  payload=SignalPayload(file_paths=paths, related_task_id=conflict.other_task_id,
-                                        reason=f"{task.task_id} and {conflict.other_task_id} both touched {', '.join(paths)}"))
+    paths = tuple(f.path if repo else f.key for f in files)
+    return WireSignal(signal_id=conflict.signal_id, signal_type=SignalType.conflict_detected, task_id=task.task_id,
+                      session_id=task.session_id, repo=repo, emitted_at=at, file_paths=paths,
+                      related_task_id=conflict.other_task_id,
+                      reason=f"{task.task_id} and {conflict.other_task_id} both touched {', '.join(paths)}")

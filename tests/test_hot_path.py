@@ -28,12 +28,34 @@ def test_touch_imports_nothing_heavy(home, worktrees, cli):
     main, second = worktrees
     cli(main, "bind", "OMN-1")
     cli(second, "bind", "OMN-2")
-    cli(second, "touch", "src/a.py")
-    for path in ("src/b.py", "src/a.py"):  # no overlap, then an overlap already signalled
-        cli(main, "touch", path)
+    cli(second, "touch", "src/a.py", "src/c.py")
+    cli(main, "touch", "src/a.py")
+    # No overlap, an overlap already signalled, and a new overlap (its signal built and stored).
+    for path, warned in (("src/b.py", False), ("src/a.py", False), ("src/c.py", True)):
         result = subprocess.run([sys.executable, "-c", PROBE, "touch", path], cwd=main, capture_output=True, text=True)
         assert result.returncode == 0, result.stderr
         assert "HEAVY \n" in result.stdout
+        assert ("Warning: OMN-2 also touching src/a.py, src/c.py" in result.stdout) is warned, result.stdout
+    code, out, _ = cli(main, "signals", "--task", "OMN-1", "--json")
+    stored = [s for s in json.loads(out) if s["signal_type"] == "conflict_detected"]
+    assert [s["payload"]["file_paths"] for s in stored] == [["src/a.py"], ["src/a.py", "src/c.py"]]
+
+
+def test_the_hand_built_conflict_signal_is_the_model_signal():
+    from graph.conflicts import FileConflict, conflict_signal_id
+    from signals.model import Signal
+    from skills.binding import ActiveTask
+    from skills.signalling import conflict_signal
+
+    at = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+    conflict = FileConflict(other_task_id="OMN-2", shared_files=["github.com/a/b:src/ü.py"],
+                            signal_id=conflict_signal_id("OMN-1", "OMN-2", ["github.com/a/b:src/ü.py"]))
+    wire = conflict_signal(conflict, ActiveTask("OMN-1", "s1", "touch"), [FileRef("github.com/a/b", "src/ü.py")], at)
+    model = Signal.model_validate_json(wire.to_json())
+    assert model.signal_id == conflict.signal_id and model.emitted_at == at
+    assert model.payload.file_paths == ["src/ü.py"] and model.payload.related_task_id == "OMN-2"
+    assert model.subjects() == wire.subjects()
+    assert json.loads(model.to_json()) == {**json.loads(wire.to_json()), "emitted_at": "2026-11-01T12:00:00.123456Z"}
 
 
 def test_touch_imports_no_server_client_when_servers_are_configured(home, worktrees, cli):

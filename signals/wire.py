@@ -1,0 +1,65 @@
+"""Signals without pydantic: their kinds, their subjects, and the conflict_detected signal
+built by hand for the hook's hot path (a touch that finds a new overlap publishes one).
+
+signals.model.Signal is the validated form every reader gets back; a WireSignal stores
+the same JSON, which tests/test_hot_path.py pins to the model's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from uuid import UUID
+
+
+class SignalType(StrEnum):
+    conflict_detected = "conflict_detected"
+    ticket_claimed = "ticket_claimed"
+    ticket_completed = "ticket_completed"
+    files_changed = "files_changed"
+    phase_changed = "phase_changed"
+    decision_recorded = "decision_recorded"
+    rebase_needed = "rebase_needed"
+    pr_merged = "pr_merged"
+    handoff_written = "handoff_written"
+
+
+def file_subject(repo: str, path: str) -> str:
+    return f"file:{repo}:{path}" if repo else f"file:{path}"
+
+
+def subjects_of(task_id: str, related_task_id: str | None, repo: str, file_paths) -> list[str]:
+    """What a signal is about: its tickets and files, as indexable subject keys."""
+    found = {f"task:{task_id}"}
+    if related_task_id:
+        found.add(f"task:{related_task_id}")
+    found.update(file_subject(repo, path) for path in file_paths)
+    return sorted(found)
+
+
+@dataclass(frozen=True, slots=True)
+class WireSignal:
+    """A signal about files and another ticket, as every backend publishes it."""
+
+    signal_id: UUID
+    signal_type: SignalType
+    task_id: str
+    session_id: str
+    repo: str
+    emitted_at: datetime
+    file_paths: tuple[str, ...]
+    related_task_id: str | None
+    reason: str
+
+    def subjects(self) -> list[str]:
+        return subjects_of(self.task_id, self.related_task_id, self.repo, self.file_paths)
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "signal_id": str(self.signal_id), "signal_type": self.signal_type.value, "task_id": self.task_id,
+            "session_id": self.session_id, "repo": self.repo, "emitted_at": self.emitted_at.isoformat(),
+            "payload": {"file_paths": list(self.file_paths), "related_task_id": self.related_task_id,
+                        "pr_number": None, "phase": None, "reason": self.reason},
+        }, separators=(",", ":"), ensure_ascii=False)
