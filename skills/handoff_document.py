@@ -50,13 +50,15 @@ def alarm_of(status: str | None) -> str | None:
     return match.group(1) if match else None
 
 
-def signed_message(*, repo: str, task_id: str | None, section: str, argv: list[str] | tuple[str, ...], match: str,
-                   recorded_at: str | None, exit_status: int | None, digest: str | None, recorded: str) -> bytes:
-    """What a probe's signature covers: where it belongs (repository, ticket, section), the
-    command, and everything recorded about its result."""
-    return json.dumps({"v": 1, "repo": repo, "task": task_id, "section": section, "argv": list(argv),
-                       "match": match, "recorded_at": recorded_at, "exit": exit_status, "sha256": digest,
-                       "recorded": recorded}, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+def signed_message(*, repo: str, task_id: str | None, section: str, status: str | None,
+                   argv: list[str] | tuple[str, ...], match: str, recorded_at: str | None, exit_status: int | None,
+                   digest: str | None, recorded: str) -> bytes:
+    """What a probe's signature covers: where it belongs (repository, ticket, section), its
+    status line (an alarm is read from it), the command, and everything recorded about its result."""
+    return json.dumps({"v": 1, "repo": repo, "task": task_id, "section": section, "status": status,
+                       "argv": list(argv), "match": match, "recorded_at": recorded_at, "exit": exit_status,
+                       "sha256": digest, "recorded": recorded},
+                      sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 # Writing
@@ -77,7 +79,8 @@ class RecordedProbe:
     signature: str = ""
 
     def message(self, repo: str, task_id: str) -> bytes:
-        return signed_message(repo=repo, task_id=task_id, section=self.section, argv=self.argv, match=self.match,
+        return signed_message(repo=repo, task_id=task_id, section=self.section, status=one_line(self.status),
+                              argv=self.argv, match=self.match,
                               recorded_at=self.recorded_at, exit_status=self.exit_status, digest=self.digest,
                               recorded=self.shown)
 

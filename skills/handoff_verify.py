@@ -5,8 +5,10 @@ Each claim ends as one of:
 - changed: the probe ran and its result differs; the live result wins, both are shown;
 - failed: the probe exited non-zero or timed out;
 - not run: refused by policy (skills.probe_policy), not runnable here, or out of budget;
-- stale: a live-state alarm whose probe is missing or could not run. It is shown for
-  context and never gates anything: an alarm is current only when a fresh probe reproduces it.
+- stale: a live-state alarm whose probe is missing or could not run, or whose unsigned
+  status line nothing vouches for. It is shown for context and never gates anything: an
+  alarm is current only when a fresh probe reproduces it (the same result under a signature
+  that covers the status line, or fresh output that itself begins with the alarm).
 
 Probes run one after another, each within the probe timeout and all within the total
 budget, so a resume waits at most about the budget however the handoff was edited.
@@ -25,6 +27,7 @@ from skills.handoff_document import (
     Claim,
     ParsedHandoff,
     Probe,
+    alarm_of,
     parse_document,
     signed_message,
 )
@@ -36,7 +39,7 @@ from skills.handoff_files import (
     shown_path,
 )
 from skills.handoff_settings import HandoffSettings
-from skills.probe_policy import ProbePolicy
+from skills.probe_policy import Permission, ProbePolicy
 from skills.probe_signing import SigningKey, verifying_keys
 from skills.probes import (
     ProbeRun,
@@ -142,7 +145,7 @@ class _Verifier:
             argv = tuple(parse_command(probe.command))
         except BadInput as exc:
             return self._unrun(claim, base, str(exc))
-        message = signed_message(repo=self.repo, task_id=task_id, section=claim.section, argv=argv,
+        message = signed_message(repo=self.repo, task_id=task_id, section=claim.section, status=claim.status, argv=argv,
                                  match=probe.match, recorded_at=probe.recorded_at,
                                  exit_status=probe.recorded_exit if probe.has_result else None,
                                  digest=probe.digest, recorded=probe.recorded)
@@ -162,8 +165,7 @@ class _Verifier:
             if claim.alarm or run.outcome == "not_runnable":
                 return self._unrun(claim, base, reason)
             return ClaimResult(**base, fresh=None, status=FAILED, reason=reason)
-        unsigned = None if permission.signed else f"ran unsigned: {permission.basis}"
-        return self._compare(claim, probe, run, base, unsigned)
+        return self._compare(claim, probe, run, base, permission)
 
     @staticmethod
     def _unrun(claim: Claim, base: dict, reason: str) -> ClaimResult:
@@ -174,22 +176,30 @@ class _Verifier:
         return ClaimResult(**base, fresh=None, status=NOT_RUN, reason=reason)
 
     @staticmethod
-    def _compare(claim: Claim, probe: Probe, run: ProbeRun, base: dict, unsigned: str | None) -> ClaimResult:
+    def _compare(claim: Claim, probe: Probe, run: ProbeRun, base: dict, permission: Permission) -> ClaimResult:
         same = _same(probe, run)
         alarm = claim.alarm
-        reproduced = bool(alarm) and (same or alarm in run.output)
+        # The alarm comes from the status line. Only a signature vouches that the status was
+        # recorded with this result; unsigned, the fresh output itself must begin with the alarm.
+        reproduced = bool(alarm) and ((same and permission.signed) or alarm_of(run.output) == alarm)
         notes = []
         if alarm:
             notes.append(f"alarm {alarm} is current: the fresh probe reproduces it" if reproduced
                          else f"alarm {alarm} not reproduced by the fresh probe: it is not current")
         if run.truncated:
             notes.append("output cut at the cap")
-        if unsigned:
-            notes.append(unsigned)
+        if not permission.signed:
+            notes.append(f"ran unsigned: {permission.basis}")
         if run.exit_status != 0:
             status = FAILED
             notes.insert(0, f"exit {run.exit_status}" + (", as recorded" if same else ""))
-        elif same or reproduced:
+        elif reproduced:
+            status = VERIFIED
+        elif same and alarm:
+            # The output held but nothing vouches for the alarm written beside it.
+            status = STALE
+            notes.append("recorded for context only; it does not gate any action")
+        elif same:
             status = VERIFIED
         else:
             status = CHANGED

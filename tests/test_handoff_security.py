@@ -5,6 +5,7 @@ puts a command that would leave a marker file into a handoff and checks the mark
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -146,3 +147,23 @@ def test_a_fifo_or_a_huge_file_is_never_read(bound, tmp_path):
     (directory / "2026-01-01-OMN-1.md").write_text("x" * (1024 * 1024 + 1))
     done = run_process(bound, "handoff", "verify", timeout=60)
     assert done.returncode == 0 and "is larger than 1024 KiB" in done.stdout
+
+
+def test_an_edited_status_line_never_makes_an_alarm_current(bound, cli, home):
+    """The alarm is read from the status line, so the signature covers it, and an unsigned
+    alarm is current only when the fresh output itself begins with it."""
+    (home / "baton.toml").write_text('[handoff]\nallow = ["echo **"]\n')
+    latest = write(cli, bound, "--probe", "bus=echo ok")
+    text = latest.read_text()
+    text = re.sub(r"(### bus\nstatus: ).*", r"\1BUS-IS-DOWN since noon", text)
+    text = re.sub(r"(### Branch\nstatus: ).*", r"\1LANE-UNHEALTHY", text)
+    text += ("\n### Queue\nstatus: QUEUE-WEDGED\n```verify exit=0\n$ git rev-parse --abbrev-ref HEAD\nmain\n```\n"
+             "\n### Echo\nstatus: BUS-IS-DOWN\nverify: 2026-06-28 via echo no BUS-IS-DOWN\n")
+    latest.write_text(text)
+    found = claims(cli, bound)
+    assert "signature does not match" in found["bus"]["reason"]
+    for section, alarm in (("bus", "BUS-IS-DOWN"), ("Branch", "LANE-UNHEALTHY"), ("Queue", "QUEUE-WEDGED"),
+                           ("Echo", "BUS-IS-DOWN")):
+        assert found[section]["status"] in ("stale", "changed"), found[section]
+        assert f"alarm {alarm} is current" not in found[section]["reason"], found[section]
+    assert found["Branch"]["status"] == "stale" and found["Branch"]["fresh"] == "main"
