@@ -1,10 +1,16 @@
 """`baton install git-hook` and `baton uninstall git-hook`: the pre-commit guard.
 
-The repository's hooks directory is asked from git (`core.hooksPath` and linked worktrees
-included). A pre-commit hook that was already there is moved aside, unchanged, to
+The repository's hooks directory is asked from git (linked worktrees included). A
+pre-commit hook that was already there is moved aside, unchanged, to
 `pre-commit.before-baton`; Baton's script runs it first with the same arguments and stops
 the commit if it fails, then runs `baton guard`. Uninstalling puts the old hook back as
 it was, byte for byte and with its mode.
+
+Where a hook manager or a shared directory runs the hooks (`core.hooksPath`, husky,
+lefthook, the pre-commit framework), nothing is installed: such hooks find their work by
+their own name, are regenerated, or chain a renamed hook themselves, so a renamed one
+could silently stop running or run in a loop. The error says what to add to the
+manager's configuration instead.
 """
 
 from __future__ import annotations
@@ -64,6 +70,27 @@ def is_baton_script(path: Path) -> bool:
         return False
 
 
+def managed_by(cwd: Path, hook: Path, *, strict: bool) -> str | None:
+    """Who else runs this repository's pre-commit hook and where `baton guard` goes
+    instead, or None when Baton's script can take the hook's place."""
+    command = "baton guard" + (" --strict" if strict else "")
+    hooks_path = _git_config(cwd, "core.hooksPath")
+    try:
+        head = hook.read_bytes()[:4096].decode("utf-8", "replace")
+    except (FileNotFoundError, IsADirectoryError):
+        head = ""
+    if (hooks_path and ".husky" in Path(hooks_path).parts) or "husky" in head:
+        return f"husky runs this repository's hooks: add the line `{command}` to .husky/pre-commit"
+    if "lefthook" in head:
+        return f"lefthook runs this repository's hooks: add `{command}` as a pre-commit command in lefthook.yml"
+    if "pre-commit.com" in head:
+        return (f"the pre-commit framework runs this repository's hooks: add a local hook to .pre-commit-config.yaml "
+                f"(repo: local, entry: `{command}`, language: system, pass_filenames: false, always_run: true)")
+    if hooks_path:
+        return f"core.hooksPath is set ({hooks_path}): add `{command}` to the pre-commit hook there"
+    return None
+
+
 def install_git_hook(cwd: Path, executable: str, *, strict: bool) -> GitHookReport:
     directory = hooks_dir(cwd)
     hook, chained = directory / HOOK, directory / CHAINED
@@ -73,6 +100,9 @@ def install_git_hook(cwd: Path, executable: str, *, strict: bool) -> GitHookRepo
             return GitHookReport(hook, "unchanged", chained if chained.exists() else None)
         _write_executable(hook, wanted)
         return GitHookReport(hook, "updated", chained if chained.exists() else None)
+    manager = managed_by(cwd, hook, strict=strict)
+    if manager is not None:
+        raise BadInput(f"{manager}; nothing changed")
     if hook.exists() or hook.is_symlink():
         if chained.exists() or chained.is_symlink():
             raise BadInput(f"both {hook} and {chained} exist; move one away first (nothing changed)")
@@ -91,6 +121,14 @@ def uninstall_git_hook(cwd: Path) -> GitHookReport:
         os.rename(chained, hook)
         return GitHookReport(hook, "removed", hook)
     return GitHookReport(hook, "removed")
+
+
+def _git_config(cwd: Path, key: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "config", "--get", key], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BadInput(f"cannot run git: {exc}") from None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
 
 
 def _write_executable(path: Path, text: str) -> None:
