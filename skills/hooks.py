@@ -216,7 +216,7 @@ def _wrap_up(payload: Payload, *, ending: bool) -> None:
     with opened_stores() as stores, agent_sessions(stores) as sessions:
         _warn(deliver(stores))
         if task is not None and place.worktree is not None:
-            dirty = dirty_files(place.root)
+            dirty = without_batons_own(dirty_files(place.root))
             changed = sessions.changed_since_sweep(payload.session_id, task.task_id, dirty, clock.now())
             if changed:
                 from skills.touch import touch
@@ -246,6 +246,18 @@ def dirty_files(root: Path) -> dict[str, float]:
             except FileNotFoundError:
                 dirty[path] = -1.0
     return dirty
+
+
+def without_batons_own(dirty: dict[str, float]) -> dict[str, float]:
+    """dirty without the files Baton writes itself (handoffs, the binding, what `baton
+    install claude` added): every ticket writes these, so sweeping them as touches would
+    make every ticket overlap every other."""
+    from skills.claude_install import skill_names
+    from skills.probe_policy import HANDOFFS_DIR
+
+    installed = {".claude/settings.json", *(f".claude/skills/{name}/SKILL.md" for name in skill_names())}
+    return {path: mtime for path, mtime in dirty.items()
+            if path not in installed and not path.startswith((f"{HANDOFFS_DIR}/", ".baton/"))}
 
 
 def locate(cwd: Path):

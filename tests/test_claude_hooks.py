@@ -326,3 +326,15 @@ def test_the_first_prompt_tells_a_conflict_that_came_before_the_agents_next_edit
     code, out, _ = hook("user-prompt-submit", payload("user_prompt_submit", main), capsys)
     text = told(out, "UserPromptSubmit")
     assert code == 0 and "conflict_detected from OMN-2" in text and "shared.py" in text
+
+
+def test_the_end_of_turn_sweep_leaves_batons_own_files_out(home, worktrees, cli, capsys):
+    main, second = worktrees
+    for worktree, task in ((main, "OMN-1"), (second, "OMN-2")):
+        cli(worktree, "bind", task)
+        cli(worktree, "install", "claude")
+        cli(worktree, "handoff")
+        (worktree / f"{task}.py").write_text("x\n")
+        assert hook("stop", payload("stop", worktree), capsys) == (0, None, "")
+        assert [t.path for t in session_of(task).files.values()] == [f"{task}.py"]
+    assert "conflict_detected" not in cli(main, "signals", "--task", "OMN-1")[1]
