@@ -56,9 +56,14 @@ class Member:
 
 def parse(text: str) -> Node:
     """The document's root value with spans; ValueError (json.JSONDecodeError) if it is not JSON."""
-    json.loads(text)  # the standard parser's error messages, and strictness, first
+    json.loads(text, parse_constant=_not_json)  # the standard parser's error messages, and strictness, first
     node, end = _value(text, _skip(text, 0))
     return node
+
+
+def _not_json(word: str):
+    """NaN and Infinity: Python's json reads them, JSON (and Claude Code) does not."""
+    raise ValueError(f"{word} is not JSON")
 
 
 def _skip(text: str, at: int) -> int:

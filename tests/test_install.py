@@ -141,15 +141,39 @@ def test_user_scope_goes_to_the_claude_config_directory(home, worktrees, cli, tm
     ('["a"]', "does not hold a JSON object"),
     ('{"hooks": []}', '"hooks" is not an object'),
     ('{"hooks": {"Stop": {}}}', "hooks.Stop is not a list"),
+    ('{"model": NaN}', "is not valid JSON (NaN is not JSON)"),
+    ('{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "baton hook stop", "timeout": Infinity}]}]}}',
+     "is not valid JSON (Infinity is not JSON)"),
 ])
 def test_a_settings_file_baton_cannot_read_is_left_alone(home, worktrees, cli, content, message):
     main, _ = worktrees
     settings_of(main).parent.mkdir()
     settings_of(main).write_text(content)
-    code, _, err = cli(main, "install", "claude")
-    assert code == 2 and message in err and "nothing changed" in err
-    assert settings_of(main).read_text() == content
+    # uninstall finds nothing of Baton's in a "hooks" that is not an object, and says so
+    for command in ("install",) if message == '"hooks" is not an object' else ("install", "uninstall"):
+        code, _, err = cli(main, command, "claude")
+        assert code == 2 and message in err and "nothing changed" in err and err.count("\n") == 1, err
+        assert settings_of(main).read_text() == content
     assert not (main / ".claude" / "skills").exists()
+
+
+@pytest.mark.parametrize("text", ['{"a": NaN}', "[1, -Infinity]", "Infinity", '{"a": {"b": [NaN]}}'])
+def test_json_text_refuses_what_json_does_not_allow(text):
+    from skills import json_text
+
+    with pytest.raises(ValueError, match="is not JSON"):
+        json_text.parse(text)
+
+
+def test_json_text_keeps_spans_of_every_value():
+    from skills import json_text
+
+    text = '{"a": [1, -2.5e3, "x\\"y"], "b": {"c": null, "d": true}}'
+    root = json_text.parse(text)
+    assert root.value == json.loads(text)
+    for member in root.members:
+        assert json.loads(text[member.value.start:member.value.end]) == member.value.value
+    assert [text[i.start:i.end] for i in root.member("a").value.items] == ["1", "-2.5e3", '"x\\"y"']
 
 
 def test_a_skill_of_the_users_with_the_same_name_is_kept(home, worktrees, cli):
