@@ -226,7 +226,9 @@ def _remove_one_baton_handler(text: str, path: Path, events: tuple[str, ...] | N
     for event_index, event in enumerate(hooks.value.members):
         if events is not None and event.key not in events:
             continue
-        groups = _event_groups(root, path, event.key)
+        if not event.value.is_array:
+            raise BadInput(f"{path}: hooks.{event.key} is not a list; nothing changed")
+        groups = event.value  # this member's list: a key may be duplicated (the last one counts)
         for group_index, group in enumerate(groups.items):
             for handler_index in _baton_handlers(group):
                 handlers = group.member("hooks").value

@@ -193,3 +193,16 @@ def test_misplaced_options_are_refused(home, worktrees, cli):
     assert cli(main, "install", "claude", "--strict")[0] == 2
     assert cli(main, "install", "git-hook", "--scope", "user")[0] == 2
     assert not (main / ".claude").exists()
+
+
+def test_a_duplicated_event_key_never_loses_the_users_hook(home, worktrees, cli):
+    main, _ = worktrees
+    settings_of(main).parent.mkdir()
+    mine = '{"hooks": [{"type": "command", "command": "./my-lint"}]}'
+    batons = '{"hooks": [{"type": "command", "command": "baton hook stop"}]}'
+    settings_of(main).write_text(f'{{"model": "x", "hooks": {{"Stop": [{mine}], "Stop": [{batons}]}}}}')
+    assert cli(main, "uninstall", "claude")[0] == 0
+    assert settings_of(main).read_text() == f'{{"model": "x", "hooks": {{"Stop": [{mine}]}}}}'
+    settings_of(main).write_text(f'{{"hooks": {{"Stop": [{batons}], "Stop": [{mine}]}}}}')
+    assert cli(main, "uninstall", "claude")[0] == 0
+    assert settings_of(main).read_text() == f'{{"hooks": {{"Stop": [{mine}]}}}}'
