@@ -136,7 +136,8 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
                 report.events.append(event)
         if text != original:
             root = _parse(text, settings)
-            if not root.members and (records.created_file(settings) or not records.known(settings)):
+            if not root.members and not settings.is_symlink() and (records.created_file(settings)
+                                                                   or not records.known(settings)):
                 settings.unlink()
             else:
                 _write(settings, text)
@@ -294,7 +295,9 @@ def _parse(text: str, path: Path) -> json_text.Node:
 
 
 def _write(path: Path, text: str) -> None:
-    """Replace the file atomically, keeping its permissions."""
+    """Replace the file atomically, keeping its permissions; a symbolic link (settings kept
+    with dotfiles) stays a link and its target is replaced."""
+    path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o7777 if path.exists() else None
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".settings-")

@@ -206,3 +206,22 @@ def test_a_duplicated_event_key_never_loses_the_users_hook(home, worktrees, cli)
     settings_of(main).write_text(f'{{"hooks": {{"Stop": [{batons}], "Stop": [{mine}]}}}}')
     assert cli(main, "uninstall", "claude")[0] == 0
     assert settings_of(main).read_text() == f'{{"hooks": {{"Stop": [{mine}]}}}}'
+
+
+def test_a_symlinked_settings_file_stays_a_link_and_its_target_is_edited(home, worktrees, cli, tmp_path):
+    main, _ = worktrees
+    target = tmp_path / "dotfiles" / "claude-settings.json"
+    target.parent.mkdir()
+    original = '{\n  "model": "opus"\n}\n'
+    target.write_text(original)
+    target.chmod(0o600)
+    settings_of(main).parent.mkdir()
+    settings_of(main).symlink_to(target)
+    assert cli(main, "install", "claude")[0] == 0
+    assert settings_of(main).is_symlink() and settings_of(main).resolve() == target
+    assert "hooks" in json.loads(target.read_text()) and target.stat().st_mode & 0o777 == 0o600
+    assert cli(main, "uninstall", "claude")[0] == 0
+    assert settings_of(main).is_symlink() and target.read_text() == original
+    target.write_text('{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "baton hook stop"}]}]}}')
+    assert cli(main, "uninstall", "claude")[0] == 0
+    assert settings_of(main).is_symlink() and json.loads(target.read_text()) == {}, "the link is not dropped"
