@@ -35,14 +35,16 @@ from skills.probes import command_text
 MATCH_OUTPUT = "output"  # the claim is the probe's exit status and output
 MATCH_EXIT = "exit"  # the claim is its exit status (checks, whose output varies run to run)
 
+# Each pattern matches in time linear in the line (no two adjacent groups can match the same
+# text); values are trimmed in Python. A handoff comes from the branch: its lines are input.
 _ALARM = re.compile(r"^([A-Z]{2,}(?:-[A-Z]{2,})+)\b")
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-_FENCE = re.compile(r"^(`{3,}|~{3,})\s*(.*)$")
-_STATUS = re.compile(r"^(?:[-*]\s+)?(?:\*\*)?status(?:\*\*)?:(?:\*\*)?\s*(.*?)\s*$", re.IGNORECASE)
-_VERIFY_VIA = re.compile(r"^(?:[-*]\s+)?verify:\s*(\S*)\s+via\s+(.+?)\s*$", re.IGNORECASE)
-_VERIFY_BARE = re.compile(r"^(?:[-*]\s+)?verify:\s*(\S*)\s*$", re.IGNORECASE)
-_SIGNATURE = re.compile(r"^signature:\s*(\S+)\s*$", re.IGNORECASE)
-_META = re.compile(r"^(?:[-*]\s+)?(ticket|written):\s*(\S+)\s*$", re.IGNORECASE)
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*)$")
+_FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
+_STATUS = re.compile(r"^(?:[-*][ \t]+)?(?:\*\*)?status(?:\*\*)?:(?:\*\*)?(.*)$", re.IGNORECASE)
+_VERIFY = re.compile(r"^(?:[-*][ \t]+)?verify:(.*)$", re.IGNORECASE)
+_SIGNATURE = re.compile(r"^signature:(.*)$", re.IGNORECASE)
+_META = re.compile(r"^(?:[-*][ \t]+)?(ticket|written):(.*)$", re.IGNORECASE)
+MAX_LINE_CHARS = 16 * 1024  # a longer line is never a heading, status, verify, fence or header line
 
 
 def alarm_of(status: str | None) -> str | None:
@@ -231,6 +233,16 @@ class _Section:
     awaiting_block: bool = False
 
 
+def heading_title(text: str) -> str:
+    """A heading's title as Markdown reads it: trimmed, and a closing run of `#` dropped
+    only when a space comes before it (`C#` keeps its `#`)."""
+    title = text.strip()
+    without = title.rstrip("#")
+    if without != title and (not without or without[-1] in " \t"):
+        return without.strip()
+    return title
+
+
 def _attributes(info: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in info.split()[1:] if "=" in part)
 
@@ -258,38 +270,53 @@ def _closes(line: str, marker: str) -> bool:
     return len(stripped) >= len(marker) and set(stripped) == {marker[0]}
 
 
+def _verify_line(rest: str) -> tuple[str | None, str | None] | None:
+    """(date, command) of `verify: <date> via <command>`, (date, None) of a bare
+    `verify: [<date>]` (its fenced block follows), None for any other text after `verify:`."""
+    words = rest.split(None, 2)
+    if len(words) >= 2 and words[0].lower() == "via":
+        return None, rest.split(None, 1)[1].strip()
+    if len(words) == 3 and words[1].lower() == "via":
+        return words[0], words[2].strip()
+    if len(words) <= 1:
+        return (words[0] if words else None), None
+    return None
+
+
 def _read_line(line: str, section: _Section) -> None:
     """One line of a section's text, outside any fence."""
     status = _STATUS.match(line)
-    verify = _VERIFY_VIA.match(line)
-    bare = _VERIFY_BARE.match(line)
+    verify_match = _VERIFY.match(line)
+    verify = _verify_line(verify_match.group(1)) if verify_match else None
     signature = _SIGNATURE.match(line)
     if status and section.status is None:
-        section.status = status.group(1)
-    elif verify:
+        section.status = status.group(1).strip()
+    elif verify is not None and verify[1] is not None:
         section.wants_probe = True
-        section.probes.append(Probe(command=verify.group(2).strip().strip("`").strip(), match=MATCH_OUTPUT,
-                                    recorded=section.status or "", recorded_at=verify.group(1) or None,
+        section.probes.append(Probe(command=verify[1].strip("`").strip(), match=MATCH_OUTPUT,
+                                    recorded=section.status or "", recorded_at=verify[0],
                                     has_result=False, recorded_exit=None, digest=None))
-    elif bare:
+    elif verify is not None:
         section.wants_probe = section.awaiting_block = True
-        section.verify_date = bare.group(1) or None
-    elif signature and section.probes and section.probes[-1].signature is None:
-        section.probes[-1] = replace(section.probes[-1], signature=signature.group(1))
+        section.verify_date = verify[0]
+    elif signature and len(signature.group(1).split()) == 1 and section.probes \
+            and section.probes[-1].signature is None:
+        section.probes[-1] = replace(section.probes[-1], signature=signature.group(1).strip())
 
 
 def _read_meta(line: str, parsed: ParsedHandoff) -> None:
     meta = _META.match(line)
-    if meta is None:
+    words = meta.group(2).split() if meta else []
+    if len(words) != 1:
         return
-    key, value = meta.group(1).lower(), meta.group(2)
+    key, value = meta.group(1).lower(), words[0]
     if key == "ticket" and parsed.task_id is None:
         parsed.task_id = value
     elif key == "written" and parsed.written_at is None:
         try:
             parsed.written_at = clock.parse(value)
-        except ValueError:
-            pass  # not a time: the file's modification time stands in
+        except (ValueError, OverflowError):
+            pass  # not a time (or one out of range in UTC): the file's modification time stands in
 
 
 def parse_document(text: str) -> ParsedHandoff:
@@ -310,12 +337,14 @@ def parse_document(text: str) -> ParsedHandoff:
                 current.wants_probe, current.awaiting_block = True, False
                 current.probes += _block_probes(info, body, current)
             continue
+        if len(line) > MAX_LINE_CHARS:
+            continue
         opening = _FENCE.match(line)
         heading = _HEADING.match(line)
         if opening:
-            fence = (opening.group(1), opening.group(2), [])
+            fence = (opening.group(1), opening.group(2).strip(), [])
         elif heading:
-            sections.append(_Section(heading.group(2), len(heading.group(1))))
+            sections.append(_Section(heading_title(heading.group(2)), len(heading.group(1))))
         elif current is None or (current.level == 1 and len(sections) == 1):
             _read_meta(line, parsed)  # the header: before the first section below the title
         if current is not None and not opening and not heading:

@@ -351,9 +351,13 @@ def test_another_tickets_handoff_is_not_verified_for_this_one(home, worktrees, c
 def test_reading_any_text_never_raises():
     rng = random.Random(4)
     pieces = ["### A\n", "status: BUS-IS-DOWN\n", "verify: via\n", "verify:\n", "```verify exit=x\n", "```\n", "~~~\n",
-              "$ echo hi\n", "signature: x\n", "- ticket: \n", "- written: yesterday\n", "\x00", "`````\n", "# T\n"]
+              "$ echo hi\n", "signature: x\n", "- ticket: \n", "- written: yesterday\n", "\x00", "`````\n", "# T\n",
+              "- written: 0001-01-01T00:00:00+05:00\n", "## a" + " " * 300 + "x\n", "status:" + " " * 300 + "x y\n",
+              "verify: d" + " " * 300 + "via" + " " * 300 + "\n", "### C#\n", "a\u2028b\x0c\n"]
     for _ in range(500):
-        parse_document("".join(rng.choice(pieces) for _ in range(rng.randint(0, 30))))
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 30)))
+        parse_document(text)
+        parse_document("# T\n" + text)  # the header, where ticket and written are read
     for _ in range(50):
         parse_document("".join(chr(rng.randint(0, 0x2FFF)) for _ in range(500)))
 
@@ -381,3 +385,27 @@ def test_the_python_api_returns_the_json_answers(home, worktrees, cli):
     assert set(answer) == {"handoff", "live_state"} and answer["handoff"]["path"] == "docs/handoffs/LATEST.md"
     assert {c["status"] for c in answer["live_state"]} == {"verified"}
     assert verify_handoff_json(main, path=main / written["path"])["handoff"]["path"] == written["path"]
+
+
+def test_a_pathological_document_parses_in_well_under_a_second():
+    """Lines built to make backtracking regular expressions take minutes (the reviewer's
+    9 KB LATEST.md held resume for 57 s, outside the probe budget)."""
+    spaces = " " * 3000
+    lines = [f"## a{spaces}x"] * 3 + [f"status:{spaces}x{spaces}y", f"verify: d{spaces}via{spaces}x{spaces}y",
+                                      f"verify:{spaces}via{spaces}", f"- written:{spaces}x{spaces}y"]
+    started = time.monotonic()
+    parsed = parse_document("\n".join(lines))
+    assert time.monotonic() - started < 1
+    assert [claim.probe.command for claim in parsed.claims] == [f"x{spaces}y"]
+
+
+def test_an_out_of_range_written_time_falls_back_to_the_modification_time(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    for written in ("0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00"):
+        assert parse_document(f"# Handoff\n\n- written: {written}\n").written_at is None
+    _hand_written(main / "LATEST.md", "OMN-1", "word", time.time())
+    (main / "LATEST.md").write_text((main / "LATEST.md").read_text().replace(
+        "- ticket: OMN-1\n", "- ticket: OMN-1\n- written: 0001-01-01T00:00:00+05:00\n"))
+    assert verified(cli, main)["handoff"]["path"] == "LATEST.md"
+    assert resumed(cli, main)["handoff"]["written_at"] is not None
