@@ -36,6 +36,9 @@ SIGNALS_READ = 50
 MAX_SWEEP = 1000
 
 
+Say = Callable[[dict], None]  # writes the hook's output for Claude Code
+
+
 @dataclass(frozen=True)
 class Payload:
     event: dict
@@ -46,18 +49,22 @@ class Payload:
 def run_hook(event: str, stdin=None, stdout=None) -> int:
     """Run one hook; always exit status 0."""
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
+
+    def say(output: dict) -> None:
+        # ASCII JSON (escapes for the rest): no stdout encoding can refuse it. Written before
+        # anything is recorded as told, so what fails to reach the agent is told again later.
+        stdout.write(json.dumps(output) + "\n")
+        stdout.flush()
+
     try:
         if event not in HANDLERS:
             raise ValueError(f"unknown hook {event!r}: use one of {', '.join(HANDLERS)}")
-        output = HANDLERS[event](read_payload(stdin.read()))
+        HANDLERS[event](read_payload(stdin.read()), say)
     except Exception as exc:  # the agent must never be broken by Baton: report, do not raise
         from baton.errors import BatonError
 
         detail = exc if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}"
         print(f"baton: hook {event}: {_one_line(detail)}", file=sys.stderr)
-        return 0
-    if output is not None:
-        stdout.write(json.dumps(output, ensure_ascii=False) + "\n")
     return 0
 
 
@@ -81,35 +88,36 @@ def edited_path(event: dict) -> str | None:
     return path if isinstance(path, str) and path else None
 
 
-def post_tool_use(payload: Payload) -> dict | None:
+def post_tool_use(payload: Payload, say: Say) -> None:
     path = edited_path(payload.event)
     if path is None:
-        return None
+        return
     place, locator, task = locate(payload.cwd)
     if task is None:
-        return None
+        return
     from skills.touch import touch
 
     with opened_stores() as stores:
         report = touch(stores, task, [path], payload.cwd, locator)
         _warn(report.warnings)
         if not report.new_conflicts:
-            return None
+            return
         from baton import clock
+        from skills.briefing import conflicts_told
 
+        say(additional_context("PostToolUse",
+                               conflicts_told(task.task_id, report.new_conflicts, report.conflict_paths)))
         with agent_sessions(stores) as sessions:
             sessions.told(payload.session_id, [str(c.signal_id) for c in report.new_conflicts], clock.now())
-    from skills.briefing import conflicts_told
-
-    return additional_context("PostToolUse", conflicts_told(task.task_id, report.new_conflicts, report.conflict_paths))
 
 
-def session_start(payload: Payload) -> dict | None:
+def session_start(payload: Payload, say: Say) -> None:
     place, _, task = locate(payload.cwd)
     if task is None:
-        return None
+        return
     from baton import clock
     from skills.briefing import session_context
+    from skills.handoff_files import candidates, shown_path
     from skills.resume import resume_session
 
     with opened_stores(store_timeout=SESSION_START_STORE_TIMEOUT) as stores:
@@ -117,22 +125,21 @@ def session_start(payload: Payload) -> dict | None:
         # A handoff's probes may run for seconds: at session start it is named, not re-verified.
         result = resume_session(stores, task.task_id, place, bind_task=False, verify_handoff=False)
         _warn(result.warnings)
+        current = candidates(place.root)
+        say(additional_context("SessionStart", session_context(
+            result, handoff=shown_path(current[0], place.root) if current else None)))
         told = [str(s.signal_id) for s in result.signals] + [str(c.signal_id) for c in result.conflicts]
         with agent_sessions(stores) as sessions:
             now = clock.now()
             sessions.told(payload.session_id, told, now)
             sessions.heard(payload.session_id, task.task_id, now, watermark)
-    from skills.handoff_files import candidates, shown_path
-
-    current = candidates(place.root)
-    return additional_context("SessionStart", session_context(
-        result, handoff=shown_path(current[0], place.root) if current else None))
 
 
-def user_prompt_submit(payload: Payload) -> dict | None:
+def user_prompt_submit(payload: Payload, say: Say) -> None:
     place, _, task = locate(payload.cwd)
     if task is None:
-        return None
+        return
+    from baton import clock
     from skills.binding import read_binding
     from skills.briefing import signals_told
 
@@ -142,24 +149,22 @@ def user_prompt_submit(payload: Payload) -> dict | None:
         watermark = stores.signals.watermark()
         heard = sessions.last_heard(payload.session_id, task.task_id)
         if heard is not None and watermark is not None and heard[1] == watermark:
-            return None  # no signal stored since the agent last heard: nothing to decode
-        news = untold_news(stores, sessions, payload.session_id, task.task_id, heard, watermark, bound_at=bound_at)
-    if not news:
-        return None
-    return additional_context("UserPromptSubmit", signals_told(task.task_id, news))
+            return  # no signal stored since the agent last heard: nothing to decode
+        now = clock.now()
+        news = untold_news(stores, sessions, payload.session_id, task.task_id, heard, bound_at=bound_at)
+        if news:
+            say(additional_context("UserPromptSubmit", signals_told(task.task_id, news)))
+            sessions.told(payload.session_id, [str(s.signal_id) for s in news], now)
+        sessions.heard(payload.session_id, task.task_id, now, watermark)
 
 
-def untold_news(stores, sessions, agent_session: str, task_id: str, heard, watermark: str | None, *,
-                bound_at=None) -> list:
+def untold_news(stores, sessions, agent_session: str, task_id: str, heard, *, bound_at=None) -> list:
     """Signals about task_id that concern the agent and that agent_session was not told
-    (heard: when it last heard, if ever; bound_at: when the worktree was bound to task_id);
-    they count as told from now on."""
-    from baton import clock
+    (heard: when it last heard, if ever; bound_at: when the worktree was bound to task_id)."""
     from baton.errors import StoreUnavailable
     from baton.outcome import Found, Unavailable
     from signals.model import file_subject
 
-    now = clock.now()
     looked = stores.registry.get(task_id)
     if isinstance(looked, Unavailable):
         raise StoreUnavailable("session registry", looked.reason)
@@ -177,10 +182,7 @@ def untold_news(stores, sessions, agent_session: str, task_id: str, heard, water
         raise StoreUnavailable("signal log", found.reason)
     relevant = [s for s in found.value if concerns(s, task_id, session.depends_on if session else [])]
     fresh = set(sessions.untold(agent_session, [str(s.signal_id) for s in relevant]))
-    news = [s for s in relevant if str(s.signal_id) in fresh]
-    sessions.told(agent_session, [str(s.signal_id) for s in news], now)
-    sessions.heard(agent_session, task_id, now, watermark)
-    return news
+    return [s for s in relevant if str(s.signal_id) in fresh]
 
 
 def concerns(signal, task_id: str, depends_on: list[str]) -> bool:
@@ -198,11 +200,11 @@ def concerns(signal, task_id: str, depends_on: list[str]) -> bool:
     return False
 
 
-def stop(payload: Payload) -> None:
+def stop(payload: Payload, say: Say) -> None:
     _wrap_up(payload, ending=False)
 
 
-def session_end(payload: Payload) -> None:
+def session_end(payload: Payload, say: Say) -> None:
     _wrap_up(payload, ending=True)
 
 
@@ -313,7 +315,7 @@ def _one_line(message: object) -> str:
     return " ".join(str(message).split())
 
 
-HANDLERS: dict[str, Callable[[Payload], dict | None]] = {
+HANDLERS: dict[str, Callable[[Payload, Say], None]] = {
     "session-start": session_start,
     "post-tool-use": post_tool_use,
     "user-prompt-submit": user_prompt_submit,

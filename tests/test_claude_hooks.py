@@ -2,6 +2,7 @@
 
 import io
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -338,3 +339,36 @@ def test_the_end_of_turn_sweep_leaves_batons_own_files_out(home, worktrees, cli,
         assert hook("stop", payload("stop", worktree), capsys) == (0, None, "")
         assert [t.path for t in session_of(task).files.values()] == [f"{task}.py"]
     assert "conflict_detected" not in cli(main, "signals", "--task", "OMN-1")[1]
+
+
+def test_an_ascii_only_stdout_gets_the_overlap_as_json_escapes(home, worktrees, cli):
+    main, second = worktrees
+    cli(second, "bind", "OMN-2")
+    cli(second, "touch", "naïve.py")
+    cli(main, "bind", "OMN-1")
+    event = payload("post_tool_use_write", main, file=main / "naïve.py")
+    result = subprocess.run([sys.executable, "-m", "skills.cli", "hook", "post-tool-use"], input=json.dumps(event),
+                            capture_output=True, text=True, cwd=main, timeout=60,
+                            env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "naïve.py" in told(json.loads(result.stdout), "PostToolUse")
+
+
+class ClosedPipe(io.StringIO):
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_an_overlap_that_could_not_be_written_is_not_marked_told(home, worktrees, cli, capsys):
+    from skills.hooks import run_hook
+
+    main, second = worktrees
+    cli(second, "bind", "OMN-2")
+    cli(second, "touch", "src/db.py")
+    cli(main, "bind", "OMN-1")
+    event = payload("post_tool_use_edit", main, file=main / "src" / "db.py")
+    assert run_hook("post-tool-use", io.StringIO(json.dumps(event)), ClosedPipe()) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("baton: hook post-tool-use: BrokenPipeError") and err.count("\n") == 1
+    text = told(hook("user-prompt-submit", payload("user_prompt_submit", main), capsys)[1], "UserPromptSubmit")
+    assert "conflict_detected" in text and "src/db.py" in text, "the agent still hears of it at its next prompt"
