@@ -117,7 +117,6 @@ def session_start(payload: Payload, say: Say) -> None:
         return
     from baton import clock
     from skills.briefing import session_context
-    from skills.handoff_files import candidates, shown_path
     from skills.resume import resume_session
 
     with opened_stores(store_timeout=SESSION_START_STORE_TIMEOUT) as stores:
@@ -125,14 +124,28 @@ def session_start(payload: Payload, say: Say) -> None:
         # A handoff's probes may run for seconds: at session start it is named, not re-verified.
         result = resume_session(stores, task.task_id, place, bind_task=False, verify_handoff=False)
         _warn(result.warnings)
-        current = candidates(place.root)
-        say(additional_context("SessionStart", session_context(
-            result, handoff=shown_path(current[0], place.root) if current else None)))
+        say(additional_context("SessionStart", session_context(result, handoff=handoff_of(place.root, task.task_id))))
         told = [str(s.signal_id) for s in result.signals] + [str(c.signal_id) for c in result.conflicts]
         with agent_sessions(stores) as sessions:
             now = clock.now()
             sessions.told(payload.session_id, told, now)
             sessions.heard(payload.session_id, task.task_id, now, watermark)
+
+
+def handoff_of(root: Path, task_id: str) -> str | None:
+    """The worktree's current handoff for task_id, as resume chooses it (another ticket's
+    is skipped; one that names no ticket counts), shown relative to root; None if none."""
+    from skills.handoff_document import parse_document
+    from skills.handoff_files import UnreadableHandoff, candidates, read_handoff, shown_path
+
+    for path in candidates(root):
+        try:
+            ticket = parse_document(read_handoff(path, root)).task_id
+        except UnreadableHandoff:
+            continue
+        if ticket in (None, task_id):
+            return shown_path(path, root)
+    return None
 
 
 def user_prompt_submit(payload: Payload, say: Say) -> None:

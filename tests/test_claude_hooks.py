@@ -372,3 +372,19 @@ def test_an_overlap_that_could_not_be_written_is_not_marked_told(home, worktrees
     assert err.startswith("baton: hook post-tool-use: BrokenPipeError") and err.count("\n") == 1
     text = told(hook("user-prompt-submit", payload("user_prompt_submit", main), capsys)[1], "UserPromptSubmit")
     assert "conflict_detected" in text and "src/db.py" in text, "the agent still hears of it at its next prompt"
+
+
+def test_session_start_names_only_a_handoff_of_the_bound_ticket(home, worktrees, cli, capsys):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-2")
+    assert cli(main, "handoff")[0] == 0
+    cli(main, "bind", "OMN-1")
+    start = told(hook("session-start", payload("session_start_startup", main), capsys)[1], "SessionStart")
+    assert "Handoff:" not in start, "LATEST.md is OMN-2's"
+    assert cli(main, "handoff")[0] == 0
+    cli(main, "bind", "OMN-2")
+    assert cli(main, "handoff")[0] == 0
+    cli(main, "bind", "OMN-1")
+    start = told(hook("session-start", payload("session_start_resume", main), capsys)[1], "SessionStart")
+    ours = [p.name for p in (main / "docs" / "handoffs").glob("*-OMN-1.md")]
+    assert len(ours) == 1 and f"Handoff: docs/handoffs/{ours[0]}." in start
