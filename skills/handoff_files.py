@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from baton.clock import UTC
+from baton.errors import BadInput
 from skills.probe_policy import HANDOFFS_DIR
 
 LATEST = "LATEST.md"
@@ -60,12 +61,15 @@ def read_handoff(path: Path, root: Path) -> str:
         real = Path(os.path.realpath(path))
         if not real.is_relative_to(Path(os.path.realpath(root))):
             raise UnreadableHandoff(f"{path} points outside the worktree ({real})")
-        info = os.stat(real)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnreadableHandoff(f"{path} is not a regular file")
-        if info.st_size > MAX_DOCUMENT_BYTES:
-            raise UnreadableHandoff(f"{path} is larger than {MAX_DOCUMENT_BYTES // 1024} KiB")
-        with real.open("rb") as handle:
+        # Checked on the open file, not the name: a link swapped in is not followed, and
+        # opening a FIFO does not wait for a writer.
+        descriptor = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(descriptor, "rb") as handle:
+            info = os.fstat(descriptor)
+            if not stat.S_ISREG(info.st_mode):
+                raise UnreadableHandoff(f"{path} is not a regular file")
+            if info.st_size > MAX_DOCUMENT_BYTES:
+                raise UnreadableHandoff(f"{path} is larger than {MAX_DOCUMENT_BYTES // 1024} KiB")
             data = handle.read(MAX_DOCUMENT_BYTES + 1)
     except OSError as exc:
         raise UnreadableHandoff(f"cannot read {path}: {exc.strerror or exc}") from None
@@ -81,14 +85,35 @@ def modified_at(path: Path) -> datetime | None:
         return None
 
 
+def writable_handoffs_dir(root: Path) -> Path:
+    """The real path of docs/handoffs/ (created if missing), once it is known to lie inside
+    the worktree and to be a directory whose LATEST.md can be replaced; BadInput otherwise.
+
+    The layout comes from the branch: a committed link must not make Baton write elsewhere.
+    Call it before running anything, and again right before writing.
+    """
+    real_root = Path(os.path.realpath(root))
+    named = handoffs_dir(root)
+    directory = Path(os.path.realpath(named))
+    if not directory.is_relative_to(real_root):
+        raise BadInput(f"{HANDOFFS_DIR} points outside the worktree ({directory}): refusing to write a handoff there")
+    if os.path.lexists(directory) and not directory.is_dir():
+        raise BadInput(f"{HANDOFFS_DIR} in {root} is not a directory")
+    latest = directory / LATEST
+    if os.path.lexists(latest) and not stat.S_ISREG(os.lstat(latest).st_mode) and not latest.is_symlink():
+        raise BadInput(f"{HANDOFFS_DIR}/{LATEST} is not a regular file: it would not be replaced")
+    return directory
+
+
 def write_new_handoff(root: Path, task_id: str, at: datetime, text: str) -> Path:
     """Write `docs/handoffs/<date>-<ticket>.md`; a second handoff of the day gets `-2`, `-3`, ...
 
     The name is claimed with a hard link of the finished file, which fails if the name is
-    taken, so two handoffs written at once never overwrite each other.
+    taken, so two handoffs written at once never overwrite each other (and never follows a
+    link planted under that name).
     """
-    directory = handoffs_dir(root)
-    directory.mkdir(parents=True, exist_ok=True)
+    writable_handoffs_dir(root).mkdir(parents=True, exist_ok=True)
+    directory = writable_handoffs_dir(root)
     stem = f"{at.strftime('%Y-%m-%d')}-{task_id}"
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{stem}-")
     try:

@@ -33,6 +33,7 @@ from skills.handoff_files import (
     dated_handoffs,
     handoffs_dir,
     shown_path,
+    writable_handoffs_dir,
     write_atomically,
     write_new_handoff,
 )
@@ -169,6 +170,7 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
         raise BadInput(f"--timeout is out of range: {timeout:g}")
     settings = stores.settings.handoff
     parsed_checks, parsed_probes = _parse_inputs(checks, probes, place.worktree is not None)
+    writable_handoffs_dir(place.root)
     key = signing_key(stores.settings.home, settings.key_file)
     claims, results = _observe(place, parsed_checks, parsed_probes, timeout, settings.probe_timeout)
     at = at or clock.now()
@@ -196,7 +198,7 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
     text = render_document(header, _signed(claims, key, place.repo, task.task_id), journal, note, earlier)
     path = write_new_handoff(root, task.task_id, at, text)
     latest = handoffs_dir(root) / LATEST
-    write_atomically(latest, text)
+    write_atomically(writable_handoffs_dir(root) / LATEST, text)
     shown = shown_path(path, root)
     written = HandoffWritten(event_id=uuid.uuid4(), at=at, path=shown, claims=len(claims), **common)
     warnings += _record(stores, [written])

@@ -167,3 +167,36 @@ def test_an_edited_status_line_never_makes_an_alarm_current(bound, cli, home):
         assert found[section]["status"] in ("stale", "changed"), found[section]
         assert f"alarm {alarm} is current" not in found[section]["reason"], found[section]
     assert found["Branch"]["status"] == "stale" and found["Branch"]["fresh"] == "main"
+
+
+def test_writing_never_follows_a_link_out_of_the_worktree_and_bad_layouts_are_bad_input(bound, cli, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "LATEST.md").write_text("theirs\n")
+    (bound / "docs").mkdir()
+    marker = tmp_path / "check-ran"
+    (bound / "docs" / "handoffs").symlink_to(outside)
+    code, _, err = cli(bound, "handoff", "--check", f"touch {marker}")
+    assert code == 2 and err.startswith("baton: error:") and "outside the worktree" in err, err
+    assert sorted(p.name for p in outside.iterdir()) == ["LATEST.md"] and (outside / "LATEST.md").read_text() == "theirs\n"
+    (bound / "docs" / "handoffs").unlink()
+    (bound / "docs" / "handoffs").write_text("a file\n")
+    code, _, err = cli(bound, "handoff", "--check", f"touch {marker}")
+    assert code == 2 and "not a directory" in err, err
+    (bound / "docs" / "handoffs").unlink()
+    (bound / "docs" / "handoffs" / "LATEST.md").mkdir(parents=True)
+    code, _, err = cli(bound, "handoff", "--check", f"touch {marker}")
+    assert code == 2 and "LATEST.md is not a regular file" in err, err
+    assert not marker.exists(), "the layout is checked before any check runs"
+    assert [p.name for p in (bound / "docs" / "handoffs").iterdir()] == ["LATEST.md"]
+    (bound / "docs" / "handoffs" / "LATEST.md").rmdir()
+    code, _, err = cli(bound, "handoff")
+    assert code == 0, "the same worktree with a sane layout takes the handoff: the refusals above could pass"
+
+
+def test_a_fifo_is_refused_by_the_reader_itself(tmp_path):
+    from skills.handoff_files import UnreadableHandoff, read_handoff
+
+    os.mkfifo(tmp_path / "LATEST.md")
+    with pytest.raises(UnreadableHandoff, match="not a regular file"):
+        read_handoff(tmp_path / "LATEST.md", tmp_path)  # without the check it blocks or reads nothing
