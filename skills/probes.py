@@ -15,6 +15,7 @@ import os
 import re
 import selectors
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -70,17 +71,21 @@ def command_text(argv: list[str] | tuple[str, ...]) -> str:
     return shlex.join(argv)
 
 
-def probe_environment() -> dict[str, str]:
+def probe_environment(root: Path) -> dict[str, str]:
     """What a probe sees of the environment: enough to find programs, nothing else.
 
-    Relative PATH entries are dropped: a probe runs in the worktree, whose files the branch
-    controls, so `git` must never resolve to a `./git` planted there.
+    PATH keeps only absolute entries outside the worktree at root: its files are the
+    branch's, so `git` must never resolve to a `./git`, a `.venv/bin/git` or a
+    `node_modules/.bin/git` planted there.
     """
+    real_root = Path(os.path.realpath(root))
     path = os.pathsep.join(entry for entry in os.environ.get("PATH", os.defpath).split(os.pathsep)
-                           if os.path.isabs(entry))
+                           if os.path.isabs(entry) and not Path(os.path.realpath(entry)).is_relative_to(real_root))
     env = {"PATH": path, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC", "NO_COLOR": "1",
            # Probes read state; they must not take git's index lock from the agent's own git.
-           "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
+           "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0",
+           # A repository's own .git/config may name a command git runs on `git status`.
+           "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor", "GIT_CONFIG_VALUE_0": "false"}
     for name in ("HOME", "TMPDIR"):
         if os.environ.get(name):
             env[name] = os.environ[name]
@@ -105,8 +110,13 @@ class ProbeRun:
 def run_probe(argv: list[str] | tuple[str, ...], cwd: Path, *, timeout: float, output_cap: int = OUTPUT_CAP) -> ProbeRun:
     """Run argv in cwd and wait at most timeout seconds; never raises for the probe's sake."""
     started = time.monotonic()
+    env = probe_environment(cwd)
+    # A bare program name is found on the cleaned PATH, never in the working directory.
+    program = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env["PATH"])
+    if program is None:
+        return ProbeRun(NOT_RUNNABLE, reason=f"command not found: {argv[0]}")
     try:
-        process = subprocess.Popen(list(argv), cwd=cwd, env=probe_environment(), stdin=subprocess.DEVNULL,
+        process = subprocess.Popen(list(argv), executable=program, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     except FileNotFoundError:
         return ProbeRun(NOT_RUNNABLE, reason=f"command not found: {argv[0]}")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from baton.errors import BadInput
+from skills.probe_policy import GIT_STATE_PROBES
 from skills.probes import (
     COMPLETED,
     NOT_RUNNABLE,
@@ -17,6 +18,7 @@ from skills.probes import (
     run_probe,
     shown_output,
 )
+from tests.conftest import git, make_repo
 
 
 @pytest.mark.parametrize("command", [
@@ -112,3 +114,31 @@ def test_output_is_normalised_and_shown_within_limits():
     text = "\n".join(str(n) for n in range(10))
     assert shown_output(text, lines=3) == "0\n1\n2\n… 7 more lines"
     assert shown_output(text, tail=True, lines=2) == "… 8 more lines\n8\n9"
+
+
+def test_a_program_planted_under_an_absolute_path_entry_inside_the_worktree_never_runs(tmp_path, monkeypatch):
+    repo = make_repo(tmp_path / "repo", None)
+    planted = repo / ".venv" / "bin"
+    planted.mkdir(parents=True)
+    marker = tmp_path / "planted-git-ran"
+    (planted / "git").write_text(f"#!/bin/sh\ntouch {marker}\n")
+    (planted / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{planted}{os.pathsep}{os.environ['PATH']}")
+    run = run_probe(GIT_STATE_PROBES["Branch"], repo, timeout=10)
+    assert run.exit_status == 0 and run.output == "main"
+    assert not marker.exists(), "the branch's own .venv/bin/git is never the git a probe runs"
+    monkeypatch.setenv("PATH", f"{tmp_path / 'elsewhere'}{os.pathsep}{planted}{os.pathsep}{os.environ['PATH']}")
+    run_probe(["env"], repo, timeout=10)
+    assert not marker.exists()
+
+
+def test_the_git_probes_never_run_a_configured_fsmonitor(tmp_path):
+    repo = make_repo(tmp_path / "repo", None)
+    marker = tmp_path / "fsmonitor-ran"
+    git(repo, "config", "core.fsmonitor", f"touch {marker}; echo")
+    (repo / "a.txt").write_text("a\n")
+    for argv in GIT_STATE_PROBES.values():
+        assert run_probe(argv, repo, timeout=10).exit_status == 0
+    assert not marker.exists(), "a command in .git/config is not run by re-verification"
+    git(repo, "status")
+    assert marker.exists(), "git itself does run it, so the check above could fail"
