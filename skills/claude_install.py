@@ -12,6 +12,7 @@ nothing and uninstalling gives back the file as it was, byte for byte.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -111,13 +112,13 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
         text, changed = _ensure_group(text, settings, event, wanted_group(event, executable))
         if changed:
             report.events.append(event)
+    records = InstallRecords(home)
     if text != original:
-        records = InstallRecords(home)
         created = records.created(settings) | (_containers(text, settings) - before)
         records.save(settings, created, created_file=original is None or records.created_file(settings))
         _write(settings, text)
     for skill in skill_names():
-        report.skills[skill] = _install_skill(base, skill, report.warnings)
+        report.skills[skill] = _install_skill(base, skill, records, report.warnings)
     return report
 
 
@@ -143,7 +144,7 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
                 _write(settings, text)
     records.forget(settings)
     for skill in skill_names():
-        report.skills[skill] = _uninstall_skill(base, skill, report.warnings)
+        report.skills[skill] = _uninstall_skill(base, skill, records, report.warnings)
     _remove_if_empty(base / "skills")
     if scope == "project":
         _remove_if_empty(base)
@@ -152,7 +153,9 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
 
 class InstallRecords:
     """`claude-installs.json` in the data home: per settings file, the containers (`hooks`,
-    `hooks.<Event>`) and whether the file itself were created by `baton install claude`."""
+    `hooks.<Event>`) and whether the file itself were created by `baton install claude`;
+    per skill file, the SHA-256 of what it wrote (so that a skill file still as Baton
+    wrote it is replaced by a newer Baton's, and removed, while a user's edit is kept)."""
 
     def __init__(self, home: Path) -> None:
         self.path = home / "claude-installs.json"
@@ -180,9 +183,20 @@ class InstallRecords:
         data[str(settings)] = {"created": sorted(created), "created_file": created_file}
         _write(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
-    def forget(self, settings: Path) -> None:
+    def forget(self, path: Path) -> None:
+        """Drop the record of a settings file or of a skill file."""
         data = self._all()
-        if data.pop(str(settings), None) is not None:
+        if data.pop(str(path), None) is not None:
+            _write(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+    def skill_digest(self, target: Path) -> str | None:
+        entry = self._all().get(str(target))
+        return entry.get("sha256") if isinstance(entry, dict) else None
+
+    def save_skill(self, target: Path, digest: str) -> None:
+        data = self._all()
+        if data.get(str(target)) != {"sha256": digest}:
+            data[str(target)] = {"sha256": digest}
             _write(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -316,27 +330,40 @@ def skill_source(skill: str) -> bytes:
     return (SKILL_SOURCES / skill / "SKILL.md").read_bytes()
 
 
-def _install_skill(base: Path, skill: str, warnings: list[str]) -> str:
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _install_skill(base: Path, skill: str, records: InstallRecords, warnings: list[str]) -> str:
     target = base / "skills" / skill / "SKILL.md"
     wanted = skill_source(skill)
+    action = "installed"
     if target.exists():
-        if target.read_bytes() == wanted:
+        present = target.read_bytes()
+        if present == wanted:
+            records.save_skill(target, _digest(wanted))
             return "unchanged"
-        warnings.append(f"{target} exists with other content; left as it is (remove it and install again to replace it)")
-        return "kept (other content)"
+        if _digest(present) != records.skill_digest(target):
+            warnings.append(f"{target} exists with other content; left as it is (remove it and install again to replace it)")
+            return "kept (other content)"
+        action = "updated"  # as an earlier Baton wrote it
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(wanted)
-    return "installed"
+    records.save_skill(target, _digest(wanted))
+    return action
 
 
-def _uninstall_skill(base: Path, skill: str, warnings: list[str]) -> str:
+def _uninstall_skill(base: Path, skill: str, records: InstallRecords, warnings: list[str]) -> str:
     target = base / "skills" / skill / "SKILL.md"
     if not target.exists():
+        records.forget(target)
         return "absent"
-    if target.read_bytes() != skill_source(skill):
+    present = target.read_bytes()
+    if present != skill_source(skill) and _digest(present) != records.skill_digest(target):
         warnings.append(f"{target} differs from Baton's skill; left in place")
         return "kept (other content)"
     target.unlink()
+    records.forget(target)
     _remove_if_empty(target.parent)
     return "removed"
 

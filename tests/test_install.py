@@ -225,3 +225,36 @@ def test_a_symlinked_settings_file_stays_a_link_and_its_target_is_edited(home, w
     target.write_text('{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "baton hook stop"}]}]}}')
     assert cli(main, "uninstall", "claude")[0] == 0
     assert settings_of(main).is_symlink() and json.loads(target.read_text()) == {}, "the link is not dropped"
+
+
+def install_as_an_older_baton(cli, main: Path) -> None:
+    """Install as an earlier Baton would have: other SKILL.md files."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("skills.claude_install.skill_source", lambda skill: f"---\nname: {skill}\n---\nold\n".encode())
+        assert cli(main, "install", "claude")[0] == 0
+    assert (main / ".claude" / "skills" / "handoff" / "SKILL.md").read_bytes().endswith(b"old\n")
+
+
+def test_an_upgraded_baton_replaces_its_skills_and_removes_them(home, worktrees, cli):
+    main, _ = worktrees
+    install_as_an_older_baton(cli, main)
+    code, out, err = cli(main, "install", "claude")
+    assert (code, err) == (0, "") and "skill /resume_session: updated" in out and "skill /handoff: updated" in out
+    for skill in skill_names():
+        assert (main / ".claude" / "skills" / skill / "SKILL.md").read_bytes() == skill_source(skill)
+    assert cli(main, "uninstall", "claude")[0] == 0
+    install_as_an_older_baton(cli, main)
+    code, out, err = cli(main, "uninstall", "claude")
+    assert (code, err) == (0, "") and "skill /resume_session: removed" in out
+    assert not (main / ".claude").exists()
+
+
+def test_a_baton_skill_the_user_edited_is_kept(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "install", "claude")
+    edited = main / ".claude" / "skills" / "handoff" / "SKILL.md"
+    edited.write_bytes(edited.read_bytes() + b"\nAlways run make check first.\n")
+    code, out, err = cli(main, "install", "claude")
+    assert "skill /handoff: kept (other content)" in out and "left as it is" in err
+    code, out, err = cli(main, "uninstall", "claude")
+    assert "skill /handoff: kept (other content)" in out and edited.read_bytes().endswith(b"make check first.\n")
