@@ -5,7 +5,7 @@ A probe comes from a handoff document, which anyone with write access to the bra
 edit, so this module assumes nothing about the command: it is never handed to a shell, it
 sees none of the user's environment beyond what finding programs needs, it cannot read
 the terminal, its output is kept only up to a cap, and it is killed (with every process it
-started) when its time is up.
+started, unless it leaves the process group with setsid) when it ends or its time is up.
 """
 
 from __future__ import annotations
@@ -126,12 +126,9 @@ def run_probe(argv: list[str] | tuple[str, ...], cwd: Path, *, timeout: float, o
         return ProbeRun(NOT_RUNNABLE, reason=f"cannot start {argv[0]}: {exc.strerror or exc}")
     kept, truncated, finished = _read_capped(process, started + timeout, output_cap)
     if finished:
-        try:
-            process.wait(max(0.0, started + timeout - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            finished = False
-    if not finished:
-        _kill_group(process)
+        finished = _exited_unreaped(process.pid, started + timeout)
+    # Always, not only on timeout: what the probe started in the background ends with it.
+    _kill_group(process)
     output = normalise_output(kept.decode("utf-8", errors="replace"))
     if not finished:
         return ProbeRun(TIMED_OUT, output=output, truncated=truncated, reason=f"timed out after {timeout:g}s")
@@ -167,11 +164,34 @@ def _read_capped(process: subprocess.Popen, deadline: float, cap: int) -> tuple[
             stream.close()
 
 
+def _exited_unreaped(pid: int, deadline: float) -> bool:
+    """Wait until the probe exits or the deadline passes, without reaping it: while it is
+    unreaped its pid, which is its process group's id, cannot be given to anyone else."""
+    if hasattr(os, "pidfd_open"):
+        pidfd = os.pidfd_open(pid)  # readable once the process has exited
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(pidfd, selectors.EVENT_READ)
+                return bool(selector.select(max(0.0, deadline - time.monotonic())))
+        finally:
+            os.close(pidfd)
+    while True:  # no pidfd on this platform: poll
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+
+
 def _kill_group(process: subprocess.Popen) -> None:
-    """Kill the probe and everything it started (it leads its own session)."""
+    """Kill the probe's process group (it leads its own session), then reap the probe.
+
+    A process that calls setsid itself leaves the group and escapes this; probes are
+    bounded, not sandboxed.
+    """
     try:
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
     process.wait()
 

@@ -142,3 +142,15 @@ def test_the_git_probes_never_run_a_configured_fsmonitor(tmp_path):
     assert not marker.exists(), "a command in .git/config is not run by re-verification"
     git(repo, "status")
     assert marker.exists(), "git itself does run it, so the check above could fail"
+
+
+def test_processes_a_probe_left_behind_are_killed_when_it_ends(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    run = run_probe(["sh", "-c", f"sleep 77 >/dev/null 2>&1 & echo $! > {pid_file}; echo hi; exit 3"], tmp_path,
+                    timeout=10)
+    assert run.outcome == COMPLETED and run.exit_status == 3 and run.output == "hi"
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "a background child of a finished probe is killed with its group"
