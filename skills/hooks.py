@@ -61,10 +61,7 @@ def run_hook(event: str, stdin=None, stdout=None) -> int:
             raise ValueError(f"unknown hook {event!r}: use one of {', '.join(HANDLERS)}")
         HANDLERS[event](read_payload(stdin.read()), say)
     except Exception as exc:  # the agent must never be broken by Baton: report, do not raise
-        from baton.errors import BatonError
-
-        detail = exc if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}"
-        print(f"baton: hook {event}: {_one_line(detail)}", file=sys.stderr)
+        print(f"baton: hook {event}: {_failure(exc)}", file=sys.stderr)
     return 0
 
 
@@ -136,7 +133,12 @@ def handoff_of(root: Path, task_id: str) -> str | None:
     """The worktree's current handoff for task_id, as resume chooses it (another ticket's
     is skipped; one that names no ticket counts), shown relative to root; None if none."""
     from skills.handoff_document import parse_document
-    from skills.handoff_files import UnreadableHandoff, candidates, read_handoff, shown_path
+    from skills.handoff_files import (
+        UnreadableHandoff,
+        candidates,
+        read_handoff,
+        shown_path,
+    )
 
     for path in candidates(root):
         try:
@@ -222,27 +224,52 @@ def session_end(payload: Payload, say: Say) -> None:
 
 
 def _wrap_up(payload: Payload, *, ending: bool) -> None:
-    """Deliver what waits locally, record the files changed since the last end of turn, and
-    write a handoff if this is the hook the configuration names for it."""
+    """Deliver what waits locally, record the files changed since the last end of turn,
+    write a handoff if this is the hook the configuration names for it, and (at the end)
+    forget the agent session: each step runs even when an earlier one failed."""
     from baton import clock
     from skills.pending import deliver
 
+    hook = "session-end" if ending else "stop"
     place, locator, task = locate(payload.cwd)
-    with opened_stores() as stores, agent_sessions(stores) as sessions:
-        _warn(deliver(stores))
+    with opened_stores() as stores:
+        _step(hook, "delivering kept writes", lambda: _warn(deliver(stores)))
         if task is not None and place.worktree is not None:
-            dirty = without_batons_own(dirty_files(place.root))
-            changed = sessions.changed_since_sweep(payload.session_id, task.task_id, dirty, clock.now())
-            if changed:
-                from skills.touch import touch
-
-                _warn(touch(stores, task, changed[:MAX_SWEEP], place.root, locator).warnings)
-        if task is not None and stores.settings.hook_handoff == ("session-end" if ending else "stop"):
+            _step(hook, "recording changed files", lambda: _sweep(stores, payload.session_id, task, place, locator))
+        if task is not None and stores.settings.hook_handoff == hook:
             from skills.handoff_write import write_handoff
 
-            _warn(write_handoff(stores, task, place).warnings)
-        if ending:
-            sessions.forget(payload.session_id, now=clock.now())
+            _step(hook, "writing the handoff", lambda: _warn(write_handoff(stores, task, place).warnings))
+        from skills.told import FILE
+
+        if ending and (stores.settings.home / FILE).exists():  # nothing to forget: create nothing
+            def forget() -> None:
+                with agent_sessions(stores) as sessions:
+                    sessions.forget(payload.session_id, now=clock.now())
+
+            _step(hook, "forgetting the agent session", forget)
+
+
+def _sweep(stores, agent_session: str, task, place, locator) -> None:
+    """Record the worktree's files changed since this agent session's last sweep (at most
+    MAX_SWEEP; the rest at the next), and only then count them as swept."""
+    from baton import clock
+    from skills.touch import touch
+
+    dirty = without_batons_own(dirty_files(place.root))
+    with agent_sessions(stores) as sessions:
+        changed = sessions.changed_since_sweep(agent_session, task.task_id, dirty)[:MAX_SWEEP]
+        if not changed:
+            return
+        _warn(touch(stores, task, changed, place.root, locator).warnings)
+        sessions.record_sweep(agent_session, task.task_id, {path: dirty[path] for path in changed}, clock.now())
+
+
+def _step(hook: str, doing: str, step: Callable[[], None]) -> None:
+    try:
+        step()
+    except Exception as exc:  # the next step must run: report, do not raise
+        print(f"baton: hook {hook}: {doing}: {_failure(exc)}", file=sys.stderr)
 
 
 def dirty_files(root: Path) -> dict[str, float]:
@@ -322,6 +349,13 @@ def additional_context(event: str, text: str) -> dict:
 def _warn(warnings: list[str]) -> None:
     for warning in warnings:
         print(f"baton: warning: {_one_line(warning)}", file=sys.stderr)
+
+
+def _failure(exc: Exception) -> str:
+    """One line: Baton's own message, else the exception's type and message."""
+    from baton.errors import BatonError
+
+    return _one_line(exc if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}")
 
 
 def _one_line(message: object) -> str:

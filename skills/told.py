@@ -95,23 +95,27 @@ class AgentSessions:
                                           (agent_session, task_id)).fetchone()
         return (clock.parse(row[0]), row[1]) if row else None
 
-    def changed_since_sweep(self, agent_session: str, task_id: str, dirty: dict[str, float],
-                            at: datetime) -> list[str]:
+    def changed_since_sweep(self, agent_session: str, task_id: str, dirty: dict[str, float]) -> list[str]:
         """The paths of dirty ({path: mtime, -1 when deleted}) that are new or changed since
-        the session's last sweep; records this sweep."""
+        the session's last recorded sweep of them."""
+        with guarded(STORE, self.path):
+            seen = dict(self._db.conn().execute("SELECT path, mtime FROM swept WHERE agent_session = ? AND task_id = ?",
+                                                (agent_session, task_id)).fetchall())
+        return [path for path, mtime in dirty.items() if seen.get(path) != mtime]
+
+    def record_sweep(self, agent_session: str, task_id: str, swept: dict[str, float], at: datetime) -> None:
+        """Record that the files of swept ({path: mtime}) were recorded as they are now."""
+        if not swept:
+            return
         when = clock.to_text(at)
         with guarded(STORE, self.path):
             conn = self._db.conn()
             with write_transaction(conn):
-                seen = dict(conn.execute("SELECT path, mtime FROM swept WHERE agent_session = ? AND task_id = ?",
-                                         (agent_session, task_id)).fetchall())
-                changed = [path for path, mtime in dirty.items() if seen.get(path) != mtime]
                 conn.executemany(
                     "INSERT INTO swept (agent_session, task_id, path, mtime, swept_at) VALUES (?, ?, ?, ?, ?) "
                     "ON CONFLICT (agent_session, task_id, path) DO UPDATE SET mtime = excluded.mtime, "
                     "swept_at = excluded.swept_at",
-                    [(agent_session, task_id, path, dirty[path], when) for path in changed])
-        return changed
+                    [(agent_session, task_id, path, mtime, when) for path, mtime in swept.items()])
 
     def forget(self, agent_session: str, *, now: datetime) -> None:
         """Drop the session's rows, and every row older than KEEP (sessions that never ended)."""

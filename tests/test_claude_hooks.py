@@ -388,3 +388,39 @@ def test_session_start_names_only_a_handoff_of_the_bound_ticket(home, worktrees,
     start = told(hook("session-start", payload("session_start_resume", main), capsys)[1], "SessionStart")
     ours = [p.name for p in (main / "docs" / "handoffs").glob("*-OMN-1.md")]
     assert len(ours) == 1 and f"Handoff: docs/handoffs/{ours[0]}." in start
+
+
+def test_each_wrap_up_step_runs_when_an_earlier_one_fails(home, worktrees, cli, capsys, monkeypatch, tmp_path):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    hook("session-start", payload("session_start_startup", main), capsys)
+    (home / "baton.toml").write_text('[hooks]\nhandoff = "session-end"\n')
+    monkeypatch.setenv("PATH", str(tmp_path / "no-git-here"))
+    code, out, err = hook("session-end", payload("session_end", main), capsys)
+    assert (code, out) == (0, None)
+    assert "FileNotFoundError" in err and "git" in err, err
+    assert "Traceback" not in err and all(line.startswith("baton: ") for line in err.splitlines())
+    assert "OMN-1" in (main / "docs" / "handoffs" / "LATEST.md").read_text(), "the handoff is still written"
+    with sqlite3.connect(home / "agent-sessions.db") as db:
+        assert db.execute("SELECT count(*) FROM heard WHERE agent_session = 'abc123'").fetchone() == (0,), \
+            "the agent session is still forgotten"
+
+
+def test_files_beyond_one_sweep_are_recorded_at_the_next(home, worktrees, cli, capsys, monkeypatch):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    monkeypatch.setattr("skills.hooks.MAX_SWEEP", 2)
+    for name in ("a.py", "b.py", "c.py"):
+        (main / name).write_text("x\n")
+    assert hook("stop", payload("stop", main), capsys) == (0, None, "")
+    assert len(session_of("OMN-1").files) == 2
+    assert hook("stop", payload("stop", main), capsys) == (0, None, "")
+    assert sorted(t.path for t in session_of("OMN-1").files.values()) == ["a.py", "b.py", "c.py"]
+
+
+def test_the_stop_hook_leaves_no_trace_in_an_unbound_worktree(home, tmp_path, capsys):
+    loose = make_repo(tmp_path / "loose", None)
+    (loose / "a.py").write_text("x\n")
+    for name, fixture in (("stop", "stop"), ("session-end", "session_end")):
+        assert hook(name, payload(fixture, loose), capsys) == (0, None, "")
+    assert not (home / "agent-sessions.db").exists()
