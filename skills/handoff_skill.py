@@ -13,6 +13,7 @@ from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import WorktreeLocator
 from baton.ids import check_task_id
+from baton.outcome import NotFound, Unavailable
 from registry.model import HandoffVerified
 from skills.binding import ActiveTask, Place, place_of, resolve_task
 from skills.handoff_verify import Verification, verify_handoff_at
@@ -33,7 +34,9 @@ def verify_and_record(stores: Stores, place: Place, *, task: ActiveTask | None, 
                       at: datetime | None = None) -> CheckedHandoff:
     """Verify the handoff at path, else the worktree's current one (only_for: skip other
     tickets' handoffs), and record the verification as an event of the document's ticket,
-    else of task. Never raises for a store that is down: that becomes a warning."""
+    else of task. A ticket other than task's is recorded only when it already has a session:
+    a file names any ticket it likes, and verifying it must not create one. Never raises
+    for a store that is down: that becomes a warning."""
     verification = verify_handoff_at(place.root, place.repo, stores.settings.home, stores.settings.handoff,
                                      path=path, task_id=only_for, allow_unsigned=allow_unsigned)
     checked = CheckedHandoff(verification)
@@ -48,8 +51,17 @@ def verify_and_record(stores: Stores, place: Place, *, task: ActiveTask | None, 
     except BadInput:
         checked.warnings.append(f"the verification is not recorded: the handoff names an invalid ticket {task_id!r}")
         return checked
+    ours = task is not None and task.task_id == task_id
+    looked = None if ours else stores.registry.get(task_id)
+    if isinstance(looked, Unavailable):
+        checked.warnings.append(f"session registry unavailable: {looked.reason}; the verification is not recorded")
+        return checked
+    if isinstance(looked, NotFound):
+        checked.warnings.append(f"the verification is not recorded: the handoff names {task_id}, which has no "
+                                "session here (bind it, or verify with --task)")
+        return checked
     counts = verification.counts()
-    session_id = task.session_id if task is not None and task.task_id == task_id else "handoff-verify"
+    session_id = task.session_id if ours else "handoff-verify"
     event = HandoffVerified(event_id=uuid.uuid4(), task_id=task_id, session_id=session_id, at=at or clock.now(),
                             path=verification.path, written_at=verification.written_at, **counts)
     try:

@@ -200,3 +200,20 @@ def test_a_fifo_is_refused_by_the_reader_itself(tmp_path):
     os.mkfifo(tmp_path / "LATEST.md")
     with pytest.raises(UnreadableHandoff, match="not a regular file"):
         read_handoff(tmp_path / "LATEST.md", tmp_path)  # without the check it blocks or reads nothing
+
+
+def test_verifying_a_file_naming_another_ticket_creates_no_session(bound, cli, tmp_path):
+    ghost = bound / "ghost.md"
+    ghost.write_text("# Handoff\n\n- ticket: GHOST-1\n\n### Branch\nstatus: on branch main\n"
+                     "verify: 2026-06-28 via git rev-parse --abbrev-ref HEAD\n")
+    code, out, err = cli(bound, "handoff", "verify", str(ghost))
+    assert code == 0 and "not recorded" in err and "GHOST-1" in err, err
+    listed = {row["task_id"] for row in json.loads(cli(bound, "list", "--all", "--json")[1])}
+    assert "GHOST-1" not in listed and "OMN-1" in listed
+    write(cli, bound)
+    cli(bound, "bind", "GHOST-1")  # once the ticket has a session, its verification is recorded
+    cli(bound, "bind", "OMN-1")
+    code, _, err = cli(bound, "handoff", "verify", str(ghost))
+    assert code == 0 and "not recorded" not in err, err
+    code, out, _ = cli(bound, "resume", "GHOST-1", "--json")
+    assert json.loads(out)["session"]["handoff_verification"]["path"] == "ghost.md"
