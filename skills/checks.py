@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from baton.errors import BadInput
 from registry.model import Provenance
 from skills.probes import ProbeRun, parse_command, run_probe
 
 SUMMARY_CHARS = 300
+MAX_TEXT = 4000  # registry.model.Text: a longer command cannot be recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +38,23 @@ def summarise(run: ProbeRun) -> str:
     return last
 
 
+def parse_check(command: str) -> list[str]:
+    """The argument vector of a check. BadInput, before anything runs, for a command that
+    needs a shell or is too long to be recorded in the journal."""
+    if len(command.strip()) > MAX_TEXT:
+        raise BadInput(f"--check {command[:40]!r}... is longer than {MAX_TEXT} characters")
+    return parse_command(command)
+
+
+def check_timeout(timeout: float | None) -> float | None:
+    """A --timeout as given (None: the default), BadInput when out of range."""
+    if timeout is not None and not 0 < timeout <= 86400:
+        raise BadInput(f"--timeout is out of range: {timeout:g}")
+    return timeout
+
+
 def run_check(command: str, root: Path, *, timeout: float) -> tuple[CheckResult, ProbeRun]:
     """Run the check in the worktree root (no shell, minimal environment, capped output).
-    BadInput for a command that cannot run without a shell."""
-    run = run_probe(parse_command(command), root, timeout=timeout)
+    BadInput for a command parse_check refuses."""
+    run = run_probe(parse_check(command), root, timeout=timeout)
     return CheckResult(command, run.exit_status if run.completed else None, summarise(run), Provenance.observed), run

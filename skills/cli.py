@@ -281,15 +281,12 @@ def _run_checks(commands: list[str], place, timeout: float | None) -> list:
     """Each --check, run now in the worktree root (all parsed first, so a bad one runs none)."""
     if not commands:
         return []
-    from baton.errors import BadInput
-    from skills.checks import run_check
+    from skills.checks import check_timeout, parse_check, run_check
     from skills.handoff_write import CHECK_TIMEOUT
-    from skills.probes import parse_command
 
-    if timeout is not None and not 0 < timeout <= 86400:
-        raise BadInput(f"--timeout is out of range: {timeout:g}")
+    check_timeout(timeout)
     for command in commands:
-        parse_command(command)
+        parse_check(command)
     return [run_check(command, place.root, timeout=timeout or CHECK_TIMEOUT)[0] for command in commands]
 
 

@@ -19,7 +19,7 @@ from baton.outcome import Found, NotFound
 from registry.model import CheckRecorded, HandoffWritten, Provenance
 from signals.model import SignalType
 from skills.binding import ActiveTask, Place
-from skills.checks import CheckResult, summarise
+from skills.checks import CheckResult, check_timeout, parse_check, summarise
 from skills.handoff_document import (
     MATCH_EXIT,
     MATCH_OUTPUT,
@@ -116,7 +116,7 @@ def _recorded(section: str, status: str, argv: tuple[str, ...], match: str, run:
 
 def _parse_inputs(checks: Sequence[str], probes: Sequence[tuple[str, str]], in_git: bool) -> tuple[list, list]:
     """Every command and section name checked before anything runs or is written."""
-    parsed_checks = [(command, tuple(parse_command(command))) for command in checks]
+    parsed_checks = [(command, tuple(parse_check(command))) for command in checks]
     parsed_probes = [(check_section_title(name), tuple(parse_command(command))) for name, command in probes]
     for _, argv in parsed_checks + parsed_probes:
         if any(c in word for word in argv for c in "\r\n\x00"):
@@ -166,8 +166,7 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
     """Observe the live state, render the journal, write the handoff and LATEST.md, record
     and signal it. BadInput (before anything runs) for a command that needs a shell, a bad
     section name or an unreadable team key."""
-    if timeout is not None and not 0 < timeout <= 86400:
-        raise BadInput(f"--timeout is out of range: {timeout:g}")
+    check_timeout(timeout)
     settings = stores.settings.handoff
     parsed_checks, parsed_probes = _parse_inputs(checks, probes, place.worktree is not None)
     writable_handoffs_dir(place.root)

@@ -314,9 +314,12 @@ def test_bad_input_runs_and_writes_nothing(home, worktrees, cli):
                           (("--probe", f"a\nb=touch {marker}"), "one non-empty line"),
                           (("--probe", f"Branch=touch {marker}"), "two live-state sections"),
                           (("--check", f"touch {marker}", "--check", "'unbalanced"), "cannot be split"),
-                          (("--timeout", "0"), "out of range")]:
+                          (("--timeout", "0"), "out of range"),
+                          (("--check", f"touch {marker} " + "x" * 4100), "longer than 4000 characters")]:
         code, _, err = cli(main, "handoff", *args)
         assert code == 2 and message in err and err.startswith("baton: error:"), err
+    code, _, err = cli(main, "update", "--check", f"touch {marker} " + "x" * 4100)
+    assert code == 2 and "longer than 4000 characters" in err, err
     assert not marker.exists() and not (main / "docs").exists()
     code, _, err = cli(main, "handoff", "verify", "docs/handoffs/nothing.md")
     assert code == 2 and "no handoff at" in err
