@@ -11,7 +11,7 @@ lines of the least important sections, with a line that says how much was left o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MAX_CONTEXT = 9_500
 MAX_LINE = 300
@@ -22,13 +22,16 @@ MAX_SIGNAL_LINES = 8
 class Section:
     title: str
     lines: list[str]
+    ids: list[str] = field(default_factory=list)  # the signal each line tells, when it tells one
 
 
-def session_context(result, *, handoff: str | None = None, limit: int = MAX_CONTEXT) -> str:
+def session_context(result, *, handoff: str | None = None, limit: int | None = None) -> tuple[str, list[str]]:
     """The resume context of a bound worktree (a skills.resume.ResumeResult), under limit
-    characters; handoff: the worktree's current handoff, named but not re-verified."""
+    characters (default MAX_CONTEXT), and the ids of the signals whose lines it kept;
+    handoff: the worktree's current handoff, named but not re-verified."""
     from skills.render import when
 
+    limit = limit or MAX_CONTEXT
     task = result.task_id
     footer = [f"Record as you go: `baton decide`, `baton update --done/--failed/--next/--phase`; edited files are "
               f"recorded by hooks. `baton resume {task}` prints everything."]
@@ -52,8 +55,9 @@ def session_context(result, *, handoff: str | None = None, limit: int = MAX_CONT
     sections = [
         Section("Conflicts (advisory; coordinate before editing these files)",
                 [f"{c.other_task_id} also touching {', '.join(result.conflict_paths[c.other_task_id])}"
-                 for c in result.conflicts]),
-        Section("While you were gone, newest first", [signal_line(s) for s in reversed(result.signals)]),
+                 for c in result.conflicts], [str(c.signal_id) for c in result.conflicts]),
+        Section("While you were gone, newest first", [signal_line(s) for s in reversed(result.signals)],
+                [str(s.signal_id) for s in reversed(result.signals)]),
         Section("Failures, newest first (do not retry the same way without saying why)",
                 [e.text for e in newest(session.failures)]),
         Section("Decisions, newest first",
@@ -67,11 +71,13 @@ def session_context(result, *, handoff: str | None = None, limit: int = MAX_CONT
     return fit(header, sections, footer, limit)
 
 
-def fit(header: list[str], sections: Sequence[Section], footer: list[str], limit: int) -> str:
-    """Header, then sections in order while they fit, then footer; the total stays under limit."""
+def fit(header: list[str], sections: Sequence[Section], footer: list[str], limit: int) -> tuple[str, list[str]]:
+    """Header, then sections in order while they fit, then footer; the total stays under
+    limit. Also the ids of the kept lines."""
     lines = [_clip(line) for line in header]
     budget = limit - _size(lines) - _size(footer) - 120  # room for the "left out" line
     left_out = 0
+    shown: list[str] = []
     for section in sections:
         if not section.lines:
             continue
@@ -85,10 +91,11 @@ def fit(header: list[str], sections: Sequence[Section], footer: list[str], limit
         if kept:
             lines += [title, *kept]
             budget -= _size([title, *kept])
+            shown += section.ids[:len(kept)]
         left_out += len(section.lines) - len(kept)
     if left_out:
         lines.append(f"({left_out} older or less important lines left out to stay under {limit} characters.)")
-    return "\n".join(lines + footer)
+    return "\n".join(lines + footer), shown
 
 
 def signal_line(signal) -> str:

@@ -121,12 +121,14 @@ def session_start(payload: Payload, say: Say) -> None:
         # A handoff's probes may run for seconds: at session start it is named, not re-verified.
         result = resume_session(stores, task.task_id, place, bind_task=False, verify_handoff=False)
         _warn(result.warnings)
-        say(additional_context("SessionStart", session_context(result, handoff=handoff_of(place.root, task.task_id))))
-        told = [str(s.signal_id) for s in result.signals] + [str(c.signal_id) for c in result.conflicts]
+        context, shown = session_context(result, handoff=handoff_of(place.root, task.task_id))
+        say(additional_context("SessionStart", context))
+        now = clock.now()
+        # Signals cut from the context are not told: the next prompt reads from the oldest.
+        cut = [s.emitted_at for s in result.signals if str(s.signal_id) not in shown]
         with agent_sessions(stores) as sessions:
-            now = clock.now()
-            sessions.told(payload.session_id, told, now)
-            sessions.heard(payload.session_id, task.task_id, now, watermark)
+            sessions.told(payload.session_id, shown, now)
+            sessions.heard(payload.session_id, task.task_id, min([now, *cut]), None if cut else watermark)
 
 
 def handoff_of(root: Path, task_id: str) -> str | None:

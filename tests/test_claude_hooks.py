@@ -424,3 +424,20 @@ def test_the_stop_hook_leaves_no_trace_in_an_unbound_worktree(home, tmp_path, ca
     for name, fixture in (("stop", "stop"), ("session-end", "session_end")):
         assert hook(name, payload(fixture, loose), capsys) == (0, None, "")
     assert not (home / "agent-sessions.db").exists()
+
+
+def test_signals_cut_from_the_session_start_context_are_told_at_the_next_prompt(home, worktrees, cli, capsys,
+                                                                                 monkeypatch):
+    main, second = worktrees
+    cli(main, "bind", "OMN-1")
+    cli(main, "update", *[arg for n in range(2, 8) for arg in ("--depends-on", f"OMN-{n}")])
+    for n in range(2, 8):
+        cli(second, "bind", f"OMN-{n}")
+        cli(second, "end", f"OMN-{n}")  # ticket_completed signals: OMN-1 depends on them
+    monkeypatch.setattr("skills.briefing.MAX_CONTEXT", 750)
+    start = told(hook("session-start", payload("session_start_startup", main), capsys)[1], "SessionStart")
+    shown = {n for n in range(2, 8) if f"ticket_completed from OMN-{n}" in start}
+    assert 0 < len(shown) < 6 and "lines left out" in start
+    text = told(hook("user-prompt-submit", payload("user_prompt_submit", main), capsys)[1], "UserPromptSubmit")
+    told_now = {n for n in range(2, 8) if f"ticket_completed from OMN-{n}" in text}
+    assert told_now == set(range(2, 8)) - shown
