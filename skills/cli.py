@@ -148,10 +148,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_hook(given[1])
     args = _parser().parse_args(argv)
-    if args.command == "guard":
-        return _guard(args)  # opens its own stores: Baton failing must not stop a commit
     stores = None
     try:
+        if args.command in _WITHOUT_STORES:
+            return _WITHOUT_STORES[args.command](args)
         from skills.settings import Settings
         from skills.stores import Stores
 
@@ -506,7 +506,13 @@ def _guard(args) -> int:
     return 0
 
 
-def _mcp(args, stores) -> int:
+def _hook(args) -> int:
+    from skills.hooks import run_hook
+
+    return run_hook(args.event)
+
+
+def _mcp(args) -> int:
     from skills.mcp_server import serve
 
     serve()
@@ -569,8 +575,10 @@ def _migrate(args, stores) -> int:
 
 _HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "end": _end,
              "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "migrate": _migrate, "projector": _projector,
-             "deliver": _deliver, "install": _install, "uninstall": _uninstall, "mcp": _mcp,
-             "handoff": _handoff}
+             "deliver": _deliver, "install": _install, "uninstall": _uninstall, "handoff": _handoff}
+# These open what they need themselves: a hook and the guard report Baton's own failures
+# and exit 0; the MCP server opens stores per tool call.
+_WITHOUT_STORES = {"hook": _hook, "guard": _guard, "mcp": _mcp}
 
 
 if __name__ == "__main__":

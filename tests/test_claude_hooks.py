@@ -441,3 +441,11 @@ def test_signals_cut_from_the_session_start_context_are_told_at_the_next_prompt(
     text = told(hook("user-prompt-submit", payload("user_prompt_submit", main), capsys)[1], "UserPromptSubmit")
     told_now = {n for n in range(2, 8) if f"ticket_completed from OMN-{n}" in text}
     assert told_now == set(range(2, 8)) - shown
+
+
+@pytest.mark.parametrize("args", [["hook", "--", "stop"], ["hook", "stop", "--"]])
+def test_the_hook_command_through_the_parser_runs_the_hook(home, tmp_path, args):
+    result = subprocess.run([sys.executable, "-m", "skills.cli", *args], input="{", capture_output=True, text=True,
+                            cwd=tmp_path, timeout=60)
+    assert (result.returncode, result.stdout) == (0, "")
+    assert result.stderr.startswith("baton: hook stop: JSONDecodeError") and result.stderr.count("\n") == 1
