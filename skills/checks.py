@@ -8,7 +8,7 @@ from pathlib import Path
 
 from baton.errors import BadInput
 from registry.model import Provenance
-from skills.probes import ProbeRun, parse_command, run_probe
+from skills.probes import ProbeRun, escape_controls, parse_command, run_probe
 
 SUMMARY_CHARS = 300
 MAX_TEXT = 4000  # registry.model.Text: a longer command cannot be recorded
@@ -29,7 +29,7 @@ class CheckResult:
 def summarise(run: ProbeRun) -> str:
     """The last non-empty line of the output (test runners end with their verdict), or why
     the check did not finish."""
-    lines = [line.strip() for line in run.output.split("\n") if line.strip()]
+    lines = [line.strip() for line in escape_controls(run.output).split("\n") if line.strip()]
     last = lines[-1] if lines else ""
     if len(last) > SUMMARY_CHARS:
         last = last[:SUMMARY_CHARS - 1] + "…"

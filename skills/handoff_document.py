@@ -30,7 +30,7 @@ from datetime import datetime
 from baton import clock
 from baton.errors import BadInput
 from skills.journal import Item, Journal
-from skills.probes import command_text
+from skills.probes import command_text, escape_controls
 
 MATCH_OUTPUT = "output"  # the claim is the probe's exit status and output
 MATCH_EXIT = "exit"  # the claim is its exit status (checks, whose output varies run to run)
@@ -98,15 +98,18 @@ class Header:
 
 
 def one_line(text: str) -> str:
-    """Agent text as one line: it can never open a section, a probe or a fence."""
-    return " ".join(text.split())
+    """Agent text as one line: it can never open a section, a probe or a fence, nor drive
+    a terminal."""
+    return escape_controls(" ".join(text.split()))
 
 
 def check_section_title(title: str) -> str:
-    if not title.strip() or any(c in title for c in "\r\n\x00"):
-        raise BadInput(f"section name {title!r} must be one non-empty line")
+    if not title.strip() or "\n" in title or "\t" in title or escape_controls(title) != title:
+        raise BadInput(f"section name {title!r} must be one non-empty line without control characters")
     if len(title) > 120:
         raise BadInput(f"section name {title[:40]!r}... is longer than 120 characters")
+    if heading_title(title) != title.strip():
+        raise BadInput(f"section name {title!r} ends in a space and '#', which Markdown drops from a heading")
     return title.strip()
 
 
@@ -325,7 +328,9 @@ def parse_document(text: str) -> ParsedHandoff:
     parsed = ParsedHandoff()
     sections: list[_Section] = []
     fence: tuple[str, str, list[str]] | None = None  # marker, info string and body of an open fence
-    for line in text.splitlines():
+    # Split on newlines only, as the writer joins: str.splitlines would also split on \f,
+    # \x1c or \u2028 (escaped in what Baton records, but a hand-written file may hold them).
+    for line in text.replace("\r\n", "\n").split("\n"):
         current = sections[-1] if sections else None
         if fence is not None:
             marker, info, body = fence

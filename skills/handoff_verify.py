@@ -108,7 +108,7 @@ def _recorded(claim: Claim) -> str | None:
 
 def _fresh(probe: Probe, run: ProbeRun) -> str:
     if probe.match == MATCH_EXIT:
-        return _result_text(run.exit_status, run.output, has_result=True, match=MATCH_EXIT)
+        return _result_text(run.exit_status, shown_output(run.output, tail=True), has_result=True, match=MATCH_EXIT)
     return _result_text(run.exit_status, shown_output(run.output), has_result=True, match=probe.match)
 
 

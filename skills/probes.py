@@ -204,15 +204,24 @@ def normalise_output(text: str) -> str:
     return "\n".join(lines)
 
 
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_controls(text: str) -> str:
+    """Control characters and Unicode line separators as escapes (tabs and newlines kept):
+    recorded output then has the same lines for every reader, and never drives a terminal."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+
+
 def output_digest(output: str) -> str:
     """A short digest of a probe's whole kept output, so outputs compare beyond what is shown."""
     return hashlib.sha256(output.encode("utf-8")).hexdigest()[:16]
 
 
 def shown_output(output: str, *, tail: bool = False, lines: int = SHOWN_LINES) -> str:
-    """At most `lines` lines (the first ones, or the last with tail), each cut to a width,
-    with a note of how many were left out."""
-    all_lines = output.split("\n") if output else []
+    """At most `lines` lines (the first ones, or the last with tail), control characters
+    escaped, each cut to a width, with a note of how many were left out."""
+    all_lines = escape_controls(output).split("\n") if output else []
     chosen = all_lines[-lines:] if tail else all_lines[:lines]
     cut = [line if len(line) <= SHOWN_LINE_CHARS else line[:SHOWN_LINE_CHARS - 1] + "…" for line in chosen]
     left_out = len(all_lines) - len(chosen)

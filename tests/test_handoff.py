@@ -412,3 +412,22 @@ def test_an_out_of_range_written_time_falls_back_to_the_modification_time(home, 
         "- ticket: OMN-1\n", "- ticket: OMN-1\n- written: 0001-01-01T00:00:00+05:00\n"))
     assert verified(cli, main)["handoff"]["path"] == "LATEST.md"
     assert resumed(cli, main)["handoff"]["written_at"] is not None
+
+
+def test_baton_verifies_its_own_signatures_whatever_the_titles_and_output_hold(home, worktrees, cli):
+    import sys
+
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    commit(main, "a.py", "a\n", "subject with\u2028a line separator")
+    (main / "ctl.py").write_text('print("a\\fb\\vc\\x1cd\\x1de\\x1ef\\x85g\\u2028h\\u2029i\\x1b[31mred")\n')
+    handoff(cli, main, "--probe", "C#=echo sharp", "--probe", f"controls={sys.executable} ctl.py")
+    text = (main / "docs" / "handoffs" / "LATEST.md").read_text()
+    assert "\x1b" not in text and "\u2028" not in text and "\x85" not in text and "\f" not in text
+    assert text.splitlines() == text.split("\n")[:-1], "every reader sees the same lines"
+    found = claims(verified(cli, main))
+    assert list(found) == ["Branch", "HEAD commit", "Dirty files", "C#", "controls"]
+    assert {c["status"] for c in found.values()} == {"verified"}, found
+    assert found["controls"]["fresh"] == "a\\x0cb\\x0bc\\x1cd\\x1de\\x1ef\\x85g\\u2028h\\u2029i\\x1b[31mred"
+    code, _, err = cli(main, "handoff", "--probe", "C #=echo sharp")
+    assert code == 2 and "C #" in err, "a title Markdown would read differently is refused"
