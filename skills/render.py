@@ -45,25 +45,23 @@ def resume_markdown(result: ResumeResult) -> str:
         lines.append(f"**Worktree:** {session.worktree_path}{branch}")
     if session.depends_on:
         lines.append(f"**Depends on:** {', '.join(session.depends_on)}")
-    if session.next_action:
-        lines.append(f"**Next action:** {session.next_action}")
+    if journal.next_action:
+        lines.append(f"**Next action:** {journal.next_action.text} [{journal.next_action.provenance}]")
     lines += live
     for title, items in (("Remaining work", journal.remaining_work), ("Constraints", journal.constraints)):
         if items:
             lines += ["", f"### {title}"] + [f"- [{i.provenance}] {i.text}" for i in items]
     files = session.files_by_recency()
     if files:
-        lines += ["", "### Files touched"]
+        lines += ["", "### Files touched [reported]"]
         lines += [f"- {t.path}" for t in files[:MAX_FILES_SHOWN]]
         if len(files) > MAX_FILES_SHOWN:
             lines.append(f"- … and {len(files) - MAX_FILES_SHOWN} more (baton resume --json lists all)")
-    if session.decisions:
-        lines += ["", "### Decisions made"]
-        lines += [f"- {d.text}" + (f" ({d.context})" if d.context else "") for d in session.decisions]
-    if session.completed_steps:
-        lines += ["", "### Completed steps"] + [f"- {s.text}" for s in session.completed_steps]
-    if session.failures:
-        lines += ["", "### Failures"] + [f"- {f.text}" for f in session.failures]
+    for title, items in (("Decisions made", journal.decisions), ("Completed steps", journal.completed_steps),
+                         ("Failures", journal.failures)):
+        if items:
+            lines += ["", f"### {title}"]
+            lines += [f"- [{i.provenance}] {i.text}" + (f" ({i.context})" if i.context else "") for i in items]
     if journal.checks:
         lines += ["", "### Checks run"]
         lines += [f"- [{c.provenance}] `{c.command}` {c.result}" + (f": {c.summary}" if c.summary else "")

@@ -431,3 +431,18 @@ def test_baton_verifies_its_own_signatures_whatever_the_titles_and_output_hold(h
     assert found["controls"]["fresh"] == "a\\x0cb\\x0bc\\x1cd\\x1de\\x1ef\\x85g\\u2028h\\u2029i\\x1b[31mred"
     code, _, err = cli(main, "handoff", "--probe", "C #=echo sharp")
     assert code == 2 and "C #" in err, "a title Markdown would read differently is refused"
+
+
+def test_resume_marks_every_journal_item_with_its_provenance(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    cli(main, "touch", "src/cart.py")
+    cli(main, "update", "--next", "write migration", "--done", "schema drafted", "--failed", "redis lost carts")
+    cli(main, "decide", "Keep carts in PostgreSQL", "--context", "restarts")
+    code, out, _ = cli(main, "resume", "OMN-1")
+    assert code == 0
+    assert "**Next action:** write migration [reported]" in out
+    assert "### Decisions made\n- [reported] Keep carts in PostgreSQL (restarts)" in out
+    assert "### Completed steps\n- [reported] schema drafted" in out
+    assert "### Failures\n- [reported] redis lost carts" in out
+    assert "### Files touched [reported]\n- src/cart.py" in out
