@@ -4,7 +4,8 @@ Each claim ends as one of:
 - verified: the fresh result is the recorded one (an alarm: the fresh probe reproduces it);
 - changed: the probe ran and its result differs; the live result wins, both are shown;
 - failed: the probe exited non-zero or timed out;
-- not run: refused by policy (skills.probe_policy), not runnable here, or out of budget;
+- not run: refused by policy (skills.probe_policy), not runnable here, out of budget, or a
+  check (which had minutes when the handoff was written) cut at the probe timeout;
 - stale: a live-state alarm whose probe is missing or could not run, or whose unsigned
   status line nothing vouches for. It is shown for context and never gates anything: an
   alarm is current only when a fresh probe reproduces it (the same result under a signature
@@ -42,6 +43,8 @@ from skills.handoff_settings import HandoffSettings
 from skills.probe_policy import Permission, ProbePolicy
 from skills.probe_signing import SigningKey, verifying_keys
 from skills.probes import (
+    NOT_RUNNABLE,
+    TIMED_OUT,
     ProbeRun,
     output_digest,
     parse_command,
@@ -160,9 +163,15 @@ class _Verifier:
         run = run_probe(argv, self.root, timeout=timeout)
         if not run.completed:
             reason = run.reason or run.outcome
-            if timeout < self.settings.probe_timeout and run.outcome != "not_runnable":
+            if timeout < self.settings.probe_timeout and run.outcome != NOT_RUNNABLE:
                 reason += f" (the probe budget of {self.settings.probe_budget:g}s ran out)"
-            if claim.alarm or run.outcome == "not_runnable":
+            if probe.match == MATCH_EXIT and run.outcome == TIMED_OUT:
+                # A check had minutes when the handoff was written; cut at a resume's limits
+                # it says nothing about the code, so it is not a failure.
+                reason += (f": the check takes longer than re-verification allows (BATON_PROBE_TIMEOUT, "
+                           "BATON_PROBE_BUDGET); run it yourself")
+                return self._unrun(claim, base, reason)
+            if claim.alarm or run.outcome == NOT_RUNNABLE:
                 return self._unrun(claim, base, reason)
             return ClaimResult(**base, fresh=None, status=FAILED, reason=reason)
         return self._compare(claim, probe, run, base, permission)
@@ -267,5 +276,10 @@ def verify_handoff_at(root: Path, repo: str, home: Path, settings: HandoffSettin
     verification.written_at = parsed.written_at or modified_at(chosen)
     keys, key_problem = _keys(home, settings)
     verifier = _Verifier(root, repo, settings, keys, key_problem, allow_unsigned)
-    verification.results = [verifier.judge(claim, parsed.task_id) for claim in parsed.claims]
+    # Checks (a test suite, say) run after the probes, so slow checks never starve cheap
+    # probes of the budget; results keep the document's order.
+    claims = parsed.claims
+    order = sorted(range(len(claims)), key=lambda i: claims[i].probe is not None and claims[i].probe.match == MATCH_EXIT)
+    results = {i: verifier.judge(claims[i], parsed.task_id) for i in order}
+    verification.results = [results[i] for i in range(len(claims))]
     return verification

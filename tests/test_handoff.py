@@ -446,3 +446,23 @@ def test_resume_marks_every_journal_item_with_its_provenance(home, worktrees, cl
     assert "### Completed steps\n- [reported] schema drafted" in out
     assert "### Failures\n- [reported] redis lost carts" in out
     assert "### Files touched [reported]\n- src/cart.py" in out
+
+
+def test_a_check_cut_by_the_verification_limits_is_not_run_and_probes_run_first(home, worktrees, cli, monkeypatch):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    script = main / "slow.sh"
+    script.write_text("#!/bin/sh\n[ -f slow ] && sleep 30\necho 3 passed\n")
+    script.chmod(0o755)
+    handoff(cli, main, *(arg for n in range(3) for arg in ("--check", f"./slow.sh {n}")),
+            "--probe", "greeting=echo hello")
+    (main / "slow").write_text("")  # the suite now takes longer than re-verification allows
+    monkeypatch.setenv("BATON_PROBE_TIMEOUT", "0.5")
+    monkeypatch.setenv("BATON_PROBE_BUDGET", "1.2")
+    found = claims(verified(cli, main))
+    assert list(found)[-1] == "greeting", "results keep the document's order"
+    assert found["greeting"]["status"] == "verified" and found["Branch"]["status"] == "verified"
+    for n in range(3):
+        check = found[f"Check: ./slow.sh {n}"]
+        assert check["status"] == "not_run", check
+        assert "takes longer than" in check["reason"] and check["recorded"] == "exit 0: 3 passed", check
