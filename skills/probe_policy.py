@@ -6,8 +6,10 @@ its command matches the allowlist (Baton's own read-only git probes, plus the pa
 Otherwise it is not run, and the reason says which rule refused it.
 
 An allowlist pattern is a command in shell-style words, matched word by word with
-fnmatch-style wildcards (`*`, `?`, `[...]`) inside a word; a last word `**` matches any
-further words. `pytest -q` allows exactly that; `pytest -q **` allows any arguments after.
+fnmatch-style wildcards (`*`, `?`, `[...]`) inside a word; a word starting with `-` (an
+option, which may make a command write files: `git log --output=FILE`) matches only a
+pattern word starting with `-`. A last word `**` matches any further words, options
+included. `pytest -q` allows exactly that; `pytest -q **` allows any arguments after.
 """
 
 from __future__ import annotations
@@ -15,9 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from skills.handoff_files import HANDOFFS_DIR
 from skills.probe_signing import SigningKey, check
-
-HANDOFFS_DIR = "docs/handoffs"
 
 # The live-state probes `baton handoff` writes for every worktree. They only read git's
 # state (with GIT_OPTIONAL_LOCKS=0 they do not even refresh the index), so they may run
@@ -37,11 +38,17 @@ class Permission:
     signed: bool = False  # it may run because its signature holds
 
 
+def _word_matches(word: str, pattern: str) -> bool:
+    # An option (`--output=FILE`) can change what a command does: only a pattern word that
+    # is itself an option may match one.
+    return fnmatchcase(word, pattern) and (not word.startswith("-") or pattern.startswith("-"))
+
+
 def matches(pattern: tuple[str, ...], argv: tuple[str, ...]) -> bool:
     if pattern and pattern[-1] == "**":
         head = pattern[:-1]
-        return len(argv) >= len(head) and all(fnmatchcase(word, p) for word, p in zip(argv, head, strict=False))
-    return len(argv) == len(pattern) and all(fnmatchcase(word, p) for word, p in zip(argv, pattern, strict=True))
+        return len(argv) >= len(head) and all(_word_matches(word, p) for word, p in zip(argv, head, strict=False))
+    return len(argv) == len(pattern) and all(_word_matches(word, p) for word, p in zip(argv, pattern, strict=True))
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,6 +81,9 @@ def test_allowlist_patterns_match_word_by_word():
     assert matches(("pytest", "**"), ("pytest",)) and matches(("pytest", "**"), ("pytest", "-x", "tests"))
     assert matches(("git", "log", "--format=*"), ("git", "log", "--format=%H"))
     assert not matches(("git", "log", "*"), ("git", "log", "-1", "--output=/tmp/x"))
+    assert not matches(("git", "log", "*"), ("git", "log", "--output=/tmp/x")), "`*` never stands for an option"
+    assert not matches(("cat", "?x"), ("cat", "-x")) and matches(("cat", "-?"), ("cat", "-x"))
+    assert matches(("git", "log", "*"), ("git", "log", "main"))
     assert not matches(("./check",), ("./check2",))
 
 
@@ -140,10 +143,10 @@ def test_a_handoff_pointing_outside_the_worktree_is_not_read(bound, cli, tmp_pat
     assert code == 0 and "points outside the worktree" in out
 
 
-def test_a_fifo_or_a_huge_file_is_never_read(bound, tmp_path):
+def test_a_huge_file_is_never_read_and_a_fifo_is_no_candidate(bound, tmp_path):
     directory = bound / "docs" / "handoffs"
     directory.mkdir(parents=True)
-    os.mkfifo(directory / "LATEST.md")  # reading it would block forever
+    os.mkfifo(directory / "LATEST.md")  # reading it would block forever (the reader's own check: below)
     (directory / "2026-01-01-OMN-1.md").write_text("x" * (1024 * 1024 + 1))
     done = run_process(bound, "handoff", "verify", timeout=60)
     assert done.returncode == 0 and "is larger than 1024 KiB" in done.stdout
