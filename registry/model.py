@@ -209,6 +209,12 @@ class HandoffRecord(BaseModel):
     claims: int
 
 
+def handoff_held(*, changed: int, failed: int, not_run: int) -> bool:
+    """Every claim re-ran and matched the record. A stale alarm is context that gates
+    nothing, so it does not count against it."""
+    return not (changed or failed or not_run)
+
+
 class VerificationRecord(BaseModel):
     """The latest re-verification of a handoff: how many of its claims held."""
 
@@ -225,8 +231,7 @@ class VerificationRecord(BaseModel):
 
     @property
     def held(self) -> bool:
-        """Every claim re-ran and matched the record."""
-        return not (self.changed or self.failed or self.not_run or self.stale)
+        return handoff_held(changed=self.changed, failed=self.failed, not_run=self.not_run)
 
     def public(self) -> dict:
         return {"path": self.path, "written_at": self.written_at.isoformat() if self.written_at else None,

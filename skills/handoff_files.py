@@ -8,6 +8,7 @@ handoff is history.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tempfile
 from datetime import datetime
@@ -15,10 +16,11 @@ from pathlib import Path
 
 from baton.clock import UTC
 from baton.errors import BadInput
-from skills.probe_policy import HANDOFFS_DIR
 
+HANDOFFS_DIR = "docs/handoffs"
 LATEST = "LATEST.md"
 MAX_DOCUMENT_BYTES = 1024 * 1024
+_DATED = re.compile(r"\d{4}-\d{2}-\d{2}-[A-Za-z0-9._:-]+\.md")  # <date>-<ticket>[-N].md
 
 
 class UnreadableHandoff(Exception):
@@ -30,9 +32,10 @@ def handoffs_dir(root: Path) -> Path:
 
 
 def dated_handoffs(root: Path) -> list[Path]:
-    """The handoffs under docs/handoffs/ other than LATEST.md, newest modification first."""
+    """The handoffs under docs/handoffs/ named like `<date>-<ticket>[-N].md` (as `baton
+    handoff` names them; a README.md there is not a handoff), newest modification first."""
     try:
-        found = [p for p in handoffs_dir(root).rglob("*.md") if p.name != LATEST and p.is_file()]
+        found = [p for p in handoffs_dir(root).rglob("*.md") if _DATED.fullmatch(p.name) and p.is_file()]
     except OSError:
         return []
 

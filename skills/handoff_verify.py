@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 
 from baton.errors import BadInput
+from registry.model import handoff_held
 from skills.handoff_document import (
     MATCH_EXIT,
     Claim,
@@ -85,20 +86,26 @@ class Verification:
     def counts(self) -> dict[str, int]:
         return {status: sum(1 for r in self.results if r.status == status) for status in STATUSES}
 
+    @property
+    def held(self) -> bool:
+        """A handoff was verified and every claim held (see registry.model.handoff_held)."""
+        counts = self.counts()
+        return self.path is not None and self.note is None and handoff_held(
+            changed=counts[CHANGED], failed=counts[FAILED], not_run=counts[NOT_RUN])
+
     def to_json(self) -> dict:
         handoff = None if self.path is None else {
             "path": self.path, "written_at": self.written_at.isoformat() if self.written_at else None}
         return {"handoff": handoff, "live_state": [r.to_json() for r in self.results]}
 
 
-def _result_text(exit_status: int | None, output: str, *, has_result: bool, match: str) -> str:
+def _result_text(exit_status: int | None, output: str, *, match: str) -> str:
+    head = "did not finish" if exit_status is None else f"exit {exit_status}"
     if match == MATCH_EXIT:
         last = output.rsplit("\n", 1)[-1] if output else ""
-        head = "did not finish" if exit_status is None else f"exit {exit_status}"
         return f"{head}: {last}" if last else head
-    if not has_result or exit_status == 0:
+    if exit_status == 0:
         return output
-    head = "did not finish" if exit_status is None else f"exit {exit_status}"
     return f"({head}) {output}" if output else f"({head})"
 
 
@@ -106,13 +113,13 @@ def _recorded(claim: Claim) -> str | None:
     probe = claim.probe
     if probe is None or not probe.has_result:
         return claim.status
-    return _result_text(probe.recorded_exit, probe.recorded, has_result=True, match=probe.match)
+    return _result_text(probe.recorded_exit, probe.recorded, match=probe.match)
 
 
 def _fresh(probe: Probe, run: ProbeRun) -> str:
     if probe.match == MATCH_EXIT:
-        return _result_text(run.exit_status, shown_output(run.output, tail=True), has_result=True, match=MATCH_EXIT)
-    return _result_text(run.exit_status, shown_output(run.output), has_result=True, match=probe.match)
+        return _result_text(run.exit_status, shown_output(run.output, tail=True), match=MATCH_EXIT)
+    return _result_text(run.exit_status, shown_output(run.output), match=probe.match)
 
 
 def _same(probe: Probe, run: ProbeRun) -> bool:
@@ -168,7 +175,7 @@ class _Verifier:
             if probe.match == MATCH_EXIT and run.outcome == TIMED_OUT:
                 # A check had minutes when the handoff was written; cut at a resume's limits
                 # it says nothing about the code, so it is not a failure.
-                reason += (f": the check takes longer than re-verification allows (BATON_PROBE_TIMEOUT, "
+                reason += (": the check takes longer than re-verification allows (BATON_PROBE_TIMEOUT, "
                            "BATON_PROBE_BUDGET); run it yourself")
                 return self._unrun(claim, base, reason)
             if claim.alarm or run.outcome == NOT_RUNNABLE:

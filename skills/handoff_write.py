@@ -16,10 +16,10 @@ from datetime import datetime
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.outcome import Found, NotFound
-from registry.model import CheckRecorded, HandoffWritten, Provenance
+from registry.model import CheckRecorded, HandoffWritten
 from signals.model import SignalType
 from skills.binding import ActiveTask, Place
-from skills.checks import CheckResult, check_timeout, parse_check, summarise
+from skills.checks import CheckResult, check_timeout, parse_check, run_check
 from skills.handoff_document import (
     MATCH_EXIT,
     MATCH_OUTPUT,
@@ -137,12 +137,11 @@ def _observe(place: Place, parsed_checks: list, parsed_probes: list, timeout: fl
     claims: list[RecordedProbe] = []
     results = []
     for command, argv in parsed_checks:
-        run = run_probe(argv, root, timeout=timeout or CHECK_TIMEOUT)
-        summary = summarise(run)
-        passed = run.completed and run.exit_status == 0
-        status = ("passed (exit 0)" if passed else _failed("CHECK", run)) + (f": {summary}" if summary else "")
+        result, run = run_check(command, root, timeout=timeout or CHECK_TIMEOUT)
+        summary = f": {result.summary}" if result.summary else ""
+        status = ("passed (exit 0)" if result.passed else _failed("CHECK", run)) + summary
         claims.append(_recorded(f"Check: {command}", status, argv, MATCH_EXIT, run))
-        results.append(CheckResult(command, run.exit_status if run.completed else None, summary, Provenance.observed))
+        results.append(result)
     for name, argv in parsed_probes:
         run = run_probe(argv, root, timeout=timeout or probe_timeout)
         first = run.output.split("\n", 1)[0][:120] if run.output else "no output"

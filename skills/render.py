@@ -5,11 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from baton.clock import UTC
-from skills.handoff_files import LATEST
+from skills.handoff_files import HANDOFFS_DIR, LATEST
 from skills.handoff_verify import NO_HANDOFF, Verification
 from skills.journal import journal_of
 from skills.listing import Listing
-from skills.probe_policy import HANDOFFS_DIR
 from skills.resume import ResumeResult
 
 MAX_FILES_SHOWN = 30
@@ -127,7 +126,7 @@ def live_state_lines(verification: Verification, *, level: str) -> list[str]:
 def verification_markdown(verification: Verification) -> str:
     """`baton handoff verify` in text."""
     if verification.path is None and verification.note == NO_HANDOFF:
-        return f"No handoff in this worktree ({HANDOFFS_DIR}/{LATEST}, {LATEST}, {HANDOFFS_DIR}/*.md)."
+        return f"No handoff in this worktree ({HANDOFFS_DIR}/{LATEST}, {LATEST}, {HANDOFFS_DIR}/<date>-<ticket>.md)."
     return "\n".join(live_state_lines(verification, level="##")[1:])
 
 

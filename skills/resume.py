@@ -146,7 +146,7 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
         checked = verify_and_record(stores, place, task=ActiveTask(task_id, session_id, "resume"), only_for=task_id,
                                     allow_unsigned=allow_unsigned_probes, at=at)
         result.handoff = checked.verification
-        if result.status != "unavailable":
-            result.warnings += checked.warnings
+        # With the registry down, the bind has already said so; say each thing once.
+        result.warnings += [warning for warning in checked.warnings if warning not in result.warnings]
     return result
 

@@ -466,3 +466,37 @@ def test_a_check_cut_by_the_verification_limits_is_not_run_and_probes_run_first(
         check = found[f"Check: ./slow.sh {n}"]
         assert check["status"] == "not_run", check
         assert "takes longer than" in check["reason"] and check["recorded"] == "exit 0: 3 passed", check
+
+
+def test_a_stale_alarm_never_counts_against_a_handoff_holding(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    handoff(cli, main)
+    _append(main, "\n### Lane\nstatus: LANE-UNHEALTHY since Tuesday\n")
+    assert cli(main, "handoff", "verify", "--strict")[0] == 0
+    record = resumed(cli, main)["session"]["handoff_verification"]
+    assert record["stale"] == 1 and record["held"] is True, "the record and --strict agree: stale gates nothing"
+    assert "handoff held" in cli(main, "list")[1]
+    (main / "notes.txt").write_text("wip\n")
+    assert cli(main, "handoff", "verify", "--strict")[0] == 1
+
+
+def test_only_handoff_named_files_count_as_handoffs(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    now = time.time()
+    _hand_written(main / "docs" / "handoffs" / "2026-06-01-OMN-1.md", "OMN-1", "handoff", now - 60)
+    _hand_written(main / "docs" / "handoffs" / "README.md", "OMN-1", "readme", now)
+    result = verified(cli, main, "--allow-unsigned-probes")
+    assert result["handoff"]["path"] == "docs/handoffs/2026-06-01-OMN-1.md", "a README.md there is not the current handoff"
+
+
+def test_resume_with_the_registry_down_verifies_and_warns_once(home, worktrees, cli, monkeypatch):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    handoff(cli, main)
+    monkeypatch.setenv("BATON_DATABASE_URL", "postgresql://baton@127.0.0.1:1/baton")
+    code, out, err = cli(main, "resume", "OMN-1", "--json")
+    assert code == 3 and json.loads(out)["handoff"]["path"] == "docs/handoffs/LATEST.md"
+    warnings = [line for line in err.splitlines() if line.startswith("baton: warning:")]
+    assert warnings and len(warnings) == len(set(warnings)), err
