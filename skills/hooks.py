@@ -297,7 +297,7 @@ def without_batons_own(dirty: dict[str, float]) -> dict[str, float]:
     install claude` added): every ticket writes these, so sweeping them as touches would
     make every ticket overlap every other."""
     from skills.claude_install import skill_names
-    from skills.probe_policy import HANDOFFS_DIR
+    from skills.handoff_files import HANDOFFS_DIR
 
     installed = {".claude/settings.json", *(f".claude/skills/{name}/SKILL.md" for name in skill_names())}
     return {path: mtime for path, mtime in dirty.items()
