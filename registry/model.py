@@ -157,9 +157,17 @@ class HandoffVerified(_Event):
     stale: int = Field(default=0, ge=0)
 
 
+class ActivityRecorded(_Event):
+    """The agent worked on the ticket (an end of turn) without changing a file: it only moves
+    last_activity, so a session that reads and answers is not taken for a stale one."""
+
+    type: Literal["activity_recorded"] = "activity_recorded"
+
+
 Event = Annotated[
     Bound | FilesTouched | DecisionRecorded | PhaseChanged | StepCompleted | FailureRecorded | NextActionSet | DependencyAdded | Ended
-    | GoalSet | ConstraintAdded | WorkRemaining | EvidenceRecorded | CheckRecorded | HandoffWritten | HandoffVerified,
+    | GoalSet | ConstraintAdded | WorkRemaining | EvidenceRecorded | CheckRecorded | HandoffWritten | HandoffVerified
+    | ActivityRecorded,
     Field(discriminator="type"),
 ]
 

@@ -8,9 +8,9 @@ payload on standard input (formats: https://code.claude.com/docs/en/hooks).
 - user-prompt-submit: signals about the ticket since the agent last heard (conflicts, a
   dependency completed, a rebase needed), each told once per agent session.
 - stop and session-end: deliver locally kept writes, record the files changed since the
-  last end of turn (edits made through Bash included), and write a handoff when the
-  configuration asks for it (`[hooks] handoff` or BATON_HOOK_HANDOFF: stop or
-  session-end); session-end forgets the agent session.
+  last end of turn (edits made through Bash included) or else the turn's activity, and
+  write a handoff when the configuration asks for it (`[hooks] handoff` or
+  BATON_HOOK_HANDOFF: stop or session-end); session-end forgets the agent session.
 
 A hook never blocks or breaks the agent: whatever goes wrong becomes one line on
 standard error and exit status 0 (Claude Code shows stderr of a successful hook only in
@@ -236,8 +236,12 @@ def _wrap_up(payload: Payload, *, ending: bool) -> None:
     place, locator, task = locate(payload.cwd)
     with opened_stores() as stores:
         _step(hook, "delivering kept writes", lambda: _warn(deliver(stores)))
+        swept: list[int] = []
         if task is not None and place.worktree is not None:
-            _step(hook, "recording changed files", lambda: _sweep(stores, payload.session_id, task, place, locator))
+            _step(hook, "recording changed files",
+                  lambda: swept.append(_sweep(stores, payload.session_id, task, place, locator)))
+        if task is not None and not any(swept):
+            _step(hook, "recording activity", lambda: _record_activity(stores, task))
         if task is not None and stores.settings.hook_handoff == hook:
             from skills.handoff_write import write_handoff
 
@@ -252,9 +256,9 @@ def _wrap_up(payload: Payload, *, ending: bool) -> None:
             _step(hook, "forgetting the agent session", forget)
 
 
-def _sweep(stores, agent_session: str, task, place, locator) -> None:
+def _sweep(stores, agent_session: str, task, place, locator) -> int:
     """Record the worktree's files changed since this agent session's last sweep (at most
-    MAX_SWEEP; the rest at the next), and only then count them as swept."""
+    MAX_SWEEP; the rest at the next), and only then count them as swept; returns how many."""
     from baton import clock
     from skills.touch import touch
 
@@ -262,9 +266,22 @@ def _sweep(stores, agent_session: str, task, place, locator) -> None:
     with agent_sessions(stores) as sessions:
         changed = sessions.changed_since_sweep(agent_session, task.task_id, dirty)[:MAX_SWEEP]
         if not changed:
-            return
+            return 0
         _warn(touch(stores, task, changed, place.root, locator).warnings)
         sessions.record_sweep(agent_session, task.task_id, {path: dirty[path] for path in changed}, clock.now())
+        return len(changed)
+
+
+def _record_activity(stores, task) -> None:
+    """An end of turn with no file changed still counts as the ticket's activity."""
+    import uuid
+
+    from baton import clock
+    from registry.model import ActivityRecorded
+    from skills.writes import record_events
+
+    event = ActivityRecorded(event_id=uuid.uuid4(), task_id=task.task_id, session_id=task.session_id, at=clock.now())
+    _warn(record_events(stores, [event], deliver_later=True))
 
 
 def _step(hook: str, doing: str, step: Callable[[], None]) -> None:

@@ -211,11 +211,15 @@ def update(stores: Stores, task: ActiveTask, place: Place, *, phase: Phase | Non
     return report
 
 
-def record_events(stores: Stores, events: list[Event]) -> list[str]:
+def record_events(stores: Stores, events: list[Event], *, deliver_later: bool = False) -> list[str]:
     """Commit events as every write does (projection, or the Kafka log, or kept locally
-    while the registry's server is down); returns the warnings."""
+    while the registry's server is down); returns the warnings. deliver_later: as for bind."""
     report = WriteReport()
-    _commit(stores, events, report)
+    _commit(stores, events, report, deliver_later=deliver_later)
+    if deliver_later and stores.settings.kafka_bootstrap and stores.settings.background_delivery:
+        from skills.relay import start_background_delivery
+
+        start_background_delivery(stores.settings.home)
     return report.warnings
 
 

@@ -203,14 +203,17 @@ def test_stop_records_files_changed_outside_the_edit_tools(home, worktrees, cli,
     (main / "build.sh").write_text("echo built\n")  # as a Bash command would
     assert hook("stop", payload("stop", main), capsys) == (0, None, "")
     assert "build.sh" in [t.path for t in session_of("OMN-1").files.values()]
-    events = event_count("OMN-1")
+    events, before = event_count("OMN-1"), session_of("OMN-1")
     assert hook("stop", payload("stop", main), capsys) == (0, None, "")
-    assert event_count("OMN-1") == events, "nothing changed since the last stop: nothing recorded"
+    after = session_of("OMN-1")
+    assert event_count("OMN-1") == events + 1, "nothing changed since the last stop: only the activity is recorded"
+    assert after.files == before.files and after.last_activity > before.last_activity
     git(main, "add", "build.sh")
     git(main, "commit", "-q", "-m", "build")
     (main / "build.sh").unlink()
     assert hook("stop", payload("stop", main), capsys) == (0, None, "")
-    assert event_count("OMN-1") == events + 1, "the deletion is a change"
+    assert event_count("OMN-1") == events + 2, "the deletion is a change, recorded as a touch"
+    assert session_of("OMN-1").files["github.com/acme/shop:build.sh"].last_at > after.last_activity
 
 
 def test_session_end_records_and_forgets_the_agent_session(home, worktrees, cli, capsys):
