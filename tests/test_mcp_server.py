@@ -104,11 +104,19 @@ def test_a_ticket_worked_through_the_tools_reads_back_as_the_cli_prints_it(home,
     assert [c["other_task_id"] for c in from_cli["conflicts"]] == ["OMN-2"]
 
 
-def test_the_write_tools_answer_as_the_cli_json(home, worktrees, cli):
+@pytest.mark.parametrize("tool, arguments, command", [
+    ("record_touch", {"paths": ["src/db.py"], "task_id": "OMN-1"}, ["touch", "src/db.py", "--task", "OMN-1"]),
+    ("record_decision", {"text": "Keep carts in PostgreSQL", "context": "restarts"},
+     ["decide", "Keep carts in PostgreSQL", "--context", "restarts"]),
+    ("update_session", {"phase": "reviewing", "next_action": "ask for review", "done": ["migration"]},
+     ["update", "--phase", "reviewing", "--next", "ask for review", "--done", "migration"]),
+    ("bind_task", {"task_id": "OMN-1"}, ["bind", "OMN-1"]),
+])
+def test_the_write_tools_answer_as_the_cli_json(home, worktrees, cli, tool, arguments, command):
     main = two_agents(worktrees, cli)
-    is_error, text = with_server(main, call("record_touch", paths=["src/db.py"], task_id="OMN-1"))
-    assert not is_error
-    assert json.loads(text) == cli_json(main, "touch", "src/db.py", "--task", "OMN-1", "--json")
+    is_error, text = with_server(main, call(tool, **arguments))
+    assert not is_error, text
+    assert json.loads(text) == cli_json(main, *command, "--json")
 
 
 def test_a_handoff_written_and_verified_through_the_tools(home, worktrees, cli):
