@@ -15,7 +15,6 @@ No Qdrant server can be installed here: recall runs on the embedded index in thi
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
 import statistics
@@ -96,17 +95,12 @@ def waiting_in_outbox(home: Path) -> int:
 
 def wait_for_idle_delivery(home: Path, timeout: float = 60) -> None:
     """Until the background delivery a touch started has drained the outbox and exited."""
+    from skills.relay import delivery_running
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        fd = os.open(home / "delivery.lock", os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if waiting_in_outbox(home) == 0:
-                return
-        except BlockingIOError:
-            pass
-        finally:
-            os.close(fd)
+        if not delivery_running(home) and waiting_in_outbox(home) == 0:
+            return
         time.sleep(0.01)
     raise RuntimeError(f"the background delivery did not finish within {timeout} s")
 

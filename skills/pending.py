@@ -42,6 +42,12 @@ class PendingWrites:
             with write_transaction(conn):
                 conn.executemany("INSERT INTO pending (body) VALUES (?)", [(b,) for b in bodies])
 
+    def count(self) -> int:
+        if not self.path.exists():
+            return 0
+        with guarded(STORE, self.path):
+            return self._db.conn().execute("SELECT count(*) FROM pending").fetchone()[0]
+
     def waiting(self) -> list[tuple[int, str]]:
         if not self.path.exists():
             return []
@@ -74,15 +80,15 @@ def waiting_writes(stores) -> int:
     """How many writes (events and signals) are kept on this machine, waiting for a server."""
     events = stores.event_log.waiting() if _kafka_outbox_exists(stores, EVENTS_OUTBOX) else 0
     signals = stores.signals.waiting() if _kafka_outbox_exists(stores, SIGNALS_OUTBOX) else 0
-    return events + signals + (len(stores.pending.waiting()) if (stores.settings.home / FILE).exists() else 0)
+    return events + signals + (stores.pending.count() if (stores.settings.home / FILE).exists() else 0)
 
 
 def deliver(stores) -> list[str]:
     """Deliver the kept writes, if any; returns a warning while some still wait."""
-    for name, store in ((EVENTS_OUTBOX, lambda: stores.event_log), (SIGNALS_OUTBOX, lambda: stores.signals)):
-        if _kafka_outbox_exists(stores, name) and store().waiting():
+    for name, store in ((EVENTS_OUTBOX, "event_log"), (SIGNALS_OUTBOX, "signals")):
+        if _kafka_outbox_exists(stores, name):
             try:
-                store().deliver()
+                getattr(stores, store).deliver()  # returns at once when nothing waits
             except StoreUnavailable as exc:
                 return [str(exc)]
     if not (stores.settings.home / FILE).exists():

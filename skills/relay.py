@@ -40,12 +40,20 @@ def _unlock(fd: int) -> None:
     os.close(fd)
 
 
-def start_background_delivery(home: Path) -> None:
-    """Start a detached delivery process unless one runs; costs the hook a spawn, no wait."""
+def delivery_running(home: Path) -> bool:
+    """Whether a background delivery holds the lock now."""
     fd = _try_lock(home)
     if fd is None:
-        return
+        return True
     _unlock(fd)
+    return False
+
+
+def start_background_delivery(settings) -> None:
+    """Start a detached delivery process unless one runs or the settings turn it off; costs
+    the caller a spawn, no wait."""
+    if not settings.background_delivery or delivery_running(settings.home):
+        return
     devnull = os.open(os.devnull, os.O_RDWR)
     try:
         os.posix_spawn(sys.executable, [sys.executable, "-m", "skills.cli", "deliver", "--background"], os.environ,

@@ -62,10 +62,9 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     report = TouchReport(files=refs)
     if stores.settings.uses_servers:
         _keep_for_delivery(stores, task, refs, at)
-        if stores.settings.background_delivery:
-            from skills.relay import start_background_delivery
+        from skills.relay import start_background_delivery
 
-            start_background_delivery(stores.settings.home)
+        start_background_delivery(stores.settings)
         return report
     stores.registry.record_touch(task.task_id, task.session_id, at, refs, event_id=str(uuid.uuid4()))
     try:

@@ -86,6 +86,15 @@ def _commit(stores: Stores, events: list[Event], report: WriteReport, *, deliver
     report.warnings += warnings
 
 
+def _deliver_kept_writes_later(stores: Stores) -> None:
+    """deliver_later kept the writes in the Kafka outboxes (without Kafka they were applied):
+    start their background delivery."""
+    if stores.settings.kafka_bootstrap:
+        from skills.relay import start_background_delivery
+
+        start_background_delivery(stores.settings)
+
+
 def _publish(stores: Stores, signals: list[Signal], report: WriteReport, *,
              deliver_later: bool = False) -> list[bool] | None:
     try:
@@ -126,10 +135,8 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
     task = ActiveTask(task_id, session_id, "bind")
     _publish(stores, [signal(SignalType.ticket_claimed, str(event.event_id), task, place.repo, at,
                               reason="reopened" if reopens else "")], report, deliver_later=deliver_later)
-    if deliver_later and stores.settings.kafka_bootstrap and stores.settings.background_delivery:
-        from skills.relay import start_background_delivery
-
-        start_background_delivery(stores.settings.home)
+    if deliver_later:
+        _deliver_kept_writes_later(stores)
     return report
 
 
@@ -216,10 +223,8 @@ def record_events(stores: Stores, events: list[Event], *, deliver_later: bool = 
     while the registry's server is down); returns the warnings. deliver_later: as for bind."""
     report = WriteReport()
     _commit(stores, events, report, deliver_later=deliver_later)
-    if deliver_later and stores.settings.kafka_bootstrap and stores.settings.background_delivery:
-        from skills.relay import start_background_delivery
-
-        start_background_delivery(stores.settings.home)
+    if deliver_later:
+        _deliver_kept_writes_later(stores)
     return report.warnings
 
 

@@ -1,13 +1,13 @@
 """With servers configured, a hook's touch is only kept locally; a background delivery takes
 it to the servers without the agent running another command, then exits."""
 
-import fcntl
 import os
 import sqlite3
 import time
 from pathlib import Path
 
 from baton.outcome import Found
+from skills.relay import delivery_running
 from tests.conftest import run_process, use_servers
 
 ON = {"BATON_BACKGROUND_DELIVERY": "on"}
@@ -21,17 +21,6 @@ def wait_for(condition, timeout: float, what: str):
             return value
         time.sleep(0.1)
     raise AssertionError(f"not within {timeout}s: {what}")
-
-
-def delivery_running(home: Path) -> bool:
-    fd = os.open(home / "delivery.lock", os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def waiting_in(outbox: Path) -> int:
