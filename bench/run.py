@@ -2,8 +2,12 @@
 
 Builds a data set (1,000 active sessions of 20 files each, 100,000 decisions), then times:
   - `baton touch` as a fresh process (an agent's PostToolUse hook; budget 100 ms),
+  - `baton decide` as a fresh process (it queues the decision for the indexer; budget 100 ms),
   - `baton resume` as a fresh process, recall included (budget 500 ms),
   - resume_session() in-process, warm (budget 25 ms),
+  - a related-decisions search in-process at 100,000 decisions (budget 10 ms), beside a
+    NumPy product over the same vectors held in memory (its floor), and the open of the
+    index in a fresh process,
   - one task's conflict lookup at 100 and at 10,000 sessions (must not grow with sessions),
 each against a baseline measured in the same run. Prints medians with p10-p90 spread.
 
@@ -102,10 +106,10 @@ def build_decisions(home: Path, count: int) -> None:
     import numpy as np
 
     from recall.base import DecisionRecord
-    from recall.edge import EdgeDecisionIndex
+    from recall.embedded import EmbeddedDecisionIndex
     from recall.embedding import MiniLMEncoder
 
-    index = EdgeDecisionIndex(home / "recall" / "decisions", timeout=30)
+    index = EmbeddedDecisionIndex(home / "recall", timeout=30)
     encoder = MiniLMEncoder.load()
     real = [(BENCH_TASK, text) for text in BENCH_DECISIONS] + RELATED
     records = [DecisionRecord(task_id=t, session_id="bench", text=x, recorded_at=clock.now().isoformat(), repo="r")
@@ -139,6 +143,49 @@ def bench_conflict_lookup(root: Path, counts: list[int], repeat: int) -> dict[in
         graph.close()
         results[-sessions] = scan_baseline(home / "graph.db", max(5, repeat // 50))
     return results
+
+
+def bench_search(home: Path, repeat: int) -> list[tuple[str, list[float], int | None]]:
+    """The related-decisions search as resume runs it (the ticket's stored vectors, other
+    tickets only, top 5), warm; its floor is the bare NumPy product over the same vectors."""
+    import numpy as np
+
+    from recall.embedded import EmbeddedDecisionIndex
+
+    index = EmbeddedDecisionIndex(home / "recall", timeout=30)
+    own = list(index.vectors_for_task(BENCH_TASK, 10).values())
+    index.search(own, limit=5, exclude_task_id=BENCH_TASK)
+    matrix = np.concatenate([part.vectors for part in index._view.parts])
+    queries = np.asarray(own, np.float32)
+    rows = []
+    for label, vectors in (("1 vector", own[:1]), (f"{len(own)} vectors", own)):
+        samples, floor = [], []
+        for _ in range(repeat):
+            began = time.perf_counter()
+            index.search(vectors, limit=5, exclude_task_id=BENCH_TASK)
+            samples.append((time.perf_counter() - began) * 1000)
+            began = time.perf_counter()
+            matrix @ queries[:len(vectors)].T
+            floor.append((time.perf_counter() - began) * 1000)
+        rows.append((f"recall search, {label}, other tickets, top 5", samples, 10))
+        rows.append((f"  floor: NumPy product over the same vectors in memory", floor, None))
+    index.close()
+    return rows
+
+
+def bench_open(home: Path, repeat: int) -> list[float]:
+    """A fresh process: open the index (manifest, segments mapped) and search once."""
+    code = ("import sys,time; sys.path.insert(0, %r)\n"
+            "from recall.embedded import EmbeddedDecisionIndex\n"
+            "i = EmbeddedDecisionIndex(__import__('pathlib').Path(%r), timeout=30)\n"
+            "v = list(i.vectors_for_task(%r, 1).values())\n"
+            "t = time.perf_counter(); i.search(v, limit=5, exclude_task_id=None)\n"
+            "print((time.perf_counter() - t) * 1000)") % (str(ROOT), str(home / "recall"), BENCH_TASK)
+    samples = []
+    for _ in range(repeat):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        samples.append(float(out))
+    return samples
 
 
 def time_lookups(graph, repeat: int) -> list[float]:
@@ -215,6 +262,9 @@ def main() -> None:
         rows.append(("python -c pass (baseline)", python_start, None))
         touch = timed_runs([*cli, "touch", "src/m3.py"], worktree, env, args.repeat)
         rows.append(("baton touch, fresh process", touch, 100))
+        decide = timed_runs([*cli, "decide", "Bench decision"], worktree, {**env, "BATON_BACKGROUND_INDEXING": "off"},
+                            args.repeat)
+        rows.append(("baton decide, fresh process (queued for the indexer)", decide, 100))
         resume = timed_runs([*cli, "resume", BENCH_TASK, "--json"], worktree, env, max(10, args.repeat // 2))
         rows.append(("baton resume, fresh process (recall included)", resume, 500))
         rows.append(("two baton resumes at once, both finished", concurrent_runs(
@@ -238,6 +288,8 @@ def main() -> None:
             warm.append((time.perf_counter() - began) * 1000)
         rows.append(("resume_session in-process, warm", warm, 25))
         stores.close()
+        rows += bench_search(home, args.repeat * 3)
+        rows.append(("recall index open + first search, fresh process", bench_open(home, max(5, args.repeat // 3)), None))
 
         lookups = bench_conflict_lookup(root, [100, 10_000], args.repeat * 10)
         for sessions, samples in lookups.items():

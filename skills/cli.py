@@ -100,6 +100,13 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--background", action="store_true",
                      help="linger for more writes and retry while a server is down (what a touch starts)")
 
+    sub = command("index", "Embed the decisions waiting for recall (writes queue them; a background indexer "
+                           "usually has done this already).", task=False)
+    sub.add_argument("--all", action="store_true",
+                     help="first queue every decision the registry holds that the index lacks (heals a lost index)")
+    sub.add_argument("--background", action="store_true",
+                     help="linger for more decisions, at low priority (what a write starts)")
+
     sub = command("doctor", "Show each store's backend, server and version, and whether it answers.", task=False)
     sub.add_argument("--json", action="store_true")
 
@@ -156,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         from skills.stores import Stores
 
         stores = Stores(Settings.from_env())
-        if args.command not in ("touch", "deliver"):  # the hook's hot path never waits for a server
+        if args.command not in ("touch", "deliver", "index"):  # the hook's hot path never waits for a server
             from skills.pending import deliver
 
             _warn(deliver(stores))
@@ -175,8 +182,19 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     finally:
-        if stores is not None:
+        from skills.deadline import abandoned
+
+        # A read abandoned at its deadline may still hold a connection: closing it could wait
+        # for that read; the process ends without closing (run() exits at once).
+        if stores is not None and not abandoned():
             stores.close()
+
+
+def run() -> None:
+    """The console script: main(), then an exit that never waits for an abandoned read."""
+    from skills.deadline import leave
+
+    leave(main())
 
 
 def _place():
@@ -422,6 +440,31 @@ def _deliver(args, stores) -> int:
     return 3 if left else 0
 
 
+def _index(args, stores) -> int:
+    from skills.indexing import index_decisions, reindex_from_registry
+
+    if args.background:
+        index_decisions(stores, background=True)
+        return 0
+    from skills.pending import deliver
+
+    _warn(deliver(stores))
+    if args.all:
+        queued, recovered = reindex_from_registry(stores)
+        if recovered:
+            _warn([recovered])
+        print(f"Queued {queued} decisions the index lacked.")
+    report = index_decisions(stores)
+    waiting = stores.embedding_queue.count()
+    if report is None:
+        print(f"Another indexer is running; {waiting} decisions wait for it.")
+        return 0
+    for dropped in report.dropped:
+        _warn([f"dropped an unreadable queue entry: {dropped}"])
+    print(f"Indexed {report.embedded} decisions ({report.already} were indexed already); {waiting} wait.")
+    return 0
+
+
 def _install(args, stores) -> int:
     from baton.errors import BadInput
 
@@ -573,11 +616,11 @@ def _migrate(args, stores) -> int:
 
 _HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "end": _end,
              "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "migrate": _migrate, "projector": _projector,
-             "deliver": _deliver, "install": _install, "uninstall": _uninstall, "handoff": _handoff}
+             "deliver": _deliver, "index": _index, "install": _install, "uninstall": _uninstall, "handoff": _handoff}
 # These open what they need themselves: a hook and the guard report Baton's own failures
 # and exit 0; the MCP server opens stores per tool call.
 _WITHOUT_STORES = {"hook": _hook, "guard": _guard, "mcp": _mcp}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -1,7 +1,15 @@
-"""Run store reads side by side with one deadline, so a hung store cannot hang a resume."""
+"""Run store reads side by side with one deadline, so a hung store cannot hang a resume.
+
+A read still running at the deadline is abandoned, not waited for: its thread may sit in a
+driver call that never returns, or in a native library whose exit handler would wait for
+it. The process therefore never closes what such a thread uses and never runs the
+interpreter's exit with it alive: `leave(code)` ends the process at once instead.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -9,6 +17,27 @@ from typing import Any
 
 from baton.errors import StoreUnavailable
 from baton.outcome import Unavailable
+
+
+_abandoned: list[threading.Thread] = []
+
+
+def abandoned() -> bool:
+    """Whether a read this process gave up on is still running."""
+    return any(thread.is_alive() for thread in _abandoned)
+
+
+def leave(code: int) -> None:
+    """End the process with code: at once when an abandoned read still runs (after flushing
+    what was written), else through the interpreter's normal exit."""
+    if abandoned():
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    sys.exit(code)
 
 
 def gather(calls: dict[str, Callable[[], Any]], timeout: float) -> dict[str, Any]:
@@ -37,6 +66,7 @@ def gather(calls: dict[str, Callable[[], Any]], timeout: float) -> dict[str, Any
         thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
             results[name] = Unavailable(f"no answer within {timeout:g}s")
+            _abandoned.append(thread)
     for exc in errors.values():
         raise exc
     return {name: results[name] for name in calls}

@@ -1,7 +1,8 @@
 """Apply registry events to every store: the registry first (the source of truth), then the
-conflict graph and the recall index, which are derived from it. Touches that reach the
+conflict graph and the recall queue, which are derived from it. Touches that reach the
 stores here (from the projector or a delayed delivery) are checked for overlaps, and each
-new overlap is signalled, as `baton touch` does on the embedded default."""
+new overlap is signalled, as `baton touch` does on the embedded default. Decisions are
+queued for the indexer (skills.indexing), never embedded here."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from baton.errors import StoreUnavailable
 from registry.model import DecisionRecorded, Event, FilesTouched, Session, Status
 from skills.binding import ActiveTask
+from skills.indexing import queue_decisions, start_background_indexer
 from skills.overlaps import signal_new_overlaps
 from skills.stores import Stores
 
@@ -18,7 +20,8 @@ def project(stores: Stores, events: Sequence[Event]) -> tuple[dict[str, Session]
     """Append events to the registry and bring the graph and recall up to date.
 
     Raises StoreUnavailable when the registry cannot take them; a failing graph or recall
-    index only adds a warning (recall heals on the next resume, the graph on the next write).
+    queue only adds a warning (recall heals on the next resume, the graph on the next write).
+    Queued decisions start a background indexer (skills.indexing), in the projector too.
     """
     sessions = stores.registry.append(events)
     warnings: list[str] = []
@@ -38,10 +41,10 @@ def project(stores: Stores, events: Sequence[Event]) -> tuple[dict[str, Session]
     if decisions:
         from recall.base import DecisionRecord
 
-        try:
-            stores.recall().record([DecisionRecord(task_id=e.task_id, session_id=e.session_id, text=e.text,
-                                                   context=e.context, recorded_at=e.at.isoformat(), repo=e.repo)
-                                    for e in decisions])
-        except StoreUnavailable as exc:
-            warnings.append(f"{exc}; the decision is kept and will be indexed on a later resume")
+        trouble = queue_decisions(stores, [DecisionRecord(task_id=e.task_id, session_id=e.session_id, text=e.text,
+                                                          context=e.context, recorded_at=e.at.isoformat(), repo=e.repo)
+                                           for e in decisions])
+        warnings += trouble
+        if not trouble:
+            start_background_indexer(stores.settings)
     return sessions, warnings

@@ -25,9 +25,18 @@ def signals_since(stores, *, task_id: str | None, since: str | None, limit: int)
 
 
 def recall_decisions(stores, text: str, limit: int) -> list:
-    """Recorded decisions nearest in meaning to text, best first."""
+    """Recorded decisions nearest in meaning to text, best first.
+
+    A text query loads the model anyway, so it first indexes the decisions that wait (what
+    the background indexer would do next): a decision recorded just before is found.
+    """
     if not text.strip():
         raise BadInput("search text is empty")
     if limit <= 0:
         raise BadInput("limit must be positive")
-    return stores.recall().search_text(text, limit)
+    client = stores.recall()
+    if stores.embedding_queue.count():
+        from skills.indexing import index_decisions
+
+        index_decisions(stores)
+    return client.search_text(text, limit)

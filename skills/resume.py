@@ -73,16 +73,19 @@ def _conflicts(stores: Stores, session: Session) -> tuple[list[FileConflict], di
 
 
 def _related(stores: Stores, session: Session, limit: int) -> list[RelatedDecision]:
+    """Related decisions of other tickets, found with the stored vectors of this ticket's
+    own; those the index lacks are queued for the indexer (a resume never embeds)."""
     from recall.base import DecisionRecord
+    from skills.indexing import queue_unindexed_decisions
 
-    client = stores.recall()
     own = [DecisionRecord(task_id=session.task_id, session_id=d.session_id, text=d.text, context=d.context,
                           recorded_at=d.at.isoformat(), repo=session.repo or "") for d in session.decisions]
     if not own:
         return []
-    hits = client.search_related(session.task_id, limit, own=own, min_score=stores.settings.recall_min_score)
+    found = stores.recall().search_related(session.task_id, limit, own=own, min_score=stores.settings.recall_min_score)
+    queue_unindexed_decisions(stores, found.unindexed)
     return [RelatedDecision(task_id=h.record.task_id, text=h.record.text, score=round(h.score, 4),
-                            context=h.record.context) for h in hits]
+                            context=h.record.context) for h in found.hits]
 
 
 def _missed_signals(stores: Stores, session: Session) -> list[Signal] | Unavailable:

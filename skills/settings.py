@@ -30,6 +30,7 @@ class Settings:
     kafka_bootstrap: str | None = None
     kafka_topic_prefix: str = "baton."
     background_delivery: bool = True
+    background_indexing: bool = True
     handoff: HandoffSettings = HandoffSettings()
     hook_handoff: str = "never"  # which agent hook writes a handoff: never, stop or session-end
 
@@ -54,6 +55,7 @@ class Settings:
             stale_after=_duration("BATON_STALE_AFTER", "24h"),
             recall_min_score=_number("BATON_RECALL_MIN_SCORE", 0.3, minimum=-1.0),
             background_delivery=_switch("BATON_BACKGROUND_DELIVERY", True),
+            background_indexing=_switch("BATON_BACKGROUND_INDEXING", True),
             handoff=HandoffSettings.from_config(config.get("handoff", {}), "baton.toml"),
             hook_handoff=_hook_handoff(config.get("hooks", {})),
         )

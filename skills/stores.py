@@ -26,6 +26,8 @@ class Stores:
         self._recall = None
         self._pending = None
         self._event_log = None
+        self._queue = None
+        self._indexer = None
 
     @property
     def registry(self) -> SessionStore:
@@ -72,7 +74,7 @@ class Stores:
         return self._signals
 
     def recall(self):
-        """The DecisionSearchClient; StoreUnavailable when recall's libraries are missing."""
+        """The DecisionSearchClient; StoreUnavailable when the index's libraries are missing."""
         if self._recall is None:
             from recall import missing_dependency
 
@@ -106,18 +108,36 @@ class Stores:
             self._pending = PendingWrites(self.settings.home, timeout=self.settings.store_timeout)
         return self._pending
 
+    @property
+    def embedding_queue(self):
+        """Decisions waiting to be embedded (recall.queue); needs no recall library."""
+        if self._queue is None:
+            from recall.queue import EmbeddingQueue
+
+            self._queue = EmbeddingQueue(self.settings.home / "recall", timeout=self.settings.store_timeout)
+        return self._queue
+
+    def indexer(self):
+        """The Indexer of the queue into the decision index (it keeps the model loaded)."""
+        if self._indexer is None:
+            from recall.indexer import Indexer
+
+            self._indexer = Indexer(self.embedding_queue, self.recall().index)
+        return self._indexer
+
     def decision_index(self):
         """The configured DecisionIndex backend (a new object each call)."""
         if self.settings.qdrant_url:
             from recall.qdrant_server import QdrantServerIndex
 
             return QdrantServerIndex(self.settings.qdrant_url, timeout=self.settings.store_timeout)
-        from recall.edge import EdgeDecisionIndex
+        from recall.embedded import EmbeddedDecisionIndex
 
-        return EdgeDecisionIndex(self.settings.home / "recall" / "decisions", timeout=self.settings.store_timeout)
+        return EmbeddedDecisionIndex(self.settings.home / "recall", timeout=self.settings.store_timeout)
 
     def close(self) -> None:
-        for store in (self._registry, self._graph, self._signals, self._recall, self._pending, self._event_log):
+        for store in (self._registry, self._graph, self._signals, self._recall, self._pending, self._event_log,
+                      self._queue):
             if store is not None:
                 store.close()
 

@@ -25,6 +25,9 @@ def home(tmp_path, monkeypatch) -> Path:
     # Tests drive delivery through commands, so what waits where is known; the background
     # delivery that a touch starts is tested on its own (tests/test_background_delivery.py).
     monkeypatch.setenv("BATON_BACKGROUND_DELIVERY", "off")
+    # Likewise, tests index queued decisions with `baton index` (tests/test_recall_index.py
+    # covers the background indexer).
+    monkeypatch.setenv("BATON_BACKGROUND_INDEXING", "off")
     return path
 
 
@@ -165,6 +168,7 @@ def two_agents(worktrees: tuple[Path, Path], cli) -> Path:
     cli(second, "bind", "OMN-2")
     cli(second, "decide", "Persist payments in PostgreSQL")
     cli(second, "touch", "src/db.py")
+    cli(main, "index")
     return main
 
 

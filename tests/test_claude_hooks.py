@@ -272,7 +272,7 @@ PROBE = """
 import sys
 from skills.cli import main
 code = main(sys.argv[1:])
-heavy = sorted(m for m in ("pydantic", "numpy", "torch", "qdrant_edge", "qdrant_client", "tokenizers",
+heavy = sorted(m for m in ("pydantic", "numpy", "torch", "qdrant_client", "tokenizers",
                            "confluent_kafka", "neo4j", "psycopg", "mcp") if m in sys.modules)
 print("HEAVY", ",".join(heavy), file=sys.stderr)
 sys.exit(code)

@@ -11,12 +11,12 @@ import pytest
 from recall.base import DecisionRecord
 
 
-@pytest.fixture(params=["edge", "qdrant-client"])
+@pytest.fixture(params=["embedded", "qdrant-client"])
 def index(request, tmp_path):
-    if request.param == "edge":
-        from recall.edge import EdgeDecisionIndex
+    if request.param == "embedded":
+        from recall.embedded import EmbeddedDecisionIndex
 
-        backend = EdgeDecisionIndex(tmp_path / "decisions", timeout=2)
+        backend = EmbeddedDecisionIndex(tmp_path / "recall", timeout=2)
     else:
         from recall.qdrant_server import QdrantServerIndex
 
@@ -60,3 +60,20 @@ def test_points_copy_everything(index):
     copied = list(index.points(batch=10))
     assert sorted(r.text for r, _ in copied) == sorted(r.text for r in records)
     assert all(len(v) == 384 for _, v in copied)
+
+
+def test_stored_and_vectors_of(index):
+    records = [record("A", "a1"), record("A", "a2")]
+    index.upsert(records, [unit(1), unit(2)])
+    absent = record("A", "never stored").point_id
+    assert index.stored([r.point_id for r in records] + [absent]) == {r.point_id for r in records}
+    vectors = index.vectors_of([records[1].point_id, absent])
+    assert list(vectors) == [records[1].point_id]
+    assert np.allclose(vectors[records[1].point_id], unit(2), atol=1e-6)
+
+
+def test_search_scores_are_cosine(index):
+    index.upsert([record("A", "a1")], [unit(3)])
+    scaled = (np.array(unit(3)) * 7).tolist()  # cosine ignores length
+    hits = index.search([scaled], limit=1, exclude_task_id=None)
+    assert hits[0].score == pytest.approx(1.0, abs=1e-4)

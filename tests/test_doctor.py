@@ -13,7 +13,7 @@ def test_doctor_on_the_embedded_default(home, worktrees, cli):
     assert set(reports) == {"registry", "graph", "recall", "embedding model", "signals"}
     assert all(r["state"] == "ok" for r in reports.values())
     assert reports["registry"]["backend"] == "sqlite" and reports["registry"]["size"] == "1 sessions"
-    assert reports["recall"]["backend"] == "qdrant-edge"
+    assert reports["recall"]["backend"] == "sqlite vectors + segment index"
 
 
 def test_doctor_names_a_server_that_does_not_answer(home, worktrees, cli, monkeypatch):

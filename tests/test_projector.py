@@ -53,6 +53,7 @@ def test_writes_wait_for_the_projector_and_replays_change_nothing(kafka_home, wo
     replay = baton(main, "projector", "--once", "--group", "replay-from-the-start")
     assert replay.stdout.startswith("applied 6 events")
     assert session(main, "OMN-1") == first, "applying every event again changes nothing"
+    assert baton(main, "index").stdout.startswith("Indexed 2 decisions")
     resumed = json.loads(baton(main, "resume", "OMN-1", "--json").stdout)
     assert [d["text"] for d in resumed["session"]["decisions"]] == ["Keep carts in PostgreSQL"]
     assert [r["task_id"] for r in resumed["related_decisions"]] == ["OMN-2"]

