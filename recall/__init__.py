@@ -3,19 +3,12 @@
 Interface: DecisionIndex. Backends: EmbeddedDecisionIndex (vectors in SQLite, searched
 through derived segment files; the embedded default) and QdrantServerIndex. Decisions wait
 in an EmbeddingQueue until the Indexer embeds them; DecisionSearchClient searches.
-Nothing here imports NumPy or tokenizers until it is used.
+Importing this package imports nothing else: `baton decide` queues a decision on the
+hook's budget (recall.wire, recall.queue) without pydantic, NumPy or tokenizers.
 """
 
 import importlib.util
 import os
-
-from recall.base import (
-    COLLECTION,
-    DecisionIndex,
-    DecisionRecord,
-    ScoredDecision,
-    decision_point_id,
-)
 
 # NumPy's OpenBLAS keeps a pool of worker threads and joins them at exit: a process that
 # exits while a worker is busy (a search abandoned at the command's deadline) hangs there
@@ -52,5 +45,4 @@ def missing_model() -> str | None:
     return None
 
 
-__all__ = ["COLLECTION", "DecisionIndex", "DecisionRecord", "ScoredDecision", "decision_point_id",
-           "missing_dependency", "missing_model"]
+__all__ = ["missing_dependency", "missing_model"]

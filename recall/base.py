@@ -6,13 +6,13 @@ A collection `decisions` of 384-dimension cosine points; each point's id is deri
 
 from __future__ import annotations
 
-import hashlib
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
+
+from recall.wire import decision_point_id
 
 COLLECTION = "decisions"
 
@@ -53,11 +53,6 @@ def best_per_point(hits: Iterable[tuple[object, float, dict]], limit: int) -> li
         if key not in best or score > best[key].score:
             best[key] = ScoredDecision(record=DecisionRecord.model_validate(payload), score=score)
     return sorted(best.values(), key=lambda s: (-s.score, s.record.task_id, s.record.text))[:limit]
-
-
-def decision_point_id(task_id: str, text: str) -> UUID:
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-    return uuid.uuid5(uuid.NAMESPACE_DNS, f"{task_id}:{digest}")
 
 
 class DecisionIndex(ABC):

@@ -12,10 +12,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from baton.sqlite import SqliteFile, guarded, write_transaction
-from recall.base import DecisionRecord
+
+if TYPE_CHECKING:
+    from recall.base import DecisionRecord
 
 STORE = "recall queue"
 FILE = "queue.db"
@@ -39,7 +42,11 @@ class EmbeddingQueue:
 
     def add(self, records: Sequence[DecisionRecord]) -> int:
         """Queue records (once per point id); returns how many were new."""
-        if not records:
+        return self.add_payloads([(r.point_id, r.model_dump_json()) for r in records])
+
+    def add_payloads(self, payloads: Sequence[tuple[UUID, str]]) -> int:
+        """Queue (point id, DecisionRecord JSON) pairs, built by recall.wire on the hot path."""
+        if not payloads:
             return 0
         now = time.time()
         with guarded(STORE, self.path):
@@ -47,7 +54,7 @@ class EmbeddingQueue:
             with write_transaction(conn):
                 return sum(conn.execute(
                     "INSERT OR IGNORE INTO queued (point_id, payload, queued_at) VALUES (?, ?, ?)",
-                    (str(r.point_id), r.model_dump_json(), now)).rowcount for r in records)
+                    (str(point_id), payload, now)).rowcount for point_id, payload in payloads)
 
     def oldest(self, limit: int) -> list[tuple[UUID, str]]:
         """Up to limit (point id, payload JSON) pairs, oldest first."""

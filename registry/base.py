@@ -30,12 +30,18 @@ class SessionStore(ABC):
         """
 
     @abstractmethod
+    def append_body(self, event_id: str, task_id: str, at: datetime, event_type: str, body: str) -> None:
+        """Append one event's JSON without projecting it yet: the hot path of `baton touch`
+        and `baton decide` (registry.wire builds the body). Must not import the pydantic
+        models. The projection catches up before the next read; an id already stored is skipped."""
+
     def record_touch(self, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef], *,
                      event_id: str) -> None:
-        """Append a files_touched event without projecting it yet: the agent hook's hot path.
+        """Append a files_touched event without projecting it yet (see append_body)."""
+        from registry.wire import files_touched_body
 
-        Must not import the pydantic models. The projection catches up before the next read.
-        """
+        self.append_body(event_id, task_id, at, "files_touched",
+                         files_touched_body(event_id, task_id, session_id, at, files))
 
     @abstractmethod
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:

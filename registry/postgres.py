@@ -22,10 +22,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from baton.errors import StoreUnavailable
-from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
 from registry.base import SessionStore
-from registry.wire import event_adapter, files_touched_body
+from registry.wire import event_adapter
 
 if TYPE_CHECKING:
     import psycopg
@@ -264,13 +263,12 @@ class PostgresSessionStore(SessionStore):
             if conn.execute("SELECT 1 FROM baton_events WHERE NOT applied LIMIT 1").fetchone() is not None:
                 self._apply_pending(conn)
 
-    def record_touch(self, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef], *,
-                     event_id: str) -> None:
+    def append_body(self, event_id: str, task_id: str, at: datetime, event_type: str, body: str) -> None:
         with self._transaction() as conn:
             conn.execute(
                 "INSERT INTO baton_events (event_id, task_id, at, type, body, applied) VALUES (%s, %s, %s, %s, %s::jsonb, false) "
                 "ON CONFLICT (event_id) DO NOTHING",
-                (event_id, task_id, at, "files_touched", files_touched_body(event_id, task_id, session_id, at, files)))
+                (event_id, task_id, at, event_type, body))
 
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
         from psycopg.types.json import Jsonb

@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.errors import StoreUnavailable
-from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
 from baton.sqlite import SqliteFile, guarded, write_transaction
 from registry.base import SessionStore
-from registry.wire import event_adapter, files_touched_body
+from registry.wire import event_adapter
 
 if TYPE_CHECKING:
     from registry.model import Event, Session
@@ -104,15 +103,13 @@ class SqliteSessionStore(SessionStore):
         with write_transaction(conn):
             self._apply_pending(conn)
 
-    def record_touch(self, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef], *,
-                     event_id: str) -> None:
+    def append_body(self, event_id: str, task_id: str, at: datetime, event_type: str, body: str) -> None:
         with guarded(STORE, self.path):
             conn = self._db.conn()
             with write_transaction(conn):
                 conn.execute(
                     "INSERT OR IGNORE INTO events (event_id, task_id, at, type, body, applied) VALUES (?, ?, ?, ?, ?, 0)",
-                    (event_id, task_id, clock.to_text(at), "files_touched",
-                     files_touched_body(event_id, task_id, session_id, at, files)))
+                    (event_id, task_id, clock.to_text(at), event_type, body))
 
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
         from registry.apply import apply_event

@@ -29,3 +29,13 @@ def files_touched_body(event_id: str, task_id: str, session_id: str, at: datetim
         "event_id": event_id, "task_id": task_id, "session_id": session_id, "at": at.isoformat(),
         "type": "files_touched", "files": [{"repo": f.repo, "path": f.path} for f in files],
     }, separators=(",", ":"), ensure_ascii=False)
+
+
+def decision_recorded_body(event_id: str, task_id: str, session_id: str, at: datetime, text: str, context: str,
+                           repo: str) -> str:
+    """The JSON of a DecisionRecorded event (text and context already stripped), built
+    without pydantic: `baton decide` keeps to the hook's budget. tests/test_hot_path.py pins it."""
+    return json.dumps({
+        "event_id": event_id, "task_id": task_id, "session_id": session_id, "at": at.isoformat(),
+        "type": "decision_recorded", "text": text, "context": context, "repo": repo,
+    }, separators=(",", ":"), ensure_ascii=False)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
-from baton.ids import BATON_NAMESPACE
 from baton.types import TaskId
-from signals.wire import SignalType, file_subject, subjects_of
+from signals.wire import SignalType, derived_signal_id, file_subject, subjects_of
 
 __all__ = ["Signal", "SignalPayload", "SignalType", "derived_signal_id", "file_subject"]
 
@@ -54,6 +52,3 @@ class Signal(BaseModel):
         return f"{self.signal_type.value} from {self.task_id}" + (f": {' '.join(parts)}" if parts else "")
 
 
-def derived_signal_id(signal_type: SignalType, source: str) -> UUID:
-    """Deterministic id from the event that caused the signal, so a replay emits nothing new."""
-    return uuid.uuid5(BATON_NAMESPACE, f"{signal_type.value}:{source}")

@@ -8,10 +8,13 @@ the same JSON, which tests/test_hot_path.py pins to the model's.
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from uuid import UUID
+
+from baton.ids import BATON_NAMESPACE
 
 
 class SignalType(StrEnum):
@@ -24,6 +27,11 @@ class SignalType(StrEnum):
     rebase_needed = "rebase_needed"
     pr_merged = "pr_merged"
     handoff_written = "handoff_written"
+
+
+def derived_signal_id(signal_type: SignalType, source: str) -> UUID:
+    """Deterministic id from the event that caused the signal, so a replay emits nothing new."""
+    return uuid.uuid5(BATON_NAMESPACE, f"{signal_type.value}:{source}")
 
 
 def file_subject(repo: str, path: str) -> str:

@@ -255,7 +255,7 @@ def _touch(args, stores) -> int:
 
 
 def _decide(args, stores) -> int:
-    from skills.writes import decide
+    from skills.decide import decide
 
     place, _ = _place()
     task = _active(args, place)

@@ -18,7 +18,6 @@ from typing import Any
 from baton.errors import StoreUnavailable
 from baton.outcome import Unavailable
 
-
 _abandoned: list[threading.Thread] = []
 
 

@@ -26,14 +26,19 @@ NICENESS = 10  # the background indexer yields the CPU to the agent and its hook
 
 
 def queue_decisions(stores, records: Sequence) -> list[str]:
-    """Queue records for embedding; a failure is a warning (the registry keeps the decision
-    and a resume of its ticket queues it again)."""
+    """Queue DecisionRecords for embedding; see queue_payloads."""
     if not records:
         return []
+    return queue_payloads(stores, records[0].task_id, [(r.point_id, r.model_dump_json()) for r in records])
+
+
+def queue_payloads(stores, task_id: str, payloads: Sequence) -> list[str]:
+    """Queue (point id, DecisionRecord JSON) pairs for embedding; a failure is a warning (the
+    registry keeps the decision and a resume of its ticket queues it again)."""
     try:
-        stores.embedding_queue.add(records)
+        stores.embedding_queue.add_payloads(payloads)
     except StoreUnavailable as exc:
-        return [f"{exc}; the decision is kept and is indexed after the next resume of {records[0].task_id}"]
+        return [f"{exc}; the decision is kept and is indexed after the next resume of {task_id}"]
     from recall import missing_model
 
     missing = missing_model()

@@ -73,7 +73,7 @@ def record_touch(paths: list[str], task_id: str | None = None, worktree: str | N
 def record_decision(text: str, context: str = "", task_id: str | None = None, worktree: str | None = None) -> str:
     from skills.answers import decide_answer
     from skills.binding import resolve_task
-    from skills.writes import decide
+    from skills.decide import decide
 
     def run(stores):
         place = _place(worktree)

@@ -61,7 +61,11 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     at = at or clock.now()
     report = TouchReport(files=refs)
     if stores.settings.uses_servers:
-        _keep_for_delivery(stores, task, refs, at)
+        from registry.wire import files_touched_body
+
+        event_id = str(uuid.uuid4())
+        keep_for_delivery(stores, event_id, task.task_id,
+                          files_touched_body(event_id, task.task_id, task.session_id, at, refs))
         from skills.relay import start_background_delivery
 
         start_background_delivery(stores.settings)
@@ -80,13 +84,10 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     return report
 
 
-def _keep_for_delivery(stores: Stores, task: ActiveTask, refs: list[FileRef], at: datetime) -> None:
-    """Keep the touch event in the data home: in the Kafka outbox, or among the pending writes."""
-    from registry.wire import files_touched_body
-
-    event_id = str(uuid.uuid4())
-    body = files_touched_body(event_id, task.task_id, task.session_id, at, refs)
+def keep_for_delivery(stores: Stores, event_id: str, task_id: str, body: str) -> None:
+    """Keep an event's JSON in the data home for the background delivery: in the Kafka
+    outbox, or among the pending writes."""
     if stores.event_log is not None:
-        stores.event_log.keep([(event_id, task.task_id, body)])
+        stores.event_log.keep([(event_id, task_id, body)])
     else:
         stores.pending.keep([body])

@@ -1,4 +1,5 @@
-"""The write skills: bind, decide, update and end (touch, the hook's hot path, is skills.touch).
+"""The write skills: bind, update and end (touch and decide, on the hook's budget, are
+skills.touch and skills.decide).
 
 Every write is one or more registry events (the source of truth), projected into the
 graph and the recall index by skills.projection, then signalled. If one of the derived
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -22,7 +22,6 @@ from registry.model import (
     Bound,
     CheckRecorded,
     ConstraintAdded,
-    DecisionRecorded,
     DependencyAdded,
     Ended,
     Event,
@@ -44,19 +43,11 @@ from skills.pending import keep_or_raise
 from skills.projection import project
 from skills.signalling import signal
 from skills.stores import Stores
+from skills.write_report import MAX_TEXT, WriteReport
 
 if TYPE_CHECKING:
     from skills.checks import CheckResult
 
-
-MAX_TEXT = 4000  # registry.model.Text
-
-
-@dataclass
-class WriteReport:
-    warnings: list[str] = field(default_factory=list)
-    session_id: str | None = None
-    previous_task: str | None = None
 
 
 def _event_id() -> uuid.UUID:
@@ -146,24 +137,6 @@ def read_binding_quietly(place: Place) -> Binding | None:
         return read_binding(place)
     except BadInput:
         return None
-
-
-def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Place,
-           *, at: datetime | None = None) -> WriteReport:
-    """Record a decision, signal it, and index it for recall (recall failures only warn)."""
-    if not text.strip():
-        raise BadInput("decision text is empty")
-    for label, value in (("decision text", text), ("--context", context)):
-        if len(value.strip()) > MAX_TEXT:
-            raise BadInput(f"{label} is longer than {MAX_TEXT} characters")
-    at = at or clock.now()
-    report = WriteReport()
-    event = DecisionRecorded(event_id=_event_id(), task_id=task.task_id, session_id=task.session_id, at=at,
-                             text=text, context=context.strip(), repo=place.repo)
-    _commit(stores, [event], report)
-    _publish(stores, [signal(SignalType.decision_recorded, str(event.event_id), task, place.repo, at,
-                              reason=event.text[:200])], report)
-    return report
 
 
 def update(stores: Stores, task: ActiveTask, place: Place, *, phase: Phase | None = None,

@@ -77,3 +77,47 @@ def test_the_hand_built_touch_event_is_the_model_event():
     event = TypeAdapter(Event).validate_json(body)
     assert event.type == "files_touched" and event.files == files and event.at == at
     assert json.loads(TypeAdapter(Event).dump_json(event)) == {**json.loads(body), "at": "2026-11-01T12:00:00.123456Z"}
+
+
+def test_decide_imports_nothing_heavy(home, worktrees, cli):
+    """`baton decide` keeps to the hook's budget: no pydantic, no recall library, on the
+    embedded default and with servers configured (whose clients it never needs)."""
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    result = subprocess.run([sys.executable, "-c", PROBE, "decide", "Keep carts in PostgreSQL", "--context", "why"],
+                            cwd=main, capture_output=True, text=True)
+    assert result.returncode == 0 and "HEAVY \n" in result.stdout, result.stdout + result.stderr
+    servers = {"BATON_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none", "BATON_GRAPH_URL": "bolt://127.0.0.1:1",
+               "BATON_KAFKA_BOOTSTRAP": "127.0.0.1:1"}
+    result = subprocess.run([sys.executable, "-c", PROBE, "decide", "Decided while the servers are far"], cwd=main,
+                            capture_output=True, text=True, env={**os.environ, **servers})
+    assert result.returncode == 0 and "HEAVY \n" in result.stdout, result.stdout + result.stderr
+    resumed = json.loads(cli(main, "resume", "OMN-1", "--json")[1])
+    assert [(d["text"], d.get("context")) for d in resumed["session"]["decisions"]] == [("Keep carts in PostgreSQL", "why")]
+    signals = json.loads(cli(main, "signals", "--task", "OMN-1", "--json")[1])
+    assert [s["payload"]["reason"] for s in signals if s["signal_type"] == "decision_recorded"] == ["Keep carts in PostgreSQL"]
+
+
+def test_the_hand_built_decision_is_the_model_decision():
+    from recall.base import DecisionRecord
+    from recall.wire import decision_payload, decision_point_id
+    from registry.wire import decision_recorded_body
+    from signals.model import Signal, derived_signal_id
+    from signals.wire import SignalType, WireSignal
+
+    at = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+    event_id = str(uuid.uuid4())
+    body = decision_recorded_body(event_id, "OMN-1", "s1", at, "Keep carts in PostgreSQL ü", "restarts", "github.com/a/b")
+    event = TypeAdapter(Event).validate_json(body)
+    assert (event.type, event.text, event.context, event.repo, event.at) == \
+        ("decision_recorded", "Keep carts in PostgreSQL ü", "restarts", "github.com/a/b", at)
+    assert json.loads(TypeAdapter(Event).dump_json(event)) == {**json.loads(body), "at": "2026-11-01T12:00:00.123456Z"}
+    payload = decision_payload("OMN-1", "s1", event.text, event.context, at.isoformat(), event.repo)
+    record = DecisionRecord.model_validate_json(payload)
+    assert record.point_id == decision_point_id("OMN-1", event.text)
+    assert json.loads(record.model_dump_json()) == json.loads(payload)
+    wire = WireSignal(signal_id=derived_signal_id(SignalType.decision_recorded, event_id),
+                      signal_type=SignalType.decision_recorded, task_id="OMN-1", session_id="s1", repo="r", emitted_at=at,
+                      file_paths=(), related_task_id=None, reason=event.text)
+    model = Signal.model_validate_json(wire.to_json())
+    assert model.subjects() == wire.subjects() == ["task:OMN-1"]
