@@ -1,0 +1,378 @@
+"""Baton as a team runs it, for a bounded time: 8 agent processes and (on servers) a
+projector, each server and the projector killed once, and random CLI commands killed with
+SIGKILL mid-flight. Then it checks that every acknowledged write is present exactly once,
+every decision is searchable, and no Baton process is left running, and prints the run's
+figures: operations, errors, p50 and p99 per command, and the time to heal.
+
+    .venv/bin/python bench/soak.py [--mode embedded|servers|both] [--seconds 90] [--agents 8]
+
+tests/test_soak.py runs a shorter soak of each mode and asserts the same checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CLI = [sys.executable, "-m", "skills.cli"]
+SHARED_FILES = 12  # a pool every agent touches now and then: conflicts happen
+COMMAND_TIMEOUT = 60.0  # a command that takes this long counts as hung
+
+
+@dataclass
+class Outcome:
+    command: str
+    seconds: float
+    code: int | None  # None: killed on purpose
+
+
+@dataclass
+class Ledger:
+    """What the agents were told was recorded (acknowledged) and what may or may not be."""
+
+    decisions: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # ticket -> texts
+    touches: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # ticket -> paths
+    maybe_decisions: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    outcomes: list[Outcome] = field(default_factory=list)
+    hung: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, outcome: Outcome) -> None:
+        with self.lock:
+            self.outcomes.append(outcome)
+
+
+def make_worktrees(root: Path, count: int) -> list[Path]:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "soak", "GIT_AUTHOR_EMAIL": "s@e", "GIT_COMMITTER_NAME": "soak",
+           "GIT_COMMITTER_EMAIL": "s@e"}
+    main = root / "repo"
+    main.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["remote", "add", "origin", "git@github.com:acme/soak.git"],
+                 ["commit", "-q", "--allow-empty", "-m", "init"]):
+        subprocess.run(["git", *args], cwd=main, env=env, check=True)
+    trees = [main]
+    for n in range(1, count):
+        subprocess.run(["git", "worktree", "add", "-q", str(root / f"tree-{n}"), "-b", f"agent-{n}"], cwd=main,
+                       env=env, check=True)
+        trees.append(root / f"tree-{n}")
+    return trees
+
+
+def run(cwd: Path, env: dict, args: list[str], *, stdin: str | None = None, kill_after: float | None = None,
+        ledger: Ledger, name: str) -> subprocess.CompletedProcess | None:
+    """Run one Baton command as a fresh process; kill_after: SIGKILL it that many seconds in."""
+    started = time.monotonic()
+    process = subprocess.Popen([*CLI, *args], cwd=cwd, env=env, text=True, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if kill_after is not None:
+        try:
+            process.communicate(stdin, timeout=kill_after)
+            ledger.add(Outcome(name, time.monotonic() - started, process.returncode))
+            return None
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            ledger.add(Outcome(name, time.monotonic() - started, None))
+            return None
+    try:
+        out, err = process.communicate(stdin, timeout=COMMAND_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+        ledger.hung.append(f"{name} {' '.join(args)}")
+    ledger.add(Outcome(name, time.monotonic() - started, process.returncode))
+    return subprocess.CompletedProcess(args, process.returncode, out, err)
+
+
+def agent(n: int, worktree: Path, env: dict, until: float, ledger: Ledger, rng: random.Random) -> None:
+    ticket = f"SOAK-{n}"
+    run(worktree, env, ["bind", ticket, "--agent", f"agent-{n}"], ledger=ledger, name="bind")
+    session = f"agent-session-{n}"
+    run(worktree, env, ["hook", "session-start"], stdin=json.dumps({"session_id": session, "cwd": str(worktree),
+                                                                   "hook_event_name": "SessionStart", "source": "startup"}),
+        ledger=ledger, name="hook session-start")
+    k = 0
+    while time.monotonic() < until:
+        k += 1
+        roll = rng.random()
+        kill_after = rng.uniform(0.01, 0.4) if rng.random() < 0.06 else None
+        if roll < 0.35:
+            path = f"src/shared/s{rng.randrange(SHARED_FILES)}.py" if rng.random() < 0.3 else f"src/agent{n}/f{k}.py"
+            payload = {"session_id": session, "cwd": str(worktree), "hook_event_name": "PostToolUse",
+                       "tool_name": "Edit", "tool_input": {"file_path": str(worktree / path)}, "tool_response": {}}
+            done = run(worktree, env, ["hook", "post-tool-use"], stdin=json.dumps(payload), kill_after=kill_after,
+                       ledger=ledger, name="hook post-tool-use")
+            if done is not None and done.returncode == 0 and "baton: hook" not in done.stderr:
+                with ledger.lock:
+                    ledger.touches[ticket].add(path)
+        elif roll < 0.55:
+            text = f"soak decision {n}.{k} {uuid.uuid4().hex[:8]} about caching the cart totals"
+            with ledger.lock:
+                ledger.maybe_decisions[ticket].add(text)
+            done = run(worktree, env, ["decide", text], kill_after=kill_after, ledger=ledger, name="decide")
+            if done is not None and done.returncode == 0:
+                with ledger.lock:
+                    ledger.decisions[ticket].add(text)
+        elif roll < 0.65:
+            run(worktree, env, ["update", "--done", f"step {k}"], kill_after=kill_after, ledger=ledger, name="update")
+        elif roll < 0.8:
+            run(worktree, env, ["resume", ticket, "--json"], kill_after=kill_after, ledger=ledger, name="resume")
+        elif roll < 0.88:
+            run(worktree, env, ["list", "--json"], kill_after=kill_after, ledger=ledger, name="list")
+        else:
+            payload = {"session_id": session, "cwd": str(worktree), "hook_event_name": "UserPromptSubmit",
+                       "prompt": "go on"}
+            run(worktree, env, ["hook", "user-prompt-submit"], stdin=json.dumps(payload), kill_after=kill_after,
+                ledger=ledger, name="hook user-prompt-submit")
+
+
+class Servers:
+    """PostgreSQL, Neo4j and Kafka from tests/servers, and a running `baton projector`."""
+
+    def __init__(self, running: tuple | None = None) -> None:
+        """running: (postgres, neo4j, kafka) servers already started (tests pass theirs)."""
+        from tests.servers.kafka import KafkaServer
+        from tests.servers.neo4j import Neo4jServer
+        from tests.servers.postgres import PostgresServer
+
+        self.owned = running is None
+        self.postgres, self.neo4j, self.kafka = running or (PostgresServer().start(), Neo4jServer().start(),
+                                                            KafkaServer().start())
+        self.projector: subprocess.Popen | None = None
+
+    def environment(self) -> dict:
+        import psycopg
+
+        name = f"soak_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(self.postgres.url, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")  # a generated identifier, not input
+        return {"BATON_DATABASE_URL": self.postgres.url_for(name), "BATON_GRAPH_URL": self.neo4j.uri,
+                "BATON_KAFKA_BOOTSTRAP": self.kafka.bootstrap, "BATON_KAFKA_TOPIC_PREFIX": f"soak-{uuid.uuid4().hex[:8]}."}
+
+    def start_projector(self, env: dict, log: Path) -> None:
+        with log.open("a") as out:
+            self.projector = subprocess.Popen([*CLI, "projector"], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                              start_new_session=True)
+
+    def kill_projector(self) -> None:
+        if self.projector is not None and self.projector.poll() is None:
+            os.killpg(self.projector.pid, signal.SIGKILL)
+            self.projector.wait(10)
+
+    def destroy(self) -> None:
+        self.kill_projector()
+        for server in (self.kafka, self.neo4j, self.postgres):
+            if self.owned:
+                server.destroy()
+            else:
+                server.start()  # leave the caller's servers running
+
+
+def chaos(servers: Servers | None, env: dict, seconds: float, log: Path, heals: dict[str, float],
+          worktree: Path) -> None:
+    """Kill the projector and each server once, spread over the run; measure how long each
+    takes to answer again once restarted."""
+    if servers is None:
+        return
+    plan = [("projector", 0.2), ("postgres", 0.35), ("neo4j", 0.55), ("kafka", 0.75)]
+    began = time.monotonic()
+    for name, at in plan:
+        time.sleep(max(0.0, began + at * seconds - time.monotonic()))
+        if name == "projector":
+            servers.kill_projector()
+            time.sleep(1)
+            servers.start_projector(env, log)
+            continue
+        server = getattr(servers, name)
+        server.kill()
+        time.sleep(2)
+        server.start()
+        restarted = time.monotonic()
+        store = {"postgres": "registry", "neo4j": "graph", "kafka": "signals"}[name]
+        while time.monotonic() - restarted < 120:
+            answer = subprocess.run([*CLI, "resume", "SOAK-0", "--json"], cwd=worktree, env=env, capture_output=True,
+                                    text=True)
+            try:
+                if json.loads(answer.stdout)["stores"].get(store) == "ok":
+                    break
+            except (ValueError, KeyError):
+                pass
+            time.sleep(0.2)
+        heals[name] = time.monotonic() - restarted
+
+
+def baton_processes(home: Path) -> list[str]:
+    """Baton processes of this data home still running (their environment names it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes()
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if f"BATON_HOME={home}".encode() in environ.split(b"\0") and "skills.cli" in cmdline:
+            found.append(f"{proc.name}: {cmdline.strip()}")
+    return found
+
+
+def verify(env: dict, ledger: Ledger, home: Path) -> list[str]:
+    """What does not hold: each acknowledged write present exactly once, each decision searchable."""
+    problems = []
+    saved = dict(os.environ)
+    os.environ.update(env)
+    try:
+        from baton.outcome import Found
+        from recall.wire import decision_point_id
+        from skills.settings import Settings
+        from skills.stores import Stores
+
+        stores = Stores(Settings.from_env())
+        try:
+            index = stores.recall().index
+            for ticket in sorted(set(ledger.decisions) | set(ledger.touches)):
+                found = stores.registry.get(ticket)
+                if not isinstance(found, Found):
+                    problems.append(f"{ticket}: {found}")
+                    continue
+                session = found.value
+                texts = [d.text for d in session.decisions]
+                for text in ledger.decisions[ticket]:
+                    if texts.count(text) != 1:
+                        problems.append(f"{ticket}: decision {text!r} present {texts.count(text)} times")
+                unexpected = set(texts) - ledger.maybe_decisions[ticket]
+                if unexpected:
+                    problems.append(f"{ticket}: decisions nobody made: {sorted(unexpected)[:3]}")
+                paths = {t.path for t in session.files.values()}
+                missing = ledger.touches[ticket] - paths
+                if missing:
+                    problems.append(f"{ticket}: {len(missing)} acknowledged touches missing, e.g. {sorted(missing)[:3]}")
+                ids = [decision_point_id(ticket, text) for text in texts]
+                vectors = index.vectors_of(ids)
+                if len(vectors) != len(ids):
+                    problems.append(f"{ticket}: {len(ids) - len(vectors)} of {len(ids)} decisions not indexed")
+                for point_id, vector in list(vectors.items())[:5]:
+                    hits = index.search([vector], limit=1, exclude_task_id=None)
+                    if not hits or hits[0].record.point_id != point_id:
+                        problems.append(f"{ticket}: decision {point_id} is not found by its own vector")
+        finally:
+            stores.close()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return problems
+
+
+def heal(env: dict, worktree: Path, ledger: Ledger, home: Path, limit: float = 180.0) -> tuple[float, list[str]]:
+    """Deliver, index and check until everything holds; returns (seconds, what still fails)."""
+    started = time.monotonic()
+    problems: list[str] = ["not checked"]
+    while time.monotonic() - started < limit:
+        subprocess.run([*CLI, "deliver"], cwd=worktree, env=env, capture_output=True)
+        subprocess.run([*CLI, "index"], cwd=worktree, env=env, capture_output=True)
+        problems = verify(env, ledger, home)
+        if not problems:
+            break
+        time.sleep(1)
+    return time.monotonic() - started, problems
+
+
+def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple | None = None) -> dict:
+    """One soak run; returns its figures and what did not hold. running: servers to use."""
+    servers = Servers(running) if mode == "servers" else None
+    with tempfile.TemporaryDirectory(prefix=f"baton-soak-{mode}-") as scratch:
+        root = Path(scratch)
+        home = root / "home"
+        env = {**os.environ, "BATON_HOME": str(home), "PYTHONPATH": str(ROOT), "BATON_STORE_TIMEOUT": "2"}
+        for name in ("BATON_BACKGROUND_DELIVERY", "BATON_BACKGROUND_INDEXING", "BATON_CONFIG", "BATON_TASK_ID"):
+            env.pop(name, None)
+        try:
+            if servers is not None:
+                env.update(servers.environment())
+                servers.start_projector(env, root / "projector.log")
+            trees = make_worktrees(root, agents)
+            ledger, heals = Ledger(), {}
+            until = time.monotonic() + seconds
+            rng = random.Random(seed)
+            threads = [threading.Thread(target=agent, args=(n, trees[n], env, until, ledger, random.Random(rng.random())))
+                       for n in range(agents)]
+            threads.append(threading.Thread(target=chaos, args=(servers, env, seconds, root / "projector.log", heals,
+                                                               trees[0])))
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            healed_in, problems = heal(env, trees[0], ledger, home)
+            if servers is not None:
+                servers.kill_projector()
+            settle = time.monotonic() + 30
+            while baton_processes(home) and time.monotonic() < settle:
+                time.sleep(0.2)
+            left = baton_processes(home)
+            if left:
+                problems.append(f"{len(left)} Baton processes still running: {left[:3]}")
+            problems += [f"hung: {command}" for command in ledger.hung]
+            return {"mode": mode, "seconds": seconds, "agents": agents, "outcomes": ledger.outcomes,
+                    "acknowledged": sum(len(v) for v in ledger.decisions.values()) + sum(len(v) for v in ledger.touches.values()),
+                    "healed_in": healed_in, "heals": heals, "problems": problems}
+        finally:
+            if servers is not None:
+                servers.destroy()
+
+
+def report(result: dict) -> str:
+    by_command: dict[str, list[Outcome]] = defaultdict(list)
+    for outcome in result["outcomes"]:
+        by_command[outcome.command].append(outcome)
+    lines = [f"soak on {result['mode']}: {result['agents']} agents for {result['seconds']:g} s, "
+             f"{len(result['outcomes'])} operations, {result['acknowledged']} acknowledged writes checked",
+             f"{'command':26} {'ops':>6} {'errors':>7} {'killed':>7} {'p50 ms':>9} {'p99 ms':>9}"]
+    for command, outcomes in sorted(by_command.items()):
+        times = sorted(o.seconds * 1000 for o in outcomes if o.code is not None)
+        errors = sum(1 for o in outcomes if o.code not in (0, None))
+        killed = sum(1 for o in outcomes if o.code is None)
+        p50 = statistics.median(times) if times else float("nan")
+        p99 = times[min(len(times) - 1, int(0.99 * len(times)))] if times else float("nan")
+        lines.append(f"{command:26} {len(outcomes):6} {errors:7} {killed:7} {p50:9.1f} {p99:9.1f}")
+    lines.append(f"time to heal after the run (delivered, indexed, every check holding): {result['healed_in']:.1f} s")
+    for name, seconds in result["heals"].items():
+        lines.append(f"  {name} restarted: answering again after {seconds:.1f} s")
+    lines.append("every check holds" if not result["problems"] else
+                 "FAILED:\n" + "\n".join(f"  - {p}" for p in result["problems"]))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mode", choices=["embedded", "servers", "both"], default="both")
+    parser.add_argument("--seconds", type=float, default=90)
+    parser.add_argument("--agents", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    failed = False
+    for mode in (["embedded", "servers"] if args.mode == "both" else [args.mode]):
+        result = soak(mode, args.seconds, args.agents, args.seed)
+        print(report(result) + "\n", flush=True)
+        failed |= bool(result["problems"])
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

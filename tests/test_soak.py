@@ -1,0 +1,23 @@
+"""A bounded soak of each mode (bench/soak.py): 8 agent processes and, on the servers, a
+projector; the projector and each server killed once, random commands killed with SIGKILL.
+Every acknowledged write is then present exactly once, every decision is searchable, and no
+Baton process is left running."""
+
+import pytest
+
+from bench.soak import report, soak
+
+SECONDS = 20
+
+
+def test_soak_embedded(tmp_path):
+    result = soak("embedded", SECONDS, agents=8, seed=11)
+    assert not result["problems"], report(result)
+    assert result["acknowledged"] > 0
+
+
+@pytest.mark.servers
+def test_soak_servers(postgres_server, neo4j_server, kafka_server):
+    result = soak("servers", SECONDS, agents=8, seed=12, running=(postgres_server, neo4j_server, kafka_server))
+    assert not result["problems"], report(result)
+    assert set(result["heals"]) == {"postgres", "neo4j", "kafka"}
