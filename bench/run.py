@@ -168,7 +168,7 @@ def bench_search(home: Path, repeat: int) -> list[tuple[str, list[float], int | 
             matrix @ queries[:len(vectors)].T
             floor.append((time.perf_counter() - began) * 1000)
         rows.append((f"recall search, {label}, other tickets, top 5", samples, 10))
-        rows.append((f"  floor: NumPy product over the same vectors in memory", floor, None))
+        rows.append(("  floor: NumPy product over the same vectors in memory", floor, None))
     index.close()
     return rows
 
