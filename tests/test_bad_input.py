@@ -2,8 +2,10 @@
 
 import hashlib
 import json
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 
 import pytest
 
@@ -106,3 +108,77 @@ def test_a_reader_that_goes_away_is_no_error(bound):
     reader.stdout.close()  # nobody reads: the first write hits a closed pipe
     _, err = reader.communicate(timeout=60)
     assert reader.returncode == 141 and "Traceback" not in err, err
+
+
+def application_id(path):
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute("PRAGMA application_id").fetchone()[0]
+
+
+@pytest.mark.parametrize("content", ["empty", "foreign", "text"])
+def test_a_file_that_is_not_batons_is_unavailable_and_left_untouched(bound, home, content):
+    """An empty registry.db, another application's SQLite database or any other file is
+    reported unavailable, never reset, migrated or written to."""
+    for name in ("registry.db", "registry.db-wal", "registry.db-shm"):
+        (home / name).unlink(missing_ok=True)
+    path = home / "registry.db"
+    if content == "empty":
+        path.write_bytes(b"")
+    elif content == "foreign":
+        with closing(sqlite3.connect(path)) as conn:
+            conn.execute("CREATE TABLE notes (body TEXT)")
+            conn.execute("INSERT INTO notes VALUES ('mine')")
+            conn.commit()
+    else:
+        path.write_text("shopping list\n")
+    before = digest(path)
+    for args in (["resume", "OMN-1"], ["list"], ["touch", "src/b.py"], ["decide", "x"]):
+        result = run_process(bound, *args)
+        assert result.returncode == 3, (args, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr
+    resumed = run_process(bound, "resume", "OMN-1")
+    assert resumed.stdout.startswith("Session registry unavailable: ")
+    assert {"empty": "empty file (0 bytes)", "foreign": "without Baton's tables",
+            "text": "file is not a database"}[content] in resumed.stdout
+    assert digest(path) == before
+    assert sorted(p.name for p in home.iterdir() if p.name.startswith("registry.db")) == ["registry.db"]
+
+
+def test_another_applications_mark_is_refused(bound, home):
+    for name in ("registry.db", "registry.db-wal", "registry.db-shm"):
+        (home / name).unlink(missing_ok=True)
+    with closing(sqlite3.connect(home / "registry.db")) as conn:
+        conn.execute("PRAGMA application_id = 1")  # with Baton's tables, still someone else's
+        conn.execute("CREATE TABLE events (event_id TEXT)")
+        conn.execute("CREATE TABLE sessions (task_id TEXT)")
+        conn.execute("PRAGMA user_version = 1")
+    result = run_process(bound, "resume", "OMN-1")
+    assert result.returncode == 3 and "not a Baton database (application_id 0x1)" in result.stdout
+
+
+def test_a_file_of_an_earlier_baton_is_recognised_and_marked(bound, home):
+    """Files written before Baton marked them carry no application_id: Baton's tables at
+    their user_version say whose they are."""
+    from baton.sqlite import APPLICATION_ID
+
+    run_process(bound, "list")  # every connection closed: the WAL is folded into the file
+    path = home / "registry.db"
+    assert application_id(path) == APPLICATION_ID
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA application_id = 0")
+    result = run_process(bound, "resume", "OMN-1", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["session"]["decisions"][0]["text"] == "Use Postgres"
+    assert application_id(path) == APPLICATION_ID
+
+
+def test_a_new_file_appears_complete_and_marked(home, worktrees, cli):
+    """A store file is made under a temporary name and linked when complete: no 0-byte
+    file is ever seen by another process, and none is left behind."""
+    from baton.sqlite import APPLICATION_ID
+
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    for name in ("registry.db", "graph.db", "signals.db"):
+        assert application_id(home / name) == APPLICATION_ID, name
+    assert not [p.name for p in home.iterdir() if ".new-" in p.name]
