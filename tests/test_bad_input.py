@@ -182,3 +182,50 @@ def test_a_new_file_appears_complete_and_marked(home, worktrees, cli):
     for name in ("registry.db", "graph.db", "signals.db"):
         assert application_id(home / name) == APPLICATION_ID, name
     assert not [p.name for p in home.iterdir() if ".new-" in p.name]
+
+
+@pytest.mark.parametrize("name, value", [
+    ("BATON_STORE_TIMEOUT", "inf"), ("BATON_STORE_TIMEOUT", "nan"), ("BATON_STORE_TIMEOUT", "1e308"),
+    ("BATON_STORE_TIMEOUT", "-1"), ("BATON_STALE_AFTER", "99999999999d"), ("BATON_STALE_AFTER", "infh"),
+    ("BATON_STALE_AFTER", "nan"), ("BATON_RECALL_MIN_SCORE", "nan"), ("BATON_RECALL_MIN_SCORE", "2"),
+    ("BATON_PROBE_TIMEOUT", "inf"), ("BATON_PROBE_BUDGET", "nan"),
+])
+def test_a_setting_out_of_range_is_one_line_and_exit_2(bound, name, value):
+    for args in (["list"], ["resume", "OMN-1"], ["touch", "src/c.py"]):
+        result = run_process(bound, *args, env={name: value})
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.startswith(f"baton: error: {name}") and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_config_file_that_is_not_utf8(bound, home):
+    (home / "baton.toml").write_bytes(b"[stores]\n# caf\xe9\n")
+    result = run_process(bound, "list")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "baton.toml: not UTF-8 text" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["a file", "under a file", "a link loop"])
+def test_an_unusable_data_home_is_registry_unavailable(bound, tmp_path, kind):
+    """Not a bad setting: nothing Baton keeps can be read (exit 3), and the resume says so
+    as it says so for any registry that does not answer."""
+    unusable = tmp_path / "unusable"
+    if kind == "a file":
+        unusable.write_text("not a directory\n")
+    elif kind == "under a file":
+        (tmp_path / "plain").write_text("not a directory\n")
+        unusable = tmp_path / "plain" / "baton"
+    else:
+        unusable.symlink_to(unusable)
+    env = {"BATON_HOME": str(unusable)}
+    result = run_process(bound, "resume", "OMN-1", env=env)
+    assert result.returncode == 3, result.stderr
+    assert result.stdout.startswith("Session registry unavailable: ") and "Traceback" not in result.stderr
+    answer = json.loads(run_process(bound, "resume", "OMN-1", "--json", env=env).stdout)
+    assert answer["status"] == "unavailable" and answer["stores"]["graph"] == "not queried"
+    for args in (["bind", "OMN-1"], ["touch", "src/b.py"], ["decide", "x"], ["update", "--next", "y"], ["list"],
+                 ["signals"], ["recall", "x"], ["doctor"], ["handoff"], ["end", "OMN-1"]):
+        result = run_process(bound, *args, env=env)
+        assert result.returncode == 3, (args, result.stdout, result.stderr)
+        assert result.stderr.startswith("baton: ") and result.stderr.count("\n") == 1, (args, result.stderr)
+    if kind != "a link loop":
+        assert "is not a directory" in run_process(bound, "list", env=env).stderr
