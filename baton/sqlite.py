@@ -182,6 +182,18 @@ def guarded(store: str, path: Path) -> Iterator[None]:
     try:
         yield
     except sqlite3.Error as exc:
-        raise StoreUnavailable(store, f"{path}: {exc}") from exc
+        raise StoreUnavailable(store, f"{path}: {exc}{_full_disk_hint(path, exc)}") from exc
     except OSError as exc:
         raise StoreUnavailable(store, f"{path}: {exc.strerror or exc}") from exc
+
+
+def _full_disk_hint(path: Path, exc: sqlite3.Error) -> str:
+    """SQLite says "disk I/O error" when a full disk keeps it from sizing its shared-memory
+    file (every open of a WAL file needs one): say what the file system says."""
+    if not (getattr(exc, "sqlite_errorname", None) or "").startswith("SQLITE_IOERR"):
+        return ""
+    try:
+        full = os.statvfs(path.parent).f_bavail == 0
+    except OSError:
+        return ""
+    return " (no space left on device)" if full else ""
