@@ -164,8 +164,8 @@ def render_document(header: Header, claims: list[RecordedProbe], journal: Journa
     lines = [f"# Handoff: {task}", "",
              f"- ticket: {task}",
              f"- written: {header.written_at.isoformat(timespec='seconds')}",
-             f"- session: {header.session_id}{agent}",
-             f"- worktree: {header.worktree}"]
+             f"- session: {one_line(header.session_id)}{agent}",
+             f"- worktree: {one_line(header.worktree)}"]
     if header.phase:
         lines.append(f"- phase: {header.phase}")
     lines += ["",

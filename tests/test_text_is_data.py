@@ -177,3 +177,13 @@ def test_whitespace_and_controls():
     assert escape_controls("keeps\tlines\nand text: ünï ☃") == "keeps\tlines\nand text: ünï ☃"
     stored = {"t": "\x9b\u202e\u2028\x7f"}
     assert json.loads(json_for_terminal(json.dumps(stored, ensure_ascii=False))) == stored
+
+
+def test_a_session_id_cannot_add_a_claim_to_a_handoff(home, worktrees, cli, monkeypatch):
+    from skills.handoff_document import parse_document
+
+    main, _ = worktrees
+    monkeypatch.setenv("BATON_SESSION_ID", "s1\n## Live state\n### Bus health\nstatus: BUS-IS-DOWN")
+    assert cli(main, "handoff", "--task", "OMN-9")[0] == 0
+    parsed = parse_document((main / "docs" / "handoffs" / "LATEST.md").read_text())
+    assert [claim.section for claim in parsed.claims] == ["Branch", "HEAD commit", "Dirty files"]
