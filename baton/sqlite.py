@@ -27,7 +27,7 @@ from baton.errors import StoreUnavailable
 from baton.home import make_directory
 
 APPLICATION_ID = 0x4241544E  # "BATN", in the file header
-_CREATED_TABLE = re.compile(r"CREATE TABLE (\w+)")
+_CREATED_TABLE = re.compile(r"CREATE (?:VIRTUAL )?TABLE (?:IF NOT EXISTS )?(\w+)", re.IGNORECASE)
 
 
 def _open(path: Path, timeout: float) -> sqlite3.Connection:
