@@ -69,16 +69,17 @@ def _created_tables(migrations: Sequence[str]) -> set[str]:
     return {name for block in migrations for name in _CREATED_TABLE.findall(block)}
 
 
-def _needs_mark(conn: sqlite3.Connection, migrations: Sequence[str]) -> bool:
-    """Whether the file is an earlier Baton's, without the mark; DatabaseError unless it is Baton's."""
+def _identify(conn: sqlite3.Connection, migrations: Sequence[str]) -> tuple[bool, int]:
+    """(whether the file is an earlier Baton's, without the mark; its schema version);
+    DatabaseError unless it is Baton's."""
     application_id, version = conn.execute("SELECT * FROM pragma_application_id, pragma_user_version").fetchone()
     if application_id == APPLICATION_ID:
-        return False
+        return False, version
     if application_id != 0:
         raise sqlite3.DatabaseError(f"not a Baton database (application_id {application_id:#x}); left untouched")
     tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if 1 <= version <= len(migrations) and _created_tables(migrations[:version]) <= tables:
-        return True
+        return True, version
     what = "an empty SQLite database" if not tables else "an SQLite database without Baton's tables"
     raise sqlite3.DatabaseError(f"{what}, not Baton's; left untouched")
 
@@ -96,14 +97,15 @@ def connect(path: Path, migrations: Sequence[str], *, timeout: float) -> sqlite3
     conn = _open(path, timeout)
     try:
         # Whose file it is is read before anything is written to it.
-        mark = _needs_mark(conn, migrations)
+        unmarked, version = _identify(conn, migrations)
         if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
         # NORMAL in WAL mode survives a process crash; only an OS crash can lose the last commits.
         conn.execute("PRAGMA synchronous = NORMAL")
-        if mark:
+        if unmarked:
             _mark(conn)
-        migrate(conn, migrations)
+        if version != len(migrations):
+            migrate(conn, migrations)
     except BaseException:
         conn.close()
         raise
