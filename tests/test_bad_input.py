@@ -223,9 +223,11 @@ def test_an_unusable_data_home_is_registry_unavailable(bound, tmp_path, kind):
     answer = json.loads(run_process(bound, "resume", "OMN-1", "--json", env=env).stdout)
     assert answer["status"] == "unavailable" and answer["stores"]["graph"] == "not queried"
     for args in (["bind", "OMN-1"], ["touch", "src/b.py"], ["decide", "x"], ["update", "--next", "y"], ["list"],
-                 ["signals"], ["recall", "x"], ["doctor"], ["handoff"], ["end", "OMN-1"]):
+                 ["signals"], ["recall", "x"], ["index"], ["handoff"], ["end", "OMN-1"]):
         result = run_process(bound, *args, env=env)
         assert result.returncode == 3, (args, result.stdout, result.stderr)
         assert result.stderr.startswith("baton: ") and result.stderr.count("\n") == 1, (args, result.stderr)
+    doctor = run_process(bound, "doctor", env=env)
+    assert doctor.returncode == 3 and doctor.stderr == "" and "registry         unavailable: " in doctor.stdout
     if kind != "a link loop":
         assert "is not a directory" in run_process(bound, "list", env=env).stderr

@@ -47,6 +47,7 @@ def hostile(home, worktrees, cli):
     assert cli(second, "bind", "OMN-2")[0] == 0
     assert cli(second, "decide", HOSTILE)[0] == 0
     assert cli(second, "touch", EVIL_FILE, "src/db.py")[0] == 0
+    assert cli(main, "index")[0] == 0
     return main, second
 
 
