@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 UTC = timezone.utc
+MAX_DURATION = timedelta(days=36500)  # a century: far from timedelta's and datetime's limits
 
 
 def now() -> datetime:
@@ -34,6 +35,8 @@ def parse_duration(text: str) -> timedelta:
         seconds = float(number) * (scale or 1)
     except ValueError:
         raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 30m, 24h, 7d)") from None
-    if seconds <= 0:
+    if not seconds > 0:  # NaN too
         raise ValueError(f"duration must be positive: {text!r}")
+    if seconds > MAX_DURATION.total_seconds():
+        raise ValueError(f"duration is longer than {MAX_DURATION.days} days: {text!r}")
     return timedelta(seconds=seconds)

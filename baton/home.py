@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 
 
@@ -14,3 +16,29 @@ def data_home() -> Path:
     xdg = os.environ.get("XDG_DATA_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
     return base / "baton"
+
+
+def unusable(home: Path) -> str | None:
+    """Why the data home cannot hold Baton's files, or None (a missing one is created on
+    first write). Each store then reports itself unavailable; nothing is read from it."""
+    try:
+        mode = os.stat(home).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"data home {home}: {exc.strerror or exc}"
+    if not stat.S_ISDIR(mode):
+        return f"data home {home} is not a directory"
+    if not os.access(home, os.R_OK | os.W_OK | os.X_OK):
+        return f"data home {home} is not readable and writable"
+    return None
+
+
+def make_directory(directory: Path) -> None:
+    """Create directory and its parents; where something else is in the way, an OSError
+    that names it (mkdir alone would say "File exists")."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocking = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), directory)
+        raise NotADirectoryError(errno.ENOTDIR, f"{blocking} is not a directory") from None

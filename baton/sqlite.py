@@ -4,32 +4,122 @@ Concurrency model: many agent processes of one user open the same files. WAL let
 run beside one writer; every write transaction starts with BEGIN IMMEDIATE so it takes the
 write lock up front (a deferred transaction that upgrades later can fail at once with
 "database is locked" instead of waiting), and busy_timeout bounds how long it waits.
+
+Whose file: Baton marks its files (`PRAGMA application_id`) and creates each one complete
+under a temporary name before it takes its place, so an empty file is never one of Baton's
+(a disk that fills up midway leaves nothing behind). An existing file is used only when it
+carries the mark, or is a file of an earlier Baton (no mark, Baton's tables at its
+user_version), which gets the mark; any other file (empty, another application's
+database, not a database at all) is reported unavailable and left untouched.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import sqlite3
+import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from baton.errors import StoreUnavailable
+from baton.home import make_directory
+
+APPLICATION_ID = 0x4241544E  # "BATN", in the file header
+_CREATED_TABLE = re.compile(r"CREATE (?:VIRTUAL )?TABLE (?:IF NOT EXISTS )?(\w+)", re.IGNORECASE)
 
 
-def connect(path: Path, *, timeout: float) -> sqlite3.Connection:
-    """Open path in WAL mode; every lock wait is bounded by timeout seconds."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+def _open(path: Path, timeout: float) -> sqlite3.Connection:
+    """A connection to the existing file at path (mode=rw: opening never creates one)."""
+    uri = f"{path.absolute().as_uri()}?mode=rw"
+    conn = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            conn.execute("PRAGMA journal_mode = WAL")
-        # NORMAL in WAL mode survives a process crash; only an OS crash can lose the last commits.
-        conn.execute("PRAGMA synchronous = NORMAL")
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _create(path: Path, migrations: Sequence[str]) -> None:
+    """Build the database, marked and migrated, under a temporary name, then link it to
+    path; if another process was first, its file stands."""
+    make_directory(path.parent)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.new-")
+    os.close(handle)
+    try:
+        conn = sqlite3.connect(temporary, isolation_level=None)  # nobody else knows this file yet
+        try:
+            with write_transaction(conn):
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            migrate(conn, migrations)
+            conn.execute("PRAGMA journal_mode = WAL")
+        finally:
+            conn.close()
+        with suppress(FileExistsError):
+            os.link(temporary, path)
+    finally:
+        for leftover in (temporary, *(f"{temporary}{suffix}" for suffix in ("-journal", "-wal", "-shm"))):
+            with suppress(FileNotFoundError):
+                os.unlink(leftover)
+
+
+def _created_tables(migrations: Sequence[str]) -> set[str]:
+    return {name for block in migrations for name in _CREATED_TABLE.findall(block)}
+
+
+def _identify(conn: sqlite3.Connection, migrations: Sequence[str]) -> tuple[bool, int]:
+    """(whether the file is an earlier Baton's, without the mark; its schema version);
+    DatabaseError unless it is Baton's."""
+    application_id, version = conn.execute("SELECT * FROM pragma_application_id, pragma_user_version").fetchone()
+    if application_id == APPLICATION_ID:
+        return False, version
+    if application_id != 0:
+        raise sqlite3.DatabaseError(f"not a Baton database (application_id {application_id:#x}); left untouched")
+    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if 1 <= version <= len(migrations) and _created_tables(migrations[:version]) <= tables:
+        return True, version
+    what = "an empty SQLite database" if not tables else "an SQLite database without Baton's tables"
+    raise sqlite3.DatabaseError(f"{what}, not Baton's; left untouched")
+
+
+def connect(path: Path, migrations: Sequence[str], *, timeout: float) -> sqlite3.Connection:
+    """Open Baton's database at path (created if missing) in WAL mode, migrated; every lock
+    wait is bounded by timeout seconds. DatabaseError for a file that is not Baton's."""
+    try:
+        empty = os.stat(path).st_size == 0
+    except (FileNotFoundError, NotADirectoryError):
+        _create(path, migrations)  # or says which part of its directory is not one
+        empty = False
+    if empty:
+        raise sqlite3.DatabaseError("empty file (0 bytes), not a Baton database; left untouched")
+    conn = _open(path, timeout)
+    try:
+        # Whose file it is is read before anything is written to it.
+        unmarked, version = _identify(conn, migrations)
+        if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+        # NORMAL in WAL mode survives a process crash; only an OS crash can lose the last commits.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        if unmarked:
+            _mark(conn)
+        if version != len(migrations):
+            migrate(conn, migrations)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _mark(conn: sqlite3.Connection) -> None:
+    """Mark an earlier Baton's file as Baton's. Where that cannot be written now (a full
+    disk, a busy writer), the file is recognised by its tables again next time."""
+    try:
+        with write_transaction(conn):
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    except sqlite3.OperationalError:
+        pass
 
 
 @contextmanager
@@ -37,10 +127,12 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        # A COMMIT that failed (a full disk, say) may leave the transaction open.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
 
 
 def migrate(conn: sqlite3.Connection, migrations: Sequence[str]) -> None:
@@ -71,13 +163,7 @@ class SqliteFile:
 
     def conn(self) -> sqlite3.Connection:
         if self._connection is None:
-            conn = connect(self.path, timeout=self.timeout)
-            try:
-                migrate(conn, self._migrations)
-            except BaseException:
-                conn.close()
-                raise
-            self._connection = conn
+            self._connection = connect(self.path, self._migrations, timeout=self.timeout)
         return self._connection
 
     def describe(self, table: str) -> dict[str, str]:
@@ -98,6 +184,18 @@ def guarded(store: str, path: Path) -> Iterator[None]:
     try:
         yield
     except sqlite3.Error as exc:
-        raise StoreUnavailable(store, f"{path}: {exc}") from exc
+        raise StoreUnavailable(store, f"{path}: {exc}{_full_disk_hint(path, exc)}") from exc
     except OSError as exc:
         raise StoreUnavailable(store, f"{path}: {exc.strerror or exc}") from exc
+
+
+def _full_disk_hint(path: Path, exc: sqlite3.Error) -> str:
+    """SQLite says "disk I/O error" when a full disk keeps it from sizing its shared-memory
+    file (every open of a WAL file needs one): say what the file system says."""
+    if not (getattr(exc, "sqlite_errorname", None) or "").startswith("SQLITE_IOERR"):
+        return ""
+    try:
+        full = os.statvfs(path.parent).f_bavail == 0
+    except OSError:
+        return ""
+    return " (no space left on device)" if full else ""

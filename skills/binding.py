@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from baton import clock
-from baton.errors import BadInput
+from baton.errors import BadInput, StoreUnavailable
 from baton.files import Worktree, WorktreeLocator
 from baton.ids import check_task_id
 
@@ -87,22 +87,27 @@ def read_binding(place: Place) -> Binding | None:
 
 
 def write_binding(place: Place, binding: Binding) -> Path:
-    """Write the binding atomically and keep `.baton/` out of git through info/exclude."""
+    """Write the binding atomically and keep `.baton/` out of git through info/exclude.
+    StoreUnavailable when the worktree cannot take it (a full disk, a read-only tree): the
+    binding it had stays as it was."""
     path = place.binding_path
-    path.parent.mkdir(parents=True, exist_ok=True)
     lines = ["# Written by `baton bind`: the ticket this worktree works on."]
     for key, value in (("task_id", binding.task_id), ("session_id", binding.session_id),
                        ("bound_at", clock.to_text(binding.bound_at)), ("agent", binding.agent)):
         if value is not None:
             lines.append(f"{key}: {json.dumps(value)}")
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".binding-")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write("\n".join(lines) + "\n")
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".binding-")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write("\n".join(lines) + "\n")
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise StoreUnavailable("binding file", f"cannot write {path}: {exc.strerror or exc}") from None
     if place.worktree is not None and place.worktree.common_dir is not None:
         _exclude_from_git(place.worktree.common_dir)
     return path
@@ -118,11 +123,15 @@ def _exclude_from_git(common_dir: Path) -> None:
         existing = ""
     if pattern in existing.splitlines():
         return
-    exclude.parent.mkdir(parents=True, exist_ok=True)
-    with exclude.open("a", encoding="utf-8") as out:
-        if existing and not existing.endswith("\n"):
-            out.write("\n")
-        out.write(f"{pattern}\n")
+    try:
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        with exclude.open("a", encoding="utf-8") as out:
+            if existing and not existing.endswith("\n"):
+                out.write("\n")
+            out.write(f"{pattern}\n")
+    except OSError as exc:
+        raise StoreUnavailable("binding file", f"cannot keep {BINDING_DIR}/ out of git in {exclude}: "
+                                               f"{exc.strerror or exc}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,12 +6,18 @@ Claude Code caps a hook's additionalContext at 10,000 characters and shows only 
 of anything longer, so the session-start context is built to fit under that: sections in
 order of importance, each newest first, and when something has to go it is the oldest
 lines of the least important sections, with a line that says how much was left out.
+
+Every line is clipped through baton.shown_text.one_line and put behind Baton's own `- `
+marker or label: text from agents, file names and signals are data and cannot open a
+section of their own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from baton.shown_text import one_line
 
 MAX_CONTEXT = 9_500
 MAX_LINE = 300
@@ -29,7 +35,7 @@ def session_context(result, *, handoff: str | None = None, limit: int | None = N
     """The resume context of a bound worktree (a skills.resume.ResumeResult), under limit
     characters (default MAX_CONTEXT), and the ids of the signals whose lines it kept;
     handoff: the worktree's current handoff, named but not re-verified."""
-    from skills.render import when
+    from skills.render import signal_line, unavailable_stores, when
 
     limit = limit or MAX_CONTEXT
     task = result.task_id
@@ -66,7 +72,7 @@ def session_context(result, *, handoff: str | None = None, limit: int | None = N
         Section("Files touched, newest first", [t.path for t in session.files_by_recency()]),
         Section("Related decisions of other tickets (hints, not facts about this one)",
                 [f"{r.task_id} ({r.score:.2f}): {r.text}" for r in result.related_decisions]),
-        Section("Unavailable", [f"{name}: {state}" for name, state in result.stores.items() if state != "ok"]),
+        Section("Unavailable", [f"{name}: {state}" for name, state in unavailable_stores(result.stores).items()]),
     ]
     return fit(header, sections, footer, limit)
 
@@ -98,14 +104,10 @@ def fit(header: list[str], sections: Sequence[Section], footer: list[str], limit
     return "\n".join(lines + footer), shown
 
 
-def signal_line(signal) -> str:
-    from skills.render import when
-
-    return f"{when(signal.emitted_at)} {signal.summary()}"
-
-
 def signals_told(task_id: str, signals: Sequence) -> str:
     """The few lines a prompt-submit hook adds: signals about task_id since the agent last heard."""
+    from skills.render import signal_line
+
     shown = list(reversed(signals))[:MAX_SIGNAL_LINES]
     lines = [f"Baton: news about {task_id} since you last heard, newest first:"]
     lines += [f"- {_clip(signal_line(s))}" for s in shown]
@@ -123,7 +125,7 @@ def conflicts_told(task_id: str, conflicts: Sequence, paths: dict[str, list[str]
 
 
 def _clip(line: str, size: int = MAX_LINE) -> str:
-    line = " ".join(line.split())
+    line = one_line(line)
     return line if len(line) <= size else line[: size - 1] + "…"
 
 

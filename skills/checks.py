@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from baton.errors import BadInput
+from baton.shown_text import escape_controls
 from registry.model import Provenance
-from skills.probes import ProbeRun, escape_controls, parse_command, run_probe
+from skills.probes import ProbeRun, parse_command, run_probe
 
 SUMMARY_CHARS = 300
 MAX_TEXT = 4000  # registry.model.Text: a longer command cannot be recorded

@@ -2,8 +2,8 @@
 
 Imports stay lazy: `baton touch` runs inside an agent's PostToolUse hook (100 ms budget),
 so each command imports only what it uses. Exit status: 0 done, 2 bad input, 3 a store
-needed for the answer is unavailable; `baton guard --strict` exits 1 to block a commit, and
-`baton hook` always exits 0.
+needed for the answer is unavailable or a file could not be written (a full disk);
+`baton guard --strict` exits 1 to block a commit, and `baton hook` always exits 0.
 """
 
 from __future__ import annotations
@@ -169,10 +169,10 @@ def main(argv: list[str] | None = None) -> int:
             _warn(deliver(stores))
         return _HANDLERS[args.command](args, stores)
     except BadInput as exc:
-        print(f"baton: error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}")
         return exc.exit_code
     except StoreUnavailable as exc:
-        print(f"baton: {exc}", file=sys.stderr)
+        _say(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -181,6 +181,16 @@ def main(argv: list[str] | None = None) -> int:
         # keep the interpreter's final flush from failing again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except Exception as exc:
+        # The last resort for the machine failing under Baton (a full disk, a quota, a
+        # read-only or vanished directory) where no store wrapped it: one line, exit 3.
+        import sqlite3
+
+        if not isinstance(exc, (OSError, sqlite3.Error)):
+            raise
+        where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
+        _say(f"{where}{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
+        return 3
     finally:
         from skills.deadline import abandoned
 
@@ -195,6 +205,13 @@ def run() -> None:
     from skills.deadline import leave
 
     leave(main())
+
+
+def _say(message: str) -> None:
+    """Baton's own failure, as one line on stderr."""
+    from baton.shown_text import one_line
+
+    print(f"baton: {one_line(message)}", file=sys.stderr)
 
 
 def _place():
@@ -212,12 +229,16 @@ def _active(args, place):
 
 
 def _warn(warnings: list[str]) -> None:
+    from baton.shown_text import one_line
+
     for warning in warnings:
-        print(f"baton: warning: {warning}", file=sys.stderr)
+        print(f"baton: warning: {one_line(warning)}", file=sys.stderr)
 
 
 def _dump(data) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False))
+    from baton.shown_text import json_for_terminal
+
+    print(json_for_terminal(json.dumps(data, indent=2, ensure_ascii=False)))
 
 
 def _bind(args, stores) -> int:
@@ -248,8 +269,10 @@ def _touch(args, stores) -> int:
 
         _dump(touch_answer(task, report))
         return 0
+    from baton.shown_text import one_line
+
     for conflict in report.new_conflicts:
-        shared = ", ".join(report.conflict_paths[conflict.other_task_id])
+        shared = one_line(", ".join(report.conflict_paths[conflict.other_task_id]))
         print(f"Warning: {conflict.other_task_id} also touching {shared} (advisory)")
     return 0
 
@@ -289,9 +312,11 @@ def _update(args, stores) -> int:
                             checks=[{"command": c.command, "exit_status": c.exit_status, "summary": c.summary}
                                     for c in checks]))
         return 0
+    from baton.shown_text import one_line
+
     for check in checks:
         result = "passed" if check.passed else ("did not finish" if check.exit_status is None else f"exit {check.exit_status}")
-        print(f"check `{check.command}`: {result}" + (f": {check.summary}" if check.summary else ""))
+        print(f"check `{one_line(check.command)}`: {result}" + (f": {one_line(check.summary)}" if check.summary else ""))
     return 0
 
 
@@ -367,13 +392,13 @@ def _list(args, stores) -> int:
 def _signals(args, stores) -> int:
     from skills.answers import signals_answer
     from skills.queries import signals_since
-    from skills.render import when
+    from skills.render import signal_line
 
     signals = signals_since(stores, task_id=args.task, since=args.since, limit=args.limit)
     if args.json:
         _dump(signals_answer(signals))
     else:
-        print("\n".join(f"{when(s.emitted_at)} {s.summary()}" for s in signals) or "No signals.")
+        print("\n".join(signal_line(s) for s in signals) or "No signals.")
     return 0
 
 
@@ -381,11 +406,14 @@ def _recall(args, stores) -> int:
     from skills.answers import recall_answer
     from skills.queries import recall_decisions
 
+    from baton.shown_text import one_line
+
     hits = recall_decisions(stores, args.text, args.limit)
     if args.json:
         _dump(recall_answer(hits))
     else:
-        print("\n".join(f"- {h.record.task_id} ({h.score:.2f}): {h.record.text}" for h in hits) or "No decisions recorded.")
+        print("\n".join(f"- {one_line(h.record.task_id)} ({h.score:.2f}): {one_line(h.record.text)}" for h in hits)
+              or "No decisions recorded.")
     return 0
 
 
@@ -403,6 +431,7 @@ def _env(args, stores) -> int:
 
 
 def _doctor(args, stores) -> int:
+    from baton.shown_text import one_line
     from skills.doctor import doctor
 
     reports = doctor(stores)
@@ -413,7 +442,7 @@ def _doctor(args, stores) -> int:
             details = report.details
             where = f"{details['backend']} {details['location']} ({details['version']}; {details['size']})" \
                 if "size" in details else f"{details.get('backend', '')} {details.get('location', '')}".strip()
-            print(f"{report.store:16} {report.state if report.state != 'ok' else 'ok  ' + where}")
+            print(f"{report.store:16} {one_line(report.state) if report.state != 'ok' else 'ok  ' + one_line(where)}")
     return 0 if all(report.state == "ok" for report in reports) else 3
 
 
@@ -534,7 +563,7 @@ def _guard(args) -> int:
         from baton.errors import BatonError
 
         detail = exc if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}"
-        print(f"baton: pre-commit guard skipped: {' '.join(str(detail).split())}", file=sys.stderr)
+        _say(f"pre-commit guard skipped: {detail}")
         return 0
     _warn(report.warnings)
     if report.task_id is None:
@@ -542,7 +571,7 @@ def _guard(args) -> int:
               file=sys.stderr)
         return 0
     for other, paths in report.overlaps.items():
-        print(f"baton: warning: {', '.join(paths)} also touched by {other}, another active ticket", file=sys.stderr)
+        _say(f"warning: {', '.join(paths)} also touched by {other}, another active ticket")
     if report.overlaps and args.strict:
         print("baton: commit blocked (--strict): coordinate first, or commit with --no-verify", file=sys.stderr)
         return 1
@@ -582,8 +611,10 @@ def _handoff(args, stores) -> int:
         return 0
     print(f"Wrote {report.path} and {report.latest} for {report.task_id}: "
           f"{len(report.claims)} live-state claims, each with a signed probe.")
+    from baton.shown_text import one_line
+
     for claim in report.claims:
-        print(f"  {claim.section}: {claim.status}")
+        print(f"  {claim.section}: {one_line(claim.status)}")
     return 0
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from baton.errors import BadInput
+from baton.git import git_argv
 
 HOOK = "pre-commit"
 CHAINED = "pre-commit.before-baton"
@@ -37,7 +38,7 @@ class GitHookReport:
 
 def hooks_dir(cwd: Path) -> Path:
     try:
-        out = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--git-path", "hooks"], cwd=cwd,
+        out = subprocess.run(git_argv("rev-parse", "--path-format=absolute", "--git-path", "hooks"), cwd=cwd,
                              capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BadInput(f"cannot run git: {exc}") from None
@@ -125,7 +126,7 @@ def uninstall_git_hook(cwd: Path) -> GitHookReport:
 
 def _git_config(cwd: Path, key: str) -> str | None:
     try:
-        out = subprocess.run(["git", "config", "--get", key], cwd=cwd, capture_output=True, text=True, timeout=10)
+        out = subprocess.run(git_argv("config", "--get", key), cwd=cwd, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BadInput(f"cannot run git: {exc}") from None
     return (out.stdout.strip() or None) if out.returncode == 0 else None

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from baton.errors import BadInput
 from baton.files import WorktreeLocator
+from baton.git import git_argv
 from baton.outcome import Found
 from skills.binding import Place, read_binding, resolve_task
 from skills.stores import Stores
@@ -31,7 +32,7 @@ class GuardReport:
 def staged_files(root: Path) -> list[str]:
     """Paths staged for commit, relative to the worktree root (both sides of a rename)."""
     try:
-        out = subprocess.run(["git", "diff", "--cached", "--name-only", "-z", "--no-renames"], cwd=root,
+        out = subprocess.run(git_argv("diff", "--cached", "--name-only", "-z", "--no-renames"), cwd=root,
                              capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BadInput(f"cannot run git: {exc}") from None

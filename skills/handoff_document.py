@@ -17,7 +17,8 @@ status starts with an alarm (BUS-IS-DOWN, LANE-UNHEALTHY, QUEUE-WEDGED: capital 
 joined by hyphens) is a claim even without a probe. Every other section is history.
 
 Agent-supplied journal text is written one item per line behind a `- [provenance]`
-marker, so it can never start a status, verify, signature or fence line.
+marker, as one line (baton.shown_text), so it can never start a status, verify, signature
+or fence line.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from datetime import datetime
 
 from baton import clock
 from baton.errors import BadInput
+from baton.shown_text import escape_controls, one_line
 from skills.journal import Item, Journal
-from skills.probes import command_text, escape_controls
+from skills.probes import command_text
 
 MATCH_OUTPUT = "output"  # the claim is the probe's exit status and output
 MATCH_EXIT = "exit"  # the claim is its exit status (checks, whose output varies run to run)
@@ -95,12 +97,6 @@ class Header:
     agent: str | None
     worktree: str
     phase: str | None
-
-
-def one_line(text: str) -> str:
-    """Agent text as one line: it can never open a section, a probe or a fence, nor drive
-    a terminal."""
-    return escape_controls(" ".join(text.split()))
 
 
 def check_section_title(title: str) -> str:
@@ -168,8 +164,8 @@ def render_document(header: Header, claims: list[RecordedProbe], journal: Journa
     lines = [f"# Handoff: {task}", "",
              f"- ticket: {task}",
              f"- written: {header.written_at.isoformat(timespec='seconds')}",
-             f"- session: {header.session_id}{agent}",
-             f"- worktree: {header.worktree}"]
+             f"- session: {one_line(header.session_id)}{agent}",
+             f"- worktree: {one_line(header.worktree)}"]
     if header.phase:
         lines.append(f"- phase: {header.phase}")
     lines += ["",

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from baton.clock import UTC
-from baton.errors import BadInput
+from baton.errors import BadInput, StoreUnavailable
 
 HANDOFFS_DIR = "docs/handoffs"
 LATEST = "LATEST.md"
@@ -115,38 +115,51 @@ def write_new_handoff(root: Path, task_id: str, at: datetime, text: str) -> Path
     taken, so two handoffs written at once never overwrite each other (and never follows a
     link planted under that name).
     """
-    writable_handoffs_dir(root).mkdir(parents=True, exist_ok=True)
-    directory = writable_handoffs_dir(root)
-    stem = f"{at.strftime('%Y-%m-%d')}-{task_id}"
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{stem}-")
+    named = handoffs_dir(root)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(temporary, 0o644)
-        number = 1
-        while True:
-            path = directory / (f"{stem}.md" if number == 1 else f"{stem}-{number}.md")
-            try:
-                os.link(temporary, path)
-                return path
-            except FileExistsError:
-                number += 1
-    finally:
-        os.unlink(temporary)
+        writable_handoffs_dir(root).mkdir(parents=True, exist_ok=True)
+        directory = writable_handoffs_dir(root)
+        stem = f"{at.strftime('%Y-%m-%d')}-{task_id}"
+        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{stem}-")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.chmod(temporary, 0o644)
+            number = 1
+            while True:
+                path = directory / (f"{stem}.md" if number == 1 else f"{stem}-{number}.md")
+                try:
+                    os.link(temporary, path)
+                    return path
+                except FileExistsError:
+                    number += 1
+        finally:
+            os.unlink(temporary)
+    except OSError as exc:
+        raise not_written(named, exc) from None
+
+
+def not_written(path: Path, exc: OSError) -> StoreUnavailable:
+    """A handoff file the file system would not take (a full disk, a quota, a read-only tree)."""
+    return StoreUnavailable("handoff files", f"cannot write {path}: {exc.strerror or exc}")
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    """Readers see the old file or the new one, never half of one. StoreUnavailable when
+    the file system would not take it."""
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise not_written(path, exc) from None
 
 
 def shown_path(path: Path, root: Path) -> str:

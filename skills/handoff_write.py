@@ -196,7 +196,12 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
     text = render_document(header, _signed(claims, key, place.repo, task.task_id), journal, note, earlier)
     path = write_new_handoff(root, task.task_id, at, text)
     latest = handoffs_dir(root) / LATEST
-    write_atomically(writable_handoffs_dir(root) / LATEST, text)
+    try:
+        write_atomically(writable_handoffs_dir(root) / LATEST, text)
+    except BaseException:
+        # All or nothing: a dated handoff that LATEST.md does not name would not be current.
+        path.unlink(missing_ok=True)
+        raise
     shown = shown_path(path, root)
     written = HandoffWritten(event_id=uuid.uuid4(), at=at, path=shown, claims=len(claims), **common)
     warnings += _record(stores, [written])

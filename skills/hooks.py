@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+from baton.shown_text import one_line
+
 # The file-editing tools and the tool_input field that names the file they changed.
 FILE_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
 SESSION_START_STORE_TIMEOUT = 0.8  # keeps a session start near its 1 s budget when a store hangs
@@ -296,8 +298,12 @@ def dirty_files(root: Path) -> dict[str, float]:
     modification time, -1 for a deleted file}."""
     import subprocess
 
-    listed = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"],
-                            cwd=root, capture_output=True, timeout=10, check=True).stdout
+    from baton.git import git_argv
+
+    # GIT_OPTIONAL_LOCKS=0: a status run by a hook must not take the index lock from the agent's own git.
+    listed = subprocess.run(git_argv("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"),
+                            cwd=root, capture_output=True, timeout=10, check=True,
+                            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"}).stdout
     dirty = {}
     for entry in listed.decode("utf-8", "surrogateescape").split("\0"):
         if len(entry) > 3:
@@ -370,18 +376,14 @@ def additional_context(event: str, text: str) -> dict:
 
 def _warn(warnings: list[str]) -> None:
     for warning in warnings:
-        print(f"baton: warning: {_one_line(warning)}", file=sys.stderr)
+        print(f"baton: warning: {one_line(warning)}", file=sys.stderr)
 
 
 def _failure(exc: Exception) -> str:
     """One line: Baton's own message, else the exception's type and message."""
     from baton.errors import BatonError
 
-    return _one_line(exc if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}")
-
-
-def _one_line(message: object) -> str:
-    return " ".join(str(message).split())
+    return one_line(str(exc) if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}")
 
 
 HANDLERS: dict[str, Callable[[Payload, Say], None]] = {

@@ -19,7 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from baton.errors import BadInput
+from baton.errors import BadInput, StoreUnavailable
+from baton.home import make_directory
 
 PERSONAL_KEY_FILE = "handoff.key"
 SCHEME = "hmac-sha256"
@@ -57,18 +58,22 @@ def _read_key(path: Path, what: str) -> SigningKey:
 def _create_personal_key(path: Path) -> None:
     """Write a fresh random key readable by the user only. The key is written in full
     before it appears under its name (a hard link fails if the name exists), so a
-    concurrent first handoff either reads the whole key or keeps its own creator's."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".handoff-key-")  # mode 0600
+    concurrent first handoff either reads the whole key or keeps its own creator's.
+    StoreUnavailable when the data home would not take it (full, read-only, not a directory)."""
     try:
-        with os.fdopen(handle, "w", encoding="ascii") as out:
-            out.write(secrets.token_hex(32) + "\n")
+        make_directory(path.parent)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".handoff-key-")  # mode 0600
         try:
-            os.link(temporary, path)
-        except FileExistsError:
-            pass  # another process created it first: theirs is the key
-    finally:
-        os.unlink(temporary)
+            with os.fdopen(handle, "w", encoding="ascii") as out:
+                out.write(secrets.token_hex(32) + "\n")
+            try:
+                os.link(temporary, path)
+            except FileExistsError:
+                pass  # another process created it first: theirs is the key
+        finally:
+            os.unlink(temporary)
+    except OSError as exc:
+        raise StoreUnavailable("handoff key", f"cannot create {path}: {exc.strerror or exc}") from None
 
 
 def personal_key(home: Path) -> SigningKey | None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from baton.errors import BadInput
+from baton.shown_text import escape_controls
 
 OUTPUT_CAP = 64 * 1024  # bytes kept from a probe's output; the rest is read and dropped
 SHOWN_LINES = 200  # lines of output a handoff records (the digest covers all kept output)
@@ -202,15 +203,6 @@ def normalise_output(text: str) -> str:
     while lines and not lines[-1]:
         lines.pop()
     return "\n".join(lines)
-
-
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def escape_controls(text: str) -> str:
-    """Control characters and Unicode line separators as escapes (tabs and newlines kept):
-    recorded output then has the same lines for every reader, and never drives a terminal."""
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
 
 
 def output_digest(output: str) -> str:

@@ -1,10 +1,16 @@
-"""Text renderings of the skills' results for people and agents."""
+"""Text renderings of the skills' results for people and agents.
+
+Every value that came from outside Baton (journal, decisions, paths, signals, handoffs,
+store errors) is shown through baton.shown_text.one_line behind a marker of Baton's own,
+so only Baton opens a section here.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from baton.clock import UTC
+from baton.shown_text import escape_controls, one_line
 from skills.handoff_files import HANDOFFS_DIR, LATEST
 from skills.handoff_verify import NO_HANDOFF, Verification
 from skills.journal import journal_of
@@ -26,61 +32,73 @@ def ago(moment: datetime, now: datetime) -> str:
     return "just now"
 
 
+def signal_line(signal) -> str:
+    """A signal in one line: when, then its summary (paths and reasons as data)."""
+    return f"{when(signal.emitted_at)} {one_line(signal.summary())}"
+
+
+def unavailable_stores(stores: dict[str, str]) -> dict[str, str]:
+    """The stores of a resume that were asked and did not answer."""
+    return {name: state for name, state in stores.items() if state.startswith("unavailable")}
+
+
 def resume_markdown(result: ResumeResult) -> str:
     live = live_state_lines(result.handoff, level="###") if result.handoff else []
     if result.status == "not_found":
         return "\n".join([f"No session history for {result.task_id}. Starting fresh.", *live])
     if result.status == "unavailable":
-        return "\n".join([f"Session registry unavailable: {result.reason}. Binding task_id locally only.", *live])
+        return "\n".join([f"Session registry unavailable: {one_line(result.reason or '')}. Binding task_id locally only.",
+                          *live])
     session = result.session
     journal = journal_of(session)
     lines = [f"## Resuming {session.task_id}",
              f"**Phase:** {session.phase.value} | **Status:** {session.status.value} | "
              f"**Last activity:** {when(session.last_activity)}"]
     if journal.goal:
-        lines.append(f"**Goal:** {journal.goal.text} [reported]")
+        lines.append(f"**Goal:** {one_line(journal.goal.text)} [reported]")
     if session.worktree_path:
-        branch = f" (branch {session.branch})" if session.branch else ""
-        lines.append(f"**Worktree:** {session.worktree_path}{branch}")
+        branch = f" (branch {one_line(session.branch)})" if session.branch else ""
+        lines.append(f"**Worktree:** {one_line(session.worktree_path)}{branch}")
     if session.depends_on:
-        lines.append(f"**Depends on:** {', '.join(session.depends_on)}")
+        lines.append(f"**Depends on:** {one_line(', '.join(session.depends_on))}")
     if journal.next_action:
-        lines.append(f"**Next action:** {journal.next_action.text} [{journal.next_action.provenance}]")
+        lines.append(f"**Next action:** {one_line(journal.next_action.text)} [{journal.next_action.provenance}]")
     lines += live
     for title, items in (("Remaining work", journal.remaining_work), ("Constraints", journal.constraints)):
         if items:
-            lines += ["", f"### {title}"] + [f"- [{i.provenance}] {i.text}" for i in items]
+            lines += ["", f"### {title}"] + [f"- [{i.provenance}] {one_line(i.text)}" for i in items]
     files = session.files_by_recency()
     if files:
         lines += ["", "### Files touched [reported]"]
-        lines += [f"- {t.path}" for t in files[:MAX_FILES_SHOWN]]
+        lines += [f"- {one_line(t.path)}" for t in files[:MAX_FILES_SHOWN]]
         if len(files) > MAX_FILES_SHOWN:
             lines.append(f"- … and {len(files) - MAX_FILES_SHOWN} more (baton resume --json lists all)")
     for title, items in (("Decisions made", journal.decisions), ("Completed steps", journal.completed_steps),
                          ("Failures", journal.failures)):
         if items:
             lines += ["", f"### {title}"]
-            lines += [f"- [{i.provenance}] {i.text}" + (f" ({i.context})" if i.context else "") for i in items]
+            lines += [f"- [{i.provenance}] {one_line(i.text)}" + (f" ({one_line(i.context)})" if i.context else "")
+                      for i in items]
     if journal.checks:
         lines += ["", "### Checks run"]
-        lines += [f"- [{c.provenance}] `{c.command}` {c.result}" + (f": {c.summary}" if c.summary else "")
+        lines += [f"- [{c.provenance}] `{one_line(c.command)}` {c.result}" + (f": {one_line(c.summary)}" if c.summary else "")
                   + f" ({when(c.at)})" for c in journal.checks]
     if journal.evidence:
-        lines += ["", "### Evidence"] + [f"- [{e.provenance}] {e.text}" for e in journal.evidence]
+        lines += ["", "### Evidence"] + [f"- [{e.provenance}] {one_line(e.text)}" for e in journal.evidence]
     if result.related_decisions:
         lines += ["", "### Related decisions from other tasks"]
-        lines += [f"- {r.task_id} ({r.score:.2f}): {r.text}" for r in result.related_decisions]
+        lines += [f"- {one_line(r.task_id)} ({r.score:.2f}): {one_line(r.text)}" for r in result.related_decisions]
     if result.conflicts:
         lines += ["", "### Conflicts"]
-        lines += [f"- Warning: {c.other_task_id} also touching {', '.join(result.conflict_paths[c.other_task_id])}"
-                  for c in result.conflicts]
+        lines += [f"- Warning: {one_line(c.other_task_id)} also touching "
+                  f"{one_line(', '.join(result.conflict_paths[c.other_task_id]))}" for c in result.conflicts]
     if result.signals:
         lines += ["", "### While you were gone"]
-        lines += [f"- {when(s.emitted_at)} {s.summary()}" for s in result.signals]
-    down = {name: state for name, state in result.stores.items() if state != "ok"}
+        lines += [f"- {signal_line(s)}" for s in result.signals]
+    down = unavailable_stores(result.stores)
     if down:
         lines += ["", "### Unavailable"]
-        lines += [f"- {name}: {state}" for name, state in down.items()]
+        lines += [f"- {name}: {one_line(state)}" for name, state in down.items()]
     return "\n".join(lines)
 
 
@@ -89,8 +107,11 @@ _STATUS_WORDS = {"verified": "verified", "changed": "CHANGED", "failed": "FAILED
 
 
 def _value(label: str, value: str | None) -> list[str]:
+    """A probe's result: one line in a code span, or its lines indented under the label
+    (indented, they read as the value's lines, never as a section or an item of Baton's)."""
     if value is None:
         return []
+    value = escape_controls(value)
     if "\n" not in value and len(value) <= 100:
         return [f"  - {label}: `{value}`" if value else f"  - {label}: (no output)"]
     lines = value.split("\n")
@@ -104,19 +125,19 @@ def live_state_lines(verification: Verification, *, level: str) -> list[str]:
     if verification.path is None and verification.note == NO_HANDOFF:
         return []
     if verification.path is None or verification.note:
-        where = f" {verification.path}" if verification.path else ""
-        return ["", f"{level} Live state", f"- handoff{where} not verified: {verification.note}"]
+        where = f" {one_line(verification.path)}" if verification.path else ""
+        return ["", f"{level} Live state", f"- handoff{where} not verified: {one_line(verification.note or '')}"]
     written = f", written {when(verification.written_at)}" if verification.written_at else ""
     counts = ", ".join(f"{n} {_STATUS_WORDS[status]}" for status, n in verification.counts().items() if n)
-    lines = ["", f"{level} Live state (re-verified now from {verification.path}{written})",
+    lines = ["", f"{level} Live state (re-verified now from {one_line(verification.path)}{written})",
              (f"{counts}. " if counts else "No live-state claims. ")
              + "Act only on fresh results; a stale alarm is context and gates nothing."]
     for claim in verification.results:
-        reason = f" — {claim.reason}" if claim.reason else ""
-        lines.append(f"- **{claim.section}**: {_STATUS_WORDS[claim.status]}{reason}")
+        reason = f" — {one_line(claim.reason)}" if claim.reason else ""
+        lines.append(f"- **{one_line(claim.section)}**: {_STATUS_WORDS[claim.status]}{reason}")
         lines += _value("now", claim.fresh)
         if claim.status != "verified" or claim.fresh is None:
-            lines += _value(f"recorded {claim.recorded_at or ''}".rstrip(), claim.recorded)
+            lines += _value(f"recorded {one_line(claim.recorded_at or '')}".rstrip(), claim.recorded)
     if verification.history:
         lines.append(f"- {len(verification.history)} other handoff{'s' if len(verification.history) != 1 else ''} "
                      "in this worktree: history, not probed")

@@ -21,6 +21,8 @@ from skills.stores import Stores
 from skills.writes import bind, read_binding_quietly
 
 STORES = ("registry", "graph", "recall", "signals")
+# What `stores` says of each: it answered, it was not needed for this answer, or why it failed.
+OK, NOT_QUERIED = "ok", "not queried"
 SIGNAL_LIMIT = 50
 
 
@@ -42,7 +44,7 @@ class ResumeResult:
     conflict_paths: dict[str, list[str]] = field(default_factory=dict)
     related_decisions: list[RelatedDecision] = field(default_factory=list)
     signals: list[Signal] = field(default_factory=list)
-    stores: dict[str, str] = field(default_factory=lambda: {name: "ok" for name in STORES})
+    stores: dict[str, str] = field(default_factory=lambda: {name: NOT_QUERIED for name in STORES})
     bound: bool = False
     handoff: Verification | None = None  # the worktree's current handoff, re-verified
     warnings: list[str] = field(default_factory=list)
@@ -74,14 +76,13 @@ def _conflicts(stores: Stores, session: Session) -> tuple[list[FileConflict], di
 
 def _related(stores: Stores, session: Session, limit: int) -> list[RelatedDecision]:
     """Related decisions of other tickets, found with the stored vectors of this ticket's
-    own; those the index lacks are queued for the indexer (a resume never embeds)."""
+    own; those the index lacks are queued for the indexer (a resume never embeds). Only
+    asked for a ticket with decisions."""
     from recall.base import DecisionRecord
     from skills.indexing import queue_unindexed_decisions
 
     own = [DecisionRecord(task_id=session.task_id, session_id=d.session_id, text=d.text, context=d.context,
                           recorded_at=d.at.isoformat(), repo=session.repo or "") for d in session.decisions]
-    if not own:
-        return []
     found = stores.recall().search_related(session.task_id, limit, own=own, min_score=stores.settings.recall_min_score)
     queue_unindexed_decisions(stores, found.unindexed)
     return [RelatedDecision(task_id=h.record.task_id, text=h.record.text, score=round(h.score, 4),
@@ -119,19 +120,19 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
         result.stores["registry"] = f"unavailable: {looked.reason}"
     elif isinstance(looked, NotFound):
         result.status = "not_found"
+        result.stores["registry"] = OK
     else:
+        result.stores["registry"] = OK
         session = result.session = looked.value
-        parts = gather({
-            "graph": lambda: _conflicts(stores, session),
-            "recall": lambda: _related(stores, session, limit),
-            "signals": lambda: _missed_signals(stores, session),
-        }, deadline)
+        asked = {"graph": lambda: _conflicts(stores, session), "signals": lambda: _missed_signals(stores, session)}
+        if session.decisions:  # related decisions are found from the ticket's own
+            asked["recall"] = lambda: _related(stores, session, limit)
+        parts = gather(asked, deadline)
         for name, part in parts.items():
-            if isinstance(part, Unavailable):
-                result.stores[name] = f"unavailable: {part.reason}"
+            result.stores[name] = f"unavailable: {part.reason}" if isinstance(part, Unavailable) else OK
         if not isinstance(parts["graph"], Unavailable):
             result.conflicts, result.conflict_paths = parts["graph"]
-        if not isinstance(parts["recall"], Unavailable):
+        if "recall" in parts and not isinstance(parts["recall"], Unavailable):
             result.related_decisions = parts["recall"]
         if not isinstance(parts["signals"], Unavailable):
             result.signals = parts["signals"]

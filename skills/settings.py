@@ -14,7 +14,7 @@ from pathlib import Path
 
 from baton.clock import parse_duration
 from baton.errors import BadInput
-from baton.home import data_home
+from baton.home import data_home, unusable
 from skills.handoff_settings import HandoffSettings
 
 
@@ -51,9 +51,9 @@ class Settings:
             qdrant_url=os.environ.get("BATON_QDRANT_URL") or _text(stores, "qdrant_url"),
             kafka_bootstrap=os.environ.get("BATON_KAFKA_BOOTSTRAP") or _text(stores, "kafka_bootstrap"),
             kafka_topic_prefix=os.environ.get("BATON_KAFKA_TOPIC_PREFIX") or _text(stores, "kafka_topic_prefix") or "baton.",
-            store_timeout=_number("BATON_STORE_TIMEOUT", 2.0),
+            store_timeout=_number("BATON_STORE_TIMEOUT", 2.0, maximum=MAX_STORE_TIMEOUT),
             stale_after=_duration("BATON_STALE_AFTER", "24h"),
-            recall_min_score=_number("BATON_RECALL_MIN_SCORE", 0.3, minimum=-1.0),
+            recall_min_score=_number("BATON_RECALL_MIN_SCORE", 0.3, minimum=-1.0, maximum=1.0),
             background_delivery=_switch("BATON_BACKGROUND_DELIVERY", True),
             background_indexing=_switch("BATON_BACKGROUND_INDEXING", True),
             handoff=HandoffSettings.from_config(config.get("handoff", {}), "baton.toml"),
@@ -61,6 +61,8 @@ class Settings:
         )
 
 
+# Kafka's clients accept socket timeouts up to 300 s; a store that needs longer is down.
+MAX_STORE_TIMEOUT = 300.0
 _KNOWN_STORE_KEYS = {"database_url", "graph_url", "qdrant_url", "kafka_bootstrap", "kafka_topic_prefix"}
 
 
@@ -75,7 +77,14 @@ def _config_file(home: Path) -> dict:
         if os.environ.get("BATON_CONFIG"):
             raise BadInput(f"BATON_CONFIG names a missing file: {path}") from None
         return {}
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except OSError as exc:
+        if not os.environ.get("BATON_CONFIG") and unusable(home):
+            # Not a bad setting: the stores, which live there too, each say why (exit 3).
+            return {}
+        raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"cannot read {path}: not UTF-8 text (byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"cannot read {path}: {exc}") from None
     unknown = set(config.get("stores", {})) - _KNOWN_STORE_KEYS
     if unknown:
@@ -104,7 +113,8 @@ def _text(table: dict, key: str) -> str | None:
     return value or None
 
 
-def _number(name: str, default: float, *, minimum: float = 0.0) -> float:
+def _number(name: str, default: float, *, minimum: float = 0.0, maximum: float) -> float:
+    """A finite number within [minimum, maximum]; a minimum of 0 excludes 0 itself."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -112,8 +122,9 @@ def _number(name: str, default: float, *, minimum: float = 0.0) -> float:
         value = float(raw)
     except ValueError:
         raise BadInput(f"{name} must be a number, got {raw!r}") from None
-    if value < minimum or (minimum == 0.0 and value == 0.0):
-        raise BadInput(f"{name} is out of range: {raw!r}")
+    # NaN fails every comparison, so the test is written to let only numbers in range pass.
+    if not (minimum <= value <= maximum) or (minimum == 0.0 and value == 0.0):
+        raise BadInput(f"{name} is out of range ({minimum:g} to {maximum:g}): {raw!r}")
     return value
 
 

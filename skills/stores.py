@@ -81,6 +81,13 @@ class Stores:
             missing = missing_dependency(embedded=not self.settings.qdrant_url)
             if missing:
                 raise StoreUnavailable("recall index", missing)
+            # The embedded index reads an absent file as "nothing recorded": true in a new
+            # data home, not in one that is not a usable directory.
+            from baton.home import unusable
+
+            problem = None if self.settings.qdrant_url else unusable(self.settings.home)
+            if problem:
+                raise StoreUnavailable("recall index", problem)
             from recall.search import DecisionSearchClient
 
             self._recall = DecisionSearchClient(self.decision_index())

@@ -2,8 +2,10 @@
 
 import hashlib
 import json
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 
 import pytest
 
@@ -106,3 +108,126 @@ def test_a_reader_that_goes_away_is_no_error(bound):
     reader.stdout.close()  # nobody reads: the first write hits a closed pipe
     _, err = reader.communicate(timeout=60)
     assert reader.returncode == 141 and "Traceback" not in err, err
+
+
+def application_id(path):
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute("PRAGMA application_id").fetchone()[0]
+
+
+@pytest.mark.parametrize("content", ["empty", "foreign", "text"])
+def test_a_file_that_is_not_batons_is_unavailable_and_left_untouched(bound, home, content):
+    """An empty registry.db, another application's SQLite database or any other file is
+    reported unavailable, never reset, migrated or written to."""
+    for name in ("registry.db", "registry.db-wal", "registry.db-shm"):
+        (home / name).unlink(missing_ok=True)
+    path = home / "registry.db"
+    if content == "empty":
+        path.write_bytes(b"")
+    elif content == "foreign":
+        with closing(sqlite3.connect(path)) as conn:
+            conn.execute("CREATE TABLE notes (body TEXT)")
+            conn.execute("INSERT INTO notes VALUES ('mine')")
+            conn.commit()
+    else:
+        path.write_text("shopping list\n")
+    before = digest(path)
+    for args in (["resume", "OMN-1"], ["list"], ["touch", "src/b.py"], ["decide", "x"]):
+        result = run_process(bound, *args)
+        assert result.returncode == 3, (args, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr
+    resumed = run_process(bound, "resume", "OMN-1")
+    assert resumed.stdout.startswith("Session registry unavailable: ")
+    assert {"empty": "empty file (0 bytes)", "foreign": "without Baton's tables",
+            "text": "file is not a database"}[content] in resumed.stdout
+    assert digest(path) == before
+    assert sorted(p.name for p in home.iterdir() if p.name.startswith("registry.db")) == ["registry.db"]
+
+
+def test_another_applications_mark_is_refused(bound, home):
+    for name in ("registry.db", "registry.db-wal", "registry.db-shm"):
+        (home / name).unlink(missing_ok=True)
+    with closing(sqlite3.connect(home / "registry.db")) as conn:
+        conn.execute("PRAGMA application_id = 1")  # with Baton's tables, still someone else's
+        conn.execute("CREATE TABLE events (event_id TEXT)")
+        conn.execute("CREATE TABLE sessions (task_id TEXT)")
+        conn.execute("PRAGMA user_version = 1")
+    result = run_process(bound, "resume", "OMN-1")
+    assert result.returncode == 3 and "not a Baton database (application_id 0x1)" in result.stdout
+
+
+def test_a_file_of_an_earlier_baton_is_recognised_and_marked(bound, home):
+    """Files written before Baton marked them carry no application_id: Baton's tables at
+    their user_version say whose they are."""
+    from baton.sqlite import APPLICATION_ID
+
+    run_process(bound, "list")  # every connection closed: the WAL is folded into the file
+    path = home / "registry.db"
+    assert application_id(path) == APPLICATION_ID
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA application_id = 0")
+    result = run_process(bound, "resume", "OMN-1", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["session"]["decisions"][0]["text"] == "Use Postgres"
+    assert application_id(path) == APPLICATION_ID
+
+
+def test_a_new_file_appears_complete_and_marked(home, worktrees, cli):
+    """A store file is made under a temporary name and linked when complete: no 0-byte
+    file is ever seen by another process, and none is left behind."""
+    from baton.sqlite import APPLICATION_ID
+
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    for name in ("registry.db", "graph.db", "signals.db"):
+        assert application_id(home / name) == APPLICATION_ID, name
+    assert not [p.name for p in home.iterdir() if ".new-" in p.name]
+
+
+@pytest.mark.parametrize("name, value", [
+    ("BATON_STORE_TIMEOUT", "inf"), ("BATON_STORE_TIMEOUT", "nan"), ("BATON_STORE_TIMEOUT", "1e308"),
+    ("BATON_STORE_TIMEOUT", "-1"), ("BATON_STALE_AFTER", "99999999999d"), ("BATON_STALE_AFTER", "infh"),
+    ("BATON_STALE_AFTER", "nan"), ("BATON_RECALL_MIN_SCORE", "nan"), ("BATON_RECALL_MIN_SCORE", "2"),
+    ("BATON_PROBE_TIMEOUT", "inf"), ("BATON_PROBE_BUDGET", "nan"),
+])
+def test_a_setting_out_of_range_is_one_line_and_exit_2(bound, name, value):
+    for args in (["list"], ["resume", "OMN-1"], ["touch", "src/c.py"]):
+        result = run_process(bound, *args, env={name: value})
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.startswith(f"baton: error: {name}") and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_config_file_that_is_not_utf8(bound, home):
+    (home / "baton.toml").write_bytes(b"[stores]\n# caf\xe9\n")
+    result = run_process(bound, "list")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "baton.toml: not UTF-8 text" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["a file", "under a file", "a link loop"])
+def test_an_unusable_data_home_is_registry_unavailable(bound, tmp_path, kind):
+    """Not a bad setting: nothing Baton keeps can be read (exit 3), and the resume says so
+    as it says so for any registry that does not answer."""
+    unusable = tmp_path / "unusable"
+    if kind == "a file":
+        unusable.write_text("not a directory\n")
+    elif kind == "under a file":
+        (tmp_path / "plain").write_text("not a directory\n")
+        unusable = tmp_path / "plain" / "baton"
+    else:
+        unusable.symlink_to(unusable)
+    env = {"BATON_HOME": str(unusable)}
+    result = run_process(bound, "resume", "OMN-1", env=env)
+    assert result.returncode == 3, result.stderr
+    assert result.stdout.startswith("Session registry unavailable: ") and "Traceback" not in result.stderr
+    answer = json.loads(run_process(bound, "resume", "OMN-1", "--json", env=env).stdout)
+    assert answer["status"] == "unavailable" and answer["stores"]["graph"] == "not queried"
+    for args in (["bind", "OMN-1"], ["touch", "src/b.py"], ["decide", "x"], ["update", "--next", "y"], ["list"],
+                 ["signals"], ["recall", "x"], ["index"], ["handoff"], ["end", "OMN-1"]):
+        result = run_process(bound, *args, env=env)
+        assert result.returncode == 3, (args, result.stdout, result.stderr)
+        assert result.stderr.startswith("baton: ") and result.stderr.count("\n") == 1, (args, result.stderr)
+    doctor = run_process(bound, "doctor", env=env)
+    assert doctor.returncode == 3 and doctor.stderr == "" and "registry         unavailable: " in doctor.stdout
+    if kind != "a link loop":
+        assert "is not a directory" in run_process(bound, "list", env=env).stderr

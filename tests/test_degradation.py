@@ -145,3 +145,21 @@ def test_a_busy_index_writer_never_blocks_a_resume(scenario, home):
     assert proc.returncode == 0
     assert result["stores"]["recall"] == "ok" and result["related_decisions"]
     assert elapsed < 5
+
+
+def test_a_store_that_was_not_asked_is_not_queried(home, worktrees, cli):
+    """`stores` says ok only for a store that answered this resume: recall is asked only
+    for a ticket with decisions, and nothing but the registry for a ticket not found."""
+    main, second = worktrees
+    cli(main, "bind", "OMN-1")
+    cli(main, "touch", "src/a.py")
+    result = json.loads(cli(main, "resume", "OMN-1", "--json")[1])
+    assert result["stores"] == {"registry": "ok", "graph": "ok", "recall": "not queried", "signals": "ok"}
+    result = json.loads(cli(second, "resume", "OMN-404", "--json")[1])
+    assert result["status"] == "not_found"
+    assert result["stores"] == {"registry": "ok", "graph": "not queried", "recall": "not queried",
+                                "signals": "not queried"}
+    cli(main, "decide", "Keep carts in PostgreSQL")
+    assert json.loads(cli(main, "resume", "OMN-1", "--json")[1])["stores"]["recall"] == "ok"
+    code, out, _ = cli(main, "resume", "OMN-1")
+    assert code == 0 and "### Unavailable" not in out and "not queried" not in out
