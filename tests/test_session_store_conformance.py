@@ -165,6 +165,17 @@ def test_the_stored_projection_is_the_pure_fold_in_any_order(store, seed):
     assert [s.task_id for s in store.list_sessions().value] == ["OMN-7"]
 
 
+def test_a_bind_without_an_agent_keeps_the_recorded_one(store):
+    named = event(Bound, 0, "OMN-9", repo="r", worktree_path="/w", agent="claude")
+    unnamed = event(Bound, 5, "OMN-9", repo="r", worktree_path="/w2")
+    store.append([unnamed])
+    store.append([named])
+    session = store.get("OMN-9").value
+    assert (session.agent, session.worktree_path) == ("claude", "/w2")
+    store.append([event(Bound, 6, "OMN-9", repo="r", worktree_path="/w2")])
+    assert store.get("OMN-9").value.agent == "claude"
+
+
 def test_status_follows_a_stall_and_later_activity(store):
     from registry.model import FilesTouched
 
