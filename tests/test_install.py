@@ -258,3 +258,24 @@ def test_a_baton_skill_the_user_edited_is_kept(home, worktrees, cli):
     assert "skill /handoff: kept (other content)" in out and "left as it is" in err
     code, out, err = cli(main, "uninstall", "claude")
     assert "skill /handoff: kept (other content)" in out and edited.read_bytes().endswith(b"make check first.\n")
+
+
+def test_each_skill_pre_approves_the_baton_commands_it_runs():
+    """Claude Code asks before every Bash command a skill runs unless its `allowed-tools`
+    (space-separated permission rules) pre-approves it."""
+    import re
+
+    from skills.cli import _parser
+
+    commands = set(_parser()._subparsers._group_actions[0].choices)
+    for skill in skill_names():
+        text = skill_source(skill).decode()
+        front = text.split("---\n")[1]
+        (line,) = [entry for entry in front.splitlines() if entry.startswith("allowed-tools: ")]
+        allowed = re.findall(r"Bash\(baton ([a-z-]+) \*\)", line)
+        assert line == "allowed-tools: " + " ".join(f"Bash(baton {command} *)" for command in allowed), line
+        granted = set(allowed)
+        assert granted <= commands, skill
+        blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+        run = {line.split()[1] for block in blocks for line in block.splitlines() if line.startswith("baton ")}
+        assert run and run <= granted, (skill, run - granted)
