@@ -237,37 +237,39 @@ def user_prompt_submit(payload: Payload, out: Output) -> None:
 
 def untold_news(stores, sessions, agent_session: str, task_id: str, heard, *, bound_at=None) -> list:
     """Signals about task_id that concern the agent and that agent_session was not told
-    (heard: when it last heard, if ever; bound_at: when the worktree was bound to task_id)."""
+    (heard: when it last heard, if ever; bound_at: when the worktree was bound to task_id),
+    in their stored form: the prompt hook never builds the validated models."""
     from baton.errors import StoreUnavailable
     from baton.outcome import Found, Unavailable
-    from signals.model import file_subject
+    from signals.wire import file_subject
 
-    looked = stores.registry.get(task_id)
+    looked = stores.registry.signal_scope(task_id)
     if isinstance(looked, Unavailable):
         raise StoreUnavailable("session registry", looked.reason)
-    session = looked.value if isinstance(looked, Found) else None
+    scope = looked.value if isinstance(looked, Found) else None
     # An agent that never heard (it bound mid-session, after its session start) hears
     # everything since the binding; the session's own activity must not move that forward.
-    start = heard[0] if heard else bound_at or (session.created_at if session else None)
+    start = heard[0] if heard else bound_at or (scope.created_at if scope else None)
     since = start - HEARD_SLACK if start else None
-    subjects = [f"task:{task_id}"]
-    if session is not None:
-        subjects += [f"task:{d}" for d in session.depends_on]
-        subjects += [file_subject(t.repo, t.path) for t in session.files.values()]
-    found = stores.signals.concerning(subjects, after=since, limit=SIGNALS_READ)
+    depends_on = list(scope.depends_on) if scope else []
+    subjects = [f"task:{task_id}", *(f"task:{d}" for d in depends_on)]
+    if scope is not None:
+        subjects += [file_subject(f.repo, f.path) for f in scope.files]
+    found = stores.signals.concerning_wire(subjects, after=since, limit=SIGNALS_READ)
     if not isinstance(found, Found):
         raise StoreUnavailable("signal log", found.reason)
-    relevant = [s for s in found.value if concerns(s, task_id, session.depends_on if session else [])]
+    relevant = [s for s in found.value if concerns(s, task_id, depends_on)]
     fresh = set(sessions.untold(agent_session, [str(s.signal_id) for s in relevant]))
     return [s for s in relevant if str(s.signal_id) in fresh]
 
 
 def concerns(signal, task_id: str, depends_on: list[str]) -> bool:
-    """Whether a signal is news for task_id's agent: an overlap it is part of, a
-    dependency completed, a rebase needed, another ticket's merged PR on its files."""
+    """Whether a signal (signals.wire.WireSignal) is news for task_id's agent: an overlap
+    it is part of, a dependency completed, a rebase needed, another ticket's merged PR on
+    its files."""
     kind = signal.signal_type.value
     if kind == "conflict_detected":
-        return task_id in (signal.task_id, signal.payload.related_task_id)
+        return task_id in (signal.task_id, signal.related_task_id)
     if kind == "ticket_completed":
         return signal.task_id in depends_on
     if kind == "rebase_needed":

@@ -539,3 +539,17 @@ def test_the_told_mark_lives_in_a_private_directory_of_the_user(monkeypatch, tmp
     assert trouble_first_told("session/../1"), "told again after the session ended"
     directory.chmod(0o777)  # another user could have planted marks: trust none, tell every time
     assert trouble_first_told("session/../1") and trouble_first_told("session/../1")
+
+
+def test_a_prompt_with_news_pays_no_pydantic(home, worktrees, cli, capsys):
+    """The prompt hook has 200 ms: it reads signals and the ticket's scope in their stored form."""
+    from tests.test_hot_path import PROBE
+
+    main = two_agents(worktrees, cli)
+    cli(main, "touch", "src/cart.py")  # a touch not yet projected: its file is in scope all the same
+    result = subprocess.run([sys.executable, "-c", PROBE, "hook", "user-prompt-submit"], cwd=main, capture_output=True,
+                            text=True, input=json.dumps(payload("user_prompt_submit", main)), timeout=60)
+    assert (result.returncode, result.stderr) == (0, "")
+    said, heavy = result.stdout.splitlines()
+    assert "conflict_detected from OMN-2" in told(json.loads(said), "UserPromptSubmit")
+    assert heavy == "HEAVY "

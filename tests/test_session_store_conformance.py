@@ -176,6 +176,24 @@ def test_a_bind_without_an_agent_keeps_the_recorded_one(store):
     assert store.get("OMN-9").value.agent == "claude"
 
 
+def test_the_signal_scope_is_the_sessions_with_its_pending_touches(store):
+    """What the prompt hook reads (SessionStore.signal_scope) agrees with the full projection."""
+    from registry.base import SignalScope
+    from registry.model import DependencyAdded, FilesTouched
+
+    assert store.signal_scope("OMN-10") == NotFound("OMN-10")
+    store.append([event(Bound, 0, "OMN-10", repo="r", worktree_path="/w"),
+                  event(FilesTouched, 1, "OMN-10", files=[FileRef("r", "a.py")]),
+                  event(DependencyAdded, 2, "OMN-10", depends_on=["OMN-9"])])
+    store.record_touch("OMN-10", "s", T0 + timedelta(minutes=3), [FileRef("r", "b.py"), FileRef("", "/tmp/c")],
+                       event_id=str(uuid.uuid4()))
+    scope = store.signal_scope("OMN-10").value
+    assert scope == SignalScope(T0, ("OMN-9",), (FileRef("", "/tmp/c"), FileRef("r", "a.py"), FileRef("r", "b.py")))
+    session = store.get("OMN-10").value
+    assert set(scope.files) == {FileRef(t.repo, t.path) for t in session.files.values()}
+    assert store.signal_scope("OMN-10").value == scope, "the same once the touches are projected"
+
+
 def test_status_follows_a_stall_and_later_activity(store):
     from registry.model import FilesTouched
 
