@@ -5,7 +5,8 @@ The hook entries follow Claude Code's documented settings schema
 (https://code.claude.com/docs/en/hooks): `hooks` maps an event name to matcher groups,
 each `{"matcher"?, "hooks": [{"type": "command", "command", "timeout"}]}`. Baton adds one
 group per event at the end of that event's list and recognises its own handlers by their
-command, `<baton> hook <event>`, whatever path the executable had; nothing else in the
+command, `<baton> hook <event>` with the PATH fallback and `||` ending of hook_command,
+whatever path the executable had; nothing else in the
 file is touched (skills.json_text edits the text in place), so installing twice changes
 nothing and uninstalling gives back the file as it was, byte for byte.
 """

@@ -13,9 +13,7 @@ hash of its id, in the user's runtime directory (see trouble_first_told).
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -162,6 +160,9 @@ def forget_trouble(agent_session: str) -> None:
 def _trouble_mark(agent_session: str) -> Path:
     """The session's mark in $XDG_RUNTIME_DIR/baton, else in a directory of the user's own
     (mode 0700, checked, since the temporary directory is shared) under the temp directory."""
+    import hashlib
+    import tempfile
+
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     directory = Path(runtime) / "baton" if runtime and os.path.isabs(runtime) else \
         Path(tempfile.gettempdir()) / f"baton-{os.getuid()}"
