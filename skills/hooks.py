@@ -69,7 +69,7 @@ class Output:
             # ASCII JSON (escapes for the rest): no stdout encoding can refuse it.
             self.stdout.write(json.dumps({**output, **told}) + "\n")
             self.stdout.flush()
-        except BaseException:
+        except Exception:
             if told:  # not told after all
                 from skills.told import forget_trouble
 
@@ -113,7 +113,7 @@ def run_hook(event: str, stdin=None, stdout=None) -> int:
         out.cannot_record(_failure(exc))
     try:
         out.finish()
-    except Exception:  # stdout is gone, which the line above has said: nothing more can reach anyone
+    except Exception:  # stdout is gone: what went wrong is on stderr already, and nothing reaches the agent
         pass
     if event == "session-end" and out.session_id:
         from skills.told import forget_trouble
