@@ -79,6 +79,7 @@ class Output:
 
     def cannot_record(self, reason: str) -> None:
         """One line on stderr (Claude Code's debug log), and the user is to be told."""
+        reason = one_line(reason)
         print(f"baton: hook {self.event}: {reason}", file=sys.stderr)
         self.trouble = self.trouble or reason
 
