@@ -143,7 +143,7 @@ def bench_hooks(main: Path, repeat: int) -> list[tuple[str, list[float], float |
                        lambda: payload("post_tool_use_write", main, file=main / "src" / "db.py")), 100))
     rows.append(("user-prompt-submit, nothing new since the last prompt",
                  timed(hook("user-prompt-submit"), main, repeat, lambda: payload("user_prompt_submit", main)), 200))
-    rows.append(("user-prompt-submit, a new agent session (signals read)",
+    rows.append(("user-prompt-submit, news to tell (a new agent session)",
                  timed(hook("user-prompt-submit"), main, repeat,
                        lambda: payload("user_prompt_submit", main, session=f"new-{next(fresh)}")), 200))
     # After the prompt figures, which would otherwise read the conflicts it signals.
@@ -152,6 +152,9 @@ def bench_hooks(main: Path, repeat: int) -> list[tuple[str, list[float], float |
                  timed(hook("post-tool-use"), main, repeat,
                        lambda: payload("post_tool_use_write", main,
                                        file=main / "src" / "contested" / f"{next(contested)}.py")), 100))
+    rows.append((f"user-prompt-submit, {repeat + 2} conflicts to tell (new session)",
+                 timed(hook("user-prompt-submit"), main, repeat,
+                       lambda: payload("user_prompt_submit", main, session=f"many-{next(fresh)}")), 200))
     rows.append(("stop, nothing changed since the last stop",
                  timed(hook("stop"), main, repeat, lambda: payload("stop", main)), None))
     rows.append(("session-end (a new agent session each run)",
@@ -174,6 +177,45 @@ def tool_schemas(cwd: Path) -> list[dict]:
                 return (await session.list_tools()).tools
 
     return [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in anyio.run(listed)]
+
+
+# What `baton mcp` was before it declared only its tools: the same tools on MCPServer.
+BASELINE_SERVER = """
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
+from skills.mcp_server import INSTRUCTIONS, TOOLS, _lean
+tools = []
+for name, (function, description) in TOOLS.items():
+    tool = Tool.from_function(function, name=name, description=description, structured_output=False)
+    tool.parameters = _lean(tool.parameters)
+    tools.append(tool)
+MCPServer("baton", instructions=INSTRUCTIONS, tools=tools).run("stdio")
+"""
+
+
+def claude_code_mcp_cost(cwd: Path, scratch: Path) -> list[tuple[str, int, list[str], bool]] | str:
+    """(server, bytes of MCP tools per request, the tools Claude Code added, escalated to
+    SIGTERM) for `baton mcp` and the baseline, through the real Claude Code."""
+    from tests.claude_code import ScriptedModel, find_claude, mcp_tools, run_claude, size
+
+    claude = find_claude()
+    if claude is None:
+        return "Claude Code not found (./scripts/test installs it with npm; or set BATON_CLAUDE)"
+    rows = []
+    for label, command in (("baton mcp", [str(BATON), "mcp"]),
+                           ("same tools, MCPServer defaults (baseline)", [sys.executable, "-c", BASELINE_SERVER])):
+        config, debug = scratch / "mcp.json", scratch / f"claude-debug-{len(rows)}.log"
+        config.write_text(json.dumps({"mcpServers": {"baton": {"command": command[0], "args": command[1:]}}}))
+        with ScriptedModel([{"text": "Done."}]) as model:
+            result = run_claude(claude, cwd, "Hello", model, home=scratch / "claude-home",
+                                env={"ENABLE_TOOL_SEARCH": "false"},  # every schema in every request
+                                args=("--mcp-config", str(config), "--debug-file", str(debug)))
+        if result.returncode != 0 or not model.agent_requests:
+            return f"claude -p failed: {result.stderr[-500:]}"
+        tools = mcp_tools(model.agent_requests[0])
+        added = sorted(t["name"] for t in tools if not t["name"].startswith("mcp__"))
+        rows.append((label, size(tools), added, "SIGTERM" in debug.read_text()))
+    return rows
 
 
 def main() -> None:
@@ -211,6 +253,15 @@ def main() -> None:
               f"(about {len(text) // 4} tokens)")
         for tool in tools:
             print(f"  {tool['name']:18} {len(json.dumps(tool, ensure_ascii=False)):5} characters")
+        cost = claude_code_mcp_cost(main_tree, root)
+        if isinstance(cost, str):
+            print(f"\nMCP tools Claude Code sends per request: {cost}")
+            return
+        print("\nMCP tools Claude Code sends per request (claude -p, tool search off), and how it stopped the server:")
+        for label, size, added, escalated in cost:
+            extra = f" (with {', '.join(added)})" if added else ""
+            stop = "SIGINT, then SIGTERM" if escalated else "SIGINT"
+            print(f"  {label:42} {size:5} bytes{extra}; stopped by {stop}")
 
 
 if __name__ == "__main__":

@@ -90,7 +90,10 @@ def apply_event(session: Session | None, event: Event) -> Session:
         update |= _lifecycle(session, Status.active, stamp)
         if _newer(stamp, session.location_stamp):
             update |= {"repo": event.repo, "worktree_path": event.worktree_path,
-                       "branch": event.branch, "agent": event.agent, "location_stamp": stamp}
+                       "branch": event.branch, "location_stamp": stamp}
+        # A bind that does not name its agent says nothing about it: the recorded one stays.
+        if event.agent is not None and _newer(stamp, session.agent_stamp):
+            update |= {"agent": event.agent, "agent_stamp": stamp}
         if event.reopens:
             update["reopened_by"] = _union(session.reopened_by, [event_id])
             update |= _phase(session, Phase.planning, stamp.model_copy(update={"rank": PHASE_RANK[Phase.planning]}))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,16 @@ from baton.outcome import Found, NotFound, Unavailable
 
 if TYPE_CHECKING:
     from registry.model import Event, Session
+
+
+@dataclass(frozen=True, slots=True)
+class SignalScope:
+    """What signals about a ticket can concern: its dependencies and its files (sorted by
+    repository and path), and since when it exists."""
+
+    created_at: datetime
+    depends_on: tuple[str, ...]
+    files: tuple[FileRef, ...]
 
 
 class SessionStore(ABC):
@@ -46,6 +57,17 @@ class SessionStore(ABC):
     @abstractmethod
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
         """The ticket's projection."""
+
+    def signal_scope(self, task_id: str) -> Found[SignalScope] | NotFound | Unavailable:
+        """The ticket's SignalScope, for the prompt hook: a backend that can read it without
+        building the validated session (and importing pydantic) says so here."""
+        found = self.get(task_id)
+        if not isinstance(found, Found):
+            return found
+        session = found.value
+        files = sorted({(t.repo, t.path) for t in session.files.values()})
+        return Found(SignalScope(session.created_at, tuple(session.depends_on),
+                                 tuple(FileRef(repo, path) for repo, path in files)))
 
     @abstractmethod
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:

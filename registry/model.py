@@ -270,6 +270,7 @@ class Session(BaseModel):
     branch: str | None = None
     agent: str | None = None
     location_stamp: Stamp | None = None
+    agent_stamp: Stamp | None = None  # only a bind that names its agent sets it
     files: dict[str, Touch] = {}
     depends_on: list[str] = []
     session_ids: list[str] = []
@@ -357,7 +358,8 @@ SESSION_MERGE: dict = {
     "registers": {
         "lifecycle_stamp": ["lifecycle"],
         "phase_stamp": ["phase"],
-        "location_stamp": ["repo", "worktree_path", "branch", "agent"],
+        "location_stamp": ["repo", "worktree_path", "branch"],
+        "agent_stamp": ["agent"],
         "next_action_stamp": ["next_action"],
         "goal_stamp": ["goal"],
         "handoff_stamp": ["handoff"],

@@ -16,15 +16,18 @@ from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.errors import StoreUnavailable
+from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
 from baton.sqlite import SqliteFile, guarded, write_transaction
-from registry.base import SessionStore
+from registry.base import SessionStore, SignalScope
 from registry.wire import event_adapter
 
 if TYPE_CHECKING:
     from registry.model import Event, Session
 
 STORE = "session registry"
+# Unprojected events (append_body) that signal_scope reads raw: they add files at most.
+_SCOPE_READ_RAW = {"files_touched", "decision_recorded"}
 
 MIGRATIONS = [
     """
@@ -144,6 +147,36 @@ class SqliteSessionStore(SessionStore):
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         return NotFound(task_id) if session is None else Found(session)
+
+    def signal_scope(self, task_id: str) -> Found[SignalScope] | NotFound | Unavailable:
+        """From the stored projection's JSON and the pending events' (one statement, one
+        snapshot), so the prompt hook pays neither pydantic nor a projection."""
+        import json
+
+        try:
+            with guarded(STORE, self.path):
+                rows = self._db.conn().execute(
+                    "SELECT 'session', NULL, body FROM sessions WHERE task_id = ? "
+                    "UNION ALL SELECT type, at, body FROM events WHERE task_id = ? AND applied = 0",
+                    (task_id, task_id)).fetchall()
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        stored = [body for kind, _, body in rows if kind == "session"]
+        pending = [(kind, at, body) for kind, at, body in rows if kind != "session"]
+        if not stored or any(kind not in _SCOPE_READ_RAW for kind, _, _ in pending):
+            # A ticket not projected yet, or a pending event that may change the scope:
+            # the full read projects it.
+            return super().signal_scope(task_id) if rows else NotFound(task_id)
+        try:
+            session = json.loads(stored[0])
+            files = {(t["repo"], t["path"]) for t in session["files"].values()}
+            files.update((f["repo"], f["path"]) for kind, _, body in pending if kind == "files_touched"
+                         for f in json.loads(body)["files"])
+            created_at = min([clock.parse(session["created_at"]), *(clock.parse(at) for _, at, _ in pending)])
+            return Found(SignalScope(created_at, tuple(session["depends_on"]),
+                                     tuple(FileRef(repo, path) for repo, path in sorted(files))))
+        except (ValueError, KeyError, TypeError) as exc:
+            return Unavailable(f"{self.path}: stored session {task_id} is unreadable: {type(exc).__name__}: {exc}")
 
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
         from pydantic import ValidationError

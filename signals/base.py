@@ -38,6 +38,17 @@ class SignalBus(ABC):
     def concerning(self, subjects: Sequence[str], *, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
         """The newest `limit` signals about any of subjects emitted strictly after `after`, oldest first."""
 
+    def concerning_wire(self, subjects: Sequence[str], *, after: datetime | None,
+                        limit: int) -> Found[list[WireSignal]] | Unavailable:
+        """concerning() in the stored form, for the prompt hook: a backend that can read it
+        without building the validated models (and importing pydantic) says so here."""
+        from signals.wire import WireSignal
+
+        found = self.concerning(subjects, after=after, limit=limit)
+        if not isinstance(found, Found):
+            return found
+        return Found([WireSignal.from_json(signal.to_json()) for signal in found.value])
+
     @abstractmethod
     def recent(self, *, task_id: str | None, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
         """The newest `limit` signals (about task_id, if given) emitted after `after`, oldest first."""

@@ -7,7 +7,7 @@ from uuid import UUID
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
 from baton.types import TaskId
-from signals.wire import SignalType, derived_signal_id, file_subject, subjects_of
+from signals.wire import SignalType, derived_signal_id, file_subject, subjects_of, summary_of
 
 __all__ = ["Signal", "SignalPayload", "SignalType", "derived_signal_id", "file_subject"]
 
@@ -44,11 +44,7 @@ class Signal(BaseModel):
 
     def summary(self) -> str:
         """One line for people: who, what, about which files."""
-        parts = [self.payload.reason] if self.payload.reason else []
-        if self.payload.related_task_id and not self.payload.reason:
-            parts.append(f"with {self.payload.related_task_id}")
-        if self.payload.file_paths and not self.payload.reason:
-            parts.append(", ".join(self.payload.file_paths))
-        return f"{self.signal_type.value} from {self.task_id}" + (f": {' '.join(parts)}" if parts else "")
+        return summary_of(self.signal_type, self.task_id, self.payload.reason, self.payload.related_task_id,
+                          self.payload.file_paths)
 
 

@@ -96,14 +96,22 @@ class SqliteSignalBus(SignalBus):
     def concerning(self, subjects: Sequence[str], *, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
         if not subjects:
             return Found([])
-        # One index range per subject; the number of subjects is bounded by the caller's files.
-        marks = ",".join("?" * len(subjects))
-        query = (
-            "SELECT body FROM (SELECT body, emitted_at, seq FROM signals WHERE seq IN ("
-            f"SELECT seq FROM signal_subjects WHERE subject IN ({marks}) AND emitted_at > ?"
-            ") ORDER BY emitted_at DESC, seq DESC LIMIT ?) ORDER BY emitted_at, seq")
-        since = clock.to_text(after) if after else _EPOCH
-        return self._read(query, [*subjects, since, limit])
+        return self._read(*_concerning_query(subjects, after, limit))
+
+    def concerning_wire(self, subjects: Sequence[str], *, after: datetime | None,
+                        limit: int) -> Found[list[WireSignal]] | Unavailable:
+        from signals.wire import WireSignal
+
+        if not subjects:
+            return Found([])
+        try:
+            with guarded(STORE, self.path):
+                rows = self._db.conn().execute(*_concerning_query(subjects, after, limit)).fetchall()
+            return Found([WireSignal.from_json(body) for (body,) in rows])
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        except (ValueError, KeyError, TypeError) as exc:
+            return Unavailable(f"{self.path}: a stored signal is unreadable: {type(exc).__name__}: {exc}")
 
     def recent(self, *, task_id: str | None, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
         since = clock.to_text(after) if after else _EPOCH
@@ -122,3 +130,14 @@ class SqliteSignalBus(SignalBus):
 
     def close(self) -> None:
         self._db.close()
+
+
+def _concerning_query(subjects: Sequence[str], after: datetime | None, limit: int) -> tuple[str, list]:
+    """The newest `limit` signals about any of subjects after `after`, oldest first: one
+    index range per subject (their number is bounded by the caller's files)."""
+    marks = ",".join("?" * len(subjects))
+    query = (
+        "SELECT body FROM (SELECT body, emitted_at, seq FROM signals WHERE seq IN ("
+        f"SELECT seq FROM signal_subjects WHERE subject IN ({marks}) AND emitted_at > ?"
+        ") ORDER BY emitted_at DESC, seq DESC LIMIT ?) ORDER BY emitted_at, seq")
+    return query, [*subjects, clock.to_text(after) if after else _EPOCH, limit]

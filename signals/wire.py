@@ -1,8 +1,9 @@
-"""Signals without pydantic: their kinds, their subjects, and the conflict_detected signal
-built by hand for the hook's hot path (a touch that finds a new overlap publishes one).
+"""Signals without pydantic: their kinds, their subjects, their one-line summary, and the
+stored JSON form for the hooks' hot paths: a touch that finds a new overlap publishes a
+hand-built conflict_detected signal, and the prompt hook reads signals in this form.
 
-signals.model.Signal is the validated form every reader gets back; a WireSignal stores
-the same JSON, which tests/test_hot_path.py pins to the model's.
+signals.model.Signal is the validated form; a WireSignal stores and reads the same
+JSON, which tests/test_hot_path.py pins to the model's.
 """
 
 from __future__ import annotations
@@ -47,9 +48,20 @@ def subjects_of(task_id: str, related_task_id: str | None, repo: str, file_paths
     return sorted(found)
 
 
+def summary_of(signal_type: SignalType, task_id: str, reason: str, related_task_id: str | None,
+               file_paths) -> str:
+    """One line for people: who, what, about which files."""
+    parts = [reason] if reason else []
+    if related_task_id and not reason:
+        parts.append(f"with {related_task_id}")
+    if file_paths and not reason:
+        parts.append(", ".join(file_paths))
+    return f"{signal_type.value} from {task_id}" + (f": {' '.join(parts)}" if parts else "")
+
+
 @dataclass(frozen=True, slots=True)
 class WireSignal:
-    """A signal about files and another ticket, as every backend publishes it."""
+    """A signal as every backend stores it."""
 
     signal_id: UUID
     signal_type: SignalType
@@ -60,14 +72,32 @@ class WireSignal:
     file_paths: tuple[str, ...]
     related_task_id: str | None
     reason: str
+    pr_number: int | None = None
+    phase: str | None = None
+
+    @classmethod
+    def from_json(cls, text: str) -> WireSignal:
+        """A stored signal, read back without validation (Baton validated it when storing it)."""
+        from baton import clock
+
+        data = json.loads(text)
+        payload = data["payload"]
+        return cls(signal_id=UUID(data["signal_id"]), signal_type=SignalType(data["signal_type"]),
+                   task_id=data["task_id"], session_id=data["session_id"], repo=data["repo"],
+                   emitted_at=clock.parse(data["emitted_at"]), file_paths=tuple(payload["file_paths"]),
+                   related_task_id=payload["related_task_id"], reason=payload["reason"],
+                   pr_number=payload["pr_number"], phase=payload["phase"])
 
     def subjects(self) -> list[str]:
         return subjects_of(self.task_id, self.related_task_id, self.repo, self.file_paths)
+
+    def summary(self) -> str:
+        return summary_of(self.signal_type, self.task_id, self.reason, self.related_task_id, self.file_paths)
 
     def to_json(self) -> str:
         return json.dumps({
             "signal_id": str(self.signal_id), "signal_type": self.signal_type.value, "task_id": self.task_id,
             "session_id": self.session_id, "repo": self.repo, "emitted_at": self.emitted_at.isoformat(),
             "payload": {"file_paths": list(self.file_paths), "related_task_id": self.related_task_id,
-                        "pr_number": None, "phase": None, "reason": self.reason},
+                        "pr_number": self.pr_number, "phase": self.phase, "reason": self.reason},
         }, separators=(",", ":"), ensure_ascii=False)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from baton.shown_text import one_line
 
@@ -35,7 +36,7 @@ def session_context(result, *, handoff: str | None = None, limit: int | None = N
     """The resume context of a bound worktree (a skills.resume.ResumeResult), under limit
     characters (default MAX_CONTEXT), and the ids of the signals whose lines it kept;
     handoff: the worktree's current handoff, named but not re-verified."""
-    from skills.render import signal_line, unavailable_stores, when
+    from skills.render import unavailable_stores
 
     limit = limit or MAX_CONTEXT
     task = result.task_id
@@ -104,10 +105,22 @@ def fit(header: list[str], sections: Sequence[Section], footer: list[str], limit
     return "\n".join(lines + footer), shown
 
 
+def when(moment: datetime) -> str:
+    """A time as Baton shows it to people and agents."""
+    from baton.clock import UTC
+
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def signal_line(signal) -> str:
+    """A signal (a signals.model.Signal or its stored form, signals.wire.WireSignal) in one
+    line: when, then its summary (paths and reasons as data). Here rather than in
+    skills.render, whose imports (resume, handoffs, the models) the prompt hook cannot pay."""
+    return f"{when(signal.emitted_at)} {one_line(signal.summary())}"
+
+
 def signals_told(task_id: str, signals: Sequence) -> str:
     """The few lines a prompt-submit hook adds: signals about task_id since the agent last heard."""
-    from skills.render import signal_line
-
     shown = list(reversed(signals))[:MAX_SIGNAL_LINES]
     lines = [f"Baton: news about {task_id} since you last heard, newest first:"]
     lines += [f"- {_clip(signal_line(s))}" for s in shown]

@@ -5,7 +5,8 @@ The hook entries follow Claude Code's documented settings schema
 (https://code.claude.com/docs/en/hooks): `hooks` maps an event name to matcher groups,
 each `{"matcher"?, "hooks": [{"type": "command", "command", "timeout"}]}`. Baton adds one
 group per event at the end of that event's list and recognises its own handlers by their
-command, `<baton> hook <event>`, whatever path the executable had; nothing else in the
+command, `<baton> hook <event>` with the PATH fallback and `||` ending of hook_command,
+whatever path the executable had; nothing else in the
 file is touched (skills.json_text edits the text in place), so installing twice changes
 nothing and uninstalling gives back the file as it was, byte for byte.
 """
@@ -78,17 +79,40 @@ def baton_executable(scope: str) -> str:
 
 
 def hook_command(executable: str, hook: str) -> str:
-    return f"{shlex.quote(executable)} hook {hook}"
+    """The shell command (Claude Code runs it with /bin/sh) of one hook.
+
+    The bare `baton` falls back to this install's directory, appended to PATH: a clone
+    whose PATH has no `baton` still finds the one that installed the hooks. `baton hook`
+    always exits 0, so a failure here means Baton did not run at all: the session-start
+    command then says so to the user (`systemMessage`), once a session, and the others
+    stay quiet, instead of every hook failing with exit status 127."""
+    if executable == "baton":
+        fallback = Path(sys.prefix) / "bin"
+        command = f'PATH="$PATH":{shlex.quote(str(fallback))} baton hook {hook}'
+        missing = f"no `baton` on PATH and none in {fallback}"
+    else:
+        command = f"{shlex.quote(executable)} hook {hook}"
+        missing = f"{executable} does not run"
+    if hook != "session-start":
+        return f"{command} || true"
+    told = {"systemMessage": f"Baton cannot run its hooks ({missing}): nothing is recorded for this session. "
+                             "Install Baton, then run `baton install claude` again."}
+    return f"{command} || echo {shlex.quote(json.dumps(told))}"
 
 
 def is_baton_hook(command: object) -> bool:
-    """Whether a handler's command is one of Baton's: `<.../baton> hook <name>`."""
+    """Whether a handler's command is one of Baton's, as hook_command writes it now or did
+    before: `[PATH=...] <.../baton> hook <name> [|| true | || echo MESSAGE]`."""
     if not isinstance(command, str):
         return False
     try:
         words = shlex.split(command)
     except ValueError:
         return False
+    if words and words[0].startswith("PATH="):
+        words = words[1:]
+    if words[3:] == ["||", "true"] or (len(words) == 6 and words[3:5] == ["||", "echo"]):
+        words = words[:3]
     return len(words) == 3 and os.path.basename(words[0]) == "baton" and words[1] == "hook" and words[2] in HOOK_NAMES
 
 

@@ -14,7 +14,9 @@ payload on standard input (formats: https://code.claude.com/docs/en/hooks).
 
 A hook never blocks or breaks the agent: whatever goes wrong becomes one line on
 standard error and exit status 0 (Claude Code shows stderr of a successful hook only in
-its debug log). Outside a bound worktree the hooks record nothing and say nothing.
+its debug log). When Baton cannot record (an unusable data home, a bad baton.toml, a
+store that refuses writes), the user is also told, once per agent session, in the
+hook's `systemMessage`. Outside a bound worktree the hooks record nothing and say nothing.
 """
 
 from __future__ import annotations
@@ -38,9 +40,6 @@ SIGNALS_READ = 50
 MAX_SWEEP = 1000
 
 
-Say = Callable[[dict], None]  # writes the hook's output for Claude Code
-
-
 @dataclass(frozen=True)
 class Payload:
     event: dict
@@ -48,22 +47,79 @@ class Payload:
     cwd: Path
 
 
+class Output:
+    """What a hook writes for Claude Code: one JSON object on stdout.
+
+    say() writes at once, before anything is recorded as told, so what fails to reach the
+    agent is told again later. cannot_record() notes that Baton failed to record; the user
+    is told in `systemMessage` (the field Claude Code shows the user), in this hook's one
+    output, once per agent session. A trouble found after the hook has spoken waits for
+    the session's next hook."""
+
+    def __init__(self, stdout, event: str) -> None:
+        self.stdout = stdout
+        self.event = event
+        self.session_id = ""
+        self.spoken = False
+        self.trouble: str | None = None
+
+    def say(self, output: dict) -> None:
+        told = self._told_trouble()
+        try:
+            # ASCII JSON (escapes for the rest): no stdout encoding can refuse it.
+            self.stdout.write(json.dumps({**output, **told}) + "\n")
+            self.stdout.flush()
+        except Exception:
+            if told:  # not told after all
+                from skills.told import forget_trouble
+
+                forget_trouble(self.session_id)
+            raise
+        self.spoken = True
+
+    def cannot_record(self, reason: str) -> None:
+        """One line on stderr (Claude Code's debug log), and the user is to be told."""
+        reason = one_line(reason)
+        print(f"baton: hook {self.event}: {reason}", file=sys.stderr)
+        self.trouble = self.trouble or reason
+
+    def finish(self) -> None:
+        if self.trouble is not None and not self.spoken:
+            told = self._told_trouble()
+            if told:
+                self.say(told)
+
+    def _told_trouble(self) -> dict:
+        """The systemMessage for the trouble, if there is one and this session was not told."""
+        if self.trouble is None or not self.session_id:  # without a session id, once is not possible
+            return {}
+        from skills.told import trouble_first_told
+
+        if not trouble_first_told(self.session_id):
+            return {}
+        return {"systemMessage": f"Baton is not recording this session: {self.trouble}. The agent works on without "
+                                 "it; `baton doctor` shows what is wrong."}
+
+
 def run_hook(event: str, stdin=None, stdout=None) -> int:
     """Run one hook; always exit status 0."""
-    stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
-
-    def say(output: dict) -> None:
-        # ASCII JSON (escapes for the rest): no stdout encoding can refuse it. Written before
-        # anything is recorded as told, so what fails to reach the agent is told again later.
-        stdout.write(json.dumps(output) + "\n")
-        stdout.flush()
-
+    stdin, out = stdin or sys.stdin, Output(stdout or sys.stdout, event)
     try:
         if event not in HANDLERS:
             raise ValueError(f"unknown hook {event!r}: use one of {', '.join(HANDLERS)}")
-        HANDLERS[event](read_payload(stdin.read()), say)
+        payload = read_payload(stdin.read())
+        out.session_id = payload.session_id
+        HANDLERS[event](payload, out)
     except Exception as exc:  # the agent must never be broken by Baton: report, do not raise
-        print(f"baton: hook {event}: {_failure(exc)}", file=sys.stderr)
+        out.cannot_record(_failure(exc))
+    try:
+        out.finish()
+    except Exception:  # stdout is gone: what went wrong is on stderr already, and nothing reaches the agent
+        pass
+    if event == "session-end" and out.session_id:
+        from skills.told import forget_trouble
+
+        forget_trouble(out.session_id)
     return 0
 
 
@@ -87,7 +143,7 @@ def edited_path(event: dict) -> str | None:
     return path if isinstance(path, str) and path else None
 
 
-def post_tool_use(payload: Payload, say: Say) -> None:
+def post_tool_use(payload: Payload, out: Output) -> None:
     path = edited_path(payload.event)
     if path is None:
         return
@@ -104,13 +160,13 @@ def post_tool_use(payload: Payload, say: Say) -> None:
         from baton import clock
         from skills.briefing import conflicts_told
 
-        say(additional_context("PostToolUse",
-                               conflicts_told(task.task_id, report.new_conflicts, report.conflict_paths)))
+        out.say(additional_context("PostToolUse",
+                                   conflicts_told(task.task_id, report.new_conflicts, report.conflict_paths)))
         with agent_sessions(stores) as sessions:
             sessions.told(payload.session_id, [str(c.signal_id) for c in report.new_conflicts], clock.now())
 
 
-def session_start(payload: Payload, say: Say) -> None:
+def session_start(payload: Payload, out: Output) -> None:
     place, _, task = locate(payload.cwd)
     if task is None:
         return
@@ -123,8 +179,11 @@ def session_start(payload: Payload, say: Say) -> None:
         # A handoff's probes may run for seconds: at session start it is named, not re-verified.
         result = resume_session(stores, task.task_id, place, bind_task=False, verify_handoff=False)
         _warn(result.warnings)
+        if result.status == "unavailable" and not stores.settings.database_url:
+            # The embedded registry refuses reads: its writes fail too (a server's are kept locally).
+            out.cannot_record(f"session registry unavailable: {result.reason}")
         context, shown = session_context(result, handoff=handoff_of(place.root, task.task_id))
-        say(additional_context("SessionStart", context))
+        out.say(additional_context("SessionStart", context))
         now = clock.now()
         # Signals cut from the context are not told: the next prompt reads from the oldest.
         cut = [s.emitted_at for s in result.signals if str(s.signal_id) not in shown]
@@ -154,7 +213,7 @@ def handoff_of(root: Path, task_id: str) -> str | None:
     return None
 
 
-def user_prompt_submit(payload: Payload, say: Say) -> None:
+def user_prompt_submit(payload: Payload, out: Output) -> None:
     place, _, task = locate(payload.cwd)
     if task is None:
         return
@@ -172,44 +231,46 @@ def user_prompt_submit(payload: Payload, say: Say) -> None:
         now = clock.now()
         news = untold_news(stores, sessions, payload.session_id, task.task_id, heard, bound_at=bound_at)
         if news:
-            say(additional_context("UserPromptSubmit", signals_told(task.task_id, news)))
+            out.say(additional_context("UserPromptSubmit", signals_told(task.task_id, news)))
             sessions.told(payload.session_id, [str(s.signal_id) for s in news], now)
         sessions.heard(payload.session_id, task.task_id, now, watermark)
 
 
 def untold_news(stores, sessions, agent_session: str, task_id: str, heard, *, bound_at=None) -> list:
     """Signals about task_id that concern the agent and that agent_session was not told
-    (heard: when it last heard, if ever; bound_at: when the worktree was bound to task_id)."""
+    (heard: when it last heard, if ever; bound_at: when the worktree was bound to task_id),
+    in their stored form: the prompt hook never builds the validated models."""
     from baton.errors import StoreUnavailable
     from baton.outcome import Found, Unavailable
-    from signals.model import file_subject
+    from signals.wire import file_subject
 
-    looked = stores.registry.get(task_id)
+    looked = stores.registry.signal_scope(task_id)
     if isinstance(looked, Unavailable):
         raise StoreUnavailable("session registry", looked.reason)
-    session = looked.value if isinstance(looked, Found) else None
+    scope = looked.value if isinstance(looked, Found) else None
     # An agent that never heard (it bound mid-session, after its session start) hears
     # everything since the binding; the session's own activity must not move that forward.
-    start = heard[0] if heard else bound_at or (session.created_at if session else None)
+    start = heard[0] if heard else bound_at or (scope.created_at if scope else None)
     since = start - HEARD_SLACK if start else None
-    subjects = [f"task:{task_id}"]
-    if session is not None:
-        subjects += [f"task:{d}" for d in session.depends_on]
-        subjects += [file_subject(t.repo, t.path) for t in session.files.values()]
-    found = stores.signals.concerning(subjects, after=since, limit=SIGNALS_READ)
+    depends_on = list(scope.depends_on) if scope else []
+    subjects = [f"task:{task_id}", *(f"task:{d}" for d in depends_on)]
+    if scope is not None:
+        subjects += [file_subject(f.repo, f.path) for f in scope.files]
+    found = stores.signals.concerning_wire(subjects, after=since, limit=SIGNALS_READ)
     if not isinstance(found, Found):
         raise StoreUnavailable("signal log", found.reason)
-    relevant = [s for s in found.value if concerns(s, task_id, session.depends_on if session else [])]
+    relevant = [s for s in found.value if concerns(s, task_id, depends_on)]
     fresh = set(sessions.untold(agent_session, [str(s.signal_id) for s in relevant]))
     return [s for s in relevant if str(s.signal_id) in fresh]
 
 
 def concerns(signal, task_id: str, depends_on: list[str]) -> bool:
-    """Whether a signal is news for task_id's agent: an overlap it is part of, a
-    dependency completed, a rebase needed, another ticket's merged PR on its files."""
+    """Whether a signal (signals.wire.WireSignal) is news for task_id's agent: an overlap
+    it is part of, a dependency completed, a rebase needed, another ticket's merged PR on
+    its files."""
     kind = signal.signal_type.value
     if kind == "conflict_detected":
-        return task_id in (signal.task_id, signal.payload.related_task_id)
+        return task_id in (signal.task_id, signal.related_task_id)
     if kind == "ticket_completed":
         return signal.task_id in depends_on
     if kind == "rebase_needed":
@@ -219,15 +280,15 @@ def concerns(signal, task_id: str, depends_on: list[str]) -> bool:
     return False
 
 
-def stop(payload: Payload, say: Say) -> None:
-    _wrap_up(payload, ending=False)
+def stop(payload: Payload, out: Output) -> None:
+    _wrap_up(payload, out, ending=False)
 
 
-def session_end(payload: Payload, say: Say) -> None:
-    _wrap_up(payload, ending=True)
+def session_end(payload: Payload, out: Output) -> None:
+    _wrap_up(payload, out, ending=True)
 
 
-def _wrap_up(payload: Payload, *, ending: bool) -> None:
+def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
     """Deliver what waits locally, record the files changed since the last end of turn,
     write a handoff if this is the hook the configuration names for it, and (at the end)
     forget the agent session: each step runs even when an earlier one failed."""
@@ -237,17 +298,17 @@ def _wrap_up(payload: Payload, *, ending: bool) -> None:
     hook = "session-end" if ending else "stop"
     place, locator, task = locate(payload.cwd)
     with opened_stores() as stores:
-        _step(hook, "delivering kept writes", lambda: _warn(deliver(stores)))
+        _step(out, "delivering kept writes", lambda: _warn(deliver(stores)))
         swept: list[int] = []
         if task is not None and place.worktree is not None:
-            _step(hook, "recording changed files",
+            _step(out, "recording changed files",
                   lambda: swept.append(_sweep(stores, payload.session_id, task, place, locator)))
         if task is not None and not any(swept):
-            _step(hook, "recording activity", lambda: _record_activity(stores, task))
+            _step(out, "recording activity", lambda: _record_activity(stores, task))
         if task is not None and stores.settings.hook_handoff == hook:
             from skills.handoff_write import write_handoff
 
-            _step(hook, "writing the handoff", lambda: _warn(write_handoff(stores, task, place).warnings))
+            _step(out, "writing the handoff", lambda: _warn(write_handoff(stores, task, place).warnings))
         from skills.told import FILE
 
         if ending and (stores.settings.home / FILE).exists():  # nothing to forget: create nothing
@@ -255,7 +316,7 @@ def _wrap_up(payload: Payload, *, ending: bool) -> None:
                 with agent_sessions(stores) as sessions:
                     sessions.forget(payload.session_id, now=clock.now())
 
-            _step(hook, "forgetting the agent session", forget)
+            _step(out, "forgetting the agent session", forget)
 
 
 def _sweep(stores, agent_session: str, task, place, locator) -> int:
@@ -286,11 +347,11 @@ def _record_activity(stores, task) -> None:
     _warn(record_events(stores, [event], deliver_later=True))
 
 
-def _step(hook: str, doing: str, step: Callable[[], None]) -> None:
+def _step(out: Output, doing: str, step: Callable[[], None]) -> None:
     try:
         step()
     except Exception as exc:  # the next step must run: report, do not raise
-        print(f"baton: hook {hook}: {doing}: {_failure(exc)}", file=sys.stderr)
+        out.cannot_record(f"{doing}: {_failure(exc)}")
 
 
 def dirty_files(root: Path) -> dict[str, float]:
@@ -386,7 +447,7 @@ def _failure(exc: Exception) -> str:
     return one_line(str(exc) if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}")
 
 
-HANDLERS: dict[str, Callable[[Payload, Say], None]] = {
+HANDLERS: dict[str, Callable[[Payload, Output], None]] = {
     "session-start": session_start,
     "post-tool-use": post_tool_use,
     "user-prompt-submit": user_prompt_submit,

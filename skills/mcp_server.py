@@ -162,26 +162,71 @@ TOOLS: dict[str, tuple[Callable[..., str], str]] = {
 
 
 def build_server():
-    """The MCPServer with Baton's tools, their input schemas trimmed (_lean)."""
+    """The low-level MCP server with Baton's tools, and only tools: a client shows the model
+    a capability's tools on every turn (Claude Code adds three resource tools for an empty
+    `resources`), so only what is served is declared. MCPServer's tool registry validates
+    the arguments and converts the answers; its input schemas are trimmed (_lean)."""
+    from mcp.server.lowlevel import Server
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.tools import Tool
+    from mcp_types import CallToolResult, ListToolsResult, TextContent
 
     tools = []
     for name, (function, description) in TOOLS.items():
         tool = Tool.from_function(function, name=name, description=description, structured_output=False)
         tool.parameters = _lean(tool.parameters)
         tools.append(tool)
-    return MCPServer("baton", version=_version(), instructions=INSTRUCTIONS, tools=tools)
+    registry = MCPServer("baton", tools=tools)
+
+    async def list_tools(ctx, params) -> ListToolsResult:
+        return ListToolsResult(tools=await registry.list_tools())
+
+    async def call_tool(ctx, params) -> CallToolResult:
+        try:
+            return await registry.call_tool(params.name, params.arguments or {})
+        except ToolError as exc:
+            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+
+    return Server("baton", version=_version(), instructions=INSTRUCTIONS, on_list_tools=list_tools,
+                  on_call_tool=call_tool)
 
 
 def serve() -> None:
+    """Serve over stdio until the client closes standard input or sends SIGINT or SIGTERM."""
     import importlib.util
+    import signal
 
     from baton.errors import BadInput
 
     if importlib.util.find_spec("mcp") is None:
         raise BadInput("the MCP server needs the mcp package: pip install 'baton[mcp]'")
-    build_server().run("stdio")
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    server = build_server()
+
+    async def run() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    # Standard input is read by a worker thread that a signal cannot interrupt, so a normal
+    # exit would wait for the client to close it: Claude Code gives SIGINT 100 ms, then
+    # sends SIGTERM. Every write is atomic in its store, so stopping at once loses nothing.
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, _stop_now)
+    anyio.run(run)
+
+
+def _stop_now(number: int, frame) -> None:
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # the client may have closed its end already
+            pass
+    os._exit(128 + number)
 
 
 def _call(run: Callable, *, deliver: bool = True) -> str:

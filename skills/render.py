@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from baton.clock import UTC
 from baton.shown_text import escape_controls, one_line
+from skills.briefing import signal_line, when
 from skills.handoff_files import HANDOFFS_DIR, LATEST
 from skills.handoff_verify import NO_HANDOFF, Verification
 from skills.journal import journal_of
@@ -20,21 +20,12 @@ from skills.resume import ResumeResult
 MAX_FILES_SHOWN = 30
 
 
-def when(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
 def ago(moment: datetime, now: datetime) -> str:
     seconds = int((now - moment).total_seconds())
     for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
         if seconds >= size:
             return f"{seconds // size}{unit} ago"
     return "just now"
-
-
-def signal_line(signal) -> str:
-    """A signal in one line: when, then its summary (paths and reasons as data)."""
-    return f"{when(signal.emitted_at)} {one_line(signal.summary())}"
 
 
 def unavailable_stores(stores: dict[str, str]) -> dict[str, str]:

@@ -5,10 +5,15 @@ once per session and each end of turn records only what changed since the last.
 `session_id`): the signal ids it was told, per ticket the time it last heard from Baton,
 and the dirty files (with their modification times) its last end of turn saw. Only the
 hooks use it; a session's rows go when the session ends, older leftovers after a week.
+
+That Baton cannot record the session is told once per session too, but marked outside
+the data home, which may be what is broken: an empty file per agent session, named by a
+hash of its id, in the user's runtime directory (see trouble_first_told).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -129,3 +134,40 @@ class AgentSessions:
 
     def close(self) -> None:
         self._db.close()
+
+
+def trouble_first_told(agent_session: str) -> bool:
+    """Mark that agent_session is being told that Baton cannot record it; False if it was
+    told already. When no mark can be made the answer is True: telling again beats silence."""
+    try:
+        handle = os.open(_trouble_mark(agent_session), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return False
+    except OSError:
+        return True
+    os.close(handle)
+    return True
+
+
+def forget_trouble(agent_session: str) -> None:
+    """Drop the session's mark (at its end), so that a resumed session is told again."""
+    try:
+        _trouble_mark(agent_session).unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _trouble_mark(agent_session: str) -> Path:
+    """The session's mark in $XDG_RUNTIME_DIR/baton, else in a directory of the user's own
+    (mode 0700, checked, since the temporary directory is shared) under the temp directory."""
+    import hashlib
+    import tempfile
+
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    directory = Path(runtime) / "baton" if runtime and os.path.isabs(runtime) else \
+        Path(tempfile.gettempdir()) / f"baton-{os.getuid()}"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    status = directory.lstat()
+    if not directory.is_dir() or directory.is_symlink() or status.st_uid != os.getuid() or status.st_mode & 0o077:
+        raise PermissionError(f"{directory} is not a private directory of this user")
+    return directory / f"cannot-record-{hashlib.sha256(agent_session.encode()).hexdigest()[:32]}"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
-from baton.ids import check_task_id
+from baton.ids import BATON_NAMESPACE, check_task_id
 from baton.outcome import Found, NotFound, Unavailable
 from registry.model import (
     Bound,
@@ -99,6 +99,11 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
          session_id: str | None = None, at: datetime | None = None, deliver_later: bool = False) -> WriteReport:
     """Bind the worktree to task_id and record the session; a completed ticket is reopened.
 
+    A bind without an agent keeps the one already recorded. A session claims its ticket
+    once per run: the claim's id, and a reopening bind's, derive from the ticket, the
+    session and the run, so binding again (a second resume) emits nothing new, even when
+    the first bind is still on its way to the registry.
+
     deliver_later (what resume asks for): with Kafka, the event and its signal are kept for
     the background delivery, so the answer never waits for a Kafka producer's first message.
 
@@ -109,23 +114,29 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
     at = at or clock.now()
     report = WriteReport()
     previous = read_binding_quietly(place)
+    same_task = previous is not None and previous.task_id == task_id
     if session_id is None:
-        session_id = previous.session_id if previous and previous.task_id == task_id else uuid.uuid4().hex
+        session_id = previous.session_id if same_task else uuid.uuid4().hex
     report.session_id = session_id
-    report.previous_task = previous.task_id if previous and previous.task_id != task_id else None
-    write_binding(place, Binding(task_id, session_id, at, agent))
+    report.previous_task = previous.task_id if previous and not same_task else None
+    rebinding = same_task and previous.session_id == session_id
+    write_binding(place, Binding(task_id, session_id, at, agent or (previous.agent if same_task else None)))
     current = stores.registry.get(task_id)
     if isinstance(current, Unavailable) and not stores.settings.database_url:
         raise StoreUnavailable("session registry", current.reason)
     # Unknown while the server is down: the bind still makes the ticket active when it lands.
     reopens = isinstance(current, Found) and current.value.status is Status.completed
-    event = Bound(event_id=_event_id(), task_id=task_id, session_id=session_id, at=at, agent=agent,
+    run = current.value.runs + reopens if isinstance(current, Found) else 1 if isinstance(current, NotFound) else None
+    claim = f"{task_id}:{session_id}:run {run}"
+    event = Bound(event_id=uuid.uuid5(BATON_NAMESPACE, f"reopen:{claim}") if reopens else _event_id(),
+                  task_id=task_id, session_id=session_id, at=at, agent=agent,
                   repo=place.repo, worktree_path=str(place.root),
                   branch=place.worktree.branch if place.worktree else None, reopens=reopens)
     _commit(stores, [event], report, deliver_later=deliver_later)
-    task = ActiveTask(task_id, session_id, "bind")
-    _publish(stores, [signal(SignalType.ticket_claimed, str(event.event_id), task, place.repo, at,
-                              reason="reopened" if reopens else "")], report, deliver_later=deliver_later)
+    if run is not None or not rebinding:  # with the run unknown, a session that bound already has claimed
+        task = ActiveTask(task_id, session_id, "bind")
+        _publish(stores, [signal(SignalType.ticket_claimed, claim, task, place.repo, at,
+                                  reason="reopened" if reopens else "")], report, deliver_later=deliver_later)
     if deliver_later:
         _deliver_kept_writes_later(stores)
     return report

@@ -134,3 +134,13 @@ def test_every_session_field_declares_how_it_merges():
     from registry.model import Session, merged_fields
 
     assert merged_fields() == set(Session.model_fields)
+
+
+def test_a_bind_without_an_agent_keeps_the_recorded_agent_in_any_order():
+    named = Bound(**common(0), repo="r", worktree_path="/w", agent="claude")
+    unnamed = Bound(**common(5), repo="r", worktree_path="/w2", branch="fix")
+    for events in ([named, unnamed], [unnamed, named]):
+        session = project(events)
+        assert (session.agent, session.worktree_path, session.branch) == ("claude", "/w2", "fix")
+    renamed = Bound(**common(7), repo="r", worktree_path="/w2", agent="codex")
+    assert project([renamed, unnamed, named]).agent == "codex", "a later named agent wins"

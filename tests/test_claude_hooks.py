@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -35,6 +36,15 @@ def hook(name: str, event: dict | str, capsys) -> tuple[int, dict | None, str]:
     out = io.StringIO()
     code = run_hook(name, io.StringIO(event if isinstance(event, str) else json.dumps(event)), out)
     return code, json.loads(out.getvalue()) if out.getvalue().strip() else None, capsys.readouterr().err
+
+
+@pytest.fixture(autouse=True)
+def runtime_dir(tmp_path, monkeypatch) -> Path:
+    """A runtime directory of this test's own, where the hooks mark what they told."""
+    path = tmp_path / "run"
+    path.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(path))
+    return path
 
 
 def session_of(task_id: str):
@@ -110,13 +120,72 @@ def test_bad_input_exits_zero_with_one_line_on_stderr(home, stdin, capsys):
         assert err.startswith(f"baton: hook {name}: ") and err.count("\n") == 1, err
 
 
-def test_a_broken_binding_exits_zero_with_one_line(home, worktrees, cli, capsys):
+def test_a_broken_binding_exits_zero_with_one_line_and_tells_the_user(home, worktrees, cli, capsys):
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
     (main / ".baton" / "active_session.yaml").write_text("task_id: [nonsense\n")
     code, out, err = hook("post-tool-use", payload("post_tool_use_write", main, file=main / "a.py"), capsys)
-    assert (code, out) == (0, None)
+    assert code == 0 and "binding file" in out["systemMessage"]
     assert err.startswith("baton: hook post-tool-use: binding file") and err.count("\n") == 1
+
+
+def unusable_home(kind: str, home: Path, monkeypatch) -> None:
+    if kind == "data home is a file":
+        shutil.rmtree(home)
+        home.write_text("not a directory")
+    elif kind == "bad baton.toml":
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "baton.toml").write_text("[stores\n")
+    else:  # the registry refuses every read and write
+        (home / "registry.db").write_bytes(b"not a database " * 100)
+
+
+EVERY_HOOK = [("session-start", "session_start_startup", {}), ("user-prompt-submit", "user_prompt_submit", {}),
+              ("post-tool-use", "post_tool_use_write", {"file": "src/a.py"}), ("stop", "stop", {}),
+              ("session-end", "session_end", {})]
+
+
+@pytest.mark.parametrize("kind", ["data home is a file", "bad baton.toml", "registry refuses writes"])
+def test_when_baton_cannot_record_the_user_is_told_once_per_session(home, worktrees, cli, capsys, monkeypatch, kind):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    unusable_home(kind, home, monkeypatch)
+    for session in ("first", "second"):
+        messages, errors = [], ""
+        for name, fixture, extra in EVERY_HOOK:
+            file = main / extra["file"] if "file" in extra else None
+            code, out, err = hook(name, payload(fixture, main, file=file, session=session), capsys)
+            assert code == 0 and all(line.startswith(f"baton: hook {name}: ") for line in err.splitlines()), err
+            errors += err
+            if out is not None:
+                assert set(out) <= {"systemMessage", "hookSpecificOutput"}, out
+                messages += [out["systemMessage"]] if "systemMessage" in out else []
+        assert len(messages) == 1 and errors, (session, messages)
+        assert messages[0].startswith("Baton is not recording this session: ") and "baton doctor" in messages[0]
+    # session-end forgot the mark: the same session, resumed later, is told again
+    assert "systemMessage" in hook("session-start", payload("session_start_startup", main, session="first"), capsys)[1]
+
+
+def test_the_user_is_told_even_where_no_mark_can_be_kept(home, worktrees, cli, capsys, monkeypatch, tmp_path):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    unusable_home("bad baton.toml", home, monkeypatch)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "no-such-dir"))
+    for _ in range(2):
+        out = hook("user-prompt-submit", payload("user_prompt_submit", main), capsys)[1]
+        assert "bad" not in out and "baton.toml" in out["systemMessage"], "told again rather than never"
+
+
+def test_a_store_down_behind_a_server_is_no_trouble_to_tell(home, worktrees, cli, capsys, monkeypatch):
+    """A registry server that is down keeps writes locally: recording goes on."""
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    monkeypatch.setenv("BATON_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    monkeypatch.setenv("BATON_STORE_TIMEOUT", "0.5")
+    for name, fixture, extra in EVERY_HOOK:
+        file = main / extra["file"] if "file" in extra else None
+        code, out, err = hook(name, payload(fixture, main, file=file), capsys)
+        assert code == 0 and (out is None or "systemMessage" not in out), (name, out, err)
 
 
 def test_a_fresh_process_exits_zero_on_garbage(home, tmp_path):
@@ -400,7 +469,7 @@ def test_each_wrap_up_step_runs_when_an_earlier_one_fails(home, worktrees, cli, 
     (home / "baton.toml").write_text('[hooks]\nhandoff = "session-end"\n')
     monkeypatch.setenv("PATH", str(tmp_path / "no-git-here"))
     code, out, err = hook("session-end", payload("session_end", main), capsys)
-    assert (code, out) == (0, None)
+    assert code == 0 and out["systemMessage"].startswith("Baton is not recording this session: recording changed files")
     assert "FileNotFoundError" in err and "git" in err, err
     assert "Traceback" not in err and all(line.startswith("baton: ") for line in err.splitlines())
     assert "OMN-1" in (main / "docs" / "handoffs" / "LATEST.md").read_text(), "the handoff is still written"
@@ -452,3 +521,35 @@ def test_the_hook_command_through_the_parser_runs_the_hook(home, tmp_path, args)
                             cwd=tmp_path, timeout=60)
     assert (result.returncode, result.stdout) == (0, "")
     assert result.stderr.startswith("baton: hook stop: JSONDecodeError") and result.stderr.count("\n") == 1
+
+
+def test_the_told_mark_lives_in_a_private_directory_of_the_user(monkeypatch, tmp_path):
+    import tempfile
+
+    from skills.told import forget_trouble, trouble_first_told
+
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    assert trouble_first_told("session/../1") and not trouble_first_told("session/../1")
+    (directory,) = (tmp_path / "tmp").iterdir()
+    assert directory.name == f"baton-{os.getuid()}" and directory.stat().st_mode & 0o777 == 0o700
+    assert [p.name.startswith("cannot-record-") for p in directory.iterdir()] == [True]
+    forget_trouble("session/../1")
+    assert trouble_first_told("session/../1"), "told again after the session ended"
+    directory.chmod(0o777)  # another user could have planted marks: trust none, tell every time
+    assert trouble_first_told("session/../1") and trouble_first_told("session/../1")
+
+
+def test_a_prompt_with_news_pays_no_pydantic(home, worktrees, cli, capsys):
+    """The prompt hook has 200 ms: it reads signals and the ticket's scope in their stored form."""
+    from tests.test_hot_path import PROBE
+
+    main = two_agents(worktrees, cli)
+    cli(main, "touch", "src/cart.py")  # a touch not yet projected: its file is in scope all the same
+    result = subprocess.run([sys.executable, "-c", PROBE, "hook", "user-prompt-submit"], cwd=main, capture_output=True,
+                            text=True, input=json.dumps(payload("user_prompt_submit", main)), timeout=60)
+    assert (result.returncode, result.stderr) == (0, "")
+    said, heavy = result.stdout.splitlines()
+    assert "conflict_detected from OMN-2" in told(json.loads(said), "UserPromptSubmit")
+    assert heavy == "HEAVY "

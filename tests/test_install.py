@@ -2,11 +2,14 @@
 and an exact round trip for files that already had hooks of their own."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from skills.claude_install import HOOKS, skill_names, skill_source
+from skills.claude_install import HOOKS, is_baton_hook, skill_names, skill_source
 
 # Settings files as people have them: other hooks, permissions, env, their own layout.
 HOOKED_SETTINGS = {
@@ -80,9 +83,79 @@ def test_the_entries_follow_the_documented_schema(home, worktrees, cli):
         (group,) = groups
         (handler,) = group["hooks"]
         assert handler["type"] == "command" and isinstance(handler["timeout"], int)
-        assert handler["command"].endswith(f"baton hook {HOOKS[event][0]}")
+        assert is_baton_hook(handler["command"]) and f"baton hook {HOOKS[event][0]} || " in handler["command"]
         assert group.get("matcher") == HOOKS[event][1]
     assert hooks["PostToolUse"][0]["matcher"] == "Edit|MultiEdit|Write|NotebookEdit"
+
+
+def installed_commands(root: Path) -> dict[str, str]:
+    hooks = json.loads(settings_of(root).read_text())["hooks"]
+    return {HOOKS[event][0]: groups[0]["hooks"][0]["command"] for event, groups in hooks.items()}
+
+
+def run_as_claude_code(command: str, event: dict, path: str = "/usr/bin:/bin") -> subprocess.CompletedProcess:
+    """Run a hook command as Claude Code does (/bin/sh -c, the payload on stdin), with a PATH
+    that has no `baton` on it."""
+    return subprocess.run(["/bin/sh", "-c", command], input=json.dumps(event), capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PATH": path})
+
+
+@pytest.fixture
+def baton_on_path(monkeypatch):
+    """`baton` on PATH resolves to this install, as for a developer who installs the hooks."""
+    monkeypatch.setenv("PATH", f"{Path(sys.prefix) / 'bin'}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_project_hooks_find_the_installing_baton_off_path(home, worktrees, cli, baton_on_path):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    assert cli(main, "install", "claude")[0] == 0
+    commands = installed_commands(main)
+    assert commands["stop"].startswith('PATH="$PATH":') and " baton hook stop" in commands["stop"]
+    started = run_as_claude_code(commands["session-start"], {"session_id": "s", "cwd": str(main)})
+    assert started.returncode == 0 and "works on OMN-1" in json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
+    edited = {"session_id": "s", "cwd": str(main), "tool_name": "Write", "tool_input": {"file_path": str(main / "a.py")}}
+    assert run_as_claude_code(commands["post-tool-use"], edited).returncode == 0
+    code, out, _ = cli(main, "resume", "OMN-1", "--json")
+    assert json.loads(out)["session"]["files_touched"] == ["a.py"]
+
+
+@pytest.mark.parametrize("scope", ["project", "user"])
+def test_where_baton_cannot_run_session_start_says_so_once_and_the_rest_stay_quiet(
+        home, worktrees, cli, baton_on_path, tmp_path, monkeypatch, scope):
+    main, _ = worktrees
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
+    assert cli(main, "install", "claude", "--scope", scope)[0] == 0
+    root = main if scope == "project" else tmp_path / "claude-config"
+    settings = root / ".claude" / "settings.json" if scope == "project" else root / "settings.json"
+    gone = str(tmp_path / "removed-venv" / "bin")
+    settings.write_text(settings.read_text().replace(str(Path(sys.prefix) / "bin"), gone))
+    hooks = json.loads(settings.read_text())["hooks"]
+    for event, groups in hooks.items():
+        result = run_as_claude_code(groups[0]["hooks"][0]["command"], {"session_id": "s", "cwd": str(main)})
+        assert result.returncode == 0, (event, result.stderr)
+        if event == "SessionStart":
+            message = json.loads(result.stdout)["systemMessage"]
+            assert "Baton cannot run its hooks" in message and gone in message and "nothing is recorded" in message
+        else:
+            assert result.stdout == "", event
+    assert cli(main, "install", "claude", "--scope", scope)[0] == 0
+    assert len(json.loads(settings.read_text())["hooks"]["Stop"]) == 1, "recognised as Baton's and replaced"
+    assert cli(main, "uninstall", "claude", "--scope", scope)[0] == 0
+    assert not settings.exists()
+
+
+@pytest.mark.parametrize("command", ["baton hook stop", "/opt/baton/bin/baton hook stop",
+                                     'PATH="$PATH":/opt/baton/bin baton hook stop || true',
+                                     "'/my venv/bin/baton' hook session-start || echo '{\"systemMessage\": \"x\"}'"])
+def test_every_form_of_batons_command_is_recognised(command):
+    assert is_baton_hook(command)
+
+
+@pytest.mark.parametrize("command", ["baton hook stop && rm -rf ~", "make lint || true", "baton hook nothing",
+                                     "PATH=/x baton guard"])
+def test_other_commands_are_not_batons(command):
+    assert not is_baton_hook(command)
 
 
 def test_a_fresh_install_creates_what_uninstall_removes(home, worktrees, cli):
@@ -258,3 +331,24 @@ def test_a_baton_skill_the_user_edited_is_kept(home, worktrees, cli):
     assert "skill /handoff: kept (other content)" in out and "left as it is" in err
     code, out, err = cli(main, "uninstall", "claude")
     assert "skill /handoff: kept (other content)" in out and edited.read_bytes().endswith(b"make check first.\n")
+
+
+def test_each_skill_pre_approves_the_baton_commands_it_runs():
+    """Claude Code asks before every Bash command a skill runs unless its `allowed-tools`
+    (space-separated permission rules) pre-approves it."""
+    import re
+
+    from skills.cli import _parser
+
+    commands = set(_parser()._subparsers._group_actions[0].choices)
+    for skill in skill_names():
+        text = skill_source(skill).decode()
+        front = text.split("---\n")[1]
+        (line,) = [entry for entry in front.splitlines() if entry.startswith("allowed-tools: ")]
+        allowed = re.findall(r"Bash\(baton ([a-z-]+) \*\)", line)
+        assert line == "allowed-tools: " + " ".join(f"Bash(baton {command} *)" for command in allowed), line
+        granted = set(allowed)
+        assert granted <= commands, skill
+        blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+        run = {line.split()[1] for block in blocks for line in block.splitlines() if line.startswith("baton ")}
+        assert run and run <= granted, (skill, run - granted)

@@ -2,8 +2,10 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -47,6 +49,24 @@ def cli_json(cwd: Path, *args: str):
     result = run_process(cwd, *args)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def test_only_the_tools_capability_is_declared(home, tmp_path):
+    """Claude Code adds three resource tools to every request for a server that declares
+    resources, even with none to list."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "skills.cli", "mcp"], cwd=str(tmp_path),
+                                   env=dict(os.environ))
+
+    async def declared(era):
+        with anyio.fail_after(WAIT):
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+                return (await (session.initialize() if era == "handshake" else session.discover())).capabilities
+
+    for era in ("handshake", "2026-07-28"):  # Claude Code 2.1 speaks the newer one
+        capabilities = anyio.run(declared, era)
+        assert capabilities.tools is not None, era
+        assert (capabilities.resources, capabilities.prompts, capabilities.logging, capabilities.completions) == \
+            (None, None, None, None)
 
 
 def test_the_tools_and_their_short_descriptions(home, tmp_path):
@@ -96,11 +116,12 @@ def test_a_ticket_worked_through_the_tools_reads_back_as_the_cli_prints_it(home,
 
     resumed = json.loads(with_server(main, call("resume_session", task_id="OMN-1"))[1])
     from_cli = cli_json(main, "resume", "OMN-1", "--json")
-    rebound = ("last_activity", "agent")  # each resume binds again: a new activity, no agent named this time
+    rebound = ("last_activity",)  # each resume binds again: a new activity; the agent recorded stays
     assert {k: v for k, v in resumed["session"].items() if k not in rebound} == \
         {k: v for k, v in from_cli["session"].items() if k not in rebound}
     assert resumed["conflicts"] == from_cli["conflicts"] and resumed["stores"] == from_cli["stores"]
     assert from_cli["session"]["next_action"] == "write the migration" and from_cli["session"]["phase"] == "implementing"
+    assert resumed["session"]["agent"] == from_cli["session"]["agent"] == "mcp-client"
     assert [c["other_task_id"] for c in from_cli["conflicts"]] == ["OMN-2"]
 
 
@@ -167,3 +188,25 @@ def test_the_server_exits_when_its_client_goes(home, tmp_path):
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     process.stdin.close()
     assert process.wait(timeout=60) == 0
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_ends_the_server_at_once_while_its_input_is_open(home, tmp_path, stop):
+    """Claude Code sends SIGINT at exit and escalates to SIGTERM 100 ms later; stdin stays open."""
+    process = subprocess.Popen([sys.executable, "-m", "skills.cli", "mcp"], cwd=tmp_path, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "test", "version": "1"}}}
+    process.stdin.write((json.dumps(initialize) + "\n").encode())
+    process.stdin.flush()
+    answer = json.loads(process.stdout.readline())
+    assert answer["result"]["capabilities"] == {"tools": {"listChanged": False}}
+    started = time.monotonic()
+    process.send_signal(stop)
+    try:
+        assert process.wait(timeout=5) == 128 + stop
+    finally:
+        process.kill()
+        process.stdin.close()
+    assert time.monotonic() - started < 0.5, "stopped at once, not when the client closed stdin"

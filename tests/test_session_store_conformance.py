@@ -165,6 +165,42 @@ def test_the_stored_projection_is_the_pure_fold_in_any_order(store, seed):
     assert [s.task_id for s in store.list_sessions().value] == ["OMN-7"]
 
 
+def test_a_bind_without_an_agent_keeps_the_recorded_one(store):
+    named = event(Bound, 0, "OMN-9", repo="r", worktree_path="/w", agent="claude")
+    unnamed = event(Bound, 5, "OMN-9", repo="r", worktree_path="/w2")
+    store.append([unnamed])
+    store.append([named])
+    session = store.get("OMN-9").value
+    assert (session.agent, session.worktree_path) == ("claude", "/w2")
+    store.append([event(Bound, 6, "OMN-9", repo="r", worktree_path="/w2")])
+    assert store.get("OMN-9").value.agent == "claude"
+
+
+def test_the_signal_scope_is_the_sessions_with_its_pending_touches(store):
+    """What the prompt hook reads (SessionStore.signal_scope) agrees with the full projection."""
+    from registry.base import SignalScope
+    from registry.model import DependencyAdded, FilesTouched
+    from registry.wire import decision_recorded_body, event_adapter
+
+    assert store.signal_scope("OMN-10") == NotFound("OMN-10")
+    store.append([event(Bound, 0, "OMN-10", repo="r", worktree_path="/w"),
+                  event(FilesTouched, 1, "OMN-10", files=[FileRef("r", "a.py")]),
+                  event(DependencyAdded, 2, "OMN-10", depends_on=["OMN-9"])])
+    store.record_touch("OMN-10", "s", T0 + timedelta(minutes=3), [FileRef("r", "b.py"), FileRef("", "/tmp/c")],
+                       event_id=str(uuid.uuid4()))
+    decided = str(uuid.uuid4())
+    store.append_body(decided, "OMN-10", T0 + timedelta(minutes=4), "decision_recorded", decision_recorded_body(
+        decided, "OMN-10", "s", T0 + timedelta(minutes=4), "Use carts", "", "r"))
+    scope = store.signal_scope("OMN-10").value
+    assert scope == SignalScope(T0, ("OMN-9",), (FileRef("", "/tmp/c"), FileRef("r", "a.py"), FileRef("r", "b.py")))
+    session = store.get("OMN-10").value
+    assert set(scope.files) == {FileRef(t.repo, t.path) for t in session.files.values()}
+    assert store.signal_scope("OMN-10").value == scope, "the same once the pending events are projected"
+    added = event(DependencyAdded, 5, "OMN-10", depends_on=["OMN-8"])
+    store.append_body(str(added.event_id), "OMN-10", added.at, added.type, event_adapter().dump_json(added).decode())
+    assert store.signal_scope("OMN-10").value.depends_on == ("OMN-8", "OMN-9"), "a pending dependency counts"
+
+
 def test_status_follows_a_stall_and_later_activity(store):
     from registry.model import FilesTouched
 

@@ -48,6 +48,24 @@ def test_publish_is_idempotent_and_reads_filter_by_subject_and_time(bus):
     assert bus.recent(task_id="C-1", after=None, limit=10).value == [second]
 
 
+def test_the_stored_form_reads_as_the_model_does(bus):
+    """The prompt hook reads signals in their stored form (signals.wire.WireSignal)."""
+    from signals.wire import WireSignal
+
+    signals = [signal("A-1", 1, related_task_id="B-1"), signal("A-1", 2, file_paths=["src/ü.py"], pr_number=47,
+                                                                  reason="merged PR #47"),
+               Signal(signal_id=uuid.uuid4(), signal_type="phase_changed", task_id="A-1", session_id="s", repo="r",
+                      emitted_at=T0 + timedelta(minutes=3), payload=SignalPayload(phase="reviewing"))]
+    bus.publish(signals)
+    models = bus.concerning(["task:A-1"], after=None, limit=10).value
+    wire = bus.concerning_wire(["task:A-1"], after=None, limit=10).value
+    assert models == signals and all(isinstance(w, WireSignal) for w in wire)
+    assert [Signal.model_validate_json(w.to_json()) for w in wire] == models
+    assert [(w.summary(), w.emitted_at, w.subjects()) for w in wire] == [(m.summary(), m.emitted_at, m.subjects())
+                                                                       for m in models]
+    assert bus.concerning_wire([], after=None, limit=10).value == []
+
+
 def test_kafka_down_keeps_signals_locally_and_delivers_them_later(tmp_path, kafka_server, kafka_topic):
     from signals.kafka import KafkaSignalBus
 

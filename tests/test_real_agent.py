@@ -1,0 +1,158 @@
+"""Baton as the real Claude Code CLI runs it: `baton install claude` in a git worktree,
+`claude -p` against a scripted model on loopback (tests/claude_code.py), and what Claude
+Code really sends the model and shows the user.
+
+Skipped only when no `claude` can be found (./scripts/test installs it from npm).
+"""
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.claude_code import ScriptedModel, find_claude, mcp_tools, run_claude, size, stream_events
+from tests.conftest import git, make_repo
+
+CLAUDE = find_claude()
+pytestmark = pytest.mark.skipif(CLAUDE is None, reason="Claude Code is not installed: ./scripts/test installs it with "
+                                                       "npm, or set BATON_CLAUDE to a `claude` executable")
+BATON = Path(sys.prefix) / "bin" / "baton"
+NO_BATON_PATH = "/usr/local/bin:/usr/bin:/bin"  # Claude Code's PATH in these tests: no `baton` on it
+TOOLS = 10
+
+
+@pytest.fixture
+def project(home, tmp_path, monkeypatch) -> Path:
+    """A worktree of a repository where `baton install claude` ran with `baton` on PATH (so
+    the hooks name the bare `baton`, falling back to this install's directory)."""
+    main = make_repo(tmp_path / "shop", "git@github.com:acme/shop.git")
+    worktree = tmp_path / "shop-agent"
+    git(main, "worktree", "add", "-q", str(worktree), "-b", "agent")
+    monkeypatch.setenv("PATH", f"{BATON.parent}{os.pathsep}{os.environ['PATH']}")
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    from skills.cli import main as baton
+
+    monkeypatch.chdir(worktree)
+    assert baton(["install", "claude"]) == 0
+    assert baton(["bind", "OMN-1", "--agent", "claude"]) == 0
+    assert baton(["decide", "Keep carts in PostgreSQL", "--context", "carts must survive restarts"]) == 0
+    return worktree
+
+
+def claude(project: Path, prompt: str, model: ScriptedModel, tmp_path: Path, *args: str, env: dict | None = None):
+    result = run_claude(CLAUDE, project, prompt, model, home=tmp_path / "claude-home",
+                        env={"PATH": NO_BATON_PATH, **(env or {})}, args=args)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result, stream_events(result)
+
+
+def resumed(project: Path) -> dict:
+    import subprocess
+
+    result = subprocess.run([str(BATON), "resume", "OMN-1", "--json"], cwd=project, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def hook_outputs(events: list[dict]) -> list[dict]:
+    return [e for e in events if e.get("type") == "system" and e.get("subtype") == "hook_response"]
+
+
+def shown_to_user(events: list[dict]) -> list[str]:
+    """The systemMessage texts of every hook, as Claude Code parsed them from its output."""
+    shown = []
+    for event in hook_outputs(events):
+        for line in event.get("stdout", "").splitlines():
+            if line.startswith("{") and "systemMessage" in json.loads(line):
+                shown.append(json.loads(line)["systemMessage"])
+    shown += [e["content"].split(" says: ", 1)[1] for e in events
+              if e.get("subtype") == "informational" and " says: " in e.get("content", "")]
+    return shown
+
+
+def test_the_hooks_fire_and_the_session_start_context_reaches_the_model(project, tmp_path):
+    """With no `baton` on Claude Code's PATH: the hooks find the installing Baton."""
+    written = project / "src" / "cart.py"
+    turns = [{"tool": "Write", "input": {"file_path": str(written), "content": "CARTS = {}\n"}}, {"text": "Done."}]
+    with ScriptedModel(turns) as model:
+        result, events = claude(project, "Create src/cart.py", model, tmp_path, "--permission-mode", "acceptEdits")
+    assert events[-1]["result"] == "Done." and written.exists()
+    first = json.dumps(model.agent_requests[0])
+    assert "works on OMN-1" in first and "Keep carts in PostgreSQL" in first, "SessionStart context reaches the model"
+    ran = {e["hook_event"]: e["exit_code"] for e in hook_outputs(events)}
+    assert ran.get("SessionStart") == 0 and all(code == 0 for code in ran.values()), ran
+    session = resumed(project)["session"]
+    assert "src/cart.py" in session["files_touched"], "PostToolUse recorded the touch"
+    assert session["agent"] == "claude" and shown_to_user(events) == []
+
+
+@pytest.mark.parametrize("broken", ["bad baton.toml", "unusable data home"])
+def test_claude_code_shows_once_that_baton_cannot_record(project, tmp_path, home, broken):
+    if broken == "bad baton.toml":
+        (home / "baton.toml").write_text("[stores\n")
+        env = {}
+    else:
+        (tmp_path / "a-file").write_text("")
+        env = {"BATON_HOME": str(tmp_path / "a-file" / "home")}
+    turns = [{"tool": "Write", "input": {"file_path": str(project / "a.py"), "content": "A = 1\n"}}, {"text": "Done."}]
+    with ScriptedModel(turns) as model:
+        result, events = claude(project, "Create a.py", model, tmp_path, "--permission-mode", "acceptEdits", env=env)
+    assert events[-1]["result"] == "Done.", "the agent works on"
+    shown = shown_to_user(events)
+    assert len(shown) == 1 and shown[0].startswith("Baton is not recording this session: "), shown
+    assert "baton.toml" in shown[0] or "a-file" in shown[0]
+    assert all(e["exit_code"] == 0 for e in hook_outputs(events))
+
+
+def test_where_baton_cannot_run_at_all_session_start_says_so_once(project, tmp_path):
+    settings = project / ".claude" / "settings.json"
+    settings.write_text(settings.read_text().replace(str(BATON.parent), str(tmp_path / "removed-venv" / "bin")))
+    with ScriptedModel([{"text": "Done."}]) as model:
+        result, events = claude(project, "Hello", model, tmp_path)
+    shown = shown_to_user(events)
+    assert len(shown) == 1 and "Baton cannot run its hooks" in shown[0], shown
+    assert all(e["exit_code"] == 0 for e in hook_outputs(events)), "no hook fails with 127"
+
+
+def test_the_resume_skill_runs_its_command_without_asking(project, tmp_path):
+    turns = [{"tool": "Bash", "input": {"command": "baton resume OMN-1", "description": "Resume OMN-1"}},
+             {"text": "Resumed."}]
+    path = {"PATH": f"{NO_BATON_PATH}:{BATON.parent}"}  # the Bash tool runs `baton` itself
+    with ScriptedModel(turns) as model:
+        result, events = claude(project, "/resume_session OMN-1", model, tmp_path, env=path)
+    answer = events[-1]
+    assert answer["permission_denials"] == [], "allowed-tools pre-approves `baton resume`"
+    tool_result = json.dumps(model.agent_requests[1]["messages"][-1])
+    assert "Resuming OMN-1" in tool_result and "Keep carts in PostgreSQL" in tool_result
+    with ScriptedModel(turns) as model:  # the same command outside the skill still needs approval
+        result, events = claude(project, "Resume OMN-1", model, tmp_path, env=path)
+    assert [d["tool_input"]["command"] for d in events[-1]["permission_denials"]] == ["baton resume OMN-1"]
+
+
+def test_the_mcp_server_costs_only_its_tools_and_stops_at_the_first_signal(project, tmp_path):
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"baton": {"command": str(BATON), "args": ["mcp"]}}}))
+    debug = tmp_path / "claude-debug.log"
+    with ScriptedModel([{"text": "Done."}]) as model:
+        # Tool search off: every tool schema goes out with every request, as without it.
+        result, events = claude(project, "Hello", model, tmp_path, "--mcp-config", str(config),
+                                "--debug-file", str(debug), env={"ENABLE_TOOL_SEARCH": "false"})
+    tools = mcp_tools(model.agent_requests[0])
+    assert sorted(t["name"] for t in tools) == sorted(f"mcp__baton__{name}" for name in _tool_names())
+    assert size(tools) < 3300, f"{size(tools)} bytes of MCP tools per request"
+    log = debug.read_text()
+    assert re.search(r'MCP server "baton": Sending SIGINT', log), "Claude Code stopped the server by SIGINT"
+    assert "SIGTERM" not in log, [line for line in log.splitlines() if "SIGTERM" in line]
+
+
+def _tool_names() -> list[str]:
+    from skills.mcp_server import TOOLS as SERVED
+
+    assert len(SERVED) == TOOLS
+    return list(SERVED)
