@@ -4,7 +4,10 @@ A read still running at the deadline is abandoned, not waited for: its thread ma
 driver call that never returns, or in a native library whose exit handler would wait for
 it. The process therefore never closes what such a thread uses and never runs the
 interpreter's exit with it alive: `leave(code)` ends the process at once instead.
-"""
+
+The deadline is what the command's budget (baton.budget) has left plus SLACK: each store
+waits at most what is left and reports its own, precise reason first; the deadline only
+catches a call that ignores its timeout."""
 
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ from typing import Any
 
 from baton.errors import StoreUnavailable
 from baton.outcome import Unavailable
+
+SLACK = 0.5  # seconds past the budget before a call still running is given up
 
 _abandoned: list[threading.Thread] = []
 

@@ -344,7 +344,7 @@ def _record_activity(stores, task) -> None:
     from skills.writes import record_events
 
     event = ActivityRecorded(event_id=uuid.uuid4(), task_id=task.task_id, session_id=task.session_id, at=clock.now())
-    _warn(record_events(stores, [event], deliver_later=True))
+    _warn(record_events(stores, [event]))
 
 
 def _step(out: Output, doing: str, step: Callable[[], None]) -> None:

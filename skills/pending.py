@@ -1,23 +1,30 @@
-"""Registry writes kept on this machine until a server takes them.
+"""Writes kept on this machine until a server takes them.
 
-Two kinds wait in `pending-writes.db` in the data home: writes PostgreSQL could not take
-(the command succeeds with a warning), and touches from agent hooks, which never wait for
-a server. Every later command first delivers what waits (oldest first, within the store
-timeout); events keep their ids, so a delivery that is retried after a lost
-acknowledgement doubles nothing.
+With any store on a server and no Kafka, every write (a hook's touch included) is kept in
+`pending-writes.db` in the data home and never waits for a server; with Kafka, writes wait
+in the Kafka outboxes instead. The background delivery (skills.relay) takes them to the
+servers, and every read command first delivers what waits (oldest first, within its
+budget), so it sees the writes made before it. One process delivers at a time: a delivery
+that finds another one running waits for it within its budget instead of sending the same
+writes again. Events keep their ids, so a delivery retried after a lost acknowledgement
+doubles nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from baton.errors import StoreUnavailable
+from baton.locks import held
 from baton.sqlite import SqliteFile, guarded, write_transaction
 from skills.stores import EVENTS_OUTBOX, SIGNALS_OUTBOX
 
 STORE = "pending writes"
+GRAPH = "conflict graph"
 FILE = "pending-writes.db"
+LOCK = "pending-writes.lock"
 
 
 MIGRATIONS = [
@@ -33,6 +40,7 @@ MIGRATIONS = [
 class PendingWrites:
     def __init__(self, home: Path, *, timeout: float) -> None:
         self.path = home / FILE
+        self.kept = 0  # writes this process kept: its stores start a delivery when closed
         self._db = SqliteFile(self.path, MIGRATIONS, timeout=timeout)
 
     def keep(self, bodies: Sequence[str]) -> None:
@@ -41,6 +49,14 @@ class PendingWrites:
             conn = self._db.conn()
             with write_transaction(conn):
                 conn.executemany("INSERT INTO pending (body) VALUES (?)", [(b,) for b in bodies])
+        self.kept += len(bodies)
+
+    @contextmanager
+    def delivering(self, within: float) -> Iterator[list[tuple[int, str]]]:
+        """The writes waiting, held for this process's delivery; [] when another process
+        delivered them, or still delivers them after `within` seconds."""
+        with held(self.path.with_name(LOCK), within=within) as ours:
+            yield self.waiting() if ours else []
 
     def count(self) -> int:
         if not self.path.exists():
@@ -64,14 +80,6 @@ class PendingWrites:
         self._db.close()
 
 
-def keep_or_raise(stores, bodies: Sequence[str], exc: StoreUnavailable) -> str:
-    """Keep the bodies when the registry is a server that is down; else the failure stands."""
-    if not stores.settings.database_url:
-        raise exc
-    stores.pending.keep(bodies)
-    return f"{exc}; the write is kept in {stores.pending.path} and delivered when the server is back"
-
-
 def _kafka_outbox_exists(stores, name: str) -> bool:
     return bool(stores.settings.kafka_bootstrap) and (stores.settings.home / name).exists()
 
@@ -84,25 +92,40 @@ def waiting_writes(stores) -> int:
 
 
 def deliver(stores) -> list[str]:
-    """Deliver the kept writes, if any; returns a warning while some still wait."""
+    """Deliver the kept writes, if any, within the command's budget; returns a warning for
+    each store that could not take them (they still wait)."""
+    warnings = []
     for name, store in ((EVENTS_OUTBOX, "event_log"), (SIGNALS_OUTBOX, "signals")):
         if _kafka_outbox_exists(stores, name):
             try:
                 getattr(stores, store).deliver()  # returns at once when nothing waits
             except StoreUnavailable as exc:
-                return [str(exc)]
-    if not (stores.settings.home / FILE).exists():
-        return []
-    waiting = stores.pending.waiting()
-    if not waiting:
-        return []
-    from registry.wire import event_adapter
-    from skills.projection import project
+                warnings.append(str(exc))
+    if not (stores.settings.home / FILE).exists() or not stores.pending.count():
+        return warnings
+    return warnings + _apply_pending(stores)
 
-    adapter = event_adapter()
+
+def _apply_pending(stores) -> list[str]:
+    budget = stores.budget
     try:
-        _, warnings = project(stores, [adapter.validate_json(body) for _, body in waiting])
+        if stores.settings.database_url:  # known down: no waiting for another delivery either
+            from baton.budget import postgres_server
+
+            budget.gate(postgres_server(stores.settings.database_url)).refuse_known("session registry")
+        with budget.waiting(), stores.pending.delivering(max(budget.remaining(), 0.0)) as waiting:
+            if not waiting:
+                return []
+            from registry.wire import event_adapter
+            from skills.projection import project
+
+            adapter = event_adapter()
+            _, warnings = project(stores, [adapter.validate_json(body) for _, body in waiting])
+            # Kept until the graph took them too: applying them again changes nothing in the
+            # registry, and the graph has no other way to learn these touches. (Recall heals
+            # by itself: a resume embeds the decisions the index lacks.)
+            if not any(warning.startswith(f"{GRAPH} unavailable: ") for warning in warnings):
+                stores.pending.drop([seq for seq, _ in waiting])
+            return warnings
     except StoreUnavailable as exc:
-        return [f"{exc}; {len(waiting)} earlier writes still wait in {stores.pending.path}"]
-    stores.pending.drop([seq for seq, _ in waiting])
-    return warnings
+        return [f"{exc}; {stores.pending.count()} earlier writes still wait in {stores.pending.path}"]
