@@ -9,7 +9,8 @@ the first call to a server in a command, a TCP connection to its address within 
 left answers "refused" or "unreachable" at once, before its client library is even
 imported. A server that failed once is not asked again in the same command, and a server
 the health record (baton.health) saw down within the last BATON_RECHECK_AFTER seconds is
-skipped without connecting at all.
+skipped without connecting at all. A server that only ran out of a short remainder of the
+budget (under FAIR_WAIT) is not recorded as down: it never had a fair chance to answer.
 
 Nothing here imports a server's client: the address of each server is read from its URL.
 """
@@ -30,6 +31,7 @@ from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.health import HealthRecord
 
 T = TypeVar("T")
+FAIR_WAIT = 1.0  # seconds a server must have had before its silence goes in the health record
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +147,8 @@ class Gate:
                     self._reach(store, left)
                 yield left
             except ServerUnreachable as exc:
-                self._failed(exc.reason, unreachable=True)
+                # Out of a short remainder of the budget: the server had no fair chance.
+                self._failed(exc.reason, unreachable=left >= FAIR_WAIT or self.budget.remaining() > 0.05)
                 raise
             except StoreUnavailable as exc:
                 self._failed(exc.reason, unreachable=False)

@@ -150,7 +150,7 @@ class BoltConflictGraph(ConflictGraph):
         import neo4j
 
         with driver.session() as session:
-            if session.run(neo4j.Query(SCHEMA_MARKED, timeout=self._gate.left()), version=SCHEMA_VERSION).single():
+            if session.run(neo4j.Query(SCHEMA_MARKED, timeout=self.timeout), version=SCHEMA_VERSION).single():
                 return
         # Schema statements may not share a transaction with anything (Memgraph refuses
         # them in explicit transactions), so each is its own auto-commit query.
@@ -158,13 +158,13 @@ class BoltConflictGraph(ConflictGraph):
             for attempt in range(3):
                 try:
                     with driver.session() as session:
-                        session.run(neo4j.Query(statement, timeout=self._gate.left())).consume()
+                        session.run(neo4j.Query(statement, timeout=self.timeout)).consume()
                     break
                 except neo4j.exceptions.TransientError:
                     if attempt == 2:
                         raise
         with driver.session() as session:
-            session.run(neo4j.Query(MARK_SCHEMA, timeout=self._gate.left()), version=SCHEMA_VERSION).consume()
+            session.run(neo4j.Query(MARK_SCHEMA, timeout=self.timeout), version=SCHEMA_VERSION).consume()
 
     def _call(self, work, *, write: bool):
         """Run work(tx) in one transaction; again after a TransientError while the budget lasts."""
@@ -178,8 +178,10 @@ class BoltConflictGraph(ConflictGraph):
                 driver = self._get_driver()
                 while True:
                     try:
+                        # The server's own transaction timeout bounds its work, not our wait:
+                        # the store timeout, however little of the budget is left.
                         with driver.session(default_access_mode=mode) as session, \
-                                session.begin_transaction(timeout=self._gate.left()) as tx:
+                                session.begin_transaction(timeout=self.timeout) as tx:
                             result = work(tx)
                             tx.commit()
                             return result

@@ -34,7 +34,7 @@ from baton.shown_text import one_line
 
 # The file-editing tools and the tool_input field that names the file they changed.
 FILE_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
-SESSION_START_STORE_TIMEOUT = 0.8  # keeps a session start near its 1 s budget when a store hangs
+SESSION_START_STORE_TIMEOUT = 0.5  # seconds of servers: keeps a session start within 1 s when one hangs
 HEARD_SLACK = timedelta(minutes=10)  # signals can be stored a little after the time they carry
 SIGNALS_READ = 50
 MAX_SWEEP = 1000

@@ -34,6 +34,10 @@ MIGRATIONS = [
         body TEXT NOT NULL
     );
     """,
+    # A write the registry took while the graph could not: it waits for the graph alone.
+    """
+    ALTER TABLE pending ADD COLUMN registry_took INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 
@@ -52,7 +56,7 @@ class PendingWrites:
         self.kept += len(bodies)
 
     @contextmanager
-    def delivering(self, within: float) -> Iterator[list[tuple[int, str]]]:
+    def delivering(self, within: float) -> Iterator[list[tuple[int, str, bool]]]:
         """The writes waiting, held for this process's delivery; [] when another process
         delivered them, or still delivers them after `within` seconds."""
         with held(self.path.with_name(LOCK), within=within) as ours:
@@ -64,17 +68,26 @@ class PendingWrites:
         with guarded(STORE, self.path):
             return self._db.conn().execute("SELECT count(*) FROM pending").fetchone()[0]
 
-    def waiting(self) -> list[tuple[int, str]]:
+    def waiting(self) -> list[tuple[int, str, bool]]:
+        """(seq, body, whether the registry already took it), oldest first."""
         if not self.path.exists():
             return []
         with guarded(STORE, self.path):
-            return self._db.conn().execute("SELECT seq, body FROM pending ORDER BY seq").fetchall()
+            rows = self._db.conn().execute("SELECT seq, body, registry_took FROM pending ORDER BY seq").fetchall()
+            return [(seq, body, bool(took)) for seq, body, took in rows]
 
     def drop(self, seqs: Sequence[int]) -> None:
         with guarded(STORE, self.path):
             conn = self._db.conn()
             with write_transaction(conn):
                 conn.executemany("DELETE FROM pending WHERE seq = ?", [(s,) for s in seqs])
+
+    def registry_took(self, seqs: Sequence[int]) -> None:
+        """Mark writes the registry took: they wait for the graph alone."""
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                conn.executemany("UPDATE pending SET registry_took = 1 WHERE seq = ?", [(s,) for s in seqs])
 
     def close(self) -> None:
         self._db.close()
@@ -107,25 +120,45 @@ def deliver(stores) -> list[str]:
 
 
 def _apply_pending(stores) -> list[str]:
+    """Apply the pending writes to the stores. They stay until the graph took them too
+    (it has no other way to learn their touches; recall heals by itself, as a resume embeds
+    the decisions the index lacks): while the graph is known to be down, the writes the
+    registry already took are left alone, so reads do not apply them again and again."""
     budget = stores.budget
     try:
         if stores.settings.database_url:  # known down: no waiting for another delivery either
             from baton.budget import postgres_server
 
             budget.gate(postgres_server(stores.settings.database_url)).refuse_known("session registry")
+        graph_down = _graph_known_down(stores)
         with budget.waiting(), stores.pending.delivering(max(budget.remaining(), 0.0)) as waiting:
-            if not waiting:
-                return []
+            due = [(seq, body) for seq, body, took in waiting if not (took and graph_down)]
+            warnings = [f"{graph_down}; {len(waiting)} writes wait for it in {stores.pending.path}"] if graph_down else []
+            if not due:
+                return warnings
             from registry.wire import event_adapter
             from skills.projection import project
 
             adapter = event_adapter()
-            _, warnings = project(stores, [adapter.validate_json(body) for _, body in waiting])
-            # Kept until the graph took them too: applying them again changes nothing in the
-            # registry, and the graph has no other way to learn these touches. (Recall heals
-            # by itself: a resume embeds the decisions the index lacks.)
-            if not any(warning.startswith(f"{GRAPH} unavailable: ") for warning in warnings):
-                stores.pending.drop([seq for seq, _ in waiting])
-            return warnings
+            _, found = project(stores, [adapter.validate_json(body) for _, body in due])
+            if any(warning.startswith(f"{GRAPH} unavailable: ") for warning in found):
+                stores.pending.registry_took([seq for seq, _ in due])
+            else:
+                stores.pending.drop([seq for seq, _ in due])
+            return warnings + found
     except StoreUnavailable as exc:
         return [f"{exc}; {stores.pending.count()} earlier writes still wait in {stores.pending.path}"]
+
+
+def _graph_known_down(stores) -> str | None:
+    """The graph's failure when its server is known to be down (this command, or the
+    health record), else None."""
+    if not stores.settings.graph_url:
+        return None
+    from baton.budget import bolt_server
+
+    try:
+        stores.budget.gate(bolt_server(stores.settings.graph_url)).refuse_known(GRAPH)
+    except StoreUnavailable as exc:
+        return str(exc)
+    return None

@@ -1,9 +1,10 @@
 """The projector: applies the registry's event log on Kafka to every store.
 
-At least once and replay-safe: a batch's offsets are committed only after the registry,
-the graph and the recall index took it, and every store ignores an event it already has
-(event ids in the registry, MERGE in the graph, point ids in recall). A crash at any
-point therefore loses nothing and doubles nothing.
+At least once and replay-safe: a batch's offsets are committed only after the registry and
+the graph took it (the recall index heals by itself: a resume queues the decisions it
+lacks), and every store ignores an event it already has (event ids in the registry, MERGE
+in the graph, point ids in recall). A crash at any point therefore loses nothing and
+doubles nothing.
 
 The consumer group follows the topic prefix (`baton-projector` for the default prefix
 `baton.`), so projectors of different prefixes never share a group. A store's failure is
@@ -84,7 +85,10 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
             stores.budget.renew()
             try:
                 _, warnings = project(stores, events)
-                break
+                graph = next((w for w in warnings if w.startswith(f"{GRAPH} unavailable: ")), None)
+                if graph is None:
+                    break
+                raise StoreUnavailable(GRAPH, graph.partition(" unavailable: ")[2])
             except StoreUnavailable as exc:
                 if once:
                     raise

@@ -102,8 +102,9 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
     """Everything Baton knows about task_id, then bind this worktree to it and re-verify
     the worktree's current handoff for task_id.
 
-    The registry answers Found, NotFound or Unavailable; every other store adds its part or
-    is marked "unavailable: reason" after the store timeout. Nothing here raises for a
+    The registry answers Found, NotFound or Unavailable; then the graph, recall and signals
+    are asked side by side, each adding its part or marked "unavailable: reason" within
+    what the command's budget has left (baton.budget). Nothing here raises for a
     store that is down. The handoff's probes run after the stores, within the probe budget
     (skills.handoff_verify), whatever the stores answered: a handoff committed to the branch
     is worth checking even where the registry has no history.
