@@ -121,7 +121,7 @@ def deliver(stores) -> list[str]:
 
 def _apply_pending(stores) -> list[str]:
     """Apply the pending writes to the stores. They stay until the graph took them too
-    (it has no other way to learn their touches; recall heals by itself, as a resume embeds
+    (it has no other way to learn their touches; recall heals by itself, as a resume queues
     the decisions the index lacks): while the graph is known to be down, the writes the
     registry already took are left alone, so reads do not apply them again and again."""
     budget = stores.budget

@@ -192,11 +192,17 @@ class Stores:
                    if store is not None)
 
     def close(self) -> None:
+        """Close every store opened, then start the background delivery of what this command
+        kept. A read abandoned at its deadline may still hold a connection (skills.deadline):
+        then nothing is closed, as closing could wait for it; the process ends at once."""
+        from skills.deadline import abandoned
+
         kept = self.deliver_on_close and self.settings.uses_servers and self.kept_writes()
-        for store in (self._registry, self._graph, self._signals, self._recall, self._pending, self._event_log,
-                      self._queue):
-            if store is not None:
-                store.close()
+        if not abandoned():
+            for store in (self._registry, self._graph, self._signals, self._recall, self._pending,
+                          self._event_log, self._queue):
+                if store is not None:
+                    store.close()
         if kept:
             from skills.relay import start_background_delivery
 

@@ -25,7 +25,7 @@ from baton.ids import BATON_NAMESPACE, check_task_id
 from baton.outcome import Found, NotFound, Unavailable
 from registry.wire import PHASES, event_body
 from signals.wire import SignalType, WireSignal
-from skills.binding import ActiveTask, Binding, Place, read_binding, write_binding
+from skills.binding import ActiveTask, Binding, Place, check_session_id, read_binding, write_binding
 from skills.signalling import wire_signal
 from skills.stores import Stores
 from skills.write_report import MAX_TEXT, WriteReport
@@ -33,9 +33,6 @@ from skills.write_report import MAX_TEXT, WriteReport
 if TYPE_CHECKING:
     from registry.model import Event
     from skills.checks import CheckResult
-
-
-MAX_SESSION_ID = 128  # registry.model.SessionId
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +46,7 @@ class WireEvent:
 
 def _event(event_type: str, task_id: str, session_id: str, at: datetime, *, event_id: str | None = None,
            **fields) -> WireEvent:
-    if not 1 <= len(session_id) <= MAX_SESSION_ID:
-        raise BadInput(f"session id must be 1 to {MAX_SESSION_ID} characters, got {len(session_id)}")
+    check_session_id(session_id)
     event_id = event_id or str(uuid.uuid4())
     return WireEvent(event_id, task_id, event_body(event_type, event_id=event_id, task_id=task_id,
                                                    session_id=session_id, at=at, **fields))
