@@ -106,9 +106,10 @@ class Gate:
         self._reached = False
         self._record_read = False
         self._cleared = False
+        self.unreachable = False  # whether the failure in this command was the server's silence
 
     def forget(self) -> None:
-        self._failure, self._reached, self._record_read = None, False, False
+        self._failure, self._reached, self._record_read, self.unreachable = None, False, False, False
 
     def left(self) -> float:
         """Seconds the call in progress may still wait (at least a little, so a client
@@ -129,7 +130,7 @@ class Gate:
             self._record_read = True  # once per command: later calls find out for themselves
             down = health.down(self.server.name)
             if down is not None:
-                self._failure = down.describe(time.time())
+                self._failure, self.unreachable = down.describe(time.time()), True
                 raise StoreUnavailable(store, self._failure)
 
     @contextmanager
@@ -147,6 +148,7 @@ class Gate:
                     self._reach(store, left)
                 yield left
             except ServerUnreachable as exc:
+                self.unreachable = True
                 # Out of a short remainder of the budget: the server had no fair chance.
                 self._failed(exc.reason, unreachable=left >= FAIR_WAIT or self.budget.remaining() > 0.05)
                 raise
@@ -177,6 +179,7 @@ class Gate:
         raise ServerUnreachable(store, f"{self.server.name}: {'; '.join(reasons)}")
 
     def _failed(self, reason: str, *, unreachable: bool) -> None:
+        """Remember the failure for the command; record it when the server was unreachable."""
         self._failure = " ".join(reason.split())
         if unreachable and self.budget.health is not None:
             self.budget.health.mark_down(self.server.name, self._failure)

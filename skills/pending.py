@@ -120,10 +120,11 @@ def deliver(stores) -> list[str]:
 
 
 def _apply_pending(stores) -> list[str]:
-    """Apply the pending writes to the stores. They stay until the graph took them too
-    (it has no other way to learn their touches; recall heals by itself, as a resume queues
-    the decisions the index lacks): while the graph is known to be down, the writes the
-    registry already took are left alone, so reads do not apply them again and again."""
+    """Apply the pending writes to the stores. While the graph's server cannot be reached
+    they stay until it took them too (it has no other way to learn their touches; recall
+    heals by itself, as a resume queues the decisions the index lacks), and those the
+    registry already took are left alone meanwhile, so reads do not apply them again and
+    again. A graph that answered with an error only warns, as it may refuse them forever."""
     budget = stores.budget
     try:
         if stores.settings.database_url:  # known down: no waiting for another delivery either
@@ -141,7 +142,7 @@ def _apply_pending(stores) -> list[str]:
 
             adapter = event_adapter()
             _, found = project(stores, [adapter.validate_json(body) for _, body in due])
-            if any(warning.startswith(f"{GRAPH} unavailable: ") for warning in found):
+            if stores.graph_unreachable():
                 stores.pending.registry_took([seq for seq, _ in due])
             else:
                 stores.pending.drop([seq for seq, _ in due])

@@ -1,10 +1,10 @@
 """The projector: applies the registry's event log on Kafka to every store.
 
-At least once and replay-safe: a batch's offsets are committed only after the registry and
-the graph took it (the recall index heals by itself: a resume queues the decisions it
-lacks), and every store ignores an event it already has (event ids in the registry, MERGE
-in the graph, point ids in recall). A crash at any point therefore loses nothing and
-doubles nothing.
+At least once and replay-safe: a batch's offsets are committed only after the registry took
+it, and the graph too unless the graph answered with an error (the recall index heals by
+itself: a resume queues the decisions it lacks), and every store ignores an event it
+already has (event ids in the registry, MERGE in the graph, point ids in recall). A crash
+at any point therefore loses nothing and doubles nothing.
 
 The consumer group follows the topic prefix (`baton-projector` for the default prefix
 `baton.`), so projectors of different prefixes never share a group. A store's failure is
@@ -85,21 +85,33 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
             stores.budget.renew()
             try:
                 _, warnings = project(stores, events)
-                graph = next((w for w in warnings if w.startswith(f"{GRAPH} unavailable: ")), None)
-                if graph is None:
-                    break
-                raise StoreUnavailable(GRAPH, graph.partition(" unavailable: ")[2])
             except StoreUnavailable as exc:
                 if once:
                     raise
                 outages.failed(exc.store, f"{exc}; holding {len(events)} events until it is back")
                 time.sleep(backoff)  # a store is down: hold the batch (uncommitted) until it is back
                 backoff = min(backoff * 2, MAX_BACKOFF)
-        outages.answered("session registry")
+                continue
+            outages.answered("session registry")
+            graph = next((w for w in warnings if w.startswith(f"{GRAPH} unavailable: ")), None)
+            if graph is None or not stores.graph_unreachable():
+                break
+            if once:
+                raise StoreUnavailable(GRAPH, graph.partition(" unavailable: ")[2])
+            outages.failed(GRAPH, f"{graph}; holding {len(events)} events until it is back")
+            time.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF)
         asked = {GRAPH, RECALL} if any(e.type == "decision_recorded" for e in events) else {GRAPH}
         _log_stores(outages, warnings, asked)
         report.warnings += warnings
-        event_log.commit(batch)
+        try:
+            event_log.commit(batch)
+        except StoreUnavailable as exc:
+            if once:
+                raise
+            # The group moved on while the batch was held (a rebalance, Kafka restarted): the
+            # batch comes again to whoever holds its partitions, and applying it twice is a no-op.
+            log(f"{exc}; the batch will be applied again")
         report.events += len(events)
         report.batches += 1
         stores.budget.renew()

@@ -186,6 +186,15 @@ class Stores:
 
         return EmbeddedDecisionIndex(self.settings.home / "recall", timeout=self.settings.store_timeout)
 
+    def graph_unreachable(self) -> bool:
+        """Whether the graph's server could not be reached or heard from in this command (a
+        graph that answered with an error is not waited for: it may refuse a write forever)."""
+        if not self.settings.graph_url:
+            return False
+        from baton.budget import bolt_server
+
+        return self.budget.gate(bolt_server(self.settings.graph_url)).unreachable
+
     def kept_writes(self) -> bool:
         """Whether this command kept writes in the data home for a server."""
         return any(getattr(store, "kept", 0) for store in (self._signals, self._pending, self._event_log)
