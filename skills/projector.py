@@ -27,6 +27,7 @@ from skills.stores import Stores
 
 MAX_BACKOFF = 5.0
 GRAPH, RECALL = "conflict graph", "recall index"  # asked about every batch; recall about decisions
+EVENT_LOG = "event log"
 
 
 def default_group(topic_prefix: str) -> str:
@@ -67,56 +68,74 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
                   idle: float = 1.0, log: Callable[[str], None] = log_line) -> ProjectorReport:
     """Consume and apply events. once: stop when caught up with the log, and give up
     (StoreUnavailable) if a store is down; otherwise run until interrupted, polling every
-    `idle` seconds and waiting for stores that are down."""
-    from registry.wire import event_adapter
-    from skills.pending import deliver
-
+    `idle` seconds and waiting for stores that are down, Kafka included."""
     event_log = stores.event_log
     if event_log is None:
         raise BadInput("the projector needs Kafka: set BATON_KAFKA_BOOTSTRAP")
-    adapter = event_adapter()
     report = ProjectorReport()
     outages = _Outages(log)
-    for batch in event_log.batches(group or default_group(stores.settings.kafka_topic_prefix), size=batch_size,
-                                   idle=idle, until_caught_up=once):
-        events = [adapter.validate_json(message.value()) for message in batch]
-        backoff = 0.1
-        while True:
-            stores.budget.renew()
-            try:
-                _, warnings = project(stores, events)
-            except StoreUnavailable as exc:
-                if once:
-                    raise
-                outages.failed(exc.store, f"{exc}; holding {len(events)} events until it is back")
-                time.sleep(backoff)  # a store is down: hold the batch (uncommitted) until it is back
-                backoff = min(backoff * 2, MAX_BACKOFF)
-                continue
-            outages.answered("session registry")
-            graph = next((w for w in warnings if w.startswith(f"{GRAPH} unavailable: ")), None)
-            if graph is None or not stores.graph_unreachable():
-                break
-            if once:
-                raise StoreUnavailable(GRAPH, graph.partition(" unavailable: ")[2])
-            outages.failed(GRAPH, f"{graph}; holding {len(events)} events until it is back")
+    group = group or default_group(stores.settings.kafka_topic_prefix)
+    backoff = 0.1
+    while True:
+        stores.budget.renew()  # each reading of the log asks Kafka afresh
+        try:
+            for batch in event_log.batches(group, size=batch_size, idle=idle, until_caught_up=once):
+                outages.answered(EVENT_LOG)
+                backoff = 0.1
+                _apply(stores, batch, once=once, outages=outages, report=report)
+            return report
+        except StoreUnavailable as exc:
+            if once or exc.store != EVENT_LOG:
+                raise
+            # Kafka is down or the group is rebalancing: read again from the committed offsets.
+            outages.failed(EVENT_LOG, f"{exc}; reading again once it answers")
             time.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF)
-        asked = {GRAPH, RECALL} if any(e.type == "decision_recorded" for e in events) else {GRAPH}
-        _log_stores(outages, warnings, asked)
-        report.warnings += warnings
+
+
+def _apply(stores: Stores, batch: list, *, once: bool, outages: _Outages, report: ProjectorReport) -> None:
+    """Apply one batch to the stores, holding it while the registry (or a graph that cannot
+    be reached) is down, then commit its offsets."""
+    from registry.wire import event_adapter
+    from skills.pending import deliver
+
+    events = [event_adapter().validate_json(message.value()) for message in batch]
+    backoff = 0.1
+    while True:
+        stores.budget.renew()
         try:
-            event_log.commit(batch)
+            _, warnings = project(stores, events)
         except StoreUnavailable as exc:
             if once:
                 raise
-            # The group moved on while the batch was held (a rebalance, Kafka restarted): the
-            # batch comes again to whoever holds its partitions, and applying it twice is a no-op.
-            log(f"{exc}; the batch will be applied again")
-        report.events += len(events)
-        report.batches += 1
-        stores.budget.renew()
-        _log_stores(outages, deliver(stores), set())  # the conflict signals the batch kept for Kafka
-    return report
+            outages.failed(exc.store, f"{exc}; holding {len(events)} events until it is back")
+            time.sleep(backoff)  # a store is down: hold the batch (uncommitted) until it is back
+            backoff = min(backoff * 2, MAX_BACKOFF)
+            continue
+        outages.answered("session registry")
+        graph = next((w for w in warnings if w.startswith(f"{GRAPH} unavailable: ")), None)
+        if graph is None or not stores.graph_unreachable():
+            break
+        if once:
+            raise StoreUnavailable(GRAPH, graph.partition(" unavailable: ")[2])
+        outages.failed(GRAPH, f"{graph}; holding {len(events)} events until it is back")
+        time.sleep(backoff)
+        backoff = min(backoff * 2, MAX_BACKOFF)
+    asked = {GRAPH, RECALL} if any(e.type == "decision_recorded" for e in events) else {GRAPH}
+    _log_stores(outages, warnings, asked)
+    report.warnings += warnings
+    try:
+        stores.event_log.commit(batch)
+    except StoreUnavailable as exc:
+        if once:
+            raise
+        # The group moved on while the batch was held (a rebalance, Kafka restarted): the
+        # batch comes again to whoever holds its partitions, and applying it twice is a no-op.
+        outages.log(f"{exc}; the batch will be applied again")
+    report.events += len(events)
+    report.batches += 1
+    stores.budget.renew()
+    _log_stores(outages, deliver(stores), set())  # the conflict signals the batch kept for Kafka
 
 
 def _log_stores(outages: _Outages, warnings: list[str], asked: set[str]) -> None:
