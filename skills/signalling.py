@@ -25,7 +25,8 @@ def wire_signal(kind: SignalType, source: str, task: ActiveTask, repo: str, at: 
                 phase: str | None = None) -> WireSignal:
     """The signal of a recorded event, built without pydantic (the same JSON as signal())."""
     return WireSignal(signal_id=derived_signal_id(kind, source), signal_type=kind, task_id=task.task_id,
-                      session_id=task.session_id, repo=repo, emitted_at=at, reason=reason, phase=phase)
+                      session_id=task.session_id, repo=repo, emitted_at=at, file_paths=(), related_task_id=None,
+                      reason=reason, phase=phase)
 
 
 def conflict_signal(conflict: FileConflict, task: ActiveTask, files: list[FileRef], at: datetime) -> WireSignal:
