@@ -12,8 +12,8 @@ process, timed, and the medians (p10-p90) are printed against their budgets besi
   - the post-tool-use hook:                                                               100 ms
   - baton decide:                                                                         100 ms
 
-BATON_STORE_TIMEOUT is left at its default (2 s) and the background delivery is off, so
-only the command itself is measured; Python's bytecode is cached, as an installed Baton
+BATON_STORE_TIMEOUT is left at its default (2 s) and the background delivery and indexer
+are off, so only the command itself is measured; Python's bytecode is cached, as an installed Baton
 runs (the first run of each figure is not counted). No server has to run: the outage is
 what is measured.
 
@@ -146,7 +146,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="baton-bench-outages-") as scratch:
         root = Path(scratch)
         home, pristine = root / "home", root / "pristine"
-        env = {**os.environ, "BATON_HOME": str(home), "BATON_BACKGROUND_DELIVERY": "off"}
+        env = {**os.environ, "BATON_HOME": str(home), "BATON_BACKGROUND_DELIVERY": "off",
+               "BATON_BACKGROUND_INDEXING": "off"}
         for name in ("BATON_DATABASE_URL", "BATON_GRAPH_URL", "BATON_KAFKA_BOOTSTRAP", "BATON_QDRANT_URL",
                      "BATON_CONFIG", "BATON_TASK_ID", "BATON_STORE_TIMEOUT", "BATON_RECHECK_AFTER",
                      "PYTHONDONTWRITEBYTECODE"):
@@ -154,9 +155,15 @@ def main() -> None:
         worktree = build(root, env)
         shutil.copytree(home, pristine)
         baseline = timed([sys.executable, "-c", "pass"], worktree, env, max(args.repeat, 10))
+        # What a resume costs with every store embedded and answering: the floor of the
+        # figures below (recall's libraries included).
+        embedded = timed([str(BATON), "resume", TASK], worktree, env, max(args.repeat, 10))
+        shutil.rmtree(home)
+        shutil.copytree(pristine, home)
         print(f"{'server down':20} {'command':22} {'median ms':>10} {'p10-p90 ms':>16} {'budget':>9}")
-        median, low, high = spread(baseline)
-        print(f"{'(none)':20} {'python -c pass':22} {median:10.1f} {f'{low:.1f}-{high:.1f}':>16}")
+        for label, samples in (("python -c pass", baseline), ("resume, all embedded", embedded)):
+            median, low, high = spread(samples)
+            print(f"{'(none)':20} {label:22} {median:10.1f} {f'{low:.1f}-{high:.1f}':>16}")
         over = []
         for server in SERVERS:
             for mode in (REFUSE, STALL):
