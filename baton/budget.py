@@ -33,6 +33,20 @@ from baton.health import HealthRecord
 T = TypeVar("T")
 FAIR_WAIT = 1.0  # seconds a server must have had before its silence goes in the health record
 
+_abandoned: list[threading.Thread] = []
+
+
+def abandon(thread: threading.Thread) -> None:
+    """A thread this process stopped waiting for (a call past its deadline): while it runs,
+    the process closes nothing it may use and ends without the interpreter's exit, which
+    could wait for it (skills.deadline.leave)."""
+    _abandoned.append(thread)
+
+
+def abandoned() -> bool:
+    """Whether a call this process gave up on is still running."""
+    return any(thread.is_alive() for thread in _abandoned)
+
 
 @dataclass(frozen=True, slots=True)
 class Server:
@@ -230,6 +244,7 @@ def within(seconds: float, call: Callable[[], T]) -> T:
     thread.start()
     thread.join(seconds)
     if not answer:
+        abandon(thread)
         raise TimeoutError(f"no answer within {seconds:.1f}s")
     done, value = answer[0]
     if not done:

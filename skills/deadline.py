@@ -18,17 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from baton.budget import abandon, abandoned
 from baton.errors import StoreUnavailable
 from baton.outcome import Unavailable
 
 SLACK = 0.5  # seconds past the budget before a call still running is given up
-
-_abandoned: list[threading.Thread] = []
-
-
-def abandoned() -> bool:
-    """Whether a read this process gave up on is still running."""
-    return any(thread.is_alive() for thread in _abandoned)
 
 
 def leave(code: int) -> None:
@@ -70,7 +64,7 @@ def gather(calls: dict[str, Callable[[], Any]], timeout: float) -> dict[str, Any
         thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
             results[name] = Unavailable(f"no answer within {timeout:g}s")
-            _abandoned.append(thread)
+            abandon(thread)
     for exc in errors.values():
         raise exc
     return {name: results[name] for name in calls}

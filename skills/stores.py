@@ -202,9 +202,9 @@ class Stores:
 
     def close(self) -> None:
         """Close every store opened, then start the background delivery of what this command
-        kept. A read abandoned at its deadline may still hold a connection (skills.deadline):
+        kept. A call abandoned at its deadline may still hold a connection (baton.budget):
         then nothing is closed, as closing could wait for it; the process ends at once."""
-        from skills.deadline import abandoned
+        from baton.budget import abandoned
 
         kept = self.deliver_on_close and self.settings.uses_servers and self.kept_writes()
         if not abandoned():
