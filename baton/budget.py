@@ -13,19 +13,18 @@ skipped without connecting at all. A server that only ran out of a short remaind
 budget (under FAIR_WAIT) is not recorded as down: it never had a fair chance to answer.
 
 Nothing here imports a server's client: the address of each server is read from its URL.
+The sockets and URL parsing are imported where used, as a hook's touch makes a budget and
+never connects.
 """
 
 from __future__ import annotations
 
-import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TypeVar
-from urllib.parse import parse_qs, unquote
 
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.health import HealthRecord
@@ -173,6 +172,8 @@ class Gate:
 
     def _reach(self, store: str, left: float) -> None:
         """A TCP connection to one of the server's addresses within `left` seconds."""
+        import socket
+
         if not self.server.addresses:
             self._reached = True
             return
@@ -254,6 +255,8 @@ def within(seconds: float, call: Callable[[], T]) -> T:
 
 def _host_port(text: str, default_port: int) -> tuple[str, int] | None:
     """'host', 'host:port', '[v6]:port' -> (host, port); None for a Unix socket path."""
+    from urllib.parse import unquote
+
     text = unquote(text.strip())
     if not text or text.startswith("/") or text.startswith("@"):
         return None
@@ -269,6 +272,9 @@ def _host_port(text: str, default_port: int) -> tuple[str, int] | None:
 
 def postgres_server(url: str) -> Server:
     """PostgreSQL's addresses from a postgresql:// URL or a key=value connection string."""
+    import re
+    from urllib.parse import parse_qs
+
     if re.match(r"^postgres(ql)?://", url):
         rest = url.split("://", 1)[1]
         netloc, _, tail = rest.partition("/")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -132,6 +131,8 @@ def _lock(fd: int) -> bool:
 
 
 def _write_atomically(path: Path, servers: dict[str, Down]) -> None:
+    import tempfile  # only when something changed: reading the record stays cheap
+
     body = {"servers": {name: {"since": d.since, "last": d.last, "reason": d.reason} for name, d in servers.items()}}
     try:
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".server-health-")
