@@ -22,3 +22,9 @@ class StoreUnavailable(BatonError):
         super().__init__(f"{store} unavailable: {reason}")
         self.store = store
         self.reason = reason
+
+
+class ServerUnreachable(StoreUnavailable):
+    """The store's server could not be reached or heard from: refused, unreachable, timed
+    out or the connection was lost (what the health record remembers), as opposed to a
+    server that answered with an error."""

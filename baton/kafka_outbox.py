@@ -3,9 +3,13 @@
 Messages are kept in a SQLite file in the data home, then produced by librdkafka's
 idempotent producer (acks=all) and deleted when Kafka acknowledged them: the broker drops
 the producer's own retries, so a retry after a lost acknowledgement within one process
-writes nothing twice. While Kafka is down messages wait and a later delivery sends them; a
-message sent again by another process carries the same id, which every reader deduplicates
-on, and the registry's projection does not depend on order.
+writes nothing twice. One process delivers an outbox at a time (a lock file beside it): a
+delivery that finds another one running waits for it, within what its budget has left,
+and then sends only what is still waiting, so each message reaches Kafka once per
+delivery, not once per process. While Kafka is down messages wait and a later delivery
+sends them; a message that is sent again all the same (an acknowledgement lost with the
+connection) carries the same id, which every reader deduplicates on, and the registry's
+projection does not depend on order.
 
 The idempotent producer's id handshake delays a process's first produce; hooks never pay
 it, since a touch only keeps its event and a background delivery (skills.relay) sends it.
@@ -13,13 +17,20 @@ it, since a touch only keeps its event and a background delivery (skills.relay) 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
-from baton.errors import StoreUnavailable
+from baton.budget import OpenGate
+from baton.errors import ServerUnreachable, StoreUnavailable
+from baton.locks import held
 from baton.sqlite import SqliteFile, guarded, write_transaction
 
 PARTITIONS = 3
+
+# librdkafka's error names for a broker that cannot be reached or heard from.
+_UNREACHABLE = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_MSG_TIMED_OUT", "_TIMED_OUT_QUEUE", "_RESOLVE",
+                "_DESTROY", "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION", "BROKER_NOT_AVAILABLE"}
 
 MIGRATIONS = [
     """
@@ -43,23 +54,37 @@ def client_config(bootstrap: str, timeout: float) -> dict:
     return {"bootstrap.servers": bootstrap, "socket.timeout.ms": max(int(timeout * 1000), 10), "log_level": 0}
 
 
+def kafka_failure(store: str, bootstrap: str, exc: BaseException) -> StoreUnavailable:
+    """The StoreUnavailable for a KafkaException: ServerUnreachable when the broker could
+    not be reached or heard from."""
+    error = exc.args[0] if exc.args else None
+    name = error.name() if hasattr(error, "name") else ""
+    said = error.str() if hasattr(error, "str") else str(exc)
+    reason = f"Kafka at {bootstrap}: {' '.join(said.split())}"
+    return ServerUnreachable(store, reason) if name in _UNREACHABLE else StoreUnavailable(store, reason)
+
+
 class KafkaOutbox:
-    def __init__(self, bootstrap: str, topic: str, path: Path, *, timeout: float, store: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, path: Path, *, timeout: float, store: str, gate=None) -> None:
+        """gate: the Kafka server's gate in the command's budget (baton.budget); without
+        one, each call may wait `timeout` seconds."""
         self.bootstrap = bootstrap
         self.topic = topic
         self.path = path
         self.timeout = timeout
         self.store = store
+        self.gate = gate or OpenGate(timeout)
+        self.kept = 0  # messages this process kept: its stores start a delivery when closed
         self._db = SqliteFile(path, MIGRATIONS, timeout=timeout)
         self._producer = None
         self._topic_ready = False
 
-    def unavailable(self, reason: str) -> StoreUnavailable:
-        return StoreUnavailable(self.store, f"Kafka at {self.bootstrap}: {reason}")
+    def unreachable(self, reason: str) -> ServerUnreachable:
+        return ServerUnreachable(self.store, f"Kafka at {self.bootstrap}: {reason}")
 
     def ensure_topic(self) -> None:
         """Create the topic unless this data home already saw it (saves an admin round trip
-        in every new process)."""
+        in every new process). Call it within a call of the gate."""
         if self._topic_ready:
             return
         with guarded(self.store, self.path):
@@ -69,17 +94,18 @@ class KafkaOutbox:
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient(client_config(self.bootstrap, self.timeout))
+        left = self.gate.left()
+        admin = AdminClient(client_config(self.bootstrap, left))
         try:
-            if self.topic not in admin.list_topics(timeout=self.timeout).topics:
-                futures = admin.create_topics([NewTopic(self.topic, PARTITIONS, 1)], operation_timeout=self.timeout)
+            if self.topic not in admin.list_topics(timeout=left).topics:
+                futures = admin.create_topics([NewTopic(self.topic, PARTITIONS, 1)], operation_timeout=self.gate.left())
                 try:
-                    futures[self.topic].result(timeout=self.timeout)
+                    futures[self.topic].result(timeout=self.gate.left())
                 except KafkaException as exc:
                     if "TOPIC_ALREADY_EXISTS" not in str(exc):
                         raise
         except KafkaException as exc:
-            raise self.unavailable(str(exc)) from exc
+            raise kafka_failure(self.store, self.bootstrap, exc) from exc
         with guarded(self.store, self.path):
             conn = self._db.conn()
             with write_transaction(conn):
@@ -98,6 +124,7 @@ class KafkaOutbox:
                         conn.execute("INSERT OR IGNORE INTO outbox (message_id, key, body) VALUES (?, ?, ?)",
                                      (message_id, key, body))
                     fresh.append(new)
+        self.kept += sum(fresh)
         return fresh
 
     def known(self, message_ids: Sequence[str]) -> set[str]:
@@ -112,43 +139,63 @@ class KafkaOutbox:
         with guarded(self.store, self.path):
             return self._db.conn().execute("SELECT count(*) FROM outbox").fetchone()[0]
 
-    def deliver(self) -> None:
-        """Produce everything waiting; drop what Kafka acknowledged, raise if some still waits."""
+    def _pending(self) -> list[tuple[str, str, str]]:
         with guarded(self.store, self.path):
-            pending = self._db.conn().execute("SELECT message_id, key, body FROM outbox").fetchall()
-        if not pending:
+            return self._db.conn().execute("SELECT message_id, key, body FROM outbox").fetchall()
+
+    def deliver(self) -> None:
+        """Produce everything waiting and drop what Kafka acknowledged; raise
+        StoreUnavailable if some still waits. Returns without sending when another process
+        is delivering this outbox and does not finish within the budget: it sends them."""
+        if not self.waiting():
             return
-        kept = f"{len(pending)} messages kept in {self.path}"
         try:
-            self.ensure_topic()
+            self.gate.refuse_known(self.store)  # before waiting for another delivery
+            with self._delivering() as ours:
+                pending = self._pending() if ours else []
+                if pending:
+                    with self.gate.call(self.store) as left:
+                        self.ensure_topic()
+                        self._send(pending, left)
         except StoreUnavailable as exc:
-            raise StoreUnavailable(self.store, f"{exc.reason}; {kept}") from exc
-        producer = self._get_producer()
+            raise type(exc)(self.store, f"{exc.reason}; {self.waiting()} messages kept in {self.path}") from exc
+
+    @contextmanager
+    def _delivering(self) -> Iterator[bool]:
+        """Hold the outbox's delivery lock; yields False if another process held it
+        through what the budget has left (waiting for it is charged to the budget)."""
+        with self.gate.waiting(), held(self.path.with_name(self.path.name + ".lock"), within=self.gate.left()) as got:
+            yield got
+
+    def _send(self, pending: list[tuple[str, str, str]], left: float) -> None:
+        producer = self._get_producer(left)
         acknowledged: list[str] = []
-        failures: list[str] = []
+        failures: list = []
 
         def on_delivery(message_id: str, error) -> None:
-            (failures.append(str(error)) if error is not None else acknowledged.append(message_id))
+            (failures.append(error) if error is not None else acknowledged.append(message_id))
 
         for message_id, key, body in pending:
             producer.produce(self.topic, key=key.encode(), value=body.encode(),
                              on_delivery=lambda error, _message, message_id=message_id: on_delivery(message_id, error))
-        producer.flush(self.timeout)
+        producer.flush(self.gate.left())
         if acknowledged:
             with guarded(self.store, self.path):
                 conn = self._db.conn()
                 with write_transaction(conn):
                     conn.executemany("DELETE FROM outbox WHERE message_id = ?", [(m,) for m in acknowledged])
         if len(acknowledged) < len(pending):
-            reason = failures[0] if failures else f"no acknowledgement within {self.timeout:g}s"
-            raise self.unavailable(f"{reason}; {len(pending) - len(acknowledged)} messages kept in {self.path}")
+            if not failures:
+                raise self.unreachable(f"no acknowledgement within {left:.1f}s")
+            reason = f"Kafka at {self.bootstrap}: {' '.join(failures[0].str().split())}"
+            raise (ServerUnreachable if failures[0].name() in _UNREACHABLE else StoreUnavailable)(self.store, reason)
 
-    def _get_producer(self):
+    def _get_producer(self, left: float):
         if self._producer is None:
             from confluent_kafka import Producer
 
-            self._producer = Producer({**client_config(self.bootstrap, self.timeout), "enable.idempotence": True,
-                                       "acks": "all", "message.timeout.ms": int(self.timeout * 1000), "linger.ms": 0})
+            self._producer = Producer({**client_config(self.bootstrap, left), "enable.idempotence": True,
+                                       "acks": "all", "message.timeout.ms": max(int(left * 1000), 1), "linger.ms": 0})
         return self._producer
 
     def close(self) -> None:
@@ -159,3 +206,4 @@ class KafkaOutbox:
             self._producer.flush(0)
             self._producer = None
         self._db.close()
+

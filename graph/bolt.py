@@ -6,18 +6,23 @@ Nodes: Repository {name}, Task {task_id, status}, File {key, repo, path}, Sessio
 
 Every statement is parameterised and written in the Cypher subset Memgraph and Neo4j
 both accept; only the schema differs, so it is generated per dialect, detected from the
-server's agent string. Writes are MERGE-only and idempotent, run as managed transactions
-(retried on TransientError, which Memgraph raises on write-write conflicts).
+server's agent string. Writes are MERGE-only and idempotent, so a transaction that fails
+with TransientError (Memgraph raises it on write-write conflicts) is run again, within what
+the command's budget has left (baton.budget). The driver's own retries are off: they
+would wait out a server that is gone, and log each attempt.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from baton import clock
-from baton.errors import StoreUnavailable
+from baton.budget import OpenGate
+from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.files import FileRef
 from graph.base import ConflictGraph
 
@@ -108,10 +113,13 @@ ORDER BY task, other, repo, path
 
 
 class BoltConflictGraph(ConflictGraph):
-    def __init__(self, uri: str, *, timeout: float, auth: tuple[str, str] | None = None) -> None:
+    def __init__(self, uri: str, *, timeout: float, auth: tuple[str, str] | None = None, gate=None) -> None:
+        """gate: the server's gate in the command's budget (baton.budget); without one,
+        each call may wait `timeout` seconds."""
         self.uri = uri
         self.timeout = timeout
         self._auth = auth
+        self._gate = gate or OpenGate(timeout)
         self._driver = None
         self.dialect: str | None = None
         self.agent: str | None = None
@@ -120,10 +128,12 @@ class BoltConflictGraph(ConflictGraph):
         if self._driver is None:
             import neo4j
 
+            # The driver logs what it retries; failures reach the caller as Unavailable.
+            logging.getLogger("neo4j").addHandler(logging.NullHandler())
+            left = self._gate.left()  # after the import, which the budget pays for too
             driver = neo4j.GraphDatabase.driver(
-                self.uri, auth=self._auth, connection_timeout=self.timeout,
-                connection_acquisition_timeout=self.timeout, max_transaction_retry_time=self.timeout,
-                max_connection_pool_size=4, notifications_min_severity="OFF")
+                self.uri, auth=self._auth, connection_timeout=left, connection_acquisition_timeout=left,
+                max_transaction_retry_time=0, max_connection_pool_size=4, notifications_min_severity="OFF")
             try:
                 self.agent = driver.get_server_info().agent
                 self.dialect = dialect_of(self.agent)
@@ -157,14 +167,33 @@ class BoltConflictGraph(ConflictGraph):
             session.run(neo4j.Query(MARK_SCHEMA, timeout=self.timeout), version=SCHEMA_VERSION).consume()
 
     def _call(self, work, *, write: bool):
-        import neo4j
+        """Run work(tx) in one transaction; again after a TransientError while the budget lasts."""
+        with self._gate.call(STORE) as left:
+            import neo4j
+            from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, SessionExpired, TransientError
 
-        try:
-            with self._get_driver().session() as session:
-                run = session.execute_write if write else session.execute_read
-                return run(neo4j.unit_of_work(timeout=self.timeout)(work))
-        except (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, OSError) as exc:
-            raise StoreUnavailable(STORE, f"Bolt server at {self.uri}: {exc}") from exc
+            mode = neo4j.WRITE_ACCESS if write else neo4j.READ_ACCESS
+            deadline = time.monotonic() + left
+            try:
+                driver = self._get_driver()
+                while True:
+                    try:
+                        # The server's own transaction timeout bounds its work, not our wait:
+                        # the store timeout, however little of the budget is left.
+                        with driver.session(default_access_mode=mode) as session, \
+                                session.begin_transaction(timeout=self.timeout) as tx:
+                            result = work(tx)
+                            tx.commit()
+                            return result
+                    except TransientError:
+                        if deadline - time.monotonic() < 0.2:
+                            raise
+                        time.sleep(0.05)
+            except (ServiceUnavailable, SessionExpired, OSError) as exc:
+                heard = "no answer within the command's budget" if time.monotonic() >= deadline - 0.05 else _one_line(exc)
+                raise ServerUnreachable(STORE, f"Bolt server at {self.uri}: {heard}") from exc
+            except (Neo4jError, DriverError) as exc:
+                raise StoreUnavailable(STORE, f"Bolt server at {self.uri}: {_one_line(exc)}") from exc
 
     def _write_touches(self, tx, task_id: str, files: Sequence[FileRef], at: datetime) -> None:
         if files:
@@ -207,3 +236,7 @@ class BoltConflictGraph(ConflictGraph):
         if self._driver is not None:
             self._driver.close()
             self._driver = None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -7,14 +7,21 @@ serves the per-task scroll and the must-not filter of related search.
 `BATON_QDRANT_URL` is an http(s) URL of a server. A `file:` URL opens qdrant-client's
 local mode on that folder instead: the same client code path, which is what the tests
 use, since no Qdrant server can be installed on the build machines.
+
+A server is reached through its gate in the command's budget (baton.budget): each call
+waits what the budget has left (qdrant-client's own timeout counts whole seconds, so the
+call runs on a thread the caller stops waiting for at the budget), and the client skips its
+version check, an extra request on a thread of its own.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from uuid import UUID
 
-from baton.errors import StoreUnavailable
+from baton.budget import OpenGate, within
+from baton.errors import ServerUnreachable, StoreUnavailable
 from recall.base import (
     COLLECTION,
     DecisionIndex,
@@ -28,20 +35,24 @@ STORE = "recall index"
 
 
 class QdrantServerIndex(DecisionIndex):
-    def __init__(self, url: str, *, timeout: float, api_key: str | None = None) -> None:
+    def __init__(self, url: str, *, timeout: float, api_key: str | None = None, gate=None) -> None:
+        """gate: the server's gate in the command's budget (baton.budget); without one,
+        each call may wait `timeout` seconds."""
         self.url = url
         self.timeout = timeout
         self._api_key = api_key
+        self._gate = gate or OpenGate(timeout)
         self._client = None
 
-    def _get_client(self):
+    def _get_client(self, left: float):
         if self._client is None:
             from qdrant_client import QdrantClient, models
 
             if self.url.startswith("file:"):
                 client = QdrantClient(path=self.url.removeprefix("file://").removeprefix("file:"))
             else:
-                client = QdrantClient(url=self.url, api_key=self._api_key, timeout=max(1, int(self.timeout)))
+                client = QdrantClient(url=self.url, api_key=self._api_key, timeout=math.ceil(left),
+                                      check_compatibility=False)
             if not client.collection_exists(COLLECTION):
                 client.create_collection(COLLECTION, vectors_config=models.VectorParams(
                     size=DIMENSIONS, distance=models.Distance.COSINE))
@@ -51,12 +62,18 @@ class QdrantServerIndex(DecisionIndex):
         return self._client
 
     def _call(self, work):
-        try:
-            return work(self._get_client())
-        except StoreUnavailable:
-            raise
-        except Exception as exc:  # qdrant-client raises transport, HTTP and gRPC errors of many kinds
-            raise StoreUnavailable(STORE, f"Qdrant at {self.url}: {type(exc).__name__}: {exc}") from exc
+        with self._gate.call(STORE) as left:
+            try:
+                if self.url.startswith("file:"):
+                    return work(self._get_client(left))
+                return within(left, lambda: work(self._get_client(left)))
+            except StoreUnavailable:
+                raise
+            except TimeoutError as exc:
+                raise ServerUnreachable(STORE, f"Qdrant at {self.url}: {exc}") from exc
+            except Exception as exc:  # qdrant-client raises transport, HTTP and gRPC errors of many kinds
+                reason = f"Qdrant at {self.url}: {type(exc).__name__}: {' '.join(str(exc).split())}"
+                raise (ServerUnreachable if _unreachable(exc) else StoreUnavailable)(STORE, reason) from exc
 
     @staticmethod
     def _task_filter(task_id: str, *, exclude: bool):
@@ -132,3 +149,18 @@ class QdrantServerIndex(DecisionIndex):
         points = self._call(lambda client: client.retrieve(COLLECTION, [str(p) for p in point_ids],
                                                             with_vectors=False, with_payload=False))
         return {UUID(str(p.id)) for p in points}
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether the server could not be reached or heard from: a transport error or a
+    timeout anywhere in the exception's chain (qdrant-client wraps httpx's)."""
+    import httpx
+
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return False
+        if isinstance(seen, (httpx.TransportError, TimeoutError, ConnectionError)):
+            return True
+        seen = getattr(seen, "source", None) or seen.__cause__ or seen.__context__
+    return False

@@ -1,9 +1,9 @@
 """The registry's event log on Kafka: topic `baton.session-events.v1`, keyed by ticket.
 
-With Kafka configured, writes do not touch the registry: their events are produced here
-(through a local outbox, so a write made while Kafka is down is kept and sent later) and
-`baton projector` applies them to the registry, the graph and the recall index. A hook's
-write therefore waits for Kafka's acknowledgement at most, never for the projector.
+With Kafka configured, writes do not touch the registry: their events are kept in a local
+outbox, sent to this topic by the next delivery (skills.relay, or a read command), and
+`baton projector` applies them to the registry, the graph and the recall index. A write
+therefore never waits for Kafka, nor for the projector.
 """
 
 from __future__ import annotations
@@ -13,33 +13,36 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from baton.errors import StoreUnavailable
-from baton.kafka_outbox import KafkaOutbox, client_config
+from baton.kafka_outbox import KafkaOutbox, client_config, kafka_failure
 
 STORE = "event log"
 EVENTS_TOPIC = "session-events.v1"
 
 
 class KafkaEventLog:
-    def __init__(self, bootstrap: str, outbox: Path, *, timeout: float, topic: str = f"baton.{EVENTS_TOPIC}") -> None:
+    def __init__(self, bootstrap: str, outbox: Path, *, timeout: float, topic: str = f"baton.{EVENTS_TOPIC}",
+                 gate=None) -> None:
+        """gate: the Kafka server's gate in the command's budget (baton.budget); without
+        one, each call may wait `timeout` seconds."""
         self.bootstrap = bootstrap
         self.topic = topic
         self.timeout = timeout
-        self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE)
+        self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE, gate=gate)
+        self._gate = self._outbox.gate
         self._consumer = None
 
-    def append(self, events: Sequence[tuple[str, str, str]]) -> None:
-        """Keep (event id, task id, event JSON) triples, then send everything waiting.
-
-        Raises StoreUnavailable when some could not be sent yet; they stay kept.
-        """
-        self._outbox.keep(events)
-        self._outbox.deliver()
+    @property
+    def kept(self) -> int:
+        """Events this process kept in the outbox."""
+        return self._outbox.kept
 
     def keep(self, events: Sequence[tuple[str, str, str]]) -> None:
-        """Keep events for a later delivery, without touching Kafka (the hook's path)."""
+        """Keep (event id, task id, event JSON) triples for a later delivery, without
+        touching Kafka."""
         self._outbox.keep(events)
 
     def deliver(self) -> None:
+        """Send what waits in the outbox; raises StoreUnavailable while some still waits."""
         self._outbox.deliver()
 
     def waiting(self) -> int:
@@ -47,7 +50,8 @@ class KafkaEventLog:
         return self._outbox.waiting()
 
     def describe(self) -> dict[str, str]:
-        self._outbox.ensure_topic()
+        with self._gate.call(STORE):
+            self._outbox.ensure_topic()
         return {"backend": "kafka", "location": f"{self.bootstrap} topic {self.topic}",
                 "version": "event log for `baton projector`", "size": f"{self._outbox.waiting()} events waiting in the outbox"}
 
@@ -68,7 +72,8 @@ class KafkaEventLog:
             TopicPartition,
         )
 
-        self._outbox.ensure_topic()
+        with self._gate.call(STORE):
+            self._outbox.ensure_topic()
         self._consumer = consumer = Consumer({**client_config(self.bootstrap, self.timeout), "group.id": group,
                                               "enable.auto.commit": False, "auto.offset.reset": "earliest",
                                               "enable.partition.eof": until_caught_up,
@@ -111,7 +116,7 @@ class KafkaEventLog:
                 if until_caught_up and time.monotonic() > stalled_after:
                     raise KafkaException(f"the end of {self.topic} was not reached; partitions at their end: {sorted(at_end)}")
         except KafkaException as exc:
-            raise StoreUnavailable(STORE, f"Kafka at {self.bootstrap}: {exc}") from exc
+            raise kafka_failure(STORE, self.bootstrap, exc) from exc
         finally:
             self._consumer.close()
 

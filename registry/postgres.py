@@ -1,8 +1,12 @@
-"""The production session store: PostgreSQL through psycopg 3 and a connection pool.
+"""The production session store: PostgreSQL through psycopg 3, one connection per store.
 
-Timeouts bound every wait: connecting (connect_timeout), borrowing from the pool, each
-statement (statement_timeout) and each lock (lock_timeout), so a dead or stalled server
-answers Unavailable within about the store timeout instead of hanging.
+Timeouts bound every wait: connecting (what the command's budget has left, baton.budget),
+each statement (statement_timeout) and each lock (lock_timeout), so a dead or stalled
+server answers Unavailable within the budget instead of hanging. The connection is made in
+the caller's call, on a thread it stops waiting for at the budget (psycopg counts
+connect_timeout in whole seconds, at least 2), and made again after it broke: no pool
+reconnects in the background, and a refused login or a missing database is reported as
+the server said it, not as a timeout.
 
 The merge runs in SQL, one statement per event: the event's own projection
 (apply_event(None, event)) is upserted into the ticket's row, and on conflict merged into it
@@ -14,14 +18,15 @@ would change nothing anyway: the merge is idempotent.
 
 from __future__ import annotations
 
-import logging
 import math
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from baton.errors import StoreUnavailable
+from baton.budget import OpenGate, within
+from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.outcome import Found, NotFound, Unavailable
 from registry.base import SessionStore
 from registry.wire import event_adapter
@@ -182,43 +187,58 @@ _MERGE_EVENT = """
 
 _MIGRATION_LOCK = 0x62617431  # advisory lock key: one process at a time migrates the schema
 
+# SQLSTATEs of a server that cannot be heard from (the health record's business): class 08
+# (connection exceptions), shutting down or starting up, and a statement cut at its timeout.
+# A failed connection has no SQLSTATE: it is the server's own refusal when it says FATAL
+# (a wrong role or database), else the client's (refused, timed out, connection lost).
+_UNREACHABLE_STATES = ("08", "57P01", "57P02", "57P03", "57014")
+_STARTING_OR_STOPPING = "the database system is"
+
 
 class PostgresSessionStore(SessionStore):
-    def __init__(self, url: str, *, timeout: float) -> None:
+    def __init__(self, url: str, *, timeout: float, gate=None) -> None:
+        """gate: the server's gate in the command's budget (baton.budget); without one,
+        each call may wait `timeout` seconds."""
         self.url = url
         self.timeout = timeout
-        self._pool = None
+        self._gate = gate or OpenGate(timeout)
+        self._conn = None
+        self._lock = threading.RLock()  # one transaction at a time on the connection
         self._migrated = False
 
-    def _get_pool(self):
-        if self._pool is None:
-            from psycopg_pool import ConnectionPool
+    def _connection(self) -> psycopg.Connection:
+        conn = self._conn
+        if conn is not None and not conn.closed and not conn.broken:
+            return conn
+        import psycopg
 
-            # The pool logs each failed connection attempt; the caller already gets the
-            # failure as Unavailable(reason), so keep it off stderr unless logging is set up.
-            logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
-            millis = int(self.timeout * 1000)
-            pool = ConnectionPool(
-                self.url, min_size=0, max_size=4, open=False, timeout=self.timeout, name="baton-registry",
-                check=ConnectionPool.check_connection, reconnect_timeout=self.timeout,
-                kwargs={"connect_timeout": max(2, math.ceil(self.timeout)), "application_name": "baton",
-                        "options": f"-c statement_timeout={millis} -c lock_timeout={millis}"})
-            pool.open(wait=False)
-            self._pool = pool
-        return self._pool
+        millis = int(self.timeout * 1000)
+        left = self._gate.left()  # after the import, which the budget pays for too
+        self._conn = within(left, lambda: psycopg.connect(
+            self.url, autocommit=True, connect_timeout=max(2, math.ceil(left)), application_name="baton",
+            options=f"-c statement_timeout={millis} -c lock_timeout={millis}"))
+        return self._conn
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection]:
-        import psycopg
+        with self._gate.call(STORE), self._lock:
+            import psycopg
 
-        try:
-            with self._get_pool().connection(timeout=self.timeout) as conn:
+            try:
+                conn = self._connection()
                 if not self._migrated:
                     self._migrate(conn)
                 with conn.transaction():
                     yield conn
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            raise StoreUnavailable(STORE, f"{_where(self.url)}: {_first_line(exc)}") from exc
+            except TimeoutError as exc:
+                raise ServerUnreachable(STORE, f"{_where(self.url)}: {exc}") from exc
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                message = f"{_where(self.url)}: {_first_line(exc)}"
+                state = getattr(exc, "sqlstate", None)
+                said = "FATAL:" in str(exc) and _STARTING_OR_STOPPING not in str(exc)
+                if (state is None and not said) or (state or "").startswith(_UNREACHABLE_STATES):
+                    raise ServerUnreachable(STORE, message) from exc
+                raise StoreUnavailable(STORE, message) from exc
 
     def _migrate(self, conn: psycopg.Connection) -> None:
         with conn.transaction():
@@ -327,9 +347,9 @@ class PostgresSessionStore(SessionStore):
                 "size": f"{sessions} sessions"}
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 def _where(url: str) -> str:

@@ -20,6 +20,19 @@ def event_adapter():
     return TypeAdapter(Event)
 
 
+# registry.model.Phase's values, for the writes that build events without pydantic
+# (tests/test_outages.py pins them to the model).
+PHASES = ("planning", "implementing", "reviewing", "merging", "deploying", "completed", "stalled")
+
+
+def event_body(event_type: str, *, event_id: str, task_id: str, session_id: str, at: datetime, **fields) -> str:
+    """The JSON of one registry event of event_type, built without pydantic: a write kept
+    for delivery never pays for importing the models. The caller gives exactly the model's
+    fields, already valid (tests/test_outages.py pins each form the writes build)."""
+    return json.dumps({"event_id": event_id, "task_id": task_id, "session_id": session_id, "at": at.isoformat(),
+                       "type": event_type, **fields}, separators=(",", ":"), ensure_ascii=False)
+
+
 def files_touched_body(event_id: str, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef]) -> str:
     """The JSON of a FilesTouched event, built without pydantic for the hook's hot path.
 

@@ -7,7 +7,7 @@ readers keep one copy.
 
 Reading never joins a consumer group: each partition is assigned directly, starting at
 the offset of the requested time (offsets_for_times), and read up to its high watermark
-within the store timeout.
+within what the command's budget has left (baton.budget).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baton.errors import StoreUnavailable
-from baton.kafka_outbox import KafkaOutbox, client_config
+from baton.kafka_outbox import KafkaOutbox, client_config, kafka_failure
 from baton.outcome import Found, Unavailable
 from signals.base import SignalBus
 
@@ -33,12 +33,21 @@ SIGNALS_TOPIC = "coordination-signals.v1"
 
 
 class KafkaSignalBus(SignalBus):
-    def __init__(self, bootstrap: str, outbox: Path, *, timeout: float, topic: str = f"baton.{SIGNALS_TOPIC}") -> None:
+    def __init__(self, bootstrap: str, outbox: Path, *, timeout: float, topic: str = f"baton.{SIGNALS_TOPIC}",
+                 gate=None) -> None:
+        """gate: the Kafka server's gate in the command's budget (baton.budget); without
+        one, each call may wait `timeout` seconds."""
         self.bootstrap = bootstrap
         self.topic = topic
         self.timeout = timeout
-        self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE)
+        self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE, gate=gate)
+        self._gate = self._outbox.gate
         self._consumer = None
+
+    @property
+    def kept(self) -> int:
+        """Signals this process kept in the outbox."""
+        return self._outbox.kept
 
     def publish(self, signals: Sequence[Signal | WireSignal], *, deliver: bool = True) -> list[bool]:
         fresh = self._outbox.keep([(str(s.signal_id), s.task_id, s.to_json()) for s in signals])
@@ -70,19 +79,20 @@ class KafkaSignalBus(SignalBus):
         self._outbox.ensure_topic()
         consumer = self._get_consumer()
         try:
-            partitions = consumer.list_topics(self.topic, timeout=self.timeout).topics[self.topic].partitions
+            partitions = consumer.list_topics(self.topic, timeout=self._gate.left()).topics[self.topic].partitions
             since_ms = int(after.timestamp() * 1000) if after else 0
             starts = consumer.offsets_for_times(
-                [TopicPartition(self.topic, p, since_ms) for p in partitions], timeout=self.timeout)
+                [TopicPartition(self.topic, p, since_ms) for p in partitions], timeout=self._gate.left())
             # OFFSET_END: nothing in that partition is newer than `after`.
             todo = [tp for tp in starts if tp.offset != OFFSET_END and tp.offset >= 0]
             consumer.assign(todo)
             remaining = {tp.partition for tp in todo}
             found: dict[str, Signal] = {}
-            deadline = time.monotonic() + self.timeout
+            allowed = self._gate.left()
+            deadline = time.monotonic() + allowed
             while remaining:
                 if time.monotonic() > deadline:
-                    raise StoreUnavailable(STORE, f"Kafka at {self.bootstrap}: topic not read within {self.timeout:g}s")
+                    raise self._outbox.unreachable(f"topic not read within {allowed:.1f}s")
                 message = consumer.poll(0.05)
                 if message is None:
                     continue
@@ -96,7 +106,7 @@ class KafkaSignalBus(SignalBus):
                     found.setdefault(str(signal.signal_id), signal)
             return sorted(found.values(), key=lambda s: (s.emitted_at, str(s.signal_id)))
         except KafkaException as exc:
-            raise StoreUnavailable(STORE, f"Kafka at {self.bootstrap}: {exc}") from exc
+            raise kafka_failure(STORE, self.bootstrap, exc) from exc
         finally:
             consumer.unassign()
 
@@ -106,7 +116,7 @@ class KafkaSignalBus(SignalBus):
         if self._consumer is None:
             from confluent_kafka import Consumer
 
-            self._consumer = Consumer({**client_config(self.bootstrap, self.timeout),
+            self._consumer = Consumer({**client_config(self.bootstrap, self._gate.left()),
                                        "group.id": f"baton-reader-{uuid.uuid4().hex}", "enable.auto.commit": False,
                                        "enable.partition.eof": True, "fetch.wait.max.ms": 10})
         return self._consumer
@@ -114,7 +124,8 @@ class KafkaSignalBus(SignalBus):
     def _read(self, after: datetime | None, keep, limit: int) -> Found[list[Signal]] | Unavailable:
         try:
             self._outbox.deliver()
-            return Found(self._scan(after, keep)[-limit:])
+            with self._gate.call(STORE):
+                return Found(self._scan(after, keep)[-limit:])
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
 
@@ -129,13 +140,14 @@ class KafkaSignalBus(SignalBus):
         return self._read(after, lambda signal: subject is None or subject in signal.subjects(), limit)
 
     def describe(self) -> dict[str, str]:
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient
+        with self._gate.call(STORE) as left:
+            from confluent_kafka import KafkaException
+            from confluent_kafka.admin import AdminClient
 
-        try:
-            metadata = AdminClient(client_config(self.bootstrap, self.timeout)).list_topics(timeout=self.timeout)
-        except KafkaException as exc:
-            raise StoreUnavailable(STORE, f"Kafka at {self.bootstrap}: {exc}") from exc
+            try:
+                metadata = AdminClient(client_config(self.bootstrap, left)).list_topics(timeout=left)
+            except KafkaException as exc:
+                raise kafka_failure(STORE, self.bootstrap, exc) from exc
         return {"backend": "kafka", "location": f"{self.bootstrap} topic {self.topic}",
                 "version": f"cluster {metadata.cluster_id}, {len(metadata.brokers)} broker(s)",
                 "size": f"{self._outbox.waiting()} signals waiting in the outbox"}

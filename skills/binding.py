@@ -147,13 +147,24 @@ def resolve_task(explicit: str | None, place: Place) -> ActiveTask:
     if explicit is not None:
         task_id = check_task_id(explicit)
         session = binding.session_id if binding and binding.task_id == task_id else _env_session()
-        return ActiveTask(task_id, session, "--task")
+        return ActiveTask(task_id, check_session_id(session), "--task")
     if binding is not None:
-        return ActiveTask(binding.task_id, binding.session_id, str(place.binding_path))
+        return ActiveTask(binding.task_id, check_session_id(binding.session_id), str(place.binding_path))
     from_env = os.environ.get("BATON_TASK_ID")
     if from_env:
-        return ActiveTask(check_task_id(from_env), _env_session(), "BATON_TASK_ID")
+        return ActiveTask(check_task_id(from_env), check_session_id(_env_session()), "BATON_TASK_ID")
     raise BadInput("no task: pass --task TASK, run `baton bind TASK` in this worktree, or set BATON_TASK_ID")
+
+
+MAX_SESSION_ID = 128  # registry.model.SessionId
+
+
+def check_session_id(session_id: str) -> str:
+    """session_id if the event models take it, else BadInput: the writes that build their
+    events by hand (kept for a delivery) must never keep one a delivery would refuse."""
+    if not 1 <= len(session_id) <= MAX_SESSION_ID:
+        raise BadInput(f"session id must be 1 to {MAX_SESSION_ID} characters, got {len(session_id)}")
+    return session_id
 
 
 def _env_session() -> str:

@@ -3,7 +3,8 @@
 Imports stay lazy: `baton touch` runs inside an agent's PostToolUse hook (100 ms budget),
 so each command imports only what it uses. Exit status: 0 done, 2 bad input, 3 a store
 needed for the answer is unavailable or a file could not be written (a full disk);
-`baton guard --strict` exits 1 to block a commit, and `baton hook` always exits 0.
+`baton guard --strict` exits 1 to block a commit, and `baton hook` always exits 0. A
+store's failure is told once per command, on one line.
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
 
     sub = command("projector", "Apply the event log on Kafka to the registry, graph and recall index.", task=False)
     sub.add_argument("--once", action="store_true", help="stop when caught up (and fail if a store is down)")
-    sub.add_argument("--group", default="baton-projector", help="Kafka consumer group (default baton-projector)")
+    sub.add_argument("--group", help="Kafka consumer group (default: from the topic prefix, baton-projector "
+                                      "for the default prefix baton.)")
     sub.add_argument("--idle", type=float, default=1.0, help="with --once: seconds without events that mean caught up")
 
     command("migrate", "Copy the embedded data set into the configured servers (idempotent).", task=False)
@@ -155,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_hook(given[1])
     args = _parser().parse_args(argv)
+    _told.clear()
     stores = None
     try:
         if args.command in _WITHOUT_STORES:
@@ -162,8 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         from skills.settings import Settings
         from skills.stores import Stores
 
-        stores = Stores(Settings.from_env())
-        if args.command not in ("touch", "deliver", "index"):  # the hook's hot path never waits for a server
+        # What runs in the background asks every server, whatever the health record says.
+        stores = Stores(Settings.from_env(),
+                        skip_known_down=args.command not in ("deliver", "doctor", "projector", "index"))
+        if args.command in _READS:
             from skills.pending import deliver
 
             _warn(deliver(stores))
@@ -172,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"error: {exc}")
         return exc.exit_code
     except StoreUnavailable as exc:
-        _say(str(exc))
+        if exc.store not in _told:  # already told once in this command
+            _say(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -192,12 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"{where}{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
         return 3
     finally:
-        from skills.deadline import abandoned
-
-        # A read abandoned at its deadline may still hold a connection: closing it could wait
-        # for that read; the process ends without closing (run() exits at once).
-        if stores is not None and not abandoned():
-            stores.close()
+        if stores is not None:
+            stores.close()  # closes nothing while a read abandoned at its deadline runs
 
 
 def run() -> None:
@@ -228,10 +230,19 @@ def _active(args, place):
     return resolve_task(getattr(args, "task", None), place)
 
 
+_told: set[str] = set()  # stores whose failure this command already told
+
+
 def _warn(warnings: list[str]) -> None:
+    """Print each warning on one line; a store's failure only the first time it is told."""
     from baton.shown_text import one_line
 
     for warning in warnings:
+        store, sep, _ = warning.partition(" unavailable: ")
+        if sep:
+            if store in _told:
+                continue
+            _told.add(store)
         print(f"baton: warning: {one_line(warning)}", file=sys.stderr)
 
 
@@ -292,13 +303,12 @@ def _decide(args, stores) -> int:
 
 
 def _update(args, stores) -> int:
-    from registry.model import Phase
     from skills.writes import update
 
     place, _ = _place()
     task = _active(args, place)
     checks = _run_checks(args.check, place, args.timeout)
-    report = update(stores, task, place, phase=Phase(args.phase) if args.phase else None,
+    report = update(stores, task, place, phase=args.phase,
                     next_action=args.next_action, done=args.done, failed=args.failed, depends_on=args.depends_on,
                     goal=args.goal, constraints=args.constraint, remaining=args.todo, evidence=args.evidence,
                     checks=checks)
@@ -334,13 +344,12 @@ def _run_checks(commands: list[str], place, timeout: float | None) -> list:
 
 
 def _end(args, stores) -> int:
-    from registry.model import Status
     from skills.binding import resolve_task
     from skills.writes import end
 
     place, _ = _place()
     task = resolve_task(args.task_id or args.task_option, place)
-    report = end(stores, task, Status(args.status), place)
+    report = end(stores, task, args.status, place)
     _warn(report.warnings)
     print(f"{task.task_id} {args.status}")
     return 0
@@ -450,7 +459,6 @@ def _projector(args, stores) -> int:
     from skills.projector import run_projector
 
     report = run_projector(stores, group=args.group, once=args.once, idle=args.idle)
-    _warn(report.warnings)
     print(f"applied {report.events} events in {report.batches} batches")
     return 0
 
@@ -461,6 +469,7 @@ def _deliver(args, stores) -> int:
     if args.background:
         from skills.relay import deliver_in_background
 
+        stores.deliver_on_close = False  # this is the delivery
         deliver_in_background(stores)
         return 0
     _warn(deliver(stores))
@@ -648,6 +657,9 @@ def _migrate(args, stores) -> int:
 _HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "end": _end,
              "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "migrate": _migrate, "projector": _projector,
              "deliver": _deliver, "index": _index, "install": _install, "uninstall": _uninstall, "handoff": _handoff}
+# Commands that read the stores deliver the writes kept on this machine first, so they see
+# the writes made before them; writes (and the hook's touch) never wait for a server.
+_READS = {"resume", "list", "signals", "recall", "doctor", "migrate", "projector", "handoff"}
 # These open what they need themselves: a hook and the guard report Baton's own failures
 # and exit 0; the MCP server opens stores per tool call.
 _WITHOUT_STORES = {"hook": _hook, "guard": _guard, "mcp": _mcp}

@@ -4,7 +4,10 @@ A read still running at the deadline is abandoned, not waited for: its thread ma
 driver call that never returns, or in a native library whose exit handler would wait for
 it. The process therefore never closes what such a thread uses and never runs the
 interpreter's exit with it alive: `leave(code)` ends the process at once instead.
-"""
+
+The deadline is what the command's budget (baton.budget) has left plus SLACK: each store
+waits at most what is left and reports its own, precise reason first; the deadline only
+catches a call that ignores its timeout."""
 
 from __future__ import annotations
 
@@ -15,15 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from baton.budget import abandon, abandoned
 from baton.errors import StoreUnavailable
 from baton.outcome import Unavailable
 
-_abandoned: list[threading.Thread] = []
-
-
-def abandoned() -> bool:
-    """Whether a read this process gave up on is still running."""
-    return any(thread.is_alive() for thread in _abandoned)
+SLACK = 0.5  # seconds past the budget before a call still running is given up
 
 
 def leave(code: int) -> None:
@@ -65,7 +64,7 @@ def gather(calls: dict[str, Callable[[], Any]], timeout: float) -> dict[str, Any
         thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
             results[name] = Unavailable(f"no answer within {timeout:g}s")
-            _abandoned.append(thread)
+            abandon(thread)
     for exc in errors.values():
         raise exc
     return {name: results[name] for name in calls}

@@ -62,8 +62,4 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
         stores.signals.publish([signal], deliver=False)
     except StoreUnavailable as exc:
         report.warnings.append(str(exc))
-    if stores.settings.uses_servers:
-        from skills.relay import start_background_delivery
-
-        start_background_delivery(stores.settings)
-    return report
+    return report  # with servers, closing the stores starts the delivery of what was kept

@@ -1,11 +1,14 @@
-"""The doctor skill: each configured store, its server and version, and whether it answers."""
+"""The doctor skill: each configured store, its server and version, and whether it answers.
+
+The doctor asks every server afresh: it clears the health record (baton.health) first, and
+whatever does not answer now is recorded again."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from baton.outcome import Unavailable
-from skills.deadline import gather
+from skills.deadline import SLACK, gather
 from skills.stores import Stores
 
 
@@ -27,7 +30,8 @@ def _model() -> dict[str, str]:
 
 
 def doctor(stores: Stores) -> list[StoreReport]:
-    """Ask every store to describe itself, side by side, within the store timeout."""
+    """Ask every store to describe itself, side by side, within the command's budget."""
+    stores.budget.health.clear()
     calls = {
         "registry": lambda: stores.registry.describe(),
         "graph": lambda: stores.graph.describe(),
@@ -37,6 +41,6 @@ def doctor(stores: Stores) -> list[StoreReport]:
     }
     if stores.event_log is not None:
         calls["event log"] = lambda: stores.event_log.describe()
-    answers = gather(calls, stores.settings.store_timeout + 0.5)
+    answers = gather(calls, stores.budget.remaining() + SLACK)
     return [StoreReport(name, f"unavailable: {answer.reason}", {}) if isinstance(answer, Unavailable)
             else StoreReport(name, "ok", answer) for name, answer in answers.items()]

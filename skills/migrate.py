@@ -38,11 +38,13 @@ def migrate(target: Stores) -> MigrationReport:
             for session in sessions:
                 events = _found(source.registry.events(session.task_id), "embedded session registry")
                 for start in range(0, len(events), BATCH):
+                    target.budget.renew()  # a copy takes many commands' worth of server time
                     target.registry.append(events[start:start + BATCH])
                 copied += len(events)
             report.copied["registry"] = f"{copied} events of {len(sessions)} tickets"
         if settings.graph_url:
             for session in sessions:
+                target.budget.renew()
                 target.graph.record(session.task_id, session.status.value,
                                     [FileRef(repo=t.repo, path=t.path) for t in session.files.values()],
                                     session.last_activity, depends_on=session.depends_on)
@@ -53,9 +55,11 @@ def migrate(target: Stores) -> MigrationReport:
                 for record, vector in source.decision_index().points(BATCH):
                     batch.append((record, vector))
                     if len(batch) == BATCH:
+                        target.budget.renew()
                         index.upsert(*zip(*batch, strict=True))
                         copied, batch = copied + len(batch), []
                 if batch:
+                    target.budget.renew()
                     index.upsert(*zip(*batch, strict=True))
                     copied += len(batch)
             finally:

@@ -1,12 +1,15 @@
-"""Background delivery of writes kept on this machine, so a hook's touch reaches the servers
-without the hook waiting for them and without the agent running another command.
+"""Background delivery of writes kept on this machine, so a write reaches the servers
+without the command waiting for them and without the agent running another command.
 
-A touch that kept its event starts `baton deliver --background` unless a delivery already
-runs (it holds `delivery.lock` in the data home). The delivery drains what waits, lingers
-briefly for the touches that follow an edit in bursts, and retries with backoff while a
-server is down, for a bounded time; then it exits and the next touch starts another.
-The lock is released before the last look at what waits, so a touch kept just after that
-look finds the lock free and starts a delivery of its own: nothing is left waiting.
+A command that kept writes (skills.stores closes with them) starts `baton deliver
+--background` unless a delivery already runs (it holds `delivery.lock` in the data home).
+The delivery drains what waits, lingers briefly for the touches that follow an edit in
+bursts, and retries with backoff while a server is down, for a bounded time; then it exits
+and the next write starts another. Each attempt has a budget of its own and asks every
+server, whatever the health record says (baton.health); a server it reaches is cleared
+from the record. The lock is released before the last look at what waits, so a write kept
+just after that look finds the lock free and starts a delivery of its own: nothing is left
+waiting.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ def deliver_in_background(stores) -> None:
     failing_since: float | None = None
     attempt = 0
     while True:
+        stores.budget.renew()
         warnings = deliver(stores) if waiting(stores) else []
         if warnings:
             now = time.monotonic()

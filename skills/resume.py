@@ -13,7 +13,7 @@ from graph.conflicts import FileConflict
 from registry.model import Session
 from signals.model import Signal, file_subject
 from skills.binding import ActiveTask, Place
-from skills.deadline import gather
+from skills.deadline import SLACK, gather
 from skills.handoff_skill import verify_and_record
 from skills.handoff_verify import Verification
 from skills.overlaps import conflicts_of
@@ -102,19 +102,18 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
     """Everything Baton knows about task_id, then bind this worktree to it and re-verify
     the worktree's current handoff for task_id.
 
-    The registry answers Found, NotFound or Unavailable; every other store adds its part or
-    is marked "unavailable: reason" after the store timeout. Nothing here raises for a
+    The registry answers Found, NotFound or Unavailable; then the graph, recall and signals
+    are asked side by side, each adding its part or marked "unavailable: reason" within
+    what the command's budget has left (baton.budget). Nothing here raises for a
     store that is down. The handoff's probes run after the stores, within the probe budget
     (skills.handoff_verify), whatever the stores answered: a handoff committed to the branch
     is worth checking even where the registry has no history.
     """
     check_task_id(task_id)
     at = at or clock.now()
-    timeout = stores.settings.store_timeout
     result = ResumeResult(status="found", task_id=task_id)
-    # The deadline sits past the store timeout, so a store's own timeout reports first and precisely.
-    deadline = timeout + 0.5
-    looked = gather({"registry": lambda: stores.registry.get(task_id)}, deadline)["registry"]
+    budget = stores.budget  # one budget for the whole resume: the registry, then the rest side by side
+    looked = gather({"registry": lambda: stores.registry.get(task_id)}, budget.remaining() + SLACK)["registry"]
     if isinstance(looked, Unavailable):
         result.status, result.reason = "unavailable", looked.reason
         result.stores["registry"] = f"unavailable: {looked.reason}"
@@ -127,7 +126,7 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
         asked = {"graph": lambda: _conflicts(stores, session), "signals": lambda: _missed_signals(stores, session)}
         if session.decisions:  # related decisions are found from the ticket's own
             asked["recall"] = lambda: _related(stores, session, limit)
-        parts = gather(asked, deadline)
+        parts = gather(asked, max(budget.remaining(), 0.0) + SLACK)
         for name, part in parts.items():
             result.stores[name] = f"unavailable: {part.reason}" if isinstance(part, Unavailable) else OK
         if not isinstance(parts["graph"], Unavailable):
@@ -139,7 +138,7 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
     if bind_task:
         result.bound = True
         try:
-            report = bind(stores, task_id, place, agent=agent, at=at, deliver_later=True)
+            report = bind(stores, task_id, place, agent=agent, at=at)
             result.warnings += report.warnings
         except StoreUnavailable as exc:
             if result.status != "unavailable":

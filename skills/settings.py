@@ -33,10 +33,12 @@ class Settings:
     background_indexing: bool = True
     handoff: HandoffSettings = HandoffSettings()
     hook_handoff: str = "never"  # which agent hook writes a handoff: never, stop or session-end
+    recheck_after: float = 30.0  # seconds a server found down is skipped without connecting (baton.health)
 
     @property
     def uses_servers(self) -> bool:
-        """Whether any store that a touch writes lives on a server."""
+        """Whether a store that writes go to lives on a server: then writes are kept for the
+        background delivery (recall's Qdrant is written by the background indexer only)."""
         return bool(self.database_url or self.graph_url or self.kafka_bootstrap)
 
     @classmethod
@@ -52,6 +54,7 @@ class Settings:
             kafka_bootstrap=os.environ.get("BATON_KAFKA_BOOTSTRAP") or _text(stores, "kafka_bootstrap"),
             kafka_topic_prefix=os.environ.get("BATON_KAFKA_TOPIC_PREFIX") or _text(stores, "kafka_topic_prefix") or "baton.",
             store_timeout=_number("BATON_STORE_TIMEOUT", 2.0, maximum=MAX_STORE_TIMEOUT),
+            recheck_after=_number("BATON_RECHECK_AFTER", 30.0, maximum=MAX_RECHECK_AFTER),
             stale_after=_duration("BATON_STALE_AFTER", "24h"),
             recall_min_score=_number("BATON_RECALL_MIN_SCORE", 0.3, minimum=-1.0, maximum=1.0),
             background_delivery=_switch("BATON_BACKGROUND_DELIVERY", True),
@@ -63,6 +66,7 @@ class Settings:
 
 # Kafka's clients accept socket timeouts up to 300 s; a store that needs longer is down.
 MAX_STORE_TIMEOUT = 300.0
+MAX_RECHECK_AFTER = 86400.0  # a day: a server down longer is asked again at least daily
 _KNOWN_STORE_KEYS = {"database_url", "graph_url", "qdrant_url", "kafka_bootstrap", "kafka_topic_prefix"}
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from baton.files import FileRef
 from graph.conflicts import FileConflict
-from signals.wire import SignalType, WireSignal
+from signals.wire import SignalType, WireSignal, derived_signal_id
 from skills.binding import ActiveTask
 
 if TYPE_CHECKING:
@@ -15,10 +15,18 @@ if TYPE_CHECKING:
 
 
 def signal(kind: SignalType, source: str, task: ActiveTask, repo: str, at: datetime, **payload) -> Signal:
-    from signals.model import Signal, SignalPayload, derived_signal_id
+    from signals.model import Signal, SignalPayload
 
     return Signal(signal_id=derived_signal_id(kind, source), signal_type=kind, task_id=task.task_id,
                   session_id=task.session_id, repo=repo, emitted_at=at, payload=SignalPayload(**payload))
+
+
+def wire_signal(kind: SignalType, source: str, task: ActiveTask, repo: str, at: datetime, *, reason: str = "",
+                phase: str | None = None) -> WireSignal:
+    """The signal of a recorded event, built without pydantic (the same JSON as signal())."""
+    return WireSignal(signal_id=derived_signal_id(kind, source), signal_type=kind, task_id=task.task_id,
+                      session_id=task.session_id, repo=repo, emitted_at=at, file_paths=(), related_task_id=None,
+                      reason=reason, phase=phase)
 
 
 def conflict_signal(conflict: FileConflict, task: ActiveTask, files: list[FileRef], at: datetime) -> WireSignal:

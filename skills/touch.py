@@ -51,8 +51,8 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     On the embedded default the overlap is found and warned about at once. With any
     server configured, the hook may not import a server's client (its budget is 100 ms),
     so the touch is only kept locally and a background delivery takes it to the servers
-    (skills.relay); the overlap check runs where it is projected (skills.projection), as a
-    conflict_detected signal.
+    (skills.relay, started when the stores close); the overlap check runs where it is
+    projected (skills.projection), as a conflict_detected signal.
 
     Raises BadInput for bad paths and StoreUnavailable when the registry cannot take the
     write; a failing graph or signal log only adds a warning.
@@ -64,11 +64,8 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
         from registry.wire import files_touched_body
 
         event_id = str(uuid.uuid4())
-        keep_for_delivery(stores, event_id, task.task_id,
+        keep_for_delivery(stores, event_id, task.task_id,  # closing the stores starts its delivery
                           files_touched_body(event_id, task.task_id, task.session_id, at, refs))
-        from skills.relay import start_background_delivery
-
-        start_background_delivery(stores.settings)
         return report
     stores.registry.record_touch(task.task_id, task.session_id, at, refs, event_id=str(uuid.uuid4()))
     try:

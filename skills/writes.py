@@ -1,16 +1,21 @@
 """The write skills: bind, update and end (touch and decide, on the hook's budget, are
 skills.touch and skills.decide).
 
-Every write is one or more registry events (the source of truth), projected into the
-graph and the recall index by skills.projection, then signalled. If one of the derived
-stores fails, the write still stands and the failure is returned as a warning; if the
-registry's server is down, the events wait locally (skills.pending).
+Every write is one or more registry events (the source of truth) and its signals. With
+every store embedded they are projected at once into the registry, the graph and the
+recall queue (skills.projection); a failing derived store only adds a warning. With a
+store on a server a write never waits for one: its events and signals are kept in the data
+home (the Kafka outboxes, or the pending writes) and the background delivery takes them,
+as a touch does (skills.relay). So the events and signals are built here as their JSON,
+without pydantic, and validated where they are applied: keeping an update costs about
+what a touch does.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -18,94 +23,79 @@ from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.ids import BATON_NAMESPACE, check_task_id
 from baton.outcome import Found, NotFound, Unavailable
-from registry.model import (
-    Bound,
-    CheckRecorded,
-    ConstraintAdded,
-    DependencyAdded,
-    Ended,
-    Event,
-    EvidenceRecorded,
-    FailureRecorded,
-    GoalSet,
-    NextActionSet,
-    Phase,
-    PhaseChanged,
-    Provenance,
-    Status,
-    StepCompleted,
-    WorkRemaining,
-)
-from registry.wire import event_adapter
-from signals.model import Signal, SignalType
-from skills.binding import ActiveTask, Binding, Place, read_binding, write_binding
-from skills.pending import keep_or_raise
-from skills.projection import project
-from skills.signalling import signal
+from registry.wire import PHASES, event_body
+from signals.wire import SignalType, WireSignal
+from skills.binding import ActiveTask, Binding, Place, check_session_id, read_binding, write_binding
+from skills.signalling import wire_signal
 from skills.stores import Stores
 from skills.write_report import MAX_TEXT, WriteReport
 
 if TYPE_CHECKING:
+    from registry.model import Event
     from skills.checks import CheckResult
 
 
+@dataclass(frozen=True, slots=True)
+class WireEvent:
+    """A registry event as its JSON, keyed as the event log wants it."""
 
-def _event_id() -> uuid.UUID:
-    return uuid.uuid4()
+    event_id: str
+    task_id: str
+    body: str
 
 
-def _commit(stores: Stores, events: list[Event], report: WriteReport, *, deliver_later: bool = False) -> None:
-    """Project events into every store, or hand them to the projector through Kafka; if the
-    registry's server is down, keep them locally. deliver_later: with Kafka, keep them for
-    the background delivery instead of waiting for Kafka's acknowledgement."""
+def _event(event_type: str, task_id: str, session_id: str, at: datetime, *, event_id: str | None = None,
+           **fields) -> WireEvent:
+    check_session_id(session_id)
+    event_id = event_id or str(uuid.uuid4())
+    return WireEvent(event_id, task_id, event_body(event_type, event_id=event_id, task_id=task_id,
+                                                   session_id=session_id, at=at, **fields))
+
+
+def _commit(stores: Stores, events: Sequence[WireEvent], report: WriteReport) -> None:
+    """Keep the events for the background delivery when a store they go to is on a server
+    (in the Kafka outbox, or among the pending writes); else project them into every store
+    now. Raises StoreUnavailable when they can be neither kept nor applied."""
+    if stores.settings.uses_servers:
+        if stores.event_log is not None:
+            stores.event_log.keep([(e.event_id, e.task_id, e.body) for e in events])
+        else:
+            stores.pending.keep([e.body for e in events])
+        return
+    from registry.wire import event_adapter
+    from skills.projection import project
+
     adapter = event_adapter()
-    if stores.event_log is not None:
-        messages = [(str(e.event_id), e.task_id, adapter.dump_json(e).decode()) for e in events]
-        try:
-            if deliver_later:
-                stores.event_log.keep(messages)
-            else:
-                stores.event_log.append(messages)
-        except StoreUnavailable as exc:
-            report.warnings.append(str(exc))
-        return
-    try:
-        _, warnings = project(stores, events)
-    except StoreUnavailable as exc:
-        report.warnings.append(keep_or_raise(stores, [adapter.dump_json(e).decode() for e in events], exc))
-        return
+    _, warnings = project(stores, [adapter.validate_json(e.body) for e in events])
     report.warnings += warnings
 
 
-def _deliver_kept_writes_later(stores: Stores) -> None:
-    """deliver_later kept the writes in the Kafka outboxes (without Kafka they were applied):
-    start their background delivery."""
-    if stores.settings.kafka_bootstrap:
-        from skills.relay import start_background_delivery
-
-        start_background_delivery(stores.settings)
-
-
-def _publish(stores: Stores, signals: list[Signal], report: WriteReport, *,
-             deliver_later: bool = False) -> list[bool] | None:
+def _publish(stores: Stores, signals: list[WireSignal], report: WriteReport) -> None:
+    """Signal what was recorded: kept for the delivery where the signal log is Kafka."""
     try:
-        return stores.signals.publish(signals, deliver=not deliver_later)
+        stores.signals.publish(signals, deliver=False)
     except StoreUnavailable as exc:
         report.warnings.append(str(exc))
-        return None
+
+
+def _text(label: str, value: str) -> str:
+    """value as registry.model.Text stores it (stripped), or BadInput."""
+    stripped = value.strip()
+    if not stripped:
+        raise BadInput(f"{label} is empty")
+    if len(stripped) > MAX_TEXT:
+        raise BadInput(f"{label} is longer than {MAX_TEXT} characters")
+    return stripped
 
 
 def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None,
-         session_id: str | None = None, at: datetime | None = None, deliver_later: bool = False) -> WriteReport:
+         session_id: str | None = None, at: datetime | None = None) -> WriteReport:
     """Bind the worktree to task_id and record the session; a completed ticket is reopened.
 
     A bind without an agent keeps the one already recorded. A session claims its ticket
     once per run: the claim's id, and a reopening bind's, derive from the ticket, the
     session and the run, so binding again (a second resume) emits nothing new, even when
     the first bind is still on its way to the registry.
-
-    deliver_later (what resume asks for): with Kafka, the event and its signal are kept for
-    the background delivery, so the answer never waits for a Kafka producer's first message.
 
     The binding file is written even when the registry is down, so the worktree always
     knows its ticket.
@@ -125,20 +115,18 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
     if isinstance(current, Unavailable) and not stores.settings.database_url:
         raise StoreUnavailable("session registry", current.reason)
     # Unknown while the server is down: the bind still makes the ticket active when it lands.
-    reopens = isinstance(current, Found) and current.value.status is Status.completed
+    reopens = isinstance(current, Found) and current.value.status == "completed"
     run = current.value.runs + reopens if isinstance(current, Found) else 1 if isinstance(current, NotFound) else None
     claim = f"{task_id}:{session_id}:run {run}"
-    event = Bound(event_id=uuid.uuid5(BATON_NAMESPACE, f"reopen:{claim}") if reopens else _event_id(),
-                  task_id=task_id, session_id=session_id, at=at, agent=agent,
-                  repo=place.repo, worktree_path=str(place.root),
-                  branch=place.worktree.branch if place.worktree else None, reopens=reopens)
-    _commit(stores, [event], report, deliver_later=deliver_later)
+    event = _event("bound", task_id, session_id, at,
+                   event_id=str(uuid.uuid5(BATON_NAMESPACE, f"reopen:{claim}")) if reopens else None,
+                   agent=agent, repo=place.repo, worktree_path=str(place.root),
+                   branch=place.worktree.branch if place.worktree else None, reopens=reopens)
+    _commit(stores, [event], report)
     if run is not None or not rebinding:  # with the run unknown, a session that bound already has claimed
         task = ActiveTask(task_id, session_id, "bind")
-        _publish(stores, [signal(SignalType.ticket_claimed, claim, task, place.repo, at,
-                                  reason="reopened" if reopens else "")], report, deliver_later=deliver_later)
-    if deliver_later:
-        _deliver_kept_writes_later(stores)
+        _publish(stores, [wire_signal(SignalType.ticket_claimed, claim, task, place.repo, at,
+                                      reason="reopened" if reopens else "")], report)
     return report
 
 
@@ -150,7 +138,7 @@ def read_binding_quietly(place: Place) -> Binding | None:
         return None
 
 
-def update(stores: Stores, task: ActiveTask, place: Place, *, phase: Phase | None = None,
+def update(stores: Stores, task: ActiveTask, place: Place, *, phase: str | None = None,
            next_action: str | None = None, done: list[str] = (), failed: list[str] = (),
            depends_on: list[str] = (), goal: str | None = None, constraints: list[str] = (),
            remaining: list[str] = (), evidence: list[str] = (), checks: Sequence[CheckResult] = (),
@@ -159,68 +147,70 @@ def update(stores: Stores, task: ActiveTask, place: Place, *, phase: Phase | Non
     constraints, remaining work, evidence (reported by the agent) and checks (each with its
     own provenance)."""
     at = at or clock.now()
-    common = {"task_id": task.task_id, "session_id": task.session_id, "at": at}
-    for label, values in (("--done", done), ("--failed", failed), ("--constraint", constraints),
-                          ("--todo", remaining), ("--evidence", evidence),
-                          ("--next", [next_action] if next_action is not None else []),
-                          ("--goal", [goal] if goal is not None else [])):
-        for value in values:
-            if not value.strip():
-                raise BadInput(f"{label} text is empty")
-            if len(value.strip()) > MAX_TEXT:
-                raise BadInput(f"{label} text is longer than {MAX_TEXT} characters")
+    texts = {label: [_text(f"{label} text", value) for value in values] for label, values in (
+        ("--done", done), ("--failed", failed), ("--constraint", constraints), ("--todo", remaining),
+        ("--evidence", evidence), ("--next", [next_action] if next_action is not None else []),
+        ("--goal", [goal] if goal is not None else []))}
     dependencies = [check_task_id(d) for d in depends_on]
     if task.task_id in dependencies:
         raise BadInput(f"{task.task_id} cannot depend on itself")
+    if phase is not None and phase not in PHASES:
+        raise BadInput(f"unknown phase {phase!r}: use one of {', '.join(PHASES)}")
+    common = (task.task_id, task.session_id, at)
     events = []
     if phase is not None:
         current = stores.registry.get(task.task_id)
-        if isinstance(current, Found) and current.value.status is Status.completed and phase is not Phase.completed:
+        if isinstance(current, Found) and current.value.status == "completed" and phase != "completed":
             raise BadInput(f"{task.task_id} is completed; `baton bind {task.task_id}` reopens it")
-        events.append(PhaseChanged(event_id=_event_id(), phase=phase, **common))
-    if next_action is not None:
-        events.append(NextActionSet(event_id=_event_id(), text=next_action, **common))
-    events += [StepCompleted(event_id=_event_id(), text=t, **common) for t in done]
-    events += [FailureRecorded(event_id=_event_id(), text=t, **common) for t in failed]
+        events.append(_event("phase_changed", *common, phase=str(phase)))
+    events += [_event("next_action_set", *common, text=t) for t in texts["--next"]]
+    events += [_event("step_completed", *common, text=t) for t in texts["--done"]]
+    events += [_event("failure_recorded", *common, text=t) for t in texts["--failed"]]
     if dependencies:
-        events.append(DependencyAdded(event_id=_event_id(), depends_on=dependencies, **common))
-    if goal is not None:
-        events.append(GoalSet(event_id=_event_id(), text=goal, **common))
-    events += [ConstraintAdded(event_id=_event_id(), text=t, **common) for t in constraints]
-    events += [WorkRemaining(event_id=_event_id(), text=t, **common) for t in remaining]
-    events += [EvidenceRecorded(event_id=_event_id(), text=t, provenance=Provenance.reported, **common) for t in evidence]
-    events += [CheckRecorded(event_id=_event_id(), command=c.command, exit_status=c.exit_status,
-                             summary=c.summary, provenance=c.provenance, **common) for c in checks]
+        events.append(_event("dependency_added", *common, depends_on=dependencies))
+    events += [_event("goal_set", *common, text=t) for t in texts["--goal"]]
+    events += [_event("constraint_added", *common, text=t) for t in texts["--constraint"]]
+    events += [_event("work_remaining", *common, text=t) for t in texts["--todo"]]
+    events += [_event("evidence_recorded", *common, text=t, provenance="reported") for t in texts["--evidence"]]
+    events += [_event("check_recorded", *common, command=_text("--check command", c.command),
+                      exit_status=c.exit_status, summary=c.summary[:MAX_TEXT], provenance=str(c.provenance))
+               for c in checks]
     if not events:
         raise BadInput("nothing to update: give --phase, --next, --done, --failed, --depends-on, --goal, "
                        "--constraint, --todo, --evidence or --check")
     report = WriteReport()
     _commit(stores, events, report)
     if phase is not None:
-        _publish(stores, [signal(SignalType.phase_changed, str(events[0].event_id), task, place.repo, at,
-                                  phase=phase.value, reason=f"phase {phase.value}")], report)
+        _publish(stores, [wire_signal(SignalType.phase_changed, events[0].event_id, task, place.repo, at,
+                                      phase=str(phase), reason=f"phase {phase}")], report)
     return report
 
 
-def record_events(stores: Stores, events: list[Event], *, deliver_later: bool = False) -> list[str]:
-    """Commit events as every write does (projection, or the Kafka log, or kept locally
-    while the registry's server is down); returns the warnings. deliver_later: as for bind."""
+def record_events(stores: Stores, events: list[Event]) -> list[str]:
+    """Commit events as every write does (projected now, or kept for the delivery);
+    returns the warnings."""
+    from registry.wire import event_adapter
+
+    adapter = event_adapter()
     report = WriteReport()
-    _commit(stores, events, report, deliver_later=deliver_later)
-    if deliver_later:
-        _deliver_kept_writes_later(stores)
+    _commit(stores, [WireEvent(str(e.event_id), e.task_id, adapter.dump_json(e).decode()) for e in events], report)
     return report.warnings
 
 
-def end(stores: Stores, task: ActiveTask, status: Status, place: Place, *, at: datetime | None = None) -> WriteReport:
+def end(stores: Stores, task: ActiveTask, status: str, place: Place, *, at: datetime | None = None) -> WriteReport:
+    """End the ticket's session as completed or stalled. A ticket this worktree is bound to
+    has a session (its bind recorded one), so only another ticket is looked up first."""
+    if status not in ("completed", "stalled"):
+        raise BadInput(f"unknown status {status!r}: use completed or stalled")
     at = at or clock.now()
-    current = stores.registry.get(task.task_id)
-    if isinstance(current, NotFound):
-        raise BadInput(f"no session for {task.task_id}: nothing to end")
-    event = Ended(event_id=_event_id(), task_id=task.task_id, session_id=task.session_id, at=at, status=status)
+    binding = read_binding_quietly(place)
+    if binding is None or binding.task_id != task.task_id:
+        if isinstance(stores.registry.get(task.task_id), NotFound):
+            raise BadInput(f"no session for {task.task_id}: nothing to end")
+    event = _event("ended", task.task_id, task.session_id, at, status=str(status))
     report = WriteReport()
     _commit(stores, [event], report)
-    if status is Status.completed:
-        _publish(stores, [signal(SignalType.ticket_completed, str(event.event_id), task, place.repo, at,
-                                  reason=f"{task.task_id} completed")], report)
+    if status == "completed":
+        _publish(stores, [wire_signal(SignalType.ticket_completed, event.event_id, task, place.repo, at,
+                                      reason=f"{task.task_id} completed")], report)
     return report

@@ -322,6 +322,7 @@ def test_stop_delivers_writes_kept_for_a_server(home, worktrees, cli, capsys, po
     monkeypatch.setenv("BATON_DATABASE_URL", postgres_url)
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
+    cli(main, "deliver")  # the bind, kept like every write with a server configured
     assert hook("post-tool-use", payload("post_tool_use_write", main, file=main / "src" / "a.py"), capsys)[0] == 0
     assert (home / "pending-writes.db").exists()
     from skills.settings import Settings
@@ -331,8 +332,9 @@ def test_stop_delivers_writes_kept_for_a_server(home, worktrees, cli, capsys, po
     try:
         assert len(stores.pending.waiting()) == 1, "the hook only kept its touch"
         assert hook("stop", payload("stop", main), capsys) == (0, None, "")
-        assert stores.pending.waiting() == []
         assert "src/a.py" in [t.path for t in stores.registry.get("OMN-1").value.files.values()]
+        # What waits now is the stop's own record of the turn, kept for the background delivery.
+        assert [json.loads(body)["type"] for _, body, _ in stores.pending.waiting()] == ["activity_recorded"]
     finally:
         stores.close()
 

@@ -89,7 +89,7 @@ class KafkaServer(JvmServer):
         if not (self.root / "data" / "meta.properties").exists():
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")  # as StorageTool random-uuid
             result = subprocess.run(
-                self._java(libs, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)),
+                self._java(libs, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(config)),
                 capture_output=True, text=True, timeout=60,
             )
             if result.returncode != 0:

@@ -1,0 +1,313 @@
+"""One budget per command: how long a command may wait on servers, and what it learned
+about them while it ran.
+
+BATON_STORE_TIMEOUT is the budget of a whole command, not of each call. Its clock runs
+while at least one call to a server is in flight (importing the server's client and
+connecting included) and stops in between, so a command that runs a check for a minute
+still has its budget for the registry afterwards; each call may wait what is left. Before
+the first call to a server in a command, a TCP connection to its address within what is
+left answers "refused" or "unreachable" at once, before its client library is even
+imported. A server that failed once is not asked again in the same command, and a server
+the health record (baton.health) saw down within the last BATON_RECHECK_AFTER seconds is
+skipped without connecting at all. A server that only ran out of a short remainder of the
+budget (under FAIR_WAIT) is not recorded as down: it never had a fair chance to answer.
+
+Nothing here imports a server's client: the address of each server is read from its URL.
+The sockets and URL parsing are imported where used, as a hook's touch makes a budget and
+never connects.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import TypeVar
+
+from baton.errors import ServerUnreachable, StoreUnavailable
+from baton.health import HealthRecord
+
+T = TypeVar("T")
+FAIR_WAIT = 1.0  # seconds a server must have had before its silence goes in the health record
+
+_abandoned: list[threading.Thread] = []
+
+
+def abandon(thread: threading.Thread) -> None:
+    """A thread this process stopped waiting for (a call past its deadline): while it runs,
+    the process closes nothing it may use and ends without the interpreter's exit, which
+    could wait for it (skills.deadline.leave)."""
+    _abandoned.append(thread)
+
+
+def abandoned() -> bool:
+    """Whether a call this process gave up on is still running."""
+    return any(thread.is_alive() for thread in _abandoned)
+
+
+@dataclass(frozen=True, slots=True)
+class Server:
+    """A server as the budget knows it: its name in messages and in the health record, and
+    the TCP addresses a connection may go to (none for a Unix socket)."""
+
+    name: str
+    addresses: tuple[tuple[str, int], ...]
+
+
+class Budget:
+    def __init__(self, seconds: float, *, health: HealthRecord | None = None, skip_known_down: bool = True) -> None:
+        self.seconds = seconds
+        self.health = health
+        self.skip_known_down = skip_known_down
+        self._lock = threading.Lock()
+        self._spent = 0.0
+        self._in_flight = 0
+        self._busy_since = 0.0
+        self._gates: dict[str, Gate] = {}
+
+    def remaining(self) -> float:
+        with self._lock:
+            running = time.monotonic() - self._busy_since if self._in_flight else 0.0
+            return self.seconds - self._spent - running
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Charge the time this block runs (once, however many blocks overlap)."""
+        with self._lock:
+            if not self._in_flight:
+                self._busy_since = time.monotonic()
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                if not self._in_flight:
+                    self._spent += time.monotonic() - self._busy_since
+
+    def renew(self) -> None:
+        """A fresh budget for the next unit of a long-running command (a projector's batch,
+        a delivery attempt): the clock restarts and failed servers may be asked again."""
+        with self._lock:
+            self._spent = 0.0
+            self._busy_since = time.monotonic()
+            for gate in self._gates.values():
+                gate.forget()
+
+    def gate(self, server: Server) -> Gate:
+        """The one gate of a server in this command (stores on one server share it)."""
+        with self._lock:
+            gate = self._gates.get(server.name)
+            if gate is None:
+                gate = self._gates[server.name] = Gate(self, server)
+            return gate
+
+    def spent(self) -> str:
+        return f"no time left of this command's {self.seconds:g}s budget for servers (BATON_STORE_TIMEOUT)"
+
+
+class Gate:
+    """Every call to one server passes here: it answers at once for a server known to be
+    down, and records what a call found out."""
+
+    def __init__(self, budget: Budget, server: Server) -> None:
+        self.budget = budget
+        self.server = server
+        self._failure: str | None = None
+        self._reached = False
+        self._record_read = False
+        self._cleared = False
+        self.unreachable = False  # whether the failure in this command was the server's silence
+
+    def forget(self) -> None:
+        self._failure, self._reached, self._record_read, self.unreachable = None, False, False, False
+
+    def left(self) -> float:
+        """Seconds the call in progress may still wait (at least a little, so a client
+        given it as a timeout fails by itself rather than at once)."""
+        return max(self.budget.remaining(), 0.05)
+
+    def waiting(self):
+        """Charge a wait that is not a call to the server (another process's delivery)."""
+        return self.budget.waiting()
+
+    def refuse_known(self, store: str) -> None:
+        """Raise StoreUnavailable for store if the server failed earlier in this command or
+        the health record saw it down recently; costs no connection."""
+        if self._failure is not None:
+            raise StoreUnavailable(store, self._failure)
+        health = self.budget.health
+        if health is not None and self.budget.skip_known_down and not self._record_read:
+            self._record_read = True  # once per command: later calls find out for themselves
+            down = health.down(self.server.name)
+            if down is not None:
+                self._failure, self.unreachable = down.describe(time.time()), True
+                raise StoreUnavailable(store, self._failure)
+
+    @contextmanager
+    def call(self, store: str) -> Iterator[float]:
+        """Run one call to the server; yields the seconds it may wait. Raises
+        StoreUnavailable for store at once when the server failed earlier in this command,
+        is recorded as down, refuses a TCP connection, or the budget is spent."""
+        self.refuse_known(store)
+        with self.budget.waiting():
+            left = self.budget.remaining()
+            if left <= 0:
+                raise StoreUnavailable(store, f"{self.server.name}: {self.budget.spent()}")
+            try:
+                if not self._reached:
+                    self._reach(store, left)
+                yield left
+            except ServerUnreachable as exc:
+                self.unreachable = True
+                # Out of a short remainder of the budget: the server had no fair chance.
+                self._failed(exc.reason, unreachable=left >= FAIR_WAIT or self.budget.remaining() > 0.05)
+                raise
+            except StoreUnavailable as exc:
+                self._failed(exc.reason, unreachable=False)
+                raise
+        self._succeeded()
+
+    def _reach(self, store: str, left: float) -> None:
+        """A TCP connection to one of the server's addresses within `left` seconds."""
+        import socket
+
+        if not self.server.addresses:
+            self._reached = True
+            return
+        reasons = []
+        deadline = time.monotonic() + left
+        for host, port in self.server.addresses:
+            try:
+                with socket.create_connection((host, port), timeout=max(deadline - time.monotonic(), 0.01)):
+                    self._reached = True
+                    return
+            except ConnectionRefusedError:
+                reason = "connection refused"
+            except TimeoutError:
+                reason = f"no TCP connection within {left:.1f}s"
+            except OSError as exc:
+                reason = f"unreachable ({exc.strerror or exc})"
+            reasons.append(reason if len(self.server.addresses) == 1 else f"{host}:{port} {reason}")
+        raise ServerUnreachable(store, f"{self.server.name}: {'; '.join(reasons)}")
+
+    def _failed(self, reason: str, *, unreachable: bool) -> None:
+        """Remember the failure for the command; record it when the server was unreachable."""
+        self._failure = " ".join(reason.split())
+        if unreachable and self.budget.health is not None:
+            self.budget.health.mark_down(self.server.name, self._failure)
+            self._cleared = False
+
+    def _succeeded(self) -> None:
+        health = self.budget.health
+        if health is not None and not self._cleared:
+            self._cleared = True
+            if health.knows(self.server.name):
+                health.clear(self.server.name)
+
+
+class OpenGate:
+    """The gate of a backend used on its own (tests, tools): each call may wait `timeout`
+    seconds, and nothing is remembered between calls."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+
+    def left(self) -> float:
+        return self.timeout
+
+    def waiting(self):
+        return nullcontext()
+
+    def refuse_known(self, store: str) -> None:
+        pass
+
+    @contextmanager
+    def call(self, store: str) -> Iterator[float]:
+        yield self.timeout
+
+
+def within(seconds: float, call: Callable[[], T]) -> T:
+    """call()'s answer within `seconds`, run in a daemon thread; TimeoutError otherwise. For
+    a client whose own timeouts are coarser than a budget: the thread is left to end by
+    itself, and the gate keeps the command from asking that server again."""
+    answer: list = []
+
+    def run() -> None:
+        try:
+            answer.append((True, call()))
+        except BaseException as exc:  # re-raised in the caller's thread
+            answer.append((False, exc))
+
+    thread = threading.Thread(target=run, daemon=True, name="baton-call")
+    thread.start()
+    thread.join(seconds)
+    if not answer:
+        abandon(thread)
+        raise TimeoutError(f"no answer within {seconds:.1f}s")
+    done, value = answer[0]
+    if not done:
+        raise value
+    return value
+
+
+def _host_port(text: str, default_port: int) -> tuple[str, int] | None:
+    """'host', 'host:port', '[v6]:port' -> (host, port); None for a Unix socket path."""
+    from urllib.parse import unquote
+
+    text = unquote(text.strip())
+    if not text or text.startswith("/") or text.startswith("@"):
+        return None
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest.removeprefix(":")
+    elif text.count(":") == 1:
+        host, _, port = text.partition(":")
+    else:
+        host, port = text, ""
+    return host, int(port) if port.isdigit() else default_port
+
+
+def postgres_server(url: str) -> Server:
+    """PostgreSQL's addresses from a postgresql:// URL or a key=value connection string."""
+    import re
+    from urllib.parse import parse_qs
+
+    if re.match(r"^postgres(ql)?://", url):
+        rest = url.split("://", 1)[1]
+        netloc, _, tail = rest.partition("/")
+        query = parse_qs(tail.partition("?")[2]) if "?" in tail else parse_qs(netloc.partition("?")[2])
+        netloc = netloc.partition("?")[0].rpartition("@")[2]
+        hosts = query.get("host", [])[0].split(",") if query.get("host") else netloc.split(",") if netloc else []
+        ports = query.get("port", [""])[0]
+    else:
+        pairs = dict(re.findall(r"(\w+)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", url))
+        hosts = pairs.get("host", "").strip("'").split(",") if pairs.get("host") else []
+        ports = pairs.get("port", "").strip("'")
+    port = int(ports) if ports.isdigit() else 5432
+    addresses = tuple(a for a in (_host_port(h, port) for h in hosts) if a is not None)
+    shown = ",".join(f"{h}:{p}" for h, p in addresses) or "its local socket"
+    return Server(f"PostgreSQL at {shown}", addresses)
+
+
+def bolt_server(uri: str) -> Server:
+    """The Bolt server's address from a bolt:// or neo4j:// URI (with +s or +ssc)."""
+    netloc = uri.split("://", 1)[-1].partition("/")[0].partition("?")[0].rpartition("@")[2]
+    address = _host_port(netloc, 7687)
+    return Server(f"Bolt server at {uri.split('?')[0]}", (address,) if address else ())
+
+
+def kafka_server(bootstrap: str) -> Server:
+    """Kafka's addresses from a bootstrap list (host:port,host:port)."""
+    addresses = tuple(a for a in (_host_port(entry.split("://")[-1], 9092) for entry in bootstrap.split(","))
+                      if a is not None)
+    return Server(f"Kafka at {bootstrap}", addresses)
+
+
+def qdrant_server(url: str) -> Server:
+    """A Qdrant server's address from its http(s) URL (qdrant-client's default port 6333)."""
+    netloc = url.split("://", 1)[-1].partition("/")[0].rpartition("@")[2]
+    address = _host_port(netloc, 6333)
+    return Server(f"Qdrant at {url}", (address,) if address else ())

@@ -1,0 +1,34 @@
+"""Exclusive lock files between the processes of one data home, each wait bounded."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def held(path: Path, *, within: float) -> Iterator[bool]:
+    """Hold an exclusive lock on the file at path, waiting at most `within` seconds for the
+    process that holds it; yields whether this process got it. The lock is released when
+    the block ends (or the process dies)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                got = True
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    got = False
+                    break
+                time.sleep(0.01)
+        yield got
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock

@@ -1,0 +1,465 @@
+"""A server that is down costs one bounded wait per command.
+
+Each server (PostgreSQL, the Bolt server, Qdrant over http, Kafka) is taken away behind a
+loopback port (tests/servers/outage.py) in both ways a client meets: refused, and stalled
+(a socket that accepts and never answers). The commands an agent runs (resume, list,
+decide, the session-start and post-tool-use hooks), each a fresh process, answer within
+the budget with the right exit status and one line per failing store; the health record
+makes the next commands skip the server at once; and once the server is back, what was
+kept during the outage arrives exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_process
+from tests.servers.common import free_port, wait_until
+from tests.servers.outage import FORWARD, REFUSE, STALL, Outage
+
+BUDGET = 2.0  # BATON_STORE_TIMEOUT, as conftest sets it
+SESSION_START_BUDGET = 0.8  # skills.hooks
+# Margins for a busy 2-core machine: interpreter start, imports and exit on top of the budget.
+SLOW_MARGIN = 1.5
+FAST = 1.0  # a write kept locally, a hook's touch, a server the record knows is down
+FIXTURES = Path(__file__).parent / "fixtures" / "claude_hooks"
+STORE_OF = {"postgres": "session registry", "bolt": "conflict graph", "qdrant": "recall index", "kafka": "signal log"}
+PART_OF = {"postgres": "registry", "bolt": "graph", "qdrant": "recall", "kafka": "signals"}
+
+
+def timed(cwd: Path, *args: str, stdin: str | None = None) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.monotonic()
+    code = "import sys\nfrom skills.cli import main\nsys.exit(main(sys.argv[1:]))"
+    result = subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True,
+                            timeout=60, input=stdin, env=dict(os.environ))
+    return result, time.monotonic() - started
+
+
+def hook_payload(name: str, cwd: Path, file: Path | None = None) -> str:
+    event = json.loads((FIXTURES / f"{name}.json").read_text())
+    event["cwd"], event["session_id"] = str(cwd), f"outage-{uuid.uuid4().hex[:8]}"
+    if file is not None:
+        event["tool_input"]["file_path"] = event["tool_response"]["filePath"] = str(file)
+    return json.dumps(event)
+
+
+def lines_naming(stderr: str, store: str) -> list[str]:
+    return [line for line in stderr.splitlines() if store in line]
+
+
+def assert_told_once_per_store(stderr: str) -> None:
+    """No store's failure is told twice, and each is told on one line."""
+    told = [line.split(" unavailable: ")[0].removeprefix("baton: warning: ").removeprefix("baton: ")
+            for line in stderr.splitlines() if " unavailable: " in line]
+    assert len(told) == len(set(told)), stderr
+
+
+@pytest.fixture
+def servers_home(request, home, monkeypatch, worktrees, cli):
+    """(server, mode, proxy, main worktree): OMN-1 with a history, its one server configured
+    behind an Outage proxy that still forwards; every other store embedded."""
+    server, mode = request.param
+    main, _ = worktrees
+    monkeypatch.setenv("BATON_KAFKA_TOPIC_PREFIX", f"test-{uuid.uuid4().hex[:10]}.")
+    if server == "qdrant":  # no Qdrant server here: the history is built on the embedded index
+        proxy = Outage(None, mode=REFUSE)
+    else:
+        target = {"postgres": "postgres_server", "bolt": "neo4j_server", "kafka": "kafka_server"}[server]
+        running = request.getfixturevalue(target)
+        proxy = Outage(("127.0.0.1", running.port))
+        if server == "postgres":
+            url = request.getfixturevalue("postgres_url").replace(f":{running.port}/", f":{proxy.port}/")
+            monkeypatch.setenv("BATON_DATABASE_URL", url)
+        elif server == "bolt":
+            request.getfixturevalue("bolt_uri")
+            monkeypatch.setenv("BATON_GRAPH_URL", f"bolt://{proxy.address}")
+        else:
+            monkeypatch.setenv("BATON_KAFKA_BOOTSTRAP", proxy.address)
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    assert cli(main, "touch", "src/db.py")[0] == 0
+    assert cli(main, "decide", "Keep carts in PostgreSQL")[0] == 0
+    assert cli(main, "list")[0] == 0  # delivers what the writes kept
+    if server == "qdrant":
+        monkeypatch.setenv("BATON_QDRANT_URL", f"http://{proxy.address}")
+    yield server, mode, proxy, main
+    proxy.close()
+
+
+CASES = [(server, mode) for server in ("postgres", "bolt", "qdrant", "kafka") for mode in (REFUSE, STALL)]
+
+
+@pytest.mark.parametrize("servers_home", CASES, indirect=True, ids=[f"{s}-{m}" for s, m in CASES])
+def test_a_server_down_costs_one_bounded_wait_and_loses_nothing(servers_home, cli, home, worktrees):
+    server, mode, proxy, main = servers_home
+    proxy.switch(mode)
+    registry_down = server == "postgres"
+    # A refused connection fails at once; a stalled server costs the budget, once.
+    bound = FAST + 0.5 if mode == REFUSE else BUDGET + SLOW_MARGIN
+
+    result, elapsed = timed(main, "resume", "OMN-1", "--json")
+    answer = json.loads(result.stdout)
+    assert result.returncode == (3 if registry_down else 0), result.stderr
+    assert answer["stores"][PART_OF[server]].startswith("unavailable: "), answer["stores"]
+    assert elapsed < bound, f"resume took {elapsed:.1f}s with {server} {mode}"
+    assert_told_once_per_store(result.stderr)
+
+    # The health record remembers: the next commands skip the server without connecting.
+    result, elapsed = timed(main, "resume", "OMN-1", "--json")
+    assert " down since " in json.loads(result.stdout)["stores"][PART_OF[server]]
+    assert elapsed < FAST + 0.5, f"a resume that knows {server} is down took {elapsed:.1f}s"
+
+    result, elapsed = timed(main, "list", "--json")
+    assert result.returncode == (3 if registry_down else 0), result.stderr
+    assert elapsed < FAST + 0.5
+    assert_told_once_per_store(result.stderr)
+
+    for args in (("decide", "Decided while a server was down"), ("touch", "src/during.py")):
+        result, elapsed = timed(main, *args)
+        assert (result.returncode, result.stderr) == (0, ""), result.stderr
+        assert elapsed < FAST, f"{args[0]} took {elapsed:.1f}s with {server} {mode}"
+
+    result, elapsed = timed(main, "hook", "session-start", stdin=hook_payload("session_start_startup", main))
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "unavailable" in context.lower()
+    assert elapsed < FAST + 0.5
+
+    result, elapsed = timed(main, "hook", "post-tool-use",
+                            stdin=hook_payload("post_tool_use_edit", main, main / "src" / "hooked.py"))
+    assert (result.returncode, result.stderr) == (0, "")
+    assert elapsed < FAST
+
+    if server != "qdrant":
+        proxy.switch(FORWARD)
+        assert run_process(main, "doctor").returncode in (0, 3)  # clears the record; the embedded model aside
+    # What was kept arrives once (with only Qdrant down, the registry took it all along),
+    # the graph included: another ticket touching a file touched during the outage overlaps.
+    second = worktrees[1]
+    assert cli(second, "bind", "OMN-2")[0] == 0
+    assert cli(second, "touch", "src/during.py")[0] == 0
+    cli(main, "deliver")
+    answer = json.loads(cli(main, "resume", "OMN-1", "--json")[1])
+    session = answer["session"]
+    assert [d["text"] for d in session["decisions"]].count("Decided while a server was down") == 1
+    assert {"src/during.py", "src/hooked.py", "src/db.py"} <= set(session["files_touched"])
+    assert [(c["other_task_id"], c["shared_files"]) for c in answer["conflicts"]] == [("OMN-2", ["src/during.py"])]
+    again = json.loads(cli(main, "resume", "OMN-1", "--json")[1])["session"]
+    assert again["decisions"] == session["decisions"]
+    signals = json.loads(cli(main, "signals", "--task", "OMN-1", "--json")[1])
+    assert [s["signal_type"] for s in signals].count("decision_recorded") == 2
+
+
+@pytest.fixture
+def two_stalled(home, worktrees, cli, monkeypatch):
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    assert cli(main, "decide", "Keep carts in PostgreSQL")[0] == 0
+    graph, recall = Outage(None, mode=STALL), Outage(None, mode=STALL)
+    monkeypatch.setenv("BATON_GRAPH_URL", f"bolt://{graph.address}")
+    monkeypatch.setenv("BATON_QDRANT_URL", f"http://{recall.address}")
+    yield main
+    graph.close()
+    recall.close()
+
+
+def test_resume_asks_the_other_stores_side_by_side(two_stalled):
+    """With the graph and recall both stalled, each waits out the same budget at the same
+    time: both report their own timeout, not a budget already spent by the other."""
+    result, elapsed = timed(two_stalled, "resume", "OMN-1", "--json")
+    stores = json.loads(result.stdout)["stores"]
+    assert result.returncode == 0 and stores["registry"] == "ok" and stores["signals"] == "ok"
+    for part in ("graph", "recall"):
+        assert stores[part].startswith("unavailable: ") and "no time left" not in stores[part], stores
+    assert elapsed < BUDGET + SLOW_MARGIN
+
+
+def test_each_event_reaches_kafka_once_however_many_processes_deliver(home, worktrees, kafka_server, monkeypatch):
+    main, _ = worktrees
+    prefix = f"test-{uuid.uuid4().hex[:10]}."
+    proxy = Outage(("127.0.0.1", kafka_server.port), mode=REFUSE)
+    monkeypatch.setenv("BATON_KAFKA_BOOTSTRAP", proxy.address)
+    monkeypatch.setenv("BATON_KAFKA_TOPIC_PREFIX", prefix)
+    try:
+        for n in range(5):
+            assert run_process(main, "update", "--task", "OMN-1", "--next", f"step {n}").returncode == 0
+        proxy.switch(FORWARD)
+        readers = [subprocess.Popen([sys.executable, "-m", "skills.cli", "list"], cwd=main, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                   for _ in range(4)]
+        for reader in readers:
+            reader.wait(60)
+        assert run_process(main, "deliver").stdout.strip() == "Nothing waits."
+    finally:
+        proxy.close()
+    assert messages_on(kafka_server, f"{prefix}session-events.v1") == 5, "each of 5 events once"
+
+
+def test_a_background_delivery_clears_the_record_once_the_server_is_back(home, worktrees, cli, postgres_server,
+                                                                         postgres_url, monkeypatch):
+    main, _ = worktrees
+    proxy = Outage(("127.0.0.1", postgres_server.port), mode=REFUSE)
+    monkeypatch.setenv("BATON_DATABASE_URL", postgres_url.replace(f":{postgres_server.port}/", f":{proxy.port}/"))
+    record = home / "server-health.json"
+    try:
+        assert run_process(main, "resume", "OMN-1").returncode == 3
+        assert f"PostgreSQL at 127.0.0.1:{proxy.port}" in json.loads(record.read_text())["servers"]
+        proxy.switch(FORWARD)
+        skipped = run_process(main, "list")
+        assert skipped.returncode == 3 and "down since" in skipped.stderr, "within the recheck time: skipped"
+        assert run_process(main, "decide", "--task", "OMN-1", "After the outage",
+                           env={"BATON_BACKGROUND_DELIVERY": "on"}).returncode == 0
+        wait_until(lambda: json.loads(record.read_text())["servers"] == {}, timeout=30,
+                   what="the background delivery clearing the record")
+        assert run_process(main, "list").returncode == 0
+    finally:
+        proxy.close()
+
+
+def messages_on(kafka_server, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka_server.bootstrap, "group.id": uuid.uuid4().hex})
+    try:
+        found = consumer.list_topics(topic, timeout=10).topics[topic]
+        if found.error is not None:
+            return 0
+        return sum(high - low for low, high in (consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                                                for p in found.partitions))
+    finally:
+        consumer.close()
+
+
+def test_a_foreground_delivery_waits_for_one_running_instead_of_sending_again(home, worktrees, kafka_server,
+                                                                               monkeypatch):
+    """While another process holds an outbox's delivery, a read waits for it (within its
+    budget) rather than sending the same messages; what remains is sent once, later."""
+    from baton.locks import held
+
+    main, _ = worktrees
+    prefix = f"test-{uuid.uuid4().hex[:10]}."
+    monkeypatch.setenv("BATON_KAFKA_BOOTSTRAP", kafka_server.bootstrap)
+    monkeypatch.setenv("BATON_KAFKA_TOPIC_PREFIX", prefix)
+    assert run_process(main, "update", "--task", "OMN-1", "--next", "one").returncode == 0
+    outbox = home / "kafka-events-outbox.db"
+    with held(outbox.with_name(outbox.name + ".lock"), within=1) as got:
+        assert got
+        result, waited = timed(main, "signals")
+        # The wait took the command's budget: its own read then had none left to spend.
+        assert result.returncode == 3 and "no time left" in result.stderr, result.stderr
+        assert messages_on(kafka_server, f"{prefix}session-events.v1") == 0
+    assert BUDGET - 0.2 < waited < BUDGET + SLOW_MARGIN, "it waited for the other delivery, within its budget"
+    assert run_process(main, "deliver").stdout.strip() == "Nothing waits."
+    assert messages_on(kafka_server, f"{prefix}session-events.v1") == 1
+
+
+def test_writes_with_kafka_down_keep_locally_without_a_warning(home, worktrees, monkeypatch):
+    main, _ = worktrees
+    monkeypatch.setenv("BATON_KAFKA_BOOTSTRAP", f"127.0.0.1:{free_port()}")
+    assert run_process(main, "bind", "OMN-1").returncode == 0
+    for args in (("decide", "Kept"), ("update", "--phase", "implementing", "--next", "n"), ("end",)):
+        result, elapsed = timed(main, *args)
+        assert result.returncode == 0 and "warning" not in result.stderr, result.stderr
+        assert elapsed < FAST, f"{args[0]} took {elapsed:.1f}s with Kafka down"
+    kept = run_process(main, "deliver")
+    # Five events (bind, decision, phase, next action, end) and four signals.
+    assert kept.returncode == 3 and kept.stdout.strip() == "9 writes still wait", kept.stdout
+
+
+# --- the health record ---------------------------------------------------------------
+
+def test_the_health_record_skips_within_the_recheck_time_and_is_cleared(tmp_path):
+    from baton.health import HealthRecord
+
+    now = [1000.0]
+    record = HealthRecord(tmp_path, recheck_after=30, clock=lambda: now[0])
+    assert record.down("PostgreSQL at h:1") is None
+    record.mark_down("PostgreSQL at h:1", "PostgreSQL at h:1: connection\nrefused")
+    now[0] += 12
+    record.mark_down("PostgreSQL at h:1", "PostgreSQL at h:1: connection refused")
+    down = record.down("PostgreSQL at h:1")
+    assert down is not None and down.describe(now[0]) == "down since 12 s: PostgreSQL at h:1: connection refused"
+    now[0] += 31
+    assert record.down("PostgreSQL at h:1") is None, "after the recheck time the server is asked again"
+    record.clear("PostgreSQL at h:1")
+    assert json.loads((tmp_path / "server-health.json").read_text()) == {"servers": {}}
+
+
+@pytest.mark.parametrize("garbage", [b"{not json", b"\xff\xfe", b'{"servers": {"x": {"since": "a"}}}', b"[]"])
+def test_a_garbled_record_is_ignored_and_rewritten(tmp_path, garbage):
+    from baton.health import HealthRecord
+
+    path = tmp_path / "server-health.json"
+    path.write_bytes(garbage)
+    record = HealthRecord(tmp_path, recheck_after=30)
+    assert record.down("Kafka at k:9092") is None
+    assert json.loads(path.read_text()) == {"servers": {}}
+
+
+def _hammer(home: str, worker: int) -> None:
+    from baton.health import HealthRecord
+
+    record = HealthRecord(Path(home), recheck_after=30)
+    for n in range(60):
+        server = f"server-{(worker + n) % 3}"
+        record.mark_down(server, f"worker {worker} round {n}") if n % 3 else record.clear(server)
+        record.down(server)
+
+
+def test_concurrent_processes_never_corrupt_the_record(tmp_path):
+    path = tmp_path / "server-health.json"
+    seen_garbled = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            try:
+                text = path.read_text()
+            except FileNotFoundError:
+                continue
+            try:
+                json.loads(text)["servers"]
+            except (ValueError, KeyError):
+                seen_garbled.append(text)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_hammer, args=(str(tmp_path), n)) for n in range(6)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    stop.set()
+    watcher.join()
+    assert all(worker.exitcode == 0 for worker in workers)
+    assert seen_garbled == []
+    assert set(json.loads(path.read_text())["servers"]) <= {"server-0", "server-1", "server-2"}
+
+
+def test_the_record_holds_only_failures_to_reach_a_server(home, worktrees, cli, postgres_server, monkeypatch):
+    """An answer that refuses the request (here a database that does not exist) is not an outage."""
+    main, _ = worktrees
+    monkeypatch.setenv("BATON_DATABASE_URL", postgres_server.url_for("no_such_database"))
+    result = run_process(main, "list")
+    assert result.returncode == 3 and "no_such_database" in result.stderr
+    record = home / "server-health.json"
+    assert not record.exists() or json.loads(record.read_text())["servers"] == {}
+
+
+# --- the wire forms the writes build without pydantic --------------------------------
+
+def test_the_hand_built_events_and_signals_are_the_models(home, worktrees, cli, monkeypatch):
+    import sqlite3
+
+    from registry.model import Phase
+    from registry.wire import PHASES, event_adapter
+    from signals.model import Signal
+
+    assert set(PHASES) == {phase.value for phase in Phase}
+    main, _ = worktrees
+    monkeypatch.setenv("BATON_DATABASE_URL", f"postgresql://nobody@127.0.0.1:{free_port()}/none")
+    assert cli(main, "bind", "OMN-1", "--agent", "claude")[0] == 0
+    assert cli(main, "decide", "  Keep carts  ", "--context", " restarts ")[0] == 0
+    assert cli(main, "update", "--phase", "reviewing", "--next", "n", "--done", "d", "--failed", "f",
+               "--depends-on", "OMN-9", "--goal", "g", "--constraint", "c", "--todo", "t", "--evidence", "e",
+               "--check", f"{sys.executable} -c pass")[0] == 0
+    assert cli(main, "end", "--status", "stalled")[0] == 0
+    with sqlite3.connect(home / "pending-writes.db") as conn:
+        bodies = [body for (body,) in conn.execute("SELECT body FROM pending ORDER BY seq")]
+    adapter = event_adapter()
+    events = [adapter.validate_json(body) for body in bodies]
+    assert [e.type for e in events] == [
+        "bound", "decision_recorded", "phase_changed", "next_action_set", "step_completed", "failure_recorded",
+        "dependency_added", "goal_set", "constraint_added", "work_remaining", "evidence_recorded", "check_recorded",
+        "ended"]
+    for body, event in zip(bodies, events, strict=True):
+        assert json.loads(adapter.dump_json(event)) == {**json.loads(body), "at": json.loads(adapter.dump_json(event))["at"]}
+    assert events[1].text == "Keep carts" and events[1].context == "restarts"
+    with sqlite3.connect(home / "signals.db") as conn:
+        signals = [Signal.model_validate_json(body) for (body,) in conn.execute("SELECT body FROM signals ORDER BY seq")]
+    assert [(s.signal_type.value, s.payload.phase) for s in signals] == [
+        ("ticket_claimed", None), ("decision_recorded", None), ("phase_changed", "reviewing")]
+
+
+def test_a_session_id_the_model_refuses_is_bad_input_before_anything_is_kept(home, worktrees, cli, monkeypatch):
+    main, _ = worktrees
+    monkeypatch.setenv("BATON_KAFKA_BOOTSTRAP", f"127.0.0.1:{free_port()}")
+    monkeypatch.setenv("BATON_SESSION_ID", "s" * 200)
+    code, _, err = cli(main, "decide", "--task", "OMN-1", "x")
+    assert code == 2 and "session id" in err
+    assert not (home / "kafka-events-outbox.db").exists()
+
+
+# --- the projector --------------------------------------------------------------------
+
+def test_the_consumer_group_follows_the_topic_prefix():
+    from skills.projector import default_group
+
+    assert default_group("baton.") == "baton-projector"
+    assert default_group("staging.") == "staging-projector" != default_group("prod.")
+
+
+def test_the_projector_logs_a_store_failure_when_it_happens_and_when_it_is_back(home, worktrees, cli, kafka_server,
+                                                                                 postgres_server, postgres_url,
+                                                                                 monkeypatch):
+    main, _ = worktrees
+    proxy = Outage(("127.0.0.1", postgres_server.port), mode=STALL)
+    monkeypatch.setenv("BATON_KAFKA_BOOTSTRAP", kafka_server.bootstrap)
+    monkeypatch.setenv("BATON_KAFKA_TOPIC_PREFIX", f"test-{uuid.uuid4().hex[:10]}.")
+    monkeypatch.setenv("BATON_DATABASE_URL", postgres_url.replace(f":{postgres_server.port}/", f":{proxy.port}/"))
+    assert run_process(main, "bind", "OMN-1").returncode == 0
+    assert run_process(main, "deliver").returncode == 0
+    daemon = subprocess.Popen([sys.executable, "-m", "skills.cli", "projector", "--idle", "0.2"], cwd=main,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    logged: list[str] = []
+    reader = threading.Thread(target=lambda: logged.extend(iter(daemon.stderr.readline, "")), daemon=True)
+    reader.start()
+    try:
+        stamp = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+\+00:00 baton projector: "
+        wait_until(lambda: any(re.match(stamp + "session registry unavailable: ", line) for line in logged),
+                   timeout=60, what="the registry's failure logged while the projector runs")
+        proxy.switch(FORWARD)
+        wait_until(lambda: any(re.match(stamp + "session registry is back after ", line) for line in logged),
+                   timeout=60, what="the registry's return logged")
+        assert daemon.poll() is None
+        assert sum("session registry unavailable" in line for line in logged) == 1, logged
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
+        proxy.close()
+
+
+def test_projectors_of_two_prefixes_do_not_block_each_other(home, worktrees, kafka_server, monkeypatch, tmp_path):
+    main, _ = worktrees
+    monkeypatch.setenv("BATON_KAFKA_BOOTSTRAP", kafka_server.bootstrap)
+    first = f"test-{uuid.uuid4().hex[:10]}."
+    # Another deployment on the same Kafka: its own prefix and data home.
+    second = {"BATON_KAFKA_TOPIC_PREFIX": f"test-{uuid.uuid4().hex[:10]}.", "BATON_HOME": str(tmp_path / "other")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BATON_KAFKA_TOPIC_PREFIX": first}
+    assert run_process(main, "bind", "OMN-1", env={"BATON_KAFKA_TOPIC_PREFIX": first}).returncode == 0
+    assert run_process(main, "bind", "OMN-2", env=second).returncode == 0
+    daemon = subprocess.Popen([sys.executable, "-m", "skills.cli", "projector", "--idle", "0.2"], cwd=main,
+                              stdout=subprocess.DEVNULL, stderr=open(tmp_path / "daemon.log", "w"), env=env)
+    try:
+        # A running projector of the first prefix is a member of its group; a catch-up run
+        # of the second prefix commits in a group of its own.
+        wait_until(lambda: "OMN-1" in run_process(main, "list", env={"BATON_KAFKA_TOPIC_PREFIX": first}).stdout,
+                   timeout=120, what="the first prefix's projector applying OMN-1")
+        caught_up = run_process(main, "projector", "--once", env=second)
+        assert caught_up.returncode == 0, caught_up.stderr
+        assert caught_up.stdout.startswith("applied 1 events")
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
