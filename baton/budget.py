@@ -38,7 +38,7 @@ _abandoned: list[threading.Thread] = []
 def abandon(thread: threading.Thread) -> None:
     """A thread this process stopped waiting for (a call past its deadline): while it runs,
     the process closes nothing it may use and ends without the interpreter's exit, which
-    could wait for it (skills.deadline.leave)."""
+    could wait for it (baton.skills.runtime.deadline.leave)."""
     _abandoned.append(thread)
 
 

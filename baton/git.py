@@ -3,7 +3,7 @@
 A repository's own configuration can name a program that git runs on `git status`,
 `git diff` and more (`core.fsmonitor`): Baton's calls turn it off, so reading a worktree
 never runs code from its `.git/config`. The handoff probes do the same through their
-environment (skills.probes.probe_environment).
+environment (baton.skills.handoff.probes.probe_environment).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ connection) carries the same id, which every reader deduplicates on, and the reg
 projection does not depend on order.
 
 The idempotent producer's id handshake delays a process's first produce; hooks never pay
-it, since a touch only keeps its event and a background delivery (skills.relay) sends it.
+it, since a touch only keeps its event and a background delivery (baton.skills.services.delivery) sends it.
 """
 
 from __future__ import annotations

@@ -55,9 +55,9 @@ def build(root: Path, sessions: int) -> tuple[Path, Path]:
     second sharing src/db.py with it; `sessions` other active tickets in the stores."""
     from baton import clock
     from baton.files import FileRef
-    from graph.sqlite import SqliteConflictGraph
-    from registry.model import Bound, FilesTouched
-    from registry.sqlite import SqliteSessionStore
+    from baton.graph.sqlite import SqliteConflictGraph
+    from baton.registry.model import Bound, FilesTouched
+    from baton.registry.sqlite import SqliteSessionStore
 
     main, second = root / "shop", root / "shop-second"
     main.mkdir()
@@ -183,7 +183,7 @@ def tool_schemas(cwd: Path) -> list[dict]:
 BASELINE_SERVER = """
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
-from skills.mcp_server import INSTRUCTIONS, TOOLS, _lean
+from baton.skills.frontends.mcp_server import INSTRUCTIONS, TOOLS, _lean
 tools = []
 for name, (function, description) in TOOLS.items():
     tool = Tool.from_function(function, name=name, description=description, structured_output=False)

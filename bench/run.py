@@ -74,9 +74,9 @@ def concurrent_runs(command: list[str], cwd: Path, env: dict, repeat: int) -> li
 
 
 def build_sessions(home: Path, sessions: int, *, with_registry: bool, pool: int = PATH_POOL) -> None:
-    from graph.sqlite import SqliteConflictGraph
-    from registry.model import Bound, FilesTouched
-    from registry.sqlite import SqliteSessionStore
+    from baton.graph.sqlite import SqliteConflictGraph
+    from baton.registry.model import Bound, FilesTouched
+    from baton.registry.sqlite import SqliteSessionStore
 
     rng = random.Random(sessions)
     graph = SqliteConflictGraph(home / "graph.db", timeout=10)
@@ -105,9 +105,9 @@ def build_sessions(home: Path, sessions: int, *, with_registry: bool, pool: int 
 def build_decisions(home: Path, count: int) -> None:
     import numpy as np
 
-    from recall.base import DecisionRecord
-    from recall.embedded import EmbeddedDecisionIndex
-    from recall.embedding import MiniLMEncoder
+    from baton.recall.base import DecisionRecord
+    from baton.recall.embedded import EmbeddedDecisionIndex
+    from baton.recall.embedding import MiniLMEncoder
 
     index = EmbeddedDecisionIndex(home / "recall", timeout=30)
     encoder = MiniLMEncoder.load()
@@ -129,7 +129,7 @@ def build_decisions(home: Path, count: int) -> None:
 
 
 def bench_conflict_lookup(root: Path, counts: list[int], repeat: int) -> dict[int, list[float]]:
-    from graph.sqlite import SqliteConflictGraph
+    from baton.graph.sqlite import SqliteConflictGraph
 
     results = {}
     for sessions in counts:
@@ -150,7 +150,7 @@ def bench_search(home: Path, repeat: int) -> list[tuple[str, list[float], int | 
     tickets only, top 5), warm; its floor is the bare NumPy product over the same vectors."""
     import numpy as np
 
-    from recall.embedded import EmbeddedDecisionIndex
+    from baton.recall.embedded import EmbeddedDecisionIndex
 
     index = EmbeddedDecisionIndex(home / "recall", timeout=30)
     own = list(index.vectors_for_task(BENCH_TASK, 10).values())
@@ -176,7 +176,7 @@ def bench_search(home: Path, repeat: int) -> list[tuple[str, list[float], int | 
 def bench_open(home: Path, repeat: int) -> list[float]:
     """A fresh process: open the index (manifest, segments mapped) and search once."""
     code = ("import sys,time; sys.path.insert(0, %r)\n"
-            "from recall.embedded import EmbeddedDecisionIndex\n"
+            "from baton.recall.embedded import EmbeddedDecisionIndex\n"
             "i = EmbeddedDecisionIndex(__import__('pathlib').Path(%r), timeout=30)\n"
             "v = list(i.vectors_for_task(%r, 1).values())\n"
             "t = time.perf_counter(); i.search(v, limit=5, exclude_task_id=None)\n"
@@ -203,7 +203,7 @@ def scan_baseline(path: Path, repeat: int) -> list[float]:
     """The reference design's way: read every active session's files, compare with each."""
     import sqlite3
 
-    from graph.conflicts import should_emit_conflict_signal
+    from baton.graph.conflicts import should_emit_conflict_signal
 
     conn = sqlite3.connect(path)
     samples = []
@@ -248,7 +248,7 @@ def main() -> None:
         started = time.perf_counter()
         build_sessions(home, args.sessions, with_registry=True)
         os.environ["BATON_HOME"] = str(home)
-        cli = [sys.executable, "-m", "skills.cli"]
+        cli = [sys.executable, "-m", "baton.skills.frontends.cli"]
         subprocess.run([*cli, "bind", BENCH_TASK], cwd=worktree, env=env, check=True, capture_output=True)
         for text in BENCH_DECISIONS:
             subprocess.run([*cli, "decide", text], cwd=worktree, env=env, check=True, capture_output=True)
@@ -271,10 +271,10 @@ def main() -> None:
             [*cli, "resume", BENCH_TASK, "--json"], worktree, env, max(5, args.repeat // 3)), None))
 
         from baton.files import WorktreeLocator
-        from skills.binding import place_of
-        from skills.resume import resume_session
-        from skills.settings import Settings
-        from skills.stores import Stores
+        from baton.skills.core.binding import place_of
+        from baton.skills.services.resume import resume_session
+        from baton.skills.runtime.settings import Settings
+        from baton.skills.runtime.stores import Stores
 
         stores = Stores(Settings.from_env())
         place = place_of(worktree, WorktreeLocator())

@@ -47,10 +47,10 @@ def build_server_sessions(sessions: int) -> None:
 
     from baton import clock
     from baton.files import FileRef
-    from registry.model import Bound, FilesTouched
-    from skills.projection import project
-    from skills.settings import Settings
-    from skills.stores import Stores
+    from baton.registry.model import Bound, FilesTouched
+    from baton.skills.core.projection import project
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
 
     rng = random.Random(sessions)
     stores = Stores(Settings.from_env())
@@ -71,10 +71,10 @@ def build_server_sessions(sessions: int) -> None:
 def produce_touches(worktree: Path, count: int) -> tuple[int, float]:
     """The CLI's touch path, called in one process: records each touch and produces its event."""
     from baton.files import WorktreeLocator
-    from skills.binding import ActiveTask
-    from skills.settings import Settings
-    from skills.stores import Stores
-    from skills.touch import touch
+    from baton.skills.core.binding import ActiveTask
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
+    from baton.skills.services.touch import touch
 
     stores = Stores(Settings.from_env())
     locator = WorktreeLocator()
@@ -96,7 +96,7 @@ def waiting_in_outbox(home: Path) -> int:
 
 def wait_for_idle_delivery(home: Path, timeout: float = 60) -> None:
     """Until the background delivery a touch started has drained the outbox and exited."""
-    from skills.relay import delivery_running
+    from baton.skills.services.delivery import delivery_running
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -140,7 +140,7 @@ def bolt_conflict_lookup(uri: str, counts: list[int], repeat: int) -> dict[int, 
 
     from baton import clock
     from baton.files import FileRef
-    from graph.bolt import BoltConflictGraph
+    from baton.graph.bolt import BoltConflictGraph
 
     results = {}
     for sessions in counts:
@@ -176,7 +176,7 @@ def main() -> None:
                         "BATON_BACKGROUND_DELIVERY": "on"}
             os.environ.update(settings)
             env = {**os.environ, "PYTHONPATH": str(ROOT)}
-            cli = [sys.executable, "-m", "skills.cli"]
+            cli = [sys.executable, "-m", "baton.skills.frontends.cli"]
 
             started = time.perf_counter()
             build_server_sessions(args.sessions)
@@ -210,10 +210,10 @@ def main() -> None:
                                                                    env, home, max(10, args.repeat // 2))))
 
             from baton.files import WorktreeLocator
-            from skills.binding import place_of
-            from skills.resume import resume_session
-            from skills.settings import Settings
-            from skills.stores import Stores
+            from baton.skills.core.binding import place_of
+            from baton.skills.services.resume import resume_session
+            from baton.skills.runtime.settings import Settings
+            from baton.skills.runtime.stores import Stores
 
             stores = Stores(Settings.from_env())
             place = place_of(worktree, WorktreeLocator())
@@ -239,7 +239,7 @@ def main() -> None:
         ratio = statistics.median(lookups[10_000]) / statistics.median(lookups[100])
         print(f"\nconflict lookup on Bolt at 10,000 / at 100 sessions: {ratio:.2f}x")
         print(f"hook path, in one process: {produced / produce_seconds:.0f} touches/s kept for delivery "
-              f"({produced} touches of 100 tickets through skills.touch)")
+              f"({produced} touches of 100 tickets through baton.skills.services.touch)")
         print(f"delivery into Kafka: {produced} events in {deliver_seconds:.2f} s = {produced / deliver_seconds:.0f} "
               "events/s (acknowledged)")
         print(f"projector into PostgreSQL, Neo4j and recall: {events} events in {projector_seconds:.2f} s "

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-CLI = [sys.executable, "-m", "skills.cli"]
+CLI = [sys.executable, "-m", "baton.skills.frontends.cli"]
 SHARED_FILES = 12  # a pool every agent touches now and then: conflicts happen
 COMMAND_TIMEOUT = 60.0  # a command that takes this long counts as hung
 
@@ -228,7 +228,7 @@ def baton_processes(home: Path) -> list[str]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if f"BATON_HOME={home}".encode() in environ.split(b"\0") and "skills.cli" in cmdline:
+        if f"BATON_HOME={home}".encode() in environ.split(b"\0") and "baton.skills.frontends.cli" in cmdline:
             found.append(f"{proc.name}: {cmdline.strip()}")
     return found
 
@@ -240,9 +240,9 @@ def verify(env: dict, ledger: Ledger, home: Path) -> list[str]:
     os.environ.update(env)
     try:
         from baton.outcome import Found
-        from recall.wire import decision_point_id
-        from skills.settings import Settings
-        from skills.stores import Stores
+        from baton.recall.wire import decision_point_id
+        from baton.skills.runtime.settings import Settings
+        from baton.skills.runtime.stores import Stores
 
         stores = Stores(Settings.from_env())
         try:

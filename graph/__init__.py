@@ -3,8 +3,8 @@
 Interface: ConflictGraph. Backends: SqliteConflictGraph (embedded default).
 """
 
-from graph.base import ConflictGraph
-from graph.conflicts import (
+from baton.graph.base import ConflictGraph
+from baton.graph.conflicts import (
     FileConflict,
     conflict_signal_id,
     should_emit_conflict_signal,

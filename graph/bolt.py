@@ -24,7 +24,7 @@ from baton import clock
 from baton.budget import OpenGate
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.files import FileRef
-from graph.base import ConflictGraph
+from baton.graph.base import ConflictGraph
 
 if TYPE_CHECKING:
     import neo4j

@@ -10,7 +10,7 @@ from pathlib import Path
 from baton import clock
 from baton.files import FileRef
 from baton.sqlite import SqliteFile, guarded, write_transaction
-from graph.base import ConflictGraph
+from baton.graph.base import ConflictGraph
 
 STORE = "conflict graph"
 

@@ -4,7 +4,7 @@ Interface: DecisionIndex. Backends: EmbeddedDecisionIndex (vectors in SQLite, se
 through derived segment files; the embedded default) and QdrantServerIndex. Decisions wait
 in an EmbeddingQueue until the Indexer embeds them; DecisionSearchClient searches.
 Importing this package imports nothing else: `baton decide` queues a decision on the
-hook's budget (recall.wire, recall.queue) without pydantic, NumPy or tokenizers.
+hook's budget (baton.recall.wire, baton.recall.queue) without pydantic, NumPy or tokenizers.
 """
 
 import importlib.util

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
-from recall.wire import decision_point_id
+from baton.recall.wire import decision_point_id
 
 COLLECTION = "decisions"
 

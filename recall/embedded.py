@@ -5,7 +5,7 @@ its payload and its 384 float32 values, written in one transaction, safe for man
 processes and for `kill -9` at any point, and refused by a CHECK constraint unless the
 vector has every dimension. A process that dies mid-write leaves the last committed state.
 
-The search index (`index/`, recall.segments) is derived from it and trusted for nothing:
+The search index (`index/`, baton.recall.segments) is derived from it and trusted for nothing:
 it is checked against the store when a process opens it, rows written since it was built
 are read from the store and searched beside it, and when it is missing, corrupt or does
 not add up it is rebuilt from the store, without the embedding model. Candidates are
@@ -29,9 +29,9 @@ import numpy as np
 
 from baton.errors import StoreUnavailable
 from baton.sqlite import SqliteFile, guarded, write_transaction
-from recall import segments
-from recall.base import DecisionIndex, DecisionRecord, ScoredDecision
-from recall.embedding import DIMENSIONS
+from baton.recall import segments
+from baton.recall.base import DecisionIndex, DecisionRecord, ScoredDecision
+from baton.recall.embedding import DIMENSIONS
 
 STORE = "recall index"
 VECTOR_BYTES = 4 * DIMENSIONS

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from recall.base import DecisionIndex, DecisionRecord
-from recall.embedding import MiniLMEncoder
-from recall.queue import EmbeddingQueue
+from baton.recall.base import DecisionIndex, DecisionRecord
+from baton.recall.embedding import MiniLMEncoder
+from baton.recall.queue import EmbeddingQueue
 
 BATCH = 32
 

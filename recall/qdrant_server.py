@@ -22,14 +22,14 @@ from uuid import UUID
 
 from baton.budget import OpenGate, within
 from baton.errors import ServerUnreachable, StoreUnavailable
-from recall.base import (
+from baton.recall.base import (
     COLLECTION,
     DecisionIndex,
     DecisionRecord,
     ScoredDecision,
     best_per_point,
 )
-from recall.embedding import DIMENSIONS
+from baton.recall.embedding import DIMENSIONS
 
 STORE = "recall index"
 

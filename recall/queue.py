@@ -1,7 +1,7 @@
 """Decisions waiting to be embedded: `recall/queue.db` in the data home (SQLite, WAL).
 
 Embedding loads a model and costs most of a second of CPU, so no write waits for it: a
-decision is queued here in one small transaction, and the indexer (recall.indexer, run in
+decision is queued here in one small transaction, and the indexer (baton.recall.indexer, run in
 the background or by the projector) embeds what waits and stores it in the decision index.
 An entry is removed only after its vector is stored, so a crash at any point leaves it
 queued; the indexer asks the index first and never embeds a decision twice.
@@ -18,7 +18,7 @@ from uuid import UUID
 from baton.sqlite import SqliteFile, guarded, write_transaction
 
 if TYPE_CHECKING:
-    from recall.base import DecisionRecord
+    from baton.recall.base import DecisionRecord
 
 STORE = "recall queue"
 FILE = "queue.db"
@@ -45,7 +45,7 @@ class EmbeddingQueue:
         return self.add_payloads([(r.point_id, r.model_dump_json()) for r in records])
 
     def add_payloads(self, payloads: Sequence[tuple[UUID, str]]) -> int:
-        """Queue (point id, DecisionRecord JSON) pairs, built by recall.wire on the hot path."""
+        """Queue (point id, DecisionRecord JSON) pairs, built by baton.recall.wire on the hot path."""
         if not payloads:
             return 0
         now = time.time()

@@ -2,7 +2,7 @@
 
 Recall is enrichment, and a read never embeds what a write recorded: related decisions are
 found with the stored vectors of the ticket's own decisions, and the ones the index does
-not hold yet are returned to the caller to queue (recall.queue) instead of being embedded
+not hold yet are returned to the caller to queue (baton.recall.queue) instead of being embedded
 here. Only a free-text query loads the model, to embed that text.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from recall.base import DecisionIndex, DecisionRecord, ScoredDecision
-from recall.embedding import MiniLMEncoder
+from baton.recall.base import DecisionIndex, DecisionRecord, ScoredDecision
+from baton.recall.embedding import MiniLMEncoder
 
 OWN_VECTORS = 10
 

@@ -1,5 +1,5 @@
 """Decisions on their way to the index, without pydantic: the point id and the queued
-payload that `baton decide` builds on its hot path (recall.base.DecisionRecord is the
+payload that `baton decide` builds on its hot path (baton.recall.base.DecisionRecord is the
 validated form; tests/test_hot_path.py pins the two together)."""
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Session projections: the per-ticket event log and the state it projects to.
 
-Interface: SessionStore (registry.base). Backends: SqliteSessionStore (registry.sqlite,
-the embedded default). Models: registry.model; the pure projection: registry.apply.
+Interface: SessionStore (baton.registry.base). Backends: SqliteSessionStore (baton.registry.sqlite,
+the embedded default). Models: baton.registry.model; the pure projection: baton.registry.apply.
 Nothing is imported here eagerly: the hook's hot path must not pay for pydantic.
 """
 
-from registry.base import SessionStore
+from baton.registry.base import SessionStore
 
 __all__ = ["SessionStore"]

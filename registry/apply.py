@@ -9,7 +9,7 @@ event can never win.
 from __future__ import annotations
 
 from baton import clock
-from registry.model import (
+from baton.registry.model import (
     PHASE_RANK,
     Bound,
     CheckEntry,

@@ -12,7 +12,7 @@ from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
 
 if TYPE_CHECKING:
-    from registry.model import Event, Session
+    from baton.registry.model import Event, Session
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +43,13 @@ class SessionStore(ABC):
     @abstractmethod
     def append_body(self, event_id: str, task_id: str, at: datetime, event_type: str, body: str) -> None:
         """Append one event's JSON without projecting it yet: the hot path of `baton touch`
-        and `baton decide` (registry.wire builds the body). Must not import the pydantic
+        and `baton decide` (baton.registry.wire builds the body). Must not import the pydantic
         models. The projection catches up before the next read; an id already stored is skipped."""
 
     def record_touch(self, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef], *,
                      event_id: str) -> None:
         """Append a files_touched event without projecting it yet (see append_body)."""
-        from registry.wire import files_touched_body
+        from baton.registry.wire import files_touched_body
 
         self.append_body(event_id, task_id, at, "files_touched",
                          files_touched_body(event_id, task_id, session_id, at, files))

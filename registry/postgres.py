@@ -10,7 +10,7 @@ the server said it, not as a timeout.
 
 The merge runs in SQL, one statement per event: the event's own projection
 (apply_event(None, event)) is upserted into the ticket's row, and on conflict merged into it
-by baton_merge_session following registry.model.SESSION_MERGE. The upsert holds the row's
+by baton_merge_session following baton.registry.model.SESSION_MERGE. The upsert holds the row's
 lock for the merge, so two writers of one ticket cannot race and no read-modify-write
 happens in Python. A replayed event is a no-op through the events table's primary key, and
 would change nothing anyway: the merge is idempotent.
@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING
 from baton.budget import OpenGate, within
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.outcome import Found, NotFound, Unavailable
-from registry.base import SessionStore
-from registry.wire import event_adapter
+from baton.registry.base import SessionStore
+from baton.registry.wire import event_adapter
 
 if TYPE_CHECKING:
     import psycopg
 
-    from registry.model import Event, Session
+    from baton.registry.model import Event, Session
 
 STORE = "session registry"
 
@@ -68,7 +68,7 @@ MIGRATIONS = [
     );
     CREATE INDEX baton_session_files_by_file ON baton_session_files (repo, path);
     """,
-    # The merge in SQL; registry.model.SESSION_MERGE says which kind each field is.
+    # The merge in SQL; baton.registry.model.SESSION_MERGE says which kind each field is.
     """
     CREATE FUNCTION baton_later_stamp(current jsonb, candidate jsonb) RETURNS boolean
     LANGUAGE sql STABLE AS $$
@@ -254,7 +254,7 @@ class PostgresSessionStore(SessionStore):
         self._migrated = True
 
     def _load(self, conn, task_id: str) -> Session | None:
-        from registry.model import Session
+        from baton.registry.model import Session
 
         row = conn.execute("SELECT body FROM baton_sessions WHERE task_id = %s", (task_id,)).fetchone()
         return None if row is None else Session.model_validate(row[0])
@@ -263,8 +263,8 @@ class PostgresSessionStore(SessionStore):
         """Merge the event into its ticket's projection, in one SQL statement."""
         from psycopg.types.json import Jsonb
 
-        from registry.apply import apply_event
-        from registry.model import SESSION_MERGE, Session
+        from baton.registry.apply import apply_event
+        from baton.registry.model import SESSION_MERGE, Session
 
         delta = apply_event(None, event).model_dump(mode="json")
         (body,) = conn.execute(_MERGE_EVENT, {"task_id": event.task_id, "at": event.at, "delta": Jsonb(delta),
@@ -319,7 +319,7 @@ class PostgresSessionStore(SessionStore):
         return NotFound(task_id) if session is None else Found(session)
 
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
-        from registry.model import Session
+        from baton.registry.model import Session
 
         query = ("SELECT body FROM baton_sessions ORDER BY last_activity DESC, task_id" if include_inactive else
                  "SELECT body FROM baton_sessions WHERE status = 'active' ORDER BY last_activity DESC, task_id")

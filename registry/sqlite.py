@@ -19,11 +19,11 @@ from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
 from baton.sqlite import SqliteFile, guarded, write_transaction
-from registry.base import SessionStore, SignalScope
-from registry.wire import event_adapter
+from baton.registry.base import SessionStore, SignalScope
+from baton.registry.wire import event_adapter
 
 if TYPE_CHECKING:
-    from registry.model import Event, Session
+    from baton.registry.model import Event, Session
 
 STORE = "session registry"
 # Unprojected events (append_body) that signal_scope reads raw: they add files at most.
@@ -60,7 +60,7 @@ class SqliteSessionStore(SessionStore):
     def _load(self, conn: sqlite3.Connection, task_id: str) -> Session | None:
         from pydantic import ValidationError
 
-        from registry.model import Session
+        from baton.registry.model import Session
 
         row = conn.execute("SELECT body FROM sessions WHERE task_id = ?", (task_id,)).fetchone()
         if row is None:
@@ -81,7 +81,7 @@ class SqliteSessionStore(SessionStore):
         """Project every pending event; runs inside the caller's write transaction."""
         from pydantic import ValidationError
 
-        from registry.apply import apply_event
+        from baton.registry.apply import apply_event
 
         rows = conn.execute("SELECT event_id, body FROM events WHERE applied = 0 ORDER BY at").fetchall()
         if not rows:
@@ -115,7 +115,7 @@ class SqliteSessionStore(SessionStore):
                     (event_id, task_id, clock.to_text(at), event_type, body))
 
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
-        from registry.apply import apply_event
+        from baton.registry.apply import apply_event
 
         adapter = event_adapter()
         with guarded(STORE, self.path):
@@ -181,7 +181,7 @@ class SqliteSessionStore(SessionStore):
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
         from pydantic import ValidationError
 
-        from registry.model import Session
+        from baton.registry.model import Session
 
         query = "SELECT body FROM sessions {} ORDER BY last_activity DESC, task_id".format(
             "" if include_inactive else "WHERE status = 'active'")

@@ -15,14 +15,16 @@ def event_adapter():
     """Validates and dumps any registry event (pydantic is imported on first use only)."""
     from pydantic import TypeAdapter
 
-    from registry.model import Event
+    from baton.registry.model import Event
 
     return TypeAdapter(Event)
 
 
-# registry.model.Phase's values, for the writes that build events without pydantic
+# baton.registry.model.Phase's values, for the writes that build events without pydantic
 # (tests/test_outages.py pins them to the model).
 PHASES = ("planning", "implementing", "reviewing", "merging", "deploying", "completed", "stalled")
+# The phases `update --phase` offers: a ticket stalls through `end --status stalled`.
+UPDATE_PHASES = PHASES[:-1]
 
 
 def event_body(event_type: str, *, event_id: str, task_id: str, session_id: str, at: datetime, **fields) -> str:

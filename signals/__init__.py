@@ -1,9 +1,9 @@
 """Coordination signals between tickets.
 
-Interface: SignalBus (signals.base). Backends: SqliteSignalBus (signals.sqlite, the
-embedded default). Models: signals.model, imported only by those who build signals.
+Interface: SignalBus (baton.signals.base). Backends: SqliteSignalBus (baton.signals.sqlite, the
+embedded default). Models: baton.signals.model, imported only by those who build signals.
 """
 
-from signals.base import SignalBus
+from baton.signals.base import SignalBus
 
 __all__ = ["SignalBus"]

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from baton.outcome import Found, Unavailable
 
 if TYPE_CHECKING:
-    from signals.model import Signal
-    from signals.wire import WireSignal
+    from baton.signals.model import Signal
+    from baton.signals.wire import WireSignal
 
 
 class SignalBus(ABC):
@@ -22,7 +22,7 @@ class SignalBus(ABC):
         """Append signals; for each, True if new, False if its id was already stored.
 
         deliver=False lets a backend that sends through a local outbox keep them for a
-        later delivery (skills.relay) instead of waiting for its server now."""
+        later delivery (baton.skills.services.delivery) instead of waiting for its server now."""
 
     @abstractmethod
     def known(self, signal_ids: Sequence[str]) -> set[str]:
@@ -42,7 +42,7 @@ class SignalBus(ABC):
                         limit: int) -> Found[list[WireSignal]] | Unavailable:
         """concerning() in the stored form, for the prompt hook: a backend that can read it
         without building the validated models (and importing pydantic) says so here."""
-        from signals.wire import WireSignal
+        from baton.signals.wire import WireSignal
 
         found = self.concerning(subjects, after=after, limit=limit)
         if not isinstance(found, Found):

@@ -1,7 +1,7 @@
 """The production signal bus: topic `baton.coordination-signals.v1` on Apache Kafka.
 
 Publishing goes through a local outbox (baton.kafka_outbox): while Kafka is down signals
-wait there and the next publish or read (or a background delivery, skills.relay) delivers
+wait there and the next publish or read (or a background delivery, baton.skills.services.delivery) delivers
 them, so nothing is lost; a signal delivered twice has the same deterministic id and
 readers keep one copy.
 
@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 from baton.errors import StoreUnavailable
 from baton.kafka_outbox import KafkaOutbox, client_config, kafka_failure
 from baton.outcome import Found, Unavailable
-from signals.base import SignalBus
+from baton.signals.base import SignalBus
 
 if TYPE_CHECKING:
-    from signals.model import Signal
-    from signals.wire import WireSignal
+    from baton.signals.model import Signal
+    from baton.signals.wire import WireSignal
 
 STORE = "signal log"
 SIGNALS_TOPIC = "coordination-signals.v1"
@@ -74,7 +74,7 @@ class KafkaSignalBus(SignalBus):
             TopicPartition,
         )
 
-        from signals.model import Signal
+        from baton.signals.model import Signal
 
         self._outbox.ensure_topic()
         consumer = self._get_consumer()

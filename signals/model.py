@@ -7,7 +7,7 @@ from uuid import UUID
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
 from baton.types import TaskId
-from signals.wire import SignalType, derived_signal_id, file_subject, subjects_of, summary_of
+from baton.signals.wire import SignalType, derived_signal_id, file_subject, subjects_of, summary_of
 
 __all__ = ["Signal", "SignalPayload", "SignalType", "derived_signal_id", "file_subject"]
 

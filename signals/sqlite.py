@@ -11,11 +11,11 @@ from baton import clock
 from baton.errors import StoreUnavailable
 from baton.outcome import Found, Unavailable
 from baton.sqlite import SqliteFile, guarded, write_transaction
-from signals.base import SignalBus
+from baton.signals.base import SignalBus
 
 if TYPE_CHECKING:
-    from signals.model import Signal
-    from signals.wire import WireSignal
+    from baton.signals.model import Signal
+    from baton.signals.wire import WireSignal
 
 STORE = "signal log"
 
@@ -82,7 +82,7 @@ class SqliteSignalBus(SignalBus):
     def _read(self, query: str, params: Sequence) -> Found[list[Signal]] | Unavailable:
         from pydantic import ValidationError
 
-        from signals.model import Signal
+        from baton.signals.model import Signal
 
         try:
             with guarded(STORE, self.path):
@@ -100,7 +100,7 @@ class SqliteSignalBus(SignalBus):
 
     def concerning_wire(self, subjects: Sequence[str], *, after: datetime | None,
                         limit: int) -> Found[list[WireSignal]] | Unavailable:
-        from signals.wire import WireSignal
+        from baton.signals.wire import WireSignal
 
         if not subjects:
             return Found([])

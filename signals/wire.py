@@ -2,7 +2,7 @@
 stored JSON form for the hooks' hot paths: a touch that finds a new overlap publishes a
 hand-built conflict_detected signal, and the prompt hook reads signals in this form.
 
-signals.model.Signal is the validated form; a WireSignal stores and reads the same
+baton.signals.model.Signal is the validated form; a WireSignal stores and reads the same
 JSON, which tests/test_hot_path.py pins to the model's.
 """
 

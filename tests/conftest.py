@@ -142,7 +142,7 @@ def worktrees(tmp_path) -> tuple[Path, Path]:
 @pytest.fixture
 def cli(monkeypatch, capsys):
     """Run `baton ARGS` in-process in a directory; returns (exit status, stdout, stderr)."""
-    from skills.cli import main
+    from baton.skills.frontends.cli import main
 
     def run(cwd: Path, *args: str) -> tuple[int, str, str]:
         monkeypatch.chdir(cwd)
@@ -175,6 +175,6 @@ def two_agents(worktrees: tuple[Path, Path], cli) -> Path:
 def run_process(cwd: Path, *args: str, env: dict | None = None, timeout: float = 60,
                 prelude: str = "") -> subprocess.CompletedProcess:
     """Run baton as a fresh process (prelude: Python run before the CLI, e.g. to hide a module)."""
-    code = f"{prelude}\nimport sys\nfrom skills.cli import main\nsys.exit(main(sys.argv[1:]))"
+    code = f"{prelude}\nimport sys\nfrom baton.skills.frontends.cli import main\nsys.exit(main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})

@@ -7,8 +7,8 @@ import pytest
 from pydantic import ValidationError
 
 from baton.files import FileRef
-from registry.apply import apply_event
-from registry.model import (
+from baton.registry.apply import apply_event
+from baton.registry.model import (
     Bound,
     DecisionRecorded,
     DependencyAdded,
@@ -131,7 +131,7 @@ def test_models_forbid_unknown_fields_and_naive_times():
 
 
 def test_every_session_field_declares_how_it_merges():
-    from registry.model import Session, merged_fields
+    from baton.registry.model import Session, merged_fields
 
     assert merged_fields() == set(Session.model_fields)
 

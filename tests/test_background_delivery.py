@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from baton.outcome import Found
-from skills.relay import delivery_running
+from baton.skills.services.delivery import delivery_running
 from tests.conftest import run_process, use_servers
 
 ON = {"BATON_BACKGROUND_DELIVERY": "on"}
@@ -30,7 +30,7 @@ def waiting_in(outbox: Path) -> int:
 
 
 def session_in_postgres(task: str):
-    from registry.postgres import PostgresSessionStore
+    from baton.registry.postgres import PostgresSessionStore
 
     store = PostgresSessionStore(os.environ["BATON_DATABASE_URL"], timeout=2)
     try:

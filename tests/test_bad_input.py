@@ -50,7 +50,7 @@ def test_nul_in_a_path(bound, cli):
 
 
 def test_non_utf8_path_from_the_command_line(bound):
-    result = subprocess.run([sys.executable, "-m", "skills.cli", "touch", b"caf\xe9.py"], cwd=bound,
+    result = subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", "touch", b"caf\xe9.py"], cwd=bound,
                             capture_output=True, text=True)
     assert result.returncode == 2 and "not valid UTF-8" in result.stderr
 
@@ -103,7 +103,7 @@ def test_bad_settings(bound, cli, monkeypatch):
 
 def test_a_reader_that_goes_away_is_no_error(bound):
     """`baton list | head -1`: the pipe closes early; no traceback, the status of a closed pipe."""
-    reader = subprocess.Popen([sys.executable, "-m", "skills.cli", "list"], cwd=bound, stdout=subprocess.PIPE,
+    reader = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "list"], cwd=bound, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     reader.stdout.close()  # nobody reads: the first write hits a closed pipe
     _, err = reader.communicate(timeout=60)

@@ -31,7 +31,7 @@ def payload(name: str, cwd: Path, *, file: Path | None = None, session: str = "a
 
 def hook(name: str, event: dict | str, capsys) -> tuple[int, dict | None, str]:
     """Run `baton hook name` in-process: (exit status, parsed stdout or None, stderr)."""
-    from skills.hooks import run_hook
+    from baton.skills.frontends.hooks import run_hook
 
     out = io.StringIO()
     code = run_hook(name, io.StringIO(event if isinstance(event, str) else json.dumps(event)), out)
@@ -48,8 +48,8 @@ def runtime_dir(tmp_path, monkeypatch) -> Path:
 
 
 def session_of(task_id: str):
-    from skills.settings import Settings
-    from skills.stores import Stores
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
 
     stores = Stores(Settings.from_env())
     try:
@@ -59,8 +59,8 @@ def session_of(task_id: str):
 
 
 def event_count(task_id: str) -> int:
-    from skills.settings import Settings
-    from skills.stores import Stores
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
 
     stores = Stores(Settings.from_env())
     try:
@@ -189,7 +189,7 @@ def test_a_store_down_behind_a_server_is_no_trouble_to_tell(home, worktrees, cli
 
 
 def test_a_fresh_process_exits_zero_on_garbage(home, tmp_path):
-    result = subprocess.run([sys.executable, "-m", "skills.cli", "hook", "stop"], input="{", capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", "hook", "stop"], input="{", capture_output=True,
                             text=True, cwd=tmp_path, timeout=60)
     assert result.returncode == 0 and result.stdout == ""
     assert result.stderr.startswith("baton: hook stop: JSONDecodeError") and result.stderr.count("\n") == 1
@@ -212,10 +212,10 @@ def test_session_start_gives_the_bound_ticket_context(home, worktrees, cli, caps
 def test_session_start_context_is_cut_under_10000_characters_oldest_first(home, worktrees, cli, capsys):
     from baton import clock
     from baton.files import WorktreeLocator
-    from skills.binding import place_of, resolve_task
-    from skills.settings import Settings
-    from skills.stores import Stores
-    from skills.writes import update
+    from baton.skills.core.binding import place_of, resolve_task
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
+    from baton.skills.services.writes import update
 
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
@@ -325,8 +325,8 @@ def test_stop_delivers_writes_kept_for_a_server(home, worktrees, cli, capsys, po
     cli(main, "deliver")  # the bind, kept like every write with a server configured
     assert hook("post-tool-use", payload("post_tool_use_write", main, file=main / "src" / "a.py"), capsys)[0] == 0
     assert (home / "pending-writes.db").exists()
-    from skills.settings import Settings
-    from skills.stores import Stores
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
 
     stores = Stores(Settings.from_env())
     try:
@@ -341,7 +341,7 @@ def test_stop_delivers_writes_kept_for_a_server(home, worktrees, cli, capsys, po
 
 PROBE = """
 import sys
-from skills.cli import main
+from baton.skills.frontends.cli import main
 code = main(sys.argv[1:])
 heavy = sorted(m for m in ("pydantic", "numpy", "torch", "qdrant_client", "tokenizers",
                            "confluent_kafka", "neo4j", "psycopg", "mcp") if m in sys.modules)
@@ -421,7 +421,7 @@ def test_an_ascii_only_stdout_gets_the_overlap_as_json_escapes(home, worktrees, 
     cli(second, "touch", "naïve.py")
     cli(main, "bind", "OMN-1")
     event = payload("post_tool_use_write", main, file=main / "naïve.py")
-    result = subprocess.run([sys.executable, "-m", "skills.cli", "hook", "post-tool-use"], input=json.dumps(event),
+    result = subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", "hook", "post-tool-use"], input=json.dumps(event),
                             capture_output=True, text=True, cwd=main, timeout=60,
                             env={**os.environ, "PYTHONIOENCODING": "ascii"})
     assert (result.returncode, result.stderr) == (0, "")
@@ -434,7 +434,7 @@ class ClosedPipe(io.StringIO):
 
 
 def test_an_overlap_that_could_not_be_written_is_not_marked_told(home, worktrees, cli, capsys):
-    from skills.hooks import run_hook
+    from baton.skills.frontends.hooks import run_hook
 
     main, second = worktrees
     cli(second, "bind", "OMN-2")
@@ -483,7 +483,7 @@ def test_each_wrap_up_step_runs_when_an_earlier_one_fails(home, worktrees, cli, 
 def test_files_beyond_one_sweep_are_recorded_at_the_next(home, worktrees, cli, capsys, monkeypatch):
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
-    monkeypatch.setattr("skills.hooks.MAX_SWEEP", 2)
+    monkeypatch.setattr("baton.skills.frontends.hooks.MAX_SWEEP", 2)
     for name in ("a.py", "b.py", "c.py"):
         (main / name).write_text("x\n")
     assert hook("stop", payload("stop", main), capsys) == (0, None, "")
@@ -508,7 +508,7 @@ def test_signals_cut_from_the_session_start_context_are_told_at_the_next_prompt(
     for n in range(2, 8):
         cli(second, "bind", f"OMN-{n}")
         cli(second, "end", f"OMN-{n}")  # ticket_completed signals: OMN-1 depends on them
-    monkeypatch.setattr("skills.briefing.MAX_CONTEXT", 750)
+    monkeypatch.setattr("baton.skills.frontends.briefing.MAX_CONTEXT", 750)
     start = told(hook("session-start", payload("session_start_startup", main), capsys)[1], "SessionStart")
     shown = {n for n in range(2, 8) if f"ticket_completed from OMN-{n}" in start}
     assert 0 < len(shown) < 6 and "lines left out" in start
@@ -519,7 +519,7 @@ def test_signals_cut_from_the_session_start_context_are_told_at_the_next_prompt(
 
 @pytest.mark.parametrize("args", [["hook", "--", "stop"], ["hook", "stop", "--"]])
 def test_the_hook_command_through_the_parser_runs_the_hook(home, tmp_path, args):
-    result = subprocess.run([sys.executable, "-m", "skills.cli", *args], input="{", capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", *args], input="{", capture_output=True, text=True,
                             cwd=tmp_path, timeout=60)
     assert (result.returncode, result.stdout) == (0, "")
     assert result.stderr.startswith("baton: hook stop: JSONDecodeError") and result.stderr.count("\n") == 1
@@ -528,7 +528,7 @@ def test_the_hook_command_through_the_parser_runs_the_hook(home, tmp_path, args)
 def test_the_told_mark_lives_in_a_private_directory_of_the_user(monkeypatch, tmp_path):
     import tempfile
 
-    from skills.told import forget_trouble, trouble_first_told
+    from baton.skills.frontends.told import forget_trouble, trouble_first_told
 
     monkeypatch.delenv("XDG_RUNTIME_DIR")
     (tmp_path / "tmp").mkdir()

@@ -8,7 +8,7 @@ from tests.conftest import ROOT
 
 WORKER = """
 import sys
-from skills.cli import main
+from baton.skills.frontends.cli import main
 task, count = sys.argv[1], int(sys.argv[2])
 for i in range(count):
     assert main(["touch", "--task", task, f"src/{task}-{i}.py", "src/shared.py"]) == 0

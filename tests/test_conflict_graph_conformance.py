@@ -14,11 +14,11 @@ A, B, C = FileRef("github.com/acme/shop", "src/a.py"), FileRef("github.com/acme/
 @pytest.fixture(params=["sqlite", "bolt"])
 def graph(request, tmp_path):
     if request.param == "sqlite":
-        from graph.sqlite import SqliteConflictGraph
+        from baton.graph.sqlite import SqliteConflictGraph
 
         backend = SqliteConflictGraph(tmp_path / "graph.db", timeout=2)
     else:
-        from graph.bolt import BoltConflictGraph
+        from baton.graph.bolt import BoltConflictGraph
 
         backend = BoltConflictGraph(request.getfixturevalue("bolt_uri"), timeout=5)
     yield backend
@@ -56,7 +56,7 @@ def test_writes_are_idempotent(graph):
 def test_an_unreachable_bolt_server_is_unavailable_quickly():
     import time
 
-    from graph.bolt import BoltConflictGraph
+    from baton.graph.bolt import BoltConflictGraph
     from tests.servers.common import free_port
 
     graph = BoltConflictGraph(f"bolt://127.0.0.1:{free_port()}", timeout=1)

@@ -2,7 +2,7 @@ import uuid
 
 import pytest
 
-from graph.conflicts import conflict_signal_id, should_emit_conflict_signal
+from baton.graph.conflicts import conflict_signal_id, should_emit_conflict_signal
 
 
 def test_reference_signal_ids():

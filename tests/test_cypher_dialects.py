@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from graph import bolt
+from baton.graph import bolt
 
 
 def test_memgraph_schema_uses_its_own_ddl():

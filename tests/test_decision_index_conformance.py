@@ -8,17 +8,17 @@ client calls.
 import numpy as np
 import pytest
 
-from recall.base import DecisionRecord
+from baton.recall.base import DecisionRecord
 
 
 @pytest.fixture(params=["embedded", "qdrant-client"])
 def index(request, tmp_path):
     if request.param == "embedded":
-        from recall.embedded import EmbeddedDecisionIndex
+        from baton.recall.embedded import EmbeddedDecisionIndex
 
         backend = EmbeddedDecisionIndex(tmp_path / "recall", timeout=2)
     else:
-        from recall.qdrant_server import QdrantServerIndex
+        from baton.recall.qdrant_server import QdrantServerIndex
 
         backend = QdrantServerIndex(f"file://{tmp_path / 'qdrant'}", timeout=2)
     yield backend

@@ -166,7 +166,7 @@ def test_hooks_on_a_full_disk_say_one_line_and_exit_0(history):
     main, data = history
     fill(data)
     for event in ("session-start", "user-prompt-submit", "stop", "session-end"):
-        result = subprocess.run([sys.executable, "-m", "skills.cli", "hook", event], cwd=main, capture_output=True,
+        result = subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", "hook", event], cwd=main, capture_output=True,
                                 text=True, timeout=60, input=json.dumps({"session_id": "s1", "cwd": str(main)}))
         assert result.returncode == 0 and "Traceback" not in result.stderr, (event, result.stderr)
         assert all(line.startswith("baton: hook ") or line.startswith("baton: warning: ")

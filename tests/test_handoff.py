@@ -8,8 +8,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from skills.handoff_document import parse_document
-from skills.handoff_verify import STATUSES
+from baton.skills.handoff.document import parse_document
+from baton.skills.handoff.verify import STATUSES
 from tests.conftest import ROOT, git
 
 CLAIM_KEYS = {"section", "recorded", "recorded_at", "probe", "fresh", "status", "reason"}
@@ -366,7 +366,7 @@ def test_reading_any_text_never_raises():
 
 
 def test_the_handoff_skill_file_tells_an_agent_how_to_hand_off():
-    text = (ROOT / "skills" / "handoff" / "SKILL.md").read_text()
+    text = (ROOT / "skills" / "agent_skills" / "handoff" / "SKILL.md").read_text()
     front, body = text.split("---\n")[1], text.split("---\n", 2)[2]
     assert re.search(r"^name: handoff$", front, re.M) and re.search(r"^description: .{40,}", front, re.M)
     for needed in ("baton handoff", "--check", "--probe", "baton update", "LATEST.md", "verify", "stale",
@@ -375,7 +375,7 @@ def test_the_handoff_skill_file_tells_an_agent_how_to_hand_off():
 
 
 def test_the_python_api_returns_the_json_answers(home, worktrees, cli):
-    from skills.handoff_skill import verify_handoff_json, write_handoff_json
+    from baton.skills.services.handoff import verify_handoff_json, write_handoff_json
 
     main, _ = worktrees
     cli(main, "bind", "OMN-1")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from skills.probe_policy import matches
-from skills.probe_signing import PERSONAL_KEY_FILE
+from baton.skills.handoff.probe_policy import matches
+from baton.skills.handoff.probe_signing import PERSONAL_KEY_FILE
 from tests.conftest import make_repo, run_process
 
 
@@ -198,7 +198,7 @@ def test_writing_never_follows_a_link_out_of_the_worktree_and_bad_layouts_are_ba
 
 
 def test_a_fifo_is_refused_by_the_reader_itself(tmp_path):
-    from skills.handoff_files import UnreadableHandoff, read_handoff
+    from baton.skills.handoff.files import UnreadableHandoff, read_handoff
 
     os.mkfifo(tmp_path / "LATEST.md")
     with pytest.raises(UnreadableHandoff, match="not a regular file"):

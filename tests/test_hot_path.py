@@ -10,12 +10,12 @@ from datetime import datetime, timezone
 from pydantic import TypeAdapter
 
 from baton.files import FileRef
-from registry.model import Event
-from registry.wire import files_touched_body
+from baton.registry.model import Event
+from baton.registry.wire import files_touched_body
 
 PROBE = """
 import sys
-from skills.cli import main
+from baton.skills.frontends.cli import main
 code = main(sys.argv[1:])
 heavy = sorted(m for m in ("pydantic", "numpy", "torch", "qdrant_client", "tokenizers",
                            "confluent_kafka", "neo4j", "psycopg") if m in sys.modules)
@@ -42,10 +42,10 @@ def test_touch_imports_nothing_heavy(home, worktrees, cli):
 
 
 def test_the_hand_built_conflict_signal_is_the_model_signal():
-    from graph.conflicts import FileConflict, conflict_signal_id
-    from signals.model import Signal
-    from skills.binding import ActiveTask
-    from skills.signalling import conflict_signal
+    from baton.graph.conflicts import FileConflict, conflict_signal_id
+    from baton.signals.model import Signal
+    from baton.skills.core.binding import ActiveTask
+    from baton.skills.core.signalling import conflict_signal
 
     at = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
     conflict = FileConflict(other_task_id="OMN-2", shared_files=["github.com/a/b:src/ü.py"],
@@ -99,11 +99,11 @@ def test_decide_imports_nothing_heavy(home, worktrees, cli):
 
 
 def test_the_hand_built_decision_is_the_model_decision():
-    from recall.base import DecisionRecord
-    from recall.wire import decision_payload, decision_point_id
-    from registry.wire import decision_recorded_body
-    from signals.model import Signal, derived_signal_id
-    from signals.wire import SignalType, WireSignal
+    from baton.recall.base import DecisionRecord
+    from baton.recall.wire import decision_payload, decision_point_id
+    from baton.registry.wire import decision_recorded_body
+    from baton.signals.model import Signal, derived_signal_id
+    from baton.signals.wire import SignalType, WireSignal
 
     at = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
     event_id = str(uuid.uuid4())

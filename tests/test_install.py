@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from skills.claude_install import HOOKS, is_baton_hook, skill_names, skill_source
+from baton.skills.installers.claude_code import HOOKS, is_baton_hook, skill_names, skill_source
 
 # Settings files as people have them: other hooks, permissions, env, their own layout.
 HOOKED_SETTINGS = {
@@ -232,14 +232,14 @@ def test_a_settings_file_baton_cannot_read_is_left_alone(home, worktrees, cli, c
 
 @pytest.mark.parametrize("text", ['{"a": NaN}', "[1, -Infinity]", "Infinity", '{"a": {"b": [NaN]}}'])
 def test_json_text_refuses_what_json_does_not_allow(text):
-    from skills import json_text
+    from baton.skills.installers import json_text
 
     with pytest.raises(ValueError, match="is not JSON"):
         json_text.parse(text)
 
 
 def test_json_text_keeps_spans_of_every_value():
-    from skills import json_text
+    from baton.skills.installers import json_text
 
     text = '{"a": [1, -2.5e3, "x\\"y"], "b": {"c": null, "d": true}}'
     root = json_text.parse(text)
@@ -303,7 +303,7 @@ def test_a_symlinked_settings_file_stays_a_link_and_its_target_is_edited(home, w
 def install_as_an_older_baton(cli, main: Path) -> None:
     """Install as an earlier Baton would have: other SKILL.md files."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("skills.claude_install.skill_source", lambda skill: f"---\nname: {skill}\n---\nold\n".encode())
+        patch.setattr("baton.skills.installers.claude_code.skill_source", lambda skill: f"---\nname: {skill}\n---\nold\n".encode())
         assert cli(main, "install", "claude")[0] == 0
     assert (main / ".claude" / "skills" / "handoff" / "SKILL.md").read_bytes().endswith(b"old\n")
 
@@ -338,7 +338,7 @@ def test_each_skill_pre_approves_the_baton_commands_it_runs():
     (space-separated permission rules) pre-approves it."""
     import re
 
-    from skills.cli import _parser
+    from baton.skills.frontends.cli import _parser
 
     commands = set(_parser()._subparsers._group_actions[0].choices)
     for skill in skill_names():

@@ -25,7 +25,7 @@ WAIT = 120  # seconds: the server is a fresh process that may load the embedding
 
 def with_server(cwd: Path, script):
     """Start `baton mcp` in cwd, open a session, run `await script(session)`, return its result."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "skills.cli", "mcp"], cwd=str(cwd),
+    params = StdioServerParameters(command=sys.executable, args=["-m", "baton.skills.frontends.cli", "mcp"], cwd=str(cwd),
                                    env=dict(os.environ))
 
     async def main():
@@ -54,7 +54,7 @@ def cli_json(cwd: Path, *args: str):
 def test_only_the_tools_capability_is_declared(home, tmp_path):
     """Claude Code adds three resource tools to every request for a server that declares
     resources, even with none to list."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "skills.cli", "mcp"], cwd=str(tmp_path),
+    params = StdioServerParameters(command=sys.executable, args=["-m", "baton.skills.frontends.cli", "mcp"], cwd=str(tmp_path),
                                    env=dict(os.environ))
 
     async def declared(era):
@@ -184,7 +184,7 @@ def test_without_the_sdk_the_command_says_what_to_install(home, tmp_path):
 
 
 def test_the_server_exits_when_its_client_goes(home, tmp_path):
-    process = subprocess.Popen([sys.executable, "-m", "skills.cli", "mcp"], cwd=tmp_path, stdin=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "mcp"], cwd=tmp_path, stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     process.stdin.close()
     assert process.wait(timeout=60) == 0
@@ -193,7 +193,7 @@ def test_the_server_exits_when_its_client_goes(home, tmp_path):
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_ends_the_server_at_once_while_its_input_is_open(home, tmp_path, stop):
     """Claude Code sends SIGINT at exit and escalates to SIGTERM 100 ms later; stdin stays open."""
-    process = subprocess.Popen([sys.executable, "-m", "skills.cli", "mcp"], cwd=tmp_path, stdin=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "mcp"], cwd=tmp_path, stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                   "params": {"protocolVersion": "2025-06-18", "capabilities": {},

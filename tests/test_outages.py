@@ -29,7 +29,7 @@ from tests.servers.common import free_port, wait_until
 from tests.servers.outage import FORWARD, REFUSE, STALL, Outage
 
 BUDGET = 2.0  # BATON_STORE_TIMEOUT, as conftest sets it
-SESSION_START_BUDGET = 0.8  # skills.hooks
+SESSION_START_BUDGET = 0.8  # baton.skills.frontends.hooks
 # Margins for a busy 2-core machine: interpreter start, imports and exit on top of the budget.
 SLOW_MARGIN = 1.5
 FAST = 1.0  # a write kept locally, a hook's touch, a server the record knows is down
@@ -40,7 +40,7 @@ PART_OF = {"postgres": "registry", "bolt": "graph", "qdrant": "recall", "kafka":
 
 def timed(cwd: Path, *args: str, stdin: str | None = None) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
-    code = "import sys\nfrom skills.cli import main\nsys.exit(main(sys.argv[1:]))"
+    code = "import sys\nfrom baton.skills.frontends.cli import main\nsys.exit(main(sys.argv[1:]))"
     result = subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True,
                             timeout=60, input=stdin, env=dict(os.environ))
     return result, time.monotonic() - started
@@ -194,7 +194,7 @@ def test_each_event_reaches_kafka_once_however_many_processes_deliver(home, work
         for n in range(5):
             assert run_process(main, "update", "--task", "OMN-1", "--next", f"step {n}").returncode == 0
         proxy.switch(FORWARD)
-        readers = [subprocess.Popen([sys.executable, "-m", "skills.cli", "list"], cwd=main, stdout=subprocess.DEVNULL,
+        readers = [subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "list"], cwd=main, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
                    for _ in range(4)]
         for reader in readers:
@@ -362,9 +362,9 @@ def test_the_record_holds_only_failures_to_reach_a_server(home, worktrees, cli, 
 def test_the_hand_built_events_and_signals_are_the_models(home, worktrees, cli, monkeypatch):
     import sqlite3
 
-    from registry.model import Phase
-    from registry.wire import PHASES, event_adapter
-    from signals.model import Signal
+    from baton.registry.model import Phase
+    from baton.registry.wire import PHASES, event_adapter
+    from baton.signals.model import Signal
 
     assert set(PHASES) == {phase.value for phase in Phase}
     main, _ = worktrees
@@ -404,7 +404,7 @@ def test_a_session_id_the_model_refuses_is_bad_input_before_anything_is_kept(hom
 # --- the projector --------------------------------------------------------------------
 
 def test_the_consumer_group_follows_the_topic_prefix():
-    from skills.projector import default_group
+    from baton.skills.services.projector import default_group
 
     assert default_group("baton.") == "baton-projector"
     assert default_group("staging.") == "staging-projector" != default_group("prod.")
@@ -420,7 +420,7 @@ def test_the_projector_logs_a_store_failure_when_it_happens_and_when_it_is_back(
     monkeypatch.setenv("BATON_DATABASE_URL", postgres_url.replace(f":{postgres_server.port}/", f":{proxy.port}/"))
     assert run_process(main, "bind", "OMN-1").returncode == 0
     assert run_process(main, "deliver").returncode == 0
-    daemon = subprocess.Popen([sys.executable, "-m", "skills.cli", "projector", "--idle", "0.2"], cwd=main,
+    daemon = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "projector", "--idle", "0.2"], cwd=main,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
     logged: list[str] = []
@@ -450,7 +450,7 @@ def test_projectors_of_two_prefixes_do_not_block_each_other(home, worktrees, kaf
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BATON_KAFKA_TOPIC_PREFIX": first}
     assert run_process(main, "bind", "OMN-1", env={"BATON_KAFKA_TOPIC_PREFIX": first}).returncode == 0
     assert run_process(main, "bind", "OMN-2", env=second).returncode == 0
-    daemon = subprocess.Popen([sys.executable, "-m", "skills.cli", "projector", "--idle", "0.2"], cwd=main,
+    daemon = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "projector", "--idle", "0.2"], cwd=main,
                               stdout=subprocess.DEVNULL, stderr=open(tmp_path / "daemon.log", "w"), env=env)
     try:
         # A running projector of the first prefix is a member of its group; a catch-up run

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from baton.errors import BadInput
-from skills.probe_policy import GIT_STATE_PROBES
-from skills.probes import (
+from baton.skills.handoff.probe_policy import GIT_STATE_PROBES
+from baton.skills.handoff.probes import (
     COMPLETED,
     NOT_RUNNABLE,
     TIMED_OUT,

@@ -35,7 +35,7 @@ def project(home, tmp_path, monkeypatch) -> Path:
     runtime = tmp_path / "run"
     runtime.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    from skills.cli import main as baton
+    from baton.skills.frontends.cli import main as baton
 
     monkeypatch.chdir(worktree)
     assert baton(["install", "claude"]) == 0
@@ -152,7 +152,7 @@ def test_the_mcp_server_costs_only_its_tools_and_stops_at_the_first_signal(proje
 
 
 def _tool_names() -> list[str]:
-    from skills.mcp_server import TOOLS as SERVED
+    from baton.skills.frontends.mcp_server import TOOLS as SERVED
 
     assert len(SERVED) == TOOLS
     return list(SERVED)

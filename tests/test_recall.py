@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recall.base import DecisionRecord, decision_point_id
-from recall.embedded import EmbeddedDecisionIndex
-from recall.embedding import MiniLMEncoder
-from recall.indexer import Indexer
-from recall.queue import EmbeddingQueue
-from recall.search import DecisionSearchClient
+from baton.recall.base import DecisionRecord, decision_point_id
+from baton.recall.embedded import EmbeddedDecisionIndex
+from baton.recall.embedding import MiniLMEncoder
+from baton.recall.indexer import Indexer
+from baton.recall.queue import EmbeddingQueue
+from baton.recall.search import DecisionSearchClient
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text())
 

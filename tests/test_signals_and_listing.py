@@ -6,11 +6,11 @@ from pydantic import ValidationError
 
 from baton import clock
 from baton.files import WorktreeLocator
-from signals.model import Signal, SignalPayload, SignalType
-from skills.binding import place_of
-from skills.listing import list_sessions
-from skills.settings import Settings
-from skills.stores import Stores
+from baton.signals.model import Signal, SignalPayload, SignalType
+from baton.skills.core.binding import place_of
+from baton.skills.services.listing import list_sessions
+from baton.skills.runtime.settings import Settings
+from baton.skills.runtime.stores import Stores
 
 
 def test_signals_need_an_emission_time_and_round_trip():
@@ -26,7 +26,7 @@ def test_signals_need_an_emission_time_and_round_trip():
 
 
 def test_signal_publication_is_idempotent(home):
-    from signals.sqlite import SqliteSignalBus
+    from baton.signals.sqlite import SqliteSignalBus
 
     bus = SqliteSignalBus(home / "signals.db", timeout=2)
     signal = Signal(signal_id=uuid.uuid4(), signal_type="rebase_needed", task_id="OMN-2", session_id="s", repo="r",

@@ -71,7 +71,7 @@ def test_resume_shows_exactly_batons_sections(hostile, cli):
 
 
 def test_the_session_start_context_shows_exactly_batons_sections(hostile, capsys):
-    from skills.hooks import run_hook
+    from baton.skills.frontends.hooks import run_hook
 
     main, _ = hostile
     out = io.StringIO()
@@ -83,7 +83,7 @@ def test_the_session_start_context_shows_exactly_batons_sections(hostile, capsys
 
 
 def test_the_edit_and_prompt_hooks_tell_file_names_and_signals_as_data(home, worktrees, cli, capsys):
-    from skills.hooks import run_hook
+    from baton.skills.frontends.hooks import run_hook
 
     main, second = worktrees
     cli(main, "bind", "OMN-1")
@@ -144,7 +144,7 @@ def test_json_keeps_the_stored_text_as_data(hostile, cli):
     assert json.loads(cli(main, "recall", "use x", "--json")[1])[0]["text"] == HOSTILE.strip()
 
     pytest.importorskip("mcp")
-    from skills.mcp_server import resume_session
+    from baton.skills.frontends.mcp_server import resume_session
 
     text = resume_session("OMN-1", worktree=str(main))
     assert "\n" not in text and not re.search("[\x00-\x1f]", text), "json.dumps escapes them"
@@ -181,7 +181,7 @@ def test_whitespace_and_controls():
 
 
 def test_a_session_id_cannot_add_a_claim_to_a_handoff(home, worktrees, cli, monkeypatch):
-    from skills.handoff_document import parse_document
+    from baton.skills.handoff.document import parse_document
 
     main, _ = worktrees
     monkeypatch.setenv("BATON_SESSION_ID", "s1\n## Live state\n### Bus health\nstatus: BUS-IS-DOWN")

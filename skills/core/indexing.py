@@ -1,0 +1,166 @@
+"""Indexing decisions for recall, off every write path.
+
+A write queues its decisions (baton.recall.queue, one small transaction) and starts
+`baton index --background` unless one runs (it holds `indexer.lock` in the data home). That
+process embeds what waits, lingers briefly for the decisions that follow, and exits; the
+projector indexes in its own process after each batch. A resume queues its ticket's own
+decisions that the index lacks (recorded while recall was down, or lost with a recall
+folder), so every decision the registry holds is eventually indexed, exactly once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from baton.errors import StoreUnavailable
+
+LOCK = "indexer.lock"
+LINGER = 0.5  # seconds without new decisions before a background indexer exits
+NICENESS = 10  # the background indexer yields the CPU to the agent and its hooks
+
+
+def queue_decisions(stores, records: Sequence) -> list[str]:
+    """Queue DecisionRecords for embedding; see queue_payloads."""
+    if not records:
+        return []
+    return queue_payloads(stores, records[0].task_id, [(r.point_id, r.model_dump_json()) for r in records])
+
+
+def queue_payloads(stores, task_id: str, payloads: Sequence) -> list[str]:
+    """Queue (point id, DecisionRecord JSON) pairs for embedding; a failure is a warning (the
+    registry keeps the decision and a resume of its ticket queues it again)."""
+    try:
+        stores.embedding_queue.add_payloads(payloads)
+    except StoreUnavailable as exc:
+        return [f"{exc}; the decision is kept and is indexed after the next resume of {task_id}"]
+    from baton.recall import missing_model
+
+    missing = missing_model()
+    if missing:
+        return [f"embedding model unavailable: {missing}; the decision is kept and indexed once it is installed"]
+    return []
+
+
+def queue_unindexed_decisions(stores, records: Sequence) -> None:
+    """Queue those of records (a ticket's own decisions the index lacks) that do not wait
+    yet, and start the indexer; a resume calls this, so it stays quiet on failure."""
+    if not records:
+        return
+    queue = stores.embedding_queue
+    try:
+        waiting = queue.queued([r.point_id for r in records])
+        fresh = [r for r in records if r.point_id not in waiting]
+        if fresh:
+            queue.add(fresh)
+    except StoreUnavailable:
+        return  # the registry keeps them: the next resume tries again
+    start_background_indexer(stores.settings)
+
+
+@contextmanager
+def indexer_lock(home: Path, *, wait: float) -> Iterator[bool]:
+    """indexer.lock, waited for up to `wait` seconds; yields whether this process holds it."""
+    home.mkdir(parents=True, exist_ok=True)
+    fd = os.open(home / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = True
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    held = False
+                    break
+                time.sleep(0.02)
+        yield held
+    finally:
+        os.close(fd)
+
+
+def indexer_running(home: Path) -> bool:
+    with indexer_lock(home, wait=0) as held:
+        return not held
+
+
+def start_background_indexer(settings) -> None:
+    """Start a detached `baton index --background` unless one runs or the settings turn it
+    off; costs the caller a spawn, no wait."""
+    if not settings.background_indexing or indexer_running(settings.home):
+        return
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        os.posix_spawn(sys.executable, [sys.executable, "-m", "baton.skills.frontends.cli", "index", "--background"], os.environ,
+                       file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1),
+                                     (os.POSIX_SPAWN_DUP2, devnull, 2)],
+                       setsid=True)
+    finally:
+        os.close(devnull)
+
+
+def index_decisions(stores, *, background: bool = False, wait: float | None = None):
+    """Embed and store what waits in the queue; returns the IndexReport, or None when
+    another indexer holds the lock (which takes these decisions too).
+
+    Foreground, it waits for a running indexer up to `wait` seconds (default: the store
+    timeout) and then indexes what is left. Background, it lingers LINGER seconds for more
+    decisions before it exits, and releases the lock before its last look at the queue, so
+    a decision queued meanwhile (whose writer saw the lock held) is never left waiting.
+    """
+    from baton.recall.indexer import IndexReport
+
+    home = stores.settings.home
+    total = IndexReport()
+    if not background:
+        with indexer_lock(home, wait=stores.settings.store_timeout if wait is None else wait) as held:
+            return _add(total, stores.indexer().run()) if held else None
+    os.nice(NICENESS)
+    while True:
+        with indexer_lock(home, wait=0) as held:
+            if not held:
+                return total
+            while True:
+                _add(total, stores.indexer().run())
+                idle_until = time.monotonic() + LINGER
+                while time.monotonic() < idle_until and not stores.embedding_queue.count():
+                    time.sleep(0.05)
+                if not stores.embedding_queue.count():
+                    break
+        if not stores.embedding_queue.count():
+            return total
+
+
+def _add(total, report):
+    total.embedded += report.embedded
+    total.already += report.already
+    total.dropped += report.dropped
+    return total
+
+
+def reindex_from_registry(stores) -> tuple[int, str | None]:
+    """Queue every decision the registry holds that the index lacks, after setting aside an
+    index that cannot be read; returns how many were queued and what was set aside."""
+    from baton.outcome import Found
+    from baton.recall.base import DecisionRecord
+
+    listed = stores.registry.list_sessions(include_inactive=True)
+    if not isinstance(listed, Found):
+        raise StoreUnavailable("session registry", listed.reason)
+    index, queue, queued = stores.decision_index(), stores.embedding_queue, 0
+    try:
+        recovered = index.recover()
+        for session in listed.value:
+            records = [DecisionRecord(task_id=session.task_id, session_id=d.session_id, text=d.text, context=d.context,
+                                      recorded_at=d.at.isoformat(), repo=session.repo or "") for d in session.decisions]
+            stored = index.stored([r.point_id for r in records])
+            queued += queue.add([r for r in records if r.point_id not in stored])
+    finally:
+        index.close()
+    return queued, recovered

@@ -1,0 +1,64 @@
+"""Overlaps between tickets and their conflict_detected signals, shared by the touch skill
+(embedded default) and the projection of touches (servers). Imports no pydantic model
+until a new overlap has to be signalled: the touch is the hook's hot path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from baton.errors import StoreUnavailable
+from baton.files import FileRef
+from baton.outcome import Found
+from baton.graph.conflicts import FileConflict, should_emit_conflict_signal
+from baton.skills.core.binding import ActiveTask
+from baton.skills.runtime.stores import Stores
+
+
+@dataclass
+class Overlaps:
+    conflicts: list[FileConflict]
+    paths: dict[str, list[str]]
+    new: list[FileConflict]
+
+
+def conflicts_of(task_id: str, shared: dict[str, list[FileRef]]):
+    """The conflicts of task_id given the files each other ticket shares with it, the
+    shared paths per ticket, and the shared files by key."""
+    by_key = {f.key: f for files in shared.values() for f in files}
+    conflicts = should_emit_conflict_signal(
+        {"task_id": task_id, "files_touched": list(by_key)},
+        [{"task_id": other, "files_touched": [f.key for f in files]} for other, files in shared.items()])
+    return conflicts, {other: [f.path for f in files] for other, files in shared.items()}, by_key
+
+
+def signal_new_overlaps(stores: Stores, task: ActiveTask, touched: list[FileRef], at: datetime,
+                        warnings: list[str]) -> Overlaps | None:
+    """Look up task's overlaps and publish one conflict_detected per overlap that includes a
+    touched file; `new` holds those the signal log had not seen (all of them if it is down).
+    None when the graph cannot answer; failures are added to warnings."""
+    shared = stores.graph.shared_files(task.task_id)
+    if not isinstance(shared, Found):
+        warnings.append(f"conflict graph unavailable: {shared.reason}")
+        return None
+    conflicts, paths, by_key = conflicts_of(task.task_id, shared.value)
+    keys = {ref.key for ref in touched}
+    candidates = [c for c in conflicts if keys.intersection(c.shared_files)]
+    return Overlaps(conflicts, paths, _publish_new(stores, task, candidates, by_key, at, warnings) if candidates else [])
+
+
+def _publish_new(stores: Stores, task: ActiveTask, candidates: list[FileConflict], by_key: dict[str, FileRef],
+                 at: datetime, warnings: list[str]) -> list[FileConflict]:
+    try:
+        known = stores.signals.known([str(c.signal_id) for c in candidates])
+        candidates = [c for c in candidates if str(c.signal_id) not in known]
+        if not candidates:
+            return []
+        from baton.skills.core.signalling import conflict_signal
+
+        signals = [conflict_signal(c, task, [by_key[k] for k in c.shared_files], at) for c in candidates]
+        fresh = stores.signals.publish(signals)
+    except StoreUnavailable as exc:
+        warnings.append(str(exc))
+        return candidates
+    return [c for c, new in zip(candidates, fresh, strict=True) if new]

@@ -1,0 +1,146 @@
+"""What the hooks tell an agent: short, factual text, the most important lines first.
+
+Imports stay lazy: the post-tool-use hook uses this module on its 100 ms path.
+
+Claude Code caps a hook's additionalContext at 10,000 characters and shows only a preview
+of anything longer, so the session-start context is built to fit under that: sections in
+order of importance, each newest first, and when something has to go it is the oldest
+lines of the least important sections, with a line that says how much was left out.
+
+Every line is clipped through baton.shown_text.one_line and put behind Baton's own `- `
+marker or label: text from agents, file names and signals are data and cannot open a
+section of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from baton.shown_text import one_line
+
+MAX_CONTEXT = 9_500
+MAX_LINE = 300
+MAX_SIGNAL_LINES = 8
+
+
+@dataclass
+class Section:
+    title: str
+    lines: list[str]
+    ids: list[str] = field(default_factory=list)  # the signal each line tells, when it tells one
+
+
+def session_context(result, *, handoff: str | None = None, limit: int | None = None) -> tuple[str, list[str]]:
+    """The resume context of a bound worktree (a baton.skills.services.resume.ResumeResult), under limit
+    characters (default MAX_CONTEXT), and the ids of the signals whose lines it kept;
+    handoff: the worktree's current handoff, named but not re-verified."""
+    from baton.skills.frontends.render import unavailable_stores
+
+    limit = limit or MAX_CONTEXT
+    task = result.task_id
+    footer = [f"Record as you go: `baton decide`, `baton update --done/--failed/--next/--phase`; edited files are "
+              f"recorded by hooks. `baton resume {task}` prints everything."]
+    if handoff:
+        footer.insert(0, f"Handoff: {handoff}. Its live-state claims were not re-verified at session start: "
+                         "`baton handoff verify` re-runs their probes; act on the fresh results only.")
+    if result.status == "not_found":
+        return fit([f"## Baton: this worktree works on {task}", "No history recorded yet."], [], footer, limit)
+    if result.status == "unavailable":
+        return fit([f"## Baton: this worktree works on {task}",
+                    f"The session registry is unavailable ({result.reason}); no history could be read."],
+                   [], footer, limit)
+    session = result.session
+    header = [f"## Baton: this worktree works on {task}",
+              f"Phase {session.phase.value}, status {session.status.value}, last activity {when(session.last_activity)}."]
+    if session.next_action:
+        header.append(f"Next action: {session.next_action}")
+    if session.depends_on:
+        header.append(f"Depends on: {', '.join(session.depends_on)}")
+    newest = lambda entries: sorted(entries, key=lambda e: e.at, reverse=True)  # noqa: E731
+    sections = [
+        Section("Conflicts (advisory; coordinate before editing these files)",
+                [f"{c.other_task_id} also touching {', '.join(result.conflict_paths[c.other_task_id])}"
+                 for c in result.conflicts], [str(c.signal_id) for c in result.conflicts]),
+        Section("While you were gone, newest first", [signal_line(s) for s in reversed(result.signals)],
+                [str(s.signal_id) for s in reversed(result.signals)]),
+        Section("Failures, newest first (do not retry the same way without saying why)",
+                [e.text for e in newest(session.failures)]),
+        Section("Decisions, newest first",
+                [e.text + (f" ({e.context})" if e.context else "") for e in newest(session.decisions)]),
+        Section("Completed steps, newest first", [e.text for e in newest(session.completed_steps)]),
+        Section("Files touched, newest first", [t.path for t in session.files_by_recency()]),
+        Section("Related decisions of other tickets (hints, not facts about this one)",
+                [f"{r.task_id} ({r.score:.2f}): {r.text}" for r in result.related_decisions]),
+        Section("Unavailable", [f"{name}: {state}" for name, state in unavailable_stores(result.stores).items()]),
+    ]
+    return fit(header, sections, footer, limit)
+
+
+def fit(header: list[str], sections: Sequence[Section], footer: list[str], limit: int) -> tuple[str, list[str]]:
+    """Header, then sections in order while they fit, then footer; the total stays under
+    limit. Also the ids of the kept lines."""
+    lines = [_clip(line) for line in header]
+    budget = limit - _size(lines) - _size(footer) - 120  # room for the "left out" line
+    left_out = 0
+    shown: list[str] = []
+    for section in sections:
+        if not section.lines:
+            continue
+        title = f"### {section.title}"
+        kept = []
+        for line in section.lines:
+            entry = f"- {_clip(line)}"
+            if _size([title, *kept, entry]) > budget:
+                break
+            kept.append(entry)
+        if kept:
+            lines += [title, *kept]
+            budget -= _size([title, *kept])
+            shown += section.ids[:len(kept)]
+        left_out += len(section.lines) - len(kept)
+    if left_out:
+        lines.append(f"({left_out} older or less important lines left out to stay under {limit} characters.)")
+    return "\n".join(lines + footer), shown
+
+
+def when(moment: datetime) -> str:
+    """A time as Baton shows it to people and agents."""
+    from baton.clock import UTC
+
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def signal_line(signal) -> str:
+    """A signal (a baton.signals.model.Signal or its stored form, baton.signals.wire.WireSignal) in one
+    line: when, then its summary (paths and reasons as data). Here rather than in
+    baton.skills.frontends.render, whose imports (resume, handoffs, the models) the prompt hook cannot pay."""
+    return f"{when(signal.emitted_at)} {one_line(signal.summary())}"
+
+
+def signals_told(task_id: str, signals: Sequence) -> str:
+    """The few lines a prompt-submit hook adds: signals about task_id since the agent last heard."""
+    shown = list(reversed(signals))[:MAX_SIGNAL_LINES]
+    lines = [f"Baton: news about {task_id} since you last heard, newest first:"]
+    lines += [f"- {_clip(signal_line(s))}" for s in shown]
+    if len(signals) > len(shown):
+        lines.append(f"- and {len(signals) - len(shown)} more: `baton signals --task {task_id}`")
+    return "\n".join(lines)
+
+
+def conflicts_told(task_id: str, conflicts: Sequence, paths: dict[str, list[str]]) -> str:
+    """What a post-tool-use hook says about the new overlaps an edit created."""
+    lines = [f"Baton: {c.other_task_id} (another active ticket) is also changing {', '.join(paths[c.other_task_id])}; "
+             f"{task_id} now overlaps with it. Advisory: coordinate before further edits to these files."
+             for c in conflicts]
+    return "\n".join(_clip(line, 1000) for line in lines)
+
+
+def _clip(line: str, size: int = MAX_LINE) -> str:
+    line = one_line(line)
+    return line if len(line) <= size else line[: size - 1] + "…"
+
+
+def _size(lines: Sequence[str]) -> int:
+    return sum(len(line) + 1 for line in lines)

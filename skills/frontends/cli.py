@@ -1,0 +1,669 @@
+"""`baton`: a thin command line over the skills.
+
+Imports stay lazy: `baton touch` runs inside an agent's PostToolUse hook (100 ms budget),
+so each command imports only what it uses. Exit status: 0 done, 2 bad input, 3 a store
+needed for the answer is unavailable or a file could not be written (a full disk);
+`baton guard --strict` exits 1 to block a commit, and `baton hook` always exits 0. A
+store's failure is told once per command, on one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from baton.registry.wire import UPDATE_PHASES
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="baton", description="Hand a ticket's working state from one agent session to the next.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str, *, task: bool = True) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help)
+        if task:
+            sub.add_argument("--task", help="ticket id (default: this worktree's binding, else BATON_TASK_ID)")
+        return sub
+
+    sub = command("bind", "Bind this worktree to a ticket and record the session.", task=False)
+    sub.add_argument("task_id", metavar="TASK")
+    sub.add_argument("--agent", help="name of the agent working on it")
+    sub.add_argument("--json", action="store_true")
+
+    sub = command("touch", "Record files the ticket touched; warn about overlaps with other active tickets.")
+    sub.add_argument("paths", nargs="+", metavar="PATH")
+    sub.add_argument("--json", action="store_true")
+
+    sub = command("decide", "Record a decision (indexed for recall by other tickets).")
+    sub.add_argument("text", metavar="TEXT")
+    sub.add_argument("--context", default="", help="why, or what it applies to")
+    sub.add_argument("--json", action="store_true")
+
+    sub = command("update", "Record phase, next action, completed steps, failures or dependencies.")
+    sub.add_argument("--phase", choices=UPDATE_PHASES)
+    sub.add_argument("--next", dest="next_action", metavar="TEXT")
+    sub.add_argument("--done", action="append", default=[], metavar="TEXT")
+    sub.add_argument("--failed", action="append", default=[], metavar="TEXT")
+    sub.add_argument("--depends-on", action="append", default=[], metavar="TASK")
+    sub.add_argument("--goal", metavar="TEXT", help="the ticket's goal (journal)")
+    sub.add_argument("--constraint", action="append", default=[], metavar="TEXT", help="a constraint to respect (journal)")
+    sub.add_argument("--todo", action="append", default=[], metavar="TEXT",
+                     help="remaining work (journal); done once a --done has the same text")
+    sub.add_argument("--evidence", action="append", default=[], metavar="TEXT", help="evidence you report (journal)")
+    sub.add_argument("--check", action="append", default=[], metavar="CMD",
+                     help="run CMD now (no shell) and record its exit status and summary as an observed check")
+    sub.add_argument("--timeout", type=float, metavar="SECONDS", help="seconds each --check may run (default 300)")
+    sub.add_argument("--json", action="store_true")
+
+    sub = command("end", "End the ticket's session as completed (default) or stalled.", task=False)
+    sub.add_argument("task_id", nargs="?", metavar="TASK")
+    sub.add_argument("--task", dest="task_option", help=argparse.SUPPRESS)
+    sub.add_argument("--status", choices=["completed", "stalled"], default="completed")
+
+    sub = command("resume", "Print everything known about a ticket and bind this worktree to it.", task=False)
+    sub.add_argument("task_id", nargs="?", metavar="TASK")
+    sub.add_argument("--list", action="store_true", help="list active sessions instead")
+    sub.add_argument("--json", action="store_true", help="print the documented JSON schema")
+    sub.add_argument("--limit", type=int, default=5, help="related decisions to show (default 5)")
+    sub.add_argument("--agent", help="name of the agent resuming")
+    sub.add_argument("--allow-unsigned-probes", action="store_true",
+                     help="re-run the handoff's unsigned or edited probes too (they run code from the branch)")
+
+    sub = command("list", "List active sessions, conflicts highlighted.", task=False)
+    sub.add_argument("--json", action="store_true")
+    sub.add_argument("--all", action="store_true", help="include completed and stalled sessions")
+
+    sub = command("signals", "Show coordination signals.", task=False)
+    sub.add_argument("--task", help="only signals about this ticket")
+    sub.add_argument("--since", help="ISO 8601 time; only signals after it")
+    sub.add_argument("--limit", type=int, default=100)
+    sub.add_argument("--json", action="store_true")
+
+    sub = command("recall", "Search recorded decisions by meaning.", task=False)
+    sub.add_argument("text", metavar="TEXT")
+    sub.add_argument("--limit", type=int, default=5)
+    sub.add_argument("--json", action="store_true")
+
+    command("env", "Print the environment derived from this worktree's binding.", task=False)
+
+    sub = command("projector", "Apply the event log on Kafka to the registry, graph and recall index.", task=False)
+    sub.add_argument("--once", action="store_true", help="stop when caught up (and fail if a store is down)")
+    sub.add_argument("--group", help="Kafka consumer group (default: from the topic prefix, baton-projector "
+                                      "for the default prefix baton.)")
+    sub.add_argument("--idle", type=float, default=1.0, help="with --once: seconds without events that mean caught up")
+
+    command("migrate", "Copy the embedded data set into the configured servers (idempotent).", task=False)
+
+    sub = command("deliver", "Deliver writes kept on this machine (hook touches, writes made while a server was down).",
+                  task=False)
+    sub.add_argument("--background", action="store_true",
+                     help="linger for more writes and retry while a server is down (what a touch starts)")
+
+    sub = command("index", "Embed the decisions waiting for recall (writes queue them; a background indexer "
+                           "usually has done this already).", task=False)
+    sub.add_argument("--all", action="store_true",
+                     help="first queue every decision the registry holds that the index lacks (heals a lost index)")
+    sub.add_argument("--background", action="store_true",
+                     help="linger for more decisions, at low priority (what a write starts)")
+
+    sub = command("doctor", "Show each store's backend, server and version, and whether it answers.", task=False)
+    sub.add_argument("--json", action="store_true")
+
+    for name, verb in (("install", "Wire Baton into"), ("uninstall", "Remove what `baton install` added to")):
+        sub = command(name, f"{verb} Claude Code (hooks and skills) or git (the pre-commit guard).", task=False)
+        sub.add_argument("target", choices=["claude", "git-hook"])
+        sub.add_argument("--scope", choices=["project", "user"], help="claude: this worktree's .claude/ (default) or ~/.claude/")
+        if name == "install":
+            sub.add_argument("--strict", action="store_true", help="git-hook: block the commit instead of warning")
+
+    sub = command("hook", "Run a Claude Code hook: the event's JSON payload comes on stdin; always exits 0.", task=False)
+    sub.add_argument("event", choices=["session-start", "post-tool-use", "user-prompt-submit", "stop", "session-end"])
+
+    sub = command("guard", "Check staged files against other active tickets (the pre-commit guard).", task=False)
+    sub.add_argument("--strict", action="store_true", help="exit 1 (blocking the commit) when one overlaps")
+
+    command("mcp", "Serve Baton's tools to MCP clients over stdio (needs the mcp extra).", task=False)
+
+    sub = command("handoff", "Write a handoff with signed live-state probes (docs/handoffs/<date>-<ticket>.md and "
+                             "LATEST.md); `baton handoff verify [PATH]` re-runs them.")
+    sub.add_argument("--check", action="append", default=[], metavar="CMD", help="run CMD now and record its result")
+    sub.add_argument("--probe", action="append", default=[], metavar="NAME=CMD", help="a live-state section NAME probed by CMD")
+    sub.add_argument("--timeout", type=float, metavar="SECONDS",
+                     help="seconds each check or probe may run now (default: checks 300, probes BATON_PROBE_TIMEOUT)")
+    sub.add_argument("--json", action="store_true")
+    verify = sub.add_subparsers(dest="handoff_action", metavar="verify").add_parser(
+        "verify", help="re-run a handoff's live-state probes", description="Re-run the live-state probes of PATH "
+        "(a handoff or a worktree; default: this worktree's current handoff) and record the verification.")
+    verify.add_argument("path", nargs="?", type=Path, metavar="PATH")
+    verify.add_argument("--task", dest="verify_task", help="only a handoff of this ticket")
+    verify.add_argument("--allow-unsigned-probes", action="store_true",
+                        help="run unsigned or edited probes too (they run code from the branch)")
+    verify.add_argument("--strict", action="store_true", help="exit 1 unless every claim held (stale alarms aside)")
+    verify.add_argument("--json", dest="verify_json", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from baton.errors import BadInput, StoreUnavailable
+
+    given = sys.argv[1:] if argv is None else argv
+    if len(given) == 2 and given[0] == "hook" and not given[1].startswith("-"):
+        # Inside the agent, on its 100 ms path: no parser to build; reports its own errors
+        # on stderr and exits 0 (an unknown event name included).
+        from baton.skills.frontends.hooks import run_hook
+
+        return run_hook(given[1])
+    args = _parser().parse_args(argv)
+    _told.clear()
+    stores = None
+    try:
+        if args.command in _WITHOUT_STORES:
+            return _WITHOUT_STORES[args.command](args)
+        from baton.skills.runtime.settings import Settings
+        from baton.skills.runtime.stores import Stores
+
+        # What runs in the background asks every server, whatever the health record says.
+        stores = Stores(Settings.from_env(),
+                        skip_known_down=args.command not in ("deliver", "doctor", "projector", "index"))
+        if args.command in _READS:
+            from baton.skills.core.pending import deliver
+
+            _warn(deliver(stores))
+        return _HANDLERS[args.command](args, stores)
+    except BadInput as exc:
+        _say(f"error: {exc}")
+        return exc.exit_code
+    except StoreUnavailable as exc:
+        if exc.store not in _told:  # already told once in this command
+            _say(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`baton list | head`): stop quietly, as other tools do, and
+        # keep the interpreter's final flush from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except Exception as exc:
+        # The last resort for the machine failing under Baton (a full disk, a quota, a
+        # read-only or vanished directory) where no store wrapped it: one line, exit 3.
+        import sqlite3
+
+        if not isinstance(exc, (OSError, sqlite3.Error)):
+            raise
+        where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
+        _say(f"{where}{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
+        return 3
+    finally:
+        if stores is not None:
+            stores.close()  # closes nothing while a read abandoned at its deadline runs
+
+
+def run() -> None:
+    """The console script: main(), then an exit that never waits for an abandoned read."""
+    from baton.skills.runtime.deadline import leave
+
+    leave(main())
+
+
+def _say(message: str) -> None:
+    """Baton's own failure, as one line on stderr."""
+    from baton.shown_text import one_line
+
+    print(f"baton: {one_line(message)}", file=sys.stderr)
+
+
+def _place():
+    from baton.files import WorktreeLocator
+    from baton.skills.core.binding import place_of
+
+    locator = WorktreeLocator()
+    return place_of(Path.cwd(), locator), locator
+
+
+def _active(args, place):
+    from baton.skills.core.binding import resolve_task
+
+    return resolve_task(getattr(args, "task", None), place)
+
+
+_told: set[str] = set()  # stores whose failure this command already told
+
+
+def _warn(warnings: list[str]) -> None:
+    """Print each warning on one line; a store's failure only the first time it is told."""
+    from baton.shown_text import one_line
+
+    for warning in warnings:
+        store, sep, _ = warning.partition(" unavailable: ")
+        if sep:
+            if store in _told:
+                continue
+            _told.add(store)
+        print(f"baton: warning: {one_line(warning)}", file=sys.stderr)
+
+
+def _dump(data) -> None:
+    from baton.shown_text import json_for_terminal
+
+    print(json_for_terminal(json.dumps(data, indent=2, ensure_ascii=False)))
+
+
+def _bind(args, stores) -> int:
+    from baton.skills.services.writes import bind
+
+    place, _ = _place()
+    report = bind(stores, args.task_id, place, agent=args.agent)
+    _warn(report.warnings)
+    if args.json:
+        from baton.skills.frontends.answers import bind_answer
+
+        _dump(bind_answer(args.task_id, place, report))
+        return 0
+    moved = f" (was {report.previous_task})" if report.previous_task else ""
+    print(f"Bound {place.root} to {args.task_id}{moved} (session {report.session_id})")
+    return 0
+
+
+def _touch(args, stores) -> int:
+    from baton.skills.services.touch import touch
+
+    place, locator = _place()
+    task = _active(args, place)
+    report = touch(stores, task, args.paths, Path.cwd(), locator)
+    _warn(report.warnings)
+    if args.json:
+        from baton.skills.frontends.answers import touch_answer
+
+        _dump(touch_answer(task, report))
+        return 0
+    from baton.shown_text import one_line
+
+    for conflict in report.new_conflicts:
+        shared = one_line(", ".join(report.conflict_paths[conflict.other_task_id]))
+        print(f"Warning: {conflict.other_task_id} also touching {shared} (advisory)")
+    return 0
+
+
+def _decide(args, stores) -> int:
+    from baton.skills.services.decide import decide
+
+    place, _ = _place()
+    task = _active(args, place)
+    report = decide(stores, task, args.text, args.context, place)
+    _warn(report.warnings)
+    if args.json:
+        from baton.skills.frontends.answers import decide_answer
+
+        _dump(decide_answer(task, args.text, args.context, report))
+    return 0
+
+
+def _update(args, stores) -> int:
+    from baton.skills.services.writes import update
+
+    place, _ = _place()
+    task = _active(args, place)
+    checks = _run_checks(args.check, place, args.timeout)
+    report = update(stores, task, place, phase=args.phase,
+                    next_action=args.next_action, done=args.done, failed=args.failed, depends_on=args.depends_on,
+                    goal=args.goal, constraints=args.constraint, remaining=args.todo, evidence=args.evidence,
+                    checks=checks)
+    _warn(report.warnings)
+    if args.json:
+        from baton.skills.frontends.answers import update_answer
+
+        _dump(update_answer(task, report, phase=args.phase, next_action=args.next_action, done=args.done,
+                            failed=args.failed, depends_on=args.depends_on, goal=args.goal,
+                            constraints=args.constraint, todo=args.todo, evidence=args.evidence,
+                            checks=[{"command": c.command, "exit_status": c.exit_status, "summary": c.summary}
+                                    for c in checks]))
+        return 0
+    from baton.shown_text import one_line
+
+    for check in checks:
+        result = "passed" if check.passed else ("did not finish" if check.exit_status is None else f"exit {check.exit_status}")
+        print(f"check `{one_line(check.command)}`: {result}" + (f": {one_line(check.summary)}" if check.summary else ""))
+    return 0
+
+
+def _run_checks(commands: list[str], place, timeout: float | None) -> list:
+    """Each --check, run now in the worktree root (all parsed first, so a bad one runs none)."""
+    if not commands:
+        return []
+    from baton.skills.handoff.checks import check_timeout, parse_check, run_check
+    from baton.skills.handoff.write import CHECK_TIMEOUT
+
+    check_timeout(timeout)
+    for command in commands:
+        parse_check(command)
+    return [run_check(command, place.root, timeout=timeout or CHECK_TIMEOUT)[0] for command in commands]
+
+
+def _end(args, stores) -> int:
+    from baton.skills.core.binding import resolve_task
+    from baton.skills.services.writes import end
+
+    place, _ = _place()
+    task = resolve_task(args.task_id or args.task_option, place)
+    report = end(stores, task, args.status, place)
+    _warn(report.warnings)
+    print(f"{task.task_id} {args.status}")
+    return 0
+
+
+def _resume(args, stores) -> int:
+    from baton.errors import BadInput
+
+    if args.list:
+        if args.task_id:
+            raise BadInput("give either TASK or --list, not both")
+        args.all = False
+        return _list(args, stores)
+    if not args.task_id:
+        raise BadInput("resume needs a TASK (or --list)")
+    if args.limit < 0:
+        raise BadInput("--limit must not be negative")
+    from baton.skills.frontends.render import resume_markdown
+    from baton.skills.services.resume import resume_session
+
+    place, _ = _place()
+    result = resume_session(stores, args.task_id, place, limit=args.limit, agent=args.agent,
+                            allow_unsigned_probes=args.allow_unsigned_probes)
+    _warn(result.warnings)
+    if args.json:
+        _dump(result.to_json())
+    else:
+        print(resume_markdown(result))
+    return 3 if result.status == "unavailable" else 0
+
+
+def _list(args, stores) -> int:
+    from baton import clock
+    from baton.skills.services.listing import list_sessions
+    from baton.skills.frontends.render import listing_text
+
+    now = clock.now()
+    listing = list_sessions(stores, include_inactive=args.all, at=now)
+    _warn(listing.warnings)
+    if args.json:
+        from baton.skills.frontends.answers import listing_answer
+
+        _dump(listing_answer(listing))
+    else:
+        print(listing_text(listing, now, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
+    return 0
+
+
+def _signals(args, stores) -> int:
+    from baton.skills.frontends.answers import signals_answer
+    from baton.skills.services.queries import signals_since
+    from baton.skills.frontends.render import signal_line
+
+    signals = signals_since(stores, task_id=args.task, since=args.since, limit=args.limit)
+    if args.json:
+        _dump(signals_answer(signals))
+    else:
+        print("\n".join(signal_line(s) for s in signals) or "No signals.")
+    return 0
+
+
+def _recall(args, stores) -> int:
+    from baton.skills.frontends.answers import recall_answer
+    from baton.skills.services.queries import recall_decisions
+
+    from baton.shown_text import one_line
+
+    hits = recall_decisions(stores, args.text, args.limit)
+    if args.json:
+        _dump(recall_answer(hits))
+    else:
+        print("\n".join(f"- {one_line(h.record.task_id)} ({h.score:.2f}): {one_line(h.record.text)}" for h in hits)
+              or "No decisions recorded.")
+    return 0
+
+
+def _env(args, stores) -> int:
+    from baton.errors import BadInput
+    from baton.skills.core.binding import read_binding
+
+    place, _ = _place()
+    binding = read_binding(place)
+    if binding is None:
+        raise BadInput(f"{place.root} is not bound: run `baton bind TASK`")
+    print(f"export BATON_TASK_ID={binding.task_id}")
+    print(f"export BATON_SESSION_ID={binding.session_id}")
+    return 0
+
+
+def _doctor(args, stores) -> int:
+    from baton.shown_text import one_line
+    from baton.skills.services.doctor import doctor
+
+    reports = doctor(stores)
+    if args.json:
+        _dump([report.to_json() for report in reports])
+    else:
+        for report in reports:
+            details = report.details
+            where = f"{details['backend']} {details['location']} ({details['version']}; {details['size']})" \
+                if "size" in details else f"{details.get('backend', '')} {details.get('location', '')}".strip()
+            print(f"{report.store:16} {one_line(report.state) if report.state != 'ok' else 'ok  ' + one_line(where)}")
+    return 0 if all(report.state == "ok" for report in reports) else 3
+
+
+def _projector(args, stores) -> int:
+    from baton.skills.services.projector import run_projector
+
+    report = run_projector(stores, group=args.group, once=args.once, idle=args.idle)
+    print(f"applied {report.events} events in {report.batches} batches")
+    return 0
+
+
+def _deliver(args, stores) -> int:
+    from baton.skills.core.pending import deliver, waiting_writes
+
+    if args.background:
+        from baton.skills.services.delivery import deliver_in_background
+
+        stores.deliver_on_close = False  # this is the delivery
+        deliver_in_background(stores)
+        return 0
+    _warn(deliver(stores))
+    left = waiting_writes(stores)
+    print(("1 write still waits" if left == 1 else f"{left} writes still wait") if left else "Nothing waits.")
+    return 3 if left else 0
+
+
+def _index(args, stores) -> int:
+    from baton.skills.core.indexing import index_decisions, reindex_from_registry
+
+    if args.background:
+        index_decisions(stores, background=True)
+        return 0
+    from baton.skills.core.pending import deliver
+
+    _warn(deliver(stores))
+    if args.all:
+        queued, recovered = reindex_from_registry(stores)
+        if recovered:
+            _warn([recovered])
+        print(f"Queued {queued} decisions the index lacked.")
+    report = index_decisions(stores)
+    waiting = stores.embedding_queue.count()
+    if report is None:
+        print(f"Another indexer is running; {waiting} decisions wait for it.")
+        return 0
+    for dropped in report.dropped:
+        _warn([f"dropped an unreadable queue entry: {dropped}"])
+    print(f"Indexed {report.embedded} decisions ({report.already} were indexed already); {waiting} wait.")
+    return 0
+
+
+def _install(args, stores) -> int:
+    from baton.errors import BadInput
+
+    place, _ = _place()
+    if args.target == "git-hook":
+        if args.scope:
+            raise BadInput("--scope applies to claude, not git-hook")
+        from baton.skills.installers.claude_code import baton_executable
+        from baton.skills.installers.git_hook import install_git_hook
+
+        report = install_git_hook(place.root, baton_executable("user"), strict=args.strict)
+        kept = f"; the earlier hook keeps running first ({report.chained.name})" if report.chained else ""
+        print(f"{report.hook}: {report.action}{' (strict)' if args.strict else ' (advisory)'}{kept}")
+        return 0
+    if args.strict:
+        raise BadInput("--strict applies to git-hook, not claude")
+    from baton.skills.installers.claude_code import install_claude
+
+    report = install_claude(args.scope or "project", place, stores.settings.home)
+    _warn(report.warnings)
+    print(f"{report.settings}: " + (f"hooks added for {', '.join(report.events)}" if report.events else "hooks already there"))
+    for skill, action in report.skills.items():
+        print(f"skill /{skill}: {action}")
+    return 0
+
+
+def _uninstall(args, stores) -> int:
+    from baton.errors import BadInput
+
+    place, _ = _place()
+    if args.target == "git-hook":
+        if args.scope:
+            raise BadInput("--scope applies to claude, not git-hook")
+        from baton.skills.installers.git_hook import uninstall_git_hook
+
+        report = uninstall_git_hook(place.root)
+        put_back = "; the earlier hook is back in place" if report.chained else ""
+        print(f"{report.hook}: {'removed' + put_back if report.action == 'removed' else 'no Baton guard installed'}")
+        return 0
+    from baton.skills.installers.claude_code import uninstall_claude
+
+    report = uninstall_claude(args.scope or "project", place, stores.settings.home)
+    _warn(report.warnings)
+    print(f"{report.settings}: " + (f"hooks removed from {', '.join(report.events)}" if report.events else "no Baton hooks"))
+    for skill, action in report.skills.items():
+        print(f"skill /{skill}: {action}")
+    return 0
+
+
+def _guard(args) -> int:
+    """The pre-commit guard: only overlaps found under --strict block the commit; whatever
+    goes wrong in Baton itself (settings, data home, a store) lets it through with one line."""
+    try:
+        from baton.skills.services.guard import guard
+        from baton.skills.core.pending import deliver
+        from baton.skills.runtime.settings import Settings
+        from baton.skills.runtime.stores import Stores
+
+        place, locator = _place()
+        stores = Stores(Settings.from_env())
+        try:
+            _warn(deliver(stores))
+            report = guard(stores, place, locator)
+        finally:
+            stores.close()
+    except Exception as exc:  # reported, not raised: git would abort the commit
+        from baton.errors import BatonError
+
+        detail = exc if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}"
+        _say(f"pre-commit guard skipped: {detail}")
+        return 0
+    _warn(report.warnings)
+    if report.task_id is None:
+        print(f"baton: pre-commit guard: {place.root} is not bound to a ticket (`baton bind TASK`); nothing checked",
+              file=sys.stderr)
+        return 0
+    for other, paths in report.overlaps.items():
+        _say(f"warning: {', '.join(paths)} also touched by {other}, another active ticket")
+    if report.overlaps and args.strict:
+        print("baton: commit blocked (--strict): coordinate first, or commit with --no-verify", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _hook(args) -> int:
+    from baton.skills.frontends.hooks import run_hook
+
+    return run_hook(args.event)
+
+
+def _mcp(args) -> int:
+    from baton.skills.frontends.mcp_server import serve
+
+    serve()
+    return 0
+
+
+def _handoff(args, stores) -> int:
+    if args.handoff_action == "verify":
+        return _handoff_verify(args, stores)
+    from baton.errors import BadInput
+    from baton.skills.handoff.write import write_handoff
+
+    probes = []
+    for given in args.probe:
+        name, sep, command = given.partition("=")
+        if not sep or not name.strip() or not command.strip():
+            raise BadInput(f"--probe wants NAME=CMD, got {given!r}")
+        probes.append((name.strip(), command))
+    place, _ = _place()
+    report = write_handoff(stores, _active(args, place), place, checks=args.check, probes=probes, timeout=args.timeout)
+    _warn(report.warnings)
+    if args.json:
+        _dump(report.to_json())
+        return 0
+    print(f"Wrote {report.path} and {report.latest} for {report.task_id}: "
+          f"{len(report.claims)} live-state claims, each with a signed probe.")
+    from baton.shown_text import one_line
+
+    for claim in report.claims:
+        print(f"  {claim.section}: {one_line(claim.status)}")
+    return 0
+
+
+def _handoff_verify(args, stores) -> int:
+    from baton.skills.services.handoff import place_for, task_or_none, verify_and_record
+    from baton.skills.frontends.render import verification_markdown
+
+    place, path = place_for(args.path)
+    task_id = args.verify_task or args.task
+    checked = verify_and_record(stores, place, task=task_or_none(task_id, place), path=path, only_for=task_id,
+                                allow_unsigned=args.allow_unsigned_probes)
+    _warn(checked.warnings)
+    verification = checked.verification
+    if args.verify_json:
+        _dump(verification.to_json())
+    else:
+        print(verification_markdown(verification))
+    if not args.strict:
+        return 0
+    return 0 if verification.held else 1
+
+
+def _migrate(args, stores) -> int:
+    from baton.skills.services.migrate import migrate
+
+    for store, what in migrate(stores).copied.items():
+        print(f"{store}: copied {what}")
+    return 0
+
+
+_HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "end": _end,
+             "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "migrate": _migrate, "projector": _projector,
+             "deliver": _deliver, "index": _index, "install": _install, "uninstall": _uninstall, "handoff": _handoff}
+# Commands that read the stores deliver the writes kept on this machine first, so they see
+# the writes made before them; writes (and the hook's touch) never wait for a server.
+_READS = {"resume", "list", "signals", "recall", "doctor", "migrate", "projector", "handoff"}
+# These open what they need themselves: a hook and the guard report Baton's own failures
+# and exit 0; the MCP server opens stores per tool call.
+_WITHOUT_STORES = {"hook": _hook, "guard": _guard, "mcp": _mcp}
+
+
+if __name__ == "__main__":
+    run()

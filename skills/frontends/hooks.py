@@ -1,0 +1,453 @@
+"""Claude Code's hooks: `baton hook EVENT`, run by Claude Code with the event's JSON
+payload on standard input (formats: https://code.claude.com/docs/en/hooks).
+
+- session-start: the compact resume context of the bound worktree, as additionalContext.
+- post-tool-use (Edit, MultiEdit, Write, NotebookEdit): records the touch; a new overlap
+  with another active ticket is told in additionalContext, which the model reads next to
+  the tool result. This is the 100 ms path: imports stay lazy, as in baton.skills.services.touch.
+- user-prompt-submit: signals about the ticket since the agent last heard (conflicts, a
+  dependency completed, a rebase needed), each told once per agent session.
+- stop and session-end: deliver locally kept writes, record the files changed since the
+  last end of turn (edits made through Bash included) or else the turn's activity, and
+  write a handoff when the configuration asks for it (`[hooks] handoff` or
+  BATON_HOOK_HANDOFF: stop or session-end); session-end forgets the agent session.
+
+A hook never blocks or breaks the agent: whatever goes wrong becomes one line on
+standard error and exit status 0 (Claude Code shows stderr of a successful hook only in
+its debug log). When Baton cannot record (an unusable data home, a bad baton.toml, a
+store that refuses writes), the user is also told, once per agent session, in the
+hook's `systemMessage`. Outside a bound worktree the hooks record nothing and say nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from baton.shown_text import one_line
+
+# The file-editing tools and the tool_input field that names the file they changed.
+FILE_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
+SESSION_START_STORE_TIMEOUT = 0.5  # seconds of servers: keeps a session start within 1 s when one hangs
+HEARD_SLACK = timedelta(minutes=10)  # signals can be stored a little after the time they carry
+SIGNALS_READ = 50
+MAX_SWEEP = 1000
+
+
+@dataclass(frozen=True)
+class Payload:
+    event: dict
+    session_id: str
+    cwd: Path
+
+
+class Output:
+    """What a hook writes for Claude Code: one JSON object on stdout.
+
+    say() writes at once, before anything is recorded as told, so what fails to reach the
+    agent is told again later. cannot_record() notes that Baton failed to record; the user
+    is told in `systemMessage` (the field Claude Code shows the user), in this hook's one
+    output, once per agent session. A trouble found after the hook has spoken waits for
+    the session's next hook."""
+
+    def __init__(self, stdout, event: str) -> None:
+        self.stdout = stdout
+        self.event = event
+        self.session_id = ""
+        self.spoken = False
+        self.trouble: str | None = None
+
+    def say(self, output: dict) -> None:
+        told = self._told_trouble()
+        try:
+            # ASCII JSON (escapes for the rest): no stdout encoding can refuse it.
+            self.stdout.write(json.dumps({**output, **told}) + "\n")
+            self.stdout.flush()
+        except Exception:
+            if told:  # not told after all
+                from baton.skills.frontends.told import forget_trouble
+
+                forget_trouble(self.session_id)
+            raise
+        self.spoken = True
+
+    def cannot_record(self, reason: str) -> None:
+        """One line on stderr (Claude Code's debug log), and the user is to be told."""
+        reason = one_line(reason)
+        print(f"baton: hook {self.event}: {reason}", file=sys.stderr)
+        self.trouble = self.trouble or reason
+
+    def finish(self) -> None:
+        if self.trouble is not None and not self.spoken:
+            told = self._told_trouble()
+            if told:
+                self.say(told)
+
+    def _told_trouble(self) -> dict:
+        """The systemMessage for the trouble, if there is one and this session was not told."""
+        if self.trouble is None or not self.session_id:  # without a session id, once is not possible
+            return {}
+        from baton.skills.frontends.told import trouble_first_told
+
+        if not trouble_first_told(self.session_id):
+            return {}
+        return {"systemMessage": f"Baton is not recording this session: {self.trouble}. The agent works on without "
+                                 "it; `baton doctor` shows what is wrong."}
+
+
+def run_hook(event: str, stdin=None, stdout=None) -> int:
+    """Run one hook; always exit status 0."""
+    stdin, out = stdin or sys.stdin, Output(stdout or sys.stdout, event)
+    try:
+        if event not in HANDLERS:
+            raise ValueError(f"unknown hook {event!r}: use one of {', '.join(HANDLERS)}")
+        payload = read_payload(stdin.read())
+        out.session_id = payload.session_id
+        HANDLERS[event](payload, out)
+    except Exception as exc:  # the agent must never be broken by Baton: report, do not raise
+        out.cannot_record(_failure(exc))
+    try:
+        out.finish()
+    except Exception:  # stdout is gone: what went wrong is on stderr already, and nothing reaches the agent
+        pass
+    if event == "session-end" and out.session_id:
+        from baton.skills.frontends.told import forget_trouble
+
+        forget_trouble(out.session_id)
+    return 0
+
+
+def read_payload(text: str) -> Payload:
+    event = json.loads(text) if text.strip() else None
+    if not isinstance(event, dict):
+        raise ValueError("the hook's standard input is not a JSON object")
+    session_id, cwd = event.get("session_id"), event.get("cwd")
+    return Payload(event, session_id if isinstance(session_id, str) else "",
+                   Path(cwd) if isinstance(cwd, str) and cwd else Path.cwd())
+
+
+def edited_path(event: dict) -> str | None:
+    """The file a file-editing tool call changed, from its tool_input (or tool_response)."""
+    field = FILE_TOOLS.get(event.get("tool_name"))
+    if field is None:
+        return None
+    tool_input = event.get("tool_input") if isinstance(event.get("tool_input"), dict) else {}
+    response = event.get("tool_response") if isinstance(event.get("tool_response"), dict) else {}
+    path = tool_input.get(field) or response.get("filePath")
+    return path if isinstance(path, str) and path else None
+
+
+def post_tool_use(payload: Payload, out: Output) -> None:
+    path = edited_path(payload.event)
+    if path is None:
+        return
+    place, locator, task = locate(payload.cwd)
+    if task is None:
+        return
+    from baton.skills.services.touch import touch
+
+    with opened_stores() as stores:
+        report = touch(stores, task, [path], payload.cwd, locator)
+        _warn(report.warnings)
+        if not report.new_conflicts:
+            return
+        from baton import clock
+        from baton.skills.frontends.briefing import conflicts_told
+
+        out.say(additional_context("PostToolUse",
+                                   conflicts_told(task.task_id, report.new_conflicts, report.conflict_paths)))
+        with agent_sessions(stores) as sessions:
+            sessions.told(payload.session_id, [str(c.signal_id) for c in report.new_conflicts], clock.now())
+
+
+def session_start(payload: Payload, out: Output) -> None:
+    place, _, task = locate(payload.cwd)
+    if task is None:
+        return
+    from baton import clock
+    from baton.skills.frontends.briefing import session_context
+    from baton.skills.services.resume import resume_session
+
+    with opened_stores(store_timeout=SESSION_START_STORE_TIMEOUT) as stores:
+        watermark = stores.signals.watermark()
+        # A handoff's probes may run for seconds: at session start it is named, not re-verified.
+        result = resume_session(stores, task.task_id, place, bind_task=False, verify_handoff=False)
+        _warn(result.warnings)
+        if result.status == "unavailable" and not stores.settings.database_url:
+            # The embedded registry refuses reads: its writes fail too (a server's are kept locally).
+            out.cannot_record(f"session registry unavailable: {result.reason}")
+        context, shown = session_context(result, handoff=handoff_of(place.root, task.task_id))
+        out.say(additional_context("SessionStart", context))
+        now = clock.now()
+        # Signals cut from the context are not told: the next prompt reads from the oldest.
+        cut = [s.emitted_at for s in result.signals if str(s.signal_id) not in shown]
+        with agent_sessions(stores) as sessions:
+            sessions.told(payload.session_id, shown, now)
+            sessions.heard(payload.session_id, task.task_id, min([now, *cut]), None if cut else watermark)
+
+
+def handoff_of(root: Path, task_id: str) -> str | None:
+    """The worktree's current handoff for task_id, as resume chooses it (another ticket's
+    is skipped; one that names no ticket counts), shown relative to root; None if none."""
+    from baton.skills.handoff.document import parse_document
+    from baton.skills.handoff.files import (
+        UnreadableHandoff,
+        candidates,
+        read_handoff,
+        shown_path,
+    )
+
+    for path in candidates(root):
+        try:
+            ticket = parse_document(read_handoff(path, root)).task_id
+        except UnreadableHandoff:
+            continue
+        if ticket in (None, task_id):
+            return shown_path(path, root)
+    return None
+
+
+def user_prompt_submit(payload: Payload, out: Output) -> None:
+    place, _, task = locate(payload.cwd)
+    if task is None:
+        return
+    from baton import clock
+    from baton.skills.core.binding import read_binding
+    from baton.skills.frontends.briefing import signals_told
+
+    binding = read_binding(place)
+    bound_at = binding.bound_at if binding is not None and binding.task_id == task.task_id else None
+    with opened_stores() as stores, agent_sessions(stores) as sessions:
+        watermark = stores.signals.watermark()
+        heard = sessions.last_heard(payload.session_id, task.task_id)
+        if heard is not None and watermark is not None and heard[1] == watermark:
+            return  # no signal stored since the agent last heard: nothing to decode
+        now = clock.now()
+        news = untold_news(stores, sessions, payload.session_id, task.task_id, heard, bound_at=bound_at)
+        if news:
+            out.say(additional_context("UserPromptSubmit", signals_told(task.task_id, news)))
+            sessions.told(payload.session_id, [str(s.signal_id) for s in news], now)
+        sessions.heard(payload.session_id, task.task_id, now, watermark)
+
+
+def untold_news(stores, sessions, agent_session: str, task_id: str, heard, *, bound_at=None) -> list:
+    """Signals about task_id that concern the agent and that agent_session was not told
+    (heard: when it last heard, if ever; bound_at: when the worktree was bound to task_id),
+    in their stored form: the prompt hook never builds the validated models."""
+    from baton.errors import StoreUnavailable
+    from baton.outcome import Found, Unavailable
+    from baton.signals.wire import file_subject
+
+    looked = stores.registry.signal_scope(task_id)
+    if isinstance(looked, Unavailable):
+        raise StoreUnavailable("session registry", looked.reason)
+    scope = looked.value if isinstance(looked, Found) else None
+    # An agent that never heard (it bound mid-session, after its session start) hears
+    # everything since the binding; the session's own activity must not move that forward.
+    start = heard[0] if heard else bound_at or (scope.created_at if scope else None)
+    since = start - HEARD_SLACK if start else None
+    depends_on = list(scope.depends_on) if scope else []
+    subjects = [f"task:{task_id}", *(f"task:{d}" for d in depends_on)]
+    if scope is not None:
+        subjects += [file_subject(f.repo, f.path) for f in scope.files]
+    found = stores.signals.concerning_wire(subjects, after=since, limit=SIGNALS_READ)
+    if not isinstance(found, Found):
+        raise StoreUnavailable("signal log", found.reason)
+    relevant = [s for s in found.value if concerns(s, task_id, depends_on)]
+    fresh = set(sessions.untold(agent_session, [str(s.signal_id) for s in relevant]))
+    return [s for s in relevant if str(s.signal_id) in fresh]
+
+
+def concerns(signal, task_id: str, depends_on: list[str]) -> bool:
+    """Whether a signal (baton.signals.wire.WireSignal) is news for task_id's agent: an overlap
+    it is part of, a dependency completed, a rebase needed, another ticket's merged PR on
+    its files."""
+    kind = signal.signal_type.value
+    if kind == "conflict_detected":
+        return task_id in (signal.task_id, signal.related_task_id)
+    if kind == "ticket_completed":
+        return signal.task_id in depends_on
+    if kind == "rebase_needed":
+        return True
+    if kind == "pr_merged":
+        return signal.task_id != task_id
+    return False
+
+
+def stop(payload: Payload, out: Output) -> None:
+    _wrap_up(payload, out, ending=False)
+
+
+def session_end(payload: Payload, out: Output) -> None:
+    _wrap_up(payload, out, ending=True)
+
+
+def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
+    """Deliver what waits locally, record the files changed since the last end of turn,
+    write a handoff if this is the hook the configuration names for it, and (at the end)
+    forget the agent session: each step runs even when an earlier one failed."""
+    from baton import clock
+    from baton.skills.core.pending import deliver
+
+    hook = "session-end" if ending else "stop"
+    place, locator, task = locate(payload.cwd)
+    with opened_stores() as stores:
+        _step(out, "delivering kept writes", lambda: _warn(deliver(stores)))
+        swept: list[int] = []
+        if task is not None and place.worktree is not None:
+            _step(out, "recording changed files",
+                  lambda: swept.append(_sweep(stores, payload.session_id, task, place, locator)))
+        if task is not None and not any(swept):
+            _step(out, "recording activity", lambda: _record_activity(stores, task))
+        if task is not None and stores.settings.hook_handoff == hook:
+            from baton.skills.handoff.write import write_handoff
+
+            _step(out, "writing the handoff", lambda: _warn(write_handoff(stores, task, place).warnings))
+        from baton.skills.frontends.told import FILE
+
+        if ending and (stores.settings.home / FILE).exists():  # nothing to forget: create nothing
+            def forget() -> None:
+                with agent_sessions(stores) as sessions:
+                    sessions.forget(payload.session_id, now=clock.now())
+
+            _step(out, "forgetting the agent session", forget)
+
+
+def _sweep(stores, agent_session: str, task, place, locator) -> int:
+    """Record the worktree's files changed since this agent session's last sweep (at most
+    MAX_SWEEP; the rest at the next), and only then count them as swept; returns how many."""
+    from baton import clock
+    from baton.skills.services.touch import touch
+
+    dirty = without_batons_own(dirty_files(place.root))
+    with agent_sessions(stores) as sessions:
+        changed = sessions.changed_since_sweep(agent_session, task.task_id, dirty)[:MAX_SWEEP]
+        if not changed:
+            return 0
+        _warn(touch(stores, task, changed, place.root, locator).warnings)
+        sessions.record_sweep(agent_session, task.task_id, {path: dirty[path] for path in changed}, clock.now())
+        return len(changed)
+
+
+def _record_activity(stores, task) -> None:
+    """An end of turn with no file changed still counts as the ticket's activity."""
+    import uuid
+
+    from baton import clock
+    from baton.registry.model import ActivityRecorded
+    from baton.skills.services.writes import record_events
+
+    event = ActivityRecorded(event_id=uuid.uuid4(), task_id=task.task_id, session_id=task.session_id, at=clock.now())
+    _warn(record_events(stores, [event]))
+
+
+def _step(out: Output, doing: str, step: Callable[[], None]) -> None:
+    try:
+        step()
+    except Exception as exc:  # the next step must run: report, do not raise
+        out.cannot_record(f"{doing}: {_failure(exc)}")
+
+
+def dirty_files(root: Path) -> dict[str, float]:
+    """Changed, added, deleted and untracked files of the worktree at root: {relative path:
+    modification time, -1 for a deleted file}."""
+    import subprocess
+
+    from baton.git import git_argv
+
+    # GIT_OPTIONAL_LOCKS=0: a status run by a hook must not take the index lock from the agent's own git.
+    listed = subprocess.run(git_argv("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"),
+                            cwd=root, capture_output=True, timeout=10, check=True,
+                            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"}).stdout
+    dirty = {}
+    for entry in listed.decode("utf-8", "surrogateescape").split("\0"):
+        if len(entry) > 3:
+            path = entry[3:]
+            try:
+                dirty[path] = (root / path).stat().st_mtime
+            except FileNotFoundError:
+                dirty[path] = -1.0
+    return dirty
+
+
+def without_batons_own(dirty: dict[str, float]) -> dict[str, float]:
+    """dirty without the files Baton writes itself (handoffs, the binding, what `baton
+    install claude` added): every ticket writes these, so sweeping them as touches would
+    make every ticket overlap every other."""
+    from baton.skills.installers.claude_code import skill_names
+    from baton.skills.handoff.files import HANDOFFS_DIR
+
+    installed = {".claude/settings.json", *(f".claude/skills/{name}/SKILL.md" for name in skill_names())}
+    return {path: mtime for path, mtime in dirty.items()
+            if path not in installed and not path.startswith((f"{HANDOFFS_DIR}/", ".baton/"))}
+
+
+def locate(cwd: Path):
+    """(place, locator, the active ticket or None) for the directory the agent works in."""
+    from baton.files import WorktreeLocator
+    from baton.skills.core.binding import place_of, read_binding, resolve_task
+
+    locator = WorktreeLocator()
+    place = place_of(cwd, locator)
+    if read_binding(place) is None and not os.environ.get("BATON_TASK_ID"):
+        return place, locator, None
+    return place, locator, resolve_task(None, place)
+
+
+@contextmanager
+def opened_stores(*, store_timeout: float | None = None) -> Iterator:
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
+
+    settings = Settings.from_env()
+    if store_timeout is not None and store_timeout < settings.store_timeout:
+        from dataclasses import replace
+
+        settings = replace(settings, store_timeout=store_timeout)
+    stores = Stores(settings)
+    try:
+        yield stores
+    finally:
+        stores.close()  # closes nothing while a read abandoned at its deadline runs
+
+
+@contextmanager
+def agent_sessions(stores) -> Iterator:
+    from baton.skills.frontends.told import AgentSessions
+
+    sessions = AgentSessions(stores.settings.home, timeout=stores.settings.store_timeout)
+    try:
+        yield sessions
+    finally:
+        sessions.close()
+
+
+def additional_context(event: str, text: str) -> dict:
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+def _warn(warnings: list[str]) -> None:
+    for warning in warnings:
+        print(f"baton: warning: {one_line(warning)}", file=sys.stderr)
+
+
+def _failure(exc: Exception) -> str:
+    """One line: Baton's own message, else the exception's type and message."""
+    from baton.errors import BatonError
+
+    return one_line(str(exc) if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}")
+
+
+HANDLERS: dict[str, Callable[[Payload, Output], None]] = {
+    "session-start": session_start,
+    "post-tool-use": post_tool_use,
+    "user-prompt-submit": user_prompt_submit,
+    "stop": stop,
+    "session-end": session_end,
+}

@@ -1,0 +1,311 @@
+"""`baton mcp`: Baton's tools for any MCP client, served over stdio with the official `mcp`
+SDK (the optional extra `baton[mcp]`).
+
+Each tool returns, as JSON text, what the matching CLI command prints with `--json`; both
+build it with baton.skills.frontends.answers. A tool call opens the stores, delivers writes kept locally
+(as every CLI command but `touch` does), does its work and closes them. Bad input and
+unavailable stores come back as tool errors with Baton's one-line message.
+
+Descriptions are kept short on purpose: every tool schema is sent to the model on every
+turn (bench/hooks.py prints their total size).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from baton.registry.wire import UPDATE_PHASES
+
+INSTRUCTIONS = ("Baton keeps each ticket's working state across agent sessions. task_id defaults to the worktree's "
+                "binding; worktree defaults to this server's directory.")
+
+Phase = Literal[UPDATE_PHASES]
+
+
+def resume_session(task_id: str, limit: int = 5, worktree: str | None = None) -> str:
+    from baton.skills.services.resume import resume_session as resume
+
+    def run(stores):
+        result = resume(stores, task_id, _place(worktree), limit=_non_negative(limit))
+        return result.to_json()
+
+    return _call(run)
+
+
+def list_sessions(include_ended: bool = False) -> str:
+    from baton import clock
+    from baton.skills.frontends.answers import listing_answer
+    from baton.skills.services.listing import list_sessions as listing
+
+    return _call(lambda stores: listing_answer(listing(stores, include_inactive=include_ended, at=clock.now())))
+
+
+def bind_task(task_id: str, agent: str | None = None, worktree: str | None = None) -> str:
+    from baton.skills.frontends.answers import bind_answer
+    from baton.skills.services.writes import bind
+
+    def run(stores):
+        place = _place(worktree)
+        return bind_answer(task_id, place, bind(stores, task_id, place, agent=agent))
+
+    return _call(run)
+
+
+def record_touch(paths: list[str], task_id: str | None = None, worktree: str | None = None) -> str:
+    from baton.files import WorktreeLocator
+    from baton.skills.frontends.answers import touch_answer
+    from baton.skills.core.binding import place_of, resolve_task
+    from baton.skills.services.touch import touch
+
+    def run(stores):
+        locator = WorktreeLocator()
+        directory = _directory(worktree)
+        task = resolve_task(task_id, place_of(directory, locator))
+        return touch_answer(task, touch(stores, task, paths, directory, locator))
+
+    return _call(run, deliver=False)
+
+
+def record_decision(text: str, context: str = "", task_id: str | None = None, worktree: str | None = None) -> str:
+    from baton.skills.frontends.answers import decide_answer
+    from baton.skills.core.binding import resolve_task
+    from baton.skills.services.decide import decide
+
+    def run(stores):
+        place = _place(worktree)
+        task = resolve_task(task_id, place)
+        return decide_answer(task, text, context, decide(stores, task, text, context, place))
+
+    return _call(run)
+
+
+def update_session(phase: Phase | None = None, next_action: str | None = None, done: list[str] | None = None,
+                   failed: list[str] | None = None, depends_on: list[str] | None = None,
+                   task_id: str | None = None, worktree: str | None = None) -> str:
+    from baton.registry.model import Phase as PhaseValue
+    from baton.skills.frontends.answers import update_answer
+    from baton.skills.core.binding import resolve_task
+    from baton.skills.services.writes import update
+
+    def run(stores):
+        place = _place(worktree)
+        task = resolve_task(task_id, place)
+        report = update(stores, task, place, phase=PhaseValue(phase) if phase else None, next_action=next_action,
+                        done=done or [], failed=failed or [], depends_on=depends_on or [])
+        return update_answer(task, report, phase=phase, next_action=next_action, done=done or [],
+                             failed=failed or [], depends_on=depends_on or [])
+
+    return _call(run)
+
+
+def recall_decisions(query: str, limit: int = 5) -> str:
+    from baton.skills.frontends.answers import recall_answer
+    from baton.skills.services.queries import recall_decisions as search
+
+    return _call(lambda stores: recall_answer(search(stores, query, limit)))
+
+
+def signals_since(since: str | None = None, task_id: str | None = None, limit: int = 100) -> str:
+    from baton.skills.frontends.answers import signals_answer
+    from baton.skills.services.queries import signals_since as read
+
+    return _call(lambda stores: signals_answer(read(stores, task_id=task_id, since=since, limit=limit)))
+
+
+def write_handoff(checks: list[str] | None = None, probes: dict[str, str] | None = None, task_id: str | None = None,
+                  worktree: str | None = None) -> str:
+    from baton.skills.core.binding import resolve_task
+    from baton.skills.handoff.write import write_handoff as write
+
+    def run(stores):
+        place = _place(worktree)
+        report = write(stores, resolve_task(task_id, place), place, checks=checks or [],
+                       probes=list((probes or {}).items()))
+        return report.to_json()
+
+    return _call(run)
+
+
+def verify_handoff(path: str | None = None, task_id: str | None = None, allow_unsigned_probes: bool = False,
+                   worktree: str | None = None) -> str:
+    from baton.skills.services.handoff import place_for, task_or_none, verify_and_record
+
+    def run(stores):
+        place, handoff = place_for(Path(path) if path else None, _directory(worktree))
+        checked = verify_and_record(stores, place, task=task_or_none(task_id, place), path=handoff,
+                                    only_for=task_id, allow_unsigned=allow_unsigned_probes)
+        _log(checked.warnings)
+        return checked.verification.to_json()
+
+    return _call(run)
+
+
+# name -> (function, description): what list_tools shows.
+TOOLS: dict[str, tuple[Callable[..., str], str]] = {
+    "resume_session": (resume_session, "A ticket's state, conflicts, related decisions and missed signals; "
+                                       "binds the worktree to it."),
+    "list_sessions": (list_sessions, "Active sessions, with the tickets each conflicts with."),
+    "bind_task": (bind_task, "Bind the worktree to a ticket."),
+    "record_touch": (record_touch, "Record files the ticket changed; returns overlaps with other active tickets."),
+    "record_decision": (record_decision, "Record a decision (other tickets recall it)."),
+    "update_session": (update_session, "Record phase, next action, done steps, failures or dependencies."),
+    "write_handoff": (write_handoff, "Write the ticket's handoff: journal, git state, checks and probes (NAME: CMD), "
+                                     "all signed."),
+    "verify_handoff": (verify_handoff, "Re-run the current handoff's live-state probes; fresh results win."),
+    "recall_decisions": (recall_decisions, "Search all tickets' decisions by meaning."),
+    "signals_since": (signals_since, "Coordination signals after an ISO 8601 time, oldest first."),
+}
+
+
+def build_server():
+    """The low-level MCP server with Baton's tools, and only tools: a client shows the model
+    a capability's tools on every turn (Claude Code adds three resource tools for an empty
+    `resources`), so only what is served is declared. MCPServer's tool registry validates
+    the arguments and converts the answers; its input schemas are trimmed (_lean)."""
+    from mcp.server.lowlevel import Server
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.tools import Tool
+    from mcp_types import CallToolResult, ListToolsResult, TextContent
+
+    tools = []
+    for name, (function, description) in TOOLS.items():
+        tool = Tool.from_function(function, name=name, description=description, structured_output=False)
+        tool.parameters = _lean(tool.parameters)
+        tools.append(tool)
+    registry = MCPServer("baton", tools=tools)
+
+    async def list_tools(ctx, params) -> ListToolsResult:
+        return ListToolsResult(tools=await registry.list_tools())
+
+    async def call_tool(ctx, params) -> CallToolResult:
+        try:
+            return await registry.call_tool(params.name, params.arguments or {})
+        except ToolError as exc:
+            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+
+    return Server("baton", version=_version(), instructions=INSTRUCTIONS, on_list_tools=list_tools,
+                  on_call_tool=call_tool)
+
+
+def serve() -> None:
+    """Serve over stdio until the client closes standard input or sends SIGINT or SIGTERM."""
+    import importlib.util
+    import signal
+
+    from baton.errors import BadInput
+
+    if importlib.util.find_spec("mcp") is None:
+        raise BadInput("the MCP server needs the mcp package: pip install 'baton[mcp]'")
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    server = build_server()
+
+    async def run() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    # Standard input is read by a worker thread that a signal cannot interrupt, so a normal
+    # exit would wait for the client to close it: Claude Code gives SIGINT 100 ms, then
+    # sends SIGTERM. Every write is atomic in its store, so stopping at once loses nothing.
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, _stop_now)
+    anyio.run(run)
+
+
+def _stop_now(number: int, frame) -> None:
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # the client may have closed its end already
+            pass
+    os._exit(128 + number)
+
+
+def _call(run: Callable, *, deliver: bool = True) -> str:
+    """Run one tool against freshly opened stores; Baton's errors become tool errors."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from baton.errors import BatonError
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
+
+    stores = None
+    try:
+        stores = Stores(Settings.from_env())
+        if deliver:
+            from baton.skills.core.pending import deliver as deliver_kept
+
+            _log(deliver_kept(stores))
+        answer = run(stores)
+        _log(answer.get("warnings", []) if isinstance(answer, dict) else [])
+        return json.dumps(answer, ensure_ascii=False)
+    except BatonError as exc:
+        raise ToolError(str(exc)) from exc
+    finally:
+        if stores is not None:
+            stores.close()
+
+
+def _directory(worktree: str | None) -> Path:
+    from baton.errors import BadInput
+
+    directory = Path(worktree).expanduser() if worktree else Path(os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
+    if not directory.is_dir():
+        raise BadInput(f"worktree is not a directory: {directory}")
+    return directory
+
+
+def _place(worktree: str | None):
+    from baton.files import WorktreeLocator
+    from baton.skills.core.binding import place_of
+
+    return place_of(_directory(worktree), WorktreeLocator())
+
+
+def _non_negative(limit: int) -> int:
+    from baton.errors import BadInput
+
+    if limit < 0:
+        raise BadInput("limit must not be negative")
+    return limit
+
+
+def _lean(schema):
+    """The JSON schema without what the model does not need: pydantic's generated titles,
+    and `anyOf [T, null]` with a null default for an optional argument (omitting it is how
+    a client leaves it unset)."""
+    if isinstance(schema, list):
+        return [_lean(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    lean = {k: _lean(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    options = lean.get("anyOf")
+    if "default" in lean and lean["default"] is None and isinstance(options, list) and len(options) == 2 \
+            and {"type": "null"} in options:
+        rest = {k: v for k, v in lean.items() if k not in ("anyOf", "default")}
+        return {**next(o for o in options if o != {"type": "null"}), **rest}
+    return lean
+
+
+def _log(warnings: list[str]) -> None:
+    import sys
+
+    for warning in warnings:
+        print(f"baton: warning: {warning}", file=sys.stderr)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("baton")
+    except PackageNotFoundError:
+        return "0"

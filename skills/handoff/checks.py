@@ -1,0 +1,61 @@
+"""Running a check for the journal (`baton update --check`, `baton handoff --check`): a
+command Baton runs itself, so its result is observed, not reported."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from baton.errors import BadInput
+from baton.shown_text import escape_controls
+from baton.registry.model import Provenance
+from baton.skills.handoff.probes import ProbeRun, parse_command, run_probe
+
+SUMMARY_CHARS = 300
+MAX_TEXT = 4000  # baton.registry.model.Text: a longer command cannot be recorded
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    command: str
+    exit_status: int | None  # None: it timed out or could not start
+    summary: str
+    provenance: Provenance
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_status == 0
+
+
+def summarise(run: ProbeRun) -> str:
+    """The last non-empty line of the output (test runners end with their verdict), or why
+    the check did not finish."""
+    lines = [line.strip() for line in escape_controls(run.output).split("\n") if line.strip()]
+    last = lines[-1] if lines else ""
+    if len(last) > SUMMARY_CHARS:
+        last = last[:SUMMARY_CHARS - 1] + "…"
+    if not run.completed:
+        return f"{run.reason}: {last}" if last else (run.reason or run.outcome)
+    return last
+
+
+def parse_check(command: str) -> list[str]:
+    """The argument vector of a check. BadInput, before anything runs, for a command that
+    needs a shell or is too long to be recorded in the journal."""
+    if len(command.strip()) > MAX_TEXT:
+        raise BadInput(f"--check {command[:40]!r}... is longer than {MAX_TEXT} characters")
+    return parse_command(command)
+
+
+def check_timeout(timeout: float | None) -> float | None:
+    """A --timeout as given (None: the default), BadInput when out of range."""
+    if timeout is not None and not 0 < timeout <= 86400:
+        raise BadInput(f"--timeout is out of range: {timeout:g}")
+    return timeout
+
+
+def run_check(command: str, root: Path, *, timeout: float) -> tuple[CheckResult, ProbeRun]:
+    """Run the check in the worktree root (no shell, minimal environment, capped output).
+    BadInput for a command parse_check refuses."""
+    run = run_probe(parse_check(command), root, timeout=timeout)
+    return CheckResult(command, run.exit_status if run.completed else None, summarise(run), Provenance.observed), run

@@ -1,0 +1,87 @@
+"""The work journal of a ticket, read from its session projection.
+
+Typed items, each with its provenance: observed (Baton ran the command or read git) or
+reported (the agent said so through `baton update`, `baton decide` or the MCP tools).
+Agent-reported items are kept apart from observations everywhere they are shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from baton.registry.model import Entry, Provenance, Session
+
+REPORTED = Provenance.reported.value
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    text: str
+    provenance: str
+    at: datetime | None = None
+    context: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckItem:
+    command: str
+    exit_status: int | None
+    summary: str
+    provenance: str
+    at: datetime
+
+    @property
+    def result(self) -> str:
+        if self.exit_status is None:
+            return "did not finish"
+        return "passed" if self.exit_status == 0 else f"failed (exit {self.exit_status})"
+
+
+@dataclass(frozen=True)
+class Journal:
+    task_id: str
+    goal: Item | None = None
+    next_action: Item | None = None
+    constraints: list[Item] = field(default_factory=list)
+    decisions: list[Item] = field(default_factory=list)
+    completed_steps: list[Item] = field(default_factory=list)
+    failures: list[Item] = field(default_factory=list)
+    remaining_work: list[Item] = field(default_factory=list)
+    checks: list[CheckItem] = field(default_factory=list)  # the latest run of each command
+    evidence: list[Item] = field(default_factory=list)
+    files: list[Item] = field(default_factory=list)
+
+
+def _item(entry: Entry) -> Item:
+    return Item(entry.text, entry.provenance.value, entry.at, entry.context)
+
+
+def _latest_checks(session: Session) -> list[CheckItem]:
+    runs: dict[str, list] = {}
+    for check in sorted(session.checks, key=lambda c: (c.at, c.event_id)):
+        runs.setdefault(check.command, []).append(check)
+    latest = [CheckItem(c[-1].command, c[-1].exit_status, c[-1].summary, c[-1].provenance.value, c[-1].at)
+              for c in runs.values()]
+    return sorted(latest, key=lambda c: c.at, reverse=True)
+
+
+def journal_of(session: Session) -> Journal:
+    """The journal of one ticket. Remaining work is every item not yet recorded as a
+    completed step (same text); files touched come from `baton touch`, so they are reported."""
+    done = {step.text for step in session.completed_steps}
+    stamp = session.next_action_stamp
+    goal_stamp = session.goal_stamp
+    return Journal(
+        task_id=session.task_id,
+        goal=Item(session.goal, REPORTED, goal_stamp.at if goal_stamp else None) if session.goal else None,
+        next_action=Item(session.next_action, REPORTED, stamp.at if stamp else None) if session.next_action else None,
+        constraints=[_item(e) for e in session.constraints],
+        decisions=[_item(e) for e in session.decisions],
+        completed_steps=[_item(e) for e in session.completed_steps],
+        failures=[_item(e) for e in session.failures],
+        remaining_work=[_item(e) for e in session.remaining_work if e.text not in done],
+        checks=_latest_checks(session),
+        evidence=[_item(e) for e in session.evidence],
+        files=[Item(t.path, REPORTED, t.last_at) for t in session.files_by_recency()],
+    )

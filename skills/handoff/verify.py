@@ -1,0 +1,292 @@
+"""Re-verifying a handoff: re-run each live-state probe and act only on the fresh result.
+
+Each claim ends as one of:
+- verified: the fresh result is the recorded one (an alarm: the fresh probe reproduces it);
+- changed: the probe ran and its result differs; the live result wins, both are shown;
+- failed: the probe exited non-zero or timed out;
+- not run: refused by policy (baton.skills.handoff.probe_policy), not runnable here, out of budget, or a
+  check (which had minutes when the handoff was written) cut at the probe timeout;
+- stale: a live-state alarm whose probe is missing or could not run, or whose unsigned
+  status line nothing vouches for. It is shown for context and never gates anything: an
+  alarm is current only when a fresh probe reproduces it (the same result under a signature
+  that covers the status line, or fresh output that itself begins with the alarm).
+
+Probes run one after another, each within the probe timeout and all within the total
+budget, so a resume waits at most about the budget however the handoff was edited.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from baton.errors import BadInput
+from baton.registry.model import handoff_held
+from baton.skills.handoff.document import (
+    MATCH_EXIT,
+    Claim,
+    ParsedHandoff,
+    Probe,
+    alarm_of,
+    parse_document,
+    signed_message,
+)
+from baton.skills.handoff.files import (
+    UnreadableHandoff,
+    candidates,
+    modified_at,
+    read_handoff,
+    shown_path,
+)
+from baton.skills.runtime.handoff_settings import HandoffSettings
+from baton.skills.handoff.probe_policy import Permission, ProbePolicy
+from baton.skills.handoff.probe_signing import SigningKey, verifying_keys
+from baton.skills.handoff.probes import (
+    NOT_RUNNABLE,
+    TIMED_OUT,
+    ProbeRun,
+    output_digest,
+    parse_command,
+    run_probe,
+    shown_output,
+)
+
+VERIFIED, CHANGED, FAILED, NOT_RUN, STALE = "verified", "changed", "failed", "not_run", "stale"
+STATUSES = (VERIFIED, CHANGED, FAILED, NOT_RUN, STALE)
+NO_HANDOFF = "no handoff in this worktree"
+MIN_PROBE_SECONDS = 0.05  # below this much budget left, a probe is not started
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimResult:
+    section: str
+    recorded: str | None
+    recorded_at: str | None
+    probe: str | None
+    fresh: str | None
+    status: str
+    reason: str | None
+
+    def to_json(self) -> dict:
+        return {"section": self.section, "recorded": self.recorded, "recorded_at": self.recorded_at,
+                "probe": self.probe, "fresh": self.fresh, "status": self.status, "reason": self.reason}
+
+
+@dataclass
+class Verification:
+    path: str | None = None  # shown path of the handoff verified; None when there is none
+    written_at: datetime | None = None
+    task_id: str | None = None  # the ticket the document declares
+    results: list[ClaimResult] = field(default_factory=list)
+    history: list[str] = field(default_factory=list)  # the other handoffs: history, never probed
+    note: str | None = None  # why there is no handoff, or why it could not be read
+
+    def counts(self) -> dict[str, int]:
+        return {status: sum(1 for r in self.results if r.status == status) for status in STATUSES}
+
+    @property
+    def held(self) -> bool:
+        """A handoff was verified and every claim held (see baton.registry.model.handoff_held)."""
+        counts = self.counts()
+        return self.path is not None and self.note is None and handoff_held(
+            changed=counts[CHANGED], failed=counts[FAILED], not_run=counts[NOT_RUN])
+
+    def to_json(self) -> dict:
+        handoff = None if self.path is None else {
+            "path": self.path, "written_at": self.written_at.isoformat() if self.written_at else None}
+        return {"handoff": handoff, "live_state": [r.to_json() for r in self.results]}
+
+
+def _result_text(exit_status: int | None, output: str, *, match: str) -> str:
+    head = "did not finish" if exit_status is None else f"exit {exit_status}"
+    if match == MATCH_EXIT:
+        last = output.rsplit("\n", 1)[-1] if output else ""
+        return f"{head}: {last}" if last else head
+    if exit_status == 0:
+        return output
+    return f"({head}) {output}" if output else f"({head})"
+
+
+def _recorded(claim: Claim) -> str | None:
+    probe = claim.probe
+    if probe is None or not probe.has_result:
+        return claim.status
+    return _result_text(probe.recorded_exit, probe.recorded, match=probe.match)
+
+
+def _fresh(probe: Probe, run: ProbeRun) -> str:
+    if probe.match == MATCH_EXIT:
+        return _result_text(run.exit_status, shown_output(run.output, tail=True), match=MATCH_EXIT)
+    return _result_text(run.exit_status, shown_output(run.output), match=probe.match)
+
+
+def _same(probe: Probe, run: ProbeRun) -> bool:
+    expected_exit = probe.recorded_exit if probe.has_result else 0
+    if run.exit_status != expected_exit:
+        return False
+    if probe.match == MATCH_EXIT:
+        return True
+    if probe.digest:
+        return output_digest(run.output) == probe.digest
+    if probe.has_result:
+        return shown_output(run.output) == probe.recorded
+    return run.output.strip() == probe.recorded.strip()
+
+
+class _Verifier:
+    def __init__(self, root: Path, repo: str, settings: HandoffSettings, keys: tuple[SigningKey, ...],
+                 key_problem: str | None, allow_unsigned: bool) -> None:
+        self.root = root
+        self.repo = repo
+        self.settings = settings
+        self.policy = ProbePolicy(keys, settings.allow, allow_unsigned)
+        self.key_problem = key_problem
+        self.deadline = time.monotonic() + settings.probe_budget
+
+    def judge(self, claim: Claim, task_id: str | None) -> ClaimResult:
+        probe = claim.probe
+        base = {"section": claim.section, "recorded": _recorded(claim),
+                "recorded_at": probe.recorded_at if probe else None, "probe": probe.command if probe else None}
+        if probe is None or not probe.command:
+            return self._unrun(claim, base, "no probe to re-run")
+        try:
+            argv = tuple(parse_command(probe.command))
+        except BadInput as exc:
+            return self._unrun(claim, base, str(exc))
+        message = signed_message(repo=self.repo, task_id=task_id, section=claim.section, status=claim.status, argv=argv,
+                                 match=probe.match, recorded_at=probe.recorded_at,
+                                 exit_status=probe.recorded_exit if probe.has_result else None,
+                                 digest=probe.digest, recorded=probe.recorded)
+        permission = self.policy.permit(argv, message, probe.signature)
+        if not permission.run:
+            reason = permission.basis + (f" ({self.key_problem})" if self.key_problem else "")
+            return self._unrun(claim, base, f"refused: {reason}")
+        remaining = self.deadline - time.monotonic()
+        if remaining < MIN_PROBE_SECONDS:
+            return self._unrun(claim, base, f"the probe budget of {self.settings.probe_budget:g}s was used up")
+        timeout = min(self.settings.probe_timeout, remaining)
+        run = run_probe(argv, self.root, timeout=timeout)
+        if not run.completed:
+            reason = run.reason or run.outcome
+            if timeout < self.settings.probe_timeout and run.outcome != NOT_RUNNABLE:
+                reason += f" (the probe budget of {self.settings.probe_budget:g}s ran out)"
+            if probe.match == MATCH_EXIT and run.outcome == TIMED_OUT:
+                # A check had minutes when the handoff was written; cut at a resume's limits
+                # it says nothing about the code, so it is not a failure.
+                reason += (": the check takes longer than re-verification allows (BATON_PROBE_TIMEOUT, "
+                           "BATON_PROBE_BUDGET); run it yourself")
+                return self._unrun(claim, base, reason)
+            if claim.alarm or run.outcome == NOT_RUNNABLE:
+                return self._unrun(claim, base, reason)
+            return ClaimResult(**base, fresh=None, status=FAILED, reason=reason)
+        return self._compare(claim, probe, run, base, permission)
+
+    @staticmethod
+    def _unrun(claim: Claim, base: dict, reason: str) -> ClaimResult:
+        if claim.alarm:
+            return ClaimResult(**base, fresh=None, status=STALE,
+                               reason=f"alarm {claim.alarm} not reproduced: {reason}. Recorded for context only; "
+                                      "it does not gate any action")
+        return ClaimResult(**base, fresh=None, status=NOT_RUN, reason=reason)
+
+    @staticmethod
+    def _compare(claim: Claim, probe: Probe, run: ProbeRun, base: dict, permission: Permission) -> ClaimResult:
+        same = _same(probe, run)
+        alarm = claim.alarm
+        # The alarm comes from the status line. Only a signature vouches that the status was
+        # recorded with this result; unsigned, the fresh output itself must begin with the alarm.
+        reproduced = bool(alarm) and ((same and permission.signed) or alarm_of(run.output) == alarm)
+        notes = []
+        if alarm:
+            notes.append(f"alarm {alarm} is current: the fresh probe reproduces it" if reproduced
+                         else f"alarm {alarm} not reproduced by the fresh probe: it is not current")
+        if run.truncated:
+            notes.append("output cut at the cap")
+        if not permission.signed:
+            notes.append(f"ran unsigned: {permission.basis}")
+        if run.exit_status != 0:
+            status = FAILED
+            notes.insert(0, f"exit {run.exit_status}" + (", as recorded" if same else ""))
+        elif reproduced:
+            status = VERIFIED
+        elif same and alarm:
+            # The output held but nothing vouches for the alarm written beside it.
+            status = STALE
+            notes.append("recorded for context only; it does not gate any action")
+        elif same:
+            status = VERIFIED
+        else:
+            status = CHANGED
+            notes.insert(0, "differs from the recorded result; the live result wins")
+        return ClaimResult(**base, fresh=_fresh(probe, run), status=status, reason="; ".join(notes) or None)
+
+
+def _keys(home: Path, settings: HandoffSettings) -> tuple[tuple[SigningKey, ...], str | None]:
+    """The verifying keys; a team key that cannot be read refuses signed probes (with the
+    reason) instead of failing the resume."""
+    try:
+        return tuple(verifying_keys(home, settings.key_file)), None
+    except BadInput as exc:
+        return (), str(exc)
+
+
+def _choose(root: Path, task_id: str | None) -> tuple[Path | None, ParsedHandoff | None, str | None, list[Path]]:
+    """The current handoff (for task_id, if given: another ticket's is skipped), its parse,
+    a note when there is none or it cannot be read, and every candidate."""
+    found = candidates(root)
+    skipped = []
+    for path in found:
+        try:
+            parsed = parse_document(read_handoff(path, root))
+        except UnreadableHandoff as exc:
+            return path, None, str(exc), found
+        if task_id is None or parsed.task_id in (None, task_id):
+            return path, parsed, None, found
+        skipped.append(f"{shown_path(path, root)} ({parsed.task_id})")
+    if not found:
+        return None, None, NO_HANDOFF, found
+    return None, None, f"no handoff for {task_id}; other tickets': {', '.join(skipped[:3])}", found
+
+
+def _same_document(path: Path, chosen: Path) -> bool:
+    """The chosen file itself, or a copy of it (LATEST.md and the dated handoff it copies)."""
+    try:
+        if path.resolve() == chosen.resolve():
+            return True
+        return path.stat().st_size == chosen.stat().st_size and path.read_bytes() == chosen.read_bytes()
+    except OSError:
+        return False
+
+
+def verify_handoff_at(root: Path, repo: str, home: Path, settings: HandoffSettings, *, path: Path | None = None,
+                      task_id: str | None = None, allow_unsigned: bool = False) -> Verification:
+    """Verify the handoff at path, else the current one of the worktree at root (for
+    task_id, when given). Never raises for the document's sake: what cannot be read or run
+    is reported in the result."""
+    if path is None:
+        chosen, parsed, note, found = _choose(root, task_id)
+    else:
+        found = [path]
+        try:
+            chosen, parsed, note = path, parse_document(read_handoff(path, root)), None
+        except UnreadableHandoff as exc:
+            chosen, parsed, note = path, None, str(exc)
+    verification = Verification(note=note)
+    if chosen is not None:
+        verification.path = shown_path(chosen, root)
+        verification.history = [shown_path(p, root) for p in found if not _same_document(p, chosen)]
+    if parsed is None:
+        return verification
+    verification.task_id = parsed.task_id
+    verification.written_at = parsed.written_at or modified_at(chosen)
+    keys, key_problem = _keys(home, settings)
+    verifier = _Verifier(root, repo, settings, keys, key_problem, allow_unsigned)
+    # Checks (a test suite, say) run after the probes, so slow checks never starve cheap
+    # probes of the budget; results keep the document's order.
+    claims = parsed.claims
+    order = sorted(range(len(claims)), key=lambda i: claims[i].probe is not None and claims[i].probe.match == MATCH_EXIT)
+    results = {i: verifier.judge(claims[i], parsed.task_id) for i in order}
+    verification.results = [results[i] for i in range(len(claims))]
+    return verification

@@ -1,0 +1,397 @@
+"""`baton install claude` and `baton uninstall claude`: Baton's hooks in Claude Code's
+settings file and its skills under `.claude/skills/`.
+
+The hook entries follow Claude Code's documented settings schema
+(https://code.claude.com/docs/en/hooks): `hooks` maps an event name to matcher groups,
+each `{"matcher"?, "hooks": [{"type": "command", "command", "timeout"}]}`. Baton adds one
+group per event at the end of that event's list and recognises its own handlers by their
+command, `<baton> hook <event>` with the PATH fallback and `||` ending of hook_command,
+whatever path the executable had; nothing else in the
+file is touched (baton.skills.installers.json_text edits the text in place), so installing twice changes
+nothing and uninstalling gives back the file as it was, byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from baton.errors import BadInput
+from baton.skills.installers import json_text
+from baton.skills.core.binding import Place
+
+SCOPES = ("project", "user")
+
+# Claude Code event -> (`baton hook` name, tool matcher, timeout in seconds). The timeouts
+# only bound a hung hook; each hook's own budget is far below them (see bench/hooks.py).
+HOOKS: dict[str, tuple[str, str | None, int]] = {
+    "SessionStart": ("session-start", None, 10),
+    "PostToolUse": ("post-tool-use", "Edit|MultiEdit|Write|NotebookEdit", 5),
+    "UserPromptSubmit": ("user-prompt-submit", None, 5),
+    "Stop": ("stop", None, 30),
+    "SessionEnd": ("session-end", None, 10),
+}
+HOOK_NAMES = tuple(name for name, _, _ in HOOKS.values())
+
+SKILL_SOURCES = Path(__file__).resolve().parent.parent / "agent_skills"
+
+
+def skill_names() -> list[str]:
+    """Baton's agent skills: every `skills/<name>/SKILL.md` it ships (/resume_session, /handoff)."""
+    return sorted(path.parent.name for path in SKILL_SOURCES.glob("*/SKILL.md"))
+
+
+@dataclass
+class InstallReport:
+    settings: Path
+    events: list[str] = field(default_factory=list)  # events whose entries changed
+    skills: dict[str, str] = field(default_factory=dict)  # skill -> what happened to it
+    warnings: list[str] = field(default_factory=list)
+
+
+def claude_dir(scope: str, place: Place) -> Path:
+    """`.claude/` of the worktree (project scope) or the user's Claude Code directory."""
+    if scope not in SCOPES:
+        raise BadInput(f"unknown scope {scope!r}: use project or user")
+    if scope == "project":
+        return place.root / ".claude"
+    configured = os.environ.get("CLAUDE_CONFIG_DIR")
+    return Path(configured).expanduser() if configured else Path.home() / ".claude"
+
+
+def baton_executable(scope: str) -> str:
+    """The executable the hooks run: this install's `baton`. A project's settings are
+    shared through git, so there the bare name is used when it resolves to this install."""
+    script = Path(sys.prefix) / "bin" / "baton"
+    found = shutil.which("baton")
+    if not script.exists():
+        return found or "baton"
+    if scope == "project" and found and Path(found).resolve() == script.resolve():
+        return "baton"
+    return str(script)
+
+
+def hook_command(executable: str, hook: str) -> str:
+    """The shell command (Claude Code runs it with /bin/sh) of one hook.
+
+    The bare `baton` falls back to this install's directory, appended to PATH: a clone
+    whose PATH has no `baton` still finds the one that installed the hooks. `baton hook`
+    always exits 0, so a failure here means Baton did not run at all: the session-start
+    command then says so to the user (`systemMessage`), once a session, and the others
+    stay quiet, instead of every hook failing with exit status 127."""
+    if executable == "baton":
+        fallback = Path(sys.prefix) / "bin"
+        command = f'PATH="$PATH":{shlex.quote(str(fallback))} baton hook {hook}'
+        missing = f"no `baton` on PATH and none in {fallback}"
+    else:
+        command = f"{shlex.quote(executable)} hook {hook}"
+        missing = f"{executable} does not run"
+    if hook != "session-start":
+        return f"{command} || true"
+    told = {"systemMessage": f"Baton cannot run its hooks ({missing}): nothing is recorded for this session. "
+                             "Install Baton, then run `baton install claude` again."}
+    return f"{command} || echo {shlex.quote(json.dumps(told))}"
+
+
+def is_baton_hook(command: object) -> bool:
+    """Whether a handler's command is one of Baton's, as hook_command writes it now or did
+    before: `[PATH=...] <.../baton> hook <name> [|| true | || echo MESSAGE]`."""
+    if not isinstance(command, str):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    if words and words[0].startswith("PATH="):
+        words = words[1:]
+    if words[3:] == ["||", "true"] or (len(words) == 6 and words[3:5] == ["||", "echo"]):
+        words = words[:3]
+    return len(words) == 3 and os.path.basename(words[0]) == "baton" and words[1] == "hook" and words[2] in HOOK_NAMES
+
+
+def wanted_group(event: str, executable: str) -> dict:
+    hook, matcher, timeout = HOOKS[event]
+    handler = {"type": "command", "command": hook_command(executable, hook), "timeout": timeout}
+    return {"matcher": matcher, "hooks": [handler]} if matcher else {"hooks": [handler]}
+
+
+def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
+    """Add Baton's hook groups and skills; `home` (the data home) keeps which containers
+    the install created, so that uninstalling removes those and keeps the user's own."""
+    base = claude_dir(scope, place)
+    settings = base / "settings.json"
+    report = InstallReport(settings)
+    executable = baton_executable(scope)
+    original = _read(settings)
+    text = original if original is not None else json_text.new_document({})
+    before = _containers(text, settings)
+    for event in HOOKS:
+        text, changed = _ensure_group(text, settings, event, wanted_group(event, executable))
+        if changed:
+            report.events.append(event)
+    records = InstallRecords(home)
+    if text != original:
+        created = records.created(settings) | (_containers(text, settings) - before)
+        records.save(settings, created, created_file=original is None or records.created_file(settings))
+        _write(settings, text)
+    for skill in skill_names():
+        report.skills[skill] = _install_skill(base, skill, records, report.warnings)
+    return report
+
+
+def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
+    base = claude_dir(scope, place)
+    settings = base / "settings.json"
+    report = InstallReport(settings)
+    original = _read(settings)
+    records = InstallRecords(home)
+    if original is not None:
+        created = records.created(settings) if records.known(settings) else None
+        text = original
+        while (removed := _remove_one_baton_handler(text, settings, created=created)) is not None:
+            event, text = removed
+            if event not in report.events:
+                report.events.append(event)
+        if text != original:
+            root = _parse(text, settings)
+            if not root.members and not settings.is_symlink() and (records.created_file(settings)
+                                                                   or not records.known(settings)):
+                settings.unlink()
+            else:
+                _write(settings, text)
+    records.forget(settings)
+    for skill in skill_names():
+        report.skills[skill] = _uninstall_skill(base, skill, records, report.warnings)
+    _remove_if_empty(base / "skills")
+    if scope == "project":
+        _remove_if_empty(base)
+    return report
+
+
+class InstallRecords:
+    """`claude-installs.json` in the data home: per settings file, the containers (`hooks`,
+    `hooks.<Event>`) and whether the file itself were created by `baton install claude`;
+    per skill file, the SHA-256 of what it wrote (so that a skill file still as Baton
+    wrote it is replaced by a newer Baton's, and removed, while a user's edit is kept)."""
+
+    def __init__(self, home: Path) -> None:
+        self.path = home / "claude-installs.json"
+
+    def _all(self) -> dict:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise BadInput(f"cannot read {self.path}: {exc}") from None
+        return data if isinstance(data, dict) else {}
+
+    def known(self, settings: Path) -> bool:
+        return str(settings) in self._all()
+
+    def created(self, settings: Path) -> set[str]:
+        return set(self._all().get(str(settings), {}).get("created", []))
+
+    def created_file(self, settings: Path) -> bool:
+        return bool(self._all().get(str(settings), {}).get("created_file"))
+
+    def save(self, settings: Path, created: set[str], *, created_file: bool) -> None:
+        data = self._all()
+        data[str(settings)] = {"created": sorted(created), "created_file": created_file}
+        _write(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+    def forget(self, path: Path) -> None:
+        """Drop the record of a settings file or of a skill file."""
+        data = self._all()
+        if data.pop(str(path), None) is not None:
+            _write(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+    def skill_digest(self, target: Path) -> str | None:
+        entry = self._all().get(str(target))
+        return entry.get("sha256") if isinstance(entry, dict) else None
+
+    def save_skill(self, target: Path, digest: str) -> None:
+        data = self._all()
+        if data.get(str(target)) != {"sha256": digest}:
+            data[str(target)] = {"sha256": digest}
+            _write(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def _containers(text: str, path: Path) -> set[str]:
+    """`hooks` and `hooks.<Event>` where they exist."""
+    hooks = _parse(text, path).member("hooks")
+    if hooks is None or not hooks.value.is_object:
+        return set()
+    return {"hooks", *(f"hooks.{m.key}" for m in hooks.value.members)}
+
+
+def _ensure_group(text: str, path: Path, event: str, group: dict) -> tuple[str, bool]:
+    """The text with exactly one Baton group for event, equal to group; appended if missing,
+    replaced if it differs (another executable path, matcher or timeout)."""
+    root = _parse(text, path)
+    groups = _event_groups(root, path, event)
+    ours = [g for g in groups.items if _baton_handlers(g)] if groups else []
+    if len(ours) == 1 and ours[0].value == group:
+        return text, False
+    while (removed := _remove_one_baton_handler(text, path, events=(event,), created=set())) is not None:
+        text = removed[1]
+    root = _parse(text, path)
+    style = json_text.Style.of(text, root)
+    hooks = root.member("hooks")
+    if hooks is None:
+        return json_text.append_member(text, root, "hooks", {event: [group]}, style), True
+    groups = hooks.value.member(event)
+    if groups is None:
+        return json_text.append_member(text, hooks.value, event, [group], style), True
+    return json_text.append_item(text, groups.value, group, style), True
+
+
+def _remove_one_baton_handler(text: str, path: Path, events: tuple[str, ...] | None = None, *,
+                              created: set[str] | None = None) -> tuple[str, str] | None:
+    """Remove one Baton handler, and its group when it is left empty; an event list or the
+    `hooks` table left empty goes too if the install created it (`created`; None: any).
+    Returns (event, new text), or None when there is no Baton handler."""
+    root = _parse(text, path)
+    hooks = root.member("hooks")
+    if hooks is None:
+        return None
+    for event_index, event in enumerate(hooks.value.members):
+        if events is not None and event.key not in events:
+            continue
+        if not event.value.is_array:
+            raise BadInput(f"{path}: hooks.{event.key} is not a list; nothing changed")
+        groups = event.value  # this member's list: a key may be duplicated (the last one counts)
+        for group_index, group in enumerate(groups.items):
+            for handler_index in _baton_handlers(group):
+                handlers = group.member("hooks").value
+                if len(handlers.items) > 1:
+                    return event.key, json_text.remove(text, handlers, handler_index)
+                if len(groups.items) > 1 or not _ours(f"hooks.{event.key}", created):
+                    return event.key, json_text.remove(text, groups, group_index)
+                if len(hooks.value.members) > 1 or not _ours("hooks", created):
+                    return event.key, json_text.remove(text, hooks.value, event_index)
+                return event.key, json_text.remove(text, root, root.members.index(hooks))
+    return None
+
+
+def _ours(container: str, created: set[str] | None) -> bool:
+    return created is None or container in created
+
+
+def _event_groups(root: json_text.Node, path: Path, event: str) -> json_text.Node | None:
+    hooks = root.member("hooks")
+    if hooks is None:
+        return None
+    if not hooks.value.is_object:
+        raise BadInput(f"{path}: \"hooks\" is not an object; nothing changed")
+    groups = hooks.value.member(event)
+    if groups is None:
+        return None
+    if not groups.value.is_array:
+        raise BadInput(f"{path}: hooks.{event} is not a list; nothing changed")
+    return groups.value
+
+
+def _baton_handlers(group: json_text.Node) -> list[int]:
+    handlers = group.member("hooks") if group.is_object else None
+    if handlers is None or not handlers.value.is_array:
+        return []
+    return [i for i, h in enumerate(handlers.value.value)
+            if isinstance(h, dict) and h.get("type") == "command" and is_baton_hook(h.get("command"))]
+
+
+def _read(path: Path) -> str | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"{path} is not UTF-8; nothing changed") from None
+    _parse(text, path)
+    return text
+
+
+def _parse(text: str, path: Path) -> json_text.Node:
+    try:
+        root = json_text.parse(text)
+    except ValueError as exc:
+        raise BadInput(f"{path} is not valid JSON ({exc}); nothing changed") from None
+    if not root.is_object:
+        raise BadInput(f"{path} does not hold a JSON object; nothing changed")
+    return root
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace the file atomically, keeping its permissions; a symbolic link (settings kept
+    with dotfiles) stays a link and its target is replaced."""
+    path = Path(os.path.realpath(path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o7777 if path.exists() else None
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".settings-")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(text.encode("utf-8"))
+        if mode is not None:
+            os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def skill_source(skill: str) -> bytes:
+    return (SKILL_SOURCES / skill / "SKILL.md").read_bytes()
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _install_skill(base: Path, skill: str, records: InstallRecords, warnings: list[str]) -> str:
+    target = base / "skills" / skill / "SKILL.md"
+    wanted = skill_source(skill)
+    action = "installed"
+    if target.exists():
+        present = target.read_bytes()
+        if present == wanted:
+            records.save_skill(target, _digest(wanted))
+            return "unchanged"
+        if _digest(present) != records.skill_digest(target):
+            warnings.append(f"{target} exists with other content; left as it is (remove it and install again to replace it)")
+            return "kept (other content)"
+        action = "updated"  # as an earlier Baton wrote it
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(wanted)
+    records.save_skill(target, _digest(wanted))
+    return action
+
+
+def _uninstall_skill(base: Path, skill: str, records: InstallRecords, warnings: list[str]) -> str:
+    target = base / "skills" / skill / "SKILL.md"
+    if not target.exists():
+        records.forget(target)
+        return "absent"
+    present = target.read_bytes()
+    if present != skill_source(skill) and _digest(present) != records.skill_digest(target):
+        warnings.append(f"{target} differs from Baton's skill; left in place")
+        return "kept (other content)"
+    target.unlink()
+    records.forget(target)
+    _remove_if_empty(target.parent)
+    return "removed"
+
+
+def _remove_if_empty(directory: Path) -> None:
+    if directory.is_dir() and not any(directory.iterdir()):
+        directory.rmdir()

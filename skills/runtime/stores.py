@@ -1,0 +1,225 @@
+"""Which backend serves each concern. The one place a server backend will plug in.
+
+Stores are opened lazily: building a Stores object does no I/O, and a command opens only
+the stores it uses (`baton touch` never imports the recall libraries).
+
+One Stores object serves one command, and holds its budget (baton.budget): every store on
+a server passes through that server's gate, so the command waits on servers at most
+BATON_STORE_TIMEOUT in all, and a server found down is not asked again. When the command
+kept writes in the data home for a server, closing the stores starts their background
+delivery (baton.skills.services.delivery).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from baton.errors import StoreUnavailable
+from baton.graph.base import ConflictGraph
+from baton.registry.base import SessionStore
+from baton.signals.base import SignalBus
+from baton.skills.runtime.settings import Settings
+
+if TYPE_CHECKING:
+    from baton.budget import Budget
+
+# The Kafka outboxes in the data home: writes kept until Kafka acknowledged them.
+EVENTS_OUTBOX = "kafka-events-outbox.db"
+SIGNALS_OUTBOX = "kafka-outbox.db"
+
+
+class Stores:
+    def __init__(self, settings: Settings, *, skip_known_down: bool = True) -> None:
+        """skip_known_down: skip a server the health record saw down recently (what every
+        command does); the background delivery, the projector and the doctor ask anyway."""
+        self.settings = settings
+        self.skip_known_down = skip_known_down
+        self.deliver_on_close = True
+        self._registry: SessionStore | None = None
+        self._graph: ConflictGraph | None = None
+        self._signals: SignalBus | None = None
+        self._recall = None
+        self._pending = None
+        self._event_log = None
+        self._queue = None
+        self._indexer = None
+
+    @cached_property
+    def budget(self) -> Budget:
+        """This command's budget for waiting on servers (created on first use: the hook's
+        touch never needs it)."""
+        from baton.budget import Budget
+        from baton.health import HealthRecord
+
+        return Budget(self.settings.store_timeout, skip_known_down=self.skip_known_down,
+                      health=HealthRecord(self.settings.home, recheck_after=self.settings.recheck_after))
+
+    @property
+    def registry(self) -> SessionStore:
+        if self._registry is None:
+            if self.settings.database_url:
+                _require("psycopg", "session registry", "postgres")
+                from baton.budget import postgres_server
+                from baton.registry.postgres import PostgresSessionStore
+
+                self._registry = PostgresSessionStore(self.settings.database_url, timeout=self.settings.store_timeout,
+                                                      gate=self.budget.gate(postgres_server(self.settings.database_url)))
+            else:
+                from baton.registry.sqlite import SqliteSessionStore
+
+                self._registry = SqliteSessionStore(self.settings.home / "registry.db", timeout=self.settings.store_timeout)
+        return self._registry
+
+    @property
+    def graph(self) -> ConflictGraph:
+        if self._graph is None:
+            if self.settings.graph_url:
+                _require("neo4j", "conflict graph", "graph")
+                from baton.budget import bolt_server
+                from baton.graph.bolt import BoltConflictGraph
+
+                self._graph = BoltConflictGraph(self.settings.graph_url, timeout=self.settings.store_timeout,
+                                                gate=self.budget.gate(bolt_server(self.settings.graph_url)))
+            else:
+                from baton.graph.sqlite import SqliteConflictGraph
+
+                self._graph = SqliteConflictGraph(self.settings.home / "graph.db", timeout=self.settings.store_timeout)
+        return self._graph
+
+    @property
+    def signals(self) -> SignalBus:
+        if self._signals is None:
+            if self.settings.kafka_bootstrap:
+                _require("confluent_kafka", "signal log", "kafka")
+                from baton.budget import kafka_server
+                from baton.signals.kafka import SIGNALS_TOPIC, KafkaSignalBus
+
+                self._signals = KafkaSignalBus(
+                    self.settings.kafka_bootstrap, self.settings.home / SIGNALS_OUTBOX, timeout=self.settings.store_timeout,
+                    topic=f"{self.settings.kafka_topic_prefix}{SIGNALS_TOPIC}",
+                    gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)))
+            else:
+                from baton.signals.sqlite import SqliteSignalBus
+
+                self._signals = SqliteSignalBus(self.settings.home / "signals.db", timeout=self.settings.store_timeout)
+        return self._signals
+
+    def recall(self):
+        """The DecisionSearchClient; StoreUnavailable when recall's libraries are missing,
+        or at once when its Qdrant server is known to be down (before loading the model)."""
+        url = self.settings.qdrant_url
+        if url and not url.startswith("file:"):
+            from baton.budget import qdrant_server
+
+            self.budget.gate(qdrant_server(url)).refuse_known("recall index")
+        if self._recall is None:
+            from baton.recall import missing_dependency
+
+            missing = missing_dependency(embedded=not self.settings.qdrant_url)
+            if missing:
+                raise StoreUnavailable("recall index", missing)
+            # The embedded index reads an absent file as "nothing recorded": true in a new
+            # data home, not in one that is not a usable directory.
+            from baton.home import unusable
+
+            problem = None if self.settings.qdrant_url else unusable(self.settings.home)
+            if problem:
+                raise StoreUnavailable("recall index", problem)
+            from baton.recall.search import DecisionSearchClient
+
+            self._recall = DecisionSearchClient(self.decision_index())
+        return self._recall
+
+    @property
+    def event_log(self):
+        """The registry's event log on Kafka when Kafka is configured, else None: then
+        writes are applied to the stores (directly, or through the pending writes)."""
+        if self._event_log is None and self.settings.kafka_bootstrap:
+            _require("confluent_kafka", "event log", "kafka")
+            from baton.budget import kafka_server
+            from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
+
+            self._event_log = KafkaEventLog(
+                self.settings.kafka_bootstrap, self.settings.home / EVENTS_OUTBOX,
+                timeout=self.settings.store_timeout, topic=f"{self.settings.kafka_topic_prefix}{EVENTS_TOPIC}",
+                gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)))
+        return self._event_log
+
+    @property
+    def pending(self):
+        """Writes kept in the data home until a delivery applies them to the stores."""
+        if self._pending is None:
+            from baton.skills.core.pending import PendingWrites
+
+            self._pending = PendingWrites(self.settings.home, timeout=self.settings.store_timeout)
+        return self._pending
+
+    @property
+    def embedding_queue(self):
+        """Decisions waiting to be embedded (baton.recall.queue); needs no recall library."""
+        if self._queue is None:
+            from baton.recall.queue import EmbeddingQueue
+
+            self._queue = EmbeddingQueue(self.settings.home / "recall", timeout=self.settings.store_timeout)
+        return self._queue
+
+    def indexer(self):
+        """The Indexer of the queue into the decision index (it keeps the model loaded)."""
+        if self._indexer is None:
+            from baton.recall.indexer import Indexer
+
+            self._indexer = Indexer(self.embedding_queue, self.recall().index)
+        return self._indexer
+
+    def decision_index(self):
+        """The configured DecisionIndex backend (a new object each call)."""
+        url = self.settings.qdrant_url
+        if url:
+            from baton.budget import qdrant_server
+            from baton.recall.qdrant_server import QdrantServerIndex
+
+            # A file: URL is qdrant-client's local mode: no server, nothing to wait for.
+            return QdrantServerIndex(url, timeout=self.settings.store_timeout,
+                                     gate=None if url.startswith("file:") else self.budget.gate(qdrant_server(url)))
+        from baton.recall.embedded import EmbeddedDecisionIndex
+
+        return EmbeddedDecisionIndex(self.settings.home / "recall", timeout=self.settings.store_timeout)
+
+    def graph_unreachable(self) -> bool:
+        """Whether the graph's server could not be reached or heard from in this command (a
+        graph that answered with an error is not waited for: it may refuse a write forever)."""
+        if not self.settings.graph_url:
+            return False
+        from baton.budget import bolt_server
+
+        return self.budget.gate(bolt_server(self.settings.graph_url)).unreachable
+
+    def kept_writes(self) -> bool:
+        """Whether this command kept writes in the data home for a server."""
+        return any(getattr(store, "kept", 0) for store in (self._signals, self._pending, self._event_log)
+                   if store is not None)
+
+    def close(self) -> None:
+        """Close every store opened, then start the background delivery of what this command
+        kept. A call abandoned at its deadline may still hold a connection (baton.budget):
+        then nothing is closed, as closing could wait for it; the process ends at once."""
+        from baton.budget import abandoned
+
+        kept = self.deliver_on_close and self.settings.uses_servers and self.kept_writes()
+        if not abandoned():
+            for store in (self._registry, self._graph, self._signals, self._recall, self._pending,
+                          self._event_log, self._queue):
+                if store is not None:
+                    store.close()
+        if kept:
+            from baton.skills.services.delivery import start_background_delivery
+
+            start_background_delivery(self.settings)
+
+
+def _require(module: str, store: str, extra: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise StoreUnavailable(store, f"its server is configured but {module} is not installed (pip install -e '.[{extra}]')")

@@ -1,0 +1,105 @@
+"""Background delivery of writes kept on this machine, so a write reaches the servers
+without the command waiting for them and without the agent running another command.
+
+A command that kept writes (baton.skills.runtime.stores closes with them) starts `baton deliver
+--background` unless a delivery already runs (it holds `delivery.lock` in the data home).
+The delivery drains what waits, lingers briefly for the touches that follow an edit in
+bursts, and retries with backoff while a server is down, for a bounded time; then it exits
+and the next write starts another. Each attempt has a budget of its own and asks every
+server, whatever the health record says (baton.health); a server it reaches is cleared
+from the record. The lock is released before the last look at what waits, so a write kept
+just after that look finds the lock free and starts a delivery of its own: nothing is left
+waiting.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+import time
+from pathlib import Path
+
+LOCK = "delivery.lock"
+LINGER = 1.0  # seconds without new writes before a background delivery exits
+GIVE_UP_AFTER = 120.0  # seconds of failed deliveries before it exits (the next touch retries)
+BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+def _try_lock(home: Path) -> int | None:
+    """The lock's file descriptor if this process got it, else None."""
+    home.mkdir(parents=True, exist_ok=True)
+    fd = os.open(home / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _unlock(fd: int) -> None:
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+def delivery_running(home: Path) -> bool:
+    """Whether a background delivery holds the lock now."""
+    fd = _try_lock(home)
+    if fd is None:
+        return True
+    _unlock(fd)
+    return False
+
+
+def start_background_delivery(settings) -> None:
+    """Start a detached delivery process unless one runs or the settings turn it off; costs
+    the caller a spawn, no wait."""
+    if not settings.background_delivery or delivery_running(settings.home):
+        return
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        os.posix_spawn(sys.executable, [sys.executable, "-m", "baton.skills.frontends.cli", "deliver", "--background"], os.environ,
+                       file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1),
+                                     (os.POSIX_SPAWN_DUP2, devnull, 2)],
+                       setsid=True)
+    finally:
+        os.close(devnull)
+
+
+def deliver_in_background(stores) -> None:
+    """Deliver until nothing waits for LINGER seconds, retrying with backoff while it fails;
+    returns at once if another delivery holds the lock."""
+    from baton.skills.core.pending import deliver
+    from baton.skills.core.pending import waiting_writes as waiting
+
+    home = stores.settings.home
+    fd = _try_lock(home)
+    if fd is None:
+        return
+    failing_since: float | None = None
+    attempt = 0
+    while True:
+        stores.budget.renew()
+        warnings = deliver(stores) if waiting(stores) else []
+        if warnings:
+            now = time.monotonic()
+            failing_since = failing_since or now
+            if now - failing_since > GIVE_UP_AFTER:
+                break
+            time.sleep(BACKOFF[min(attempt, len(BACKOFF) - 1)])
+            attempt += 1
+            continue
+        failing_since, attempt = None, 0
+        idle_until = time.monotonic() + LINGER
+        while time.monotonic() < idle_until and not waiting(stores):
+            time.sleep(0.05)
+        if waiting(stores):
+            continue
+        _unlock(fd)
+        if not waiting(stores):
+            return
+        fd = _try_lock(home)
+        if fd is None:
+            return
+    _unlock(fd)

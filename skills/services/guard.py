@@ -1,0 +1,70 @@
+"""The pre-commit guard (`baton guard`): are the staged files also being changed by another
+active ticket?
+
+The staged files are recorded as touches of this worktree's ticket (committing them is
+touching them), which also signals each new overlap to the other ticket; then the
+ticket's overlaps are read from the conflict graph and kept where they concern a staged
+file. Advisory by default; the caller blocks the commit when asked to be strict.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from baton.errors import BadInput
+from baton.files import WorktreeLocator
+from baton.git import git_argv
+from baton.outcome import Found
+from baton.skills.core.binding import Place, read_binding, resolve_task
+from baton.skills.runtime.stores import Stores
+
+
+@dataclass
+class GuardReport:
+    task_id: str | None
+    staged: list[str] = field(default_factory=list)
+    overlaps: dict[str, list[str]] = field(default_factory=dict)  # other ticket -> staged files it shares
+    warnings: list[str] = field(default_factory=list)
+
+
+def staged_files(root: Path) -> list[str]:
+    """Paths staged for commit, relative to the worktree root (both sides of a rename)."""
+    try:
+        out = subprocess.run(git_argv("diff", "--cached", "--name-only", "-z", "--no-renames"), cwd=root,
+                             capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BadInput(f"cannot run git: {exc}") from None
+    if out.returncode != 0:
+        raise BadInput(f"cannot list staged files: {out.stderr.decode(errors='replace').strip()}")
+    return [p for p in out.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
+
+
+def guard(stores: Stores, place: Place, locator: WorktreeLocator) -> GuardReport:
+    import os
+
+    if place.worktree is None:
+        raise BadInput(f"{place.root} is not in a git repository")
+    if read_binding(place) is None and not os.environ.get("BATON_TASK_ID"):
+        return GuardReport(None)
+    task = resolve_task(None, place)
+    report = GuardReport(task.task_id, staged_files(place.root))
+    if not report.staged:
+        return report
+    from baton.skills.services.touch import MAX_PATHS_PER_CALL, file_refs, touch
+
+    staged_keys = set()
+    for start in range(0, len(report.staged), MAX_PATHS_PER_CALL):
+        chunk = report.staged[start:start + MAX_PATHS_PER_CALL]
+        staged_keys |= {ref.key for ref in file_refs(chunk, place.root, locator)}
+        report.warnings += touch(stores, task, chunk, place.root, locator).warnings
+    shared = stores.graph.shared_files(task.task_id)
+    if not isinstance(shared, Found):
+        report.warnings.append(f"conflict graph unavailable: {shared.reason}; staged files not checked")
+        return report
+    for other, files in sorted(shared.value.items()):
+        paths = sorted(f.path for f in files if f.key in staged_keys)
+        if paths:
+            report.overlaps[other] = paths
+    return report

@@ -1,0 +1,139 @@
+"""The handoff skill's entry points: for the CLI, for resume, and (as plain JSON-able dicts)
+for the MCP tools `write_handoff` and `verify_handoff`."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from baton import clock
+from baton.errors import BadInput, StoreUnavailable
+from baton.files import WorktreeLocator
+from baton.ids import check_task_id
+from baton.outcome import NotFound, Unavailable
+from baton.registry.model import HandoffVerified
+from baton.skills.core.binding import ActiveTask, Place, place_of, resolve_task
+from baton.skills.handoff.verify import Verification, verify_handoff_at
+from baton.skills.handoff.write import HandoffReport, write_handoff
+from baton.skills.runtime.stores import Stores
+from baton.skills.services.writes import record_events
+
+
+@dataclass
+class CheckedHandoff:
+    verification: Verification
+    recorded_for: str | None = None  # the ticket the verification was recorded for
+    warnings: list[str] = field(default_factory=list)
+
+
+def verify_and_record(stores: Stores, place: Place, *, task: ActiveTask | None, path: Path | None = None,
+                      only_for: str | None = None, allow_unsigned: bool = False,
+                      at: datetime | None = None) -> CheckedHandoff:
+    """Verify the handoff at path, else the worktree's current one (only_for: skip other
+    tickets' handoffs), and record the verification as an event of the document's ticket,
+    else of task. A ticket other than task's is recorded only when it already has a session:
+    a file names any ticket it likes, and verifying it must not create one. Never raises
+    for a store that is down: that becomes a warning."""
+    verification = verify_handoff_at(place.root, place.repo, stores.settings.home, stores.settings.handoff,
+                                     path=path, task_id=only_for, allow_unsigned=allow_unsigned)
+    checked = CheckedHandoff(verification)
+    if verification.path is None or verification.note is not None:
+        return checked
+    task_id = verification.task_id or (task.task_id if task else None)
+    if task_id is None:
+        checked.warnings.append("the verification is not recorded: the handoff names no ticket and none is bound here")
+        return checked
+    try:
+        check_task_id(task_id)
+    except BadInput:
+        checked.warnings.append(f"the verification is not recorded: the handoff names an invalid ticket {task_id!r}")
+        return checked
+    ours = task is not None and task.task_id == task_id
+    looked = None if ours else stores.registry.get(task_id)
+    if isinstance(looked, Unavailable):
+        checked.warnings.append(f"session registry unavailable: {looked.reason}; the verification is not recorded")
+        return checked
+    if isinstance(looked, NotFound):
+        checked.warnings.append(f"the verification is not recorded: the handoff names {task_id}, which has no "
+                                "session here (bind it, or verify with --task)")
+        return checked
+    counts = verification.counts()
+    session_id = task.session_id if ours else "handoff-verify"
+    event = HandoffVerified(event_id=uuid.uuid4(), task_id=task_id, session_id=session_id, at=at or clock.now(),
+                            path=verification.path, written_at=verification.written_at, **counts)
+    try:
+        checked.warnings += record_events(stores, [event])
+        checked.recorded_for = task_id
+    except StoreUnavailable as exc:
+        checked.warnings.append(f"{exc}; the verification is not recorded")
+    return checked
+
+
+def _here(cwd: Path | None) -> Place:
+    return place_of(cwd or Path.cwd(), WorktreeLocator())
+
+
+def place_for(path: Path | None, cwd: Path | None = None) -> tuple[Place, Path | None]:
+    """The worktree a handoff belongs to, and the file to verify (None: its current one).
+
+    PATH may be a handoff file or a directory of a worktree; the probes run in the root of
+    the worktree holding it (outside git: the directory above docs/handoffs/).
+    """
+    cwd = cwd or Path.cwd()
+    if path is None:
+        return _here(cwd), None
+    path = path if path.is_absolute() else cwd / path
+    if path.is_dir():
+        return _here(path), None
+    if not path.is_file():
+        raise BadInput(f"no handoff at {path}")
+    place = _here(path.parent)
+    if place.worktree is None and path.parent.name == "handoffs" and path.parent.parent.name == "docs":
+        place = Place(path.parent.parent.parent.resolve(), None)
+    return place, path
+
+
+def write_handoff_json(cwd: Path | None = None, *, task_id: str | None = None, checks: Sequence[str] = (),
+                       probes: Sequence[tuple[str, str]] = (), timeout: float | None = None) -> dict:
+    """Write a handoff for the worktree at cwd (its bound ticket, or task_id) and return
+    HandoffReport.to_json(). Raises BadInput for bad input, StoreUnavailable never."""
+    from baton.skills.runtime.settings import Settings
+
+    place = _here(cwd)
+    stores = Stores(Settings.from_env())
+    try:
+        report: HandoffReport = write_handoff(stores, resolve_task(task_id, place), place, checks=checks,
+                                              probes=probes, timeout=timeout)
+        return report.to_json()
+    finally:
+        stores.close()
+
+
+def verify_handoff_json(cwd: Path | None = None, *, path: Path | None = None, task_id: str | None = None,
+                        allow_unsigned: bool = False) -> dict:
+    """Verify the current handoff of the worktree at cwd (or the one at path), record it,
+    and return {"handoff": {"path", "written_at"} | None, "live_state": [...]}, the shape
+    of `baton handoff verify --json`."""
+    from baton.skills.runtime.settings import Settings
+
+    place, path = place_for(path, cwd)
+    stores = Stores(Settings.from_env())
+    try:
+        return verify_and_record(stores, place, task=task_or_none(task_id, place), path=path,
+                                 only_for=task_id, allow_unsigned=allow_unsigned).verification.to_json()
+    finally:
+        stores.close()
+
+
+def task_or_none(task_id: str | None, place: Place) -> ActiveTask | None:
+    """task_id, else the worktree's ticket; None when neither is known (a verification
+    then records under the ticket the handoff names)."""
+    try:
+        return resolve_task(task_id, place)
+    except BadInput:
+        if task_id is not None:
+            raise
+        return None

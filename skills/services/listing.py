@@ -1,0 +1,60 @@
+"""The list skill: active sessions for a lead, with conflicts and staleness."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from baton import clock
+from baton.errors import StoreUnavailable
+from baton.outcome import Found
+from baton.skills.runtime.stores import Stores
+
+
+@dataclass
+class SessionLine:
+    task_id: str
+    status: str
+    phase: str
+    last_activity: datetime
+    stale: bool
+    files_touched: list[str]
+    conflicts_with: list[str]
+    handoff: dict | None = None  # the latest recorded re-verification of its handoff (never run here)
+
+    def to_json(self) -> dict:
+        return {"task_id": self.task_id, "status": self.status, "phase": self.phase,
+                "last_activity": self.last_activity.isoformat(), "stale": self.stale,
+                "files_touched": self.files_touched, "conflicts_with": self.conflicts_with,
+                "handoff": self.handoff}
+
+
+@dataclass
+class Listing:
+    lines: list[SessionLine]
+    warnings: list[str] = field(default_factory=list)
+
+
+def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetime | None = None) -> Listing:
+    """Sessions newest first; raises StoreUnavailable when the registry cannot answer."""
+    at = at or clock.now()
+    found = stores.registry.list_sessions(include_inactive=include_inactive)
+    if not isinstance(found, Found):
+        raise StoreUnavailable("session registry", found.reason)
+    warnings = []
+    overlaps = stores.graph.active_overlaps()
+    if isinstance(overlaps, Found):
+        conflicts = {task: sorted(others) for task, others in overlaps.value.items()}
+    else:
+        conflicts = {}
+        warnings.append(f"conflict graph unavailable: {overlaps.reason}; conflicts not shown")
+    stale_after = stores.settings.stale_after
+    lines = [
+        SessionLine(task_id=s.task_id, status=s.status.value, phase=s.phase.value, last_activity=s.last_activity,
+                    stale=s.status.value == "active" and at - s.last_activity > stale_after,
+                    files_touched=[t.path for t in s.files_by_recency()],
+                    conflicts_with=conflicts.get(s.task_id, []) if s.status.value == "active" else [],
+                    handoff=s.handoff_verification.public() if s.handoff_verification else None)
+        for s in found.value
+    ]
+    return Listing(lines, warnings)

@@ -1,0 +1,76 @@
+"""Copy the embedded data set into the configured servers.
+
+Every copy is idempotent: registry events keep their ids (a replay is skipped), graph
+writes are MERGEs, decision points keep their ids. Running it twice changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from baton.errors import BadInput, StoreUnavailable
+from baton.files import FileRef
+from baton.outcome import Found
+from baton.skills.runtime.settings import Settings
+from baton.skills.runtime.stores import Stores
+
+BATCH = 500
+
+
+@dataclass
+class MigrationReport:
+    copied: dict[str, str] = field(default_factory=dict)
+
+
+def migrate(target: Stores) -> MigrationReport:
+    """Copy registry events, graph touches and decision points from the embedded stores of
+    the same data home into whichever of them target configures with a server."""
+    settings = target.settings
+    if not (settings.database_url or settings.graph_url or settings.qdrant_url):
+        raise BadInput("no server configured: set BATON_DATABASE_URL, BATON_GRAPH_URL or BATON_QDRANT_URL")
+    source = Stores(Settings(home=settings.home, store_timeout=settings.store_timeout,
+                             stale_after=settings.stale_after, recall_min_score=settings.recall_min_score))
+    report = MigrationReport()
+    try:
+        sessions = _found(source.registry.list_sessions(include_inactive=True), "embedded session registry")
+        if settings.database_url:
+            copied = 0
+            for session in sessions:
+                events = _found(source.registry.events(session.task_id), "embedded session registry")
+                for start in range(0, len(events), BATCH):
+                    target.budget.renew()  # a copy takes many commands' worth of server time
+                    target.registry.append(events[start:start + BATCH])
+                copied += len(events)
+            report.copied["registry"] = f"{copied} events of {len(sessions)} tickets"
+        if settings.graph_url:
+            for session in sessions:
+                target.budget.renew()
+                target.graph.record(session.task_id, session.status.value,
+                                    [FileRef(repo=t.repo, path=t.path) for t in session.files.values()],
+                                    session.last_activity, depends_on=session.depends_on)
+            report.copied["graph"] = f"{len(sessions)} tickets"
+        if settings.qdrant_url:
+            index, copied, batch = target.decision_index(), 0, []
+            try:
+                for record, vector in source.decision_index().points(BATCH):
+                    batch.append((record, vector))
+                    if len(batch) == BATCH:
+                        target.budget.renew()
+                        index.upsert(*zip(*batch, strict=True))
+                        copied, batch = copied + len(batch), []
+                if batch:
+                    target.budget.renew()
+                    index.upsert(*zip(*batch, strict=True))
+                    copied += len(batch)
+            finally:
+                index.close()
+            report.copied["recall"] = f"{copied} decisions"
+    finally:
+        source.close()
+    return report
+
+
+def _found(answer, store: str):
+    if not isinstance(answer, Found):
+        raise StoreUnavailable(store, answer.reason)
+    return answer.value

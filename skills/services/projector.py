@@ -1,0 +1,153 @@
+"""The projector: applies the registry's event log on Kafka to every store.
+
+At least once and replay-safe: a batch's offsets are committed only after the registry took
+it, and the graph too unless the graph answered with an error (the recall index heals by
+itself: a resume queues the decisions it lacks), and every store ignores an event it
+already has (event ids in the registry, MERGE in the graph, point ids in recall). A crash
+at any point therefore loses nothing and doubles nothing.
+
+The consumer group follows the topic prefix (`baton-projector` for the default prefix
+`baton.`), so projectors of different prefixes never share a group. A store's failure is
+logged when it happens, with the time, and again when the store is back: a projector run
+as a service says what it waits for while it waits. Each attempt at a batch has a budget of
+its own (baton.budget), and the projector asks every server whatever the health record says.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from baton import clock
+from baton.errors import BadInput, StoreUnavailable
+from baton.skills.core.projection import project
+from baton.skills.runtime.stores import Stores
+
+MAX_BACKOFF = 5.0
+GRAPH, RECALL = "conflict graph", "recall index"  # asked about every batch; recall about decisions
+EVENT_LOG = "event log"
+
+
+def default_group(topic_prefix: str) -> str:
+    """The consumer group of the projectors of one topic prefix."""
+    return f"{topic_prefix.rstrip('.') or 'baton'}-projector"
+
+
+def log_line(message: str) -> None:
+    print(f"{clock.to_text(clock.now())} baton projector: {' '.join(message.split())}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class ProjectorReport:
+    events: int = 0
+    batches: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Outages:
+    """Which stores are failing, so each failure is logged once, when it starts, and its end too."""
+
+    log: Callable[[str], None]
+    since: dict[str, float] = field(default_factory=dict)
+
+    def failed(self, store: str, message: str) -> None:
+        if store not in self.since:
+            self.since[store] = time.monotonic()
+            self.log(message)
+
+    def answered(self, store: str) -> None:
+        started = self.since.pop(store, None)
+        if started is not None:
+            self.log(f"{store} is back after {time.monotonic() - started:.0f} s")
+
+
+def run_projector(stores: Stores, *, group: str | None = None, once: bool = False, batch_size: int = 500,
+                  idle: float = 1.0, log: Callable[[str], None] = log_line) -> ProjectorReport:
+    """Consume and apply events. once: stop when caught up with the log, and give up
+    (StoreUnavailable) if a store is down; otherwise run until interrupted, polling every
+    `idle` seconds and waiting for stores that are down, Kafka included."""
+    event_log = stores.event_log
+    if event_log is None:
+        raise BadInput("the projector needs Kafka: set BATON_KAFKA_BOOTSTRAP")
+    report = ProjectorReport()
+    outages = _Outages(log)
+    group = group or default_group(stores.settings.kafka_topic_prefix)
+    backoff = 0.1
+    while True:
+        stores.budget.renew()  # each reading of the log asks Kafka afresh
+        try:
+            for batch in event_log.batches(group, size=batch_size, idle=idle, until_caught_up=once):
+                outages.answered(EVENT_LOG)
+                backoff = 0.1
+                _apply(stores, batch, once=once, outages=outages, report=report)
+            return report
+        except StoreUnavailable as exc:
+            if once or exc.store != EVENT_LOG:
+                raise
+            # Kafka is down or the group is rebalancing: read again from the committed offsets.
+            outages.failed(EVENT_LOG, f"{exc}; reading again once it answers")
+            time.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF)
+
+
+def _apply(stores: Stores, batch: list, *, once: bool, outages: _Outages, report: ProjectorReport) -> None:
+    """Apply one batch to the stores, holding it while the registry (or a graph that cannot
+    be reached) is down, then commit its offsets."""
+    from baton.registry.wire import event_adapter
+    from baton.skills.core.pending import deliver
+
+    events = [event_adapter().validate_json(message.value()) for message in batch]
+    backoff = 0.1
+    while True:
+        stores.budget.renew()
+        try:
+            _, warnings = project(stores, events)
+        except StoreUnavailable as exc:
+            if once:
+                raise
+            outages.failed(exc.store, f"{exc}; holding {len(events)} events until it is back")
+            time.sleep(backoff)  # a store is down: hold the batch (uncommitted) until it is back
+            backoff = min(backoff * 2, MAX_BACKOFF)
+            continue
+        outages.answered("session registry")
+        graph = next((w for w in warnings if w.startswith(f"{GRAPH} unavailable: ")), None)
+        if graph is None or not stores.graph_unreachable():
+            break
+        if once:
+            raise StoreUnavailable(GRAPH, graph.partition(" unavailable: ")[2])
+        outages.failed(GRAPH, f"{graph}; holding {len(events)} events until it is back")
+        time.sleep(backoff)
+        backoff = min(backoff * 2, MAX_BACKOFF)
+    asked = {GRAPH, RECALL} if any(e.type == "decision_recorded" for e in events) else {GRAPH}
+    _log_stores(outages, warnings, asked)
+    report.warnings += warnings
+    try:
+        stores.event_log.commit(batch)
+    except StoreUnavailable as exc:
+        if once:
+            raise
+        # The group moved on while the batch was held (a rebalance, Kafka restarted): the
+        # batch comes again to whoever holds its partitions, and applying it twice is a no-op.
+        outages.log(f"{exc}; the batch will be applied again")
+    report.events += len(events)
+    report.batches += 1
+    stores.budget.renew()
+    _log_stores(outages, deliver(stores), set())  # the conflict signals the batch kept for Kafka
+
+
+def _log_stores(outages: _Outages, warnings: list[str], asked: set[str]) -> None:
+    """Log each store's failure among warnings, and the end of the earlier failures of the
+    stores in `asked` that did not fail now."""
+    failing = set()
+    for warning in warnings:
+        store, sep, _ = warning.partition(" unavailable: ")
+        if sep:
+            failing.add(store)
+            outages.failed(store, warning)
+        else:
+            outages.log(f"warning: {warning}")
+    for store in asked - failing:
+        outages.answered(store)

@@ -1,0 +1,42 @@
+"""Read commands shared by the CLI and the MCP server, with their input checks."""
+
+from __future__ import annotations
+
+from baton import clock
+from baton.errors import BadInput, StoreUnavailable
+from baton.ids import check_task_id
+from baton.outcome import Found
+
+
+def signals_since(stores, *, task_id: str | None, since: str | None, limit: int) -> list:
+    """Signals (about task_id, if given) emitted after `since` (ISO 8601), oldest first."""
+    if task_id:
+        check_task_id(task_id)
+    try:
+        after = clock.parse(since) if since else None
+    except ValueError:
+        raise BadInput(f"since is not an ISO 8601 time: {since!r}") from None
+    if limit <= 0:
+        raise BadInput("limit must be positive")
+    found = stores.signals.recent(task_id=task_id, after=after, limit=limit)
+    if not isinstance(found, Found):
+        raise StoreUnavailable("signal log", found.reason)
+    return found.value
+
+
+def recall_decisions(stores, text: str, limit: int) -> list:
+    """Recorded decisions nearest in meaning to text, best first.
+
+    A text query loads the model anyway, so it first indexes the decisions that wait (what
+    the background indexer would do next): a decision recorded just before is found.
+    """
+    if not text.strip():
+        raise BadInput("search text is empty")
+    if limit <= 0:
+        raise BadInput("limit must be positive")
+    client = stores.recall()
+    if stores.embedding_queue.count():
+        from baton.skills.core.indexing import index_decisions
+
+        index_decisions(stores)
+    return client.search_text(text, limit)

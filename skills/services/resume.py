@@ -1,0 +1,155 @@
+"""The resume skill: one context for a ticket, assembled from every store within a deadline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from baton import clock
+from baton.errors import StoreUnavailable
+from baton.ids import check_task_id
+from baton.outcome import Found, NotFound, Unavailable
+from baton.graph.conflicts import FileConflict
+from baton.registry.model import Session
+from baton.signals.model import Signal, file_subject
+from baton.skills.core.binding import ActiveTask, Place
+from baton.skills.runtime.deadline import SLACK, gather
+from baton.skills.services.handoff import verify_and_record
+from baton.skills.handoff.verify import Verification
+from baton.skills.core.overlaps import conflicts_of
+from baton.skills.runtime.stores import Stores
+from baton.skills.services.writes import bind, read_binding_quietly
+
+STORES = ("registry", "graph", "recall", "signals")
+# What `stores` says of each: it answered, it was not needed for this answer, or why it failed.
+OK, NOT_QUERIED = "ok", "not queried"
+SIGNAL_LIMIT = 50
+
+
+@dataclass
+class RelatedDecision:
+    task_id: str
+    text: str
+    score: float
+    context: str = ""
+
+
+@dataclass
+class ResumeResult:
+    status: str  # found | not_found | unavailable
+    task_id: str
+    reason: str | None = None
+    session: Session | None = None
+    conflicts: list[FileConflict] = field(default_factory=list)
+    conflict_paths: dict[str, list[str]] = field(default_factory=dict)
+    related_decisions: list[RelatedDecision] = field(default_factory=list)
+    signals: list[Signal] = field(default_factory=list)
+    stores: dict[str, str] = field(default_factory=lambda: {name: NOT_QUERIED for name in STORES})
+    bound: bool = False
+    handoff: Verification | None = None  # the worktree's current handoff, re-verified
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "status": self.status,
+            "task_id": self.task_id,
+            "reason": self.reason,
+            "session": self.session.public() if self.session else None,
+            "conflicts": [{"other_task_id": c.other_task_id, "shared_files": self.conflict_paths[c.other_task_id],
+                           "signal_id": str(c.signal_id)} for c in self.conflicts],
+            "related_decisions": [{"task_id": r.task_id, "text": r.text, "score": r.score}
+                                  for r in self.related_decisions],
+            "signals": [s.model_dump(mode="json") for s in self.signals],
+            "stores": self.stores,
+            "bound": self.bound,
+            **(self.handoff.to_json() if self.handoff else {"handoff": None, "live_state": []}),
+        }
+
+
+def _conflicts(stores: Stores, session: Session) -> tuple[list[FileConflict], dict[str, list[str]]] | Unavailable:
+    shared = stores.graph.shared_files(session.task_id)
+    if not isinstance(shared, Found):
+        return shared
+    conflicts, paths, _ = conflicts_of(session.task_id, shared.value)
+    return conflicts, paths
+
+
+def _related(stores: Stores, session: Session, limit: int) -> list[RelatedDecision]:
+    """Related decisions of other tickets, found with the stored vectors of this ticket's
+    own; those the index lacks are queued for the indexer (a resume never embeds). Only
+    asked for a ticket with decisions."""
+    from baton.recall.base import DecisionRecord
+    from baton.skills.core.indexing import queue_unindexed_decisions
+
+    own = [DecisionRecord(task_id=session.task_id, session_id=d.session_id, text=d.text, context=d.context,
+                          recorded_at=d.at.isoformat(), repo=session.repo or "") for d in session.decisions]
+    found = stores.recall().search_related(session.task_id, limit, own=own, min_score=stores.settings.recall_min_score)
+    queue_unindexed_decisions(stores, found.unindexed)
+    return [RelatedDecision(task_id=h.record.task_id, text=h.record.text, score=round(h.score, 4),
+                            context=h.record.context) for h in found.hits]
+
+
+def _missed_signals(stores: Stores, session: Session) -> list[Signal] | Unavailable:
+    subjects = [f"task:{session.task_id}", *(f"task:{d}" for d in session.depends_on),
+                *(file_subject(t.repo, t.path) for t in session.files.values())]
+    found = stores.signals.concerning(subjects, after=session.last_activity, limit=SIGNAL_LIMIT)
+    return found.value if isinstance(found, Found) else found
+
+
+def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5, bind_task: bool = True,
+                   agent: str | None = None, verify_handoff: bool = True, allow_unsigned_probes: bool = False,
+                   at: datetime | None = None) -> ResumeResult:
+    """Everything Baton knows about task_id, then bind this worktree to it and re-verify
+    the worktree's current handoff for task_id.
+
+    The registry answers Found, NotFound or Unavailable; then the graph, recall and signals
+    are asked side by side, each adding its part or marked "unavailable: reason" within
+    what the command's budget has left (baton.budget). Nothing here raises for a
+    store that is down. The handoff's probes run after the stores, within the probe budget
+    (baton.skills.handoff.verify), whatever the stores answered: a handoff committed to the branch
+    is worth checking even where the registry has no history.
+    """
+    check_task_id(task_id)
+    at = at or clock.now()
+    result = ResumeResult(status="found", task_id=task_id)
+    budget = stores.budget  # one budget for the whole resume: the registry, then the rest side by side
+    looked = gather({"registry": lambda: stores.registry.get(task_id)}, budget.remaining() + SLACK)["registry"]
+    if isinstance(looked, Unavailable):
+        result.status, result.reason = "unavailable", looked.reason
+        result.stores["registry"] = f"unavailable: {looked.reason}"
+    elif isinstance(looked, NotFound):
+        result.status = "not_found"
+        result.stores["registry"] = OK
+    else:
+        result.stores["registry"] = OK
+        session = result.session = looked.value
+        asked = {"graph": lambda: _conflicts(stores, session), "signals": lambda: _missed_signals(stores, session)}
+        if session.decisions:  # related decisions are found from the ticket's own
+            asked["recall"] = lambda: _related(stores, session, limit)
+        parts = gather(asked, max(budget.remaining(), 0.0) + SLACK)
+        for name, part in parts.items():
+            result.stores[name] = f"unavailable: {part.reason}" if isinstance(part, Unavailable) else OK
+        if not isinstance(parts["graph"], Unavailable):
+            result.conflicts, result.conflict_paths = parts["graph"]
+        if "recall" in parts and not isinstance(parts["recall"], Unavailable):
+            result.related_decisions = parts["recall"]
+        if not isinstance(parts["signals"], Unavailable):
+            result.signals = parts["signals"]
+    if bind_task:
+        result.bound = True
+        try:
+            report = bind(stores, task_id, place, agent=agent, at=at)
+            result.warnings += report.warnings
+        except StoreUnavailable as exc:
+            if result.status != "unavailable":
+                result.warnings.append(f"{exc}; bound locally only")
+    if verify_handoff:
+        binding = read_binding_quietly(place)
+        session_id = binding.session_id if binding is not None and binding.task_id == task_id else "resume"
+        checked = verify_and_record(stores, place, task=ActiveTask(task_id, session_id, "resume"), only_for=task_id,
+                                    allow_unsigned=allow_unsigned_probes, at=at)
+        result.handoff = checked.verification
+        # With the registry down, the bind has already said so; say each thing once.
+        result.warnings += [warning for warning in checked.warnings if warning not in result.warnings]
+    return result
+

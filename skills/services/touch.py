@@ -1,0 +1,90 @@
+"""The touch skill: the hot path of an agent's PostToolUse hook (budget 100 ms per call).
+
+It imports neither pydantic nor any recall library: the registry appends a pending event,
+the graph records the touches and answers the overlaps through its file index, and only
+a new overlap builds a signal (and so imports the signal model).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from baton import clock
+from baton.errors import BadInput, StoreUnavailable
+from baton.files import FileRef, WorktreeLocator
+from baton.graph.conflicts import FileConflict
+from baton.skills.core.binding import ActiveTask
+from baton.skills.core.overlaps import signal_new_overlaps
+from baton.skills.runtime.stores import Stores
+
+MAX_PATHS_PER_CALL = 1000
+
+
+@dataclass
+class TouchReport:
+    files: list[FileRef]
+    warnings: list[str] = field(default_factory=list)
+    conflicts: list[FileConflict] = field(default_factory=list)
+    new_conflicts: list[FileConflict] = field(default_factory=list)
+    conflict_paths: dict[str, list[str]] = field(default_factory=dict)
+
+
+def file_refs(raw_paths: list[str], cwd: Path, locator: WorktreeLocator) -> list[FileRef]:
+    if not raw_paths:
+        raise BadInput("no paths given")
+    if len(raw_paths) > MAX_PATHS_PER_CALL:
+        raise BadInput(f"too many paths in one call: {len(raw_paths)} (at most {MAX_PATHS_PER_CALL})")
+    refs: dict[str, FileRef] = {}
+    for raw in raw_paths:
+        ref = locator.file_ref(raw, cwd)
+        refs.setdefault(ref.key, ref)
+    return list(refs.values())
+
+
+def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, locator: WorktreeLocator,
+          *, at: datetime | None = None) -> TouchReport:
+    """Record touched files; report overlaps with other active tickets, each new one signalled once.
+
+    On the embedded default the overlap is found and warned about at once. With any
+    server configured, the hook may not import a server's client (its budget is 100 ms),
+    so the touch is only kept locally and a background delivery takes it to the servers
+    (baton.skills.services.delivery, started when the stores close); the overlap check runs where it is
+    projected (baton.skills.core.projection), as a conflict_detected signal.
+
+    Raises BadInput for bad paths and StoreUnavailable when the registry cannot take the
+    write; a failing graph or signal log only adds a warning.
+    """
+    refs = file_refs(raw_paths, cwd, locator)
+    at = at or clock.now()
+    report = TouchReport(files=refs)
+    if stores.settings.uses_servers:
+        from baton.registry.wire import files_touched_body
+
+        event_id = str(uuid.uuid4())
+        keep_for_delivery(stores, event_id, task.task_id,  # closing the stores starts its delivery
+                          files_touched_body(event_id, task.task_id, task.session_id, at, refs))
+        return report
+    stores.registry.record_touch(task.task_id, task.session_id, at, refs, event_id=str(uuid.uuid4()))
+    try:
+        active = stores.graph.touch(task.task_id, refs, at)
+    except StoreUnavailable as exc:
+        report.warnings.append(str(exc))
+        return report
+    if not active:
+        return report
+    found = signal_new_overlaps(stores, task, refs, at, report.warnings)
+    if found is not None:
+        report.conflicts, report.conflict_paths, report.new_conflicts = found.conflicts, found.paths, found.new
+    return report
+
+
+def keep_for_delivery(stores: Stores, event_id: str, task_id: str, body: str) -> None:
+    """Keep an event's JSON in the data home for the background delivery: in the Kafka
+    outbox, or among the pending writes."""
+    if stores.event_log is not None:
+        stores.event_log.keep([(event_id, task_id, body)])
+    else:
+        stores.pending.keep([body])
