@@ -66,6 +66,11 @@ class ConflictGraph(ABC):
         """(task, other task, repo, path) for each file two active tickets share."""
 
     @abstractmethod
+    def forget(self, task_ids: Sequence[str]) -> None:
+        """Remove those tickets and their touches (their sessions were pruned), and the
+        files no ticket touches any more. Raises StoreUnavailable."""
+
+    @abstractmethod
     def describe(self) -> dict[str, str]:
         """Backend, location, server version and a size, read from the store itself.
 

@@ -104,6 +104,17 @@ RETURN other.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY other, repo, path
 """
 
+FORGET_TASKS = """
+UNWIND $task_ids AS task_id
+MATCH (t:Task {task_id: task_id})
+OPTIONAL MATCH (t)-[:TOUCHES]->(f:File)
+OPTIONAL MATCH (s:Session)-[:WORKS_ON]->(t)
+DETACH DELETE t
+WITH collect(DISTINCT f) AS files, collect(DISTINCT s) AS sessions
+FOREACH (f IN [f IN files WHERE NOT (f)<-[:TOUCHES]-()] | DETACH DELETE f)
+FOREACH (s IN [s IN sessions WHERE NOT (s)-[:WORKS_ON]->()] | DETACH DELETE s)
+"""
+
 ACTIVE_OVERLAPS = """
 MATCH (a:Task {status: 'active'})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(b:Task {status: 'active'})
 WHERE a.task_id <> b.task_id
@@ -219,6 +230,10 @@ class BoltConflictGraph(ConflictGraph):
             return status
 
         return self._call(work, write=True) == "active"
+
+    def forget(self, task_ids: Sequence[str]) -> None:
+        if task_ids:
+            self._call(lambda tx: tx.run(FORGET_TASKS, task_ids=list(task_ids)).consume(), write=True)
 
     def _shared_rows(self, task_id: str) -> list[tuple[str, str, str]]:
         return self._call(lambda tx: [tuple(r.values()) for r in tx.run(SHARED_FILES, task_id=task_id)], write=False)

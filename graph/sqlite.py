@@ -91,6 +91,13 @@ class SqliteConflictGraph(ConflictGraph):
                 status = conn.execute("SELECT status FROM tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
         return status == "active"
 
+    def forget(self, task_ids: Sequence[str]) -> None:
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                conn.executemany("DELETE FROM touches WHERE task_id = ?", [(t,) for t in task_ids])
+                conn.executemany("DELETE FROM tasks WHERE task_id = ?", [(t,) for t in task_ids])
+
     def _shared_rows(self, task_id: str) -> list[tuple[str, str, str]]:
         with guarded(STORE, self.path):
             return self._db.conn().execute(_SHARED, (task_id,)).fetchall()

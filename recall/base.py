@@ -83,6 +83,11 @@ class DecisionIndex(ABC):
         """Number of stored decisions."""
 
     @abstractmethod
+    def delete_tasks(self, task_ids: Sequence[str]) -> int:
+        """Remove every decision of those tickets (their sessions were pruned); returns how
+        many went. Raises StoreUnavailable."""
+
+    @abstractmethod
     def points(self, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
         """Every stored decision with its vector, for copying an index to another backend."""
 

@@ -127,6 +127,21 @@ class EmbeddedDecisionIndex(DecisionIndex):
         except (OSError, StoreUnavailable, sqlite3.Error):
             pass
 
+    def delete_tasks(self, task_ids: Sequence[str]) -> int:
+        if not task_ids or not self.path.exists():
+            return 0
+        with self._guarded():
+            conn = self._conn()
+            with write_transaction(conn):
+                removed = sum(conn.execute("DELETE FROM vectors WHERE task_id = ?", (task_id,)).rowcount
+                              for task_id in task_ids)
+                conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) - ? WHERE key = 'count'", (removed,))
+            if removed:
+                # The index now holds rows the store lacks: rebuilt here, not by the next search.
+                store_id, _, _ = self._state()
+                self._view = self._rebuild(store_id)
+        return removed
+
     def stored(self, point_ids: Sequence[UUID]) -> set[UUID]:
         found: set[UUID] = set()
         with self._guarded():

@@ -90,6 +90,20 @@ class QdrantServerIndex(DecisionIndex):
                       for r, v in zip(records, vectors, strict=True)]
             self._call(lambda client: client.upsert(COLLECTION, points=points, wait=True))
 
+    def delete_tasks(self, task_ids: Sequence[str]) -> int:
+        from qdrant_client import models
+
+        if not task_ids:
+            return 0
+        selector = models.Filter(must=[models.FieldCondition(key="task_id", match=models.MatchAny(any=list(task_ids)))])
+
+        def work(client):
+            removed = client.count(COLLECTION, count_filter=selector, exact=True).count
+            client.delete(COLLECTION, points_selector=models.FilterSelector(filter=selector), wait=True)
+            return removed
+
+        return self._call(work)
+
     def vectors_for_task(self, task_id: str, limit: int) -> dict[UUID, list[float]]:
         def work(client):
             points, _ = client.scroll(COLLECTION, scroll_filter=self._task_filter(task_id, exclude=False),

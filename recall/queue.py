@@ -85,6 +85,16 @@ class EmbeddingQueue:
             with write_transaction(conn):
                 conn.executemany("DELETE FROM queued WHERE point_id = ?", [(str(p),) for p in point_ids])
 
+    def drop_tasks(self, task_ids: Sequence[str]) -> None:
+        """Forget the queued decisions of those tickets (their sessions were pruned)."""
+        if not task_ids or not self.path.exists():
+            return
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                conn.executemany("DELETE FROM queued WHERE json_extract(payload, '$.task_id') = ?",
+                                 [(task_id,) for task_id in task_ids])
+
     def count(self) -> int:
         if not self.path.exists():
             return 0

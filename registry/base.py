@@ -58,6 +58,18 @@ class SessionStore(ABC):
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
         """The ticket's projection."""
 
+    @abstractmethod
+    def prune(self, ended_before: datetime, *, dry_run: bool = False) -> list[str]:
+        """Remove the sessions that ended (completed or stalled) with no activity since
+        ended_before, with their events, except those an active session depends on; returns
+        their ticket ids, sorted. Each leaves a tombstone: an event of that ticket as old as
+        what was removed (a replay, a late delivery) is dropped, while a new bind of the
+        same ticket id starts afresh. Raises StoreUnavailable."""
+
+    @abstractmethod
+    def pruned(self) -> Found[set[str]] | Unavailable:
+        """The ticket ids ever pruned (their tombstones), for the derived stores to forget."""
+
     def signal_scope(self, task_id: str) -> Found[SignalScope] | NotFound | Unavailable:
         """The ticket's SignalScope, for the prompt hook: a backend that can read it without
         building the validated session (and importing pydantic) says so here."""

@@ -165,6 +165,13 @@ MIGRATIONS = [
     CREATE TRIGGER baton_session_columns BEFORE INSERT OR UPDATE ON baton_sessions
         FOR EACH ROW EXECUTE FUNCTION baton_session_columns();
     """,
+    # Tombstones of pruned sessions: events up to `through` are not taken again.
+    """
+    CREATE TABLE baton_pruned (
+        task_id text PRIMARY KEY,
+        through timestamptz NOT NULL
+    );
+    """,
 ]
 
 # One statement per event: upsert the event's own projection, merging it into the row under
@@ -186,6 +193,16 @@ _MERGE_EVENT = """
 """
 
 _MIGRATION_LOCK = 0x62617431  # advisory lock key: one process at a time migrates the schema
+# Appends hold this advisory lock shared and a prune holds it alone, so an event cannot be
+# stored for a ticket while its session is being pruned (and outlive it, untombstoned).
+_PRUNE_LOCK = 0x62617432
+# An event of a pruned ticket as old as its tombstone is not stored again.
+_INSERT_EVENT = """
+    INSERT INTO baton_events (event_id, task_id, at, type, body, applied)
+    SELECT %(event_id)s, %(task_id)s, %(at)s, %(type)s, %(body)s::jsonb, %(applied)s
+    WHERE NOT EXISTS (SELECT 1 FROM baton_pruned WHERE task_id = %(task_id)s AND through >= %(at)s)
+    ON CONFLICT (event_id) DO NOTHING
+"""
 
 # SQLSTATEs of a server that cannot be heard from (the health record's business): class 08
 # (connection exceptions), shutting down or starting up, and a statement cut at its timeout.
@@ -285,21 +302,20 @@ class PostgresSessionStore(SessionStore):
 
     def append_body(self, event_id: str, task_id: str, at: datetime, event_type: str, body: str) -> None:
         with self._transaction() as conn:
-            conn.execute(
-                "INSERT INTO baton_events (event_id, task_id, at, type, body, applied) VALUES (%s, %s, %s, %s, %s::jsonb, false) "
-                "ON CONFLICT (event_id) DO NOTHING",
-                (event_id, task_id, at, event_type, body))
+            conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_PRUNE_LOCK,))
+            conn.execute(_INSERT_EVENT, {"event_id": event_id, "task_id": task_id, "at": at, "type": event_type,
+                                         "body": body, "applied": False})
 
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
         from psycopg.types.json import Jsonb
 
         sessions: dict[str, Session] = {}
         with self._transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_PRUNE_LOCK,))
             for event in events:
-                inserted = conn.execute(
-                    "INSERT INTO baton_events (event_id, task_id, at, type, body) VALUES (%s, %s, %s, %s, %s) "
-                    "ON CONFLICT (event_id) DO NOTHING",
-                    (event.event_id, event.task_id, event.at, event.type, Jsonb(event.model_dump(mode="json")))).rowcount
+                inserted = conn.execute(_INSERT_EVENT, {
+                    "event_id": event.event_id, "task_id": event.task_id, "at": event.at, "type": event.type,
+                    "body": Jsonb(event.model_dump(mode="json")), "applied": True}).rowcount
                 if inserted:
                     sessions[event.task_id] = self._merge(conn, event)
             for event in events:
@@ -336,6 +352,34 @@ class PostgresSessionStore(SessionStore):
             with self._transaction() as conn:
                 rows = conn.execute("SELECT body FROM baton_events WHERE task_id = %s ORDER BY at, event_id", (task_id,))
                 return Found([adapter.validate_python(body) for (body,) in rows])
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+
+    def prune(self, ended_before: datetime, *, dry_run: bool = False) -> list[str]:
+        self._catch_up()
+        with self._transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PRUNE_LOCK,))
+            rows = conn.execute(
+                "SELECT s.task_id, (SELECT max(at) FROM baton_events e WHERE e.task_id = s.task_id) "
+                "FROM baton_sessions s WHERE s.status IN ('completed', 'stalled') AND s.last_activity < %s "
+                "AND s.task_id NOT IN (SELECT jsonb_array_elements_text(a.body -> 'depends_on') "
+                "                      FROM baton_sessions a WHERE a.status = 'active') "
+                "ORDER BY s.task_id", (ended_before,)).fetchall()
+            if not dry_run and rows:
+                ids = [task_id for task_id, _ in rows]
+                conn.execute("DELETE FROM baton_events WHERE task_id = ANY(%s)", (ids,))
+                conn.execute("DELETE FROM baton_session_files WHERE task_id = ANY(%s)", (ids,))
+                conn.execute("DELETE FROM baton_sessions WHERE task_id = ANY(%s)", (ids,))
+                conn.cursor().executemany(
+                    "INSERT INTO baton_pruned (task_id, through) VALUES (%s, %s) ON CONFLICT (task_id) "
+                    "DO UPDATE SET through = GREATEST(baton_pruned.through, excluded.through)",
+                    [(task_id, through or ended_before) for task_id, through in rows])
+        return [task_id for task_id, _ in rows]
+
+    def pruned(self) -> Found[set[str]] | Unavailable:
+        try:
+            with self._transaction() as conn:
+                return Found({task_id for (task_id,) in conn.execute("SELECT task_id FROM baton_pruned")})
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
 

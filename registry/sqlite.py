@@ -49,7 +49,17 @@ MIGRATIONS = [
     ) WITHOUT ROWID;
     CREATE INDEX sessions_by_status ON sessions (status, last_activity);
     """,
+    # Tombstones of pruned sessions: events up to `through` are not taken again.
+    """
+    CREATE TABLE pruned (
+        task_id TEXT PRIMARY KEY,
+        through TEXT NOT NULL
+    ) WITHOUT ROWID;
+    """,
 ]
+# An event of a pruned ticket as old as its tombstone is not stored again.
+_INSERT_EVENT = ("INSERT OR IGNORE INTO events (event_id, task_id, at, type, body, applied) SELECT ?1, ?2, ?3, ?4, ?5, ?6 "
+                 "WHERE NOT EXISTS (SELECT 1 FROM pruned WHERE pruned.task_id = ?2 AND pruned.through >= ?3)")
 
 
 class SqliteSessionStore(SessionStore):
@@ -110,9 +120,7 @@ class SqliteSessionStore(SessionStore):
         with guarded(STORE, self.path):
             conn = self._db.conn()
             with write_transaction(conn):
-                conn.execute(
-                    "INSERT OR IGNORE INTO events (event_id, task_id, at, type, body, applied) VALUES (?, ?, ?, ?, ?, 0)",
-                    (event_id, task_id, clock.to_text(at), event_type, body))
+                conn.execute(_INSERT_EVENT, (event_id, task_id, clock.to_text(at), event_type, body, 0))
 
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
         from baton.registry.apply import apply_event
@@ -124,11 +132,9 @@ class SqliteSessionStore(SessionStore):
             with write_transaction(conn):
                 self._apply_pending(conn)
                 for event in events:
-                    inserted = conn.execute(
-                        "INSERT OR IGNORE INTO events (event_id, task_id, at, type, body) VALUES (?, ?, ?, ?, ?)",
-                        (str(event.event_id), event.task_id, clock.to_text(event.at), event.type,
-                         adapter.dump_json(event).decode()),
-                    ).rowcount
+                    inserted = conn.execute(_INSERT_EVENT, (
+                        str(event.event_id), event.task_id, clock.to_text(event.at), event.type,
+                        adapter.dump_json(event).decode(), 1)).rowcount
                     if event.task_id not in sessions:
                         sessions[event.task_id] = self._load(conn, event.task_id)
                     if inserted:
@@ -209,6 +215,32 @@ class SqliteSessionStore(SessionStore):
             return Unavailable(exc.reason)
         except ValidationError as exc:
             return Unavailable(f"{self.path}: a stored event is unreadable: {exc.errors()[0]['msg']}")
+
+    def prune(self, ended_before: datetime, *, dry_run: bool = False) -> list[str]:
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                self._apply_pending(conn)
+                rows = conn.execute(
+                    "SELECT s.task_id, (SELECT max(at) FROM events e WHERE e.task_id = s.task_id) FROM sessions s "
+                    "WHERE s.status IN ('completed', 'stalled') AND s.last_activity < ? AND s.task_id NOT IN ("
+                    "  SELECT d.value FROM sessions a, json_each(a.body, '$.depends_on') d WHERE a.status = 'active') "
+                    "ORDER BY s.task_id", (clock.to_text(ended_before),)).fetchall()
+                if not dry_run:
+                    for task_id, through in rows:
+                        conn.execute("DELETE FROM events WHERE task_id = ?", (task_id,))
+                        conn.execute("DELETE FROM sessions WHERE task_id = ?", (task_id,))
+                        conn.execute("INSERT INTO pruned (task_id, through) VALUES (?, ?) ON CONFLICT (task_id) "
+                                     "DO UPDATE SET through = max(through, excluded.through)",
+                                     (task_id, through or clock.to_text(ended_before)))
+        return [task_id for task_id, _ in rows]
+
+    def pruned(self) -> Found[set[str]] | Unavailable:
+        try:
+            with guarded(STORE, self.path):
+                return Found({task_id for (task_id,) in self._db.conn().execute("SELECT task_id FROM pruned")})
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
 
     def describe(self) -> dict[str, str]:
         with guarded(STORE, self.path):

@@ -54,6 +54,12 @@ class SignalBus(ABC):
         """The newest `limit` signals (about task_id, if given) emitted after `after`, oldest first."""
 
     @abstractmethod
+    def prune(self, before: datetime) -> int:
+        """Remove the signals emitted before `before`; returns how many went. Raises
+        StoreUnavailable. On Kafka the topic's retention (retention.ms) removes old signals,
+        so nothing is removed here."""
+
+    @abstractmethod
     def describe(self) -> dict[str, str]:
         """Backend, location, server version and a size, read from the store itself.
 

@@ -139,6 +139,9 @@ class KafkaSignalBus(SignalBus):
         subject = f"task:{task_id}" if task_id else None
         return self._read(after, lambda signal: subject is None or subject in signal.subjects(), limit)
 
+    def prune(self, before: datetime) -> int:
+        return 0  # the topic's retention.ms removes old signals (SignalBus.prune)
+
     def describe(self) -> dict[str, str]:
         with self._gate.call(STORE) as left:
             from confluent_kafka import KafkaException

@@ -124,6 +124,15 @@ class SqliteSignalBus(SignalBus):
                  "ORDER BY ss.emitted_at DESC, ss.seq DESC LIMIT ?) ORDER BY emitted_at, seq")
         return self._read(query, [f"task:{task_id}", since, limit])
 
+    def prune(self, before: datetime) -> int:
+        stamp = clock.to_text(before)
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                conn.execute("DELETE FROM signal_subjects WHERE seq IN (SELECT seq FROM signals WHERE emitted_at < ?)",
+                              (stamp,))
+                return conn.execute("DELETE FROM signals WHERE emitted_at < ?", (stamp,)).rowcount
+
     def describe(self) -> dict[str, str]:
         with guarded(STORE, self.path):
             return self._db.describe("signals")

@@ -64,3 +64,16 @@ def test_an_unreachable_bolt_server_is_unavailable_quickly():
     assert isinstance(graph.shared_files("T-1"), Unavailable)
     assert time.monotonic() - started < 5
     graph.close()
+
+
+def test_forget_removes_pruned_tickets_and_their_overlaps(graph):
+    graph.record("GONE-1", "completed", [A, B], T0, session_id="gone-session")
+    graph.record("KEPT-1", "active", [A], T0)
+    graph.record("KEPT-2", "active", [B], T0)
+    graph.touch("GONE-1", [C], T0)
+    graph.forget(["GONE-1", "NEVER-SEEN"])
+    assert graph.touch("GONE-1", [A], T0) is True, "a forgotten ticket starts afresh"
+    assert graph.shared_files("KEPT-1").value == {"GONE-1": [A]}
+    graph.forget(["GONE-1"])
+    assert graph.shared_files("KEPT-1").value == {} and graph.shared_files("KEPT-2").value == {}
+    graph.forget([])

@@ -77,3 +77,12 @@ def test_search_scores_are_cosine(index):
     scaled = (np.array(unit(3)) * 7).tolist()  # cosine ignores length
     hits = index.search([scaled], limit=1, exclude_task_id=None)
     assert hits[0].score == pytest.approx(1.0, abs=1e-4)
+
+
+def test_delete_tasks_removes_their_decisions_and_search_follows(index):
+    index.upsert([record("GONE", "g1"), record("GONE", "g2"), record("KEPT", "k1")], [unit(1), unit(2), unit(3)])
+    assert index.search([unit(1)], limit=5, exclude_task_id=None)[0].record.task_id == "GONE"
+    assert index.delete_tasks(["GONE", "NEVER"]) == 2
+    assert index.count() == 1 and index.vectors_for_task("GONE", 10) == {}
+    assert [h.record.task_id for h in index.search([unit(1)], limit=5, exclude_task_id=None)] == ["KEPT"]
+    assert index.delete_tasks([]) == 0

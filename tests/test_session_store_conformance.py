@@ -8,7 +8,7 @@ import pytest
 
 from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
-from baton.registry.model import Bound, DecisionRecorded, Ended, Phase, PhaseChanged, Status
+from baton.registry.model import Bound, DecisionRecorded, DependencyAdded, Ended, FilesTouched, Phase, PhaseChanged, Status
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -208,3 +208,35 @@ def test_status_follows_a_stall_and_later_activity(store):
     assert store.list_sessions().value == []
     store.append([event(FilesTouched, 2, "OMN-8", files=[FileRef("r", "a.py")])])
     assert [s.status for s in store.list_sessions().value] == [Status.active]
+
+
+def test_prune_removes_old_ended_sessions_and_their_events_and_keeps_the_rest(store):
+    def ended(task, minutes, status=Status.completed):
+        return [event(Bound, minutes, task=task, repo="r", worktree_path=f"/{task}"),
+                event(Ended, minutes + 1, task=task, status=status)]
+    store.append([*ended("OLD-1", 0), *ended("OLD-2", 2, Status.stalled), *ended("NEEDED-1", 4),
+                  *ended("RECENT-1", 600),
+                  event(Bound, 0, task="LIVE-1", repo="r", worktree_path="/live"),
+                  event(DependencyAdded, 1, task="LIVE-1", depends_on=["NEEDED-1"])])
+    cutoff = T0 + timedelta(hours=1)
+    assert store.prune(cutoff, dry_run=True) == ["OLD-1", "OLD-2"]
+    assert isinstance(store.get("OLD-1"), Found), "a dry run removes nothing"
+    assert store.prune(cutoff) == ["OLD-1", "OLD-2"]
+    assert store.get("OLD-1") == NotFound("OLD-1") and store.events("OLD-2").value == []
+    kept = {s.task_id for s in store.list_sessions(include_inactive=True).value}
+    assert kept == {"NEEDED-1", "RECENT-1", "LIVE-1"}, "an active ticket's dependency and recent ones stay"
+    assert store.pruned().value == {"OLD-1", "OLD-2"}
+    assert store.prune(cutoff) == [], "pruning again removes nothing more"
+
+
+def test_a_pruned_tickets_old_events_are_not_taken_again_but_a_new_bind_is(store):
+    old = [event(Bound, 0, task="GONE-1", repo="r", worktree_path="/g"), event(Ended, 1, task="GONE-1",
+                                                                                   status=Status.completed)]
+    store.append(old)
+    store.prune(T0 + timedelta(hours=1))
+    late_touch = event(FilesTouched, 0, task="GONE-1", files=[FileRef("r", "a.py")])
+    assert store.append([*old, late_touch]) == {}, "a replay of pruned events brings nothing back"
+    store.record_touch("GONE-1", "s", T0, [FileRef("r", "b.py")], event_id=str(uuid.uuid4()))
+    assert store.get("GONE-1") == NotFound("GONE-1")
+    again = store.append([event(Bound, 60 * 24, task="GONE-1", repo="r", worktree_path="/g")])["GONE-1"]
+    assert again.status is Status.active and not again.files
