@@ -1,0 +1,37 @@
+"""Credentials masked in everything Baton prints, logs or returns: one function, `mask`.
+
+Server settings may carry credentials: a password in a URL's user information
+(`postgresql://app:s3cret@db/baton`), in a query parameter or a libpq keyword
+(`password=...`), or as a setting of its own (a Qdrant API key, a Bolt password, a Kafka
+SASL password). Every URL, bootstrap list and error message goes through `mask` at the
+edge before anyone sees it; the settings that are secrets themselves are registered with
+`known_secret` when they are read, and masked wherever they appear.
+"""
+
+from __future__ import annotations
+
+import re
+
+MASK = "***"
+_USERINFO = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]*):(?P<secret>[^@\s/]*)@")
+_KEYWORD = re.compile(
+    r"(?P<head>\b(?:password|passwd|pwd|sslpassword|api[_-]?key|apikey|token|secret|sasl\.password)=)"
+    r"(?:(?P<quote>['\"])(?P<quoted>.*?)(?P=quote)|(?P<bare>[^\s&'\";,]+))", re.IGNORECASE)
+_known: set[str] = set()
+MIN_KNOWN = 4  # a shorter setting would mask ordinary words; it is refused as a secret anyway
+
+
+def known_secret(value: str | None) -> None:
+    """Mask this setting's value wherever it appears from now on in this process."""
+    if value and len(value) >= MIN_KNOWN:
+        _known.add(value)
+
+
+def mask(text: str) -> str:
+    """text with every credential it holds replaced by ***."""
+    text = _USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", text)
+    text = _KEYWORD.sub(lambda m: f"{m.group('head')}{m.group('quote')}{MASK}{m.group('quote')}" if m.group("quote")
+                        else f"{m.group('head')}{MASK}", text)
+    for secret in sorted(_known, key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text
