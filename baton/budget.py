@@ -28,6 +28,7 @@ from typing import TypeVar
 
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.health import HealthRecord
+from baton.masking import mask
 
 T = TypeVar("T")
 FAIR_WAIT = 1.0  # seconds a server must have had before its silence goes in the health record
@@ -296,18 +297,18 @@ def bolt_server(uri: str) -> Server:
     """The Bolt server's address from a bolt:// or neo4j:// URI (with +s or +ssc)."""
     netloc = uri.split("://", 1)[-1].partition("/")[0].partition("?")[0].rpartition("@")[2]
     address = _host_port(netloc, 7687)
-    return Server(f"Bolt server at {uri.split('?')[0]}", (address,) if address else ())
+    return Server(f"Bolt server at {mask(uri.split('?')[0])}", (address,) if address else ())
 
 
 def kafka_server(bootstrap: str) -> Server:
     """Kafka's addresses from a bootstrap list (host:port,host:port)."""
     addresses = tuple(a for a in (_host_port(entry.split("://")[-1], 9092) for entry in bootstrap.split(","))
                       if a is not None)
-    return Server(f"Kafka at {bootstrap}", addresses)
+    return Server(f"Kafka at {mask(bootstrap)}", addresses)
 
 
 def qdrant_server(url: str) -> Server:
     """A Qdrant server's address from its http(s) URL (qdrant-client's default port 6333)."""
     netloc = url.split("://", 1)[-1].partition("/")[0].rpartition("@")[2]
     address = _host_port(netloc, 6333)
-    return Server(f"Qdrant at {url}", (address,) if address else ())
+    return Server(f"Qdrant at {mask(url)}", (address,) if address else ())

@@ -123,13 +123,25 @@ ORDER BY task, other, repo, path
 """
 
 
+def _split_credentials(uri: str) -> tuple[str, tuple[str, str] | None]:
+    """The URI without user information, and (user, password) when it held them."""
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(uri)
+    if parts.username is None and parts.password is None:
+        return uri, None
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=host).geturl(), (unquote(parts.username or ""), unquote(parts.password or ""))
+
+
 class BoltConflictGraph(ConflictGraph):
     def __init__(self, uri: str, *, timeout: float, auth: tuple[str, str] | None = None, gate=None) -> None:
         """gate: the server's gate in the command's budget (baton.budget); without one,
-        each call may wait `timeout` seconds."""
-        self.uri = uri
+        each call may wait `timeout` seconds. Credentials in the URI's user information
+        become the driver's auth (it refuses them in the URI) and never reach a message."""
+        self.uri, from_uri = _split_credentials(uri)
         self.timeout = timeout
-        self._auth = auth
+        self._auth = auth or from_uri
         self._gate = gate or OpenGate(timeout)
         self._driver = None
         self.dialect: str | None = None

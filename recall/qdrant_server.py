@@ -22,6 +22,7 @@ from uuid import UUID
 
 from baton.budget import OpenGate, within
 from baton.errors import ServerUnreachable, StoreUnavailable
+from baton.masking import mask
 from baton.recall.base import (
     COLLECTION,
     DecisionIndex,
@@ -39,6 +40,7 @@ class QdrantServerIndex(DecisionIndex):
         """gate: the server's gate in the command's budget (baton.budget); without one,
         each call may wait `timeout` seconds."""
         self.url = url
+        self.where = mask(url)  # what messages name: the URL without credentials
         self.timeout = timeout
         self._api_key = api_key
         self._gate = gate or OpenGate(timeout)
@@ -70,9 +72,9 @@ class QdrantServerIndex(DecisionIndex):
             except StoreUnavailable:
                 raise
             except TimeoutError as exc:
-                raise ServerUnreachable(STORE, f"Qdrant at {self.url}: {exc}") from exc
+                raise ServerUnreachable(STORE, f"Qdrant at {self.where}: {exc}") from exc
             except Exception as exc:  # qdrant-client raises transport, HTTP and gRPC errors of many kinds
-                reason = f"Qdrant at {self.url}: {type(exc).__name__}: {' '.join(str(exc).split())}"
+                reason = f"Qdrant at {self.where}: {type(exc).__name__}: {' '.join(str(exc).split())}"
                 raise (ServerUnreachable if _unreachable(exc) else StoreUnavailable)(STORE, reason) from exc
 
     @staticmethod
@@ -129,7 +131,7 @@ class QdrantServerIndex(DecisionIndex):
                 return "qdrant-client local mode"
             return f"Qdrant {client.info().version}"
 
-        return {"backend": "qdrant", "location": self.url, "version": self._call(work),
+        return {"backend": "qdrant", "location": self.where, "version": self._call(work),
                 "size": f"{self.count()} decisions"}
 
     def count(self) -> int:

@@ -32,3 +32,27 @@ def test_a_known_secret_is_masked_wherever_it_appears(monkeypatch):
     known_secret(None)
     assert mask("Qdrant refused key qdrant-key-7f3a9 (header api-key)") == "Qdrant refused key *** (header api-key)"
     assert mask("abc is fine") == "abc is fine"
+
+
+def test_a_server_that_fails_never_shows_the_password_of_its_setting():
+    from baton.errors import StoreUnavailable
+    from baton.graph.bolt import BoltConflictGraph
+    from baton.outcome import Unavailable
+    from baton.recall.qdrant_server import QdrantServerIndex
+    from baton.registry.postgres import PostgresSessionStore
+    from tests.servers.common import free_port
+
+    port = free_port()
+    registry = PostgresSessionStore(f"postgresql://app:pg-S3cret@127.0.0.1:{port}/baton", timeout=1)
+    graph = BoltConflictGraph(f"bolt://neo4j:bolt-S3cret@127.0.0.1:{port}", timeout=1)
+    recall = QdrantServerIndex(f"http://reader:qdrant-S3cret@127.0.0.1:{port}", timeout=1)
+    reasons = [registry.get("T-1"), graph.shared_files("T-1")]
+    try:
+        recall.count()
+    except StoreUnavailable as exc:
+        reasons.append(Unavailable(str(exc)))
+    for store in (registry, graph, recall):
+        store.close()
+    assert len(reasons) == 3 and all(isinstance(r, Unavailable) for r in reasons)
+    assert not [r.reason for r in reasons if "S3cret" in r.reason], reasons
+    assert graph.uri == f"bolt://127.0.0.1:{port}"
