@@ -211,3 +211,26 @@ def test_prizmkit_record_text_is_data_and_a_record_may_name_its_own_command(repo
 def test_no_prizmkit_directory_is_nothing_found(repo):
     found = read_prizmkit(repo, lambda branch: True)
     assert found == Recovery() and found.text() == f"{NOT_FOUND}\nreason: nothing active\n"
+
+
+@pytest.mark.parametrize("ref_format", ["files", "reftable"])
+def test_branches_are_read_from_packed_refs_and_other_ref_stores(tmp_path, ref_format):
+    root = tmp_path / "repo"
+    root.mkdir()
+    try:
+        git(root, "init", "-q", "-b", "main", *([f"--ref-format={ref_format}"] if ref_format != "files" else []))
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"this git cannot make a {ref_format} repository: {exc.stderr.strip()}")
+    git(root, "commit", "-q", "--allow-empty", "-m", "init")
+    for name in ("packed/one", "packed/two", "loose"):
+        git(root, "branch", "-q", name)
+    if ref_format == "files":
+        git(root, "pack-refs", "--all")
+        git(root, "branch", "-q", "loose-after-pack")
+    git(root, "branch", "-q", "-D", "packed/two")
+    liveness = MachineLiveness()
+    exists = {name: liveness.branch_exists(str(root), name)
+              for name in ("main", "packed/one", "packed/two", "loose", "never")}
+    assert exists == {"main": True, "packed/one": True, "packed/two": False, "loose": True, "never": False}
+    (tmp_path / "elsewhere").mkdir()
+    assert liveness.branch_exists(str(tmp_path / "elsewhere"), "main") is False

@@ -10,8 +10,8 @@ command, changes state or deletes anything, and nothing is guessed from branch n
 
 The decision (`detect`) is pure logic over the facts and a Liveness that answers the three
 questions about the machine; MachineLiveness asks the kernel (`os.kill(pid, 0)`, and
-/proc's start time, so a reused pid is not taken for the agent) and git (one
-`for-each-ref` per repository, so a thousand sessions cost a few git calls).
+/proc's start time, so a reused pid is not taken for the agent) and each repository's refs,
+read once (a thousand sessions cost a few small reads, no process each).
 """
 
 from __future__ import annotations
@@ -232,25 +232,27 @@ def _agent_gone(s: SessionFacts, liveness: Liveness, now: datetime, max_age: tim
 
 
 class MachineLiveness:
-    """Liveness asked of this machine: the file system, the kernel and git. Branches are
-    listed once per repository (its common git directory) and remembered."""
+    """Liveness asked of this machine: the file system, the kernel and git. Each
+    repository's branches are read once (from its refs, as git stores them) and remembered."""
 
     def __init__(self) -> None:
         self._locator = WorktreeLocator()
-        self._branches: dict[str, frozenset[str] | None] = {}
+        self._common_dirs: dict[str, Path | None] = {}
+        self._branches: dict[Path, frozenset[str] | None] = {}
         self._host = socket.gethostname()
 
     def worktree_exists(self, worktree: str) -> bool:
         return os.path.isdir(worktree)
 
     def branch_exists(self, worktree: str, branch: str) -> bool:
-        located = self._locator.locate(Path(worktree))
-        if located is None:
+        if worktree not in self._common_dirs:
+            self._common_dirs[worktree] = self._common_dir(worktree)
+        common = self._common_dirs[worktree]
+        if common is None:
             return False
-        key = str(located.common_dir or located.root)
-        if key not in self._branches:
-            self._branches[key] = local_branches(located.root)
-        known = self._branches[key]
+        if common not in self._branches:
+            self._branches[common] = local_branches(common, Path(worktree))
+        known = self._branches[common]
         return known is not None and branch in known
 
     def agent_alive(self, heartbeat: Heartbeat) -> bool | None:
@@ -258,9 +260,53 @@ class MachineLiveness:
             return None
         return process_alive(heartbeat.pid, heartbeat.process_start)
 
+    def _common_dir(self, worktree: str) -> Path | None:
+        """The repository's common git directory, read from the worktree root's `.git` (a
+        directory, or a file naming the worktree's git directory and through it the
+        common one); the locator for a directory below a root."""
+        dot_git = Path(worktree) / ".git"
+        try:
+            if dot_git.is_dir():
+                return dot_git
+            text = dot_git.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            located = self._locator.locate(Path(worktree))
+            return (located.common_dir or located.root / ".git") if located else None
+        if not text.startswith("gitdir:"):
+            return None
+        git_dir = Path(worktree) / text.removeprefix("gitdir:").strip()
+        try:
+            common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return git_dir
+        return git_dir / common
 
-def local_branches(root: Path) -> frozenset[str] | None:
-    """The repository's local branch names; None when git cannot list them."""
+
+def local_branches(common_dir: Path, worktree: Path) -> frozenset[str] | None:
+    """The repository's local branch names, from its loose and packed refs (no process per
+    repository); through `git for-each-ref` in the worktree for a ref store of another
+    format (reftable). None when they cannot be read."""
+    if (common_dir / "reftable").exists():
+        return _branches_from_git(worktree)
+    heads = common_dir / "refs" / "heads"
+    names = set()
+    try:
+        for directory, _, files in os.walk(heads):
+            prefix = os.path.relpath(directory, heads)
+            names.update(name if prefix == "." else f"{prefix}/{name}" for name in files)
+        with open(common_dir / "packed-refs", encoding="utf-8", errors="surrogateescape") as packed:
+            for line in packed:
+                _, _, ref = line.rstrip("\n").partition(" ")
+                if ref.startswith("refs/heads/") and not line.startswith(("#", "^")):
+                    names.add(ref.removeprefix("refs/heads/"))
+    except FileNotFoundError:
+        pass  # no packed refs yet
+    except OSError:
+        return _branches_from_git(worktree)
+    return frozenset(names)
+
+
+def _branches_from_git(root: Path) -> frozenset[str] | None:
     try:
         out = subprocess.run(git_argv("for-each-ref", "--format=%(refname)", "refs/heads/"), cwd=root,
                              capture_output=True, timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL,
