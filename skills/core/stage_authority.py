@@ -148,10 +148,10 @@ def _changed_since_snapshot(root: Path, recorded: WorktreeSnapshot, ignore: tupl
     if recorded.head is None:
         differing = _z_paths(_ok(_git(root, "ls-files", "-z")))
     else:
-        diff = _git(root, "diff", "--name-only", "-z", "--no-renames", recorded.head, "--")
-        if diff.returncode != 0:
-            raise _GitFailed(f"the commit it ran on ({recorded.head[:12]}) is gone")
-        differing = _z_paths(diff.stdout)
+        if not _COMMIT.fullmatch(recorded.head) or _git(
+                root, "rev-parse", "--verify", "--quiet", f"{recorded.head}^{{commit}}").returncode != 0:
+            raise _GitFailed(f"the commit it ran on ({_shown(recorded.head[:12])}) is gone")
+        differing = _z_paths(_ok(_git(root, "diff", "--name-only", "-z", "--no-renames", recorded.head, "--")))
     untracked = _z_paths(_ok(_git(root, "ls-files", "-z", "--others", "--exclude-standard")))
     candidates = {p for p in (*differing, *untracked, *recorded.changed) if not p.startswith(ignore)}
     return sorted(path for path in candidates

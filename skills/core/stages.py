@@ -292,7 +292,8 @@ def fall_back(lifecycle: Lifecycle, state: WorkflowState, unproven: Iterable[str
     """state with next_stage back at the first completed stage whose proof does not hold
     (unproven names those stages), and the completed stages before it only; state itself
     when every proof holds."""
-    failing = [name for name in state.completed_stages if name in set(unproven)]
+    unproven = set(unproven)
+    failing = [name for name in state.completed_stages if name in unproven]
     if not failing:
         return state
     first = lifecycle.stage(failing[0])
