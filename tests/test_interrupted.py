@@ -220,7 +220,7 @@ def test_branches_are_read_from_packed_refs_and_other_ref_stores(tmp_path, ref_f
     try:
         git(root, "init", "-q", "-b", "main", *([f"--ref-format={ref_format}"] if ref_format != "files" else []))
     except subprocess.CalledProcessError as exc:
-        pytest.skip(f"this git cannot make a {ref_format} repository: {exc.stderr.strip()}")
+        pytest.skip(f"this git cannot make a {ref_format} repository: {exc.stderr.strip().splitlines()[0]}")
     git(root, "commit", "-q", "--allow-empty", "-m", "init")
     for name in ("packed/one", "packed/two", "loose"):
         git(root, "branch", "-q", name)
