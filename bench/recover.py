@@ -1,0 +1,115 @@
+"""What finding interrupted work costs at 1,000 active sessions: the decision itself.
+
+1,000 active sessions over 10 repositories (100 branches each, a tenth of them deleted),
+half with the heartbeat of a process that is gone, half of this live process; the
+decision (`skills/core/interrupted.detect`, asking this machine: the worktrees, the
+kernel and each repository's refs, read once) and its text, in-process, beside the same
+decision over facts answered from memory (the pure logic, the baseline of this run). Reading
+the sessions from the registry and starting the interpreter are the command's share, not
+measured here.
+
+    .venv/bin/python bench/recover.py [--repeat 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from baton import clock  # noqa: E402
+from baton.skills.core.interrupted import (  # noqa: E402
+    Heartbeat, MachineLiveness, SessionFacts, detect, process_start,
+)
+
+REPOS, BRANCHES = 10, 100
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@e",
+                        "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@e"})
+
+
+def build(base: Path) -> list[SessionFacts]:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    live = Heartbeat(os.getpid(), clock.now() - timedelta(minutes=1), process_start=process_start(os.getpid()))
+    dead = Heartbeat(gone.pid, clock.now() - timedelta(minutes=5), process_start="1")
+    sessions = []
+    for r in range(REPOS):
+        repo = base / f"repo-{r}"
+        repo.mkdir()
+        git(repo, "init", "-q", "-b", "main")
+        git(repo, "commit", "-q", "--allow-empty", "-m", "init")
+        for b in range(BRANCHES):
+            if b % 10:  # every tenth branch is deleted
+                git(repo, "branch", f"ticket-{r}-{b}")
+            sessions.append(SessionFacts(
+                task_id=f"BENCH-{r}-{b}", worktree=str(repo), branch=f"ticket-{r}-{b}",
+                last_activity=clock.now() - timedelta(minutes=b), ended=False, stage="IMPLEMENTED",
+                next_stage="code-review", heartbeat=dead if b % 2 else live))
+    return sessions
+
+
+class Remembered:
+    """The same answers, from memory: what the decision costs without asking the machine."""
+
+    def __init__(self, sessions: list[SessionFacts]) -> None:
+        machine = MachineLiveness()
+        self._branches = {(s.worktree, s.branch): machine.branch_exists(s.worktree, s.branch) for s in sessions}
+        self._alive = {s.heartbeat.pid: machine.agent_alive(s.heartbeat) for s in sessions}
+
+    def worktree_exists(self, worktree: str) -> bool:
+        return True
+
+    def branch_exists(self, worktree: str, branch: str) -> bool:
+        return self._branches[(worktree, branch)]
+
+    def agent_alive(self, heartbeat: Heartbeat) -> bool | None:
+        return self._alive[heartbeat.pid]
+
+
+def median_ms(run, repeat: int) -> tuple[float, float, float]:
+    run()  # warm
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        samples.append((time.perf_counter() - start) * 1000)
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[int(0.1 * len(ordered))], ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=15)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="baton-recover-bench-") as tmp:
+        started = time.perf_counter()
+        sessions = build(Path(tmp))
+        print(f"data set: {len(sessions)} active sessions in {REPOS} repositories (built in "
+              f"{time.perf_counter() - started:.1f} s)")
+        found = detect(sessions, MachineLiveness())
+        print(f"found {len(found.candidates)} interrupted, excluded {len(found.excluded)} ({found.reason})\n")
+        remembered = Remembered(sessions)
+        rows = [("decision over remembered facts (baseline)", lambda: detect(sessions, remembered).text()),
+                ("decision asking this machine (refs, kernel, worktrees)",
+                 lambda: detect(sessions, MachineLiveness()).text())]
+        print(f"{'':58}{'median ms':>10}{'p10-p90 ms':>17}   budget")
+        for name, run in rows:
+            median, low, high = median_ms(run, args.repeat)
+            print(f"{name:58}{median:10.2f}{f'{low:.2f}-{high:.2f}':>17}   {'300 ms' if 'machine' in name else ''}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,511 @@
+"""Interrupted work: which active sessions lost their agent, and the exact command that
+continues each; and, read-only, the checkout and workflow records of repositories that
+keep PrizmKit's workflow-state protocol on disk.
+
+A session is interrupted when all of these hold: it was not ended, its worktree and its
+branch still exist, and its agent is gone (the heartbeat's process is no longer alive on
+this machine, or the heartbeat is older than the threshold; without a heartbeat, the last
+activity is). Anything else is excluded, with the reason. Nothing here runs a continuation
+command, changes state or deletes anything, and nothing is guessed from branch names.
+
+The decision (`detect`) is pure logic over the facts and a Liveness that answers the three
+questions about the machine; MachineLiveness asks the kernel (`os.kill(pid, 0)`, and
+/proc's start time, so a reused pid is not taken for the agent) and each repository's refs,
+read once (a thousand sessions cost a few small reads, no process each).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import socket
+import stat
+import subprocess
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Protocol
+
+from baton import clock
+from baton.files import WorktreeLocator
+from baton.git import git_argv
+from baton.shown_text import one_line
+
+HEARTBEAT_MAX_AGE = timedelta(minutes=30)
+GIT_TIMEOUT = 10.0
+MAX_RECORD_BYTES = 1 << 20
+FOUND, NOT_FOUND = "INTERRUPTED_TASK_FOUND", "NO_INTERRUPTED_TASK_FOUND"
+# Agents whose own resume continues a session by its id (`claude --resume ID`, Claude Code's CLI reference).
+NATIVE_RESUME = {"claude": ("claude", "--resume")}
+_AGENT_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """What the hooks record of the agent: its process, its own session id, when, the
+    process's start time (/proc) and the host it ran on."""
+
+    pid: int
+    at: datetime
+    agent_session_id: str | None = None
+    process_start: str | None = None
+    host: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFacts:
+    task_id: str
+    worktree: str
+    branch: str | None
+    last_activity: datetime
+    ended: bool
+    stage: str | None = None  # the workflow status, else the phase
+    next_stage: str | None = None
+    agent: str | None = None
+    heartbeat: Heartbeat | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    task_id: str
+    branch: str
+    worktree: str
+    last_activity: datetime
+    stage: str | None
+    next_stage: str | None
+    agent: str  # why the agent counts as gone
+    command: str
+    source: str = "baton"  # or the PrizmKit record's path
+
+    def as_dict(self) -> dict:
+        return {"task_id": self.task_id, "branch": self.branch, "worktree": self.worktree,
+                "last_activity": self.last_activity.isoformat() if self.last_activity else None,
+                "stage": self.stage, "next_stage": self.next_stage, "agent": self.agent,
+                "command": self.command, "source": self.source}
+
+
+@dataclass(frozen=True, slots=True)
+class Excluded:
+    task_id: str
+    worktree: str
+    kind: str  # ended, worktree, branch, alive, record
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"task_id": self.task_id, "worktree": self.worktree, "kind": self.kind, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    path: str
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass
+class Recovery:
+    candidates: list[Candidate] = field(default_factory=list)
+    excluded: list[Excluded] = field(default_factory=list)
+    malformed: list[Malformed] = field(default_factory=list)
+
+    @property
+    def reason(self) -> str:
+        """Why nothing was found (or what was left out), in a few words."""
+        if not self.excluded:
+            return "nothing active"
+        counts = Counter(e.kind for e in self.excluded)
+        words = {"ended": "ended", "worktree": "worktree gone", "branch": "branch gone",
+                 "alive": "agent alive", "record": "record not resumable"}
+        parts = [f"{counts[kind]} {words[kind]}" for kind in words if counts[kind]]
+        active = sum(n for kind, n in counts.items() if kind != "ended")
+        if not active:
+            return f"nothing active ({', '.join(parts)})"
+        if counts["alive"] == active:
+            return f"all agents alive ({counts['alive']} active)"
+        return ", ".join(parts)
+
+    def as_json(self) -> dict:
+        return {"status": "interrupted_task_found" if self.candidates else "no_interrupted_task_found",
+                "reason": None if self.candidates else self.reason,
+                "candidates": [c.as_dict() for c in self.candidates],
+                "excluded": [e.as_dict() for e in self.excluded],
+                "malformed": [m.as_dict() for m in self.malformed]}
+
+    def text(self, *, verbose: bool = False) -> str:
+        """The protocol's contract: INTERRUPTED_TASK_FOUND and one block per candidate, or
+        NO_INTERRUPTED_TASK_FOUND with the reason. Recorded text is shown as data (one line)."""
+        lines = [FOUND] if self.candidates else [NOT_FOUND, f"reason: {self.reason}"]
+        for c in self.candidates:
+            stage = one_line(c.stage) if c.stage else "none recorded"
+            if c.next_stage:
+                stage += f" (next: {one_line(c.next_stage)})"
+            lines += ["", f"ticket: {one_line(c.task_id)}", f"branch: {one_line(c.branch)}",
+                      f"worktree: {one_line(c.worktree)}",
+                      f"last activity: {_when(c.last_activity) if c.last_activity else 'unknown'}",
+                      f"stage: {stage}", f"agent: {one_line(c.agent)}"]
+            if c.source != "baton":
+                lines.append(f"record: {one_line(c.source)}")
+            lines.append(f"continue: {one_line(c.command)}")
+        if self.malformed:
+            lines.append("")
+            lines += [f"skipped malformed record {one_line(m.path)}: {one_line(m.reason)}" for m in self.malformed]
+        if verbose and self.excluded:
+            lines.append("")
+            lines += [f"excluded {one_line(e.task_id)} ({one_line(e.worktree)}): {one_line(e.reason)}"
+                      for e in self.excluded]
+        return "\n".join(lines) + "\n"
+
+
+class Liveness(Protocol):
+    def worktree_exists(self, worktree: str) -> bool: ...
+
+    def branch_exists(self, worktree: str, branch: str) -> bool: ...
+
+    def agent_alive(self, heartbeat: Heartbeat) -> bool | None:
+        """Whether the heartbeat's process still runs; None when it ran on another host."""
+
+
+def continuation(worktree: str, task_id: str, agent: str | None = None, agent_session_id: str | None = None) -> str:
+    """The command that continues the ticket in its worktree: the agent's own resume of its
+    session where the agent has one and the id is well formed, else `baton resume`."""
+    native = NATIVE_RESUME.get(agent or "")
+    if native and agent_session_id and _AGENT_SESSION_ID.fullmatch(agent_session_id):
+        return f"cd {shlex.quote(worktree)} && {shlex.join([*native, agent_session_id])}"
+    return f"cd {shlex.quote(worktree)} && baton resume {shlex.quote(task_id)}"
+
+
+def detect(sessions: Iterable[SessionFacts], liveness: Liveness, *, now: datetime | None = None,
+           max_heartbeat_age: timedelta = HEARTBEAT_MAX_AGE) -> Recovery:
+    """The interrupted sessions among sessions (newest activity first) and the excluded ones."""
+    now = now or clock.now()
+    found = Recovery()
+    for s in sessions:
+        exclusion = _exclusion(s, liveness)
+        if exclusion is not None:
+            found.excluded.append(Excluded(s.task_id, s.worktree, *exclusion))
+            continue
+        gone, why = _agent_gone(s, liveness, now, max_heartbeat_age)
+        if not gone:
+            found.excluded.append(Excluded(s.task_id, s.worktree, "alive", why))
+            continue
+        beat = s.heartbeat
+        found.candidates.append(Candidate(
+            s.task_id, s.branch or "", s.worktree, s.last_activity, s.stage, s.next_stage, why,
+            continuation(s.worktree, s.task_id, s.agent, beat.agent_session_id if beat else None)))
+    found.candidates.sort(key=lambda c: c.last_activity, reverse=True)
+    return found
+
+
+def _exclusion(s: SessionFacts, liveness: Liveness) -> tuple[str, str] | None:
+    if s.ended:
+        return "ended", "the session was ended"
+    if not liveness.worktree_exists(s.worktree):
+        return "worktree", "its worktree no longer exists"
+    if not s.branch:
+        return "branch", "no branch recorded (a detached HEAD): nothing to continue on"
+    if not liveness.branch_exists(s.worktree, s.branch):
+        return "branch", f"branch {s.branch} no longer exists"
+    return None
+
+
+def _agent_gone(s: SessionFacts, liveness: Liveness, now: datetime, max_age: timedelta) -> tuple[bool, str]:
+    beat = s.heartbeat
+    if beat is None:
+        age = now - s.last_activity
+        if age > max_age:
+            return True, f"no heartbeat recorded; last activity {_age(age)} ago"
+        return False, f"no heartbeat recorded and last activity {_age(age)} ago: its agent may still be working"
+    age = now - beat.at
+    alive = liveness.agent_alive(beat)
+    if alive is False:
+        return True, f"agent process {beat.pid} is gone (last heartbeat {_age(age)} ago)"
+    running = f"process {beat.pid} still runs" if alive else f"on host {beat.host}"
+    if age > max_age:
+        return True, f"last heartbeat {_age(age)} ago ({running})"
+    return False, f"agent alive: heartbeat {_age(age)} ago ({running})"
+
+
+class MachineLiveness:
+    """Liveness asked of this machine: the file system, the kernel and git. Each
+    repository's branches are read once (from its refs, as git stores them) and remembered."""
+
+    def __init__(self) -> None:
+        self._locator = WorktreeLocator()
+        self._common_dirs: dict[str, Path | None] = {}
+        self._branches: dict[Path, frozenset[str] | None] = {}
+        self._host = socket.gethostname()
+
+    def worktree_exists(self, worktree: str) -> bool:
+        return os.path.isdir(worktree)
+
+    def branch_exists(self, worktree: str, branch: str) -> bool:
+        if worktree not in self._common_dirs:
+            self._common_dirs[worktree] = self._common_dir(worktree)
+        common = self._common_dirs[worktree]
+        if common is None:
+            return False
+        if common not in self._branches:
+            self._branches[common] = local_branches(common, Path(worktree))
+        known = self._branches[common]
+        return known is not None and branch in known
+
+    def agent_alive(self, heartbeat: Heartbeat) -> bool | None:
+        if heartbeat.host and heartbeat.host != self._host:
+            return None
+        return process_alive(heartbeat.pid, heartbeat.process_start)
+
+    def _common_dir(self, worktree: str) -> Path | None:
+        """The repository's common git directory, read from the worktree root's `.git` (a
+        directory, or a file naming the worktree's git directory and through it the
+        common one); the locator for a directory below a root."""
+        dot_git = Path(worktree) / ".git"
+        try:
+            if dot_git.is_dir():
+                return dot_git
+            text = dot_git.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            located = self._locator.locate(Path(worktree))
+            return (located.common_dir or located.root / ".git") if located else None
+        if not text.startswith("gitdir:"):
+            return None
+        git_dir = Path(worktree) / text.removeprefix("gitdir:").strip()
+        try:
+            common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return git_dir
+        return git_dir / common
+
+
+def local_branches(common_dir: Path, worktree: Path) -> frozenset[str] | None:
+    """The repository's local branch names, from its loose and packed refs (no process per
+    repository); through `git for-each-ref` in the worktree for a ref store of another
+    format (reftable). None when they cannot be read."""
+    if (common_dir / "reftable").exists():
+        return _branches_from_git(worktree)
+    heads = common_dir / "refs" / "heads"
+    names = set()
+    try:
+        for directory, _, files in os.walk(heads):
+            prefix = os.path.relpath(directory, heads)
+            names.update(name if prefix == "." else f"{prefix}/{name}" for name in files)
+        with open(common_dir / "packed-refs", encoding="utf-8", errors="surrogateescape") as packed:
+            for line in packed:
+                _, _, ref = line.rstrip("\n").partition(" ")
+                if ref.startswith("refs/heads/") and not line.startswith(("#", "^")):
+                    names.add(ref.removeprefix("refs/heads/"))
+    except FileNotFoundError:
+        pass  # no packed refs yet
+    except OSError:
+        return _branches_from_git(worktree)
+    return frozenset(names)
+
+
+def _branches_from_git(root: Path) -> frozenset[str] | None:
+    try:
+        out = subprocess.run(git_argv("for-each-ref", "--format=%(refname)", "refs/heads/"), cwd=root,
+                             capture_output=True, timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL,
+                             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    lines = out.stdout.decode("utf-8", "surrogateescape").splitlines()
+    return frozenset(line.removeprefix("refs/heads/") for line in lines if line.startswith("refs/heads/"))
+
+
+def process_start(pid: int) -> str | None:
+    """The process's start time (clock ticks after boot, /proc/PID/stat field 22), which
+    with the pid names one process; None where /proc does not say."""
+    found = _proc_stat(pid)
+    return found[1] if found else None
+
+
+def process_alive(pid: int, start: str | None = None) -> bool:
+    """Whether pid runs and, when start is given, is still the process that started then
+    (a pid reused by a later process is not it). A zombie is not alive."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, owned by another user
+    except OSError:
+        return False
+    found = _proc_stat(pid)
+    if found is None:
+        return True
+    state, started = found
+    return state not in ("Z", "X") and (start is None or started == start)
+
+
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            raw = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    fields = raw[raw.rfind(")") + 2:].split()  # the name, in parentheses, may hold spaces
+    return (fields[0], fields[19]) if len(fields) > 19 else None
+
+
+# PrizmKit's records: `.prizmkit/state/{features,bugfix,refactor}/<ID>/checkout.json` and
+# `.prizmkit/state/workflows/<slug>.json`. Its ids are F-001, B-001 and R-001 by family.
+PRIZMKIT_FAMILIES = {"features": re.compile(r"F-\d{1,9}"), "bugfix": re.compile(r"B-\d{1,9}"),
+                     "refactor": re.compile(r"R-\d{1,9}")}
+_SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_DONE = "COMMITTED"
+
+
+def read_prizmkit(root: Path, branch_exists: Callable[[str], bool], *, found: Recovery | None = None) -> Recovery:
+    """The PrizmKit records under root, read only: each resumable record a candidate with its
+    own continuation, the others excluded with the reason, malformed ones reported and
+    skipped. Added to found when given."""
+    found = found or Recovery()
+    state_dir = root / ".prizmkit" / "state"
+    for family, pattern in PRIZMKIT_FAMILIES.items():
+        for entry in _listing(state_dir / family, found, root):
+            # A directory without checkout.json holds the pipeline's other state, not a checkout.
+            if entry.is_dir(follow_symlinks=False) and os.path.lexists(Path(entry.path) / "checkout.json"):
+                _checkout(root, Path(entry.path) / "checkout.json", family, pattern, entry.name, branch_exists, found)
+    for entry in _listing(state_dir / "workflows", found, root):
+        if entry.name.endswith(".json"):
+            _workflow(root, Path(entry.path), branch_exists, found)
+    return found
+
+
+def _listing(directory: Path, found: Recovery, root: Path) -> list[os.DirEntry]:
+    try:
+        with os.scandir(directory) as entries:
+            return sorted(entries, key=lambda e: e.name)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        found.malformed.append(Malformed(_relative(directory, root), f"cannot list: {exc.strerror or exc}"))
+        return []
+
+
+def _checkout(root: Path, path: Path, family: str, pattern: re.Pattern, directory: str,
+              branch_exists: Callable[[str], bool], found: Recovery) -> None:
+    record = _record(root, path, found)
+    if record is None:
+        return
+    where = _relative(path, root)
+    fields = {key: record.get(key) for key in ("state", "task_id", "active_dev_branch")}
+    missing = [key for key, value in fields.items() if not isinstance(value, str) or not value]
+    if missing:
+        found.malformed.append(Malformed(where, f"{', '.join(missing)} missing or not text"))
+        return
+    task_id, branch = fields["task_id"], fields["active_dev_branch"]
+    if fields["state"] != "active":
+        reason = f"state is {fields['state']}, not active"
+    elif not pattern.fullmatch(task_id):
+        reason = f"task id {task_id} is not of the {family} family ({pattern.pattern})"
+    elif task_id != directory:
+        reason = f"task id {task_id} is recorded under {directory}"
+    elif not branch_exists(branch):
+        reason = f"branch {branch} no longer exists"
+    else:
+        own = _own_command(record)
+        found.candidates.append(Candidate(
+            task_id, branch, str(root), _modified(path), record.get("stage") if isinstance(record.get("stage"), str)
+            else None, None, "not tracked by Baton (a PrizmKit checkout record)",
+            own or continuation(str(root), task_id), where))
+        return
+    found.excluded.append(Excluded(task_id, str(root), "record", f"{where}: {reason}"))
+
+
+def _workflow(root: Path, path: Path, branch_exists: Callable[[str], bool], found: Recovery) -> None:
+    record = _record(root, path, found)
+    if record is None:
+        return
+    where, slug = _relative(path, root), path.name.removesuffix(".json")
+    if not _SLUG.fullmatch(slug):
+        found.malformed.append(Malformed(where, "the file name is not a requirement slug"))
+        return
+    if record.get("schema_version") != 1:
+        found.malformed.append(Malformed(where, f"schema_version is {record.get('schema_version')!r}, not 1"))
+        return
+    status, stage, resume_from = record.get("status"), record.get("stage"), record.get("resume_from")
+    if not isinstance(status, str) or not all(v is None or isinstance(v, str) for v in (stage, resume_from)):
+        found.malformed.append(Malformed(where, "status, stage or resume_from is not text"))
+        return
+    artifact_dir = record.get("artifact_dir")
+    branch = record.get("active_dev_branch") or record.get("branch")
+    if status == _DONE or not resume_from:
+        reason = f"status is {status}: nothing to resume"
+    elif isinstance(artifact_dir, str) and os.path.basename(artifact_dir.rstrip("/")) != slug:
+        reason = f"it belongs to another artifact ({artifact_dir})"
+    elif branch is not None and (not isinstance(branch, str) or not branch_exists(branch)):
+        reason = f"branch {branch} no longer exists"
+    else:
+        next_stage = record.get("next_stage") if isinstance(record.get("next_stage"), str) else None
+        found.candidates.append(Candidate(
+            slug, branch or "", str(root), _modified(path), status, next_stage,
+            "not tracked by Baton (a PrizmKit workflow record)", resume_from, where))
+        return
+    found.excluded.append(Excluded(slug, str(root), "record", f"{where}: {reason}"))
+
+
+def _record(root: Path, path: Path, found: Recovery) -> dict | None:
+    where = _relative(path, root)
+    try:
+        info = path.lstat()
+        if not stat.S_ISREG(info.st_mode):
+            found.malformed.append(Malformed(where, "not a regular file"))
+            return None
+        if info.st_size > MAX_RECORD_BYTES:
+            found.malformed.append(Malformed(where, f"larger than {MAX_RECORD_BYTES} bytes"))
+            return None
+        record = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        found.malformed.append(Malformed(where, f"not readable JSON: {exc}"))
+        return None
+    if not isinstance(record, dict):
+        found.malformed.append(Malformed(where, "not a JSON object"))
+        return None
+    return record
+
+
+def _own_command(record: dict) -> str | None:
+    for key in ("resume_command", "resume_from"):
+        value = record.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def _modified(path: Path) -> datetime:
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime, clock.UTC)
+    except OSError:  # removed since it was read
+        return datetime.fromtimestamp(0, clock.UTC)
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(clock.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _age(age: timedelta) -> str:
+    seconds = max(0, int(age.total_seconds()))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    if seconds < 172800:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 86400} d"

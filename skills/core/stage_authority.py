@@ -1,0 +1,237 @@
+"""Whether a completed stage's claim holds, re-checked against the authority it names.
+
+- `check` (TEST_PASS): a passing check Baton ran itself, recorded after the last change to
+  the worktree's files. When the check runs, `snapshot` records the commit checked out and
+  a digest of every file git calls changed or untracked then; later, the files that differ
+  from that commit now, plus those, are compared with it by content. A file edited, added,
+  deleted or reverted since makes the claim stale; committing the tested files as they
+  were does not. A check recorded without a snapshot falls back to modification times.
+- `review` and `artifact` (REVIEW_PASS, RETRO_COMPLETE): a non-empty regular file inside
+  the worktree.
+- `commit` (COMMITTED): the commit exists and is on the branch (`git merge-base --is-ancestor`).
+
+Every git call is an argument vector with core.fsmonitor off (baton.git) and no optional
+locks, bounded by a timeout; a git that fails makes the proof not held, with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from baton import clock
+from baton.git import git_argv
+from baton.shown_text import one_line
+
+GIT_TIMEOUT = 10.0
+BATONS_OWN = (".baton/", "docs/handoffs/")  # written by Baton for every ticket: never the work
+_COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
+
+
+@dataclass(frozen=True, slots=True)
+class Proof:
+    held: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorktreeSnapshot:
+    """What a check ran on: the commit checked out (None before the first commit) and each
+    file changed or untracked then, by path, with a digest of its content (None: deleted)."""
+
+    head: str | None
+    changed: Mapping[str, str | None]
+
+    def as_dict(self) -> dict:
+        return {"head": self.head, "changed": dict(self.changed)}
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCheck:
+    command: str
+    exit_status: int | None
+    observed: bool  # Baton ran it (provenance observed), rather than an agent saying so
+    recorded_at: datetime
+    snapshot: WorktreeSnapshot | None = None
+
+
+class _GitFailed(Exception):
+    pass
+
+
+def stale_line(status: str, proof: Proof) -> str:
+    """How a claim whose proof does not hold is shown: `TEST_PASS claimed, but ...`."""
+    return f"{status} claimed, but {proof.reason}"
+
+
+def snapshot(root: Path, *, ignore: tuple[str, ...] = BATONS_OWN) -> WorktreeSnapshot:
+    """The worktree at root now, to record with a check. Raises OSError when git cannot say."""
+    try:
+        head = _head(root)
+        return WorktreeSnapshot(head, {path: _digest(root, path) for path in _status_paths(root, ignore)})
+    except _GitFailed as exc:
+        raise OSError(str(exc)) from None
+
+
+def check_proof(root: Path, check: RecordedCheck, *, ignore: tuple[str, ...] = BATONS_OWN) -> Proof:
+    """Whether check proves the worktree at root passes now."""
+    command = f"`{_shown(check.command)}`"
+    if not check.observed:
+        return Proof(False, f"the check {command} was reported, not run by Baton")
+    if check.exit_status != 0:
+        outcome = "did not finish" if check.exit_status is None else f"exited {check.exit_status}"
+        return Proof(False, f"the check {command} {outcome}")
+    try:
+        changed = (_changed_since_snapshot(root, check.snapshot, ignore) if check.snapshot is not None
+                   else _changed_since_time(root, check.recorded_at, ignore))
+    except _GitFailed as exc:
+        return Proof(False, f"cannot tell what changed since the check {command}: {exc}")
+    when = _when(check.recorded_at)
+    if not changed:
+        return Proof(True, f"the check {command} passed at {when} and nothing changed since")
+    first = _shown(changed[0])
+    more = f" and {len(changed) - 1} more file{'s' if len(changed) > 2 else ''}" if len(changed) > 1 else ""
+    return Proof(False, f"{first}{more} changed after the check {command} ({when})")
+
+
+def artifact_proof(root: Path, path: str, what: str = "artifact") -> Proof:
+    """Whether path (relative to root, or absolute inside it) is a non-empty regular file
+    inside the worktree."""
+    shown = _shown(path)
+    try:
+        base = Path(os.path.realpath(root))
+        target = Path(os.path.realpath(base / path))
+        if target != base and base not in target.parents:
+            return Proof(False, f"the {what} {shown} is outside the worktree")
+        info = target.stat()
+    except FileNotFoundError:
+        return Proof(False, f"the {what} {shown} does not exist")
+    except (OSError, ValueError) as exc:
+        return Proof(False, f"the {what} {shown} cannot be read: {_shown(str(exc))}")
+    if not stat.S_ISREG(info.st_mode):
+        return Proof(False, f"the {what} {shown} is not a regular file")
+    if info.st_size == 0:
+        return Proof(False, f"the {what} {shown} is empty")
+    return Proof(True, f"the {what} {shown} exists")
+
+
+def commit_proof(root: Path, commit: str, branch: str) -> Proof:
+    """Whether commit exists in the repository at root and is on branch."""
+    if not _COMMIT.fullmatch(commit):
+        return Proof(False, f"{_shown(commit)} is not a commit id")
+    if not branch or branch.startswith("-") or one_line(branch) != branch or " " in branch:
+        return Proof(False, f"{_shown(branch)} is not a branch name")
+    short, shown_branch = commit[:12], _shown(branch)
+    try:
+        if _git(root, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}").returncode != 0:
+            return Proof(False, f"commit {short} does not exist in this repository")
+        if _git(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode != 0:
+            return Proof(False, f"branch {shown_branch} does not exist")
+        ancestor = _git(root, "merge-base", "--is-ancestor", commit, f"refs/heads/{branch}")
+    except _GitFailed as exc:
+        return Proof(False, f"cannot look up commit {short}: {exc}")
+    if ancestor.returncode == 0:
+        return Proof(True, f"commit {short} is on branch {shown_branch}")
+    if ancestor.returncode == 1:
+        return Proof(False, f"commit {short} is not on branch {shown_branch}")
+    return Proof(False, f"cannot look up commit {short}: {_error(ancestor)}")
+
+
+def _changed_since_snapshot(root: Path, recorded: WorktreeSnapshot, ignore: tuple[str, ...]) -> list[str]:
+    if recorded.head is None:
+        differing = _z_paths(_ok(_git(root, "ls-files", "-z")))
+    else:
+        if not _COMMIT.fullmatch(recorded.head) or _git(
+                root, "rev-parse", "--verify", "--quiet", f"{recorded.head}^{{commit}}").returncode != 0:
+            raise _GitFailed(f"the commit it ran on ({_shown(recorded.head[:12])}) is gone")
+        differing = _z_paths(_ok(_git(root, "diff", "--name-only", "-z", "--no-renames", recorded.head, "--")))
+    untracked = _z_paths(_ok(_git(root, "ls-files", "-z", "--others", "--exclude-standard")))
+    candidates = {p for p in (*differing, *untracked, *recorded.changed) if not p.startswith(ignore)}
+    return sorted(path for path in candidates
+                  if path not in recorded.changed or _digest(root, path) != recorded.changed[path])
+
+
+def _changed_since_time(root: Path, since: datetime, ignore: tuple[str, ...]) -> list[str]:
+    threshold = since.timestamp()
+    committed = _z_paths(_ok(_git(root, "log", f"--since={clock.to_text(since)}", "--name-only", "-z",
+                                  "--no-renames", "--format=", "HEAD"))) if _head(root) else []
+    dirty = [p for p in _status_paths(root, ignore) if _mtime(root, p) > threshold]
+    return sorted({p for p in (*committed, *dirty) if not p.startswith(ignore)})
+
+
+def _status_paths(root: Path, ignore: tuple[str, ...]) -> list[str]:
+    listed = _ok(_git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"))
+    return [entry[3:] for entry in _z_paths(listed) if len(entry) > 3 and not entry[3:].startswith(ignore)]
+
+
+def _head(root: Path) -> str | None:
+    out = _git(root, "rev-parse", "--verify", "--quiet", "HEAD")
+    return out.stdout.decode().strip() or None if out.returncode == 0 else None
+
+
+def _digest(root: Path, path: str) -> str | None:
+    """sha256 of a file's content (of a symlink's target name), 'directory' for a
+    directory (a submodule), None when there is nothing at path."""
+    full = root / path
+    try:
+        info = full.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            return "link:" + hashlib.sha256(os.fsencode(os.readlink(full))).hexdigest()
+        if stat.S_ISDIR(info.st_mode):
+            return "directory"
+        digest = hashlib.sha256()
+        with full.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"unreadable: {exc.errno}"
+
+
+def _mtime(root: Path, path: str) -> float:
+    try:
+        return (root / path).lstat().st_mtime
+    except OSError:
+        return float("inf")  # deleted since: a change whose time is unknown
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(git_argv(*args), cwd=root, capture_output=True, timeout=GIT_TIMEOUT,
+                              env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"}, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise _GitFailed(f"git {args[0]} took over {GIT_TIMEOUT:g} s") from None
+    except OSError as exc:
+        raise _GitFailed(f"cannot run git: {exc.strerror or exc}") from None
+
+
+def _ok(result: subprocess.CompletedProcess[bytes]) -> bytes:
+    if result.returncode != 0:
+        raise _GitFailed(_error(result))
+    return result.stdout
+
+
+def _error(result: subprocess.CompletedProcess[bytes]) -> str:
+    return _shown(result.stderr.decode("utf-8", "replace").strip() or f"git exited {result.returncode}")
+
+
+def _z_paths(raw: bytes) -> list[str]:
+    return [p for p in raw.decode("utf-8", "surrogateescape").split("\0") if p]
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(clock.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _shown(text: str) -> str:
+    text = one_line(text.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+    return text if len(text) <= 120 else text[:117] + "..."
