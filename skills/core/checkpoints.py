@@ -37,7 +37,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import stat
 import subprocess
@@ -61,7 +60,7 @@ STATE_FILE = "baton/last-checkpoint.json"  # under the worktree's git dir
 # Files in the worktree's git dir that say an operation is in progress, and its name.
 IN_PROGRESS = (("MERGE_HEAD", "a merge"), ("rebase-merge", "a rebase"), ("rebase-apply", "a rebase or `git am`"),
                ("CHERRY_PICK_HEAD", "a cherry-pick"), ("REVERT_HEAD", "a revert"), ("sequencer", "a cherry-pick or revert"))
-_ID = re.compile(r"[0-9a-f]{7,64}")
+_HEX = frozenset("0123456789abcdef")
 _IDENTITY = {"GIT_AUTHOR_NAME": "Baton", "GIT_AUTHOR_EMAIL": "baton@localhost",
              "GIT_COMMITTER_NAME": "Baton", "GIT_COMMITTER_EMAIL": "baton@localhost"}
 # Variables that would point git at another repository, index or worktree than the one asked.
@@ -459,7 +458,7 @@ def _survey(git: _Git, scratch: Path, patterns: Sequence[str], cap: int,
 def _last_if_unchanged(git: _Git, survey: _Survey) -> str | None:
     last = _read_state(survey.place)
     if last.get("fingerprint") == survey.fingerprint and isinstance(last.get("id"), str) \
-            and _ID.fullmatch(last["id"]) and git.ref_exists(REF_PREFIX + last["id"]):
+            and _is_id(last["id"]) and git.ref_exists(REF_PREFIX + last["id"]):
         return last["id"]
     return None
 
@@ -629,13 +628,18 @@ def _ids(git: _Git, prefix: str = "") -> dict[str, str]:
     found = {}
     for line in out.decode("utf-8", "replace").splitlines():
         oid, _, ref = line.partition(" ")
-        if ref.startswith(REF_PREFIX) and _ID.fullmatch(ref[len(REF_PREFIX):]):
+        if ref.startswith(REF_PREFIX) and _is_id(ref[len(REF_PREFIX):]):
             found[ref[len(REF_PREFIX):]] = oid
     return found
 
 
+def _is_id(text: object) -> bool:
+    """Whether text can be a checkpoint id or a prefix of one: 7 to 64 lowercase hex digits."""
+    return isinstance(text, str) and 7 <= len(text) <= 64 and set(text) <= _HEX
+
+
 def _check_id(checkpoint_id: str) -> str:
-    if not isinstance(checkpoint_id, str) or not _ID.fullmatch(checkpoint_id):
+    if not _is_id(checkpoint_id):
         raise BadInput(f"not a checkpoint id: {str(checkpoint_id)[:80]!r} (7 to 64 lowercase hex digits)")
     return checkpoint_id
 
