@@ -65,6 +65,8 @@ def repo(tmp_path) -> Path:
     write(root / "dir_to_file/inner.txt", "inner\n")
     write(root / "file_to_dir", "a file\n")
     write(root / ".gitignore", "build/\n*.log\n")
+    # End-of-line conversion on: a checkpoint must still hold (and restore) the bytes on disk.
+    write(root / ".gitattributes", "*.txt text=auto\n")
     commit_all(root, "base")
     return root
 

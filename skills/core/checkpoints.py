@@ -441,8 +441,8 @@ def _survey(git: _Git, scratch: Path, patterns: Sequence[str], cap: int,
         return Refused(f"{operation} is in progress in {place.root}: a checkpoint could not hold its state "
                        "(conflict stages, the operation's own files); finish or abort it first")
     index = scratch / "index"
-    try:
-        shutil.copyfile(place.git_dir / "index", index)
+    try:  # with its modification time: git tells a racily clean entry by comparing the two
+        shutil.copy2(place.git_dir / "index", index)
     except FileNotFoundError:
         pass  # nothing ever staged: git reads a missing index as an empty one
     status, raw = _status(git, index)
