@@ -119,10 +119,11 @@ def files(root: Path) -> dict[str, tuple]:
 
 def git_view(root: Path) -> dict[str, str]:
     """What git sees of a worktree: the index entries, staged and unstaged differences."""
-    return {"index": git(root, "ls-files", "-s", "-z"),
-            "staged": git(root, "diff", "--cached", "--raw", "-z", "--no-renames"),
-            "unstaged": git(root, "diff", "--raw", "-z", "--no-renames"),
-            "status": git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")}
+    raw = lambda *args: subprocess.run(["git", *args], cwd=root, check=True, capture_output=True).stdout  # noqa: E731
+    return {"index": raw("ls-files", "-s", "-z"),
+            "staged": raw("diff", "--cached", "--raw", "-z", "--no-renames"),
+            "unstaged": raw("diff", "--raw", "-z", "--no-renames"),
+            "status": raw("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")}
 
 
 def user_state(root: Path) -> dict:
@@ -242,7 +243,8 @@ def test_artifacts_are_ignored_files_matched_by_globs_and_capped(repo, tmp_path)
     write(repo / "build/huge.bin", b"\0" * 2048)
     write(repo / "debug.log", "not asked for\n")
     write(repo / "tracked_change.txt", "untracked, not an artifact\n")
-    result = checkpoints.take(repo, boundary="stop", artifacts=["build/**"], max_file_bytes=1024)
+    # From a subdirectory: the patterns are relative to the worktree's root all the same.
+    result = checkpoints.take(repo / "old", boundary="stop", artifacts=["build/**"], max_file_bytes=1024)
     checkpoint = taken(result)
     listed = git(repo, "ls-tree", "-r", "--name-only", checkpoint.artifacts_tree).split()
     assert listed == ["build/app.bin", "build/nested/lib.so"]
@@ -460,7 +462,8 @@ def test_paths_with_line_breaks_and_odd_characters(repo, tmp_path):
     (repo / "link\nbreak").symlink_to("text.txt")
     write(repo / "\"quoted\".txt", "changed too\n")
     (repo / "café ünïcode.txt").unlink()
-    checkpoint = taken(checkpoints.take(repo, boundary="stop"))
+    write(repo / os.fsdecode(b"not utf-8 \xff\xfe.bin"), b"\xff")
+    checkpoint = taken(checkpoints.take(repo / "old", boundary="stop"))  # from a subdirectory
     target = tmp_path / "restored"
     checkpoints.restore(repo, checkpoint.id, target)
     assert files(target) == files(repo) and git_view(target) == git_view(repo)

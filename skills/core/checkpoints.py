@@ -436,6 +436,7 @@ class _Survey:
 def _survey(git: _Git, scratch: Path, patterns: Sequence[str], cap: int,
             environment_id: str | None) -> _Survey | Refused:
     place = _locate(git)
+    git.cwd = place.root  # every path below is relative to the worktree's root
     operation = _in_progress(place.git_dir)
     if operation:
         return Refused(f"{operation} is in progress in {place.root}: a checkpoint could not hold its state "
@@ -681,13 +682,13 @@ def gc(repository: Path, keep: Iterable[str], *, timeout: float = DEFAULT_TIMEOU
     git = _Git(Path(repository), timeout)
     _locate(git)
     try:
-        doomed = [i for i in _ids(git) if i not in kept]
-        if doomed:
-            git.run("update-ref", "-z", "--stdin",
-                    input=b"".join(b"delete %s\0\0" % (REF_PREFIX + i).encode() for i in doomed))
+        doomed = {i: oid for i, oid in _ids(git).items() if i not in kept}
+        if doomed:  # each only if it still names the record listed
+            git.run("update-ref", "-z", "--stdin", input=b"".join(
+                b"delete %s\0%s\0" % ((REF_PREFIX + i).encode(), oid.encode()) for i, oid in doomed.items()))
     except _GitFailed as exc:
         raise StoreUnavailable("checkpoints", str(exc)) from None
-    return tuple(doomed)
+    return tuple(sorted(doomed))
 
 
 def _safe_path(root: Path, path: str) -> Path:
