@@ -106,6 +106,8 @@ def main() -> None:
     parser.add_argument("--changed", type=int, default=100, help="files changed (default 100)")
     parser.add_argument("--repeat", type=int, default=30, help="runs per figure (default 30)")
     args = parser.parse_args()
+    # As installed: the fresh processes import compiled modules (the uncounted first run compiles them).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     from baton.skills.core import checkpoints
 
     with tempfile.TemporaryDirectory(prefix="baton-bench-checkpoint-") as scratch:
