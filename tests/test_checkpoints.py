@@ -250,7 +250,8 @@ def test_artifacts_are_ignored_files_matched_by_globs_and_capped(repo, tmp_path)
     assert listed == ["build/app.bin", "build/nested/lib.so"]
     assert Skipped("build/huge.bin", "2048 bytes, over the 1024-byte cap") in checkpoint.skipped
     target = tmp_path / "restored"
-    checkpoints.restore(repo, checkpoint.id, target)
+    restored = checkpoints.restore(repo, checkpoint.id, target)
+    assert any("build/huge.bin" in note for note in restored.notes), "a restore says what it lacks"
     assert (target / "build/nested/lib.so").read_bytes() == b"\0library"
     assert not (target / "build/huge.bin").exists() and not (target / "debug.log").exists()
     assert checkpoints.take(repo, boundary="stop", artifacts=["build/**"], max_file_bytes=1024) == \
@@ -314,15 +315,21 @@ def test_restoring_an_unknown_or_deleted_checkpoint(repo, tmp_path):
 
 def test_restore_in_place(repo, tmp_path):
     make_every_kind_of_change(repo)
-    checkpoint = taken(checkpoints.take(repo, boundary="stop"))
+    write(repo / "build/kept.o", "an artifact\n")
+    checkpoint = taken(checkpoints.take(repo, boundary="stop", artifacts=["build/*"]))
     clean = tmp_path / "clean"
     git(repo, "worktree", "add", "-q", "-b", "other", str(clean))
     write(clean / "later.txt", "a commit after the base\n")
     commit_all(clean, "later")
+    write(clean / "build/out.o", "the clean worktree's own ignored file\n")
     restored = checkpoints.restore(repo, checkpoint.id, clean, in_place=True)
     assert restored.path == clean
-    ignored = {"build/out.o", "debug.log"}
-    assert files(clean) == {k: v for k, v in files(repo).items() if k not in ignored}
+    assert restored.skipped == (Skipped("build/out.o", "a file is already there"),)
+    assert (clean / "build/out.o").read_text() == "the clean worktree's own ignored file\n"
+    assert (clean / "build/kept.o").read_text() == "an artifact\n"
+    ignored = {"build/out.o", "build/kept.o", "debug.log"}
+    assert {k: v for k, v in files(clean).items() if k not in ignored} == \
+        {k: v for k, v in files(repo).items() if k not in ignored}
     assert git_view(clean) == git_view(repo)
     assert git(clean, "rev-parse", "HEAD").strip() == checkpoint.base
     assert git(repo, "rev-parse", "other").strip() != checkpoint.base, "the branch did not move"
@@ -502,6 +509,22 @@ def test_two_processes_checkpointing_one_worktree_at_once(repo):
     assert len(checkpoint_refs(repo)) == 1
     checkpoint = checkpoints.read(repo, answers[0][2])
     assert isinstance(checkpoint, Found) and checkpoint.value.skipped == ()
+
+
+def test_a_sha256_repository(tmp_path):
+    root = tmp_path / "sha256"
+    root.mkdir()
+    git(root, "init", "-q", "--object-format=sha256", "-b", "main")
+    write(root / "a.txt", "a\n")
+    commit_all(root)
+    write(root / "a.txt", "b\n")
+    (root / "a.txt").chmod(0o755)
+    write(root / "new.txt", "new\n")
+    checkpoint = taken(checkpoints.take(root, boundary="stop"))
+    assert len(checkpoint.base) == 64 and len(checkpoint.worktree_tree) == 64
+    checkpoints.restore(root, checkpoint.id, tmp_path / "restored")
+    assert files(tmp_path / "restored") == files(root) and git_view(tmp_path / "restored") == git_view(root)
+    assert checkpoints.gc(root, keep=()) == (checkpoint.id,)
 
 
 def test_outside_a_repository_is_bad_input(tmp_path):

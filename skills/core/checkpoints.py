@@ -843,7 +843,7 @@ def _restore_new(git: _Git, checkpoint: Checkpoint, target: Path) -> Restored:
         if existed:
             target.mkdir(exist_ok=True)
         raise
-    notes = [f"submodule {s.path} is not checked out (recorded at {s.commit})" for s in checkpoint.submodules]
+    notes = _notes(checkpoint)
     if checkpoint.base is None:
         notes.append(f"taken on an unborn branch: HEAD is the unborn {unborn[len('refs/heads/'):]}")
     return Restored(target, checkpoint, tuple(skipped), tuple(notes))
@@ -866,4 +866,12 @@ def _restore_in_place(git: _Git, place: _Place, checkpoint: Checkpoint, target: 
         there.run(*_NO_HOOKS, "checkout", "-q", "--detach", checkpoint.base)
     base_tree = f"{checkpoint.base}^{{tree}}" if checkpoint.base else _empty_tree(there)
     skipped = _apply(there, where.root, checkpoint, base_tree)
-    return Restored(where.root, checkpoint, tuple(skipped))
+    return Restored(where.root, checkpoint, tuple(skipped), tuple(_notes(checkpoint)))
+
+
+def _notes(checkpoint: Checkpoint) -> list[str]:
+    notes = [f"submodule {s.path} is not checked out (recorded at {s.commit})" for s in checkpoint.submodules]
+    if checkpoint.skipped:
+        notes.append(f"{len(checkpoint.skipped)} file(s) the checkpoint did not hold, e.g. "
+                     f"{checkpoint.skipped[0].path!r}: {checkpoint.skipped[0].reason}")
+    return notes
