@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from baton.errors import BadInput
+from baton.errors import BadInput, StoreUnavailable
 from baton.outcome import Found, NotFound
 from baton.skills.core import checkpoints
 from baton.skills.core.checkpoints import REF_PREFIX, Refused, Skipped, Submodule, Taken, Unchanged
@@ -296,6 +296,18 @@ def test_a_missing_base_commit_is_a_clear_error_with_nothing_written(repo, tmp_p
     worktrees = git(repo, "worktree", "list", "--porcelain")
     target = tmp_path / "restored"
     with pytest.raises(BadInput, match=f"base commit {checkpoint.base} is missing"):
+        checkpoints.restore(repo, checkpoint.id, target)
+    assert not target.exists() and git(repo, "worktree", "list", "--porcelain") == worktrees
+
+
+def test_a_restore_failing_midway_takes_its_new_worktree_back(repo, tmp_path):
+    write(repo / "untracked.txt", "only in the checkpoint\n")
+    checkpoint = taken(checkpoints.take(repo, boundary="stop"))
+    blob = git(repo, "rev-parse", f"{checkpoint.worktree_tree}:untracked.txt").strip()
+    (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # a damaged object store
+    worktrees = git(repo, "worktree", "list", "--porcelain")
+    target = tmp_path / "restored"
+    with pytest.raises(StoreUnavailable, match="missing"):
         checkpoints.restore(repo, checkpoint.id, target)
     assert not target.exists() and git(repo, "worktree", "list", "--porcelain") == worktrees
 

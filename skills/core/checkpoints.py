@@ -399,14 +399,16 @@ def _read_state(place: _Place) -> dict:
 def _write_state(place: _Place, fingerprint: str, checkpoint_id: str) -> None:
     """Remember the fingerprint; a failure only costs the next take its shortcut."""
     path = place.git_dir / STATE_FILE
+    temporary = None
     try:
         path.parent.mkdir(exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".last-checkpoint-")
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             json.dump({"fingerprint": fingerprint, "id": checkpoint_id}, out)
-        os.replace(temporary, path)
+        os.replace(temporary, path)  # whole or not at all, whichever of two racing takes is last
     except OSError:
-        pass
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
 
 
 def _metadata(checkpoint: Checkpoint, patterns: Sequence[str], cap: int) -> bytes:
@@ -710,10 +712,15 @@ def _diff(git: _Git, before: str, after: str) -> list[tuple[str, str, str, str]]
 
 
 def _remove(root: Path, target: Path) -> None:
-    if target.is_symlink() or target.is_file():
-        target.unlink()
-    elif target.is_dir():
-        shutil.rmtree(target)
+    """Remove a file, or a directory if empty (as git leaves a submodule's files), then the
+    directories this left empty."""
+    try:
+        if target.is_symlink() or not target.is_dir():
+            target.unlink(missing_ok=True)
+        else:
+            target.rmdir()
+    except OSError:
+        return
     parent = target.parent
     while parent != root:
         try:
@@ -767,8 +774,8 @@ def _apply(git: _Git, root: Path, checkpoint: Checkpoint, base_tree: str) -> lis
     null = "0" * len(checkpoint.staged_tree)
     if staged:
         git.run("update-index", "--add", "--replace", "-z", "--index-info",
-             input=_index_info(((p, m, o) for s, m, o, p in staged if s != "D"),
-                               (p for s, _, _, p in staged if s == "D"), null))
+                input=_index_info(((p, m, o) for s, m, o, p in staged if s != "D"),
+                                  (p for s, _, _, p in staged if s == "D"), null))
     skipped = []
     if checkpoint.artifacts_tree:
         listed = git.run("ls-tree", "-r", "-z", checkpoint.artifacts_tree).split(b"\0")
@@ -810,6 +817,8 @@ def restore(repository: Path, checkpoint_id: str, target: Path, *, in_place: boo
         return _restore_new(git, checkpoint, Path(target))
     except _GitFailed as exc:
         raise StoreUnavailable("checkpoints", str(exc)) from None
+    except OSError as exc:
+        raise StoreUnavailable("checkpoints", f"cannot write {exc.filename or target}: {exc.strerror or exc}") from None
 
 
 def _has_commit(git: _Git, oid: str) -> bool:
@@ -839,7 +848,7 @@ def _restore_new(git: _Git, checkpoint: Checkpoint, target: Path) -> Restored:
         base_tree = f"{checkpoint.base}^{{tree}}" if checkpoint.base else _empty_tree(restored)
         skipped = _apply(restored, target, checkpoint, base_tree)
     except BaseException:
-        git.run("worktree", "remove", "--force", str(target), ok=(0, 128))
+        _Git(git.cwd, DEFAULT_TIMEOUT).run("worktree", "remove", "--force", str(target), ok=(0, 128))
         if existed:
             target.mkdir(exist_ok=True)
         raise
