@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -192,6 +193,27 @@ def test_any_change_is_a_new_checkpoint(repo):
     ids.append(taken(checkpoints.take(repo, boundary="stop")).id)
     assert len(set(ids)) == len(ids)
     assert sorted(checkpoint_refs(repo)) == sorted(REF_PREFIX + i for i in ids)
+
+
+def test_a_same_size_rewrite_in_the_second_of_the_last_index_write_is_seen(repo):
+    """git trusts an entry's stat data unless the index was written in the same second as
+    the file (a racily clean entry): the copy of the index must keep that time."""
+    path = repo / "text.txt"
+    deadline = time.monotonic() + 10
+    while True:  # the add and the rewrite within one second of the clock
+        while time.time() % 1 > 0.3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        second = int(time.time())
+        write(path, "aaaa\n")
+        git(repo, "add", "text.txt")
+        write(path, "bbbb\n")
+        if int(time.time()) == second or time.monotonic() > deadline:
+            break
+    index = repo / ".git" / "index"
+    while int(time.time()) <= int(index.stat().st_mtime) and time.monotonic() < deadline:
+        time.sleep(0.02)  # the take copies the index in a later second
+    checkpoint = taken(checkpoints.take(repo, boundary="stop"))
+    assert git(repo, "show", f"{checkpoint.worktree_tree}:text.txt") == "bbbb\n"
 
 
 def test_read_list_and_gc(repo, tmp_path):
