@@ -113,7 +113,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="baton-bench-checkpoint-") as scratch:
         started = time.perf_counter()
         repo = build(Path(scratch), args.files, args.changed)
-        print(f"repository: {args.files} files, {args.changed} changed (built in {time.perf_counter() - started:.1f} s)\n")
+        built = time.perf_counter() - started
+        print(f"repository: {args.files} files, {args.changed} changed (built in {built:.1f} s)\n")
         edited = repo / "pkg00" / "module_0.py"
 
         def edit(n: int) -> None:  # one more change, so the take cannot answer "unchanged"

@@ -59,7 +59,8 @@ DEFAULT_TIMEOUT = 30.0  # seconds for one take, restore, read or gc, all its git
 STATE_FILE = "baton/last-checkpoint.json"  # under the worktree's git dir
 # Files in the worktree's git dir that say an operation is in progress, and its name.
 IN_PROGRESS = (("MERGE_HEAD", "a merge"), ("rebase-merge", "a rebase"), ("rebase-apply", "a rebase or `git am`"),
-               ("CHERRY_PICK_HEAD", "a cherry-pick"), ("REVERT_HEAD", "a revert"), ("sequencer", "a cherry-pick or revert"))
+               ("CHERRY_PICK_HEAD", "a cherry-pick"), ("REVERT_HEAD", "a revert"),
+               ("sequencer", "a cherry-pick or revert"))
 _HEX = frozenset("0123456789abcdef")
 _IDENTITY = {"GIT_AUTHOR_NAME": "Baton", "GIT_AUTHOR_EMAIL": "baton@localhost",
              "GIT_COMMITTER_NAME": "Baton", "GIT_COMMITTER_EMAIL": "baton@localhost"}
@@ -202,7 +203,8 @@ def _in_progress(git_dir: Path) -> str | None:
 class _Status:
     base: str | None = None
     branch: str | None = None
-    changed: list[tuple[str, str]] = field(default_factory=list)  # (path, "D" deleted | "W" read from disk | "S" submodule)
+    # (path, how): "D" deleted, "W" to read from disk, "S" a submodule at another commit
+    changed: list[tuple[str, str]] = field(default_factory=list)
     untracked: list[str] = field(default_factory=list)
     unmerged: list[str] = field(default_factory=list)
 
@@ -600,7 +602,8 @@ def _from_record(checkpoint_id: str, commit: bytes, metadata: bytes, commit_oid:
     meta = json.loads(metadata)
     return Checkpoint(
         id=checkpoint_id, commit=commit_oid, base=meta["base"], staged_tree=trees["staged"],
-        worktree_tree=trees["worktree"], artifacts_tree=None if trees.get("artifacts", "-") == "-" else trees["artifacts"],
+        worktree_tree=trees["worktree"],
+        artifacts_tree=None if trees.get("artifacts", "-") == "-" else trees["artifacts"],
         environment=meta["environment"], boundary=meta["boundary"], label=meta["label"],
         taken_at=clock.parse(meta["taken_at"]), run_id=meta["run_id"], worktree=meta["worktree"],
         branch=meta["branch"], skipped=tuple(Skipped(s["path"], s["reason"]) for s in meta["skipped"]),
@@ -627,7 +630,8 @@ def _read_many(git: _Git, commits: dict[str, str]) -> list[Checkpoint]:
 
 def _ids(git: _Git, prefix: str = "") -> dict[str, str]:
     """{id: record commit} of the checkpoint refs (whose id starts with prefix)."""
-    out = git.run("for-each-ref", "--format=%(objectname) %(refname)", f"{REF_PREFIX}{prefix}*" if prefix else REF_PREFIX)
+    out = git.run("for-each-ref", "--format=%(objectname) %(refname)",
+                  f"{REF_PREFIX}{prefix}*" if prefix else REF_PREFIX)
     found = {}
     for line in out.decode("utf-8", "replace").splitlines():
         oid, _, ref = line.partition(" ")
@@ -647,7 +651,8 @@ def _check_id(checkpoint_id: str) -> str:
     return checkpoint_id
 
 
-def read(repository: Path, checkpoint_id: str, *, timeout: float = DEFAULT_TIMEOUT) -> Found[Checkpoint] | NotFound | Unavailable:
+def read(repository: Path, checkpoint_id: str, *,
+         timeout: float = DEFAULT_TIMEOUT) -> Found[Checkpoint] | NotFound | Unavailable:
     """One checkpoint by its id or a unique prefix of it (7 hex digits at least)."""
     _check_id(checkpoint_id)
     git = _Git(Path(repository), timeout)
