@@ -168,6 +168,27 @@ def test_a_restore_is_byte_identical_and_takes_change_nothing_of_the_user(repo, 
     assert user_state(repo) == before, "the restore changed the original worktree"
 
 
+def test_git_gc_keeps_everything_a_checkpoint_needs(repo, tmp_path):
+    """The checkpoint's ref is all that keeps its base, trees and blobs: a branch rewritten
+    and `git gc --prune=now` lose none of them."""
+    write(repo / "text.txt", "on a commit about to be dropped\n")
+    commit_all(repo, "dropped")
+    make_every_kind_of_change(repo)
+    checkpoint = taken(checkpoints.take(repo, boundary="stop", artifacts=["build/*"],
+                                        environment=("e" * 64, b"{}")))
+    expected_files, expected_view = files(repo), git_view(repo)
+    git(repo, "stash", "-u", "-q")
+    git(repo, "stash", "drop", "-q")
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    git(repo, "reflog", "expire", "--expire=now", "--all")
+    git(repo, "gc", "-q", "--prune=now")
+    assert git_may_fail(repo, "cat-file", "-e", checkpoint.base).returncode == 0
+    target = tmp_path / "restored"
+    checkpoints.restore(repo, checkpoint.id, target)
+    assert files(target) == {k: v for k, v in expected_files.items() if k != "debug.log"}
+    assert git_view(target) == expected_view
+
+
 def test_the_same_state_is_one_checkpoint(repo):
     make_every_kind_of_change(repo)
     first = taken(checkpoints.take(repo, boundary="stop"))
