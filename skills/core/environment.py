@@ -1,0 +1,129 @@
+"""The environment manifest: what a worktree's work ran on, content-addressed.
+
+It holds the operating system and architecture, the versions of the toolchains found on
+PATH (python, node, go, java, rustc, git; each asked with a bounded wait, all at once), the
+SHA-256 of each lockfile present and the exit statuses of the setup commands the caller
+ran. Its id is the SHA-256 of its canonical JSON, so the same environment is one id and a
+checkpoint can name it (baton.skills.core.checkpoints.take(environment=manifest.for_checkpoint())).
+
+It never holds an environment variable's value, nor where a program was found (that would
+spell out PATH and home directories): only what the program says its version is. Programs
+are looked up on PATH without its relative entries and those inside the worktree, whose
+files are the branch's: asking for `node --version` must not run a `node_modules/.bin/node`
+planted there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from baton.git import git_argv
+
+FORMAT = 1
+# (name, the command asking its version); java answers on stderr, the others on stdout.
+TOOLCHAINS = (("python", ("python3", "--version")), ("node", ("node", "--version")), ("go", ("go", "version")),
+              ("java", ("java", "-version")), ("rustc", ("rustc", "--version")), ("git", ("git", "--version")))
+LOCKFILES = ("uv.lock", "poetry.lock", "requirements*.txt", "package-lock.json", "pnpm-lock.yaml", "yarn.lock",
+             "Cargo.lock", "go.sum")
+DEFAULT_WAIT = 3.0  # seconds for one program to say its version
+MAX_VERSION_TEXT = 200
+
+
+@dataclass(frozen=True, slots=True)
+class SetupResult:
+    """A setup command the caller ran, and its exit status (None: did not finish)."""
+
+    command: str
+    exit_status: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    id: str
+    body: dict
+
+    def to_json(self) -> bytes:
+        return _canonical(self.body)
+
+    def for_checkpoint(self) -> tuple[str, bytes]:
+        return self.id, self.to_json()
+
+
+def _canonical(body: dict) -> bytes:
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def _search_path(root: Path) -> str:
+    real_root = Path(os.path.realpath(root))
+    return os.pathsep.join(entry for entry in os.environ.get("PATH", os.defpath).split(os.pathsep)
+                           if os.path.isabs(entry) and not Path(os.path.realpath(entry)).is_relative_to(real_root))
+
+
+def _version(command: tuple[str, ...], search_path: str, wait: float) -> dict:
+    program = shutil.which(command[0], path=search_path)
+    if program is None:
+        return {"status": "not found"}
+    env = {"PATH": search_path, "LC_ALL": "C", **({"HOME": os.environ["HOME"]} if "HOME" in os.environ else {})}
+    try:  # in a session of its own, so a timeout ends its children too, which hold its output open
+        running = subprocess.Popen([program, *command[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    except OSError as exc:
+        return {"status": f"cannot run: {exc.strerror or exc}"}
+    try:
+        stdout, stderr = running.communicate(timeout=wait)
+    except subprocess.TimeoutExpired:
+        os.killpg(running.pid, signal.SIGKILL)
+        running.communicate()
+        return {"status": f"no answer within {wait:g} s"}
+    said = (stdout + b"\n" + stderr).decode("utf-8", "replace").strip().splitlines()
+    first = next((line.strip() for line in said if line.strip()), "")
+    if running.returncode != 0:  # what it said then is an error, which may name paths: not kept
+        return {"status": f"exit {running.returncode}"}
+    return {"status": "ok", "version": first[:MAX_VERSION_TEXT]}
+
+
+def _lockfiles(root: Path, wait: float) -> dict[str, str]:
+    """{path relative to root: sha256} of the lockfiles at root and, in a git worktree, the
+    tracked ones below it."""
+    paths = {p.name for pattern in LOCKFILES for p in root.glob(pattern) if p.is_file()}
+    try:
+        listed = subprocess.run(git_argv("ls-files", "-z", "--", *(f":(glob)**/{pattern}" for pattern in LOCKFILES)),
+                                cwd=root, capture_output=True, timeout=wait,
+                                env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+        if listed.returncode == 0:
+            paths.update(os.fsdecode(p) for p in listed.stdout.split(b"\0") if p)
+    except (OSError, subprocess.TimeoutExpired):
+        pass  # outside git, or git too slow: the lockfiles at the root still count
+    hashes = {}
+    for path in sorted(paths):
+        try:
+            hashes[path] = hashlib.sha256((root / path).read_bytes()).hexdigest()
+        except OSError as exc:
+            hashes[path] = f"unreadable: {exc.strerror or exc}"
+    return hashes
+
+
+def capture(root: Path, *, setup: Sequence[SetupResult] = (), wait: float = DEFAULT_WAIT) -> Manifest:
+    """The manifest of the environment a worktree (at root) works in now. Takes at most
+    about `wait` seconds for the toolchains, all asked side by side."""
+    search_path = _search_path(root)
+    with ThreadPoolExecutor(max_workers=len(TOOLCHAINS) + 1) as pool:
+        asked = {name: pool.submit(_version, command, search_path, wait) for name, command in TOOLCHAINS}
+        lockfiles = pool.submit(_lockfiles, Path(root), wait)
+        toolchains = {name: future.result() for name, future in asked.items()}
+        locks = lockfiles.result()
+    body = {"format": FORMAT,
+            "os": {"system": platform.system(), "release": platform.release(), "machine": platform.machine()},
+            "toolchains": toolchains, "lockfiles": locks,
+            "setup": [{"command": s.command, "exit_status": s.exit_status} for s in setup]}
+    return Manifest(hashlib.sha256(_canonical(body)).hexdigest(), body)
