@@ -19,19 +19,35 @@ stores: a Stores stays usable as it is built, and runtime imports nothing above 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from baton.errors import StoreUnavailable
 
 if TYPE_CHECKING:
+    from baton.budget import Budget
+    from baton.outbox import Outbox
     from baton.registry.model import Event
-    from baton.skills.runtime.stores import Stores
+    from baton.skills.runtime.settings import Settings
 
 GRAPH = "conflict graph"
 
+
+class Stores(Protocol):
+    """What a sink uses of the stores it belongs to (baton.skills.runtime.stores.Stores,
+    which imports this module: naming it here would make the two a cycle)."""
+
+    settings: Settings
+    budget: Budget
+    pending: Outbox
+    event_log: Any
+    signals: Any
+
+    def graph_unreachable(self) -> bool: ...
+
+
 # The projection: applies events to the stores, returns its warnings; raises
 # StoreUnavailable when the registry cannot take them.
-Apply = Callable[["Stores", Sequence["Event"]], list[str]]
+Apply = Callable[[Stores, Sequence["Event"]], list[str]]
 
 
 class KeptEvent(Protocol):
