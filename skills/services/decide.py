@@ -1,11 +1,11 @@
 """The decide skill: record a decision within the hook's budget (100 ms per call).
 
-Like baton.skills.services.touch it stays off pydantic and every recall library: the event's JSON is
-built by hand (baton.registry.wire), kept by the sink for the background delivery or, where
-writes are applied at once, appended unprojected (the registry projects it before its next
-read), the decision
-is queued for the indexer (baton.recall.wire, baton.recall.queue), and the decision_recorded signal is
-built by hand too (baton.signals.wire). Embedding happens later, in the background indexer.
+Like baton.skills.services.touch it stays off pydantic and every recall library: the event's
+JSON is built by hand (baton.registry.wire) and kept by the sink for the background delivery
+or, where writes are applied at once, appended unprojected (the registry projects it before
+its next read) and the decision queued for the indexer (baton.recall.wire,
+baton.recall.queue); the decision_recorded signal is built by hand too (baton.signals.wire).
+Embedding happens later, in the background indexer.
 """
 
 from __future__ import annotations
