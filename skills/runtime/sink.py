@@ -65,11 +65,6 @@ class Sink:
         # registry takes the write later, when it is delivered.
         self.writes_need_registry = not stores.settings.database_url
 
-    @property
-    def kept(self) -> int:
-        """Events this process kept for a delivery."""
-        return 0
-
     def keep(self, events: Sequence[KeptEvent]) -> bool:
         """Keep the events for a later delivery; False, keeping nothing, where writes are
         applied at once (the caller then applies them on its own path)."""
@@ -96,20 +91,12 @@ class EmbeddedSink(Sink):
 
 
 class PendingSink(Sink):
-    @property
-    def kept(self) -> int:
-        return self.stores.pending.kept
-
     def keep(self, events: Sequence[KeptEvent]) -> bool:
         self.stores.pending.keep([(e.event_id, e.task_id, e.body) for e in events])
         return True
 
 
 class KafkaSink(Sink):
-    @property
-    def kept(self) -> int:
-        return self.stores.event_log.kept
-
     def keep(self, events: Sequence[KeptEvent]) -> bool:
         self.stores.event_log.keep([(e.event_id, e.task_id, e.body) for e in events])
         return True
