@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 
 from baton.errors import BadInput, StoreUnavailable
 from baton.registry.wire import event_body
-from baton.signals.wire import WireSignal
 from baton.skills.core.binding import Binding, Place, check_session_id, read_binding
 from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
 
 if TYPE_CHECKING:
     from baton.registry.model import Event
+    from baton.signals.wire import WireSignal  # the hook's touch keeps no signal: not imported
 
 
 @dataclass(frozen=True, slots=True)
