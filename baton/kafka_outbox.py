@@ -1,9 +1,9 @@
 """A local outbox in front of a Kafka topic: keep first, produce, forget once acknowledged.
 
-Messages are kept in a SQLite file in the data home, then produced by librdkafka's
+Messages are kept in the data home (baton.outbox), then produced by librdkafka's
 idempotent producer (acks=all) and deleted when Kafka acknowledged them: the broker drops
 the producer's own retries, so a retry after a lost acknowledgement within one process
-writes nothing twice. One process delivers an outbox at a time (a lock file beside it): a
+writes nothing twice. One process delivers an outbox at a time (baton.outbox): a
 delivery that finds another one running waits for it, within what its budget has left,
 and then sends only what is still waiting, so each message reaches Kafka once per
 delivery, not once per process. While Kafka is down messages wait and a later delivery
@@ -12,7 +12,7 @@ connection) carries the same id, which every reader deduplicates on, and the reg
 projection does not depend on order.
 
 The idempotent producer's id handshake delays a process's first produce; hooks never pay
-it, since a touch only keeps its event and a background delivery (baton.skills.services.delivery) sends it.
+it, since a touch only keeps its event and a background delivery (baton.skills.runtime.delivery) sends it.
 """
 
 from __future__ import annotations
@@ -23,31 +23,13 @@ from pathlib import Path
 
 from baton.budget import OpenGate
 from baton.errors import ServerUnreachable, StoreUnavailable
-from baton.locks import held
-from baton.sqlite import SqliteFile, guarded, write_transaction
+from baton.outbox import Outbox
 
 PARTITIONS = 3
 
 # librdkafka's error names for a broker that cannot be reached or heard from.
 _UNREACHABLE = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_MSG_TIMED_OUT", "_TIMED_OUT_QUEUE", "_RESOLVE",
                 "_DESTROY", "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION", "BROKER_NOT_AVAILABLE"}
-
-MIGRATIONS = [
-    """
-    CREATE TABLE outbox (
-        message_id TEXT PRIMARY KEY,
-        key TEXT NOT NULL,
-        body TEXT NOT NULL
-    ) WITHOUT ROWID;
-    CREATE TABLE kept (
-        message_id TEXT PRIMARY KEY
-    ) WITHOUT ROWID;
-    CREATE TABLE topics (
-        name TEXT PRIMARY KEY
-    ) WITHOUT ROWID;
-    """,
-]
-
 
 def client_config(bootstrap: str, timeout: float) -> dict:
     # log_level 0: librdkafka's own connection errors reach the caller as Unavailable.
@@ -74,10 +56,14 @@ class KafkaOutbox:
         self.timeout = timeout
         self.store = store
         self.gate = gate or OpenGate(timeout)
-        self.kept = 0  # messages this process kept: its stores start a delivery when closed
-        self._db = SqliteFile(path, MIGRATIONS, timeout=timeout)
+        self._box = Outbox(path, earlier="kafka", timeout=timeout, store=store)
         self._producer = None
         self._topic_ready = False
+
+    @property
+    def kept(self) -> int:
+        """Messages this process kept: its stores start a delivery when closed."""
+        return self._box.kept
 
     def unreachable(self, reason: str) -> ServerUnreachable:
         return ServerUnreachable(self.store, f"Kafka at {self.bootstrap}: {reason}")
@@ -87,10 +73,9 @@ class KafkaOutbox:
         in every new process). Call it within a call of the gate."""
         if self._topic_ready:
             return
-        with guarded(self.store, self.path):
-            if self._db.conn().execute("SELECT 1 FROM topics WHERE name = ?", (self.topic,)).fetchone():
-                self._topic_ready = True
-                return
+        if self._box.topic_known(self.topic):
+            self._topic_ready = True
+            return
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -106,42 +91,18 @@ class KafkaOutbox:
                         raise
         except KafkaException as exc:
             raise kafka_failure(self.store, self.bootstrap, exc) from exc
-        with guarded(self.store, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                conn.execute("INSERT OR IGNORE INTO topics (name) VALUES (?)", (self.topic,))
+        self._box.note_topic(self.topic)
         self._topic_ready = True
 
     def keep(self, messages: Sequence[tuple[str, str, str]]) -> list[bool]:
         """Keep (message id, key, body) triples; True for each id never kept before."""
-        fresh = []
-        with guarded(self.store, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                for message_id, key, body in messages:
-                    new = conn.execute("INSERT OR IGNORE INTO kept (message_id) VALUES (?)", (message_id,)).rowcount == 1
-                    if new:
-                        conn.execute("INSERT OR IGNORE INTO outbox (message_id, key, body) VALUES (?, ?, ?)",
-                                     (message_id, key, body))
-                    fresh.append(new)
-        self.kept += sum(fresh)
-        return fresh
+        return self._box.keep(messages)
 
     def known(self, message_ids: Sequence[str]) -> set[str]:
-        if not message_ids:
-            return set()
-        marks = ",".join("?" * len(message_ids))
-        with guarded(self.store, self.path):
-            rows = self._db.conn().execute(f"SELECT message_id FROM kept WHERE message_id IN ({marks})", list(message_ids))
-            return {message_id for (message_id,) in rows}
+        return self._box.known(message_ids)
 
     def waiting(self) -> int:
-        with guarded(self.store, self.path):
-            return self._db.conn().execute("SELECT count(*) FROM outbox").fetchone()[0]
-
-    def _pending(self) -> list[tuple[str, str, str]]:
-        with guarded(self.store, self.path):
-            return self._db.conn().execute("SELECT message_id, key, body FROM outbox").fetchall()
+        return self._box.waiting()
 
     def deliver(self) -> None:
         """Produce everything waiting and drop what Kafka acknowledged; raise
@@ -152,7 +113,7 @@ class KafkaOutbox:
         try:
             self.gate.refuse_known(self.store)  # before waiting for another delivery
             with self._delivering() as ours:
-                pending = self._pending() if ours else []
+                pending = [(e.message_id, e.key, e.body) for e in self._box.entries()] if ours else []
                 if pending:
                     with self.gate.call(self.store) as left:
                         self.ensure_topic()
@@ -164,7 +125,7 @@ class KafkaOutbox:
     def _delivering(self) -> Iterator[bool]:
         """Hold the outbox's delivery lock; yields False if another process held it
         through what the budget has left (waiting for it is charged to the budget)."""
-        with self.gate.waiting(), held(self.path.with_name(self.path.name + ".lock"), within=self.gate.left()) as got:
+        with self.gate.waiting(), self._box.delivering(within=self.gate.left()) as got:
             yield got
 
     def _send(self, pending: list[tuple[str, str, str]], left: float) -> None:
@@ -180,10 +141,7 @@ class KafkaOutbox:
                              on_delivery=lambda error, _message, message_id=message_id: on_delivery(message_id, error))
         producer.flush(self.gate.left())
         if acknowledged:
-            with guarded(self.store, self.path):
-                conn = self._db.conn()
-                with write_transaction(conn):
-                    conn.executemany("DELETE FROM outbox WHERE message_id = ?", [(m,) for m in acknowledged])
+            self._box.drop(acknowledged)
         if len(acknowledged) < len(pending):
             if not failures:
                 raise self.unreachable(f"no acknowledgement within {left:.1f}s")
@@ -205,5 +163,5 @@ class KafkaOutbox:
             self._producer.purge()
             self._producer.flush(0)
             self._producer = None
-        self._db.close()
+        self._box.close()
 

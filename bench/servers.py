@@ -96,7 +96,7 @@ def waiting_in_outbox(home: Path) -> int:
 
 def wait_for_idle_delivery(home: Path, timeout: float = 60) -> None:
     """Until the background delivery a touch started has drained the outbox and exited."""
-    from baton.skills.services.delivery import delivery_running
+    from baton.skills.runtime.delivery import delivery_running
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

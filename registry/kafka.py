@@ -1,7 +1,7 @@
 """The registry's event log on Kafka: topic `baton.session-events.v1`, keyed by ticket.
 
 With Kafka configured, writes do not touch the registry: their events are kept in a local
-outbox, sent to this topic by the next delivery (baton.skills.services.delivery, or a read command), and
+outbox, sent to this topic by the next delivery (baton.skills.runtime.delivery, or a read command), and
 `baton projector` applies them to the registry, the graph and the recall index. A write
 therefore never waits for Kafka, nor for the projector.
 """

@@ -22,7 +22,7 @@ class SignalBus(ABC):
         """Append signals; for each, True if new, False if its id was already stored.
 
         deliver=False lets a backend that sends through a local outbox keep them for a
-        later delivery (baton.skills.services.delivery) instead of waiting for its server now."""
+        later delivery (baton.skills.runtime.delivery) instead of waiting for its server now."""
 
     @abstractmethod
     def known(self, signal_ids: Sequence[str]) -> set[str]:

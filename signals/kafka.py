@@ -1,7 +1,7 @@
 """The production signal bus: topic `baton.coordination-signals.v1` on Apache Kafka.
 
 Publishing goes through a local outbox (baton.kafka_outbox): while Kafka is down signals
-wait there and the next publish or read (or a background delivery, baton.skills.services.delivery) delivers
+wait there and the next publish or read (or a background delivery, baton.skills.runtime.delivery) delivers
 them, so nothing is lost; a signal delivered twice has the same deterministic id and
 readers keep one copy.
 

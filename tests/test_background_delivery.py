@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from baton.outcome import Found
-from baton.skills.services.delivery import delivery_running
+from baton.skills.runtime.delivery import delivery_running
 from tests.conftest import run_process, use_servers
 
 ON = {"BATON_BACKGROUND_DELIVERY": "on"}

@@ -215,7 +215,7 @@ def test_session_start_context_is_cut_under_10000_characters_oldest_first(home, 
     from baton.skills.core.binding import place_of, resolve_task
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
-    from baton.skills.services.writes import update
+    from baton.skills.services.update import update
 
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
@@ -330,11 +330,11 @@ def test_stop_delivers_writes_kept_for_a_server(home, worktrees, cli, capsys, po
 
     stores = Stores(Settings.from_env())
     try:
-        assert len(stores.pending.waiting()) == 1, "the hook only kept its touch"
+        assert stores.pending.waiting() == 1, "the hook only kept its touch"
         assert hook("stop", payload("stop", main), capsys) == (0, None, "")
         assert "src/a.py" in [t.path for t in stores.registry.get("OMN-1").value.files.values()]
         # What waits now is the stop's own record of the turn, kept for the background delivery.
-        assert [json.loads(body)["type"] for _, body, _ in stores.pending.waiting()] == ["activity_recorded"]
+        assert [json.loads(e.body)["type"] for e in stores.pending.entries()] == ["activity_recorded"]
     finally:
         stores.close()
 

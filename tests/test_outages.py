@@ -376,7 +376,7 @@ def test_the_hand_built_events_and_signals_are_the_models(home, worktrees, cli, 
                "--check", f"{sys.executable} -c pass")[0] == 0
     assert cli(main, "end", "--status", "stalled")[0] == 0
     with sqlite3.connect(home / "pending-writes.db") as conn:
-        bodies = [body for (body,) in conn.execute("SELECT body FROM pending ORDER BY seq")]
+        bodies = [body for (body,) in conn.execute("SELECT body FROM outbox ORDER BY seq")]
     adapter = event_adapter()
     events = [adapter.validate_json(body) for body in bodies]
     assert [e.type for e in events] == [

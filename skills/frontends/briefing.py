@@ -32,12 +32,15 @@ class Section:
     ids: list[str] = field(default_factory=list)  # the signal each line tells, when it tells one
 
 
+def unavailable_stores(stores: dict[str, str]) -> dict[str, str]:
+    """The stores of a resume that were asked and did not answer."""
+    return {name: state for name, state in stores.items() if state.startswith("unavailable")}
+
+
 def session_context(result, *, handoff: str | None = None, limit: int | None = None) -> tuple[str, list[str]]:
     """The resume context of a bound worktree (a baton.skills.services.resume.ResumeResult), under limit
     characters (default MAX_CONTEXT), and the ids of the signals whose lines it kept;
     handoff: the worktree's current handoff, named but not re-verified."""
-    from baton.skills.frontends.render import unavailable_stores
-
     limit = limit or MAX_CONTEXT
     task = result.task_id
     footer = [f"Record as you go: `baton decide`, `baton update --done/--failed/--next/--phase`; edited files are "

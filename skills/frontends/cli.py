@@ -158,21 +158,16 @@ def main(argv: list[str] | None = None) -> int:
         return run_hook(given[1])
     args = _parser().parse_args(argv)
     _told.clear()
-    stores = None
     try:
         if args.command in _WITHOUT_STORES:
             return _WITHOUT_STORES[args.command](args)
-        from baton.skills.runtime.settings import Settings
-        from baton.skills.runtime.stores import Stores
+        from baton.skills.core.commit import apply_events
+        from baton.skills.runtime.unit import unit_of_work
 
         # What runs in the background asks every server, whatever the health record says.
-        stores = Stores(Settings.from_env(),
-                        skip_known_down=args.command not in ("deliver", "doctor", "projector", "index"))
-        if args.command in _READS:
-            from baton.skills.core.pending import deliver
-
-            _warn(deliver(stores))
-        return _HANDLERS[args.command](args, stores)
+        with unit_of_work(deliver_with=apply_events if args.command in _READS else None, warn=_warn,
+                          skip_known_down=args.command not in ("deliver", "doctor", "projector", "index")) as stores:
+            return _HANDLERS[args.command](args, stores)
     except BadInput as exc:
         _say(f"error: {exc}")
         return exc.exit_code
@@ -197,9 +192,6 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
         _say(f"{where}{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
         return 3
-    finally:
-        if stores is not None:
-            stores.close()  # closes nothing while a read abandoned at its deadline runs
 
 
 def run() -> None:
@@ -253,7 +245,7 @@ def _dump(data) -> None:
 
 
 def _bind(args, stores) -> int:
-    from baton.skills.services.writes import bind
+    from baton.skills.services.bind import bind
 
     place, _ = _place()
     report = bind(stores, args.task_id, place, agent=args.agent)
@@ -303,7 +295,7 @@ def _decide(args, stores) -> int:
 
 
 def _update(args, stores) -> int:
-    from baton.skills.services.writes import update
+    from baton.skills.services.update import update
 
     place, _ = _place()
     task = _active(args, place)
@@ -345,7 +337,7 @@ def _run_checks(commands: list[str], place, timeout: float | None) -> list:
 
 def _end(args, stores) -> int:
     from baton.skills.core.binding import resolve_task
-    from baton.skills.services.writes import end
+    from baton.skills.services.end import end
 
     place, _ = _place()
     task = resolve_task(args.task_id or args.task_option, place)
@@ -464,16 +456,16 @@ def _projector(args, stores) -> int:
 
 
 def _deliver(args, stores) -> int:
-    from baton.skills.core.pending import deliver, waiting_writes
+    from baton.skills.core.commit import apply_events, deliver_kept
 
     if args.background:
-        from baton.skills.services.delivery import deliver_in_background
+        from baton.skills.runtime.delivery import deliver_in_background
 
         stores.deliver_on_close = False  # this is the delivery
-        deliver_in_background(stores)
+        deliver_in_background(stores, apply_events)
         return 0
-    _warn(deliver(stores))
-    left = waiting_writes(stores)
+    _warn(deliver_kept(stores))
+    left = stores.sink.waiting()
     print(("1 write still waits" if left == 1 else f"{left} writes still wait") if left else "Nothing waits.")
     return 3 if left else 0
 
@@ -484,9 +476,9 @@ def _index(args, stores) -> int:
     if args.background:
         index_decisions(stores, background=True)
         return 0
-    from baton.skills.core.pending import deliver
+    from baton.skills.core.commit import deliver_kept
 
-    _warn(deliver(stores))
+    _warn(deliver_kept(stores))
     if args.all:
         queued, recovered = reindex_from_registry(stores)
         if recovered:
@@ -556,18 +548,13 @@ def _guard(args) -> int:
     """The pre-commit guard: only overlaps found under --strict block the commit; whatever
     goes wrong in Baton itself (settings, data home, a store) lets it through with one line."""
     try:
+        from baton.skills.core.commit import apply_events
+        from baton.skills.runtime.unit import unit_of_work
         from baton.skills.services.guard import guard
-        from baton.skills.core.pending import deliver
-        from baton.skills.runtime.settings import Settings
-        from baton.skills.runtime.stores import Stores
 
         place, locator = _place()
-        stores = Stores(Settings.from_env())
-        try:
-            _warn(deliver(stores))
+        with unit_of_work(deliver_with=apply_events, warn=_warn) as stores:
             report = guard(stores, place, locator)
-        finally:
-            stores.close()
     except Exception as exc:  # reported, not raised: git would abort the commit
         from baton.errors import BatonError
 

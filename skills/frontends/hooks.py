@@ -179,7 +179,7 @@ def session_start(payload: Payload, out: Output) -> None:
         # A handoff's probes may run for seconds: at session start it is named, not re-verified.
         result = resume_session(stores, task.task_id, place, bind_task=False, verify_handoff=False)
         _warn(result.warnings)
-        if result.status == "unavailable" and not stores.settings.database_url:
+        if result.status == "unavailable" and stores.sink.writes_need_registry:
             # The embedded registry refuses reads: its writes fail too (a server's are kept locally).
             out.cannot_record(f"session registry unavailable: {result.reason}")
         context, shown = session_context(result, handoff=handoff_of(place.root, task.task_id))
@@ -293,12 +293,12 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
     write a handoff if this is the hook the configuration names for it, and (at the end)
     forget the agent session: each step runs even when an earlier one failed."""
     from baton import clock
-    from baton.skills.core.pending import deliver
+    from baton.skills.core.commit import deliver_kept
 
     hook = "session-end" if ending else "stop"
     place, locator, task = locate(payload.cwd)
     with opened_stores() as stores:
-        _step(out, "delivering kept writes", lambda: _warn(deliver(stores)))
+        _step(out, "delivering kept writes", lambda: _warn(deliver_kept(stores)))
         swept: list[int] = []
         if task is not None and place.worktree is not None:
             _step(out, "recording changed files",
@@ -341,7 +341,7 @@ def _record_activity(stores, task) -> None:
 
     from baton import clock
     from baton.registry.model import ActivityRecorded
-    from baton.skills.services.writes import record_events
+    from baton.skills.core.commit import record_events
 
     event = ActivityRecorded(event_id=uuid.uuid4(), task_id=task.task_id, session_id=task.session_id, at=clock.now())
     _warn(record_events(stores, [event]))
@@ -400,21 +400,12 @@ def locate(cwd: Path):
     return place, locator, resolve_task(None, place)
 
 
-@contextmanager
-def opened_stores(*, store_timeout: float | None = None) -> Iterator:
-    from baton.skills.runtime.settings import Settings
-    from baton.skills.runtime.stores import Stores
+def opened_stores(*, store_timeout: float | None = None):
+    """The hook's unit of work: its own writes and reads, no delivery first (the stop and
+    session-end hooks deliver as a step of their own, reported on its own)."""
+    from baton.skills.runtime.unit import unit_of_work
 
-    settings = Settings.from_env()
-    if store_timeout is not None and store_timeout < settings.store_timeout:
-        from dataclasses import replace
-
-        settings = replace(settings, store_timeout=store_timeout)
-    stores = Stores(settings)
-    try:
-        yield stores
-    finally:
-        stores.close()  # closes nothing while a read abandoned at its deadline runs
+    return unit_of_work(store_timeout=store_timeout)
 
 
 @contextmanager

@@ -46,7 +46,7 @@ def list_sessions(include_ended: bool = False) -> str:
 
 def bind_task(task_id: str, agent: str | None = None, worktree: str | None = None) -> str:
     from baton.skills.frontends.answers import bind_answer
-    from baton.skills.services.writes import bind
+    from baton.skills.services.bind import bind
 
     def run(stores):
         place = _place(worktree)
@@ -89,7 +89,7 @@ def update_session(phase: Phase | None = None, next_action: str | None = None, d
     from baton.registry.model import Phase as PhaseValue
     from baton.skills.frontends.answers import update_answer
     from baton.skills.core.binding import resolve_task
-    from baton.skills.services.writes import update
+    from baton.skills.services.update import update
 
     def run(stores):
         place = _place(worktree)
@@ -234,24 +234,16 @@ def _call(run: Callable, *, deliver: bool = True) -> str:
     from mcp.server.mcpserver.exceptions import ToolError
 
     from baton.errors import BatonError
-    from baton.skills.runtime.settings import Settings
-    from baton.skills.runtime.stores import Stores
+    from baton.skills.core.commit import apply_events
+    from baton.skills.runtime.unit import unit_of_work
 
-    stores = None
     try:
-        stores = Stores(Settings.from_env())
-        if deliver:
-            from baton.skills.core.pending import deliver as deliver_kept
-
-            _log(deliver_kept(stores))
-        answer = run(stores)
+        with unit_of_work(deliver_with=apply_events if deliver else None, warn=_log) as stores:
+            answer = run(stores)
         _log(answer.get("warnings", []) if isinstance(answer, dict) else [])
         return json.dumps(answer, ensure_ascii=False)
     except BatonError as exc:
         raise ToolError(str(exc)) from exc
-    finally:
-        if stores is not None:
-            stores.close()
 
 
 def _directory(worktree: str | None) -> Path:

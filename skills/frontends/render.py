@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from baton.shown_text import escape_controls, one_line
-from baton.skills.frontends.briefing import signal_line, when
+from baton.skills.frontends.briefing import signal_line, unavailable_stores, when
 from baton.skills.handoff.files import HANDOFFS_DIR, LATEST
 from baton.skills.handoff.verify import NO_HANDOFF, Verification
 from baton.skills.handoff.journal import journal_of
@@ -26,11 +26,6 @@ def ago(moment: datetime, now: datetime) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit} ago"
     return "just now"
-
-
-def unavailable_stores(stores: dict[str, str]) -> dict[str, str]:
-    """The stores of a resume that were asked and did not answer."""
-    return {name: state for name, state in stores.items() if state.startswith("unavailable")}
 
 
 def resume_markdown(result: ResumeResult) -> str:

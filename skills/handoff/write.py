@@ -50,7 +50,7 @@ from baton.skills.handoff.probes import (
 )
 from baton.skills.core.signalling import signal
 from baton.skills.runtime.stores import Stores
-from baton.skills.services.writes import read_binding_quietly, record_events
+from baton.skills.core.commit import read_binding_quietly, record_events
 
 CHECK_TIMEOUT = 300.0  # seconds a check may run while a handoff is written (a test suite, say)
 CHECK_SHOWN_LINES = 15

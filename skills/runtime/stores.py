@@ -1,4 +1,5 @@
-"""Which backend serves each concern. The one place a server backend will plug in.
+"""Which backend serves each concern, and where writes go (the sink). The one place a
+server backend plugs in.
 
 Stores are opened lazily: building a Stores object does no I/O, and a command opens only
 the stores it uses (`baton touch` never imports the recall libraries).
@@ -7,7 +8,7 @@ One Stores object serves one command, and holds its budget (baton.budget): every
 a server passes through that server's gate, so the command waits on servers at most
 BATON_STORE_TIMEOUT in all, and a server found down is not asked again. When the command
 kept writes in the data home for a server, closing the stores starts their background
-delivery (baton.skills.services.delivery).
+delivery (baton.skills.runtime.delivery).
 """
 
 from __future__ import annotations
@@ -23,10 +24,13 @@ from baton.skills.runtime.settings import Settings
 
 if TYPE_CHECKING:
     from baton.budget import Budget
+    from baton.outbox import Outbox
+    from baton.skills.runtime.sink import Sink
 
-# The Kafka outboxes in the data home: writes kept until Kafka acknowledged them.
+# The outboxes in the data home (baton.outbox): writes kept until a server took them.
 EVENTS_OUTBOX = "kafka-events-outbox.db"
 SIGNALS_OUTBOX = "kafka-outbox.db"
+PENDING_WRITES = "pending-writes.db"
 
 
 class Stores:
@@ -147,13 +151,34 @@ class Stores:
         return self._event_log
 
     @property
-    def pending(self):
+    def pending(self) -> Outbox:
         """Writes kept in the data home until a delivery applies them to the stores."""
         if self._pending is None:
-            from baton.skills.core.pending import PendingWrites
+            from baton.outbox import Outbox
 
-            self._pending = PendingWrites(self.settings.home, timeout=self.settings.store_timeout)
+            self._pending = Outbox(self.settings.home / PENDING_WRITES, earlier="pending",
+                                   timeout=self.settings.store_timeout, store="pending writes")
         return self._pending
+
+    @cached_property
+    def sink(self) -> Sink:
+        """Where this command's writes go (baton.skills.runtime.sink)."""
+        from baton.skills.runtime import sink
+
+        if self.settings.kafka_bootstrap:
+            return sink.KafkaSink(self)
+        return sink.PendingSink(self) if self.settings.uses_servers else sink.EmbeddedSink(self)
+
+    def on_servers(self) -> list[str]:
+        """The stores `baton migrate` copies into: those this configuration puts on a server."""
+        return [store for store, url in (("registry", self.settings.database_url), ("graph", self.settings.graph_url),
+                                         ("recall", self.settings.qdrant_url)) if url]
+
+    def embedded(self) -> Stores:
+        """The embedded stores of the same data home (what `baton migrate` copies from)."""
+        from dataclasses import replace
+
+        return Stores(replace(self.settings, database_url=None, graph_url=None, qdrant_url=None, kafka_bootstrap=None))
 
     @property
     def embedding_queue(self):
@@ -213,7 +238,7 @@ class Stores:
                 if store is not None:
                     store.close()
         if kept:
-            from baton.skills.services.delivery import start_background_delivery
+            from baton.skills.runtime.delivery import start_background_delivery
 
             start_background_delivery(self.settings)
 

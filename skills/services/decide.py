@@ -1,10 +1,11 @@
 """The decide skill: record a decision within the hook's budget (100 ms per call).
 
-Like baton.skills.services.touch it stays off pydantic and every recall library: the event's JSON is
-built by hand (baton.registry.wire), appended unprojected (the registry projects it before its
-next read) or kept for the background delivery when servers are configured, the decision
-is queued for the indexer (baton.recall.wire, baton.recall.queue), and the decision_recorded signal is
-built by hand too (baton.signals.wire). Embedding happens later, in the background indexer.
+Like baton.skills.services.touch it stays off pydantic and every recall library: the event's
+JSON is built by hand (baton.registry.wire) and kept by the sink for the background delivery
+or, where writes are applied at once, appended unprojected (the registry projects it before
+its next read) and the decision queued for the indexer (baton.recall.wire,
+baton.recall.queue); the decision_recorded signal is built by hand too (baton.signals.wire).
+Embedding happens later, in the background indexer.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.signals.wire import SignalType, WireSignal, derived_signal_id
 from baton.skills.core.binding import ActiveTask, Place
+from baton.skills.core.commit import WireEvent
 from baton.skills.runtime.stores import Stores
 from baton.skills.core.write_report import MAX_TEXT, WriteReport
 
@@ -38,7 +40,6 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
     from baton.recall.wire import decision_payload, decision_point_id
     from baton.registry.wire import decision_recorded_body
     from baton.skills.core.indexing import queue_payloads, start_background_indexer
-    from baton.skills.services.touch import keep_for_delivery
 
     at = at or clock.now()
     event_id = str(uuid.uuid4())
@@ -48,10 +49,8 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
                         signal_type=SignalType.decision_recorded, task_id=task.task_id, session_id=task.session_id,
                         repo=place.repo, emitted_at=at, file_paths=(), related_task_id=None,
                         reason=text[:REASON_LENGTH])
-    if stores.settings.uses_servers:
-        # The projection, wherever the event is delivered, queues the decision there.
-        keep_for_delivery(stores, event_id, task.task_id, body)
-    else:
+    # Kept: the projection, wherever the event is delivered, queues the decision there.
+    if not stores.sink.keep([WireEvent(event_id, task.task_id, body)]):
         stores.registry.append_body(event_id, task.task_id, at, "decision_recorded", body)
         report.warnings += queue_payloads(stores, task.task_id, [(
             decision_point_id(task.task_id, text),
@@ -62,4 +61,4 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
         stores.signals.publish([signal], deliver=False)
     except StoreUnavailable as exc:
         report.warnings.append(str(exc))
-    return report  # with servers, closing the stores starts the delivery of what was kept
+    return report  # closing the stores starts the delivery of what was kept

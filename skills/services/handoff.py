@@ -19,7 +19,8 @@ from baton.skills.core.binding import ActiveTask, Place, place_of, resolve_task
 from baton.skills.handoff.verify import Verification, verify_handoff_at
 from baton.skills.handoff.write import HandoffReport, write_handoff
 from baton.skills.runtime.stores import Stores
-from baton.skills.services.writes import record_events
+from baton.skills.runtime.unit import unit_of_work
+from baton.skills.core.commit import record_events
 
 
 @dataclass
@@ -100,16 +101,11 @@ def write_handoff_json(cwd: Path | None = None, *, task_id: str | None = None, c
                        probes: Sequence[tuple[str, str]] = (), timeout: float | None = None) -> dict:
     """Write a handoff for the worktree at cwd (its bound ticket, or task_id) and return
     HandoffReport.to_json(). Raises BadInput for bad input, StoreUnavailable never."""
-    from baton.skills.runtime.settings import Settings
-
     place = _here(cwd)
-    stores = Stores(Settings.from_env())
-    try:
+    with unit_of_work() as stores:
         report: HandoffReport = write_handoff(stores, resolve_task(task_id, place), place, checks=checks,
                                               probes=probes, timeout=timeout)
         return report.to_json()
-    finally:
-        stores.close()
 
 
 def verify_handoff_json(cwd: Path | None = None, *, path: Path | None = None, task_id: str | None = None,
@@ -117,15 +113,10 @@ def verify_handoff_json(cwd: Path | None = None, *, path: Path | None = None, ta
     """Verify the current handoff of the worktree at cwd (or the one at path), record it,
     and return {"handoff": {"path", "written_at"} | None, "live_state": [...]}, the shape
     of `baton handoff verify --json`."""
-    from baton.skills.runtime.settings import Settings
-
     place, path = place_for(path, cwd)
-    stores = Stores(Settings.from_env())
-    try:
+    with unit_of_work() as stores:
         return verify_and_record(stores, place, task=task_or_none(task_id, place), path=path,
                                  only_for=task_id, allow_unsigned=allow_unsigned).verification.to_json()
-    finally:
-        stores.close()
 
 
 def task_or_none(task_id: str | None, place: Place) -> ActiveTask | None:

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import FileRef
 from baton.outcome import Found
-from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.stores import Stores
 
 BATCH = 500
@@ -25,15 +24,14 @@ class MigrationReport:
 def migrate(target: Stores) -> MigrationReport:
     """Copy registry events, graph touches and decision points from the embedded stores of
     the same data home into whichever of them target configures with a server."""
-    settings = target.settings
-    if not (settings.database_url or settings.graph_url or settings.qdrant_url):
+    on_servers = target.on_servers()
+    if not on_servers:
         raise BadInput("no server configured: set BATON_DATABASE_URL, BATON_GRAPH_URL or BATON_QDRANT_URL")
-    source = Stores(Settings(home=settings.home, store_timeout=settings.store_timeout,
-                             stale_after=settings.stale_after, recall_min_score=settings.recall_min_score))
+    source = target.embedded()
     report = MigrationReport()
     try:
         sessions = _found(source.registry.list_sessions(include_inactive=True), "embedded session registry")
-        if settings.database_url:
+        if "registry" in on_servers:
             copied = 0
             for session in sessions:
                 events = _found(source.registry.events(session.task_id), "embedded session registry")
@@ -42,14 +40,14 @@ def migrate(target: Stores) -> MigrationReport:
                     target.registry.append(events[start:start + BATCH])
                 copied += len(events)
             report.copied["registry"] = f"{copied} events of {len(sessions)} tickets"
-        if settings.graph_url:
+        if "graph" in on_servers:
             for session in sessions:
                 target.budget.renew()
                 target.graph.record(session.task_id, session.status.value,
                                     [FileRef(repo=t.repo, path=t.path) for t in session.files.values()],
                                     session.last_activity, depends_on=session.depends_on)
             report.copied["graph"] = f"{len(sessions)} tickets"
-        if settings.qdrant_url:
+        if "recall" in on_servers:
             index, copied, batch = target.decision_index(), 0, []
             try:
                 for record, vector in source.decision_index().points(BATCH):

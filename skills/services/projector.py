@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
+from baton.skills.core.commit import deliver_kept
 from baton.skills.core.projection import project
 from baton.skills.runtime.stores import Stores
 
@@ -97,7 +98,6 @@ def _apply(stores: Stores, batch: list, *, once: bool, outages: _Outages, report
     """Apply one batch to the stores, holding it while the registry (or a graph that cannot
     be reached) is down, then commit its offsets."""
     from baton.registry.wire import event_adapter
-    from baton.skills.core.pending import deliver
 
     events = [event_adapter().validate_json(message.value()) for message in batch]
     backoff = 0.1
@@ -135,7 +135,7 @@ def _apply(stores: Stores, batch: list, *, once: bool, outages: _Outages, report
     report.events += len(events)
     report.batches += 1
     stores.budget.renew()
-    _log_stores(outages, deliver(stores), set())  # the conflict signals the batch kept for Kafka
+    _log_stores(outages, deliver_kept(stores), set())  # the conflict signals the batch kept for Kafka
 
 
 def _log_stores(outages: _Outages, warnings: list[str], asked: set[str]) -> None:

@@ -18,7 +18,8 @@ from baton.skills.services.handoff import verify_and_record
 from baton.skills.handoff.verify import Verification
 from baton.skills.core.overlaps import conflicts_of
 from baton.skills.runtime.stores import Stores
-from baton.skills.services.writes import bind, read_binding_quietly
+from baton.skills.core.commit import read_binding_quietly
+from baton.skills.services.bind import bind
 
 STORES = ("registry", "graph", "recall", "signals")
 # What `stores` says of each: it answered, it was not needed for this answer, or why it failed.

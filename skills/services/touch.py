@@ -17,6 +17,7 @@ from baton.errors import BadInput, StoreUnavailable
 from baton.files import FileRef, WorktreeLocator
 from baton.graph.conflicts import FileConflict
 from baton.skills.core.binding import ActiveTask
+from baton.skills.core.commit import WireEvent
 from baton.skills.core.overlaps import signal_new_overlaps
 from baton.skills.runtime.stores import Stores
 
@@ -48,11 +49,12 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
           *, at: datetime | None = None) -> TouchReport:
     """Record touched files; report overlaps with other active tickets, each new one signalled once.
 
-    On the embedded default the overlap is found and warned about at once. With any
-    server configured, the hook may not import a server's client (its budget is 100 ms),
-    so the touch is only kept locally and a background delivery takes it to the servers
-    (baton.skills.services.delivery, started when the stores close); the overlap check runs where it is
-    projected (baton.skills.core.projection), as a conflict_detected signal.
+    On the embedded default the overlap is found and warned about at once. Where the sink
+    keeps writes for a server, the hook may not import a server's client (its budget is
+    100 ms), so the touch is only kept locally and a background delivery takes it to the
+    servers (baton.skills.runtime.delivery, started when the stores close); the overlap
+    check runs where it is projected (baton.skills.core.projection), as a conflict_detected
+    signal.
 
     Raises BadInput for bad paths and StoreUnavailable when the registry cannot take the
     write; a failing graph or signal log only adds a warning.
@@ -60,14 +62,13 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     refs = file_refs(raw_paths, cwd, locator)
     at = at or clock.now()
     report = TouchReport(files=refs)
-    if stores.settings.uses_servers:
-        from baton.registry.wire import files_touched_body
+    from baton.registry.wire import files_touched_body
 
-        event_id = str(uuid.uuid4())
-        keep_for_delivery(stores, event_id, task.task_id,  # closing the stores starts its delivery
-                          files_touched_body(event_id, task.task_id, task.session_id, at, refs))
-        return report
-    stores.registry.record_touch(task.task_id, task.session_id, at, refs, event_id=str(uuid.uuid4()))
+    event_id = str(uuid.uuid4())
+    body = files_touched_body(event_id, task.task_id, task.session_id, at, refs)
+    if stores.sink.keep([WireEvent(event_id, task.task_id, body)]):
+        return report  # closing the stores starts its delivery
+    stores.registry.record_touch(task.task_id, task.session_id, at, refs, event_id=event_id)
     try:
         active = stores.graph.touch(task.task_id, refs, at)
     except StoreUnavailable as exc:
@@ -80,11 +81,3 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
         report.conflicts, report.conflict_paths, report.new_conflicts = found.conflicts, found.paths, found.new
     return report
 
-
-def keep_for_delivery(stores: Stores, event_id: str, task_id: str, body: str) -> None:
-    """Keep an event's JSON in the data home for the background delivery: in the Kafka
-    outbox, or among the pending writes."""
-    if stores.event_log is not None:
-        stores.event_log.keep([(event_id, task_id, body)])
-    else:
-        stores.pending.keep([body])

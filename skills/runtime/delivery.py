@@ -19,6 +19,10 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from baton.skills.runtime.sink import Apply
 
 LOCK = "delivery.lock"
 LINGER = 1.0  # seconds without new writes before a background delivery exits
@@ -67,12 +71,10 @@ def start_background_delivery(settings) -> None:
         os.close(devnull)
 
 
-def deliver_in_background(stores) -> None:
+def deliver_in_background(stores, apply: Apply) -> None:
     """Deliver until nothing waits for LINGER seconds, retrying with backoff while it fails;
-    returns at once if another delivery holds the lock."""
-    from baton.skills.core.pending import deliver
-    from baton.skills.core.pending import waiting_writes as waiting
-
+    returns at once if another delivery holds the lock. apply: the projection (see
+    baton.skills.runtime.sink)."""
     home = stores.settings.home
     fd = _try_lock(home)
     if fd is None:
@@ -81,7 +83,7 @@ def deliver_in_background(stores) -> None:
     attempt = 0
     while True:
         stores.budget.renew()
-        warnings = deliver(stores) if waiting(stores) else []
+        warnings = stores.sink.deliver(apply) if stores.sink.waiting() else []
         if warnings:
             now = time.monotonic()
             failing_since = failing_since or now
@@ -92,12 +94,12 @@ def deliver_in_background(stores) -> None:
             continue
         failing_since, attempt = None, 0
         idle_until = time.monotonic() + LINGER
-        while time.monotonic() < idle_until and not waiting(stores):
+        while time.monotonic() < idle_until and not stores.sink.waiting():
             time.sleep(0.05)
-        if waiting(stores):
+        if stores.sink.waiting():
             continue
         _unlock(fd)
-        if not waiting(stores):
+        if not stores.sink.waiting():
             return
         fd = _try_lock(home)
         if fd is None:

@@ -1,0 +1,177 @@
+"""The outbox: writes kept in a SQLite file of the data home until a server took them.
+
+One outbox serves every write kept on this machine: the registry's events and the signals
+waiting for Kafka (baton.kafka_outbox produces them), and the events waiting for a server
+registry or graph without Kafka (the pending writes, applied by baton.skills.runtime.sink).
+A message is kept once per id (an id kept earlier, even one delivered since, is not kept
+again), waits oldest first, may be marked taken (the registry took it, the graph not yet),
+and is dropped once delivered. One process delivers an outbox at a time: `delivering` holds
+the lock file beside it, waiting for another delivery at most what the caller's budget has
+left, so a message is sent once per delivery, not once per process.
+
+Files of earlier versions keep their names and are converted in place when first opened:
+their migration histories differ (`EARLIER`), and both end in the one schema below, so the
+writes they kept are delivered like any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NamedTuple
+
+from baton.locks import held
+from baton.sqlite import SqliteFile, guarded, write_transaction
+
+_SCHEMA = """
+    CREATE TABLE outbox (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        message_id TEXT NOT NULL UNIQUE,
+        key TEXT NOT NULL,
+        body TEXT NOT NULL,
+        taken INTEGER NOT NULL DEFAULT 0
+    );
+"""
+
+# Each file's migrations: what the earlier versions created, then the step to the one schema.
+# Append a later change to both lists.
+EARLIER = {
+    # The Kafka outboxes (kafka-events-outbox.db, kafka-outbox.db).
+    "kafka": [
+        """
+        CREATE TABLE outbox (
+            message_id TEXT PRIMARY KEY,
+            key TEXT NOT NULL,
+            body TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE kept (
+            message_id TEXT PRIMARY KEY
+        ) WITHOUT ROWID;
+        CREATE TABLE topics (
+            name TEXT PRIMARY KEY
+        ) WITHOUT ROWID;
+        """,
+        f"""
+        ALTER TABLE outbox RENAME TO outbox_before_seq;
+        {_SCHEMA}
+        INSERT INTO outbox (message_id, key, body) SELECT message_id, key, body FROM outbox_before_seq;
+        DROP TABLE outbox_before_seq;
+        """,
+    ],
+    # The pending writes (pending-writes.db): event bodies, each with its id and ticket inside.
+    "pending": [
+        """
+        CREATE TABLE pending (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            body TEXT NOT NULL
+        );
+        """,
+        """
+        ALTER TABLE pending ADD COLUMN registry_took INTEGER NOT NULL DEFAULT 0;
+        """,
+        f"""
+        {_SCHEMA}
+        INSERT OR IGNORE INTO outbox (seq, message_id, key, body, taken)
+            SELECT seq, json_extract(body, '$.event_id'), json_extract(body, '$.task_id'), body, registry_took
+            FROM pending;
+        DROP TABLE pending;
+        CREATE TABLE kept (
+            message_id TEXT PRIMARY KEY
+        ) WITHOUT ROWID;
+        INSERT INTO kept (message_id) SELECT message_id FROM outbox;
+        CREATE TABLE topics (
+            name TEXT PRIMARY KEY
+        ) WITHOUT ROWID;
+        """,
+    ],
+}
+
+
+class Entry(NamedTuple):
+    seq: int
+    message_id: str
+    key: str
+    body: str
+    taken: bool  # the registry took it; it waits for the graph alone
+
+
+class Outbox:
+    def __init__(self, path: Path, *, earlier: str, timeout: float, store: str) -> None:
+        """earlier: which files of earlier versions this one may be ("kafka" or "pending");
+        store: the name failures are reported under."""
+        self.path = path
+        self.store = store
+        self.kept = 0  # messages this process kept: its stores start a delivery when closed
+        self._db = SqliteFile(path, EARLIER[earlier], timeout=timeout)
+
+    def keep(self, messages: Sequence[tuple[str, str, str]]) -> list[bool]:
+        """Keep (message id, key, body) triples; True for each id never kept before."""
+        fresh = []
+        with guarded(self.store, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                for message_id, key, body in messages:
+                    new = conn.execute("INSERT OR IGNORE INTO kept (message_id) VALUES (?)", (message_id,)).rowcount == 1
+                    if new:
+                        conn.execute("INSERT OR IGNORE INTO outbox (message_id, key, body) VALUES (?, ?, ?)",
+                                     (message_id, key, body))
+                    fresh.append(new)
+        self.kept += sum(fresh)
+        return fresh
+
+    def known(self, message_ids: Sequence[str]) -> set[str]:
+        """The ids among message_ids that were ever kept here."""
+        if not message_ids:
+            return set()
+        marks = ",".join("?" * len(message_ids))
+        with guarded(self.store, self.path):
+            rows = self._db.conn().execute(f"SELECT message_id FROM kept WHERE message_id IN ({marks})", list(message_ids))
+            return {message_id for (message_id,) in rows}
+
+    def waiting(self) -> int:
+        """How many messages wait (0 without creating a missing file)."""
+        if not self.path.exists():
+            return 0
+        with guarded(self.store, self.path):
+            return self._db.conn().execute("SELECT count(*) FROM outbox").fetchone()[0]
+
+    def entries(self) -> list[Entry]:
+        """The messages waiting, oldest first."""
+        if not self.path.exists():
+            return []
+        with guarded(self.store, self.path):
+            rows = self._db.conn().execute("SELECT seq, message_id, key, body, taken FROM outbox ORDER BY seq")
+            return [Entry(seq, message_id, key, body, bool(taken)) for seq, message_id, key, body, taken in rows]
+
+    def drop(self, message_ids: Sequence[str]) -> None:
+        """Forget delivered messages (their ids stay known: keeping them again keeps nothing)."""
+        self._each("DELETE FROM outbox WHERE message_id = ?", message_ids)
+
+    def mark_taken(self, message_ids: Sequence[str]) -> None:
+        """Mark messages the registry took: they wait for the graph alone."""
+        self._each("UPDATE outbox SET taken = 1 WHERE message_id = ?", message_ids)
+
+    def _each(self, statement: str, message_ids: Sequence[str]) -> None:
+        with guarded(self.store, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                conn.executemany(statement, [(m,) for m in message_ids])
+
+    @contextmanager
+    def delivering(self, within: float) -> Iterator[bool]:
+        """Hold this outbox's delivery lock; yields False when another process held it
+        through `within` seconds (it delivers what waits)."""
+        with held(self.path.with_name(self.path.name + ".lock"), within=within) as ours:
+            yield ours
+
+    def topic_known(self, topic: str) -> bool:
+        """Whether this data home already made sure the topic exists."""
+        with guarded(self.store, self.path):
+            return self._db.conn().execute("SELECT 1 FROM topics WHERE name = ?", (topic,)).fetchone() is not None
+
+    def note_topic(self, topic: str) -> None:
+        self._each("INSERT OR IGNORE INTO topics (name) VALUES (?)", [topic])
+
+    def close(self) -> None:
+        self._db.close()

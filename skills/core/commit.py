@@ -1,0 +1,91 @@
+"""How a write commits: its registry events (the source of truth) built as JSON, handed to
+the sink (baton.skills.runtime.sink), and its signals published.
+
+With every store embedded the events are projected at once into the registry, the graph
+and the recall queue (baton.skills.core.projection); a failing derived store only adds a
+warning. With a store on a server a write never waits for one: the sink keeps its events in
+the data home and the background delivery takes them, as a touch does. So the events are
+built here as their JSON, without pydantic, and validated where they are applied: keeping
+an update costs about what a touch does.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from baton.errors import BadInput, StoreUnavailable
+from baton.registry.wire import event_body
+from baton.skills.core.binding import Binding, Place, check_session_id, read_binding
+from baton.skills.core.write_report import WriteReport
+from baton.skills.runtime.stores import Stores
+
+if TYPE_CHECKING:
+    from baton.registry.model import Event
+    from baton.signals.wire import WireSignal  # the hook's touch keeps no signal: not imported
+
+
+@dataclass(frozen=True, slots=True)
+class WireEvent:
+    """A registry event as its JSON, keyed as the event log wants it."""
+
+    event_id: str
+    task_id: str
+    body: str
+
+
+def wire_event(event_type: str, task_id: str, session_id: str, at: datetime, *, event_id: str | None = None,
+               **fields) -> WireEvent:
+    check_session_id(session_id)
+    event_id = event_id or str(uuid.uuid4())
+    return WireEvent(event_id, task_id, event_body(event_type, event_id=event_id, task_id=task_id,
+                                                   session_id=session_id, at=at, **fields))
+
+
+def apply_events(stores: Stores, events: Sequence[Event]) -> list[str]:
+    """The projection as the sinks apply it (baton.skills.runtime.sink.Apply): its warnings."""
+    from baton.skills.core.projection import project
+
+    return project(stores, events)[1]
+
+
+def commit(stores: Stores, events: Sequence[WireEvent], report: WriteReport) -> None:
+    """Hand the events to the sink: projected into every store now, or kept for the
+    delivery. Raises StoreUnavailable when they can be neither kept nor applied."""
+    report.warnings += stores.sink.commit(events, apply_events)
+
+
+def deliver_kept(stores: Stores) -> list[str]:
+    """Deliver the writes kept on this machine within the command's budget; a warning for
+    each store that could not take them (they still wait)."""
+    return stores.sink.deliver(apply_events)
+
+
+def publish(stores: Stores, signals: list[WireSignal], report: WriteReport) -> None:
+    """Signal what was recorded: kept for the delivery where the signal log is Kafka."""
+    try:
+        stores.signals.publish(signals, deliver=False)
+    except StoreUnavailable as exc:
+        report.warnings.append(str(exc))
+
+
+def record_events(stores: Stores, events: list[Event]) -> list[str]:
+    """Commit model events as every write does (projected now, or kept for the delivery);
+    returns the warnings."""
+    from baton.registry.wire import event_adapter
+
+    adapter = event_adapter()
+    report = WriteReport()
+    commit(stores, [WireEvent(str(e.event_id), e.task_id, adapter.dump_json(e).decode()) for e in events], report)
+    return report.warnings
+
+
+def read_binding_quietly(place: Place) -> Binding | None:
+    """The current binding, or None when it is missing or unreadable (bind rewrites it)."""
+    try:
+        return read_binding(place)
+    except BadInput:
+        return None

@@ -1,0 +1,39 @@
+"""The unit of work of one command, one hook or one MCP tool call: open the stores, deliver
+the writes kept on this machine first when the caller reads (so it sees the writes made
+before it), run, close the stores (which starts the background delivery of what the
+command kept, baton.skills.runtime.delivery).
+
+Delivering applies kept events through the projection, which lives above this layer: the
+caller passes it (`deliver_with`, baton.skills.core.commit.apply_events), as it passes it
+to every sink call that may apply events (see baton.skills.runtime.sink).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+from baton.skills.runtime.settings import Settings
+from baton.skills.runtime.sink import Apply
+from baton.skills.runtime.stores import Stores
+
+
+@contextmanager
+def unit_of_work(*, deliver_with: Apply | None = None, warn: Callable[[list[str]], None] = lambda _: None,
+                 store_timeout: float | None = None, skip_known_down: bool = True) -> Iterator[Stores]:
+    """The stores for one command, settings from the environment (store_timeout: at most
+    this many seconds of servers); deliver_with: deliver the kept writes first with this
+    projection (read commands), telling warn what could not be delivered.
+    skip_known_down=False asks every server whatever the health record says (what runs in
+    the background does)."""
+    settings = Settings.from_env()
+    if store_timeout is not None and store_timeout < settings.store_timeout:
+        settings = replace(settings, store_timeout=store_timeout)
+    stores = Stores(settings, skip_known_down=skip_known_down)
+    try:
+        if deliver_with is not None:
+            warn(stores.sink.deliver(deliver_with))
+        yield stores
+    finally:
+        stores.close()  # closes nothing while a read abandoned at its deadline runs

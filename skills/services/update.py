@@ -1,0 +1,81 @@
+"""The update skill: record phase, next action, steps, failures, dependencies and the
+journal (baton.skills.core.commit commits its events)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from baton import clock
+from baton.errors import BadInput
+from baton.ids import check_task_id
+from baton.outcome import Found
+from baton.registry.wire import PHASES
+from baton.signals.wire import SignalType
+from baton.skills.core.binding import ActiveTask, Place
+from baton.skills.core.commit import commit, publish, wire_event
+from baton.skills.core.signalling import wire_signal
+from baton.skills.core.write_report import MAX_TEXT, WriteReport
+from baton.skills.runtime.stores import Stores
+
+if TYPE_CHECKING:
+    from baton.skills.handoff.checks import CheckResult
+
+
+def _text(label: str, value: str) -> str:
+    """value as baton.registry.model.Text stores it (stripped), or BadInput."""
+    stripped = value.strip()
+    if not stripped:
+        raise BadInput(f"{label} is empty")
+    if len(stripped) > MAX_TEXT:
+        raise BadInput(f"{label} is longer than {MAX_TEXT} characters")
+    return stripped
+
+
+def update(stores: Stores, task: ActiveTask, place: Place, *, phase: str | None = None,
+           next_action: str | None = None, done: list[str] = (), failed: list[str] = (),
+           depends_on: list[str] = (), goal: str | None = None, constraints: list[str] = (),
+           remaining: list[str] = (), evidence: list[str] = (), checks: Sequence[CheckResult] = (),
+           at: datetime | None = None) -> WriteReport:
+    """Record phase, next action, steps, failures, dependencies and the journal's goal,
+    constraints, remaining work, evidence (reported by the agent) and checks (each with its
+    own provenance)."""
+    at = at or clock.now()
+    texts = {label: [_text(f"{label} text", value) for value in values] for label, values in (
+        ("--done", done), ("--failed", failed), ("--constraint", constraints), ("--todo", remaining),
+        ("--evidence", evidence), ("--next", [next_action] if next_action is not None else []),
+        ("--goal", [goal] if goal is not None else []))}
+    dependencies = [check_task_id(d) for d in depends_on]
+    if task.task_id in dependencies:
+        raise BadInput(f"{task.task_id} cannot depend on itself")
+    if phase is not None and phase not in PHASES:
+        raise BadInput(f"unknown phase {phase!r}: use one of {', '.join(PHASES)}")
+    common = (task.task_id, task.session_id, at)
+    events = []
+    if phase is not None:
+        current = stores.registry.get(task.task_id)
+        if isinstance(current, Found) and current.value.status == "completed" and phase != "completed":
+            raise BadInput(f"{task.task_id} is completed; `baton bind {task.task_id}` reopens it")
+        events.append(wire_event("phase_changed", *common, phase=str(phase)))
+    events += [wire_event("next_action_set", *common, text=t) for t in texts["--next"]]
+    events += [wire_event("step_completed", *common, text=t) for t in texts["--done"]]
+    events += [wire_event("failure_recorded", *common, text=t) for t in texts["--failed"]]
+    if dependencies:
+        events.append(wire_event("dependency_added", *common, depends_on=dependencies))
+    events += [wire_event("goal_set", *common, text=t) for t in texts["--goal"]]
+    events += [wire_event("constraint_added", *common, text=t) for t in texts["--constraint"]]
+    events += [wire_event("work_remaining", *common, text=t) for t in texts["--todo"]]
+    events += [wire_event("evidence_recorded", *common, text=t, provenance="reported") for t in texts["--evidence"]]
+    events += [wire_event("check_recorded", *common, command=_text("--check command", c.command),
+                      exit_status=c.exit_status, summary=c.summary[:MAX_TEXT], provenance=str(c.provenance))
+               for c in checks]
+    if not events:
+        raise BadInput("nothing to update: give --phase, --next, --done, --failed, --depends-on, --goal, "
+                       "--constraint, --todo, --evidence or --check")
+    report = WriteReport()
+    commit(stores, events, report)
+    if phase is not None:
+        publish(stores, [wire_signal(SignalType.phase_changed, events[0].event_id, task, place.repo, at,
+                                      phase=str(phase), reason=f"phase {phase}")], report)
+    return report
