@@ -224,10 +224,10 @@ def _place():
     return place_of(Path.cwd(), locator), locator
 
 
-def _active(args, place):
+def _active(args, place, stores):
     from baton.skills.core.binding import resolve_task
 
-    return resolve_task(getattr(args, "task", None), place)
+    return resolve_task(getattr(args, "task", None), place, stores.settings.ambient)
 
 
 _told: set[str] = set()  # stores whose failure this command already told
@@ -272,7 +272,7 @@ def _touch(args, stores) -> int:
     from baton.skills.services.touch import touch
 
     place, locator = _place()
-    task = _active(args, place)
+    task = _active(args, place, stores)
     report = touch(stores, task, args.paths, Path.cwd(), locator)
     _warn(report.warnings)
     if args.json:
@@ -292,7 +292,7 @@ def _decide(args, stores) -> int:
     from baton.skills.services.decide import decide
 
     place, _ = _place()
-    task = _active(args, place)
+    task = _active(args, place, stores)
     report = decide(stores, task, args.text, args.context, place)
     _warn(report.warnings)
     if args.json:
@@ -306,7 +306,7 @@ def _update(args, stores) -> int:
     from baton.skills.services.writes import update
 
     place, _ = _place()
-    task = _active(args, place)
+    task = _active(args, place, stores)
     checks = _run_checks(args.check, place, args.timeout)
     report = update(stores, task, place, phase=args.phase,
                     next_action=args.next_action, done=args.done, failed=args.failed, depends_on=args.depends_on,
@@ -348,7 +348,7 @@ def _end(args, stores) -> int:
     from baton.skills.services.writes import end
 
     place, _ = _place()
-    task = resolve_task(args.task_id or args.task_option, place)
+    task = resolve_task(args.task_id or args.task_option, place, stores.settings.ambient)
     report = end(stores, task, args.status, place)
     _warn(report.warnings)
     print(f"{task.task_id} {args.status}")
@@ -613,7 +613,7 @@ def _handoff(args, stores) -> int:
             raise BadInput(f"--probe wants NAME=CMD, got {given!r}")
         probes.append((name.strip(), command))
     place, _ = _place()
-    report = write_handoff(stores, _active(args, place), place, checks=args.check, probes=probes, timeout=args.timeout)
+    report = write_handoff(stores, _active(args, place, stores), place, checks=args.check, probes=probes, timeout=args.timeout)
     _warn(report.warnings)
     if args.json:
         _dump(report.to_json())
@@ -633,7 +633,7 @@ def _handoff_verify(args, stores) -> int:
 
     place, path = place_for(args.path)
     task_id = args.verify_task or args.task
-    checked = verify_and_record(stores, place, task=task_or_none(task_id, place), path=path, only_for=task_id,
+    checked = verify_and_record(stores, place, task=task_or_none(task_id, place, stores.settings.ambient), path=path, only_for=task_id,
                                 allow_unsigned=args.allow_unsigned_probes)
     _warn(checked.warnings)
     verification = checked.verification

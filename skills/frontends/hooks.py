@@ -392,12 +392,14 @@ def locate(cwd: Path):
     """(place, locator, the active ticket or None) for the directory the agent works in."""
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import place_of, read_binding, resolve_task
+    from baton.skills.runtime.settings import ambient_ticket
 
     locator = WorktreeLocator()
     place = place_of(cwd, locator)
-    if read_binding(place) is None and not os.environ.get("BATON_TASK_ID"):
+    ambient = ambient_ticket()
+    if read_binding(place) is None and not ambient[0]:
         return place, locator, None
-    return place, locator, resolve_task(None, place)
+    return place, locator, resolve_task(None, place, ambient)
 
 
 @contextmanager

@@ -64,7 +64,7 @@ def record_touch(paths: list[str], task_id: str | None = None, worktree: str | N
     def run(stores):
         locator = WorktreeLocator()
         directory = _directory(worktree)
-        task = resolve_task(task_id, place_of(directory, locator))
+        task = resolve_task(task_id, place_of(directory, locator), stores.settings.ambient)
         return touch_answer(task, touch(stores, task, paths, directory, locator))
 
     return _call(run, deliver=False)
@@ -77,7 +77,7 @@ def record_decision(text: str, context: str = "", task_id: str | None = None, wo
 
     def run(stores):
         place = _place(worktree)
-        task = resolve_task(task_id, place)
+        task = resolve_task(task_id, place, stores.settings.ambient)
         return decide_answer(task, text, context, decide(stores, task, text, context, place))
 
     return _call(run)
@@ -93,7 +93,7 @@ def update_session(phase: Phase | None = None, next_action: str | None = None, d
 
     def run(stores):
         place = _place(worktree)
-        task = resolve_task(task_id, place)
+        task = resolve_task(task_id, place, stores.settings.ambient)
         report = update(stores, task, place, phase=PhaseValue(phase) if phase else None, next_action=next_action,
                         done=done or [], failed=failed or [], depends_on=depends_on or [])
         return update_answer(task, report, phase=phase, next_action=next_action, done=done or [],
@@ -123,7 +123,7 @@ def write_handoff(checks: list[str] | None = None, probes: dict[str, str] | None
 
     def run(stores):
         place = _place(worktree)
-        report = write(stores, resolve_task(task_id, place), place, checks=checks or [],
+        report = write(stores, resolve_task(task_id, place, stores.settings.ambient), place, checks=checks or [],
                        probes=list((probes or {}).items()))
         return report.to_json()
 
@@ -136,7 +136,7 @@ def verify_handoff(path: str | None = None, task_id: str | None = None, allow_un
 
     def run(stores):
         place, handoff = place_for(Path(path) if path else None, _directory(worktree))
-        checked = verify_and_record(stores, place, task=task_or_none(task_id, place), path=handoff,
+        checked = verify_and_record(stores, place, task=task_or_none(task_id, place, stores.settings.ambient), path=handoff,
                                     only_for=task_id, allow_unsigned=allow_unsigned_probes)
         _log(checked.warnings)
         return checked.verification.to_json()
