@@ -18,6 +18,7 @@ from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import Worktree, WorktreeLocator
 from baton.ids import check_task_id
+from baton.store_names import Store
 
 BINDING_DIR = ".baton"
 BINDING_FILE = "active_session.yaml"
@@ -107,7 +108,7 @@ def write_binding(place: Place, binding: Binding) -> Path:
             Path(temporary).unlink(missing_ok=True)
             raise
     except OSError as exc:
-        raise StoreUnavailable("binding file", f"cannot write {path}: {exc.strerror or exc}") from None
+        raise StoreUnavailable(Store.BINDING_FILE, f"cannot write {path}: {exc.strerror or exc}") from None
     if place.worktree is not None and place.worktree.common_dir is not None:
         _exclude_from_git(place.worktree.common_dir)
     return path
@@ -130,7 +131,7 @@ def _exclude_from_git(common_dir: Path) -> None:
                 out.write("\n")
             out.write(f"{pattern}\n")
     except OSError as exc:
-        raise StoreUnavailable("binding file", f"cannot keep {BINDING_DIR}/ out of git in {exclude}: "
+        raise StoreUnavailable(Store.BINDING_FILE, f"cannot keep {BINDING_DIR}/ out of git in {exclude}: "
                                                f"{exc.strerror or exc}") from None
 
 

@@ -20,9 +20,10 @@ from baton.errors import StoreUnavailable
 from baton.locks import held
 from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.skills.runtime.stores import EVENTS_OUTBOX, SIGNALS_OUTBOX
+from baton.store_names import Store
 
-STORE = "pending writes"
-GRAPH = "conflict graph"
+STORE = Store.PENDING_WRITES
+GRAPH = Store.CONFLICT_GRAPH
 FILE = "pending-writes.db"
 LOCK = "pending-writes.lock"
 
@@ -130,7 +131,7 @@ def _apply_pending(stores) -> list[str]:
         if stores.settings.database_url:  # known down: no waiting for another delivery either
             from baton.budget import postgres_server
 
-            budget.gate(postgres_server(stores.settings.database_url)).refuse_known("session registry")
+            budget.gate(postgres_server(stores.settings.database_url)).refuse_known(Store.SESSION_REGISTRY)
         graph_down = _graph_known_down(stores)
         with budget.waiting(), stores.pending.delivering(max(budget.remaining(), 0.0)) as waiting:
             due = [(seq, body) for seq, body, took in waiting if not (took and graph_down)]

@@ -147,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from baton.errors import BadInput, StoreUnavailable
+    from baton.errors import BatonError, StoreUnavailable
 
     given = sys.argv[1:] if argv is None else argv
     if len(given) == 2 and given[0] == "hook" and not given[1].startswith("-"):
@@ -173,11 +173,10 @@ def main(argv: list[str] | None = None) -> int:
 
             _warn(deliver(stores))
         return _HANDLERS[args.command](args, stores)
-    except BadInput as exc:
-        _say(f"error: {exc}")
-        return exc.exit_code
-    except StoreUnavailable as exc:
-        if exc.store not in _told:  # already told once in this command
+    except BatonError as exc:
+        if not isinstance(exc, StoreUnavailable):
+            _say(f"error: {exc}")
+        elif exc.store not in _told:  # already told once in this command
             _say(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:

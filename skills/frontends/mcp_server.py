@@ -3,8 +3,10 @@ SDK (the optional extra `baton[mcp]`).
 
 Each tool returns, as JSON text, what the matching CLI command prints with `--json`; both
 build it with baton.skills.frontends.answers. A tool call opens the stores, delivers writes kept locally
-(as every CLI command but `touch` does), does its work and closes them. Bad input and
-unavailable stores come back as tool errors with Baton's one-line message.
+(as every CLI command but `touch` does), does its work and closes them. A failure comes
+back as a tool error (`isError`) whose text, and structured content, is
+`{"error": {"type", "store", "message", "recoverable"}}` (tool_error): bad input, a missing
+or invalid argument included, is one line, as on the command line.
 
 Descriptions are kept short on purpose: every tool schema is sent to the model on every
 turn (bench/hooks.py prints their total size).
@@ -185,11 +187,50 @@ def build_server():
     async def call_tool(ctx, params) -> CallToolResult:
         try:
             return await registry.call_tool(params.name, params.arguments or {})
-        except ToolError as exc:
-            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+        except ToolError as exc:  # the registry wraps whatever the tool raised, as __cause__
+            error = tool_error(exc.__cause__, str(exc))
+            return CallToolResult(content=[TextContent(type="text", text=json.dumps(error, ensure_ascii=False))],
+                                  structured_content=error, is_error=True)
 
     return Server("baton", version=_version(), instructions=INSTRUCTIONS, on_list_tools=list_tools,
                   on_call_tool=call_tool)
+
+
+def tool_error(cause: BaseException | None, wrapper: str) -> dict:
+    """The structured error of a failed tool call, from what the tool raised (cause) or,
+    when nothing was, the SDK's own message (wrapper: an unknown tool)."""
+    import sqlite3
+
+    from pydantic import ValidationError
+
+    from baton.errors import BatonError
+    from baton.shown_text import one_line
+
+    if isinstance(cause, BatonError):
+        kind, store, message, recoverable = cause.kind, cause.store, str(cause), cause.recoverable
+    elif isinstance(cause, ValidationError):
+        kind, store, recoverable = "bad_input", None, False
+        message = "; ".join(_argument_problem(problem) for problem in cause.errors())
+    elif isinstance(cause, (OSError, sqlite3.Error)):
+        # The machine failing under Baton (a full disk, a vanished directory), as the CLI's exit 3.
+        where = f"{cause.filename}: " if isinstance(cause, OSError) and cause.filename else ""
+        kind, store, recoverable = "store_unavailable", None, True
+        message = f"{where}{cause.strerror if isinstance(cause, OSError) and cause.strerror else cause}"
+    elif cause is None:
+        kind, store, message, recoverable = "bad_input", None, wrapper, False
+    else:  # a bug: its trace goes to the server's stderr, not to the model
+        import traceback
+
+        traceback.print_exception(cause)
+        kind, store, message, recoverable = "internal", None, f"internal error ({type(cause).__name__})", False
+    return {"error": {"type": kind, "store": None if store is None else str(store), "message": one_line(message),
+                      "recoverable": recoverable}}
+
+
+def _argument_problem(problem: dict) -> str:
+    """One argument's problem in pydantic's report, without the value given (the caller's data)."""
+    name = ".".join(str(part) for part in problem.get("loc", ())) or "arguments"
+    return f"{name}: {problem.get('msg', 'invalid').lower()}"
 
 
 def serve() -> None:
@@ -230,10 +271,8 @@ def _stop_now(number: int, frame) -> None:
 
 
 def _call(run: Callable, *, deliver: bool = True) -> str:
-    """Run one tool against freshly opened stores; Baton's errors become tool errors."""
-    from mcp.server.mcpserver.exceptions import ToolError
-
-    from baton.errors import BatonError
+    """Run one tool against freshly opened stores; what it raises becomes a tool error
+    (build_server's call_tool)."""
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
 
@@ -247,8 +286,6 @@ def _call(run: Callable, *, deliver: bool = True) -> str:
         answer = run(stores)
         _log(answer.get("warnings", []) if isinstance(answer, dict) else [])
         return json.dumps(answer, ensure_ascii=False)
-    except BatonError as exc:
-        raise ToolError(str(exc)) from exc
     finally:
         if stores is not None:
             stores.close()
