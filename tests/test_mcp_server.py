@@ -19,7 +19,7 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 from tests.conftest import run_process, two_agents  # noqa: E402
 
 TOOLS = {"resume_session", "list_sessions", "bind_task", "record_touch", "record_decision", "update_session",
-         "recall_decisions", "signals_since", "write_handoff", "verify_handoff"}
+         "end_session", "recall_decisions", "signals_since", "write_handoff", "verify_handoff"}
 WAIT = 120  # seconds: the server is a fresh process that may load the embedding model
 
 

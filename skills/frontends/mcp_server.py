@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from baton.errors import BadInput
 from baton.registry.wire import UPDATE_PHASES
 
 INSTRUCTIONS = ("Baton keeps each ticket's working state across agent sessions. task_id defaults to the worktree's "
@@ -28,12 +29,16 @@ INSTRUCTIONS = ("Baton keeps each ticket's working state across agent sessions. 
 Phase = Literal[UPDATE_PHASES]
 
 
-def resume_session(task_id: str, limit: int = 5, worktree: str | None = None) -> str:
-    from baton.skills.services.resume import resume_session as resume
+def resume_session(task_id: str, limit: int = 5, agent: str | None = None, allow_unsigned_probes: bool = False,
+                   worktree: str | None = None) -> str:
+    from baton.skills.services.commands import ResumeRequest, resume
 
     def run(stores):
-        result = resume(stores, task_id, _place(worktree), limit=_non_negative(limit))
-        return result.to_json()
+        place = _place(worktree)
+        if allow_unsigned_probes:
+            _own_worktree(place)
+        return resume(stores, place, ResumeRequest(task_id, limit=limit, agent=agent,
+                                                   allow_unsigned_probes=allow_unsigned_probes)).to_json()
 
     return _call(run)
 
@@ -86,20 +91,33 @@ def record_decision(text: str, context: str = "", task_id: str | None = None, wo
 
 
 def update_session(phase: Phase | None = None, next_action: str | None = None, done: list[str] | None = None,
-                   failed: list[str] | None = None, depends_on: list[str] | None = None,
+                   failed: list[str] | None = None, depends_on: list[str] | None = None, goal: str | None = None,
+                   constraints: list[str] | None = None, todo: list[str] | None = None,
+                   evidence: list[str] | None = None, checks: list[str] | None = None, timeout: float | None = None,
                    task_id: str | None = None, worktree: str | None = None) -> str:
-    from baton.registry.model import Phase as PhaseValue
     from baton.skills.frontends.answers import update_answer
-    from baton.skills.core.binding import resolve_task
-    from baton.skills.services.writes import update
+    from baton.skills.services.commands import UpdateRequest, update
+
+    request = UpdateRequest(task_id=task_id, phase=phase, next_action=next_action, done=tuple(done or ()),
+                            failed=tuple(failed or ()), depends_on=tuple(depends_on or ()), goal=goal,
+                            constraints=tuple(constraints or ()), todo=tuple(todo or ()),
+                            evidence=tuple(evidence or ()), checks=tuple(checks or ()), timeout=timeout)
 
     def run(stores):
-        place = _place(worktree)
-        task = resolve_task(task_id, place, stores.settings.ambient)
-        report = update(stores, task, place, phase=PhaseValue(phase) if phase else None, next_action=next_action,
-                        done=done or [], failed=failed or [], depends_on=depends_on or [])
-        return update_answer(task, report, phase=phase, next_action=next_action, done=done or [],
-                             failed=failed or [], depends_on=depends_on or [])
+        done = update(stores, _place(worktree), request)
+        return update_answer(done.task, done.report, **done.recorded(request))
+
+    return _call(run)
+
+
+def end_session(status: Literal["completed", "stalled"] = "completed", task_id: str | None = None,
+                worktree: str | None = None) -> str:
+    from baton.skills.frontends.answers import end_answer
+    from baton.skills.services.commands import EndRequest, end
+
+    def run(stores):
+        task, report = end(stores, _place(worktree), EndRequest(task_id=task_id, status=status))
+        return end_answer(task, status, report)
 
     return _call(run)
 
@@ -118,28 +136,26 @@ def signals_since(since: str | None = None, task_id: str | None = None, limit: i
     return _call(lambda stores: signals_answer(read(stores, task_id=task_id, since=since, limit=limit)))
 
 
-def write_handoff(checks: list[str] | None = None, probes: dict[str, str] | None = None, task_id: str | None = None,
-                  worktree: str | None = None) -> str:
-    from baton.skills.core.binding import resolve_task
-    from baton.skills.handoff.write import write_handoff as write
+def write_handoff(checks: list[str] | None = None, probes: dict[str, str] | None = None, timeout: float | None = None,
+                  task_id: str | None = None, worktree: str | None = None) -> str:
+    from baton.skills.services.commands import HandoffRequest, write_handoff as write
 
-    def run(stores):
-        place = _place(worktree)
-        report = write(stores, resolve_task(task_id, place, stores.settings.ambient), place, checks=checks or [],
-                       probes=list((probes or {}).items()))
-        return report.to_json()
-
-    return _call(run)
+    request = HandoffRequest(task_id=task_id, checks=tuple(checks or ()), probes=tuple((probes or {}).items()),
+                             timeout=timeout)
+    return _call(lambda stores: write(stores, _place(worktree), request).to_json())
 
 
 def verify_handoff(path: str | None = None, task_id: str | None = None, allow_unsigned_probes: bool = False,
                    worktree: str | None = None) -> str:
-    from baton.skills.services.handoff import place_for, task_or_none, verify_and_record
+    from baton.skills.services.commands import VerifyRequest, verify_handoff as verify
 
     def run(stores):
-        place, handoff = place_for(Path(path) if path else None, _directory(worktree))
-        checked = verify_and_record(stores, place, task=task_or_none(task_id, place, stores.settings.ambient), path=handoff,
-                                    only_for=task_id, allow_unsigned=allow_unsigned_probes)
+        if allow_unsigned_probes:
+            if path is not None:
+                raise BadInput("allow_unsigned_probes runs only this worktree's current handoff, not a path")
+            _own_worktree(_place(worktree))
+        checked = verify(stores, _directory(worktree), VerifyRequest(Path(path) if path else None, task_id=task_id,
+                                                                     allow_unsigned_probes=allow_unsigned_probes))
         _log(checked.warnings)
         return checked.verification.to_json()
 
@@ -154,7 +170,8 @@ TOOLS: dict[str, tuple[Callable[..., str], str]] = {
     "bind_task": (bind_task, "Bind the worktree to a ticket."),
     "record_touch": (record_touch, "Record files the ticket changed; returns overlaps with other active tickets."),
     "record_decision": (record_decision, "Record a decision (other tickets recall it)."),
-    "update_session": (update_session, "Record phase, next action, done steps, failures or dependencies."),
+    "update_session": (update_session, "Record phase, next action, steps, failures, dependencies, journal, checks."),
+    "end_session": (end_session, "End the ticket's session as completed (default) or stalled."),
     "write_handoff": (write_handoff, "Write the ticket's handoff: journal, git state, checks and probes (NAME: CMD), "
                                      "all signed."),
     "verify_handoff": (verify_handoff, "Re-run the current handoff's live-state probes; fresh results win."),
@@ -292,8 +309,6 @@ def _call(run: Callable, *, deliver: bool = True) -> str:
 
 
 def _directory(worktree: str | None) -> Path:
-    from baton.errors import BadInput
-
     directory = Path(worktree).expanduser() if worktree else Path(os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
     if not directory.is_dir():
         raise BadInput(f"worktree is not a directory: {directory}")
@@ -307,12 +322,11 @@ def _place(worktree: str | None):
     return place_of(_directory(worktree), WorktreeLocator())
 
 
-def _non_negative(limit: int) -> int:
-    from baton.errors import BadInput
-
-    if limit < 0:
-        raise BadInput("limit must not be negative")
-    return limit
+def _own_worktree(place) -> None:
+    """Unsigned probes run code from a branch: only the server's own worktree's, whose code
+    its user runs anyway, never one a tool call names."""
+    if place.root != _place(None).root:
+        raise BadInput("allow_unsigned_probes runs only the probes of this server's own worktree")
 
 
 def _lean(schema):
