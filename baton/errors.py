@@ -1,22 +1,32 @@
-"""One exception root; each failure category says what the caller can do about it."""
+"""One exception root; each failure category says what the caller can do about it.
+
+Each edge translates the root: the CLI prints one line and exits with `exit_code`; an MCP
+tool answers `{"error": {"type": kind, "store", "message", "recoverable"}}`.
+"""
 
 
 class BatonError(Exception):
     """Root of every error Baton raises on purpose."""
 
     exit_code = 1
+    kind = "error"
+    recoverable = False  # whether the same call may succeed later, unchanged
+    store: str | None = None
 
 
 class BadInput(BatonError):
     """The caller gave something Baton refuses; nothing was written."""
 
     exit_code = 2
+    kind = "bad_input"
 
 
 class StoreUnavailable(BatonError):
     """A store could not be reached, read or written within its timeout."""
 
     exit_code = 3
+    kind = "store_unavailable"
+    recoverable = True
 
     def __init__(self, store: str, reason: str) -> None:
         super().__init__(f"{store} unavailable: {reason}")

@@ -8,12 +8,11 @@ import stat
 from pathlib import Path
 
 
-def data_home() -> Path:
-    """BATON_HOME, else $XDG_DATA_HOME/baton, else ~/.local/share/baton. Not created here."""
-    explicit = os.environ.get("BATON_HOME")
+def data_home(explicit: str | None, xdg: str | None) -> Path:
+    """explicit (BATON_HOME), else xdg/baton ($XDG_DATA_HOME), else ~/.local/share/baton.
+    Not created here; the settings read the environment."""
     if explicit:
         return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_DATA_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
     return base / "baton"
 

@@ -2,6 +2,12 @@
 
 A read never answers None, so "no history" and "store down" can never be confused.
 These are plain frozen dataclasses: they are built on hot paths and never serialised as such.
+
+`answer.unwrap(store)` is how a service that cannot go on without the store turns an
+answer into a value: Found gives its value, Unavailable raises StoreUnavailable(store,
+reason), and NotFound gives None. A missing key is an answer (a ticket with no history),
+not a failure, so it never raises; a caller to whom absence matters tests for NotFound
+(or None) itself.
 """
 
 from __future__ import annotations
@@ -9,20 +15,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from baton.errors import StoreUnavailable
+
 T = TypeVar("T")
 
 
+class Outcome(Generic[T]):
+    """What Found, NotFound and Unavailable share."""
+
+    __slots__ = ()
+
+    def unwrap(self, store: str) -> T | None:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True, slots=True)
-class Found(Generic[T]):
+class Found(Outcome[T]):
     value: T
 
+    def unwrap(self, store: str) -> T:
+        return self.value
+
 
 @dataclass(frozen=True, slots=True)
-class NotFound:
+class NotFound(Outcome):
     key: str
 
+    def unwrap(self, store: str) -> None:
+        return None
+
 
 @dataclass(frozen=True, slots=True)
-class Unavailable:
+class Unavailable(Outcome):
     reason: str
 
+    def unwrap(self, store: str):
+        raise StoreUnavailable(store, self.reason)

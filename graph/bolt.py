@@ -25,11 +25,12 @@ from baton.budget import OpenGate
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.files import FileRef
 from baton.graph.base import ConflictGraph
+from baton.store_names import Store
 
 if TYPE_CHECKING:
     import neo4j
 
-STORE = "conflict graph"
+STORE = Store.CONFLICT_GRAPH
 
 # (label, property) pairs that identify a node; each gets a uniqueness constraint (or, on
 # Memgraph, an index plus a constraint, since a Memgraph constraint creates no index).

@@ -11,8 +11,9 @@ from baton import clock
 from baton.files import FileRef
 from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.graph.base import ConflictGraph
+from baton.store_names import Store
 
-STORE = "conflict graph"
+STORE = Store.CONFLICT_GRAPH
 
 MIGRATIONS = [
     """

@@ -32,8 +32,9 @@ from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.recall import segments
 from baton.recall.base import DecisionIndex, DecisionRecord, ScoredDecision
 from baton.recall.embedding import DIMENSIONS
+from baton.store_names import Store
 
-STORE = "recall index"
+STORE = Store.RECALL_INDEX
 VECTOR_BYTES = 4 * DIMENSIONS
 RESCORE_TOLERANCE = 1e-4
 

@@ -31,8 +31,9 @@ from baton.recall.base import (
     best_per_point,
 )
 from baton.recall.embedding import DIMENSIONS
+from baton.store_names import Store
 
-STORE = "recall index"
+STORE = Store.RECALL_INDEX
 
 
 class QdrantServerIndex(DecisionIndex):

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 from baton.sqlite import SqliteFile, guarded, write_transaction
+from baton.store_names import Store
 
 if TYPE_CHECKING:
     from baton.recall.base import DecisionRecord
 
-STORE = "recall queue"
+STORE = Store.RECALL_QUEUE
 FILE = "queue.db"
 
 MIGRATIONS = [

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from baton.errors import StoreUnavailable
 from baton.kafka_outbox import KafkaOutbox, client_config, kafka_failure
+from baton.store_names import Store
 
-STORE = "event log"
+STORE = Store.EVENT_LOG
 EVENTS_TOPIC = "session-events.v1"
 
 

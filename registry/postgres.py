@@ -30,13 +30,14 @@ from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.outcome import Found, NotFound, Unavailable
 from baton.registry.base import SessionStore
 from baton.registry.wire import event_adapter
+from baton.store_names import Store
 
 if TYPE_CHECKING:
     import psycopg
 
     from baton.registry.model import Event, Session
 
-STORE = "session registry"
+STORE = Store.SESSION_REGISTRY
 
 # Append-only: the list index is the version recorded in baton_schema_migrations.
 MIGRATIONS = [

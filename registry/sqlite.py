@@ -21,11 +21,12 @@ from baton.outcome import Found, NotFound, Unavailable
 from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.registry.base import SessionStore, SignalScope
 from baton.registry.wire import event_adapter
+from baton.store_names import Store
 
 if TYPE_CHECKING:
     from baton.registry.model import Event, Session
 
-STORE = "session registry"
+STORE = Store.SESSION_REGISTRY
 # Unprojected events (append_body) that signal_scope reads raw: they add files at most.
 _SCOPE_READ_RAW = {"files_touched", "decision_recorded"}
 

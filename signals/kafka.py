@@ -23,12 +23,13 @@ from baton.errors import StoreUnavailable
 from baton.kafka_outbox import KafkaOutbox, client_config, kafka_failure
 from baton.outcome import Found, Unavailable
 from baton.signals.base import SignalBus
+from baton.store_names import Store
 
 if TYPE_CHECKING:
     from baton.signals.model import Signal
     from baton.signals.wire import WireSignal
 
-STORE = "signal log"
+STORE = Store.SIGNAL_LOG
 SIGNALS_TOPIC = "coordination-signals.v1"
 
 

@@ -12,12 +12,13 @@ from baton.errors import StoreUnavailable
 from baton.outcome import Found, Unavailable
 from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.signals.base import SignalBus
+from baton.store_names import Store
 
 if TYPE_CHECKING:
     from baton.signals.model import Signal
     from baton.signals.wire import WireSignal
 
-STORE = "signal log"
+STORE = Store.SIGNAL_LOG
 
 MIGRATIONS = [
     """

@@ -19,7 +19,7 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 from tests.conftest import run_process, two_agents  # noqa: E402
 
 TOOLS = {"resume_session", "list_sessions", "bind_task", "record_touch", "record_decision", "update_session",
-         "recall_decisions", "signals_since", "write_handoff", "verify_handoff"}
+         "end_session", "recall_decisions", "signals_since", "write_handoff", "verify_handoff"}
 WAIT = 120  # seconds: the server is a fresh process that may load the embedding model
 
 
@@ -174,7 +174,46 @@ def test_a_handoff_written_and_verified_through_the_tools(home, worktrees, cli):
 ])
 def test_bad_input_comes_back_as_a_tool_error(home, tmp_path, name, arguments, message):
     is_error, text = with_server(tmp_path, call(name, **arguments))
-    assert is_error and message in text
+    assert is_error
+    error = json.loads(text)["error"]
+    assert error["type"] == "bad_input" and error["recoverable"] is False and error["store"] is None
+    assert message in error["message"] and "\n" not in error["message"]
+
+
+@pytest.mark.parametrize("name, arguments, message", [
+    ("bind_task", {}, "task_id: field required"),
+    ("record_touch", {"paths": "src/a.py"}, "paths: input should be a valid list"),
+    ("recall_decisions", {"query": "x", "limit": "many"}, "limit: input should be a valid integer"),
+    ("no_such_tool", {}, "Unknown tool: no_such_tool"),
+])
+def test_a_missing_or_invalid_argument_is_one_line_of_bad_input(home, tmp_path, name, arguments, message):
+    async def script(session):
+        result = await session.call_tool(name, arguments)
+        return result.is_error, result.content[0].text, result.structured_content
+
+    is_error, text, structured = with_server(tmp_path, script)
+    assert is_error and structured == json.loads(text)
+    error = structured["error"]
+    assert error["type"] == "bad_input" and message in error["message"], error
+    assert "\n" not in error["message"] and "pydantic" not in error["message"]
+
+
+def test_a_store_that_is_down_is_a_structured_recoverable_error(home, tmp_path):
+    (tmp_path / "home-file").write_text("not a directory\n")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "baton.skills.frontends.cli", "mcp"],
+                                   cwd=str(tmp_path), env={**os.environ, "BATON_HOME": str(tmp_path / "home-file")})
+
+    async def main():
+        with anyio.fail_after(WAIT):
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                result = await session.call_tool("list_sessions", {})
+                return result.is_error, json.loads(result.content[0].text)
+
+    is_error, answer = anyio.run(main)
+    assert is_error
+    assert answer["error"]["type"] == "store_unavailable" and answer["error"]["recoverable"] is True
+    assert answer["error"]["store"] == "session registry" and "is not a directory" in answer["error"]["message"]
 
 
 def test_without_the_sdk_the_command_says_what_to_install(home, tmp_path):

@@ -9,12 +9,12 @@ import pytest
 
 from baton.errors import BadInput
 from baton.skills.handoff.probe_policy import GIT_STATE_PROBES
+from baton.skills.runtime.command_words import parse_command
 from baton.skills.handoff.probes import (
     COMPLETED,
     NOT_RUNNABLE,
     TIMED_OUT,
     normalise_output,
-    parse_command,
     run_probe,
     shown_output,
 )

@@ -1,6 +1,10 @@
 """Server settings come from the environment or `baton.toml`; the environment wins."""
 
 import json
+import re
+from pathlib import Path
+
+import pytest
 
 
 def test_baton_toml_configures_a_server(home, worktrees, cli, postgres_url):
@@ -28,3 +32,43 @@ def test_a_bad_config_file_is_bad_input(home, worktrees, cli, monkeypatch, tmp_p
     config.write_text("[stores\n")
     code, _, err = cli(worktrees[0], "list")
     assert code == 2 and "cannot read" in err
+
+
+def test_every_setting_is_documented_in_the_readme():
+    from baton.skills.runtime.settings import SETTINGS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    for setting in SETTINGS:
+        named = f"`{setting.env}`" if setting.env else f"`[{setting.table}] {setting.key}`"
+        assert any(named in row for row in rows), f"{named} is not in the README's configuration table"
+        if setting.env and setting.table:
+            assert any(f"`[{setting.table}] {setting.key}`" in row for row in rows if named in row), \
+                f"{named}: the README's row does not name its baton.toml key [{setting.table}] {setting.key}"
+
+
+def test_only_the_settings_read_batons_environment():
+    """A `BATON_*` variable read anywhere but skills/runtime would be a setting outside the table."""
+    root = Path(__file__).resolve().parents[1]
+    read = re.compile(r"(environ(\.get)?\s*[\[(]|getenv\s*\()\s*[\"']BATON_")
+    offenders = [str(path.relative_to(root)) for folder in ("baton", "skills", "registry", "graph", "recall", "signals")
+                 for path in (root / folder).rglob("*.py")
+                 if "runtime" not in path.relative_to(root).parts and read.search(path.read_text(encoding="utf-8"))]
+    assert offenders == []
+
+
+def test_a_setting_from_the_file_is_checked_like_one_from_the_environment(tmp_path):
+    from baton.errors import BadInput
+    from baton.skills.runtime.settings import Settings
+
+    config = tmp_path / "baton.toml"
+    config.write_text('[handoff]\nprobe_timeout = 5\nallow = ["pytest -q"]\n[hooks]\nhandoff = "stop"\n')
+    settings = Settings.from_env({"BATON_HOME": str(tmp_path), "BATON_TASK_ID": "OMN-1"})
+    assert (settings.handoff.probe_timeout, settings.handoff.allow, settings.hook_handoff) == (5.0, (("pytest", "-q"),), "stop")
+    assert settings.ambient == ("OMN-1", None)
+    config.write_text("[handoff]\nprobe_budget = -1\n")
+    with pytest.raises(BadInput, match=r"^baton.toml: \[handoff\] probe_budget is out of range"):
+        Settings.from_env({"BATON_HOME": str(tmp_path)})
+    with pytest.raises(BadInput, match="^BATON_PROBE_BUDGET is out of range"):
+        Settings.from_env({"BATON_HOME": str(tmp_path), "BATON_PROBE_BUDGET": "0"})

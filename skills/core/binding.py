@@ -18,6 +18,7 @@ from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import Worktree, WorktreeLocator
 from baton.ids import check_task_id
+from baton.store_names import Store
 
 BINDING_DIR = ".baton"
 BINDING_FILE = "active_session.yaml"
@@ -107,7 +108,7 @@ def write_binding(place: Place, binding: Binding) -> Path:
             Path(temporary).unlink(missing_ok=True)
             raise
     except OSError as exc:
-        raise StoreUnavailable("binding file", f"cannot write {path}: {exc.strerror or exc}") from None
+        raise StoreUnavailable(Store.BINDING_FILE, f"cannot write {path}: {exc.strerror or exc}") from None
     if place.worktree is not None and place.worktree.common_dir is not None:
         _exclude_from_git(place.worktree.common_dir)
     return path
@@ -130,7 +131,7 @@ def _exclude_from_git(common_dir: Path) -> None:
                 out.write("\n")
             out.write(f"{pattern}\n")
     except OSError as exc:
-        raise StoreUnavailable("binding file", f"cannot keep {BINDING_DIR}/ out of git in {exclude}: "
+        raise StoreUnavailable(Store.BINDING_FILE, f"cannot keep {BINDING_DIR}/ out of git in {exclude}: "
                                                f"{exc.strerror or exc}") from None
 
 
@@ -141,21 +142,25 @@ class ActiveTask:
     source: str
 
 
-def resolve_task(explicit: str | None, place: Place) -> ActiveTask:
-    """--task, else the worktree's binding file, else BATON_TASK_ID."""
+def resolve_task(explicit: str | None, place: Place, ambient: tuple[str | None, str | None] = (None, None)
+                 ) -> ActiveTask:
+    """--task, else the worktree's binding file, else the ambient ticket: (BATON_TASK_ID,
+    BATON_SESSION_ID) as the settings read them (Settings.task_id and session_id)."""
     binding = read_binding(place)
+    ambient_task, ambient_session = ambient
     if explicit is not None:
         task_id = check_task_id(explicit)
-        session = binding.session_id if binding and binding.task_id == task_id else _env_session()
+        session = binding.session_id if binding and binding.task_id == task_id else ambient_session or DEFAULT_SESSION
         return ActiveTask(task_id, check_session_id(session), "--task")
     if binding is not None:
         return ActiveTask(binding.task_id, check_session_id(binding.session_id), str(place.binding_path))
-    from_env = os.environ.get("BATON_TASK_ID")
-    if from_env:
-        return ActiveTask(check_task_id(from_env), check_session_id(_env_session()), "BATON_TASK_ID")
+    if ambient_task:
+        return ActiveTask(check_task_id(ambient_task), check_session_id(ambient_session or DEFAULT_SESSION),
+                          "BATON_TASK_ID")
     raise BadInput("no task: pass --task TASK, run `baton bind TASK` in this worktree, or set BATON_TASK_ID")
 
 
+DEFAULT_SESSION = "cli"  # the session of a write outside any binding
 MAX_SESSION_ID = 128  # baton.registry.model.SessionId
 
 
@@ -166,6 +171,3 @@ def check_session_id(session_id: str) -> str:
         raise BadInput(f"session id must be 1 to {MAX_SESSION_ID} characters, got {len(session_id)}")
     return session_id
 
-
-def _env_session() -> str:
-    return os.environ.get("BATON_SESSION_ID") or "cli"

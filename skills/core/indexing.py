@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from baton.errors import StoreUnavailable
+from baton.store_names import Store
 
 LOCK = "indexer.lock"
 LINGER = 0.5  # seconds without new decisions before a background indexer exits
@@ -147,16 +148,13 @@ def _add(total, report):
 def reindex_from_registry(stores) -> tuple[int, str | None]:
     """Queue every decision the registry holds that the index lacks, after setting aside an
     index that cannot be read; returns how many were queued and what was set aside."""
-    from baton.outcome import Found
     from baton.recall.base import DecisionRecord
 
-    listed = stores.registry.list_sessions(include_inactive=True)
-    if not isinstance(listed, Found):
-        raise StoreUnavailable("session registry", listed.reason)
+    sessions = stores.registry.list_sessions(include_inactive=True).unwrap(Store.SESSION_REGISTRY)
     index, queue, queued = stores.decision_index(), stores.embedding_queue, 0
     try:
         recovered = index.recover()
-        for session in listed.value:
+        for session in sessions:
             records = [DecisionRecord(task_id=session.task_id, session_id=d.session_id, text=d.text, context=d.context,
                                       recorded_at=d.at.isoformat(), repo=session.repo or "") for d in session.decisions]
             stored = index.stored([r.point_id for r in records])

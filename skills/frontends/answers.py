@@ -22,9 +22,13 @@ def decide_answer(task, text: str, context: str, report) -> dict:
 
 
 def update_answer(task, report, **recorded) -> dict:
-    """recorded: the fields the update set (phase, next_action, done, failed, depends_on)."""
+    """recorded: the fields the request carried; those it left empty are not shown."""
     return {"task_id": task.task_id, "recorded": {k: v for k, v in recorded.items() if v not in (None, [], ())},
             "warnings": report.warnings}
+
+
+def end_answer(task, status: str, report) -> dict:
+    return {"task_id": task.task_id, "status": status, "warnings": report.warnings}
 
 
 def listing_answer(listing) -> list[dict]:

@@ -147,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from baton.errors import BadInput, StoreUnavailable
+    from baton.errors import BatonError, StoreUnavailable
 
     given = sys.argv[1:] if argv is None else argv
     if len(given) == 2 and given[0] == "hook" and not given[1].startswith("-"):
@@ -168,11 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         with unit_of_work(deliver_with=apply_events if args.command in _READS else None, warn=_warn,
                           skip_known_down=args.command not in ("deliver", "doctor", "projector", "index")) as stores:
             return _HANDLERS[args.command](args, stores)
-    except BadInput as exc:
-        _say(f"error: {exc}")
-        return exc.exit_code
-    except StoreUnavailable as exc:
-        if exc.store not in _told:  # already told once in this command
+    except BatonError as exc:
+        if not isinstance(exc, StoreUnavailable):
+            _say(f"error: {exc}")
+        elif exc.store not in _told:  # already told once in this command
             _say(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
@@ -216,10 +215,10 @@ def _place():
     return place_of(Path.cwd(), locator), locator
 
 
-def _active(args, place):
+def _active(args, place, stores):
     from baton.skills.core.binding import resolve_task
 
-    return resolve_task(getattr(args, "task", None), place)
+    return resolve_task(getattr(args, "task", None), place, stores.settings.ambient)
 
 
 _told: set[str] = set()  # stores whose failure this command already told
@@ -264,7 +263,7 @@ def _touch(args, stores) -> int:
     from baton.skills.services.touch import touch
 
     place, locator = _place()
-    task = _active(args, place)
+    task = _active(args, place, stores)
     report = touch(stores, task, args.paths, Path.cwd(), locator)
     _warn(report.warnings)
     if args.json:
@@ -284,7 +283,7 @@ def _decide(args, stores) -> int:
     from baton.skills.services.decide import decide
 
     place, _ = _place()
-    task = _active(args, place)
+    task = _active(args, place, stores)
     report = decide(stores, task, args.text, args.context, place)
     _warn(report.warnings)
     if args.json:
@@ -295,53 +294,33 @@ def _decide(args, stores) -> int:
 
 
 def _update(args, stores) -> int:
-    from baton.skills.services.update import update
+    from baton.skills.services.commands import UpdateRequest, update
 
     place, _ = _place()
-    task = _active(args, place)
-    checks = _run_checks(args.check, place, args.timeout)
-    report = update(stores, task, place, phase=args.phase,
-                    next_action=args.next_action, done=args.done, failed=args.failed, depends_on=args.depends_on,
-                    goal=args.goal, constraints=args.constraint, remaining=args.todo, evidence=args.evidence,
-                    checks=checks)
-    _warn(report.warnings)
+    request = UpdateRequest(task_id=args.task, phase=args.phase, next_action=args.next_action, done=tuple(args.done),
+                            failed=tuple(args.failed), depends_on=tuple(args.depends_on), goal=args.goal,
+                            constraints=tuple(args.constraint), todo=tuple(args.todo), evidence=tuple(args.evidence),
+                            checks=tuple(args.check), timeout=args.timeout)
+    done = update(stores, place, request)
+    _warn(done.report.warnings)
     if args.json:
         from baton.skills.frontends.answers import update_answer
 
-        _dump(update_answer(task, report, phase=args.phase, next_action=args.next_action, done=args.done,
-                            failed=args.failed, depends_on=args.depends_on, goal=args.goal,
-                            constraints=args.constraint, todo=args.todo, evidence=args.evidence,
-                            checks=[{"command": c.command, "exit_status": c.exit_status, "summary": c.summary}
-                                    for c in checks]))
+        _dump(update_answer(done.task, done.report, **done.recorded(request)))
         return 0
     from baton.shown_text import one_line
 
-    for check in checks:
+    for check in done.checks:
         result = "passed" if check.passed else ("did not finish" if check.exit_status is None else f"exit {check.exit_status}")
         print(f"check `{one_line(check.command)}`: {result}" + (f": {one_line(check.summary)}" if check.summary else ""))
     return 0
 
 
-def _run_checks(commands: list[str], place, timeout: float | None) -> list:
-    """Each --check, run now in the worktree root (all parsed first, so a bad one runs none)."""
-    if not commands:
-        return []
-    from baton.skills.handoff.checks import check_timeout, parse_check, run_check
-    from baton.skills.handoff.write import CHECK_TIMEOUT
-
-    check_timeout(timeout)
-    for command in commands:
-        parse_check(command)
-    return [run_check(command, place.root, timeout=timeout or CHECK_TIMEOUT)[0] for command in commands]
-
-
 def _end(args, stores) -> int:
-    from baton.skills.core.binding import resolve_task
-    from baton.skills.services.end import end
+    from baton.skills.services.commands import EndRequest, end
 
     place, _ = _place()
-    task = resolve_task(args.task_id or args.task_option, place)
-    report = end(stores, task, args.status, place)
+    task, report = end(stores, place, EndRequest(task_id=args.task_id or args.task_option, status=args.status))
     _warn(report.warnings)
     print(f"{task.task_id} {args.status}")
     return 0
@@ -357,14 +336,12 @@ def _resume(args, stores) -> int:
         return _list(args, stores)
     if not args.task_id:
         raise BadInput("resume needs a TASK (or --list)")
-    if args.limit < 0:
-        raise BadInput("--limit must not be negative")
     from baton.skills.frontends.render import resume_markdown
-    from baton.skills.services.resume import resume_session
+    from baton.skills.services.commands import ResumeRequest, resume
 
     place, _ = _place()
-    result = resume_session(stores, args.task_id, place, limit=args.limit, agent=args.agent,
-                            allow_unsigned_probes=args.allow_unsigned_probes)
+    result = resume(stores, place, ResumeRequest(args.task_id, limit=args.limit, agent=args.agent,
+                                                 allow_unsigned_probes=args.allow_unsigned_probes))
     _warn(result.warnings)
     if args.json:
         _dump(result.to_json())
@@ -590,17 +567,11 @@ def _mcp(args) -> int:
 def _handoff(args, stores) -> int:
     if args.handoff_action == "verify":
         return _handoff_verify(args, stores)
-    from baton.errors import BadInput
-    from baton.skills.handoff.write import write_handoff
+    from baton.skills.services.commands import HandoffRequest, probes_from_options, write_handoff
 
-    probes = []
-    for given in args.probe:
-        name, sep, command = given.partition("=")
-        if not sep or not name.strip() or not command.strip():
-            raise BadInput(f"--probe wants NAME=CMD, got {given!r}")
-        probes.append((name.strip(), command))
     place, _ = _place()
-    report = write_handoff(stores, _active(args, place), place, checks=args.check, probes=probes, timeout=args.timeout)
+    report = write_handoff(stores, place, HandoffRequest(task_id=args.task, checks=tuple(args.check),
+                                                         probes=probes_from_options(args.probe), timeout=args.timeout))
     _warn(report.warnings)
     if args.json:
         _dump(report.to_json())
@@ -615,13 +586,11 @@ def _handoff(args, stores) -> int:
 
 
 def _handoff_verify(args, stores) -> int:
-    from baton.skills.services.handoff import place_for, task_or_none, verify_and_record
     from baton.skills.frontends.render import verification_markdown
+    from baton.skills.services.commands import VerifyRequest, verify_handoff
 
-    place, path = place_for(args.path)
-    task_id = args.verify_task or args.task
-    checked = verify_and_record(stores, place, task=task_or_none(task_id, place), path=path, only_for=task_id,
-                                allow_unsigned=args.allow_unsigned_probes)
+    checked = verify_handoff(stores, Path.cwd(), VerifyRequest(args.path, task_id=args.verify_task or args.task,
+                                                               allow_unsigned_probes=args.allow_unsigned_probes))
     _warn(checked.warnings)
     verification = checked.verification
     if args.verify_json:

@@ -31,6 +31,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from baton.shown_text import one_line
+from baton.store_names import Store
 
 # The file-editing tools and the tool_input field that names the file they changed.
 FILE_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
@@ -240,14 +241,9 @@ def untold_news(stores, sessions, agent_session: str, task_id: str, heard, *, bo
     """Signals about task_id that concern the agent and that agent_session was not told
     (heard: when it last heard, if ever; bound_at: when the worktree was bound to task_id),
     in their stored form: the prompt hook never builds the validated models."""
-    from baton.errors import StoreUnavailable
-    from baton.outcome import Found, Unavailable
     from baton.signals.wire import file_subject
 
-    looked = stores.registry.signal_scope(task_id)
-    if isinstance(looked, Unavailable):
-        raise StoreUnavailable("session registry", looked.reason)
-    scope = looked.value if isinstance(looked, Found) else None
+    scope = stores.registry.signal_scope(task_id).unwrap(Store.SESSION_REGISTRY)  # None: no session yet
     # An agent that never heard (it bound mid-session, after its session start) hears
     # everything since the binding; the session's own activity must not move that forward.
     start = heard[0] if heard else bound_at or (scope.created_at if scope else None)
@@ -256,10 +252,8 @@ def untold_news(stores, sessions, agent_session: str, task_id: str, heard, *, bo
     subjects = [f"task:{task_id}", *(f"task:{d}" for d in depends_on)]
     if scope is not None:
         subjects += [file_subject(f.repo, f.path) for f in scope.files]
-    found = stores.signals.concerning_wire(subjects, after=since, limit=SIGNALS_READ)
-    if not isinstance(found, Found):
-        raise StoreUnavailable("signal log", found.reason)
-    relevant = [s for s in found.value if concerns(s, task_id, depends_on)]
+    found = stores.signals.concerning_wire(subjects, after=since, limit=SIGNALS_READ).unwrap(Store.SIGNAL_LOG)
+    relevant = [s for s in found if concerns(s, task_id, depends_on)]
     fresh = set(sessions.untold(agent_session, [str(s.signal_id) for s in relevant]))
     return [s for s in relevant if str(s.signal_id) in fresh]
 
@@ -392,12 +386,14 @@ def locate(cwd: Path):
     """(place, locator, the active ticket or None) for the directory the agent works in."""
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import place_of, read_binding, resolve_task
+    from baton.skills.runtime.settings import ambient_ticket
 
     locator = WorktreeLocator()
     place = place_of(cwd, locator)
-    if read_binding(place) is None and not os.environ.get("BATON_TASK_ID"):
+    ambient = ambient_ticket()
+    if read_binding(place) is None and not ambient[0]:
         return place, locator, None
-    return place, locator, resolve_task(None, place)
+    return place, locator, resolve_task(None, place, ambient)
 
 
 def opened_stores(*, store_timeout: float | None = None):

@@ -3,8 +3,10 @@ SDK (the optional extra `baton[mcp]`).
 
 Each tool returns, as JSON text, what the matching CLI command prints with `--json`; both
 build it with baton.skills.frontends.answers. A tool call opens the stores, delivers writes kept locally
-(as every CLI command but `touch` does), does its work and closes them. Bad input and
-unavailable stores come back as tool errors with Baton's one-line message.
+(as every CLI command but `touch` does), does its work and closes them. A failure comes
+back as a tool error (`isError`) whose text, and structured content, is
+`{"error": {"type", "store", "message", "recoverable"}}` (tool_error): bad input, a missing
+or invalid argument included, is one line, as on the command line.
 
 Descriptions are kept short on purpose: every tool schema is sent to the model on every
 turn (bench/hooks.py prints their total size).
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from baton.errors import BadInput
 from baton.registry.wire import UPDATE_PHASES
 
 INSTRUCTIONS = ("Baton keeps each ticket's working state across agent sessions. task_id defaults to the worktree's "
@@ -26,12 +29,16 @@ INSTRUCTIONS = ("Baton keeps each ticket's working state across agent sessions. 
 Phase = Literal[UPDATE_PHASES]
 
 
-def resume_session(task_id: str, limit: int = 5, worktree: str | None = None) -> str:
-    from baton.skills.services.resume import resume_session as resume
+def resume_session(task_id: str, limit: int = 5, agent: str | None = None, allow_unsigned_probes: bool = False,
+                   worktree: str | None = None) -> str:
+    from baton.skills.services.commands import ResumeRequest, resume
 
     def run(stores):
-        result = resume(stores, task_id, _place(worktree), limit=_non_negative(limit))
-        return result.to_json()
+        place = _place(worktree)
+        if allow_unsigned_probes:
+            _own_worktree(place)
+        return resume(stores, place, ResumeRequest(task_id, limit=limit, agent=agent,
+                                                   allow_unsigned_probes=allow_unsigned_probes)).to_json()
 
     return _call(run)
 
@@ -64,7 +71,7 @@ def record_touch(paths: list[str], task_id: str | None = None, worktree: str | N
     def run(stores):
         locator = WorktreeLocator()
         directory = _directory(worktree)
-        task = resolve_task(task_id, place_of(directory, locator))
+        task = resolve_task(task_id, place_of(directory, locator), stores.settings.ambient)
         return touch_answer(task, touch(stores, task, paths, directory, locator))
 
     return _call(run, deliver=False)
@@ -77,27 +84,40 @@ def record_decision(text: str, context: str = "", task_id: str | None = None, wo
 
     def run(stores):
         place = _place(worktree)
-        task = resolve_task(task_id, place)
+        task = resolve_task(task_id, place, stores.settings.ambient)
         return decide_answer(task, text, context, decide(stores, task, text, context, place))
 
     return _call(run)
 
 
 def update_session(phase: Phase | None = None, next_action: str | None = None, done: list[str] | None = None,
-                   failed: list[str] | None = None, depends_on: list[str] | None = None,
+                   failed: list[str] | None = None, depends_on: list[str] | None = None, goal: str | None = None,
+                   constraints: list[str] | None = None, todo: list[str] | None = None,
+                   evidence: list[str] | None = None, checks: list[str] | None = None, timeout: float | None = None,
                    task_id: str | None = None, worktree: str | None = None) -> str:
-    from baton.registry.model import Phase as PhaseValue
     from baton.skills.frontends.answers import update_answer
-    from baton.skills.core.binding import resolve_task
-    from baton.skills.services.update import update
+    from baton.skills.services.commands import UpdateRequest, update
+
+    request = UpdateRequest(task_id=task_id, phase=phase, next_action=next_action, done=tuple(done or ()),
+                            failed=tuple(failed or ()), depends_on=tuple(depends_on or ()), goal=goal,
+                            constraints=tuple(constraints or ()), todo=tuple(todo or ()),
+                            evidence=tuple(evidence or ()), checks=tuple(checks or ()), timeout=timeout)
 
     def run(stores):
-        place = _place(worktree)
-        task = resolve_task(task_id, place)
-        report = update(stores, task, place, phase=PhaseValue(phase) if phase else None, next_action=next_action,
-                        done=done or [], failed=failed or [], depends_on=depends_on or [])
-        return update_answer(task, report, phase=phase, next_action=next_action, done=done or [],
-                             failed=failed or [], depends_on=depends_on or [])
+        done = update(stores, _place(worktree), request)
+        return update_answer(done.task, done.report, **done.recorded(request))
+
+    return _call(run)
+
+
+def end_session(status: Literal["completed", "stalled"] = "completed", task_id: str | None = None,
+                worktree: str | None = None) -> str:
+    from baton.skills.frontends.answers import end_answer
+    from baton.skills.services.commands import EndRequest, end
+
+    def run(stores):
+        task, report = end(stores, _place(worktree), EndRequest(task_id=task_id, status=status))
+        return end_answer(task, status, report)
 
     return _call(run)
 
@@ -116,28 +136,26 @@ def signals_since(since: str | None = None, task_id: str | None = None, limit: i
     return _call(lambda stores: signals_answer(read(stores, task_id=task_id, since=since, limit=limit)))
 
 
-def write_handoff(checks: list[str] | None = None, probes: dict[str, str] | None = None, task_id: str | None = None,
-                  worktree: str | None = None) -> str:
-    from baton.skills.core.binding import resolve_task
-    from baton.skills.handoff.write import write_handoff as write
+def write_handoff(checks: list[str] | None = None, probes: dict[str, str] | None = None, timeout: float | None = None,
+                  task_id: str | None = None, worktree: str | None = None) -> str:
+    from baton.skills.services.commands import HandoffRequest, write_handoff as write
 
-    def run(stores):
-        place = _place(worktree)
-        report = write(stores, resolve_task(task_id, place), place, checks=checks or [],
-                       probes=list((probes or {}).items()))
-        return report.to_json()
-
-    return _call(run)
+    request = HandoffRequest(task_id=task_id, checks=tuple(checks or ()), probes=tuple((probes or {}).items()),
+                             timeout=timeout)
+    return _call(lambda stores: write(stores, _place(worktree), request).to_json())
 
 
 def verify_handoff(path: str | None = None, task_id: str | None = None, allow_unsigned_probes: bool = False,
                    worktree: str | None = None) -> str:
-    from baton.skills.services.handoff import place_for, task_or_none, verify_and_record
+    from baton.skills.services.commands import VerifyRequest, verify_handoff as verify
 
     def run(stores):
-        place, handoff = place_for(Path(path) if path else None, _directory(worktree))
-        checked = verify_and_record(stores, place, task=task_or_none(task_id, place), path=handoff,
-                                    only_for=task_id, allow_unsigned=allow_unsigned_probes)
+        if allow_unsigned_probes:
+            if path is not None:
+                raise BadInput("allow_unsigned_probes runs only this worktree's current handoff, not a path")
+            _own_worktree(_place(worktree))
+        checked = verify(stores, _directory(worktree), VerifyRequest(Path(path) if path else None, task_id=task_id,
+                                                                     allow_unsigned_probes=allow_unsigned_probes))
         _log(checked.warnings)
         return checked.verification.to_json()
 
@@ -152,7 +170,8 @@ TOOLS: dict[str, tuple[Callable[..., str], str]] = {
     "bind_task": (bind_task, "Bind the worktree to a ticket."),
     "record_touch": (record_touch, "Record files the ticket changed; returns overlaps with other active tickets."),
     "record_decision": (record_decision, "Record a decision (other tickets recall it)."),
-    "update_session": (update_session, "Record phase, next action, done steps, failures or dependencies."),
+    "update_session": (update_session, "Record phase, next action, steps, failures, dependencies, journal, checks."),
+    "end_session": (end_session, "End the ticket's session as completed (default) or stalled."),
     "write_handoff": (write_handoff, "Write the ticket's handoff: journal, git state, checks and probes (NAME: CMD), "
                                      "all signed."),
     "verify_handoff": (verify_handoff, "Re-run the current handoff's live-state probes; fresh results win."),
@@ -185,11 +204,50 @@ def build_server():
     async def call_tool(ctx, params) -> CallToolResult:
         try:
             return await registry.call_tool(params.name, params.arguments or {})
-        except ToolError as exc:
-            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+        except ToolError as exc:  # the registry wraps whatever the tool raised, as __cause__
+            error = tool_error(exc.__cause__, str(exc))
+            return CallToolResult(content=[TextContent(type="text", text=json.dumps(error, ensure_ascii=False))],
+                                  structured_content=error, is_error=True)
 
     return Server("baton", version=_version(), instructions=INSTRUCTIONS, on_list_tools=list_tools,
                   on_call_tool=call_tool)
+
+
+def tool_error(cause: BaseException | None, wrapper: str) -> dict:
+    """The structured error of a failed tool call, from what the tool raised (cause) or,
+    when nothing was, the SDK's own message (wrapper: an unknown tool)."""
+    import sqlite3
+
+    from pydantic import ValidationError
+
+    from baton.errors import BatonError
+    from baton.shown_text import one_line
+
+    if isinstance(cause, BatonError):
+        kind, store, message, recoverable = cause.kind, cause.store, str(cause), cause.recoverable
+    elif isinstance(cause, ValidationError):
+        kind, store, recoverable = "bad_input", None, False
+        message = "; ".join(_argument_problem(problem) for problem in cause.errors())
+    elif isinstance(cause, (OSError, sqlite3.Error)):
+        # The machine failing under Baton (a full disk, a vanished directory), as the CLI's exit 3.
+        where = f"{cause.filename}: " if isinstance(cause, OSError) and cause.filename else ""
+        kind, store, recoverable = "store_unavailable", None, True
+        message = f"{where}{cause.strerror if isinstance(cause, OSError) and cause.strerror else cause}"
+    elif cause is None:
+        kind, store, message, recoverable = "bad_input", None, wrapper, False
+    else:  # a bug: its trace goes to the server's stderr, not to the model
+        import traceback
+
+        traceback.print_exception(cause)
+        kind, store, message, recoverable = "internal", None, f"internal error ({type(cause).__name__})", False
+    return {"error": {"type": kind, "store": None if store is None else str(store), "message": one_line(message),
+                      "recoverable": recoverable}}
+
+
+def _argument_problem(problem: dict) -> str:
+    """One argument's problem in pydantic's report, without the value given (the caller's data)."""
+    name = ".".join(str(part) for part in problem.get("loc", ())) or "arguments"
+    return f"{name}: {problem.get('msg', 'invalid').lower()}"
 
 
 def serve() -> None:
@@ -230,25 +288,18 @@ def _stop_now(number: int, frame) -> None:
 
 
 def _call(run: Callable, *, deliver: bool = True) -> str:
-    """Run one tool against freshly opened stores; Baton's errors become tool errors."""
-    from mcp.server.mcpserver.exceptions import ToolError
-
-    from baton.errors import BatonError
+    """Run one tool in a unit of work; what it raises becomes a tool error (build_server's
+    call_tool)."""
     from baton.skills.core.commit import apply_events
     from baton.skills.runtime.unit import unit_of_work
 
-    try:
-        with unit_of_work(deliver_with=apply_events if deliver else None, warn=_log) as stores:
-            answer = run(stores)
-        _log(answer.get("warnings", []) if isinstance(answer, dict) else [])
-        return json.dumps(answer, ensure_ascii=False)
-    except BatonError as exc:
-        raise ToolError(str(exc)) from exc
+    with unit_of_work(deliver_with=apply_events if deliver else None, warn=_log) as stores:
+        answer = run(stores)
+    _log(answer.get("warnings", []) if isinstance(answer, dict) else [])
+    return json.dumps(answer, ensure_ascii=False)
 
 
 def _directory(worktree: str | None) -> Path:
-    from baton.errors import BadInput
-
     directory = Path(worktree).expanduser() if worktree else Path(os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
     if not directory.is_dir():
         raise BadInput(f"worktree is not a directory: {directory}")
@@ -262,12 +313,11 @@ def _place(worktree: str | None):
     return place_of(_directory(worktree), WorktreeLocator())
 
 
-def _non_negative(limit: int) -> int:
-    from baton.errors import BadInput
-
-    if limit < 0:
-        raise BadInput("limit must not be negative")
-    return limit
+def _own_worktree(place) -> None:
+    """Unsigned probes run code from a branch: only the server's own worktree's, whose code
+    its user runs anyway, never one a tool call names."""
+    if place.root != _place(None).root:
+        raise BadInput("allow_unsigned_probes runs only the probes of this server's own worktree")
 
 
 def _lean(schema):

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from baton import clock
 from baton.sqlite import SqliteFile, guarded, write_transaction
+from baton.store_names import Store
 
-STORE = "agent session log"
+STORE = Store.AGENT_SESSION_LOG
 FILE = "agent-sessions.db"
 KEEP = timedelta(days=7)
 

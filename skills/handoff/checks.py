@@ -9,7 +9,8 @@ from pathlib import Path
 from baton.errors import BadInput
 from baton.shown_text import escape_controls
 from baton.registry.model import Provenance
-from baton.skills.handoff.probes import ProbeRun, parse_command, run_probe
+from baton.skills.handoff.probes import ProbeRun, run_probe
+from baton.skills.runtime.command_words import parse_command
 
 SUMMARY_CHARS = 300
 MAX_TEXT = 4000  # baton.registry.model.Text: a longer command cannot be recorded

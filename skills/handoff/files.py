@@ -16,6 +16,7 @@ from pathlib import Path
 
 from baton.clock import UTC
 from baton.errors import BadInput, StoreUnavailable
+from baton.store_names import Store
 
 HANDOFFS_DIR = "docs/handoffs"
 LATEST = "LATEST.md"
@@ -141,7 +142,7 @@ def write_new_handoff(root: Path, task_id: str, at: datetime, text: str) -> Path
 
 def not_written(path: Path, exc: OSError) -> StoreUnavailable:
     """A handoff file the file system would not take (a full disk, a quota, a read-only tree)."""
-    return StoreUnavailable("handoff files", f"cannot write {path}: {exc.strerror or exc}")
+    return StoreUnavailable(Store.HANDOFF_FILES, f"cannot write {path}: {exc.strerror or exc}")
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from baton.errors import BadInput, StoreUnavailable
 from baton.home import make_directory
+from baton.store_names import Store
 
 PERSONAL_KEY_FILE = "handoff.key"
 SCHEME = "hmac-sha256"
@@ -73,13 +74,13 @@ def _create_personal_key(path: Path) -> None:
         finally:
             os.unlink(temporary)
     except OSError as exc:
-        raise StoreUnavailable("handoff key", f"cannot create {path}: {exc.strerror or exc}") from None
+        raise StoreUnavailable(Store.HANDOFF_KEY, f"cannot create {path}: {exc.strerror or exc}") from None
 
 
 def personal_key(home: Path) -> SigningKey | None:
     """The user's own key in the Baton home, None before the first handoff created it."""
     path = home / PERSONAL_KEY_FILE
-    return _read_key(path, "handoff key") if path.exists() else None
+    return _read_key(path, Store.HANDOFF_KEY) if path.exists() else None
 
 
 def signing_key(home: Path, team_key_file: Path | None) -> SigningKey:
@@ -90,7 +91,7 @@ def signing_key(home: Path, team_key_file: Path | None) -> SigningKey:
     path = home / PERSONAL_KEY_FILE
     if not path.exists():
         _create_personal_key(path)
-    return _read_key(path, "handoff key")
+    return _read_key(path, Store.HANDOFF_KEY)
 
 
 def verifying_keys(home: Path, team_key_file: Path | None) -> list[SigningKey]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import selectors
 import shlex
 import shutil
@@ -22,50 +21,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from baton.errors import BadInput
 from baton.shown_text import escape_controls
 
 OUTPUT_CAP = 64 * 1024  # bytes kept from a probe's output; the rest is read and dropped
 SHOWN_LINES = 200  # lines of output a handoff records (the digest covers all kept output)
 SHOWN_LINE_CHARS = 300
 
-# Tokens a shell would treat as syntax. Probes run without a shell, so a command using them
-# would not do what it says: refuse it instead of running something else.
-_SHELL_SYNTAX = re.compile(r"^(\d*[<>]|[|&;()`])")
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 COMPLETED = "completed"
 TIMED_OUT = "timed_out"
 NOT_RUNNABLE = "not_runnable"
-
-
-def parse_command(command: str) -> list[str]:
-    """The argument vector of a probe command written as shell-style words.
-
-    BadInput names what is wrong: unbalanced quotes, shell syntax (pipes, redirections,
-    command lists, substitutions) or leading environment assignments, none of which a
-    probe can use because no shell runs it.
-    """
-    try:
-        argv = shlex.split(command)
-    except ValueError as exc:
-        raise BadInput(f"probe command {command!r} cannot be split into words: {exc}") from None
-    if not argv:
-        raise BadInput("probe command is empty")
-    if _ASSIGNMENT.match(argv[0]):
-        raise BadInput(f"probe command {command!r} sets an environment variable ({argv[0]}): probes run "
-                       "with a minimal environment and no shell")
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        syntax = [token for token in lexer if _SHELL_SYNTAX.match(token)]
-    except ValueError as exc:
-        raise BadInput(f"probe command {command!r} cannot be split into words: {exc}") from None
-    if syntax or any("$(" in word or "`" in word for word in argv):
-        shown = syntax[0] if syntax else "$(...)"
-        raise BadInput(f"probe command {command!r} uses shell syntax ({shown}): probes run without a shell; "
-                       "put the pipeline in a script and probe the script")
-    return argv
 
 
 def command_text(argv: list[str] | tuple[str, ...]) -> str:

@@ -40,7 +40,8 @@ from baton.skills.handoff.files import (
     read_handoff,
     shown_path,
 )
-from baton.skills.runtime.handoff_settings import HandoffSettings
+from baton.skills.runtime.command_words import parse_command
+from baton.skills.runtime.settings import HandoffSettings
 from baton.skills.handoff.probe_policy import Permission, ProbePolicy
 from baton.skills.handoff.probe_signing import SigningKey, verifying_keys
 from baton.skills.handoff.probes import (
@@ -48,7 +49,6 @@ from baton.skills.handoff.probes import (
     TIMED_OUT,
     ProbeRun,
     output_digest,
-    parse_command,
     run_probe,
     shown_output,
 )

@@ -40,11 +40,11 @@ from baton.skills.handoff.files import (
 from baton.skills.handoff.journal import journal_of
 from baton.skills.handoff.probe_policy import GIT_STATE_PROBES
 from baton.skills.handoff.probe_signing import SigningKey, sign, signing_key
+from baton.skills.runtime.command_words import parse_command
 from baton.skills.handoff.probes import (
     ProbeRun,
     command_text,
     output_digest,
-    parse_command,
     run_probe,
     shown_output,
 )

@@ -1,21 +1,109 @@
-"""Settings read once from the environment and `baton.toml`, validated, frozen.
+"""Every setting of Baton, in one table (SETTINGS), read by one function (Settings.from_env).
 
-The environment wins over the file. The file is BATON_CONFIG, else `baton.toml` in the
-data home; its `[stores]` table names server backends, e.g. `database_url = "postgresql://..."`.
-A store without a server setting stays embedded, so every mix works.
+A row names the environment variable, the `baton.toml` table and key (if the file may set
+it), the kind of value, its default, its range or choices and one line of documentation;
+the README's configuration table lists every row (tests/test_settings.py checks it). The
+environment wins over the file. The file is BATON_CONFIG, else `baton.toml` in the data
+home; e.g. its `[stores]` table names server backends (`database_url = "postgresql://..."`).
+A store without a server setting stays embedded, so every mix works. No other module reads
+a `BATON_*` variable: a lower module is handed the value it needs.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 from baton.clock import parse_duration
 from baton.errors import BadInput
 from baton.home import data_home, unusable
-from baton.skills.runtime.handoff_settings import HandoffSettings
+
+HOOK_HANDOFF = ("never", "stop", "session-end")
+PROBE_TIMEOUT = 10.0
+PROBE_BUDGET = 30.0
+# Kafka's clients accept socket timeouts up to 300 s; a store that needs longer is down.
+MAX_STORE_TIMEOUT = 300.0
+MAX_RECHECK_AFTER = 86400.0  # a day: a server down longer is asked again at least daily
+MAX_PROBE_SECONDS = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One row: where a setting comes from, what it may be, and what it does."""
+
+    name: str  # the attribute of Settings (or of HandoffSettings, for the [handoff] table)
+    env: str | None  # the environment variable, if the environment may set it
+    table: str | None  # the baton.toml table, if the file may set it
+    kind: str  # text, path, seconds, number, duration, switch, choice, commands
+    default: object
+    doc: str
+    low: float | None = None  # numbers: the range; `low_open` excludes low itself
+    high: float | None = None
+    low_open: bool = True
+    choices: tuple[str, ...] = ()
+    toml_key: str | None = None  # where the file's key differs from name
+
+    @property
+    def key(self) -> str:
+        """The key in its baton.toml table."""
+        return self.toml_key or self.name
+
+    @property
+    def where(self) -> str:
+        """How a message names the setting: the variable, else the table and key."""
+        return self.env or f"[{self.table}] {self.key}"
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("home", "BATON_HOME", None, "path", None,
+            "the data directory (default `$XDG_DATA_HOME/baton` or `~/.local/share/baton`)"),
+    Setting("config", "BATON_CONFIG", None, "path", None,
+            "the configuration file (default `$BATON_HOME/baton.toml`)"),
+    Setting("store_timeout", "BATON_STORE_TIMEOUT", None, "seconds", 2.0,
+            "seconds one command may wait on servers in all; an embedded store's lock wait", high=MAX_STORE_TIMEOUT),
+    Setting("recheck_after", "BATON_RECHECK_AFTER", None, "seconds", 30.0,
+            "seconds a server found down stays in the health record", high=MAX_RECHECK_AFTER),
+    Setting("stale_after", "BATON_STALE_AFTER", None, "duration", "24h",
+            "idle time after which an active session is marked stale"),
+    Setting("recall_min_score", "BATON_RECALL_MIN_SCORE", None, "number", 0.3,
+            "cosine score below which a related decision is not shown", low=-1.0, high=1.0, low_open=False),
+    Setting("task_id", "BATON_TASK_ID", None, "text", None, "the ticket when no binding file applies"),
+    Setting("session_id", "BATON_SESSION_ID", None, "text", None, "the session when no binding file applies"),
+    Setting("database_url", "BATON_DATABASE_URL", "stores", "text", None, "PostgreSQL for the session registry"),
+    Setting("graph_url", "BATON_GRAPH_URL", "stores", "text", None, "a Bolt server for the conflict graph"),
+    Setting("qdrant_url", "BATON_QDRANT_URL", "stores", "text", None, "a Qdrant server for decision recall"),
+    Setting("kafka_bootstrap", "BATON_KAFKA_BOOTSTRAP", "stores", "text", None,
+            "Kafka for coordination signals and the event log"),
+    Setting("kafka_topic_prefix", "BATON_KAFKA_TOPIC_PREFIX", "stores", "text", "baton.",
+            "prefix of Baton's topic names"),
+    Setting("background_delivery", "BATON_BACKGROUND_DELIVERY", None, "switch", True,
+            "with servers, a write starts a background `baton deliver`"),
+    Setting("background_indexing", "BATON_BACKGROUND_INDEXING", None, "switch", True,
+            "a write that records a decision starts a background `baton index`"),
+    Setting("probe_timeout", "BATON_PROBE_TIMEOUT", "handoff", "seconds", PROBE_TIMEOUT,
+            "seconds one handoff probe may run on re-verification", high=MAX_PROBE_SECONDS),
+    Setting("probe_budget", "BATON_PROBE_BUDGET", "handoff", "seconds", PROBE_BUDGET,
+            "seconds all probes of one re-verification may take together", high=MAX_PROBE_SECONDS),
+    Setting("key_file", "BATON_HANDOFF_KEY_FILE", "handoff", "path", None,
+            "a team's shared key for signing handoff probes (default `$BATON_HOME/handoff.key`)"),
+    Setting("allow", None, "handoff", "commands", (), "unsigned probe commands that may run anyway"),
+    Setting("hook_handoff", "BATON_HOOK_HANDOFF", "hooks", "choice", "never",
+            "which agent hook writes a handoff", choices=HOOK_HANDOFF, toml_key="handoff"),
+)
+_ROWS = {row.name: row for row in SETTINGS}
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffSettings:
+    """The `[handoff]` rows: how handoff probes are re-verified and signed."""
+
+    probe_timeout: float = PROBE_TIMEOUT
+    probe_budget: float = PROBE_BUDGET
+    key_file: Path | None = None
+    allow: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +119,11 @@ class Settings:
     kafka_topic_prefix: str = "baton."
     background_delivery: bool = True
     background_indexing: bool = True
-    handoff: HandoffSettings = HandoffSettings()
+    handoff: HandoffSettings = field(default_factory=HandoffSettings)
     hook_handoff: str = "never"  # which agent hook writes a handoff: never, stop or session-end
     recheck_after: float = 30.0  # seconds a server found down is skipped without connecting (baton.health)
+    task_id: str | None = None  # BATON_TASK_ID: the ticket when no binding file applies
+    session_id: str | None = None  # BATON_SESSION_ID
 
     @property
     def uses_servers(self) -> bool:
@@ -41,48 +131,50 @@ class Settings:
         background delivery (recall's Qdrant is written by the background indexer only)."""
         return bool(self.database_url or self.graph_url or self.kafka_bootstrap)
 
+    @property
+    def ambient(self) -> tuple[str | None, str | None]:
+        """(BATON_TASK_ID, BATON_SESSION_ID): the ticket when no binding file applies."""
+        return self.task_id, self.session_id
+
     @classmethod
-    def from_env(cls) -> Settings:
-        home = data_home()
-        config = _config_file(home)
-        stores = config.get("stores", {})
-        return cls(
-            home=home,
-            database_url=os.environ.get("BATON_DATABASE_URL") or _text(stores, "database_url"),
-            graph_url=os.environ.get("BATON_GRAPH_URL") or _text(stores, "graph_url"),
-            qdrant_url=os.environ.get("BATON_QDRANT_URL") or _text(stores, "qdrant_url"),
-            kafka_bootstrap=os.environ.get("BATON_KAFKA_BOOTSTRAP") or _text(stores, "kafka_bootstrap"),
-            kafka_topic_prefix=os.environ.get("BATON_KAFKA_TOPIC_PREFIX") or _text(stores, "kafka_topic_prefix") or "baton.",
-            store_timeout=_number("BATON_STORE_TIMEOUT", 2.0, maximum=MAX_STORE_TIMEOUT),
-            recheck_after=_number("BATON_RECHECK_AFTER", 30.0, maximum=MAX_RECHECK_AFTER),
-            stale_after=_duration("BATON_STALE_AFTER", "24h"),
-            recall_min_score=_number("BATON_RECALL_MIN_SCORE", 0.3, minimum=-1.0, maximum=1.0),
-            background_delivery=_switch("BATON_BACKGROUND_DELIVERY", True),
-            background_indexing=_switch("BATON_BACKGROUND_INDEXING", True),
-            handoff=HandoffSettings.from_config(config.get("handoff", {}), "baton.toml"),
-            hook_handoff=_hook_handoff(config.get("hooks", {})),
-        )
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Every row of SETTINGS from environ (default: the process environment) and the
+        configuration file; a bad value is BadInput naming the setting."""
+        environ = os.environ if environ is None else environ
+        home = data_home(_given(environ, _ROWS["home"]), environ.get("XDG_DATA_HOME") or None)
+        config_name = _given(environ, _ROWS["config"])
+        config_path = Path(config_name).expanduser() if config_name else home / "baton.toml"
+        config = _config_file(config_path, explicit=bool(config_name), home=home)
+        values = {row.name: _value(row, environ, config, config_path) for row in SETTINGS
+                  if row.name not in ("home", "config")}
+        handoff = HandoffSettings(**{row.name: values.pop(row.name) for row in SETTINGS if row.table == "handoff"})
+        return cls(home=home, handoff=handoff, **values)
 
 
-# Kafka's clients accept socket timeouts up to 300 s; a store that needs longer is down.
-MAX_STORE_TIMEOUT = 300.0
-MAX_RECHECK_AFTER = 86400.0  # a day: a server down longer is asked again at least daily
-_KNOWN_STORE_KEYS = {"database_url", "graph_url", "qdrant_url", "kafka_bootstrap", "kafka_topic_prefix"}
+def ambient_ticket(environ: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
+    """(BATON_TASK_ID, BATON_SESSION_ID), read through the same rows without the file: a
+    hook asks for them before anything else, so outside a bound worktree (and with neither
+    set) nothing else is read and nothing can fail."""
+    environ = os.environ if environ is None else environ
+    return _given(environ, _ROWS["task_id"]), _given(environ, _ROWS["session_id"])
 
 
-def _config_file(home: Path) -> dict:
+def _given(environ: Mapping[str, str], row: Setting) -> str | None:
+    return (environ.get(row.env) or None) if row.env else None
+
+
+def _config_file(path: Path, *, explicit: bool, home: Path) -> dict:
     import tomllib
 
-    path = Path(os.environ["BATON_CONFIG"]).expanduser() if os.environ.get("BATON_CONFIG") else home / "baton.toml"
     try:
         with path.open("rb") as handle:
             config = tomllib.load(handle)
     except FileNotFoundError:
-        if os.environ.get("BATON_CONFIG"):
+        if explicit:
             raise BadInput(f"BATON_CONFIG names a missing file: {path}") from None
         return {}
     except OSError as exc:
-        if not os.environ.get("BATON_CONFIG") and unusable(home):
+        if not explicit and unusable(home):
             # Not a bad setting: the stores, which live there too, each say why (exit 3).
             return {}
         raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
@@ -90,61 +182,81 @@ def _config_file(home: Path) -> dict:
         raise BadInput(f"cannot read {path}: not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"cannot read {path}: {exc}") from None
-    unknown = set(config.get("stores", {})) - _KNOWN_STORE_KEYS
-    if unknown:
-        raise BadInput(f"{path}: unknown key in [stores]: {', '.join(sorted(unknown))}")
+    for table in sorted({row.table for row in SETTINGS if row.table}):
+        known = {row.key for row in SETTINGS if row.table == table}
+        unknown = set(config.get(table, {})) - known
+        if unknown:
+            raise BadInput(f"{path}: unknown key in [{table}]: {', '.join(sorted(unknown))}")
     return config
 
 
-HOOK_HANDOFF = ("never", "stop", "session-end")
+def _value(row: Setting, environ: Mapping[str, str], config: dict, path: Path) -> object:
+    """The row's value: the environment's, else the file's, else the default."""
+    raw: object = _given(environ, row)
+    where = row.env
+    if raw is None and row.table and row.key in config.get(row.table, {}):
+        raw, where = config[row.table][row.key], f"{path.name}: [{row.table}] {row.key}"
+    if raw is None:
+        raw, where = row.default, row.where
+        if raw is None:
+            return None
+    return _parse(row, raw, where or row.where, path)
 
 
-def _hook_handoff(table: dict) -> str:
-    """BATON_HOOK_HANDOFF, else `[hooks] handoff` of baton.toml: when an agent's hooks write a handoff."""
-    unknown = set(table) - {"handoff"}
-    if unknown:
-        raise BadInput(f"baton.toml: unknown key in [hooks]: {', '.join(sorted(unknown))}")
-    value = os.environ.get("BATON_HOOK_HANDOFF") or table.get("handoff", "never")
-    if value not in HOOK_HANDOFF:
-        raise BadInput(f"BATON_HOOK_HANDOFF or [hooks] handoff must be one of {', '.join(HOOK_HANDOFF)}, got {value!r}")
-    return value
+def _parse(row: Setting, raw: object, where: str, path: Path) -> object:
+    if row.kind == "commands":
+        return _commands(raw, where)
+    if row.kind in ("seconds", "number"):
+        return _number(row, raw, where)
+    if row.kind == "switch":
+        return _switch(raw, where)
+    if row.kind == "duration":
+        try:
+            return parse_duration(str(raw))
+        except ValueError as exc:
+            raise BadInput(f"{where}: {exc}") from None
+    if row.kind == "choice" and raw not in row.choices:
+        raise BadInput(f"{row.env} or [{row.table}] {row.key} must be one of {', '.join(row.choices)}, got {raw!r}")
+    if not isinstance(raw, str):
+        raise BadInput(f"{where} must be a string")
+    if row.kind == "path":
+        return Path(raw).expanduser() if raw else None
+    return raw or row.default
 
 
-def _text(table: dict, key: str) -> str | None:
-    value = table.get(key)
-    if value is not None and not isinstance(value, str):
-        raise BadInput(f"baton.toml: [stores] {key} must be a string")
-    return value or None
-
-
-def _number(name: str, default: float, *, minimum: float = 0.0, maximum: float) -> float:
-    """A finite number within [minimum, maximum]; a minimum of 0 excludes 0 itself."""
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
+def _number(row: Setting, raw: object, where: str) -> float:
+    """A finite number within the row's range."""
+    if isinstance(raw, bool):
+        raise BadInput(f"{where} must be a number, got {raw!r}")
     try:
-        value = float(raw)
-    except ValueError:
-        raise BadInput(f"{name} must be a number, got {raw!r}") from None
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise BadInput(f"{where} must be a number, got {raw!r}") from None
+    low = 0.0 if row.low is None else row.low
+    high = float("inf") if row.high is None else row.high
     # NaN fails every comparison, so the test is written to let only numbers in range pass.
-    if not (minimum <= value <= maximum) or (minimum == 0.0 and value == 0.0):
-        raise BadInput(f"{name} is out of range ({minimum:g} to {maximum:g}): {raw!r}")
+    if not (low <= value <= high) or (row.low_open and value == low):
+        raise BadInput(f"{where} is out of range ({low:g} to {high:g}): {raw!r}")
     return value
 
 
-def _switch(name: str, default: bool) -> bool:
-    raw = (os.environ.get(name) or "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "on", "yes"):
+def _switch(raw: object, where: str) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "on", "yes"):
         return True
-    if raw in ("0", "false", "off", "no"):
+    if text in ("0", "false", "off", "no"):
         return False
-    raise BadInput(f"{name} must be on or off, got {raw!r}")
+    raise BadInput(f"{where} must be on or off, got {raw!r}")
 
 
-def _duration(name: str, default: str) -> timedelta:
+def _commands(raw: object, where: str) -> tuple[tuple[str, ...], ...]:
+    from baton.skills.runtime.command_words import parse_command
+
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(entry, str) for entry in raw):
+        raise BadInput(f"{where} must be a list of commands (strings)")
     try:
-        return parse_duration(os.environ.get(name) or default)
-    except ValueError as exc:
-        raise BadInput(f"{name}: {exc}") from None
+        return tuple(tuple(parse_command(entry)) for entry in raw)
+    except BadInput as exc:
+        raise BadInput(f"{where}: {exc}") from None

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from baton.errors import StoreUnavailable
+from baton.store_names import Store
 
 if TYPE_CHECKING:
     from baton.budget import Budget
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from baton.registry.model import Event
     from baton.skills.runtime.settings import Settings
 
-GRAPH = "conflict graph"
+GRAPH = Store.CONFLICT_GRAPH
 
 
 class Stores(Protocol):
@@ -137,7 +138,7 @@ def _apply_pending(stores: Stores, apply: Apply) -> list[str]:
         if stores.settings.database_url:  # known down: no waiting for another delivery either
             from baton.budget import postgres_server
 
-            budget.gate(postgres_server(stores.settings.database_url)).refuse_known("session registry")
+            budget.gate(postgres_server(stores.settings.database_url)).refuse_known(Store.SESSION_REGISTRY)
         graph_down = _graph_known_down(stores)
         with budget.waiting(), pending.delivering(max(budget.remaining(), 0.0)) as ours:
             waiting = pending.entries() if ours else []

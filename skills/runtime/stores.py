@@ -21,6 +21,7 @@ from baton.graph.base import ConflictGraph
 from baton.registry.base import SessionStore
 from baton.signals.base import SignalBus
 from baton.skills.runtime.settings import Settings
+from baton.store_names import Store
 
 if TYPE_CHECKING:
     from baton.budget import Budget
@@ -63,7 +64,7 @@ class Stores:
     def registry(self) -> SessionStore:
         if self._registry is None:
             if self.settings.database_url:
-                _require("psycopg", "session registry", "postgres")
+                _require("psycopg", Store.SESSION_REGISTRY, "postgres")
                 from baton.budget import postgres_server
                 from baton.registry.postgres import PostgresSessionStore
 
@@ -79,7 +80,7 @@ class Stores:
     def graph(self) -> ConflictGraph:
         if self._graph is None:
             if self.settings.graph_url:
-                _require("neo4j", "conflict graph", "graph")
+                _require("neo4j", Store.CONFLICT_GRAPH, "graph")
                 from baton.budget import bolt_server
                 from baton.graph.bolt import BoltConflictGraph
 
@@ -95,7 +96,7 @@ class Stores:
     def signals(self) -> SignalBus:
         if self._signals is None:
             if self.settings.kafka_bootstrap:
-                _require("confluent_kafka", "signal log", "kafka")
+                _require("confluent_kafka", Store.SIGNAL_LOG, "kafka")
                 from baton.budget import kafka_server
                 from baton.signals.kafka import SIGNALS_TOPIC, KafkaSignalBus
 
@@ -116,20 +117,20 @@ class Stores:
         if url and not url.startswith("file:"):
             from baton.budget import qdrant_server
 
-            self.budget.gate(qdrant_server(url)).refuse_known("recall index")
+            self.budget.gate(qdrant_server(url)).refuse_known(Store.RECALL_INDEX)
         if self._recall is None:
             from baton.recall import missing_dependency
 
             missing = missing_dependency(embedded=not self.settings.qdrant_url)
             if missing:
-                raise StoreUnavailable("recall index", missing)
+                raise StoreUnavailable(Store.RECALL_INDEX, missing)
             # The embedded index reads an absent file as "nothing recorded": true in a new
             # data home, not in one that is not a usable directory.
             from baton.home import unusable
 
             problem = None if self.settings.qdrant_url else unusable(self.settings.home)
             if problem:
-                raise StoreUnavailable("recall index", problem)
+                raise StoreUnavailable(Store.RECALL_INDEX, problem)
             from baton.recall.search import DecisionSearchClient
 
             self._recall = DecisionSearchClient(self.decision_index())
@@ -140,7 +141,7 @@ class Stores:
         """The registry's event log on Kafka when Kafka is configured, else None: then
         writes are applied to the stores (directly, or through the pending writes)."""
         if self._event_log is None and self.settings.kafka_bootstrap:
-            _require("confluent_kafka", "event log", "kafka")
+            _require("confluent_kafka", Store.EVENT_LOG, "kafka")
             from baton.budget import kafka_server
             from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
 
@@ -157,7 +158,7 @@ class Stores:
             from baton.outbox import Outbox
 
             self._pending = Outbox(self.settings.home / PENDING_WRITES, earlier="pending",
-                                   timeout=self.settings.store_timeout, store="pending writes")
+                                   timeout=self.settings.store_timeout, store=Store.PENDING_WRITES)
         return self._pending
 
     @cached_property

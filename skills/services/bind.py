@@ -8,6 +8,7 @@ from datetime import datetime
 
 from baton import clock
 from baton.errors import StoreUnavailable
+from baton.store_names import Store
 from baton.ids import BATON_NAMESPACE, check_task_id
 from baton.outcome import Found, NotFound, Unavailable
 from baton.signals.wire import SignalType
@@ -43,7 +44,7 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
     write_binding(place, Binding(task_id, session_id, at, agent or (previous.agent if same_task else None)))
     current = stores.registry.get(task_id)
     if isinstance(current, Unavailable) and stores.sink.writes_need_registry:
-        raise StoreUnavailable("session registry", current.reason)
+        raise StoreUnavailable(Store.SESSION_REGISTRY, current.reason)
     # Unknown while the server is down: the bind still makes the ticket active when it lands.
     reopens = isinstance(current, Found) and current.value.status == "completed"
     run = current.value.runs + reopens if isinstance(current, Found) else 1 if isinstance(current, NotFound) else None

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from baton.outcome import Unavailable
 from baton.skills.runtime.deadline import SLACK, gather
 from baton.skills.runtime.stores import Stores
+from baton.store_names import Store
 
 
 @dataclass
@@ -40,7 +41,7 @@ def doctor(stores: Stores) -> list[StoreReport]:
         "signals": lambda: stores.signals.describe(),
     }
     if stores.event_log is not None:
-        calls["event log"] = lambda: stores.event_log.describe()
+        calls[Store.EVENT_LOG] = lambda: stores.event_log.describe()
     answers = gather(calls, stores.budget.remaining() + SLACK)
     return [StoreReport(name, f"unavailable: {answer.reason}", {}) if isinstance(answer, Unavailable)
             else StoreReport(name, "ok", answer) for name, answer in answers.items()]

@@ -42,13 +42,11 @@ def staged_files(root: Path) -> list[str]:
 
 
 def guard(stores: Stores, place: Place, locator: WorktreeLocator) -> GuardReport:
-    import os
-
     if place.worktree is None:
         raise BadInput(f"{place.root} is not in a git repository")
-    if read_binding(place) is None and not os.environ.get("BATON_TASK_ID"):
+    if read_binding(place) is None and not stores.settings.task_id:
         return GuardReport(None)
-    task = resolve_task(None, place)
+    task = resolve_task(None, place, stores.settings.ambient)
     report = GuardReport(task.task_id, staged_files(place.root))
     if not report.staged:
         return report

@@ -103,7 +103,8 @@ def write_handoff_json(cwd: Path | None = None, *, task_id: str | None = None, c
     HandoffReport.to_json(). Raises BadInput for bad input, StoreUnavailable never."""
     place = _here(cwd)
     with unit_of_work() as stores:
-        report: HandoffReport = write_handoff(stores, resolve_task(task_id, place), place, checks=checks,
+        report: HandoffReport = write_handoff(stores, resolve_task(task_id, place, stores.settings.ambient), place,
+                                              checks=checks,
                                               probes=probes, timeout=timeout)
         return report.to_json()
 
@@ -115,15 +116,15 @@ def verify_handoff_json(cwd: Path | None = None, *, path: Path | None = None, ta
     of `baton handoff verify --json`."""
     place, path = place_for(path, cwd)
     with unit_of_work() as stores:
-        return verify_and_record(stores, place, task=task_or_none(task_id, place), path=path,
+        return verify_and_record(stores, place, task=task_or_none(task_id, place, stores.settings.ambient), path=path,
                                  only_for=task_id, allow_unsigned=allow_unsigned).verification.to_json()
 
 
-def task_or_none(task_id: str | None, place: Place) -> ActiveTask | None:
+def task_or_none(task_id: str | None, place: Place, ambient: tuple[str | None, str | None]) -> ActiveTask | None:
     """task_id, else the worktree's ticket; None when neither is known (a verification
     then records under the ticket the handoff names)."""
     try:
-        return resolve_task(task_id, place)
+        return resolve_task(task_id, place, ambient)
     except BadInput:
         if task_id is not None:
             raise

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from baton import clock
-from baton.errors import StoreUnavailable
 from baton.outcome import Found
 from baton.skills.runtime.stores import Stores
+from baton.store_names import Store
 
 
 @dataclass
@@ -38,9 +38,7 @@ class Listing:
 def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetime | None = None) -> Listing:
     """Sessions newest first; raises StoreUnavailable when the registry cannot answer."""
     at = at or clock.now()
-    found = stores.registry.list_sessions(include_inactive=include_inactive)
-    if not isinstance(found, Found):
-        raise StoreUnavailable("session registry", found.reason)
+    sessions = stores.registry.list_sessions(include_inactive=include_inactive).unwrap(Store.SESSION_REGISTRY)
     warnings = []
     overlaps = stores.graph.active_overlaps()
     if isinstance(overlaps, Found):
@@ -55,6 +53,6 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
                     files_touched=[t.path for t in s.files_by_recency()],
                     conflicts_with=conflicts.get(s.task_id, []) if s.status.value == "active" else [],
                     handoff=s.handoff_verification.public() if s.handoff_verification else None)
-        for s in found.value
+        for s in sessions
     ]
     return Listing(lines, warnings)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from baton.errors import BadInput, StoreUnavailable
+from baton.errors import BadInput
 from baton.files import FileRef
-from baton.outcome import Found
 from baton.skills.runtime.stores import Stores
 
 BATCH = 500
+EMBEDDED_REGISTRY = "embedded session registry"  # the source of a migration, beside the configured one
 
 
 @dataclass
@@ -30,11 +30,11 @@ def migrate(target: Stores) -> MigrationReport:
     source = target.embedded()
     report = MigrationReport()
     try:
-        sessions = _found(source.registry.list_sessions(include_inactive=True), "embedded session registry")
+        sessions = source.registry.list_sessions(include_inactive=True).unwrap(EMBEDDED_REGISTRY)
         if "registry" in on_servers:
             copied = 0
             for session in sessions:
-                events = _found(source.registry.events(session.task_id), "embedded session registry")
+                events = source.registry.events(session.task_id).unwrap(EMBEDDED_REGISTRY) or []
                 for start in range(0, len(events), BATCH):
                     target.budget.renew()  # a copy takes many commands' worth of server time
                     target.registry.append(events[start:start + BATCH])
@@ -66,9 +66,3 @@ def migrate(target: Stores) -> MigrationReport:
     finally:
         source.close()
     return report
-
-
-def _found(answer, store: str):
-    if not isinstance(answer, Found):
-        raise StoreUnavailable(store, answer.reason)
-    return answer.value

@@ -25,10 +25,11 @@ from baton.errors import BadInput, StoreUnavailable
 from baton.skills.core.commit import deliver_kept
 from baton.skills.core.projection import project
 from baton.skills.runtime.stores import Stores
+from baton.store_names import Store
 
 MAX_BACKOFF = 5.0
-GRAPH, RECALL = "conflict graph", "recall index"  # asked about every batch; recall about decisions
-EVENT_LOG = "event log"
+GRAPH, RECALL = Store.CONFLICT_GRAPH, Store.RECALL_INDEX  # asked about every batch; recall about decisions
+EVENT_LOG = Store.EVENT_LOG
 
 
 def default_group(topic_prefix: str) -> str:
@@ -112,7 +113,7 @@ def _apply(stores: Stores, batch: list, *, once: bool, outages: _Outages, report
             time.sleep(backoff)  # a store is down: hold the batch (uncommitted) until it is back
             backoff = min(backoff * 2, MAX_BACKOFF)
             continue
-        outages.answered("session registry")
+        outages.answered(Store.SESSION_REGISTRY)
         graph = next((w for w in warnings if w.startswith(f"{GRAPH} unavailable: ")), None)
         if graph is None or not stores.graph_unreachable():
             break

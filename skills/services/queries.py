@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from baton import clock
-from baton.errors import BadInput, StoreUnavailable
+from baton.errors import BadInput
 from baton.ids import check_task_id
-from baton.outcome import Found
+from baton.store_names import Store
 
 
 def signals_since(stores, *, task_id: str | None, since: str | None, limit: int) -> list:
@@ -18,10 +18,7 @@ def signals_since(stores, *, task_id: str | None, since: str | None, limit: int)
         raise BadInput(f"since is not an ISO 8601 time: {since!r}") from None
     if limit <= 0:
         raise BadInput("limit must be positive")
-    found = stores.signals.recent(task_id=task_id, after=after, limit=limit)
-    if not isinstance(found, Found):
-        raise StoreUnavailable("signal log", found.reason)
-    return found.value
+    return stores.signals.recent(task_id=task_id, after=after, limit=limit).unwrap(Store.SIGNAL_LOG)
 
 
 def recall_decisions(stores, text: str, limit: int) -> list:

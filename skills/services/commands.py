@@ -1,0 +1,150 @@
+"""The commands the CLI and the MCP server both offer, as typed requests.
+
+A front end parses its own syntax (argparse options, a tool's JSON arguments) into one of
+these frozen requests and hands it here with the stores and the worktree; validation and
+every side effect (checks run for `--check`, probes, the binding) happen here, so the two
+front ends cannot drift apart. Each function returns what both front ends render.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from baton.errors import BadInput
+from baton.skills.core.binding import ActiveTask, Place, resolve_task
+from baton.skills.runtime.stores import Stores
+
+END_STATUSES = ("completed", "stalled")
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRequest:
+    task_id: str | None = None  # None: the worktree's binding, else BATON_TASK_ID
+    phase: str | None = None
+    next_action: str | None = None
+    done: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    depends_on: tuple[str, ...] = ()
+    goal: str | None = None
+    constraints: tuple[str, ...] = ()
+    todo: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+    checks: tuple[str, ...] = ()  # commands run now (no shell), recorded as observed checks
+    timeout: float | None = None  # seconds each check may run (default: CHECK_TIMEOUT)
+
+
+@dataclass
+class UpdateDone:
+    task: ActiveTask
+    report: object  # the write's report (warnings)
+    checks: list = field(default_factory=list)  # CheckResult, in the order asked
+
+    def recorded(self, request: UpdateRequest) -> dict:
+        """The fields the update set, as both front ends answer them."""
+        return {"phase": request.phase, "next_action": request.next_action, "done": list(request.done),
+                "failed": list(request.failed), "depends_on": list(request.depends_on), "goal": request.goal,
+                "constraints": list(request.constraints), "todo": list(request.todo),
+                "evidence": list(request.evidence),
+                "checks": [{"command": c.command, "exit_status": c.exit_status, "summary": c.summary}
+                           for c in self.checks]}
+
+
+def update(stores: Stores, place: Place, request: UpdateRequest) -> UpdateDone:
+    """Run the request's checks in the worktree root (all parsed first, so a bad one runs
+    none), then record them with the rest of the update."""
+    from baton.skills.services.update import update as record
+
+    task = resolve_task(request.task_id, place, stores.settings.ambient)
+    checks = run_checks(request.checks, place.root, request.timeout)
+    report = record(stores, task, place, phase=request.phase, next_action=request.next_action,
+                    done=list(request.done), failed=list(request.failed), depends_on=list(request.depends_on),
+                    goal=request.goal, constraints=list(request.constraints), remaining=list(request.todo),
+                    evidence=list(request.evidence), checks=checks)
+    return UpdateDone(task, report, checks)
+
+
+def run_checks(commands: tuple[str, ...] | list[str], root: Path, timeout: float | None) -> list:
+    if not commands:
+        return []
+    from baton.skills.handoff.checks import check_timeout, parse_check, run_check
+    from baton.skills.handoff.write import CHECK_TIMEOUT
+
+    check_timeout(timeout)
+    for command in commands:
+        parse_check(command)
+    return [run_check(command, root, timeout=timeout or CHECK_TIMEOUT)[0] for command in commands]
+
+
+@dataclass(frozen=True, slots=True)
+class EndRequest:
+    task_id: str | None = None
+    status: str = "completed"
+
+
+def end(stores: Stores, place: Place, request: EndRequest) -> tuple[ActiveTask, object]:
+    from baton.skills.services.end import end as record
+
+    if request.status not in END_STATUSES:
+        raise BadInput(f"unknown status {request.status!r}: use completed or stalled")
+    task = resolve_task(request.task_id, place, stores.settings.ambient)
+    return task, record(stores, task, request.status, place)
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeRequest:
+    task_id: str
+    limit: int = 5
+    agent: str | None = None
+    allow_unsigned_probes: bool = False
+
+
+def resume(stores: Stores, place: Place, request: ResumeRequest):
+    from baton.skills.services.resume import resume_session
+
+    if request.limit < 0:
+        raise BadInput("limit must not be negative")
+    return resume_session(stores, request.task_id, place, limit=request.limit, agent=request.agent,
+                          allow_unsigned_probes=request.allow_unsigned_probes)
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffRequest:
+    task_id: str | None = None
+    checks: tuple[str, ...] = ()
+    probes: tuple[tuple[str, str], ...] = ()  # (section name, command)
+    timeout: float | None = None
+
+
+def probes_from_options(given: list[str]) -> tuple[tuple[str, str], ...]:
+    """`--probe NAME=CMD` options as (name, command) pairs."""
+    probes = []
+    for option in given:
+        name, sep, command = option.partition("=")
+        if not sep or not name.strip() or not command.strip():
+            raise BadInput(f"--probe wants NAME=CMD, got {option!r}")
+        probes.append((name.strip(), command))
+    return tuple(probes)
+
+
+def write_handoff(stores: Stores, place: Place, request: HandoffRequest):
+    from baton.skills.handoff.write import write_handoff as write
+
+    task = resolve_task(request.task_id, place, stores.settings.ambient)
+    return write(stores, task, place, checks=list(request.checks), probes=list(request.probes),
+                 timeout=request.timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyRequest:
+    path: Path | None = None  # a handoff or a worktree; None: this worktree's current handoff
+    task_id: str | None = None  # only a handoff of this ticket
+    allow_unsigned_probes: bool = False
+
+
+def verify_handoff(stores: Stores, cwd: Path, request: VerifyRequest):
+    from baton.skills.services.handoff import place_for, task_or_none, verify_and_record
+
+    place, path = place_for(request.path, cwd)
+    return verify_and_record(stores, place, task=task_or_none(request.task_id, place, stores.settings.ambient),
+                             path=path, only_for=request.task_id, allow_unsigned=request.allow_unsigned_probes)

@@ -1,0 +1,122 @@
+"""The CLI and the MCP server are two shells over the same services: every command with
+`--json` has a tool with the same options (or is excluded here, saying why), and both
+answer the same JSON for the same input on a real data home."""
+
+import argparse
+import json
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from tests.conftest import two_agents  # noqa: E402
+from tests.test_mcp_server import call, cli_json, with_server  # noqa: E402
+
+# command -> (tool, {CLI option dest: tool argument}). `worktree` is the tool's stand-in for
+# the directory a command runs in, so it has no option.
+PARITY = {
+    "bind": ("bind_task", {"task_id": "task_id", "agent": "agent"}),
+    "touch": ("record_touch", {"paths": "paths", "task": "task_id"}),
+    "decide": ("record_decision", {"text": "text", "context": "context", "task": "task_id"}),
+    "update": ("update_session", {"task": "task_id", "phase": "phase", "next_action": "next_action", "done": "done",
+                                  "failed": "failed", "depends_on": "depends_on", "goal": "goal",
+                                  "constraint": "constraints", "todo": "todo", "evidence": "evidence",
+                                  "check": "checks", "timeout": "timeout"}),
+    "end": ("end_session", {"task_id": "task_id", "task_option": "task_id", "status": "status"}),
+    "resume": ("resume_session", {"task_id": "task_id", "limit": "limit", "agent": "agent",
+                                  "allow_unsigned_probes": "allow_unsigned_probes"}),
+    "list": ("list_sessions", {"all": "include_ended"}),
+    "signals": ("signals_since", {"task": "task_id", "since": "since", "limit": "limit"}),
+    "recall": ("recall_decisions", {"text": "query", "limit": "limit"}),
+    "handoff": ("write_handoff", {"task": "task_id", "check": "checks", "probe": "probes", "timeout": "timeout"}),
+    "handoff verify": ("verify_handoff", {"path": "path", "verify_task": "task_id",
+                                          "allow_unsigned_probes": "allow_unsigned_probes"}),
+}
+# Options and commands with --json that have no tool, each with why.
+EXCLUDED_OPTIONS = {
+    ("resume", "list"): "resume --list is list_sessions",
+    ("handoff", "handoff_action"): "selects `handoff verify`, which is verify_handoff",
+    ("handoff verify", "strict"): "sets the exit status for a script or git hook; live_state carries the same verdict",
+}
+EXCLUDED_COMMANDS = {
+    "doctor": "an operator's check of this machine's servers; a tool call reports a store that is down itself",
+}
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    from baton.skills.frontends.cli import _parser
+
+    def subcommands(parser):
+        action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return action.choices
+
+    commands = dict(subcommands(_parser()))
+    commands["handoff verify"] = subcommands(commands["handoff"])["verify"]
+    return commands
+
+
+def _options(parser: argparse.ArgumentParser) -> set[str]:
+    return {a.dest for a in parser._actions if not isinstance(a, argparse._HelpAction)
+            and a.dest not in ("json", "verify_json")}
+
+
+def _tool_arguments() -> dict[str, set[str]]:
+    from mcp.server.mcpserver.tools import Tool
+
+    from baton.skills.frontends.mcp_server import TOOLS
+
+    return {name: set(Tool.from_function(function, name=name, structured_output=False).parameters["properties"])
+            for name, (function, _) in TOOLS.items()}
+
+
+def test_every_command_with_json_has_a_tool_or_says_why_not():
+    commands = _commands()
+    with_json = {name for name, parser in commands.items()
+                 if {"json", "verify_json"} & {a.dest for a in parser._actions}}
+    assert with_json - set(PARITY) - set(EXCLUDED_COMMANDS) == set(), "a --json command with no tool"
+    assert set(EXCLUDED_COMMANDS) <= with_json and all(EXCLUDED_COMMANDS.values())
+
+
+@pytest.mark.parametrize("command", sorted(PARITY))
+def test_the_tool_takes_every_option_of_its_command(command):
+    tool, mapping = PARITY[command]
+    options = _options(_commands()[command]) - {option for (name, option) in EXCLUDED_OPTIONS if name == command}
+    arguments = _tool_arguments()[tool]
+    assert options == set(mapping), f"{command}: options without a mapping: {options ^ set(mapping)}"
+    assert set(mapping.values()) | {"worktree"} >= arguments, f"{tool}: arguments the CLI lacks"
+    assert set(mapping.values()) <= arguments, f"{tool}: lacks {set(mapping.values()) - arguments}"
+
+
+def test_an_update_with_journal_and_checks_answers_as_the_cli(home, worktrees, cli):
+    main = two_agents(worktrees, cli)
+    arguments = {"goal": "carts survive restarts", "constraints": ["no downtime"], "todo": ["migrate"],
+                 "evidence": ["the load test"], "checks": ["git --version"], "next_action": "write it"}
+    is_error, text = with_server(main, call("update_session", **arguments))
+    assert not is_error, text
+    from_cli = cli_json(main, "update", "--goal", "carts survive restarts", "--constraint", "no downtime",
+                        "--todo", "migrate", "--evidence", "the load test", "--check", "git --version",
+                        "--next", "write it", "--json")
+    assert json.loads(text) == from_cli
+    assert from_cli["recorded"]["checks"][0]["exit_status"] == 0
+
+
+def test_end_through_the_tool_ends_the_session(home, worktrees, cli):
+    main = two_agents(worktrees, cli)
+    is_error, text = with_server(main, call("end_session", status="stalled"))
+    assert not is_error, text
+    assert json.loads(text) == {"task_id": "OMN-1", "status": "stalled", "warnings": []}
+    assert cli_json(main, "resume", "OMN-1", "--json")["session"]["status"] == "stalled"
+
+
+def test_unsigned_probes_run_only_for_the_servers_own_worktree(home, worktrees, cli):
+    main, second = worktrees
+    cli(main, "bind", "OMN-1")
+    for name, arguments in [("verify_handoff", {"allow_unsigned_probes": True, "worktree": str(second)}),
+                            ("verify_handoff", {"allow_unsigned_probes": True, "path": "docs/handoffs/LATEST.md"}),
+                            ("resume_session", {"task_id": "OMN-1", "allow_unsigned_probes": True,
+                                                "worktree": str(second)})]:
+        is_error, text = with_server(main, call(name, **arguments))
+        assert is_error, (name, arguments)
+        assert json.loads(text)["error"]["type"] == "bad_input" and "allow_unsigned_probes" in text
+    is_error, text = with_server(main, call("verify_handoff", allow_unsigned_probes=True))
+    assert not is_error, text
