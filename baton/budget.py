@@ -156,6 +156,9 @@ class Gate:
         with self.budget.waiting():
             left = self.budget.remaining()
             if left <= 0:
+                # Not heard from in this command (so what waits for it keeps waiting), but
+                # not recorded as down: the server had no chance to answer.
+                self.unreachable = True
                 raise StoreUnavailable(store, f"{self.server.name}: {self.budget.spent()}")
             try:
                 if not self._reached:

@@ -6,7 +6,7 @@ queued for the indexer (baton.skills.core.indexing), never embedded here."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from baton.errors import StoreUnavailable
 from baton.registry.model import DecisionRecorded, Event, FilesTouched, Session, Status
@@ -16,24 +16,31 @@ from baton.skills.core.overlaps import signal_new_overlaps
 from baton.skills.runtime.stores import Stores
 
 
-def project(stores: Stores, events: Sequence[Event]) -> tuple[dict[str, Session], list[str]]:
+def project(stores: Stores, events: Sequence[Event], *,
+            renew: Callable[[], None] | None = None) -> tuple[dict[str, Session], list[str]]:
     """Append events to the registry and bring the graph and recall up to date.
 
     Raises StoreUnavailable when the registry cannot take them; a failing graph or recall
     queue only adds a warning (recall heals on the next resume, the graph on the next write).
     Queued decisions start a background indexer (baton.skills.core.indexing), in the projector too.
+    renew: called before each ticket's graph write while the graph answers, by long-running
+    work (the projector) whose batches may need more server time than one command's budget.
     """
     sessions = stores.registry.append(events)
     warnings: list[str] = []
+    graph_failed = False
     for task_id, session in sessions.items():
         mine = [e for e in events if e.task_id == task_id]
         files = [f for e in mine if isinstance(e, FilesTouched) for f in e.files]
         at = max(e.at for e in mine)
+        if renew is not None and not graph_failed:
+            renew()
         try:
             stores.graph.record(task_id, session.status.value, files, at,
                                 session_id=mine[-1].session_id, depends_on=session.depends_on)
         except StoreUnavailable as exc:
             warnings.append(str(exc))
+            graph_failed = True
             continue
         if files and session.status is Status.active:
             signal_new_overlaps(stores, ActiveTask(task_id, mine[-1].session_id, "projection"), files, at, warnings)

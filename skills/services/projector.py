@@ -105,7 +105,7 @@ def _apply(stores: Stores, batch: list, *, once: bool, outages: _Outages, report
     while True:
         stores.budget.renew()
         try:
-            _, warnings = project(stores, events)
+            _, warnings = project(stores, events, renew=stores.budget.renew)
         except StoreUnavailable as exc:
             if once:
                 raise
