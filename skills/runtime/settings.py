@@ -34,6 +34,7 @@ class Settings:
     handoff: HandoffSettings = HandoffSettings()
     hook_handoff: str = "never"  # which agent hook writes a handoff: never, stop or session-end
     recheck_after: float = 30.0  # seconds a server found down is skipped without connecting (baton.health)
+    dashboard_token: str | None = None  # what `baton serve` asks of every request (needed off loopback)
 
     @property
     def uses_servers(self) -> bool:
@@ -61,6 +62,7 @@ class Settings:
             background_indexing=_switch("BATON_BACKGROUND_INDEXING", True),
             handoff=HandoffSettings.from_config(config.get("handoff", {}), "baton.toml"),
             hook_handoff=_hook_handoff(config.get("hooks", {})),
+            dashboard_token=os.environ.get("BATON_DASHBOARD_TOKEN") or None,
         )
 
 

@@ -21,18 +21,23 @@ class SessionLine:
     files_touched: list[str]
     conflicts_with: list[str]
     handoff: dict | None = None  # the latest recorded re-verification of its handoff (never run here)
+    agent: str | None = None
+    repo: str | None = None
+    runs: int = 1
 
     def to_json(self) -> dict:
         return {"task_id": self.task_id, "status": self.status, "phase": self.phase,
                 "last_activity": self.last_activity.isoformat(), "stale": self.stale,
                 "files_touched": self.files_touched, "conflicts_with": self.conflicts_with,
-                "handoff": self.handoff}
+                "handoff": self.handoff, "agent": self.agent, "repo": self.repo, "runs": self.runs}
 
 
 @dataclass
 class Listing:
     lines: list[SessionLine]
     warnings: list[str] = field(default_factory=list)
+    # The files each pair of active tickets shares: {task: {other: [path, ...]}}, both ways.
+    shared_files: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
 
 def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetime | None = None) -> Listing:
@@ -43,8 +48,11 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
         raise StoreUnavailable("session registry", found.reason)
     warnings = []
     overlaps = stores.graph.active_overlaps()
+    shared_files = {}
     if isinstance(overlaps, Found):
         conflicts = {task: sorted(others) for task, others in overlaps.value.items()}
+        shared_files = {task: {other: sorted({ref.path for ref in refs}) for other, refs in others.items()}
+                        for task, others in overlaps.value.items()}
     else:
         conflicts = {}
         warnings.append(f"conflict graph unavailable: {overlaps.reason}; conflicts not shown")
@@ -54,7 +62,8 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
                     stale=s.status.value == "active" and at - s.last_activity > stale_after,
                     files_touched=[t.path for t in s.files_by_recency()],
                     conflicts_with=conflicts.get(s.task_id, []) if s.status.value == "active" else [],
-                    handoff=s.handoff_verification.public() if s.handoff_verification else None)
+                    handoff=s.handoff_verification.public() if s.handoff_verification else None,
+                    agent=s.agent, repo=s.repo, runs=s.runs)
         for s in found.value
     ]
-    return Listing(lines, warnings)
+    return Listing(lines, warnings, shared_files)
