@@ -242,6 +242,22 @@ def test_off_loopback_needs_a_token(home, worktrees, cli, serve, tmp_path):
     assert TOKEN not in dashboard.output(), "the token reached the server's log"
 
 
+def test_the_registry_watermark_moves_with_writes_not_reads(home, worktrees, cli):
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
+
+    main = seed_conflict(worktrees, cli)
+    stores = Stores(Settings.from_env())
+    try:
+        before = stores.registry.watermark()
+        run_process(main, "touch", "src/later.py")  # a pending event, applied by the next read
+        touched = stores.registry.watermark()
+        stores.registry.list_sessions()
+        assert before != touched == stores.registry.watermark()
+    finally:
+        stores.close()
+
+
 def test_loopback_refuses_a_foreign_host_header(home, serve):
     dashboard = serve()
     assert dashboard.get("/", host="attacker.example")[0] == 400

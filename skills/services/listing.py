@@ -7,6 +7,7 @@ from datetime import datetime
 
 from baton import clock
 from baton.errors import StoreUnavailable
+from baton.files import FileRef
 from baton.outcome import Found
 from baton.skills.runtime.stores import Stores
 
@@ -36,8 +37,8 @@ class SessionLine:
 class Listing:
     lines: list[SessionLine]
     warnings: list[str] = field(default_factory=list)
-    # The files each pair of active tickets shares: {task: {other: [path, ...]}}, both ways.
-    shared_files: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    # The files each pair of active tickets shares, both ways: {task: {other: [FileRef, ...]}}.
+    overlaps: dict[str, dict[str, list[FileRef]]] = field(default_factory=dict)
 
 
 def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetime | None = None) -> Listing:
@@ -48,11 +49,9 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
         raise StoreUnavailable("session registry", found.reason)
     warnings = []
     overlaps = stores.graph.active_overlaps()
-    shared_files = {}
+    shared = overlaps.value if isinstance(overlaps, Found) else {}
     if isinstance(overlaps, Found):
         conflicts = {task: sorted(others) for task, others in overlaps.value.items()}
-        shared_files = {task: {other: sorted({ref.path for ref in refs}) for other, refs in others.items()}
-                        for task, others in overlaps.value.items()}
     else:
         conflicts = {}
         warnings.append(f"conflict graph unavailable: {overlaps.reason}; conflicts not shown")
@@ -66,4 +65,4 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
                     agent=s.agent, repo=s.repo, runs=s.runs)
         for s in found.value
     ]
-    return Listing(lines, warnings, shared_files)
+    return Listing(lines, warnings, shared)

@@ -31,7 +31,7 @@ from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.stores import Stores
 
 HERE = Path(__file__).parent
-POLL = 0.5  # seconds between two looks at the stores' change marker, per open page
+POLL = 0.25  # seconds between two looks at the stores' change marker, per open page
 MAP_LIMIT = 60  # tickets drawn on the conflict map
 RECALL_LIMIT = 10
 

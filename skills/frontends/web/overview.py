@@ -3,10 +3,11 @@
 
 Listing 1,000 active tickets costs the services far more than the 100 ms a page may take
 (bench/dashboard.py prints both), so pages and the live feed read the snapshot, and a
-cheap change marker says when to rebuild it: on the embedded default the size and
-modification time of the stores' SQLite files (every write touches one of them); with a
-server, whose writes leave no trace here, the snapshot is rebuilt once it is older than
-SERVER_REFRESH. The dashboard only reads: it neither delivers kept writes nor runs a probe.
+cheap change marker says when to rebuild it: on the embedded default the watermarks of
+the registry and the signal log and the graph file's size and time (every write moves one
+of them, and no read does: the registry's file changes when a read applies pending events,
+so its file is not the mark); with a server, whose writes leave no trace here, the
+snapshot is rebuilt once it is older than SERVER_REFRESH. The dashboard only reads: it neither delivers kept writes nor runs a probe.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from baton.skills.services.queries import signals_since
 SERVER_REFRESH = 1.0  # seconds a snapshot read from servers is served before it is rebuilt
 FEED_WINDOW = timedelta(hours=1)  # the feed shows what happened in the last hour
 FEED_LIMIT = 50
-_EMBEDDED_FILES = ("registry.db", "graph.db", "signals.db")
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Snapshot:
     version: int
     built_at: datetime
     rows: list[dict] = field(default_factory=list)
-    shared_files: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    overlaps: dict[str, dict[str, list]] = field(default_factory=dict)  # {task: {other: [FileRef]}}, both ways
     signals: list[dict] = field(default_factory=list)
     registry: str = "ok"  # or "unavailable: reason"
     signal_log: str = "ok"
@@ -85,7 +85,7 @@ def build_snapshot(settings: Settings, version: int) -> Snapshot:
     try:
         try:
             listing = list_sessions(stores, include_inactive=True, at=now)
-            snapshot.rows, snapshot.shared_files = listing_answer(listing), listing.shared_files
+            snapshot.rows, snapshot.overlaps = listing_answer(listing), listing.overlaps
             snapshot.warnings = listing.warnings
         except StoreUnavailable as exc:
             snapshot.registry = f"unavailable: {exc.reason}"
@@ -108,20 +108,30 @@ class OverviewSource:
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._marker: tuple | None = None
+        self._marks = Stores(settings)  # kept open: the marker is read every POLL seconds per open page
+        self._marks.deliver_on_close = False
+        self._marking = threading.Lock()
 
     def marker(self) -> tuple | None:
-        """What changes with every write to the embedded stores; None with a server."""
+        """What changes with every write to the embedded stores, read without decoding
+        anything: the registry's and the signal log's watermarks and the graph file's size
+        and time (the dashboard never writes the graph). None with a server."""
         if self.settings.database_url or self.settings.graph_url or self.settings.kafka_bootstrap:
             return None
-        marks = []
-        for name in _EMBEDDED_FILES:
+        with self._marking:
+            marks = []
+            for store in ("registry", "signals"):
+                try:
+                    marks.append(getattr(self._marks, store).watermark())
+                except StoreUnavailable as exc:
+                    marks.append(str(exc))
             for suffix in ("", "-wal"):
                 try:
-                    stat = (self.settings.home / f"{name}{suffix}").stat()
+                    stat = (self.settings.home / f"graph.db{suffix}").stat()
                     marks.append((stat.st_mtime_ns, stat.st_size))
                 except OSError:
                     marks.append(None)
-        return tuple(marks)
+            return tuple(marks)
 
     def _fresh(self, marker: tuple | None) -> bool:
         if self._snapshot is None:
@@ -146,14 +156,14 @@ def conflict_map(snapshot: Snapshot, filters: Filters, limit: int) -> dict:
     """Tickets as nodes and shared files as edges, for the map: the `limit` tickets with the
     most conflicts among those the filters keep (a map stays legible up to about 50)."""
     kept = {row["task_id"]: row for row in snapshot.rows_for(filters) if row["status"] == "active"}
-    shared = snapshot.shared_files
+    shared = snapshot.overlaps
     ranked = sorted((task for task in kept if shared.get(task)),
                     key=lambda task: (-sum(1 for other in shared[task] if other in kept), task))
     shown = set(ranked[:limit])
     nodes = [{"id": task, "conflicts": len(shared[task]), "stale": kept[task]["stale"], "agent": kept[task]["agent"]}
              for task in ranked[:limit]]
-    edges = [{"a": task, "b": other, "files": paths}
-             for task in sorted(shown) for other, paths in sorted(shared[task].items())
+    edges = [{"a": task, "b": other, "files": sorted({ref.path for ref in refs})}
+             for task in sorted(shown) for other, refs in sorted(shared[task].items())
              if other in shown and task < other]
     return {"nodes": nodes, "edges": edges, "in_conflict": len(ranked), "graph": _graph_state(snapshot)}
 

@@ -9,6 +9,7 @@ from baton.skills.runtime.settings import Settings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8737
+MIN_TOKEN = 16  # characters: a shorter token is guessed too easily by anyone who can reach the port
 
 
 def is_loopback(host: str) -> bool:
@@ -33,6 +34,11 @@ def serve(settings: Settings, *, host: str, port: int, token: str | None, open_b
     loopback = is_loopback(host)
     if not loopback and not token:
         raise BadInput(f"listening on {host} needs a token: --token TOKEN or BATON_DASHBOARD_TOKEN")
+    if token is not None and len(token) < MIN_TOKEN:
+        raise BadInput(f"the dashboard's token must have at least {MIN_TOKEN} characters")
+    from baton.masking import known_secret
+
+    known_secret(token)  # masked in whatever Baton shows, as a server's password is
     import uvicorn
 
     from baton.skills.frontends.web.app import create_app
