@@ -80,7 +80,7 @@ function layout(nodes, edges, width, height) {
   const pos = nodes.map((_, i) => ({ x: width / 2 + radius * Math.cos(2 * Math.PI * i / n + 0.4),
                                      y: height / 2 + radius * Math.sin(2 * Math.PI * i / n + 0.4) }));
   const links = edges.map((e) => [index.get(e.a), index.get(e.b)]);
-  const k = Math.sqrt(width * height / Math.max(n, 1)) * 0.6;
+  const k = Math.sqrt(width * height / Math.max(n, 1)) * 0.4;
   for (let step = 0, heat = width / 8; step < 300; step++, heat *= 0.985) {
     const move = pos.map(() => ({ x: 0, y: 0 }));
     for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) {
@@ -94,14 +94,18 @@ function layout(nodes, edges, width, height) {
       move[i].x -= dx / d * f; move[i].y -= dy / d * f; move[j].x += dx / d * f; move[j].y += dy / d * f;
     }
     for (let i = 0; i < n; i++) {
-      // A weak pull to the centre keeps separate clusters on the canvas.
-      move[i].x += (width / 2 - pos[i].x) * 0.05 * k / 10; move[i].y += (height / 2 - pos[i].y) * 0.05 * k / 10;
+      // Gravity keeps separate clusters near each other instead of in the corners.
+      move[i].x += (width / 2 - pos[i].x) * 0.3; move[i].y += (height / 2 - pos[i].y) * 0.3;
       const d = Math.max(Math.hypot(move[i].x, move[i].y), 0.01), limit = Math.min(d, heat);
-      pos[i].x = Math.min(width - 30, Math.max(30, pos[i].x + move[i].x / d * limit));
-      pos[i].y = Math.min(height - 15, Math.max(15, pos[i].y + move[i].y / d * limit));
+      pos[i].x += move[i].x / d * limit; pos[i].y += move[i].y / d * limit;
     }
   }
-  return pos;
+  // Fit the drawing to the canvas, room left on the right for the labels.
+  const xs = pos.map((p) => p.x), ys = pos.map((p) => p.y);
+  const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
+  const scale = Math.min((width - 110) / Math.max(x1 - x0, 1), (height - 40) / Math.max(y1 - y0, 1), 1.5);
+  const [ox, oy] = [(width - 80 - (x1 - x0) * scale) / 2, (height - (y1 - y0) * scale) / 2];
+  return pos.map((p) => ({ x: ox + (p.x - x0) * scale, y: oy + (p.y - y0) * scale }));
 }
 
 function element(name, attributes) {
@@ -132,7 +136,7 @@ async function drawMap() {
   const response = await fetch("/api/map" + location.search, { credentials: "same-origin" });
   if (!response.ok) { note.textContent = `map unavailable (HTTP ${response.status})`; return; }
   const map = await response.json();
-  const [width, height] = [600, 480];
+  const [width, height] = [600, 420];
   svg.replaceChildren();
   if (map.graph !== "ok") note.textContent = map.graph;
   else if (!map.nodes.length) note.textContent = "No conflicts between active tickets.";
