@@ -80,7 +80,7 @@ function layout(nodes, edges, width, height) {
   const pos = nodes.map((_, i) => ({ x: width / 2 + radius * Math.cos(2 * Math.PI * i / n + 0.4),
                                      y: height / 2 + radius * Math.sin(2 * Math.PI * i / n + 0.4) }));
   const links = edges.map((e) => [index.get(e.a), index.get(e.b)]);
-  const k = Math.sqrt(width * height / Math.max(n, 1)) * 0.4;
+  const k = Math.sqrt(width * height / Math.max(n, 1)) * 0.4, rest = 70;
   for (let step = 0, heat = width / 8; step < 300; step++, heat *= 0.985) {
     const move = pos.map(() => ({ x: 0, y: 0 }));
     for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) {
@@ -89,13 +89,14 @@ function layout(nodes, edges, width, height) {
       move[i].x += dx / d * f; move[i].y += dy / d * f; move[j].x -= dx / d * f; move[j].y -= dy / d * f;
     }
     for (const [i, j] of links) {
+      // A spring with a rest length: a cluster of tickets sharing files keeps its labels apart.
       const dx = pos[i].x - pos[j].x, dy = pos[i].y - pos[j].y, d = Math.max(Math.hypot(dx, dy), 0.01);
-      const f = d * d / k;
+      const f = (d - rest) * 0.5;
       move[i].x -= dx / d * f; move[i].y -= dy / d * f; move[j].x += dx / d * f; move[j].y += dy / d * f;
     }
     for (let i = 0; i < n; i++) {
       // Gravity keeps separate clusters near each other instead of in the corners.
-      move[i].x += (width / 2 - pos[i].x) * 0.3; move[i].y += (height / 2 - pos[i].y) * 0.3;
+      move[i].x += (width / 2 - pos[i].x) * 0.15; move[i].y += (height / 2 - pos[i].y) * 0.15;
       const d = Math.max(Math.hypot(move[i].x, move[i].y), 0.01), limit = Math.min(d, heat);
       pos[i].x += move[i].x / d * limit; pos[i].y += move[i].y / d * limit;
     }
