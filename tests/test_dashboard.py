@@ -242,6 +242,27 @@ def test_off_loopback_needs_a_token(home, worktrees, cli, serve, tmp_path):
     assert TOKEN not in dashboard.output(), "the token reached the server's log"
 
 
+def test_the_overview_follows_writes_on_every_backend(shared_home, worktrees, cli, serve):
+    """On the embedded default the marker says when to list again; with servers, whose
+    writes leave no mark here, the snapshot is listed again once it is a second old."""
+    main = seed_conflict(worktrees, cli)
+    dashboard = serve()
+    rows = {row["task_id"]: row for row in json.loads(dashboard.get("/api/overview")[2])["sessions"]}
+    assert rows["OMN-1"]["conflicts_with"] == ["OMN-2"] and rows["OMN-1"]["files_touched"] == ["src/db.py"]
+    cli(main, "touch", "src/later.py")
+    cli(main, "deliver")
+    cli(main, "list")  # with Kafka, the cli fixture's projector applies the delivered touch first
+    deadline = time.monotonic() + 10
+    while True:
+        rows = {row["task_id"]: row for row in json.loads(dashboard.get("/api/overview")[2])["sessions"]}
+        if "src/later.py" in rows["OMN-1"]["files_touched"]:
+            break
+        assert time.monotonic() < deadline, rows["OMN-1"]
+        time.sleep(0.1)
+    status, _, body = dashboard.get("/ticket/OMN-1")
+    assert status == 200 and "Keep carts in PostgreSQL" in body.decode() and "src/later.py" in body.decode()
+
+
 def test_the_registry_watermark_moves_with_writes_not_reads(home, worktrees, cli):
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
