@@ -85,6 +85,12 @@ class SessionStore(ABC):
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
         """Sessions by last activity, newest first; active ones only unless include_inactive."""
 
+    def watermark(self) -> str | None:
+        """An opaque mark that changes whenever an event is stored or a session pruned, read
+        without decoding any session (the dashboard checks it before listing again); None
+        when the backend cannot give one cheaply. Raises StoreUnavailable."""
+        return None
+
     @abstractmethod
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
         """The ticket's event log in time order."""

@@ -185,6 +185,13 @@ class SqliteSessionStore(SessionStore):
         except (ValueError, KeyError, TypeError) as exc:
             return Unavailable(f"{self.path}: stored session {task_id} is unreadable: {type(exc).__name__}: {exc}")
 
+    def watermark(self) -> str | None:
+        # The events' rowids only grow while events are stored; applying them changes no rowid.
+        with guarded(STORE, self.path):
+            mark = self._db.conn().execute(
+                "SELECT coalesce(max(rowid), 0), (SELECT count(*) FROM pruned) FROM events").fetchone()
+        return f"{mark[0]}:{mark[1]}"
+
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
         from pydantic import ValidationError
 

@@ -127,6 +127,12 @@ def _parser() -> argparse.ArgumentParser:
 
     command("mcp", "Serve Baton's tools to MCP clients over stdio (needs the mcp extra).", task=False)
 
+    sub = command("serve", "Serve the read-only web dashboard for leads (needs the dashboard extra).", task=False)
+    sub.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs a token)")
+    sub.add_argument("--port", type=int, default=8737)
+    sub.add_argument("--token", help="token every request must show (default BATON_DASHBOARD_TOKEN)")
+    sub.add_argument("--open", action="store_true", help="open the dashboard in a browser")
+
     sub = command("handoff", "Write a handoff with signed live-state probes (docs/handoffs/<date>-<ticket>.md and "
                              "LATEST.md); `baton handoff verify [PATH]` re-runs them.")
     sub.add_argument("--check", action="append", default=[], metavar="CMD", help="run CMD now and record its result")
@@ -564,6 +570,14 @@ def _mcp(args) -> int:
     return 0
 
 
+def _serve(args) -> int:
+    from baton.skills.frontends.web.server import serve
+    from baton.skills.runtime.settings import Settings
+
+    serve(Settings.from_env(), host=args.host, port=args.port, token=args.token, open_browser=args.open)
+    return 0
+
+
 def _handoff(args, stores) -> int:
     if args.handoff_action == "verify":
         return _handoff_verify(args, stores)
@@ -617,8 +631,8 @@ _HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _updat
 # the writes made before them; writes (and the hook's touch) never wait for a server.
 _READS = {"resume", "list", "signals", "recall", "doctor", "migrate", "projector", "handoff"}
 # These open what they need themselves: a hook and the guard report Baton's own failures
-# and exit 0; the MCP server opens stores per tool call.
-_WITHOUT_STORES = {"hook": _hook, "guard": _guard, "mcp": _mcp}
+# and exit 0; the MCP server and the dashboard open stores per call.
+_WITHOUT_STORES = {"hook": _hook, "guard": _guard, "mcp": _mcp, "serve": _serve}
 
 
 if __name__ == "__main__":

@@ -92,6 +92,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("allow", None, "handoff", "commands", (), "unsigned probe commands that may run anyway"),
     Setting("hook_handoff", "BATON_HOOK_HANDOFF", "hooks", "choice", "never",
             "which agent hook writes a handoff", choices=HOOK_HANDOFF, toml_key="handoff"),
+    Setting("dashboard_token", "BATON_DASHBOARD_TOKEN", None, "text", None,
+            "the token `baton serve` asks of every request; needed to listen off loopback"),
 )
 _ROWS = {row.name: row for row in SETTINGS}
 
@@ -124,6 +126,7 @@ class Settings:
     recheck_after: float = 30.0  # seconds a server found down is skipped without connecting (baton.health)
     task_id: str | None = None  # BATON_TASK_ID: the ticket when no binding file applies
     session_id: str | None = None  # BATON_SESSION_ID
+    dashboard_token: str | None = None  # what `baton serve` asks of every request (needed off loopback)
 
     @property
     def uses_servers(self) -> bool:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from baton import clock
+from baton.files import FileRef
 from baton.outcome import Found
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
@@ -21,18 +22,23 @@ class SessionLine:
     files_touched: list[str]
     conflicts_with: list[str]
     handoff: dict | None = None  # the latest recorded re-verification of its handoff (never run here)
+    agent: str | None = None
+    repo: str | None = None
+    runs: int = 1
 
     def to_json(self) -> dict:
         return {"task_id": self.task_id, "status": self.status, "phase": self.phase,
                 "last_activity": self.last_activity.isoformat(), "stale": self.stale,
                 "files_touched": self.files_touched, "conflicts_with": self.conflicts_with,
-                "handoff": self.handoff}
+                "handoff": self.handoff, "agent": self.agent, "repo": self.repo, "runs": self.runs}
 
 
 @dataclass
 class Listing:
     lines: list[SessionLine]
     warnings: list[str] = field(default_factory=list)
+    # The files each pair of active tickets shares, both ways: {task: {other: [FileRef, ...]}}.
+    overlaps: dict[str, dict[str, list[FileRef]]] = field(default_factory=dict)
 
 
 def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetime | None = None) -> Listing:
@@ -41,6 +47,7 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
     sessions = stores.registry.list_sessions(include_inactive=include_inactive).unwrap(Store.SESSION_REGISTRY)
     warnings = []
     overlaps = stores.graph.active_overlaps()
+    shared = overlaps.value if isinstance(overlaps, Found) else {}
     if isinstance(overlaps, Found):
         conflicts = {task: sorted(others) for task, others in overlaps.value.items()}
     else:
@@ -52,7 +59,8 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
                     stale=s.status.value == "active" and at - s.last_activity > stale_after,
                     files_touched=[t.path for t in s.files_by_recency()],
                     conflicts_with=conflicts.get(s.task_id, []) if s.status.value == "active" else [],
-                    handoff=s.handoff_verification.public() if s.handoff_verification else None)
+                    handoff=s.handoff_verification.public() if s.handoff_verification else None,
+                    agent=s.agent, repo=s.repo, runs=s.runs)
         for s in sessions
     ]
-    return Listing(lines, warnings)
+    return Listing(lines, warnings, shared)

@@ -1,0 +1,195 @@
+"""The dashboard's overview: the listing of `baton list --json` and the recent signals of
+`baton signals --json`, kept as one snapshot that is rebuilt only when the stores changed.
+
+Listing 1,000 active tickets costs the services far more than the 100 ms a page may take
+(bench/dashboard.py prints both), so pages and the live feed read the snapshot, and a
+cheap change marker says when to rebuild it: on the embedded default the watermarks of
+the registry and the signal log and the graph file's size and time (every write moves one
+of them, and no read does: the registry's file changes when a read applies pending events,
+so its file is not the mark); with a server, whose writes leave no trace here, the
+snapshot is rebuilt once it is older than SERVER_REFRESH. The dashboard only reads: it neither delivers kept writes nor runs a probe.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from baton import clock
+from baton.errors import StoreUnavailable
+from baton.skills.frontends.answers import listing_answer, signals_answer
+from baton.skills.runtime.settings import Settings
+from baton.skills.runtime.stores import Stores
+from baton.skills.services.listing import list_sessions
+from baton.skills.services.queries import signals_since
+
+SERVER_REFRESH = 1.0  # seconds a snapshot read from servers is served before it is rebuilt
+FEED_WINDOW = timedelta(hours=1)  # the feed shows what happened in the last hour
+FEED_LIMIT = 50
+
+
+@dataclass(frozen=True)
+class Filters:
+    repo: str = ""
+    agent: str = ""
+    only_conflicts: bool = False
+    include_ended: bool = False
+
+    @classmethod
+    def from_query(cls, query) -> Filters:
+        return cls(repo=query.get("repo", ""), agent=query.get("agent", ""),
+                   only_conflicts=query.get("conflicts") == "1", include_ended=query.get("all") == "1")
+
+    def keeps(self, row: dict) -> bool:
+        return ((self.include_ended or row["status"] == "active") and (not self.repo or row["repo"] == self.repo)
+                and (not self.agent or row["agent"] == self.agent) and (not self.only_conflicts or row["conflicts_with"]))
+
+
+@dataclass
+class Snapshot:
+    """Every session (ended ones too, for the filter), newest first, as `baton list --json`
+    prints them, with the files each pair of active tickets shares and the last hour's signals."""
+
+    version: int
+    built_at: datetime
+    rows: list[dict] = field(default_factory=list)
+    overlaps: dict[str, dict[str, list]] = field(default_factory=dict)  # {task: {other: [FileRef]}}, both ways
+    signals: list[dict] = field(default_factory=list)
+    registry: str = "ok"  # or "unavailable: reason"
+    signal_log: str = "ok"
+    warnings: list[str] = field(default_factory=list)
+    build_ms: float = 0.0
+
+    def by_task(self) -> dict[str, dict]:
+        return {row["task_id"]: row for row in self.rows}
+
+    def rows_for(self, filters: Filters) -> list[dict]:
+        return [row for row in self.rows if filters.keeps(row)]
+
+    def choices(self) -> tuple[list[str], list[str]]:
+        """The repositories and agents to filter by."""
+        return (sorted({row["repo"] for row in self.rows if row["repo"]}),
+                sorted({row["agent"] for row in self.rows if row["agent"]}))
+
+
+def build_snapshot(settings: Settings, version: int) -> Snapshot:
+    """Read the stores once, through the services the CLI uses; a store that does not
+    answer is recorded in the snapshot, never raised."""
+    started = time.perf_counter()
+    now = clock.now()
+    snapshot = Snapshot(version=version, built_at=now)
+    stores = Stores(settings)
+    stores.deliver_on_close = False  # the dashboard writes nothing, and so keeps nothing to deliver
+    try:
+        try:
+            listing = list_sessions(stores, include_inactive=True, at=now)
+            snapshot.rows, snapshot.overlaps = listing_answer(listing), listing.overlaps
+            snapshot.warnings = listing.warnings
+        except StoreUnavailable as exc:
+            snapshot.registry = f"unavailable: {exc.reason}"
+        try:
+            since = clock.to_text(now - FEED_WINDOW)
+            snapshot.signals = signals_answer(signals_since(stores, task_id=None, since=since, limit=FEED_LIMIT))
+        except StoreUnavailable as exc:
+            snapshot.signal_log = f"unavailable: {exc.reason}"
+    finally:
+        stores.close()
+    snapshot.build_ms = (time.perf_counter() - started) * 1000
+    return snapshot
+
+
+class OverviewSource:
+    """The current snapshot, rebuilt (by one thread at a time) when the marker moved."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._snapshot: Snapshot | None = None
+        self._marker: tuple | None = None
+        self._marks = Stores(settings)  # kept open: the marker is read every POLL seconds per open page
+        self._marks.deliver_on_close = False
+        self._marking = threading.Lock()
+
+    def marker(self) -> tuple | None:
+        """What changes with every write to the embedded stores, read without decoding
+        anything: the registry's and the signal log's watermarks and the graph file's size
+        and time (the dashboard never writes the graph). None with a server."""
+        if self.settings.database_url or self.settings.graph_url or self.settings.kafka_bootstrap:
+            return None
+        with self._marking:
+            marks = []
+            for store in ("registry", "signals"):
+                try:
+                    marks.append(getattr(self._marks, store).watermark())
+                except StoreUnavailable as exc:
+                    marks.append(str(exc))
+            for suffix in ("", "-wal"):
+                try:
+                    stat = (self.settings.home / f"graph.db{suffix}").stat()
+                    marks.append((stat.st_mtime_ns, stat.st_size))
+                except OSError:
+                    marks.append(None)
+            return tuple(marks)
+
+    def _fresh(self, marker: tuple | None) -> bool:
+        if self._snapshot is None:
+            return False
+        if marker is None:
+            return (clock.now() - self._snapshot.built_at).total_seconds() < SERVER_REFRESH
+        return marker == self._marker
+
+    def current(self) -> Snapshot:
+        marker = self.marker()
+        if self._fresh(marker):
+            return self._snapshot
+        with self._lock:
+            marker = self.marker()  # taken before the read: a write during it moves it again
+            if not self._fresh(marker):
+                version = self._snapshot.version + 1 if self._snapshot else 1
+                self._snapshot, self._marker = build_snapshot(self.settings, version), marker
+            return self._snapshot
+
+
+def conflict_map(snapshot: Snapshot, filters: Filters, limit: int) -> dict:
+    """Tickets as nodes and shared files as edges, for the map: the `limit` tickets with the
+    most conflicts among those the filters keep (a map stays legible up to about 50)."""
+    kept = {row["task_id"]: row for row in snapshot.rows_for(filters) if row["status"] == "active"}
+    shared = snapshot.overlaps
+    ranked = sorted((task for task in kept if shared.get(task)),
+                    key=lambda task: (-sum(1 for other in shared[task] if other in kept), task))
+    shown = set(ranked[:limit])
+    nodes = [{"id": task, "conflicts": len(shared[task]), "stale": kept[task]["stale"], "agent": kept[task]["agent"]}
+             for task in ranked[:limit]]
+    edges = [{"a": task, "b": other, "files": sorted({ref.path for ref in refs})}
+             for task in sorted(shown) for other, refs in sorted(shared[task].items())
+             if other in shown and task < other]
+    return {"nodes": nodes, "edges": edges, "in_conflict": len(ranked), "graph": _graph_state(snapshot)}
+
+
+def _graph_state(snapshot: Snapshot) -> str:
+    return next((w for w in snapshot.warnings if w.startswith("conflict graph unavailable")), "ok")
+
+
+def changes(before: Snapshot | None, after: Snapshot, filters: Filters) -> dict:
+    """What an open page must redraw: rows changed, added or gone, their order, and the
+    feed's new items (touches found by comparing the rows, and new signals)."""
+    old = before.by_task() if before else {}
+    kept = after.rows_for(filters)
+    changed = [row for row in kept if old.get(row["task_id"]) != row]
+    order = [row["task_id"] for row in kept]
+    old_order = [row["task_id"] for row in before.rows_for(filters)] if before else []
+    gone = sorted(set(old_order) - set(order))
+    touches = []
+    for row in changed:
+        previous = old.get(row["task_id"])
+        if previous is None or previous["files_touched"][:1] == row["files_touched"][:1] \
+                and len(previous["files_touched"]) == len(row["files_touched"]):
+            continue
+        fresh = [path for path in row["files_touched"] if path not in set(previous["files_touched"])]
+        touches.append({"task_id": row["task_id"], "files": fresh or row["files_touched"][:1], "at": row["last_activity"]})
+    seen = {s["signal_id"] for s in before.signals} if before else set()
+    signals = [s for s in after.signals if s["signal_id"] not in seen]
+    return {"changed": changed, "gone": gone, "order": order if order != old_order else None,
+            "touches": touches, "signals": signals}

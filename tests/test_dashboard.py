@@ -1,0 +1,409 @@
+"""`baton serve`: the lead's dashboard, served by the real command and read by a real
+headless Chromium (Debian's chromium and chromium-driver, driven by Selenium).
+
+The browser tests skip, saying why, where chromium, its driver or selenium is missing
+(scripts/test installs them). Each saves a screenshot under artifacts/dashboard/.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_process, two_agents
+
+ARTIFACTS = ROOT / "artifacts" / "dashboard"
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+TOKEN = "s3cret-token-for-tests"
+XSS_DECISION = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+XSS_FILE = "src/<img src=x onerror=window.__pwned=3>.py"
+XSS_TICKET = "javascript:window.alert.1"
+XSS_GOAL = '<a href="javascript:window.__pwned=4">go</a>'
+
+
+def _missing_browser() -> str | None:
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install -e '.[test]')"
+    if not CHROMIUM or not DRIVER:
+        return "Debian's chromium and chromium-driver are not installed (apt-get install -y chromium chromium-driver)"
+    return None
+
+
+browser_test = pytest.mark.skipif(_missing_browser() is not None, reason=_missing_browser() or "")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Dashboard:
+    """A `baton serve` process on a free port, ended by the test that started it."""
+
+    def __init__(self, *args: str, cwd: Path, env: dict | None = None) -> None:
+        self.port = free_port()
+        self.log = cwd / f"serve-{self.port}.log"
+        code = "import sys\nfrom baton.skills.frontends.cli import run\nsys.argv[0] = 'baton'\nrun()"
+        self.process = subprocess.Popen([sys.executable, "-c", code, "serve", "--port", str(self.port), *args],
+                                        cwd=cwd, env={**os.environ, **(env or {})},
+                                        stdout=self.log.open("wb"), stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout: float = 20) -> Dashboard:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.output()
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError(f"baton serve did not listen within {timeout} s: {self.output()}")
+
+    def request(self, method: str, path: str, headers: dict | None = None, body: bytes | None = None):
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            connection.request(method, path, body=body, headers=headers or {})
+            response = connection.getresponse()
+            return response.status, dict(response.getheaders()), response.read()
+        finally:
+            connection.close()
+
+    def get(self, path: str, **headers: str):
+        return self.request("GET", path, headers={key.replace("_", "-"): value for key, value in headers.items()})
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def serve(tmp_path):
+    started = []
+
+    def start(*args: str, env: dict | None = None) -> Dashboard:
+        dashboard = Dashboard(*args, cwd=tmp_path, env=env)
+        started.append(dashboard)
+        return dashboard.wait_ready()
+
+    yield start
+    for dashboard in started:
+        dashboard.stop()
+
+
+@pytest.fixture
+def browser(request):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1500,1000",
+                     "--disable-gpu", "--no-first-run"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / f"{request.node.name}.png"))
+    driver.quit()
+
+
+def wait_for(driver, condition, timeout: float = 10):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition)
+
+
+def seed_conflict(worktrees, cli) -> Path:
+    """OMN-1 and OMN-2 in two worktrees of one repository, both on src/db.py."""
+    main = two_agents(worktrees, cli)
+    cli(main, "update", "--phase", "implementing", "--next", "write the migration")
+    return main
+
+
+# Without a browser: what the HTTP interface promises.
+
+def test_read_only_every_write_method_gets_405(home, worktrees, cli, serve):
+    seed_conflict(worktrees, cli)
+    dashboard = serve()
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        for path in ("/", "/api/overview", "/ticket/OMN-1", "/events", "/static/dashboard.js", "/login", "/nowhere"):
+            status, headers, _ = dashboard.request(method, path, body=b"x=1")
+            assert status == 405, (method, path, status)
+            assert headers.get("allow") == "GET, HEAD"
+    status, _, body = dashboard.get("/api/overview")
+    assert status == 200 and {row["task_id"] for row in json.loads(body)["sessions"]} == {"OMN-1", "OMN-2"}
+
+
+def test_the_json_is_the_cli_json(home, worktrees, cli, serve):
+    main = seed_conflict(worktrees, cli)
+    dashboard = serve()
+    _, out, _ = cli(main, "list", "--json")
+    assert json.loads(dashboard.get("/api/overview")[2])["sessions"] == json.loads(out)
+    ticket = json.loads(dashboard.get("/api/ticket/OMN-1")[2])
+    _, out, _ = cli(main, "resume", "OMN-1", "--json")
+    resumed = json.loads(out)
+    for key in ("status", "conflicts", "related_decisions"):
+        assert ticket[key] == resumed[key], key
+    assert ticket["session"]["decisions"] == resumed["session"]["decisions"]
+    assert ticket["bound"] is False and ticket["live_state"] == [], "the dashboard never binds nor probes"
+
+
+def test_the_dashboard_never_binds_nor_probes(home, worktrees, cli, serve):
+    main = seed_conflict(worktrees, cli)
+    cli(main, "handoff", "--probe", "Marker=touch probe-ran")
+    (main / "probe-ran").unlink()
+    dashboard = serve()
+    before = cli(main, "list", "--json")[1], cli(main, "signals", "--json")[1]
+    for path in ("/", "/ticket/OMN-1", "/api/ticket/OMN-1", "/api/map"):
+        assert dashboard.get(path)[0] == 200
+    assert not (main / "probe-ran").exists(), "a probe ran"
+    assert (cli(main, "list", "--json")[1], cli(main, "signals", "--json")[1]) == before, "something was recorded"
+
+
+def test_a_store_unavailable_is_said_in_place(home, worktrees, cli, serve):
+    seed_conflict(worktrees, cli)
+    (home / "graph.db").unlink()
+    (home / "graph.db").write_bytes(b"not a database at all" * 100)
+    dashboard = serve()
+    status, _, body = dashboard.get("/")
+    page = body.decode()
+    assert status == 200 and "conflict graph unavailable" in page
+    assert 'id="row-OMN-1"' in page and 'id="row-OMN-2"' in page, "the rest of the page still renders"
+    status, _, body = dashboard.get("/ticket/OMN-1")
+    assert status == 200 and "Conflict graph unavailable" in body.decode() and "Keep carts in PostgreSQL" in body.decode()
+    (home / "registry.db").unlink()
+    (home / "registry.db").write_bytes(b"not a database at all" * 100)
+    dashboard = serve()
+    status, _, body = dashboard.get("/")
+    assert status == 200 and "Session registry unavailable" in body.decode()
+    status, _, body = dashboard.get("/ticket/OMN-1")
+    assert status == 200 and "Session registry unavailable" in body.decode()
+
+
+def test_everything_shown_is_escaped_in_the_html(home, worktrees, cli, serve):
+    main, second = worktrees
+    cli(main, "bind", XSS_TICKET)
+    cli(main, "decide", XSS_DECISION)
+    cli(main, "update", "--goal", XSS_GOAL)
+    cli(main, "touch", XSS_FILE)
+    cli(second, "bind", "OMN-2")
+    cli(second, "touch", XSS_FILE)
+    dashboard = serve()
+    for path in ("/", f"/ticket/{XSS_TICKET}", "/ticket/OMN-2"):
+        status, headers, body = dashboard.get(path)
+        page = body.decode()
+        assert status == 200, path
+        assert "<script>window" not in page and "<img src=x" not in page and '<a href="javascript:' not in page, path
+        assert "script-src 'self'" in headers["content-security-policy"]
+    page = dashboard.get(f"/ticket/{XSS_TICKET}")[2].decode()
+    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in page
+    assert 'href="/ticket/javascript%3Awindow.alert.1"' in dashboard.get("/")[2].decode()
+
+
+def test_off_loopback_needs_a_token(home, worktrees, cli, serve, tmp_path):
+    seed_conflict(worktrees, cli)
+    refused = run_process(tmp_path, "serve", "--host", "0.0.0.0", "--port", str(free_port()), timeout=30)
+    assert refused.returncode == 2 and "needs a token" in refused.stderr
+    dashboard = serve("--host", "0.0.0.0", env={"BATON_DASHBOARD_TOKEN": TOKEN})
+    for path in ("/", "/api/overview", "/events", "/ticket/OMN-1", "/static/dashboard.js", "/search?q=carts"):
+        assert dashboard.get(path)[0] == 401, path
+        assert dashboard.get(path, authorization="Bearer wrong")[0] == 401, path
+    status, _, body = dashboard.get("/", accept="text/html")
+    assert status == 401 and b'action="/login"' in body and b"OMN-1" not in body
+    assert dashboard.get("/api/overview", authorization=f"Bearer {TOKEN}")[0] == 200
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    assert dashboard.request("POST", "/login", form, b"token=wrong")[0] == 401
+    status, headers, _ = dashboard.request("POST", "/login", form, f"token={TOKEN}".encode())
+    cookie = headers["set-cookie"]
+    assert status == 303 and "HttpOnly" in cookie and "SameSite=Strict" in cookie and TOKEN not in cookie
+    assert dashboard.get("/", cookie=cookie.split(";")[0])[0] == 200
+    assert dashboard.get("/events?v=0", cookie="baton_dashboard=forged")[0] == 401
+    assert TOKEN not in dashboard.output(), "the token reached the server's log"
+
+
+def test_the_overview_follows_writes_on_every_backend(shared_home, worktrees, cli, serve):
+    """On the embedded default the marker says when to list again; with servers, whose
+    writes leave no mark here, the snapshot is listed again once it is a second old."""
+    main = seed_conflict(worktrees, cli)
+    dashboard = serve()
+    rows = {row["task_id"]: row for row in json.loads(dashboard.get("/api/overview")[2])["sessions"]}
+    assert rows["OMN-1"]["conflicts_with"] == ["OMN-2"] and rows["OMN-1"]["files_touched"] == ["src/db.py"]
+    cli(main, "touch", "src/later.py")
+    cli(main, "deliver")
+    cli(main, "list")  # with Kafka, the cli fixture's projector applies the delivered touch first
+    deadline = time.monotonic() + 10
+    while True:
+        rows = {row["task_id"]: row for row in json.loads(dashboard.get("/api/overview")[2])["sessions"]}
+        if "src/later.py" in rows["OMN-1"]["files_touched"]:
+            break
+        assert time.monotonic() < deadline, rows["OMN-1"]
+        time.sleep(0.1)
+    status, _, body = dashboard.get("/ticket/OMN-1")
+    assert status == 200 and "Keep carts in PostgreSQL" in body.decode() and "src/later.py" in body.decode()
+
+
+def test_the_registry_watermark_moves_with_writes_not_reads(home, worktrees, cli):
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
+
+    main = seed_conflict(worktrees, cli)
+    stores = Stores(Settings.from_env())
+    try:
+        before = stores.registry.watermark()
+        run_process(main, "touch", "src/later.py")  # a pending event, applied by the next read
+        touched = stores.registry.watermark()
+        stores.registry.list_sessions()
+        assert before != touched == stores.registry.watermark()
+    finally:
+        stores.close()
+
+
+def test_loopback_refuses_a_foreign_host_header(home, serve):
+    dashboard = serve()
+    assert dashboard.get("/", host="attacker.example")[0] == 400
+    assert dashboard.get("/", host=f"localhost:{dashboard.port}")[0] == 200
+
+
+# In a real browser.
+
+@browser_test
+def test_overview_shows_both_tickets_with_the_conflict(home, worktrees, cli, serve, browser):
+    from selenium.webdriver.common.by import By
+
+    seed_conflict(worktrees, cli)
+    dashboard = serve()
+    browser.get(dashboard.url + "/")
+    rows = {row.get_attribute("data-task"): row for row in browser.find_elements(By.CSS_SELECTOR, "#tickets tbody tr")}
+    assert set(rows) == {"OMN-1", "OMN-2"}
+    for task, other in (("OMN-1", "OMN-2"), ("OMN-2", "OMN-1")):
+        assert "conflict" in rows[task].get_attribute("class").split()
+        assert other in rows[task].text
+    assert rows["OMN-1"].value_of_css_property("background-color") != "rgba(255, 255, 255, 1)"
+    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#map .edge"))
+    assert "live" == wait_for(browser, lambda d: d.find_element(By.ID, "live").text == "live" and "live")
+
+
+@browser_test
+def test_the_conflict_edge_lists_its_files(home, worktrees, cli, serve, browser):
+    from selenium.webdriver.common.by import By
+
+    main, second = worktrees
+    seed_conflict(worktrees, cli)
+    cli(main, "touch", "src/cart.py", "src/only-mine.py")
+    cli(second, "touch", "src/cart.py")
+    dashboard = serve()
+    browser.get(dashboard.url + "/")
+    hit = wait_for(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#map .hit"))
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#map circle")) == 2
+    hit.click()
+    panel = wait_for(browser, lambda d: d.find_element(By.ID, "edge-files").is_displayed()
+                     and d.find_element(By.ID, "edge-files"))
+    assert [item.text for item in panel.find_elements(By.CSS_SELECTOR, "li")] == ["src/cart.py", "src/db.py"]
+    assert "OMN-1 ↔ OMN-2" in panel.text
+
+
+@browser_test
+def test_the_ticket_page_shows_its_decisions(home, worktrees, cli, serve, browser):
+    from selenium.webdriver.common.by import By
+
+    seed_conflict(worktrees, cli)
+    dashboard = serve()
+    browser.get(dashboard.url + "/")
+    browser.find_element(By.LINK_TEXT, "OMN-1").click()
+    wait_for(browser, lambda d: d.find_element(By.TAG_NAME, "h1").text == "OMN-1")
+    decisions = [item.text for item in browser.find_elements(By.CSS_SELECTOR, "#decisions li")]
+    assert decisions == ["reported Keep carts in PostgreSQL"]
+    assert "OMN-2" in browser.find_element(By.ID, "conflicts").text
+    assert "src/db.py" in browser.find_element(By.ID, "conflicts").text
+    assert "Persist payments in PostgreSQL" in browser.find_element(By.ID, "related").text
+    assert "write the migration" in browser.find_element(By.TAG_NAME, "main").text
+
+
+@browser_test
+def test_a_touch_from_the_cli_updates_the_open_page(home, worktrees, cli, serve, browser):
+    from selenium.webdriver.common.by import By
+
+    main, _ = worktrees
+    seed_conflict(worktrees, cli)
+    dashboard = serve()
+    browser.get(dashboard.url + "/")
+    wait_for(browser, lambda d: d.find_element(By.ID, "live").text == "live")
+    browser.execute_script("window.__samePage = true")
+    count = lambda: browser.find_element(By.CSS_SELECTOR, "#row-OMN-1 td.n").text  # noqa: E731
+    assert count() == "1"
+    touched = run_process(main, "touch", "src/new-file.py")
+    assert touched.returncode == 0, touched.stderr
+    started = time.monotonic()
+    wait_for(browser, lambda d: count() == "2", timeout=10)
+    elapsed = time.monotonic() - started
+    assert browser.execute_script("return window.__samePage") is True, "the page was reloaded"
+    feed = wait_for(browser, lambda d: "src/new-file.py" in d.find_element(By.ID, "feed").text
+                    and d.find_element(By.ID, "feed"))
+    assert "OMN-1 touched" in feed.text
+    first = browser.find_element(By.CSS_SELECTOR, "#tickets tbody tr").get_attribute("data-task")
+    assert first == "OMN-1", "the row touched last moves to the top"
+    print(f"touch to page: {elapsed:.2f} s after the CLI returned")
+
+
+@browser_test
+def test_an_xss_payload_is_inert(home, worktrees, cli, serve, browser):
+    from selenium.webdriver.common.by import By
+
+    main, second = worktrees
+    cli(main, "bind", XSS_TICKET)
+    cli(main, "decide", XSS_DECISION)
+    cli(main, "update", "--goal", XSS_GOAL)
+    cli(main, "touch", XSS_FILE)
+    cli(second, "bind", "OMN-2")
+    cli(second, "touch", XSS_FILE)
+    dashboard = serve()
+    browser.get(dashboard.url + "/")
+    assert XSS_TICKET in browser.find_element(By.ID, "tickets").text
+    wait_for(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#map .hit")).click()
+    assert XSS_FILE in wait_for(browser, lambda d: d.find_element(By.ID, "edge-list").text)
+    assert browser.execute_script("return window.__pwned") is None
+    browser.find_element(By.LINK_TEXT, XSS_TICKET).click()
+    wait_for(browser, lambda d: d.find_element(By.TAG_NAME, "h1").text == XSS_TICKET)
+    text = browser.find_element(By.TAG_NAME, "main").text
+    assert XSS_DECISION in text and XSS_FILE in text and XSS_GOAL in text
+    assert not browser.find_elements(By.CSS_SELECTOR, "main img, main script, main a[href^='javascript']")
+    assert browser.execute_script("return window.__pwned") is None
+    assert browser.current_url == f"{dashboard.url}/ticket/javascript%3Awindow.alert.1"
+
+
+@browser_test
+def test_off_loopback_the_browser_needs_the_token(home, worktrees, cli, serve, browser):
+    from selenium.webdriver.common.by import By
+
+    seed_conflict(worktrees, cli)
+    dashboard = serve("--host", "0.0.0.0", "--token", TOKEN)
+    browser.get(dashboard.url + "/")
+    assert "OMN-1" not in browser.page_source and browser.find_element(By.ID, "token")
+    assert browser.execute_script("return fetch('/api/overview').then(r => r.status)") == 401
+    browser.find_element(By.ID, "token").send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, lambda d: d.find_elements(By.ID, "row-OMN-1"))
+    assert browser.current_url == dashboard.url + "/"
+    wait_for(browser, lambda d: d.find_element(By.ID, "live").text == "live")
+    assert TOKEN not in dashboard.output()
