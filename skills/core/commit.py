@@ -37,6 +37,28 @@ class WireEvent:
     body: str
 
 
+# The fields of events that hold free text from agents and commands: redacted when they are
+# committed (baton.redaction), so no store, signal, vector or handoff holds a secret.
+FREE_TEXT = ("text", "context", "summary", "command")
+
+
+def redacted(stores: Stores, events: Sequence[WireEvent]) -> list[WireEvent]:
+    """The events with each free text redacted (parsed only where a field may hold one)."""
+    import json
+
+    out = []
+    for event in events:
+        if not any(f'"{name}"' in event.body for name in FREE_TEXT):
+            out.append(event)
+            continue
+        body = json.loads(event.body)
+        for name in FREE_TEXT:
+            if isinstance(body.get(name), str):
+                body[name] = stores.redact(body[name])
+        out.append(WireEvent(event.event_id, event.task_id, json.dumps(body, separators=(",", ":"), ensure_ascii=False)))
+    return out
+
+
 def wire_event(event_type: str, task_id: str, session_id: str, at: datetime, *, event_id: str | None = None,
                **fields) -> WireEvent:
     check_session_id(session_id)
@@ -55,7 +77,7 @@ def apply_events(stores: Stores, events: Sequence[Event]) -> list[str]:
 def commit(stores: Stores, events: Sequence[WireEvent], report: WriteReport) -> None:
     """Hand the events to the sink: projected into every store now, or kept for the
     delivery. Raises StoreUnavailable when they can be neither kept nor applied."""
-    report.warnings += stores.sink.commit(events, apply_events)
+    report.warnings += stores.sink.commit(redacted(stores, events), apply_events)
 
 
 def deliver_kept(stores: Stores) -> list[str]:

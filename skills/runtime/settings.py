@@ -37,7 +37,7 @@ class Setting:
     name: str  # the attribute of Settings (or of HandoffSettings, for the [handoff] table)
     env: str | None  # the environment variable, if the environment may set it
     table: str | None  # the baton.toml table, if the file may set it
-    kind: str  # text, path, seconds, number, duration, switch, choice, commands
+    kind: str  # text, path, seconds, number, duration, switch, choice, commands, patterns
     default: object
     doc: str
     low: float | None = None  # numbers: the range; `low_open` excludes low itself
@@ -92,6 +92,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("allow", None, "handoff", "commands", (), "unsigned probe commands that may run anyway"),
     Setting("hook_handoff", "BATON_HOOK_HANDOFF", "hooks", "choice", "never",
             "which agent hook writes a handoff", choices=HOOK_HANDOFF, toml_key="handoff"),
+    Setting("redaction_allow", None, "redaction", "patterns", (),
+            "regular expressions of text never redacted as a secret (false positives)", toml_key="allow"),
     Setting("dashboard_token", "BATON_DASHBOARD_TOKEN", None, "text", None,
             "the token `baton serve` asks of every request; needed to listen off loopback"),
 )
@@ -127,6 +129,7 @@ class Settings:
     task_id: str | None = None  # BATON_TASK_ID: the ticket when no binding file applies
     session_id: str | None = None  # BATON_SESSION_ID
     dashboard_token: str | None = None  # what `baton serve` asks of every request (needed off loopback)
+    redaction_allow: tuple[str, ...] = ()  # [redaction] allow: text never redacted (baton.redaction)
 
     @property
     def uses_servers(self) -> bool:
@@ -209,6 +212,8 @@ def _value(row: Setting, environ: Mapping[str, str], config: dict, path: Path) -
 def _parse(row: Setting, raw: object, where: str, path: Path) -> object:
     if row.kind == "commands":
         return _commands(raw, where)
+    if row.kind == "patterns":
+        return _patterns(raw, where)
     if row.kind in ("seconds", "number"):
         return _number(row, raw, where)
     if row.kind == "switch":
@@ -252,6 +257,19 @@ def _switch(raw: object, where: str) -> bool:
     if text in ("0", "false", "off", "no"):
         return False
     raise BadInput(f"{where} must be on or off, got {raw!r}")
+
+
+def _patterns(raw: object, where: str) -> tuple[str, ...]:
+    import re
+
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(entry, str) for entry in raw):
+        raise BadInput(f"{where} must be a list of regular expressions (strings)")
+    for entry in raw:
+        try:
+            re.compile(entry)
+        except re.error as exc:
+            raise BadInput(f"{where}: {entry!r} is not a regular expression: {exc}") from None
+    return tuple(raw)
 
 
 def _commands(raw: object, where: str) -> tuple[tuple[str, ...], ...]:

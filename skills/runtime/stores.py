@@ -13,6 +13,7 @@ delivery (baton.skills.runtime.delivery).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -59,6 +60,17 @@ class Stores:
 
         return Budget(self.settings.store_timeout, skip_known_down=self.skip_known_down,
                       health=HealthRecord(self.settings.home, recheck_after=self.settings.recheck_after))
+
+    @cached_property
+    def redact(self) -> Callable[[str], str]:
+        """Free text with its secrets replaced by markers (baton.redaction), as every write
+        stores it; the rules are cached in the data home when it can hold them."""
+        from baton.home import unusable
+        from baton.redaction import redactor
+
+        home = None if unusable(self.settings.home) or not self.settings.home.is_dir() else self.settings.home
+        redacting = redactor(home, self.settings.redaction_allow)
+        return lambda text: redacting.redact(text).text
 
     @property
     def registry(self) -> SessionStore:

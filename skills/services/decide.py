@@ -37,6 +37,8 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
     for label, value in (("decision text", text), ("--context", context)):
         if len(value) > MAX_TEXT:
             raise BadInput(f"{label} is longer than {MAX_TEXT} characters")
+    # Secrets never reach a store, a signal or a vector (baton.redaction).
+    text, context = stores.redact(text), stores.redact(context)
     from baton.recall.wire import decision_payload, decision_point_id
     from baton.registry.wire import decision_recorded_body
     from baton.skills.core.indexing import queue_payloads, start_background_indexer

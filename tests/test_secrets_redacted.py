@@ -1,0 +1,64 @@
+"""Secrets written by agents or printed by checks never reach a store, a signal, a vector
+payload or another ticket's output: each is replaced by its marker when it is written."""
+
+import json
+import sqlite3
+
+import pytest
+
+from tests.test_redaction import SECRETS
+
+KINDS = ["aws-access-key", "github-token", "basic-auth-credentials", "json-web-token", "private-key",
+         "slack-token", "stripe-access-key", "sendgrid-api-key", "npm-tokens", "pypi-token", "secret-keyword",
+         "high-entropy-string"]
+
+
+def secret_of(kind: str) -> str:
+    return SECRETS[kind][1]
+
+
+@pytest.fixture
+def recorded(any_home, worktrees, cli):
+    """OMN-1 writes every kind of secret through decide, update (journal fields) and a check
+    whose output prints one; OMN-2 decides nearby so that recall shows OMN-1's decisions."""
+    main, second = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    for kind in KINDS:
+        text = SECRETS[kind][0]
+        assert cli(main, "decide", f"deploy keys: {text}", "--context", f"because {text}")[0] == 0
+    assert cli(main, "update", "--done", SECRETS["github-token"][0], "--failed", SECRETS["pypi-token"][0],
+               "--goal", SECRETS["basic-auth-credentials"][0], "--evidence", SECRETS["json-web-token"][0],
+               "--next", SECRETS["aws-access-key"][0],
+               "--check", f"echo token={secret_of('secret-keyword')}")[0] == 0
+    assert cli(second, "bind", "OMN-2")[0] == 0
+    assert cli(second, "decide", "deploy keys are rotated by the platform team")[0] == 0
+    assert cli(main, "index")[0] == 0
+    return main, second, any_home
+
+
+def test_no_secret_reaches_any_output(recorded, cli):
+    main, second, _ = recorded
+    outputs = [cli(main, "resume", "OMN-1", "--json")[1], cli(main, "resume", "OMN-1")[1],
+               cli(second, "resume", "OMN-2", "--json")[1], cli(second, "recall", "deploy keys", "--json")[1],
+               cli(main, "signals", "--json")[1], cli(main, "list", "--json")[1]]
+    shown = "\n".join(outputs)
+    assert "[REDACTED:" in outputs[0]
+    leaked = [kind for kind in KINDS if secret_of(kind) in shown]
+    assert not leaked, leaked
+    related = json.loads(outputs[2])["related_decisions"]
+    assert related and all("[REDACTED:" in d["text"] for d in related if d["task_id"] == "OMN-1")
+
+
+def test_no_secret_reaches_any_embedded_store_file(recorded):
+    _, _, home = recorded
+    files = [p for p in home.rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        raw = path.read_bytes()
+        if path.suffix == ".db":  # the WAL may hold pages not yet checkpointed
+            with sqlite3.connect(path) as conn:
+                raw += "\n".join(str(row) for table in
+                                 conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+                                 for row in conn.execute(f"SELECT * FROM \"{table[0]}\"")).encode()  # noqa: S608
+        leaked = [kind for kind in KINDS if secret_of(kind).encode() in raw]
+        assert not leaked, (path, leaked)
