@@ -112,6 +112,11 @@ def _parser() -> argparse.ArgumentParser:
     sub = command("doctor", "Show each store's backend, server and version, and whether it answers.", task=False)
     sub.add_argument("--json", action="store_true")
 
+    sub = command("gc", "Remove what retention no longer keeps: old ended sessions with their events, "
+                        "their graph and recall entries, old signals ([retention] in baton.toml).", task=False)
+    sub.add_argument("--dry-run", action="store_true", help="say which sessions would go; remove nothing")
+    sub.add_argument("--json", action="store_true")
+
     for name, verb in (("install", "Wire Baton into"), ("uninstall", "Remove what `baton install` added to")):
         sub = command(name, f"{verb} Claude Code (hooks and skills) or git (the pre-commit guard).", task=False)
         sub.add_argument("target", choices=["claude", "git-hook"])
@@ -414,6 +419,22 @@ def _env(args, stores) -> int:
     return 0
 
 
+def _gc(args, stores) -> int:
+    from baton.shown_text import one_line
+    from baton.skills.services.gc import collect_garbage
+
+    report = collect_garbage(stores, dry_run=args.dry_run)
+    _warn(report.warnings)
+    if args.json:
+        _dump(report.to_json())
+        return 0
+    verb = "would remove" if report.dry_run else "removed"
+    print(f"{verb} {len(report.sessions)} ended sessions" + "".join(f"\n  {one_line(t)}" for t in report.sessions))
+    if not report.dry_run:
+        print(f"removed {report.decisions} decisions from recall and {report.signals} signals")
+    return 0
+
+
 def _doctor(args, stores) -> int:
     from baton.shown_text import one_line
     from baton.skills.services.doctor import doctor
@@ -625,11 +646,11 @@ def _migrate(args, stores) -> int:
 
 
 _HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "end": _end,
-             "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "migrate": _migrate, "projector": _projector,
+             "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "gc": _gc, "migrate": _migrate, "projector": _projector,
              "deliver": _deliver, "index": _index, "install": _install, "uninstall": _uninstall, "handoff": _handoff}
 # Commands that read the stores deliver the writes kept on this machine first, so they see
 # the writes made before them; writes (and the hook's touch) never wait for a server.
-_READS = {"resume", "list", "signals", "recall", "doctor", "migrate", "projector", "handoff"}
+_READS = {"resume", "list", "signals", "recall", "doctor", "gc", "migrate", "projector", "handoff"}
 # These open what they need themselves: a hook and the guard report Baton's own failures
 # and exit 0; the MCP server and the dashboard open stores per call.
 _WITHOUT_STORES = {"hook": _hook, "guard": _guard, "mcp": _mcp, "serve": _serve}

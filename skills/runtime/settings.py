@@ -92,6 +92,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("allow", None, "handoff", "commands", (), "unsigned probe commands that may run anyway"),
     Setting("hook_handoff", "BATON_HOOK_HANDOFF", "hooks", "choice", "never",
             "which agent hook writes a handoff", choices=HOOK_HANDOFF, toml_key="handoff"),
+    Setting("keep_ended_sessions", None, "retention", "duration", "90d",
+            "how long an ended session and its events are kept after its last activity (`baton gc`)",
+            toml_key="ended_sessions"),
+    Setting("keep_signals", None, "retention", "duration", "30d", "how long a signal is kept (`baton gc`)",
+            toml_key="signals"),
     Setting("redaction_allow", None, "redaction", "patterns", (),
             "regular expressions of text never redacted as a secret (false positives)", toml_key="allow"),
     Setting("dashboard_token", "BATON_DASHBOARD_TOKEN", None, "text", None,
@@ -129,6 +134,8 @@ class Settings:
     task_id: str | None = None  # BATON_TASK_ID: the ticket when no binding file applies
     session_id: str | None = None  # BATON_SESSION_ID
     dashboard_token: str | None = None  # what `baton serve` asks of every request (needed off loopback)
+    keep_ended_sessions: timedelta = timedelta(days=90)  # [retention] ended_sessions
+    keep_signals: timedelta = timedelta(days=30)  # [retention] signals
     redaction_allow: tuple[str, ...] = ()  # [redaction] allow: text never redacted (baton.redaction)
 
     @property

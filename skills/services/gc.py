@@ -1,0 +1,68 @@
+"""Retention (`baton gc`): what Baton keeps, and for how long.
+
+Ended sessions (completed or stalled) with no activity for `[retention] ended_sessions`
+go with their events; an active ticket's dependency stays. The registry leaves a
+tombstone for each, so a late or replayed event of a pruned ticket is dropped, while a new
+bind of the same id starts afresh. The derived stores then forget every tombstoned ticket
+(its graph nodes, its decisions' vectors and queue entries): a gc interrupted between the
+stores is finished by the next one. Signals older than `[retention] signals` go too (on
+Kafka, the topic's retention.ms does it). Nothing of an active ticket is ever removed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from baton import clock
+from baton.errors import StoreUnavailable
+from baton.skills.runtime.stores import Stores
+from baton.store_names import Store
+
+
+@dataclass
+class GcReport:
+    dry_run: bool
+    sessions: list[str] = field(default_factory=list)  # tickets pruned (or that would be)
+    signals: int = 0
+    decisions: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"dry_run": self.dry_run, "sessions": self.sessions, "signals": self.signals,
+                "decisions": self.decisions, "warnings": self.warnings}
+
+
+def collect_garbage(stores: Stores, *, dry_run: bool = False, at: datetime | None = None) -> GcReport:
+    """Apply the retention settings. Raises StoreUnavailable when the registry cannot
+    answer; a derived store that fails only warns (the next gc finishes it)."""
+    at = at or clock.now()
+    retention = stores.settings
+    report = GcReport(dry_run)
+    report.sessions = stores.registry.prune(at - retention.keep_ended_sessions, dry_run=dry_run)
+    if dry_run:
+        return report
+    forgotten = sorted(stores.registry.pruned().unwrap(Store.SESSION_REGISTRY) or ())
+    if forgotten:
+        for name, forget in ((Store.CONFLICT_GRAPH, lambda: stores.graph.forget(forgotten)),
+                             (Store.RECALL_QUEUE, lambda: stores.embedding_queue.drop_tasks(forgotten)),
+                             (Store.RECALL_INDEX, lambda: _delete_decisions(stores, forgotten, report))):
+            try:
+                forget()
+            except StoreUnavailable as exc:
+                report.warnings.append(str(exc))
+            except Exception as exc:  # noqa: BLE001 - a derived store never fails the gc
+                report.warnings.append(f"{name} unavailable: {type(exc).__name__}: {exc}")
+    try:
+        report.signals = stores.signals.prune(at - retention.keep_signals)
+    except StoreUnavailable as exc:
+        report.warnings.append(str(exc))
+    return report
+
+
+def _delete_decisions(stores: Stores, task_ids: list[str], report: GcReport) -> None:
+    index = stores.decision_index()
+    try:
+        report.decisions = index.delete_tasks(task_ids)
+    finally:
+        index.close()

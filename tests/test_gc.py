@@ -1,0 +1,45 @@
+"""Retention: `baton gc` removes old ended sessions from every store, keeps everything an
+active ticket needs, and a pruned ticket's replayed events bring nothing back."""
+
+import json
+from datetime import timedelta
+
+from baton import clock
+from baton.outcome import Found, NotFound
+from baton.skills.runtime.settings import Settings
+from baton.skills.runtime.stores import Stores
+from baton.skills.services.gc import collect_garbage
+
+
+def test_gc_removes_old_ended_tickets_everywhere_and_keeps_active_ones(any_home, worktrees, cli):
+    main, second = worktrees
+    assert cli(main, "bind", "OLD-1")[0] == 0
+    assert cli(main, "touch", "src/shared.py")[0] == 0
+    assert cli(main, "decide", "use the ledger table for refunds")[0] == 0
+    assert cli(main, "end", "--status", "completed")[0] == 0
+    assert cli(second, "bind", "LIVE-1")[0] == 0
+    assert cli(second, "touch", "src/shared.py")[0] == 0
+    assert cli(second, "decide", "refunds go through the ledger")[0] == 0
+    assert cli(main, "index")[0] == 0
+
+    dry = json.loads(cli(main, "gc", "--dry-run", "--json")[1])
+    assert dry["sessions"] == [], "nothing is old yet"
+
+    stores = Stores(Settings.from_env())
+    try:
+        later = clock.now() + timedelta(days=91)
+        assert collect_garbage(stores, dry_run=True, at=later).sessions == ["OLD-1"]
+        assert isinstance(stores.registry.get("OLD-1"), Found), "a dry run removes nothing"
+        report = collect_garbage(stores, at=later)
+        assert report.sessions == ["OLD-1"] and report.decisions == 1 and not report.warnings
+        assert stores.registry.get("OLD-1") == NotFound("OLD-1")
+        assert isinstance(stores.registry.get("LIVE-1"), Found)
+        assert stores.graph.shared_files("LIVE-1").value == {}
+        assert stores.decision_index().vectors_for_task("OLD-1", 10) == {}
+        assert stores.decision_index().vectors_for_task("LIVE-1", 10)
+        assert collect_garbage(stores, at=later).sessions == [], "a second gc finds nothing more"
+    finally:
+        stores.close()
+    resumed = json.loads(cli(second, "resume", "LIVE-1", "--json")[1])
+    assert resumed["session"]["decisions"] and not resumed["conflicts"]
+    assert all(d["task_id"] != "OLD-1" for d in resumed["related_decisions"])
