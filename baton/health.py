@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from baton.home import make_directory
+
 FILE = "server-health.json"
 LOCK = "server-health.lock"
 LOCK_WAIT = 0.2  # seconds a change waits for another process's change
@@ -90,7 +92,7 @@ class HealthRecord:
     def _changing(self) -> Iterator[dict[str, Down]]:
         """The recorded servers to change in place; written back if changed or garbled."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_directory(self.path.parent)
             fd = os.open(self.path.parent / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError:
             yield {}

@@ -33,11 +33,25 @@ def unusable(home: Path) -> str | None:
     return None
 
 
-def make_directory(directory: Path) -> None:
-    """Create directory and its parents; where something else is in the way, an OSError
-    that names it (mkdir alone would say "File exists")."""
+def readable_by_others(home: Path) -> str | None:
+    """A warning when the data home lets other users in (group or world permissions), else
+    None: every session of this user is in it."""
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        mode = os.stat(home).st_mode
+    except OSError:
+        return None
+    if stat.S_ISDIR(mode) and mode & 0o077:
+        return (f"data home {home} is readable by other users (mode {stat.S_IMODE(mode):o}): "
+                f"`chmod 700 {home}` keeps your sessions private")
+    return None
+
+
+def make_directory(directory: Path) -> None:
+    """Create directory (readable by its owner only, whatever the umask) and its parents;
+    where something else is in the way, an OSError that names it (mkdir alone would say
+    "File exists")."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         blocking = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), directory)
         raise NotADirectoryError(errno.ENOTDIR, f"{blocking} is not a directory") from None

@@ -9,13 +9,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from baton.home import make_directory
+
 
 @contextmanager
 def held(path: Path, *, within: float) -> Iterator[bool]:
     """Hold an exclusive lock on the file at path, waiting at most `within` seconds for the
     process that holds it; yields whether this process got it. The lock is released when
     the block ends (or the process dies)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_directory(path.parent)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         deadline = time.monotonic() + within

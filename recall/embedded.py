@@ -26,12 +26,13 @@ from pathlib import Path
 from uuid import UUID
 
 import numpy as np
-
-from baton.errors import StoreUnavailable
-from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.recall import segments
 from baton.recall.base import DecisionIndex, DecisionRecord, ScoredDecision
 from baton.recall.embedding import DIMENSIONS
+
+from baton.errors import StoreUnavailable
+from baton.home import make_directory
+from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.store_names import Store
 
 STORE = Store.RECALL_INDEX
@@ -339,7 +340,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
     @contextmanager
     def _locked(self, *, wait: bool) -> Iterator[None]:
         """index.lock, held while segment files and the manifest are written."""
-        self.index_dir.mkdir(parents=True, exist_ok=True)
+        make_directory(self.index_dir)
         handle = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             deadline = time.monotonic() + (self.timeout if wait else 0)

@@ -99,7 +99,7 @@ def test_a_fresh_data_home_on_a_full_disk(home, worktrees, small_disk, monkeypat
     main, _ = worktrees
     data = small_disk(home.parent / "disk")
     fresh = data / "home"
-    fresh.mkdir()
+    fresh.mkdir(mode=0o700)  # as Baton makes one (a readable one is pointed out)
     monkeypatch.setenv("BATON_HOME", str(fresh))
     filler = fill(data)
     result = run_process(main, *COMMANDS[command])

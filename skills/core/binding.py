@@ -98,7 +98,7 @@ def write_binding(place: Place, binding: Binding) -> Path:
         if value is not None:
             lines.append(f"{key}: {json.dumps(value)}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # .baton/: private, whatever the umask
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".binding-")
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as out:

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from baton.errors import StoreUnavailable
+from baton.home import make_directory
 from baton.store_names import Store
 
 LOCK = "indexer.lock"
@@ -67,7 +68,7 @@ def queue_unindexed_decisions(stores, records: Sequence) -> None:
 @contextmanager
 def indexer_lock(home: Path, *, wait: float) -> Iterator[bool]:
     """indexer.lock, waited for up to `wait` seconds; yields whether this process holds it."""
-    home.mkdir(parents=True, exist_ok=True)
+    make_directory(home)
     fd = os.open(home / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         deadline = time.monotonic() + wait

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from baton.home import make_directory
+
 if TYPE_CHECKING:
     from baton.skills.runtime.sink import Apply
 
@@ -32,7 +34,7 @@ BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 def _try_lock(home: Path) -> int | None:
     """The lock's file descriptor if this process got it, else None."""
-    home.mkdir(parents=True, exist_ok=True)
+    make_directory(home)
     fd = os.open(home / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
+from baton.home import readable_by_others
 from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.sink import Apply
 from baton.skills.runtime.stores import Stores
@@ -32,7 +33,9 @@ def unit_of_work(*, deliver_with: Apply | None = None, warn: Callable[[list[str]
         settings = replace(settings, store_timeout=store_timeout)
     stores = Stores(settings, skip_known_down=skip_known_down)
     try:
-        if deliver_with is not None:
+        if deliver_with is not None:  # what reads: a command a person may be reading too
+            exposed = readable_by_others(settings.home)
+            warn([exposed] if exposed else [])
             warn(stores.sink.deliver(deliver_with))
         yield stores
     finally:
