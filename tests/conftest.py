@@ -41,7 +41,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(autouse=True)
 def unmarked_server_use_fails(request):
     """A test that asked for a server at run time (getfixturevalue, use_servers) without
-    the `servers` mark fails, so `-m "not servers"` never starts one."""
+    the `servers` mark fails, so none is left in the `-m "not servers"` tier unnoticed."""
     yield
     used = SERVER_FIXTURES.intersection(request.fixturenames)
     if used and request.node.get_closest_marker("servers") is None:
