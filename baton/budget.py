@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -130,7 +130,7 @@ class Gate:
         given it as a timeout fails by itself rather than at once)."""
         return max(self.budget.remaining(), 0.05)
 
-    def waiting(self):
+    def waiting(self) -> AbstractContextManager[None]:
         """Charge a wait that is not a call to the server (another process's delivery)."""
         return self.budget.waiting()
 
@@ -222,7 +222,7 @@ class OpenGate:
     def left(self) -> float:
         return self.timeout
 
-    def waiting(self):
+    def waiting(self) -> AbstractContextManager[None]:
         return nullcontext()
 
     def refuse_known(self, store: str) -> None:
@@ -231,6 +231,10 @@ class OpenGate:
     @contextmanager
     def call(self, store: str) -> Iterator[float]:
         yield self.timeout
+
+
+# What a backend waits through: a command's gate for its server, or an open one.
+AnyGate = Gate | OpenGate
 
 
 def within(seconds: float, call: Callable[[], T]) -> T:
@@ -242,7 +246,7 @@ def within(seconds: float, call: Callable[[], T]) -> T:
     def run() -> None:
         try:
             answer.append((True, call()))
-        except BaseException as exc:  # re-raised in the caller's thread
+        except BaseException as exc:  # noqa: BLE001 -- re-raised in the caller's thread
             answer.append((False, exc))
 
     thread = threading.Thread(target=run, daemon=True, name="baton-call")
@@ -262,7 +266,7 @@ def _host_port(text: str, default_port: int) -> tuple[str, int] | None:
     from urllib.parse import unquote
 
     text = unquote(text.strip())
-    if not text or text.startswith("/") or text.startswith("@"):
+    if not text or text.startswith(("/", "@")):
         return None
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")

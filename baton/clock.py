@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-UTC = timezone.utc
 MAX_DURATION = timedelta(days=36500)  # a century: far from timedelta's and datetime's limits
 
 
@@ -29,7 +28,7 @@ def parse_duration(text: str) -> timedelta:
     """Parse '90s', '30m', '24h', '7d' or a plain number of seconds."""
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     text = text.strip().lower()
-    scale = units.get(text[-1:], None)
+    scale = units.get(text[-1:])
     number = text[:-1] if scale else text
     try:
         seconds = float(number) * (scale or 1)

@@ -12,6 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from baton.errors import BadInput
 
@@ -24,7 +25,7 @@ class FileRef:
     path without importing pydantic; pydantic still validates it inside event models.
     """
 
-    __pydantic_config__ = {"extra": "forbid"}
+    __pydantic_config__: ClassVar[dict[str, str]] = {"extra": "forbid"}
 
     repo: str
     path: str

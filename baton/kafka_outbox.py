@@ -17,13 +17,17 @@ it, since a touch only keeps its event and a background delivery (baton.skills.r
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from baton.budget import OpenGate
+from baton.budget import AnyGate, OpenGate
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.outbox import Outbox
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 PARTITIONS = 3
 
@@ -36,18 +40,20 @@ def client_config(bootstrap: str, timeout: float) -> dict:
     return {"bootstrap.servers": bootstrap, "socket.timeout.ms": max(int(timeout * 1000), 10), "log_level": 0}
 
 
-def kafka_failure(store: str, bootstrap: str, exc: BaseException) -> StoreUnavailable:
+def kafka_failure(store: str, bootstrap: str, exc: KafkaException) -> StoreUnavailable:
     """The StoreUnavailable for a KafkaException: ServerUnreachable when the broker could
     not be reached or heard from."""
+    from confluent_kafka import KafkaError
+
     error = exc.args[0] if exc.args else None
-    name = error.name() if hasattr(error, "name") else ""
-    said = error.str() if hasattr(error, "str") else str(exc)
+    name, said = (error.name(), error.str()) if isinstance(error, KafkaError) else ("", str(exc))
     reason = f"Kafka at {bootstrap}: {' '.join(said.split())}"
     return ServerUnreachable(store, reason) if name in _UNREACHABLE else StoreUnavailable(store, reason)
 
 
 class KafkaOutbox:
-    def __init__(self, bootstrap: str, topic: str, path: Path, *, timeout: float, store: str, gate=None) -> None:
+    def __init__(self, bootstrap: str, topic: str, path: Path, *, timeout: float, store: str,
+                 gate: AnyGate | None = None) -> None:
         """gate: the Kafka server's gate in the command's budget (baton.budget); without
         one, each call may wait `timeout` seconds."""
         self.bootstrap = bootstrap
@@ -57,7 +63,7 @@ class KafkaOutbox:
         self.store = store
         self.gate = gate or OpenGate(timeout)
         self._box = Outbox(path, earlier="kafka", timeout=timeout, store=store)
-        self._producer = None
+        self._producer: Producer | None = None
         self._topic_ready = False
 
     @property
@@ -131,14 +137,15 @@ class KafkaOutbox:
     def _send(self, pending: list[tuple[str, str, str]], left: float) -> None:
         producer = self._get_producer(left)
         acknowledged: list[str] = []
-        failures: list = []
+        failures: list[KafkaError] = []
 
-        def on_delivery(message_id: str, error) -> None:
-            (failures.append(error) if error is not None else acknowledged.append(message_id))
+        def on_delivery(message_id: str) -> Callable[[KafkaError | None, Message], None]:
+            def delivered(error: KafkaError | None, _message: Message) -> None:
+                (failures.append(error) if error is not None else acknowledged.append(message_id))
+            return delivered
 
         for message_id, key, body in pending:
-            producer.produce(self.topic, key=key.encode(), value=body.encode(),
-                             on_delivery=lambda error, _message, message_id=message_id: on_delivery(message_id, error))
+            producer.produce(self.topic, key=key.encode(), value=body.encode(), on_delivery=on_delivery(message_id))
         producer.flush(self.gate.left())
         if acknowledged:
             self._box.drop(acknowledged)
@@ -148,7 +155,7 @@ class KafkaOutbox:
             reason = f"Kafka at {self.bootstrap}: {' '.join(failures[0].str().split())}"
             raise (ServerUnreachable if failures[0].name() in _UNREACHABLE else StoreUnavailable)(self.store, reason)
 
-    def _get_producer(self, left: float):
+    def _get_producer(self, left: float) -> Producer:
         if self._producer is None:
             from confluent_kafka import Producer
 

@@ -21,16 +21,17 @@ def held(path: Path, *, within: float) -> Iterator[bool]:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         deadline = time.monotonic() + within
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                got = True
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    got = False
-                    break
-                time.sleep(0.01)
+        while not (got := _lock(fd)) and time.monotonic() <= deadline:
+            time.sleep(0.01)
         yield got
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def _lock(fd: int) -> bool:
+    """Take the lock on fd if no other process holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True

@@ -13,7 +13,7 @@ not a failure, so it never raises; a caller to whom absence matters tests for No
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, NoReturn, TypeVar
 
 from baton.errors import StoreUnavailable
 
@@ -49,5 +49,5 @@ class NotFound(Outcome):
 class Unavailable(Outcome):
     reason: str
 
-    def unwrap(self, store: str):
+    def unwrap(self, store: str) -> NoReturn:
         raise StoreUnavailable(store, self.reason)

@@ -21,7 +21,8 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,8 +38,8 @@ _OWN_RULES: tuple[tuple[str, str, int, int], ...] = (
      r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
      re.S, 0),
     ("secret-keyword",
-     r"(?i)\b(?:pass(?:word|wd)?|pwd|secret|client[_-]?secret|token|api[_-]?key|access[_-]?key|auth[_-]?token)"
-     r"\b[\"']?\s*[:=]\s*[\"']?((?=[^\s\"',;]*[0-9!@#$%^&*+=~?])[^\s\"',;]{6,})",
+     (r"(?i)\b(?:pass(?:word|wd)?|pwd|secret|client[_-]?secret|token|api[_-]?key|access[_-]?key|auth[_-]?token)"
+      r"\b[\"']?\s*[:=]\s*[\"']?((?=[^\s\"',;]*[0-9!@#$%^&*+=~?])[^\s\"',;]{6,})"),
      0, 1),
 )
 # Long random tokens: at least MIN_TOKEN characters of the base64url alphabet holding a
@@ -169,10 +170,12 @@ def _detect_secrets_version() -> str:
 def _extract_plugin_rules() -> list[tuple[str, str, int, int]]:
     """detect-secrets' regular-expression plugins as (kind, pattern, flags, group)."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-    from detect_secrets.plugins.base import RegexBasedDetector
+    from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
 
-    rules = []
-    for secret_type, plugin in sorted(get_mapping_from_secret_type_to_class().items()):
+    # The library annotates its mapping with an unbound type variable; this is what it holds.
+    plugins: Mapping[str, type[BasePlugin]] = get_mapping_from_secret_type_to_class()
+    rules: list[tuple[str, str, int, int]] = []
+    for secret_type, plugin in sorted(plugins.items()):
         if secret_type in _NOT_SECRETS or not issubclass(plugin, RegexBasedDetector):
             continue
         for pattern in plugin().denylist:
@@ -202,7 +205,5 @@ def _write_quietly(path: Path, document: dict) -> None:
             json.dump(document, handle)
         os.replace(temporary, path)
     except OSError:
-        try:
+        with suppress(OSError):
             temporary.unlink()
-        except OSError:
-            pass

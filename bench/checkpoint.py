@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 BUDGET_MS = 300
-TAKE = "from pathlib import Path; from baton.skills.core import checkpoints; " \
-       "r = checkpoints.take(Path({root!r}), boundary='stop'); assert type(r).__name__ == {kind!r}, r"
+TAKE = ("from pathlib import Path; from baton.skills.core import checkpoints; "
+        "r = checkpoints.take(Path({root!r}), boundary='stop'); assert type(r).__name__ == {kind!r}, r")
 
 
 def spread(samples: list[float]) -> tuple[float, float, float]:

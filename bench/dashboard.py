@@ -22,7 +22,6 @@ import http.client
 import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -206,7 +205,8 @@ def main() -> None:
         build_sessions(home, args.sessions, with_registry=True)
         cli = [sys.executable, "-m", "baton.skills.frontends.cli"]
         subprocess.run([*cli, "bind", BENCH_TASK], cwd=worktree, env=env, check=True, capture_output=True)
-        subprocess.run([*cli, "touch", "src/m1.py", "src/m2.py"], cwd=worktree, env=env, check=True, capture_output=True)
+        subprocess.run([*cli, "touch", "src/m1.py", "src/m2.py"], cwd=worktree, env=env, check=True,
+                       capture_output=True)
         print(f"data set: {args.sessions} active sessions x {FILES_PER_SESSION} files "
               f"(built in {time.perf_counter() - started:.1f} s)\n")
         bench_server_time(home, worktree, env, args.repeat)

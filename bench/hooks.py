@@ -249,8 +249,8 @@ def main() -> None:
             print("\nMCP tool schemas: the mcp extra is not installed (pip install -e '.[mcp]')")
             return
         text = json.dumps(tools, ensure_ascii=False)
-        print(f"\nMCP tool schemas (list_tools, {len(tools)} tools): {len(text.encode())} bytes, {len(text)} characters "
-              f"(about {len(text) // 4} tokens)")
+        print(f"\nMCP tool schemas (list_tools, {len(tools)} tools): {len(text.encode())} bytes, "
+              f"{len(text)} characters (about {len(text) // 4} tokens)")
         for tool in tools:
             print(f"  {tool['name']:18} {len(json.dumps(tool, ensure_ascii=False)):5} characters")
         cost = claude_code_mcp_cost(main_tree, root)

@@ -28,7 +28,11 @@ sys.path.insert(0, str(ROOT))
 
 from baton import clock  # noqa: E402
 from baton.skills.core.interrupted import (  # noqa: E402
-    Heartbeat, MachineLiveness, SessionFacts, detect, process_start,
+    Heartbeat,
+    MachineLiveness,
+    SessionFacts,
+    detect,
+    process_start,
 )
 
 REPOS, BRANCHES = 10, 100
@@ -87,7 +91,8 @@ def median_ms(run, repeat: int) -> tuple[float, float, float]:
         run()
         samples.append((time.perf_counter() - start) * 1000)
     ordered = sorted(samples)
-    return statistics.median(ordered), ordered[int(0.1 * len(ordered))], ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+    low, high = ordered[int(0.1 * len(ordered))], ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+    return statistics.median(ordered), low, high
 
 
 def main() -> None:

@@ -64,7 +64,8 @@ def concurrent_runs(command: list[str], cwd: Path, env: dict, repeat: int) -> li
     samples = []
     for _ in range(repeat):
         started = time.perf_counter()
-        pair = [subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+        pair = [subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE) for _ in range(2)]
         for process in pair:
             out, err = process.communicate()
             if process.returncode != 0 or b'"recall": "ok"' not in out:
@@ -122,7 +123,8 @@ def build_decisions(home: Path, count: int) -> None:
         size = min(batch, count - len(real) - start)
         vectors = centroids[rng.integers(0, 2000, size)] + 0.3 * rng.standard_normal((size, 384)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        filler = [DecisionRecord(task_id=f"T-{(start + i) % 1000}", session_id="bench", text=f"synthetic decision {start + i}",
+        filler = [DecisionRecord(task_id=f"T-{(start + i) % 1000}", session_id="bench",
+                                 text=f"synthetic decision {start + i}",
                                  recorded_at="2026-01-01T00:00:00+00:00", repo="r") for i in range(size)]
         index.upsert(filler, vectors.tolist())
     index.close()
@@ -252,7 +254,8 @@ def main() -> None:
         subprocess.run([*cli, "bind", BENCH_TASK], cwd=worktree, env=env, check=True, capture_output=True)
         for text in BENCH_DECISIONS:
             subprocess.run([*cli, "decide", text], cwd=worktree, env=env, check=True, capture_output=True)
-        subprocess.run([*cli, "touch", "src/m1.py", "src/m2.py"], cwd=worktree, env=env, check=True, capture_output=True)
+        subprocess.run([*cli, "touch", "src/m1.py", "src/m2.py"], cwd=worktree, env=env, check=True,
+                       capture_output=True)
         build_decisions(home, args.decisions)
         print(f"data set: {args.sessions} active sessions x {FILES_PER_SESSION} files, {args.decisions} decisions "
               f"(built in {time.perf_counter() - started:.1f} s)\n")
@@ -272,9 +275,9 @@ def main() -> None:
 
         from baton.files import WorktreeLocator
         from baton.skills.core.binding import place_of
-        from baton.skills.services.resume import resume_session
         from baton.skills.runtime.settings import Settings
         from baton.skills.runtime.stores import Stores
+        from baton.skills.services.resume import resume_session
 
         stores = Stores(Settings.from_env())
         place = place_of(worktree, WorktreeLocator())
@@ -289,7 +292,8 @@ def main() -> None:
         rows.append(("resume_session in-process, warm", warm, 25))
         stores.close()
         rows += bench_search(home, args.repeat * 3)
-        rows.append(("recall index open + first search, fresh process", bench_open(home, max(5, args.repeat // 3)), None))
+        rows.append(("recall index open + first search, fresh process", bench_open(home, max(5, args.repeat // 3)),
+                     None))
 
         lookups = bench_conflict_lookup(root, [100, 10_000], args.repeat * 10)
         for sessions, samples in lookups.items():

@@ -62,7 +62,8 @@ def build_server_sessions(sessions: int) -> None:
             files = [FileRef("github.com/acme/shop", f"src/m{rng.randrange(20_000)}.py") for _ in range(20)]
             common = {"task_id": task, "session_id": "bench", "at": at}
             stores.budget.renew()  # each session is a command's worth of server time
-            project(stores, [Bound(event_id=uuid.uuid4(), repo="github.com/acme/shop", worktree_path=f"/w/{task}", **common),
+            project(stores,
+                    [Bound(event_id=uuid.uuid4(), repo="github.com/acme/shop", worktree_path=f"/w/{task}", **common),
                              FilesTouched(event_id=uuid.uuid4(), files=files, **common)])
     finally:
         stores.close()
@@ -211,9 +212,9 @@ def main() -> None:
 
             from baton.files import WorktreeLocator
             from baton.skills.core.binding import place_of
-            from baton.skills.services.resume import resume_session
             from baton.skills.runtime.settings import Settings
             from baton.skills.runtime.stores import Stores
+            from baton.skills.services.resume import resume_session
 
             stores = Stores(Settings.from_env())
             place = place_of(worktree, WorktreeLocator())

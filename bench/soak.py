@@ -104,8 +104,8 @@ def agent(n: int, worktree: Path, env: dict, until: float, ledger: Ledger, rng: 
     ticket = f"SOAK-{n}"
     run(worktree, env, ["bind", ticket, "--agent", f"agent-{n}"], ledger=ledger, name="bind")
     session = f"agent-session-{n}"
-    run(worktree, env, ["hook", "session-start"], stdin=json.dumps({"session_id": session, "cwd": str(worktree),
-                                                                   "hook_event_name": "SessionStart", "source": "startup"}),
+    started = {"session_id": session, "cwd": str(worktree), "hook_event_name": "SessionStart", "source": "startup"}
+    run(worktree, env, ["hook", "session-start"], stdin=json.dumps(started),
         ledger=ledger, name="hook session-start")
     k = 0
     while time.monotonic() < until:
@@ -163,7 +163,8 @@ class Servers:
         with psycopg.connect(self.postgres.url, autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {name}")  # a generated identifier, not input
         return {"BATON_DATABASE_URL": self.postgres.url_for(name), "BATON_GRAPH_URL": self.neo4j.uri,
-                "BATON_KAFKA_BOOTSTRAP": self.kafka.bootstrap, "BATON_KAFKA_TOPIC_PREFIX": f"soak-{uuid.uuid4().hex[:8]}."}
+                "BATON_KAFKA_BOOTSTRAP": self.kafka.bootstrap,
+                "BATON_KAFKA_TOPIC_PREFIX": f"soak-{uuid.uuid4().hex[:8]}."}
 
     def start_projector(self, env: dict, log: Path) -> None:
         with log.open("a") as out:
@@ -263,7 +264,8 @@ def verify(env: dict, ledger: Ledger, home: Path) -> list[str]:
                 paths = {t.path for t in session.files.values()}
                 missing = ledger.touches[ticket] - paths
                 if missing:
-                    problems.append(f"{ticket}: {len(missing)} acknowledged touches missing, e.g. {sorted(missing)[:3]}")
+                    problems.append(f"{ticket}: {len(missing)} acknowledged touches missing, "
+                                    f"e.g. {sorted(missing)[:3]}")
                 ids = [decision_point_id(ticket, text) for text in texts]
                 vectors = index.vectors_of(ids)
                 if len(vectors) != len(ids):
@@ -311,7 +313,8 @@ def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple |
             ledger, heals = Ledger(), {}
             until = time.monotonic() + seconds
             rng = random.Random(seed)
-            threads = [threading.Thread(target=agent, args=(n, trees[n], env, until, ledger, random.Random(rng.random())))
+            threads = [threading.Thread(target=agent,
+                                        args=(n, trees[n], env, until, ledger, random.Random(rng.random())))
                        for n in range(agents)]
             threads.append(threading.Thread(target=chaos, args=(servers, env, seconds, root / "projector.log", heals,
                                                                trees[0])))
@@ -330,7 +333,8 @@ def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple |
                 problems.append(f"{len(left)} Baton processes still running: {left[:3]}")
             problems += [f"hung: {command}" for command in ledger.hung]
             return {"mode": mode, "seconds": seconds, "agents": agents, "outcomes": ledger.outcomes,
-                    "acknowledged": sum(len(v) for v in ledger.decisions.values()) + sum(len(v) for v in ledger.touches.values()),
+                    "acknowledged": sum(len(v) for v in ledger.decisions.values())
+                    + sum(len(v) for v in ledger.touches.values()),
                     "healed_in": healed_in, "heals": heals, "problems": problems}
         finally:
             if servers is not None:
@@ -341,8 +345,8 @@ def report(result: dict) -> str:
     by_command: dict[str, list[Outcome]] = defaultdict(list)
     for outcome in result["outcomes"]:
         by_command[outcome.command].append(outcome)
-    lines = [f"soak on {result['mode']}: {result['agents']} agents for {result['seconds']:g} s, "
-             f"{len(result['outcomes'])} operations, {result['acknowledged']} acknowledged writes checked",
+    lines = [(f"soak on {result['mode']}: {result['agents']} agents for {result['seconds']:g} s, "
+              f"{len(result['outcomes'])} operations, {result['acknowledged']} acknowledged writes checked"),
              f"{'command':26} {'ops':>6} {'errors':>7} {'killed':>7} {'p50 ms':>9} {'p99 ms':>9}"]
     for command, outcomes in sorted(by_command.items()):
         times = sorted(o.seconds * 1000 for o in outcomes if o.code is not None)

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from baton import clock
-from baton.budget import OpenGate
+from baton.budget import AnyGate, OpenGate
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.files import FileRef
 from baton.graph.base import ConflictGraph
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import neo4j
 
 STORE = Store.CONFLICT_GRAPH
+T = TypeVar("T")
 
 # (label, property) pairs that identify a node; each gets a uniqueness constraint (or, on
 # Memgraph, an index plus a constraint, since a Memgraph constraint creates no index).
@@ -136,7 +137,8 @@ def _split_credentials(uri: str) -> tuple[str, tuple[str, str] | None]:
 
 
 class BoltConflictGraph(ConflictGraph):
-    def __init__(self, uri: str, *, timeout: float, auth: tuple[str, str] | None = None, gate=None) -> None:
+    def __init__(self, uri: str, *, timeout: float, auth: tuple[str, str] | None = None,
+                 gate: AnyGate | None = None) -> None:
         """gate: the server's gate in the command's budget (baton.budget); without one,
         each call may wait `timeout` seconds. Credentials in the URI's user information
         become the driver's auth (it refuses them in the URI) and never reach a message."""
@@ -144,7 +146,7 @@ class BoltConflictGraph(ConflictGraph):
         self.timeout = timeout
         self._auth = auth or from_uri
         self._gate = gate or OpenGate(timeout)
-        self._driver = None
+        self._driver: neo4j.Driver | None = None
         self.dialect: str | None = None
         self.agent: str | None = None
 
@@ -161,14 +163,14 @@ class BoltConflictGraph(ConflictGraph):
             try:
                 self.agent = driver.get_server_info().agent
                 self.dialect = dialect_of(self.agent)
-                self._create_schema(driver)
+                self._create_schema(driver, self.dialect)
             except BaseException:
                 driver.close()
                 raise
             self._driver = driver
         return self._driver
 
-    def _create_schema(self, driver: neo4j.Driver) -> None:
+    def _create_schema(self, driver: neo4j.Driver, dialect: str) -> None:
         """Create the schema once per server: a marker node records that it exists, so a
         new process pays one read instead of one round trip per statement."""
         import neo4j
@@ -178,7 +180,7 @@ class BoltConflictGraph(ConflictGraph):
                 return
         # Schema statements may not share a transaction with anything (Memgraph refuses
         # them in explicit transactions), so each is its own auto-commit query.
-        for statement in schema_statements(self.dialect):
+        for statement in schema_statements(dialect):
             for attempt in range(3):
                 try:
                     with driver.session() as session:
@@ -190,7 +192,7 @@ class BoltConflictGraph(ConflictGraph):
         with driver.session() as session:
             session.run(neo4j.Query(MARK_SCHEMA, timeout=self.timeout), version=SCHEMA_VERSION).consume()
 
-    def _call(self, work, *, write: bool):
+    def _call(self, work: Callable[[neo4j.Transaction], T], *, write: bool) -> T:
         """Run work(tx) in one transaction; again after a TransientError while the budget lasts."""
         with self._gate.call(STORE) as left:
             import neo4j
@@ -214,19 +216,20 @@ class BoltConflictGraph(ConflictGraph):
                             raise
                         time.sleep(0.05)
             except (ServiceUnavailable, SessionExpired, OSError) as exc:
-                heard = "no answer within the command's budget" if time.monotonic() >= deadline - 0.05 else _one_line(exc)
+                late = time.monotonic() >= deadline - 0.05
+                heard = "no answer within the command's budget" if late else _one_line(exc)
                 raise ServerUnreachable(STORE, f"Bolt server at {self.uri}: {heard}") from exc
             except (Neo4jError, DriverError) as exc:
                 raise StoreUnavailable(STORE, f"Bolt server at {self.uri}: {_one_line(exc)}") from exc
 
-    def _write_touches(self, tx, task_id: str, files: Sequence[FileRef], at: datetime) -> None:
+    def _write_touches(self, tx: neo4j.Transaction, task_id: str, files: Sequence[FileRef], at: datetime) -> None:
         if files:
             tx.run(ADD_TOUCHES, task_id=task_id, at=clock.to_text(at),
                    files=[{"key": f.key, "repo": f.repo, "path": f.path} for f in files]).consume()
 
     def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
                session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
-        def work(tx):
+        def work(tx: neo4j.Transaction) -> None:
             tx.run(SET_STATUS, task_id=task_id, status=status).consume()
             self._write_touches(tx, task_id, files, at)
             if session_id:
@@ -237,8 +240,8 @@ class BoltConflictGraph(ConflictGraph):
         self._call(work, write=True)
 
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
-        def work(tx):
-            status = tx.run(ACTIVATE, task_id=task_id).single()["status"]
+        def work(tx: neo4j.Transaction) -> str:
+            status = tx.run(ACTIVATE, task_id=task_id).single(strict=True)["status"]
             self._write_touches(tx, task_id, files, at)
             return status
 
@@ -255,7 +258,7 @@ class BoltConflictGraph(ConflictGraph):
         return self._call(lambda tx: [tuple(r.values()) for r in tx.run(ACTIVE_OVERLAPS)], write=False)
 
     def describe(self) -> dict[str, str]:
-        tasks = self._call(lambda tx: tx.run("MATCH (t:Task) RETURN count(t) AS n").single()["n"],
+        tasks = self._call(lambda tx: tx.run("MATCH (t:Task) RETURN count(t) AS n").single(strict=True)["n"],
                            write=False)
         return {"backend": f"bolt ({self.dialect})", "location": self.uri, "version": self.agent or "",
                 "size": f"{tasks} tasks"}

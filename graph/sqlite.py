@@ -9,8 +9,8 @@ from pathlib import Path
 
 from baton import clock
 from baton.files import FileRef
-from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.graph.base import ConflictGraph
+from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.store_names import Store
 
 STORE = Store.CONFLICT_GRAPH

@@ -8,11 +8,18 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
 from baton.recall.wire import decision_point_id
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# Rows of floats, one per point: lists, or a NumPy matrix as the encoder makes.
+Vectors: TypeAlias = "Sequence[Sequence[float]] | np.ndarray"
 
 COLLECTION = "decisions"
 
@@ -44,7 +51,7 @@ class ScoredDecision(BaseModel):
     score: float
 
 
-def best_per_point(hits: Iterable[tuple[object, float, dict]], limit: int) -> list[ScoredDecision]:
+def best_per_point(hits: Iterable[tuple[object, float, dict[str, Any] | None]], limit: int) -> list[ScoredDecision]:
     """(point id, score, payload) hits of several queries: each point once, with its best
     score, best first."""
     best: dict[str, ScoredDecision] = {}
@@ -59,7 +66,7 @@ class DecisionIndex(ABC):
     """Vectors of decisions. Every method raises StoreUnavailable when the index cannot answer."""
 
     @abstractmethod
-    def upsert(self, records: Sequence[DecisionRecord], vectors: Sequence[Sequence[float]]) -> None:
+    def upsert(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
         """Store each record with its vector (idempotent by point id)."""
 
     @abstractmethod
@@ -75,7 +82,8 @@ class DecisionIndex(ABC):
         """Which of the points are stored (their decision is indexed and never embedded again)."""
 
     @abstractmethod
-    def search(self, vectors: Sequence[Sequence[float]], *, limit: int, exclude_task_id: str | None) -> list[ScoredDecision]:
+    def search(self, vectors: Sequence[Sequence[float]], *, limit: int,
+               exclude_task_id: str | None) -> list[ScoredDecision]:
         """The best points for any of vectors (best score per point), excluding a task."""
 
     @abstractmethod

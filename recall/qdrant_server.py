@@ -17,10 +17,12 @@ version check, an extra request on a thread of its own.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, TypeVar, cast
 from uuid import UUID
 
-from baton.budget import OpenGate, within
+from baton.budget import AnyGate, OpenGate, within
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.masking import mask
 from baton.recall.base import (
@@ -28,16 +30,22 @@ from baton.recall.base import (
     DecisionIndex,
     DecisionRecord,
     ScoredDecision,
+    Vectors,
     best_per_point,
 )
 from baton.recall.embedding import DIMENSIONS
 from baton.store_names import Store
 
+if TYPE_CHECKING:
+    from qdrant_client import QdrantClient, models
+    from qdrant_client.conversions.common_types import PointId, Record
+
 STORE = Store.RECALL_INDEX
+T = TypeVar("T")
 
 
 class QdrantServerIndex(DecisionIndex):
-    def __init__(self, url: str, *, timeout: float, api_key: str | None = None, gate=None) -> None:
+    def __init__(self, url: str, *, timeout: float, api_key: str | None = None, gate: AnyGate | None = None) -> None:
         """gate: the server's gate in the command's budget (baton.budget); without one,
         each call may wait `timeout` seconds."""
         self.url = url
@@ -45,9 +53,9 @@ class QdrantServerIndex(DecisionIndex):
         self.timeout = timeout
         self._api_key = api_key
         self._gate = gate or OpenGate(timeout)
-        self._client = None
+        self._client: QdrantClient | None = None
 
-    def _get_client(self, left: float):
+    def _get_client(self, left: float) -> QdrantClient:
         if self._client is None:
             from qdrant_client import QdrantClient, models
 
@@ -64,7 +72,7 @@ class QdrantServerIndex(DecisionIndex):
             self._client = client
         return self._client
 
-    def _call(self, work):
+    def _call(self, work: Callable[[QdrantClient], T]) -> T:
         with self._gate.call(STORE) as left:
             try:
                 if self.url.startswith("file:"):
@@ -79,13 +87,13 @@ class QdrantServerIndex(DecisionIndex):
                 raise (ServerUnreachable if _unreachable(exc) else StoreUnavailable)(STORE, reason) from exc
 
     @staticmethod
-    def _task_filter(task_id: str, *, exclude: bool):
+    def _task_filter(task_id: str, *, exclude: bool) -> models.Filter:
         from qdrant_client import models
 
         condition = models.FieldCondition(key="task_id", match=models.MatchValue(value=task_id))
         return models.Filter(must_not=[condition]) if exclude else models.Filter(must=[condition])
 
-    def upsert(self, records: Sequence[DecisionRecord], vectors: Sequence[Sequence[float]]) -> None:
+    def upsert(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
         from qdrant_client import models
 
         if records:
@@ -100,7 +108,7 @@ class QdrantServerIndex(DecisionIndex):
             return 0
         selector = models.Filter(must=[models.FieldCondition(key="task_id", match=models.MatchAny(any=list(task_ids)))])
 
-        def work(client):
+        def work(client: QdrantClient) -> int:
             removed = client.count(COLLECTION, count_filter=selector, exact=True).count
             client.delete(COLLECTION, points_selector=models.FilterSelector(filter=selector), wait=True)
             return removed
@@ -108,14 +116,15 @@ class QdrantServerIndex(DecisionIndex):
         return self._call(work)
 
     def vectors_for_task(self, task_id: str, limit: int) -> dict[UUID, list[float]]:
-        def work(client):
+        def work(client: QdrantClient) -> dict[UUID, list[float]]:
             points, _ = client.scroll(COLLECTION, scroll_filter=self._task_filter(task_id, exclude=False),
                                       limit=limit, with_vectors=True, with_payload=False)
-            return {UUID(str(p.id)): list(p.vector) for p in points}
+            return {UUID(str(p.id)): _dense(p.vector) for p in points}
 
         return self._call(work)
 
-    def search(self, vectors: Sequence[Sequence[float]], *, limit: int, exclude_task_id: str | None) -> list[ScoredDecision]:
+    def search(self, vectors: Sequence[Sequence[float]], *, limit: int,
+               exclude_task_id: str | None) -> list[ScoredDecision]:
         from qdrant_client import models
 
         if not vectors:
@@ -127,7 +136,7 @@ class QdrantServerIndex(DecisionIndex):
         return best_per_point(((hit.id, hit.score, hit.payload) for batch in batches for hit in batch.points), limit)
 
     def describe(self) -> dict[str, str]:
-        def work(client):
+        def work(client: QdrantClient) -> str:
             if self.url.startswith("file:"):
                 return "qdrant-client local mode"
             return f"Qdrant {client.info().version}"
@@ -139,12 +148,11 @@ class QdrantServerIndex(DecisionIndex):
         return self._call(lambda client: client.count(COLLECTION, exact=True).count)
 
     def points(self, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
-        offset = None
+        offset: PointId | None = None
         while True:
-            page, offset = self._call(lambda client, offset=offset: client.scroll(
-                COLLECTION, limit=batch, offset=offset, with_vectors=True, with_payload=True))
+            page, offset = self._call(partial(_page, limit=batch, offset=offset))
             for point in page:
-                yield DecisionRecord.model_validate(point.payload), list(point.vector)
+                yield DecisionRecord.model_validate(point.payload), _dense(point.vector)
             if offset is None:
                 return
 
@@ -158,7 +166,7 @@ class QdrantServerIndex(DecisionIndex):
             return {}
         points = self._call(lambda client: client.retrieve(COLLECTION, [str(p) for p in point_ids],
                                                             with_vectors=True, with_payload=False))
-        return {UUID(str(p.id)): list(p.vector) for p in points}
+        return {UUID(str(p.id)): _dense(p.vector) for p in points}
 
     def stored(self, point_ids: Sequence[UUID]) -> set[UUID]:
         if not point_ids:
@@ -181,3 +189,13 @@ def _unreachable(exc: BaseException) -> bool:
             return True
         seen = getattr(seen, "source", None) or seen.__cause__ or seen.__context__
     return False
+
+
+def _page(client: QdrantClient, *, limit: int, offset: PointId | None) -> tuple[list[Record], PointId | None]:
+    """One page of points with their payloads and vectors, and the offset of the next (None at the end)."""
+    return client.scroll(COLLECTION, limit=limit, offset=offset, with_vectors=True, with_payload=True)
+
+
+def _dense(vector: object) -> list[float]:
+    """A point's vector: the collection holds one unnamed dense vector per point (see _get_client)."""
+    return list(cast("list[float]", vector))

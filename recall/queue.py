@@ -75,7 +75,8 @@ class EmbeddingQueue:
             for start in range(0, len(ids), 500):
                 chunk = ids[start:start + 500]
                 marks = ",".join("?" * len(chunk))
-                found |= {UUID(p) for (p,) in conn.execute(f"SELECT point_id FROM queued WHERE point_id IN ({marks})", chunk)}
+                query = f"SELECT point_id FROM queued WHERE point_id IN ({marks})"  # noqa: S608 -- placeholders only
+                found |= {UUID(p) for (p,) in conn.execute(query, chunk)}
         return found
 
     def remove(self, point_ids: Sequence[UUID]) -> None:

@@ -168,14 +168,15 @@ class View:
         for part in self.parts:
             if not len(part):
                 continue
-            if part.centroids is None:
+            centroids, offsets = part.centroids, part.offsets
+            if centroids is None or offsets is None:
                 with np.errstate(invalid="ignore", over="ignore"):
                     scores = part.vectors @ queries.T
                 _collect(best, part.seqs, part.keys, scores, limit, exclude_key)
                 continue
-            near = np.argpartition(-(queries @ part.centroids.T), part.probes() - 1, axis=1)[:, :part.probes()]
+            near = np.argpartition(-(queries @ centroids.T), part.probes() - 1, axis=1)[:, :part.probes()]
             for query, lists in zip(queries, near, strict=True):
-                spans = [(int(part.offsets[i]), int(part.offsets[i + 1])) for i in lists]
+                spans = [(int(offsets[i]), int(offsets[i + 1])) for i in lists]
                 rows = np.concatenate([np.arange(a, b) for a, b in spans if b > a]) if spans else np.zeros(0, np.int64)
                 if len(rows):
                     with np.errstate(invalid="ignore", over="ignore"):
@@ -281,7 +282,8 @@ def write_segment(folder: Path, rows: Rows, store_id: str, dims: int) -> Segment
     parts = [np.ascontiguousarray(rows.seqs, "<i8").tobytes(), np.ascontiguousarray(rows.keys, "<u8").tobytes(),
              np.ascontiguousarray(rows.vectors, "<f4").tobytes()]
     if rows.lists:
-        parts += [np.ascontiguousarray(rows.centroids, "<f4").tobytes(), np.ascontiguousarray(rows.offsets, "<i8").tobytes()]
+        parts += [np.ascontiguousarray(rows.centroids, "<f4").tobytes(),
+                  np.ascontiguousarray(rows.offsets, "<i8").tobytes()]
     body = b"".join(parts)
     crc = zlib.crc32(body)
     header = _HEADER.pack(MAGIC, FORMAT, dims, len(rows), first, last, uuid.UUID(store_id).bytes, crc, rows.lists)

@@ -8,6 +8,8 @@ event can never win.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from baton import clock
 from baton.registry.model import (
     PHASE_RANK,
@@ -40,6 +42,8 @@ from baton.registry.model import (
     WorkRemaining,
 )
 
+EntryT = TypeVar("EntryT", bound=Entry)
+
 
 def _newer(candidate: Stamp, current: Stamp | None) -> bool:
     return current is None or candidate.order() > current.order()
@@ -49,7 +53,7 @@ def _union(current: list[str], more: list[str]) -> list[str]:
     return sorted(set(current).union(more))
 
 
-def _with_entry(entries: list[Entry], entry: Entry) -> list[Entry]:
+def _with_entry(entries: list[EntryT], entry: EntryT) -> list[EntryT]:
     """Entries keyed by text; the earliest recording of a text is the one kept."""
     kept = [e for e in entries if e.text != entry.text]
     same = [e for e in entries if e.text == entry.text]
@@ -123,7 +127,8 @@ def apply_event(session: Session | None, event: Event) -> Session:
         if _newer(stamp, session.goal_stamp):
             update |= {"goal": event.text, "goal_stamp": stamp}
     elif isinstance(event, (ConstraintAdded, WorkRemaining, EvidenceRecorded)):
-        field = {ConstraintAdded: "constraints", WorkRemaining: "remaining_work", EvidenceRecorded: "evidence"}[type(event)]
+        field = {ConstraintAdded: "constraints", WorkRemaining: "remaining_work",
+                 EvidenceRecorded: "evidence"}[type(event)]
         update[field] = _with_entry(getattr(session, field), Entry(
             text=event.text, at=event.at, session_id=event.session_id, event_id=event_id,
             provenance=event.provenance if isinstance(event, EvidenceRecorded) else Provenance.reported))

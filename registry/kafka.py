@@ -11,10 +11,16 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from baton.errors import StoreUnavailable
 from baton.kafka_outbox import KafkaOutbox, client_config, kafka_failure
 from baton.store_names import Store
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+
+    from baton.budget import AnyGate
 
 STORE = Store.EVENT_LOG
 EVENTS_TOPIC = "session-events.v1"
@@ -22,7 +28,7 @@ EVENTS_TOPIC = "session-events.v1"
 
 class KafkaEventLog:
     def __init__(self, bootstrap: str, outbox: Path, *, timeout: float, topic: str = f"baton.{EVENTS_TOPIC}",
-                 gate=None) -> None:
+                 gate: AnyGate | None = None) -> None:
         """gate: the Kafka server's gate in the command's budget (baton.budget); without
         one, each call may wait `timeout` seconds."""
         self.bootstrap = bootstrap
@@ -30,7 +36,7 @@ class KafkaEventLog:
         self.timeout = timeout
         self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE, gate=gate)
         self._gate = self._outbox.gate
-        self._consumer = None
+        self._consumer: Consumer | None = None
 
     @property
     def kept(self) -> int:
@@ -54,7 +60,8 @@ class KafkaEventLog:
         with self._gate.call(STORE):
             self._outbox.ensure_topic()
         return {"backend": "kafka", "location": f"{self.bootstrap} topic {self.topic}",
-                "version": "event log for `baton projector`", "size": f"{self._outbox.waiting()} events waiting in the outbox"}
+                "version": "event log for `baton projector`",
+                "size": f"{self._outbox.waiting()} events waiting in the outbox"}
 
     def batches(self, group: str, *, size: int, idle: float, until_caught_up: bool) -> Iterator[list]:
         """Batches of messages for a consumer group, oldest first per partition.
@@ -89,12 +96,14 @@ class KafkaEventLog:
                 # A catch-up run takes every partition itself from the group's committed
                 # offsets instead of joining the group: no rebalance to wait for.
                 partitions = consumer.list_topics(self.topic, timeout=self.timeout).topics[self.topic].partitions
-                committed = consumer.committed([TopicPartition(self.topic, p) for p in partitions], timeout=self.timeout)
-                consumer.assign([TopicPartition(self.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+                committed = consumer.committed([TopicPartition(self.topic, p) for p in partitions],
+                                               timeout=self.timeout)
+                consumer.assign([TopicPartition(self.topic, tp.partition,
+                                                tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
                                  for tp in committed])
             else:
                 consumer.subscribe([self.topic])
-            at_end: set[int] = set()
+            at_end: set[int | None] = set()
             stalled_after = time.monotonic() + max(10 * self.timeout, 10.0)
             while True:
                 # consume() waits its whole timeout unless `size` messages arrive: a catch-up
@@ -102,29 +111,32 @@ class KafkaEventLog:
                 received = consumer.consume(num_messages=size, timeout=0.05 if until_caught_up else idle)
                 messages = []
                 for message in received:  # in order: a partition is at its end after its last message
-                    if not message.error():
+                    error = message.error()
+                    if not error:
                         messages.append(message)
                         at_end.discard(message.partition())
-                    elif message.error().code() == KafkaError._PARTITION_EOF:
+                    elif error.code() == KafkaError._PARTITION_EOF:
                         at_end.add(message.partition())
                     else:
-                        raise KafkaException(message.error())
+                        raise KafkaException(error)
                 if messages:
                     stalled_after = time.monotonic() + max(10 * self.timeout, 10.0)
                     yield messages
                 if until_caught_up and len(at_end) == len(consumer.assignment()):
                     return
                 if until_caught_up and time.monotonic() > stalled_after:
-                    raise KafkaException(f"the end of {self.topic} was not reached; partitions at their end: {sorted(at_end)}")
+                    raise KafkaException(f"the end of {self.topic} was not reached; "
+                                         f"partitions at their end: {sorted(p for p in at_end if p is not None)}")
         except KafkaException as exc:
             raise kafka_failure(STORE, self.bootstrap, exc) from exc
         finally:
-            self._consumer.close()
+            consumer.close()
 
     def commit(self, batch: list) -> None:
         from confluent_kafka import KafkaException
 
         try:
+            assert self._consumer is not None, "a batch comes from batches(), which made the consumer"
             self._consumer.commit(asynchronous=False, offsets=_next_offsets(batch))
         except KafkaException as exc:
             # A catch-up run cannot commit while the group has a member: a projector that

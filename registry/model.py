@@ -165,9 +165,9 @@ class ActivityRecorded(_Event):
 
 
 Event = Annotated[
-    Bound | FilesTouched | DecisionRecorded | PhaseChanged | StepCompleted | FailureRecorded | NextActionSet | DependencyAdded | Ended
-    | GoalSet | ConstraintAdded | WorkRemaining | EvidenceRecorded | CheckRecorded | HandoffWritten | HandoffVerified
-    | ActivityRecorded,
+    Bound | FilesTouched | DecisionRecorded | PhaseChanged | StepCompleted | FailureRecorded | NextActionSet
+    | DependencyAdded | Ended | GoalSet | ConstraintAdded | WorkRemaining | EvidenceRecorded | CheckRecorded
+    | HandoffWritten | HandoffVerified | ActivityRecorded,
     Field(discriminator="type"),
 ]
 
@@ -333,7 +333,8 @@ class Session(BaseModel):
                         "provenance": c.provenance.value, "recorded_at": c.at.isoformat(), "session_id": c.session_id}
                        for c in self.checks],
             "handoff": None if self.handoff is None else {
-                "path": self.handoff.path, "written_at": self.handoff.written_at.isoformat(), "claims": self.handoff.claims},
+                "path": self.handoff.path, "written_at": self.handoff.written_at.isoformat(),
+                "claims": self.handoff.claims},
             "handoff_verification": self.handoff_verification.public() if self.handoff_verification else None,
             "runs": self.runs,
             "created_at": self.created_at.isoformat(),

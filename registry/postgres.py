@@ -23,9 +23,9 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from baton.budget import OpenGate, within
+from baton.budget import AnyGate, OpenGate, within
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.outcome import Found, NotFound, Unavailable
 from baton.registry.base import SessionStore
@@ -214,13 +214,13 @@ _STARTING_OR_STOPPING = "the database system is"
 
 
 class PostgresSessionStore(SessionStore):
-    def __init__(self, url: str, *, timeout: float, gate=None) -> None:
+    def __init__(self, url: str, *, timeout: float, gate: AnyGate | None = None) -> None:
         """gate: the server's gate in the command's budget (baton.budget); without one,
         each call may wait `timeout` seconds."""
         self.url = url
         self.timeout = timeout
         self._gate = gate or OpenGate(timeout)
-        self._conn = None
+        self._conn: psycopg.Connection | None = None
         self._lock = threading.RLock()  # one transaction at a time on the connection
         self._migrated = False
 
@@ -271,13 +271,13 @@ class PostgresSessionStore(SessionStore):
                 conn.execute("INSERT INTO baton_schema_migrations (version) VALUES (%s)", (version,))
         self._migrated = True
 
-    def _load(self, conn, task_id: str) -> Session | None:
+    def _load(self, conn: psycopg.Connection, task_id: str) -> Session | None:
         from baton.registry.model import Session
 
         row = conn.execute("SELECT body FROM baton_sessions WHERE task_id = %s", (task_id,)).fetchone()
         return None if row is None else Session.model_validate(row[0])
 
-    def _merge(self, conn, event: Event) -> Session:
+    def _merge(self, conn: psycopg.Connection, event: Event) -> Session:
         """Merge the event into its ticket's projection, in one SQL statement."""
         from psycopg.types.json import Jsonb
 
@@ -285,12 +285,13 @@ class PostgresSessionStore(SessionStore):
         from baton.registry.model import SESSION_MERGE, Session
 
         delta = apply_event(None, event).model_dump(mode="json")
-        (body,) = conn.execute(_MERGE_EVENT, {"task_id": event.task_id, "at": event.at, "delta": Jsonb(delta),
-                                             "spec": Jsonb(SESSION_MERGE)}).fetchone()
+        (body,) = _one(conn.execute(_MERGE_EVENT, {"task_id": event.task_id, "at": event.at, "delta": Jsonb(delta),
+                                                  "spec": Jsonb(SESSION_MERGE)}))
         return Session.model_validate(body)
 
-    def _apply_pending(self, conn) -> None:
-        rows = conn.execute("SELECT event_id, body FROM baton_events WHERE NOT applied ORDER BY at FOR UPDATE SKIP LOCKED").fetchall()
+    def _apply_pending(self, conn: psycopg.Connection) -> None:
+        rows = conn.execute(
+            "SELECT event_id, body FROM baton_events WHERE NOT applied ORDER BY at FOR UPDATE SKIP LOCKED").fetchall()
         adapter = event_adapter()
         for event_id, body in rows:
             self._merge(conn, adapter.validate_python(body))
@@ -351,7 +352,8 @@ class PostgresSessionStore(SessionStore):
         adapter = event_adapter()
         try:
             with self._transaction() as conn:
-                rows = conn.execute("SELECT body FROM baton_events WHERE task_id = %s ORDER BY at, event_id", (task_id,))
+                rows = conn.execute("SELECT body FROM baton_events WHERE task_id = %s ORDER BY at, event_id",
+                                    (task_id,))
                 return Found([adapter.validate_python(body) for (body,) in rows])
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
@@ -386,8 +388,8 @@ class PostgresSessionStore(SessionStore):
 
     def describe(self) -> dict[str, str]:
         with self._transaction() as conn:
-            version = conn.execute("SHOW server_version").fetchone()[0]
-            sessions = conn.execute("SELECT count(*) FROM baton_sessions").fetchone()[0]
+            version, sessions = _one(conn.execute("SELECT current_setting('server_version'), count(*) "
+                                                  "FROM baton_sessions"))
         return {"backend": "postgresql", "location": _where(self.url), "version": f"PostgreSQL {version}",
                 "size": f"{sessions} sessions"}
 
@@ -397,13 +399,22 @@ class PostgresSessionStore(SessionStore):
             self._conn = None
 
 
+def _one(cursor: psycopg.Cursor) -> tuple[Any, ...]:
+    """The row of a statement that always returns one (an aggregate, an upsert's RETURNING)."""
+    row = cursor.fetchone()
+    if row is None:
+        raise StoreUnavailable(STORE, "PostgreSQL returned no row where one is certain")
+    return row
+
+
 def _where(url: str) -> str:
     """The server part of a URL, without credentials."""
+    from psycopg import Error
     from psycopg.conninfo import conninfo_to_dict
 
     try:
         info = conninfo_to_dict(url)
-    except Exception:  # an unparsable URL is reported by the connection attempt itself
+    except Error:  # an unparsable URL is reported by the connection attempt itself
         return "PostgreSQL"
     return f"PostgreSQL at {info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
 

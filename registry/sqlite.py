@@ -18,9 +18,9 @@ from baton import clock
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
-from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.registry.base import SessionStore, SignalScope
 from baton.registry.wire import event_adapter
+from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -59,7 +59,8 @@ MIGRATIONS = [
     """,
 ]
 # An event of a pruned ticket as old as its tombstone is not stored again.
-_INSERT_EVENT = ("INSERT OR IGNORE INTO events (event_id, task_id, at, type, body, applied) SELECT ?1, ?2, ?3, ?4, ?5, ?6 "
+_INSERT_EVENT = ("INSERT OR IGNORE INTO events (event_id, task_id, at, type, body, applied) "
+                 "SELECT ?1, ?2, ?3, ?4, ?5, ?6 "
                  "WHERE NOT EXISTS (SELECT 1 FROM pruned WHERE pruned.task_id = ?2 AND pruned.through >= ?3)")
 
 
@@ -98,15 +99,15 @@ class SqliteSessionStore(SessionStore):
         if not rows:
             return
         adapter = event_adapter()
-        sessions: dict[str, Session | None] = {}
+        sessions: dict[str, Session] = {}
         for event_id, body in rows:
             try:
                 event = adapter.validate_json(body)
             except ValidationError as exc:
-                raise sqlite3.DatabaseError(f"pending event {event_id} is unreadable: {exc.errors()[0]['msg']}") from exc
-            if event.task_id not in sessions:
-                sessions[event.task_id] = self._load(conn, event.task_id)
-            sessions[event.task_id] = apply_event(sessions[event.task_id], event)
+                problem = exc.errors()[0]["msg"]
+                raise sqlite3.DatabaseError(f"pending event {event_id} is unreadable: {problem}") from exc
+            current = sessions[event.task_id] if event.task_id in sessions else self._load(conn, event.task_id)
+            sessions[event.task_id] = apply_event(current, event)
         for session in sessions.values():
             self._save(conn, session)
         conn.executemany("UPDATE events SET applied = 1 WHERE event_id = ?", [(e,) for e, _ in rows])
@@ -197,8 +198,8 @@ class SqliteSessionStore(SessionStore):
 
         from baton.registry.model import Session
 
-        query = "SELECT body FROM sessions {} ORDER BY last_activity DESC, task_id".format(
-            "" if include_inactive else "WHERE status = 'active'")
+        query = ("SELECT body FROM sessions ORDER BY last_activity DESC, task_id" if include_inactive
+                 else "SELECT body FROM sessions WHERE status = 'active' ORDER BY last_activity DESC, task_id")
         try:
             with guarded(STORE, self.path):
                 conn = self._db.conn()

@@ -6,12 +6,18 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
+from typing import TYPE_CHECKING
 
 from baton.files import FileRef
 
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+    from baton.registry.model import Event
+
 
 @cache
-def event_adapter():
+def event_adapter() -> TypeAdapter[Event]:
     """Validates and dumps any registry event (pydantic is imported on first use only)."""
     from pydantic import TypeAdapter
 
@@ -27,7 +33,7 @@ PHASES = ("planning", "implementing", "reviewing", "merging", "deploying", "comp
 UPDATE_PHASES = PHASES[:-1]
 
 
-def event_body(event_type: str, *, event_id: str, task_id: str, session_id: str, at: datetime, **fields) -> str:
+def event_body(event_type: str, *, event_id: str, task_id: str, session_id: str, at: datetime, **fields: object) -> str:
     """The JSON of one registry event of event_type, built without pydantic: a write kept
     for delivery never pays for importing the models. The caller gives exactly the model's
     fields, already valid (tests/test_outages.py pins each form the writes build)."""

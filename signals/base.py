@@ -35,7 +35,8 @@ class SignalBus(ABC):
         return None
 
     @abstractmethod
-    def concerning(self, subjects: Sequence[str], *, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
+    def concerning(self, subjects: Sequence[str], *, after: datetime | None,
+                   limit: int) -> Found[list[Signal]] | Unavailable:
         """The newest `limit` signals about any of subjects emitted strictly after `after`, oldest first."""
 
     def concerning_wire(self, subjects: Sequence[str], *, after: datetime | None,

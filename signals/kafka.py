@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +26,9 @@ from baton.signals.base import SignalBus
 from baton.store_names import Store
 
 if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+
+    from baton.budget import AnyGate
     from baton.signals.model import Signal
     from baton.signals.wire import WireSignal
 
@@ -35,7 +38,7 @@ SIGNALS_TOPIC = "coordination-signals.v1"
 
 class KafkaSignalBus(SignalBus):
     def __init__(self, bootstrap: str, outbox: Path, *, timeout: float, topic: str = f"baton.{SIGNALS_TOPIC}",
-                 gate=None) -> None:
+                 gate: AnyGate | None = None) -> None:
         """gate: the Kafka server's gate in the command's budget (baton.budget); without
         one, each call may wait `timeout` seconds."""
         self.bootstrap = bootstrap
@@ -43,7 +46,7 @@ class KafkaSignalBus(SignalBus):
         self.timeout = timeout
         self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE, gate=gate)
         self._gate = self._outbox.gate
-        self._consumer = None
+        self._consumer: Consumer | None = None
 
     @property
     def kept(self) -> int:
@@ -66,7 +69,7 @@ class KafkaSignalBus(SignalBus):
     def known(self, signal_ids: Sequence[str]) -> set[str]:
         return self._outbox.known(signal_ids)
 
-    def _scan(self, after: datetime | None, keep) -> list[Signal]:
+    def _scan(self, after: datetime | None, keep: Callable[[Signal], bool]) -> list[Signal]:
         """Every signal on the topic emitted after `after` that keep() accepts, oldest first."""
         from confluent_kafka import (
             OFFSET_END,
@@ -97,12 +100,15 @@ class KafkaSignalBus(SignalBus):
                 message = consumer.poll(0.05)
                 if message is None:
                     continue
-                if message.error():
-                    if message.error().code() == KafkaError._PARTITION_EOF:
+                error, body = message.error(), message.value()
+                if error:
+                    if error.code() == KafkaError._PARTITION_EOF:
                         remaining.discard(message.partition())
                         continue
-                    raise KafkaException(message.error())
-                signal = Signal.model_validate_json(message.value())
+                    raise KafkaException(error)
+                if body is None:  # a record without a body carries no signal
+                    continue
+                signal = Signal.model_validate_json(body)
                 if (after is None or signal.emitted_at > after) and keep(signal):
                     found.setdefault(str(signal.signal_id), signal)
             return sorted(found.values(), key=lambda s: (s.emitted_at, str(s.signal_id)))
@@ -111,7 +117,7 @@ class KafkaSignalBus(SignalBus):
         finally:
             consumer.unassign()
 
-    def _get_consumer(self):
+    def _get_consumer(self) -> Consumer:
         """One reader for the bus's lifetime; it is assigned partitions per read and never
         joins its (unique) group, so it commits nothing and rebalances nothing."""
         if self._consumer is None:
@@ -122,7 +128,8 @@ class KafkaSignalBus(SignalBus):
                                        "enable.partition.eof": True, "fetch.wait.max.ms": 10})
         return self._consumer
 
-    def _read(self, after: datetime | None, keep, limit: int) -> Found[list[Signal]] | Unavailable:
+    def _read(self, after: datetime | None, keep: Callable[[Signal], bool],
+              limit: int) -> Found[list[Signal]] | Unavailable:
         try:
             self._outbox.deliver()
             with self._gate.call(STORE):
@@ -130,7 +137,8 @@ class KafkaSignalBus(SignalBus):
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
 
-    def concerning(self, subjects: Sequence[str], *, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
+    def concerning(self, subjects: Sequence[str], *, after: datetime | None,
+                   limit: int) -> Found[list[Signal]] | Unavailable:
         wanted = set(subjects)
         if not wanted:
             return Found([])

@@ -6,8 +6,8 @@ from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
-from baton.types import TaskId
 from baton.signals.wire import SignalType, derived_signal_id, file_subject, subjects_of, summary_of
+from baton.types import TaskId
 
 __all__ = ["Signal", "SignalPayload", "SignalType", "derived_signal_id", "file_subject"]
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from baton import clock
 from baton.errors import StoreUnavailable
 from baton.outcome import Found, Unavailable
-from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.signals.base import SignalBus
+from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -71,8 +71,9 @@ class SqliteSignalBus(SignalBus):
         if not signal_ids:
             return set()
         marks = ",".join("?" * len(signal_ids))
+        query = f"SELECT signal_id FROM signals WHERE signal_id IN ({marks})"  # noqa: S608 -- placeholders only
         with guarded(STORE, self.path):
-            rows = self._db.conn().execute(f"SELECT signal_id FROM signals WHERE signal_id IN ({marks})", list(signal_ids))
+            rows = self._db.conn().execute(query, list(signal_ids))
             return {signal_id for (signal_id,) in rows}
 
     def watermark(self) -> str | None:
@@ -94,7 +95,8 @@ class SqliteSignalBus(SignalBus):
         except ValidationError as exc:
             return Unavailable(f"{self.path}: a stored signal is unreadable: {exc.errors()[0]['msg']}")
 
-    def concerning(self, subjects: Sequence[str], *, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
+    def concerning(self, subjects: Sequence[str], *, after: datetime | None,
+                   limit: int) -> Found[list[Signal]] | Unavailable:
         if not subjects:
             return Found([])
         return self._read(*_concerning_query(subjects, after, limit))
@@ -147,7 +149,7 @@ def _concerning_query(subjects: Sequence[str], after: datetime | None, limit: in
     index range per subject (their number is bounded by the caller's files)."""
     marks = ",".join("?" * len(subjects))
     query = (
-        "SELECT body FROM (SELECT body, emitted_at, seq FROM signals WHERE seq IN ("
+        "SELECT body FROM (SELECT body, emitted_at, seq FROM signals WHERE seq IN ("  # noqa: S608 -- placeholders only
         f"SELECT seq FROM signal_subjects WHERE subject IN ({marks}) AND emitted_at > ?"
         ") ORDER BY emitted_at DESC, seq DESC LIMIT ?) ORDER BY emitted_at, seq")
     return query, [*subjects, clock.to_text(after) if after else _EPOCH, limit]

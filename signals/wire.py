@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -39,7 +40,7 @@ def file_subject(repo: str, path: str) -> str:
     return f"file:{repo}:{path}" if repo else f"file:{path}"
 
 
-def subjects_of(task_id: str, related_task_id: str | None, repo: str, file_paths) -> list[str]:
+def subjects_of(task_id: str, related_task_id: str | None, repo: str, file_paths: Sequence[str]) -> list[str]:
     """What a signal is about: its tickets and files, as indexable subject keys."""
     found = {f"task:{task_id}"}
     if related_task_id:
@@ -49,7 +50,7 @@ def subjects_of(task_id: str, related_task_id: str | None, repo: str, file_paths
 
 
 def summary_of(signal_type: SignalType, task_id: str, reason: str, related_task_id: str | None,
-               file_paths) -> str:
+               file_paths: Sequence[str]) -> str:
     """One line for people: who, what, about which files."""
     parts = [reason] if reason else []
     if related_task_id and not reason:

@@ -154,7 +154,8 @@ def stream_events(result: subprocess.CompletedProcess) -> list[dict]:
 def mcp_tools(request: dict) -> list[dict]:
     """The tools of one request that an MCP server brought: its own (mcp__SERVER__NAME)
     and the resource tools Claude Code adds for a server that declares resources."""
-    return [t for t in request.get("tools", []) if t.get("name", "").startswith("mcp__") or "McpResource" in t.get("name", "")]
+    return [t for t in request.get("tools", [])
+            if t.get("name", "").startswith("mcp__") or "McpResource" in t.get("name", "")]
 
 
 def size(tools: list[dict]) -> int:

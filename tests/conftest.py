@@ -14,6 +14,41 @@ def git(cwd: Path, *args: str) -> str:
                                "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}).stdout
 
 
+# Fixtures that start or reach a server, fixtures named for servers (on_servers, ...), and
+# the fixture parameters that put stores on servers (any_home[servers], store[postgres],
+# ...): a test using any is marked `servers`.
+SERVER_FIXTURES = frozenset({"postgres_server", "postgres_url", "kafka_server", "kafka_topic", "neo4j_server",
+                             "bolt_uri"})
+SERVER_PARAMS = frozenset({"servers", "postgres", "bolt", "kafka", *SERVER_FIXTURES})
+
+
+def uses_servers(item: pytest.Item) -> bool:
+    fixtures = getattr(item, "fixturenames", ())
+    if SERVER_FIXTURES.intersection(fixtures) or any("servers" in name for name in fixtures):
+        return True
+    callspec = getattr(item, "callspec", None)
+    values = [v for value in (callspec.params.values() if callspec else ())
+              for v in (value if isinstance(value, tuple) else (value,))]
+    return any(isinstance(v, str) and v in SERVER_PARAMS for v in values)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if uses_servers(item):
+            item.add_marker(pytest.mark.servers)
+
+
+@pytest.fixture(autouse=True)
+def unmarked_server_use_fails(request):
+    """A test that asked for a server at run time (getfixturevalue, use_servers) without
+    the `servers` mark fails, so none is left in the `-m "not servers"` tier unnoticed."""
+    yield
+    used = SERVER_FIXTURES.intersection(request.fixturenames)
+    if used and request.node.get_closest_marker("servers") is None:
+        pytest.fail(f"uses {', '.join(sorted(used))} but is not marked servers: add @pytest.mark.servers",
+                    pytrace=False)
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
     """An embedded data home; every store on its embedded default."""

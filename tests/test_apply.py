@@ -1,7 +1,7 @@
 """The projection is pure and replay-safe: duplicates and any order give the same session."""
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from pydantic import ValidationError
@@ -22,7 +22,7 @@ from baton.registry.model import (
     StepCompleted,
 )
 
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
 def at(minutes: int) -> datetime:
@@ -97,9 +97,9 @@ def test_completed_absorbs_later_activity_until_an_explicit_reopen():
               FilesTouched(**common(6), files=[FileRef("r", "c.py")])]
     done = project(events)
     assert done.status is Status.completed and done.phase is Phase.completed and done.runs == 1
-    replayed_bind = project(events + [events[0]])
+    replayed_bind = project([*events, events[0]])
     assert replayed_bind == done
-    reopened = project(events + [Bound(**common(7), repo="r", worktree_path="/w", reopens=True)])
+    reopened = project([*events, Bound(**common(7), repo="r", worktree_path="/w", reopens=True)])
     assert reopened.status is Status.active and reopened.phase is Phase.planning and reopened.runs == 2
 
 
@@ -127,7 +127,7 @@ def test_models_forbid_unknown_fields_and_naive_times():
     with pytest.raises(ValidationError):
         NextActionSet(**common(0), text="x", surprise=1)
     with pytest.raises(ValidationError):
-        NextActionSet(**{**common(0), "at": datetime(2026, 1, 1)}, text="x")
+        NextActionSet(**{**common(0), "at": datetime(2026, 1, 1)}, text="x")  # noqa: DTZ001 -- refused, as it should be
 
 
 def test_every_session_field_declares_how_it_merges():

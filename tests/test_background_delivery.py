@@ -6,6 +6,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
+
 from baton.outcome import Found
 from baton.skills.runtime.delivery import delivery_running
 from tests.conftest import run_process, use_servers
@@ -45,6 +47,7 @@ def files_in_postgres(task: str) -> list[str]:
     return sorted(t.path for t in session.files.values()) if session else []
 
 
+@pytest.mark.servers  # use_servers asks for them at run time
 def test_a_touch_reaches_postgresql_with_no_other_command(request, home, monkeypatch, tmp_path, worktrees, cli):
     use_servers(request, monkeypatch, tmp_path, qdrant=False, kafka=False)
     main, _ = worktrees
@@ -56,6 +59,7 @@ def test_a_touch_reaches_postgresql_with_no_other_command(request, home, monkeyp
     assert run_process(main, "deliver").stdout.strip() == "Nothing waits."
 
 
+@pytest.mark.servers  # use_servers asks for them at run time
 def test_a_touch_reaches_kafka_and_the_projector_applies_it(request, home, monkeypatch, tmp_path, worktrees, cli):
     use_servers(request, monkeypatch, tmp_path, qdrant=False, kafka=True)
     main, _ = worktrees
@@ -81,6 +85,7 @@ def test_deliver_reports_what_still_waits(home, worktrees, cli, monkeypatch):
     assert code == 0 and out.strip() == "Nothing waits."
 
 
+@pytest.mark.servers  # use_servers asks for them at run time
 def test_resume_keeps_its_bind_for_the_background_delivery(request, home, monkeypatch, tmp_path, worktrees, cli):
     use_servers(request, monkeypatch, tmp_path, qdrant=False, kafka=True)
     main, _ = worktrees

@@ -71,7 +71,8 @@ def test_a_corrupt_registry_file_is_reported_and_left_untouched(bound, home):
     assert result.stderr.count("\n") == 1
     result = run_process(bound, "resume", "OMN-1")
     assert result.returncode == 3
-    assert result.stdout.startswith("Session registry unavailable: ") and "Binding task_id locally only." in result.stdout
+    assert (result.stdout.startswith("Session registry unavailable: ")
+            and "Binding task_id locally only." in result.stdout)
     assert digest(home / "registry.db") == before
 
 
@@ -103,8 +104,8 @@ def test_bad_settings(bound, cli, monkeypatch):
 
 def test_a_reader_that_goes_away_is_no_error(bound):
     """`baton list | head -1`: the pipe closes early; no traceback, the status of a closed pipe."""
-    reader = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "list"], cwd=bound, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    reader = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "list"], cwd=bound,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     reader.stdout.close()  # nobody reads: the first write hits a closed pipe
     _, err = reader.communicate(timeout=60)
     assert reader.returncode == 141 and "Traceback" not in err, err
@@ -204,6 +205,7 @@ def test_a_config_file_that_is_not_utf8(bound, home):
     assert "baton.toml: not UTF-8 text" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["a file", "under a file", "a link loop"])
 def test_an_unusable_data_home_is_registry_unavailable(bound, tmp_path, kind):
     """Not a bad setting: nothing Baton keeps can be read (exit 3), and the resume says so

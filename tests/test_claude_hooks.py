@@ -189,8 +189,8 @@ def test_a_store_down_behind_a_server_is_no_trouble_to_tell(home, worktrees, cli
 
 
 def test_a_fresh_process_exits_zero_on_garbage(home, tmp_path):
-    result = subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", "hook", "stop"], input="{", capture_output=True,
-                            text=True, cwd=tmp_path, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", "hook", "stop"], input="{",
+                            capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert result.returncode == 0 and result.stdout == ""
     assert result.stderr.startswith("baton: hook stop: JSONDecodeError") and result.stderr.count("\n") == 1
 
@@ -298,7 +298,8 @@ def test_session_end_records_and_forgets_the_agent_session(home, worktrees, cli,
 
 
 @pytest.mark.parametrize("configured, writes_at", [("never", None), ("session-end", "session-end"), ("stop", "stop")])
-def test_a_handoff_is_written_when_the_configuration_asks(home, worktrees, cli, capsys, monkeypatch, configured, writes_at):
+def test_a_handoff_is_written_when_the_configuration_asks(home, worktrees, cli, capsys, monkeypatch, configured,
+                                                          writes_at):
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
     cli(main, "update", "--next", "write the migration")
@@ -421,8 +422,8 @@ def test_an_ascii_only_stdout_gets_the_overlap_as_json_escapes(home, worktrees, 
     cli(second, "touch", "naïve.py")
     cli(main, "bind", "OMN-1")
     event = payload("post_tool_use_write", main, file=main / "naïve.py")
-    result = subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", "hook", "post-tool-use"], input=json.dumps(event),
-                            capture_output=True, text=True, cwd=main, timeout=60,
+    result = subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", "hook", "post-tool-use"],
+                            input=json.dumps(event), capture_output=True, text=True, cwd=main, timeout=60,
                             env={**os.environ, "PYTHONIOENCODING": "ascii"})
     assert (result.returncode, result.stderr) == (0, "")
     assert "naïve.py" in told(json.loads(result.stdout), "PostToolUse")
@@ -519,8 +520,8 @@ def test_signals_cut_from_the_session_start_context_are_told_at_the_next_prompt(
 
 @pytest.mark.parametrize("args", [["hook", "--", "stop"], ["hook", "stop", "--"]])
 def test_the_hook_command_through_the_parser_runs_the_hook(home, tmp_path, args):
-    result = subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", *args], input="{", capture_output=True, text=True,
-                            cwd=tmp_path, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", *args], input="{", capture_output=True,
+                            text=True, cwd=tmp_path, timeout=60)
     assert (result.returncode, result.stdout) == (0, "")
     assert result.stderr.startswith("baton: hook stop: JSONDecodeError") and result.stderr.count("\n") == 1
 

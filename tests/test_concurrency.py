@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 WORKER = """
@@ -18,6 +20,7 @@ for i in range(count):
 """
 
 
+@pytest.mark.slow
 def test_concurrent_writers(shared_home, worktrees, cli):
     main, _ = worktrees
     tasks = [f"T-{n}" for n in range(4)]

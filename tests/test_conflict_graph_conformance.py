@@ -8,7 +8,8 @@ from baton.files import FileRef
 from baton.outcome import Found, Unavailable
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
-A, B, C = FileRef("github.com/acme/shop", "src/a.py"), FileRef("github.com/acme/shop", "src/b.py"), FileRef("", "/tmp/notes")
+A, B = FileRef("github.com/acme/shop", "src/a.py"), FileRef("github.com/acme/shop", "src/b.py")
+C = FileRef("", "/tmp/notes")
 
 
 @pytest.fixture(params=["sqlite", "bolt"])

@@ -6,9 +6,12 @@ from baton.graph.conflicts import conflict_signal_id, should_emit_conflict_signa
 
 
 def test_reference_signal_ids():
-    assert conflict_signal_id("OMN-1234", "OMN-5678", ["src/foo.py"]) == uuid.UUID("986bf57f-1e7b-5edd-be37-b28dff265639")
-    assert conflict_signal_id("OMN-9999", "OMN-1234", ["src/foo.py"]) == uuid.UUID("650ffd85-554c-582c-9ca8-6a12022ce34c")
-    assert conflict_signal_id("OMN-1234", "OMN-5678", ["src/c.py", "src/a.py"]) == uuid.UUID("b5221943-360f-5dad-9a8b-5cc2e763cf12")
+    assert conflict_signal_id("OMN-1234", "OMN-5678",
+                              ["src/foo.py"]) == uuid.UUID("986bf57f-1e7b-5edd-be37-b28dff265639")
+    assert conflict_signal_id("OMN-9999", "OMN-1234",
+                              ["src/foo.py"]) == uuid.UUID("650ffd85-554c-582c-9ca8-6a12022ce34c")
+    assert conflict_signal_id("OMN-1234", "OMN-5678",
+                              ["src/c.py", "src/a.py"]) == uuid.UUID("b5221943-360f-5dad-9a8b-5cc2e763cf12")
 
 
 def test_overlaps_self_skipped_and_symmetric_ids():
@@ -29,6 +32,7 @@ def test_a_task_listed_twice_is_reported_once():
 
 
 def test_no_files_no_conflicts_and_strings_are_refused():
-    assert should_emit_conflict_signal({"task_id": "A", "files_touched": []}, [{"task_id": "B", "files_touched": ["x"]}]) == []
+    assert should_emit_conflict_signal({"task_id": "A", "files_touched": []},
+                                       [{"task_id": "B", "files_touched": ["x"]}]) == []
     with pytest.raises(TypeError):
         should_emit_conflict_signal({"task_id": "A", "files_touched": "src/a.py"}, [])

@@ -27,7 +27,7 @@ def test_neo4j_schema_is_idempotent_ddl():
     assert all("IF NOT EXISTS" in s for s in statements)
     assert "CREATE CONSTRAINT baton_task_task_id IF NOT EXISTS FOR (n:Task) REQUIRE n.task_id IS UNIQUE" in statements
     assert "CREATE INDEX baton_task_status IF NOT EXISTS FOR (n:Task) ON (n.status)" in statements
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown Cypher dialect"):
         bolt.schema_statements("oracle")
 
 

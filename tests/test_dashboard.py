@@ -191,7 +191,8 @@ def test_a_store_unavailable_is_said_in_place(home, worktrees, cli, serve):
     assert status == 200 and "conflict graph unavailable" in page
     assert 'id="row-OMN-1"' in page and 'id="row-OMN-2"' in page, "the rest of the page still renders"
     status, _, body = dashboard.get("/ticket/OMN-1")
-    assert status == 200 and "Conflict graph unavailable" in body.decode() and "Keep carts in PostgreSQL" in body.decode()
+    assert (status == 200 and "Conflict graph unavailable" in body.decode()
+            and "Keep carts in PostgreSQL" in body.decode())
     (home / "registry.db").unlink()
     (home / "registry.db").write_bytes(b"not a database at all" * 100)
     dashboard = serve()
@@ -301,7 +302,7 @@ def test_overview_shows_both_tickets_with_the_conflict(home, worktrees, cli, ser
         assert other in rows[task].text
     assert rows["OMN-1"].value_of_css_property("background-color") != "rgba(255, 255, 255, 1)"
     wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#map .edge"))
-    assert "live" == wait_for(browser, lambda d: d.find_element(By.ID, "live").text == "live" and "live")
+    assert wait_for(browser, lambda d: d.find_element(By.ID, "live").text == "live" and "live") == "live"
 
 
 @browser_test

@@ -49,7 +49,7 @@ def test_upsert_is_idempotent_and_search_excludes_the_task(index):
     own = index.vectors_for_task("A", 10)
     assert list(own) == [records[0].point_id]
     hits = index.search(list(own.values()), limit=5, exclude_task_id="A")
-    assert [h.record.task_id for h in hits][0] == "B" and hits[0].score == pytest.approx(1.0, abs=1e-4)
+    assert hits[0].record.task_id == "B" and hits[0].score == pytest.approx(1.0, abs=1e-4)
     assert "A" not in {h.record.task_id for h in hits}
     assert hits[0].record == records[1]
 

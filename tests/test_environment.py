@@ -62,6 +62,7 @@ def test_a_program_planted_in_the_worktree_is_never_run(tools, tmp_path, monkeyp
     assert manifest.body["toolchains"]["go"] == {"status": "not found"} and not marker.exists()
 
 
+@pytest.mark.slow
 def test_lockfiles_are_hashed_and_the_id_is_the_content(tools, tmp_path):
     root = tmp_path / "work"
     root.mkdir()

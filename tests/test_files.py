@@ -19,7 +19,8 @@ def test_spellings_of_one_file_are_one_file(worktrees):
     main, _ = worktrees
     (main / "src").mkdir()
     locator = WorktreeLocator()
-    refs = {locator.file_ref(p, main) for p in ["./src/a.py", "src//a.py", str(main / "src" / "a.py"), "src/../src/a.py"]}
+    refs = {locator.file_ref(p, main) for p in ["./src/a.py", "src//a.py", str(main / "src" / "a.py"),
+                                                "src/../src/a.py"]}
     assert len(refs) == 1
     ref = refs.pop()
     assert (ref.repo, ref.path) == ("github.com/acme/shop", "src/a.py")

@@ -15,6 +15,8 @@ import pytest
 
 from tests.conftest import run_process
 
+pytestmark = pytest.mark.slow  # each test fills a small tmpfs, seconds apiece
+
 COMMANDS = {
     "bind": ["bind", "OMN-1"],
     "touch": ["touch", "--task", "OMN-1", "src/b.py"],
@@ -28,7 +30,8 @@ COMMANDS = {
     "index": ["index"],
 }
 # What the commands that never create the recall index answer in a home that has none.
-NOTHING_RECORDED = {"recall": "No decisions recorded.\n", "index": "Indexed 0 decisions (0 were indexed already); 0 wait.\n"}
+NOTHING_RECORDED = {"recall": "No decisions recorded.\n",
+                    "index": "Indexed 0 decisions (0 were indexed already); 0 wait.\n"}
 
 
 @pytest.fixture
@@ -61,7 +64,8 @@ def fill(directory: Path) -> Path:
             try:
                 os.write(descriptor, b"\0" * chunk)
             except OSError as exc:
-                assert exc.errno == errno.ENOSPC
+                if exc.errno != errno.ENOSPC:
+                    raise
                 chunk //= 2
     finally:
         os.close(descriptor)
@@ -166,10 +170,11 @@ def test_hooks_on_a_full_disk_say_one_line_and_exit_0(history):
     main, data = history
     fill(data)
     for event in ("session-start", "user-prompt-submit", "stop", "session-end"):
-        result = subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", "hook", event], cwd=main, capture_output=True,
+        result = subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", "hook", event], cwd=main,
+                                capture_output=True,
                                 text=True, timeout=60, input=json.dumps({"session_id": "s1", "cwd": str(main)}))
         assert result.returncode == 0 and "Traceback" not in result.stderr, (event, result.stderr)
-        assert all(line.startswith("baton: hook ") or line.startswith("baton: warning: ")
+        assert all(line.startswith(("baton: hook ", "baton: warning: "))
                    for line in result.stderr.splitlines()), (event, result.stderr)
 
 

@@ -5,8 +5,10 @@ import os
 import random
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
+
+import pytest
 
 from baton.skills.handoff.document import parse_document
 from baton.skills.handoff.verify import STATUSES
@@ -49,7 +51,7 @@ def test_a_fresh_handoff_verifies_against_the_live_state(home, worktrees, cli):
     cli(main, "bind", "OMN-1", "--agent", "claude")
     commit(main, "src/cart.py", "carts\n", "cart schema")
     out = handoff(cli, main, "--check", "true", "--probe", "greeting=echo hello")
-    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
     dated = main / "docs" / "handoffs" / f"{today}-OMN-1.md"
     latest = main / "docs" / "handoffs" / "LATEST.md"
     assert f"Wrote docs/handoffs/{today}-OMN-1.md and docs/handoffs/LATEST.md" in out
@@ -128,7 +130,8 @@ def test_checks_are_run_recorded_and_failed_when_they_fail_now(home, worktrees, 
     (main / "ok.txt").unlink()
     found = claims(verified(cli, main))
     assert found["Check: test -f ok.txt"]["status"] == "failed"
-    assert found["Check: test -f ok.txt"]["fresh"] == "exit 1" and found["Check: test -f ok.txt"]["recorded"] == "exit 0"
+    assert (found["Check: test -f ok.txt"]["fresh"] == "exit 1"
+            and found["Check: test -f ok.txt"]["recorded"] == "exit 0")
     still = found["Check: sh -c 'echo 1 failed; exit 1'"]
     assert still["status"] == "failed" and "alarm CHECK-FAILED is current" in still["reason"]
     session = resumed(cli, main)["session"]
@@ -144,7 +147,8 @@ def _append(worktree: Path, text: str) -> None:
 def test_alarms_are_current_only_when_a_fresh_probe_reproduces_them(home, worktrees, cli):
     main, _ = worktrees
     home.mkdir(parents=True, exist_ok=True)
-    (home / "baton.toml").write_text('[handoff]\nallow = ["echo QUEUE-WEDGED", "echo all clear", "baton-no-such-tool **"]\n')
+    (home / "baton.toml").write_text('[handoff]\n'
+                                     'allow = ["echo QUEUE-WEDGED", "echo all clear", "baton-no-such-tool **"]\n')
     cli(main, "bind", "OMN-1")
     handoff(cli, main)
     _append(main, "\n### Bus health\nstatus: BUS-IS-DOWN\nverify: 2026-06-28 via rpk cluster health\n"
@@ -158,7 +162,8 @@ def test_alarms_are_current_only_when_a_fresh_probe_reproduces_them(home, worktr
     bus = found["Bus health"]
     assert bus["status"] == "stale" and bus["recorded"] == "BUS-IS-DOWN" and bus["recorded_at"] == "2026-06-28"
     assert "not allowlisted" in bus["reason"] and "does not gate" in bus["reason"] and bus["fresh"] is None
-    assert found["Lane"]["status"] == "stale" and found["Lane"]["probe"] is None and "no probe" in found["Lane"]["reason"]
+    assert (found["Lane"]["status"] == "stale" and found["Lane"]["probe"] is None
+            and "no probe" in found["Lane"]["reason"])
     assert found["Broker"]["status"] == "stale" and "command not found" in found["Broker"]["reason"]
     assert found["Queue"]["status"] == "verified" and "alarm QUEUE-WEDGED is current" in found["Queue"]["reason"]
     assert found["Cluster"]["status"] == "changed" and "not reproduced" in found["Cluster"]["reason"]
@@ -167,7 +172,8 @@ def test_alarms_are_current_only_when_a_fresh_probe_reproduces_them(home, worktr
 
 def _hand_written(path: Path, ticket: str, word: str, mtime: float) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"# Handoff\n\n- ticket: {ticket}\n\n### Word\nstatus: {word}\nverify: 2026-06-28 via echo {word}\n")
+    path.write_text(f"# Handoff\n\n- ticket: {ticket}\n\n"
+                    f"### Word\nstatus: {word}\nverify: 2026-06-28 via echo {word}\n")
     os.utime(path, (mtime, mtime))
 
 
@@ -179,7 +185,8 @@ def test_the_current_handoff_is_latest_md_else_the_root_one_else_the_newest(home
     _hand_written(directory / "2026-06-01-OMN-1.md", "OMN-1", "older", now - 7200)
     _hand_written(directory / "2026-05-01-OMN-1.md", "OMN-1", "newest", now - 60)
     result = verified(cli, main, "--allow-unsigned-probes")
-    assert result["handoff"]["path"] == "docs/handoffs/2026-05-01-OMN-1.md", "newest modification time wins, not the name"
+    newest = "docs/handoffs/2026-05-01-OMN-1.md"
+    assert result["handoff"]["path"] == newest, "newest modification time wins, not the name"
     assert [(c["section"], c["fresh"], c["status"]) for c in result["live_state"]] == [("Word", "newest", "verified")]
     assert abs(datetime.fromisoformat(result["handoff"]["written_at"]).timestamp() - (now - 60)) < 0.01
     _hand_written(main / "LATEST.md", "OMN-1", "root", now - 86400)
@@ -221,7 +228,8 @@ def test_the_verification_is_recorded_as_an_event(any_home, worktrees, cli):
     verified(cli, main)
     record = resumed(cli, main)["session"]["handoff_verification"]
     assert record["path"] == "docs/handoffs/LATEST.md" and record["held"] is False
-    assert (record["verified"], record["changed"], record["failed"], record["not_run"], record["stale"]) == (3, 1, 0, 0, 0)
+    counts = (record["verified"], record["changed"], record["failed"], record["not_run"], record["stale"])
+    assert counts == (3, 1, 0, 0, 0)
     rows = {row["task_id"]: row for row in json.loads(cli(main, "list", "--json")[1])}
     listed = rows["OMN-1"]["handoff"]  # recorded by the resume just above, which verified too
     assert {**listed, "verified_at": None} == {**record, "verified_at": None}, "a lead sees how the handoff fared"
@@ -252,7 +260,8 @@ def test_a_handoff_is_signalled(home, worktrees, cli):
     handoff(cli, main)
     signals = json.loads(cli(main, "signals", "--task", "OMN-1", "--json")[1])
     written = [s for s in signals if s["signal_type"] == "handoff_written"]
-    assert len(written) == 1 and re.search(r"handoff docs/handoffs/\S+-OMN-1\.md: 3 live-state claims", written[0]["payload"]["reason"])
+    assert len(written) == 1 and re.search(r"handoff docs/handoffs/\S+-OMN-1\.md: 3 live-state claims",
+                                           written[0]["payload"]["reason"])
 
 
 def test_the_journal_keeps_provenance_and_agent_text_cannot_forge_a_claim(home, worktrees, cli):
@@ -282,6 +291,7 @@ def test_the_journal_keeps_provenance_and_agent_text_cannot_forge_a_claim(home, 
     assert "### Evidence\n- [reported] harmless" in out
 
 
+@pytest.mark.slow
 def test_probes_that_hang_keep_resume_valid_and_bounded(home, worktrees, cli, monkeypatch):
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
@@ -333,8 +343,8 @@ def test_a_second_handoff_of_the_day_keeps_the_first(home, worktrees, cli):
     cli(main, "bind", "OMN-1")
     handoff(cli, main)
     handoff(cli, main, "--probe", "greeting=echo hello")
-    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    first, second = (main / "docs" / "handoffs" / f"{today}-OMN-1.md"), (main / "docs" / "handoffs" / f"{today}-OMN-1-2.md")
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
+    first, second = main / "docs" / "handoffs" / f"{today}-OMN-1.md", main / "docs" / "handoffs" / f"{today}-OMN-1-2.md"
     assert "greeting" not in first.read_text() and "### greeting" in second.read_text()
     assert (main / "docs" / "handoffs" / "LATEST.md").read_text() == second.read_text()
     assert f"## Earlier handoffs\n\n- docs/handoffs/{today}-OMN-1.md" in second.read_text()
@@ -382,7 +392,8 @@ def test_the_python_api_returns_the_json_answers(home, worktrees, cli):
     written = write_handoff_json(main, checks=["true"], probes=[("greeting", "echo hello")])
     assert set(written) == {"task_id", "path", "latest", "written_at", "live_state", "checks", "warnings"}
     assert written["task_id"] == "OMN-1" and written["latest"] == "docs/handoffs/LATEST.md"
-    assert [c["section"] for c in written["live_state"]] == ["Branch", "HEAD commit", "Dirty files", "Check: true", "greeting"]
+    assert [c["section"] for c in written["live_state"]] == ["Branch", "HEAD commit", "Dirty files", "Check: true",
+                                                             "greeting"]
     assert written["checks"] == [{"command": "true", "exit_status": 0, "summary": "", "provenance": "observed"}]
     answer = verify_handoff_json(main)
     assert set(answer) == {"handoff", "live_state"} and answer["handoff"]["path"] == "docs/handoffs/LATEST.md"
@@ -488,7 +499,8 @@ def test_only_handoff_named_files_count_as_handoffs(home, worktrees, cli):
     _hand_written(main / "docs" / "handoffs" / "2026-06-01-OMN-1.md", "OMN-1", "handoff", now - 60)
     _hand_written(main / "docs" / "handoffs" / "README.md", "OMN-1", "readme", now)
     result = verified(cli, main, "--allow-unsigned-probes")
-    assert result["handoff"]["path"] == "docs/handoffs/2026-06-01-OMN-1.md", "a README.md there is not the current handoff"
+    dated = "docs/handoffs/2026-06-01-OMN-1.md"
+    assert result["handoff"]["path"] == dated, "a README.md there is not the current handoff"
 
 
 def test_resume_with_the_registry_down_verifies_and_warns_once(home, worktrees, cli, monkeypatch):

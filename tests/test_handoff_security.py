@@ -125,7 +125,8 @@ def test_an_unreadable_team_key_refuses_signed_probes_but_never_breaks_resume(bo
     code, out, err = cli(bound, "resume", "OMN-1", "--json")
     assert code == 0, err
     found = {c["section"]: c for c in json.loads(out)["live_state"]}
-    assert found["greeting"]["status"] == "not_run" and "cannot read the team handoff key" in found["greeting"]["reason"]
+    assert (found["greeting"]["status"] == "not_run"
+            and "cannot read the team handoff key" in found["greeting"]["reason"])
     assert found["Branch"]["status"] == "verified"
     code, _, err = cli(bound, "handoff")
     assert code == 2 and "cannot read the team handoff key" in err
@@ -181,7 +182,8 @@ def test_writing_never_follows_a_link_out_of_the_worktree_and_bad_layouts_are_ba
     (bound / "docs" / "handoffs").symlink_to(outside)
     code, _, err = cli(bound, "handoff", "--check", f"touch {marker}")
     assert code == 2 and err.startswith("baton: error:") and "outside the worktree" in err, err
-    assert sorted(p.name for p in outside.iterdir()) == ["LATEST.md"] and (outside / "LATEST.md").read_text() == "theirs\n"
+    assert (sorted(p.name for p in outside.iterdir()) == ["LATEST.md"]
+            and (outside / "LATEST.md").read_text() == "theirs\n")
     (bound / "docs" / "handoffs").unlink()
     (bound / "docs" / "handoffs").write_text("a file\n")
     code, _, err = cli(bound, "handoff", "--check", f"touch {marker}")

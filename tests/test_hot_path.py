@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from pydantic import TypeAdapter
 
@@ -47,7 +47,7 @@ def test_the_hand_built_conflict_signal_is_the_model_signal():
     from baton.skills.core.binding import ActiveTask
     from baton.skills.core.signalling import conflict_signal
 
-    at = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+    at = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=UTC)
     conflict = FileConflict(other_task_id="OMN-2", shared_files=["github.com/a/b:src/ü.py"],
                             signal_id=conflict_signal_id("OMN-1", "OMN-2", ["github.com/a/b:src/ü.py"]))
     wire = conflict_signal(conflict, ActiveTask("OMN-1", "s1", "touch"), [FileRef("github.com/a/b", "src/ü.py")], at)
@@ -63,14 +63,14 @@ def test_touch_imports_no_server_client_when_servers_are_configured(home, worktr
     cli(main, "bind", "OMN-1")
     servers = {"BATON_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none", "BATON_GRAPH_URL": "bolt://127.0.0.1:1",
                "BATON_KAFKA_BOOTSTRAP": "127.0.0.1:1"}
-    result = subprocess.run([sys.executable, "-c", PROBE, "touch", "src/a.py"], cwd=main, capture_output=True, text=True,
-                            env={**os.environ, **servers})
+    result = subprocess.run([sys.executable, "-c", PROBE, "touch", "src/a.py"], cwd=main, capture_output=True,
+                            text=True, env={**os.environ, **servers})
     assert result.returncode == 0, result.stderr
     assert "HEAVY \n" in result.stdout, "the touch is kept locally; no server is contacted from the hook"
 
 
 def test_the_hand_built_touch_event_is_the_model_event():
-    at = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+    at = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=UTC)
     event_id = str(uuid.uuid4())
     files = [FileRef("github.com/a/b", "src/ü.py"), FileRef("", "/tmp/x")]
     body = files_touched_body(event_id, "OMN-1", "s1", at, files)
@@ -93,9 +93,11 @@ def test_decide_imports_nothing_heavy(home, worktrees, cli):
                             capture_output=True, text=True, env={**os.environ, **servers})
     assert result.returncode == 0 and "HEAVY \n" in result.stdout, result.stdout + result.stderr
     resumed = json.loads(cli(main, "resume", "OMN-1", "--json")[1])
-    assert [(d["text"], d.get("context")) for d in resumed["session"]["decisions"]] == [("Keep carts in PostgreSQL", "why")]
+    decisions = resumed["session"]["decisions"]
+    assert [(d["text"], d.get("context")) for d in decisions] == [("Keep carts in PostgreSQL", "why")]
     signals = json.loads(cli(main, "signals", "--task", "OMN-1", "--json")[1])
-    assert [s["payload"]["reason"] for s in signals if s["signal_type"] == "decision_recorded"] == ["Keep carts in PostgreSQL"]
+    reasons = [s["payload"]["reason"] for s in signals if s["signal_type"] == "decision_recorded"]
+    assert reasons == ["Keep carts in PostgreSQL"]
 
 
 def test_the_hand_built_decision_is_the_model_decision():
@@ -105,9 +107,10 @@ def test_the_hand_built_decision_is_the_model_decision():
     from baton.signals.model import Signal, derived_signal_id
     from baton.signals.wire import SignalType, WireSignal
 
-    at = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+    at = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=UTC)
     event_id = str(uuid.uuid4())
-    body = decision_recorded_body(event_id, "OMN-1", "s1", at, "Keep carts in PostgreSQL ü", "restarts", "github.com/a/b")
+    body = decision_recorded_body(event_id, "OMN-1", "s1", at, "Keep carts in PostgreSQL ü", "restarts",
+                                  "github.com/a/b")
     event = TypeAdapter(Event).validate_json(body)
     assert (event.type, event.text, event.context, event.repo, event.at) == \
         ("decision_recorded", "Keep carts in PostgreSQL ü", "restarts", "github.com/a/b", at)
@@ -117,7 +120,8 @@ def test_the_hand_built_decision_is_the_model_decision():
     assert record.point_id == decision_point_id("OMN-1", event.text)
     assert json.loads(record.model_dump_json()) == json.loads(payload)
     wire = WireSignal(signal_id=derived_signal_id(SignalType.decision_recorded, event_id),
-                      signal_type=SignalType.decision_recorded, task_id="OMN-1", session_id="s1", repo="r", emitted_at=at,
+                      signal_type=SignalType.decision_recorded, task_id="OMN-1", session_id="s1", repo="r",
+                      emitted_at=at,
                       file_paths=(), related_task_id=None, reason=event.text)
     model = Signal.model_validate_json(wire.to_json())
     assert model.subjects() == wire.subjects() == ["task:OMN-1"]

@@ -36,12 +36,15 @@ HOOKED_SETTINGS = {
 }
 """,
     "four-space with CRLF line ends": '{\r\n    "model": "opus",\r\n    "hooks": {\r\n        "Stop": [\r\n'
-                                      '            {\r\n                "hooks": [{"type": "command", "command": "make lint"}]\r\n'
+                                      '            {\r\n                "hooks": '
+                                      '[{"type": "command", "command": "make lint"}]\r\n'
                                       '            }\r\n        ]\r\n    }\r\n}',
     "tabs, no final newline": '{\n\t"hooks": {\n\t\t"PreToolUse": [\n\t\t\t{"matcher": "Bash", "hooks": '
                               '[{"type": "command", "command": "./guard.sh"}]}\n\t\t]\n\t}\n}',
-    "one line": '{"hooks":{"UserPromptSubmit":[{"hooks":[{"type":"command","command":"./log-prompt"}]}]},"model":"sonnet"}\n',
-    "empty event list and empty hooks table": '{\n  "hooks": {\n    "Stop": []\n  },\n  "statusLine": {"type": "command", "command": "x"}\n}\n',
+    "one line": '{"hooks":{"UserPromptSubmit":[{"hooks":[{"type":"command","command":"./log-prompt"}]}]},'
+                '"model":"sonnet"}\n',
+    "empty event list and empty hooks table": '{\n  "hooks": {\n    "Stop": []\n  },\n'
+                                              '  "statusLine": {"type": "command", "command": "x"}\n}\n',
     "empty hooks table": '{\n  "hooks": {}\n}\n',
     "empty object": "{}",
 }
@@ -113,8 +116,10 @@ def test_project_hooks_find_the_installing_baton_off_path(home, worktrees, cli, 
     commands = installed_commands(main)
     assert commands["stop"].startswith('PATH="$PATH":') and " baton hook stop" in commands["stop"]
     started = run_as_claude_code(commands["session-start"], {"session_id": "s", "cwd": str(main)})
-    assert started.returncode == 0 and "works on OMN-1" in json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
-    edited = {"session_id": "s", "cwd": str(main), "tool_name": "Write", "tool_input": {"file_path": str(main / "a.py")}}
+    assert (started.returncode == 0
+            and "works on OMN-1" in json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"])
+    edited = {"session_id": "s", "cwd": str(main), "tool_name": "Write",
+              "tool_input": {"file_path": str(main / "a.py")}}
     assert run_as_claude_code(commands["post-tool-use"], edited).returncode == 0
     code, out, _ = cli(main, "resume", "OMN-1", "--json")
     assert json.loads(out)["session"]["files_touched"] == ["a.py"]
@@ -165,7 +170,8 @@ def test_a_fresh_install_creates_what_uninstall_removes(home, worktrees, cli):
     for skill in skill_names():
         assert (main / ".claude" / "skills" / skill / "SKILL.md").read_bytes() == skill_source(skill)
     code, out, _ = cli(main, "install", "claude")
-    assert "hooks already there" in out and "skill /resume_session: unchanged" in out and "skill /handoff: unchanged" in out
+    assert ("hooks already there" in out and "skill /resume_session: unchanged" in out
+            and "skill /handoff: unchanged" in out)
     code, out, _ = cli(main, "uninstall", "claude")
     assert code == 0 and "skill /resume_session: removed" in out and "skill /handoff: removed" in out
     assert not (main / ".claude").exists()
@@ -303,7 +309,8 @@ def test_a_symlinked_settings_file_stays_a_link_and_its_target_is_edited(home, w
 def install_as_an_older_baton(cli, main: Path) -> None:
     """Install as an earlier Baton would have: other SKILL.md files."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("baton.skills.installers.claude_code.skill_source", lambda skill: f"---\nname: {skill}\n---\nold\n".encode())
+        patch.setattr("baton.skills.installers.claude_code.skill_source",
+                      lambda skill: f"---\nname: {skill}\n---\nold\n".encode())
         assert cli(main, "install", "claude")[0] == 0
     assert (main / ".claude" / "skills" / "handoff" / "SKILL.md").read_bytes().endswith(b"old\n")
 

@@ -17,8 +17,17 @@ import pytest
 
 from baton import clock
 from baton.skills.core.interrupted import (
-    FOUND, NOT_FOUND, Heartbeat, MachineLiveness, Recovery, SessionFacts, continuation, detect, process_alive,
-    process_start, read_prizmkit,
+    FOUND,
+    NOT_FOUND,
+    Heartbeat,
+    MachineLiveness,
+    Recovery,
+    SessionFacts,
+    continuation,
+    detect,
+    process_alive,
+    process_start,
+    read_prizmkit,
 )
 from tests.conftest import git, make_repo
 
@@ -45,8 +54,9 @@ def _session(root: Path, process, **changes) -> SessionFacts:
     now = clock.now()
     beat = Heartbeat(pid=process.pid, at=now - timedelta(minutes=2), process_start=process_start(process.pid),
                      agent_session_id=None)
-    facts = dict(task_id="SHOP-101", worktree=str(root), branch="feat/cart", last_activity=now - timedelta(minutes=2),
-                 ended=False, stage="TEST_FAIL", next_stage="implement", agent=None, heartbeat=beat)
+    facts = {"task_id": "SHOP-101", "worktree": str(root), "branch": "feat/cart",
+             "last_activity": now - timedelta(minutes=2), "ended": False, "stage": "TEST_FAIL",
+             "next_stage": "implement", "agent": None, "heartbeat": beat}
     return SessionFacts(**{**facts, **changes})
 
 

@@ -8,10 +8,11 @@ from baton import masking
 from baton.masking import known_secret, mask
 
 
-@pytest.mark.parametrize(("given", "shown"), [
+@pytest.mark.parametrize("given, shown", [
     ("PostgreSQL at postgresql://app:s3cret@db.example.com:5432/baton: refused",
      "PostgreSQL at postgresql://app:***@db.example.com:5432/baton: refused"),
-    ("Bolt server at bolt://neo4j:hunter2@127.0.0.1:7687: timed out", "Bolt server at bolt://neo4j:***@127.0.0.1:7687: timed out"),
+    ("Bolt server at bolt://neo4j:hunter2@127.0.0.1:7687: timed out",
+     "Bolt server at bolt://neo4j:***@127.0.0.1:7687: timed out"),
     ("http://:onlypassword@qdrant:6333", "http://:***@qdrant:6333"),
     ("postgresql://db/baton?user=app&password=s3cret&sslmode=require",
      "postgresql://db/baton?user=app&password=***&sslmode=require"),

@@ -12,11 +12,12 @@ import anyio
 import pytest
 
 pytest.importorskip("mcp")
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
-from mcp import ClientSession, StdioServerParameters  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
+from tests.conftest import run_process, two_agents
 
-from tests.conftest import run_process, two_agents  # noqa: E402
+pytestmark = pytest.mark.slow  # each test starts `baton mcp` in a fresh process, about 2 s
 
 TOOLS = {"resume_session", "list_sessions", "bind_task", "record_touch", "record_decision", "update_session",
          "end_session", "recall_decisions", "signals_since", "write_handoff", "verify_handoff"}
@@ -25,8 +26,8 @@ WAIT = 120  # seconds: the server is a fresh process that may load the embedding
 
 def with_server(cwd: Path, script):
     """Start `baton mcp` in cwd, open a session, run `await script(session)`, return its result."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "baton.skills.frontends.cli", "mcp"], cwd=str(cwd),
-                                   env=dict(os.environ))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "baton.skills.frontends.cli", "mcp"],
+                                   cwd=str(cwd), env=dict(os.environ))
 
     async def main():
         with anyio.fail_after(WAIT):
@@ -54,8 +55,8 @@ def cli_json(cwd: Path, *args: str):
 def test_only_the_tools_capability_is_declared(home, tmp_path):
     """Claude Code adds three resource tools to every request for a server that declares
     resources, even with none to list."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "baton.skills.frontends.cli", "mcp"], cwd=str(tmp_path),
-                                   env=dict(os.environ))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "baton.skills.frontends.cli", "mcp"],
+                                   cwd=str(tmp_path), env=dict(os.environ))
 
     async def declared(era):
         with anyio.fail_after(WAIT):
@@ -106,7 +107,8 @@ def test_a_ticket_worked_through_the_tools_reads_back_as_the_cli_prints_it(home,
     assert answers["bind_task"]["task_id"] == "OMN-1" and answers["bind_task"]["worktree"] == str(main)
     touched = answers["record_touch"]
     assert touched["files"] == ["src/db.py", "src/cart.py"]
-    assert [(c["other_task_id"], c["shared_files"], c["new"]) for c in touched["conflicts"]] == [("OMN-2", ["src/db.py"], True)]
+    assert [(c["other_task_id"], c["shared_files"], c["new"]) for c in touched["conflicts"]] == [("OMN-2",
+                                                                                                  ["src/db.py"], True)]
     assert answers["update_session"]["recorded"] == {"phase": "implementing", "next_action": "write the migration",
                                                      "done": ["cart schema"], "depends_on": ["OMN-3"]}
     assert answers["list_sessions"] == cli_json(main, "list", "--json")
@@ -120,7 +122,8 @@ def test_a_ticket_worked_through_the_tools_reads_back_as_the_cli_prints_it(home,
     assert {k: v for k, v in resumed["session"].items() if k not in rebound} == \
         {k: v for k, v in from_cli["session"].items() if k not in rebound}
     assert resumed["conflicts"] == from_cli["conflicts"] and resumed["stores"] == from_cli["stores"]
-    assert from_cli["session"]["next_action"] == "write the migration" and from_cli["session"]["phase"] == "implementing"
+    assert (from_cli["session"]["next_action"] == "write the migration"
+            and from_cli["session"]["phase"] == "implementing")
     assert resumed["session"]["agent"] == from_cli["session"]["agent"] == "mcp-client"
     assert [c["other_task_id"] for c in from_cli["conflicts"]] == ["OMN-2"]
 
@@ -223,8 +226,8 @@ def test_without_the_sdk_the_command_says_what_to_install(home, tmp_path):
 
 
 def test_the_server_exits_when_its_client_goes(home, tmp_path):
-    process = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "mcp"], cwd=tmp_path, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "mcp"], cwd=tmp_path,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     process.stdin.close()
     assert process.wait(timeout=60) == 0
 
@@ -232,8 +235,8 @@ def test_the_server_exits_when_its_client_goes(home, tmp_path):
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_ends_the_server_at_once_while_its_input_is_open(home, tmp_path, stop):
     """Claude Code sends SIGINT at exit and escalates to SIGTERM 100 ms later; stdin stays open."""
-    process = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "mcp"], cwd=tmp_path, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "mcp"], cwd=tmp_path,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                   "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                              "clientInfo": {"name": "test", "version": "1"}}}

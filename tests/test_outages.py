@@ -173,6 +173,7 @@ def two_stalled(home, worktrees, cli, monkeypatch):
     recall.close()
 
 
+@pytest.mark.slow
 def test_resume_asks_the_other_stores_side_by_side(two_stalled):
     """With the graph and recall both stalled, each waits out the same budget at the same
     time: both report their own timeout, not a budget already spent by the other."""
@@ -194,7 +195,8 @@ def test_each_event_reaches_kafka_once_however_many_processes_deliver(home, work
         for n in range(5):
             assert run_process(main, "update", "--task", "OMN-1", "--next", f"step {n}").returncode == 0
         proxy.switch(FORWARD)
-        readers = [subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "list"], cwd=main, stdout=subprocess.DEVNULL,
+        readers = [subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "list"], cwd=main,
+                                    stdout=subprocess.DEVNULL,
                                     stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
                    for _ in range(4)]
         for reader in readers:
@@ -316,6 +318,7 @@ def _hammer(home: str, worker: int) -> None:
         record.down(server)
 
 
+@pytest.mark.slow
 def test_concurrent_processes_never_corrupt_the_record(tmp_path):
     path = tmp_path / "server-health.json"
     seen_garbled = []
@@ -384,10 +387,12 @@ def test_the_hand_built_events_and_signals_are_the_models(home, worktrees, cli, 
         "dependency_added", "goal_set", "constraint_added", "work_remaining", "evidence_recorded", "check_recorded",
         "ended"]
     for body, event in zip(bodies, events, strict=True):
-        assert json.loads(adapter.dump_json(event)) == {**json.loads(body), "at": json.loads(adapter.dump_json(event))["at"]}
+        assert json.loads(adapter.dump_json(event)) == {**json.loads(body),
+                                                        "at": json.loads(adapter.dump_json(event))["at"]}
     assert events[1].text == "Keep carts" and events[1].context == "restarts"
     with sqlite3.connect(home / "signals.db") as conn:
-        signals = [Signal.model_validate_json(body) for (body,) in conn.execute("SELECT body FROM signals ORDER BY seq")]
+        rows = conn.execute("SELECT body FROM signals ORDER BY seq")
+        signals = [Signal.model_validate_json(body) for (body,) in rows]
     assert [(s.signal_type.value, s.payload.phase) for s in signals] == [
         ("ticket_claimed", None), ("decision_recorded", None), ("phase_changed", "reviewing")]
 
@@ -420,8 +425,8 @@ def test_the_projector_logs_a_store_failure_when_it_happens_and_when_it_is_back(
     monkeypatch.setenv("BATON_DATABASE_URL", postgres_url.replace(f":{postgres_server.port}/", f":{proxy.port}/"))
     assert run_process(main, "bind", "OMN-1").returncode == 0
     assert run_process(main, "deliver").returncode == 0
-    daemon = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "projector", "--idle", "0.2"], cwd=main,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    daemon = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "projector", "--idle", "0.2"],
+                              cwd=main, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
     logged: list[str] = []
     reader = threading.Thread(target=lambda: logged.extend(iter(daemon.stderr.readline, "")), daemon=True)
@@ -450,8 +455,9 @@ def test_projectors_of_two_prefixes_do_not_block_each_other(home, worktrees, kaf
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BATON_KAFKA_TOPIC_PREFIX": first}
     assert run_process(main, "bind", "OMN-1", env={"BATON_KAFKA_TOPIC_PREFIX": first}).returncode == 0
     assert run_process(main, "bind", "OMN-2", env=second).returncode == 0
-    daemon = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "projector", "--idle", "0.2"], cwd=main,
-                              stdout=subprocess.DEVNULL, stderr=open(tmp_path / "daemon.log", "w"), env=env)
+    with open(tmp_path / "daemon.log", "w") as log:  # the daemon writes to its own copy
+        daemon = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "projector", "--idle", "0.2"],
+                                  cwd=main, stdout=subprocess.DEVNULL, stderr=log, env=env)
     try:
         # A running projector of the first prefix is a member of its group; a catch-up run
         # of the second prefix commits in a group of its own.

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from tests.conftest import two_agents  # noqa: E402
-from tests.test_mcp_server import call, cli_json, with_server  # noqa: E402
+from tests.conftest import two_agents
+from tests.test_mcp_server import call, cli_json, with_server
 
 # command -> (tool, {CLI option dest: tool argument}). `worktree` is the tool's stand-in for
 # the directory a command runs in, so it has no option.
@@ -87,6 +87,7 @@ def test_the_tool_takes_every_option_of_its_command(command):
     assert set(mapping.values()) <= arguments, f"{tool}: lacks {set(mapping.values()) - arguments}"
 
 
+@pytest.mark.slow  # starts `baton mcp`
 def test_an_update_with_journal_and_checks_answers_as_the_cli(home, worktrees, cli):
     main = two_agents(worktrees, cli)
     arguments = {"goal": "carts survive restarts", "constraints": ["no downtime"], "todo": ["migrate"],
@@ -100,6 +101,7 @@ def test_an_update_with_journal_and_checks_answers_as_the_cli(home, worktrees, c
     assert from_cli["recorded"]["checks"][0]["exit_status"] == 0
 
 
+@pytest.mark.slow  # starts `baton mcp`
 def test_end_through_the_tool_ends_the_session(home, worktrees, cli):
     main = two_agents(worktrees, cli)
     is_error, text = with_server(main, call("end_session", status="stalled"))
@@ -108,6 +110,7 @@ def test_end_through_the_tool_ends_the_session(home, worktrees, cli):
     assert cli_json(main, "resume", "OMN-1", "--json")["session"]["status"] == "stalled"
 
 
+@pytest.mark.slow  # starts `baton mcp`
 def test_unsigned_probes_run_only_for_the_servers_own_worktree(home, worktrees, cli):
     main, second = worktrees
     cli(main, "bind", "OMN-1")

@@ -9,7 +9,6 @@ import pytest
 
 from baton.errors import BadInput
 from baton.skills.handoff.probe_policy import GIT_STATE_PROBES
-from baton.skills.runtime.command_words import parse_command
 from baton.skills.handoff.probes import (
     COMPLETED,
     NOT_RUNNABLE,
@@ -18,6 +17,7 @@ from baton.skills.handoff.probes import (
     run_probe,
     shown_output,
 )
+from baton.skills.runtime.command_words import parse_command
 from tests.conftest import git, make_repo
 
 

@@ -62,7 +62,8 @@ def test_writes_wait_for_the_projector_and_replays_change_nothing(kafka_home, wo
 def test_a_killed_projector_loses_nothing_and_doubles_nothing(kafka_home, worktrees):
     main, _ = worktrees
     baton(main, "bind", "OMN-1")
-    daemon = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "projector", "--idle", "0.1"], cwd=main,
+    daemon = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "projector", "--idle", "0.1"],
+                              cwd=main,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**__import__("os").environ,
                                                                                         "PYTHONPATH": str(ROOT)})
     try:

@@ -17,8 +17,11 @@ from tests.claude_code import ScriptedModel, find_claude, mcp_tools, run_claude,
 from tests.conftest import git, make_repo
 
 CLAUDE = find_claude()
-pytestmark = pytest.mark.skipif(CLAUDE is None, reason="Claude Code is not installed: ./scripts/test installs it with "
-                                                       "npm, or set BATON_CLAUDE to a `claude` executable")
+pytestmark = [
+    pytest.mark.skipif(CLAUDE is None, reason="Claude Code is not installed: ./scripts/test installs it with "
+                                              "npm, or set BATON_CLAUDE to a `claude` executable"),
+    pytest.mark.slow,  # each test runs Claude Code
+]
 BATON = Path(sys.prefix) / "bin" / "baton"
 NO_BATON_PATH = "/usr/local/bin:/usr/bin:/bin"  # Claude Code's PATH in these tests: no `baton` on it
 TOOLS = 10

@@ -23,6 +23,7 @@ def encoder():
     return MiniLMEncoder.load()
 
 
+@pytest.mark.slow
 def test_embeddings_match_sentence_transformers(encoder):
     """Reference values computed with sentence-transformers on the same model package."""
     vectors = encoder.encode(REFERENCE["sentences"])
@@ -93,6 +94,7 @@ def test_search_related_returns_what_the_index_lacks_instead_of_embedding_it(tmp
     assert found.hits == [] and found.unindexed == [missing]
 
 
+@pytest.mark.slow
 def test_the_indexer_never_embeds_a_stored_decision_again(tmp_path, encoder):
     embedded = []
 
@@ -107,7 +109,7 @@ def test_the_indexer_never_embeds_a_stored_decision_again(tmp_path, encoder):
     first = [record("T", f"decision {i}") for i in range(40)]
     queue.add(first)
     assert indexer.run().embedded == 40
-    queue.add(first[:10] + [record("T", "one more")])  # queued again, e.g. by a resume that raced the indexer
+    queue.add([*first[:10], record("T", "one more")])  # queued again, e.g. by a resume that raced the indexer
     report = indexer.run()
     assert (report.embedded, report.already) == (1, 10)
     assert len(embedded) == 41 and index.count() == 41
@@ -134,6 +136,7 @@ def _use_index(path, task, barrier):
         assert all(h.record.task_id != task for h in hits)
 
 
+@pytest.mark.slow
 def test_two_processes_share_the_index(tmp_path):
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(2)

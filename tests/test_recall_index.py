@@ -43,7 +43,8 @@ def filled(folder: Path, n: int, tasks: int = 20, seed: int = 0) -> EmbeddedDeci
 def exact_top(folder: Path, query, limit=5, exclude=None):
     """The exact answer, computed from the vector store itself."""
     index = EmbeddedDecisionIndex(folder, timeout=5)
-    scored = sorted(((float(np.dot(v, query)), r.text) for r, v in index.points() if r.task_id != exclude), reverse=True)
+    scored = sorted(((float(np.dot(v, query)), r.text) for r, v in index.points() if r.task_id != exclude),
+                    reverse=True)
     index.close()
     return [text for _, text in scored[:limit]]
 
@@ -62,6 +63,7 @@ def test_segments_merge_and_every_row_is_found_once(tmp_path):
     assert texts(fresh.search([query], limit=5, exclude_task_id="T-3")) == exact_top(tmp_path, query, exclude="T-3")
 
 
+@pytest.mark.slow
 def test_lists_keep_recall(tmp_path, monkeypatch):
     """A segment big enough gets lists; its searches agree with the exact answer."""
     monkeypatch.setattr(segments, "IVF_MIN_ROWS", 1000)
@@ -150,6 +152,7 @@ def _keep_writing(folder, task, count, ready):
         index.upsert([record(task, f"{task} {i}")], [vectors[i]])
 
 
+@pytest.mark.slow
 def test_a_long_lived_writer_survives_other_processes_rewriting_the_index(tmp_path):
     """The projector keeps one index open for hours while agents open, search and rebuild."""
     writer = EmbeddedDecisionIndex(tmp_path, timeout=10)
@@ -173,6 +176,7 @@ def test_a_long_lived_writer_survives_other_processes_rewriting_the_index(tmp_pa
     assert texts(EmbeddedDecisionIndex(tmp_path, timeout=5).search([query], limit=1, exclude_task_id=None)) == ["w 399"]
 
 
+@pytest.mark.slow
 def test_many_writers_lose_nothing(tmp_path):
     import multiprocessing
 
@@ -189,6 +193,7 @@ def test_many_writers_lose_nothing(tmp_path):
     assert len(index.search([unit_rows(1, seed=8)[0]], limit=240, exclude_task_id=None)) == 240
 
 
+@pytest.mark.slow
 def test_kill_9_at_any_point_leaves_a_consistent_store(tmp_path):
     rng = random.Random(9)
     for attempt in range(6):
@@ -216,6 +221,7 @@ def test_kill_9_at_any_point_leaves_a_consistent_store(tmp_path):
         index.close()
 
 
+@pytest.mark.slow
 def test_decide_returns_at_once_and_the_background_indexer_indexes_it(home, worktrees, cli, monkeypatch):
     main, _ = worktrees
     monkeypatch.setenv("BATON_BACKGROUND_INDEXING", "on")
@@ -236,6 +242,7 @@ def test_decide_returns_at_once_and_the_background_indexer_indexes_it(home, work
     assert run_process(main, "index").stdout.startswith("Indexed 0 decisions (0 were indexed already); 0 wait")
 
 
+@pytest.mark.slow
 def test_a_resume_queues_what_the_index_lost_and_never_embeds(home, worktrees, cli):
     main = two_agents(worktrees, cli)
     import shutil
@@ -278,6 +285,7 @@ run()
 """
 
 
+@pytest.mark.slow
 def test_a_resume_abandoned_at_its_deadline_never_hangs(home, worktrees, cli):
     """60 resumes with small store timeouts, each abandoning a recall read that keeps BLAS
     busy: every process ends within its deadline plus a second (and process start-up)."""

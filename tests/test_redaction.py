@@ -14,13 +14,14 @@ SECRETS = {  # kind: (text holding a secret, the secret)
     "aws-access-key": ("bucket reads with AKIAIOSFODNN7EXAMPLE now", "AKIAIOSFODNN7EXAMPLE"),
     "aws-secret": ('aws_secret_access_key = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"',
                    "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
-    "github-token": ("pushed with ghp_1234567890abcdefghijklmnopqrstuvwxyz", "ghp_1234567890abcdefghijklmnopqrstuvwxyz"),
+    "github-token": ("pushed with ghp_1234567890abcdefghijklmnopqrstuvwxyz",
+                     "ghp_1234567890abcdefghijklmnopqrstuvwxyz"),
     "gitlab-token": ("CI uses glpat-xY7kL9mN2pQ4rS6tU8vW", "glpat-xY7kL9mN2pQ4rS6tU8vW"),
     "slack-token": ("bot xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "AbCdEfGhIjKlMnOpQrStUvWx"),
     "stripe-access-key": ("charge with sk_live_4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLyjWDarjtT1zdp7dc"),
     "basic-auth-credentials": ("postgresql://admin:hunter2@db.example.com:5432/app", "hunter2"),
-    "json-web-token": ("Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
-                       "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"),
+    "json-web-token": (("Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+                        "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"), "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"),
     "private-key": (f"the deploy key:\n{PEM}\nis rotated", "MIIEowIBAAKCAQEAn1x"),
     "sendgrid-api-key": ("mail via 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",
                          "TwL2iGABf9DHoTf-09kqeF8tAmbihYzrnopKc-1s5cr"),

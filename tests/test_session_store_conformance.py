@@ -8,7 +8,16 @@ import pytest
 
 from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
-from baton.registry.model import Bound, DecisionRecorded, DependencyAdded, Ended, FilesTouched, Phase, PhaseChanged, Status
+from baton.registry.model import (
+    Bound,
+    DecisionRecorded,
+    DependencyAdded,
+    Ended,
+    FilesTouched,
+    Phase,
+    PhaseChanged,
+    Status,
+)
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -47,7 +56,8 @@ def test_append_get_and_replay(store):
 def test_pending_touches_are_projected_before_the_next_read(store):
     store.append([event(Bound, 0, repo="r", worktree_path="/w")])
     touch = str(uuid.uuid4())
-    store.record_touch("OMN-1", "s", T0 + timedelta(minutes=5), [FileRef("r", "a.py"), FileRef("r", "b.py")], event_id=touch)
+    store.record_touch("OMN-1", "s", T0 + timedelta(minutes=5), [FileRef("r", "a.py"), FileRef("r", "b.py")],
+                       event_id=touch)
     store.record_touch("OMN-1", "s", T0 + timedelta(minutes=3), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
     session = store.get("OMN-1").value
     assert sorted(session.files) == ["r:a.py", "r:b.py"]
@@ -137,8 +147,10 @@ def varied_events(task="OMN-7"):
         event(WorkRemaining, 15, task, text="migration"),
         event(EvidenceRecorded, 16, task, text="HEAD 1a2b3c", provenance=Provenance.observed),
         event(EvidenceRecorded, 16, task, text="HEAD 1a2b3c", provenance=Provenance.reported),
-        event(CheckRecorded, 17, task, command="pytest -q", exit_status=1, summary="1 failed", provenance=Provenance.observed),
-        event(CheckRecorded, 18, task, command="pytest -q", exit_status=0, summary="2 passed", provenance=Provenance.observed),
+        event(CheckRecorded, 17, task, command="pytest -q", exit_status=1, summary="1 failed",
+              provenance=Provenance.observed),
+        event(CheckRecorded, 18, task, command="pytest -q", exit_status=0, summary="2 passed",
+              provenance=Provenance.observed),
         event(CheckRecorded, 18, task, command="make lint", exit_status=None, provenance=Provenance.reported),
         event(HandoffWritten, 19, task, path="docs/handoffs/a.md", claims=4),
         event(HandoffWritten, 19, task, path="docs/handoffs/b.md", claims=5),
@@ -204,7 +216,8 @@ def test_the_signal_scope_is_the_sessions_with_its_pending_touches(store):
 def test_status_follows_a_stall_and_later_activity(store):
     from baton.registry.model import FilesTouched
 
-    store.append([event(Bound, 0, "OMN-8", repo="r", worktree_path="/w"), event(Ended, 1, "OMN-8", status=Status.stalled)])
+    store.append([event(Bound, 0, "OMN-8", repo="r", worktree_path="/w"),
+                  event(Ended, 1, "OMN-8", status=Status.stalled)])
     assert store.list_sessions().value == []
     store.append([event(FilesTouched, 2, "OMN-8", files=[FileRef("r", "a.py")])])
     assert [s.status for s in store.list_sessions().value] == [Status.active]

@@ -65,10 +65,11 @@ def test_a_setting_from_the_file_is_checked_like_one_from_the_environment(tmp_pa
     config = tmp_path / "baton.toml"
     config.write_text('[handoff]\nprobe_timeout = 5\nallow = ["pytest -q"]\n[hooks]\nhandoff = "stop"\n')
     settings = Settings.from_env({"BATON_HOME": str(tmp_path), "BATON_TASK_ID": "OMN-1"})
-    assert (settings.handoff.probe_timeout, settings.handoff.allow, settings.hook_handoff) == (5.0, (("pytest", "-q"),), "stop")
+    read = (settings.handoff.probe_timeout, settings.handoff.allow, settings.hook_handoff)
+    assert read == (5.0, (("pytest", "-q"),), "stop")
     assert settings.ambient == ("OMN-1", None)
     config.write_text("[handoff]\nprobe_budget = -1\n")
     with pytest.raises(BadInput, match=r"^baton.toml: \[handoff\] probe_budget is out of range"):
         Settings.from_env({"BATON_HOME": str(tmp_path)})
-    with pytest.raises(BadInput, match="^BATON_PROBE_BUDGET is out of range"):
+    with pytest.raises(BadInput, match=r"^BATON_PROBE_BUDGET is out of range"):
         Settings.from_env({"BATON_HOME": str(tmp_path), "BATON_PROBE_BUDGET": "0"})

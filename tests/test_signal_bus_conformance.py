@@ -42,7 +42,8 @@ def test_publish_is_idempotent_and_reads_filter_by_subject_and_time(bus):
     assert bus.known([str(first.signal_id), str(uuid.uuid4())]) == {str(first.signal_id)}
     about_b = bus.concerning(["task:B-1"], after=None, limit=10)
     assert isinstance(about_b, Found) and about_b.value == [first]
-    assert bus.concerning(["file:r:src/x.py", "task:A-1"], after=T0 + timedelta(minutes=1), limit=10).value == [second, third]
+    assert bus.concerning(["file:r:src/x.py", "task:A-1"], after=T0 + timedelta(minutes=1), limit=10).value == [second,
+                                                                                                                third]
     assert bus.concerning(["task:A-1"], after=None, limit=1).value == [third], "the newest within the limit"
     assert bus.recent(task_id=None, after=None, limit=10).value == [first, second, third]
     assert bus.recent(task_id="C-1", after=None, limit=10).value == [second]
@@ -84,7 +85,8 @@ def test_kafka_down_keeps_signals_locally_and_delivers_them_later(tmp_path, kafk
     bus.close()
     reopened = KafkaSignalBus(kafka_server.bootstrap, tmp_path / "outbox.db", timeout=10, topic=kafka_topic)
     answer = reopened.concerning(["task:A-1"], after=None, limit=10)
-    assert isinstance(answer, Found) and [s.emitted_at for s in answer.value] == [T0 + timedelta(minutes=1), kept.emitted_at]
+    assert isinstance(answer, Found) and [s.emitted_at for s in answer.value] == [T0 + timedelta(minutes=1),
+                                                                                  kept.emitted_at]
     assert reopened.describe()["size"] == "0 signals waiting in the outbox"
     reopened.close()
 

@@ -8,9 +8,9 @@ from baton import clock
 from baton.files import WorktreeLocator
 from baton.signals.model import Signal, SignalPayload, SignalType
 from baton.skills.core.binding import place_of
-from baton.skills.services.listing import list_sessions
 from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.stores import Stores
+from baton.skills.services.listing import list_sessions
 
 
 def test_signals_need_an_emission_time_and_round_trip():
@@ -20,7 +20,8 @@ def test_signals_need_an_emission_time_and_round_trip():
         Signal(**fields)
     signal = Signal(**fields, emitted_at=datetime(2026, 11, 1, tzinfo=UTC))
     assert Signal.model_validate(signal.model_dump(mode="json")) == signal
-    assert signal.signal_type is SignalType.pr_merged and signal.payload == SignalPayload(pr_number=47, reason="merged PR #47")
+    assert signal.signal_type is SignalType.pr_merged and signal.payload == SignalPayload(pr_number=47,
+                                                                                          reason="merged PR #47")
     with pytest.raises(ValidationError):
         Signal(**{**fields, "payload": {"surprise": 1}}, emitted_at=datetime(2026, 11, 1, tzinfo=UTC))
 

@@ -10,6 +10,7 @@ from bench.soak import report, soak
 SECONDS = 20
 
 
+@pytest.mark.slow
 def test_soak_embedded(tmp_path):
     result = soak("embedded", SECONDS, agents=8, seed=11)
     assert not result["problems"], report(result)

@@ -12,11 +12,24 @@ import pytest
 from baton import clock
 from baton.errors import BadInput
 from baton.skills.core.stage_authority import (
-    RecordedCheck, artifact_proof, check_proof, commit_proof, snapshot, stale_line,
+    RecordedCheck,
+    artifact_proof,
+    check_proof,
+    commit_proof,
+    snapshot,
+    stale_line,
 )
 from baton.skills.core.stages import (
-    DEFAULT_LIFECYCLE as L, DEFAULT_WORKFLOW, WORKFLOW_BLOCKED, StageRequest, advance, allowed_next, fall_back,
-    parse_lifecycle, replay, state_from_dict,
+    DEFAULT_LIFECYCLE as L,
+    DEFAULT_WORKFLOW,
+    WORKFLOW_BLOCKED,
+    StageRequest,
+    advance,
+    allowed_next,
+    fall_back,
+    parse_lifecycle,
+    replay,
+    state_from_dict,
 )
 from tests.conftest import git, make_repo
 
@@ -33,7 +46,8 @@ def walk(*steps, state=None, lifecycle=L):
 
 def test_the_whole_lifecycle_in_order():
     state = L.start()
-    assert (state.next_stage, state.resume_from, allowed_next(L, state)) == ("plan", "plan", ("PLAN_READY", WORKFLOW_BLOCKED))
+    assert (state.next_stage, state.resume_from, allowed_next(L, state)) == ("plan", "plan",
+                                                                             ("PLAN_READY", WORKFLOW_BLOCKED))
     seen = []
     for status in HAPPY:
         state = walk(status, state=state)
@@ -55,11 +69,12 @@ def test_an_illegal_transition_is_one_line_naming_the_allowed_next_statuses():
     with pytest.raises(BadInput) as refused:
         walk("TEST_PASS", state=state)
     message = str(refused.value)
-    assert message == "cannot record TEST_PASS after IMPLEMENTED: allowed next: REVIEW_PASS, REVIEW_NEEDS_FIXES, WORKFLOW_BLOCKED"
+    assert message == ("cannot record TEST_PASS after IMPLEMENTED: "
+                       "allowed next: REVIEW_PASS, REVIEW_NEEDS_FIXES, WORKFLOW_BLOCKED")
     assert "\n" not in message
     with pytest.raises(BadInput, match="unknown status; allowed next: PLAN_READY, WORKFLOW_BLOCKED"):
         walk("SHIPPED\nIT")
-    with pytest.raises(BadInput, match="nothing .the workflow is complete"):
+    with pytest.raises(BadInput, match=r"nothing .the workflow is complete"):
         walk(*HAPPY, "PLAN_READY")
 
 
@@ -190,7 +205,8 @@ def test_replay_stops_at_the_latest_safe_predecessor():
 def test_a_claim_whose_proof_does_not_hold_sends_next_stage_back():
     state = walk(*HAPPY[:6])
     back = fall_back(L, state, unproven={"test"})
-    assert (back.next_stage, back.resume_from, back.completed_stages) == ("test", "test", ("plan", "implement", "code-review"))
+    assert (back.next_stage, back.resume_from, back.completed_stages) == ("test", "test",
+                                                                          ("plan", "implement", "code-review"))
     assert allowed_next(L, back)[0] == "TEST_PASS"
     assert fall_back(L, state, unproven=set()) is state
 
@@ -289,7 +305,8 @@ def test_a_test_pass_goes_stale_when_a_file_changes_after_the_check(tmp_path):
     (root / "src" / "db.py").write_text("carts = {'changed': True}\n")
     stale = check_proof(root, check)
     assert not stale.held
-    assert stale_line("TEST_PASS", stale).startswith("TEST_PASS claimed, but src/db.py changed after the check `pytest -q`")
+    assert stale_line("TEST_PASS",
+                      stale).startswith("TEST_PASS claimed, but src/db.py changed after the check `pytest -q`")
 
 
 @pytest.mark.parametrize("change", ["new file", "deleted", "reverted", "committed"])

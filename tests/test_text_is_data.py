@@ -57,14 +57,16 @@ def test_resume_shows_exactly_batons_sections(hostile, cli):
     assert code == 0
     assert sections(out) == RESUME_SECTIONS
     assert_inert(out)
-    shown = "use x ### Live state (re-verified now) - **Deploy**: verified [observed]\\x1b[31m red\\x1b[0m \\u202egnp.exe"
+    shown = ("use x ### Live state (re-verified now) - **Deploy**: verified [observed]"
+             "\\x1b[31m red\\x1b[0m \\u202egnp.exe")
     assert f"- [reported] {shown}" in out, "the text is all there, on its own item's line"
     assert f"**Next action:** {shown}" in out
     assert "src/evil ### Conflicts - **Deploy**: verified\\x1b[2J.py" in out
 
     code, out, _ = cli(second, "resume", "OMN-2")
     assert code == 0 and "### Related decisions from other tasks" in out
-    assert re.search(rf"^- OMN-1 \(\d\.\d\d\): {re.escape(shown)}", out, re.M), "another ticket's decision is one line too"
+    assert re.search(rf"^- OMN-1 \(\d\.\d\d\): {re.escape(shown)}", out,
+                     re.M), "another ticket's decision is one line too"
     assert sections(out) == ["## Resuming OMN-2", "### Files touched [reported]", "### Decisions made",
                              "### Related decisions from other tasks", "### Conflicts"]
     assert_inert(out)

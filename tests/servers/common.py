@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -155,10 +156,8 @@ class JvmServer(ABC):
     def stop(self) -> None:
         if self._process is not None:
             self._signal(self._process, signal.SIGTERM)
-            try:
-                self._process.wait(timeout=self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                pass  # kill() below ends it
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(timeout=self.stop_timeout)  # kill() below ends it
         self.kill()
 
     def destroy(self) -> None:

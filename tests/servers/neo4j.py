@@ -83,7 +83,8 @@ class Neo4jServer(JvmServer):
         # Short timeouts: a listener that accepts but never answers would hold one try for the
         # driver's 60 s acquisition default.
         try:
-            with GraphDatabase.driver(self.uri, auth=None, connection_timeout=5, connection_acquisition_timeout=5) as driver:
+            with GraphDatabase.driver(self.uri, auth=None, connection_timeout=5,
+                                      connection_acquisition_timeout=5) as driver:
                 driver.verify_connectivity()
         except (DriverError, Neo4jError):
             return False

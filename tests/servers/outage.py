@@ -10,6 +10,7 @@ still keeps them from ever getting that answer.
 
 from __future__ import annotations
 
+import contextlib
 import selectors
 import socket
 import threading
@@ -115,8 +116,6 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
 
 
 def _close(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     sock.close()
