@@ -40,6 +40,7 @@ EXCLUDED_OPTIONS = {
 }
 EXCLUDED_COMMANDS = {
     "doctor": "an operator's check of this machine's servers; a tool call reports a store that is down itself",
+    "gc": "retention is the operator's (or the projector's) to run over the whole data home, not one agent's",
 }
 
 
