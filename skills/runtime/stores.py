@@ -182,6 +182,12 @@ class Stores:
             return sink.KafkaSink(self)
         return sink.PendingSink(self) if self.settings.uses_servers else sink.EmbeddedSink(self)
 
+    @property
+    def all_embedded(self) -> bool:
+        """Whether every store that writes go to is embedded in the data home (then its
+        files change with every write; a reader may watch them instead of asking)."""
+        return not self.settings.uses_servers
+
     def on_servers(self) -> list[str]:
         """The stores `baton migrate` copies into: those this configuration puts on a server."""
         return [store for store, url in (("registry", self.settings.database_url), ("graph", self.settings.graph_url),

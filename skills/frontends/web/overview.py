@@ -116,7 +116,7 @@ class OverviewSource:
         """What changes with every write to the embedded stores, read without decoding
         anything: the registry's and the signal log's watermarks and the graph file's size
         and time (the dashboard never writes the graph). None with a server."""
-        if self.settings.database_url or self.settings.graph_url or self.settings.kafka_bootstrap:
+        if not self._marks.all_embedded:
             return None
         with self._marking:
             marks = []
