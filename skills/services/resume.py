@@ -20,6 +20,7 @@ from baton.skills.core.overlaps import conflicts_of
 from baton.skills.runtime.stores import Stores
 from baton.skills.core.commit import read_binding_quietly
 from baton.skills.services.bind import bind
+from baton.skills.services.stage import WorkflowView, workflow_view
 
 STORES = ("registry", "graph", "recall", "signals")
 # What `stores` says of each: it answered, it was not needed for this answer, or why it failed.
@@ -48,6 +49,7 @@ class ResumeResult:
     stores: dict[str, str] = field(default_factory=lambda: {name: NOT_QUERIED for name in STORES})
     bound: bool = False
     handoff: Verification | None = None  # the worktree's current handoff, re-verified
+    workflow: WorkflowView | None = None  # the ticket's stages, each claim re-checked (None: it uses none)
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -63,6 +65,7 @@ class ResumeResult:
             "signals": [s.model_dump(mode="json") for s in self.signals],
             "stores": self.stores,
             "bound": self.bound,
+            "workflow": self.workflow.to_json() if self.workflow else None,
             **(self.handoff.to_json() if self.handoff else {"handoff": None, "live_state": []}),
         }
 
@@ -136,6 +139,8 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
             result.related_decisions = parts["recall"]
         if not isinstance(parts["signals"], Unavailable):
             result.signals = parts["signals"]
+        # Before the bind below moves the session's location: the claims are the worktree's.
+        result.workflow = workflow_view(stores.settings, session, place.root)
     if bind_task:
         result.bound = True
         try:
