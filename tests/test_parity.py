@@ -25,6 +25,7 @@ PARITY = {
     "stage": ("record_stage", {"task": "task_id", "status": "status", "result": "result",
                                "repair_scope": "repair_scope", "evidence": "evidence", "check": "check",
                                "blocker": "blocker", "resolved": "resolved", "timeout": "timeout"}),
+    "recover": ("recover_work", {"verbose": "verbose", "all_repos": "all_repos"}),
     "end": ("end_session", {"task_id": "task_id", "task_option": "task_id", "status": "status"}),
     "resume": ("resume_session", {"task_id": "task_id", "limit": "limit", "agent": "agent",
                                   "allow_unsigned_probes": "allow_unsigned_probes"}),

@@ -70,6 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--timeout", type=float, metavar="SECONDS", help="seconds the --check may run (default 300)")
     sub.add_argument("--json", action="store_true")
 
+    sub = command("recover", "Find interrupted work (an agent gone, its session not ended) and the command that "
+                             "continues each; runs nothing.", task=False)
+    sub.add_argument("--json", action="store_true")
+    sub.add_argument("--verbose", action="store_true", help="say why each other session was excluded")
+    sub.add_argument("--all-repos", action="store_true", help="every repository on this machine, not only this one")
+
     sub = command("end", "End the ticket's session as completed (default) or stalled.", task=False)
     sub.add_argument("task_id", nargs="?", metavar="TASK")
     sub.add_argument("--task", dest="task_option", help=argparse.SUPPRESS)
@@ -358,6 +364,19 @@ def _stage(args, stores) -> int:
     following = f"; next: {state.next_stage} ({one_line(state.resume_from or '')})" if state.next_stage else "; workflow complete"
     blocked = f" ({one_line(state.blocker)})" if state.blocker else ""
     print(f"{done.task.task_id}: {state.status}{blocked}{following}")
+    return 0
+
+
+def _recover(args, stores) -> int:
+    from baton.skills.frontends.told import local_heartbeats
+    from baton.skills.services.recover import recover
+
+    place, _ = _place()
+    found = recover(stores, place, local_heartbeats(stores.settings), all_repos=args.all_repos, verbose=args.verbose)
+    if args.json:
+        _dump(found.as_json())
+    else:
+        sys.stdout.write(found.text(verbose=args.verbose))
     return 0
 
 
@@ -679,13 +698,13 @@ def _migrate(args, stores) -> int:
     return 0
 
 
-_HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "stage": _stage, "end": _end,
-             "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "gc": _gc, "migrate": _migrate, "projector": _projector,
+_HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "stage": _stage, "recover": _recover,
+             "end": _end, "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "gc": _gc, "migrate": _migrate, "projector": _projector,
              "deliver": _deliver, "index": _index, "install": _install, "uninstall": _uninstall, "handoff": _handoff}
 # Commands that read the stores deliver the writes kept on this machine first, so they see
 # the writes made before them; writes (and the hook's touch) never wait for a server.
 # A stage reads the state it moves on: the earlier transitions kept here are delivered first.
-_READS = {"resume", "list", "signals", "recall", "doctor", "gc", "migrate", "projector", "handoff", "stage"}
+_READS = {"resume", "list", "signals", "recall", "doctor", "gc", "migrate", "projector", "handoff", "stage", "recover"}
 # These open what they need themselves: a hook and the guard report Baton's own failures
 # and exit 0; the MCP server and the dashboard open stores per call.
 _WITHOUT_STORES = {"hook": _hook, "guard": _guard, "mcp": _mcp, "serve": _serve}

@@ -121,6 +121,17 @@ def record_stage(status: str, result: str | None = None, repair_scope: str | Non
     return _call(lambda stores: stage(stores, _place(worktree), request).to_json())
 
 
+def recover_work(verbose: bool = False, all_repos: bool = False, worktree: str | None = None) -> str:
+    from baton.skills.frontends.told import local_heartbeats
+    from baton.skills.services.recover import recover
+
+    def run(stores):
+        return recover(stores, _place(worktree), local_heartbeats(stores.settings), all_repos=all_repos,
+                       verbose=verbose).as_json()
+
+    return _call(run)
+
+
 def end_session(status: Literal["completed", "stalled"] = "completed", task_id: str | None = None,
                 worktree: str | None = None) -> str:
     from baton.skills.frontends.answers import end_answer
@@ -184,6 +195,8 @@ TOOLS: dict[str, tuple[Callable[..., str], str]] = {
     "update_session": (update_session, "Record phase, next action, steps, failures, dependencies, journal, checks."),
     "record_stage": (record_stage, "Record a workflow stage's status (TEST_PASS runs check; REVIEW_PASS and "
                                    "RETRO_COMPLETE need evidence, a file); illegal moves name the allowed ones."),
+    "recover_work": (recover_work, "Interrupted work (agent gone, session not ended) and the exact command that "
+                                   "continues each; runs nothing."),
     "end_session": (end_session, "End the ticket's session as completed (default) or stalled."),
     "write_handoff": (write_handoff, "Write the ticket's handoff: journal, git state, checks and probes (NAME: CMD), "
                                      "all signed."),

@@ -102,7 +102,7 @@ def _missed_signals(stores: Stores, session: Session) -> list[Signal] | Unavaila
 
 def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5, bind_task: bool = True,
                    agent: str | None = None, verify_handoff: bool = True, allow_unsigned_probes: bool = False,
-                   at: datetime | None = None) -> ResumeResult:
+                   check_workflow: bool = True, at: datetime | None = None) -> ResumeResult:
     """Everything Baton knows about task_id, then bind this worktree to it and re-verify
     the worktree's current handoff for task_id.
 
@@ -111,7 +111,8 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
     what the command's budget has left (baton.budget). Nothing here raises for a
     store that is down. The handoff's probes run after the stores, within the probe budget
     (baton.skills.handoff.verify), whatever the stores answered: a handoff committed to the branch
-    is worth checking even where the registry has no history.
+    is worth checking even where the registry has no history. check_workflow re-checks each
+    completed stage's proof (git and the files: the session start leaves it to a resume).
     """
     check_task_id(task_id)
     at = at or clock.now()
@@ -140,7 +141,8 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
         if not isinstance(parts["signals"], Unavailable):
             result.signals = parts["signals"]
         # Before the bind below moves the session's location: the claims are the worktree's.
-        result.workflow = workflow_view(stores.settings, session, place.root)
+        if check_workflow:
+            result.workflow = workflow_view(stores.settings, session, place.root)
     if bind_task:
         result.bound = True
         try:
