@@ -347,7 +347,8 @@ def _update(args, stores) -> int:
 
 def _stage(args, stores) -> int:
     from baton.shown_text import one_line
-    from baton.skills.services.commands import StageCommand, stage
+    from baton.skills.services.commands import stage
+    from baton.skills.services.stage import StageCommand
 
     place, _ = _place()
     done = stage(stores, place, StageCommand(args.status, task_id=args.task, result=args.result,

@@ -114,7 +114,8 @@ def record_stage(status: str, result: str | None = None, repair_scope: str | Non
                  evidence: str | None = None, check: str | None = None, blocker: str | None = None,
                  resolved: str | None = None, timeout: float | None = None, task_id: str | None = None,
                  worktree: str | None = None) -> str:
-    from baton.skills.services.commands import StageCommand, stage
+    from baton.skills.services.commands import stage
+    from baton.skills.services.stage import StageCommand
 
     request = StageCommand(status, task_id=task_id, result=result, repair_scope=repair_scope, evidence=evidence,
                            check=check, blocker=blocker, resolved=resolved, timeout=timeout)

@@ -76,22 +76,9 @@ def run_checks(commands: tuple[str, ...] | list[str], root: Path, timeout: float
     return [run_check(command, root, timeout=timeout or CHECK_TIMEOUT)[0] for command in commands]
 
 
-@dataclass(frozen=True, slots=True)
-class StageCommand:
-    """`baton stage STATUS`: a workflow transition and the evidence for it."""
-
-    status: str
-    task_id: str | None = None
-    result: str | None = None
-    repair_scope: str | None = None
-    evidence: str | None = None  # a path inside the worktree (a review, a retrospective's result)
-    check: str | None = None  # a command Baton runs now (no shell)
-    blocker: str | None = None
-    resolved: str | None = None
-    timeout: float | None = None
-
-
-def stage(stores: Stores, place: Place, request: StageCommand):
+def stage(stores: Stores, place: Place, request):
+    """Record request (baton.skills.services.stage.StageCommand) for the ticket it names,
+    else the worktree's."""
     from baton.skills.services.stage import record_stage
 
     return record_stage(stores, resolve_task(request.task_id, place, stores.settings.ambient), place, request)

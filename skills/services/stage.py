@@ -47,7 +47,6 @@ from baton.skills.core.stages import (
 )
 from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
-from baton.skills.services.commands import StageCommand, run_checks
 
 _REQUEST_KEYS = ("status", "result", "repair_scope", "blocker", "resolution")
 _WHAT = {"review": "review", "artifact": "result artifact"}
@@ -72,6 +71,21 @@ def current_state(lifecycle: Lifecycle, record) -> tuple[WorkflowState, list[str
         notes = [f"the recorded state does not fit the lifecycle ({exc}); reconstructed from "
                  f"{len(requests) - len(skipped)} of {len(requests)} recorded transitions"]
         return state, notes + [f"not replayed: {line}" for line in skipped[:3]]
+
+
+@dataclass(frozen=True, slots=True)
+class StageCommand:
+    """`baton stage STATUS`: a workflow transition and the evidence for it."""
+
+    status: str
+    task_id: str | None = None
+    result: str | None = None
+    repair_scope: str | None = None
+    evidence: str | None = None  # a path inside the worktree (a review, a retrospective's result)
+    check: str | None = None  # a command Baton runs now (no shell)
+    blocker: str | None = None
+    resolved: str | None = None
+    timeout: float | None = None
 
 
 @dataclass
@@ -112,7 +126,7 @@ def record_stage(stores: Stores, task: ActiveTask, place: Place, command: StageC
     report = WriteReport()
     events, evidence, ran = [], None, None
     if command.check is not None:
-        ran = run_checks([command.check], root, command.timeout)[0]
+        ran = _run_check(command.check, root, command.timeout)
         events.append(wire_event("check_recorded", task.task_id, task.session_id, at, command=ran.command.strip(),
                                  exit_status=ran.exit_status, summary=ran.summary[:4000],
                                  provenance=str(ran.provenance),
@@ -149,6 +163,14 @@ def record_stage(stores: Stores, task: ActiveTask, place: Place, command: StageC
                              state=after.as_dict(), proofs=proofs, history=history))
     commit(stores, events, report)
     return StageDone(task, after, state, evidence, report, notes, ran)
+
+
+def _run_check(command: str, root: Path, timeout: float | None):
+    from baton.skills.handoff.checks import check_timeout, run_check
+    from baton.skills.handoff.write import CHECK_TIMEOUT
+
+    check_timeout(timeout)
+    return run_check(command, root, timeout=timeout or CHECK_TIMEOUT)[0]
 
 
 def _commit_evidence(root: Path, place: Place, status: str) -> dict:
