@@ -60,13 +60,15 @@ def _parser() -> argparse.ArgumentParser:
 
     sub = command("stage", "Record a workflow stage's status; a pass is recorded once its proof holds.")
     sub.add_argument("status", metavar="STATUS", help="e.g. PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS, TEST_FAIL")
-    sub.add_argument("--result", metavar="R", help="the stage's own result (RETRO_COMPLETE: DOCS_UPDATED or NO_DOC_CHANGE)")
+    sub.add_argument("--result", metavar="R",
+                     help="the stage's own result (RETRO_COMPLETE: DOCS_UPDATED or NO_DOC_CHANGE)")
     sub.add_argument("--repair-scope", metavar="S", help="what a repair touches: test-infrastructure, production, ...")
     proof = sub.add_mutually_exclusive_group()
     proof.add_argument("--evidence", metavar="PATH", help="the artifact that proves the stage (a review, a result)")
     proof.add_argument("--check", metavar="CMD", help="run CMD now (no shell): TEST_PASS needs it to pass")
     sub.add_argument("--blocker", metavar="TEXT", help="what stops the work (a blocked status)")
-    sub.add_argument("--resolved", metavar="TEXT", help="how the recorded blocker was resolved (leaving WORKFLOW_BLOCKED)")
+    sub.add_argument("--resolved", metavar="TEXT",
+                     help="how the recorded blocker was resolved (leaving WORKFLOW_BLOCKED)")
     sub.add_argument("--timeout", type=float, metavar="SECONDS", help="seconds the --check may run (default 300)")
     sub.add_argument("--json", action="store_true")
 
@@ -362,7 +364,8 @@ def _stage(args, stores) -> int:
     state = done.state
     for note in done.notes:
         print(f"note: {one_line(note)}")
-    following = f"; next: {state.next_stage} ({one_line(state.resume_from or '')})" if state.next_stage else "; workflow complete"
+    following = (f"; next: {state.next_stage} ({one_line(state.resume_from or '')})" if state.next_stage
+                 else "; workflow complete")
     blocked = f" ({one_line(state.blocker)})" if state.blocker else ""
     print(f"{done.task.task_id}: {state.status}{blocked}{following}")
     return 0
@@ -700,7 +703,8 @@ def _migrate(args, stores) -> int:
 
 
 _HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "stage": _stage, "recover": _recover,
-             "end": _end, "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "gc": _gc, "migrate": _migrate, "projector": _projector,
+             "end": _end, "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env,
+             "doctor": _doctor, "gc": _gc, "migrate": _migrate, "projector": _projector,
              "deliver": _deliver, "index": _index, "install": _install, "uninstall": _uninstall, "handoff": _handoff}
 # Commands that read the stores deliver the writes kept on this machine first, so they see
 # the writes made before them; writes (and the hook's touch) never wait for a server.

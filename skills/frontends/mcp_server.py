@@ -194,10 +194,10 @@ TOOLS: dict[str, tuple[Callable[..., str], str]] = {
     "record_touch": (record_touch, "Record files the ticket changed; returns overlaps with other active tickets."),
     "record_decision": (record_decision, "Record a decision (other tickets recall it)."),
     "update_session": (update_session, "Record phase, next action, steps, failures, dependencies, journal, checks."),
-    "record_stage": (record_stage, "Record a workflow stage's status; TEST_PASS runs check, a review or "
-                                   "retro needs evidence (a file)."),
-    "recover_work": (recover_work, "Interrupted work (agent gone, session not ended) and the command that "
-                                   "continues each."),
+    "record_stage": (record_stage, ("Record a workflow stage's status; TEST_PASS runs check, a review or "
+                                    "retro needs evidence (a file).")),
+    "recover_work": (recover_work, ("Interrupted work (agent gone, session not ended) and the command that "
+                                    "continues each.")),
     "end_session": (end_session, "End the ticket's session as completed (default) or stalled."),
     "write_handoff": (write_handoff, "Write the ticket's handoff: journal, git state, checks and probes (NAME: CMD), "
                                      "all signed."),

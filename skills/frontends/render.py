@@ -105,7 +105,8 @@ def workflow_lines(view) -> list[str]:
         lines.append(f"- {proof.stage}: {mark}: {one_line(proof.reason)}")
     if view.next_stage:
         moved = " (fell back: a completed stage's proof does not hold)" if view.next_stage != state.next_stage else ""
-        lines.append(f"**Next stage:** {view.next_stage}{moved} | **Resume from:** `{one_line(view.resume_from or '')}`")
+        resume_from = one_line(view.resume_from or "")
+        lines.append(f"**Next stage:** {view.next_stage}{moved} | **Resume from:** `{resume_from}`")
     else:
         lines.append("**Next stage:** none: the workflow is complete")
     lines += [f"- note: {one_line(note)}" for note in view.notes]

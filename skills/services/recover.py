@@ -13,10 +13,10 @@ from typing import Protocol
 
 from baton.errors import StoreUnavailable
 from baton.outcome import Unavailable
-from baton.store_names import Store
 from baton.skills.core.binding import Place
 from baton.skills.core.interrupted import Heartbeat, MachineLiveness, Recovery, SessionFacts, detect, read_prizmkit
 from baton.skills.runtime.stores import Stores
+from baton.store_names import Store
 
 HOOKS_AGENT = "claude"  # the hooks that keep heartbeats are Claude Code's
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.outcome import Found, Unavailable
-from baton.store_names import Store
 from baton.skills.core.binding import ActiveTask, Place
 from baton.skills.core.commit import commit, wire_event
 from baton.skills.core.stage_authority import (
@@ -47,6 +46,7 @@ from baton.skills.core.stages import (
 )
 from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
+from baton.store_names import Store
 
 _REQUEST_KEYS = ("status", "result", "repair_scope", "blocker", "resolution")
 _WHAT = {"review": "review", "artifact": "result artifact"}
@@ -68,8 +68,8 @@ def current_state(lifecycle: Lifecycle, record) -> tuple[WorkflowState, list[str
         requests = [StageRequest(**{k: h.get(k) for k in _REQUEST_KEYS}) for h in record.history
                     if isinstance(h, dict) and isinstance(h.get("status"), str)]
         state, skipped = replay(lifecycle, requests)
-        notes = [f"the recorded state does not fit the lifecycle ({exc}); reconstructed from "
-                 f"{len(requests) - len(skipped)} of {len(requests)} recorded transitions"]
+        notes = [(f"the recorded state does not fit the lifecycle ({exc}); reconstructed from "
+                  f"{len(requests) - len(skipped)} of {len(requests)} recorded transitions")]
         return state, notes + [f"not replayed: {line}" for line in skipped[:3]]
 
 
@@ -156,7 +156,8 @@ def record_stage(stores: Stores, task: ActiveTask, place: Place, command: StageC
     if stage is not None and command.status == stage.passed and evidence is not None:
         proofs[stage.name] = evidence
     asked = {k: v for k, v in zip(_REQUEST_KEYS, (transition.status, transition.result, transition.repair_scope,
-                                                  transition.blocker, transition.resolution)) if v is not None}
+                                                  transition.blocker, transition.resolution), strict=True)
+             if v is not None}
     history = [*(record.history if record is not None else []), asked]
     events.append(wire_event("stage_recorded", task.task_id, task.session_id, at, **asked,
                              **({"evidence": evidence} if evidence is not None else {}),
