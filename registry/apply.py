@@ -34,11 +34,13 @@ from baton.registry.model import (
     PhaseChanged,
     Provenance,
     Session,
+    StageRecorded,
     Stamp,
     Status,
     StepCompleted,
     Touch,
     VerificationRecord,
+    WorkflowRecord,
     WorkRemaining,
 )
 
@@ -137,7 +139,7 @@ def apply_event(session: Session | None, event: Event) -> Session:
         update["checks"] = _with_entry(session.checks, CheckEntry(
             text=f"{event.command} -> {result} at {clock.to_text(event.at)}", command=event.command,
             exit_status=event.exit_status, summary=event.summary, provenance=event.provenance,
-            at=event.at, session_id=event.session_id, event_id=event_id))
+            at=event.at, session_id=event.session_id, event_id=event_id, snapshot=event.snapshot))
     elif isinstance(event, HandoffWritten):
         if _newer(stamp, session.handoff_stamp):
             update |= {"handoff": HandoffRecord(path=event.path, written_at=event.at, claims=event.claims),
@@ -148,6 +150,10 @@ def apply_event(session: Session | None, event: Event) -> Session:
                 path=event.path, written_at=event.written_at, verified_at=event.at, verified=event.verified,
                 changed=event.changed, failed=event.failed, not_run=event.not_run, stale=event.stale),
                 "handoff_verification_stamp": stamp}
+    elif isinstance(event, StageRecorded):
+        if _newer(stamp, session.workflow_stamp):
+            update |= {"workflow": WorkflowRecord(state=event.state, proofs=event.proofs, history=event.history,
+                                                  recorded_at=event.at), "workflow_stamp": stamp}
     elif isinstance(event, Ended):
         update |= _lifecycle(session, Status(event.status), stamp)
         if event.status == Status.completed:

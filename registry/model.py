@@ -136,6 +136,30 @@ class CheckRecorded(_Event):
     exit_status: int | None
     summary: Annotated[str, StringConstraints(max_length=4000)] = ""
     provenance: Provenance
+    # What the check ran on (baton.skills.core.stage_authority.WorktreeSnapshot.as_dict), so
+    # a TEST_PASS can be re-proven later: the commit checked out and the changed files' digests.
+    snapshot: dict | None = None
+
+
+StatusName = Annotated[str, StringConstraints(pattern=r"^[A-Z][A-Z0-9_]{0,39}$")]
+
+
+class StageRecorded(_Event):
+    """A workflow transition (baton stage): what was asked, the evidence Baton checked for
+    it, and the resulting state (baton.skills.core.stages.WorkflowState.as_dict), with the
+    evidence of every completed stage and the transitions so far, so a state the lifecycle
+    no longer accepts can be replayed to its latest safe predecessor."""
+
+    type: Literal["stage_recorded"] = "stage_recorded"
+    status: StatusName
+    result: StatusName | None = None
+    repair_scope: Annotated[str, StringConstraints(max_length=40)] | None = None
+    blocker: Text | None = None
+    resolution: Text | None = None
+    evidence: dict | None = None
+    state: dict
+    proofs: dict[str, dict] = {}
+    history: list[dict] = []
 
 
 class HandoffWritten(_Event):
@@ -167,7 +191,7 @@ class ActivityRecorded(_Event):
 Event = Annotated[
     Bound | FilesTouched | DecisionRecorded | PhaseChanged | StepCompleted | FailureRecorded | NextActionSet
     | DependencyAdded | Ended | GoalSet | ConstraintAdded | WorkRemaining | EvidenceRecorded | CheckRecorded
-    | HandoffWritten | HandoffVerified | ActivityRecorded,
+    | HandoffWritten | HandoffVerified | ActivityRecorded | StageRecorded,
     Field(discriminator="type"),
 ]
 
@@ -205,6 +229,7 @@ class CheckEntry(Entry):
     command: str
     exit_status: int | None
     summary: str = ""
+    snapshot: dict | None = None
 
 
 class HandoffRecord(BaseModel):
@@ -245,6 +270,18 @@ class VerificationRecord(BaseModel):
         return {"path": self.path, "written_at": self.written_at.isoformat() if self.written_at else None,
                 "verified_at": self.verified_at.isoformat(), "held": self.held, "verified": self.verified,
                 "changed": self.changed, "failed": self.failed, "not_run": self.not_run, "stale": self.stale}
+
+
+class WorkflowRecord(BaseModel):
+    """The ticket's workflow as its latest transition left it: the state, the evidence of
+    each completed stage (by stage name) and the transitions recorded so far."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    state: dict
+    proofs: dict[str, dict] = {}
+    history: list[dict] = []
+    recorded_at: datetime
 
 
 class Touch(BaseModel):
@@ -290,6 +327,8 @@ class Session(BaseModel):
     handoff_stamp: Stamp | None = None
     handoff_verification: VerificationRecord | None = None
     handoff_verification_stamp: Stamp | None = None
+    workflow: WorkflowRecord | None = None  # None: the ticket uses no stages (its phase says where it is)
+    workflow_stamp: Stamp | None = None
     created_at: datetime
     last_activity: datetime
 
@@ -365,6 +404,7 @@ SESSION_MERGE: dict = {
         "goal_stamp": ["goal"],
         "handoff_stamp": ["handoff"],
         "handoff_verification_stamp": ["handoff_verification"],
+        "workflow_stamp": ["workflow"],
     },
 }
 

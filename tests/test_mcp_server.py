@@ -20,7 +20,8 @@ from tests.conftest import run_process, two_agents
 pytestmark = pytest.mark.slow  # each test starts `baton mcp` in a fresh process, about 2 s
 
 TOOLS = {"resume_session", "list_sessions", "bind_task", "record_touch", "record_decision", "update_session",
-         "end_session", "recall_decisions", "signals_since", "write_handoff", "verify_handoff"}
+         "end_session", "recall_decisions", "signals_since", "write_handoff", "verify_handoff",
+         "record_stage", "recover_work"}
 WAIT = 120  # seconds: the server is a fresh process that may load the embedding model
 
 

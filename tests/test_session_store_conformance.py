@@ -118,6 +118,7 @@ def varied_events(task="OMN-7"):
         HandoffWritten,
         NextActionSet,
         Provenance,
+        StageRecorded,
         StepCompleted,
         WorkRemaining,
     )
@@ -156,6 +157,14 @@ def varied_events(task="OMN-7"):
         event(HandoffWritten, 19, task, path="docs/handoffs/b.md", claims=5),
         event(HandoffVerified, 20, task, path="docs/handoffs/b.md", written_at=T0, verified=3, changed=1, stale=1),
         event(HandoffVerified, 21, task, path="docs/handoffs/b.md", verified=5),
+        # Workflow stages: a register (the later transition wins, its evidence and history along).
+        event(CheckRecorded, 22, task, command="pytest -q tests", exit_status=0, provenance=Provenance.observed,
+              snapshot={"head": "1a2b3c4d", "changed": {"src/db.py": "ab12", "gone.py": None}}),
+        event(StageRecorded, same, task, status="PLAN_READY", state={"status": "PLAN_READY", "next_stage": "implement"},
+              history=[{"status": "PLAN_READY"}]),
+        event(StageRecorded, 23, task, status="IMPLEMENTED", evidence={"kind": "artifact", "path": "plan.md"},
+              state={"status": "IMPLEMENTED", "next_stage": "code-review"}, proofs={"plan": {"kind": "artifact"}},
+              history=[{"status": "PLAN_READY"}, {"status": "IMPLEMENTED"}]),
     ]
 
 

@@ -80,6 +80,14 @@ def snapshot(root: Path, *, ignore: tuple[str, ...] = BATONS_OWN) -> WorktreeSna
         raise OSError(str(exc)) from None
 
 
+def head_commit(root: Path) -> str | None:
+    """The commit checked out at root (None before the first commit or when git cannot say)."""
+    try:
+        return _head(root)
+    except _GitFailed:
+        return None
+
+
 def check_proof(root: Path, check: RecordedCheck, *, ignore: tuple[str, ...] = BATONS_OWN) -> Proof:
     """Whether check proves the worktree at root passes now."""
     command = f"`{_shown(check.command)}`"

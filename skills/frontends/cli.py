@@ -58,6 +58,26 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--timeout", type=float, metavar="SECONDS", help="seconds each --check may run (default 300)")
     sub.add_argument("--json", action="store_true")
 
+    sub = command("stage", "Record a workflow stage's status; a pass is recorded once its proof holds.")
+    sub.add_argument("status", metavar="STATUS", help="e.g. PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS, TEST_FAIL")
+    sub.add_argument("--result", metavar="R",
+                     help="the stage's own result (RETRO_COMPLETE: DOCS_UPDATED or NO_DOC_CHANGE)")
+    sub.add_argument("--repair-scope", metavar="S", help="what a repair touches: test-infrastructure, production, ...")
+    proof = sub.add_mutually_exclusive_group()
+    proof.add_argument("--evidence", metavar="PATH", help="the artifact that proves the stage (a review, a result)")
+    proof.add_argument("--check", metavar="CMD", help="run CMD now (no shell): TEST_PASS needs it to pass")
+    sub.add_argument("--blocker", metavar="TEXT", help="what stops the work (a blocked status)")
+    sub.add_argument("--resolved", metavar="TEXT",
+                     help="how the recorded blocker was resolved (leaving WORKFLOW_BLOCKED)")
+    sub.add_argument("--timeout", type=float, metavar="SECONDS", help="seconds the --check may run (default 300)")
+    sub.add_argument("--json", action="store_true")
+
+    sub = command("recover", "Find interrupted work (an agent gone, its session not ended) and the command that "
+                             "continues each; runs nothing.", task=False)
+    sub.add_argument("--json", action="store_true")
+    sub.add_argument("--verbose", action="store_true", help="say why each other session was excluded")
+    sub.add_argument("--all-repos", action="store_true", help="every repository on this machine, not only this one")
+
     sub = command("end", "End the ticket's session as completed (default) or stalled.", task=False)
     sub.add_argument("task_id", nargs="?", metavar="TASK")
     sub.add_argument("--task", dest="task_option", help=argparse.SUPPRESS)
@@ -324,6 +344,43 @@ def _update(args, stores) -> int:
     for check in done.checks:
         result = "passed" if check.passed else ("did not finish" if check.exit_status is None else f"exit {check.exit_status}")
         print(f"check `{one_line(check.command)}`: {result}" + (f": {one_line(check.summary)}" if check.summary else ""))
+    return 0
+
+
+def _stage(args, stores) -> int:
+    from baton.shown_text import one_line
+    from baton.skills.services.commands import stage
+    from baton.skills.services.stage import StageCommand
+
+    place, _ = _place()
+    done = stage(stores, place, StageCommand(args.status, task_id=args.task, result=args.result,
+                                             repair_scope=args.repair_scope, evidence=args.evidence,
+                                             check=args.check, blocker=args.blocker, resolved=args.resolved,
+                                             timeout=args.timeout))
+    _warn(done.report.warnings)
+    if args.json:
+        _dump(done.to_json())
+        return 0
+    state = done.state
+    for note in done.notes:
+        print(f"note: {one_line(note)}")
+    following = (f"; next: {state.next_stage} ({one_line(state.resume_from or '')})" if state.next_stage
+                 else "; workflow complete")
+    blocked = f" ({one_line(state.blocker)})" if state.blocker else ""
+    print(f"{done.task.task_id}: {state.status}{blocked}{following}")
+    return 0
+
+
+def _recover(args, stores) -> int:
+    from baton.skills.frontends.told import local_heartbeats
+    from baton.skills.services.recover import recover
+
+    place, _ = _place()
+    found = recover(stores, place, local_heartbeats(stores.settings), all_repos=args.all_repos, verbose=args.verbose)
+    if args.json:
+        _dump(found.as_json())
+    else:
+        sys.stdout.write(found.text(verbose=args.verbose))
     return 0
 
 
@@ -645,12 +702,14 @@ def _migrate(args, stores) -> int:
     return 0
 
 
-_HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "end": _end,
-             "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env, "doctor": _doctor, "gc": _gc, "migrate": _migrate, "projector": _projector,
+_HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "stage": _stage, "recover": _recover,
+             "end": _end, "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env,
+             "doctor": _doctor, "gc": _gc, "migrate": _migrate, "projector": _projector,
              "deliver": _deliver, "index": _index, "install": _install, "uninstall": _uninstall, "handoff": _handoff}
 # Commands that read the stores deliver the writes kept on this machine first, so they see
 # the writes made before them; writes (and the hook's touch) never wait for a server.
-_READS = {"resume", "list", "signals", "recall", "doctor", "gc", "migrate", "projector", "handoff"}
+# A stage reads the state it moves on: the earlier transitions kept here are delivered first.
+_READS = {"resume", "list", "signals", "recall", "doctor", "gc", "migrate", "projector", "handoff", "stage", "recover"}
 # These open what they need themselves: a hook and the guard report Baton's own failures
 # and exit 0; the MCP server and the dashboard open stores per call.
 _WITHOUT_STORES = {"hook": _hook, "guard": _guard, "mcp": _mcp, "serve": _serve}

@@ -156,14 +156,15 @@ def post_tool_use(payload: Payload, out: Output) -> None:
     with opened_stores() as stores:
         report = touch(stores, task, [path], payload.cwd, locator)
         _warn(report.warnings)
-        if not report.new_conflicts:
-            return
-        from baton import clock
-        from baton.skills.frontends.briefing import conflicts_told
-
-        out.say(additional_context("PostToolUse",
-                                   conflicts_told(task.task_id, report.new_conflicts, report.conflict_paths)))
         with agent_sessions(stores) as sessions:
+            heartbeat(sessions, payload, task, place)
+            if not report.new_conflicts:
+                return
+            from baton import clock
+            from baton.skills.frontends.briefing import conflicts_told
+
+            out.say(additional_context("PostToolUse",
+                                       conflicts_told(task.task_id, report.new_conflicts, report.conflict_paths)))
             sessions.told(payload.session_id, [str(c.signal_id) for c in report.new_conflicts], clock.now())
 
 
@@ -178,19 +179,56 @@ def session_start(payload: Payload, out: Output) -> None:
     with opened_stores(store_timeout=SESSION_START_STORE_TIMEOUT) as stores:
         watermark = stores.signals.watermark()
         # A handoff's probes may run for seconds: at session start it is named, not re-verified.
-        result = resume_session(stores, task.task_id, place, bind_task=False, verify_handoff=False)
+        result = resume_session(stores, task.task_id, place, bind_task=False, verify_handoff=False,
+                               check_workflow=False)
         _warn(result.warnings)
         if result.status == "unavailable" and stores.sink.writes_need_registry:
             # The embedded registry refuses reads: its writes fail too (a server's are kept locally).
             out.cannot_record(f"session registry unavailable: {result.reason}")
         context, shown = session_context(result, handoff=handoff_of(place.root, task.task_id))
-        out.say(additional_context("SessionStart", context))
-        now = clock.now()
-        # Signals cut from the context are not told: the next prompt reads from the oldest.
-        cut = [s.emitted_at for s in result.signals if str(s.signal_id) not in shown]
         with agent_sessions(stores) as sessions:
+            heartbeat(sessions, payload, task, place)
+            interrupted = interrupted_line(stores, place, sessions)
+            out.say(additional_context("SessionStart", f"{context}\n\n{interrupted}" if interrupted else context))
+            now = clock.now()
+            # Signals cut from the context are not told: the next prompt reads from the oldest.
+            cut = [s.emitted_at for s in result.signals if str(s.signal_id) not in shown]
             sessions.told(payload.session_id, shown, now)
             sessions.heard(payload.session_id, task.task_id, min([now, *cut]), None if cut else watermark)
+
+
+def heartbeat(sessions, payload: Payload, task, place) -> None:
+    """Record that the agent, the hook's parent process, works on task in this worktree now
+    (baton recover tells a gone agent by it)."""
+    if not payload.session_id:
+        return
+    import socket
+
+    from baton import clock
+    from baton.skills.core.interrupted import process_start
+    from baton.skills.frontends.told import Beat
+
+    agent = os.getppid()
+    sessions.beat(Beat(task.task_id, str(place.root), payload.session_id, agent, process_start(agent),
+                       socket.gethostname(), clock.now()))
+
+
+def interrupted_line(stores, place, sessions) -> str | None:
+    """One line naming the interrupted work of other worktrees of this repository, if any
+    (None with the registry down: the briefing has said so already)."""
+    from baton.errors import StoreUnavailable
+    from baton.skills.services.recover import recover
+
+    try:
+        found = recover(stores, place, sessions.heartbeats())
+    except StoreUnavailable:
+        return None
+    others = [c for c in found.candidates if c.worktree != str(place.root)]
+    if not others:
+        return None
+    shown = ", ".join(f"{one_line(c.task_id)} ({one_line(c.branch)})" for c in others[:3])
+    more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+    return f"Interrupted work in this repository: {shown}{more}; `baton recover` shows how to continue each."
 
 
 def handoff_of(root: Path, task_id: str) -> str | None:
@@ -225,6 +263,7 @@ def user_prompt_submit(payload: Payload, out: Output) -> None:
     binding = read_binding(place)
     bound_at = binding.bound_at if binding is not None and binding.task_id == task.task_id else None
     with opened_stores() as stores, agent_sessions(stores) as sessions:
+        heartbeat(sessions, payload, task, place)
         watermark = stores.signals.watermark()
         heard = sessions.last_heard(payload.session_id, task.task_id)
         if heard is not None and watermark is not None and heard[1] == watermark:
@@ -299,6 +338,12 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
                   lambda: swept.append(_sweep(stores, payload.session_id, task, place, locator)))
         if task is not None and not any(swept):
             _step(out, "recording activity", lambda: _record_activity(stores, task))
+        if task is not None and not ending:
+            def beat() -> None:
+                with agent_sessions(stores) as sessions:
+                    heartbeat(sessions, payload, task, place)
+
+            _step(out, "recording the heartbeat", beat)
         if task is not None and stores.settings.hook_handoff == hook:
             from baton.skills.handoff.write import write_handoff
 

@@ -110,6 +110,29 @@ def update_session(phase: Phase | None = None, next_action: str | None = None, d
     return _call(run)
 
 
+def record_stage(status: str, result: str | None = None, repair_scope: str | None = None,
+                 evidence: str | None = None, check: str | None = None, blocker: str | None = None,
+                 resolved: str | None = None, timeout: float | None = None, task_id: str | None = None,
+                 worktree: str | None = None) -> str:
+    from baton.skills.services.commands import stage
+    from baton.skills.services.stage import StageCommand
+
+    request = StageCommand(status, task_id=task_id, result=result, repair_scope=repair_scope, evidence=evidence,
+                           check=check, blocker=blocker, resolved=resolved, timeout=timeout)
+    return _call(lambda stores: stage(stores, _place(worktree), request).to_json())
+
+
+def recover_work(verbose: bool = False, all_repos: bool = False, worktree: str | None = None) -> str:
+    from baton.skills.frontends.told import local_heartbeats
+    from baton.skills.services.recover import recover
+
+    def run(stores):
+        return recover(stores, _place(worktree), local_heartbeats(stores.settings), all_repos=all_repos,
+                       verbose=verbose).as_json()
+
+    return _call(run)
+
+
 def end_session(status: Literal["completed", "stalled"] = "completed", task_id: str | None = None,
                 worktree: str | None = None) -> str:
     from baton.skills.frontends.answers import end_answer
@@ -171,6 +194,10 @@ TOOLS: dict[str, tuple[Callable[..., str], str]] = {
     "record_touch": (record_touch, "Record files the ticket changed; returns overlaps with other active tickets."),
     "record_decision": (record_decision, "Record a decision (other tickets recall it)."),
     "update_session": (update_session, "Record phase, next action, steps, failures, dependencies, journal, checks."),
+    "record_stage": (record_stage, ("Record a workflow stage's status; TEST_PASS runs check, a review or "
+                                    "retro needs evidence (a file).")),
+    "recover_work": (recover_work, ("Interrupted work (agent gone, session not ended) and the command that "
+                                    "continues each.")),
     "end_session": (end_session, "End the ticket's session as completed (default) or stalled."),
     "write_handoff": (write_handoff, "Write the ticket's handoff: journal, git state, checks and probes (NAME: CMD), "
                                      "all signed."),

@@ -50,6 +50,8 @@ def resume_markdown(result: ResumeResult) -> str:
     if journal.next_action:
         lines.append(f"**Next action:** {one_line(journal.next_action.text)} [{journal.next_action.provenance}]")
     lines += live
+    if result.workflow is not None:
+        lines += workflow_lines(result.workflow)
     for title, items in (("Remaining work", journal.remaining_work), ("Constraints", journal.constraints)):
         if items:
             lines += ["", f"### {title}"] + [f"- [{i.provenance}] {one_line(i.text)}" for i in items]
@@ -86,6 +88,29 @@ def resume_markdown(result: ResumeResult) -> str:
         lines += ["", "### Unavailable"]
         lines += [f"- {name}: {one_line(state)}" for name, state in down.items()]
     return "\n".join(lines)
+
+
+def workflow_lines(view) -> list[str]:
+    """The ticket's stages: the recorded status, each completed stage's claim re-checked
+    now (a stale one says why), and the stage to go on with."""
+    state = view.recorded
+    status = one_line(state.status or "not started")
+    if state.stage_result and state.stage_result != state.status:
+        status += f" (after {one_line(state.stage_result)})"
+    lines = ["", "### Workflow", f"**Status:** {status} | **Repair round:** {state.repair_round}"]
+    if state.blocker:
+        lines.append(f"**Blocker:** {one_line(state.blocker)} [reported]")
+    for proof in view.proofs:
+        mark = "holds" if proof.held else "STALE"
+        lines.append(f"- {proof.stage}: {mark}: {one_line(proof.reason)}")
+    if view.next_stage:
+        moved = " (fell back: a completed stage's proof does not hold)" if view.next_stage != state.next_stage else ""
+        resume_from = one_line(view.resume_from or "")
+        lines.append(f"**Next stage:** {view.next_stage}{moved} | **Resume from:** `{resume_from}`")
+    else:
+        lines.append("**Next stage:** none: the workflow is complete")
+    lines += [f"- note: {one_line(note)}" for note in view.notes]
+    return lines
 
 
 SHOWN_VALUE_LINES = 12

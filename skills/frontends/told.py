@@ -5,6 +5,10 @@ once per session and each end of turn records only what changed since the last.
 `session_id`): the signal ids it was told, per ticket the time it last heard from Baton,
 and the dirty files (with their modification times) its last end of turn saw. Only the
 hooks use it; a session's rows go when the session ends, older leftovers after a week.
+It also keeps, per ticket and worktree, the heartbeat of the agent last working there (its
+process id and start time, its own session id, the host, when): `baton recover` tells an
+agent that is gone from one that still runs by it. A heartbeat outlives its session's end
+(the agent is gone then, and the work not ended is what recover looks for) for a week.
 
 That Baton cannot record the session is told once per session too, but marked outside
 the data home, which may be what is broken: an empty file per agent session, named by a
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -53,7 +58,32 @@ MIGRATIONS = [
     ) WITHOUT ROWID;
     CREATE INDEX swept_by_time ON swept (swept_at);
     """,
+    """
+    CREATE TABLE heartbeats (
+        task_id TEXT NOT NULL,
+        worktree TEXT NOT NULL,
+        agent_session TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        process_start TEXT,
+        host TEXT,
+        beat_at TEXT NOT NULL,
+        PRIMARY KEY (task_id, worktree)
+    ) WITHOUT ROWID;
+    """,
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Beat:
+    """One heartbeat row (baton.skills.core.interrupted.Heartbeat is made from it)."""
+
+    task_id: str
+    worktree: str
+    agent_session: str
+    pid: int
+    process_start: str | None
+    host: str | None
+    at: datetime
 
 
 class AgentSessions:
@@ -123,6 +153,26 @@ class AgentSessions:
                     "swept_at = excluded.swept_at",
                     [(agent_session, task_id, path, mtime, when) for path, mtime in swept.items()])
 
+    def beat(self, beat: Beat) -> None:
+        """Record that beat's agent works on its ticket in its worktree now."""
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                conn.execute(
+                    "INSERT INTO heartbeats (task_id, worktree, agent_session, pid, process_start, host, beat_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id, worktree) DO UPDATE SET "
+                    "agent_session = excluded.agent_session, pid = excluded.pid, "
+                    "process_start = excluded.process_start, host = excluded.host, beat_at = excluded.beat_at",
+                    (beat.task_id, beat.worktree, beat.agent_session, beat.pid, beat.process_start, beat.host,
+                     clock.to_text(beat.at)))
+
+    def heartbeats(self) -> list[Beat]:
+        """Every heartbeat kept on this machine."""
+        with guarded(STORE, self.path):
+            rows = self._db.conn().execute("SELECT task_id, worktree, agent_session, pid, process_start, host, "
+                                           "beat_at FROM heartbeats").fetchall()
+        return [Beat(*row[:6], clock.parse(row[6])) for row in rows]
+
     def forget(self, agent_session: str, *, now: datetime) -> None:
         """Drop the session's rows, and every row older than KEEP (sessions that never ended)."""
         cutoff = clock.to_text(now - KEEP)
@@ -132,9 +182,21 @@ class AgentSessions:
                 for table, column in (("told", "told_at"), ("heard", "heard_at"), ("swept", "swept_at")):
                     conn.execute(f"DELETE FROM {table} WHERE agent_session = ? OR {column} < ?",  # fixed names
                                  (agent_session, cutoff))
+                conn.execute("DELETE FROM heartbeats WHERE beat_at < ?", (cutoff,))
 
     def close(self) -> None:
         self._db.close()
+
+
+def local_heartbeats(settings) -> list[Beat]:
+    """The heartbeats the hooks kept in the data home (none when they kept nothing there)."""
+    if not (settings.home / FILE).exists():  # reading creates nothing
+        return []
+    sessions = AgentSessions(settings.home, timeout=settings.store_timeout)
+    try:
+        return sessions.heartbeats()
+    finally:
+        sessions.close()
 
 
 def trouble_first_told(agent_session: str) -> bool:

@@ -9,6 +9,7 @@ from pathlib import Path
 from baton.errors import BadInput
 from baton.shown_text import escape_controls
 from baton.registry.model import Provenance
+from baton.skills.core.stage_authority import snapshot
 from baton.skills.handoff.probes import ProbeRun, run_probe
 from baton.skills.runtime.command_words import parse_command
 
@@ -22,6 +23,9 @@ class CheckResult:
     exit_status: int | None  # None: it timed out or could not start
     summary: str
     provenance: Provenance
+    # The worktree the check ran on (stage_authority.WorktreeSnapshot.as_dict), taken just
+    # before it ran; None outside git or when git could not say.
+    snapshot: dict | None = None
 
     @property
     def passed(self) -> bool:
@@ -56,7 +60,19 @@ def check_timeout(timeout: float | None) -> float | None:
 
 
 def run_check(command: str, root: Path, *, timeout: float) -> tuple[CheckResult, ProbeRun]:
-    """Run the check in the worktree root (no shell, minimal environment, capped output).
-    BadInput for a command parse_check refuses."""
-    run = run_probe(parse_check(command), root, timeout=timeout)
-    return CheckResult(command, run.exit_status if run.completed else None, summarise(run), Provenance.observed), run
+    """Run the check in the worktree root (no shell, minimal environment, capped output),
+    with a snapshot of what it ran on. BadInput for a command parse_check refuses."""
+    argv = parse_check(command)
+    ran_on = _snapshot(root)
+    run = run_probe(argv, root, timeout=timeout)
+    return CheckResult(command, run.exit_status if run.completed else None, summarise(run), Provenance.observed,
+                       ran_on), run
+
+
+def _snapshot(root: Path) -> dict | None:
+    if not (root / ".git").exists():
+        return None  # not a worktree's root: nothing git could say
+    try:
+        return snapshot(root).as_dict()
+    except OSError:
+        return None

@@ -175,7 +175,8 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
     warnings: list[str] = []
     common = {"task_id": task.task_id, "session_id": task.session_id}
     check_events = [CheckRecorded(event_id=uuid.uuid4(), at=at, command=r.command, exit_status=r.exit_status,
-                                  summary=r.summary, provenance=r.provenance, **common) for r in results]
+                                  summary=r.summary, provenance=r.provenance, snapshot=r.snapshot, **common)
+                    for r in results]
     if check_events:
         warnings += _record(stores, check_events)
     journal, note, phase = None, None, None

@@ -37,7 +37,7 @@ class Setting:
     name: str  # the attribute of Settings (or of HandoffSettings, for the [handoff] table)
     env: str | None  # the environment variable, if the environment may set it
     table: str | None  # the baton.toml table, if the file may set it
-    kind: str  # text, path, seconds, number, duration, switch, choice, commands, patterns
+    kind: str  # text, path, seconds, number, duration, switch, choice, commands, patterns, lifecycle
     default: object
     doc: str
     low: float | None = None  # numbers: the range; `low_open` excludes low itself
@@ -99,6 +99,12 @@ SETTINGS: tuple[Setting, ...] = (
             toml_key="signals"),
     Setting("redaction_allow", None, "redaction", "patterns", (),
             "regular expressions of text never redacted as a secret (false positives)", toml_key="allow"),
+    # The [workflow] table, kept as the file gives it: the lifecycle is validated whole where
+    # it is read (baton.skills.core.stages.parse_lifecycle), which this layer cannot import.
+    Setting("stages", None, "workflow", "lifecycle", None, "a team's own workflow stages (see \"Workflow stages\")"),
+    Setting("repair_stage", None, "workflow", "lifecycle", None, "the stage a repair goes back to"),
+    Setting("repair_scopes", None, "workflow", "lifecycle", None, "each repair scope and the stages its repair skips"),
+    Setting("max_repair_rounds", None, "workflow", "lifecycle", None, "repairs allowed before the next one blocks"),
     Setting("dashboard_token", "BATON_DASHBOARD_TOKEN", None, "text", None,
             "the token `baton serve` asks of every request; needed to listen off loopback"),
 )
@@ -137,6 +143,7 @@ class Settings:
     keep_ended_sessions: timedelta = timedelta(days=90)  # [retention] ended_sessions
     keep_signals: timedelta = timedelta(days=30)  # [retention] signals
     redaction_allow: tuple[str, ...] = ()  # [redaction] allow: text never redacted (baton.redaction)
+    workflow: Mapping[str, object] | None = None  # the [workflow] table as given; None: the default lifecycle
 
     @property
     def uses_servers(self) -> bool:
@@ -161,7 +168,9 @@ class Settings:
         values = {row.name: _value(row, environ, config, config_path) for row in SETTINGS
                   if row.name not in ("home", "config")}
         handoff = HandoffSettings(**{row.name: values.pop(row.name) for row in SETTINGS if row.table == "handoff"})
-        return cls(home=home, handoff=handoff, **values)
+        workflow = {row.key: value for row in SETTINGS if row.table == "workflow"
+                    if (value := values.pop(row.name)) is not None}
+        return cls(home=home, handoff=handoff, workflow=workflow or None, **values)
 
 
 def ambient_ticket(environ: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
@@ -217,6 +226,8 @@ def _value(row: Setting, environ: Mapping[str, str], config: dict, path: Path) -
 
 
 def _parse(row: Setting, raw: object, where: str, path: Path) -> object:
+    if row.kind == "lifecycle":
+        return raw
     if row.kind == "commands":
         return _commands(raw, where)
     if row.kind == "patterns":

@@ -76,6 +76,14 @@ def run_checks(commands: tuple[str, ...] | list[str], root: Path, timeout: float
     return [run_check(command, root, timeout=timeout or CHECK_TIMEOUT)[0] for command in commands]
 
 
+def stage(stores: Stores, place: Place, request):
+    """Record request (baton.skills.services.stage.StageCommand) for the ticket it names,
+    else the worktree's."""
+    from baton.skills.services.stage import record_stage
+
+    return record_stage(stores, resolve_task(request.task_id, place, stores.settings.ambient), place, request)
+
+
 @dataclass(frozen=True, slots=True)
 class EndRequest:
     task_id: str | None = None

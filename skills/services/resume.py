@@ -20,6 +20,7 @@ from baton.skills.core.overlaps import conflicts_of
 from baton.skills.runtime.stores import Stores
 from baton.skills.core.commit import read_binding_quietly
 from baton.skills.services.bind import bind
+from baton.skills.services.stage import WorkflowView, workflow_view
 
 STORES = ("registry", "graph", "recall", "signals")
 # What `stores` says of each: it answered, it was not needed for this answer, or why it failed.
@@ -48,6 +49,7 @@ class ResumeResult:
     stores: dict[str, str] = field(default_factory=lambda: {name: NOT_QUERIED for name in STORES})
     bound: bool = False
     handoff: Verification | None = None  # the worktree's current handoff, re-verified
+    workflow: WorkflowView | None = None  # the ticket's stages, each claim re-checked (None: it uses none)
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -63,6 +65,7 @@ class ResumeResult:
             "signals": [s.model_dump(mode="json") for s in self.signals],
             "stores": self.stores,
             "bound": self.bound,
+            "workflow": self.workflow.to_json() if self.workflow else None,
             **(self.handoff.to_json() if self.handoff else {"handoff": None, "live_state": []}),
         }
 
@@ -99,7 +102,7 @@ def _missed_signals(stores: Stores, session: Session) -> list[Signal] | Unavaila
 
 def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5, bind_task: bool = True,
                    agent: str | None = None, verify_handoff: bool = True, allow_unsigned_probes: bool = False,
-                   at: datetime | None = None) -> ResumeResult:
+                   check_workflow: bool = True, at: datetime | None = None) -> ResumeResult:
     """Everything Baton knows about task_id, then bind this worktree to it and re-verify
     the worktree's current handoff for task_id.
 
@@ -108,7 +111,8 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
     what the command's budget has left (baton.budget). Nothing here raises for a
     store that is down. The handoff's probes run after the stores, within the probe budget
     (baton.skills.handoff.verify), whatever the stores answered: a handoff committed to the branch
-    is worth checking even where the registry has no history.
+    is worth checking even where the registry has no history. check_workflow re-checks each
+    completed stage's proof (git and the files: the session start leaves it to a resume).
     """
     check_task_id(task_id)
     at = at or clock.now()
@@ -136,6 +140,9 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
             result.related_decisions = parts["recall"]
         if not isinstance(parts["signals"], Unavailable):
             result.signals = parts["signals"]
+        # Before the bind below moves the session's location: the claims are the worktree's.
+        if check_workflow:
+            result.workflow = workflow_view(stores.settings, session, place.root)
     if bind_task:
         result.bound = True
         try:

@@ -68,7 +68,8 @@ def update(stores: Stores, task: ActiveTask, place: Place, *, phase: str | None 
     events += [wire_event("work_remaining", *common, text=t) for t in texts["--todo"]]
     events += [wire_event("evidence_recorded", *common, text=t, provenance="reported") for t in texts["--evidence"]]
     events += [wire_event("check_recorded", *common, command=_text("--check command", c.command),
-                      exit_status=c.exit_status, summary=c.summary[:MAX_TEXT], provenance=str(c.provenance))
+                      exit_status=c.exit_status, summary=c.summary[:MAX_TEXT], provenance=str(c.provenance),
+                      **({"snapshot": c.snapshot} if c.snapshot is not None else {}))
                for c in checks]
     if not events:
         raise BadInput("nothing to update: give --phase, --next, --done, --failed, --depends-on, --goal, "

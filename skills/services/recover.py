@@ -1,0 +1,61 @@
+"""The recover skill: which sessions of this repository lost their agent, and the exact
+command that continues each (`baton recover`). It reads the registry, the heartbeats the
+hooks kept on this machine (the front end hands them in: they live in the hooks' own
+store), the worktrees, branches and processes, and any PrizmKit records in the worktree;
+it never runs a command, changes state or deletes anything (baton.skills.core.interrupted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Protocol
+
+from baton.errors import StoreUnavailable
+from baton.outcome import Unavailable
+from baton.skills.core.binding import Place
+from baton.skills.core.interrupted import Heartbeat, MachineLiveness, Recovery, SessionFacts, detect, read_prizmkit
+from baton.skills.runtime.stores import Stores
+from baton.store_names import Store
+
+HOOKS_AGENT = "claude"  # the hooks that keep heartbeats are Claude Code's
+
+
+class Beat(Protocol):
+    task_id: str
+    worktree: str
+    agent_session: str
+    pid: int
+    process_start: str | None
+    host: str | None
+    at: datetime
+
+
+def recover(stores: Stores, place: Place, beats: Iterable[Beat], *, all_repos: bool = False,
+            verbose: bool = False, now: datetime | None = None) -> Recovery:
+    """The interrupted sessions of this repository (all_repos: of every repository on this
+    machine), newest first; with verbose, the ended ones are listed among the excluded too.
+    Raises StoreUnavailable when the registry cannot answer."""
+    listed = stores.registry.list_sessions(include_inactive=verbose)
+    if isinstance(listed, Unavailable):
+        raise StoreUnavailable(Store.SESSION_REGISTRY, listed.reason)
+    heartbeats = {(b.task_id, b.worktree): b for b in beats}
+    facts = []
+    for session in listed.value:
+        if not session.worktree_path or (not all_repos and session.repo != place.repo):
+            continue
+        beat = heartbeats.get((session.task_id, session.worktree_path))
+        workflow = session.workflow.state if session.workflow is not None else None
+        facts.append(SessionFacts(
+            task_id=session.task_id, worktree=session.worktree_path, branch=session.branch,
+            last_activity=session.last_activity, ended=session.status.value != "active",
+            stage=(workflow or {}).get("status") or session.phase.value,
+            next_stage=(workflow or {}).get("next_stage"),
+            agent=session.agent or (HOOKS_AGENT if beat is not None else None),
+            heartbeat=None if beat is None else Heartbeat(pid=beat.pid, at=beat.at,
+                                                          agent_session_id=beat.agent_session,
+                                                          process_start=beat.process_start, host=beat.host)))
+    liveness = MachineLiveness()
+    found = detect(facts, liveness, now=now)
+    root = str(place.root)
+    return read_prizmkit(place.root, lambda branch: liveness.branch_exists(root, branch), found=found)

@@ -1,0 +1,269 @@
+"""The stage skill: record a workflow transition once the evidence its stage's authority
+asks for holds (`baton stage`), and re-check every completed stage's claim for resume.
+
+The lifecycle comes from baton.toml's `[workflow]` table (Settings.workflow), else the
+default one (baton.skills.core.stages). A pass that names an authority needs its proof
+now: TEST_PASS a check Baton runs (`--check`) and sees pass, REVIEW_PASS and
+RETRO_COMPLETE an artifact (`--evidence PATH`) inside the worktree, COMMITTED the commit
+checked out, on the branch. The event keeps the evidence of every completed stage, so a
+resume re-checks each claim against the worktree as it is then; a claim that no longer
+holds is shown stale and the next stage falls back to it. A recorded state the lifecycle
+no longer accepts (the team changed it) is replayed from the recorded transitions to the
+latest safe predecessor, and the answer says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from baton import clock
+from baton.errors import BadInput, StoreUnavailable
+from baton.outcome import Found, Unavailable
+from baton.skills.core.binding import ActiveTask, Place
+from baton.skills.core.commit import commit, wire_event
+from baton.skills.core.stage_authority import (
+    Proof,
+    RecordedCheck,
+    WorktreeSnapshot,
+    artifact_proof,
+    check_proof,
+    commit_proof,
+    head_commit,
+    stale_line,
+)
+from baton.skills.core.stages import (
+    DEFAULT_LIFECYCLE,
+    Lifecycle,
+    StageRequest,
+    WorkflowState,
+    advance,
+    fall_back,
+    parse_lifecycle,
+    replay,
+    state_from_dict,
+)
+from baton.skills.core.write_report import WriteReport
+from baton.skills.runtime.stores import Stores
+from baton.store_names import Store
+
+_REQUEST_KEYS = ("status", "result", "repair_scope", "blocker", "resolution")
+_WHAT = {"review": "review", "artifact": "result artifact"}
+
+
+def lifecycle_of(settings) -> Lifecycle:
+    """The team's lifecycle from baton.toml, validated whole (BadInput), else the default."""
+    return parse_lifecycle(dict(settings.workflow)) if settings.workflow else DEFAULT_LIFECYCLE
+
+
+def current_state(lifecycle: Lifecycle, record) -> tuple[WorkflowState, list[str]]:
+    """The recorded state, checked against the lifecycle; when it no longer fits, the state
+    the recorded transitions replay to, with a note saying so."""
+    if record is None:
+        return lifecycle.start(), []
+    try:
+        return state_from_dict(lifecycle, record.state), []
+    except BadInput as exc:
+        requests = [StageRequest(**{k: h.get(k) for k in _REQUEST_KEYS}) for h in record.history
+                    if isinstance(h, dict) and isinstance(h.get("status"), str)]
+        state, skipped = replay(lifecycle, requests)
+        notes = [(f"the recorded state does not fit the lifecycle ({exc}); reconstructed from "
+                  f"{len(requests) - len(skipped)} of {len(requests)} recorded transitions")]
+        return state, notes + [f"not replayed: {line}" for line in skipped[:3]]
+
+
+@dataclass(frozen=True, slots=True)
+class StageCommand:
+    """`baton stage STATUS`: a workflow transition and the evidence for it."""
+
+    status: str
+    task_id: str | None = None
+    result: str | None = None
+    repair_scope: str | None = None
+    evidence: str | None = None  # a path inside the worktree (a review, a retrospective's result)
+    check: str | None = None  # a command Baton runs now (no shell)
+    blocker: str | None = None
+    resolved: str | None = None
+    timeout: float | None = None
+
+
+@dataclass
+class StageDone:
+    task: ActiveTask
+    state: WorkflowState
+    previous: WorkflowState
+    evidence: dict | None
+    report: WriteReport
+    notes: list[str] = field(default_factory=list)
+    check: object | None = None  # the CheckResult of --check
+
+    def to_json(self) -> dict:
+        return {"task_id": self.task.task_id, "state": self.state.as_dict(), "evidence": self.evidence,
+                "notes": self.notes, "warnings": self.report.warnings}
+
+
+def record_stage(stores: Stores, task: ActiveTask, place: Place, command: StageCommand,
+                 at: datetime | None = None) -> StageDone:
+    """Check the transition, gather its evidence (running --check), then record it. BadInput
+    for a transition the lifecycle refuses, or a proof that does not hold."""
+    if command.evidence is not None and command.check is not None:
+        raise BadInput("give either --evidence or --check, not both")
+    lifecycle = lifecycle_of(stores.settings)
+    looked = stores.registry.get(task.task_id)
+    if isinstance(looked, Unavailable):
+        raise StoreUnavailable(Store.SESSION_REGISTRY, looked.reason)
+    record = looked.value.workflow if isinstance(looked, Found) else None
+    state, notes = current_state(lifecycle, record)
+    redact = stores.redact
+    transition = StageRequest(command.status, command.result, command.repair_scope,
+                              redact(command.blocker) if command.blocker else command.blocker,
+                              redact(command.resolved) if command.resolved else command.resolved)
+    after = advance(lifecycle, state, transition)  # refused before anything runs
+    at = at or clock.now()
+    root = place.root
+    authority = lifecycle.authority_of(command.status)
+    report = WriteReport()
+    events, evidence, ran = [], None, None
+    if command.check is not None:
+        ran = _run_check(command.check, root, command.timeout)
+        events.append(wire_event("check_recorded", task.task_id, task.session_id, at, command=ran.command.strip(),
+                                 exit_status=ran.exit_status, summary=ran.summary[:4000],
+                                 provenance=str(ran.provenance),
+                                 **({"snapshot": ran.snapshot} if ran.snapshot is not None else {})))
+        evidence = {"kind": "check", "command": redact(ran.command.strip()), "exit_status": ran.exit_status,
+                    "recorded_at": at.isoformat(), "snapshot": ran.snapshot}
+    elif command.evidence is not None:
+        proof = artifact_proof(root, command.evidence, _WHAT.get(authority or "", "evidence"))
+        if not proof.held:
+            raise BadInput(f"{command.status} not recorded: {proof.reason}")
+        evidence = {"kind": "artifact", "path": _relative(root, command.evidence)}
+    if authority == "check":
+        if ran is None:
+            raise BadInput(f"{command.status} needs a passing check Baton runs: --check CMD")
+        if not ran.passed:
+            commit(stores, events, report)  # the failing run belongs in the journal all the same
+            outcome = "did not finish" if ran.exit_status is None else f"exited {ran.exit_status}"
+            raise BadInput(f"{command.status} not recorded: the check {outcome}; record the failure "
+                           f"(baton stage TEST_FAIL --repair-scope SCOPE) instead")
+    elif authority in _WHAT and command.evidence is None:
+        raise BadInput(f"{command.status} needs its {_WHAT[authority]}: --evidence PATH")
+    elif authority == "commit":
+        evidence = _commit_evidence(root, place, command.status)
+    previous_proofs = record.proofs if record is not None else {}
+    proofs = {name: proof for name, proof in previous_proofs.items() if name in after.completed_stages}
+    stage = lifecycle.stage_of(command.status)
+    if stage is not None and command.status == stage.passed and evidence is not None:
+        proofs[stage.name] = evidence
+    asked = {k: v for k, v in zip(_REQUEST_KEYS, (transition.status, transition.result, transition.repair_scope,
+                                                  transition.blocker, transition.resolution), strict=True)
+             if v is not None}
+    history = [*(record.history if record is not None else []), asked]
+    events.append(wire_event("stage_recorded", task.task_id, task.session_id, at, **asked,
+                             **({"evidence": evidence} if evidence is not None else {}),
+                             state=after.as_dict(), proofs=proofs, history=history))
+    commit(stores, events, report)
+    return StageDone(task, after, state, evidence, report, notes, ran)
+
+
+def _run_check(command: str, root: Path, timeout: float | None):
+    from baton.skills.handoff.checks import check_timeout, run_check
+    from baton.skills.handoff.write import CHECK_TIMEOUT
+
+    check_timeout(timeout)
+    return run_check(command, root, timeout=timeout or CHECK_TIMEOUT)[0]
+
+
+def _commit_evidence(root: Path, place: Place, status: str) -> dict:
+    branch = place.worktree.branch if place.worktree is not None else None
+    head = head_commit(root)
+    if not branch or head is None:
+        raise BadInput(f"{status} needs a commit checked out on a branch: "
+                       f"{'no commit yet' if head is None else 'a detached HEAD'}")
+    proof = commit_proof(root, head, branch)
+    if not proof.held:
+        raise BadInput(f"{status} not recorded: {proof.reason}")
+    return {"kind": "commit", "commit": head, "branch": branch}
+
+
+def _relative(root: Path, path: str) -> str:
+    import os
+
+    full = os.path.realpath(root / path)
+    return os.path.relpath(full, os.path.realpath(root))
+
+
+@dataclass(frozen=True, slots=True)
+class StageProof:
+    stage: str
+    status: str
+    authority: str | None
+    held: bool
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"stage": self.stage, "status": self.status, "authority": self.authority, "held": self.held,
+                "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowView:
+    """What resume shows: the recorded state, each completed stage's proof re-checked now,
+    and where to go on (fallen back to the first stage whose proof does not hold)."""
+
+    recorded: WorkflowState
+    proofs: tuple[StageProof, ...]
+    next_stage: str | None
+    resume_from: str | None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def stale(self) -> list[StageProof]:
+        return [p for p in self.proofs if not p.held]
+
+    def to_json(self) -> dict:
+        return {"state": self.recorded.as_dict(), "completed": [p.to_json() for p in self.proofs],
+                "next_stage": self.next_stage, "resume_from": self.resume_from,
+                "fell_back": self.next_stage != self.recorded.next_stage, "notes": list(self.notes)}
+
+
+def workflow_view(settings, session, fallback_root: Path) -> WorkflowView | None:
+    """The ticket's workflow re-checked against the worktree (the session's, where it still
+    exists); None for a ticket that uses no stages. BadInput for a bad [workflow] table."""
+    record = session.workflow
+    if record is None:
+        return None
+    lifecycle = lifecycle_of(settings)
+    state, notes = current_state(lifecycle, record)
+    worktree = Path(session.worktree_path) if session.worktree_path else None
+    root = worktree if worktree is not None and worktree.is_dir() else fallback_root
+    proofs = []
+    for name in state.completed_stages:
+        stage = lifecycle.stage(name)
+        proof = _prove(root, stage.authority, record.proofs.get(name))
+        proofs.append(StageProof(name, stage.passed, stage.authority, proof.held,
+                                 proof.reason if proof.held else stale_line(stage.passed, proof)))
+    shown = fall_back(lifecycle, state, [p.stage for p in proofs if not p.held])
+    return WorkflowView(state, tuple(proofs), shown.next_stage, shown.resume_from, tuple(notes))
+
+
+def _prove(root: Path, authority: str | None, evidence: dict | None) -> Proof:
+    if authority is None:
+        return Proof(True, "no authority: the agent's word")
+    if not isinstance(evidence, dict):
+        return Proof(False, "no evidence was recorded for it")
+    try:
+        if authority == "check" and evidence.get("kind") == "check":
+            snap = evidence.get("snapshot")
+            return check_proof(root, RecordedCheck(
+                command=str(evidence["command"]), exit_status=evidence.get("exit_status"), observed=True,
+                recorded_at=clock.parse(str(evidence["recorded_at"])),
+                snapshot=WorktreeSnapshot(snap.get("head"), dict(snap.get("changed") or {}))
+                if isinstance(snap, dict) else None))
+        if authority in _WHAT and evidence.get("kind") == "artifact":
+            return artifact_proof(root, str(evidence["path"]), _WHAT[authority])
+        if authority == "commit" and evidence.get("kind") == "commit":
+            return commit_proof(root, str(evidence["commit"]), str(evidence["branch"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        return Proof(False, f"its recorded evidence is malformed ({exc})")
+    return Proof(False, f"its recorded evidence is not a {authority} proof")

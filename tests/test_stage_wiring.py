@@ -1,0 +1,145 @@
+"""Workflow stages and interrupted work, end to end through the command line: a lifecycle
+with a repair walked on the embedded stores and on the servers, claims re-checked by
+resume (a stale TEST_PASS, a COMMITTED whose commit is gone), and `baton recover` finding
+an agent killed mid-session and nothing while the agent lives."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from tests.conftest import git
+
+
+def stage(cli, cwd: Path, *args: str) -> dict:
+    code, out, err = cli(cwd, "stage", *args, "--json")
+    assert code == 0, err
+    return json.loads(out)["state"]
+
+
+def workflow(cli, cwd: Path, task: str = "OMN-1") -> dict:
+    code, out, err = cli(cwd, "resume", task, "--json")
+    assert code == 0, err
+    return json.loads(out)["workflow"]
+
+
+def test_the_lifecycle_and_a_repair_walked_through_the_cli(any_home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    assert workflow(cli, main) is None  # a ticket without stages: its phase is all there is
+    code, _, err = cli(main, "stage", "IMPLEMENTED")
+    assert code == 2 and err.count("\n") == 1 and "allowed next: PLAN_READY, WORKFLOW_BLOCKED" in err
+    stage(cli, main, "PLAN_READY")
+    stage(cli, main, "IMPLEMENTED")
+    code, _, err = cli(main, "stage", "REVIEW_PASS")
+    assert code == 2 and "--evidence PATH" in err
+    (main / "review.md").write_text("approved\n")
+    (main / "retro.md").write_text("nothing to document\n")
+    assert stage(cli, main, "REVIEW_PASS", "--evidence", "review.md")["next_stage"] == "test"
+    code, _, err = cli(main, "stage", "TEST_PASS", "--check", "git no-such-command")
+    assert code == 2 and "the check exited 1" in err
+    failed = stage(cli, main, "TEST_FAIL", "--repair-scope", "test-infrastructure")
+    assert (failed["next_stage"], failed["repair_round"]) == ("implement", 1)
+    # A test-infrastructure repair goes implement -> test, past the review.
+    assert stage(cli, main, "IMPLEMENTED")["next_stage"] == "test"
+    stage(cli, main, "TEST_PASS", "--check", "git --version")
+    stage(cli, main, "RETRO_COMPLETE", "--evidence", "retro.md", "--result", "NO_DOC_CHANGE")
+    stage(cli, main, "COMMIT_PENDING")
+    git(main, "add", "review.md", "retro.md")
+    git(main, "commit", "-q", "-m", "OMN-1")
+    done = stage(cli, main, "COMMITTED")
+    assert done["status"] == "COMMITTED" and done["next_stage"] is None
+    shown = workflow(cli, main)
+    assert [(p["stage"], p["held"]) for p in shown["completed"]] == [
+        ("plan", True), ("implement", True), ("code-review", True), ("test", True), ("retrospective", True),
+        ("commit", True)]
+    assert shown["next_stage"] is None and not shown["fell_back"]
+    code, out, _ = cli(main, "resume", "OMN-1")
+    assert "### Workflow" in out and "**Next stage:** none: the workflow is complete" in out
+
+
+def test_a_stale_test_pass_is_shown_and_the_next_stage_falls_back(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    (main / "src").mkdir()
+    (main / "src" / "db.py").write_text("connect()\n")
+    (main / "review.md").write_text("approved\n")
+    for args in (["PLAN_READY"], ["IMPLEMENTED"], ["REVIEW_PASS", "--evidence", "review.md"],
+                 ["TEST_PASS", "--check", "git --version"]):
+        stage(cli, main, *args)
+    assert workflow(cli, main)["next_stage"] == "retrospective"
+    (main / "src" / "db.py").write_text("connect(retries=3)\n")
+    shown = workflow(cli, main)
+    test = next(p for p in shown["completed"] if p["stage"] == "test")
+    assert not test["held"] and test["reason"].startswith("TEST_PASS claimed, but src/db.py changed after the check")
+    assert (shown["next_stage"], shown["fell_back"], shown["state"]["next_stage"]) == ("test", True, "retrospective")
+    _, out, _ = cli(main, "resume", "OMN-1")
+    assert "- test: STALE: TEST_PASS claimed, but src/db.py changed after the check `git --version`" in out
+    assert "**Next stage:** test (fell back" in out
+
+
+def test_a_committed_whose_commit_is_gone_is_stale(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    (main / "review.md").write_text("approved\n")
+    for args in (["PLAN_READY"], ["IMPLEMENTED"], ["REVIEW_PASS", "--evidence", "review.md"],
+                 ["TEST_PASS", "--check", "git --version"], ["RETRO_COMPLETE", "--evidence", "review.md"],
+                 ["COMMIT_PENDING"]):
+        stage(cli, main, *args)
+    git(main, "commit", "-q", "--allow-empty", "-m", "OMN-1 done")
+    commit = git(main, "rev-parse", "HEAD").strip()
+    stage(cli, main, "COMMITTED")
+    git(main, "reset", "-q", "--hard", "HEAD~1")
+    git(main, "reflog", "expire", "--expire=now", "--all")
+    git(main, "gc", "-q", "--prune=now")
+    shown = workflow(cli, main)
+    committed = next(p for p in shown["completed"] if p["stage"] == "commit")
+    assert committed == {"stage": "commit", "status": "COMMITTED", "authority": "commit", "held": False,
+                         "reason": f"COMMITTED claimed, but commit {commit[:12]} does not exist in this repository"}
+    assert all(p["held"] for p in shown["completed"] if p["stage"] != "commit")
+    assert (shown["next_stage"], shown["resume_from"]) == ("commit", "commit")
+
+
+AGENT = """
+import subprocess, sys, time
+subprocess.run([sys.executable, "-c", "from baton.skills.frontends.cli import run; run()",
+                "hook", "user-prompt-submit"], input=sys.argv[1], text=True, check=True)
+print("beat", flush=True)
+time.sleep(600)
+"""
+
+
+def test_recover_finds_a_killed_agents_session_and_nothing_while_it_lives(home, worktrees, cli):
+    main, second = worktrees
+    cli(second, "bind", "OMN-2")
+    stage(cli, second, "PLAN_READY")
+    agent_session = str(uuid.uuid4())
+    payload = json.dumps({"session_id": agent_session, "cwd": str(second), "hook_event_name": "UserPromptSubmit",
+                          "prompt": "go on"})
+    agent = subprocess.Popen([sys.executable, "-c", AGENT, payload], cwd=second, stdout=subprocess.PIPE, text=True,
+                             env=os.environ.copy())
+    try:
+        assert agent.stdout.readline() == "beat\n"  # the hook ran as the agent's child and recorded it
+        code, out, _ = cli(main, "recover", "--verbose")
+        assert code == 0 and out.startswith("NO_INTERRUPTED_TASK_FOUND\nreason: all agents alive (1 active)\n")
+        assert f"excluded OMN-2 ({second}): agent alive" in out
+    finally:
+        agent.send_signal(signal.SIGKILL)
+        agent.wait(timeout=10)
+    code, out, _ = cli(main, "recover")
+    assert code == 0 and out.startswith("INTERRUPTED_TASK_FOUND\n"), out
+    assert "ticket: OMN-2\nbranch: second\n" in out and f"worktree: {second}\n" in out
+    assert "stage: PLAN_READY (next: implement)\n" in out
+    assert f"agent: agent process {agent.pid} is gone" in out
+    assert f"continue: cd {second} && claude --resume {agent_session}\n" in out
+    code, out, _ = cli(main, "recover", "--json")
+    found = json.loads(out)
+    assert found["status"] == "interrupted_task_found" and [c["task_id"] for c in found["candidates"]] == ["OMN-2"]
+    # An ended session is not interrupted work.
+    cli(second, "end", "OMN-2")
+    code, out, _ = cli(main, "recover", "--verbose")
+    assert out.startswith("NO_INTERRUPTED_TASK_FOUND\nreason: nothing active (1 ended)\n"), out
+    assert f"excluded OMN-2 ({second}): the session was ended" in out
