@@ -9,8 +9,8 @@ from datetime import datetime
 
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
-from baton.outcome import Found
 from baton.graph.conflicts import FileConflict, should_emit_conflict_signal
+from baton.outcome import Found
 from baton.skills.core.binding import ActiveTask
 from baton.skills.runtime.stores import Stores
 

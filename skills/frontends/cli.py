@@ -420,8 +420,8 @@ def _resume(args, stores) -> int:
 
 def _list(args, stores) -> int:
     from baton import clock
-    from baton.skills.services.listing import list_sessions
     from baton.skills.frontends.render import listing_text
+    from baton.skills.services.listing import list_sessions
 
     now = clock.now()
     listing = list_sessions(stores, include_inactive=args.all, at=now)
@@ -437,8 +437,8 @@ def _list(args, stores) -> int:
 
 def _signals(args, stores) -> int:
     from baton.skills.frontends.answers import signals_answer
-    from baton.skills.services.queries import signals_since
     from baton.skills.frontends.render import signal_line
+    from baton.skills.services.queries import signals_since
 
     signals = signals_since(stores, task_id=args.task, since=args.since, limit=args.limit)
     if args.json:
@@ -449,10 +449,9 @@ def _signals(args, stores) -> int:
 
 
 def _recall(args, stores) -> int:
+    from baton.shown_text import one_line
     from baton.skills.frontends.answers import recall_answer
     from baton.skills.services.queries import recall_decisions
-
-    from baton.shown_text import one_line
 
     hits = recall_decisions(stores, args.text, args.limit)
     if args.json:

@@ -419,8 +419,8 @@ def without_batons_own(dirty: dict[str, float]) -> dict[str, float]:
     """dirty without the files Baton writes itself (handoffs, the binding, what `baton
     install claude` added): every ticket writes these, so sweeping them as touches would
     make every ticket overlap every other."""
-    from baton.skills.installers.claude_code import skill_names
     from baton.skills.handoff.files import HANDOFFS_DIR
+    from baton.skills.installers.claude_code import skill_names
 
     installed = {".claude/settings.json", *(f".claude/skills/{name}/SKILL.md" for name in skill_names())}
     return {path: mtime for path, mtime in dirty.items()

@@ -64,8 +64,8 @@ def bind_task(task_id: str, agent: str | None = None, worktree: str | None = Non
 
 def record_touch(paths: list[str], task_id: str | None = None, worktree: str | None = None) -> str:
     from baton.files import WorktreeLocator
-    from baton.skills.frontends.answers import touch_answer
     from baton.skills.core.binding import place_of, resolve_task
+    from baton.skills.frontends.answers import touch_answer
     from baton.skills.services.touch import touch
 
     def run(stores):
@@ -78,8 +78,8 @@ def record_touch(paths: list[str], task_id: str | None = None, worktree: str | N
 
 
 def record_decision(text: str, context: str = "", task_id: str | None = None, worktree: str | None = None) -> str:
-    from baton.skills.frontends.answers import decide_answer
     from baton.skills.core.binding import resolve_task
+    from baton.skills.frontends.answers import decide_answer
     from baton.skills.services.decide import decide
 
     def run(stores):

@@ -12,8 +12,8 @@ from datetime import datetime
 from baton.shown_text import escape_controls, one_line
 from baton.skills.frontends.briefing import signal_line, unavailable_stores, when
 from baton.skills.handoff.files import HANDOFFS_DIR, LATEST
-from baton.skills.handoff.verify import NO_HANDOFF, Verification
 from baton.skills.handoff.journal import journal_of
+from baton.skills.handoff.verify import NO_HANDOFF, Verification
 from baton.skills.services.listing import Listing
 from baton.skills.services.resume import ResumeResult
 

@@ -40,8 +40,6 @@ from baton.skills.handoff.files import (
     read_handoff,
     shown_path,
 )
-from baton.skills.runtime.command_words import parse_command
-from baton.skills.runtime.settings import HandoffSettings
 from baton.skills.handoff.probe_policy import Permission, ProbePolicy
 from baton.skills.handoff.probe_signing import SigningKey, verifying_keys
 from baton.skills.handoff.probes import (
@@ -52,6 +50,8 @@ from baton.skills.handoff.probes import (
     run_probe,
     shown_output,
 )
+from baton.skills.runtime.command_words import parse_command
+from baton.skills.runtime.settings import HandoffSettings
 
 VERIFIED, CHANGED, FAILED, NOT_RUN, STALE = "verified", "changed", "failed", "not_run", "stale"
 STATUSES = (VERIFIED, CHANGED, FAILED, NOT_RUN, STALE)

@@ -19,6 +19,8 @@ from baton.outcome import Found, NotFound
 from baton.registry.model import CheckRecorded, HandoffWritten
 from baton.signals.model import SignalType
 from baton.skills.core.binding import ActiveTask, Place
+from baton.skills.core.commit import read_binding_quietly, record_events
+from baton.skills.core.signalling import signal
 from baton.skills.handoff.checks import CheckResult, check_timeout, parse_check, run_check
 from baton.skills.handoff.document import (
     MATCH_EXIT,
@@ -40,7 +42,6 @@ from baton.skills.handoff.files import (
 from baton.skills.handoff.journal import journal_of
 from baton.skills.handoff.probe_policy import GIT_STATE_PROBES
 from baton.skills.handoff.probe_signing import SigningKey, sign, signing_key
-from baton.skills.runtime.command_words import parse_command
 from baton.skills.handoff.probes import (
     ProbeRun,
     command_text,
@@ -48,9 +49,8 @@ from baton.skills.handoff.probes import (
     run_probe,
     shown_output,
 )
-from baton.skills.core.signalling import signal
+from baton.skills.runtime.command_words import parse_command
 from baton.skills.runtime.stores import Stores
-from baton.skills.core.commit import read_binding_quietly, record_events
 
 CHECK_TIMEOUT = 300.0  # seconds a check may run while a handoff is written (a test suite, say)
 CHECK_SHOWN_LINES = 15

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from baton.errors import BadInput
-from baton.skills.installers import json_text
 from baton.skills.core.binding import Place
+from baton.skills.installers import json_text
 
 SCOPES = ("project", "user")
 

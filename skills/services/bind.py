@@ -8,7 +8,6 @@ from datetime import datetime
 
 from baton import clock
 from baton.errors import StoreUnavailable
-from baton.store_names import Store
 from baton.ids import BATON_NAMESPACE, check_task_id
 from baton.outcome import Found, NotFound, Unavailable
 from baton.signals.wire import SignalType
@@ -17,6 +16,7 @@ from baton.skills.core.commit import commit, publish, read_binding_quietly, wire
 from baton.skills.core.signalling import wire_signal
 from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
+from baton.store_names import Store
 
 
 def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None,

@@ -16,11 +16,11 @@ from baton.ids import check_task_id
 from baton.outcome import NotFound, Unavailable
 from baton.registry.model import HandoffVerified
 from baton.skills.core.binding import ActiveTask, Place, place_of, resolve_task
+from baton.skills.core.commit import record_events
 from baton.skills.handoff.verify import Verification, verify_handoff_at
 from baton.skills.handoff.write import HandoffReport, write_handoff
 from baton.skills.runtime.stores import Stores
 from baton.skills.runtime.unit import unit_of_work
-from baton.skills.core.commit import record_events
 
 
 @dataclass

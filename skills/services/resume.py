@@ -7,19 +7,19 @@ from datetime import datetime
 
 from baton import clock
 from baton.errors import StoreUnavailable
+from baton.graph.conflicts import FileConflict
 from baton.ids import check_task_id
 from baton.outcome import Found, NotFound, Unavailable
-from baton.graph.conflicts import FileConflict
 from baton.registry.model import Session
 from baton.signals.model import Signal, file_subject
 from baton.skills.core.binding import ActiveTask, Place
-from baton.skills.runtime.deadline import SLACK, gather
-from baton.skills.services.handoff import verify_and_record
-from baton.skills.handoff.verify import Verification
-from baton.skills.core.overlaps import conflicts_of
-from baton.skills.runtime.stores import Stores
 from baton.skills.core.commit import read_binding_quietly
+from baton.skills.core.overlaps import conflicts_of
+from baton.skills.handoff.verify import Verification
+from baton.skills.runtime.deadline import SLACK, gather
+from baton.skills.runtime.stores import Stores
 from baton.skills.services.bind import bind
+from baton.skills.services.handoff import verify_and_record
 from baton.skills.services.stage import WorkflowView, workflow_view
 
 STORES = ("registry", "graph", "recall", "signals")
@@ -46,7 +46,7 @@ class ResumeResult:
     conflict_paths: dict[str, list[str]] = field(default_factory=dict)
     related_decisions: list[RelatedDecision] = field(default_factory=list)
     signals: list[Signal] = field(default_factory=list)
-    stores: dict[str, str] = field(default_factory=lambda: {name: NOT_QUERIED for name in STORES})
+    stores: dict[str, str] = field(default_factory=lambda: dict.fromkeys(STORES, NOT_QUERIED))
     bound: bool = False
     handoff: Verification | None = None  # the worktree's current handoff, re-verified
     workflow: WorkflowView | None = None  # the ticket's stages, each claim re-checked (None: it uses none)

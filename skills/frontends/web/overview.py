@@ -184,8 +184,8 @@ def changes(before: Snapshot | None, after: Snapshot, filters: Filters) -> dict:
     touches = []
     for row in changed:
         previous = old.get(row["task_id"])
-        if previous is None or previous["files_touched"][:1] == row["files_touched"][:1] \
-                and len(previous["files_touched"]) == len(row["files_touched"]):
+        if previous is None or (previous["files_touched"][:1] == row["files_touched"][:1] \
+                and len(previous["files_touched"]) == len(row["files_touched"])):
             continue
         fresh = [path for path in row["files_touched"] if path not in set(previous["files_touched"])]
         touches.append({"task_id": row["task_id"], "files": fresh or row["files_touched"][:1], "at": row["last_activity"]})
