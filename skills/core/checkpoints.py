@@ -43,6 +43,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -446,10 +447,10 @@ def _survey(git: _Git, scratch: Path, patterns: Sequence[str], cap: int,
         return Refused(f"{operation} is in progress in {place.root}: a checkpoint could not hold its state "
                        "(conflict stages, the operation's own files); finish or abort it first")
     index = scratch / "index"
-    try:  # with its modification time: git tells a racily clean entry by comparing the two
+    # with its modification time: git tells a racily clean entry by comparing the two; nothing
+    # ever staged leaves no index, which git reads as an empty one
+    with suppress(FileNotFoundError):
         shutil.copy2(place.git_dir / "index", index)
-    except FileNotFoundError:
-        pass  # nothing ever staged: git reads a missing index as an empty one
     status, raw = _status(git, index)
     if status.unmerged:
         return Refused(f"{len(status.unmerged)} unmerged path(s) in {place.root}, e.g. "
@@ -742,7 +743,7 @@ def _write_files(git: _Git, root: Path, entries: list[tuple[str, str, str]], *, 
     contents = _parse_batch(git.run("cat-file", "--batch", input="".join(f"{o}\n" for _, _, o in blobs).encode()),
                             len(blobs)) if blobs else []
     real_root = Path(os.path.realpath(root))
-    for (path, mode, _), content in zip(blobs, contents):
+    for (path, mode, _), content in zip(blobs, contents, strict=True):
         if content is None:
             raise _GitFailed(f"the object of {path!r} is missing from the repository")
         target = _safe_path(root, path)

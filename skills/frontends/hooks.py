@@ -25,7 +25,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -111,12 +111,11 @@ def run_hook(event: str, stdin=None, stdout=None) -> int:
         payload = read_payload(stdin.read())
         out.session_id = payload.session_id
         HANDLERS[event](payload, out)
-    except Exception as exc:  # the agent must never be broken by Baton: report, do not raise
+    except Exception as exc:  # noqa: BLE001 -- the agent must never be broken by Baton: report, do not raise
         out.cannot_record(_failure(exc))
-    try:
+    # stdout may be gone: what went wrong is on stderr already, and nothing reaches the agent
+    with suppress(Exception):
         out.finish()
-    except Exception:  # stdout is gone: what went wrong is on stderr already, and nothing reaches the agent
-        pass
     if event == "session-end" and out.session_id:
         from baton.skills.frontends.told import forget_trouble
 
@@ -389,7 +388,7 @@ def _record_activity(stores, task) -> None:
 def _step(out: Output, doing: str, step: Callable[[], None]) -> None:
     try:
         step()
-    except Exception as exc:  # the next step must run: report, do not raise
+    except Exception as exc:  # noqa: BLE001 -- the next step must run: report, do not raise
         out.cannot_record(f"{doing}: {_failure(exc)}")
 
 

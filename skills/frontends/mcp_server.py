@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Literal
 
@@ -187,8 +188,8 @@ def verify_handoff(path: str | None = None, task_id: str | None = None, allow_un
 
 # name -> (function, description): what list_tools shows.
 TOOLS: dict[str, tuple[Callable[..., str], str]] = {
-    "resume_session": (resume_session, "A ticket's state, conflicts, related decisions and missed signals; "
-                                       "binds the worktree to it."),
+    "resume_session": (resume_session, ("A ticket's state, conflicts, related decisions and missed signals; "
+                                        "binds the worktree to it.")),
     "list_sessions": (list_sessions, "Active sessions, with the tickets each conflicts with."),
     "bind_task": (bind_task, "Bind the worktree to a ticket."),
     "record_touch": (record_touch, "Record files the ticket changed; returns overlaps with other active tickets."),
@@ -199,8 +200,8 @@ TOOLS: dict[str, tuple[Callable[..., str], str]] = {
     "recover_work": (recover_work, ("Interrupted work (agent gone, session not ended) and the command that "
                                     "continues each.")),
     "end_session": (end_session, "End the ticket's session as completed (default) or stalled."),
-    "write_handoff": (write_handoff, "Write the ticket's handoff: journal, git state, checks and probes (NAME: CMD), "
-                                     "all signed."),
+    "write_handoff": (write_handoff, ("Write the ticket's handoff: journal, git state, checks and probes (NAME: CMD), "
+                                      "all signed.")),
     "verify_handoff": (verify_handoff, "Re-run the current handoff's live-state probes; fresh results win."),
     "recall_decisions": (recall_decisions, "Search all tickets' decisions by meaning."),
     "signals_since": (signals_since, "Coordination signals after an ISO 8601 time, oldest first."),
@@ -307,10 +308,8 @@ def _stop_now(number: int, frame) -> None:
     import sys
 
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with suppress(OSError, ValueError):  # the client may have closed its end already
             stream.flush()
-        except (OSError, ValueError):  # the client may have closed its end already
-            pass
     os._exit(128 + number)
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -312,10 +313,9 @@ def _read_meta(line: str, parsed: ParsedHandoff) -> None:
     if key == "ticket" and parsed.task_id is None:
         parsed.task_id = value
     elif key == "written" and parsed.written_at is None:
-        try:
+        # not a time (or one out of range in UTC): the file's modification time stands in
+        with suppress(ValueError, OverflowError):
             parsed.written_at = clock.parse(value)
-        except (ValueError, OverflowError):
-            pass  # not a time (or one out of range in UTC): the file's modification time stands in
 
 
 def parse_document(text: str) -> ParsedHandoff:

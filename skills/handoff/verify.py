@@ -286,7 +286,8 @@ def verify_handoff_at(root: Path, repo: str, home: Path, settings: HandoffSettin
     # Checks (a test suite, say) run after the probes, so slow checks never starve cheap
     # probes of the budget; results keep the document's order.
     claims = parsed.claims
-    order = sorted(range(len(claims)), key=lambda i: claims[i].probe is not None and claims[i].probe.match == MATCH_EXIT)
+    order = sorted(range(len(claims)),
+                   key=lambda i: claims[i].probe is not None and claims[i].probe.match == MATCH_EXIT)
     results = {i: verifier.judge(claims[i], parsed.task_id) for i in order}
     verification.results = [results[i] for i in range(len(claims))]
     return verification

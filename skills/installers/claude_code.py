@@ -368,7 +368,8 @@ def _install_skill(base: Path, skill: str, records: InstallRecords, warnings: li
             records.save_skill(target, _digest(wanted))
             return "unchanged"
         if _digest(present) != records.skill_digest(target):
-            warnings.append(f"{target} exists with other content; left as it is (remove it and install again to replace it)")
+            warnings.append(f"{target} exists with other content; left as it is "
+                            "(remove it and install again to replace it)")
             return "kept (other content)"
         action = "updated"  # as an earlier Baton wrote it
     target.parent.mkdir(parents=True, exist_ok=True)

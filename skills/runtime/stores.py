@@ -85,7 +85,8 @@ class Stores:
             else:
                 from baton.registry.sqlite import SqliteSessionStore
 
-                self._registry = SqliteSessionStore(self.settings.home / "registry.db", timeout=self.settings.store_timeout)
+                self._registry = SqliteSessionStore(self.settings.home / "registry.db",
+                                                    timeout=self.settings.store_timeout)
         return self._registry
 
     @property
@@ -113,7 +114,8 @@ class Stores:
                 from baton.signals.kafka import SIGNALS_TOPIC, KafkaSignalBus
 
                 self._signals = KafkaSignalBus(
-                    self.settings.kafka_bootstrap, self.settings.home / SIGNALS_OUTBOX, timeout=self.settings.store_timeout,
+                    self.settings.kafka_bootstrap, self.settings.home / SIGNALS_OUTBOX,
+                    timeout=self.settings.store_timeout,
                     topic=f"{self.settings.kafka_topic_prefix}{SIGNALS_TOPIC}",
                     gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)))
             else:
@@ -266,4 +268,5 @@ def _require(module: str, store: str, extra: str) -> None:
     import importlib.util
 
     if importlib.util.find_spec(module) is None:
-        raise StoreUnavailable(store, f"its server is configured but {module} is not installed (pip install -e '.[{extra}]')")
+        raise StoreUnavailable(store, f"its server is configured but {module} is not installed "
+                                      f"(pip install -e '.[{extra}]')")

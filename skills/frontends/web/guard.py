@@ -23,8 +23,8 @@ COOKIE = "baton_dashboard"
 MAX_LOGIN_BODY = 4096
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 SECURITY_HEADERS = [
-    (b"content-security-policy", b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                                 b"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"),
+    (b"content-security-policy", (b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                                  b"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
@@ -80,7 +80,7 @@ class AccessGuard:
         cookie = SimpleCookie()
         try:
             cookie.load(headers.get("cookie", ""))
-        except Exception:  # a malformed Cookie header admits nobody
+        except Exception:  # noqa: BLE001 -- a malformed Cookie header admits nobody
             return False
         morsel = cookie.get(COOKIE)
         return morsel is not None and hmac.compare_digest(morsel.value.encode(), cookie_value(self.token).encode())

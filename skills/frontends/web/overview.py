@@ -7,7 +7,8 @@ cheap change marker says when to rebuild it: on the embedded default the waterma
 the registry and the signal log and the graph file's size and time (every write moves one
 of them, and no read does: the registry's file changes when a read applies pending events,
 so its file is not the mark); with a server, whose writes leave no trace here, the
-snapshot is rebuilt once it is older than SERVER_REFRESH. The dashboard only reads: it neither delivers kept writes nor runs a probe.
+snapshot is rebuilt once it is older than SERVER_REFRESH. The dashboard only reads: it neither
+delivers kept writes nor runs a probe.
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ class Filters:
                    only_conflicts=query.get("conflicts") == "1", include_ended=query.get("all") == "1")
 
     def keeps(self, row: dict) -> bool:
-        return ((self.include_ended or row["status"] == "active") and (not self.repo or row["repo"] == self.repo)
-                and (not self.agent or row["agent"] == self.agent) and (not self.only_conflicts or row["conflicts_with"]))
+        return ((self.include_ended or row["status"] == "active")
+                and (not self.repo or row["repo"] == self.repo)
+                and (not self.agent or row["agent"] == self.agent)
+                and (not self.only_conflicts or row["conflicts_with"]))
 
 
 @dataclass
@@ -188,7 +191,8 @@ def changes(before: Snapshot | None, after: Snapshot, filters: Filters) -> dict:
                 and len(previous["files_touched"]) == len(row["files_touched"])):
             continue
         fresh = [path for path in row["files_touched"] if path not in set(previous["files_touched"])]
-        touches.append({"task_id": row["task_id"], "files": fresh or row["files_touched"][:1], "at": row["last_activity"]})
+        touches.append({"task_id": row["task_id"], "files": fresh or row["files_touched"][:1],
+                        "at": row["last_activity"]})
     seen = {s["signal_id"] for s in before.signals} if before else set()
     signals = [s for s in after.signals if s["signal_id"] not in seen]
     return {"changed": changed, "gone": gone, "order": order if order != old_order else None,
