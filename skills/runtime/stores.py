@@ -27,6 +27,10 @@ from baton.store_names import Store
 if TYPE_CHECKING:
     from baton.budget import Budget
     from baton.outbox import Outbox
+    from baton.recall.indexer import Indexer
+    from baton.recall.queue import EmbeddingQueue
+    from baton.recall.search import DecisionSearchClient
+    from baton.registry.kafka import KafkaEventLog
     from baton.skills.runtime.sink import Sink
 
 # The outboxes in the data home (baton.outbox): writes kept until a server took them.
@@ -45,11 +49,11 @@ class Stores:
         self._registry: SessionStore | None = None
         self._graph: ConflictGraph | None = None
         self._signals: SignalBus | None = None
-        self._recall = None
-        self._pending = None
-        self._event_log = None
-        self._queue = None
-        self._indexer = None
+        self._recall: DecisionSearchClient | None = None
+        self._pending: Outbox | None = None
+        self._event_log: KafkaEventLog | None = None
+        self._queue: EmbeddingQueue | None = None
+        self._indexer: Indexer | None = None
 
     @cached_property
     def budget(self) -> Budget:
@@ -176,7 +180,7 @@ class Stores:
         return self._pending
 
     @cached_property
-    def sink(self) -> Sink:
+    def sink(self) -> Sink[Stores]:
         """Where this command's writes go (baton.skills.runtime.sink)."""
         from baton.skills.runtime import sink
 
