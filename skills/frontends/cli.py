@@ -575,9 +575,9 @@ def _install(args, stores) -> int:
         from baton.skills.installers.claude_code import baton_executable
         from baton.skills.installers.git_hook import install_git_hook
 
-        report = install_git_hook(place.root, baton_executable("user"), strict=args.strict)
-        kept = f"; the earlier hook keeps running first ({report.chained.name})" if report.chained else ""
-        print(f"{report.hook}: {report.action}{' (strict)' if args.strict else ' (advisory)'}{kept}")
+        hooked = install_git_hook(place.root, baton_executable("user"), strict=args.strict)
+        kept = f"; the earlier hook keeps running first ({hooked.chained.name})" if hooked.chained else ""
+        print(f"{hooked.hook}: {hooked.action}{' (strict)' if args.strict else ' (advisory)'}{kept}")
         return 0
     if args.strict:
         raise BadInput("--strict applies to git-hook, not claude")
@@ -601,9 +601,10 @@ def _uninstall(args, stores) -> int:
             raise BadInput("--scope applies to claude, not git-hook")
         from baton.skills.installers.git_hook import uninstall_git_hook
 
-        report = uninstall_git_hook(place.root)
-        put_back = "; the earlier hook is back in place" if report.chained else ""
-        print(f"{report.hook}: {'removed' + put_back if report.action == 'removed' else 'no Baton guard installed'}")
+        unhooked = uninstall_git_hook(place.root)
+        put_back = "; the earlier hook is back in place" if unhooked.chained else ""
+        outcome = "removed" + put_back if unhooked.action == "removed" else "no Baton guard installed"
+        print(f"{unhooked.hook}: {outcome}")
         return 0
     from baton.skills.installers.claude_code import uninstall_claude
 

@@ -36,6 +36,7 @@ def resume_markdown(result: ResumeResult) -> str:
         return "\n".join([(f"Session registry unavailable: {one_line(result.reason or '')}. "
                            "Binding task_id locally only."), *live])
     session = result.session
+    assert session is not None, "a found resume carries its session"
     journal = journal_of(session)
     lines = [f"## Resuming {session.task_id}",
              (f"**Phase:** {session.phase.value} | **Status:** {session.status.value} | "

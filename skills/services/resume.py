@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -128,7 +129,8 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
     else:
         result.stores["registry"] = OK
         session = result.session = looked.value
-        asked = {"graph": lambda: _conflicts(stores, session), "signals": lambda: _missed_signals(stores, session)}
+        asked: dict[str, Callable[[], object]] = {"graph": lambda: _conflicts(stores, session),
+                                                  "signals": lambda: _missed_signals(stores, session)}
         if session.decisions:  # related decisions are found from the ticket's own
             asked["recall"] = lambda: _related(stores, session, limit)
         parts = gather(asked, max(budget.remaining(), 0.0) + SLACK)

@@ -34,9 +34,9 @@ def _text(label: str, value: str) -> str:
 
 
 def update(stores: Stores, task: ActiveTask, place: Place, *, phase: str | None = None,
-           next_action: str | None = None, done: list[str] = (), failed: list[str] = (),
-           depends_on: list[str] = (), goal: str | None = None, constraints: list[str] = (),
-           remaining: list[str] = (), evidence: list[str] = (), checks: Sequence[CheckResult] = (),
+           next_action: str | None = None, done: Sequence[str] = (), failed: Sequence[str] = (),
+           depends_on: Sequence[str] = (), goal: str | None = None, constraints: Sequence[str] = (),
+           remaining: Sequence[str] = (), evidence: Sequence[str] = (), checks: Sequence[CheckResult] = (),
            at: datetime | None = None) -> WriteReport:
     """Record phase, next action, steps, failures, dependencies and the journal's goal,
     constraints, remaining work, evidence (reported by the agent) and checks (each with its
