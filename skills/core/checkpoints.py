@@ -469,7 +469,8 @@ def _last_if_unchanged(git: _Git, survey: _Survey) -> str | None:
     return None
 
 
-def _check_inputs(texts: dict[str, str | None], cap: int) -> None:
+def _check_inputs(texts: dict[str, object], cap: object) -> None:
+    """Refuse what a caller passed unchecked (an MCP tool's arguments, say)."""
     for name, value in texts.items():
         if value is not None and (not isinstance(value, str) or "\0" in value or len(value) > 4096):
             raise BadInput(f"checkpoint {name} must be text of at most 4096 characters without NUL")
@@ -583,7 +584,8 @@ def _write(git: _Git, survey: _Survey, *, boundary: str, label: str | None, run_
 
 def _parse_batch(out: bytes, count: int) -> list[tuple[str, bytes] | None]:
     """The objects of a `git cat-file --batch` answer: (type, content), None when missing."""
-    objects, at = [], 0
+    objects: list[tuple[str, bytes] | None] = []
+    at = 0
     for _ in range(count):
         end = out.index(b"\n", at)
         header = out[at:end].split(b" ")
@@ -787,9 +789,9 @@ def _apply(git: _Git, root: Path, checkpoint: Checkpoint, base_tree: str) -> lis
         listed = git.run("ls-tree", "-r", "-z", checkpoint.artifacts_tree).split(b"\0")
         entries = []
         for line in filter(None, listed):
-            meta, _, path = line.partition(b"\t")
+            meta, _, raw_path = line.partition(b"\t")
             mode, _, oid = meta.decode().split(" ")
-            entries.append((os.fsdecode(path), mode, oid))
+            entries.append((os.fsdecode(raw_path), mode, oid))
         skipped = _write_files(git, root, entries, overwrite=False)
     git.run("update-index", "-q", "--refresh", ok=(0, 1))  # stat information, so `git status` is quick
     return skipped

@@ -72,6 +72,7 @@ def indexer_lock(home: Path, *, wait: float) -> Iterator[bool]:
     fd = os.open(home / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         deadline = time.monotonic() + wait
+        held = False
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -79,7 +80,6 @@ def indexer_lock(home: Path, *, wait: float) -> Iterator[bool]:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    held = False
                     break
                 time.sleep(0.02)
         yield held

@@ -307,7 +307,7 @@ def _read_line(line: str, section: _Section) -> None:
 def _read_meta(line: str, parsed: ParsedHandoff) -> None:
     meta = _META.match(line)
     words = meta.group(2).split() if meta else []
-    if len(words) != 1:
+    if meta is None or len(words) != 1:
         return
     key, value = meta.group(1).lower(), words[0]
     if key == "ticket" and parsed.task_id is None:

@@ -112,6 +112,7 @@ def _read_capped(process: subprocess.Popen, deadline: float, cap: int) -> tuple[
     kept = bytearray()
     truncated = False
     stream = process.stdout
+    assert stream is not None, "probes run with stdout=PIPE"
     with selectors.DefaultSelector() as selector:
         selector.register(stream, selectors.EVENT_READ)
         try:

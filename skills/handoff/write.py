@@ -173,10 +173,9 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
     claims, results = _observe(place, parsed_checks, parsed_probes, timeout, settings.probe_timeout)
     at = at or clock.now()
     warnings: list[str] = []
-    common = {"task_id": task.task_id, "session_id": task.session_id}
     check_events = [CheckRecorded(event_id=uuid.uuid4(), at=at, command=r.command, exit_status=r.exit_status,
-                                  summary=r.summary, provenance=r.provenance, snapshot=r.snapshot, **common)
-                    for r in results]
+                                  summary=r.summary, provenance=r.provenance, snapshot=r.snapshot,
+                                  task_id=task.task_id, session_id=task.session_id) for r in results]
     if check_events:
         warnings += _record(stores, check_events)
     journal, note, phase = None, None, None
@@ -204,7 +203,8 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
         path.unlink(missing_ok=True)
         raise
     shown = shown_path(path, root)
-    written = HandoffWritten(event_id=uuid.uuid4(), at=at, path=shown, claims=len(claims), **common)
+    written = HandoffWritten(event_id=uuid.uuid4(), at=at, path=shown, claims=len(claims), task_id=task.task_id,
+                             session_id=task.session_id)
     warnings += _record(stores, [written])
     try:
         stores.signals.publish([signal(SignalType.handoff_written, str(written.event_id), task, place.repo, at,
