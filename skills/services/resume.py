@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 from baton import clock
 from baton.errors import StoreUnavailable
@@ -115,8 +116,31 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
     is worth checking even where the registry has no history. check_workflow re-checks each
     completed stage's proof (git and the files: the session start leaves it to a resume).
     """
-    check_task_id(task_id)
+    result = read_session(stores, task_id, limit=limit, workflow_root=place.root if check_workflow else None)
     at = at or clock.now()
+    if bind_task:
+        result.bound = True
+        try:
+            report = bind(stores, task_id, place, agent=agent, at=at)
+            result.warnings += report.warnings
+        except StoreUnavailable as exc:
+            if result.status != "unavailable":
+                result.warnings.append(f"{exc}; bound locally only")
+    if verify_handoff:
+        binding = read_binding_quietly(place)
+        session_id = binding.session_id if binding is not None and binding.task_id == task_id else "resume"
+        checked = verify_and_record(stores, place, task=ActiveTask(task_id, session_id, "resume"), only_for=task_id,
+                                    allow_unsigned=allow_unsigned_probes, at=at)
+        result.handoff = checked.verification
+        # With the registry down, the bind has already said so; say each thing once.
+        result.warnings += [warning for warning in checked.warnings if warning not in result.warnings]
+    return result
+
+
+def read_session(stores: Stores, task_id: str, *, limit: int = 5, workflow_root: Path | None = None) -> ResumeResult:
+    """What resume_session reads of task_id, binding nothing and running no probe (what the
+    dashboard shows); workflow_root: the worktree whose completed stages' proofs are re-checked."""
+    check_task_id(task_id)
     result = ResumeResult(status="found", task_id=task_id)
     budget = stores.budget  # one budget for the whole resume: the registry, then the rest side by side
     looked = gather({"registry": lambda: stores.registry.get(task_id)}, budget.remaining() + SLACK)["registry"]
@@ -142,24 +166,8 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
             result.related_decisions = parts["recall"]
         if not isinstance(parts["signals"], Unavailable):
             result.signals = parts["signals"]
-        # Before the bind below moves the session's location: the claims are the worktree's.
-        if check_workflow:
-            result.workflow = workflow_view(stores.settings, session, place.root)
-    if bind_task:
-        result.bound = True
-        try:
-            report = bind(stores, task_id, place, agent=agent, at=at)
-            result.warnings += report.warnings
-        except StoreUnavailable as exc:
-            if result.status != "unavailable":
-                result.warnings.append(f"{exc}; bound locally only")
-    if verify_handoff:
-        binding = read_binding_quietly(place)
-        session_id = binding.session_id if binding is not None and binding.task_id == task_id else "resume"
-        checked = verify_and_record(stores, place, task=ActiveTask(task_id, session_id, "resume"), only_for=task_id,
-                                    allow_unsigned=allow_unsigned_probes, at=at)
-        result.handoff = checked.verification
-        # With the registry down, the bind has already said so; say each thing once.
-        result.warnings += [warning for warning in checked.warnings if warning not in result.warnings]
+        # Before resume_session's bind moves the session's location: the claims are the worktree's.
+        if workflow_root is not None:
+            result.workflow = workflow_view(stores.settings, session, workflow_root)
     return result
 
