@@ -93,7 +93,7 @@ def fit(header: list[str], sections: Sequence[Section], footer: list[str], limit
         if not section.lines:
             continue
         title = f"### {section.title}"
-        kept = []
+        kept: list[str] = []
         for line in section.lines:
             entry = f"- {_clip(line)}"
             if _size([title, *kept, entry]) > budget:

@@ -134,11 +134,13 @@ def read_payload(text: str) -> Payload:
 
 def edited_path(event: dict) -> str | None:
     """The file a file-editing tool call changed, from its tool_input (or tool_response)."""
-    field = FILE_TOOLS.get(event.get("tool_name"))
+    tool = event.get("tool_name")
+    field = FILE_TOOLS.get(tool) if isinstance(tool, str) else None
     if field is None:
         return None
-    tool_input = event.get("tool_input") if isinstance(event.get("tool_input"), dict) else {}
-    response = event.get("tool_response") if isinstance(event.get("tool_response"), dict) else {}
+    given_input, given_response = event.get("tool_input"), event.get("tool_response")
+    tool_input = given_input if isinstance(given_input, dict) else {}
+    response = given_response if isinstance(given_response, dict) else {}
     path = tool_input.get(field) or response.get("filePath")
     return path if isinstance(path, str) and path else None
 

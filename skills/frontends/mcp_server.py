@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from baton.errors import BadInput
 from baton.registry.wire import UPDATE_PHASES
@@ -27,7 +27,10 @@ from baton.registry.wire import UPDATE_PHASES
 INSTRUCTIONS = ("Baton keeps each ticket's working state across agent sessions. task_id defaults to the worktree's "
                 "binding; worktree defaults to this server's directory.")
 
-Phase = Literal[UPDATE_PHASES]
+if TYPE_CHECKING:
+    Phase = str  # a Literal of a tuple's values is built at run time, which mypy cannot follow
+else:
+    Phase = Literal[UPDATE_PHASES]  # the tool's schema lists the phases
 
 
 def resume_session(task_id: str, limit: int = 5, agent: str | None = None, allow_unsigned_probes: bool = False,
@@ -217,7 +220,7 @@ def build_server():
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.tools import Tool
-    from mcp_types import CallToolResult, ListToolsResult, TextContent
+    from mcp_types import CallToolResult, InputRequiredResult, ListToolsResult, TextContent
 
     tools = []
     for name, (function, description) in TOOLS.items():
@@ -229,7 +232,7 @@ def build_server():
     async def list_tools(ctx, params) -> ListToolsResult:
         return ListToolsResult(tools=await registry.list_tools())
 
-    async def call_tool(ctx, params) -> CallToolResult:
+    async def call_tool(ctx, params) -> CallToolResult | InputRequiredResult:
         try:
             return await registry.call_tool(params.name, params.arguments or {})
         except ToolError as exc:  # the registry wraps whatever the tool raised, as __cause__
@@ -272,7 +275,7 @@ def tool_error(cause: BaseException | None, wrapper: str) -> dict:
                       "recoverable": recoverable}}
 
 
-def _argument_problem(problem: dict) -> str:
+def _argument_problem(problem: Mapping[str, Any]) -> str:
     """One argument's problem in pydantic's report, without the value given (the caller's data)."""
     name = ".".join(str(part) for part in problem.get("loc", ())) or "arguments"
     return f"{name}: {problem.get('msg', 'invalid').lower()}"

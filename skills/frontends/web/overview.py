@@ -145,11 +145,11 @@ class OverviewSource:
 
     def current(self) -> Snapshot:
         marker = self.marker()
-        if self._fresh(marker):
+        if self._snapshot is not None and self._fresh(marker):
             return self._snapshot
         with self._lock:
             marker = self.marker()  # taken before the read: a write during it moves it again
-            if not self._fresh(marker):
+            if self._snapshot is None or not self._fresh(marker):
                 version = self._snapshot.version + 1 if self._snapshot else 1
                 self._snapshot, self._marker = build_snapshot(self.settings, version), marker
             return self._snapshot
