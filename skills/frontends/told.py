@@ -173,7 +173,8 @@ class AgentSessions:
         with guarded(STORE, self.path):
             rows = self._db.conn().execute("SELECT task_id, worktree, agent_session, pid, process_start, host, "
                                            "beat_at FROM heartbeats").fetchall()
-        return [Beat(*row[:6], clock.parse(row[6])) for row in rows]
+        return [Beat(task_id, worktree, session, pid, started, host, clock.parse(at))
+                for task_id, worktree, session, pid, started, host, at in rows]
 
     def forget(self, agent_session: str, *, now: datetime) -> None:
         """Drop the session's rows, and every row older than KEEP (sessions that never ended)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from baton import clock
 from baton.errors import BadInput
@@ -69,7 +69,7 @@ def update(stores: Stores, task: ActiveTask, place: Place, *, phase: str | None 
     events += [wire_event("evidence_recorded", *common, text=t, provenance="reported") for t in texts["--evidence"]]
     events += [wire_event("check_recorded", *common, command=_text("--check command", c.command),
                       exit_status=c.exit_status, summary=c.summary[:MAX_TEXT], provenance=str(c.provenance),
-                      **({"snapshot": c.snapshot} if c.snapshot is not None else {}))
+                      **_snapshot_field(c))
                for c in checks]
     if not events:
         raise BadInput("nothing to update: give --phase, --next, --done, --failed, --depends-on, --goal, "
@@ -80,3 +80,8 @@ def update(stores: Stores, task: ActiveTask, place: Place, *, phase: str | None 
         publish(stores, [wire_signal(SignalType.phase_changed, events[0].event_id, task, place.repo, at,
                                       phase=str(phase), reason=f"phase {phase}")], report)
     return report
+
+
+def _snapshot_field(check: CheckResult) -> dict[str, Any]:
+    """The check's snapshot as an event field, left out when the check took none."""
+    return {"snapshot": check.snapshot} if check.snapshot is not None else {}
