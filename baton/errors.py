@@ -27,6 +27,7 @@ class StoreUnavailable(BatonError):
     exit_code = 3
     kind = "store_unavailable"
     recoverable = True
+    store: str  # always named, unlike other errors
 
     def __init__(self, store: str, reason: str) -> None:
         super().__init__(f"{store} unavailable: {reason}")

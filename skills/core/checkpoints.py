@@ -43,6 +43,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -446,10 +447,10 @@ def _survey(git: _Git, scratch: Path, patterns: Sequence[str], cap: int,
         return Refused(f"{operation} is in progress in {place.root}: a checkpoint could not hold its state "
                        "(conflict stages, the operation's own files); finish or abort it first")
     index = scratch / "index"
-    try:  # with its modification time: git tells a racily clean entry by comparing the two
+    # with its modification time: git tells a racily clean entry by comparing the two; nothing
+    # ever staged leaves no index, which git reads as an empty one
+    with suppress(FileNotFoundError):
         shutil.copy2(place.git_dir / "index", index)
-    except FileNotFoundError:
-        pass  # nothing ever staged: git reads a missing index as an empty one
     status, raw = _status(git, index)
     if status.unmerged:
         return Refused(f"{len(status.unmerged)} unmerged path(s) in {place.root}, e.g. "
@@ -468,7 +469,8 @@ def _last_if_unchanged(git: _Git, survey: _Survey) -> str | None:
     return None
 
 
-def _check_inputs(texts: dict[str, str | None], cap: int) -> None:
+def _check_inputs(texts: dict[str, object], cap: object) -> None:
+    """Refuse what a caller passed unchecked (an MCP tool's arguments, say)."""
     for name, value in texts.items():
         if value is not None and (not isinstance(value, str) or "\0" in value or len(value) > 4096):
             raise BadInput(f"checkpoint {name} must be text of at most 4096 characters without NUL")
@@ -582,7 +584,8 @@ def _write(git: _Git, survey: _Survey, *, boundary: str, label: str | None, run_
 
 def _parse_batch(out: bytes, count: int) -> list[tuple[str, bytes] | None]:
     """The objects of a `git cat-file --batch` answer: (type, content), None when missing."""
-    objects, at = [], 0
+    objects: list[tuple[str, bytes] | None] = []
+    at = 0
     for _ in range(count):
         end = out.index(b"\n", at)
         header = out[at:end].split(b" ")
@@ -742,7 +745,7 @@ def _write_files(git: _Git, root: Path, entries: list[tuple[str, str, str]], *, 
     contents = _parse_batch(git.run("cat-file", "--batch", input="".join(f"{o}\n" for _, _, o in blobs).encode()),
                             len(blobs)) if blobs else []
     real_root = Path(os.path.realpath(root))
-    for (path, mode, _), content in zip(blobs, contents):
+    for (path, mode, _), content in zip(blobs, contents, strict=True):
         if content is None:
             raise _GitFailed(f"the object of {path!r} is missing from the repository")
         target = _safe_path(root, path)
@@ -786,9 +789,9 @@ def _apply(git: _Git, root: Path, checkpoint: Checkpoint, base_tree: str) -> lis
         listed = git.run("ls-tree", "-r", "-z", checkpoint.artifacts_tree).split(b"\0")
         entries = []
         for line in filter(None, listed):
-            meta, _, path = line.partition(b"\t")
+            meta, _, raw_path = line.partition(b"\t")
             mode, _, oid = meta.decode().split(" ")
-            entries.append((os.fsdecode(path), mode, oid))
+            entries.append((os.fsdecode(raw_path), mode, oid))
         skipped = _write_files(git, root, entries, overwrite=False)
     git.run("update-index", "-q", "--refresh", ok=(0, 1))  # stat information, so `git status` is quick
     return skipped

@@ -55,7 +55,8 @@ def redacted(stores: Stores, events: Sequence[WireEvent]) -> list[WireEvent]:
         for name in FREE_TEXT:
             if isinstance(body.get(name), str):
                 body[name] = stores.redact(body[name])
-        out.append(WireEvent(event.event_id, event.task_id, json.dumps(body, separators=(",", ":"), ensure_ascii=False)))
+        out.append(WireEvent(event.event_id, event.task_id,
+                             json.dumps(body, separators=(",", ":"), ensure_ascii=False)))
     return out
 
 

@@ -72,6 +72,7 @@ def indexer_lock(home: Path, *, wait: float) -> Iterator[bool]:
     fd = os.open(home / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         deadline = time.monotonic() + wait
+        held = False
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -79,7 +80,6 @@ def indexer_lock(home: Path, *, wait: float) -> Iterator[bool]:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    held = False
                     break
                 time.sleep(0.02)
         yield held
@@ -99,7 +99,8 @@ def start_background_indexer(settings) -> None:
         return
     devnull = os.open(os.devnull, os.O_RDWR)
     try:
-        os.posix_spawn(sys.executable, [sys.executable, "-m", "baton.skills.frontends.cli", "index", "--background"], os.environ,
+        os.posix_spawn(sys.executable, [sys.executable, "-m", "baton.skills.frontends.cli", "index", "--background"],
+                       os.environ,
                        file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1),
                                      (os.POSIX_SPAWN_DUP2, devnull, 2)],
                        setsid=True)

@@ -83,7 +83,7 @@ class Candidate:
 
     def as_dict(self) -> dict:
         return {"task_id": self.task_id, "branch": self.branch, "worktree": self.worktree,
-                "last_activity": self.last_activity.isoformat() if self.last_activity else None,
+                "last_activity": self.last_activity.isoformat(),
                 "stage": self.stage, "next_stage": self.next_stage, "agent": self.agent,
                 "command": self.command, "source": self.source}
 
@@ -147,7 +147,7 @@ class Recovery:
                 stage += f" (next: {one_line(c.next_stage)})"
             lines += ["", f"ticket: {one_line(c.task_id)}", f"branch: {one_line(c.branch)}",
                       f"worktree: {one_line(c.worktree)}",
-                      f"last activity: {_when(c.last_activity) if c.last_activity else 'unknown'}",
+                      f"last activity: {_when(c.last_activity)}",
                       f"stage: {stage}", f"agent: {one_line(c.agent)}"]
             if c.source != "baton":
                 lines.append(f"record: {one_line(c.source)}")
@@ -289,7 +289,7 @@ def local_branches(common_dir: Path, worktree: Path) -> frozenset[str] | None:
     if (common_dir / "reftable").exists():
         return _branches_from_git(worktree)
     heads = common_dir / "refs" / "heads"
-    names = set()
+    names: set[str] = set()
     try:
         for directory, _, files in os.walk(heads):
             prefix = os.path.relpath(directory, heads)
@@ -398,8 +398,9 @@ def _checkout(root: Path, path: Path, family: str, pattern: re.Pattern, director
     if record is None:
         return
     where = _relative(path, root)
-    fields = {key: record.get(key) for key in ("state", "task_id", "active_dev_branch")}
-    missing = [key for key, value in fields.items() if not isinstance(value, str) or not value]
+    keys = ("state", "task_id", "active_dev_branch")
+    fields = {key: value for key in keys if isinstance(value := record.get(key), str) and value}
+    missing = [key for key in keys if key not in fields]
     if missing:
         found.malformed.append(Malformed(where, f"{', '.join(missing)} missing or not text"))
         return

@@ -9,8 +9,8 @@ from datetime import datetime
 
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
-from baton.outcome import Found
 from baton.graph.conflicts import FileConflict, should_emit_conflict_signal
+from baton.outcome import Found
 from baton.skills.core.binding import ActiveTask
 from baton.skills.runtime.stores import Stores
 
@@ -44,7 +44,8 @@ def signal_new_overlaps(stores: Stores, task: ActiveTask, touched: list[FileRef]
     conflicts, paths, by_key = conflicts_of(task.task_id, shared.value)
     keys = {ref.key for ref in touched}
     candidates = [c for c in conflicts if keys.intersection(c.shared_files)]
-    return Overlaps(conflicts, paths, _publish_new(stores, task, candidates, by_key, at, warnings) if candidates else [])
+    published = _publish_new(stores, task, candidates, by_key, at, warnings) if candidates else []
+    return Overlaps(conflicts, paths, published)
 
 
 def _publish_new(stores: Stores, task: ActiveTask, candidates: list[FileConflict], by_key: dict[str, FileRef],

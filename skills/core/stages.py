@@ -209,7 +209,7 @@ def _passed(lifecycle: Lifecycle, state: WorkflowState, stage: Stage, result: st
     scope, origin = state.repair_scope, state.repair_from
     if origin == stage.name:
         scope = origin = None
-    skipped = lifecycle.repair_scopes.get(scope, frozenset()) - {origin} if origin else frozenset()
+    skipped = lifecycle.repair_scopes.get(scope, frozenset()) - {origin} if origin and scope else frozenset()
     later = [s for s in lifecycle.stages[lifecycle.position(stage.name) + 1:] if s.name not in skipped]
     following = later[0] if later else None
     return replace(state, stage=stage.name, status=stage.passed, stage_result=result,
@@ -244,7 +244,7 @@ def _repair(lifecycle: Lifecycle, state: WorkflowState, stage: Stage, request: S
                    next_stage=repair_stage.name, resume_from=repair_stage.resume_from)
 
 
-def _blocked(lifecycle: Lifecycle, state: WorkflowState, stage: Stage, result: str, blocker: str,
+def _blocked(lifecycle: Lifecycle, state: WorkflowState, stage: Stage, result: str | None, blocker: str,
              resume_stage: str) -> WorkflowState:
     return replace(state, stage=stage.name, status=WORKFLOW_BLOCKED, stage_result=result, blocker=blocker,
                    next_stage=resume_stage, resume_from=lifecycle.stage(resume_stage).resume_from)
@@ -305,7 +305,7 @@ def replay(lifecycle: Lifecycle, requests: Iterable[StageRequest]) -> tuple[Work
     """The state the recorded transitions lead to, in order, from the start, and what was not
     applied: the first transition the lifecycle refuses and every one after it, so the
     state is the latest safe predecessor."""
-    state, skipped = lifecycle.start(), []
+    state, skipped = lifecycle.start(), list[str]()
     for request in requests:
         if skipped:
             skipped.append(f"{_shown(request.status)}: after a refused transition")
@@ -409,7 +409,7 @@ def _parse_stage(raw: object, where: str) -> Stage:
     where = f"{where} ({name})"
     if "pass" not in raw:
         raise BadInput(f"{where} needs pass, the status it records when it succeeds")
-    values = {key: _status(raw.get(key), key, where) for key in ("pass", "gate", "repair", "blocked")}
+    values = {key: _status(raw.get(key), key, where) for key in ("gate", "repair", "blocked")}
     results = raw.get("results", [])
     if not isinstance(results, list):
         raise BadInput(f"{where} results must be a list of statuses")
@@ -423,15 +423,17 @@ def _parse_stage(raw: object, where: str) -> Stage:
     if not isinstance(resume_from, str) or not resume_from.strip() or one_line(resume_from) != resume_from \
             or len(resume_from) > 200:
         raise BadInput(f"{where} resume_from must be one line of text (a skill or command), at most 200 characters")
-    return Stage(name=name, passed=values["pass"], gate=values["gate"], repair=values["repair"],
-                 blocked=values["blocked"], authority=authority,
-                 results=tuple(_status(r, "results", where) for r in results), repair_scope=scope,
+    return Stage(name=name, passed=_named_status(raw["pass"], "pass", where), gate=values["gate"],
+                 repair=values["repair"], blocked=values["blocked"], authority=authority,
+                 results=tuple(_named_status(r, "results", where) for r in results), repair_scope=scope,
                  resume_from=resume_from)
 
 
 def _status(value: object, key: str, where: str) -> str | None:
-    if value is None and key != "pass":
-        return None
+    return None if value is None else _named_status(value, key, where)
+
+
+def _named_status(value: object, key: str, where: str) -> str:
     if not isinstance(value, str) or not _STATUS_NAME.fullmatch(value):
         raise BadInput(f"{where} {key} must be a status of 1 to 40 of A-Z, 0-9 and _, got {value!r}")
     return value

@@ -43,8 +43,8 @@ def session_context(result, *, handoff: str | None = None, limit: int | None = N
     handoff: the worktree's current handoff, named but not re-verified."""
     limit = limit or MAX_CONTEXT
     task = result.task_id
-    footer = [f"Record as you go: `baton decide`, `baton update --done/--failed/--next/--phase`; edited files are "
-              f"recorded by hooks. `baton resume {task}` prints everything."]
+    footer = [(f"Record as you go: `baton decide`, `baton update --done/--failed/--next/--phase`; edited files are "
+               f"recorded by hooks. `baton resume {task}` prints everything.")]
     if handoff:
         footer.insert(0, f"Handoff: {handoff}. Its live-state claims were not re-verified at session start: "
                          "`baton handoff verify` re-runs their probes; act on the fresh results only.")
@@ -56,7 +56,8 @@ def session_context(result, *, handoff: str | None = None, limit: int | None = N
                    [], footer, limit)
     session = result.session
     header = [f"## Baton: this worktree works on {task}",
-              f"Phase {session.phase.value}, status {session.status.value}, last activity {when(session.last_activity)}."]
+              (f"Phase {session.phase.value}, status {session.status.value}, "
+               f"last activity {when(session.last_activity)}.")]
     if session.next_action:
         header.append(f"Next action: {session.next_action}")
     if session.depends_on:
@@ -92,7 +93,7 @@ def fit(header: list[str], sections: Sequence[Section], footer: list[str], limit
         if not section.lines:
             continue
         title = f"### {section.title}"
-        kept = []
+        kept: list[str] = []
         for line in section.lines:
             entry = f"- {_clip(line)}"
             if _size([title, *kept, entry]) > budget:

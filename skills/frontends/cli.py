@@ -19,7 +19,8 @@ from baton.registry.wire import UPDATE_PHASES
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="baton", description="Hand a ticket's working state from one agent session to the next.")
+    parser = argparse.ArgumentParser(prog="baton",
+                                     description="Hand a ticket's working state from one agent session to the next.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str, *, task: bool = True) -> argparse.ArgumentParser:
@@ -49,7 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--failed", action="append", default=[], metavar="TEXT")
     sub.add_argument("--depends-on", action="append", default=[], metavar="TASK")
     sub.add_argument("--goal", metavar="TEXT", help="the ticket's goal (journal)")
-    sub.add_argument("--constraint", action="append", default=[], metavar="TEXT", help="a constraint to respect (journal)")
+    sub.add_argument("--constraint", action="append", default=[], metavar="TEXT",
+                     help="a constraint to respect (journal)")
     sub.add_argument("--todo", action="append", default=[], metavar="TEXT",
                      help="remaining work (journal); done once a --done has the same text")
     sub.add_argument("--evidence", action="append", default=[], metavar="TEXT", help="evidence you report (journal)")
@@ -140,11 +142,13 @@ def _parser() -> argparse.ArgumentParser:
     for name, verb in (("install", "Wire Baton into"), ("uninstall", "Remove what `baton install` added to")):
         sub = command(name, f"{verb} Claude Code (hooks and skills) or git (the pre-commit guard).", task=False)
         sub.add_argument("target", choices=["claude", "git-hook"])
-        sub.add_argument("--scope", choices=["project", "user"], help="claude: this worktree's .claude/ (default) or ~/.claude/")
+        sub.add_argument("--scope", choices=["project", "user"],
+                         help="claude: this worktree's .claude/ (default) or ~/.claude/")
         if name == "install":
             sub.add_argument("--strict", action="store_true", help="git-hook: block the commit instead of warning")
 
-    sub = command("hook", "Run a Claude Code hook: the event's JSON payload comes on stdin; always exits 0.", task=False)
+    sub = command("hook", "Run a Claude Code hook: the event's JSON payload comes on stdin; always exits 0.",
+                  task=False)
     sub.add_argument("event", choices=["session-start", "post-tool-use", "user-prompt-submit", "stop", "session-end"])
 
     sub = command("guard", "Check staged files against other active tickets (the pre-commit guard).", task=False)
@@ -153,7 +157,8 @@ def _parser() -> argparse.ArgumentParser:
     command("mcp", "Serve Baton's tools to MCP clients over stdio (needs the mcp extra).", task=False)
 
     sub = command("serve", "Serve the read-only web dashboard for leads (needs the dashboard extra).", task=False)
-    sub.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs a token)")
+    sub.add_argument("--host", default="127.0.0.1",
+                     help="address to listen on (default 127.0.0.1; any other needs a token)")
     sub.add_argument("--port", type=int, default=8737)
     sub.add_argument("--token", help="token every request must show (default BATON_DASHBOARD_TOKEN)")
     sub.add_argument("--open", action="store_true", help="open the dashboard in a browser")
@@ -161,7 +166,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = command("handoff", "Write a handoff with signed live-state probes (docs/handoffs/<date>-<ticket>.md and "
                              "LATEST.md); `baton handoff verify [PATH]` re-runs them.")
     sub.add_argument("--check", action="append", default=[], metavar="CMD", help="run CMD now and record its result")
-    sub.add_argument("--probe", action="append", default=[], metavar="NAME=CMD", help="a live-state section NAME probed by CMD")
+    sub.add_argument("--probe", action="append", default=[], metavar="NAME=CMD",
+                     help="a live-state section NAME probed by CMD")
     sub.add_argument("--timeout", type=float, metavar="SECONDS",
                      help="seconds each check or probe may run now (default: checks 300, probes BATON_PROBE_TIMEOUT)")
     sub.add_argument("--json", action="store_true")
@@ -342,8 +348,12 @@ def _update(args, stores) -> int:
     from baton.shown_text import one_line
 
     for check in done.checks:
-        result = "passed" if check.passed else ("did not finish" if check.exit_status is None else f"exit {check.exit_status}")
-        print(f"check `{one_line(check.command)}`: {result}" + (f": {one_line(check.summary)}" if check.summary else ""))
+        if check.passed:
+            result = "passed"
+        else:
+            result = "did not finish" if check.exit_status is None else f"exit {check.exit_status}"
+        summary = f": {one_line(check.summary)}" if check.summary else ""
+        print(f"check `{one_line(check.command)}`: {result}{summary}")
     return 0
 
 
@@ -420,8 +430,8 @@ def _resume(args, stores) -> int:
 
 def _list(args, stores) -> int:
     from baton import clock
-    from baton.skills.services.listing import list_sessions
     from baton.skills.frontends.render import listing_text
+    from baton.skills.services.listing import list_sessions
 
     now = clock.now()
     listing = list_sessions(stores, include_inactive=args.all, at=now)
@@ -437,8 +447,8 @@ def _list(args, stores) -> int:
 
 def _signals(args, stores) -> int:
     from baton.skills.frontends.answers import signals_answer
-    from baton.skills.services.queries import signals_since
     from baton.skills.frontends.render import signal_line
+    from baton.skills.services.queries import signals_since
 
     signals = signals_since(stores, task_id=args.task, since=args.since, limit=args.limit)
     if args.json:
@@ -449,10 +459,9 @@ def _signals(args, stores) -> int:
 
 
 def _recall(args, stores) -> int:
+    from baton.shown_text import one_line
     from baton.skills.frontends.answers import recall_answer
     from baton.skills.services.queries import recall_decisions
-
-    from baton.shown_text import one_line
 
     hits = recall_decisions(stores, args.text, args.limit)
     if args.json:
@@ -566,9 +575,9 @@ def _install(args, stores) -> int:
         from baton.skills.installers.claude_code import baton_executable
         from baton.skills.installers.git_hook import install_git_hook
 
-        report = install_git_hook(place.root, baton_executable("user"), strict=args.strict)
-        kept = f"; the earlier hook keeps running first ({report.chained.name})" if report.chained else ""
-        print(f"{report.hook}: {report.action}{' (strict)' if args.strict else ' (advisory)'}{kept}")
+        hooked = install_git_hook(place.root, baton_executable("user"), strict=args.strict)
+        kept = f"; the earlier hook keeps running first ({hooked.chained.name})" if hooked.chained else ""
+        print(f"{hooked.hook}: {hooked.action}{' (strict)' if args.strict else ' (advisory)'}{kept}")
         return 0
     if args.strict:
         raise BadInput("--strict applies to git-hook, not claude")
@@ -576,7 +585,8 @@ def _install(args, stores) -> int:
 
     report = install_claude(args.scope or "project", place, stores.settings.home)
     _warn(report.warnings)
-    print(f"{report.settings}: " + (f"hooks added for {', '.join(report.events)}" if report.events else "hooks already there"))
+    print(f"{report.settings}: "
+          + (f"hooks added for {', '.join(report.events)}" if report.events else "hooks already there"))
     for skill, action in report.skills.items():
         print(f"skill /{skill}: {action}")
     return 0
@@ -591,15 +601,17 @@ def _uninstall(args, stores) -> int:
             raise BadInput("--scope applies to claude, not git-hook")
         from baton.skills.installers.git_hook import uninstall_git_hook
 
-        report = uninstall_git_hook(place.root)
-        put_back = "; the earlier hook is back in place" if report.chained else ""
-        print(f"{report.hook}: {'removed' + put_back if report.action == 'removed' else 'no Baton guard installed'}")
+        unhooked = uninstall_git_hook(place.root)
+        put_back = "; the earlier hook is back in place" if unhooked.chained else ""
+        outcome = "removed" + put_back if unhooked.action == "removed" else "no Baton guard installed"
+        print(f"{unhooked.hook}: {outcome}")
         return 0
     from baton.skills.installers.claude_code import uninstall_claude
 
     report = uninstall_claude(args.scope or "project", place, stores.settings.home)
     _warn(report.warnings)
-    print(f"{report.settings}: " + (f"hooks removed from {', '.join(report.events)}" if report.events else "no Baton hooks"))
+    print(f"{report.settings}: "
+          + (f"hooks removed from {', '.join(report.events)}" if report.events else "no Baton hooks"))
     for skill, action in report.skills.items():
         print(f"skill /{skill}: {action}")
     return 0
@@ -616,7 +628,7 @@ def _guard(args) -> int:
         place, locator = _place()
         with unit_of_work(deliver_with=apply_events, warn=_warn) as stores:
             report = guard(stores, place, locator)
-    except Exception as exc:  # reported, not raised: git would abort the commit
+    except Exception as exc:  # noqa: BLE001 -- reported, not raised: git would abort the commit
         from baton.errors import BatonError
 
         detail = exc if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}"

@@ -25,7 +25,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -111,12 +111,11 @@ def run_hook(event: str, stdin=None, stdout=None) -> int:
         payload = read_payload(stdin.read())
         out.session_id = payload.session_id
         HANDLERS[event](payload, out)
-    except Exception as exc:  # the agent must never be broken by Baton: report, do not raise
+    except Exception as exc:  # noqa: BLE001 -- the agent must never be broken by Baton: report, do not raise
         out.cannot_record(_failure(exc))
-    try:
+    # stdout may be gone: what went wrong is on stderr already, and nothing reaches the agent
+    with suppress(Exception):
         out.finish()
-    except Exception:  # stdout is gone: what went wrong is on stderr already, and nothing reaches the agent
-        pass
     if event == "session-end" and out.session_id:
         from baton.skills.frontends.told import forget_trouble
 
@@ -135,11 +134,13 @@ def read_payload(text: str) -> Payload:
 
 def edited_path(event: dict) -> str | None:
     """The file a file-editing tool call changed, from its tool_input (or tool_response)."""
-    field = FILE_TOOLS.get(event.get("tool_name"))
+    tool = event.get("tool_name")
+    field = FILE_TOOLS.get(tool) if isinstance(tool, str) else None
     if field is None:
         return None
-    tool_input = event.get("tool_input") if isinstance(event.get("tool_input"), dict) else {}
-    response = event.get("tool_response") if isinstance(event.get("tool_response"), dict) else {}
+    given_input, given_response = event.get("tool_input"), event.get("tool_response")
+    tool_input = given_input if isinstance(given_input, dict) else {}
+    response = given_response if isinstance(given_response, dict) else {}
     path = tool_input.get(field) or response.get("filePath")
     return path if isinstance(path, str) and path else None
 
@@ -389,7 +390,7 @@ def _record_activity(stores, task) -> None:
 def _step(out: Output, doing: str, step: Callable[[], None]) -> None:
     try:
         step()
-    except Exception as exc:  # the next step must run: report, do not raise
+    except Exception as exc:  # noqa: BLE001 -- the next step must run: report, do not raise
         out.cannot_record(f"{doing}: {_failure(exc)}")
 
 
@@ -419,8 +420,8 @@ def without_batons_own(dirty: dict[str, float]) -> dict[str, float]:
     """dirty without the files Baton writes itself (handoffs, the binding, what `baton
     install claude` added): every ticket writes these, so sweeping them as touches would
     make every ticket overlap every other."""
-    from baton.skills.installers.claude_code import skill_names
     from baton.skills.handoff.files import HANDOFFS_DIR
+    from baton.skills.installers.claude_code import skill_names
 
     installed = {".claude/settings.json", *(f".claude/skills/{name}/SKILL.md" for name in skill_names())}
     return {path: mtime for path, mtime in dirty.items()

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import suppress
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from baton.errors import BadInput
 from baton.registry.wire import UPDATE_PHASES
@@ -26,7 +27,10 @@ from baton.registry.wire import UPDATE_PHASES
 INSTRUCTIONS = ("Baton keeps each ticket's working state across agent sessions. task_id defaults to the worktree's "
                 "binding; worktree defaults to this server's directory.")
 
-Phase = Literal[UPDATE_PHASES]
+if TYPE_CHECKING:
+    Phase = str  # a Literal of a tuple's values is built at run time, which mypy cannot follow
+else:
+    Phase = Literal[UPDATE_PHASES]  # the tool's schema lists the phases
 
 
 def resume_session(task_id: str, limit: int = 5, agent: str | None = None, allow_unsigned_probes: bool = False,
@@ -64,8 +68,8 @@ def bind_task(task_id: str, agent: str | None = None, worktree: str | None = Non
 
 def record_touch(paths: list[str], task_id: str | None = None, worktree: str | None = None) -> str:
     from baton.files import WorktreeLocator
-    from baton.skills.frontends.answers import touch_answer
     from baton.skills.core.binding import place_of, resolve_task
+    from baton.skills.frontends.answers import touch_answer
     from baton.skills.services.touch import touch
 
     def run(stores):
@@ -78,8 +82,8 @@ def record_touch(paths: list[str], task_id: str | None = None, worktree: str | N
 
 
 def record_decision(text: str, context: str = "", task_id: str | None = None, worktree: str | None = None) -> str:
-    from baton.skills.frontends.answers import decide_answer
     from baton.skills.core.binding import resolve_task
+    from baton.skills.frontends.answers import decide_answer
     from baton.skills.services.decide import decide
 
     def run(stores):
@@ -187,8 +191,8 @@ def verify_handoff(path: str | None = None, task_id: str | None = None, allow_un
 
 # name -> (function, description): what list_tools shows.
 TOOLS: dict[str, tuple[Callable[..., str], str]] = {
-    "resume_session": (resume_session, "A ticket's state, conflicts, related decisions and missed signals; "
-                                       "binds the worktree to it."),
+    "resume_session": (resume_session, ("A ticket's state, conflicts, related decisions and missed signals; "
+                                        "binds the worktree to it.")),
     "list_sessions": (list_sessions, "Active sessions, with the tickets each conflicts with."),
     "bind_task": (bind_task, "Bind the worktree to a ticket."),
     "record_touch": (record_touch, "Record files the ticket changed; returns overlaps with other active tickets."),
@@ -199,8 +203,8 @@ TOOLS: dict[str, tuple[Callable[..., str], str]] = {
     "recover_work": (recover_work, ("Interrupted work (agent gone, session not ended) and the command that "
                                     "continues each.")),
     "end_session": (end_session, "End the ticket's session as completed (default) or stalled."),
-    "write_handoff": (write_handoff, "Write the ticket's handoff: journal, git state, checks and probes (NAME: CMD), "
-                                     "all signed."),
+    "write_handoff": (write_handoff, ("Write the ticket's handoff: journal, git state, checks and probes (NAME: CMD), "
+                                      "all signed.")),
     "verify_handoff": (verify_handoff, "Re-run the current handoff's live-state probes; fresh results win."),
     "recall_decisions": (recall_decisions, "Search all tickets' decisions by meaning."),
     "signals_since": (signals_since, "Coordination signals after an ISO 8601 time, oldest first."),
@@ -216,7 +220,7 @@ def build_server():
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.tools import Tool
-    from mcp_types import CallToolResult, ListToolsResult, TextContent
+    from mcp_types import CallToolResult, InputRequiredResult, ListToolsResult, TextContent
 
     tools = []
     for name, (function, description) in TOOLS.items():
@@ -228,7 +232,7 @@ def build_server():
     async def list_tools(ctx, params) -> ListToolsResult:
         return ListToolsResult(tools=await registry.list_tools())
 
-    async def call_tool(ctx, params) -> CallToolResult:
+    async def call_tool(ctx, params) -> CallToolResult | InputRequiredResult:
         try:
             return await registry.call_tool(params.name, params.arguments or {})
         except ToolError as exc:  # the registry wraps whatever the tool raised, as __cause__
@@ -271,7 +275,7 @@ def tool_error(cause: BaseException | None, wrapper: str) -> dict:
                       "recoverable": recoverable}}
 
 
-def _argument_problem(problem: dict) -> str:
+def _argument_problem(problem: Mapping[str, Any]) -> str:
     """One argument's problem in pydantic's report, without the value given (the caller's data)."""
     name = ".".join(str(part) for part in problem.get("loc", ())) or "arguments"
     return f"{name}: {problem.get('msg', 'invalid').lower()}"
@@ -307,10 +311,8 @@ def _stop_now(number: int, frame) -> None:
     import sys
 
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with suppress(OSError, ValueError):  # the client may have closed its end already
             stream.flush()
-        except (OSError, ValueError):  # the client may have closed its end already
-            pass
     os._exit(128 + number)
 
 

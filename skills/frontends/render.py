@@ -12,8 +12,8 @@ from datetime import datetime
 from baton.shown_text import escape_controls, one_line
 from baton.skills.frontends.briefing import signal_line, unavailable_stores, when
 from baton.skills.handoff.files import HANDOFFS_DIR, LATEST
-from baton.skills.handoff.verify import NO_HANDOFF, Verification
 from baton.skills.handoff.journal import journal_of
+from baton.skills.handoff.verify import NO_HANDOFF, Verification
 from baton.skills.services.listing import Listing
 from baton.skills.services.resume import ResumeResult
 
@@ -33,13 +33,14 @@ def resume_markdown(result: ResumeResult) -> str:
     if result.status == "not_found":
         return "\n".join([f"No session history for {result.task_id}. Starting fresh.", *live])
     if result.status == "unavailable":
-        return "\n".join([f"Session registry unavailable: {one_line(result.reason or '')}. Binding task_id locally only.",
-                          *live])
+        return "\n".join([(f"Session registry unavailable: {one_line(result.reason or '')}. "
+                           "Binding task_id locally only."), *live])
     session = result.session
+    assert session is not None, "a found resume carries its session"
     journal = journal_of(session)
     lines = [f"## Resuming {session.task_id}",
-             f"**Phase:** {session.phase.value} | **Status:** {session.status.value} | "
-             f"**Last activity:** {when(session.last_activity)}"]
+             (f"**Phase:** {session.phase.value} | **Status:** {session.status.value} | "
+              f"**Last activity:** {when(session.last_activity)}")]
     if journal.goal:
         lines.append(f"**Goal:** {one_line(journal.goal.text)} [reported]")
     if session.worktree_path:
@@ -69,8 +70,8 @@ def resume_markdown(result: ResumeResult) -> str:
                       for i in items]
     if journal.checks:
         lines += ["", "### Checks run"]
-        lines += [f"- [{c.provenance}] `{one_line(c.command)}` {c.result}" + (f": {one_line(c.summary)}" if c.summary else "")
-                  + f" ({when(c.at)})" for c in journal.checks]
+        lines += [f"- [{c.provenance}] `{one_line(c.command)}` {c.result}"
+                  + (f": {one_line(c.summary)}" if c.summary else "") + f" ({when(c.at)})" for c in journal.checks]
     if journal.evidence:
         lines += ["", "### Evidence"] + [f"- [{e.provenance}] {one_line(e.text)}" for e in journal.evidence]
     if result.related_decisions:
@@ -114,7 +115,8 @@ def workflow_lines(view) -> list[str]:
 
 
 SHOWN_VALUE_LINES = 12
-_STATUS_WORDS = {"verified": "verified", "changed": "CHANGED", "failed": "FAILED", "not_run": "not run", "stale": "stale"}
+_STATUS_WORDS = {"verified": "verified", "changed": "CHANGED", "failed": "FAILED", "not_run": "not run",
+                 "stale": "stale"}
 
 
 def _value(label: str, value: str | None) -> list[str]:
@@ -181,7 +183,8 @@ def listing_text(listing: Listing, now: datetime, *, colour: bool) -> str:
     rows = []
     for line in listing.lines:
         parts = [line.task_id, line.phase if line.status == "active" else f"{line.phase} ({line.status})",
-                 f"last: {when(line.last_activity)} ({ago(line.last_activity, now)})" + (" [stale]" if line.stale else ""),
+                 f"last: {when(line.last_activity)} ({ago(line.last_activity, now)})"
+                 + (" [stale]" if line.stale else ""),
                  f"{len(line.files_touched)} file{'s' if len(line.files_touched) != 1 else ''}"]
         if line.conflicts_with:
             parts.append(highlight(f"CONFLICTS with {', '.join(line.conflicts_with)}"))

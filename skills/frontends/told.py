@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -98,7 +99,7 @@ class AgentSessions:
         marks = ",".join("?" * len(signal_ids))
         with guarded(STORE, self.path):
             rows = self._db.conn().execute(
-                f"SELECT signal_id FROM told WHERE agent_session = ? AND signal_id IN ({marks})",
+                f"SELECT signal_id FROM told WHERE agent_session = ? AND signal_id IN ({marks})",  # noqa: S608 -- placeholders only
                 [agent_session, *signal_ids])
             known = {signal_id for (signal_id,) in rows}
         return [s for s in signal_ids if s not in known]
@@ -127,8 +128,9 @@ class AgentSessions:
     def last_heard(self, agent_session: str, task_id: str) -> tuple[datetime, str | None] | None:
         """When agent_session last heard about task_id, and the signal log's watermark then."""
         with guarded(STORE, self.path):
-            row = self._db.conn().execute("SELECT heard_at, watermark FROM heard WHERE agent_session = ? AND task_id = ?",
-                                          (agent_session, task_id)).fetchone()
+            row = self._db.conn().execute(
+                "SELECT heard_at, watermark FROM heard WHERE agent_session = ? AND task_id = ?",
+                (agent_session, task_id)).fetchone()
         return (clock.parse(row[0]), row[1]) if row else None
 
     def changed_since_sweep(self, agent_session: str, task_id: str, dirty: dict[str, float]) -> list[str]:
@@ -171,7 +173,8 @@ class AgentSessions:
         with guarded(STORE, self.path):
             rows = self._db.conn().execute("SELECT task_id, worktree, agent_session, pid, process_start, host, "
                                            "beat_at FROM heartbeats").fetchall()
-        return [Beat(*row[:6], clock.parse(row[6])) for row in rows]
+        return [Beat(task_id, worktree, session, pid, started, host, clock.parse(at))
+                for task_id, worktree, session, pid, started, host, at in rows]
 
     def forget(self, agent_session: str, *, now: datetime) -> None:
         """Drop the session's rows, and every row older than KEEP (sessions that never ended)."""
@@ -180,7 +183,7 @@ class AgentSessions:
             conn = self._db.conn()
             with write_transaction(conn):
                 for table, column in (("told", "told_at"), ("heard", "heard_at"), ("swept", "swept_at")):
-                    conn.execute(f"DELETE FROM {table} WHERE agent_session = ? OR {column} < ?",  # fixed names
+                    conn.execute(f"DELETE FROM {table} WHERE agent_session = ? OR {column} < ?",  # noqa: S608 -- fixed names
                                  (agent_session, cutoff))
                 conn.execute("DELETE FROM heartbeats WHERE beat_at < ?", (cutoff,))
 
@@ -214,10 +217,8 @@ def trouble_first_told(agent_session: str) -> bool:
 
 def forget_trouble(agent_session: str) -> None:
     """Drop the session's mark (at its end), so that a resumed session is told again."""
-    try:
+    with suppress(OSError):
         _trouble_mark(agent_session).unlink(missing_ok=True)
-    except OSError:
-        pass
 
 
 def _trouble_mark(agent_session: str) -> Path:

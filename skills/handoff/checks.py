@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from baton.errors import BadInput
-from baton.shown_text import escape_controls
 from baton.registry.model import Provenance
+from baton.shown_text import escape_controls
 from baton.skills.core.stage_authority import snapshot
 from baton.skills.handoff.probes import ProbeRun, run_probe
 from baton.skills.runtime.command_words import parse_command

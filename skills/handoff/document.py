@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -306,16 +307,15 @@ def _read_line(line: str, section: _Section) -> None:
 def _read_meta(line: str, parsed: ParsedHandoff) -> None:
     meta = _META.match(line)
     words = meta.group(2).split() if meta else []
-    if len(words) != 1:
+    if meta is None or len(words) != 1:
         return
     key, value = meta.group(1).lower(), words[0]
     if key == "ticket" and parsed.task_id is None:
         parsed.task_id = value
     elif key == "written" and parsed.written_at is None:
-        try:
+        # not a time (or one out of range in UTC): the file's modification time stands in
+        with suppress(ValueError, OverflowError):
             parsed.written_at = clock.parse(value)
-        except (ValueError, OverflowError):
-            pass  # not a time (or one out of range in UTC): the file's modification time stands in
 
 
 def parse_document(text: str) -> ParsedHandoff:

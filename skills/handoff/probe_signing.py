@@ -16,6 +16,7 @@ import hmac
 import os
 import secrets
 import tempfile
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,10 +68,8 @@ def _create_personal_key(path: Path) -> None:
         try:
             with os.fdopen(handle, "w", encoding="ascii") as out:
                 out.write(secrets.token_hex(32) + "\n")
-            try:
+            with suppress(FileExistsError):  # another process created it first: theirs is the key
                 os.link(temporary, path)
-            except FileExistsError:
-                pass  # another process created it first: theirs is the key
         finally:
             os.unlink(temporary)
     except OSError as exc:
@@ -119,5 +118,6 @@ def check(signature: str | None, message: bytes, keys: list[SigningKey]) -> Sign
         return SignatureCheck(False, f"signed with key {key_id}, which is not configured here")
     expected = hmac.new(key.secret, message, hashlib.sha256).hexdigest()
     if not hmac.compare_digest(expected.encode(), digest.encode("utf-8", errors="replace")):
-        return SignatureCheck(False, "signature does not match: the probe or its recorded result was edited after signing")
+        return SignatureCheck(False,
+                              "signature does not match: the probe or its recorded result was edited after signing")
     return SignatureCheck(True, f"signed with key {key_id}")

@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,7 +74,8 @@ class ProbeRun:
         return self.outcome == COMPLETED
 
 
-def run_probe(argv: list[str] | tuple[str, ...], cwd: Path, *, timeout: float, output_cap: int = OUTPUT_CAP) -> ProbeRun:
+def run_probe(argv: list[str] | tuple[str, ...], cwd: Path, *, timeout: float,
+              output_cap: int = OUTPUT_CAP) -> ProbeRun:
     """Run argv in cwd and wait at most timeout seconds; never raises for the probe's sake."""
     started = time.monotonic()
     env = probe_environment(cwd)
@@ -110,6 +112,7 @@ def _read_capped(process: subprocess.Popen, deadline: float, cap: int) -> tuple[
     kept = bytearray()
     truncated = False
     stream = process.stdout
+    assert stream is not None, "probes run with stdout=PIPE"
     with selectors.DefaultSelector() as selector:
         selector.register(stream, selectors.EVENT_READ)
         try:
@@ -155,10 +158,8 @@ def _kill_group(process: subprocess.Popen) -> None:
     A process that calls setsid itself leaves the group and escapes this; probes are
     bounded, not sandboxed.
     """
-    try:
+    with suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     process.wait()
 
 

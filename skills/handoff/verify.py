@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TypedDict
 
 from baton.errors import BadInput
 from baton.registry.model import handoff_held
@@ -40,8 +41,6 @@ from baton.skills.handoff.files import (
     read_handoff,
     shown_path,
 )
-from baton.skills.runtime.command_words import parse_command
-from baton.skills.runtime.settings import HandoffSettings
 from baton.skills.handoff.probe_policy import Permission, ProbePolicy
 from baton.skills.handoff.probe_signing import SigningKey, verifying_keys
 from baton.skills.handoff.probes import (
@@ -52,11 +51,22 @@ from baton.skills.handoff.probes import (
     run_probe,
     shown_output,
 )
+from baton.skills.runtime.command_words import parse_command
+from baton.skills.runtime.settings import HandoffSettings
 
 VERIFIED, CHANGED, FAILED, NOT_RUN, STALE = "verified", "changed", "failed", "not_run", "stale"
 STATUSES = (VERIFIED, CHANGED, FAILED, NOT_RUN, STALE)
 NO_HANDOFF = "no handoff in this worktree"
 MIN_PROBE_SECONDS = 0.05  # below this much budget left, a probe is not started
+
+
+class _Recorded(TypedDict):
+    """What a claim's result repeats of the claim as recorded."""
+
+    section: str
+    recorded: str | None
+    recorded_at: str | None
+    probe: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +157,7 @@ class _Verifier:
 
     def judge(self, claim: Claim, task_id: str | None) -> ClaimResult:
         probe = claim.probe
-        base = {"section": claim.section, "recorded": _recorded(claim),
+        base: _Recorded = {"section": claim.section, "recorded": _recorded(claim),
                 "recorded_at": probe.recorded_at if probe else None, "probe": probe.command if probe else None}
         if probe is None or not probe.command:
             return self._unrun(claim, base, "no probe to re-run")
@@ -184,7 +194,7 @@ class _Verifier:
         return self._compare(claim, probe, run, base, permission)
 
     @staticmethod
-    def _unrun(claim: Claim, base: dict, reason: str) -> ClaimResult:
+    def _unrun(claim: Claim, base: _Recorded, reason: str) -> ClaimResult:
         if claim.alarm:
             return ClaimResult(**base, fresh=None, status=STALE,
                                reason=f"alarm {claim.alarm} not reproduced: {reason}. Recorded for context only; "
@@ -192,7 +202,7 @@ class _Verifier:
         return ClaimResult(**base, fresh=None, status=NOT_RUN, reason=reason)
 
     @staticmethod
-    def _compare(claim: Claim, probe: Probe, run: ProbeRun, base: dict, permission: Permission) -> ClaimResult:
+    def _compare(claim: Claim, probe: Probe, run: ProbeRun, base: _Recorded, permission: Permission) -> ClaimResult:
         same = _same(probe, run)
         alarm = claim.alarm
         # The alarm comes from the status line. Only a signature vouches that the status was
@@ -277,7 +287,7 @@ def verify_handoff_at(root: Path, repo: str, home: Path, settings: HandoffSettin
     if chosen is not None:
         verification.path = shown_path(chosen, root)
         verification.history = [shown_path(p, root) for p in found if not _same_document(p, chosen)]
-    if parsed is None:
+    if parsed is None or chosen is None:
         return verification
     verification.task_id = parsed.task_id
     verification.written_at = parsed.written_at or modified_at(chosen)
@@ -286,7 +296,12 @@ def verify_handoff_at(root: Path, repo: str, home: Path, settings: HandoffSettin
     # Checks (a test suite, say) run after the probes, so slow checks never starve cheap
     # probes of the budget; results keep the document's order.
     claims = parsed.claims
-    order = sorted(range(len(claims)), key=lambda i: claims[i].probe is not None and claims[i].probe.match == MATCH_EXIT)
+
+    def is_check(i: int) -> bool:
+        probe = claims[i].probe
+        return probe is not None and probe.match == MATCH_EXIT
+
+    order = sorted(range(len(claims)), key=is_check)
     results = {i: verifier.judge(claims[i], parsed.task_id) for i in order}
     verification.results = [results[i] for i in range(len(claims))]
     return verification

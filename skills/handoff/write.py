@@ -19,6 +19,8 @@ from baton.outcome import Found, NotFound
 from baton.registry.model import CheckRecorded, HandoffWritten
 from baton.signals.model import SignalType
 from baton.skills.core.binding import ActiveTask, Place
+from baton.skills.core.commit import read_binding_quietly, record_events
+from baton.skills.core.signalling import signal
 from baton.skills.handoff.checks import CheckResult, check_timeout, parse_check, run_check
 from baton.skills.handoff.document import (
     MATCH_EXIT,
@@ -40,7 +42,6 @@ from baton.skills.handoff.files import (
 from baton.skills.handoff.journal import journal_of
 from baton.skills.handoff.probe_policy import GIT_STATE_PROBES
 from baton.skills.handoff.probe_signing import SigningKey, sign, signing_key
-from baton.skills.runtime.command_words import parse_command
 from baton.skills.handoff.probes import (
     ProbeRun,
     command_text,
@@ -48,9 +49,8 @@ from baton.skills.handoff.probes import (
     run_probe,
     shown_output,
 )
-from baton.skills.core.signalling import signal
+from baton.skills.runtime.command_words import parse_command
 from baton.skills.runtime.stores import Stores
-from baton.skills.core.commit import read_binding_quietly, record_events
 
 CHECK_TIMEOUT = 300.0  # seconds a check may run while a handoff is written (a test suite, say)
 CHECK_SHOWN_LINES = 15
@@ -173,10 +173,9 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
     claims, results = _observe(place, parsed_checks, parsed_probes, timeout, settings.probe_timeout)
     at = at or clock.now()
     warnings: list[str] = []
-    common = {"task_id": task.task_id, "session_id": task.session_id}
     check_events = [CheckRecorded(event_id=uuid.uuid4(), at=at, command=r.command, exit_status=r.exit_status,
-                                  summary=r.summary, provenance=r.provenance, snapshot=r.snapshot, **common)
-                    for r in results]
+                                  summary=r.summary, provenance=r.provenance, snapshot=r.snapshot,
+                                  task_id=task.task_id, session_id=task.session_id) for r in results]
     if check_events:
         warnings += _record(stores, check_events)
     journal, note, phase = None, None, None
@@ -204,7 +203,8 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
         path.unlink(missing_ok=True)
         raise
     shown = shown_path(path, root)
-    written = HandoffWritten(event_id=uuid.uuid4(), at=at, path=shown, claims=len(claims), **common)
+    written = HandoffWritten(event_id=uuid.uuid4(), at=at, path=shown, claims=len(claims), task_id=task.task_id,
+                             session_id=task.session_id)
     warnings += _record(stores, [written])
     try:
         stores.signals.publish([signal(SignalType.handoff_written, str(written.event_id), task, place.repo, at,

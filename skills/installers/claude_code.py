@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from baton.errors import BadInput
-from baton.skills.installers import json_text
 from baton.skills.core.binding import Place
+from baton.skills.installers import json_text
 
 SCOPES = ("project", "user")
 
@@ -247,10 +247,10 @@ def _ensure_group(text: str, path: Path, event: str, group: dict) -> tuple[str, 
     hooks = root.member("hooks")
     if hooks is None:
         return json_text.append_member(text, root, "hooks", {event: [group]}, style), True
-    groups = hooks.value.member(event)
-    if groups is None:
+    listed = hooks.value.member(event)
+    if listed is None:
         return json_text.append_member(text, hooks.value, event, [group], style), True
-    return json_text.append_item(text, groups.value, group, style), True
+    return json_text.append_item(text, listed.value, group, style), True
 
 
 def _remove_one_baton_handler(text: str, path: Path, events: tuple[str, ...] | None = None, *,
@@ -269,8 +269,10 @@ def _remove_one_baton_handler(text: str, path: Path, events: tuple[str, ...] | N
             raise BadInput(f"{path}: hooks.{event.key} is not a list; nothing changed")
         groups = event.value  # this member's list: a key may be duplicated (the last one counts)
         for group_index, group in enumerate(groups.items):
+            handlers = _handler_list(group)
+            if handlers is None:
+                continue
             for handler_index in _baton_handlers(group):
-                handlers = group.member("hooks").value
                 if len(handlers.items) > 1:
                     return event.key, json_text.remove(text, handlers, handler_index)
                 if len(groups.items) > 1 or not _ours(f"hooks.{event.key}", created):
@@ -299,11 +301,17 @@ def _event_groups(root: json_text.Node, path: Path, event: str) -> json_text.Nod
     return groups.value
 
 
-def _baton_handlers(group: json_text.Node) -> list[int]:
+def _handler_list(group: json_text.Node) -> json_text.Node | None:
+    """The group's `hooks` list, None when it has none."""
     handlers = group.member("hooks") if group.is_object else None
-    if handlers is None or not handlers.value.is_array:
+    return handlers.value if handlers is not None and handlers.value.is_array else None
+
+
+def _baton_handlers(group: json_text.Node) -> list[int]:
+    handlers = _handler_list(group)
+    if handlers is None:
         return []
-    return [i for i, h in enumerate(handlers.value.value)
+    return [i for i, h in enumerate(handlers.value)
             if isinstance(h, dict) and h.get("type") == "command" and is_baton_hook(h.get("command"))]
 
 
@@ -368,7 +376,8 @@ def _install_skill(base: Path, skill: str, records: InstallRecords, warnings: li
             records.save_skill(target, _digest(wanted))
             return "unchanged"
         if _digest(present) != records.skill_digest(target):
-            warnings.append(f"{target} exists with other content; left as it is (remove it and install again to replace it)")
+            warnings.append(f"{target} exists with other content; left as it is "
+                            "(remove it and install again to replace it)")
             return "kept (other content)"
         action = "updated"  # as an earlier Baton wrote it
     target.parent.mkdir(parents=True, exist_ok=True)

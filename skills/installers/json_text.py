@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # public at run time, not in typeshed
 from typing import Any
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
@@ -67,7 +67,15 @@ def _not_json(word: str):
 
 
 def _skip(text: str, at: int) -> int:
-    return _WHITESPACE.match(text, at).end()
+    return _span(_WHITESPACE, text, at).end()
+
+
+def _span(pattern: re.Pattern[str], text: str, at: int) -> re.Match[str]:
+    """pattern's match at `at`, where it cannot fail: it matches the empty string, or parse()
+    checked the text is JSON first."""
+    match = pattern.match(text, at)
+    assert match is not None, f"{pattern.pattern} does not match at {at}"
+    return match
 
 
 def _value(text: str, at: int) -> tuple[Node, int]:
@@ -82,7 +90,7 @@ def _value(text: str, at: int) -> tuple[Node, int]:
     for word, value in _LITERALS.items():
         if text.startswith(word, at):
             return Node(at, at + len(word), value), at + len(word)
-    match = _NUMBER.match(text, at)
+    match = _span(_NUMBER, text, at)
     return Node(at, match.end(), json.loads(match.group())), match.end()
 
 
@@ -149,7 +157,7 @@ def _append(text: str, container: Node, last_end: int | None, first_start: int |
             value: Any, style: Style) -> str:
     outer = _line_indent(text, container.start)
     if last_end is not None:
-        if not _breaks(text, container.start, first_start):  # a one-line container stays on one line
+        if first_start is None or not _breaks(text, container.start, first_start):  # one line stays one line
             return text[:last_end] + ", " + prefix + _compact(value) + text[last_end:]
         inner = _line_indent(text, first_start)
         return text[:last_end] + "," + style.newline + inner + prefix + _render(value, inner, style) + text[last_end:]
@@ -172,7 +180,7 @@ def remove(text: str, container: Node, index: int) -> str:
     if len(parts) > 1:
         return text[:start] + text[parts[1][0]:]
     opened = container.start + 1
-    closing = _WHITESPACE.match(text, end).end()
+    closing = _span(_WHITESPACE, text, end).end()
     tail = text[end:closing]
     outer = _line_indent(text, container.start)
     for newline in ("\r\n", "\n"):
@@ -196,7 +204,7 @@ def _compact(value: Any) -> str:
 
 def _line_indent(text: str, at: int) -> str:
     """The whitespace that starts the line holding position `at`."""
-    return _INDENT.match(text, text.rfind("\n", 0, at) + 1).group()
+    return _span(_INDENT, text, text.rfind("\n", 0, at) + 1).group()
 
 
 def _breaks(text: str, start: int, end: int | None) -> bool:

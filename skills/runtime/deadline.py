@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
 from baton.budget import abandon, abandoned
@@ -30,10 +31,8 @@ def leave(code: int) -> None:
     what was written), else through the interpreter's normal exit."""
     if abandoned():
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with suppress(OSError, ValueError):
                 stream.flush()
-            except (OSError, ValueError):
-                pass
         os._exit(code)
     sys.exit(code)
 
@@ -52,7 +51,7 @@ def gather(calls: dict[str, Callable[[], Any]], timeout: float) -> dict[str, Any
             results[name] = call()
         except StoreUnavailable as exc:
             results[name] = Unavailable(exc.reason)
-        except BaseException as exc:  # re-raised in the caller's thread below
+        except BaseException as exc:  # noqa: BLE001 -- re-raised in the caller's thread below
             errors[name] = exc
 
     threads = {name: threading.Thread(target=run, args=(name, call), daemon=True, name=f"baton-{name}")

@@ -65,7 +65,8 @@ def start_background_delivery(settings) -> None:
         return
     devnull = os.open(os.devnull, os.O_RDWR)
     try:
-        os.posix_spawn(sys.executable, [sys.executable, "-m", "baton.skills.frontends.cli", "deliver", "--background"], os.environ,
+        os.posix_spawn(sys.executable, [sys.executable, "-m", "baton.skills.frontends.cli", "deliver", "--background"],
+                       os.environ,
                        file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1),
                                      (os.POSIX_SPAWN_DUP2, devnull, 2)],
                        setsid=True)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from baton.clock import parse_duration
 from baton.errors import BadInput
@@ -165,8 +166,9 @@ class Settings:
         config_name = _given(environ, _ROWS["config"])
         config_path = Path(config_name).expanduser() if config_name else home / "baton.toml"
         config = _config_file(config_path, explicit=bool(config_name), home=home)
-        values = {row.name: _value(row, environ, config, config_path) for row in SETTINGS
-                  if row.name not in ("home", "config")}
+        # Each row's kind gives its value's type, which the table cannot tell the checker.
+        values: dict[str, Any] = {row.name: _value(row, environ, config, config_path) for row in SETTINGS
+                                  if row.name not in ("home", "config")}
         handoff = HandoffSettings(**{row.name: values.pop(row.name) for row in SETTINGS if row.table == "handoff"})
         workflow = {row.key: value for row in SETTINGS if row.table == "workflow"
                     if (value := values.pop(row.name)) is not None}

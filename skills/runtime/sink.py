@@ -19,7 +19,7 @@ stores: a Stores stays usable as it is built, and runtime imports nothing above 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from baton.errors import StoreUnavailable
 from baton.store_names import Store
@@ -38,29 +38,41 @@ class Stores(Protocol):
     which imports this module: naming it here would make the two a cycle)."""
 
     settings: Settings
-    budget: Budget
-    pending: Outbox
-    event_log: Any
-    signals: Any
+
+    # Read-only: the stores open these on first use (properties there).
+    @property
+    def budget(self) -> Budget: ...
+    @property
+    def pending(self) -> Outbox: ...
+    @property
+    def event_log(self) -> Any: ...
+    @property
+    def signals(self) -> Any: ...
 
     def graph_unreachable(self) -> bool: ...
 
 
+StoresT = TypeVar("StoresT", bound=Stores)
+
 # The projection: applies events to the stores, returns its warnings; raises
-# StoreUnavailable when the registry cannot take them.
-Apply = Callable[[Stores, Sequence["Event"]], list[str]]
+# StoreUnavailable when the registry cannot take them. Generic in the stores, as the
+# projection takes the whole of them where a sink knows only the part above.
+Apply = Callable[[StoresT, Sequence["Event"]], list[str]]
 
 
 class KeptEvent(Protocol):
     """A registry event as its JSON, keyed as the outboxes want it."""
 
-    event_id: str
-    task_id: str
-    body: str
+    @property
+    def event_id(self) -> str: ...
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def body(self) -> str: ...
 
 
-class Sink:
-    def __init__(self, stores: Stores) -> None:
+class Sink(Generic[StoresT]):
+    def __init__(self, stores: StoresT) -> None:
         self.stores = stores
         # An embedded registry that refuses reads refuses this write too; a server's
         # registry takes the write later, when it is delivered.
@@ -71,12 +83,12 @@ class Sink:
         applied at once (the caller then applies them on its own path)."""
         raise NotImplementedError
 
-    def commit(self, events: Sequence[KeptEvent], apply: Apply) -> list[str]:
+    def commit(self, events: Sequence[KeptEvent], apply: Apply[StoresT]) -> list[str]:
         """Apply the events now, or keep them for a delivery; returns the warnings. Raises
         StoreUnavailable when they can be neither kept nor applied."""
         return [] if self.keep(events) else apply(self.stores, _parsed([e.body for e in events]))
 
-    def deliver(self, apply: Apply) -> list[str]:
+    def deliver(self, apply: Apply[StoresT]) -> list[str]:
         """Deliver what waits, within the command's budget; a warning for each store that
         could not take it (it still waits)."""
         return _apply_pending(self.stores, apply)
@@ -86,23 +98,23 @@ class Sink:
         return self.stores.pending.waiting()
 
 
-class EmbeddedSink(Sink):
+class EmbeddedSink(Sink[StoresT]):
     def keep(self, events: Sequence[KeptEvent]) -> bool:
         return False
 
 
-class PendingSink(Sink):
+class PendingSink(Sink[StoresT]):
     def keep(self, events: Sequence[KeptEvent]) -> bool:
         self.stores.pending.keep([(e.event_id, e.task_id, e.body) for e in events])
         return True
 
 
-class KafkaSink(Sink):
+class KafkaSink(Sink[StoresT]):
     def keep(self, events: Sequence[KeptEvent]) -> bool:
         self.stores.event_log.keep([(e.event_id, e.task_id, e.body) for e in events])
         return True
 
-    def deliver(self, apply: Apply) -> list[str]:
+    def deliver(self, apply: Apply[StoresT]) -> list[str]:
         warnings = []
         for outbox in ("event_log", "signals"):
             try:
@@ -124,7 +136,7 @@ def _parsed(bodies: Sequence[str]) -> list[Event]:
     return [adapter.validate_json(body) for body in bodies]
 
 
-def _apply_pending(stores: Stores, apply: Apply) -> list[str]:
+def _apply_pending(stores: StoresT, apply: Apply[StoresT]) -> list[str]:
     """Apply the pending writes to the stores. While the graph's server cannot be reached
     they stay until it took them too (it has no other way to learn their touches; recall
     heals by itself, as a resume queues the decisions the index lacks), and those the

@@ -27,6 +27,10 @@ from baton.store_names import Store
 if TYPE_CHECKING:
     from baton.budget import Budget
     from baton.outbox import Outbox
+    from baton.recall.indexer import Indexer
+    from baton.recall.queue import EmbeddingQueue
+    from baton.recall.search import DecisionSearchClient
+    from baton.registry.kafka import KafkaEventLog
     from baton.skills.runtime.sink import Sink
 
 # The outboxes in the data home (baton.outbox): writes kept until a server took them.
@@ -45,11 +49,11 @@ class Stores:
         self._registry: SessionStore | None = None
         self._graph: ConflictGraph | None = None
         self._signals: SignalBus | None = None
-        self._recall = None
-        self._pending = None
-        self._event_log = None
-        self._queue = None
-        self._indexer = None
+        self._recall: DecisionSearchClient | None = None
+        self._pending: Outbox | None = None
+        self._event_log: KafkaEventLog | None = None
+        self._queue: EmbeddingQueue | None = None
+        self._indexer: Indexer | None = None
 
     @cached_property
     def budget(self) -> Budget:
@@ -85,7 +89,8 @@ class Stores:
             else:
                 from baton.registry.sqlite import SqliteSessionStore
 
-                self._registry = SqliteSessionStore(self.settings.home / "registry.db", timeout=self.settings.store_timeout)
+                self._registry = SqliteSessionStore(self.settings.home / "registry.db",
+                                                    timeout=self.settings.store_timeout)
         return self._registry
 
     @property
@@ -113,7 +118,8 @@ class Stores:
                 from baton.signals.kafka import SIGNALS_TOPIC, KafkaSignalBus
 
                 self._signals = KafkaSignalBus(
-                    self.settings.kafka_bootstrap, self.settings.home / SIGNALS_OUTBOX, timeout=self.settings.store_timeout,
+                    self.settings.kafka_bootstrap, self.settings.home / SIGNALS_OUTBOX,
+                    timeout=self.settings.store_timeout,
                     topic=f"{self.settings.kafka_topic_prefix}{SIGNALS_TOPIC}",
                     gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)))
             else:
@@ -174,7 +180,7 @@ class Stores:
         return self._pending
 
     @cached_property
-    def sink(self) -> Sink:
+    def sink(self) -> Sink[Stores]:
         """Where this command's writes go (baton.skills.runtime.sink)."""
         from baton.skills.runtime import sink
 
@@ -266,4 +272,5 @@ def _require(module: str, store: str, extra: str) -> None:
     import importlib.util
 
     if importlib.util.find_spec(module) is None:
-        raise StoreUnavailable(store, f"its server is configured but {module} is not installed (pip install -e '.[{extra}]')")
+        raise StoreUnavailable(store, f"its server is configured but {module} is not installed "
+                                      f"(pip install -e '.[{extra}]')")

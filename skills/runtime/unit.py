@@ -21,7 +21,7 @@ from baton.skills.runtime.stores import Stores
 
 
 @contextmanager
-def unit_of_work(*, deliver_with: Apply | None = None, warn: Callable[[list[str]], None] = lambda _: None,
+def unit_of_work(*, deliver_with: Apply[Stores] | None = None, warn: Callable[[list[str]], None] = lambda _: None,
                  store_timeout: float | None = None, skip_known_down: bool = True) -> Iterator[Stores]:
     """The stores for one command, settings from the environment (store_timeout: at most
     this many seconds of servers); deliver_with: deliver the kept writes first with this

@@ -8,7 +8,6 @@ from datetime import datetime
 
 from baton import clock
 from baton.errors import StoreUnavailable
-from baton.store_names import Store
 from baton.ids import BATON_NAMESPACE, check_task_id
 from baton.outcome import Found, NotFound, Unavailable
 from baton.signals.wire import SignalType
@@ -17,6 +16,7 @@ from baton.skills.core.commit import commit, publish, read_binding_quietly, wire
 from baton.skills.core.signalling import wire_signal
 from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
+from baton.store_names import Store
 
 
 def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None,
@@ -35,13 +35,13 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
     at = at or clock.now()
     report = WriteReport()
     previous = read_binding_quietly(place)
-    same_task = previous is not None and previous.task_id == task_id
+    same_task = previous if previous is not None and previous.task_id == task_id else None
     if session_id is None:
-        session_id = previous.session_id if same_task else uuid.uuid4().hex
+        session_id = same_task.session_id if same_task else uuid.uuid4().hex
     report.session_id = session_id
     report.previous_task = previous.task_id if previous and not same_task else None
-    rebinding = same_task and previous.session_id == session_id
-    write_binding(place, Binding(task_id, session_id, at, agent or (previous.agent if same_task else None)))
+    rebinding = same_task is not None and same_task.session_id == session_id
+    write_binding(place, Binding(task_id, session_id, at, agent or (same_task.agent if same_task else None)))
     current = stores.registry.get(task_id)
     if isinstance(current, Unavailable) and stores.sink.writes_need_registry:
         raise StoreUnavailable(Store.SESSION_REGISTRY, current.reason)

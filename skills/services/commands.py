@@ -13,6 +13,7 @@ from pathlib import Path
 
 from baton.errors import BadInput
 from baton.skills.core.binding import ActiveTask, Place, resolve_task
+from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
 
 END_STATUSES = ("completed", "stalled")
@@ -37,7 +38,7 @@ class UpdateRequest:
 @dataclass
 class UpdateDone:
     task: ActiveTask
-    report: object  # the write's report (warnings)
+    report: WriteReport
     checks: list = field(default_factory=list)  # CheckResult, in the order asked
 
     def recorded(self, request: UpdateRequest) -> dict:
@@ -90,7 +91,7 @@ class EndRequest:
     status: str = "completed"
 
 
-def end(stores: Stores, place: Place, request: EndRequest) -> tuple[ActiveTask, object]:
+def end(stores: Stores, place: Place, request: EndRequest) -> tuple[ActiveTask, WriteReport]:
     from baton.skills.services.end import end as record
 
     if request.status not in END_STATUSES:

@@ -18,8 +18,8 @@ from baton.errors import BadInput, StoreUnavailable
 from baton.signals.wire import SignalType, WireSignal, derived_signal_id
 from baton.skills.core.binding import ActiveTask, Place
 from baton.skills.core.commit import WireEvent
-from baton.skills.runtime.stores import Stores
 from baton.skills.core.write_report import MAX_TEXT, WriteReport
+from baton.skills.runtime.stores import Stores
 
 REASON_LENGTH = 200
 

@@ -32,7 +32,9 @@ def _model() -> dict[str, str]:
 
 def doctor(stores: Stores) -> list[StoreReport]:
     """Ask every store to describe itself, side by side, within the command's budget."""
-    stores.budget.health.clear()
+    health = stores.budget.health
+    if health is not None:  # the stores' budget always keeps one
+        health.clear()
     calls = {
         "registry": lambda: stores.registry.describe(),
         "graph": lambda: stores.graph.describe(),

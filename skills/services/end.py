@@ -22,8 +22,8 @@ def end(stores: Stores, task: ActiveTask, status: str, place: Place, *, at: date
         raise BadInput(f"unknown status {status!r}: use completed or stalled")
     at = at or clock.now()
     binding = read_binding_quietly(place)
-    if binding is None or binding.task_id != task.task_id:
-        if isinstance(stores.registry.get(task.task_id), NotFound):
+    bound_here = binding is not None and binding.task_id == task.task_id
+    if not bound_here and isinstance(stores.registry.get(task.task_id), NotFound):
             raise BadInput(f"no session for {task.task_id}: nothing to end")
     event = wire_event("ended", task.task_id, task.session_id, at, status=str(status))
     report = WriteReport()

@@ -16,11 +16,19 @@ from baton.ids import check_task_id
 from baton.outcome import NotFound, Unavailable
 from baton.registry.model import HandoffVerified
 from baton.skills.core.binding import ActiveTask, Place, place_of, resolve_task
-from baton.skills.handoff.verify import Verification, verify_handoff_at
+from baton.skills.core.commit import record_events
+from baton.skills.handoff.verify import (
+    CHANGED,
+    FAILED,
+    NOT_RUN,
+    STALE,
+    VERIFIED,
+    Verification,
+    verify_handoff_at,
+)
 from baton.skills.handoff.write import HandoffReport, write_handoff
 from baton.skills.runtime.stores import Stores
 from baton.skills.runtime.unit import unit_of_work
-from baton.skills.core.commit import record_events
 
 
 @dataclass
@@ -52,7 +60,7 @@ def verify_and_record(stores: Stores, place: Place, *, task: ActiveTask | None, 
     except BadInput:
         checked.warnings.append(f"the verification is not recorded: the handoff names an invalid ticket {task_id!r}")
         return checked
-    ours = task is not None and task.task_id == task_id
+    ours = task if task is not None and task.task_id == task_id else None
     looked = None if ours else stores.registry.get(task_id)
     if isinstance(looked, Unavailable):
         checked.warnings.append(f"session registry unavailable: {looked.reason}; the verification is not recorded")
@@ -62,9 +70,11 @@ def verify_and_record(stores: Stores, place: Place, *, task: ActiveTask | None, 
                                 "session here (bind it, or verify with --task)")
         return checked
     counts = verification.counts()
-    session_id = task.session_id if ours else "handoff-verify"
+    session_id = ours.session_id if ours else "handoff-verify"
     event = HandoffVerified(event_id=uuid.uuid4(), task_id=task_id, session_id=session_id, at=at or clock.now(),
-                            path=verification.path, written_at=verification.written_at, **counts)
+                            path=verification.path, written_at=verification.written_at, verified=counts[VERIFIED],
+                            changed=counts[CHANGED], failed=counts[FAILED], not_run=counts[NOT_RUN],
+                            stale=counts[STALE])
     try:
         checked.warnings += record_events(stores, [event])
         checked.recorded_for = task_id

@@ -122,7 +122,7 @@ def _apply(stores: Stores, batch: list, *, once: bool, outages: _Outages, report
         outages.failed(GRAPH, f"{graph}; holding {len(events)} events until it is back")
         time.sleep(backoff)
         backoff = min(backoff * 2, MAX_BACKOFF)
-    asked = {GRAPH, RECALL} if any(e.type == "decision_recorded" for e in events) else {GRAPH}
+    asked: set[str] = {GRAPH, RECALL} if any(e.type == "decision_recorded" for e in events) else {GRAPH}
     _log_stores(outages, warnings, asked)
     report.warnings += warnings
     try:

@@ -22,13 +22,22 @@ HOOKS_AGENT = "claude"  # the hooks that keep heartbeats are Claude Code's
 
 
 class Beat(Protocol):
-    task_id: str
-    worktree: str
-    agent_session: str
-    pid: int
-    process_start: str | None
-    host: str | None
-    at: datetime
+    """A heartbeat row as the caller read it (read-only: a frozen row will do)."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def worktree(self) -> str: ...
+    @property
+    def agent_session(self) -> str: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def process_start(self) -> str | None: ...
+    @property
+    def host(self) -> str | None: ...
+    @property
+    def at(self) -> datetime: ...
 
 
 def recover(stores: Stores, place: Place, beats: Iterable[Beat], *, all_repos: bool = False,

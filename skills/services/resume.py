@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 from baton import clock
 from baton.errors import StoreUnavailable
+from baton.graph.conflicts import FileConflict
 from baton.ids import check_task_id
 from baton.outcome import Found, NotFound, Unavailable
-from baton.graph.conflicts import FileConflict
 from baton.registry.model import Session
 from baton.signals.model import Signal, file_subject
 from baton.skills.core.binding import ActiveTask, Place
-from baton.skills.runtime.deadline import SLACK, gather
-from baton.skills.services.handoff import verify_and_record
-from baton.skills.handoff.verify import Verification
-from baton.skills.core.overlaps import conflicts_of
-from baton.skills.runtime.stores import Stores
 from baton.skills.core.commit import read_binding_quietly
+from baton.skills.core.overlaps import conflicts_of
+from baton.skills.handoff.verify import Verification
+from baton.skills.runtime.deadline import SLACK, gather
+from baton.skills.runtime.stores import Stores
 from baton.skills.services.bind import bind
+from baton.skills.services.handoff import verify_and_record
 from baton.skills.services.stage import WorkflowView, workflow_view
 
 STORES = ("registry", "graph", "recall", "signals")
@@ -46,7 +48,7 @@ class ResumeResult:
     conflict_paths: dict[str, list[str]] = field(default_factory=dict)
     related_decisions: list[RelatedDecision] = field(default_factory=list)
     signals: list[Signal] = field(default_factory=list)
-    stores: dict[str, str] = field(default_factory=lambda: {name: NOT_QUERIED for name in STORES})
+    stores: dict[str, str] = field(default_factory=lambda: dict.fromkeys(STORES, NOT_QUERIED))
     bound: bool = False
     handoff: Verification | None = None  # the worktree's current handoff, re-verified
     workflow: WorkflowView | None = None  # the ticket's stages, each claim re-checked (None: it uses none)
@@ -114,35 +116,8 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
     is worth checking even where the registry has no history. check_workflow re-checks each
     completed stage's proof (git and the files: the session start leaves it to a resume).
     """
-    check_task_id(task_id)
+    result = read_session(stores, task_id, limit=limit, workflow_root=place.root if check_workflow else None)
     at = at or clock.now()
-    result = ResumeResult(status="found", task_id=task_id)
-    budget = stores.budget  # one budget for the whole resume: the registry, then the rest side by side
-    looked = gather({"registry": lambda: stores.registry.get(task_id)}, budget.remaining() + SLACK)["registry"]
-    if isinstance(looked, Unavailable):
-        result.status, result.reason = "unavailable", looked.reason
-        result.stores["registry"] = f"unavailable: {looked.reason}"
-    elif isinstance(looked, NotFound):
-        result.status = "not_found"
-        result.stores["registry"] = OK
-    else:
-        result.stores["registry"] = OK
-        session = result.session = looked.value
-        asked = {"graph": lambda: _conflicts(stores, session), "signals": lambda: _missed_signals(stores, session)}
-        if session.decisions:  # related decisions are found from the ticket's own
-            asked["recall"] = lambda: _related(stores, session, limit)
-        parts = gather(asked, max(budget.remaining(), 0.0) + SLACK)
-        for name, part in parts.items():
-            result.stores[name] = f"unavailable: {part.reason}" if isinstance(part, Unavailable) else OK
-        if not isinstance(parts["graph"], Unavailable):
-            result.conflicts, result.conflict_paths = parts["graph"]
-        if "recall" in parts and not isinstance(parts["recall"], Unavailable):
-            result.related_decisions = parts["recall"]
-        if not isinstance(parts["signals"], Unavailable):
-            result.signals = parts["signals"]
-        # Before the bind below moves the session's location: the claims are the worktree's.
-        if check_workflow:
-            result.workflow = workflow_view(stores.settings, session, place.root)
     if bind_task:
         result.bound = True
         try:
@@ -159,5 +134,40 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
         result.handoff = checked.verification
         # With the registry down, the bind has already said so; say each thing once.
         result.warnings += [warning for warning in checked.warnings if warning not in result.warnings]
+    return result
+
+
+def read_session(stores: Stores, task_id: str, *, limit: int = 5, workflow_root: Path | None = None) -> ResumeResult:
+    """What resume_session reads of task_id, binding nothing and running no probe (what the
+    dashboard shows); workflow_root: the worktree whose completed stages' proofs are re-checked."""
+    check_task_id(task_id)
+    result = ResumeResult(status="found", task_id=task_id)
+    budget = stores.budget  # one budget for the whole resume: the registry, then the rest side by side
+    looked = gather({"registry": lambda: stores.registry.get(task_id)}, budget.remaining() + SLACK)["registry"]
+    if isinstance(looked, Unavailable):
+        result.status, result.reason = "unavailable", looked.reason
+        result.stores["registry"] = f"unavailable: {looked.reason}"
+    elif isinstance(looked, NotFound):
+        result.status = "not_found"
+        result.stores["registry"] = OK
+    else:
+        result.stores["registry"] = OK
+        session = result.session = looked.value
+        asked: dict[str, Callable[[], object]] = {"graph": lambda: _conflicts(stores, session),
+                                                  "signals": lambda: _missed_signals(stores, session)}
+        if session.decisions:  # related decisions are found from the ticket's own
+            asked["recall"] = lambda: _related(stores, session, limit)
+        parts = gather(asked, max(budget.remaining(), 0.0) + SLACK)
+        for name, part in parts.items():
+            result.stores[name] = f"unavailable: {part.reason}" if isinstance(part, Unavailable) else OK
+        if not isinstance(parts["graph"], Unavailable):
+            result.conflicts, result.conflict_paths = parts["graph"]
+        if "recall" in parts and not isinstance(parts["recall"], Unavailable):
+            result.related_decisions = parts["recall"]
+        if not isinstance(parts["signals"], Unavailable):
+            result.signals = parts["signals"]
+        # Before resume_session's bind moves the session's location: the claims are the worktree's.
+        if workflow_root is not None:
+            result.workflow = workflow_view(stores.settings, session, workflow_root)
     return result
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
@@ -65,7 +66,8 @@ def current_state(lifecycle: Lifecycle, record) -> tuple[WorkflowState, list[str
     try:
         return state_from_dict(lifecycle, record.state), []
     except BadInput as exc:
-        requests = [StageRequest(**{k: h.get(k) for k in _REQUEST_KEYS}) for h in record.history
+        requests = [StageRequest(h["status"], **{k: h.get(k) for k in _REQUEST_KEYS if k != "status"})
+                    for h in record.history
                     if isinstance(h, dict) and isinstance(h.get("status"), str)]
         state, skipped = replay(lifecycle, requests)
         notes = [(f"the recorded state does not fit the lifecycle ({exc}); reconstructed from "
@@ -159,8 +161,8 @@ def record_stage(stores: Stores, task: ActiveTask, place: Place, command: StageC
                                                   transition.blocker, transition.resolution), strict=True)
              if v is not None}
     history = [*(record.history if record is not None else []), asked]
-    events.append(wire_event("stage_recorded", task.task_id, task.session_id, at, **asked,
-                             **({"evidence": evidence} if evidence is not None else {}),
+    evidence_field: dict[str, Any] = {"evidence": evidence} if evidence is not None else {}
+    events.append(wire_event("stage_recorded", task.task_id, task.session_id, at, **asked, **evidence_field,
                              state=after.as_dict(), proofs=proofs, history=history))
     commit(stores, events, report)
     return StageDone(task, after, state, evidence, report, notes, ran)

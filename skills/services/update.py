@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from baton import clock
 from baton.errors import BadInput
@@ -34,9 +34,9 @@ def _text(label: str, value: str) -> str:
 
 
 def update(stores: Stores, task: ActiveTask, place: Place, *, phase: str | None = None,
-           next_action: str | None = None, done: list[str] = (), failed: list[str] = (),
-           depends_on: list[str] = (), goal: str | None = None, constraints: list[str] = (),
-           remaining: list[str] = (), evidence: list[str] = (), checks: Sequence[CheckResult] = (),
+           next_action: str | None = None, done: Sequence[str] = (), failed: Sequence[str] = (),
+           depends_on: Sequence[str] = (), goal: str | None = None, constraints: Sequence[str] = (),
+           remaining: Sequence[str] = (), evidence: Sequence[str] = (), checks: Sequence[CheckResult] = (),
            at: datetime | None = None) -> WriteReport:
     """Record phase, next action, steps, failures, dependencies and the journal's goal,
     constraints, remaining work, evidence (reported by the agent) and checks (each with its
@@ -69,7 +69,7 @@ def update(stores: Stores, task: ActiveTask, place: Place, *, phase: str | None 
     events += [wire_event("evidence_recorded", *common, text=t, provenance="reported") for t in texts["--evidence"]]
     events += [wire_event("check_recorded", *common, command=_text("--check command", c.command),
                       exit_status=c.exit_status, summary=c.summary[:MAX_TEXT], provenance=str(c.provenance),
-                      **({"snapshot": c.snapshot} if c.snapshot is not None else {}))
+                      **_snapshot_field(c))
                for c in checks]
     if not events:
         raise BadInput("nothing to update: give --phase, --next, --done, --failed, --depends-on, --goal, "
@@ -80,3 +80,8 @@ def update(stores: Stores, task: ActiveTask, place: Place, *, phase: str | None 
         publish(stores, [wire_signal(SignalType.phase_changed, events[0].event_id, task, place.repo, at,
                                       phase=str(phase), reason=f"phase {phase}")], report)
     return report
+
+
+def _snapshot_field(check: CheckResult) -> dict[str, Any]:
+    """The check's snapshot as an event field, left out when the check took none."""
+    return {"snapshot": check.snapshot} if check.snapshot is not None else {}

@@ -11,6 +11,7 @@ import asyncio
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import jinja2
 from markupsafe import Markup
@@ -26,7 +27,7 @@ from starlette.staticfiles import StaticFiles
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.skills.frontends.web.guard import AccessGuard
-from baton.skills.frontends.web.overview import Filters, OverviewSource, changes, conflict_map
+from baton.skills.frontends.web.overview import Filters, OverviewSource, Snapshot, changes, conflict_map
 from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.stores import Stores
 
@@ -40,7 +41,7 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
     templates = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
     templates.filters.update(hm=_hm, handoff=_handoff_state)
     source = OverviewSource(settings)
-    macros = templates.get_template("macros.html").module
+    macros: Any = templates.get_template("macros.html").module  # its macros are attributes jinja2 cannot type
     rendered_rows: dict[str, tuple[dict, str]] = {}  # task_id: (row, its HTML), kept while the row is unchanged
 
     def row_html(row: dict) -> str:
@@ -77,12 +78,12 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
         return JSONResponse(conflict_map(snapshot, Filters.from_query(request.query_params), MAP_LIMIT))
 
     def resume(task_id: str):
-        from baton.skills.services.resume import resume_session
+        from baton.skills.services.resume import read_session
 
         opened = stores()
         try:
             # No bind and no probe: the last recorded verification is shown, never a new one.
-            return resume_session(opened, task_id, None, bind_task=False, verify_handoff=False)
+            return read_session(opened, task_id)
         finally:
             opened.close()
 
@@ -138,9 +139,9 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
         filters = Filters.from_query(request.query_params)
         shown = request.headers.get("last-event-id") or request.query_params.get("v", "")
         async def stream():
-            before = await run_in_threadpool(source.current)
-            if str(before.version) != shown:
-                before = None  # the page is older than the snapshot: redraw every row
+            current = await run_in_threadpool(source.current)
+            # None when the page is older than the snapshot: redraw every row
+            before: Snapshot | None = current if str(current.version) == shown else None
             while True:
                 after = await run_in_threadpool(source.current)
                 if before is None or after.version != before.version:

@@ -23,8 +23,8 @@ COOKIE = "baton_dashboard"
 MAX_LOGIN_BODY = 4096
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 SECURITY_HEADERS = [
-    (b"content-security-policy", b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                                 b"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"),
+    (b"content-security-policy", (b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                                  b"connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
@@ -53,12 +53,12 @@ class AccessGuard:
             return
         method, path = scope["method"], scope["path"]
         if method == "POST" and path == "/login" and self.token:
-            await self._login(receive, send)
+            await self._login(receive, send, self.token)
             return
         if method not in ("GET", "HEAD"):
             await _plain(send, 405, b"Method Not Allowed: the dashboard is read-only", [(b"allow", b"GET, HEAD")])
             return
-        if self.token and not self._admitted(headers):
+        if self.token and not self._admitted(headers, self.token):
             if "text/html" in headers.get("accept", "") and path != "/events":
                 await _html(send, 401, self.login_page(failed=False))
             else:
@@ -73,19 +73,19 @@ class AccessGuard:
 
         await self.app(scope, receive, secured)
 
-    def _admitted(self, headers: dict[str, str]) -> bool:
+    def _admitted(self, headers: dict[str, str], token: str) -> bool:
         scheme, _, given = headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode()):
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
             return True
         cookie = SimpleCookie()
         try:
             cookie.load(headers.get("cookie", ""))
-        except Exception:  # a malformed Cookie header admits nobody
+        except Exception:  # noqa: BLE001 -- a malformed Cookie header admits nobody
             return False
         morsel = cookie.get(COOKIE)
-        return morsel is not None and hmac.compare_digest(morsel.value.encode(), cookie_value(self.token).encode())
+        return morsel is not None and hmac.compare_digest(morsel.value.encode(), cookie_value(token).encode())
 
-    async def _login(self, receive, send) -> None:
+    async def _login(self, receive, send, token: str) -> None:
         body = b""
         while True:
             message = await receive()
@@ -96,10 +96,10 @@ class AccessGuard:
             if not message.get("more_body"):
                 break
         given = parse_qs(body.decode("utf-8", "replace")).get("token", [""])[0]
-        if not hmac.compare_digest(given.encode(), self.token.encode()):
+        if not hmac.compare_digest(given.encode(), token.encode()):
             await _html(send, 401, self.login_page(failed=True))
             return
-        cookie = f"{COOKIE}={cookie_value(self.token)}; HttpOnly; SameSite=Strict; Path=/"
+        cookie = f"{COOKIE}={cookie_value(token)}; HttpOnly; SameSite=Strict; Path=/"
         await send({"type": "http.response.start", "status": 303,
                     "headers": [(b"location", b"/"), (b"set-cookie", cookie.encode()), (b"content-length", b"0"),
                                 *SECURITY_HEADERS]})

@@ -7,7 +7,8 @@ cheap change marker says when to rebuild it: on the embedded default the waterma
 the registry and the signal log and the graph file's size and time (every write moves one
 of them, and no read does: the registry's file changes when a read applies pending events,
 so its file is not the mark); with a server, whose writes leave no trace here, the
-snapshot is rebuilt once it is older than SERVER_REFRESH. The dashboard only reads: it neither delivers kept writes nor runs a probe.
+snapshot is rebuilt once it is older than SERVER_REFRESH. The dashboard only reads: it neither
+delivers kept writes nor runs a probe.
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ class Filters:
                    only_conflicts=query.get("conflicts") == "1", include_ended=query.get("all") == "1")
 
     def keeps(self, row: dict) -> bool:
-        return ((self.include_ended or row["status"] == "active") and (not self.repo or row["repo"] == self.repo)
-                and (not self.agent or row["agent"] == self.agent) and (not self.only_conflicts or row["conflicts_with"]))
+        return ((self.include_ended or row["status"] == "active")
+                and (not self.repo or row["repo"] == self.repo)
+                and (not self.agent or row["agent"] == self.agent)
+                and (not self.only_conflicts or row["conflicts_with"]))
 
 
 @dataclass
@@ -142,11 +145,11 @@ class OverviewSource:
 
     def current(self) -> Snapshot:
         marker = self.marker()
-        if self._fresh(marker):
+        if self._snapshot is not None and self._fresh(marker):
             return self._snapshot
         with self._lock:
             marker = self.marker()  # taken before the read: a write during it moves it again
-            if not self._fresh(marker):
+            if self._snapshot is None or not self._fresh(marker):
                 version = self._snapshot.version + 1 if self._snapshot else 1
                 self._snapshot, self._marker = build_snapshot(self.settings, version), marker
             return self._snapshot
@@ -184,11 +187,12 @@ def changes(before: Snapshot | None, after: Snapshot, filters: Filters) -> dict:
     touches = []
     for row in changed:
         previous = old.get(row["task_id"])
-        if previous is None or previous["files_touched"][:1] == row["files_touched"][:1] \
-                and len(previous["files_touched"]) == len(row["files_touched"]):
+        if previous is None or (previous["files_touched"][:1] == row["files_touched"][:1] \
+                and len(previous["files_touched"]) == len(row["files_touched"])):
             continue
         fresh = [path for path in row["files_touched"] if path not in set(previous["files_touched"])]
-        touches.append({"task_id": row["task_id"], "files": fresh or row["files_touched"][:1], "at": row["last_activity"]})
+        touches.append({"task_id": row["task_id"], "files": fresh or row["files_touched"][:1],
+                        "at": row["last_activity"]})
     seen = {s["signal_id"] for s in before.signals} if before else set()
     signals = [s for s in after.signals if s["signal_id"] not in seen]
     return {"changed": changed, "gone": gone, "order": order if order != old_order else None,

@@ -25,7 +25,8 @@ def serve(settings: Settings, *, host: str, port: int, token: str | None, open_b
     """Serve until interrupted. The token is --token, else BATON_DASHBOARD_TOKEN."""
     import importlib.util
 
-    missing = [name for name in ("starlette", "sse_starlette", "uvicorn", "jinja2") if importlib.util.find_spec(name) is None]
+    missing = [name for name in ("starlette", "sse_starlette", "uvicorn", "jinja2")
+               if importlib.util.find_spec(name) is None]
     if missing:
         raise BadInput(f"the dashboard needs {', '.join(missing)}: pip install 'baton-sessions[dashboard]'")
     if not 0 < port < 65536:
