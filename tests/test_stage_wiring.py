@@ -59,6 +59,8 @@ def test_the_lifecycle_and_a_repair_walked_through_the_cli(any_home, worktrees, 
     assert shown["next_stage"] is None and not shown["fell_back"]
     code, out, _ = cli(main, "resume", "OMN-1")
     assert "### Workflow" in out and "**Next stage:** none: the workflow is complete" in out
+    listed = json.loads(cli(main, "list", "--json")[1])
+    assert [(line["task_id"], line["stage"]) for line in listed] == [("OMN-1", "COMMITTED")]
 
 
 def test_a_stale_test_pass_is_shown_and_the_next_stage_falls_back(home, worktrees, cli):

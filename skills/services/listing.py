@@ -25,12 +25,14 @@ class SessionLine:
     agent: str | None = None
     repo: str | None = None
     runs: int = 1
+    stage: str | None = None  # the workflow's status (baton stage), where the ticket uses stages
 
     def to_json(self) -> dict:
         return {"task_id": self.task_id, "status": self.status, "phase": self.phase,
                 "last_activity": self.last_activity.isoformat(), "stale": self.stale,
                 "files_touched": self.files_touched, "conflicts_with": self.conflicts_with,
-                "handoff": self.handoff, "agent": self.agent, "repo": self.repo, "runs": self.runs}
+                "handoff": self.handoff, "agent": self.agent, "repo": self.repo, "runs": self.runs,
+                "stage": self.stage}
 
 
 @dataclass
@@ -60,7 +62,8 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
                     files_touched=[t.path for t in s.files_by_recency()],
                     conflicts_with=conflicts.get(s.task_id, []) if s.status.value == "active" else [],
                     handoff=s.handoff_verification.public() if s.handoff_verification else None,
-                    agent=s.agent, repo=s.repo, runs=s.runs)
+                    agent=s.agent, repo=s.repo, runs=s.runs,
+                    stage=str(s.workflow.state.get("status")) if s.workflow else None)
         for s in sessions
     ]
     return Listing(lines, warnings, shared)
