@@ -140,6 +140,8 @@ def test_recover_finds_a_killed_agents_session_and_nothing_while_it_lives(home, 
     code, out, _ = cli(main, "recover", "--json")
     found = json.loads(out)
     assert found["status"] == "interrupted_task_found" and [c["task_id"] for c in found["candidates"]] == ["OMN-2"]
+    listed = {line["task_id"]: line["interrupted"] for line in json.loads(cli(main, "list", "--json")[1])}
+    assert listed == {"OMN-2": True}, "the lead's list (and the dashboard) marks it too"
     # An ended session is not interrupted work.
     cli(second, "end", "OMN-2")
     code, out, _ = cli(main, "recover", "--verbose")

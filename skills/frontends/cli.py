@@ -434,7 +434,9 @@ def _list(args, stores) -> int:
     from baton.skills.services.listing import list_sessions
 
     now = clock.now()
-    listing = list_sessions(stores, include_inactive=args.all, at=now)
+    from baton.skills.frontends.told import local_heartbeats
+
+    listing = list_sessions(stores, include_inactive=args.all, at=now, heartbeats=local_heartbeats(stores.settings))
     _warn(listing.warnings)
     if args.json:
         from baton.skills.frontends.answers import listing_answer

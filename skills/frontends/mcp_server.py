@@ -50,9 +50,11 @@ def resume_session(task_id: str, limit: int = 5, agent: str | None = None, allow
 def list_sessions(include_ended: bool = False) -> str:
     from baton import clock
     from baton.skills.frontends.answers import listing_answer
+    from baton.skills.frontends.told import local_heartbeats
     from baton.skills.services.listing import list_sessions as listing
 
-    return _call(lambda stores: listing_answer(listing(stores, include_inactive=include_ended, at=clock.now())))
+    return _call(lambda stores: listing_answer(listing(stores, include_inactive=include_ended, at=clock.now(),
+                                                       heartbeats=local_heartbeats(stores.settings))))
 
 
 def bind_task(task_id: str, agent: str | None = None, worktree: str | None = None) -> str:

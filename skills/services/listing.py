@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -9,6 +10,7 @@ from baton import clock
 from baton.files import FileRef
 from baton.outcome import Found
 from baton.skills.runtime.stores import Stores
+from baton.skills.services.recover import Beat, recover
 from baton.store_names import Store
 
 
@@ -26,13 +28,14 @@ class SessionLine:
     repo: str | None = None
     runs: int = 1
     stage: str | None = None  # the workflow's status (baton stage), where the ticket uses stages
+    interrupted: bool = False  # its agent is gone (baton recover), as this machine's heartbeats tell
 
     def to_json(self) -> dict:
         return {"task_id": self.task_id, "status": self.status, "phase": self.phase,
                 "last_activity": self.last_activity.isoformat(), "stale": self.stale,
                 "files_touched": self.files_touched, "conflicts_with": self.conflicts_with,
                 "handoff": self.handoff, "agent": self.agent, "repo": self.repo, "runs": self.runs,
-                "stage": self.stage}
+                "stage": self.stage, "interrupted": self.interrupted}
 
 
 @dataclass
@@ -43,8 +46,10 @@ class Listing:
     overlaps: dict[str, dict[str, list[FileRef]]] = field(default_factory=dict)
 
 
-def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetime | None = None) -> Listing:
-    """Sessions newest first; raises StoreUnavailable when the registry cannot answer."""
+def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetime | None = None,
+                  heartbeats: Iterable[Beat] | None = None) -> Listing:
+    """Sessions newest first; raises StoreUnavailable when the registry cannot answer.
+    heartbeats: the hooks' heartbeats on this machine, to mark tickets whose agent is gone."""
     at = at or clock.now()
     sessions = stores.registry.list_sessions(include_inactive=include_inactive).unwrap(Store.SESSION_REGISTRY)
     warnings = []
@@ -56,6 +61,9 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
         conflicts = {}
         warnings.append(f"conflict graph unavailable: {overlaps.reason}; conflicts not shown")
     stale_after = stores.settings.stale_after
+    interrupted = set()
+    if heartbeats is not None:
+        interrupted = {found.task_id for found in recover(stores, None, heartbeats, all_repos=True, now=at).candidates}
     lines = [
         SessionLine(task_id=s.task_id, status=s.status.value, phase=s.phase.value, last_activity=s.last_activity,
                     stale=s.status.value == "active" and at - s.last_activity > stale_after,
@@ -63,7 +71,8 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
                     conflicts_with=conflicts.get(s.task_id, []) if s.status.value == "active" else [],
                     handoff=s.handoff_verification.public() if s.handoff_verification else None,
                     agent=s.agent, repo=s.repo, runs=s.runs,
-                    stage=str(s.workflow.state.get("status")) if s.workflow else None)
+                    stage=str(s.workflow.state.get("status")) if s.workflow else None,
+                    interrupted=s.task_id in interrupted)
         for s in sessions
     ]
     return Listing(lines, warnings, shared)

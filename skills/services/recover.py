@@ -40,10 +40,11 @@ class Beat(Protocol):
     def at(self) -> datetime: ...
 
 
-def recover(stores: Stores, place: Place, beats: Iterable[Beat], *, all_repos: bool = False,
+def recover(stores: Stores, place: Place | None, beats: Iterable[Beat], *, all_repos: bool = False,
             verbose: bool = False, now: datetime | None = None) -> Recovery:
     """The interrupted sessions of this repository (all_repos: of every repository on this
-    machine), newest first; with verbose, the ended ones are listed among the excluded too.
+    machine; what place None asks, without reading a worktree's PrizmKit records), newest
+    first; with verbose, the ended ones are listed among the excluded too.
     Raises StoreUnavailable when the registry cannot answer."""
     listed = stores.registry.list_sessions(include_inactive=verbose)
     if isinstance(listed, Unavailable):
@@ -51,7 +52,7 @@ def recover(stores: Stores, place: Place, beats: Iterable[Beat], *, all_repos: b
     heartbeats = {(b.task_id, b.worktree): b for b in beats}
     facts = []
     for session in listed.value:
-        if not session.worktree_path or (not all_repos and session.repo != place.repo):
+        if not session.worktree_path or (not all_repos and place is not None and session.repo != place.repo):
             continue
         beat = heartbeats.get((session.task_id, session.worktree_path))
         workflow = session.workflow.state if session.workflow is not None else None
@@ -66,5 +67,7 @@ def recover(stores: Stores, place: Place, beats: Iterable[Beat], *, all_repos: b
                                                           process_start=beat.process_start, host=beat.host)))
     liveness = MachineLiveness()
     found = detect(facts, liveness, now=now)
+    if place is None:
+        return found
     root = str(place.root)
     return read_prizmkit(place.root, lambda branch: liveness.branch_exists(root, branch), found=found)

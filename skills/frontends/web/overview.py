@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from baton import clock
 from baton.errors import StoreUnavailable
 from baton.skills.frontends.answers import listing_answer, signals_answer
+from baton.skills.frontends.told import local_heartbeats
 from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.listing import list_sessions
@@ -87,7 +88,7 @@ def build_snapshot(settings: Settings, version: int) -> Snapshot:
     stores.deliver_on_close = False  # the dashboard writes nothing, and so keeps nothing to deliver
     try:
         try:
-            listing = list_sessions(stores, include_inactive=True, at=now)
+            listing = list_sessions(stores, include_inactive=True, at=now, heartbeats=local_heartbeats(settings))
             snapshot.rows, snapshot.overlaps = listing_answer(listing), listing.overlaps
             snapshot.warnings = listing.warnings
         except StoreUnavailable as exc:
