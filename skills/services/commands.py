@@ -62,7 +62,20 @@ def update(stores: Stores, place: Place, request: UpdateRequest) -> UpdateDone:
                     done=list(request.done), failed=list(request.failed), depends_on=list(request.depends_on),
                     goal=request.goal, constraints=list(request.constraints), remaining=list(request.todo),
                     evidence=list(request.evidence), checks=checks)
+    if checks:
+        report.warnings += _checkpoint_here(stores, task, place, "check")
     return UpdateDone(task, report, checks)
+
+
+def _checkpoint_here(stores: Stores, task: ActiveTask, place: Place, boundary: str) -> list[str]:
+    """A boundary's checkpoint, taken when this worktree works on the ticket: its warnings."""
+    from baton.skills.core.commit import read_binding_quietly
+    from baton.skills.services.checkpoint import checkpoint_at_boundary
+
+    binding = read_binding_quietly(place)
+    if binding is None or binding.task_id != task.task_id:
+        return []
+    return checkpoint_at_boundary(stores, task, place, boundary)
 
 
 def run_checks(commands: tuple[str, ...] | list[str], root: Path, timeout: float | None) -> list:
@@ -97,7 +110,10 @@ def end(stores: Stores, place: Place, request: EndRequest) -> tuple[ActiveTask, 
     if request.status not in END_STATUSES:
         raise BadInput(f"unknown status {request.status!r}: use completed or stalled")
     task = resolve_task(request.task_id, place, stores.settings.ambient)
-    return task, record(stores, task, request.status, place)
+    report = record(stores, task, request.status, place)
+    if request.status == "completed":
+        report.warnings += _checkpoint_here(stores, task, place, "completed")
+    return task, report
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +156,10 @@ def write_handoff(stores: Stores, place: Place, request: HandoffRequest):
     from baton.skills.handoff.write import write_handoff as write
 
     task = resolve_task(request.task_id, place, stores.settings.ambient)
-    return write(stores, task, place, checks=list(request.checks), probes=list(request.probes),
-                 timeout=request.timeout)
+    report = write(stores, task, place, checks=list(request.checks), probes=list(request.probes),
+                   timeout=request.timeout)
+    report.warnings += _checkpoint_here(stores, task, place, "handoff")
+    return report
 
 
 @dataclass(frozen=True, slots=True)
