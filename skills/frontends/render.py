@@ -192,3 +192,30 @@ def listing_text(listing: Listing, now: datetime, *, colour: bool) -> str:
             parts.append(_handoff_held(line.handoff, highlight))
         rows.append("  " + " | ".join(parts))
     return "\n".join(rows)
+
+
+def checkpoint_lines(task_id: str, lines) -> str:
+    """`baton checkpoints`: one line each, newest first."""
+    if not lines:
+        return f"No checkpoints of {task_id}."
+    out = [f"Checkpoints of {task_id}:"]
+    for line in lines:
+        label = f" \"{one_line(line.label)}\"" if line.label else ""
+        gone = " (not in this repository)" if line.present is False else ""
+        run = f" run {line.run_id[:8]}" if line.run_id else ""
+        out.append(f"  {line.id[:12]}  {line.taken_at[:19]}  {line.boundary}{run}{label}{gone}")
+    return "\n".join(out)
+
+
+def run_tree(task_id: str, lines) -> str:
+    """`baton runs`: the runs as a tree, children indented under their parent."""
+    if not lines:
+        return f"No runs recorded for {task_id}."
+    out = [f"Runs of {task_id}:"]
+    for line in lines:
+        owner = f"{line.task_id} " if line.task_id != task_id else ""
+        fork = f"fork of {line.parent_task_id}, " if line.kind == "fork" else ""
+        at = f", at checkpoint {line.diverged_at[:12]}" if line.diverged_at else ""
+        out.append(f"{'  ' * (line.depth + 1)}{owner}{line.run_id[:8]} {line.kind} ({fork}{line.state}, "
+                   f"started {line.started_at[:19]}{at})")
+    return "\n".join(out)
