@@ -445,6 +445,13 @@ class Session(BaseModel):
     def files_by_recency(self) -> list[Touch]:
         return sorted(self.files.values(), key=lambda t: (-t.last_at.timestamp(), t.path))
 
+    def _run_of(self, entry: Entry) -> dict:
+        """Which run produced evidence or a check, and whether that is an earlier one."""
+        run = self.run_at(entry.at)
+        if run is None:
+            return {}
+        return {"run_id": run.text, "inherited": run.text != self.current_run.text}
+
     def public(self) -> dict:
         """The session as documented in the CLI's --json output."""
         return {
@@ -463,11 +470,13 @@ class Session(BaseModel):
             "failures": [_entry_json(e) for e in self.failures],
             "next_action": self.next_action,
             "goal": self.goal,
+            "goal_inherited_from": self.goal_inherited_from,
             "constraints": [_entry_json(e) for e in self.constraints],
             "remaining_work": [_entry_json(e) for e in self.remaining_work],
-            "evidence": [_entry_json(e) for e in self.evidence],
+            "evidence": [{**_entry_json(e), **self._run_of(e)} for e in self.evidence],
             "checks": [{"command": c.command, "exit_status": c.exit_status, "summary": c.summary,
-                        "provenance": c.provenance.value, "recorded_at": c.at.isoformat(), "session_id": c.session_id}
+                        "provenance": c.provenance.value, "recorded_at": c.at.isoformat(), "session_id": c.session_id,
+                        **self._run_of(c)}
                        for c in self.checks],
             "handoff": None if self.handoff is None else {
                 "path": self.handoff.path, "written_at": self.handoff.written_at.isoformat(),

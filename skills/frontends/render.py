@@ -42,7 +42,7 @@ def resume_markdown(result: ResumeResult) -> str:
              (f"**Phase:** {session.phase.value} | **Status:** {session.status.value} | "
               f"**Last activity:** {when(session.last_activity)}")]
     if journal.goal:
-        lines.append(f"**Goal:** {one_line(journal.goal.text)} [reported]")
+        lines.append(f"**Goal:** {one_line(journal.goal.text)} [{journal.goal.provenance}]")
     if session.worktree_path:
         branch = f" (branch {one_line(session.branch)})" if session.branch else ""
         lines.append(f"**Worktree:** {one_line(session.worktree_path)}{branch}")
@@ -53,6 +53,10 @@ def resume_markdown(result: ResumeResult) -> str:
     lines += live
     if result.workflow is not None:
         lines += workflow_lines(result.workflow)
+    if result.compatibility:
+        lines += ["", "### Compatibility"]
+        lines += [f"- {c.check}: {c.status}" + (f" ({one_line(c.detail)})" if c.detail else "")
+                  for c in result.compatibility]
     for title, items in (("Remaining work", journal.remaining_work), ("Constraints", journal.constraints)):
         if items:
             lines += ["", f"### {title}"] + [f"- [{i.provenance}] {one_line(i.text)}" for i in items]
