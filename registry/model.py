@@ -447,10 +447,10 @@ class Session(BaseModel):
 
     def _run_of(self, entry: Entry) -> dict:
         """Which run produced evidence or a check, and whether that is an earlier one."""
-        run = self.run_at(entry.at)
-        if run is None:
+        run, current = self.run_at(entry.at), self.current_run
+        if run is None or current is None:
             return {}
-        return {"run_id": run.text, "inherited": run.text != self.current_run.text}
+        return {"run_id": run.text, "inherited": run.text != current.text}
 
     def public(self) -> dict:
         """The session as documented in the CLI's --json output."""

@@ -157,7 +157,7 @@ def test_gc_keeps_what_is_needed_and_removes_the_rest(home, shop, cli):
         taken.append(answer(cli, shop, "checkpoint")["checkpoint"]["id"])
     planned = answer(cli, shop, "gc", "--checkpoints", "--keep", "2", "--dry-run")
     assert planned["dry_run"] and len(git(shop, "for-each-ref", "refs/baton/checkpoints/").splitlines()) == 5
-    assert set(planned["removed"]) == {c for c in [*taken[:2]]} | {
+    assert set(planned["removed"]) == set(taken[:2]) | {
         c["id"] for c in answer(cli, shop, "checkpoints")["checkpoints"] if c["boundary"] == "bind"}
     done = answer(cli, shop, "gc", "--checkpoints", "--keep", "2")
     assert done["removed"] == planned["removed"] and done["kept"] == 2

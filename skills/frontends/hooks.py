@@ -9,8 +9,9 @@ payload on standard input (formats: https://code.claude.com/docs/en/hooks).
   dependency completed, a rebase needed), each told once per agent session.
 - stop and session-end: deliver locally kept writes, record the files changed since the
   last end of turn (edits made through Bash included) or else the turn's activity, (stop)
-  take a checkpoint when the tree changed since the last one, and write a handoff when the configuration asks for it (`[hooks] handoff` or
-  BATON_HOOK_HANDOFF: stop or session-end); session-end forgets the agent session.
+  take a checkpoint when the tree changed since the last one, and write a handoff when
+  the configuration asks for it (`[hooks] handoff` or BATON_HOOK_HANDOFF: stop or
+  session-end); session-end forgets the agent session.
 
 A hook never blocks or breaks the agent: whatever goes wrong becomes one line on
 standard error and exit status 0 (Claude Code shows stderr of a successful hook only in

@@ -95,7 +95,8 @@ def _run_events(stores: Stores, task_id: str, session_id: str, place: Place, cur
             return []
         run_id = str(uuid.uuid5(BATON_NAMESPACE, f"run:{task_id}:{run}"))
         if not reopens and latest is not None:
-            if local_run(place, task_id) is None or local_run(place, task_id).run_id != latest.text:
+            here = local_run(place, task_id)
+            if here is None or here.run_id != latest.text:
                 write_local_run(place, task_id, latest.text, None)
             return []
         start = RunStart(run_id, "reopen" if reopens else "bind", latest.text if latest else None)

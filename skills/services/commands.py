@@ -190,7 +190,7 @@ class CheckpointDone:
     warnings: list = field(default_factory=list)
 
     def to_json(self) -> dict:
-        from baton.skills.core.checkpoints import Taken
+        from baton.skills.core.checkpoints import Taken, Unchanged
 
         if isinstance(self.result, Taken):
             c = self.result.checkpoint
@@ -200,6 +200,7 @@ class CheckpointDone:
                                    "taken_at": c.taken_at.isoformat(),
                                    "skipped": [{"path": s.path, "reason": s.reason} for s in c.skipped]},
                     "warnings": self.warnings}
+        assert isinstance(self.result, Unchanged)
         return {"task_id": self.task.task_id, "status": "unchanged",
                 "checkpoint": {"id": self.result.checkpoint_id}, "warnings": self.warnings}
 

@@ -171,7 +171,7 @@ def fork(stores: Stores, place: Place, task_id: str, new_task_id: str, *, at: st
     new_place = place_of(restored.path, WorktreeLocator())
     report = bind(stores, new_task_id, new_place, start=RunStart(
         started.run_id, "fork", parent, parent_task_id=task_id, diverged_at=checkpoint.id, base=checkpoint.base))
-    report.warnings += _inherit(stores, session, new_task_id, report.session_id, new_place.repo)
+    report.warnings += _inherit(stores, session, new_task_id, report.session_id or "fork", new_place.repo)
     started.warnings = report.warnings
     return started
 
