@@ -383,13 +383,13 @@ def test_the_hand_built_events_and_signals_are_the_models(home, worktrees, cli, 
     adapter = event_adapter()
     events = [adapter.validate_json(body) for body in bodies]
     assert [e.type for e in events] == [
-        "bound", "decision_recorded", "phase_changed", "next_action_set", "step_completed", "failure_recorded",
+        "bound", "checkpoint_taken", "decision_recorded", "phase_changed", "next_action_set", "step_completed", "failure_recorded",
         "dependency_added", "goal_set", "constraint_added", "work_remaining", "evidence_recorded", "check_recorded",
         "ended"]
     for body, event in zip(bodies, events, strict=True):
         assert json.loads(adapter.dump_json(event)) == {**json.loads(body),
                                                         "at": json.loads(adapter.dump_json(event))["at"]}
-    assert events[1].text == "Keep carts" and events[1].context == "restarts"
+    assert events[2].text == "Keep carts" and events[2].context == "restarts"
     with sqlite3.connect(home / "signals.db") as conn:
         rows = conn.execute("SELECT body FROM signals ORDER BY seq")
         signals = [Signal.model_validate_json(body) for (body,) in rows]
