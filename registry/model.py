@@ -430,6 +430,11 @@ class Session(BaseModel):
         """The run started last (None: a ticket bound before runs were recorded)."""
         return self.run_log[-1] if self.run_log else None
 
+    @property
+    def fork_of(self) -> str | None:
+        """The ticket this one was forked from, if it was."""
+        return next((r.parent_task_id for r in self.run_log if r.kind == "fork"), None)
+
     def superseded_runs(self) -> set[str]:
         """The runs a fresh start replaced."""
         return {r.parent_run_id for r in self.run_log if r.kind == "fresh" and r.parent_run_id}

@@ -104,6 +104,14 @@ def test_fork_and_fresh_end_to_end_with_lineage_and_inherited_journal(any_home, 
     code, text, _ = cli(fork_path, "resume", "OMN-2")
     assert "[inherited from OMN-1] no new services" in text and "**Goal:** ship carts [inherited from OMN-1]" in text
     assert answer(cli, shop, "resume", "OMN-1")["session"]["status"] == "active", "the parent stays active"
+    assert cli(shop, "touch", "app.py")[0] == 0 and cli(fork_path, "touch", "app.py")[0] == 0
+    listed = {line["task_id"]: line for line in answer(cli, shop, "list")}
+    assert (listed["OMN-2"]["fork_of"], listed["OMN-2"]["conflicts_with"], listed["OMN-1"]["conflicts_with"]) == (
+        "OMN-1", [], []), "the overlap of a fork and its parent is expected, not a conflict"
+    resumed_fork = answer(cli, fork_path, "resume", "OMN-2")
+    assert (resumed_fork["conflicts"], resumed_fork["forks_overlapping"]) == ([], ["OMN-1"])
+    code, text, _ = cli(shop, "resume", "OMN-1")
+    assert "- OMN-2 is a fork of this ticket; both touch app.py" in text and "### Conflicts" not in text
 
     # Fresh: the same ticket on a new base, the previous run superseded, its evidence inherited.
     write(shop / "base.txt", "the new base\n")

@@ -274,8 +274,8 @@ def test_writes_with_kafka_down_keep_locally_without_a_warning(home, worktrees, 
         assert result.returncode == 0 and "warning" not in result.stderr, result.stderr
         assert elapsed < FAST, f"{args[0]} took {elapsed:.1f}s with Kafka down"
     kept = run_process(main, "deliver")
-    # Five events (bind, decision, phase, next action, end) and four signals.
-    assert kept.returncode == 3 and kept.stdout.strip() == "9 writes still wait", kept.stdout
+    # Seven events (bind, its run and checkpoint, decision, phase, next action, end) and four signals.
+    assert kept.returncode == 3 and kept.stdout.strip() == "11 writes still wait", kept.stdout
 
 
 # --- the health record ---------------------------------------------------------------
@@ -465,7 +465,7 @@ def test_projectors_of_two_prefixes_do_not_block_each_other(home, worktrees, kaf
                    timeout=120, what="the first prefix's projector applying OMN-1")
         caught_up = run_process(main, "projector", "--once", env=second)
         assert caught_up.returncode == 0, caught_up.stderr
-        assert caught_up.stdout.startswith("applied 1 events")
+        assert caught_up.stdout.startswith("applied 2 events")  # the bind and the run it starts
     finally:
         daemon.terminate()
         daemon.wait(30)

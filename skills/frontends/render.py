@@ -81,6 +81,11 @@ def resume_markdown(result: ResumeResult) -> str:
     if result.related_decisions:
         lines += ["", "### Related decisions from other tasks"]
         lines += [f"- {one_line(r.task_id)} ({r.score:.2f}): {one_line(r.text)}" for r in result.related_decisions]
+    if result.forks:
+        lines += ["", "### Forks (overlap expected)"]
+        lines += [(f"- this ticket is a fork of {one_line(other)}" if other == session.fork_of
+                   else f"- {one_line(other)} is a fork of this ticket")
+                  + f"; both touch {one_line(', '.join(result.conflict_paths[other]))}" for other in result.forks]
     if result.conflicts:
         lines += ["", "### Conflicts"]
         lines += [f"- Warning: {one_line(c.other_task_id)} also touching "
@@ -190,6 +195,8 @@ def listing_text(listing: Listing, now: datetime, *, colour: bool) -> str:
                  f"last: {when(line.last_activity)} ({ago(line.last_activity, now)})"
                  + (" [stale]" if line.stale else ""),
                  f"{len(line.files_touched)} file{'s' if len(line.files_touched) != 1 else ''}"]
+        if line.fork_of:
+            parts.append(f"fork of {line.fork_of}")
         if line.conflicts_with:
             parts.append(highlight(f"CONFLICTS with {', '.join(line.conflicts_with)}"))
         if line.handoff:

@@ -55,6 +55,7 @@ class ResumeResult:
     handoff: Verification | None = None  # the worktree's current handoff, re-verified
     workflow: WorkflowView | None = None  # the ticket's stages, each claim re-checked (None: it uses none)
     compatibility: list = field(default_factory=list)  # baton.skills.services.compatibility.Check
+    forks: list[str] = field(default_factory=list)  # overlapping tickets forked from this one, or its parent
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -76,6 +77,8 @@ class ResumeResult:
                 "id": self.session.checkpoint.id, "boundary": self.session.checkpoint.boundary,
                 "taken_at": self.session.checkpoint.taken_at.isoformat()},
             "compatibility": [c.to_json() for c in self.compatibility],
+            "fork_of": self.session.fork_of if self.session else None,
+            "forks_overlapping": self.forks,
             **(self.handoff.to_json() if self.handoff else {"handoff": None, "live_state": []}),
         }
 
@@ -94,6 +97,20 @@ def _conflicts(stores: Stores, session: Session) -> tuple[list[FileConflict], di
         return shared
     conflicts, paths, _ = conflicts_of(session.task_id, shared.value)
     return conflicts, paths
+
+
+def _set_forks_apart(stores: Stores, session: Session, result: ResumeResult) -> None:
+    """An overlap with the ticket's parent or one of its forks is expected: shown as a fork,
+    not as a conflict."""
+    for conflict in list(result.conflicts):
+        other = conflict.other_task_id
+        related = other == session.fork_of
+        if not related:
+            found = stores.registry.get(other)
+            related = isinstance(found, Found) and found.value.fork_of == session.task_id
+        if related:
+            result.conflicts.remove(conflict)
+            result.forks.append(other)
 
 
 def _related(stores: Stores, session: Session, limit: int) -> list[RelatedDecision]:
@@ -185,6 +202,7 @@ def read_session(stores: Stores, task_id: str, *, limit: int = 5, workflow_root:
             result.stores[name] = f"unavailable: {part.reason}" if isinstance(part, Unavailable) else OK
         if not isinstance(parts["graph"], Unavailable):
             result.conflicts, result.conflict_paths = parts["graph"]
+            _set_forks_apart(stores, session, result)
         if "recall" in parts and not isinstance(parts["recall"], Unavailable):
             result.related_decisions = parts["recall"]
         if not isinstance(parts["signals"], Unavailable):
