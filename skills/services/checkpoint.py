@@ -2,8 +2,10 @@
 end of a turn, after checks, a handoff, a completed ticket, by hand) and record it.
 
 The content goes into the repository's own object database (baton.skills.core.checkpoints);
-the registry gets its record, a checkpoint_taken event committed through the one write path
-(baton.skills.core.commit), built without pydantic so the Stop hook keeps to its budget.
+the registry gets its record, a checkpoint_taken event built without pydantic
+(baton.registry.wire) and handed to the sink as `baton decide` hands its decision: kept for
+the delivery where a store is a server, else appended unprojected, so the Stop hook never
+imports the event models.
 
 Which run a worktree works in, and the environment manifest it started with, are kept
 beside the binding in `.baton/run.json` (excluded from git like the binding): each
@@ -24,8 +26,7 @@ from baton import clock
 from baton.errors import BadInput, BatonError
 from baton.registry.wire import checkpoint_taken_body
 from baton.skills.core.binding import BINDING_DIR, ActiveTask, Place
-from baton.skills.core.commit import WireEvent, commit
-from baton.skills.core.write_report import WriteReport
+from baton.skills.core.commit import WireEvent
 from baton.skills.runtime.stores import Stores
 
 if TYPE_CHECKING:
@@ -88,11 +89,10 @@ def capture_environment(place: Place) -> Manifest | None:
     return capture(place.root, wait=1.0)
 
 
-def checkpoint_event(task: ActiveTask, place: Place, checkpoint, at: datetime | None = None) -> WireEvent:
+def checkpoint_event(task: ActiveTask, place: Place, checkpoint, at: datetime) -> WireEvent:
     import uuid
 
     event_id = str(uuid.uuid4())
-    at = at or checkpoint.taken_at
     return WireEvent(event_id, task.task_id, checkpoint_taken_body(
         event_id, task.task_id, task.session_id, at, checkpoint_id=checkpoint.id, boundary=checkpoint.boundary,
         label=checkpoint.label, base=checkpoint.base, staged_tree=checkpoint.staged_tree,
@@ -102,8 +102,7 @@ def checkpoint_event(task: ActiveTask, place: Place, checkpoint, at: datetime | 
 
 
 def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, label: str | None = None,
-                    run: LocalRun | None = None, timeout: float | None = None,
-                    report: WriteReport | None = None) -> Taken | Unchanged | Refused:
+                    run: LocalRun | None = None, timeout: float | None = None) -> Taken | Unchanged | Refused:
     """Checkpoint the worktree for the ticket and record the checkpoint taken (one taken
     before of the same state is recorded again: it is the latest now). Raises BadInput
     outside git and StoreUnavailable when git or the registry cannot take it."""
@@ -114,13 +113,23 @@ def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary:
     if label is not None and not 0 < len(label.strip()) <= MAX_LABEL:
         raise BadInput(f"a checkpoint label is 1 to {MAX_LABEL} characters")
     run = run or local_run(place, task.task_id)
-    result = take(place.root, boundary=boundary, label=label.strip() if label else None,
+    label = stores.redact(label.strip()) if label else None  # it is kept in the repository too
+    result = take(place.root, boundary=boundary, label=label,
                   run_id=run.run_id if run else None, environment=run.environment if run else None,
                   timeout=timeout or DEFAULT_TIMEOUT)
     if isinstance(result, Taken):
-        commit(stores, [checkpoint_event(task, place, result.checkpoint, clock.now())],
-               report if report is not None else WriteReport())
+        at = clock.now()
+        record(stores, checkpoint_event(task, place, result.checkpoint, at), at)
     return result
+
+
+def record(stores: Stores, event: WireEvent, at: datetime) -> None:
+    """Record a checkpoint_taken event as `baton decide` records its decision: kept for the
+    delivery, or appended to the registry unprojected (the projection catches up on the
+    next read), so the Stop hook never imports the event models. Only the registry holds
+    it: nothing else is derived from a checkpoint."""
+    if not stores.sink.keep([event]):
+        stores.registry.append_body(event.event_id, event.task_id, at, "checkpoint_taken", event.body)
 
 
 def checkpoint_at_boundary(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,
@@ -131,11 +140,10 @@ def checkpoint_at_boundary(stores: Stores, task: ActiveTask, place: Place, bound
 
     if place.worktree is None:
         return []
-    report = WriteReport()
     try:
-        result = take_checkpoint(stores, task, place, boundary=boundary, timeout=timeout, report=report)
+        result = take_checkpoint(stores, task, place, boundary=boundary, timeout=timeout)
     except BatonError as exc:
-        return [*report.warnings, f"no checkpoint at {boundary}: {exc}"]
+        return [f"no checkpoint at {boundary}: {exc}"]
     if isinstance(result, Refused):
-        report.warnings.append(f"no checkpoint at {boundary}: {result.reason}")
-    return report.warnings
+        return [f"no checkpoint at {boundary}: {result.reason}"]
+    return []

@@ -187,7 +187,7 @@ class CheckpointRequest:
 class CheckpointDone:
     task: ActiveTask
     result: object  # checkpoints.Taken | Unchanged
-    warnings: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)  # as every answer has; a checkpoint's record is kept, never lost
 
     def to_json(self) -> dict:
         from baton.skills.core.checkpoints import Taken, Unchanged
@@ -208,15 +208,13 @@ class CheckpointDone:
 def checkpoint(stores: Stores, place: Place, request: CheckpointRequest) -> CheckpointDone:
     """A checkpoint taken by hand; a refusal (an operation in progress) is BadInput."""
     from baton.skills.core.checkpoints import Refused
-    from baton.skills.core.write_report import WriteReport
     from baton.skills.services.checkpoint import take_checkpoint
 
     task = resolve_task(request.task_id, place, stores.settings.ambient)
-    report = WriteReport()
-    result = take_checkpoint(stores, task, place, boundary="manual", label=request.label, report=report)
+    result = take_checkpoint(stores, task, place, boundary="manual", label=request.label)
     if isinstance(result, Refused):
         raise BadInput(f"no checkpoint taken: {result.reason}")
-    return CheckpointDone(task, result, report.warnings)
+    return CheckpointDone(task, result)
 
 
 def _ticket(task_id: str | None, place: Place, stores: Stores) -> str:
