@@ -383,9 +383,9 @@ def test_the_hand_built_events_and_signals_are_the_models(home, worktrees, cli, 
     adapter = event_adapter()
     events = [adapter.validate_json(body) for body in bodies]
     assert [e.type for e in events] == [
-        "bound", "checkpoint_taken", "decision_recorded", "phase_changed", "next_action_set", "step_completed", "failure_recorded",
-        "dependency_added", "goal_set", "constraint_added", "work_remaining", "evidence_recorded", "check_recorded",
-        "ended"]
+        "bound", "checkpoint_taken", "decision_recorded", "phase_changed", "next_action_set", "step_completed",
+        "failure_recorded", "dependency_added", "goal_set", "constraint_added", "work_remaining", "evidence_recorded",
+        "check_recorded", "ended"]
     for body, event in zip(bodies, events, strict=True):
         assert json.loads(adapter.dump_json(event)) == {**json.loads(body),
                                                         "at": json.loads(adapter.dump_json(event))["at"]}
