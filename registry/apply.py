@@ -15,6 +15,8 @@ from baton.registry.model import (
     PHASE_RANK,
     Bound,
     CheckEntry,
+    CheckpointRecord,
+    CheckpointTaken,
     CheckRecorded,
     ConstraintAdded,
     DecisionRecorded,
@@ -33,6 +35,8 @@ from baton.registry.model import (
     Phase,
     PhaseChanged,
     Provenance,
+    RunEntry,
+    RunStarted,
     Session,
     StageRecorded,
     Stamp,
@@ -113,7 +117,7 @@ def apply_event(session: Session | None, event: Event) -> Session:
     elif isinstance(event, DecisionRecorded):
         update["decisions"] = _with_entry(session.decisions, Entry(
             text=event.text, context=event.context, at=event.at, session_id=event.session_id,
-            event_id=event_id))
+            event_id=event_id, inherited_from=event.inherited_from))
     elif isinstance(event, (StepCompleted, FailureRecorded)):
         field = "completed_steps" if isinstance(event, StepCompleted) else "failures"
         update[field] = _with_entry(getattr(session, field), Entry(
@@ -127,13 +131,14 @@ def apply_event(session: Session | None, event: Event) -> Session:
         update["depends_on"] = _union(session.depends_on, list(event.depends_on))
     elif isinstance(event, GoalSet):
         if _newer(stamp, session.goal_stamp):
-            update |= {"goal": event.text, "goal_stamp": stamp}
+            update |= {"goal": event.text, "goal_inherited_from": event.inherited_from, "goal_stamp": stamp}
     elif isinstance(event, (ConstraintAdded, WorkRemaining, EvidenceRecorded)):
         field = {ConstraintAdded: "constraints", WorkRemaining: "remaining_work",
                  EvidenceRecorded: "evidence"}[type(event)]
         update[field] = _with_entry(getattr(session, field), Entry(
             text=event.text, at=event.at, session_id=event.session_id, event_id=event_id,
-            provenance=event.provenance if isinstance(event, EvidenceRecorded) else Provenance.reported))
+            provenance=event.provenance if isinstance(event, EvidenceRecorded) else Provenance.reported,
+            inherited_from=event.inherited_from if isinstance(event, ConstraintAdded) else None))
     elif isinstance(event, CheckRecorded):
         result = "timed out or not run" if event.exit_status is None else f"exit {event.exit_status}"
         update["checks"] = _with_entry(session.checks, CheckEntry(
@@ -154,6 +159,18 @@ def apply_event(session: Session | None, event: Event) -> Session:
         if _newer(stamp, session.workflow_stamp):
             update |= {"workflow": WorkflowRecord(state=event.state, proofs=event.proofs, history=event.history,
                                                   recorded_at=event.at), "workflow_stamp": stamp}
+    elif isinstance(event, CheckpointTaken):
+        if _newer(stamp, session.checkpoint_stamp):
+            update |= {"checkpoint": CheckpointRecord(
+                id=event.checkpoint_id, boundary=event.boundary, label=event.label, base=event.base,
+                staged_tree=event.staged_tree, worktree_tree=event.worktree_tree, artifacts_tree=event.artifacts_tree,
+                environment=event.environment, run_id=event.run_id, repo=event.repo,
+                worktree_path=event.worktree_path, taken_at=event.at), "checkpoint_stamp": stamp}
+    elif isinstance(event, RunStarted):
+        update["run_log"] = _with_entry(session.run_log, RunEntry(
+            text=event_id, at=event.at, session_id=event.session_id, event_id=event_id, provenance=Provenance.observed,
+            kind=event.run_kind, parent_run_id=event.parent_run_id, parent_task_id=event.parent_task_id,
+            diverged_at=event.diverged_at, base=event.base, environment=event.environment))
     elif isinstance(event, Ended):
         update |= _lifecycle(session, Status(event.status), stamp)
         if event.status == Status.completed:

@@ -69,6 +69,7 @@ class DecisionRecorded(_Event):
     text: Text
     context: str = ""
     repo: str = ""
+    inherited_from: str | None = None  # the ticket a fork or fresh start took it from
 
 
 class PhaseChanged(_Event):
@@ -111,10 +112,12 @@ class Provenance(StrEnum):
 
 class GoalSet(_TextEvent):
     type: Literal["goal_set"] = "goal_set"
+    inherited_from: str | None = None
 
 
 class ConstraintAdded(_TextEvent):
     type: Literal["constraint_added"] = "constraint_added"
+    inherited_from: str | None = None
 
 
 class WorkRemaining(_TextEvent):
@@ -188,10 +191,48 @@ class ActivityRecorded(_Event):
     type: Literal["activity_recorded"] = "activity_recorded"
 
 
+Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
+
+
+class CheckpointTaken(_Event):
+    """A checkpoint of the worktree was taken (baton.skills.core.checkpoints holds its
+    content under refs/baton/checkpoints/<id>); this is its record in the registry."""
+
+    type: Literal["checkpoint_taken"] = "checkpoint_taken"
+    checkpoint_id: Hex
+    boundary: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    label: str | None = None
+    base: Hex | None = None
+    staged_tree: Hex
+    worktree_tree: Hex
+    artifacts_tree: Hex | None = None
+    environment: Hex | None = None
+    run_id: str | None = None
+    repo: str
+    worktree_path: str
+
+
+RunKind = Literal["bind", "reopen", "restore", "fork", "fresh"]
+
+
+class RunStarted(_Event):
+    """A run of the ticket started: its first bind, a reopening bind, a restore, a fork
+    (the new ticket's first run, whose parent is a run of the ticket forked) or a fresh
+    start. The event's id is the run's id."""
+
+    type: Literal["run_started"] = "run_started"
+    run_kind: RunKind
+    parent_run_id: str | None = None
+    parent_task_id: str | None = None  # set by a fork: the ticket its parent run belongs to
+    diverged_at: Hex | None = None  # the checkpoint the run started from
+    base: str | None = None  # the commit the run started on (fresh: the new base)
+    environment: Hex | None = None
+
+
 Event = Annotated[
     Bound | FilesTouched | DecisionRecorded | PhaseChanged | StepCompleted | FailureRecorded | NextActionSet
     | DependencyAdded | Ended | GoalSet | ConstraintAdded | WorkRemaining | EvidenceRecorded | CheckRecorded
-    | HandoffWritten | HandoffVerified | ActivityRecorded | StageRecorded,
+    | HandoffWritten | HandoffVerified | ActivityRecorded | StageRecorded | CheckpointTaken | RunStarted,
     Field(discriminator="type"),
 ]
 
@@ -221,6 +262,7 @@ class Entry(BaseModel):
     session_id: str
     event_id: str
     provenance: Provenance = Provenance.reported
+    inherited_from: str | None = None  # the ticket a fork or fresh start took it from
 
 
 class CheckEntry(Entry):
@@ -230,6 +272,41 @@ class CheckEntry(Entry):
     exit_status: int | None
     summary: str = ""
     snapshot: dict | None = None
+
+
+class RunEntry(Entry):
+    """A run of the ticket; its text (the key) is the run id."""
+
+    kind: str
+    parent_run_id: str | None = None
+    parent_task_id: str | None = None
+    diverged_at: str | None = None
+    base: str | None = None
+    environment: str | None = None
+
+
+class CheckpointRecord(BaseModel):
+    """The latest checkpoint taken for the ticket."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    boundary: str
+    label: str | None = None
+    base: str | None = None
+    staged_tree: str
+    worktree_tree: str
+    artifacts_tree: str | None = None
+    environment: str | None = None
+    run_id: str | None = None
+    repo: str
+    worktree_path: str
+    taken_at: datetime
+
+    def public(self) -> dict:
+        return {"id": self.id, "boundary": self.boundary, "label": self.label, "base": self.base,
+                "environment": self.environment, "run_id": self.run_id, "worktree_path": self.worktree_path,
+                "taken_at": self.taken_at.isoformat()}
 
 
 class HandoffRecord(BaseModel):
@@ -318,6 +395,7 @@ class Session(BaseModel):
     next_action_stamp: Stamp | None = None
     reopened_by: list[str] = []
     goal: str | None = None
+    goal_inherited_from: str | None = None
     goal_stamp: Stamp | None = None
     constraints: list[Entry] = []
     remaining_work: list[Entry] = []
@@ -329,6 +407,9 @@ class Session(BaseModel):
     handoff_verification_stamp: Stamp | None = None
     workflow: WorkflowRecord | None = None  # None: the ticket uses no stages (its phase says where it is)
     workflow_stamp: Stamp | None = None
+    checkpoint: CheckpointRecord | None = None
+    checkpoint_stamp: Stamp | None = None
+    run_log: list[RunEntry] = []  # every run started, oldest first
     created_at: datetime
     last_activity: datetime
 
@@ -344,8 +425,37 @@ class Session(BaseModel):
     def runs(self) -> int:
         return 1 + len(self.reopened_by)
 
+    @property
+    def current_run(self) -> RunEntry | None:
+        """The run started last (None: a ticket bound before runs were recorded)."""
+        return self.run_log[-1] if self.run_log else None
+
+    @property
+    def fork_of(self) -> str | None:
+        """The ticket this one was forked from, if it was."""
+        return next((r.parent_task_id for r in self.run_log if r.kind == "fork"), None)
+
+    def superseded_runs(self) -> set[str]:
+        """The runs a fresh start replaced."""
+        return {r.parent_run_id for r in self.run_log if r.kind == "fresh" and r.parent_run_id}
+
+    def run_at(self, at: datetime) -> RunEntry | None:
+        """The run that was current at the instant `at` (evidence belongs to it)."""
+        found = None
+        for run in self.run_log:
+            if run.at <= at:
+                found = run
+        return found or (self.run_log[0] if self.run_log else None)
+
     def files_by_recency(self) -> list[Touch]:
         return sorted(self.files.values(), key=lambda t: (-t.last_at.timestamp(), t.path))
+
+    def _run_of(self, entry: Entry) -> dict:
+        """Which run produced evidence or a check, and whether that is an earlier one."""
+        run, current = self.run_at(entry.at), self.current_run
+        if run is None or current is None:
+            return {}
+        return {"run_id": run.text, "inherited": run.text != current.text}
 
     def public(self) -> dict:
         """The session as documented in the CLI's --json output."""
@@ -365,17 +475,20 @@ class Session(BaseModel):
             "failures": [_entry_json(e) for e in self.failures],
             "next_action": self.next_action,
             "goal": self.goal,
+            "goal_inherited_from": self.goal_inherited_from,
             "constraints": [_entry_json(e) for e in self.constraints],
             "remaining_work": [_entry_json(e) for e in self.remaining_work],
-            "evidence": [_entry_json(e) for e in self.evidence],
+            "evidence": [{**_entry_json(e), **self._run_of(e)} for e in self.evidence],
             "checks": [{"command": c.command, "exit_status": c.exit_status, "summary": c.summary,
-                        "provenance": c.provenance.value, "recorded_at": c.at.isoformat(), "session_id": c.session_id}
+                        "provenance": c.provenance.value, "recorded_at": c.at.isoformat(), "session_id": c.session_id,
+                        **self._run_of(c)}
                        for c in self.checks],
             "handoff": None if self.handoff is None else {
                 "path": self.handoff.path, "written_at": self.handoff.written_at.isoformat(),
                 "claims": self.handoff.claims},
             "handoff_verification": self.handoff_verification.public() if self.handoff_verification else None,
             "runs": self.runs,
+            "checkpoint": self.checkpoint.public() if self.checkpoint else None,
             "created_at": self.created_at.isoformat(),
             "last_activity": self.last_activity.isoformat(),
         }
@@ -393,7 +506,8 @@ SESSION_MERGE: dict = {
     "earliest": ["created_at"],
     "latest": ["last_activity"],
     "union": ["session_ids", "depends_on", "reopened_by"],
-    "entries": ["decisions", "completed_steps", "failures", "constraints", "remaining_work", "evidence", "checks"],
+    "entries": ["decisions", "completed_steps", "failures", "constraints", "remaining_work", "evidence", "checks",
+                "run_log"],
     "touches": ["files"],
     "registers": {
         "lifecycle_stamp": ["lifecycle"],
@@ -401,10 +515,11 @@ SESSION_MERGE: dict = {
         "location_stamp": ["repo", "worktree_path", "branch"],
         "agent_stamp": ["agent"],
         "next_action_stamp": ["next_action"],
-        "goal_stamp": ["goal"],
+        "goal_stamp": ["goal", "goal_inherited_from"],
         "handoff_stamp": ["handoff"],
         "handoff_verification_stamp": ["handoff_verification"],
         "workflow_stamp": ["workflow"],
+        "checkpoint_stamp": ["checkpoint"],
     },
 }
 
@@ -420,5 +535,7 @@ def _entry_json(entry: Entry) -> dict:
             "provenance": entry.provenance.value}
     if entry.context:
         item["context"] = entry.context
+    if entry.inherited_from:
+        item["inherited_from"] = entry.inherited_from
     return item
 

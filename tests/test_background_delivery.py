@@ -91,7 +91,8 @@ def test_resume_keeps_its_bind_for_the_background_delivery(request, home, monkey
     main, _ = worktrees
     result = run_process(main, "resume", "OMN-1")  # background delivery off: the bind waits
     assert result.returncode == 0, result.stderr
-    assert waiting_in(home / "kafka-events-outbox.db") == 1 and waiting_in(home / "kafka-outbox.db") == 1
+    # The bind, the run it starts and its checkpoint; one claim signal.
+    assert waiting_in(home / "kafka-events-outbox.db") == 3 and waiting_in(home / "kafka-outbox.db") == 1
     result = run_process(main, "resume", "OMN-1", env=ON)
     assert result.returncode == 0, result.stderr
     wait_for(lambda: waiting_in(home / "kafka-events-outbox.db") == 0 and waiting_in(home / "kafka-outbox.db") == 0

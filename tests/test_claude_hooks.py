@@ -281,7 +281,7 @@ def test_stop_records_files_changed_outside_the_edit_tools(home, worktrees, cli,
     git(main, "commit", "-q", "-m", "build")
     (main / "build.sh").unlink()
     assert hook("stop", payload("stop", main), capsys) == (0, None, "")
-    assert event_count("OMN-1") == events + 2, "the deletion is a change, recorded as a touch"
+    assert event_count("OMN-1") == events + 3, "the deletion is a change, recorded as a touch and a checkpoint"
     assert session_of("OMN-1").files["github.com/acme/shop:build.sh"].last_at > after.last_activity
 
 

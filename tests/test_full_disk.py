@@ -206,7 +206,7 @@ def test_a_full_worktree_keeps_its_binding(home, worktrees, small_disk):
     assert_one_line_and_exit_3("bind", result)
     assert "binding file unavailable: cannot write" in result.stderr
     assert (binding / "active_session.yaml").read_text() == kept
-    assert sorted(path.name for path in binding.iterdir()) == ["active_session.yaml", "filler"]
+    assert sorted(path.name for path in binding.iterdir()) == ["active_session.yaml", "filler", "run.json"]
     filler.unlink()
     assert run_process(main, "bind", "OMN-2").returncode == 0
     assert '"OMN-2"' in (binding / "active_session.yaml").read_text()

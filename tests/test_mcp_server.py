@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow  # each test starts `baton mcp` in a fresh process
 
 TOOLS = {"resume_session", "list_sessions", "bind_task", "record_touch", "record_decision", "update_session",
          "end_session", "recall_decisions", "signals_since", "write_handoff", "verify_handoff",
-         "record_stage", "recover_work"}
+         "record_stage", "recover_work", "take_checkpoint", "restore_checkpoint", "fork_task", "start_fresh"}
 WAIT = 120  # seconds: the server is a fresh process that may load the embedding model
 
 

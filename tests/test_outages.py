@@ -274,8 +274,8 @@ def test_writes_with_kafka_down_keep_locally_without_a_warning(home, worktrees, 
         assert result.returncode == 0 and "warning" not in result.stderr, result.stderr
         assert elapsed < FAST, f"{args[0]} took {elapsed:.1f}s with Kafka down"
     kept = run_process(main, "deliver")
-    # Five events (bind, decision, phase, next action, end) and four signals.
-    assert kept.returncode == 3 and kept.stdout.strip() == "9 writes still wait", kept.stdout
+    # Seven events (bind, its run and checkpoint, decision, phase, next action, end) and four signals.
+    assert kept.returncode == 3 and kept.stdout.strip() == "11 writes still wait", kept.stdout
 
 
 # --- the health record ---------------------------------------------------------------
@@ -383,13 +383,13 @@ def test_the_hand_built_events_and_signals_are_the_models(home, worktrees, cli, 
     adapter = event_adapter()
     events = [adapter.validate_json(body) for body in bodies]
     assert [e.type for e in events] == [
-        "bound", "decision_recorded", "phase_changed", "next_action_set", "step_completed", "failure_recorded",
-        "dependency_added", "goal_set", "constraint_added", "work_remaining", "evidence_recorded", "check_recorded",
-        "ended"]
+        "bound", "checkpoint_taken", "decision_recorded", "phase_changed", "next_action_set", "step_completed",
+        "failure_recorded", "dependency_added", "goal_set", "constraint_added", "work_remaining", "evidence_recorded",
+        "check_recorded", "ended"]
     for body, event in zip(bodies, events, strict=True):
         assert json.loads(adapter.dump_json(event)) == {**json.loads(body),
                                                         "at": json.loads(adapter.dump_json(event))["at"]}
-    assert events[1].text == "Keep carts" and events[1].context == "restarts"
+    assert events[2].text == "Keep carts" and events[2].context == "restarts"
     with sqlite3.connect(home / "signals.db") as conn:
         rows = conn.execute("SELECT body FROM signals ORDER BY seq")
         signals = [Signal.model_validate_json(body) for (body,) in rows]
@@ -465,7 +465,7 @@ def test_projectors_of_two_prefixes_do_not_block_each_other(home, worktrees, kaf
                    timeout=120, what="the first prefix's projector applying OMN-1")
         caught_up = run_process(main, "projector", "--once", env=second)
         assert caught_up.returncode == 0, caught_up.stderr
-        assert caught_up.stdout.startswith("applied 1 events")
+        assert caught_up.stdout.startswith("applied 2 events")  # the bind and the run it starts
     finally:
         daemon.terminate()
         daemon.wait(30)

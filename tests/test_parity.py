@@ -35,6 +35,10 @@ PARITY = {
     "handoff": ("write_handoff", {"task": "task_id", "check": "checks", "probe": "probes", "timeout": "timeout"}),
     "handoff verify": ("verify_handoff", {"path": "path", "verify_task": "task_id",
                                           "allow_unsigned_probes": "allow_unsigned_probes"}),
+    "checkpoint": ("take_checkpoint", {"task": "task_id", "label": "label"}),
+    "restore": ("restore_checkpoint", {"target": "target", "into": "into", "in_place": "in_place"}),
+    "fork": ("fork_task", {"task_id": "task_id", "new_task_id": "new_task_id", "at": "at", "into": "into"}),
+    "fresh": ("start_fresh", {"task_id": "task_id", "base": "base", "into": "into"}),
 }
 # Options and commands with --json that have no tool, each with why.
 EXCLUDED_OPTIONS = {
@@ -44,7 +48,9 @@ EXCLUDED_OPTIONS = {
 }
 EXCLUDED_COMMANDS = {
     "doctor": "an operator's check of this machine's servers; a tool call reports a store that is down itself",
-    "gc": "retention is the operator's (or the projector's) to run over the whole data home, not one agent's",
+    "gc": "retention (and, with --checkpoints, a repository's checkpoints) is the operator's to run, not one agent's",
+    "checkpoints": "resume_session carries the latest checkpoint; the whole list is for a person choosing one",
+    "runs": "resume_session carries the run and its parent; the tree is for a person",
 }
 
 
@@ -104,6 +110,26 @@ def test_an_update_with_journal_and_checks_answers_as_the_cli(home, worktrees, c
                         "--next", "write it", "--json")
     assert json.loads(text) == from_cli
     assert from_cli["recorded"]["checks"][0]["exit_status"] == 0
+
+
+@pytest.mark.slow  # starts `baton mcp`
+def test_a_checkpoint_and_a_fork_through_the_tools_answer_as_the_cli(home, worktrees, cli, tmp_path):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    (main / "carts.py").write_text("carts = []\n")
+    is_error, text = with_server(main, call("take_checkpoint", label="carts"))
+    assert not is_error, text
+    taken = json.loads(text)
+    assert taken["status"] == "taken" and taken["checkpoint"]["label"] == "carts"
+    assert json.loads(with_server(main, call("take_checkpoint"))[1]) == {
+        **cli_json(main, "checkpoint", "--json"), "status": "unchanged"}
+    is_error, text = with_server(main, call("fork_task", task_id="OMN-1", new_task_id="OMN-3",
+                                            into=str(tmp_path / "fork")))
+    assert not is_error, text
+    forked = json.loads(text)
+    assert forked["run"]["diverged_at"] == taken["checkpoint"]["id"] and (tmp_path / "fork" / "carts.py").exists()
+    is_error, text = with_server(main, call("restore_checkpoint", target="OMN-404"))
+    assert is_error and json.loads(text)["error"]["type"] == "bad_input"
 
 
 @pytest.mark.slow  # starts `baton mcp`

@@ -43,7 +43,7 @@ def test_writes_wait_for_the_projector_and_replays_change_nothing(kafka_home, wo
     assert session(main, "OMN-1") is None, "nothing reaches the registry before the projector"
 
     applied = baton(main, "projector", "--once")
-    assert applied.stdout.startswith("applied 6 events")
+    assert applied.stdout.startswith("applied 10 events")  # each bind with its run and checkpoint
     first = session(main, "OMN-1")
     assert sorted(first["files_touched"]) == ["src/cart.py", "src/db.py"] and first["conflicts_with"] == ["OMN-2"]
     signals = json.loads(baton(main, "signals", "--task", "OMN-1", "--json").stdout)
@@ -51,7 +51,7 @@ def test_writes_wait_for_the_projector_and_replays_change_nothing(kafka_home, wo
     assert baton(main, "projector", "--once").stdout.startswith("applied 0 events"), "offsets were committed"
 
     replay = baton(main, "projector", "--once", "--group", "replay-from-the-start")
-    assert replay.stdout.startswith("applied 6 events")
+    assert replay.stdout.startswith("applied 10 events")
     assert session(main, "OMN-1") == first, "applying every event again changes nothing"
     assert baton(main, "index").stdout.startswith("Indexed 2 decisions")
     resumed = json.loads(baton(main, "resume", "OMN-1", "--json").stdout)

@@ -107,6 +107,7 @@ def test_a_killed_server_is_unavailable_then_answers_again(postgres_server, post
 def varied_events(task="OMN-7"):
     """Every event type, with ties (same instant), a stall, a completion and a reopen."""
     from baton.registry.model import (
+        CheckpointTaken,
         CheckRecorded,
         ConstraintAdded,
         DependencyAdded,
@@ -118,6 +119,7 @@ def varied_events(task="OMN-7"):
         HandoffWritten,
         NextActionSet,
         Provenance,
+        RunStarted,
         StageRecorded,
         StepCompleted,
         WorkRemaining,
@@ -165,6 +167,17 @@ def varied_events(task="OMN-7"):
         event(StageRecorded, 23, task, status="IMPLEMENTED", evidence={"kind": "artifact", "path": "plan.md"},
               state={"status": "IMPLEMENTED", "next_stage": "code-review"}, proofs={"plan": {"kind": "artifact"}},
               history=[{"status": "PLAN_READY"}, {"status": "IMPLEMENTED"}]),
+        # Runs and checkpoints: two at one instant, and inherited journal entries.
+        event(RunStarted, 0, task, run_kind="bind"),
+        event(RunStarted, 14, task, run_kind="reopen", parent_run_id="r1"),
+        event(RunStarted, 22, task, run_kind="fresh", parent_run_id="r2", base="c" * 40, environment="e" * 64),
+        event(CheckpointTaken, 23, task, checkpoint_id="a" * 64, boundary="bind", base="c" * 40, staged_tree="d" * 40,
+              worktree_tree="d" * 40, run_id="r3", repo="r", worktree_path="/w2"),
+        event(CheckpointTaken, 23, task, checkpoint_id="b" * 64, boundary="stop", label="x", staged_tree="d" * 40,
+              worktree_tree="f" * 40, environment="e" * 64, repo="r", worktree_path="/w2"),
+        event(GoalSet, 24, task, text="ship carts", inherited_from="OMN-1"),
+        event(ConstraintAdded, 24, task, text="inherited rule", inherited_from="OMN-1"),
+        event(DecisionRecorded, 24, task, text="Use Kafka", inherited_from="OMN-1"),
     ]
 
 

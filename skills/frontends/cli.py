@@ -85,6 +85,39 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--task", dest="task_option", help=argparse.SUPPRESS)
     sub.add_argument("--status", choices=["completed", "stalled"], default="completed")
 
+    sub = command("checkpoint", "Checkpoint this worktree (base, staged and worktree state) for its ticket.")
+    sub.add_argument("--label", metavar="TEXT", help="a label to find it by")
+    sub.add_argument("--json", action="store_true")
+
+    sub = command("checkpoints", "List a ticket's checkpoints, newest first.", task=False)
+    sub.add_argument("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket")
+    sub.add_argument("--json", action="store_true")
+
+    sub = command("restore", "Restore a ticket's checkpoint into a new worktree, bound to the ticket in a new run.",
+                  task=False)
+    sub.add_argument("target", metavar="TASK[@CHECKPOINT]", help="default checkpoint: the ticket's latest")
+    sub.add_argument("--into", type=Path, metavar="PATH", help="an empty or new directory (default: beside this one)")
+    sub.add_argument("--in-place", action="store_true", help="into this worktree, which must be clean")
+    sub.add_argument("--json", action="store_true")
+
+    sub = command("fork", "Start a new ticket from a checkpoint of TASK, in its own worktree and branch.", task=False)
+    sub.add_argument("task_id", metavar="TASK")
+    sub.add_argument("--as", dest="new_task_id", required=True, metavar="NEW", help="the new ticket's id")
+    sub.add_argument("--at", metavar="CHECKPOINT", help="default: the ticket's latest checkpoint")
+    sub.add_argument("--into", type=Path, metavar="PATH", help="an empty or new directory (default: beside this one)")
+    sub.add_argument("--json", action="store_true")
+
+    sub = command("fresh", "Start TASK again on a new base, in a new worktree: journal kept, previous run superseded.",
+                  task=False)
+    sub.add_argument("task_id", metavar="TASK")
+    sub.add_argument("--base", metavar="REF", help="default: the repository's default branch")
+    sub.add_argument("--into", type=Path, metavar="PATH", help="an empty or new directory (default: beside this one)")
+    sub.add_argument("--json", action="store_true")
+
+    sub = command("runs", "Print a ticket's runs and forks as a tree.", task=False)
+    sub.add_argument("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket")
+    sub.add_argument("--json", action="store_true")
+
     sub = command("resume", "Print everything known about a ticket and bind this worktree to it.", task=False)
     sub.add_argument("task_id", nargs="?", metavar="TASK")
     sub.add_argument("--list", action="store_true", help="list active sessions instead")
@@ -137,6 +170,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = command("gc", "Remove what retention no longer keeps: old ended sessions with their events, "
                         "their graph and recall entries, old signals ([retention] in baton.toml).", task=False)
     sub.add_argument("--dry-run", action="store_true", help="say which sessions would go; remove nothing")
+    sub.add_argument("--checkpoints", action="store_true",
+                     help="instead, remove this repository's checkpoints that nothing needs")
+    sub.add_argument("--keep", type=int, default=5, metavar="N",
+                     help="with --checkpoints: the newest kept per run besides those still needed (default 5)")
     sub.add_argument("--json", action="store_true")
 
     for name, verb in (("install", "Wire Baton into"), ("uninstall", "Remove what `baton install` added to")):
@@ -491,6 +528,8 @@ def _gc(args, stores) -> int:
     from baton.shown_text import one_line
     from baton.skills.services.gc import collect_garbage
 
+    if args.checkpoints:
+        return _gc_checkpoints(args, stores)
     report = collect_garbage(stores, dry_run=args.dry_run)
     _warn(report.warnings)
     if args.json:
@@ -708,6 +747,109 @@ def _handoff_verify(args, stores) -> int:
     return 0 if verification.held else 1
 
 
+def _checkpoint(args, stores) -> int:
+    from baton.skills.services.commands import CheckpointRequest, checkpoint
+
+    place, _ = _place()
+    done = checkpoint(stores, place, CheckpointRequest(task_id=args.task, label=args.label))
+    _warn(done.warnings)
+    answer = done.to_json()
+    if args.json:
+        _dump(answer)
+    elif answer["status"] == "unchanged":
+        print(f"Unchanged since checkpoint {answer['checkpoint']['id'][:12]} of {done.task.task_id}")
+    else:
+        print(f"Checkpoint {answer['checkpoint']['id'][:12]} of {done.task.task_id} ({place.root})")
+        from baton.shown_text import one_line
+
+        for skipped in answer["checkpoint"]["skipped"]:
+            print(f"  not held: {one_line(skipped['path'])}: {one_line(skipped['reason'])}")
+    return 0
+
+
+def _checkpoints(args, stores) -> int:
+    from baton.skills.services.commands import CheckpointsRequest, list_checkpoints
+
+    place, _ = _place()
+    task_id, lines = list_checkpoints(stores, place, CheckpointsRequest(args.task_id))
+    if args.json:
+        _dump({"task_id": task_id, "checkpoints": [line.to_json() for line in lines]})
+        return 0
+    from baton.skills.frontends.render import checkpoint_lines
+
+    print(checkpoint_lines(task_id, lines))
+    return 0
+
+
+def _started(args, started, verb: str) -> int:
+    _warn(started.warnings)
+    if args.json:
+        _dump(started.to_json())
+        return 0
+    from baton.shown_text import one_line
+
+    where = f" on branch {started.branch}" if started.branch else ""
+    at = f" at checkpoint {started.diverged_at[:12]}" if started.diverged_at else ""
+    print(f"{verb} {started.task_id}{at} into {started.worktree}{where} (run {started.run_id[:8]}, "
+          f"parent {started.parent_run_id[:8] if started.parent_run_id else 'none'})")
+    for note in started.notes:
+        print(f"  note: {one_line(note)}")
+    return 0
+
+
+def _restore(args, stores) -> int:
+    from baton.skills.services.commands import RestoreRequest, restore
+
+    place, _ = _place()
+    return _started(args, restore(stores, place, RestoreRequest(args.target, into=args.into,
+                                                                in_place=args.in_place)), "Restored")
+
+
+def _fork(args, stores) -> int:
+    from baton.skills.services.commands import ForkRequest, fork
+
+    place, _ = _place()
+    started = fork(stores, place, ForkRequest(args.task_id, args.new_task_id, at=args.at, into=args.into))
+    return _started(args, started, f"Forked {args.task_id} as")
+
+
+def _fresh(args, stores) -> int:
+    from baton.skills.services.commands import FreshRequest, fresh
+
+    place, _ = _place()
+    return _started(args, fresh(stores, place, FreshRequest(args.task_id, base=args.base, into=args.into)),
+                    "Started afresh:")
+
+
+def _runs(args, stores) -> int:
+    from baton.skills.services.commands import RunsRequest, runs
+
+    place, _ = _place()
+    task_id, lines = runs(stores, place, RunsRequest(args.task_id))
+    if args.json:
+        _dump({"task_id": task_id, "runs": [line.to_json() for line in lines]})
+        return 0
+    from baton.skills.frontends.render import run_tree
+
+    print(run_tree(task_id, lines))
+    return 0
+
+
+def _gc_checkpoints(args, stores) -> int:
+    from baton.skills.services.commands import GcRequest, collect_checkpoints
+
+    place, _ = _place()
+    collected = collect_checkpoints(stores, place, GcRequest(keep=args.keep, dry_run=args.dry_run))
+    if args.json:
+        _dump(collected.to_json())
+        return 0
+    verb = "Would remove" if args.dry_run else "Removed"
+    print(f"{verb} {len(collected.removed)} checkpoint(s); {collected.kept} kept.")
+    for checkpoint_id in collected.removed:
+        print(f"  {checkpoint_id[:12]}")
+    return 0
+
+
 def _migrate(args, stores) -> int:
     from baton.skills.services.migrate import migrate
 
@@ -719,11 +861,14 @@ def _migrate(args, stores) -> int:
 _HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "stage": _stage, "recover": _recover,
              "end": _end, "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env,
              "doctor": _doctor, "gc": _gc, "migrate": _migrate, "projector": _projector,
-             "deliver": _deliver, "index": _index, "install": _install, "uninstall": _uninstall, "handoff": _handoff}
+             "deliver": _deliver, "index": _index, "install": _install, "uninstall": _uninstall, "handoff": _handoff,
+             "checkpoint": _checkpoint, "checkpoints": _checkpoints, "restore": _restore, "fork": _fork,
+             "fresh": _fresh, "runs": _runs}
 # Commands that read the stores deliver the writes kept on this machine first, so they see
 # the writes made before them; writes (and the hook's touch) never wait for a server.
 # A stage reads the state it moves on: the earlier transitions kept here are delivered first.
-_READS = {"resume", "list", "signals", "recall", "doctor", "gc", "migrate", "projector", "handoff", "stage", "recover"}
+_READS = {"resume", "list", "signals", "recall", "doctor", "gc", "migrate", "projector", "handoff", "stage", "recover",
+          "checkpoints", "restore", "fork", "fresh", "runs"}
 # These open what they need themselves: a hook and the guard report Baton's own failures
 # and exit 0; the MCP server and the dashboard open stores per call.
 _WITHOUT_STORES = {"hook": _hook, "guard": _guard, "mcp": _mcp, "serve": _serve}

@@ -8,9 +8,10 @@ payload on standard input (formats: https://code.claude.com/docs/en/hooks).
 - user-prompt-submit: signals about the ticket since the agent last heard (conflicts, a
   dependency completed, a rebase needed), each told once per agent session.
 - stop and session-end: deliver locally kept writes, record the files changed since the
-  last end of turn (edits made through Bash included) or else the turn's activity, and
-  write a handoff when the configuration asks for it (`[hooks] handoff` or
-  BATON_HOOK_HANDOFF: stop or session-end); session-end forgets the agent session.
+  last end of turn (edits made through Bash included) or else the turn's activity, (stop)
+  take a checkpoint when the tree changed since the last one, and write a handoff when
+  the configuration asks for it (`[hooks] handoff` or BATON_HOOK_HANDOFF: stop or
+  session-end); session-end forgets the agent session.
 
 A hook never blocks or breaks the agent: whatever goes wrong becomes one line on
 standard error and exit status 0 (Claude Code shows stderr of a successful hook only in
@@ -39,6 +40,7 @@ SESSION_START_STORE_TIMEOUT = 0.5  # seconds of servers: keeps a session start w
 HEARD_SLACK = timedelta(minutes=10)  # signals can be stored a little after the time they carry
 SIGNALS_READ = 50
 MAX_SWEEP = 1000
+STOP_BUDGET = 2.0  # seconds the stop hook's checkpoint may use, counted from the hook's start
 
 
 @dataclass(frozen=True)
@@ -326,9 +328,12 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
     """Deliver what waits locally, record the files changed since the last end of turn,
     write a handoff if this is the hook the configuration names for it, and (at the end)
     forget the agent session: each step runs even when an earlier one failed."""
+    import time
+
     from baton import clock
     from baton.skills.core.commit import deliver_kept
 
+    started = time.monotonic()
     hook = "session-end" if ending else "stop"
     place, locator, task = locate(payload.cwd)
     with opened_stores() as stores:
@@ -345,6 +350,13 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
                     heartbeat(sessions, payload, task, place)
 
             _step(out, "recording the heartbeat", beat)
+        if task is not None and not ending and place.worktree is not None:
+            from baton.skills.services.checkpoint import checkpoint_at_boundary
+
+            # Only when the tree changed since the last checkpoint: the take answers
+            # Unchanged from one `git status`, hashing nothing. A refusal is a warning.
+            _step(out, "taking a checkpoint", lambda: _warn(checkpoint_at_boundary(
+                stores, task, place, "stop", timeout=max(0.2, STOP_BUDGET - (time.monotonic() - started)))))
         if task is not None and stores.settings.hook_handoff == hook:
             from baton.skills.handoff.write import write_handoff
 

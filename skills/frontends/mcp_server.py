@@ -191,6 +191,35 @@ def verify_handoff(path: str | None = None, task_id: str | None = None, allow_un
     return _call(run)
 
 
+def take_checkpoint(label: str | None = None, task_id: str | None = None, worktree: str | None = None) -> str:
+    from baton.skills.services.commands import CheckpointRequest, checkpoint
+
+    return _call(lambda stores: checkpoint(stores, _place(worktree), CheckpointRequest(task_id, label)).to_json())
+
+
+def restore_checkpoint(target: str, into: str | None = None, in_place: bool = False,
+                       worktree: str | None = None) -> str:
+    from baton.skills.services.commands import RestoreRequest, restore
+
+    request = RestoreRequest(target, into=Path(into) if into else None, in_place=in_place)
+    return _call(lambda stores: restore(stores, _place(worktree), request).to_json())
+
+
+def fork_task(task_id: str, new_task_id: str, at: str | None = None, into: str | None = None,
+              worktree: str | None = None) -> str:
+    from baton.skills.services.commands import ForkRequest, fork
+
+    request = ForkRequest(task_id, new_task_id, at=at, into=Path(into) if into else None)
+    return _call(lambda stores: fork(stores, _place(worktree), request).to_json())
+
+
+def start_fresh(task_id: str, base: str | None = None, into: str | None = None, worktree: str | None = None) -> str:
+    from baton.skills.services.commands import FreshRequest, fresh
+
+    request = FreshRequest(task_id, base=base, into=Path(into) if into else None)
+    return _call(lambda stores: fresh(stores, _place(worktree), request).to_json())
+
+
 # name -> (function, description): what list_tools shows.
 TOOLS: dict[str, tuple[Callable[..., str], str]] = {
     "resume_session": (resume_session, ("A ticket's state, conflicts, related decisions and missed signals; "
@@ -210,6 +239,10 @@ TOOLS: dict[str, tuple[Callable[..., str], str]] = {
     "verify_handoff": (verify_handoff, "Re-run the current handoff's live-state probes; fresh results win."),
     "recall_decisions": (recall_decisions, "Search all tickets' decisions by meaning."),
     "signals_since": (signals_since, "Coordination signals after an ISO 8601 time, oldest first."),
+    "take_checkpoint": (take_checkpoint, "Checkpoint the worktree's files, index and base for the ticket."),
+    "restore_checkpoint": (restore_checkpoint, "Restore TASK[@CHECKPOINT] into a new worktree as a new run."),
+    "fork_task": (fork_task, "Fork a ticket's checkpoint into a new ticket, worktree and branch."),
+    "start_fresh": (start_fresh, "Start a ticket again on a new base; its journal is kept."),
 }
 
 

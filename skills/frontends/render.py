@@ -42,7 +42,7 @@ def resume_markdown(result: ResumeResult) -> str:
              (f"**Phase:** {session.phase.value} | **Status:** {session.status.value} | "
               f"**Last activity:** {when(session.last_activity)}")]
     if journal.goal:
-        lines.append(f"**Goal:** {one_line(journal.goal.text)} [reported]")
+        lines.append(f"**Goal:** {one_line(journal.goal.text)} [{journal.goal.provenance}]")
     if session.worktree_path:
         branch = f" (branch {one_line(session.branch)})" if session.branch else ""
         lines.append(f"**Worktree:** {one_line(session.worktree_path)}{branch}")
@@ -53,6 +53,10 @@ def resume_markdown(result: ResumeResult) -> str:
     lines += live
     if result.workflow is not None:
         lines += workflow_lines(result.workflow)
+    if result.compatibility:
+        lines += ["", "### Compatibility"]
+        lines += [f"- {c.check}: {c.status}" + (f" ({one_line(c.detail)})" if c.detail else "")
+                  for c in result.compatibility]
     for title, items in (("Remaining work", journal.remaining_work), ("Constraints", journal.constraints)):
         if items:
             lines += ["", f"### {title}"] + [f"- [{i.provenance}] {one_line(i.text)}" for i in items]
@@ -77,6 +81,11 @@ def resume_markdown(result: ResumeResult) -> str:
     if result.related_decisions:
         lines += ["", "### Related decisions from other tasks"]
         lines += [f"- {one_line(r.task_id)} ({r.score:.2f}): {one_line(r.text)}" for r in result.related_decisions]
+    if result.forks:
+        lines += ["", "### Forks (overlap expected)"]
+        lines += [(f"- this ticket is a fork of {one_line(other)}" if other == session.fork_of
+                   else f"- {one_line(other)} is a fork of this ticket")
+                  + f"; both touch {one_line(', '.join(result.conflict_paths[other]))}" for other in result.forks]
     if result.conflicts:
         lines += ["", "### Conflicts"]
         lines += [f"- Warning: {one_line(c.other_task_id)} also touching "
@@ -186,9 +195,38 @@ def listing_text(listing: Listing, now: datetime, *, colour: bool) -> str:
                  f"last: {when(line.last_activity)} ({ago(line.last_activity, now)})"
                  + (" [stale]" if line.stale else ""),
                  f"{len(line.files_touched)} file{'s' if len(line.files_touched) != 1 else ''}"]
+        if line.fork_of:
+            parts.append(f"fork of {line.fork_of}")
         if line.conflicts_with:
             parts.append(highlight(f"CONFLICTS with {', '.join(line.conflicts_with)}"))
         if line.handoff:
             parts.append(_handoff_held(line.handoff, highlight))
         rows.append("  " + " | ".join(parts))
     return "\n".join(rows)
+
+
+def checkpoint_lines(task_id: str, lines) -> str:
+    """`baton checkpoints`: one line each, newest first."""
+    if not lines:
+        return f"No checkpoints of {task_id}."
+    out = [f"Checkpoints of {task_id}:"]
+    for line in lines:
+        label = f" \"{one_line(line.label)}\"" if line.label else ""
+        gone = " (not in this repository)" if line.present is False else ""
+        run = f" run {line.run_id[:8]}" if line.run_id else ""
+        out.append(f"  {line.id[:12]}  {line.taken_at[:19]}  {line.boundary}{run}{label}{gone}")
+    return "\n".join(out)
+
+
+def run_tree(task_id: str, lines) -> str:
+    """`baton runs`: the runs as a tree, children indented under their parent."""
+    if not lines:
+        return f"No runs recorded for {task_id}."
+    out = [f"Runs of {task_id}:"]
+    for line in lines:
+        owner = f"{line.task_id} " if line.task_id != task_id else ""
+        fork = f"fork of {line.parent_task_id}, " if line.kind == "fork" else ""
+        at = f", at checkpoint {line.diverged_at[:12]}" if line.diverged_at else ""
+        out.append(f"{'  ' * (line.depth + 1)}{owner}{line.run_id[:8]} {line.kind} ({fork}{line.state}, "
+                   f"started {line.started_at[:19]}{at})")
+    return "\n".join(out)

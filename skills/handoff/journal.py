@@ -53,16 +53,30 @@ class Journal:
     files: list[Item] = field(default_factory=list)
 
 
-def _item(entry: Entry) -> Item:
-    return Item(entry.text, entry.provenance.value, entry.at, entry.context)
+def _item(entry: Entry, session: Session | None = None) -> Item:
+    return Item(entry.text, _provenance(entry.provenance.value, entry.inherited_from, entry.at, session), entry.at,
+                entry.context)
+
+
+def _provenance(provenance: str, inherited_from: str | None, at: datetime, session: Session | None) -> str:
+    """The provenance, marked inherited when the item came from another ticket (a fork) or,
+    for evidence and checks (given the session), from an earlier run of this one: a run
+    never shows what another produced as its own."""
+    if inherited_from:
+        return f"inherited from {inherited_from}"
+    if session is not None and session.current_run is not None:
+        run = session.run_at(at)
+        if run is not None and run.text != session.current_run.text:
+            return f"{provenance}, inherited from run {run.text[:8]}"
+    return provenance
 
 
 def _latest_checks(session: Session) -> list[CheckItem]:
     runs: dict[str, list] = {}
     for check in sorted(session.checks, key=lambda c: (c.at, c.event_id)):
         runs.setdefault(check.command, []).append(check)
-    latest = [CheckItem(c[-1].command, c[-1].exit_status, c[-1].summary, c[-1].provenance.value, c[-1].at)
-              for c in runs.values()]
+    latest = [CheckItem(c[-1].command, c[-1].exit_status, c[-1].summary,
+                        _provenance(c[-1].provenance.value, None, c[-1].at, session), c[-1].at) for c in runs.values()]
     return sorted(latest, key=lambda c: c.at, reverse=True)
 
 
@@ -74,7 +88,8 @@ def journal_of(session: Session) -> Journal:
     goal_stamp = session.goal_stamp
     return Journal(
         task_id=session.task_id,
-        goal=Item(session.goal, REPORTED, goal_stamp.at if goal_stamp else None) if session.goal else None,
+        goal=Item(session.goal, f"inherited from {session.goal_inherited_from}" if session.goal_inherited_from
+                  else REPORTED, goal_stamp.at if goal_stamp else None) if session.goal else None,
         next_action=Item(session.next_action, REPORTED, stamp.at if stamp else None) if session.next_action else None,
         constraints=[_item(e) for e in session.constraints],
         decisions=[_item(e) for e in session.decisions],
@@ -82,6 +97,6 @@ def journal_of(session: Session) -> Journal:
         failures=[_item(e) for e in session.failures],
         remaining_work=[_item(e) for e in session.remaining_work if e.text not in done],
         checks=_latest_checks(session),
-        evidence=[_item(e) for e in session.evidence],
+        evidence=[_item(e, session) for e in session.evidence],
         files=[Item(t.path, REPORTED, t.last_at) for t in session.files_by_recency()],
     )

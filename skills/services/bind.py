@@ -4,6 +4,7 @@ commits its event)."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 
 from baton import clock
@@ -19,8 +20,21 @@ from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
 
+@dataclass(frozen=True, slots=True)
+class RunStart:
+    """A run a restore, fork or fresh start begins with its bind (a plain bind starts the
+    ticket's first run, or a reopened ticket's next, itself)."""
+
+    run_id: str
+    kind: str  # restore | fork | fresh
+    parent_run_id: str | None
+    parent_task_id: str | None = None  # a fork: the ticket forked
+    diverged_at: str | None = None  # the checkpoint it started from
+    base: str | None = None
+
+
 def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None,
-         session_id: str | None = None, at: datetime | None = None) -> WriteReport:
+         session_id: str | None = None, at: datetime | None = None, start: RunStart | None = None) -> WriteReport:
     """Bind the worktree to task_id and record the session; a completed ticket is reopened.
 
     A bind without an agent keeps the one already recorded. A session claims its ticket
@@ -53,9 +67,57 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
                        event_id=str(uuid.uuid5(BATON_NAMESPACE, f"reopen:{claim}")) if reopens else None,
                        agent=agent, repo=place.repo, worktree_path=str(place.root),
                        branch=place.worktree.branch if place.worktree else None, reopens=reopens)
-    commit(stores, [event], report)
+    events = [event, *_run_events(stores, task_id, session_id, place, current, run, reopens, start, at)]
+    commit(stores, events, report)
+    if place.worktree is not None:
+        from baton.skills.services.checkpoint import checkpoint_at_boundary
+
+        report.warnings += checkpoint_at_boundary(stores, ActiveTask(task_id, session_id, "bind"), place,
+                                                  start.kind if start else "bind")
     if run is not None or not rebinding:  # with the run unknown, a session that bound already has claimed
         task = ActiveTask(task_id, session_id, "bind")
         publish(stores, [wire_signal(SignalType.ticket_claimed, claim, task, place.repo, at,
                                      reason="reopened" if reopens else "")], report)
     return report
+
+
+def _run_events(stores: Stores, task_id: str, session_id: str, place: Place, current, run: int | None,
+                reopens: bool, start: RunStart | None, at: datetime) -> list:
+    """The run this bind starts (none when it joins the current one), recorded in the
+    worktree's run file. A bind's run id derives from the ticket and the run's number, so
+    a second bind, or a replay, starts nothing new."""
+    from baton.skills.services.checkpoint import capture_environment, local_run, write_local_run
+
+    session = current.value if isinstance(current, Found) else None
+    latest = session.current_run if session else None
+    if start is None:
+        if run is None:  # the registry is down: the run is not known yet
+            return []
+        run_id = str(uuid.uuid5(BATON_NAMESPACE, f"run:{task_id}:{run}"))
+        if not reopens and latest is not None:
+            here = local_run(place, task_id)
+            if here is None or here.run_id != latest.text:
+                write_local_run(place, task_id, latest.text, None)
+            return []
+        start = RunStart(run_id, "reopen" if reopens else "bind", latest.text if latest else None)
+    manifest = capture_environment(place)
+    write_local_run(place, task_id, start.run_id, manifest)
+    base = start.base
+    if base is None and place.worktree is not None:
+        base = _head(place)
+    return [wire_event("run_started", task_id, session_id, at, event_id=start.run_id, run_kind=start.kind,
+                       parent_run_id=start.parent_run_id, parent_task_id=start.parent_task_id,
+                       diverged_at=start.diverged_at, base=base, environment=manifest.id if manifest else None)]
+
+
+def _head(place: Place) -> str | None:
+    import subprocess
+
+    from baton.git import git_argv
+
+    try:
+        done = subprocess.run(git_argv("rev-parse", "-q", "--verify", "HEAD^{commit}"), cwd=place.root,
+                              capture_output=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.decode().strip() or None

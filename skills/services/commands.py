@@ -62,7 +62,20 @@ def update(stores: Stores, place: Place, request: UpdateRequest) -> UpdateDone:
                     done=list(request.done), failed=list(request.failed), depends_on=list(request.depends_on),
                     goal=request.goal, constraints=list(request.constraints), remaining=list(request.todo),
                     evidence=list(request.evidence), checks=checks)
+    if checks:
+        report.warnings += _checkpoint_here(stores, task, place, "check")
     return UpdateDone(task, report, checks)
+
+
+def _checkpoint_here(stores: Stores, task: ActiveTask, place: Place, boundary: str) -> list[str]:
+    """A boundary's checkpoint, taken when this worktree works on the ticket: its warnings."""
+    from baton.skills.core.commit import read_binding_quietly
+    from baton.skills.services.checkpoint import checkpoint_at_boundary
+
+    binding = read_binding_quietly(place)
+    if binding is None or binding.task_id != task.task_id:
+        return []
+    return checkpoint_at_boundary(stores, task, place, boundary)
 
 
 def run_checks(commands: tuple[str, ...] | list[str], root: Path, timeout: float | None) -> list:
@@ -97,7 +110,10 @@ def end(stores: Stores, place: Place, request: EndRequest) -> tuple[ActiveTask, 
     if request.status not in END_STATUSES:
         raise BadInput(f"unknown status {request.status!r}: use completed or stalled")
     task = resolve_task(request.task_id, place, stores.settings.ambient)
-    return task, record(stores, task, request.status, place)
+    report = record(stores, task, request.status, place)
+    if request.status == "completed":
+        report.warnings += _checkpoint_here(stores, task, place, "completed")
+    return task, report
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +156,10 @@ def write_handoff(stores: Stores, place: Place, request: HandoffRequest):
     from baton.skills.handoff.write import write_handoff as write
 
     task = resolve_task(request.task_id, place, stores.settings.ambient)
-    return write(stores, task, place, checks=list(request.checks), probes=list(request.probes),
-                 timeout=request.timeout)
+    report = write(stores, task, place, checks=list(request.checks), probes=list(request.probes),
+                   timeout=request.timeout)
+    report.warnings += _checkpoint_here(stores, task, place, "handoff")
+    return report
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,3 +175,124 @@ def verify_handoff(stores: Stores, cwd: Path, request: VerifyRequest):
     place, path = place_for(request.path, cwd)
     return verify_and_record(stores, place, task=task_or_none(request.task_id, place, stores.settings.ambient),
                              path=path, only_for=request.task_id, allow_unsigned=request.allow_unsigned_probes)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRequest:
+    task_id: str | None = None
+    label: str | None = None
+
+
+@dataclass
+class CheckpointDone:
+    task: ActiveTask
+    result: object  # checkpoints.Taken | Unchanged
+    warnings: list = field(default_factory=list)  # as every answer has; a checkpoint's record is kept, never lost
+
+    def to_json(self) -> dict:
+        from baton.skills.core.checkpoints import Taken, Unchanged
+
+        if isinstance(self.result, Taken):
+            c = self.result.checkpoint
+            return {"task_id": self.task.task_id, "status": "taken" if self.result.created else "existing",
+                    "checkpoint": {"id": c.id, "boundary": c.boundary, "label": c.label, "base": c.base,
+                                   "run_id": c.run_id, "environment": c.environment,
+                                   "taken_at": c.taken_at.isoformat(),
+                                   "skipped": [{"path": s.path, "reason": s.reason} for s in c.skipped]},
+                    "warnings": self.warnings}
+        assert isinstance(self.result, Unchanged)
+        return {"task_id": self.task.task_id, "status": "unchanged",
+                "checkpoint": {"id": self.result.checkpoint_id}, "warnings": self.warnings}
+
+
+def checkpoint(stores: Stores, place: Place, request: CheckpointRequest) -> CheckpointDone:
+    """A checkpoint taken by hand; a refusal (an operation in progress) is BadInput."""
+    from baton.skills.core.checkpoints import Refused
+    from baton.skills.services.checkpoint import take_checkpoint
+
+    task = resolve_task(request.task_id, place, stores.settings.ambient)
+    result = take_checkpoint(stores, task, place, boundary="manual", label=request.label)
+    if isinstance(result, Refused):
+        raise BadInput(f"no checkpoint taken: {result.reason}")
+    return CheckpointDone(task, result)
+
+
+def _ticket(task_id: str | None, place: Place, stores: Stores) -> str:
+    return task_id or resolve_task(None, place, stores.settings.ambient).task_id
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointsRequest:
+    task_id: str | None = None  # None: the worktree's binding
+
+
+def list_checkpoints(stores: Stores, place: Place, request: CheckpointsRequest) -> tuple[str, list]:
+    from baton.skills.services.runs import checkpoints_of
+
+    task_id = _ticket(request.task_id, place, stores)
+    return task_id, checkpoints_of(stores, place, task_id)
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreRequest:
+    target: str  # TASK[@CHECKPOINT]
+    into: Path | None = None
+    in_place: bool = False
+
+
+def restore(stores: Stores, place: Place, request: RestoreRequest):
+    from baton.skills.services.runs import parse_task_at, restore as start
+
+    task_id, checkpoint_id = parse_task_at(request.target)
+    return start(stores, place, task_id, checkpoint_id, into=request.into, in_place=request.in_place)
+
+
+@dataclass(frozen=True, slots=True)
+class ForkRequest:
+    task_id: str
+    new_task_id: str
+    at: str | None = None  # a checkpoint id; None: the ticket's latest
+    into: Path | None = None
+
+
+def fork(stores: Stores, place: Place, request: ForkRequest):
+    from baton.skills.services.runs import fork as start
+
+    return start(stores, place, request.task_id, request.new_task_id, at=request.at, into=request.into)
+
+
+@dataclass(frozen=True, slots=True)
+class FreshRequest:
+    task_id: str
+    base: str | None = None  # None: the repository's default branch
+    into: Path | None = None
+
+
+def fresh(stores: Stores, place: Place, request: FreshRequest):
+    from baton.skills.services.runs import fresh as start
+
+    return start(stores, place, request.task_id, base=request.base, into=request.into)
+
+
+@dataclass(frozen=True, slots=True)
+class RunsRequest:
+    task_id: str | None = None
+
+
+def runs(stores: Stores, place: Place, request: RunsRequest) -> tuple[str, list]:
+    from baton.skills.services.runs import lineage
+
+    task_id = _ticket(request.task_id, place, stores)
+    return task_id, lineage(stores, task_id)
+
+
+@dataclass(frozen=True, slots=True)
+class GcRequest:
+    keep: int = 5
+    dry_run: bool = False
+
+
+def collect_checkpoints(stores: Stores, place: Place, request: GcRequest):
+    from baton.skills.services.runs import collect
+
+    return collect(stores, place, keep=request.keep, dry_run=request.dry_run)

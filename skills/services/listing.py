@@ -29,13 +29,14 @@ class SessionLine:
     runs: int = 1
     stage: str | None = None  # the workflow's status (baton stage), where the ticket uses stages
     interrupted: bool = False  # its agent is gone (baton recover), as this machine's heartbeats tell
+    fork_of: str | None = None  # its overlap with that ticket is expected: not a conflict
 
     def to_json(self) -> dict:
         return {"task_id": self.task_id, "status": self.status, "phase": self.phase,
                 "last_activity": self.last_activity.isoformat(), "stale": self.stale,
                 "files_touched": self.files_touched, "conflicts_with": self.conflicts_with,
                 "handoff": self.handoff, "agent": self.agent, "repo": self.repo, "runs": self.runs,
-                "stage": self.stage, "interrupted": self.interrupted}
+                "stage": self.stage, "interrupted": self.interrupted, "fork_of": self.fork_of}
 
 
 @dataclass
@@ -60,6 +61,9 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
     else:
         conflicts = {}
         warnings.append(f"conflict graph unavailable: {overlaps.reason}; conflicts not shown")
+    forks = {(s.task_id, s.fork_of) for s in sessions if s.fork_of}
+    conflicts = {task: [o for o in others if (task, o) not in forks and (o, task) not in forks]
+                 for task, others in conflicts.items()}
     stale_after = stores.settings.stale_after
     interrupted = set()
     if heartbeats is not None:
@@ -72,7 +76,7 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
                     handoff=s.handoff_verification.public() if s.handoff_verification else None,
                     agent=s.agent, repo=s.repo, runs=s.runs,
                     stage=str(s.workflow.state.get("status")) if s.workflow else None,
-                    interrupted=s.task_id in interrupted)
+                    interrupted=s.task_id in interrupted, fork_of=s.fork_of)
         for s in sessions
     ]
     return Listing(lines, warnings, shared)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -21,6 +22,7 @@ from baton.skills.handoff.verify import Verification
 from baton.skills.runtime.deadline import SLACK, gather
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.bind import bind
+from baton.skills.services.compatibility import compatibility
 from baton.skills.services.handoff import verify_and_record
 from baton.skills.services.stage import WorkflowView, workflow_view
 
@@ -52,6 +54,8 @@ class ResumeResult:
     bound: bool = False
     handoff: Verification | None = None  # the worktree's current handoff, re-verified
     workflow: WorkflowView | None = None  # the ticket's stages, each claim re-checked (None: it uses none)
+    compatibility: list = field(default_factory=list)  # baton.skills.services.compatibility.Check
+    forks: list[str] = field(default_factory=list)  # overlapping tickets forked from this one, or its parent
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -68,8 +72,23 @@ class ResumeResult:
             "stores": self.stores,
             "bound": self.bound,
             "workflow": self.workflow.to_json() if self.workflow else None,
+            "run": self._run(),
+            "checkpoint": None if self.session is None or self.session.checkpoint is None else {
+                "id": self.session.checkpoint.id, "boundary": self.session.checkpoint.boundary,
+                "taken_at": self.session.checkpoint.taken_at.isoformat()},
+            "compatibility": [c.to_json() for c in self.compatibility],
+            "fork_of": self.session.fork_of if self.session else None,
+            "forks_overlapping": self.forks,
             **(self.handoff.to_json() if self.handoff else {"handoff": None, "live_state": []}),
         }
+
+
+    def _run(self) -> dict | None:
+        run = self.session.current_run if self.session else None
+        if run is None:
+            return None
+        return {"run_id": run.text, "parent_run_id": run.parent_run_id, "kind": run.kind,
+                "diverged_at": run.diverged_at}
 
 
 def _conflicts(stores: Stores, session: Session) -> tuple[list[FileConflict], dict[str, list[str]]] | Unavailable:
@@ -78,6 +97,20 @@ def _conflicts(stores: Stores, session: Session) -> tuple[list[FileConflict], di
         return shared
     conflicts, paths, _ = conflicts_of(session.task_id, shared.value)
     return conflicts, paths
+
+
+def _set_forks_apart(stores: Stores, session: Session, result: ResumeResult) -> None:
+    """An overlap with the ticket's parent or one of its forks is expected: shown as a fork,
+    not as a conflict."""
+    for conflict in list(result.conflicts):
+        other = conflict.other_task_id
+        related = other == session.fork_of
+        if not related:
+            found = stores.registry.get(other)
+            related = isinstance(found, Found) and found.value.fork_of == session.task_id
+        if related:
+            result.conflicts.remove(conflict)
+            result.forks.append(other)
 
 
 def _related(stores: Stores, session: Session, limit: int) -> list[RelatedDecision]:
@@ -116,7 +149,8 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
     is worth checking even where the registry has no history. check_workflow re-checks each
     completed stage's proof (git and the files: the session start leaves it to a resume).
     """
-    result = read_session(stores, task_id, limit=limit, workflow_root=place.root if check_workflow else None)
+    result = read_session(stores, task_id, limit=limit, workflow_root=place.root if check_workflow else None,
+                          compatible_with=place if verify_handoff else None)
     at = at or clock.now()
     if bind_task:
         result.bound = True
@@ -137,9 +171,12 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
     return result
 
 
-def read_session(stores: Stores, task_id: str, *, limit: int = 5, workflow_root: Path | None = None) -> ResumeResult:
+def read_session(stores: Stores, task_id: str, *, limit: int = 5, workflow_root: Path | None = None,
+                 compatible_with: Place | None = None) -> ResumeResult:
     """What resume_session reads of task_id, binding nothing and running no probe (what the
-    dashboard shows); workflow_root: the worktree whose completed stages' proofs are re-checked."""
+    dashboard shows); workflow_root: the worktree whose completed stages' proofs are re-checked;
+    compatible_with: the worktree the recorded run and checkpoint are checked against
+    (git and the toolchains' versions, beside the stores)."""
     check_task_id(task_id)
     result = ResumeResult(status="found", task_id=task_id)
     budget = stores.budget  # one budget for the whole resume: the registry, then the rest side by side
@@ -157,11 +194,15 @@ def read_session(stores: Stores, task_id: str, *, limit: int = 5, workflow_root:
                                                   "signals": lambda: _missed_signals(stores, session)}
         if session.decisions:  # related decisions are found from the ticket's own
             asked["recall"] = lambda: _related(stores, session, limit)
-        parts = gather(asked, max(budget.remaining(), 0.0) + SLACK)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            checked = pool.submit(compatibility, session, compatible_with) if compatible_with is not None else None
+            parts = gather(asked, max(budget.remaining(), 0.0) + SLACK)
+            result.compatibility = checked.result() if checked is not None else []
         for name, part in parts.items():
             result.stores[name] = f"unavailable: {part.reason}" if isinstance(part, Unavailable) else OK
         if not isinstance(parts["graph"], Unavailable):
             result.conflicts, result.conflict_paths = parts["graph"]
+            _set_forks_apart(stores, session, result)
         if "recall" in parts and not isinstance(parts["recall"], Unavailable):
             result.related_decisions = parts["recall"]
         if not isinstance(parts["signals"], Unavailable):

@@ -63,8 +63,8 @@ def update(stores: Stores, task: ActiveTask, place: Place, *, phase: str | None 
     events += [wire_event("failure_recorded", *common, text=t) for t in texts["--failed"]]
     if dependencies:
         events.append(wire_event("dependency_added", *common, depends_on=dependencies))
-    events += [wire_event("goal_set", *common, text=t) for t in texts["--goal"]]
-    events += [wire_event("constraint_added", *common, text=t) for t in texts["--constraint"]]
+    events += [wire_event("goal_set", *common, text=t, inherited_from=None) for t in texts["--goal"]]
+    events += [wire_event("constraint_added", *common, text=t, inherited_from=None) for t in texts["--constraint"]]
     events += [wire_event("work_remaining", *common, text=t) for t in texts["--todo"]]
     events += [wire_event("evidence_recorded", *common, text=t, provenance="reported") for t in texts["--evidence"]]
     events += [wire_event("check_recorded", *common, command=_text("--check command", c.command),

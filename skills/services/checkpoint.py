@@ -1,0 +1,149 @@
+"""The checkpoint skill: take a checkpoint of the bound worktree at a boundary (bind, the
+end of a turn, after checks, a handoff, a completed ticket, by hand) and record it.
+
+The content goes into the repository's own object database (baton.skills.core.checkpoints);
+the registry gets its record, a checkpoint_taken event built without pydantic
+(baton.registry.wire) and handed to the sink as `baton decide` hands its decision: kept for
+the delivery where a store is a server, else appended unprojected, so the Stop hook never
+imports the event models.
+
+Which run a worktree works in, and the environment manifest it started with, are kept
+beside the binding in `.baton/run.json` (excluded from git like the binding): each
+checkpoint names them, and "unchanged since the last checkpoint" compares like with like.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from baton import clock
+from baton.errors import BadInput, BatonError
+from baton.registry.wire import checkpoint_taken_body
+from baton.skills.core.binding import BINDING_DIR, ActiveTask, Place
+from baton.skills.core.commit import WireEvent
+from baton.skills.runtime.stores import Stores
+
+if TYPE_CHECKING:
+    from baton.skills.core.checkpoints import Refused, Taken, Unchanged
+    from baton.skills.core.environment import Manifest
+
+RUN_FILE = "run.json"
+MAX_LABEL = 200
+
+
+@dataclass(frozen=True, slots=True)
+class LocalRun:
+    """The run this worktree works in, as its last bind, restore, fork or fresh start set it."""
+
+    task_id: str
+    run_id: str
+    environment: tuple[str, bytes] | None  # (manifest id, manifest JSON)
+
+
+def run_file(place: Place) -> Path:
+    return place.root / BINDING_DIR / RUN_FILE
+
+
+def local_run(place: Place, task_id: str) -> LocalRun | None:
+    """The worktree's run of task_id, None when it has none recorded (or another ticket's)."""
+    try:
+        held = json.loads(run_file(place).read_text(encoding="utf-8"))
+        if held["task_id"] != task_id or not isinstance(held["run_id"], str):
+            return None
+        manifest = held.get("environment")
+        environment = (held["environment_id"], json.dumps(manifest, sort_keys=True, separators=(",", ":"),
+                                                         ensure_ascii=True).encode()) if manifest else None
+        return LocalRun(task_id, held["run_id"], environment)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_local_run(place: Place, task_id: str, run_id: str, manifest: Manifest | None) -> None:
+    """Record the worktree's run, whole or not at all (the binding's directory exists)."""
+    path = run_file(place)
+    path.parent.mkdir(exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".run-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump({"task_id": task_id, "run_id": run_id, "environment_id": manifest.id if manifest else None,
+                       "environment": manifest.body if manifest else None}, out)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def capture_environment(place: Place) -> Manifest | None:
+    """The environment manifest of the worktree (no setup commands: it is cheap), or None
+    outside git."""
+    if place.worktree is None:
+        return None
+    from baton.skills.core.environment import capture
+
+    return capture(place.root, wait=1.0)
+
+
+def checkpoint_event(task: ActiveTask, place: Place, checkpoint, at: datetime) -> WireEvent:
+    import uuid
+
+    event_id = str(uuid.uuid4())
+    return WireEvent(event_id, task.task_id, checkpoint_taken_body(
+        event_id, task.task_id, task.session_id, at, checkpoint_id=checkpoint.id, boundary=checkpoint.boundary,
+        label=checkpoint.label, base=checkpoint.base, staged_tree=checkpoint.staged_tree,
+        worktree_tree=checkpoint.worktree_tree, artifacts_tree=checkpoint.artifacts_tree,
+        environment=checkpoint.environment, run_id=checkpoint.run_id, repo=place.repo,
+        worktree_path=str(place.root)))
+
+
+def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, label: str | None = None,
+                    run: LocalRun | None = None, timeout: float | None = None) -> Taken | Unchanged | Refused:
+    """Checkpoint the worktree for the ticket and record the checkpoint taken (one taken
+    before of the same state is recorded again: it is the latest now). Raises BadInput
+    outside git and StoreUnavailable when git or the registry cannot take it."""
+    from baton.skills.core.checkpoints import DEFAULT_TIMEOUT, Taken, take
+
+    if place.worktree is None:
+        raise BadInput(f"{place.root} is not a git worktree: nothing to checkpoint")
+    if label is not None and not 0 < len(label.strip()) <= MAX_LABEL:
+        raise BadInput(f"a checkpoint label is 1 to {MAX_LABEL} characters")
+    run = run or local_run(place, task.task_id)
+    label = stores.redact(label.strip()) if label else None  # it is kept in the repository too
+    result = take(place.root, boundary=boundary, label=label,
+                  run_id=run.run_id if run else None, environment=run.environment if run else None,
+                  timeout=timeout or DEFAULT_TIMEOUT)
+    if isinstance(result, Taken):
+        at = clock.now()
+        record(stores, checkpoint_event(task, place, result.checkpoint, at), at)
+    return result
+
+
+def record(stores: Stores, event: WireEvent, at: datetime) -> None:
+    """Record a checkpoint_taken event as `baton decide` records its decision: kept for the
+    delivery, or appended to the registry unprojected (the projection catches up on the
+    next read), so the Stop hook never imports the event models. Only the registry holds
+    it: nothing else is derived from a checkpoint."""
+    if not stores.sink.keep([event]):
+        stores.registry.append_body(event.event_id, event.task_id, at, "checkpoint_taken", event.body)
+
+
+def checkpoint_at_boundary(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,
+                           timeout: float | None = None) -> list[str]:
+    """A checkpoint at a boundary the user did not ask for: whatever keeps it from being
+    taken is a warning, never the command's failure. Answers the warnings."""
+    from baton.skills.core.checkpoints import Refused
+
+    if place.worktree is None:
+        return []
+    try:
+        result = take_checkpoint(stores, task, place, boundary=boundary, timeout=timeout)
+    except BatonError as exc:
+        return [f"no checkpoint at {boundary}: {exc}"]
+    if isinstance(result, Refused):
+        return [f"no checkpoint at {boundary}: {result.reason}"]
+    return []

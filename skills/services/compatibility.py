@@ -1,0 +1,108 @@
+"""Whether the recorded state of a ticket can be trusted here, checked before a resume
+relies on it: the run's base commit is present and an ancestor of the branch, the
+lockfiles and toolchains match the run's environment manifest, the latest checkpoint is
+readable. Each check answers ok, changed (with the difference) or missing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+
+from baton.git import git_argv
+from baton.outcome import Found, NotFound
+from baton.registry.model import Session
+from baton.skills.core.binding import Place
+
+GIT_WAIT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    check: str
+    status: str  # ok | changed | missing
+    detail: str = ""
+
+    def to_json(self) -> dict:
+        return {"check": self.check, "status": self.status, "detail": self.detail}
+
+
+def _git(place: Place, *args: str) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(git_argv(*args), cwd=place.root, capture_output=True, timeout=GIT_WAIT)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _base(place: Place, base: str) -> Check:
+    present = _git(place, "rev-parse", "-q", "--verify", f"{base}^{{commit}}")
+    if present is None or present.returncode != 0:
+        return Check("base commit", "missing", f"{base[:12]} is not in this repository")
+    ancestor = _git(place, "merge-base", "--is-ancestor", base, "HEAD")
+    if ancestor is None or ancestor.returncode != 0:
+        return Check("base commit", "changed", f"{base[:12]} is not an ancestor of HEAD (the branch was rewritten "
+                                               "or another one is checked out)")
+    return Check("base commit", "ok", base[:12])
+
+
+def _recorded_manifest(place: Place, session: Session, environment: str) -> dict | None:
+    """The run's manifest: from this worktree's run file, else from a checkpoint holding it."""
+    from baton.skills.services.checkpoint import local_run
+
+    run = local_run(place, session.task_id)
+    if run is not None and run.environment and run.environment[0] == environment:
+        return json.loads(run.environment[1])
+    if session.checkpoint is not None and session.checkpoint.environment == environment:
+        shown = _git(place, "cat-file", "blob", f"refs/baton/checkpoints/{session.checkpoint.id}:environment.json")
+        if shown is not None and shown.returncode == 0:
+            return json.loads(shown.stdout)
+    return None
+
+
+def _differences(recorded: dict, now: dict, key: str) -> list[str]:
+    before, after = recorded.get(key, {}), now.get(key, {})
+    out = []
+    for name in sorted(set(before) | set(after)):
+        if before.get(name) != after.get(name):
+            was = before.get(name, "absent")
+            new = after.get(name, "absent")
+            if key == "toolchains":
+                was = was.get("version", was.get("status")) if isinstance(was, dict) else was
+                new = new.get("version", new.get("status")) if isinstance(new, dict) else new
+            else:
+                was, new = str(was)[:12], str(new)[:12]
+            out.append(f"{name}: {was} -> {new}")
+    return out
+
+
+def compatibility(session: Session, place: Place) -> list[Check]:
+    """The checks for the ticket's current run, in this worktree."""
+    if place.worktree is None:
+        return []
+    run = session.current_run
+    checks = []
+    base = (run.base if run else None) or (session.checkpoint.base if session.checkpoint else None)
+    if base:
+        checks.append(_base(place, base))
+    environment = (run.environment if run else None) or (session.checkpoint.environment if session.checkpoint
+                                                          else None)
+    if environment:
+        recorded = _recorded_manifest(place, session, environment)
+        if recorded is None:
+            checks.append(Check("environment", "missing", f"manifest {environment[:12]} is not readable here"))
+        else:
+            from baton.skills.core.environment import capture
+
+            now = capture(place.root, wait=1.0).body
+            for key, name in (("lockfiles", "lockfiles"), ("toolchains", "toolchains")):
+                changed = _differences(recorded, now, key)
+                checks.append(Check(name, "changed", "; ".join(changed)) if changed else Check(name, "ok"))
+    if session.checkpoint is not None:
+        from baton.skills.core.checkpoints import read
+
+        found = read(place.root, session.checkpoint.id)
+        checks.append(Check("checkpoint", "ok", session.checkpoint.id[:12]) if isinstance(found, Found) else
+                      Check("checkpoint", "missing", f"{session.checkpoint.id[:12]}: "
+                            + ("its ref is gone" if isinstance(found, NotFound) else found.reason)))
+    return checks

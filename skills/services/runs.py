@@ -1,0 +1,364 @@
+"""Runs of a ticket and the verbs that start one from recorded state: restore (a
+checkpoint into a new worktree, or in place), fork (a new ticket from a checkpoint of
+another) and fresh (the same ticket on a new base); the lineage (`baton runs`), the
+checkpoint list and the checkpoint garbage collection.
+
+Each verb writes the worktree first (baton.skills.core.checkpoints, git), then binds it to
+the ticket with a RunStart (baton.skills.services.bind), so the run, its environment
+manifest and its first checkpoint are recorded through the one write path.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from baton.errors import BadInput, StoreUnavailable
+from baton.files import WorktreeLocator
+from baton.ids import check_task_id
+from baton.outcome import Found, NotFound, Unavailable
+from baton.registry.model import Session
+from baton.skills.core.binding import Place, place_of
+from baton.skills.core.commit import commit, wire_event
+from baton.skills.core.write_report import WriteReport
+from baton.skills.runtime.stores import Stores
+from baton.skills.services.bind import RunStart, bind
+
+DEFAULT_KEEP = 5  # checkpoints kept per run by `baton gc`, besides those something refers to
+_NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}")
+
+
+def session_of(stores: Stores, task_id: str) -> Session:
+    """The ticket's session; BadInput when there is none, StoreUnavailable when the registry
+    does not answer (a verb never starts from state it cannot see)."""
+    from baton.store_names import Store
+
+    found = stores.registry.get(check_task_id(task_id))
+    if isinstance(found, Unavailable):
+        raise StoreUnavailable(Store.SESSION_REGISTRY, found.reason)
+    if isinstance(found, NotFound):
+        raise BadInput(f"no session for {task_id}")
+    return found.value
+
+
+def _repository(place: Place) -> Path:
+    if place.worktree is None:
+        raise BadInput(f"{place.root} is not a git worktree: run this inside the ticket's repository")
+    return place.root
+
+
+def _checkpoint(place: Place, session: Session, checkpoint_id: str | None):
+    """The checkpoint asked for (default: the ticket's latest), read from this repository."""
+    from baton.skills.core.checkpoints import read
+
+    wanted = checkpoint_id or (session.checkpoint.id if session.checkpoint else None)
+    if wanted is None:
+        raise BadInput(f"{session.task_id} has no checkpoint: take one with `baton checkpoint`")
+    found = read(_repository(place), wanted)
+    if isinstance(found, Unavailable):
+        raise StoreUnavailable("checkpoints", found.reason)
+    if isinstance(found, NotFound):
+        raise BadInput(f"no checkpoint {wanted} in {place.root}'s repository (deleted, or taken in another clone)")
+    return found.value
+
+
+def _target(place: Place, into: Path | None, name: str) -> Path:
+    if into is not None:
+        return Path(os.path.abspath(into))
+    return place.root.parent / f"{place.root.name}-{name}"
+
+
+def _git(cwd: Path, *args: str) -> str:
+    from baton.git import git_argv
+
+    try:
+        done = subprocess.run(git_argv(*_NO_HOOKS, *args), cwd=cwd, capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise StoreUnavailable("checkpoints", f"git {args[0]}: {exc}") from None
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise BadInput(f"git {args[0]}: {message[-1] if message else f'exit {done.returncode}'}")
+    return done.stdout.decode("utf-8", "replace").strip()
+
+
+def _branch_free(root: Path, branch: str) -> None:
+    from baton.git import git_argv
+
+    _git(root, "check-ref-format", "--branch", branch)
+    taken = subprocess.run(git_argv("rev-parse", "-q", "--verify", f"refs/heads/{branch}"), cwd=root,
+                           capture_output=True, timeout=30)
+    if taken.returncode == 0:
+        raise BadInput(f"branch {branch} exists already; nothing written")
+
+
+@dataclass
+class Started:
+    """What a restore, fork or fresh start made: where, the run, and what to tell."""
+
+    task_id: str
+    worktree: Path
+    run_id: str
+    kind: str
+    parent_run_id: str | None
+    diverged_at: str | None
+    base: str | None
+    branch: str | None = None
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"task_id": self.task_id, "worktree": str(self.worktree), "branch": self.branch,
+                "run": {"run_id": self.run_id, "parent_run_id": self.parent_run_id, "kind": self.kind,
+                        "diverged_at": self.diverged_at},
+                "base": self.base, "notes": self.notes, "warnings": self.warnings}
+
+
+def parse_task_at(text: str) -> tuple[str, str | None]:
+    """TASK[@CHECKPOINT] as (task, checkpoint id or None)."""
+    task, sep, checkpoint = text.partition("@")
+    if sep and not checkpoint:
+        raise BadInput(f"{text!r}: give a checkpoint id after @, or leave out the @")
+    return check_task_id(task), checkpoint or None
+
+
+def restore(stores: Stores, place: Place, task_id: str, checkpoint_id: str | None, *, into: Path | None = None,
+            in_place: bool = False) -> Started:
+    """A checkpoint of the ticket brought back into a new worktree (or, in place, into this
+    clean one), bound to the ticket in a new child run that diverged at the checkpoint."""
+    from baton.skills.core import checkpoints
+
+    if in_place and into is not None:
+        raise BadInput("give --into PATH or --in-place, not both")
+    session = session_of(stores, task_id)
+    checkpoint = _checkpoint(place, session, checkpoint_id)
+    target = place.root if in_place else _target(place, into, f"{task_id}-{checkpoint.id[:8]}")
+    restored = checkpoints.restore(place.root, checkpoint.id, target, in_place=in_place)
+    parent = checkpoint.run_id or (session.current_run.text if session.current_run else None)
+    started = Started(task_id, restored.path, str(uuid.uuid4()), "restore", parent, checkpoint.id, checkpoint.base,
+                      notes=list(restored.notes))
+    new_place = place_of(restored.path, WorktreeLocator())
+    report = bind(stores, task_id, new_place, start=RunStart(started.run_id, "restore", parent,
+                                                             diverged_at=checkpoint.id, base=checkpoint.base))
+    started.branch = new_place.worktree.branch if new_place.worktree else None
+    started.warnings = report.warnings
+    return started
+
+
+def fork(stores: Stores, place: Place, task_id: str, new_task_id: str, *, at: str | None = None,
+         into: Path | None = None) -> Started:
+    """A new ticket from a checkpoint of task_id, in its own worktree and branch (named
+    after it); its journal starts with the parent's goal, constraints and decisions, marked
+    inherited. Parent and fork both stay active."""
+    from baton.skills.core import checkpoints
+
+    check_task_id(new_task_id)
+    if new_task_id == task_id:
+        raise BadInput("a fork needs a new ticket id (--as)")
+    session = session_of(stores, task_id)
+    existing = stores.registry.get(new_task_id)
+    if isinstance(existing, Found):
+        raise BadInput(f"{new_task_id} exists already; fork into a new ticket id")
+    checkpoint = _checkpoint(place, session, at)
+    _branch_free(place.root, new_task_id)
+    restored = checkpoints.restore(place.root, checkpoint.id, _target(place, into, new_task_id))
+    _git(restored.path, "checkout", "-q", "-b", new_task_id)  # keeps the restored index and files
+    parent = checkpoint.run_id or (session.current_run.text if session.current_run else None)
+    started = Started(new_task_id, restored.path, str(uuid.uuid4()), "fork", parent, checkpoint.id, checkpoint.base,
+                      branch=new_task_id, notes=list(restored.notes))
+    new_place = place_of(restored.path, WorktreeLocator())
+    report = bind(stores, new_task_id, new_place, start=RunStart(
+        started.run_id, "fork", parent, parent_task_id=task_id, diverged_at=checkpoint.id, base=checkpoint.base))
+    report.warnings += _inherit(stores, session, new_task_id, report.session_id or "fork", new_place.repo)
+    started.warnings = report.warnings
+    return started
+
+
+def _inherit(stores: Stores, parent: Session, task_id: str, session_id: str, repo: str) -> list[str]:
+    """The parent's goal, constraints and decisions, recorded for task_id as inherited."""
+    from baton import clock
+
+    at = clock.now()
+    common = (task_id, session_id, at)
+    events = []
+    if parent.goal:
+        events.append(wire_event("goal_set", *common, text=parent.goal, inherited_from=parent.task_id))
+    events += [wire_event("constraint_added", *common, text=c.text, inherited_from=parent.task_id)
+               for c in parent.constraints]
+    events += [wire_event("decision_recorded", *common, text=d.text, context=d.context, repo=repo,
+                          inherited_from=parent.task_id) for d in parent.decisions]
+    report = WriteReport()
+    if events:
+        commit(stores, events, report)
+    return report.warnings
+
+
+def default_base(root: Path) -> str:
+    """The repository's default branch: origin's HEAD, else main or master, else HEAD."""
+    from baton.git import git_argv
+
+    for ref in ("refs/remotes/origin/HEAD", "refs/heads/main", "refs/heads/master", "HEAD"):
+        done = subprocess.run(git_argv("rev-parse", "-q", "--verify", f"{ref}^{{commit}}"), cwd=root,
+                              capture_output=True, timeout=30)
+        if done.returncode == 0:
+            return ref
+    raise BadInput(f"{root} has no commit to start from: give --base REF")
+
+
+def fresh(stores: Stores, place: Place, task_id: str, *, base: str | None = None,
+          into: Path | None = None) -> Started:
+    """The ticket again on a new base (default: the repository's default branch), in a new
+    worktree on a branch of its own: the journal stays (earlier runs' evidence shows as
+    inherited), a new environment manifest and run are recorded, the previous run is
+    superseded."""
+    session = session_of(stores, task_id)
+    root = _repository(place)
+    ref = base or default_base(root)
+    commit_id = _git(root, "rev-parse", "-q", "--verify", "--end-of-options", f"{ref}^{{commit}}")
+    run_id = str(uuid.uuid4())
+    branch = f"baton/{task_id}/fresh-{run_id[:8]}"
+    _branch_free(root, branch)
+    target = _target(place, into, f"{task_id}-fresh-{run_id[:8]}")
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise BadInput(f"{target} is not an empty directory; nothing written")
+    _git(root, "worktree", "add", "-q", "-b", branch, str(target), commit_id)
+    parent = session.current_run.text if session.current_run else None
+    started = Started(task_id, target, run_id, "fresh", parent, None, commit_id, branch=branch)
+    report = bind(stores, task_id, place_of(target, WorktreeLocator()),
+                  start=RunStart(run_id, "fresh", parent, base=commit_id))
+    started.warnings = report.warnings
+    return started
+
+
+@dataclass(frozen=True, slots=True)
+class RunLine:
+    task_id: str
+    run_id: str
+    kind: str
+    parent_run_id: str | None
+    parent_task_id: str | None
+    diverged_at: str | None
+    started_at: str
+    state: str  # current | superseded | earlier
+    depth: int
+
+    def to_json(self) -> dict:
+        return {"task_id": self.task_id, "run_id": self.run_id, "kind": self.kind,
+                "parent_run_id": self.parent_run_id, "parent_task_id": self.parent_task_id,
+                "diverged_at": self.diverged_at, "started_at": self.started_at, "state": self.state,
+                "depth": self.depth}
+
+
+def lineage(stores: Stores, task_id: str) -> list[RunLine]:
+    """The ticket's runs and the forks started from them, as a tree in depth-first order."""
+    session = session_of(stores, task_id)
+    listed = stores.registry.list_sessions(include_inactive=True)
+    forks = [s for s in listed.value if s.task_id != task_id] if isinstance(listed, Found) else []
+    runs = [(session, r) for r in session.run_log]
+    runs += [(s, r) for s in forks for r in s.run_log if r.kind == "fork" and r.parent_task_id == task_id]
+    for s in forks:  # a fork's later runs follow its first
+        if any(r.kind == "fork" and r.parent_task_id == task_id for r in s.run_log):
+            runs += [(s, r) for r in s.run_log if r.kind != "fork"]
+    ids = {r.text for _, r in runs}
+    children: dict[str | None, list] = {}
+    for owner, run in runs:
+        children.setdefault(run.parent_run_id if run.parent_run_id in ids else None, []).append((owner, run))
+    lines: list[RunLine] = []
+
+    def walk(parent: str | None, depth: int) -> None:
+        for owner, run in sorted(children.get(parent, []), key=lambda item: (item[1].at, item[1].text)):
+            current = owner.current_run
+            state = ("superseded" if run.text in owner.superseded_runs()
+                     else "current" if current is not None and current.text == run.text else "earlier")
+            lines.append(RunLine(owner.task_id, run.text, run.kind, run.parent_run_id, run.parent_task_id,
+                                 run.diverged_at, run.at.isoformat(), state, depth))
+            walk(run.text, depth + 1)
+
+    walk(None, 0)
+    return lines
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointLine:
+    id: str
+    boundary: str
+    label: str | None
+    run_id: str | None
+    base: str | None
+    worktree_path: str
+    taken_at: str
+    present: bool | None  # its ref exists in this repository (None: not asked, outside git)
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "boundary": self.boundary, "label": self.label, "run_id": self.run_id,
+                "base": self.base, "worktree_path": self.worktree_path, "taken_at": self.taken_at,
+                "present": self.present}
+
+
+def checkpoints_of(stores: Stores, place: Place, task_id: str) -> list[CheckpointLine]:
+    """The checkpoints recorded for the ticket, newest first, each said present or not in
+    this worktree's repository."""
+    from baton.registry.model import CheckpointTaken
+    from baton.skills.core.checkpoints import list_checkpoints
+    from baton.store_names import Store
+
+    session_of(stores, task_id)
+    events = stores.registry.events(task_id)
+    if isinstance(events, Unavailable):
+        raise StoreUnavailable(Store.SESSION_REGISTRY, events.reason)
+    present = None
+    if place.worktree is not None:
+        listed = list_checkpoints(place.root)
+        present = {c.id for c in listed.value} if isinstance(listed, Found) else None
+    seen, lines = set(), []
+    for event in sorted((e for e in events.value if isinstance(e, CheckpointTaken)), key=lambda e: e.at,
+                        reverse=True):
+        if event.checkpoint_id in seen:
+            continue
+        seen.add(event.checkpoint_id)
+        lines.append(CheckpointLine(event.checkpoint_id, event.boundary, event.label, event.run_id, event.base,
+                                    event.worktree_path, event.at.isoformat(),
+                                    None if present is None else event.checkpoint_id in present))
+    return lines
+
+
+@dataclass(frozen=True, slots=True)
+class Collected:
+    removed: tuple[str, ...]
+    kept: int
+    dry_run: bool
+
+    def to_json(self) -> dict:
+        return {"removed": list(self.removed), "kept": self.kept, "dry_run": self.dry_run}
+
+
+def collect(stores: Stores, place: Place, *, keep: int = DEFAULT_KEEP, dry_run: bool = False) -> Collected:
+    """Remove the checkpoint refs of this repository that nothing needs: kept are every
+    ticket's latest checkpoint, each run's divergence point (restores, forks), the newest
+    `keep` of each run and the newest taken at a handoff of each run. Asks the registry
+    first and removes nothing when it does not answer."""
+    from baton.skills.core.checkpoints import gc, list_checkpoints
+    from baton.store_names import Store
+
+    if keep < 1:
+        raise BadInput("--keep must be at least 1")
+    listed = stores.registry.list_sessions(include_inactive=True)
+    if isinstance(listed, Unavailable):
+        raise StoreUnavailable(Store.SESSION_REGISTRY, listed.reason)
+    found = list_checkpoints(_repository(place))
+    if isinstance(found, Unavailable):
+        raise StoreUnavailable("checkpoints", found.reason)
+    needed = {s.checkpoint.id for s in listed.value if s.checkpoint}
+    needed |= {r.diverged_at for s in listed.value for r in s.run_log if r.diverged_at}
+    per_run: dict[str | None, list] = {}
+    for checkpoint in found.value:  # newest first
+        per_run.setdefault(checkpoint.run_id, []).append(checkpoint)
+    for taken in per_run.values():
+        needed |= {c.id for c in taken[:keep]}
+        needed |= {c.id for c in [c for c in taken if c.boundary == "handoff"][:1]}
+    doomed = tuple(sorted(c.id for c in found.value if c.id not in needed))
+    if not dry_run and doomed:
+        doomed = gc(place.root, {c.id for c in found.value if c.id not in doomed})  # an unreadable record goes too
+    return Collected(doomed, len(found.value) - len(doomed), dry_run)

@@ -1,0 +1,175 @@
+"""Checkpoints, runs and the verbs wired into the commands and hooks: restore through the
+CLI, fork and fresh end to end with their lineage and inherited journal (on the embedded
+default and on the servers), the Stop hook's checkpoint, and the checkpoint gc."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, make_repo
+from tests.test_checkpoints import files, git_view, make_every_kind_of_change, repo, write  # noqa: F401
+from tests.test_claude_hooks import hook, payload, runtime_dir  # noqa: F401
+
+
+def answer(cli, cwd: Path, *args: str) -> dict:
+    code, out, err = cli(cwd, *args, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def checkpoint_events(task_id: str) -> list:
+    from baton.registry.model import CheckpointTaken
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
+
+    stores = Stores(Settings.from_env())
+    try:
+        return [e for e in stores.registry.events(task_id).value if isinstance(e, CheckpointTaken)]
+    finally:
+        stores.close()
+
+
+def without_batons_own(found: dict) -> dict:
+    return {path: what for path, what in found.items() if not path.startswith(".baton/")}
+
+
+def test_restore_through_the_cli_is_byte_identical_and_a_new_child_run(home, repo, tmp_path, cli):  # noqa: F811
+    assert cli(repo, "bind", "OMN-1")[0] == 0
+    make_every_kind_of_change(repo)
+    taken = answer(cli, repo, "checkpoint", "--label", "mid-refactor")
+    assert taken["status"] == "taken" and taken["checkpoint"]["label"] == "mid-refactor"
+    assert answer(cli, repo, "checkpoint")["status"] == "unchanged"
+    checkpoint_id = taken["checkpoint"]["id"]
+
+    target = tmp_path / "restored"
+    started = answer(cli, repo, "restore", f"OMN-1@{checkpoint_id[:10]}", "--into", str(target))
+    ignored = {"build/out.o", "debug.log"}
+    assert without_batons_own(files(target)) == {k: v for k, v in without_batons_own(files(repo)).items()
+                                                 if k not in ignored}
+    assert git_view(target) == git_view(repo)
+    bind_run = taken["checkpoint"]["run_id"]
+    assert started["run"] == {"run_id": started["run"]["run_id"], "parent_run_id": bind_run, "kind": "restore",
+                              "diverged_at": checkpoint_id}
+    resumed = answer(cli, target, "resume", "OMN-1")
+    assert resumed["run"]["run_id"] == started["run"]["run_id"]
+    assert {c["check"]: c["status"] for c in resumed["compatibility"]} == {
+        "base commit": "ok", "lockfiles": "ok", "toolchains": "ok", "checkpoint": "ok"}
+
+    code, _, err = cli(repo, "restore", "OMN-1", "--into", str(target))
+    assert code == 2 and "not an empty directory" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_restore_whose_base_commit_is_gone_exits_2_with_nothing_written(home, repo, tmp_path, cli):  # noqa: F811
+    assert cli(repo, "bind", "OMN-1")[0] == 0
+    write(repo / "text.txt", "changed\n")
+    checkpoint = answer(cli, repo, "checkpoint")["checkpoint"]
+    (repo / ".git" / "objects" / checkpoint["base"][:2] / checkpoint["base"][2:]).unlink()
+    target = tmp_path / "restored"
+    code, _, err = cli(repo, "restore", "OMN-1", "--into", str(target))
+    assert code == 2 and "is missing" in err and len(err.strip().splitlines()) == 1
+    assert not target.exists()
+
+
+@pytest.fixture
+def shop(tmp_path) -> Path:
+    root = make_repo(tmp_path / "shop", "git@github.com:acme/shop.git")
+    write(root / "app.py", "print('v1')\n")
+    git(root, "add", "app.py")
+    git(root, "commit", "-q", "-m", "v1")
+    return root
+
+
+def test_fork_and_fresh_end_to_end_with_lineage_and_inherited_journal(any_home, shop, tmp_path, cli):
+    assert cli(shop, "bind", "OMN-1")[0] == 0
+    assert cli(shop, "update", "--goal", "ship carts", "--constraint", "no new services", "--evidence",
+               "carts load in 40 ms")[0] == 0
+    assert cli(shop, "decide", "Keep carts in PostgreSQL")[0] == 0
+    write(shop / "app.py", "print('v2: carts')\n")
+    parent = answer(cli, shop, "checkpoint", "--label", "carts half done")["checkpoint"]
+
+    # Fork: a new ticket in its own worktree and branch, its journal inherited.
+    fork_path = tmp_path / "shop-fork"
+    forked = answer(cli, shop, "fork", "OMN-1", "--as", "OMN-2", "--at", parent["id"], "--into", str(fork_path))
+    assert forked["branch"] == "OMN-2" and (fork_path / "app.py").read_text() == "print('v2: carts')\n"
+    assert git(fork_path, "branch", "--show-current").strip() == "OMN-2"
+    assert forked["run"]["kind"] == "fork" and forked["run"]["diverged_at"] == parent["id"]
+    assert forked["run"]["parent_run_id"] == parent["run_id"]
+    session = answer(cli, fork_path, "resume", "OMN-2")["session"]
+    assert session["goal"] == "ship carts" and session["goal_inherited_from"] == "OMN-1"
+    assert [(c["text"], c.get("inherited_from")) for c in session["constraints"]] == [("no new services", "OMN-1")]
+    assert [(d["text"], d.get("inherited_from")) for d in session["decisions"]] == [
+        ("Keep carts in PostgreSQL", "OMN-1")]
+    assert session["evidence"] == [], "the parent's evidence is not the fork's own"
+    code, text, _ = cli(fork_path, "resume", "OMN-2")
+    assert "[inherited from OMN-1] no new services" in text and "**Goal:** ship carts [inherited from OMN-1]" in text
+    assert answer(cli, shop, "resume", "OMN-1")["session"]["status"] == "active", "the parent stays active"
+    assert cli(shop, "touch", "app.py")[0] == 0 and cli(fork_path, "touch", "app.py")[0] == 0
+    listed = {line["task_id"]: line for line in answer(cli, shop, "list")}
+    assert (listed["OMN-2"]["fork_of"], listed["OMN-2"]["conflicts_with"], listed["OMN-1"]["conflicts_with"]) == (
+        "OMN-1", [], []), "the overlap of a fork and its parent is expected, not a conflict"
+    resumed_fork = answer(cli, fork_path, "resume", "OMN-2")
+    assert (resumed_fork["conflicts"], resumed_fork["forks_overlapping"]) == ([], ["OMN-1"])
+    code, text, _ = cli(shop, "resume", "OMN-1")
+    assert "- OMN-2 is a fork of this ticket; both touch app.py" in text and "### Conflicts" not in text
+
+    # Fresh: the same ticket on a new base, the previous run superseded, its evidence inherited.
+    write(shop / "base.txt", "the new base\n")
+    git(shop, "add", "base.txt")
+    git(shop, "commit", "-q", "-m", "moved on")  # app.py's change stays in the worktree
+    fresh_path = tmp_path / "shop-fresh"
+    started = answer(cli, shop, "fresh", "OMN-1", "--base", "main", "--into", str(fresh_path))
+    assert started["base"] == git(shop, "rev-parse", "main").strip() and (fresh_path / "base.txt").exists()
+    assert (fresh_path / "app.py").read_text() == "print('v1')\n", "a fresh start begins from the base, not the work"
+    resumed = answer(cli, fresh_path, "resume", "OMN-1")
+    assert resumed["run"]["kind"] == "fresh" and resumed["run"]["parent_run_id"] == parent["run_id"]
+    assert [(e["text"], e["inherited"]) for e in resumed["session"]["evidence"]] == [("carts load in 40 ms", True)]
+    assert resumed["session"]["goal"] == "ship carts" and resumed["session"]["goal_inherited_from"] is None
+    code, text, _ = cli(fresh_path, "resume", "OMN-1")
+    assert f"[reported, inherited from run {parent['run_id'][:8]}] carts load in 40 ms" in text
+
+    lineage = answer(cli, shop, "runs", "OMN-1")["runs"]
+    assert [(r["task_id"], r["kind"], r["state"], r["depth"]) for r in lineage] == [
+        ("OMN-1", "bind", "superseded", 0), ("OMN-2", "fork", "current", 1), ("OMN-1", "fresh", "current", 1)]
+    code, text, _ = cli(shop, "runs", "OMN-1")
+    assert code == 0 and "fork (fork of OMN-1, current" in text and "bind (superseded" in text
+
+
+def test_the_stop_hook_checkpoints_only_when_the_tree_changed(home, shop, cli, capsys):
+    assert cli(shop, "bind", "OMN-1")[0] == 0
+    at_bind = checkpoint_events("OMN-1")
+    assert [e.boundary for e in at_bind] == ["bind"]
+    assert hook("stop", payload("stop", shop), capsys)[0] == 0
+    assert len(checkpoint_events("OMN-1")) == 1, "nothing changed since the bind's checkpoint"
+    write(shop / "app.py", "print('edited by the agent')\n")
+    assert hook("stop", payload("stop", shop), capsys)[0] == 0
+    assert hook("stop", payload("stop", shop), capsys)[0] == 0
+    taken = checkpoint_events("OMN-1")
+    assert [e.boundary for e in taken] == ["bind", "stop"]
+    assert taken[1].run_id == taken[0].run_id and taken[1].environment == taken[0].environment
+
+
+def test_a_refused_stop_checkpoint_is_one_warning_not_a_failed_hook(home, shop, cli, capsys):
+    assert cli(shop, "bind", "OMN-1")[0] == 0
+    (shop / ".git" / "MERGE_HEAD").write_text(git(shop, "rev-parse", "HEAD"))
+    code, output, err = hook("stop", payload("stop", shop), capsys)
+    assert code == 0 and (output is None or "systemMessage" not in output)
+    assert err.count("no checkpoint at stop") == 1 and "a merge is in progress" in err
+
+
+def test_gc_keeps_what_is_needed_and_removes_the_rest(home, shop, cli):
+    assert cli(shop, "bind", "OMN-1")[0] == 0
+    taken = []
+    for n in range(4):
+        write(shop / "app.py", f"print({n})\n")
+        taken.append(answer(cli, shop, "checkpoint")["checkpoint"]["id"])
+    planned = answer(cli, shop, "gc", "--checkpoints", "--keep", "2", "--dry-run")
+    assert planned["dry_run"] and len(git(shop, "for-each-ref", "refs/baton/checkpoints/").splitlines()) == 5
+    assert set(planned["removed"]) == set(taken[:2]) | {
+        c["id"] for c in answer(cli, shop, "checkpoints")["checkpoints"] if c["boundary"] == "bind"}
+    done = answer(cli, shop, "gc", "--checkpoints", "--keep", "2")
+    assert done["removed"] == planned["removed"] and done["kept"] == 2
+    listed = answer(cli, shop, "checkpoints", "OMN-1")["checkpoints"]
+    assert [c["present"] for c in listed] == [True, True, False, False, False]
+    restored = answer(cli, shop, "restore", "OMN-1", "--into", str(shop.parent / "latest"))
+    assert restored["run"]["diverged_at"] == taken[-1]
