@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -97,15 +96,9 @@ def start_background_indexer(settings) -> None:
     off; costs the caller a spawn, no wait."""
     if not settings.background_indexing or indexer_running(settings.home):
         return
-    devnull = os.open(os.devnull, os.O_RDWR)
-    try:
-        os.posix_spawn(sys.executable, [sys.executable, "-m", "baton.skills.frontends.cli", "index", "--background"],
-                       os.environ,
-                       file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1),
-                                     (os.POSIX_SPAWN_DUP2, devnull, 2)],
-                       setsid=True)
-    finally:
-        os.close(devnull)
+    from baton.skills.runtime.spawn import spawn_baton
+
+    spawn_baton("index", "--background")
 
 
 def index_decisions(stores, *, background: bool = False, wait: float | None = None):

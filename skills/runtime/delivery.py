@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,15 +62,9 @@ def start_background_delivery(settings) -> None:
     the caller a spawn, no wait."""
     if not settings.background_delivery or delivery_running(settings.home):
         return
-    devnull = os.open(os.devnull, os.O_RDWR)
-    try:
-        os.posix_spawn(sys.executable, [sys.executable, "-m", "baton.skills.frontends.cli", "deliver", "--background"],
-                       os.environ,
-                       file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1),
-                                     (os.POSIX_SPAWN_DUP2, devnull, 2)],
-                       setsid=True)
-    finally:
-        os.close(devnull)
+    from baton.skills.runtime.spawn import spawn_baton
+
+    spawn_baton("deliver", "--background")
 
 
 def deliver_in_background(stores, apply: Apply) -> None:
