@@ -169,6 +169,17 @@ def test_the_json_is_the_cli_json(home, worktrees, cli, serve):
     assert ticket["bound"] is False and ticket["live_state"] == [], "the dashboard never binds nor probes"
 
 
+def test_the_overview_shows_the_latest_checkpoint(home, worktrees, cli, serve):
+    main = seed_conflict(worktrees, cli)
+    (main / "notes.txt").write_text("work in progress\n")
+    _, out, _ = cli(main, "checkpoint", "--label", "before the migration", "--json")
+    taken = json.loads(out)["checkpoint"]["id"]
+    dashboard = serve()
+    row = next(r for r in json.loads(dashboard.get("/api/overview")[2])["sessions"] if r["task_id"] == "OMN-1")
+    assert row["checkpoint"] == f"{taken[:10]} (manual)"
+    assert f"{taken[:10]} (manual)" in dashboard.get("/")[2].decode()
+
+
 def test_the_dashboard_never_binds_nor_probes(home, worktrees, cli, serve):
     main = seed_conflict(worktrees, cli)
     cli(main, "handoff", "--probe", "Marker=touch probe-ran")

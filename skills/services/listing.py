@@ -30,13 +30,15 @@ class SessionLine:
     stage: str | None = None  # the workflow's status (baton stage), where the ticket uses stages
     interrupted: bool = False  # its agent is gone (baton recover), as this machine's heartbeats tell
     fork_of: str | None = None  # its overlap with that ticket is expected: not a conflict
+    checkpoint: str | None = None  # the latest checkpoint: its short id and boundary
 
     def to_json(self) -> dict:
         return {"task_id": self.task_id, "status": self.status, "phase": self.phase,
                 "last_activity": self.last_activity.isoformat(), "stale": self.stale,
                 "files_touched": self.files_touched, "conflicts_with": self.conflicts_with,
                 "handoff": self.handoff, "agent": self.agent, "repo": self.repo, "runs": self.runs,
-                "stage": self.stage, "interrupted": self.interrupted, "fork_of": self.fork_of}
+                "stage": self.stage, "interrupted": self.interrupted, "fork_of": self.fork_of,
+                "checkpoint": self.checkpoint}
 
 
 @dataclass
@@ -76,7 +78,8 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
                     handoff=s.handoff_verification.public() if s.handoff_verification else None,
                     agent=s.agent, repo=s.repo, runs=s.runs,
                     stage=str(s.workflow.state.get("status")) if s.workflow else None,
-                    interrupted=s.task_id in interrupted, fork_of=s.fork_of)
+                    interrupted=s.task_id in interrupted, fork_of=s.fork_of,
+                    checkpoint=f"{s.checkpoint.id[:10]} ({s.checkpoint.boundary})" if s.checkpoint else None)
         for s in sessions
     ]
     return Listing(lines, warnings, shared)
