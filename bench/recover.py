@@ -8,7 +8,8 @@ decision over facts answered from memory (the pure logic, the baseline of this r
 the sessions from the registry and starting the interpreter are the command's share: the
 second table times `baton recover --all-repos` as a fresh process over the same 1,000
 sessions in an embedded data home (registry and hooks' heartbeats), beside the same
-command over an empty data home (the interpreter and imports, the baseline of this run).
+command over an empty data home (the interpreter and imports) and `python -c pass` (the
+interpreter alone, the floor), both measured in this run.
 
     .venv/bin/python bench/recover.py [--repeat 15]
 """
@@ -156,7 +157,10 @@ def main() -> None:
         answer = fresh(home)().stdout.decode()
         print(f"\n`baton recover --all-repos`, a fresh process: {answer.count('ticket: ')} interrupted found")
         print(f"{'':58}{'median ms':>10}{'p10-p90 ms':>17}   budget")
-        for name, run in (("empty data home (interpreter and imports, baseline)", fresh(empty)),
+        floor = [sys.executable, "-c", "pass"]
+        for name, run in (("python -c pass (the interpreter, floor)",
+                           lambda: subprocess.run(floor, check=True, capture_output=True)),
+                          ("empty data home (interpreter and imports, baseline)", fresh(empty)),
                           ("1,000 sessions with heartbeats", fresh(home))):
             median, low, high = median_ms(run, args.repeat)
             print(f"{name:58}{median:10.2f}{f'{low:.2f}-{high:.2f}':>17}   {'300 ms' if '1,000' in name else ''}")

@@ -25,6 +25,31 @@ class SignalScope:
     files: tuple[FileRef, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class SessionOutline:
+    """Where a session is and where it stands, without the rest of its projection: what
+    `baton recover` reads of every session (status and phase as their stored names; stage
+    and next_stage from its workflow state, None for a ticket that uses no stages)."""
+
+    task_id: str
+    status: str
+    phase: str
+    repo: str | None
+    worktree_path: str | None
+    branch: str | None
+    agent: str | None
+    last_activity: datetime
+    stage: str | None
+    next_stage: str | None
+
+
+def outline_status(lifecycle: str, lifecycle_at: datetime | None, last_activity: datetime) -> str:
+    """Session.status from its parts: a stall turns active again once anything happens after it."""
+    if lifecycle == "stalled" and lifecycle_at is not None and last_activity > lifecycle_at:
+        return "active"
+    return lifecycle
+
+
 class SessionStore(ABC):
     """Appends events to per-ticket logs and keeps their projections.
 
@@ -84,6 +109,17 @@ class SessionStore(ABC):
     @abstractmethod
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
         """Sessions by last activity, newest first; active ones only unless include_inactive."""
+
+    def session_outlines(self, *, include_inactive: bool = False) -> Found[list[SessionOutline]] | Unavailable:
+        """list_sessions' outlines, in its order: a backend that can read them without
+        building the validated sessions (and importing pydantic) says so here."""
+        listed = self.list_sessions(include_inactive=include_inactive)
+        if isinstance(listed, Unavailable):
+            return listed
+        return Found([SessionOutline(
+            s.task_id, s.status.value, s.phase.value, s.repo, s.worktree_path, s.branch, s.agent, s.last_activity,
+            *((s.workflow.state.get("status"), s.workflow.state.get("next_stage")) if s.workflow else (None, None)))
+            for s in listed.value])
 
     def watermark(self) -> str | None:
         """An opaque mark that changes whenever an event is stored or a session pruned, read

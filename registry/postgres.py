@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from baton.budget import AnyGate, OpenGate, within
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.outcome import Found, NotFound, Unavailable
-from baton.registry.base import SessionStore
+from baton.registry.base import SessionOutline, SessionStore, outline_status
 from baton.registry.wire import event_adapter
 from baton.store_names import Store
 
@@ -38,6 +38,12 @@ if TYPE_CHECKING:
     from baton.registry.model import Event, Session
 
 STORE = Store.SESSION_REGISTRY
+# The outline's fields, read by the server from each projection (SessionStore.session_outlines).
+_OUTLINE_FIELDS = ("SELECT task_id, body->>'lifecycle', (body#>>'{lifecycle_stamp,at}')::timestamptz, last_activity, "
+                   "body->>'phase', body->>'repo', body->>'worktree_path', body->>'branch', body->>'agent', "
+                   "body#>'{workflow,state,status}', body#>'{workflow,state,next_stage}' FROM baton_sessions ")
+_OUTLINES = _OUTLINE_FIELDS + "ORDER BY last_activity DESC, task_id"
+_ACTIVE_OUTLINES = _OUTLINE_FIELDS + "WHERE status = 'active' ORDER BY last_activity DESC, task_id"
 
 # Append-only: the list index is the version recorded in baton_schema_migrations.
 MIGRATIONS = [
@@ -347,6 +353,22 @@ class PostgresSessionStore(SessionStore):
                 return Found([Session.model_validate(body) for (body,) in conn.execute(query)])
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
+
+    def session_outlines(self, *, include_inactive: bool = False) -> Found[list[SessionOutline]] | Unavailable:
+        """The outlines' fields read by the server from each projection, so the sessions are
+        neither sent whole nor validated."""
+        query = _OUTLINES if include_inactive else _ACTIVE_OUTLINES
+        try:
+            self._catch_up()
+            with self._transaction() as conn:
+                rows = conn.execute(query).fetchall()
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        return Found([SessionOutline(
+            task_id, outline_status(lifecycle, lifecycle_at, last_activity), phase, repo, worktree_path, branch, agent,
+            last_activity, *(value if isinstance(value, str) else None for value in (stage, next_stage)))
+            for (task_id, lifecycle, lifecycle_at, last_activity, phase, repo, worktree_path, branch, agent, stage,
+                 next_stage) in rows])
 
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
         adapter = event_adapter()

@@ -18,7 +18,7 @@ from baton import clock
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
-from baton.registry.base import SessionStore, SignalScope
+from baton.registry.base import SessionOutline, SessionStore, SignalScope, outline_status
 from baton.registry.wire import event_adapter
 from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.store_names import Store
@@ -29,6 +29,21 @@ if TYPE_CHECKING:
 STORE = Store.SESSION_REGISTRY
 # Unprojected events (append_body) that signal_scope reads raw: they add files at most.
 _SCOPE_READ_RAW = {"files_touched", "decision_recorded"}
+# Unprojected events that session_outlines reads raw: they move last_activity at most.
+_OUTLINE_READ_RAW = ("files_touched", "decision_recorded", "checkpoint_taken")
+_OUTLINE_NEEDS_PROJECTION = (
+    "SELECT 1 FROM events e WHERE e.applied = 0 AND (e.type NOT IN (?, ?, ?) "
+    "OR NOT EXISTS (SELECT 1 FROM sessions s WHERE s.task_id = e.task_id)) LIMIT 1")
+# The outline's fields from the stored projection, with the latest unprojected event's time;
+# a stalled session with unprojected events may be active again (Session.status).
+_OUTLINES = (
+    "WITH pending AS (SELECT task_id, max(at) AS at FROM events WHERE applied = 0 GROUP BY task_id) "
+    "SELECT s.task_id, s.status, s.last_activity, p.at, json_extract(s.body, '$.lifecycle'), "
+    "json_extract(s.body, '$.lifecycle_stamp.at'), json_extract(s.body, '$.phase'), json_extract(s.body, '$.repo'), "
+    "json_extract(s.body, '$.worktree_path'), json_extract(s.body, '$.branch'), json_extract(s.body, '$.agent'), "
+    "json_extract(s.body, '$.workflow.state.status'), json_extract(s.body, '$.workflow.state.next_stage') "
+    "FROM sessions s LEFT JOIN pending p ON p.task_id = s.task_id")
+_ACTIVE_OUTLINES = f"{_OUTLINES} WHERE s.status = 'active' OR p.at IS NOT NULL"
 
 MIGRATIONS = [
     """
@@ -211,6 +226,36 @@ class SqliteSessionStore(SessionStore):
         except ValidationError as exc:
             return Unavailable(f"{self.path}: a stored session is unreadable: {exc.errors()[0]['msg']}")
 
+    def session_outlines(self, *, include_inactive: bool = False) -> Found[list[SessionOutline]] | Unavailable:
+        """From the stored projections' JSON (read by SQLite) and the unprojected events'
+        times, so a thousand sessions cost neither pydantic nor their validation; an
+        unprojected event that may change more than the last activity is projected first."""
+        query = _OUTLINES if include_inactive else _ACTIVE_OUTLINES
+        try:
+            with guarded(STORE, self.path):
+                conn = self._db.conn()
+                if conn.execute(_OUTLINE_NEEDS_PROJECTION, _OUTLINE_READ_RAW).fetchone() is not None:
+                    self._catch_up(conn)
+                rows = conn.execute(query).fetchall()
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        outlines = []
+        try:
+            for (task_id, status, last_activity, pending_at, lifecycle, lifecycle_at, phase, repo, worktree_path,
+                 branch, agent, stage, next_stage) in rows:
+                last = clock.parse(last_activity)
+                if pending_at is not None:
+                    last = max(last, clock.parse(pending_at))
+                    status = outline_status(lifecycle, lifecycle_at and clock.parse(lifecycle_at), last)
+                if include_inactive or status == "active":
+                    outlines.append(SessionOutline(task_id, status, phase, repo, worktree_path, branch, agent, last,
+                                                   _text(stage), _text(next_stage)))
+        except (ValueError, TypeError) as exc:
+            return Unavailable(f"{self.path}: a stored session is unreadable: {type(exc).__name__}: {exc}")
+        outlines.sort(key=lambda o: o.task_id)
+        outlines.sort(key=lambda o: o.last_activity, reverse=True)
+        return Found(outlines)
+
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
         from pydantic import ValidationError
 
@@ -257,3 +302,8 @@ class SqliteSessionStore(SessionStore):
 
     def close(self) -> None:
         self._db.close()
+
+
+def _text(value: object) -> str | None:
+    """A workflow state's field as text; None when absent or of another kind."""
+    return value if isinstance(value, str) else None

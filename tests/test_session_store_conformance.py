@@ -245,6 +245,47 @@ def test_status_follows_a_stall_and_later_activity(store):
     assert [s.status for s in store.list_sessions().value] == [Status.active]
 
 
+def test_session_outlines_agree_with_the_sessions_and_their_pending_events(store):
+    """What `baton recover` reads (SessionStore.session_outlines) is list_sessions' view,
+    pending touches and a stall that later activity lifts included."""
+    from baton.registry.base import SessionOutline, SessionStore
+    from baton.registry.model import StageRecorded
+    from baton.registry.wire import event_adapter
+
+    def outlines(include_inactive=False):
+        return store.session_outlines(include_inactive=include_inactive).value
+
+    def from_sessions(include_inactive=False):
+        return SessionStore.session_outlines(store, include_inactive=include_inactive).value
+
+    store.append([event(Bound, 0, "OMN-20", repo="r", worktree_path="/a", branch="a", agent="claude"),
+                  event(StageRecorded, 1, "OMN-20", status="IMPLEMENTED",
+                        state={"status": "IMPLEMENTED", "next_stage": "code-review"}),
+                  event(Bound, 2, "OMN-21", repo="r", worktree_path="/b", branch="b"),
+                  event(PhaseChanged, 3, "OMN-21", phase=Phase.reviewing),
+                  event(Bound, 4, "OMN-22", repo="r", worktree_path="/c"),
+                  event(Ended, 5, "OMN-22", status=Status.stalled),
+                  event(Bound, 6, "OMN-23", repo="r", worktree_path="/d"),
+                  event(Ended, 7, "OMN-23", status=Status.completed)])
+    assert outlines() == [
+        SessionOutline("OMN-21", "active", "reviewing", "r", "/b", "b", None, T0 + timedelta(minutes=3), None, None),
+        SessionOutline("OMN-20", "active", "planning", "r", "/a", "a", "claude", T0 + timedelta(minutes=1),
+                       "IMPLEMENTED", "code-review")]
+    assert outlines() == from_sessions()
+    assert [o.task_id for o in outlines(True)] == ["OMN-23", "OMN-22", "OMN-21", "OMN-20"]
+    assert outlines(True) == from_sessions(True)
+    store.record_touch("OMN-22", "s", T0 + timedelta(minutes=9), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
+    store.record_touch("OMN-20", "s", T0 + timedelta(minutes=8), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
+    pending = outlines()
+    assert [(o.task_id, o.status, o.last_activity) for o in pending] == [
+        ("OMN-22", "active", T0 + timedelta(minutes=9)), ("OMN-20", "active", T0 + timedelta(minutes=8)),
+        ("OMN-21", "active", T0 + timedelta(minutes=3))], "pending touches move the activity and lift the stall"
+    assert pending == from_sessions(), "the same once the pending events are projected"
+    moved = event(Bound, 10, "OMN-21", repo="r", worktree_path="/e", branch="e")
+    store.append_body(str(moved.event_id), "OMN-21", moved.at, moved.type, event_adapter().dump_json(moved).decode())
+    assert (outlines()[0].task_id, outlines()[0].worktree_path) == ("OMN-21", "/e"), "a pending bind is projected"
+
+
 def test_prune_removes_old_ended_sessions_and_their_events_and_keeps_the_rest(store):
     def ended(task, minutes, status=Status.completed):
         return [event(Bound, minutes, task=task, repo="r", worktree_path=f"/{task}"),

@@ -147,3 +147,27 @@ def test_recover_finds_a_killed_agents_session_and_nothing_while_it_lives(home, 
     code, out, _ = cli(main, "recover", "--verbose")
     assert out.startswith("NO_INTERRUPTED_TASK_FOUND\nreason: nothing active (1 ended)\n"), out
     assert f"excluded OMN-2 ({second}): the session was ended" in out
+
+
+LIGHT = """
+import sys
+from baton.skills.frontends.cli import main
+code = main(sys.argv[1:])
+print("HEAVY", ",".join(sorted(m for m in ("pydantic", "psycopg") if m in sys.modules)))
+sys.exit(code)
+"""
+
+
+def test_recover_reads_the_sessions_without_building_them(home, worktrees, cli):
+    """`baton recover` answers within its 300 ms at 1,000 sessions (bench/recover.py) because it
+    reads the sessions' outlines, not the validated sessions: no pydantic, touches pending or not."""
+    main, second = worktrees
+    cli(second, "bind", "OMN-2")
+    stage(cli, second, "PLAN_READY")
+    cli(second, "touch", "src/a.py")  # kept unprojected until the next full read
+    result = subprocess.run([sys.executable, "-c", LIGHT, "recover", "--all-repos", "--verbose"], cwd=main,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert f"excluded OMN-2 ({second}): no heartbeat recorded and last activity" in result.stdout
+    assert result.stdout.endswith("HEAVY \n"), result.stdout
+

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from baton.errors import StoreUnavailable
 from baton.outcome import Unavailable
-from baton.skills.core.binding import Place
 from baton.skills.core.interrupted import Heartbeat, MachineLiveness, Recovery, SessionFacts, detect, read_prizmkit
-from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
+
+if TYPE_CHECKING:
+    from baton.skills.core.binding import Place
+    from baton.skills.runtime.stores import Stores
 
 HOOKS_AGENT = "claude"  # the hooks that keep heartbeats are Claude Code's
 
@@ -46,7 +48,8 @@ def recover(stores: Stores, place: Place | None, beats: Iterable[Beat], *, all_r
     machine; what place None asks, without reading a worktree's PrizmKit records), newest
     first; with verbose, the ended ones are listed among the excluded too.
     Raises StoreUnavailable when the registry cannot answer."""
-    listed = stores.registry.list_sessions(include_inactive=verbose)
+    # The outlines, not the sessions: a thousand validated sessions would cost more than the rest.
+    listed = stores.registry.session_outlines(include_inactive=verbose)
     if isinstance(listed, Unavailable):
         raise StoreUnavailable(Store.SESSION_REGISTRY, listed.reason)
     heartbeats = {(b.task_id, b.worktree): b for b in beats}
@@ -55,12 +58,10 @@ def recover(stores: Stores, place: Place | None, beats: Iterable[Beat], *, all_r
         if not session.worktree_path or (not all_repos and place is not None and session.repo != place.repo):
             continue
         beat = heartbeats.get((session.task_id, session.worktree_path))
-        workflow = session.workflow.state if session.workflow is not None else None
         facts.append(SessionFacts(
             task_id=session.task_id, worktree=session.worktree_path, branch=session.branch,
-            last_activity=session.last_activity, ended=session.status.value != "active",
-            stage=(workflow or {}).get("status") or session.phase.value,
-            next_stage=(workflow or {}).get("next_stage"),
+            last_activity=session.last_activity, ended=session.status != "active",
+            stage=session.stage or session.phase, next_stage=session.next_stage,
             agent=session.agent or (HOOKS_AGENT if beat is not None else None),
             heartbeat=None if beat is None else Heartbeat(pid=beat.pid, at=beat.at,
                                                           agent_session_id=beat.agent_session,
