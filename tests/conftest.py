@@ -147,6 +147,15 @@ def any_home(request, home, monkeypatch, tmp_path) -> Path:
     return home
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def registry_home(request, home, monkeypatch) -> Path:
+    """A data home whose registry is embedded (SQLite), then on the PostgreSQL server (the
+    other stores stay embedded: every mix works)."""
+    if request.param == "postgres":
+        monkeypatch.setenv("BATON_DATABASE_URL", request.getfixturevalue("postgres_url"))
+    return home
+
+
 @pytest.fixture(params=["embedded", "servers"])
 def shared_home(request, home, monkeypatch, tmp_path) -> Path:
     """Like any_home, for many processes at once: qdrant-client's local mode admits one

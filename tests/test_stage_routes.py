@@ -15,15 +15,6 @@ TASK = "OMN-7"
 PRODUCTION_LIKE = ["production", "runtime", "schema", "dependency", "public-interface"]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def registry_home(request, home, monkeypatch) -> Path:
-    """A data home whose registry is embedded (SQLite), then on the PostgreSQL server (the
-    other stores stay embedded: every mix works)."""
-    if request.param == "postgres":
-        monkeypatch.setenv("BATON_DATABASE_URL", request.getfixturevalue("postgres_url"))
-    return home
-
-
 @pytest.fixture
 def ticket(registry_home, worktrees, cli) -> Path:
     """TASK bound in a worktree holding a review, a retrospective and a source file."""

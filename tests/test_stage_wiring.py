@@ -114,8 +114,24 @@ time.sleep(600)
 """
 
 
-def test_recover_finds_a_killed_agents_session_and_nothing_while_it_lives(home, worktrees, cli):
+def session_start(cwd: Path) -> str:
+    """The context Claude Code's session-start hook gives an agent starting in cwd."""
+    import io
+
+    from baton.skills.frontends.hooks import run_hook
+
+    out = io.StringIO()
+    event = {"session_id": str(uuid.uuid4()), "transcript_path": "/dev/null", "cwd": str(cwd),
+             "hook_event_name": "SessionStart", "source": "startup"}
+    assert run_hook("session-start", io.StringIO(json.dumps(event)), out) == 0
+    return json.loads(out.getvalue())["hookSpecificOutput"]["additionalContext"]
+
+
+def test_recover_finds_a_killed_agents_session_and_nothing_while_it_lives(registry_home, worktrees, cli,
+                                                                           monkeypatch, tmp_path):
     main, second = worktrees
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # where the hooks mark what they told
+    cli(main, "bind", "OMN-1")
     cli(second, "bind", "OMN-2")
     stage(cli, second, "PLAN_READY")
     agent_session = str(uuid.uuid4())
@@ -126,8 +142,9 @@ def test_recover_finds_a_killed_agents_session_and_nothing_while_it_lives(home, 
     try:
         assert agent.stdout.readline() == "beat\n"  # the hook ran as the agent's child and recorded it
         code, out, _ = cli(main, "recover", "--verbose")
-        assert code == 0 and out.startswith("NO_INTERRUPTED_TASK_FOUND\nreason: all agents alive (1 active)\n")
+        assert code == 0 and out.startswith("NO_INTERRUPTED_TASK_FOUND\nreason: all agents alive (2 active)\n"), out
         assert f"excluded OMN-2 ({second}): agent alive" in out
+        assert "Interrupted work" not in session_start(main)
     finally:
         agent.send_signal(signal.SIGKILL)
         agent.wait(timeout=10)
@@ -141,13 +158,45 @@ def test_recover_finds_a_killed_agents_session_and_nothing_while_it_lives(home, 
     found = json.loads(out)
     assert found["status"] == "interrupted_task_found" and [c["task_id"] for c in found["candidates"]] == ["OMN-2"]
     listed = {line["task_id"]: line["interrupted"] for line in json.loads(cli(main, "list", "--json")[1])}
-    assert listed == {"OMN-2": True}, "the lead's list (and the dashboard) marks it too"
+    assert listed == {"OMN-1": False, "OMN-2": True}, "the lead's list (and the dashboard) marks it too"
+    assert ("Interrupted work in this repository: OMN-2 (second); `baton recover` shows how to continue each."
+            in session_start(main)), "an agent starting in another worktree of the repository is told"
     # An ended session is not interrupted work.
     cli(second, "end", "OMN-2")
+    cli(main, "end", "OMN-1")
     code, out, _ = cli(main, "recover", "--verbose")
-    assert out.startswith("NO_INTERRUPTED_TASK_FOUND\nreason: nothing active (1 ended)\n"), out
+    assert out.startswith("NO_INTERRUPTED_TASK_FOUND\nreason: nothing active (2 ended)\n"), out
     assert f"excluded OMN-2 ({second}): the session was ended" in out
 
+
+def test_recover_reads_a_repositorys_prizmkit_records(home, worktrees, cli):
+    """PrizmKit's own records, read only through `baton recover`: the active one found with its
+    own command, the others excluded with the reason, a malformed one reported, never fatal."""
+    main, _ = worktrees
+    git(main, "branch", "-q", "feat/F-001-carts")
+    state = main / ".prizmkit" / "state"
+    records = {"features/F-001": {"state": "active", "task_id": "F-001", "active_dev_branch": "feat/F-001-carts",
+                                  "resume_command": "/prizmkit-implement F-001"},
+               "features/F-002": {"state": "completed", "task_id": "F-002", "active_dev_branch": "feat/F-001-carts"},
+               "bugfix/B-003": {"state": "active", "task_id": "B-003", "active_dev_branch": "fix/B-003-gone"},
+               "refactor/F-004": {"state": "active", "task_id": "F-004", "active_dev_branch": "feat/F-001-carts"}}
+    for directory, record in records.items():
+        (state / directory).mkdir(parents=True)
+        (state / directory / "checkout.json").write_text(json.dumps(record))
+    (state / "bugfix" / "B-005").mkdir()
+    (state / "bugfix" / "B-005" / "checkout.json").write_text('{"state": "active",')
+    before = {path: path.read_bytes() for path in state.rglob("*.json")}
+    code, out, err = cli(main, "recover", "--verbose")
+    assert code == 0 and err == "", err
+    assert out.startswith("INTERRUPTED_TASK_FOUND\n\nticket: F-001\nbranch: feat/F-001-carts\n"), out
+    assert "record: .prizmkit/state/features/F-001/checkout.json\ncontinue: /prizmkit-implement F-001\n" in out
+    assert "skipped malformed record .prizmkit/state/bugfix/B-005/checkout.json: not readable JSON" in out
+    found = json.loads(cli(main, "recover", "--json")[1])
+    reasons = {e["task_id"]: e["reason"] for e in found["excluded"]}
+    assert reasons["F-002"].endswith("state is completed, not active")
+    assert reasons["B-003"].endswith("branch fix/B-003-gone no longer exists")
+    assert "task id F-004 is not of the refactor family" in reasons["F-004"]
+    assert {path: path.read_bytes() for path in state.rglob("*.json")} == before, "read only"
 
 LIGHT = """
 import sys
