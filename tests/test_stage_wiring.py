@@ -169,9 +169,10 @@ def test_recover_finds_a_killed_agents_session_and_nothing_while_it_lives(regist
     assert f"excluded OMN-2 ({second}): the session was ended" in out
 
 
-def test_recover_reads_a_repositorys_prizmkit_records(home, worktrees, cli):
-    """PrizmKit's own records, read only through `baton recover`: the active one found with its
-    own command, the others excluded with the reason, a malformed one reported, never fatal."""
+def test_recover_and_resume_read_a_repositorys_prizmkit_records(home, worktrees, cli):
+    """PrizmKit's own records, read only through `baton recover` and `baton resume`: the active
+    one found with its own command, the others excluded with the reason, a malformed one
+    reported, never fatal."""
     main, _ = worktrees
     git(main, "branch", "-q", "feat/F-001-carts")
     state = main / ".prizmkit" / "state"
@@ -196,6 +197,29 @@ def test_recover_reads_a_repositorys_prizmkit_records(home, worktrees, cli):
     assert reasons["F-002"].endswith("state is completed, not active")
     assert reasons["B-003"].endswith("branch fix/B-003-gone no longer exists")
     assert "task id F-004 is not of the refactor family" in reasons["F-004"]
+
+    def resumed(task_id: str) -> tuple[dict, str]:
+        code, out, err = cli(main, "resume", task_id)  # the first resume of a ticket Baton never saw
+        assert code == 0, err
+        code, shown, err = cli(main, "resume", task_id, "--json")
+        assert code == 0, err
+        return json.loads(shown)["prizmkit"], out
+
+    records, text = resumed("F-001")
+    assert [(r["task_id"], r["command"]) for r in records["resumable"]] == [("F-001", "/prizmkit-implement F-001")]
+    assert text.startswith("No session history for F-001. Starting fresh.\n\n### PrizmKit records (read only)\n")
+    assert ("- .prizmkit/state/features/F-001/checkout.json: resumable on branch feat/F-001-carts; "
+            "continue: `/prizmkit-implement F-001`") in text
+    records, text = resumed("F-002")
+    assert records["resumable"] == []
+    assert "- not resumable: .prizmkit/state/features/F-002/checkout.json: state is completed, not active" in text
+    records, text = resumed("B-005")
+    assert [m["path"] for m in records["malformed"]] == [".prizmkit/state/bugfix/B-005/checkout.json"]
+    assert "- skipped, malformed: .prizmkit/state/bugfix/B-005/checkout.json: not readable JSON" in text
+    records, text = resumed("OMN-1")
+    assert records is None and "PrizmKit" not in text, "a ticket of no record: nothing shown"
+    assert "### PrizmKit records (read only)\n- .prizmkit/state/features/F-001/checkout.json: resumable" in cli(
+        main, "resume", "F-001")[1], "shown for a ticket Baton knows too"
     assert {path: path.read_bytes() for path in state.rglob("*.json")} == before, "read only"
 
 LIGHT = """

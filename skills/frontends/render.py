@@ -31,10 +31,11 @@ def ago(moment: datetime, now: datetime) -> str:
 def resume_markdown(result: ResumeResult) -> str:
     live = live_state_lines(result.handoff, level="###") if result.handoff else []
     if result.status == "not_found":
-        return "\n".join([f"No session history for {result.task_id}. Starting fresh.", *live])
+        return "\n".join([f"No session history for {result.task_id}. Starting fresh.", *live,
+                          *prizmkit_lines(result.prizmkit)])
     if result.status == "unavailable":
         return "\n".join([(f"Session registry unavailable: {one_line(result.reason or '')}. "
-                           "Binding task_id locally only."), *live])
+                           "Binding task_id locally only."), *live, *prizmkit_lines(result.prizmkit)])
     session = result.session
     assert session is not None, "a found resume carries its session"
     journal = journal_of(session)
@@ -53,6 +54,7 @@ def resume_markdown(result: ResumeResult) -> str:
     lines += live
     if result.workflow is not None:
         lines += workflow_lines(result.workflow)
+    lines += prizmkit_lines(result.prizmkit)
     if result.compatibility:
         lines += ["", "### Compatibility"]
         lines += [f"- {c.check}: {c.status}" + (f" ({one_line(c.detail)})" if c.detail else "")
@@ -120,6 +122,21 @@ def workflow_lines(view) -> list[str]:
     else:
         lines.append("**Next stage:** none: the workflow is complete")
     lines += [f"- note: {one_line(note)}" for note in view.notes]
+    return lines
+
+
+def prizmkit_lines(records) -> list[str]:
+    """The worktree's PrizmKit records of the ticket (read only): each resumable one with the
+    command it names, the others with why not, a malformed one as skipped."""
+    if records is None:
+        return []
+    lines = ["", "### PrizmKit records (read only)"]
+    for c in records.candidates:
+        stage = f", status {one_line(c.stage)}" if c.stage else ""
+        lines.append(f"- {one_line(c.source)}: resumable on branch {one_line(c.branch)}{stage}; "
+                     f"continue: `{one_line(c.command)}`")
+    lines += [f"- not resumable: {one_line(e.reason)}" for e in records.excluded]
+    lines += [f"- skipped, malformed: {one_line(m.path)}: {one_line(m.reason)}" for m in records.malformed]
     return lines
 
 

@@ -17,6 +17,7 @@ from baton.registry.model import Session
 from baton.signals.model import Signal, file_subject
 from baton.skills.core.binding import ActiveTask, Place
 from baton.skills.core.commit import read_binding_quietly
+from baton.skills.core.interrupted import MachineLiveness, Recovery, prizmkit_records_of
 from baton.skills.core.overlaps import conflicts_of
 from baton.skills.handoff.verify import Verification
 from baton.skills.runtime.deadline import SLACK, gather
@@ -54,6 +55,7 @@ class ResumeResult:
     bound: bool = False
     handoff: Verification | None = None  # the worktree's current handoff, re-verified
     workflow: WorkflowView | None = None  # the ticket's stages, each claim re-checked (None: it uses none)
+    prizmkit: Recovery | None = None  # the worktree's PrizmKit records of the ticket, read only (None: none)
     compatibility: list = field(default_factory=list)  # baton.skills.services.compatibility.Check
     forks: list[str] = field(default_factory=list)  # overlapping tickets forked from this one, or its parent
     warnings: list[str] = field(default_factory=list)
@@ -72,6 +74,10 @@ class ResumeResult:
             "stores": self.stores,
             "bound": self.bound,
             "workflow": self.workflow.to_json() if self.workflow else None,
+            "prizmkit": None if self.prizmkit is None else {
+                "resumable": [c.as_dict() for c in self.prizmkit.candidates],
+                "not_resumable": [e.as_dict() for e in self.prizmkit.excluded],
+                "malformed": [m.as_dict() for m in self.prizmkit.malformed]},
             "run": self._run(),
             "checkpoint": None if self.session is None or self.session.checkpoint is None else {
                 "id": self.session.checkpoint.id, "boundary": self.session.checkpoint.boundary,
@@ -151,6 +157,9 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
     """
     result = read_session(stores, task_id, limit=limit, workflow_root=place.root if check_workflow else None,
                           compatible_with=place if verify_handoff else None)
+    liveness = MachineLiveness()
+    result.prizmkit = prizmkit_records_of(place.root, task_id,
+                                          lambda branch: liveness.branch_exists(str(place.root), branch))
     at = at or clock.now()
     if bind_task:
         result.bound = True
