@@ -8,6 +8,7 @@ applies every pending event first, in the same transaction as it marks them appl
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
@@ -34,14 +35,14 @@ _OUTLINE_READ_RAW = ("files_touched", "decision_recorded", "checkpoint_taken")
 _OUTLINE_NEEDS_PROJECTION = (
     "SELECT 1 FROM events e WHERE e.applied = 0 AND (e.type NOT IN (?, ?, ?) "
     "OR NOT EXISTS (SELECT 1 FROM sessions s WHERE s.task_id = e.task_id)) LIMIT 1")
-# The outline's fields from the stored projection, with the latest unprojected event's time;
-# a stalled session with unprojected events may be active again (Session.status).
+# The outline's fields from the stored projection (one parse of it: json_extract of many
+# paths answers a JSON array), with the latest unprojected event's time; a stalled session
+# with unprojected events may be active again (Session.status).
 _OUTLINES = (
     "WITH pending AS (SELECT task_id, max(at) AS at FROM events WHERE applied = 0 GROUP BY task_id) "
-    "SELECT s.task_id, s.status, s.last_activity, p.at, json_extract(s.body, '$.lifecycle'), "
-    "json_extract(s.body, '$.lifecycle_stamp.at'), json_extract(s.body, '$.phase'), json_extract(s.body, '$.repo'), "
-    "json_extract(s.body, '$.worktree_path'), json_extract(s.body, '$.branch'), json_extract(s.body, '$.agent'), "
-    "json_extract(s.body, '$.workflow.state.status'), json_extract(s.body, '$.workflow.state.next_stage') "
+    "SELECT s.task_id, s.status, s.last_activity, p.at, json_extract(s.body, '$.lifecycle', "
+    "'$.lifecycle_stamp.at', '$.phase', '$.repo', '$.worktree_path', '$.branch', '$.agent', "
+    "'$.workflow.state.status', '$.workflow.state.next_stage') "
     "FROM sessions s LEFT JOIN pending p ON p.task_id = s.task_id")
 _ACTIVE_OUTLINES = f"{_OUTLINES} WHERE s.status = 'active' OR p.at IS NOT NULL"
 
@@ -174,8 +175,6 @@ class SqliteSessionStore(SessionStore):
     def signal_scope(self, task_id: str) -> Found[SignalScope] | NotFound | Unavailable:
         """From the stored projection's JSON and the pending events' (one statement, one
         snapshot), so the prompt hook pays neither pydantic nor a projection."""
-        import json
-
         try:
             with guarded(STORE, self.path):
                 rows = self._db.conn().execute(
@@ -241,8 +240,9 @@ class SqliteSessionStore(SessionStore):
             return Unavailable(exc.reason)
         outlines = []
         try:
-            for (task_id, status, last_activity, pending_at, lifecycle, lifecycle_at, phase, repo, worktree_path,
-                 branch, agent, stage, next_stage) in rows:
+            for task_id, status, last_activity, pending_at, fields in rows:
+                (lifecycle, lifecycle_at, phase, repo, worktree_path, branch, agent, stage,
+                 next_stage) = json.loads(fields)
                 last = clock.parse(last_activity)
                 if pending_at is not None:
                     last = max(last, clock.parse(pending_at))
@@ -250,7 +250,7 @@ class SqliteSessionStore(SessionStore):
                 if include_inactive or status == "active":
                     outlines.append(SessionOutline(task_id, status, phase, repo, worktree_path, branch, agent, last,
                                                    _text(stage), _text(next_stage)))
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
             return Unavailable(f"{self.path}: a stored session is unreadable: {type(exc).__name__}: {exc}")
         outlines.sort(key=lambda o: o.task_id)
         outlines.sort(key=lambda o: o.last_activity, reverse=True)
