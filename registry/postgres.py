@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from baton.budget import AnyGate, OpenGate, within
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.outcome import Found, NotFound, Unavailable
-from baton.registry.base import SessionOutline, SessionStore, outline_status
+from baton.registry.base import SessionOutline, SessionStore
 from baton.registry.wire import event_adapter
 from baton.store_names import Store
 
@@ -39,9 +39,9 @@ if TYPE_CHECKING:
 
 STORE = Store.SESSION_REGISTRY
 # The outline's fields, read by the server from each projection (SessionStore.session_outlines).
-_OUTLINE_FIELDS = ("SELECT task_id, body->>'lifecycle', (body#>>'{lifecycle_stamp,at}')::timestamptz, last_activity, "
-                   "body->>'phase', body->>'repo', body->>'worktree_path', body->>'branch', body->>'agent', "
-                   "body#>'{workflow,state,status}', body#>'{workflow,state,next_stage}' FROM baton_sessions ")
+_OUTLINE_FIELDS = ("SELECT task_id, status, last_activity, body->>'phase', body->>'repo', body->>'worktree_path', "
+                   "body->>'branch', body->>'agent', body#>'{workflow,state,status}', "
+                   "body#>'{workflow,state,next_stage}' FROM baton_sessions ")
 _OUTLINES = _OUTLINE_FIELDS + "ORDER BY last_activity DESC, task_id"
 _ACTIVE_OUTLINES = _OUTLINE_FIELDS + "WHERE status = 'active' ORDER BY last_activity DESC, task_id"
 
@@ -365,10 +365,9 @@ class PostgresSessionStore(SessionStore):
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         return Found([SessionOutline(
-            task_id, outline_status(lifecycle, lifecycle_at, last_activity), phase, repo, worktree_path, branch, agent,
-            last_activity, *(value if isinstance(value, str) else None for value in (stage, next_stage)))
-            for (task_id, lifecycle, lifecycle_at, last_activity, phase, repo, worktree_path, branch, agent, stage,
-                 next_stage) in rows])
+            task_id, status, phase or "planning", repo, worktree_path, branch, agent, last_activity,
+            *(value if isinstance(value, str) else None for value in (stage, next_stage)))
+            for (task_id, status, last_activity, phase, repo, worktree_path, branch, agent, stage, next_stage) in rows])
 
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
         adapter = event_adapter()

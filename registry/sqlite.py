@@ -246,10 +246,10 @@ class SqliteSessionStore(SessionStore):
                 last = clock.parse(last_activity)
                 if pending_at is not None:
                     last = max(last, clock.parse(pending_at))
-                    status = outline_status(lifecycle, lifecycle_at and clock.parse(lifecycle_at), last)
+                    status = outline_status(lifecycle or status, lifecycle_at and clock.parse(lifecycle_at), last)
                 if include_inactive or status == "active":
-                    outlines.append(SessionOutline(task_id, status, phase, repo, worktree_path, branch, agent, last,
-                                                   _text(stage), _text(next_stage)))
+                    outlines.append(SessionOutline(task_id, status, phase or "planning", repo, worktree_path, branch,
+                                                   agent, last, _text(stage), _text(next_stage)))
         except (ValueError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
             return Unavailable(f"{self.path}: a stored session is unreadable: {type(exc).__name__}: {exc}")
         outlines.sort(key=lambda o: o.task_id)
