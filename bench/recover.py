@@ -87,10 +87,12 @@ class Remembered:
 
 
 def data_home(base: Path, sessions: list[SessionFacts]) -> Path:
-    """An embedded data home holding sessions (bound, with a workflow stage) and their heartbeats."""
+    """An embedded data home holding sessions (bound, 20 files touched, a decision, a workflow
+    stage: stored projections of a working size) and their heartbeats."""
     import uuid
 
-    from baton.registry.model import Bound, StageRecorded
+    from baton.files import FileRef
+    from baton.registry.model import Bound, DecisionRecorded, FilesTouched, StageRecorded
     from baton.skills.frontends.told import AgentSessions, Beat
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
@@ -101,7 +103,10 @@ def data_home(base: Path, sessions: list[SessionFacts]) -> Path:
     events = []
     for s in sessions:
         common = {"task_id": s.task_id, "session_id": "bench", "at": at}
+        files = [FileRef("github.com/acme/shop", f"src/{s.task_id.lower()}/m{n}.py") for n in range(20)]
         events += [Bound(event_id=uuid.uuid4(), repo="bench", worktree_path=s.worktree, branch=s.branch, **common),
+                   FilesTouched(event_id=uuid.uuid4(), files=files, **common),
+                   DecisionRecorded(event_id=uuid.uuid4(), text=f"Keep {s.task_id}'s carts in PostgreSQL", **common),
                    StageRecorded(event_id=uuid.uuid4(), status="IMPLEMENTED", **common,
                                  state={"status": "IMPLEMENTED", "next_stage": "code-review"})]
     stores.registry.append(events)
