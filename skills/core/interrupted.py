@@ -382,19 +382,19 @@ def read_prizmkit(root: Path, branch_exists: Callable[[str], bool], *, found: Re
 
 
 def prizmkit_records_of(root: Path, task_id: str, branch_exists: Callable[[str], bool]) -> Recovery | None:
-    """The PrizmKit records under root that concern task_id (a checkout recorded for it or
-    kept under its id, the workflow record of that slug), as read_prizmkit judges them;
-    None when there is none."""
+    """The PrizmKit records under root of task_id (a checkout of that id, the workflow record
+    of that slug, a malformed record kept under either), as read_prizmkit judges them; None
+    when there is none."""
     if not (root / ".prizmkit" / "state").is_dir():
         return None
     found = read_prizmkit(root, branch_exists)
-    own = Recovery([c for c in found.candidates if c.task_id == task_id or _names(c.source, task_id)],
-                   [e for e in found.excluded if e.task_id == task_id or _names(e.reason.partition(": ")[0], task_id)],
-                   [m for m in found.malformed if _names(m.path, task_id)])
+    own = Recovery([c for c in found.candidates if c.task_id == task_id],
+                   [e for e in found.excluded if e.task_id == task_id],
+                   [m for m in found.malformed if _kept_under(m.path, task_id)])
     return own if own.candidates or own.excluded or own.malformed else None
 
 
-def _names(path: str, task_id: str) -> bool:
+def _kept_under(path: str, task_id: str) -> bool:
     """Whether a record's path is kept under task_id (its directory, or its slug)."""
     parts = Path(path).parts
     return task_id in parts[:-1] or parts[-1:] == (f"{task_id}.json",)
