@@ -2,7 +2,8 @@
 resume --json`), with the registry embedded (SQLite) and on the PostgreSQL server: a review
 that needs fixes, a test failure of each repair scope, a failure of unknown scope and a
 blocked stage (WORKFLOW_BLOCKED, left only with the blocker's resolution), and the repair
-round limit, the fourth repair blocking, walked on to COMMITTED."""
+round limit, the fourth repair blocking, walked on to COMMITTED; and a recorded state the
+team's lifecycle no longer accepts, reconstructed to its latest safe predecessor."""
 
 import json
 from pathlib import Path
@@ -206,3 +207,34 @@ def test_three_repair_rounds_then_the_fourth_blocks(ticket, cli):
     # Resolved by a person, the workflow goes on where the repair would have: implement, test.
     walk(cli, ticket, (("IMPLEMENTED", "--resolved", "the fixture is rewritten; the lead agreed"), "test"), TESTED)
     assert commit_and_finish(cli, ticket)["repair_round"] == 3
+
+
+TEAM_LIFECYCLE = """
+[workflow]
+repair_stage = "implement"
+stages = [
+  { name = "plan", pass = "PLAN_READY" },
+  { name = "implement", pass = "IMPLEMENTED" },
+  { name = "test", pass = "TEST_PASS", repair = "TEST_FAIL", authority = "check" },
+  { name = "commit", gate = "COMMIT_PENDING", pass = "COMMITTED", authority = "commit" },
+]
+[workflow.repair_scopes]
+production = []
+"""
+
+
+def test_a_state_the_lifecycle_no_longer_accepts_is_reconstructed_and_said_so(ticket, registry_home, cli):
+    walk(cli, ticket, PLANNED, IMPLEMENTED, REVIEWED, TESTED)
+    (registry_home / "baton.toml").write_text(TEAM_LIFECYCLE)  # the team drops the code review
+    shown = workflow(cli, ticket)
+    assert shown["notes"][0].startswith("the recorded state does not fit the lifecycle (workflow state: "
+                                        "completed_stages must list stages of the lifecycle); reconstructed from 2 "
+                                        "of 4 recorded transitions")
+    assert shown["notes"][1].startswith("not replayed: REVIEW_PASS: cannot record REVIEW_PASS after IMPLEMENTED")
+    assert (shown["next_stage"], shown["resume_from"]) == ("test", "test"), "the latest safe predecessor: implemented"
+    _, out, _ = cli(ticket, "resume", TASK)
+    assert "- note: the recorded state does not fit the lifecycle" in out
+    code, out, err = cli(ticket, "stage", "TEST_PASS", "--check", "git --version")
+    assert code == 0 and out.startswith("note: the recorded state does not fit the lifecycle"), err
+    assert out.endswith(f"{TASK}: TEST_PASS; next: commit (commit)\n")
+    assert workflow(cli, ticket)["notes"] == [], "recorded again in the team's lifecycle"
