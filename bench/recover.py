@@ -119,16 +119,30 @@ def data_home(base: Path, sessions: list[SessionFacts]) -> Path:
     return home
 
 
-def median_ms(run, repeat: int) -> tuple[float, float, float]:
-    run()  # warm
-    samples = []
+def medians_ms(runs: list, repeat: int) -> list[tuple[float, float, float]]:
+    """Each run's median and p10-p90 over repeat rounds; a round runs each once, in turn, so
+    a change in the machine's load weighs on every row alike."""
+    for run in runs:
+        run()  # warm
+    samples: list[list[float]] = [[] for _ in runs]
     for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        samples.append((time.perf_counter() - start) * 1000)
-    ordered = sorted(samples)
-    low, high = ordered[int(0.1 * len(ordered))], ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-    return statistics.median(ordered), low, high
+        for run, taken in zip(runs, samples, strict=True):
+            start = time.perf_counter()
+            run()
+            taken.append((time.perf_counter() - start) * 1000)
+    figures = []
+    for taken in samples:
+        ordered = sorted(taken)
+        low, high = ordered[int(0.1 * len(ordered))], ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+        figures.append((statistics.median(ordered), low, high))
+    return figures
+
+
+def table(rows: list[tuple[str, object, str]], repeat: int) -> None:
+    print(f"{'':58}{'median ms':>10}{'p10-p90 ms':>17}   budget")
+    for (name, _, budget), (median, low, high) in zip(rows, medians_ms([run for _, run, _ in rows], repeat),
+                                                      strict=True):
+        print(f"{name:58}{median:10.2f}{f'{low:.2f}-{high:.2f}':>17}   {budget}")
 
 
 def main() -> None:
@@ -143,13 +157,9 @@ def main() -> None:
         found = detect(sessions, MachineLiveness())
         print(f"found {len(found.candidates)} interrupted, excluded {len(found.excluded)} ({found.reason})\n")
         remembered = Remembered(sessions)
-        rows = [("decision over remembered facts (baseline)", lambda: detect(sessions, remembered).text()),
-                ("decision asking this machine (refs, kernel, worktrees)",
-                 lambda: detect(sessions, MachineLiveness()).text())]
-        print(f"{'':58}{'median ms':>10}{'p10-p90 ms':>17}   budget")
-        for name, run in rows:
-            median, low, high = median_ms(run, args.repeat)
-            print(f"{name:58}{median:10.2f}{f'{low:.2f}-{high:.2f}':>17}   {'300 ms' if 'machine' in name else ''}")
+        table([("decision over remembered facts (baseline)", lambda: detect(sessions, remembered).text(), ""),
+               ("decision asking this machine (refs, kernel, worktrees)",
+                lambda: detect(sessions, MachineLiveness()).text(), "300 ms")], args.repeat)
         home = data_home(Path(tmp), sessions)
         empty = Path(tmp) / "empty-home"
         command = [str(Path(sys.executable).parent / "baton"), "recover", "--all-repos"]
@@ -161,14 +171,11 @@ def main() -> None:
 
         answer = fresh(home)().stdout.decode()
         print(f"\n`baton recover --all-repos`, a fresh process: {answer.count('ticket: ')} interrupted found")
-        print(f"{'':58}{'median ms':>10}{'p10-p90 ms':>17}   budget")
         floor = [sys.executable, "-c", "pass"]
-        for name, run in (("python -c pass (the interpreter, floor)",
-                           lambda: subprocess.run(floor, check=True, capture_output=True)),
-                          ("empty data home (interpreter and imports, baseline)", fresh(empty)),
-                          ("1,000 sessions with heartbeats", fresh(home))):
-            median, low, high = median_ms(run, args.repeat)
-            print(f"{name:58}{median:10.2f}{f'{low:.2f}-{high:.2f}':>17}   {'300 ms' if '1,000' in name else ''}")
+        table([("python -c pass (the interpreter, floor)",
+                lambda: subprocess.run(floor, check=True, capture_output=True), ""),
+               ("empty data home (interpreter and imports, baseline)", fresh(empty), ""),
+               ("1,000 sessions with heartbeats", fresh(home), "300 ms")], args.repeat)
 
 
 if __name__ == "__main__":
