@@ -9,7 +9,9 @@ the sessions from the registry and starting the interpreter are the command's sh
 second table times `baton recover --all-repos` as a fresh process over the same 1,000
 sessions in an embedded data home (registry and hooks' heartbeats), beside the same
 command over an empty data home (the interpreter and imports) and `python -c pass` (the
-interpreter alone, the floor), both measured in this run.
+interpreter alone, the floor), both measured in this run. Rows are sampled in rounds, and
+each shows its median CPU time beside the wall time: on this shared machine the load moves
+the wall clock several times over, the CPU time much less.
 
     .venv/bin/python bench/recover.py [--repeat 15]
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -119,30 +122,38 @@ def data_home(base: Path, sessions: list[SessionFacts]) -> Path:
     return home
 
 
-def medians_ms(runs: list, repeat: int) -> list[tuple[float, float, float]]:
-    """Each run's median and p10-p90 over repeat rounds; a round runs each once, in turn, so
-    a change in the machine's load weighs on every row alike."""
-    for run in runs:
-        run()  # warm
-    samples: list[list[float]] = [[] for _ in runs]
-    for _ in range(repeat):
-        for run, taken in zip(runs, samples, strict=True):
-            start = time.perf_counter()
-            run()
-            taken.append((time.perf_counter() - start) * 1000)
-    figures = []
-    for taken in samples:
-        ordered = sorted(taken)
-        low, high = ordered[int(0.1 * len(ordered))], ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-        figures.append((statistics.median(ordered), low, high))
-    return figures
+def _cpu_ms() -> float:
+    """CPU time used so far by this process and its finished children: on a loaded machine it
+    moves far less than the wall clock."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime) * 1000
+
+
+def _spread(taken: list[float]) -> tuple[float, float, float]:
+    ordered = sorted(taken)
+    low, high = ordered[int(0.1 * len(ordered))], ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+    return statistics.median(ordered), low, high
 
 
 def table(rows: list[tuple[str, object, str]], repeat: int) -> None:
-    print(f"{'':58}{'median ms':>10}{'p10-p90 ms':>17}   budget")
-    for (name, _, budget), (median, low, high) in zip(rows, medians_ms([run for _, run, _ in rows], repeat),
-                                                      strict=True):
-        print(f"{name:58}{median:10.2f}{f'{low:.2f}-{high:.2f}':>17}   {budget}")
+    """Each row's median and p10-p90 of wall time, and its median CPU time, over repeat
+    rounds; a round runs each row once, in turn, so a change in the machine's load weighs
+    on every row alike."""
+    runs = [run for _, run, _ in rows]
+    for run in runs:
+        run()  # warm
+    wall: list[list[float]] = [[] for _ in runs]
+    cpu: list[list[float]] = [[] for _ in runs]
+    for _ in range(repeat):
+        for run, walls, cpus in zip(runs, wall, cpu, strict=True):
+            start, used = time.perf_counter(), _cpu_ms()
+            run()
+            walls.append((time.perf_counter() - start) * 1000)
+            cpus.append(_cpu_ms() - used)
+    print(f"{'':58}{'median ms':>10}{'p10-p90 ms':>17}{'cpu ms':>9}   budget")
+    for (name, _, budget), walls, cpus in zip(rows, wall, cpu, strict=True):
+        median, low, high = _spread(walls)
+        print(f"{name:58}{median:10.2f}{f'{low:.2f}-{high:.2f}':>17}{statistics.median(cpus):9.1f}   {budget}")
 
 
 def main() -> None:
