@@ -67,6 +67,12 @@ class SessionStore(ABC):
         same ticket id starts afresh. Raises StoreUnavailable."""
 
     @abstractmethod
+    def forget_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
+        """Remove the checkpoint_taken records of these checkpoints (their refs are gone:
+        `baton gc --checkpoints`); answers how many records went. A ticket's latest
+        checkpoint, which its projection holds, is never asked for. Raises StoreUnavailable."""
+
+    @abstractmethod
     def pruned(self) -> Found[set[str]] | Unavailable:
         """The ticket ids ever pruned (their tombstones), for the derived stores to forget."""
 

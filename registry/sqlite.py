@@ -244,6 +244,19 @@ class SqliteSessionStore(SessionStore):
                                      (task_id, through or clock.to_text(ended_before)))
         return [task_id for task_id, _ in rows]
 
+    def forget_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
+        import json
+
+        if not checkpoint_ids:
+            return 0
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                return conn.execute(
+                    "DELETE FROM events WHERE type = 'checkpoint_taken' "
+                    "AND json_extract(body, '$.checkpoint_id') IN (SELECT value FROM json_each(?))",
+                    (json.dumps(list(checkpoint_ids)),)).rowcount
+
     def pruned(self) -> Found[set[str]] | Unavailable:
         try:
             with guarded(STORE, self.path):

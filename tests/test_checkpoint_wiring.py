@@ -157,19 +157,41 @@ def test_a_refused_stop_checkpoint_is_one_warning_not_a_failed_hook(home, shop, 
     assert err.count("no checkpoint at stop") == 1 and "a merge is in progress" in err
 
 
-def test_gc_keeps_what_is_needed_and_removes_the_rest(home, shop, cli):
+def test_gc_keeps_what_is_needed_and_removes_the_rest(any_home, shop, cli, tmp_path):
+    any_home.mkdir(parents=True, exist_ok=True)
+    (any_home / "baton.toml").write_text("[checkpoints]\nkeep_per_run = 2\n")
     assert cli(shop, "bind", "OMN-1")[0] == 0
     taken = []
     for n in range(4):
         write(shop / "app.py", f"print({n})\n")
         taken.append(answer(cli, shop, "checkpoint")["checkpoint"]["id"])
-    planned = answer(cli, shop, "gc", "--checkpoints", "--keep", "2", "--dry-run")
-    assert planned["dry_run"] and len(git(shop, "for-each-ref", "refs/baton/checkpoints/").splitlines()) == 5
-    assert set(planned["removed"]) == set(taken[:2]) | {
-        c["id"] for c in answer(cli, shop, "checkpoints")["checkpoints"] if c["boundary"] == "bind"}
-    done = answer(cli, shop, "gc", "--checkpoints", "--keep", "2")
-    assert done["removed"] == planned["removed"] and done["kept"] == 2
+    forked = answer(cli, shop, "fork", "OMN-1", "--as", "OMN-2", "--at", taken[0], "--into", str(tmp_path / "fork"))
+    refs = lambda: {line.rsplit("/", 1)[1] for line in git(shop, "for-each-ref", "--format=%(refname)",  # noqa: E731
+                                                             "refs/baton/checkpoints/").splitlines()}
+    before = refs()
+    planned = answer(cli, shop, "gc", "--checkpoints", "--dry-run")
+    assert planned["dry_run"] and refs() == before
+    bind_checkpoint = {c["id"] for c in answer(cli, shop, "checkpoints")["checkpoints"] if c["boundary"] == "bind"}
+    assert set(planned["removed"]) == {taken[1]} | bind_checkpoint, \
+        "kept: the newest 2 of the run ([checkpoints] keep_per_run), the fork's divergence point, the fork's own"
+    done = answer(cli, shop, "gc", "--checkpoints")
+    assert done["removed"] == planned["removed"] and done["records_removed"] == len(done["removed"])
+    assert refs() == before - set(done["removed"])
     listed = answer(cli, shop, "checkpoints", "OMN-1")["checkpoints"]
-    assert [c["present"] for c in listed] == [True, True, False, False, False]
+    assert [c["id"] for c in listed] == [taken[3], taken[2], taken[0]], "the removed ones' records are gone too"
+    assert all(c["present"] for c in listed)
+    assert answer(cli, shop, "gc", "--checkpoints")["removed"] == []
+    assert forked["run"]["diverged_at"] == taken[0]
     restored = answer(cli, shop, "restore", "OMN-1", "--into", str(shop.parent / "latest"))
     assert restored["run"]["diverged_at"] == taken[-1]
+    assert answer(cli, shop, "restore", f"OMN-1@{taken[0]}", "--into", str(shop.parent / "first"))["base"]
+
+
+def test_a_bad_checkpoints_table_is_one_line_and_exit_2(home, shop, cli):
+    home.mkdir(parents=True, exist_ok=True)
+    for table, problem in (("keep_per_run = 0", "out of range"), ("artifacts = \"dist\"", "list of glob"),
+                           ("artifacts = [\"../up\"]", "inside the worktree"), ("max_file_bytes = 1.5", "whole"),
+                           ("keep = 3", "unknown key")):
+        (home / "baton.toml").write_text(f"[checkpoints]\n{table}\n")
+        code, _, err = cli(shop, "list")
+        assert code == 2 and problem in err and len(err.strip().splitlines()) == 1, (table, err)

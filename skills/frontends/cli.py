@@ -172,8 +172,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--dry-run", action="store_true", help="say which sessions would go; remove nothing")
     sub.add_argument("--checkpoints", action="store_true",
                      help="instead, remove this repository's checkpoints that nothing needs")
-    sub.add_argument("--keep", type=int, default=5, metavar="N",
-                     help="with --checkpoints: the newest kept per run besides those still needed (default 5)")
+    sub.add_argument("--keep", type=int, metavar="N",
+                     help="with --checkpoints: the newest kept per run besides those still needed "
+                          "(default [checkpoints] keep_per_run, 5)")
     sub.add_argument("--json", action="store_true")
 
     for name, verb in (("install", "Wire Baton into"), ("uninstall", "Remove what `baton install` added to")):
@@ -844,7 +845,8 @@ def _gc_checkpoints(args, stores) -> int:
         _dump(collected.to_json())
         return 0
     verb = "Would remove" if args.dry_run else "Removed"
-    print(f"{verb} {len(collected.removed)} checkpoint(s); {collected.kept} kept.")
+    records = f" and {collected.records_removed} registry record(s)" if collected.records_removed else ""
+    print(f"{verb} {len(collected.removed)} checkpoint(s){records}; {collected.kept} kept.")
     for checkpoint_id in collected.removed:
         print(f"  {checkpoint_id[:12]}")
     return 0
