@@ -195,3 +195,21 @@ def test_a_bad_checkpoints_table_is_one_line_and_exit_2(home, shop, cli):
         (home / "baton.toml").write_text(f"[checkpoints]\n{table}\n")
         code, _, err = cli(shop, "list")
         assert code == 2 and problem in err and len(err.strip().splitlines()) == 1, (table, err)
+
+
+def test_artifacts_from_baton_toml_are_held_within_the_size_cap_and_the_skipped_said(home, shop, cli, capsys):
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "baton.toml").write_text('[checkpoints]\nartifacts = ["dist/**"]\nmax_file_bytes = 100\n')
+    write(shop / ".gitignore", "dist/\n")
+    write(shop / "dist" / "app.bin", "built\n")
+    write(shop / "dist" / "huge.bin", "x" * 101)
+    assert cli(shop, "bind", "OMN-1")[0] == 0
+    write(shop / "app.py", "print('v2')\n")
+    code, text, _ = cli(shop, "checkpoint")
+    assert code == 0 and "not held: dist/huge.bin: 101 bytes, over the 100-byte cap" in text
+    write(shop / "app.py", "print('v3')\n")
+    code, _, err = hook("stop", payload("stop", shop), capsys)
+    assert code == 0 and "does not hold 'dist/huge.bin' (101 bytes, over the 100-byte cap)" in err
+    restored = answer(cli, shop, "restore", "OMN-1", "--into", str(shop.parent / "back"))
+    back = Path(restored["worktree"])
+    assert (back / "dist" / "app.bin").read_text() == "built\n" and not (back / "dist" / "huge.bin").exists()

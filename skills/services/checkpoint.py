@@ -114,8 +114,10 @@ def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary:
         raise BadInput(f"a checkpoint label is 1 to {MAX_LABEL} characters")
     run = run or local_run(place, task.task_id)
     label = stores.redact(label.strip()) if label else None  # it is kept in the repository too
+    settings = stores.settings
     result = take(place.root, boundary=boundary, label=label,
                   run_id=run.run_id if run else None, environment=run.environment if run else None,
+                  artifacts=settings.checkpoint_artifacts, max_file_bytes=settings.checkpoint_max_file_bytes,
                   timeout=timeout or DEFAULT_TIMEOUT)
     if isinstance(result, Taken):
         at = clock.now()
@@ -146,4 +148,16 @@ def checkpoint_at_boundary(stores: Stores, task: ActiveTask, place: Place, bound
         return [f"no checkpoint at {boundary}: {exc}"]
     if isinstance(result, Refused):
         return [f"no checkpoint at {boundary}: {result.reason}"]
-    return []
+    return skipped_warnings(result)
+
+
+def skipped_warnings(result: Taken | Unchanged | Refused) -> list[str]:
+    """One warning naming what a checkpoint just written left out (over the size cap,
+    unreadable, ...), so no one trusts it to hold a file it does not."""
+    from baton.skills.core.checkpoints import Taken
+
+    if not isinstance(result, Taken) or not result.created or not result.checkpoint.skipped:
+        return []
+    skipped = result.checkpoint.skipped
+    more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
+    return [f"checkpoint {result.checkpoint.id[:12]} does not hold {skipped[0].path!r} ({skipped[0].reason}){more}"]
