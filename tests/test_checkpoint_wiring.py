@@ -213,3 +213,38 @@ def test_artifacts_from_baton_toml_are_held_within_the_size_cap_and_the_skipped_
     restored = answer(cli, shop, "restore", "OMN-1", "--into", str(shop.parent / "back"))
     back = Path(restored["worktree"])
     assert (back / "dist" / "app.bin").read_text() == "built\n" and not (back / "dist" / "huge.bin").exists()
+
+
+def test_env_record_runs_the_setup_and_records_a_content_addressed_manifest_checkpoints_name(
+        home, shop, cli, monkeypatch):
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "baton.toml").write_text('[environment]\nlockfiles = ["deps/*.lock"]\n'
+                                     'services = {db = "true", cache = "false"}\n')
+    write(shop / "deps" / "app.lock", "pinned\n")
+    write(shop / "uv.lock", "uv pinned\n")
+    monkeypatch.setenv("SHOP_DB_PASSWORD", "hunter2-value-never-recorded")
+    assert cli(shop, "bind", "OMN-1")[0] == 0
+    setup = ["true", "sh -c 'exit 3'", "echo token=ghp_abcdefghijklmnopqrstuvwxyz0123456789"]
+    code, out, _ = cli(shop, "env", "record", *(arg for s in setup for arg in ("--setup", s)), "--json")
+    recorded = json.loads(out)
+    assert code == 1, "a failed setup command is exit 1, recorded all the same"
+    manifest = recorded["environment"]
+    assert [s["exit_status"] for s in manifest["setup"]] == [0, 3, 0]
+    assert set(manifest["lockfiles"]) == {"uv.lock", "deps/app.lock"}
+    assert manifest["services"] == {"cache": {"status": "exit 1"}, "db": {"status": "ok"}}
+    text = json.dumps(recorded)
+    assert "ghp_abcdefghijklmnopqrstuvwxyz" not in text and "[REDACTED:github-token]" in text
+    assert "hunter2-value-never-recorded" not in text and "SHOP_DB_PASSWORD" not in text
+    taken = [c for c in answer(cli, shop, "checkpoints")["checkpoints"] if c["boundary"] == "environment"]
+    assert [c["id"] for c in taken] == [recorded["checkpoint"]]
+    held = json.loads(git(shop, "cat-file", "blob", f"refs/baton/checkpoints/{recorded['checkpoint']}:environment.json"))
+    assert held == {k: v for k, v in manifest.items() if k != "id"}
+    write(shop / "app.py", "print('after setup')\n")
+    assert answer(cli, shop, "checkpoint")["checkpoint"]["environment"] == manifest["id"], \
+        "later checkpoints name the recorded manifest"
+    again = json.loads(cli(shop, "env", "record", *(arg for s in setup for arg in ("--setup", s)), "--json")[1])
+    assert again["environment"]["id"] == manifest["id"], "the same environment is one manifest"
+    assert "base commit: ok" in cli(shop, "resume", "OMN-1")[1]
+    resumed = answer(cli, shop, "resume", "OMN-1")
+    assert {c["check"]: c["status"] for c in resumed["compatibility"]}["lockfiles"] == "ok"
+    assert cli(shop, "env", "--setup", "true")[0] == 2

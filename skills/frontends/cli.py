@@ -142,7 +142,13 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--limit", type=int, default=5)
     sub.add_argument("--json", action="store_true")
 
-    command("env", "Print the environment derived from this worktree's binding.", task=False)
+    sub = command("env", "Print the environment derived from this worktree's binding; `env record` records the "
+                         "environment manifest the work runs on.", task=False)
+    sub.add_argument("action", nargs="?", choices=["record"], help="record: run the setup commands, then record "
+                     "OS, toolchains, lockfile hashes, services and setup statuses, and take a checkpoint")
+    sub.add_argument("--setup", action="append", default=[], metavar="CMD",
+                     help="with record: a setup command to run first (no shell; repeatable, run in order)")
+    sub.add_argument("--json", action="store_true")
 
     sub = command("projector", "Apply the event log on Kafka to the registry, graph and recall index.", task=False)
     sub.add_argument("--once", action="store_true", help="stop when caught up (and fail if a store is down)")
@@ -517,12 +523,45 @@ def _env(args, stores) -> int:
     from baton.skills.core.binding import read_binding
 
     place, _ = _place()
+    if args.action == "record":
+        return _env_record(args, stores, place)
+    if args.setup:
+        raise BadInput("--setup goes with `baton env record`")
     binding = read_binding(place)
     if binding is None:
         raise BadInput(f"{place.root} is not bound: run `baton bind TASK`")
     print(f"export BATON_TASK_ID={binding.task_id}")
     print(f"export BATON_SESSION_ID={binding.session_id}")
     return 0
+
+
+def _env_record(args, stores, place) -> int:
+    """Exit 1 when a setup command failed (the manifest records it all the same)."""
+    from baton.shown_text import one_line
+    from baton.skills.core.binding import resolve_task
+    from baton.skills.services.environment import record_environment
+
+    task = resolve_task(None, place, stores.settings.ambient)
+    recorded = record_environment(stores, task, place, args.setup)
+    _warn(recorded.warnings)
+    if args.json:
+        _dump(recorded.to_json())
+        return 1 if recorded.setup_failed else 0
+    body = recorded.manifest.body
+    print(f"Environment {recorded.manifest.id[:12]} of {task.task_id} "
+          f"({body['os']['system']} {body['os']['machine']})")
+    for name, answer in body["toolchains"].items():
+        print(f"  {name}: {one_line(answer.get('version', answer['status']))}")
+    for path, digest in body["lockfiles"].items():
+        print(f"  lockfile {one_line(path)}: {digest[:12]}")
+    for name, answer in body.get("services", {}).items():
+        print(f"  service {one_line(name)}: {one_line(answer['status'])}")
+    for setup in body["setup"]:
+        status = "could not run" if setup["exit_status"] is None else f"exit {setup['exit_status']}"
+        print(f"  setup `{one_line(setup['command'])}`: {status}")
+    if recorded.checkpoint:
+        print(f"Checkpoint {recorded.checkpoint[:12]} holds it.")
+    return 1 if recorded.setup_failed else 0
 
 
 def _gc(args, stores) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -79,14 +80,14 @@ def write_local_run(place: Place, task_id: str, run_id: str, manifest: Manifest 
         raise
 
 
-def capture_environment(place: Place) -> Manifest | None:
-    """The environment manifest of the worktree (no setup commands: it is cheap), or None
-    outside git."""
+def capture_environment(place: Place, lockfiles: Sequence[str] = ()) -> Manifest | None:
+    """The environment manifest of the worktree, as bind records it (no setup commands, no
+    service probes: it is cheap), or None outside git. lockfiles: `[environment] lockfiles`."""
     if place.worktree is None:
         return None
     from baton.skills.core.environment import capture
 
-    return capture(place.root, wait=1.0)
+    return capture(place.root, lockfiles=lockfiles, wait=1.0)
 
 
 def checkpoint_event(task: ActiveTask, place: Place, checkpoint, at: datetime) -> WireEvent:

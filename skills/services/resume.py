@@ -195,7 +195,8 @@ def read_session(stores: Stores, task_id: str, *, limit: int = 5, workflow_root:
         if session.decisions:  # related decisions are found from the ticket's own
             asked["recall"] = lambda: _related(stores, session, limit)
         with ThreadPoolExecutor(max_workers=1) as pool:
-            checked = pool.submit(compatibility, session, compatible_with) if compatible_with is not None else None
+            checked = pool.submit(compatibility, session, compatible_with, stores.settings.environment_lockfiles) \
+                if compatible_with is not None else None
             parts = gather(asked, max(budget.remaining(), 0.0) + SLACK)
             result.compatibility = checked.result() if checked is not None else []
         for name, part in parts.items():
