@@ -12,6 +12,8 @@ payload on standard input (formats: https://code.claude.com/docs/en/hooks).
   take a checkpoint when the tree changed since the last one, and write a handoff when
   the configuration asks for it (`[hooks] handoff` or BATON_HOOK_HANDOFF: stop or
   session-end); session-end forgets the agent session.
+- session-start and stop also keep the agent's own session id and transcript path as the
+  run's provider reference, encrypted in the data home (baton.skills.runtime.provider_refs).
 
 A hook never blocks or breaks the agent: whatever goes wrong becomes one line on
 standard error and exit status 0 (Claude Code shows stderr of a successful hook only in
@@ -189,6 +191,7 @@ def session_start(payload: Payload, out: Output) -> None:
             # The embedded registry refuses reads: its writes fail too (a server's are kept locally).
             out.cannot_record(f"session registry unavailable: {result.reason}")
         context, shown = session_context(result, handoff=handoff_of(place.root, task.task_id))
+        _step(out, "recording the agent session", lambda: remember_provider(stores, payload, task, place))
         with agent_sessions(stores) as sessions:
             heartbeat(sessions, payload, task, place)
             interrupted = interrupted_line(stores, place, sessions)
@@ -214,6 +217,21 @@ def heartbeat(sessions, payload: Payload, task, place) -> None:
     agent = os.getppid()
     sessions.beat(Beat(task.task_id, str(place.root), payload.session_id, agent, process_start(agent),
                        socket.gethostname(), clock.now()))
+
+
+def remember_provider(stores, payload: Payload, task, place) -> None:
+    """Keep the agent's own session id and transcript path as the run's provider reference,
+    encrypted in the data home (baton.skills.runtime.provider_refs): resume offers
+    `claude --resume` from it. At session start and each end of turn, not on the prompt's
+    light path: encrypting imports the cipher."""
+    from baton.skills.runtime.provider_refs import record
+    from baton.skills.services.checkpoint import local_run
+
+    run = local_run(place, task.task_id)
+    transcript = payload.event.get("transcript_path")
+    if run is not None and payload.session_id:
+        record(stores.settings.home, task.task_id, run.run_id, payload.session_id,
+               transcript if isinstance(transcript, str) else None)
 
 
 def interrupted_line(stores, place, sessions) -> str | None:
@@ -350,6 +368,7 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
                     heartbeat(sessions, payload, task, place)
 
             _step(out, "recording the heartbeat", beat)
+            _step(out, "recording the agent session", lambda: remember_provider(stores, payload, task, place))
         if task is not None and not ending and place.worktree is not None:
             from baton.skills.services.checkpoint import checkpoint_at_boundary
 

@@ -23,6 +23,7 @@ from baton.skills.runtime.deadline import SLACK, gather
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.bind import bind
 from baton.skills.services.compatibility import compatibility
+from baton.skills.services.continuation import Continuation, native_continuation
 from baton.skills.services.handoff import verify_and_record
 from baton.skills.services.stage import WorkflowView, workflow_view
 
@@ -56,6 +57,7 @@ class ResumeResult:
     workflow: WorkflowView | None = None  # the ticket's stages, each claim re-checked (None: it uses none)
     compatibility: list = field(default_factory=list)  # baton.skills.services.compatibility.Check
     forks: list[str] = field(default_factory=list)  # overlapping tickets forked from this one, or its parent
+    continuation: Continuation | None = None  # the agent's native continuation, or why not (None: not asked)
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -79,6 +81,7 @@ class ResumeResult:
             "compatibility": [c.to_json() for c in self.compatibility],
             "fork_of": self.session.fork_of if self.session else None,
             "forks_overlapping": self.forks,
+            "continuation": self.continuation.to_json() if self.continuation else None,
             **(self.handoff.to_json() if self.handoff else {"handoff": None, "live_state": []}),
         }
 
@@ -152,6 +155,8 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
     result = read_session(stores, task_id, limit=limit, workflow_root=place.root if check_workflow else None,
                           compatible_with=place if verify_handoff else None)
     at = at or clock.now()
+    if verify_handoff and result.session is not None:
+        result.continuation = native_continuation(stores.settings.home, result.session, place.root, agent)
     if bind_task:
         result.bound = True
         try:
