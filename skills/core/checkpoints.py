@@ -211,8 +211,10 @@ class _Status:
 
 
 def _status(git: _Git, index: Path) -> tuple[_Status, bytes]:
-    raw = git.run("status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--no-renames",
-                  "--ignore-submodules=dirty", index=index)
+    # --no-ahead-behind: the branch header would otherwise count the commits between the
+    # branch and its upstream, a walk of history that can cost more than the status itself.
+    raw = git.run("status", "--porcelain=v2", "-z", "--branch", "--no-ahead-behind", "--untracked-files=all",
+                  "--no-renames", "--ignore-submodules=dirty", index=index)
     status = _Status()
     fields = raw.split(b"\0")
     i = 0
