@@ -23,6 +23,7 @@ class SignalScope:
     created_at: datetime
     depends_on: tuple[str, ...]
     files: tuple[FileRef, ...]
+    fork_of: str | None = None  # the ticket it was forked from: their overlap is expected
 
 
 class SessionStore(ABC):
@@ -85,7 +86,7 @@ class SessionStore(ABC):
         session = found.value
         files = sorted({(t.repo, t.path) for t in session.files.values()})
         return Found(SignalScope(session.created_at, tuple(session.depends_on),
-                                 tuple(FileRef(repo, path) for repo, path in files)))
+                                 tuple(FileRef(repo, path) for repo, path in files), session.fork_of))
 
     @abstractmethod
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:

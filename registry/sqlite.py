@@ -181,8 +181,9 @@ class SqliteSessionStore(SessionStore):
             files.update((f["repo"], f["path"]) for kind, _, body in pending if kind == "files_touched"
                          for f in json.loads(body)["files"])
             created_at = min([clock.parse(session["created_at"]), *(clock.parse(at) for _, at, _ in pending)])
+            fork_of = next((r["parent_task_id"] for r in session.get("run_log", []) if r["kind"] == "fork"), None)
             return Found(SignalScope(created_at, tuple(session["depends_on"]),
-                                     tuple(FileRef(repo, path) for repo, path in sorted(files))))
+                                     tuple(FileRef(repo, path) for repo, path in sorted(files)), fork_of))
         except (ValueError, KeyError, TypeError) as exc:
             return Unavailable(f"{self.path}: stored session {task_id} is unreadable: {type(exc).__name__}: {exc}")
 

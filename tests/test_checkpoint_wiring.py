@@ -248,3 +248,43 @@ def test_env_record_runs_the_setup_and_records_a_content_addressed_manifest_chec
     resumed = answer(cli, shop, "resume", "OMN-1")
     assert {c["check"]: c["status"] for c in resumed["compatibility"]}["lockfiles"] == "ok"
     assert cli(shop, "env", "--setup", "true")[0] == 2
+
+
+def test_a_fork_overlapping_its_parent_is_told_as_fork_of_everywhere(home, shop, tmp_path, cli, capsys):
+    from baton.skills.frontends.web.overview import Filters, build_snapshot, conflict_map
+    from baton.skills.runtime.settings import Settings
+
+    assert cli(shop, "bind", "OMN-1")[0] == 0
+    write(shop / "app.py", "print('v2')\n")
+    assert cli(shop, "checkpoint")[0] == 0
+    fork_path = tmp_path / "shop-fork"
+    assert cli(shop, "fork", "OMN-1", "--as", "OMN-2", "--into", str(fork_path))[0] == 0
+    other = tmp_path / "shop-other"
+    git(shop, "worktree", "add", "-q", str(other), "-b", "other")
+    assert cli(other, "bind", "OMN-3")[0] == 0
+
+    assert cli(shop, "touch", "app.py")[0] == 0
+    code, out, _ = cli(fork_path, "touch", "app.py")
+    assert code == 0 and out.strip() == \
+        "Note: OMN-1 also touching app.py (fork of: OMN-2 is a fork of OMN-1; expected, not a conflict)"
+    code, out, _ = cli(other, "touch", "app.py")
+    assert "Warning: OMN-1 also touching app.py (advisory)" in out, "an unrelated ticket is still a conflict"
+
+    code, said, _ = hook("user-prompt-submit", payload("user_prompt_submit", shop, session="parent-agent"), capsys)
+    told = said["hookSpecificOutput"]["additionalContext"]
+    assert "fork of: OMN-2 is a fork of OMN-1; both change app.py, as expected (not a conflict)" in told
+    assert "conflict_detected from OMN-3" in told or "OMN-3" in told
+
+    write(fork_path / "cart.py", "carts\n")
+    write(shop / "cart.py", "carts too\n")
+    assert cli(shop, "touch", "cart.py")[0] == 0
+    edit = payload("post_tool_use_write", fork_path, file=fork_path / "cart.py", session="fork-agent")
+    code, said, _ = hook("post-tool-use", edit, capsys)
+    told = said["hookSpecificOutput"]["additionalContext"]
+    assert told.startswith("Baton: fork of: OMN-2 is a fork of OMN-1, and both change app.py, cart.py; "
+                           "this overlap is expected"), told
+
+    drawn = conflict_map(build_snapshot(Settings.from_env(), 1), Filters(), 60)
+    edges = {(e["a"], e["b"]): e["fork_of"] for e in drawn["edges"]}
+    assert edges[("OMN-1", "OMN-2")] == "OMN-2 is a fork of OMN-1" and edges[("OMN-1", "OMN-3")] is None
+    assert {n["id"]: n["conflicts"] for n in drawn["nodes"]}["OMN-2"] == 1, "OMN-3 only: the parent is no conflict"

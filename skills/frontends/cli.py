@@ -356,7 +356,11 @@ def _touch(args, stores) -> int:
 
     for conflict in report.new_conflicts:
         shared = one_line(", ".join(report.conflict_paths[conflict.other_task_id]))
-        print(f"Warning: {conflict.other_task_id} also touching {shared} (advisory)")
+        if conflict.other_task_id in report.forks:
+            print(f"Note: {conflict.other_task_id} also touching {shared} (fork of: "
+                  f"{one_line(report.forks[conflict.other_task_id])}; expected, not a conflict)")
+        else:
+            print(f"Warning: {conflict.other_task_id} also touching {shared} (advisory)")
     return 0
 
 

@@ -169,7 +169,8 @@ def post_tool_use(payload: Payload, out: Output) -> None:
             from baton.skills.frontends.briefing import conflicts_told
 
             out.say(additional_context("PostToolUse",
-                                       conflicts_told(task.task_id, report.new_conflicts, report.conflict_paths)))
+                                       conflicts_told(task.task_id, report.new_conflicts, report.conflict_paths,
+                                                      report.forks)))
             sessions.told(payload.session_id, [str(c.signal_id) for c in report.new_conflicts], clock.now())
 
 
@@ -292,7 +293,11 @@ def user_prompt_submit(payload: Payload, out: Output) -> None:
         now = clock.now()
         news = untold_news(stores, sessions, payload.session_id, task.task_id, heard, bound_at=bound_at)
         if news:
-            out.say(additional_context("UserPromptSubmit", signals_told(task.task_id, news)))
+            from baton.skills.core.overlaps import fork_related
+            from baton.skills.frontends.briefing import overlapping_task
+
+            forks = fork_related(stores, task.task_id, filter(None, (overlapping_task(task.task_id, s) for s in news)))
+            out.say(additional_context("UserPromptSubmit", signals_told(task.task_id, news, forks)))
             sessions.told(payload.session_id, [str(s.signal_id) for s in news], now)
         sessions.heard(payload.session_id, task.task_id, now, watermark)
 
