@@ -24,7 +24,7 @@ import platform
 import shutil
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,7 +164,7 @@ def run_setup(root: Path, command: str, argv: Sequence[str], *, output=None) -> 
 
 
 def capture(root: Path, *, setup: Sequence[SetupResult] = (), lockfiles: Sequence[str] = (),
-            services: dict[str, Sequence[str]] | None = None, wait: float = DEFAULT_WAIT) -> Manifest:
+            services: Mapping[str, Sequence[str]] | None = None, wait: float = DEFAULT_WAIT) -> Manifest:
     """The manifest of the environment a worktree (at root) works in now. Takes at most
     about `wait` seconds for the toolchains and the service probes, all asked side by side.
     lockfiles: globs of more lockfiles; services: {name: probe command}."""

@@ -142,7 +142,8 @@ def signals_told(task_id: str, signals: Sequence, forks: dict[str, str] | None =
         line = signal_line(signal)
         if other in forks:
             changed = ", ".join(signal.file_paths)
-            line = f"{when(signal.emitted_at)} fork of: {forks[other]}; both change {changed}, as expected (not a conflict)"
+            line = (f"{when(signal.emitted_at)} fork of: {forks[other]}; both change {changed}, "
+                    "as expected (not a conflict)")
         lines.append(f"- {_clip(line)}")
     if len(signals) > len(shown):
         lines.append(f"- and {len(signals) - len(shown)} more: `baton signals --task {task_id}`")

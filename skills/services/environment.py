@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from baton.errors import BadInput, BatonError
 from baton.skills.core.binding import ActiveTask, Place
 from baton.skills.runtime.stores import Stores
+
+if TYPE_CHECKING:
+    from baton.skills.core.environment import Manifest
 
 MAX_SETUP = 20
 
@@ -23,7 +27,7 @@ MAX_SETUP = 20
 @dataclass
 class Recorded:
     task: ActiveTask
-    manifest: object  # baton.skills.core.environment.Manifest
+    manifest: Manifest
     checkpoint: str | None  # the id of the checkpoint at the "environment" boundary
     warnings: list[str] = field(default_factory=list)
 
@@ -40,9 +44,9 @@ def record_environment(stores: Stores, task: ActiveTask, place: Place, setup: Se
     """Run the setup commands in order (every one, even after one failed), record the
     manifest as the worktree run's and checkpoint it. BadInput outside git, for a worktree
     with no run recorded, or a setup command that cannot be split into words."""
+    from baton.skills.core.checkpoints import Refused, Taken
     from baton.skills.core.environment import capture, run_setup
     from baton.skills.runtime.command_words import parse_command
-    from baton.skills.core.checkpoints import Refused, Taken
     from baton.skills.services.checkpoint import LocalRun, local_run, skipped_warnings, take_checkpoint, write_local_run
 
     if place.worktree is None:
