@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 BUDGET_MS = 300
-HOOK_PATH = ("import io, sys; from pathlib import Path; from baton.skills.frontends.hooks import locate, opened_stores; "
+HOOK_PATH = ("from pathlib import Path; from baton.skills.frontends.hooks import locate, opened_stores; "
              "from baton.skills.services.checkpoint import checkpoint_at_boundary; "
              "place, _, task = locate(Path({root!r})); s = opened_stores(); stores = s.__enter__(); "
              "w = checkpoint_at_boundary(stores, task, place, 'stop', timeout=2.0); s.__exit__(None, None, None); "

@@ -237,7 +237,8 @@ def test_env_record_runs_the_setup_and_records_a_content_addressed_manifest_chec
     assert "hunter2-value-never-recorded" not in text and "SHOP_DB_PASSWORD" not in text
     taken = [c for c in answer(cli, shop, "checkpoints")["checkpoints"] if c["boundary"] == "environment"]
     assert [c["id"] for c in taken] == [recorded["checkpoint"]]
-    held = json.loads(git(shop, "cat-file", "blob", f"refs/baton/checkpoints/{recorded['checkpoint']}:environment.json"))
+    ref = f"refs/baton/checkpoints/{recorded['checkpoint']}"
+    held = json.loads(git(shop, "cat-file", "blob", f"{ref}:environment.json"))
     assert held == {k: v for k, v in manifest.items() if k != "id"}
     write(shop / "app.py", "print('after setup')\n")
     assert answer(cli, shop, "checkpoint")["checkpoint"]["environment"] == manifest["id"], \
