@@ -182,7 +182,37 @@ class _Place:
     common_dir: Path
 
 
+def _git_files(root: Path) -> _Place | None:
+    """The place of a worktree whose root is `root`, read from its `.git` (a directory, or a
+    linked worktree's `gitdir:` file) as git itself reads it, saving a `git rev-parse` on
+    the Stop hook's path; None when root is not a worktree's root or its `.git` is unusual."""
+    dot_git = root / ".git"
+    try:
+        if dot_git.is_dir():
+            git_dir = dot_git
+        else:
+            text = dot_git.read_text(encoding="utf-8").strip()
+            if not text.startswith("gitdir: "):
+                return None
+            git_dir = root / text.removeprefix("gitdir: ").strip()
+        git_dir = Path(os.path.realpath(git_dir))
+        if not (git_dir / "HEAD").is_file():
+            return None
+        common = git_dir
+        if (git_dir / "commondir").exists():
+            common = Path(os.path.realpath(git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()))
+        if "worktree" in (common / "config").read_text(encoding="utf-8", errors="replace"):
+            return None  # core.worktree may move the root: git says where it is
+    except (OSError, ValueError):
+        return None
+    return _Place(Path(os.path.realpath(root)), git_dir, common)
+
+
 def _locate(git: _Git) -> _Place:
+    if (git.cwd / ".git").exists():
+        found = _git_files(git.cwd)
+        if found is not None:
+            return found
     try:
         out = git.run("rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir", "--git-common-dir")
     except _GitFailed as exc:
