@@ -81,6 +81,17 @@ def shop(tmp_path) -> Path:
 
 
 def test_fork_and_fresh_end_to_end_with_lineage_and_inherited_journal(any_home, shop, tmp_path, cli):
+    fork_and_fresh(shop, tmp_path, cli)
+
+
+def test_fork_and_fresh_on_a_postgresql_registry_written_directly(home, shop, tmp_path, cli, postgres_url,
+                                                                    monkeypatch):
+    """The registry on PostgreSQL without Kafka: writes kept locally and delivered to it."""
+    monkeypatch.setenv("BATON_DATABASE_URL", postgres_url)
+    fork_and_fresh(shop, tmp_path, cli)
+
+
+def fork_and_fresh(shop: Path, tmp_path: Path, cli) -> None:
     assert cli(shop, "bind", "OMN-1")[0] == 0
     assert cli(shop, "update", "--goal", "ship carts", "--constraint", "no new services", "--evidence",
                "carts load in 40 ms")[0] == 0
