@@ -170,8 +170,8 @@ def main() -> None:
                      timed(process(["git", "worktree", "add", "-q", "--detach", str(holder / "plain"), "HEAD"], repo),
                            restores, fresh_target), None))
         rows.append(("restore into a new path",
-                     timed(lambda: checkpoints.restore(repo, checkpoint, holder / f"r{next(targets)}"), restores,
-                           fresh_target), None))
+                     timed(lambda: checkpoints.restore(repo, checkpoint, holder / f"r{next(targets)}", timeout=300),
+                           restores, fresh_target), None))
         refs = len(git(repo, "for-each-ref", checkpoints.REF_PREFIX).splitlines())
 
         print(f"{'operation':50} {'median ms':>10} {'p10-p90 ms':>16} {'budget':>8}")

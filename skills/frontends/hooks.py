@@ -361,10 +361,24 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
     place, locator, task = locate(payload.cwd)
     with opened_stores() as stores:
         _step(out, "delivering kept writes", lambda: _warn(deliver_kept(stores)))
+        seen: list[tuple[str, ...]] = []  # the checkpoint's `git status`, which the sweep reuses
+        if task is not None and not ending and place.worktree is not None:
+            from baton.skills.services.checkpoint import boundary_checkpoint
+
+            def checkpoint() -> None:
+                # Only when the tree changed since the last checkpoint: the take answers
+                # Unchanged from one `git status`, hashing nothing. A refusal is a warning.
+                warnings, taken = boundary_checkpoint(
+                    stores, task, place, "stop", timeout=max(0.2, STOP_BUDGET - (time.monotonic() - started)))
+                _warn(warnings)
+                if taken is not None:
+                    seen.append(taken.dirty)
+
+            _step(out, "taking a checkpoint", checkpoint)
         swept: list[int] = []
         if task is not None and place.worktree is not None:
-            _step(out, "recording changed files",
-                  lambda: swept.append(_sweep(stores, payload.session_id, task, place, locator)))
+            _step(out, "recording changed files", lambda: swept.append(
+                _sweep(stores, payload.session_id, task, place, locator, seen[0] if seen else None)))
         if task is not None and not any(swept):
             _step(out, "recording activity", lambda: _record_activity(stores, task))
         if task is not None and not ending:
@@ -374,13 +388,6 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
 
             _step(out, "recording the heartbeat", beat)
             _step(out, "recording the agent session", lambda: remember_provider(stores, payload, task, place))
-        if task is not None and not ending and place.worktree is not None:
-            from baton.skills.services.checkpoint import checkpoint_at_boundary
-
-            # Only when the tree changed since the last checkpoint: the take answers
-            # Unchanged from one `git status`, hashing nothing. A refusal is a warning.
-            _step(out, "taking a checkpoint", lambda: _warn(checkpoint_at_boundary(
-                stores, task, place, "stop", timeout=max(0.2, STOP_BUDGET - (time.monotonic() - started)))))
         if task is not None and stores.settings.hook_handoff == hook:
             from baton.skills.handoff.write import write_handoff
 
@@ -395,13 +402,14 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
             _step(out, "forgetting the agent session", forget)
 
 
-def _sweep(stores, agent_session: str, task, place, locator) -> int:
+def _sweep(stores, agent_session: str, task, place, locator, listed: tuple[str, ...] | None = None) -> int:
     """Record the worktree's files changed since this agent session's last sweep (at most
-    MAX_SWEEP; the rest at the next), and only then count them as swept; returns how many."""
+    MAX_SWEEP; the rest at the next), and only then count them as swept; returns how many.
+    listed: the changed paths git status just named (the checkpoint's), else it is asked."""
     from baton import clock
     from baton.skills.services.touch import touch
 
-    dirty = without_batons_own(dirty_files(place.root))
+    dirty = without_batons_own(dirty_files(place.root, listed))
     with agent_sessions(stores) as sessions:
         changed = sessions.changed_since_sweep(agent_session, task.task_id, dirty)[:MAX_SWEEP]
         if not changed:
@@ -430,25 +438,25 @@ def _step(out: Output, doing: str, step: Callable[[], None]) -> None:
         out.cannot_record(f"{doing}: {_failure(exc)}")
 
 
-def dirty_files(root: Path) -> dict[str, float]:
+def dirty_files(root: Path, listed: tuple[str, ...] | None = None) -> dict[str, float]:
     """Changed, added, deleted and untracked files of the worktree at root: {relative path:
-    modification time, -1 for a deleted file}."""
-    import subprocess
+    modification time, -1 for a deleted file}; listed: their paths, when known already."""
+    if listed is None:
+        import subprocess
 
-    from baton.git import git_argv
+        from baton.git import git_argv
 
-    # GIT_OPTIONAL_LOCKS=0: a status run by a hook must not take the index lock from the agent's own git.
-    listed = subprocess.run(git_argv("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"),
-                            cwd=root, capture_output=True, timeout=10, check=True,
-                            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"}).stdout
+        # GIT_OPTIONAL_LOCKS=0: a status run by a hook must not take the index lock from the agent's own git.
+        out = subprocess.run(git_argv("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"),
+                             cwd=root, capture_output=True, timeout=10, check=True,
+                             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"}).stdout
+        listed = tuple(entry[3:] for entry in out.decode("utf-8", "surrogateescape").split("\0") if len(entry) > 3)
     dirty = {}
-    for entry in listed.decode("utf-8", "surrogateescape").split("\0"):
-        if len(entry) > 3:
-            path = entry[3:]
-            try:
-                dirty[path] = (root / path).stat().st_mtime
-            except FileNotFoundError:
-                dirty[path] = -1.0
+    for path in listed:
+        try:
+            dirty[path] = (root / path).stat().st_mtime
+        except FileNotFoundError:
+            dirty[path] = -1.0
     return dirty
 
 

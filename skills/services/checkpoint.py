@@ -139,17 +139,24 @@ def checkpoint_at_boundary(stores: Stores, task: ActiveTask, place: Place, bound
                            timeout: float | None = None) -> list[str]:
     """A checkpoint at a boundary the user did not ask for: whatever keeps it from being
     taken is a warning, never the command's failure. Answers the warnings."""
+    return boundary_checkpoint(stores, task, place, boundary, timeout=timeout)[0]
+
+
+def boundary_checkpoint(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,
+                        timeout: float | None = None) -> tuple[list[str], Taken | Unchanged | None]:
+    """checkpoint_at_boundary, also answering what was taken or found unchanged (None:
+    nothing), whose `dirty` paths the Stop hook records as the turn's changed files."""
     from baton.skills.core.checkpoints import Refused
 
     if place.worktree is None:
-        return []
+        return [], None
     try:
         result = take_checkpoint(stores, task, place, boundary=boundary, timeout=timeout)
     except BatonError as exc:
-        return [f"no checkpoint at {boundary}: {exc}"]
+        return [f"no checkpoint at {boundary}: {exc}"], None
     if isinstance(result, Refused):
-        return [f"no checkpoint at {boundary}: {result.reason}"]
-    return skipped_warnings(result)
+        return [f"no checkpoint at {boundary}: {result.reason}"], None
+    return skipped_warnings(result), result
 
 
 def skipped_warnings(result: Taken | Unchanged | Refused) -> list[str]:
