@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from baton.registry.model import Event, Session
 
 STORE = Store.SESSION_REGISTRY
-# Unprojected events (append_body) that signal_scope reads raw: they add files at most.
-_SCOPE_READ_RAW = {"files_touched", "decision_recorded"}
+# Unprojected events (append_body) that signal_scope reads raw: they add files at most (a
+# checkpoint's record, which the Stop hook appends, adds nothing to the scope).
+_SCOPE_READ_RAW = {"files_touched", "decision_recorded", "checkpoint_taken"}
 
 MIGRATIONS = [
     """

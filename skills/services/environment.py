@@ -56,7 +56,12 @@ def record_environment(stores: Stores, task: ActiveTask, place: Place, setup: Se
     run = local_run(place, task.task_id)
     if run is None:
         raise BadInput(f"{place.root} has no run of {task.task_id} recorded: run `baton bind {task.task_id}` first")
-    commands = [(text, parse_command(text)) for text in setup]  # every one checked before any runs
+    commands = []
+    for text in setup:  # every one checked before any runs
+        try:
+            commands.append((text, parse_command(text)))
+        except BadInput as exc:
+            raise BadInput(f"--setup: {exc}") from None
     results = [run_setup(place.root, stores.redact(text), argv) for text, argv in commands]
     settings = stores.settings
     manifest = capture(place.root, setup=results, lockfiles=settings.environment_lockfiles,
