@@ -23,6 +23,7 @@ class SignalScope:
     created_at: datetime
     depends_on: tuple[str, ...]
     files: tuple[FileRef, ...]
+    fork_of: str | None = None  # the ticket it was forked from: their overlap is expected
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,12 @@ class SessionStore(ABC):
         same ticket id starts afresh. Raises StoreUnavailable."""
 
     @abstractmethod
+    def forget_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
+        """Remove the checkpoint_taken records of these checkpoints (their refs are gone:
+        `baton gc --checkpoints`); answers how many records went. A ticket's latest
+        checkpoint, which its projection holds, is never asked for. Raises StoreUnavailable."""
+
+    @abstractmethod
     def pruned(self) -> Found[set[str]] | Unavailable:
         """The ticket ids ever pruned (their tombstones), for the derived stores to forget."""
 
@@ -104,7 +111,7 @@ class SessionStore(ABC):
         session = found.value
         files = sorted({(t.repo, t.path) for t in session.files.values()})
         return Found(SignalScope(session.created_at, tuple(session.depends_on),
-                                 tuple(FileRef(repo, path) for repo, path in files)))
+                                 tuple(FileRef(repo, path) for repo, path in files), session.fork_of))
 
     @abstractmethod
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:

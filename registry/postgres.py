@@ -400,6 +400,13 @@ class PostgresSessionStore(SessionStore):
                     [(task_id, through or ended_before) for task_id, through in rows])
         return [task_id for task_id, _ in rows]
 
+    def forget_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
+        if not checkpoint_ids:
+            return 0
+        with self._transaction() as conn:
+            return conn.execute("DELETE FROM baton_events WHERE type = 'checkpoint_taken' "
+                                "AND body ->> 'checkpoint_id' = ANY(%s)", (list(checkpoint_ids),)).rowcount
+
     def pruned(self) -> Found[set[str]] | Unavailable:
         try:
             with self._transaction() as conn:

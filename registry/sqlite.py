@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from baton.registry.model import Event, Session
 
 STORE = Store.SESSION_REGISTRY
-# Unprojected events (append_body) that signal_scope reads raw: they add files at most.
-_SCOPE_READ_RAW = {"files_touched", "decision_recorded"}
+# Unprojected events (append_body) that signal_scope reads raw: they add files at most (a
+# checkpoint's record, which the Stop hook appends, adds nothing to the scope).
+_SCOPE_READ_RAW = {"files_touched", "decision_recorded", "checkpoint_taken"}
 # Unprojected events that session_outlines reads raw: they move last_activity at most.
 _OUTLINE_READ_RAW = ("files_touched", "decision_recorded", "checkpoint_taken")
 _OUTLINE_NEEDS_PROJECTION = (
@@ -195,8 +196,9 @@ class SqliteSessionStore(SessionStore):
             files.update((f["repo"], f["path"]) for kind, _, body in pending if kind == "files_touched"
                          for f in json.loads(body)["files"])
             created_at = min([clock.parse(session["created_at"]), *(clock.parse(at) for _, at, _ in pending)])
+            fork_of = next((r["parent_task_id"] for r in session.get("run_log", []) if r["kind"] == "fork"), None)
             return Found(SignalScope(created_at, tuple(session["depends_on"]),
-                                     tuple(FileRef(repo, path) for repo, path in sorted(files))))
+                                     tuple(FileRef(repo, path) for repo, path in sorted(files)), fork_of))
         except (ValueError, KeyError, TypeError) as exc:
             return Unavailable(f"{self.path}: stored session {task_id} is unreadable: {type(exc).__name__}: {exc}")
 
@@ -288,6 +290,19 @@ class SqliteSessionStore(SessionStore):
                                      "DO UPDATE SET through = max(through, excluded.through)",
                                      (task_id, through or clock.to_text(ended_before)))
         return [task_id for task_id, _ in rows]
+
+    def forget_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
+        import json
+
+        if not checkpoint_ids:
+            return 0
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                return conn.execute(
+                    "DELETE FROM events WHERE type = 'checkpoint_taken' "
+                    "AND json_extract(body, '$.checkpoint_id') IN (SELECT value FROM json_each(?))",
+                    (json.dumps(list(checkpoint_ids)),)).rowcount
 
     def pruned(self) -> Found[set[str]] | Unavailable:
         try:

@@ -81,6 +81,17 @@ def shop(tmp_path) -> Path:
 
 
 def test_fork_and_fresh_end_to_end_with_lineage_and_inherited_journal(any_home, shop, tmp_path, cli):
+    fork_and_fresh(shop, tmp_path, cli)
+
+
+def test_fork_and_fresh_on_a_postgresql_registry_written_directly(home, shop, tmp_path, cli, postgres_url,
+                                                                    monkeypatch):
+    """The registry on PostgreSQL without Kafka: writes kept locally and delivered to it."""
+    monkeypatch.setenv("BATON_DATABASE_URL", postgres_url)
+    fork_and_fresh(shop, tmp_path, cli)
+
+
+def fork_and_fresh(shop: Path, tmp_path: Path, cli) -> None:
     assert cli(shop, "bind", "OMN-1")[0] == 0
     assert cli(shop, "update", "--goal", "ship carts", "--constraint", "no new services", "--evidence",
                "carts load in 40 ms")[0] == 0
@@ -157,19 +168,135 @@ def test_a_refused_stop_checkpoint_is_one_warning_not_a_failed_hook(home, shop, 
     assert err.count("no checkpoint at stop") == 1 and "a merge is in progress" in err
 
 
-def test_gc_keeps_what_is_needed_and_removes_the_rest(home, shop, cli):
+def test_gc_keeps_what_is_needed_and_removes_the_rest(any_home, shop, cli, tmp_path):
+    any_home.mkdir(parents=True, exist_ok=True)
+    (any_home / "baton.toml").write_text("[checkpoints]\nkeep_per_run = 2\n")
     assert cli(shop, "bind", "OMN-1")[0] == 0
     taken = []
     for n in range(4):
         write(shop / "app.py", f"print({n})\n")
         taken.append(answer(cli, shop, "checkpoint")["checkpoint"]["id"])
-    planned = answer(cli, shop, "gc", "--checkpoints", "--keep", "2", "--dry-run")
-    assert planned["dry_run"] and len(git(shop, "for-each-ref", "refs/baton/checkpoints/").splitlines()) == 5
-    assert set(planned["removed"]) == set(taken[:2]) | {
-        c["id"] for c in answer(cli, shop, "checkpoints")["checkpoints"] if c["boundary"] == "bind"}
-    done = answer(cli, shop, "gc", "--checkpoints", "--keep", "2")
-    assert done["removed"] == planned["removed"] and done["kept"] == 2
+    forked = answer(cli, shop, "fork", "OMN-1", "--as", "OMN-2", "--at", taken[0], "--into", str(tmp_path / "fork"))
+    refs = lambda: {line.rsplit("/", 1)[1] for line in git(shop, "for-each-ref", "--format=%(refname)",  # noqa: E731
+                                                             "refs/baton/checkpoints/").splitlines()}
+    before = refs()
+    planned = answer(cli, shop, "gc", "--checkpoints", "--dry-run")
+    assert planned["dry_run"] and refs() == before
+    bind_checkpoint = {c["id"] for c in answer(cli, shop, "checkpoints")["checkpoints"] if c["boundary"] == "bind"}
+    assert set(planned["removed"]) == {taken[1]} | bind_checkpoint, \
+        "kept: the newest 2 of the run ([checkpoints] keep_per_run), the fork's divergence point, the fork's own"
+    done = answer(cli, shop, "gc", "--checkpoints")
+    assert done["removed"] == planned["removed"] and done["records_removed"] == len(done["removed"])
+    assert refs() == before - set(done["removed"])
     listed = answer(cli, shop, "checkpoints", "OMN-1")["checkpoints"]
-    assert [c["present"] for c in listed] == [True, True, False, False, False]
+    assert [c["id"] for c in listed] == [taken[3], taken[2], taken[0]], "the removed ones' records are gone too"
+    assert all(c["present"] for c in listed)
+    assert answer(cli, shop, "gc", "--checkpoints")["removed"] == []
+    assert forked["run"]["diverged_at"] == taken[0]
     restored = answer(cli, shop, "restore", "OMN-1", "--into", str(shop.parent / "latest"))
     assert restored["run"]["diverged_at"] == taken[-1]
+    assert answer(cli, shop, "restore", f"OMN-1@{taken[0]}", "--into", str(shop.parent / "first"))["base"]
+
+
+def test_a_bad_checkpoints_table_is_one_line_and_exit_2(home, shop, cli):
+    home.mkdir(parents=True, exist_ok=True)
+    for table, problem in (("keep_per_run = 0", "out of range"), ("artifacts = \"dist\"", "list of glob"),
+                           ("artifacts = [\"../up\"]", "inside the worktree"), ("max_file_bytes = 1.5", "whole"),
+                           ("keep = 3", "unknown key")):
+        (home / "baton.toml").write_text(f"[checkpoints]\n{table}\n")
+        code, _, err = cli(shop, "list")
+        assert code == 2 and problem in err and len(err.strip().splitlines()) == 1, (table, err)
+
+
+def test_artifacts_from_baton_toml_are_held_within_the_size_cap_and_the_skipped_said(home, shop, cli, capsys):
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "baton.toml").write_text('[checkpoints]\nartifacts = ["dist/**"]\nmax_file_bytes = 100\n')
+    write(shop / ".gitignore", "dist/\n")
+    write(shop / "dist" / "app.bin", "built\n")
+    write(shop / "dist" / "huge.bin", "x" * 101)
+    assert cli(shop, "bind", "OMN-1")[0] == 0
+    write(shop / "app.py", "print('v2')\n")
+    code, text, _ = cli(shop, "checkpoint")
+    assert code == 0 and "not held: dist/huge.bin: 101 bytes, over the 100-byte cap" in text
+    write(shop / "app.py", "print('v3')\n")
+    code, _, err = hook("stop", payload("stop", shop), capsys)
+    assert code == 0 and "does not hold 'dist/huge.bin' (101 bytes, over the 100-byte cap)" in err
+    restored = answer(cli, shop, "restore", "OMN-1", "--into", str(shop.parent / "back"))
+    back = Path(restored["worktree"])
+    assert (back / "dist" / "app.bin").read_text() == "built\n" and not (back / "dist" / "huge.bin").exists()
+
+
+def test_env_record_runs_the_setup_and_records_a_content_addressed_manifest_checkpoints_name(
+        home, shop, cli, monkeypatch):
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "baton.toml").write_text('[environment]\nlockfiles = ["deps/*.lock"]\n'
+                                     'services = {db = "true", cache = "false"}\n')
+    write(shop / "deps" / "app.lock", "pinned\n")
+    write(shop / "uv.lock", "uv pinned\n")
+    monkeypatch.setenv("SHOP_DB_PASSWORD", "hunter2-value-never-recorded")
+    assert cli(shop, "bind", "OMN-1")[0] == 0
+    setup = ["true", "sh -c 'exit 3'", "echo token=ghp_abcdefghijklmnopqrstuvwxyz0123456789"]
+    code, out, _ = cli(shop, "env", "record", *(arg for s in setup for arg in ("--setup", s)), "--json")
+    recorded = json.loads(out)
+    assert code == 1, "a failed setup command is exit 1, recorded all the same"
+    manifest = recorded["environment"]
+    assert [s["exit_status"] for s in manifest["setup"]] == [0, 3, 0]
+    assert set(manifest["lockfiles"]) == {"uv.lock", "deps/app.lock"}
+    assert manifest["services"] == {"cache": {"status": "exit 1"}, "db": {"status": "ok"}}
+    text = json.dumps(recorded)
+    assert "ghp_abcdefghijklmnopqrstuvwxyz" not in text and "[REDACTED:github-token]" in text
+    assert "hunter2-value-never-recorded" not in text and "SHOP_DB_PASSWORD" not in text
+    taken = [c for c in answer(cli, shop, "checkpoints")["checkpoints"] if c["boundary"] == "environment"]
+    assert [c["id"] for c in taken] == [recorded["checkpoint"]]
+    ref = f"refs/baton/checkpoints/{recorded['checkpoint']}"
+    held = json.loads(git(shop, "cat-file", "blob", f"{ref}:environment.json"))
+    assert held == {k: v for k, v in manifest.items() if k != "id"}
+    write(shop / "app.py", "print('after setup')\n")
+    assert answer(cli, shop, "checkpoint")["checkpoint"]["environment"] == manifest["id"], \
+        "later checkpoints name the recorded manifest"
+    again = json.loads(cli(shop, "env", "record", *(arg for s in setup for arg in ("--setup", s)), "--json")[1])
+    assert again["environment"]["id"] == manifest["id"], "the same environment is one manifest"
+    assert "base commit: ok" in cli(shop, "resume", "OMN-1")[1]
+    resumed = answer(cli, shop, "resume", "OMN-1")
+    assert {c["check"]: c["status"] for c in resumed["compatibility"]}["lockfiles"] == "ok"
+    assert cli(shop, "env", "--setup", "true")[0] == 2
+
+
+def test_a_fork_overlapping_its_parent_is_told_as_fork_of_everywhere(home, shop, tmp_path, cli, capsys):
+    from baton.skills.frontends.web.overview import Filters, build_snapshot, conflict_map
+    from baton.skills.runtime.settings import Settings
+
+    assert cli(shop, "bind", "OMN-1")[0] == 0
+    write(shop / "app.py", "print('v2')\n")
+    assert cli(shop, "checkpoint")[0] == 0
+    fork_path = tmp_path / "shop-fork"
+    assert cli(shop, "fork", "OMN-1", "--as", "OMN-2", "--into", str(fork_path))[0] == 0
+    other = tmp_path / "shop-other"
+    git(shop, "worktree", "add", "-q", str(other), "-b", "other")
+    assert cli(other, "bind", "OMN-3")[0] == 0
+
+    assert cli(shop, "touch", "app.py")[0] == 0
+    code, out, _ = cli(fork_path, "touch", "app.py")
+    assert code == 0 and out.strip() == \
+        "Note: OMN-1 also touching app.py (fork of: OMN-2 is a fork of OMN-1; expected, not a conflict)"
+    code, out, _ = cli(other, "touch", "app.py")
+    assert "Warning: OMN-1 also touching app.py (advisory)" in out, "an unrelated ticket is still a conflict"
+
+    code, said, _ = hook("user-prompt-submit", payload("user_prompt_submit", shop, session="parent-agent"), capsys)
+    told = said["hookSpecificOutput"]["additionalContext"]
+    assert "fork of: OMN-2 is a fork of OMN-1; both change app.py, as expected (not a conflict)" in told
+    assert "conflict_detected from OMN-3" in told or "OMN-3" in told
+
+    write(fork_path / "cart.py", "carts\n")
+    write(shop / "cart.py", "carts too\n")
+    assert cli(shop, "touch", "cart.py")[0] == 0
+    edit = payload("post_tool_use_write", fork_path, file=fork_path / "cart.py", session="fork-agent")
+    code, said, _ = hook("post-tool-use", edit, capsys)
+    told = said["hookSpecificOutput"]["additionalContext"]
+    assert told.startswith("Baton: fork of: OMN-2 is a fork of OMN-1, and both change app.py, cart.py; "
+                           "this overlap is expected"), told
+
+    drawn = conflict_map(build_snapshot(Settings.from_env(), 1), Filters(), 60)
+    edges = {(e["a"], e["b"]): e["fork_of"] for e in drawn["edges"]}
+    assert edges[("OMN-1", "OMN-2")] == "OMN-2 is a fork of OMN-1" and edges[("OMN-1", "OMN-3")] is None
+    assert {n["id"]: n["conflicts"] for n in drawn["nodes"]}["OMN-2"] == 1, "OMN-3 only: the parent is no conflict"

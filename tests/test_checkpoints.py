@@ -587,3 +587,18 @@ def test_outside_a_repository_is_bad_input(tmp_path):
         checkpoints.take(tmp_path, boundary="stop")
     with pytest.raises(BadInput):
         checkpoints.take(tmp_path, boundary="")
+
+
+def test_a_worktree_root_is_located_from_its_git_files_as_git_locates_it(repo, tmp_path):
+    """The Stop hook's take reads `.git` instead of asking `git rev-parse`: both must agree,
+    for the main worktree, a linked one and a path through a symlink."""
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", "--detach", str(linked))
+    (tmp_path / "via").symlink_to(linked)
+    for root in (repo, linked, tmp_path / "via"):
+        asked = checkpoints._Git(root, 10)
+        out = asked.run("rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir", "--git-common-dir")
+        expected = checkpoints._Place(*(Path(line) for line in os.fsdecode(out).splitlines()))
+        assert checkpoints._git_files(root) == expected, root
+    git(repo, "config", "core.worktree", str(repo))
+    assert checkpoints._git_files(repo) is None, "a configured core.worktree is git's to resolve"

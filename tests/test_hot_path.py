@@ -18,7 +18,7 @@ import sys
 from baton.skills.frontends.cli import main
 code = main(sys.argv[1:])
 heavy = sorted(m for m in ("pydantic", "numpy", "torch", "qdrant_client", "tokenizers",
-                           "confluent_kafka", "neo4j", "psycopg") if m in sys.modules)
+                           "confluent_kafka", "neo4j", "psycopg", "cryptography") if m in sys.modules)
 print("HEAVY", ",".join(heavy))
 sys.exit(code)
 """

@@ -51,6 +51,7 @@ EXCLUDED_COMMANDS = {
     "gc": "retention (and, with --checkpoints, a repository's checkpoints) is the operator's to run, not one agent's",
     "checkpoints": "resume_session carries the latest checkpoint; the whole list is for a person choosing one",
     "runs": "resume_session carries the run and its parent; the tree is for a person",
+    "env": "`env record` runs setup commands in the worktree: a person's or an agent's shell, not a tool call",
 }
 
 

@@ -40,7 +40,7 @@ def test_two_agents_two_worktrees(any_home, worktrees, cli):
     result = json.loads(out)
     assert set(result) == {"status", "task_id", "reason", "session", "conflicts", "related_decisions", "signals",
                            "stores", "bound", "run", "checkpoint", "compatibility", "fork_of",
-                           "forks_overlapping", "handoff", "live_state", "workflow", "prizmkit"}
+                           "forks_overlapping", "continuation", "handoff", "live_state", "workflow", "prizmkit"}
     assert result["handoff"] is None and result["live_state"] == [], "no handoff in this worktree"
     assert result["status"] == "found" and result["bound"] is True
     assert result["stores"] == {"registry": "ok", "graph": "ok", "recall": "ok", "signals": "ok"}
@@ -60,7 +60,7 @@ def test_two_agents_two_worktrees(any_home, worktrees, cli):
     assert rows["OMN-1"]["conflicts_with"] == ["OMN-2"] and rows["OMN-2"]["conflicts_with"] == ["OMN-1"]
     assert set(rows["OMN-1"]) == {"task_id", "status", "phase", "last_activity", "stale", "files_touched",
                                   "conflicts_with", "handoff", "agent", "repo", "runs", "stage", "interrupted",
-                                  "fork_of"}
+                                  "fork_of", "checkpoint"}
     code, out, _ = cli(main, "resume", "--list")
     assert "CONFLICTS with OMN-2" in out
 

@@ -115,6 +115,7 @@ class Checkpoint:
 class Taken:
     checkpoint: Checkpoint
     created: bool  # False: this state already was a checkpoint, returned as it was
+    dirty: tuple[str, ...] = field(default=(), compare=False)  # every path git status named (_Status.dirty)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,7 @@ class Unchanged:
     """Nothing changed since the worktree's last checkpoint, which still exists."""
 
     checkpoint_id: str
+    dirty: tuple[str, ...] = field(default=(), compare=False)  # every path git status named (_Status.dirty)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,19 +158,20 @@ class _Git:
             extra_env: dict[str, str] | None = None, ok: Sequence[int] = (0,)) -> bytes:
         env = self.env if index is None and extra_env is None else {
             **self.env, **({"GIT_INDEX_FILE": str(index)} if index else {}), **(extra_env or {})}
+        name = next((a for a in args if not a.startswith("-") and "=" not in a), args[0])  # past the -c options
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise _GitFailed(f"git {args[0]}: out of time")
+            raise _GitFailed(f"git {name}: out of time")
         try:
             done = subprocess.run(git_argv("-c", "core.splitIndex=false", *args), cwd=cwd or self.cwd, input=input,
                                   capture_output=True, env=env, timeout=left)
         except subprocess.TimeoutExpired:
-            raise _GitFailed(f"git {args[0]} did not finish in time") from None
+            raise _GitFailed(f"git {name} did not finish in time") from None
         except OSError as exc:
             raise _GitFailed(f"cannot run git: {exc}") from None
         if done.returncode not in ok:
             message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise _GitFailed(f"git {args[0]} failed: {message[-1] if message else f'exit {done.returncode}'}")
+            raise _GitFailed(f"git {name} failed: {message[-1] if message else f'exit {done.returncode}'}")
         return done.stdout
 
     def ref_exists(self, ref: str) -> bool:
@@ -182,7 +185,37 @@ class _Place:
     common_dir: Path
 
 
+def _git_files(root: Path) -> _Place | None:
+    """The place of a worktree whose root is `root`, read from its `.git` (a directory, or a
+    linked worktree's `gitdir:` file) as git itself reads it, saving a `git rev-parse` on
+    the Stop hook's path; None when root is not a worktree's root or its `.git` is unusual."""
+    dot_git = root / ".git"
+    try:
+        if dot_git.is_dir():
+            git_dir = dot_git
+        else:
+            text = dot_git.read_text(encoding="utf-8").strip()
+            if not text.startswith("gitdir: "):
+                return None
+            git_dir = root / text.removeprefix("gitdir: ").strip()
+        git_dir = Path(os.path.realpath(git_dir))
+        if not (git_dir / "HEAD").is_file():
+            return None
+        common = git_dir
+        if (git_dir / "commondir").exists():
+            common = Path(os.path.realpath(git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()))
+        if "worktree" in (common / "config").read_text(encoding="utf-8", errors="replace"):
+            return None  # core.worktree may move the root: git says where it is
+    except (OSError, ValueError):
+        return None
+    return _Place(Path(os.path.realpath(root)), git_dir, common)
+
+
 def _locate(git: _Git) -> _Place:
+    if (git.cwd / ".git").exists():
+        found = _git_files(git.cwd)
+        if found is not None:
+            return found
     try:
         out = git.run("rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir", "--git-common-dir")
     except _GitFailed as exc:
@@ -208,11 +241,16 @@ class _Status:
     changed: list[tuple[str, str]] = field(default_factory=list)
     untracked: list[str] = field(default_factory=list)
     unmerged: list[str] = field(default_factory=list)
+    # Every path that differs from HEAD on either side, is unmerged or untracked: what the
+    # Stop hook records as the turn's changed files, so it runs no second `git status`.
+    dirty: list[str] = field(default_factory=list)
 
 
 def _status(git: _Git, index: Path) -> tuple[_Status, bytes]:
-    raw = git.run("status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all", "--no-renames",
-                  "--ignore-submodules=dirty", index=index)
+    # --no-ahead-behind: the branch header would otherwise count the commits between the
+    # branch and its upstream, a walk of history that can cost more than the status itself.
+    raw = git.run("status", "--porcelain=v2", "-z", "--branch", "--no-ahead-behind", "--untracked-files=all",
+                  "--no-renames", "--ignore-submodules=dirty", index=index)
     status = _Status()
     fields = raw.split(b"\0")
     i = 0
@@ -228,6 +266,7 @@ def _status(git: _Git, index: Path) -> tuple[_Status, bytes]:
         elif record.startswith(b"1 "):
             parts = record.split(b" ", 8)
             worktree_side, submodule, path = parts[1][1:2], parts[2], os.fsdecode(parts[8])
+            status.dirty.append(path)
             if worktree_side == b"D":
                 status.changed.append((path, "D"))
             elif worktree_side != b".":
@@ -236,8 +275,10 @@ def _status(git: _Git, index: Path) -> tuple[_Status, bytes]:
             i += 1
         elif record.startswith(b"u "):
             status.unmerged.append(os.fsdecode(record.split(b" ", 10)[10]))
+            status.dirty.append(status.unmerged[-1])
         elif record.startswith(b"? "):
             status.untracked.append(os.fsdecode(record[2:]))
+            status.dirty.append(status.untracked[-1])
     return status, raw
 
 
@@ -517,7 +558,7 @@ def take(worktree: Path, *, boundary: str, label: str | None = None, run_id: str
                 return survey
             last = _last_if_unchanged(git, survey)
             if last is not None:
-                return Unchanged(last)
+                return Unchanged(last, tuple(survey.status.dirty))
             return _write(git, survey, boundary=boundary, label=label, run_id=run_id, patterns=artifacts,
                           cap=max_file_bytes, environment=environment)
     except _GitFailed as exc:
@@ -576,10 +617,10 @@ def _write(git: _Git, survey: _Survey, *, boundary: str, label: str | None, run_
         if not found:
             raise _GitFailed(f"checkpoint {checkpoint_id} exists but cannot be read") from None
         _write_state(survey.place, survey.fingerprint, checkpoint_id)
-        return Taken(found[0], created=False)
+        return Taken(found[0], created=False, dirty=tuple(status.dirty))
     _write_state(survey.place, survey.fingerprint, checkpoint_id)
     return Taken(replace(draft, id=checkpoint_id, commit=commit, staged_tree=staged, worktree_tree=worktree_tree,
-                         artifacts_tree=artifacts_tree), created=True)
+                         artifacts_tree=artifacts_tree), created=True, dirty=tuple(status.dirty))
 
 
 def _parse_batch(out: bytes, count: int) -> list[tuple[str, bytes] | None]:

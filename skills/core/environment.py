@@ -2,11 +2,13 @@
 
 It holds the operating system and architecture, the versions of the toolchains found on
 PATH (python, node, go, java, rustc, git; each asked with a bounded wait, all at once), the
-SHA-256 of each lockfile present and the exit statuses of the setup commands the caller
-ran. Its id is the SHA-256 of its canonical JSON, so the same environment is one id and a
+SHA-256 of each lockfile present (the known names and the globs the caller adds), whether
+each declared service answered its probe, and the exit statuses of the setup commands the
+caller ran (run_setup). Its id is the SHA-256 of its canonical JSON, so the same environment is one id and a
 checkpoint can name it (baton.skills.core.checkpoints.take(environment=manifest.for_checkpoint())).
 
-It never holds an environment variable's value, nor where a program was found (that would
+It never holds an environment variable's value, nor a probe's command or output (a service
+is named with its status only), nor where a program was found (that would
 spell out PATH and home directories): only what the program says its version is. Programs
 are looked up on PATH without its relative entries and those inside the worktree, whose
 files are the branch's: asking for `node --version` must not run a `node_modules/.bin/node`
@@ -22,7 +24,7 @@ import platform
 import shutil
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,12 +94,15 @@ def _version(command: tuple[str, ...], search_path: str, wait: float) -> dict:
     return {"status": "ok", "version": first[:MAX_VERSION_TEXT]}
 
 
-def _lockfiles(root: Path, wait: float) -> dict[str, str]:
+def _lockfiles(root: Path, wait: float, extra: Sequence[str] = ()) -> dict[str, str]:
     """{path relative to root: sha256} of the lockfiles at root and, in a git worktree, the
-    tracked ones below it."""
+    tracked ones below it; extra: more globs, relative to root (git pathspecs)."""
     paths = {p.name for pattern in LOCKFILES for p in root.glob(pattern) if p.is_file()}
+    paths.update(p.relative_to(root).as_posix() for pattern in extra for p in root.glob(pattern)
+                 if p.is_file() and ".git" not in p.relative_to(root).parts)
     try:
-        listed = subprocess.run(git_argv("ls-files", "-z", "--", *(f":(glob)**/{pattern}" for pattern in LOCKFILES)),
+        listed = subprocess.run(git_argv("ls-files", "-z", "--", *(f":(glob)**/{pattern}" for pattern in LOCKFILES),
+                                         *(f":(glob){pattern}" for pattern in extra)),
                                 cwd=root, capture_output=True, timeout=wait,
                                 env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
         if listed.returncode == 0:
@@ -113,17 +118,70 @@ def _lockfiles(root: Path, wait: float) -> dict[str, str]:
     return hashes
 
 
-def capture(root: Path, *, setup: Sequence[SetupResult] = (), wait: float = DEFAULT_WAIT) -> Manifest:
+def _probe(root: Path, command: Sequence[str], search_path: str, wait: float) -> str:
+    """Whether a service answers its probe: "ok", "exit N", "not found" or no answer."""
+    program = shutil.which(command[0], path=search_path) if os.path.basename(command[0]) == command[0] \
+        else command[0]
+    if program is None:
+        return f"{command[0]} not found"
+    env = {"PATH": search_path, "LC_ALL": "C", **({"HOME": os.environ["HOME"]} if "HOME" in os.environ else {})}
+    try:
+        running = subprocess.Popen([program, *command[1:]], cwd=root, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env,
+                                   start_new_session=True)
+    except OSError as exc:
+        return f"cannot run: {exc.strerror or exc}"
+    try:
+        code = running.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        os.killpg(running.pid, signal.SIGKILL)
+        running.wait()
+        return f"no answer within {wait:g} s"
+    return "ok" if code == 0 else f"exit {code}"
+
+
+def run_setup(root: Path, command: str, argv: Sequence[str], *, output=None) -> SetupResult:
+    """Run one setup command (no shell) in the worktree, its output to `output` (default:
+    standard error, streamed when it is a file), and answer its exit status; `command` is
+    how the manifest names it."""
+    import io
+    import sys
+
+    output = output or sys.stderr
+    try:
+        streamed = output.fileno()
+    except (OSError, AttributeError, io.UnsupportedOperation):
+        streamed = None
+    try:
+        done = subprocess.run(list(argv), cwd=root, stdin=subprocess.DEVNULL,
+                              stdout=streamed if streamed is not None else subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+    except OSError:
+        return SetupResult(command, None)
+    if streamed is None and done.stdout:
+        output.write(done.stdout.decode("utf-8", "replace"))
+    return SetupResult(command, done.returncode)
+
+
+def capture(root: Path, *, setup: Sequence[SetupResult] = (), lockfiles: Sequence[str] = (),
+            services: Mapping[str, Sequence[str]] | None = None, wait: float = DEFAULT_WAIT) -> Manifest:
     """The manifest of the environment a worktree (at root) works in now. Takes at most
-    about `wait` seconds for the toolchains, all asked side by side."""
+    about `wait` seconds for the toolchains and the service probes, all asked side by side.
+    lockfiles: globs of more lockfiles; services: {name: probe command}."""
     search_path = _search_path(root)
-    with ThreadPoolExecutor(max_workers=len(TOOLCHAINS) + 1) as pool:
+    services = services or {}
+    with ThreadPoolExecutor(max_workers=len(TOOLCHAINS) + len(services) + 1) as pool:
         asked = {name: pool.submit(_version, command, search_path, wait) for name, command in TOOLCHAINS}
-        lockfiles = pool.submit(_lockfiles, Path(root), wait)
+        probed = {name: pool.submit(_probe, Path(root), command, search_path, wait)
+                  for name, command in services.items()}
+        found_locks = pool.submit(_lockfiles, Path(root), wait, lockfiles)
         toolchains = {name: future.result() for name, future in asked.items()}
-        locks = lockfiles.result()
+        answered = {name: future.result() for name, future in probed.items()}
+        locks = found_locks.result()
     body = {"format": FORMAT,
             "os": {"system": platform.system(), "release": platform.release(), "machine": platform.machine()},
             "toolchains": toolchains, "lockfiles": locks,
             "setup": [{"command": s.command, "exit_status": s.exit_status} for s in setup]}
+    if services:
+        body["services"] = {name: {"status": status} for name, status in sorted(answered.items())}
     return Manifest(hashlib.sha256(_canonical(body)).hexdigest(), body)

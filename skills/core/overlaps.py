@@ -4,7 +4,8 @@ until a new overlap has to be signalled: the touch is the hook's hot path."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from baton.errors import StoreUnavailable
@@ -20,6 +21,29 @@ class Overlaps:
     conflicts: list[FileConflict]
     paths: dict[str, list[str]]
     new: list[FileConflict]
+    forks: dict[str, str] = field(default_factory=dict)  # see fork_related
+
+
+def fork_related(stores: Stores, task_id: str, others: Iterable[str]) -> dict[str, str]:
+    """{other: "A is a fork of B"} for each of others that task_id was forked from or that
+    was forked from task_id: their overlap is expected, shown as "fork of", not as a
+    conflict. Read from the registry's signal scopes (no pydantic on SQLite); a ticket the
+    registry cannot answer for counts as unrelated."""
+    def parent(task: str) -> str | None:
+        scope = stores.registry.signal_scope(task)
+        return scope.value.fork_of if isinstance(scope, Found) else None
+
+    others = sorted(set(others) - {task_id})
+    if not others:
+        return {}
+    mine = parent(task_id)
+    related = {}
+    for other in others:
+        if other == mine:
+            related[other] = f"{task_id} is a fork of {other}"
+        elif parent(other) == task_id:
+            related[other] = f"{other} is a fork of {task_id}"
+    return related
 
 
 def conflicts_of(task_id: str, shared: dict[str, list[FileRef]]):
@@ -45,7 +69,8 @@ def signal_new_overlaps(stores: Stores, task: ActiveTask, touched: list[FileRef]
     keys = {ref.key for ref in touched}
     candidates = [c for c in conflicts if keys.intersection(c.shared_files)]
     published = _publish_new(stores, task, candidates, by_key, at, warnings) if candidates else []
-    return Overlaps(conflicts, paths, published)
+    forks = fork_related(stores, task.task_id, (c.other_task_id for c in published)) if published else {}
+    return Overlaps(conflicts, paths, published, forks)
 
 
 def _publish_new(stores: Stores, task: ActiveTask, candidates: list[FileConflict], by_key: dict[str, FileRef],

@@ -123,19 +123,41 @@ def signal_line(signal) -> str:
     return f"{when(signal.emitted_at)} {one_line(signal.summary())}"
 
 
-def signals_told(task_id: str, signals: Sequence) -> str:
-    """The few lines a prompt-submit hook adds: signals about task_id since the agent last heard."""
+def overlapping_task(task_id: str, signal) -> str | None:
+    """The other ticket of a conflict_detected signal about task_id, else None."""
+    if getattr(signal.signal_type, "value", signal.signal_type) != "conflict_detected":
+        return None
+    return signal.related_task_id if signal.task_id == task_id else signal.task_id
+
+
+def signals_told(task_id: str, signals: Sequence, forks: dict[str, str] | None = None) -> str:
+    """The few lines a prompt-submit hook adds: signals about task_id since the agent last
+    heard; an overlap with a fork or its parent (forks: {other: "A is a fork of B"}) is told
+    as expected, not as a conflict."""
+    forks = forks or {}
     shown = list(reversed(signals))[:MAX_SIGNAL_LINES]
     lines = [f"Baton: news about {task_id} since you last heard, newest first:"]
-    lines += [f"- {_clip(signal_line(s))}" for s in shown]
+    for signal in shown:
+        other = overlapping_task(task_id, signal)
+        line = signal_line(signal)
+        if other in forks:
+            changed = ", ".join(signal.file_paths)
+            line = (f"{when(signal.emitted_at)} fork of: {forks[other]}; both change {changed}, "
+                    "as expected (not a conflict)")
+        lines.append(f"- {_clip(line)}")
     if len(signals) > len(shown):
         lines.append(f"- and {len(signals) - len(shown)} more: `baton signals --task {task_id}`")
     return "\n".join(lines)
 
 
-def conflicts_told(task_id: str, conflicts: Sequence, paths: dict[str, list[str]]) -> str:
-    """What a post-tool-use hook says about the new overlaps an edit created."""
-    lines = [f"Baton: {c.other_task_id} (another active ticket) is also changing {', '.join(paths[c.other_task_id])}; "
+def conflicts_told(task_id: str, conflicts: Sequence, paths: dict[str, list[str]],
+                   forks: dict[str, str] | None = None) -> str:
+    """What a post-tool-use hook says about the new overlaps an edit created (forks: those
+    with a fork or its parent, told as "fork of": expected, not a conflict)."""
+    forks = forks or {}
+    lines = [f"Baton: fork of: {forks[c.other_task_id]}, and both change {', '.join(paths[c.other_task_id])}; "
+             "this overlap is expected, not a conflict." if c.other_task_id in forks else
+             f"Baton: {c.other_task_id} (another active ticket) is also changing {', '.join(paths[c.other_task_id])}; "
              f"{task_id} now overlaps with it. Advisory: coordinate before further edits to these files."
              for c in conflicts]
     return "\n".join(_clip(line, 1000) for line in lines)

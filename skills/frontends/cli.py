@@ -142,7 +142,13 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--limit", type=int, default=5)
     sub.add_argument("--json", action="store_true")
 
-    command("env", "Print the environment derived from this worktree's binding.", task=False)
+    sub = command("env", "Print the environment derived from this worktree's binding; `env record` records the "
+                         "environment manifest the work runs on.", task=False)
+    sub.add_argument("action", nargs="?", choices=["record"], help="record: run the setup commands, then record "
+                     "OS, toolchains, lockfile hashes, services and setup statuses, and take a checkpoint")
+    sub.add_argument("--setup", action="append", default=[], metavar="CMD",
+                     help="with record: a setup command to run first (no shell; repeatable, run in order)")
+    sub.add_argument("--json", action="store_true")
 
     sub = command("projector", "Apply the event log on Kafka to the registry, graph and recall index.", task=False)
     sub.add_argument("--once", action="store_true", help="stop when caught up (and fail if a store is down)")
@@ -172,8 +178,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument("--dry-run", action="store_true", help="say which sessions would go; remove nothing")
     sub.add_argument("--checkpoints", action="store_true",
                      help="instead, remove this repository's checkpoints that nothing needs")
-    sub.add_argument("--keep", type=int, default=5, metavar="N",
-                     help="with --checkpoints: the newest kept per run besides those still needed (default 5)")
+    sub.add_argument("--keep", type=int, metavar="N",
+                     help="with --checkpoints: the newest kept per run besides those still needed "
+                          "(default [checkpoints] keep_per_run, 5)")
     sub.add_argument("--json", action="store_true")
 
     for name, verb in (("install", "Wire Baton into"), ("uninstall", "Remove what `baton install` added to")):
@@ -349,7 +356,11 @@ def _touch(args, stores) -> int:
 
     for conflict in report.new_conflicts:
         shared = one_line(", ".join(report.conflict_paths[conflict.other_task_id]))
-        print(f"Warning: {conflict.other_task_id} also touching {shared} (advisory)")
+        if conflict.other_task_id in report.forks:
+            print(f"Note: {conflict.other_task_id} also touching {shared} (fork of: "
+                  f"{one_line(report.forks[conflict.other_task_id])}; expected, not a conflict)")
+        else:
+            print(f"Warning: {conflict.other_task_id} also touching {shared} (advisory)")
     return 0
 
 
@@ -516,12 +527,45 @@ def _env(args, stores) -> int:
     from baton.skills.core.binding import read_binding
 
     place, _ = _place()
+    if args.action == "record":
+        return _env_record(args, stores, place)
+    if args.setup:
+        raise BadInput("--setup goes with `baton env record`")
     binding = read_binding(place)
     if binding is None:
         raise BadInput(f"{place.root} is not bound: run `baton bind TASK`")
     print(f"export BATON_TASK_ID={binding.task_id}")
     print(f"export BATON_SESSION_ID={binding.session_id}")
     return 0
+
+
+def _env_record(args, stores, place) -> int:
+    """Exit 1 when a setup command failed (the manifest records it all the same)."""
+    from baton.shown_text import one_line
+    from baton.skills.core.binding import resolve_task
+    from baton.skills.services.environment import record_environment
+
+    task = resolve_task(None, place, stores.settings.ambient)
+    recorded = record_environment(stores, task, place, args.setup)
+    _warn(recorded.warnings)
+    if args.json:
+        _dump(recorded.to_json())
+        return 1 if recorded.setup_failed else 0
+    body = recorded.manifest.body
+    print(f"Environment {recorded.manifest.id[:12]} of {task.task_id} "
+          f"({body['os']['system']} {body['os']['machine']})")
+    for name, answer in body["toolchains"].items():
+        print(f"  {name}: {one_line(answer.get('version', answer['status']))}")
+    for path, digest in body["lockfiles"].items():
+        print(f"  lockfile {one_line(path)}: {digest[:12]}")
+    for name, answer in body.get("services", {}).items():
+        print(f"  service {one_line(name)}: {one_line(answer['status'])}")
+    for setup in body["setup"]:
+        status = "could not run" if setup["exit_status"] is None else f"exit {setup['exit_status']}"
+        print(f"  setup `{one_line(setup['command'])}`: {status}")
+    if recorded.checkpoint:
+        print(f"Checkpoint {recorded.checkpoint[:12]} holds it.")
+    return 1 if recorded.setup_failed else 0
 
 
 def _gc(args, stores) -> int:
@@ -844,7 +888,8 @@ def _gc_checkpoints(args, stores) -> int:
         _dump(collected.to_json())
         return 0
     verb = "Would remove" if args.dry_run else "Removed"
-    print(f"{verb} {len(collected.removed)} checkpoint(s); {collected.kept} kept.")
+    records = f" and {collected.records_removed} registry record(s)" if collected.records_removed else ""
+    print(f"{verb} {len(collected.removed)} checkpoint(s){records}; {collected.kept} kept.")
     for checkpoint_id in collected.removed:
         print(f"  {checkpoint_id[:12]}")
     return 0

@@ -12,6 +12,8 @@ payload on standard input (formats: https://code.claude.com/docs/en/hooks).
   take a checkpoint when the tree changed since the last one, and write a handoff when
   the configuration asks for it (`[hooks] handoff` or BATON_HOOK_HANDOFF: stop or
   session-end); session-end forgets the agent session.
+- session-start and stop also keep the agent's own session id and transcript path as the
+  run's provider reference, encrypted in the data home (baton.skills.runtime.provider_refs).
 
 A hook never blocks or breaks the agent: whatever goes wrong becomes one line on
 standard error and exit status 0 (Claude Code shows stderr of a successful hook only in
@@ -167,7 +169,8 @@ def post_tool_use(payload: Payload, out: Output) -> None:
             from baton.skills.frontends.briefing import conflicts_told
 
             out.say(additional_context("PostToolUse",
-                                       conflicts_told(task.task_id, report.new_conflicts, report.conflict_paths)))
+                                       conflicts_told(task.task_id, report.new_conflicts, report.conflict_paths,
+                                                      report.forks)))
             sessions.told(payload.session_id, [str(c.signal_id) for c in report.new_conflicts], clock.now())
 
 
@@ -189,6 +192,7 @@ def session_start(payload: Payload, out: Output) -> None:
             # The embedded registry refuses reads: its writes fail too (a server's are kept locally).
             out.cannot_record(f"session registry unavailable: {result.reason}")
         context, shown = session_context(result, handoff=handoff_of(place.root, task.task_id))
+        _step(out, "recording the agent session", lambda: remember_provider(stores, payload, task, place))
         with agent_sessions(stores) as sessions:
             heartbeat(sessions, payload, task, place)
             interrupted = interrupted_line(stores, place, sessions)
@@ -214,6 +218,21 @@ def heartbeat(sessions, payload: Payload, task, place) -> None:
     agent = os.getppid()
     sessions.beat(Beat(task.task_id, str(place.root), payload.session_id, agent, process_start(agent),
                        socket.gethostname(), clock.now()))
+
+
+def remember_provider(stores, payload: Payload, task, place) -> None:
+    """Keep the agent's own session id and transcript path as the run's provider reference,
+    encrypted in the data home (baton.skills.runtime.provider_refs): resume offers
+    `claude --resume` from it. At session start and each end of turn, not on the prompt's
+    light path: encrypting imports the cipher."""
+    from baton.skills.runtime.provider_refs import record
+    from baton.skills.services.checkpoint import local_run
+
+    run = local_run(place, task.task_id)
+    transcript = payload.event.get("transcript_path")
+    if run is not None and payload.session_id:
+        record(stores.settings.home, task.task_id, run.run_id, payload.session_id,
+               transcript if isinstance(transcript, str) else None)
 
 
 def interrupted_line(stores, place, sessions) -> str | None:
@@ -274,7 +293,11 @@ def user_prompt_submit(payload: Payload, out: Output) -> None:
         now = clock.now()
         news = untold_news(stores, sessions, payload.session_id, task.task_id, heard, bound_at=bound_at)
         if news:
-            out.say(additional_context("UserPromptSubmit", signals_told(task.task_id, news)))
+            from baton.skills.core.overlaps import fork_related
+            from baton.skills.frontends.briefing import overlapping_task
+
+            forks = fork_related(stores, task.task_id, filter(None, (overlapping_task(task.task_id, s) for s in news)))
+            out.say(additional_context("UserPromptSubmit", signals_told(task.task_id, news, forks)))
             sessions.told(payload.session_id, [str(s.signal_id) for s in news], now)
         sessions.heard(payload.session_id, task.task_id, now, watermark)
 
@@ -338,10 +361,24 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
     place, locator, task = locate(payload.cwd)
     with opened_stores() as stores:
         _step(out, "delivering kept writes", lambda: _warn(deliver_kept(stores)))
+        seen: list[tuple[str, ...]] = []  # the checkpoint's `git status`, which the sweep reuses
+        if task is not None and not ending and place.worktree is not None:
+            from baton.skills.services.checkpoint import boundary_checkpoint
+
+            def checkpoint() -> None:
+                # Only when the tree changed since the last checkpoint: the take answers
+                # Unchanged from one `git status`, hashing nothing. A refusal is a warning.
+                warnings, taken = boundary_checkpoint(
+                    stores, task, place, "stop", timeout=max(0.2, STOP_BUDGET - (time.monotonic() - started)))
+                _warn(warnings)
+                if taken is not None:
+                    seen.append(taken.dirty)
+
+            _step(out, "taking a checkpoint", checkpoint)
         swept: list[int] = []
         if task is not None and place.worktree is not None:
-            _step(out, "recording changed files",
-                  lambda: swept.append(_sweep(stores, payload.session_id, task, place, locator)))
+            _step(out, "recording changed files", lambda: swept.append(
+                _sweep(stores, payload.session_id, task, place, locator, seen[0] if seen else None)))
         if task is not None and not any(swept):
             _step(out, "recording activity", lambda: _record_activity(stores, task))
         if task is not None and not ending:
@@ -350,13 +387,7 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
                     heartbeat(sessions, payload, task, place)
 
             _step(out, "recording the heartbeat", beat)
-        if task is not None and not ending and place.worktree is not None:
-            from baton.skills.services.checkpoint import checkpoint_at_boundary
-
-            # Only when the tree changed since the last checkpoint: the take answers
-            # Unchanged from one `git status`, hashing nothing. A refusal is a warning.
-            _step(out, "taking a checkpoint", lambda: _warn(checkpoint_at_boundary(
-                stores, task, place, "stop", timeout=max(0.2, STOP_BUDGET - (time.monotonic() - started)))))
+            _step(out, "recording the agent session", lambda: remember_provider(stores, payload, task, place))
         if task is not None and stores.settings.hook_handoff == hook:
             from baton.skills.handoff.write import write_handoff
 
@@ -371,13 +402,14 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
             _step(out, "forgetting the agent session", forget)
 
 
-def _sweep(stores, agent_session: str, task, place, locator) -> int:
+def _sweep(stores, agent_session: str, task, place, locator, listed: tuple[str, ...] | None = None) -> int:
     """Record the worktree's files changed since this agent session's last sweep (at most
-    MAX_SWEEP; the rest at the next), and only then count them as swept; returns how many."""
+    MAX_SWEEP; the rest at the next), and only then count them as swept; returns how many.
+    listed: the changed paths git status just named (the checkpoint's), else it is asked."""
     from baton import clock
     from baton.skills.services.touch import touch
 
-    dirty = without_batons_own(dirty_files(place.root))
+    dirty = without_batons_own(dirty_files(place.root, listed))
     with agent_sessions(stores) as sessions:
         changed = sessions.changed_since_sweep(agent_session, task.task_id, dirty)[:MAX_SWEEP]
         if not changed:
@@ -406,25 +438,25 @@ def _step(out: Output, doing: str, step: Callable[[], None]) -> None:
         out.cannot_record(f"{doing}: {_failure(exc)}")
 
 
-def dirty_files(root: Path) -> dict[str, float]:
+def dirty_files(root: Path, listed: tuple[str, ...] | None = None) -> dict[str, float]:
     """Changed, added, deleted and untracked files of the worktree at root: {relative path:
-    modification time, -1 for a deleted file}."""
-    import subprocess
+    modification time, -1 for a deleted file}; listed: their paths, when known already."""
+    if listed is None:
+        import subprocess
 
-    from baton.git import git_argv
+        from baton.git import git_argv
 
-    # GIT_OPTIONAL_LOCKS=0: a status run by a hook must not take the index lock from the agent's own git.
-    listed = subprocess.run(git_argv("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"),
-                            cwd=root, capture_output=True, timeout=10, check=True,
-                            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"}).stdout
+        # GIT_OPTIONAL_LOCKS=0: a status run by a hook must not take the index lock from the agent's own git.
+        out = subprocess.run(git_argv("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"),
+                             cwd=root, capture_output=True, timeout=10, check=True,
+                             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"}).stdout
+        listed = tuple(entry[3:] for entry in out.decode("utf-8", "surrogateescape").split("\0") if len(entry) > 3)
     dirty = {}
-    for entry in listed.decode("utf-8", "surrogateescape").split("\0"):
-        if len(entry) > 3:
-            path = entry[3:]
-            try:
-                dirty[path] = (root / path).stat().st_mtime
-            except FileNotFoundError:
-                dirty[path] = -1.0
+    for path in listed:
+        try:
+            dirty[path] = (root / path).stat().st_mtime
+        except FileNotFoundError:
+            dirty[path] = -1.0
     return dirty
 
 

@@ -59,6 +59,12 @@ def resume_markdown(result: ResumeResult) -> str:
         lines += ["", "### Compatibility"]
         lines += [f"- {c.check}: {c.status}" + (f" ({one_line(c.detail)})" if c.detail else "")
                   for c in result.compatibility]
+    if result.continuation is not None:
+        shown = result.continuation
+        lines += ["", "### Native continuation"]
+        lines.append(f"- `{one_line(shown.command)}`, run in {one_line(shown.worktree or '')}: continues the previous "
+                     "conversation's transcript (not the previous model's hidden reasoning)" if shown.command
+                     else f"- not offered: {one_line(shown.reason or '')}")
     for title, items in (("Remaining work", journal.remaining_work), ("Constraints", journal.constraints)):
         if items:
             lines += ["", f"### {title}"] + [f"- [{i.provenance}] {one_line(i.text)}" for i in items]

@@ -29,6 +29,8 @@ PROBE_BUDGET = 30.0
 MAX_STORE_TIMEOUT = 300.0
 MAX_RECHECK_AFTER = 86400.0  # a day: a server down longer is asked again at least daily
 MAX_PROBE_SECONDS = 86400.0
+MAX_CHECKPOINT_FILE_BYTES = 1 << 40
+MAX_GLOBS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +40,8 @@ class Setting:
     name: str  # the attribute of Settings (or of HandoffSettings, for the [handoff] table)
     env: str | None  # the environment variable, if the environment may set it
     table: str | None  # the baton.toml table, if the file may set it
-    kind: str  # text, path, seconds, number, duration, switch, choice, commands, patterns, lifecycle
+    kind: str  # text, path, seconds, number, count, duration, switch, choice, commands, patterns, globs,
+    # services, lifecycle
     default: object
     doc: str
     low: float | None = None  # numbers: the range; `low_open` excludes low itself
@@ -98,6 +101,20 @@ SETTINGS: tuple[Setting, ...] = (
             toml_key="ended_sessions"),
     Setting("keep_signals", None, "retention", "duration", "30d", "how long a signal is kept (`baton gc`)",
             toml_key="signals"),
+    Setting("checkpoint_artifacts", None, "checkpoints", "globs", (),
+            "globs of ignored files a checkpoint holds too (build outputs, say), each within the size cap",
+            toml_key="artifacts"),
+    Setting("checkpoint_max_file_bytes", None, "checkpoints", "count", 10 * 1024 * 1024,
+            "bytes over which an untracked file or artifact is left out of a checkpoint (and said so)",
+            low=0, high=MAX_CHECKPOINT_FILE_BYTES, low_open=False, toml_key="max_file_bytes"),
+    Setting("checkpoint_keep", None, "checkpoints", "count", 5,
+            "checkpoints `baton gc --checkpoints` keeps per run besides those still needed", low=1, high=10_000,
+            low_open=False, toml_key="keep_per_run"),
+    Setting("environment_lockfiles", None, "environment", "globs", (),
+            "globs of lockfiles hashed into the environment manifest besides the known ones",
+            toml_key="lockfiles"),
+    Setting("environment_services", None, "environment", "services", {},
+            "services the work needs, each with the command probing it (`baton env record`)", toml_key="services"),
     Setting("redaction_allow", None, "redaction", "patterns", (),
             "regular expressions of text never redacted as a secret (false positives)", toml_key="allow"),
     # The [workflow] table, kept as the file gives it: the lifecycle is validated whole where
@@ -143,6 +160,11 @@ class Settings:
     dashboard_token: str | None = None  # what `baton serve` asks of every request (needed off loopback)
     keep_ended_sessions: timedelta = timedelta(days=90)  # [retention] ended_sessions
     keep_signals: timedelta = timedelta(days=30)  # [retention] signals
+    checkpoint_artifacts: tuple[str, ...] = ()  # [checkpoints] artifacts
+    checkpoint_max_file_bytes: int = 10 * 1024 * 1024  # [checkpoints] max_file_bytes
+    checkpoint_keep: int = 5  # [checkpoints] keep_per_run
+    environment_lockfiles: tuple[str, ...] = ()  # [environment] lockfiles
+    environment_services: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # [environment] services
     redaction_allow: tuple[str, ...] = ()  # [redaction] allow: text never redacted (baton.redaction)
     workflow: Mapping[str, object] | None = None  # the [workflow] table as given; None: the default lifecycle
 
@@ -236,6 +258,12 @@ def _parse(row: Setting, raw: object, where: str, path: Path) -> object:
         return _patterns(raw, where)
     if row.kind in ("seconds", "number"):
         return _number(row, raw, where)
+    if row.kind == "count":
+        return _count(row, raw, where)
+    if row.kind == "globs":
+        return _globs(raw, where)
+    if row.kind == "services":
+        return _services(raw, where)
     if row.kind == "switch":
         return _switch(raw, where)
     if row.kind == "duration":
@@ -266,6 +294,42 @@ def _number(row: Setting, raw: object, where: str) -> float:
     if not (low <= value <= high) or (row.low_open and value == low):
         raise BadInput(f"{where} is out of range ({low:g} to {high:g}): {raw!r}")
     return value
+
+
+def _count(row: Setting, raw: object, where: str) -> int:
+    """A whole number within the row's range."""
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise BadInput(f"{where} must be a whole number, got {raw!r}")
+    _number(row, raw, where)
+    return raw
+
+
+def _globs(raw: object, where: str) -> tuple[str, ...]:
+    """Glob patterns relative to the worktree: git pathspecs, so `**` crosses directories."""
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(entry, str) for entry in raw):
+        raise BadInput(f"{where} must be a list of glob patterns (strings)")
+    if len(raw) > MAX_GLOBS:
+        raise BadInput(f"{where}: at most {MAX_GLOBS} patterns, got {len(raw)}")
+    for entry in raw:
+        parts = entry.split("/")
+        if not entry.strip() or "\0" in entry or entry.startswith("/") or ".." in parts or len(entry) > 1000:
+            raise BadInput(f"{where}: {entry[:100]!r} is not a pattern inside the worktree "
+                           "(relative, without `..`, at most 1000 characters)")
+    return tuple(raw)
+
+
+def _services(raw: object, where: str) -> dict[str, tuple[str, ...]]:
+    """{name: probe command}: a table of strings, each a command run without a shell."""
+    from baton.skills.runtime.command_words import parse_command
+
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise BadInput(f"{where} must be a table of service = \"probe command\"")
+    if len(raw) > MAX_GLOBS:
+        raise BadInput(f"{where}: at most {MAX_GLOBS} services, got {len(raw)}")
+    try:
+        return {str(name): tuple(parse_command(command)) for name, command in raw.items()}
+    except BadInput as exc:
+        raise BadInput(f"{where}: {exc}") from None
 
 
 def _switch(raw: object, where: str) -> bool:

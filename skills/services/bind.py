@@ -100,7 +100,7 @@ def _run_events(stores: Stores, task_id: str, session_id: str, place: Place, cur
                 write_local_run(place, task_id, latest.text, None)
             return []
         start = RunStart(run_id, "reopen" if reopens else "bind", latest.text if latest else None)
-    manifest = capture_environment(place)
+    manifest = capture_environment(place, stores.settings.environment_lockfiles)
     write_local_run(place, task_id, start.run_id, manifest)
     base = start.base
     if base is None and place.worktree is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -79,14 +80,14 @@ def write_local_run(place: Place, task_id: str, run_id: str, manifest: Manifest 
         raise
 
 
-def capture_environment(place: Place) -> Manifest | None:
-    """The environment manifest of the worktree (no setup commands: it is cheap), or None
-    outside git."""
+def capture_environment(place: Place, lockfiles: Sequence[str] = ()) -> Manifest | None:
+    """The environment manifest of the worktree, as bind records it (no setup commands, no
+    service probes: it is cheap), or None outside git. lockfiles: `[environment] lockfiles`."""
     if place.worktree is None:
         return None
     from baton.skills.core.environment import capture
 
-    return capture(place.root, wait=1.0)
+    return capture(place.root, lockfiles=lockfiles, wait=1.0)
 
 
 def checkpoint_event(task: ActiveTask, place: Place, checkpoint, at: datetime) -> WireEvent:
@@ -114,8 +115,10 @@ def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary:
         raise BadInput(f"a checkpoint label is 1 to {MAX_LABEL} characters")
     run = run or local_run(place, task.task_id)
     label = stores.redact(label.strip()) if label else None  # it is kept in the repository too
+    settings = stores.settings
     result = take(place.root, boundary=boundary, label=label,
                   run_id=run.run_id if run else None, environment=run.environment if run else None,
+                  artifacts=settings.checkpoint_artifacts, max_file_bytes=settings.checkpoint_max_file_bytes,
                   timeout=timeout or DEFAULT_TIMEOUT)
     if isinstance(result, Taken):
         at = clock.now()
@@ -136,14 +139,33 @@ def checkpoint_at_boundary(stores: Stores, task: ActiveTask, place: Place, bound
                            timeout: float | None = None) -> list[str]:
     """A checkpoint at a boundary the user did not ask for: whatever keeps it from being
     taken is a warning, never the command's failure. Answers the warnings."""
+    return boundary_checkpoint(stores, task, place, boundary, timeout=timeout)[0]
+
+
+def boundary_checkpoint(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,
+                        timeout: float | None = None) -> tuple[list[str], Taken | Unchanged | None]:
+    """checkpoint_at_boundary, also answering what was taken or found unchanged (None:
+    nothing), whose `dirty` paths the Stop hook records as the turn's changed files."""
     from baton.skills.core.checkpoints import Refused
 
     if place.worktree is None:
-        return []
+        return [], None
     try:
         result = take_checkpoint(stores, task, place, boundary=boundary, timeout=timeout)
     except BatonError as exc:
-        return [f"no checkpoint at {boundary}: {exc}"]
+        return [f"no checkpoint at {boundary}: {exc}"], None
     if isinstance(result, Refused):
-        return [f"no checkpoint at {boundary}: {result.reason}"]
-    return []
+        return [f"no checkpoint at {boundary}: {result.reason}"], None
+    return skipped_warnings(result), result
+
+
+def skipped_warnings(result: Taken | Unchanged | Refused) -> list[str]:
+    """One warning naming what a checkpoint just written left out (over the size cap,
+    unreadable, ...), so no one trusts it to hold a file it does not."""
+    from baton.skills.core.checkpoints import Taken
+
+    if not isinstance(result, Taken) or not result.created or not result.checkpoint.skipped:
+        return []
+    skipped = result.checkpoint.skipped
+    more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
+    return [f"checkpoint {result.checkpoint.id[:12]} does not hold {skipped[0].path!r} ({skipped[0].reason}){more}"]

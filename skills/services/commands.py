@@ -288,7 +288,7 @@ def runs(stores: Stores, place: Place, request: RunsRequest) -> tuple[str, list]
 
 @dataclass(frozen=True, slots=True)
 class GcRequest:
-    keep: int = 5
+    keep: int | None = None  # None: [checkpoints] keep_per_run
     dry_run: bool = False
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from baton.git import git_argv
@@ -76,8 +77,9 @@ def _differences(recorded: dict, now: dict, key: str) -> list[str]:
     return out
 
 
-def compatibility(session: Session, place: Place) -> list[Check]:
-    """The checks for the ticket's current run, in this worktree."""
+def compatibility(session: Session, place: Place, lockfiles: Sequence[str] = ()) -> list[Check]:
+    """The checks for the ticket's current run, in this worktree (lockfiles: the globs of
+    `[environment] lockfiles`, as the manifest was recorded with)."""
     if place.worktree is None:
         return []
     run = session.current_run
@@ -85,8 +87,9 @@ def compatibility(session: Session, place: Place) -> list[Check]:
     base = (run.base if run else None) or (session.checkpoint.base if session.checkpoint else None)
     if base:
         checks.append(_base(place, base))
-    environment = (run.environment if run else None) or (session.checkpoint.environment if session.checkpoint
-                                                          else None)
+    # The latest checkpoint names the manifest recorded last (`baton env record` after the bind).
+    environment = (session.checkpoint.environment if session.checkpoint else None) or (
+        run.environment if run else None)
     if environment:
         recorded = _recorded_manifest(place, session, environment)
         if recorded is None:
@@ -94,7 +97,7 @@ def compatibility(session: Session, place: Place) -> list[Check]:
         else:
             from baton.skills.core.environment import capture
 
-            now = capture(place.root, wait=1.0).body
+            now = capture(place.root, lockfiles=lockfiles, wait=1.0).body
             for key, name in (("lockfiles", "lockfiles"), ("toolchains", "toolchains")):
                 changed = _differences(recorded, now, key)
                 checks.append(Check(name, "changed", "; ".join(changed)) if changed else Check(name, "ok"))

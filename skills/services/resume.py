@@ -24,6 +24,7 @@ from baton.skills.runtime.deadline import SLACK, gather
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.bind import bind
 from baton.skills.services.compatibility import compatibility
+from baton.skills.services.continuation import Continuation, native_continuation
 from baton.skills.services.handoff import verify_and_record
 from baton.skills.services.stage import WorkflowView, workflow_view
 
@@ -58,6 +59,7 @@ class ResumeResult:
     prizmkit: Recovery | None = None  # the worktree's PrizmKit records of the ticket, read only (None: none)
     compatibility: list = field(default_factory=list)  # baton.skills.services.compatibility.Check
     forks: list[str] = field(default_factory=list)  # overlapping tickets forked from this one, or its parent
+    continuation: Continuation | None = None  # the agent's native continuation, or why not (None: not asked)
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -85,6 +87,7 @@ class ResumeResult:
             "compatibility": [c.to_json() for c in self.compatibility],
             "fork_of": self.session.fork_of if self.session else None,
             "forks_overlapping": self.forks,
+            "continuation": self.continuation.to_json() if self.continuation else None,
             **(self.handoff.to_json() if self.handoff else {"handoff": None, "live_state": []}),
         }
 
@@ -161,6 +164,8 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
     result.prizmkit = prizmkit_records_of(place.root, task_id,
                                           lambda branch: liveness.branch_exists(str(place.root), branch))
     at = at or clock.now()
+    if verify_handoff and result.session is not None:
+        result.continuation = native_continuation(stores.settings.home, result.session, place.root, agent)
     if bind_task:
         result.bound = True
         try:
@@ -204,7 +209,8 @@ def read_session(stores: Stores, task_id: str, *, limit: int = 5, workflow_root:
         if session.decisions:  # related decisions are found from the ticket's own
             asked["recall"] = lambda: _related(stores, session, limit)
         with ThreadPoolExecutor(max_workers=1) as pool:
-            checked = pool.submit(compatibility, session, compatible_with) if compatible_with is not None else None
+            checked = pool.submit(compatibility, session, compatible_with, stores.settings.environment_lockfiles) \
+                if compatible_with is not None else None
             parts = gather(asked, max(budget.remaining(), 0.0) + SLACK)
             result.compatibility = checked.result() if checked is not None else []
         for name, part in parts.items():

@@ -27,7 +27,6 @@ from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.bind import RunStart, bind
 
-DEFAULT_KEEP = 5  # checkpoints kept per run by `baton gc`, besides those something refers to
 _NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}")
 
 
@@ -329,19 +328,24 @@ class Collected:
     removed: tuple[str, ...]
     kept: int
     dry_run: bool
+    records_removed: int = 0  # their checkpoint_taken records in the registry
 
     def to_json(self) -> dict:
-        return {"removed": list(self.removed), "kept": self.kept, "dry_run": self.dry_run}
+        return {"removed": list(self.removed), "kept": self.kept, "dry_run": self.dry_run,
+                "records_removed": self.records_removed}
 
 
-def collect(stores: Stores, place: Place, *, keep: int = DEFAULT_KEEP, dry_run: bool = False) -> Collected:
-    """Remove the checkpoint refs of this repository that nothing needs: kept are every
-    ticket's latest checkpoint, each run's divergence point (restores, forks), the newest
-    `keep` of each run and the newest taken at a handoff of each run. Asks the registry
-    first and removes nothing when it does not answer."""
+def collect(stores: Stores, place: Place, *, keep: int | None = None, dry_run: bool = False) -> Collected:
+    """Remove the checkpoints of this repository that nothing needs, their refs and then
+    their records in the registry: kept are every ticket's latest checkpoint (a live run's
+    included), each run's divergence point (restores, forks), the newest `keep` of each run
+    (default `[checkpoints] keep_per_run`) and the newest taken at a handoff of each run.
+    Asks the registry first and removes nothing when it does not answer; a record whose
+    removal fails is removed by the next gc (its ref is gone, so it is asked again)."""
     from baton.skills.core.checkpoints import gc, list_checkpoints
     from baton.store_names import Store
 
+    keep = stores.settings.checkpoint_keep if keep is None else keep
     if keep < 1:
         raise BadInput("--keep must be at least 1")
     listed = stores.registry.list_sessions(include_inactive=True)
@@ -359,6 +363,8 @@ def collect(stores: Stores, place: Place, *, keep: int = DEFAULT_KEEP, dry_run: 
         needed |= {c.id for c in taken[:keep]}
         needed |= {c.id for c in [c for c in taken if c.boundary == "handoff"][:1]}
     doomed = tuple(sorted(c.id for c in found.value if c.id not in needed))
-    if not dry_run and doomed:
-        doomed = gc(place.root, {c.id for c in found.value if c.id not in doomed})  # an unreadable record goes too
-    return Collected(doomed, len(found.value) - len(doomed), dry_run)
+    if dry_run or not doomed:
+        return Collected(doomed, len(found.value) - len(doomed), dry_run)
+    doomed = gc(place.root, {c.id for c in found.value if c.id not in doomed})  # an unreadable record goes too
+    records = stores.registry.forget_checkpoints(doomed)
+    return Collected(doomed, len(found.value) - len(doomed), dry_run, records)

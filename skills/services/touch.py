@@ -31,6 +31,7 @@ class TouchReport:
     conflicts: list[FileConflict] = field(default_factory=list)
     new_conflicts: list[FileConflict] = field(default_factory=list)
     conflict_paths: dict[str, list[str]] = field(default_factory=dict)
+    forks: dict[str, str] = field(default_factory=dict)  # new overlaps with a fork or its parent: expected
 
 
 def file_refs(raw_paths: list[str], cwd: Path, locator: WorktreeLocator) -> list[FileRef]:
@@ -79,5 +80,6 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     found = signal_new_overlaps(stores, task, refs, at, report.warnings)
     if found is not None:
         report.conflicts, report.conflict_paths, report.new_conflicts = found.conflicts, found.paths, found.new
+        report.forks = found.forks
     return report
 

@@ -158,15 +158,27 @@ class OverviewSource:
 
 def conflict_map(snapshot: Snapshot, filters: Filters, limit: int) -> dict:
     """Tickets as nodes and shared files as edges, for the map: the `limit` tickets with the
-    most conflicts among those the filters keep (a map stays legible up to about 50)."""
+    most conflicts among those the filters keep (a map stays legible up to about 50). A
+    fork and its parent sharing files are an edge marked "fork of", expected and not
+    counted as a conflict."""
     kept = {row["task_id"]: row for row in snapshot.rows_for(filters) if row["status"] == "active"}
     shared = snapshot.overlaps
+
+    def fork_of(task: str, other: str) -> str | None:
+        if kept[task].get("fork_of") == other:
+            return f"{task} is a fork of {other}"
+        if other in kept and kept[other].get("fork_of") == task:
+            return f"{other} is a fork of {task}"
+        return None
+
+    conflicts = {task: [o for o in shared.get(task, {}) if not fork_of(task, o)] for task in kept}
     ranked = sorted((task for task in kept if shared.get(task)),
-                    key=lambda task: (-sum(1 for other in shared[task] if other in kept), task))
+                    key=lambda task: (-sum(1 for other in conflicts[task] if other in kept),
+                                      -sum(1 for other in shared[task] if other in kept), task))
     shown = set(ranked[:limit])
-    nodes = [{"id": task, "conflicts": len(shared[task]), "stale": kept[task]["stale"], "agent": kept[task]["agent"]}
-             for task in ranked[:limit]]
-    edges = [{"a": task, "b": other, "files": sorted({ref.path for ref in refs})}
+    nodes = [{"id": task, "conflicts": len(conflicts[task]), "stale": kept[task]["stale"],
+              "agent": kept[task]["agent"]} for task in ranked[:limit]]
+    edges = [{"a": task, "b": other, "files": sorted({ref.path for ref in refs}), "fork_of": fork_of(task, other)}
              for task in sorted(shown) for other, refs in sorted(shared[task].items())
              if other in shown and task < other]
     return {"nodes": nodes, "edges": edges, "in_conflict": len(ranked), "graph": _graph_state(snapshot)}

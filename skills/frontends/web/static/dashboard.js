@@ -119,7 +119,9 @@ function showEdge(edge, line) {
   document.querySelectorAll("#map .edge.selected").forEach((l) => l.classList.remove("selected"));
   line.classList.add("selected");
   const panel = document.getElementById("edge-files");
-  document.getElementById("edge-title").textContent = `${edge.a} ↔ ${edge.b}: ${edge.files.length} shared file${edge.files.length === 1 ? "" : "s"}`;
+  const shared = `${edge.files.length} shared file${edge.files.length === 1 ? "" : "s"}`;
+  document.getElementById("edge-title").textContent = edge.fork_of
+    ? `fork of: ${edge.fork_of}; ${shared}, expected (not a conflict)` : `${edge.a} ↔ ${edge.b}: ${shared}`;
   const list = document.getElementById("edge-list");
   list.replaceChildren(...edge.files.map((path) => {
     const item = document.createElement("li");
@@ -149,11 +151,11 @@ async function drawMap() {
   for (const edge of map.edges) {
     const [a, b] = [at.get(edge.a), at.get(edge.b)];
     const hit = element("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: "hit" });
-    const line = element("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: "edge",
+    const line = element("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: edge.fork_of ? "edge fork" : "edge",
                                    "stroke-width": Math.min(1 + edge.files.length, 8),
                                    "data-a": edge.a, "data-b": edge.b });
     const title = element("title", {});
-    title.textContent = `${edge.a} ↔ ${edge.b}`;
+    title.textContent = edge.fork_of ? `fork of: ${edge.fork_of} (expected overlap)` : `${edge.a} ↔ ${edge.b}`;
     hit.appendChild(title);
     hit.addEventListener("click", () => showEdge(edge, line));
     svg.append(hit, line);
