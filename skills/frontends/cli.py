@@ -191,7 +191,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = command("guard", "Check staged files against other active tickets (the pre-commit guard).", task=False)
     sub.add_argument("--strict", action="store_true", help="exit 1 (blocking the commit) when one overlaps")
 
-    command("mcp", "Serve Baton's tools to MCP clients over stdio (needs the mcp extra).", task=False)
+    sub = command("mcp", "Serve Baton's tools for this worktree to MCP clients over stdio (needs the mcp extra).",
+                  task=False)
+    sub.add_argument("--allow-unsigned-probes", action="store_true",
+                     help="let the client run unsigned probes, and checks or probes outside [handoff] allow")
 
     sub = command("serve", "Serve the read-only web dashboard for leads (needs the dashboard extra).", task=False)
     sub.add_argument("--host", default="127.0.0.1",
@@ -275,10 +278,11 @@ def run() -> None:
 
 
 def _say(message: str) -> None:
-    """Baton's own failure, as one line on stderr."""
+    """Baton's own failure, as one line on stderr (never a server's credentials)."""
+    from baton.masking import mask
     from baton.shown_text import one_line
 
-    print(f"baton: {one_line(message)}", file=sys.stderr)
+    print(f"baton: {one_line(mask(message))}", file=sys.stderr)
 
 
 def _place():
@@ -300,6 +304,7 @@ _told: set[str] = set()  # stores whose failure this command already told
 
 def _warn(warnings: list[str]) -> None:
     """Print each warning on one line; a store's failure only the first time it is told."""
+    from baton.masking import mask
     from baton.shown_text import one_line
 
     for warning in warnings:
@@ -308,13 +313,14 @@ def _warn(warnings: list[str]) -> None:
             if store in _told:
                 continue
             _told.add(store)
-        print(f"baton: warning: {one_line(warning)}", file=sys.stderr)
+        print(f"baton: warning: {one_line(mask(warning))}", file=sys.stderr)
 
 
 def _dump(data) -> None:
+    from baton.masking import mask_all
     from baton.shown_text import json_for_terminal
 
-    print(json_for_terminal(json.dumps(data, indent=2, ensure_ascii=False)))
+    print(json_for_terminal(json.dumps(mask_all(data), indent=2, ensure_ascii=False)))
 
 
 def _bind(args, stores) -> int:
@@ -697,7 +703,7 @@ def _hook(args) -> int:
 def _mcp(args) -> int:
     from baton.skills.frontends.mcp_server import serve
 
-    serve()
+    serve(allow_unsigned_probes=args.allow_unsigned_probes)
     return 0
 
 
