@@ -53,11 +53,13 @@ def kafka_failure(store: str, bootstrap: str, exc: KafkaException) -> StoreUnava
 
 class KafkaOutbox:
     def __init__(self, bootstrap: str, topic: str, path: Path, *, timeout: float, store: str,
-                 gate: AnyGate | None = None) -> None:
+                 gate: AnyGate | None = None, topic_config: dict[str, str] | None = None) -> None:
         """gate: the Kafka server's gate in the command's budget (baton.budget); without
-        one, each call may wait `timeout` seconds."""
+        one, each call may wait `timeout` seconds. topic_config: the topic's settings when
+        Baton creates it (its retention.ms, say)."""
         self.bootstrap = bootstrap
         self.topic = topic
+        self.topic_config = topic_config or {}
         self.path = path
         self.timeout = timeout
         self.store = store
@@ -89,7 +91,8 @@ class KafkaOutbox:
         admin = AdminClient(client_config(self.bootstrap, left))
         try:
             if self.topic not in admin.list_topics(timeout=left).topics:
-                futures = admin.create_topics([NewTopic(self.topic, PARTITIONS, 1)], operation_timeout=self.gate.left())
+                futures = admin.create_topics([NewTopic(self.topic, PARTITIONS, 1, config=self.topic_config)],
+                                             operation_timeout=self.gate.left())
                 try:
                     futures[self.topic].result(timeout=self.gate.left())
                 except KafkaException as exc:

@@ -121,7 +121,8 @@ class Stores:
                     self.settings.kafka_bootstrap, self.settings.home / SIGNALS_OUTBOX,
                     timeout=self.settings.store_timeout,
                     topic=f"{self.settings.kafka_topic_prefix}{SIGNALS_TOPIC}",
-                    gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)))
+                    gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)),
+                    retention=self.settings.keep_signals)
             else:
                 from baton.signals.sqlite import SqliteSignalBus
 
