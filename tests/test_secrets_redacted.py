@@ -62,3 +62,34 @@ def test_no_secret_reaches_any_embedded_store_file(recorded):
                                  for row in conn.execute(f"SELECT * FROM \"{table[0]}\"")).encode()  # noqa: S608
         leaked = [kind for kind in KINDS if secret_of(kind).encode() in raw]
         assert not leaked, (path, leaked)
+
+
+def test_a_handoffs_probes_and_checks_keep_no_secret_and_still_verify(home, worktrees, cli):
+    """What a probe or check prints is redacted in the document, its JSON and a verification;
+    the digest of the output itself still shows that the claim holds."""
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    printed = "\n".join(SECRETS[kind][0] for kind in KINDS)
+    (main / "settings.txt").write_text(f"{printed}\n")
+    code, out, err = cli(main, "handoff", "--check", "cat settings.txt", "--probe", "Settings=cat settings.txt",
+                         "--json")
+    assert code == 0, err
+    code, verified, err = cli(main, "handoff", "verify", "--json")
+    assert code == 0, err
+    document = (main / "docs" / "handoffs" / "LATEST.md").read_text()
+    shown = "\n".join([out, document, verified, cli(main, "resume", "OMN-1", "--json")[1]])
+    assert "[REDACTED:" in document and "[REDACTED:" in json.loads(out)["live_state"][-1]["recorded"]
+    leaked = [kind for kind in KINDS if secret_of(kind) in shown]
+    assert not leaked, leaked
+    statuses = {claim["section"]: claim["status"] for claim in json.loads(verified)["live_state"]}
+    assert statuses["Settings"] == "verified" and statuses["Check: cat settings.txt"] == "verified", statuses
+
+
+def test_a_handoff_command_holding_a_secret_is_refused_before_it_runs(home, worktrees, cli):
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    key = secret_of("aws-access-key")
+    for args in (["--check", f"echo {key}"], ["--probe", f"Key=echo {key}"]):
+        code, _, err = cli(main, "handoff", *args)
+        assert code == 2 and "holds a secret" in err and key not in err, err
+    assert not (main / "docs").exists()
