@@ -48,6 +48,7 @@ EXCLUDED_OPTIONS = {
 }
 EXCLUDED_COMMANDS = {
     "doctor": "an operator's check of this machine's servers; a tool call reports a store that is down itself",
+    "redact": "an operator's scan of every ticket's stored history, not one agent's",
     "gc": "retention (and, with --checkpoints, a repository's checkpoints) is the operator's to run, not one agent's",
     "checkpoints": "resume_session carries the latest checkpoint; the whole list is for a person choosing one",
     "runs": "resume_session carries the run and its parent; the tree is for a person",

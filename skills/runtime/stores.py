@@ -27,6 +27,7 @@ from baton.store_names import Store
 if TYPE_CHECKING:
     from baton.budget import Budget
     from baton.outbox import Outbox
+    from baton.redaction import Redactor
     from baton.recall.indexer import Indexer
     from baton.recall.queue import EmbeddingQueue
     from baton.recall.search import DecisionSearchClient
@@ -66,14 +67,19 @@ class Stores:
                       health=HealthRecord(self.settings.home, recheck_after=self.settings.recheck_after))
 
     @cached_property
-    def redact(self) -> Callable[[str], str]:
-        """Free text with its secrets replaced by markers (baton.redaction), as every write
-        stores it; the rules are cached in the data home when it can hold them."""
+    def redactor(self) -> Redactor:
+        """The redactor (baton.redaction) with this configuration's allowlist; its rules are
+        cached in the data home when it can hold them."""
         from baton.home import unusable
         from baton.redaction import redactor
 
         home = None if unusable(self.settings.home) or not self.settings.home.is_dir() else self.settings.home
-        redacting = redactor(home, self.settings.redaction_allow)
+        return redactor(home, self.settings.redaction_allow)
+
+    @cached_property
+    def redact(self) -> Callable[[str], str]:
+        """Free text with its secrets replaced by markers, as every write stores it."""
+        redacting = self.redactor
         return lambda text: redacting.redact(text).text
 
     @property
