@@ -35,9 +35,20 @@ PARTITIONS = 3
 _UNREACHABLE = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_MSG_TIMED_OUT", "_TIMED_OUT_QUEUE", "_RESOLVE",
                 "_DESTROY", "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION", "BROKER_NOT_AVAILABLE"}
 
+# The security protocol, SASL and TLS settings of every Kafka client this process makes:
+# set once from the configuration (baton.skills.runtime.stores), so no store passes them on.
+_security: dict[str, str] = {}
+
+
+def use_security(config: dict[str, str]) -> None:
+    _security.clear()
+    _security.update(config)
+
+
 def client_config(bootstrap: str, timeout: float) -> dict:
     # log_level 0: librdkafka's own connection errors reach the caller as Unavailable.
-    return {"bootstrap.servers": bootstrap, "socket.timeout.ms": max(int(timeout * 1000), 10), "log_level": 0}
+    return {"bootstrap.servers": bootstrap, "socket.timeout.ms": max(int(timeout * 1000), 10), "log_level": 0,
+            **_security}
 
 
 def kafka_failure(store: str, bootstrap: str, exc: KafkaException) -> StoreUnavailable:

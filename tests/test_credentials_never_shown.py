@@ -63,10 +63,12 @@ def configured(store: str, port: int) -> dict[str, str]:
     if store == "registry":
         return {"BATON_DATABASE_URL": f"postgresql://baton:{SECRET}@127.0.0.1:{port}/baton?password={SECRET}"}
     if store == "graph":
-        return {"BATON_GRAPH_URL": f"bolt://neo4j:{SECRET}@127.0.0.1:{port}"}
+        return {"BATON_GRAPH_URL": f"bolt://neo4j:{SECRET}@127.0.0.1:{port}", "BATON_GRAPH_USER": "neo4j",
+                "BATON_GRAPH_PASSWORD": SECRET}
     if store == "recall":
-        return {"BATON_QDRANT_URL": f"http://qdrant:{SECRET}@127.0.0.1:{port}"}
-    return {"BATON_KAFKA_BOOTSTRAP": f"127.0.0.1:{port}", "BATON_KAFKA_SASL_USERNAME": "baton",
+        return {"BATON_QDRANT_URL": f"http://qdrant:{SECRET}@127.0.0.1:{port}", "BATON_QDRANT_API_KEY": SECRET}
+    return {"BATON_KAFKA_BOOTSTRAP": f"127.0.0.1:{port}", "BATON_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+            "BATON_KAFKA_SASL_MECHANISM": "SCRAM-SHA-256", "BATON_KAFKA_SASL_USERNAME": "baton",
             "BATON_KAFKA_SASL_PASSWORD": SECRET}
 
 
