@@ -124,3 +124,23 @@ def test_no_output_shows_a_servers_password(home, worktrees, store, port):
     assert any("unavailable" in text for _, text in shown), "the store never failed: the test proves nothing"
     for args, text in shown:
         assert SECRET not in text, f"baton {' '.join(args)} showed the password:\n{text}"
+
+
+@pytest.mark.servers
+def test_the_bolt_credentials_settings_log_in_and_a_wrong_password_is_never_shown(home, worktrees, neo4j_server,
+                                                                                bolt_uri):
+    """The test Neo4j runs with authentication on: BATON_GRAPH_USER and BATON_GRAPH_PASSWORD
+    log in; without them the server refuses; a wrong password is refused and never shown."""
+    main, _ = worktrees
+    right = {"BATON_GRAPH_URL": neo4j_server.address, "BATON_GRAPH_USER": neo4j_server.user,
+             "BATON_GRAPH_PASSWORD": neo4j_server.password}
+    wrong = {**right, "BATON_GRAPH_PASSWORD": SECRET}
+    assert run_process(main, "bind", "OMN-1", env=right).returncode == 0
+    assert run_process(main, "deliver", env=right).returncode == 0
+    for env, state in ((right, "ok"), (wrong, "unavailable"), ({"BATON_GRAPH_URL": neo4j_server.address}, "unavailable"),
+                       ({"BATON_GRAPH_URL": bolt_uri}, "ok")):
+        result = run_process(main, "resume", "OMN-1", "--json", env={**env, "BATON_STORE_TIMEOUT": "10"})
+        graph = json.loads(result.stdout)["stores"]["graph"]
+        assert graph.startswith(state), (env, graph)
+        shown = result.stdout + result.stderr
+        assert SECRET not in shown and neo4j_server.password not in shown, shown
