@@ -37,7 +37,7 @@ def mask(text: str) -> str:
     return text
 
 
-def mask_all(value):
+def mask_all(value: object) -> object:
     """A JSON-able answer with every string in it masked (keys stay as they are)."""
     if isinstance(value, str):
         return mask(value)

@@ -137,8 +137,9 @@ def test_the_bolt_credentials_settings_log_in_and_a_wrong_password_is_never_show
     wrong = {**right, "BATON_GRAPH_PASSWORD": SECRET}
     assert run_process(main, "bind", "OMN-1", env=right).returncode == 0
     assert run_process(main, "deliver", env=right).returncode == 0
-    for env, state in ((right, "ok"), (wrong, "unavailable"), ({"BATON_GRAPH_URL": neo4j_server.address}, "unavailable"),
-                       ({"BATON_GRAPH_URL": bolt_uri}, "ok")):
+    without = {"BATON_GRAPH_URL": neo4j_server.address}
+    for env, state in ((right, "ok"), (wrong, "unavailable"), (without, "unavailable"), ({"BATON_GRAPH_URL": bolt_uri},
+                                                                                         "ok")):
         result = run_process(main, "resume", "OMN-1", "--json", env={**env, "BATON_STORE_TIMEOUT": "10"})
         graph = json.loads(result.stdout)["stores"]["graph"]
         assert graph.startswith(state), (env, graph)

@@ -394,10 +394,9 @@ def _stop_now(number: int, frame) -> None:
 def _call(run: Callable, *, deliver: bool = True) -> str:
     """Run one tool in a unit of work; what it raises becomes a tool error (build_server's
     call_tool)."""
+    from baton.masking import mask_all
     from baton.skills.core.commit import apply_events
     from baton.skills.runtime.unit import unit_of_work
-
-    from baton.masking import mask_all
 
     with unit_of_work(deliver_with=apply_events if deliver else None, warn=_log) as stores:
         answer = mask_all(run(stores))  # as the CLI prints it: never a server's credentials

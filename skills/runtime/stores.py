@@ -27,10 +27,10 @@ from baton.store_names import Store
 if TYPE_CHECKING:
     from baton.budget import Budget
     from baton.outbox import Outbox
-    from baton.redaction import Redactor
     from baton.recall.indexer import Indexer
     from baton.recall.queue import EmbeddingQueue
     from baton.recall.search import DecisionSearchClient
+    from baton.redaction import Redactor
     from baton.registry.kafka import KafkaEventLog
     from baton.skills.runtime.sink import Sink
 
