@@ -30,6 +30,9 @@ class StoreUnavailable(BatonError):
     store: str  # always named, unlike other errors
 
     def __init__(self, store: str, reason: str) -> None:
+        from baton.masking import mask
+
+        reason = mask(reason)  # a reason may quote a server's URL or a client's error: never its credentials
         super().__init__(f"{store} unavailable: {reason}")
         self.store = store
         self.reason = reason

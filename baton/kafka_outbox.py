@@ -35,9 +35,20 @@ PARTITIONS = 3
 _UNREACHABLE = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_MSG_TIMED_OUT", "_TIMED_OUT_QUEUE", "_RESOLVE",
                 "_DESTROY", "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION", "BROKER_NOT_AVAILABLE"}
 
+# The security protocol, SASL and TLS settings of every Kafka client this process makes:
+# set once from the configuration (baton.skills.runtime.stores), so no store passes them on.
+_security: dict[str, str] = {}
+
+
+def use_security(config: dict[str, str]) -> None:
+    _security.clear()
+    _security.update(config)
+
+
 def client_config(bootstrap: str, timeout: float) -> dict:
     # log_level 0: librdkafka's own connection errors reach the caller as Unavailable.
-    return {"bootstrap.servers": bootstrap, "socket.timeout.ms": max(int(timeout * 1000), 10), "log_level": 0}
+    return {"bootstrap.servers": bootstrap, "socket.timeout.ms": max(int(timeout * 1000), 10), "log_level": 0,
+            **_security}
 
 
 def kafka_failure(store: str, bootstrap: str, exc: KafkaException) -> StoreUnavailable:
@@ -53,11 +64,13 @@ def kafka_failure(store: str, bootstrap: str, exc: KafkaException) -> StoreUnava
 
 class KafkaOutbox:
     def __init__(self, bootstrap: str, topic: str, path: Path, *, timeout: float, store: str,
-                 gate: AnyGate | None = None) -> None:
+                 gate: AnyGate | None = None, topic_config: dict[str, str] | None = None) -> None:
         """gate: the Kafka server's gate in the command's budget (baton.budget); without
-        one, each call may wait `timeout` seconds."""
+        one, each call may wait `timeout` seconds. topic_config: the topic's settings when
+        Baton creates it (its retention.ms, say)."""
         self.bootstrap = bootstrap
         self.topic = topic
+        self.topic_config = topic_config or {}
         self.path = path
         self.timeout = timeout
         self.store = store
@@ -89,7 +102,8 @@ class KafkaOutbox:
         admin = AdminClient(client_config(self.bootstrap, left))
         try:
             if self.topic not in admin.list_topics(timeout=left).topics:
-                futures = admin.create_topics([NewTopic(self.topic, PARTITIONS, 1)], operation_timeout=self.gate.left())
+                futures = admin.create_topics([NewTopic(self.topic, PARTITIONS, 1, config=self.topic_config)],
+                                             operation_timeout=self.gate.left())
                 try:
                     futures[self.topic].result(timeout=self.gate.left())
                 except KafkaException as exc:

@@ -35,3 +35,14 @@ def mask(text: str) -> str:
     for secret in sorted(_known, key=len, reverse=True):
         text = text.replace(secret, MASK)
     return text
+
+
+def mask_all(value: object) -> object:
+    """A JSON-able answer with every string in it masked (keys stay as they are)."""
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, dict):
+        return {key: mask_all(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_all(item) for item in value]
+    return value

@@ -49,5 +49,10 @@ class NotFound(Outcome):
 class Unavailable(Outcome):
     reason: str
 
+    def __post_init__(self) -> None:
+        from baton.masking import mask
+
+        object.__setattr__(self, "reason", mask(self.reason))  # never a server's credentials
+
     def unwrap(self, store: str) -> NoReturn:
         raise StoreUnavailable(store, self.reason)

@@ -141,11 +141,12 @@ def bolt_conflict_lookup(uri: str, counts: list[int], repeat: int) -> dict[int, 
 
     from baton import clock
     from baton.files import FileRef
-    from baton.graph.bolt import BoltConflictGraph
+    from baton.graph.bolt import BoltConflictGraph, _split_credentials
 
     results = {}
     for sessions in counts:
-        with neo4j.GraphDatabase.driver(uri, auth=None) as driver:
+        address, auth = _split_credentials(uri)  # the test Neo4j runs with authentication on
+        with neo4j.GraphDatabase.driver(address, auth=auth) as driver:
             driver.execute_query("MATCH (n:Task|File|Repository|Session) DETACH DELETE n")
         graph = BoltConflictGraph(uri, timeout=30)
         rng, now = random.Random(sessions), clock.now()

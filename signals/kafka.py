@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,13 +38,16 @@ SIGNALS_TOPIC = "coordination-signals.v1"
 
 class KafkaSignalBus(SignalBus):
     def __init__(self, bootstrap: str, outbox: Path, *, timeout: float, topic: str = f"baton.{SIGNALS_TOPIC}",
-                 gate: AnyGate | None = None) -> None:
+                 gate: AnyGate | None = None, retention: timedelta | None = None) -> None:
         """gate: the Kafka server's gate in the command's budget (baton.budget); without
-        one, each call may wait `timeout` seconds."""
+        one, each call may wait `timeout` seconds. retention: how long the topic keeps a
+        signal, set when Baton creates it (`[retention] signals`)."""
         self.bootstrap = bootstrap
         self.topic = topic
         self.timeout = timeout
-        self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE, gate=gate)
+        config = {"retention.ms": str(int(retention.total_seconds() * 1000))} if retention else None
+        self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE, gate=gate,
+                                   topic_config=config)
         self._gate = self._outbox.gate
         self._consumer: Consumer | None = None
 

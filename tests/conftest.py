@@ -116,10 +116,11 @@ def neo4j_server():
 
 @pytest.fixture
 def bolt_uri(neo4j_server) -> str:
-    """The Bolt server, emptied (Neo4j Community has one user database)."""
+    """The Bolt server, emptied (Neo4j Community has one user database), as a URI holding
+    its credentials (the server runs with authentication on)."""
     import neo4j
 
-    with neo4j.GraphDatabase.driver(neo4j_server.uri, auth=None) as driver:
+    with neo4j.GraphDatabase.driver(neo4j_server.address, auth=neo4j_server.auth) as driver:
         driver.execute_query("MATCH (n) DETACH DELETE n")
     return neo4j_server.uri
 

@@ -25,9 +25,9 @@ TOOLS = {"resume_session", "list_sessions", "bind_task", "record_touch", "record
 WAIT = 120  # seconds: the server is a fresh process that may load the embedding model
 
 
-def with_server(cwd: Path, script):
-    """Start `baton mcp` in cwd, open a session, run `await script(session)`, return its result."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "baton.skills.frontends.cli", "mcp"],
+def with_server(cwd: Path, script, *options: str):
+    """Start `baton mcp OPTIONS` in cwd, open a session, run `await script(session)`, return its result."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "baton.skills.frontends.cli", "mcp", *options],
                                    cwd=str(cwd), env=dict(os.environ))
 
     async def main():
@@ -45,6 +45,12 @@ def call(name: str, **arguments):
         return result.is_error, result.content[0].text
 
     return script
+
+
+def allow_commands(home: Path, *commands: str) -> None:
+    """Admit these commands for MCP clients: `[handoff] allow` in the data home's baton.toml."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "baton.toml").write_text("[handoff]\nallow = [" + ", ".join(json.dumps(c) for c in commands) + "]\n")
 
 
 def cli_json(cwd: Path, *args: str):
@@ -146,6 +152,7 @@ def test_the_write_tools_answer_as_the_cli_json(home, worktrees, cli, tool, argu
 
 def test_a_handoff_written_and_verified_through_the_tools(home, worktrees, cli):
     main, _ = worktrees
+    allow_commands(home, "git --version", "python3 --version")
     cli(main, "bind", "OMN-1")
     cli(main, "update", "--next", "write the migration")
 

@@ -84,6 +84,8 @@ def servers_home(request, home, monkeypatch, worktrees, cli):
         elif server == "bolt":
             request.getfixturevalue("bolt_uri")
             monkeypatch.setenv("BATON_GRAPH_URL", f"bolt://{proxy.address}")
+            monkeypatch.setenv("BATON_GRAPH_USER", running.user)  # the test Neo4j runs with authentication on
+            monkeypatch.setenv("BATON_GRAPH_PASSWORD", running.password)
         else:
             monkeypatch.setenv("BATON_KAFKA_BOOTSTRAP", proxy.address)
     assert cli(main, "bind", "OMN-1")[0] == 0

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from tests.conftest import two_agents
-from tests.test_mcp_server import call, cli_json, with_server
+from tests.test_mcp_server import allow_commands, call, cli_json, with_server
 
 # command -> (tool, {CLI option dest: tool argument}). `worktree` is the tool's stand-in for
 # the directory a command runs in, so it has no option.
@@ -48,6 +48,7 @@ EXCLUDED_OPTIONS = {
 }
 EXCLUDED_COMMANDS = {
     "doctor": "an operator's check of this machine's servers; a tool call reports a store that is down itself",
+    "redact": "an operator's scan of every ticket's stored history, not one agent's",
     "gc": "retention (and, with --checkpoints, a repository's checkpoints) is the operator's to run, not one agent's",
     "checkpoints": "resume_session carries the latest checkpoint; the whole list is for a person choosing one",
     "runs": "resume_session carries the run and its parent; the tree is for a person",
@@ -102,6 +103,7 @@ def test_the_tool_takes_every_option_of_its_command(command):
 @pytest.mark.slow  # starts `baton mcp`
 def test_an_update_with_journal_and_checks_answers_as_the_cli(home, worktrees, cli):
     main = two_agents(worktrees, cli)
+    allow_commands(home, "git --version")
     arguments = {"goal": "carts survive restarts", "constraints": ["no downtime"], "todo": ["migrate"],
                  "evidence": ["the load test"], "checks": ["git --version"], "next_action": "write it"}
     is_error, text = with_server(main, call("update_session", **arguments))
@@ -144,14 +146,16 @@ def test_end_through_the_tool_ends_the_session(home, worktrees, cli):
 
 @pytest.mark.slow  # starts `baton mcp`
 def test_unsigned_probes_run_only_for_the_servers_own_worktree(home, worktrees, cli):
+    """Even on a server whose user allowed unsigned probes."""
     main, second = worktrees
     cli(main, "bind", "OMN-1")
     for name, arguments in [("verify_handoff", {"allow_unsigned_probes": True, "worktree": str(second)}),
                             ("verify_handoff", {"allow_unsigned_probes": True, "path": "docs/handoffs/LATEST.md"}),
                             ("resume_session", {"task_id": "OMN-1", "allow_unsigned_probes": True,
                                                 "worktree": str(second)})]:
-        is_error, text = with_server(main, call(name, **arguments))
+        is_error, text = with_server(main, call(name, **arguments), "--allow-unsigned-probes")
         assert is_error, (name, arguments)
-        assert json.loads(text)["error"]["type"] == "bad_input" and "allow_unsigned_probes" in text
-    is_error, text = with_server(main, call("verify_handoff", allow_unsigned_probes=True))
+        error = json.loads(text)["error"]
+        assert error["type"] == "bad_input" and ("allow_unsigned_probes" in text or "not this server's" in text)
+    is_error, text = with_server(main, call("verify_handoff", allow_unsigned_probes=True), "--allow-unsigned-probes")
     assert not is_error, text

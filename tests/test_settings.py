@@ -73,3 +73,27 @@ def test_a_setting_from_the_file_is_checked_like_one_from_the_environment(tmp_pa
         Settings.from_env({"BATON_HOME": str(tmp_path)})
     with pytest.raises(BadInput, match=r"^BATON_PROBE_BUDGET is out of range"):
         Settings.from_env({"BATON_HOME": str(tmp_path), "BATON_PROBE_BUDGET": "0"})
+
+
+def test_credentials_are_settings_that_are_never_printed(tmp_path):
+    from baton import masking
+    from baton.errors import BadInput
+    from baton.skills.runtime.settings import Settings
+
+    environ = {"BATON_HOME": str(tmp_path), "BATON_GRAPH_USER": "team", "BATON_GRAPH_PASSWORD": "bolt-pw-1",
+               "BATON_QDRANT_API_KEY": "qdrant-key-2", "BATON_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+               "BATON_KAFKA_SASL_USERNAME": "team", "BATON_KAFKA_SASL_PASSWORD": "kafka-pw-3",
+               "BATON_KAFKA_SSL_CA": str(tmp_path / "ca.pem")}
+    settings = Settings.from_env(environ)
+    assert settings.graph_auth == ("team", "bolt-pw-1") and settings.qdrant_api_key == "qdrant-key-2"
+    assert settings.kafka_security() == {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                                         "sasl.username": "team", "sasl.password": "kafka-pw-3",
+                                         "ssl.ca.location": str(tmp_path / "ca.pem")}
+    for secret in ("bolt-pw-1", "qdrant-key-2", "kafka-pw-3"):
+        assert secret not in repr(settings)
+        assert masking.mask(f"Kafka said: bad login with {secret}") == "Kafka said: bad login with ***"
+    assert Settings.from_env({"BATON_HOME": str(tmp_path)}).kafka_security() == {"security.protocol": "PLAINTEXT"}
+    for wrong in ({"BATON_KAFKA_SECURITY_PROTOCOL": "SASL"}, {"BATON_KAFKA_SASL_MECHANISM": "GSSAPI"},
+                  {"BATON_GRAPH_PASSWORD": "pw"}):
+        with pytest.raises(BadInput):
+            Settings.from_env({"BATON_HOME": str(tmp_path), **wrong})

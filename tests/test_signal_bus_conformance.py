@@ -102,3 +102,24 @@ def test_prune_removes_old_signals_on_the_embedded_log(bus, request):
     assert bus.recent(task_id="P-1", after=None, limit=10).value == [new]
     assert bus.concerning(["task:P-2"], after=None, limit=10).value == [new]
     assert bus.prune(T0 + timedelta(minutes=30)) == 0
+
+
+def test_baton_creates_the_signals_topic_with_the_retention_setting(home, tmp_path, kafka_server, monkeypatch,
+                                                                     worktrees, cli):
+    """`[retention] signals` in baton.toml becomes the topic's retention.ms when Baton creates it."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    from baton.signals.kafka import SIGNALS_TOPIC
+
+    prefix = f"test-{uuid.uuid4().hex[:10]}."
+    monkeypatch.setenv("BATON_KAFKA_BOOTSTRAP", kafka_server.bootstrap)
+    monkeypatch.setenv("BATON_KAFKA_TOPIC_PREFIX", prefix)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "baton.toml").write_text('[retention]\nsignals = "12d"\n')
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    assert cli(main, "deliver")[0] == 0
+    resource = ConfigResource(ConfigResource.Type.TOPIC, f"{prefix}{SIGNALS_TOPIC}")
+    admin = AdminClient({"bootstrap.servers": kafka_server.bootstrap})  # kept: its futures need it alive
+    config = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert config["retention.ms"].value == str(12 * 86400 * 1000)

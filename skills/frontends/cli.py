@@ -173,6 +173,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = command("doctor", "Show each store's backend, server and version, and whether it answers.", task=False)
     sub.add_argument("--json", action="store_true")
 
+    sub = command("redact", "Find secrets already stored (registry events, signals, this worktree's handoffs).",
+                  task=False)
+    sub.add_argument("--scan", action="store_true", required=True,
+                     help="report where each secret is and its kind (never the secret); exit 1 when one is found")
+    sub.add_argument("--json", action="store_true")
+
     sub = command("gc", "Remove what retention no longer keeps: old ended sessions with their events, "
                         "their graph and recall entries, old signals ([retention] in baton.toml).", task=False)
     sub.add_argument("--dry-run", action="store_true", help="say which sessions would go; remove nothing")
@@ -198,7 +204,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = command("guard", "Check staged files against other active tickets (the pre-commit guard).", task=False)
     sub.add_argument("--strict", action="store_true", help="exit 1 (blocking the commit) when one overlaps")
 
-    command("mcp", "Serve Baton's tools to MCP clients over stdio (needs the mcp extra).", task=False)
+    sub = command("mcp", "Serve Baton's tools for this worktree to MCP clients over stdio (needs the mcp extra).",
+                  task=False)
+    sub.add_argument("--allow-unsigned-probes", action="store_true",
+                     help="let the client run unsigned probes, and checks or probes outside [handoff] allow")
 
     sub = command("serve", "Serve the read-only web dashboard for leads (needs the dashboard extra).", task=False)
     sub.add_argument("--host", default="127.0.0.1",
@@ -282,10 +291,11 @@ def run() -> None:
 
 
 def _say(message: str) -> None:
-    """Baton's own failure, as one line on stderr."""
+    """Baton's own failure, as one line on stderr (never a server's credentials)."""
+    from baton.masking import mask
     from baton.shown_text import one_line
 
-    print(f"baton: {one_line(message)}", file=sys.stderr)
+    print(f"baton: {one_line(mask(message))}", file=sys.stderr)
 
 
 def _place():
@@ -307,6 +317,7 @@ _told: set[str] = set()  # stores whose failure this command already told
 
 def _warn(warnings: list[str]) -> None:
     """Print each warning on one line; a store's failure only the first time it is told."""
+    from baton.masking import mask
     from baton.shown_text import one_line
 
     for warning in warnings:
@@ -315,13 +326,14 @@ def _warn(warnings: list[str]) -> None:
             if store in _told:
                 continue
             _told.add(store)
-        print(f"baton: warning: {one_line(warning)}", file=sys.stderr)
+        print(f"baton: warning: {one_line(mask(warning))}", file=sys.stderr)
 
 
 def _dump(data) -> None:
+    from baton.masking import mask_all
     from baton.shown_text import json_for_terminal
 
-    print(json_for_terminal(json.dumps(data, indent=2, ensure_ascii=False)))
+    print(json_for_terminal(json.dumps(mask_all(data), indent=2, ensure_ascii=False)))
 
 
 def _bind(args, stores) -> int:
@@ -741,7 +753,7 @@ def _hook(args) -> int:
 def _mcp(args) -> int:
     from baton.skills.frontends.mcp_server import serve
 
-    serve()
+    serve(allow_unsigned_probes=args.allow_unsigned_probes)
     return 0
 
 
@@ -895,6 +907,23 @@ def _gc_checkpoints(args, stores) -> int:
     return 0
 
 
+def _redact(args, stores) -> int:
+    from baton.skills.services.secret_scan import scan_stored
+
+    place, _ = _place()
+    scan = scan_stored(stores, place)
+    if args.json:
+        _dump(scan.to_json())
+    else:
+        for finding in scan.findings:
+            print(f"{finding.store}: {finding.where}: {', '.join(finding.kinds)}")
+        for store, reason in scan.unavailable.items():
+            _warn([f"{store} not scanned: {reason}"])
+        read = ", ".join(f"{count} {what}" for what, count in scan.scanned.items())
+        print(f"{len(scan.findings)} secret(s) found in {read}.")
+    return 1 if scan.findings else 0
+
+
 def _migrate(args, stores) -> int:
     from baton.skills.services.migrate import migrate
 
@@ -905,15 +934,15 @@ def _migrate(args, stores) -> int:
 
 _HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "stage": _stage, "recover": _recover,
              "end": _end, "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env,
-             "doctor": _doctor, "gc": _gc, "migrate": _migrate, "projector": _projector,
+             "doctor": _doctor, "gc": _gc, "redact": _redact, "migrate": _migrate, "projector": _projector,
              "deliver": _deliver, "index": _index, "install": _install, "uninstall": _uninstall, "handoff": _handoff,
              "checkpoint": _checkpoint, "checkpoints": _checkpoints, "restore": _restore, "fork": _fork,
              "fresh": _fresh, "runs": _runs}
 # Commands that read the stores deliver the writes kept on this machine first, so they see
 # the writes made before them; writes (and the hook's touch) never wait for a server.
 # A stage reads the state it moves on: the earlier transitions kept here are delivered first.
-_READS = {"resume", "list", "signals", "recall", "doctor", "gc", "migrate", "projector", "handoff", "stage", "recover",
-          "checkpoints", "restore", "fork", "fresh", "runs"}
+_READS = {"resume", "list", "signals", "recall", "doctor", "gc", "redact", "migrate", "projector", "handoff", "stage",
+          "recover", "checkpoints", "restore", "fork", "fresh", "runs"}
 # These open what they need themselves: a hook and the guard report Baton's own failures
 # and exit 0; the MCP server and the dashboard open stores per call.
 _WITHOUT_STORES = {"hook": _hook, "guard": _guard, "mcp": _mcp, "serve": _serve}

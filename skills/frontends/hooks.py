@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+from baton.masking import mask
 from baton.shown_text import one_line
 from baton.store_names import Store
 
@@ -84,7 +85,7 @@ class Output:
 
     def cannot_record(self, reason: str) -> None:
         """One line on stderr (Claude Code's debug log), and the user is to be told."""
-        reason = one_line(reason)
+        reason = one_line(mask(reason))
         print(f"baton: hook {self.event}: {reason}", file=sys.stderr)
         self.trouble = self.trouble or reason
 
@@ -511,7 +512,7 @@ def additional_context(event: str, text: str) -> dict:
 
 def _warn(warnings: list[str]) -> None:
     for warning in warnings:
-        print(f"baton: warning: {one_line(warning)}", file=sys.stderr)
+        print(f"baton: warning: {one_line(mask(warning))}", file=sys.stderr)
 
 
 def _failure(exc: Exception) -> str:

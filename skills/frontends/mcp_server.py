@@ -8,6 +8,13 @@ back as a tool error (`isError`) whose text, and structured content, is
 `{"error": {"type", "store", "message", "recoverable"}}` (tool_error): bad input, a missing
 or invalid argument included, is one line, as on the command line.
 
+The server serves one worktree, the one it was started in (CLAUDE_PROJECT_DIR, else its
+directory): a `worktree` argument must lie in it, and a handoff `path` must resolve inside
+it. A command a client asks Baton to run (a check, a probe) is not the user's own: it runs
+only when the allowlist admits it (`[handoff] allow`, Baton's read-only git probes), and
+`allow_unsigned_probes` is refused, unless the user started the server with
+`baton mcp --allow-unsigned-probes`.
+
 Descriptions are kept short on purpose: every tool schema is sent to the model on every
 turn (bench/hooks.py prints their total size).
 """
@@ -16,8 +23,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,7 +33,19 @@ from baton.errors import BadInput
 from baton.registry.wire import UPDATE_PHASES
 
 INSTRUCTIONS = ("Baton keeps each ticket's working state across agent sessions. task_id defaults to the worktree's "
-                "binding; worktree defaults to this server's directory.")
+                "binding; worktree defaults to this server's directory, the only worktree it serves.")
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What this server may act on: the directory it serves, and whether its user lets the
+    client run commands outside the allowlist (`--allow-unsigned-probes`)."""
+
+    directory: Path
+    allow_unsigned: bool = False
+
+
+_scope: Scope | None = None  # set by serve(); unset, the process's directory with the defaults
 
 if TYPE_CHECKING:
     Phase = str  # a Literal of a tuple's values is built at run time, which mypy cannot follow
@@ -40,7 +60,7 @@ def resume_session(task_id: str, limit: int = 5, agent: str | None = None, allow
     def run(stores):
         place = _place(worktree)
         if allow_unsigned_probes:
-            _own_worktree(place)
+            _unsigned_allowed()
         return resume(stores, place, ResumeRequest(task_id, limit=limit, agent=agent,
                                                    allow_unsigned_probes=allow_unsigned_probes)).to_json()
 
@@ -110,7 +130,9 @@ def update_session(phase: Phase | None = None, next_action: str | None = None, d
                             evidence=tuple(evidence or ()), checks=tuple(checks or ()), timeout=timeout)
 
     def run(stores):
-        done = update(stores, _place(worktree), request)
+        place = _place(worktree)
+        _admit(stores, "check", request.checks)
+        done = update(stores, place, request)
         return update_answer(done.task, done.report, **done.recorded(request))
 
     return _call(run)
@@ -125,7 +147,12 @@ def record_stage(status: str, result: str | None = None, repair_scope: str | Non
 
     request = StageCommand(status, task_id=task_id, result=result, repair_scope=repair_scope, evidence=evidence,
                            check=check, blocker=blocker, resolved=resolved, timeout=timeout)
-    return _call(lambda stores: stage(stores, _place(worktree), request).to_json())
+    def run(stores):
+        place = _place(worktree)
+        _admit(stores, "check", [check] if check is not None else [])
+        return stage(stores, place, request).to_json()
+
+    return _call(run)
 
 
 def recover_work(verbose: bool = False, all_repos: bool = False, worktree: str | None = None) -> str:
@@ -171,7 +198,13 @@ def write_handoff(checks: list[str] | None = None, probes: dict[str, str] | None
 
     request = HandoffRequest(task_id=task_id, checks=tuple(checks or ()), probes=tuple((probes or {}).items()),
                              timeout=timeout)
-    return _call(lambda stores: write(stores, _place(worktree), request).to_json())
+    def run(stores):
+        place = _place(worktree)
+        _admit(stores, "check", request.checks)
+        _admit(stores, "probe", (command for _, command in request.probes))
+        return write(stores, place, request).to_json()
+
+    return _call(run)
 
 
 def verify_handoff(path: str | None = None, task_id: str | None = None, allow_unsigned_probes: bool = False,
@@ -179,12 +212,13 @@ def verify_handoff(path: str | None = None, task_id: str | None = None, allow_un
     from baton.skills.services.commands import VerifyRequest, verify_handoff as verify
 
     def run(stores):
+        directory = _directory(worktree)
         if allow_unsigned_probes:
+            _unsigned_allowed()
             if path is not None:
                 raise BadInput("allow_unsigned_probes runs only this worktree's current handoff, not a path")
-            _own_worktree(_place(worktree))
-        checked = verify(stores, _directory(worktree), VerifyRequest(Path(path) if path else None, task_id=task_id,
-                                                                     allow_unsigned_probes=allow_unsigned_probes))
+        checked = verify(stores, directory, VerifyRequest(_handoff_path(path, directory), task_id=task_id,
+                                                          allow_unsigned_probes=allow_unsigned_probes))
         _log(checked.warnings)
         return checked.verification.to_json()
 
@@ -306,8 +340,10 @@ def tool_error(cause: BaseException | None, wrapper: str) -> dict:
 
         traceback.print_exception(cause)
         kind, store, message, recoverable = "internal", None, f"internal error ({type(cause).__name__})", False
-    return {"error": {"type": kind, "store": None if store is None else str(store), "message": one_line(message),
-                      "recoverable": recoverable}}
+    from baton.masking import mask
+
+    return {"error": {"type": kind, "store": None if store is None else str(store),
+                      "message": one_line(mask(message)), "recoverable": recoverable}}
 
 
 def _argument_problem(problem: Mapping[str, Any]) -> str:
@@ -316,8 +352,11 @@ def _argument_problem(problem: Mapping[str, Any]) -> str:
     return f"{name}: {problem.get('msg', 'invalid').lower()}"
 
 
-def serve() -> None:
-    """Serve over stdio until the client closes standard input or sends SIGINT or SIGTERM."""
+def serve(*, allow_unsigned_probes: bool = False) -> None:
+    """Serve this directory's worktree over stdio until the client closes standard input or
+    sends SIGINT or SIGTERM. allow_unsigned_probes: the client may run unsigned probes and
+    commands outside the allowlist."""
+    global _scope
     import importlib.util
     import signal
 
@@ -328,6 +367,7 @@ def serve() -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
+    _scope = Scope(_served_directory(), allow_unsigned_probes)
     server = build_server()
 
     async def run() -> None:
@@ -354,19 +394,46 @@ def _stop_now(number: int, frame) -> None:
 def _call(run: Callable, *, deliver: bool = True) -> str:
     """Run one tool in a unit of work; what it raises becomes a tool error (build_server's
     call_tool)."""
+    from baton.masking import mask_all
     from baton.skills.core.commit import apply_events
     from baton.skills.runtime.unit import unit_of_work
 
     with unit_of_work(deliver_with=apply_events if deliver else None, warn=_log) as stores:
-        answer = run(stores)
+        answer = mask_all(run(stores))  # as the CLI prints it: never a server's credentials
     _log(answer.get("warnings", []) if isinstance(answer, dict) else [])
     return json.dumps(answer, ensure_ascii=False)
 
 
-def _directory(worktree: str | None) -> Path:
-    directory = Path(worktree).expanduser() if worktree else Path(os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
+def _served_directory() -> Path:
+    directory = Path(os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd())
     if not directory.is_dir():
         raise BadInput(f"worktree is not a directory: {directory}")
+    return directory
+
+
+def _current_scope() -> Scope:
+    return _scope or Scope(_served_directory())
+
+
+def _root_of(directory: Path) -> Path:
+    from baton.files import WorktreeLocator
+    from baton.skills.core.binding import place_of
+
+    return place_of(directory, WorktreeLocator()).root
+
+
+def _directory(worktree: str | None) -> Path:
+    """The directory a tool acts in: the served one, or a directory of the served worktree
+    that the call names (relative to the served one); BadInput for any other."""
+    served = _current_scope().directory
+    if not worktree:
+        return served
+    directory = served / Path(worktree).expanduser()  # an absolute path stays as given
+    if not directory.is_dir():
+        raise BadInput(f"worktree is not a directory: {directory}")
+    root = _root_of(served)
+    if _root_of(directory) != root:
+        raise BadInput(f"worktree {directory} is not this server's worktree: `baton mcp` serves only {root}")
     return directory
 
 
@@ -377,11 +444,37 @@ def _place(worktree: str | None):
     return place_of(_directory(worktree), WorktreeLocator())
 
 
-def _own_worktree(place) -> None:
-    """Unsigned probes run code from a branch: only the server's own worktree's, whose code
-    its user runs anyway, never one a tool call names."""
-    if place.root != _place(None).root:
-        raise BadInput("allow_unsigned_probes runs only the probes of this server's own worktree")
+def _handoff_path(path: str | None, directory: Path) -> Path | None:
+    """A handoff (or a directory) the call names, once it resolves inside the served
+    worktree, links followed; BadInput otherwise."""
+    if path is None:
+        return None
+    given = directory / Path(path).expanduser()
+    root = _root_of(_current_scope().directory)
+    real = Path(os.path.realpath(given))
+    holder = real if real.is_dir() else real.parent
+    if not real.is_relative_to(root) or (holder.is_dir() and _root_of(holder) != root):
+        raise BadInput(f"path {given} is not in this server's worktree: `baton mcp` serves only {root}")
+    return given
+
+
+def _unsigned_allowed() -> None:
+    """Unsigned probes run code from the branch: only when the server's user said so."""
+    if not _current_scope().allow_unsigned:
+        raise BadInput("allow_unsigned_probes needs the server started with `baton mcp --allow-unsigned-probes`")
+
+
+def _admit(stores, what: str, commands: Iterable[str]) -> None:
+    """BadInput, before anything runs, for a command the client asks Baton to run that the
+    allowlist does not admit (unless the server's user allowed unsigned commands)."""
+    from baton.skills.handoff.probe_policy import allowlisted
+    from baton.skills.runtime.command_words import parse_command
+
+    for command in commands:
+        argv = tuple(parse_command(command))
+        if not _current_scope().allow_unsigned and not allowlisted(argv, stores.settings.handoff.allow):
+            raise BadInput(f"{what} {command!r} is not allowlisted for MCP clients ([handoff] allow in baton.toml); "
+                           "`baton mcp --allow-unsigned-probes` would run it")
 
 
 def _lean(schema):
@@ -404,8 +497,10 @@ def _lean(schema):
 def _log(warnings: list[str]) -> None:
     import sys
 
+    from baton.masking import mask
+
     for warning in warnings:
-        print(f"baton: warning: {warning}", file=sys.stderr)
+        print(f"baton: warning: {mask(warning)}", file=sys.stderr)
 
 
 def _version() -> str:

@@ -51,6 +51,16 @@ def matches(pattern: tuple[str, ...], argv: tuple[str, ...]) -> bool:
     return len(argv) == len(pattern) and all(_word_matches(word, p) for word, p in zip(argv, pattern, strict=True))
 
 
+def allowlisted(argv: tuple[str, ...], allow: tuple[tuple[str, ...], ...]) -> str | None:
+    """Why argv may run without a signature (one of Baton's read-only git probes, or a
+    pattern of `[handoff] allow`); None when nothing allows it."""
+    if argv in GIT_STATE_PROBES.values():
+        return "Baton's read-only git probe"
+    if any(matches(pattern, argv) for pattern in allow):
+        return "allowed by [handoff] allow"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class ProbePolicy:
     keys: tuple[SigningKey, ...]
@@ -61,10 +71,9 @@ class ProbePolicy:
         signed = check(signature, message, list(self.keys))
         if signed.holds:
             return Permission(True, signed.reason, signed=True)
-        if argv in GIT_STATE_PROBES.values():
-            return Permission(True, f"{signed.reason}; Baton's read-only git probe")
-        if any(matches(pattern, argv) for pattern in self.allow):
-            return Permission(True, f"{signed.reason}; allowed by [handoff] allow")
+        allowed = allowlisted(argv, self.allow)
+        if allowed:
+            return Permission(True, f"{signed.reason}; {allowed}")
         if self.allow_unsigned:
             return Permission(True, f"{signed.reason}; run because of --allow-unsigned-probes")
         return Permission(False, f"{signed.reason} and not allowlisted ([handoff] allow in baton.toml); "

@@ -18,7 +18,8 @@ budget, so a resume waits at most about the budget however the handoff was edite
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TypedDict
@@ -147,8 +148,9 @@ def _same(probe: Probe, run: ProbeRun) -> bool:
 
 class _Verifier:
     def __init__(self, root: Path, repo: str, settings: HandoffSettings, keys: tuple[SigningKey, ...],
-                 key_problem: str | None, allow_unsigned: bool) -> None:
+                 key_problem: str | None, allow_unsigned: bool, redact: Callable[[str], str]) -> None:
         self.root = root
+        self.redact = redact
         self.repo = repo
         self.settings = settings
         self.policy = ProbePolicy(keys, settings.allow, allow_unsigned)
@@ -157,7 +159,8 @@ class _Verifier:
 
     def judge(self, claim: Claim, task_id: str | None) -> ClaimResult:
         probe = claim.probe
-        base: _Recorded = {"section": claim.section, "recorded": _recorded(claim),
+        recorded = _recorded(claim)
+        base: _Recorded = {"section": claim.section, "recorded": self.redact(recorded) if recorded else recorded,
                 "recorded_at": probe.recorded_at if probe else None, "probe": probe.command if probe else None}
         if probe is None or not probe.command:
             return self._unrun(claim, base, "no probe to re-run")
@@ -191,7 +194,9 @@ class _Verifier:
             if claim.alarm or run.outcome == NOT_RUNNABLE:
                 return self._unrun(claim, base, reason)
             return ClaimResult(**base, fresh=None, status=FAILED, reason=reason)
-        return self._compare(claim, probe, run, base, permission)
+        result = self._compare(claim, probe, run, base, permission)
+        # What a probe prints now is shown, never stored as printed: a secret in it is redacted.
+        return replace(result, fresh=self.redact(result.fresh)) if result.fresh else result
 
     @staticmethod
     def _unrun(claim: Claim, base: _Recorded, reason: str) -> ClaimResult:
@@ -271,10 +276,11 @@ def _same_document(path: Path, chosen: Path) -> bool:
 
 
 def verify_handoff_at(root: Path, repo: str, home: Path, settings: HandoffSettings, *, path: Path | None = None,
-                      task_id: str | None = None, allow_unsigned: bool = False) -> Verification:
+                      task_id: str | None = None, allow_unsigned: bool = False,
+                      redact: Callable[[str], str] = str) -> Verification:
     """Verify the handoff at path, else the current one of the worktree at root (for
     task_id, when given). Never raises for the document's sake: what cannot be read or run
-    is reported in the result."""
+    is reported in the result. redact: what a recorded or fresh result shows."""
     if path is None:
         chosen, parsed, note, found = _choose(root, task_id)
     else:
@@ -292,7 +298,7 @@ def verify_handoff_at(root: Path, repo: str, home: Path, settings: HandoffSettin
     verification.task_id = parsed.task_id
     verification.written_at = parsed.written_at or modified_at(chosen)
     keys, key_problem = _keys(home, settings)
-    verifier = _Verifier(root, repo, settings, keys, key_problem, allow_unsigned)
+    verifier = _Verifier(root, repo, settings, keys, key_problem, allow_unsigned, redact)
     # Checks (a test suite, say) run after the probes, so slow checks never starve cheap
     # probes of the budget; results keep the document's order.
     claims = parsed.claims

@@ -9,7 +9,7 @@ from the registry. The handoff is recorded as an event and signalled (handoff_wr
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -103,19 +103,31 @@ def _git_status(section: str, run: ProbeRun) -> str:
     return f"{len(changed)} changed file{'s' if len(changed) != 1 else ''}: {shown}"
 
 
-def _recorded(section: str, status: str, argv: tuple[str, ...], match: str, run: ProbeRun) -> RecordedProbe:
+def _recorded(section: str, status: str, argv: tuple[str, ...], match: str, run: ProbeRun,
+              redact: Callable[[str], str]) -> RecordedProbe:
+    """The claim as the document keeps it: what the probe printed is redacted (the digest,
+    of the output itself, still lets a re-run show that it holds)."""
     exit_status = run.exit_status if run.completed else None
     if match == MATCH_EXIT:
         shown, digest = shown_output(run.output, tail=True, lines=CHECK_SHOWN_LINES), None
     else:
         shown, digest = shown_output(run.output), output_digest(run.output)
+    status, shown = redact(status), redact(shown)
     return RecordedProbe(section=section, status=status, argv=argv, match=match,
                          recorded_at=clock.now().isoformat(timespec="seconds"), exit_status=exit_status,
                          shown=shown, digest=digest)
 
 
-def _parse_inputs(checks: Sequence[str], probes: Sequence[tuple[str, str]], in_git: bool) -> tuple[list, list]:
-    """Every command and section name checked before anything runs or is written."""
+def _parse_inputs(checks: Sequence[str], probes: Sequence[tuple[str, str]], in_git: bool,
+                  redact: Callable[[str], str]) -> tuple[list, list]:
+    """Every command and section name checked before anything runs or is written. A
+    command is written into the document as given (its signature covers it), so one that
+    holds a secret is refused: the command should read it from the environment."""
+    for command in [*checks, *(text for probe in probes for text in probe)]:
+        redacted = redact(command)
+        if redacted != command:
+            raise BadInput(f"{redacted!r} holds a secret, which the handoff would keep: let the command read it "
+                           "from the environment or a file")
     parsed_checks = [(command, tuple(parse_check(command))) for command in checks]
     parsed_probes = [(check_section_title(name), tuple(parse_command(command))) for name, command in probes]
     for _, argv in parsed_checks + parsed_probes:
@@ -130,7 +142,7 @@ def _parse_inputs(checks: Sequence[str], probes: Sequence[tuple[str, str]], in_g
 
 
 def _observe(place: Place, parsed_checks: list, parsed_probes: list, timeout: float | None,
-             probe_timeout: float) -> tuple[list[RecordedProbe], list[CheckResult]]:
+             probe_timeout: float, redact: Callable[[str], str]) -> tuple[list[RecordedProbe], list[CheckResult]]:
     """Run the checks and probes, then read git: the recorded tree is the one the checks
     left (build output included), which is what the next session finds."""
     root = place.root
@@ -138,20 +150,21 @@ def _observe(place: Place, parsed_checks: list, parsed_probes: list, timeout: fl
     results = []
     for command, argv in parsed_checks:
         result, run = run_check(command, root, timeout=timeout or CHECK_TIMEOUT)
+        result = replace(result, summary=redact(result.summary))
         summary = f": {result.summary}" if result.summary else ""
         status = ("passed (exit 0)" if result.passed else _failed("CHECK", run)) + summary
-        claims.append(_recorded(f"Check: {command}", status, argv, MATCH_EXIT, run))
+        claims.append(_recorded(f"Check: {command}", status, argv, MATCH_EXIT, run, redact))
         results.append(result)
     for name, argv in parsed_probes:
         run = run_probe(argv, root, timeout=timeout or probe_timeout)
         first = run.output.split("\n", 1)[0][:120] if run.output else "no output"
         status = first if run.completed and run.exit_status == 0 else _failed("PROBE", run)
-        claims.append(_recorded(name, status, argv, MATCH_OUTPUT, run))
+        claims.append(_recorded(name, status, argv, MATCH_OUTPUT, run, redact))
     git_state = []
     if place.worktree is not None:
         for section, argv in GIT_STATE_PROBES.items():
             run = run_probe(argv, root, timeout=timeout or probe_timeout)
-            git_state.append(_recorded(section, _git_status(section, run), argv, MATCH_OUTPUT, run))
+            git_state.append(_recorded(section, _git_status(section, run), argv, MATCH_OUTPUT, run, redact))
     return git_state + claims, results
 
 
@@ -167,10 +180,10 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
     section name or an unreadable team key."""
     check_timeout(timeout)
     settings = stores.settings.handoff
-    parsed_checks, parsed_probes = _parse_inputs(checks, probes, place.worktree is not None)
+    parsed_checks, parsed_probes = _parse_inputs(checks, probes, place.worktree is not None, stores.redact)
     writable_handoffs_dir(place.root)
     key = signing_key(stores.settings.home, settings.key_file)
-    claims, results = _observe(place, parsed_checks, parsed_probes, timeout, settings.probe_timeout)
+    claims, results = _observe(place, parsed_checks, parsed_probes, timeout, settings.probe_timeout, stores.redact)
     at = at or clock.now()
     warnings: list[str] = []
     check_events = [CheckRecorded(event_id=uuid.uuid4(), at=at, command=r.command, exit_status=r.exit_status,

@@ -23,6 +23,8 @@ from baton.errors import BadInput
 from baton.home import data_home, unusable
 
 HOOK_HANDOFF = ("never", "stop", "session-end")
+KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PROBE_TIMEOUT = 10.0
 PROBE_BUDGET = 30.0
 # Kafka's clients accept socket timeouts up to 300 s; a store that needs longer is down.
@@ -40,8 +42,8 @@ class Setting:
     name: str  # the attribute of Settings (or of HandoffSettings, for the [handoff] table)
     env: str | None  # the environment variable, if the environment may set it
     table: str | None  # the baton.toml table, if the file may set it
-    kind: str  # text, path, seconds, number, count, duration, switch, choice, commands, patterns, globs,
-    # services, lifecycle
+    kind: str  # text, secret, path, seconds, number, count, duration, switch, choice, commands, patterns,
+    # globs, services, lifecycle
     default: object
     doc: str
     low: float | None = None  # numbers: the range; `low_open` excludes low itself
@@ -83,6 +85,21 @@ SETTINGS: tuple[Setting, ...] = (
             "Kafka for coordination signals and the event log"),
     Setting("kafka_topic_prefix", "BATON_KAFKA_TOPIC_PREFIX", "stores", "text", "baton.",
             "prefix of Baton's topic names"),
+    # Credentials: a `secret` is never printed (baton.masking masks it wherever it appears).
+    Setting("graph_user", "BATON_GRAPH_USER", "stores", "text", None, "the Bolt server's user"),
+    Setting("graph_password", "BATON_GRAPH_PASSWORD", "stores", "secret", None, "the Bolt server's password"),
+    Setting("qdrant_api_key", "BATON_QDRANT_API_KEY", "stores", "secret", None, "the Qdrant server's API key"),
+    Setting("kafka_security_protocol", "BATON_KAFKA_SECURITY_PROTOCOL", "stores", "choice", "PLAINTEXT",
+            "how Baton talks to Kafka", choices=KAFKA_PROTOCOLS),
+    Setting("kafka_sasl_mechanism", "BATON_KAFKA_SASL_MECHANISM", "stores", "choice", "SCRAM-SHA-512",
+            "the SASL mechanism (with a SASL_ protocol)", choices=SASL_MECHANISMS),
+    Setting("kafka_sasl_username", "BATON_KAFKA_SASL_USERNAME", "stores", "text", None, "Kafka's SASL user"),
+    Setting("kafka_sasl_password", "BATON_KAFKA_SASL_PASSWORD", "stores", "secret", None, "Kafka's SASL password"),
+    Setting("kafka_ssl_ca", "BATON_KAFKA_SSL_CA", "stores", "path", None,
+            "the CA certificate (PEM) that Kafka's certificate is checked against (with an _SSL protocol)"),
+    Setting("kafka_ssl_certificate", "BATON_KAFKA_SSL_CERTIFICATE", "stores", "path", None,
+            "a client certificate (PEM), for a broker that asks for one"),
+    Setting("kafka_ssl_key", "BATON_KAFKA_SSL_KEY", "stores", "path", None, "the client certificate's key (PEM)"),
     Setting("background_delivery", "BATON_BACKGROUND_DELIVERY", None, "switch", True,
             "with servers, a write starts a background `baton deliver`"),
     Setting("background_indexing", "BATON_BACKGROUND_INDEXING", None, "switch", True,
@@ -150,6 +167,16 @@ class Settings:
     qdrant_url: str | None = None
     kafka_bootstrap: str | None = None
     kafka_topic_prefix: str = "baton."
+    graph_user: str | None = None
+    graph_password: str | None = field(default=None, repr=False)
+    qdrant_api_key: str | None = field(default=None, repr=False)
+    kafka_security_protocol: str = "PLAINTEXT"
+    kafka_sasl_mechanism: str = "SCRAM-SHA-512"
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: str | None = field(default=None, repr=False)
+    kafka_ssl_ca: Path | None = None
+    kafka_ssl_certificate: Path | None = None
+    kafka_ssl_key: Path | None = None
     background_delivery: bool = True
     background_indexing: bool = True
     handoff: HandoffSettings = field(default_factory=HandoffSettings)
@@ -173,6 +200,25 @@ class Settings:
         """Whether a store that writes go to lives on a server: then writes are kept for the
         background delivery (recall's Qdrant is written by the background indexer only)."""
         return bool(self.database_url or self.graph_url or self.kafka_bootstrap)
+
+    @property
+    def graph_auth(self) -> tuple[str, str] | None:
+        """The Bolt server's credentials, when set (else those in the URI's user information)."""
+        if self.graph_user is None and self.graph_password is None:
+            return None
+        return self.graph_user or "neo4j", self.graph_password or ""
+
+    def kafka_security(self) -> dict[str, str]:
+        """librdkafka's settings for the security protocol, SASL and TLS given."""
+        config = {"security.protocol": self.kafka_security_protocol}
+        if self.kafka_security_protocol.startswith("SASL_"):
+            config |= {"sasl.mechanism": self.kafka_sasl_mechanism, "sasl.username": self.kafka_sasl_username or "",
+                       "sasl.password": self.kafka_sasl_password or ""}
+        for key, path in (("ssl.ca.location", self.kafka_ssl_ca), ("ssl.certificate.location",
+                          self.kafka_ssl_certificate), ("ssl.key.location", self.kafka_ssl_key)):
+            if path is not None:
+                config[key] = str(path)
+        return config
 
     @property
     def ambient(self) -> tuple[str | None, str | None]:
@@ -277,6 +323,12 @@ def _parse(row: Setting, raw: object, where: str, path: Path) -> object:
         raise BadInput(f"{where} must be a string")
     if row.kind == "path":
         return Path(raw).expanduser() if raw else None
+    if row.kind == "secret" and raw:
+        from baton.masking import MIN_KNOWN, known_secret
+
+        if len(raw) < MIN_KNOWN:
+            raise BadInput(f"{where} is shorter than {MIN_KNOWN} characters: too short to be a secret")
+        known_secret(raw)  # masked in everything Baton prints from now on
     return raw or row.default
 
 

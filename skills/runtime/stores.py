@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from baton.recall.indexer import Indexer
     from baton.recall.queue import EmbeddingQueue
     from baton.recall.search import DecisionSearchClient
+    from baton.redaction import Redactor
     from baton.registry.kafka import KafkaEventLog
     from baton.skills.runtime.sink import Sink
 
@@ -66,14 +67,19 @@ class Stores:
                       health=HealthRecord(self.settings.home, recheck_after=self.settings.recheck_after))
 
     @cached_property
-    def redact(self) -> Callable[[str], str]:
-        """Free text with its secrets replaced by markers (baton.redaction), as every write
-        stores it; the rules are cached in the data home when it can hold them."""
+    def redactor(self) -> Redactor:
+        """The redactor (baton.redaction) with this configuration's allowlist; its rules are
+        cached in the data home when it can hold them."""
         from baton.home import unusable
         from baton.redaction import redactor
 
         home = None if unusable(self.settings.home) or not self.settings.home.is_dir() else self.settings.home
-        redacting = redactor(home, self.settings.redaction_allow)
+        return redactor(home, self.settings.redaction_allow)
+
+    @cached_property
+    def redact(self) -> Callable[[str], str]:
+        """Free text with its secrets replaced by markers, as every write stores it."""
+        redacting = self.redactor
         return lambda text: redacting.redact(text).text
 
     @property
@@ -102,6 +108,7 @@ class Stores:
                 from baton.graph.bolt import BoltConflictGraph
 
                 self._graph = BoltConflictGraph(self.settings.graph_url, timeout=self.settings.store_timeout,
+                                                auth=self.settings.graph_auth,
                                                 gate=self.budget.gate(bolt_server(self.settings.graph_url)))
             else:
                 from baton.graph.sqlite import SqliteConflictGraph
@@ -109,11 +116,19 @@ class Stores:
                 self._graph = SqliteConflictGraph(self.settings.home / "graph.db", timeout=self.settings.store_timeout)
         return self._graph
 
+    def _kafka(self, store: str) -> None:
+        """Kafka's client library, with this configuration's security settings for every
+        client the process makes (baton.kafka_outbox.client_config)."""
+        _require("confluent_kafka", store, "kafka")
+        from baton.kafka_outbox import use_security
+
+        use_security(self.settings.kafka_security())
+
     @property
     def signals(self) -> SignalBus:
         if self._signals is None:
             if self.settings.kafka_bootstrap:
-                _require("confluent_kafka", Store.SIGNAL_LOG, "kafka")
+                self._kafka(Store.SIGNAL_LOG)
                 from baton.budget import kafka_server
                 from baton.signals.kafka import SIGNALS_TOPIC, KafkaSignalBus
 
@@ -121,7 +136,8 @@ class Stores:
                     self.settings.kafka_bootstrap, self.settings.home / SIGNALS_OUTBOX,
                     timeout=self.settings.store_timeout,
                     topic=f"{self.settings.kafka_topic_prefix}{SIGNALS_TOPIC}",
-                    gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)))
+                    gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)),
+                    retention=self.settings.keep_signals)
             else:
                 from baton.signals.sqlite import SqliteSignalBus
 
@@ -159,7 +175,7 @@ class Stores:
         """The registry's event log on Kafka when Kafka is configured, else None: then
         writes are applied to the stores (directly, or through the pending writes)."""
         if self._event_log is None and self.settings.kafka_bootstrap:
-            _require("confluent_kafka", Store.EVENT_LOG, "kafka")
+            self._kafka(Store.EVENT_LOG)
             from baton.budget import kafka_server
             from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
 
@@ -230,7 +246,7 @@ class Stores:
             from baton.recall.qdrant_server import QdrantServerIndex
 
             # A file: URL is qdrant-client's local mode: no server, nothing to wait for.
-            return QdrantServerIndex(url, timeout=self.settings.store_timeout,
+            return QdrantServerIndex(url, timeout=self.settings.store_timeout, api_key=self.settings.qdrant_api_key,
                                      gate=None if url.startswith("file:") else self.budget.gate(qdrant_server(url)))
         from baton.recall.embedded import EmbeddedDecisionIndex
 

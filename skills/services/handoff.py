@@ -47,7 +47,8 @@ def verify_and_record(stores: Stores, place: Place, *, task: ActiveTask | None, 
     a file names any ticket it likes, and verifying it must not create one. Never raises
     for a store that is down: that becomes a warning."""
     verification = verify_handoff_at(place.root, place.repo, stores.settings.home, stores.settings.handoff,
-                                     path=path, task_id=only_for, allow_unsigned=allow_unsigned)
+                                     path=path, task_id=only_for, allow_unsigned=allow_unsigned,
+                                     redact=stores.redact)
     checked = CheckedHandoff(verification)
     if verification.path is None or verification.note is not None:
         return checked

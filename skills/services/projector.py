@@ -38,7 +38,10 @@ def default_group(topic_prefix: str) -> str:
 
 
 def log_line(message: str) -> None:
-    print(f"{clock.to_text(clock.now())} baton projector: {' '.join(message.split())}", file=sys.stderr, flush=True)
+    from baton.masking import mask
+
+    print(f"{clock.to_text(clock.now())} baton projector: {' '.join(mask(message).split())}", file=sys.stderr,
+          flush=True)
 
 
 @dataclass

@@ -7,6 +7,9 @@ triggers the server's own shutdown hook.
 
 from __future__ import annotations
 
+import os
+import secrets
+import subprocess
 from pathlib import Path
 
 from tests.servers.common import JvmServer, fetch_maven_jars, pom_property
@@ -36,19 +39,36 @@ JVM_FLAGS = [
 
 
 class Neo4jServer(JvmServer):
+    """Authentication on, as a team's server runs: user `neo4j` with a password of its own."""
+
     name = "Neo4j"
     start_timeout = 120.0
     stop_timeout = 30.0
+    user = "neo4j"
+
+    def __init__(self, port: int | None = None) -> None:
+        super().__init__(port)
+        self.password = secrets.token_hex(12)
+
+    @property
+    def address(self) -> str:
+        """The Bolt address, without credentials (the driver's own form)."""
+        return f"bolt://127.0.0.1:{self.port}"
+
+    @property
+    def auth(self) -> tuple[str, str]:
+        return self.user, self.password
 
     @property
     def uri(self) -> str:
-        return f"bolt://127.0.0.1:{self.port}"
-
-    address = uri
+        """The address with the credentials in it, as a user may give BATON_GRAPH_URL."""
+        return f"bolt://{self.user}:{self.password}@127.0.0.1:{self.port}"
 
     def _config(self) -> str:
         return "\n".join([
-            "dbms.security.auth_enabled=false",
+            "dbms.security.auth_enabled=true",
+            # A test that logs in wrongly must not lock the user out of every other test.
+            "dbms.security.auth_max_failed_attempts=0",
             "server.bolt.enabled=true",
             f"server.bolt.listen_address=127.0.0.1:{self.port}",
             "server.http.enabled=false",
@@ -71,6 +91,10 @@ class Neo4jServer(JvmServer):
         conf = self.root / "conf"
         conf.mkdir(exist_ok=True)
         (conf / "neo4j.conf").write_text(self._config())
+        if not (self.root / "data" / "dbms" / "auth.ini").exists():  # before the first start only
+            subprocess.run(["java", "-cp", str(libs / "*"), "org.neo4j.cli.AdminTool", "dbms", "set-initial-password",
+                            self.password], env={**os.environ, "NEO4J_HOME": str(self.root), "NEO4J_CONF": str(conf)},
+                           check=True, capture_output=True, timeout=120)
         # --console-mode keeps the server's log on stdout, so JVM errors land in the same file.
         return ["java", *JVM_FLAGS, "-cp", str(libs / "*"), "org.neo4j.server.CommunityEntryPoint",
                 f"--home-dir={self.root}", f"--config-dir={conf}", "--console-mode"]
@@ -83,7 +107,7 @@ class Neo4jServer(JvmServer):
         # Short timeouts: a listener that accepts but never answers would hold one try for the
         # driver's 60 s acquisition default.
         try:
-            with GraphDatabase.driver(self.uri, auth=None, connection_timeout=5,
+            with GraphDatabase.driver(self.address, auth=self.auth, connection_timeout=5,
                                       connection_acquisition_timeout=5) as driver:
                 driver.verify_connectivity()
         except (DriverError, Neo4jError):
