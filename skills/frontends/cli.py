@@ -9,13 +9,17 @@ store's failure is told once per command, on one line.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from baton.registry.wire import UPDATE_PHASES
+
+if TYPE_CHECKING:
+    import argparse
 
 
 class _Skipped:
@@ -29,6 +33,8 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser; only: build that command's arguments alone. Building every
     command's costs a fresh process more than the rest of argparse (each argument's help
     asks gettext for a translation), and `baton touch` runs in an agent's hook."""
+    import argparse
+
     parser = argparse.ArgumentParser(prog="baton",
                                      description="Hand a ticket's working state from one agent session to the next.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -242,8 +248,12 @@ def main(argv: list[str] | None = None) -> int:
         from baton.skills.frontends.hooks import run_hook
 
         return run_hook(given[1])
-    named = given[0] if given and given[0] in _HANDLERS.keys() | _WITHOUT_STORES.keys() else None
-    args = _parser(named).parse_args(given)
+    if len(given) > 1 and given[0] == "touch" and not any(arg.startswith("-") for arg in given[1:]):
+        # What a hook runs, paths only: what the parser would answer, without importing argparse.
+        args = SimpleNamespace(command="touch", paths=given[1:], task=None, json=False)
+    else:
+        named = given[0] if given and given[0] in _HANDLERS.keys() | _WITHOUT_STORES.keys() else None
+        args = _parser(named).parse_args(given)
     _told.clear()
     try:
         if args.command in _WITHOUT_STORES:
