@@ -250,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_hook(given[1])
     if len(given) > 1 and given[0] == "touch" and not any(arg.startswith("-") for arg in given[1:]):
         # What a hook runs, paths only: what the parser would answer, without importing argparse.
-        args = SimpleNamespace(command="touch", paths=given[1:], task=None, json=False)
+        args: argparse.Namespace | SimpleNamespace = SimpleNamespace(command="touch", paths=given[1:], task=None,
+                                                                     json=False)
     else:
         named = given[0] if given and given[0] in _HANDLERS.keys() | _WITHOUT_STORES.keys() else None
         args = _parser(named).parse_args(given)
