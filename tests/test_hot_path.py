@@ -277,7 +277,8 @@ def test_the_touch_without_options_is_what_the_parser_answers(home, monkeypatch)
 
     parsed = cli._parser("touch").parse_args(["touch", "a.py", "b/c.py"])
     given = {}
-    monkeypatch.setattr(cli, "_HANDLERS", {**cli._HANDLERS, "touch": lambda args, stores: given.update(vars(args)) or 0})
+    handler = lambda args, stores: given.update(vars(args)) or 0  # noqa: E731
+    monkeypatch.setattr(cli, "_HANDLERS", {**cli._HANDLERS, "touch": handler})
     assert cli.main(["touch", "a.py", "b/c.py"]) == 0
     assert given == vars(parsed)
 
@@ -292,3 +293,26 @@ def test_the_hand_built_activity_event_is_the_model_event():
         ("activity_recorded", "OMN-1", "s1", at, wire.event_id)
     dumped = json.loads(TypeAdapter(Event).dump_json(event))
     assert dumped == {**json.loads(wire.body), "at": "2026-11-01T12:00:00.123456Z"}
+
+
+def test_the_parser_of_one_command_is_that_command_of_the_whole_parser():
+    """A command builds only its own arguments' parser: each is the one the whole parser has."""
+    from baton.skills.frontends.cli import _parser
+
+    def described(parser) -> list:
+        def actions(p) -> list:
+            out = []
+            for action in p._actions:
+                out.append((type(action).__name__, action.dest, tuple(action.option_strings), action.nargs,
+                            action.default, action.choices if not isinstance(action.choices, dict) else None,
+                            action.required))
+                if isinstance(action.choices, dict):  # nested subcommands (handoff verify)
+                    out += [(name, actions(sub)) for name, sub in action.choices.items()]
+            return out
+        return actions(parser)
+
+    whole = _parser()._subparsers._group_actions[0].choices
+    for name, sub in whole.items():
+        alone = _parser(name)._subparsers._group_actions[0].choices
+        assert list(alone) == [name]
+        assert described(alone[name]) == described(sub), name
