@@ -93,6 +93,7 @@ class Costs:
         self.groups: dict[str, list[float]] = defaultdict(list)
         self.modules: dict[str, list[float]] = defaultdict(list)
         self.calls: dict[str, list[float]] = defaultdict(list)
+        self.threaded = False  # imports ran in several threads at once: their own times overlap
 
     def lines(self, top: int = 6) -> list[str]:
         med = lambda samples: statistics.median(samples) if samples else 0.0  # noqa: E731
@@ -103,7 +104,9 @@ class Costs:
         calls = sorted(((med(v + [0.0] * (runs - len(v))), k) for k, v in self.calls.items()), reverse=True)
         return [
             (f"{self.label}: {total:.1f} ms in the process after the interpreter's start, {imports:.1f} ms of it "
-             f"importing (median of {runs}, -X importtime)"),
+             f"importing (median of {runs}, -X importtime"
+             + ("; imports in the reader threads overlapped, so their shares are approximate)" if self.threaded
+                else ")")),
             "    imports by library: " + ", ".join(f"{name} {ms:.1f}" for ms, name in groups if ms >= 0.05),
             "    slowest imports (own time): " + ", ".join(f"{name} {ms:.1f}" for ms, name in modules[:top]),
             "    most own time besides imports (cProfile): " + ", ".join(f"{name} {ms:.1f}" for ms, name in
@@ -122,7 +125,10 @@ def measure(label: str, args: list[str], cwd: Path, env: dict, *, stdin: Callabl
         own = parse_importtime(run.stderr)
         baseline = parse_importtime(subprocess.run([sys.executable, "-X", "importtime", "-c", "pass"], cwd=cwd,
                                                    env=env, capture_output=True, text=True).stderr)
-        mine = {name: ms for name, ms in own.items() if name not in baseline}
+        # -X importtime takes a module's own time as its total less its imports', which an
+        # import in another thread meanwhile can turn negative: counted as nothing.
+        costs.threaded = costs.threaded or any(ms < 0 for ms in own.values())
+        mine = {name: max(ms, 0.0) for name, ms in own.items() if name not in baseline}
         totals = [float(line.split()[1]) for line in run.stderr.splitlines() if line.startswith("TOTAL ")]
         if not totals:
             continue
