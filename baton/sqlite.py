@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -45,6 +44,8 @@ def _open(path: Path, timeout: float) -> sqlite3.Connection:
 def _create(path: Path, migrations: Sequence[str]) -> None:
     """Build the database, marked and migrated, under a temporary name, then link it to
     path; if another process was first, its file stands."""
+    import tempfile  # here, not at the top: only a new file needs it, and a hook's touch opens existing ones
+
     make_directory(path.parent)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.new-")
     os.close(handle)

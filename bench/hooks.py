@@ -4,7 +4,9 @@ Builds a data home on the embedded default (a ticket with history in one worktre
 repository, `--sessions` other active tickets of 20 files each, one overlapping it), then
 runs each hook as Claude Code does, a fresh `baton hook EVENT` process reading a documented
 payload (tests/fixtures/claude_hooks) on stdin, and prints medians with p10-p90 against
-each budget and against `python -c pass` measured in the same run. Then it starts
+each budget and against `python -c pass` measured in the same run (the figure minus it is
+what Baton costs: issue budgets of the form "interpreter + N ms" read that column), then
+where each hook spends its time (bench/costs.py: -X importtime and cProfile). Then it starts
 `baton mcp`, lists its tools through the SDK's stdio client and prints the size of their
 schemas, which every MCP client sends to its model on every turn.
 
@@ -163,6 +165,23 @@ def bench_hooks(main: Path, repeat: int) -> list[tuple[str, list[float], float |
     return rows
 
 
+def profile_hooks(main: Path) -> list[str]:
+    from costs import measure
+
+    fresh = iter(range(10**6))
+    env = dict(os.environ)
+    return [line for label, args, stdin in (
+        ("baton touch", ["touch", "src/f9.py"], lambda: ""),
+        ("session-start", ["hook", "session-start"], lambda: payload("session_start_startup", main)),
+        ("post-tool-use", ["hook", "post-tool-use"],
+         lambda: payload("post_tool_use_edit", main, file=main / "src" / "f7.py")),
+        ("user-prompt-submit, news", ["hook", "user-prompt-submit"],
+         lambda: payload("user_prompt_submit", main, session=f"profile-{next(fresh)}")),
+        ("stop", ["hook", "stop"], lambda: payload("stop", main)),
+        ("session-end", ["hook", "session-end"], lambda: payload("session_end", main, session=f"pend-{next(fresh)}")),
+    ) for line in measure(label, args, main, env, stdin=stdin).lines()]
+
+
 def tool_schemas(cwd: Path) -> list[dict]:
     import anyio
     from mcp import ClientSession, StdioServerParameters
@@ -234,15 +253,19 @@ def main() -> None:
         print(f"data set: {TASK} with 201 files, 3 decisions, 30 steps; {OTHER} sharing src/db.py, 2 decisions; "
               f"{args.sessions} other active tickets x 20 files (built in {time.perf_counter() - started:.1f} s)\n")
         rows = bench_hooks(main_tree, args.repeat)
-        print(f"{'hook, fresh process (embedded default)':58} {'median ms':>10} {'p10-p90 ms':>16} {'budget':>8}")
+        baseline = statistics.median(rows[0][1])
+        print(f"{'hook, fresh process (embedded default)':58} {'median ms':>10} {'p10-p90 ms':>16} {'budget':>8} "
+              f"{'over floor':>11}")
         for name, samples, budget in rows:
             median, low, high = spread(samples)
             shown = f"{budget} ms" if budget else ""
-            print(f"{name:58} {median:10.2f} {f'{low:.2f}-{high:.2f}':>16} {shown:>8}")
-        baseline = statistics.median(rows[0][1])
-        print(f"\npost-tool-use minus interpreter start: {statistics.median(rows[3][1]) - baseline:.1f} ms")
+            over = f"+{median - baseline:.1f} ms" if samples is not rows[0][1] else "(floor)"
+            print(f"{name:58} {median:10.2f} {f'{low:.2f}-{high:.2f}':>16} {shown:>8} {over:>11}")
         over = [name for name, samples, budget in rows if budget and statistics.median(samples) > budget]
-        print("every median within its budget" if not over else f"OVER BUDGET: {', '.join(over)}")
+        print("\nevery median within its budget" if not over else f"\nOVER BUDGET: {', '.join(over)}")
+        print(f"\nWhere the time goes (each in the process after the interpreter's start, {baseline:.1f} ms):")
+        for line in profile_hooks(main_tree):
+            print(line)
         try:
             tools = tool_schemas(main_tree)
         except ImportError:

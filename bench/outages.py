@@ -17,7 +17,7 @@ are off, so only the command itself is measured; Python's bytecode is cached, as
 runs (the first run of each figure is not counted). No server has to run: the outage is
 what is measured.
 
-    .venv/bin/python bench/outages.py [--repeat 7]
+    .venv/bin/python bench/outages.py [--repeat 7] [--servers Bolt Kafka]
 """
 
 from __future__ import annotations
@@ -142,6 +142,8 @@ def bench_outage(server: str, mode: str, pristine: Path, home: Path, worktree: P
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7, help="fresh processes per figure (default 7)")
+    parser.add_argument("--servers", nargs="+", choices=list(SERVERS), default=list(SERVERS),
+                        help="the servers to take down, one at a time (default: each)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="baton-bench-outages-") as scratch:
         root = Path(scratch)
@@ -165,7 +167,7 @@ def main() -> None:
             median, low, high = spread(samples)
             print(f"{'(none)':20} {label:22} {median:10.1f} {f'{low:.1f}-{high:.1f}':>16}")
         over = []
-        for server in SERVERS:
+        for server in args.servers:
             for mode in (REFUSE, STALL):
                 label = f"{server} {'refused' if mode == REFUSE else 'stalled'}"
                 for command, samples in bench_outage(server, mode, pristine, home, worktree, env, args.repeat):

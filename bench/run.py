@@ -9,7 +9,10 @@ Builds a data set (1,000 active sessions of 20 files each, 100,000 decisions), t
     NumPy product over the same vectors held in memory (its floor), and the open of the
     index in a fresh process,
   - one task's conflict lookup at 100 and at 10,000 sessions (must not grow with sessions),
-each against a baseline measured in the same run. Prints medians with p10-p90 spread.
+each against a baseline measured in the same run. Prints medians with p10-p90 spread, each
+fresh process beside its floor (`python -c pass` in the same run: the figure minus it is
+what Baton costs), then where a fresh touch, decide and resume spend their time
+(bench/costs.py: -X importtime and cProfile), so a change shows which cost it moved.
 
     .venv/bin/python bench/run.py [--decisions 100000] [--sessions 1000] [--repeat 30]
 """
@@ -273,6 +276,14 @@ def main() -> None:
         rows.append(("two baton resumes at once, both finished", concurrent_runs(
             [*cli, "resume", BENCH_TASK, "--json"], worktree, env, max(5, args.repeat // 3)), None))
 
+        from costs import measure
+
+        profiles = [line for label, args, extra in (
+            ("baton touch", ["touch", "src/m4.py"], {}),
+            ("baton decide", ["decide", "Profiled decision"], {"BATON_BACKGROUND_INDEXING": "off"}),
+            ("baton resume", ["resume", BENCH_TASK, "--json"], {})) for line in measure(
+                label, args, worktree, {**env, **extra}).lines()]
+
         from baton.files import WorktreeLocator
         from baton.skills.core.binding import place_of
         from baton.skills.runtime.settings import Settings
@@ -300,17 +311,22 @@ def main() -> None:
             how = "index" if sessions > 0 else "scan of all sessions (baseline)"
             rows.append((f"conflict lookup, {how}, {abs(sessions)} sessions", samples, None))
 
-    print(f"{'figure':62} {'median ms':>10} {'p10-p90 ms':>16} {'budget':>8}")
+    floor = statistics.median(python_start)
+    print(f"{'figure':62} {'median ms':>10} {'p10-p90 ms':>16} {'budget':>8} {'over floor':>11}")
     for name, samples, budget in rows:
         median, low, high = spread(samples)
         shown = f"{budget} ms" if budget else ""
-        print(f"{name:62} {median:10.2f} {f'{low:.2f}-{high:.2f}':>16} {shown:>8}")
+        over = f"+{median - floor:.1f} ms" if "fresh process" in name else ""
+        print(f"{name:62} {median:10.2f} {f'{low:.2f}-{high:.2f}':>16} {shown:>8} {over:>11}")
     small, large = (statistics.median(lookups[n]) for n in (100, 10_000))
     print(f"\nconflict lookup at 10,000 / at 100 sessions: index {large / small:.2f}x, "
           f"scan {statistics.median(lookups[-10_000]) / statistics.median(lookups[-100]):.0f}x")
     print(f"index vs scan at 10,000 sessions: {statistics.median(lookups[-10_000]) / large:.0f}x faster")
     print(f"touch minus interpreter start: {statistics.median(touch) - statistics.median(python_start):.1f} ms")
     print(f"related decisions found for {BENCH_TASK}: {', '.join(related) or 'none'}")
+    print(f"\nWhere the time goes (each in the process after the interpreter's start, {floor:.1f} ms):")
+    for line in profiles:
+        print(line)
 
 
 if __name__ == "__main__":

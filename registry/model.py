@@ -1,4 +1,7 @@
-"""The registry's boundary models: the events every write is made of, and the session projection."""
+"""The registry's boundary models: the events every write is made of, and the session projection.
+
+Every model defers building its validator to its first use (defer_build): a fresh process
+builds only those it validates with, not the thirty this module declares."""
 
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ SessionId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     event_id: UUID
     task_id: TaskId
@@ -240,7 +243,7 @@ Event = Annotated[
 class Stamp(BaseModel):
     """When a last-writer-wins value was written; later stamps win, replays tie and change nothing."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     at: datetime
     rank: int = 0
@@ -254,7 +257,7 @@ class Entry(BaseModel):
     """A decision, step, failure, constraint, remaining item or evidence: a set member keyed
     by its text, first recording kept."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     text: str
     context: str = ""
@@ -288,7 +291,7 @@ class RunEntry(Entry):
 class CheckpointRecord(BaseModel):
     """The latest checkpoint taken for the ticket."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     boundary: str
@@ -312,7 +315,7 @@ class CheckpointRecord(BaseModel):
 class HandoffRecord(BaseModel):
     """The latest handoff written for the ticket."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     path: str
     written_at: datetime
@@ -328,7 +331,7 @@ def handoff_held(*, changed: int, failed: int, not_run: int) -> bool:
 class VerificationRecord(BaseModel):
     """The latest re-verification of a handoff: how many of its claims held."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     path: str
     written_at: datetime | None
@@ -353,7 +356,7 @@ class WorkflowRecord(BaseModel):
     """The ticket's workflow as its latest transition left it: the state, the evidence of
     each completed stage (by stage name) and the transitions recorded so far."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     state: dict
     proofs: dict[str, dict] = {}
@@ -362,7 +365,7 @@ class WorkflowRecord(BaseModel):
 
 
 class Touch(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     repo: str
     path: str
@@ -372,7 +375,7 @@ class Touch(BaseModel):
 class Session(BaseModel):
     """The projection of one ticket's events. Every field is a replay-safe merge of them."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     task_id: str
     lifecycle: Status = Status.active

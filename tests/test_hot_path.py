@@ -1,4 +1,5 @@
-"""`baton touch` runs in an agent's PostToolUse hook: it must stay light."""
+"""`baton touch` runs in an agent's PostToolUse hook: it must stay light, as every hook must.
+The import set of the touch and of each hook is pinned below."""
 
 import json
 import os
@@ -6,6 +7,7 @@ import subprocess
 import sys
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pydantic import TypeAdapter
 
@@ -22,6 +24,107 @@ heavy = sorted(m for m in ("pydantic", "numpy", "torch", "qdrant_client", "token
 print("HEAVY", ",".join(heavy))
 sys.exit(code)
 """
+# The same, also saying on stderr which modules the command imported.
+PROBE_IMPORTS = """
+import sys
+before = set(sys.modules)
+from baton.skills.frontends.cli import main
+try:
+    code = main(sys.argv[1:])
+finally:
+    new = {m if m.startswith("baton.") else m.split(".")[0] for m in set(sys.modules) - before} - {"baton"}
+    print("IMPORTS", " ".join(sorted(m for m in new if not m.startswith("_"))), file=sys.stderr)
+heavy = sorted(m for m in ("pydantic", "numpy", "torch", "qdrant_client", "tokenizers",
+                           "confluent_kafka", "neo4j", "psycopg") if m in sys.modules)
+print("HEAVY", ",".join(heavy))
+sys.exit(code)
+"""
+
+def names(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# What each hot path may import beyond the interpreter's own start: libraries by their
+# top-level name, Baton's modules by their full name (private modules left out). A module
+# new on one of these paths fails the tests below until it is added here on purpose.
+TOUCH_IMPORTS = names("""
+    ast baton.budget baton.clock baton.errors baton.files baton.graph baton.graph.base baton.graph.conflicts
+    baton.graph.sqlite baton.health baton.home baton.ids baton.masking baton.outcome baton.registry
+    baton.registry.base baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals
+    baton.signals.base baton.signals.sqlite baton.signals.wire baton.skills baton.skills.core
+    baton.skills.core.binding baton.skills.core.commit baton.skills.core.overlaps baton.skills.core.signalling
+    baton.skills.core.write_report baton.skills.frontends baton.skills.frontends.cli baton.skills.runtime
+    baton.skills.runtime.command_words baton.skills.runtime.settings baton.skills.runtime.sink
+    baton.skills.runtime.stores baton.skills.runtime.unit baton.skills.services baton.skills.services.touch
+    baton.sqlite baton.store_names collections copy dataclasses datetime dis fcntl hashlib inspect json
+    linecache math opcode platform shlex sqlite3 string threading token tokenize tomllib typing uuid weakref
+""")
+HOOK_IMPORTS = names("""
+    ast baton.budget baton.clock baton.errors baton.files baton.git baton.graph baton.graph.base
+    baton.graph.conflicts baton.health baton.home baton.ids baton.masking baton.outcome baton.registry
+    baton.registry.base baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals
+    baton.signals.base baton.skills baton.skills.core baton.skills.core.binding baton.skills.frontends
+    baton.skills.frontends.cli baton.skills.frontends.hooks baton.skills.frontends.told baton.skills.runtime
+    baton.skills.runtime.command_words baton.skills.runtime.settings baton.skills.runtime.sink
+    baton.skills.runtime.stores baton.skills.runtime.unit baton.sqlite baton.store_names collections copy
+    dataclasses datetime dis fcntl inspect json linecache locale math opcode platform select selectors shlex
+    signal sqlite3 string subprocess threading token tokenize tomllib typing uuid weakref
+""")
+HOOK_PATH_IMPORTS = {
+    "post-tool-use": HOOK_IMPORTS | names("""
+        array baton.graph.sqlite baton.signals.sqlite baton.signals.wire baton.skills.core.commit
+        baton.skills.core.interrupted baton.skills.core.overlaps baton.skills.core.signalling
+        baton.skills.core.write_report baton.skills.frontends.briefing baton.skills.services
+        baton.skills.services.touch hashlib socket
+    """),
+    "user-prompt-submit": HOOK_IMPORTS | names("""
+        array baton.signals.sqlite baton.signals.wire baton.skills.core.interrupted
+        baton.skills.frontends.briefing socket
+    """),
+    "stop": HOOK_IMPORTS | names("""
+        array atexit baton.locks baton.outbox baton.skills.core.checkpoints baton.skills.core.commit
+        baton.skills.core.interrupted baton.skills.core.overlaps baton.skills.core.write_report
+        baton.skills.handoff baton.skills.handoff.files baton.skills.installers
+        baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
+        baton.skills.services.checkpoint baton.skills.services.touch bisect bz2 hashlib lzma random shutil
+        socket tempfile zlib
+    """),
+    "session-end": HOOK_IMPORTS | names("""
+        baton.locks baton.outbox baton.skills.core.commit baton.skills.core.overlaps
+        baton.skills.core.write_report baton.skills.handoff baton.skills.handoff.files baton.skills.installers
+        baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
+        baton.skills.services.touch bisect bz2 hashlib lzma random shutil tempfile zlib
+    """),
+    "session-start": HOOK_IMPORTS | names("""
+        annotated_types array atexit base64 baton.graph.sqlite baton.recall baton.recall.base
+        baton.recall.embedded baton.recall.embedding baton.recall.queue baton.recall.search baton.recall.segments
+        baton.recall.wire
+        baton.registry.apply baton.registry.model baton.signals.model baton.signals.sqlite baton.signals.wire
+        baton.skills.core.commit baton.skills.core.indexing baton.skills.core.interrupted
+        baton.skills.core.overlaps baton.skills.core.signalling baton.skills.core.stage_authority
+        baton.skills.core.stages baton.skills.core.write_report baton.skills.frontends.briefing
+        baton.skills.handoff baton.skills.handoff.checks baton.skills.handoff.document
+        baton.skills.handoff.files baton.skills.handoff.journal baton.skills.handoff.probe_policy
+        baton.skills.handoff.probe_signing baton.skills.handoff.probes baton.skills.handoff.verify
+        baton.skills.handoff.write baton.skills.runtime.deadline baton.skills.services
+        baton.skills.services.bind baton.skills.services.compatibility baton.skills.services.handoff
+        baton.skills.services.recover baton.skills.services.resume baton.skills.services.stage baton.types
+        binascii bisect bz2 calendar concurrent contextvars csv ctypes decimal email fractions hashlib heapq
+        hmac importlib logging lzma mmap numbers numpy pickle pydantic pydantic_core queue quopri random secrets
+        shutil socket struct sysconfig tempfile textwrap traceback typing_extensions typing_inspection zipfile
+        zlib zoneinfo
+    """),
+}
+
+
+def imported(result: subprocess.CompletedProcess) -> set[str]:
+    """What the PROBE_IMPORTS's command imported (its last IMPORTS line)."""
+    line = [line for line in result.stderr.splitlines() if line.startswith("IMPORTS")][-1]
+    return set(line.split()[1:])
+
+
+def unpinned(result: subprocess.CompletedProcess, pinned: frozenset[str] | set[str]) -> list[str]:
+    return sorted(imported(result) - pinned)
 
 
 def test_touch_imports_nothing_heavy(home, worktrees, cli):
@@ -32,10 +135,12 @@ def test_touch_imports_nothing_heavy(home, worktrees, cli):
     cli(main, "touch", "src/a.py")
     # No overlap, an overlap already signalled, and a new overlap (its signal built and stored).
     for path, warned in (("src/b.py", False), ("src/a.py", False), ("src/c.py", True)):
-        result = subprocess.run([sys.executable, "-c", PROBE, "touch", path], cwd=main, capture_output=True, text=True)
+        result = subprocess.run([sys.executable, "-c", PROBE_IMPORTS, "touch", path], cwd=main, capture_output=True,
+                                text=True)
         assert result.returncode == 0, result.stderr
         assert "HEAVY \n" in result.stdout
         assert ("Warning: OMN-2 also touching src/a.py, src/c.py" in result.stdout) is warned, result.stdout
+        assert not unpinned(result, TOUCH_IMPORTS), f"new on the touch's path: {unpinned(result, TOUCH_IMPORTS)}"
     code, out, _ = cli(main, "signals", "--task", "OMN-1", "--json")
     stored = [s for s in json.loads(out) if s["signal_type"] == "conflict_detected"]
     assert [s["payload"]["file_paths"] for s in stored] == [["src/a.py"], ["src/a.py", "src/c.py"]]
@@ -125,3 +230,89 @@ def test_the_hand_built_decision_is_the_model_decision():
                       file_paths=(), related_task_id=None, reason=event.text)
     model = Signal.model_validate_json(wire.to_json())
     assert model.subjects() == wire.subjects() == ["task:OMN-1"]
+
+
+def test_each_hook_imports_only_its_pinned_modules(home, worktrees, cli, tmp_path, monkeypatch):
+    """Each Claude Code hook as Claude Code runs it (a fresh process, the payload on stdin),
+    in each of its cases: a module its pin does not name fails here (pydantic and numpy are
+    only session-start's, which resumes)."""
+    fixtures = Path(__file__).parent / "fixtures" / "claude_hooks"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    (tmp_path / "run").mkdir(mode=0o700)
+    main, second = worktrees
+    cli(second, "bind", "OMN-2")
+    cli(second, "touch", "src/a.py", "src/c.py")
+    cli(second, "decide", "Keep carts in PostgreSQL")
+    cli(main, "bind", "OMN-1")
+    cli(main, "touch", "src/a.py")
+    cli(main, "decide", "Lock cart rows optimistically")
+
+    def payload(name: str, *, file: str | None = None, session: str = "s1") -> str:
+        event = json.loads((fixtures / f"{name}.json").read_text())
+        event["cwd"], event["session_id"] = str(main), session
+        if file is not None:
+            event["tool_input"]["file_path"] = event["tool_response"]["filePath"] = str(main / file)
+        return json.dumps(event)
+
+    runs = [("session-start", payload("session_start_startup")),
+            ("post-tool-use", payload("post_tool_use_edit", file="src/e.py")),  # no other ticket's file
+            ("post-tool-use", payload("post_tool_use_edit", file="src/c.py")),  # a new conflict
+            ("user-prompt-submit", payload("user_prompt_submit", session="s2")),  # news to tell
+            ("user-prompt-submit", payload("user_prompt_submit", session="s2")),  # nothing new
+            ("stop", payload("stop")), ("stop", payload("stop")), ("session-end", payload("session_end"))]
+    for name, body in runs:
+        result = subprocess.run([sys.executable, "-c", PROBE_IMPORTS, "hook", name], input=body, cwd=main,
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert "baton:" not in result.stderr, result.stderr
+        assert not unpinned(result, HOOK_PATH_IMPORTS[name]), \
+            f"new on the {name} hook's path: {unpinned(result, HOOK_PATH_IMPORTS[name])}"
+        if name != "session-start":
+            assert {"pydantic", "numpy"}.isdisjoint(imported(result)), name
+
+
+def test_the_touch_without_options_is_what_the_parser_answers(home, monkeypatch):
+    """`baton touch PATH...` skips argparse: the same arguments as the parser would give."""
+    from baton.skills.frontends import cli
+
+    parsed = cli._parser("touch").parse_args(["touch", "a.py", "b/c.py"])
+    given = {}
+    handler = lambda args, stores: given.update(vars(args)) or 0  # noqa: E731
+    monkeypatch.setattr(cli, "_HANDLERS", {**cli._HANDLERS, "touch": handler})
+    assert cli.main(["touch", "a.py", "b/c.py"]) == 0
+    assert given == vars(parsed)
+
+
+def test_the_hand_built_activity_event_is_the_model_event():
+    from baton.skills.core.commit import wire_event
+
+    at = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    wire = wire_event("activity_recorded", "OMN-1", "s1", at)
+    event = TypeAdapter(Event).validate_json(wire.body)
+    assert (event.type, event.task_id, event.session_id, event.at, str(event.event_id)) == \
+        ("activity_recorded", "OMN-1", "s1", at, wire.event_id)
+    dumped = json.loads(TypeAdapter(Event).dump_json(event))
+    assert dumped == {**json.loads(wire.body), "at": "2026-11-01T12:00:00.123456Z"}
+
+
+def test_the_parser_of_one_command_is_that_command_of_the_whole_parser():
+    """A command builds only its own arguments' parser: each is the one the whole parser has."""
+    from baton.skills.frontends.cli import _parser
+
+    def described(parser) -> list:
+        def actions(p) -> list:
+            out = []
+            for action in p._actions:
+                out.append((type(action).__name__, action.dest, tuple(action.option_strings), action.nargs,
+                            action.default, action.choices if not isinstance(action.choices, dict) else None,
+                            action.required))
+                if isinstance(action.choices, dict):  # nested subcommands (handoff verify)
+                    out += [(name, actions(sub)) for name, sub in action.choices.items()]
+            return out
+        return actions(parser)
+
+    whole = _parser()._subparsers._group_actions[0].choices
+    for name, sub in whole.items():
+        alone = _parser(name)._subparsers._group_actions[0].choices
+        assert list(alone) == [name]
+        assert described(alone[name]) == described(sub), name

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -99,6 +98,8 @@ def write_binding(place: Place, binding: Binding) -> Path:
             lines.append(f"{key}: {json.dumps(value)}")
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # .baton/: private, whatever the umask
+        import tempfile  # here, not at the top: the hooks' reads need none of it (tempfile imports shutil)
+
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".binding-")
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as out:

@@ -9,21 +9,39 @@ store's failure is told once per command, on one line.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from baton.registry.wire import UPDATE_PHASES
 
+if TYPE_CHECKING:
+    import argparse
 
-def _parser() -> argparse.ArgumentParser:
+
+class _Skipped:
+    """Stands in for the parser of a command not asked for: whatever is added to it is dropped."""
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: self
+
+
+def _parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; only: build that command's arguments alone. Building every
+    command's costs a fresh process more than the rest of argparse (each argument's help
+    asks gettext for a translation), and `baton touch` runs in an agent's hook."""
+    import argparse
+
     parser = argparse.ArgumentParser(prog="baton",
                                      description="Hand a ticket's working state from one agent session to the next.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str, *, task: bool = True) -> argparse.ArgumentParser:
+        if only is not None and name != only:
+            return _Skipped()  # type: ignore[return-value]
         sub = commands.add_parser(name, help=help, description=help)
         if task:
             sub.add_argument("--task", help="ticket id (default: this worktree's binding, else BATON_TASK_ID)")
@@ -246,7 +264,13 @@ def main(argv: list[str] | None = None) -> int:
         from baton.skills.frontends.hooks import run_hook
 
         return run_hook(given[1])
-    args = _parser().parse_args(argv)
+    if len(given) > 1 and given[0] == "touch" and not any(arg.startswith("-") for arg in given[1:]):
+        # What a hook runs, paths only: what the parser would answer, without importing argparse.
+        args: argparse.Namespace | SimpleNamespace = SimpleNamespace(command="touch", paths=given[1:], task=None,
+                                                                     json=False)
+    else:
+        named = given[0] if given and given[0] in _HANDLERS.keys() | _WITHOUT_STORES.keys() else None
+        args = _parser(named).parse_args(given)
     _told.clear()
     try:
         if args.command in _WITHOUT_STORES:

@@ -421,15 +421,16 @@ def _sweep(stores, agent_session: str, task, place, locator, listed: tuple[str, 
 
 
 def _record_activity(stores, task) -> None:
-    """An end of turn with no file changed still counts as the ticket's activity."""
-    import uuid
-
+    """An end of turn with no file changed still counts as the ticket's activity. Its event
+    is built by hand and, where writes apply at once, appended unprojected, as a touch's is
+    (the registry projects it before its next read): the Stop hook stays off pydantic."""
     from baton import clock
-    from baton.registry.model import ActivityRecorded
-    from baton.skills.core.commit import record_events
+    from baton.skills.core.commit import wire_event
 
-    event = ActivityRecorded(event_id=uuid.uuid4(), task_id=task.task_id, session_id=task.session_id, at=clock.now())
-    _warn(record_events(stores, [event]))
+    at = clock.now()
+    event = wire_event("activity_recorded", task.task_id, task.session_id, at)
+    if not stores.sink.keep([event]):
+        stores.registry.append_body(event.event_id, task.task_id, at, "activity_recorded", event.body)
 
 
 def _step(out: Output, doing: str, step: Callable[[], None]) -> None:

@@ -8,14 +8,17 @@ so only Baton opens a section here.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from baton.shown_text import escape_controls, one_line
 from baton.skills.frontends.briefing import signal_line, unavailable_stores, when
 from baton.skills.handoff.files import HANDOFFS_DIR, LATEST
 from baton.skills.handoff.journal import journal_of
 from baton.skills.handoff.verify import NO_HANDOFF, Verification
-from baton.skills.services.listing import Listing
-from baton.skills.services.resume import ResumeResult
+
+if TYPE_CHECKING:  # annotations only: `baton resume` need not import the listing
+    from baton.skills.services.listing import Listing
+    from baton.skills.services.resume import ResumeResult
 
 MAX_FILES_SHOWN = 30
 
