@@ -47,6 +47,7 @@ TICKETS = 1000
 CLUSTERS = 2000
 SEED = 7
 COLLECTION = "decisions"
+PAYLOAD = ["id", "task_id", "session_id", "text", "recorded_at", "repo"]  # what a hit returns, as Baton's do
 
 
 # Setup -------------------------------------------------------------------------------------
@@ -219,6 +220,8 @@ class Chroma:
 
 
 class Lance:
+    """As a user first gets it: no vector index, so a search scans every row (exactly)."""
+
     name = "LanceDB embedded"
 
     def __init__(self, folder: Path) -> None:
@@ -254,7 +257,7 @@ class Lance:
     def search(self, query, exclude: str) -> list[int]:
         # The filter is the only way LanceDB takes one; exclude is a ticket id this bench made.
         found = (self.table.search(query).distance_type("cosine").where(f"task_id != '{exclude}'", prefilter=True)
-                 .limit(5).to_list())
+                 .select(PAYLOAD).limit(5).to_list())
         return [int(row["id"]) for row in found]
 
 
