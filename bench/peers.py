@@ -35,7 +35,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,10 +89,10 @@ def median(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
-def spread(samples: list[float]) -> str:
+def spread(samples: list[float], digits: int = 2) -> str:
     ordered = sorted(samples)
     pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return f"{pick(0.1):.2f}-{pick(0.9):.2f}"
+    return f"{pick(0.1):.{digits}f}-{pick(0.9):.{digits}f}"
 
 
 def alternating(contenders: dict[str, Callable[[int], None]], rounds: int) -> dict[str, list[float]]:
@@ -190,21 +192,21 @@ class BatonIndex:
         return [int(h.record.text.rsplit(" ", 1)[1]) for h in hits]
 
 
+def chroma_client(folder: Path):
+    import chromadb
+
+    return chromadb.PersistentClient(path=str(folder), settings=chromadb.Settings(anonymized_telemetry=False))
+
+
 class Chroma:
     name = "ChromaDB embedded"
 
     def __init__(self, folder: Path) -> None:
-        import chromadb
-
-        self.client = chromadb.PersistentClient(path=str(folder), settings=chromadb.Settings(anonymized_telemetry=False))
-        self.collection = self.client.get_collection(COLLECTION)
+        self.collection = chroma_client(folder).get_collection(COLLECTION)
 
     @staticmethod
     def build(folder: Path, vectors, batch: int) -> None:
-        import chromadb
-
-        client = chromadb.PersistentClient(path=str(folder), settings=chromadb.Settings(anonymized_telemetry=False))
-        collection = client.create_collection(COLLECTION, metadata={"hnsw:space": "cosine"})
+        collection = chroma_client(folder).create_collection(COLLECTION, metadata={"hnsw:space": "cosine"})
         for start in range(0, len(vectors), batch):
             rows = range(start, min(start + batch, len(vectors)))
             collection.add(ids=[str(i) for i in rows], embeddings=vectors[start:start + len(rows)],
@@ -251,13 +253,16 @@ class Lance:
                 table = db.create_table(COLLECTION, data)
             else:
                 table.add(data)
-        # Many small appends leave many fragments; compacting them is what a user is told to do.
-        table.optimize()
+        # Many appends leave many fragments and versions: compacted, and the old versions
+        # removed (nothing else reads this table), as a user is told to.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
 
     def search(self, query, exclude: str) -> list[int]:
         # The filter is the only way LanceDB takes one; exclude is a ticket id this bench made.
         found = (self.table.search(query).distance_type("cosine").where(f"task_id != '{exclude}'", prefilter=True)
-                 .select(PAYLOAD).limit(5).to_list())
+                 .select([*PAYLOAD, "_distance"]).limit(5).to_list())
         return [int(row["id"]) for row in found]
 
 
@@ -306,11 +311,12 @@ def bench_recall(root: Path, decisions: int, queries: int, repeat: int, batch: i
         began = time.perf_counter()
         try:
             engine.build(folder, vectors, batch)
-        except Exception as exc:  # a peer that fails here is reported, the others measured
+        except Exception as exc:  # noqa: BLE001 -- a peer that fails here is reported, the others measured
             print(f"  {engine.name}: build failed: {type(exc).__name__}: {exc}")
             continue
         builds[key] = ms_since(began) / 1000
         sizes[key] = disk_bytes(folder)
+        print(f"  {engine.name}: built in {builds[key]:.1f} s", flush=True)
         available[key] = engine
 
     # Warm: each opened once, then the same query alternately.
@@ -344,8 +350,9 @@ def bench_recall(root: Path, decisions: int, queries: int, repeat: int, batch: i
     names = {"exact": Exact.name, **{key: engine.name for key, engine in available.items()}}
     rows = []
     for key, name in names.items():
-        rows.append([name, f"{median(warm[key]):.2f}", spread(warm[key]), ratio(median(warm[key]), median(warm["baton"]))
-                     if "baton" in warm else "-", f"{median(cold_samples[key]):.0f}", f"{median(cold_inner[key]):.0f}",
+        versus = ratio(median(warm[key]), median(warm["baton"])) if "baton" in warm else "-"
+        rows.append([name, f"{median(warm[key]):.2f}", spread(warm[key]), versus,
+                     f"{median(cold_samples[key]):.0f}", f"{median(cold_inner[key]):.0f}",
                      f"{builds[key]:.1f}" if key in builds else "-", f"{sizes[key] / 1e6:.0f}",
                      f"{recall_at_5[key]:.3f}"])
     print_table(f"recall at {decisions:,} decisions (python -c pass: {median(python_start):.0f} ms)",
@@ -366,7 +373,7 @@ def run_ms(command: list[str]) -> float:
 def bench_state(root: Path, sessions: int, repeat: int) -> None:
     import sqlite3
     import uuid
-    from datetime import UTC, datetime, timedelta
+    from datetime import UTC, datetime
 
     from baton.files import FileRef
     from baton.outcome import Found
@@ -379,8 +386,9 @@ def bench_state(root: Path, sessions: int, repeat: int) -> None:
     for n in range(sessions):
         common = {"task_id": f"T-{n}", "session_id": "bench", "at": start + timedelta(seconds=n)}
         batch += [Bound(event_id=uuid.uuid4(), repo="github.com/acme/shop", worktree_path=f"/w/T-{n}", **common),
-                  FilesTouched(event_id=uuid.uuid4(), files=[FileRef("github.com/acme/shop", f"src/m{(n * 7 + f) % 5000}.py")
-                                                              for f in range(20)], **common),
+                  FilesTouched(event_id=uuid.uuid4(), **common,
+                               files=[FileRef("github.com/acme/shop", f"src/m{(n * 7 + f) % 5000}.py")
+                                      for f in range(20)]),
                   *(DecisionRecorded(event_id=uuid.uuid4(), text=f"Decision {d} of ticket {n}",
                                      context="why it was taken", **common) for d in range(5)),
                   NextActionSet(event_id=uuid.uuid4(), text="Run the checkout tests", **common)]
@@ -408,6 +416,9 @@ def bench_state(root: Path, sessions: int, repeat: int) -> None:
     def raw_read(r: int) -> None:
         raw.execute("SELECT body FROM sessions WHERE task_id = ?", (f"T-{r % sessions}",)).fetchone()
 
+    def raw_read_parsed(r: int) -> None:
+        json.loads(raw.execute("SELECT body FROM sessions WHERE task_id = ?", (f"T-{r % sessions}",)).fetchone()[0])
+
     contenders["Baton SqliteSessionStore.get"] = baton_get
     missing = installed("langgraph.checkpoint.sqlite")
     if missing:
@@ -420,10 +431,11 @@ def bench_state(root: Path, sessions: int, repeat: int) -> None:
 
         contenders["LangGraph SqliteSaver.get_tuple"] = langgraph_get
     contenders["raw SQLite primary-key read (floor)"] = raw_read
+    contenders["  the same read + json.loads (no validation)"] = raw_read_parsed
     samples = alternating(contenders, repeat * 20)
     base = median(samples["Baton SqliteSessionStore.get"])
     print_table("state lookup, warm, in process", ["", "median ms", "p10-p90", "vs Baton"],
-                [[name, f"{median(s):.3f}", spread(s), ratio(median(s), base)] for name, s in samples.items()])
+                [[name, f"{median(s):.3f}", spread(s, 3), ratio(median(s), base)] for name, s in samples.items()])
     store.close()
     raw.close()
 
@@ -440,7 +452,7 @@ def langgraph_saver(path: Path, state: dict[str, dict]):
     for thread, values in state.items():
         checkpoint = empty_checkpoint()
         checkpoint["channel_values"] = dict(values)
-        versions = {channel: 1 for channel in values}
+        versions = dict.fromkeys(values, 1)
         checkpoint["channel_versions"] = dict(versions)
         saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, checkpoint,
                   {"source": "input", "step": 0, "writes": None, "parents": {}}, versions)
@@ -460,7 +472,8 @@ VERBS = ["Keep", "Store", "Serve", "Write", "Cache"]
 
 def sentences(count: int) -> list[str]:
     made = [f"{VERBS[(i // 100) % len(VERBS)]} {SUBJECTS[i % 10]} {CHOICES[(i // 10) % 10]}" for i in range(count)]
-    return [text if i % 3 else f"{text}: the checkout team asked for it after the outage" for i, text in enumerate(made)]
+    return [text if i % 3 else f"{text}: the checkout team asked for it after the outage"
+            for i, text in enumerate(made)]
 
 
 def sentence_transformers_dir(root: Path) -> Path:
@@ -503,7 +516,8 @@ def bench_embedding(root: Path, repeat: int, agreement: int) -> None:
     folder = sentence_transformers_dir(root)
     texts = sentences(agreement)
     baton = MiniLMEncoder.load()
-    contenders: dict[str, Callable[[int], None]] = {"Baton NumPy encoder": lambda r: baton.encode([texts[r % agreement]])}
+    contenders: dict[str, Callable[[int], None]] = {
+        "Baton NumPy encoder": lambda r: baton.encode([texts[r % agreement]])}
     if missing:
         print(f"  sentence-transformers: {missing}")
     else:
@@ -547,7 +561,7 @@ def bench_embedding(root: Path, repeat: int, agreement: int) -> None:
                 [[name, f"{median(s):.2f}", spread(s), ratio(median(s), base)] for name, s in warm.items()])
     base = median(cold["Baton NumPy encoder"])
     print_table("cold start to the first vector, fresh process (wall clock)", ["", "median ms", "p10-p90", "vs Baton"],
-                [[name, f"{median(s):.0f}", spread(s), ratio(median(s), base)] for name, s in cold.items()])
+                [[name, f"{median(s):.0f}", spread(s, 0), ratio(median(s), base)] for name, s in cold.items()])
 
 
 # Main -------------------------------------------------------------------------------------
@@ -556,7 +570,7 @@ def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--setup", action="store_true", help="make bench/.venv-peers and install the peers")
     parser.add_argument("--decisions", type=int, default=100_000, help="decisions in the recall comparison "
-                        "(1000000 takes a quarter of an hour and about 10 GB of disk)")
+                        "(1000000 for the figures at a million: the builds then take far longer)")
     parser.add_argument("--queries", type=int, default=200, help="queries for recall@5")
     parser.add_argument("--batch", type=int, default=2000, help="decisions added per call when building")
     parser.add_argument("--sessions", type=int, default=1000, help="tickets in the state lookup comparison")
@@ -587,8 +601,8 @@ def main() -> None:
     # The model is read from local files only: no hub, no progress bars.
     os.environ.update(HF_HUB_OFFLINE="1", HF_HUB_DISABLE_PROGRESS_BARS="1", TRANSFORMERS_VERBOSITY="error")
     wanted = set(args.only.split(","))
-    print(f"python {sys.version.split()[0]} at {sys.executable}; {os.cpu_count()} cores, shared with other work: "
-          "figures from one run, contenders alternating; read the ratios")
+    print(f"python {sys.version.split()[0]} at {sys.executable}; {os.cpu_count()} cores, shared with other work "
+          f"(load average {os.getloadavg()[0]:.1f}): figures from one run, contenders alternating; read the ratios")
     with tempfile.TemporaryDirectory(prefix="baton-peers-") as scratch:
         root = Path(scratch)
         if "state" in wanted:
@@ -597,6 +611,7 @@ def main() -> None:
             bench_embedding(root, args.repeat, args.sentences)
         if "recall" in wanted:
             bench_recall(root, args.decisions, args.queries, args.repeat, args.batch)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
