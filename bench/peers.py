@@ -20,7 +20,8 @@ machine slows them alike: read the ratios, which come from one run. The peers li
 the bench's own environment, never in Baton's dependencies:
 
     python3 bench/peers.py --setup      # makes bench/.venv-peers (Baton + bench/peers-requirements.txt)
-    bench/.venv-peers/bin/python bench/peers.py [--decisions 100000] [--repeat 30] [--only recall,state,embedding]
+    bench/.venv-peers/bin/python bench/peers.py [--decisions 100000] [--engines baton,chroma,lance]
+        [--repeat 30] [--only recall,state,embedding]
 
 A peer that is not installed is named as such, and the rest is measured.
 """
@@ -286,7 +287,7 @@ def cold_recall(engine: str, folder: str, query_file: str) -> None:
     print(json.dumps({"ms": ms_since(began), "open_ms": imported, "hits": len(hits)}))
 
 
-def bench_recall(root: Path, decisions: int, queries: int, repeat: int, batch: int) -> None:
+def bench_recall(root: Path, decisions: int, queries: int, repeat: int, batch: int, engines: list[str]) -> None:
     import numpy as np
 
     vectors = make_vectors(decisions, SEED + 1)
@@ -302,7 +303,8 @@ def bench_recall(root: Path, decisions: int, queries: int, repeat: int, batch: i
     available: dict[str, type] = {}
     builds: dict[str, float] = {}
     sizes: dict[str, int] = {"exact": disk_bytes(data / "vectors.npy")}
-    for key, engine in ENGINES.items():
+    for key in engines:
+        engine = ENGINES[key]
         missing = installed(ENGINE_MODULES[key])
         if missing:
             print(f"  {engine.name}: {missing}")
@@ -571,6 +573,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--setup", action="store_true", help="make bench/.venv-peers and install the peers")
     parser.add_argument("--decisions", type=int, default=100_000, help="decisions in the recall comparison "
                         "(1000000 for the figures at a million: the builds then take far longer)")
+    parser.add_argument("--engines", default="baton,chroma,lance",
+                        help="recall contenders beside the exact floor (ChromaDB's build is the long one at a million)")
     parser.add_argument("--queries", type=int, default=200, help="queries for recall@5")
     parser.add_argument("--batch", type=int, default=2000, help="decisions added per call when building")
     parser.add_argument("--sessions", type=int, default=1000, help="tickets in the state lookup comparison")
@@ -610,7 +614,11 @@ def main() -> None:
         if "embedding" in wanted:
             bench_embedding(root, args.repeat, args.sentences)
         if "recall" in wanted:
-            bench_recall(root, args.decisions, args.queries, args.repeat, args.batch)
+            engines = [key for key in args.engines.split(",") if key]
+            unknown = set(engines) - set(ENGINES)
+            if unknown:
+                raise SystemExit(f"--engines: unknown {', '.join(sorted(unknown))} (choose from {', '.join(ENGINES)})")
+            bench_recall(root, args.decisions, args.queries, args.repeat, args.batch, engines)
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
 
 
