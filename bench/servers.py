@@ -221,7 +221,7 @@ def main() -> None:
             from baton.skills.runtime.settings import Settings
 
             delivery = delivery_rates(root, kafka.bootstrap, args.events, args.runs)
-            projector, indexed = projector_rates(root, Settings.from_env(), args.events, args.runs)
+            projector = projector_rates(root, Settings.from_env(), args.events, args.runs)
             os.environ["BATON_BACKGROUND_DELIVERY"] = env["BATON_BACKGROUND_DELIVERY"] = "on"
             fresh = max(10, args.repeat // 2)
             rows.append(("baton resume, fresh process (target 400 ms)",
@@ -264,9 +264,6 @@ def main() -> None:
                             "floor, a raw confluent-kafka producer of the same bytes", args.events))
         print(projector.line("projector into PostgreSQL, Neo4j and the recall queue (target 3,000)",
                              "floor, a raw executemany insert of the same events", args.events))
-        if indexed:
-            print(f"recall indexer, apart from the projector: {statistics.median(indexed):,.0f} decisions embedded "
-                  "and stored per second (median)")
     finally:
         for server in servers:
             server.destroy()

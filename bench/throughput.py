@@ -16,7 +16,8 @@ from datetime import timedelta
 from pathlib import Path
 
 TICKETS = 100  # tickets a load's events belong to, as many agents editing at once
-FILE_POOL = 2000  # paths a load's touches are drawn from: some tickets overlap and are signalled
+OWN_FILES = 50  # paths each ticket's touches are drawn from
+SHARED_FILES = 20  # paths every ticket may touch (one touch in fifty): some tickets overlap and are signalled
 
 
 @dataclass
@@ -36,7 +37,8 @@ class Rate:
 def load_events(run: str, count: int) -> list[tuple[str, str, str]]:
     """(event id, ticket, JSON) of `count` registry events as agents' hooks keep them: each
     ticket's bind, then touches of three files, one event in twenty a decision and one in
-    twenty a next action. Tickets are new in each run (`run` names them)."""
+    twenty a next action. Tickets and their repository are new in each run (`run` names
+    them), so runs do not overlap each other."""
     from baton import clock
     from baton.registry.wire import decision_recorded_body, event_body, files_touched_body
 
@@ -45,7 +47,7 @@ def load_events(run: str, count: int) -> list[tuple[str, str, str]]:
     events = []
     for n in range(count):
         task, at, event_id = f"LOAD-{run}-{n % TICKETS}", started + timedelta(milliseconds=n), str(uuid.uuid4())
-        repo = "github.com/acme/shop"
+        repo = f"github.com/acme/load-{run}"
         if n < TICKETS:
             body = event_body("bound", event_id=event_id, task_id=task, session_id="bench", at=at, agent="bench",
                               repo=repo, worktree_path=f"/w/{task}", branch=task, reopens=False)
@@ -58,8 +60,10 @@ def load_events(run: str, count: int) -> list[tuple[str, str, str]]:
         else:
             from baton.files import FileRef
 
-            body = files_touched_body(event_id, task, "bench", at,
-                                      [FileRef(repo, f"src/m{rng.randrange(FILE_POOL)}.py") for _ in range(3)])
+            paths = [f"src/{task}/m{rng.randrange(OWN_FILES)}.py" for _ in range(3)]
+            if rng.randrange(50) == 0:
+                paths[0] = f"src/shared/m{rng.randrange(SHARED_FILES)}.py"
+            body = files_touched_body(event_id, task, "bench", at, [FileRef(repo, path) for path in paths])
         events.append((event_id, task, body))
     return events
 
@@ -84,7 +88,7 @@ def delivery_rates(root: Path, bootstrap: str, count: int, runs: int) -> Rate:
     topic = "bench-delivery.session-events.v1"
     rate = Rate([], [])
     for run in range(runs + 1):  # the first creates the topic and warms both
-        events = load_events(f"d{run}", count)
+        events = load_events(f"d{run}-{uuid.uuid4().hex[:6]}", count)
         path = root / f"delivery-{run}.db"
         _kept(path, events)
         log = KafkaEventLog(bootstrap, path, timeout=60, topic=topic)
@@ -134,12 +138,12 @@ def _project(stores, *, warm_up: bool):
             time.sleep(0.5)
 
 
-def projector_rates(root: Path, settings, count: int, runs: int) -> tuple[Rate, list[float]]:
+def projector_rates(root: Path, settings, count: int, runs: int) -> Rate:
     """The projector applying `count` new events (delivered to a topic of their own before
     it starts) to PostgreSQL, the Bolt server and the recall queue, in process (a new
     Stores each run: its connections included), against a raw executemany insert of the
-    same events into a table shaped as the registry's event table. Also returns the
-    indexer's decisions embedded per second, which runs apart from the projector."""
+    same events into a table shaped as the registry's event table. The decisions it queues
+    are embedded by the indexer, in a process of its own: not timed here."""
     import json
 
     import psycopg
@@ -147,12 +151,12 @@ def projector_rates(root: Path, settings, count: int, runs: int) -> tuple[Rate, 
     from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
     from baton.skills.runtime.stores import Stores
 
-    rate, indexed = Rate([], []), []
+    rate = Rate([], [])
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
         conn.execute(_FLOOR_TABLE)
     for run in range(runs + 1):  # the first warms the servers' caches
         prefix = f"bench-p{run}-{uuid.uuid4().hex[:6]}."
-        events = load_events(f"p{run}", count)
+        events = load_events(prefix.rstrip("."), count)
         path = root / f"projector-{run}.db"
         _kept(path, events)
         log = KafkaEventLog(settings.kafka_bootstrap, path, timeout=60, topic=f"{prefix}{EVENTS_TOPIC}")
@@ -166,10 +170,6 @@ def projector_rates(root: Path, settings, count: int, runs: int) -> tuple[Rate, 
         report = _project(stores, warm_up=run == 0)
         baton_seconds = time.perf_counter() - started
         assert report.events == count, report
-        decisions = stores.embedding_queue.count()
-        started = time.perf_counter()
-        embedded = stores.indexer().run().embedded
-        index_seconds = time.perf_counter() - started
         stores.close()
 
         rows = []
@@ -186,7 +186,4 @@ def projector_rates(root: Path, settings, count: int, runs: int) -> tuple[Rate, 
         if run:
             rate.baton.append(count / baton_seconds)
             rate.floor.append(count / raw_seconds)
-            if embedded:
-                indexed.append(embedded / index_seconds)
-        assert embedded <= decisions
-    return rate, indexed
+    return rate
