@@ -122,16 +122,18 @@ _FLOOR_TABLE = """
 """
 
 
-def _project(stores, *, warm_up: bool):
-    """A catch-up run of the projector; the warm-up run waits for a new broker's group
-    coordinator (a catch-up run gives up when Kafka is not ready)."""
+def _project(stores, *, warm_up: bool) -> int:
+    """A catch-up run of the projector; returns the events it applied. The warm-up run
+    starts again after a failure (a new broker's group coordinator not ready yet, a store
+    past its budget on a busy machine) from the offsets committed so far, so its count
+    holds only its last attempt's events."""
     from baton.errors import StoreUnavailable
     from baton.skills.services.projector import run_projector
 
     deadline = time.monotonic() + 60
     while True:
         try:
-            return run_projector(stores, once=True, log=lambda _message: None)
+            return run_projector(stores, once=True, log=lambda _message: None).events
         except StoreUnavailable:
             if not warm_up or time.monotonic() > deadline:
                 raise
@@ -167,9 +169,9 @@ def projector_rates(root: Path, settings, count: int, runs: int) -> Rate:
                         skip_known_down=False)
         stores.deliver_on_close = False
         started = time.perf_counter()
-        report = _project(stores, warm_up=run == 0)
+        applied = _project(stores, warm_up=run == 0)
         baton_seconds = time.perf_counter() - started
-        assert report.events == count, report
+        assert run == 0 or applied == count, f"{applied} of {count} events applied"
         stores.close()
 
         rows = []
