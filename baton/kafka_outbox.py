@@ -24,20 +24,12 @@ from typing import TYPE_CHECKING
 
 from baton.budget import AnyGate, OpenGate
 from baton.errors import ServerUnreachable, StoreUnavailable
-from baton.outbox import Entry, Outbox
+from baton.outbox import Outbox
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 PARTITIONS = 3
-# Messages read from the outbox, produced and acknowledged at a time: bounds the memory a
-# large backlog takes and what waits for an acknowledgement.
-CHUNK = 5000
-# Idempotent (the broker drops the producer's own retries), acknowledged by every replica,
-# and batched: a message waits up to linger.ms for others to share its request, and at most
-# five requests per broker are in flight (the idempotent producer's limit).
-PRODUCER_CONFIG = {"enable.idempotence": True, "acks": "all", "linger.ms": 5, "batch.num.messages": CHUNK,
-                   "max.in.flight.requests.per.connection": 5}
 
 # librdkafka's error names for a broker that cannot be reached or heard from.
 _UNREACHABLE = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_MSG_TIMED_OUT", "_TIMED_OUT_QUEUE", "_RESOLVE",
@@ -127,11 +119,11 @@ class KafkaOutbox:
         try:
             self.gate.refuse_known(self.store)  # before waiting for another delivery
             with self._delivering() as ours:
-                through = self._box.last_seq() if ours else 0
-                if through:
+                pending = [(e.message_id, e.key, e.body) for e in self._box.entries()] if ours else []
+                if pending:
                     with self.gate.call(self.store) as left:
                         self.ensure_topic()
-                        self._send_through(through, left)
+                        self._send(pending, left)
         except StoreUnavailable as exc:
             raise type(exc)(self.store, f"{exc.reason}; {self.waiting()} messages kept in {self.path}") from exc
 
@@ -142,16 +134,8 @@ class KafkaOutbox:
         with self.gate.waiting(), self._box.delivering(within=self.gate.left()) as got:
             yield got
 
-    def _send_through(self, through: int, left: float) -> None:
-        """Send the messages kept up to sequence number `through` (those kept later wait for
-        the next delivery, so a steady stream of writes cannot hold this one open), CHUNK at
-        a time: each chunk is dropped from the outbox once Kafka acknowledged it, so a
-        delivery cut short by its budget keeps what it achieved."""
+    def _send(self, pending: list[tuple[str, str, str]], left: float) -> None:
         producer = self._get_producer(left)
-        while chunk := self._box.entries(through=through, limit=CHUNK):
-            self._send(producer, chunk, left)
-
-    def _send(self, producer: Producer, chunk: list[Entry], left: float) -> None:
         acknowledged: list[str] = []
         failures: list[KafkaError] = []
 
@@ -160,19 +144,12 @@ class KafkaOutbox:
                 (failures.append(error) if error is not None else acknowledged.append(message_id))
             return delivered
 
-        produced = 0
-        while produced < len(chunk) and self.gate.left() > 0.05:
-            entry = chunk[produced]
-            try:
-                producer.produce(self.topic, key=entry.key.encode(), value=entry.body.encode(),
-                                 on_delivery=on_delivery(entry.message_id))
-                produced += 1
-            except BufferError:  # the producer's queue is full: serve acknowledgements first
-                producer.poll(0.01)
+        for message_id, key, body in pending:
+            producer.produce(self.topic, key=key.encode(), value=body.encode(), on_delivery=on_delivery(message_id))
         producer.flush(self.gate.left())
         if acknowledged:
             self._box.drop(acknowledged)
-        if len(acknowledged) < len(chunk):
+        if len(acknowledged) < len(pending):
             if not failures:
                 raise self.unreachable(f"no acknowledgement within {left:.1f}s")
             reason = f"Kafka at {self.bootstrap}: {' '.join(failures[0].str().split())}"
@@ -182,8 +159,8 @@ class KafkaOutbox:
         if self._producer is None:
             from confluent_kafka import Producer
 
-            self._producer = Producer({**client_config(self.bootstrap, left), **PRODUCER_CONFIG,
-                                       "message.timeout.ms": max(int(left * 1000), 1)})
+            self._producer = Producer({**client_config(self.bootstrap, left), "enable.idempotence": True,
+                                       "acks": "all", "message.timeout.ms": max(int(left * 1000), 1), "linger.ms": 0})
         return self._producer
 
     def close(self) -> None:

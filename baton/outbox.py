@@ -88,9 +88,6 @@ EARLIER = {
 }
 
 
-_LAST_SEQ = 2**63 - 1  # SQLite's largest integer: every sequence number is at most this
-
-
 class Entry(NamedTuple):
     seq: int
     message_id: str
@@ -141,23 +138,13 @@ class Outbox:
         with guarded(self.store, self.path):
             return self._db.conn().execute("SELECT count(*) FROM outbox").fetchone()[0]
 
-    def entries(self, *, through: int | None = None, limit: int = -1) -> list[Entry]:
-        """The messages waiting, oldest first: at most `limit` (-1: all), and only those
-        kept up to sequence number `through` when given."""
+    def entries(self) -> list[Entry]:
+        """The messages waiting, oldest first."""
         if not self.path.exists():
             return []
         with guarded(self.store, self.path):
-            rows = self._db.conn().execute(
-                "SELECT seq, message_id, key, body, taken FROM outbox WHERE seq <= ? ORDER BY seq LIMIT ?",
-                (_LAST_SEQ if through is None else through, limit))
+            rows = self._db.conn().execute("SELECT seq, message_id, key, body, taken FROM outbox ORDER BY seq")
             return [Entry(seq, message_id, key, body, bool(taken)) for seq, message_id, key, body, taken in rows]
-
-    def last_seq(self) -> int:
-        """The sequence number of the newest message waiting (0 when none waits)."""
-        if not self.path.exists():
-            return 0
-        with guarded(self.store, self.path):
-            return self._db.conn().execute("SELECT coalesce(max(seq), 0) FROM outbox").fetchone()[0]
 
     def drop(self, message_ids: Sequence[str]) -> None:
         """Forget delivered messages (their ids stay known: keeping them again keeps nothing)."""
