@@ -79,10 +79,9 @@ def _kept(path: Path, events: list[tuple[str, str, str]]) -> None:
 def delivery_rates(root: Path, bootstrap: str, count: int, runs: int) -> Rate:
     """Baton's delivery of an outbox of `count` events into Kafka (a new KafkaEventLog each
     run: its producer and the idempotent producer's handshake included) against a raw
-    producer of the same configuration sending the same keys and bodies."""
+    idempotent producer sending the same keys and bodies."""
     from confluent_kafka import Producer
 
-    from baton.kafka_outbox import PRODUCER_CONFIG
     from baton.registry.kafka import KafkaEventLog
 
     topic = "bench-delivery.session-events.v1"
@@ -99,7 +98,7 @@ def delivery_rates(root: Path, bootstrap: str, count: int, runs: int) -> Rate:
         log.close()
 
         started = time.perf_counter()
-        producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
+        producer = Producer({"bootstrap.servers": bootstrap, **RAW_PRODUCER})
         for _, key, body in events:
             while True:
                 try:
@@ -114,6 +113,9 @@ def delivery_rates(root: Path, bootstrap: str, count: int, runs: int) -> Rate:
             rate.floor.append(count / raw_seconds)
     return rate
 
+
+# The floor's producer: Baton's guarantees (idempotent, acknowledged by every replica), batched.
+RAW_PRODUCER = {"enable.idempotence": True, "acks": "all", "linger.ms": 5}
 
 _FLOOR_TABLE = """
     CREATE TABLE IF NOT EXISTS bench_floor_events (
