@@ -224,11 +224,14 @@ def scan_baseline(path: Path, repeat: int) -> list[float]:
     return samples
 
 
-def bench_arguments(description: str) -> argparse.Namespace:
+def bench_arguments(description: str, **more: int) -> argparse.Namespace:
+    """The common arguments, and `more` integer ones with their defaults."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--decisions", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=30)
+    for name, default in more.items():
+        parser.add_argument(f"--{name}", type=int, default=default)
     return parser.parse_args()
 
 

@@ -4,13 +4,17 @@ Starts each server natively (tests/servers), builds 1,000 active sessions of 20 
 PostgreSQL and the graph and 100,000 decisions in the recall index, then prints medians
 and spreads of:
   - a hook's write (`baton touch`, fresh process) with Kafka up: median and p99,
-  - events per second kept by the hook path, delivered into Kafka by the next command,
-    and applied by the projector to the registry, the graph and the recall index,
-  - resume_session in-process, warm (target: at most 50 ms), and `baton resume` as a
-    fresh process.
+  - events per second kept by the hook path, delivered into Kafka (floor: a raw
+    confluent-kafka producer sending the same bytes) and applied by the projector to the
+    registry, the graph and the recall queue (floor: a raw executemany insert of the same
+    events into PostgreSQL), from bench/throughput.py,
+  - resume_session in-process, warm (target: at most 25 ms; floor: a raw PostgreSQL
+    primary-key read), and `baton resume` as a fresh process (target: at most 400 ms;
+    floor: `python -c pass`).
 No Qdrant server can be installed here: recall runs on the embedded index in this bench.
 
     .venv/bin/python bench/servers.py [--sessions 1000] [--decisions 100000] [--repeat 30]
+        [--events 5000] [--runs 5]
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from bench.run import (  # noqa: E402
     time_lookups,
     timed_runs,
 )
+from bench.throughput import delivery_rates, projector_rates  # noqa: E402
 
 
 def build_server_sessions(sessions: int) -> None:
@@ -132,6 +137,20 @@ def resume_runs(command: list[str], cwd: Path, env: dict, home: Path, repeat: in
     return samples[1:]  # the first warms the page cache
 
 
+def primary_key_reads(url: str, repeat: int) -> list[float]:
+    """A session row read by its key over an open connection: the floor of a warm resume."""
+    import psycopg
+
+    samples = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT body FROM baton_sessions WHERE task_id = %s", (BENCH_TASK,)).fetchone()
+        for _ in range(repeat):
+            began = time.perf_counter()
+            conn.execute("SELECT body FROM baton_sessions WHERE task_id = %s", (BENCH_TASK,)).fetchone()
+            samples.append((time.perf_counter() - began) * 1000)
+    return samples
+
+
 def bolt_conflict_lookup(uri: str, counts: list[int], repeat: int) -> dict[int, list[float]]:
     """One ticket's conflict lookup on the Bolt server at each number of sessions; the path
     pool grows with the sessions, so a file has the same expected number of sharers."""
@@ -159,7 +178,7 @@ def bolt_conflict_lookup(uri: str, counts: list[int], repeat: int) -> dict[int, 
 
 
 def main() -> None:
-    args = bench_arguments(__doc__)
+    args = bench_arguments(__doc__, events=5000, runs=5)
 
     from tests.servers.kafka import KafkaServer
     from tests.servers.neo4j import Neo4jServer
@@ -199,17 +218,16 @@ def main() -> None:
             # The figures below time keeping, delivering and projecting separately.
             os.environ["BATON_BACKGROUND_DELIVERY"] = env["BATON_BACKGROUND_DELIVERY"] = "off"
             produced, produce_seconds = produce_touches(worktree, 2000)
-            delivery_started = time.perf_counter()
-            subprocess.run([*cli, "signals", "--limit", "1"], cwd=worktree, env=env, check=True, capture_output=True)
-            deliver_seconds = time.perf_counter() - delivery_started
-            projector_started = time.perf_counter()
-            applied = subprocess.run([*cli, "projector", "--once"], cwd=worktree, env=env, check=True,
-                                     capture_output=True, text=True).stdout
-            projector_seconds = time.perf_counter() - projector_started
-            events = int(applied.split()[1])
+            subprocess.run([*cli, "deliver"], cwd=worktree, env=env, check=True, capture_output=True)
+            from baton.skills.runtime.settings import Settings
+
+            delivery = delivery_rates(root, kafka.bootstrap, args.events, args.runs)
+            projector = projector_rates(root, Settings.from_env(), args.events, args.runs)
             os.environ["BATON_BACKGROUND_DELIVERY"] = env["BATON_BACKGROUND_DELIVERY"] = "on"
-            rows.append(("baton resume, fresh process", resume_runs([*cli, "resume", BENCH_TASK, "--json"], worktree,
-                                                                   env, home, max(10, args.repeat // 2))))
+            fresh = max(10, args.repeat // 2)
+            rows.append(("baton resume, fresh process (target 400 ms)",
+                         resume_runs([*cli, "resume", BENCH_TASK, "--json"], worktree, env, home, fresh)))
+            rows.append(("  floor: python -c pass", timed_runs([sys.executable, "-c", "pass"], worktree, env, fresh)))
 
             from baton.files import WorktreeLocator
             from baton.skills.core.binding import place_of
@@ -227,8 +245,9 @@ def main() -> None:
                 began = time.perf_counter()
                 resume_session(stores, BENCH_TASK, place, bind_task=False)
                 warm.append((time.perf_counter() - began) * 1000)
-            rows.append(("resume_session in-process, warm (target 50 ms)", warm))
+            rows.append(("resume_session in-process, warm (target 25 ms)", warm))
             stores.close()
+            rows.append(("  floor: PostgreSQL primary-key read", primary_key_reads(postgres.url, args.repeat * 2)))
             lookups = bolt_conflict_lookup(neo4j.uri, [100, 10_000], args.repeat * 5)
             for sessions, samples in lookups.items():
                 rows.append((f"conflict lookup on Bolt, one task, {sessions} sessions", samples))
@@ -242,10 +261,10 @@ def main() -> None:
         print(f"\nconflict lookup on Bolt at 10,000 / at 100 sessions: {ratio:.2f}x")
         print(f"hook path, in one process: {produced / produce_seconds:.0f} touches/s kept for delivery "
               f"({produced} touches of 100 tickets through baton.skills.services.touch)")
-        print(f"delivery into Kafka: {produced} events in {deliver_seconds:.2f} s = {produced / deliver_seconds:.0f} "
-              "events/s (acknowledged)")
-        print(f"projector into PostgreSQL, Neo4j and recall: {events} events in {projector_seconds:.2f} s "
-              f"= {events / projector_seconds:.1f} events/s (process start and catch-up included)")
+        print(delivery.line("delivery into Kafka, acknowledged (target 20,000)",
+                            "floor, a raw confluent-kafka producer of the same bytes", args.events))
+        print(projector.line("projector into PostgreSQL, Neo4j and the recall queue (target 3,000)",
+                             "floor, a raw executemany insert of the same events", args.events))
     finally:
         for server in servers:
             server.destroy()

@@ -4,11 +4,24 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.outcome import Found, Unavailable
+
+
+@dataclass(frozen=True, slots=True)
+class TicketRecord:
+    """One ticket's part of a batch write (the arguments of ConflictGraph.record)."""
+
+    task_id: str
+    status: str
+    files: Sequence[FileRef]
+    at: datetime
+    session_id: str | None = None
+    depends_on: Sequence[str] = ()
 
 
 class ConflictGraph(ABC):
@@ -25,6 +38,11 @@ class ConflictGraph(ABC):
         session_id and depends_on become edges where the backend is a graph database; the
         embedded backend answers conflicts only and leaves them to the registry.
         """
+
+    def record_many(self, records: Sequence[TicketRecord]) -> None:
+        """record() for each ticket; a graph database writes them in one transaction."""
+        for r in records:
+            self.record(r.task_id, r.status, r.files, r.at, session_id=r.session_id, depends_on=r.depends_on)
 
     @abstractmethod
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
@@ -45,6 +63,23 @@ class ConflictGraph(ABC):
         for other, repo, path in rows:
             shared.setdefault(other, []).append(FileRef(repo=repo, path=path))
         return Found(shared)
+
+    def shared_files_of(self, task_ids: Sequence[str]) -> Found[dict[str, dict[str, list[FileRef]]]] | Unavailable:
+        """shared_files() of each of task_ids, {task: {other: files}}, in one read where the
+        backend can; a ticket that shares nothing is absent."""
+        try:
+            rows = self._shared_rows_of(task_ids)
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        shared: dict[str, dict[str, list[FileRef]]] = {}
+        for task, other, repo, path in rows:
+            shared.setdefault(task, {}).setdefault(other, []).append(FileRef(repo=repo, path=path))
+        return Found(shared)
+
+    def _shared_rows_of(self, task_ids: Sequence[str]) -> list[tuple[str, str, str, str]]:
+        """(task, other task, repo, path) for each file a task of task_ids shares with
+        another active ticket."""
+        return [(task_id, *row) for task_id in task_ids for row in self._shared_rows(task_id)]
 
     def active_overlaps(self) -> Found[dict[str, dict[str, list[FileRef]]]] | Unavailable:
         """Every active ticket that shares files with another: {task: {other: files}}."""

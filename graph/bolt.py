@@ -24,7 +24,7 @@ from baton import clock
 from baton.budget import AnyGate, OpenGate
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.files import FileRef
-from baton.graph.base import ConflictGraph
+from baton.graph.base import ConflictGraph, TicketRecord
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -98,12 +98,49 @@ ON CREATE SET other.status = 'unknown'
 MERGE (t)-[:DEPENDS_ON]->(other)
 """
 
+# The batch form of a ticket's status, session and touches: one statement for a batch of
+# tickets (a ticket without files ends at its UNWIND, after its status and session).
+RECORD_TICKETS = """
+UNWIND $tickets AS ticket
+MERGE (t:Task {task_id: ticket.task_id})
+SET t.status = ticket.status
+FOREACH (session_id IN CASE WHEN ticket.session_id IS NULL THEN [] ELSE [ticket.session_id] END |
+    MERGE (s:Session {session_id: session_id})
+    MERGE (s)-[:WORKS_ON]->(t))
+WITH t, ticket
+UNWIND ticket.files AS f
+MERGE (file:File {key: f.key})
+ON CREATE SET file.repo = f.repo, file.path = f.path
+MERGE (t)-[touch:TOUCHES]->(file)
+SET touch.last_at = CASE WHEN touch.last_at IS NULL OR touch.last_at < ticket.at THEN ticket.at ELSE touch.last_at END
+FOREACH (_ IN CASE WHEN f.repo <> '' THEN [1] ELSE [] END |
+    MERGE (repo:Repository {name: f.repo})
+    MERGE (file)-[:BELONGS_TO]->(repo))
+"""
+
+ADD_DEPENDENCIES_OF_MANY = """
+UNWIND $tickets AS ticket
+MATCH (t:Task {task_id: ticket.task_id})
+UNWIND ticket.depends_on AS other_id
+MERGE (other:Task {task_id: other_id})
+ON CREATE SET other.status = 'unknown'
+MERGE (t)-[:DEPENDS_ON]->(other)
+"""
+
 # Starts at the ticket (unique key) and walks its own touches: cost follows its files.
 SHARED_FILES = """
 MATCH (t:Task {task_id: $task_id})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(other:Task)
 WHERE other.task_id <> $task_id AND other.status = 'active'
 RETURN other.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY other, repo, path
+"""
+
+SHARED_FILES_OF_MANY = """
+UNWIND $task_ids AS task_id
+MATCH (t:Task {task_id: task_id})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(other:Task)
+WHERE other.task_id <> task_id AND other.status = 'active'
+RETURN task_id AS task, other.task_id AS other, f.repo AS repo, f.path AS path
+ORDER BY task, other, repo, path
 """
 
 FORGET_TASKS = """
@@ -239,6 +276,24 @@ class BoltConflictGraph(ConflictGraph):
 
         self._call(work, write=True)
 
+    def record_many(self, records: Sequence[TicketRecord]) -> None:
+        """One transaction of one statement (two with dependencies), in ticket and file
+        order (so two writers of the same tickets take their locks in the same order)."""
+        if not records:
+            return
+        ordered = sorted(records, key=lambda r: r.task_id)
+        tickets = [{"task_id": r.task_id, "status": r.status, "at": clock.to_text(r.at),
+                    "session_id": r.session_id or None, "depends_on": list(r.depends_on),
+                    "files": [{"key": f.key, "repo": f.repo, "path": f.path} for f in sorted(r.files, key=_key)]}
+                   for r in ordered]
+
+        def work(tx: neo4j.Transaction) -> None:
+            tx.run(RECORD_TICKETS, tickets=tickets).consume()
+            if any(t["depends_on"] for t in tickets):
+                tx.run(ADD_DEPENDENCIES_OF_MANY, tickets=[t for t in tickets if t["depends_on"]]).consume()
+
+        self._call(work, write=True)
+
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         def work(tx: neo4j.Transaction) -> str:
             status = tx.run(ACTIVATE, task_id=task_id).single(strict=True)["status"]
@@ -254,6 +309,10 @@ class BoltConflictGraph(ConflictGraph):
     def _shared_rows(self, task_id: str) -> list[tuple[str, str, str]]:
         return self._call(lambda tx: [tuple(r.values()) for r in tx.run(SHARED_FILES, task_id=task_id)], write=False)
 
+    def _shared_rows_of(self, task_ids: Sequence[str]) -> list[tuple[str, str, str, str]]:
+        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(SHARED_FILES_OF_MANY,
+                                                                         task_ids=list(task_ids))], write=False)
+
     def _overlap_rows(self) -> list[tuple[str, str, str, str]]:
         return self._call(lambda tx: [tuple(r.values()) for r in tx.run(ACTIVE_OVERLAPS)], write=False)
 
@@ -267,6 +326,10 @@ class BoltConflictGraph(ConflictGraph):
         if self._driver is not None:
             self._driver.close()
             self._driver = None
+
+
+def _key(ref: FileRef) -> str:
+    return ref.key
 
 
 def _one_line(exc: BaseException) -> str:

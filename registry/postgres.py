@@ -8,19 +8,23 @@ connect_timeout in whole seconds, at least 2), and made again after it broke: no
 reconnects in the background, and a refused login or a missing database is reported as
 the server said it, not as a timeout.
 
-The merge runs in SQL, one statement per event: the event's own projection
-(apply_event(None, event)) is upserted into the ticket's row, and on conflict merged into it
+The merge runs in SQL: the projection of a ticket's new events (apply_event folded over
+them, from no session) is upserted into the ticket's row, and on conflict merged into it
 by baton_merge_session following baton.registry.model.SESSION_MERGE. The upsert holds the row's
 lock for the merge, so two writers of one ticket cannot race and no read-modify-write
 happens in Python. A replayed event is a no-op through the events table's primary key, and
-would change nothing anyway: the merge is idempotent.
+would change nothing anyway: the merge is idempotent. The merge is a join (each field a
+union, a minimum or maximum, or a register won by the later stamp), so merging the fold of
+a batch equals merging its events one by one; an append therefore costs three statements
+whatever its size: the events' insert, the tickets' upsert (in ticket order, so two
+appenders lock rows in the same order) and their files'.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -204,6 +208,39 @@ _MIGRATION_LOCK = 0x62617431  # advisory lock key: one process at a time migrate
 # stored for a ticket while its session is being pruned (and outlive it, untombstoned).
 _PRUNE_LOCK = 0x62617432
 # An event of a pruned ticket as old as its tombstone is not stored again.
+_INSERT_EVENTS = """
+    INSERT INTO baton_events (event_id, task_id, at, type, body, applied)
+    SELECT (e->>'event_id')::uuid, e->>'task_id', (e->>'at')::timestamptz, e->>'type', e, true
+    FROM jsonb_array_elements(%(events)s::jsonb) AS e
+    WHERE NOT EXISTS (SELECT 1 FROM baton_pruned p
+                      WHERE p.task_id = e->>'task_id' AND p.through >= (e->>'at')::timestamptz)
+    ON CONFLICT (event_id) DO NOTHING
+    RETURNING event_id
+"""
+
+# Each ticket's delta (its new events' projection) merged into its row under the row's
+# lock, in ticket order, and the delta's files recorded for the lookup by file. The
+# batches travel as one JSON array each: no per-row parameters to escape.
+_MERGE_DELTAS = """
+    WITH delta AS (
+        SELECT d->>'task_id' AS task_id, (d->>'last_activity')::timestamptz AS at, d AS body
+        FROM jsonb_array_elements(%(deltas)s::jsonb) AS d
+    ), merged AS (
+        INSERT INTO baton_sessions AS s (task_id, status, last_activity, body)
+        SELECT task_id, '', at, body FROM delta ORDER BY task_id
+        ON CONFLICT (task_id) DO UPDATE SET body = baton_merge_session(s.body, excluded.body, %(spec)s)
+        RETURNING s.task_id, s.body
+    ), files AS (
+        INSERT INTO baton_session_files (task_id, repo, path, last_at)
+        SELECT d.task_id, touch->>'repo', touch->>'path', (touch->>'last_at')::timestamptz
+        FROM delta AS d, jsonb_each(d.body -> 'files') AS touched(key, touch)
+        ORDER BY d.task_id, touch->>'repo', touch->>'path'
+        ON CONFLICT (task_id, repo, path)
+        DO UPDATE SET last_at = GREATEST(baton_session_files.last_at, excluded.last_at)
+    )
+    SELECT task_id, body FROM merged
+"""
+
 _INSERT_EVENT = """
     INSERT INTO baton_events (event_id, task_id, at, type, body, applied)
     SELECT %(event_id)s, %(task_id)s, %(at)s, %(type)s, %(body)s::jsonb, %(applied)s
@@ -317,20 +354,30 @@ class PostgresSessionStore(SessionStore):
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
         from psycopg.types.json import Jsonb
 
-        sessions: dict[str, Session] = {}
+        from baton.registry.apply import apply_event
+        from baton.registry.model import SESSION_MERGE, Session
+
+        if not events:
+            return {}
+        unique = list({str(e.event_id): e for e in events}.values())  # a redelivered batch may repeat one
         with self._transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_PRUNE_LOCK,))
-            for event in events:
-                inserted = conn.execute(_INSERT_EVENT, {
-                    "event_id": event.event_id, "task_id": event.task_id, "at": event.at, "type": event.type,
-                    "body": Jsonb(event.model_dump(mode="json")), "applied": True}).rowcount
-                if inserted:
-                    sessions[event.task_id] = self._merge(conn, event)
-            for event in events:
-                if event.task_id not in sessions:
-                    found = self._load(conn, event.task_id)
-                    if found is not None:
-                        sessions[event.task_id] = found
+            inserted = {str(event_id) for (event_id,) in conn.execute(_INSERT_EVENTS, {
+                "events": _json_array(e.model_dump_json() for e in unique)})}
+            deltas: dict[str, Session] = {}
+            for event in unique:
+                if str(event.event_id) in inserted:
+                    deltas[event.task_id] = apply_event(deltas.get(event.task_id), event)
+            sessions: dict[str, Session] = {}
+            if deltas:
+                tickets = sorted(deltas)
+                rows = conn.execute(_MERGE_DELTAS, {"deltas": _json_array(deltas[t].model_dump_json() for t in tickets),
+                                                    "spec": Jsonb(SESSION_MERGE)})
+                sessions = {task_id: Session.model_validate(body) for task_id, body in rows}
+            others = sorted({e.task_id for e in unique} - sessions.keys())
+            if others:
+                rows = conn.execute("SELECT task_id, body FROM baton_sessions WHERE task_id = ANY(%s)", (others,))
+                sessions |= {task_id: Session.model_validate(body) for task_id, body in rows}
         return sessions
 
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
@@ -425,6 +472,11 @@ class PostgresSessionStore(SessionStore):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _json_array(documents: Iterable[str]) -> str:
+    """One JSON array of JSON documents."""
+    return f"[{','.join(documents)}]"
 
 
 def _one(cursor: psycopg.Cursor) -> tuple[Any, ...]:

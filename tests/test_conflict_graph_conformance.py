@@ -78,3 +78,30 @@ def test_forget_removes_pruned_tickets_and_their_overlaps(graph):
     graph.forget(["GONE-1"])
     assert graph.shared_files("KEPT-1").value == {} and graph.shared_files("KEPT-2").value == {}
     graph.forget([])
+
+
+def test_a_batch_write_is_the_writes_one_by_one(graph, tmp_path):
+    """record_many (the projector's one write per batch) leaves what record() of each
+    ticket would, and shared_files_of answers what shared_files() of each does."""
+    from baton.graph.base import TicketRecord
+    from baton.graph.sqlite import SqliteConflictGraph
+
+    d = FileRef("github.com/acme/shop", "src/d.py")
+    records = [TicketRecord("T-1", "active", [A, B, C], T0, session_id="s1", depends_on=["T-0"]),
+               TicketRecord("T-2", "active", [A, d], T0 + timedelta(minutes=1), session_id="s2"),
+               TicketRecord("T-3", "completed", [B], T0),
+               TicketRecord("T-4", "active", [], T0),
+               TicketRecord("T-5", "active", [d, B], T0 + timedelta(minutes=2))]
+    one_by_one = SqliteConflictGraph(tmp_path / "one-by-one.db", timeout=2)
+    try:
+        for r in records:
+            one_by_one.record(r.task_id, r.status, r.files, r.at, session_id=r.session_id, depends_on=r.depends_on)
+        graph.record_many(records)
+        graph.record_many(records)  # a replayed batch changes nothing
+        tickets = [r.task_id for r in records] + ["T-404"]
+        expected = {t: one_by_one.shared_files(t).value for t in tickets}
+        assert {t: graph.shared_files(t).value for t in tickets} == expected
+        assert graph.shared_files_of(tickets).value == {t: shared for t, shared in expected.items() if shared}
+        assert graph.active_overlaps().value == one_by_one.active_overlaps().value
+    finally:
+        one_by_one.close()

@@ -199,6 +199,35 @@ def test_the_stored_projection_is_the_pure_fold_in_any_order(store, seed):
     assert [s.task_id for s in store.list_sessions().value] == ["OMN-7"]
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_batches_store_the_pure_fold_whatever_their_cut(store, seed):
+    """The projector appends a batch at a time (PostgreSQL folds each ticket's new events
+    and merges the fold): batches cut anywhere, repeating events within and across them,
+    two tickets interleaved, store what the events one by one would."""
+    import random
+
+    from baton.registry.apply import apply_event
+
+    rng = random.Random(seed)
+    events = varied_events() + [item.model_copy(update={"task_id": "OMN-8", "event_id": uuid.uuid4()})
+                                for item in varied_events()]
+    expected = {}
+    for item in events:
+        expected[item.task_id] = apply_event(expected.get(item.task_id), item)
+    stream = events + rng.sample(events, 10)
+    rng.shuffle(stream)
+    settled = {}
+    while stream:
+        cut = rng.randint(1, 12)
+        batch, stream = stream[:cut], stream[cut:]
+        batch += rng.sample(batch, min(2, len(batch)))  # a redelivery repeats events within a batch
+        answered = store.append(batch)
+        assert set(answered) == {item.task_id for item in batch}, "every ticket of the batch is answered"
+        settled |= answered
+    assert settled == expected
+    assert {task: store.get(task).value for task in expected} == expected
+
+
 def test_a_bind_without_an_agent_keeps_the_recorded_one(store):
     named = event(Bound, 0, "OMN-9", repo="r", worktree_path="/w", agent="claude")
     unnamed = event(Bound, 5, "OMN-9", repo="r", worktree_path="/w2")

@@ -4,7 +4,7 @@ until a new overlap has to be signalled: the touch is the hook's hot path."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -66,25 +66,52 @@ def signal_new_overlaps(stores: Stores, task: ActiveTask, touched: list[FileRef]
         warnings.append(f"conflict graph unavailable: {shared.reason}")
         return None
     conflicts, paths, by_key = conflicts_of(task.task_id, shared.value)
-    keys = {ref.key for ref in touched}
-    candidates = [c for c in conflicts if keys.intersection(c.shared_files)]
-    published = _publish_new(stores, task, candidates, by_key, at, warnings) if candidates else []
+    candidates = _touching(conflicts, touched)
+    published = _publish_new(stores, [(task, c, by_key, at) for c in candidates], warnings) if candidates else []
     forks = fork_related(stores, task.task_id, (c.other_task_id for c in published)) if published else {}
     return Overlaps(conflicts, paths, published, forks)
 
 
-def _publish_new(stores: Stores, task: ActiveTask, candidates: list[FileConflict], by_key: dict[str, FileRef],
-                 at: datetime, warnings: list[str]) -> list[FileConflict]:
+def signal_overlaps_of(stores: Stores, touches: Sequence[tuple[ActiveTask, Sequence[FileRef], datetime]],
+                       warnings: list[str]) -> None:
+    """signal_new_overlaps for many tickets at once (the projection of a batch): one read
+    of the graph and one publish. Failures are added to warnings."""
+    if not touches:
+        return
+    shared = stores.graph.shared_files_of([task.task_id for task, _, _ in touches])
+    if not isinstance(shared, Found):
+        warnings.append(f"conflict graph unavailable: {shared.reason}")
+        return
+    candidates: dict[str, tuple[ActiveTask, FileConflict, dict[str, FileRef], datetime]] = {}
+    for task, touched, at in touches:
+        conflicts, _, by_key = conflicts_of(task.task_id, shared.value.get(task.task_id, {}))
+        for conflict in _touching(conflicts, touched):
+            candidates.setdefault(str(conflict.signal_id), (task, conflict, by_key, at))
+    if candidates:
+        _publish_new(stores, list(candidates.values()), warnings)
+
+
+def _touching(conflicts: list[FileConflict], touched: Sequence[FileRef]) -> list[FileConflict]:
+    """The conflicts that include a touched file."""
+    keys = {ref.key for ref in touched}
+    return [c for c in conflicts if keys.intersection(c.shared_files)]
+
+
+def _publish_new(stores: Stores, candidates: list[tuple[ActiveTask, FileConflict, dict[str, FileRef], datetime]],
+                 warnings: list[str]) -> list[FileConflict]:
+    """Publish the conflicts (each with its ticket, its files by key and its time) that the
+    signal log has not seen; returns those it had not seen (all of them if it is down)."""
     try:
-        known = stores.signals.known([str(c.signal_id) for c in candidates])
-        candidates = [c for c in candidates if str(c.signal_id) not in known]
+        known = stores.signals.known([str(c.signal_id) for _, c, _, _ in candidates])
+        candidates = [entry for entry in candidates if str(entry[1].signal_id) not in known]
         if not candidates:
             return []
         from baton.skills.core.signalling import conflict_signal
 
-        signals = [conflict_signal(c, task, [by_key[k] for k in c.shared_files], at) for c in candidates]
+        signals = [conflict_signal(c, task, [by_key[k] for k in c.shared_files], at)
+                   for task, c, by_key, at in candidates]
         fresh = stores.signals.publish(signals)
     except StoreUnavailable as exc:
         warnings.append(str(exc))
-        return candidates
-    return [c for c, new in zip(candidates, fresh, strict=True) if new]
+        return [c for _, c, _, _ in candidates]
+    return [c for (_, c, _, _), new in zip(candidates, fresh, strict=True) if new]

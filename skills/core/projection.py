@@ -9,41 +9,50 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from baton.errors import StoreUnavailable
+from baton.graph.base import TicketRecord
 from baton.registry.model import DecisionRecorded, Event, FilesTouched, Session, Status
 from baton.skills.core.binding import ActiveTask
 from baton.skills.core.indexing import queue_decisions, start_background_indexer
-from baton.skills.core.overlaps import signal_new_overlaps
+from baton.skills.core.overlaps import signal_overlaps_of
 from baton.skills.runtime.stores import Stores
+
+GRAPH_CHUNK = 250  # tickets written to the graph in one transaction, within one budget
 
 
 def project(stores: Stores, events: Sequence[Event], *,
             renew: Callable[[], None] | None = None) -> tuple[dict[str, Session], list[str]]:
-    """Append events to the registry and bring the graph and recall up to date.
+    """Append events to the registry and bring the graph and recall up to date, a batch at a
+    time: one append to the registry, one write of every ticket to the graph, one read of
+    their overlaps and one queueing of their decisions.
 
     Raises StoreUnavailable when the registry cannot take them; a failing graph or recall
     queue only adds a warning (recall heals on the next resume, the graph on the next write).
     Queued decisions start a background indexer (baton.skills.core.indexing), in the projector too.
-    renew: called before each ticket's graph write while the graph answers, by long-running
+    renew: called before each write of GRAPH_CHUNK tickets to the graph, by long-running
     work (the projector) whose batches may need more server time than one command's budget.
     """
     sessions = stores.registry.append(events)
     warnings: list[str] = []
-    graph_failed = False
+    by_task: dict[str, list[Event]] = {}
+    for event in events:
+        by_task.setdefault(event.task_id, []).append(event)
+    records = []
     for task_id, session in sessions.items():
-        mine = [e for e in events if e.task_id == task_id]
-        files = [f for e in mine if isinstance(e, FilesTouched) for f in e.files]
-        at = max(e.at for e in mine)
-        if renew is not None and not graph_failed:
-            renew()
-        try:
-            stores.graph.record(task_id, session.status.value, files, at,
-                                session_id=mine[-1].session_id, depends_on=session.depends_on)
-        except StoreUnavailable as exc:
-            warnings.append(str(exc))
-            graph_failed = True
-            continue
-        if files and session.status is Status.active:
-            signal_new_overlaps(stores, ActiveTask(task_id, mine[-1].session_id, "projection"), files, at, warnings)
+        mine = by_task[task_id]
+        files = {f.key: f for e in mine if isinstance(e, FilesTouched) for f in e.files}  # each file once
+        records.append(TicketRecord(task_id, session.status.value, list(files.values()), max(e.at for e in mine),
+                                    session_id=mine[-1].session_id, depends_on=session.depends_on))
+    try:
+        for start in range(0, len(records), GRAPH_CHUNK):
+            if renew is not None:
+                renew()
+            stores.graph.record_many(records[start:start + GRAPH_CHUNK])
+    except StoreUnavailable as exc:
+        warnings.append(str(exc))
+    else:
+        signal_overlaps_of(stores, [(ActiveTask(r.task_id, r.session_id or "", "projection"), r.files, r.at)
+                                    for r in records if r.files and sessions[r.task_id].status is Status.active],
+                           warnings)
     decisions = [e for e in events if isinstance(e, DecisionRecorded)]
     if decisions:
         from baton.recall.base import DecisionRecord

@@ -1,5 +1,7 @@
 """The projector: applies the registry's event log on Kafka to every store.
 
+A batch at a time (baton.skills.core.projection.project): one append to the registry, one
+write to the graph and one queueing of its decisions, however many events it holds.
 At least once and replay-safe: a batch's offsets are committed only after the registry took
 it, and the graph too unless the graph answered with an error (the recall index heals by
 itself: a resume queues the decisions it lacks), and every store ignores an event it
@@ -69,7 +71,7 @@ class _Outages:
             self.log(f"{store} is back after {time.monotonic() - started:.0f} s")
 
 
-def run_projector(stores: Stores, *, group: str | None = None, once: bool = False, batch_size: int = 500,
+def run_projector(stores: Stores, *, group: str | None = None, once: bool = False, batch_size: int = 1000,
                   idle: float = 1.0, log: Callable[[str], None] = log_line) -> ProjectorReport:
     """Consume and apply events. once: stop when caught up with the log, and give up
     (StoreUnavailable) if a store is down; otherwise run until interrupted, polling every

@@ -1,0 +1,193 @@
+"""Throughput on the servers, each beside a floor measured in the same run (bench/servers.py
+prints them): delivery of the event outbox into Kafka against a raw confluent-kafka
+producer sending the same bytes, and the projector into PostgreSQL, the Bolt server and the
+recall queue against a raw executemany insert of the same events into PostgreSQL. Runs of
+Baton and of its floor alternate, so a busy machine slows both alike.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+import uuid
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from pathlib import Path
+
+TICKETS = 100  # tickets a load's events belong to, as many agents editing at once
+OWN_FILES = 50  # paths each ticket's touches are drawn from
+SHARED_FILES = 20  # paths every ticket may touch (one touch in fifty): some tickets overlap and are signalled
+
+
+@dataclass
+class Rate:
+    """Events per second of Baton and of its floor, run by run."""
+
+    baton: list[float]
+    floor: list[float]
+
+    def line(self, name: str, floor: str, count: int) -> str:
+        ours, raw = statistics.median(self.baton), statistics.median(self.floor)
+        return (f"{name}: {ours:,.0f} events/s (median of {len(self.baton)} runs of {count:,} events; "
+                f"runs {min(self.baton):,.0f}-{max(self.baton):,.0f}); {floor}: {raw:,.0f} events/s; "
+                f"ratio {raw / ours:.2f}x")
+
+
+def load_events(run: str, count: int) -> list[tuple[str, str, str]]:
+    """(event id, ticket, JSON) of `count` registry events as agents' hooks keep them: each
+    ticket's bind, then touches of three files, one event in twenty a decision and one in
+    twenty a next action. Tickets and their repository are new in each run (`run` names
+    them), so runs do not overlap each other."""
+    from baton import clock
+    from baton.registry.wire import decision_recorded_body, event_body, files_touched_body
+
+    rng = random.Random(run)
+    started = clock.now() - timedelta(hours=1)
+    events = []
+    for n in range(count):
+        task, at, event_id = f"LOAD-{run}-{n % TICKETS}", started + timedelta(milliseconds=n), str(uuid.uuid4())
+        repo = f"github.com/acme/load-{run}"
+        if n < TICKETS:
+            body = event_body("bound", event_id=event_id, task_id=task, session_id="bench", at=at, agent="bench",
+                              repo=repo, worktree_path=f"/w/{task}", branch=task, reopens=False)
+        elif n % 20 == 0:
+            body = decision_recorded_body(event_id, task, "bench", at, f"decision {n} of {run}: keep carts in "
+                                          "PostgreSQL, with one row per cart", "", repo)
+        elif n % 20 == 1:
+            body = event_body("next_action_set", event_id=event_id, task_id=task, session_id="bench", at=at,
+                              text=f"step {n}")
+        else:
+            from baton.files import FileRef
+
+            paths = [f"src/{task}/m{rng.randrange(OWN_FILES)}.py" for _ in range(3)]
+            if rng.randrange(50) == 0:
+                paths[0] = f"src/shared/m{rng.randrange(SHARED_FILES)}.py"
+            body = files_touched_body(event_id, task, "bench", at, [FileRef(repo, path) for path in paths])
+        events.append((event_id, task, body))
+    return events
+
+
+def _kept(path: Path, events: list[tuple[str, str, str]]) -> None:
+    from baton.outbox import Outbox
+
+    outbox = Outbox(path, earlier="kafka", timeout=30, store="bench outbox")
+    outbox.keep(events)
+    outbox.close()
+
+
+def delivery_rates(root: Path, bootstrap: str, count: int, runs: int) -> Rate:
+    """Baton's delivery of an outbox of `count` events into Kafka (a new KafkaEventLog each
+    run: its producer and the idempotent producer's handshake included) against a raw
+    idempotent producer sending the same keys and bodies."""
+    from confluent_kafka import Producer
+
+    from baton.registry.kafka import KafkaEventLog
+
+    topic = "bench-delivery.session-events.v1"
+    rate = Rate([], [])
+    for run in range(runs + 1):  # the first creates the topic and warms both
+        events = load_events(f"d{run}-{uuid.uuid4().hex[:6]}", count)
+        path = root / f"delivery-{run}.db"
+        _kept(path, events)
+        log = KafkaEventLog(bootstrap, path, timeout=60, topic=topic)
+        started = time.perf_counter()
+        log.deliver()
+        baton_seconds = time.perf_counter() - started
+        assert log.waiting() == 0
+        log.close()
+
+        started = time.perf_counter()
+        producer = Producer({"bootstrap.servers": bootstrap, **RAW_PRODUCER})
+        for _, key, body in events:
+            while True:
+                try:
+                    producer.produce(topic, key=key.encode(), value=body.encode())
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+        assert producer.flush(60) == 0
+        raw_seconds = time.perf_counter() - started
+        if run:
+            rate.baton.append(count / baton_seconds)
+            rate.floor.append(count / raw_seconds)
+    return rate
+
+
+# The floor's producer: Baton's guarantees (idempotent, acknowledged by every replica), batched.
+RAW_PRODUCER = {"enable.idempotence": True, "acks": "all", "linger.ms": 5}
+
+_FLOOR_TABLE = """
+    CREATE TABLE IF NOT EXISTS bench_floor_events (
+        event_id uuid PRIMARY KEY, task_id text NOT NULL, at timestamptz NOT NULL, type text NOT NULL,
+        body jsonb NOT NULL)
+"""
+
+
+def _project(stores, *, warm_up: bool) -> int:
+    """A catch-up run of the projector; returns the events it applied. The warm-up run
+    starts again after a failure (a new broker's group coordinator not ready yet, a store
+    past its budget on a busy machine) from the offsets committed so far, so its count
+    holds only its last attempt's events."""
+    from baton.errors import StoreUnavailable
+    from baton.skills.services.projector import run_projector
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return run_projector(stores, once=True, log=lambda _message: None).events
+        except StoreUnavailable:
+            if not warm_up or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def projector_rates(root: Path, settings, count: int, runs: int) -> Rate:
+    """The projector applying `count` new events (delivered to a topic of their own before
+    it starts) to PostgreSQL, the Bolt server and the recall queue, in process (a new
+    Stores each run: its connections included), against a raw executemany insert of the
+    same events into a table shaped as the registry's event table. The decisions it queues
+    are embedded by the indexer, in a process of its own: not timed here."""
+    import json
+
+    import psycopg
+
+    from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
+    from baton.skills.runtime.stores import Stores
+
+    rate = Rate([], [])
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        conn.execute(_FLOOR_TABLE)
+    for run in range(runs + 1):  # the first warms the servers' caches
+        prefix = f"bench-p{run}-{uuid.uuid4().hex[:6]}."
+        events = load_events(prefix.rstrip("."), count)
+        path = root / f"projector-{run}.db"
+        _kept(path, events)
+        log = KafkaEventLog(settings.kafka_bootstrap, path, timeout=60, topic=f"{prefix}{EVENTS_TOPIC}")
+        log.deliver()
+        log.close()
+
+        stores = Stores(replace(settings, kafka_topic_prefix=prefix, background_indexing=False),
+                        skip_known_down=False)
+        stores.deliver_on_close = False
+        started = time.perf_counter()
+        applied = _project(stores, warm_up=run == 0)
+        baton_seconds = time.perf_counter() - started
+        assert run == 0 or applied == count, f"{applied} of {count} events applied"
+        stores.close()
+
+        rows = []
+        for event_id, task, body in events:
+            fields = json.loads(body)
+            rows.append((event_id, task, fields["at"], fields["type"], body))
+        with psycopg.connect(settings.database_url, autocommit=True) as conn:
+            conn.execute("TRUNCATE bench_floor_events")
+            started = time.perf_counter()
+            with conn.transaction(), conn.cursor() as cursor:
+                cursor.executemany("INSERT INTO bench_floor_events (event_id, task_id, at, type, body) "
+                                   "VALUES (%s, %s, %s, %s, %s::jsonb)", rows)
+            raw_seconds = time.perf_counter() - started
+        if run:
+            rate.baton.append(count / baton_seconds)
+            rate.floor.append(count / raw_seconds)
+    return rate
