@@ -76,6 +76,21 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return sign * (1.0 - poly * np.exp(-x * x))
 
 
+_kept: MiniLMEncoder | None = None
+
+
+def keep_loaded() -> None:
+    """Load the model once for this process and every process it forks: load() then returns
+    it (the resident process, baton.skills.frontends.resident). Weights are copied into the
+    process's memory, so a fork shares them without faulting the file in again."""
+    import numpy as np
+
+    global _kept
+    encoder = MiniLMEncoder.load()
+    encoder._w = {name: np.array(tensor) for name, tensor in encoder._w.items()}
+    _kept = encoder
+
+
 class MiniLMEncoder:
     """Sentence embeddings of all-MiniLM-L6-v2; load() reads the weights, encode() embeds."""
 
@@ -86,6 +101,8 @@ class MiniLMEncoder:
 
     @classmethod
     def load(cls) -> MiniLMEncoder:
+        if _kept is not None:
+            return _kept
         try:
             from tokenizers import Tokenizer
         except ImportError as exc:
