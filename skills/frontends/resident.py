@@ -203,7 +203,7 @@ class Resident:
             if not same_user(conn):
                 raise Refused("another user")
             try:
-                request, fds = self._read(conn)
+                request = self._read(conn)
                 if self._stale():
                     raise _Leave
             except _Leave:
@@ -211,7 +211,8 @@ class Resident:
                     conn.sendall(client.STALE)
                 raise
             conn.sendall(client.ACCEPT)
-            if conn.recv(1) != client.GO:
+            go, fds, _, _ = socket.recv_fds(conn, 1, 3)
+            if go != client.GO or len(fds) != 3:
                 raise Refused("the client gave up")
             self._fork(request, fds, conn)
         except (Refused, OSError, ValueError):
@@ -220,25 +221,16 @@ class Resident:
             for fd in fds:
                 os.close(fd)
 
-    def _read(self, conn: socket.socket) -> tuple[Request, list[int]]:
-        data, fds, _, _ = socket.recv_fds(conn, 65536, 3)
-        try:
-            if len(data) < 4 or len(fds) != 3:
-                raise Refused("not a request")
-            size = int.from_bytes(data[:4], "big")
-            if size > MAX_REQUEST:
+    def _read(self, conn: socket.socket) -> Request:
+        data = b""
+        while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+            if len(data) >= 4 and int.from_bytes(data[:4], "big") > MAX_REQUEST:
                 raise Refused("too large")
-            data = data[4:]
-            while len(data) < size:
-                chunk = conn.recv(min(size - len(data), 1 << 20))
-                if not chunk:
-                    raise Refused("cut short")
-                data += chunk
-            return parse_request(data, self.fingerprint), fds
-        except BaseException:
-            for fd in fds:
-                os.close(fd)
-            raise
+            chunk = conn.recv(1 << 20)
+            if not chunk:
+                raise Refused("cut short")
+            data += chunk
+        return parse_request(data[4:], self.fingerprint)
 
     def _stale(self) -> bool:
         """Whether a Baton source file loaded here has changed since (a few hundred stats)."""

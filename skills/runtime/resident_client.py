@@ -8,13 +8,13 @@ reported by the command run here, as every other bad setting is.
 
 The exchange, over the resident's Unix socket (baton.skills.frontends.resident): the client
 sends the request (protocol, install, argv, cwd, environment, umask, parent pid, how its
-standard streams encode) with its standard input, output and error as file descriptors
-(SCM_RIGHTS). The resident answers one byte: ACCEPT, or STALE when it is out of date and
-leaves. The client then says GO, and from then on the command is the resident's: its child
-writes to the client's own streams and answers the exit status as a line of digits. No
-ACCEPT within CONNECT_WAIT (no process, a stopped one, a protocol error) and the client runs
-the command itself; a resident that receives a request after the client gave up sees no GO
-and runs nothing, so a command never runs twice.
+standard streams encode). The resident answers one byte: ACCEPT, or STALE when it is out of
+date and leaves. The client then says GO with its standard input, output and error as file
+descriptors (SCM_RIGHTS), and from then on the command is the resident's: a child of the
+resident writes to the client's own streams and answers the exit status as a line of
+digits. No ACCEPT within CONNECT_WAIT (no process, a stopped one, a protocol error) and the
+client runs the command itself; a resident that reads a request after its client gave up
+sees no GO and runs nothing, so a command never runs twice.
 """
 
 from __future__ import annotations
@@ -76,30 +76,31 @@ def forwarded(argv: list[str]) -> int | None:
         reply = _offer(conn, path, argv)
         if reply != ACCEPT:
             absent = reply == STALE
+            conn.close()
             return None
-        conn.sendall(GO)
+        # Committed from here: the streams go with GO, and the command is the resident's.
+        conn.settimeout(None)
+        socket.send_fds(conn, [GO], [0, 1, 2])
     except (ConnectionRefusedError, FileNotFoundError):
         absent = True  # a socket left behind by a resident that died
         conn.close()
         return None
-    except (OSError, ValueError):
-        conn.close()  # slow, stopped, or not speaking this protocol
+    except Exception:  # noqa: BLE001 -- slow, stopped, not this protocol: nothing ran, run it here
+        conn.close()
         return None
     return _answer(conn)
 
 
 def _offer(conn, path: str, argv: list[str]) -> bytes:
-    """Connect, send the request with the standard streams, and read the resident's one-byte
-    reply, all within CONNECT_WAIT."""
-    import socket
-
+    """Connect, send the request and read the resident's one-byte reply, all within
+    CONNECT_WAIT. The standard streams are not sent yet: a resident too slow to reply must
+    not hold them (a caller reading our output to its end would wait for it)."""
     deadline = time.monotonic() + CONNECT_WAIT
     conn.settimeout(CONNECT_WAIT)
     conn.connect(path)
     request = _request(argv)
     conn.settimeout(max(deadline - time.monotonic(), 0.001))
-    sent = socket.send_fds(conn, [len(request).to_bytes(4, "big") + request], [0, 1, 2])
-    conn.sendall((len(request).to_bytes(4, "big") + request)[sent:])
+    conn.sendall(len(request).to_bytes(4, "big") + request)
     conn.settimeout(max(deadline - time.monotonic(), 0.001))
     return conn.recv(1)
 
@@ -108,7 +109,7 @@ def _request(argv: list[str]) -> bytes:
     umask = os.umask(0o022)
     os.umask(umask)
     streams = [f"{s.encoding}:{s.errors}:{int(s.line_buffering)}:{int(s.write_through)}"
-               for s in (sys.stdin, sys.stdout, sys.stderr)]
+               for s in (sys.stdin, sys.stdout, sys.stderr)]  # raises if one is not a text stream
     fields = [PROTOCOL, install_fingerprint(), os.getcwdb(), b"%d" % umask, b"%d" % os.getppid(),
               *(s.encode() for s in streams), b"%d" % len(argv), *map(os.fsencode, argv),
               *(key + b"=" + value for key, value in os.environb.items())]
