@@ -81,13 +81,13 @@ _kept: MiniLMEncoder | None = None
 
 def keep_loaded() -> None:
     """Load the model once for this process and every process it forks: load() then returns
-    it (the resident process, baton.skills.frontends.resident). Weights are copied into the
-    process's memory, so a fork shares them without faulting the file in again."""
-    import numpy as np
-
+    it (the resident process, baton.skills.frontends.resident). The weights stay mapped from
+    their file, read through once here so that the page cache holds them: a fork copies no
+    page table for them, and a child that embeds maps them from the cache."""
     global _kept
     encoder = MiniLMEncoder.load()
-    encoder._w = {name: np.array(tensor) for name, tensor in encoder._w.items()}
+    for tensor in encoder._w.values():
+        tensor.sum()
     _kept = encoder
 
 

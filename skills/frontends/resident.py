@@ -22,6 +22,7 @@ command. Started by a command that found none (baton.skills.runtime.spawn), hold
 from __future__ import annotations
 
 import fcntl
+import gc
 import os
 import selectors
 import signal
@@ -89,7 +90,8 @@ def main(argv: list[str]) -> int:
         print(f"baton: a resident process already serves {settings.home}", file=sys.stderr)
         return 0
     preload(settings)
-    Resident(settings.home, settings.resident_idle, lock).serve()
+    gc.freeze()  # what is loaded now stays out of the children's collections: their pages stay shared
+    Resident(settings.home, settings.resident_idle, lock, recall_embedded=not settings.qdrant_url).serve()
     return 0
 
 
@@ -138,8 +140,9 @@ def preload(settings) -> None:
 
 
 class Resident:
-    def __init__(self, home: Path, idle: float, lock: int) -> None:
+    def __init__(self, home: Path, idle: float, lock: int, *, recall_embedded: bool) -> None:
         self.home = home
+        self.recall_embedded = recall_embedded
         self.idle = idle
         self.lock = lock
         self.path = home / client.SOCKET_NAME
@@ -165,8 +168,8 @@ class Resident:
                         self._accept(listener)
                     elif key.data == "child":
                         self._reap(key.fd)
-                    else:
-                        self._client_event(key.fileobj, key.data)
+                    elif key.data in self.children and self.children[key.data][1] is key.fileobj:
+                        self._client_event(key.fileobj, key.data)  # unless its child was reaped just now
                     last = time.monotonic()
         except _Leave:
             pass
@@ -203,9 +206,9 @@ class Resident:
             if not same_user(conn):
                 raise Refused("another user")
             try:
-                request = self._read(conn)
-                if self._stale():
+                if self._stale():  # first: a client of a newer protocol meets no older resident
                     raise _Leave
+                request = self._read(conn)
             except _Leave:
                 with suppress(OSError):
                     conn.sendall(client.STALE)
@@ -239,7 +242,7 @@ class Resident:
     def _fork(self, request: Request, fds: list[int], conn: socket.socket) -> None:
         from baton.recall.embedded import keep_mapped
 
-        if not os.environ.get("BATON_QDRANT_URL"):
+        if self.recall_embedded:
             keep_mapped(self.home / "recall")  # a stat; remapped when the index was rewritten
         pid = os.fork()
         if pid == 0:
@@ -282,9 +285,14 @@ class Resident:
             signal.pidfd_send_signal(pidfd, signal.SIGTERM)
 
     def _reap(self, pidfd: int) -> None:
-        pid, conn = self.children.pop(pidfd)
+        """A child's pidfd is readable: it exited (an event left over from a pidfd closed in
+        the same round, whose number a new child took, finds it running and waits on)."""
+        pid, conn = self.children[pidfd]
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if not done:
+            return
+        del self.children[pidfd]
         self.selector.unregister(pidfd)
-        _, status = os.waitpid(pid, 0)
         os.close(pidfd)
         if os.WIFSIGNALED(status):  # an exiting child answered itself
             with suppress(OSError):
