@@ -318,3 +318,18 @@ def test_the_client_reads_the_variables_of_the_settings_rows():
         assert Path(resident_client.data_home(environ)) == Settings.from_env(environ).home
     for value, off in (("off", True), ("0", True), ("No", True), ("on", False), ("", False)):
         assert resident_client.switched_off({"BATON_RESIDENT": value}) is off
+
+
+def test_the_client_imports_nothing_heavy(home, resident, worktrees):
+    """Handing a command over costs the interpreter's start and the standard library's
+    socket: no argparse, no JSON, no Baton module beyond the client (tests/test_hot_path.py
+    pins what the command itself imports when it runs here)."""
+    main, _ = worktrees
+    probe = CLIENT + "\nprint(sorted(m for m in sys.modules if m.startswith('baton') or m in HEAVY), file=sys.stderr)"
+    probe = probe.replace("sys.exit(99 if code is None else code)\n", "assert code is not None\n")
+    heavy = ("argparse", "json", "pydantic", "numpy", "tokenizers", "sqlite3", "baton.skills.frontends.cli")
+    result = subprocess.run([sys.executable, "-c", f"HEAVY = {heavy!r}\n" + probe, "touch", "src/a.py"], cwd=main,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    loaded = result.stderr.strip().splitlines()[-1]
+    assert loaded == str(["baton", "baton.skills", "baton.skills.runtime", "baton.skills.runtime.resident_client"])

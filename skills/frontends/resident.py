@@ -336,8 +336,8 @@ def parse_request(data: bytes, fingerprint: bytes) -> Request:
 
 def _sources(previous: dict[str, int] | None = None) -> dict[str, int]:
     """The modification time of each Baton module's file loaded here."""
-    files = previous or {module.__file__: 0 for name, module in list(sys.modules.items())
-                         if name.partition(".")[0] == "baton" and getattr(module, "__file__", None)}
+    files = previous or {path: 0 for name, module in list(sys.modules.items())
+                         if name.partition(".")[0] == "baton" and (path := getattr(module, "__file__", None))}
     stamps = {}
     for path in files:
         try:
@@ -376,9 +376,9 @@ def run_child(request: Request, fds: list[int], conn: socket.socket) -> int:
     from baton.skills.frontends.cli import main
 
     code = _exit_status(main, request.argv[1:])
-    for stream in (sys.stdout, sys.stderr):
+    for written in (sys.stdout, sys.stderr):
         with suppress(Exception):
-            stream.flush()
+            written.flush()
     conn.settimeout(None)
     with suppress(OSError):
         conn.sendall(b"%d\n" % code)

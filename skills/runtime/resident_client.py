@@ -19,6 +19,7 @@ sees no GO and runs nothing, so a command never runs twice.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import time
@@ -108,8 +109,11 @@ def _offer(conn, path: str, argv: list[str]) -> bytes:
 def _request(argv: list[str]) -> bytes:
     umask = os.umask(0o022)
     os.umask(umask)
+    # Raises (and the command runs here) when one is not a text stream over its descriptor.
     streams = [f"{s.encoding}:{s.errors}:{int(s.line_buffering)}:{int(s.write_through)}"
-               for s in (sys.stdin, sys.stdout, sys.stderr)]  # raises if one is not a text stream
+               for s in (sys.stdin, sys.stdout, sys.stderr) if isinstance(s, io.TextIOWrapper)]
+    if len(streams) != 3:
+        raise ValueError("a standard stream is not a text stream")
     fields = [PROTOCOL, install_fingerprint(), os.getcwdb(), b"%d" % umask, b"%d" % os.getppid(),
               *(s.encode() for s in streams), b"%d" % len(argv), *map(os.fsencode, argv),
               *(key + b"=" + value for key, value in os.environb.items())]
