@@ -333,3 +333,17 @@ def test_the_client_imports_nothing_heavy(home, resident, worktrees):
     assert result.returncode == 0, result.stderr
     loaded = result.stderr.strip().splitlines()[-1]
     assert loaded == str(["baton", "baton.skills", "baton.skills.runtime", "baton.skills.runtime.resident_client"])
+
+
+def test_a_hook_names_the_agent_that_ran_baton(home, resident, worktrees):
+    """The heartbeat names the hook's parent process, the agent: through the resident too, it
+    is the client's parent (here this test), not the resident."""
+    from baton.skills.frontends.told import local_heartbeats
+    from baton.skills.runtime.settings import Settings
+
+    main, _ = worktrees
+    assert direct(main, "bind", "OMN-1")[0] == 0
+    event = json.dumps(payload("user_prompt_submit", main))
+    code, _, err = through_resident(main, "hook", "user-prompt-submit", stdin=event)
+    assert (code, err) == (0, "")
+    assert [beat.pid for beat in local_heartbeats(Settings.from_env())] == [os.getpid()]
