@@ -132,10 +132,13 @@ def normalised(text: str, root: Path, home: Path) -> str:
 
 
 SCENARIO = [
+    ("bind", "OMN-2"),
+    ("decide", "Store payment intents in PostgreSQL"),
     ("bind", "OMN-1"),
     ("touch", "src/cart.py", "src/db.py"),
     ("decide", "Keep carts in PostgreSQL", "--context", "carts must survive restarts"),
     ("update", "--phase", "implementing", "--next", "write the migration"),
+    ("index",),  # the model and the index kept by the resident, checked against the store
     ("resume", "OMN-1", "--json"),
     ("resume", "OMN-1"),
     ("list",),
@@ -159,6 +162,8 @@ def test_the_resident_answers_as_a_fresh_process(home, resident, tmp_path):
         for ours, theirs in zip(got[1:], expected[1:], strict=True):
             assert normalised(ours, repos["resident"], home) == normalised(theirs, repos["direct"], direct_home), args
     assert [through_resident(repos["resident"], *args)[0] for args in SCENARIO[-3:]] == [2, 2, 2]
+    resumed = json.loads(through_resident(repos["resident"], "resume", "OMN-1", "--json")[1])
+    assert [d["task_id"] for d in resumed["related_decisions"]] == ["OMN-2"] and resumed["stores"]["recall"] == "ok"
     down = {"BATON_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
     got = through_resident(repos["resident"], "resume", "OMN-1", "--json", **down)
     expected = direct(repos["direct"], "resume", "OMN-1", "--json", BATON_HOME=str(direct_home), **down)

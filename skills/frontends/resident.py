@@ -85,13 +85,15 @@ def main(argv: list[str]) -> int:
     if argv not in ([], ["--lock-fd", "3"]):
         print("usage: baton resident", file=sys.stderr)
         return 2
-    lock = _lock(settings.home, 3 if argv else None)
+    home = settings.home.absolute()
+    lock = _lock(home, 3 if argv else None)
     if lock is None:
-        print(f"baton: a resident process already serves {settings.home}", file=sys.stderr)
+        print(f"baton: a resident process already serves {home}", file=sys.stderr)
         return 0
     preload(settings)
     gc.freeze()  # what is loaded now stays out of the children's collections: their pages stay shared
-    Resident(settings.home, settings.resident_idle, lock, recall_embedded=not settings.qdrant_url).serve()
+    os.chdir("/")  # holds no directory of the user's; each child takes its client's
+    Resident(home, settings.resident_idle, lock, recall_embedded=not settings.qdrant_url).serve()
     return 0
 
 
@@ -136,7 +138,7 @@ def preload(settings) -> None:
     if not settings.qdrant_url:
         from baton.recall.embedded import keep_mapped
 
-        keep_mapped(settings.home / "recall")
+        keep_mapped(settings.home.absolute() / "recall")
 
 
 class Resident:
@@ -376,6 +378,12 @@ def run_child(request: Request, fds: list[int], conn: socket.socket) -> int:
     from baton.skills.frontends.cli import main
 
     code = _exit_status(main, request.argv[1:])
+    from baton.budget import abandoned
+
+    if not abandoned():  # the interpreter's exit, which leave() skips as well when a read was abandoned
+        import atexit
+
+        atexit._run_exitfuncs()
     for written in (sys.stdout, sys.stderr):
         with suppress(Exception):
             written.flush()
