@@ -117,6 +117,7 @@ def _lock(home: Path, inherited: int | None) -> int | None:
 
 def preload(settings) -> None:
     """Import what commands import, load the model and map the recall index."""
+    import functools
     import importlib
     import pkgutil
 
@@ -131,6 +132,12 @@ def preload(settings) -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 -- left to the command that needs it, which reports it
             continue
+    # The command line's parser, built once here: each child parses with its own copy of it
+    # (a fork's), the parser a fresh process would build.
+    cli = importlib.import_module("baton.skills.frontends.cli")
+    if callable(getattr(cli, "_parser", None)):
+        cli._parser = functools.cache(cli._parser)
+        cli._parser()
     from baton.recall.embedding import keep_loaded
 
     with suppress(Exception):  # no model: recall says why in each command, as it does without a resident
