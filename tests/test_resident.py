@@ -352,3 +352,17 @@ def test_a_hook_names_the_agent_that_ran_baton(home, resident, worktrees):
     code, _, err = through_resident(main, "hook", "user-prompt-submit", stdin=event)
     assert (code, err) == (0, "")
     assert [beat.pid for beat in local_heartbeats(Settings.from_env())] == [os.getpid()]
+
+
+def test_a_command_killed_by_a_signal_exits_as_a_killed_process_would(home, resident, worktrees):
+    main, _ = worktrees
+    assert direct(main, "bind", "OMN-1")[0] == 0
+    client = subprocess.Popen([sys.executable, "-c", CLIENT, "hook", "post-tool-use"], cwd=main,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    (child,) = wait_for(lambda: children_of(resident.pid), 30, "the command's process")
+    os.kill(child, signal.SIGKILL)
+    assert client.wait(30) == 128 + signal.SIGKILL
+    client.stdin.close()
+    client.stdout.close()
+    client.stderr.close()
+    assert resident.poll() is None

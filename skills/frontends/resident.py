@@ -296,6 +296,8 @@ class Resident:
     def _reap(self, pidfd: int) -> None:
         """A child's pidfd is readable: it exited (an event left over from a pidfd closed in
         the same round, whose number a new child took, finds it running and waits on)."""
+        if pidfd not in self.children:
+            return
         pid, conn = self.children[pidfd]
         done, status = os.waitpid(pid, os.WNOHANG)
         if not done:
