@@ -138,6 +138,17 @@ def preload(settings) -> None:
     if callable(getattr(cli, "_parser", None)):
         cli._parser = functools.cache(cli._parser)
         cli._parser()
+    # Caches a command fills on first use, filled here once: pydantic's schema of the
+    # events, and re's cache of the redaction rules (a command compiles them again: a lookup).
+    with suppress(Exception):
+        from baton.registry.wire import event_adapter
+
+        event_adapter()
+    with suppress(Exception):
+        from baton.redaction import RULES_FILE, redactor
+
+        rules = settings.home.absolute() / RULES_FILE
+        redactor(rules.parent if rules.exists() else None)  # writes nothing: in memory without the file
     from baton.recall.embedding import keep_loaded
 
     with suppress(Exception):  # no model: recall says why in each command, as it does without a resident
