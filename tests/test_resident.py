@@ -298,6 +298,12 @@ def test_a_command_that_found_none_starts_one_and_only_one(home, worktrees):
     off = subprocess.run([str(BATON), "touch", "src/c.py"], cwd=main, capture_output=True, text=True,
                          env={**os.environ, "BATON_RESIDENT": "off"}, timeout=120)
     assert off.returncode == 0 and len(processes_of(home)) == 1
+    # One that went away within a minute of its start is not started again by each command.
+    (pid,) = processes_of(home)
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not processes_of(home), 30, "the end of the resident")
+    again = subprocess.run([str(BATON), "touch", "src/d.py"], cwd=main, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and processes_of(home) == []
 
 
 def test_long_running_commands_keep_their_own_process(home, resident, worktrees):

@@ -6,11 +6,14 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
+import time
+from contextlib import suppress
 from pathlib import Path
 
 from baton.skills.runtime.resident_client import LOCK_NAME
 
 RESIDENT_LOCK_FD = 3  # where the resident finds resident.lock, held for it by its spawner
+RESPAWN_AFTER = 60.0  # seconds between two starts of the resident process
 
 
 def spawn_baton(*args: str, module: str = "baton.skills.frontends.cli", keep: int | None = None) -> None:
@@ -30,8 +33,9 @@ def spawn_baton(*args: str, module: str = "baton.skills.frontends.cli", keep: in
 
 def spawn_resident(home: Path) -> bool:
     """Start the resident process for home unless one runs or is starting (resident.lock is
-    held: taken here and handed to the new process, so two commands never start two).
-    Whether one was started."""
+    held: taken here and handed to the new process, so two commands never start two), or
+    one was started less than RESPAWN_AFTER seconds ago (one that cannot start is not
+    started again by every command). Whether one was started."""
     if not home.is_dir():
         return False  # nothing was written yet; the next command starts one
     fd = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -40,6 +44,13 @@ def spawn_resident(home: Path) -> bool:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
+        started = os.pread(fd, 32, 0)  # when the last one was started, as the lock file's text
+        now = time.time()
+        with suppress(ValueError):
+            if 0 <= now - float(started) < RESPAWN_AFTER:
+                return False
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, repr(now).encode(), 0)
         spawn_baton("--lock-fd", str(RESIDENT_LOCK_FD), module="baton.skills.frontends.resident", keep=fd)
         return True
     finally:
