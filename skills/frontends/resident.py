@@ -135,9 +135,11 @@ def preload(settings) -> None:
     # The command line's parser, built once here: each child parses with its own copy of it
     # (a fork's), the parser a fresh process would build.
     cli = importlib.import_module("baton.skills.frontends.cli")
-    if callable(getattr(cli, "_parser", None)):
-        cli._parser = functools.cache(cli._parser)
-        cli._parser()
+    parser = getattr(cli, "_parser", None)
+    if callable(parser):
+        built = functools.cache(parser)
+        built()
+        cli.__dict__["_parser"] = built
     # Caches a command fills on first use, filled here once: pydantic's schema of the
     # events, and re's cache of the redaction rules (a command compiles them again: a lookup).
     with suppress(Exception):
