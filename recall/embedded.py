@@ -71,6 +71,26 @@ def _unit_rows(vectors: Vectors) -> np.ndarray:
     return np.ascontiguousarray(matrix / norms, dtype=np.float32)
 
 
+_mapped: dict[Path, segments.View] = {}
+
+
+def keep_mapped(folder: Path) -> None:
+    """Map the index of the store in folder for this process and every process it forks (the
+    resident process, baton.skills.frontends.resident), without opening the store: an index
+    opened there starts from this view, which it checks against the store like any other
+    (its store id, its manifest, the rows written since). Remapped when the manifest changed."""
+    index_dir = folder / "index"
+    kept = _mapped.get(index_dir)
+    if kept is not None and kept.manifest_stamp == segments.manifest_stamp(index_dir):
+        return
+    _mapped.pop(index_dir, None)
+    try:
+        store_id = segments.manifest_store_id(index_dir)
+        _mapped[index_dir] = segments.read_view(index_dir, store_id, DIMENSIONS)
+    except segments.Stale:
+        pass
+
+
 class EmbeddedDecisionIndex(DecisionIndex):
     def __init__(self, folder: Path, *, timeout: float) -> None:
         self.folder = folder
@@ -79,7 +99,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
         self.index_dir = folder / "index"
         self._lock_path = folder / "index.lock"
         self._db = SqliteFile(self.path, MIGRATIONS, timeout=timeout)
-        self._view: segments.View | None = None
+        self._view: segments.View | None = _mapped.get(self.index_dir)
 
     # The vector store -------------------------------------------------------------------
 

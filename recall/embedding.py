@@ -76,6 +76,21 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return sign * (1.0 - poly * np.exp(-x * x))
 
 
+_kept: MiniLMEncoder | None = None
+
+
+def keep_loaded() -> None:
+    """Load the model once for this process and every process it forks: load() then returns
+    it (the resident process, baton.skills.frontends.resident). The weights stay mapped from
+    their file, read through once here so that the page cache holds them: a fork copies no
+    page table for them, and a child that embeds maps them from the cache."""
+    global _kept
+    encoder = MiniLMEncoder.load()
+    for tensor in encoder._w.values():
+        tensor.sum()
+    _kept = encoder
+
+
 class MiniLMEncoder:
     """Sentence embeddings of all-MiniLM-L6-v2; load() reads the weights, encode() embeds."""
 
@@ -86,6 +101,8 @@ class MiniLMEncoder:
 
     @classmethod
     def load(cls) -> MiniLMEncoder:
+        if _kept is not None:
+            return _kept
         try:
             from tokenizers import Tokenizer
         except ImportError as exc:

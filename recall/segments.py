@@ -211,6 +211,16 @@ def manifest_stamp(folder: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def manifest_store_id(folder: Path) -> str:
+    """The vector store the manifest says the index was built from; Stale if unreadable."""
+    try:
+        return str(json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["store_id"])
+    except FileNotFoundError:
+        raise Stale("no index yet") from None
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise Stale(f"unreadable manifest ({exc})") from None
+
+
 def read_view(folder: Path, store_id: str, dims: int) -> View:
     """Map the segments the manifest lists; raises Stale if anything does not check out."""
     stamp = manifest_stamp(folder)

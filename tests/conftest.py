@@ -6,6 +6,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# A `baton` process a test starts runs its command itself and starts no resident process,
+# so no test leaves one behind; tests/test_resident.py switches it on for its own homes.
+os.environ["BATON_RESIDENT"] = "off"
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -48,7 +48,7 @@ def test_the_wheel_holds_the_namespace_the_skill_files_and_the_console_script(tm
     assert "baton/registry/postgres.py" in names and "baton/skills/frontends/cli.py" in names
     skill_files = {f"baton/skills/agent_skills/{skill}/SKILL.md" for skill in ("resume_session", "handoff")}
     assert skill_files <= set(names)
-    assert "baton = baton.skills.frontends.cli:run" in entry_points
+    assert "baton = baton.skills.frontends.entry:run" in entry_points
     # The unpacked wheel first on the path: everything comes from it, the skill files too.
     served = python("import baton.registry.sqlite as m", "from baton.skills.installers.claude_code import skill_source",
                     "print(m.__file__)", "print(len(skill_source('resume_session')))",

@@ -6,7 +6,9 @@ the README's configuration table lists every row (tests/test_settings.py checks 
 environment wins over the file. The file is BATON_CONFIG, else `baton.toml` in the data
 home; e.g. its `[stores]` table names server backends (`database_url = "postgresql://..."`).
 A store without a server setting stays embedded, so every mix works. No other module reads
-a `BATON_*` variable: a lower module is handed the value it needs.
+a `BATON_*` variable: a lower module is handed the value it needs. The exception is the resident process's
+client (baton.skills.runtime.resident_client), which runs before anything is imported and
+reads the variables of `home` and `resident` itself.
 """
 
 from __future__ import annotations
@@ -142,6 +144,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_repair_rounds", None, "workflow", "lifecycle", None, "repairs allowed before the next one blocks"),
     Setting("dashboard_token", "BATON_DASHBOARD_TOKEN", None, "text", None,
             "the token `baton serve` asks of every request; needed to listen off loopback"),
+    Setting("resident", "BATON_RESIDENT", None, "switch", True,
+            "commands are run by a resident process that keeps Baton loaded, started on demand"),
+    Setting("resident_idle", "BATON_RESIDENT_IDLE", None, "seconds", 900.0,
+            "seconds the resident process waits for a command before it exits", high=MAX_RECHECK_AFTER),
 )
 _ROWS = {row.name: row for row in SETTINGS}
 
@@ -194,6 +200,8 @@ class Settings:
     environment_services: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # [environment] services
     redaction_allow: tuple[str, ...] = ()  # [redaction] allow: text never redacted (baton.redaction)
     workflow: Mapping[str, object] | None = None  # the [workflow] table as given; None: the default lifecycle
+    resident: bool = True  # BATON_RESIDENT: commands go to a resident process (baton.skills.frontends.resident)
+    resident_idle: float = 900.0  # seconds the resident waits for a command before it exits
 
     @property
     def uses_servers(self) -> bool:

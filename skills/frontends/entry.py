@@ -1,0 +1,44 @@
+"""The `baton` console script: the resident process runs the command when one answers
+(baton.skills.runtime.resident_client, which imports nothing heavy), else it runs here, as it
+always can; a command that found no resident starts one after its own work."""
+
+from __future__ import annotations
+
+import sys
+
+
+def run() -> None:
+    from baton.skills.runtime import resident_client
+
+    code = resident_client.forwarded(sys.argv)
+    if code is not None:
+        sys.exit(code)
+    if resident_client.command_word(sys.argv) == "resident":
+        from baton.skills.frontends.resident import main as resident
+
+        sys.exit(resident(sys.argv[2:]))
+    from baton.skills.frontends.cli import main
+    from baton.skills.runtime.deadline import leave
+
+    code = main()
+    if resident_client.absent:
+        _start_resident()
+    leave(code)
+
+
+def _start_resident() -> None:
+    """Start the resident process in the background, when the settings allow it (a bad
+    setting was told by the command)."""
+    from contextlib import suppress
+
+    from baton.errors import BatonError
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.spawn import spawn_resident
+
+    try:
+        settings = Settings.from_env()
+    except BatonError:
+        return
+    if settings.resident:
+        with suppress(OSError):  # an optimisation only: the next command tries again
+            spawn_resident(settings.home)

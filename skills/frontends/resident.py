@@ -1,0 +1,441 @@
+"""The resident process: one per user and data home, a fork server for `baton` commands.
+
+It imports Baton, pydantic and NumPy once, loads the embedding model and maps the recall
+index, then listens on `resident.sock` in the data home (mode 0600, peers of another uid
+refused). Each request forks a child that becomes the command's process: the client's
+directory, environment, umask and standard streams, then the same `main(argv)` a fresh
+process runs, with the stores opened by the child as a fresh process opens them (no
+connection is open in the parent, so none crosses a fork). Only what a fresh process would
+rebuild from the same files is shared: imported code, the model's weights, the mapped index
+(which each reader checks against the vector store before use).
+
+The parent is one thread: a selector over the socket, each client connection (EOF: the
+client is gone, so its child is ended) and each child's pidfd (its exit status goes back to
+the client when a signal ended it; a child that exits answers the client itself, so a
+command's status survives the parent). It refuses and leaves when a Baton source file it
+loaded has changed or the client is another installation (the client then runs the command
+itself and starts a fresh resident), and leaves after BATON_RESIDENT_IDLE seconds without a
+command. Started by a command that found none (baton.skills.runtime.spawn), holding
+`resident.lock` for its whole life, so two never serve one data home.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import gc
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from baton.skills.runtime import resident_client as client
+
+REQUEST_WAIT = 1.0  # seconds a connected client may take to send its request and say GO
+MAX_REQUEST = 16 << 20
+# What a command may import, imported once here: every skill, store package and library a
+# command of the embedded default uses; a module that cannot be imported (an extra not
+# installed) is left to the command, which reports it as it would anyway.
+PRELOADED = ("pydantic", "numpy", "tokenizers", "baton.skills.frontends.cli", "baton.skills.frontends.hooks",
+             "baton.skills.frontends.render", "baton.skills.frontends.answers", "baton.skills.frontends.briefing",
+             "baton.skills.frontends.told", "baton.skills.installers.claude_code", "baton.skills.installers.git_hook")
+PRELOADED_PACKAGES = ("baton", "baton.registry", "baton.graph", "baton.recall", "baton.signals",
+                      "baton.skills.services", "baton.skills.handoff", "baton.skills.core", "baton.skills.runtime")
+SERVER_CLIENTS = ("baton.registry.postgres", "baton.registry.kafka", "baton.graph.bolt", "baton.signals.kafka",
+                  "baton.recall.qdrant_server")
+
+
+@dataclass
+class Request:
+    argv: list[str]
+    cwd: bytes
+    umask: int
+    parent_pid: int
+    streams: list[tuple[str, str, bool, bool]]
+    environ: dict[bytes, bytes]
+
+
+class Refused(Exception):
+    """A request not served: the client runs the command itself."""
+
+
+def main(argv: list[str]) -> int:
+    """`baton resident`: serve in the foreground until idle; 0 also when another serves.
+    `--lock-fd N`: resident.lock, taken by the command that started this process."""
+    # Before NumPy is imported: no BLAS or tokenizer thread pool may exist when the process forks.
+    for threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[threads] = "1"
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    from baton.errors import BatonError
+    from baton.skills.runtime.settings import Settings
+
+    try:
+        settings = Settings.from_env()
+    except BatonError as exc:
+        print(f"baton: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    if not settings.resident:
+        print("baton: the resident process is switched off (BATON_RESIDENT)", file=sys.stderr)
+        return 2
+    if argv not in ([], ["--lock-fd", "3"]):
+        print("usage: baton resident", file=sys.stderr)
+        return 2
+    home = settings.home.absolute()
+    lock = _lock(home, 3 if argv else None)
+    if lock is None:
+        print(f"baton: a resident process already serves {home}", file=sys.stderr)
+        return 0
+    preload(settings)
+    gc.freeze()  # what is loaded now stays out of the children's collections: their pages stay shared
+    os.chdir("/")  # holds no directory of the user's; each child takes its client's
+    Resident(home, settings.resident_idle, lock, recall_embedded=not settings.qdrant_url).serve()
+    return 0
+
+
+def _lock(home: Path, inherited: int | None) -> int | None:
+    """resident.lock, held: the descriptor the spawning command handed over, else taken
+    here; None when another process holds it."""
+    from baton.home import make_directory
+
+    if inherited is not None:
+        os.set_inheritable(inherited, False)
+        return inherited
+    make_directory(home)
+    fd = os.open(home / client.LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def preload(settings) -> None:
+    """Import what commands import, load the model and map the recall index."""
+    import functools
+    import importlib
+    import pkgutil
+
+    names = list(PRELOADED) + (list(SERVER_CLIENTS) if settings.uses_servers or settings.qdrant_url else [])
+    for package in PRELOADED_PACKAGES:
+        module = importlib.import_module(package)
+        names += [f"{package}.{info.name}" for info in pkgutil.iter_modules(module.__path__)]
+    for name in names:
+        if name in SERVER_CLIENTS and not (settings.uses_servers or settings.qdrant_url):
+            continue
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 -- left to the command that needs it, which reports it
+            continue
+    # The command line's parser, built once here: each child parses with its own copy of it
+    # (a fork's), the parser a fresh process would build.
+    cli = importlib.import_module("baton.skills.frontends.cli")
+    parser = getattr(cli, "_parser", None)
+    if callable(parser):
+        built = functools.cache(parser)
+        built()
+        cli.__dict__["_parser"] = built
+    # Caches a command fills on first use, filled here once: pydantic's schema of the
+    # events, and re's cache of the redaction rules (a command compiles them again: a lookup).
+    with suppress(Exception):
+        from baton.registry.wire import event_adapter
+
+        event_adapter()
+    with suppress(Exception):
+        from baton.redaction import RULES_FILE, redactor
+
+        rules = settings.home.absolute() / RULES_FILE
+        redactor(rules.parent if rules.exists() else None)  # writes nothing: in memory without the file
+    from baton.recall.embedding import keep_loaded
+
+    with suppress(Exception):  # no model: recall says why in each command, as it does without a resident
+        keep_loaded()
+    if not settings.qdrant_url:
+        from baton.recall.embedded import keep_mapped
+
+        keep_mapped(settings.home.absolute() / "recall")
+
+
+class Resident:
+    def __init__(self, home: Path, idle: float, lock: int, *, recall_embedded: bool) -> None:
+        self.home = home
+        self.recall_embedded = recall_embedded
+        self.idle = idle
+        self.lock = lock
+        self.path = home / client.SOCKET_NAME
+        self.sources = _sources()
+        self.fingerprint = client.install_fingerprint()
+        self.selector = selectors.DefaultSelector()
+        self.children: dict[int, tuple[int, socket.socket]] = {}  # pidfd: (pid, client connection)
+        self.listener: socket.socket | None = None
+
+    def serve(self) -> None:
+        self.listener = listener = self._listen()
+        signal.signal(signal.SIGTERM, _leave)
+        signal.signal(signal.SIGINT, _leave)
+        self.selector.register(listener, selectors.EVENT_READ, "listener")
+        last = time.monotonic()
+        try:
+            while True:
+                wait = None if self.children else max(0.0, last + self.idle - time.monotonic())
+                if wait == 0.0:
+                    return
+                for key, _ in self.selector.select(wait):
+                    if key.data == "listener":
+                        self._accept(listener)
+                    elif key.data == "child":
+                        self._reap(key.fd)
+                    elif key.data in self.children and self.children[key.data][1] is key.fileobj:
+                        self._client_event(key.fileobj, key.data)  # unless its child was reaped just now
+                    last = time.monotonic()
+        except _Leave:
+            pass
+        finally:
+            # Before the lock goes: no other resident can have bound this path meanwhile.
+            with suppress(OSError):
+                os.unlink(self.path)
+            listener.close()
+            os.close(self.lock)
+
+    def _listen(self) -> socket.socket:
+        """The socket, created 0600 (the umask covers the moment between bind and chmod)."""
+        with suppress(FileNotFoundError):
+            os.unlink(self.path)  # left by a resident that died: the lock says none runs
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        umask = os.umask(0o177)
+        try:
+            listener.bind(os.fsencode(self.path))
+        finally:
+            os.umask(umask)
+        os.chmod(self.path, 0o600)
+        listener.listen(64)
+        listener.setblocking(False)
+        return listener
+
+    def _accept(self, listener: socket.socket) -> None:
+        try:
+            conn, _ = listener.accept()
+        except BlockingIOError:
+            return
+        fds: list[int] = []
+        try:
+            conn.settimeout(REQUEST_WAIT)
+            if not same_user(conn):
+                raise Refused("another user")
+            try:
+                if self._stale():  # first: a client of a newer protocol meets no older resident
+                    raise _Leave
+                request = self._read(conn)
+            except _Leave:
+                with suppress(OSError):
+                    conn.sendall(client.STALE)
+                raise
+            conn.sendall(client.ACCEPT)
+            go, fds, _, _ = socket.recv_fds(conn, 1, 3)
+            if go != client.GO or len(fds) != 3:
+                raise Refused("the client gave up")
+            self._fork(request, fds, conn)
+        except (Refused, OSError, ValueError):
+            conn.close()
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _read(self, conn: socket.socket) -> Request:
+        data = b""
+        while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+            if len(data) >= 4 and int.from_bytes(data[:4], "big") > MAX_REQUEST:
+                raise Refused("too large")
+            chunk = conn.recv(1 << 20)
+            if not chunk:
+                raise Refused("cut short")
+            data += chunk
+        return parse_request(data[4:], self.fingerprint)
+
+    def _stale(self) -> bool:
+        """Whether a Baton source file loaded here has changed since (a few hundred stats)."""
+        return _sources(self.sources) != self.sources
+
+    def _fork(self, request: Request, fds: list[int], conn: socket.socket) -> None:
+        from baton.recall.embedded import keep_mapped
+
+        if self.recall_embedded:
+            keep_mapped(self.home / "recall")  # a stat; remapped when the index was rewritten
+        pid = os.fork()
+        if pid == 0:
+            code = 70  # EX_SOFTWARE: the child failed before the command ran
+            try:
+                self._forget()
+                code = run_child(request, fds, conn)
+            except BaseException:  # noqa: BLE001 -- the child must never return into the loop
+                with suppress(Exception):
+                    import traceback
+
+                    traceback.print_exc()
+            finally:
+                os._exit(code)
+        pidfd = os.pidfd_open(pid)
+        self.children[pidfd] = (pid, conn)
+        self.selector.register(pidfd, selectors.EVENT_READ, "child")
+        self.selector.register(conn, selectors.EVENT_READ, pidfd)
+
+    def _forget(self) -> None:
+        """In a child: close what belongs to the resident (the socket, the lock, the other
+        commands' connections and pidfds)."""
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.selector.close()
+        if self.listener is not None:
+            self.listener.close()
+        os.close(self.lock)
+        for pidfd, (_, other) in self.children.items():
+            os.close(pidfd)
+            other.close()
+
+    def _client_event(self, conn: socket.socket, pidfd: int) -> None:
+        """The client sends nothing more: readable means it is gone, so its command ends."""
+        with suppress(BlockingIOError, InterruptedError):
+            if conn.recv(16, socket.MSG_DONTWAIT):
+                return
+        self.selector.unregister(conn)
+        with suppress(ProcessLookupError):
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+
+    def _reap(self, pidfd: int) -> None:
+        """A child's pidfd is readable: it exited (an event left over from a pidfd closed in
+        the same round, whose number a new child took, finds it running and waits on)."""
+        if pidfd not in self.children:
+            return
+        pid, conn = self.children[pidfd]
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if not done:
+            return
+        del self.children[pidfd]
+        self.selector.unregister(pidfd)
+        os.close(pidfd)
+        if os.WIFSIGNALED(status):  # an exiting child answered itself
+            with suppress(OSError):
+                conn.sendall(b"%d\n" % (128 + os.WTERMSIG(status)))
+        with suppress(KeyError, ValueError):
+            self.selector.unregister(conn)
+        conn.close()
+
+
+class _Leave(Exception):
+    """Stop serving: out of date, or told to (SIGTERM, SIGINT)."""
+
+
+def _leave(signum, frame) -> None:
+    raise _Leave
+
+
+def same_user(conn: socket.socket) -> bool:
+    """Whether the peer runs as this process's user (SO_PEERCRED, from the kernel)."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _, uid, _ = struct.unpack("3i", creds)
+    return uid == os.getuid()
+
+
+def parse_request(data: bytes, fingerprint: bytes) -> Request:
+    fields = data.split(b"\0")
+    if len(fields) < 9 or fields[0] != client.PROTOCOL:
+        raise Refused("another protocol")
+    if fields[1] != fingerprint:
+        raise _Leave  # another installation or interpreter: the one in use takes over
+    cwd, umask, parent, *rest = fields[2:]
+    streams = []
+    for text in rest[:3]:
+        encoding, errors, line, through = text.decode().split(":")
+        streams.append((encoding, errors, line == "1", through == "1"))
+    argc = int(rest[3])
+    argv = [os.fsdecode(word) for word in rest[4:4 + argc]]
+    environ = dict(item.split(b"=", 1) for item in rest[4 + argc:] if b"=" in item)
+    return Request(argv, cwd, int(umask), int(parent), streams, environ)
+
+
+def _sources(previous: dict[str, int] | None = None) -> dict[str, int]:
+    """The modification time of each Baton module's file loaded here."""
+    files = previous or {path: 0 for name, module in list(sys.modules.items())
+                         if name.partition(".")[0] == "baton" and (path := getattr(module, "__file__", None))}
+    stamps = {}
+    for path in files:
+        try:
+            stamps[path] = os.stat(path).st_mtime_ns
+        except OSError:
+            stamps[path] = -1
+    return stamps
+
+
+def run_child(request: Request, fds: list[int], conn: socket.socket) -> int:
+    """Become the client's command, run it as `baton` runs it, answer its exit status."""
+    import io
+    import tempfile
+
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    fds.clear()
+    os.chdir(request.cwd)
+    os.umask(request.umask)
+    os.environ.clear()
+    os.environb.update(request.environ)
+    time.tzset()
+    tempfile.tempdir = None
+    # The hooks name the agent by the parent process of `baton`: the client's parent.
+    os.getppid = lambda: request.parent_pid
+    sys.argv = list(request.argv)
+    modes = ("r", "w", "w")
+    for target, (encoding, errors, line_buffering, write_through) in enumerate(request.streams):
+        raw = io.FileIO(target, modes[target], closefd=False)
+        buffered = io.BufferedReader(raw) if target == 0 else io.BufferedWriter(raw)
+        stream = io.TextIOWrapper(buffered, encoding=encoding, errors=errors, line_buffering=line_buffering,
+                                  write_through=write_through)
+        setattr(sys, ("stdin", "stdout", "stderr")[target], stream)
+        setattr(sys, ("__stdin__", "__stdout__", "__stderr__")[target], stream)
+    from baton.skills.frontends.cli import main
+
+    code = _exit_status(main, request.argv[1:])
+    from baton.budget import abandoned
+
+    if not abandoned():  # the interpreter's exit, which leave() skips as well when a read was abandoned
+        import atexit
+
+        atexit._run_exitfuncs()
+    for written in (sys.stdout, sys.stderr):
+        with suppress(Exception):
+            written.flush()
+    conn.settimeout(None)
+    with suppress(OSError):
+        conn.sendall(b"%d\n" % code)
+    return code
+
+
+def _exit_status(main, argv: list[str]) -> int:
+    """What `sys.exit(main(argv))` would leave as the exit status, traceback included."""
+    try:
+        result = main(argv)
+    except SystemExit as exc:
+        result = exc.code
+    except BaseException:  # noqa: BLE001 -- reported as the interpreter reports it
+        import traceback
+
+        traceback.print_exc()
+        return 1
+    if result is None:
+        return 0
+    if isinstance(result, int):
+        return result & 0xFF
+    print(result, file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    # Through its module name, so that this file is among the sources checked for changes.
+    from baton.skills.frontends.resident import main as resident
+
+    sys.exit(resident(sys.argv[1:]))

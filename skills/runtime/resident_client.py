@@ -1,0 +1,142 @@
+"""The client side of the resident process: hand a `baton` command to it, or say to run it here.
+
+It runs first in every `baton` process, before anything else is imported, so it uses the
+standard library's os, sys, time and socket only (socket only when a resident's socket
+exists). It reads three variables of the settings table itself (BATON_RESIDENT, BATON_HOME,
+XDG_DATA_HOME; tests/test_resident.py checks them against the rows): a bad value is
+reported by the command run here, as every other bad setting is.
+
+The exchange, over the resident's Unix socket (baton.skills.frontends.resident): the client
+sends the request (protocol, install, argv, cwd, environment, umask, parent pid, how its
+standard streams encode). The resident answers one byte: ACCEPT, or STALE when it is out of
+date and leaves. The client then says GO with its standard input, output and error as file
+descriptors (SCM_RIGHTS), and from then on the command is the resident's: a child of the
+resident writes to the client's own streams and answers the exit status as a line of
+digits. No ACCEPT within CONNECT_WAIT (no process, a stopped one, a protocol error) and the
+client runs the command itself; a resident that reads a request after its client gave up
+sees no GO and runs nothing, so a command never runs twice.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import time
+
+PROTOCOL = b"baton-resident/1"
+SOCKET_NAME = "resident.sock"
+LOCK_NAME = "resident.lock"
+CONNECT_WAIT = 0.05  # seconds to connect and be accepted: a wedged resident costs no more
+ACCEPT, STALE, GO = b"A", b"S", b"G"
+# Long-running or interactive commands keep their own process.
+NOT_FORWARDED = frozenset({"mcp", "serve", "projector", "resident"})
+_OFF = frozenset({"0", "false", "off", "no"})
+_MAX_SOCKET_PATH = 107  # sockaddr_un's sun_path, less its terminating NUL
+
+absent = False  # no resident answered: after its own work the command starts one
+
+
+def install_fingerprint() -> bytes:
+    """The interpreter and the Baton installation: a resident serves only its own."""
+    return os.fsencode(f"{sys.executable}\n{os.path.dirname(os.path.abspath(__file__))}")
+
+
+def data_home(environ) -> str:
+    """baton.home.data_home, with os.path alone (BATON_HOME, else $XDG_DATA_HOME/baton, else
+    ~/.local/share/baton)."""
+    if environ.get("BATON_HOME"):
+        return os.path.expanduser(environ["BATON_HOME"])
+    base = os.path.expanduser(environ.get("XDG_DATA_HOME") or os.path.join("~", ".local", "share"))
+    return os.path.join(base, "baton")
+
+
+def switched_off(environ) -> bool:
+    return (environ.get("BATON_RESIDENT") or "").strip().lower() in _OFF
+
+
+def command_word(argv: list[str]) -> str | None:
+    return next((word for word in argv[1:] if not word.startswith("-")), None)
+
+
+def forwarded(argv: list[str]) -> int | None:
+    """The exit status of the command run by the resident process, or None: run it here."""
+    global absent
+    if command_word(argv) in NOT_FORWARDED or switched_off(os.environ):
+        return None
+    path = os.path.join(data_home(os.environ), SOCKET_NAME)
+    if len(os.fsencode(path)) > _MAX_SOCKET_PATH:
+        return None  # no resident can listen there
+    if not os.path.exists(path):
+        absent = True
+        return None
+    import socket
+
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        reply = _offer(conn, path, argv)
+        if reply != ACCEPT:
+            absent = reply == STALE
+            conn.close()
+            return None
+        # Committed from here: the streams go with GO, and the command is the resident's.
+        conn.settimeout(None)
+        socket.send_fds(conn, [GO], [0, 1, 2])
+    except (ConnectionRefusedError, FileNotFoundError):
+        absent = True  # a socket left behind by a resident that died
+        conn.close()
+        return None
+    except Exception:  # noqa: BLE001 -- slow, stopped, not this protocol: nothing ran, run it here
+        conn.close()
+        return None
+    return _answer(conn)
+
+
+def _offer(conn, path: str, argv: list[str]) -> bytes:
+    """Connect, send the request and read the resident's one-byte reply, all within
+    CONNECT_WAIT. The standard streams are not sent yet: a resident too slow to reply must
+    not hold them (a caller reading our output to its end would wait for it)."""
+    deadline = time.monotonic() + CONNECT_WAIT
+    conn.settimeout(CONNECT_WAIT)
+    conn.connect(path)
+    request = _request(argv)
+    conn.settimeout(max(deadline - time.monotonic(), 0.001))
+    conn.sendall(len(request).to_bytes(4, "big") + request)
+    conn.settimeout(max(deadline - time.monotonic(), 0.001))
+    return conn.recv(1)
+
+
+def _request(argv: list[str]) -> bytes:
+    umask = os.umask(0o022)
+    os.umask(umask)
+    # Raises (and the command runs here) when one is not a text stream over its descriptor.
+    streams = [f"{s.encoding}:{s.errors}:{int(s.line_buffering)}:{int(s.write_through)}"
+               for s in (sys.stdin, sys.stdout, sys.stderr) if isinstance(s, io.TextIOWrapper)]
+    if len(streams) != 3:
+        raise ValueError("a standard stream is not a text stream")
+    fields = [PROTOCOL, install_fingerprint(), os.getcwdb(), b"%d" % umask, b"%d" % os.getppid(),
+              *(s.encode() for s in streams), b"%d" % len(argv), *map(os.fsencode, argv),
+              *(key + b"=" + value for key, value in os.environb.items())]
+    return b"\0".join(fields)
+
+
+def _answer(conn) -> int:
+    """Wait, as long as the command takes, for its exit status; the command is the
+    resident's now and is never run again here."""
+    conn.settimeout(None)
+    received = b""
+    try:
+        while not received.endswith(b"\n"):
+            chunk = conn.recv(16)
+            if not chunk:
+                break
+            received += chunk
+    except KeyboardInterrupt:
+        return 130  # closing the connection ends the command, as Ctrl-C ends it here
+    finally:
+        conn.close()
+    if received.endswith(b"\n") and received[:-1].isdigit():
+        return int(received[:-1])
+    print("baton: the resident process ended while running the command (`BATON_RESIDENT=off` runs "
+          "commands in their own process)", file=sys.stderr)
+    return 3

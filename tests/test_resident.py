@@ -1,0 +1,374 @@
+"""The resident process (baton.skills.frontends.resident) answers as a fresh `baton` would,
+and a command never depends on it: absent, stale, stopped or refused, the command runs itself."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, make_repo
+from tests.test_claude_hooks import payload
+
+BATON = Path(sys.executable).with_name("baton")
+# A client that only asks the resident: exit 99 (and nothing run) when it did not answer. It
+# waits up to 10 s to be accepted (a shared machine can be slower than the 50 ms a command
+# waits), except where the test is the bound itself (WEDGED_CLIENT).
+WEDGED_CLIENT = """
+import sys
+from baton.skills.runtime import resident_client
+code = resident_client.forwarded(["baton", *sys.argv[1:]])
+sys.exit(99 if code is None else code)
+"""
+CLIENT = WEDGED_CLIENT.replace("code =", "resident_client.CONNECT_WAIT = 10.0\ncode =")
+NOT_FORWARDED = 99
+
+
+def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"no {what} within {timeout:g}s")
+
+
+def processes_of(home: Path) -> list[int]:
+    """The resident processes (and their children) serving home, found in /proc."""
+    marker = f"BATON_HOME={home}".encode() + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"resident" in cmdline and marker in environ and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def home(monkeypatch):
+    """A data home with a short path (a socket's path holds 107 bytes), the resident on."""
+    top = Path(tempfile.mkdtemp(prefix="bres-"))
+    path = top / "home"
+    monkeypatch.setenv("BATON_HOME", str(path))
+    for name in ("BATON_TASK_ID", "BATON_SESSION_ID", "BATON_DATABASE_URL", "BATON_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("BATON_STORE_TIMEOUT", "2")
+    monkeypatch.setenv("BATON_BACKGROUND_DELIVERY", "off")
+    monkeypatch.setenv("BATON_BACKGROUND_INDEXING", "off")
+    monkeypatch.setenv("BATON_RESIDENT", "on")
+    yield path
+    for pid in processes_of(path):
+        os.kill(pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: not processes_of(path), 30, "exit of every resident process")
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def start_resident(home: Path, **env: str) -> subprocess.Popen:
+    process = subprocess.Popen([str(BATON), "resident"], env={**os.environ, **env}, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for(lambda: (home / "resident.sock").exists() or process.poll() is not None, 120, "resident socket")
+    assert process.poll() is None, process.communicate()
+    return process
+
+
+@pytest.fixture
+def resident(home):
+    process = start_resident(home)
+    yield process
+    process.terminate()
+    assert process.wait(30) == 0
+    assert not (home / "resident.sock").exists()
+
+
+def through_resident(cwd: Path, *args: str, stdin: str | None = None, **env: str) -> tuple[int, str, str]:
+    result = subprocess.run([sys.executable, "-c", CLIENT, *args], cwd=cwd, input=stdin, capture_output=True,
+                            text=True, env={**os.environ, **env}, timeout=120)
+    assert result.returncode != NOT_FORWARDED, f"the resident did not answer `baton {' '.join(args)}`"
+    return result.returncode, result.stdout, result.stderr
+
+
+def direct(cwd: Path, *args: str, stdin: str | None = None, **env: str) -> tuple[int, str, str]:
+    result = subprocess.run([str(BATON), *args], cwd=cwd, input=stdin, capture_output=True, text=True,
+                            env={**os.environ, "BATON_RESIDENT": "off", **env}, timeout=120)
+    return result.returncode, result.stdout, result.stderr
+
+
+def normalised(text: str, root: Path, home: Path) -> str:
+    """Output with what differs between two runs of the same commands replaced: the
+    repository and data home, ids and times."""
+    text = text.replace(str(root), "ROOT").replace(str(home), "HOME")
+    text = re.sub(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b|\b[0-9a-f]{8,64}\b", "ID", text)
+    return re.sub(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|\+00:00| UTC)?", "TIME", text)
+
+
+SCENARIO = [
+    ("bind", "OMN-2"),
+    ("decide", "Store payment intents in PostgreSQL"),
+    ("bind", "OMN-1"),
+    ("touch", "src/cart.py", "src/db.py"),
+    ("decide", "Keep carts in PostgreSQL", "--context", "carts must survive restarts"),
+    ("update", "--phase", "implementing", "--next", "write the migration"),
+    ("index",),  # the model and the index kept by the resident, checked against the store
+    ("resume", "OMN-1", "--json"),
+    ("resume", "OMN-1"),
+    ("list",),
+    ("list", "--json"),
+    ("touch",),  # bad input: exit 2
+    ("bind", "not a ticket!"),  # bad input: exit 2
+    ("nonsense",),  # argparse: exit 2
+]
+
+
+def test_the_resident_answers_as_a_fresh_process(home, resident, tmp_path):
+    """The same outputs and exit statuses for the same commands, direct and through the
+    resident, on two data homes; and a store that does not answer is exit 3 in both."""
+    direct_home = tmp_path / "direct-home"
+    repos = {"direct": make_repo(tmp_path / "direct" / "shop", "git@github.com:acme/shop.git"),
+             "resident": make_repo(tmp_path / "resident" / "shop", "git@github.com:acme/shop.git")}
+    for args in SCENARIO:
+        got = through_resident(repos["resident"], *args)
+        expected = direct(repos["direct"], *args, BATON_HOME=str(direct_home))
+        assert got[0] == expected[0], (args, got, expected)
+        for ours, theirs in zip(got[1:], expected[1:], strict=True):
+            assert normalised(ours, repos["resident"], home) == normalised(theirs, repos["direct"], direct_home), args
+    assert [through_resident(repos["resident"], *args)[0] for args in SCENARIO[-3:]] == [2, 2, 2]
+    resumed = json.loads(through_resident(repos["resident"], "resume", "OMN-1", "--json")[1])
+    assert [d["task_id"] for d in resumed["related_decisions"]] == ["OMN-2"] and resumed["stores"]["recall"] == "ok"
+    down = {"BATON_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
+    got = through_resident(repos["resident"], "resume", "OMN-1", "--json", **down)
+    expected = direct(repos["direct"], "resume", "OMN-1", "--json", BATON_HOME=str(direct_home), **down)
+    assert got[0] == expected[0] == 3, (got, expected)
+    assert json.loads(got[1])["status"] == json.loads(expected[1])["status"] == "unavailable"
+    assert normalised(got[2], repos["resident"], home) == normalised(expected[2], repos["direct"], direct_home)
+
+
+def test_a_hook_reads_its_payload_from_the_clients_standard_input(home, resident, worktrees):
+    main, second = worktrees
+    assert direct(second, "bind", "OMN-2")[0] == 0
+    assert direct(second, "touch", "src/db.py")[0] == 0
+    assert direct(main, "bind", "OMN-1")[0] == 0
+    event = json.dumps(payload("post_tool_use_edit", main, file=main / "src" / "db.py"))
+    code, out, err = through_resident(main, "hook", "post-tool-use", stdin=event)
+    assert (code, err) == (0, "")
+    told = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert "OMN-2" in told and "src/db.py" in told
+    resumed = json.loads(through_resident(main, "resume", "OMN-1", "--json")[1])
+    assert "src/db.py" in resumed["session"]["files_touched"]
+
+
+def test_a_killed_client_ends_its_command(home, resident, worktrees):
+    main, _ = worktrees
+    assert direct(main, "bind", "OMN-1")[0] == 0
+    # The hook waits for its payload on standard input, which this test holds open.
+    client = subprocess.Popen([sys.executable, "-c", CLIENT, "hook", "post-tool-use"], cwd=main,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    (child,) = wait_for(lambda: children_of(resident.pid), 30, "the command's process")
+    client.kill()
+    client.wait()
+    wait_for(lambda: child not in children_of(resident.pid), 10, "the end of the command's process")
+    client.stdin.close()
+    assert resident.poll() is None, "the resident serves on"
+    assert through_resident(main, "resume", "OMN-1", "--json")[0] == 0
+
+
+def test_a_stale_resident_refuses_and_the_command_runs_itself(home, resident, worktrees):
+    main, _ = worktrees
+    assert through_resident(main, "bind", "OMN-1")[0] == 0
+    source = ROOT / "skills" / "services" / "migrate.py"
+    before = source.stat()
+    try:
+        os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        result = subprocess.run([sys.executable, "-c", CLIENT, "touch", "src/a.py"], cwd=main, capture_output=True)
+        assert result.returncode == NOT_FORWARDED, "a resident whose sources changed must not answer"
+        assert resident.wait(30) == 0, "and it leaves"
+        assert direct(main, "touch", "src/a.py")[0] == 0
+    finally:
+        os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert "src/a.py" in json.loads(direct(main, "resume", "OMN-1", "--json")[1])["session"]["files_touched"]
+
+
+def test_a_stopped_resident_costs_one_bounded_wait_and_runs_nothing(home, resident, worktrees):
+    main, _ = worktrees
+    assert through_resident(main, "bind", "OMN-1")[0] == 0
+    os.kill(resident.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        result = subprocess.run([sys.executable, "-c", WEDGED_CLIENT, "touch", "src/wedged.py"], cwd=main,
+                                capture_output=True, timeout=60)
+        waited = time.monotonic() - started
+        assert result.returncode == NOT_FORWARDED
+        plain = time.monotonic()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        floor = time.monotonic() - plain
+        # The interpreter's start plus the connect wait (50 ms), with room for a busy machine.
+        assert waited < floor + 0.05 + 1.0, (waited, floor)
+        assert direct(main, "touch", "src/direct.py")[0] == 0
+    finally:
+        os.kill(resident.pid, signal.SIGCONT)
+    # The request it received while stopped was given up by its client: it must not run.
+    files = json.loads(through_resident(main, "resume", "OMN-1", "--json")[1])["session"]["files_touched"]
+    assert "src/direct.py" in files and "src/wedged.py" not in files
+
+
+def test_only_the_user_reaches_the_socket(home, resident):
+    from baton.skills.frontends.resident import same_user
+
+    assert (home / "resident.sock").stat().st_mode & 0o777 == 0o600
+    assert home.stat().st_mode & 0o777 == 0o700
+    ours, theirs = socket.socketpair(socket.AF_UNIX)
+    with ours, theirs:
+        assert same_user(ours)
+    if os.geteuid() != 0:
+        pytest.skip("another uid needs root to test: the mode and the peer check are tested above")
+    # Let another user reach the socket, so that only the peer check stands in the way.
+    os.chmod(home.parent, 0o711)
+    os.chmod(home, 0o711)
+    os.chmod(home / "resident.sock", 0o666)
+    pid = os.fork()
+    if pid == 0:  # the other user: a client as far as the resident lets it go
+        code = 1
+        try:
+            from baton.skills.runtime import resident_client
+
+            os.setgid(65534)
+            os.setuid(65534)
+            os.chdir("/")
+            sys.stdin, sys.stdout, sys.stderr = (open(os.devnull, mode) for mode in "rww")  # noqa: SIM115
+            resident_client.CONNECT_WAIT = 10.0
+            with socket.socket(socket.AF_UNIX) as conn:  # the mode lets it connect
+                code = 0 if resident_client._offer(conn, str(home / "resident.sock"), ["baton", "list"]) == b"" else 2
+        except ConnectionError:
+            code = 0  # refused: closed before or while the request was sent
+        except BaseException:  # noqa: BLE001 -- any other failure is the test's
+            code = 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the resident must close another user's connection unanswered"
+    assert resident.poll() is None
+
+
+def test_the_resident_leaves_when_idle(home, worktrees):
+    main, _ = worktrees
+    process = start_resident(home, BATON_RESIDENT_IDLE="1")
+    assert through_resident(main, "bind", "OMN-1")[0] == 0
+    assert process.wait(30) == 0
+    assert not (home / "resident.sock").exists()
+    assert direct(main, "resume", "OMN-1", "--json")[0] == 0
+
+
+def test_a_command_that_found_none_starts_one_and_only_one(home, worktrees):
+    main, _ = worktrees
+    first = subprocess.run([str(BATON), "bind", "OMN-1"], cwd=main, capture_output=True, text=True, timeout=120)
+    second = subprocess.run([str(BATON), "touch", "src/a.py"], cwd=main, capture_output=True, text=True, timeout=120)
+    assert first.returncode == second.returncode == 0, (first.stderr, second.stderr)
+    wait_for(lambda: (home / "resident.sock").exists(), 120, "a resident started on demand")
+    assert len(processes_of(home)) == 1
+    assert through_resident(main, "touch", "src/b.py")[0] == 0
+    off = subprocess.run([str(BATON), "touch", "src/c.py"], cwd=main, capture_output=True, text=True,
+                         env={**os.environ, "BATON_RESIDENT": "off"}, timeout=120)
+    assert off.returncode == 0 and len(processes_of(home)) == 1
+    # One that went away within a minute of its start is not started again by each command.
+    (pid,) = processes_of(home)
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not processes_of(home), 30, "the end of the resident")
+    again = subprocess.run([str(BATON), "touch", "src/d.py"], cwd=main, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and processes_of(home) == []
+
+
+def test_long_running_commands_keep_their_own_process(home, resident, worktrees):
+    from baton.skills.runtime.resident_client import NOT_FORWARDED as kept
+
+    assert {"mcp", "serve", "projector", "resident"} <= kept
+    main, _ = worktrees
+    result = subprocess.run([sys.executable, "-c", CLIENT, "projector", "--once"], cwd=main, capture_output=True)
+    assert result.returncode == NOT_FORWARDED
+
+
+def test_the_client_reads_the_variables_of_the_settings_rows():
+    """The client reads BATON_HOME and BATON_RESIDENT itself (it runs before anything is
+    imported): the same variables, and the same data home, as the settings."""
+    from baton.skills.runtime import resident_client
+    from baton.skills.runtime.settings import SETTINGS, Settings
+
+    rows = {row.name: row.env for row in SETTINGS}
+    source = Path(resident_client.__file__).read_text(encoding="utf-8")
+    assert rows["home"] == "BATON_HOME" and rows["resident"] == "BATON_RESIDENT"
+    assert set(re.findall(r"\"(BATON_[A-Z_]+)\"", source)) == {"BATON_HOME", "BATON_RESIDENT"}
+    for environ in ({"BATON_HOME": "~/x"}, {"XDG_DATA_HOME": "/data"}, {"BATON_HOME": "", "XDG_DATA_HOME": "/d"}):
+        assert Path(resident_client.data_home(environ)) == Settings.from_env(environ).home
+    for value, off in (("off", True), ("0", True), ("No", True), ("on", False), ("", False)):
+        assert resident_client.switched_off({"BATON_RESIDENT": value}) is off
+
+
+def test_the_client_imports_nothing_heavy(home, resident, worktrees):
+    """Handing a command over costs the interpreter's start and the standard library's
+    socket: no argparse, no JSON, no Baton module beyond the client (tests/test_hot_path.py
+    pins what the command itself imports when it runs here)."""
+    main, _ = worktrees
+    probe = CLIENT + "\nprint(sorted(m for m in sys.modules if m.startswith('baton') or m in HEAVY), file=sys.stderr)"
+    probe = probe.replace("sys.exit(99 if code is None else code)\n", "assert code is not None\n")
+    heavy = ("argparse", "json", "pydantic", "numpy", "tokenizers", "sqlite3", "baton.skills.frontends.cli")
+    result = subprocess.run([sys.executable, "-c", f"HEAVY = {heavy!r}\n" + probe, "touch", "src/a.py"], cwd=main,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    loaded = result.stderr.strip().splitlines()[-1]
+    assert loaded == str(["baton", "baton.skills", "baton.skills.runtime", "baton.skills.runtime.resident_client"])
+
+
+def test_a_hook_names_the_agent_that_ran_baton(home, resident, worktrees):
+    """The heartbeat names the hook's parent process, the agent: through the resident too, it
+    is the client's parent (here this test), not the resident."""
+    from baton.skills.frontends.told import local_heartbeats
+    from baton.skills.runtime.settings import Settings
+
+    main, _ = worktrees
+    assert direct(main, "bind", "OMN-1")[0] == 0
+    event = json.dumps(payload("user_prompt_submit", main))
+    code, _, err = through_resident(main, "hook", "user-prompt-submit", stdin=event)
+    assert (code, err) == (0, "")
+    assert [beat.pid for beat in local_heartbeats(Settings.from_env())] == [os.getpid()]
+
+
+def test_a_command_killed_by_a_signal_exits_as_a_killed_process_would(home, resident, worktrees):
+    main, _ = worktrees
+    assert direct(main, "bind", "OMN-1")[0] == 0
+    client = subprocess.Popen([sys.executable, "-c", CLIENT, "hook", "post-tool-use"], cwd=main,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    (child,) = wait_for(lambda: children_of(resident.pid), 30, "the command's process")
+    os.kill(child, signal.SIGKILL)
+    assert client.wait(30) == 128 + signal.SIGKILL
+    client.stdin.close()
+    client.stdout.close()
+    client.stderr.close()
+    assert resident.poll() is None
