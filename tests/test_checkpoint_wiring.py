@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from baton.masking import mask_all
 from tests.conftest import git, make_repo
 from tests.test_checkpoints import files, git_view, make_every_kind_of_change, repo, write  # noqa: F401
 from tests.test_claude_hooks import hook, payload, runtime_dir  # noqa: F401
@@ -244,13 +245,14 @@ def test_env_record_runs_the_setup_and_records_a_content_addressed_manifest_chec
     assert set(manifest["lockfiles"]) == {"uv.lock", "deps/app.lock"}
     assert manifest["services"] == {"cache": {"status": "exit 1"}, "db": {"status": "ok"}}
     text = json.dumps(recorded)
-    assert "ghp_abcdefghijklmnopqrstuvwxyz" not in text and "[REDACTED:github-token]" in text
+    # Redacted when stored; the CLI's output edge then masks the keyword's value as well.
+    assert "ghp_abcdefghijklmnopqrstuvwxyz" not in text and "echo token=***" in text
     assert "hunter2-value-never-recorded" not in text and "SHOP_DB_PASSWORD" not in text
     taken = [c for c in answer(cli, shop, "checkpoints")["checkpoints"] if c["boundary"] == "environment"]
     assert [c["id"] for c in taken] == [recorded["checkpoint"]]
     ref = f"refs/baton/checkpoints/{recorded['checkpoint']}"
     held = json.loads(git(shop, "cat-file", "blob", f"{ref}:environment.json"))
-    assert held == {k: v for k, v in manifest.items() if k != "id"}
+    assert mask_all(held) == {k: v for k, v in manifest.items() if k != "id"}, "the same, as the output edge masks"
     write(shop / "app.py", "print('after setup')\n")
     assert answer(cli, shop, "checkpoint")["checkpoint"]["environment"] == manifest["id"], \
         "later checkpoints name the recorded manifest"

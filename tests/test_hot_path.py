@@ -78,7 +78,7 @@ HOOK_PATH_IMPORTS = {
         baton.skills.services.touch hashlib socket
     """),
     "user-prompt-submit": HOOK_IMPORTS | names("""
-        array baton.signals.sqlite baton.signals.wire baton.skills.core.interrupted
+        array baton.signals.sqlite baton.signals.wire baton.skills.core.interrupted baton.skills.core.overlaps
         baton.skills.frontends.briefing socket
     """),
     "stop": HOOK_IMPORTS | names("""
@@ -87,7 +87,7 @@ HOOK_PATH_IMPORTS = {
         baton.skills.handoff baton.skills.handoff.files baton.skills.installers
         baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
         baton.skills.services.checkpoint baton.skills.services.touch bisect bz2 hashlib lzma random shutil
-        socket tempfile zlib
+        socket tempfile zlib base64 baton.skills.runtime.provider_refs binascii cryptography hmac struct
     """),
     "session-end": HOOK_IMPORTS | names("""
         baton.locks baton.outbox baton.skills.core.commit baton.skills.core.overlaps
@@ -96,7 +96,7 @@ HOOK_PATH_IMPORTS = {
         baton.skills.services.touch bisect bz2 hashlib lzma random shutil tempfile zlib
     """),
     "session-start": HOOK_IMPORTS | names("""
-        annotated_types array atexit base64 baton.graph.sqlite baton.recall baton.recall.base
+        annotated_types array atexit base64 baton.graph.sqlite baton.locks baton.recall baton.recall.base
         baton.recall.embedded baton.recall.embedding baton.recall.queue baton.recall.search baton.recall.segments
         baton.recall.wire
         baton.registry.apply baton.registry.model baton.signals.model baton.signals.sqlite baton.signals.wire
@@ -108,7 +108,8 @@ HOOK_PATH_IMPORTS = {
         baton.skills.handoff.probe_signing baton.skills.handoff.probes baton.skills.handoff.verify
         baton.skills.handoff.write baton.skills.runtime.deadline baton.skills.services
         baton.skills.services.bind baton.skills.services.compatibility baton.skills.services.handoff
-        baton.skills.services.recover baton.skills.services.resume baton.skills.services.stage baton.types
+        baton.skills.runtime.provider_refs baton.skills.services.checkpoint baton.skills.services.continuation
+        baton.skills.services.recover baton.skills.services.resume baton.skills.services.stage baton.types cryptography
         binascii bisect bz2 calendar concurrent contextvars csv ctypes decimal email fractions hashlib heapq
         hmac importlib logging lzma mmap numbers numpy pickle pydantic pydantic_core queue quopri random secrets
         shutil socket struct sysconfig tempfile textwrap traceback typing_extensions typing_inspection zipfile
