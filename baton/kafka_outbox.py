@@ -45,21 +45,49 @@ def use_security(config: dict[str, str]) -> None:
     _security.update(config)
 
 
+# The broker's refusal of this process's credentials, as librdkafka last reported it: a
+# client only sees "transport failure" or a timeout, while the reason comes to its error
+# callback. Taken (and cleared) by the next failure reported.
+_refusal: list[str] = []
+
+
+def _heard(error: KafkaError) -> None:
+    from confluent_kafka import KafkaError
+
+    if error.code() == KafkaError._AUTHENTICATION:
+        _refusal[:] = [" ".join(error.str().split())]
+
+
 def client_config(bootstrap: str, timeout: float) -> dict:
     # log_level 0: librdkafka's own connection errors reach the caller as Unavailable.
     return {"bootstrap.servers": bootstrap, "socket.timeout.ms": max(int(timeout * 1000), 10), "log_level": 0,
-            **_security}
+            "error_cb": _heard, **_security}
 
 
-def kafka_failure(store: str, bootstrap: str, exc: KafkaException) -> StoreUnavailable:
+def refused(store: str, bootstrap: str) -> StoreUnavailable | None:
+    """The broker's refusal of the credentials, if it refused them since the last failure
+    reported: a request it refused, not a server that is down (the health record keeps out)."""
+    if not _refusal:
+        return None
+    said = _refusal.pop()
+    return StoreUnavailable(store, f"Kafka at {bootstrap} refused the credentials: {said}")
+
+
+def kafka_failure(store: str, bootstrap: str, exc: KafkaException, *, client: object = None) -> StoreUnavailable:
     """The StoreUnavailable for a KafkaException: ServerUnreachable when the broker could
-    not be reached or heard from."""
+    not be reached or heard from; the broker's refusal of the credentials when it said so.
+    client: an admin client, whose error callbacks are served only when it is polled."""
     from confluent_kafka import KafkaError
+
+    poll = getattr(client, "poll", None)
+    if poll is not None:
+        poll(0)
 
     error = exc.args[0] if exc.args else None
     name, said = (error.name(), error.str()) if isinstance(error, KafkaError) else ("", str(exc))
     reason = f"Kafka at {bootstrap}: {' '.join(said.split())}"
-    return ServerUnreachable(store, reason) if name in _UNREACHABLE else StoreUnavailable(store, reason)
+    return refused(store, bootstrap) or (ServerUnreachable(store, reason) if name in _UNREACHABLE
+                                         else StoreUnavailable(store, reason))
 
 
 class KafkaOutbox:
@@ -84,8 +112,9 @@ class KafkaOutbox:
         """Messages this process kept: its stores start a delivery when closed."""
         return self._box.kept
 
-    def unreachable(self, reason: str) -> ServerUnreachable:
-        return ServerUnreachable(self.store, f"Kafka at {self.bootstrap}: {reason}")
+    def unreachable(self, reason: str) -> StoreUnavailable:
+        return (refused(self.store, self.bootstrap)
+                or ServerUnreachable(self.store, f"Kafka at {self.bootstrap}: {reason}"))
 
     def ensure_topic(self) -> None:
         """Create the topic unless this data home already saw it (saves an admin round trip
@@ -110,7 +139,7 @@ class KafkaOutbox:
                     if "TOPIC_ALREADY_EXISTS" not in str(exc):
                         raise
         except KafkaException as exc:
-            raise kafka_failure(self.store, self.bootstrap, exc) from exc
+            raise kafka_failure(self.store, self.bootstrap, exc, client=admin) from exc
         self._box.note_topic(self.topic)
         self._topic_ready = True
 
@@ -167,6 +196,9 @@ class KafkaOutbox:
             if not failures:
                 raise self.unreachable(f"no acknowledgement within {left:.1f}s")
             reason = f"Kafka at {self.bootstrap}: {' '.join(failures[0].str().split())}"
+            refusal = refused(self.store, self.bootstrap)
+            if refusal is not None:
+                raise refusal
             raise (ServerUnreachable if failures[0].name() in _UNREACHABLE else StoreUnavailable)(self.store, reason)
 
     def _get_producer(self, left: float) -> Producer:

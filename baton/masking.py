@@ -29,9 +29,13 @@ def known_secret(value: str | None) -> None:
 
 def mask(text: str) -> str:
     """text with every credential it holds replaced by ***."""
-    text = _USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", text)
-    text = _KEYWORD.sub(lambda m: f"{m.group('head')}{m.group('quote')}{MASK}{m.group('quote')}" if m.group("quote")
-                        else f"{m.group('head')}{MASK}", text)
+    # Both patterns need their literal ("://", "="): most text (a path, a name) has neither,
+    # and a listing of thousands of sessions masks each of its strings.
+    if "://" in text:
+        text = _USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", text)
+    if "=" in text:
+        text = _KEYWORD.sub(lambda m: f"{m.group('head')}{m.group('quote')}{MASK}{m.group('quote')}"
+                            if m.group("quote") else f"{m.group('head')}{MASK}", text)
     for secret in sorted(_known, key=len, reverse=True):
         text = text.replace(secret, MASK)
     return text

@@ -200,3 +200,33 @@ def _full_disk_hint(path: Path, exc: sqlite3.Error) -> str:
     except OSError:
         return ""
     return " (no space left on device)" if full else ""
+
+
+def scrub(path: Path, *, timeout: float, min_free: float = 0.0) -> int:
+    """Rebuild one of Baton's files (VACUUM drops its free pages) and empty its WAL, when at
+    least `min_free` of its pages are free; returns the bytes the file and its WAL shrank by.
+    With min_free 0 it leaves no byte of removed or rewritten rows behind, in a free page or
+    an earlier version of a page in the WAL (`baton redact --scan`); `baton gc` gives back
+    the space of what it removed. Raises StoreUnavailable (another process holding a
+    transaction open, a full disk)."""
+    wal = path.with_name(f"{path.name}-wal")
+
+    def on_disk() -> int:
+        return sum(p.stat().st_size for p in (path, wal) if p.exists())
+
+    with guarded("data home", path):
+        if not path.exists():
+            return 0
+        before = on_disk()
+        conn = _open(path, timeout)
+        try:
+            if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                return 0  # not Baton's: left alone
+            free, pages = conn.execute("SELECT * FROM pragma_freelist_count(), pragma_page_count()").fetchone()
+            if min_free and free < min_free * pages:
+                return 0
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            conn.close()
+        return max(before - on_disk(), 0)

@@ -124,7 +124,8 @@ def main() -> None:
         started = time.perf_counter()
         repo = build(Path(scratch), args.files, args.changed)
         # A data home of its own, the embedded stores, the worktree bound as an agent's is.
-        os.environ.update({"BATON_HOME": str(Path(scratch) / "home"), "BATON_BACKGROUND_DELIVERY": "off",
+        os.environ.update({"BATON_HOME": str(Path(scratch) / "home"), "BATON_RESIDENT": "off",
+                           "BATON_BACKGROUND_DELIVERY": "off",
                            "BATON_BACKGROUND_INDEXING": "off"})
         for name in ("BATON_CONFIG", "BATON_DATABASE_URL", "BATON_GRAPH_URL", "BATON_KAFKA_BOOTSTRAP",
                      "BATON_QDRANT_URL", "BATON_TASK_ID", "BATON_SESSION_ID"):

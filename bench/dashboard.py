@@ -199,7 +199,8 @@ def main() -> None:
         root = Path(scratch)
         home = root / "home"
         worktree = scratch_worktree(root)
-        env = {**os.environ, "BATON_HOME": str(home), "PYTHONPATH": str(ROOT), "BATON_BACKGROUND_INDEXING": "off"}
+        env = {**os.environ, "BATON_HOME": str(home), "BATON_RESIDENT": "off", "PYTHONPATH": str(ROOT),
+               "BATON_BACKGROUND_INDEXING": "off"}
         os.environ.update(BATON_HOME=str(home), BATON_BACKGROUND_INDEXING="off")
         started = time.perf_counter()
         build_sessions(home, args.sessions, with_registry=True)

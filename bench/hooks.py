@@ -57,6 +57,7 @@ def build(root: Path, sessions: int) -> tuple[Path, Path]:
     second sharing src/db.py with it; `sessions` other active tickets in the stores."""
     from baton import clock
     from baton.files import FileRef
+    from baton.graph.projects import ProjectGraph
     from baton.graph.sqlite import SqliteConflictGraph
     from baton.registry.model import Bound, FilesTouched
     from baton.registry.sqlite import SqliteSessionStore
@@ -68,9 +69,10 @@ def build(root: Path, sessions: int) -> tuple[Path, Path]:
     git(main, "commit", "-q", "--allow-empty", "-m", "init")
     git(main, "worktree", "add", "-q", str(second), "-b", "second")
     home = Path(os.environ["BATON_HOME"])
-    graph = SqliteConflictGraph(home / "graph.db", timeout=10)
-    registry = SqliteSessionStore(home / "registry.db", timeout=10)
-    now, repo = clock.now(), "github.com/acme/shop"
+    repo = "github.com/acme/shop"  # the worktrees' project too
+    graph = ProjectGraph(SqliteConflictGraph(home / "graph.db", timeout=10), repo)
+    registry = SqliteSessionStore(home / "registry.db", timeout=10, project=repo)
+    now = clock.now()
     for n in range(sessions):
         task, at = f"T-{n}", now - timedelta(minutes=n % 2880)
         files = [FileRef(repo, f"lib/m{(n * 20 + i) % (sessions * 10)}.py") for i in range(20)]
@@ -244,7 +246,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="baton-bench-hooks-") as scratch:
         root = Path(scratch)
-        os.environ.update({"BATON_HOME": str(root / "home"), "BATON_STORE_TIMEOUT": "5"})
+        os.environ.update({"BATON_HOME": str(root / "home"), "BATON_RESIDENT": "off", "BATON_STORE_TIMEOUT": "5"})
         for name in ("BATON_DATABASE_URL", "BATON_GRAPH_URL", "BATON_KAFKA_BOOTSTRAP", "BATON_QDRANT_URL",
                      "BATON_CONFIG", "BATON_TASK_ID"):
             os.environ.pop(name, None)

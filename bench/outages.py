@@ -17,7 +17,11 @@ are off, so only the command itself is measured; Python's bytecode is cached, as
 runs (the first run of each figure is not counted). No server has to run: the outage is
 what is measured.
 
-    .venv/bin/python bench/outages.py [--repeat 7] [--servers Bolt Kafka]
+Each command runs in a process of its own (BATON_RESIDENT=off), or with `--resident` as the
+default configuration runs it: handed to a resident process (started for each outage and
+stopped after it), which forks a child per command with Baton's modules already loaded.
+
+    .venv/bin/python bench/outages.py [--repeat 7] [--servers Bolt Kafka] [--resident]
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from resident import start_resident  # noqa: E402
 
 from tests.servers.outage import REFUSE, STALL, Outage  # noqa: E402
 
@@ -110,6 +117,7 @@ def bench_outage(server: str, mode: str, pristine: Path, home: Path, worktree: P
     outage = Outage(None, mode=mode)
     setting, url = SERVERS[server]
     env = {**env, setting: url.format(port=outage.port)}
+    resident = start_resident(home, env) if env["BATON_RESIDENT"] == "on" else None
     record = home / "server-health.json"
     codes = (3,) if server == "PostgreSQL" else (0,)  # no registry: resume exits 3
     resume = [str(BATON), "resume", TASK]
@@ -136,6 +144,9 @@ def bench_outage(server: str, mode: str, pristine: Path, home: Path, worktree: P
                                      repeat, before=lambda: record.unlink(missing_ok=True))))
     finally:
         outage.close()
+        if resident is not None:
+            resident.terminate()
+            resident.wait(30)
     return rows
 
 
@@ -144,11 +155,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7, help="fresh processes per figure (default 7)")
     parser.add_argument("--servers", nargs="+", choices=list(SERVERS), default=list(SERVERS),
                         help="the servers to take down, one at a time (default: each)")
+    parser.add_argument("--resident", action="store_true",
+                        help="hand each command to a resident process, as the default configuration does")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="baton-bench-outages-") as scratch:
         root = Path(scratch)
         home, pristine = root / "home", root / "pristine"
-        env = {**os.environ, "BATON_HOME": str(home), "BATON_BACKGROUND_DELIVERY": "off",
+        env = {**os.environ, "BATON_HOME": str(home), "BATON_RESIDENT": "off", "BATON_BACKGROUND_DELIVERY": "off",
                "BATON_BACKGROUND_INDEXING": "off"}
         for name in ("BATON_DATABASE_URL", "BATON_GRAPH_URL", "BATON_KAFKA_BOOTSTRAP", "BATON_QDRANT_URL",
                      "BATON_CONFIG", "BATON_TASK_ID", "BATON_STORE_TIMEOUT", "BATON_RECHECK_AFTER",
@@ -162,8 +175,19 @@ def main() -> None:
         embedded = timed([str(BATON), "resume", TASK], worktree, env, max(args.repeat, 10))
         shutil.rmtree(home)
         shutil.copytree(pristine, home)
+        if args.resident:
+            env["BATON_RESIDENT"] = "on"
+            resident = start_resident(home, env)
+            try:
+                served = timed([str(BATON), "resume", TASK], worktree, env, max(args.repeat, 10))
+            finally:
+                resident.terminate()
+                resident.wait(30)
         print(f"{'server down':20} {'command':22} {'median ms':>10} {'p10-p90 ms':>16} {'budget':>9}")
-        for label, samples in (("python -c pass", baseline), ("resume, all embedded", embedded)):
+        floors = [("python -c pass", baseline), ("resume, all embedded", embedded)]
+        if args.resident:
+            floors.append(("the same, resident", served))
+        for label, samples in floors:
             median, low, high = spread(samples)
             print(f"{'(none)':20} {label:22} {median:10.1f} {f'{low:.1f}-{high:.1f}':>16}")
         over = []

@@ -381,7 +381,7 @@ def bench_state(root: Path, sessions: int, repeat: int) -> None:
     from baton.registry.model import Bound, DecisionRecorded, FilesTouched, NextActionSet
     from baton.registry.sqlite import SqliteSessionStore
 
-    store = SqliteSessionStore(root / "registry.db", timeout=30)
+    store = SqliteSessionStore(root / "registry.db", timeout=30, project="bench")
     start = datetime(2026, 1, 1, tzinfo=UTC)
     batch = []
     for n in range(sessions):

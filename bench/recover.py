@@ -176,7 +176,7 @@ def main() -> None:
         command = [str(Path(sys.executable).parent / "baton"), "recover", "--all-repos"]
 
         def fresh(home: Path):
-            env = {**os.environ, "BATON_HOME": str(home)}
+            env = {**os.environ, "BATON_HOME": str(home), "BATON_RESIDENT": "off"}
             env.pop("BATON_CONFIG", None)
             return lambda: subprocess.run(command, cwd=tmp, env=env, check=True, capture_output=True)
 

@@ -72,8 +72,10 @@ def alternated(command: list[str], cwd: Path, repeat: int, stdin: Callable[[], s
     return without, with_resident
 
 
-def start_resident(home: Path) -> subprocess.Popen:
-    process = subprocess.Popen([str(BATON), "resident"], env={**os.environ, "BATON_RESIDENT": "on"},
+def start_resident(home: Path, env: dict | None = None) -> subprocess.Popen:
+    """A resident for home (env: its environment, else this process's), answering before it returns."""
+    process = subprocess.Popen([str(BATON), "resident"], env={**(os.environ if env is None else env),
+                                                              "BATON_RESIDENT": "on"},
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while not (home / "resident.sock").exists():

@@ -39,6 +39,7 @@ from baton.files import FileRef  # noqa: E402
 
 FILES_PER_SESSION = 20
 PATH_POOL = 20_000
+PROJECT = "github.com/acme/shop"  # the bench worktree's origin, hence its project
 BENCH_TASK = "BENCH-1"
 BENCH_DECISIONS = ["Keep carts in PostgreSQL, not Redis", "Use optimistic locking on the cart row",
                    "Expose cart totals through a read model"]
@@ -78,13 +79,14 @@ def concurrent_runs(command: list[str], cwd: Path, env: dict, repeat: int) -> li
 
 
 def build_sessions(home: Path, sessions: int, *, with_registry: bool, pool: int = PATH_POOL) -> None:
+    from baton.graph.projects import ProjectGraph
     from baton.graph.sqlite import SqliteConflictGraph
     from baton.registry.model import Bound, FilesTouched
     from baton.registry.sqlite import SqliteSessionStore
 
     rng = random.Random(sessions)
-    graph = SqliteConflictGraph(home / "graph.db", timeout=10)
-    registry = SqliteSessionStore(home / "registry.db", timeout=10) if with_registry else None
+    graph = ProjectGraph(SqliteConflictGraph(home / "graph.db", timeout=10), PROJECT)
+    registry = SqliteSessionStore(home / "registry.db", timeout=10, project=PROJECT) if with_registry else None
     now = clock.now()
     batch = []
     for n in range(sessions):
@@ -134,6 +136,7 @@ def build_decisions(home: Path, count: int) -> None:
 
 
 def bench_conflict_lookup(root: Path, counts: list[int], repeat: int) -> dict[int, list[float]]:
+    from baton.graph.projects import ProjectGraph
     from baton.graph.sqlite import SqliteConflictGraph
 
     results = {}
@@ -143,7 +146,7 @@ def bench_conflict_lookup(root: Path, counts: list[int], repeat: int) -> dict[in
         # The pool grows with the sessions, so a file has the same expected number of
         # sharers at every size: only the number of sessions changes.
         build_sessions(home, sessions, with_registry=False, pool=sessions * FILES_PER_SESSION)
-        graph = SqliteConflictGraph(home / "graph.db", timeout=10)
+        graph = ProjectGraph(SqliteConflictGraph(home / "graph.db", timeout=10), PROJECT)
         results[sessions] = time_lookups(graph, repeat)
         graph.close()
         results[-sessions] = scan_baseline(home / "graph.db", max(5, repeat // 50))
@@ -251,7 +254,7 @@ def main() -> None:
         root = Path(scratch)
         home = root / "home"
         worktree = scratch_worktree(root)
-        env = {**os.environ, "BATON_HOME": str(home), "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "BATON_HOME": str(home), "BATON_RESIDENT": "off", "PYTHONPATH": str(ROOT)}
 
         started = time.perf_counter()
         build_sessions(home, args.sessions, with_registry=True)

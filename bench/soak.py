@@ -234,10 +234,12 @@ def baton_processes(home: Path) -> list[str]:
     return found
 
 
-def verify(env: dict, ledger: Ledger, home: Path) -> list[str]:
-    """What does not hold: each acknowledged write present exactly once, each decision searchable."""
+def verify(env: dict, ledger: Ledger, home: Path, worktree: Path) -> list[str]:
+    """What does not hold: each acknowledged write present exactly once, each decision searchable
+    (read in the worktree's project, as its agents wrote)."""
     problems = []
-    saved = dict(os.environ)
+    saved, here = dict(os.environ), os.getcwd()
+    os.chdir(worktree)
     os.environ.update(env)
     try:
         from baton.outcome import Found
@@ -279,6 +281,7 @@ def verify(env: dict, ledger: Ledger, home: Path) -> list[str]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
+        os.chdir(here)
     return problems
 
 
@@ -289,7 +292,7 @@ def heal(env: dict, worktree: Path, ledger: Ledger, home: Path, limit: float = 1
     while time.monotonic() - started < limit:
         subprocess.run([*CLI, "deliver"], cwd=worktree, env=env, capture_output=True)
         subprocess.run([*CLI, "index"], cwd=worktree, env=env, capture_output=True)
-        problems = verify(env, ledger, home)
+        problems = verify(env, ledger, home, worktree)
         if not problems:
             break
         time.sleep(1)
@@ -302,7 +305,8 @@ def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple |
     with tempfile.TemporaryDirectory(prefix=f"baton-soak-{mode}-") as scratch:
         root = Path(scratch)
         home = root / "home"
-        env = {**os.environ, "BATON_HOME": str(home), "PYTHONPATH": str(ROOT), "BATON_STORE_TIMEOUT": "2"}
+        env = {**os.environ, "BATON_HOME": str(home), "BATON_RESIDENT": "off", "PYTHONPATH": str(ROOT),
+               "BATON_STORE_TIMEOUT": "2"}
         for name in ("BATON_BACKGROUND_DELIVERY", "BATON_BACKGROUND_INDEXING", "BATON_CONFIG", "BATON_TASK_ID"):
             env.pop(name, None)
         try:

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.outcome import Found, Unavailable
+
+
+@dataclass(frozen=True, slots=True)
+class ConflictSummary:
+    """How much an active ticket conflicts, counted in the store (no pair leaves it)."""
+
+    files: int  # its files that another active ticket touches too
+    tickets: int  # the other active tickets sharing at least one file with it
+    sample: tuple[str, ...]  # the first few of those tickets, by id
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,14 +58,16 @@ class ConflictGraph(ABC):
         """Add touches of files; a stalled or unknown ticket becomes active, a completed one
         stays completed. Returns whether the ticket is active."""
 
-    def shared_files(self, task_id: str) -> Found[dict[str, list[FileRef]]] | Unavailable:
-        """For each other active ticket, the files it shares with task_id.
+    def shared_files(self, task_id: str, *, partners: int | None = None
+                     ) -> Found[dict[str, list[FileRef]]] | Unavailable:
+        """For each other active ticket (the first `partners` by id, when given), the files
+        it shares with task_id.
 
-        Cost grows with task_id's own files and their sharers, never with the number of
-        sessions.
+        Cost grows with task_id's own files and their active sharers, never with the
+        number of sessions.
         """
         try:
-            rows = self._shared_rows(task_id)
+            rows = self._shared_rows(task_id, partners)
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         shared: dict[str, list[FileRef]] = {}
@@ -64,11 +75,14 @@ class ConflictGraph(ABC):
             shared.setdefault(other, []).append(FileRef(repo=repo, path=path))
         return Found(shared)
 
-    def shared_files_of(self, task_ids: Sequence[str]) -> Found[dict[str, dict[str, list[FileRef]]]] | Unavailable:
-        """shared_files() of each of task_ids, {task: {other: files}}, in one read where the
-        backend can; a ticket that shares nothing is absent."""
+    def shared_files_of(self, task_ids: Collection[str], *, among: bool = False
+                        ) -> Found[dict[str, dict[str, list[FileRef]]]] | Unavailable:
+        """shared_files() of each of task_ids, {task: {other: files}}, in one read; a ticket
+        that shares nothing is absent. With `among`, only the files two active tickets of
+        task_ids share (both ways): cost follows the given tickets' files, so a caller bounds
+        it by asking about a bounded set (the tickets a map shows)."""
         try:
-            rows = self._shared_rows_of(task_ids)
+            rows = self._shared_rows_of(sorted(set(task_ids)), among) if task_ids else []
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         shared: dict[str, dict[str, list[FileRef]]] = {}
@@ -76,29 +90,42 @@ class ConflictGraph(ABC):
             shared.setdefault(task, {}).setdefault(other, []).append(FileRef(repo=repo, path=path))
         return Found(shared)
 
-    def _shared_rows_of(self, task_ids: Sequence[str]) -> list[tuple[str, str, str, str]]:
-        """(task, other task, repo, path) for each file a task of task_ids shares with
-        another active ticket."""
-        return [(task_id, *row) for task_id in task_ids for row in self._shared_rows(task_id)]
+    def conflict_summaries(self, *, sample: int, expected: Collection[tuple[str, str]] = (),
+                           task_ids: Collection[str] | None = None
+                           ) -> Found[dict[str, ConflictSummary]] | Unavailable:
+        """Every active ticket that shares files with another (or those of task_ids that
+        do): how many files, how many tickets, and up to `sample` of those tickets.
 
-    def active_overlaps(self) -> Found[dict[str, dict[str, list[FileRef]]]] | Unavailable:
-        """Every active ticket that shares files with another: {task: {other: files}}."""
+        Aggregated in the store, one ticket at a time: memory holds one ticket's partners,
+        never the pairs. A pair in `expected` (a fork and its parent, either order) is
+        no conflict and is left out of both counts.
+        """
+        both_ways = sorted({pair for a, b in expected for pair in ((a, b), (b, a))})
         try:
-            rows = self._overlap_rows()
+            rows = self._summary_rows(sample, both_ways, None if task_ids is None else sorted(set(task_ids)))
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
-        overlaps: dict[str, dict[str, list[FileRef]]] = {}
-        for task, other, repo, path in rows:
-            overlaps.setdefault(task, {}).setdefault(other, []).append(FileRef(repo=repo, path=path))
-        return Found(overlaps)
+        return Found({task: ConflictSummary(files=files, tickets=tickets, sample=tuple(sorted(partners)[:sample]))
+                      for task, files, tickets, partners in rows if files})
+
+    # scope: a prefix of task ids (a project's, baton.graph.projects): the other tickets
+    # counted, and the tickets summarised, are those whose id starts with it ("": every one).
+    @abstractmethod
+    def _shared_rows(self, task_id: str, partners: int | None, scope: str = "") -> list[tuple[str, str, str]]:
+        """(other task, repo, path) for each file task_id shares with another active ticket,
+        ordered by other task; only the first `partners` other tasks when it is given."""
 
     @abstractmethod
-    def _shared_rows(self, task_id: str) -> list[tuple[str, str, str]]:
-        """(other task, repo, path) for each file task_id shares with another active ticket."""
+    def _shared_rows_of(self, task_ids: list[str], among: bool, scope: str = "") -> list[tuple[str, str, str, str]]:
+        """(task, other task, repo, path) for each file a task of task_ids shares with another
+        active ticket, ordered; with `among`, the task active and the other one of task_ids."""
 
     @abstractmethod
-    def _overlap_rows(self) -> list[tuple[str, str, str, str]]:
-        """(task, other task, repo, path) for each file two active tickets share."""
+    def _summary_rows(self, sample: int, expected: list[tuple[str, str]], task_ids: list[str] | None,
+                      scope: str = "") -> list[tuple[str, int, int, list[str]]]:
+        """(task, conflicting files, conflicting tickets, the first `sample` of them by id)
+        per active ticket (of task_ids, when given), pairs in `expected` left out; a ticket
+        without conflicts may be left out or given 0 files."""
 
     @abstractmethod
     def forget(self, task_ids: Sequence[str]) -> None:

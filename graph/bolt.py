@@ -130,7 +130,7 @@ MERGE (t)-[:DEPENDS_ON]->(other)
 # Starts at the ticket (unique key) and walks its own touches: cost follows its files.
 SHARED_FILES = """
 MATCH (t:Task {task_id: $task_id})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(other:Task)
-WHERE other.task_id <> $task_id AND other.status = 'active'
+WHERE other.task_id <> $task_id AND other.status = 'active' AND other.task_id STARTS WITH $scope
 RETURN other.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY other, repo, path
 """
@@ -138,7 +138,7 @@ ORDER BY other, repo, path
 SHARED_FILES_OF_MANY = """
 UNWIND $task_ids AS task_id
 MATCH (t:Task {task_id: task_id})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(other:Task)
-WHERE other.task_id <> task_id AND other.status = 'active'
+WHERE other.task_id <> task_id AND other.status = 'active' AND other.task_id STARTS WITH $scope
 RETURN task_id AS task, other.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY task, other, repo, path
 """
@@ -154,12 +154,52 @@ FOREACH (f IN [f IN files WHERE NOT (f)<-[:TOUCHES]-()] | DETACH DELETE f)
 FOREACH (s IN [s IN sessions WHERE NOT (s)-[:WORKS_ON]->()] | DETACH DELETE s)
 """
 
-ACTIVE_OVERLAPS = """
-MATCH (a:Task {status: 'active'})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(b:Task {status: 'active'})
-WHERE a.task_id <> b.task_id
+# The first $partners other tickets by id, then the files each shares.
+SHARED_FILES_OF_FIRST = """
+MATCH (:Task {task_id: $task_id})-[:TOUCHES]->(:File)<-[:TOUCHES]-(other:Task)
+WHERE other.task_id <> $task_id AND other.status = 'active' AND other.task_id STARTS WITH $scope
+WITH DISTINCT other ORDER BY other.task_id LIMIT $partners
+MATCH (:Task {task_id: $task_id})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(other)
+RETURN other.task_id AS other, f.repo AS repo, f.path AS path
+ORDER BY other, repo, path
+"""
+
+# SHARED_FILES_OF_MANY with both tickets active and among $task_ids (the map's pairs).
+PAIRS_AMONG = """
+UNWIND $task_ids AS task_id
+MATCH (a:Task {task_id: task_id})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(b:Task)
+WHERE a.status = 'active' AND b.status = 'active' AND b.task_id <> a.task_id AND b.task_id IN $task_ids
 RETURN a.task_id AS task, b.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY task, other, repo, path
 """
+
+# One ticket's conflicts, aggregated on the server: partners sorted so that the slice
+# holds the first by id. Written once, used per page of tickets or for given tickets.
+_SUMMARY_OF_T = """
+OPTIONAL MATCH (t)-[:TOUCHES]->(f:File)<-[:TOUCHES]-(other:Task)
+WHERE other.status = 'active' AND other.task_id <> t.task_id AND other.task_id STARTS WITH $scope
+    AND NOT [t.task_id, other.task_id] IN $expected
+WITH t, f, other ORDER BY other.task_id
+WITH t, count(DISTINCT f) AS files, collect(DISTINCT other.task_id) AS others
+RETURN t.task_id AS task, files, size(others) AS tickets, others[..$sample] AS sample
+ORDER BY task
+"""
+
+# A page of active tickets after $after by id: the server aggregates one page at a time,
+# so its memory holds one page's partners, never every pair.
+SUMMARIES_PAGE = """
+MATCH (t:Task {status: 'active'})
+WHERE t.task_id > $after AND t.task_id STARTS WITH $scope
+WITH t ORDER BY t.task_id LIMIT $page
+""" + _SUMMARY_OF_T
+
+SUMMARIES_OF = """
+UNWIND $task_ids AS task_id
+MATCH (t:Task {task_id: task_id})
+WHERE t.status = 'active'
+WITH t
+""" + _SUMMARY_OF_T
+SUMMARY_PAGE = 500
 
 
 def _split_credentials(uri: str) -> tuple[str, tuple[str, str] | None]:
@@ -306,15 +346,37 @@ class BoltConflictGraph(ConflictGraph):
         if task_ids:
             self._call(lambda tx: tx.run(FORGET_TASKS, task_ids=list(task_ids)).consume(), write=True)
 
-    def _shared_rows(self, task_id: str) -> list[tuple[str, str, str]]:
-        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(SHARED_FILES, task_id=task_id)], write=False)
+    def _shared_rows(self, task_id: str, partners: int | None, scope: str = "") -> list[tuple[str, str, str]]:
+        if partners is None:
+            return self._call(lambda tx: [tuple(r.values()) for r in tx.run(SHARED_FILES, task_id=task_id,
+                                                                            scope=scope)], write=False)
+        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(
+            SHARED_FILES_OF_FIRST, task_id=task_id, partners=partners, scope=scope)], write=False)
 
-    def _shared_rows_of(self, task_ids: Sequence[str]) -> list[tuple[str, str, str, str]]:
-        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(SHARED_FILES_OF_MANY,
-                                                                         task_ids=list(task_ids))], write=False)
+    def _shared_rows_of(self, task_ids: list[str], among: bool, scope: str = "") -> list[tuple[str, str, str, str]]:
+        statement = PAIRS_AMONG if among else SHARED_FILES_OF_MANY
+        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(statement, task_ids=task_ids, scope=scope)],
+                          write=False)
 
-    def _overlap_rows(self) -> list[tuple[str, str, str, str]]:
-        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(ACTIVE_OVERLAPS)], write=False)
+    def _summary_rows(self, sample: int, expected: list[tuple[str, str]], task_ids: list[str] | None,
+                      scope: str = "") -> list[tuple[str, int, int, list[str]]]:
+        pairs = [list(pair) for pair in expected]
+
+        def work(tx: neo4j.Transaction) -> list[tuple[str, int, int, list[str]]]:
+            if task_ids is not None:
+                return [tuple(r.values()) for r in tx.run(SUMMARIES_OF, task_ids=task_ids, expected=pairs,
+                                                          sample=sample, scope=scope)]
+            rows: list = []
+            after = ""
+            while True:
+                page = [tuple(r.values()) for r in tx.run(SUMMARIES_PAGE, after=after, page=SUMMARY_PAGE,
+                                                          expected=pairs, sample=sample, scope=scope)]
+                rows += [row for row in page if row[1]]
+                if len(page) < SUMMARY_PAGE:
+                    return rows
+                after = page[-1][0]
+
+        return self._call(work, write=False)
 
     def describe(self) -> dict[str, str]:
         tasks = self._call(lambda tx: tx.run("MATCH (t:Task) RETURN count(t) AS n").single(strict=True)["n"],

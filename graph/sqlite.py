@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
@@ -31,37 +32,97 @@ MIGRATIONS = [
     ) WITHOUT ROWID;
     CREATE INDEX touches_by_file ON touches (repo, path, task_id);
     """,
+    # Each touch carries its ticket's activity, so that a file's sharers are found among
+    # active tickets only: the conflict queries cost the same however many ended sessions
+    # touched the same files before.
+    """
+    ALTER TABLE touches ADD COLUMN active INTEGER NOT NULL DEFAULT 0;
+    UPDATE touches SET active = 1 WHERE task_id IN (SELECT task_id FROM tasks WHERE status = 'active');
+    DROP INDEX touches_by_file;
+    CREATE INDEX active_touches_by_file ON touches (repo, path, task_id) WHERE active;
+    """,
 ]
 
-# Starts from the ticket's own touches (primary key prefix), then follows the file index.
-_SHARED = """
-SELECT other.task_id, other.repo, other.path
+# The other active tickets' touches of a ticket's files: its own touches (primary key
+# prefix), then the file's active sharers (the partial index). Pairs in `expected` (a JSON
+# list of [task, other]) are left out.
+_SHARERS = """
 FROM touches AS mine
-JOIN touches AS other ON other.repo = mine.repo AND other.path = mine.path AND other.task_id <> mine.task_id
-JOIN tasks ON tasks.task_id = other.task_id AND tasks.status = 'active'
-WHERE mine.task_id = ?
+JOIN touches AS other ON other.active AND other.repo = mine.repo AND other.path = mine.path
+    AND other.task_id <> mine.task_id AND other.task_id >= :low AND other.task_id < :high
+"""
+_EXPECTED = """
+WITH expected (task, other) AS (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:expected))
+"""
+
+# partners: how many other tickets, first by id (-1: all of them).
+_SHARED = f"""
+WITH partner AS (
+    SELECT DISTINCT other.task_id {_SHARERS} WHERE mine.task_id = :task ORDER BY other.task_id LIMIT :partners)
+SELECT other.task_id, other.repo, other.path {_SHARERS}
+WHERE mine.task_id = :task AND other.task_id IN partner
 ORDER BY other.task_id, other.repo, other.path
 """
 
-# Active tickets first (a small set), then their touches through the file index.
-_ACTIVE_OVERLAPS = """
-WITH active_touches AS (
-    SELECT touches.task_id, touches.repo, touches.path
-    FROM tasks JOIN touches ON touches.task_id = tasks.task_id
-    WHERE tasks.status = 'active'
-)
-SELECT a.task_id, b.task_id, a.repo, a.path
-FROM active_touches AS a
-JOIN active_touches AS b ON b.repo = a.repo AND b.path = a.path AND b.task_id <> a.task_id
-ORDER BY a.task_id, b.task_id, a.repo, a.path
-"""
+# The tickets of :tasks (a JSON list), each from its own touches; _PAIRS keeps the pairs of
+# two active tickets among them.
+_SHARED_OF = f"""
+WITH asked AS (SELECT value AS task_id FROM json_each(:tasks))
+SELECT mine.task_id, other.task_id, other.repo, other.path {_SHARERS}
+WHERE mine.task_id IN asked
+ORDER BY mine.task_id, other.task_id, other.repo, other.path
+"""  # noqa: S608 -- constants
+_PAIRS = f"""
+WITH asked AS (SELECT value AS task_id FROM json_each(:tasks))
+SELECT mine.task_id, other.task_id, other.repo, other.path {_SHARERS}
+WHERE mine.active AND mine.task_id IN asked AND other.task_id IN asked
+ORDER BY mine.task_id, other.task_id, other.repo, other.path
+"""  # noqa: S608 -- constants
+
+# Per active ticket, three correlated aggregates over its own touches: each holds one
+# ticket's sharers at a time (the DISTINCT's temporary tree), never the pairs.
+_NOT_EXPECTED = "(mine.task_id, other.task_id) NOT IN expected"
+_SUMMARIES = f"""
+{_EXPECTED}
+SELECT t.task_id,
+    (SELECT count(*) FROM touches AS mine WHERE mine.task_id = t.task_id AND EXISTS (
+        SELECT 1 FROM touches AS other WHERE other.active AND other.repo = mine.repo AND other.path = mine.path
+        AND other.task_id <> mine.task_id AND other.task_id >= :low AND other.task_id < :high
+        AND {_NOT_EXPECTED})),
+    (SELECT count(DISTINCT other.task_id) {_SHARERS} WHERE mine.task_id = t.task_id AND {_NOT_EXPECTED}),
+    (SELECT json_group_array(task_id) FROM (
+        SELECT DISTINCT other.task_id {_SHARERS} WHERE mine.task_id = t.task_id AND {_NOT_EXPECTED}
+        ORDER BY other.task_id LIMIT :sample))
+FROM tasks AS t
+WHERE t.status = 'active' AND t.task_id >= :low AND t.task_id < :high
+"""  # noqa: S608 -- constants
+_SUMMARIES_OF = _SUMMARIES + " AND t.task_id IN (SELECT value FROM json_each(:tasks))"  # noqa: S608 -- constants
+
+
+def _bounds(scope: str) -> dict[str, str]:
+    """The ids starting with scope, as a range the primary keys answer: [scope, the next
+    prefix after it)."""
+    if not scope:
+        return {"low": "", "high": chr(0x10FFFF)}
+    return {"low": scope, "high": scope[:-1] + chr(ord(scope[-1]) + 1)}
 
 
 def _add_touches(conn: sqlite3.Connection, task_id: str, files: Sequence[FileRef], stamp: str) -> None:
+    """Touches carry the ticket's activity as it stands (set before this is called)."""
     conn.executemany(
-        "INSERT INTO touches (task_id, repo, path, last_at) VALUES (?, ?, ?, ?) "
+        "INSERT INTO touches (task_id, repo, path, last_at, active) "
+        "VALUES (?, ?, ?, ?, EXISTS (SELECT 1 FROM tasks WHERE task_id = ? AND status = 'active')) "
         "ON CONFLICT DO UPDATE SET last_at = max(last_at, excluded.last_at)",
-        [(task_id, f.repo, f.path, stamp) for f in files])
+        [(task_id, f.repo, f.path, stamp, task_id) for f in files])
+
+
+def _mark_activity(conn: sqlite3.Connection, task_id: str) -> None:
+    """Bring the ticket's touches in line with its status; touches nothing when they are."""
+    conn.execute(
+        "UPDATE touches SET active = (SELECT status = 'active' FROM tasks WHERE task_id = :task) "
+        "WHERE task_id = :task AND active <> (SELECT status = 'active' FROM tasks WHERE task_id = :task)",
+        {"task": task_id})
 
 
 class SqliteConflictGraph(ConflictGraph):
@@ -78,6 +139,7 @@ class SqliteConflictGraph(ConflictGraph):
                 conn.execute(
                     "INSERT INTO tasks (task_id, status) VALUES (?, ?) "
                     "ON CONFLICT (task_id) DO UPDATE SET status = excluded.status", (task_id, status))
+                _mark_activity(conn, task_id)
                 _add_touches(conn, task_id, files, stamp)
 
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
@@ -88,6 +150,7 @@ class SqliteConflictGraph(ConflictGraph):
                 conn.execute(
                     "INSERT INTO tasks (task_id, status) VALUES (?, 'active') "
                     "ON CONFLICT (task_id) DO UPDATE SET status = 'active' WHERE status = 'stalled'", (task_id,))
+                _mark_activity(conn, task_id)
                 _add_touches(conn, task_id, files, stamp)
                 status = conn.execute("SELECT status FROM tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
         return status == "active"
@@ -99,13 +162,24 @@ class SqliteConflictGraph(ConflictGraph):
                 conn.executemany("DELETE FROM touches WHERE task_id = ?", [(t,) for t in task_ids])
                 conn.executemany("DELETE FROM tasks WHERE task_id = ?", [(t,) for t in task_ids])
 
-    def _shared_rows(self, task_id: str) -> list[tuple[str, str, str]]:
+    def _shared_rows(self, task_id: str, partners: int | None, scope: str = "") -> list[tuple[str, str, str]]:
         with guarded(STORE, self.path):
-            return self._db.conn().execute(_SHARED, (task_id,)).fetchall()
+            return self._db.conn().execute(_SHARED, {"task": task_id, "partners": -1 if partners is None else partners,
+                                                     **_bounds(scope)}).fetchall()
 
-    def _overlap_rows(self) -> list[tuple[str, str, str, str]]:
+    def _shared_rows_of(self, task_ids: list[str], among: bool, scope: str = "") -> list[tuple[str, str, str, str]]:
         with guarded(STORE, self.path):
-            return self._db.conn().execute(_ACTIVE_OVERLAPS).fetchall()
+            return self._db.conn().execute(_PAIRS if among else _SHARED_OF, {"tasks": json.dumps(task_ids),
+                                                                             **_bounds(scope)}).fetchall()
+
+    def _summary_rows(self, sample: int, expected: list[tuple[str, str]], task_ids: list[str] | None,
+                      scope: str = "") -> list[tuple[str, int, int, list[str]]]:
+        query, arguments = _SUMMARIES, {"sample": sample, "expected": json.dumps(expected), **_bounds(scope)}
+        if task_ids is not None:
+            query, arguments["tasks"] = _SUMMARIES_OF, json.dumps(task_ids)
+        with guarded(STORE, self.path):
+            rows = self._db.conn().execute(query, arguments).fetchall()
+        return [(task, files, tickets, json.loads(partners)) for task, files, tickets, partners in rows if files]
 
     def describe(self) -> dict[str, str]:
         with guarded(STORE, self.path):

@@ -8,6 +8,7 @@ event can never win.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TypeVar
 
 from baton import clock
@@ -83,8 +84,20 @@ def new_session(event: Event) -> Session:
     return Session(task_id=event.task_id, created_at=event.at, last_activity=event.at)
 
 
+def fold(events: Iterable[Event]) -> Session | None:
+    """The projection of a ticket's whole log (None for no events)."""
+    session = None
+    for event in events:
+        session = apply_event(session, event)
+    return session
+
+
 def apply_event(session: Session | None, event: Event) -> Session:
-    """Return session with event merged in; session None means the ticket's first event."""
+    """Return session with event merged in; session None means the ticket's first event.
+
+    A SecretsRedacted event changes nothing here (it carries the time and session of the
+    latest event it rewrites): the store rewrites the events it names and folds the log
+    again (SessionStore.append)."""
     if session is None:
         session = new_session(event)
     if session.task_id != event.task_id:

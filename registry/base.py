@@ -44,6 +44,26 @@ class SessionOutline:
     next_stage: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class ListedSession:
+    """What `baton list` shows of a session: its outline and a few fields more, read
+    without building the validated session where the backend can."""
+
+    outline: SessionOutline
+    files: tuple[str, ...]  # the paths it touched, newest first (Session.files_by_recency)
+    handoff: dict | None  # its latest handoff verification, as VerificationRecord.public() gives it
+    runs: int
+    fork_of: str | None
+    checkpoint: tuple[str, str] | None  # the latest checkpoint's id and boundary
+    uses_stages: bool  # it has a workflow (its stage, None or not, is shown)
+
+
+def handoff_held(*, changed: int, failed: int, not_run: int) -> bool:
+    """Every claim re-ran and matched the record. A stale alarm is context that gates
+    nothing, so it does not count against it."""
+    return not (changed or failed or not_run)
+
+
 def outline_status(lifecycle: str, lifecycle_at: datetime | None, last_activity: datetime) -> str:
     """Session.status from its parts: a stall turns active again once anything happens after it."""
     if lifecycle == "stalled" and lifecycle_at is not None and last_activity > lifecycle_at:
@@ -52,7 +72,8 @@ def outline_status(lifecycle: str, lifecycle_at: datetime | None, last_activity:
 
 
 class SessionStore(ABC):
-    """Appends events to per-ticket logs and keeps their projections.
+    """Appends events to per-ticket logs and keeps their projections, for one project
+    (baton.projects): every read and write is of that project's tickets only.
 
     Writes raise StoreUnavailable when the store cannot take them; reads answer
     Found, NotFound or Unavailable and never raise for an unreachable store.
@@ -62,8 +83,10 @@ class SessionStore(ABC):
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
         """Append events and apply each new one to its ticket's projection, atomically.
 
-        An event whose id is already stored is skipped. Returns the resulting session of
-        every ticket the events touch.
+        An event whose id is already stored is skipped. A new SecretsRedacted event also
+        rewrites the fields it names in the stored events, and the ticket's projection is
+        folded again from them, so neither holds the text it replaced. Returns the resulting
+        session of every ticket the events touch.
         """
 
     @abstractmethod
@@ -128,11 +151,31 @@ class SessionStore(ABC):
             *((s.workflow.state.get("status"), s.workflow.state.get("next_stage")) if s.workflow else (None, None)))
             for s in listed.value])
 
+    def listed_sessions(self, *, include_inactive: bool = False) -> Found[list[ListedSession]] | Unavailable:
+        """list_sessions' sessions as `baton list` shows them, in its order: a backend that
+        can read them without building the validated sessions says so here."""
+        listed = self.list_sessions(include_inactive=include_inactive)
+        if isinstance(listed, Unavailable):
+            return listed
+        return Found([ListedSession(
+            SessionOutline(s.task_id, s.status.value, s.phase.value, s.repo, s.worktree_path, s.branch, s.agent,
+                           s.last_activity, *((s.workflow.state.get("status"), s.workflow.state.get("next_stage"))
+                                              if s.workflow else (None, None))),
+            tuple(t.path for t in s.files_by_recency()),
+            s.handoff_verification.public() if s.handoff_verification else None, s.runs, s.fork_of,
+            (s.checkpoint.id, s.checkpoint.boundary) if s.checkpoint else None, s.workflow is not None)
+            for s in listed.value])
+
     def watermark(self) -> str | None:
         """An opaque mark that changes whenever an event is stored or a session pruned, read
         without decoding any session (the dashboard checks it before listing again); None
         when the backend cannot give one cheaply. Raises StoreUnavailable."""
         return None
+
+    @abstractmethod
+    def projects(self) -> Found[list[str]] | Unavailable:
+        """Every project that has a session, sorted: the one read across projects, for the
+        lead's `baton list --all-projects` (which then reads each through its own store)."""
 
     @abstractmethod
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:

@@ -70,7 +70,8 @@ class KafkaEventLog:
         crash before that sends the batch again to the group's next consumer. With
         until_caught_up, reads each partition from the group's committed offset to its high
         watermark and stops (run it while no projector of the group is running); else
-        joins the group and polls every `idle` seconds until interrupted.
+        joins the group and polls every `idle` seconds until interrupted, yielding an empty
+        batch when nothing came (the projector's periodic work runs then).
         """
         from confluent_kafka import (
             OFFSET_BEGINNING,
@@ -121,7 +122,8 @@ class KafkaEventLog:
                         raise KafkaException(error)
                 if messages:
                     stalled_after = time.monotonic() + max(10 * self.timeout, 10.0)
-                    yield messages
+                if messages or not until_caught_up:
+                    yield messages  # a running projector hears every `idle` seconds, events or not
                 if until_caught_up and len(at_end) == len(consumer.assignment()):
                     return
                 if until_caught_up and time.monotonic() > stalled_after:

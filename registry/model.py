@@ -13,6 +13,7 @@ from uuid import UUID
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
 from baton.files import FileRef
+from baton.registry.base import handoff_held
 from baton.types import TaskId
 
 
@@ -232,10 +233,35 @@ class RunStarted(_Event):
     environment: Hex | None = None
 
 
+class Rewrite(BaseModel):
+    """One field of an earlier event of the ticket, as it reads once redacted."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    event_id: UUID
+    event_type: str
+    field: Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,32}$")]
+    text: str
+    kinds: list[str] = []
+
+
+class SecretsRedacted(_Event):
+    """`baton redact --scan` found secrets in earlier events of the ticket: each rewrite is a
+    field as it reads redacted. The registry stores it and rewrites the fields it names in
+    the stored events and the projection (SessionStore.append); the derived stores follow
+    (baton.skills.core.projection). It carries the latest time and session of the events it
+    rewrites, so it moves no time of the session and a pruned ticket's tombstone drops it too;
+    its id derives from its content, so a second scan or a replay stores nothing new."""
+
+    type: Literal["secrets_redacted"] = "secrets_redacted"
+    rewrites: Annotated[list[Rewrite], Field(min_length=1)]
+
+
 Event = Annotated[
     Bound | FilesTouched | DecisionRecorded | PhaseChanged | StepCompleted | FailureRecorded | NextActionSet
     | DependencyAdded | Ended | GoalSet | ConstraintAdded | WorkRemaining | EvidenceRecorded | CheckRecorded
-    | HandoffWritten | HandoffVerified | ActivityRecorded | StageRecorded | CheckpointTaken | RunStarted,
+    | HandoffWritten | HandoffVerified | ActivityRecorded | StageRecorded | CheckpointTaken | RunStarted
+    | SecretsRedacted,
     Field(discriminator="type"),
 ]
 
@@ -320,12 +346,6 @@ class HandoffRecord(BaseModel):
     path: str
     written_at: datetime
     claims: int
-
-
-def handoff_held(*, changed: int, failed: int, not_run: int) -> bool:
-    """Every claim re-ran and matched the record. A stale alarm is context that gates
-    nothing, so it does not count against it."""
-    return not (changed or failed or not_run)
 
 
 class VerificationRecord(BaseModel):

@@ -18,6 +18,14 @@ union, a minimum or maximum, or a register won by the later stamp), so merging t
 a batch equals merging its events one by one; an append therefore costs three statements
 whatever its size: the events' insert, the tickets' upsert (in ticket order, so two
 appenders lock rows in the same order) and their files'.
+
+Every row belongs to a project (baton.projects), part of each key, and every statement names
+the store's project. The database enforces it too: each transaction sets `baton.project`
+(set_config, local to the transaction) and row-level security, forced on the tables' owner
+too, shows and takes only that project's rows, so a statement that forgot its project still
+cannot read or change another's. Only `projects()` reads across, under the setting `*`, which
+a policy admits for SELECT alone; no write can name it (baton.projects.check_project).
+Superusers and roles with BYPASSRLS skip row-level security: run Baton as a team's role.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from baton.budget import AnyGate, OpenGate, within
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.outcome import Found, NotFound, Unavailable
+from baton.projects import ALL_PROJECTS, check_project
 from baton.registry.base import SessionOutline, SessionStore
 from baton.registry.wire import event_adapter
 from baton.store_names import Store
@@ -39,15 +48,15 @@ from baton.store_names import Store
 if TYPE_CHECKING:
     import psycopg
 
-    from baton.registry.model import Event, Session
+    from baton.registry.model import Event, SecretsRedacted, Session
 
 STORE = Store.SESSION_REGISTRY
 # The outline's fields, read by the server from each projection (SessionStore.session_outlines).
 _OUTLINE_FIELDS = ("SELECT task_id, status, last_activity, body->>'phase', body->>'repo', body->>'worktree_path', "
                    "body->>'branch', body->>'agent', body#>'{workflow,state,status}', "
-                   "body#>'{workflow,state,next_stage}' FROM baton_sessions ")
+                   "body#>'{workflow,state,next_stage}' FROM baton_sessions WHERE project = %s ")
 _OUTLINES = _OUTLINE_FIELDS + "ORDER BY last_activity DESC, task_id"
-_ACTIVE_OUTLINES = _OUTLINE_FIELDS + "WHERE status = 'active' ORDER BY last_activity DESC, task_id"
+_ACTIVE_OUTLINES = _OUTLINE_FIELDS + "AND status = 'active' ORDER BY last_activity DESC, task_id"
 
 # Append-only: the list index is the version recorded in baton_schema_migrations.
 MIGRATIONS = [
@@ -183,21 +192,71 @@ MIGRATIONS = [
         through timestamptz NOT NULL
     );
     """,
+    # Projects: each key gains the project, which row-level security enforces. A session
+    # moves to its repository's project (what a worktree of it derives unless baton.toml
+    # names another) with its events and files; a tombstone, whose session is gone, holds
+    # in every project.
+    """
+    ALTER TABLE baton_events ADD COLUMN project text;
+    ALTER TABLE baton_sessions ADD COLUMN project text;
+    ALTER TABLE baton_session_files ADD COLUMN project text;
+    ALTER TABLE baton_pruned ADD COLUMN project text;
+    UPDATE baton_sessions SET project = coalesce(body->>'repo', '');
+    UPDATE baton_events e SET project = coalesce(
+        (SELECT s.project FROM baton_sessions s WHERE s.task_id = e.task_id), e.body->>'repo', '');
+    UPDATE baton_session_files f SET project = coalesce(
+        (SELECT s.project FROM baton_sessions s WHERE s.task_id = f.task_id), '');
+    INSERT INTO baton_pruned (project, task_id, through)
+        SELECT projects.project, p.task_id, p.through FROM baton_pruned p,
+            (SELECT DISTINCT project FROM baton_sessions WHERE project <> '') AS projects;
+    UPDATE baton_pruned SET project = '' WHERE project IS NULL;
+    ALTER TABLE baton_events DROP CONSTRAINT baton_events_pkey, ADD PRIMARY KEY (project, event_id);
+    ALTER TABLE baton_sessions DROP CONSTRAINT baton_sessions_pkey, ADD PRIMARY KEY (project, task_id);
+    ALTER TABLE baton_session_files DROP CONSTRAINT baton_session_files_pkey,
+        ADD PRIMARY KEY (project, task_id, repo, path);
+    ALTER TABLE baton_pruned DROP CONSTRAINT baton_pruned_pkey, ADD PRIMARY KEY (project, task_id);
+    DROP INDEX baton_events_by_task;
+    CREATE INDEX baton_events_by_task ON baton_events (project, task_id, at);
+    DROP INDEX baton_session_files_by_file;
+    CREATE INDEX baton_session_files_by_file ON baton_session_files (project, repo, path);
+    DROP INDEX baton_sessions_active;
+    CREATE INDEX baton_sessions_active ON baton_sessions (project, last_activity DESC) WHERE status = 'active';
+    DROP INDEX baton_sessions_by_status;
+    CREATE INDEX baton_sessions_by_status ON baton_sessions (project, status, last_activity DESC);
+    DO $$
+    DECLARE
+        name text;
+    BEGIN
+        FOREACH name IN ARRAY ARRAY['baton_events', 'baton_sessions', 'baton_session_files', 'baton_pruned'] LOOP
+            EXECUTE format('ALTER TABLE %I ALTER COLUMN project SET NOT NULL', name);
+            EXECUTE format('ALTER TABLE %I ALTER COLUMN project SET DEFAULT current_setting(''baton.project'')',
+                           name);
+            EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', name);
+            EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', name);
+            EXECUTE format('CREATE POLICY baton_own_project ON %I '
+                           'USING (project = current_setting(''baton.project'', true)) '
+                           'WITH CHECK (project = current_setting(''baton.project'', true))', name);
+            EXECUTE format('CREATE POLICY baton_every_project ON %I FOR SELECT '
+                           'USING (current_setting(''baton.project'', true) = ''*'')', name);
+        END LOOP;
+    END
+    $$;
+    """,
 ]
 
 # One statement per event: upsert the event's own projection, merging it into the row under
 # the row's lock, and record its files for the lookup by file.
 _MERGE_EVENT = """
     WITH merged AS (
-        INSERT INTO baton_sessions AS s (task_id, status, last_activity, body)
-        VALUES (%(task_id)s, '', %(at)s, %(delta)s)
-        ON CONFLICT (task_id) DO UPDATE SET body = baton_merge_session(s.body, excluded.body, %(spec)s)
+        INSERT INTO baton_sessions AS s (project, task_id, status, last_activity, body)
+        VALUES (%(project)s, %(task_id)s, '', %(at)s, %(delta)s)
+        ON CONFLICT (project, task_id) DO UPDATE SET body = baton_merge_session(s.body, excluded.body, %(spec)s)
         RETURNING s.body
     ), files AS (
-        INSERT INTO baton_session_files (task_id, repo, path, last_at)
-        SELECT %(task_id)s, touch->>'repo', touch->>'path', (touch->>'last_at')::timestamptz
+        INSERT INTO baton_session_files (project, task_id, repo, path, last_at)
+        SELECT %(project)s, %(task_id)s, touch->>'repo', touch->>'path', (touch->>'last_at')::timestamptz
         FROM jsonb_each(%(delta)s -> 'files') AS touched(key, touch)
-        ON CONFLICT (task_id, repo, path)
+        ON CONFLICT (project, task_id, repo, path)
         DO UPDATE SET last_at = GREATEST(baton_session_files.last_at, excluded.last_at)
     )
     SELECT body FROM merged
@@ -209,12 +268,12 @@ _MIGRATION_LOCK = 0x62617431  # advisory lock key: one process at a time migrate
 _PRUNE_LOCK = 0x62617432
 # An event of a pruned ticket as old as its tombstone is not stored again.
 _INSERT_EVENTS = """
-    INSERT INTO baton_events (event_id, task_id, at, type, body, applied)
-    SELECT (e->>'event_id')::uuid, e->>'task_id', (e->>'at')::timestamptz, e->>'type', e, true
+    INSERT INTO baton_events (project, event_id, task_id, at, type, body, applied)
+    SELECT %(project)s, (e->>'event_id')::uuid, e->>'task_id', (e->>'at')::timestamptz, e->>'type', e, true
     FROM jsonb_array_elements(%(events)s::jsonb) AS e
-    WHERE NOT EXISTS (SELECT 1 FROM baton_pruned p
-                      WHERE p.task_id = e->>'task_id' AND p.through >= (e->>'at')::timestamptz)
-    ON CONFLICT (event_id) DO NOTHING
+    WHERE NOT EXISTS (SELECT 1 FROM baton_pruned p WHERE p.project = %(project)s
+                      AND p.task_id = e->>'task_id' AND p.through >= (e->>'at')::timestamptz)
+    ON CONFLICT (project, event_id) DO NOTHING
     RETURNING event_id
 """
 
@@ -226,26 +285,27 @@ _MERGE_DELTAS = """
         SELECT d->>'task_id' AS task_id, (d->>'last_activity')::timestamptz AS at, d AS body
         FROM jsonb_array_elements(%(deltas)s::jsonb) AS d
     ), merged AS (
-        INSERT INTO baton_sessions AS s (task_id, status, last_activity, body)
-        SELECT task_id, '', at, body FROM delta ORDER BY task_id
-        ON CONFLICT (task_id) DO UPDATE SET body = baton_merge_session(s.body, excluded.body, %(spec)s)
+        INSERT INTO baton_sessions AS s (project, task_id, status, last_activity, body)
+        SELECT %(project)s, task_id, '', at, body FROM delta ORDER BY task_id
+        ON CONFLICT (project, task_id) DO UPDATE SET body = baton_merge_session(s.body, excluded.body, %(spec)s)
         RETURNING s.task_id, s.body
     ), files AS (
-        INSERT INTO baton_session_files (task_id, repo, path, last_at)
-        SELECT d.task_id, touch->>'repo', touch->>'path', (touch->>'last_at')::timestamptz
+        INSERT INTO baton_session_files (project, task_id, repo, path, last_at)
+        SELECT %(project)s, d.task_id, touch->>'repo', touch->>'path', (touch->>'last_at')::timestamptz
         FROM delta AS d, jsonb_each(d.body -> 'files') AS touched(key, touch)
         ORDER BY d.task_id, touch->>'repo', touch->>'path'
-        ON CONFLICT (task_id, repo, path)
+        ON CONFLICT (project, task_id, repo, path)
         DO UPDATE SET last_at = GREATEST(baton_session_files.last_at, excluded.last_at)
     )
     SELECT task_id, body FROM merged
 """
 
 _INSERT_EVENT = """
-    INSERT INTO baton_events (event_id, task_id, at, type, body, applied)
-    SELECT %(event_id)s, %(task_id)s, %(at)s, %(type)s, %(body)s::jsonb, %(applied)s
-    WHERE NOT EXISTS (SELECT 1 FROM baton_pruned WHERE task_id = %(task_id)s AND through >= %(at)s)
-    ON CONFLICT (event_id) DO NOTHING
+    INSERT INTO baton_events (project, event_id, task_id, at, type, body, applied)
+    SELECT %(project)s, %(event_id)s, %(task_id)s, %(at)s, %(type)s, %(body)s::jsonb, %(applied)s
+    WHERE NOT EXISTS (SELECT 1 FROM baton_pruned WHERE project = %(project)s AND task_id = %(task_id)s
+                      AND through >= %(at)s)
+    ON CONFLICT (project, event_id) DO NOTHING
 """
 
 # SQLSTATEs of a server that cannot be heard from (the health record's business): class 08
@@ -257,10 +317,11 @@ _STARTING_OR_STOPPING = "the database system is"
 
 
 class PostgresSessionStore(SessionStore):
-    def __init__(self, url: str, *, timeout: float, gate: AnyGate | None = None) -> None:
+    def __init__(self, url: str, *, timeout: float, project: str, gate: AnyGate | None = None) -> None:
         """gate: the server's gate in the command's budget (baton.budget); without one,
         each call may wait `timeout` seconds."""
         self.url = url
+        self.project = check_project(project)
         self.timeout = timeout
         self._gate = gate or OpenGate(timeout)
         self._conn: psycopg.Connection | None = None
@@ -281,7 +342,9 @@ class PostgresSessionStore(SessionStore):
         return self._conn
 
     @contextmanager
-    def _transaction(self) -> Iterator[psycopg.Connection]:
+    def _transaction(self, scope: str | None = None) -> Iterator[psycopg.Connection]:
+        """A transaction whose row-level security admits the rows of scope (default: the
+        store's project)."""
         with self._gate.call(STORE), self._lock:
             import psycopg
 
@@ -290,6 +353,7 @@ class PostgresSessionStore(SessionStore):
                 if not self._migrated:
                     self._migrate(conn)
                 with conn.transaction():
+                    conn.execute("SELECT set_config('baton.project', %s, true)", (scope or self.project,))
                     yield conn
             except TimeoutError as exc:
                 raise ServerUnreachable(STORE, f"{_where(self.url)}: {exc}") from exc
@@ -304,8 +368,11 @@ class PostgresSessionStore(SessionStore):
     def _migrate(self, conn: psycopg.Connection) -> None:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            conn.execute("CREATE TABLE IF NOT EXISTS baton_schema_migrations ("
-                         "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+            # Asked first: a team's role without CREATE on the schema (README, "Deploying for a
+            # team") is refused even a CREATE TABLE IF NOT EXISTS of a table that exists.
+            if _one(conn.execute("SELECT to_regclass('baton_schema_migrations')"))[0] is None:
+                conn.execute("CREATE TABLE baton_schema_migrations ("
+                             "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
             done = {row[0] for row in conn.execute("SELECT version FROM baton_schema_migrations")}
             for version, script in enumerate(MIGRATIONS):
                 if version in done:
@@ -317,7 +384,8 @@ class PostgresSessionStore(SessionStore):
     def _load(self, conn: psycopg.Connection, task_id: str) -> Session | None:
         from baton.registry.model import Session
 
-        row = conn.execute("SELECT body FROM baton_sessions WHERE task_id = %s", (task_id,)).fetchone()
+        row = conn.execute("SELECT body FROM baton_sessions WHERE project = %s AND task_id = %s",
+                           (self.project, task_id)).fetchone()
         return None if row is None else Session.model_validate(row[0])
 
     def _merge(self, conn: psycopg.Connection, event: Event) -> Session:
@@ -328,27 +396,32 @@ class PostgresSessionStore(SessionStore):
         from baton.registry.model import SESSION_MERGE, Session
 
         delta = apply_event(None, event).model_dump(mode="json")
-        (body,) = _one(conn.execute(_MERGE_EVENT, {"task_id": event.task_id, "at": event.at, "delta": Jsonb(delta),
+        (body,) = _one(conn.execute(_MERGE_EVENT, {"project": self.project, "task_id": event.task_id, "at": event.at,
+                                                  "delta": Jsonb(delta),
                                                   "spec": Jsonb(SESSION_MERGE)}))
         return Session.model_validate(body)
 
     def _apply_pending(self, conn: psycopg.Connection) -> None:
         rows = conn.execute(
-            "SELECT event_id, body FROM baton_events WHERE NOT applied ORDER BY at FOR UPDATE SKIP LOCKED").fetchall()
+            "SELECT event_id, body FROM baton_events WHERE project = %s AND NOT applied ORDER BY at "
+            "FOR UPDATE SKIP LOCKED", (self.project,)).fetchall()
         adapter = event_adapter()
         for event_id, body in rows:
             self._merge(conn, adapter.validate_python(body))
-            conn.execute("UPDATE baton_events SET applied = true WHERE event_id = %s", (event_id,))
+            conn.execute("UPDATE baton_events SET applied = true WHERE project = %s AND event_id = %s",
+                         (self.project, event_id))
 
     def _catch_up(self) -> None:
         with self._transaction() as conn:
-            if conn.execute("SELECT 1 FROM baton_events WHERE NOT applied LIMIT 1").fetchone() is not None:
+            if conn.execute("SELECT 1 FROM baton_events WHERE project = %s AND NOT applied LIMIT 1",
+                            (self.project,)).fetchone() is not None:
                 self._apply_pending(conn)
 
     def append_body(self, event_id: str, task_id: str, at: datetime, event_type: str, body: str) -> None:
         with self._transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_PRUNE_LOCK,))
-            conn.execute(_INSERT_EVENT, {"event_id": event_id, "task_id": task_id, "at": at, "type": event_type,
+            conn.execute(_INSERT_EVENT, {"project": self.project, "event_id": event_id, "task_id": task_id, "at": at,
+                                         "type": event_type,
                                          "body": body, "applied": False})
 
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
@@ -363,7 +436,7 @@ class PostgresSessionStore(SessionStore):
         with self._transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_PRUNE_LOCK,))
             inserted = {str(event_id) for (event_id,) in conn.execute(_INSERT_EVENTS, {
-                "events": _json_array(e.model_dump_json() for e in unique)})}
+                "project": self.project, "events": _json_array(e.model_dump_json() for e in unique)})}
             deltas: dict[str, Session] = {}
             for event in unique:
                 if str(event.event_id) in inserted:
@@ -371,14 +444,42 @@ class PostgresSessionStore(SessionStore):
             sessions: dict[str, Session] = {}
             if deltas:
                 tickets = sorted(deltas)
-                rows = conn.execute(_MERGE_DELTAS, {"deltas": _json_array(deltas[t].model_dump_json() for t in tickets),
+                rows = conn.execute(_MERGE_DELTAS, {"project": self.project,
+                                                    "deltas": _json_array(deltas[t].model_dump_json() for t in tickets),
                                                     "spec": Jsonb(SESSION_MERGE)})
                 sessions = {task_id: Session.model_validate(body) for task_id, body in rows}
+            for event in unique:
+                if event.type == "secrets_redacted" and str(event.event_id) in inserted:
+                    redacted = self._redact(conn, event)
+                    if redacted is not None:
+                        sessions[event.task_id] = redacted
             others = sorted({e.task_id for e in unique} - sessions.keys())
             if others:
-                rows = conn.execute("SELECT task_id, body FROM baton_sessions WHERE task_id = ANY(%s)", (others,))
+                rows = conn.execute("SELECT task_id, body FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)",
+                                    (self.project, others))
                 sessions |= {task_id: Session.model_validate(body) for task_id, body in rows}
         return sessions
+
+    def _redact(self, conn: psycopg.Connection, event: SecretsRedacted) -> Session | None:
+        """Rewrite the fields the event names in the stored events, then fold the ticket's
+        log again and store that projection whole (a rewrite is no merge); runs inside the
+        caller's transaction, after the batch's merge."""
+        from psycopg.types.json import Jsonb
+
+        from baton.registry.apply import fold
+
+        conn.cursor().executemany(
+            "UPDATE baton_events SET body = jsonb_set(body, ARRAY[%s], to_jsonb(%s::text)) "
+            "WHERE project = %s AND event_id = %s AND task_id = %s",
+            [(r.field, r.text, self.project, r.event_id, event.task_id) for r in event.rewrites])
+        adapter = event_adapter()
+        rows = conn.execute("SELECT body FROM baton_events WHERE project = %s AND task_id = %s ORDER BY at, event_id",
+                            (self.project, event.task_id))
+        session = fold(adapter.validate_python(body) for (body,) in rows)
+        if session is not None:
+            conn.execute("UPDATE baton_sessions SET body = %s WHERE project = %s AND task_id = %s",
+                         (Jsonb(session.model_dump(mode="json")), self.project, event.task_id))
+        return session
 
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
         try:
@@ -392,12 +493,13 @@ class PostgresSessionStore(SessionStore):
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
         from baton.registry.model import Session
 
-        query = ("SELECT body FROM baton_sessions ORDER BY last_activity DESC, task_id" if include_inactive else
-                 "SELECT body FROM baton_sessions WHERE status = 'active' ORDER BY last_activity DESC, task_id")
+        query = ("SELECT body FROM baton_sessions WHERE project = %s ORDER BY last_activity DESC, task_id"
+                 if include_inactive else "SELECT body FROM baton_sessions WHERE project = %s AND status = 'active' "
+                                          "ORDER BY last_activity DESC, task_id")
         try:
             self._catch_up()
             with self._transaction() as conn:
-                return Found([Session.model_validate(body) for (body,) in conn.execute(query)])
+                return Found([Session.model_validate(body) for (body,) in conn.execute(query, (self.project,))])
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
 
@@ -408,7 +510,7 @@ class PostgresSessionStore(SessionStore):
         try:
             self._catch_up()
             with self._transaction() as conn:
-                rows = conn.execute(query).fetchall()
+                rows = conn.execute(query, (self.project,)).fetchall()
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         return Found([SessionOutline(
@@ -420,8 +522,8 @@ class PostgresSessionStore(SessionStore):
         adapter = event_adapter()
         try:
             with self._transaction() as conn:
-                rows = conn.execute("SELECT body FROM baton_events WHERE task_id = %s ORDER BY at, event_id",
-                                    (task_id,))
+                rows = conn.execute("SELECT body FROM baton_events WHERE project = %s AND task_id = %s "
+                                    "ORDER BY at, event_id", (self.project, task_id))
                 return Found([adapter.validate_python(body) for (body,) in rows])
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
@@ -431,33 +533,50 @@ class PostgresSessionStore(SessionStore):
         with self._transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PRUNE_LOCK,))
             rows = conn.execute(
-                "SELECT s.task_id, (SELECT max(at) FROM baton_events e WHERE e.task_id = s.task_id) "
-                "FROM baton_sessions s WHERE s.status IN ('completed', 'stalled') AND s.last_activity < %s "
+                "SELECT s.task_id, (SELECT max(at) FROM baton_events e WHERE e.project = s.project "
+                "AND e.task_id = s.task_id) "
+                "FROM baton_sessions s WHERE s.project = %(project)s AND s.status IN ('completed', 'stalled') "
+                "AND s.last_activity < %(before)s "
                 "AND s.task_id NOT IN (SELECT jsonb_array_elements_text(a.body -> 'depends_on') "
-                "                      FROM baton_sessions a WHERE a.status = 'active') "
-                "ORDER BY s.task_id", (ended_before,)).fetchall()
+                "                      FROM baton_sessions a WHERE a.project = %(project)s AND a.status = 'active' "
+                "                      UNION SELECT r ->> 'parent_task_id' FROM baton_sessions a, "
+                "                      jsonb_array_elements(a.body -> 'run_log') r "
+                "                      WHERE a.project = %(project)s AND a.status = 'active' "
+                "                      AND r ->> 'kind' = 'fork' AND r ->> 'parent_task_id' IS NOT NULL) "
+                "ORDER BY s.task_id", {"project": self.project, "before": ended_before}).fetchall()
             if not dry_run and rows:
                 ids = [task_id for task_id, _ in rows]
-                conn.execute("DELETE FROM baton_events WHERE task_id = ANY(%s)", (ids,))
-                conn.execute("DELETE FROM baton_session_files WHERE task_id = ANY(%s)", (ids,))
-                conn.execute("DELETE FROM baton_sessions WHERE task_id = ANY(%s)", (ids,))
+                conn.execute("DELETE FROM baton_events WHERE project = %s AND task_id = ANY(%s)", (self.project, ids))
+                conn.execute("DELETE FROM baton_session_files WHERE project = %s AND task_id = ANY(%s)",
+                             (self.project, ids))
+                conn.execute("DELETE FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)", (self.project, ids))
                 conn.cursor().executemany(
-                    "INSERT INTO baton_pruned (task_id, through) VALUES (%s, %s) ON CONFLICT (task_id) "
+                    "INSERT INTO baton_pruned (project, task_id, through) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (project, task_id) "
                     "DO UPDATE SET through = GREATEST(baton_pruned.through, excluded.through)",
-                    [(task_id, through or ended_before) for task_id, through in rows])
+                    [(self.project, task_id, through or ended_before) for task_id, through in rows])
         return [task_id for task_id, _ in rows]
 
     def forget_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
         if not checkpoint_ids:
             return 0
         with self._transaction() as conn:
-            return conn.execute("DELETE FROM baton_events WHERE type = 'checkpoint_taken' "
-                                "AND body ->> 'checkpoint_id' = ANY(%s)", (list(checkpoint_ids),)).rowcount
+            return conn.execute("DELETE FROM baton_events WHERE project = %s AND type = 'checkpoint_taken' "
+                                "AND body ->> 'checkpoint_id' = ANY(%s)", (self.project, list(checkpoint_ids))).rowcount
 
     def pruned(self) -> Found[set[str]] | Unavailable:
         try:
             with self._transaction() as conn:
-                return Found({task_id for (task_id,) in conn.execute("SELECT task_id FROM baton_pruned")})
+                return Found({task_id for (task_id,) in conn.execute(
+                    "SELECT task_id FROM baton_pruned WHERE project = %s", (self.project,))})
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+
+    def projects(self) -> Found[list[str]] | Unavailable:
+        try:
+            with self._transaction(ALL_PROJECTS) as conn:
+                return Found([project for (project,) in conn.execute(
+                    "SELECT DISTINCT project FROM baton_sessions ORDER BY project")])
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
 

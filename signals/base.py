@@ -55,6 +55,12 @@ class SignalBus(ABC):
         """The newest `limit` signals (about task_id, if given) emitted after `after`, oldest first."""
 
     @abstractmethod
+    def rewrite(self, signals: Sequence[Signal]) -> int:
+        """Replace the stored copy of each signal (by id) with this one: what `baton redact
+        --scan` does with a reason that holds a secret. Returns how many were replaced (on
+        Kafka: sent; readers keep a signal's last copy). Raises StoreUnavailable."""
+
+    @abstractmethod
     def prune(self, before: datetime) -> int:
         """Remove the signals emitted before `before`; returns how many went. Raises
         StoreUnavailable. On Kafka the topic's retention (retention.ms) removes old signals,

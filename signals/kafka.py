@@ -3,11 +3,15 @@
 Publishing goes through a local outbox (baton.kafka_outbox): while Kafka is down signals
 wait there and the next publish or read (or a background delivery, baton.skills.runtime.delivery) delivers
 them, so nothing is lost; a signal delivered twice has the same deterministic id and
-readers keep one copy.
+readers keep one copy (the last: a rewrite, SignalBus.rewrite, is sent after the original).
 
 Reading never joins a consumer group: each partition is assigned directly, starting at
 the offset of the requested time (offsets_for_times), and read up to its high watermark
 within what the command's budget has left (baton.budget).
+
+Every signal belongs to a project (baton.projects): its message's key is the project and the
+ticket (qualified), and a bus reads only the messages its project's key names; a message
+keyed before projects belongs to its signal's repository.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING
 from baton.errors import StoreUnavailable
 from baton.kafka_outbox import KafkaOutbox, client_config, kafka_failure
 from baton.outcome import Found, Unavailable
+from baton.projects import check_project, qualified, split_qualified
 from baton.signals.base import SignalBus
 from baton.store_names import Store
 
@@ -37,12 +42,14 @@ SIGNALS_TOPIC = "coordination-signals.v1"
 
 
 class KafkaSignalBus(SignalBus):
-    def __init__(self, bootstrap: str, outbox: Path, *, timeout: float, topic: str = f"baton.{SIGNALS_TOPIC}",
-                 gate: AnyGate | None = None, retention: timedelta | None = None) -> None:
+    def __init__(self, bootstrap: str, outbox: Path, *, timeout: float, project: str,
+                 topic: str = f"baton.{SIGNALS_TOPIC}", gate: AnyGate | None = None,
+                 retention: timedelta | None = None) -> None:
         """gate: the Kafka server's gate in the command's budget (baton.budget); without
         one, each call may wait `timeout` seconds. retention: how long the topic keeps a
         signal, set when Baton creates it (`[retention] signals`)."""
         self.bootstrap = bootstrap
+        self.project = check_project(project)
         self.topic = topic
         self.timeout = timeout
         config = {"retention.ms": str(int(retention.total_seconds() * 1000))} if retention else None
@@ -57,7 +64,8 @@ class KafkaSignalBus(SignalBus):
         return self._outbox.kept
 
     def publish(self, signals: Sequence[Signal | WireSignal], *, deliver: bool = True) -> list[bool]:
-        fresh = self._outbox.keep([(str(s.signal_id), s.task_id, s.to_json()) for s in signals])
+        fresh = self._outbox.keep([(qualified(self.project, str(s.signal_id)), qualified(self.project, s.task_id),
+                                    s.to_json()) for s in signals])
         if deliver:
             self._outbox.deliver()
         return fresh
@@ -70,7 +78,8 @@ class KafkaSignalBus(SignalBus):
         return self._outbox.waiting()
 
     def known(self, signal_ids: Sequence[str]) -> set[str]:
-        return self._outbox.known(signal_ids)
+        known = self._outbox.known([qualified(self.project, signal_id) for signal_id in signal_ids])
+        return {split_qualified(signal_id)[1] for signal_id in known}
 
     def _scan(self, after: datetime | None, keep: Callable[[Signal], bool]) -> list[Signal]:
         """Every signal on the topic emitted after `after` that keep() accepts, oldest first."""
@@ -111,9 +120,12 @@ class KafkaSignalBus(SignalBus):
                     raise KafkaException(error)
                 if body is None:  # a record without a body carries no signal
                     continue
+                owner = split_qualified((message.key() or b"").decode("utf-8", "replace"))[0]
                 signal = Signal.model_validate_json(body)
+                if (owner or signal.repo) != self.project:
+                    continue
                 if (after is None or signal.emitted_at > after) and keep(signal):
-                    found.setdefault(str(signal.signal_id), signal)
+                    found[str(signal.signal_id)] = signal  # the last copy: a rewrite follows the original
             return sorted(found.values(), key=lambda s: (s.emitted_at, str(s.signal_id)))
         except KafkaException as exc:
             raise kafka_failure(STORE, self.bootstrap, exc) from exc
@@ -151,6 +163,20 @@ class KafkaSignalBus(SignalBus):
         subject = f"task:{task_id}" if task_id else None
         return self._read(after, lambda signal: subject is None or subject in signal.subjects(), limit)
 
+    def rewrite(self, signals: Sequence[Signal]) -> int:
+        """Send each signal again after its original (same key, so the same partition, later);
+        its outbox id names the rewrite, which the outbox has not seen. The original stays in
+        the topic until its retention.ms removes it."""
+        import hashlib
+
+        def rewrite_id(signal: Signal) -> str:
+            return f"{signal.signal_id}.{hashlib.sha256(signal.to_json().encode()).hexdigest()[:16]}"
+
+        self._outbox.keep([(qualified(self.project, rewrite_id(s)), qualified(self.project, s.task_id), s.to_json())
+                           for s in signals])
+        self._outbox.deliver()
+        return len(signals)
+
     def prune(self, before: datetime) -> int:
         return 0  # the topic's retention.ms removes old signals (SignalBus.prune)
 
@@ -159,10 +185,11 @@ class KafkaSignalBus(SignalBus):
             from confluent_kafka import KafkaException
             from confluent_kafka.admin import AdminClient
 
+            admin = AdminClient(client_config(self.bootstrap, left))
             try:
-                metadata = AdminClient(client_config(self.bootstrap, left)).list_topics(timeout=left)
+                metadata = admin.list_topics(timeout=left)
             except KafkaException as exc:
-                raise kafka_failure(STORE, self.bootstrap, exc) from exc
+                raise kafka_failure(STORE, self.bootstrap, exc, client=admin) from exc
         return {"backend": "kafka", "location": f"{self.bootstrap} topic {self.topic}",
                 "version": f"cluster {metadata.cluster_id}, {len(metadata.brokers)} broker(s)",
                 "size": f"{self._outbox.waiting()} signals waiting in the outbox"}

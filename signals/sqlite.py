@@ -1,4 +1,7 @@
-"""The embedded signal bus: an append-only SQLite log indexed by subject and time."""
+"""The embedded signal bus: an append-only SQLite log indexed by subject and time.
+
+Every signal belongs to a project (baton.projects), part of its key and of its subjects' index:
+a bus is opened for one project and reads and writes only its signals."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from typing import TYPE_CHECKING
 from baton import clock
 from baton.errors import StoreUnavailable
 from baton.outcome import Found, Unavailable
+from baton.projects import check_project
 from baton.signals.base import SignalBus
 from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.store_names import Store
@@ -38,14 +42,48 @@ MIGRATIONS = [
         PRIMARY KEY (subject, emitted_at, seq)
     ) WITHOUT ROWID;
     """,
+    # Projects: a signal moves to its repository's project (what a worktree of it derives
+    # unless baton.toml names another), its subjects with it; seq (the watermark) is kept.
+    """
+    DROP INDEX signals_by_time;
+    ALTER TABLE signal_subjects RENAME TO signal_subjects_before_projects;
+    ALTER TABLE signals RENAME TO signals_before_projects;
+    CREATE TABLE signals (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        project TEXT NOT NULL,
+        signal_id TEXT NOT NULL,
+        signal_type TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        emitted_at TEXT NOT NULL,
+        body TEXT NOT NULL,
+        UNIQUE (project, signal_id)
+    );
+    CREATE INDEX signals_by_time ON signals (project, emitted_at);
+    CREATE TABLE signal_subjects (
+        project TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        emitted_at TEXT NOT NULL,
+        seq INTEGER NOT NULL REFERENCES signals (seq),
+        PRIMARY KEY (project, subject, emitted_at, seq)
+    ) WITHOUT ROWID;
+    INSERT INTO signals (seq, project, signal_id, signal_type, task_id, emitted_at, body)
+        SELECT seq, coalesce(json_extract(body, '$.repo'), ''), signal_id, signal_type, task_id, emitted_at, body
+        FROM signals_before_projects ORDER BY seq;
+    INSERT INTO signal_subjects (project, subject, emitted_at, seq)
+        SELECT s.project, ss.subject, ss.emitted_at, ss.seq
+        FROM signal_subjects_before_projects ss JOIN signals s ON s.seq = ss.seq;
+    DROP TABLE signal_subjects_before_projects;
+    DROP TABLE signals_before_projects;
+    """,
 ]
 
 _EPOCH = "0000"
 
 
 class SqliteSignalBus(SignalBus):
-    def __init__(self, path: Path, *, timeout: float) -> None:
+    def __init__(self, path: Path, *, timeout: float, project: str) -> None:
         self.path = path
+        self.project = check_project(project)
         self._db = SqliteFile(path, MIGRATIONS, timeout=timeout)
 
     def publish(self, signals: Sequence[Signal | WireSignal], *, deliver: bool = True) -> list[bool]:
@@ -56,24 +94,32 @@ class SqliteSignalBus(SignalBus):
                 for signal in signals:
                     emitted = clock.to_text(signal.emitted_at)
                     cursor = conn.execute(
-                        "INSERT OR IGNORE INTO signals (signal_id, signal_type, task_id, emitted_at, body) "
-                        "VALUES (?, ?, ?, ?, ?)",
-                        (str(signal.signal_id), signal.signal_type.value, signal.task_id, emitted,
+                        "INSERT OR IGNORE INTO signals (project, signal_id, signal_type, task_id, emitted_at, body) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        (self.project, str(signal.signal_id), signal.signal_type.value, signal.task_id, emitted,
                          signal.to_json()))
                     fresh.append(cursor.rowcount == 1)
                     if cursor.rowcount == 1:
                         conn.executemany(
-                            "INSERT INTO signal_subjects (subject, emitted_at, seq) VALUES (?, ?, ?)",
-                            [(subject, emitted, cursor.lastrowid) for subject in signal.subjects()])
+                            "INSERT INTO signal_subjects (project, subject, emitted_at, seq) VALUES (?, ?, ?, ?)",
+                            [(self.project, subject, emitted, cursor.lastrowid) for subject in signal.subjects()])
         return fresh
+
+    def rewrite(self, signals: Sequence[Signal]) -> int:
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                return sum(conn.execute("UPDATE signals SET body = ? WHERE project = ? AND signal_id = ?",
+                                        (signal.to_json(), self.project, str(signal.signal_id))).rowcount
+                           for signal in signals)
 
     def known(self, signal_ids: Sequence[str]) -> set[str]:
         if not signal_ids:
             return set()
         marks = ",".join("?" * len(signal_ids))
-        query = f"SELECT signal_id FROM signals WHERE signal_id IN ({marks})"  # noqa: S608 -- placeholders only
+        query = f"SELECT signal_id FROM signals WHERE project = ? AND signal_id IN ({marks})"  # noqa: S608
         with guarded(STORE, self.path):
-            rows = self._db.conn().execute(query, list(signal_ids))
+            rows = self._db.conn().execute(query, [self.project, *signal_ids])
             return {signal_id for (signal_id,) in rows}
 
     def watermark(self) -> str | None:
@@ -99,7 +145,7 @@ class SqliteSignalBus(SignalBus):
                    limit: int) -> Found[list[Signal]] | Unavailable:
         if not subjects:
             return Found([])
-        return self._read(*_concerning_query(subjects, after, limit))
+        return self._read(*_concerning_query(self.project, subjects, after, limit))
 
     def concerning_wire(self, subjects: Sequence[str], *, after: datetime | None,
                         limit: int) -> Found[list[WireSignal]] | Unavailable:
@@ -109,7 +155,7 @@ class SqliteSignalBus(SignalBus):
             return Found([])
         try:
             with guarded(STORE, self.path):
-                rows = self._db.conn().execute(*_concerning_query(subjects, after, limit)).fetchall()
+                rows = self._db.conn().execute(*_concerning_query(self.project, subjects, after, limit)).fetchall()
             return Found([WireSignal.from_json(body) for (body,) in rows])
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
@@ -119,22 +165,23 @@ class SqliteSignalBus(SignalBus):
     def recent(self, *, task_id: str | None, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
         since = clock.to_text(after) if after else _EPOCH
         if task_id is None:
-            query = ("SELECT body FROM (SELECT body, emitted_at, seq FROM signals WHERE emitted_at > ? "
+            query = ("SELECT body FROM (SELECT body, emitted_at, seq FROM signals WHERE project = ? AND emitted_at > ? "
                      "ORDER BY emitted_at DESC, seq DESC LIMIT ?) ORDER BY emitted_at, seq")
-            return self._read(query, [since, limit])
+            return self._read(query, [self.project, since, limit])
         query = ("SELECT body FROM (SELECT s.body, s.emitted_at, s.seq FROM signal_subjects AS ss "
-                 "JOIN signals AS s ON s.seq = ss.seq WHERE ss.subject = ? AND ss.emitted_at > ? "
+                 "JOIN signals AS s ON s.seq = ss.seq WHERE ss.project = ? AND ss.subject = ? AND ss.emitted_at > ? "
                  "ORDER BY ss.emitted_at DESC, ss.seq DESC LIMIT ?) ORDER BY emitted_at, seq")
-        return self._read(query, [f"task:{task_id}", since, limit])
+        return self._read(query, [self.project, f"task:{task_id}", since, limit])
 
     def prune(self, before: datetime) -> int:
         stamp = clock.to_text(before)
         with guarded(STORE, self.path):
             conn = self._db.conn()
             with write_transaction(conn):
-                conn.execute("DELETE FROM signal_subjects WHERE seq IN (SELECT seq FROM signals WHERE emitted_at < ?)",
-                              (stamp,))
-                return conn.execute("DELETE FROM signals WHERE emitted_at < ?", (stamp,)).rowcount
+                conn.execute("DELETE FROM signal_subjects WHERE seq IN "
+                             "(SELECT seq FROM signals WHERE project = ? AND emitted_at < ?)", (self.project, stamp))
+                return conn.execute("DELETE FROM signals WHERE project = ? AND emitted_at < ?",
+                                    (self.project, stamp)).rowcount
 
     def describe(self) -> dict[str, str]:
         with guarded(STORE, self.path):
@@ -144,12 +191,13 @@ class SqliteSignalBus(SignalBus):
         self._db.close()
 
 
-def _concerning_query(subjects: Sequence[str], after: datetime | None, limit: int) -> tuple[str, list]:
-    """The newest `limit` signals about any of subjects after `after`, oldest first: one
-    index range per subject (their number is bounded by the caller's files)."""
+def _concerning_query(project: str, subjects: Sequence[str], after: datetime | None,
+                      limit: int) -> tuple[str, list]:
+    """The newest `limit` signals of project about any of subjects after `after`, oldest
+    first: one index range per subject (their number is bounded by the caller's files)."""
     marks = ",".join("?" * len(subjects))
     query = (
         "SELECT body FROM (SELECT body, emitted_at, seq FROM signals WHERE seq IN ("  # noqa: S608 -- placeholders only
-        f"SELECT seq FROM signal_subjects WHERE subject IN ({marks}) AND emitted_at > ?"
+        f"SELECT seq FROM signal_subjects WHERE project = ? AND subject IN ({marks}) AND emitted_at > ?"
         ") ORDER BY emitted_at DESC, seq DESC LIMIT ?) ORDER BY emitted_at, seq")
-    return query, [*subjects, clock.to_text(after) if after else _EPOCH, limit]
+    return query, [project, *subjects, clock.to_text(after) if after else _EPOCH, limit]

@@ -34,7 +34,7 @@ def waiting_in(outbox: Path) -> int:
 def session_in_postgres(task: str):
     from baton.registry.postgres import PostgresSessionStore
 
-    store = PostgresSessionStore(os.environ["BATON_DATABASE_URL"], timeout=2)
+    store = PostgresSessionStore(os.environ["BATON_DATABASE_URL"], timeout=2, project="github.com/acme/shop")
     try:
         found = store.get(task)
     finally:

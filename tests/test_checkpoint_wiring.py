@@ -265,7 +265,7 @@ def test_env_record_runs_the_setup_and_records_a_content_addressed_manifest_chec
 
 
 def test_a_fork_overlapping_its_parent_is_told_as_fork_of_everywhere(home, shop, tmp_path, cli, capsys):
-    from baton.skills.frontends.web.overview import Filters, build_snapshot, conflict_map
+    from baton.skills.frontends.web.overview import Filters, OverviewSource, conflict_map
     from baton.skills.runtime.settings import Settings
 
     assert cli(shop, "bind", "OMN-1")[0] == 0
@@ -298,7 +298,8 @@ def test_a_fork_overlapping_its_parent_is_told_as_fork_of_everywhere(home, shop,
     assert told.startswith("Baton: fork of: OMN-2 is a fork of OMN-1, and both change app.py, cart.py; "
                            "this overlap is expected"), told
 
-    drawn = conflict_map(build_snapshot(Settings.from_env(), 1), Filters(), 60)
+    source = OverviewSource(Settings.from_env())
+    drawn = conflict_map(source.current(), Filters(), 60, source.shared_among)
     edges = {(e["a"], e["b"]): e["fork_of"] for e in drawn["edges"]}
     assert edges[("OMN-1", "OMN-2")] == "OMN-2 is a fork of OMN-1" and edges[("OMN-1", "OMN-3")] is None
     assert {n["id"]: n["conflicts"] for n in drawn["nodes"]}["OMN-2"] == 1, "OMN-3 only: the parent is no conflict"

@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from baton.files import FileRef
+from baton.graph import ConflictSummary
 from baton.outcome import Found, Unavailable
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -34,7 +35,68 @@ def test_overlaps_between_active_tickets_only(graph):
     shared = graph.shared_files("T-1")
     assert isinstance(shared, Found) and shared.value == {"T-2": [A]}
     assert graph.shared_files("T-2").value == {"T-1": [A]}
-    assert graph.active_overlaps().value == {"T-1": {"T-2": [A]}, "T-2": {"T-1": [A]}}
+    assert graph.shared_files_of(["T-1", "T-2", "T-3"], among=True).value == {"T-1": {"T-2": [A]},
+                                                                             "T-2": {"T-1": [A]}}
+    assert graph.shared_files_of(["T-3", "T-4"]).value == {"T-3": {"T-1": [B]}}, "any ticket's active sharers"
+    assert graph.shared_files_of(["T-1", "T-4"], among=True).value == {} and graph.shared_files_of([]).value == {}
+
+
+def test_summaries_count_files_and_tickets_per_active_ticket(graph):
+    graph.record("T-1", "active", [A, B, C], T0)
+    graph.record("T-2", "active", [A, B], T0)
+    graph.record("T-3", "active", [A], T0)
+    graph.record("T-4", "completed", [A, B, C], T0)
+    graph.record("T-5", "active", [FileRef("github.com/acme/shop", "src/alone.py")], T0)
+    summaries = graph.conflict_summaries(sample=5)
+    assert isinstance(summaries, Found) and summaries.value == {
+        "T-1": ConflictSummary(files=2, tickets=2, sample=("T-2", "T-3")),
+        "T-2": ConflictSummary(files=2, tickets=2, sample=("T-1", "T-3")),
+        "T-3": ConflictSummary(files=1, tickets=2, sample=("T-1", "T-2")),
+    }
+    assert graph.conflict_summaries(sample=1).value["T-1"] == ConflictSummary(files=2, tickets=2, sample=("T-2",))
+    assert graph.conflict_summaries(sample=3, task_ids=["T-3", "T-4", "T-5"]).value == {
+        "T-3": ConflictSummary(files=1, tickets=2, sample=("T-1", "T-2"))}
+
+
+def test_summaries_leave_expected_pairs_out(graph):
+    graph.record("PARENT-1", "active", [A, B], T0)
+    graph.record("FORK-1", "active", [A, B], T0)
+    graph.record("OTHER-1", "active", [B], T0)
+    summaries = graph.conflict_summaries(sample=3, expected=[("FORK-1", "PARENT-1")]).value
+    assert summaries == {"PARENT-1": ConflictSummary(files=1, tickets=1, sample=("OTHER-1",)),
+                         "FORK-1": ConflictSummary(files=1, tickets=1, sample=("OTHER-1",)),
+                         "OTHER-1": ConflictSummary(files=1, tickets=2, sample=("FORK-1", "PARENT-1"))}
+
+
+def test_summaries_follow_status_changes(graph):
+    graph.record("T-1", "active", [A], T0)
+    graph.record("T-2", "active", [A], T0)
+    graph.record("T-2", "completed", [], T0)
+    assert graph.conflict_summaries(sample=3).value == {}
+    assert graph.shared_files("T-1").value == {}
+    graph.record("T-2", "stalled", [], T0)
+    assert graph.touch("T-2", [B], T0) is True
+    assert graph.conflict_summaries(sample=3).value["T-1"] == ConflictSummary(files=1, tickets=1, sample=("T-2",))
+
+
+def test_summaries_page_through_many_tickets(graph, monkeypatch):
+    from baton.graph import bolt
+
+    monkeypatch.setattr(bolt, "SUMMARY_PAGE", 3)  # the Bolt backend asks for pages of 3 tickets
+    many = 3 * 2 + 2
+    for n in range(many):
+        graph.record(f"M-{n:04d}", "active", [A], T0)
+    summaries = graph.conflict_summaries(sample=2).value
+    assert len(summaries) == many
+    assert summaries["M-0000"] == ConflictSummary(files=1, tickets=many - 1, sample=("M-0001", "M-0002"))
+
+
+def test_shared_files_for_the_first_partners(graph):
+    for other in ("T-3", "T-2", "T-4"):
+        graph.record(other, "active", [A, B], T0)
+    graph.record("T-1", "active", [A, B, C], T0)
+    assert graph.shared_files("T-1", partners=2).value == {"T-2": [A, B], "T-3": [A, B]}
+    assert sorted(graph.shared_files("T-1").value) == ["T-2", "T-3", "T-4"]
 
 
 def test_touch_activates_stalled_and_unknown_tickets_but_not_completed_ones(graph):
@@ -80,6 +142,24 @@ def test_forget_removes_pruned_tickets_and_their_overlaps(graph):
     graph.forget([])
 
 
+def test_an_embedded_graph_of_the_first_schema_keeps_its_overlaps(tmp_path):
+    from baton.graph import sqlite as embedded
+    from baton.sqlite import SqliteFile
+
+    older = SqliteFile(tmp_path / "graph.db", embedded.MIGRATIONS[:1], timeout=2)
+    with older.conn() as conn:
+        conn.executemany("INSERT INTO tasks VALUES (?, ?)",
+                         [("T-1", "active"), ("T-2", "active"), ("T-3", "completed")])
+        conn.executemany("INSERT INTO touches VALUES (?, ?, ?, ?)",
+                         [(task, A.repo, A.path, "2026-11-01T12:00:00+00:00") for task in ("T-1", "T-2", "T-3")])
+    older.close()
+    graph = embedded.SqliteConflictGraph(tmp_path / "graph.db", timeout=2)
+    assert graph.shared_files("T-1").value == {"T-2": [A]}
+    assert graph.conflict_summaries(sample=3).value == {"T-1": ConflictSummary(files=1, tickets=1, sample=("T-2",)),
+                                                        "T-2": ConflictSummary(files=1, tickets=1, sample=("T-1",))}
+    graph.close()
+
+
 def test_a_batch_write_is_the_writes_one_by_one(graph, tmp_path):
     """record_many (the projector's one write per batch) leaves what record() of each
     ticket would, and shared_files_of answers what shared_files() of each does."""
@@ -102,6 +182,8 @@ def test_a_batch_write_is_the_writes_one_by_one(graph, tmp_path):
         expected = {t: one_by_one.shared_files(t).value for t in tickets}
         assert {t: graph.shared_files(t).value for t in tickets} == expected
         assert graph.shared_files_of(tickets).value == {t: shared for t, shared in expected.items() if shared}
-        assert graph.active_overlaps().value == one_by_one.active_overlaps().value
+        assert graph.shared_files_of(tickets, among=True).value == one_by_one.shared_files_of(
+            tickets, among=True).value
+        assert graph.conflict_summaries(sample=3).value == one_by_one.conflict_summaries(sample=3).value
     finally:
         one_by_one.close()

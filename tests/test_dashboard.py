@@ -101,7 +101,9 @@ def serve(tmp_path):
     started = []
 
     def start(*args: str, env: dict | None = None) -> Dashboard:
-        dashboard = Dashboard(*args, cwd=tmp_path, env=env)
+        # Started in the repository's worktree: the dashboard shows that project's tickets.
+        shop = tmp_path / "shop"
+        dashboard = Dashboard(*args, cwd=shop if shop.is_dir() else tmp_path, env=env)
         started.append(dashboard)
         return dashboard.wait_ready()
 
@@ -129,9 +131,13 @@ def browser(request):
 
 
 def wait_for(driver, condition, timeout: float = 10):
+    """condition's first truthy answer; an element the live feed replaced meanwhile (stale)
+    is read again."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition)
+    return WebDriverWait(driver, timeout, poll_frequency=0.05,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(condition)
 
 
 def seed_conflict(worktrees, cli) -> Path:
@@ -342,14 +348,15 @@ def test_the_ticket_page_shows_its_decisions(home, worktrees, cli, serve, browse
     seed_conflict(worktrees, cli)
     dashboard = serve()
     browser.get(dashboard.url + "/")
-    browser.find_element(By.LINK_TEXT, "OMN-1").click()
+    wait_for(browser, lambda d: d.find_element(By.LINK_TEXT, "OMN-1").click() or True)
     wait_for(browser, lambda d: d.find_element(By.TAG_NAME, "h1").text == "OMN-1")
-    decisions = [item.text for item in browser.find_elements(By.CSS_SELECTOR, "#decisions li")]
+    # Each read is whole or again: the live feed may replace a section between two reads.
+    decisions = wait_for(browser, lambda d: [item.text for item in d.find_elements(By.CSS_SELECTOR, "#decisions li")])
     assert decisions == ["reported Keep carts in PostgreSQL"]
-    assert "OMN-2" in browser.find_element(By.ID, "conflicts").text
-    assert "src/db.py" in browser.find_element(By.ID, "conflicts").text
-    assert "Persist payments in PostgreSQL" in browser.find_element(By.ID, "related").text
-    assert "write the migration" in browser.find_element(By.TAG_NAME, "main").text
+    conflicts = wait_for(browser, lambda d: d.find_element(By.ID, "conflicts").text)
+    assert "OMN-2" in conflicts and "src/db.py" in conflicts
+    assert "Persist payments in PostgreSQL" in wait_for(browser, lambda d: d.find_element(By.ID, "related").text)
+    assert "write the migration" in wait_for(browser, lambda d: d.find_element(By.TAG_NAME, "main").text)
 
 
 @browser_test

@@ -43,3 +43,35 @@ def test_gc_removes_old_ended_tickets_everywhere_and_keeps_active_ones(any_home,
     resumed = json.loads(cli(second, "resume", "LIVE-1", "--json")[1])
     assert resumed["session"]["decisions"] and not resumed["conflicts"]
     assert all(d["task_id"] != "OLD-1" for d in resumed["related_decisions"])
+
+
+def test_gc_gives_back_the_space_of_what_it_removed(home):
+    """SQLite keeps a removed row's pages for its next rows: a gc that removed most of a
+    file rebuilds it, so the data home shrinks (bench/retention.py measures a year's)."""
+    import uuid
+
+    from baton.registry.model import Bound, Ended, Status, StepCompleted
+
+    stores = Stores(Settings.from_env())
+    try:
+        old = clock.now() - timedelta(days=200)
+        events = []
+        for n in range(300):
+            common = {"task_id": f"OLD-{n}", "session_id": "s", "at": old}
+            events += [Bound(event_id=uuid.uuid4(), **common, repo="r", worktree_path="/w"),
+                       *(StepCompleted(event_id=uuid.uuid4(), **common, text=f"step {k} " + "x" * 200)
+                         for k in range(5)),
+                       Ended(event_id=uuid.uuid4(), **{**common, "at": old + timedelta(minutes=1)},
+                             status=Status.completed)]
+        stores.registry.append(events)
+        stores.registry.append([Bound(event_id=uuid.uuid4(), task_id="LIVE-1", session_id="s", at=clock.now(),
+                                      repo="r", worktree_path="/w")])
+        registry = home / "registry.db"
+        before = registry.stat().st_size + (home / "registry.db-wal").stat().st_size
+        report = collect_garbage(stores)
+        assert len(report.sessions) == 300 and report.reclaimed > 0, report
+        after = registry.stat().st_size + (home / "registry.db-wal").stat().st_size
+        assert after < before / 4, (before, after)
+        assert isinstance(stores.registry.get("LIVE-1"), Found)
+    finally:
+        stores.close()

@@ -50,6 +50,7 @@ def names(text: str) -> frozenset[str]:
 TOUCH_IMPORTS = names("""
     ast baton.budget baton.clock baton.errors baton.files baton.graph baton.graph.base baton.graph.conflicts
     baton.graph.sqlite baton.health baton.home baton.ids baton.masking baton.outcome baton.registry
+    baton.projects baton.graph.projects
     baton.registry.base baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals
     baton.signals.base baton.signals.sqlite baton.signals.wire baton.skills baton.skills.core
     baton.skills.core.binding baton.skills.core.commit baton.skills.core.overlaps baton.skills.core.signalling
@@ -62,6 +63,7 @@ TOUCH_IMPORTS = names("""
 HOOK_IMPORTS = names("""
     ast baton.budget baton.clock baton.errors baton.files baton.git baton.graph baton.graph.base
     baton.graph.conflicts baton.health baton.home baton.ids baton.masking baton.outcome baton.registry
+    baton.projects
     baton.registry.base baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals
     baton.signals.base baton.skills baton.skills.core baton.skills.core.binding baton.skills.frontends
     baton.skills.frontends.cli baton.skills.frontends.hooks baton.skills.frontends.told baton.skills.runtime
@@ -72,7 +74,7 @@ HOOK_IMPORTS = names("""
 """)
 HOOK_PATH_IMPORTS = {
     "post-tool-use": HOOK_IMPORTS | names("""
-        array baton.graph.sqlite baton.signals.sqlite baton.signals.wire baton.skills.core.commit
+        array baton.graph.sqlite baton.graph.projects baton.signals.sqlite baton.signals.wire baton.skills.core.commit
         baton.skills.core.interrupted baton.skills.core.overlaps baton.skills.core.signalling
         baton.skills.core.write_report baton.skills.frontends.briefing baton.skills.services
         baton.skills.services.touch hashlib socket
@@ -96,7 +98,8 @@ HOOK_PATH_IMPORTS = {
         baton.skills.services.touch bisect bz2 hashlib lzma random shutil tempfile zlib
     """),
     "session-start": HOOK_IMPORTS | names("""
-        annotated_types array atexit base64 baton.graph.sqlite baton.locks baton.recall baton.recall.base
+        annotated_types array atexit base64 baton.graph.sqlite baton.graph.projects baton.locks baton.recall
+        baton.recall.base
         baton.recall.embedded baton.recall.embedding baton.recall.queue baton.recall.search baton.recall.segments
         baton.recall.wire
         baton.registry.apply baton.registry.model baton.signals.model baton.signals.sqlite baton.signals.wire

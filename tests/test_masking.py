@@ -44,7 +44,7 @@ def test_a_server_that_fails_never_shows_the_password_of_its_setting():
     from tests.servers.common import free_port
 
     port = free_port()
-    registry = PostgresSessionStore(f"postgresql://app:pg-S3cret@127.0.0.1:{port}/baton", timeout=1)
+    registry = PostgresSessionStore(f"postgresql://app:pg-S3cret@127.0.0.1:{port}/baton", timeout=1, project="test")
     graph = BoltConflictGraph(f"bolt://neo4j:bolt-S3cret@127.0.0.1:{port}", timeout=1)
     recall = QdrantServerIndex(f"http://reader:qdrant-S3cret@127.0.0.1:{port}", timeout=1)
     reasons = [registry.get("T-1"), graph.shared_files("T-1")]

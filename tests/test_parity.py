@@ -45,6 +45,7 @@ EXCLUDED_OPTIONS = {
     ("resume", "list"): "resume --list is list_sessions",
     ("handoff", "handoff_action"): "selects `handoff verify`, which is verify_handoff",
     ("handoff verify", "strict"): "sets the exit status for a script or git hook; live_state carries the same verdict",
+    ("list", "all_projects"): "the lead's view of every project; a tool serves its worktree's project only",
 }
 EXCLUDED_COMMANDS = {
     "doctor": "an operator's check of this machine's servers; a tool call reports a store that is down itself",

@@ -88,3 +88,34 @@ def test_a_killed_projector_loses_nothing_and_doubles_nothing(kafka_home, worktr
 def test_the_projector_needs_kafka(home, worktrees):
     result = run_process(worktrees[0], "projector", "--once")
     assert result.returncode == 2 and "needs Kafka" in result.stderr
+
+
+def test_a_running_projector_applies_retention_periodically(kafka_home, worktrees, tmp_path):
+    """The projector runs `baton gc` when it starts and every [retention] gc_interval: the old
+    ended ticket goes; an active ticket and the ended one it depends on stay."""
+    main, second = worktrees
+    kafka_home.mkdir(mode=0o700, exist_ok=True)
+    (kafka_home / "baton.toml").write_text('[retention]\nended_sessions = "2s"\ngc_interval = 1\n')
+    baton(main, "bind", "OLD-1")
+    baton(main, "end", "--status", "completed")
+    baton(main, "bind", "DEP-1")
+    baton(main, "end", "--status", "completed")
+    baton(second, "bind", "LIVE-1")
+    baton(second, "update", "--depends-on", "DEP-1")
+    baton(second, "decide", "refunds go through the ledger")
+    baton(main, "projector", "--once")
+    assert session(main, "OLD-1") is not None
+    log = tmp_path / "projector.log"
+    with log.open("w") as stderr:
+        daemon = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "projector", "--idle", "0.1"],
+                                  cwd=main, stdout=subprocess.DEVNULL, stderr=stderr,
+                                  env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+        try:
+            wait_until(lambda: session(main, "OLD-1") is None, timeout=60, what="the projector's gc of OLD-1")
+            wait_until(lambda: log.read_text().count(" gc: ") >= 2, timeout=30, what="a second gc a second later")
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(30)
+    runs = [line for line in log.read_text().splitlines() if " gc: " in line]
+    assert "gc: removed 1 ended sessions" in runs[0] and all("gc: removed 0 ended sessions" in r for r in runs[1:])
+    assert session(main, "DEP-1") is not None and session(second, "LIVE-1")["status"] == "active"

@@ -372,3 +372,12 @@ def test_a_command_killed_by_a_signal_exits_as_a_killed_process_would(home, resi
     client.stdout.close()
     client.stderr.close()
     assert resident.poll() is None
+
+
+def test_the_resident_leaves_when_its_socket_is_gone(home, worktrees):
+    """A data home removed under it (a test's, a benchmark's): no resident waits out its idle time."""
+    main, _ = worktrees
+    process = start_resident(home)
+    assert through_resident(main, "bind", "OMN-1")[0] == 0
+    (home / "resident.sock").unlink()
+    assert process.wait(30) == 0

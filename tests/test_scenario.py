@@ -40,7 +40,8 @@ def test_two_agents_two_worktrees(any_home, worktrees, cli):
     result = json.loads(out)
     assert set(result) == {"status", "task_id", "reason", "session", "conflicts", "related_decisions", "signals",
                            "stores", "bound", "run", "checkpoint", "compatibility", "fork_of",
-                           "forks_overlapping", "continuation", "handoff", "live_state", "workflow", "prizmkit"}
+                           "forks_overlapping", "continuation", "handoff", "live_state", "workflow", "prizmkit",
+                           "conflicts_more"}
     assert result["handoff"] is None and result["live_state"] == [], "no handoff in this worktree"
     assert result["status"] == "found" and result["bound"] is True
     assert result["stores"] == {"registry": "ok", "graph": "ok", "recall": "ok", "signals": "ok"}
@@ -58,11 +59,13 @@ def test_two_agents_two_worktrees(any_home, worktrees, cli):
     code, out, _ = cli(main, "list", "--json")
     rows = {row["task_id"]: row for row in json.loads(out)}
     assert rows["OMN-1"]["conflicts_with"] == ["OMN-2"] and rows["OMN-2"]["conflicts_with"] == ["OMN-1"]
+    assert (rows["OMN-1"]["conflicting_tickets"], rows["OMN-1"]["conflicting_files"]) == (1, 2)
+    assert result["conflicts_more"] == 0
     assert set(rows["OMN-1"]) == {"task_id", "status", "phase", "last_activity", "stale", "files_touched",
                                   "conflicts_with", "handoff", "agent", "repo", "runs", "stage", "interrupted",
-                                  "fork_of", "checkpoint"}
+                                  "fork_of", "checkpoint", "conflicting_tickets", "conflicting_files"}
     code, out, _ = cli(main, "resume", "--list")
-    assert "CONFLICTS with OMN-2" in out
+    assert "CONFLICTS with OMN-2 over 2 files" in out
 
     # Completing one ticket ends the conflict.
     assert cli(second, "end")[0] == 0

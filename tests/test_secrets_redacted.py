@@ -97,7 +97,8 @@ def test_a_handoff_command_holding_a_secret_is_refused_before_it_runs(home, work
 
 def test_redact_scan_finds_secrets_stored_before_redaction_and_never_shows_them(home, worktrees, cli):
     """What a store took before redaction existed (written here straight into the embedded
-    stores, as an older Baton did) is found by `baton redact --scan`, by kind and place."""
+    stores, as an older Baton did) is found by `baton redact --scan --dry-run`, by kind and
+    place (tests/test_redact_rewrite.py rewrites it)."""
     import uuid
     from datetime import UTC, datetime
 
@@ -111,25 +112,25 @@ def test_redact_scan_finds_secrets_stored_before_redaction_and_never_shows_them(
     code, out, err = cli(main, "redact", "--scan", "--json")
     assert code == 0 and json.loads(out)["findings"] == [], out
     now = datetime.now(UTC)
-    registry = SqliteSessionStore(home / "registry.db", timeout=2)
+    registry = SqliteSessionStore(home / "registry.db", timeout=2, project="github.com/acme/shop")
     registry.append([DecisionRecorded(event_id=uuid.uuid4(), task_id="OMN-1", session_id="s-old", at=now,
                                       text=f"deploy with {SECRETS['aws-access-key'][0]}",
                                       context=SECRETS["github-token"][0])])
     registry.close()
-    bus = SqliteSignalBus(home / "signals.db", timeout=2)
+    bus = SqliteSignalBus(home / "signals.db", timeout=2, project="github.com/acme/shop")
     bus.publish([Signal(signal_id=uuid.uuid4(), signal_type=SignalType.decision_recorded, task_id="OMN-1",
                         session_id="s-old", repo="github.com/acme/shop", emitted_at=now,
                         payload=SignalPayload(reason=SECRETS["json-web-token"][0]))])
     bus.close()
     (main / "docs" / "handoffs").mkdir(parents=True)
     (main / "docs" / "handoffs" / "LATEST.md").write_text(f"# Handoff\n{SECRETS['private-key'][0]}\n")
-    code, out, err = cli(main, "redact", "--scan", "--json")
+    code, out, err = cli(main, "redact", "--scan", "--dry-run", "--json")
     assert code == 1, err
     found = {(f["store"], f["where"].split(" ")[-1]): f["kinds"] for f in json.loads(out)["findings"]}
     assert found[("registry", "text")] == ["aws-access-key"] and found[("registry", "context")] == ["github-token"]
     assert found[("signals", "reason")] == ["json-web-token"]
     assert found[("handoff", "docs/handoffs/LATEST.md")] == ["private-key"], found
-    code, text, _ = cli(main, "redact", "--scan")
+    code, text, _ = cli(main, "redact", "--scan", "--dry-run")
     assert code == 1 and "4 secret(s) found" in text
     leaked = [kind for kind in KINDS if secret_of(kind) in out + text]
     assert not leaked, leaked

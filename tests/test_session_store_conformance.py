@@ -27,11 +27,11 @@ def store(request, tmp_path):
     if request.param == "sqlite":
         from baton.registry.sqlite import SqliteSessionStore
 
-        backend = SqliteSessionStore(tmp_path / "registry.db", timeout=2)
+        backend = SqliteSessionStore(tmp_path / "registry.db", timeout=2, project="test")
     else:
         from baton.registry.postgres import PostgresSessionStore
 
-        backend = PostgresSessionStore(request.getfixturevalue("postgres_url"), timeout=2)
+        backend = PostgresSessionStore(request.getfixturevalue("postgres_url"), timeout=2, project="test")
     yield backend
     backend.close()
 
@@ -80,7 +80,7 @@ def test_an_unreachable_server_is_unavailable_within_the_timeout():
     from baton.registry.postgres import PostgresSessionStore
     from tests.servers.common import free_port
 
-    store = PostgresSessionStore(f"postgresql://postgres@127.0.0.1:{free_port()}/none", timeout=1)
+    store = PostgresSessionStore(f"postgresql://postgres@127.0.0.1:{free_port()}/none", timeout=1, project="test")
     started = time.monotonic()
     answer = store.get("OMN-1")
     assert isinstance(answer, Unavailable) and "PostgreSQL at 127.0.0.1" in answer.reason
@@ -91,7 +91,7 @@ def test_an_unreachable_server_is_unavailable_within_the_timeout():
 def test_a_killed_server_is_unavailable_then_answers_again(postgres_server, postgres_url):
     from baton.registry.postgres import PostgresSessionStore
 
-    store = PostgresSessionStore(postgres_url, timeout=1)
+    store = PostgresSessionStore(postgres_url, timeout=1, project="test")
     store.append([event(Bound, 0, repo="r", worktree_path="/w")])
     postgres_server.kill()
     try:
@@ -319,17 +319,22 @@ def test_prune_removes_old_ended_sessions_and_their_events_and_keeps_the_rest(st
     def ended(task, minutes, status=Status.completed):
         return [event(Bound, minutes, task=task, repo="r", worktree_path=f"/{task}"),
                 event(Ended, minutes + 1, task=task, status=status)]
+    from baton.registry.model import RunStarted
+
     store.append([*ended("OLD-1", 0), *ended("OLD-2", 2, Status.stalled), *ended("NEEDED-1", 4),
-                  *ended("RECENT-1", 600),
+                  *ended("PARENT-1", 5), *ended("RECENT-1", 600),
                   event(Bound, 0, task="LIVE-1", repo="r", worktree_path="/live"),
-                  event(DependencyAdded, 1, task="LIVE-1", depends_on=["NEEDED-1"])])
+                  event(DependencyAdded, 1, task="LIVE-1", depends_on=["NEEDED-1"]),
+                  event(Bound, 6, task="FORK-1", repo="r", worktree_path="/fork"),
+                  event(RunStarted, 6, task="FORK-1", run_kind="fork", parent_run_id="r1", parent_task_id="PARENT-1")])
     cutoff = T0 + timedelta(hours=1)
     assert store.prune(cutoff, dry_run=True) == ["OLD-1", "OLD-2"]
     assert isinstance(store.get("OLD-1"), Found), "a dry run removes nothing"
     assert store.prune(cutoff) == ["OLD-1", "OLD-2"]
     assert store.get("OLD-1") == NotFound("OLD-1") and store.events("OLD-2").value == []
     kept = {s.task_id for s in store.list_sessions(include_inactive=True).value}
-    assert kept == {"NEEDED-1", "RECENT-1", "LIVE-1"}, "an active ticket's dependency and recent ones stay"
+    assert kept == {"NEEDED-1", "PARENT-1", "RECENT-1", "LIVE-1", "FORK-1"}, \
+        "an active ticket's dependency, an active fork's parent and recent ones stay"
     assert store.pruned().value == {"OLD-1", "OLD-2"}
     assert store.prune(cutoff) == [], "pruning again removes nothing more"
 
@@ -345,3 +350,35 @@ def test_a_pruned_tickets_old_events_are_not_taken_again_but_a_new_bind_is(store
     assert store.get("GONE-1") == NotFound("GONE-1")
     again = store.append([event(Bound, 60 * 24, task="GONE-1", repo="r", worktree_path="/g")])["GONE-1"]
     assert again.status is Status.active and not again.files
+
+
+def test_listed_sessions_are_what_the_validated_sessions_show(store):
+    """What `baton list` reads (SessionStore.listed_sessions, without pydantic on SQLite) is
+    what the validated sessions give: files newest first, the handoff verification, runs,
+    the fork's parent, the checkpoint, the stage; pending touches included."""
+    from baton.registry.base import SessionStore
+    from baton.registry.model import RunStarted
+
+    store.append(varied_events("OMN-7"))
+    store.append([event(Bound, 30, "OMN-9", repo="r", worktree_path="/f"),
+                  event(RunStarted, 30, "OMN-9", run_kind="fork", parent_run_id="r3", parent_task_id="OMN-7"),
+                  event(FilesTouched, 31, "OMN-9", files=[FileRef("r", "z.py"), FileRef("r", "a.py")]),
+                  event(Bound, 32, "OMN-10", repo="r", worktree_path="/g"),
+                  event(Ended, 33, "OMN-10", status=Status.completed)])
+    store.record_touch("OMN-9", "s", T0 + timedelta(minutes=40), [FileRef("r", "b.py")], event_id=str(uuid.uuid4()))
+
+    def listed(include_inactive=False):
+        return store.listed_sessions(include_inactive=include_inactive).value
+
+    by_task = {s.outline.task_id: s for s in listed()}
+    assert list(by_task) == ["OMN-9", "OMN-7"]
+    fork, varied = by_task["OMN-9"], by_task["OMN-7"]
+    assert (fork.files, fork.fork_of, fork.runs, fork.checkpoint, fork.uses_stages) == (
+        ("b.py", "a.py", "z.py"), "OMN-7", 1, None, False), "the pending touch is the newest, then by path"
+    latest = store.get("OMN-7").value.checkpoint  # two at one instant: the event ids decide
+    assert (varied.fork_of, varied.runs, varied.checkpoint, varied.uses_stages, varied.outline.stage) == (
+        None, 2, (latest.id, latest.boundary), True, "IMPLEMENTED")
+    assert varied.handoff is not None and varied.handoff["held"] and varied.handoff["verified"] == 5
+    assert listed() == SessionStore.listed_sessions(store).value
+    assert [s.outline.task_id for s in listed(True)] == ["OMN-9", "OMN-10", "OMN-7"]
+    assert listed(True) == SessionStore.listed_sessions(store, include_inactive=True).value

@@ -17,12 +17,12 @@ def bus(request, tmp_path):
     if request.param == "sqlite":
         from baton.signals.sqlite import SqliteSignalBus
 
-        backend = SqliteSignalBus(tmp_path / "signals.db", timeout=2)
+        backend = SqliteSignalBus(tmp_path / "signals.db", timeout=2, project="r")
     else:
         from baton.signals.kafka import KafkaSignalBus
 
         server = request.getfixturevalue("kafka_server")
-        backend = KafkaSignalBus(server.bootstrap, tmp_path / "outbox.db", timeout=5,
+        backend = KafkaSignalBus(server.bootstrap, tmp_path / "outbox.db", timeout=5, project="r",
                                  topic=request.getfixturevalue("kafka_topic"))
     yield backend
     backend.close()
@@ -70,7 +70,7 @@ def test_the_stored_form_reads_as_the_model_does(bus):
 def test_kafka_down_keeps_signals_locally_and_delivers_them_later(tmp_path, kafka_server, kafka_topic):
     from baton.signals.kafka import KafkaSignalBus
 
-    bus = KafkaSignalBus(kafka_server.bootstrap, tmp_path / "outbox.db", timeout=2, topic=kafka_topic)
+    bus = KafkaSignalBus(kafka_server.bootstrap, tmp_path / "outbox.db", timeout=2, topic=kafka_topic, project="r")
     bus.publish([signal("A-1", 1)])
     kafka_server.kill()
     try:
@@ -83,7 +83,8 @@ def test_kafka_down_keeps_signals_locally_and_delivers_them_later(tmp_path, kafk
     finally:
         kafka_server.start()
     bus.close()
-    reopened = KafkaSignalBus(kafka_server.bootstrap, tmp_path / "outbox.db", timeout=10, topic=kafka_topic)
+    reopened = KafkaSignalBus(kafka_server.bootstrap, tmp_path / "outbox.db", timeout=10, topic=kafka_topic,
+                              project="r")
     answer = reopened.concerning(["task:A-1"], after=None, limit=10)
     assert isinstance(answer, Found) and [s.emitted_at for s in answer.value] == [T0 + timedelta(minutes=1),
                                                                                   kept.emitted_at]

@@ -29,7 +29,7 @@ def test_signals_need_an_emission_time_and_round_trip():
 def test_signal_publication_is_idempotent(home):
     from baton.signals.sqlite import SqliteSignalBus
 
-    bus = SqliteSignalBus(home / "signals.db", timeout=2)
+    bus = SqliteSignalBus(home / "signals.db", timeout=2, project="r")
     signal = Signal(signal_id=uuid.uuid4(), signal_type="rebase_needed", task_id="OMN-2", session_id="s", repo="r",
                     emitted_at=clock.now(), payload=SignalPayload(related_task_id="OMN-1", file_paths=["a.py"]))
     assert bus.publish([signal, signal]) == [True, False]
@@ -69,3 +69,36 @@ def test_ending_an_unknown_ticket_is_bad_input(home, worktrees, cli):
     main, _ = worktrees
     code, _, err = cli(main, "end", "NOPE-1")
     assert code == 2 and "nothing to end" in err
+
+
+def test_a_ticket_sharing_a_file_with_many_is_counted_not_listed_in_full(home, worktrees, cli):
+    """25 tickets on one file: list names five of each one's conflicts and counts 24;
+    resume names 20 and says how many more."""
+    import json
+
+    from baton.files import FileRef
+    from baton.registry.model import Bound, FilesTouched
+    from baton.skills.services.resume import CONFLICT_LIMIT
+
+    main, _ = worktrees
+    cli(main, "bind", "T-00")
+    cli(main, "touch", "src/db.py")
+    stores = Stores(Settings.from_env())
+    try:
+        repo = json.loads(cli(main, "resume", "T-00", "--json")[1])["session"]["repo"]
+        shared = FileRef(repo, "src/db.py")
+        now = clock.now()
+        for n in range(1, 25):
+            common = {"task_id": f"T-{n:02d}", "session_id": "s", "at": now}
+            stores.registry.append([Bound(event_id=uuid.uuid4(), repo=repo, worktree_path=f"/w/{n}", **common),
+                                    FilesTouched(event_id=uuid.uuid4(), files=[shared], **common)])
+            stores.graph.record(f"T-{n:02d}", "active", [shared], now)
+    finally:
+        stores.close()
+    rows = {row["task_id"]: row for row in json.loads(cli(main, "list", "--json")[1])}
+    assert (rows["T-00"]["conflicting_tickets"], rows["T-00"]["conflicting_files"]) == (24, 1)
+    assert rows["T-00"]["conflicts_with"] == ["T-01", "T-02", "T-03", "T-04", "T-05"]
+    assert "CONFLICTS with T-00, T-01, T-02, T-03, T-04 and 19 more over 1 file" in cli(main, "list")[1]
+    answer = json.loads(cli(main, "resume", "T-00", "--json")[1])
+    assert len(answer["conflicts"]) == CONFLICT_LIMIT == 20 and answer["conflicts_more"] == 4
+    assert "and 4 more tickets share files with this one" in cli(main, "resume", "T-00")[1]

@@ -95,7 +95,7 @@ def publish(stores: Stores, signals: list[WireSignal], report: WriteReport) -> N
         report.warnings.append(str(exc))
 
 
-def record_events(stores: Stores, events: list[Event]) -> list[str]:
+def record_events(stores: Stores, events: Sequence[Event]) -> list[str]:
     """Commit model events as every write does (projected now, or kept for the delivery);
     returns the warnings."""
     from baton.registry.wire import event_adapter

@@ -2,7 +2,9 @@
 conflict graph and the recall queue, which are derived from it. Touches that reach the
 stores here (from the projector or a delayed delivery) are checked for overlaps, and each
 new overlap is signalled, as `baton touch` does on the embedded default. Decisions are
-queued for the indexer (baton.skills.core.indexing), never embedded here."""
+queued for the indexer (baton.skills.core.indexing), never embedded here; a redaction of
+decisions (SecretsRedacted) drops its ticket's decisions from recall and queues them again
+as the registry now holds them."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from baton.errors import StoreUnavailable
 from baton.graph.base import TicketRecord
-from baton.registry.model import DecisionRecorded, Event, FilesTouched, Session, Status
+from baton.registry.model import DecisionRecorded, Event, FilesTouched, SecretsRedacted, Session, Status
 from baton.skills.core.binding import ActiveTask
 from baton.skills.core.indexing import queue_decisions, start_background_indexer
 from baton.skills.core.overlaps import signal_overlaps_of
@@ -53,14 +55,42 @@ def project(stores: Stores, events: Sequence[Event], *,
         signal_overlaps_of(stores, [(ActiveTask(r.task_id, r.session_id or "", "projection"), r.files, r.at)
                                     for r in records if r.files and sessions[r.task_id].status is Status.active],
                            warnings)
-    decisions = [e for e in events if isinstance(e, DecisionRecorded)]
-    if decisions:
+    # A decision is queued as its ticket's projection holds it: a replayed event whose text
+    # a redaction rewrote since (or of a pruned ticket) is not embedded again.
+    held = {(task_id, d.text) for task_id, session in sessions.items() for d in session.decisions}
+    decisions = [e for e in events if isinstance(e, DecisionRecorded) and (e.task_id, e.text) in held]
+    redacted = sorted({e.task_id for e in events if isinstance(e, SecretsRedacted) and e.task_id in sessions
+                       and any(r.event_type == "decision_recorded" for r in e.rewrites)})
+    if redacted:
+        warnings += _forget_recall(stores, redacted)
+    if decisions or redacted:
         from baton.recall.base import DecisionRecord
 
-        trouble = queue_decisions(stores, [DecisionRecord(task_id=e.task_id, session_id=e.session_id, text=e.text,
-                                                          context=e.context, recorded_at=e.at.isoformat(), repo=e.repo)
-                                           for e in decisions])
+        queued = [DecisionRecord(task_id=e.task_id, session_id=e.session_id, text=e.text, context=e.context,
+                                 recorded_at=e.at.isoformat(), repo=e.repo) for e in decisions]
+        queued += [DecisionRecord(task_id=task_id, session_id=d.session_id, text=d.text, context=d.context,
+                                  recorded_at=d.at.isoformat(), repo=sessions[task_id].repo or "")
+                   for task_id in redacted for d in sessions[task_id].decisions]
+        trouble = queue_decisions(stores, queued)
         warnings += trouble
         if not trouble:
             start_background_indexer(stores.settings)
     return sessions, warnings
+
+
+def _forget_recall(stores: Stores, task_ids: list[str]) -> list[str]:
+    """Drop the tickets' queued and indexed decisions, whose text a redaction rewrote: they
+    are queued again from the projection, and embedded from the redacted text."""
+    warnings = []
+    try:
+        stores.embedding_queue.drop_tasks(task_ids)
+        index = stores.decision_index()
+        try:
+            index.delete_tasks(task_ids)
+        finally:
+            index.close()
+    except StoreUnavailable as exc:
+        warnings.append(str(exc))
+    except ImportError:
+        pass  # no recall libraries: nothing was ever indexed
+    return warnings

@@ -37,6 +37,9 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="baton",
                                      description="Hand a ticket's working state from one agent session to the next.")
+    parser.add_argument("--project", metavar="NAME", default=argparse.SUPPRESS,  # taken before parsing
+                        help="the project to read and write (default: BATON_PROJECT, baton.toml's project, "
+                             "else this worktree's repository)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str, *, task: bool = True) -> argparse.ArgumentParser:
@@ -148,6 +151,7 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = command("list", "List active sessions, conflicts highlighted.", task=False)
     sub.add_argument("--json", action="store_true")
     sub.add_argument("--all", action="store_true", help="include completed and stalled sessions")
+    sub.add_argument("--all-projects", action="store_true", help="every project's sessions, each with its project")
 
     sub = command("signals", "Show coordination signals.", task=False)
     sub.add_argument("--task", help="only signals about this ticket")
@@ -191,10 +195,12 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = command("doctor", "Show each store's backend, server and version, and whether it answers.", task=False)
     sub.add_argument("--json", action="store_true")
 
-    sub = command("redact", "Find secrets already stored (registry events, signals, this worktree's handoffs).",
-                  task=False)
+    sub = command("redact", "Find and rewrite secrets already stored (registry events, signals, recall; this "
+                            "worktree's handoffs are reported only).", task=False)
     sub.add_argument("--scan", action="store_true", required=True,
-                     help="report where each secret is and its kind (never the secret); exit 1 when one is found")
+                     help="report where each secret is and its kind (never the secret), then rewrite it in a new "
+                          "event; exit 1 when one is left as it was")
+    sub.add_argument("--dry-run", action="store_true", help="report only; rewrite nothing")
     sub.add_argument("--json", action="store_true")
 
     sub = command("gc", "Remove what retention no longer keeps: old ended sessions with their events, "
@@ -258,6 +264,11 @@ def main(argv: list[str] | None = None) -> int:
     from baton.errors import BatonError, StoreUnavailable
 
     given = sys.argv[1:] if argv is None else argv
+    try:
+        project, given = _take_project(given)
+    except BatonError as exc:
+        _say(f"error: {exc}")
+        return exc.exit_code
     if len(given) == 2 and given[0] == "hook" and not given[1].startswith("-"):
         # Inside the agent, on its 100 ms path: no parser to build; reports its own errors
         # on stderr and exits 0 (an unknown event name included).
@@ -280,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
 
         # What runs in the background asks every server, whatever the health record says.
         with unit_of_work(deliver_with=apply_events if args.command in _READS else None, warn=_warn,
-                          skip_known_down=args.command not in ("deliver", "doctor", "projector", "index")) as stores:
+                          skip_known_down=args.command not in ("deliver", "doctor", "projector", "index"),
+                          explicit_project=project) as stores:
             return _HANDLERS[args.command](args, stores)
     except BatonError as exc:
         if not isinstance(exc, StoreUnavailable):
@@ -305,6 +317,22 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
         _say(f"{where}{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
         return 3
+
+
+def _take_project(given: list[str]) -> tuple[str | None, list[str]]:
+    """(the project of a leading `--project NAME` or `--project=NAME`, the other arguments);
+    it wins over BATON_PROJECT and baton.toml, as the command line does."""
+    if not given or not given[0].startswith("--project"):
+        return None, given
+    if given[0] == "--project" and len(given) > 1:
+        name, rest = given[1], given[2:]
+    elif given[0].startswith("--project="):
+        name, rest = given[0].removeprefix("--project="), given[1:]
+    else:
+        return None, given  # the parser says what is wrong
+    from baton.projects import check_project
+
+    return check_project(name), rest
 
 
 def run() -> None:
@@ -358,6 +386,16 @@ def _dump(data) -> None:
     from baton.shown_text import json_for_terminal
 
     print(json_for_terminal(json.dumps(mask_all(data), indent=2, ensure_ascii=False)))
+
+
+def _dump_rows(rows: list) -> None:
+    """A JSON list of many rows, one row to a line: the C encoder writes each (json.dumps
+    with an indent runs in Python, seconds for a hundred thousand sessions)."""
+    from baton.masking import mask_all
+    from baton.shown_text import json_for_terminal
+
+    lines = ",\n".join(f"  {json.dumps(mask_all(row), ensure_ascii=False)}" for row in rows)
+    print(json_for_terminal(f"[\n{lines}\n]" if rows else "[]"))
 
 
 def _bind(args, stores) -> int:
@@ -514,19 +552,26 @@ def _resume(args, stores) -> int:
 
 def _list(args, stores) -> int:
     from baton import clock
-    from baton.skills.frontends.render import listing_text
+    from baton.skills.frontends.told import local_heartbeats
     from baton.skills.services.listing import list_sessions
 
     now = clock.now()
-    from baton.skills.frontends.told import local_heartbeats
+    if getattr(args, "all_projects", False):
+        from baton.skills.services.listing import list_every_project
 
-    listing = list_sessions(stores, include_inactive=args.all, at=now, heartbeats=local_heartbeats(stores.settings))
+        listing = list_every_project(stores, include_inactive=args.all, at=now,
+                                     heartbeats=local_heartbeats(stores.settings))
+    else:
+        listing = list_sessions(stores, include_inactive=args.all, at=now,
+                                heartbeats=local_heartbeats(stores.settings))
     _warn(listing.warnings)
     if args.json:
         from baton.skills.frontends.answers import listing_answer
 
-        _dump(listing_answer(listing))
+        _dump_rows(listing_answer(listing))
     else:
+        from baton.skills.frontends.render import listing_text
+
         print(listing_text(listing, now, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
     return 0
 
@@ -618,7 +663,8 @@ def _gc(args, stores) -> int:
     verb = "would remove" if report.dry_run else "removed"
     print(f"{verb} {len(report.sessions)} ended sessions" + "".join(f"\n  {one_line(t)}" for t in report.sessions))
     if not report.dry_run:
-        print(f"removed {report.decisions} decisions from recall and {report.signals} signals")
+        print(f"removed {report.decisions} decisions from recall and {report.signals} signals"
+              + (f"; the data home's files shrank by {report.reclaimed / 1e6:,.1f} MB" if report.reclaimed else ""))
     return 0
 
 
@@ -932,20 +978,28 @@ def _gc_checkpoints(args, stores) -> int:
 
 
 def _redact(args, stores) -> int:
-    from baton.skills.services.secret_scan import scan_stored
+    """Exit 0: nothing found, or everything found rewritten; 1: a secret is left as it was
+    (--dry-run, a handoff document, a store that could not take the rewrite); 3: the
+    registry could not take the rewrite."""
+    from baton.skills.services.secret_scan import redact_stored, scan_stored
 
     place, _ = _place()
-    scan = scan_stored(stores, place)
+    scan = scan_stored(stores, place) if args.dry_run else redact_stored(stores, place)
+    _warn(scan.warnings)
     if args.json:
         _dump(scan.to_json())
     else:
         for finding in scan.findings:
             print(f"{finding.store}: {finding.where}: {', '.join(finding.kinds)}")
         for store, reason in scan.unavailable.items():
-            _warn([f"{store} not scanned: {reason}"])
+            _warn([f"{store} not scanned or rewritten: {reason}"])
         read = ", ".join(f"{count} {what}" for what, count in scan.scanned.items())
         print(f"{len(scan.findings)} secret(s) found in {read}.")
-    return 1 if scan.findings else 0
+        if scan.rewritten:
+            print("Rewritten (in a new event): " + ", ".join(f"{n} {what}" for what, n in scan.rewritten.items()) + ".")
+        if scan.left and not scan.dry_run:
+            print(f"{len(scan.left)} left as they were (a handoff document: edit it and commit).")
+    return 1 if scan.left else 0
 
 
 def _migrate(args, stores) -> int:

@@ -159,7 +159,7 @@ def post_tool_use(payload: Payload, out: Output) -> None:
         return
     from baton.skills.services.touch import touch
 
-    with opened_stores() as stores:
+    with opened_stores(project=place.repo) as stores:
         report = touch(stores, task, [path], payload.cwd, locator)
         _warn(report.warnings)
         with agent_sessions(stores) as sessions:
@@ -183,7 +183,7 @@ def session_start(payload: Payload, out: Output) -> None:
     from baton.skills.frontends.briefing import session_context
     from baton.skills.services.resume import resume_session
 
-    with opened_stores(store_timeout=SESSION_START_STORE_TIMEOUT) as stores:
+    with opened_stores(store_timeout=SESSION_START_STORE_TIMEOUT, project=place.repo) as stores:
         watermark = stores.signals.watermark()
         # A handoff's probes may run for seconds: at session start it is named, not re-verified.
         result = resume_session(stores, task.task_id, place, bind_task=False, verify_handoff=False,
@@ -285,7 +285,7 @@ def user_prompt_submit(payload: Payload, out: Output) -> None:
 
     binding = read_binding(place)
     bound_at = binding.bound_at if binding is not None and binding.task_id == task.task_id else None
-    with opened_stores() as stores, agent_sessions(stores) as sessions:
+    with opened_stores(project=place.repo) as stores, agent_sessions(stores) as sessions:
         heartbeat(sessions, payload, task, place)
         watermark = stores.signals.watermark()
         heard = sessions.last_heard(payload.session_id, task.task_id)
@@ -360,7 +360,7 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
     started = time.monotonic()
     hook = "session-end" if ending else "stop"
     place, locator, task = locate(payload.cwd)
-    with opened_stores() as stores:
+    with opened_stores(project=place.repo) as stores:
         _step(out, "delivering kept writes", lambda: _warn(deliver_kept(stores)))
         seen: list[tuple[str, ...]] = []  # the checkpoint's `git status`, which the sweep reuses
         if task is not None and not ending and place.worktree is not None:
@@ -488,12 +488,13 @@ def locate(cwd: Path):
     return place, locator, resolve_task(None, place, ambient)
 
 
-def opened_stores(*, store_timeout: float | None = None):
+def opened_stores(*, store_timeout: float | None = None, project: str | None = None):
     """The hook's unit of work: its own writes and reads, no delivery first (the stop and
-    session-end hooks deliver as a step of their own, reported on its own)."""
+    session-end hooks deliver as a step of their own, reported on its own); project: the
+    repository of the agent's worktree, the payload's (else the configured project)."""
     from baton.skills.runtime.unit import unit_of_work
 
-    return unit_of_work(store_timeout=store_timeout)
+    return unit_of_work(store_timeout=store_timeout, project=project)
 
 
 @contextmanager

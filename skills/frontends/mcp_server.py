@@ -398,7 +398,7 @@ def _call(run: Callable, *, deliver: bool = True) -> str:
     from baton.skills.core.commit import apply_events
     from baton.skills.runtime.unit import unit_of_work
 
-    with unit_of_work(deliver_with=apply_events if deliver else None, warn=_log) as stores:
+    with unit_of_work(deliver_with=apply_events if deliver else None, warn=_log, project=_place(None).repo) as stores:
         answer = mask_all(run(stores))  # as the CLI prints it: never a server's credentials
     _log(answer.get("warnings", []) if isinstance(answer, dict) else [])
     return json.dumps(answer, ensure_ascii=False)

@@ -101,6 +101,8 @@ def resume_markdown(result: ResumeResult) -> str:
         lines += ["", "### Conflicts"]
         lines += [f"- Warning: {one_line(c.other_task_id)} also touching "
                   f"{one_line(', '.join(result.conflict_paths[c.other_task_id]))}" for c in result.conflicts]
+        if result.conflicts_more:
+            lines.append(f"- and {result.conflicts_more:,} more tickets share files with this one (see `baton list`)")
     if result.signals:
         lines += ["", "### While you were gone"]
         lines += [f"- {signal_line(s)}" for s in result.signals]
@@ -208,6 +210,14 @@ def _handoff_held(record: dict, highlight) -> str:
     return highlight(f"handoff: {failing}")
 
 
+def _conflicts_text(line) -> str:
+    """The tickets a line names, then how many more and over how many files."""
+    more = line.conflicting_tickets - len(line.conflicts_with)
+    files = f"{line.conflicting_files} file{'s' if line.conflicting_files != 1 else ''}"
+    return (f"CONFLICTS with {', '.join(line.conflicts_with)}" + (f" and {more:,} more" if more > 0 else "")
+            + f" over {files}")
+
+
 def listing_text(listing: Listing, now: datetime, *, colour: bool) -> str:
     if not listing.lines:
         return "No active sessions."
@@ -217,14 +227,15 @@ def listing_text(listing: Listing, now: datetime, *, colour: bool) -> str:
 
     rows = []
     for line in listing.lines:
-        parts = [line.task_id, line.phase if line.status == "active" else f"{line.phase} ({line.status})",
+        parts = [*([one_line(line.project)] if line.project is not None else []), line.task_id,
+                 line.phase if line.status == "active" else f"{line.phase} ({line.status})",
                  f"last: {when(line.last_activity)} ({ago(line.last_activity, now)})"
                  + (" [stale]" if line.stale else ""),
                  f"{len(line.files_touched)} file{'s' if len(line.files_touched) != 1 else ''}"]
         if line.fork_of:
             parts.append(f"fork of {line.fork_of}")
         if line.conflicts_with:
-            parts.append(highlight(f"CONFLICTS with {', '.join(line.conflicts_with)}"))
+            parts.append(highlight(_conflicts_text(line)))
         if line.handoff:
             parts.append(_handoff_held(line.handoff, highlight))
         rows.append("  " + " | ".join(parts))

@@ -37,6 +37,7 @@ from pathlib import Path
 from baton.skills.runtime import resident_client as client
 
 REQUEST_WAIT = 1.0  # seconds a connected client may take to send its request and say GO
+OWNERSHIP_CHECK = 5.0  # seconds between checks that the socket is still this resident's
 MAX_REQUEST = 16 << 20
 # What a command may import, imported once here: every skill, store package and library a
 # command of the embedded default uses; a module that cannot be imported (an extra not
@@ -179,12 +180,14 @@ class Resident:
         signal.signal(signal.SIGTERM, _leave)
         signal.signal(signal.SIGINT, _leave)
         self.selector.register(listener, selectors.EVENT_READ, "listener")
+        bound = os.stat(self.path)
         last = time.monotonic()
         try:
             while True:
                 wait = None if self.children else max(0.0, last + self.idle - time.monotonic())
-                if wait == 0.0:
+                if wait == 0.0 or not self._still_bound(bound):
                     return
+                wait = OWNERSHIP_CHECK if wait is None else min(wait, OWNERSHIP_CHECK)
                 for key, _ in self.selector.select(wait):
                     if key.data == "listener":
                         self._accept(listener)
@@ -196,11 +199,22 @@ class Resident:
         except _Leave:
             pass
         finally:
-            # Before the lock goes: no other resident can have bound this path meanwhile.
-            with suppress(OSError):
-                os.unlink(self.path)
+            # Before the lock goes, and only our own socket: a data home removed and made again
+            # may hold another resident's.
+            if self._still_bound(bound):
+                with suppress(OSError):
+                    os.unlink(self.path)
             listener.close()
             os.close(self.lock)
+
+    def _still_bound(self, bound: os.stat_result) -> bool:
+        """The socket is still the one this process bound: a data home removed (a test's, a
+        benchmark's) or taken over leaves no resident waiting out its idle time for nobody."""
+        try:
+            now = os.stat(self.path)
+        except OSError:
+            return False
+        return (now.st_dev, now.st_ino) == (bound.st_dev, bound.st_ino)
 
     def _listen(self) -> socket.socket:
         """The socket, created 0600 (the umask covers the moment between bind and chmod)."""

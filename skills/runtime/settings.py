@@ -35,6 +35,7 @@ MAX_RECHECK_AFTER = 86400.0  # a day: a server down longer is asked again at lea
 MAX_PROBE_SECONDS = 86400.0
 MAX_CHECKPOINT_FILE_BYTES = 1 << 40
 MAX_GLOBS = 100
+MAX_GC_INTERVAL = 7 * 86400.0  # a week: the projector applies retention at least weekly
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +44,9 @@ class Setting:
 
     name: str  # the attribute of Settings (or of HandoffSettings, for the [handoff] table)
     env: str | None  # the environment variable, if the environment may set it
-    table: str | None  # the baton.toml table, if the file may set it
-    kind: str  # text, secret, path, seconds, number, count, duration, switch, choice, commands, patterns,
-    # globs, services, lifecycle
+    table: str | None  # the baton.toml table, if the file may set it ("": a key at the top of the file)
+    kind: str  # text, secret, secret_file (a path; its first line is the secret), path, seconds, number,
+    # count, duration, switch, choice, commands, patterns, globs, services, lifecycle
     default: object
     doc: str
     low: float | None = None  # numbers: the range; `low_open` excludes low itself
@@ -62,7 +63,7 @@ class Setting:
     @property
     def where(self) -> str:
         """How a message names the setting: the variable, else the table and key."""
-        return self.env or f"[{self.table}] {self.key}"
+        return self.env or (f"[{self.table}] {self.key}" if self.table else self.key)
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -78,6 +79,9 @@ SETTINGS: tuple[Setting, ...] = (
             "idle time after which an active session is marked stale"),
     Setting("recall_min_score", "BATON_RECALL_MIN_SCORE", None, "number", 0.3,
             "cosine score below which a related decision is not shown", low=-1.0, high=1.0, low_open=False),
+    Setting("project", "BATON_PROJECT", "", "text", None,
+            "the project every record of this configuration belongs to (default: the worktree's repository; "
+            "`--project`; `project` at the top of baton.toml)"),
     Setting("task_id", "BATON_TASK_ID", None, "text", None, "the ticket when no binding file applies"),
     Setting("session_id", "BATON_SESSION_ID", None, "text", None, "the session when no binding file applies"),
     Setting("database_url", "BATON_DATABASE_URL", "stores", "text", None, "PostgreSQL for the session registry"),
@@ -97,6 +101,10 @@ SETTINGS: tuple[Setting, ...] = (
             "the SASL mechanism (with a SASL_ protocol)", choices=SASL_MECHANISMS),
     Setting("kafka_sasl_username", "BATON_KAFKA_SASL_USERNAME", "stores", "text", None, "Kafka's SASL user"),
     Setting("kafka_sasl_password", "BATON_KAFKA_SASL_PASSWORD", "stores", "secret", None, "Kafka's SASL password"),
+    Setting("kafka_sasl_password_file", "BATON_KAFKA_SASL_PASSWORD_FILE", "stores", "secret_file", None,
+            "a file holding Kafka's SASL password (its first line), when the password itself is not set"),
+    Setting("qdrant_api_key_file", "BATON_QDRANT_API_KEY_FILE", "stores", "secret_file", None,
+            "a file holding the Qdrant server's API key (its first line), when the key itself is not set"),
     Setting("kafka_ssl_ca", "BATON_KAFKA_SSL_CA", "stores", "path", None,
             "the CA certificate (PEM) that Kafka's certificate is checked against (with an _SSL protocol)"),
     Setting("kafka_ssl_certificate", "BATON_KAFKA_SSL_CERTIFICATE", "stores", "path", None,
@@ -120,6 +128,8 @@ SETTINGS: tuple[Setting, ...] = (
             toml_key="ended_sessions"),
     Setting("keep_signals", None, "retention", "duration", "30d", "how long a signal is kept (`baton gc`)",
             toml_key="signals"),
+    Setting("gc_interval", "BATON_GC_INTERVAL", "retention", "seconds", 3600.0,
+            "seconds between the retention runs (`baton gc`) of a running `baton projector`", high=MAX_GC_INTERVAL),
     Setting("checkpoint_artifacts", None, "checkpoints", "globs", (),
             "globs of ignored files a checkpoint holds too (build outputs, say), each within the size cap",
             toml_key="artifacts"),
@@ -188,11 +198,13 @@ class Settings:
     handoff: HandoffSettings = field(default_factory=HandoffSettings)
     hook_handoff: str = "never"  # which agent hook writes a handoff: never, stop or session-end
     recheck_after: float = 30.0  # seconds a server found down is skipped without connecting (baton.health)
+    project: str | None = None  # BATON_PROJECT, `project` in baton.toml: else the worktree's repository
     task_id: str | None = None  # BATON_TASK_ID: the ticket when no binding file applies
     session_id: str | None = None  # BATON_SESSION_ID
     dashboard_token: str | None = None  # what `baton serve` asks of every request (needed off loopback)
     keep_ended_sessions: timedelta = timedelta(days=90)  # [retention] ended_sessions
     keep_signals: timedelta = timedelta(days=30)  # [retention] signals
+    gc_interval: float = 3600.0  # [retention] gc_interval: seconds between the projector's gc runs
     checkpoint_artifacts: tuple[str, ...] = ()  # [checkpoints] artifacts
     checkpoint_max_file_bytes: int = 10 * 1024 * 1024  # [checkpoints] max_file_bytes
     checkpoint_keep: int = 5  # [checkpoints] keep_per_run
@@ -245,6 +257,15 @@ class Settings:
         # Each row's kind gives its value's type, which the table cannot tell the checker.
         values: dict[str, Any] = {row.name: _value(row, environ, config, config_path) for row in SETTINGS
                                   if row.name not in ("home", "config")}
+        if values["project"] is not None:
+            from baton.projects import check_project
+
+            check_project(values["project"])
+        # A secret given in a file stands in for the secret itself, which wins when both are set.
+        for secret, secret_file in (("kafka_sasl_password", "kafka_sasl_password_file"),
+                                    ("qdrant_api_key", "qdrant_api_key_file")):
+            from_file = values.pop(secret_file)
+            values[secret] = values[secret] or from_file
         handoff = HandoffSettings(**{row.name: values.pop(row.name) for row in SETTINGS if row.table == "handoff"})
         workflow = {row.key: value for row in SETTINGS if row.table == "workflow"
                     if (value := values.pop(row.name)) is not None}
@@ -282,7 +303,12 @@ def _config_file(path: Path, *, explicit: bool, home: Path) -> dict:
         raise BadInput(f"cannot read {path}: not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"cannot read {path}: {exc}") from None
-    for table in sorted({row.table for row in SETTINGS if row.table}):
+    top = {row.key for row in SETTINGS if row.table == ""}
+    tables = {row.table for row in SETTINGS if row.table}
+    stray = {key for key, value in config.items() if not isinstance(value, dict) and key not in top}
+    if stray:
+        raise BadInput(f"{path}: unknown key: {', '.join(sorted(stray))}")
+    for table in sorted(tables):
         known = {row.key for row in SETTINGS if row.table == table}
         unknown = set(config.get(table, {})) - known
         if unknown:
@@ -294,8 +320,9 @@ def _value(row: Setting, environ: Mapping[str, str], config: dict, path: Path) -
     """The row's value: the environment's, else the file's, else the default."""
     raw: object = _given(environ, row)
     where = row.env
-    if raw is None and row.table and row.key in config.get(row.table, {}):
-        raw, where = config[row.table][row.key], f"{path.name}: [{row.table}] {row.key}"
+    section = config if row.table == "" else config.get(row.table, {}) if row.table else {}
+    if raw is None and row.key in section and (row.table or not isinstance(section[row.key], dict)):
+        raw, where = section[row.key], f"{path.name}: " + (f"[{row.table}] {row.key}" if row.table else row.key)
     if raw is None:
         raw, where = row.default, row.where
         if raw is None:
@@ -331,13 +358,29 @@ def _parse(row: Setting, raw: object, where: str, path: Path) -> object:
         raise BadInput(f"{where} must be a string")
     if row.kind == "path":
         return Path(raw).expanduser() if raw else None
-    if row.kind == "secret" and raw:
+    if row.kind == "secret_file" and raw:
+        raw = _secret_file(Path(raw).expanduser(), where)
+    if row.kind in ("secret", "secret_file") and raw:
         from baton.masking import MIN_KNOWN, known_secret
 
         if len(raw) < MIN_KNOWN:
             raise BadInput(f"{where} is shorter than {MIN_KNOWN} characters: too short to be a secret")
         known_secret(raw)  # masked in everything Baton prints from now on
     return raw or row.default
+
+
+def _secret_file(path: Path, where: str) -> str:
+    """The first line of a file holding a secret (a trailing newline is not part of it)."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            line = handle.readline(4096).strip()
+    except OSError as exc:
+        raise BadInput(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"{where}: {path} is not UTF-8 text") from None
+    if not line:
+        raise BadInput(f"{where}: {path} is empty")
+    return line
 
 
 def _number(row: Setting, raw: object, where: str) -> float:

@@ -6,6 +6,10 @@
 - Kafka: the events wait in the event log's outbox and a delivery produces them; `baton
   projector` applies them.
 
+Kept events carry the project of the stores that kept them (baton.projects.qualified, in
+their keys), and a delivery applies each through the stores of that project, whichever
+project the delivering command works in.
+
 So a write never waits for a server, and no service asks which servers are configured: it
 keeps its events (`keep`: the hook's touch and decide, which apply them themselves when the
 sink keeps nothing) or commits them (`commit`). Every sink delivers the pending writes
@@ -38,6 +42,11 @@ class Stores(Protocol):
     which imports this module: naming it here would make the two a cycle)."""
 
     settings: Settings
+
+    @property
+    def project(self) -> str: ...
+
+    def for_project(self, project: str) -> Any: ...
 
     # Read-only: the stores open these on first use (properties there).
     @property
@@ -105,13 +114,13 @@ class EmbeddedSink(Sink[StoresT]):
 
 class PendingSink(Sink[StoresT]):
     def keep(self, events: Sequence[KeptEvent]) -> bool:
-        self.stores.pending.keep([(e.event_id, e.task_id, e.body) for e in events])
+        self.stores.pending.keep(_in_project(self.stores.project, events))
         return True
 
 
 class KafkaSink(Sink[StoresT]):
     def keep(self, events: Sequence[KeptEvent]) -> bool:
-        self.stores.event_log.keep([(e.event_id, e.task_id, e.body) for e in events])
+        self.stores.event_log.keep(_in_project(self.stores.project, events))
         return True
 
     def deliver(self, apply: Apply[StoresT]) -> list[str]:
@@ -127,6 +136,25 @@ class KafkaSink(Sink[StoresT]):
 
     def waiting(self) -> int:
         return self.stores.event_log.waiting() + self.stores.signals.waiting() + super().waiting()
+
+
+def _in_project(project: str, events: Sequence[KeptEvent]) -> list[tuple[str, str, str]]:
+    """(message id, key, body) of each event, its id and key qualified by its project."""
+    from baton.projects import qualified
+
+    return [(qualified(project, e.event_id), qualified(project, e.task_id), e.body) for e in events]
+
+
+def by_project(stores: StoresT, keys: Sequence[str]) -> dict[str, list[int]]:
+    """The positions of kept events by the project their keys name (a key kept before
+    projects: the stores' own), in their order."""
+    from baton.projects import split_qualified
+
+    groups: dict[str, list[int]] = {}
+    for position, key in enumerate(keys):
+        project = split_qualified(key)[0] or stores.project
+        groups.setdefault(project, []).append(position)
+    return groups
 
 
 def _parsed(bodies: Sequence[str]) -> list[Event]:
@@ -158,7 +186,9 @@ def _apply_pending(stores: StoresT, apply: Apply[StoresT]) -> list[str]:
             warnings = [f"{graph_down}; {len(waiting)} writes wait for it in {pending.path}"] if graph_down else []
             if not due:
                 return warnings
-            found = apply(stores, _parsed([e.body for e in due]))
+            found = []
+            for project, positions in by_project(stores, [e.key for e in due]).items():
+                found += apply(stores.for_project(project), _parsed([due[p].body for p in positions]))
             if stores.graph_unreachable():
                 pending.mark_taken([e.message_id for e in due])
             else:

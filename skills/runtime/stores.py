@@ -9,6 +9,11 @@ a server passes through that server's gate, so the command waits on servers at m
 BATON_STORE_TIMEOUT in all, and a server found down is not asked again. When the command
 kept writes in the data home for a server, closing the stores starts their background
 delivery (baton.skills.runtime.delivery).
+
+Every store is opened for one project (baton.projects): the configured one, else the
+repository of the worktree the front end names (the directory the command runs in by
+default). Events kept for a delivery carry it, and the projection applies each event
+through the stores of its own project (for_project).
 """
 
 from __future__ import annotations
@@ -41,10 +46,14 @@ PENDING_WRITES = "pending-writes.db"
 
 
 class Stores:
-    def __init__(self, settings: Settings, *, skip_known_down: bool = True) -> None:
+    def __init__(self, settings: Settings, *, skip_known_down: bool = True, project: str | None = None) -> None:
         """skip_known_down: skip a server the health record saw down recently (what every
-        command does); the background delivery, the projector and the doctor ask anyway."""
+        command does); the background delivery, the projector and the doctor ask anyway.
+        project: the repository identity of the worktree the command serves (default: the
+        current directory's); the configured project wins over it."""
         self.settings = settings
+        self._project = settings.project or project
+        self._siblings: dict[str, Stores] = {}
         self.skip_known_down = skip_known_down
         self.deliver_on_close = True
         self._registry: SessionStore | None = None
@@ -55,6 +64,37 @@ class Stores:
         self._event_log: KafkaEventLog | None = None
         self._queue: EmbeddingQueue | None = None
         self._indexer: Indexer | None = None
+
+    @property
+    def project(self) -> str:
+        """The project every store of this object reads and writes."""
+        if self._project is None:
+            import os
+            from pathlib import Path
+
+            from baton.files import WorktreeLocator
+
+            worktree = WorktreeLocator().locate(Path.cwd())
+            self._project = worktree.repo if worktree else os.path.realpath(Path.cwd())
+        from baton.projects import check_project
+
+        return check_project(self._project)
+
+    def for_project(self, project: str) -> Stores:
+        """The stores of another project, sharing this command's settings and budget (what
+        applies kept events carrying their project, and the lead's view of every project);
+        closed with these."""
+        if project == self.project:
+            return self
+        if project not in self._siblings:
+            from dataclasses import replace
+
+            sibling = Stores(replace(self.settings, project=None), skip_known_down=self.skip_known_down,
+                             project=project)
+            sibling.__dict__["budget"] = self.budget  # one budget per command
+            sibling.deliver_on_close = False
+            self._siblings[project] = sibling
+        return self._siblings[project]
 
     @cached_property
     def budget(self) -> Budget:
@@ -91,30 +131,36 @@ class Stores:
                 from baton.registry.postgres import PostgresSessionStore
 
                 self._registry = PostgresSessionStore(self.settings.database_url, timeout=self.settings.store_timeout,
+                                                      project=self.project,
                                                       gate=self.budget.gate(postgres_server(self.settings.database_url)))
             else:
                 from baton.registry.sqlite import SqliteSessionStore
 
                 self._registry = SqliteSessionStore(self.settings.home / "registry.db",
-                                                    timeout=self.settings.store_timeout)
+                                                    timeout=self.settings.store_timeout, project=self.project)
         return self._registry
 
     @property
     def graph(self) -> ConflictGraph:
+        """The conflict graph as this project sees it (baton.graph.projects)."""
         if self._graph is None:
-            if self.settings.graph_url:
-                _require("neo4j", Store.CONFLICT_GRAPH, "graph")
-                from baton.budget import bolt_server
-                from baton.graph.bolt import BoltConflictGraph
+            from baton.graph.projects import ProjectGraph
 
-                self._graph = BoltConflictGraph(self.settings.graph_url, timeout=self.settings.store_timeout,
-                                                auth=self.settings.graph_auth,
-                                                gate=self.budget.gate(bolt_server(self.settings.graph_url)))
-            else:
-                from baton.graph.sqlite import SqliteConflictGraph
-
-                self._graph = SqliteConflictGraph(self.settings.home / "graph.db", timeout=self.settings.store_timeout)
+            self._graph = ProjectGraph(self._graph_backend(), self.project)
         return self._graph
+
+    def _graph_backend(self) -> ConflictGraph:
+        if self.settings.graph_url:
+            _require("neo4j", Store.CONFLICT_GRAPH, "graph")
+            from baton.budget import bolt_server
+            from baton.graph.bolt import BoltConflictGraph
+
+            return BoltConflictGraph(self.settings.graph_url, timeout=self.settings.store_timeout,
+                                     auth=self.settings.graph_auth,
+                                     gate=self.budget.gate(bolt_server(self.settings.graph_url)))
+        from baton.graph.sqlite import SqliteConflictGraph
+
+        return SqliteConflictGraph(self.settings.home / "graph.db", timeout=self.settings.store_timeout)
 
     def _kafka(self, store: str) -> None:
         """Kafka's client library, with this configuration's security settings for every
@@ -134,14 +180,15 @@ class Stores:
 
                 self._signals = KafkaSignalBus(
                     self.settings.kafka_bootstrap, self.settings.home / SIGNALS_OUTBOX,
-                    timeout=self.settings.store_timeout,
+                    timeout=self.settings.store_timeout, project=self.project,
                     topic=f"{self.settings.kafka_topic_prefix}{SIGNALS_TOPIC}",
                     gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)),
                     retention=self.settings.keep_signals)
             else:
                 from baton.signals.sqlite import SqliteSignalBus
 
-                self._signals = SqliteSignalBus(self.settings.home / "signals.db", timeout=self.settings.store_timeout)
+                self._signals = SqliteSignalBus(self.settings.home / "signals.db", timeout=self.settings.store_timeout,
+                                                project=self.project)
         return self._signals
 
     def recall(self):
@@ -219,7 +266,8 @@ class Stores:
         """The embedded stores of the same data home (what `baton migrate` copies from)."""
         from dataclasses import replace
 
-        return Stores(replace(self.settings, database_url=None, graph_url=None, qdrant_url=None, kafka_bootstrap=None))
+        return Stores(replace(self.settings, database_url=None, graph_url=None, qdrant_url=None, kafka_bootstrap=None),
+                      project=self.project)
 
     @property
     def embedding_queue(self):
@@ -272,7 +320,10 @@ class Stores:
         then nothing is closed, as closing could wait for it; the process ends at once."""
         from baton.budget import abandoned
 
-        kept = self.deliver_on_close and self.settings.uses_servers and self.kept_writes()
+        kept = self.deliver_on_close and self.settings.uses_servers and (
+            self.kept_writes() or any(sibling.kept_writes() for sibling in self._siblings.values()))
+        for sibling in self._siblings.values():
+            sibling.close()
         if not abandoned():
             for store in (self._registry, self._graph, self._signals, self._recall, self._pending,
                           self._event_log, self._queue):

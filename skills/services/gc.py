@@ -1,12 +1,14 @@
 """Retention (`baton gc`): what Baton keeps, and for how long.
 
 Ended sessions (completed or stalled) with no activity for `[retention] ended_sessions`
-go with their events; an active ticket's dependency stays. The registry leaves a
-tombstone for each, so a late or replayed event of a pruned ticket is dropped, while a new
+go with their events; an active ticket's dependency and an active fork's parent stay. The
+registry leaves a tombstone for each, so a late or replayed event of a pruned ticket is dropped, while a new
 bind of the same id starts afresh. The derived stores then forget every tombstoned ticket
 (its graph nodes, its decisions' vectors and queue entries): a gc interrupted between the
 stores is finished by the next one. Signals older than `[retention] signals` go too (on
 Kafka, the topic's retention.ms does it). Nothing of an active ticket is ever removed.
+An embedded store's file that is then mostly free pages is rebuilt, so the data home
+shrinks (bench/retention.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from baton.errors import StoreUnavailable
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
+# The embedded stores' files a gc removes rows from, and the share of free pages over which
+# one is rebuilt to give their space back (a rebuild holds the file's write lock meanwhile).
+EMBEDDED_FILES = ("registry.db", "signals.db", "graph.db", "recall/vectors.db", "recall/queue.db")
+COMPACT_FREE = 0.25
+
 
 @dataclass
 class GcReport:
@@ -26,11 +33,12 @@ class GcReport:
     sessions: list[str] = field(default_factory=list)  # tickets pruned (or that would be)
     signals: int = 0
     decisions: int = 0
+    reclaimed: int = 0  # bytes the embedded stores' files shrank by
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"dry_run": self.dry_run, "sessions": self.sessions, "signals": self.signals,
-                "decisions": self.decisions, "warnings": self.warnings}
+                "decisions": self.decisions, "reclaimed_bytes": self.reclaimed, "warnings": self.warnings}
 
 
 def collect_garbage(stores: Stores, *, dry_run: bool = False, at: datetime | None = None) -> GcReport:
@@ -57,7 +65,24 @@ def collect_garbage(stores: Stores, *, dry_run: bool = False, at: datetime | Non
         report.signals = stores.signals.prune(at - retention.keep_signals)
     except StoreUnavailable as exc:
         report.warnings.append(str(exc))
+    if report.sessions or report.signals:
+        report.reclaimed = _compact(stores, report)
     return report
+
+
+def _compact(stores: Stores, report: GcReport) -> int:
+    """Give back the space of what was removed: each embedded store's file that is at least
+    COMPACT_FREE free pages is rebuilt (baton.sqlite.scrub); SQLite would otherwise keep the
+    pages for its next rows and the file its size. Returns the bytes given back."""
+    from baton.sqlite import scrub
+
+    home, reclaimed = stores.settings.home, 0
+    for name in EMBEDDED_FILES:
+        try:
+            reclaimed += scrub(home / name, timeout=stores.settings.store_timeout, min_free=COMPACT_FREE)
+        except StoreUnavailable as exc:
+            report.warnings.append(f"{exc}; its space is given back by a later gc")
+    return reclaimed
 
 
 def _delete_decisions(stores: Stores, task_ids: list[str], report: GcReport) -> None:

@@ -7,11 +7,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from baton import clock
-from baton.files import FileRef
 from baton.outcome import Found
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.recover import Beat, recover
 from baton.store_names import Store
+
+# How many of a ticket's conflicting tickets a line names; the counts say the rest.
+CONFLICT_SAMPLE = 5
 
 
 @dataclass
@@ -22,7 +24,7 @@ class SessionLine:
     last_activity: datetime
     stale: bool
     files_touched: list[str]
-    conflicts_with: list[str]
+    conflicts_with: list[str]  # the first CONFLICT_SAMPLE conflicting tickets, by id
     handoff: dict | None = None  # the latest recorded re-verification of its handoff (never run here)
     agent: str | None = None
     repo: str | None = None
@@ -31,6 +33,9 @@ class SessionLine:
     interrupted: bool = False  # its agent is gone (baton recover), as this machine's heartbeats tell
     fork_of: str | None = None  # its overlap with that ticket is expected: not a conflict
     checkpoint: str | None = None  # the latest checkpoint: its short id and boundary
+    conflicting_tickets: int = 0  # all the active tickets it shares files with (forks aside)
+    conflicting_files: int = 0  # its files that one of them touches too
+    project: str | None = None  # set in the lead's view of every project only
 
     def to_json(self) -> dict:
         return {"task_id": self.task_id, "status": self.status, "phase": self.phase,
@@ -38,15 +43,15 @@ class SessionLine:
                 "files_touched": self.files_touched, "conflicts_with": self.conflicts_with,
                 "handoff": self.handoff, "agent": self.agent, "repo": self.repo, "runs": self.runs,
                 "stage": self.stage, "interrupted": self.interrupted, "fork_of": self.fork_of,
-                "checkpoint": self.checkpoint}
+                "checkpoint": self.checkpoint, "conflicting_tickets": self.conflicting_tickets,
+                "conflicting_files": self.conflicting_files,
+                **({"project": self.project} if self.project is not None else {})}
 
 
 @dataclass
 class Listing:
     lines: list[SessionLine]
     warnings: list[str] = field(default_factory=list)
-    # The files each pair of active tickets shares, both ways: {task: {other: [FileRef, ...]}}.
-    overlaps: dict[str, dict[str, list[FileRef]]] = field(default_factory=dict)
 
 
 def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetime | None = None,
@@ -54,32 +59,51 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
     """Sessions newest first; raises StoreUnavailable when the registry cannot answer.
     heartbeats: the hooks' heartbeats on this machine, to mark tickets whose agent is gone."""
     at = at or clock.now()
-    sessions = stores.registry.list_sessions(include_inactive=include_inactive).unwrap(Store.SESSION_REGISTRY)
+    # One read of the registry, of what the list shows only (no validated sessions where the
+    # backend can): the interrupted-work check reads the same outlines.
+    sessions = stores.registry.listed_sessions(include_inactive=include_inactive).unwrap(Store.SESSION_REGISTRY)
     warnings = []
-    overlaps = stores.graph.active_overlaps()
-    shared = overlaps.value if isinstance(overlaps, Found) else {}
-    if isinstance(overlaps, Found):
-        conflicts = {task: sorted(others) for task, others in overlaps.value.items()}
-    else:
-        conflicts = {}
-        warnings.append(f"conflict graph unavailable: {overlaps.reason}; conflicts not shown")
-    forks = {(s.task_id, s.fork_of) for s in sessions if s.fork_of}
-    conflicts = {task: [o for o in others if (task, o) not in forks and (o, task) not in forks]
-                 for task, others in conflicts.items()}
+    # Counted in the graph, per ticket: the listing never holds the pairs of tickets.
+    forks = [(s.outline.task_id, s.fork_of) for s in sessions if s.fork_of]
+    counted = stores.graph.conflict_summaries(sample=CONFLICT_SAMPLE, expected=forks)
+    summaries = counted.value if isinstance(counted, Found) else {}
+    if not isinstance(counted, Found):
+        warnings.append(f"conflict graph unavailable: {counted.reason}; conflicts not shown")
     stale_after = stores.settings.stale_after
     interrupted = set()
     if heartbeats is not None:
-        interrupted = {found.task_id for found in recover(stores, None, heartbeats, all_repos=True, now=at).candidates}
-    lines = [
-        SessionLine(task_id=s.task_id, status=s.status.value, phase=s.phase.value, last_activity=s.last_activity,
-                    stale=s.status.value == "active" and at - s.last_activity > stale_after,
-                    files_touched=[t.path for t in s.files_by_recency()],
-                    conflicts_with=conflicts.get(s.task_id, []) if s.status.value == "active" else [],
-                    handoff=s.handoff_verification.public() if s.handoff_verification else None,
-                    agent=s.agent, repo=s.repo, runs=s.runs,
-                    stage=str(s.workflow.state.get("status")) if s.workflow else None,
-                    interrupted=s.task_id in interrupted, fork_of=s.fork_of,
-                    checkpoint=f"{s.checkpoint.id[:10]} ({s.checkpoint.boundary})" if s.checkpoint else None)
-        for s in sessions
-    ]
-    return Listing(lines, warnings, shared)
+        outlines = [s.outline for s in sessions if s.outline.status == "active"]
+        interrupted = {found.task_id for found in recover(stores, None, heartbeats, all_repos=True, now=at,
+                                                          outlines=outlines).candidates}
+    lines = []
+    for s in sessions:
+        o = s.outline
+        active = o.status == "active"
+        summary = summaries.get(o.task_id) if active else None
+        lines.append(SessionLine(
+            task_id=o.task_id, status=o.status, phase=o.phase, last_activity=o.last_activity,
+            stale=active and at - o.last_activity > stale_after, files_touched=list(s.files),
+            conflicts_with=list(summary.sample) if summary else [],
+            conflicting_tickets=summary.tickets if summary else 0,
+            conflicting_files=summary.files if summary else 0,
+            handoff=s.handoff, agent=o.agent, repo=o.repo, runs=s.runs,
+            stage=str(o.stage) if s.uses_stages else None,
+            interrupted=o.task_id in interrupted, fork_of=s.fork_of,
+            checkpoint=f"{s.checkpoint[0][:10]} ({s.checkpoint[1]})" if s.checkpoint else None))
+    return Listing(lines, warnings)
+
+
+def list_every_project(stores: Stores, *, include_inactive: bool = False, at: datetime | None = None,
+                       heartbeats: Iterable[Beat] | None = None) -> Listing:
+    """The lead's view: each project's listing (its conflicts its own), by project, each line
+    naming its project. Raises StoreUnavailable when the registry cannot answer."""
+    beats = None if heartbeats is None else list(heartbeats)
+    every = Listing([])
+    for project in stores.registry.projects().unwrap(Store.SESSION_REGISTRY):
+        listing = list_sessions(stores.for_project(project), include_inactive=include_inactive, at=at,
+                                heartbeats=beats)
+        for line in listing.lines:
+            line.project = project
+        every.lines += listing.lines
+        every.warnings += [w for w in listing.warnings if w not in every.warnings]
+    return every

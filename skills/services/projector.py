@@ -13,6 +13,8 @@ The consumer group follows the topic prefix (`baton-projector` for the default p
 logged when it happens, with the time, and again when the store is back: a projector run
 as a service says what it waits for while it waits. Each attempt at a batch has a budget of
 its own (baton.budget), and the projector asks every server whatever the health record says.
+A running projector (not --once) also applies retention, as `baton gc` does, when it starts
+and then every `[retention] gc_interval` (an hour), in one line of log each time.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
+from baton.outcome import Unavailable
 from baton.skills.core.commit import deliver_kept
 from baton.skills.core.projection import project
 from baton.skills.runtime.stores import Stores
@@ -83,13 +86,18 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
     outages = _Outages(log)
     group = group or default_group(stores.settings.kafka_topic_prefix)
     backoff = 0.1
+    next_gc = time.monotonic()  # a running projector applies retention when it starts, then every gc_interval
     while True:
         stores.budget.renew()  # each reading of the log asks Kafka afresh
         try:
             for batch in event_log.batches(group, size=batch_size, idle=idle, until_caught_up=once):
                 outages.answered(EVENT_LOG)
                 backoff = 0.1
-                _apply(stores, batch, once=once, outages=outages, report=report)
+                if batch:
+                    _apply(stores, batch, once=once, outages=outages, report=report)
+                if not once and time.monotonic() >= next_gc:
+                    _collect_garbage(stores, log)
+                    next_gc = time.monotonic() + stores.settings.gc_interval
             return report
         except StoreUnavailable as exc:
             if once or exc.store != EVENT_LOG:
@@ -100,17 +108,50 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
             backoff = min(backoff * 2, MAX_BACKOFF)
 
 
+def _collect_garbage(stores: Stores, log: Callable[[str], None]) -> None:
+    """Apply retention as `baton gc` does (baton.skills.services.gc: nothing an active
+    ticket needs goes), in every project the registry holds (the projector applies every
+    project's events); one line of log, never a stop."""
+    from baton.skills.services.gc import collect_garbage
+
+    stores.budget.renew()
+    started = time.monotonic()
+    sessions = signals = decisions = 0
+    warnings: list[str] = []
+    try:
+        projects = stores.registry.projects()
+        if isinstance(projects, Unavailable):
+            raise StoreUnavailable(Store.SESSION_REGISTRY, projects.reason)
+        for name in projects.value:
+            report = collect_garbage(stores.for_project(name))
+            sessions, signals = sessions + len(report.sessions), signals + report.signals
+            decisions += report.decisions
+            warnings += report.warnings
+    except StoreUnavailable as exc:
+        log(f"gc: not run: {exc}; next in {stores.settings.gc_interval:g} s")
+        return
+    trouble = f"; {'; '.join(warnings)}" if warnings else ""
+    log(f"gc: removed {sessions} ended sessions, {signals} signals and {decisions} "
+        f"decisions from recall in {time.monotonic() - started:.2f} s{trouble}")
+
+
 def _apply(stores: Stores, batch: list, *, once: bool, outages: _Outages, report: ProjectorReport) -> None:
     """Apply one batch to the stores, holding it while the registry (or a graph that cannot
     be reached) is down, then commit its offsets."""
     from baton.registry.wire import event_adapter
+    from baton.skills.runtime.sink import by_project
 
     events = [event_adapter().validate_json(message.value()) for message in batch]
+    # Each event applied in its own project, which its message's key names.
+    groups = by_project(stores, [(message.key() or b"").decode("utf-8", "replace") for message in batch])
     backoff = 0.1
     while True:
         stores.budget.renew()
         try:
-            _, warnings = project(stores, events, renew=stores.budget.renew)
+            warnings = []
+            for name, positions in groups.items():
+                warnings += project(stores.for_project(name), [events[p] for p in positions],
+                                    renew=stores.budget.renew)[1]
         except StoreUnavailable as exc:
             if once:
                 raise

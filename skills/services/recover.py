@@ -7,7 +7,7 @@ it never runs a command, changes state or deletes anything (baton.skills.core.in
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -17,6 +17,7 @@ from baton.skills.core.interrupted import Heartbeat, MachineLiveness, Recovery, 
 from baton.store_names import Store
 
 if TYPE_CHECKING:
+    from baton.registry.base import SessionOutline
     from baton.skills.core.binding import Place
     from baton.skills.runtime.stores import Stores
 
@@ -43,18 +44,22 @@ class Beat(Protocol):
 
 
 def recover(stores: Stores, place: Place | None, beats: Iterable[Beat], *, all_repos: bool = False,
-            verbose: bool = False, now: datetime | None = None) -> Recovery:
+            verbose: bool = False, now: datetime | None = None,
+            outlines: Sequence[SessionOutline] | None = None) -> Recovery:
     """The interrupted sessions of this repository (all_repos: of every repository on this
     machine; what place None asks, without reading a worktree's PrizmKit records), newest
-    first; with verbose, the ended ones are listed among the excluded too.
+    first; with verbose, the ended ones are listed among the excluded too. outlines: the
+    registry's, when the caller has read them already (the listing).
     Raises StoreUnavailable when the registry cannot answer."""
-    # The outlines, not the sessions: a thousand validated sessions would cost more than the rest.
-    listed = stores.registry.session_outlines(include_inactive=verbose)
-    if isinstance(listed, Unavailable):
-        raise StoreUnavailable(Store.SESSION_REGISTRY, listed.reason)
+    if outlines is None:
+        # The outlines, not the sessions: a thousand validated sessions would cost more than the rest.
+        listed = stores.registry.session_outlines(include_inactive=verbose)
+        if isinstance(listed, Unavailable):
+            raise StoreUnavailable(Store.SESSION_REGISTRY, listed.reason)
+        outlines = listed.value
     heartbeats = {(b.task_id, b.worktree): b for b in beats}
     facts = []
-    for session in listed.value:
+    for session in outlines:
         if not session.worktree_path or (not all_repos and place is not None and session.repo != place.repo):
             continue
         beat = heartbeats.get((session.task_id, session.worktree_path))

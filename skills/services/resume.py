@@ -32,6 +32,7 @@ STORES = ("registry", "graph", "recall", "signals")
 # What `stores` says of each: it answered, it was not needed for this answer, or why it failed.
 OK, NOT_QUERIED = "ok", "not queried"
 SIGNAL_LIMIT = 50
+CONFLICT_LIMIT = 20  # the conflicting tickets a resume names, first by id; the rest are counted
 
 
 @dataclass
@@ -50,6 +51,7 @@ class ResumeResult:
     session: Session | None = None
     conflicts: list[FileConflict] = field(default_factory=list)
     conflict_paths: dict[str, list[str]] = field(default_factory=dict)
+    conflicts_more: int = 0  # conflicting tickets beyond the CONFLICT_LIMIT named
     related_decisions: list[RelatedDecision] = field(default_factory=list)
     signals: list[Signal] = field(default_factory=list)
     stores: dict[str, str] = field(default_factory=lambda: dict.fromkeys(STORES, NOT_QUERIED))
@@ -70,6 +72,7 @@ class ResumeResult:
             "session": self.session.public() if self.session else None,
             "conflicts": [{"other_task_id": c.other_task_id, "shared_files": self.conflict_paths[c.other_task_id],
                            "signal_id": str(c.signal_id)} for c in self.conflicts],
+            "conflicts_more": self.conflicts_more,
             "related_decisions": [{"task_id": r.task_id, "text": r.text, "score": r.score}
                                   for r in self.related_decisions],
             "signals": [s.model_dump(mode="json") for s in self.signals],
@@ -100,12 +103,20 @@ class ResumeResult:
                 "diverged_at": run.diverged_at}
 
 
-def _conflicts(stores: Stores, session: Session) -> tuple[list[FileConflict], dict[str, list[str]]] | Unavailable:
-    shared = stores.graph.shared_files(session.task_id)
+def _conflicts(stores: Stores, session: Session
+               ) -> tuple[list[FileConflict], dict[str, list[str]], int] | Unavailable:
+    """The first CONFLICT_LIMIT conflicting tickets with their shared files, and how many
+    more there are (a ticket on a file everyone touches may share it with thousands)."""
+    shared = stores.graph.shared_files(session.task_id, partners=CONFLICT_LIMIT)
     if not isinstance(shared, Found):
         return shared
+    more = 0
+    if len(shared.value) == CONFLICT_LIMIT:
+        counted = stores.graph.conflict_summaries(sample=0, task_ids=[session.task_id])
+        if isinstance(counted, Found) and session.task_id in counted.value:
+            more = counted.value[session.task_id].tickets - CONFLICT_LIMIT
     conflicts, paths, _ = conflicts_of(session.task_id, shared.value)
-    return conflicts, paths
+    return conflicts, paths, more
 
 
 def _set_forks_apart(stores: Stores, session: Session, result: ResumeResult) -> None:
@@ -216,7 +227,7 @@ def read_session(stores: Stores, task_id: str, *, limit: int = 5, workflow_root:
         for name, part in parts.items():
             result.stores[name] = f"unavailable: {part.reason}" if isinstance(part, Unavailable) else OK
         if not isinstance(parts["graph"], Unavailable):
-            result.conflicts, result.conflict_paths = parts["graph"]
+            result.conflicts, result.conflict_paths, result.conflicts_more = parts["graph"]
             _set_forks_apart(stores, session, result)
         if "recall" in parts and not isinstance(parts["recall"], Unavailable):
             result.related_decisions = parts["recall"]

@@ -1,24 +1,44 @@
-"""`baton redact --scan`: secrets already stored, found with today's rules.
+"""`baton redact --scan`: secrets already stored, found with today's rules, and rewritten.
 
 Redaction runs when a write is committed, so what was stored before it (or before a rule
 that finds it now) may still hold a secret. The scan reads every ticket's event log in the
 registry, the signal log and this worktree's handoff documents, and reports where each
-secret is and of which kind; never the secret itself. A decision found here is also in
-recall's payload and vector, which are derived from it.
+secret is and of which kind; never the secret itself.
+
+Unless it only reports (dry run), it then rewrites what it found, never by removing or
+reordering history: each ticket with a secret in its events gets a new event,
+SecretsRedacted, naming each field and how it reads redacted, committed as every write is.
+Applying it, the registry rewrites those fields in its stored events and folds the ticket's
+projection again, and recall drops the ticket's decisions and embeds them again from the
+redacted text (baton.skills.core.projection); the event's id derives from its content, so
+a replay, or a second scan, changes nothing. A signal's reason is replaced in the signal
+log. Handoff documents are only reported: they are in the repository, under signatures.
+Last, every SQLite file of the data home is rebuilt, so no free page or WAL frame keeps a
+byte of what was rewritten.
 """
 
 from __future__ import annotations
 
+import json
+import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from baton.errors import StoreUnavailable
 from baton.outcome import Unavailable
 from baton.skills.core.binding import Place
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
+if TYPE_CHECKING:
+    from baton.registry.model import Event, SecretsRedacted
+    from baton.signals.model import Signal
+
 # The fields of events that hold free text (what a write redacts: baton.skills.core.commit).
 _TEXT_FIELDS = ("text", "context", "summary", "command", "blocker", "resolution", "label")
+_TEXT_LIMIT = 4000  # the events' own limit on a text field (baton.registry.model.Text)
 ALL_SIGNALS = 1_000_000
+_REDACTION_IDS = uuid.UUID("6f1d2c0e-5b1a-4d8e-9a47-3c2b1e0f7a55")  # namespace of SecretsRedacted ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +46,7 @@ class Finding:
     store: str
     where: str  # the ticket, event or signal, and the field; or the file
     kinds: tuple[str, ...]
+    rewritable: bool = True  # a handoff document is reported only
 
     def to_json(self) -> dict:
         return {"store": self.store, "where": self.where, "kinds": list(self.kinds)}
@@ -35,11 +56,23 @@ class Finding:
 class Scan:
     findings: list[Finding] = field(default_factory=list)
     scanned: dict[str, int] = field(default_factory=dict)  # what was read, per store
-    unavailable: dict[str, str] = field(default_factory=dict)  # store -> why it was not read
+    unavailable: dict[str, str] = field(default_factory=dict)  # store -> why it was not read (or rewritten)
+    rewritten: dict[str, int] = field(default_factory=dict)  # what was rewritten, per store
+    warnings: list[str] = field(default_factory=list)
+    dry_run: bool = True
+    # What a rewrite needs: the ticket's events with a secret, and the signals.
+    _events: dict[str, list[tuple[Event, str, str, tuple[str, ...]]]] = field(default_factory=dict)
+    _signals: list[Signal] = field(default_factory=list)
+
+    @property
+    def left(self) -> list[Finding]:
+        """The findings still stored as they were."""
+        return [f for f in self.findings if self.dry_run or not f.rewritable]
 
     def to_json(self) -> dict:
         return {"findings": [f.to_json() for f in self.findings], "scanned": self.scanned,
-                "unavailable": self.unavailable}
+                "unavailable": self.unavailable, "dry_run": self.dry_run, "rewritten": self.rewritten,
+                "left": [f.to_json() for f in self.left], "warnings": self.warnings}
 
 
 def scan_stored(stores: Stores, place: Place) -> Scan:
@@ -48,11 +81,13 @@ def scan_stored(stores: Stores, place: Place) -> Scan:
     scan = Scan()
     redactor = stores.redactor
 
-    def check(store: str, where: str, text: object) -> None:
+    def check(store: str, where: str, text: object) -> tuple[str, tuple[str, ...]] | None:
         if isinstance(text, str) and text:
-            kinds = redactor.redact(text).kinds
-            if kinds:
-                scan.findings.append(Finding(store, where, kinds))
+            redacted = redactor.redact(text)
+            if redacted.kinds:
+                scan.findings.append(Finding(store, where, redacted.kinds, rewritable=store != "handoff"))
+                return redacted.text, redacted.kinds
+        return None
 
     sessions = stores.registry.list_sessions(include_inactive=True)
     if isinstance(sessions, Unavailable):
@@ -67,19 +102,83 @@ def scan_stored(stores: Stores, place: Place) -> Scan:
             for event in events.value:
                 events_read += 1
                 for name in _TEXT_FIELDS:
-                    check("registry", f"{event.task_id} {event.type} {str(event.event_id)[:8]} {name}",
-                          getattr(event, name, None))
+                    found = check("registry", f"{event.task_id} {event.type} {str(event.event_id)[:8]} {name}",
+                                  getattr(event, name, None))
+                    if found:
+                        scan._events.setdefault(event.task_id, []).append((event, name, *found))
         scan.scanned["registry events"] = events_read
     signals = stores.signals.recent(task_id=None, after=None, limit=ALL_SIGNALS)
     if isinstance(signals, Unavailable):
         scan.unavailable[Store.SIGNAL_LOG] = signals.reason
     else:
         for signal in signals.value:
-            check("signals", f"{signal.task_id} {signal.signal_type} {str(signal.signal_id)[:8]} reason",
-                  signal.payload.reason)
+            found = check("signals", f"{signal.task_id} {signal.signal_type} {str(signal.signal_id)[:8]} reason",
+                          signal.payload.reason)
+            if found:
+                payload = signal.payload.model_copy(update={"reason": found[0]})
+                scan._signals.append(signal.model_copy(update={"payload": payload}))
         scan.scanned["signals"] = len(signals.value)
     _scan_handoffs(place, check, scan)
     return scan
+
+
+def redact_stored(stores: Stores, place: Place) -> Scan:
+    """scan_stored, then rewrite what it found in the registry (a SecretsRedacted event per
+    ticket), recall (through that event's projection) and the signal log, and scrub the data
+    home's SQLite files. Raises StoreUnavailable when the registry cannot take the events."""
+    from baton.skills.core.commit import record_events
+
+    scan = scan_stored(stores, place)
+    scan.dry_run = False
+    events = [redaction_event(task_id, found) for task_id, found in sorted(scan._events.items())]
+    if events:
+        scan.warnings += record_events(stores, events)
+        scan.rewritten["registry events"] = sum(len(e.rewrites) for e in events)
+    if scan._signals:
+        try:
+            scan.rewritten["signals"] = stores.signals.rewrite(scan._signals)
+        except StoreUnavailable as exc:
+            scan.unavailable[Store.SIGNAL_LOG] = exc.reason
+            scan.findings = [f if f.store != "signals" else Finding(f.store, f.where, f.kinds, rewritable=False)
+                             for f in scan.findings]
+    if any(r.event_type == "decision_recorded" for e in events for r in e.rewrites) and stores.event_log is None:
+        # Applied here (no projector): embed the redacted decisions now, before the scrub.
+        from baton.skills.core.indexing import index_decisions
+
+        try:
+            index_decisions(stores)
+        except (StoreUnavailable, ImportError) as exc:
+            scan.warnings.append(f"{Store.RECALL_INDEX} unavailable: {exc}; the redacted decisions stay queued")
+    if events or scan._signals:
+        scan.warnings += _scrub_home(stores)
+    return scan
+
+
+def redaction_event(task_id: str, found: list[tuple[Event, str, str, tuple[str, ...]]]) -> SecretsRedacted:
+    """The ticket's SecretsRedacted event: stamped with the latest rewritten event's time and
+    session (it moves no time of the session), its id derived from what it rewrites."""
+    from baton.registry.model import Rewrite, SecretsRedacted
+
+    rewrites = [Rewrite(event_id=event.event_id, event_type=event.type, field=name, text=text[:_TEXT_LIMIT],
+                        kinds=list(kinds)) for event, name, text, kinds in found]
+    latest = max((event for event, *_ in found), key=lambda e: (e.at, str(e.event_id)))
+    content = json.dumps([r.model_dump(mode="json") for r in rewrites], sort_keys=True)
+    return SecretsRedacted(event_id=uuid.uuid5(_REDACTION_IDS, f"{task_id}\n{content}"), task_id=task_id,
+                           session_id=latest.session_id, at=latest.at, rewrites=rewrites)
+
+
+def _scrub_home(stores: Stores) -> list[str]:
+    """Rebuild every SQLite file of the data home (baton.sqlite.scrub); a warning for each
+    that could not be (another process holding it)."""
+    from baton.sqlite import scrub
+
+    warnings = []
+    for path in sorted(stores.settings.home.rglob("*.db")):
+        try:
+            scrub(path, timeout=stores.settings.store_timeout)
+        except StoreUnavailable as exc:
+            warnings.append(f"{exc}; run `baton redact --scan` again when it is free")
+    return warnings
 
 
 def _scan_handoffs(place: Place, check, scan: Scan) -> None:

@@ -29,22 +29,62 @@ rootLogger.appenderRef.out.ref = OUT
 """
 
 
+SCRAM = "SCRAM-SHA-256"
+
+
 class KafkaServer(JvmServer):
+    """scram: (user, password) turns authentication on: clients then connect with
+    SASL_PLAINTEXT and SCRAM-SHA-256 as that user, whose credentials `format --add-scram`
+    writes into the cluster's metadata before the first start (KRaft keeps no ZooKeeper to
+    add them to). The broker's own traffic stays on a PLAINTEXT listener of another port."""
+
     name = "Kafka"
     start_timeout = 90.0
     stop_timeout = 20.0
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, *, scram: tuple[str, str] | None = None) -> None:
         super().__init__(port)
-        self.controller_port = free_port()
-        while self.controller_port == self.port:
-            self.controller_port = free_port()
+        self.scram = scram
+        taken = {self.port}
+        self.controller_port = self._another_port(taken)
+        self.internal_port = self._another_port(taken) if scram else self.port
+
+    @staticmethod
+    def _another_port(taken: set[int]) -> int:
+        port = free_port()
+        while port in taken:
+            port = free_port()
+        taken.add(port)
+        return port
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     address = bootstrap
+
+    def client_config(self) -> dict[str, str]:
+        """librdkafka's settings for a client of this broker (its credentials, if it has any)."""
+        config = {"bootstrap.servers": self.bootstrap}
+        if self.scram:
+            config |= {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": SCRAM,
+                       "sasl.username": self.scram[0], "sasl.password": self.scram[1]}
+        return config
+
+    def _listeners(self, controller: str) -> list[str]:
+        if not self.scram:
+            return [f"listeners=PLAINTEXT://{self.bootstrap},CONTROLLER://{controller}",
+                    f"advertised.listeners=PLAINTEXT://{self.bootstrap},CONTROLLER://{controller}",
+                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"]
+        internal = f"127.0.0.1:{self.internal_port}"
+        return [f"listeners=PLAINTEXT://{internal},SASL_PLAINTEXT://{self.bootstrap},CONTROLLER://{controller}",
+                (f"advertised.listeners=PLAINTEXT://{internal},SASL_PLAINTEXT://{self.bootstrap},"
+                 f"CONTROLLER://{controller}"),
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+                f"sasl.enabled.mechanisms={SCRAM}",
+                # The listener's own login module: the credentials it checks live in the metadata.
+                ("listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config="
+                 "org.apache.kafka.common.security.scram.ScramLoginModule required;")]
 
     def _server_properties(self) -> str:
         controller = f"127.0.0.1:{self.controller_port}"
@@ -53,11 +93,9 @@ class KafkaServer(JvmServer):
             "node.id=1",
             # Static voters: `format` then needs no --standalone and the quorum is fixed.
             f"controller.quorum.voters=1@{controller}",
-            f"listeners=PLAINTEXT://{self.bootstrap},CONTROLLER://{controller}",
-            f"advertised.listeners=PLAINTEXT://{self.bootstrap},CONTROLLER://{controller}",
+            *self._listeners(controller),
             "inter.broker.listener.name=PLAINTEXT",
             "controller.listener.names=CONTROLLER",
-            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             f"log.dirs={self.root / 'data'}",
             "num.partitions=1",
             "offsets.topic.replication.factor=1",
@@ -88,8 +126,10 @@ class KafkaServer(JvmServer):
         (self.root / "log4j2.properties").write_text(LOG4J2)
         if not (self.root / "data" / "meta.properties").exists():
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")  # as StorageTool random-uuid
+            scram = [f"--add-scram={SCRAM}=[name={self.scram[0]},password={self.scram[1]}]"] if self.scram else []
             result = subprocess.run(
-                self._java(libs, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(config)),
+                self._java(libs, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(config),
+                           *scram),
                 capture_output=True, text=True, timeout=60,
             )
             if result.returncode != 0:
@@ -104,7 +144,7 @@ class KafkaServer(JvmServer):
         from confluent_kafka.admin import AdminClient
 
         try:
-            AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=5)
+            AdminClient(self.client_config()).list_topics(timeout=5)
         except KafkaException:
             return False
         return True

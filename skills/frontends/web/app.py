@@ -75,7 +75,8 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
 
     async def map_json(request: Request) -> Response:
         snapshot = await run_in_threadpool(source.current)
-        return JSONResponse(conflict_map(snapshot, Filters.from_query(request.query_params), MAP_LIMIT))
+        return JSONResponse(await run_in_threadpool(
+            conflict_map, snapshot, Filters.from_query(request.query_params), MAP_LIMIT, source.shared_among))
 
     def resume(task_id: str):
         from baton.skills.services.resume import read_session

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from baton import clock
 from baton.errors import StoreUnavailable
+from baton.outcome import Found
 from baton.skills.frontends.answers import listing_answer, signals_answer
 from baton.skills.frontends.told import local_heartbeats
 from baton.skills.runtime.settings import Settings
@@ -54,17 +56,19 @@ class Filters:
 @dataclass
 class Snapshot:
     """Every session (ended ones too, for the filter), newest first, as `baton list --json`
-    prints them, with the files each pair of active tickets shares and the last hour's signals."""
+    prints them, and the last hour's signals. The files tickets share are read for the map's
+    tickets only, when it asks (OverviewSource.shared_among), and kept with the snapshot."""
 
     version: int
     built_at: datetime
     rows: list[dict] = field(default_factory=list)
-    overlaps: dict[str, dict[str, list]] = field(default_factory=dict)  # {task: {other: [FileRef]}}, both ways
     signals: list[dict] = field(default_factory=list)
     registry: str = "ok"  # or "unavailable: reason"
     signal_log: str = "ok"
     warnings: list[str] = field(default_factory=list)
     build_ms: float = 0.0
+    # {tickets asked: {task: {other: [FileRef]}}, both ways}, as the graph answered for this snapshot.
+    overlaps: dict[tuple[str, ...], dict[str, dict[str, list]]] = field(default_factory=dict, repr=False)
 
     def by_task(self) -> dict[str, dict]:
         return {row["task_id"]: row for row in self.rows}
@@ -89,7 +93,7 @@ def build_snapshot(settings: Settings, version: int) -> Snapshot:
     try:
         try:
             listing = list_sessions(stores, include_inactive=True, at=now, heartbeats=local_heartbeats(settings))
-            snapshot.rows, snapshot.overlaps = listing_answer(listing), listing.overlaps
+            snapshot.rows = listing_answer(listing)
             snapshot.warnings = listing.warnings
         except StoreUnavailable as exc:
             snapshot.registry = f"unavailable: {exc.reason}"
@@ -144,6 +148,16 @@ class OverviewSource:
             return (clock.now() - self._snapshot.built_at).total_seconds() < SERVER_REFRESH
         return marker == self._marker
 
+    def shared_among(self, snapshot: Snapshot, task_ids: list[str]) -> dict[str, dict[str, list]]:
+        """The files each pair of these tickets shares, read once per snapshot; {} (and the
+        map draws no edges) when the graph does not answer."""
+        asked = tuple(sorted(task_ids))
+        if asked not in snapshot.overlaps:
+            with self._marking:
+                found = self._marks.graph.shared_files_of(asked, among=True)
+            snapshot.overlaps[asked] = found.value if isinstance(found, Found) else {}
+        return snapshot.overlaps[asked]
+
     def current(self) -> Snapshot:
         marker = self.marker()
         if self._snapshot is not None and self._fresh(marker):
@@ -156,32 +170,35 @@ class OverviewSource:
             return self._snapshot
 
 
-def conflict_map(snapshot: Snapshot, filters: Filters, limit: int) -> dict:
+def conflict_map(snapshot: Snapshot, filters: Filters, limit: int,
+                 shared_among: Callable[[Snapshot, list[str]], dict[str, dict[str, list]]]) -> dict:
     """Tickets as nodes and shared files as edges, for the map: the `limit` tickets with the
-    most conflicts among those the filters keep (a map stays legible up to about 50). A
-    fork and its parent sharing files are an edge marked "fork of", expected and not
-    counted as a conflict."""
+    most conflicts among those the filters keep (a map stays legible up to about 50); only
+    their shared files are read. A fork and its parent sharing files are an edge marked
+    "fork of", expected and not counted as a conflict; a fork or parent whose only overlap
+    is that one comes after every ticket in conflict."""
     kept = {row["task_id"]: row for row in snapshot.rows_for(filters) if row["status"] == "active"}
-    shared = snapshot.overlaps
+    parents = {row["fork_of"] for row in kept.values() if row["fork_of"] in kept}
 
     def fork_of(task: str, other: str) -> str | None:
-        if kept[task].get("fork_of") == other:
+        if kept[task]["fork_of"] == other:
             return f"{task} is a fork of {other}"
-        if other in kept and kept[other].get("fork_of") == task:
+        if kept[other]["fork_of"] == task:
             return f"{other} is a fork of {task}"
         return None
 
-    conflicts = {task: [o for o in shared.get(task, {}) if not fork_of(task, o)] for task in kept}
-    ranked = sorted((task for task in kept if shared.get(task)),
-                    key=lambda task: (-sum(1 for other in conflicts[task] if other in kept),
-                                      -sum(1 for other in shared[task] if other in kept), task))
-    shown = set(ranked[:limit])
-    nodes = [{"id": task, "conflicts": len(conflicts[task]), "stale": kept[task]["stale"],
-              "agent": kept[task]["agent"]} for task in ranked[:limit]]
+    in_conflict = sorted((row for row in kept.values() if row["conflicting_tickets"]),
+                         key=lambda row: (-row["conflicting_tickets"], row["task_id"]))
+    forks_only = sorted(task for task, row in kept.items()
+                        if not row["conflicting_tickets"] and (row["fork_of"] in kept or task in parents))
+    asked = ([row["task_id"] for row in in_conflict] + forks_only)[:limit]
+    shared = shared_among(snapshot, asked) if asked else {}
+    shown = [task for task in asked if kept[task]["conflicting_tickets"] or shared.get(task)]
+    nodes = [{"id": task, "conflicts": kept[task]["conflicting_tickets"], "stale": kept[task]["stale"],
+              "agent": kept[task]["agent"]} for task in shown]
     edges = [{"a": task, "b": other, "files": sorted({ref.path for ref in refs}), "fork_of": fork_of(task, other)}
-             for task in sorted(shown) for other, refs in sorted(shared[task].items())
-             if other in shown and task < other]
-    return {"nodes": nodes, "edges": edges, "in_conflict": len(ranked), "graph": _graph_state(snapshot)}
+             for task in sorted(shared) for other, refs in sorted(shared[task].items()) if task < other]
+    return {"nodes": nodes, "edges": edges, "in_conflict": len(in_conflict), "graph": _graph_state(snapshot)}
 
 
 def _graph_state(snapshot: Snapshot) -> str:

@@ -1,0 +1,232 @@
+"""`baton list` and a fresh `baton resume` as the sessions grow, on the embedded default.
+
+For each size (1,000, 10,000 and 100,000 sessions by default) and each way of drawing files,
+a data home is seeded where --active sessions (1,000) are active and the rest have ended,
+every session having touched 20 files:
+  - realistic: files drawn from a pool that grows with the sessions (20 per session), so
+    a file has the same expected number of sharers at every size;
+  - fixed pool: files drawn from 20,000 paths whatever the size (the worst case: at
+    100,000 sessions each file was touched by 100 tickets, most of them ended).
+Then times, each as a fresh process, `baton list --json` and `baton resume T-0 --json`
+(T-0 is active and shares files), with the peak resident memory of each process, beside
+the floors measured in the same run: `python -c pass` and a raw SQLite primary-key read of
+one session. Also prints the conflict counts of the list (in process), so that a change
+to the overlap shows in the output. Target: list at 100,000 sessions <= 1 s, bounded
+memory, flat from 1,000 to 100,000. Prints medians with p10-p90 spread.
+
+    .venv/bin/python bench/scale.py [--sizes 1000 10000 100000] [--active 1000] [--repeat 7]
+                                    [--pools realistic "fixed pool"]
+
+--active N with N up to the size makes more sessions active: the list then reads, and
+prints, every one of them (the registry's read of each active session dominates).
+
+Seeding writes the active sessions through the registry's own batch path and the ended
+ones, and every ticket's touches, straight into the stores' tables in one transaction each
+(the ended sessions are copies of one ended session's row under other ids).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from run import FILES_PER_SESSION, PATH_POOL, scratch_worktree, spread  # noqa: E402
+
+from baton import clock  # noqa: E402
+from baton.files import FileRef  # noqa: E402
+
+REPO = "github.com/acme/shop"
+POOLS = {"realistic": lambda sessions: sessions * FILES_PER_SESSION, "fixed pool": lambda sessions: PATH_POOL}
+
+
+def seed(home: Path, sessions: int, active: int, pool: int) -> None:
+    """T-0 .. T-{active-1} active, the rest ended; each with FILES_PER_SESSION files of the pool."""
+    from baton.graph.sqlite import SqliteConflictGraph
+    from baton.registry.model import Bound, Ended, FilesTouched, Status
+    from baton.registry.sqlite import SqliteSessionStore
+
+    rng = random.Random(sessions * 31 + pool)
+    now = clock.now()
+    files = [[f"src/m{rng.randrange(pool)}.py" for _ in range(FILES_PER_SESSION)] for _ in range(sessions)]
+    registry = SqliteSessionStore(home / "registry.db", timeout=30)
+    batch = []
+    for n in range(min(active, sessions)):
+        common = {"task_id": f"T-{n}", "session_id": "bench", "at": now - timedelta(minutes=rng.randint(1, 600))}
+        batch += [Bound(event_id=uuid.uuid4(), repo=REPO, worktree_path=f"/w/T-{n}", **common),
+                  FilesTouched(event_id=uuid.uuid4(), files=[FileRef(REPO, p) for p in files[n]], **common)]
+    ended = {"task_id": "ENDED", "session_id": "bench", "at": now - timedelta(days=3)}
+    batch += [Bound(event_id=uuid.uuid4(), repo=REPO, worktree_path="/w/ENDED", **ended),
+              FilesTouched(event_id=uuid.uuid4(), files=[FileRef(REPO, p) for p in files[-1]], **ended)]
+    ended["at"] += timedelta(hours=1)  # after the bind, or the end does not take
+    batch.append(Ended(event_id=uuid.uuid4(), status=Status.completed, **ended))
+    for start in range(0, len(batch), 500):
+        registry.append(batch[start:start + 500])
+    registry.get("ENDED")  # applies what waits
+    registry.close()
+    with sqlite3.connect(home / "registry.db", isolation_level=None) as conn:
+        status, last, body = conn.execute("SELECT status, last_activity, body FROM sessions WHERE task_id = 'ENDED'"
+                                          ).fetchone()
+        assert status == "completed", status
+        conn.execute("BEGIN")
+        conn.execute("DELETE FROM sessions WHERE task_id = 'ENDED'")
+        template = json.loads(body)
+        rows = []
+        for n in range(active, sessions):
+            template["task_id"] = f"T-{n}"
+            rows.append((f"T-{n}", status, last, json.dumps(template)))
+        conn.executemany("INSERT INTO sessions (task_id, status, last_activity, body) VALUES (?, ?, ?, ?)", rows)
+        conn.execute("COMMIT")
+
+    graph = SqliteConflictGraph(home / "graph.db", timeout=30)
+    graph.describe()  # creates the file with its schema
+    graph.close()
+    stamp = clock.to_text(now)
+    with sqlite3.connect(home / "graph.db", isolation_level=None) as conn:
+        conn.execute("BEGIN")
+        conn.executemany("INSERT INTO tasks (task_id, status) VALUES (?, ?)",
+                         ((f"T-{n}", "active" if n < active else "completed") for n in range(sessions)))
+        conn.executemany("INSERT OR IGNORE INTO touches (task_id, repo, path, last_at, active) VALUES (?, ?, ?, ?, ?)",
+                         ((f"T-{n}", REPO, path, stamp, int(n < active))
+                          for n in range(sessions) for path in files[n]))
+        conn.execute("COMMIT")
+
+
+# Runs each command for the bench and reports its time and peak memory. A child's peak
+# counts the memory of the process that forked it, so the bench, which grows while it
+# seeds, forks none of the measured commands itself: this small process does.
+LAUNCHER = """
+import json, os, subprocess, sys, time
+for line in sys.stdin:
+    job = json.loads(line)
+    started = time.perf_counter()
+    child = subprocess.Popen(job["command"], cwd=job["cwd"], env=job["env"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    error = child.stderr.read().decode(errors="replace")
+    _, status, usage = os.wait4(child.pid, 0)
+    elapsed = (time.perf_counter() - started) * 1000
+    print(json.dumps({"ms": elapsed, "rss_mb": usage.ru_maxrss / 1024, "code": os.waitstatus_to_exitcode(status),
+                      "error": error[-400:]}), flush=True)
+"""
+
+
+class Launcher:
+    def __init__(self) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", LAUNCHER], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+
+    def runs(self, command: list[str], cwd: Path, env: dict, repeat: int) -> tuple[list[float], list[float]]:
+        """Milliseconds and peak resident MB of each run, after one run that warms the page cache."""
+        times, memory = [], []
+        for attempt in range(repeat + 1):
+            self.process.stdin.write(json.dumps({"command": command, "cwd": str(cwd), "env": env}) + "\n")
+            self.process.stdin.flush()
+            done = json.loads(self.process.stdout.readline())
+            if done["code"] != 0:
+                raise SystemExit(f"{' '.join(command[-3:])} failed: {done['error']}")
+            if attempt:
+                times.append(done["ms"])
+                memory.append(done["rss_mb"])
+        return times, memory
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def primary_key_reads(home: Path, repeat: int) -> list[float]:
+    conn = sqlite3.connect(home / "registry.db")
+    samples = []
+    for n in range(repeat * 20):
+        started = time.perf_counter()
+        conn.execute("SELECT body FROM sessions WHERE task_id = ?", (f"T-{n % 50}",)).fetchone()
+        samples.append((time.perf_counter() - started) * 1000)
+    conn.close()
+    return samples
+
+
+def conflict_counts(home: Path) -> tuple[float, int, int, int]:
+    """The list's aggregate, in process: milliseconds, tickets in conflict, the largest
+    number of tickets one conflicts with, and the (ticket, ticket, file) rows a listing of
+    pairs would have built."""
+    from baton.graph.sqlite import SqliteConflictGraph
+
+    graph = SqliteConflictGraph(home / "graph.db", timeout=30)
+    started = time.perf_counter()
+    summaries = graph.conflict_summaries(sample=5).value
+    elapsed = (time.perf_counter() - started) * 1000
+    graph.close()
+    with sqlite3.connect(home / "graph.db") as conn:
+        (triples,) = conn.execute("SELECT coalesce(sum(n * (n - 1)), 0) FROM ("
+                                  "SELECT count(*) AS n FROM touches WHERE active GROUP BY repo, path)").fetchone()
+    return elapsed, len(summaries), max((s.tickets for s in summaries.values()), default=0), triples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    parser.add_argument("--active", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--pools", nargs="+", choices=list(POOLS), default=list(POOLS))
+    args = parser.parse_args()
+
+    rows = []
+    launcher = Launcher()
+    with tempfile.TemporaryDirectory(prefix="baton-scale-") as scratch:
+        root = Path(scratch)
+        worktree = scratch_worktree(root)
+        cli = [sys.executable, "-m", "baton.skills.frontends.cli"]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        floor, floor_rss = launcher.runs([sys.executable, "-c", "pass"], worktree, env, args.repeat)
+        rows.append(("python -c pass (floor)", floor, floor_rss, None))
+        for label in args.pools:
+            pool_of = POOLS[label]
+            for sessions in args.sizes:
+                home = root / f"{label.replace(' ', '-')}-{sessions}"
+                started = time.perf_counter()
+                seed(home, sessions, args.active, pool_of(sessions))
+                built = time.perf_counter() - started
+                at_home = {**env, "BATON_HOME": str(home)}
+                aggregate, in_conflict, widest, triples = conflict_counts(home)
+                name = f"{sessions:,} sessions, {label}"
+                print(f"{name}: pool {pool_of(sessions):,} paths, seeded in {built:.1f} s; "
+                      f"{in_conflict} of {min(args.active, sessions)} active tickets in conflict, "
+                      f"at most with {widest} ({triples:,} ticket-ticket-file rows as pairs); "
+                      f"list's aggregate in process {aggregate:.1f} ms", flush=True)
+                rows.append((f"baton list --json, {name}",
+                             *launcher.runs([*cli, "list", "--json"], worktree, at_home, args.repeat), 1000))
+                rows.append((f"baton resume T-0 --json, {name}",
+                             *launcher.runs([*cli, "resume", "T-0", "--json"], worktree, at_home, args.repeat), None))
+                rows.append((f"  floor: SQLite primary-key read, {name}",
+                             primary_key_reads(home, args.repeat), [], None))
+    launcher.close()
+
+    print(f"\n{'figure':58} {'median ms':>10} {'p10-p90 ms':>16} {'peak RSS MB':>12} {'target':>8}")
+    for name, samples, memory, target in rows:
+        median, low, high = spread(samples)
+        rss = f"{max(memory):.0f}" if memory else ""
+        shown = f"{target} ms" if target else ""
+        print(f"{name:58} {median:10.2f} {f'{low:.2f}-{high:.2f}':>16} {rss:>12} {shown:>8}")
+    lists = {name: statistics.median(samples) for name, samples, _, _ in rows if name.startswith("baton list")}
+    for label in args.pools:
+        at = [value for name, value in lists.items() if name.endswith(label)]
+        if len(at) > 1:
+            print(f"list at the largest / at the smallest size, {label}: {at[-1] / at[0]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
