@@ -199,7 +199,14 @@ def cli(monkeypatch, capsys):
             # `baton projector` would, so that every command sees the earlier ones.
             main(["projector", "--once", "--idle", "0.3"])
             capsys.readouterr()
-        code = main(list(args))
+        project = os.environ.get("BATON_PROJECT")
+        try:
+            code = main(list(args))
+        finally:  # `--project` sets the process's setting, as it would in a fresh process
+            if project is None:
+                os.environ.pop("BATON_PROJECT", None)
+            else:
+                os.environ["BATON_PROJECT"] = project
         out, err = capsys.readouterr()
         return code, out, err
 

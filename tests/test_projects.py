@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import make_repo
+from tests.conftest import git, make_repo
 
 SHOP = "github.com/acme/shop"
 OTHER = "github.com/rival/shop"
@@ -237,3 +237,19 @@ def test_existing_rows_move_to_their_repositorys_project(tmp_path):
         finally:
             registry.close()
             bus.close()
+
+
+def test_the_guard_reads_the_project_given(home, worktrees, cli):
+    """`baton --project NAME guard` checks the staged files against that project's tickets,
+    as every other command does, and never against another project's."""
+    main, second = worktrees
+    assert cli(second, "--project", "team-a", "bind", "OMN-2")[0] == 0
+    assert cli(second, "--project", "team-a", "touch", "src/db.py")[0] == 0
+    assert cli(main, "--project", "team-a", "bind", "OMN-1")[0] == 0
+    (main / "src").mkdir(exist_ok=True)
+    (main / "src" / "db.py").write_text("changed\n")
+    git(main, "add", "src/db.py")
+    code, out, err = cli(main, "--project", "team-a", "guard")
+    assert code == 0 and "src/db.py also touched by OMN-2" in out + err
+    code, out, err = cli(main, "--project", "team-b", "guard")
+    assert code == 0 and "OMN-2" not in out + err

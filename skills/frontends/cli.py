@@ -269,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     except BatonError as exc:
         _say(f"error: {exc}")
         return exc.exit_code
+    if project is not None:
+        # `--project` is the setting, for every command and whatever it spawns (the hooks,
+        # the guard, the MCP server and the dashboard read their settings themselves).
+        os.environ["BATON_PROJECT"] = project
     if len(given) == 2 and given[0] == "hook" and not given[1].startswith("-"):
         # Inside the agent, on its 100 ms path: no parser to build; reports its own errors
         # on stderr and exits 0 (an unknown event name included).
@@ -291,8 +295,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # What runs in the background asks every server, whatever the health record says.
         with unit_of_work(deliver_with=apply_events if args.command in _READS else None, warn=_warn,
-                          skip_known_down=args.command not in ("deliver", "doctor", "projector", "index"),
-                          explicit_project=project) as stores:
+                          skip_known_down=args.command not in ("deliver", "doctor", "projector", "index")) as stores:
             return _HANDLERS[args.command](args, stores)
     except BatonError as exc:
         if not isinstance(exc, StoreUnavailable):

@@ -23,19 +23,16 @@ from baton.skills.runtime.stores import Stores
 @contextmanager
 def unit_of_work(*, deliver_with: Apply[Stores] | None = None, warn: Callable[[list[str]], None] = lambda _: None,
                  store_timeout: float | None = None, skip_known_down: bool = True,
-                 project: str | None = None, explicit_project: str | None = None) -> Iterator[Stores]:
+                 project: str | None = None) -> Iterator[Stores]:
     """The stores for one command, settings from the environment (store_timeout: at most
     this many seconds of servers); deliver_with: deliver the kept writes first with this
     projection (read commands), telling warn what could not be delivered.
     skip_known_down=False asks every server whatever the health record says (what runs in
     the background does). project: the repository of the worktree the caller serves, when
-    that is not the current directory's (Stores.project); explicit_project: `--project`,
-    which wins over the configured one."""
+    that is not the current directory's (Stores.project)."""
     settings = Settings.from_env()
     if store_timeout is not None and store_timeout < settings.store_timeout:
         settings = replace(settings, store_timeout=store_timeout)
-    if explicit_project is not None:
-        settings = replace(settings, project=explicit_project)
     stores = Stores(settings, skip_known_down=skip_known_down, project=project)
     try:
         if deliver_with is not None:  # what reads: a command a person may be reading too
