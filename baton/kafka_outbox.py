@@ -45,17 +45,21 @@ def use_security(config: dict[str, str]) -> None:
     _security.update(config)
 
 
-# The broker's refusal of this process's credentials, as librdkafka last reported it: a
-# client only sees "transport failure" or a timeout, while the reason comes to its error
-# callback. Taken (and cleared) by the next failure reported.
+# The broker's refusal of this process's credentials, or a TLS handshake that failed (an
+# untrusted certificate), as librdkafka last reported it: a client only sees "transport
+# failure" or a timeout, while the reason comes to its error callback. Taken (and cleared)
+# by the next failure reported.
 _refusal: list[str] = []
 
 
 def _heard(error: KafkaError) -> None:
     from confluent_kafka import KafkaError
 
+    said = " ".join(error.str().split())
     if error.code() == KafkaError._AUTHENTICATION:
-        _refusal[:] = [" ".join(error.str().split())]
+        _refusal[:] = [f"refused the credentials: {said}"]
+    elif error.code() == KafkaError._SSL or "SSL handshake failed" in said:
+        _refusal[:] = [f"failed the TLS handshake: {said}"]
 
 
 def client_config(bootstrap: str, timeout: float) -> dict:
@@ -65,12 +69,12 @@ def client_config(bootstrap: str, timeout: float) -> dict:
 
 
 def refused(store: str, bootstrap: str) -> StoreUnavailable | None:
-    """The broker's refusal of the credentials, if it refused them since the last failure
-    reported: a request it refused, not a server that is down (the health record keeps out)."""
+    """The broker's refusal of the credentials or its certificate's, if one came since the
+    last failure reported: a server that answers, not one that is down (the health record
+    keeps out)."""
     if not _refusal:
         return None
-    said = _refusal.pop()
-    return StoreUnavailable(store, f"Kafka at {bootstrap} refused the credentials: {said}")
+    return StoreUnavailable(store, f"Kafka at {bootstrap} {_refusal.pop()}")
 
 
 def kafka_failure(store: str, bootstrap: str, exc: KafkaException, *, client: object = None) -> StoreUnavailable:

@@ -1,6 +1,8 @@
-"""Kafka with authentication on (SASL/SCRAM-SHA-256 on the test broker): Baton's producer,
-readers and projector connect with the credentials of its settings, the password read from
-a file; wrong credentials are one clear line naming the refusal, never the password."""
+"""Kafka with authentication and encryption on (SASL/SCRAM-SHA-256 over TLS on the test
+broker, its certificate self-signed): Baton's producer, readers and projector connect with
+the credentials and the CA of its settings, the password read from a file; wrong credentials
+are one clear line naming the refusal, never the password, and a broker whose certificate
+is not trusted is one clear line too."""
 
 import json
 import uuid
@@ -19,7 +21,7 @@ pytestmark = pytest.mark.servers
 def scram_kafka():
     from tests.servers.kafka import KafkaServer
 
-    server = KafkaServer(scram=(USER, PASSWORD)).start()
+    server = KafkaServer(scram=(USER, PASSWORD), tls=True).start()
     yield server
     server.destroy()
 
@@ -30,7 +32,8 @@ def scram_home(home, monkeypatch, scram_kafka, tmp_path):
     password.write_text(f"{PASSWORD}\n")
     monkeypatch.setenv("BATON_KAFKA_BOOTSTRAP", scram_kafka.bootstrap)
     monkeypatch.setenv("BATON_KAFKA_TOPIC_PREFIX", f"test-{uuid.uuid4().hex[:10]}.")
-    monkeypatch.setenv("BATON_KAFKA_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
+    monkeypatch.setenv("BATON_KAFKA_SECURITY_PROTOCOL", "SASL_SSL")
+    monkeypatch.setenv("BATON_KAFKA_SSL_CA", str(scram_kafka.ca))
     monkeypatch.setenv("BATON_KAFKA_SASL_MECHANISM", "SCRAM-SHA-256")
     monkeypatch.setenv("BATON_KAFKA_SASL_USERNAME", USER)
     monkeypatch.setenv("BATON_KAFKA_SASL_PASSWORD_FILE", str(password))
@@ -77,3 +80,21 @@ def test_wrong_credentials_are_one_line_naming_the_refusal_never_the_password(sc
     assert "refused the credentials" in signals.stderr and len(signals.stderr.strip().splitlines()) == 1
     assert bind.returncode == 0, bind.stderr  # a write is kept, and delivered once the credentials are right
     assert deliver.returncode == 3 and "refused the credentials" in deliver.stderr
+
+
+def test_a_broker_whose_certificate_is_not_trusted_is_one_clear_line(scram_home, worktrees, tmp_path, monkeypatch):
+    """Without the broker's CA the handshake fails: a read says so in one line, a write is
+    kept for later (as with any server that cannot be used), and a delivery names the
+    failure for each outbox that waits."""
+    main, _ = worktrees
+    monkeypatch.delenv("BATON_KAFKA_SSL_CA")
+    monkeypatch.setenv("BATON_STORE_TIMEOUT", "3")
+    results = [run_process(main, *args) for args in (("signals", "--json"), ("bind", "OMN-9"), ("deliver",))]
+    signals, bind, deliver = results
+    assert signals.returncode == 3 and len(signals.stderr.strip().splitlines()) == 1, signals.stderr
+    assert "failed the TLS handshake" in signals.stderr and "certificate" in signals.stderr, signals.stderr
+    assert bind.returncode == 0, bind.stderr
+    assert deliver.returncode == 3, deliver.stderr
+    assert all("failed the TLS handshake" in line for line in deliver.stderr.strip().splitlines()), \
+        "one line per outbox that waits, each naming the failure"
+    assert PASSWORD not in "".join(r.stdout + r.stderr for r in results)
