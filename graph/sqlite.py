@@ -41,6 +41,16 @@ MIGRATIONS = [
     DROP INDEX touches_by_file;
     CREATE INDEX active_touches_by_file ON touches (repo, path, task_id) WHERE active;
     """,
+    # Projects (baton.projects): a ticket's id is qualified by its project. Before them a
+    # ticket's project was its repository, which each of its touches names; a ticket that
+    # touched no file holds no overlap and is recorded again by its next write.
+    """
+    INSERT OR IGNORE INTO tasks (task_id, status)
+        SELECT DISTINCT t.repo || char(31) || t.task_id, k.status
+        FROM touches t JOIN tasks k ON k.task_id = t.task_id WHERE instr(t.task_id, char(31)) = 0;
+    UPDATE touches SET task_id = repo || char(31) || task_id WHERE instr(task_id, char(31)) = 0;
+    DELETE FROM tasks WHERE instr(task_id, char(31)) = 0;
+    """,
 ]
 
 # The other active tickets' touches of a ticket's files: its own touches (primary key

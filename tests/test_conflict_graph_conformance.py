@@ -143,7 +143,10 @@ def test_forget_removes_pruned_tickets_and_their_overlaps(graph):
 
 
 def test_an_embedded_graph_of_the_first_schema_keeps_its_overlaps(tmp_path):
+    """Its tickets move to their repository's project (what a project was before projects
+    could be named), where their overlaps hold as before; no other project sees them."""
     from baton.graph import sqlite as embedded
+    from baton.graph.projects import ProjectGraph
     from baton.sqlite import SqliteFile
 
     older = SqliteFile(tmp_path / "graph.db", embedded.MIGRATIONS[:1], timeout=2)
@@ -153,10 +156,14 @@ def test_an_embedded_graph_of_the_first_schema_keeps_its_overlaps(tmp_path):
         conn.executemany("INSERT INTO touches VALUES (?, ?, ?, ?)",
                          [(task, A.repo, A.path, "2026-11-01T12:00:00+00:00") for task in ("T-1", "T-2", "T-3")])
     older.close()
-    graph = embedded.SqliteConflictGraph(tmp_path / "graph.db", timeout=2)
+    graph = ProjectGraph(embedded.SqliteConflictGraph(tmp_path / "graph.db", timeout=2), A.repo)
     assert graph.shared_files("T-1").value == {"T-2": [A]}
     assert graph.conflict_summaries(sample=3).value == {"T-1": ConflictSummary(files=1, tickets=1, sample=("T-2",)),
                                                         "T-2": ConflictSummary(files=1, tickets=1, sample=("T-1",))}
+    assert not graph.touch("T-3", [A], T0), "T-3 kept its status (completed), so a touch leaves it ended"
+    assert graph.shared_files("T-1").value == {"T-2": [A]}
+    other = ProjectGraph(graph.graph, "github.com/rival/shop")
+    assert other.shared_files("T-1").value == {} and other.conflict_summaries(sample=3).value == {}
     graph.close()
 
 
