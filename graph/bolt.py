@@ -127,9 +127,13 @@ ON CREATE SET other.status = 'unknown'
 MERGE (t)-[:DEPENDS_ON]->(other)
 """
 
-# Starts at the ticket (unique key) and walks its own touches: cost follows its files.
+# The reads below start at the given tickets (unique key) and walk their own touches, so
+# cost follows their files. The file and the other ticket carry no label (only a Task
+# touches, only a File is touched): labelled, Neo4j may plan, on a small graph, to start
+# from the status index too (every project's active tickets) and join, and keep that
+# plan as the graph grows (tests/test_conflict_graph_conformance.py profiles them).
 SHARED_FILES = """
-MATCH (t:Task {task_id: $task_id})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(other:Task)
+MATCH (t:Task {task_id: $task_id})-[:TOUCHES]->(f)<-[:TOUCHES]-(other)
 WHERE other.task_id <> $task_id AND other.status = 'active' AND other.task_id STARTS WITH $scope
 RETURN other.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY other, repo, path
@@ -137,7 +141,7 @@ ORDER BY other, repo, path
 
 SHARED_FILES_OF_MANY = """
 UNWIND $task_ids AS task_id
-MATCH (t:Task {task_id: task_id})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(other:Task)
+MATCH (t:Task {task_id: task_id})-[:TOUCHES]->(f)<-[:TOUCHES]-(other)
 WHERE other.task_id <> task_id AND other.status = 'active' AND other.task_id STARTS WITH $scope
 RETURN task_id AS task, other.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY task, other, repo, path
@@ -156,28 +160,34 @@ FOREACH (s IN [s IN sessions WHERE NOT (s)-[:WORKS_ON]->()] | DETACH DELETE s)
 
 # The first $partners other tickets by id, then the files each shares.
 SHARED_FILES_OF_FIRST = """
-MATCH (:Task {task_id: $task_id})-[:TOUCHES]->(:File)<-[:TOUCHES]-(other:Task)
+MATCH (t:Task {task_id: $task_id})-[:TOUCHES]->()<-[:TOUCHES]-(other)
 WHERE other.task_id <> $task_id AND other.status = 'active' AND other.task_id STARTS WITH $scope
-WITH DISTINCT other ORDER BY other.task_id LIMIT $partners
-MATCH (:Task {task_id: $task_id})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(other)
+WITH DISTINCT t, other ORDER BY other.task_id LIMIT $partners
+MATCH (t)-[:TOUCHES]->(f)<-[:TOUCHES]-(other)
 RETURN other.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY other, repo, path
 """
 
 # SHARED_FILES_OF_MANY with both tickets active and among $task_ids (the map's pairs).
+# The status is checked past a WITH: in the MATCH of the ticket, Neo4j may seek it in the
+# status index, every project's active tickets, and filter those by id.
 PAIRS_AMONG = """
 UNWIND $task_ids AS task_id
-MATCH (a:Task {task_id: task_id})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(b:Task)
-WHERE a.status = 'active' AND b.status = 'active' AND b.task_id <> a.task_id AND b.task_id IN $task_ids
+MATCH (a:Task {task_id: task_id})
+WITH a WHERE a.status = 'active'
+MATCH (a)-[:TOUCHES]->(f)<-[:TOUCHES]-(b)
+WHERE b.status = 'active' AND b.task_id <> a.task_id AND b.task_id IN $task_ids
 RETURN a.task_id AS task, b.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY task, other, repo, path
 """
 
 # One ticket's conflicts, aggregated on the server: partners sorted so that the slice
-# holds the first by id. Written once, used per page of tickets or for given tickets.
+# holds the first by id (none for a ticket that is not active). Written once, used per
+# page of tickets or for given tickets.
 _SUMMARY_OF_T = """
-OPTIONAL MATCH (t)-[:TOUCHES]->(f:File)<-[:TOUCHES]-(other:Task)
-WHERE other.status = 'active' AND other.task_id <> t.task_id AND other.task_id STARTS WITH $scope
+OPTIONAL MATCH (t)-[:TOUCHES]->(f)<-[:TOUCHES]-(other)
+WHERE t.status = 'active' AND other.status = 'active' AND other.task_id <> t.task_id
+    AND other.task_id STARTS WITH $scope
     AND NOT [t.task_id, other.task_id] IN $expected
 WITH t, f, other ORDER BY other.task_id
 WITH t, count(DISTINCT f) AS files, collect(DISTINCT other.task_id) AS others
@@ -185,18 +195,20 @@ RETURN t.task_id AS task, files, size(others) AS tickets, others[..$sample] AS s
 ORDER BY task
 """
 
-# A page of active tickets after $after by id: the server aggregates one page at a time,
-# so its memory holds one page's partners, never every pair.
+# A page of the project's tickets after $after by id: the server aggregates one page at a
+# time, so its memory holds one page's partners, never every pair. The page is taken by
+# id alone (a range of the unique index): asked for active ones, Neo4j may start from the
+# status index, every project's active tickets, with a plan made on a small graph.
 SUMMARIES_PAGE = """
-MATCH (t:Task {status: 'active'})
+MATCH (t:Task)
 WHERE t.task_id > $after AND t.task_id STARTS WITH $scope
 WITH t ORDER BY t.task_id LIMIT $page
 """ + _SUMMARY_OF_T
 
+# An inactive ticket gets no partners (_SUMMARY_OF_T): no status here for the planner to seek.
 SUMMARIES_OF = """
 UNWIND $task_ids AS task_id
 MATCH (t:Task {task_id: task_id})
-WHERE t.status = 'active'
 WITH t
 """ + _SUMMARY_OF_T
 SUMMARY_PAGE = 500
