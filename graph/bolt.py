@@ -72,15 +72,18 @@ SET t.status = CASE WHEN t.status IS NULL OR t.status IN ['stalled', 'unknown'] 
 RETURN t.status AS status
 """
 
+# A file is passed as [key, repo, path] (_file_rows): the driver packs parameters in
+# Python, value by value, and a list of three strings packs in about half the time of a
+# map of three, whose keys are strings too.
 ADD_TOUCHES = """
 MATCH (t:Task {task_id: $task_id})
 UNWIND $files AS f
-MERGE (file:File {key: f.key})
-ON CREATE SET file.repo = f.repo, file.path = f.path
+MERGE (file:File {key: f[0]})
+ON CREATE SET file.repo = f[1], file.path = f[2]
 MERGE (t)-[touch:TOUCHES]->(file)
 SET touch.last_at = CASE WHEN touch.last_at IS NULL OR touch.last_at < $at THEN $at ELSE touch.last_at END
-FOREACH (_ IN CASE WHEN f.repo <> '' THEN [1] ELSE [] END |
-    MERGE (repo:Repository {name: f.repo})
+FOREACH (_ IN CASE WHEN f[1] <> '' THEN [1] ELSE [] END |
+    MERGE (repo:Repository {name: f[1]})
     MERGE (file)-[:BELONGS_TO]->(repo))
 """
 
@@ -109,12 +112,12 @@ FOREACH (session_id IN CASE WHEN ticket.session_id IS NULL THEN [] ELSE [ticket.
     MERGE (s)-[:WORKS_ON]->(t))
 WITH t, ticket
 UNWIND ticket.files AS f
-MERGE (file:File {key: f.key})
-ON CREATE SET file.repo = f.repo, file.path = f.path
+MERGE (file:File {key: f[0]})
+ON CREATE SET file.repo = f[1], file.path = f[2]
 MERGE (t)-[touch:TOUCHES]->(file)
 SET touch.last_at = CASE WHEN touch.last_at IS NULL OR touch.last_at < ticket.at THEN ticket.at ELSE touch.last_at END
-FOREACH (_ IN CASE WHEN f.repo <> '' THEN [1] ELSE [] END |
-    MERGE (repo:Repository {name: f.repo})
+FOREACH (_ IN CASE WHEN f[1] <> '' THEN [1] ELSE [] END |
+    MERGE (repo:Repository {name: f[1]})
     MERGE (file)-[:BELONGS_TO]->(repo))
 """
 
@@ -313,8 +316,7 @@ class BoltConflictGraph(ConflictGraph):
 
     def _write_touches(self, tx: neo4j.Transaction, task_id: str, files: Sequence[FileRef], at: datetime) -> None:
         if files:
-            tx.run(ADD_TOUCHES, task_id=task_id, at=clock.to_text(at),
-                   files=[{"key": f.key, "repo": f.repo, "path": f.path} for f in files]).consume()
+            tx.run(ADD_TOUCHES, task_id=task_id, at=clock.to_text(at), files=_file_rows(files)).consume()
 
     def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
                session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
@@ -336,7 +338,7 @@ class BoltConflictGraph(ConflictGraph):
         ordered = sorted(records, key=lambda r: r.task_id)
         tickets = [{"task_id": r.task_id, "status": r.status, "at": clock.to_text(r.at),
                     "session_id": r.session_id or None, "depends_on": list(r.depends_on),
-                    "files": [{"key": f.key, "repo": f.repo, "path": f.path} for f in sorted(r.files, key=_key)]}
+                    "files": _file_rows(sorted(r.files, key=_key))}
                    for r in ordered]
 
         def work(tx: neo4j.Transaction) -> None:
@@ -404,6 +406,11 @@ class BoltConflictGraph(ConflictGraph):
 
 def _key(ref: FileRef) -> str:
     return ref.key
+
+
+def _file_rows(files: Sequence[FileRef]) -> list[list[str]]:
+    """Files as the write statements take them: [key, repo, path], plain strings."""
+    return [[f.key, f.repo, f.path] for f in files]
 
 
 def _one_line(exc: BaseException) -> str:
