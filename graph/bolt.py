@@ -172,14 +172,14 @@ ORDER BY other, repo, path
 """
 
 # SHARED_FILES_OF_MANY with both tickets active and among $task_ids (the map's pairs).
-# The status is checked past a WITH: in the MATCH of the ticket, Neo4j may seek it in the
-# status index, every project's active tickets, and filter those by id.
+# The given ticket's status is read through coalesce (a Task always has one), which no
+# index answers: `a.status = 'active'` lets Neo4j seek every project's active tickets in
+# the status index and filter them by id, even past a WITH (it merges a plain WITH away).
 PAIRS_AMONG = """
 UNWIND $task_ids AS task_id
-MATCH (a:Task {task_id: task_id})
-WITH a WHERE a.status = 'active'
-MATCH (a)-[:TOUCHES]->(f)<-[:TOUCHES]-(b)
-WHERE b.status = 'active' AND b.task_id <> a.task_id AND b.task_id IN $task_ids
+MATCH (a:Task {task_id: task_id})-[:TOUCHES]->(f)<-[:TOUCHES]-(b)
+WHERE coalesce(a.status, '') = 'active' AND b.status = 'active' AND b.task_id <> a.task_id
+    AND b.task_id IN $task_ids
 RETURN a.task_id AS task, b.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY task, other, repo, path
 """
@@ -198,13 +198,15 @@ RETURN t.task_id AS task, files, size(others) AS tickets, others[..$sample] AS s
 ORDER BY task
 """
 
-# A page of the project's tickets after $after by id: the server aggregates one page at a
-# time, so its memory holds one page's partners, never every pair. The page is taken by
-# id alone (a range of the unique index): asked for active ones, Neo4j may start from the
-# status index, every project's active tickets, with a plan made on a small graph.
+# A page of the project's tickets after $after by id, below $before (id_range): the server
+# aggregates one page at a time, so its memory holds one page's partners, never every
+# pair. The page is one range of the unique index, bounded on both sides: asked for active
+# tickets, Neo4j may start from the status index (every project's active tickets); given
+# `STARTS WITH $scope` as well, it may seek either, and a seek of `> $after` alone runs
+# through every project sorting after it.
 SUMMARIES_PAGE = """
 MATCH (t:Task)
-WHERE t.task_id > $after AND t.task_id STARTS WITH $scope
+WHERE t.task_id > $after AND t.task_id < $before
 WITH t ORDER BY t.task_id LIMIT $page
 """ + _SUMMARY_OF_T
 
@@ -215,6 +217,12 @@ MATCH (t:Task {task_id: task_id})
 WITH t
 """ + _SUMMARY_OF_T
 SUMMARY_PAGE = 500
+
+
+def id_range(scope: str) -> tuple[str, str]:
+    """The ids that start with scope, as a range (after, before): a project's scope ends with
+    a separator (baton.projects), and no id holds U+10FFFF (the bound of every id)."""
+    return scope, (scope[:-1] + chr(ord(scope[-1]) + 1) if scope else "\U0010ffff")
 
 
 def _split_credentials(uri: str) -> tuple[str, tuple[str, str] | None]:
@@ -381,10 +389,11 @@ class BoltConflictGraph(ConflictGraph):
                 return [tuple(r.values()) for r in tx.run(SUMMARIES_OF, task_ids=task_ids, expected=pairs,
                                                           sample=sample, scope=scope)]
             rows: list = []
-            after = ""
+            after, before = id_range(scope)
             while True:
-                page = [tuple(r.values()) for r in tx.run(SUMMARIES_PAGE, after=after, page=SUMMARY_PAGE,
-                                                          expected=pairs, sample=sample, scope=scope)]
+                page = [tuple(r.values()) for r in tx.run(SUMMARIES_PAGE, after=after, before=before,
+                                                          page=SUMMARY_PAGE, expected=pairs, sample=sample,
+                                                          scope=scope)]
                 rows += [row for row in page if row[1]]
                 if len(page) < SUMMARY_PAGE:
                     return rows
