@@ -147,6 +147,13 @@ class KafkaOutbox:
         self._box.note_topic(self.topic)
         self._topic_ready = True
 
+    def prepare(self) -> None:
+        """Create the topic and the producer before the first delivery needs them; the
+        producer connects in the background. Raises StoreUnavailable."""
+        with self.gate.call(self.store) as left:
+            self.ensure_topic()
+            self._get_producer(left)
+
     def keep(self, messages: Sequence[tuple[str, str, str]]) -> list[bool]:
         """Keep (message id, key, body) triples; True for each id never kept before."""
         return self._box.keep(messages)

@@ -11,6 +11,7 @@ import random
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -142,6 +143,32 @@ def _project(stores, *, warm_up: bool) -> int:
             time.sleep(0.5)
 
 
+def projector_run(root: Path, settings, count: int, name: str, *, warm_up: bool = False,
+                  around: Callable[[Callable[[], int]], int] | None = None) -> tuple[list[tuple[str, str, str]], float]:
+    """The events of one run, delivered to a topic of their own, and the seconds the
+    projector took to apply them in process (a new Stores: its connections included).
+    around: runs the projector (a profiler, say) and returns what it returns."""
+    from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
+    from baton.skills.runtime.stores import Stores
+
+    prefix = f"bench-{name}-{uuid.uuid4().hex[:6]}."
+    events = load_events(prefix.rstrip("."), count)
+    path = root / f"projector-{name}.db"
+    _kept(path, events)
+    log = KafkaEventLog(settings.kafka_bootstrap, path, timeout=60, topic=f"{prefix}{EVENTS_TOPIC}")
+    log.deliver()
+    log.close()
+
+    stores = Stores(replace(settings, kafka_topic_prefix=prefix, background_indexing=False), skip_known_down=False)
+    stores.deliver_on_close = False
+    started = time.perf_counter()
+    applied = (around or (lambda work: work()))(lambda: _project(stores, warm_up=warm_up))
+    seconds = time.perf_counter() - started
+    assert warm_up or applied == count, f"{applied} of {count} events applied"
+    stores.close()
+    return events, seconds
+
+
 def projector_rates(root: Path, settings, count: int, runs: int) -> Rate:
     """The projector applying `count` new events (delivered to a topic of their own before
     it starts) to PostgreSQL, the Bolt server and the recall queue, in process (a new
@@ -152,30 +179,11 @@ def projector_rates(root: Path, settings, count: int, runs: int) -> Rate:
 
     import psycopg
 
-    from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
-    from baton.skills.runtime.stores import Stores
-
     rate = Rate([], [])
     with psycopg.connect(settings.database_url, autocommit=True) as conn:
         conn.execute(_FLOOR_TABLE)
     for run in range(runs + 1):  # the first warms the servers' caches
-        prefix = f"bench-p{run}-{uuid.uuid4().hex[:6]}."
-        events = load_events(prefix.rstrip("."), count)
-        path = root / f"projector-{run}.db"
-        _kept(path, events)
-        log = KafkaEventLog(settings.kafka_bootstrap, path, timeout=60, topic=f"{prefix}{EVENTS_TOPIC}")
-        log.deliver()
-        log.close()
-
-        stores = Stores(replace(settings, kafka_topic_prefix=prefix, background_indexing=False),
-                        skip_known_down=False)
-        stores.deliver_on_close = False
-        started = time.perf_counter()
-        applied = _project(stores, warm_up=run == 0)
-        baton_seconds = time.perf_counter() - started
-        assert run == 0 or applied == count, f"{applied} of {count} events applied"
-        stores.close()
-
+        events, baton_seconds = projector_run(root, settings, count, f"p{run}", warm_up=run == 0)
         rows = []
         for event_id, task, body in events:
             fields = json.loads(body)

@@ -72,15 +72,18 @@ SET t.status = CASE WHEN t.status IS NULL OR t.status IN ['stalled', 'unknown'] 
 RETURN t.status AS status
 """
 
+# A file is passed as [key, repo, path] (_file_rows): the driver packs parameters in
+# Python, value by value, and a list of three strings packs in about half the time of a
+# map of three, whose keys are strings too.
 ADD_TOUCHES = """
 MATCH (t:Task {task_id: $task_id})
 UNWIND $files AS f
-MERGE (file:File {key: f.key})
-ON CREATE SET file.repo = f.repo, file.path = f.path
+MERGE (file:File {key: f[0]})
+ON CREATE SET file.repo = f[1], file.path = f[2]
 MERGE (t)-[touch:TOUCHES]->(file)
 SET touch.last_at = CASE WHEN touch.last_at IS NULL OR touch.last_at < $at THEN $at ELSE touch.last_at END
-FOREACH (_ IN CASE WHEN f.repo <> '' THEN [1] ELSE [] END |
-    MERGE (repo:Repository {name: f.repo})
+FOREACH (_ IN CASE WHEN f[1] <> '' THEN [1] ELSE [] END |
+    MERGE (repo:Repository {name: f[1]})
     MERGE (file)-[:BELONGS_TO]->(repo))
 """
 
@@ -109,12 +112,12 @@ FOREACH (session_id IN CASE WHEN ticket.session_id IS NULL THEN [] ELSE [ticket.
     MERGE (s)-[:WORKS_ON]->(t))
 WITH t, ticket
 UNWIND ticket.files AS f
-MERGE (file:File {key: f.key})
-ON CREATE SET file.repo = f.repo, file.path = f.path
+MERGE (file:File {key: f[0]})
+ON CREATE SET file.repo = f[1], file.path = f[2]
 MERGE (t)-[touch:TOUCHES]->(file)
 SET touch.last_at = CASE WHEN touch.last_at IS NULL OR touch.last_at < ticket.at THEN ticket.at ELSE touch.last_at END
-FOREACH (_ IN CASE WHEN f.repo <> '' THEN [1] ELSE [] END |
-    MERGE (repo:Repository {name: f.repo})
+FOREACH (_ IN CASE WHEN f[1] <> '' THEN [1] ELSE [] END |
+    MERGE (repo:Repository {name: f[1]})
     MERGE (file)-[:BELONGS_TO]->(repo))
 """
 
@@ -127,9 +130,13 @@ ON CREATE SET other.status = 'unknown'
 MERGE (t)-[:DEPENDS_ON]->(other)
 """
 
-# Starts at the ticket (unique key) and walks its own touches: cost follows its files.
+# The reads below start at the given tickets (unique key) and walk their own touches, so
+# cost follows their files. The file and the other ticket carry no label (only a Task
+# touches, only a File is touched): labelled, Neo4j may plan, on a small graph, to start
+# from the status index too (every project's active tickets) and join, and keep that
+# plan as the graph grows (tests/test_conflict_graph_conformance.py profiles them).
 SHARED_FILES = """
-MATCH (t:Task {task_id: $task_id})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(other:Task)
+MATCH (t:Task {task_id: $task_id})-[:TOUCHES]->(f)<-[:TOUCHES]-(other)
 WHERE other.task_id <> $task_id AND other.status = 'active' AND other.task_id STARTS WITH $scope
 RETURN other.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY other, repo, path
@@ -137,7 +144,7 @@ ORDER BY other, repo, path
 
 SHARED_FILES_OF_MANY = """
 UNWIND $task_ids AS task_id
-MATCH (t:Task {task_id: task_id})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(other:Task)
+MATCH (t:Task {task_id: task_id})-[:TOUCHES]->(f)<-[:TOUCHES]-(other)
 WHERE other.task_id <> task_id AND other.status = 'active' AND other.task_id STARTS WITH $scope
 RETURN task_id AS task, other.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY task, other, repo, path
@@ -156,28 +163,34 @@ FOREACH (s IN [s IN sessions WHERE NOT (s)-[:WORKS_ON]->()] | DETACH DELETE s)
 
 # The first $partners other tickets by id, then the files each shares.
 SHARED_FILES_OF_FIRST = """
-MATCH (:Task {task_id: $task_id})-[:TOUCHES]->(:File)<-[:TOUCHES]-(other:Task)
+MATCH (t:Task {task_id: $task_id})-[:TOUCHES]->()<-[:TOUCHES]-(other)
 WHERE other.task_id <> $task_id AND other.status = 'active' AND other.task_id STARTS WITH $scope
-WITH DISTINCT other ORDER BY other.task_id LIMIT $partners
-MATCH (:Task {task_id: $task_id})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(other)
+WITH DISTINCT t, other ORDER BY other.task_id LIMIT $partners
+MATCH (t)-[:TOUCHES]->(f)<-[:TOUCHES]-(other)
 RETURN other.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY other, repo, path
 """
 
 # SHARED_FILES_OF_MANY with both tickets active and among $task_ids (the map's pairs).
+# The given ticket's status is read through coalesce (a Task always has one), which no
+# index answers: `a.status = 'active'` lets Neo4j seek every project's active tickets in
+# the status index and filter them by id, even past a WITH (it merges a plain WITH away).
 PAIRS_AMONG = """
 UNWIND $task_ids AS task_id
-MATCH (a:Task {task_id: task_id})-[:TOUCHES]->(f:File)<-[:TOUCHES]-(b:Task)
-WHERE a.status = 'active' AND b.status = 'active' AND b.task_id <> a.task_id AND b.task_id IN $task_ids
+MATCH (a:Task {task_id: task_id})-[:TOUCHES]->(f)<-[:TOUCHES]-(b)
+WHERE coalesce(a.status, '') = 'active' AND b.status = 'active' AND b.task_id <> a.task_id
+    AND b.task_id IN $task_ids
 RETURN a.task_id AS task, b.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY task, other, repo, path
 """
 
 # One ticket's conflicts, aggregated on the server: partners sorted so that the slice
-# holds the first by id. Written once, used per page of tickets or for given tickets.
+# holds the first by id (none for a ticket that is not active). Written once, used per
+# page of tickets or for given tickets.
 _SUMMARY_OF_T = """
-OPTIONAL MATCH (t)-[:TOUCHES]->(f:File)<-[:TOUCHES]-(other:Task)
-WHERE other.status = 'active' AND other.task_id <> t.task_id AND other.task_id STARTS WITH $scope
+OPTIONAL MATCH (t)-[:TOUCHES]->(f)<-[:TOUCHES]-(other)
+WHERE t.status = 'active' AND other.status = 'active' AND other.task_id <> t.task_id
+    AND other.task_id STARTS WITH $scope
     AND NOT [t.task_id, other.task_id] IN $expected
 WITH t, f, other ORDER BY other.task_id
 WITH t, count(DISTINCT f) AS files, collect(DISTINCT other.task_id) AS others
@@ -185,21 +198,31 @@ RETURN t.task_id AS task, files, size(others) AS tickets, others[..$sample] AS s
 ORDER BY task
 """
 
-# A page of active tickets after $after by id: the server aggregates one page at a time,
-# so its memory holds one page's partners, never every pair.
+# A page of the project's tickets after $after by id, below $before (id_range): the server
+# aggregates one page at a time, so its memory holds one page's partners, never every
+# pair. The page is one range of the unique index, bounded on both sides: asked for active
+# tickets, Neo4j may start from the status index (every project's active tickets); given
+# `STARTS WITH $scope` as well, it may seek either, and a seek of `> $after` alone runs
+# through every project sorting after it.
 SUMMARIES_PAGE = """
-MATCH (t:Task {status: 'active'})
-WHERE t.task_id > $after AND t.task_id STARTS WITH $scope
+MATCH (t:Task)
+WHERE t.task_id > $after AND t.task_id < $before
 WITH t ORDER BY t.task_id LIMIT $page
 """ + _SUMMARY_OF_T
 
+# An inactive ticket gets no partners (_SUMMARY_OF_T): no status here for the planner to seek.
 SUMMARIES_OF = """
 UNWIND $task_ids AS task_id
 MATCH (t:Task {task_id: task_id})
-WHERE t.status = 'active'
 WITH t
 """ + _SUMMARY_OF_T
 SUMMARY_PAGE = 500
+
+
+def id_range(scope: str) -> tuple[str, str]:
+    """The ids that start with scope, as a range (after, before): a project's scope ends with
+    a separator (baton.projects), and no id holds U+10FFFF (the bound of every id)."""
+    return scope, (scope[:-1] + chr(ord(scope[-1]) + 1) if scope else "\U0010ffff")
 
 
 def _split_credentials(uri: str) -> tuple[str, tuple[str, str] | None]:
@@ -301,8 +324,7 @@ class BoltConflictGraph(ConflictGraph):
 
     def _write_touches(self, tx: neo4j.Transaction, task_id: str, files: Sequence[FileRef], at: datetime) -> None:
         if files:
-            tx.run(ADD_TOUCHES, task_id=task_id, at=clock.to_text(at),
-                   files=[{"key": f.key, "repo": f.repo, "path": f.path} for f in files]).consume()
+            tx.run(ADD_TOUCHES, task_id=task_id, at=clock.to_text(at), files=_file_rows(files)).consume()
 
     def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
                session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
@@ -324,7 +346,7 @@ class BoltConflictGraph(ConflictGraph):
         ordered = sorted(records, key=lambda r: r.task_id)
         tickets = [{"task_id": r.task_id, "status": r.status, "at": clock.to_text(r.at),
                     "session_id": r.session_id or None, "depends_on": list(r.depends_on),
-                    "files": [{"key": f.key, "repo": f.repo, "path": f.path} for f in sorted(r.files, key=_key)]}
+                    "files": _file_rows(sorted(r.files, key=_key))}
                    for r in ordered]
 
         def work(tx: neo4j.Transaction) -> None:
@@ -367,10 +389,11 @@ class BoltConflictGraph(ConflictGraph):
                 return [tuple(r.values()) for r in tx.run(SUMMARIES_OF, task_ids=task_ids, expected=pairs,
                                                           sample=sample, scope=scope)]
             rows: list = []
-            after = ""
+            after, before = id_range(scope)
             while True:
-                page = [tuple(r.values()) for r in tx.run(SUMMARIES_PAGE, after=after, page=SUMMARY_PAGE,
-                                                          expected=pairs, sample=sample, scope=scope)]
+                page = [tuple(r.values()) for r in tx.run(SUMMARIES_PAGE, after=after, before=before,
+                                                          page=SUMMARY_PAGE, expected=pairs, sample=sample,
+                                                          scope=scope)]
                 rows += [row for row in page if row[1]]
                 if len(page) < SUMMARY_PAGE:
                     return rows
@@ -392,6 +415,11 @@ class BoltConflictGraph(ConflictGraph):
 
 def _key(ref: FileRef) -> str:
     return ref.key
+
+
+def _file_rows(files: Sequence[FileRef]) -> list[list[str]]:
+    """Files as the write statements take them: [key, repo, path], plain strings."""
+    return [[f.key, f.repo, f.path] for f in files]
 
 
 def _one_line(exc: BaseException) -> str:

@@ -24,6 +24,12 @@ class SignalBus(ABC):
         deliver=False lets a backend that sends through a local outbox keep them for a
         later delivery (baton.skills.runtime.delivery) instead of waiting for its server now."""
 
+    def prepare(self) -> None:
+        """Open now what the first delivery would open (a long-running writer, the
+        projector, calls it when it starts, so its first batch does not wait for it).
+        Raises StoreUnavailable; nothing to do for a local log."""
+        return
+
     @abstractmethod
     def known(self, signal_ids: Sequence[str]) -> set[str]:
         """Which of signal_ids are already stored (lets the hot path skip building signals)."""

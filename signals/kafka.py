@@ -70,6 +70,11 @@ class KafkaSignalBus(SignalBus):
             self._outbox.deliver()
         return fresh
 
+    def prepare(self) -> None:
+        """The topic and the producer: librdkafka connects and makes the idempotent
+        producer's handshake in its own threads, meanwhile."""
+        self._outbox.prepare()
+
     def deliver(self) -> None:
         """Send what waits in the outbox; raises StoreUnavailable while some still waits."""
         self._outbox.deliver()

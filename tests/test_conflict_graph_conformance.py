@@ -194,3 +194,57 @@ def test_a_batch_write_is_the_writes_one_by_one(graph, tmp_path):
         assert graph.conflict_summaries(sample=3).value == one_by_one.conflict_summaries(sample=3).value
     finally:
         one_by_one.close()
+
+
+def _profile(driver, statement: str, params: dict) -> tuple[int, list[str]]:
+    """The db hits of one run of statement, and the operators its plan starts from."""
+    def leaves(plan: dict) -> list[str]:
+        children = plan.get("children", [])
+        return [f"{plan['operatorType'].partition('@')[0]} {plan['args'].get('Details', '')}"] if not children else [
+            leaf for child in children for leaf in leaves(child)]
+
+    def hits(plan: dict) -> int:
+        return plan.get("dbHits", 0) + sum(hits(child) for child in plan.get("children", []))
+
+    with driver.session() as session:
+        plan = session.run(f"PROFILE {statement}", params).consume().profile
+    return hits(plan), leaves(plan)
+
+
+@pytest.mark.parametrize("name", ["SHARED_FILES", "SHARED_FILES_OF_MANY", "SHARED_FILES_OF_FIRST", "PAIRS_AMONG",
+                                  "SUMMARIES_OF", "SUMMARIES_PAGE"])
+def test_bolt_project_reads_start_at_their_own_tickets(bolt_uri, name):
+    """A project's read starts at its tickets (a unique key, or the range of its ids) and
+    walks their touches: its cost stays the same when other projects add tickets. Planned
+    on a small graph, as a new server's first reads are, a labelled partner let Neo4j start
+    from the status index, every project's active tickets, and keep that plan."""
+    import neo4j
+
+    from baton.graph import bolt
+    from baton.graph.base import TicketRecord
+    from baton.graph.bolt import BoltConflictGraph, _split_credentials
+    from baton.graph.projects import ProjectGraph
+
+    backend = BoltConflictGraph(bolt_uri, timeout=30)
+    ours = ProjectGraph(backend, "shop")
+    others = [ProjectGraph(backend, name) for name in ("elsewhere", "tools")]  # sorting before ours, and after
+    shared = [FileRef("github.com/acme/shop", f"src/s{n}.py") for n in range(3)]
+    ours.record_many([TicketRecord(f"T-{n}", "active", [shared[n % 3], shared[(n + 1) % 3]], T0) for n in range(4)])
+    tickets = [ours._in(f"T-{n}") for n in range(4)]
+    after, before = bolt.id_range(ours._scope)
+    params = {"task_id": tickets[0], "task_ids": tickets, "partners": 2, "expected": [], "sample": 3,
+              "after": after, "before": before, "page": bolt.SUMMARY_PAGE, "scope": ours._scope}
+    address, auth = _split_credentials(bolt_uri)
+    try:
+        with neo4j.GraphDatabase.driver(address, auth=auth) as driver:
+            driver.execute_query("CALL db.clearQueryCaches()")  # planned now, on this small graph
+            first, starts = _profile(driver, getattr(bolt, name), params)
+            assert {start.split()[0] for start in starts} <= {"NodeUniqueIndexSeek", "NodeUniqueIndexSeekByRange",
+                                                              "Unwind", "Argument"}, starts
+            for chunk in range(4):  # 2,000 active tickets of other projects, overlapping among themselves
+                others[chunk % 2].record_many([TicketRecord(f"O-{chunk}-{n}", "active", [FileRef(
+                    "github.com/acme/elsewhere", f"src/o{n % 50}.py")], T0) for n in range(500)])
+            hits, _ = _profile(driver, getattr(bolt, name), params)
+    finally:
+        backend.close()
+    assert hits == first, f"{first} db hits, {hits} with other projects' 2,000 tickets"

@@ -85,6 +85,20 @@ def test_a_killed_projector_loses_nothing_and_doubles_nothing(kafka_home, worktr
     assert sorted(d["text"] for d in decisions) == sorted(f"decision {n}" for n in range(5, 10))
 
 
+def test_the_projector_readies_the_signal_bus_when_it_starts(kafka_home, worktrees):
+    """Its first batch's signals find the topic made and the producer connecting, even
+    before there is anything to apply (a log with no events here)."""
+    import os
+
+    from confluent_kafka.admin import AdminClient
+
+    from baton.signals.kafka import SIGNALS_TOPIC
+
+    baton(worktrees[0], "projector", "--once")
+    topics = AdminClient({"bootstrap.servers": os.environ["BATON_KAFKA_BOOTSTRAP"]}).list_topics(timeout=30).topics
+    assert f"{os.environ['BATON_KAFKA_TOPIC_PREFIX']}{SIGNALS_TOPIC}" in topics
+
+
 def test_the_projector_needs_kafka(home, worktrees):
     result = run_process(worktrees[0], "projector", "--once")
     assert result.returncode == 2 and "needs Kafka" in result.stderr

@@ -92,6 +92,20 @@ def test_kafka_down_keeps_signals_locally_and_delivers_them_later(tmp_path, kafk
     reopened.close()
 
 
+def test_prepare_leaves_the_first_delivery_nothing_to_open(bus, request):
+    """What the projector calls when it starts: on Kafka the topic exists and the producer
+    is made (it connects meanwhile) before any signal is sent; a local log has nothing to do."""
+    bus.prepare()
+    if request.node.callspec.params["bus"] == "kafka":
+        from confluent_kafka.admin import AdminClient
+
+        assert bus.topic in AdminClient({"bootstrap.servers": bus.bootstrap}).list_topics(timeout=30).topics
+        assert bus._outbox._producer is not None
+    first = signal("A-1", 1)
+    assert bus.publish([first]) == [True]
+    assert bus.recent(task_id="A-1", after=None, limit=10).value == [first]
+
+
 def test_prune_removes_old_signals_on_the_embedded_log(bus, request):
     old, new = signal("P-1", 1, related_task_id="P-2"), signal("P-1", 90, related_task_id="P-2")
     bus.publish([old, new])

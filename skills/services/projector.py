@@ -19,6 +19,7 @@ and then every `[retention] gc_interval` (an hour), in one line of log each time
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -87,6 +88,10 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
     group = group or default_group(stores.settings.kafka_topic_prefix)
     backoff = 0.1
     next_gc = time.monotonic()  # a running projector applies retention when it starts, then every gc_interval
+    # The signal bus connects while the consumer joins its group, not in the first batch;
+    # if it cannot, the first batch's delivery of its signals asks again, and logs why.
+    with contextlib.suppress(StoreUnavailable):
+        stores.signals.prepare()
     while True:
         stores.budget.renew()  # each reading of the log asks Kafka afresh
         try:

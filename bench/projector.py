@@ -1,0 +1,89 @@
+"""The projector alone, on fresh servers: events per second applied to PostgreSQL, the Bolt
+server (Neo4j) and the recall queue, beside the floor measured in the same run (a raw
+executemany insert of the same events into PostgreSQL), then where one more run spends
+its time (cProfile, the top functions by their own time: `recv_into` of a socket is the
+wait for the Bolt server's answers, `wait` in psycopg's connection.py PostgreSQL's, and
+`flush` of a Producer Kafka's acknowledgement of the signals).
+
+Fresh servers, as a new team deployment starts: Neo4j plans each read on the graph it
+has when the read first runs, so a bench on a server that already holds a large graph
+can miss a plan that goes bad as the graph grows. bench/servers.py prints the same rate
+among its other figures, after building its data set.
+
+    .venv/bin/python bench/projector.py [--events 5000] [--runs 5] [--top 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.throughput import projector_rates, projector_run  # noqa: E402
+
+
+def top_costs(work: Callable[[], int], top: int) -> tuple[int, str]:
+    """Run work under cProfile; its result, and its `top` functions by their own time."""
+    profile = cProfile.Profile()
+    result = profile.runcall(work)
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).strip_dirs().sort_stats("tottime").print_stats(top)
+    lines = out.getvalue().splitlines()
+    start = next(n for n, line in enumerate(lines) if line.lstrip().startswith("ncalls"))
+    return result, "\n".join(lines[start:start + top + 1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=5000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--top", type=int, default=12, help="functions shown from the profiled run")
+    args = parser.parse_args()
+
+    from tests.servers.kafka import KafkaServer
+    from tests.servers.neo4j import Neo4jServer
+    from tests.servers.postgres import PostgresServer
+
+    servers = [PostgresServer(), Neo4jServer(), KafkaServer()]
+    try:
+        started = time.perf_counter()
+        postgres, neo4j, kafka = (server.start() for server in servers)
+        print(f"servers started in {time.perf_counter() - started:.1f} s")
+        with tempfile.TemporaryDirectory(prefix="baton-bench-projector-") as scratch:
+            root = Path(scratch)
+            os.environ.update({"BATON_HOME": str(root / "home"), "BATON_DATABASE_URL": postgres.url,
+                               "BATON_GRAPH_URL": neo4j.uri, "BATON_KAFKA_BOOTSTRAP": kafka.bootstrap,
+                               "BATON_BACKGROUND_DELIVERY": "off"})
+            from baton.skills.runtime.settings import Settings
+
+            settings = Settings.from_env()
+            rate = projector_rates(root, settings, args.events, args.runs)
+            print(rate.line("projector into PostgreSQL, Neo4j and the recall queue (target 3,000)",
+                            "floor, a raw executemany insert of the same events", args.events))
+            report: list[str] = []
+
+            def profiled(work: Callable[[], int]) -> int:
+                applied, costs = top_costs(work, args.top)
+                report.append(costs)
+                return applied
+
+            _, seconds = projector_run(root, settings, args.events, "profiled", around=profiled)
+            print(f"\none more run under cProfile: {args.events / seconds:,.0f} events/s; top {args.top} "
+                  f"functions by own time:\n{report[0]}")
+    finally:
+        for server in servers:
+            server.destroy()
+
+
+if __name__ == "__main__":
+    main()
