@@ -21,14 +21,22 @@ scores only the rows of its nearest lists; the bench prints the recall this keep
 an exact search. Only a writer (the indexer, in the background) trains centroids; a reader
 that must rebuild searches every row instead.
 
+Why a project key per row: every search is of one project (baton.projects), and the filter
+is applied inside the search, before the top k are chosen, so a project's best rows are
+found however few of the rows are its own. A project with fewer rows than a list search
+would score is searched exactly, over its rows only; a bigger one through its lists, the
+other projects' rows left out of each list.
+
 Segment layout (little-endian): a 64-byte header, then the rows' sequence numbers (int64),
-their ticket keys (uint64, see task_key), the vectors (float32, rows x dimensions) and, for
+their ticket keys (uint64, see task_key), their project keys (uint64, see project_key; 0
+for a row stored before projects), the vectors (float32, rows x dimensions) and, for
 a segment with lists, the centroids (float32, lists x dimensions) and each list's first row
 (int64, lists + 1); the rows of a list are contiguous.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import mmap
@@ -44,7 +52,7 @@ import numpy as np
 
 MANIFEST = "MANIFEST"
 MAGIC = b"BATONVEC"
-FORMAT = 1
+FORMAT = 2  # 2: project keys (a segment of format 1 is Stale, rebuilt from the vector store)
 # magic, format, dims, count, first seq, last seq, store id, body crc, lists
 _HEADER = struct.Struct("<8sIIQQQ16sII")
 HEADER_SIZE = 64
@@ -62,20 +70,35 @@ def task_key(task_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(task_id.encode("utf-8"), digest_size=8).digest(), "little")
 
 
+UNSCOPED = 0  # the project key of a row stored before projects: no search asks for it
+
+
+@functools.lru_cache(maxsize=256)  # a store holds a few projects, each of many rows
+def project_key(project: str | None) -> int:
+    """A 64-bit key of a project (never UNSCOPED), compared in NumPy to keep a search to it."""
+    if project is None:
+        return UNSCOPED
+    digest = hashlib.blake2b(project.encode("utf-8"), digest_size=8, person=b"project").digest()
+    return int.from_bytes(digest, "little") or 1
+
+
 @dataclass(frozen=True)
 class Rows:
-    """Rows of the vector store: seqs int64, keys uint64, vectors float32; with lists, the
-    rows are grouped by list: list i is rows offsets[i]:offsets[i + 1], around centroids[i]."""
+    """Rows of the vector store: seqs int64, keys and projects uint64, vectors float32; with
+    lists, the rows are grouped by list: list i is rows offsets[i]:offsets[i + 1], around
+    centroids[i]."""
 
     seqs: np.ndarray
     keys: np.ndarray
+    projects: np.ndarray
     vectors: np.ndarray
     centroids: np.ndarray | None = None
     offsets: np.ndarray | None = None
 
     @classmethod
     def empty(cls, dims: int) -> Rows:
-        return cls(np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros((0, dims), np.float32))
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.uint64),
+                   np.zeros((0, dims), np.float32))
 
     @classmethod
     def concat(cls, parts: Sequence[Rows], dims: int) -> Rows:
@@ -85,6 +108,7 @@ class Rows:
         seqs = np.concatenate([p.seqs for p in parts])
         order = np.argsort(seqs, kind="stable")
         return cls(seqs[order], np.concatenate([p.keys for p in parts])[order],
+                   np.concatenate([p.projects for p in parts])[order],
                    np.concatenate([p.vectors for p in parts])[order])
 
     def __len__(self) -> int:
@@ -101,12 +125,17 @@ class Rows:
         order = np.argsort(assignment, kind="stable")
         counts = np.bincount(assignment, minlength=len(centroids))
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        return Rows(self.seqs[order], self.keys[order], np.ascontiguousarray(self.vectors[order]),
+        return Rows(self.seqs[order], self.keys[order], self.projects[order], np.ascontiguousarray(self.vectors[order]),
                     np.ascontiguousarray(centroids, np.float32), offsets)
 
     def probes(self) -> int:
         """How many lists a query scores: about a sixteenth of the rows, at least 16 lists."""
         return min(self.lists, max(16, self.lists // 16))
+
+    def scanned(self) -> int:
+        """About how many rows a query of a segment with lists scores: a project with no more
+        rows than that is searched exactly, over its own rows, for the same cost."""
+        return len(self) * self.probes() // max(1, self.lists)
 
 
 def train_centroids(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -157,37 +186,64 @@ class View:
         last = int(rows.seqs[-1]) if len(rows) else self.last_seq
         return View(self.store_id, max(self.last_seq, last), [*self.parts, rows], self.manifest_stamp)
 
-    def search(self, queries: np.ndarray, limit: int, exclude_key: int | None) -> dict[int, float]:
-        """{seq: best score over the queries} for the union of each query's top `limit` rows.
+    def search(self, queries: np.ndarray, limit: int, project: int | None,
+               exclude_key: int | None) -> dict[int, float]:
+        """{seq: best score over the queries} for the union of each query's top `limit` rows
+        among the rows of the project (its project_key; None: every row, which only the
+        bench's baseline asks for).
 
         The union holds the best `limit` rows by their best score: such a row is among the
         top `limit` of the query that gives it its best score (exactly so in segments without
-        lists; in one with lists, among the rows of the lists that query scored).
+        lists, and for a project searched over its own rows; in one with lists, among the
+        rows of the lists that query scored).
         """
         best: dict[int, float] = {}
         for part in self.parts:
             if not len(part):
                 continue
+            mine = None if project is None else part.projects == np.uint64(project)
+            chosen = None if mine is None else np.flatnonzero(mine)
+            if chosen is not None and not len(chosen):
+                continue
             centroids, offsets = part.centroids, part.offsets
-            if centroids is None or offsets is None:
-                with np.errstate(invalid="ignore", over="ignore"):
-                    scores = part.vectors @ queries.T
-                _collect(best, part.seqs, part.keys, scores, limit, exclude_key)
+            if centroids is None or offsets is None or (chosen is not None and len(chosen) <= part.scanned()):
+                _collect_rows(best, part, queries, limit, exclude_key, mine, chosen)
                 continue
             near = np.argpartition(-(queries @ centroids.T), part.probes() - 1, axis=1)[:, :part.probes()]
             for query, lists in zip(queries, near, strict=True):
                 spans = [(int(offsets[i]), int(offsets[i + 1])) for i in lists]
                 rows = np.concatenate([np.arange(a, b) for a, b in spans if b > a]) if spans else np.zeros(0, np.int64)
-                if len(rows):
-                    with np.errstate(invalid="ignore", over="ignore"):
-                        scores = np.concatenate([part.vectors[a:b] @ query for a, b in spans if b > a])
-                    _collect(best, part.seqs[rows], part.keys[rows], scores[:, None], limit, exclude_key)
+                if mine is not None:
+                    rows = rows[mine[rows]]  # the project's rows of those lists, scored alone
+                if not len(rows):
+                    continue
+                with np.errstate(invalid="ignore", over="ignore"):
+                    scores = part.vectors[rows] @ query if mine is not None else \
+                        np.concatenate([part.vectors[a:b] @ query for a, b in spans if b > a])
+                _collect(best, part.seqs[rows], part.keys[rows], scores[:, None], limit, exclude_key)
         return best
+
+
+def _collect_rows(best: dict[int, float], part: Rows, queries: np.ndarray, limit: int, exclude_key: int | None,
+                  mine: np.ndarray | None, chosen: np.ndarray | None) -> None:
+    """Score every row of part that is the project's (all rows without one). A project of
+    at most half the rows is scored over its rows alone; a bigger one over every row, the
+    others' scores then masked (cheaper than gathering most of the rows)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        if mine is None or chosen is None or len(chosen) == len(part):
+            _collect(best, part.seqs, part.keys, part.vectors @ queries.T, limit, exclude_key)
+        elif 2 * len(chosen) <= len(part):
+            _collect(best, part.seqs[chosen], part.keys[chosen], part.vectors[chosen] @ queries.T, limit, exclude_key)
+        else:
+            scores = np.where(mine[:, None], part.vectors @ queries.T, -np.inf)
+            _collect(best, part.seqs, part.keys, scores, limit, exclude_key)
 
 
 def _collect(best: dict[int, float], seqs: np.ndarray, keys: np.ndarray, scores: np.ndarray, limit: int,
              exclude_key: int | None) -> None:
     """Add each column's top `limit` rows of scores (rows x queries) to best."""
+    if not len(seqs):
+        return
     if np.isnan(scores).any():
         raise Stale("the index holds vectors that are not numbers")
     if exclude_key is not None:
@@ -243,7 +299,7 @@ def read_view(folder: Path, store_id: str, dims: int) -> View:
 
 
 def segment_size(count: int, lists: int, dims: int) -> int:
-    return HEADER_SIZE + count * (16 + 4 * dims) + (lists * 4 * dims + (lists + 1) * 8 if lists else 0)
+    return HEADER_SIZE + count * (24 + 4 * dims) + (lists * 4 * dims + (lists + 1) * 8 if lists else 0)
 
 
 def _map_segment(path: Path, entry: SegmentEntry, store_id: str, dims: int) -> Rows:
@@ -273,24 +329,25 @@ def _map_segment(path: Path, entry: SegmentEntry, store_id: str, dims: int) -> R
     n, at = entry.count, HEADER_SIZE
     seqs = np.frombuffer(mapped, np.int64, n, at)
     keys = np.frombuffer(mapped, np.uint64, n, at + 8 * n)
-    vectors = np.frombuffer(mapped, np.float32, n * dims, at + 16 * n).reshape(n, dims)
+    projects = np.frombuffer(mapped, np.uint64, n, at + 16 * n)
+    vectors = np.frombuffer(mapped, np.float32, n * dims, at + 24 * n).reshape(n, dims)
     centroids = offsets = None
     if lists:
-        at += n * (16 + 4 * dims)
+        at += n * (24 + 4 * dims)
         centroids = np.frombuffer(mapped, np.float32, lists * dims, at).reshape(lists, dims)
         offsets = np.frombuffer(mapped, np.int64, lists + 1, at + lists * 4 * dims)
         if offsets[0] != 0 or offsets[-1] != n or (np.diff(offsets) < 0).any():
             raise Stale(f"segment {path.name}: its lists do not add up")
     if int(seqs.min()) != entry.first_seq or int(seqs.max()) != entry.last_seq:
         raise Stale(f"segment {path.name}: rows do not match its header")
-    return Rows(seqs, keys, vectors, centroids, offsets)
+    return Rows(seqs, keys, projects, vectors, centroids, offsets)
 
 
 def write_segment(folder: Path, rows: Rows, store_id: str, dims: int) -> SegmentEntry:
     """Write rows as a new segment file, synced; returns its manifest entry."""
     first, last = int(rows.seqs.min()), int(rows.seqs.max())
     parts = [np.ascontiguousarray(rows.seqs, "<i8").tobytes(), np.ascontiguousarray(rows.keys, "<u8").tobytes(),
-             np.ascontiguousarray(rows.vectors, "<f4").tobytes()]
+             np.ascontiguousarray(rows.projects, "<u8").tobytes(), np.ascontiguousarray(rows.vectors, "<f4").tobytes()]
     if rows.lists:
         parts += [np.ascontiguousarray(rows.centroids, "<f4").tobytes(),
                   np.ascontiguousarray(rows.offsets, "<i8").tobytes()]
