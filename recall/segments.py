@@ -59,6 +59,7 @@ HEADER_SIZE = 64
 IVF_MIN_ROWS = 20_000  # below this a pass over every row is cheaper than choosing lists
 POINTS_PER_LIST = 32  # k-means sample size per centroid
 KMEANS_ROUNDS = 8
+GATHER_SHARE = 1 / 8  # up to this share of a segment's rows, a project's are gathered and scored alone
 
 
 class Stale(Exception):
@@ -122,7 +123,9 @@ class Rows:
         """These rows grouped into the lists of the nearest of centroids."""
         assignment = np.concatenate([np.argmax(self.vectors[start:start + 20_000] @ centroids.T, axis=1)
                                      for start in range(0, len(self), 20_000)]) if len(self) else np.zeros(0, np.int64)
-        order = np.argsort(assignment, kind="stable")
+        # Within a list, a project's rows are contiguous (ordered by project key): a search
+        # of one project scores its span of each list, as Qdrant keeps a tenant's points together.
+        order = np.lexsort((self.projects, assignment))
         counts = np.bincount(assignment, minlength=len(centroids))
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         return Rows(self.seqs[order], self.keys[order], self.projects[order], np.ascontiguousarray(self.vectors[order]),
@@ -131,6 +134,11 @@ class Rows:
     def probes(self) -> int:
         """How many lists a query scores: about a sixteenth of the rows, at least 16 lists."""
         return min(self.lists, max(16, self.lists // 16))
+
+    def project_span(self, start: int, end: int, project: np.uint64) -> tuple[int, int]:
+        """The rows of the project within list rows start:end (ordered by project key)."""
+        keys = self.projects[start:end]
+        return start + int(np.searchsorted(keys, project, "left")), start + int(np.searchsorted(keys, project, "right"))
 
     def scanned(self) -> int:
         """About how many rows a query of a segment with lists scores: a project with no more
@@ -201,38 +209,41 @@ class View:
         for part in self.parts:
             if not len(part):
                 continue
-            mine = None if project is None else part.projects == np.uint64(project)
-            chosen = None if mine is None else np.flatnonzero(mine)
-            if chosen is not None and not len(chosen):
+            key = None if project is None else np.uint64(project)
+            mine = None if key is None else part.projects == key
+            rows_of_project = len(part) if mine is None else int(np.count_nonzero(mine))
+            if not rows_of_project:
                 continue
             centroids, offsets = part.centroids, part.offsets
-            if centroids is None or offsets is None or (chosen is not None and len(chosen) <= part.scanned()):
-                _collect_rows(best, part, queries, limit, exclude_key, mine, chosen)
+            if centroids is None or offsets is None or rows_of_project <= part.scanned():
+                _collect_rows(best, part, queries, limit, exclude_key, mine, rows_of_project)
                 continue
             near = np.argpartition(-(queries @ centroids.T), part.probes() - 1, axis=1)[:, :part.probes()]
             for query, lists in zip(queries, near, strict=True):
                 spans = [(int(offsets[i]), int(offsets[i + 1])) for i in lists]
-                rows = np.concatenate([np.arange(a, b) for a, b in spans if b > a]) if spans else np.zeros(0, np.int64)
-                if mine is not None:
-                    rows = rows[mine[rows]]  # the project's rows of those lists, scored alone
-                if not len(rows):
+                if key is not None:
+                    spans = [part.project_span(a, b, key) for a, b in spans]
+                spans = [(a, b) for a, b in spans if b > a]
+                if not spans:
                     continue
+                rows = np.concatenate([np.arange(a, b) for a, b in spans])
                 with np.errstate(invalid="ignore", over="ignore"):
-                    scores = part.vectors[rows] @ query if mine is not None else \
-                        np.concatenate([part.vectors[a:b] @ query for a, b in spans if b > a])
+                    scores = np.concatenate([part.vectors[a:b] @ query for a, b in spans])
                 _collect(best, part.seqs[rows], part.keys[rows], scores[:, None], limit, exclude_key)
         return best
 
 
 def _collect_rows(best: dict[int, float], part: Rows, queries: np.ndarray, limit: int, exclude_key: int | None,
-                  mine: np.ndarray | None, chosen: np.ndarray | None) -> None:
+                  mine: np.ndarray | None, rows_of_project: int) -> None:
     """Score every row of part that is the project's (all rows without one). A project of
-    at most half the rows is scored over its rows alone; a bigger one over every row, the
-    others' scores then masked (cheaper than gathering most of the rows)."""
+    at most GATHER_SHARE of the rows is scored over its rows alone; a bigger one over every
+    row, the others' scores then masked: gathering rows costs several times what scoring
+    them in place does (bench/run.py)."""
     with np.errstate(invalid="ignore", over="ignore"):
-        if mine is None or chosen is None or len(chosen) == len(part):
+        if mine is None or rows_of_project == len(part):
             _collect(best, part.seqs, part.keys, part.vectors @ queries.T, limit, exclude_key)
-        elif 2 * len(chosen) <= len(part):
+        elif rows_of_project <= GATHER_SHARE * len(part):
+            chosen = np.flatnonzero(mine)
             _collect(best, part.seqs[chosen], part.keys[chosen], part.vectors[chosen] @ queries.T, limit, exclude_key)
         else:
             scores = np.where(mine[:, None], part.vectors @ queries.T, -np.inf)
@@ -338,6 +349,10 @@ def _map_segment(path: Path, entry: SegmentEntry, store_id: str, dims: int) -> R
         offsets = np.frombuffer(mapped, np.int64, lists + 1, at + lists * 4 * dims)
         if offsets[0] != 0 or offsets[-1] != n or (np.diff(offsets) < 0).any():
             raise Stale(f"segment {path.name}: its lists do not add up")
+        # A search of a project trusts each list's rows to be ordered by project key.
+        falls = np.flatnonzero(projects[1:] < projects[:-1]) + 1
+        if not np.isin(falls, offsets).all():
+            raise Stale(f"segment {path.name}: a list's rows are not ordered by project")
     if int(seqs.min()) != entry.first_seq or int(seqs.max()) != entry.last_seq:
         raise Stale(f"segment {path.name}: rows do not match its header")
     return Rows(seqs, keys, projects, vectors, centroids, offsets)

@@ -19,9 +19,12 @@ from baton.recall.base import DecisionRecord
 from baton.recall.embedded import EmbeddedDecisionIndex
 from tests.conftest import ROOT, run_process, two_agents
 
+P = "github.com/acme/shop"  # the project of every decision here
+
 
 def record(task, text):
-    return DecisionRecord(task_id=task, session_id="s", text=text, recorded_at="2026-11-01T00:00:00+00:00", repo="r")
+    return DecisionRecord(project=P, task_id=task, session_id="s", text=text, recorded_at="2026-11-01T00:00:00+00:00",
+                          repo="r")
 
 
 def unit_rows(n, seed=0, clusters=50):
@@ -43,7 +46,7 @@ def filled(folder: Path, n: int, tasks: int = 20, seed: int = 0) -> EmbeddedDeci
 def exact_top(folder: Path, query, limit=5, exclude=None):
     """The exact answer, computed from the vector store itself."""
     index = EmbeddedDecisionIndex(folder, timeout=5)
-    scored = sorted(((float(np.dot(v, query)), r.text) for r, v in index.points() if r.task_id != exclude),
+    scored = sorted(((float(np.dot(v, query)), r.text) for r, v in index.points(P) if r.task_id != exclude),
                     reverse=True)
     index.close()
     return [text for _, text in scored[:limit]]
@@ -60,7 +63,8 @@ def test_segments_merge_and_every_row_is_found_once(tmp_path):
     assert sum(e.count for e in entries) == 3000 == index.count()
     fresh = EmbeddedDecisionIndex(tmp_path, timeout=5)
     query = unit_rows(1, seed=99)[0]
-    assert texts(fresh.search([query], limit=5, exclude_task_id="T-3")) == exact_top(tmp_path, query, exclude="T-3")
+    assert texts(fresh.search([query], project=P, limit=5, exclude_task_id="T-3")) == \
+        exact_top(tmp_path, query, exclude="T-3")
 
 
 @pytest.mark.slow
@@ -74,7 +78,8 @@ def test_lists_keep_recall(tmp_path, monkeypatch):
     found = 0
     for n in rng.choice(4000, 40, replace=False):
         query = rows[n] + 0.05 * rng.standard_normal(384).astype(np.float32)
-        found += len(set(texts(index.search([query], limit=5, exclude_task_id=None))) & set(exact_top(tmp_path, query)))
+        hits = index.search([query], project=P, limit=5, exclude_task_id=None)
+        found += len(set(texts(hits)) & set(exact_top(tmp_path, query)))
     assert found / 200 >= 0.95
 
 
@@ -116,7 +121,7 @@ def test_a_damaged_index_heals_on_the_next_search(tmp_path, damage):
         replacement.upsert([record("N-1", "the only decision")], [query])
         expected = ["the only decision"]
     reader = EmbeddedDecisionIndex(tmp_path, timeout=5)
-    assert texts(reader.search([query], limit=5, exclude_task_id=None)) == expected
+    assert texts(reader.search([query], project=P, limit=5, exclude_task_id=None)) == expected
     # ... and the index on disk was rewritten, so the next process opens it cleanly.
     view = segments.read_view(index_dir, reader._state()[0], 384)
     assert view.count == reader.count()
@@ -138,10 +143,11 @@ def test_a_row_damaged_behind_the_checksum_is_caught_by_rescoring(tmp_path):
         handle.write(other.astype("<f4").tobytes())
     os.utime(segment, ns=(st.st_atime_ns, st.st_mtime_ns))
     reader = EmbeddedDecisionIndex(tmp_path, timeout=5)
-    hits = reader.search([other], limit=3, exclude_task_id=None)
+    hits = reader.search([other], project=P, limit=3, exclude_task_id=None)
     assert texts(hits) == exact_top(tmp_path, other, limit=3)
     assert all(h.score < 0.99 for h in hits), "the damaged row is never reported with a score it does not have"
-    assert texts(reader.search([query], limit=1, exclude_task_id=None)) == exact_top(tmp_path, query, limit=1)
+    assert texts(reader.search([query], project=P, limit=1, exclude_task_id=None)) == \
+        exact_top(tmp_path, query, limit=1)
 
 
 def _keep_writing(folder, task, count, ready):
@@ -165,15 +171,17 @@ def test_a_long_lived_writer_survives_other_processes_rewriting_the_index(tmp_pa
             "from baton.recall.embedded import EmbeddedDecisionIndex\n"
             "shutil.rmtree(Path(%r) / 'index')\n"  # forces a rebuild by this process
             "i = EmbeddedDecisionIndex(Path(%r), timeout=10)\n"
-            "v = list(i.vectors_for_task('W', 1).values())\n"
-            "print(len(i.search(v, limit=3, exclude_task_id=None)))") % (str(ROOT), str(tmp_path), str(tmp_path))],
+            "v = list(i.vectors_for_task('github.com/acme/shop', 'W', 1).values())\n"
+            "print(len(i.search(v, project='github.com/acme/shop', limit=3, exclude_task_id=None)))")
+            % (str(ROOT), str(tmp_path), str(tmp_path))],
             capture_output=True, text=True, timeout=60)
         assert other.returncode == 0 and other.stdout.strip() == "3", other.stderr
         start = 200 + 40 * round_
         writer.upsert([record("W", f"w {i}") for i in range(start, start + 40)], vectors[start:start + 40])
     assert writer.count() == 400
     query = vectors[399]
-    assert texts(EmbeddedDecisionIndex(tmp_path, timeout=5).search([query], limit=1, exclude_task_id=None)) == ["w 399"]
+    fresh = EmbeddedDecisionIndex(tmp_path, timeout=5)
+    assert texts(fresh.search([query], project=P, limit=1, exclude_task_id=None)) == ["w 399"]
 
 
 @pytest.mark.slow
@@ -190,7 +198,7 @@ def test_many_writers_lose_nothing(tmp_path):
         assert worker.exitcode == 0
     index = EmbeddedDecisionIndex(tmp_path, timeout=5)
     assert index.count() == 240
-    assert len(index.search([unit_rows(1, seed=8)[0]], limit=240, exclude_task_id=None)) == 240
+    assert len(index.search([unit_rows(1, seed=8)[0]], project=P, limit=240, exclude_task_id=None)) == 240
 
 
 @pytest.mark.slow
@@ -207,16 +215,17 @@ def test_kill_9_at_any_point_leaves_a_consistent_store(tmp_path):
             "rng = np.random.default_rng(%d)\n"
             "for n in range(100000):\n"
             "    v = rng.standard_normal(384)\n"
-            "    i.upsert([DecisionRecord(task_id='K', session_id='s', text=f'k %d {n}', recorded_at='x')], [v])\n"
+            "    i.upsert([DecisionRecord(project='github.com/acme/shop', task_id='K', session_id='s',\n"
+            "                             text=f'k %d {n}', recorded_at='x')], [v])\n"
         ) % (str(ROOT), str(tmp_path), attempt, attempt)])
         time.sleep(rng.uniform(0.3, 1.5))  # a random point of its work (what is checked is the state after)
         process.send_signal(signal.SIGKILL)
         process.wait(10)
         index = EmbeddedDecisionIndex(tmp_path, timeout=5)
-        stored = list(index.points())
+        stored = list(index.points(P))
         assert len(stored) == index.count()
         assert all(len(v) == 384 and abs(np.linalg.norm(v) - 1) < 1e-3 for _, v in stored)
-        hits = index.search([stored[-1][1]], limit=1, exclude_task_id=None)
+        hits = index.search([stored[-1][1]], project=P, limit=1, exclude_task_id=None)
         assert hits[0].record == stored[-1][0]
         index.close()
 
