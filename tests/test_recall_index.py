@@ -316,3 +316,80 @@ def test_a_resume_abandoned_at_its_deadline_never_hangs(home, worktrees, cli):
         assert json.loads(result.stdout)["stores"]["recall"].startswith("unavailable: no answer within")
         slowest = max(slowest, elapsed - 2 * (timeout + 0.5))
     assert slowest < 1 + 2.0, f"a resume outlived its deadline by {slowest:.2f}s (start-up allowance 2 s)"
+
+
+def project_rows(n: int, seed: int = 11):
+    """n rows in three projects: 70%, 29% and 1% of them, spread at random."""
+    rng = np.random.default_rng(seed)
+    names = np.array(["big", "mid", "tiny"])
+    owner = names[np.searchsorted([0.7, 0.99], rng.random(n), side="right")]
+    keys = np.array([segments.project_key(p) for p in owner], np.uint64)
+    vectors = unit_rows(n, seed)
+    rows = segments.Rows(np.arange(1, n + 1, dtype=np.int64), np.zeros(n, np.uint64), keys, vectors)
+    return rows, owner, vectors
+
+
+def test_a_project_search_finds_its_own_best_rows_with_lists_and_without():
+    """The filter is applied inside the search: each project's top 5 are its best rows, for
+    a project of 1% of the rows too (an unfiltered top 5 then filtered would lose them)."""
+    plain, owner, vectors = project_rows(6000)
+    listed = plain.with_lists(segments.train_centroids(plain.vectors))
+    assert listed.lists and all((np.diff(listed.projects[a:b].astype(np.float64)) >= 0).all()
+                                for a, b in zip(listed.offsets[:-1], listed.offsets[1:], strict=True))
+    rng = np.random.default_rng(3)
+    lost_by_post_filter = 0
+    for name in ("big", "mid", "tiny"):
+        mine = np.flatnonzero(owner == name)
+        found = {"plain": 0, "lists": 0}
+        for n in rng.choice(6000, 30, replace=False):
+            query = (vectors[n] + 0.05 * rng.standard_normal(384)).astype(np.float32)[None]
+            exact = set((mine[np.argsort(-(vectors[mine] @ query[0]))[:5]] + 1).tolist())
+            for label, rows in (("plain", plain), ("lists", listed)):
+                hits = segments.View("s", 6000, [rows], None).search(query, 5, segments.project_key(name), None)
+                assert {owner[seq - 1] for seq in hits} <= {name}
+                found[label] += len(exact & set(hits))
+            unfiltered = segments.View("s", 6000, [plain], None).search(query, 5, None, None)
+            lost_by_post_filter += 5 - sum(owner[seq - 1] == name for seq in unfiltered)
+        assert found["plain"] == 150, name
+        assert found["lists"] >= (150 if name == "tiny" else 140), (name, found)  # tiny: searched exactly
+    assert lost_by_post_filter > 100
+
+
+def test_a_segment_whose_lists_are_not_ordered_by_project_is_stale(tmp_path):
+    plain, _, _ = project_rows(3000)
+    listed = plain.with_lists(segments.train_centroids(plain.vectors))
+    widest = int(np.argmax(np.diff(listed.offsets)))
+    a, b = int(listed.offsets[widest]), int(listed.offsets[widest + 1])
+    projects = listed.projects.copy()
+    projects[a:b] = projects[a:b][::-1]
+    assert len(set(projects[a:b].tolist())) > 1
+    disordered = segments.Rows(listed.seqs, listed.keys, projects, listed.vectors, listed.centroids, listed.offsets)
+    store_id = "00000000-0000-0000-0000-000000000001"
+    entry = segments.write_segment(tmp_path, disordered, store_id, 384)
+    segments.write_manifest(tmp_path, [entry], store_id, 384)
+    with pytest.raises(segments.Stale, match="not ordered by project"):
+        segments.read_view(tmp_path, store_id, 384)
+
+
+def test_a_store_from_before_projects_opens_with_its_rows_unscoped(tmp_path):
+    """The vector store's migration keeps its rows, with no project: no search returns them,
+    and the indexer heals them (baton.skills.core.indexing.heal_unscoped)."""
+    from baton.recall import embedded
+    from baton.sqlite import SqliteFile, write_transaction
+
+    old = SqliteFile(tmp_path / "vectors.db", embedded.MIGRATIONS[:1], timeout=5)
+    conn = old.conn()
+    vector = unit_rows(1)[0]
+    with write_transaction(conn):
+        conn.execute("INSERT INTO vectors (point_id, task_id, payload, vector) VALUES (?, ?, ?, ?)",
+                     ("7ce24a14-64ed-5ef7-b7d3-0f9587ed925e", "OMN-1234",
+                      json.dumps({"task_id": "OMN-1234", "session_id": "s", "text": "Use Postgres", "context": "",
+                                  "recorded_at": "x", "repo": "r"}), vector.astype("<f4").tobytes()))
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'count'")
+    old.close()
+    index = EmbeddedDecisionIndex(tmp_path, timeout=5)
+    assert (index.count(), index.count(P), index.unscoped_count()) == (1, 0, 1)
+    assert index.search([vector], project=P, limit=5, exclude_task_id=None) == []
+    index.upsert([record("OMN-1234", "Use Postgres")], [vector])
+    assert texts(index.search([vector], project=P, limit=5, exclude_task_id=None)) == ["Use Postgres"]
+    assert index.count() == 2
