@@ -115,7 +115,8 @@ def test_every_read_is_of_one_project(index):
     hits = index.search([unit(1)], project=P, limit=2, exclude_task_id="A")
     assert sorted(h.record.text for h in hits) == ["b1", "b2"] and {h.record.project for h in hits} == {P}
     hits = index.search([unit(1)], project=RIVAL, limit=5, exclude_task_id="A")
-    assert len(hits) == 5 and {h.record.project for h in hits} == {RIVAL} and "A" not in {h.record.task_id for h in hits}
+    assert len(hits) == 5 and {h.record.project for h in hits} == {RIVAL}
+    assert "A" not in {h.record.task_id for h in hits}
     assert [h.record for h in index.search([unit(1)], project=P, limit=1, exclude_task_id=None)] == [mine[0]]
     assert index.search([unit(1)], project="github.com/nobody/else", limit=5, exclude_task_id=None) == []
 
