@@ -203,7 +203,8 @@ class View:
         The union holds the best `limit` rows by their best score: such a row is among the
         top `limit` of the query that gives it its best score (exactly so in segments without
         lists, and for a project searched over its own rows; in one with lists, among the
-        rows of the lists that query scored).
+        rows of the lists that query scored). Each is given its best score over every query,
+        the one the vector store's row gives (what the caller checks).
         """
         best: dict[int, float] = {}
         for part in self.parts:
@@ -219,6 +220,7 @@ class View:
                 _collect_rows(best, part, queries, limit, exclude_key, mine, rows_of_project)
                 continue
             near = np.argpartition(-(queries @ centroids.T), part.probes() - 1, axis=1)[:, :part.probes()]
+            found: list[np.ndarray] = []  # each query's top rows among those of its lists
             for query, lists in zip(queries, near, strict=True):
                 spans = [(int(offsets[i]), int(offsets[i + 1])) for i in lists]
                 if key is not None:
@@ -229,7 +231,13 @@ class View:
                 rows = np.concatenate([np.arange(a, b) for a, b in spans])
                 with np.errstate(invalid="ignore", over="ignore"):
                     scores = np.concatenate([part.vectors[a:b] @ query for a, b in spans])
-                _collect(best, part.seqs[rows], part.keys[rows], scores[:, None], limit, exclude_key)
+                found.append(rows[_top(scores[:, None], part.keys[rows], limit, exclude_key)])
+            if found:
+                # Scored again by every query: another may rank a row higher than the one
+                # whose lists held it, though its own lists did not.
+                rows = np.unique(np.concatenate(found))
+                with np.errstate(invalid="ignore", over="ignore"):
+                    _record(best, part.seqs[rows], part.keys[rows], part.vectors[rows] @ queries.T, exclude_key)
         return best
 
 
@@ -252,22 +260,38 @@ def _collect_rows(best: dict[int, float], part: Rows, queries: np.ndarray, limit
 
 def _collect(best: dict[int, float], seqs: np.ndarray, keys: np.ndarray, scores: np.ndarray, limit: int,
              exclude_key: int | None) -> None:
-    """Add each column's top `limit` rows of scores (rows x queries) to best."""
+    """Add each column's top `limit` rows of scores (rows x queries) to best, each with its
+    best score over every column."""
     if not len(seqs):
         return
+    rows = _top(scores, keys, limit, exclude_key)
+    _record(best, seqs[rows], keys[rows], scores[rows], exclude_key)
+
+
+def _top(scores: np.ndarray, keys: np.ndarray, limit: int, exclude_key: int | None) -> np.ndarray:
+    """The rows among each column's top `limit` of scores (rows x queries), each row once,
+    the excluded ticket's left out."""
     if np.isnan(scores).any():
         raise Stale("the index holds vectors that are not numbers")
     if exclude_key is not None:
         scores = np.where((keys == np.uint64(exclude_key))[:, None], -np.inf, scores)
-    k = min(limit, len(seqs))
-    top = np.argpartition(-scores, k - 1, axis=0)[:k] if k < len(seqs) else \
-        np.broadcast_to(np.arange(len(seqs))[:, None], scores.shape)
-    for column in range(scores.shape[1]):
-        for row in top[:, column]:
-            score = float(scores[row, column])
-            seq = int(seqs[row])
-            if score != -np.inf and score > best.get(seq, -np.inf):
-                best[seq] = score
+    k = min(limit, len(scores))
+    if k < len(scores):
+        return np.unique(np.argpartition(-scores, k - 1, axis=0)[:k])
+    return np.arange(len(scores))
+
+
+def _record(best: dict[int, float], seqs: np.ndarray, keys: np.ndarray, scores: np.ndarray,
+            exclude_key: int | None) -> None:
+    """Give best each row's best score over the columns of scores (rows x queries); a row
+    of the excluded ticket, or scored -inf (another project's), is left out."""
+    if np.isnan(scores).any():
+        raise Stale("the index holds vectors that are not numbers")
+    maxima = scores.max(axis=1) if len(scores) else np.zeros(0, np.float32)
+    excluded = keys == np.uint64(exclude_key) if exclude_key is not None else np.zeros(len(seqs), bool)
+    for seq, score, out in zip(seqs.tolist(), maxima.tolist(), excluded.tolist(), strict=True):
+        if not out and score != -np.inf and score > best.get(seq, -np.inf):
+            best[seq] = score
 
 
 def manifest_stamp(folder: Path) -> tuple[int, int, int] | None:

@@ -393,3 +393,20 @@ def test_a_store_from_before_projects_opens_with_its_rows_unscoped(tmp_path):
     index.upsert([record("OMN-1234", "Use Postgres")], [vector])
     assert texts(index.search([vector], project=P, limit=5, exclude_task_id=None)) == ["Use Postgres"]
     assert index.count() == 2
+
+
+def test_a_search_of_several_vectors_scores_each_row_by_its_best_query():
+    """Several queries (a resume asks with the ticket's decisions): each row found is scored
+    by its best query, as its stored vector is rescored, even when that query's lists did
+    not hold it, or it was among the top of another query only; otherwise the store
+    would see an index that disagrees with it, rebuild it, and find nothing."""
+    rng = np.random.default_rng(1)
+    vectors = unit_rows(30_000, seed=1, clusters=200)
+    plain = segments.Rows(np.arange(1, 30_001, dtype=np.int64), np.zeros(30_000, np.uint64),
+                          np.zeros(30_000, np.uint64), vectors)
+    listed = plain.with_lists(segments.train_centroids(vectors))
+    for _ in range(40):
+        queries = vectors[rng.integers(0, 30_000, 5)]
+        for rows in (plain, listed):
+            best = segments.View("s", 30_000, [rows], None).search(queries, 5, None, None)
+            assert all(abs(score - float((queries @ vectors[seq - 1]).max())) <= 1e-4 for seq, score in best.items())
