@@ -151,7 +151,10 @@ def _healed(stores, report):
     index = stores.indexer().index
     if not report.unscoped and not index.unscoped_count():
         return report
-    heal_unscoped(stores, index)
+    try:
+        heal_unscoped(stores, index)
+    except StoreUnavailable:
+        return report  # the registry is down: nothing unscoped is read meanwhile, the next run heals
     report.unscoped = 0  # healed: the entries are queued again in their projects
     return _add(report, stores.indexer().run())
 
