@@ -191,7 +191,9 @@ class View:
         return sum(len(p) for p in self.parts)
 
     def with_rows(self, rows: Rows) -> View:
-        last = int(rows.seqs[-1]) if len(rows) else self.last_seq
+        if not len(rows):
+            return self  # a process searching again and again would otherwise gather empty parts
+        last = int(rows.seqs[-1])
         return View(self.store_id, max(self.last_seq, last), [*self.parts, rows], self.manifest_stamp)
 
     def search(self, queries: np.ndarray, limit: int, project: int | None,

@@ -410,3 +410,15 @@ def test_a_search_of_several_vectors_scores_each_row_by_its_best_query():
         for rows in (plain, listed):
             best = segments.View("s", 30_000, [rows], None).search(queries, 5, None, None)
             assert all(abs(score - float((queries @ vectors[seq - 1]).max())) <= 1e-4 for seq, score in best.items())
+
+
+def test_searching_again_and_again_adds_nothing_to_the_view(tmp_path):
+    """A long-lived process (the resident process, the dashboard) searches the same view:
+    each search reads the rows written since, and adds a part only when there are some."""
+    index = filled(tmp_path, 300)
+    query = unit_rows(1, seed=4)[0]
+    index.search([query], project=P, limit=5, exclude_task_id=None)
+    parts = len(index._view.parts)
+    for _ in range(20):
+        index.search([query], project=P, limit=5, exclude_task_id=None)
+    assert len(index._view.parts) == parts
