@@ -384,7 +384,7 @@ def main() -> None:
         from baton.skills.runtime.stores import Stores
         from baton.skills.services.resume import resume_session
 
-        stores = Stores(Settings.from_env())
+        stores = Stores(Settings.from_env(), project=PROJECT)  # the bench worktree's, not this directory's
         place = place_of(worktree, WorktreeLocator())
         result = resume_session(stores, BENCH_TASK, place)
         assert result.status == "found" and all(v == "ok" for v in result.stores.values()), result.stores
