@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import make_repo
+from tests.conftest import make_repo, unscope_recall
 
 SHOP = "github.com/acme/shop"
 OTHER = "github.com/rival/shop"
@@ -174,27 +174,7 @@ def test_recall_indexed_before_projects_is_healed_in_each_project(home, teams, c
     assert cli(acme, "index")[0] == 0
     decide_in(cli, rival, RIVAL_DECISIONS[:1])  # queued, not indexed yet
 
-    # Make it as Baton left it before projects: ids of (ticket, text), payloads without a
-    # project, one point per (ticket, text) whoever recorded it first, segments rebuilt.
-    index = EmbeddedDecisionIndex(home / "recall", timeout=5)
-    conn = index._conn()
-    kept: dict = {}
-    with write_transaction(conn):
-        for seq, payload, vector in conn.execute("SELECT seq, payload, vector FROM vectors ORDER BY seq").fetchall():
-            fields = json.loads(payload)
-            del fields["project"]
-            old = unscoped_point_id(fields["task_id"], fields["text"])
-            if old in kept:
-                conn.execute("DELETE FROM vectors WHERE seq = ?", (seq,))
-                continue
-            kept[old] = np.frombuffer(vector, "<f4")
-            conn.execute("UPDATE vectors SET project = NULL, point_id = ?, payload = ? WHERE seq = ?",
-                         (str(old), json.dumps(fields), seq))
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'count'", (str(len(kept)),))
-    index.close()
-    import shutil
-
-    shutil.rmtree(home / "recall" / "index")
+    kept = unscope_recall(home)
     queue = EmbeddingQueue(home / "recall", timeout=5)
     queue_conn = queue._db.conn()
     with write_transaction(queue_conn):
