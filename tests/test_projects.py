@@ -321,3 +321,34 @@ def test_existing_rows_move_to_their_repositorys_project(tmp_path):
         finally:
             registry.close()
             bus.close()
+
+
+def test_retention_removes_a_tickets_decisions_in_its_project_only(home, teams, cli):
+    """A gc in one project forgets its pruned ticket's decisions, queued and indexed, and
+    leaves the same ticket id's in another project."""
+    from datetime import timedelta
+
+    from baton import clock
+    from baton.recall.queue import EmbeddingQueue
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
+    from baton.skills.services.gc import collect_garbage
+
+    acme, rival = teams
+    for worktree in (acme, rival):
+        decide_in(cli, worktree, [("OLD-1", "Refunds go through the ledger", worktree.name)])
+        assert cli(worktree, "end", "--status", "completed")[0] == 0
+    assert cli(acme, "index")[0] == 0
+    decide_in(cli, rival, [("OLD-1", "Queued, not indexed yet", "rival")])
+    assert cli(rival, "end", "--status", "completed")[0] == 0
+    stores = Stores(Settings.from_env(), project=SHOP)
+    try:
+        report = collect_garbage(stores, at=clock.now() + timedelta(days=91))
+        assert report.sessions == ["OLD-1"] and report.decisions == 1 and not report.warnings
+        index = stores.decision_index()
+        assert index.vectors_for_task(SHOP, "OLD-1", 10) == {}
+        assert len(index.vectors_for_task(OTHER, "OLD-1", 10)) == 1
+        index.close()
+    finally:
+        stores.close()
+    assert EmbeddingQueue(home / "recall", timeout=5).count() == 1, "the other project's queued decision stays"
