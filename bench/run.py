@@ -5,16 +5,22 @@ Builds a data set (1,000 active sessions of 20 files each, 100,000 decisions), t
   - `baton decide` as a fresh process (it queues the decision for the indexer; budget 100 ms),
   - `baton resume` as a fresh process, recall included (budget 500 ms),
   - resume_session() in-process, warm (budget 25 ms),
-  - a related-decisions search in-process at 100,000 decisions (budget 10 ms), beside a
-    NumPy product over the same vectors held in memory (its floor), and the open of the
-    index in a fresh process,
+  - a related-decisions search in-process at 100,000 decisions (budget 10 ms), with 1 and 5
+    query vectors, filtered to the bench's project (half the decisions; the rest belong to
+    ten other projects) and to a small project (a twentieth), beside the unfiltered search
+    of the same segments (every project's rows, what a search cost before projects) and a
+    NumPy product over the same vectors held in memory (its floor); the filtered top 5's
+    recall against an exact search of the project's rows; and the open of the index in a
+    fresh process,
   - one task's conflict lookup at 100 and at 10,000 sessions (must not grow with sessions),
 each against a baseline measured in the same run. Prints medians with p10-p90 spread, each
 fresh process beside its floor (`python -c pass` in the same run: the figure minus it is
 what Baton costs), then where a fresh touch, decide and resume spend their time
 (bench/costs.py: -X importtime and cProfile), so a change shows which cost it moved.
 
-    .venv/bin/python bench/run.py [--decisions 100000] [--sessions 1000] [--repeat 30]
+    .venv/bin/python bench/run.py [--decisions 100000] [--sessions 1000] [--repeat 30] [--recall-only]
+
+--recall-only builds the decisions alone and prints the recall search figures.
 """
 
 from __future__ import annotations
@@ -45,6 +51,14 @@ BENCH_DECISIONS = ["Keep carts in PostgreSQL, not Redis", "Use optimistic lockin
                    "Expose cart totals through a read model"]
 RELATED = [("OTHER-1", "Store payment intents in PostgreSQL"), ("OTHER-2", "Lock cart rows optimistically"),
            ("OTHER-3", "Serve order totals from a read model")]
+# The synthetic decisions' projects: half the bench's, a twentieth SMALL_PROJECT's, the rest
+# spread over nine more (one data home, or one Qdrant, serving many repositories).
+SMALL_PROJECT = "github.com/acme/small"
+
+
+def project_of(n: int) -> str:
+    share = n % 20
+    return PROJECT if share < 10 else SMALL_PROJECT if share == 19 else f"github.com/team-{share - 10}/shop"
 
 
 def spread(samples: list[float]) -> tuple[float, float, float]:
@@ -118,8 +132,8 @@ def build_decisions(home: Path, count: int) -> None:
     index = EmbeddedDecisionIndex(home / "recall", timeout=30)
     encoder = MiniLMEncoder.load()
     real = [(BENCH_TASK, text) for text in BENCH_DECISIONS] + RELATED
-    records = [DecisionRecord(task_id=t, session_id="bench", text=x, recorded_at=clock.now().isoformat(), repo="r")
-               for t, x in real]
+    records = [DecisionRecord(project=PROJECT, task_id=t, session_id="bench", text=x,
+                              recorded_at=clock.now().isoformat(), repo="r") for t, x in real]
     index.upsert(records, encoder.encode([r.text for r in records]).tolist())
     rng = np.random.default_rng(7)
     centroids = rng.standard_normal((2000, 384)).astype(np.float32)
@@ -128,7 +142,7 @@ def build_decisions(home: Path, count: int) -> None:
         size = min(batch, count - len(real) - start)
         vectors = centroids[rng.integers(0, 2000, size)] + 0.3 * rng.standard_normal((size, 384)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        filler = [DecisionRecord(task_id=f"T-{(start + i) % 1000}", session_id="bench",
+        filler = [DecisionRecord(project=project_of(start + i), task_id=f"T-{(start + i) % 1000}", session_id="bench",
                                  text=f"synthetic decision {start + i}",
                                  recorded_at="2026-01-01T00:00:00+00:00", repo="r") for i in range(size)]
         index.upsert(filler, vectors.tolist())
@@ -153,32 +167,77 @@ def bench_conflict_lookup(root: Path, counts: list[int], repeat: int) -> dict[in
     return results
 
 
-def bench_search(home: Path, repeat: int) -> list[tuple[str, list[float], int | None]]:
+def bench_search(home: Path, repeat: int) -> tuple[list[tuple[str, list[float], int | None]], list[str]]:
     """The related-decisions search as resume runs it (the ticket's stored vectors, other
-    tickets only, top 5), warm; its floor is the bare NumPy product over the same vectors."""
+    tickets only, top 5), warm, filtered to a project as every search is; beside it, the
+    same segments searched without the filter (what every search was before projects), and
+    the bare NumPy product over the same vectors (the floor). Returns the rows and the
+    filtered search's recall against an exact search of the project's rows."""
     import numpy as np
 
+    from baton.recall import segments
     from baton.recall.embedded import EmbeddedDecisionIndex
 
     index = EmbeddedDecisionIndex(home / "recall", timeout=30)
-    own = list(index.vectors_for_task(BENCH_TASK, 10).values())
-    index.search(own, limit=5, exclude_task_id=BENCH_TASK)
-    matrix = np.concatenate([part.vectors for part in index._view.parts])
-    queries = np.asarray(own, np.float32)
-    rows = []
-    for label, vectors in (("1 vector", own[:1]), (f"{len(own)} vectors", own)):
-        samples, floor = [], []
+    own = list(index.vectors_for_task(PROJECT, BENCH_TASK, 10).values())
+    others = [v for task, _ in RELATED for v in index.vectors_for_task(PROJECT, task, 1).values()]
+    queries = np.asarray((own + others)[:5], np.float32)
+    index.search(own, project=PROJECT, limit=5, exclude_task_id=BENCH_TASK)
+    view = index._view
+    matrix = np.concatenate([part.vectors for part in view.parts])
+    exclude = segments.task_key(BENCH_TASK)
+    rows: list[tuple[str, list[float], int | None]] = []
+    for count in (1, 5):
+        vectors = queries[:count]
+        asked = vectors.tolist()
+        label = "1 vector" if count == 1 else f"{count} vectors"
+        mine, small = segments.project_key(PROJECT), segments.project_key(SMALL_PROJECT)
+        work = {"mine": lambda v=asked: index.search(v, project=PROJECT, limit=5, exclude_task_id=BENCH_TASK),
+                "small": lambda v=asked: index.search(v, project=SMALL_PROJECT, limit=5, exclude_task_id=BENCH_TASK),
+                "segments, mine": lambda v=vectors, m=mine: view.search(v, 5, m, exclude),
+                "segments, small": lambda v=vectors, m=small: view.search(v, 5, m, exclude),
+                "unfiltered": lambda v=vectors: view.search(v, 5, None, exclude),
+                "floor": lambda v=vectors: matrix @ v.T}
+        timed: dict[str, list[float]] = {name: [] for name in work}
         for _ in range(repeat):
-            began = time.perf_counter()
-            index.search(vectors, limit=5, exclude_task_id=BENCH_TASK)
-            samples.append((time.perf_counter() - began) * 1000)
-            began = time.perf_counter()
-            matrix @ queries[:len(vectors)].T
-            floor.append((time.perf_counter() - began) * 1000)
-        rows.append((f"recall search, {label}, other tickets, top 5", samples, 10))
-        rows.append(("  floor: NumPy product over the same vectors in memory", floor, None))
+            for name, call in work.items():  # interleaved: the machine's load falls on each alike
+                began = time.perf_counter()
+                call()
+                timed[name].append((time.perf_counter() - began) * 1000)
+        rows.append((f"recall search, {label}, its project (1/2 of rows), top 5", timed["mine"], 10))
+        rows.append((f"recall search, {label}, a small project (1/20), top 5", timed["small"], 10))
+        rows.append(("  its segments' search alone, its project", timed["segments, mine"], None))
+        rows.append(("  its segments' search alone, the small project", timed["segments, small"], None))
+        rows.append(("  baseline: the same segments unfiltered (all projects)", timed["unfiltered"], None))
+        rows.append(("  floor: NumPy product over the same vectors in memory", timed["floor"], None))
+    notes = []
+    for count, first in ((1, 0), (5, 6)):
+        mine_ms, small_ms, unfiltered_ms = (statistics.median(r[1]) for r in rows[first + 2:first + 5])
+        notes.append(f"segments' search filtered / unfiltered, {count} vector{'s' if count > 1 else ''}: its project "
+                     f"{mine_ms / unfiltered_ms:.2f}x, the small project {small_ms / unfiltered_ms:.2f}x")
+    notes += [filtered_recall(index, project) for project in (PROJECT, SMALL_PROJECT)]
     index.close()
-    return rows
+    return rows, notes
+
+
+def filtered_recall(index, project: str, queries: int = 50) -> str:
+    """Mean share of the exact top 5 among the project's rows that the filtered search finds,
+    for stored vectors of other projects' rows as queries (a search near no row of its own)."""
+    import numpy as np
+
+    conn = index._conn()
+    rows = conn.execute("SELECT task_id, vector FROM vectors WHERE project = ?", (project,)).fetchall()
+    mine = np.frombuffer(b"".join(v for _, v in rows), "<f4").reshape(len(rows), -1)
+    asked = conn.execute("SELECT vector FROM vectors WHERE project != ? ORDER BY seq LIMIT ?",
+                         (project, queries)).fetchall()
+    found = []
+    for (blob,) in asked:
+        query = np.frombuffer(blob, "<f4")
+        exact = {round(float(s), 5) for s in np.sort(mine @ query)[-5:]}
+        hits = index.search([query.tolist()], project=project, limit=5, exclude_task_id=None)
+        assert all(h.record.project == project for h in hits)
+        found.append(len(exact & {round(h.score, 5) for h in hits}) / 5)
+    return f"filtered top-5 recall vs exact, {project} ({len(rows)} rows): {statistics.mean(found):.3f}"
 
 
 def bench_open(home: Path, repeat: int) -> list[float]:
@@ -186,9 +245,10 @@ def bench_open(home: Path, repeat: int) -> list[float]:
     code = ("import sys,time; sys.path.insert(0, %r)\n"
             "from baton.recall.embedded import EmbeddedDecisionIndex\n"
             "i = EmbeddedDecisionIndex(__import__('pathlib').Path(%r), timeout=30)\n"
-            "v = list(i.vectors_for_task(%r, 1).values())\n"
-            "t = time.perf_counter(); i.search(v, limit=5, exclude_task_id=None)\n"
-            "print((time.perf_counter() - t) * 1000)") % (str(ROOT), str(home / "recall"), BENCH_TASK)
+            "v = list(i.vectors_for_task(%r, %r, 1).values())\n"
+            "t = time.perf_counter(); i.search(v, project=%r, limit=5, exclude_task_id=None)\n"
+            "print((time.perf_counter() - t) * 1000)") % (str(ROOT), str(home / "recall"), PROJECT, BENCH_TASK,
+                                                          PROJECT)
     samples = []
     for _ in range(repeat):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -227,12 +287,14 @@ def scan_baseline(path: Path, repeat: int) -> list[float]:
     return samples
 
 
-def bench_arguments(description: str, **more: int) -> argparse.Namespace:
-    """The common arguments, and `more` integer ones with their defaults."""
+def bench_arguments(description: str, switches: tuple[str, ...] = (), **more: int) -> argparse.Namespace:
+    """The common arguments, the switches (flags), and `more` integer ones with their defaults."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--decisions", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=30)
+    for switch in switches:
+        parser.add_argument(f"--{switch}", action="store_true")
     for name, default in more.items():
         parser.add_argument(f"--{name}", type=int, default=default)
     return parser.parse_args()
@@ -247,8 +309,34 @@ def scratch_worktree(root: Path) -> Path:
     return worktree
 
 
+def recall_only(args: argparse.Namespace) -> None:
+    """The decisions alone, and the recall search figures."""
+    with tempfile.TemporaryDirectory(prefix="baton-bench-") as scratch:
+        home = Path(scratch) / "home"
+        started = time.perf_counter()
+        build_decisions(home, args.decisions)
+        print(f"data set: {args.decisions} decisions (built in {time.perf_counter() - started:.1f} s)\n")
+        rows, notes = bench_search(home, args.repeat * 3)
+    print_rows(rows, None)
+    print()
+    for note in notes:
+        print(note)
+
+
+def print_rows(rows: list[tuple[str, list[float], int | None]], floor: float | None) -> None:
+    print(f"{'figure':62} {'median ms':>10} {'p10-p90 ms':>16} {'budget':>8} {'over floor':>11}")
+    for name, samples, budget in rows:
+        median, low, high = spread(samples)
+        shown = f"{budget} ms" if budget else ""
+        over = f"+{median - floor:.1f} ms" if floor is not None and "fresh process" in name else ""
+        print(f"{name:62} {median:10.2f} {f'{low:.2f}-{high:.2f}':>16} {shown:>8} {over:>11}")
+
+
 def main() -> None:
-    args = bench_arguments(__doc__)
+    args = bench_arguments(__doc__, ("recall-only",))
+    if args.recall_only:
+        recall_only(args)
+        return
 
     with tempfile.TemporaryDirectory(prefix="baton-bench-") as scratch:
         root = Path(scratch)
@@ -296,7 +384,7 @@ def main() -> None:
         from baton.skills.runtime.stores import Stores
         from baton.skills.services.resume import resume_session
 
-        stores = Stores(Settings.from_env())
+        stores = Stores(Settings.from_env(), project=PROJECT)  # the bench worktree's, not this directory's
         place = place_of(worktree, WorktreeLocator())
         result = resume_session(stores, BENCH_TASK, place)
         assert result.status == "found" and all(v == "ok" for v in result.stores.values()), result.stores
@@ -308,7 +396,8 @@ def main() -> None:
             warm.append((time.perf_counter() - began) * 1000)
         rows.append(("resume_session in-process, warm", warm, 25))
         stores.close()
-        rows += bench_search(home, args.repeat * 3)
+        search_rows, search_notes = bench_search(home, args.repeat * 3)
+        rows += search_rows
         rows.append(("recall index open + first search, fresh process", bench_open(home, max(5, args.repeat // 3)),
                      None))
 
@@ -318,12 +407,10 @@ def main() -> None:
             rows.append((f"conflict lookup, {how}, {abs(sessions)} sessions", samples, None))
 
     floor = statistics.median(python_start)
-    print(f"{'figure':62} {'median ms':>10} {'p10-p90 ms':>16} {'budget':>8} {'over floor':>11}")
-    for name, samples, budget in rows:
-        median, low, high = spread(samples)
-        shown = f"{budget} ms" if budget else ""
-        over = f"+{median - floor:.1f} ms" if "fresh process" in name else ""
-        print(f"{name:62} {median:10.2f} {f'{low:.2f}-{high:.2f}':>16} {shown:>8} {over:>11}")
+    print_rows(rows, floor)
+    print()
+    for note in search_notes:
+        print(note)
     small, large = (statistics.median(lookups[n]) for n in (100, 10_000))
     print(f"\nconflict lookup at 10,000 / at 100 sessions: index {large / small:.2f}x, "
           f"scan {statistics.median(lookups[-10_000]) / statistics.median(lookups[-100]):.0f}x")

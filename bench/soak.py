@@ -268,12 +268,12 @@ def verify(env: dict, ledger: Ledger, home: Path, worktree: Path) -> list[str]:
                 if missing:
                     problems.append(f"{ticket}: {len(missing)} acknowledged touches missing, "
                                     f"e.g. {sorted(missing)[:3]}")
-                ids = [decision_point_id(ticket, text) for text in texts]
+                ids = [decision_point_id(stores.project, ticket, text) for text in texts]
                 vectors = index.vectors_of(ids)
                 if len(vectors) != len(ids):
                     problems.append(f"{ticket}: {len(ids) - len(vectors)} of {len(ids)} decisions not indexed")
                 for point_id, vector in list(vectors.items())[:5]:
-                    hits = index.search([vector], limit=1, exclude_task_id=None)
+                    hits = index.search([vector], project=stores.project, limit=1, exclude_task_id=None)
                     if not hits or hits[0].record.point_id != point_id:
                         problems.append(f"{ticket}: decision {point_id} is not found by its own vector")
         finally:

@@ -1,18 +1,23 @@
 """The decision index interface and its records, in Qdrant's data model.
 
 A collection `decisions` of 384-dimension cosine points; each point's id is derived from
-(task id, decision text), so recording a decision twice writes one point.
+(project, task id, decision text), so recording a decision twice writes one point. Every
+point belongs to one project (baton.projects) and every read is of one project: the project
+is a filter inside the search, so the top k are that project's best. A point stored before
+projects has none: no read returns it, and the indexer heals it (baton.skills.core.indexing).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
+from baton.errors import BadInput
+from baton.projects import check_project
 from baton.recall.wire import decision_point_id
 
 if TYPE_CHECKING:
@@ -22,6 +27,17 @@ if TYPE_CHECKING:
 Vectors: TypeAlias = "Sequence[Sequence[float]] | np.ndarray"
 
 COLLECTION = "decisions"
+PROJECT_FIELD = "project"  # the payload field every read filters on
+
+
+def _project(value: str) -> str:
+    try:
+        return check_project(value)
+    except BadInput as exc:
+        raise ValueError(str(exc)) from None
+
+
+Project = Annotated[str, AfterValidator(_project)]
 
 
 class DecisionRecord(BaseModel):
@@ -29,6 +45,7 @@ class DecisionRecord(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    project: Project
     task_id: str
     session_id: str
     text: str
@@ -38,10 +55,15 @@ class DecisionRecord(BaseModel):
 
     @property
     def point_id(self) -> UUID:
-        return decision_point_id(self.task_id, self.text)
+        return decision_point_id(self.project, self.task_id, self.text)
 
     def embedding_text(self) -> str:
-        return f"{self.text}. {self.context}" if self.context else self.text
+        return embedding_text(self.text, self.context)
+
+
+def embedding_text(text: str, context: str) -> str:
+    """What a decision's vector embeds."""
+    return f"{text}. {context}" if context else text
 
 
 class ScoredDecision(BaseModel):
@@ -63,15 +85,19 @@ def best_per_point(hits: Iterable[tuple[object, float, dict[str, Any] | None]], 
 
 
 class DecisionIndex(ABC):
-    """Vectors of decisions. Every method raises StoreUnavailable when the index cannot answer."""
+    """Vectors of decisions. Every method raises StoreUnavailable when the index cannot answer.
+
+    Each read and delete names its project and touches that project's points only; a point
+    id names its project already (baton.recall.wire.decision_point_id).
+    """
 
     @abstractmethod
     def upsert(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
-        """Store each record with its vector (idempotent by point id)."""
+        """Store each record, in its own project, with its vector (idempotent by point id)."""
 
     @abstractmethod
-    def vectors_for_task(self, task_id: str, limit: int) -> dict[UUID, list[float]]:
-        """Stored vectors of up to limit of the task's decisions, by point id."""
+    def vectors_for_task(self, project: str, task_id: str, limit: int) -> dict[UUID, list[float]]:
+        """Stored vectors of up to limit of the project's ticket's decisions, by point id."""
 
     @abstractmethod
     def vectors_of(self, point_ids: Sequence[UUID]) -> dict[UUID, list[float]]:
@@ -82,22 +108,41 @@ class DecisionIndex(ABC):
         """Which of the points are stored (their decision is indexed and never embedded again)."""
 
     @abstractmethod
-    def search(self, vectors: Sequence[Sequence[float]], *, limit: int,
+    def search(self, vectors: Sequence[Sequence[float]], *, project: str, limit: int,
                exclude_task_id: str | None) -> list[ScoredDecision]:
-        """The best points for any of vectors (best score per point), excluding a task."""
+        """The project's best points for any of vectors (best score per point), excluding a
+        ticket of the project; filtered in the search, so the limit is of its points."""
 
     @abstractmethod
-    def count(self) -> int:
-        """Number of stored decisions."""
+    def count(self, project: str | None = None) -> int:
+        """Number of stored decisions of the project; of the whole store without one (its
+        size, as `baton doctor` shows it)."""
 
     @abstractmethod
-    def delete_tasks(self, task_ids: Sequence[str]) -> int:
-        """Remove every decision of those tickets (their sessions were pruned); returns how
-        many went. Raises StoreUnavailable."""
+    def delete_tasks(self, project: str, task_ids: Sequence[str]) -> int:
+        """Remove every decision of those tickets of the project (their sessions were
+        pruned); returns how many went. Raises StoreUnavailable."""
 
     @abstractmethod
-    def points(self, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
-        """Every stored decision with its vector, for copying an index to another backend."""
+    def points(self, project: str, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
+        """Every stored decision of the project with its vector, for copying an index to
+        another backend."""
+
+    # Points stored before projects (payload without one): never read, healed from the
+    # registry by baton.skills.core.indexing.heal_unscoped.
+
+    @abstractmethod
+    def unscoped_count(self) -> int:
+        """How many points have no project."""
+
+    @abstractmethod
+    def unscoped_points(self, point_ids: Sequence[UUID]) -> dict[UUID, tuple[str, list[float]]]:
+        """Those of point_ids (ids as they were before projects) stored without a project:
+        their embedded text (DecisionRecord.embedding_text) and vector."""
+
+    @abstractmethod
+    def delete_unscoped(self) -> int:
+        """Remove every point without a project; returns how many went."""
 
     @abstractmethod
     def describe(self) -> dict[str, str]:

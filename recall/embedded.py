@@ -12,6 +12,9 @@ not add up it is rebuilt from the store, without the embedding model. Candidates
 rescored against the stored vectors, so a damaged row can never be reported with a score
 it does not have. Readers take no lock; writers of segment files take `index.lock` and
 never change a file in place.
+
+Every row names its project (baton.projects): a column of the store, a key in the segments,
+and every read filters on it. A row stored before projects has none (NULL), and is never read.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import numpy as np
 from baton.errors import StoreUnavailable
 from baton.home import make_directory
 from baton.recall import segments
-from baton.recall.base import DecisionIndex, DecisionRecord, ScoredDecision, Vectors
+from baton.recall.base import DecisionIndex, DecisionRecord, ScoredDecision, Vectors, embedding_text
 from baton.recall.embedding import DIMENSIONS
 from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.store_names import Store
@@ -55,6 +58,12 @@ MIGRATIONS = [
     ) WITHOUT ROWID;
     INSERT INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(16)))), ('count', '0');
     """,  # noqa: S608 -- a constant
+    # Projects: a row stored before has none (NULL) until the indexer heals it.
+    """
+    ALTER TABLE vectors ADD COLUMN project TEXT;
+    DROP INDEX vectors_by_task;
+    CREATE INDEX vectors_by_project ON vectors (project, task_id, seq);
+    """,
 ]
 
 
@@ -115,13 +124,14 @@ class EmbeddedDecisionIndex(DecisionIndex):
 
     def _rows_after(self, seq: int) -> segments.Rows:
         fetched = self._conn().execute(
-            "SELECT seq, task_id, vector FROM vectors WHERE seq > ? ORDER BY seq", (seq,)).fetchall()
+            "SELECT seq, task_id, project, vector FROM vectors WHERE seq > ? ORDER BY seq", (seq,)).fetchall()
         if not fetched:
             return segments.Rows.empty(DIMENSIONS)
         seqs = np.fromiter((row[0] for row in fetched), np.int64, len(fetched))
         keys = np.fromiter((segments.task_key(row[1]) for row in fetched), np.uint64, len(fetched))
-        vectors = np.frombuffer(b"".join(row[2] for row in fetched), "<f4").reshape(len(fetched), DIMENSIONS)
-        return segments.Rows(seqs, keys, vectors)
+        projects = np.fromiter((segments.project_key(row[2]) for row in fetched), np.uint64, len(fetched))
+        vectors = np.frombuffer(b"".join(row[3] for row in fetched), "<f4").reshape(len(fetched), DIMENSIONS)
+        return segments.Rows(seqs, keys, projects, vectors)
 
     def upsert(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
         if not records:
@@ -138,8 +148,9 @@ class EmbeddedDecisionIndex(DecisionIndex):
                 added = 0
                 for record, vector in zip(records, matrix, strict=True):
                     added += conn.execute(
-                        "INSERT OR IGNORE INTO vectors (point_id, task_id, payload, vector) VALUES (?, ?, ?, ?)",
-                        (str(record.point_id), record.task_id, record.model_dump_json(),
+                        "INSERT OR IGNORE INTO vectors (point_id, project, task_id, payload, vector) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        (str(record.point_id), record.project, record.task_id, record.model_dump_json(),
                          vector.astype("<f4").tobytes())).rowcount
                 conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'count'", (added,))
         # The vectors are kept; bringing the search index along is an optimisation that a
@@ -147,14 +158,22 @@ class EmbeddedDecisionIndex(DecisionIndex):
         with suppress(OSError, StoreUnavailable, sqlite3.Error):
             self._extend_index()
 
-    def delete_tasks(self, task_ids: Sequence[str]) -> int:
-        if not task_ids or not self.path.exists():
+    def delete_tasks(self, project: str, task_ids: Sequence[str]) -> int:
+        if not task_ids:
+            return 0
+        return self._delete("DELETE FROM vectors WHERE project = ? AND task_id = ?",
+                            [(project, task_id) for task_id in task_ids])
+
+    def delete_unscoped(self) -> int:
+        return self._delete("DELETE FROM vectors WHERE project IS NULL", [()])
+
+    def _delete(self, statement: str, rows: list[tuple[str, ...]]) -> int:
+        if not self.path.exists():
             return 0
         with self._guarded():
             conn = self._conn()
             with write_transaction(conn):
-                removed = sum(conn.execute("DELETE FROM vectors WHERE task_id = ?", (task_id,)).rowcount
-                              for task_id in task_ids)
+                removed = sum(conn.execute(statement, row).rowcount for row in rows)
                 conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) - ? WHERE key = 'count'", (removed,))
             if removed:
                 # The index now holds rows the store lacks: rebuilt here, not by the next search.
@@ -182,26 +201,49 @@ class EmbeddedDecisionIndex(DecisionIndex):
             rows = self._conn().execute(query, ids)
             return {UUID(p): np.frombuffer(v, "<f4").tolist() for p, v in rows}
 
-    def vectors_for_task(self, task_id: str, limit: int) -> dict[UUID, list[float]]:
+    def vectors_for_task(self, project: str, task_id: str, limit: int) -> dict[UUID, list[float]]:
         with self._guarded():
             rows = self._conn().execute(
-                "SELECT point_id, vector FROM vectors WHERE task_id = ? ORDER BY seq DESC LIMIT ?", (task_id, limit))
+                "SELECT point_id, vector FROM vectors WHERE project = ? AND task_id = ? ORDER BY seq DESC LIMIT ?",
+                (project, task_id, limit))
             return {UUID(p): np.frombuffer(v, "<f4").tolist() for p, v in rows}
 
-    def count(self) -> int:
+    def count(self, project: str | None = None) -> int:
         if not self.path.exists():
             return 0
         with self._guarded():
-            return self._state()[1]
+            if project is None:
+                return self._state()[1]
+            return self._conn().execute("SELECT count(*) FROM vectors WHERE project = ?", (project,)).fetchone()[0]
 
-    def points(self, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
+    def unscoped_count(self) -> int:
+        if not self.path.exists():
+            return 0
+        with self._guarded():
+            return self._conn().execute("SELECT count(*) FROM vectors WHERE project IS NULL").fetchone()[0]
+
+    def unscoped_points(self, point_ids: Sequence[UUID]) -> dict[UUID, tuple[str, list[float]]]:
+        found: dict[UUID, tuple[str, list[float]]] = {}
+        if not self.path.exists():
+            return found
+        with self._guarded():
+            conn = self._conn()
+            for chunk in _chunks([str(p) for p in point_ids], 500):
+                marks = ",".join("?" * len(chunk))
+                query = ("SELECT point_id, json_extract(payload, '$.text'), json_extract(payload, '$.context'), "  # noqa: S608 -- placeholders only
+                         f"vector FROM vectors WHERE project IS NULL AND point_id IN ({marks})")
+                for point_id, text, context, vector in conn.execute(query, chunk):
+                    found[UUID(point_id)] = (embedding_text(text, context or ""), np.frombuffer(vector, "<f4").tolist())
+        return found
+
+    def points(self, project: str, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
         if not self.path.exists():
             return
         after = 0
         while True:
             with self._guarded():
-                page = self._conn().execute("SELECT seq, payload, vector FROM vectors WHERE seq > ? "
-                                            "ORDER BY seq LIMIT ?", (after, batch)).fetchall()
+                page = self._conn().execute("SELECT seq, payload, vector FROM vectors WHERE project = ? AND seq > ? "
+                                            "ORDER BY seq LIMIT ?", (project, after, batch)).fetchall()
             for seq, payload, vector in page:
                 yield DecisionRecord.model_validate_json(payload), np.frombuffer(vector, "<f4").tolist()
                 after = seq
@@ -250,7 +292,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
 
     # The search index -------------------------------------------------------------------
 
-    def search(self, vectors: Sequence[Sequence[float]], *, limit: int,
+    def search(self, vectors: Sequence[Sequence[float]], *, project: str, limit: int,
                exclude_task_id: str | None) -> list[ScoredDecision]:
         if not vectors or limit <= 0 or not self.path.exists():
             return []
@@ -259,18 +301,20 @@ class EmbeddedDecisionIndex(DecisionIndex):
         except ValueError as exc:
             raise StoreUnavailable(STORE, f"refused a query: {exc}") from None
         exclude = segments.task_key(exclude_task_id) if exclude_task_id is not None else None
+        key = segments.project_key(project)
         with self._guarded():
             store_id, count, _ = self._state()
             view = self._current_view(store_id, count)
             try:
-                hits = self._rescored(view.search(queries, limit, exclude), queries)
+                hits = self._rescored(view.search(queries, limit, key, exclude), queries)
             except segments.Stale:
                 hits = None
             if hits is None:
                 # A row of the index differs from the store: rebuild and search again.
                 view = self._rebuild(store_id)
-                hits = self._rescored(view.search(queries, limit, exclude), queries) or []
-        hits = [h for h in hits if h.record.task_id != exclude_task_id]
+                hits = self._rescored(view.search(queries, limit, key, exclude), queries) or []
+        # Keys are hashes: a colliding ticket or project is left out here.
+        hits = [h for h in hits if h.record.project == project and h.record.task_id != exclude_task_id]
         return sorted(hits, key=lambda s: (-s.score, s.record.task_id, s.record.text))[:limit]
 
     def _rescored(self, candidates: dict[int, float], queries: np.ndarray) -> list[ScoredDecision] | None:
@@ -280,16 +324,17 @@ class EmbeddedDecisionIndex(DecisionIndex):
             return []
         seqs = list(candidates)
         marks = ",".join("?" * len(seqs))
-        query = f"SELECT seq, payload, vector FROM vectors WHERE seq IN ({marks})"  # noqa: S608 -- placeholders only
+        query = f"SELECT seq, project, payload, vector FROM vectors WHERE seq IN ({marks})"  # noqa: S608 -- placeholders only
         rows = self._conn().execute(query, seqs).fetchall()
         if len(rows) != len(seqs):
             return None
         hits = []
-        for seq, payload, vector in rows:
+        for seq, project, payload, vector in rows:
             score = float((queries @ np.frombuffer(vector, "<f4")).max())
             if abs(score - candidates[seq]) > RESCORE_TOLERANCE:
                 return None
-            hits.append(ScoredDecision(record=DecisionRecord.model_validate_json(payload), score=score))
+            if project is not None:  # a key collision with a row stored before projects
+                hits.append(ScoredDecision(record=DecisionRecord.model_validate_json(payload), score=score))
         return hits
 
     def _current_view(self, store_id: str, count: int) -> segments.View:

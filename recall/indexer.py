@@ -2,11 +2,14 @@
 
 Each decision is embedded at most once: a batch asks the index which of its points are
 stored already, embeds only the others, stores them, and only then leaves the queue. A
-crash between the two leaves the batch queued, and the next run finds it stored.
+crash between the two leaves the batch queued, and the next run finds it stored. An entry
+queued before projects (its payload names none) is removed and counted: its decision is
+queued again, in its project, from the registry (baton.skills.core.indexing.heal_unscoped).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +28,7 @@ class IndexReport:
     embedded: int = 0  # decisions embedded and stored by this run
     already: int = 0  # queued decisions that were stored before (not embedded again)
     dropped: list[str] = field(default_factory=list)  # unreadable queue entries, removed
+    unscoped: int = 0  # entries queued before projects, removed (the registry queues them again)
 
     @property
     def taken(self) -> int:
@@ -51,6 +55,10 @@ class Indexer:
                 break
             records: list[DecisionRecord] = []
             for point_id, payload in waiting:
+                if _unscoped(payload):
+                    report.unscoped += 1
+                    self.queue.remove([point_id])
+                    continue
                 try:
                     record = DecisionRecord.model_validate_json(payload)
                 except ValidationError as exc:
@@ -72,3 +80,12 @@ class Indexer:
             report.embedded += len(todo)
             report.already += len(records) - len(todo)
         return report
+
+
+def _unscoped(payload: str) -> bool:
+    """Whether a queued payload was queued before projects (it names none)."""
+    try:
+        fields = json.loads(payload)
+    except ValueError:
+        return False  # unreadable: dropped as such
+    return isinstance(fields, dict) and "project" not in fields

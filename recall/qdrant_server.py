@@ -1,8 +1,12 @@
 """The production decision index: a Qdrant server through qdrant-client.
 
 Same collection (`decisions`), point ids and payloads as the embedded shard, so moving a
-data set between them is a copy of points (`baton migrate`). A payload index on task_id
-serves the per-task scroll and the must-not filter of related search.
+data set between them is a copy of points (`baton migrate`). Every request but a lookup by
+point id filters on the payload's `project` (baton.projects), inside the search: a keyword
+payload index marked as the tenant field (Qdrant then keeps each project's points together
+and searches a project without the others'), made when the collection is and on a
+collection made before projects. A payload index on task_id serves the per-task scroll
+and the must-not filter of related search.
 
 `BATON_QDRANT_URL` is an http(s) URL of a server. A `file:` URL opens qdrant-client's
 local mode on that folder instead: the same client code path, which is what the tests
@@ -27,11 +31,13 @@ from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.masking import mask
 from baton.recall.base import (
     COLLECTION,
+    PROJECT_FIELD,
     DecisionIndex,
     DecisionRecord,
     ScoredDecision,
     Vectors,
     best_per_point,
+    embedding_text,
 )
 from baton.recall.embedding import DIMENSIONS
 from baton.store_names import Store
@@ -64,11 +70,15 @@ class QdrantServerIndex(DecisionIndex):
             else:
                 client = QdrantClient(url=self.url, api_key=self._api_key, timeout=math.ceil(left),
                                       check_compatibility=False)
+            local = self.url.startswith("file:")  # local mode has no payload indexes
             if not client.collection_exists(COLLECTION):
                 client.create_collection(COLLECTION, vectors_config=models.VectorParams(
                     size=DIMENSIONS, distance=models.Distance.COSINE))
-                if not self.url.startswith("file:"):  # local mode has no payload indexes
+                if not local:
                     client.create_payload_index(COLLECTION, "task_id", models.PayloadSchemaType.KEYWORD)
+                    _index_projects(client)
+            elif not local and PROJECT_FIELD not in (client.get_collection(COLLECTION).payload_schema or {}):
+                _index_projects(client)  # a collection made before projects
             self._client = client
         return self._client
 
@@ -87,11 +97,23 @@ class QdrantServerIndex(DecisionIndex):
                 raise (ServerUnreachable if _unreachable(exc) else StoreUnavailable)(STORE, reason) from exc
 
     @staticmethod
-    def _task_filter(task_id: str, *, exclude: bool) -> models.Filter:
+    def _scope(project: str, *, task_ids: Sequence[str] = (), exclude_task_id: str | None = None) -> models.Filter:
+        """The project's points (of those tickets; but that one)."""
         from qdrant_client import models
 
-        condition = models.FieldCondition(key="task_id", match=models.MatchValue(value=task_id))
-        return models.Filter(must_not=[condition]) if exclude else models.Filter(must=[condition])
+        must: list[models.Condition] = [models.FieldCondition(key=PROJECT_FIELD,
+                                                              match=models.MatchValue(value=project))]
+        if task_ids:
+            must.append(models.FieldCondition(key="task_id", match=models.MatchAny(any=list(task_ids))))
+        must_not: list[models.Condition] = [] if exclude_task_id is None else [
+            models.FieldCondition(key="task_id", match=models.MatchValue(value=exclude_task_id))]
+        return models.Filter(must=must, must_not=must_not or None)
+
+    @staticmethod
+    def _unscoped() -> models.Filter:
+        from qdrant_client import models
+
+        return models.Filter(must=[models.IsEmptyCondition(is_empty=models.PayloadField(key=PROJECT_FIELD))])
 
     def upsert(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
         from qdrant_client import models
@@ -101,12 +123,16 @@ class QdrantServerIndex(DecisionIndex):
                       for r, v in zip(records, vectors, strict=True)]
             self._call(lambda client: client.upsert(COLLECTION, points=points, wait=True))
 
-    def delete_tasks(self, task_ids: Sequence[str]) -> int:
-        from qdrant_client import models
-
+    def delete_tasks(self, project: str, task_ids: Sequence[str]) -> int:
         if not task_ids:
             return 0
-        selector = models.Filter(must=[models.FieldCondition(key="task_id", match=models.MatchAny(any=list(task_ids)))])
+        return self._delete(self._scope(project, task_ids=task_ids))
+
+    def delete_unscoped(self) -> int:
+        return self._delete(self._unscoped())
+
+    def _delete(self, selector: models.Filter) -> int:
+        from qdrant_client import models
 
         def work(client: QdrantClient) -> int:
             removed = client.count(COLLECTION, count_filter=selector, exact=True).count
@@ -115,21 +141,21 @@ class QdrantServerIndex(DecisionIndex):
 
         return self._call(work)
 
-    def vectors_for_task(self, task_id: str, limit: int) -> dict[UUID, list[float]]:
+    def vectors_for_task(self, project: str, task_id: str, limit: int) -> dict[UUID, list[float]]:
         def work(client: QdrantClient) -> dict[UUID, list[float]]:
-            points, _ = client.scroll(COLLECTION, scroll_filter=self._task_filter(task_id, exclude=False),
+            points, _ = client.scroll(COLLECTION, scroll_filter=self._scope(project, task_ids=[task_id]),
                                       limit=limit, with_vectors=True, with_payload=False)
             return {UUID(str(p.id)): _dense(p.vector) for p in points}
 
         return self._call(work)
 
-    def search(self, vectors: Sequence[Sequence[float]], *, limit: int,
+    def search(self, vectors: Sequence[Sequence[float]], *, project: str, limit: int,
                exclude_task_id: str | None) -> list[ScoredDecision]:
         from qdrant_client import models
 
         if not vectors:
             return []
-        condition = self._task_filter(exclude_task_id, exclude=True) if exclude_task_id is not None else None
+        condition = self._scope(project, exclude_task_id=exclude_task_id)
         requests = [models.QueryRequest(query=[float(x) for x in v], filter=condition, limit=limit, with_payload=True)
                     for v in vectors]
         batches = self._call(lambda client: client.query_batch_points(COLLECTION, requests=requests))
@@ -144,13 +170,26 @@ class QdrantServerIndex(DecisionIndex):
         return {"backend": "qdrant", "location": self.where, "version": self._call(work),
                 "size": f"{self.count()} decisions"}
 
-    def count(self) -> int:
-        return self._call(lambda client: client.count(COLLECTION, exact=True).count)
+    def count(self, project: str | None = None) -> int:
+        selector = None if project is None else self._scope(project)
+        return self._call(lambda client: client.count(COLLECTION, count_filter=selector, exact=True).count)
 
-    def points(self, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
+    def unscoped_count(self) -> int:
+        return self._call(lambda client: client.count(COLLECTION, count_filter=self._unscoped(), exact=True).count)
+
+    def unscoped_points(self, point_ids: Sequence[UUID]) -> dict[UUID, tuple[str, list[float]]]:
+        if not point_ids:
+            return {}
+        points = self._call(lambda client: client.retrieve(COLLECTION, [str(p) for p in point_ids],
+                                                            with_vectors=True, with_payload=True))
+        return {UUID(str(p.id)): (embedding_text(str(p.payload.get("text", "")), str(p.payload.get("context") or "")),
+                                  _dense(p.vector))
+                for p in points if p.payload is not None and PROJECT_FIELD not in p.payload}
+
+    def points(self, project: str, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
         offset: PointId | None = None
         while True:
-            page, offset = self._call(partial(_page, limit=batch, offset=offset))
+            page, offset = self._call(partial(_page, selector=self._scope(project), limit=batch, offset=offset))
             for point in page:
                 yield DecisionRecord.model_validate(point.payload), _dense(point.vector)
             if offset is None:
@@ -191,9 +230,20 @@ def _unreachable(exc: BaseException) -> bool:
     return False
 
 
-def _page(client: QdrantClient, *, limit: int, offset: PointId | None) -> tuple[list[Record], PointId | None]:
-    """One page of points with their payloads and vectors, and the offset of the next (None at the end)."""
-    return client.scroll(COLLECTION, limit=limit, offset=offset, with_vectors=True, with_payload=True)
+def _page(client: QdrantClient, *, selector: models.Filter, limit: int,
+          offset: PointId | None) -> tuple[list[Record], PointId | None]:
+    """One page of the selected points with their payloads and vectors, and the offset of the
+    next (None at the end)."""
+    return client.scroll(COLLECTION, scroll_filter=selector, limit=limit, offset=offset, with_vectors=True,
+                         with_payload=True)
+
+
+def _index_projects(client: QdrantClient) -> None:
+    """The keyword index on the payload's project, as the tenant field."""
+    from qdrant_client import models
+
+    client.create_payload_index(COLLECTION, PROJECT_FIELD,
+                                models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True))
 
 
 def _dense(vector: object) -> list[float]:

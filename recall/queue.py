@@ -5,6 +5,9 @@ decision is queued here in one small transaction, and the indexer (baton.recall.
 the background or by the projector) embeds what waits and stores it in the decision index.
 An entry is removed only after its vector is stored, so a crash at any point leaves it
 queued; the indexer asks the index first and never embeds a decision twice.
+
+One queue serves every project of the data home: each payload names its project (an entry
+queued before projects names none; the indexer drops it and heals from the registry).
 """
 
 from __future__ import annotations
@@ -87,15 +90,16 @@ class EmbeddingQueue:
             with write_transaction(conn):
                 conn.executemany("DELETE FROM queued WHERE point_id = ?", [(str(p),) for p in point_ids])
 
-    def drop_tasks(self, task_ids: Sequence[str]) -> None:
-        """Forget the queued decisions of those tickets (their sessions were pruned)."""
+    def drop_tasks(self, project: str, task_ids: Sequence[str]) -> None:
+        """Forget the queued decisions of those tickets of the project (their sessions were pruned)."""
         if not task_ids or not self.path.exists():
             return
         with guarded(STORE, self.path):
             conn = self._db.conn()
             with write_transaction(conn):
-                conn.executemany("DELETE FROM queued WHERE json_extract(payload, '$.task_id') = ?",
-                                 [(task_id,) for task_id in task_ids])
+                conn.executemany("DELETE FROM queued WHERE json_extract(payload, '$.project') = ? "
+                                 "AND json_extract(payload, '$.task_id') = ?",
+                                 [(project, task_id) for task_id in task_ids])
 
     def count(self) -> int:
         if not self.path.exists():

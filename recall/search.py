@@ -3,7 +3,8 @@
 Recall is enrichment, and a read never embeds what a write recorded: related decisions are
 found with the stored vectors of the ticket's own decisions, and the ones the index does
 not hold yet are returned to the caller to queue (baton.recall.queue) instead of being embedded
-here. Only a free-text query loads the model, to embed that text.
+here. Only a free-text query loads the model, to embed that text. A client searches one
+project's decisions (baton.projects), the one it was made for.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ class RelatedSearch:
 
 
 class DecisionSearchClient:
-    def __init__(self, index: DecisionIndex, load_encoder: Callable[[], MiniLMEncoder] = MiniLMEncoder.load) -> None:
+    def __init__(self, index: DecisionIndex, project: str,
+                 load_encoder: Callable[[], MiniLMEncoder] = MiniLMEncoder.load) -> None:
         self.index = index
+        self.project = project
         self._load_encoder = load_encoder
         self._encoder: MiniLMEncoder | None = None
 
@@ -35,19 +38,21 @@ class DecisionSearchClient:
 
     def search_related(self, task_id: str, limit: int = 5, *, own: Sequence[DecisionRecord] = (),
                        min_score: float = 0.0) -> RelatedSearch:
-        """Decisions of other tickets closest to the newest OWN_VECTORS stored decisions of
-        this one (own: the ticket's decisions as the registry knows them, oldest first)."""
+        """Decisions of the project's other tickets closest to the newest OWN_VECTORS stored
+        decisions of this one (own: the ticket's decisions as the registry knows them, oldest
+        first)."""
         stored = self.index.stored([r.point_id for r in own])
         unindexed = [r for r in own if r.point_id not in stored]
         newest = [r.point_id for r in own if r.point_id in stored][-OWN_VECTORS:]
         vectors = list(self.index.vectors_of(newest).values())
-        hits = self.index.search(vectors, limit=limit, exclude_task_id=task_id) if vectors else []
+        hits = self.index.search(vectors, project=self.project, limit=limit, exclude_task_id=task_id) if vectors else []
         return RelatedSearch([h for h in hits if h.score >= min_score], unindexed)
 
     def search_text(self, text: str, limit: int = 5, *, exclude_task_id: str | None = None) -> list[ScoredDecision]:
         if self._encoder is None:
             self._encoder = self._load_encoder()
-        return self.index.search(self._encoder.encode([text]).tolist(), limit=limit, exclude_task_id=exclude_task_id)
+        return self.index.search(self._encoder.encode([text]).tolist(), project=self.project, limit=limit,
+                                 exclude_task_id=exclude_task_id)
 
     def close(self) -> None:
         self.index.close()

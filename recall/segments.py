@@ -21,14 +21,22 @@ scores only the rows of its nearest lists; the bench prints the recall this keep
 an exact search. Only a writer (the indexer, in the background) trains centroids; a reader
 that must rebuild searches every row instead.
 
+Why a project key per row: every search is of one project (baton.projects), and the filter
+is applied inside the search, before the top k are chosen, so a project's best rows are
+found however few of the rows are its own. A project with fewer rows than a list search
+would score is searched exactly, over its rows only; a bigger one through its lists, the
+other projects' rows left out of each list.
+
 Segment layout (little-endian): a 64-byte header, then the rows' sequence numbers (int64),
-their ticket keys (uint64, see task_key), the vectors (float32, rows x dimensions) and, for
+their ticket keys (uint64, see task_key), their project keys (uint64, see project_key; 0
+for a row stored before projects), the vectors (float32, rows x dimensions) and, for
 a segment with lists, the centroids (float32, lists x dimensions) and each list's first row
 (int64, lists + 1); the rows of a list are contiguous.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import mmap
@@ -44,13 +52,14 @@ import numpy as np
 
 MANIFEST = "MANIFEST"
 MAGIC = b"BATONVEC"
-FORMAT = 1
+FORMAT = 2  # 2: project keys (a segment of format 1 is Stale, rebuilt from the vector store)
 # magic, format, dims, count, first seq, last seq, store id, body crc, lists
 _HEADER = struct.Struct("<8sIIQQQ16sII")
 HEADER_SIZE = 64
 IVF_MIN_ROWS = 20_000  # below this a pass over every row is cheaper than choosing lists
 POINTS_PER_LIST = 32  # k-means sample size per centroid
 KMEANS_ROUNDS = 8
+GATHER_SHARE = 1 / 8  # up to this share of a segment's rows, a project's are gathered and scored alone
 
 
 class Stale(Exception):
@@ -62,20 +71,35 @@ def task_key(task_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(task_id.encode("utf-8"), digest_size=8).digest(), "little")
 
 
+UNSCOPED = 0  # the project key of a row stored before projects: no search asks for it
+
+
+@functools.lru_cache(maxsize=256)  # a store holds a few projects, each of many rows
+def project_key(project: str | None) -> int:
+    """A 64-bit key of a project (never UNSCOPED), compared in NumPy to keep a search to it."""
+    if project is None:
+        return UNSCOPED
+    digest = hashlib.blake2b(project.encode("utf-8"), digest_size=8, person=b"project").digest()
+    return int.from_bytes(digest, "little") or 1
+
+
 @dataclass(frozen=True)
 class Rows:
-    """Rows of the vector store: seqs int64, keys uint64, vectors float32; with lists, the
-    rows are grouped by list: list i is rows offsets[i]:offsets[i + 1], around centroids[i]."""
+    """Rows of the vector store: seqs int64, keys and projects uint64, vectors float32; with
+    lists, the rows are grouped by list: list i is rows offsets[i]:offsets[i + 1], around
+    centroids[i]."""
 
     seqs: np.ndarray
     keys: np.ndarray
+    projects: np.ndarray
     vectors: np.ndarray
     centroids: np.ndarray | None = None
     offsets: np.ndarray | None = None
 
     @classmethod
     def empty(cls, dims: int) -> Rows:
-        return cls(np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros((0, dims), np.float32))
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.uint64),
+                   np.zeros((0, dims), np.float32))
 
     @classmethod
     def concat(cls, parts: Sequence[Rows], dims: int) -> Rows:
@@ -85,6 +109,7 @@ class Rows:
         seqs = np.concatenate([p.seqs for p in parts])
         order = np.argsort(seqs, kind="stable")
         return cls(seqs[order], np.concatenate([p.keys for p in parts])[order],
+                   np.concatenate([p.projects for p in parts])[order],
                    np.concatenate([p.vectors for p in parts])[order])
 
     def __len__(self) -> int:
@@ -98,15 +123,27 @@ class Rows:
         """These rows grouped into the lists of the nearest of centroids."""
         assignment = np.concatenate([np.argmax(self.vectors[start:start + 20_000] @ centroids.T, axis=1)
                                      for start in range(0, len(self), 20_000)]) if len(self) else np.zeros(0, np.int64)
-        order = np.argsort(assignment, kind="stable")
+        # Within a list, a project's rows are contiguous (ordered by project key): a search
+        # of one project scores its span of each list, as Qdrant keeps a tenant's points together.
+        order = np.lexsort((self.projects, assignment))
         counts = np.bincount(assignment, minlength=len(centroids))
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        return Rows(self.seqs[order], self.keys[order], np.ascontiguousarray(self.vectors[order]),
+        return Rows(self.seqs[order], self.keys[order], self.projects[order], np.ascontiguousarray(self.vectors[order]),
                     np.ascontiguousarray(centroids, np.float32), offsets)
 
     def probes(self) -> int:
         """How many lists a query scores: about a sixteenth of the rows, at least 16 lists."""
         return min(self.lists, max(16, self.lists // 16))
+
+    def project_span(self, start: int, end: int, project: np.uint64) -> tuple[int, int]:
+        """The rows of the project within list rows start:end (ordered by project key)."""
+        keys = self.projects[start:end]
+        return start + int(np.searchsorted(keys, project, "left")), start + int(np.searchsorted(keys, project, "right"))
+
+    def scanned(self) -> int:
+        """About how many rows a query of a segment with lists scores: a project with no more
+        rows than that is searched exactly, over its own rows, for the same cost."""
+        return len(self) * self.probes() // max(1, self.lists)
 
 
 def train_centroids(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -154,53 +191,109 @@ class View:
         return sum(len(p) for p in self.parts)
 
     def with_rows(self, rows: Rows) -> View:
-        last = int(rows.seqs[-1]) if len(rows) else self.last_seq
+        if not len(rows):
+            return self  # a process searching again and again would otherwise gather empty parts
+        last = int(rows.seqs[-1])
         return View(self.store_id, max(self.last_seq, last), [*self.parts, rows], self.manifest_stamp)
 
-    def search(self, queries: np.ndarray, limit: int, exclude_key: int | None) -> dict[int, float]:
-        """{seq: best score over the queries} for the union of each query's top `limit` rows.
+    def search(self, queries: np.ndarray, limit: int, project: int | None,
+               exclude_key: int | None) -> dict[int, float]:
+        """{seq: best score over the queries} for the union of each query's top `limit` rows
+        among the rows of the project (its project_key; None: every row, which only the
+        bench's baseline asks for).
 
         The union holds the best `limit` rows by their best score: such a row is among the
         top `limit` of the query that gives it its best score (exactly so in segments without
-        lists; in one with lists, among the rows of the lists that query scored).
+        lists, and for a project searched over its own rows; in one with lists, among the
+        rows of the lists that query scored). Each is given its best score over every query,
+        the one the vector store's row gives (what the caller checks).
         """
         best: dict[int, float] = {}
         for part in self.parts:
             if not len(part):
                 continue
+            key = None if project is None else np.uint64(project)
+            mine = None if key is None else part.projects == key
+            rows_of_project = len(part) if mine is None else int(np.count_nonzero(mine))
+            if not rows_of_project:
+                continue
             centroids, offsets = part.centroids, part.offsets
-            if centroids is None or offsets is None:
-                with np.errstate(invalid="ignore", over="ignore"):
-                    scores = part.vectors @ queries.T
-                _collect(best, part.seqs, part.keys, scores, limit, exclude_key)
+            if centroids is None or offsets is None or rows_of_project <= part.scanned():
+                _collect_rows(best, part, queries, limit, exclude_key, mine, rows_of_project)
                 continue
             near = np.argpartition(-(queries @ centroids.T), part.probes() - 1, axis=1)[:, :part.probes()]
+            found: list[np.ndarray] = []  # each query's top rows among those of its lists
             for query, lists in zip(queries, near, strict=True):
                 spans = [(int(offsets[i]), int(offsets[i + 1])) for i in lists]
-                rows = np.concatenate([np.arange(a, b) for a, b in spans if b > a]) if spans else np.zeros(0, np.int64)
-                if len(rows):
-                    with np.errstate(invalid="ignore", over="ignore"):
-                        scores = np.concatenate([part.vectors[a:b] @ query for a, b in spans if b > a])
-                    _collect(best, part.seqs[rows], part.keys[rows], scores[:, None], limit, exclude_key)
+                if key is not None:
+                    spans = [part.project_span(a, b, key) for a, b in spans]
+                spans = [(a, b) for a, b in spans if b > a]
+                if not spans:
+                    continue
+                rows = np.concatenate([np.arange(a, b) for a, b in spans])
+                with np.errstate(invalid="ignore", over="ignore"):
+                    scores = np.concatenate([part.vectors[a:b] @ query for a, b in spans])
+                found.append(rows[_top(scores[:, None], part.keys[rows], limit, exclude_key)])
+            if found:
+                # Scored again by every query: another may rank a row higher than the one
+                # whose lists held it, though its own lists did not.
+                rows = np.unique(np.concatenate(found))
+                with np.errstate(invalid="ignore", over="ignore"):
+                    _record(best, part.seqs[rows], part.keys[rows], part.vectors[rows] @ queries.T, exclude_key)
         return best
+
+
+def _collect_rows(best: dict[int, float], part: Rows, queries: np.ndarray, limit: int, exclude_key: int | None,
+                  mine: np.ndarray | None, rows_of_project: int) -> None:
+    """Score every row of part that is the project's (all rows without one). A project of
+    at most GATHER_SHARE of the rows is scored over its rows alone; a bigger one over every
+    row, the others' scores then masked: gathering rows costs several times what scoring
+    them in place does (bench/run.py)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        if mine is None or rows_of_project == len(part):
+            _collect(best, part.seqs, part.keys, part.vectors @ queries.T, limit, exclude_key)
+        elif rows_of_project <= GATHER_SHARE * len(part):
+            chosen = np.flatnonzero(mine)
+            _collect(best, part.seqs[chosen], part.keys[chosen], part.vectors[chosen] @ queries.T, limit, exclude_key)
+        else:
+            scores = np.where(mine[:, None], part.vectors @ queries.T, -np.inf)
+            _collect(best, part.seqs, part.keys, scores, limit, exclude_key)
 
 
 def _collect(best: dict[int, float], seqs: np.ndarray, keys: np.ndarray, scores: np.ndarray, limit: int,
              exclude_key: int | None) -> None:
-    """Add each column's top `limit` rows of scores (rows x queries) to best."""
+    """Add each column's top `limit` rows of scores (rows x queries) to best, each with its
+    best score over every column."""
+    if not len(seqs):
+        return
+    rows = _top(scores, keys, limit, exclude_key)
+    _record(best, seqs[rows], keys[rows], scores[rows], exclude_key)
+
+
+def _top(scores: np.ndarray, keys: np.ndarray, limit: int, exclude_key: int | None) -> np.ndarray:
+    """The rows among each column's top `limit` of scores (rows x queries), each row once,
+    the excluded ticket's left out."""
     if np.isnan(scores).any():
         raise Stale("the index holds vectors that are not numbers")
     if exclude_key is not None:
         scores = np.where((keys == np.uint64(exclude_key))[:, None], -np.inf, scores)
-    k = min(limit, len(seqs))
-    top = np.argpartition(-scores, k - 1, axis=0)[:k] if k < len(seqs) else \
-        np.broadcast_to(np.arange(len(seqs))[:, None], scores.shape)
-    for column in range(scores.shape[1]):
-        for row in top[:, column]:
-            score = float(scores[row, column])
-            seq = int(seqs[row])
-            if score != -np.inf and score > best.get(seq, -np.inf):
-                best[seq] = score
+    k = min(limit, len(scores))
+    if k < len(scores):
+        return np.unique(np.argpartition(-scores, k - 1, axis=0)[:k])
+    return np.arange(len(scores))
+
+
+def _record(best: dict[int, float], seqs: np.ndarray, keys: np.ndarray, scores: np.ndarray,
+            exclude_key: int | None) -> None:
+    """Give best each row's best score over the columns of scores (rows x queries); a row
+    of the excluded ticket, or scored -inf (another project's), is left out."""
+    if np.isnan(scores).any():
+        raise Stale("the index holds vectors that are not numbers")
+    maxima = scores.max(axis=1) if len(scores) else np.zeros(0, np.float32)
+    excluded = keys == np.uint64(exclude_key) if exclude_key is not None else np.zeros(len(seqs), bool)
+    for seq, score, out in zip(seqs.tolist(), maxima.tolist(), excluded.tolist(), strict=True):
+        if not out and score != -np.inf and score > best.get(seq, -np.inf):
+            best[seq] = score
 
 
 def manifest_stamp(folder: Path) -> tuple[int, int, int] | None:
@@ -243,7 +336,7 @@ def read_view(folder: Path, store_id: str, dims: int) -> View:
 
 
 def segment_size(count: int, lists: int, dims: int) -> int:
-    return HEADER_SIZE + count * (16 + 4 * dims) + (lists * 4 * dims + (lists + 1) * 8 if lists else 0)
+    return HEADER_SIZE + count * (24 + 4 * dims) + (lists * 4 * dims + (lists + 1) * 8 if lists else 0)
 
 
 def _map_segment(path: Path, entry: SegmentEntry, store_id: str, dims: int) -> Rows:
@@ -273,24 +366,29 @@ def _map_segment(path: Path, entry: SegmentEntry, store_id: str, dims: int) -> R
     n, at = entry.count, HEADER_SIZE
     seqs = np.frombuffer(mapped, np.int64, n, at)
     keys = np.frombuffer(mapped, np.uint64, n, at + 8 * n)
-    vectors = np.frombuffer(mapped, np.float32, n * dims, at + 16 * n).reshape(n, dims)
+    projects = np.frombuffer(mapped, np.uint64, n, at + 16 * n)
+    vectors = np.frombuffer(mapped, np.float32, n * dims, at + 24 * n).reshape(n, dims)
     centroids = offsets = None
     if lists:
-        at += n * (16 + 4 * dims)
+        at += n * (24 + 4 * dims)
         centroids = np.frombuffer(mapped, np.float32, lists * dims, at).reshape(lists, dims)
         offsets = np.frombuffer(mapped, np.int64, lists + 1, at + lists * 4 * dims)
         if offsets[0] != 0 or offsets[-1] != n or (np.diff(offsets) < 0).any():
             raise Stale(f"segment {path.name}: its lists do not add up")
+        # A search of a project trusts each list's rows to be ordered by project key.
+        falls = np.flatnonzero(projects[1:] < projects[:-1]) + 1
+        if not np.isin(falls, offsets).all():
+            raise Stale(f"segment {path.name}: a list's rows are not ordered by project")
     if int(seqs.min()) != entry.first_seq or int(seqs.max()) != entry.last_seq:
         raise Stale(f"segment {path.name}: rows do not match its header")
-    return Rows(seqs, keys, vectors, centroids, offsets)
+    return Rows(seqs, keys, projects, vectors, centroids, offsets)
 
 
 def write_segment(folder: Path, rows: Rows, store_id: str, dims: int) -> SegmentEntry:
     """Write rows as a new segment file, synced; returns its manifest entry."""
     first, last = int(rows.seqs.min()), int(rows.seqs.max())
     parts = [np.ascontiguousarray(rows.seqs, "<i8").tobytes(), np.ascontiguousarray(rows.keys, "<u8").tobytes(),
-             np.ascontiguousarray(rows.vectors, "<f4").tobytes()]
+             np.ascontiguousarray(rows.projects, "<u8").tobytes(), np.ascontiguousarray(rows.vectors, "<f4").tobytes()]
     if rows.lists:
         parts += [np.ascontiguousarray(rows.centroids, "<f4").tobytes(),
                   np.ascontiguousarray(rows.offsets, "<i8").tobytes()]

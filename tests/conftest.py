@@ -233,3 +233,37 @@ def run_process(cwd: Path, *args: str, env: dict | None = None, timeout: float =
     code = f"{prelude}\nimport sys\nfrom baton.skills.frontends.cli import main\nsys.exit(main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def unscope_recall(home: Path) -> dict:
+    """Make the embedded recall index of home as Baton left it before projects: point ids of
+    (ticket, text), payloads without a project, one point per (ticket, text) whichever
+    project recorded it first, and no segments (those of before were of another format).
+    Returns the vector of each point kept, by its id."""
+    import json
+    import shutil
+
+    import numpy as np
+
+    from baton.recall.embedded import EmbeddedDecisionIndex
+    from baton.recall.wire import unscoped_point_id
+    from baton.sqlite import write_transaction
+
+    index = EmbeddedDecisionIndex(home / "recall", timeout=5)
+    conn = index._conn()
+    kept: dict = {}
+    with write_transaction(conn):
+        for seq, payload, vector in conn.execute("SELECT seq, payload, vector FROM vectors ORDER BY seq").fetchall():
+            fields = json.loads(payload)
+            del fields["project"]
+            old = unscoped_point_id(fields["task_id"], fields["text"])
+            if old in kept:
+                conn.execute("DELETE FROM vectors WHERE seq = ?", (seq,))
+                continue
+            kept[old] = np.frombuffer(vector, "<f4")
+            conn.execute("UPDATE vectors SET project = NULL, point_id = ?, payload = ? WHERE seq = ?",
+                         (str(old), json.dumps(fields), seq))
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'count'", (str(len(kept)),))
+    index.close()
+    shutil.rmtree(home / "recall" / "index", ignore_errors=True)
+    return kept

@@ -426,3 +426,21 @@ def test_off_loopback_the_browser_needs_the_token(home, worktrees, cli, serve, b
     assert browser.current_url == dashboard.url + "/"
     wait_for(browser, lambda d: d.find_element(By.ID, "live").text == "live")
     assert TOKEN not in dashboard.output()
+
+
+def test_search_shows_the_dashboards_project_only(home, worktrees, cli, serve, tmp_path):
+    """The same ticket id and decision text in another project never reach this one's search."""
+    from tests.conftest import make_repo
+
+    main, _ = worktrees
+    rival = make_repo(tmp_path / "rival", "https://github.com/rival/shop.git")
+    for worktree, context in ((rival, "rival"), (main, "acme")):  # the other team first: its point came first
+        assert cli(worktree, "bind", "OMN-1")[0] == 0
+        assert cli(worktree, "decide", "Keep carts in PostgreSQL", "--context", context)[0] == 0
+    assert cli(rival, "decide", "Cache carts in Redis", "--context", "rival")[0] == 0
+    assert cli(main, "index")[0] == 0
+    dashboard = serve()
+    status, _, body = dashboard.get("/api/recall?q=carts")
+    found = json.loads(body)
+    assert status == 200 and found["recall"] == "ok"
+    assert [(hit["task_id"], hit["context"]) for hit in found["hits"]] == [("OMN-1", "acme")]

@@ -35,8 +35,8 @@ def test_gc_removes_old_ended_tickets_everywhere_and_keeps_active_ones(any_home,
         assert stores.registry.get("OLD-1") == NotFound("OLD-1")
         assert isinstance(stores.registry.get("LIVE-1"), Found)
         assert stores.graph.shared_files("LIVE-1").value == {}
-        assert stores.decision_index().vectors_for_task("OLD-1", 10) == {}
-        assert stores.decision_index().vectors_for_task("LIVE-1", 10)
+        assert stores.decision_index().vectors_for_task(stores.project, "OLD-1", 10) == {}
+        assert stores.decision_index().vectors_for_task(stores.project, "LIVE-1", 10)
         assert collect_garbage(stores, at=later).sessions == [], "a second gc finds nothing more"
     finally:
         stores.close()

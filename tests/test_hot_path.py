@@ -224,9 +224,10 @@ def test_the_hand_built_decision_is_the_model_decision():
     assert (event.type, event.text, event.context, event.repo, event.at) == \
         ("decision_recorded", "Keep carts in PostgreSQL ü", "restarts", "github.com/a/b", at)
     assert json.loads(TypeAdapter(Event).dump_json(event)) == {**json.loads(body), "at": "2026-11-01T12:00:00.123456Z"}
-    payload = decision_payload("OMN-1", "s1", event.text, event.context, at.isoformat(), event.repo)
+    payload = decision_payload("github.com/a/b", "OMN-1", "s1", event.text, event.context, at.isoformat(), event.repo)
     record = DecisionRecord.model_validate_json(payload)
-    assert record.point_id == decision_point_id("OMN-1", event.text)
+    assert record.project == "github.com/a/b"
+    assert record.point_id == decision_point_id("github.com/a/b", "OMN-1", event.text)
     assert json.loads(record.model_dump_json()) == json.loads(payload)
     wire = WireSignal(signal_id=derived_signal_id(SignalType.decision_recorded, event_id),
                       signal_type=SignalType.decision_recorded, task_id="OMN-1", session_id="s1", repo="r",

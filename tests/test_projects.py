@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, make_repo
+from tests.conftest import git, make_repo, unscope_recall
 
 SHOP = "github.com/acme/shop"
 OTHER = "github.com/rival/shop"
@@ -127,6 +127,90 @@ def test_explicit_projects_split_one_repository(any_home, worktrees, cli, monkey
     assert as_json(cli(main, "list", "--json")) == []  # the repository's own project has nothing
 
 
+def decide_in(cli, worktree: Path, decisions: list[tuple[str, str, str]]) -> None:
+    """(ticket, decision, context) recorded in worktree's project, each ticket bound in turn."""
+    for task_id, text, context in decisions:
+        assert cli(worktree, "bind", task_id)[0] == 0
+        assert cli(worktree, "decide", text, "--context", context)[0] == 0
+
+
+# Each team's two tickets: SHOP-1 with the same decision text in both projects (one point
+# before projects, so one team read the other's context), SHOP-2 with its own.
+ACME_DECISIONS = [("SHOP-2", "Store cart rows in PostgreSQL tables", "acme"),
+                  ("SHOP-1", "Keep carts in PostgreSQL", "acme")]
+RIVAL_DECISIONS = [("SHOP-2", "Persist carts in a PostgreSQL database", "rival"),
+                   ("SHOP-1", "Keep carts in PostgreSQL", "rival")]
+
+
+def test_recall_and_related_decisions_are_of_the_project(any_home, teams, cli):
+    """The same ticket id with different decisions in two projects: `baton recall` and the
+    related decisions of `baton resume` show each team its own only."""
+    acme, rival = teams
+    decide_in(cli, acme, ACME_DECISIONS)
+    decide_in(cli, rival, RIVAL_DECISIONS)
+    assert cli(acme, "index")[0] == 0  # one queue, one indexer for the data home: both projects
+    for worktree, decisions in ((acme, ACME_DECISIONS), (rival, RIVAL_DECISIONS)):
+        found = as_json(cli(worktree, "recall", "carts in PostgreSQL", "--json", "--limit", "10"))
+        assert sorted((hit["task_id"], hit["text"], hit["context"]) for hit in found) == sorted(decisions)
+        related = as_json(cli(worktree, "resume", "SHOP-1", "--json"))["related_decisions"]
+        assert [(r["task_id"], r["text"]) for r in related] == [decisions[0][:2]]
+
+
+def test_recall_indexed_before_projects_is_healed_in_each_project(home, teams, cli):
+    """A data home from before projects: points without a project, one of them the point
+    both teams' SHOP-1 decisions shared, and a queue entry without one. None is read; the
+    indexer stores each decision again in its project, reusing the vector of the point of
+    the same text and context, and embeds the others."""
+    import numpy as np
+
+    from baton.recall.embedded import EmbeddedDecisionIndex
+    from baton.recall.queue import EmbeddingQueue
+    from baton.recall.wire import unscoped_point_id
+    from baton.sqlite import write_transaction
+
+    acme, rival = teams
+    decide_in(cli, acme, ACME_DECISIONS)
+    decide_in(cli, rival, RIVAL_DECISIONS[1:])
+    assert cli(acme, "index")[0] == 0
+    decide_in(cli, rival, RIVAL_DECISIONS[:1])  # queued, not indexed yet
+
+    kept = unscope_recall(home)
+    queue = EmbeddingQueue(home / "recall", timeout=5)
+    queue_conn = queue._db.conn()
+    with write_transaction(queue_conn):
+        (point_id, payload), = queue_conn.execute("SELECT point_id, payload FROM queued").fetchall()
+        fields = json.loads(payload)
+        del fields["project"]
+        queue_conn.execute("UPDATE queued SET point_id = ?, payload = ?",
+                           (str(unscoped_point_id(fields["task_id"], fields["text"])), json.dumps(fields)))
+    queue.close()
+    assert len(kept) == 2  # SHOP-1 of both teams was one point
+
+    # Nothing from before projects is read, by either team.
+    index = EmbeddedDecisionIndex(home / "recall", timeout=5)
+    assert index.unscoped_count() == 2 and index.count(SHOP) == index.count(OTHER) == 0
+    assert as_json(cli(rival, "resume", "SHOP-1", "--json"))["related_decisions"] == []
+
+    # The indexer heals: acme's two decisions keep their vectors; rival's SHOP-1 (its
+    # context is not the shared point's) and its queued SHOP-2 are embedded.
+    code, out, _ = cli(acme, "index")
+    assert code == 0 and out.startswith("Indexed 2 decisions"), out
+    assert (index.unscoped_count(), index.count(SHOP), index.count(OTHER)) == (0, 2, 2)
+    for task_id, text, _ in ACME_DECISIONS:
+        reused = index.vectors_of([decision_point(SHOP, task_id, text)])
+        assert np.allclose(next(iter(reused.values())), kept[unscoped_point_id(task_id, text)])
+    for worktree, decisions in ((acme, ACME_DECISIONS), (rival, RIVAL_DECISIONS)):
+        found = as_json(cli(worktree, "recall", "carts in PostgreSQL", "--json", "--limit", "10"))
+        assert sorted((hit["task_id"], hit["text"], hit["context"]) for hit in found) == sorted(decisions)
+    index.close()
+
+
+def decision_point(project: str, task_id: str, text: str):
+    from baton.recall.wire import decision_point_id
+
+    return decision_point_id(project, task_id, text)
+
+
 def test_a_bad_project_is_bad_input(home, worktrees, cli):
     main, _ = worktrees
     code, _, err = cli(main, "--project", "*", "list")
@@ -237,6 +321,37 @@ def test_existing_rows_move_to_their_repositorys_project(tmp_path):
         finally:
             registry.close()
             bus.close()
+
+
+def test_retention_removes_a_tickets_decisions_in_its_project_only(home, teams, cli):
+    """A gc in one project forgets its pruned ticket's decisions, queued and indexed, and
+    leaves the same ticket id's in another project."""
+    from datetime import timedelta
+
+    from baton import clock
+    from baton.recall.queue import EmbeddingQueue
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
+    from baton.skills.services.gc import collect_garbage
+
+    acme, rival = teams
+    for worktree in (acme, rival):
+        decide_in(cli, worktree, [("OLD-1", "Refunds go through the ledger", worktree.name)])
+        assert cli(worktree, "end", "--status", "completed")[0] == 0
+    assert cli(acme, "index")[0] == 0
+    decide_in(cli, rival, [("OLD-1", "Queued, not indexed yet", "rival")])
+    assert cli(rival, "end", "--status", "completed")[0] == 0
+    stores = Stores(Settings.from_env(), project=SHOP)
+    try:
+        report = collect_garbage(stores, at=clock.now() + timedelta(days=91))
+        assert report.sessions == ["OLD-1"] and report.decisions == 1 and not report.warnings
+        index = stores.decision_index()
+        assert index.vectors_for_task(SHOP, "OLD-1", 10) == {}
+        assert len(index.vectors_for_task(OTHER, "OLD-1", 10)) == 1
+        index.close()
+    finally:
+        stores.close()
+    assert EmbeddingQueue(home / "recall", timeout=5).count() == 1, "the other project's queued decision stays"
 
 
 def test_the_guard_reads_the_project_given(home, worktrees, cli):

@@ -8,13 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from baton.recall.base import DecisionRecord, decision_point_id
+from baton.recall.base import DecisionRecord
 from baton.recall.embedded import EmbeddedDecisionIndex
 from baton.recall.embedding import MiniLMEncoder
 from baton.recall.indexer import Indexer
 from baton.recall.queue import EmbeddingQueue
 from baton.recall.search import DecisionSearchClient
+from baton.recall.wire import decision_point_id, unscoped_point_id
 
+P = "github.com/acme/shop"  # the project of every decision here, but where a test says otherwise
 REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text())
 
 
@@ -47,12 +49,18 @@ def test_the_encoder_stays_in_float32(encoder, monkeypatch):
 
 
 def test_reference_point_ids():
-    assert str(decision_point_id("OMN-1234", "Use Postgres")) == "7ce24a14-64ed-5ef7-b7d3-0f9587ed925e"
-    assert str(decision_point_id("OMN-5678", "Use Postgres")) == "8550e6b4-6cfd-5064-a27e-7efe88944f4a"
+    """A point is of its project, ticket and text; the ids from before projects (of the ticket
+    and text only) stay computable, as the healing looks their vectors up."""
+    assert str(decision_point_id(P, "OMN-1234", "Use Postgres")) == "13462b17-2ab5-5619-8ba7-d863070b07b2"
+    assert str(decision_point_id(P, "OMN-5678", "Use Postgres")) == "b2872d7c-23cb-56c7-8548-3c950489d6df"
+    assert str(decision_point_id("github.com/rival/shop", "OMN-1234", "Use Postgres")) == \
+        "f84eb79c-42fd-5fe8-8546-9fe7e26a3864"
+    assert str(unscoped_point_id("OMN-1234", "Use Postgres")) == "7ce24a14-64ed-5ef7-b7d3-0f9587ed925e"
+    assert str(unscoped_point_id("OMN-5678", "Use Postgres")) == "8550e6b4-6cfd-5064-a27e-7efe88944f4a"
 
 
 def record(task, text, context=""):
-    return DecisionRecord(task_id=task, session_id="s", text=text, context=context,
+    return DecisionRecord(project=P, task_id=task, session_id="s", text=text, context=context,
                           recorded_at="2026-11-01T00:00:00+00:00", repo="r")
 
 
@@ -79,7 +87,7 @@ def test_search_related_excludes_the_task_and_reuses_stored_vectors(tmp_path, en
         record("C", "The cat sat on the mat"), record("B", "Store sessions in PostgreSQL")], loads)
     assert index.count() == 3, "a decision recorded twice is one point"
     assert loads == [1]
-    reader = DecisionSearchClient(index, lambda: pytest.fail("a related search never loads the model"))
+    reader = DecisionSearchClient(index, P, lambda: pytest.fail("a related search never loads the model"))
     found = reader.search_related("A", 5, own=[record("A", "Use Postgres for the session store")], min_score=0.3)
     assert [h.record.task_id for h in found.hits] == ["B"]
     assert 0.3 < found.hits[0].score <= 1
@@ -88,7 +96,7 @@ def test_search_related_excludes_the_task_and_reuses_stored_vectors(tmp_path, en
 
 def test_search_related_returns_what_the_index_lacks_instead_of_embedding_it(tmp_path, encoder):
     index, _ = indexed(tmp_path, encoder, [record("B", "Retry Kafka produce with idempotence enabled")])
-    client = DecisionSearchClient(index, lambda: pytest.fail("no embedding on the read path"))
+    client = DecisionSearchClient(index, P, lambda: pytest.fail("no embedding on the read path"))
     missing = record("A", "Make the Kafka producer idempotent")
     found = client.search_related("A", 5, own=[missing])
     assert found.hits == [] and found.unindexed == [missing]
@@ -132,7 +140,7 @@ def _use_index(path, task, barrier):
     for i in range(20):
         vector = rng.standard_normal(384)
         index.upsert([record(task, f"{task} decision {i}")], [vector / np.linalg.norm(vector)])
-        hits = index.search([vector], limit=3, exclude_task_id=task)
+        hits = index.search([vector], project=P, limit=3, exclude_task_id=task)
         assert all(h.record.task_id != task for h in hits)
 
 
@@ -148,4 +156,5 @@ def test_two_processes_share_the_index(tmp_path):
         assert worker.exitcode == 0
     index = EmbeddedDecisionIndex(tmp_path / "recall", timeout=2)
     assert index.count() == 40
-    assert len(index.search([index.vectors_for_task("X", 1).popitem()[1]], limit=40, exclude_task_id=None)) == 40
+    vector = index.vectors_for_task(P, "X", 1).popitem()[1]
+    assert len(index.search([vector], project=P, limit=40, exclude_task_id=None)) == 40

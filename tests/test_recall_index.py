@@ -19,9 +19,12 @@ from baton.recall.base import DecisionRecord
 from baton.recall.embedded import EmbeddedDecisionIndex
 from tests.conftest import ROOT, run_process, two_agents
 
+P = "github.com/acme/shop"  # the project of every decision here
+
 
 def record(task, text):
-    return DecisionRecord(task_id=task, session_id="s", text=text, recorded_at="2026-11-01T00:00:00+00:00", repo="r")
+    return DecisionRecord(project=P, task_id=task, session_id="s", text=text, recorded_at="2026-11-01T00:00:00+00:00",
+                          repo="r")
 
 
 def unit_rows(n, seed=0, clusters=50):
@@ -43,7 +46,7 @@ def filled(folder: Path, n: int, tasks: int = 20, seed: int = 0) -> EmbeddedDeci
 def exact_top(folder: Path, query, limit=5, exclude=None):
     """The exact answer, computed from the vector store itself."""
     index = EmbeddedDecisionIndex(folder, timeout=5)
-    scored = sorted(((float(np.dot(v, query)), r.text) for r, v in index.points() if r.task_id != exclude),
+    scored = sorted(((float(np.dot(v, query)), r.text) for r, v in index.points(P) if r.task_id != exclude),
                     reverse=True)
     index.close()
     return [text for _, text in scored[:limit]]
@@ -60,7 +63,8 @@ def test_segments_merge_and_every_row_is_found_once(tmp_path):
     assert sum(e.count for e in entries) == 3000 == index.count()
     fresh = EmbeddedDecisionIndex(tmp_path, timeout=5)
     query = unit_rows(1, seed=99)[0]
-    assert texts(fresh.search([query], limit=5, exclude_task_id="T-3")) == exact_top(tmp_path, query, exclude="T-3")
+    assert texts(fresh.search([query], project=P, limit=5, exclude_task_id="T-3")) == \
+        exact_top(tmp_path, query, exclude="T-3")
 
 
 @pytest.mark.slow
@@ -74,7 +78,8 @@ def test_lists_keep_recall(tmp_path, monkeypatch):
     found = 0
     for n in rng.choice(4000, 40, replace=False):
         query = rows[n] + 0.05 * rng.standard_normal(384).astype(np.float32)
-        found += len(set(texts(index.search([query], limit=5, exclude_task_id=None))) & set(exact_top(tmp_path, query)))
+        hits = index.search([query], project=P, limit=5, exclude_task_id=None)
+        found += len(set(texts(hits)) & set(exact_top(tmp_path, query)))
     assert found / 200 >= 0.95
 
 
@@ -116,7 +121,7 @@ def test_a_damaged_index_heals_on_the_next_search(tmp_path, damage):
         replacement.upsert([record("N-1", "the only decision")], [query])
         expected = ["the only decision"]
     reader = EmbeddedDecisionIndex(tmp_path, timeout=5)
-    assert texts(reader.search([query], limit=5, exclude_task_id=None)) == expected
+    assert texts(reader.search([query], project=P, limit=5, exclude_task_id=None)) == expected
     # ... and the index on disk was rewritten, so the next process opens it cleanly.
     view = segments.read_view(index_dir, reader._state()[0], 384)
     assert view.count == reader.count()
@@ -138,10 +143,11 @@ def test_a_row_damaged_behind_the_checksum_is_caught_by_rescoring(tmp_path):
         handle.write(other.astype("<f4").tobytes())
     os.utime(segment, ns=(st.st_atime_ns, st.st_mtime_ns))
     reader = EmbeddedDecisionIndex(tmp_path, timeout=5)
-    hits = reader.search([other], limit=3, exclude_task_id=None)
+    hits = reader.search([other], project=P, limit=3, exclude_task_id=None)
     assert texts(hits) == exact_top(tmp_path, other, limit=3)
     assert all(h.score < 0.99 for h in hits), "the damaged row is never reported with a score it does not have"
-    assert texts(reader.search([query], limit=1, exclude_task_id=None)) == exact_top(tmp_path, query, limit=1)
+    assert texts(reader.search([query], project=P, limit=1, exclude_task_id=None)) == \
+        exact_top(tmp_path, query, limit=1)
 
 
 def _keep_writing(folder, task, count, ready):
@@ -165,15 +171,17 @@ def test_a_long_lived_writer_survives_other_processes_rewriting_the_index(tmp_pa
             "from baton.recall.embedded import EmbeddedDecisionIndex\n"
             "shutil.rmtree(Path(%r) / 'index')\n"  # forces a rebuild by this process
             "i = EmbeddedDecisionIndex(Path(%r), timeout=10)\n"
-            "v = list(i.vectors_for_task('W', 1).values())\n"
-            "print(len(i.search(v, limit=3, exclude_task_id=None)))") % (str(ROOT), str(tmp_path), str(tmp_path))],
+            "v = list(i.vectors_for_task('github.com/acme/shop', 'W', 1).values())\n"
+            "print(len(i.search(v, project='github.com/acme/shop', limit=3, exclude_task_id=None)))")
+            % (str(ROOT), str(tmp_path), str(tmp_path))],
             capture_output=True, text=True, timeout=60)
         assert other.returncode == 0 and other.stdout.strip() == "3", other.stderr
         start = 200 + 40 * round_
         writer.upsert([record("W", f"w {i}") for i in range(start, start + 40)], vectors[start:start + 40])
     assert writer.count() == 400
     query = vectors[399]
-    assert texts(EmbeddedDecisionIndex(tmp_path, timeout=5).search([query], limit=1, exclude_task_id=None)) == ["w 399"]
+    fresh = EmbeddedDecisionIndex(tmp_path, timeout=5)
+    assert texts(fresh.search([query], project=P, limit=1, exclude_task_id=None)) == ["w 399"]
 
 
 @pytest.mark.slow
@@ -190,7 +198,7 @@ def test_many_writers_lose_nothing(tmp_path):
         assert worker.exitcode == 0
     index = EmbeddedDecisionIndex(tmp_path, timeout=5)
     assert index.count() == 240
-    assert len(index.search([unit_rows(1, seed=8)[0]], limit=240, exclude_task_id=None)) == 240
+    assert len(index.search([unit_rows(1, seed=8)[0]], project=P, limit=240, exclude_task_id=None)) == 240
 
 
 @pytest.mark.slow
@@ -207,16 +215,17 @@ def test_kill_9_at_any_point_leaves_a_consistent_store(tmp_path):
             "rng = np.random.default_rng(%d)\n"
             "for n in range(100000):\n"
             "    v = rng.standard_normal(384)\n"
-            "    i.upsert([DecisionRecord(task_id='K', session_id='s', text=f'k %d {n}', recorded_at='x')], [v])\n"
+            "    i.upsert([DecisionRecord(project='github.com/acme/shop', task_id='K', session_id='s',\n"
+            "                             text=f'k %d {n}', recorded_at='x')], [v])\n"
         ) % (str(ROOT), str(tmp_path), attempt, attempt)])
         time.sleep(rng.uniform(0.3, 1.5))  # a random point of its work (what is checked is the state after)
         process.send_signal(signal.SIGKILL)
         process.wait(10)
         index = EmbeddedDecisionIndex(tmp_path, timeout=5)
-        stored = list(index.points())
+        stored = list(index.points(P))
         assert len(stored) == index.count()
         assert all(len(v) == 384 and abs(np.linalg.norm(v) - 1) < 1e-3 for _, v in stored)
-        hits = index.search([stored[-1][1]], limit=1, exclude_task_id=None)
+        hits = index.search([stored[-1][1]], project=P, limit=1, exclude_task_id=None)
         assert hits[0].record == stored[-1][0]
         index.close()
 
@@ -307,3 +316,109 @@ def test_a_resume_abandoned_at_its_deadline_never_hangs(home, worktrees, cli):
         assert json.loads(result.stdout)["stores"]["recall"].startswith("unavailable: no answer within")
         slowest = max(slowest, elapsed - 2 * (timeout + 0.5))
     assert slowest < 1 + 2.0, f"a resume outlived its deadline by {slowest:.2f}s (start-up allowance 2 s)"
+
+
+def project_rows(n: int, seed: int = 11):
+    """n rows in three projects: 70%, 29% and 1% of them, spread at random."""
+    rng = np.random.default_rng(seed)
+    names = np.array(["big", "mid", "tiny"])
+    owner = names[np.searchsorted([0.7, 0.99], rng.random(n), side="right")]
+    keys = np.array([segments.project_key(p) for p in owner], np.uint64)
+    vectors = unit_rows(n, seed)
+    rows = segments.Rows(np.arange(1, n + 1, dtype=np.int64), np.zeros(n, np.uint64), keys, vectors)
+    return rows, owner, vectors
+
+
+def test_a_project_search_finds_its_own_best_rows_with_lists_and_without():
+    """The filter is applied inside the search: each project's top 5 are its best rows, for
+    a project of 1% of the rows too (an unfiltered top 5 then filtered would lose them)."""
+    plain, owner, vectors = project_rows(6000)
+    listed = plain.with_lists(segments.train_centroids(plain.vectors))
+    assert listed.lists and all((np.diff(listed.projects[a:b].astype(np.float64)) >= 0).all()
+                                for a, b in zip(listed.offsets[:-1], listed.offsets[1:], strict=True))
+    rng = np.random.default_rng(3)
+    lost_by_post_filter = 0
+    for name in ("big", "mid", "tiny"):
+        mine = np.flatnonzero(owner == name)
+        found = {"plain": 0, "lists": 0}
+        for n in rng.choice(6000, 30, replace=False):
+            query = (vectors[n] + 0.05 * rng.standard_normal(384)).astype(np.float32)[None]
+            exact = set((mine[np.argsort(-(vectors[mine] @ query[0]))[:5]] + 1).tolist())
+            for label, rows in (("plain", plain), ("lists", listed)):
+                hits = segments.View("s", 6000, [rows], None).search(query, 5, segments.project_key(name), None)
+                assert {owner[seq - 1] for seq in hits} <= {name}
+                found[label] += len(exact & set(hits))
+            unfiltered = segments.View("s", 6000, [plain], None).search(query, 5, None, None)
+            lost_by_post_filter += 5 - sum(owner[seq - 1] == name for seq in unfiltered)
+        assert found["plain"] == 150, name
+        assert found["lists"] >= (150 if name == "tiny" else 140), (name, found)  # tiny: searched exactly
+    assert lost_by_post_filter > 100
+
+
+def test_a_segment_whose_lists_are_not_ordered_by_project_is_stale(tmp_path):
+    plain, _, _ = project_rows(3000)
+    listed = plain.with_lists(segments.train_centroids(plain.vectors))
+    widest = int(np.argmax(np.diff(listed.offsets)))
+    a, b = int(listed.offsets[widest]), int(listed.offsets[widest + 1])
+    projects = listed.projects.copy()
+    projects[a:b] = projects[a:b][::-1]
+    assert len(set(projects[a:b].tolist())) > 1
+    disordered = segments.Rows(listed.seqs, listed.keys, projects, listed.vectors, listed.centroids, listed.offsets)
+    store_id = "00000000-0000-0000-0000-000000000001"
+    entry = segments.write_segment(tmp_path, disordered, store_id, 384)
+    segments.write_manifest(tmp_path, [entry], store_id, 384)
+    with pytest.raises(segments.Stale, match="not ordered by project"):
+        segments.read_view(tmp_path, store_id, 384)
+
+
+def test_a_store_from_before_projects_opens_with_its_rows_unscoped(tmp_path):
+    """The vector store's migration keeps its rows, with no project: no search returns them,
+    and the indexer heals them (baton.skills.core.indexing.heal_unscoped)."""
+    from baton.recall import embedded
+    from baton.sqlite import SqliteFile, write_transaction
+
+    old = SqliteFile(tmp_path / "vectors.db", embedded.MIGRATIONS[:1], timeout=5)
+    conn = old.conn()
+    vector = unit_rows(1)[0]
+    with write_transaction(conn):
+        conn.execute("INSERT INTO vectors (point_id, task_id, payload, vector) VALUES (?, ?, ?, ?)",
+                     ("7ce24a14-64ed-5ef7-b7d3-0f9587ed925e", "OMN-1234",
+                      json.dumps({"task_id": "OMN-1234", "session_id": "s", "text": "Use Postgres", "context": "",
+                                  "recorded_at": "x", "repo": "r"}), vector.astype("<f4").tobytes()))
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'count'")
+    old.close()
+    index = EmbeddedDecisionIndex(tmp_path, timeout=5)
+    assert (index.count(), index.count(P), index.unscoped_count()) == (1, 0, 1)
+    assert index.search([vector], project=P, limit=5, exclude_task_id=None) == []
+    index.upsert([record("OMN-1234", "Use Postgres")], [vector])
+    assert texts(index.search([vector], project=P, limit=5, exclude_task_id=None)) == ["Use Postgres"]
+    assert index.count() == 2
+
+
+def test_a_search_of_several_vectors_scores_each_row_by_its_best_query():
+    """Several queries (a resume asks with the ticket's decisions): each row found is scored
+    by its best query, as its stored vector is rescored, even when that query's lists did
+    not hold it, or it was among the top of another query only; otherwise the store
+    would see an index that disagrees with it, rebuild it, and find nothing."""
+    rng = np.random.default_rng(1)
+    vectors = unit_rows(30_000, seed=1, clusters=200)
+    plain = segments.Rows(np.arange(1, 30_001, dtype=np.int64), np.zeros(30_000, np.uint64),
+                          np.zeros(30_000, np.uint64), vectors)
+    listed = plain.with_lists(segments.train_centroids(vectors))
+    for _ in range(40):
+        queries = vectors[rng.integers(0, 30_000, 5)]
+        for rows in (plain, listed):
+            best = segments.View("s", 30_000, [rows], None).search(queries, 5, None, None)
+            assert all(abs(score - float((queries @ vectors[seq - 1]).max())) <= 1e-4 for seq, score in best.items())
+
+
+def test_searching_again_and_again_adds_nothing_to_the_view(tmp_path):
+    """A long-lived process (the resident process, the dashboard) searches the same view:
+    each search reads the rows written since, and adds a part only when there are some."""
+    index = filled(tmp_path, 300)
+    query = unit_rows(1, seed=4)[0]
+    index.search([query], project=P, limit=5, exclude_task_id=None)
+    parts = len(index._view.parts)
+    for _ in range(20):
+        index.search([query], project=P, limit=5, exclude_task_id=None)
+    assert len(index._view.parts) == parts

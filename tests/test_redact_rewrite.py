@@ -76,7 +76,7 @@ def stored(home: Path) -> str:
         stores = Stores(Settings.from_env())
         index = stores.decision_index()
         try:
-            parts += [record.model_dump_json() for record, _ in index.points()]
+            parts += [record.model_dump_json() for record, _ in index.points(stores.project)]
         finally:
             index.close()
             stores.close()

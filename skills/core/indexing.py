@@ -6,6 +6,10 @@ process embeds what waits, lingers briefly for the decisions that follow, and ex
 projector indexes in its own process after each batch. A resume queues its ticket's own
 decisions that the index lacks (recorded while recall was down, or lost with a recall
 folder), so every decision the registry holds is eventually indexed, exactly once.
+
+The queue and the index serve every project of the data home, each decision in its own
+(baton.projects). What was indexed or queued before projects has none and is never read:
+the indexer heals it from the registry, whose rows carry their project (heal_unscoped).
 """
 
 from __future__ import annotations
@@ -116,14 +120,14 @@ def index_decisions(stores, *, background: bool = False, wait: float | None = No
     total = IndexReport()
     if not background:
         with indexer_lock(home, wait=stores.settings.store_timeout if wait is None else wait) as held:
-            return _add(total, stores.indexer().run()) if held else None
+            return _healed(stores, _add(total, stores.indexer().run())) if held else None
     os.nice(NICENESS)
     while True:
         with indexer_lock(home, wait=0) as held:
             if not held:
                 return total
             while True:
-                _add(total, stores.indexer().run())
+                _healed(stores, _add(total, stores.indexer().run()))
                 idle_until = time.monotonic() + LINGER
                 while time.monotonic() < idle_until and not stores.embedding_queue.count():
                     time.sleep(0.05)
@@ -137,23 +141,73 @@ def _add(total, report):
     total.embedded += report.embedded
     total.already += report.already
     total.dropped += report.dropped
+    total.unscoped += report.unscoped
     return total
 
 
-def reindex_from_registry(stores) -> tuple[int, str | None]:
-    """Queue every decision the registry holds that the index lacks, after setting aside an
-    index that cannot be read; returns how many were queued and what was set aside."""
+def _healed(stores, report):
+    """The report, after healing what was indexed or queued before projects, if anything
+    was, and indexing what that queued (run with the indexer's lock held)."""
+    index = stores.indexer().index
+    if not report.unscoped and not index.unscoped_count():
+        return report
+    try:
+        heal_unscoped(stores, index)
+    except StoreUnavailable:
+        return report  # the registry is down: nothing unscoped is read meanwhile, the next run heals
+    report.unscoped = 0  # healed: the entries are queued again in their projects
+    return _add(report, stores.indexer().run())
+
+
+def heal_unscoped(stores, index) -> int:
+    """Index again, in its project, every decision of every project's registry that the
+    index lacks: with the vector of its point from before projects when that point embedded
+    the same text (no model needed), else through the queue. Then the points without a
+    project go, once every project was walked. Returns how many decisions were queued."""
+    from baton.outcome import Found
+
+    projects = stores.registry.projects()
+    walked = projects.value if isinstance(projects, Found) else [stores.project]
+    queued = sum(_restore(stores.for_project(project), index) for project in walked)
+    if isinstance(projects, Found):
+        index.delete_unscoped()
+    return queued
+
+
+def _restore(stores, index) -> int:
+    """Store or queue the decisions of this project's registry that the index lacks; how many were queued."""
     from baton.recall.base import DecisionRecord
+    from baton.recall.wire import unscoped_point_id
 
     sessions = stores.registry.list_sessions(include_inactive=True).unwrap(Store.SESSION_REGISTRY)
-    index, queue, queued = stores.decision_index(), stores.embedding_queue, 0
+    records = [DecisionRecord(project=stores.project, task_id=session.task_id, session_id=d.session_id, text=d.text,
+                              context=d.context, recorded_at=d.at.isoformat(), repo=session.repo or "")
+               for session in sessions for d in session.decisions]
+    queue, queued = stores.embedding_queue, 0
+    for start in range(0, len(records), 500):
+        chunk = records[start:start + 500]
+        stored = index.stored([r.point_id for r in chunk])
+        lacking = {unscoped_point_id(r.task_id, r.text): r for r in chunk if r.point_id not in stored}
+        before = index.unscoped_points(list(lacking))
+        kept = [(record, before[old][1]) for old, record in lacking.items()
+                if old in before and before[old][0] == record.embedding_text()]
+        if kept:
+            index.upsert([record for record, _ in kept], [vector for _, vector in kept])
+        moved = {record.point_id for record, _ in kept}
+        rest = [r for r in lacking.values() if r.point_id not in moved]
+        waiting = queue.queued([r.point_id for r in rest])
+        queued += queue.add([r for r in rest if r.point_id not in waiting])
+    return queued
+
+
+def reindex_from_registry(stores) -> tuple[int, str | None]:
+    """Queue every decision of every project's registry that the index lacks, after setting
+    aside an index that cannot be read (the index serves every project of the data home);
+    returns how many were queued and what was set aside."""
+    index = stores.decision_index()
     try:
         recovered = index.recover()
-        for session in sessions:
-            records = [DecisionRecord(task_id=session.task_id, session_id=d.session_id, text=d.text, context=d.context,
-                                      recorded_at=d.at.isoformat(), repo=session.repo or "") for d in session.decisions]
-            stored = index.stored([r.point_id for r in records])
-            queued += queue.add([r for r in records if r.point_id not in stored])
+        queued = heal_unscoped(stores, index)
     finally:
         index.close()
     return queued, recovered

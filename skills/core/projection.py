@@ -66,10 +66,10 @@ def project(stores: Stores, events: Sequence[Event], *,
     if decisions or redacted:
         from baton.recall.base import DecisionRecord
 
-        queued = [DecisionRecord(task_id=e.task_id, session_id=e.session_id, text=e.text, context=e.context,
-                                 recorded_at=e.at.isoformat(), repo=e.repo) for e in decisions]
-        queued += [DecisionRecord(task_id=task_id, session_id=d.session_id, text=d.text, context=d.context,
-                                  recorded_at=d.at.isoformat(), repo=sessions[task_id].repo or "")
+        queued = [DecisionRecord(project=stores.project, task_id=e.task_id, session_id=e.session_id, text=e.text,
+                                 context=e.context, recorded_at=e.at.isoformat(), repo=e.repo) for e in decisions]
+        queued += [DecisionRecord(project=stores.project, task_id=task_id, session_id=d.session_id, text=d.text,
+                                  context=d.context, recorded_at=d.at.isoformat(), repo=sessions[task_id].repo or "")
                    for task_id in redacted for d in sessions[task_id].decisions]
         trouble = queue_decisions(stores, queued)
         warnings += trouble
@@ -83,10 +83,10 @@ def _forget_recall(stores: Stores, task_ids: list[str]) -> list[str]:
     are queued again from the projection, and embedded from the redacted text."""
     warnings = []
     try:
-        stores.embedding_queue.drop_tasks(task_ids)
+        stores.embedding_queue.drop_tasks(stores.project, task_ids)
         index = stores.decision_index()
         try:
-            index.delete_tasks(task_ids)
+            index.delete_tasks(stores.project, task_ids)
         finally:
             index.close()
     except StoreUnavailable as exc:

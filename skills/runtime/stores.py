@@ -214,7 +214,7 @@ class Stores:
                 raise StoreUnavailable(Store.RECALL_INDEX, problem)
             from baton.recall.search import DecisionSearchClient
 
-            self._recall = DecisionSearchClient(self.decision_index())
+            self._recall = DecisionSearchClient(self.decision_index(), self.project)
         return self._recall
 
     @property
@@ -279,7 +279,8 @@ class Stores:
         return self._queue
 
     def indexer(self):
-        """The Indexer of the queue into the decision index (it keeps the model loaded)."""
+        """The Indexer of the queue into the decision index (it keeps the model loaded), for
+        every project: each queued decision names its own."""
         if self._indexer is None:
             from baton.recall.indexer import Indexer
 
@@ -287,7 +288,8 @@ class Stores:
         return self._indexer
 
     def decision_index(self):
-        """The configured DecisionIndex backend (a new object each call)."""
+        """The configured DecisionIndex backend (a new object each call): one for every
+        project, each of whose reads names its project."""
         url = self.settings.qdrant_url
         if url:
             from baton.budget import qdrant_server

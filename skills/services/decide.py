@@ -55,8 +55,9 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
     if not stores.sink.keep([WireEvent(event_id, task.task_id, body)]):
         stores.registry.append_body(event_id, task.task_id, at, "decision_recorded", body)
         report.warnings += queue_payloads(stores, task.task_id, [(
-            decision_point_id(task.task_id, text),
-            decision_payload(task.task_id, task.session_id, text, context, at.isoformat(), place.repo))])
+            decision_point_id(stores.project, task.task_id, text),
+            decision_payload(stores.project, task.task_id, task.session_id, text, context, at.isoformat(),
+                             place.repo))])
         if not report.warnings:
             start_background_indexer(stores.settings)
     try:

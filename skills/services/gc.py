@@ -53,7 +53,7 @@ def collect_garbage(stores: Stores, *, dry_run: bool = False, at: datetime | Non
     forgotten = sorted(stores.registry.pruned().unwrap(Store.SESSION_REGISTRY) or ())
     if forgotten:
         for name, forget in ((Store.CONFLICT_GRAPH, lambda: stores.graph.forget(forgotten)),
-                             (Store.RECALL_QUEUE, lambda: stores.embedding_queue.drop_tasks(forgotten)),
+                             (Store.RECALL_QUEUE, lambda: stores.embedding_queue.drop_tasks(stores.project, forgotten)),
                              (Store.RECALL_INDEX, lambda: _delete_decisions(stores, forgotten, report))):
             try:
                 forget()
@@ -88,6 +88,6 @@ def _compact(stores: Stores, report: GcReport) -> int:
 def _delete_decisions(stores: Stores, task_ids: list[str], report: GcReport) -> None:
     index = stores.decision_index()
     try:
-        report.decisions = index.delete_tasks(task_ids)
+        report.decisions = index.delete_tasks(stores.project, task_ids)
     finally:
         index.close()

@@ -1,7 +1,8 @@
 """Copy the embedded data set into the configured servers.
 
 Every copy is idempotent: registry events keep their ids (a replay is skipped), graph
-writes are MERGEs, decision points keep their ids. Running it twice changes nothing.
+writes are MERGEs, decision points keep their ids. Running it twice changes nothing. Each
+copy is of the project's records (baton.projects), decision points included.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 
 from baton.errors import BadInput
 from baton.files import FileRef
+from baton.skills.core.indexing import heal_unscoped
 from baton.skills.runtime.stores import Stores
 
 BATCH = 500
@@ -49,8 +51,12 @@ def migrate(target: Stores) -> MigrationReport:
             report.copied["graph"] = f"{len(sessions)} tickets"
         if "recall" in on_servers:
             index, copied, batch = target.decision_index(), 0, []
+            embedded = source.decision_index()
             try:
-                for record, vector in source.decision_index().points(BATCH):
+                if embedded.unscoped_count():
+                    # Decisions indexed before projects: stored again in their projects first.
+                    heal_unscoped(source, embedded)
+                for record, vector in embedded.points(target.project, BATCH):
                     batch.append((record, vector))
                     if len(batch) == BATCH:
                         target.budget.renew()
@@ -61,6 +67,7 @@ def migrate(target: Stores) -> MigrationReport:
                     index.upsert(*zip(*batch, strict=True))
                     copied += len(batch)
             finally:
+                embedded.close()
                 index.close()
             report.copied["recall"] = f"{copied} decisions"
     finally:

@@ -140,8 +140,9 @@ def _related(stores: Stores, session: Session, limit: int) -> list[RelatedDecisi
     from baton.recall.base import DecisionRecord
     from baton.skills.core.indexing import queue_unindexed_decisions
 
-    own = [DecisionRecord(task_id=session.task_id, session_id=d.session_id, text=d.text, context=d.context,
-                          recorded_at=d.at.isoformat(), repo=session.repo or "") for d in session.decisions]
+    own = [DecisionRecord(project=stores.project, task_id=session.task_id, session_id=d.session_id, text=d.text,
+                          context=d.context, recorded_at=d.at.isoformat(), repo=session.repo or "")
+           for d in session.decisions]
     found = stores.recall().search_related(session.task_id, limit, own=own, min_score=stores.settings.recall_min_score)
     queue_unindexed_decisions(stores, found.unindexed)
     return [RelatedDecision(task_id=h.record.task_id, text=h.record.text, score=round(h.score, 4),
