@@ -312,12 +312,19 @@ def test_overview_shows_both_tickets_with_the_conflict(home, worktrees, cli, ser
     seed_conflict(worktrees, cli)
     dashboard = serve()
     browser.get(dashboard.url + "/")
-    rows = {row.get_attribute("data-task"): row for row in browser.find_elements(By.CSS_SELECTOR, "#tickets tbody tr")}
+
+    def read_rows(driver) -> dict[str, tuple[list[str], str, str]]:
+        # Read in one go: the live feed may replace a row between two reads of it.
+        return {row.get_attribute("data-task"): (row.get_attribute("class").split(), row.text,
+                                                 row.value_of_css_property("background-color"))
+                for row in driver.find_elements(By.CSS_SELECTOR, "#tickets tbody tr")}
+
+    rows = wait_for(browser, read_rows)
     assert set(rows) == {"OMN-1", "OMN-2"}
     for task, other in (("OMN-1", "OMN-2"), ("OMN-2", "OMN-1")):
-        assert "conflict" in rows[task].get_attribute("class").split()
-        assert other in rows[task].text
-    assert rows["OMN-1"].value_of_css_property("background-color") != "rgba(255, 255, 255, 1)"
+        classes, text, _ = rows[task]
+        assert "conflict" in classes and other in text
+    assert rows["OMN-1"][2] != "rgba(255, 255, 255, 1)"
     wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#map .edge"))
     assert wait_for(browser, lambda d: d.find_element(By.ID, "live").text == "live" and "live") == "live"
 

@@ -270,9 +270,11 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"error: {exc}")
         return exc.exit_code
     if project is not None:
-        # `--project` is the setting, for every command and whatever it spawns (the hooks,
-        # the guard, the MCP server and the dashboard read their settings themselves).
-        os.environ["BATON_PROJECT"] = project
+        # For every command and whatever it spawns (the hooks, the guard, the MCP server
+        # and the dashboard read their settings themselves).
+        from baton.skills.runtime.settings import use_project
+
+        use_project(project)
     if len(given) == 2 and given[0] == "hook" and not given[1].startswith("-"):
         # Inside the agent, on its 100 ms path: no parser to build; reports its own errors
         # on stderr and exits 0 (an unknown event name included).

@@ -272,6 +272,12 @@ class Settings:
         return cls(home=home, handoff=handoff, workflow=workflow or None, **values)
 
 
+def use_project(project: str) -> None:
+    """Make `project` this process's setting, for whatever reads the settings later in it
+    or in what it spawns (`--project`, which wins over the environment and the file)."""
+    os.environ[_ROWS["project"].env] = project
+
+
 def ambient_ticket(environ: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
     """(BATON_TASK_ID, BATON_SESSION_ID), read through the same rows without the file: a
     hook asks for them before anything else, so outside a bound worktree (and with neither
