@@ -36,6 +36,7 @@ MAX_PROBE_SECONDS = 86400.0
 MAX_CHECKPOINT_FILE_BYTES = 1 << 40
 MAX_GLOBS = 100
 MAX_GC_INTERVAL = 7 * 86400.0  # a week: the projector applies retention at least weekly
+PROJECT_VARIABLE = "BATON_PROJECT"  # what `--project` sets (use_project)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +80,7 @@ SETTINGS: tuple[Setting, ...] = (
             "idle time after which an active session is marked stale"),
     Setting("recall_min_score", "BATON_RECALL_MIN_SCORE", None, "number", 0.3,
             "cosine score below which a related decision is not shown", low=-1.0, high=1.0, low_open=False),
-    Setting("project", "BATON_PROJECT", "", "text", None,
+    Setting("project", PROJECT_VARIABLE, "", "text", None,
             "the project every record of this configuration belongs to (default: the worktree's repository; "
             "`--project`; `project` at the top of baton.toml)"),
     Setting("task_id", "BATON_TASK_ID", None, "text", None, "the ticket when no binding file applies"),
@@ -275,7 +276,7 @@ class Settings:
 def use_project(project: str) -> None:
     """Make `project` this process's setting, for whatever reads the settings later in it
     or in what it spawns (`--project`, which wins over the environment and the file)."""
-    os.environ[_ROWS["project"].env] = project
+    os.environ[PROJECT_VARIABLE] = project
 
 
 def ambient_ticket(environ: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
