@@ -21,15 +21,13 @@ import io
 import os
 import pstats
 import sys
-import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.throughput import projector_rates, projector_run  # noqa: E402
+from bench.throughput import fresh_servers, projector_rates, projector_run  # noqa: E402
 
 
 def top_costs(work: Callable[[], int], top: int) -> tuple[int, str]:
@@ -50,39 +48,26 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=12, help="functions shown from the profiled run")
     args = parser.parse_args()
 
-    from tests.servers.kafka import KafkaServer
-    from tests.servers.neo4j import Neo4jServer
-    from tests.servers.postgres import PostgresServer
+    with fresh_servers("projector") as (root, postgres, neo4j, kafka):
+        os.environ.update({"BATON_HOME": str(root / "home"), "BATON_DATABASE_URL": postgres.url,
+                           "BATON_GRAPH_URL": neo4j.uri, "BATON_KAFKA_BOOTSTRAP": kafka.bootstrap,
+                           "BATON_BACKGROUND_DELIVERY": "off"})
+        from baton.skills.runtime.settings import Settings
 
-    servers = [PostgresServer(), Neo4jServer(), KafkaServer()]
-    try:
-        started = time.perf_counter()
-        postgres, neo4j, kafka = (server.start() for server in servers)
-        print(f"servers started in {time.perf_counter() - started:.1f} s")
-        with tempfile.TemporaryDirectory(prefix="baton-bench-projector-") as scratch:
-            root = Path(scratch)
-            os.environ.update({"BATON_HOME": str(root / "home"), "BATON_DATABASE_URL": postgres.url,
-                               "BATON_GRAPH_URL": neo4j.uri, "BATON_KAFKA_BOOTSTRAP": kafka.bootstrap,
-                               "BATON_BACKGROUND_DELIVERY": "off"})
-            from baton.skills.runtime.settings import Settings
+        settings = Settings.from_env()
+        rate = projector_rates(root, settings, args.events, args.runs)
+        print(rate.line("projector into PostgreSQL, Neo4j and the recall queue (target 3,000)",
+                        "floor, a raw executemany insert of the same events", args.events))
+        report: list[str] = []
 
-            settings = Settings.from_env()
-            rate = projector_rates(root, settings, args.events, args.runs)
-            print(rate.line("projector into PostgreSQL, Neo4j and the recall queue (target 3,000)",
-                            "floor, a raw executemany insert of the same events", args.events))
-            report: list[str] = []
+        def profiled(work: Callable[[], int]) -> int:
+            applied, costs = top_costs(work, args.top)
+            report.append(costs)
+            return applied
 
-            def profiled(work: Callable[[], int]) -> int:
-                applied, costs = top_costs(work, args.top)
-                report.append(costs)
-                return applied
-
-            _, seconds = projector_run(root, settings, args.events, "profiled", around=profiled)
-            print(f"\none more run under cProfile: {args.events / seconds:,.0f} events/s; top {args.top} "
-                  f"functions by own time:\n{report[0]}")
-    finally:
-        for server in servers:
-            server.destroy()
+        _, seconds = projector_run(root, settings, args.events, "profiled", around=profiled)
+        print(f"\none more run under cProfile: {args.events / seconds:,.0f} events/s; top {args.top} "
+              f"functions by own time:\n{report[0]}")
 
 
 if __name__ == "__main__":

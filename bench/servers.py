@@ -24,7 +24,6 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -35,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from bench.run import (  # noqa: E402
     BENCH_DECISIONS,
     BENCH_TASK,
+    PROJECT,
     bench_arguments,
     build_decisions,
     scratch_worktree,
@@ -42,7 +42,7 @@ from bench.run import (  # noqa: E402
     time_lookups,
     timed_runs,
 )
-from bench.throughput import delivery_rates, projector_rates  # noqa: E402
+from bench.throughput import delivery_rates, fresh_servers, projector_rates  # noqa: E402
 
 
 def build_server_sessions(sessions: int) -> None:
@@ -58,17 +58,17 @@ def build_server_sessions(sessions: int) -> None:
     from baton.skills.runtime.stores import Stores
 
     rng = random.Random(sessions)
-    stores = Stores(Settings.from_env())
+    stores = Stores(Settings.from_env(), project=PROJECT)  # the bench worktree's, not this directory's
     now = clock.now()
     try:
         for n in range(sessions):
             task = f"T-{n}"
             at = now - timedelta(minutes=rng.randint(1, 60 * 48))
-            files = [FileRef("github.com/acme/shop", f"src/m{rng.randrange(20_000)}.py") for _ in range(20)]
+            files = [FileRef(PROJECT, f"src/m{rng.randrange(20_000)}.py") for _ in range(20)]
             common = {"task_id": task, "session_id": "bench", "at": at}
             stores.budget.renew()  # each session is a command's worth of server time
             project(stores,
-                    [Bound(event_id=uuid.uuid4(), repo="github.com/acme/shop", worktree_path=f"/w/{task}", **common),
+                    [Bound(event_id=uuid.uuid4(), repo=PROJECT, worktree_path=f"/w/{task}", **common),
                              FilesTouched(event_id=uuid.uuid4(), files=files, **common)])
     finally:
         stores.close()
@@ -82,7 +82,7 @@ def produce_touches(worktree: Path, count: int) -> tuple[int, float]:
     from baton.skills.runtime.stores import Stores
     from baton.skills.services.touch import touch
 
-    stores = Stores(Settings.from_env())
+    stores = Stores(Settings.from_env(), project=PROJECT)  # the bench worktree's, not this directory's
     locator = WorktreeLocator()
     tasks = [ActiveTask(f"LOAD-{n}", "bench", "bench") for n in range(100)]  # 20 files each, as in the data set
     touch(stores, tasks[0], ["src/warm-up.py"], worktree, locator)
@@ -170,7 +170,7 @@ def bolt_conflict_lookup(uri: str, counts: list[int], repeat: int) -> dict[int, 
         graph = BoltConflictGraph(uri, timeout=30)
         rng, now = random.Random(sessions), clock.now()
         for n in range(sessions):
-            graph.record(f"T-{n}", "active", [FileRef("github.com/acme/shop", f"src/m{rng.randrange(sessions * 20)}.py")
+            graph.record(f"T-{n}", "active", [FileRef(PROJECT, f"src/m{rng.randrange(sessions * 20)}.py")
                                               for _ in range(20)], now)
         results[sessions] = time_lookups(graph, repeat)
         graph.close()
@@ -180,94 +180,81 @@ def bolt_conflict_lookup(uri: str, counts: list[int], repeat: int) -> dict[int, 
 def main() -> None:
     args = bench_arguments(__doc__, events=5000, runs=5)
 
-    from tests.servers.kafka import KafkaServer
-    from tests.servers.neo4j import Neo4jServer
-    from tests.servers.postgres import PostgresServer
+    with fresh_servers("servers") as (root, postgres, neo4j, kafka):
+        home, worktree = root / "home", scratch_worktree(root)
+        settings = {"BATON_HOME": str(home), "BATON_DATABASE_URL": postgres.url, "BATON_GRAPH_URL": neo4j.uri,
+                    "BATON_KAFKA_BOOTSTRAP": kafka.bootstrap, "BATON_KAFKA_TOPIC_PREFIX": "bench.",
+                    "BATON_BACKGROUND_DELIVERY": "on"}
+        os.environ.update(settings)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        cli = [sys.executable, "-m", "baton.skills.frontends.cli"]
 
-    servers = [PostgresServer(), Neo4jServer(), KafkaServer()]
-    try:
         started = time.perf_counter()
-        postgres, neo4j, kafka = (server.start() for server in servers)
-        print(f"servers started in {time.perf_counter() - started:.1f} s")
-        with tempfile.TemporaryDirectory(prefix="baton-bench-servers-") as scratch:
-            root = Path(scratch)
-            home, worktree = root / "home", scratch_worktree(root)
-            settings = {"BATON_HOME": str(home), "BATON_DATABASE_URL": postgres.url, "BATON_GRAPH_URL": neo4j.uri,
-                        "BATON_KAFKA_BOOTSTRAP": kafka.bootstrap, "BATON_KAFKA_TOPIC_PREFIX": "bench.",
-                        "BATON_BACKGROUND_DELIVERY": "on"}
-            os.environ.update(settings)
-            env = {**os.environ, "PYTHONPATH": str(ROOT)}
-            cli = [sys.executable, "-m", "baton.skills.frontends.cli"]
+        build_server_sessions(args.sessions)
+        subprocess.run([*cli, "bind", BENCH_TASK], cwd=worktree, env=env, check=True, capture_output=True)
+        for text in BENCH_DECISIONS:
+            subprocess.run([*cli, "decide", text], cwd=worktree, env=env, check=True, capture_output=True)
+        subprocess.run([*cli, "projector", "--once"], cwd=worktree, env=env, check=True, capture_output=True)
+        build_decisions(home, args.decisions)
+        print(f"data set: {args.sessions} sessions x 20 files in PostgreSQL and Neo4j, {args.decisions} decisions "
+              f"(built in {time.perf_counter() - started:.1f} s)\n")
 
-            started = time.perf_counter()
-            build_server_sessions(args.sessions)
-            subprocess.run([*cli, "bind", BENCH_TASK], cwd=worktree, env=env, check=True, capture_output=True)
-            for text in BENCH_DECISIONS:
-                subprocess.run([*cli, "decide", text], cwd=worktree, env=env, check=True, capture_output=True)
-            subprocess.run([*cli, "projector", "--once"], cwd=worktree, env=env, check=True, capture_output=True)
-            build_decisions(home, args.decisions)
-            print(f"data set: {args.sessions} sessions x 20 files in PostgreSQL and Neo4j, {args.decisions} decisions "
-                  f"(built in {time.perf_counter() - started:.1f} s)\n")
+        rows = []
+        touch = timed_runs([*cli, "touch", "src/m3.py"], worktree, env, args.repeat * 2)
+        rows.append(("hook write: baton touch, fresh process, Kafka up", touch))
+        wait_for_idle_delivery(home)
+        rows.append(("hook touch until Kafka acknowledged it (cold delivery)",
+                     touch_until_acknowledged([*cli, "touch", "src/m4.py"], worktree, env, home, 10)))
+        # The figures below time keeping, delivering and projecting separately.
+        os.environ["BATON_BACKGROUND_DELIVERY"] = env["BATON_BACKGROUND_DELIVERY"] = "off"
+        produced, produce_seconds = produce_touches(worktree, 2000)
+        subprocess.run([*cli, "deliver"], cwd=worktree, env=env, check=True, capture_output=True)
+        from baton.skills.runtime.settings import Settings
 
-            rows = []
-            touch = timed_runs([*cli, "touch", "src/m3.py"], worktree, env, args.repeat * 2)
-            rows.append(("hook write: baton touch, fresh process, Kafka up", touch))
-            wait_for_idle_delivery(home)
-            rows.append(("hook touch until Kafka acknowledged it (cold delivery)",
-                         touch_until_acknowledged([*cli, "touch", "src/m4.py"], worktree, env, home, 10)))
-            # The figures below time keeping, delivering and projecting separately.
-            os.environ["BATON_BACKGROUND_DELIVERY"] = env["BATON_BACKGROUND_DELIVERY"] = "off"
-            produced, produce_seconds = produce_touches(worktree, 2000)
-            subprocess.run([*cli, "deliver"], cwd=worktree, env=env, check=True, capture_output=True)
-            from baton.skills.runtime.settings import Settings
+        delivery = delivery_rates(root, kafka.bootstrap, args.events, args.runs)
+        projector = projector_rates(root, Settings.from_env(), args.events, args.runs)
+        os.environ["BATON_BACKGROUND_DELIVERY"] = env["BATON_BACKGROUND_DELIVERY"] = "on"
+        fresh = max(10, args.repeat // 2)
+        rows.append(("baton resume, fresh process (target 400 ms)",
+                     resume_runs([*cli, "resume", BENCH_TASK, "--json"], worktree, env, home, fresh)))
+        rows.append(("  floor: python -c pass", timed_runs([sys.executable, "-c", "pass"], worktree, env, fresh)))
 
-            delivery = delivery_rates(root, kafka.bootstrap, args.events, args.runs)
-            projector = projector_rates(root, Settings.from_env(), args.events, args.runs)
-            os.environ["BATON_BACKGROUND_DELIVERY"] = env["BATON_BACKGROUND_DELIVERY"] = "on"
-            fresh = max(10, args.repeat // 2)
-            rows.append(("baton resume, fresh process (target 400 ms)",
-                         resume_runs([*cli, "resume", BENCH_TASK, "--json"], worktree, env, home, fresh)))
-            rows.append(("  floor: python -c pass", timed_runs([sys.executable, "-c", "pass"], worktree, env, fresh)))
+        from baton.files import WorktreeLocator
+        from baton.skills.core.binding import place_of
+        from baton.skills.runtime.settings import Settings
+        from baton.skills.runtime.stores import Stores
+        from baton.skills.services.resume import resume_session
 
-            from baton.files import WorktreeLocator
-            from baton.skills.core.binding import place_of
-            from baton.skills.runtime.settings import Settings
-            from baton.skills.runtime.stores import Stores
-            from baton.skills.services.resume import resume_session
+        stores = Stores(Settings.from_env(), project=PROJECT)  # the bench worktree's, not this directory's
+        place = place_of(worktree, WorktreeLocator())
+        first = resume_session(stores, BENCH_TASK, place, bind_task=False)
+        assert first.status == "found" and all(v == "ok" for v in first.stores.values()), first.stores
+        warm = []
+        for _ in range(args.repeat * 2):
+            stores.budget.renew()  # each resume is a command with a budget of its own
+            began = time.perf_counter()
+            resume_session(stores, BENCH_TASK, place, bind_task=False)
+            warm.append((time.perf_counter() - began) * 1000)
+        rows.append(("resume_session in-process, warm (target 25 ms)", warm))
+        stores.close()
+        rows.append(("  floor: PostgreSQL primary-key read", primary_key_reads(postgres.url, args.repeat * 2)))
+        lookups = bolt_conflict_lookup(neo4j.uri, [100, 10_000], args.repeat * 5)
+        for sessions, samples in lookups.items():
+            rows.append((f"conflict lookup on Bolt, one task, {sessions} sessions", samples))
 
-            stores = Stores(Settings.from_env())
-            place = place_of(worktree, WorktreeLocator())
-            first = resume_session(stores, BENCH_TASK, place, bind_task=False)
-            assert first.status == "found" and all(v == "ok" for v in first.stores.values()), first.stores
-            warm = []
-            for _ in range(args.repeat * 2):
-                stores.budget.renew()  # each resume is a command with a budget of its own
-                began = time.perf_counter()
-                resume_session(stores, BENCH_TASK, place, bind_task=False)
-                warm.append((time.perf_counter() - began) * 1000)
-            rows.append(("resume_session in-process, warm (target 25 ms)", warm))
-            stores.close()
-            rows.append(("  floor: PostgreSQL primary-key read", primary_key_reads(postgres.url, args.repeat * 2)))
-            lookups = bolt_conflict_lookup(neo4j.uri, [100, 10_000], args.repeat * 5)
-            for sessions, samples in lookups.items():
-                rows.append((f"conflict lookup on Bolt, one task, {sessions} sessions", samples))
-
-        print(f"{'figure':52} {'median ms':>10} {'p10-p90 ms':>16} {'p99 ms':>8}")
-        for name, samples in rows:
-            median, low, high = spread(samples)
-            p99 = sorted(samples)[min(len(samples) - 1, int(0.99 * len(samples)))]
-            print(f"{name:52} {median:10.2f} {f'{low:.2f}-{high:.2f}':>16} {p99:8.2f}")
-        ratio = statistics.median(lookups[10_000]) / statistics.median(lookups[100])
-        print(f"\nconflict lookup on Bolt at 10,000 / at 100 sessions: {ratio:.2f}x")
-        print(f"hook path, in one process: {produced / produce_seconds:.0f} touches/s kept for delivery "
-              f"({produced} touches of 100 tickets through baton.skills.services.touch)")
-        print(delivery.line("delivery into Kafka, acknowledged (target 20,000)",
-                            "floor, a raw confluent-kafka producer of the same bytes", args.events))
-        print(projector.line("projector into PostgreSQL, Neo4j and the recall queue (target 3,000)",
-                             "floor, a raw executemany insert of the same events", args.events))
-    finally:
-        for server in servers:
-            server.destroy()
+    print(f"{'figure':52} {'median ms':>10} {'p10-p90 ms':>16} {'p99 ms':>8}")
+    for name, samples in rows:
+        median, low, high = spread(samples)
+        p99 = sorted(samples)[min(len(samples) - 1, int(0.99 * len(samples)))]
+        print(f"{name:52} {median:10.2f} {f'{low:.2f}-{high:.2f}':>16} {p99:8.2f}")
+    ratio = statistics.median(lookups[10_000]) / statistics.median(lookups[100])
+    print(f"\nconflict lookup on Bolt at 10,000 / at 100 sessions: {ratio:.2f}x")
+    print(f"hook path, in one process: {produced / produce_seconds:.0f} touches/s kept for delivery "
+          f"({produced} touches of 100 tickets through baton.skills.services.touch)")
+    print(delivery.line("delivery into Kafka, acknowledged (target 20,000)",
+                        "floor, a raw confluent-kafka producer of the same bytes", args.events))
+    print(projector.line("projector into PostgreSQL, Neo4j and the recall queue (target 3,000)",
+                         "floor, a raw executemany insert of the same events", args.events))
 
 
 if __name__ == "__main__":

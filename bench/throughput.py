@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import random
 import statistics
+import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.servers.kafka import KafkaServer
+    from tests.servers.neo4j import Neo4jServer
+    from tests.servers.postgres import PostgresServer
 
 TICKETS = 100  # tickets a load's events belong to, as many agents editing at once
 OWN_FILES = 50  # paths each ticket's touches are drawn from
@@ -199,3 +207,24 @@ def projector_rates(root: Path, settings, count: int, runs: int) -> Rate:
             rate.baton.append(count / baton_seconds)
             rate.floor.append(count / raw_seconds)
     return rate
+
+
+@contextmanager
+def fresh_servers(name: str) -> Iterator[tuple[Path, PostgresServer, Neo4jServer, KafkaServer]]:
+    """PostgreSQL, Neo4j and Kafka started afresh on loopback (the time they took printed),
+    and a scratch directory: (scratch, postgres, neo4j, kafka). Every server is destroyed
+    afterwards, whatever happened."""
+    from tests.servers.kafka import KafkaServer
+    from tests.servers.neo4j import Neo4jServer
+    from tests.servers.postgres import PostgresServer
+
+    servers = [PostgresServer(), Neo4jServer(), KafkaServer()]
+    try:
+        started = time.perf_counter()
+        postgres, neo4j, kafka = (server.start() for server in servers)
+        print(f"servers started in {time.perf_counter() - started:.1f} s")
+        with tempfile.TemporaryDirectory(prefix=f"baton-bench-{name}-") as scratch:
+            yield Path(scratch), postgres, neo4j, kafka
+    finally:
+        for server in servers:
+            server.destroy()
