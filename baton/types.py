@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from pydantic import AfterValidator
 
 from baton.errors import BadInput
 from baton.ids import check_task_id
+from baton.projects import check_project
 
 
-def _validate_task_id(value: str) -> str:
-    try:
-        return check_task_id(value)
-    except BadInput as exc:
-        raise ValueError(str(exc)) from None
+def _validator(check: Callable[[str], str]) -> AfterValidator:
+    """check (which raises BadInput) as pydantic expects a validator to fail: ValueError."""
+    def validate(value: str) -> str:
+        try:
+            return check(value)
+        except BadInput as exc:
+            raise ValueError(str(exc)) from None
+
+    return AfterValidator(validate)
 
 
-TaskId = Annotated[str, AfterValidator(_validate_task_id)]
+TaskId = Annotated[str, _validator(check_task_id)]
+Project = Annotated[str, _validator(check_project)]

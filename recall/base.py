@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 from uuid import UUID
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict
 
-from baton.errors import BadInput
-from baton.projects import check_project
 from baton.recall.wire import decision_point_id
+from baton.types import Project
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,16 +27,6 @@ Vectors: TypeAlias = "Sequence[Sequence[float]] | np.ndarray"
 
 COLLECTION = "decisions"
 PROJECT_FIELD = "project"  # the payload field every read filters on
-
-
-def _project(value: str) -> str:
-    try:
-        return check_project(value)
-    except BadInput as exc:
-        raise ValueError(str(exc)) from None
-
-
-Project = Annotated[str, AfterValidator(_project)]
 
 
 class DecisionRecord(BaseModel):
