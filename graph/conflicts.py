@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from uuid import UUID
+from typing import TYPE_CHECKING
 
-from baton.ids import CONFLICT_NAMESPACE
+from baton.ids import CONFLICT_NAMESPACE, name_uuid
+
+if TYPE_CHECKING:
+    from uuid import UUID
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +22,7 @@ class FileConflict:
 def conflict_signal_id(task_a: str, task_b: str, shared_files: Iterable[str]) -> UUID:
     """The same id whichever side computes it: the pair and the files are sorted first."""
     low, high = sorted((task_a, task_b))
-    return uuid.uuid5(CONFLICT_NAMESPACE, f"{low}:{high}:{','.join(sorted(shared_files))}")
+    return name_uuid(CONFLICT_NAMESPACE, f"{low}:{high}:{','.join(sorted(shared_files))}")
 
 
 def _file_set(task: Mapping, role: str) -> set[str]:

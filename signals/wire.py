@@ -9,14 +9,16 @@ JSON, which tests/test_hot_path.py pins to the model's.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from uuid import UUID
+from typing import TYPE_CHECKING
 
-from baton.ids import BATON_NAMESPACE
+from baton.ids import BATON_NAMESPACE, name_uuid
+
+if TYPE_CHECKING:
+    from uuid import UUID
 
 
 class SignalType(StrEnum):
@@ -33,7 +35,7 @@ class SignalType(StrEnum):
 
 def derived_signal_id(signal_type: SignalType, source: str) -> UUID:
     """Deterministic id from the event that caused the signal, so a replay emits nothing new."""
-    return uuid.uuid5(BATON_NAMESPACE, f"{signal_type.value}:{source}")
+    return name_uuid(BATON_NAMESPACE, f"{signal_type.value}:{source}")
 
 
 def file_subject(repo: str, path: str) -> str:
@@ -79,6 +81,8 @@ class WireSignal:
     @classmethod
     def from_json(cls, text: str) -> WireSignal:
         """A stored signal, read back without validation (Baton validated it when storing it)."""
+        from uuid import UUID
+
         from baton import clock
 
         data = json.loads(text)

@@ -57,9 +57,11 @@ TOUCH_IMPORTS = names("""
     baton.skills.core.write_report baton.skills.frontends baton.skills.frontends.cli baton.skills.runtime
     baton.skills.runtime.command_words baton.skills.runtime.settings baton.skills.runtime.sink
     baton.skills.runtime.stores baton.skills.runtime.unit baton.skills.services baton.skills.services.touch
-    baton.sqlite baton.store_names collections copy dataclasses datetime dis fcntl hashlib inspect json
-    linecache math opcode platform shlex sqlite3 string threading token tokenize tomllib typing uuid weakref
+    baton.sqlite baton.store_names collections copy dataclasses datetime dis fcntl inspect json
+    linecache math opcode shlex sqlite3 threading token tokenize typing weakref
 """)
+# A ticket's overlaps' signal ids (uuid5, hence hashlib) are the only use of the uuid module there.
+OVERLAP_IMPORTS = names("hashlib platform uuid")
 HOOK_IMPORTS = names("""
     ast baton.budget baton.clock baton.errors baton.files baton.git baton.graph baton.graph.base
     baton.graph.conflicts baton.health baton.home baton.ids baton.masking baton.outcome baton.registry
@@ -70,17 +72,17 @@ HOOK_IMPORTS = names("""
     baton.skills.runtime.command_words baton.skills.runtime.settings baton.skills.runtime.sink
     baton.skills.runtime.stores baton.skills.runtime.unit baton.sqlite baton.store_names collections copy
     dataclasses datetime dis fcntl inspect json linecache locale math opcode platform select selectors shlex
-    signal sqlite3 string subprocess threading token tokenize tomllib typing uuid weakref
+    signal sqlite3 subprocess threading token tokenize typing weakref
 """)
 HOOK_PATH_IMPORTS = {
-    "post-tool-use": HOOK_IMPORTS | names("""
+    "post-tool-use": HOOK_IMPORTS | OVERLAP_IMPORTS | names("""
         array baton.graph.sqlite baton.graph.projects baton.signals.sqlite baton.signals.wire baton.skills.core.commit
         baton.skills.core.interrupted baton.skills.core.overlaps baton.skills.core.signalling
         baton.skills.core.write_report baton.skills.frontends.briefing baton.skills.services
         baton.skills.services.touch hashlib socket
     """),
     "user-prompt-submit": HOOK_IMPORTS | names("""
-        array baton.signals.sqlite baton.signals.wire baton.skills.core.interrupted baton.skills.core.overlaps
+        platform uuid array baton.signals.sqlite baton.signals.wire baton.skills.core.interrupted baton.skills.core.overlaps
         baton.skills.frontends.briefing socket
     """),
     "stop": HOOK_IMPORTS | names("""
@@ -115,7 +117,7 @@ HOOK_PATH_IMPORTS = {
         baton.skills.services.recover baton.skills.services.resume baton.skills.services.stage baton.types cryptography
         binascii bisect bz2 calendar concurrent contextvars csv ctypes decimal email fractions hashlib heapq
         hmac importlib logging lzma mmap numbers numpy pickle pydantic pydantic_core queue quopri random secrets
-        shutil socket struct sysconfig tempfile textwrap traceback typing_extensions typing_inspection zipfile
+        shutil socket string struct sysconfig tempfile textwrap traceback typing_extensions typing_inspection uuid zipfile
         zlib zoneinfo
     """),
 }
@@ -135,16 +137,24 @@ def test_touch_imports_nothing_heavy(home, worktrees, cli):
     main, second = worktrees
     cli(main, "bind", "OMN-1")
     cli(second, "bind", "OMN-2")
-    cli(second, "touch", "src/a.py", "src/c.py")
-    cli(main, "touch", "src/a.py")
-    # No overlap, an overlap already signalled, and a new overlap (its signal built and stored).
-    for path, warned in (("src/b.py", False), ("src/a.py", False), ("src/c.py", True)):
+
+    def probe(path: str) -> subprocess.CompletedProcess:
         result = subprocess.run([sys.executable, "-c", PROBE_IMPORTS, "touch", path], cwd=main, capture_output=True,
                                 text=True)
         assert result.returncode == 0, result.stderr
         assert "HEAVY \n" in result.stdout
+        return result
+
+    alone = probe("src/z.py")  # a ticket without overlaps: no signal id to derive
+    assert not unpinned(alone, TOUCH_IMPORTS), f"new on the touch's path: {unpinned(alone, TOUCH_IMPORTS)}"
+    cli(second, "touch", "src/a.py", "src/c.py")
+    cli(main, "touch", "src/a.py")
+    # No new overlap, an overlap already signalled, and a new overlap (its signal built and stored).
+    for path, warned in (("src/b.py", False), ("src/a.py", False), ("src/c.py", True)):
+        result = probe(path)
         assert ("Warning: OMN-2 also touching src/a.py, src/c.py" in result.stdout) is warned, result.stdout
-        assert not unpinned(result, TOUCH_IMPORTS), f"new on the touch's path: {unpinned(result, TOUCH_IMPORTS)}"
+        pinned = TOUCH_IMPORTS | OVERLAP_IMPORTS
+        assert not unpinned(result, pinned), f"new on the touch's path: {unpinned(result, pinned)}"
     code, out, _ = cli(main, "signals", "--task", "OMN-1", "--json")
     stored = [s for s in json.loads(out) if s["signal_type"] == "conflict_detected"]
     assert [s["payload"]["file_paths"] for s in stored] == [["src/a.py"], ["src/a.py", "src/c.py"]]
@@ -274,6 +284,19 @@ def test_each_hook_imports_only_its_pinned_modules(home, worktrees, cli, tmp_pat
             f"new on the {name} hook's path: {unpinned(result, HOOK_PATH_IMPORTS[name])}"
         if name != "session-start":
             assert {"pydantic", "numpy"}.isdisjoint(imported(result)), name
+
+
+def test_a_random_uuid_is_what_uuid4_gives():
+    """The hot paths make their event ids without the uuid module: the same form and bits."""
+    import uuid
+
+    from baton.ids import random_uuid
+
+    made = {random_uuid() for _ in range(2000)}
+    assert len(made) == 2000
+    for text in made:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
 
 
 def test_the_touch_without_options_is_what_the_parser_answers(home, monkeypatch):

@@ -11,13 +11,13 @@ an update costs about what a touch does.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from baton.errors import BadInput, StoreUnavailable
+from baton.ids import random_uuid
 from baton.registry.wire import event_body
 from baton.skills.core.binding import Binding, Place, check_session_id, read_binding
 from baton.skills.core.write_report import WriteReport
@@ -63,7 +63,7 @@ def redacted(stores: Stores, events: Sequence[WireEvent]) -> list[WireEvent]:
 def wire_event(event_type: str, task_id: str, session_id: str, at: datetime, *, event_id: str | None = None,
                **fields) -> WireEvent:
     check_session_id(session_id)
-    event_id = event_id or str(uuid.uuid4())
+    event_id = event_id or random_uuid()
     return WireEvent(event_id, task_id, event_body(event_type, event_id=event_id, task_id=task_id,
                                                    session_id=session_id, at=at, **fields))
 

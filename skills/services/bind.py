@@ -9,7 +9,7 @@ from datetime import datetime
 
 from baton import clock
 from baton.errors import StoreUnavailable
-from baton.ids import BATON_NAMESPACE, check_task_id
+from baton.ids import BATON_NAMESPACE, check_task_id, name_uuid
 from baton.outcome import Found, NotFound, Unavailable
 from baton.signals.wire import SignalType
 from baton.skills.core.binding import ActiveTask, Binding, Place, write_binding
@@ -64,7 +64,7 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
     run = current.value.runs + reopens if isinstance(current, Found) else 1 if isinstance(current, NotFound) else None
     claim = f"{task_id}:{session_id}:run {run}"
     event = wire_event("bound", task_id, session_id, at,
-                       event_id=str(uuid.uuid5(BATON_NAMESPACE, f"reopen:{claim}")) if reopens else None,
+                       event_id=str(name_uuid(BATON_NAMESPACE, f"reopen:{claim}")) if reopens else None,
                        agent=agent, repo=place.repo, worktree_path=str(place.root),
                        branch=place.worktree.branch if place.worktree else None, reopens=reopens)
     events = [event, *_run_events(stores, task_id, session_id, place, current, run, reopens, start, at)]
@@ -93,7 +93,7 @@ def _run_events(stores: Stores, task_id: str, session_id: str, place: Place, cur
     if start is None:
         if run is None:  # the registry is down: the run is not known yet
             return []
-        run_id = str(uuid.uuid5(BATON_NAMESPACE, f"run:{task_id}:{run}"))
+        run_id = str(name_uuid(BATON_NAMESPACE, f"run:{task_id}:{run}"))
         if not reopens and latest is not None:
             here = local_run(place, task_id)
             if here is None or here.run_id != latest.text:

@@ -7,7 +7,6 @@ a new overlap builds a signal (and so imports the signal model).
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +15,7 @@ from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import FileRef, WorktreeLocator
 from baton.graph.conflicts import FileConflict
+from baton.ids import random_uuid
 from baton.skills.core.binding import ActiveTask
 from baton.skills.core.commit import WireEvent
 from baton.skills.core.overlaps import signal_new_overlaps
@@ -65,7 +65,7 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     report = TouchReport(files=refs)
     from baton.registry.wire import files_touched_body
 
-    event_id = str(uuid.uuid4())
+    event_id = random_uuid()
     body = files_touched_body(event_id, task.task_id, task.session_id, at, refs)
     if stores.sink.keep([WireEvent(event_id, task.task_id, body)]):
         return report  # closing the stores starts its delivery
