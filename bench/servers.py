@@ -8,9 +8,11 @@ and spreads of:
     confluent-kafka producer sending the same bytes) and applied by the projector to the
     registry, the graph and the recall queue (floor: a raw executemany insert of the same
     events into PostgreSQL), from bench/throughput.py,
-  - resume_session in-process, warm (target: at most 25 ms; floor: a raw PostgreSQL
-    primary-key read), and `baton resume` as a fresh process (target: at most 400 ms;
-    floor: `python -c pass`).
+  - resume_session in-process, warm, whole and in parts: its reads of the stores (target: at
+    most 25 ms; floor: a raw PostgreSQL primary-key read) and its live checks (beside the
+    toolchains' `--version` alone), and each part's own cost; and `baton resume` as a fresh
+    process, through the resident process as an agent runs it (target: at most 400 ms) and
+    without it (floor: `python -c pass`).
 No Qdrant server can be installed here: recall runs on the embedded index in this bench.
 
     .venv/bin/python bench/servers.py [--sessions 1000] [--decisions 100000] [--repeat 30]
@@ -41,6 +43,8 @@ from bench.run import (  # noqa: E402
     spread,
     time_lookups,
     timed_runs,
+    warm_resume_costs,
+    warm_resume_rows,
 )
 from bench.throughput import delivery_rates, fresh_servers, projector_rates  # noqa: E402
 
@@ -215,8 +219,12 @@ def main() -> None:
         projector = projector_rates(root, Settings.from_env(), args.events, args.runs)
         os.environ["BATON_BACKGROUND_DELIVERY"] = env["BATON_BACKGROUND_DELIVERY"] = "on"
         fresh = max(10, args.repeat // 2)
-        rows.append(("baton resume, fresh process (target 400 ms)",
-                     resume_runs([*cli, "resume", BENCH_TASK, "--json"], worktree, env, home, fresh)))
+        # As an agent runs it: the console script, which hands the command to the resident
+        # process (started by the first run, left out), and beside it the same without one.
+        baton = [str(Path(sys.prefix) / "bin" / "baton"), "resume", BENCH_TASK, "--json"]
+        rows.append(("baton resume, fresh process (target 400 ms)", resume_runs(baton, worktree, env, home, fresh)))
+        rows.append(("  without the resident process (BATON_RESIDENT=off)", resume_runs(
+            baton, worktree, {**env, "BATON_RESIDENT": "off"}, home, fresh)))
         rows.append(("  floor: python -c pass", timed_runs([sys.executable, "-c", "pass"], worktree, env, fresh)))
 
         from baton.files import WorktreeLocator
@@ -227,15 +235,11 @@ def main() -> None:
 
         stores = Stores(Settings.from_env(), project=PROJECT)  # the bench worktree's, not this directory's
         place = place_of(worktree, WorktreeLocator())
-        first = resume_session(stores, BENCH_TASK, place, bind_task=False)
+        first = resume_session(stores, BENCH_TASK, place)
         assert first.status == "found" and all(v == "ok" for v in first.stores.values()), first.stores
-        warm = []
-        for _ in range(args.repeat * 2):
-            stores.budget.renew()  # each resume is a command with a budget of its own
-            began = time.perf_counter()
-            resume_session(stores, BENCH_TASK, place, bind_task=False)
-            warm.append((time.perf_counter() - began) * 1000)
-        rows.append(("resume_session in-process, warm (target 25 ms)", warm))
+        rows += [(f"{name} (target {target} ms)" if target else name, samples)
+                 for name, samples, target in warm_resume_rows(stores, place, args.repeat * 2, reads_target=25)]
+        costs = warm_resume_costs(stores, place, args.repeat)
         stores.close()
         rows.append(("  floor: PostgreSQL primary-key read", primary_key_reads(postgres.url, args.repeat * 2)))
         lookups = bolt_conflict_lookup(neo4j.uri, [100, 10_000], args.repeat * 5)
@@ -249,6 +253,7 @@ def main() -> None:
         print(f"{name:52} {median:10.2f} {f'{low:.2f}-{high:.2f}':>16} {p99:8.2f}")
     ratio = statistics.median(lookups[10_000]) / statistics.median(lookups[100])
     print(f"\nconflict lookup on Bolt at 10,000 / at 100 sessions: {ratio:.2f}x")
+    print(costs)
     print(f"hook path, in one process: {produced / produce_seconds:.0f} touches/s kept for delivery "
           f"({produced} touches of 100 tickets through baton.skills.services.touch)")
     print(delivery.line("delivery into Kafka, acknowledged (target 20,000)",
