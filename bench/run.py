@@ -44,6 +44,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# One BLAS thread, as baton.recall sets for the product: NumPy, imported here before it,
+# would otherwise start a pool, whose threads slow the in-process searches on 2 busy cores.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from baton import clock  # noqa: E402
 from baton.files import FileRef  # noqa: E402
