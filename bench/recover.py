@@ -33,12 +33,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from baton import clock  # noqa: E402
+from baton.processes import process_start  # noqa: E402
 from baton.skills.core.interrupted import (  # noqa: E402
     Heartbeat,
     MachineLiveness,
     SessionFacts,
     detect,
-    process_start,
 )
 
 REPOS, BRANCHES = 10, 100

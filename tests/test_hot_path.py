@@ -71,29 +71,30 @@ HOOK_IMPORTS = names("""
     baton.skills.frontends.cli baton.skills.frontends.hooks baton.skills.frontends.told baton.skills.runtime
     baton.skills.runtime.command_words baton.skills.runtime.settings baton.skills.runtime.sink
     baton.skills.runtime.stores baton.skills.runtime.unit baton.sqlite baton.store_names collections copy
-    dataclasses datetime dis fcntl inspect json linecache locale math opcode platform select selectors shlex
-    signal sqlite3 subprocess threading token tokenize typing weakref
+    dataclasses datetime dis fcntl inspect json linecache math opcode shlex
+    sqlite3 threading token tokenize typing weakref
 """)
 HOOK_PATH_IMPORTS = {
     "post-tool-use": HOOK_IMPORTS | OVERLAP_IMPORTS | names("""
         array baton.graph.sqlite baton.graph.projects baton.signals.sqlite baton.signals.wire baton.skills.core.commit
-        baton.skills.core.interrupted baton.skills.core.overlaps baton.skills.core.signalling
+        baton.processes baton.skills.core.overlaps baton.skills.core.signalling
         baton.skills.core.write_report baton.skills.frontends.briefing baton.skills.services
-        baton.skills.services.touch hashlib socket
+        baton.skills.services.touch hashlib
     """),
     "user-prompt-submit": HOOK_IMPORTS | names("""
-        platform uuid array baton.signals.sqlite baton.signals.wire baton.skills.core.interrupted baton.skills.core.overlaps
-        baton.skills.frontends.briefing socket
+        platform uuid array baton.signals.sqlite baton.signals.wire baton.processes baton.skills.core.overlaps
+        baton.skills.frontends.briefing
     """),
     "stop": HOOK_IMPORTS | names("""
-        array atexit baton.locks baton.outbox baton.skills.core.checkpoints baton.skills.core.commit
-        baton.skills.core.interrupted baton.skills.core.overlaps baton.skills.core.write_report
+        locale select selectors signal subprocess array atexit baton.locks baton.outbox baton.skills.core.checkpoints baton.skills.core.commit
+        baton.processes baton.skills.core.overlaps baton.skills.core.write_report
         baton.skills.handoff baton.skills.handoff.files baton.skills.installers
         baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
         baton.skills.services.checkpoint baton.skills.services.touch bisect bz2 hashlib lzma random shutil
         socket tempfile zlib base64 baton.skills.runtime.provider_refs binascii cryptography hmac struct
     """),
     "session-end": HOOK_IMPORTS | names("""
+        locale select selectors signal subprocess
         baton.locks baton.outbox baton.skills.core.commit baton.skills.core.overlaps
         baton.skills.core.write_report baton.skills.handoff baton.skills.handoff.files baton.skills.installers
         baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
@@ -101,6 +102,7 @@ HOOK_PATH_IMPORTS = {
     """),
     "session-start": HOOK_IMPORTS | names("""
         annotated_types array atexit base64 baton.graph.sqlite baton.graph.projects baton.locks baton.recall
+        baton.processes locale platform select selectors signal subprocess
         baton.recall.base
         baton.recall.embedded baton.recall.embedding baton.recall.queue baton.recall.search baton.recall.segments
         baton.recall.wire

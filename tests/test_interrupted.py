@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from baton import clock
+from baton.processes import process_alive, process_start
 from baton.skills.core.interrupted import (
     FOUND,
     NOT_FOUND,
@@ -25,8 +26,6 @@ from baton.skills.core.interrupted import (
     SessionFacts,
     continuation,
     detect,
-    process_alive,
-    process_start,
     read_prizmkit,
 )
 from tests.conftest import git, make_repo
