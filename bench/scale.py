@@ -57,13 +57,14 @@ POOLS = {"realistic": lambda sessions: sessions * FILES_PER_SESSION, "fixed pool
 def seed(home: Path, sessions: int, active: int, pool: int) -> None:
     """T-0 .. T-{active-1} active, the rest ended; each with FILES_PER_SESSION files of the pool."""
     from baton.graph.sqlite import SqliteConflictGraph
+    from baton.projects import qualified
     from baton.registry.model import Bound, Ended, FilesTouched, Status
     from baton.registry.sqlite import SqliteSessionStore
 
     rng = random.Random(sessions * 31 + pool)
     now = clock.now()
     files = [[f"src/m{rng.randrange(pool)}.py" for _ in range(FILES_PER_SESSION)] for _ in range(sessions)]
-    registry = SqliteSessionStore(home / "registry.db", timeout=30)
+    registry = SqliteSessionStore(home / "registry.db", timeout=30, project=REPO)
     batch = []
     for n in range(min(active, sessions)):
         common = {"task_id": f"T-{n}", "session_id": "bench", "at": now - timedelta(minutes=rng.randint(1, 600))}
@@ -79,17 +80,18 @@ def seed(home: Path, sessions: int, active: int, pool: int) -> None:
     registry.get("ENDED")  # applies what waits
     registry.close()
     with sqlite3.connect(home / "registry.db", isolation_level=None) as conn:
-        status, last, body = conn.execute("SELECT status, last_activity, body FROM sessions WHERE task_id = 'ENDED'"
-                                          ).fetchone()
+        status, last, body = conn.execute("SELECT status, last_activity, body FROM sessions "
+                                          "WHERE project = ? AND task_id = 'ENDED'", (REPO,)).fetchone()
         assert status == "completed", status
         conn.execute("BEGIN")
-        conn.execute("DELETE FROM sessions WHERE task_id = 'ENDED'")
+        conn.execute("DELETE FROM sessions WHERE project = ? AND task_id = 'ENDED'", (REPO,))
         template = json.loads(body)
         rows = []
         for n in range(active, sessions):
             template["task_id"] = f"T-{n}"
-            rows.append((f"T-{n}", status, last, json.dumps(template)))
-        conn.executemany("INSERT INTO sessions (task_id, status, last_activity, body) VALUES (?, ?, ?, ?)", rows)
+            rows.append((REPO, f"T-{n}", status, last, json.dumps(template)))
+        conn.executemany("INSERT INTO sessions (project, task_id, status, last_activity, body) "
+                         "VALUES (?, ?, ?, ?, ?)", rows)
         conn.execute("COMMIT")
 
     graph = SqliteConflictGraph(home / "graph.db", timeout=30)
@@ -99,9 +101,10 @@ def seed(home: Path, sessions: int, active: int, pool: int) -> None:
     with sqlite3.connect(home / "graph.db", isolation_level=None) as conn:
         conn.execute("BEGIN")
         conn.executemany("INSERT INTO tasks (task_id, status) VALUES (?, ?)",
-                         ((f"T-{n}", "active" if n < active else "completed") for n in range(sessions)))
+                         ((qualified(REPO, f"T-{n}"), "active" if n < active else "completed")
+                          for n in range(sessions)))
         conn.executemany("INSERT OR IGNORE INTO touches (task_id, repo, path, last_at, active) VALUES (?, ?, ?, ?, ?)",
-                         ((f"T-{n}", REPO, path, stamp, int(n < active))
+                         ((qualified(REPO, f"T-{n}"), REPO, path, stamp, int(n < active))
                           for n in range(sessions) for path in files[n]))
         conn.execute("COMMIT")
 
