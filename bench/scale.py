@@ -156,7 +156,7 @@ def primary_key_reads(home: Path, repeat: int) -> list[float]:
     samples = []
     for n in range(repeat * 20):
         started = time.perf_counter()
-        conn.execute("SELECT body FROM sessions WHERE task_id = ?", (f"T-{n % 50}",)).fetchone()
+        conn.execute("SELECT body FROM sessions WHERE project = ? AND task_id = ?", (REPO, f"T-{n % 50}")).fetchone()
         samples.append((time.perf_counter() - started) * 1000)
     conn.close()
     return samples
