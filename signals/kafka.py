@@ -143,9 +143,11 @@ class KafkaSignalBus(SignalBus):
         if self._consumer is None:
             from confluent_kafka import Consumer
 
+            # A read ends at each partition's end, which the broker tells once its fetch wait
+            # has passed: 1 ms instead of 10 took a warm read of a few signals from 26.7 ms to 7.6.
             self._consumer = Consumer({**client_config(self.bootstrap, self._gate.left()),
                                        "group.id": f"baton-reader-{uuid.uuid4().hex}", "enable.auto.commit": False,
-                                       "enable.partition.eof": True, "fetch.wait.max.ms": 10})
+                                       "enable.partition.eof": True, "fetch.wait.max.ms": 1})
         return self._consumer
 
     def _read(self, after: datetime | None, keep: Callable[[Signal], bool],
