@@ -306,20 +306,28 @@ class EmbeddedDecisionIndex(DecisionIndex):
             store_id, count, _ = self._state()
             view = self._current_view(store_id, count)
             try:
-                hits = self._rescored(view.search(queries, limit, key, exclude), queries)
+                scored = self._rescored(view.search(queries, limit, key, exclude), queries)
             except segments.Stale:
-                hits = None
-            if hits is None:
+                scored = None
+            if scored is None:
                 # A row of the index differs from the store: rebuild and search again.
                 view = self._rebuild(store_id)
-                hits = self._rescored(view.search(queries, limit, key, exclude), queries) or []
-        # Keys are hashes: a colliding ticket or project is left out here.
-        hits = [h for h in hits if h.record.project == project and h.record.task_id != exclude_task_id]
+                scored = self._rescored(view.search(queries, limit, key, exclude), queries) or []
+        # Only the best are read as records (each candidate of each query vector was scored):
+        # down to the limit-th best score, ties included. Keys are hashes: a colliding ticket
+        # or project is left out here.
+        hits: list[ScoredDecision] = []
+        for score, payload in sorted(scored, key=lambda row: -row[0]):
+            if len(hits) >= limit and score < hits[limit - 1].score:
+                break
+            record = DecisionRecord.model_validate_json(payload)
+            if record.project == project and record.task_id != exclude_task_id:
+                hits.append(ScoredDecision(record=record, score=score))
         return sorted(hits, key=lambda s: (-s.score, s.record.task_id, s.record.text))[:limit]
 
-    def _rescored(self, candidates: dict[int, float], queries: np.ndarray) -> list[ScoredDecision] | None:
-        """The candidates with their payloads and scores from the store; None when a
-        candidate's indexed score is not what its stored vector gives."""
+    def _rescored(self, candidates: dict[int, float], queries: np.ndarray) -> list[tuple[float, str]] | None:
+        """(score, payload) of each candidate, from the store; None when a candidate's
+        indexed score is not what its stored vector gives."""
         if not candidates:
             return []
         seqs = list(candidates)
@@ -328,13 +336,13 @@ class EmbeddedDecisionIndex(DecisionIndex):
         rows = self._conn().execute(query, seqs).fetchall()
         if len(rows) != len(seqs):
             return None
+        vectors = np.frombuffer(b"".join(row[3] for row in rows), "<f4").reshape(len(rows), -1)
         hits = []
-        for seq, project, payload, vector in rows:
-            score = float((queries @ np.frombuffer(vector, "<f4")).max())
+        for (seq, project, payload, _), score in zip(rows, (vectors @ queries.T).max(axis=1).tolist(), strict=True):
             if abs(score - candidates[seq]) > RESCORE_TOLERANCE:
                 return None
             if project is not None:  # a key collision with a row stored before projects
-                hits.append(ScoredDecision(record=DecisionRecord.model_validate_json(payload), score=score))
+                hits.append((score, payload))
         return hits
 
     def _current_view(self, store_id: str, count: int) -> segments.View:

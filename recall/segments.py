@@ -147,11 +147,6 @@ class Rows:
         """How many lists a query scores: about a sixteenth of the rows, at least 16 lists."""
         return min(self.lists, max(16, self.lists // 16))
 
-    def project_span(self, start: int, end: int, project: np.uint64) -> tuple[int, int]:
-        """The rows of the project within list rows start:end (ordered by project key)."""
-        keys = self.projects[start:end]
-        return start + int(np.searchsorted(keys, project, "left")), start + int(np.searchsorted(keys, project, "right"))
-
     def scanned(self) -> int:
         """About how many rows a query of a segment with lists scores: a project with no more
         rows than that (and at most EXACT_MAX_ROWS) is searched exactly, over its own rows."""
@@ -237,12 +232,10 @@ class View:
             if rows_of_project < SMALL_PROJECT_SHARE * len(part):
                 probes = min(part.lists, 2 * probes)
             near = np.argpartition(-(queries @ centroids.T), probes - 1, axis=1)[:, :probes]
+            starts, ends = _spans(offsets, mine)
             found: list[np.ndarray] = []  # each query's top rows among those of its lists
             for query, lists in zip(queries, near, strict=True):
-                spans = [(int(offsets[i]), int(offsets[i + 1])) for i in lists]
-                if key is not None:
-                    spans = [part.project_span(a, b, key) for a, b in spans]
-                spans = [(a, b) for a, b in spans if b > a]
+                spans = [(int(starts[i]), int(ends[i])) for i in lists if ends[i] > starts[i]]
                 if not spans:
                     continue
                 rows = np.concatenate([np.arange(a, b) for a, b in spans])
@@ -256,6 +249,18 @@ class View:
                 with np.errstate(invalid="ignore", over="ignore"):
                     _record(best, part.seqs[rows], part.keys[rows], part.vectors[rows] @ queries.T, exclude_key)
         return best
+
+
+def _spans(offsets: np.ndarray, mine: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends): the rows of each list that are the project's (mine: its rows; None:
+    every row), found for all the lists at once. Within a list they are contiguous."""
+    if mine is None:
+        return offsets[:-1], offsets[1:]
+    rows = np.flatnonzero(mine)
+    bounds = np.searchsorted(rows, offsets)  # list i holds rows[bounds[i]:bounds[i + 1]]
+    counts = np.diff(bounds)
+    starts = rows[np.minimum(bounds[:-1], len(rows) - 1)]
+    return starts, starts + counts
 
 
 def _collect_rows(best: dict[int, float], part: Rows, queries: np.ndarray, limit: int, exclude_key: int | None,
