@@ -135,11 +135,12 @@ def check_context(main: Path) -> None:
 EVERY_HOOK, THE_TOUCH, SESSION_START = "+60 ms", "+35 ms", 300
 
 
-def bench_hooks(main: Path, repeat: int, contested_from: int = 0) -> list[tuple[str, list[float], int | str | None]]:
-    """Each hook's runs; contested_from: the first of BENCH-2's files to make new conflicts on."""
+def bench_hooks(main: Path, repeat: int, run: int = 0) -> list[tuple[str, list[float], int | str | None]]:
+    """Each hook's runs; run: which time the hooks are timed on this data, each with agent
+    sessions and new conflicts of its own."""
     hook = lambda event: [str(BATON), "hook", event]  # noqa: E731
     check_context(main)
-    fresh = iter(range(contested_from * 10**6, (contested_from + 1) * 10**6))
+    fresh = iter(range(run * 10**6, (run + 1) * 10**6))
     rows = [("python -c pass (baseline)", timed([sys.executable, "-c", "pass"], main, repeat), None)]
     rows.append(("session-start, bound ticket with history (recall included)",
                  timed(hook("session-start"), main, repeat, lambda: payload("session_start_startup", main)),
@@ -159,7 +160,7 @@ def bench_hooks(main: Path, repeat: int, contested_from: int = 0) -> list[tuple[
                  timed(hook("user-prompt-submit"), main, repeat,
                        lambda: payload("user_prompt_submit", main, session=f"new-{next(fresh)}")), EVERY_HOOK))
     # After the prompt figures, which would otherwise read the conflicts it signals.
-    contested = iter(range(contested_from, CONTESTED))
+    contested = iter(range(run * (repeat + 1), CONTESTED))
     rows.append(("post-tool-use, Write making a new conflict (signalled, told)",
                  timed(hook("post-tool-use"), main, repeat,
                        lambda: payload("post_tool_use_write", main,
@@ -269,7 +270,7 @@ def main() -> None:
         os.environ["BATON_RESIDENT"] = "on"
         resident = start_resident(root / "home")
         try:
-            served = bench_hooks(main_tree, args.repeat, contested_from=args.repeat + 1)
+            served = bench_hooks(main_tree, args.repeat, run=1)
         finally:
             resident.terminate()
             resident.wait(30)
@@ -277,7 +278,7 @@ def main() -> None:
         baseline = statistics.median(rows[0][1])
         print(f"{'hook, fresh process (embedded default)':58} {'no resident':>11} {'p10-p90 ms':>14} {'over':>7} "
               f"{'resident':>9} {'p10-p90 ms':>14} {'over':>7} {'target':>8}")
-        missed = []
+        over_target = []
         for (name, samples, target), (_, through, _) in zip(rows, served, strict=True):
             (median, low, high), (rmedian, rlow, rhigh) = spread(samples), spread(through)
             shown = f"{target} ms" if isinstance(target, int) else target or ""
@@ -286,10 +287,10 @@ def main() -> None:
             print(f"{name:58} {median:11.2f} {f'{low:.1f}-{high:.1f}':>14} {over:>7} {rmedian:9.2f} "
                   f"{f'{rlow:.1f}-{rhigh:.1f}':>14} {rover:>7} {shown:>8}")
             limit = target if isinstance(target, int) else baseline + float(target[1:-3]) if target else None
-            missed += [f"{name} ({how})" for how, value in (("no resident", median), ("resident", rmedian))
+            over_target += [f"{name} ({how})" for how, value in (("no resident", median), ("resident", rmedian))
                        if limit is not None and value > limit]
         print("\nmedians in ms, over: above the floor (python -c pass, no resident column)")
-        print("every median within its target" if not missed else f"OVER TARGET: {'; '.join(missed)}")
+        print("every median within its target" if not over_target else f"OVER TARGET: {'; '.join(over_target)}")
         print(f"\nWhere the time goes (each in the process after the interpreter's start, {baseline:.1f} ms):")
         for line in profile_hooks(main_tree):
             print(line)
