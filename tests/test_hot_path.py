@@ -86,7 +86,8 @@ HOOK_PATH_IMPORTS = {
         baton.skills.frontends.briefing
     """),
     "stop": HOOK_IMPORTS | names("""
-        locale select selectors signal subprocess array atexit baton.locks baton.outbox baton.skills.core.checkpoints baton.skills.core.commit
+        locale select selectors signal subprocess array atexit baton.locks baton.outbox
+        baton.skills.core.checkpoints baton.skills.core.commit
         baton.processes baton.skills.core.overlaps baton.skills.core.write_report
         baton.skills.handoff baton.skills.handoff.files baton.skills.installers
         baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
@@ -119,8 +120,8 @@ HOOK_PATH_IMPORTS = {
         baton.skills.services.recover baton.skills.services.resume baton.skills.services.stage baton.types cryptography
         binascii bisect bz2 calendar concurrent contextvars csv ctypes decimal email fractions hashlib heapq
         hmac importlib logging lzma mmap numbers numpy pickle pydantic pydantic_core queue quopri random secrets
-        shutil socket string struct sysconfig tempfile textwrap traceback typing_extensions typing_inspection uuid zipfile
-        zlib zoneinfo
+        shutil socket string struct sysconfig tempfile textwrap traceback typing_extensions typing_inspection uuid
+        zipfile zlib zoneinfo
     """),
 }
 
