@@ -37,27 +37,47 @@ class WireEvent:
     body: str
 
 
-# The fields of events that hold free text from agents and commands: redacted when they are
+# The fields of events that Baton itself fills with identifiers, times, digests, paths and
+# counts; every other string of an event, however deeply nested (a stage's evidence, a
+# binding's agent name), is text from an agent or a command and is redacted when it is
 # committed (baton.redaction), so no store, signal, vector or handoff holds a secret.
-FREE_TEXT = ("text", "context", "summary", "command")
+STRUCTURAL = frozenset({
+    "event_id", "task_id", "session_id", "at", "type", "repo", "worktree_path", "path", "files", "branch",
+    "inherited_from", "provenance", "snapshot", "status", "result", "repair_scope", "phase", "depends_on",
+    "checkpoint_id", "boundary", "base", "staged_tree", "worktree_tree", "artifacts_tree", "environment",
+    "run_id", "parent_run_id", "parent_task_id", "diverged_at", "kind", "written_at", "rewrites",
+})
+# Events that carry no free text at all: the touch's hot path never parses them.
+_WITHOUT_TEXT = ('"type":"files_touched"', '"type":"activity_recorded"', '"type":"phase_changed"',
+                 '"type":"ended"', '"type":"dependency_added"', '"type":"handoff_verified"')
 
 
 def redacted(stores: Stores, events: Sequence[WireEvent]) -> list[WireEvent]:
-    """The events with each free text redacted (parsed only where a field may hold one)."""
+    """The events with every free text redacted (parsed only where a field may hold one)."""
     import json
 
     out = []
     for event in events:
-        if not any(f'"{name}"' in event.body for name in FREE_TEXT):
+        if any(marker in event.body for marker in _WITHOUT_TEXT):
             out.append(event)
             continue
         body = json.loads(event.body)
-        for name in FREE_TEXT:
-            if isinstance(body.get(name), str):
-                body[name] = stores.redact(body[name])
-        out.append(WireEvent(event.event_id, event.task_id,
-                             json.dumps(body, separators=(",", ":"), ensure_ascii=False)))
+        cleaned = {name: value if name in STRUCTURAL else _redact_values(stores, value)
+                   for name, value in body.items()}
+        out.append(event if cleaned == body else
+                   WireEvent(event.event_id, event.task_id,
+                             json.dumps(cleaned, separators=(",", ":"), ensure_ascii=False)))
     return out
+
+
+def _redact_values(stores: Stores, value: object) -> object:
+    if isinstance(value, str):
+        return stores.redact(value) if value else value
+    if isinstance(value, list):
+        return [_redact_values(stores, item) for item in value]
+    if isinstance(value, dict):
+        return {name: item if name in STRUCTURAL else _redact_values(stores, item) for name, item in value.items()}
+    return value
 
 
 def wire_event(event_type: str, task_id: str, session_id: str, at: datetime, *, event_id: str | None = None,

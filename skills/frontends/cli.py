@@ -995,7 +995,9 @@ def _redact(args, stores) -> int:
         _dump(scan.to_json())
     else:
         for finding in scan.findings:
-            print(f"{finding.store}: {finding.where}: {', '.join(finding.kinds)}")
+            committed = (f" (committed: in {len(finding.commits)} commit(s), the newest {finding.commits[0][:12]};"
+                         " Baton does not rewrite history: rotate the secret)") if finding.commits else ""
+            print(f"{finding.store}: {finding.where}: {', '.join(finding.kinds)}{committed}")
         for store, reason in scan.unavailable.items():
             _warn([f"{store} not scanned or rewritten: {reason}"])
         read = ", ".join(f"{count} {what}" for what, count in scan.scanned.items())

@@ -133,17 +133,21 @@ def _fresh(probe: Probe, run: ProbeRun) -> str:
     return _result_text(run.exit_status, shown_output(run.output), match=probe.match)
 
 
-def _same(probe: Probe, run: ProbeRun) -> bool:
+def _same(probe: Probe, run: ProbeRun, redact: Callable[[str], str]) -> bool:
+    """Whether the fresh run reproduces the recorded one. What was recorded, digested and
+    signed is the output as redacted, so the fresh output is redacted the same way (a
+    document written before that was signed over the output as printed: both hold)."""
     expected_exit = probe.recorded_exit if probe.has_result else 0
     if run.exit_status != expected_exit:
         return False
     if probe.match == MATCH_EXIT:
         return True
+    outputs = (redact(run.output), run.output)
     if probe.digest:
-        return output_digest(run.output) == probe.digest
+        return probe.digest in {output_digest(output) for output in outputs}
     if probe.has_result:
-        return shown_output(run.output) == probe.recorded
-    return run.output.strip() == probe.recorded.strip()
+        return probe.recorded in {shown_output(output) for output in outputs}
+    return probe.recorded.strip() in {output.strip() for output in outputs}
 
 
 class _Verifier:
@@ -206,9 +210,9 @@ class _Verifier:
                                       "it does not gate any action")
         return ClaimResult(**base, fresh=None, status=NOT_RUN, reason=reason)
 
-    @staticmethod
-    def _compare(claim: Claim, probe: Probe, run: ProbeRun, base: _Recorded, permission: Permission) -> ClaimResult:
-        same = _same(probe, run)
+    def _compare(self, claim: Claim, probe: Probe, run: ProbeRun, base: _Recorded,
+                 permission: Permission) -> ClaimResult:
+        same = _same(probe, run, self.redact)
         alarm = claim.alarm
         # The alarm comes from the status line. Only a signature vouches that the status was
         # recorded with this result; unsigned, the fresh output itself must begin with the alarm.

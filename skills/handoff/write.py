@@ -105,13 +105,14 @@ def _git_status(section: str, run: ProbeRun) -> str:
 
 def _recorded(section: str, status: str, argv: tuple[str, ...], match: str, run: ProbeRun,
               redact: Callable[[str], str]) -> RecordedProbe:
-    """The claim as the document keeps it: what the probe printed is redacted (the digest,
-    of the output itself, still lets a re-run show that it holds)."""
+    """The claim as the document keeps it: what the probe printed is redacted before it is
+    shown, digested or signed (a re-run redacts its output the same way to compare)."""
     exit_status = run.exit_status if run.completed else None
+    output = redact(run.output)
     if match == MATCH_EXIT:
-        shown, digest = shown_output(run.output, tail=True, lines=CHECK_SHOWN_LINES), None
+        shown, digest = shown_output(output, tail=True, lines=CHECK_SHOWN_LINES), None
     else:
-        shown, digest = shown_output(run.output), output_digest(run.output)
+        shown, digest = shown_output(output), output_digest(output)
     status, shown = redact(status), redact(shown)
     return RecordedProbe(section=section, status=status, argv=argv, match=match,
                          recorded_at=clock.now().isoformat(timespec="seconds"), exit_status=exit_status,
@@ -206,7 +207,11 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
     agent = binding.agent if binding is not None and binding.task_id == task.task_id else None
     header = Header(task_id=task.task_id, written_at=at, session_id=task.session_id, agent=agent,
                     worktree=str(root), phase=phase)
-    text = render_document(header, _signed(claims, key, place.repo, task.task_id), journal, note, earlier)
+    # The journal is the registry's, redacted when it was written; redacting the whole
+    # document too keeps out what was stored before a rule that finds it now (the signed
+    # claims are redacted already, and redaction leaves redacted text as it is).
+    text = stores.redact(render_document(header, _signed(claims, key, place.repo, task.task_id), journal, note,
+                                         earlier))
     path = write_new_handoff(root, task.task_id, at, text)
     latest = handoffs_dir(root) / LATEST
     try:

@@ -31,6 +31,7 @@ from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
 if TYPE_CHECKING:
+    from baton.redaction import Redactor
     from baton.registry.model import Event, SecretsRedacted
     from baton.signals.model import Signal
 
@@ -47,9 +48,12 @@ class Finding:
     where: str  # the ticket, event or signal, and the field; or the file
     kinds: tuple[str, ...]
     rewritable: bool = True  # a handoff document is reported only
+    # A handoff document's commits whose version of it holds a secret, newest first.
+    commits: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return {"store": self.store, "where": self.where, "kinds": list(self.kinds)}
+        found = {"store": self.store, "where": self.where, "kinds": list(self.kinds)}
+        return found | ({"commits": list(self.commits)} if self.commits else {})
 
 
 @dataclass
@@ -118,7 +122,7 @@ def scan_stored(stores: Stores, place: Place) -> Scan:
                 payload = signal.payload.model_copy(update={"reason": found[0]})
                 scan._signals.append(signal.model_copy(update={"payload": payload}))
         scan.scanned["signals"] = len(signals.value)
-    _scan_handoffs(place, check, scan)
+    _scan_handoffs(place, check, scan, redactor)
     return scan
 
 
@@ -181,7 +185,7 @@ def _scrub_home(stores: Stores) -> list[str]:
     return warnings
 
 
-def _scan_handoffs(place: Place, check, scan: Scan) -> None:
+def _scan_handoffs(place: Place, check, scan: Scan, redactor: Redactor) -> None:
     from baton.skills.handoff.files import UnreadableHandoff, candidates, read_handoff, shown_path
 
     documents = list(dict.fromkeys(candidates(place.root)))
@@ -191,5 +195,49 @@ def _scan_handoffs(place: Place, check, scan: Scan) -> None:
         except UnreadableHandoff as exc:
             scan.unavailable[shown_path(path, place.root)] = str(exc)
             continue
-        check("handoff", shown_path(path, place.root), text)
+        if check("handoff", shown_path(path, place.root), text):
+            commits = _commits_holding(place, shown_path(path, place.root), redactor)
+            if commits:
+                found = scan.findings[-1]
+                scan.findings[-1] = Finding(found.store, found.where, found.kinds, found.rewritable, commits)
     scan.scanned["handoff documents"] = len(documents)
+
+
+HISTORY_VERSIONS = 200  # versions of one document read at the most
+GIT_WAIT = 10  # seconds for each of the two git calls
+
+
+def _commits_holding(place: Place, relative: str, redactor: Redactor) -> tuple[str, ...]:
+    """The commits (newest first) whose version of the document holds a secret: where it is
+    committed. Baton never rewrites history; the user learns what to rewrite or revoke. The
+    versions are read through `git cat-file --batch` and checked here, so no secret is ever
+    put on a command line. Nothing when the worktree is not in git or git does not answer."""
+    import subprocess
+
+    from baton.git import git_argv
+
+    if place.worktree is None:
+        return ()
+    try:
+        listed = subprocess.run(git_argv("log", f"--max-count={HISTORY_VERSIONS}", "--format=%H", "--", relative),
+                                cwd=place.root, capture_output=True, timeout=GIT_WAIT, check=True)
+        shas = listed.stdout.decode().split()
+        if not shas:
+            return ()
+        read = subprocess.run(git_argv("cat-file", "--batch"), cwd=place.root, capture_output=True, timeout=GIT_WAIT,
+                              check=True, input="".join(f"{sha}:{relative}\n" for sha in shas).encode())
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    holding, out, at = [], read.stdout, 0
+    for sha in shas:
+        end = out.index(b"\n", at)
+        header = out[at:end].split()
+        at = end + 1
+        if len(header) != 3:  # "<spec> missing": the document is absent from that commit
+            continue
+        size = int(header[2])
+        version = out[at:at + size].decode(errors="replace")
+        at += size + 1
+        if redactor.redact(version).kinds:
+            holding.append(sha)
+    return tuple(holding)
