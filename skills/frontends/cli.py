@@ -453,7 +453,7 @@ def _decide(args, stores) -> int:
     if args.json:
         from baton.skills.frontends.answers import decide_answer
 
-        _dump(decide_answer(task, args.text, args.context, report))
+        _dump(decide_answer(task, stores.redact(args.text), stores.redact(args.context), report))
     return 0
 
 
@@ -470,7 +470,7 @@ def _update(args, stores) -> int:
     if args.json:
         from baton.skills.frontends.answers import update_answer
 
-        _dump(update_answer(done.task, done.report, **done.recorded(request)))
+        _dump(update_answer(done.task, done.report, **done.recorded(request, stores.redact)))
         return 0
     from baton.shown_text import one_line
 

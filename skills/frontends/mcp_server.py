@@ -111,7 +111,8 @@ def record_decision(text: str, context: str = "", task_id: str | None = None, wo
     def run(stores):
         place = _place(worktree)
         task = resolve_task(task_id, place, stores.settings.ambient)
-        return decide_answer(task, text, context, decide(stores, task, text, context, place))
+        report = decide(stores, task, text, context, place)
+        return decide_answer(task, stores.redact(text), stores.redact(context), report)
 
     return _call(run)
 
@@ -133,7 +134,7 @@ def update_session(phase: Phase | None = None, next_action: str | None = None, d
         place = _place(worktree)
         _admit(stores, "check", request.checks)
         done = update(stores, place, request)
-        return update_answer(done.task, done.report, **done.recorded(request))
+        return update_answer(done.task, done.report, **done.recorded(request, stores.redact))
 
     return _call(run)
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 EVENTS_OUTBOX = "kafka-events-outbox.db"
 SIGNALS_OUTBOX = "kafka-outbox.db"
 PENDING_WRITES = "pending-writes.db"
+TEXT_LIMIT = 4000  # the events' limit on a text field (baton.registry.model.Text)
 
 
 class Stores:
@@ -118,9 +119,16 @@ class Stores:
 
     @cached_property
     def redact(self) -> Callable[[str], str]:
-        """Free text with its secrets replaced by markers, as every write stores it."""
+        """Free text with its secrets replaced by markers, as every write stores it. A marker
+        may be longer than its secret: the text is cut where it would outgrow the events' own
+        limit on a text (a write that fit before redaction fits after it)."""
         redacting = self.redactor
-        return lambda text: redacting.redact(text).text
+
+        def redact(text: str) -> str:
+            redacted = redacting.redact(text).text
+            return redacted if len(redacted) <= max(len(text), TEXT_LIMIT) else redacted[:max(len(text), TEXT_LIMIT)]
+
+        return redact
 
     @property
     def registry(self) -> SessionStore:

@@ -8,7 +8,8 @@ front ends cannot drift apart. Each function returns what both front ends render
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from baton.errors import BadInput
@@ -41,12 +42,15 @@ class UpdateDone:
     report: WriteReport
     checks: list = field(default_factory=list)  # CheckResult, in the order asked
 
-    def recorded(self, request: UpdateRequest) -> dict:
-        """The fields the update set, as both front ends answer them."""
-        return {"phase": request.phase, "next_action": request.next_action, "done": list(request.done),
-                "failed": list(request.failed), "depends_on": list(request.depends_on), "goal": request.goal,
-                "constraints": list(request.constraints), "todo": list(request.todo),
-                "evidence": list(request.evidence),
+    def recorded(self, request: UpdateRequest, redact: Callable[[str], str]) -> dict:
+        """The fields the update set, as both front ends answer them: as stored, redacted."""
+        def texts(values: tuple[str, ...]) -> list[str]:
+            return [redact(value) for value in values]
+
+        return {"phase": request.phase, "next_action": request.next_action and redact(request.next_action),
+                "done": texts(request.done), "failed": texts(request.failed), "depends_on": list(request.depends_on),
+                "goal": request.goal and redact(request.goal), "constraints": texts(request.constraints),
+                "todo": texts(request.todo), "evidence": texts(request.evidence),
                 "checks": [{"command": c.command, "exit_status": c.exit_status, "summary": c.summary}
                            for c in self.checks]}
 
@@ -57,7 +61,9 @@ def update(stores: Stores, place: Place, request: UpdateRequest) -> UpdateDone:
     from baton.skills.services.update import update as record
 
     task = resolve_task(request.task_id, place, stores.settings.ambient)
-    checks = run_checks(request.checks, place.root, request.timeout)
+    # What a check printed is shown and stored redacted alike.
+    checks = [replace(c, command=stores.redact(c.command), summary=stores.redact(c.summary))
+              for c in run_checks(request.checks, place.root, request.timeout)]
     report = record(stores, task, place, phase=request.phase, next_action=request.next_action,
                     done=list(request.done), failed=list(request.failed), depends_on=list(request.depends_on),
                     goal=request.goal, constraints=list(request.constraints), remaining=list(request.todo),
