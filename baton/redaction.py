@@ -34,13 +34,13 @@ from baton.secret_rules import RULES, Rule
 # digit, a lower- and an upper-case letter, whose entropy is near that of random text of
 # its length (ENTROPY_SLACK under the expected entropy of a random base62 string of that
 # length: measured, 99% of random strings of 24 to 512 characters pass) and that is not
-# made of words (an identifier: OAuth2PasswordRequestForm).
+# made of words and numbers (an identifier: OAuth2PasswordRequestForm, dnsAlpnH3JobWon):
+# their share of its characters is under what 99.9% of random strings of its length reach.
 _TOKEN = re.compile(r"[A-Za-z0-9_\-+/]{24,}={0,2}")
 MIN_TOKEN = 24
 ENTROPY_SLACK = 0.4
-_WORDS = re.compile(r"[A-Z]?[a-z]{3,}")
+_WORDS = re.compile(r"[A-Z]?[a-z]{2,}|(?<![A-Za-z0-9])[0-9]+(?![A-Za-z0-9])")
 _PATH_WORD = re.compile(r"[a-z]{2,}[a-z0-9._-]*")
-MAX_WORD_SHARE = 0.7
 # What looks random but is not a secret: digests (SRI, go.sum, OCI) and base64 runs that
 # decode to prose.
 _DIGEST = re.compile(r"(?<![A-Za-z0-9])(?:(?:sha(?:1|224|256|384|512)|md5)-[A-Za-z0-9+/]+=*"
@@ -162,7 +162,7 @@ def _random_looking(token: str) -> bool:
     if not (any(c.isdigit() for c in token) and any(c.islower() for c in token)
             and any(c.isupper() for c in token)):
         return False
-    if sum(len(word) for word in _WORDS.findall(token)) > MAX_WORD_SHARE * len(token):
+    if sum(len(word) for word in _WORDS.findall(token)) > (0.45 + 1.9 / math.sqrt(len(token))) * len(token):
         return False
     counts = Counter(token)
     entropy = -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())
@@ -181,17 +181,28 @@ def _prose(run: str) -> bool:
     return printable == len(decoded) and decoded.count(b" ") * 12 >= len(decoded)
 
 
-# References to a value kept elsewhere, and placeholders: not the secret itself.
-_REFERENCE = re.compile(r"\$\{?[A-Za-z_]|%[A-Za-z_]\w*%|\{\{|<[^>]*>$|^[A-Za-z_][\w.]*\(|^(?:os\.environ|process\.env)"
+# References to a value kept elsewhere (a variable, an f-string's field, code, a path) and
+# placeholders: not the secret itself.
+_REFERENCE = re.compile(r"\$\{?[A-Za-z_]|%[A-Za-z_]\w*%|^\{|<[^>]*>$|^(?:os\.environ|process\.env)"
+                        r"|^[A-Za-z_][\w.]*[(\[]|^[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+[)\]},;]*$"
+                        r"|^~?\.{0,2}/[\w./-]*$|^#[0-9a-fA-F]{3,8}$"
+                        r"|(?i:^(?:password|passwd|pass|secret|token|pwd|changeme|example|placeholder)$)"
                         r"|x{4}|X{4}|\*{3}|\.\.\.|^(.)\1*$")
 _SYMBOL_OR_DIGIT = re.compile(r"[0-9!@#$%^&*+=~?]")
 _CREDENTIAL_FREE_URL = re.compile(r"^[a-z][a-z0-9+.-]*://[^@\s]*$", re.I)
+_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # code: win32api.RegEnumKey
 MIN_SECRET = 6  # a shorter value is told from ordinary text by nothing
 MIN_WEAK_SECRET = 16
 
 
 def _not_reference(match: re.Match, value: str) -> bool:
     return len(value) >= MIN_SECRET and not _REFERENCE.search(value)
+
+
+def _credential(match: re.Match, value: str) -> bool:
+    """An HTTP credential: not a reference, and with a digit (`Authorization: Bearer TOKEN`
+    in a document names one)."""
+    return len(value) >= 8 and _not_reference(match, value) and any(c.isdigit() for c in value)
 
 
 def _assigned_secret(match: re.Match, value: str) -> bool:
@@ -201,10 +212,12 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
         return False
     if match.groupdict().get("strong"):
         return bool(_SYMBOL_OR_DIGIT.search(value))
-    return len(value) >= MIN_WEAK_SECRET and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+    return (len(value) >= MIN_WEAK_SECRET and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+            and not _DOTTED_NAME.fullmatch(value))
 
 
-CHECKS: dict[str, Callable[[re.Match, str], bool]] = {"reference": _not_reference, "keyword": _assigned_secret}
+CHECKS: dict[str, Callable[[re.Match, str], bool]] = {"reference": _not_reference, "credential": _credential,
+                                                      "keyword": _assigned_secret}
 
 
 def redactor(home: Path | None, allow: Sequence[str] = ()) -> Redactor:

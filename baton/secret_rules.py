@@ -182,13 +182,15 @@ STRUCTURED: tuple[Rule, ...] = (
 _STRONG = (r"pass(?:word|wd|phrase)?|pwd|secret|token|credentials?|api[_-]?key|auth[_-]?key|access[_-]?key"
            r"|secret[_-]?key|[_-]pat|(?-i:Pat)|sas|connection[_-]?string")
 # A name that ends in `key`, `auth` or `private` is a secret's only when its value looks
-# random (at least 16 characters, with letters and digits): `sort_key: created_at`.
-_WEAK = r"key|auth|private|signature"
+# random (at least 16 characters, with letters and digits): `sort_key: created_at`. (A
+# signature is not a secret: `signature: hmac-sha256:...` stays.)
+_WEAK = r"key|auth|private"
 _NAME = rf"(?<![\w.-])(?<!//)[\w.-]*?(?:(?P<strong>{_STRONG})|(?P<weak>{_WEAK}))"
 # `=`, `:`, `:=`, `=>` or, in prose, ` is `.
 _SEPARATOR = r"[ \t]*(?::=|=>|=|:)[ \t]*|[ \t]+is[ \t]+"
-# A value: quoted (up to its quote) or bare (up to a blank or a quote).
-_VALUE = r"(?P<quote>[\"'`])?(?P<value>(?(quote)[^\"'`\n]+|[^\s\"'`]+))"
+# A value: quoted (up to its quote) or bare (up to a blank or a quote, without the comma
+# or bracket that closes the code around it).
+_VALUE = r"(?P<quote>[\"'`])?(?P<value>(?(quote)[^\"'`\n]+|[^\s\"'`]*[^\s\"'`,;)\]}]))"
 
 ASSIGNMENTS: tuple[Rule, ...] = (
     # NAME=value, NAME: value, "name": "value", name := value, export NAME='value', --name=value
@@ -205,9 +207,9 @@ ASSIGNMENTS: tuple[Rule, ...] = (
     # Authorization: [scheme] credential (Bearer, Basic, token, SSWS, Bot ...)
     ("http-authorization", ("authorization",),
      r"(?i)(?<![\w-])(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:[a-z][a-z0-9-]*[ \t]+)?([^\s\"',;]+)",
-     0, 1, "reference"),
-    ("http-authorization", ("bearer",), r"(?i)\bbearer[ \t]+([A-Za-z0-9._~+/=-]{16,})", 0, 1, "reference"),
-    ("http-cookie", ("cookie",), r"(?im)^[ \t]*(?:set-)?cookie[ \t]*:[ \t]*([^\r\n\"']+)", 0, 1, ""),
+     0, 1, "credential"),
+    ("http-authorization", ("bearer",), r"(?i)\bbearer[ \t]+([A-Za-z0-9._~+/=-]{16,})", 0, 1, "credential"),
+    ("http-cookie", ("cookie",), r"(?im)^[ \t]*(?:set-)?cookie[ \t]*:[ \t]*([\w.-]+=[^\r\n\"']+)", 0, 1, ""),
     ("http-cookie", ("curl",), r"\bcurl\b[^\n]*?\s(?:-b|--cookie)[ \t=]+[\"']?([^\s\"']+)", 0, 1, "reference"),
 )
 
