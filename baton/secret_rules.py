@@ -54,6 +54,11 @@ PROVIDER_TOKENS: tuple[Rule, ...] = (
     _token("openrouter-api-key", ("sk-or-v1-",), f"{_HEX}{{64}}"),
     _token("deepseek-api-key", ("sk-",), f"{_HEX}{{32}}{_E}"),
     _token("langsmith-api-key", ("lsv2_pt_", "lsv2_sk_"), f"{_HEX}{{32}}_{_HEX}{{10}}"),
+    _token("fireworks-api-key", ("fw_",), r"[A-Za-z0-9]{24,}"),
+    _token("tavily-api-key", ("tvly-",), r"(?:dev-|prod-)?[A-Za-z0-9]{32}"),
+    _token("pinecone-api-key", ("pcsk_",), r"[A-Za-z0-9_]{50,}"),
+    _token("cerebras-api-key", ("csk-",), r"[a-z0-9]{48}"),
+    _token("elevenlabs-api-key", ("sk_",), f"{_HEX}{{48}}{_E}"),
     # cloud
     _token("aws-access-key", ("AKIA", "ASIA", "ABIA", "ACCA", "A3T"), r"[A-Z0-9]{16,17}(?![A-Z0-9])"),
     ("azure-client-secret", ("Q~",), r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34}", 0, 0, ""),
@@ -67,6 +72,9 @@ PROVIDER_TOKENS: tuple[Rule, ...] = (
     _token("flyio-token", ("fo1_",), f"{_W}{{43}}"),
     _token("flyio-token", ("fm1r_", "fm1a_", "fm2_"), r"[A-Za-z0-9+/=_-]{40,}"),
     _token("yandex-api-key", ("AQVN",), f"{_W}{{35,38}}"),
+    _token("gcp-refresh-token", ("1//0",), f"{_W}{{40,}}"),
+    _token("openshift-token", ("sha256~",), f"{_W}{{43}}"),
+    _token("clickhouse-cloud-key", ("4b1d",), r"[A-Za-z0-9]{38}"),
     # source hosting and CI
     _token("github-token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"[A-Za-z0-9]{36,255}"),
     _token("github-token", ("github_pat_",), r"[A-Za-z0-9_]{60,255}"),
@@ -118,9 +126,15 @@ PROVIDER_TOKENS: tuple[Rule, ...] = (
     _token("shippo-token", ("shippo_live_", "shippo_test_"), f"{_HEX}{{40}}"),
     _token("easypost-api-key", ("EZAK", "EZTK"), r"[A-Za-z0-9]{54}"),
     _token("duffel-token", ("duffel_test_", "duffel_live_"), f"{_W}{{43}}"),
+    _token("plaid-access-token", ("access-sandbox-", "access-development-", "access-production-"),
+           f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"),
+    _token("gocardless-token", ("live_",), r"[A-Za-z0-9_=-]{40}"),
+    _token("lob-api-key", ("live_", "test_"), f"{_HEX}{{35}}{_E}"),
+    _token("facebook-access-token", ("EAAB", "EAAC", "EAAG", "EAAM", "EAAJ", "EAAI"), r"[A-Za-z0-9]{100,}"),
+    _token("twitter-bearer-token", ("AAAAAAAAAAAAAAAAAAAAA",), r"[A-Za-z0-9%]{80,}"),
     # email and messaging
     _token("sendgrid-api-key", ("SG.",), f"{_W}{{22}}\\.{_W}{{43}}"),
-    _token("mailgun-api-key", ("key-",), f"{_HEX}{{32}}{_E}"),
+    _token("mailgun-api-key", ("key-", "pubkey-"), f"{_HEX}{{32}}{_E}"),
     ("mailchimp-api-key", ("-us",), rf"{_B}{_HEX}{{32}}-us\d{{1,2}}{_E}", 0, 0, ""),
     _token("brevo-api-key", ("xkeysib-", "xsmtpsib-"), f"{_HEX}{{64}}-[A-Za-z0-9]{{16}}"),
     _token("resend-api-key", ("re_",), r"[A-Za-z0-9]{8}_[A-Za-z0-9]{24}"),
@@ -160,6 +174,11 @@ PROVIDER_TOKENS: tuple[Rule, ...] = (
     _token("prefect-api-key", ("pnu_",), r"[A-Za-z0-9]{36}"),
     _token("readme-api-key", ("rdme_",), r"[a-z0-9]{70}"),
     _token("scalingo-token", ("tk-us-",), f"{_W}{{48}}"),
+    _token("adobe-client-secret", ("p8e-",), r"[A-Za-z0-9]{32}"),
+    _token("defined-networking-key", ("dnkey-",), r"[A-Za-z0-9=_-]{26}-[A-Za-z0-9=_-]{52}"),
+    _token("settlemint-token", ("sm_pat_", "sm_aat_", "sm_sat_"), r"[A-Za-z0-9]{16}"),
+    _token("authress-key", ("sc_", "ext_", "scauth_", "authress_"),
+           r"[a-z0-9]{5,30}\.[a-z0-9]{4,6}\.acc[_-][a-z0-9-]{10,32}\.[A-Za-z0-9+/_=-]{30,120}"),
 )
 
 STRUCTURED: tuple[Rule, ...] = (
