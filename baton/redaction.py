@@ -190,6 +190,8 @@ _REFERENCE = re.compile(r"\$\{?[A-Za-z_]|%[A-Za-z_]\w*%|^\{|<[^>]*>$|^(?:os\.env
                         r"|x{4}|X{4}|\*{3}|\.\.\.|^(.)\1*$")
 _SYMBOL_OR_DIGIT = re.compile(r"[0-9!@#$%^&*+=~?]")
 _CREDENTIAL_FREE_URL = re.compile(r"^[a-z][a-z0-9+.-]*://[^@\s]*$", re.I)
+_TOKEN_LIKE = re.compile(r"[A-Za-z0-9_.~+/=-]+")
+_SNAKE_CASE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")  # code: v4auth_header
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # code: win32api.RegEnumKey
 MIN_SECRET = 6  # a shorter value is told from ordinary text by nothing
 MIN_WEAK_SECRET = 16
@@ -200,9 +202,10 @@ def _not_reference(match: re.Match, value: str) -> bool:
 
 
 def _credential(match: re.Match, value: str) -> bool:
-    """An HTTP credential: not a reference, and with a digit (`Authorization: Bearer TOKEN`
-    in a document names one)."""
-    return len(value) >= 8 and _not_reference(match, value) and any(c.isdigit() for c in value)
+    """An HTTP credential: not a reference or a variable, and with a digit (`Authorization:
+    Bearer TOKEN` in a document names one)."""
+    return (len(value) >= 8 and _not_reference(match, value) and any(c.isdigit() for c in value)
+            and not _SNAKE_CASE.fullmatch(value))
 
 
 def _assigned_secret(match: re.Match, value: str) -> bool:
@@ -210,10 +213,12 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
     digit or a symbol (a name ending in `key` or `auth`: random-looking, 16 characters)."""
     if not _not_reference(match, value) or _CREDENTIAL_FREE_URL.match(value):
         return False
+    if value != value.strip():  # a quoted value that starts with a blank is code: ' + access_key + '
+        return False
     if match.groupdict().get("strong"):
         return bool(_SYMBOL_OR_DIGIT.search(value))
     return (len(value) >= MIN_WEAK_SECRET and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
-            and not _DOTTED_NAME.fullmatch(value))
+            and bool(_TOKEN_LIKE.fullmatch(value)) and not _DOTTED_NAME.fullmatch(value))
 
 
 CHECKS: dict[str, Callable[[re.Match, str], bool]] = {"reference": _not_reference, "credential": _credential,

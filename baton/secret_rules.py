@@ -199,11 +199,12 @@ STRUCTURED: tuple[Rule, ...] = (
 # prefixed or cased (OPENAI_API_KEY, stripe_api_token, DB_PASSWORD, client-secret,
 # apiKey). A value assigned to one needs a digit or a symbol (`token: expires daily` is prose).
 _STRONG = (r"pass(?:word|wd|phrase)?|pwd|secret|token|credentials?|api[_-]?key|auth[_-]?key|access[_-]?key"
-           r"|secret[_-]?key|[_-]pat|(?-i:Pat)|sas|connection[_-]?string")
-# A name that ends in `key`, `auth` or `private` is a secret's only when its value looks
-# random (at least 16 characters, with letters and digits): `sort_key: created_at`. (A
-# signature is not a secret: `signature: hmac-sha256:...` stays.)
-_WEAK = r"key|auth|private"
+           r"|secret[_-]?key|sas|connection[_-]?string")
+# A name that ends in `key`, `auth`, `private` or `pat` (a personal access token, or a
+# regular expression's pattern) is a secret's only when its value looks like a token (16
+# characters or more of letters, digits and `-_.~+/=`, with both): `sort_key: created_at`,
+# `_HEX_PAT = "[0-9A-Fa-f]{1,4}"`. (A signature is not a secret: `signature: hmac-sha256:...`.)
+_WEAK = r"key|auth|private|[_-]pat|(?-i:Pat)"
 _NAME = rf"(?<![\w.-])(?<!//)[\w.-]*?(?:(?P<strong>{_STRONG})|(?P<weak>{_WEAK}))"
 # `=`, `:`, `:=`, `=>` or, in prose, ` is `.
 _SEPARATOR = r"[ \t]*(?::=|=>|=|:)[ \t]*|[ \t]+is[ \t]+"
@@ -225,8 +226,8 @@ ASSIGNMENTS: tuple[Rule, ...] = (
      r"(?<![\w-])(?:-u|--user)[ \t=]+[\"']?[^\s\"':]+:([^\s\"']+)", 0, 1, "reference"),
     # Authorization: [scheme] credential (Bearer, Basic, token, SSWS, Bot ...)
     ("http-authorization", ("authorization",),
-     r"(?i)(?<![\w-])(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:[a-z][a-z0-9-]*[ \t]+)?([^\s\"',;]+)",
-     0, 1, "credential"),
+     (r"(?i)(?<![\w-])(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:[a-z][a-z0-9-]*[ \t]+)?"
+      r"([^\s\"',;]*[^\s\"',;)\]}])"), 0, 1, "credential"),
     ("http-authorization", ("bearer",), r"(?i)\bbearer[ \t]+([A-Za-z0-9._~+/=-]{16,})", 0, 1, "credential"),
     ("http-cookie", ("cookie",), r"(?im)^[ \t]*(?:set-)?cookie[ \t]*:[ \t]*([\w.-]+=[^\r\n\"']+)", 0, 1, ""),
     ("http-cookie", ("curl",), r"\bcurl\b[^\n]*?\s(?:-b|--cookie)[ \t=]+[\"']?([^\s\"']+)", 0, 1, "reference"),

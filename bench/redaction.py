@@ -19,6 +19,10 @@ Prints, each measured in the same run:
     emptied first, as in a fresh process) and warm.
 
     .venv/bin/python bench/redaction.py [--repeat 30] [--candidates /tmp/cands] [--before ca53b0f]
+    .venv/bin/python bench/redaction.py --scan .venv/lib [--files 800]
+
+--scan redacts every line of a sample of a tree's text files (seeded) instead, and prints
+how many it altered, by kind, with examples: false positives on text with no secret.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import random
 import re
 import statistics
 import subprocess
@@ -116,11 +121,14 @@ def score(redact: Callable[[str], str]) -> tuple[Counter, Counter, int]:
     return total, caught, altered
 
 
-def detect_secrets_rules(path: Path | None) -> tuple[float, list[tuple[str, str, int]]]:
+def detect_secrets_rules(path: Path | None) -> tuple[float, list[tuple[str, str, int]]] | None:
+    """The plugins' patterns and their import time; None when that package is not there."""
     prefix = f"import sys; sys.path.insert(0, {str(path)!r})\n" if path else ""
-    out = subprocess.run([sys.executable, "-c", prefix + EXTRACT], cwd=tempfile.gettempdir(), check=True,
-                         capture_output=True, text=True).stdout
-    document = json.loads(out)
+    run = subprocess.run([sys.executable, "-c", prefix + EXTRACT], cwd=tempfile.gettempdir(), capture_output=True,
+                         text=True)
+    if run.returncode:
+        return None
+    document = json.loads(run.stdout)
     return document["load_ms"], [tuple(rule) for rule in document["rules"]]
 
 
@@ -174,13 +182,40 @@ def older_redactor(revision: str, home: Path) -> tuple[Callable[[], Redactor], f
     return (lambda: module.redactor(home)), (time.perf_counter() - started) * 1000
 
 
+def scan(root: Path, files: int) -> None:
+    ours = redactor(None)
+    suffixes = {".py", ".md", ".txt", ".rst", ".cfg", ".toml", ".json", ".yaml", ".yml"}
+    found = sorted(p for p in root.rglob("*") if p.suffix in suffixes and p.is_file() and "test" not in str(p).lower())
+    random.Random(7).shuffle(found)
+    lines, kinds, examples = 0, Counter(), []
+    for path in found[:files]:
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in text.splitlines()[:3000]:
+            lines += 1
+            result = ours.redact(line)
+            kinds.update(result.kinds)
+            if result.kinds and len(examples) < 12:
+                examples.append(f"{path.relative_to(root)}: {line.strip()[:100]}")
+    altered = sum(kinds.values())
+    print(f"{lines} lines of {min(files, len(found))} files under {root}: {altered} findings {dict(kinds)}")
+    print("\n".join(examples))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--candidates", type=Path, default=Path("/tmp/cands"),
                         help="unpacked wheels: bc_detect_secrets/, detect_secrets_plus/, credsweeper/")
     parser.add_argument("--before", default="ca53b0f", help="the git revision of Baton's redaction to compare with")
+    parser.add_argument("--scan", type=Path, help="count the findings in a tree's text files instead")
+    parser.add_argument("--files", type=int, default=800)
     args = parser.parse_args()
+    if args.scan:
+        scan(args.scan, args.files)
+        return
 
     ours = redactor(None)
     total, caught, altered = score(lambda text: ours.redact(text).text)
@@ -207,7 +242,10 @@ def main() -> None:
                 if (args.candidates / folder / "detect_secrets").is_dir()]
     installed: list[tuple[str, str, int]] = []
     for name, path in sources:
-        load_ms, rules = detect_secrets_rules(path)
+        extracted = detect_secrets_rules(path)
+        if extracted is None:
+            continue
+        load_ms, rules = extracted
         installed = installed or rules
         patterns, compile_ms = compiled([(source, flags, 0) for _, source, flags in rules], args.repeat)
         add(name, lambda text, p=patterns: replaced(text, pattern_spans(p)(text)), len(rules), load_ms, compile_ms)
@@ -224,7 +262,7 @@ def main() -> None:
     both = lambda text: replaced(ours.redact(text).text, pattern_spans(plugins)(ours.redact(text).text))  # noqa: E731
     add("Baton's redactor + detect-secrets", both, len(RULES) + len(installed), None, None)
     with tempfile.TemporaryDirectory() as scratch:
-        before = older_redactor(args.before, Path(scratch))
+        before = older_redactor(args.before, Path(scratch)) if installed else None
         if before is not None:
             build_before, first_ms = before
             add(f"Baton before ({args.before})", lambda text: build_before().redact(text).text,

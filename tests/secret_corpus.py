@@ -538,7 +538,9 @@ def _negatives() -> list[str]:
             "    cookie: typing.Optional[Cookie] = None", "    Token:                 '#cccccc',",
             "RegEnumKey = win32api.RegEnumKey", "FillMaskOutputElement(score=0.0689, token=11098, token_str=' hope')",
             'DNS_ALPN_H3_JOB_WON_WITHOUT_RACE = "dnsAlpnH3JobWonWithoutRace"',
-            'image_url = "https://cdn.example.com/61/93061-050-99147DCE/Statue-of-Liberty-Island-New-York-Bay.jpg"']
+            'image_url = "https://cdn.example.com/61/93061-050-99147DCE/Statue-of-Liberty-Island-New-York-Bay.jpg"',
+            '_HEX_PAT = "[0-9A-Fa-f]{1,4}"', "headers = {'x-amz-date': timestamp, 'Authorization': v4auth_header}",
+            "+ 'Credential=' + access_key + '/' + credential_scope + ', '"]
     out += ["OAuth2PasswordRequestForm", "from fastapi.security import OAuth2PasswordRequestForm, OAuth2PasswordBearer",
             "class AbstractSingletonProxyFactoryBean2Configuration:", "HttpClientConnectionManagerFactoryV2Impl",
             "ImportLinterContractFailure raised", "TestConcurrentWritersOnServers2Postgres",
