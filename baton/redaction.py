@@ -33,7 +33,8 @@ from baton.secret_rules import RULES, Rule
 # Long random tokens: at least MIN_TOKEN characters of the base64url alphabet holding a
 # digit, a lower- and an upper-case letter, whose entropy is near that of random text of
 # its length (ENTROPY_SLACK under the expected entropy of a random base62 string of that
-# length: measured, 99% of random strings of 24 to 512 characters pass) and that is not
+# length: about 99% of random base62 or base64 strings of 24 to 512 characters pass,
+# tests/test_redaction.py) and that is not
 # made of words and numbers (an identifier: OAuth2PasswordRequestForm, dnsAlpnH3JobWon):
 # their share of its characters is under what 99.9% of random strings of its length reach.
 _TOKEN = re.compile(r"[A-Za-z0-9_\-+/]{24,}={0,2}")

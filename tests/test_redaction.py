@@ -4,6 +4,9 @@ the whole corpus)."""
 
 from __future__ import annotations
 
+import random
+import string
+
 import pytest
 
 from baton.redaction import redactor
@@ -98,3 +101,15 @@ def test_a_resident_compiles_every_rule_once():
     built.warm()
     assert len(built._compiled) == len(RULES)
     assert built.redact(SECRETS["aws-access-key"][0]).kinds == ("aws-access-key",)
+
+
+@pytest.mark.parametrize("length", [24, 40, 64, 100, 200, 512])
+def test_random_tokens_of_any_length_are_found_by_their_entropy(redact, length):
+    """A token of no known format: 24 to 512 characters of base62 or base64, bare in a sentence."""
+    rng = random.Random(length)
+    found = 0
+    for n in range(200):
+        alphabet = string.ascii_letters + string.digits + ("+/" if n % 2 else "")
+        token = "".join(rng.choice(alphabet) for _ in range(length - 3)) + "aZ7"
+        found += redact(f"the upstream answered {token} once").kinds == ("high-entropy-string",)
+    assert found >= 0.97 * 200, found
