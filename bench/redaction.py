@@ -249,7 +249,8 @@ def main() -> None:
         installed = installed or rules
         patterns, compile_ms = compiled([(source, flags, 0) for _, source, flags in rules], args.repeat)
         add(name, lambda text, p=patterns: replaced(text, pattern_spans(p)(text)), len(rules), load_ms, compile_ms)
-    if (args.candidates / "credsweeper/credsweeper/rules/config.yaml").is_file():
+    config = args.candidates / "credsweeper/credsweeper/rules/config.yaml"
+    if config.is_file() and importlib.util.find_spec("yaml"):  # PyYAML came with detect-secrets
         load_ms, rules = credsweeper_rules(args.candidates / "credsweeper")
         patterns, compile_ms = compiled([(source, flags, group) for _, source, flags, group in rules], args.repeat)
         add("CredSweeper 1.19.5 rules, no filters/ML", lambda text: replaced(text, pattern_spans(patterns)(text)),
