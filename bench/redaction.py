@@ -5,10 +5,11 @@ Prints, each measured in the same run:
   - per kind of the corpus: the secrets, how many the redactor kept out (no 16 characters of
     one left: tests.secret_corpus.leaks), overall coverage and the negatives altered;
   - the candidates' comparison, each rule source alone on the same corpus: detect-secrets
-    (installed) and the unpacked wheels found under --candidates (bc-detect-secrets and
-    detect-secrets-plus: their regular-expression plugins; CredSweeper: its rules/config.yaml
-    compiled as its own code does, keyword templates included, without its filters and ML
-    model, which need onnxruntime, pandas and lxml), Baton's table alone, Baton's redactor
+    (when installed: Baton no longer depends on it) and the unpacked wheels found under
+    --candidates (bc-detect-secrets and detect-secrets-plus: their regular-expression
+    plugins; CredSweeper: its rules/config.yaml compiled as its own code does, keyword
+    templates included, without its filters and ML model, which need onnxruntime, pandas
+    and lxml), Baton's table alone, Baton's redactor
     (table, Kubernetes Secrets and the entropy fallback), Baton's redactor with detect-secrets'
     plugins added (what they would add), and Baton before this table (`--before`, a git
     revision): coverage, kinds wholly caught, negatives altered, rules, the time to load the
