@@ -23,6 +23,7 @@ from __future__ import annotations
 import binascii
 import math
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -122,8 +123,8 @@ class Redactor:
             for start, end in _kubernetes_secret_values(text):
                 if not self._allowed(text[start:end]):
                     yield start, end, "kubernetes-secret"
-        kept = [match.span() for match in _DIGEST.finditer(text)]
-        kept += [match.span() for match in _BASE64_RUN.finditer(text) if _prose(match.group(0))]
+        kept = _disjoint([*(match.span() for match in _DIGEST.finditer(text)),
+                          *(match.span() for match in _BASE64_RUN.finditer(text) if _prose(match.group(0)))])
         for start, end in _tokens(text):
             token = text[start:end]
             if _random_looking(token) and not _inside((start, end), kept) and not self._allowed(token):
@@ -156,7 +157,19 @@ def _tokens(text: str) -> Iterable[tuple[int, int]]:
 
 
 def _inside(span: tuple[int, int], spans: Sequence[tuple[int, int]]) -> bool:
-    return any(start <= span[0] and span[1] <= end for start, end in spans)
+    """Whether span lies within one of spans (sorted and disjoint: a binary search)."""
+    at = bisect_right(spans, (span[0], math.inf)) - 1
+    return at >= 0 and span[1] <= spans[at][1]
+
+
+def _disjoint(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 def _random_looking(token: str) -> bool:
