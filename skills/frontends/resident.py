@@ -148,10 +148,9 @@ def preload(settings) -> None:
 
         event_adapter()
     with suppress(Exception):
-        from baton.redaction import RULES_FILE, redactor
+        from baton.redaction import redactor
 
-        rules = settings.home.absolute() / RULES_FILE
-        redactor(rules.parent if rules.exists() else None)  # writes nothing: in memory without the file
+        redactor(None).warm()
     from baton.recall.embedding import keep_loaded
 
     with suppress(Exception):  # no model: recall says why in each command, as it does without a resident
