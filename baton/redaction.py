@@ -26,6 +26,8 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from baton.trust import read_private
+
 RULES_FILE = "redaction-rules.json"
 FORMAT = 1
 # Plugins whose matches are not secrets (a public IP address is not a credential).
@@ -141,7 +143,7 @@ def _plugin_rules(home: Path | None) -> list[tuple[str, str, int, int]]:
     version = _detect_secrets_version()
     if path is not None:
         try:
-            cached = json.loads(path.read_text())
+            cached = json.loads(read_private(path))  # the user's own, or Untrusted: it decides what is kept
             if cached.get("format") == FORMAT and cached.get("detect_secrets") == version:
                 return [tuple(rule) for rule in cached["rules"]]
         except (OSError, ValueError, KeyError, TypeError):
