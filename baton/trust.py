@@ -50,7 +50,8 @@ def file_refusal(path: str | os.PathLike[str], found: os.stat_result, *, root_to
     root, with root_too) and writable by nobody else."""
     me = os.geteuid()
     if found.st_uid != me and not (root_too and found.st_uid == 0):
-        return f"refusing {os.fspath(path)}: owned by uid {found.st_uid}, not you ({me}); remove it or chown it"
+        return (f"refusing {os.fspath(path)}: owned by uid {found.st_uid}, not you ({me}); "
+                "chown it if it is yours, else move it aside")
     if found.st_mode & _OTHERS_WRITE:
         return (f"refusing {os.fspath(path)}: writable by group or others (mode {stat.S_IMODE(found.st_mode):o}); "
                 f"chmod go-w {os.fspath(path)}")

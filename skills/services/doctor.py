@@ -11,6 +11,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from baton.errors import StoreUnavailable
+from baton.home import unusable
 from baton.masking import mask
 from baton.outcome import Unavailable
 from baton.skills.runtime.deadline import SLACK, gather
@@ -39,7 +41,11 @@ def _model() -> dict[str, str]:
 
 def _data_home(home: Path) -> dict[str, str]:
     """Whose the data home is and its mode: reaching here, the user's own and writable by
-    nobody else (baton.trust refuses any other before a command runs)."""
+    nobody else (baton.trust refuses any other before a command runs). StoreUnavailable
+    when it is not a usable directory."""
+    problem = unusable(home)
+    if problem is not None:
+        raise StoreUnavailable(DATA_HOME, problem)
     try:
         mode = stat.S_IMODE(os.stat(home).st_mode)
     except FileNotFoundError:
