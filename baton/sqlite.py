@@ -67,6 +67,20 @@ def _create(path: Path, migrations: Sequence[str]) -> None:
                 os.unlink(leftover)
 
 
+def _check_owner(path: Path, found: os.stat_result) -> None:
+    """Untrusted unless the database, and its write-ahead log and index beside it when
+    present (they carry its pages too), are the user's own and writable by nobody else:
+    another user's file would be read and written as ours (baton.trust)."""
+    refusal = file_refusal(path, found)
+    for suffix in ("-wal", "-shm"):
+        if refusal is None:
+            beside = Path(f"{path}{suffix}")
+            with suppress(FileNotFoundError):
+                refusal = file_refusal(beside, os.stat(beside))
+    if refusal is not None:
+        raise Untrusted(refusal)
+
+
 def _created_tables(migrations: Sequence[str]) -> set[str]:
     return {name for block in migrations for name in _CREATED_TABLE.findall(block)}
 
@@ -96,9 +110,7 @@ def connect(path: Path, migrations: Sequence[str], *, timeout: float) -> sqlite3
         _create(path, migrations)  # or says which part of its directory is not one
         empty = False
     else:
-        refusal = file_refusal(path, found)  # another user's file would be read and written as ours
-        if refusal is not None:
-            raise Untrusted(refusal)
+        _check_owner(path, found)
     if empty:
         raise sqlite3.DatabaseError("empty file (0 bytes), not a Baton database; left untouched")
     conn = _open(path, timeout)

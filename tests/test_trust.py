@@ -8,6 +8,7 @@ setpriv, or by a root process that drops to it."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -258,6 +259,22 @@ def test_a_link_another_user_owns_is_refused(tmp_path):
     link.symlink_to(ours)
     os.lchown(link, OTHER, OTHER)  # its owner may point it anywhere
     assert "the link" in (home_refusal(link) or "")
+
+
+@as_root
+def test_a_database_or_its_log_of_another_user_is_refused(tmp_path):
+    from baton.errors import Untrusted
+    from baton.sqlite import connect
+
+    database, migrations = tmp_path / "x.db", ["CREATE TABLE t (x INTEGER)"]
+    connect(database, migrations, timeout=1).close()
+    for planted in (database, Path(f"{database}-wal")):
+        planted.touch()
+        os.chown(planted, OTHER, OTHER)
+        with pytest.raises(Untrusted, match=re.escape(f"refusing {planted}: owned by uid {OTHER}")):
+            connect(database, migrations, timeout=1)
+        os.chown(planted, 0, 0)
+    connect(database, migrations, timeout=1).close()
 
 
 def test_doctor_says_whose_the_data_home_is(home, worktrees, cli):
