@@ -164,6 +164,12 @@ def test_a_listener_of_another_user_behind_our_own_socket_gets_nothing(top, work
     hook = victim(main, "hook", "post-tool-use", BATON_HOME=str(home))
     assert hook.returncode == 0 and "runs as uid 65534" in hook.stderr
     assert record.stat().st_size == 0
+    # A socket file of another user's is refused before connecting at all.
+    os.chown(home / "resident.sock", OTHER, OTHER)
+    result = victim(main, "decide", "ship it", BATON_HOME=str(home))
+    refused(result, home / "resident.sock")
+    assert "owned by uid 65534" in result.stderr
+    assert record.stat().st_size == 0
 
 
 @pytest.mark.parametrize("planted", ["another user's", "writable by others"])
