@@ -264,9 +264,12 @@ def test_only_the_user_reaches_the_socket(home, resident):
             os.setuid(65534)
             os.chdir("/")
             sys.stdin, sys.stdout, sys.stderr = (open(os.devnull, mode) for mode in "rww")  # noqa: SIM115
-            resident_client.CONNECT_WAIT = 10.0
+            request = resident_client._request(["baton", "list"])  # sent without the client's own peer check
             with socket.socket(socket.AF_UNIX) as conn:  # the mode lets it connect
-                code = 0 if resident_client._offer(conn, str(home / "resident.sock"), ["baton", "list"]) == b"" else 2
+                conn.settimeout(10.0)
+                conn.connect(str(home / "resident.sock"))
+                conn.sendall(len(request).to_bytes(4, "big") + request)
+                code = 0 if conn.recv(1) == b"" else 2
         except ConnectionError:
             code = 0  # refused: closed before or while the request was sent
         except BaseException:  # noqa: BLE001 -- any other failure is the test's
@@ -343,7 +346,8 @@ def test_the_client_imports_nothing_heavy(home, resident, worktrees):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     loaded = result.stderr.strip().splitlines()[-1]
-    assert loaded == str(["baton", "baton.skills", "baton.skills.runtime", "baton.skills.runtime.resident_client"])
+    assert loaded == str(["baton", "baton.skills", "baton.skills.runtime", "baton.skills.runtime.resident_client",
+                          "baton.trust"])
 
 
 def test_a_hook_names_the_agent_that_ran_baton(home, resident, worktrees):
