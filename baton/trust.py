@@ -1,8 +1,8 @@
 """Whom Baton trusts: its own user (and root), as ssh's StrictModes does.
 
 What lies in the data home steers what Baton runs, stores and sends: the resident's socket
-receives each command's environment and standard streams, the rules cache decides what is
-redacted, the configuration names servers and keys. Another local user who can write there
+receives each command's environment and standard streams, the configuration names servers,
+keys and what is never redacted. Another local user who can write there
 (a data home in a shared directory, or one that user made first) could plant any of them.
 So before Baton reads or connects to anything there:
 

@@ -398,8 +398,7 @@ def _watched() -> list[str]:
 def _distribution_files() -> list[str]:
     """The dist-info directory, METADATA and RECORD of each distribution a top-level
     module loaded here comes from, and of each that Baton requires whatever its extras
-    (pydantic, the redaction rules' source: a command reads the rules cache built from it
-    without importing it, and rebuilds the cache when it changes)."""
+    (pydantic, and cryptography, which a command may import after the resident was started)."""
     import re
     from importlib import metadata
 
