@@ -16,7 +16,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.conftest import run_process, two_agents
-from tests.test_touched_paths import REFUSED, bound, spelled  # noqa: F401 -- bound: a fixture
+from tests.test_touched_paths import REFUSED, spelled
 
 pytestmark = pytest.mark.slow  # each test starts `baton mcp` in a fresh process, about 2 s
 
@@ -192,8 +192,8 @@ def test_bad_input_comes_back_as_a_tool_error(home, tmp_path, name, arguments, m
     assert message in error["message"] and "\n" not in error["message"]
 
 
-def test_the_mcp_tool_answers_bad_input_and_stores_nothing(bound, tmp_path):
-    cases = [(spelled(raw, bound, tmp_path), says) for raw, says in REFUSED]
+def test_the_mcp_tool_answers_bad_input_and_stores_nothing(ways_out, tmp_path):
+    cases = [(spelled(raw, ways_out, tmp_path), says) for raw, says in REFUSED]
 
     async def script(session):
         errors = []
@@ -203,7 +203,7 @@ def test_the_mcp_tool_answers_bad_input_and_stores_nothing(bound, tmp_path):
         resumed = await session.call_tool("resume_session", {"task_id": "OMN-1"})
         return errors, json.loads(resumed.content[0].text)["session"]["files_touched"]
 
-    errors, stored = with_server(bound, script)
+    errors, stored = with_server(ways_out, script)
     for (raw, says), (is_error, answer) in zip(cases, errors, strict=True):
         assert is_error, raw[:80]
         error = answer["error"]

@@ -3,7 +3,6 @@ MCP tool in tests/test_mcp_server.py), nothing outside a worktree of the reposit
 a directory, a fifo or a name longer than the file system allows, is stored or shown."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -18,21 +17,6 @@ def files_touched(cli, main: Path) -> list[str]:
     code, out, err = cli(main, "resume", "OMN-1", "--json")
     assert code == 0, err
     return json.loads(out)["session"]["files_touched"]
-
-
-@pytest.fixture
-def bound(home, worktrees, cli, tmp_path) -> Path:
-    """A bound worktree holding a link out of the repository, a directory and a fifo; a
-    secret file beside it."""
-    main, _ = worktrees
-    cli(main, "bind", "OMN-1")
-    (tmp_path / "secret.txt").write_text("not the repository's\n")
-    (tmp_path / "elsewhere").mkdir()
-    (main / "src").mkdir()
-    (main / "out.txt").symlink_to(tmp_path / "secret.txt")
-    (main / "ext").symlink_to(tmp_path / "elsewhere")
-    os.mkfifo(main / "pipe")
-    return main
 
 
 OUTSIDE, TOO_LONG = "outside this repository's worktrees", "longer than the file system allows"
@@ -57,16 +41,16 @@ def spelled(raw: str, main: Path, tmp_path: Path) -> str:
 
 
 @pytest.mark.parametrize("raw, says", REFUSED, ids=IDS)
-def test_the_cli_refuses_a_path_it_must_not_store(bound, cli, tmp_path, raw, says):
-    raw = spelled(raw, bound, tmp_path)
-    code, out, err = cli(bound, "touch", "src/ok.py", raw)
+def test_the_cli_refuses_a_path_it_must_not_store(ways_out, cli, tmp_path, raw, says):
+    raw = spelled(raw, ways_out, tmp_path)
+    code, out, err = cli(ways_out, "touch", "src/ok.py", raw)
     assert code == 2 and out == ""
     assert err.startswith("baton: error: ") and says in err and err.count("\n") == 1
     assert len(err) < 500, "a long path is cut in the message"
-    assert files_touched(cli, bound) == [], "nothing of a refused call is stored"
+    assert files_touched(cli, ways_out) == [], "nothing of a refused call is stored"
 
 
-def test_the_repository_keeps_its_own_paths_normalised(bound, worktrees, cli, tmp_path):
+def test_the_repository_keeps_its_own_paths_normalised(ways_out, worktrees, cli, tmp_path):
     main, second = worktrees
     (main / "src" / "real.py").write_text("x = 1\n")
     (main / "alias.py").symlink_to(main / "src" / "real.py")
@@ -78,21 +62,21 @@ def test_the_repository_keeps_its_own_paths_normalised(bound, worktrees, cli, tm
 
 
 @pytest.mark.parametrize("raw, says", REFUSED, ids=IDS)
-def test_the_edit_hook_ignores_such_a_path_with_one_line(bound, cli, capsys, tmp_path, raw, says):
-    raw = spelled(raw, bound, tmp_path)
-    event = payload("post_tool_use_write", bound)
+def test_the_edit_hook_ignores_such_a_path_with_one_line(ways_out, cli, capsys, tmp_path, raw, says):
+    raw = spelled(raw, ways_out, tmp_path)
+    event = payload("post_tool_use_write", ways_out)
     event["tool_input"]["file_path"] = raw
     code, out, err = hook("post-tool-use", event, capsys)
     assert (code, out) == (0, None), "ignored: no systemMessage, nothing told to the agent"
     assert err.startswith("baton: warning: ignored: ") and says in err and err.count("\n") == 1, err
-    assert files_touched(cli, bound) == []
+    assert files_touched(cli, ways_out) == []
 
 
-def test_the_end_of_turn_sweep_leaves_a_link_out_of_the_repository_out(bound, cli, capsys):
-    (bound / "pipe").unlink()
-    (bound / "build.sh").write_text("echo built\n")
-    code, out, err = hook("stop", payload("stop", bound), capsys)
+def test_the_end_of_turn_sweep_leaves_a_link_out_of_the_repository_out(ways_out, cli, capsys):
+    (ways_out / "pipe").unlink()
+    (ways_out / "build.sh").write_text("echo built\n")
+    code, out, err = hook("stop", payload("stop", ways_out), capsys)
     assert (code, out) == (0, None)
     assert "ignored: path is outside this repository's worktrees: out.txt" in err
-    assert files_touched(cli, bound) == ["build.sh"]
+    assert files_touched(cli, ways_out) == ["build.sh"]
 
