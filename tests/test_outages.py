@@ -193,6 +193,39 @@ def test_resume_asks_the_other_stores_side_by_side(two_stalled):
     assert elapsed < timing.bound(healthy, BUDGET), f"{elapsed:.1f}s (floor {healthy:.2f}s)"
 
 
+STALLED_OR_REFUSED = [(server, mode, seconds) for server in ("postgres", "bolt", "qdrant")
+                      for mode, seconds in ((STALL, "2"), (STALL, "1.5"), (REFUSE, "2"))]
+
+
+@pytest.mark.parametrize("server, mode, seconds", STALLED_OR_REFUSED,
+                         ids=[f"{s}-{m}-{t}" for s, m, t in STALLED_OR_REFUSED])
+def test_a_slow_server_is_told_apart_from_a_down_one(home, worktrees, cli, monkeypatch, server, mode, seconds):
+    """A stalled port says which limit ran out, with its configured value; a refusing one says
+    refused. The server's credentials stay out of both."""
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    assert cli(main, "touch", "src/db.py")[0] == 0
+    assert cli(main, "decide", "Keep carts in PostgreSQL")[0] == 0
+    port = Outage(None, mode=mode)
+    try:
+        monkeypatch.setenv("BATON_STORE_TIMEOUT", seconds)
+        monkeypatch.setenv({"postgres": "BATON_DATABASE_URL", "bolt": "BATON_GRAPH_URL",
+                            "qdrant": "BATON_QDRANT_URL"}[server],
+                           {"postgres": f"postgresql://baton:hunter2secret@{port.address}/baton",
+                            "bolt": f"bolt://{port.address}", "qdrant": f"http://{port.address}"}[server])
+        if server == "bolt":
+            monkeypatch.setenv("BATON_GRAPH_PASSWORD", "hunter2secret")
+        result, _ = timed(main, "resume", "OMN-1", "--json")
+    finally:
+        port.close()
+    said = json.loads(result.stdout)["stores"][PART_OF[server]]
+    if mode == STALL:
+        assert said.endswith(f": no answer within the {seconds} s budget (BATON_STORE_TIMEOUT)"), said
+    else:
+        assert said.endswith(": connection refused") and "no answer" not in said, said
+    assert said.startswith("unavailable: ") and "hunter2secret" not in said + result.stderr
+
+
 def test_each_event_reaches_kafka_once_however_many_processes_deliver(home, worktrees, kafka_server, monkeypatch):
     main, _ = worktrees
     prefix = f"test-{uuid.uuid4().hex[:10]}."

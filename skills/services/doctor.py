@@ -15,7 +15,7 @@ from baton.errors import StoreUnavailable
 from baton.home import unusable
 from baton.masking import mask
 from baton.outcome import Unavailable
-from baton.skills.runtime.deadline import SLACK, gather
+from baton.skills.runtime.deadline import gather
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
@@ -69,7 +69,7 @@ def doctor(stores: Stores) -> list[StoreReport]:
     if stores.event_log is not None:
         calls[Store.EVENT_LOG] = lambda: stores.event_log.describe()
     calls[DATA_HOME] = lambda: _data_home(stores.settings.home)
-    answers = gather(calls, stores.budget.remaining() + SLACK)
+    answers = gather(calls, stores.budget)
     # A store describes itself by its server's location: never with its credentials.
     return [StoreReport(name, f"unavailable: {answer.reason}", {}) if isinstance(answer, Unavailable)
             else StoreReport(name, "ok", {key: mask(value) for key, value in answer.items()})
