@@ -232,7 +232,9 @@ ASSIGNMENTS: tuple[Rule, ...] = (
      (r"(?i)(?<![\w-])(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:[a-z][a-z0-9-]*[ \t]+)?"
       r"([^\s\"',;]*[^\s\"',;)\]}])"), 0, 1, "credential"),
     ("http-authorization", ("bearer",), r"(?i)\bbearer[ \t]+([A-Za-z0-9._~+/=-]{16,})", 0, 1, "credential"),
-    ("http-cookie", ("cookie",), r"(?im)^[ \t]*(?:set-)?cookie[ \t]*:[ \t]*([\w.-]+=[^\r\n\"']+)", 0, 1, ""),
+    # Cookie: a=1; b=2 (a header line, or one quoted in a sentence: each pair up to the next blank)
+    ("http-cookie", ("cookie",),
+     r"(?i)(?<![\w-])(?:set-)?cookie[ \t]*:[ \t]*([\w.-]+=[^\s\"';]*(?:;[ \t]*[\w.-]+=[^\s\"';]*)*;?)", 0, 1, ""),
     ("http-cookie", ("curl",), r"\bcurl\b[^\n]*?\s(?:-b|--cookie)[ \t=]+[\"']?([^\s\"']+)", 0, 1, "reference"),
 )
 

@@ -523,7 +523,7 @@ def _negatives() -> list[str]:
             "api_key = config.get('stripe', 'api_key')", "token = self._token_cache.get(key)",
             "password: ********", "OPENAI_API_KEY=sk-...", "export GITHUB_TOKEN=ghp_xxxxxxxxxxxxxxxxxxxx",
             "Authorization: Bearer $TOKEN", 'curl -H "Authorization: Bearer ${GITHUB_TOKEN}" https://api.github.com',
-            "the token: expires daily; password=correct-horse is a placeholder",
+            "the token: expires daily; the password field is a placeholder",
             "max_tokens=4096 and temperature=0.2", "tokenizer: bert-base-uncased", "token_type: bearer",
             "password_reset_url: https://shop.example.com/reset", "access_key_id_env: AWS_ACCESS_KEY_ID",
             "secretName: orders-db", "keyRef: orders-db-password", "stripe.api_key = get_secret('stripe')",
