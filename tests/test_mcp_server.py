@@ -77,6 +77,21 @@ def test_only_the_tools_capability_is_declared(home, tmp_path):
             (None, None, None, None)
 
 
+def test_the_server_and_the_cli_report_the_installed_distributions_version(home, tmp_path):
+    from importlib.metadata import version
+
+    installed = version("baton-sessions")
+    assert installed != "0"
+
+    async def script(session):
+        return (await session.initialize()).server_info
+
+    info = with_server(tmp_path, script)
+    assert (info.name, info.version) == ("baton", installed)
+    printed = run_process(tmp_path, "--version")
+    assert (printed.returncode, printed.stdout) == (0, f"baton {installed}\n")
+
+
 def test_the_tools_and_their_short_descriptions(home, tmp_path):
     async def script(session):
         return (await session.list_tools()).tools

@@ -35,11 +35,21 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     asks gettext for a translation), and `baton touch` runs in an agent's hook."""
     import argparse
 
+    class _PrintVersion(argparse.Action):
+        """The installed distribution's version, looked up only when asked."""
+
+        def __call__(self, parser, namespace, values, option_string=None) -> None:
+            from baton.skills.runtime.distribution import version
+
+            print(f"baton {version()}")
+            parser.exit()
+
     parser = argparse.ArgumentParser(prog="baton",
                                      description="Hand a ticket's working state from one agent session to the next.")
     parser.add_argument("--project", metavar="NAME", default=argparse.SUPPRESS,  # taken before parsing
                         help="the project to read and write (default: BATON_PROJECT, baton.toml's project, "
                              "else this worktree's repository)")
+    parser.add_argument("--version", action=_PrintVersion, nargs=0, help="print the installed version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str, *, task: bool = True) -> argparse.ArgumentParser:

@@ -310,7 +310,9 @@ def build_server():
             return CallToolResult(content=[TextContent(type="text", text=json.dumps(error, ensure_ascii=False))],
                                   structured_content=error, is_error=True)
 
-    return Server("baton", version=_version(), instructions=INSTRUCTIONS, on_list_tools=list_tools,
+    from baton.skills.runtime.distribution import version
+
+    return Server("baton", version=version(), instructions=INSTRUCTIONS, on_list_tools=list_tools,
                   on_call_tool=call_tool)
 
 
@@ -502,12 +504,3 @@ def _log(warnings: list[str]) -> None:
 
     for warning in warnings:
         print(f"baton: warning: {mask(warning)}", file=sys.stderr)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("baton")
-    except PackageNotFoundError:
-        return "0"
