@@ -22,6 +22,20 @@ pytestmark = pytest.mark.slow  # each test starts `baton mcp` in a fresh process
 TOOLS = {"resume_session", "list_sessions", "bind_task", "record_touch", "record_decision", "update_session",
          "end_session", "recall_decisions", "signals_since", "write_handoff", "verify_handoff",
          "record_stage", "recover_work", "take_checkpoint", "restore_checkpoint", "fork_task", "start_fresh"}
+# tool -> (readOnlyHint, destructiveHint, idempotentHint): what each tool does. Nothing is
+# open-world (Baton's stores and this worktree only); destructive: replaces what the user
+# has (a worktree's files with in_place, the ticket's current run); idempotent: the same
+# call again adds nothing (a second resume or bind in a session claims nothing new).
+ANNOTATIONS = {
+    "resume_session": (False, False, True), "list_sessions": (True, False, True), "bind_task": (False, False, True),
+    "record_touch": (False, False, True), "record_decision": (False, False, False),
+    "update_session": (False, False, False), "record_stage": (False, False, False),
+    "recover_work": (True, False, True), "end_session": (False, False, True), "write_handoff": (False, False, False),
+    "verify_handoff": (False, False, False), "recall_decisions": (True, False, True),
+    "signals_since": (True, False, True), "take_checkpoint": (False, False, False),
+    "restore_checkpoint": (False, True, False), "fork_task": (False, False, False),
+    "start_fresh": (False, True, False),
+}
 WAIT = 120  # seconds: the server is a fresh process that may load the embedding model
 
 
@@ -101,6 +115,22 @@ def test_the_tools_and_their_short_descriptions(home, tmp_path):
     for tool in tools:
         assert len(tool.description) <= 100, tool.name
         assert "title" not in json.dumps(tool.input_schema), "titles only repeat the names"
+
+
+def test_every_tool_is_annotated_as_what_it_does(home, tmp_path):
+    """Codex runs a read-only or non-destructive tool without asking and counts a tool
+    without annotations as destructive and open-world."""
+    async def script(session):
+        return (await session.list_tools()).tools
+
+    tools = with_server(tmp_path, script)
+    assert set(ANNOTATIONS) == {t.name for t in tools}
+    for tool in tools:
+        hints = tool.annotations
+        assert hints is not None and hints.title and tool.title == hints.title, tool.name
+        assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == ANNOTATIONS[tool.name], \
+            tool.name
+        assert hints.open_world_hint is False, tool.name
 
 
 def test_a_ticket_worked_through_the_tools_reads_back_as_the_cli_prints_it(home, worktrees, cli):

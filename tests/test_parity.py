@@ -79,8 +79,8 @@ def _tool_arguments() -> dict[str, set[str]]:
 
     from baton.skills.frontends.mcp_server import TOOLS
 
-    return {name: set(Tool.from_function(function, name=name, structured_output=False).parameters["properties"])
-            for name, (function, _) in TOOLS.items()}
+    return {name: set(Tool.from_function(served.function, name=name, structured_output=False).parameters["properties"])
+            for name, served in TOOLS.items()}
 
 
 def test_every_command_with_json_has_a_tool_or_says_why_not():

@@ -255,29 +255,62 @@ def start_fresh(task_id: str, base: str | None = None, into: str | None = None, 
     return _call(lambda stores: fresh(stores, _place(worktree), request).to_json())
 
 
-# name -> (function, description): what list_tools shows.
-TOOLS: dict[str, tuple[Callable[..., str], str]] = {
-    "resume_session": (resume_session, ("A ticket's state, conflicts, related decisions and missed signals; "
-                                        "binds the worktree to it.")),
-    "list_sessions": (list_sessions, "Active sessions, with the tickets each conflicts with."),
-    "bind_task": (bind_task, "Bind the worktree to a ticket."),
-    "record_touch": (record_touch, "Record files the ticket changed; returns overlaps with other active tickets."),
-    "record_decision": (record_decision, "Record a decision (other tickets recall it)."),
-    "update_session": (update_session, "Record phase, next action, steps, failures, dependencies, journal, checks."),
-    "record_stage": (record_stage, ("Record a workflow stage's status; TEST_PASS runs check, a review or "
-                                    "retro needs evidence (a file).")),
-    "recover_work": (recover_work, ("Interrupted work (agent gone, session not ended) and the command that "
-                                    "continues each.")),
-    "end_session": (end_session, "End the ticket's session as completed (default) or stalled."),
-    "write_handoff": (write_handoff, ("Write the ticket's handoff: journal, git state, checks and probes (NAME: CMD), "
-                                      "all signed.")),
-    "verify_handoff": (verify_handoff, "Re-run the current handoff's live-state probes; fresh results win."),
-    "recall_decisions": (recall_decisions, "Search all tickets' decisions by meaning."),
-    "signals_since": (signals_since, "Coordination signals after an ISO 8601 time, oldest first."),
-    "take_checkpoint": (take_checkpoint, "Checkpoint the worktree's files, index and base for the ticket."),
-    "restore_checkpoint": (restore_checkpoint, "Restore TASK[@CHECKPOINT] into a new worktree as a new run."),
-    "fork_task": (fork_task, "Fork a ticket's checkpoint into a new ticket, worktree and branch."),
-    "start_fresh": (start_fresh, "Start a ticket again on a new base; its journal is kept."),
+@dataclass(frozen=True, slots=True)
+class Served:
+    """One tool as list_tools shows it: its description, a title, and the MCP annotations
+    clients decide approval by (Codex runs a read-only or non-destructive tool without asking,
+    and treats one without annotations as destructive). Every tool acts on Baton's stores and
+    this worktree only: none is open-world. Destructive: it replaces what the user has (a
+    worktree's files, a ticket's current run); Baton's records are appended, never erased."""
+
+    function: Callable[..., str]
+    title: str
+    description: str
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+
+    def annotations(self):
+        from mcp_types import ToolAnnotations
+
+        return ToolAnnotations(title=self.title, read_only_hint=self.read_only, destructive_hint=self.destructive,
+                               idempotent_hint=self.idempotent or self.read_only, open_world_hint=False)
+
+
+TOOLS: dict[str, Served] = {
+    "resume_session": Served(resume_session, "Resume a ticket", (
+        "A ticket's state, conflicts, related decisions and missed signals; binds the worktree to it."),
+        idempotent=True),  # a second resume in the same session claims nothing new
+    "list_sessions": Served(list_sessions, "List active sessions", (
+        "Active sessions, with the tickets each conflicts with."), read_only=True),
+    "bind_task": Served(bind_task, "Bind the worktree to a ticket", "Bind the worktree to a ticket.", idempotent=True),
+    "record_touch": Served(record_touch, "Record files touched", (
+        "Record files the ticket changed; returns overlaps with other active tickets."), idempotent=True),
+    "record_decision": Served(record_decision, "Record a decision", "Record a decision (other tickets recall it)."),
+    "update_session": Served(update_session, "Update the session", (
+        "Record phase, next action, steps, failures, dependencies, journal, checks.")),
+    "record_stage": Served(record_stage, "Record a workflow stage", (
+        "Record a workflow stage's status; TEST_PASS runs check, a review or retro needs evidence (a file).")),
+    "recover_work": Served(recover_work, "Find interrupted work", (
+        "Interrupted work (agent gone, session not ended) and the command that continues each."), read_only=True),
+    "end_session": Served(end_session, "End the session", "End the ticket's session as completed (default) or stalled.",
+                          idempotent=True),
+    "write_handoff": Served(write_handoff, "Write a handoff", (
+        "Write the ticket's handoff: journal, git state, checks and probes (NAME: CMD), all signed.")),
+    "verify_handoff": Served(verify_handoff, "Verify the handoff", (
+        "Re-run the current handoff's live-state probes; fresh results win.")),
+    "recall_decisions": Served(recall_decisions, "Recall decisions", "Search all tickets' decisions by meaning.",
+                               read_only=True),
+    "signals_since": Served(signals_since, "Read coordination signals", (
+        "Coordination signals after an ISO 8601 time, oldest first."), read_only=True),
+    "take_checkpoint": Served(take_checkpoint, "Take a checkpoint", (
+        "Checkpoint the worktree's files, index and base for the ticket.")),
+    "restore_checkpoint": Served(restore_checkpoint, "Restore a checkpoint", (
+        "Restore TASK[@CHECKPOINT] into a new worktree as a new run."), destructive=True),  # in_place: this worktree
+    "fork_task": Served(fork_task, "Fork a ticket", (
+        "Fork a ticket's checkpoint into a new ticket, worktree and branch.")),
+    "start_fresh": Served(start_fresh, "Start a ticket afresh", (
+        "Start a ticket again on a new base; its journal is kept."), destructive=True),  # supersedes the current run
 }
 
 
@@ -293,8 +326,9 @@ def build_server():
     from mcp_types import CallToolResult, InputRequiredResult, ListToolsResult, TextContent
 
     tools = []
-    for name, (function, description) in TOOLS.items():
-        tool = Tool.from_function(function, name=name, description=description, structured_output=False)
+    for name, served in TOOLS.items():
+        tool = Tool.from_function(served.function, name=name, title=served.title, description=served.description,
+                                  annotations=served.annotations(), structured_output=False)
         tool.parameters = _lean(tool.parameters)
         tools.append(tool)
     registry = MCPServer("baton", tools=tools)
