@@ -106,15 +106,34 @@ def test_the_server_and_the_cli_report_the_installed_distributions_version(home,
     assert (printed.returncode, printed.stdout) == (0, f"baton {installed}\n")
 
 
-def test_the_tools_and_their_short_descriptions(home, tmp_path):
+# A word an agent searches with -> the tools whose name or description must hold it.
+SEARCH_WORDS = {
+    "resume": {"resume_session", "recover_work"}, "ticket": {"resume_session", "bind_task", "fork_task"},
+    "session": {"resume_session", "list_sessions", "end_session", "update_session"},
+    "handoff": {"write_handoff", "verify_handoff", "resume_session"},
+    "conflict": {"resume_session", "list_sessions", "record_touch"},
+    "decision": {"record_decision", "recall_decisions", "resume_session"},
+    "checkpoint": {"take_checkpoint", "restore_checkpoint", "fork_task"},
+}
+
+
+def test_the_tools_are_found_by_the_words_an_agent_searches_with_and_stay_short(home, tmp_path):
     async def script(session):
         return (await session.list_tools()).tools
 
     tools = with_server(tmp_path, script)
     assert {t.name for t in tools} == TOOLS
+    for word, expected in SEARCH_WORDS.items():
+        found = {t.name for t in tools if word in f"{t.name} {t.description}".lower()}
+        assert expected <= found, (word, expected - found)
     for tool in tools:
-        assert len(tool.description) <= 100, tool.name
+        assert 60 <= len(tool.description) <= 200, tool.name
         assert "title" not in json.dumps(tool.input_schema), "titles only repeat the names"
+    # What a client sends the model per request without tool search (as Claude Code's
+    # tools array): 6,470 bytes for the 17 tools when measured.
+    shown = [{"name": f"mcp__baton__{t.name}", "description": t.description, "input_schema": t.input_schema}
+             for t in tools]
+    assert len(json.dumps(shown, separators=(",", ":"))) < 7000
 
 
 def test_every_tool_is_annotated_as_what_it_does(home, tmp_path):

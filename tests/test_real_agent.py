@@ -148,9 +148,9 @@ def test_the_mcp_server_costs_only_its_tools_and_stops_at_the_first_signal(proje
                                 "--debug-file", str(debug), env={"ENABLE_TOOL_SEARCH": "false"})
     tools = mcp_tools(model.agent_requests[0])
     assert sorted(t["name"] for t in tools) == sorted(f"mcp__baton__{name}" for name in _tool_names())
-    # Only Baton's own tools go out (no resource tools for an unserved capability), each
-    # schema short: 11 tools with every option of their commands measured 3,725 bytes.
-    assert size(tools) < 350 * len(tools), f"{size(tools)} bytes of MCP tools per request"
+    # Only Baton's own tools go out (no resource tools for an unserved capability), their
+    # schemas short: the 17 tools, described for tool search, measured 6,470 bytes.
+    assert size(tools) < 7000, f"{size(tools)} bytes of MCP tools per request"
     log = debug.read_text()
     assert re.search(r'MCP server "baton": Sending SIGINT', log), "Claude Code stopped the server by SIGINT"
     assert "SIGTERM" not in log, [line for line in log.splitlines() if "SIGTERM" in line]

@@ -15,8 +15,10 @@ only when the allowlist admits it (`[handoff] allow`, Baton's read-only git prob
 `allow_unsigned_probes` is refused, unless the user started the server with
 `baton mcp --allow-unsigned-probes`.
 
-Descriptions are kept short on purpose: every tool schema is sent to the model on every
-turn (bench/hooks.py prints their total size).
+Descriptions are written for tool search (Claude Code defers MCP tools and loads one by a
+keyword query over names and descriptions): what the tool does and when to call it, in the
+words an agent searches with. They stay short: without tool search every schema goes to the
+model on every turn (bench/hooks.py prints their total size).
 """
 
 from __future__ import annotations
@@ -279,38 +281,51 @@ class Served:
 
 TOOLS: dict[str, Served] = {
     "resume_session": Served(resume_session, "Resume a ticket", (
-        "A ticket's state, conflicts, related decisions and missed signals; binds the worktree to it."),
+        "Resume a ticket's session: its state, next action, conflicts with other tickets, decisions, files and "
+        "missed signals; binds this worktree. Call first when picking up a ticket or handoff."),
         idempotent=True),  # a second resume in the same session claims nothing new
     "list_sessions": Served(list_sessions, "List active sessions", (
-        "Active sessions, with the tickets each conflicts with."), read_only=True),
-    "bind_task": Served(bind_task, "Bind the worktree to a ticket", "Bind the worktree to a ticket.", idempotent=True),
+        "List the active sessions (tickets, agents, worktrees) and the conflicts between them: who works on what."),
+        read_only=True),
+    "bind_task": Served(bind_task, "Bind the worktree to a ticket", (
+        "Bind this worktree to a ticket and start its session, without the resume context."), idempotent=True),
     "record_touch": Served(record_touch, "Record files touched", (
-        "Record files the ticket changed; returns overlaps with other active tickets."), idempotent=True),
-    "record_decision": Served(record_decision, "Record a decision", "Record a decision (other tickets recall it)."),
+        "Record files the ticket changed; returns conflicts (overlaps) with other active tickets' sessions. "
+        "Call after editing files outside Edit/Write."), idempotent=True),
+    "record_decision": Served(record_decision, "Record a decision", (
+        "Record a decision and why, so that later sessions and other tickets recall it.")),
     "update_session": Served(update_session, "Update the session", (
-        "Record phase, next action, steps, failures, dependencies, journal, checks.")),
+        "Record the session's phase, next action, done steps, failures, dependencies, journal (goal, todo, "
+        "constraints, evidence) and checks: what a handoff passes on.")),
     "record_stage": Served(record_stage, "Record a workflow stage", (
-        "Record a workflow stage's status; TEST_PASS runs check, a review or retro needs evidence (a file).")),
+        "Record a workflow stage's status (PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS...); TEST_PASS runs "
+        "check, a review or retro needs evidence (a file).")),
     "recover_work": Served(recover_work, "Find interrupted work", (
-        "Interrupted work (agent gone, session not ended) and the command that continues each."), read_only=True),
-    "end_session": Served(end_session, "End the session", "End the ticket's session as completed (default) or stalled.",
-                          idempotent=True),
+        "Find interrupted work (an agent gone, a session not ended) and the command that resumes each; "
+        "runs nothing."), read_only=True),
+    "end_session": Served(end_session, "End the session", (
+        "End the ticket's session as completed (default) or stalled, when the work stops."), idempotent=True),
     "write_handoff": Served(write_handoff, "Write a handoff", (
-        "Write the ticket's handoff: journal, git state, checks and probes (NAME: CMD), all signed.")),
+        "Write the ticket's handoff document for the next session: journal, git state, checks and live-state "
+        "probes (NAME: CMD), signed.")),
     "verify_handoff": Served(verify_handoff, "Verify the handoff", (
-        "Re-run the current handoff's live-state probes; fresh results win.")),
-    "recall_decisions": Served(recall_decisions, "Recall decisions", "Search all tickets' decisions by meaning.",
-                               read_only=True),
+        "Verify a handoff: re-run its signed live-state probes; fresh results win over what it claims.")),
+    "recall_decisions": Served(recall_decisions, "Recall decisions", (
+        "Search every ticket's recorded decisions by meaning (what was decided before, and why)."),
+        read_only=True),
     "signals_since": Served(signals_since, "Read coordination signals", (
-        "Coordination signals after an ISO 8601 time, oldest first."), read_only=True),
+        "Coordination signals (conflicts, dependencies done, decisions, merges) after an ISO 8601 time, "
+        "oldest first."), read_only=True),
     "take_checkpoint": Served(take_checkpoint, "Take a checkpoint", (
-        "Checkpoint the worktree's files, index and base for the ticket.")),
+        "Checkpoint the worktree (files, index, base commit) for the ticket, to restore or fork later.")),
     "restore_checkpoint": Served(restore_checkpoint, "Restore a checkpoint", (
-        "Restore TASK[@CHECKPOINT] into a new worktree as a new run."), destructive=True),  # in_place: this worktree
+        "Restore a ticket's checkpoint (TASK[@CHECKPOINT]) into a new worktree as a new run."),
+        destructive=True),  # in_place: this worktree's files
     "fork_task": Served(fork_task, "Fork a ticket", (
-        "Fork a ticket's checkpoint into a new ticket, worktree and branch.")),
+        "Fork a ticket's checkpoint into a new ticket with its own worktree and branch.")),
     "start_fresh": Served(start_fresh, "Start a ticket afresh", (
-        "Start a ticket again on a new base; its journal is kept."), destructive=True),  # supersedes the current run
+        "Start a ticket again on a new base in a new worktree; the journal is kept, the old run superseded."),
+        destructive=True),  # supersedes the current run
 }
 
 
