@@ -214,6 +214,74 @@ def test_the_write_tools_answer_as_the_cli_json(home, worktrees, cli, tool, argu
     assert json.loads(text) == cli_json(main, *command, "--json")
 
 
+def big_ticket(cli, main: Path) -> None:
+    """OMN-1 with 600 files and 40 decisions: a resume of about 40,000 characters."""
+    cli(main, "bind", "OMN-1")
+    files = [f"src/module_{n:03}/implementation_file.py" for n in range(600)]
+    for start in range(0, 600, 200):
+        assert cli(main, "touch", *files[start:start + 200])[0] == 0
+    for n in range(40):
+        cli(main, "decide", f"Decision {n}: keep the cart service stateless, carts in PostgreSQL ({n})",
+            "--context", f"they must survive restarts, reason {n}")
+    cli(main, "update", "--next", "write the migration", "--phase", "implementing")
+
+
+def test_a_600_file_ticket_resumes_whole_within_the_budget_and_the_rest_can_be_fetched(home, worktrees, cli):
+    main, _ = worktrees
+    big_ticket(cli, main)
+    whole = cli_json(main, "resume", "OMN-1", "--json")
+    assert len(json.dumps(whole, ensure_ascii=False)) > 30_000
+
+    async def script(session):
+        first = await session.call_tool("resume_session", {"task_id": "OMN-1"})
+        pages = {}
+        for section in ("files", "decisions"):
+            offset, items = 0, []
+            while offset is not None:
+                result = await session.call_tool("resume_session", {"task_id": "OMN-1", "section": section,
+                                                                    "offset": offset})
+                assert not result.is_error and len(result.content[0].text) <= 10_000
+                got = json.loads(result.content[0].text)
+                items += got["items"]
+                offset = got["next_offset"]
+            pages[section] = items
+        return first.content[0].text, pages
+
+    text, pages = with_server(main, script)
+    assert len(text) <= 10_000
+    answer = json.loads(text)
+    # Priority order: status, state and next action whole; the details as far as they fit.
+    assert answer["status"] == whole["status"] and answer["session"]["next_action"] == "write the migration"
+    assert answer["session"]["phase"] == "implementing" and answer["conflicts"] == whole["conflicts"]
+    omitted = answer["omitted"]
+    assert omitted["files"]["total"] == 600 and omitted["decisions"]["total"] == 40
+    for section, path in (("files", "files_touched"), ("decisions", "decisions")):
+        shown = answer["session"][path]
+        assert len(shown) == omitted[section]["shown"] < omitted[section]["total"]
+        assert shown == whole["session"][path][omitted[section]["first_shown"]:], "the newest are shown"
+        assert omitted[section]["next"] == {"section": section, "offset": 0}
+    assert "section=NAME" in answer["fetch"]
+    assert pages["files"] == whole["session"]["files_touched"]
+    assert pages["decisions"] == whole["session"]["decisions"]
+    # The CLI fits only when asked, to the same budget, and pages alike.
+    fitted = run_process(main, "resume", "OMN-1", "--json", "--budget", "10000")
+    assert fitted.returncode == 0 and len(fitted.stdout.rstrip("\n")) <= 10_000
+    assert json.loads(fitted.stdout)["omitted"]["files"]["total"] == 600
+    paged = cli_json(main, "resume", "OMN-1", "--json", "--section", "files", "--offset", "590")
+    assert paged["items"] == whole["session"]["files_touched"][590:] and paged["next_offset"] is None
+
+
+def test_the_answer_budget_is_a_setting(home, worktrees, cli):
+    main, _ = worktrees
+    big_ticket(cli, main)
+    (home / "baton.toml").write_text("[mcp]\nanswer_budget = 4000\n")
+    text = with_server(main, call("resume_session", task_id="OMN-1"))[1]
+    assert len(text) <= 4000 and json.loads(text)["omitted"]["files"]["total"] == 600
+    (home / "baton.toml").write_text("[mcp]\nanswer_budget = 100\n")
+    is_error, text = with_server(main, call("list_sessions"))
+    assert is_error and "answer_budget is out of range" in json.loads(text)["error"]["message"]
+
+
 def test_a_handoff_written_and_verified_through_the_tools(home, worktrees, cli):
     main, _ = worktrees
     allow_commands(home, "git --version", "python3 --version")

@@ -157,6 +157,12 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     sub.add_argument("--agent", help="name of the agent resuming")
     sub.add_argument("--allow-unsigned-probes", action="store_true",
                      help="re-run the handoff's unsigned or edited probes too (they run code from the branch)")
+    sub.add_argument("--budget", type=int, metavar="CHARS",
+                     help="with --json: fit the answer in CHARS characters, filled in priority order, saying what "
+                          "it left out (as MCP answers are)")
+    sub.add_argument("--section", metavar="NAME", help="with --json: only this section's items (files, decisions, "
+                     "signals, ...), from --offset on, a page within the budget")
+    sub.add_argument("--offset", type=int, default=0, metavar="N", help="with --section: the first item (default 0)")
 
     sub = command("list", "List active sessions, conflicts highlighted.", task=False)
     sub.add_argument("--json", action="store_true")
@@ -403,6 +409,14 @@ def _dump(data) -> None:
     print(json_for_terminal(json.dumps(mask_all(data), indent=2, ensure_ascii=False)))
 
 
+def _dump_within(data: dict, budget: int) -> None:
+    """An answer fitted to a budget, on one line: the budget counts the characters printed."""
+    from baton.masking import mask_all
+    from baton.shown_text import json_for_terminal
+
+    print(json_for_terminal(json.dumps(mask_all(data), ensure_ascii=False)))
+
+
 def _dump_rows(rows: list) -> None:
     """A JSON list of many rows, one row to a line: the C encoder writes each (json.dumps
     with an indent runs in Python, seconds for a hundred thousand sessions)."""
@@ -552,13 +566,28 @@ def _resume(args, stores) -> int:
     if not args.task_id:
         raise BadInput("resume needs a TASK (or --list)")
     from baton.skills.frontends.render import resume_markdown
+    from baton.skills.runtime.settings import MIN_ANSWER_BUDGET
     from baton.skills.services.commands import ResumeRequest, resume
 
+    if (args.budget is not None or args.section is not None) and not args.json:
+        raise BadInput("--budget and --section go with --json")
+    if args.budget is not None and args.budget < MIN_ANSWER_BUDGET:
+        raise BadInput(f"--budget must be at least {MIN_ANSWER_BUDGET} characters")
+    if args.section is not None:
+        from baton.skills.frontends.answer_budget import SECTION_NAMES
+
+        if args.section not in SECTION_NAMES:  # before the resume binds anything
+            raise BadInput(f"unknown section {args.section!r}: one of {', '.join(SECTION_NAMES)}")
     place, _ = _place()
     result = resume(stores, place, ResumeRequest(args.task_id, limit=args.limit, agent=args.agent,
                                                  allow_unsigned_probes=args.allow_unsigned_probes))
     _warn(result.warnings)
-    if args.json:
+    if args.json and (args.budget is not None or args.section is not None):
+        from baton.skills.frontends.answer_budget import resume_answer
+
+        budget = args.budget if args.budget is not None else stores.settings.mcp_answer_budget
+        _dump_within(resume_answer(result.to_json(), budget, args.section, args.offset), budget)
+    elif args.json:
         _dump(result.to_json())
     else:
         print(resume_markdown(result))

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from baton.errors import BadInput
 from baton.registry.wire import UPDATE_PHASES
+from baton.skills.frontends.answer_budget import SECTION_NAMES
 
 INSTRUCTIONS = ("Baton keeps each ticket's working state across agent sessions. task_id defaults to the worktree's "
                 "binding; worktree defaults to this server's directory, the only worktree it serves.")
@@ -51,20 +52,24 @@ _scope: Scope | None = None  # set by serve(); unset, the process's directory wi
 
 if TYPE_CHECKING:
     Phase = str  # a Literal of a tuple's values is built at run time, which mypy cannot follow
+    SectionName = str
 else:
     Phase = Literal[UPDATE_PHASES]  # the tool's schema lists the phases
+    SectionName = Literal[SECTION_NAMES]
 
 
 def resume_session(task_id: str, limit: int = 5, agent: str | None = None, allow_unsigned_probes: bool = False,
-                   worktree: str | None = None) -> str:
+                   section: SectionName | None = None, offset: int = 0, worktree: str | None = None) -> str:
+    from baton.skills.frontends.answer_budget import resume_answer
     from baton.skills.services.commands import ResumeRequest, resume
 
     def run(stores):
         place = _place(worktree)
         if allow_unsigned_probes:
             _unsigned_allowed()
-        return resume(stores, place, ResumeRequest(task_id, limit=limit, agent=agent,
-                                                   allow_unsigned_probes=allow_unsigned_probes)).to_json()
+        answer = resume(stores, place, ResumeRequest(task_id, limit=limit, agent=agent,
+                                                     allow_unsigned_probes=allow_unsigned_probes)).to_json()
+        return resume_answer(answer, stores.settings.mcp_answer_budget, section, offset)
 
     return _call(run)
 
@@ -444,16 +449,19 @@ def _stop_now(number: int, frame) -> None:
 
 
 def _call(run: Callable, *, deliver: bool = True) -> str:
-    """Run one tool in a unit of work; what it raises becomes a tool error (build_server's
-    call_tool)."""
+    """Run one tool in a unit of work, its answer within the answer budget (a client cuts a
+    longer one in the middle); what it raises becomes a tool error (build_server's call_tool)."""
     from baton.masking import mask_all
     from baton.skills.core.commit import apply_events
+    from baton.skills.frontends.answer_budget import WHOLE_FETCH, fit
     from baton.skills.runtime.unit import unit_of_work
 
     with unit_of_work(deliver_with=apply_events if deliver else None, warn=_log, project=_place(None).repo) as stores:
         answer = mask_all(run(stores))  # as the CLI prints it: never a server's credentials
+        budget = stores.settings.mcp_answer_budget
     _log(answer.get("warnings", []) if isinstance(answer, dict) else [])
-    return json.dumps(answer, ensure_ascii=False)
+    # A resume is already filled in its own order; any other answer over the budget too.
+    return json.dumps(fit(answer, budget, fetch=WHOLE_FETCH), ensure_ascii=False)
 
 
 def _served_directory() -> Path:
