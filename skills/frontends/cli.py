@@ -49,7 +49,8 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--project", metavar="NAME", default=argparse.SUPPRESS,  # taken before parsing
                         help="the project to read and write (default: BATON_PROJECT, baton.toml's project, "
                              "else this worktree's repository)")
-    parser.add_argument("--version", action=_PrintVersion, nargs=0, help="print the installed version and exit")
+    parser.add_argument("--version", action=_PrintVersion, nargs=0, default=argparse.SUPPRESS,
+                        help="print the installed version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str, *, task: bool = True) -> argparse.ArgumentParser:
