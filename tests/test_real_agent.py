@@ -133,9 +133,13 @@ def test_the_resume_skill_runs_its_command_without_asking(project, tmp_path):
     assert answer["permission_denials"] == [], "allowed-tools pre-approves `baton resume`"
     tool_result = json.dumps(model.agent_requests[1]["messages"][-1])
     assert "Resuming OMN-1" in tool_result and "Keep carts in PostgreSQL" in tool_result
-    with ScriptedModel(turns) as model:  # the same command outside the skill still needs approval
+    with ScriptedModel(turns) as model:  # the install's rule allows it outside the skill too
         result, events = claude(project, "Resume OMN-1", model, tmp_path, env=path)
-    assert [d["tool_input"]["command"] for d in events[-1]["permission_denials"]] == ["baton resume OMN-1"]
+    assert events[-1]["permission_denials"] == []
+    with ScriptedModel([{"tool": "Bash", "input": {"command": "baton gc", "description": "gc"}},
+                        {"text": "Done."}]) as model:  # a command no skill runs still asks
+        result, events = claude(project, "Clean up", model, tmp_path, env=path)
+    assert [d["tool_input"]["command"] for d in events[-1]["permission_denials"]] == ["baton gc"]
 
 
 def test_the_mcp_server_costs_only_its_tools_and_stops_at_the_first_signal(project, tmp_path):

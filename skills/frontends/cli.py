@@ -798,7 +798,8 @@ def _install(args, stores) -> int:
     report = install_claude(args.scope or "project", place, stores.settings.home)
     _warn(report.warnings)
     print(f"{report.settings}: "
-          + (f"hooks added for {', '.join(report.events)}" if report.events else "hooks already there"))
+          + (f"hooks added for {', '.join(report.events)}" if report.events else "hooks already there")
+          + (f"; permission rules added: {', '.join(report.rules)}" if report.rules else "; permission rules there"))
     for skill, action in report.skills.items():
         print(f"skill /{skill}: {action}")
     return 0
@@ -823,7 +824,8 @@ def _uninstall(args, stores) -> int:
     report = uninstall_claude(args.scope or "project", place, stores.settings.home)
     _warn(report.warnings)
     print(f"{report.settings}: "
-          + (f"hooks removed from {', '.join(report.events)}" if report.events else "no Baton hooks"))
+          + (f"hooks removed from {', '.join(report.events)}" if report.events else "no Baton hooks")
+          + (f"; permission rules removed: {', '.join(report.rules)}" if report.rules else ""))
     for skill, action in report.skills.items():
         print(f"skill /{skill}: {action}")
     return 0

@@ -43,6 +43,21 @@ HOOK_NAMES = tuple(name for name, _, _ in HOOKS.values())
 SKILL_SOURCES = Path(__file__).resolve().parent.parent / "agent_skills"
 
 
+def permission_rules() -> list[str]:
+    """The allow rules Baton's skills need to run unattended: `Skill(NAME)` for each (Claude
+    Code 2.1 asks before it runs a skill otherwise) and the `Bash(baton ...)` patterns of
+    their `allowed-tools`, which pre-approve only within a skill that runs."""
+    import re
+
+    rules = [f"Skill({skill})" for skill in skill_names()]
+    for skill in skill_names():
+        front = skill_source(skill).decode().split("---\n")[1]
+        for rule in re.findall(r"Bash\(baton [a-z-]+ \*\)", front):
+            if rule not in rules:
+                rules.append(rule)
+    return rules
+
+
 def skill_names() -> list[str]:
     """Baton's agent skills: every `skills/<name>/SKILL.md` it ships (/resume_session, /handoff)."""
     return sorted(path.parent.name for path in SKILL_SOURCES.glob("*/SKILL.md"))
@@ -52,6 +67,7 @@ def skill_names() -> list[str]:
 class InstallReport:
     settings: Path
     events: list[str] = field(default_factory=list)  # events whose entries changed
+    rules: list[str] = field(default_factory=list)  # permission rules added or removed
     skills: dict[str, str] = field(default_factory=dict)  # skill -> what happened to it
     warnings: list[str] = field(default_factory=list)
 
@@ -136,10 +152,14 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
         text, changed = _ensure_group(text, settings, event, wanted_group(event, executable))
         if changed:
             report.events.append(event)
+    text, report.rules = _ensure_rules(text, settings, permission_rules())
     records = InstallRecords(home)
     if text != original:
         created = records.created(settings) | (_containers(text, settings) - before)
-        records.save(settings, created, created_file=original is None or records.created_file(settings))
+        present = set(_allowed(_parse(text, settings)))
+        rules = [rule for rule in records.rules(settings) if rule in present and rule not in report.rules]
+        records.save(settings, created, created_file=original is None or records.created_file(settings),
+                     rules=rules + report.rules)
         _write(settings, text)
     for skill in skill_names():
         report.skills[skill] = _install_skill(base, skill, records, report.warnings)
@@ -154,7 +174,8 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
     records = InstallRecords(home)
     if original is not None:
         created = records.created(settings) if records.known(settings) else None
-        text = original
+        text, report.rules = _remove_rules(original, settings, records.rules(settings),
+                                           created=created if created is not None else set())
         while (removed := _remove_one_baton_handler(text, settings, created=created)) is not None:
             event, text = removed
             if event not in report.events:
@@ -177,7 +198,8 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
 
 class InstallRecords:
     """`claude-installs.json` in the data home: per settings file, the containers (`hooks`,
-    `hooks.<Event>`) and whether the file itself were created by `baton install claude`;
+    `hooks.<Event>`, `permissions`, `permissions.allow`) and whether the file itself were
+    created by `baton install claude`, and the permission rules it added;
     per skill file, the SHA-256 of what it wrote (so that a skill file still as Baton
     wrote it is replaced by a newer Baton's, and removed, while a user's edit is kept)."""
 
@@ -202,9 +224,13 @@ class InstallRecords:
     def created_file(self, settings: Path) -> bool:
         return bool(self._all().get(str(settings), {}).get("created_file"))
 
-    def save(self, settings: Path, created: set[str], *, created_file: bool) -> None:
+    def rules(self, settings: Path) -> list[str]:
+        """The permission rules the install added (not those the user had), in order."""
+        return list(self._all().get(str(settings), {}).get("rules", []))
+
+    def save(self, settings: Path, created: set[str], *, created_file: bool, rules: list[str]) -> None:
         data = self._all()
-        data[str(settings)] = {"created": sorted(created), "created_file": created_file}
+        data[str(settings)] = {"created": sorted(created), "created_file": created_file, "rules": rules}
         _write(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
     def forget(self, path: Path) -> None:
@@ -225,11 +251,82 @@ class InstallRecords:
 
 
 def _containers(text: str, path: Path) -> set[str]:
-    """`hooks` and `hooks.<Event>` where they exist."""
-    hooks = _parse(text, path).member("hooks")
-    if hooks is None or not hooks.value.is_object:
-        return set()
-    return {"hooks", *(f"hooks.{m.key}" for m in hooks.value.members)}
+    """`hooks`, `hooks.<Event>`, `permissions` and `permissions.allow` where they exist."""
+    root = _parse(text, path)
+    found = set()
+    hooks = root.member("hooks")
+    if hooks is not None and hooks.value.is_object:
+        found |= {"hooks", *(f"hooks.{m.key}" for m in hooks.value.members)}
+    permissions = root.member("permissions")
+    if permissions is not None and permissions.value.is_object:
+        found.add("permissions")
+        if permissions.value.member("allow") is not None:
+            found.add("permissions.allow")
+    return found
+
+
+def _allow_list(root: json_text.Node, path: Path) -> tuple[json_text.Node | None, json_text.Node | None]:
+    """(the `permissions` object, its `allow` list), each None where missing; BadInput when
+    either is of another type."""
+    permissions = root.member("permissions")
+    if permissions is None:
+        return None, None
+    if not permissions.value.is_object:
+        raise BadInput(f"{path}: \"permissions\" is not an object; nothing changed")
+    allow = permissions.value.member("allow")
+    if allow is not None and not allow.value.is_array:
+        raise BadInput(f"{path}: permissions.allow is not a list; nothing changed")
+    return permissions.value, allow.value if allow is not None else None
+
+
+def _allowed(root: json_text.Node) -> list:
+    permissions = root.member("permissions")
+    allow = permissions.value.member("allow") if permissions is not None and permissions.value.is_object else None
+    return allow.value.value if allow is not None and allow.value.is_array else []
+
+
+def _ensure_rules(text: str, path: Path, rules: list[str]) -> tuple[str, list[str]]:
+    """The text with each rule in `permissions.allow` (appended where missing), and the
+    rules added."""
+    root = _parse(text, path)
+    _allow_list(root, path)
+    missing = [rule for rule in rules if rule not in _allowed(root)]
+    if not missing:
+        return text, []
+    style = json_text.Style.of(text, root)
+    permissions, allow = _allow_list(root, path)
+    if permissions is None:
+        return json_text.append_member(text, root, "permissions", {"allow": missing}, style), missing
+    if allow is None:
+        return json_text.append_member(text, permissions, "allow", missing, style), missing
+    for rule in missing:
+        text = json_text.append_item(text, _allow_list(_parse(text, path), path)[1], rule, style)
+    return text, missing
+
+
+def _remove_rules(text: str, path: Path, rules: list[str], *, created: set[str]) -> tuple[str, list[str]]:
+    """The text without the rules the install added (the last of each, last added first),
+    and `permissions.allow` or `permissions` gone when the install created it and it is
+    left empty."""
+    removed = []
+    for rule in reversed(rules):
+        permissions, allow = _allow_list(_parse(text, path), path)
+        if allow is None:
+            break
+        indexes = [i for i, item in enumerate(allow.items) if item.value == rule]
+        if indexes:
+            text = json_text.remove(text, allow, indexes[-1])
+            removed.append(rule)
+    root = _parse(text, path)
+    permissions, allow = _allow_list(root, path)
+    if permissions is not None and allow is not None and not allow.items and "permissions.allow" in created:
+        text = json_text.remove(text, permissions, permissions.members.index(permissions.member("allow")))
+        root = _parse(text, path)
+        permissions, _ = _allow_list(root, path)
+    member = root.member("permissions")
+    if permissions is not None and member is not None and not permissions.members and "permissions" in created:
+        text = json_text.remove(text, root, root.members.index(member))
+    return text, removed
 
 
 def _ensure_group(text: str, path: Path, event: str, group: dict) -> tuple[str, bool]:
