@@ -231,10 +231,12 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     sub.add_argument("--json", action="store_true")
 
     for name, verb in (("install", "Wire Baton into"), ("uninstall", "Remove what `baton install` added to")):
-        sub = command(name, f"{verb} Claude Code (hooks and skills) or git (the pre-commit guard).", task=False)
-        sub.add_argument("target", choices=["claude", "git-hook"])
+        sub = command(name, f"{verb} Claude Code (hooks, skills, permission rules), the Codex CLI (MCP server, "
+                            "hooks and their trust) or git (the pre-commit guard).", task=False)
+        sub.add_argument("target", choices=["claude", "codex", "git-hook"])
         sub.add_argument("--scope", choices=["project", "user"],
-                         help="claude: this worktree's .claude/ (default) or ~/.claude/")
+                         help="claude: this worktree's .claude/ (default) or ~/.claude/; codex: this worktree's "
+                              ".codex/ (default) or $CODEX_HOME (~/.codex/)")
         if name == "install":
             sub.add_argument("--strict", action="store_true", help="git-hook: block the commit instead of warning")
 
@@ -726,7 +728,20 @@ def _doctor(args, stores) -> int:
             where = f"{details['backend']} {details['location']} ({details['version']}; {details['size']})" \
                 if "size" in details else f"{details.get('backend', '')} {details.get('location', '')}".strip()
             print(f"{report.store:16} {one_line(report.state) if report.state != 'ok' else 'ok  ' + one_line(where)}")
+        _agents_installed()
     return 0 if all(report.state == "ok" for report in reports) else 3
+
+
+def _agents_installed() -> None:
+    """The install state of each agent Baton knows, per scope (what `baton install` wrote)."""
+    from baton.skills.installers.claude_code import claude_state
+    from baton.skills.installers.codex import codex_state
+
+    place, _ = _place()
+    for scope in ("project", "user"):
+        print(f"{'claude (' + scope + ')':16} {claude_state(scope, place)}")
+    for scope in ("project", "user"):
+        print(f"{'codex (' + scope + ')':16} {codex_state(scope, place).line()}")
 
 
 def _projector(args, stores) -> int:
@@ -792,7 +807,12 @@ def _install(args, stores) -> int:
         print(f"{hooked.hook}: {hooked.action}{' (strict)' if args.strict else ' (advisory)'}{kept}")
         return 0
     if args.strict:
-        raise BadInput("--strict applies to git-hook, not claude")
+        raise BadInput(f"--strict applies to git-hook, not {args.target}")
+    if args.target == "codex":
+        from baton.skills.installers.codex import install_codex
+
+        _print_codex(install_codex(args.scope or "project", place, stores.settings.home), "added")
+        return 0
     from baton.skills.installers.claude_code import install_claude
 
     report = install_claude(args.scope or "project", place, stores.settings.home)
@@ -803,6 +823,20 @@ def _install(args, stores) -> int:
     for skill, action in report.skills.items():
         print(f"skill /{skill}: {action}")
     return 0
+
+
+def _print_codex(report, done: str) -> None:
+    """What `baton install codex` or `baton uninstall codex` changed, a line per file."""
+    _warn(report.warnings)
+    print(f"{report.config}: MCP server {report.server}")
+    print(f"{report.hooks}: " + (f"hooks {done} for {', '.join(report.events)}" if report.events
+                                  else "hooks already there" if done == "added" else "no Baton hooks"))
+    if report.trusted:
+        print(f"{report.trust_file}: {len(report.trusted)} hooks trusted")
+    for backup in report.backups:
+        print(f"backup: {backup}")
+    if report.untrusted:
+        _warn([report.untrusted])
 
 
 def _uninstall(args, stores) -> int:
@@ -818,6 +852,11 @@ def _uninstall(args, stores) -> int:
         put_back = "; the earlier hook is back in place" if unhooked.chained else ""
         outcome = "removed" + put_back if unhooked.action == "removed" else "no Baton guard installed"
         print(f"{unhooked.hook}: {outcome}")
+        return 0
+    if args.target == "codex":
+        from baton.skills.installers.codex import uninstall_codex
+
+        _print_codex(uninstall_codex(args.scope or "project", place, stores.settings.home), "removed")
         return 0
     from baton.skills.installers.claude_code import uninstall_claude
 

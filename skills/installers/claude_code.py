@@ -94,7 +94,7 @@ def baton_executable(scope: str) -> str:
     return str(script)
 
 
-def hook_command(executable: str, hook: str) -> str:
+def hook_command(executable: str, hook: str, agent: str = "claude") -> str:
     """The shell command (Claude Code runs it with /bin/sh) of one hook.
 
     The bare `baton` falls back to this install's directory, appended to PATH: a clone
@@ -112,7 +112,7 @@ def hook_command(executable: str, hook: str) -> str:
     if hook != "session-start":
         return f"{command} || true"
     told = {"systemMessage": f"Baton cannot run its hooks ({missing}): nothing is recorded for this session. "
-                             "Install Baton, then run `baton install claude` again."}
+                             f"Install Baton, then run `baton install {agent}` again."}
     return f"{command} || echo {shlex.quote(json.dumps(told))}"
 
 
@@ -145,22 +145,22 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
     settings = base / "settings.json"
     report = InstallReport(settings)
     executable = baton_executable(scope)
-    original = _read(settings)
+    original = read_settings(settings)
     text = original if original is not None else json_text.new_document({})
-    before = _containers(text, settings)
+    before = hook_containers(text, settings)
     for event in HOOKS:
-        text, changed = _ensure_group(text, settings, event, wanted_group(event, executable))
+        text, changed = ensure_group(text, settings, event, wanted_group(event, executable))
         if changed:
             report.events.append(event)
     text, report.rules = _ensure_rules(text, settings, permission_rules())
     records = InstallRecords(home)
     if text != original:
-        created = records.created(settings) | (_containers(text, settings) - before)
-        present = set(_allowed(_parse(text, settings)))
+        created = records.created(settings) | (hook_containers(text, settings) - before)
+        present = set(_allowed(parse_settings(text, settings)))
         rules = [rule for rule in records.rules(settings) if rule in present and rule not in report.rules]
         records.save(settings, created, created_file=original is None or records.created_file(settings),
                      rules=rules + report.rules)
-        _write(settings, text)
+        write_file(settings, text)
     for skill in skill_names():
         report.skills[skill] = _install_skill(base, skill, records, report.warnings)
     return report
@@ -170,23 +170,23 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
     base = claude_dir(scope, place)
     settings = base / "settings.json"
     report = InstallReport(settings)
-    original = _read(settings)
+    original = read_settings(settings)
     records = InstallRecords(home)
     if original is not None:
         created = records.created(settings) if records.known(settings) else None
         text, report.rules = _remove_rules(original, settings, records.rules(settings),
                                            created=created if created is not None else set())
-        while (removed := _remove_one_baton_handler(text, settings, created=created)) is not None:
+        while (removed := remove_one_baton_handler(text, settings, created=created)) is not None:
             event, text = removed
             if event not in report.events:
                 report.events.append(event)
         if text != original:
-            root = _parse(text, settings)
+            root = parse_settings(text, settings)
             if not root.members and not settings.is_symlink() and (records.created_file(settings)
                                                                    or not records.known(settings)):
                 settings.unlink()
             else:
-                _write(settings, text)
+                write_file(settings, text)
     records.forget(settings)
     for skill in skill_names():
         report.skills[skill] = _uninstall_skill(base, skill, records, report.warnings)
@@ -196,6 +196,31 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
     return report
 
 
+def claude_state(scope: str, place: Place) -> str:
+    """What `baton doctor` says of one scope: Baton's hooks, skills and permission rules there."""
+    base = claude_dir(scope, place)
+    try:
+        data = json.loads((base / "settings.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    hooks: dict = data["hooks"] if isinstance(data.get("hooks"), dict) else {}
+    events = [event for event, groups in hooks.items() if isinstance(groups, list)
+              and any(isinstance(g, dict) and isinstance(g.get("hooks"), list)
+                      and any(isinstance(h, dict) and is_baton_hook(h.get("command")) for h in g["hooks"])
+                      for g in groups)]
+    skills = [skill for skill in skill_names() if (base / "skills" / skill / "SKILL.md").exists()]
+    permissions: dict = data["permissions"] if isinstance(data.get("permissions"), dict) else {}
+    allowed: list = permissions["allow"] if isinstance(permissions.get("allow"), list) else []
+    rules = [rule for rule in permission_rules() if rule in allowed]
+    if not events and not skills and not rules:
+        return "not installed"
+    line = (f"hooks for {len(events)} of {len(HOOKS)} events, {len(skills)} of {len(skill_names())} skills, "
+            f"{len(rules)} of {len(permission_rules())} permission rules")
+    missing = len(events) < len(HOOKS) or len(skills) < len(skill_names()) or len(rules) < len(permission_rules())
+    return line + (f": run `baton install claude --scope {scope}`" if missing else "")
+
+
 class InstallRecords:
     """`claude-installs.json` in the data home: per settings file, the containers (`hooks`,
     `hooks.<Event>`, `permissions`, `permissions.allow`) and whether the file itself were
@@ -203,8 +228,8 @@ class InstallRecords:
     per skill file, the SHA-256 of what it wrote (so that a skill file still as Baton
     wrote it is replaced by a newer Baton's, and removed, while a user's edit is kept)."""
 
-    def __init__(self, home: Path) -> None:
-        self.path = home / "claude-installs.json"
+    def __init__(self, home: Path, name: str = "claude-installs.json") -> None:
+        self.path = home / name
 
     def _all(self) -> dict:
         try:
@@ -231,13 +256,13 @@ class InstallRecords:
     def save(self, settings: Path, created: set[str], *, created_file: bool, rules: list[str]) -> None:
         data = self._all()
         data[str(settings)] = {"created": sorted(created), "created_file": created_file, "rules": rules}
-        _write(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
     def forget(self, path: Path) -> None:
         """Drop the record of a settings file or of a skill file."""
         data = self._all()
         if data.pop(str(path), None) is not None:
-            _write(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+            write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
     def skill_digest(self, target: Path) -> str | None:
         entry = self._all().get(str(target))
@@ -247,12 +272,12 @@ class InstallRecords:
         data = self._all()
         if data.get(str(target)) != {"sha256": digest}:
             data[str(target)] = {"sha256": digest}
-            _write(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+            write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-def _containers(text: str, path: Path) -> set[str]:
+def hook_containers(text: str, path: Path) -> set[str]:
     """`hooks`, `hooks.<Event>`, `permissions` and `permissions.allow` where they exist."""
-    root = _parse(text, path)
+    root = parse_settings(text, path)
     found = set()
     hooks = root.member("hooks")
     if hooks is not None and hooks.value.is_object:
@@ -288,7 +313,7 @@ def _allowed(root: json_text.Node) -> list:
 def _ensure_rules(text: str, path: Path, rules: list[str]) -> tuple[str, list[str]]:
     """The text with each rule in `permissions.allow` (appended where missing), and the
     rules added."""
-    root = _parse(text, path)
+    root = parse_settings(text, path)
     _allow_list(root, path)
     missing = [rule for rule in rules if rule not in _allowed(root)]
     if not missing:
@@ -300,7 +325,9 @@ def _ensure_rules(text: str, path: Path, rules: list[str]) -> tuple[str, list[st
     if allow is None:
         return json_text.append_member(text, permissions, "allow", missing, style), missing
     for rule in missing:
-        text = json_text.append_item(text, _allow_list(_parse(text, path), path)[1], rule, style)
+        listed = _allow_list(parse_settings(text, path), path)[1]
+        assert listed is not None  # found above, and appending keeps it
+        text = json_text.append_item(text, listed, rule, style)
     return text, missing
 
 
@@ -310,18 +337,20 @@ def _remove_rules(text: str, path: Path, rules: list[str], *, created: set[str])
     left empty."""
     removed = []
     for rule in reversed(rules):
-        permissions, allow = _allow_list(_parse(text, path), path)
+        permissions, allow = _allow_list(parse_settings(text, path), path)
         if allow is None:
             break
         indexes = [i for i, item in enumerate(allow.items) if item.value == rule]
         if indexes:
             text = json_text.remove(text, allow, indexes[-1])
             removed.append(rule)
-    root = _parse(text, path)
+    root = parse_settings(text, path)
     permissions, allow = _allow_list(root, path)
-    if permissions is not None and allow is not None and not allow.items and "permissions.allow" in created:
-        text = json_text.remove(text, permissions, permissions.members.index(permissions.member("allow")))
-        root = _parse(text, path)
+    allow_member = permissions.member("allow") if permissions is not None else None
+    if permissions is not None and allow_member is not None and allow is not None and not allow.items \
+            and "permissions.allow" in created:
+        text = json_text.remove(text, permissions, permissions.members.index(allow_member))
+        root = parse_settings(text, path)
         permissions, _ = _allow_list(root, path)
     member = root.member("permissions")
     if permissions is not None and member is not None and not permissions.members and "permissions" in created:
@@ -329,17 +358,17 @@ def _remove_rules(text: str, path: Path, rules: list[str], *, created: set[str])
     return text, removed
 
 
-def _ensure_group(text: str, path: Path, event: str, group: dict) -> tuple[str, bool]:
+def ensure_group(text: str, path: Path, event: str, group: dict) -> tuple[str, bool]:
     """The text with exactly one Baton group for event, equal to group; appended if missing,
     replaced if it differs (another executable path, matcher or timeout)."""
-    root = _parse(text, path)
+    root = parse_settings(text, path)
     groups = _event_groups(root, path, event)
     ours = [g for g in groups.items if _baton_handlers(g)] if groups else []
     if len(ours) == 1 and ours[0].value == group:
         return text, False
-    while (removed := _remove_one_baton_handler(text, path, events=(event,), created=set())) is not None:
+    while (removed := remove_one_baton_handler(text, path, events=(event,), created=set())) is not None:
         text = removed[1]
-    root = _parse(text, path)
+    root = parse_settings(text, path)
     style = json_text.Style.of(text, root)
     hooks = root.member("hooks")
     if hooks is None:
@@ -350,12 +379,12 @@ def _ensure_group(text: str, path: Path, event: str, group: dict) -> tuple[str, 
     return json_text.append_item(text, listed.value, group, style), True
 
 
-def _remove_one_baton_handler(text: str, path: Path, events: tuple[str, ...] | None = None, *,
+def remove_one_baton_handler(text: str, path: Path, events: tuple[str, ...] | None = None, *,
                               created: set[str] | None = None) -> tuple[str, str] | None:
     """Remove one Baton handler, and its group when it is left empty; an event list or the
     `hooks` table left empty goes too if the install created it (`created`; None: any).
     Returns (event, new text), or None when there is no Baton handler."""
-    root = _parse(text, path)
+    root = parse_settings(text, path)
     hooks = root.member("hooks")
     if hooks is None:
         return None
@@ -412,7 +441,7 @@ def _baton_handlers(group: json_text.Node) -> list[int]:
             if isinstance(h, dict) and h.get("type") == "command" and is_baton_hook(h.get("command"))]
 
 
-def _read(path: Path) -> str | None:
+def read_settings(path: Path) -> str | None:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -423,11 +452,11 @@ def _read(path: Path) -> str | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise BadInput(f"{path} is not UTF-8; nothing changed") from None
-    _parse(text, path)
+    parse_settings(text, path)
     return text
 
 
-def _parse(text: str, path: Path) -> json_text.Node:
+def parse_settings(text: str, path: Path) -> json_text.Node:
     try:
         root = json_text.parse(text)
     except ValueError as exc:
@@ -437,7 +466,7 @@ def _parse(text: str, path: Path) -> json_text.Node:
     return root
 
 
-def _write(path: Path, text: str) -> None:
+def write_file(path: Path, text: str) -> None:
     """Replace the file atomically, keeping its permissions; a symbolic link (settings kept
     with dotfiles) stays a link and its target is replaced."""
     path = Path(os.path.realpath(path))
