@@ -127,8 +127,13 @@ def _events(item: dict, number: int):
 
 def write_model_config(codex_home: Path, model: ScriptedResponses) -> None:
     """Point Codex at the scripted model: the lines Baton's install leaves alone."""
+    import re
+
     codex_home.mkdir(parents=True, exist_ok=True)
     config = codex_home / "config.toml"
+    if config.exists() and "[model_providers.scripted]" in config.read_text():  # another model, same lines
+        config.write_text(re.sub(r'base_url = "[^"]*"', f'base_url = "{model.url}"', config.read_text()))
+        return
     lines = ['model = "gpt-5.5"', 'model_provider = "scripted"', "",
              "[model_providers.scripted]", 'name = "scripted"', f'base_url = "{model.url}"',
              'env_key = "SCRIPTED_API_KEY"', 'wire_api = "responses"', "request_max_retries = 0",
