@@ -69,35 +69,42 @@ def test_install_then_uninstall_gives_back_the_file_byte_for_byte(home, worktree
     for event, groups in before.get("hooks", {}).items():
         assert merged["hooks"][event][:len(groups)] == groups, "the user's own groups stay, in order, first"
     for key in before:
-        if key not in ("hooks", "permissions"):
+        if key != "hooks":
             assert merged[key] == before[key]
-    mine = before.get("permissions", {}).get("allow", [])
-    assert merged["permissions"]["allow"] == mine + permission_rules(), "the user's rules first, then Baton's"
-    assert {k: v for k, v in merged["permissions"].items() if k != "allow"} == \
-        {k: v for k, v in before.get("permissions", {}).items() if k != "allow"}
+    local = settings_of(main).with_name("settings.local.json")
+    assert json.loads(local.read_text()) == {"permissions": {"allow": permission_rules()}}
     assert cli(main, "install", "claude")[0] == 0
     assert settings_of(main).read_bytes() == installed, "installing twice changes nothing"
     assert cli(main, "uninstall", "claude")[0] == 0
-    assert settings_of(main).read_bytes() == original
+    assert settings_of(main).read_bytes() == original and not local.exists()
 
 
-def test_the_rules_the_user_had_stay_on_uninstall_and_only_batons_go(home, worktrees, cli):
-    """A rule the user wrote, even one Baton would add, is the user's: uninstall keeps it."""
+@pytest.mark.parametrize("scope", ["project", "user"])
+def test_the_rules_the_user_had_stay_on_uninstall_and_only_batons_go(home, worktrees, cli, tmp_path, monkeypatch,
+                                                                     scope):
+    """A rule the user wrote, even one Baton would add, is the user's: uninstall keeps it.
+    A project's rules go to settings.local.json: Claude Code takes no Skill rule from the
+    shared settings.json."""
     main, _ = worktrees
-    settings_of(main).parent.mkdir()
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
+    rules = main / ".claude" / "settings.local.json" if scope == "project" else tmp_path / "claude-config" / \
+        "settings.json"
+    rules.parent.mkdir()
     original = ('{\n  "permissions": {\n    "allow": ["Skill(handoff)", "Bash(make *)"],\n'
                 '    "ask": ["Bash(baton restore *)"]\n  }\n}\n')
-    settings_of(main).write_text(original)
-    code, out, err = cli(main, "install", "claude")
+    rules.write_text(original)
+    code, out, err = cli(main, "install", "claude", "--scope", scope)
     assert (code, err) == (0, "") and "permission rules added: Skill(recover), Skill(resume_session)" in out
-    allow = json.loads(settings_of(main).read_text())["permissions"]["allow"]
+    allow = json.loads(rules.read_text())["permissions"]["allow"]
     assert allow == ["Skill(handoff)", "Bash(make *)", *(r for r in permission_rules() if r != "Skill(handoff)")]
-    installed = settings_of(main).read_bytes()
-    code, out, _ = cli(main, "install", "claude")
-    assert "permission rules there" in out and settings_of(main).read_bytes() == installed
-    code, out, _ = cli(main, "uninstall", "claude")
+    if scope == "project":
+        assert "permissions" not in json.loads(settings_of(main).read_text())
+    installed = rules.read_bytes()
+    code, out, _ = cli(main, "install", "claude", "--scope", scope)
+    assert "permission rules there" in out and rules.read_bytes() == installed
+    code, out, _ = cli(main, "uninstall", "claude", "--scope", scope)
     assert "Skill(handoff)" not in out.split("permission rules removed: ")[1]
-    assert settings_of(main).read_text() == original
+    assert rules.read_text() == original
 
 
 def test_every_skill_and_the_baton_commands_it_runs_are_allowed():

@@ -142,6 +142,40 @@ def test_the_resume_skill_runs_its_command_without_asking(project, tmp_path):
     assert [d["tool_input"]["command"] for d in events[-1]["permission_denials"]] == ["baton gc"]
 
 
+@pytest.mark.parametrize("skill, loaded", [("handoff", "A handoff is what the next session"),
+                                           ("recover", "baton recover --verbose")])
+def test_the_skill_tool_runs_batons_skills_without_asking(project, tmp_path, skill, loaded):
+    """Claude Code 2.1 asks before the Skill tool runs a skill unless a rule allows it: the
+    install adds Skill(NAME) for each of Baton's skills."""
+    turns = [{"tool": "Skill", "input": {"skill": skill}}, {"text": "Loaded."}]
+    with ScriptedModel(turns) as model:
+        result, events = claude(project, f"Run the {skill} skill", model, tmp_path)
+    assert events[-1]["permission_denials"] == [], "no prompt for the skill"
+    after = json.dumps(model.agent_requests[1]["messages"][-2:])
+    assert loaded in after, "the skill's text reached the model"
+    assert "Execute skill" not in after
+
+
+def test_the_model_finds_batons_tools_by_a_keyword_search(project, tmp_path):
+    """Tool search on (Claude Code's default): the model sees only the tools' names and loads
+    Baton's by keywords matched against their names and descriptions, not by exact name."""
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"baton": {"command": str(BATON), "args": ["mcp"]}}}))
+    turns = [{"tool": "ToolSearch", "input": {"query": "handoff next action conflicts"}},
+             {"tool": "mcp__baton__resume_session", "input": {"task_id": "OMN-1"}},
+             {"text": "Resumed."}]
+    with ScriptedModel(turns) as model:
+        result, events = claude(project, "Pick up ticket OMN-1 where the last session left it", model, tmp_path,
+                                "--mcp-config", str(config), "--allowedTools", "mcp__baton__resume_session")
+    first = model.agent_requests[0]
+    assert not mcp_tools(first), "deferred: no MCP schema goes out before a search"
+    found = json.dumps(model.agent_requests[1]["messages"][-2:])
+    assert "mcp__baton__resume_session" in found, "the keyword query found Baton's resume tool"
+    answered = json.dumps(model.agent_requests[2]["messages"][-2:])
+    assert '\\"status\\": \\"found\\"' in answered or "Keep carts in PostgreSQL" in answered, answered[-2000:]
+    assert events[-1]["permission_denials"] == []
+
+
 def test_the_mcp_server_costs_only_its_tools_and_stops_at_the_first_signal(project, tmp_path):
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"baton": {"command": str(BATON), "args": ["mcp"]}}}))

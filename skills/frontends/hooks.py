@@ -472,12 +472,13 @@ def dirty_files(root: Path, listed: tuple[str, ...] | None = None) -> dict[str, 
 
 def without_batons_own(dirty: dict[str, float]) -> dict[str, float]:
     """dirty without the files Baton writes itself (handoffs, the binding, what `baton
-    install claude` added): every ticket writes these, so sweeping them as touches would
-    make every ticket overlap every other."""
+    install claude` or `baton install codex` added): every ticket writes these, so
+    sweeping them as touches would make every ticket overlap every other."""
     from baton.skills.handoff.files import HANDOFFS_DIR
     from baton.skills.installers.claude_code import skill_names
 
-    installed = {".claude/settings.json", *(f".claude/skills/{name}/SKILL.md" for name in skill_names())}
+    installed = {".claude/settings.json", ".claude/settings.local.json", ".codex/config.toml", ".codex/hooks.json",
+                 *(f".claude/skills/{name}/SKILL.md" for name in skill_names())}
     return {path: mtime for path, mtime in dirty.items()
             if path not in installed and not path.startswith((f"{HANDOFFS_DIR}/", ".baton/"))}
 

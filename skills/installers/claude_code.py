@@ -138,29 +138,42 @@ def wanted_group(event: str, executable: str) -> dict:
     return {"matcher": matcher, "hooks": [handler]} if matcher else {"hooks": [handler]}
 
 
+def rules_file(scope: str, base: Path) -> Path:
+    """Where the permission rules go: Claude Code 2.1 does not take a Skill rule from a
+    project's shared settings.json (a repository cannot allow its own skills), so for a
+    project they go to its settings.local.json (this machine's, not committed)."""
+    return base / ("settings.local.json" if scope == "project" else "settings.json")
+
+
 def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
-    """Add Baton's hook groups and skills; `home` (the data home) keeps which containers
-    the install created, so that uninstalling removes those and keeps the user's own."""
+    """Add Baton's hook groups, permission rules and skills; `home` (the data home) keeps
+    which containers and rules the install created, so that uninstalling removes those and
+    keeps the user's own."""
     base = claude_dir(scope, place)
     settings = base / "settings.json"
     report = InstallReport(settings)
     executable = baton_executable(scope)
-    original = read_settings(settings)
-    text = original if original is not None else json_text.new_document({})
-    before = hook_containers(text, settings)
-    for event in HOOKS:
-        text, changed = ensure_group(text, settings, event, wanted_group(event, executable))
-        if changed:
-            report.events.append(event)
-    text, report.rules = _ensure_rules(text, settings, permission_rules())
     records = InstallRecords(home)
-    if text != original:
-        created = records.created(settings) | (hook_containers(text, settings) - before)
-        present = set(_allowed(parse_settings(text, settings)))
-        rules = [rule for rule in records.rules(settings) if rule in present and rule not in report.rules]
-        records.save(settings, created, created_file=original is None or records.created_file(settings),
-                     rules=rules + report.rules)
-        write_file(settings, text)
+    for path in dict.fromkeys((settings, rules_file(scope, base))):
+        original = read_settings(path)
+        text = original if original is not None else json_text.new_document({})
+        before = hook_containers(text, path)
+        if path == settings:
+            for event in HOOKS:
+                text, changed = ensure_group(text, path, event, wanted_group(event, executable))
+                if changed:
+                    report.events.append(event)
+        added: list[str] = []
+        if path == rules_file(scope, base):
+            text, added = _ensure_rules(text, path, permission_rules())
+            report.rules += added
+        if text != original:
+            created = records.created(path) | (hook_containers(text, path) - before)
+            present = set(_allowed(parse_settings(text, path)))
+            kept = [rule for rule in records.rules(path) if rule in present and rule not in added]
+            records.save(path, created, created_file=original is None or records.created_file(path),
+                         rules=kept + added)
+            write_file(path, text)
     for skill in skill_names():
         report.skills[skill] = _install_skill(base, skill, records, report.warnings)
     return report
@@ -170,24 +183,28 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
     base = claude_dir(scope, place)
     settings = base / "settings.json"
     report = InstallReport(settings)
-    original = read_settings(settings)
     records = InstallRecords(home)
-    if original is not None:
-        created = records.created(settings) if records.known(settings) else None
-        text, report.rules = _remove_rules(original, settings, records.rules(settings),
-                                           created=created if created is not None else set())
-        while (removed := remove_one_baton_handler(text, settings, created=created)) is not None:
+    for path in dict.fromkeys((settings, rules_file(scope, base))):
+        original = read_settings(path)
+        if original is None:
+            records.forget(path)
+            continue
+        created = records.created(path) if records.known(path) else None
+        text, removed_rules = _remove_rules(original, path, records.rules(path),
+                                            created=created if created is not None else set())
+        report.rules += removed_rules
+        while path == settings and (removed := remove_one_baton_handler(text, path, created=created)) is not None:
             event, text = removed
             if event not in report.events:
                 report.events.append(event)
         if text != original:
-            root = parse_settings(text, settings)
-            if not root.members and not settings.is_symlink() and (records.created_file(settings)
-                                                                   or not records.known(settings)):
-                settings.unlink()
+            root = parse_settings(text, path)
+            if not root.members and not path.is_symlink() and (records.created_file(path)
+                                                               or not records.known(path)):
+                path.unlink()
             else:
-                write_file(settings, text)
-    records.forget(settings)
+                write_file(path, text)
+        records.forget(path)
     for skill in skill_names():
         report.skills[skill] = _uninstall_skill(base, skill, records, report.warnings)
     _remove_if_empty(base / "skills")
@@ -210,7 +227,12 @@ def claude_state(scope: str, place: Place) -> str:
                       and any(isinstance(h, dict) and is_baton_hook(h.get("command")) for h in g["hooks"])
                       for g in groups)]
     skills = [skill for skill in skill_names() if (base / "skills" / skill / "SKILL.md").exists()]
-    permissions: dict = data["permissions"] if isinstance(data.get("permissions"), dict) else {}
+    try:
+        local = json.loads(rules_file(scope, base).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        local = {}
+    local = local if isinstance(local, dict) else {}
+    permissions: dict = local["permissions"] if isinstance(local.get("permissions"), dict) else {}
     allowed: list = permissions["allow"] if isinstance(permissions.get("allow"), list) else []
     rules = [rule for rule in permission_rules() if rule in allowed]
     if not events and not skills and not rules:
