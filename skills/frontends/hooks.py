@@ -41,6 +41,7 @@ from baton.store_names import Store
 FILE_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
 # Codex's patch tool: tool_input.command holds the patch, whose headers name the files.
 PATCH_TOOL = "apply_patch"
+CODEX_TRANSCRIPT = "rollout-"  # how Codex names a session's transcript file
 PATCH_HEADERS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
 SESSION_START_STORE_TIMEOUT = 0.5  # seconds of servers: keeps a session start within 1 s when one hangs
 HEARD_SLACK = timedelta(minutes=10)  # signals can be stored a little after the time they carry
@@ -232,16 +233,18 @@ def heartbeat(sessions, payload: Payload, task, place) -> None:
 def remember_provider(stores, payload: Payload, task, place) -> None:
     """Keep the agent's own session id and transcript path as the run's provider reference,
     encrypted in the data home (baton.skills.runtime.provider_refs): resume offers
-    `claude --resume` from it. At session start and each end of turn, not on the prompt's
+    `claude --resume` (or `codex resume`) from it. At session start and each end of turn, not on the prompt's
     light path: encrypting imports the cipher."""
     from baton.skills.runtime.provider_refs import record
     from baton.skills.services.checkpoint import local_run
 
     run = local_run(place, task.task_id)
     transcript = payload.event.get("transcript_path")
+    transcript = transcript if isinstance(transcript, str) else None
+    # Codex sends Claude Code's payload; its transcript is a rollout file (`codex resume ID`).
+    agent = "codex" if transcript and Path(transcript).name.startswith(CODEX_TRANSCRIPT) else "claude"
     if run is not None and payload.session_id:
-        record(stores.settings.home, task.task_id, run.run_id, payload.session_id,
-               transcript if isinstance(transcript, str) else None)
+        record(stores.settings.home, task.task_id, run.run_id, payload.session_id, transcript, agent=agent)
 
 
 def interrupted_line(stores, place, sessions) -> str | None:
