@@ -95,6 +95,30 @@ def test_the_hooks_fire_and_the_session_start_context_reaches_the_model(project,
     assert session["agent"] == "claude" and shown_to_user(events) == []
 
 
+def test_conflicts_reach_the_model_both_ways(project, tmp_path):
+    """Its own edit of a file another active ticket touched (PostToolUse: Claude Code 2.1
+    sends the hook's context after the tool result, as a message of its own), and the other
+    ticket's edit of a file it touched (the next prompt)."""
+    import subprocess
+
+    other = project.parent / "shop"
+    for command in (["bind", "OMN-2"], ["touch", "src/db.py"]):
+        assert subprocess.run([str(BATON), *command], cwd=other, capture_output=True, timeout=60).returncode == 0
+    turns = [{"tool": "Write", "input": {"file_path": str(project / "src" / "db.py"), "content": "DB = 1\n"}},
+             {"tool": "Write", "input": {"file_path": str(project / "src" / "cart.py"), "content": "CARTS = {}\n"}},
+             {"text": "Done."}]
+    with ScriptedModel(turns) as model:
+        claude(project, "Write the db module", model, tmp_path, "--permission-mode", "acceptEdits")
+    after_edit = json.dumps(model.agent_requests[1]["messages"][-3:])
+    assert "OMN-2" in after_edit and "src/db.py" in after_edit, after_edit[-1500:]
+    assert subprocess.run([str(BATON), "touch", "src/cart.py"], cwd=other, capture_output=True,
+                          timeout=60).returncode == 0
+    with ScriptedModel([{"text": "Noted."}]) as model:
+        claude(project, "Anything new?", model, tmp_path)
+    told = json.dumps(model.agent_requests[0]["messages"])
+    assert "OMN-2" in told and "src/cart.py" in told, "the other ticket's overlap reaches the model"
+
+
 @pytest.mark.parametrize("broken", ["bad baton.toml", "unusable data home"])
 def test_claude_code_shows_once_that_baton_cannot_record(project, tmp_path, home, broken):
     if broken == "bad baton.toml":
@@ -174,6 +198,30 @@ def test_the_model_finds_batons_tools_by_a_keyword_search(project, tmp_path):
     answered = json.dumps(model.agent_requests[2]["messages"][-2:])
     assert '\\"status\\": \\"found\\"' in answered or "Keep carts in PostgreSQL" in answered, answered[-2000:]
     assert events[-1]["permission_denials"] == []
+
+
+def test_a_600_file_ticket_reaches_the_model_whole(project, tmp_path):
+    from baton.skills.frontends.cli import main as baton
+
+    files = [f"src/module_{n:03}/implementation_file.py" for n in range(600)]
+    for start in range(0, 600, 200):
+        assert baton(["touch", *files[start:start + 200]]) == 0
+    for n in range(40):
+        assert baton(["decide", f"Decision {n}: keep the cart service stateless ({n})"]) == 0
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"baton": {"command": str(BATON), "args": ["mcp"]}}}))
+    turns = [{"tool": "ToolSearch", "input": {"query": "select:mcp__baton__resume_session"}},
+             {"tool": "mcp__baton__resume_session", "input": {"task_id": "OMN-1"}}, {"text": "Resumed."}]
+    with ScriptedModel(turns) as model:
+        claude(project, "Resume OMN-1", model, tmp_path, "--mcp-config", str(config),
+               "--allowedTools", "mcp__baton__resume_session")
+    (result,) = [block for message in model.agent_requests[2]["messages"] for block in message["content"]
+                 if isinstance(block, dict) and block.get("type") == "tool_result"
+                 and block.get("tool_use_id") == "toolu_scripted_2"]
+    text = result["content"] if isinstance(result["content"], str) else result["content"][0]["text"]
+    assert len(text) <= 10_000
+    answer = json.loads(text)
+    assert answer["omitted"]["files"]["total"] == 600 and answer["session"]["next_action"] is None
 
 
 def test_the_mcp_server_costs_only_its_tools_and_stops_at_the_first_signal(project, tmp_path):
