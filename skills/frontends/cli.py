@@ -734,14 +734,23 @@ def _doctor(args, stores) -> int:
 
 def _agents_installed() -> None:
     """The install state of each agent Baton knows, per scope (what `baton install` wrote)."""
+    place, _ = _place()
+    for agent in ("claude", "codex"):
+        for scope in ("project", "user"):
+            _agent_line(agent, scope, place)
+
+
+def _agent_line(agent: str, scope: str, place) -> None:
+    from baton.errors import BatonError
+    from baton.shown_text import one_line
     from baton.skills.installers.claude_code import claude_state
     from baton.skills.installers.codex import codex_state
 
-    place, _ = _place()
-    for scope in ("project", "user"):
-        print(f"{'claude (' + scope + ')':16} {claude_state(scope, place)}")
-    for scope in ("project", "user"):
-        print(f"{'codex (' + scope + ')':16} {codex_state(scope, place).line()}")
+    try:
+        line = claude_state(scope, place) if agent == "claude" else codex_state(scope, place).line()
+    except BatonError as exc:  # a settings file that cannot be read
+        line = str(exc)
+    print(f"{agent + ' (' + scope + ')':16} {one_line(line)}")
 
 
 def _projector(args, stores) -> int:

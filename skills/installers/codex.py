@@ -117,9 +117,9 @@ def wanted_group(event: str, executable: str) -> dict:
     return {"matcher": matcher, "hooks": [handler]} if matcher else {"hooks": [handler]}
 
 
-def install_codex(scope: str, place: Place, home: Path, codex: str | None = None) -> CodexReport:
-    """Write the server's table and the hooks, then trust the hooks by the hashes Codex
-    reports for them (codex: the `codex` to ask, default the one on PATH)."""
+def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
+    """Write the server's table and the hooks, then trust the hooks by the hashes the
+    `codex` on PATH reports for them."""
     base = codex_dir(scope, place)
     report = CodexReport(base / "config.toml", base / "hooks.json", codex_home() / "config.toml")
     executable = baton_executable("user")
@@ -128,7 +128,8 @@ def install_codex(scope: str, place: Place, home: Path, codex: str | None = None
 
     config_text = _read_text(report.config)
     block = _Block.of(config_text, report.config)
-    if _outside(config_text, block).get("mcp_servers", {}).get(SERVER) is not None:
+    servers = _outside(config_text, block).get("mcp_servers")
+    if isinstance(servers, dict) and servers.get(SERVER) is not None:
         raise BadInput(f"{report.config} already has an [mcp_servers.{SERVER}] table of its own: remove it, then "
                        "run `baton install codex` again; nothing changed")
     wanted = server_table(executable)
@@ -152,7 +153,7 @@ def install_codex(scope: str, place: Place, home: Path, codex: str | None = None
                      rules=[])
         backups.keep(report.hooks, original, report)
         write_file(report.hooks, text)
-    hashes = _hashes(scope, place, report, codex or shutil.which("codex"))
+    hashes = _hashes(scope, place, report, shutil.which("codex"))
     if report.trust_file == report.config:
         _trust_in(block, config_text, report, hashes)
     elif hashes:
@@ -230,11 +231,19 @@ def codex_state(scope: str, place: Place) -> CodexState:
     keys = _baton_hook_keys(hooks_file)
     trust_file = codex_home() / "config.toml"
     try:
-        trusted = set(tomllib.loads(_read_text(trust_file)).get("hooks", {}).get("state", {}))
-    except tomllib.TOMLDecodeError:
-        trusted = set()
+        hooks = tomllib.loads(_read_text(trust_file)).get("hooks")
+    except BadInput:
+        hooks = None
+    state = hooks.get("state") if isinstance(hooks, dict) else None
+    trusted = {_normal(key) for key in state} if isinstance(state, dict) else set()
     return CodexState(scope, server, sorted({key.split(":")[-3] for key in keys}),
-                      [key for key in keys if key not in trusted])
+                      [key for key in keys if _normal(key) not in trusted])
+
+
+def _normal(key: str) -> str:
+    """A trust key with its path resolved, to compare keys however the path was spelled."""
+    path, *rest = key.rsplit(":", 3)
+    return ":".join([os.path.realpath(path), *rest])
 
 
 def _baton_hook_keys(hooks_file: Path) -> list[str]:
@@ -304,8 +313,7 @@ class _Block:
         return block
 
     def drop_trust(self, hooks_file: Path) -> None:
-        prefix = f"{hooks_file}:"
-        self.trust = {key: value for key, value in self.trust.items() if not key.startswith(prefix)}
+        self.trust = {key: value for key, value in self.trust.items() if not _of_file(key, hooks_file)}
 
     def render(self) -> str:
         lines = [BLOCK_START]
@@ -320,6 +328,13 @@ class _Block:
     @property
     def empty(self) -> bool:
         return self.server is None and not self.trust
+
+
+def _of_file(key: str, hooks_file: Path) -> bool:
+    """Whether a trust key (`<path>:<event>:<group>:<handler>`) is of a hook in hooks_file,
+    however Codex spelled the path (it may resolve links)."""
+    path = key.rsplit(":", 3)[0]
+    return path == str(hooks_file) or os.path.realpath(path) == os.path.realpath(hooks_file)
 
 
 def _toml_value(value: object) -> str:
