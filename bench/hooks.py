@@ -215,8 +215,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
 from baton.skills.frontends.mcp_server import INSTRUCTIONS, TOOLS, _lean
 tools = []
-for name, (function, description) in TOOLS.items():
-    tool = Tool.from_function(function, name=name, description=description, structured_output=False)
+for name, served in TOOLS.items():
+    tool = Tool.from_function(served.function, name=name, description=served.description, structured_output=False)
     tool.parameters = _lean(tool.parameters)
     tools.append(tool)
 MCPServer("baton", instructions=INSTRUCTIONS, tools=tools).run("stdio")

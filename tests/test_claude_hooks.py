@@ -88,6 +88,21 @@ def test_each_file_tool_records_the_touch(home, worktrees, cli, capsys, fixture,
     assert relative in [t.path for t in session_of("OMN-1").files.values()]
 
 
+def test_codexs_patch_tool_records_every_file_its_patch_names(home, worktrees, cli, capsys):
+    """Codex 0.171's PostToolUse for apply_patch, as it sent it (tool_input.command: the patch)."""
+    main, second = worktrees
+    cli(second, "bind", "OMN-2")
+    cli(second, "touch", "src/db.py")
+    cli(main, "bind", "OMN-1")
+    event = json.loads((FIXTURES.parent / "codex_hooks" / "post_tool_use_apply_patch.json").read_text())
+    event["cwd"] = str(main)
+    code, out, err = hook("post-tool-use", event, capsys)
+    assert code == 0 and err == ""
+    assert "OMN-2" in told(out, "PostToolUse") and "src/db.py" in told(out, "PostToolUse")
+    assert sorted(t.path for t in session_of("OMN-1").files.values()) == [
+        "src/cart.py", "src/db.py", "src/gone.py", "src/new_name.py", "src/old_name.py"]
+
+
 def test_a_new_overlap_is_told_next_to_the_tool_result_once(home, worktrees, cli, capsys):
     main, second = worktrees
     cli(second, "bind", "OMN-2")

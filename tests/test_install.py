@@ -3,13 +3,14 @@ and an exact round trip for files that already had hooks of their own."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from baton.skills.installers.claude_code import HOOKS, is_baton_hook, skill_names, skill_source
+from baton.skills.installers.claude_code import HOOKS, is_baton_hook, permission_rules, skill_names, skill_source
 
 # Settings files as people have them: other hooks, permissions, env, their own layout.
 HOOKED_SETTINGS = {
@@ -70,10 +71,53 @@ def test_install_then_uninstall_gives_back_the_file_byte_for_byte(home, worktree
     for key in before:
         if key != "hooks":
             assert merged[key] == before[key]
+    local = settings_of(main).with_name("settings.local.json")
+    assert json.loads(local.read_text()) == {"permissions": {"allow": permission_rules()}}
     assert cli(main, "install", "claude")[0] == 0
     assert settings_of(main).read_bytes() == installed, "installing twice changes nothing"
     assert cli(main, "uninstall", "claude")[0] == 0
-    assert settings_of(main).read_bytes() == original
+    assert settings_of(main).read_bytes() == original and not local.exists()
+
+
+@pytest.mark.parametrize("scope", ["project", "user"])
+def test_the_rules_the_user_had_stay_on_uninstall_and_only_batons_go(home, worktrees, cli, tmp_path, monkeypatch,
+                                                                     scope):
+    """A rule the user wrote, even one Baton would add, is the user's: uninstall keeps it.
+    A project's rules go to settings.local.json: Claude Code takes no Skill rule from the
+    shared settings.json."""
+    main, _ = worktrees
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
+    rules = main / ".claude" / "settings.local.json" if scope == "project" else tmp_path / "claude-config" / \
+        "settings.json"
+    rules.parent.mkdir()
+    original = ('{\n  "permissions": {\n    "allow": ["Skill(handoff)", "Bash(make *)"],\n'
+                '    "ask": ["Bash(baton restore *)"]\n  }\n}\n')
+    rules.write_text(original)
+    code, out, err = cli(main, "install", "claude", "--scope", scope)
+    assert (code, err) == (0, "") and "permission rules added: Skill(recover), Skill(resume_session)" in out
+    allow = json.loads(rules.read_text())["permissions"]["allow"]
+    assert allow == ["Skill(handoff)", "Bash(make *)", *(r for r in permission_rules() if r != "Skill(handoff)")]
+    if scope == "project":
+        assert "permissions" not in json.loads(settings_of(main).read_text())
+    installed = rules.read_bytes()
+    code, out, _ = cli(main, "install", "claude", "--scope", scope)
+    assert "permission rules there" in out and rules.read_bytes() == installed
+    code, out, _ = cli(main, "uninstall", "claude", "--scope", scope)
+    assert "Skill(handoff)" not in out.split("permission rules removed: ")[1]
+    assert rules.read_text() == original
+
+
+def test_every_skill_and_the_baton_commands_it_runs_are_allowed():
+    rules = permission_rules()
+    assert {f"Skill({skill})" for skill in skill_names()} == {"Skill(resume_session)", "Skill(handoff)",
+                                                              "Skill(recover)"} <= set(rules)
+    for skill in skill_names():
+        front = skill_source(skill).decode().split("---\n")[1]
+        (line,) = [entry for entry in front.splitlines() if entry.startswith("allowed-tools: ")]
+        granted = re.findall(r"\w+\([^)]*\)", line)
+        assert granted and set(granted) <= set(rules), skill
+    assert all(rule.startswith("Skill(") or re.fullmatch(r"Bash\(baton [a-z-]+ \*\)", rule) for rule in rules), \
+        "narrow rules only: Baton's skills and its own commands"
 
 
 def test_the_entries_follow_the_documented_schema(home, worktrees, cli):

@@ -140,7 +140,8 @@ def test_the_agents_own_resume_when_it_has_one():
     claude_id = "0b6a2c4e-8f1d-4c2b-9a7e-5d3f1e2a4b6c"
     assert continuation(worktree, "SHOP-1", "claude", claude_id) == f"cd '/src/shop two' && claude --resume {claude_id}"
     assert continuation(worktree, "SHOP-1", "claude", "$(rm -rf ~)") == "cd '/src/shop two' && baton resume SHOP-1"
-    assert continuation(worktree, "SHOP-1", "codex", claude_id) == "cd '/src/shop two' && baton resume SHOP-1"
+    assert continuation(worktree, "SHOP-1", "codex", claude_id) == f"cd '/src/shop two' && codex resume {claude_id}"
+    assert continuation(worktree, "SHOP-1", "aider", claude_id) == "cd '/src/shop two' && baton resume SHOP-1"
 
 
 def test_recorded_text_is_shown_as_data(repo, agent):

@@ -23,6 +23,20 @@ pytestmark = pytest.mark.slow  # each test starts `baton mcp` in a fresh process
 TOOLS = {"resume_session", "list_sessions", "bind_task", "record_touch", "record_decision", "update_session",
          "end_session", "recall_decisions", "signals_since", "write_handoff", "verify_handoff",
          "record_stage", "recover_work", "take_checkpoint", "restore_checkpoint", "fork_task", "start_fresh"}
+# tool -> (readOnlyHint, destructiveHint, idempotentHint): what each tool does. Nothing is
+# open-world (Baton's stores and this worktree only); destructive: replaces what the user
+# has (a worktree's files with in_place, the ticket's current run); idempotent: the same
+# call again adds nothing (a second resume or bind in a session claims nothing new).
+ANNOTATIONS = {
+    "resume_session": (False, False, True), "list_sessions": (True, False, True), "bind_task": (False, False, True),
+    "record_touch": (False, False, True), "record_decision": (False, False, False),
+    "update_session": (False, False, False), "record_stage": (False, False, False),
+    "recover_work": (True, False, True), "end_session": (False, False, True), "write_handoff": (False, False, False),
+    "verify_handoff": (False, False, False), "recall_decisions": (True, False, True),
+    "signals_since": (True, False, True), "take_checkpoint": (False, False, False),
+    "restore_checkpoint": (False, True, False), "fork_task": (False, False, False),
+    "start_fresh": (False, True, False),
+}
 WAIT = 120  # seconds: the server is a fresh process that may load the embedding model
 
 
@@ -78,15 +92,65 @@ def test_only_the_tools_capability_is_declared(home, tmp_path):
             (None, None, None, None)
 
 
-def test_the_tools_and_their_short_descriptions(home, tmp_path):
+def test_the_server_and_the_cli_report_the_installed_distributions_version(home, tmp_path):
+    from importlib.metadata import version
+
+    installed = version("baton-sessions")
+    assert installed != "0"
+
+    async def script(session):
+        return (await session.initialize()).server_info
+
+    info = with_server(tmp_path, script)
+    assert (info.name, info.version) == ("baton", installed)
+    printed = run_process(tmp_path, "--version")
+    assert (printed.returncode, printed.stdout) == (0, f"baton {installed}\n")
+
+
+# A word an agent searches with -> the tools whose name or description must hold it.
+SEARCH_WORDS = {
+    "resume": {"resume_session", "recover_work"}, "ticket": {"resume_session", "bind_task", "fork_task"},
+    "session": {"resume_session", "list_sessions", "end_session", "update_session"},
+    "handoff": {"write_handoff", "verify_handoff", "resume_session"},
+    "conflict": {"resume_session", "list_sessions", "record_touch"},
+    "decision": {"record_decision", "recall_decisions", "resume_session"},
+    "checkpoint": {"take_checkpoint", "restore_checkpoint", "fork_task"},
+}
+
+
+def test_the_tools_are_found_by_the_words_an_agent_searches_with_and_stay_short(home, tmp_path):
     async def script(session):
         return (await session.list_tools()).tools
 
     tools = with_server(tmp_path, script)
     assert {t.name for t in tools} == TOOLS
+    for word, expected in SEARCH_WORDS.items():
+        found = {t.name for t in tools if word in f"{t.name} {t.description}".lower()}
+        assert expected <= found, (word, expected - found)
     for tool in tools:
-        assert len(tool.description) <= 100, tool.name
+        assert 60 <= len(tool.description) <= 200, tool.name
         assert "title" not in json.dumps(tool.input_schema), "titles only repeat the names"
+    # What a client sends the model per request without tool search (as Claude Code's
+    # tools array): 6,470 bytes for the 17 tools when measured.
+    shown = [{"name": f"mcp__baton__{t.name}", "description": t.description, "input_schema": t.input_schema}
+             for t in tools]
+    assert len(json.dumps(shown, separators=(",", ":"))) < 7000
+
+
+def test_every_tool_is_annotated_as_what_it_does(home, tmp_path):
+    """Codex runs a read-only or non-destructive tool without asking and counts a tool
+    without annotations as destructive and open-world."""
+    async def script(session):
+        return (await session.list_tools()).tools
+
+    tools = with_server(tmp_path, script)
+    assert set(ANNOTATIONS) == {t.name for t in tools}
+    for tool in tools:
+        hints = tool.annotations
+        assert hints is not None and hints.title and tool.title == hints.title, tool.name
+        assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == ANNOTATIONS[tool.name], \
+            tool.name
+        assert hints.open_world_hint is False, tool.name
 
 
 def test_a_ticket_worked_through_the_tools_reads_back_as_the_cli_prints_it(home, worktrees, cli):
@@ -149,6 +213,74 @@ def test_the_write_tools_answer_as_the_cli_json(home, worktrees, cli, tool, argu
     is_error, text = with_server(main, call(tool, **arguments))
     assert not is_error, text
     assert json.loads(text) == cli_json(main, *command, "--json")
+
+
+def big_ticket(cli, main: Path) -> None:
+    """OMN-1 with 600 files and 40 decisions: a resume of about 40,000 characters."""
+    cli(main, "bind", "OMN-1")
+    files = [f"src/module_{n:03}/implementation_file.py" for n in range(600)]
+    for start in range(0, 600, 200):
+        assert cli(main, "touch", *files[start:start + 200])[0] == 0
+    for n in range(40):
+        cli(main, "decide", f"Decision {n}: keep the cart service stateless, carts in PostgreSQL ({n})",
+            "--context", f"they must survive restarts, reason {n}")
+    cli(main, "update", "--next", "write the migration", "--phase", "implementing")
+
+
+def test_a_600_file_ticket_resumes_whole_within_the_budget_and_the_rest_can_be_fetched(home, worktrees, cli):
+    main, _ = worktrees
+    big_ticket(cli, main)
+    whole = cli_json(main, "resume", "OMN-1", "--json")
+    assert len(json.dumps(whole, ensure_ascii=False)) > 30_000
+
+    async def script(session):
+        first = await session.call_tool("resume_session", {"task_id": "OMN-1"})
+        pages = {}
+        for section in ("files", "decisions"):
+            offset, items = 0, []
+            while offset is not None:
+                result = await session.call_tool("resume_session", {"task_id": "OMN-1", "section": section,
+                                                                    "offset": offset})
+                assert not result.is_error and len(result.content[0].text) <= 10_000
+                got = json.loads(result.content[0].text)
+                items += got["items"]
+                offset = got["next_offset"]
+            pages[section] = items
+        return first.content[0].text, pages
+
+    text, pages = with_server(main, script)
+    assert len(text) <= 10_000
+    answer = json.loads(text)
+    # Priority order: status, state and next action whole; the details as far as they fit.
+    assert answer["status"] == whole["status"] and answer["session"]["next_action"] == "write the migration"
+    assert answer["session"]["phase"] == "implementing" and answer["conflicts"] == whole["conflicts"]
+    omitted = answer["omitted"]
+    assert omitted["files"]["total"] == 600 and omitted["decisions"]["total"] == 40
+    for section, path in (("files", "files_touched"), ("decisions", "decisions")):
+        shown = answer["session"][path]
+        assert len(shown) == omitted[section]["shown"] < omitted[section]["total"]
+        assert shown == whole["session"][path][omitted[section]["first_shown"]:], "the newest are shown"
+        assert omitted[section]["next"] == {"section": section, "offset": 0}
+    assert "section=NAME" in answer["fetch"]
+    assert pages["files"] == whole["session"]["files_touched"]
+    assert pages["decisions"] == whole["session"]["decisions"]
+    # The CLI fits only when asked, to the same budget, and pages alike.
+    fitted = run_process(main, "resume", "OMN-1", "--json", "--budget", "10000")
+    assert fitted.returncode == 0 and len(fitted.stdout.rstrip("\n")) <= 10_000
+    assert json.loads(fitted.stdout)["omitted"]["files"]["total"] == 600
+    paged = cli_json(main, "resume", "OMN-1", "--json", "--section", "files", "--offset", "590")
+    assert paged["items"] == whole["session"]["files_touched"][590:] and paged["next_offset"] is None
+
+
+def test_the_answer_budget_is_a_setting(home, worktrees, cli):
+    main, _ = worktrees
+    big_ticket(cli, main)
+    (home / "baton.toml").write_text("[mcp]\nanswer_budget = 4000\n")
+    text = with_server(main, call("resume_session", task_id="OMN-1"))[1]
+    assert len(text) <= 4000 and json.loads(text)["omitted"]["files"]["total"] == 600
+    (home / "baton.toml").write_text("[mcp]\nanswer_budget = 100\n")
+    is_error, text = with_server(main, call("list_sessions"))
+    assert is_error and "answer_budget is out of range" in json.loads(text)["error"]["message"]
 
 
 def test_a_handoff_written_and_verified_through_the_tools(home, worktrees, cli):

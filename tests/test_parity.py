@@ -28,7 +28,8 @@ PARITY = {
     "recover": ("recover_work", {"verbose": "verbose", "all_repos": "all_repos"}),
     "end": ("end_session", {"task_id": "task_id", "task_option": "task_id", "status": "status"}),
     "resume": ("resume_session", {"task_id": "task_id", "limit": "limit", "agent": "agent",
-                                  "allow_unsigned_probes": "allow_unsigned_probes"}),
+                                  "allow_unsigned_probes": "allow_unsigned_probes", "section": "section",
+                                  "offset": "offset"}),
     "list": ("list_sessions", {"all": "include_ended"}),
     "signals": ("signals_since", {"task": "task_id", "since": "since", "limit": "limit"}),
     "recall": ("recall_decisions", {"text": "query", "limit": "limit"}),
@@ -43,6 +44,7 @@ PARITY = {
 # Options and commands with --json that have no tool, each with why.
 EXCLUDED_OPTIONS = {
     ("resume", "list"): "resume --list is list_sessions",
+    ("resume", "budget"): "a tool's answers keep the server's budget, [mcp] answer_budget",
     ("handoff", "handoff_action"): "selects `handoff verify`, which is verify_handoff",
     ("handoff verify", "strict"): "sets the exit status for a script or git hook; live_state carries the same verdict",
     ("list", "all_projects"): "the lead's view of every project; a tool serves its worktree's project only",
@@ -79,8 +81,8 @@ def _tool_arguments() -> dict[str, set[str]]:
 
     from baton.skills.frontends.mcp_server import TOOLS
 
-    return {name: set(Tool.from_function(function, name=name, structured_output=False).parameters["properties"])
-            for name, (function, _) in TOOLS.items()}
+    return {name: set(Tool.from_function(served.function, name=name, structured_output=False).parameters["properties"])
+            for name, served in TOOLS.items()}
 
 
 def test_every_command_with_json_has_a_tool_or_says_why_not():

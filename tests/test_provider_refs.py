@@ -102,3 +102,16 @@ def test_a_fork_does_not_offer_its_parents_conversation(home, tmp_path, cli, cap
     assert cli(repo, "fork", "OMN-1", "--as", "OMN-2", "--into", str(fork))[0] == 0
     reason = json.loads(cli(fork, "resume", "OMN-2", "--json")[1])["continuation"]["reason"]
     assert "a restore, fork or fresh start begins a new conversation" in reason
+
+
+def test_a_codex_session_is_continued_by_codex_resume(home, tmp_path, cli, capsys):
+    """Codex sends Claude Code's payload; its transcript is `sessions/.../rollout-*.jsonl`."""
+    repo = make_repo(tmp_path / "shop", None)
+    transcript = tmp_path / "codex" / "sessions" / f"rollout-2026-12-01T15-05-40-{AGENT_SESSION}.jsonl"
+    write(transcript, '{"type": "session_meta"}\n')
+    assert cli(repo, "bind", "OMN-1", "--agent", "codex")[0] == 0
+    assert hook("session-start", agent_event("session_start_startup", repo, transcript), capsys)[0] == 0
+    resumed = json.loads(cli(repo, "resume", "OMN-1", "--json")[1])
+    assert resumed["continuation"]["command"] == f"codex resume {AGENT_SESSION}"
+    other = json.loads(cli(repo, "resume", "OMN-1", "--json", "--agent", "claude")[1])["continuation"]
+    assert other["command"] is None and "(claude) is not the one that worked (codex)" in other["reason"]

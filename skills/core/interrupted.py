@@ -40,8 +40,9 @@ HEARTBEAT_MAX_AGE = timedelta(minutes=30)
 GIT_TIMEOUT = 10.0
 MAX_RECORD_BYTES = 1 << 20
 FOUND, NOT_FOUND = "INTERRUPTED_TASK_FOUND", "NO_INTERRUPTED_TASK_FOUND"
-# Agents whose own resume continues a session by its id (`claude --resume ID`, Claude Code's CLI reference).
-NATIVE_RESUME = {"claude": ("claude", "--resume")}
+# Agents whose own resume continues a session by its id (`claude --resume ID`, Claude Code's CLI
+# reference; `codex resume ID`, the Codex CLI's help).
+NATIVE_RESUME = {"claude": ("claude", "--resume"), "codex": ("codex", "resume")}
 _AGENT_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 

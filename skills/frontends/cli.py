@@ -35,11 +35,22 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     asks gettext for a translation), and `baton touch` runs in an agent's hook."""
     import argparse
 
+    class _PrintVersion(argparse.Action):
+        """The installed distribution's version, looked up only when asked."""
+
+        def __call__(self, parser, namespace, values, option_string=None) -> None:
+            from baton.skills.runtime.distribution import version
+
+            print(f"baton {version()}")
+            parser.exit()
+
     parser = argparse.ArgumentParser(prog="baton",
                                      description="Hand a ticket's working state from one agent session to the next.")
     parser.add_argument("--project", metavar="NAME", default=argparse.SUPPRESS,  # taken before parsing
                         help="the project to read and write (default: BATON_PROJECT, baton.toml's project, "
                              "else this worktree's repository)")
+    parser.add_argument("--version", action=_PrintVersion, nargs=0, default=argparse.SUPPRESS,
+                        help="print the installed version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str, *, task: bool = True) -> argparse.ArgumentParser:
@@ -147,6 +158,12 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     sub.add_argument("--agent", help="name of the agent resuming")
     sub.add_argument("--allow-unsigned-probes", action="store_true",
                      help="re-run the handoff's unsigned or edited probes too (they run code from the branch)")
+    sub.add_argument("--budget", type=int, metavar="CHARS",
+                     help="with --json: fit the answer in CHARS characters, filled in priority order, saying what "
+                          "it left out (as MCP answers are)")
+    sub.add_argument("--section", metavar="NAME", help="with --json: only this section's items (files, decisions, "
+                     "signals, ...), from --offset on, a page within the budget")
+    sub.add_argument("--offset", type=int, default=0, metavar="N", help="with --section: the first item (default 0)")
 
     sub = command("list", "List active sessions, conflicts highlighted.", task=False)
     sub.add_argument("--json", action="store_true")
@@ -214,10 +231,12 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     sub.add_argument("--json", action="store_true")
 
     for name, verb in (("install", "Wire Baton into"), ("uninstall", "Remove what `baton install` added to")):
-        sub = command(name, f"{verb} Claude Code (hooks and skills) or git (the pre-commit guard).", task=False)
-        sub.add_argument("target", choices=["claude", "git-hook"])
+        sub = command(name, f"{verb} Claude Code (hooks, skills, permission rules), the Codex CLI (MCP server, "
+                            "hooks and their trust) or git (the pre-commit guard).", task=False)
+        sub.add_argument("target", choices=["claude", "codex", "git-hook"])
         sub.add_argument("--scope", choices=["project", "user"],
-                         help="claude: this worktree's .claude/ (default) or ~/.claude/")
+                         help="claude: this worktree's .claude/ (default) or ~/.claude/; codex: this worktree's "
+                              ".codex/ (default) or $CODEX_HOME (~/.codex/)")
         if name == "install":
             sub.add_argument("--strict", action="store_true", help="git-hook: block the commit instead of warning")
 
@@ -395,6 +414,14 @@ def _dump(data) -> None:
     print(json_for_terminal(json.dumps(mask_all(data), indent=2, ensure_ascii=False)))
 
 
+def _dump_within(data: dict, budget: int) -> None:
+    """An answer fitted to a budget, on one line: the budget counts the characters printed."""
+    from baton.masking import mask_all
+    from baton.shown_text import json_for_terminal
+
+    print(json_for_terminal(json.dumps(mask_all(data), ensure_ascii=False)))
+
+
 def _dump_rows(rows: list) -> None:
     """A JSON list of many rows, one row to a line: the C encoder writes each (json.dumps
     with an indent runs in Python, seconds for a hundred thousand sessions)."""
@@ -544,13 +571,28 @@ def _resume(args, stores) -> int:
     if not args.task_id:
         raise BadInput("resume needs a TASK (or --list)")
     from baton.skills.frontends.render import resume_markdown
+    from baton.skills.runtime.settings import MIN_ANSWER_BUDGET
     from baton.skills.services.commands import ResumeRequest, resume
 
+    if (args.budget is not None or args.section is not None) and not args.json:
+        raise BadInput("--budget and --section go with --json")
+    if args.budget is not None and args.budget < MIN_ANSWER_BUDGET:
+        raise BadInput(f"--budget must be at least {MIN_ANSWER_BUDGET} characters")
+    if args.section is not None:
+        from baton.skills.frontends.answer_budget import SECTION_NAMES
+
+        if args.section not in SECTION_NAMES:  # before the resume binds anything
+            raise BadInput(f"unknown section {args.section!r}: one of {', '.join(SECTION_NAMES)}")
     place, _ = _place()
     result = resume(stores, place, ResumeRequest(args.task_id, limit=args.limit, agent=args.agent,
                                                  allow_unsigned_probes=args.allow_unsigned_probes))
     _warn(result.warnings)
-    if args.json:
+    if args.json and (args.budget is not None or args.section is not None):
+        from baton.skills.frontends.answer_budget import resume_answer
+
+        budget = args.budget if args.budget is not None else stores.settings.mcp_answer_budget
+        _dump_within(resume_answer(result.to_json(), budget, args.section, args.offset), budget)
+    elif args.json:
         _dump(result.to_json())
     else:
         print(resume_markdown(result))
@@ -688,7 +730,29 @@ def _doctor(args, stores) -> int:
             where = f"{details['backend']} {details['location']} ({details['version']}; {details['size']})" \
                 if "size" in details else f"{details.get('backend', '')} {details.get('location', '')}".strip()
             print(f"{report.store:16} {one_line(report.state) if report.state != 'ok' else 'ok  ' + one_line(where)}")
+        _agents_installed()
     return 0 if all(report.state == "ok" for report in reports) else 3
+
+
+def _agents_installed() -> None:
+    """The install state of each agent Baton knows, per scope (what `baton install` wrote)."""
+    place, _ = _place()
+    for agent in ("claude", "codex"):
+        for scope in ("project", "user"):
+            _agent_line(agent, scope, place)
+
+
+def _agent_line(agent: str, scope: str, place) -> None:
+    from baton.errors import BatonError
+    from baton.shown_text import one_line
+    from baton.skills.installers.claude_code import claude_state
+    from baton.skills.installers.codex import codex_state
+
+    try:
+        line = claude_state(scope, place) if agent == "claude" else codex_state(scope, place).line()
+    except BatonError as exc:  # a settings file that cannot be read
+        line = str(exc)
+    print(f"{agent + ' (' + scope + ')':16} {one_line(line)}")
 
 
 def _projector(args, stores) -> int:
@@ -754,16 +818,36 @@ def _install(args, stores) -> int:
         print(f"{hooked.hook}: {hooked.action}{' (strict)' if args.strict else ' (advisory)'}{kept}")
         return 0
     if args.strict:
-        raise BadInput("--strict applies to git-hook, not claude")
+        raise BadInput(f"--strict applies to git-hook, not {args.target}")
+    if args.target == "codex":
+        from baton.skills.installers.codex import install_codex
+
+        _print_codex(install_codex(args.scope or "project", place, stores.settings.home), "added")
+        return 0
     from baton.skills.installers.claude_code import install_claude
 
     report = install_claude(args.scope or "project", place, stores.settings.home)
     _warn(report.warnings)
     print(f"{report.settings}: "
-          + (f"hooks added for {', '.join(report.events)}" if report.events else "hooks already there"))
+          + (f"hooks added for {', '.join(report.events)}" if report.events else "hooks already there")
+          + (f"; permission rules added: {', '.join(report.rules)}" if report.rules else "; permission rules there"))
     for skill, action in report.skills.items():
         print(f"skill /{skill}: {action}")
     return 0
+
+
+def _print_codex(report, done: str) -> None:
+    """What `baton install codex` or `baton uninstall codex` changed, a line per file."""
+    _warn(report.warnings)
+    print(f"{report.config}: MCP server {report.server}")
+    print(f"{report.hooks}: " + (f"hooks {done} for {', '.join(report.events)}" if report.events
+                                  else "hooks already there" if done == "added" else "no Baton hooks"))
+    if report.trusted:
+        print(f"{report.trust_file}: {len(report.trusted)} hooks trusted")
+    for backup in report.backups:
+        print(f"backup: {backup}")
+    if report.untrusted:
+        _warn([report.untrusted])
 
 
 def _uninstall(args, stores) -> int:
@@ -780,12 +864,18 @@ def _uninstall(args, stores) -> int:
         outcome = "removed" + put_back if unhooked.action == "removed" else "no Baton guard installed"
         print(f"{unhooked.hook}: {outcome}")
         return 0
+    if args.target == "codex":
+        from baton.skills.installers.codex import uninstall_codex
+
+        _print_codex(uninstall_codex(args.scope or "project", place, stores.settings.home), "removed")
+        return 0
     from baton.skills.installers.claude_code import uninstall_claude
 
     report = uninstall_claude(args.scope or "project", place, stores.settings.home)
     _warn(report.warnings)
     print(f"{report.settings}: "
-          + (f"hooks removed from {', '.join(report.events)}" if report.events else "no Baton hooks"))
+          + (f"hooks removed from {', '.join(report.events)}" if report.events else "no Baton hooks")
+          + (f"; permission rules removed: {', '.join(report.rules)}" if report.rules else ""))
     for skill, action in report.skills.items():
         print(f"skill /{skill}: {action}")
     return 0

@@ -39,6 +39,10 @@ from baton.store_names import Store
 
 # The file-editing tools and the tool_input field that names the file they changed.
 FILE_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
+# Codex's patch tool: tool_input.command holds the patch, whose headers name the files.
+PATCH_TOOL = "apply_patch"
+CODEX_TRANSCRIPT = "rollout-"  # how Codex names a session's transcript file
+PATCH_HEADERS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
 SESSION_START_STORE_TIMEOUT = 0.5  # seconds of servers: keeps a session start within 1 s when one hangs
 HEARD_SLACK = timedelta(minutes=10)  # signals can be stored a little after the time they carry
 SIGNALS_READ = 50
@@ -137,22 +141,28 @@ def read_payload(text: str) -> Payload:
                    Path(cwd) if isinstance(cwd, str) and cwd else Path.cwd())
 
 
-def edited_path(event: dict) -> str | None:
-    """The file a file-editing tool call changed, from its tool_input (or tool_response)."""
+def edited_paths(event: dict) -> list[str]:
+    """The files a file-editing tool call changed, from its tool_input (or tool_response):
+    Claude Code's Edit and Write name one, Codex's apply_patch names each in its patch."""
     tool = event.get("tool_name")
-    field = FILE_TOOLS.get(tool) if isinstance(tool, str) else None
-    if field is None:
-        return None
     given_input, given_response = event.get("tool_input"), event.get("tool_response")
     tool_input = given_input if isinstance(given_input, dict) else {}
+    if tool == PATCH_TOOL:
+        patch = tool_input.get("command")
+        lines = patch.splitlines() if isinstance(patch, str) else []
+        paths = [line[len(header):].strip() for line in lines for header in PATCH_HEADERS if line.startswith(header)]
+        return list(dict.fromkeys(path for path in paths if path))
+    field = FILE_TOOLS.get(tool) if isinstance(tool, str) else None
+    if field is None:
+        return []
     response = given_response if isinstance(given_response, dict) else {}
     path = tool_input.get(field) or response.get("filePath")
-    return path if isinstance(path, str) and path else None
+    return [path] if isinstance(path, str) and path else []
 
 
 def post_tool_use(payload: Payload, out: Output) -> None:
-    path = edited_path(payload.event)
-    if path is None:
+    paths = edited_paths(payload.event)
+    if not paths:
         return
     place, locator, task = locate(payload.cwd)
     if task is None:
@@ -160,7 +170,7 @@ def post_tool_use(payload: Payload, out: Output) -> None:
     from baton.skills.services.touch import touch
 
     with opened_stores(project=place.repo) as stores:
-        report = touch(stores, task, [path], payload.cwd, locator, skip_refused=True)
+        report = touch(stores, task, paths, payload.cwd, locator, skip_refused=True)
         _warn(report.warnings)
         with agent_sessions(stores) as sessions:
             heartbeat(sessions, payload, task, place)
@@ -223,16 +233,18 @@ def heartbeat(sessions, payload: Payload, task, place) -> None:
 def remember_provider(stores, payload: Payload, task, place) -> None:
     """Keep the agent's own session id and transcript path as the run's provider reference,
     encrypted in the data home (baton.skills.runtime.provider_refs): resume offers
-    `claude --resume` from it. At session start and each end of turn, not on the prompt's
+    `claude --resume` (or `codex resume`) from it. At session start and each end of turn, not on the prompt's
     light path: encrypting imports the cipher."""
     from baton.skills.runtime.provider_refs import record
     from baton.skills.services.checkpoint import local_run
 
     run = local_run(place, task.task_id)
     transcript = payload.event.get("transcript_path")
+    transcript = transcript if isinstance(transcript, str) else None
+    # Codex sends Claude Code's payload; its transcript is a rollout file (`codex resume ID`).
+    agent = "codex" if transcript and Path(transcript).name.startswith(CODEX_TRANSCRIPT) else "claude"
     if run is not None and payload.session_id:
-        record(stores.settings.home, task.task_id, run.run_id, payload.session_id,
-               transcript if isinstance(transcript, str) else None)
+        record(stores.settings.home, task.task_id, run.run_id, payload.session_id, transcript, agent=agent)
 
 
 def interrupted_line(stores, place, sessions) -> str | None:
@@ -463,12 +475,13 @@ def dirty_files(root: Path, listed: tuple[str, ...] | None = None) -> dict[str, 
 
 def without_batons_own(dirty: dict[str, float]) -> dict[str, float]:
     """dirty without the files Baton writes itself (handoffs, the binding, what `baton
-    install claude` added): every ticket writes these, so sweeping them as touches would
-    make every ticket overlap every other."""
+    install claude` or `baton install codex` added): every ticket writes these, so
+    sweeping them as touches would make every ticket overlap every other."""
     from baton.skills.handoff.files import HANDOFFS_DIR
     from baton.skills.installers.claude_code import skill_names
 
-    installed = {".claude/settings.json", *(f".claude/skills/{name}/SKILL.md" for name in skill_names())}
+    installed = {".claude/settings.json", ".claude/settings.local.json", ".codex/config.toml", ".codex/hooks.json",
+                 *(f".claude/skills/{name}/SKILL.md" for name in skill_names())}
     return {path: mtime for path, mtime in dirty.items()
             if path not in installed and not path.startswith((f"{HANDOFFS_DIR}/", ".baton/"))}
 

@@ -15,8 +15,10 @@ only when the allowlist admits it (`[handoff] allow`, Baton's read-only git prob
 `allow_unsigned_probes` is refused, unless the user started the server with
 `baton mcp --allow-unsigned-probes`.
 
-Descriptions are kept short on purpose: every tool schema is sent to the model on every
-turn (bench/hooks.py prints their total size).
+Descriptions are written for tool search (Claude Code defers MCP tools and loads one by a
+keyword query over names and descriptions): what the tool does and when to call it, in the
+words an agent searches with. They stay short: without tool search every schema goes to the
+model on every turn (bench/hooks.py prints their total size).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from baton.errors import BadInput
 from baton.registry.wire import UPDATE_PHASES
+from baton.skills.frontends.answer_budget import SECTION_NAMES
 
 INSTRUCTIONS = ("Baton keeps each ticket's working state across agent sessions. task_id defaults to the worktree's "
                 "binding; worktree defaults to this server's directory, the only worktree it serves.")
@@ -49,20 +52,24 @@ _scope: Scope | None = None  # set by serve(); unset, the process's directory wi
 
 if TYPE_CHECKING:
     Phase = str  # a Literal of a tuple's values is built at run time, which mypy cannot follow
+    SectionName = str
 else:
     Phase = Literal[UPDATE_PHASES]  # the tool's schema lists the phases
+    SectionName = Literal[SECTION_NAMES]
 
 
 def resume_session(task_id: str, limit: int = 5, agent: str | None = None, allow_unsigned_probes: bool = False,
-                   worktree: str | None = None) -> str:
+                   section: SectionName | None = None, offset: int = 0, worktree: str | None = None) -> str:
+    from baton.skills.frontends.answer_budget import resume_answer
     from baton.skills.services.commands import ResumeRequest, resume
 
     def run(stores):
         place = _place(worktree)
         if allow_unsigned_probes:
             _unsigned_allowed()
-        return resume(stores, place, ResumeRequest(task_id, limit=limit, agent=agent,
-                                                   allow_unsigned_probes=allow_unsigned_probes)).to_json()
+        answer = resume(stores, place, ResumeRequest(task_id, limit=limit, agent=agent,
+                                                     allow_unsigned_probes=allow_unsigned_probes)).to_json()
+        return resume_answer(answer, stores.settings.mcp_answer_budget, section, offset)
 
     return _call(run)
 
@@ -255,29 +262,75 @@ def start_fresh(task_id: str, base: str | None = None, into: str | None = None, 
     return _call(lambda stores: fresh(stores, _place(worktree), request).to_json())
 
 
-# name -> (function, description): what list_tools shows.
-TOOLS: dict[str, tuple[Callable[..., str], str]] = {
-    "resume_session": (resume_session, ("A ticket's state, conflicts, related decisions and missed signals; "
-                                        "binds the worktree to it.")),
-    "list_sessions": (list_sessions, "Active sessions, with the tickets each conflicts with."),
-    "bind_task": (bind_task, "Bind the worktree to a ticket."),
-    "record_touch": (record_touch, "Record files the ticket changed; returns overlaps with other active tickets."),
-    "record_decision": (record_decision, "Record a decision (other tickets recall it)."),
-    "update_session": (update_session, "Record phase, next action, steps, failures, dependencies, journal, checks."),
-    "record_stage": (record_stage, ("Record a workflow stage's status; TEST_PASS runs check, a review or "
-                                    "retro needs evidence (a file).")),
-    "recover_work": (recover_work, ("Interrupted work (agent gone, session not ended) and the command that "
-                                    "continues each.")),
-    "end_session": (end_session, "End the ticket's session as completed (default) or stalled."),
-    "write_handoff": (write_handoff, ("Write the ticket's handoff: journal, git state, checks and probes (NAME: CMD), "
-                                      "all signed.")),
-    "verify_handoff": (verify_handoff, "Re-run the current handoff's live-state probes; fresh results win."),
-    "recall_decisions": (recall_decisions, "Search all tickets' decisions by meaning."),
-    "signals_since": (signals_since, "Coordination signals after an ISO 8601 time, oldest first."),
-    "take_checkpoint": (take_checkpoint, "Checkpoint the worktree's files, index and base for the ticket."),
-    "restore_checkpoint": (restore_checkpoint, "Restore TASK[@CHECKPOINT] into a new worktree as a new run."),
-    "fork_task": (fork_task, "Fork a ticket's checkpoint into a new ticket, worktree and branch."),
-    "start_fresh": (start_fresh, "Start a ticket again on a new base; its journal is kept."),
+@dataclass(frozen=True, slots=True)
+class Served:
+    """One tool as list_tools shows it: its description, a title, and the MCP annotations
+    clients decide approval by (Codex runs a read-only or non-destructive tool without asking,
+    and treats one without annotations as destructive). Every tool acts on Baton's stores and
+    this worktree only: none is open-world. Destructive: it replaces what the user has (a
+    worktree's files, a ticket's current run); Baton's records are appended, never erased."""
+
+    function: Callable[..., str]
+    title: str
+    description: str
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+
+    def annotations(self):
+        from mcp_types import ToolAnnotations
+
+        return ToolAnnotations(title=self.title, read_only_hint=self.read_only, destructive_hint=self.destructive,
+                               idempotent_hint=self.idempotent or self.read_only, open_world_hint=False)
+
+
+TOOLS: dict[str, Served] = {
+    "resume_session": Served(resume_session, "Resume a ticket", (
+        "Resume a ticket's session: its state, next action, conflicts with other tickets, decisions, files and "
+        "missed signals; binds this worktree. Call first when picking up a ticket or handoff."),
+        idempotent=True),  # a second resume in the same session claims nothing new
+    "list_sessions": Served(list_sessions, "List active sessions", (
+        "List the active sessions (tickets, agents, worktrees) and the conflicts between them: who works on what."),
+        read_only=True),
+    "bind_task": Served(bind_task, "Bind the worktree to a ticket", (
+        "Bind this worktree to a ticket and start its session, without the resume context."), idempotent=True),
+    "record_touch": Served(record_touch, "Record files touched", (
+        "Record files the ticket changed; returns conflicts (overlaps) with other active tickets' sessions. "
+        "Call after editing files outside Edit/Write."), idempotent=True),
+    "record_decision": Served(record_decision, "Record a decision", (
+        "Record a decision and why, so that later sessions and other tickets recall it.")),
+    "update_session": Served(update_session, "Update the session", (
+        "Record the session's phase, next action, done steps, failures, dependencies, journal (goal, todo, "
+        "constraints, evidence) and checks: what a handoff passes on.")),
+    "record_stage": Served(record_stage, "Record a workflow stage", (
+        "Record a workflow stage's status (PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS...); TEST_PASS runs "
+        "check, a review or retro needs evidence (a file).")),
+    "recover_work": Served(recover_work, "Find interrupted work", (
+        "Find interrupted work (an agent gone, a session not ended) and the command that resumes each; "
+        "runs nothing."), read_only=True),
+    "end_session": Served(end_session, "End the session", (
+        "End the ticket's session as completed (default) or stalled, when the work stops."), idempotent=True),
+    "write_handoff": Served(write_handoff, "Write a handoff", (
+        "Write the ticket's handoff document for the next session: journal, git state, checks and live-state "
+        "probes (NAME: CMD), signed.")),
+    "verify_handoff": Served(verify_handoff, "Verify the handoff", (
+        "Verify a handoff: re-run its signed live-state probes; fresh results win over what it claims.")),
+    "recall_decisions": Served(recall_decisions, "Recall decisions", (
+        "Search every ticket's recorded decisions by meaning (what was decided before, and why)."),
+        read_only=True),
+    "signals_since": Served(signals_since, "Read coordination signals", (
+        "Coordination signals (conflicts, dependencies done, decisions, merges) after an ISO 8601 time, "
+        "oldest first."), read_only=True),
+    "take_checkpoint": Served(take_checkpoint, "Take a checkpoint", (
+        "Checkpoint the worktree (files, index, base commit) for the ticket, to restore or fork later.")),
+    "restore_checkpoint": Served(restore_checkpoint, "Restore a checkpoint", (
+        "Restore a ticket's checkpoint (TASK[@CHECKPOINT]) into a new worktree as a new run."),
+        destructive=True),  # in_place: this worktree's files
+    "fork_task": Served(fork_task, "Fork a ticket", (
+        "Fork a ticket's checkpoint into a new ticket with its own worktree and branch.")),
+    "start_fresh": Served(start_fresh, "Start a ticket afresh", (
+        "Start a ticket again on a new base in a new worktree; the journal is kept, the old run superseded."),
+        destructive=True),  # supersedes the current run
 }
 
 
@@ -293,8 +346,9 @@ def build_server():
     from mcp_types import CallToolResult, InputRequiredResult, ListToolsResult, TextContent
 
     tools = []
-    for name, (function, description) in TOOLS.items():
-        tool = Tool.from_function(function, name=name, description=description, structured_output=False)
+    for name, served in TOOLS.items():
+        tool = Tool.from_function(served.function, name=name, title=served.title, description=served.description,
+                                  annotations=served.annotations(), structured_output=False)
         tool.parameters = _lean(tool.parameters)
         tools.append(tool)
     registry = MCPServer("baton", tools=tools)
@@ -310,7 +364,9 @@ def build_server():
             return CallToolResult(content=[TextContent(type="text", text=json.dumps(error, ensure_ascii=False))],
                                   structured_content=error, is_error=True)
 
-    return Server("baton", version=_version(), instructions=INSTRUCTIONS, on_list_tools=list_tools,
+    from baton.skills.runtime.distribution import version
+
+    return Server("baton", version=version(), instructions=INSTRUCTIONS, on_list_tools=list_tools,
                   on_call_tool=call_tool)
 
 
@@ -393,16 +449,19 @@ def _stop_now(number: int, frame) -> None:
 
 
 def _call(run: Callable, *, deliver: bool = True) -> str:
-    """Run one tool in a unit of work; what it raises becomes a tool error (build_server's
-    call_tool)."""
+    """Run one tool in a unit of work, its answer within the answer budget (a client cuts a
+    longer one in the middle); what it raises becomes a tool error (build_server's call_tool)."""
     from baton.masking import mask_all
     from baton.skills.core.commit import apply_events
+    from baton.skills.frontends.answer_budget import WHOLE_FETCH, fit
     from baton.skills.runtime.unit import unit_of_work
 
     with unit_of_work(deliver_with=apply_events if deliver else None, warn=_log, project=_place(None).repo) as stores:
         answer = mask_all(run(stores))  # as the CLI prints it: never a server's credentials
+        budget = stores.settings.mcp_answer_budget
     _log(answer.get("warnings", []) if isinstance(answer, dict) else [])
-    return json.dumps(answer, ensure_ascii=False)
+    # A resume is already filled in its own order; any other answer over the budget too.
+    return json.dumps(fit(answer, budget, fetch=WHOLE_FETCH), ensure_ascii=False)
 
 
 def _served_directory() -> Path:
@@ -502,12 +561,3 @@ def _log(warnings: list[str]) -> None:
 
     for warning in warnings:
         print(f"baton: warning: {mask(warning)}", file=sys.stderr)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("baton")
-    except PackageNotFoundError:
-        return "0"

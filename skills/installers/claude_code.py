@@ -43,6 +43,21 @@ HOOK_NAMES = tuple(name for name, _, _ in HOOKS.values())
 SKILL_SOURCES = Path(__file__).resolve().parent.parent / "agent_skills"
 
 
+def permission_rules() -> list[str]:
+    """The allow rules Baton's skills need to run unattended: `Skill(NAME)` for each (Claude
+    Code 2.1 asks before it runs a skill otherwise) and the `Bash(baton ...)` patterns of
+    their `allowed-tools`, which pre-approve only within a skill that runs."""
+    import re
+
+    rules = [f"Skill({skill})" for skill in skill_names()]
+    for skill in skill_names():
+        front = skill_source(skill).decode().split("---\n")[1]
+        for rule in re.findall(r"Bash\(baton [a-z-]+ \*\)", front):
+            if rule not in rules:
+                rules.append(rule)
+    return rules
+
+
 def skill_names() -> list[str]:
     """Baton's agent skills: every `skills/<name>/SKILL.md` it ships (/resume_session, /handoff)."""
     return sorted(path.parent.name for path in SKILL_SOURCES.glob("*/SKILL.md"))
@@ -52,6 +67,7 @@ def skill_names() -> list[str]:
 class InstallReport:
     settings: Path
     events: list[str] = field(default_factory=list)  # events whose entries changed
+    rules: list[str] = field(default_factory=list)  # permission rules added or removed
     skills: dict[str, str] = field(default_factory=dict)  # skill -> what happened to it
     warnings: list[str] = field(default_factory=list)
 
@@ -78,7 +94,7 @@ def baton_executable(scope: str) -> str:
     return str(script)
 
 
-def hook_command(executable: str, hook: str) -> str:
+def hook_command(executable: str, hook: str, agent: str = "claude") -> str:
     """The shell command (Claude Code runs it with /bin/sh) of one hook.
 
     The bare `baton` falls back to this install's directory, appended to PATH: a clone
@@ -96,7 +112,7 @@ def hook_command(executable: str, hook: str) -> str:
     if hook != "session-start":
         return f"{command} || true"
     told = {"systemMessage": f"Baton cannot run its hooks ({missing}): nothing is recorded for this session. "
-                             "Install Baton, then run `baton install claude` again."}
+                             f"Install Baton, then run `baton install {agent}` again."}
     return f"{command} || echo {shlex.quote(json.dumps(told))}"
 
 
@@ -122,25 +138,42 @@ def wanted_group(event: str, executable: str) -> dict:
     return {"matcher": matcher, "hooks": [handler]} if matcher else {"hooks": [handler]}
 
 
+def rules_file(scope: str, base: Path) -> Path:
+    """Where the permission rules go: Claude Code 2.1 does not take a Skill rule from a
+    project's shared settings.json (a repository cannot allow its own skills), so for a
+    project they go to its settings.local.json (this machine's, not committed)."""
+    return base / ("settings.local.json" if scope == "project" else "settings.json")
+
+
 def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
-    """Add Baton's hook groups and skills; `home` (the data home) keeps which containers
-    the install created, so that uninstalling removes those and keeps the user's own."""
+    """Add Baton's hook groups, permission rules and skills; `home` (the data home) keeps
+    which containers and rules the install created, so that uninstalling removes those and
+    keeps the user's own."""
     base = claude_dir(scope, place)
     settings = base / "settings.json"
     report = InstallReport(settings)
     executable = baton_executable(scope)
-    original = _read(settings)
-    text = original if original is not None else json_text.new_document({})
-    before = _containers(text, settings)
-    for event in HOOKS:
-        text, changed = _ensure_group(text, settings, event, wanted_group(event, executable))
-        if changed:
-            report.events.append(event)
     records = InstallRecords(home)
-    if text != original:
-        created = records.created(settings) | (_containers(text, settings) - before)
-        records.save(settings, created, created_file=original is None or records.created_file(settings))
-        _write(settings, text)
+    for path in dict.fromkeys((settings, rules_file(scope, base))):
+        original = read_settings(path)
+        text = original if original is not None else json_text.new_document({})
+        before = hook_containers(text, path)
+        if path == settings:
+            for event in HOOKS:
+                text, changed = ensure_group(text, path, event, wanted_group(event, executable))
+                if changed:
+                    report.events.append(event)
+        added: list[str] = []
+        if path == rules_file(scope, base):
+            text, added = _ensure_rules(text, path, permission_rules())
+            report.rules += added
+        if text != original:
+            created = records.created(path) | (hook_containers(text, path) - before)
+            present = set(_allowed(parse_settings(text, path)))
+            kept = [rule for rule in records.rules(path) if rule in present and rule not in added]
+            records.save(path, created, created_file=original is None or records.created_file(path),
+                         rules=kept + added)
+            write_file(path, text)
     for skill in skill_names():
         report.skills[skill] = _install_skill(base, skill, records, report.warnings)
     return report
@@ -150,23 +183,28 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
     base = claude_dir(scope, place)
     settings = base / "settings.json"
     report = InstallReport(settings)
-    original = _read(settings)
     records = InstallRecords(home)
-    if original is not None:
-        created = records.created(settings) if records.known(settings) else None
-        text = original
-        while (removed := _remove_one_baton_handler(text, settings, created=created)) is not None:
+    for path in dict.fromkeys((settings, rules_file(scope, base))):
+        original = read_settings(path)
+        if original is None:
+            records.forget(path)
+            continue
+        created = records.created(path) if records.known(path) else None
+        text, removed_rules = _remove_rules(original, path, records.rules(path),
+                                            created=created if created is not None else set())
+        report.rules += removed_rules
+        while path == settings and (removed := remove_one_baton_handler(text, path, created=created)) is not None:
             event, text = removed
             if event not in report.events:
                 report.events.append(event)
         if text != original:
-            root = _parse(text, settings)
-            if not root.members and not settings.is_symlink() and (records.created_file(settings)
-                                                                   or not records.known(settings)):
-                settings.unlink()
+            root = parse_settings(text, path)
+            if not root.members and not path.is_symlink() and (records.created_file(path)
+                                                               or not records.known(path)):
+                path.unlink()
             else:
-                _write(settings, text)
-    records.forget(settings)
+                write_file(path, text)
+        records.forget(path)
     for skill in skill_names():
         report.skills[skill] = _uninstall_skill(base, skill, records, report.warnings)
     _remove_if_empty(base / "skills")
@@ -175,14 +213,45 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
     return report
 
 
+def claude_state(scope: str, place: Place) -> str:
+    """What `baton doctor` says of one scope: Baton's hooks, skills and permission rules there."""
+    base = claude_dir(scope, place)
+    try:
+        data = json.loads((base / "settings.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    hooks: dict = data["hooks"] if isinstance(data.get("hooks"), dict) else {}
+    events = [event for event, groups in hooks.items() if isinstance(groups, list)
+              and any(isinstance(g, dict) and isinstance(g.get("hooks"), list)
+                      and any(isinstance(h, dict) and is_baton_hook(h.get("command")) for h in g["hooks"])
+                      for g in groups)]
+    skills = [skill for skill in skill_names() if (base / "skills" / skill / "SKILL.md").exists()]
+    try:
+        local = json.loads(rules_file(scope, base).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        local = {}
+    local = local if isinstance(local, dict) else {}
+    permissions: dict = local["permissions"] if isinstance(local.get("permissions"), dict) else {}
+    allowed: list = permissions["allow"] if isinstance(permissions.get("allow"), list) else []
+    rules = [rule for rule in permission_rules() if rule in allowed]
+    if not events and not skills and not rules:
+        return "not installed"
+    line = (f"hooks for {len(events)} of {len(HOOKS)} events, {len(skills)} of {len(skill_names())} skills, "
+            f"{len(rules)} of {len(permission_rules())} permission rules")
+    missing = len(events) < len(HOOKS) or len(skills) < len(skill_names()) or len(rules) < len(permission_rules())
+    return line + (f": run `baton install claude --scope {scope}`" if missing else "")
+
+
 class InstallRecords:
     """`claude-installs.json` in the data home: per settings file, the containers (`hooks`,
-    `hooks.<Event>`) and whether the file itself were created by `baton install claude`;
+    `hooks.<Event>`, `permissions`, `permissions.allow`) and whether the file itself were
+    created by `baton install claude`, and the permission rules it added;
     per skill file, the SHA-256 of what it wrote (so that a skill file still as Baton
     wrote it is replaced by a newer Baton's, and removed, while a user's edit is kept)."""
 
-    def __init__(self, home: Path) -> None:
-        self.path = home / "claude-installs.json"
+    def __init__(self, home: Path, name: str = "claude-installs.json") -> None:
+        self.path = home / name
 
     def _all(self) -> dict:
         try:
@@ -202,16 +271,20 @@ class InstallRecords:
     def created_file(self, settings: Path) -> bool:
         return bool(self._all().get(str(settings), {}).get("created_file"))
 
-    def save(self, settings: Path, created: set[str], *, created_file: bool) -> None:
+    def rules(self, settings: Path) -> list[str]:
+        """The permission rules the install added (not those the user had), in order."""
+        return list(self._all().get(str(settings), {}).get("rules", []))
+
+    def save(self, settings: Path, created: set[str], *, created_file: bool, rules: list[str]) -> None:
         data = self._all()
-        data[str(settings)] = {"created": sorted(created), "created_file": created_file}
-        _write(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        data[str(settings)] = {"created": sorted(created), "created_file": created_file, "rules": rules}
+        write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
     def forget(self, path: Path) -> None:
         """Drop the record of a settings file or of a skill file."""
         data = self._all()
         if data.pop(str(path), None) is not None:
-            _write(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+            write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
     def skill_digest(self, target: Path) -> str | None:
         entry = self._all().get(str(target))
@@ -221,28 +294,103 @@ class InstallRecords:
         data = self._all()
         if data.get(str(target)) != {"sha256": digest}:
             data[str(target)] = {"sha256": digest}
-            _write(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+            write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-def _containers(text: str, path: Path) -> set[str]:
-    """`hooks` and `hooks.<Event>` where they exist."""
-    hooks = _parse(text, path).member("hooks")
-    if hooks is None or not hooks.value.is_object:
-        return set()
-    return {"hooks", *(f"hooks.{m.key}" for m in hooks.value.members)}
+def hook_containers(text: str, path: Path) -> set[str]:
+    """`hooks`, `hooks.<Event>`, `permissions` and `permissions.allow` where they exist."""
+    root = parse_settings(text, path)
+    found = set()
+    hooks = root.member("hooks")
+    if hooks is not None and hooks.value.is_object:
+        found |= {"hooks", *(f"hooks.{m.key}" for m in hooks.value.members)}
+    permissions = root.member("permissions")
+    if permissions is not None and permissions.value.is_object:
+        found.add("permissions")
+        if permissions.value.member("allow") is not None:
+            found.add("permissions.allow")
+    return found
 
 
-def _ensure_group(text: str, path: Path, event: str, group: dict) -> tuple[str, bool]:
+def _allow_list(root: json_text.Node, path: Path) -> tuple[json_text.Node | None, json_text.Node | None]:
+    """(the `permissions` object, its `allow` list), each None where missing; BadInput when
+    either is of another type."""
+    permissions = root.member("permissions")
+    if permissions is None:
+        return None, None
+    if not permissions.value.is_object:
+        raise BadInput(f"{path}: \"permissions\" is not an object; nothing changed")
+    allow = permissions.value.member("allow")
+    if allow is not None and not allow.value.is_array:
+        raise BadInput(f"{path}: permissions.allow is not a list; nothing changed")
+    return permissions.value, allow.value if allow is not None else None
+
+
+def _allowed(root: json_text.Node) -> list:
+    permissions = root.member("permissions")
+    allow = permissions.value.member("allow") if permissions is not None and permissions.value.is_object else None
+    return allow.value.value if allow is not None and allow.value.is_array else []
+
+
+def _ensure_rules(text: str, path: Path, rules: list[str]) -> tuple[str, list[str]]:
+    """The text with each rule in `permissions.allow` (appended where missing), and the
+    rules added."""
+    root = parse_settings(text, path)
+    _allow_list(root, path)
+    missing = [rule for rule in rules if rule not in _allowed(root)]
+    if not missing:
+        return text, []
+    style = json_text.Style.of(text, root)
+    permissions, allow = _allow_list(root, path)
+    if permissions is None:
+        return json_text.append_member(text, root, "permissions", {"allow": missing}, style), missing
+    if allow is None:
+        return json_text.append_member(text, permissions, "allow", missing, style), missing
+    for rule in missing:
+        listed = _allow_list(parse_settings(text, path), path)[1]
+        assert listed is not None  # found above, and appending keeps it
+        text = json_text.append_item(text, listed, rule, style)
+    return text, missing
+
+
+def _remove_rules(text: str, path: Path, rules: list[str], *, created: set[str]) -> tuple[str, list[str]]:
+    """The text without the rules the install added (the last of each, last added first),
+    and `permissions.allow` or `permissions` gone when the install created it and it is
+    left empty."""
+    removed = []
+    for rule in reversed(rules):
+        permissions, allow = _allow_list(parse_settings(text, path), path)
+        if allow is None:
+            break
+        indexes = [i for i, item in enumerate(allow.items) if item.value == rule]
+        if indexes:
+            text = json_text.remove(text, allow, indexes[-1])
+            removed.append(rule)
+    root = parse_settings(text, path)
+    permissions, allow = _allow_list(root, path)
+    allow_member = permissions.member("allow") if permissions is not None else None
+    if permissions is not None and allow_member is not None and allow is not None and not allow.items \
+            and "permissions.allow" in created:
+        text = json_text.remove(text, permissions, permissions.members.index(allow_member))
+        root = parse_settings(text, path)
+        permissions, _ = _allow_list(root, path)
+    member = root.member("permissions")
+    if permissions is not None and member is not None and not permissions.members and "permissions" in created:
+        text = json_text.remove(text, root, root.members.index(member))
+    return text, removed
+
+
+def ensure_group(text: str, path: Path, event: str, group: dict) -> tuple[str, bool]:
     """The text with exactly one Baton group for event, equal to group; appended if missing,
     replaced if it differs (another executable path, matcher or timeout)."""
-    root = _parse(text, path)
+    root = parse_settings(text, path)
     groups = _event_groups(root, path, event)
     ours = [g for g in groups.items if _baton_handlers(g)] if groups else []
     if len(ours) == 1 and ours[0].value == group:
         return text, False
-    while (removed := _remove_one_baton_handler(text, path, events=(event,), created=set())) is not None:
+    while (removed := remove_one_baton_handler(text, path, events=(event,), created=set())) is not None:
         text = removed[1]
-    root = _parse(text, path)
+    root = parse_settings(text, path)
     style = json_text.Style.of(text, root)
     hooks = root.member("hooks")
     if hooks is None:
@@ -253,12 +401,12 @@ def _ensure_group(text: str, path: Path, event: str, group: dict) -> tuple[str, 
     return json_text.append_item(text, listed.value, group, style), True
 
 
-def _remove_one_baton_handler(text: str, path: Path, events: tuple[str, ...] | None = None, *,
+def remove_one_baton_handler(text: str, path: Path, events: tuple[str, ...] | None = None, *,
                               created: set[str] | None = None) -> tuple[str, str] | None:
     """Remove one Baton handler, and its group when it is left empty; an event list or the
     `hooks` table left empty goes too if the install created it (`created`; None: any).
     Returns (event, new text), or None when there is no Baton handler."""
-    root = _parse(text, path)
+    root = parse_settings(text, path)
     hooks = root.member("hooks")
     if hooks is None:
         return None
@@ -315,7 +463,7 @@ def _baton_handlers(group: json_text.Node) -> list[int]:
             if isinstance(h, dict) and h.get("type") == "command" and is_baton_hook(h.get("command"))]
 
 
-def _read(path: Path) -> str | None:
+def read_settings(path: Path) -> str | None:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -326,11 +474,11 @@ def _read(path: Path) -> str | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise BadInput(f"{path} is not UTF-8; nothing changed") from None
-    _parse(text, path)
+    parse_settings(text, path)
     return text
 
 
-def _parse(text: str, path: Path) -> json_text.Node:
+def parse_settings(text: str, path: Path) -> json_text.Node:
     try:
         root = json_text.parse(text)
     except ValueError as exc:
@@ -340,7 +488,7 @@ def _parse(text: str, path: Path) -> json_text.Node:
     return root
 
 
-def _write(path: Path, text: str) -> None:
+def write_file(path: Path, text: str) -> None:
     """Replace the file atomically, keeping its permissions; a symbolic link (settings kept
     with dotfiles) stays a link and its target is replaced."""
     path = Path(os.path.realpath(path))

@@ -39,6 +39,8 @@ MAX_PROBE_SECONDS = 86400.0
 MAX_CHECKPOINT_FILE_BYTES = 1 << 40
 MAX_GLOBS = 100
 MAX_GC_INTERVAL = 7 * 86400.0  # a week: the projector applies retention at least weekly
+MCP_ANSWER_BUDGET = 10_000  # characters: Codex cuts a tool's output past about 12 KB
+MIN_ANSWER_BUDGET, MAX_ANSWER_BUDGET = 2000, 10_000_000
 PROJECT_VARIABLE = "BATON_PROJECT"  # what `--project` sets (use_project)
 
 
@@ -162,6 +164,9 @@ SETTINGS: tuple[Setting, ...] = (
             "commands are run by a resident process that keeps Baton loaded, started on demand"),
     Setting("resident_idle", "BATON_RESIDENT_IDLE", None, "seconds", 900.0,
             "seconds the resident process waits for a command before it exits", high=MAX_RECHECK_AFTER),
+    Setting("mcp_answer_budget", "BATON_MCP_ANSWER_BUDGET", "mcp", "count", MCP_ANSWER_BUDGET,
+            "characters an MCP tool's answer may take (a client cuts a longer one); filled in priority order",
+            low=MIN_ANSWER_BUDGET, high=MAX_ANSWER_BUDGET, low_open=False, toml_key="answer_budget"),
 )
 _ROWS = {row.name: row for row in SETTINGS}
 
@@ -218,6 +223,7 @@ class Settings:
     workflow: Mapping[str, object] | None = None  # the [workflow] table as given; None: the default lifecycle
     resident: bool = True  # BATON_RESIDENT: commands go to a resident process (baton.skills.frontends.resident)
     resident_idle: float = 900.0  # seconds the resident waits for a command before it exits
+    mcp_answer_budget: int = MCP_ANSWER_BUDGET  # [mcp] answer_budget: characters of one MCP answer
 
     @property
     def uses_servers(self) -> bool:
@@ -414,7 +420,9 @@ def _number(row: Setting, raw: object, where: str) -> float:
 
 
 def _count(row: Setting, raw: object, where: str) -> int:
-    """A whole number within the row's range."""
+    """A whole number within the row's range (the environment gives it as digits)."""
+    if isinstance(raw, str) and raw.strip().isdigit():
+        raw = int(raw)
     if isinstance(raw, bool) or not isinstance(raw, int):
         raise BadInput(f"{where} must be a whole number, got {raw!r}")
     _number(row, raw, where)

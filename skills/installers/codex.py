@@ -1,0 +1,492 @@
+"""`baton install codex` and `baton uninstall codex`: Baton's MCP server and hooks for the
+OpenAI Codex CLI, with the trust Codex requires before it runs a hook.
+
+What Codex reads (observed with 0.171): `config.toml` and `hooks.json` in CODEX_HOME (user
+scope, default ~/.codex) or in the worktree's `.codex/` (project scope; Codex reads it only
+in a project the user trusts). The server's table in `config.toml`:
+
+    [mcp_servers.baton]
+    command = "/abs/path/baton"      # absolute: Codex starts servers with a filtered environment
+    args = ["mcp"]
+    required = true                  # Codex waits for the tools before the first request
+    env_vars = ["BATON_HOME", ...]   # every BATON_* setting passed through
+
+No approval settings: each tool's MCP annotations tell Codex which are read-only or not
+destructive, and Codex runs those without asking. `hooks.json` has Claude Code's schema and
+payloads; its PostToolUse matcher is Codex's patch tool, apply_patch (edits made through
+the shell are found by the Stop hook). A hook runs only once trusted: an entry
+`[hooks.state."<hooks.json path>:<event>:<group>:<handler>"] trusted_hash = "sha256:..."`
+in the user's `config.toml` whose hash is the one Codex computes for the hook. The hash is
+not documented, so Baton asks Codex itself (`codex app-server`, `hooks/list`) for the hash
+of the hooks it just wrote, and trusts those only; without a `codex` to ask (or in a
+project Codex does not trust yet) it says what to run, and `baton doctor` says so until
+it is done.
+
+The TOML Baton writes is one block between two comment lines (BLOCK_START, BLOCK_END) at
+the end of the file; the rest of the file is never rewritten, so uninstalling gives it back
+byte for byte. `hooks.json` is edited in place as Claude Code's settings are. A file that
+changes is first copied to the data home (`backups/codex/`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from baton import clock
+from baton.errors import BadInput
+from baton.skills.core.binding import Place
+from baton.skills.installers import json_text
+from baton.skills.installers.claude_code import (
+    InstallRecords,
+    baton_executable,
+    ensure_group,
+    hook_command,
+    hook_containers,
+    is_baton_hook,
+    parse_settings,
+    read_settings,
+    remove_one_baton_handler,
+    write_file,
+)
+
+SCOPES = ("project", "user")
+# Codex event -> (`baton hook` name, tool matcher, timeout in seconds).
+HOOKS: dict[str, tuple[str, str | None, int]] = {
+    "SessionStart": ("session-start", None, 10),
+    "PostToolUse": ("post-tool-use", "apply_patch", 5),
+    "UserPromptSubmit": ("user-prompt-submit", None, 5),
+    "Stop": ("stop", None, 30),
+    "SessionEnd": ("session-end", None, 3),  # Codex clamps a SessionEnd hook to 3 s
+}
+# hooks.json event name -> the name in a trust key (Codex's snake case).
+KEY_EVENTS = {"SessionStart": "session_start", "PostToolUse": "post_tool_use",
+              "UserPromptSubmit": "user_prompt_submit", "Stop": "stop", "SessionEnd": "session_end"}
+BLOCK_START = "# >>> baton: written by `baton install codex`; `baton uninstall codex` removes it"
+BLOCK_END = "# <<< baton"
+SERVER = "baton"
+ASK_TIMEOUT = 30.0  # seconds `codex app-server` may take to list the hooks
+
+
+@dataclass
+class CodexReport:
+    config: Path  # where the server's table is
+    hooks: Path
+    trust_file: Path  # the user's config.toml, where trust is kept
+    server: str = "unchanged"  # added, updated, unchanged, removed, absent
+    events: list[str] = field(default_factory=list)  # events whose hook changed
+    trusted: list[str] = field(default_factory=list)  # keys of the hooks trusted now
+    untrusted: str | None = None  # what to run so that Codex trusts Baton's hooks
+    backups: list[Path] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def codex_home() -> Path:
+    configured = os.environ.get("CODEX_HOME")
+    return Path(configured).expanduser() if configured else Path.home() / ".codex"
+
+
+def codex_dir(scope: str, place: Place) -> Path:
+    if scope not in SCOPES:
+        raise BadInput(f"unknown scope {scope!r}: use project or user")
+    return place.root / ".codex" if scope == "project" else codex_home()
+
+
+def passed_variables() -> list[str]:
+    """The variables `baton mcp` reads that Codex would otherwise filter out: every BATON_*
+    setting and the XDG directories the data home and runtime marks default to."""
+    from baton.skills.runtime.settings import SETTINGS
+
+    names = [row.env for row in SETTINGS if row.env]
+    return [*dict.fromkeys(names), "XDG_DATA_HOME", "XDG_RUNTIME_DIR"]
+
+
+def server_table(executable: str) -> dict:
+    return {"command": executable, "args": ["mcp"], "required": True, "env_vars": passed_variables()}
+
+
+def wanted_group(event: str, executable: str) -> dict:
+    hook, matcher, timeout = HOOKS[event]
+    handler = {"type": "command", "command": hook_command(executable, hook, agent="codex"), "timeout": timeout}
+    return {"matcher": matcher, "hooks": [handler]} if matcher else {"hooks": [handler]}
+
+
+def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
+    """Write the server's table and the hooks, then trust the hooks by the hashes the
+    `codex` on PATH reports for them."""
+    base = codex_dir(scope, place)
+    report = CodexReport(base / "config.toml", base / "hooks.json", codex_home() / "config.toml")
+    executable = baton_executable("user")
+    backups = Backups(home)
+    records = InstallRecords(home, "codex-installs.json")
+
+    config_text = _read_text(report.config)
+    block = _Block.of(config_text, report.config)
+    servers = _outside(config_text, block).get("mcp_servers")
+    if isinstance(servers, dict) and servers.get(SERVER) is not None:
+        raise BadInput(f"{report.config} already has an [mcp_servers.{SERVER}] table of its own: remove it, then "
+                       "run `baton install codex` again; nothing changed")
+    wanted = server_table(executable)
+    report.server = "unchanged" if block.server == wanted else "updated" if block.server else "added"
+    block.server = wanted
+    trust_text = _read_text(report.trust_file)
+    for path, text, tried in ((report.config, config_text, block),
+                              (report.trust_file, trust_text, _Block.of(trust_text, report.trust_file))):
+        _check(path, text, _Block(tried.span, tried.newline, tried.server, {f"{report.hooks}:stop:0:0": "sha256:"}))
+
+    original = read_settings(report.hooks)
+    text = original if original is not None else json_text.new_document({})
+    before = hook_containers(text, report.hooks)
+    for event in HOOKS:
+        text, changed = ensure_group(text, report.hooks, event, wanted_group(event, executable))
+        if changed:
+            report.events.append(event)
+    if text != original:
+        created = records.created(report.hooks) | (hook_containers(text, report.hooks) - before)
+        records.save(report.hooks, created, created_file=original is None or records.created_file(report.hooks),
+                     rules=[])
+        backups.keep(report.hooks, original, report)
+        write_file(report.hooks, text)
+    hashes = _hashes(scope, place, report, shutil.which("codex"))
+    if report.trust_file == report.config:
+        _trust_in(block, config_text, report, hashes)
+    elif hashes:
+        trust_text = _read_text(report.trust_file)
+        trust = _Block.of(trust_text, report.trust_file)
+        _trust_in(trust, trust_text, report, hashes)
+        _save_block(report.trust_file, trust_text, trust, backups, report)
+    _save_block(report.config, config_text, block, backups, report)
+    return report
+
+
+def uninstall_codex(scope: str, place: Place, home: Path) -> CodexReport:
+    base = codex_dir(scope, place)
+    report = CodexReport(base / "config.toml", base / "hooks.json", codex_home() / "config.toml")
+    backups = Backups(home)
+    records = InstallRecords(home, "codex-installs.json")
+    original = read_settings(report.hooks)
+    if original is not None:
+        created = records.created(report.hooks) if records.known(report.hooks) else None
+        text = original
+        while (removed := remove_one_baton_handler(text, report.hooks, created=created)) is not None:
+            event, text = removed
+            if event not in report.events:
+                report.events.append(event)
+        if text != original:
+            backups.keep(report.hooks, original, report)
+            if not parse_settings(text, report.hooks).members and (records.created_file(report.hooks)
+                                                                   or not records.known(report.hooks)):
+                report.hooks.unlink()
+            else:
+                write_file(report.hooks, text)
+    records.forget(report.hooks)
+    config_text = _read_text(report.config)
+    block = _Block.of(config_text, report.config)
+    report.server = "removed" if block.server else "absent"
+    block.server = None
+    if report.config == report.trust_file:
+        block.drop_trust(report.hooks)
+    _save_block(report.config, config_text, block, backups, report)
+    if report.trust_file != report.config:
+        trust_text = _read_text(report.trust_file)
+        trust = _Block.of(trust_text, report.trust_file)
+        trust.drop_trust(report.hooks)
+        _save_block(report.trust_file, trust_text, trust, backups, report)
+    if scope == "project" and base.is_dir() and not any(base.iterdir()):
+        base.rmdir()
+    return report
+
+
+@dataclass
+class CodexState:
+    """What `baton doctor` says of one scope: what is installed and what is missing."""
+
+    scope: str
+    server: bool
+    hooks: list[str]  # the events with Baton's hook
+    untrusted: list[str]  # keys of Baton's hooks with no trust entry
+
+    def line(self) -> str:
+        if not self.server and not self.hooks:
+            return "not installed"
+        parts = ["MCP server" if self.server else "no MCP server",
+                 f"hooks for {len(self.hooks)} of {len(HOOKS)} events"]
+        if self.untrusted:
+            where = " in a project Codex trusts" if self.scope == "project" else ""
+            parts.append(f"{len(self.untrusted)} hooks not trusted yet: run `baton install codex --scope "
+                         f"{self.scope}` with `codex` on PATH{where}, or trust them in codex's /hooks")
+        return "; ".join(parts)
+
+
+def codex_state(scope: str, place: Place) -> CodexState:
+    base = codex_dir(scope, place)
+    config, hooks_file = base / "config.toml", base / "hooks.json"
+    server = _Block.of(_read_text(config), config).server is not None
+    keys = _baton_hook_keys(hooks_file)
+    trust_file = codex_home() / "config.toml"
+    try:
+        hooks = tomllib.loads(_read_text(trust_file)).get("hooks")
+    except BadInput:
+        hooks = None
+    state = hooks.get("state") if isinstance(hooks, dict) else None
+    trusted = {_normal(key) for key in state} if isinstance(state, dict) else set()
+    return CodexState(scope, server, sorted({key.split(":")[-3] for key in keys}),
+                      [key for key in keys if _normal(key) not in trusted])
+
+
+def _normal(key: str) -> str:
+    """A trust key with its path resolved, to compare keys however the path was spelled."""
+    path, *rest = key.rsplit(":", 3)
+    return ":".join([os.path.realpath(path), *rest])
+
+
+def _baton_hook_keys(hooks_file: Path) -> list[str]:
+    """The trust keys (`<path>:<event>:<group>:<handler>`) of Baton's hooks in hooks_file."""
+    try:
+        data = json.loads(hooks_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    keys = []
+    events = data.get("hooks", {}) if isinstance(data, dict) else {}
+    for event, groups in events.items() if isinstance(events, dict) else ():
+        for group_index, group in enumerate(groups if isinstance(groups, list) else []):
+            handlers = group.get("hooks", []) if isinstance(group, dict) else []
+            for handler_index, handler in enumerate(handlers if isinstance(handlers, list) else []):
+                if isinstance(handler, dict) and is_baton_hook(handler.get("command")) and event in KEY_EVENTS:
+                    keys.append(f"{hooks_file}:{KEY_EVENTS[event]}:{group_index}:{handler_index}")
+    return keys
+
+
+class Backups:
+    """Copies of the files an install changes, in the data home (`backups/codex/`)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.directory = home / "backups" / "codex"
+
+    def keep(self, path: Path, text: str | None, report: CodexReport) -> None:
+        if text is None:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        stamp = clock.now().strftime("%Y%m%dT%H%M%S%fZ")
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", str(path).strip("/"))
+        copy = self.directory / f"{stamp}-{name}"
+        write_file(copy, text)
+        report.backups.append(copy)
+
+
+@dataclass
+class _Block:
+    """Baton's block in a config.toml: the server's table and the hooks it trusts."""
+
+    span: tuple[int, int] | None  # where the block is in the text, with the newlines before it
+    newline: str
+    server: dict | None = None
+    trust: dict[str, str] = field(default_factory=dict)  # key -> trusted_hash
+
+    @classmethod
+    def of(cls, text: str, path: Path) -> _Block:
+        newline = "\r\n" if "\r\n" in text else "\n"
+        start = text.find(BLOCK_START)
+        if start < 0:
+            return cls(None, newline)
+        end = text.find(BLOCK_END, start)
+        if end < 0:
+            raise BadInput(f"{path}: Baton's block has no end line ({BLOCK_END}); nothing changed")
+        end += len(BLOCK_END)
+        if text.startswith(newline, end):
+            end += len(newline)
+        try:
+            inner = tomllib.loads(text[start:end])
+        except tomllib.TOMLDecodeError as exc:
+            raise BadInput(f"{path}: Baton's block is not valid TOML ({exc}); nothing changed") from None
+        lead = start - len(newline) if text[:start].endswith(newline) else start  # the newline the block brought
+        block = cls((lead, end), newline, inner.get("mcp_servers", {}).get(SERVER))
+        state = inner.get("hooks", {}).get("state", {})
+        block.trust = {key: entry["trusted_hash"] for key, entry in state.items() if "trusted_hash" in entry}
+        return block
+
+    def drop_trust(self, hooks_file: Path) -> None:
+        self.trust = {key: value for key, value in self.trust.items() if not _of_file(key, hooks_file)}
+
+    def render(self) -> str:
+        lines = [BLOCK_START]
+        if self.server is not None:
+            lines.append(f"[mcp_servers.{SERVER}]")
+            lines += [f"{key} = {_toml_value(value)}" for key, value in self.server.items()]
+        for key, trusted in sorted(self.trust.items()):
+            lines += [f"[hooks.state.{json.dumps(key)}]", f"trusted_hash = {json.dumps(trusted)}"]
+        lines.append(BLOCK_END)
+        return self.newline.join(lines) + self.newline
+
+    @property
+    def empty(self) -> bool:
+        return self.server is None and not self.trust
+
+
+def _of_file(key: str, hooks_file: Path) -> bool:
+    """Whether a trust key (`<path>:<event>:<group>:<handler>`) is of a hook in hooks_file,
+    however Codex spelled the path (it may resolve links)."""
+    path = key.rsplit(":", 3)[0]
+    return path == str(hooks_file) or os.path.realpath(path) == os.path.realpath(hooks_file)
+
+
+def _toml_value(value: object) -> str:
+    """A TOML value of the few kinds the block holds (JSON's strings are TOML's basic strings)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _with_block(text: str, block: _Block) -> str:
+    """The text with Baton's block as given: in place of the old one, appended at the end,
+    or gone (with the newline it brought) when empty."""
+    rest, at = (text, len(text)) if block.span is None else (text[:block.span[0]] + text[block.span[1]:],
+                                                             block.span[0])
+    if block.empty:
+        return rest
+    head, tail = rest[:at], rest[at:]
+    # One newline before the block: a blank line after a file that ends with one, else the
+    # end of its last line; removing the block removes that newline with it.
+    return head + (block.newline if head else "") + block.render() + tail
+
+
+def _outside(text: str, block: _Block) -> dict:
+    rest = text if block.span is None else text[:block.span[0]] + text[block.span[1]:]
+    try:
+        return tomllib.loads(rest)
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"cannot read the TOML around Baton's block ({exc}); nothing changed") from None
+
+
+def _check(path: Path, text: str, block: _Block) -> None:
+    """BadInput, before anything is written, when the block would not fit in the file."""
+    try:
+        tomllib.loads(_with_block(text, block))
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{path}: Baton's tables would clash with the file's own ({exc}); nothing changed") from None
+
+
+def _save_block(path: Path, text: str, block: _Block, backups: Backups, report: CodexReport) -> None:
+    """Write the text with the block; a file the install created (the data home's records)
+    goes when nothing is left in it."""
+    new = _with_block(text, block)
+    if new == text:
+        return
+    records = InstallRecords(backups.home, "codex-installs.json")
+    existed = path.exists()
+    backups.keep(path, text if existed else None, report)
+    if not existed:
+        records.save(path, set(), created_file=True, rules=[])
+    if not new and not path.is_symlink() and records.created_file(path):
+        path.unlink()
+        records.forget(path)
+    else:
+        write_file(path, new)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"{path} is not UTF-8; nothing changed") from None
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{path} is not valid TOML ({exc}); nothing changed") from None
+    return text
+
+
+def _hashes(scope: str, place: Place, report: CodexReport, codex: str | None) -> dict[str, str]:
+    """The trust key and hash Codex reports for each of Baton's hooks in report.hooks;
+    report.untrusted says what to run when Codex cannot be asked or does not list them all."""
+    again = f"`baton install codex --scope {scope}`"
+    if codex is None:
+        report.untrusted = (f"Codex runs a hook only once it is trusted, and no `codex` was found to ask for the hash: "
+                            f"run {again} again with `codex` on PATH, or trust Baton's hooks in codex's /hooks")
+        return {}
+    listed = list_hooks(codex, place.root)
+    if isinstance(listed, str):
+        report.untrusted = (f"could not ask Codex for the hooks' hashes ({listed}): run {again} again, "
+                            "or trust Baton's hooks in codex's /hooks")
+        return {}
+    ours = {hook["key"]: hook["currentHash"] for hook in listed
+            if os.path.realpath(hook.get("sourcePath", "")) == os.path.realpath(report.hooks)
+            and is_baton_hook(hook.get("command")) and hook.get("key") and hook.get("currentHash")}
+    if len(ours) < len(HOOKS):
+        where = (f"Codex reads {report.hooks.parent} only in a project you trust (codex asks the first time it "
+                 "starts there)" if scope == "project" else f"Codex listed {len(ours)} of Baton's hooks")
+        report.untrusted = f"{where}: then run {again} again to trust Baton's hooks"
+    return ours
+
+
+def _trust_in(block: _Block, text: str, report: CodexReport, hashes: dict[str, str]) -> None:
+    """Baton's block trusting exactly the hashes given for report.hooks (an entry the file
+    has outside the block is the user's and stays there)."""
+    hooks = _outside(text, block).get("hooks")
+    outside = hooks.get("state", {}) if isinstance(hooks, dict) else {}
+    block.drop_trust(report.hooks)
+    block.trust.update({key: value for key, value in hashes.items() if key not in outside})
+    report.trusted = sorted(hashes)
+
+
+def list_hooks(codex: str, cwd: Path) -> list[dict] | str:
+    """The hooks Codex sees in cwd (`codex app-server`'s `hooks/list`), or why not."""
+    import selectors
+    import time
+
+    messages = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"clientInfo": {"name": "baton", "version": "1"}}},
+                {"jsonrpc": "2.0", "method": "initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "hooks/list", "params": {"cwds": [str(cwd)]}}]
+    try:
+        process = subprocess.Popen([codex, "app-server"], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL)
+    except OSError as exc:
+        return f"{codex}: {exc.strerror or exc}"
+    assert process.stdin is not None and process.stdout is not None
+    deadline = time.monotonic() + ASK_TIMEOUT
+    try:
+        process.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+        process.stdin.flush()
+        selector = selectors.DefaultSelector()
+        selector.register(process.stdout, selectors.EVENT_READ)
+        buffered = b""
+        while (left := deadline - time.monotonic()) > 0:
+            if not selector.select(left):
+                continue
+            chunk = os.read(process.stdout.fileno(), 1 << 16)
+            if not chunk:
+                return f"codex app-server exited ({process.wait()})"
+            buffered += chunk
+            *lines, buffered = buffered.split(b"\n")
+            for line in lines:
+                try:
+                    answer = json.loads(line)
+                except ValueError:
+                    continue
+                if answer.get("id") == 2:
+                    if "error" in answer:
+                        return str(answer["error"].get("message", answer["error"]))
+                    return [hook for entry in answer.get("result", {}).get("data", [])
+                            for hook in entry.get("hooks", [])]
+        return f"no answer within {ASK_TIMEOUT:g} s"
+    except (OSError, ValueError) as exc:
+        return str(exc)
+    finally:
+        process.kill()
+        process.wait()

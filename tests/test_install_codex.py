@@ -1,0 +1,132 @@
+"""`baton install codex` / `baton uninstall codex`: the MCP server's table in config.toml,
+the hooks in hooks.json and their trust, merged into what the user has and given back
+byte for byte."""
+
+import json
+import os
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from baton.skills.installers.codex import BLOCK_START, HOOKS, list_hooks, passed_variables
+from tests.codex_cli import find_codex
+
+CODEX = find_codex()
+
+# config.toml files as people have them: comments, other servers, trust of their projects.
+CONFIGS = {
+    "comments and other servers": '# my Codex\nmodel = "o3"  # the default\n\n[mcp_servers.docs]\n'
+                                  'command = "npx"\nargs = ["-y", "docs-mcp"]\n\n[projects."/home/me/shop"]\n'
+                                  'trust_level = "trusted"\n',
+    "CRLF line ends": 'model = "o3"\r\n\r\n[mcp_servers.docs]\r\ncommand = "npx"\r\n',
+    "no final newline": 'model = "o3"',
+    "a blank line at the end": 'model = "o3"\n\n',
+    "hooks trusted by the user": '[hooks.state."/elsewhere/hooks.json:stop:0:0"]\ntrusted_hash = "sha256:00"\n',
+    "empty": "",
+}
+USER_HOOKS = ('{\n  "hooks": {\n    "Stop": [\n      {"hooks": [{"type": "command", "command": "make lint"}]}\n'
+              '    ]\n  }\n}\n')
+
+
+@pytest.fixture
+def codex_home(tmp_path, monkeypatch) -> Path:
+    """A CODEX_HOME of the test's own, and a PATH without `codex` (its trust is tested apart)."""
+    path = tmp_path / "codex-home"
+    path.mkdir()
+    monkeypatch.setenv("CODEX_HOME", str(path))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    return path
+
+
+@pytest.mark.parametrize("layout", CONFIGS)
+def test_install_reinstall_uninstall_give_back_the_users_files_byte_for_byte(home, worktrees, cli, codex_home,
+                                                                             layout):
+    main, _ = worktrees
+    config, hooks = codex_home / "config.toml", codex_home / "hooks.json"
+    config.write_bytes(CONFIGS[layout].encode())
+    hooks.write_text(USER_HOOKS)
+    code, out, err = cli(main, "install", "codex", "--scope", "user")
+    assert code == 0 and "MCP server added" in out
+    assert "no `codex` was found" in err and "baton install codex --scope user" in err, "says how to trust them"
+    installed = config.read_bytes()
+    assert installed.startswith(CONFIGS[layout].encode()), "the user's text is kept as it was, the block after it"
+    server = tomllib.loads(installed.decode())["mcp_servers"]["baton"]
+    assert os.path.isabs(server["command"]) and server["args"] == ["mcp"] and server["required"] is True
+    assert "BATON_HOME" in server["env_vars"] and set(server["env_vars"]) == set(passed_variables())
+    assert not {"default_tools_approval_mode", "tools"} & set(server), "the annotations suffice"
+    groups = json.loads(hooks.read_text())["hooks"]
+    assert groups["Stop"][0]["hooks"][0]["command"] == "make lint" and len(groups["Stop"]) == 2
+    assert set(groups) == set(HOOKS) and groups["PostToolUse"][0]["matcher"] == "apply_patch"
+    hooked = hooks.read_bytes()
+    code, out, _ = cli(main, "install", "codex", "--scope", "user")
+    assert code == 0 and "MCP server unchanged" in out and "hooks already there" in out
+    assert config.read_bytes() == installed and hooks.read_bytes() == hooked, "installing twice changes nothing"
+    code, out, _ = cli(main, "uninstall", "codex", "--scope", "user")
+    assert code == 0 and "MCP server removed" in out and "backup: " in out
+    assert config.read_bytes() == CONFIGS[layout].encode() and hooks.read_text() == USER_HOOKS
+    backups = sorted((home / "backups" / "codex").iterdir())
+    assert any(b.read_text() == USER_HOOKS for b in backups), "what uninstall changed was kept"
+
+
+def test_a_fresh_install_creates_what_uninstall_removes(home, worktrees, cli, codex_home):
+    main, _ = worktrees
+    assert cli(main, "install", "codex")[0] == 0
+    assert (main / ".codex" / "config.toml").read_text().startswith(BLOCK_START)
+    assert cli(main, "uninstall", "codex")[0] == 0
+    assert not (main / ".codex").exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    ('[mcp_servers.baton]\ncommand = "baton"\nargs = ["mcp"]\n', "already has an [mcp_servers.baton] table"),
+    ("model = \n", "is not valid TOML"),
+    ('hooks = "no"\n', "would clash with the file's own"),
+])
+def test_a_config_baton_cannot_merge_into_is_left_alone(home, worktrees, cli, codex_home, content, message):
+    main, _ = worktrees
+    (codex_home / "config.toml").write_text(content)
+    code, out, err = cli(main, "install", "codex", "--scope", "user")
+    assert code == 2 and message in err and "nothing changed" in err and err.count("\n") == 1, err
+    assert (codex_home / "config.toml").read_text() == content
+
+
+def test_doctor_reports_every_agents_install_state(home, worktrees, cli, codex_home, monkeypatch, tmp_path):
+    main, _ = worktrees
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))
+    cli(main, "install", "claude")
+    cli(main, "install", "codex", "--scope", "user")
+    code, out, _ = cli(main, "doctor")
+    lines = {line[:16].strip(): line[16:].strip() for line in out.splitlines()}
+    assert lines["claude (project)"].startswith("hooks for 5 of 5 events, 3 of 3 skills")
+    assert lines["claude (user)"] == "not installed" and lines["codex (project)"] == "not installed"
+    assert lines["codex (user)"].startswith("MCP server; hooks for 5 of 5 events; 5 hooks not trusted yet: run "
+                                            "`baton install codex --scope user`")
+
+
+@pytest.mark.skipif(CODEX is None, reason="the Codex CLI is not installed: ./scripts/test installs it with npm, "
+                                          "or set BATON_CODEX to a `codex` executable")
+@pytest.mark.slow
+@pytest.mark.parametrize("scope", ["user", "project"])
+def test_the_hooks_are_trusted_by_the_hashes_codex_reports(home, worktrees, cli, codex_home, monkeypatch, scope):
+    """Codex's own `hooks/list` after the install: each of Baton's hooks trusted (a project's
+    .codex/ only once the user trusts the project, which Baton leaves to the user)."""
+    main, _ = worktrees
+    monkeypatch.setenv("PATH", f"{Path(CODEX).parent}:/usr/bin:/bin")
+    config = codex_home / "config.toml"
+    if scope == "project":
+        code, out, err = cli(main, "install", "codex")
+        assert code == 0 and "only in a project you trust" in err
+        config.write_text(f'[projects.{json.dumps(str(main))}]\ntrust_level = "trusted"\n')
+    code, out, err = cli(main, "install", "codex", "--scope", scope)
+    assert code == 0 and err == "" and "5 hooks trusted" in out
+    listed = [hook for hook in list_hooks(CODEX, main) if "baton" in hook["command"]]
+    assert len(listed) == len(HOOKS) and {hook["trustStatus"] for hook in listed} == {"trusted"}, listed
+    code, out, _ = cli(main, "doctor")
+    assert f"codex ({scope})".ljust(16) + " MCP server; hooks for 5 of 5 events" in out
+    assert "not trusted" not in out
+    cli(main, "uninstall", "codex", "--scope", scope)
+    if scope == "user":
+        assert not config.exists(), "the install created it"
+    else:
+        assert config.read_text() == f'[projects.{json.dumps(str(main))}]\ntrust_level = "trusted"\n'
+        assert not (main / ".codex").exists()
