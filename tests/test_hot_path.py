@@ -57,7 +57,7 @@ TOUCH_IMPORTS = names("""
     baton.skills.core.write_report baton.skills.frontends baton.skills.frontends.cli baton.skills.runtime
     baton.skills.runtime.command_words baton.skills.runtime.settings baton.skills.runtime.sink
     baton.skills.runtime.stores baton.skills.runtime.unit baton.skills.services baton.skills.services.touch
-    baton.sqlite baton.store_names collections copy dataclasses datetime dis fcntl inspect json
+    baton.sqlite baton.store_names baton.write_queue collections copy dataclasses datetime dis fcntl inspect json
     linecache math opcode shlex sqlite3 threading token tokenize typing weakref
 """)
 # A ticket's overlaps' signal ids (uuid5, hence hashlib) are the only use of the uuid module there.
@@ -70,7 +70,7 @@ HOOK_IMPORTS = names("""
     baton.signals.base baton.skills baton.skills.core baton.skills.core.binding baton.skills.frontends
     baton.skills.frontends.cli baton.skills.frontends.hooks baton.skills.frontends.told baton.skills.runtime
     baton.skills.runtime.command_words baton.skills.runtime.settings baton.skills.runtime.sink
-    baton.skills.runtime.stores baton.skills.runtime.unit baton.sqlite baton.store_names collections copy
+    baton.skills.runtime.stores baton.skills.runtime.unit baton.sqlite baton.store_names baton.write_queue collections copy
     dataclasses datetime dis fcntl inspect json linecache math opcode shlex
     sqlite3 threading token tokenize typing weakref
 """)
