@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -162,3 +163,37 @@ def test_a_writer_killed_while_queueing_leaves_every_acknowledged_write_readable
     torn.write_bytes(torn.read_bytes()[:-3])
     assert [entries for _, entries in queue.read()] == [[{"n": "whole"}]]
     assert (directory / f"{torn.name}{UNREADABLE}").exists()
+
+
+def test_the_next_process_that_takes_the_lock_applies_what_waits(tmp_path):
+    """No background delivery: the next write takes the queued writes first, in their order."""
+    from baton import clock
+    from baton.files import FileRef
+    from baton.outcome import Found
+    from baton.registry.sqlite import SqliteSessionStore
+
+    ids = [str(uuid.UUID(int=n + 1)) for n in range(5)]
+    path = tmp_path / "registry.db"
+    writer = SqliteSessionStore(path, timeout=2, project="github.com/acme/shop")
+    reader = SqliteSessionStore(path, timeout=2, project="github.com/acme/shop")
+    writer.record_touch("Q-1", "s", clock.now(), [FileRef("github.com/acme/shop", "src/first.py")], event_id=ids[0])
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        for n in range(1, 4):
+            writer.record_touch("Q-1", "s", clock.now(), [FileRef("github.com/acme/shop", f"src/{n}.py")],
+                                event_id=ids[n])
+        assert writer.kept == 3 and reader.queued() == 3
+        found = reader.get("Q-1")
+        assert isinstance(found, Found)
+        assert sorted(t.path for t in found.value.files.values()) == ["src/1.py", "src/2.py", "src/3.py",
+                                                                     "src/first.py"]
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    reader.record_touch("Q-1", "s", clock.now(), [FileRef("github.com/acme/shop", "src/4.py")], event_id=ids[4])
+    assert reader.queued() == 0
+    with sqlite3.connect(path) as conn:
+        assert [e for (e,) in conn.execute("SELECT event_id FROM events ORDER BY rowid")] == ids
+    writer.close()
+    reader.close()
