@@ -48,6 +48,8 @@ from baton.store_names import Store
 from baton.write_queue import WriteQueue
 
 if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
     from baton.registry.model import Event, SecretsRedacted, Session
 
 STORE = Store.SESSION_REGISTRY
@@ -580,7 +582,7 @@ class SqliteSessionStore(SessionStore):
         self._db.close()
 
 
-def _parsed(adapter, event_id: str, body: str) -> Event:
+def _parsed(adapter: TypeAdapter[Event], event_id: str, body: str) -> Event:
     """An unprojected event's model; DatabaseError naming it when it is unreadable."""
     from pydantic import ValidationError
 
