@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_process
+from tests.test_full_disk import fill, small_disk  # noqa: F401 -- a fixture
 
 ON = {"BATON_BACKGROUND_DELIVERY": "on"}
 TICKETS = ["Q-0", "Q-1", "Q-2", "Q-3"]
@@ -197,3 +198,32 @@ def test_the_next_process_that_takes_the_lock_applies_what_waits(tmp_path):
         assert [e for (e,) in conn.execute("SELECT event_id FROM events ORDER BY rowid")] == ids
     writer.close()
     reader.close()
+
+
+@pytest.mark.slow
+def test_a_full_disk_refuses_a_write_it_cannot_queue_and_keeps_what_was_queued(
+        home, worktrees, small_disk, monkeypatch, cli):  # noqa: F811 -- the fixture imported above
+    """While another process holds the lock, a touch that the full disk keeps from queueing
+    exits 3 in one line and leaves nothing behind; the writes queued before stay, and are
+    applied once the lock is free."""
+    main, _ = worktrees
+    data = small_disk(home.parent / "disk")
+    monkeypatch.setenv("BATON_HOME", str(data / "home"))
+    assert cli(main, "bind", "Q-0")[0] == 0
+    holder = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(data / "home" / "registry.db")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert run_process(main, "touch", "src/queued.py").returncode == 0
+        filler = fill(data)
+        refused = run_process(main, "touch", "src/refused.py")
+        assert refused.returncode == 3 and "Traceback" not in refused.stderr, refused.stderr
+        assert len(refused.stderr.splitlines()) == 1 and refused.stderr.startswith("baton: "), refused.stderr
+        assert all(n.endswith(".write") for n in os.listdir(data / "home" / "registry-queue")), "no temporary left"
+        assert queued(data / "home") == 1
+        filler.unlink()
+    finally:
+        holder.communicate("release\n", timeout=10)
+    files = json.loads(run_process(main, "resume", "Q-0", "--json").stdout)["session"]["files_touched"]
+    assert "src/queued.py" in files and "src/refused.py" not in files
+    assert queued(data / "home") == 0
