@@ -66,10 +66,12 @@ class WriteQueue:
             raise
 
     def names(self) -> list[str]:
-        """The records waiting, oldest first (no file is read; none without the directory)."""
+        """The records waiting, oldest first (no file is read). None without a directory that
+        can be listed: the store's own file, beside it, then says what is wrong, and appending
+        fails, so no write is acknowledged there."""
         try:
             return sorted(n for n in os.listdir(self.directory) if n.endswith(SUFFIX) and not n.startswith("."))
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:
             return []
 
     def read(self) -> list[tuple[str, list[dict]]]:
