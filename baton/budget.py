@@ -33,6 +33,12 @@ from baton.masking import mask
 T = TypeVar("T")
 FAIR_WAIT = 1.0  # seconds a server must have had before its silence goes in the health record
 
+
+def no_answer(seconds: float, what: str = "no answer") -> str:
+    """How a server's silence is told: which limit ran out, so a slow server is told apart
+    from a down one (which is "connection refused", or the server's own error)."""
+    return f"{what} within the {seconds:g} s budget (BATON_STORE_TIMEOUT)"
+
 _abandoned: list[threading.Thread] = []
 
 
@@ -108,6 +114,9 @@ class Budget:
     def spent(self) -> str:
         return f"no time left of this command's {self.seconds:g}s budget for servers (BATON_STORE_TIMEOUT)"
 
+    def no_answer(self, what: str = "no answer") -> str:
+        return no_answer(self.seconds, what)
+
 
 class Gate:
     """Every call to one server passes here: it answers at once for a server known to be
@@ -133,6 +142,9 @@ class Gate:
     def waiting(self) -> AbstractContextManager[None]:
         """Charge a wait that is not a call to the server (another process's delivery)."""
         return self.budget.waiting()
+
+    def no_answer(self, what: str = "no answer") -> str:
+        return self.budget.no_answer(what)
 
     def refuse_known(self, store: str) -> None:
         """Raise StoreUnavailable for store if the server failed earlier in this command or
@@ -191,7 +203,7 @@ class Gate:
             except ConnectionRefusedError:
                 reason = "connection refused"
             except TimeoutError:
-                reason = f"no TCP connection within {left:.1f}s"
+                reason = self.budget.no_answer("no TCP connection")
             except OSError as exc:
                 reason = f"unreachable ({exc.strerror or exc})"
             reasons.append(reason if len(self.server.addresses) == 1 else f"{host}:{port} {reason}")
@@ -224,6 +236,9 @@ class OpenGate:
 
     def waiting(self) -> AbstractContextManager[None]:
         return nullcontext()
+
+    def no_answer(self, what: str = "no answer") -> str:
+        return no_answer(self.timeout, what)
 
     def refuse_known(self, store: str) -> None:
         pass

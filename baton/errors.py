@@ -42,3 +42,11 @@ class ServerUnreachable(StoreUnavailable):
     """The store's server could not be reached or heard from: refused, unreachable, timed
     out or the connection was lost (what the health record remembers), as opposed to a
     server that answered with an error."""
+
+
+class Untrusted(BatonError):
+    """Something Baton would read or talk to is not the user's own (baton.trust): another
+    user could have planted it. Nothing was read from it or sent to it."""
+
+    exit_code = 3
+    kind = "untrusted"

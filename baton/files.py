@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -114,6 +115,8 @@ class WorktreeLocator:
 
     def __init__(self) -> None:
         self._cache: dict[Path, Worktree | None] = {}
+        self._roots: dict[Path, list[Path]] = {}
+        self._limits: tuple[int, int] | None = None
 
     def locate(self, directory: Path) -> Worktree | None:
         directory = Path(os.path.realpath(directory))
@@ -162,22 +165,97 @@ class WorktreeLocator:
         main = common_dir.parent if common_dir.name == ".git" else common_dir
         return str(main)
 
+    def worktree_roots(self, worktree: Worktree) -> list[Path]:
+        """The roots of every worktree of worktree's repository (what `git worktree list`
+        names), read from the common git dir rather than by running git; cached."""
+        if worktree.root in self._roots:
+            return self._roots[worktree.root]
+        roots = [worktree.root]
+        common = worktree.common_dir
+        if common is not None:
+            if common.name == ".git":  # a non-bare repository: its main worktree holds the common dir
+                roots.append(Path(os.path.realpath(common.parent)))
+            try:
+                linked = list((common / "worktrees").iterdir())
+            except OSError:
+                linked = []
+            for entry in linked:
+                try:  # gitdir names the linked worktree's `.git` file
+                    dot_git = Path((entry / "gitdir").read_text(encoding="utf-8").strip())
+                except (OSError, UnicodeDecodeError):
+                    continue
+                if dot_git.is_absolute() and dot_git.is_file():
+                    roots.append(Path(os.path.realpath(dot_git.parent)))
+        self._roots[worktree.root] = roots = list(dict.fromkeys(roots))
+        return roots
+
     def file_ref(self, raw: str, cwd: Path) -> FileRef:
-        """FileRef for raw (relative to cwd or absolute); the file need not exist."""
+        """FileRef for raw (relative to cwd or absolute): symlinks resolved, `..` folded,
+        relative to the worktree holding it. The file need not exist, but it must lie in a
+        worktree of cwd's repository (outside git: in cwd), fit the file system's limits and
+        not be a directory, a device, a fifo or a socket; BadInput otherwise."""
         check_path_text(raw)
-        absolute = Path(os.path.normpath(os.path.join(cwd, raw)))
-        if absolute.name == "":
-            raise BadInput(f"path names no file: {raw}")
-        existing = absolute.parent
-        while not existing.exists() and existing != existing.parent:
-            existing = existing.parent
-        # Resolve symlinks in the directories only, so every spelling of a file agrees.
-        real_parent = Path(os.path.realpath(existing)) / absolute.parent.relative_to(existing)
-        absolute = real_parent / absolute.name
-        worktree = self.locate(real_parent)
+        self._check_length(raw, cwd)
+        real = Path(os.path.realpath(os.path.join(cwd, raw)))
+        self._check_length(str(real), cwd)
+        home = self.locate(cwd)
+        roots = self.worktree_roots(home) if home else [Path(os.path.realpath(cwd))]
+        if not real.is_relative_to(roots[0]) and not any(real.is_relative_to(root) for root in roots[1:]):
+            where = "this repository's worktrees" if home else str(roots[0])
+            raise BadInput(f"path is outside {where}: {_shown(raw)}")
+        _check_kind(real, raw)
+        worktree = self.locate(real.parent)
         if worktree is None:
-            return FileRef(repo="", path=str(absolute))
-        relative = absolute.relative_to(worktree.root).as_posix()
+            return FileRef(repo="", path=str(real))
+        relative = real.relative_to(worktree.root).as_posix()
         if relative in ("", "."):
-            raise BadInput(f"path is a worktree root, not a file: {raw}")
+            raise BadInput(f"path is a worktree root, not a file: {_shown(raw)}")
         return FileRef(repo=worktree.repo, path=relative)
+
+    def _check_length(self, path: str, cwd: Path) -> None:
+        """Refuse a path the file system could not name (PATH_MAX, NAME_MAX)."""
+        if self._limits is None:
+            self._limits = _limits(cwd)
+        path_max, name_max = self._limits
+        encoded = os.fsencode(path)
+        if len(encoded) >= path_max:
+            raise BadInput(f"path is longer than the file system allows ({len(encoded)} bytes, "
+                           f"at most {path_max - 1}): {_shown(path)}")
+        longest = max(encoded.split(b"/"), key=len)
+        if len(longest) > name_max:
+            raise BadInput(f"a name in the path is longer than the file system allows ({len(longest)} bytes, "
+                           f"at most {name_max}): {_shown(path)}")
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+          (stat.S_ISFIFO, "a fifo"), (stat.S_ISSOCK, "a socket"))
+
+
+def _check_kind(real: Path, raw: str) -> None:
+    """Refuse what is there but is not a file; a path not there yet (or deleted) is fine."""
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        raise BadInput(f"path goes through a file, so it cannot name one: {_shown(raw)}") from None
+    except PermissionError:
+        return  # inside the worktree and not ours to read: its name is still the ticket's touch
+    except OSError as exc:
+        raise BadInput(f"path cannot name a file ({exc.strerror}): {_shown(raw)}") from None
+    for is_kind, kind in _KINDS:
+        if is_kind(mode):
+            raise BadInput(f"path is {kind}, not a file: {_shown(raw)}")
+
+
+def _limits(directory: Path) -> tuple[int, int]:
+    """(PATH_MAX, NAME_MAX) of the file system holding directory; Linux's where it does not say."""
+    try:
+        return os.pathconf(directory, "PC_PATH_MAX"), os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 4096, 255
+
+
+def _shown(path: str) -> str:
+    """A path for a one-line message: a very long one cut in the middle."""
+    return path if len(path) <= 200 else f"{path[:100]}...{path[-60:]} ({len(path)} characters)"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from baton.home import make_directory
+from baton.trust import read_private
 
 FILE = "server-health.json"
 LOCK = "server-health.lock"
@@ -80,7 +81,7 @@ class HealthRecord:
     def _read(self) -> tuple[dict[str, Down], bool]:
         """The recorded servers, and whether the file was garbled (then they are {})."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = read_private(self.path).decode("utf-8")
         except FileNotFoundError:
             return {}, False
         except (OSError, UnicodeDecodeError):

@@ -35,7 +35,8 @@ def unusable(home: Path) -> str | None:
 
 def readable_by_others(home: Path) -> str | None:
     """A warning when the data home lets other users in (group or world permissions), else
-    None: every session of this user is in it."""
+    None: every session of this user is in it. One that others may write is refused
+    before this is asked (baton.trust), so the warning is for reading."""
     try:
         mode = os.stat(home).st_mode
     except OSError:

@@ -205,7 +205,7 @@ class KafkaOutbox:
             self._box.drop(acknowledged)
         if len(acknowledged) < len(pending):
             if not failures:
-                raise self.unreachable(f"no acknowledgement within {left:.1f}s")
+                raise self.unreachable(self.gate.no_answer("no acknowledgement"))
             reason = f"Kafka at {self.bootstrap}: {' '.join(failures[0].str().split())}"
             refusal = refused(self.store, self.bootstrap)
             if refusal is not None:

@@ -13,10 +13,14 @@ from __future__ import annotations
 import re
 
 MASK = "***"
-_USERINFO = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]*):(?P<secret>[^@\s/]*)@")
+# What stands where a credential would but is none: a reference to a variable (${X}, $X,
+# %X%, {{ x }}) or a redaction's marker. Users' text shows them as written.
+_NOT_A_CREDENTIAL = r"(?!\$\{?[A-Za-z_]|%[A-Za-z_]\w*%|\{\{|\[REDACTED:)"
+_USERINFO = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]*):" + _NOT_A_CREDENTIAL
+                       + r"(?P<secret>[^@\s/]*)@")
 _KEYWORD = re.compile(
     r"(?P<head>\b(?:password|passwd|pwd|sslpassword|api[_-]?key|apikey|token|secret|sasl\.password)=)"
-    r"(?:(?P<quote>['\"])(?P<quoted>.*?)(?P=quote)|(?P<bare>[^\s&'\";,]+))", re.IGNORECASE)
+    + _NOT_A_CREDENTIAL + r"(?:(?P<quote>['\"])(?P<quoted>.*?)(?P=quote)|(?P<bare>[^\s&'\";,]+))", re.IGNORECASE)
 _known: set[str] = set()
 MIN_KNOWN = 4  # a shorter setting would mask ordinary words; it is refused as a secret anyway
 

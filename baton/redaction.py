@@ -1,57 +1,62 @@
 """Secrets redacted from free text before it is stored, embedded or shown.
 
-The rules are detect-secrets' regular-expression plugins (a maintained rule set: cloud
-keys, tokens, private keys, URLs with passwords, JWTs and more), plus three of Baton's own
-where those plugins see too little for redaction: the whole PEM block of a private key
-(the plugin matches its first line only), a secret assigned to a keyword (`password=...`,
-`token: ...`) and long random tokens found by their entropy. A match is replaced by a
-marker such as `[REDACTED:aws-access-key]`; an allowlist of regular expressions (from
-baton.toml) keeps a false positive as written.
+The rules are Baton's table of secret formats (baton.secret_rules: providers' token
+formats, private keys, JSON web tokens, credentials in URLs, connection strings, HTTP
+headers and commands, and values assigned to a secret's name however it is prefixed or
+cased), the values of a Kubernetes Secret's `data:` and `stringData:`, and long random
+tokens found by their entropy. A match is replaced by a marker such as
+`[REDACTED:aws-access-key]`; an allowlist of regular expressions (from baton.toml) keeps a
+false positive as written.
 
-Importing detect-secrets costs about 250 ms, far over a hook's budget, so its patterns are
-extracted once into `redaction-rules.json` in the data home (derived data: rebuilt when
-missing, unreadable or from another detect-secrets version) and compiled from there: about
-10 ms.
+What is never redacted: commit SHAs, UUIDs and content digests (`sha256:<hex>`, SRI
+`sha512-<base64>`, go.sum `h1:<base64>=`), references to a variable (`${X}`, `$X`, `%X%`,
+`os.environ[...]`, `{{ secrets.X }}`, `<your-api-key>`), identifiers, paths, versions and
+base64 of prose: tests/secret_corpus.py holds both sides.
+
+A hook builds the redactor for one text: each rule's pattern is compiled only when the
+text holds one of the rule's anchors (a literal every match contains), so a text with no
+secret costs a few substring searches and three compiled patterns.
 """
 
 from __future__ import annotations
 
-import json
+import binascii
 import math
-import os
 import re
+from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-RULES_FILE = "redaction-rules.json"
-FORMAT = 1
-# Plugins whose matches are not secrets (a public IP address is not a credential).
-_NOT_SECRETS = {"Public IP (ipv4)"}
+from baton.secret_rules import RULES, Rule
 
-# Baton's own rules: (kind, pattern, flags, group holding the secret; 0 for the whole match).
-# A keyword's value must hold a digit or a symbol, so prose ("token: expires daily") stays.
-_OWN_RULES: tuple[tuple[str, str, int, int], ...] = (
-    ("private-key",
-     r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
-     re.S, 0),
-    ("secret-keyword",
-     (r"(?i)\b(?:pass(?:word|wd)?|pwd|secret|client[_-]?secret|token|api[_-]?key|access[_-]?key|auth[_-]?token)"
-      r"\b[\"']?\s*[:=]\s*[\"']?((?=[^\s\"',;]*[0-9!@#$%^&*+=~?])[^\s\"',;]{6,})"),
-     0, 1),
-)
 # Long random tokens: at least MIN_TOKEN characters of the base64url alphabet holding a
-# digit, a lower- and an upper-case letter, with an entropy near that of random text of
-# its length (measured: 99% of random base62 strings of 24 to 40 characters pass, while
-# identifiers, hex digests and UUIDs do not).
-_TOKEN = re.compile(r"[A-Za-z0-9_\-+=]{24,}")
+# digit, a lower- and an upper-case letter, whose entropy is near that of random text of
+# its length (ENTROPY_SLACK under the expected entropy of a random base62 string of that
+# length: about 99% of random base62 or base64 strings of 24 to 512 characters pass,
+# tests/test_redaction.py) and that is not
+# made of words and numbers (an identifier: OAuth2PasswordRequestForm, dnsAlpnH3JobWon):
+# their share of its characters is under what 99.9% of random strings of its length reach.
+_TOKEN = re.compile(r"[A-Za-z0-9_\-+/]{24,}={0,2}")
 MIN_TOKEN = 24
-ENTROPY_SLACK = 0.85
-_BLANK = re.compile(r"\s")
-# Findings that say less than a plugin's about what the secret is.
-_GENERIC = {"high-entropy-string", "secret-keyword"}
+ENTROPY_SLACK = 0.4
+_WORDS = re.compile(r"[A-Z]?[a-z]{2,}|(?<![A-Za-z0-9])[0-9]+(?![A-Za-z0-9])")
+_PATH_WORD = re.compile(r"[a-z]{2,}[a-z0-9._-]*")
+# What looks random but is not a secret: digests (SRI, go.sum, OCI) and base64 runs that
+# decode to prose.
+_DIGEST = re.compile(r"(?<![A-Za-z0-9])(?:(?:sha(?:1|224|256|384|512)|md5)-[A-Za-z0-9+/]+=*"
+                     r"|h1:[A-Za-z0-9+/]+=*|sha(?:256|512):[a-f0-9]{64,128})")
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
+# A Kubernetes Secret's values: every `key: value` under its data: or stringData: block.
+_KUBERNETES_SECRET = re.compile(r"(?m)^kind:[ \t]*Secret[ \t]*$")
+_SECRET_BLOCK = re.compile(r"(?m)^(?P<indent>[ \t]*)(?:data|stringData):[ \t]*\n"
+                           r"(?P<block>(?:(?P=indent)[ \t]+\S.*\n?)+)")
+_BLOCK_VALUE = re.compile(r"(?m)^[ \t]+[\w.-]+:[ \t]*[\"']?([^\s\"'#][^\"'\n]*?)[\"']?[ \t]*$")
+_MARKER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
+# How much a finding says about what the secret is: a provider's rule (2) more than its
+# name or header (1), which says more than its entropy (0).
+_SAYS = {"high-entropy-string": 0, "secret-keyword": 1, "http-authorization": 1, "http-cookie": 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,27 +65,24 @@ class Redacted:
     kinds: tuple[str, ...] = ()  # what was redacted, in order, for a report
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
-    kind: str
-    pattern: re.Pattern
-    group: int
-
-
 @dataclass
 class Redactor:
     rules: Sequence[Rule]
     allow: Sequence[re.Pattern] = field(default_factory=tuple)
+    _compiled: dict[int, re.Pattern] = field(default_factory=dict, repr=False)
 
     def redact(self, text: str) -> Redacted:
         """text with every secret found replaced by its marker. Overlapping findings are
         one secret, named by the most specific rule that found it."""
         merged: list[list] = []
+        markers = [match.span() for match in _MARKER.finditer(text)] if "[REDACTED:" in text else []
         for start, end, kind in sorted(self._secrets(text)):
+            if markers and _inside((start, end), markers):  # redacted before: a scan redacts again
+                continue
             if merged and start <= merged[-1][1]:  # overlapping, or adjacent parts of one token
                 last = merged[-1]
                 last[1] = max(last[1], end)
-                if last[2] in _GENERIC and kind not in _GENERIC:
+                if _SAYS.get(kind, 2) > _SAYS.get(last[2], 2):
                     last[2] = kind
             else:
                 merged.append([start, end, kind])
@@ -93,117 +95,152 @@ class Redactor:
         out.append(text[at:])
         return Redacted("".join(out), tuple(kind for _, _, kind in merged))
 
+    def warm(self) -> None:
+        """Compile every rule now (a resident process, so that no command compiles one)."""
+        for index in range(len(self.rules)):
+            self._pattern(index)
+
+    def _pattern(self, index: int) -> re.Pattern:
+        pattern = self._compiled.get(index)
+        if pattern is None:
+            _, _, source, flags, _, _ = self.rules[index]
+            pattern = self._compiled[index] = re.compile(source, flags)
+        return pattern
+
     def _secrets(self, text: str) -> Iterable[tuple[int, int, str]]:
-        for rule in self.rules:
-            for match in rule.pattern.finditer(text):
-                start, end = match.span(rule.group)
+        folded = text.lower()
+        for index, (kind, anchors, source, _, group, check) in enumerate(self.rules):
+            if anchors and not any(anchor in (folded if source.startswith("(?i") else text) for anchor in anchors):
+                continue
+            for match in self._pattern(index).finditer(text):
+                start, end = match.span(group)
                 if start < 0:  # the group did not take part in this match
                     start, end = match.span(0)
-                if rule.kind != "private-key":  # a secret is one token (`npm_.+` would take the line)
-                    blank = _BLANK.search(text, start, end)
-                    end = blank.start() if blank else end
-                if end > start and not self._allowed(match.group(0)):
-                    yield start, end, rule.kind
-        for match in _TOKEN.finditer(text):
-            token = match.group(0)
-            if _random_looking(token) and not self._allowed(token):
-                yield match.start(), match.end(), "high-entropy-string"
+                if end > start and (not check or CHECKS[check](match, text[start:end])) \
+                        and not self._allowed(match.group(0)):
+                    yield start, end, kind
+        if _KUBERNETES_SECRET.search(text):
+            for start, end in _kubernetes_secret_values(text):
+                if not self._allowed(text[start:end]):
+                    yield start, end, "kubernetes-secret"
+        kept = _disjoint([*(match.span() for match in _DIGEST.finditer(text)),
+                          *(match.span() for match in _BASE64_RUN.finditer(text) if _prose(match.group(0)))])
+        for start, end in _tokens(text):
+            token = text[start:end]
+            if _random_looking(token) and not _inside((start, end), kept) and not self._allowed(token):
+                yield start, end, "high-entropy-string"
 
     def _allowed(self, found: str) -> bool:
         return any(pattern.search(found) for pattern in self.allow)
+
+
+def _kubernetes_secret_values(text: str) -> Iterable[tuple[int, int]]:
+    for block in _SECRET_BLOCK.finditer(text):
+        for value in _BLOCK_VALUE.finditer(block.group("block")):
+            offset = block.start("block")
+            yield offset + value.start(1), offset + value.end(1)
+
+
+def _tokens(text: str) -> Iterable[tuple[int, int]]:
+    """The spans of the tokens the entropy fallback weighs: a path's segments one by one
+    (/var/lib/docker/overlay2/l/<id>/diff), any other token whole (a base64 key holds `/`)."""
+    for match in _TOKEN.finditer(text):
+        segments = match.group(0).split("/")
+        if sum(bool(_PATH_WORD.fullmatch(segment)) for segment in segments) < 2:
+            yield match.span()
+            continue
+        at = match.start()
+        for segment in segments:
+            if len(segment) >= MIN_TOKEN:
+                yield at, at + len(segment)
+            at += len(segment) + 1
+
+
+def _inside(span: tuple[int, int], spans: Sequence[tuple[int, int]]) -> bool:
+    """Whether span lies within one of spans (sorted and disjoint: a binary search)."""
+    at = bisect_right(spans, (span[0], math.inf)) - 1
+    return at >= 0 and span[1] <= spans[at][1]
+
+
+def _disjoint(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 def _random_looking(token: str) -> bool:
     if not (any(c.isdigit() for c in token) and any(c.islower() for c in token)
             and any(c.isupper() for c in token)):
         return False
+    if sum(len(word) for word in _WORDS.findall(token)) > (0.45 + 1.9 / math.sqrt(len(token))) * len(token):
+        return False
     counts = Counter(token)
     entropy = -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())
-    return entropy >= math.log2(len(token)) - ENTROPY_SLACK
+    # The expected entropy of a random string of 62 symbols and this length (Miller-Madow).
+    expected = math.log2(62) - 61 / (2 * len(token) * math.log(2))
+    return entropy >= expected - ENTROPY_SLACK
 
 
-def kind_name(secret_type: str) -> str:
-    """detect-secrets' secret type as a marker's kind: 'AWS Access Key' -> 'aws-access-key'."""
-    return re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
+def _prose(run: str) -> bool:
+    """Whether a base64 run decodes to text with words and blanks (a message, not a key)."""
+    try:
+        decoded = binascii.a2b_base64(run + "=" * (-len(run) % 4), strict_mode=True)
+    except (binascii.Error, ValueError):
+        return False
+    printable = sum(32 <= byte < 127 or byte in (9, 10, 13) for byte in decoded)
+    return printable == len(decoded) and decoded.count(b" ") * 12 >= len(decoded)
+
+
+# References to a value kept elsewhere (a variable, an f-string's field, code, a path) and
+# placeholders: not the secret itself.
+_REFERENCE = re.compile(r"\$\{?[A-Za-z_]|%[A-Za-z_]\w*%|^\{|<[^>]*>$|^(?:os\.environ|process\.env)"
+                        r"|^[A-Za-z_][\w.]*[(\[]|^[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+[)\]},;]*$"
+                        r"|^~?\.{0,2}/[\w./-]*$|^#[0-9a-fA-F]{3,8}$"
+                        r"|(?i:^(?:password|passwd|pass|secret|token|pwd|changeme|example|placeholder)$)"
+                        r"|x{4}|X{4}|\*{3}|\.\.\.|^(.)\1*$")
+_SYMBOL_OR_DIGIT = re.compile(r"[0-9!@#$%^&*+=~?]")
+_CREDENTIAL_FREE_URL = re.compile(r"^[a-z][a-z0-9+.-]*://[^@\s]*$", re.I)
+_TOKEN_LIKE = re.compile(r"[A-Za-z0-9_.~+/=-]+")
+_SNAKE_CASE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")  # code: v4auth_header
+_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # code: win32api.RegEnumKey
+MIN_SECRET = 6  # a shorter value is told from ordinary text by nothing
+MIN_WEAK_SECRET = 16
+
+
+def _not_reference(match: re.Match, value: str) -> bool:
+    return len(value) >= MIN_SECRET and not _REFERENCE.search(value)
+
+
+def _credential(match: re.Match, value: str) -> bool:
+    """An HTTP credential: not a reference or a variable, and with a digit (`Authorization:
+    Bearer TOKEN` in a document names one)."""
+    return (len(value) >= 8 and _not_reference(match, value) and any(c.isdigit() for c in value)
+            and not _SNAKE_CASE.fullmatch(value))
+
+
+def _assigned_secret(match: re.Match, value: str) -> bool:
+    """A value assigned to a secret's name: not a reference or a placeholder, and with a
+    digit or a symbol (a name ending in `key` or `auth`: random-looking, 16 characters)."""
+    if not _not_reference(match, value) or _CREDENTIAL_FREE_URL.match(value):
+        return False
+    if value != value.strip():  # a quoted value that starts with a blank is code: ' + access_key + '
+        return False
+    if match.groupdict().get("strong"):
+        return bool(_SYMBOL_OR_DIGIT.search(value))
+    return (len(value) >= MIN_WEAK_SECRET and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+            and bool(_TOKEN_LIKE.fullmatch(value)) and not _DOTTED_NAME.fullmatch(value))
+
+
+CHECKS: dict[str, Callable[[re.Match, str], bool]] = {"reference": _not_reference, "credential": _credential,
+                                                      "keyword": _assigned_secret}
 
 
 def redactor(home: Path | None, allow: Sequence[str] = ()) -> Redactor:
-    """The redactor with the rules cached in `home` (built there when missing or stale;
-    built in memory when `home` cannot hold them). allow: regular expressions of text
-    that is never redacted. Raises re.error for an allow entry that does not compile."""
-    rules = [Rule(kind, re.compile(pattern, flags), group) for kind, pattern, flags, group in _OWN_RULES]
-    rules += [Rule(kind, re.compile(pattern, flags), group) for kind, pattern, flags, group in _plugin_rules(home)]
-    return Redactor(rules, tuple(re.compile(entry) for entry in allow))
-
-
-def _plugin_rules(home: Path | None) -> list[tuple[str, str, int, int]]:
-    path = home / RULES_FILE if home is not None else None
-    version = _detect_secrets_version()
-    if path is not None:
-        try:
-            cached = json.loads(path.read_text())
-            if cached.get("format") == FORMAT and cached.get("detect_secrets") == version:
-                return [tuple(rule) for rule in cached["rules"]]
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # missing, unreadable or garbled: derived, so rebuilt below
-    rules = _extract_plugin_rules()
-    if path is not None:
-        _write_quietly(path, {"format": FORMAT, "detect_secrets": version, "rules": rules})
-    return rules
-
-
-def _detect_secrets_version() -> str:
-    """The installed detect-secrets' version file and its time: what the cache was built
-    from (importlib.metadata would cost a hook about 30 ms; this costs one stat)."""
-    from importlib.util import find_spec
-
-    spec = find_spec("detect_secrets")
-    if spec is None or spec.origin is None:
-        return "none"
-    version_file = Path(spec.origin).with_name("__version__.py")
-    try:
-        return f"{version_file.read_text().strip()} {version_file.stat().st_mtime_ns}"
-    except OSError:
-        return f"{spec.origin} unversioned"
-
-
-def _extract_plugin_rules() -> list[tuple[str, str, int, int]]:
-    """detect-secrets' regular-expression plugins as (kind, pattern, flags, group)."""
-    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-    from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
-
-    # The library annotates its mapping with an unbound type variable; this is what it holds.
-    plugins: Mapping[str, type[BasePlugin]] = get_mapping_from_secret_type_to_class()
-    rules: list[tuple[str, str, int, int]] = []
-    for secret_type, plugin in sorted(plugins.items()):
-        if secret_type in _NOT_SECRETS or not issubclass(plugin, RegexBasedDetector):
-            continue
-        for pattern in plugin().denylist:
-            kind = kind_name(secret_type)
-            rules.append((kind, pattern.pattern, pattern.flags & ~re.UNICODE, _secret_group(kind, pattern)))
-    return rules
-
-
-# The plugins whose first group is the secret after its context (`://user:(password)@`,
-# `aws_secret_key = "(...)"`); in the others a group names the token's kind (`(ghp|gho)_`)
-# or an optional part of it, so the whole match goes.
-_SECRET_IN_GROUP = {"aws-access-key", "basic-auth-credentials", "cloudant-credentials", "ibm-cloud-iam-key",
-                    "ibm-cos-hmac-credentials", "npm-tokens", "softlayer-credentials"}
-
-
-def _secret_group(kind: str, pattern: re.Pattern) -> int:
-    return 1 if pattern.groups and kind in _SECRET_IN_GROUP else 0
-
-
-def _write_quietly(path: Path, document: dict) -> None:
-    """Write the cache by rename, readable by its owner only; a data home that cannot take
-    it costs the next command another extraction, nothing else."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(document, handle)
-        os.replace(temporary, path)
-    except OSError:
-        with suppress(OSError):
-            temporary.unlink()
+    """The redactor, with allow: regular expressions of text that is never redacted.
+    Raises re.error for an allow entry that does not compile. home: the data home (the
+    rules are Baton's own table, so nothing is cached there)."""
+    return Redactor(RULES, tuple(re.compile(entry) for entry in allow))

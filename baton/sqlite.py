@@ -22,8 +22,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from baton.errors import StoreUnavailable
+from baton.errors import StoreUnavailable, Untrusted
 from baton.home import make_directory
+from baton.trust import file_refusal
 
 APPLICATION_ID = 0x4241544E  # "BATN", in the file header
 _CREATED_TABLE = re.compile(r"CREATE (?:VIRTUAL )?TABLE (?:IF NOT EXISTS )?(\w+)", re.IGNORECASE)
@@ -66,6 +67,20 @@ def _create(path: Path, migrations: Sequence[str]) -> None:
                 os.unlink(leftover)
 
 
+def _check_owner(path: Path, found: os.stat_result) -> None:
+    """Untrusted unless the database, and its write-ahead log and index beside it when
+    present (they carry its pages too), are the user's own and writable by nobody else:
+    another user's file would be read and written as ours (baton.trust)."""
+    refusal = file_refusal(path, found)
+    for suffix in ("-wal", "-shm"):
+        if refusal is None:
+            beside = Path(f"{path}{suffix}")
+            with suppress(FileNotFoundError):
+                refusal = file_refusal(beside, os.stat(beside))
+    if refusal is not None:
+        raise Untrusted(refusal)
+
+
 def _created_tables(migrations: Sequence[str]) -> set[str]:
     return {name for block in migrations for name in _CREATED_TABLE.findall(block)}
 
@@ -89,10 +104,13 @@ def connect(path: Path, migrations: Sequence[str], *, timeout: float) -> sqlite3
     """Open Baton's database at path (created if missing) in WAL mode, migrated; every lock
     wait is bounded by timeout seconds. DatabaseError for a file that is not Baton's."""
     try:
-        empty = os.stat(path).st_size == 0
+        found = os.stat(path)
+        empty = found.st_size == 0
     except (FileNotFoundError, NotADirectoryError):
         _create(path, migrations)  # or says which part of its directory is not one
         empty = False
+    else:
+        _check_owner(path, found)
     if empty:
         raise sqlite3.DatabaseError("empty file (0 bytes), not a Baton database; left untouched")
     conn = _open(path, timeout)

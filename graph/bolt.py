@@ -294,12 +294,12 @@ class BoltConflictGraph(ConflictGraph):
 
     def _call(self, work: Callable[[neo4j.Transaction], T], *, write: bool) -> T:
         """Run work(tx) in one transaction; again after a TransientError while the budget lasts."""
-        with self._gate.call(STORE) as left:
+        with self._gate.call(STORE):
             import neo4j
             from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, SessionExpired, TransientError
 
             mode = neo4j.WRITE_ACCESS if write else neo4j.READ_ACCESS
-            deadline = time.monotonic() + left
+            deadline = time.monotonic() + self._gate.left()  # after the import, as the driver's timeouts
             try:
                 driver = self._get_driver()
                 while True:
@@ -317,7 +317,7 @@ class BoltConflictGraph(ConflictGraph):
                         time.sleep(0.05)
             except (ServiceUnavailable, SessionExpired, OSError) as exc:
                 late = time.monotonic() >= deadline - 0.05
-                heard = "no answer within the command's budget" if late else _one_line(exc)
+                heard = self._gate.no_answer() if late else _one_line(exc)
                 raise ServerUnreachable(STORE, f"Bolt server at {self.uri}: {heard}") from exc
             except (Neo4jError, DriverError) as exc:
                 raise StoreUnavailable(STORE, f"Bolt server at {self.uri}: {_one_line(exc)}") from exc

@@ -91,7 +91,7 @@ class QdrantServerIndex(DecisionIndex):
             except StoreUnavailable:
                 raise
             except TimeoutError as exc:
-                raise ServerUnreachable(STORE, f"Qdrant at {self.where}: {exc}") from exc
+                raise ServerUnreachable(STORE, f"Qdrant at {self.where}: {self._gate.no_answer()}") from exc
             except Exception as exc:  # qdrant-client raises transport, HTTP and gRPC errors of many kinds
                 reason = f"Qdrant at {self.where}: {type(exc).__name__}: {' '.join(str(exc).split())}"
                 raise (ServerUnreachable if _unreachable(exc) else StoreUnavailable)(STORE, reason) from exc

@@ -356,7 +356,7 @@ class PostgresSessionStore(SessionStore):
                     conn.execute("SELECT set_config('baton.project', %s, true)", (scope or self.project,))
                     yield conn
             except TimeoutError as exc:
-                raise ServerUnreachable(STORE, f"{_where(self.url)}: {exc}") from exc
+                raise ServerUnreachable(STORE, f"{_where(self.url)}: {self._gate.no_answer()}") from exc
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 message = f"{_where(self.url)}: {_first_line(exc)}"
                 state = getattr(exc, "sqlstate", None)

@@ -109,11 +109,10 @@ class KafkaSignalBus(SignalBus):
             consumer.assign(todo)
             remaining = {tp.partition for tp in todo}
             found: dict[str, Signal] = {}
-            allowed = self._gate.left()
-            deadline = time.monotonic() + allowed
+            deadline = time.monotonic() + self._gate.left()
             while remaining:
                 if time.monotonic() > deadline:
-                    raise self._outbox.unreachable(f"topic not read within {allowed:.1f}s")
+                    raise self._outbox.unreachable(self._gate.no_answer("topic not read"))
                 message = consumer.poll(0.05)
                 if message is None:
                     continue

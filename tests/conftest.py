@@ -188,6 +188,21 @@ def worktrees(tmp_path) -> tuple[Path, Path]:
 
 
 @pytest.fixture
+def ways_out(home, worktrees, cli, tmp_path) -> Path:
+    """OMN-1 bound to a worktree holding ways out of it (a link to a secret file beside the
+    repository, a link to a directory beside it), a directory and a fifo: what a touch must
+    refuse (tests/test_touched_paths.py)."""
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    (tmp_path / "secret.txt").write_text("not the repository's\n")
+    (tmp_path / "elsewhere").mkdir()
+    (main / "src").mkdir()
+    (main / "out.txt").symlink_to(tmp_path / "secret.txt")
+    (main / "ext").symlink_to(tmp_path / "elsewhere")
+    os.mkfifo(main / "pipe")
+    return main
+
+@pytest.fixture
 def cli(monkeypatch, capsys):
     """Run `baton ARGS` in-process in a directory; returns (exit status, stdout, stderr)."""
     from baton.skills.frontends.cli import main

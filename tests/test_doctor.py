@@ -12,7 +12,7 @@ def test_doctor_on_the_embedded_default(home, worktrees, cli):
     code, out, _ = cli(main, "doctor", "--json")
     reports = {r["store"]: r for r in json.loads(out)}
     assert code == 0
-    assert set(reports) == {"registry", "graph", "recall", "embedding model", "signals"}
+    assert set(reports) == {"registry", "graph", "recall", "embedding model", "signals", "data home"}
     assert all(r["state"] == "ok" for r in reports.values())
     assert reports["registry"]["backend"] == "sqlite" and reports["registry"]["size"] == "1 sessions"
     assert reports["recall"]["backend"] == "sqlite vectors + segment index"
@@ -43,6 +43,6 @@ def test_doctor_on_every_server(request, home, worktrees, cli, monkeypatch, tmp_
     code, out, _ = cli(worktrees[0], "doctor", "--json")
     reports = {r["store"]: r for r in json.loads(out)}
     assert code == 0, reports
-    assert {name: r["backend"] for name, r in reports.items() if name != "embedding model"} == {
+    assert {name: r["backend"] for name, r in reports.items() if name not in ("embedding model", "data home")} == {
         "registry": "postgresql", "graph": "bolt (neo4j)", "recall": "qdrant", "signals": "kafka", "event log": "kafka"}
     assert reports["graph"]["version"].startswith("Neo4j/5.26")

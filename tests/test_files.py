@@ -54,3 +54,29 @@ def test_paths_outside_a_repo_stay_absolute(tmp_path):
 def test_unstorable_paths_are_refused(tmp_path, raw, problem):
     with pytest.raises(BadInput, match=problem):
         WorktreeLocator().file_ref(raw, tmp_path)
+
+
+def test_the_worktrees_read_from_the_git_dir_are_those_git_lists(worktrees, tmp_path):
+    from tests.conftest import git
+
+    main, second = worktrees
+    git(main, "worktree", "add", "-q", str(tmp_path / "third"), "-b", "third")
+    listed = [line.removeprefix("worktree ") for line in git(main, "worktree", "list", "--porcelain").splitlines()
+              if line.startswith("worktree ")]
+    locator = WorktreeLocator()
+    for place in (main, second):
+        assert sorted(map(str, locator.worktree_roots(locator.locate(place)))) == sorted(map(os.path.realpath, listed))
+
+
+def test_a_path_in_another_worktree_is_that_worktrees_file_and_one_elsewhere_is_refused(worktrees, tmp_path):
+    main, second = worktrees
+    locator = WorktreeLocator()
+    assert locator.file_ref(str(second / "src" / "a.py"), main) == locator.file_ref("src/a.py", main)
+    other = make_repo(tmp_path / "other", None)
+    with pytest.raises(BadInput, match="outside this repository's worktrees"):
+        locator.file_ref(str(other / "a.py"), main)
+    loose = tmp_path / "loose"  # outside git, the directory itself is the place
+    loose.mkdir()
+    assert locator.file_ref("x.py", loose).path == os.path.join(os.path.realpath(loose), "x.py")
+    with pytest.raises(BadInput, match="outside"):
+        locator.file_ref("../x.py", loose)

@@ -75,6 +75,46 @@ def test_a_hand_written_probe_runs_only_when_allowlisted(bound, cli, home, tmp_p
     assert "allowed by [handoff] allow" in found["reason"] and marker.exists()
 
 
+def test_an_allowlisted_git_probe_cannot_write_a_file_through_its_options(bound, cli, home, tmp_path):
+    written = tmp_path / "written-by-git"
+    latest = write(cli, bound)
+    latest.write_text(latest.read_text() + f"\n### Mine\nstatus: ok\nverify: 2026-06-28 via git log -1 "
+                                           f"--output={written}\n")
+    (home / "baton.toml").write_text('[handoff]\nallow = ["git log **"]\n')
+    found = claims(cli, bound)["Mine"]
+    assert found["status"] == "not_run" and "not allowlisted" in found["reason"]
+    assert not written.exists()
+    # Named in the pattern, the option is the user's choice.
+    (home / "baton.toml").write_text('[handoff]\nallow = ["git log -1 --output=*"]\n')
+    assert "allowed by [handoff] allow" in claims(cli, bound)["Mine"]["reason"] and written.exists()
+
+
+@pytest.mark.parametrize("pattern, argv", [
+    ("git log **", "git log -1 --output /tmp/x"),
+    ("git log **", "git log --ext-diff -p"),
+    ("git **", "git -c core.pager=touch\\ /tmp/x log"),
+    ("git **", "git -C /elsewhere log"),
+    ("git **", "git --git-dir=/elsewhere/.git log"),
+    ("git grep **", "git grep -iOvim main"),
+    ("git fetch **", "git fetch --upload-pack=/tmp/x origin"),
+    ("git log -* **", "git log --output=/tmp/x"),
+    ("pytest -q **", "pytest -q -p evil_plugin"),
+    ("pytest **", "pytest --basetemp=/home"),
+    ("./scripts/queue-depth **", "./scripts/queue-depth --output=/tmp/x"),
+])
+def test_a_dangerous_option_needs_a_pattern_word_naming_it(pattern, argv):
+    import shlex
+
+    assert not matches(tuple(shlex.split(pattern)), tuple(shlex.split(argv)))
+
+
+def test_common_probes_pass_the_safe_patterns():
+    allow = [("git", "log", "-1", "--format=*", "**"), ("git", "status", "--porcelain", "**"), ("pytest", "-q", "**")]
+    for argv in [("git", "log", "-1", "--format=%H %s", "--", "."), ("git", "status", "--porcelain", "-uno"),
+                 ("pytest", "-q", "tests/test_cart.py", "-x", "-k", "carts")]:
+        assert any(matches(pattern, argv) for pattern in allow), argv
+
+
 def test_allowlist_patterns_match_word_by_word():
     assert matches(("pytest", "-q"), ("pytest", "-q"))
     assert not matches(("pytest", "-q"), ("pytest", "-q", "--co"))

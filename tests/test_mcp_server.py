@@ -16,6 +16,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from tests.conftest import run_process, two_agents
+from tests.test_touched_paths import REFUSED, spelled
 
 pytestmark = pytest.mark.slow  # each test starts `baton mcp` in a fresh process, about 2 s
 
@@ -189,6 +190,25 @@ def test_bad_input_comes_back_as_a_tool_error(home, tmp_path, name, arguments, m
     error = json.loads(text)["error"]
     assert error["type"] == "bad_input" and error["recoverable"] is False and error["store"] is None
     assert message in error["message"] and "\n" not in error["message"]
+
+
+def test_the_mcp_tool_answers_bad_input_and_stores_nothing(ways_out, tmp_path):
+    cases = [(spelled(raw, ways_out, tmp_path), says) for raw, says in REFUSED]
+
+    async def script(session):
+        errors = []
+        for raw, _ in cases:
+            result = await session.call_tool("record_touch", {"paths": ["src/ok.py", raw]})
+            errors.append((result.is_error, json.loads(result.content[0].text)))
+        resumed = await session.call_tool("resume_session", {"task_id": "OMN-1"})
+        return errors, json.loads(resumed.content[0].text)["session"]["files_touched"]
+
+    errors, stored = with_server(ways_out, script)
+    for (raw, says), (is_error, answer) in zip(cases, errors, strict=True):
+        assert is_error, raw[:80]
+        error = answer["error"]
+        assert error["type"] == "bad_input" and says in error["message"] and "\n" not in error["message"]
+    assert stored == [], "nothing outside the repository is stored"
 
 
 @pytest.mark.parametrize("name, arguments, message", [

@@ -264,9 +264,12 @@ def test_only_the_user_reaches_the_socket(home, resident):
             os.setuid(65534)
             os.chdir("/")
             sys.stdin, sys.stdout, sys.stderr = (open(os.devnull, mode) for mode in "rww")  # noqa: SIM115
-            resident_client.CONNECT_WAIT = 10.0
+            request = resident_client._request(["baton", "list"])  # sent without the client's own peer check
             with socket.socket(socket.AF_UNIX) as conn:  # the mode lets it connect
-                code = 0 if resident_client._offer(conn, str(home / "resident.sock"), ["baton", "list"]) == b"" else 2
+                conn.settimeout(10.0)
+                conn.connect(str(home / "resident.sock"))
+                conn.sendall(len(request).to_bytes(4, "big") + request)
+                code = 0 if conn.recv(1) == b"" else 2
         except ConnectionError:
             code = 0  # refused: closed before or while the request was sent
         except BaseException:  # noqa: BLE001 -- any other failure is the test's
@@ -298,12 +301,61 @@ def test_a_command_that_found_none_starts_one_and_only_one(home, worktrees):
     off = subprocess.run([str(BATON), "touch", "src/c.py"], cwd=main, capture_output=True, text=True,
                          env={**os.environ, "BATON_RESIDENT": "off"}, timeout=120)
     assert off.returncode == 0 and len(processes_of(home)) == 1
-    # One that went away within a minute of its start is not started again by each command.
+
+
+def test_a_resident_that_died_is_replaced_by_the_next_command(home, worktrees):
+    main, _ = worktrees
+    assert subprocess.run([str(BATON), "bind", "OMN-1"], cwd=main, capture_output=True, timeout=120).returncode == 0
+    wait_for(lambda: (home / "resident.sock").exists(), 120, "a resident started on demand")
+    assert through_resident(main, "touch", "src/a.py")[0] == 0
     (pid,) = processes_of(home)
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not processes_of(home), 30, "the end of the resident")
-    again = subprocess.run([str(BATON), "touch", "src/d.py"], cwd=main, capture_output=True, text=True, timeout=120)
-    assert again.returncode == 0 and processes_of(home) == []
+    # Seconds after the last start: the command runs itself and starts a new resident.
+    again = subprocess.run([str(BATON), "touch", "src/b.py"], cwd=main, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    wait_for(lambda: [p for p in processes_of(home) if p != pid], 120, "a new resident")
+    # Until it listens, the socket is the dead one's: a client is refused and runs nothing.
+    wait_for(lambda: subprocess.run([sys.executable, "-c", CLIENT, "touch", "src/c.py"], cwd=main,
+                                    capture_output=True, timeout=120).returncode != NOT_FORWARDED,
+             120, "the new resident serving")
+    assert len(processes_of(home)) == 1
+
+
+def test_starts_that_keep_failing_back_off(home, worktrees, tmp_path):
+    """A resident that dies before it listens is started again by a later command after
+    RETRY_FIRST seconds, then after twice that: not by every command, nor a minute later."""
+    main, _ = worktrees
+    starts = tmp_path / "starts"
+    site = tmp_path / "site"
+    site.mkdir()
+    # Every resident this test's commands start dies at once, noting the record its starter
+    # wrote in resident.lock (handed to it as descriptor 3): the start's time, failures before it.
+    (site / "sitecustomize.py").write_text(
+        "import os\n"
+        "if b'baton.skills.frontends.resident' in open('/proc/self/cmdline', 'rb').read().split(b'\\0'):\n"
+        f"    open({str(starts)!r}, 'a').write(os.pread(3, 64, 0).decode() + '\\n')\n"
+        "    os._exit(1)\n")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    assert direct(main, "bind", "OMN-1")[0] == 0
+    commands = 0
+
+    def started() -> list[float]:
+        nonlocal commands
+        commands += 1
+        result = subprocess.run([str(BATON), "touch", f"src/{commands}.py"], cwd=main, capture_output=True,
+                                text=True, env=env, timeout=120)
+        assert result.returncode == 0, result.stderr
+        return starts.read_text().splitlines() if starts.exists() else []
+
+    wait_for(lambda: len(started()) >= 3, 60, "a start again after each backoff")
+    from baton.skills.runtime.spawn import retry_wait
+
+    records = [line.split() for line in starts.read_text().splitlines()[:3]]
+    (first, _), (second, once), (third, twice) = [(float(at), int(failed)) for at, failed in records]
+    assert (once, twice) == (1, 2)
+    assert second - first >= retry_wait(1) and third - second >= retry_wait(2), records
+
 
 
 def test_long_running_commands_keep_their_own_process(home, resident, worktrees):
@@ -343,7 +395,8 @@ def test_the_client_imports_nothing_heavy(home, resident, worktrees):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     loaded = result.stderr.strip().splitlines()[-1]
-    assert loaded == str(["baton", "baton.skills", "baton.skills.runtime", "baton.skills.runtime.resident_client"])
+    assert loaded == str(["baton", "baton.skills", "baton.skills.runtime", "baton.skills.runtime.resident_client",
+                          "baton.trust"])
 
 
 def test_a_hook_names_the_agent_that_ran_baton(home, resident, worktrees):

@@ -9,7 +9,7 @@ import pytest
 from tests.test_redaction import SECRETS
 
 KINDS = ["aws-access-key", "github-token", "basic-auth-credentials", "json-web-token", "private-key",
-         "slack-token", "stripe-access-key", "sendgrid-api-key", "npm-tokens", "pypi-token", "secret-keyword",
+         "slack-token", "stripe-access-key", "sendgrid-api-key", "npm-token", "pypi-token", "secret-keyword",
          "high-entropy-string"]
 
 

@@ -261,7 +261,7 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from baton.errors import BatonError, StoreUnavailable
+    from baton.errors import BatonError, StoreUnavailable, Untrusted
 
     given = sys.argv[1:] if argv is None else argv
     try:
@@ -300,7 +300,9 @@ def main(argv: list[str] | None = None) -> int:
                           skip_known_down=args.command not in ("deliver", "doctor", "projector", "index")) as stores:
             return _HANDLERS[args.command](args, stores)
     except BatonError as exc:
-        if not isinstance(exc, StoreUnavailable):
+        if isinstance(exc, Untrusted):
+            _say(str(exc))  # "refusing PATH: why; the fix"
+        elif not isinstance(exc, StoreUnavailable):
             _say(f"error: {exc}")
         elif exc.store not in _told:  # already told once in this command
             _say(str(exc))

@@ -160,7 +160,7 @@ def post_tool_use(payload: Payload, out: Output) -> None:
     from baton.skills.services.touch import touch
 
     with opened_stores(project=place.repo) as stores:
-        report = touch(stores, task, [path], payload.cwd, locator)
+        report = touch(stores, task, [path], payload.cwd, locator, skip_refused=True)
         _warn(report.warnings)
         with agent_sessions(stores) as sessions:
             heartbeat(sessions, payload, task, place)
@@ -414,7 +414,7 @@ def _sweep(stores, agent_session: str, task, place, locator, listed: tuple[str, 
         changed = sessions.changed_since_sweep(agent_session, task.task_id, dirty)[:MAX_SWEEP]
         if not changed:
             return 0
-        _warn(touch(stores, task, changed, place.root, locator).warnings)
+        _warn(touch(stores, task, changed, place.root, locator, skip_refused=True).warnings)
         sessions.record_sweep(agent_session, task.task_id, {path: dirty[path] for path in changed}, clock.now())
         return len(changed)
 

@@ -13,7 +13,8 @@ The parent is one thread: a selector over the socket, each client connection (EO
 client is gone, so its child is ended) and each child's pidfd (its exit status goes back to
 the client when a signal ended it; a child that exits answers the client itself, so a
 command's status survives the parent). It refuses and leaves when a Baton source file it
-loaded has changed or the client is another installation (the client then runs the command
+loaded has changed, or a distribution it imported or Baton requires was upgraded (their
+metadata changed), or the client is another installation (the client then runs the command
 itself and starts a fresh resident), and leaves after BATON_RESIDENT_IDLE seconds without a
 command. Started by a command that found none (baton.skills.runtime.spawn), holding
 `resident.lock` for its whole life, so two never serve one data home.
@@ -39,6 +40,7 @@ from baton.skills.runtime import resident_client as client
 REQUEST_WAIT = 1.0  # seconds a connected client may take to send its request and say GO
 OWNERSHIP_CHECK = 5.0  # seconds between checks that the socket is still this resident's
 MAX_REQUEST = 16 << 20
+DISTRIBUTION = "baton-sessions"  # pyproject.toml's project name: whose requirements are watched
 # What a command may import, imported once here: every skill, store package and library a
 # command of the embedded default uses; a module that cannot be imported (an extra not
 # installed) is left to the command, which reports it as it would anyway.
@@ -148,10 +150,9 @@ def preload(settings) -> None:
 
         event_adapter()
     with suppress(Exception):
-        from baton.redaction import RULES_FILE, redactor
+        from baton.redaction import redactor
 
-        rules = settings.home.absolute() / RULES_FILE
-        redactor(rules.parent if rules.exists() else None)  # writes nothing: in memory without the file
+        redactor(None).warm()
     from baton.recall.embedding import keep_loaded
 
     with suppress(Exception):  # no model: recall says why in each command, as it does without a resident
@@ -272,7 +273,8 @@ class Resident:
         return parse_request(data[4:], self.fingerprint)
 
     def _stale(self) -> bool:
-        """Whether a Baton source file loaded here has changed since (a few hundred stats)."""
+        """Whether a Baton source file loaded here, or a distribution it imported or
+        requires, has changed since (a few hundred stats: about a millisecond)."""
         return _sources(self.sources) != self.sources
 
     def _fork(self, request: Request, fds: list[int], conn: socket.socket) -> None:
@@ -372,17 +374,50 @@ def parse_request(data: bytes, fingerprint: bytes) -> Request:
     return Request(argv, cwd, int(umask), int(parent), streams, environ)
 
 
-def _sources(previous: dict[str, int] | None = None) -> dict[str, int]:
-    """The modification time of each Baton module's file loaded here."""
-    files = previous or {path: 0 for name, module in list(sys.modules.items())
-                         if name.partition(".")[0] == "baton" and (path := getattr(module, "__file__", None))}
+def _sources(previous: dict[str, tuple[int, int, int]] | None = None) -> dict[str, tuple[int, int, int]]:
+    """The identity (inode, modification time, size) of each file whose change makes this
+    process out of date: each Baton module's file loaded here, and the metadata of each
+    distribution it imported or Baton requires (an upgrade removes and writes them)."""
+    files = previous or _watched()
     stamps = {}
     for path in files:
         try:
-            stamps[path] = os.stat(path).st_mtime_ns
+            found = os.stat(path)
+            stamps[path] = (found.st_ino, found.st_mtime_ns, found.st_size)
         except OSError:
-            stamps[path] = -1
+            stamps[path] = (-1, -1, -1)
     return stamps
+
+
+def _watched() -> list[str]:
+    baton = [path for name, module in list(sys.modules.items())
+             if name.partition(".")[0] == "baton" and (path := getattr(module, "__file__", None))]
+    return baton + _distribution_files()
+
+
+def _distribution_files() -> list[str]:
+    """The dist-info directory, METADATA and RECORD of each distribution a top-level
+    module loaded here comes from, and of each that Baton requires whatever its extras
+    (pydantic, and cryptography, which a command may import after the resident was started)."""
+    import re
+    from importlib import metadata
+
+    loaded = {name.partition(".")[0] for name in list(sys.modules)}
+    names = {dist for top, dists in metadata.packages_distributions().items() if top in loaded for dist in dists}
+    with suppress(metadata.PackageNotFoundError):
+        required = metadata.requires(DISTRIBUTION) or []
+        names.update(found.group(0) for requirement in required if ";" not in requirement
+                     if (found := re.match(r"[A-Za-z0-9._-]+", requirement)))
+    files = []
+    for name in sorted(names):
+        try:
+            # The directory of its metadata: public API names none (PathDistribution keeps it here).
+            where = getattr(metadata.distribution(name), "_path", None)
+        except metadata.PackageNotFoundError:
+            continue
+        if where is not None:
+            files += [str(where), str(Path(where) / "METADATA"), str(Path(where) / "RECORD")]
+    return files
 
 
 def run_child(request: Request, fds: list[int], conn: socket.socket) -> int:

@@ -5,16 +5,23 @@ its command matches the allowlist (Baton's own read-only git probes, plus the pa
 `[handoff] allow` of baton.toml), or when the user passed --allow-unsigned-probes.
 Otherwise it is not run, and the reason says which rule refused it.
 
-An allowlist pattern is a command in shell-style words, matched word by word with
-fnmatch-style wildcards (`*`, `?`, `[...]`) inside a word; a word starting with `-` (an
-option, which may make a command write files: `git log --output=FILE`) matches only a
-pattern word starting with `-`. A last word `**` matches any further words, options
-included. `pytest -q` allows exactly that; `pytest -q **` allows any arguments after.
+An allowlist pattern is a command in shell-style words, matched word by word against the
+probe's parsed argument vector with fnmatch-style wildcards (`*`, `?`, `[...]`) inside a
+word; a word starting with `-` (an option) matches only a pattern word starting with `-`.
+A last word `**` matches any further words. `pytest -q` allows exactly that; `pytest -q **`
+allows any arguments after, except a dangerous option.
+
+A dangerous option is one that makes the program write a file, run another program, or
+act on another repository or configuration than the worktree's (`git log --output=FILE`,
+`git -c core.pager=CMD`, `pytest -p PLUGIN`): DANGEROUS_OPTIONS lists them per program.
+Such an option is admitted only by a pattern word that names it (`--output=*`,
+`-o`), never by `**` or by a wildcard option word (`-*`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from baton.skills.handoff.files import HANDOFFS_DIR
@@ -38,17 +45,82 @@ class Permission:
     signed: bool = False  # it may run because its signature holds
 
 
-def _word_matches(word: str, pattern: str) -> bool:
+@dataclass(frozen=True, slots=True)
+class Dangerous:
+    anywhere: tuple[str, ...] = ()
+    leading: tuple[str, ...] = ()  # dangerous only before the program's subcommand
+    of_subcommand: dict[str, tuple[str, ...]] = field(default_factory=dict)  # only after that subcommand
+
+
+# Options of any program that write or run what their value names.
+_ANY_PROGRAM = ("--output", "--output-file", "--output-dir", "--output-directory", "--exec", "--log-file")
+DANGEROUS_OPTIONS: dict[str, Dangerous] = {
+    # -c/-C before the subcommand set configuration (core.pager, core.fsmonitor: programs)
+    # or move to another repository; after it they are harmless diff options. A short option
+    # is dangerous only for the subcommands where it is (grep -O runs a pager, -o and -x are
+    # harmless to git status or log). --textconv is not here: git log and diff run text
+    # conversion by default, from the user's own configuration.
+    "git": Dangerous(
+        anywhere=(*_ANY_PROGRAM, "--extcmd", "--tool", "--upload-pack", "--receive-pack", "--ext-diff",
+                  "--open-files-in-pager", "--config-env", "--git-dir", "--work-tree", "--exec-path", "--namespace",
+                  "--super-prefix", "--template", "--separate-git-dir"),
+        leading=("-c", "-C"),
+        of_subcommand={"grep": ("-O",), "format-patch": ("-o",), "rebase": ("-x",), "difftool": ("-x",),
+                       "clone": ("-u",), "archive": ("-o",)}),
+    # Plugins and configuration are code; the rest write files where their value says.
+    "pytest": Dangerous(anywhere=(*_ANY_PROGRAM, "-p", "-c", "--config-file", "-o", "--override-ini", "--rootdir",
+                                  "--confcutdir", "--basetemp", "--junitxml", "--junit-xml", "--debug",
+                                  "--report-log", "--resultlog", "--pastebin")),
+}
+
+
+def _names(word: str, option: str) -> bool:
+    """Does this word of a probe give this option?"""
+    if option.startswith("--"):
+        name = word.partition("=")[0]
+        # Long options may be abbreviated (argparse, git's parse-options): a prefix counts.
+        return word.startswith("--") and len(name) > 2 and option.startswith(name)
+    # A short option may carry its value (-oFILE) or come bundled with others (-po).
+    return not word.startswith("--") and word.startswith("-") and option[1] in word[1:]
+
+
+def _pattern_names(pattern: str, option: str) -> bool:
+    """Does this pattern word name the option in full before any wildcard (`--output=*`, `-o`)?"""
+    head = pattern[:min((i for i, c in enumerate(pattern) if c in "*?["), default=len(pattern))]
+    if option.startswith("--"):
+        return head.partition("=")[0] == option
+    return head.startswith(option)
+
+
+def _dangerous(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """For each word of argv, the dangerous option it gives ('' for none)."""
+    table = DANGEROUS_OPTIONS.get(os.path.basename(argv[0]) if argv else "", Dangerous(anywhere=_ANY_PROGRAM))
+    found, options = [""], (*table.leading, *table.anywhere)
+    subcommand = None
+    for word in argv[1:]:
+        if subcommand is None and not word.startswith("-"):
+            subcommand = word
+            options = (*table.anywhere, *table.of_subcommand.get(word, ()))
+        found.append(next((option for option in options if _names(word, option)), ""))
+    return tuple(found)
+
+
+def _word_matches(word: str, pattern: str, dangerous: str) -> bool:
     # An option (`--output=FILE`) can change what a command does: only a pattern word that
-    # is itself an option may match one.
-    return fnmatchcase(word, pattern) and (not word.startswith("-") or pattern.startswith("-"))
+    # is itself an option may match one, and a dangerous one only a word that names it.
+    if not fnmatchcase(word, pattern) or (word.startswith("-") and not pattern.startswith("-")):
+        return False
+    return not dangerous or pattern == word or _pattern_names(pattern, dangerous)
 
 
 def matches(pattern: tuple[str, ...], argv: tuple[str, ...]) -> bool:
+    dangerous = _dangerous(argv)
     if pattern and pattern[-1] == "**":
         head = pattern[:-1]
-        return len(argv) >= len(head) and all(_word_matches(word, p) for word, p in zip(argv, head, strict=False))
-    return len(argv) == len(pattern) and all(_word_matches(word, p) for word, p in zip(argv, pattern, strict=True))
+        return (len(argv) >= len(head) and not any(dangerous[len(head):])
+                and all(_word_matches(w, p, d) for w, p, d in zip(argv, head, dangerous, strict=False)))
+    return len(argv) == len(pattern) and all(_word_matches(w, p, d)
+                                             for w, p, d in zip(argv, pattern, dangerous, strict=True))
 
 
 def allowlisted(argv: tuple[str, ...], allow: tuple[tuple[str, ...], ...]) -> str | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from baton.errors import BadInput, StoreUnavailable
 from baton.home import make_directory
 from baton.store_names import Store
+from baton.trust import read_private
 
 PERSONAL_KEY_FILE = "handoff.key"
 SCHEME = "hmac-sha256"
@@ -47,8 +48,10 @@ class SignatureCheck:
 
 
 def _read_key(path: Path, what: str) -> SigningKey:
+    """The key in path, the user's own (root's too, for a team key): else Untrusted, as
+    another user could sign with it or swap it."""
     try:
-        secret = path.read_bytes().strip()
+        secret = read_private(path, root_too=what != Store.HANDOFF_KEY).strip()
     except OSError as exc:
         raise BadInput(f"cannot read the {what} {path}: {exc.strerror or exc}") from None
     if len(secret) < MIN_KEY_BYTES:

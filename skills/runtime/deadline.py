@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-from baton.budget import abandon, abandoned
+from baton.budget import Budget, abandon, abandoned
 from baton.errors import StoreUnavailable
 from baton.outcome import Unavailable
 
@@ -37,9 +37,10 @@ def leave(code: int) -> None:
     sys.exit(code)
 
 
-def gather(calls: dict[str, Callable[[], Any]], timeout: float) -> dict[str, Any]:
-    """Run each call in its own daemon thread; a call still running at the deadline answers
-    Unavailable, and one that raises StoreUnavailable answers Unavailable(reason).
+def gather(calls: dict[str, Callable[[], Any]], budget: Budget) -> dict[str, Any]:
+    """Run each call in its own daemon thread, until what the command's budget has left
+    plus SLACK; a call still running then answers Unavailable (the budget's "no answer
+    within"), and one that raises StoreUnavailable answers Unavailable(reason).
 
     Daemon threads: a stuck driver call must not keep the process alive after it answered.
     """
@@ -58,11 +59,11 @@ def gather(calls: dict[str, Callable[[], Any]], timeout: float) -> dict[str, Any
                for name, call in calls.items()}
     for thread in threads.values():
         thread.start()
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + max(budget.remaining(), 0.0) + SLACK
     for name, thread in threads.items():
         thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
-            results[name] = Unavailable(f"no answer within {timeout:g}s")
+            results[name] = Unavailable(budget.no_answer())
             abandon(thread)
     for exc in errors.values():
         raise exc

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from baton.home import make_directory
 from baton.locks import held
+from baton.trust import read_private
 
 KEY_FILE = "provider.key"
 REFS_FILE = "provider-refs.json"
@@ -42,7 +43,7 @@ class ProviderRef:
 def _key(home: Path, *, create: bool) -> bytes | None:
     path = home / KEY_FILE
     try:
-        return path.read_bytes().strip()
+        return read_private(path).strip()
     except FileNotFoundError:
         if not create:
             return None
@@ -52,15 +53,15 @@ def _key(home: Path, *, create: bool) -> bytes | None:
     try:  # the first writer wins; a racing one reads what it wrote
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
-        return path.read_bytes().strip()
+        return read_private(path).strip()
     with os.fdopen(fd, "wb") as out:
         out.write(Fernet.generate_key())
-    return path.read_bytes().strip()
+    return read_private(path).strip()
 
 
 def _read_refs(home: Path) -> dict:
     try:
-        held_refs = json.loads((home / REFS_FILE).read_text(encoding="utf-8"))
+        held_refs = json.loads(read_private(home / REFS_FILE))
     except (OSError, ValueError):
         return {}
     return held_refs if isinstance(held_refs, dict) else {}

@@ -2,9 +2,10 @@
 
 It runs first in every `baton` process, before anything else is imported, so it uses the
 standard library's os, sys, time and socket only (socket only when a resident's socket
-exists). It reads three variables of the settings table itself (BATON_RESIDENT, BATON_HOME,
-XDG_DATA_HOME; tests/test_resident.py checks them against the rows): a bad value is
-reported by the command run here, as every other bad setting is.
+exists) and baton.trust, which uses os and stat. It reads three variables of the settings
+table itself (BATON_RESIDENT, BATON_HOME, XDG_DATA_HOME; tests/test_resident.py checks them
+against the rows): a bad value is reported by the command run here, as every other bad
+setting is.
 
 The exchange, over the resident's Unix socket (baton.skills.frontends.resident): the client
 sends the request (protocol, install, argv, cwd, environment, umask, parent pid, how its
@@ -15,12 +16,20 @@ resident writes to the client's own streams and answers the exit status as a lin
 digits. No ACCEPT within CONNECT_WAIT (no process, a stopped one, a protocol error) and the
 client runs the command itself; a resident that reads a request after its client gave up
 sees no GO and runs nothing, so a command never runs twice.
+
+Trust (baton.trust): the client talks only to its own user's resident. A data home another
+user could write makes it run the command here, where the settings refuse it (one line,
+exit 3, each front end its way); a socket that is not the user's own, or whose listener
+(SO_PEERCRED, from the kernel) runs as another user, is refused here before a byte is sent.
+The request carries the whole environment: the command runs in the resident as it would
+here, and reads variables Baton does not know of (the agent's, git's, a probe's own).
 """
 
 from __future__ import annotations
 
 import io
 import os
+import stat
 import sys
 import time
 
@@ -64,12 +73,23 @@ def forwarded(argv: list[str]) -> int | None:
     global absent
     if command_word(argv) in NOT_FORWARDED or switched_off(os.environ):
         return None
-    path = os.path.join(data_home(os.environ), SOCKET_NAME)
+    home = data_home(os.environ)
+    path = os.path.join(home, SOCKET_NAME)
     if len(os.fsencode(path)) > _MAX_SOCKET_PATH:
         return None  # no resident can listen there
-    if not os.path.exists(path):
+    try:
+        found = os.lstat(path)
+    except OSError:
         absent = True
         return None
+    from baton.trust import file_refusal, home_refusal
+
+    if home_refusal(home) is not None:
+        return None  # run here, where the settings refuse the data home
+    refusal = file_refusal(path, found) or (None if stat.S_ISSOCK(found.st_mode) else f"refusing {path}: not a "
+                                            "socket; remove it")
+    if refusal is not None:
+        return _refuse(argv, refusal)
     import socket
 
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -86,6 +106,9 @@ def forwarded(argv: list[str]) -> int | None:
         absent = True  # a socket left behind by a resident that died
         conn.close()
         return None
+    except Impostor as exc:
+        conn.close()
+        return _refuse(argv, str(exc))
     except Exception:  # noqa: BLE001 -- slow, stopped, not this protocol: nothing ran, run it here
         conn.close()
         return None
@@ -96,14 +119,33 @@ def _offer(conn, path: str, argv: list[str]) -> bytes:
     """Connect, send the request and read the resident's one-byte reply, all within
     CONNECT_WAIT. The standard streams are not sent yet: a resident too slow to reply must
     not hold them (a caller reading our output to its end would wait for it)."""
+    import socket
+
     deadline = time.monotonic() + CONNECT_WAIT
     conn.settimeout(CONNECT_WAIT)
     conn.connect(path)
+    # Whoever listens, from the kernel: the process that called listen(), as it was then.
+    peer = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)  # struct ucred: pid, uid, gid
+    uid = int.from_bytes(peer[4:8], sys.byteorder)
+    if uid != os.geteuid():
+        raise Impostor(f"refusing {path}: the process listening there runs as uid {uid}, not you ({os.geteuid()}); "
+                       "nothing was sent: remove the socket and find who started that process")
     request = _request(argv)
     conn.settimeout(max(deadline - time.monotonic(), 0.001))
     conn.sendall(len(request).to_bytes(4, "big") + request)
     conn.settimeout(max(deadline - time.monotonic(), 0.001))
     return conn.recv(1)
+
+
+class Impostor(Exception):
+    """The resident's socket is served by another user's process."""
+
+
+def _refuse(argv: list[str], refusal: str) -> int:
+    """One line, and exit 3; a hook exits 0, as every failing hook does, so that the agent
+    goes on (baton.skills.frontends.hooks)."""
+    print(f"baton: {refusal}", file=sys.stderr)
+    return 0 if command_word(argv) == "hook" else 3
 
 
 def _request(argv: list[str]) -> bytes:

@@ -5,6 +5,8 @@ it), the kind of value, its default, its range or choices and one line of docume
 the README's configuration table lists every row (tests/test_settings.py checks it). The
 environment wins over the file. The file is BATON_CONFIG, else `baton.toml` in the data
 home; e.g. its `[stores]` table names server backends (`database_url = "postgresql://..."`).
+Neither is read unless it is the user's own (baton.trust): a data home or a configuration
+file another user could write is refused (baton.errors.Untrusted, exit 3).
 A store without a server setting stays embedded, so every mix works. No other module reads
 a `BATON_*` variable: a lower module is handed the value it needs. The exception is the resident process's
 client (baton.skills.runtime.resident_client), which runs before anything is imported and
@@ -21,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from baton.clock import parse_duration
-from baton.errors import BadInput
+from baton.errors import BadInput, Untrusted
 from baton.home import data_home, unusable
+from baton.trust import home_refusal, read_private
 
 HOOK_HANDOFF = ("never", "stop", "session-end")
 KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -252,6 +255,9 @@ class Settings:
         configuration file; a bad value is BadInput naming the setting."""
         environ = os.environ if environ is None else environ
         home = data_home(_given(environ, _ROWS["home"]), environ.get("XDG_DATA_HOME") or None)
+        refusal = home_refusal(home)  # before anything in it is read: another user may have planted it
+        if refusal is not None:
+            raise Untrusted(refusal)
         config_name = _given(environ, _ROWS["config"])
         config_path = Path(config_name).expanduser() if config_name else home / "baton.toml"
         config = _config_file(config_path, explicit=bool(config_name), home=home)
@@ -293,7 +299,7 @@ def _given(environ: Mapping[str, str], row: Setting) -> str | None:
 
 def _config_file(path: Path, *, explicit: bool, home: Path) -> dict:
     try:
-        text = path.read_bytes().decode()
+        text = read_private(path, root_too=True).decode()
     except FileNotFoundError:
         if explicit:
             raise BadInput(f"BATON_CONFIG names a missing file: {path}") from None

@@ -7,13 +7,14 @@ import fcntl
 import os
 import sys
 import time
-from contextlib import suppress
 from pathlib import Path
 
-from baton.skills.runtime.resident_client import LOCK_NAME
+from baton.skills.runtime.resident_client import LOCK_NAME, SOCKET_NAME
 
 RESIDENT_LOCK_FD = 3  # where the resident finds resident.lock, held for it by its spawner
-RESPAWN_AFTER = 60.0  # seconds between two starts of the resident process
+# After a start that never got to listen, the next waits RETRY_FIRST seconds, doubling with
+# each further such start up to RETRY_MOST; a start longer ago than that is not held against it.
+RETRY_FIRST, RETRY_MOST = 1.0, 60.0
 
 
 def spawn_baton(*args: str, module: str = "baton.skills.frontends.cli", keep: int | None = None) -> None:
@@ -33,9 +34,12 @@ def spawn_baton(*args: str, module: str = "baton.skills.frontends.cli", keep: in
 
 def spawn_resident(home: Path) -> bool:
     """Start the resident process for home unless one runs or is starting (resident.lock is
-    held: taken here and handed to the new process, so two commands never start two), or
-    one was started less than RESPAWN_AFTER seconds ago (one that cannot start is not
-    started again by every command). Whether one was started."""
+    held: taken here and handed to the new process, so two commands never start two), or the
+    last start failed and its backoff has not passed (retry_wait). Whether one was started.
+
+    The lock file's text is the last start's time and how many starts before it failed in a
+    row. A start that got to listen leaves a socket made after it: a resident that died
+    (killed, crashed) is replaced by the next command at once."""
     if not home.is_dir():
         return False  # nothing was written yet; the next command starts one
     fd = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -44,14 +48,37 @@ def spawn_resident(home: Path) -> bool:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
-        started = os.pread(fd, 32, 0)  # when the last one was started, as the lock file's text
         now = time.time()
-        with suppress(ValueError):
-            if 0 <= now - float(started) < RESPAWN_AFTER:
-                return False
+        failed = _failed_starts(home, os.pread(fd, 64, 0), now)
+        if failed is None:
+            return False
         os.ftruncate(fd, 0)
-        os.pwrite(fd, repr(now).encode(), 0)
+        os.pwrite(fd, f"{now!r} {failed}".encode(), 0)
         spawn_baton("--lock-fd", str(RESIDENT_LOCK_FD), module="baton.skills.frontends.resident", keep=fd)
         return True
     finally:
         os.close(fd)  # the lock stays with the resident's copy
+
+
+def retry_wait(failed: int) -> float:
+    """Seconds from a failed start to the next, when `failed` starts failed in a row."""
+    return min(RETRY_FIRST * 2 ** (failed - 1), RETRY_MOST)
+
+
+def _failed_starts(home: Path, record: bytes, now: float) -> int | None:
+    """How many starts in a row failed, counting the last (whose process is gone: the lock
+    was free); None while the backoff after them lasts."""
+    started_text, _, failed_text = record.decode("ascii", "replace").partition(" ")
+    try:
+        started = float(started_text)
+    except ValueError:
+        return 0  # never started here (or an unreadable record)
+    failed = int(failed_text) if failed_text.strip().isdigit() else 0
+    try:
+        listened = os.stat(home / SOCKET_NAME).st_mtime >= started
+    except OSError:
+        listened = False  # never bound, or removed by a resident that left (idle, stale) in good order
+    if listened or not 0 <= now - started < RETRY_MOST:
+        return 0
+    failed += 1
+    return failed if now - started >= retry_wait(failed) else None

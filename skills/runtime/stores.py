@@ -110,13 +110,10 @@ class Stores:
 
     @cached_property
     def redactor(self) -> Redactor:
-        """The redactor (baton.redaction) with this configuration's allowlist; its rules are
-        cached in the data home when it can hold them."""
-        from baton.home import unusable
+        """The redactor (baton.redaction) with this configuration's allowlist."""
         from baton.redaction import redactor
 
-        home = None if unusable(self.settings.home) or not self.settings.home.is_dir() else self.settings.home
-        return redactor(home, self.settings.redaction_allow)
+        return redactor(self.settings.home, self.settings.redaction_allow)
 
     @cached_property
     def redact(self) -> Callable[[str], str]:

@@ -50,13 +50,15 @@ def guard(stores: Stores, place: Place, locator: WorktreeLocator) -> GuardReport
     report = GuardReport(task.task_id, staged_files(place.root))
     if not report.staged:
         return report
-    from baton.skills.services.touch import MAX_PATHS_PER_CALL, file_refs, touch
+    from baton.skills.services.touch import MAX_PATHS_PER_CALL, touch
 
     staged_keys = set()
     for start in range(0, len(report.staged), MAX_PATHS_PER_CALL):
         chunk = report.staged[start:start + MAX_PATHS_PER_CALL]
-        staged_keys |= {ref.key for ref in file_refs(chunk, place.root, locator)}
-        report.warnings += touch(stores, task, chunk, place.root, locator).warnings
+        # A staged link that leads out of the repository is committed but not a touch.
+        touched = touch(stores, task, chunk, place.root, locator, skip_refused=True)
+        staged_keys |= {ref.key for ref in touched.files}
+        report.warnings += touched.warnings
     shared = stores.graph.shared_files(task.task_id)
     if not isinstance(shared, Found):
         report.warnings.append(f"conflict graph unavailable: {shared.reason}; staged files not checked")

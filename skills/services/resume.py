@@ -20,7 +20,7 @@ from baton.skills.core.commit import read_binding_quietly
 from baton.skills.core.interrupted import MachineLiveness, Recovery, prizmkit_records_of
 from baton.skills.core.overlaps import conflicts_of
 from baton.skills.handoff.verify import Verification
-from baton.skills.runtime.deadline import SLACK, gather
+from baton.skills.runtime.deadline import gather
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.bind import bind
 from baton.skills.services.compatibility import compatibility
@@ -206,7 +206,7 @@ def read_session(stores: Stores, task_id: str, *, limit: int = 5, workflow_root:
     check_task_id(task_id)
     result = ResumeResult(status="found", task_id=task_id)
     budget = stores.budget  # one budget for the whole resume: the registry, then the rest side by side
-    looked = gather({"registry": lambda: stores.registry.get(task_id)}, budget.remaining() + SLACK)["registry"]
+    looked = gather({"registry": lambda: stores.registry.get(task_id)}, budget)["registry"]
     if isinstance(looked, Unavailable):
         result.status, result.reason = "unavailable", looked.reason
         result.stores["registry"] = f"unavailable: {looked.reason}"
@@ -223,7 +223,7 @@ def read_session(stores: Stores, task_id: str, *, limit: int = 5, workflow_root:
         with ThreadPoolExecutor(max_workers=1) as pool:
             checked = pool.submit(compatibility, session, compatible_with, stores.settings.environment_lockfiles) \
                 if compatible_with is not None else None
-            parts = gather(asked, max(budget.remaining(), 0.0) + SLACK)
+            parts = gather(asked, budget)
             result.compatibility = checked.result() if checked is not None else []
         for name, part in parts.items():
             result.stores[name] = f"unavailable: {part.reason}" if isinstance(part, Unavailable) else OK

@@ -34,20 +34,29 @@ class TouchReport:
     forks: dict[str, str] = field(default_factory=dict)  # new overlaps with a fork or its parent: expected
 
 
-def file_refs(raw_paths: list[str], cwd: Path, locator: WorktreeLocator) -> list[FileRef]:
+def file_refs(raw_paths: list[str], cwd: Path, locator: WorktreeLocator,
+              ignored: list[str] | None = None) -> list[FileRef]:
+    """The files raw_paths name. A path that cannot be recorded (WorktreeLocator.file_ref)
+    raises BadInput, or, given ignored, is left out with its reason added there."""
     if not raw_paths:
         raise BadInput("no paths given")
     if len(raw_paths) > MAX_PATHS_PER_CALL:
         raise BadInput(f"too many paths in one call: {len(raw_paths)} (at most {MAX_PATHS_PER_CALL})")
     refs: dict[str, FileRef] = {}
     for raw in raw_paths:
-        ref = locator.file_ref(raw, cwd)
+        try:
+            ref = locator.file_ref(raw, cwd)
+        except BadInput as exc:
+            if ignored is None:
+                raise
+            ignored.append(f"ignored: {exc}")
+            continue
         refs.setdefault(ref.key, ref)
     return list(refs.values())
 
 
 def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, locator: WorktreeLocator,
-          *, at: datetime | None = None) -> TouchReport:
+          *, at: datetime | None = None, skip_refused: bool = False) -> TouchReport:
     """Record touched files; report overlaps with other active tickets, each new one signalled once.
 
     On the embedded default the overlap is found and warned about at once. Where the sink
@@ -57,12 +66,17 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     check runs where it is projected (baton.skills.core.projection), as a conflict_detected
     signal.
 
-    Raises BadInput for bad paths and StoreUnavailable when the registry cannot take the
-    write; a failing graph or signal log only adds a warning.
+    Raises BadInput for a bad path (nothing is recorded), or with skip_refused (the hooks
+    and the guard, which must not fail) leaves it out with a warning; raises
+    StoreUnavailable when the registry cannot take the write; a failing graph or signal
+    log only adds a warning.
     """
-    refs = file_refs(raw_paths, cwd, locator)
+    ignored: list[str] = []
+    refs = file_refs(raw_paths, cwd, locator, ignored if skip_refused else None)
     at = at or clock.now()
-    report = TouchReport(files=refs)
+    report = TouchReport(files=refs, warnings=ignored)
+    if not refs:
+        return report
     from baton.registry.wire import files_touched_body
 
     event_id = random_uuid()

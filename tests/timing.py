@@ -1,0 +1,42 @@
+"""Wall-clock bounds that hold on a busy machine. A test that bounds how long a command
+took measures, in the same test, what the same command costs with nothing wrong (its
+floor: the interpreter's start, Baton's imports, the machine's load at that moment), and
+allows what the case adds on top of it (a store's budget). Speed targets live in bench/."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+# A command on 2 cores that other work keeps busy runs several times slower than on an
+# idle machine, and its floor with it: the bound scales with the floor and adds a fixed
+# allowance for one scheduling delay.
+LOAD_FACTOR = 2.0
+ALLOWANCE = 0.5
+
+
+def timed(run: Callable[[], subprocess.CompletedProcess]) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.monotonic()
+    result = run()
+    return result, time.monotonic() - started
+
+
+def floor(run: Callable[[], subprocess.CompletedProcess], times: int = 3) -> float:
+    """The median time of `times` runs of a command that meets nothing wrong."""
+    return statistics.median(timed(run)[1] for _ in range(times))
+
+
+def bound(floor_seconds: float, extra: float = 0.0) -> float:
+    """How long a command whose healthy run takes floor_seconds may take when the case adds
+    `extra` seconds of waiting (a stalled store's budget), on a busy machine."""
+    return LOAD_FACTOR * floor_seconds + extra + ALLOWANCE
+
+
+def interpreter_floor(cwd: Path) -> float:
+    """A fresh interpreter that imports Baton's CLI and exits: the least any command costs."""
+    code = "import baton.skills.frontends.cli"
+    return floor(lambda: subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, timeout=60))
