@@ -70,7 +70,7 @@ def queued(home: Path) -> int:
     return len(WriteQueue(home / "registry-queue").names())
 
 
-def writes_of(main: Path, ticket: str) -> list[tuple[str, ...]]:
+def writes_of(ticket: str) -> list[tuple[str, ...]]:
     """One agent's commands, in order: touches, a decision, an update (a full commit)."""
     commands = [("touch", "--task", ticket, f"src/{ticket}-{i}.py") for i in range(TOUCHES)]
     commands.insert(2, ("decide", "--task", ticket, f"decision of {ticket}"))
@@ -92,7 +92,7 @@ def test_writes_while_another_process_holds_the_lock_are_queued_then_applied_onc
         held_at = time.monotonic()
 
         def agent(ticket: str) -> list[subprocess.CompletedProcess]:
-            return [run_process(main, *command, env=ON) for command in writes_of(main, ticket)]
+            return [run_process(main, *command, env=ON) for command in writes_of(ticket)]
 
         with ThreadPoolExecutor(len(TICKETS)) as pool:
             results = [r for rs in pool.map(agent, TICKETS) for r in rs]
@@ -132,7 +132,7 @@ def test_writes_while_another_process_holds_the_lock_are_queued_then_applied_onc
                   for task, kind, body in ((t, k, json.loads(b)) for t, k, b in events if t == ticket)
                   if kind in kinds.values()]
         stored = [write for write in stored if write != ("files_touched", "src/hooked.py")]
-        assert stored == [(kinds[c[0]], c[-1]) for c in writes_of(main, ticket)], f"{ticket}: each once, in order"
+        assert stored == [(kinds[c[0]], c[-1]) for c in writes_of(ticket)], f"{ticket}: each once, in order"
     for ticket in TICKETS:
         session = json.loads(run_process(main, "resume", ticket, "--json").stdout)["session"]
         assert f"step of {ticket}" in json.dumps(session["completed_steps"])
