@@ -154,6 +154,22 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise
 
 
+def begin_within(conn: sqlite3.Connection, within: float, *, restore: float) -> bool:
+    """BEGIN IMMEDIATE, waiting at most `within` seconds for another process's write lock;
+    False, in no transaction, when that was not enough. The connection's busy timeout is
+    `restore` seconds again afterwards."""
+    conn.execute(f"PRAGMA busy_timeout = {int(within * 1000)}")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            return False
+        raise
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(restore * 1000)}")
+    return True
+
+
 def migrate(conn: sqlite3.Connection, migrations: Sequence[str]) -> None:
     """Apply migrations[v:] where v is the file's user_version; the list is append-only."""
     if conn.execute("PRAGMA user_version").fetchone()[0] >= len(migrations):

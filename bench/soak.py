@@ -2,9 +2,14 @@
 projector, each server and the projector killed once, and random CLI commands killed with
 SIGKILL mid-flight. Then it checks that every acknowledged write is present exactly once,
 every decision is searchable, and no Baton process is left running, and prints the run's
-figures: operations, errors, p50 and p99 per command, and the time to heal.
+figures: operations, refusals, p50 and p99 per command, and the time to heal.
 
-    .venv/bin/python bench/soak.py [--mode embedded|servers|both] [--seconds 90] [--agents 8]
+    .venv/bin/python bench/soak.py [--mode embedded|servers|both] [--seconds 90] [--agents 8] [--load]
+
+--load keeps the machine busy for the run's duration: a CPU burner per core and a loop of
+small writes each flushed with fsync, in the scratch directory (bounded: they stop with the
+run). Refused writes are the commands that exited with an error (a store unavailable: exit
+3); lost ones, the acknowledged writes the checks do not find.
 
 tests/test_soak.py runs a shorter soak of each mode and asserts the same checks.
 """
@@ -33,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 CLI = [sys.executable, "-m", "baton.skills.frontends.cli"]
 SHARED_FILES = 12  # a pool every agent touches now and then: conflicts happen
 COMMAND_TIMEOUT = 60.0  # a command that takes this long counts as hung
+WRITES = {"bind", "decide", "update", "hook post-tool-use"}  # the commands that write (the others read first)
 
 
 @dataclass
@@ -40,6 +46,9 @@ class Outcome:
     command: str
     seconds: float
     code: int | None  # None: killed on purpose
+    refused: bool = False  # exited with an error, or a hook said it could not record
+    locked: bool = False  # said "database is locked" (an error or a warning)
+    said: str = ""  # its last line on stderr, when refused
 
 
 @dataclass
@@ -74,6 +83,12 @@ def make_worktrees(root: Path, count: int) -> list[Path]:
     return trees
 
 
+def outcome(name: str, started: float, code: int, err: str) -> Outcome:
+    refused = code != 0 or "baton: hook" in err
+    return Outcome(name, time.monotonic() - started, code, refused=refused, locked="database is locked" in err,
+                   said=err.strip().splitlines()[-1] if refused and err.strip() else "")
+
+
 def run(cwd: Path, env: dict, args: list[str], *, stdin: str | None = None, kill_after: float | None = None,
         ledger: Ledger, name: str) -> subprocess.CompletedProcess | None:
     """Run one Baton command as a fresh process; kill_after: SIGKILL it that many seconds in."""
@@ -82,8 +97,8 @@ def run(cwd: Path, env: dict, args: list[str], *, stdin: str | None = None, kill
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if kill_after is not None:
         try:
-            process.communicate(stdin, timeout=kill_after)
-            ledger.add(Outcome(name, time.monotonic() - started, process.returncode))
+            _, err = process.communicate(stdin, timeout=kill_after)
+            ledger.add(outcome(name, started, process.returncode, err))
             return None
         except subprocess.TimeoutExpired:
             process.kill()
@@ -96,7 +111,7 @@ def run(cwd: Path, env: dict, args: list[str], *, stdin: str | None = None, kill
         process.kill()
         out, err = process.communicate()
         ledger.hung.append(f"{name} {' '.join(args)}")
-    ledger.add(Outcome(name, time.monotonic() - started, process.returncode))
+    ledger.add(outcome(name, started, process.returncode, err))
     return subprocess.CompletedProcess(args, process.returncode, out, err)
 
 
@@ -299,8 +314,38 @@ def heal(env: dict, worktree: Path, ledger: Ledger, home: Path, limit: float = 1
     return time.monotonic() - started, problems
 
 
-def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple | None = None) -> dict:
-    """One soak run; returns its figures and what did not hold. running: servers to use."""
+# A CPU burner, and a loop that writes and flushes a small file, each until a time (the run's
+# end): the load of other work on the machine.
+BURNER = "import time, sys\nuntil = float(sys.argv[1])\nwhile time.time() < until:\n    sum(range(10000))\n"
+FSYNCER = """
+import os, sys, time
+until, path = float(sys.argv[1]), sys.argv[2]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+while time.time() < until:
+    os.pwrite(fd, os.urandom(4096), 0)
+    os.fsync(fd)
+os.close(fd)
+"""
+
+
+def start_load(scratch: Path, seconds: float) -> list[subprocess.Popen]:
+    """A CPU burner per core and an fsync loop, each ending by itself after seconds."""
+    until = str(time.time() + seconds)
+    burners = [subprocess.Popen([sys.executable, "-c", BURNER, until]) for _ in range(os.cpu_count() or 2)]
+    return [*burners, subprocess.Popen([sys.executable, "-c", FSYNCER, until, str(scratch / "fsync-load")])]
+
+
+def stop_load(load: list[subprocess.Popen]) -> None:
+    for process in load:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+
+
+def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple | None = None,
+         load: bool = False) -> dict:
+    """One soak run; returns its figures and what did not hold. running: servers to use;
+    load: keep the cores and the disk busy while the agents run (start_load)."""
     servers = Servers(running) if mode == "servers" else None
     with tempfile.TemporaryDirectory(prefix=f"baton-soak-{mode}-") as scratch:
         root = Path(scratch)
@@ -317,6 +362,7 @@ def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple |
             ledger, heals = Ledger(), {}
             until = time.monotonic() + seconds
             rng = random.Random(seed)
+            loading = start_load(root, seconds) if load else []
             threads = [threading.Thread(target=agent,
                                         args=(n, trees[n], env, until, ledger, random.Random(rng.random())))
                        for n in range(agents)]
@@ -326,6 +372,7 @@ def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple |
                 thread.start()
             for thread in threads:
                 thread.join()
+            stop_load(loading)
             healed_in, problems = heal(env, trees[0], ledger, home)
             if servers is not None:
                 servers.kill_projector()
@@ -336,7 +383,7 @@ def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple |
             if left:
                 problems.append(f"{len(left)} Baton processes still running: {left[:3]}")
             problems += [f"hung: {command}" for command in ledger.hung]
-            return {"mode": mode, "seconds": seconds, "agents": agents, "outcomes": ledger.outcomes,
+            return {"mode": mode, "seconds": seconds, "agents": agents, "load": load, "outcomes": ledger.outcomes,
                     "acknowledged": sum(len(v) for v in ledger.decisions.values())
                     + sum(len(v) for v in ledger.touches.values()),
                     "healed_in": healed_in, "heals": heals, "problems": problems}
@@ -349,16 +396,25 @@ def report(result: dict) -> str:
     by_command: dict[str, list[Outcome]] = defaultdict(list)
     for outcome in result["outcomes"]:
         by_command[outcome.command].append(outcome)
-    lines = [(f"soak on {result['mode']}: {result['agents']} agents for {result['seconds']:g} s, "
-              f"{len(result['outcomes'])} operations, {result['acknowledged']} acknowledged writes checked"),
-             f"{'command':26} {'ops':>6} {'errors':>7} {'killed':>7} {'p50 ms':>9} {'p99 ms':>9}"]
+    refused = sum(1 for o in result["outcomes"] if o.refused and o.command in WRITES)
+    unanswered = sum(1 for o in result["outcomes"] if o.refused and o.command not in WRITES)
+    lost = sum(int(p.split(": ")[1].split()[0]) if "acknowledged touches missing" in p else 1
+               for p in result["problems"] if "acknowledged touches missing" in p or "present 0 times" in p)
+    lines = [(f"soak on {result['mode']}{' under load' if result.get('load') else ''}: {result['agents']} agents "
+              f"for {result['seconds']:g} s, {len(result['outcomes'])} operations, {result['acknowledged']} "
+              f"acknowledged writes checked; {refused} writes refused, {lost} lost; {unanswered} reads "
+              f"unanswered"),
+             f"{'command':26} {'ops':>6} {'refused':>8} {'locked':>7} {'killed':>7} {'p50 ms':>9} {'p99 ms':>9}"]
     for command, outcomes in sorted(by_command.items()):
         times = sorted(o.seconds * 1000 for o in outcomes if o.code is not None)
-        errors = sum(1 for o in outcomes if o.code not in (0, None))
+        refusals = sum(1 for o in outcomes if o.refused)
+        locked = sum(1 for o in outcomes if o.locked)
         killed = sum(1 for o in outcomes if o.code is None)
         p50 = statistics.median(times) if times else float("nan")
         p99 = times[min(len(times) - 1, int(0.99 * len(times)))] if times else float("nan")
-        lines.append(f"{command:26} {len(outcomes):6} {errors:7} {killed:7} {p50:9.1f} {p99:9.1f}")
+        lines.append(f"{command:26} {len(outcomes):6} {refusals:8} {locked:7} {killed:7} {p50:9.1f} {p99:9.1f}")
+    for said in sorted({o.said for o in result["outcomes"] if o.said})[:5]:
+        lines.append(f"  refused: {said[:200]}")
     lines.append(f"time to heal after the run (delivered, indexed, every check holding): {result['healed_in']:.1f} s")
     for name, seconds in result["heals"].items():
         lines.append(f"  {name} restarted: answering again after {seconds:.1f} s")
@@ -373,10 +429,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=90)
     parser.add_argument("--agents", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--load", action="store_true", help="keep both cores and the disk busy during the run")
     args = parser.parse_args()
     failed = False
     for mode in (["embedded", "servers"] if args.mode == "both" else [args.mode]):
-        result = soak(mode, args.seconds, args.agents, args.seed)
+        result = soak(mode, args.seconds, args.agents, args.seed, load=args.load)
         print(report(result) + "\n", flush=True)
         failed |= bool(result["problems"])
     sys.exit(1 if failed else 0)

@@ -146,10 +146,7 @@ class SessionStore(ABC):
         listed = self.list_sessions(include_inactive=include_inactive)
         if isinstance(listed, Unavailable):
             return listed
-        return Found([SessionOutline(
-            s.task_id, s.status.value, s.phase.value, s.repo, s.worktree_path, s.branch, s.agent, s.last_activity,
-            *((s.workflow.state.get("status"), s.workflow.state.get("next_stage")) if s.workflow else (None, None)))
-            for s in listed.value])
+        return Found([outline_of(s) for s in listed.value])
 
     def listed_sessions(self, *, include_inactive: bool = False) -> Found[list[ListedSession]] | Unavailable:
         """list_sessions' sessions as `baton list` shows them, in its order: a backend that
@@ -157,20 +154,23 @@ class SessionStore(ABC):
         listed = self.list_sessions(include_inactive=include_inactive)
         if isinstance(listed, Unavailable):
             return listed
-        return Found([ListedSession(
-            SessionOutline(s.task_id, s.status.value, s.phase.value, s.repo, s.worktree_path, s.branch, s.agent,
-                           s.last_activity, *((s.workflow.state.get("status"), s.workflow.state.get("next_stage"))
-                                              if s.workflow else (None, None))),
-            tuple(t.path for t in s.files_by_recency()),
-            s.handoff_verification.public() if s.handoff_verification else None, s.runs, s.fork_of,
-            (s.checkpoint.id, s.checkpoint.boundary) if s.checkpoint else None, s.workflow is not None)
-            for s in listed.value])
+        return Found([listed_of(s) for s in listed.value])
 
     def watermark(self) -> str | None:
         """An opaque mark that changes whenever an event is stored or a session pruned, read
         without decoding any session (the dashboard checks it before listing again); None
         when the backend cannot give one cheaply. Raises StoreUnavailable."""
         return None
+
+    def queued(self) -> int:
+        """How many writes wait in this store's write queue: those it could not take at once
+        (only the embedded store queues, baton.registry.sqlite)."""
+        return 0
+
+    def apply_queued(self, *, patient: bool) -> bool:
+        """Apply the queued writes, waiting for the store the command's timeout if patient,
+        else a moment; whether nothing is left waiting. Raises StoreUnavailable."""
+        return True
 
     @abstractmethod
     def projects(self) -> Found[list[str]] | Unavailable:
@@ -191,3 +191,17 @@ class SessionStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release connections; the store cannot be used afterwards."""
+
+
+def outline_of(s: Session) -> SessionOutline:
+    """A session's outline, from its projection."""
+    return SessionOutline(s.task_id, s.status.value, s.phase.value, s.repo, s.worktree_path, s.branch, s.agent,
+                          s.last_activity, *((s.workflow.state.get("status"), s.workflow.state.get("next_stage"))
+                                             if s.workflow else (None, None)))
+
+
+def listed_of(s: Session) -> ListedSession:
+    """What `baton list` shows of a session, from its projection."""
+    return ListedSession(outline_of(s), tuple(t.path for t in s.files_by_recency()),
+                         s.handoff_verification.public() if s.handoff_verification else None, s.runs, s.fork_of,
+                         (s.checkpoint.id, s.checkpoint.boundary) if s.checkpoint else None, s.workflow is not None)

@@ -7,13 +7,22 @@ applies every pending event first, in the same transaction as it marks them appl
 
 Every row belongs to a project (baton.projects), part of each key: a store is opened for one
 project and every statement names it, so the same ticket id in two projects is two sessions.
+
+A write never waits long for the write lock: when another process holds it past QUEUE_AFTER,
+the write's events go to the write queue beside the file (baton.write_queue), which needs no
+lock, and the command goes on as if they were stored. Every transaction that takes the lock
+first moves what waits there into `events` (unprojected, each id once), so the next process
+that writes or catches up applies them, in their order; the background delivery does it
+when no other process does. A read that cannot take the lock to catch up folds the
+unprojected and queued events into the stored sessions in memory, so it sees them too.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,16 +38,24 @@ from baton.registry.base import (
     SessionStore,
     SignalScope,
     handoff_held,
+    listed_of,
+    outline_of,
     outline_status,
 )
 from baton.registry.wire import event_adapter
-from baton.sqlite import SqliteFile, guarded, write_transaction
+from baton.sqlite import SqliteFile, begin_within, guarded
 from baton.store_names import Store
+from baton.write_queue import WriteQueue
 
 if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
     from baton.registry.model import Event, SecretsRedacted, Session
 
 STORE = Store.SESSION_REGISTRY
+# Seconds a write or a read's catch-up waits for another process's write lock before the
+# write is queued (or the read folds what waits in memory): a hook's budget, not a command's.
+QUEUE_AFTER = 0.25
 # Unprojected events (append_body) that signal_scope reads raw: they add files at most (a
 # checkpoint's record, which the Stop hook appends, adds nothing to the scope).
 _SCOPE_READ_RAW = {"files_touched", "decision_recorded", "checkpoint_taken"}
@@ -158,7 +175,10 @@ class SqliteSessionStore(SessionStore):
     def __init__(self, path: Path, *, timeout: float, project: str) -> None:
         self.path = path
         self.project = check_project(project)
+        self.timeout = timeout
         self._db = SqliteFile(path, MIGRATIONS, timeout=timeout)
+        self._queue = WriteQueue(path.with_name(f"{path.stem}-queue"))
+        self.kept = 0  # writes this process queued: its stores start a delivery when closed
 
     def _load(self, conn: sqlite3.Connection, task_id: str) -> Session | None:
         from pydantic import ValidationError
@@ -183,9 +203,9 @@ class SqliteSessionStore(SessionStore):
              session.model_dump_json()))
 
     def _apply_pending(self, conn: sqlite3.Connection) -> None:
-        """Project every pending event; runs inside the caller's write transaction."""
-        from pydantic import ValidationError
-
+        """Project every pending event; runs inside the caller's write transaction. A
+        redaction that waited unprojected (it was queued) rewrites the events it names then,
+        as append does."""
         from baton.registry.apply import apply_event
 
         rows = conn.execute("SELECT event_id, body FROM events WHERE project = ? AND applied = 0 ORDER BY at",
@@ -195,11 +215,12 @@ class SqliteSessionStore(SessionStore):
         adapter = event_adapter()
         sessions: dict[str, Session] = {}
         for event_id, body in rows:
-            try:
-                event = adapter.validate_json(body)
-            except ValidationError as exc:
-                problem = exc.errors()[0]["msg"]
-                raise sqlite3.DatabaseError(f"pending event {event_id} is unreadable: {problem}") from exc
+            event = _parsed(adapter, event_id, body)
+            if event.type == "secrets_redacted":
+                folded = self._redact(conn, event)
+                if folded is not None:
+                    sessions[event.task_id] = folded
+                continue
             current = sessions[event.task_id] if event.task_id in sessions else self._load(conn, event.task_id)
             sessions[event.task_id] = apply_event(current, event)
         for session in sessions.values():
@@ -207,19 +228,114 @@ class SqliteSessionStore(SessionStore):
         conn.executemany("UPDATE events SET applied = 1 WHERE project = ? AND event_id = ?",
                          [(self.project, e) for e, _ in rows])
 
-    def _catch_up(self, conn: sqlite3.Connection) -> None:
-        if conn.execute("SELECT 1 FROM events WHERE project = ? AND applied = 0 LIMIT 1",
-                        (self.project,)).fetchone() is None:
+    @contextmanager
+    def _writing(self, conn: sqlite3.Connection, *, within: float | None = None) -> Iterator[bool]:
+        """Hold the write lock, the queued writes moved into the events first (unprojected);
+        yields False, holding nothing, when another process held the lock through `within`
+        seconds. Without `within`, waits the store's timeout and raises if it is not enough."""
+        if within is None:
+            conn.execute("BEGIN IMMEDIATE")
+        elif not begin_within(conn, within, restore=self.timeout):
+            yield False
             return
-        with write_transaction(conn):
-            self._apply_pending(conn)
+        try:
+            taken = self._take_queued(conn)
+            yield True
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self._queue.remove(taken)
 
-    def append_body(self, event_id: str, task_id: str, at: datetime, event_type: str, body: str) -> None:
+    def _take_queued(self, conn: sqlite3.Connection) -> list[str]:
+        """Move every queued write into the events, unprojected, in the order they were made;
+        the names of the records taken (removed once committed). An event id already stored
+        (a record taken before a crash kept it from being removed) is not stored again."""
+        if not self._queue.names():
+            return []
+        records = self._queue.read()
+        conn.executemany(_INSERT_EVENT, [(e["event_id"], e["task_id"], e["at"], e["type"], e["body"], 0, e["project"])
+                                         for _, entries in records for e in entries])
+        return [name for name, _ in records]
+
+    def _queued(self, task_ids: Collection[str] | None = None) -> list[tuple[str, str, str, str]]:
+        """This project's queued events (of task_ids, None: all) as (at, event_id, type, body), in order."""
+        if not self._queue.names():
+            return []
+        return [(e["at"], e["event_id"], e["type"], e["body"]) for _, entries in self._queue.read() for e in entries
+                if e["project"] == self.project and (task_ids is None or e["task_id"] in task_ids)]
+
+    def _keep_queued(self, rows: list[dict]) -> None:
+        """Queue one write (its events applied together later); raises OSError, keeping nothing."""
+        self._queue.append(rows)
+        self.kept += 1
+
+    def _catch_up(self, conn: sqlite3.Connection) -> bool:
+        """Project the pending and queued events; False, projecting nothing, when another
+        process held the write lock through QUEUE_AFTER (the caller reads them in memory)."""
+        if not self._queue.names() and conn.execute("SELECT 1 FROM events WHERE project = ? AND applied = 0 LIMIT 1",
+                                                    (self.project,)).fetchone() is None:
+            return True
+        with self._writing(conn, within=QUEUE_AFTER) as locked:
+            if locked:
+                self._apply_pending(conn)
+        return locked
+
+    def _in_memory(self, conn: sqlite3.Connection, task_ids: Collection[str] | None) -> dict[str, Session]:
+        """The sessions of task_ids (None: every ticket with such events) with their
+        unprojected and queued events folded in, as the next catch-up will store them; read
+        without the write lock. An event both stored and still queued is folded twice, which
+        changes nothing (the projection is replay-safe)."""
+        from baton.registry.apply import apply_event
+
+        rows = [(at, event_id, task_id, body) for event_id, task_id, at, body in conn.execute(
+            "SELECT event_id, task_id, at, body FROM events WHERE project = ? AND applied = 0", (self.project,))
+            if task_ids is None or task_id in task_ids]
+        queued = [(e["at"], e["event_id"], e["task_id"], e["body"]) for _, entries in self._queue.read()
+                  for e in entries if e["project"] == self.project and (task_ids is None or e["task_id"] in task_ids)]
+        adapter = event_adapter()
+        sessions: dict[str, Session] = {}
+        for _, event_id, task_id, body in sorted(rows + queued, key=lambda row: row[0]):
+            current = sessions[task_id] if task_id in sessions else self._load(conn, task_id)
+            sessions[task_id] = apply_event(current, _parsed(adapter, event_id, body))
+        return sessions
+
+    def _all_in_memory(self, conn: sqlite3.Connection, *, include_inactive: bool) -> list[Session]:
+        """list_sessions' answer without the write lock (see _in_memory)."""
+        from baton.registry.model import Session
+
+        sessions = {task_id: Session.model_validate_json(body) for task_id, body in conn.execute(
+            "SELECT task_id, body FROM sessions WHERE project = ?", (self.project,))}
+        sessions.update(self._in_memory(conn, None))
+        listed = sorted((s for s in sessions.values() if include_inactive or s.status.value == "active"),
+                        key=lambda s: s.task_id)
+        listed.sort(key=lambda s: s.last_activity, reverse=True)
+        return listed
+
+    def queued(self) -> int:
+        return len(self._queue.names())
+
+    def apply_queued(self, *, patient: bool) -> bool:
+        if not self._queue.names():
+            return True
         with guarded(STORE, self.path):
             conn = self._db.conn()
-            with write_transaction(conn):
-                conn.execute(_INSERT_EVENT,
-                             (event_id, task_id, clock.to_text(at), event_type, body, 0, self.project))
+            with self._writing(conn, within=None if patient else QUEUE_AFTER) as locked:
+                if locked:
+                    self._apply_pending(conn)
+        return locked
+
+    def append_body(self, event_id: str, task_id: str, at: datetime, event_type: str, body: str) -> None:
+        row = {"project": self.project, "event_id": event_id, "task_id": task_id, "at": clock.to_text(at),
+               "type": event_type, "body": body}
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with self._writing(conn, within=QUEUE_AFTER) as locked:
+                if locked:
+                    conn.execute(_INSERT_EVENT, (event_id, task_id, row["at"], event_type, body, 0, self.project))
+            if not locked:
+                self._keep_queued([row])
 
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
         from baton.registry.apply import apply_event
@@ -228,7 +344,12 @@ class SqliteSessionStore(SessionStore):
         with guarded(STORE, self.path):
             conn = self._db.conn()
             sessions: dict[str, Session | None] = {}
-            with write_transaction(conn):
+            with self._writing(conn, within=QUEUE_AFTER) as locked:
+                if not locked:
+                    self._keep_queued([{"project": self.project, "event_id": str(e.event_id), "task_id": e.task_id,
+                                        "at": clock.to_text(e.at), "type": e.type,
+                                        "body": adapter.dump_json(e).decode()} for e in events])
+                    return self._in_memory(conn, {e.task_id for e in events})
                 self._apply_pending(conn)
                 for event in events:
                     inserted = conn.execute(_INSERT_EVENT, (
@@ -263,21 +384,24 @@ class SqliteSessionStore(SessionStore):
         try:
             with guarded(STORE, self.path):
                 conn = self._db.conn()
-                self._catch_up(conn)
-                session = self._load(conn, task_id)
+                if self._catch_up(conn):
+                    session = self._load(conn, task_id)
+                else:
+                    session = self._in_memory(conn, [task_id]).get(task_id) or self._load(conn, task_id)
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         return NotFound(task_id) if session is None else Found(session)
 
     def signal_scope(self, task_id: str) -> Found[SignalScope] | NotFound | Unavailable:
         """From the stored projection's JSON and the pending events' (one statement, one
-        snapshot), so the prompt hook pays neither pydantic nor a projection."""
+        snapshot) and the queued ones', so the prompt hook pays neither pydantic nor a projection."""
         try:
             with guarded(STORE, self.path):
                 rows = self._db.conn().execute(
                     "SELECT 'session', NULL, body FROM sessions WHERE project = ?1 AND task_id = ?2 "
                     "UNION ALL SELECT type, at, body FROM events WHERE project = ?1 AND task_id = ?2 AND applied = 0",
                     (self.project, task_id)).fetchall()
+                rows += [(kind, at, body) for at, _, kind, body in self._queued([task_id])]
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         stored = [body for kind, _, body in rows if kind == "session"]
@@ -299,11 +423,13 @@ class SqliteSessionStore(SessionStore):
             return Unavailable(f"{self.path}: stored session {task_id} is unreadable: {type(exc).__name__}: {exc}")
 
     def watermark(self) -> str | None:
-        # The events' rowids only grow while events are stored; applying them changes no rowid.
+        # The events' rowids only grow while events are stored; applying them changes no
+        # rowid. A queued write changes the newest record's name.
         with guarded(STORE, self.path):
             mark = self._db.conn().execute(
                 "SELECT coalesce(max(rowid), 0), (SELECT count(*) FROM pruned) FROM events").fetchone()
-        return f"{mark[0]}:{mark[1]}"
+            queued = self._queue.names()
+        return f"{mark[0]}:{mark[1]}:{len(queued)}:{queued[-1] if queued else ''}"
 
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
         from pydantic import ValidationError
@@ -316,7 +442,8 @@ class SqliteSessionStore(SessionStore):
         try:
             with guarded(STORE, self.path):
                 conn = self._db.conn()
-                self._catch_up(conn)
+                if not self._catch_up(conn):
+                    return Found(self._all_in_memory(conn, include_inactive=include_inactive))
                 rows = conn.execute(query, (self.project,)).fetchall()
                 return Found([Session.model_validate_json(body) for (body,) in rows])
         except StoreUnavailable as exc:
@@ -327,13 +454,16 @@ class SqliteSessionStore(SessionStore):
     def session_outlines(self, *, include_inactive: bool = False) -> Found[list[SessionOutline]] | Unavailable:
         """From the stored projections' JSON (read by SQLite) and the unprojected events'
         times, so a thousand sessions cost neither pydantic nor their validation; an
-        unprojected event that may change more than the last activity is projected first."""
+        unprojected event that may change more than the last activity (or a queued one) is
+        projected first."""
         query = _OUTLINES if include_inactive else _ACTIVE_OUTLINES
         try:
             with guarded(STORE, self.path):
                 conn = self._db.conn()
-                if conn.execute(_OUTLINE_NEEDS_PROJECTION, (self.project, *_OUTLINE_READ_RAW)).fetchone() is not None:
-                    self._catch_up(conn)
+                if (self._queue.names() or conn.execute(_OUTLINE_NEEDS_PROJECTION,
+                                                        (self.project, *_OUTLINE_READ_RAW)).fetchone() is not None) \
+                        and not self._catch_up(conn):
+                    return Found([outline_of(s) for s in self._all_in_memory(conn, include_inactive=include_inactive)])
                 rows = conn.execute(query, (self.project,)).fetchall()
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
@@ -361,7 +491,8 @@ class SqliteSessionStore(SessionStore):
         try:
             with guarded(STORE, self.path):
                 conn = self._db.conn()
-                self._catch_up(conn)
+                if not self._catch_up(conn):
+                    return Found([listed_of(s) for s in self._all_in_memory(conn, include_inactive=include_inactive)])
                 rows = conn.execute(query, (self.project,)).fetchall()
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
@@ -377,9 +508,12 @@ class SqliteSessionStore(SessionStore):
         try:
             with guarded(STORE, self.path):
                 rows = self._db.conn().execute(
-                    "SELECT body FROM events WHERE project = ? AND task_id = ? ORDER BY at, event_id",
+                    "SELECT at, event_id, body FROM events WHERE project = ? AND task_id = ?",
                     (self.project, task_id)).fetchall()
-                return Found([adapter.validate_json(body) for (body,) in rows])
+                stored = {event_id for _, event_id, _ in rows}
+                rows += [(at, event_id, body) for at, event_id, _, body in self._queued([task_id])
+                         if event_id not in stored]
+                return Found([adapter.validate_json(body) for _, _, body in sorted(rows)])
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         except ValidationError as exc:
@@ -388,7 +522,7 @@ class SqliteSessionStore(SessionStore):
     def prune(self, ended_before: datetime, *, dry_run: bool = False) -> list[str]:
         with guarded(STORE, self.path):
             conn = self._db.conn()
-            with write_transaction(conn):
+            with self._writing(conn):
                 self._apply_pending(conn)
                 rows = conn.execute(
                     "SELECT s.task_id, (SELECT max(at) FROM events e WHERE e.project = s.project "
@@ -418,7 +552,7 @@ class SqliteSessionStore(SessionStore):
             return 0
         with guarded(STORE, self.path):
             conn = self._db.conn()
-            with write_transaction(conn):
+            with self._writing(conn):
                 return conn.execute(
                     "DELETE FROM events WHERE project = ? AND type = 'checkpoint_taken' "
                     "AND json_extract(body, '$.checkpoint_id') IN (SELECT value FROM json_each(?))",
@@ -446,6 +580,16 @@ class SqliteSessionStore(SessionStore):
 
     def close(self) -> None:
         self._db.close()
+
+
+def _parsed(adapter: TypeAdapter[Event], event_id: str, body: str) -> Event:
+    """An unprojected event's model; DatabaseError naming it when it is unreadable."""
+    from pydantic import ValidationError
+
+    try:
+        return adapter.validate_json(body)
+    except ValidationError as exc:
+        raise sqlite3.DatabaseError(f"pending event {event_id} is unreadable: {exc.errors()[0]['msg']}") from exc
 
 
 def _listed(task_id: str, status: str, last_activity: str, fields: str) -> ListedSession:

@@ -57,8 +57,8 @@ TOUCH_IMPORTS = names("""
     baton.skills.core.write_report baton.skills.frontends baton.skills.frontends.cli baton.skills.runtime
     baton.skills.runtime.command_words baton.skills.runtime.settings baton.skills.runtime.sink
     baton.skills.runtime.stores baton.skills.runtime.unit baton.skills.services baton.skills.services.touch
-    baton.sqlite baton.store_names baton.trust collections copy dataclasses datetime dis fcntl inspect json
-    linecache math opcode shlex sqlite3 threading token tokenize typing weakref
+    baton.sqlite baton.store_names baton.trust baton.write_queue collections copy dataclasses datetime dis fcntl
+    inspect json linecache math opcode shlex sqlite3 threading token tokenize typing weakref
 """)
 # A ticket's overlaps' signal ids (uuid5, hence hashlib) are the only use of the uuid module there.
 OVERLAP_IMPORTS = names("hashlib platform uuid")
@@ -70,8 +70,8 @@ HOOK_IMPORTS = names("""
     baton.signals.base baton.skills baton.skills.core baton.skills.core.binding baton.skills.frontends
     baton.skills.frontends.cli baton.skills.frontends.hooks baton.skills.frontends.told baton.skills.runtime
     baton.skills.runtime.command_words baton.skills.runtime.settings baton.skills.runtime.sink
-    baton.skills.runtime.stores baton.skills.runtime.unit baton.sqlite baton.store_names baton.trust collections
-    copy dataclasses datetime dis fcntl inspect json linecache math opcode shlex
+    baton.skills.runtime.stores baton.skills.runtime.unit baton.sqlite baton.store_names baton.trust
+    baton.write_queue collections copy dataclasses datetime dis fcntl inspect json linecache math opcode shlex
     sqlite3 threading token tokenize typing weakref
 """)
 HOOK_PATH_IMPORTS = {

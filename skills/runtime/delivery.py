@@ -1,5 +1,6 @@
-"""Background delivery of writes kept on this machine, so a write reaches the servers
-without the command waiting for them and without the agent running another command.
+"""Background delivery of writes kept on this machine, so a write reaches the servers (or,
+on the embedded default, the registry whose lock it found held: baton.write_queue) without
+the command waiting for them and without the agent running another command.
 
 A command that kept writes (baton.skills.runtime.stores closes with them) starts `baton deliver
 --background` unless a delivery already runs (it holds `delivery.lock` in the data home).
@@ -79,7 +80,7 @@ def deliver_in_background(stores, apply: Apply) -> None:
     attempt = 0
     while True:
         stores.budget.renew()
-        warnings = stores.sink.deliver(apply) if stores.sink.waiting() else []
+        warnings = stores.sink.deliver(apply, background=True) if stores.sink.waiting() else []
         if warnings:
             now = time.monotonic()
             failing_since = failing_since or now

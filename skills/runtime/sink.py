@@ -13,7 +13,10 @@ project the delivering command works in.
 So a write never waits for a server, and no service asks which servers are configured: it
 keeps its events (`keep`: the hook's touch and decide, which apply them themselves when the
 sink keeps nothing) or commits them (`commit`). Every sink delivers the pending writes
-left from an earlier configuration too, so nothing kept is ever stranded.
+left from an earlier configuration too, so nothing kept is ever stranded, and where the
+registry is embedded, the writes its write queue holds (baton.write_queue: those that found
+its lock held by another process); a read applies them if the lock is free at once, the
+background delivery waits for it.
 
 The projection (baton.skills.core.projection) sits above this layer, so it is passed in
 by the caller at each call that may apply events (`apply`), rather than wired into the
@@ -56,6 +59,8 @@ class Stores(Protocol):
     @property
     def event_log(self) -> Any: ...
     @property
+    def registry(self) -> Any: ...
+    @property
     def signals(self) -> Any: ...
 
     def graph_unreachable(self) -> bool: ...
@@ -97,14 +102,27 @@ class Sink(Generic[StoresT]):
         StoreUnavailable when they can be neither kept nor applied."""
         return [] if self.keep(events) else apply(self.stores, _parsed([e.body for e in events]))
 
-    def deliver(self, apply: Apply[StoresT]) -> list[str]:
+    def deliver(self, apply: Apply[StoresT], *, background: bool = False) -> list[str]:
         """Deliver what waits, within the command's budget; a warning for each store that
-        could not take it (it still waits)."""
-        return _apply_pending(self.stores, apply)
+        could not take it (it still waits). The embedded registry's queued writes wait for
+        its lock a moment, silently (a read sees them anyway), or, in the background
+        delivery, as long as the command's timeout, with a warning if that was not enough."""
+        warnings = _apply_pending(self.stores, apply)
+        if self.writes_need_registry:
+            registry = self.stores.registry
+            try:
+                if registry.queued() and not registry.apply_queued(patient=background) and background:
+                    warnings.append(f"{registry.queued()} writes wait for the session registry's lock")
+            except StoreUnavailable as exc:
+                if background:
+                    warnings.append(str(exc))
+        return warnings
 
     def waiting(self) -> int:
-        """How many writes (events and signals) wait on this machine for a server."""
-        return self.stores.pending.waiting()
+        """How many writes (events and signals) wait on this machine for a server, or in
+        the embedded registry's write queue for its lock."""
+        queued = self.stores.registry.queued() if self.writes_need_registry else 0
+        return self.stores.pending.waiting() + queued
 
 
 class EmbeddedSink(Sink[StoresT]):
@@ -123,7 +141,7 @@ class KafkaSink(Sink[StoresT]):
         self.stores.event_log.keep(_in_project(self.stores.project, events))
         return True
 
-    def deliver(self, apply: Apply[StoresT]) -> list[str]:
+    def deliver(self, apply: Apply[StoresT], *, background: bool = False) -> list[str]:
         warnings = []
         for outbox in ("event_log", "signals"):
             try:
@@ -132,7 +150,7 @@ class KafkaSink(Sink[StoresT]):
                     store.deliver()
             except StoreUnavailable as exc:
                 warnings.append(str(exc))
-        return warnings + super().deliver(apply)
+        return warnings + super().deliver(apply, background=background)
 
     def waiting(self) -> int:
         return self.stores.event_log.waiting() + self.stores.signals.waiting() + super().waiting()

@@ -8,7 +8,8 @@ One Stores object serves one command, and holds its budget (baton.budget): every
 a server passes through that server's gate, so the command waits on servers at most
 BATON_STORE_TIMEOUT in all, and a server found down is not asked again. When the command
 kept writes in the data home for a server, closing the stores starts their background
-delivery (baton.skills.runtime.delivery).
+delivery (baton.skills.runtime.delivery), as it does when the embedded registry queued a write
+it could not take at once (baton.write_queue).
 
 Every store is opened for one project (baton.projects): the configured one, else the
 repository of the worktree the front end names (the directory the command runs in by
@@ -317,9 +318,10 @@ class Stores:
         return self.budget.gate(bolt_server(self.settings.graph_url)).unreachable
 
     def kept_writes(self) -> bool:
-        """Whether this command kept writes in the data home for a server."""
-        return any(getattr(store, "kept", 0) for store in (self._signals, self._pending, self._event_log)
-                   if store is not None)
+        """Whether this command kept writes in the data home for a server, or queued them
+        for the embedded registry's lock."""
+        return any(getattr(store, "kept", 0) for store in (self._registry, self._signals, self._pending,
+                                                           self._event_log) if store is not None)
 
     def close(self) -> None:
         """Close every store opened, then start the background delivery of what this command
@@ -327,7 +329,7 @@ class Stores:
         then nothing is closed, as closing could wait for it; the process ends at once."""
         from baton.budget import abandoned
 
-        kept = self.deliver_on_close and self.settings.uses_servers and (
+        kept = self.deliver_on_close and (
             self.kept_writes() or any(sibling.kept_writes() for sibling in self._siblings.values()))
         for sibling in self._siblings.values():
             sibling.close()
