@@ -17,19 +17,21 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 
-def claude_cache() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "baton" / "claude-code"
+def find_agent(variable: str, cache_name: str, program: str) -> str | None:
+    """An agent's CLI: named by `variable`, else in the cache ./scripts/test installs it into
+    from npm (`$XDG_CACHE_HOME/baton/<cache_name>`, a pinned version), else on PATH."""
+    explicit = os.environ.get(variable)
+    if explicit:
+        return explicit
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "baton" / cache_name
+    cached = cache / "node_modules" / ".bin" / program
+    if os.access(cached, os.X_OK):
+        return str(cached)
+    return shutil.which(program)
 
 
 def find_claude() -> str | None:
-    explicit = os.environ.get("BATON_CLAUDE")
-    if explicit:
-        return explicit
-    cached = claude_cache() / "node_modules" / ".bin" / "claude"
-    if os.access(cached, os.X_OK):
-        return str(cached)
-    return shutil.which("claude")
+    return find_agent("BATON_CLAUDE", "claude-code", "claude")
 
 
 class ScriptedModel:

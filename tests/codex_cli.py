@@ -10,26 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-
-def codex_cache() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "baton" / "codex"
+from tests.claude_code import find_agent
 
 
 def find_codex() -> str | None:
-    explicit = os.environ.get("BATON_CODEX")
-    if explicit:
-        return explicit
-    cached = codex_cache() / "node_modules" / ".bin" / "codex"
-    if os.access(cached, os.X_OK):
-        return str(cached)
-    return shutil.which("codex")
+    return find_agent("BATON_CODEX", "codex", "codex")
 
 
 class ScriptedResponses:

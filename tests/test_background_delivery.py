@@ -3,7 +3,6 @@ it to the servers without the agent running another command, then exits."""
 
 import os
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -11,18 +10,10 @@ import pytest
 from baton.outcome import Found
 from baton.skills.runtime.delivery import delivery_running
 from tests.conftest import run_process, use_servers
+from tests.timing import wait_for
 
 ON = {"BATON_BACKGROUND_DELIVERY": "on"}
 
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 def waiting_in(outbox: Path) -> int:

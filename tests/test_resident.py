@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import ROOT, make_repo
 from tests.test_claude_hooks import payload
+from tests.timing import wait_for
 
 BATON = Path(sys.executable).with_name("baton")
 # A client that only asks the resident: exit 99 (and nothing run) when it did not answer. It
@@ -31,15 +32,6 @@ sys.exit(99 if code is None else code)
 CLIENT = WEDGED_CLIENT.replace("code =", "resident_client.CONNECT_WAIT = 10.0\ncode =")
 NOT_FORWARDED = 99
 
-
-def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"no {what} within {timeout:g}s")
 
 
 def processes_of(home: Path) -> list[int]:

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from baton.trust import file_refusal, home_refusal
-from tests.test_resident import BATON, CLIENT, NOT_FORWARDED, processes_of, start_resident, through_resident, wait_for
+from tests.test_resident import BATON, CLIENT, NOT_FORWARDED, processes_of, start_resident, through_resident
+from tests.timing import wait_for
 
 OTHER = 65534
 SETPRIV = shutil.which("setpriv")

@@ -19,6 +19,7 @@ import pytest
 
 from tests.conftest import ROOT, run_process
 from tests.test_full_disk import fill, small_disk  # noqa: F401 -- a fixture
+from tests.timing import wait_for
 
 ON = {"BATON_BACKGROUND_DELIVERY": "on"}
 TICKETS = ["Q-0", "Q-1", "Q-2", "Q-3"]
@@ -47,15 +48,6 @@ while True:
     n += 1
 """
 
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 def stored_events(home: Path) -> list[tuple[str, str, str]]:

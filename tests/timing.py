@@ -40,3 +40,15 @@ def interpreter_floor(cwd: Path) -> float:
     """A fresh interpreter that imports Baton's CLI and exits: the least any command costs."""
     code = "import baton.skills.frontends.cli"
     return floor(lambda: subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, timeout=60))
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str) -> object:
+    """Poll condition() until it returns something true, and return that; fail after
+    timeout seconds naming what was awaited (a bounded wait, never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"no {what} within {timeout:g}s")
