@@ -14,8 +14,11 @@ import re
 
 MASK = "***"
 # What stands where a credential would but is none: a reference to a variable (${X}, $X,
-# %X%, {{ x }}) or a redaction's marker. Users' text shows them as written.
-_NOT_A_CREDENTIAL = r"(?!\$\{?[A-Za-z_]|%[A-Za-z_]\w*%|\{\{|\[REDACTED:)"
+# %X%, {{ x }}, an f-string's {field}), a redaction's marker, a placeholder word (<password>,
+# `password` itself) or a number (`token=11098` in a model's output). Users' text shows
+# them as written.
+_NOT_A_CREDENTIAL = (r"(?!\$\{?[A-Za-z_]|%[A-Za-z_]\w*%|\{|\[REDACTED:|<[\w -]+>"
+                     r"|(?:password|passwd|secret|changeme|x{3,}|\*{3,}|[0-9]+)(?:[@\s&'\";,)\]]|$))")
 _USERINFO = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^:/@\s]*):" + _NOT_A_CREDENTIAL
                        + r"(?P<secret>[^@\s/]*)@")
 _KEYWORD = re.compile(
