@@ -62,8 +62,8 @@ def test_a_graph_transaction_that_times_out_is_applied_again(servers_home, workt
                             "SET t.held = true RETURN count(t) AS n", one=f"\x1f{one}", two=f"\x1f{two}").single()
         assert locked["n"] == 2
         with log.open("w") as stderr:
-            daemon = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "projector", "--idle", "0.1"],
-                                      cwd=main, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+            daemon = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "projector",
+                                       "--idle", "0.1"], cwd=main, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
         try:
             wait_until(lambda: "conflict graph unavailable" in log.read_text(), timeout=60,
                        what="the projector's graph write timing out on the lock")

@@ -679,11 +679,10 @@ def _gc(args, stores) -> int:
 
 
 def _doctor(args, stores) -> int:
-    from baton.shown_text import one_line
-    from baton.skills.services.doctor import doctor
-
     from baton.clock import parse_duration
     from baton.errors import BadInput
+    from baton.shown_text import one_line
+    from baton.skills.services.doctor import doctor
 
     if args.window and not args.repair:
         raise BadInput("--window applies to --repair")

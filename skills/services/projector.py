@@ -172,6 +172,7 @@ def _apply(stores: Stores, batch: list, *, once: bool, outages: _Outages, report
     # Each event applied in its own project, which its message's key names.
     groups = by_project(stores, [(message.key() or b"").decode("utf-8", "replace") for message in batch])
     backoff, chunk, attempts = 0.1, GRAPH_CHUNK, 0
+    warnings: list[str] = []
     while True:
         stores.budget.renew()
         try:
