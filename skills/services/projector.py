@@ -7,9 +7,9 @@ it: the registry, the graph (a transaction that timed out or deadlocked is run a
 smaller pieces), the recall queue and the signal outbox (whose delivery to Kafka follows
 the commit). Every store ignores an event it already has (event ids in the registry,
 MERGE in the graph, point ids in recall, signal ids in the outbox), so a crash at any
-point loses nothing and doubles nothing. When it starts, a running projector also repairs
-the stores from the registry over the repair window (baton.skills.services.repair), for
-whatever an earlier version or a store restored from a backup left out.
+point loses nothing and doubles nothing. When it starts (--once too), the projector also
+repairs the stores from the registry over the repair window (baton.skills.services.repair),
+for whatever an earlier version, or a store restored from a backup, left out.
 
 The consumer group follows the topic prefix (`baton-projector` for the default prefix
 `baton.`), so projectors of different prefixes never share a group. A store's failure is

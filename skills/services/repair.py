@@ -12,7 +12,7 @@ store holds, and apply again what a store lacks:
 - signals: two active tickets sharing files with no conflict_detected signal between them
   in the window, signalled as the projection does (the same deterministic id).
 
-The window bounds the work: its tickets only, read once from the registry.
+The window bounds the work: the registry's outlines of every session, then its tickets only.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from baton import clock
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.graph.base import TicketRecord
-from baton.outcome import Found
+from baton.outcome import Found, NotFound
 from baton.registry.model import Session, Status
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
@@ -69,8 +69,7 @@ def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
     projects = stores.registry.projects().unwrap(Store.SESSION_REGISTRY)
     for name in projects:
         scoped = stores.for_project(name)
-        sessions = [s for s in scoped.registry.list_sessions(include_inactive=True).unwrap(Store.SESSION_REGISTRY)
-                    if s.last_activity >= since]
+        sessions = _active_since(scoped, since)
         if not sessions:
             continue
         report.tickets += len(sessions)
@@ -85,6 +84,22 @@ def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
 
         report.warnings += deliver_kept(stores)  # the signals kept above, on Kafka now if it answers
     return report
+
+
+def _active_since(stores: Stores, since) -> list[Session]:
+    """The project's sessions active since `since`: their outlines first (no session is
+    built for the rest), then each of those in full."""
+    outlines = stores.registry.session_outlines(include_inactive=True).unwrap(Store.SESSION_REGISTRY)
+    sessions = []
+    for outline in outlines:
+        if outline.last_activity < since:
+            break  # outlines come newest first
+        found = stores.registry.get(outline.task_id)
+        if isinstance(found, Found):
+            sessions.append(found.value)
+        elif not isinstance(found, NotFound):
+            raise StoreUnavailable(Store.SESSION_REGISTRY, found.reason)
+    return sessions
 
 
 def _repair_graph(stores: Stores, sessions: list[Session], since, report: RepairReport) -> None:
