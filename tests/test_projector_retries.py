@@ -111,3 +111,21 @@ def test_doctor_repair_puts_back_graph_rows_deleted_behind_batons_back(servers_h
     assert again["graph"]["tickets"] == 0, "nothing left to repair"
     text = run_process(main, "doctor", "--repair", "--window", "1h").stdout
     assert "repaired over the last 1 h (2 tickets): graph 0 tickets" in text
+
+
+def test_doctor_repair_on_the_embedded_graph(home, worktrees):
+    """The same repair with every store embedded: touches deleted from graph.db come back."""
+    import sqlite3
+
+    main, _ = worktrees
+    baton(main, "bind", "EMB-1")
+    baton(main, "touch", "src/a.py", "src/b.py")
+    with sqlite3.connect(home / "graph.db") as conn:
+        assert conn.execute("DELETE FROM touches WHERE task_id LIKE '%EMB-1'").rowcount == 2
+    repaired = run_process(main, "doctor", "--repair", "--json")
+    assert repaired.returncode == 0, repaired.stderr
+    assert json.loads(repaired.stdout)["repair"]["graph"] == {"tickets": 1, "files": 2, "statuses": 0}
+    with sqlite3.connect(home / "graph.db") as conn:
+        paths = {path for (path,) in conn.execute("SELECT path FROM touches WHERE task_id LIKE '%EMB-1'")}
+    assert paths == {"src/a.py", "src/b.py"}
+    assert run_process(main, "doctor", "--repair", "--window", "0").returncode == 2, "a window must be positive"
