@@ -10,15 +10,17 @@ delivery, not once per process. While Kafka is down messages wait and a later de
 sends them.
 
 Each message reaches the topic once, across kills and broker restarts too: it carries its
-id in a header (ID_HEADER), the outbox notes when it was first produced, and a message
-produced before without an answer (the process killed between the acknowledgement and
-forgetting it, or the acknowledgement lost with a broker that restarted) is looked up on
-the topic before it is produced again. An acknowledgement that comes late, in a later
-delivery of the same process, forgets its message then, and a message still in the
-producer's hands is not produced a second time. What is left is a request already on its
-way when its producer gave up, landing after another process looked: readers keep one
-copy per id (signals) or ignore an event they already have (the projection), and the
-registry's projection does not depend on order.
+id in a header (ID_HEADER) and the outbox notes when it was last produced. A message still
+in this process's producer is not produced again (a late acknowledgement forgets it); a
+producer gives a message up after MESSAGE_TIMEOUT_MS, and one closed gives up what it
+holds, forgetting that it produced what it never sent. A message produced before without
+an answer (its process killed between the acknowledgement and forgetting it, or gone with
+the request on its way, or the acknowledgement lost with a broker that restarted) waits
+SETTLE_MS after it was produced, when no producer holds it any more and a request the
+broker got has been written, and is then looked up on the topic and produced again only
+if it is not there. Only a broker stalled longer than that with the request unread could
+still write a second copy: readers keep one copy per id (signals) or ignore an event they
+already have (the projection), and the registry's projection does not depend on order.
 
 The idempotent producer's id handshake delays a process's first produce; hooks never pay
 it, since a touch only keeps its event and a background delivery (baton.skills.runtime.delivery) sends it.
@@ -42,6 +44,13 @@ if TYPE_CHECKING:
 PARTITIONS = 3
 ID_HEADER = "baton-id"  # each message's outbox id
 CLOCK_SKEW_MS = 5000  # a message's timestamp may precede the time noted when it was produced
+MESSAGE_TIMEOUT_MS = 10_000  # how long a producer tries a message (a delivery waits what its budget has left)
+SETTLE_MS = MESSAGE_TIMEOUT_MS + 5_000  # after a produce without an answer, when the topic is asked for it
+
+
+class Unsettled(StoreUnavailable):
+    """Messages produced before without an answer wait to be looked up on the topic (the
+    server answers: a read goes on without them)."""
 
 # librdkafka's error names for a broker that cannot be reached or heard from.
 _UNREACHABLE = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_MSG_TIMED_OUT", "_TIMED_OUT_QUEUE", "_RESOLVE",
@@ -125,6 +134,7 @@ class KafkaOutbox:
         # The producer's answers, as its callbacks give them (baton.kafka_outbox's docstring).
         self._in_flight: set[str] = set()
         self._acknowledged: list[str] = []
+        self._unsent: list[str] = []
         self._failures: list[KafkaError] = []
 
     @property
@@ -213,11 +223,14 @@ class KafkaOutbox:
         # A message still in the producer's hands is not produced again: its answer is awaited.
         waiting = [e for e in pending if e.message_id not in gone]
         fresh = [e for e in waiting if e.message_id not in self._in_flight]
+        now = int(time.time() * 1000)
+        unsettled = [e for e in fresh if e.sent_at is not None and now - e.sent_at < SETTLE_MS]
+        fresh = [e for e in fresh if e not in unsettled]
         answered = self._already_on_topic([e for e in fresh if e.sent_at is not None])
         if answered:
             self._box.drop(sorted(answered))
             fresh = [e for e in fresh if e.message_id not in answered]
-        self._box.mark_sent([e.message_id for e in fresh], int(time.time() * 1000))
+        self._box.mark_sent([e.message_id for e in fresh], now)
         for entry in fresh:
             self._in_flight.add(entry.message_id)
             producer.produce(self.topic, key=entry.key.encode(), value=entry.body.encode(),
@@ -228,6 +241,10 @@ class KafkaOutbox:
         unanswered = [e.message_id for e in waiting if e.message_id in self._in_flight]
         failures, self._failures = self._failures, []
         if not failures and not unanswered:
+            if unsettled:
+                due = (max(e.sent_at or 0 for e in unsettled) + SETTLE_MS - now) / 1000
+                raise Unsettled(self.store, f"{len(unsettled)} messages produced before without an answer "
+                                            f"are looked up on the topic in {due:.0f} s")
             return
         if not failures:
             raise self.unreachable(f"no acknowledgement within {left:.1f}s")
@@ -239,14 +256,25 @@ class KafkaOutbox:
 
     def _answer(self, message_id: str) -> Callable[[KafkaError | None, Message], None]:
         def answered(error: KafkaError | None, _message: Message) -> None:
+            from confluent_kafka import KafkaError
+
             self._in_flight.discard(message_id)
-            (self._failures.append(error) if error is not None else self._acknowledged.append(message_id))
+            if error is None:
+                self._acknowledged.append(message_id)
+            elif error.code() == KafkaError._PURGE_QUEUE:
+                self._unsent.append(message_id)  # given up before it was sent: it is not on the topic
+            else:
+                self._failures.append(error)
         return answered
 
     def _forget_acknowledged(self) -> None:
+        """Drop what Kafka acknowledged; note as never produced what was given up unsent."""
         if self._acknowledged:
             self._box.drop(self._acknowledged)
             self._acknowledged = []
+        if self._unsent:
+            self._box.mark_unsent(self._unsent)
+            self._unsent = []
 
     def _already_on_topic(self, entries: list[Entry]) -> set[str]:
         """The ids of entries (each produced before, with no answer) that the topic holds:
@@ -258,6 +286,7 @@ class KafkaOutbox:
         from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
         wanted = {e.message_id for e in entries}
+        # Each earlier copy was looked up before the last produce (SETTLE_MS after its own).
         since = min(e.sent_at or 0 for e in entries) - CLOCK_SKEW_MS
         consumer = Consumer({**client_config(self.bootstrap, self.gate.left()),
                              "group.id": f"baton-outbox-{uuid.uuid4().hex}", "enable.auto.commit": False,
@@ -295,8 +324,10 @@ class KafkaOutbox:
         if self._producer is None:
             from confluent_kafka import Producer
 
+            # Its messages outlive a delivery that gave up (a later one of this process awaits
+            # them) and never SETTLE_MS, after which another process may look for them.
             self._producer = Producer({**client_config(self.bootstrap, left), "enable.idempotence": True,
-                                       "acks": "all", "message.timeout.ms": max(int(left * 1000), 1), "linger.ms": 0})
+                                       "acks": "all", "message.timeout.ms": MESSAGE_TIMEOUT_MS, "linger.ms": 0})
         return self._producer
 
     def close(self) -> None:
@@ -305,7 +336,7 @@ class KafkaOutbox:
             # instead of letting the producer hold the process open retrying it.
             self._producer.purge()
             self._producer.flush(0)
-            self._forget_acknowledged()
+            self._forget_acknowledged()  # the unsent among the purged: the next delivery needs no wait
             self._producer = None
         self._box.close()
 

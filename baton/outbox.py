@@ -35,7 +35,7 @@ _SCHEMA = """
     );
 """
 
-# When a delivery first produced a message (milliseconds since the epoch), whose outcome a
+# When a delivery last produced a message (milliseconds since the epoch), whose outcome a
 # later delivery checks on the topic before it produces the message again (baton.kafka_outbox).
 _SENT_AT = "ALTER TABLE outbox ADD COLUMN sent_at INTEGER;"
 
@@ -101,7 +101,7 @@ class Entry(NamedTuple):
     key: str
     body: str
     taken: bool  # the registry took it; it waits for the graph alone
-    sent_at: int | None = None  # when a delivery first produced it (ms since the epoch); None: never
+    sent_at: int | None = None  # when a delivery last produced it (ms since the epoch); None: never
 
 
 class Outbox:
@@ -161,12 +161,16 @@ class Outbox:
         self._each("DELETE FROM outbox WHERE message_id = ?", message_ids)
 
     def mark_sent(self, message_ids: Sequence[str], at_ms: int) -> None:
-        """Note that a delivery produces these messages now (the first time counts)."""
+        """Note that a delivery produces these messages now."""
         with guarded(self.store, self.path):
             conn = self._db.conn()
             with write_transaction(conn):
-                conn.executemany("UPDATE outbox SET sent_at = coalesce(sent_at, ?) WHERE message_id = ?",
+                conn.executemany("UPDATE outbox SET sent_at = ? WHERE message_id = ?",
                                  [(at_ms, m) for m in message_ids])
+
+    def mark_unsent(self, message_ids: Sequence[str]) -> None:
+        """Note that these messages were given up before they were sent."""
+        self._each("UPDATE outbox SET sent_at = NULL WHERE message_id = ?", message_ids)
 
     def mark_taken(self, message_ids: Sequence[str]) -> None:
         """Mark messages the registry took: they wait for the graph alone."""

@@ -302,9 +302,10 @@ def verify(env: dict, ledger: Ledger, home: Path, worktree: Path, counts: dict |
     return problems
 
 
-def kafka_duplicates(env: dict) -> dict[str, int]:
+def kafka_duplicates(env: dict, examples: list[str] | None = None) -> dict[str, int]:
     """Messages on the run's signal and event topics beyond one per id, read from each
-    topic's start to its end as any reader reads them."""
+    topic's start to its end as any reader reads them. examples: filled with where each
+    copy of the first few duplicated ids is (partition, offset, producer's timestamp)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     from baton.registry.kafka import EVENTS_TOPIC
@@ -320,7 +321,7 @@ def kafka_duplicates(env: dict) -> dict[str, int]:
         try:
             partitions = consumer.list_topics(prefix + topic, timeout=30).topics[prefix + topic].partitions
             consumer.assign([TopicPartition(prefix + topic, p, 0) for p in partitions])
-            remaining, ids, messages = set(partitions), set(), 0
+            remaining, ids, messages = set(partitions), defaultdict(list), 0
             deadline = time.monotonic() + 120
             while remaining and time.monotonic() < deadline:
                 message = consumer.poll(1)
@@ -331,8 +332,12 @@ def kafka_duplicates(env: dict) -> dict[str, int]:
                         remaining.discard(message.partition())
                     continue
                 messages += 1
-                ids.add(json.loads(message.value())[id_field])
+                ids[json.loads(message.value())[id_field]].append(
+                    f"p{message.partition()}@{message.offset()} t={message.timestamp()[1]}")
             found[name] = messages - len(ids)
+            if examples is not None:
+                examples += [f"{name[10:-1]} {key}: {', '.join(copies)}"
+                             for key, copies in ids.items() if len(copies) > 1][:5]
         finally:
             consumer.close()
     return found
@@ -384,9 +389,11 @@ def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple |
             healed_in, problems = heal(env, trees[0], ledger, home, counts=counts)
             if servers is not None:
                 servers.kill_projector()
-                counts.update(kafka_duplicates(env))
+                examples: list[str] = []
+                counts.update(kafka_duplicates(env, examples))
                 problems += [f"{counts[name]} {name} on Kafka" for name in ("duplicate signals", "duplicate events")
                              if counts[name]]
+                problems += [f"  copies of {example}" for example in examples]
             settle = time.monotonic() + 30
             while baton_processes(home) and time.monotonic() < settle:
                 time.sleep(0.2)

@@ -1,7 +1,8 @@
 """Each kept message reaches its Kafka topic once, even when a delivery gave up on an
 acknowledgement that the broker, stalled, sent late (the second copy of a signal the
 soak found): in the same process the message is not produced again while its producer
-still holds it, and a process after it looks the message up on the topic first."""
+still holds it, and a process after it waits for the request to settle and looks the
+message up on the topic first."""
 
 import json
 import uuid
@@ -87,7 +88,9 @@ def test_the_next_process_looks_a_message_up_before_producing_it_again(tmp_path,
     second = KafkaSignalBus(kafka_server.bootstrap, tmp_path / "outbox.db", timeout=5, topic=kafka_topic, project="r")
     try:
         assert second.waiting() == 1
-        second.deliver()
+        with pytest.raises(StoreUnavailable, match="looked up on the topic in"):
+            second.deliver()  # a request on its way may still be written: it waits SETTLE_MS first
+        wait_until(lambda: _delivered(second), timeout=90, what="the message looked up once settled")
         assert second.waiting() == 0
         assert [s.signal_id for s in second.recent(task_id="KILLED-1", after=None, limit=10).value] == [
             signal.signal_id]
