@@ -216,10 +216,10 @@ class KafkaOutbox:
 
     def _send(self, pending: list[Entry], left: float) -> None:
         producer = self._get_producer(left)
-        self._failures.clear()
         producer.poll(0)  # the answers that came after an earlier delivery gave up
         gone = set(self._acknowledged)
         self._forget_acknowledged()
+        self._failures.clear()  # theirs: this delivery answers for what it sends
         # A message still in the producer's hands is not produced again: its answer is awaited.
         waiting = [e for e in pending if e.message_id not in gone]
         fresh = [e for e in waiting if e.message_id not in self._in_flight]
@@ -339,7 +339,6 @@ class KafkaOutbox:
             self._forget_acknowledged()  # the unsent among the purged: the next delivery needs no wait
             self._producer = None
         self._box.close()
-
 
 
 def _ids_in(message: Message) -> set[str]:
