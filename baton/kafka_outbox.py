@@ -7,9 +7,20 @@ writes nothing twice. One process delivers an outbox at a time (baton.outbox): a
 delivery that finds another one running waits for it, within what its budget has left,
 and then sends only what is still waiting, so each message reaches Kafka once per
 delivery, not once per process. While Kafka is down messages wait and a later delivery
-sends them; a message that is sent again all the same (an acknowledgement lost with the
-connection) carries the same id, which every reader deduplicates on, and the registry's
-projection does not depend on order.
+sends them.
+
+Each message reaches the topic once, across kills and broker restarts too: it carries its
+id in a header (ID_HEADER) and the outbox notes when it was last produced. A message still
+in this process's producer is not produced again (a late acknowledgement forgets it); a
+producer gives a message up after MESSAGE_TIMEOUT_MS, and one closed gives up what it
+holds, forgetting that it produced what it never sent. A message produced before without
+an answer (its process killed between the acknowledgement and forgetting it, or gone with
+the request on its way, or the acknowledgement lost with a broker that restarted) waits
+SETTLE_MS after it was produced, when no producer holds it any more and a request the
+broker got has been written, and is then looked up on the topic and produced again only
+if it is not there. Only a broker stalled longer than that with the request unread could
+still write a second copy: readers keep one copy per id (signals) or ignore an event they
+already have (the projection), and the registry's projection does not depend on order.
 
 The idempotent producer's id handshake delays a process's first produce; hooks never pay
 it, since a touch only keeps its event and a background delivery (baton.skills.runtime.delivery) sends it.
@@ -17,6 +28,7 @@ it, since a touch only keeps its event and a background delivery (baton.skills.r
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,12 +36,21 @@ from typing import TYPE_CHECKING
 
 from baton.budget import AnyGate, OpenGate
 from baton.errors import ServerUnreachable, StoreUnavailable
-from baton.outbox import Outbox
+from baton.outbox import Entry, Outbox
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 PARTITIONS = 3
+ID_HEADER = "baton-id"  # each message's outbox id
+CLOCK_SKEW_MS = 5000  # a message's timestamp may precede the time noted when it was produced
+MESSAGE_TIMEOUT_MS = 10_000  # how long a producer tries a message (a delivery waits what its budget has left)
+SETTLE_MS = MESSAGE_TIMEOUT_MS + 5_000  # after a produce without an answer, when the topic is asked for it
+
+
+class Unsettled(StoreUnavailable):
+    """Messages produced before without an answer wait to be looked up on the topic (the
+    server answers: a read goes on without them)."""
 
 # librdkafka's error names for a broker that cannot be reached or heard from.
 _UNREACHABLE = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_MSG_TIMED_OUT", "_TIMED_OUT_QUEUE", "_RESOLVE",
@@ -110,6 +131,11 @@ class KafkaOutbox:
         self._box = Outbox(path, earlier="kafka", timeout=timeout, store=store)
         self._producer: Producer | None = None
         self._topic_ready = False
+        # The producer's answers, as its callbacks give them (baton.kafka_outbox's docstring).
+        self._in_flight: set[str] = set()
+        self._acknowledged: list[str] = []
+        self._unsent: list[str] = []
+        self._failures: list[KafkaError] = []
 
     @property
     def kept(self) -> int:
@@ -173,7 +199,7 @@ class KafkaOutbox:
         try:
             self.gate.refuse_known(self.store)  # before waiting for another delivery
             with self._delivering() as ours:
-                pending = [(e.message_id, e.key, e.body) for e in self._box.entries()] if ours else []
+                pending = self._box.entries() if ours else []
                 if pending:
                     with self.gate.call(self.store) as left:
                         self.ensure_topic()
@@ -188,36 +214,120 @@ class KafkaOutbox:
         with self.gate.waiting(), self._box.delivering(within=self.gate.left()) as got:
             yield got
 
-    def _send(self, pending: list[tuple[str, str, str]], left: float) -> None:
+    def _send(self, pending: list[Entry], left: float) -> None:
         producer = self._get_producer(left)
-        acknowledged: list[str] = []
-        failures: list[KafkaError] = []
-
-        def on_delivery(message_id: str) -> Callable[[KafkaError | None, Message], None]:
-            def delivered(error: KafkaError | None, _message: Message) -> None:
-                (failures.append(error) if error is not None else acknowledged.append(message_id))
-            return delivered
-
-        for message_id, key, body in pending:
-            producer.produce(self.topic, key=key.encode(), value=body.encode(), on_delivery=on_delivery(message_id))
+        producer.poll(0)  # the answers that came after an earlier delivery gave up
+        gone = set(self._acknowledged)
+        self._forget_acknowledged()
+        self._failures.clear()  # theirs: this delivery answers for what it sends
+        # A message still in the producer's hands is not produced again: its answer is awaited.
+        waiting = [e for e in pending if e.message_id not in gone]
+        fresh = [e for e in waiting if e.message_id not in self._in_flight]
+        now = int(time.time() * 1000)
+        unsettled = [e for e in fresh if e.sent_at is not None and now - e.sent_at < SETTLE_MS]
+        fresh = [e for e in fresh if e not in unsettled]
+        answered = self._already_on_topic([e for e in fresh if e.sent_at is not None])
+        if answered:
+            self._box.drop(sorted(answered))
+            fresh = [e for e in fresh if e.message_id not in answered]
+        self._box.mark_sent([e.message_id for e in fresh], now)
+        for entry in fresh:
+            self._in_flight.add(entry.message_id)
+            producer.produce(self.topic, key=entry.key.encode(), value=entry.body.encode(),
+                             headers=[(ID_HEADER, entry.message_id.encode())],
+                             on_delivery=self._answer(entry.message_id))
         producer.flush(self.gate.left())
-        if acknowledged:
-            self._box.drop(acknowledged)
-        if len(acknowledged) < len(pending):
-            if not failures:
-                raise self.unreachable(self.gate.no_answer("no acknowledgement"))
-            reason = f"Kafka at {self.bootstrap}: {' '.join(failures[0].str().split())}"
-            refusal = refused(self.store, self.bootstrap)
-            if refusal is not None:
-                raise refusal
-            raise (ServerUnreachable if failures[0].name() in _UNREACHABLE else StoreUnavailable)(self.store, reason)
+        self._forget_acknowledged()
+        unanswered = [e.message_id for e in waiting if e.message_id in self._in_flight]
+        failures, self._failures = self._failures, []
+        if not failures and not unanswered:
+            if unsettled:
+                due = (max(e.sent_at or 0 for e in unsettled) + SETTLE_MS - now) / 1000
+                raise Unsettled(self.store, f"{len(unsettled)} messages produced before without an answer "
+                                            f"are looked up on the topic in {due:.0f} s")
+            return
+        if not failures:
+            raise self.unreachable(self.gate.no_answer("no acknowledgement"))
+        reason = f"Kafka at {self.bootstrap}: {' '.join(failures[0].str().split())}"
+        refusal = refused(self.store, self.bootstrap)
+        if refusal is not None:
+            raise refusal
+        raise (ServerUnreachable if failures[0].name() in _UNREACHABLE else StoreUnavailable)(self.store, reason)
+
+    def _answer(self, message_id: str) -> Callable[[KafkaError | None, Message], None]:
+        def answered(error: KafkaError | None, _message: Message) -> None:
+            from confluent_kafka import KafkaError
+
+            self._in_flight.discard(message_id)
+            if error is None:
+                self._acknowledged.append(message_id)
+            elif error.code() == KafkaError._PURGE_QUEUE:
+                self._unsent.append(message_id)  # given up before it was sent: it is not on the topic
+            else:
+                self._failures.append(error)
+        return answered
+
+    def _forget_acknowledged(self) -> None:
+        """Drop what Kafka acknowledged; note as never produced what was given up unsent."""
+        if self._acknowledged:
+            self._box.drop(self._acknowledged)
+            self._acknowledged = []
+        if self._unsent:
+            self._box.mark_unsent(self._unsent)
+            self._unsent = []
+
+    def _already_on_topic(self, entries: list[Entry]) -> set[str]:
+        """The ids of entries (each produced before, with no answer) that the topic holds:
+        read from the earliest of their produce times to each partition's end."""
+        if not entries:
+            return set()
+        import uuid
+
+        from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+
+        wanted = {e.message_id for e in entries}
+        # Each earlier copy was looked up before the last produce (SETTLE_MS after its own).
+        since = min(e.sent_at or 0 for e in entries) - CLOCK_SKEW_MS
+        consumer = Consumer({**client_config(self.bootstrap, self.gate.left()),
+                             "group.id": f"baton-outbox-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                             "enable.partition.eof": True, "fetch.wait.max.ms": 1})
+        found: set[str] = set()
+        try:
+            partitions = consumer.list_topics(self.topic, timeout=self.gate.left()).topics[self.topic].partitions
+            starts = consumer.offsets_for_times([TopicPartition(self.topic, p, since) for p in partitions],
+                                                timeout=self.gate.left())
+            todo = [tp for tp in starts if tp.offset != OFFSET_END and tp.offset >= 0]
+            consumer.assign(todo)
+            remaining = {tp.partition for tp in todo}
+            deadline = self.gate.left()
+            until = time.monotonic() + deadline
+            while remaining and wanted - found:
+                if time.monotonic() > until:
+                    raise self.unreachable(f"topic not read within {deadline:.1f}s")
+                message = consumer.poll(0.05)
+                if message is None:
+                    continue
+                error = message.error()
+                if error:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        remaining.discard(message.partition())
+                        continue
+                    raise KafkaException(error)
+                found.update(_ids_in(message) & wanted)
+        except KafkaException as exc:
+            raise kafka_failure(self.store, self.bootstrap, exc) from exc
+        finally:
+            consumer.close()
+        return found
 
     def _get_producer(self, left: float) -> Producer:
         if self._producer is None:
             from confluent_kafka import Producer
 
+            # Its messages outlive a delivery that gave up (a later one of this process awaits
+            # them) and never SETTLE_MS, after which another process may look for them.
             self._producer = Producer({**client_config(self.bootstrap, left), "enable.idempotence": True,
-                                       "acks": "all", "message.timeout.ms": max(int(left * 1000), 1), "linger.ms": 0})
+                                       "acks": "all", "message.timeout.ms": MESSAGE_TIMEOUT_MS, "linger.ms": 0})
         return self._producer
 
     def close(self) -> None:
@@ -226,6 +336,13 @@ class KafkaOutbox:
             # instead of letting the producer hold the process open retrying it.
             self._producer.purge()
             self._producer.flush(0)
+            self._forget_acknowledged()  # the unsent among the purged: the next delivery needs no wait
             self._producer = None
         self._box.close()
 
+
+def _ids_in(message: Message) -> set[str]:
+    """The outbox ids a message's headers name (one, or none for a message sent before them)."""
+    headers = [(header[0], header[1]) for header in message.headers() or []]
+    return {value.decode() if isinstance(value, bytes) else str(value)
+            for name, value in headers if name == ID_HEADER and value is not None}

@@ -4,10 +4,11 @@ One outbox serves every write kept on this machine: the registry's events and th
 waiting for Kafka (baton.kafka_outbox produces them), and the events waiting for a server
 registry or graph without Kafka (the pending writes, applied by baton.skills.runtime.sink).
 A message is kept once per id (an id kept earlier, even one delivered since, is not kept
-again), waits oldest first, may be marked taken (the registry took it, the graph not yet),
-and is dropped once delivered. One process delivers an outbox at a time: `delivering` holds
-the lock file beside it, waiting for another delivery at most what the caller's budget has
-left, so a message is sent once per delivery, not once per process.
+again), waits oldest first, may be marked taken (the registry took it, the graph not yet)
+or sent (a delivery produced it, with no answer yet), and is dropped once delivered. One
+process delivers an outbox at a time: `delivering` holds the lock file beside it, waiting
+for another delivery at most what the caller's budget has left, so a message is sent once
+per delivery, not once per process.
 
 Files of earlier versions keep their names and are converted in place when first opened:
 their migration histories differ (`EARLIER`), and both end in the one schema below, so the
@@ -34,6 +35,10 @@ _SCHEMA = """
     );
 """
 
+# When a delivery last produced a message (milliseconds since the epoch), whose outcome a
+# later delivery checks on the topic before it produces the message again (baton.kafka_outbox).
+_SENT_AT = "ALTER TABLE outbox ADD COLUMN sent_at INTEGER;"
+
 # Each file's migrations: what the earlier versions created, then the step to the one schema.
 # Append a later change to both lists.
 EARLIER = {
@@ -58,6 +63,7 @@ EARLIER = {
         INSERT INTO outbox (message_id, key, body) SELECT message_id, key, body FROM outbox_before_seq;
         DROP TABLE outbox_before_seq;
         """,  # noqa: S608 -- a constant
+        _SENT_AT,
     ],
     # The pending writes (pending-writes.db): event bodies, each with its id and ticket inside.
     "pending": [
@@ -84,6 +90,7 @@ EARLIER = {
             name TEXT PRIMARY KEY
         ) WITHOUT ROWID;
         """,  # noqa: S608 -- a constant
+        _SENT_AT,
     ],
 }
 
@@ -94,6 +101,7 @@ class Entry(NamedTuple):
     key: str
     body: str
     taken: bool  # the registry took it; it waits for the graph alone
+    sent_at: int | None = None  # when a delivery last produced it (ms since the epoch); None: never
 
 
 class Outbox:
@@ -143,12 +151,26 @@ class Outbox:
         if not self.path.exists():
             return []
         with guarded(self.store, self.path):
-            rows = self._db.conn().execute("SELECT seq, message_id, key, body, taken FROM outbox ORDER BY seq")
-            return [Entry(seq, message_id, key, body, bool(taken)) for seq, message_id, key, body, taken in rows]
+            rows = self._db.conn().execute(
+                "SELECT seq, message_id, key, body, taken, sent_at FROM outbox ORDER BY seq")
+            return [Entry(seq, message_id, key, body, bool(taken), sent_at)
+                    for seq, message_id, key, body, taken, sent_at in rows]
 
     def drop(self, message_ids: Sequence[str]) -> None:
         """Forget delivered messages (their ids stay known: keeping them again keeps nothing)."""
         self._each("DELETE FROM outbox WHERE message_id = ?", message_ids)
+
+    def mark_sent(self, message_ids: Sequence[str], at_ms: int) -> None:
+        """Note that a delivery produces these messages now."""
+        with guarded(self.store, self.path):
+            conn = self._db.conn()
+            with write_transaction(conn):
+                conn.executemany("UPDATE outbox SET sent_at = ? WHERE message_id = ?",
+                                 [(at_ms, m) for m in message_ids])
+
+    def mark_unsent(self, message_ids: Sequence[str]) -> None:
+        """Note that these messages were given up before they were sent."""
+        self._each("UPDATE outbox SET sent_at = NULL WHERE message_id = ?", message_ids)
 
     def mark_taken(self, message_ids: Sequence[str]) -> None:
         """Mark messages the registry took: they wait for the graph alone."""

@@ -2,7 +2,9 @@
 projector, each server and the projector killed once, and random CLI commands killed with
 SIGKILL mid-flight. Then it checks that every acknowledged write is present exactly once,
 every decision is searchable, and no Baton process is left running, and prints the run's
-figures: operations, refusals, p50 and p99 per command, and the time to heal.
+figures: operations, refusals, p50 and p99 per command, the time to heal, and (on servers)
+the acknowledged touches missing from the conflict graph and the signals and events found
+more than once on Kafka.
 
     .venv/bin/python bench/soak.py [--mode embedded|servers|both] [--seconds 90] [--agents 8] [--load]
 
@@ -249,10 +251,12 @@ def baton_processes(home: Path) -> list[str]:
     return found
 
 
-def verify(env: dict, ledger: Ledger, home: Path, worktree: Path) -> list[str]:
-    """What does not hold: each acknowledged write present exactly once, each decision searchable
-    (read in the worktree's project, as its agents wrote)."""
+def verify(env: dict, ledger: Ledger, home: Path, worktree: Path, counts: dict | None = None) -> list[str]:
+    """What does not hold: each acknowledged write present exactly once, each acknowledged
+    touch in the conflict graph too, each decision searchable (read in the worktree's
+    project, as its agents wrote). counts: filled with the missing graph files."""
     problems = []
+    missing_in_graph = 0
     saved, here = dict(os.environ), os.getcwd()
     os.chdir(worktree)
     os.environ.update(env)
@@ -283,6 +287,17 @@ def verify(env: dict, ledger: Ledger, home: Path, worktree: Path) -> list[str]:
                 if missing:
                     problems.append(f"{ticket}: {len(missing)} acknowledged touches missing, "
                                     f"e.g. {sorted(missing)[:3]}")
+                held = stores.graph.held([ticket])
+                if isinstance(held, Found):
+                    graphed = held.value.get(ticket, ("", set()))[1]
+                    lacking = {t.path for key, t in session.files.items()
+                               if t.path in ledger.touches[ticket] and key not in graphed}
+                    missing_in_graph += len(lacking)
+                    if lacking:
+                        problems.append(f"{ticket}: {len(lacking)} acknowledged touches missing from the graph, "
+                                        f"e.g. {sorted(lacking)[:3]}")
+                else:
+                    problems.append(f"{ticket}: graph: {held}")
                 ids = [decision_point_id(stores.project, ticket, text) for text in texts]
                 vectors = index.vectors_of(ids)
                 if len(vectors) != len(ids):
@@ -297,17 +312,61 @@ def verify(env: dict, ledger: Ledger, home: Path, worktree: Path) -> list[str]:
         os.environ.clear()
         os.environ.update(saved)
         os.chdir(here)
+    if counts is not None:
+        counts["missing graph files"] = missing_in_graph
     return problems
 
 
-def heal(env: dict, worktree: Path, ledger: Ledger, home: Path, limit: float = 180.0) -> tuple[float, list[str]]:
+def kafka_duplicates(env: dict, examples: list[str] | None = None) -> dict[str, int]:
+    """Messages on the run's signal and event topics beyond one per id, read from each
+    topic's start to its end as any reader reads them. examples: filled with where each
+    copy of the first few duplicated ids is (partition, offset, producer's timestamp)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    from baton.registry.kafka import EVENTS_TOPIC
+    from baton.signals.kafka import SIGNALS_TOPIC
+
+    prefix = env["BATON_KAFKA_TOPIC_PREFIX"]
+    found = {}
+    for name, topic, id_field in (("duplicate signals", SIGNALS_TOPIC, "signal_id"),
+                               ("duplicate events", EVENTS_TOPIC, "event_id")):
+        consumer = Consumer({"bootstrap.servers": env["BATON_KAFKA_BOOTSTRAP"],
+                             "group.id": f"soak-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                             "enable.partition.eof": True})
+        try:
+            partitions = consumer.list_topics(prefix + topic, timeout=30).topics[prefix + topic].partitions
+            consumer.assign([TopicPartition(prefix + topic, p, 0) for p in partitions])
+            remaining, ids, messages = set(partitions), defaultdict(list), 0
+            deadline = time.monotonic() + 120
+            while remaining and time.monotonic() < deadline:
+                message = consumer.poll(1)
+                if message is None:
+                    continue
+                if message.error():
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        remaining.discard(message.partition())
+                    continue
+                messages += 1
+                ids[json.loads(message.value())[id_field]].append(
+                    f"p{message.partition()}@{message.offset()} t={message.timestamp()[1]}")
+            found[name] = messages - len(ids)
+            if examples is not None:
+                examples += [f"{name[10:-1]} {key}: {', '.join(copies)}"
+                             for key, copies in ids.items() if len(copies) > 1][:5]
+        finally:
+            consumer.close()
+    return found
+
+
+def heal(env: dict, worktree: Path, ledger: Ledger, home: Path, limit: float = 180.0,
+         counts: dict | None = None) -> tuple[float, list[str]]:
     """Deliver, index and check until everything holds; returns (seconds, what still fails)."""
     started = time.monotonic()
     problems: list[str] = ["not checked"]
     while time.monotonic() - started < limit:
         subprocess.run([*CLI, "deliver"], cwd=worktree, env=env, capture_output=True)
         subprocess.run([*CLI, "index"], cwd=worktree, env=env, capture_output=True)
-        problems = verify(env, ledger, home, worktree)
+        problems = verify(env, ledger, home, worktree, counts)
         if not problems:
             break
         time.sleep(1)
@@ -373,9 +432,15 @@ def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple |
             for thread in threads:
                 thread.join()
             stop_load(loading)
-            healed_in, problems = heal(env, trees[0], ledger, home)
+            counts: dict[str, int] = {}
+            healed_in, problems = heal(env, trees[0], ledger, home, counts=counts)
             if servers is not None:
                 servers.kill_projector()
+                examples: list[str] = []
+                counts.update(kafka_duplicates(env, examples))
+                problems += [f"{counts[name]} {name} on Kafka" for name in ("duplicate signals", "duplicate events")
+                             if counts[name]]
+                problems += [f"  copies of {example}" for example in examples]
             settle = time.monotonic() + 30
             while baton_processes(home) and time.monotonic() < settle:
                 time.sleep(0.2)
@@ -386,7 +451,7 @@ def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple |
             return {"mode": mode, "seconds": seconds, "agents": agents, "load": load, "outcomes": ledger.outcomes,
                     "acknowledged": sum(len(v) for v in ledger.decisions.values())
                     + sum(len(v) for v in ledger.touches.values()),
-                    "healed_in": healed_in, "heals": heals, "problems": problems}
+                    "healed_in": healed_in, "heals": heals, "counts": counts, "problems": problems}
         finally:
             if servers is not None:
                 servers.destroy()
@@ -418,6 +483,8 @@ def report(result: dict) -> str:
     lines.append(f"time to heal after the run (delivered, indexed, every check holding): {result['healed_in']:.1f} s")
     for name, seconds in result["heals"].items():
         lines.append(f"  {name} restarted: answering again after {seconds:.1f} s")
+    if result["counts"]:
+        lines.append(", ".join(f"{count} {name}" for name, count in result["counts"].items()))
     lines.append("every check holds" if not result["problems"] else
                  "FAILED:\n" + "\n".join(f"  - {p}" for p in result["problems"]))
     return "\n".join(lines)

@@ -90,6 +90,20 @@ class ConflictGraph(ABC):
             shared.setdefault(task, {}).setdefault(other, []).append(FileRef(repo=repo, path=path))
         return Found(shared)
 
+    def held(self, task_ids: Collection[str]) -> Found[dict[str, tuple[str, set[str]]]] | Unavailable:
+        """For each of task_ids the graph holds, its status and the keys of the files it
+        touched (what `baton doctor --repair` compares with the registry)."""
+        try:
+            rows = self._held_rows(sorted(set(task_ids))) if task_ids else []
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        held: dict[str, tuple[str, set[str]]] = {}
+        for task, status, repo, path in rows:
+            files = held.setdefault(task, (status, set()))[1]
+            if path is not None:
+                files.add(FileRef(repo=repo or "", path=path).key)
+        return Found(held)
+
     def conflict_summaries(self, *, sample: int, expected: Collection[tuple[str, str]] = (),
                            task_ids: Collection[str] | None = None
                            ) -> Found[dict[str, ConflictSummary]] | Unavailable:
@@ -126,6 +140,11 @@ class ConflictGraph(ABC):
         """(task, conflicting files, conflicting tickets, the first `sample` of them by id)
         per active ticket (of task_ids, when given), pairs in `expected` left out; a ticket
         without conflicts may be left out or given 0 files."""
+
+    @abstractmethod
+    def _held_rows(self, task_ids: list[str]) -> list[tuple[str, str, str | None, str | None]]:
+        """(task, status, repo, path) for each file a task of task_ids touched, and (task,
+        status, None, None) for one that touched none; tasks the graph lacks are absent."""
 
     @abstractmethod
     def forget(self, task_ids: Sequence[str]) -> None:

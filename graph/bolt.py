@@ -161,6 +161,14 @@ FOREACH (f IN [f IN files WHERE NOT (f)<-[:TOUCHES]-()] | DETACH DELETE f)
 FOREACH (s IN [s IN sessions WHERE NOT (s)-[:WORKS_ON]->()] | DETACH DELETE s)
 """
 
+HELD = """
+UNWIND $task_ids AS task_id
+MATCH (t:Task {task_id: task_id})
+OPTIONAL MATCH (t)-[:TOUCHES]->(f)
+RETURN t.task_id AS task, t.status AS status, f.repo AS repo, f.path AS path
+ORDER BY task, repo, path
+"""
+
 # The first $partners other tickets by id, then the files each shares.
 SHARED_FILES_OF_FIRST = """
 MATCH (t:Task {task_id: $task_id})-[:TOUCHES]->()<-[:TOUCHES]-(other)
@@ -379,6 +387,9 @@ class BoltConflictGraph(ConflictGraph):
         statement = PAIRS_AMONG if among else SHARED_FILES_OF_MANY
         return self._call(lambda tx: [tuple(r.values()) for r in tx.run(statement, task_ids=task_ids, scope=scope)],
                           write=False)
+
+    def _held_rows(self, task_ids: list[str]) -> list[tuple[str, str, str | None, str | None]]:
+        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(HELD, task_ids=task_ids)], write=False)
 
     def _summary_rows(self, sample: int, expected: list[tuple[str, str]], task_ids: list[str] | None,
                       scope: str = "") -> list[tuple[str, int, int, list[str]]]:

@@ -59,6 +59,10 @@ class ProjectGraph(ConflictGraph):
         return [(task, files, tickets, [other for key in partners if (other := self._ours(key)) is not None])
                 for mine, files, tickets, partners in rows if (task := self._ours(mine)) is not None]
 
+    def _held_rows(self, task_ids: list[str]) -> list[tuple[str, str, str | None, str | None]]:
+        return [(task, status, repo, path) for key, status, repo, path in self.graph._held_rows(
+            [self._in(t) for t in task_ids]) if (task := self._ours(key)) is not None]
+
     def forget(self, task_ids: Sequence[str]) -> None:
         self.graph.forget([self._in(t) for t in task_ids])
 

@@ -83,6 +83,12 @@ SELECT mine.task_id, other.task_id, other.repo, other.path {_SHARERS}
 WHERE mine.task_id IN asked
 ORDER BY mine.task_id, other.task_id, other.repo, other.path
 """  # noqa: S608 -- constants
+_HELD = """
+SELECT t.task_id, t.status, k.repo, k.path
+FROM tasks AS t LEFT JOIN touches AS k ON k.task_id = t.task_id
+WHERE t.task_id IN (SELECT value FROM json_each(:tasks))
+ORDER BY t.task_id, k.repo, k.path
+"""
 _PAIRS = f"""
 WITH asked AS (SELECT value AS task_id FROM json_each(:tasks))
 SELECT mine.task_id, other.task_id, other.repo, other.path {_SHARERS}
@@ -164,6 +170,10 @@ class SqliteConflictGraph(ConflictGraph):
                 _add_touches(conn, task_id, files, stamp)
                 status = conn.execute("SELECT status FROM tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
         return status == "active"
+
+    def _held_rows(self, task_ids: list[str]) -> list[tuple[str, str, str | None, str | None]]:
+        with guarded(STORE, self.path):
+            return self._db.conn().execute(_HELD, {"tasks": json.dumps(task_ids)}).fetchall()
 
     def forget(self, task_ids: Sequence[str]) -> None:
         with guarded(STORE, self.path):

@@ -16,6 +16,7 @@ keyed before projects belongs to its signal's repository.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baton.errors import StoreUnavailable
-from baton.kafka_outbox import KafkaOutbox, client_config, kafka_failure
+from baton.kafka_outbox import KafkaOutbox, Unsettled, client_config, kafka_failure
 from baton.outcome import Found, Unavailable
 from baton.projects import check_project, qualified, split_qualified
 from baton.signals.base import SignalBus
@@ -152,7 +153,8 @@ class KafkaSignalBus(SignalBus):
     def _read(self, after: datetime | None, keep: Callable[[Signal], bool],
               limit: int) -> Found[list[Signal]] | Unavailable:
         try:
-            self._outbox.deliver()
+            with contextlib.suppress(Unsettled):  # they are looked up later: read what is there
+                self._outbox.deliver()
             with self._gate.call(STORE):
                 return Found(self._scan(after, keep)[-limit:])
         except StoreUnavailable as exc:

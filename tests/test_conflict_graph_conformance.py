@@ -248,3 +248,16 @@ def test_bolt_project_reads_start_at_their_own_tickets(bolt_uri, name):
     finally:
         backend.close()
     assert hits == first, f"{first} db hits, {hits} with other projects' 2,000 tickets"
+
+
+def test_held_says_each_tickets_status_and_files(graph):
+    """What `baton doctor --repair` compares with the registry; a project's view sees its own."""
+    from baton.graph.projects import ProjectGraph
+
+    graph.record("T-1", "active", [A, C], T0)
+    graph.record("T-2", "completed", [], T0)
+    assert graph.held(["T-1", "T-2", "T-9"]).value == {"T-1": ("active", {A.key, C.key}), "T-2": ("completed", set())}
+    assert graph.held([]).value == {}
+    shop = ProjectGraph(graph, "shop")
+    shop.record("T-1", "stalled", [B], T0)
+    assert shop.held(["T-1"]).value == {"T-1": ("stalled", {B.key})}

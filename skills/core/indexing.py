@@ -30,19 +30,23 @@ LINGER = 0.5  # seconds without new decisions before a background indexer exits
 NICENESS = 10  # the background indexer yields the CPU to the agent and its hooks
 
 
-def queue_decisions(stores, records: Sequence) -> list[str]:
+def queue_decisions(stores, records: Sequence, *, strict: bool = False) -> list[str]:
     """Queue DecisionRecords for embedding; see queue_payloads."""
     if not records:
         return []
-    return queue_payloads(stores, records[0].task_id, [(r.point_id, r.model_dump_json()) for r in records])
+    return queue_payloads(stores, records[0].task_id, [(r.point_id, r.model_dump_json()) for r in records],
+                          strict=strict)
 
 
-def queue_payloads(stores, task_id: str, payloads: Sequence) -> list[str]:
+def queue_payloads(stores, task_id: str, payloads: Sequence, *, strict: bool = False) -> list[str]:
     """Queue (point id, DecisionRecord JSON) pairs for embedding; a failure is a warning (the
-    registry keeps the decision and a resume of its ticket queues it again)."""
+    registry keeps the decision and a resume of its ticket queues it again), or raised
+    (strict: the projector applies the events again)."""
     try:
         stores.embedding_queue.add_payloads(payloads)
     except StoreUnavailable as exc:
+        if strict:
+            raise
         return [f"{exc}; the decision is kept and is indexed after the next resume of {task_id}"]
     from baton.recall import missing_model
 

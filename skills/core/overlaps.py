@@ -14,6 +14,7 @@ from baton.graph.conflicts import FileConflict, should_emit_conflict_signal
 from baton.outcome import Found
 from baton.skills.core.binding import ActiveTask
 from baton.skills.runtime.stores import Stores
+from baton.store_names import Store
 
 
 @dataclass
@@ -73,22 +74,29 @@ def signal_new_overlaps(stores: Stores, task: ActiveTask, touched: list[FileRef]
 
 
 def signal_overlaps_of(stores: Stores, touches: Sequence[tuple[ActiveTask, Sequence[FileRef], datetime]],
-                       warnings: list[str]) -> None:
+                       warnings: list[str], *, strict: bool = False) -> list[FileConflict]:
     """signal_new_overlaps for many tickets at once (the projection of a batch): one read
-    of the graph and one publish. Failures are added to warnings."""
+    of the graph and one publish; returns the overlaps signalled that the signal log had
+    not seen. Failures are added to warnings; strict (the projector), a graph or outbox
+    that fails raises StoreUnavailable, and the signals are kept for a delivery, not sent."""
     if not touches:
-        return
+        return []
     shared = stores.graph.shared_files_of([task.task_id for task, _, _ in touches])
     if not isinstance(shared, Found):
+        if strict:
+            raise StoreUnavailable(Store.CONFLICT_GRAPH, shared.reason)
         warnings.append(f"conflict graph unavailable: {shared.reason}")
-        return
+        return []
     candidates: dict[str, tuple[ActiveTask, FileConflict, dict[str, FileRef], datetime]] = {}
     for task, touched, at in touches:
         conflicts, _, by_key = conflicts_of(task.task_id, shared.value.get(task.task_id, {}))
         for conflict in _touching(conflicts, touched):
             candidates.setdefault(str(conflict.signal_id), (task, conflict, by_key, at))
-    if candidates:
-        _publish_new(stores, list(candidates.values()), warnings)
+    if not candidates:
+        return []
+    if strict:
+        return keep_unknown(stores, list(candidates.values()))
+    return _publish_new(stores, list(candidates.values()), warnings)
 
 
 def _touching(conflicts: list[FileConflict], touched: Sequence[FileRef]) -> list[FileConflict]:
@@ -97,21 +105,34 @@ def _touching(conflicts: list[FileConflict], touched: Sequence[FileRef]) -> list
     return [c for c in conflicts if keys.intersection(c.shared_files)]
 
 
-def _publish_new(stores: Stores, candidates: list[tuple[ActiveTask, FileConflict, dict[str, FileRef], datetime]],
-                 warnings: list[str]) -> list[FileConflict]:
-    """Publish the conflicts (each with its ticket, its files by key and its time) that the
-    signal log has not seen; returns those it had not seen (all of them if it is down)."""
+Candidate = tuple[ActiveTask, FileConflict, dict[str, FileRef], datetime]  # a conflict, its ticket, files by key, time
+
+
+def _publish_new(stores: Stores, candidates: list[Candidate], warnings: list[str]) -> list[FileConflict]:
+    """Publish the conflicts that the signal log has not seen; returns those it had not
+    seen (all of them if it is down)."""
     try:
         known = stores.signals.known([str(c.signal_id) for _, c, _, _ in candidates])
         candidates = [entry for entry in candidates if str(entry[1].signal_id) not in known]
-        if not candidates:
-            return []
-        from baton.skills.core.signalling import conflict_signal
-
-        signals = [conflict_signal(c, task, [by_key[k] for k in c.shared_files], at)
-                   for task, c, by_key, at in candidates]
-        fresh = stores.signals.publish(signals)
+        return _keep(stores, candidates, deliver=True)
     except StoreUnavailable as exc:
         warnings.append(str(exc))
         return [c for _, c, _, _ in candidates]
+
+
+def keep_unknown(stores: Stores, candidates: list[Candidate], *, deliver: bool = False) -> list[FileConflict]:
+    """Keep the signals of the conflicts that the signal log has not seen, for a delivery
+    (or deliver them now); returns those conflicts. Raises StoreUnavailable."""
+    known = stores.signals.known([str(c.signal_id) for _, c, _, _ in candidates])
+    return _keep(stores, [entry for entry in candidates if str(entry[1].signal_id) not in known], deliver=deliver)
+
+
+def _keep(stores: Stores, candidates: list[Candidate], *, deliver: bool) -> list[FileConflict]:
+    """Publish the conflicts' signals; returns the conflicts whose signal was new."""
+    if not candidates:
+        return []
+    from baton.skills.core.signalling import conflict_signal
+
+    signals = [conflict_signal(c, task, [by_key[k] for k in c.shared_files], at) for task, c, by_key, at in candidates]
+    fresh = stores.signals.publish(signals, deliver=deliver)
     return [c for (_, c, _, _), new in zip(candidates, fresh, strict=True) if new]

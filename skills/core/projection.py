@@ -17,22 +17,26 @@ from baton.skills.core.binding import ActiveTask
 from baton.skills.core.indexing import queue_decisions, start_background_indexer
 from baton.skills.core.overlaps import signal_overlaps_of
 from baton.skills.runtime.stores import Stores
+from baton.store_names import Store
 
 GRAPH_CHUNK = 250  # tickets written to the graph in one transaction, within one budget
 
 
-def project(stores: Stores, events: Sequence[Event], *,
-            renew: Callable[[], None] | None = None) -> tuple[dict[str, Session], list[str]]:
+def project(stores: Stores, events: Sequence[Event], *, renew: Callable[[], None] | None = None,
+            strict: bool = False, graph_chunk: int = GRAPH_CHUNK) -> tuple[dict[str, Session], list[str]]:
     """Append events to the registry and bring the graph and recall up to date, a batch at a
     time: one append to the registry, one write of every ticket to the graph, one read of
     their overlaps and one queueing of their decisions.
 
     Raises StoreUnavailable when the registry cannot take them; a failing graph or recall
     queue only adds a warning (recall heals on the next resume, the graph on the next write).
-    Queued decisions start a background indexer (baton.skills.core.indexing), in the projector too.
-    renew: called before each write of GRAPH_CHUNK tickets to the graph, by long-running
-    work (the projector) whose batches may need more server time than one command's budget.
-    """
+    strict (the projector): every store must apply them, so a failing graph, recall queue
+    or signal outbox raises StoreUnavailable too, and the caller applies them again (every
+    store ignores what it already has); the overlaps' signals are then kept for a delivery,
+    not sent here. Queued decisions start a background indexer (baton.skills.core.indexing),
+    in the projector too. renew: called before each write of graph_chunk tickets to the
+    graph, by long-running work (the projector) whose batches may need more server time
+    than one command's budget."""
     sessions = stores.registry.append(events)
     warnings: list[str] = []
     by_task: dict[str, list[Event]] = {}
@@ -45,16 +49,18 @@ def project(stores: Stores, events: Sequence[Event], *,
         records.append(TicketRecord(task_id, session.status.value, list(files.values()), max(e.at for e in mine),
                                     session_id=mine[-1].session_id, depends_on=session.depends_on))
     try:
-        for start in range(0, len(records), GRAPH_CHUNK):
+        for start in range(0, len(records), graph_chunk):
             if renew is not None:
                 renew()
-            stores.graph.record_many(records[start:start + GRAPH_CHUNK])
+            stores.graph.record_many(records[start:start + graph_chunk])
     except StoreUnavailable as exc:
+        if strict:
+            raise
         warnings.append(str(exc))
     else:
         signal_overlaps_of(stores, [(ActiveTask(r.task_id, r.session_id or "", "projection"), r.files, r.at)
                                     for r in records if r.files and sessions[r.task_id].status is Status.active],
-                           warnings)
+                           warnings, strict=strict)
     # A decision is queued as its ticket's projection holds it: a replayed event whose text
     # a redaction rewrote since (or of a pruned ticket) is not embedded again.
     held = {(task_id, d.text) for task_id, session in sessions.items() for d in session.decisions}
@@ -62,7 +68,7 @@ def project(stores: Stores, events: Sequence[Event], *,
     redacted = sorted({e.task_id for e in events if isinstance(e, SecretsRedacted) and e.task_id in sessions
                        and any(r.event_type == "decision_recorded" for r in e.rewrites)})
     if redacted:
-        warnings += _forget_recall(stores, redacted)
+        warnings += _owed(_forget_recall(stores, redacted), strict, Store.RECALL_INDEX)
     if decisions or redacted:
         from baton.recall.base import DecisionRecord
 
@@ -71,11 +77,18 @@ def project(stores: Stores, events: Sequence[Event], *,
         queued += [DecisionRecord(project=stores.project, task_id=task_id, session_id=d.session_id, text=d.text,
                                   context=d.context, recorded_at=d.at.isoformat(), repo=sessions[task_id].repo or "")
                    for task_id in redacted for d in sessions[task_id].decisions]
-        trouble = queue_decisions(stores, queued)
+        trouble = queue_decisions(stores, queued, strict=strict)
         warnings += trouble
         if not trouble:
             start_background_indexer(stores.settings)
     return sessions, warnings
+
+
+def _owed(warnings: list[str], strict: bool, store: str) -> list[str]:
+    """The warnings, or (strict) the first of them raised: the store still owes the events."""
+    if strict and warnings:
+        raise StoreUnavailable(store, warnings[0].partition(" unavailable: ")[2] or warnings[0])
+    return warnings
 
 
 def _forget_recall(stores: Stores, task_ids: list[str]) -> list[str]:

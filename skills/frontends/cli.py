@@ -210,6 +210,11 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
                      help="linger for more decisions, at low priority (what a write starts)")
 
     sub = command("doctor", "Show each store's backend, server and version, and whether it answers.", task=False)
+    sub.add_argument("--repair", action="store_true",
+                     help="then compare the graph, recall and conflict signals with the registry over the repair "
+                          "window and apply again what each lacks")
+    sub.add_argument("--window", metavar="DURATION",
+                     help="with --repair: how far back (e.g. 6h, 2d; default [doctor] repair_window, 24h)")
     sub.add_argument("--json", action="store_true")
 
     sub = command("redact", "Find and rewrite secrets already stored (registry events, signals, recall; this "
@@ -718,20 +723,38 @@ def _gc(args, stores) -> int:
 
 
 def _doctor(args, stores) -> int:
+    from baton.clock import parse_duration
+    from baton.errors import BadInput
     from baton.shown_text import one_line
     from baton.skills.services.doctor import doctor
 
+    if args.window and not args.repair:
+        raise BadInput("--window applies to --repair")
+    try:
+        window = parse_duration(args.window) if args.window else None
+    except ValueError as exc:
+        raise BadInput(f"--window: {exc}") from None
     reports = doctor(stores)
+    repaired = None
+    if args.repair:
+        from baton.skills.services.repair import repair
+
+        repaired = repair(stores, window=window)
     if args.json:
-        _dump([report.to_json() for report in reports])
+        shown = [report.to_json() for report in reports]
+        _dump(shown if repaired is None else {"stores": shown, "repair": repaired.to_json()})
     else:
         for report in reports:
             details = report.details
             where = f"{details['backend']} {details['location']} ({details['version']}; {details['size']})" \
                 if "size" in details else f"{details.get('backend', '')} {details.get('location', '')}".strip()
             print(f"{report.store:16} {one_line(report.state) if report.state != 'ok' else 'ok  ' + one_line(where)}")
+        if repaired is not None:
+            _warn(repaired.warnings)
+            print(repaired.summary())
         _agents_installed()
-    return 0 if all(report.state == "ok" for report in reports) else 3
+    healthy = all(report.state == "ok" for report in reports) and not (repaired and repaired.warnings)
+    return 0 if healthy else 3
 
 
 def _agents_installed() -> None:

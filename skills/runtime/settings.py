@@ -136,6 +136,9 @@ SETTINGS: tuple[Setting, ...] = (
             toml_key="signals"),
     Setting("gc_interval", "BATON_GC_INTERVAL", "retention", "seconds", 3600.0,
             "seconds between the retention runs (`baton gc`) of a running `baton projector`", high=MAX_GC_INTERVAL),
+    Setting("repair_window", "BATON_REPAIR_WINDOW", "doctor", "duration", "24h",
+            "how far back `baton doctor --repair` (and a starting `baton projector`) compares the stores with "
+            "the registry: tickets active within it"),
     Setting("checkpoint_artifacts", None, "checkpoints", "globs", (),
             "globs of ignored files a checkpoint holds too (build outputs, say), each within the size cap",
             toml_key="artifacts"),
@@ -214,6 +217,7 @@ class Settings:
     keep_ended_sessions: timedelta = timedelta(days=90)  # [retention] ended_sessions
     keep_signals: timedelta = timedelta(days=30)  # [retention] signals
     gc_interval: float = 3600.0  # [retention] gc_interval: seconds between the projector's gc runs
+    repair_window: timedelta = timedelta(hours=24)  # [doctor] repair_window: what doctor --repair compares
     checkpoint_artifacts: tuple[str, ...] = ()  # [checkpoints] artifacts
     checkpoint_max_file_bytes: int = 10 * 1024 * 1024  # [checkpoints] max_file_bytes
     checkpoint_keep: int = 5  # [checkpoints] keep_per_run

@@ -2,11 +2,14 @@
 
 A batch at a time (baton.skills.core.projection.project): one append to the registry, one
 write to the graph and one queueing of its decisions, however many events it holds.
-At least once and replay-safe: a batch's offsets are committed only after the registry took
-it, and the graph too unless the graph answered with an error (the recall index heals by
-itself: a resume queues the decisions it lacks), and every store ignores an event it
-already has (event ids in the registry, MERGE in the graph, point ids in recall). A crash
-at any point therefore loses nothing and doubles nothing.
+At least once and replay-safe: a batch's offsets are committed only after every store took
+it: the registry, the graph (a transaction that timed out or deadlocked is run again, in
+smaller pieces), the recall queue and the signal outbox (whose delivery to Kafka follows
+the commit). Every store ignores an event it already has (event ids in the registry,
+MERGE in the graph, point ids in recall, signal ids in the outbox), so a crash at any
+point loses nothing and doubles nothing. When it starts (--once too), the projector also
+repairs the stores from the registry over the repair window (baton.skills.services.repair),
+for whatever an earlier version, or a store restored from a backup, left out.
 
 The consumer group follows the topic prefix (`baton-projector` for the default prefix
 `baton.`), so projectors of different prefixes never share a group. A store's failure is
@@ -26,14 +29,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from baton import clock
-from baton.errors import BadInput, StoreUnavailable
+from baton.errors import BadInput, ServerUnreachable, StoreUnavailable
 from baton.outcome import Unavailable
 from baton.skills.core.commit import deliver_kept
-from baton.skills.core.projection import project
+from baton.skills.core.projection import GRAPH_CHUNK, project
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
 MAX_BACKOFF = 5.0
+ONCE_ATTEMPTS = 5  # tries of a batch by `--once` while a store answers with an error
 GRAPH, RECALL = Store.CONFLICT_GRAPH, Store.RECALL_INDEX  # asked about every batch; recall about decisions
 EVENT_LOG = Store.EVENT_LOG
 
@@ -92,6 +96,7 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
     # if it cannot, the first batch's delivery of its signals asks again, and logs why.
     with contextlib.suppress(StoreUnavailable):
         stores.signals.prepare()
+    _repair(stores, log)
     while True:
         stores.budget.renew()  # each reading of the log asks Kafka afresh
         try:
@@ -111,6 +116,21 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
             outages.failed(EVENT_LOG, f"{exc}; reading again once it answers")
             time.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF)
+
+
+def _repair(stores: Stores, log: Callable[[str], None]) -> None:
+    """Repair the stores from the registry over the repair window (baton.skills.services.repair),
+    as `baton doctor --repair` does; one line of log, never a stop."""
+    from baton.skills.services.repair import repair
+
+    stores.budget.renew()
+    try:
+        report = repair(stores)
+    except StoreUnavailable as exc:
+        log(f"repair: not run: {exc}")
+        return
+    trouble = f"; {'; '.join(report.warnings)}" if report.warnings else ""
+    log(f"{report.summary()}{trouble}")
 
 
 def _collect_garbage(stores: Stores, log: Callable[[str], None]) -> None:
@@ -141,39 +161,40 @@ def _collect_garbage(stores: Stores, log: Callable[[str], None]) -> None:
 
 
 def _apply(stores: Stores, batch: list, *, once: bool, outages: _Outages, report: ProjectorReport) -> None:
-    """Apply one batch to the stores, holding it while the registry (or a graph that cannot
-    be reached) is down, then commit its offsets."""
+    """Apply one batch to every store, then commit its offsets. Until every store applied
+    it (the registry, the graph, the recall queue and the signal outbox), the batch is held
+    uncommitted and applied again, with backoff, whatever the failure: a server down, a
+    transaction that timed out, a deadlock. Each store ignores what it already has."""
     from baton.registry.wire import event_adapter
     from baton.skills.runtime.sink import by_project
 
     events = [event_adapter().validate_json(message.value()) for message in batch]
     # Each event applied in its own project, which its message's key names.
     groups = by_project(stores, [(message.key() or b"").decode("utf-8", "replace") for message in batch])
-    backoff = 0.1
+    backoff, chunk, attempts = 0.1, GRAPH_CHUNK, 0
+    warnings: list[str] = []
     while True:
         stores.budget.renew()
         try:
             warnings = []
             for name, positions in groups.items():
                 warnings += project(stores.for_project(name), [events[p] for p in positions],
-                                    renew=stores.budget.renew)[1]
-        except StoreUnavailable as exc:
-            if once:
-                raise
-            outages.failed(exc.store, f"{exc}; holding {len(events)} events until it is back")
-            time.sleep(backoff)  # a store is down: hold the batch (uncommitted) until it is back
-            backoff = min(backoff * 2, MAX_BACKOFF)
-            continue
-        outages.answered(Store.SESSION_REGISTRY)
-        graph = next((w for w in warnings if w.startswith(f"{GRAPH} unavailable: ")), None)
-        if graph is None or not stores.graph_unreachable():
+                                    renew=stores.budget.renew, strict=True, graph_chunk=chunk)[1]
             break
-        if once:
-            raise StoreUnavailable(GRAPH, graph.partition(" unavailable: ")[2])
-        outages.failed(GRAPH, f"{graph}; holding {len(events)} events until it is back")
-        time.sleep(backoff)
-        backoff = min(backoff * 2, MAX_BACKOFF)
-    asked: set[str] = {GRAPH, RECALL} if any(e.type == "decision_recorded" for e in events) else {GRAPH}
+        except StoreUnavailable as exc:
+            attempts += 1
+            # --once gives up at once on a server that is down, after a few tries on one that
+            # answered with an error (a transaction that timed out on a cold server, a deadlock).
+            if once and (isinstance(exc, ServerUnreachable) or attempts >= ONCE_ATTEMPTS):
+                raise
+            outages.failed(exc.store, f"{exc}; holding {len(events)} events until it takes them")
+            time.sleep(backoff)  # hold the batch (uncommitted) and apply it again
+            backoff = min(backoff * 2, MAX_BACKOFF)
+            # A write too large for the server's transaction timeout is split, down to one ticket.
+            chunk = max(1, chunk // 2) if exc.store == GRAPH else chunk
+    for store in (Store.SESSION_REGISTRY, GRAPH):
+        outages.answered(store)
+    asked: set[str] = {RECALL} if any(e.type == "decision_recorded" for e in events) else set()
     _log_stores(outages, warnings, asked)
     report.warnings += warnings
     try:

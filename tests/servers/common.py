@@ -146,6 +146,16 @@ class JvmServer(ABC):
             self._signal(process, signal.SIGKILL)
             process.wait(timeout=self.stop_timeout)
 
+    def pause(self) -> None:
+        """Stall the server (SIGSTOP): connections stay open and nothing is answered, as in
+        a long pause of its JVM; resume() lets it go on with what it was sent meanwhile."""
+        if self._process is not None:
+            self._signal(self._process, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._process is not None:
+            self._signal(self._process, signal.SIGCONT)
+
     def kill(self) -> None:
         """Take the server away as a crash would; the next start() recovers its data."""
         if self._process is None:

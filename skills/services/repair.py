@@ -1,0 +1,171 @@
+"""Repair: bring the stores derived from the registry back in line with it, over a window.
+
+The registry is the source of truth; the conflict graph, the recall queue and the conflict
+signals are derived from it by the projection. For every ticket of every project active
+within the repair window (`[doctor] repair_window`, 24 h by default), `baton doctor
+--repair` and a starting `baton projector` compare what the registry holds with what each
+store holds, and apply again what a store lacks:
+
+- the graph: a ticket it lacks, its status, and the files it touched (a write is MERGE-only,
+  so what the graph has stays as it is);
+- recall: the ticket's decisions neither indexed nor queued, queued for the indexer;
+- signals: two active tickets sharing files with no conflict_detected signal between them
+  in the window, signalled as the projection does (the same deterministic id).
+
+The window bounds the work: the registry's outlines of every session, then its tickets only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from baton import clock
+from baton.errors import StoreUnavailable
+from baton.files import FileRef
+from baton.graph.base import TicketRecord
+from baton.outcome import Found, NotFound
+from baton.registry.model import Session, Status
+from baton.skills.runtime.stores import Stores
+from baton.store_names import Store
+
+SIGNALS_READ = 100_000  # conflict signals read from the window at most
+
+
+@dataclass
+class RepairReport:
+    window: timedelta
+    tickets: int = 0  # tickets active within the window, compared
+    graph_tickets: int = 0  # of them, written to the graph again
+    graph_files: int = 0  # touches the graph lacked
+    graph_statuses: int = 0  # statuses the graph had wrong
+    decisions: int = 0  # decisions queued for recall
+    signals: int = 0  # conflict signals published
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def repaired(self) -> int:
+        return self.graph_tickets + self.decisions + self.signals
+
+    def to_json(self) -> dict:
+        return {"window_seconds": self.window.total_seconds(), "tickets": self.tickets,
+                "graph": {"tickets": self.graph_tickets, "files": self.graph_files, "statuses": self.graph_statuses},
+                "recall": {"decisions": self.decisions}, "signals": {"conflicts": self.signals},
+                "warnings": self.warnings}
+
+    def summary(self) -> str:
+        hours = self.window.total_seconds() / 3600
+        return (f"repaired over the last {hours:g} h ({self.tickets} tickets): graph {self.graph_tickets} tickets "
+                f"({self.graph_files} files, {self.graph_statuses} statuses), recall {self.decisions} decisions, "
+                f"signals {self.signals} conflicts")
+
+
+def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
+    """Compare every store with the registry over the window and apply again what each
+    lacks, in every project the registry holds. Raises StoreUnavailable when the registry
+    cannot be read; another store that fails adds a warning and is left as it was."""
+    report = RepairReport(window or stores.settings.repair_window)
+    since = clock.now() - report.window
+    projects = stores.registry.projects().unwrap(Store.SESSION_REGISTRY)
+    for name in projects:
+        scoped = stores.for_project(name)
+        sessions = _active_since(scoped, since)
+        if not sessions:
+            continue
+        report.tickets += len(sessions)
+        for part in (_repair_graph, _repair_recall, _repair_signals):
+            stores.budget.renew()  # each store its own budget: a long repair is no one command
+            try:
+                part(scoped, sessions, since, report)
+            except StoreUnavailable as exc:
+                report.warnings.append(str(exc))
+    if report.signals:
+        from baton.skills.core.commit import deliver_kept
+
+        report.warnings += deliver_kept(stores)  # the signals kept above, on Kafka now if it answers
+    return report
+
+
+def _active_since(stores: Stores, since) -> list[Session]:
+    """The project's sessions active since `since`: their outlines first (no session is
+    built for the rest), then each of those in full."""
+    outlines = stores.registry.session_outlines(include_inactive=True).unwrap(Store.SESSION_REGISTRY)
+    sessions = []
+    for outline in outlines:
+        if outline.last_activity < since:
+            break  # outlines come newest first
+        found = stores.registry.get(outline.task_id)
+        if isinstance(found, Found):
+            sessions.append(found.value)
+        elif not isinstance(found, NotFound):
+            raise StoreUnavailable(Store.SESSION_REGISTRY, found.reason)
+    return sessions
+
+
+def _repair_graph(stores: Stores, sessions: list[Session], since, report: RepairReport) -> None:
+    held = stores.graph.held([s.task_id for s in sessions]).unwrap(Store.CONFLICT_GRAPH)
+    records = []
+    for session in sessions:
+        status, files = held.get(session.task_id, (None, set()))
+        lacking = [touch for key, touch in session.files.items() if key not in files]
+        if status == session.status.value and not lacking:
+            continue
+        report.graph_tickets += 1
+        report.graph_files += len(lacking)
+        report.graph_statuses += status is not None and status != session.status.value
+        at = max((t.last_at for t in lacking), default=session.last_activity)
+        records.append(TicketRecord(session.task_id, session.status.value,
+                                    [FileRef(repo=t.repo, path=t.path) for t in lacking], at,
+                                    session_id=session.session_ids[-1] if session.session_ids else None,
+                                    depends_on=session.depends_on))
+    if records:
+        stores.graph.record_many(records)
+
+
+def _repair_recall(stores: Stores, sessions: list[Session], since, report: RepairReport) -> None:
+    from baton.recall.base import DecisionRecord
+    from baton.skills.core.indexing import start_background_indexer
+
+    records = {r.point_id: r for r in (
+        DecisionRecord(project=stores.project, task_id=s.task_id, session_id=d.session_id, text=d.text,
+                       context=d.context, recorded_at=d.at.isoformat(), repo=s.repo or "")
+        for s in sessions for d in s.decisions)}
+    if not records:
+        return
+    index = stores.decision_index()
+    try:
+        lacking = set(records) - index.stored(list(records))
+    finally:
+        index.close()
+    lacking -= stores.embedding_queue.queued(list(lacking))
+    if lacking:
+        report.decisions += stores.embedding_queue.add([records[p] for p in sorted(lacking, key=str)])
+        start_background_indexer(stores.settings)
+
+
+def _repair_signals(stores: Stores, sessions: list[Session], since, report: RepairReport) -> None:
+    from baton.signals.wire import SignalType
+    from baton.skills.core.binding import ActiveTask
+    from baton.skills.core.overlaps import conflicts_of, keep_unknown
+
+    active = [s for s in sessions if s.status is Status.active and s.files]
+    if not active:
+        return
+    shared = stores.graph.shared_files_of([s.task_id for s in active]).unwrap(Store.CONFLICT_GRAPH)
+    seen = stores.signals.recent(task_id=None, after=since, limit=SIGNALS_READ)
+    if not isinstance(seen, Found):
+        raise StoreUnavailable(Store.SIGNAL_LOG, seen.reason)
+    signalled = {frozenset((s.task_id, s.payload.related_task_id)) for s in seen.value
+                 if s.signal_type is SignalType.conflict_detected}
+    now = clock.now()
+    candidates = {}
+    for session in active:
+        conflicts, _, by_key = conflicts_of(session.task_id, shared.get(session.task_id, {}))
+        task = ActiveTask(session.task_id, session.session_ids[-1] if session.session_ids else "", "repair")
+        for conflict in conflicts:
+            pair = frozenset((session.task_id, conflict.other_task_id))
+            if pair not in signalled:
+                signalled.add(pair)  # one signal per pair, from whichever side comes first
+                candidates[str(conflict.signal_id)] = (task, conflict, by_key, now)
+    if candidates:
+        report.signals += len(keep_unknown(stores, list(candidates.values())))

@@ -1,0 +1,131 @@
+"""The projector counts an event as applied only once every store took it: a graph whose
+transaction timed out (here, waiting for a lock another Bolt session holds) is written
+again until it takes the batch, and no offset passes it meanwhile. `baton doctor --repair`
+puts back what a store lost behind Baton's back."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from tests.conftest import ROOT, run_process, use_servers
+from tests.servers.common import wait_until
+
+
+@pytest.fixture
+def servers_home(request, home, monkeypatch, tmp_path):
+    use_servers(request, monkeypatch, tmp_path, qdrant=False)
+    return home
+
+
+def baton(cwd, *args, env=None):
+    result = run_process(cwd, *args, env=env)
+    assert result.returncode in (0, 3), result.stderr
+    return result
+
+
+def graph_files(neo4j_server, ticket: str) -> set[str]:
+    """The paths the graph holds as touched by the ticket (its id qualified by its project)."""
+    import neo4j
+
+    with neo4j.GraphDatabase.driver(neo4j_server.address, auth=neo4j_server.auth) as driver:
+        records, _, _ = driver.execute_query(
+            "MATCH (t:Task)-[:TOUCHES]->(f:File) WHERE t.task_id ENDS WITH $ticket RETURN f.path AS path",
+            ticket=f"\x1f{ticket}")
+    return {r["path"] for r in records}
+
+
+def test_a_graph_transaction_that_times_out_is_applied_again(servers_home, worktrees, neo4j_server, tmp_path):
+    import neo4j
+
+    main, second = worktrees
+    one, two = f"LOCK-{uuid.uuid4().hex[:6]}", f"LOCK-{uuid.uuid4().hex[:6]}"
+    baton(main, "bind", one)
+    baton(second, "bind", two)
+    wait_until(lambda: baton(main, "projector", "--once").returncode == 0, timeout=120, what="the binds applied")
+    paths = [f"src/locked{n}.py" for n in range(5)]
+    for path in paths:
+        baton(main, "touch", path)
+        baton(second, "touch", path)
+
+    log = tmp_path / "projector.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BATON_STORE_TIMEOUT": "1"}
+    with neo4j.GraphDatabase.driver(neo4j_server.address, auth=neo4j_server.auth) as driver, \
+            driver.session() as holder:
+        # A write lock on both tickets' nodes, held past the projector's transaction timeout.
+        locker = holder.begin_transaction()
+        locked = locker.run("MATCH (t:Task) WHERE t.task_id ENDS WITH $one OR t.task_id ENDS WITH $two "
+                            "SET t.held = true RETURN count(t) AS n", one=f"\x1f{one}", two=f"\x1f{two}").single()
+        assert locked["n"] == 2
+        with log.open("w") as stderr:
+            daemon = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "projector",
+                                       "--idle", "0.1"], cwd=main, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+        try:
+            wait_until(lambda: "conflict graph unavailable" in log.read_text(), timeout=60,
+                       what="the projector's graph write timing out on the lock")
+            locker.rollback()
+            wait_until(lambda: graph_files(neo4j_server, one) == set(paths) == graph_files(neo4j_server, two),
+                       timeout=60, what="every acknowledged touch in the graph")
+            # The overlap was signalled once the graph took the touches.
+            wait_until(lambda: any(s["signal_type"] == "conflict_detected" for s in json.loads(
+                baton(main, "signals", "--task", one, "--json").stdout)), timeout=60, what="the conflict signal")
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(30)
+    assert "conflict graph is back" in log.read_text()
+
+
+def test_doctor_repair_puts_back_graph_rows_deleted_behind_batons_back(servers_home, worktrees, neo4j_server):
+    import neo4j
+
+    main, second = worktrees
+    one, two = f"REP-{uuid.uuid4().hex[:6]}", f"REP-{uuid.uuid4().hex[:6]}"
+    baton(main, "bind", one)
+    baton(main, "touch", "src/a.py", "src/b.py")
+    baton(second, "bind", two)
+    baton(second, "touch", "src/b.py")
+    wait_until(lambda: baton(main, "projector", "--once").returncode == 0, timeout=120, what="the events applied")
+    assert graph_files(neo4j_server, one) == {"src/a.py", "src/b.py"}
+
+    with neo4j.GraphDatabase.driver(neo4j_server.address, auth=neo4j_server.auth) as driver:
+        driver.execute_query("MATCH (t:Task)-[r:TOUCHES]->() WHERE t.task_id ENDS WITH $one DELETE r",
+                             one=f"\x1f{one}")
+        driver.execute_query("MATCH (t:Task) WHERE t.task_id ENDS WITH $two DETACH DELETE t", two=f"\x1f{two}")
+    assert graph_files(neo4j_server, one) == set() == graph_files(neo4j_server, two)
+
+    repaired = run_process(main, "doctor", "--repair", "--json")
+    assert repaired.returncode == 0, repaired.stderr
+    report = json.loads(repaired.stdout)["repair"]
+    assert report["graph"] == {"tickets": 2, "files": 3, "statuses": 0}
+    assert report["signals"] == {"conflicts": 0}, "the overlap was signalled already: not again"
+    assert graph_files(neo4j_server, one) == {"src/a.py", "src/b.py"} and graph_files(neo4j_server, two) == {
+        "src/b.py"}
+    listed = {row["task_id"]: row for row in json.loads(baton(main, "list", "--json").stdout)}
+    assert listed[one]["conflicts_with"] == [two]
+
+    again = json.loads(run_process(main, "doctor", "--repair", "--json").stdout)["repair"]
+    assert again["graph"]["tickets"] == 0, "nothing left to repair"
+    text = run_process(main, "doctor", "--repair", "--window", "1h").stdout
+    assert "repaired over the last 1 h (2 tickets): graph 0 tickets" in text
+
+
+def test_doctor_repair_on_the_embedded_graph(home, worktrees):
+    """The same repair with every store embedded: touches deleted from graph.db come back."""
+    import sqlite3
+
+    main, _ = worktrees
+    baton(main, "bind", "EMB-1")
+    baton(main, "touch", "src/a.py", "src/b.py")
+    with sqlite3.connect(home / "graph.db") as conn:
+        assert conn.execute("DELETE FROM touches WHERE task_id LIKE '%EMB-1'").rowcount == 2
+    repaired = run_process(main, "doctor", "--repair", "--json")
+    assert repaired.returncode == 0, repaired.stderr
+    assert json.loads(repaired.stdout)["repair"]["graph"] == {"tickets": 1, "files": 2, "statuses": 0}
+    with sqlite3.connect(home / "graph.db") as conn:
+        paths = {path for (path,) in conn.execute("SELECT path FROM touches WHERE task_id LIKE '%EMB-1'")}
+    assert paths == {"src/a.py", "src/b.py"}
+    assert run_process(main, "doctor", "--repair", "--window", "0").returncode == 2, "a window must be positive"
