@@ -245,8 +245,8 @@ def test_env_record_runs_the_setup_and_records_a_content_addressed_manifest_chec
     assert set(manifest["lockfiles"]) == {"uv.lock", "deps/app.lock"}
     assert manifest["services"] == {"cache": {"status": "exit 1"}, "db": {"status": "ok"}}
     text = json.dumps(recorded)
-    # Redacted when stored; the CLI's output edge then masks the keyword's value as well.
-    assert "ghp_abcdefghijklmnopqrstuvwxyz" not in text and "echo token=***" in text
+    # Redacted when stored; the CLI's output edge leaves the marker as it reads.
+    assert "ghp_abcdefghijklmnopqrstuvwxyz" not in text and "echo token=[REDACTED:github-token]" in text
     assert "hunter2-value-never-recorded" not in text and "SHOP_DB_PASSWORD" not in text
     taken = [c for c in answer(cli, shop, "checkpoints")["checkpoints"] if c["boundary"] == "environment"]
     assert [c["id"] for c in taken] == [recorded["checkpoint"]]

@@ -120,7 +120,8 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
 
 def _repair(stores: Stores, log: Callable[[str], None]) -> None:
     """Repair the stores from the registry over the repair window (baton.skills.services.repair),
-    as `baton doctor --repair` does; one line of log, never a stop."""
+    as `baton doctor --repair` does; one line of log when it repaired something or could not
+    compare a store (a projector that found nothing to do says nothing), never a stop."""
     from baton.skills.services.repair import repair
 
     stores.budget.renew()
@@ -129,8 +130,9 @@ def _repair(stores: Stores, log: Callable[[str], None]) -> None:
     except StoreUnavailable as exc:
         log(f"repair: not run: {exc}")
         return
-    trouble = f"; {'; '.join(report.warnings)}" if report.warnings else ""
-    log(f"{report.summary()}{trouble}")
+    if report.repaired or report.warnings:
+        trouble = f"; {'; '.join(report.warnings)}" if report.warnings else ""
+        log(f"{report.summary()}{trouble}")
 
 
 def _collect_garbage(stores: Stores, log: Callable[[str], None]) -> None:
