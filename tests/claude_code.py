@@ -13,8 +13,10 @@ import os
 import shutil
 import subprocess
 import threading
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 
 
 def find_agent(variable: str, cache_name: str, program: str) -> str | None:
@@ -34,7 +36,48 @@ def find_claude() -> str | None:
     return find_agent("BATON_CLAUDE", "claude-code", "claude")
 
 
-class ScriptedModel:
+class ApiHandler(BaseHTTPRequestHandler):
+    """A scripted API's request handler: quiet, answering JSON or server-sent events."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def send_json(self, data: dict) -> None:
+        payload = json.dumps(data).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def send_events(self, events: Iterable[tuple[str, dict]]) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.end_headers()
+        for name, data in events:
+            self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+        self.wfile.flush()
+
+
+class ScriptedApi:
+    """A scripted model's HTTP API on 127.0.0.1 (`url`), served while the object is entered."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler], path: str = "") -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}{path}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class ScriptedModel(ScriptedApi):
     """An Anthropic Messages API on 127.0.0.1 whose assistant plays `turns` in order, one
     per request of the agent's main loop (a request that offers tools): {"tool": NAME,
     "input": {...}} calls a tool, {"text": ...} ends the turn. Other requests (titles,
@@ -47,10 +90,7 @@ class ScriptedModel:
         self._lock = threading.Lock()
         model = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
+        class Handler(ApiHandler):
             def do_GET(self) -> None:
                 self.send_response(404)
                 self.send_header("content-length", "0")
@@ -59,42 +99,15 @@ class ScriptedModel:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
                 if "count_tokens" in self.path:
-                    return self._json({"input_tokens": 100})
+                    return self.send_json({"input_tokens": 100})
                 blocks, stop = model._answer(body)
                 if body.get("stream"):
-                    return self._stream(body, blocks, stop)
-                self._json({"id": "msg_scripted", "type": "message", "role": "assistant", "model": body.get("model"),
-                            "content": blocks, "stop_reason": stop, "stop_sequence": None,
-                            "usage": {"input_tokens": 100, "output_tokens": 10}})
+                    return self.send_events(_events(body.get("model"), blocks, stop))
+                self.send_json({"id": "msg_scripted", "type": "message", "role": "assistant",
+                                "model": body.get("model"), "content": blocks, "stop_reason": stop,
+                                "stop_sequence": None, "usage": {"input_tokens": 100, "output_tokens": 10}})
 
-            def _json(self, data: dict) -> None:
-                payload = json.dumps(data).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def _stream(self, body: dict, blocks: list[dict], stop: str) -> None:
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("cache-control", "no-cache")
-                self.end_headers()
-                for name, data in _events(body.get("model"), blocks, stop):
-                    self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-                self.wfile.flush()
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> ScriptedModel:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serve(Handler)
 
     @property
     def agent_requests(self) -> list[dict]:

@@ -12,17 +12,16 @@ import json
 import os
 import subprocess
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from tests.claude_code import find_agent
+from tests.claude_code import ApiHandler, ScriptedApi, find_agent
 
 
 def find_codex() -> str | None:
     return find_agent("BATON_CODEX", "codex", "codex")
 
 
-class ScriptedResponses:
+class ScriptedResponses(ScriptedApi):
     """An OpenAI Responses API on 127.0.0.1 whose model plays `turns` in order, one per
     request: {"call": NAME, "arguments": {...}, "namespace"?: NS} calls a function tool,
     {"patch": TEXT} calls the apply_patch tool, {"text": ...} ends the turn. `requests`
@@ -34,40 +33,16 @@ class ScriptedResponses:
         self._lock = threading.Lock()
         model = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
+        class Handler(ApiHandler):
             def do_GET(self) -> None:
-                payload = json.dumps({"object": "list", "data": []}).encode()  # /v1/models
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                self.send_json({"object": "list", "data": []})  # /v1/models
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
                 item = model._answer(body)
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("cache-control", "no-cache")
-                self.end_headers()
-                for data in _events(item, len(model.requests)):
-                    self.wfile.write(f"event: {data['type']}\ndata: {json.dumps(data)}\n\n".encode())
-                self.wfile.flush()
+                self.send_events((data["type"], data) for data in _events(item, len(model.requests)))
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> ScriptedResponses:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serve(Handler, "/v1")
 
     def _answer(self, body: dict) -> dict:
         with self._lock:

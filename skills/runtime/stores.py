@@ -123,8 +123,7 @@ class Stores:
         redacting = self.redactor
 
         def redact(text: str) -> str:
-            redacted = redacting.redact(text).text
-            return redacted if len(redacted) <= max(len(text), TEXT_LIMIT) else redacted[:max(len(text), TEXT_LIMIT)]
+            return redacting.redact(text).text[:max(len(text), TEXT_LIMIT)]
 
         return redact
 

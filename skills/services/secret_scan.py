@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from baton.errors import StoreUnavailable
 from baton.outcome import Unavailable
 from baton.skills.core.binding import Place
-from baton.skills.runtime.stores import Stores
+from baton.skills.runtime.stores import TEXT_LIMIT, Stores
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 # The fields of events that hold free text (what a write redacts: baton.skills.core.commit).
 _TEXT_FIELDS = ("text", "context", "summary", "command", "blocker", "resolution", "label")
-_TEXT_LIMIT = 4000  # the events' own limit on a text field (baton.registry.model.Text)
 ALL_SIGNALS = 1_000_000
 _REDACTION_IDS = uuid.UUID("6f1d2c0e-5b1a-4d8e-9a47-3c2b1e0f7a55")  # namespace of SecretsRedacted ids
 
@@ -163,7 +162,7 @@ def redaction_event(task_id: str, found: list[tuple[Event, str, str, tuple[str, 
     session (it moves no time of the session), its id derived from what it rewrites."""
     from baton.registry.model import Rewrite, SecretsRedacted
 
-    rewrites = [Rewrite(event_id=event.event_id, event_type=event.type, field=name, text=text[:_TEXT_LIMIT],
+    rewrites = [Rewrite(event_id=event.event_id, event_type=event.type, field=name, text=text[:TEXT_LIMIT],
                         kinds=list(kinds)) for event, name, text, kinds in found]
     latest = max((event for event, *_ in found), key=lambda e: (e.at, str(e.event_id)))
     content = json.dumps([r.model_dump(mode="json") for r in rewrites], sort_keys=True)
