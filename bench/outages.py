@@ -21,7 +21,13 @@ Each command runs in a process of its own (BATON_RESIDENT=off), or with `--resid
 default configuration runs it: handed to a resident process (started for each outage and
 stopped after it), which forks a child per command with Baton's modules already loaded.
 
-    .venv/bin/python bench/outages.py [--repeat 7] [--servers Bolt Kafka] [--resident]
+With `--healthy` it also starts PostgreSQL, Neo4j and Kafka (tests/servers) and compares, for
+each server on a history written through it, a resume with the server answering against a
+resume once the health record knows it is down (the same URL's port then refused): a server
+known to be down may cost at most 10% more than that server healthy. Qdrant has no server
+here; its healthy figure is qdrant-client's local mode, the same client calls on a file.
+
+    .venv/bin/python bench/outages.py [--repeat 7] [--servers Bolt Kafka] [--resident] [--healthy]
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +61,7 @@ SERVERS = {  # the setting, and its URL for a port
     "Qdrant": ("BATON_QDRANT_URL", "http://127.0.0.1:{port}"),
     "Kafka": ("BATON_KAFKA_BOOTSTRAP", "127.0.0.1:{port}"),
 }
+KNOWN_DOWN_OVER_HEALTHY = 1.10  # a server known to be down costs at most this much of it healthy
 BUDGETS = {"resume": 2500, "resume, known down": 300, "session-start hook": 1000, "post-tool-use hook": 100,
            "decide": 100}
 
@@ -150,6 +158,73 @@ def bench_outage(server: str, mode: str, pristine: Path, home: Path, worktree: P
     return rows
 
 
+def healthy_urls(stack: ExitStack, root: Path, servers: list[str]) -> dict[str, str]:
+    """Each server's URL with a real server behind it, started here and stopped by stack."""
+    from tests.servers.kafka import KafkaServer
+    from tests.servers.neo4j import Neo4jServer
+    from tests.servers.postgres import PostgresServer
+
+    urls = {}
+    started = time.perf_counter()
+    if "PostgreSQL" in servers:
+        postgres = PostgresServer()
+        stack.callback(postgres.destroy)
+        urls["PostgreSQL"] = postgres.start().url
+    if "Bolt" in servers:
+        neo4j = Neo4jServer()
+        stack.callback(neo4j.destroy)
+        urls["Bolt"] = neo4j.start().uri
+    if "Kafka" in servers:
+        kafka = KafkaServer()
+        stack.callback(kafka.destroy)
+        urls["Kafka"] = kafka.start().bootstrap
+    if "Qdrant" in servers:
+        urls["Qdrant"] = f"file://{root / 'qdrant-local'}"
+    print(f"servers started in {time.perf_counter() - started:.1f} s")
+    return urls
+
+
+def bench_known_down(server: str, url: str, root: Path, env: dict, repeat: int) -> tuple[list[float], list[float]]:
+    """(healthy, known down): resumes of a history written through the server while it
+    answers, then with its port refused and the health record saying so."""
+    setting = SERVERS[server][0]
+    home = root / f"healthy-{server}"
+    scratch = root / f"healthy-{server}-tree"
+    scratch.mkdir()
+    healthy_env = {**env, "BATON_HOME": str(home), setting: url}
+    worktree = build(scratch, healthy_env)
+    resume = [str(BATON), "resume", TASK]
+    resident = start_resident(home, healthy_env) if env["BATON_RESIDENT"] == "on" else None
+    try:
+        healthy = timed(resume, worktree, healthy_env, repeat)
+    finally:
+        if resident is not None:
+            resident.terminate()
+            resident.wait(30)
+    outage = Outage(None, mode=REFUSE)
+    down_env = {**healthy_env, setting: SERVERS[server][1].format(port=outage.port)}
+    codes = (3,) if server == "PostgreSQL" else (0,)
+    resident = start_resident(home, down_env) if env["BATON_RESIDENT"] == "on" else None
+    try:
+        subprocess.run(resume, cwd=worktree, env=down_env, capture_output=True)  # records the outage
+        from baton.health import HealthRecord
+
+        health = HealthRecord(home, recheck_after=30)
+        recorded = json.loads((home / "server-health.json").read_text())["servers"]
+
+        def known_down() -> None:
+            for name, down in recorded.items():
+                health.mark_down(name, down["reason"])
+
+        down = timed(resume, worktree, down_env, repeat, codes=codes, before=known_down)
+    finally:
+        outage.close()
+        if resident is not None:
+            resident.terminate()
+            resident.wait(30)
+    return healthy, down
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7, help="fresh processes per figure (default 7)")
@@ -157,6 +232,8 @@ def main() -> None:
                         help="the servers to take down, one at a time (default: each)")
     parser.add_argument("--resident", action="store_true",
                         help="hand each command to a resident process, as the default configuration does")
+    parser.add_argument("--healthy", action="store_true",
+                        help="start the servers and compare a known-down resume with the server healthy")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="baton-bench-outages-") as scratch:
         root = Path(scratch)
@@ -201,6 +278,21 @@ def main() -> None:
                         over.append(f"{label}: {command}")
                     print(f"{label:20} {command:22} {median:10.1f} {f'{low:.1f}-{high:.1f}':>16} {budget:>6} ms")
         print("\nevery median within its budget" if not over else f"\nOVER BUDGET: {'; '.join(over)}")
+        if args.healthy:
+            over = []
+            print(f"\n{'server':12} {'resume healthy ms':>18} {'known down ms':>14} {'ratio':>6}  (target <= "
+                  f"{KNOWN_DOWN_OVER_HEALTHY:.2f})")
+            with ExitStack() as stack:
+                urls = healthy_urls(stack, root, args.servers)
+                for server in args.servers:
+                    healthy, down = bench_known_down(server, urls[server], root, env, args.repeat)
+                    ratio = statistics.median(down) / statistics.median(healthy)
+                    if ratio > KNOWN_DOWN_OVER_HEALTHY:
+                        over.append(server)
+                    print(f"{server:12} {statistics.median(healthy):18.1f} {statistics.median(down):14.1f} "
+                          f"{ratio:6.2f}")
+            print("\nevery known-down server within its target" if not over
+                  else f"\nOVER TARGET: {', '.join(over)}")
 
 
 if __name__ == "__main__":

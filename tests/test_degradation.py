@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests import timing
 from tests.conftest import run_process, two_agents
 
 OTHERS = {"registry", "graph", "recall", "signals"}
@@ -21,6 +22,11 @@ def scenario(home, worktrees, cli):
 def resume_json(cwd, env=None, prelude=""):
     result = run_process(cwd, "resume", "OMN-1", "--json", env=env, prelude=prelude)
     return result, json.loads(result.stdout)
+
+
+def resume_floor(cwd) -> float:
+    """What a resume costs here and now with nothing held (tests/timing.py)."""
+    return timing.floor(lambda: run_process(cwd, "resume", "OMN-1", "--json"))
 
 
 def corrupt(path):
@@ -116,6 +122,7 @@ def test_without_the_model_and_without_torch(scenario):
 def test_a_locked_registry_answers_from_what_it_holds_within_the_timeout(scenario, home):
     """A registry whose write lock another process holds answers a resume from the stored
     sessions and the events waiting, and queues the resume's bind (tests/test_write_queue.py)."""
+    healthy = resume_floor(scenario)
     holder = sqlite3.connect(home / "registry.db", isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
@@ -128,13 +135,14 @@ def test_a_locked_registry_answers_from_what_it_holds_within_the_timeout(scenari
     assert proc.returncode == 0, proc.stderr
     assert result["stores"]["registry"] == "ok" and result["session"]["task_id"] == "OMN-1"
     assert "locked" not in proc.stderr
-    assert elapsed < 5
+    assert elapsed < timing.bound(healthy, 0.5), f"{elapsed:.1f}s (floor {healthy:.2f}s)"
     assert result["bound"] is True
 
 
 def test_a_busy_index_writer_never_blocks_a_resume(scenario, home):
     """Readers take no lock: a process holding the index lock and the vector store's write
     lock (an indexer mid-write) costs a resume nothing."""
+    healthy = resume_floor(scenario)
     lock = os.open(home / "recall" / "index.lock", os.O_RDWR | os.O_CREAT)
     fcntl.flock(lock, fcntl.LOCK_EX)
     holder = sqlite3.connect(home / "recall" / "vectors.db", isolation_level=None)
@@ -149,7 +157,7 @@ def test_a_busy_index_writer_never_blocks_a_resume(scenario, home):
         os.close(lock)
     assert proc.returncode == 0
     assert result["stores"]["recall"] == "ok" and result["related_decisions"]
-    assert elapsed < 5
+    assert elapsed < timing.bound(healthy, 0.5), f"{elapsed:.1f}s (floor {healthy:.2f}s)"
 
 
 def test_a_store_that_was_not_asked_is_not_queried(home, worktrees, cli):

@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import anyio
@@ -404,11 +403,10 @@ def test_a_signal_ends_the_server_at_once_while_its_input_is_open(home, tmp_path
     process.stdin.flush()
     answer = json.loads(process.stdout.readline())
     assert answer["result"]["capabilities"] == {"tools": {"listChanged": False}}
-    started = time.monotonic()
     process.send_signal(stop)
     try:
-        assert process.wait(timeout=5) == 128 + stop
+        # stdin is closed only afterwards: an exit here is the signal's, and its status says which
+        assert process.wait(timeout=5) == 128 + stop, "stopped by the signal, not when the client closed stdin"
     finally:
         process.kill()
         process.stdin.close()
-    assert time.monotonic() - started < 0.5, "stopped at once, not when the client closed stdin"
