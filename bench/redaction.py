@@ -19,8 +19,8 @@ Prints, each measured in the same run:
     redactor and the redaction of a decision and of a text holding a secret, cold (re's cache
     emptied first, as in a fresh process) and warm.
 
-    .venv/bin/python bench/redaction.py [--repeat 30] [--candidates /tmp/cands] [--before ca53b0f]
-    .venv/bin/python bench/redaction.py --scan .venv/lib [--files 800]
+    .venv/bin/python -m bench.redaction [--repeat 30] [--candidates /tmp/cands] [--before ca53b0f]
+    .venv/bin/python -m bench.redaction --scan .venv/lib [--files 800]
 
 --scan redacts every line of a sample of a tree's text files (seeded) instead, and prints
 how many it altered, by kind, with examples: false positives on text with no secret.
@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import random
 import re
 import statistics
@@ -43,12 +44,10 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from baton.redaction import Redactor, redactor  # noqa: E402
-from baton.secret_rules import RULES  # noqa: E402
-from tests.secret_corpus import NEGATIVES, SECRETS, leaks  # noqa: E402
+from baton.redaction import Redactor, redactor
+from baton.secret_rules import RULES
+from bench.common import ROOT, spread
+from tests.secret_corpus import NEGATIVES, SECRETS, leaks
 
 DECISION = ("Keep carts in PostgreSQL, not Redis: totals need transactions. Context: checkout-service "
             "v2.4.0 reads cart rows under optimistic locking (SHOP-101, commit 3f9c2e1b); "
@@ -68,12 +67,6 @@ for name, plugin in sorted(get_mapping_from_secret_type_to_class().items()):
 print(json.dumps({"load_ms": (time.perf_counter() - started) * 1000, "rules": rules}))
 """
 Spans = Callable[[str], list[tuple[int, int]]]
-
-
-def spread(samples: list[float]) -> tuple[float, float, float]:
-    ordered = sorted(samples)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return statistics.median(ordered), pick(0.1), pick(0.9)
 
 
 def timed(action: Callable[[], object], repeat: int, before: Callable[[], object] = lambda: None) -> list[float]:
@@ -124,8 +117,9 @@ def score(redact: Callable[[str], str]) -> tuple[Counter, Counter, int]:
 
 def detect_secrets_rules(path: Path | None) -> tuple[float, list[tuple[str, str, int]]] | None:
     """The plugins' patterns and their import time; None when that package is not there."""
-    prefix = f"import sys; sys.path.insert(0, {str(path)!r})\n" if path else ""
-    run = subprocess.run([sys.executable, "-c", prefix + EXTRACT], cwd=tempfile.gettempdir(), capture_output=True,
+    # An unpacked wheel is found first on the child's path, before the installed package.
+    env = {**os.environ, "PYTHONPATH": str(path)} if path else None
+    run = subprocess.run([sys.executable, "-c", EXTRACT], cwd=tempfile.gettempdir(), env=env, capture_output=True,
                          text=True)
     if run.returncode:
         return None
