@@ -21,7 +21,7 @@ Each command runs in a process of its own (BATON_RESIDENT=off), or with `--resid
 default configuration runs it: handed to a resident process (started for each outage and
 stopped after it), which forks a child per command with Baton's modules already loaded.
 
-    .venv/bin/python bench/outages.py [--repeat 7] [--servers Bolt Kafka] [--resident]
+    .venv/bin/python -m bench.outages [--repeat 7] [--servers Bolt Kafka] [--resident]
 """
 
 from __future__ import annotations
@@ -37,14 +37,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import start_resident
+from tests.servers.outage import REFUSE, STALL, Outage
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from resident import start_resident  # noqa: E402
-
-from tests.servers.outage import REFUSE, STALL, Outage  # noqa: E402
-
 BATON = Path(sys.prefix) / "bin" / "baton"
 FIXTURES = ROOT / "tests" / "fixtures" / "claude_hooks"
 TASK = "BENCH-1"
