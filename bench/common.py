@@ -30,6 +30,17 @@ def spread(samples: list[float]) -> tuple[float, float, float]:
     return statistics.median(ordered), pick(0.1), pick(0.9)
 
 
+def timed_calls(call: Callable[[], object], repeat: int, before: Callable[[], object] = lambda: None) -> list[float]:
+    """Milliseconds of `repeat` calls in this process; before() runs ahead of each, untimed."""
+    samples = []
+    for _ in range(repeat):
+        before()
+        started = time.perf_counter()
+        call()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
 def run_ms(command: list[str], cwd: Path, *, env: dict | None = None, stdin: str = "", quiet: bool = False) -> float:
     """Milliseconds of one fresh process, which must exit 0 (quiet: and write nothing on stderr)."""
     started = time.perf_counter()

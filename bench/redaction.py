@@ -46,7 +46,7 @@ from pathlib import Path
 
 from baton.redaction import Redactor, redactor
 from baton.secret_rules import RULES
-from bench.common import ROOT, spread
+from bench.common import ROOT, spread, timed_calls
 from tests.secret_corpus import NEGATIVES, SECRETS, leaks
 
 DECISION = ("Keep carts in PostgreSQL, not Redis: totals need transactions. Context: checkout-service "
@@ -69,18 +69,8 @@ print(json.dumps({"load_ms": (time.perf_counter() - started) * 1000, "rules": ru
 Spans = Callable[[str], list[tuple[int, int]]]
 
 
-def timed(action: Callable[[], object], repeat: int, before: Callable[[], object] = lambda: None) -> list[float]:
-    samples = []
-    for _ in range(repeat):
-        before()
-        started = time.perf_counter()
-        action()
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
-
-
 def fresh(code: str, repeat: int) -> list[float]:
-    return timed(lambda: subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True), repeat)
+    return timed_calls(lambda: subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True), repeat)
 
 
 def replaced(text: str, spans: list[tuple[int, int]]) -> str:
@@ -152,7 +142,7 @@ def compiled(rules: list[tuple[str, int, int | str]], repeat: int) -> tuple[list
     """The rules' patterns (one Python's re does not take is left out, as it would be) and
     the median time to compile them all, re's cache emptied first."""
     taken = [(source, flags, group) for source, flags, group in rules if _compiles(source, flags)]
-    compile_ms = statistics.median(timed(lambda: [re.compile(source, flags) for source, flags, _ in taken],
+    compile_ms = statistics.median(timed_calls(lambda: [re.compile(source, flags) for source, flags, _ in taken],
                                          repeat, re.purge))
     return [(re.compile(source, flags), group) for source, flags, group in taken], compile_ms
 
@@ -262,7 +252,8 @@ def main() -> None:
         if before is not None:
             build_before, first_ms = before
             add(f"Baton before ({args.before})", lambda text: build_before().redact(text).text,
-                len(build_before().rules), first_ms, statistics.median(timed(build_before, args.repeat, re.purge)))
+                len(build_before().rules), first_ms,
+                statistics.median(timed_calls(build_before, args.repeat, re.purge)))
 
     print(f"\n{'rule source':42} {'caught':>14} {'kinds':>7} {'negatives':>9} {'rules':>5} "
           f"{'load ms':>8} {'compile ms':>10}")
@@ -280,13 +271,14 @@ def main() -> None:
         ("fresh: import baton.redaction", fresh("import baton.redaction", args.repeat)),
         ("fresh: import, build, redact a decision",
          fresh(f"from baton.redaction import redactor; redactor(None).redact({DECISION!r})", args.repeat)),
-        ("build the redactor (in-process)", timed(lambda: redactor(None), args.repeat, re.purge)),
+        ("build the redactor (in-process)", timed_calls(lambda: redactor(None), args.repeat, re.purge)),
         ("redact a decision, cold (re's cache emptied)",
-         timed(lambda: redactor(None).redact(DECISION), args.repeat, re.purge)),
+         timed_calls(lambda: redactor(None).redact(DECISION), args.repeat, re.purge)),
         ("redact a decision holding a token, cold",
-         timed(lambda: redactor(None).redact(WITH_SECRET), args.repeat, re.purge)),
-        ("redact a decision, warm", timed(lambda: ours.redact(DECISION), args.repeat)),
-        ("compile every rule (a resident's warm-up)", timed(lambda: redactor(None).warm(), args.repeat, re.purge)),
+         timed_calls(lambda: redactor(None).redact(WITH_SECRET), args.repeat, re.purge)),
+        ("redact a decision, warm", timed_calls(lambda: ours.redact(DECISION), args.repeat)),
+        ("compile every rule (a resident's warm-up)",
+         timed_calls(lambda: redactor(None).warm(), args.repeat, re.purge)),
     ]
     for name, samples in costs:
         median, low, high = spread(samples)

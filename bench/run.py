@@ -42,7 +42,7 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-from bench.common import BATON, CLI, ROOT, fresh_runs, scratch_worktree, spread, start_resident
+from bench.common import BATON, CLI, ROOT, fresh_runs, scratch_worktree, spread, start_resident, timed_calls
 
 # One BLAS thread, as baton.recall sets for the product: NumPy, imported here before it,
 # would otherwise start a pool, whose threads slow the in-process searches on 2 busy cores.
@@ -323,18 +323,6 @@ def scan_baseline(path: Path, repeat: int) -> list[float]:
     return samples
 
 
-def time_calls(call, repeat: int, stores=None) -> list[float]:
-    """ms per call; stores: their budget renewed before each, as each command has its own."""
-    samples = []
-    for _ in range(repeat):
-        if stores is not None:
-            stores.budget.renew()
-        began = time.perf_counter()
-        call()
-        samples.append((time.perf_counter() - began) * 1000)
-    return samples
-
-
 def toolchain_versions() -> None:
     """The toolchains' `--version` run side by side, as the compatibility check asks them."""
     from concurrent.futures import ThreadPoolExecutor
@@ -358,15 +346,16 @@ def warm_resume_rows(stores, place, repeat: int, *, reads_target: int = 10
     from baton.skills.services.resume import resume_session
 
     session = stores.registry.get(BENCH_TASK).value
+    # The stores' budget is renewed before each call, as each command has its own.
     return [
-        ("resume_session in-process, warm, whole", time_calls(
-            lambda: resume_session(stores, BENCH_TASK, place), repeat, stores), None),
-        ("  its reads of the stores (no bind, no live check)", time_calls(
+        ("resume_session in-process, warm, whole", timed_calls(
+            lambda: resume_session(stores, BENCH_TASK, place), repeat, stores.budget.renew), None),
+        ("  its reads of the stores (no bind, no live check)", timed_calls(
             lambda: resume_session(stores, BENCH_TASK, place, bind_task=False, verify_handoff=False),
-            repeat, stores), reads_target),
-        ("  its live checks alone (git, lockfiles, toolchains)", time_calls(
+            repeat, stores.budget.renew), reads_target),
+        ("  its live checks alone (git, lockfiles, toolchains)", timed_calls(
             lambda: compatibility(session, place), repeat), None),
-        ("  floor of those: the toolchains' --version, side by side", time_calls(toolchain_versions, repeat),
+        ("  floor of those: the toolchains' --version, side by side", timed_calls(toolchain_versions, repeat),
          None),
     ]
 
@@ -387,8 +376,8 @@ def warm_resume_costs(stores, place, repeat: int) -> str:
              "bind (event, binding file, boundary checkpoint)": lambda: bind(stores, BENCH_TASK, place),
              "handoff re-verification": lambda: verify_and_record(
                  stores, place, task=ActiveTask(BENCH_TASK, "bench", "resume"), only_for=BENCH_TASK)}
-    costs = sorted(((statistics.median(time_calls(call, repeat, stores)), name) for name, call in parts.items()),
-                   reverse=True)
+    costs = sorted(((statistics.median(timed_calls(call, repeat, stores.budget.renew)), name)
+                    for name, call in parts.items()), reverse=True)
     return "warm resume, each part alone: " + ", ".join(f"{name} {ms:.2f} ms" for ms, name in costs)
 
 
