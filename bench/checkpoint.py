@@ -19,7 +19,7 @@ times, each in the same run and on the same tree:
 
 Prints medians with p10-p90 and the budget.
 
-    .venv/bin/python bench/checkpoint.py [--files 10000] [--changed 100] [--repeat 30]
+    .venv/bin/python -m bench.checkpoint [--files 10000] [--changed 100] [--repeat 30]
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.common import BATON, ROOT, git, spread
 
 BUDGET_MS = 300
 HOOK_PATH = ("from pathlib import Path; from baton.skills.frontends.hooks import locate, opened_stores; "
@@ -46,18 +45,6 @@ HOOK_PATH = ("from pathlib import Path; from baton.skills.frontends.hooks import
              "assert not w, w")
 TAKE = ("from pathlib import Path; from baton.skills.core import checkpoints; "
         "r = checkpoints.take(Path({root!r}), boundary='stop'); assert type(r).__name__ == {kind!r}, r")
-
-
-def spread(samples: list[float]) -> tuple[float, float, float]:
-    ordered = sorted(samples)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return statistics.median(ordered), pick(0.1), pick(0.9)
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          env={**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@e",
-                               "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@e"}).stdout
 
 
 def build(root: Path, files: int, changed: int) -> Path:
@@ -146,7 +133,7 @@ def main() -> None:
                  timed(process([sys.executable, "-c", HOOK_PATH.format(root=str(repo))], ROOT), args.repeat, edit),
                  BUDGET_MS),
                 ("whole `baton hook stop`, one more file changed",
-                 timed(process([str(Path(sys.executable).with_name("baton")), "hook", "stop"], repo,
+                 timed(process([str(BATON), "hook", "stop"], repo,
                                json.dumps({"session_id": "bench", "cwd": str(repo)})), args.repeat, edit), None),
                 ("take, fresh process, one more file changed",
                  timed(process([sys.executable, "-c", TAKE.format(root=str(repo), kind="Taken")], ROOT),

@@ -17,6 +17,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.common import ROOT
+
 # Runs the CLI as the console script does, and says how long the whole of it took.
 TIMED = """
 import sys, time
@@ -65,9 +67,6 @@ def parse_importtime(text: str) -> dict[str, float]:
         self_us, _, name = (part.strip() for part in line[len("import time:"):].split("|"))
         own[name] = own.get(name, 0.0) + int(self_us) / 1000
     return own
-
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _call_name(where: str) -> str:

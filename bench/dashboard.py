@@ -11,7 +11,7 @@ share a file):
     returns to the moment the row changed in a headless chromium, beside the feed's poll
     interval (its floor).
 
-    .venv/bin/python bench/dashboard.py [--sessions 1000] [--repeat 30] [--touches 10]
+    .venv/bin/python -m bench.dashboard [--sessions 1000] [--repeat 30] [--touches 10]
 """
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
-
-from run import FILES_PER_SESSION, build_sessions, scratch_worktree, spread  # noqa: E402
+from bench.common import CLI, ROOT, scratch_worktree, spread
+from bench.run import FILES_PER_SESSION, build_sessions
+from tests.servers.common import free_port
 
 BENCH_TASK = "BENCH-1"
 BUDGETS = {"overview": 100.0, "bytes": 300 * 1024, "touch": 2000.0}
@@ -77,8 +76,7 @@ def bench_server_time(home: Path, worktree: Path, env: dict, repeat: int) -> Non
     warm = spent[-repeat:]
     after_touch = []
     for n in range(max(3, repeat // 5)):
-        subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", "touch", f"src/bench-{n}.py"], cwd=worktree,
-                       env=env, check=True, capture_output=True)
+        subprocess.run([*CLI, "touch", f"src/bench-{n}.py"], cwd=worktree, env=env, check=True, capture_output=True)
         client.get("/")
         after_touch.append(spent[-1])
     print("Overview server time (GET /, inside the app):")
@@ -86,12 +84,6 @@ def bench_server_time(home: Path, worktree: Path, env: dict, repeat: int) -> Non
     line("baseline: list_sessions() itself (`baton list --json`)", baseline)
     line("GET / after a touch (snapshot rebuilt, one row re-rendered)", after_touch)
     print(f"  {'first GET / after the start (imports, snapshot, every row)':58} {cold:8.1f} ms")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def start_server(env: dict, cwd: Path) -> tuple[subprocess.Popen, int]:
@@ -172,8 +164,8 @@ def bench_browser(port: int, worktree: Path, env: dict, touches: int) -> None:
         latencies = []
         for n in range(touches):
             driver.execute_script(WATCH_ROW)
-            subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", "touch", f"src/watched-{n}.py"],
-                           cwd=worktree, env=env, check=True, capture_output=True)
+            subprocess.run([*CLI, "touch", f"src/watched-{n}.py"], cwd=worktree, env=env, check=True,
+                           capture_output=True)
             returned = time.time() * 1000
             deadline = time.monotonic() + 10
             while (changed := driver.execute_script("return window.__changedAt")) is None:
@@ -204,9 +196,8 @@ def main() -> None:
         os.environ.update(BATON_HOME=str(home), BATON_BACKGROUND_INDEXING="off")
         started = time.perf_counter()
         build_sessions(home, args.sessions, with_registry=True)
-        cli = [sys.executable, "-m", "baton.skills.frontends.cli"]
-        subprocess.run([*cli, "bind", BENCH_TASK], cwd=worktree, env=env, check=True, capture_output=True)
-        subprocess.run([*cli, "touch", "src/m1.py", "src/m2.py"], cwd=worktree, env=env, check=True,
+        subprocess.run([*CLI, "bind", BENCH_TASK], cwd=worktree, env=env, check=True, capture_output=True)
+        subprocess.run([*CLI, "touch", "src/m1.py", "src/m2.py"], cwd=worktree, env=env, check=True,
                        capture_output=True)
         print(f"data set: {args.sessions} active sessions x {FILES_PER_SESSION} files "
               f"(built in {time.perf_counter() - started:.1f} s)\n")

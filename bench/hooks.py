@@ -11,7 +11,7 @@ time (bench/costs.py: -X importtime and cProfile). Then it starts `baton mcp`, l
 tools through the SDK's stdio client and prints the size of their schemas, which every MCP
 client sends to its model on every turn.
 
-    .venv/bin/python bench/hooks.py [--sessions 1000] [--repeat 30]
+    .venv/bin/python -m bench.hooks [--sessions 1000] [--repeat 30]
 """
 
 from __future__ import annotations
@@ -25,28 +25,14 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.common import BATON, fresh_runs, git, hook_payload, spread, start_resident
 
-FIXTURES = ROOT / "tests" / "fixtures" / "claude_hooks"
-BATON = Path(sys.prefix) / "bin" / "baton"
 TASK, OTHER = "BENCH-1", "BENCH-2"
 CONTESTED = 1000  # files BENCH-2 touched first: each post-tool-use run on one is a new conflict
-
-
-def spread(samples: list[float]) -> tuple[float, float, float]:
-    ordered = sorted(samples)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return statistics.median(ordered), pick(0.1), pick(0.9)
-
-
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                   env={**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@e",
-                        "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@e"})
 
 
 def baton(cwd: Path, *args: str) -> None:
@@ -98,34 +84,10 @@ def build(root: Path, sessions: int) -> tuple[Path, Path]:
     return main, second
 
 
-def payload(name: str, cwd: Path, *, file: Path | None = None, session: str = "bench-session") -> str:
-    event = json.loads((FIXTURES / f"{name}.json").read_text())
-    event["cwd"], event["session_id"] = str(cwd), session
-    if file is not None:
-        event["tool_input"]["file_path"] = str(file)
-        event["tool_response"]["filePath"] = str(file)
-    return json.dumps(event)
-
-
-def timed(command: list[str], cwd: Path, repeat: int, stdin=lambda: "") -> list[float]:
-    """Milliseconds per run of a fresh process; each run must exit 0 with nothing on stderr."""
-    samples = []
-    for run in range(repeat + 1):
-        body = stdin()
-        started = time.perf_counter()
-        result = subprocess.run(command, cwd=cwd, input=body, capture_output=True, text=True)
-        elapsed = (time.perf_counter() - started) * 1000
-        if result.returncode != 0 or result.stderr:
-            raise SystemExit(f"{' '.join(command)} failed: {result.stderr[-500:]}")
-        if run:  # the first run warms the page cache
-            samples.append(elapsed)
-    return samples
-
-
 def check_context(main: Path) -> None:
     """The session-start figure is only meaningful if every store answered, recall included."""
     result = subprocess.run([str(BATON), "hook", "session-start"], cwd=main, capture_output=True, text=True,
-                            input=payload("session_start_startup", main, session="check"), check=True)
+                            input=hook_payload("session_start_startup", main, session="check"), check=True)
     context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
     if "### Unavailable" in context or "### Related decisions" not in context:
         raise SystemExit(f"session-start context is incomplete:\n{context}")
@@ -139,57 +101,63 @@ def bench_hooks(main: Path, repeat: int, run: int = 0) -> list[tuple[str, list[f
     """Each hook's runs; run: which time the hooks are timed on this data, each with agent
     sessions and new conflicts of its own."""
     hook = lambda event: [str(BATON), "hook", event]  # noqa: E731
+
+    def timed(command: list[str], stdin: Callable[[], str] = lambda: "") -> list[float]:
+        """Each run must exit 0 with nothing on stderr."""
+        return fresh_runs(command, main, repeat, stdin=stdin, quiet=True)
+
     check_context(main)
     fresh = iter(range(run * 10**6, (run + 1) * 10**6))
-    rows = [("python -c pass (baseline)", timed([sys.executable, "-c", "pass"], main, repeat), None)]
+    rows = [("python -c pass (baseline)", timed([sys.executable, "-c", "pass"]), None)]
     rows.append(("session-start, bound ticket with history (recall included)",
-                 timed(hook("session-start"), main, repeat, lambda: payload("session_start_startup", main)),
+                 timed(hook("session-start"), lambda: hook_payload("session_start_startup", main)),
                  SESSION_START))
     rows.append(("baton touch PATH (the CLI doing the same work, reference)",
-                 timed([str(BATON), "touch", "src/f8.py"], main, repeat), THE_TOUCH))
+                 timed([str(BATON), "touch", "src/f8.py"]), THE_TOUCH))
     rows.append(("post-tool-use, Edit of a file no other ticket touched",
-                 timed(hook("post-tool-use"), main, repeat,
-                       lambda: payload("post_tool_use_edit", main, file=main / "src" / "f7.py")), EVERY_HOOK))
+                 timed(hook("post-tool-use"),
+                       lambda: hook_payload("post_tool_use_edit", main, file=main / "src" / "f7.py")), EVERY_HOOK))
     rows.append(("post-tool-use, Write of a file another ticket touched",
-                 timed(hook("post-tool-use"), main, repeat,
-                       lambda: payload("post_tool_use_write", main, file=main / "src" / "db.py")), EVERY_HOOK))
+                 timed(hook("post-tool-use"),
+                       lambda: hook_payload("post_tool_use_write", main, file=main / "src" / "db.py")), EVERY_HOOK))
     rows.append(("user-prompt-submit, nothing new since the last prompt",
-                 timed(hook("user-prompt-submit"), main, repeat, lambda: payload("user_prompt_submit", main)),
+                 timed(hook("user-prompt-submit"), lambda: hook_payload("user_prompt_submit", main)),
                  EVERY_HOOK))
     rows.append(("user-prompt-submit, news to tell (a new agent session)",
-                 timed(hook("user-prompt-submit"), main, repeat,
-                       lambda: payload("user_prompt_submit", main, session=f"new-{next(fresh)}")), EVERY_HOOK))
+                 timed(hook("user-prompt-submit"),
+                       lambda: hook_payload("user_prompt_submit", main, session=f"new-{next(fresh)}")), EVERY_HOOK))
     # After the prompt figures, which would otherwise read the conflicts it signals.
     contested = iter(range(run * (repeat + 1), CONTESTED))
     rows.append(("post-tool-use, Write making a new conflict (signalled, told)",
-                 timed(hook("post-tool-use"), main, repeat,
-                       lambda: payload("post_tool_use_write", main,
-                                       file=main / "src" / "contested" / f"{next(contested)}.py")), EVERY_HOOK))
+                 timed(hook("post-tool-use"),
+                       lambda: hook_payload("post_tool_use_write", main,
+                                            file=main / "src" / "contested" / f"{next(contested)}.py")), EVERY_HOOK))
     rows.append((f"user-prompt-submit, {repeat + 2} conflicts to tell (new session)",
-                 timed(hook("user-prompt-submit"), main, repeat,
-                       lambda: payload("user_prompt_submit", main, session=f"many-{next(fresh)}")), EVERY_HOOK))
+                 timed(hook("user-prompt-submit"),
+                       lambda: hook_payload("user_prompt_submit", main, session=f"many-{next(fresh)}")), EVERY_HOOK))
     rows.append(("stop, nothing changed since the last stop",
-                 timed(hook("stop"), main, repeat, lambda: payload("stop", main)), EVERY_HOOK))
+                 timed(hook("stop"), lambda: hook_payload("stop", main)), EVERY_HOOK))
     rows.append(("session-end (a new agent session each run)",
-                 timed(hook("session-end"), main, repeat,
-                       lambda: payload("session_end", main, session=f"end-{next(fresh)}")), EVERY_HOOK))
+                 timed(hook("session-end"),
+                       lambda: hook_payload("session_end", main, session=f"end-{next(fresh)}")), EVERY_HOOK))
     return rows
 
 
 def profile_hooks(main: Path) -> list[str]:
-    from costs import measure
+    from bench.costs import measure
 
     fresh = iter(range(10**6))
     env = dict(os.environ)
     return [line for label, args, stdin in (
         ("baton touch", ["touch", "src/f9.py"], lambda: ""),
-        ("session-start", ["hook", "session-start"], lambda: payload("session_start_startup", main)),
+        ("session-start", ["hook", "session-start"], lambda: hook_payload("session_start_startup", main)),
         ("post-tool-use", ["hook", "post-tool-use"],
-         lambda: payload("post_tool_use_edit", main, file=main / "src" / "f7.py")),
+         lambda: hook_payload("post_tool_use_edit", main, file=main / "src" / "f7.py")),
         ("user-prompt-submit, news", ["hook", "user-prompt-submit"],
-         lambda: payload("user_prompt_submit", main, session=f"profile-{next(fresh)}")),
-        ("stop", ["hook", "stop"], lambda: payload("stop", main)),
-        ("session-end", ["hook", "session-end"], lambda: payload("session_end", main, session=f"pend-{next(fresh)}")),
+         lambda: hook_payload("user_prompt_submit", main, session=f"profile-{next(fresh)}")),
+        ("stop", ["hook", "stop"], lambda: hook_payload("stop", main)),
+        ("session-end", ["hook", "session-end"],
+         lambda: hook_payload("session_end", main, session=f"pend-{next(fresh)}")),
     ) for line in measure(label, args, main, env, stdin=stdin).lines()]
 
 
@@ -265,8 +233,6 @@ def main() -> None:
               f"{args.sessions} other active tickets x 20 files (built in {time.perf_counter() - started:.1f} s)\n")
         rows = bench_hooks(main_tree, args.repeat)
         # The same through the resident process, as the hooks run by default.
-        from resident import start_resident
-
         os.environ["BATON_RESIDENT"] = "on"
         resident = start_resident(root / "home")
         try:

@@ -27,7 +27,7 @@ resume once the health record knows it is down (the same URL's port then refused
 known to be down may cost at most 10% more than that server healthy. Qdrant has no server
 here; its healthy figure is qdrant-client's local mode, the same client calls on a file.
 
-    .venv/bin/python bench/outages.py [--repeat 7] [--servers Bolt Kafka] [--resident] [--healthy]
+    .venv/bin/python -m bench.outages [--repeat 7] [--servers Bolt Kafka] [--resident] [--healthy]
 """
 
 from __future__ import annotations
@@ -44,17 +44,13 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from bench.common import git, hook_payload, spread, start_resident
+from tests.servers.outage import REFUSE, STALL, Outage
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from resident import start_resident  # noqa: E402
-
-from tests.servers.outage import REFUSE, STALL, Outage  # noqa: E402
-
 BATON = Path(sys.prefix) / "bin" / "baton"
-FIXTURES = ROOT / "tests" / "fixtures" / "claude_hooks"
 TASK = "BENCH-1"
+SESSION = "bench-outages"
 SERVERS = {  # the setting, and its URL for a port
     "PostgreSQL": ("BATON_DATABASE_URL", "postgresql://baton@127.0.0.1:{port}/baton"),
     "Bolt": ("BATON_GRAPH_URL", "bolt://127.0.0.1:{port}"),
@@ -64,18 +60,6 @@ SERVERS = {  # the setting, and its URL for a port
 KNOWN_DOWN_OVER_HEALTHY = 1.10  # a server known to be down costs at most this much of it healthy
 BUDGETS = {"resume": 2500, "resume, known down": 300, "session-start hook": 1000, "post-tool-use hook": 100,
            "decide": 100}
-
-
-def spread(samples: list[float]) -> tuple[float, float, float]:
-    ordered = sorted(samples)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return statistics.median(ordered), pick(0.1), pick(0.9)
-
-
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                   env={**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@e",
-                        "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@e"})
 
 
 def build(root: Path, env: dict) -> Path:
@@ -90,14 +74,6 @@ def build(root: Path, env: dict) -> Path:
                  ["update", "--phase", "implementing", "--next", "write the migration"]):
         subprocess.run([str(BATON), *args], cwd=worktree, env=env, check=True, capture_output=True)
     return worktree
-
-
-def payload(name: str, cwd: Path, file: Path | None = None) -> str:
-    event = json.loads((FIXTURES / f"{name}.json").read_text())
-    event["cwd"], event["session_id"] = str(cwd), "bench-outages"
-    if file is not None:
-        event["tool_input"]["file_path"] = event["tool_response"]["filePath"] = str(file)
-    return json.dumps(event)
 
 
 def timed(command: list[str], cwd: Path, env: dict, repeat: int, *, stdin=lambda: "", before=lambda: None,
@@ -140,14 +116,17 @@ def bench_outage(server: str, mode: str, pristine: Path, home: Path, worktree: P
                 health.mark_down(server_name, down["reason"])
 
         rows.append(("resume, known down", timed(resume, worktree, env, repeat, codes=codes, before=known_down)))
+        start = hook_payload("session_start_startup", worktree, session=SESSION)
         rows.append(("session-start hook", timed([str(BATON), "hook", "session-start"], worktree, env, repeat,
-                                                 stdin=lambda: payload("session_start_startup", worktree),
-                                                 before=lambda: record.unlink(missing_ok=True))))
+                                                 stdin=lambda: start, before=lambda: record.unlink(missing_ok=True))))
         edits = iter(range(10**6))
-        rows.append(("post-tool-use hook", timed(
-            [str(BATON), "hook", "post-tool-use"], worktree, env, repeat,
-            stdin=lambda: payload("post_tool_use_edit", worktree, worktree / "src" / f"e{next(edits)}.py"),
-            before=lambda: record.unlink(missing_ok=True))))
+
+        def edit() -> str:
+            return hook_payload("post_tool_use_edit", worktree, file=worktree / "src" / f"e{next(edits)}.py",
+                                session=SESSION)
+
+        rows.append(("post-tool-use hook", timed([str(BATON), "hook", "post-tool-use"], worktree, env, repeat,
+                                                 stdin=edit, before=lambda: record.unlink(missing_ok=True))))
         rows.append(("decide", timed([str(BATON), "decide", "Keep the cart total in the read model"], worktree, env,
                                      repeat, before=lambda: record.unlink(missing_ok=True))))
     finally:

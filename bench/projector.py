@@ -10,7 +10,7 @@ has when the read first runs, so a bench on a server that already holds a large 
 can miss a plan that goes bad as the graph grows. bench/servers.py prints the same rate
 among its other figures, after building its data set.
 
-    .venv/bin/python bench/projector.py [--events 5000] [--runs 5] [--top 12]
+    .venv/bin/python -m bench.projector [--events 5000] [--runs 5] [--top 12]
 """
 
 from __future__ import annotations
@@ -20,14 +20,9 @@ import cProfile
 import io
 import os
 import pstats
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.throughput import fresh_servers, projector_rates, projector_run  # noqa: E402
+from bench.throughput import fresh_servers, projector_rates, projector_run
 
 
 def top_costs(work: Callable[[], int], top: int) -> tuple[int, str]:

@@ -13,7 +13,7 @@ interpreter alone, the floor), both measured in this run. Rows are sampled in ro
 each shows its median CPU time beside the wall time: on this shared machine the load moves
 the wall clock several times over, the CPU time much less.
 
-    .venv/bin/python bench/recover.py [--repeat 15]
+    .venv/bin/python -m bench.recover [--repeat 15]
 """
 
 from __future__ import annotations
@@ -29,25 +29,17 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from baton import clock  # noqa: E402
-from baton.processes import process_start  # noqa: E402
-from baton.skills.core.interrupted import (  # noqa: E402
+from baton import clock
+from baton.processes import process_start
+from baton.skills.core.interrupted import (
     Heartbeat,
     MachineLiveness,
     SessionFacts,
     detect,
 )
+from bench.common import BATON, git, spread
 
 REPOS, BRANCHES = 10, 100
-
-
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                   env={**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@e",
-                        "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@e"})
 
 
 def build(base: Path) -> list[SessionFacts]:
@@ -129,12 +121,6 @@ def _cpu_ms() -> float:
     return (own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime) * 1000
 
 
-def _spread(taken: list[float]) -> tuple[float, float, float]:
-    ordered = sorted(taken)
-    low, high = ordered[int(0.1 * len(ordered))], ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
-    return statistics.median(ordered), low, high
-
-
 def table(rows: list[tuple[str, object, str]], repeat: int) -> None:
     """Each row's median and p10-p90 of wall time, and its median CPU time, over repeat
     rounds; a round runs each row once, in turn, so a change in the machine's load weighs
@@ -152,7 +138,7 @@ def table(rows: list[tuple[str, object, str]], repeat: int) -> None:
             cpus.append(_cpu_ms() - used)
     print(f"{'':58}{'median ms':>10}{'p10-p90 ms':>17}{'cpu ms':>9}   budget")
     for (name, _, budget), walls, cpus in zip(rows, wall, cpu, strict=True):
-        median, low, high = _spread(walls)
+        median, low, high = spread(walls)
         print(f"{name:58}{median:10.2f}{f'{low:.2f}-{high:.2f}':>17}{statistics.median(cpus):9.1f}   {budget}")
 
 
@@ -173,7 +159,7 @@ def main() -> None:
                 lambda: detect(sessions, MachineLiveness()).text(), "300 ms")], args.repeat)
         home = data_home(Path(tmp), sessions)
         empty = Path(tmp) / "empty-home"
-        command = [str(Path(sys.executable).parent / "baton"), "recover", "--all-repos"]
+        command = [str(BATON), "recover", "--all-repos"]
 
         def fresh(home: Path):
             env = {**os.environ, "BATON_HOME": str(home), "BATON_RESIDENT": "off"}

@@ -19,8 +19,8 @@ Prints, each measured in the same run:
     redactor and the redaction of a decision and of a text holding a secret, cold (re's cache
     emptied first, as in a fresh process) and warm.
 
-    .venv/bin/python bench/redaction.py [--repeat 30] [--candidates /tmp/cands] [--before ca53b0f]
-    .venv/bin/python bench/redaction.py --scan .venv/lib [--files 800]
+    .venv/bin/python -m bench.redaction [--repeat 30] [--candidates /tmp/cands] [--before ca53b0f]
+    .venv/bin/python -m bench.redaction --scan .venv/lib [--files 800]
 
 --scan redacts every line of a sample of a tree's text files (seeded) instead, and prints
 how many it altered, by kind, with examples: false positives on text with no secret.
@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import random
 import re
 import statistics
@@ -43,12 +44,10 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from baton.redaction import Redactor, redactor  # noqa: E402
-from baton.secret_rules import RULES  # noqa: E402
-from tests.secret_corpus import NEGATIVES, SECRETS, leaks  # noqa: E402
+from baton.redaction import Redactor, redactor
+from baton.secret_rules import RULES
+from bench.common import ROOT, spread, timed_calls
+from tests.secret_corpus import NEGATIVES, SECRETS, leaks
 
 DECISION = ("Keep carts in PostgreSQL, not Redis: totals need transactions. Context: checkout-service "
             "v2.4.0 reads cart rows under optimistic locking (SHOP-101, commit 3f9c2e1b); "
@@ -70,24 +69,8 @@ print(json.dumps({"load_ms": (time.perf_counter() - started) * 1000, "rules": ru
 Spans = Callable[[str], list[tuple[int, int]]]
 
 
-def spread(samples: list[float]) -> tuple[float, float, float]:
-    ordered = sorted(samples)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return statistics.median(ordered), pick(0.1), pick(0.9)
-
-
-def timed(action: Callable[[], object], repeat: int, before: Callable[[], object] = lambda: None) -> list[float]:
-    samples = []
-    for _ in range(repeat):
-        before()
-        started = time.perf_counter()
-        action()
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
-
-
 def fresh(code: str, repeat: int) -> list[float]:
-    return timed(lambda: subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True), repeat)
+    return timed_calls(lambda: subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True), repeat)
 
 
 def replaced(text: str, spans: list[tuple[int, int]]) -> str:
@@ -124,8 +107,9 @@ def score(redact: Callable[[str], str]) -> tuple[Counter, Counter, int]:
 
 def detect_secrets_rules(path: Path | None) -> tuple[float, list[tuple[str, str, int]]] | None:
     """The plugins' patterns and their import time; None when that package is not there."""
-    prefix = f"import sys; sys.path.insert(0, {str(path)!r})\n" if path else ""
-    run = subprocess.run([sys.executable, "-c", prefix + EXTRACT], cwd=tempfile.gettempdir(), capture_output=True,
+    # An unpacked wheel is found first on the child's path, before the installed package.
+    env = {**os.environ, "PYTHONPATH": str(path)} if path else None
+    run = subprocess.run([sys.executable, "-c", EXTRACT], cwd=tempfile.gettempdir(), env=env, capture_output=True,
                          text=True)
     if run.returncode:
         return None
@@ -158,7 +142,7 @@ def compiled(rules: list[tuple[str, int, int | str]], repeat: int) -> tuple[list
     """The rules' patterns (one Python's re does not take is left out, as it would be) and
     the median time to compile them all, re's cache emptied first."""
     taken = [(source, flags, group) for source, flags, group in rules if _compiles(source, flags)]
-    compile_ms = statistics.median(timed(lambda: [re.compile(source, flags) for source, flags, _ in taken],
+    compile_ms = statistics.median(timed_calls(lambda: [re.compile(source, flags) for source, flags, _ in taken],
                                          repeat, re.purge))
     return [(re.compile(source, flags), group) for source, flags, group in taken], compile_ms
 
@@ -268,7 +252,8 @@ def main() -> None:
         if before is not None:
             build_before, first_ms = before
             add(f"Baton before ({args.before})", lambda text: build_before().redact(text).text,
-                len(build_before().rules), first_ms, statistics.median(timed(build_before, args.repeat, re.purge)))
+                len(build_before().rules), first_ms,
+                statistics.median(timed_calls(build_before, args.repeat, re.purge)))
 
     print(f"\n{'rule source':42} {'caught':>14} {'kinds':>7} {'negatives':>9} {'rules':>5} "
           f"{'load ms':>8} {'compile ms':>10}")
@@ -286,13 +271,14 @@ def main() -> None:
         ("fresh: import baton.redaction", fresh("import baton.redaction", args.repeat)),
         ("fresh: import, build, redact a decision",
          fresh(f"from baton.redaction import redactor; redactor(None).redact({DECISION!r})", args.repeat)),
-        ("build the redactor (in-process)", timed(lambda: redactor(None), args.repeat, re.purge)),
+        ("build the redactor (in-process)", timed_calls(lambda: redactor(None), args.repeat, re.purge)),
         ("redact a decision, cold (re's cache emptied)",
-         timed(lambda: redactor(None).redact(DECISION), args.repeat, re.purge)),
+         timed_calls(lambda: redactor(None).redact(DECISION), args.repeat, re.purge)),
         ("redact a decision holding a token, cold",
-         timed(lambda: redactor(None).redact(WITH_SECRET), args.repeat, re.purge)),
-        ("redact a decision, warm", timed(lambda: ours.redact(DECISION), args.repeat)),
-        ("compile every rule (a resident's warm-up)", timed(lambda: redactor(None).warm(), args.repeat, re.purge)),
+         timed_calls(lambda: redactor(None).redact(WITH_SECRET), args.repeat, re.purge)),
+        ("redact a decision, warm", timed_calls(lambda: ours.redact(DECISION), args.repeat)),
+        ("compile every rule (a resident's warm-up)",
+         timed_calls(lambda: redactor(None).warm(), args.repeat, re.purge)),
     ]
     for name, samples in costs:
         median, low, high = spread(samples)

@@ -8,14 +8,13 @@ command runs in its own process, as without a resident) and through the resident
 console script hands it over). Prints medians with p10-p90 beside `python -c pass` measured
 in the same run.
 
-    .venv/bin/python bench/resident.py [--sessions 1000] [--decisions 100000] [--repeat 20]
+    .venv/bin/python -m bench.resident [--sessions 1000] [--decisions 100000] [--repeat 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,14 +22,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from bench import hooks as hook_bench, run as run_bench
+from bench.common import BATON, fresh_runs, hook_payload, run_ms, spread, start_resident
 
-import hooks as hook_bench  # noqa: E402
-import run as run_bench  # noqa: E402
-
-BATON = hook_bench.BATON
 # A client that only asks the resident: exit 99 when it did not answer (nothing run).
 ASK_RESIDENT = """
 import sys
@@ -39,21 +33,6 @@ resident_client.CONNECT_WAIT = 10.0
 code = resident_client.forwarded(["baton", *sys.argv[1:]])
 sys.exit(99 if code is None else code)
 """
-
-
-def spread(samples: list[float]) -> tuple[float, float, float]:
-    ordered = sorted(samples)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return statistics.median(ordered), pick(0.1), pick(0.9)
-
-
-def once(command: list[str], cwd: Path, env: dict, stdin: str) -> float:
-    started = time.perf_counter()
-    result = subprocess.run(command, cwd=cwd, env=env, input=stdin, capture_output=True, text=True)
-    elapsed = (time.perf_counter() - started) * 1000
-    if result.returncode != 0 or result.stderr:
-        raise SystemExit(f"{' '.join(command)} failed ({result.returncode}): {result.stderr[-500:]}")
-    return elapsed
 
 
 def alternated(command: list[str], cwd: Path, repeat: int, stdin: Callable[[], str] = lambda: "") \
@@ -66,23 +45,10 @@ def alternated(command: list[str], cwd: Path, repeat: int, stdin: Callable[[], s
     for run in range(repeat + 1):
         pair = [(without, off), (with_resident, on)]
         for samples, env in pair if run % 2 else reversed(pair):
-            elapsed = once(command, cwd, env, stdin())
+            elapsed = run_ms(command, cwd, env=env, stdin=stdin(), quiet=True)
             if run:
                 samples.append(elapsed)
     return without, with_resident
-
-
-def start_resident(home: Path, env: dict | None = None) -> subprocess.Popen:
-    """A resident for home (env: its environment, else this process's), answering before it returns."""
-    process = subprocess.Popen([str(BATON), "resident"], env={**(os.environ if env is None else env),
-                                                              "BATON_RESIDENT": "on"},
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while not (home / "resident.sock").exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"the resident did not start: {process.stderr.read().decode() if process.stderr else ''}")
-        time.sleep(0.05)
-    return process
 
 
 def main() -> None:
@@ -132,27 +98,26 @@ def main() -> None:
 
 def measure(main_tree: Path, repeat: int) -> list[tuple[str, list[float], list[float] | None]]:
     hook = lambda event: [str(BATON), "hook", event]  # noqa: E731
-    payload = hook_bench.payload
     fresh = iter(range(10**6))
     contested = iter(range(hook_bench.CONTESTED))
-    plain = [once([sys.executable, "-c", "pass"], main_tree, dict(os.environ), "") for _ in range(repeat + 1)][1:]
+    plain = fresh_runs([sys.executable, "-c", "pass"], main_tree, repeat, quiet=True)
     rows: list[tuple[str, list[float], list[float] | None]] = [("python -c pass (the floor)", plain, None)]
     cases: list[tuple[str, list[str], Callable[[], str]]] = [
         ("baton touch PATH", [str(BATON), "touch", "src/f8.py"], lambda: ""),
         ("post-tool-use, Edit of a file no other ticket touched", hook("post-tool-use"),
-         lambda: payload("post_tool_use_edit", main_tree, file=main_tree / "src" / "f7.py")),
+         lambda: hook_payload("post_tool_use_edit", main_tree, file=main_tree / "src" / "f7.py")),
         ("post-tool-use, Write making a new conflict", hook("post-tool-use"),
-         lambda: payload("post_tool_use_write", main_tree,
-                         file=main_tree / "src" / "contested" / f"{next(contested)}.py")),
+         lambda: hook_payload("post_tool_use_write", main_tree,
+                              file=main_tree / "src" / "contested" / f"{next(contested)}.py")),
         ("user-prompt-submit, nothing new since the last prompt", hook("user-prompt-submit"),
-         lambda: payload("user_prompt_submit", main_tree)),
+         lambda: hook_payload("user_prompt_submit", main_tree)),
         ("user-prompt-submit, news to tell (a new agent session)", hook("user-prompt-submit"),
-         lambda: payload("user_prompt_submit", main_tree, session=f"new-{next(fresh)}")),
+         lambda: hook_payload("user_prompt_submit", main_tree, session=f"new-{next(fresh)}")),
         ("session-start, bound ticket with history (recall)", hook("session-start"),
-         lambda: payload("session_start_startup", main_tree)),
-        ("stop, nothing changed since the last stop", hook("stop"), lambda: payload("stop", main_tree)),
+         lambda: hook_payload("session_start_startup", main_tree)),
+        ("stop, nothing changed since the last stop", hook("stop"), lambda: hook_payload("stop", main_tree)),
         ("session-end (a new agent session each run)", hook("session-end"),
-         lambda: payload("session_end", main_tree, session=f"end-{next(fresh)}")),
+         lambda: hook_payload("session_end", main_tree, session=f"end-{next(fresh)}")),
         ("baton resume TICKET --json (recall included)", [str(BATON), "resume", hook_bench.TASK, "--json"],
          lambda: ""),
     ]

@@ -9,7 +9,7 @@ days' and a few stragglers) ended; their signals; their decisions' vectors in re
 through their own interfaces (registry, graph, signals, recall index), at the activity's
 own times, then `baton gc` runs as a fresh process, as an operator or the projector runs it.
 
-    .venv/bin/python bench/retention.py [--per-day 20]
+    .venv/bin/python -m bench.retention [--per-day 20]
 """
 
 from __future__ import annotations

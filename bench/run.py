@@ -21,7 +21,7 @@ fresh process beside its floor (`python -c pass` in the same run: the figure min
 what Baton costs), then where a fresh touch, decide and resume spend their time
 (bench/costs.py: -X importtime and cProfile), so a change shows which cost it moved.
 
-    .venv/bin/python bench/run.py [--decisions 100000] [--sessions 1000] [--repeat 30] [--recall-only]
+    .venv/bin/python -m bench.run [--decisions 100000] [--sessions 1000] [--repeat 30] [--recall-only]
 
 --recall-only builds the decisions alone and prints the recall search figures.
 """
@@ -42,14 +42,14 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.common import BATON, CLI, ROOT, fresh_runs, scratch_worktree, spread, start_resident, timed_calls
+
 # One BLAS thread, as baton.recall sets for the product: NumPy, imported here before it,
 # would otherwise start a pool, whose threads slow the in-process searches on 2 busy cores.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from baton import clock  # noqa: E402
-from baton.files import FileRef  # noqa: E402
+from baton import clock
+from baton.files import FileRef
 
 FILES_PER_SESSION = 20
 PATH_POOL = 20_000
@@ -69,22 +69,6 @@ def project_of(n: int) -> str:
     return PROJECT if share < 10 else SMALL_PROJECT if share == 19 else f"github.com/team-{share - 10}/shop"
 
 
-def spread(samples: list[float]) -> tuple[float, float, float]:
-    ordered = sorted(samples)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return statistics.median(ordered), pick(0.1), pick(0.9)
-
-
-def timed_runs(command: list[str], cwd: Path, env: dict, repeat: int) -> list[float]:
-    subprocess.run(command, cwd=cwd, env=env, capture_output=True, check=True)  # warm the page cache
-    samples = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        subprocess.run(command, cwd=cwd, env=env, capture_output=True, check=True)
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
-
-
 def timed_resumes(command: list[str], cwd: Path, env: dict, repeat: int) -> tuple[list[float], int]:
     """Fresh `baton resume --json` runs, and how many of them found recall unavailable
     (its deadline missed: the resume answered without related decisions)."""
@@ -102,13 +86,11 @@ def through_resident(home: Path, worktree: Path, env: dict, repeat: int, resumes
                      ) -> tuple[list[float], list[float], int]:
     """`baton touch` and `baton resume` as an agent runs them, the console script handing
     them to the resident process (on by default): (touches, resumes, recall misses)."""
-    from resident import start_resident
-
     on = {**env, "BATON_RESIDENT": "on"}
     resident = start_resident(home, on)
     try:
-        baton = [str(Path(sys.prefix) / "bin" / "baton")]
-        touch = timed_runs([*baton, "touch", "src/m5.py"], worktree, on, repeat)
+        baton = [str(BATON)]
+        touch = fresh_runs([*baton, "touch", "src/m5.py"], worktree, repeat, env=on)
         resume, missed = timed_resumes([*baton, "resume", BENCH_TASK, "--json"], worktree, on, resumes)
     finally:
         resident.terminate()
@@ -297,13 +279,12 @@ def recall_disk(home: Path, decisions: int) -> str:
 
 def bench_open(home: Path, repeat: int) -> list[float]:
     """A fresh process: open the index (manifest, segments mapped) and search once."""
-    code = ("import sys,time; sys.path.insert(0, %r)\n"
+    code = ("import time\n"
             "from baton.recall.embedded import EmbeddedDecisionIndex\n"
             "i = EmbeddedDecisionIndex(__import__('pathlib').Path(%r), timeout=30)\n"
             "v = list(i.vectors_for_task(%r, %r, 1).values())\n"
             "t = time.perf_counter(); i.search(v, project=%r, limit=5, exclude_task_id=None)\n"
-            "print((time.perf_counter() - t) * 1000)") % (str(ROOT), str(home / "recall"), PROJECT, BENCH_TASK,
-                                                          PROJECT)
+            "print((time.perf_counter() - t) * 1000)") % (str(home / "recall"), PROJECT, BENCH_TASK, PROJECT)
     samples = []
     for _ in range(repeat):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -342,18 +323,6 @@ def scan_baseline(path: Path, repeat: int) -> list[float]:
     return samples
 
 
-def time_calls(call, repeat: int, stores=None) -> list[float]:
-    """ms per call; stores: their budget renewed before each, as each command has its own."""
-    samples = []
-    for _ in range(repeat):
-        if stores is not None:
-            stores.budget.renew()
-        began = time.perf_counter()
-        call()
-        samples.append((time.perf_counter() - began) * 1000)
-    return samples
-
-
 def toolchain_versions() -> None:
     """The toolchains' `--version` run side by side, as the compatibility check asks them."""
     from concurrent.futures import ThreadPoolExecutor
@@ -377,15 +346,16 @@ def warm_resume_rows(stores, place, repeat: int, *, reads_target: int = 10
     from baton.skills.services.resume import resume_session
 
     session = stores.registry.get(BENCH_TASK).value
+    # The stores' budget is renewed before each call, as each command has its own.
     return [
-        ("resume_session in-process, warm, whole", time_calls(
-            lambda: resume_session(stores, BENCH_TASK, place), repeat, stores), None),
-        ("  its reads of the stores (no bind, no live check)", time_calls(
+        ("resume_session in-process, warm, whole", timed_calls(
+            lambda: resume_session(stores, BENCH_TASK, place), repeat, stores.budget.renew), None),
+        ("  its reads of the stores (no bind, no live check)", timed_calls(
             lambda: resume_session(stores, BENCH_TASK, place, bind_task=False, verify_handoff=False),
-            repeat, stores), reads_target),
-        ("  its live checks alone (git, lockfiles, toolchains)", time_calls(
+            repeat, stores.budget.renew), reads_target),
+        ("  its live checks alone (git, lockfiles, toolchains)", timed_calls(
             lambda: compatibility(session, place), repeat), None),
-        ("  floor of those: the toolchains' --version, side by side", time_calls(toolchain_versions, repeat),
+        ("  floor of those: the toolchains' --version, side by side", timed_calls(toolchain_versions, repeat),
          None),
     ]
 
@@ -406,8 +376,8 @@ def warm_resume_costs(stores, place, repeat: int) -> str:
              "bind (event, binding file, boundary checkpoint)": lambda: bind(stores, BENCH_TASK, place),
              "handoff re-verification": lambda: verify_and_record(
                  stores, place, task=ActiveTask(BENCH_TASK, "bench", "resume"), only_for=BENCH_TASK)}
-    costs = sorted(((statistics.median(time_calls(call, repeat, stores)), name) for name, call in parts.items()),
-                   reverse=True)
+    costs = sorted(((statistics.median(timed_calls(call, repeat, stores.budget.renew)), name)
+                    for name, call in parts.items()), reverse=True)
     return "warm resume, each part alone: " + ", ".join(f"{name} {ms:.2f} ms" for ms, name in costs)
 
 
@@ -422,15 +392,6 @@ def bench_arguments(description: str, switches: tuple[str, ...] = (), **more: in
     for name, default in more.items():
         parser.add_argument(f"--{name}", type=int, default=default)
     return parser.parse_args()
-
-
-def scratch_worktree(root: Path) -> Path:
-    """A git worktree with an origin, as an agent's would be."""
-    worktree = root / "shop"
-    worktree.mkdir()
-    subprocess.run(["git", "init", "-q", str(worktree)], check=True)
-    subprocess.run(["git", "-C", str(worktree), "remote", "add", "origin", "git@github.com:acme/shop.git"], check=True)
-    return worktree
 
 
 def recall_only(args: argparse.Namespace) -> None:
@@ -472,35 +433,34 @@ def main() -> None:
         started = time.perf_counter()
         build_sessions(home, args.sessions, with_registry=True)
         os.environ["BATON_HOME"] = str(home)
-        cli = [sys.executable, "-m", "baton.skills.frontends.cli"]
-        subprocess.run([*cli, "bind", BENCH_TASK], cwd=worktree, env=env, check=True, capture_output=True)
+        subprocess.run([*CLI, "bind", BENCH_TASK], cwd=worktree, env=env, check=True, capture_output=True)
         for text in BENCH_DECISIONS:
-            subprocess.run([*cli, "decide", text], cwd=worktree, env=env, check=True, capture_output=True)
-        subprocess.run([*cli, "touch", "src/m1.py", "src/m2.py"], cwd=worktree, env=env, check=True,
+            subprocess.run([*CLI, "decide", text], cwd=worktree, env=env, check=True, capture_output=True)
+        subprocess.run([*CLI, "touch", "src/m1.py", "src/m2.py"], cwd=worktree, env=env, check=True,
                        capture_output=True)
         build_decisions(home, args.decisions)
         print(f"data set: {args.sessions} active sessions x {FILES_PER_SESSION} files, {args.decisions} decisions "
               f"(built in {time.perf_counter() - started:.1f} s)\n")
 
         rows = []
-        python_start = timed_runs([sys.executable, "-c", "pass"], worktree, env, args.repeat)
+        python_start = fresh_runs([sys.executable, "-c", "pass"], worktree, args.repeat, env=env)
         rows.append(("python -c pass (baseline)", python_start, None))
         resumes = max(10, args.repeat // 2)
         touch, resume, missed = through_resident(home, worktree, env, args.repeat, resumes)
         rows.append(("baton touch, fresh process, through the resident (default)", touch, "+35 ms"))
         rows.append(("baton resume, fresh, through the resident (recall included)", resume, 200))
-        touch = timed_runs([*cli, "touch", "src/m3.py"], worktree, env, args.repeat)
+        touch = fresh_runs([*CLI, "touch", "src/m3.py"], worktree, args.repeat, env=env)
         rows.append(("baton touch, fresh process, no resident", touch, "+35 ms"))
-        decide = timed_runs([*cli, "decide", "Bench decision"], worktree, {**env, "BATON_BACKGROUND_INDEXING": "off"},
-                            args.repeat)
+        decide = fresh_runs([*CLI, "decide", "Bench decision"], worktree, args.repeat,
+                            env={**env, "BATON_BACKGROUND_INDEXING": "off"})
         rows.append(("baton decide, fresh process, no resident (queued)", decide, 100))
-        resume, more_missed = timed_resumes([*cli, "resume", BENCH_TASK, "--json"], worktree, env, resumes)
+        resume, more_missed = timed_resumes([*CLI, "resume", BENCH_TASK, "--json"], worktree, env, resumes)
         missed += more_missed
         rows.append(("baton resume, fresh process, no resident (recall included)", resume, 200))
         rows.append(("two baton resumes at once, no resident, both finished", concurrent_runs(
-            [*cli, "resume", BENCH_TASK, "--json"], worktree, env, max(5, args.repeat // 3)), None))
+            [*CLI, "resume", BENCH_TASK, "--json"], worktree, env, max(5, args.repeat // 3)), None))
 
-        from costs import measure
+        from bench.costs import measure
 
         profiles = [line for label, args, extra in (
             ("baton touch", ["touch", "src/m4.py"], {}),

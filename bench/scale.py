@@ -14,7 +14,7 @@ one session. Also prints the conflict counts of the list (in process), so that a
 to the overlap shows in the output. Target: list at 100,000 sessions <= 1 s, bounded
 memory, flat from 1,000 to 100,000. Prints medians with p10-p90 spread.
 
-    .venv/bin/python bench/scale.py [--sizes 1000 10000 100000] [--active 1000] [--repeat 7]
+    .venv/bin/python -m bench.scale [--sizes 1000 10000 100000] [--active 1000] [--repeat 7]
                                     [--pools realistic "fixed pool"]
 
 --active N with N up to the size makes more sessions active: the list then reads, and
@@ -41,14 +41,10 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from run import FILES_PER_SESSION, PATH_POOL, scratch_worktree, spread  # noqa: E402
-
-from baton import clock  # noqa: E402
-from baton.files import FileRef  # noqa: E402
+from baton import clock
+from baton.files import FileRef
+from bench.common import CLI, ROOT, scratch_worktree, spread
+from bench.run import FILES_PER_SESSION, PATH_POOL
 
 REPO = "github.com/acme/shop"
 POOLS = {"realistic": lambda sessions: sessions * FILES_PER_SESSION, "fixed pool": lambda sessions: PATH_POOL}
@@ -192,7 +188,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="baton-scale-") as scratch:
         root = Path(scratch)
         worktree = scratch_worktree(root)
-        cli = [sys.executable, "-m", "baton.skills.frontends.cli"]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         floor, floor_rss = launcher.runs([sys.executable, "-c", "pass"], worktree, env, args.repeat)
         rows.append(("python -c pass (floor)", floor, floor_rss, None))
@@ -211,9 +206,9 @@ def main() -> None:
                       f"at most with {widest} ({triples:,} ticket-ticket-file rows as pairs); "
                       f"list's aggregate in process {aggregate:.1f} ms", flush=True)
                 rows.append((f"baton list --json, {name}",
-                             *launcher.runs([*cli, "list", "--json"], worktree, at_home, args.repeat), 1000))
+                             *launcher.runs([*CLI, "list", "--json"], worktree, at_home, args.repeat), 1000))
                 rows.append((f"baton resume T-0 --json, {name}",
-                             *launcher.runs([*cli, "resume", "T-0", "--json"], worktree, at_home, args.repeat), None))
+                             *launcher.runs([*CLI, "resume", "T-0", "--json"], worktree, at_home, args.repeat), None))
                 rows.append((f"  floor: SQLite primary-key read, {name}",
                              primary_key_reads(home, args.repeat), [], None))
     launcher.close()

@@ -15,7 +15,7 @@ and spreads of:
     without it (floor: `python -c pass`).
 No Qdrant server can be installed here: recall runs on the embedded index in this bench.
 
-    .venv/bin/python bench/servers.py [--sessions 1000] [--decisions 100000] [--repeat 30]
+    .venv/bin/python -m bench.servers [--sessions 1000] [--decisions 100000] [--repeat 30]
         [--events 5000] [--runs 5]
 """
 
@@ -30,23 +30,18 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.run import (  # noqa: E402
+from bench.common import BATON, CLI, ROOT, fresh_runs, scratch_worktree, spread
+from bench.run import (
     BENCH_DECISIONS,
     BENCH_TASK,
     PROJECT,
     bench_arguments,
     build_decisions,
-    scratch_worktree,
-    spread,
     time_lookups,
-    timed_runs,
     warm_resume_costs,
     warm_resume_rows,
 )
-from bench.throughput import delivery_rates, fresh_servers, projector_rates  # noqa: E402
+from bench.throughput import delivery_rates, fresh_servers, projector_rates
 
 
 def build_server_sessions(sessions: int) -> None:
@@ -191,28 +186,27 @@ def main() -> None:
                     "BATON_BACKGROUND_DELIVERY": "on"}
         os.environ.update(settings)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        cli = [sys.executable, "-m", "baton.skills.frontends.cli"]
 
         started = time.perf_counter()
         build_server_sessions(args.sessions)
-        subprocess.run([*cli, "bind", BENCH_TASK], cwd=worktree, env=env, check=True, capture_output=True)
+        subprocess.run([*CLI, "bind", BENCH_TASK], cwd=worktree, env=env, check=True, capture_output=True)
         for text in BENCH_DECISIONS:
-            subprocess.run([*cli, "decide", text], cwd=worktree, env=env, check=True, capture_output=True)
-        subprocess.run([*cli, "projector", "--once"], cwd=worktree, env=env, check=True, capture_output=True)
+            subprocess.run([*CLI, "decide", text], cwd=worktree, env=env, check=True, capture_output=True)
+        subprocess.run([*CLI, "projector", "--once"], cwd=worktree, env=env, check=True, capture_output=True)
         build_decisions(home, args.decisions)
         print(f"data set: {args.sessions} sessions x 20 files in PostgreSQL and Neo4j, {args.decisions} decisions "
               f"(built in {time.perf_counter() - started:.1f} s)\n")
 
         rows = []
-        touch = timed_runs([*cli, "touch", "src/m3.py"], worktree, env, args.repeat * 2)
+        touch = fresh_runs([*CLI, "touch", "src/m3.py"], worktree, args.repeat * 2, env=env)
         rows.append(("hook write: baton touch, fresh process, Kafka up", touch))
         wait_for_idle_delivery(home)
         rows.append(("hook touch until Kafka acknowledged it (cold delivery)",
-                     touch_until_acknowledged([*cli, "touch", "src/m4.py"], worktree, env, home, 10)))
+                     touch_until_acknowledged([*CLI, "touch", "src/m4.py"], worktree, env, home, 10)))
         # The figures below time keeping, delivering and projecting separately.
         os.environ["BATON_BACKGROUND_DELIVERY"] = env["BATON_BACKGROUND_DELIVERY"] = "off"
         produced, produce_seconds = produce_touches(worktree, 2000)
-        subprocess.run([*cli, "deliver"], cwd=worktree, env=env, check=True, capture_output=True)
+        subprocess.run([*CLI, "deliver"], cwd=worktree, env=env, check=True, capture_output=True)
         from baton.skills.runtime.settings import Settings
 
         delivery = delivery_rates(root, kafka.bootstrap, args.events, args.runs)
@@ -221,11 +215,11 @@ def main() -> None:
         fresh = max(10, args.repeat // 2)
         # As an agent runs it: the console script, which hands the command to the resident
         # process (started by the first run, left out), and beside it the same without one.
-        baton = [str(Path(sys.prefix) / "bin" / "baton"), "resume", BENCH_TASK, "--json"]
+        baton = [str(BATON), "resume", BENCH_TASK, "--json"]
         rows.append(("baton resume, fresh process (target 400 ms)", resume_runs(baton, worktree, env, home, fresh)))
         rows.append(("  without the resident process (BATON_RESIDENT=off)", resume_runs(
             baton, worktree, {**env, "BATON_RESIDENT": "off"}, home, fresh)))
-        rows.append(("  floor: python -c pass", timed_runs([sys.executable, "-c", "pass"], worktree, env, fresh)))
+        rows.append(("  floor: python -c pass", fresh_runs([sys.executable, "-c", "pass"], worktree, fresh, env=env)))
 
         from baton.files import WorktreeLocator
         from baton.skills.core.binding import place_of

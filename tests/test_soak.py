@@ -1,11 +1,11 @@
-"""A bounded soak of each mode (bench/soak.py): 8 agent processes and, on the servers, a
-projector; the projector and each server killed once, random commands killed with SIGKILL.
-Every acknowledged write is then present exactly once, every decision is searchable, and no
-Baton process is left running."""
+"""A bounded soak of each mode (tests/soak.py; `python -m bench.soak` runs a longer one): 8
+agent processes and, on the servers, a projector; the projector and each server killed once,
+random commands killed with SIGKILL. Every acknowledged write is then present exactly once,
+every decision is searchable, and no Baton process is left running."""
 
 import pytest
 
-from bench.soak import report, soak
+from tests.soak import report, soak
 
 SECONDS = 20
 
