@@ -14,7 +14,7 @@ A rule is (kind, anchors, pattern, flags, group, check):
   check    the name of a test the secret must pass (baton.redaction.CHECKS), or "".
 
 Why a table of Baton's own rather than a scanner's: bench/redaction.py measures the
-candidates on tests/secret_corpus.py (README, "Secrets").
+candidates on tests/secret_corpus.py (docs/security.md, "Secrets").
 """
 
 from __future__ import annotations

@@ -47,7 +47,6 @@ from pathlib import Path
 from bench.common import git, hook_payload, spread, start_resident
 from tests.servers.outage import REFUSE, STALL, Outage
 
-ROOT = Path(__file__).resolve().parent.parent
 BATON = Path(sys.prefix) / "bin" / "baton"
 TASK = "BENCH-1"
 SESSION = "bench-outages"

@@ -368,8 +368,8 @@ class PostgresSessionStore(SessionStore):
     def _migrate(self, conn: psycopg.Connection) -> None:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            # Asked first: a team's role without CREATE on the schema (README, "Deploying for a
-            # team") is refused even a CREATE TABLE IF NOT EXISTS of a table that exists.
+            # Asked first: a team's role without CREATE on the schema (docs/backends.md, "Deploying
+            # for a team") is refused even a CREATE TABLE IF NOT EXISTS of a table that exists.
             if _one(conn.execute("SELECT to_regclass('baton_schema_migrations')"))[0] is None:
                 conn.execute("CREATE TABLE baton_schema_migrations ("
                              "version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")

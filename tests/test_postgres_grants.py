@@ -1,4 +1,4 @@
-"""The least-privilege grant of README's "Deploying for a team", run as written against the
+"""The least-privilege grant of docs/backends.md's "Deploying for a team", run as written against the
 test server: a team's role that owns nothing runs Baton's writes, reads, gc and redaction
 on tables another role created."""
 
@@ -11,8 +11,8 @@ from tests.conftest import ROOT
 
 
 def documented_grant() -> str:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Deploying for a team"):]
+    backends = (ROOT / "docs" / "backends.md").read_text()
+    section = backends[backends.index("\n## Deploying for a team\n"):]
     return re.search(r"```sql\n(.*?)```", section, re.S).group(1)
 
 
