@@ -78,7 +78,11 @@ def installed(module: str) -> str | None:
     """Why a peer cannot be measured here, or None."""
     import importlib.util
 
-    if importlib.util.find_spec(module) is None:
+    try:
+        found = importlib.util.find_spec(module)
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        found = None
+    if found is None:
         return f"not installed here ({module}); `python3 -m bench.peers --setup` installs the peers"
     return None
 
