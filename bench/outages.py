@@ -91,6 +91,15 @@ def timed(command: list[str], cwd: Path, env: dict, repeat: int, *, stdin=lambda
     return samples[1:]
 
 
+def found_down(home: Path, server: str) -> dict:
+    """The health record the last resume wrote: what it found down."""
+    try:
+        return json.loads((home / "server-health.json").read_text())["servers"]
+    except FileNotFoundError:
+        raise SystemExit(f"the resume did not record {server} down: a server that had less than a fair share of "
+                         "the budget is not recorded (baton.budget.FAIR_WAIT); rerun on a quieter machine") from None
+
+
 def bench_outage(server: str, mode: str, pristine: Path, home: Path, worktree: Path, env: dict,
                  repeat: int) -> list[tuple[str, list[float]]]:
     from baton.health import HealthRecord
@@ -107,7 +116,7 @@ def bench_outage(server: str, mode: str, pristine: Path, home: Path, worktree: P
     try:
         rows = [("resume", timed(resume, worktree, env, repeat, codes=codes,
                                  before=lambda: record.unlink(missing_ok=True)))]
-        recorded = json.loads(record.read_text())["servers"]  # what the last resume found down
+        recorded = found_down(home, server)
         health = HealthRecord(home, recheck_after=30)
 
         def known_down() -> None:
@@ -188,7 +197,7 @@ def bench_known_down(server: str, url: str, root: Path, env: dict, repeat: int) 
         from baton.health import HealthRecord
 
         health = HealthRecord(home, recheck_after=30)
-        recorded = json.loads((home / "server-health.json").read_text())["servers"]
+        recorded = found_down(home, server)
 
         def known_down() -> None:
             for name, down in recorded.items():
