@@ -24,7 +24,7 @@ from baton.errors import BadInput, StoreUnavailable
 from baton.outcome import Found, NotFound
 from baton.skills.core import checkpoints
 from baton.skills.core.checkpoints import REF_PREFIX, Refused, Skipped, Submodule, Taken, Unchanged
-from tests.conftest import git
+from tests.workspace import git
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git
+from tests.workspace import git
 
 
 def commit(cwd: Path, *paths: str, message: str = "change", extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:

@@ -3,7 +3,7 @@ module and forbids every other package, so a module or package added later is co
 
 import tomllib
 
-from tests.conftest import ROOT
+from tests.workspace import ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from tests import timing
-from tests.conftest import ROOT, run_process
 from tests.servers.common import free_port, wait_until
 from tests.servers.outage import FORWARD, REFUSE, STALL, Outage
+from tests.workspace import ROOT, run_process
 
 BUDGET = 2.0  # BATON_STORE_TIMEOUT, as conftest sets it
 SESSION_START_BUDGET = 0.8  # baton.skills.frontends.hooks

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from tests.conftest import ROOT, run_process
 from tests.servers.common import wait_until
+from tests.workspace import ROOT, run_process
 
 
 @pytest.fixture

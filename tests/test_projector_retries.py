@@ -12,8 +12,9 @@ import uuid
 
 import pytest
 
-from tests.conftest import ROOT, run_process, use_servers
 from tests.servers.common import wait_until
+from tests.stores import use_servers
+from tests.workspace import ROOT, run_process
 
 
 @pytest.fixture
