@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers.common import free_port
 from tests.workspace import ROOT, make_repo, run_process, two_agents
 
 ARTIFACTS = ROOT / "artifacts" / "dashboard"
@@ -41,12 +42,6 @@ def _missing_browser() -> str | None:
 
 
 browser_test = pytest.mark.skipif(_missing_browser() is not None, reason=_missing_browser() or "")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Dashboard:
