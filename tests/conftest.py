@@ -1,20 +1,14 @@
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.stores import use_servers
+from tests.workspace import git, make_repo
+
 # A `baton` process a test starts runs its command itself and starts no resident process,
 # so no test leaves one behind; tests/test_resident.py switches it on for its own homes.
 os.environ["BATON_RESIDENT"] = "off"
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}).stdout
 
 
 # Fixtures that start or reach a server, fixtures named for servers (on_servers, ...), and
@@ -128,21 +122,6 @@ def bolt_uri(neo4j_server) -> str:
     return neo4j_server.uri
 
 
-def use_servers(request, monkeypatch, tmp_path: Path, *, qdrant: bool, kafka: bool = True) -> None:
-    """Point every store at its server: PostgreSQL, the Bolt server, Kafka (signals and the
-    event log with its projector), and (qdrant) qdrant-client, in local mode since no
-    Qdrant server can be installed here."""
-    import uuid
-
-    monkeypatch.setenv("BATON_DATABASE_URL", request.getfixturevalue("postgres_url"))
-    monkeypatch.setenv("BATON_GRAPH_URL", request.getfixturevalue("bolt_uri"))
-    if kafka:
-        monkeypatch.setenv("BATON_KAFKA_BOOTSTRAP", request.getfixturevalue("kafka_server").bootstrap)
-        monkeypatch.setenv("BATON_KAFKA_TOPIC_PREFIX", f"test-{uuid.uuid4().hex[:10]}.")
-    if qdrant:
-        monkeypatch.setenv("BATON_QDRANT_URL", f"file://{tmp_path / 'qdrant'}")
-
-
 @pytest.fixture(params=["embedded", "servers"])
 def any_home(request, home, monkeypatch, tmp_path) -> Path:
     """A data home on the embedded default, then with every store on its server."""
@@ -169,15 +148,6 @@ def shared_home(request, home, monkeypatch, tmp_path) -> Path:
     return home
 
 
-def make_repo(path: Path, origin: str | None) -> Path:
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    if origin:
-        git(path, "remote", "add", "origin", origin)
-    git(path, "commit", "-q", "--allow-empty", "-m", "init")
-    return path
-
-
 @pytest.fixture
 def worktrees(tmp_path) -> tuple[Path, Path]:
     """Two worktrees of one repository with an origin."""
@@ -201,6 +171,7 @@ def ways_out(home, worktrees, cli, tmp_path) -> Path:
     (main / "ext").symlink_to(tmp_path / "elsewhere")
     os.mkfifo(main / "pipe")
     return main
+
 
 @pytest.fixture
 def cli(monkeypatch, capsys):
@@ -226,59 +197,3 @@ def cli(monkeypatch, capsys):
         return code, out, err
 
     return run
-
-
-def two_agents(worktrees: tuple[Path, Path], cli) -> Path:
-    """OMN-1 in the main worktree and OMN-2 in the second, overlapping on src/db.py, each
-    with a decision about PostgreSQL. Returns the main worktree."""
-    main, second = worktrees
-    cli(main, "bind", "OMN-1")
-    cli(main, "touch", "src/db.py")
-    cli(main, "decide", "Keep carts in PostgreSQL")
-    cli(second, "bind", "OMN-2")
-    cli(second, "decide", "Persist payments in PostgreSQL")
-    cli(second, "touch", "src/db.py")
-    cli(main, "index")
-    return main
-
-
-def run_process(cwd: Path, *args: str, env: dict | None = None, timeout: float = 60,
-                prelude: str = "") -> subprocess.CompletedProcess:
-    """Run baton as a fresh process (prelude: Python run before the CLI, e.g. to hide a module)."""
-    code = f"{prelude}\nimport sys\nfrom baton.skills.frontends.cli import main\nsys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
-
-
-def unscope_recall(home: Path) -> dict:
-    """Make the embedded recall index of home as Baton left it before projects: point ids of
-    (ticket, text), payloads without a project, one point per (ticket, text) whichever
-    project recorded it first, and no segments (those of before were of another format).
-    Returns the vector of each point kept, by its id."""
-    import json
-    import shutil
-
-    import numpy as np
-
-    from baton.recall.embedded import EmbeddedDecisionIndex
-    from baton.recall.wire import unscoped_point_id
-    from baton.sqlite import write_transaction
-
-    index = EmbeddedDecisionIndex(home / "recall", timeout=5)
-    conn = index._conn()
-    kept: dict = {}
-    with write_transaction(conn):
-        for seq, payload, vector in conn.execute("SELECT seq, payload, vector FROM vectors ORDER BY seq").fetchall():
-            fields = json.loads(payload)
-            del fields["project"]
-            old = unscoped_point_id(fields["task_id"], fields["text"])
-            if old in kept:
-                conn.execute("DELETE FROM vectors WHERE seq = ?", (seq,))
-                continue
-            kept[old] = np.frombuffer(vector, "<f4")
-            conn.execute("UPDATE vectors SET project = NULL, point_id = ?, payload = ? WHERE seq = ?",
-                         (str(old), json.dumps(fields), seq))
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'count'", (str(len(kept)),))
-    index.close()
-    shutil.rmtree(home / "recall" / "index", ignore_errors=True)
-    return kept

@@ -21,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.workspace import ROOT, git, make_repo
 
 CLI = [sys.executable, "-m", "baton.skills.frontends.cli"]
 SHARED_FILES = 12  # a pool every agent touches now and then: conflicts happen
@@ -56,19 +56,10 @@ class Ledger:
 
 
 def make_worktrees(root: Path, count: int) -> list[Path]:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "soak", "GIT_AUTHOR_EMAIL": "s@e", "GIT_COMMITTER_NAME": "soak",
-           "GIT_COMMITTER_EMAIL": "s@e"}
-    main = root / "repo"
-    main.mkdir()
-    for args in (["init", "-q", "-b", "main"], ["remote", "add", "origin", "git@github.com:acme/soak.git"],
-                 ["commit", "-q", "--allow-empty", "-m", "init"]):
-        subprocess.run(["git", *args], cwd=main, env=env, check=True)
-    trees = [main]
+    main = make_repo(root / "repo", "git@github.com:acme/soak.git")
     for n in range(1, count):
-        subprocess.run(["git", "worktree", "add", "-q", str(root / f"tree-{n}"), "-b", f"agent-{n}"], cwd=main,
-                       env=env, check=True)
-        trees.append(root / f"tree-{n}")
-    return trees
+        git(main, "worktree", "add", "-q", str(root / f"tree-{n}"), "-b", f"agent-{n}")
+    return [main, *(root / f"tree-{n}" for n in range(1, count))]
 
 
 def outcome(name: str, started: float, code: int, err: str) -> Outcome:

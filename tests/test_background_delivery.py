@@ -9,8 +9,9 @@ import pytest
 
 from baton.outcome import Found
 from baton.skills.runtime.delivery import delivery_running
-from tests.conftest import run_process, use_servers
+from tests.stores import use_servers
 from tests.timing import wait_for
+from tests.workspace import run_process
 
 ON = {"BATON_BACKGROUND_DELIVERY": "on"}
 

@@ -9,7 +9,7 @@ from contextlib import closing
 
 import pytest
 
-from tests.conftest import run_process
+from tests.workspace import run_process
 
 
 def digest(path):

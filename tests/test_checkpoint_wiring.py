@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from baton.masking import mask_all
-from tests.conftest import git, make_repo
 from tests.test_checkpoints import files, git_view, make_every_kind_of_change, repo, write  # noqa: F401
 from tests.test_claude_hooks import hook, payload, runtime_dir  # noqa: F401
+from tests.workspace import git, make_repo
 
 
 def answer(cli, cwd: Path, *args: str) -> dict:

@@ -24,15 +24,7 @@ from baton.errors import BadInput, StoreUnavailable
 from baton.outcome import Found, NotFound
 from baton.skills.core import checkpoints
 from baton.skills.core.checkpoints import REF_PREFIX, Refused, Skipped, Submodule, Taken, Unchanged
-from tests.conftest import git
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def git_may_fail(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"})
+from tests.workspace import ROOT, git, git_may_fail
 
 
 def commit_all(repo: Path, message: str = "work") -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, make_repo, two_agents
+from tests.workspace import git, make_repo, two_agents
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_hooks"
 FILE_FIELDS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.workspace import ROOT
 
 WORKER = """
 import sys

@@ -14,9 +14,9 @@ from contextlib import suppress
 
 import pytest
 
-from tests.conftest import run_process
 from tests.servers.common import free_port
 from tests.servers.outage import REFUSE, STALL, Outage
+from tests.workspace import run_process
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_process, two_agents
+from tests.servers.common import free_port
+from tests.workspace import ROOT, make_repo, run_process, two_agents
 
 ARTIFACTS = ROOT / "artifacts" / "dashboard"
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -41,12 +42,6 @@ def _missing_browser() -> str | None:
 
 
 browser_test = pytest.mark.skipif(_missing_browser() is not None, reason=_missing_browser() or "")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class Dashboard:
@@ -437,8 +432,6 @@ def test_off_loopback_the_browser_needs_the_token(home, worktrees, cli, serve, b
 
 def test_search_shows_the_dashboards_project_only(home, worktrees, cli, serve, tmp_path):
     """The same ticket id and decision text in another project never reach this one's search."""
-    from tests.conftest import make_repo
-
     main, _ = worktrees
     rival = make_repo(tmp_path / "rival", "https://github.com/rival/shop.git")
     for worktree, context in ((rival, "rival"), (main, "acme")):  # the other team first: its point came first

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests import timing
-from tests.conftest import run_process, two_agents
+from tests.workspace import run_process, two_agents
 
 OTHERS = {"registry", "graph", "recall", "signals"}
 

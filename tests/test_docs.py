@@ -9,7 +9,7 @@ import subprocess
 import sys
 import unicodedata
 
-from tests.conftest import ROOT
+from tests.workspace import ROOT
 
 README_MAX_LINES = 600
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")

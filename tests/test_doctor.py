@@ -5,6 +5,7 @@ import pytest
 
 from tests import timing
 from tests.servers.common import free_port
+from tests.stores import use_servers
 
 
 def test_doctor_on_the_embedded_default(home, worktrees, cli):
@@ -41,8 +42,6 @@ def test_doctor_on_postgres(home, worktrees, cli, monkeypatch, postgres_url):
 
 @pytest.mark.servers  # use_servers asks for them at run time
 def test_doctor_on_every_server(request, home, worktrees, cli, monkeypatch, tmp_path):
-    from tests.conftest import use_servers
-
     use_servers(request, monkeypatch, tmp_path, qdrant=True)
     code, out, _ = cli(worktrees[0], "doctor", "--json")
     reports = {r["store"]: r for r in json.loads(out)}

@@ -15,7 +15,7 @@ import pytest
 
 from baton.skills.core import environment
 from baton.skills.core.environment import SetupResult
-from tests.conftest import git
+from tests.workspace import git
 
 
 def program(directory: Path, name: str, script: str) -> None:

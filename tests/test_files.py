@@ -4,7 +4,7 @@ import pytest
 
 from baton.errors import BadInput
 from baton.files import WorktreeLocator, normalise_remote
-from tests.conftest import make_repo
+from tests.workspace import git, make_repo
 
 
 @pytest.mark.parametrize("url", [
@@ -37,8 +37,6 @@ def test_two_worktrees_share_files_unrelated_repos_do_not(worktrees, tmp_path):
 
 
 def test_worktrees_without_origin_share_the_main_worktree_identity(tmp_path):
-    from tests.conftest import git
-
     main = make_repo(tmp_path / "plain", None)
     git(main, "worktree", "add", "-q", str(tmp_path / "plain-2"), "-b", "two")
     locator = WorktreeLocator()
@@ -57,8 +55,6 @@ def test_unstorable_paths_are_refused(tmp_path, raw, problem):
 
 
 def test_the_worktrees_read_from_the_git_dir_are_those_git_lists(worktrees, tmp_path):
-    from tests.conftest import git
-
     main, second = worktrees
     git(main, "worktree", "add", "-q", str(tmp_path / "third"), "-b", "third")
     listed = [line.removeprefix("worktree ") for line in git(main, "worktree", "list", "--porcelain").splitlines()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_process
+from tests.workspace import run_process
 
 pytestmark = pytest.mark.slow  # each test fills a small tmpfs, seconds apiece
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git
+from tests.workspace import git, git_may_fail
 
 
 def commit(cwd: Path, *paths: str, message: str = "change", extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
@@ -17,9 +17,7 @@ def commit(cwd: Path, *paths: str, message: str = "change", extra: tuple[str, ..
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(f"{message}\n")
     git(cwd, "add", *paths)
-    return subprocess.run(["git", "commit", "-q", "-m", message, *extra], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e",
-                                            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"})
+    return git_may_fail(cwd, "commit", "-q", "-m", message, *extra, timeout=120)
 
 
 def hooks_dir(cwd: Path) -> Path:

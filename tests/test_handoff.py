@@ -13,7 +13,7 @@ import pytest
 from baton.skills.handoff.document import parse_document
 from baton.skills.handoff.verify import STATUSES
 from tests import timing
-from tests.conftest import ROOT, git
+from tests.workspace import ROOT, git
 
 CLAIM_KEYS = {"section", "recorded", "recorded_at", "probe", "fresh", "status", "reason"}
 

@@ -13,7 +13,7 @@ import pytest
 
 from baton.skills.handoff.probe_policy import matches
 from baton.skills.handoff.probe_signing import PERSONAL_KEY_FILE
-from tests.conftest import make_repo, run_process
+from tests.workspace import make_repo, run_process
 
 
 def write(cli, worktree: Path, *args: str) -> Path:

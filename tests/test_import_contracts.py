@@ -1,9 +1,11 @@
 """The kernel import contract (pyproject.toml, checked by scripts/check) names every kernel
-module and forbids every other package, so a module or package added later is covered too."""
+module and forbids every other package, so a module or package added later is covered too.
+And no module imports tests/conftest.py: pytest gives its fixtures to tests by name."""
 
+import ast
 import tomllib
 
-from tests.conftest import ROOT
+from tests.workspace import ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
@@ -23,3 +25,24 @@ def test_the_kernel_contract_lists_every_module_directly_in_baton():
 def test_the_kernel_contract_forbids_every_other_package():
     packages = set(PYPROJECT["tool"]["setuptools"]["package-dir"]) - {"baton"}
     assert sorted(kernel_contract()["forbidden_modules"]) == sorted(packages)
+
+
+def imports_conftest(tree: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(alias.name == "tests.conftest" for alias in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (
+                node.module == "tests.conftest"
+                or (node.module == "tests" and any(alias.name == "conftest" for alias in node.names))):
+            return True
+    return False
+
+
+def test_no_module_imports_conftest():
+    """conftest.py holds pytest's hooks and fixtures, which pytest hands to tests by name;
+    helpers live in ordinary modules (tests/workspace.py, tests/stores.py, ...). Imported,
+    conftest.py would be a second copy of itself beside the one pytest loaded."""
+    offenders = [str(path.relative_to(ROOT)) for folder in ("tests", "bench", "scripts")
+                 for path in sorted((ROOT / folder).rglob("*.py"))
+                 if imports_conftest(ast.parse(path.read_text(), filename=str(path)))]
+    assert offenders == []

@@ -28,7 +28,7 @@ from baton.skills.core.interrupted import (
     detect,
     read_prizmkit,
 )
-from tests.conftest import git, make_repo
+from tests.workspace import git, make_repo
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 
 from baton.errors import StoreUnavailable
 from baton.signals.model import Signal, SignalPayload
-from tests.servers.common import wait_until
+from tests.timing import wait_for
 
 
 def conflict(task: str) -> Signal:
@@ -63,9 +63,9 @@ def test_a_late_acknowledgement_in_the_same_process_sends_nothing_twice(tmp_path
     try:
         signal = conflict("LATE-1")
         stalled_delivery(kafka_server, bus, signal)
-        wait_until(lambda: copies(kafka_server, kafka_topic, str(signal.signal_id)) >= 1, timeout=60,
-                   what="the stalled broker writing the message")
-        wait_until(lambda: _delivered(bus), timeout=60, what="a delivery that succeeds")
+        wait_for(lambda: copies(kafka_server, kafka_topic, str(signal.signal_id)) >= 1, timeout=60,
+                 what="the stalled broker writing the message")
+        wait_for(lambda: _delivered(bus), timeout=60, what="a delivery that succeeds")
         assert bus.waiting() == 0
     finally:
         bus.close()
@@ -83,14 +83,14 @@ def test_the_next_process_looks_a_message_up_before_producing_it_again(tmp_path,
         stalled_delivery(kafka_server, first, signal)
     finally:
         first.close()
-    wait_until(lambda: copies(kafka_server, kafka_topic, str(signal.signal_id)) >= 1, timeout=60,
-               what="the stalled broker writing the message")
+    wait_for(lambda: copies(kafka_server, kafka_topic, str(signal.signal_id)) >= 1, timeout=60,
+             what="the stalled broker writing the message")
     second = KafkaSignalBus(kafka_server.bootstrap, tmp_path / "outbox.db", timeout=5, topic=kafka_topic, project="r")
     try:
         assert second.waiting() == 1
         with pytest.raises(StoreUnavailable, match="looked up on the topic in"):
             second.deliver()  # a request on its way may still be written: it waits SETTLE_MS first
-        wait_until(lambda: _delivered(second), timeout=90, what="the message looked up once settled")
+        wait_for(lambda: _delivered(second), timeout=90, what="the message looked up once settled")
         assert second.waiting() == 0
         assert [s.signal_id for s in second.recent(task_id="KILLED-1", after=None, limit=10).value] == [
             signal.signal_id]

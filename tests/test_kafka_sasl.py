@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import run_process
+from tests.workspace import run_process
 
 USER, PASSWORD = "team-shop", f"pw-{uuid.uuid4().hex[:12]}"
 WRONG = f"wrong-{uuid.uuid4().hex[:12]}"

@@ -3,7 +3,7 @@ uses and their parameters, and fails one that asks for a server at run time unma
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.workspace import ROOT
 
 pytest_plugins = ["pytester"]
 

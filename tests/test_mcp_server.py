@@ -14,8 +14,8 @@ pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from tests.conftest import run_process, two_agents
 from tests.test_touched_paths import REFUSED, spelled
+from tests.workspace import run_process, two_agents
 
 pytestmark = pytest.mark.slow  # each test starts `baton mcp` in a fresh process, about 2 s
 

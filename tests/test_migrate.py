@@ -2,7 +2,8 @@
 
 import json
 
-from tests.conftest import two_agents, unscope_recall
+from tests.stores import unscope_recall
+from tests.workspace import two_agents
 
 
 def test_migrate_registry_and_recall(home, worktrees, cli, monkeypatch, postgres_url, tmp_path):

@@ -25,9 +25,10 @@ from pathlib import Path
 import pytest
 
 from tests import timing
-from tests.conftest import ROOT, run_process
-from tests.servers.common import free_port, wait_until
+from tests.servers.common import free_port
 from tests.servers.outage import FORWARD, REFUSE, STALL, Outage
+from tests.timing import wait_for
+from tests.workspace import ROOT, run_process
 
 BUDGET = 2.0  # BATON_STORE_TIMEOUT, as conftest sets it
 SESSION_START_BUDGET = 0.8  # baton.skills.frontends.hooks
@@ -262,8 +263,8 @@ def test_a_background_delivery_clears_the_record_once_the_server_is_back(home, w
         assert skipped.returncode == 3 and "down since" in skipped.stderr, "within the recheck time: skipped"
         assert run_process(main, "decide", "--task", "OMN-1", "After the outage",
                            env={"BATON_BACKGROUND_DELIVERY": "on"}).returncode == 0
-        wait_until(lambda: json.loads(record.read_text())["servers"] == {}, timeout=30,
-                   what="the background delivery clearing the record")
+        wait_for(lambda: json.loads(record.read_text())["servers"] == {}, timeout=30,
+                 what="the background delivery clearing the record")
         assert run_process(main, "list").returncode == 0
     finally:
         proxy.close()
@@ -476,11 +477,11 @@ def test_the_projector_logs_a_store_failure_when_it_happens_and_when_it_is_back(
     reader.start()
     try:
         stamp = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+\+00:00 baton projector: "
-        wait_until(lambda: any(re.match(stamp + "session registry unavailable: ", line) for line in logged),
-                   timeout=60, what="the registry's failure logged while the projector runs")
+        wait_for(lambda: any(re.match(stamp + "session registry unavailable: ", line) for line in logged),
+                 timeout=60, what="the registry's failure logged while the projector runs")
         proxy.switch(FORWARD)
-        wait_until(lambda: any(re.match(stamp + "session registry is back after ", line) for line in logged),
-                   timeout=60, what="the registry's return logged")
+        wait_for(lambda: any(re.match(stamp + "session registry is back after ", line) for line in logged),
+                 timeout=60, what="the registry's return logged")
         assert daemon.poll() is None
         # The repair and gc the running projector applies at its start say so in lines of their own.
         failures = [line for line in logged if "session registry unavailable" in line
@@ -507,8 +508,8 @@ def test_projectors_of_two_prefixes_do_not_block_each_other(home, worktrees, kaf
     try:
         # A running projector of the first prefix is a member of its group; a catch-up run
         # of the second prefix commits in a group of its own.
-        wait_until(lambda: "OMN-1" in run_process(main, "list", env={"BATON_KAFKA_TOPIC_PREFIX": first}).stdout,
-                   timeout=120, what="the first prefix's projector applying OMN-1")
+        wait_for(lambda: "OMN-1" in run_process(main, "list", env={"BATON_KAFKA_TOPIC_PREFIX": first}).stdout,
+                 timeout=120, what="the first prefix's projector applying OMN-1")
         caught_up = run_process(main, "projector", "--once", env=second)
         assert caught_up.returncode == 0, caught_up.stderr
         assert caught_up.stdout.startswith("applied 2 events")  # the bind and the run it starts

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.workspace import ROOT
 
 STORE_FOLDERS = ("registry", "graph", "recall", "signals", "skills")
 

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from tests.conftest import two_agents
 from tests.test_mcp_server import allow_commands, call, cli_json, with_server
+from tests.workspace import two_agents
 
 # command -> (tool, {CLI option dest: tool argument}). `worktree` is the tool's stand-in for
 # the directory a command runs in, so it has no option.

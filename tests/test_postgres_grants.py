@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.workspace import ROOT
 
 
 def documented_grant() -> str:

@@ -6,7 +6,7 @@ import stat
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.workspace import ROOT
 
 
 def run(cwd, *args, env):

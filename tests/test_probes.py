@@ -18,7 +18,7 @@ from baton.skills.handoff.probes import (
     shown_output,
 )
 from baton.skills.runtime.command_words import parse_command
-from tests.conftest import git, make_repo
+from tests.workspace import git, make_repo
 
 
 @pytest.mark.parametrize("command", [

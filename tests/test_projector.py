@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from tests.conftest import ROOT, run_process
-from tests.servers.common import wait_until
+from tests.timing import wait_for
+from tests.workspace import ROOT, run_process
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def test_a_killed_projector_loses_nothing_and_doubles_nothing(kafka_home, worktr
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**__import__("os").environ,
                                                                                         "PYTHONPATH": str(ROOT)})
     try:
-        wait_until(lambda: session(main, "OMN-1") is not None, timeout=60, what="the projector's first event")
+        wait_for(lambda: session(main, "OMN-1") is not None, timeout=60, what="the projector's first event")
         for n in range(5):
             baton(main, "touch", f"src/f{n}.py")
     finally:
@@ -77,8 +77,8 @@ def test_a_killed_projector_loses_nothing_and_doubles_nothing(kafka_home, worktr
         baton(main, "decide", f"decision {n}")
     # The group forgets the killed member after its session timeout (6 s); until then a
     # catch-up run refuses to commit, and applies again next time.
-    wait_until(lambda: run_process(main, "projector", "--once").returncode == 0, timeout=60,
-               what="a catch-up run after the crash")
+    wait_for(lambda: run_process(main, "projector", "--once").returncode == 0, timeout=60,
+             what="a catch-up run after the crash")
     projected = session(main, "OMN-1")
     assert sorted(projected["files_touched"]) == sorted(f"src/f{n}.py" for n in range(5))
     decisions = json.loads(baton(main, "resume", "OMN-1", "--json").stdout)["session"]["decisions"]
@@ -125,8 +125,8 @@ def test_a_running_projector_applies_retention_periodically(kafka_home, worktree
                                   cwd=main, stdout=subprocess.DEVNULL, stderr=stderr,
                                   env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
         try:
-            wait_until(lambda: session(main, "OLD-1") is None, timeout=60, what="the projector's gc of OLD-1")
-            wait_until(lambda: log.read_text().count(" gc: ") >= 2, timeout=30, what="a second gc a second later")
+            wait_for(lambda: session(main, "OLD-1") is None, timeout=60, what="the projector's gc of OLD-1")
+            wait_for(lambda: log.read_text().count(" gc: ") >= 2, timeout=30, what="a second gc a second later")
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(30)

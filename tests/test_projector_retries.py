@@ -12,8 +12,9 @@ import uuid
 
 import pytest
 
-from tests.conftest import ROOT, run_process, use_servers
-from tests.servers.common import wait_until
+from tests.stores import use_servers
+from tests.timing import wait_for
+from tests.workspace import ROOT, run_process
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def test_a_graph_transaction_that_times_out_is_applied_again(servers_home, workt
     one, two = f"LOCK-{uuid.uuid4().hex[:6]}", f"LOCK-{uuid.uuid4().hex[:6]}"
     baton(main, "bind", one)
     baton(second, "bind", two)
-    wait_until(lambda: baton(main, "projector", "--once").returncode == 0, timeout=120, what="the binds applied")
+    wait_for(lambda: baton(main, "projector", "--once").returncode == 0, timeout=120, what="the binds applied")
     paths = [f"src/locked{n}.py" for n in range(5)]
     for path in paths:
         baton(main, "touch", path)
@@ -65,13 +66,13 @@ def test_a_graph_transaction_that_times_out_is_applied_again(servers_home, workt
             daemon = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "projector",
                                        "--idle", "0.1"], cwd=main, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
         try:
-            wait_until(lambda: "conflict graph unavailable" in log.read_text(), timeout=60,
-                       what="the projector's graph write timing out on the lock")
+            wait_for(lambda: "conflict graph unavailable" in log.read_text(), timeout=60,
+                     what="the projector's graph write timing out on the lock")
             locker.rollback()
-            wait_until(lambda: graph_files(neo4j_server, one) == set(paths) == graph_files(neo4j_server, two),
-                       timeout=60, what="every acknowledged touch in the graph")
+            wait_for(lambda: graph_files(neo4j_server, one) == set(paths) == graph_files(neo4j_server, two),
+                     timeout=60, what="every acknowledged touch in the graph")
             # The overlap was signalled once the graph took the touches.
-            wait_until(lambda: any(s["signal_type"] == "conflict_detected" for s in json.loads(
+            wait_for(lambda: any(s["signal_type"] == "conflict_detected" for s in json.loads(
                 baton(main, "signals", "--task", one, "--json").stdout)), timeout=60, what="the conflict signal")
         finally:
             daemon.send_signal(signal.SIGTERM)
@@ -88,7 +89,7 @@ def test_doctor_repair_puts_back_graph_rows_deleted_behind_batons_back(servers_h
     baton(main, "touch", "src/a.py", "src/b.py")
     baton(second, "bind", two)
     baton(second, "touch", "src/b.py")
-    wait_until(lambda: baton(main, "projector", "--once").returncode == 0, timeout=120, what="the events applied")
+    wait_for(lambda: baton(main, "projector", "--once").returncode == 0, timeout=120, what="the events applied")
     assert graph_files(neo4j_server, one) == {"src/a.py", "src/b.py"}
 
     with neo4j.GraphDatabase.driver(neo4j_server.address, auth=neo4j_server.auth) as driver:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, make_repo, unscope_recall
+from tests.stores import unscope_recall
+from tests.workspace import git, make_repo
 
 SHOP = "github.com/acme/shop"
 OTHER = "github.com/rival/shop"

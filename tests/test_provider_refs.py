@@ -8,9 +8,9 @@ import subprocess
 import zlib
 from pathlib import Path
 
-from tests.conftest import git, make_repo
 from tests.test_checkpoints import write
 from tests.test_claude_hooks import hook, payload, runtime_dir  # noqa: F401
+from tests.workspace import git, make_repo
 
 AGENT_SESSION = "5f0c7a52-1d4e-4b8e-9a51-0c3f2d7e9b11"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.claude_code import ScriptedModel, find_claude, mcp_tools, run_claude, size, stream_events
-from tests.conftest import git, make_repo
+from tests.workspace import git, make_repo
 
 CLAUDE = find_claude()
 pytestmark = [

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.codex_cli import ScriptedResponses, events, find_codex, run_codex, write_model_config
-from tests.conftest import git, make_repo
+from tests.workspace import git, make_repo
 
 CODEX = find_codex()
 pytestmark = [

@@ -17,7 +17,7 @@ import pytest
 from baton.recall import segments
 from baton.recall.base import DecisionRecord
 from baton.recall.embedded import EmbeddedDecisionIndex
-from tests.conftest import ROOT, run_process, two_agents
+from tests.workspace import ROOT, run_process, two_agents
 
 P = "github.com/acme/shop"  # the project of every decision here
 

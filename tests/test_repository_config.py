@@ -5,7 +5,7 @@ import io
 import json
 import subprocess
 
-from tests.conftest import git
+from tests.workspace import git
 
 
 def watched(repo, tmp_path):

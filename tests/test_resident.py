@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, make_repo
 from tests.test_claude_hooks import payload
 from tests.timing import wait_for
+from tests.workspace import ROOT, make_repo
 
 BATON = Path(sys.executable).with_name("baton")
 # A client that only asks the resident: exit 99 (and nothing run) when it did not answer. It

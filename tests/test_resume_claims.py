@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.stores import use_servers
+
 
 @pytest.fixture(params=["embedded", "servers"])
 def claim_home(request, home, monkeypatch, tmp_path) -> Path:
     if request.param == "servers":
-        from tests.conftest import use_servers
-
         use_servers(request, monkeypatch, tmp_path, qdrant=False)
     return home
 

@@ -3,7 +3,7 @@
 import json
 import os
 
-from tests.conftest import git
+from tests.workspace import git
 
 
 def test_two_agents_two_worktrees(any_home, worktrees, cli):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_process
 from tests.secret_corpus import NEGATIVES, SECRETS, leaks
 from tests.test_redact_rewrite import stored
+from tests.workspace import run_process
 
 pytestmark = pytest.mark.slow
 TARGET = 0.99  # of the corpus never stored, shown or committed, in every channel

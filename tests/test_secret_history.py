@@ -6,7 +6,7 @@ import json
 import re
 
 from baton.skills.handoff.probes import output_digest
-from tests.conftest import git
+from tests.workspace import git
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
 GITHUB_TOKEN = "ghp_1234567890abcdefghijklmnopqrstuvwxyz"

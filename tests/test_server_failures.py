@@ -9,7 +9,8 @@ import time
 import pytest
 
 from tests import timing
-from tests.conftest import run_process, two_agents, use_servers
+from tests.stores import use_servers
+from tests.workspace import run_process, two_agents
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git
+from tests.workspace import git
 
 TASK = "OMN-7"
 PRODUCTION_LIKE = ["production", "runtime", "schema", "dependency", "public-interface"]

@@ -11,7 +11,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from tests.conftest import git
+from tests.workspace import git
 
 
 def stage(cli, cwd: Path, *args: str) -> dict:

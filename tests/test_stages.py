@@ -31,7 +31,7 @@ from baton.skills.core.stages import (
     replay,
     state_from_dict,
 )
-from tests.conftest import git, make_repo
+from tests.workspace import git, make_repo
 
 HAPPY = ["PLAN_READY", "IMPLEMENTED", "REVIEW_PASS", "TEST_PASS", "RETRO_COMPLETE", "COMMIT_PENDING", "COMMITTED"]
 

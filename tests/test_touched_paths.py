@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git
 from tests.test_claude_hooks import hook, payload, runtime_dir  # noqa: F401 -- the hooks' runtime directory
+from tests.workspace import git
 
 LONG = "a/" * 50_000  # 100,000 characters of short names
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_process
 from tests.test_full_disk import fill, small_disk  # noqa: F401 -- a fixture
 from tests.timing import wait_for
+from tests.workspace import ROOT, run_process
 
 ON = {"BATON_BACKGROUND_DELIVERY": "on"}
 TICKETS = ["Q-0", "Q-1", "Q-2", "Q-3"]

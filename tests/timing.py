@@ -1,7 +1,8 @@
 """Wall-clock bounds that hold on a busy machine. A test that bounds how long a command
 took measures, in the same test, what the same command costs with nothing wrong (its
 floor: the interpreter's start, Baton's imports, the machine's load at that moment), and
-allows what the case adds on top of it (a store's budget). Speed targets live in bench/."""
+allows what the case adds on top of it (a store's budget). Speed targets live in bench/.
+Every test and test server waits with wait_for: polled, with a deadline."""
 
 from __future__ import annotations
 
@@ -43,12 +44,17 @@ def interpreter_floor(cwd: Path) -> float:
 
 
 def wait_for(condition: Callable[[], object], timeout: float, what: str) -> object:
-    """Poll condition() until it returns something true, and return that; fail after
-    timeout seconds naming what was awaited (a bounded wait, never a fixed sleep)."""
+    """Poll condition() until it returns something true, and return that; raise TimeoutError
+    after timeout seconds naming what was awaited (a bounded wait, never a fixed sleep).
+    The polls start 10 ms apart and back off to 100 ms: a quick answer is seen at once, a
+    slow one (a server starting) is not asked hundreds of times a second."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    delay = 0.01
+    while True:
         found = condition()
         if found:
             return found
-        time.sleep(0.05)
-    raise AssertionError(f"no {what} within {timeout:g}s")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout:g}s for {what}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)

@@ -7,29 +7,18 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from pathlib import Path
 from typing import Self
 from xml.etree import ElementTree
+
+from tests.timing import wait_for
 
 
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def wait_until(ready: Callable[[], bool], *, timeout: float, what: str) -> None:
-    """Poll ready() until it holds; raise after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    delay = 0.01
-    while not ready():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not ready within {timeout:g}s")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.25)
 
 
 def port_open(port: int) -> bool:
@@ -116,7 +105,7 @@ class JvmServer(ABC):
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
         try:
-            wait_until(self._ready, timeout=self.start_timeout, what=f"{self.name} on {self.address}")
+            wait_for(self._ready, timeout=self.start_timeout, what=f"{self.name} on {self.address}")
         except (TimeoutError, RuntimeError) as error:
             self._abandon()  # no half-started JVM left behind
             raise type(error)(f"{error}; tail of {self.log}:\n{self.log_tail()}") from None
@@ -161,7 +150,7 @@ class JvmServer(ABC):
         if self._process is None:
             return
         self._abandon()
-        wait_until(lambda: not port_open(self.port), timeout=self.stop_timeout, what=f"{self.name} shutdown")
+        wait_for(lambda: not port_open(self.port), timeout=self.stop_timeout, what=f"{self.name} shutdown")
 
     def stop(self) -> None:
         if self._process is not None:

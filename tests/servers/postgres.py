@@ -11,7 +11,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.servers.common import free_port, port_open, wait_until
+from tests.servers.common import free_port, port_open
+from tests.timing import wait_for
 
 
 def bin_dir() -> Path:
@@ -55,7 +56,7 @@ class PostgresServer:
         options = f"-p {self.port} -k {self.sockets} -c listen_addresses=127.0.0.1 -c fsync=off"
         self._run(str(bin_dir() / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
                   "-w", "-t", "30", "start")
-        wait_until(lambda: port_open(self.port), timeout=30, what="PostgreSQL")
+        wait_for(lambda: port_open(self.port), timeout=30, what="PostgreSQL")
         return self
 
     def pid(self) -> int | None:
@@ -71,8 +72,8 @@ class PostgresServer:
         pid = self.pid()
         if pid:
             os.kill(pid, signal.SIGQUIT)
-            wait_until(lambda: not port_open(self.port) and not (self.data / "postmaster.pid").exists(),
-                       timeout=10, what="PostgreSQL shutdown")
+            wait_for(lambda: not port_open(self.port) and not (self.data / "postmaster.pid").exists(),
+                     timeout=10, what="PostgreSQL shutdown")
 
     def stop(self) -> None:
         if self.pid() and port_open(self.port):

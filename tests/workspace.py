@@ -1,0 +1,58 @@
+"""What a test works in and with: the project's own root, git repositories made with a
+fixed identity, Baton run as a fresh process, and two agents at work in two worktrees."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Commits in test repositories need an author whatever the machine's git configuration.
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@e"}
+
+
+def git_may_fail(cwd: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **GIT_IDENTITY})
+
+
+def git(cwd: Path, *args: str) -> str:
+    """git's output; raises CalledProcessError when git fails."""
+    result = git_may_fail(cwd, *args)
+    result.check_returncode()
+    return result.stdout
+
+
+def make_repo(path: Path, origin: str | None) -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    if origin:
+        git(path, "remote", "add", "origin", origin)
+    git(path, "commit", "-q", "--allow-empty", "-m", "init")
+    return path
+
+
+def two_agents(worktrees: tuple[Path, Path], cli) -> Path:
+    """OMN-1 in the main worktree and OMN-2 in the second, overlapping on src/db.py, each
+    with a decision about PostgreSQL. Returns the main worktree."""
+    main, second = worktrees
+    cli(main, "bind", "OMN-1")
+    cli(main, "touch", "src/db.py")
+    cli(main, "decide", "Keep carts in PostgreSQL")
+    cli(second, "bind", "OMN-2")
+    cli(second, "decide", "Persist payments in PostgreSQL")
+    cli(second, "touch", "src/db.py")
+    cli(main, "index")
+    return main
+
+
+def run_process(cwd: Path, *args: str, env: dict | None = None, timeout: float = 60,
+                prelude: str = "") -> subprocess.CompletedProcess:
+    """Run baton as a fresh process (prelude: Python run before the CLI, e.g. to hide a module)."""
+    code = f"{prelude}\nimport sys\nfrom baton.skills.frontends.cli import main\nsys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
