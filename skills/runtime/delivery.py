@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING
 from baton.home import make_directory
 
 if TYPE_CHECKING:
+    from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.sink import Apply
+    from baton.skills.runtime.stores import Stores
 
 LOCK = "delivery.lock"
 LINGER = 1.0  # seconds without new writes before a background delivery exits
@@ -58,7 +60,7 @@ def delivery_running(home: Path) -> bool:
     return False
 
 
-def start_background_delivery(settings) -> None:
+def start_background_delivery(settings: Settings) -> None:
     """Start a detached delivery process unless one runs or the settings turn it off; costs
     the caller a spawn, no wait."""
     if not settings.background_delivery or delivery_running(settings.home):
@@ -68,7 +70,7 @@ def start_background_delivery(settings) -> None:
     spawn_baton("deliver", "--background")
 
 
-def deliver_in_background(stores, apply: Apply) -> None:
+def deliver_in_background(stores: Stores, apply: Apply) -> None:
     """Deliver until nothing waits for LINGER seconds, retrying with backoff while it fails;
     returns at once if another delivery holds the lock. apply: the projection (see
     baton.skills.runtime.sink)."""
