@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
+
 from baton.errors import StoreUnavailable
 from baton.home import make_directory
 from baton.store_names import Store
