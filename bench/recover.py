@@ -88,7 +88,7 @@ def data_home(base: Path, sessions: list[SessionFacts]) -> Path:
 
     from baton.files import FileRef
     from baton.registry.model import Bound, DecisionRecorded, FilesTouched, StageRecorded
-    from baton.skills.frontends.told import AgentSessions, Beat
+    from baton.skills.runtime.agent_sessions import AgentSessions, Beat
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
 

@@ -26,13 +26,6 @@ def event_adapter() -> TypeAdapter[Event]:
     return TypeAdapter(Event)
 
 
-# baton.registry.model.Phase's values, for the writes that build events without pydantic
-# (tests/test_outages.py pins them to the model).
-PHASES = ("planning", "implementing", "reviewing", "merging", "deploying", "completed", "stalled")
-# The phases `update --phase` offers: a ticket stalls through `end --status stalled`.
-UPDATE_PHASES = PHASES[:-1]
-
-
 def event_body(event_type: str, *, event_id: str, task_id: str, session_id: str, at: datetime, **fields: object) -> str:
     """The JSON of one registry event of event_type, built without pydantic: a write kept
     for delivery never pays for importing the models. The caller gives exactly the model's

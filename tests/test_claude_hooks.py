@@ -544,7 +544,7 @@ def test_the_hook_command_through_the_parser_runs_the_hook(home, tmp_path, args)
 def test_the_told_mark_lives_in_a_private_directory_of_the_user(monkeypatch, tmp_path):
     import tempfile
 
-    from baton.skills.frontends.told import forget_trouble, trouble_first_told
+    from baton.skills.runtime.agent_sessions import forget_trouble, trouble_first_told
 
     monkeypatch.delenv("XDG_RUNTIME_DIR")
     (tmp_path / "tmp").mkdir()

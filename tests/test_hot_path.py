@@ -49,7 +49,7 @@ def names(text: str) -> frozenset[str]:
 # new on one of these paths fails the tests below until it is added here on purpose.
 TOUCH_IMPORTS = names("""
     ast baton.budget baton.clock baton.errors baton.files baton.graph baton.graph.base baton.graph.conflicts
-    baton.graph.sqlite baton.health baton.home baton.ids baton.masking baton.outcome baton.registry
+    baton.graph.sqlite baton.health baton.home baton.ids baton.masking baton.outcome baton.phases baton.registry
     baton.projects baton.graph.projects
     baton.registry.base baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals
     baton.signals.base baton.signals.sqlite baton.signals.wire baton.skills baton.skills.core
@@ -64,11 +64,11 @@ TOUCH_IMPORTS = names("""
 OVERLAP_IMPORTS = names("hashlib platform uuid")
 HOOK_IMPORTS = names("""
     ast baton.budget baton.clock baton.errors baton.files baton.git baton.graph baton.graph.base
-    baton.graph.conflicts baton.health baton.home baton.ids baton.masking baton.outcome baton.registry
+    baton.graph.conflicts baton.health baton.home baton.ids baton.masking baton.outcome baton.phases baton.registry
     baton.projects
     baton.registry.base baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals
     baton.signals.base baton.skills baton.skills.core baton.skills.core.binding baton.skills.frontends
-    baton.skills.frontends.cli baton.skills.frontends.hooks baton.skills.frontends.told baton.skills.runtime
+    baton.skills.frontends.cli baton.skills.frontends.hooks baton.skills.runtime.agent_sessions baton.skills.runtime
     baton.skills.runtime.command_words baton.skills.runtime.settings baton.skills.runtime.sink
     baton.skills.runtime.stores baton.skills.runtime.unit baton.sqlite baton.store_names baton.trust
     baton.write_queue collections copy dataclasses datetime dis fcntl inspect json linecache math opcode shlex
@@ -83,7 +83,7 @@ HOOK_PATH_IMPORTS = {
     """),
     "user-prompt-submit": HOOK_IMPORTS | names("""
         platform uuid array baton.signals.sqlite baton.signals.wire baton.processes baton.skills.core.overlaps
-        baton.skills.frontends.briefing
+        baton.skills.frontends.briefing baton.skills.services baton.skills.services.news
     """),
     "stop": HOOK_IMPORTS | names("""
         locale select selectors signal subprocess array atexit baton.locks baton.outbox

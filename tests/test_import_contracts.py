@@ -1,6 +1,7 @@
-"""The kernel import contract (pyproject.toml, checked by scripts/check) names every kernel
-module and forbids every other package, so a module or package added later is covered too.
-And no module imports tests/conftest.py: pytest gives its fixtures to tests by name."""
+"""The import contracts (pyproject.toml, checked by scripts/check) that name modules: the
+kernel's names every kernel module and forbids every other package, the front ends' forbids
+every store package, so a module or package added later is covered too. And no module
+imports tests/conftest.py: pytest gives its fixtures to tests by name."""
 
 import ast
 import tomllib
@@ -8,23 +9,28 @@ import tomllib
 from tests.workspace import ROOT
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PACKAGES = set(PYPROJECT["tool"]["setuptools"]["package-dir"])
 
 
-def kernel_contract() -> dict:
+def contract(contract_id: str) -> dict:
     contracts = PYPROJECT["tool"]["importlinter"]["contracts"]
-    return next(c for c in contracts if c["id"] == "kernel")
+    return next(c for c in contracts if c["id"] == contract_id)
 
 
 def test_the_kernel_contract_lists_every_module_directly_in_baton():
     kernel = ROOT / "baton"
     modules = {f"baton.{path.stem}" for path in kernel.glob("*.py") if path.stem != "__init__"}
     modules |= {f"baton.{path.parent.name}" for path in kernel.glob("*/__init__.py")}
-    assert sorted(kernel_contract()["source_modules"]) == sorted(modules)
+    assert sorted(contract("kernel")["source_modules"]) == sorted(modules)
 
 
 def test_the_kernel_contract_forbids_every_other_package():
-    packages = set(PYPROJECT["tool"]["setuptools"]["package-dir"]) - {"baton"}
-    assert sorted(kernel_contract()["forbidden_modules"]) == sorted(packages)
+    assert sorted(contract("kernel")["forbidden_modules"]) == sorted(PACKAGES - {"baton"})
+
+
+def test_the_front_ends_contract_forbids_every_store_package():
+    stores = PACKAGES - {"baton", "baton.skills"}
+    assert stores <= set(contract("frontends-through-services")["forbidden_modules"])
 
 
 def imports_conftest(tree: ast.AST) -> bool:

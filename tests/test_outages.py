@@ -409,8 +409,9 @@ def test_the_record_holds_only_failures_to_reach_a_server(home, worktrees, cli, 
 def test_the_hand_built_events_and_signals_are_the_models(home, worktrees, cli, monkeypatch):
     import sqlite3
 
+    from baton.phases import PHASES
     from baton.registry.model import Phase
-    from baton.registry.wire import PHASES, event_adapter
+    from baton.registry.wire import event_adapter
     from baton.signals.model import Signal
 
     assert set(PHASES) == {phase.value for phase in Phase}

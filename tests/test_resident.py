@@ -394,7 +394,7 @@ def test_the_client_imports_nothing_heavy(home, resident, worktrees):
 def test_a_hook_names_the_agent_that_ran_baton(home, resident, worktrees):
     """The heartbeat names the hook's parent process, the agent: through the resident too, it
     is the client's parent (here this test), not the resident."""
-    from baton.skills.frontends.told import local_heartbeats
+    from baton.skills.runtime.agent_sessions import local_heartbeats
     from baton.skills.runtime.settings import Settings
 
     main, _ = worktrees

@@ -81,7 +81,7 @@ def _redact_values(stores: Stores, value: object) -> object:
 
 
 def wire_event(event_type: str, task_id: str, session_id: str, at: datetime, *, event_id: str | None = None,
-               **fields) -> WireEvent:
+               **fields: object) -> WireEvent:
     check_session_id(session_id)
     event_id = event_id or random_uuid()
     return WireEvent(event_id, task_id, event_body(event_type, event_id=event_id, task_id=task_id,

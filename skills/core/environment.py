@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from baton.git import git_argv
 
@@ -140,7 +141,7 @@ def _probe(root: Path, command: Sequence[str], search_path: str, wait: float) ->
     return "ok" if code == 0 else f"exit {code}"
 
 
-def run_setup(root: Path, command: str, argv: Sequence[str], *, output=None) -> SetupResult:
+def run_setup(root: Path, command: str, argv: Sequence[str], *, output: TextIO | None = None) -> SetupResult:
     """Run one setup command (no shell) in the worktree, its output to `output` (default:
     standard error, streamed when it is a file), and answer its exit status; `command` is
     how the manifest names it."""

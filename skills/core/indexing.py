@@ -20,17 +20,26 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from baton.errors import StoreUnavailable
 from baton.home import make_directory
 from baton.store_names import Store
+
+if TYPE_CHECKING:
+    from uuid import UUID
+
+    from baton.recall.base import DecisionIndex, DecisionRecord
+    from baton.recall.indexer import IndexReport
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
 
 LOCK = "indexer.lock"
 LINGER = 0.5  # seconds without new decisions before a background indexer exits
 NICENESS = 10  # the background indexer yields the CPU to the agent and its hooks
 
 
-def queue_decisions(stores, records: Sequence, *, strict: bool = False) -> list[str]:
+def queue_decisions(stores: Stores, records: Sequence[DecisionRecord], *, strict: bool = False) -> list[str]:
     """Queue DecisionRecords for embedding; see queue_payloads."""
     if not records:
         return []
@@ -38,7 +47,8 @@ def queue_decisions(stores, records: Sequence, *, strict: bool = False) -> list[
                           strict=strict)
 
 
-def queue_payloads(stores, task_id: str, payloads: Sequence, *, strict: bool = False) -> list[str]:
+def queue_payloads(stores: Stores, task_id: str, payloads: Sequence[tuple[UUID, str]], *,
+                   strict: bool = False) -> list[str]:
     """Queue (point id, DecisionRecord JSON) pairs for embedding; a failure is a warning (the
     registry keeps the decision and a resume of its ticket queues it again), or raised
     (strict: the projector applies the events again)."""
@@ -56,7 +66,7 @@ def queue_payloads(stores, task_id: str, payloads: Sequence, *, strict: bool = F
     return []
 
 
-def queue_unindexed_decisions(stores, records: Sequence) -> None:
+def queue_unindexed_decisions(stores: Stores, records: Sequence[DecisionRecord]) -> None:
     """Queue those of records (a ticket's own decisions the index lacks) that do not wait
     yet, and start the indexer; a resume calls this, so it stays quiet on failure."""
     if not records:
@@ -99,7 +109,7 @@ def indexer_running(home: Path) -> bool:
         return not held
 
 
-def start_background_indexer(settings) -> None:
+def start_background_indexer(settings: Settings) -> None:
     """Start a detached `baton index --background` unless one runs or the settings turn it
     off; costs the caller a spawn, no wait."""
     if not settings.background_indexing or indexer_running(settings.home):
@@ -109,7 +119,7 @@ def start_background_indexer(settings) -> None:
     spawn_baton("index", "--background")
 
 
-def index_decisions(stores, *, background: bool = False, wait: float | None = None):
+def index_decisions(stores: Stores, *, background: bool = False, wait: float | None = None) -> IndexReport | None:
     """Embed and store what waits in the queue; returns the IndexReport, or None when
     another indexer holds the lock (which takes these decisions too).
 
@@ -141,7 +151,7 @@ def index_decisions(stores, *, background: bool = False, wait: float | None = No
             return total
 
 
-def _add(total, report):
+def _add(total: IndexReport, report: IndexReport) -> IndexReport:
     total.embedded += report.embedded
     total.already += report.already
     total.dropped += report.dropped
@@ -149,7 +159,7 @@ def _add(total, report):
     return total
 
 
-def _healed(stores, report):
+def _healed(stores: Stores, report: IndexReport) -> IndexReport:
     """The report, after healing what was indexed or queued before projects, if anything
     was, and indexing what that queued (run with the indexer's lock held)."""
     index = stores.indexer().index
@@ -163,7 +173,7 @@ def _healed(stores, report):
     return _add(report, stores.indexer().run())
 
 
-def heal_unscoped(stores, index) -> int:
+def heal_unscoped(stores: Stores, index: DecisionIndex) -> int:
     """Index again, in its project, every decision of every project's registry that the
     index lacks: with the vector of its point from before projects when that point embedded
     the same text (no model needed), else through the queue. Then the points without a
@@ -178,7 +188,7 @@ def heal_unscoped(stores, index) -> int:
     return queued
 
 
-def _restore(stores, index) -> int:
+def _restore(stores: Stores, index: DecisionIndex) -> int:
     """Store or queue the decisions of this project's registry that the index lacks; how many were queued."""
     from baton.recall.base import DecisionRecord
     from baton.recall.wire import unscoped_point_id
@@ -204,7 +214,7 @@ def _restore(stores, index) -> int:
     return queued
 
 
-def reindex_from_registry(stores) -> tuple[int, str | None]:
+def reindex_from_registry(stores: Stores) -> tuple[int, str | None]:
     """Queue every decision of every project's registry that the index lacks, after setting
     aside an index that cannot be read (the index serves every project of the data home);
     returns how many were queued and what was set aside."""

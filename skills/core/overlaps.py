@@ -47,7 +47,8 @@ def fork_related(stores: Stores, task_id: str, others: Iterable[str]) -> dict[st
     return related
 
 
-def conflicts_of(task_id: str, shared: dict[str, list[FileRef]]):
+def conflicts_of(task_id: str, shared: dict[str, list[FileRef]]
+                 ) -> tuple[list[FileConflict], dict[str, list[str]], dict[str, FileRef]]:
     """The conflicts of task_id given the files each other ticket shares with it, the
     shared paths per ticket, and the shared files by key."""
     by_key = {f.key: f for files in shared.values() for f in files}

@@ -14,11 +14,11 @@ if TYPE_CHECKING:
     from baton.signals.model import Signal
 
 
-def signal(kind: SignalType, source: str, task: ActiveTask, repo: str, at: datetime, **payload) -> Signal:
+def signal(kind: SignalType, source: str, task: ActiveTask, repo: str, at: datetime, **payload: object) -> Signal:
     from baton.signals.model import Signal, SignalPayload
 
     return Signal(signal_id=derived_signal_id(kind, source), signal_type=kind, task_id=task.task_id,
-                  session_id=task.session_id, repo=repo, emitted_at=at, payload=SignalPayload(**payload))
+                  session_id=task.session_id, repo=repo, emitted_at=at, payload=SignalPayload.model_validate(payload))
 
 
 def wire_signal(kind: SignalType, source: str, task: ActiveTask, repo: str, at: datetime, *, reason: str = "",

@@ -3,13 +3,26 @@ tools return, built in one place so that the two never differ."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def bind_answer(task_id: str, place, report) -> dict:
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pydantic import BaseModel
+
+    from baton.recall.base import ScoredDecision
+    from baton.skills.core.binding import ActiveTask, Place
+    from baton.skills.core.write_report import WriteReport
+    from baton.skills.services.listing import Listing
+    from baton.skills.services.touch import TouchReport
+
+
+def bind_answer(task_id: str, place: Place, report: WriteReport) -> dict:
     return {"task_id": task_id, "session_id": report.session_id, "worktree": str(place.root),
             "previous_task": report.previous_task, "warnings": report.warnings}
 
 
-def touch_answer(task, report) -> dict:
+def touch_answer(task: ActiveTask, report: TouchReport) -> dict:
     new = {c.other_task_id for c in report.new_conflicts}
     return {"task_id": task.task_id, "files": [f.path for f in report.files],
             "conflicts": [{"other_task_id": c.other_task_id, "shared_files": report.conflict_paths[c.other_task_id],
@@ -17,28 +30,28 @@ def touch_answer(task, report) -> dict:
             "warnings": report.warnings}
 
 
-def decide_answer(task, text: str, context: str, report) -> dict:
+def decide_answer(task: ActiveTask, text: str, context: str, report: WriteReport) -> dict:
     return {"task_id": task.task_id, "decision": text, "context": context.strip(), "warnings": report.warnings}
 
 
-def update_answer(task, report, **recorded) -> dict:
+def update_answer(task: ActiveTask, report: WriteReport, **recorded: object) -> dict:
     """recorded: the fields the request carried; those it left empty are not shown."""
     return {"task_id": task.task_id, "recorded": {k: v for k, v in recorded.items() if v not in (None, [], ())},
             "warnings": report.warnings}
 
 
-def end_answer(task, status: str, report) -> dict:
+def end_answer(task: ActiveTask, status: str, report: WriteReport) -> dict:
     return {"task_id": task.task_id, "status": status, "warnings": report.warnings}
 
 
-def listing_answer(listing) -> list[dict]:
+def listing_answer(listing: Listing) -> list[dict]:
     return [line.to_json() for line in listing.lines]
 
 
-def signals_answer(signals) -> list[dict]:
+def signals_answer(signals: Sequence[BaseModel]) -> list[dict]:
     return [s.model_dump(mode="json") for s in signals]
 
 
-def recall_answer(hits) -> list[dict]:
+def recall_answer(hits: Sequence[ScoredDecision]) -> list[dict]:
     return [{"task_id": h.record.task_id, "text": h.record.text, "context": h.record.context,
              "score": round(h.score, 4), "recorded_at": h.record.recorded_at} for h in hits]

@@ -17,8 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from baton.shown_text import one_line
+
+if TYPE_CHECKING:
+    from baton.signals.model import Signal
+    from baton.signals.wire import WireSignal
+    from baton.skills.services.resume import ResumeResult
 
 MAX_CONTEXT = 9_500
 MAX_LINE = 300
@@ -37,9 +43,10 @@ def unavailable_stores(stores: dict[str, str]) -> dict[str, str]:
     return {name: state for name, state in stores.items() if state.startswith("unavailable")}
 
 
-def session_context(result, *, handoff: str | None = None, limit: int | None = None) -> tuple[str, list[str]]:
-    """The resume context of a bound worktree (a baton.skills.services.resume.ResumeResult), under limit
-    characters (default MAX_CONTEXT), and the ids of the signals whose lines it kept;
+def session_context(result: ResumeResult, *, handoff: str | None = None,
+                    limit: int | None = None) -> tuple[str, list[str]]:
+    """The resume context of a bound worktree, under limit characters (default MAX_CONTEXT),
+    and the ids of the signals whose lines it kept;
     handoff: the worktree's current handoff, named but not re-verified."""
     limit = limit or MAX_CONTEXT
     task = result.task_id
@@ -55,6 +62,7 @@ def session_context(result, *, handoff: str | None = None, limit: int | None = N
                     f"The session registry is unavailable ({result.reason}); no history could be read."],
                    [], footer, limit)
     session = result.session
+    assert session is not None, "a found resume carries its session"
     header = [f"## Baton: this worktree works on {task}",
               (f"Phase {session.phase.value}, status {session.status.value}, "
                f"last activity {when(session.last_activity)}.")]
@@ -116,21 +124,21 @@ def when(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def signal_line(signal) -> str:
-    """A signal (a baton.signals.model.Signal or its stored form, baton.signals.wire.WireSignal) in one
-    line: when, then its summary (paths and reasons as data). Here rather than in
-    baton.skills.frontends.render, whose imports (resume, handoffs, the models) the prompt hook cannot pay."""
+def signal_line(signal: Signal | WireSignal) -> str:
+    """A signal (the model or its stored form) in one line: when, then its summary (paths
+    and reasons as data). Here rather than in baton.skills.frontends.render, whose imports
+    (resume, handoffs, the models) the prompt hook cannot pay."""
     return f"{when(signal.emitted_at)} {one_line(signal.summary())}"
 
 
-def overlapping_task(task_id: str, signal) -> str | None:
+def overlapping_task(task_id: str, signal: WireSignal) -> str | None:
     """The other ticket of a conflict_detected signal about task_id, else None."""
     if getattr(signal.signal_type, "value", signal.signal_type) != "conflict_detected":
         return None
     return signal.related_task_id if signal.task_id == task_id else signal.task_id
 
 
-def signals_told(task_id: str, signals: Sequence, forks: dict[str, str] | None = None) -> str:
+def signals_told(task_id: str, signals: Sequence[WireSignal], forks: dict[str, str] | None = None) -> str:
     """The few lines a prompt-submit hook adds: signals about task_id since the agent last
     heard; an overlap with a fork or its parent (forks: {other: "A is a fork of B"}) is told
     as expected, not as a conflict."""

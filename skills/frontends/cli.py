@@ -16,16 +16,26 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from baton.registry.wire import UPDATE_PHASES
+from baton.phases import UPDATE_PHASES
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from baton.files import WorktreeLocator
+    from baton.skills.core.binding import ActiveTask, Place
+    from baton.skills.installers.codex import CodexReport
+    from baton.skills.runtime.stores import Stores
+    from baton.skills.services.runs import Started
+
+    Arguments = argparse.Namespace | SimpleNamespace  # parsed, or built by main() for a touch of paths only
 
 
 class _Skipped:
     """Stands in for the parser of a command not asked for: whatever is added to it is dropped."""
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Callable[..., _Skipped]:
         return lambda *args, **kwargs: self
 
 
@@ -38,7 +48,8 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     class _PrintVersion(argparse.Action):
         """The installed distribution's version, looked up only when asked."""
 
-        def __call__(self, parser, namespace, values, option_string=None) -> None:
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                     values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
             from baton.skills.runtime.distribution import version
 
             print(f"baton {version()}")
@@ -381,7 +392,7 @@ def _say(message: str) -> None:
     print(f"baton: {one_line(mask(message))}", file=sys.stderr)
 
 
-def _place():
+def _place() -> tuple[Place, WorktreeLocator]:
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import place_of
 
@@ -389,7 +400,7 @@ def _place():
     return place_of(Path.cwd(), locator), locator
 
 
-def _active(args, place, stores):
+def _active(args: Arguments, place: Place, stores: Stores) -> ActiveTask:
     from baton.skills.core.binding import resolve_task
 
     return resolve_task(getattr(args, "task", None), place, stores.settings.ambient)
@@ -412,7 +423,7 @@ def _warn(warnings: list[str]) -> None:
         print(f"baton: warning: {one_line(mask(warning))}", file=sys.stderr)
 
 
-def _dump(data) -> None:
+def _dump(data: object) -> None:
     from baton.masking import mask_all
     from baton.shown_text import json_for_terminal
 
@@ -437,7 +448,7 @@ def _dump_rows(rows: list) -> None:
     print(json_for_terminal(f"[\n{lines}\n]" if rows else "[]"))
 
 
-def _bind(args, stores) -> int:
+def _bind(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.bind import bind
 
     place, _ = _place()
@@ -453,7 +464,7 @@ def _bind(args, stores) -> int:
     return 0
 
 
-def _touch(args, stores) -> int:
+def _touch(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.touch import touch
 
     place, locator = _place()
@@ -477,7 +488,7 @@ def _touch(args, stores) -> int:
     return 0
 
 
-def _decide(args, stores) -> int:
+def _decide(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.decide import decide
 
     place, _ = _place()
@@ -491,7 +502,7 @@ def _decide(args, stores) -> int:
     return 0
 
 
-def _update(args, stores) -> int:
+def _update(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.commands import UpdateRequest, update
 
     place, _ = _place()
@@ -518,7 +529,7 @@ def _update(args, stores) -> int:
     return 0
 
 
-def _stage(args, stores) -> int:
+def _stage(args: Arguments, stores: Stores) -> int:
     from baton.shown_text import one_line
     from baton.skills.services.commands import stage
     from baton.skills.services.stage import StageCommand
@@ -542,8 +553,8 @@ def _stage(args, stores) -> int:
     return 0
 
 
-def _recover(args, stores) -> int:
-    from baton.skills.frontends.told import local_heartbeats
+def _recover(args: Arguments, stores: Stores) -> int:
+    from baton.skills.runtime.agent_sessions import local_heartbeats
     from baton.skills.services.recover import recover
 
     place, _ = _place()
@@ -555,7 +566,7 @@ def _recover(args, stores) -> int:
     return 0
 
 
-def _end(args, stores) -> int:
+def _end(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.commands import EndRequest, end
 
     place, _ = _place()
@@ -565,7 +576,7 @@ def _end(args, stores) -> int:
     return 0
 
 
-def _resume(args, stores) -> int:
+def _resume(args: Arguments, stores: Stores) -> int:
     from baton.errors import BadInput
 
     if args.list:
@@ -604,9 +615,9 @@ def _resume(args, stores) -> int:
     return 3 if result.status == "unavailable" else 0
 
 
-def _list(args, stores) -> int:
+def _list(args: Arguments, stores: Stores) -> int:
     from baton import clock
-    from baton.skills.frontends.told import local_heartbeats
+    from baton.skills.runtime.agent_sessions import local_heartbeats
     from baton.skills.services.listing import list_sessions
 
     now = clock.now()
@@ -630,7 +641,7 @@ def _list(args, stores) -> int:
     return 0
 
 
-def _signals(args, stores) -> int:
+def _signals(args: Arguments, stores: Stores) -> int:
     from baton.skills.frontends.answers import signals_answer
     from baton.skills.frontends.render import signal_line
     from baton.skills.services.queries import signals_since
@@ -643,7 +654,7 @@ def _signals(args, stores) -> int:
     return 0
 
 
-def _recall(args, stores) -> int:
+def _recall(args: Arguments, stores: Stores) -> int:
     from baton.shown_text import one_line
     from baton.skills.frontends.answers import recall_answer
     from baton.skills.services.queries import recall_decisions
@@ -657,7 +668,7 @@ def _recall(args, stores) -> int:
     return 0
 
 
-def _env(args, stores) -> int:
+def _env(args: Arguments, stores: Stores) -> int:
     from baton.errors import BadInput
     from baton.skills.core.binding import read_binding
 
@@ -674,7 +685,7 @@ def _env(args, stores) -> int:
     return 0
 
 
-def _env_record(args, stores, place) -> int:
+def _env_record(args: Arguments, stores: Stores, place: Place) -> int:
     """Exit 1 when a setup command failed (the manifest records it all the same)."""
     from baton.shown_text import one_line
     from baton.skills.core.binding import resolve_task
@@ -703,7 +714,7 @@ def _env_record(args, stores, place) -> int:
     return 1 if recorded.setup_failed else 0
 
 
-def _gc(args, stores) -> int:
+def _gc(args: Arguments, stores: Stores) -> int:
     from baton.shown_text import one_line
     from baton.skills.services.gc import collect_garbage
 
@@ -722,7 +733,7 @@ def _gc(args, stores) -> int:
     return 0
 
 
-def _doctor(args, stores) -> int:
+def _doctor(args: Arguments, stores: Stores) -> int:
     from baton.clock import parse_duration
     from baton.errors import BadInput
     from baton.shown_text import one_line
@@ -765,7 +776,7 @@ def _agents_installed() -> None:
             _agent_line(agent, scope, place)
 
 
-def _agent_line(agent: str, scope: str, place) -> None:
+def _agent_line(agent: str, scope: str, place: Place) -> None:
     from baton.errors import BatonError
     from baton.shown_text import one_line
     from baton.skills.installers.claude_code import claude_state
@@ -778,7 +789,7 @@ def _agent_line(agent: str, scope: str, place) -> None:
     print(f"{agent + ' (' + scope + ')':16} {one_line(line)}")
 
 
-def _projector(args, stores) -> int:
+def _projector(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.projector import run_projector
 
     report = run_projector(stores, group=args.group, once=args.once, idle=args.idle)
@@ -786,7 +797,7 @@ def _projector(args, stores) -> int:
     return 0
 
 
-def _deliver(args, stores) -> int:
+def _deliver(args: Arguments, stores: Stores) -> int:
     from baton.skills.core.commit import apply_events, deliver_kept
 
     if args.background:
@@ -801,7 +812,7 @@ def _deliver(args, stores) -> int:
     return 3 if left else 0
 
 
-def _index(args, stores) -> int:
+def _index(args: Arguments, stores: Stores) -> int:
     from baton.skills.core.indexing import index_decisions, reindex_from_registry
 
     if args.background:
@@ -826,7 +837,7 @@ def _index(args, stores) -> int:
     return 0
 
 
-def _install(args, stores) -> int:
+def _install(args: Arguments, stores: Stores) -> int:
     from baton.errors import BadInput
 
     place, _ = _place()
@@ -859,7 +870,7 @@ def _install(args, stores) -> int:
     return 0
 
 
-def _print_codex(report, done: str) -> None:
+def _print_codex(report: CodexReport, done: str) -> None:
     """What `baton install codex` or `baton uninstall codex` changed, a line per file."""
     _warn(report.warnings)
     print(f"{report.config}: MCP server {report.server}")
@@ -873,7 +884,7 @@ def _print_codex(report, done: str) -> None:
         _warn([report.untrusted])
 
 
-def _uninstall(args, stores) -> int:
+def _uninstall(args: Arguments, stores: Stores) -> int:
     from baton.errors import BadInput
 
     place, _ = _place()
@@ -904,7 +915,7 @@ def _uninstall(args, stores) -> int:
     return 0
 
 
-def _guard(args) -> int:
+def _guard(args: Arguments) -> int:
     """The pre-commit guard: only overlaps found under --strict block the commit; whatever
     goes wrong in Baton itself (settings, data home, a store) lets it through with one line."""
     try:
@@ -934,20 +945,20 @@ def _guard(args) -> int:
     return 0
 
 
-def _hook(args) -> int:
+def _hook(args: Arguments) -> int:
     from baton.skills.frontends.hooks import run_hook
 
     return run_hook(args.event)
 
 
-def _mcp(args) -> int:
+def _mcp(args: Arguments) -> int:
     from baton.skills.frontends.mcp_server import serve
 
     serve(allow_unsigned_probes=args.allow_unsigned_probes)
     return 0
 
 
-def _serve(args) -> int:
+def _serve(args: Arguments) -> int:
     from baton.skills.frontends.web.server import serve
     from baton.skills.runtime.settings import Settings
 
@@ -955,7 +966,7 @@ def _serve(args) -> int:
     return 0
 
 
-def _handoff(args, stores) -> int:
+def _handoff(args: Arguments, stores: Stores) -> int:
     if args.handoff_action == "verify":
         return _handoff_verify(args, stores)
     from baton.skills.services.commands import HandoffRequest, probes_from_options, write_handoff
@@ -976,7 +987,7 @@ def _handoff(args, stores) -> int:
     return 0
 
 
-def _handoff_verify(args, stores) -> int:
+def _handoff_verify(args: Arguments, stores: Stores) -> int:
     from baton.skills.frontends.render import verification_markdown
     from baton.skills.services.commands import VerifyRequest, verify_handoff
 
@@ -993,7 +1004,7 @@ def _handoff_verify(args, stores) -> int:
     return 0 if verification.held else 1
 
 
-def _checkpoint(args, stores) -> int:
+def _checkpoint(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.commands import CheckpointRequest, checkpoint
 
     place, _ = _place()
@@ -1013,7 +1024,7 @@ def _checkpoint(args, stores) -> int:
     return 0
 
 
-def _checkpoints(args, stores) -> int:
+def _checkpoints(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.commands import CheckpointsRequest, list_checkpoints
 
     place, _ = _place()
@@ -1027,7 +1038,7 @@ def _checkpoints(args, stores) -> int:
     return 0
 
 
-def _started(args, started, verb: str) -> int:
+def _started(args: Arguments, started: Started, verb: str) -> int:
     _warn(started.warnings)
     if args.json:
         _dump(started.to_json())
@@ -1043,7 +1054,7 @@ def _started(args, started, verb: str) -> int:
     return 0
 
 
-def _restore(args, stores) -> int:
+def _restore(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.commands import RestoreRequest, restore
 
     place, _ = _place()
@@ -1051,7 +1062,7 @@ def _restore(args, stores) -> int:
                                                                 in_place=args.in_place)), "Restored")
 
 
-def _fork(args, stores) -> int:
+def _fork(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.commands import ForkRequest, fork
 
     place, _ = _place()
@@ -1059,7 +1070,7 @@ def _fork(args, stores) -> int:
     return _started(args, started, f"Forked {args.task_id} as")
 
 
-def _fresh(args, stores) -> int:
+def _fresh(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.commands import FreshRequest, fresh
 
     place, _ = _place()
@@ -1067,7 +1078,7 @@ def _fresh(args, stores) -> int:
                     "Started afresh:")
 
 
-def _runs(args, stores) -> int:
+def _runs(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.commands import RunsRequest, runs
 
     place, _ = _place()
@@ -1081,7 +1092,7 @@ def _runs(args, stores) -> int:
     return 0
 
 
-def _gc_checkpoints(args, stores) -> int:
+def _gc_checkpoints(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.commands import GcRequest, collect_checkpoints
 
     place, _ = _place()
@@ -1097,7 +1108,7 @@ def _gc_checkpoints(args, stores) -> int:
     return 0
 
 
-def _redact(args, stores) -> int:
+def _redact(args: Arguments, stores: Stores) -> int:
     """Exit 0: nothing found, or everything found rewritten; 1: a secret is left as it was
     (--dry-run, a handoff document, a store that could not take the rewrite); 3: the
     registry could not take the rewrite."""
@@ -1124,7 +1135,7 @@ def _redact(args, stores) -> int:
     return 1 if scan.left else 0
 
 
-def _migrate(args, stores) -> int:
+def _migrate(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.migrate import migrate
 
     for store, what in migrate(stores).copied.items():

@@ -30,12 +30,19 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from baton.masking import mask
 from baton.shown_text import one_line
-from baton.store_names import Store
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from baton.files import WorktreeLocator
+    from baton.skills.core.binding import ActiveTask, Place
+    from baton.skills.runtime.agent_sessions import AgentSessions
+    from baton.skills.runtime.stores import Stores
 
 # The file-editing tools and the tool_input field that names the file they changed.
 FILE_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
@@ -44,8 +51,6 @@ PATCH_TOOL = "apply_patch"
 CODEX_TRANSCRIPT = "rollout-"  # how Codex names a session's transcript file
 PATCH_HEADERS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
 SESSION_START_STORE_TIMEOUT = 0.5  # seconds of servers: keeps a session start within 1 s when one hangs
-HEARD_SLACK = timedelta(minutes=10)  # signals can be stored a little after the time they carry
-SIGNALS_READ = 50
 MAX_SWEEP = 1000
 STOP_BUDGET = 2.0  # seconds the stop hook's checkpoint may use, counted from the hook's start
 
@@ -66,7 +71,7 @@ class Output:
     output, once per agent session. A trouble found after the hook has spoken waits for
     the session's next hook."""
 
-    def __init__(self, stdout, event: str) -> None:
+    def __init__(self, stdout: TextIO, event: str) -> None:
         self.stdout = stdout
         self.event = event
         self.session_id = ""
@@ -81,7 +86,7 @@ class Output:
             self.stdout.flush()
         except Exception:
             if told:  # not told after all
-                from baton.skills.frontends.told import forget_trouble
+                from baton.skills.runtime.agent_sessions import forget_trouble
 
                 forget_trouble(self.session_id)
             raise
@@ -103,7 +108,7 @@ class Output:
         """The systemMessage for the trouble, if there is one and this session was not told."""
         if self.trouble is None or not self.session_id:  # without a session id, once is not possible
             return {}
-        from baton.skills.frontends.told import trouble_first_told
+        from baton.skills.runtime.agent_sessions import trouble_first_told
 
         if not trouble_first_told(self.session_id):
             return {}
@@ -111,7 +116,7 @@ class Output:
                                  "it; `baton doctor` shows what is wrong."}
 
 
-def run_hook(event: str, stdin=None, stdout=None) -> int:
+def run_hook(event: str, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """Run one hook; always exit status 0."""
     stdin, out = stdin or sys.stdin, Output(stdout or sys.stdout, event)
     try:
@@ -126,7 +131,7 @@ def run_hook(event: str, stdin=None, stdout=None) -> int:
     with suppress(Exception):
         out.finish()
     if event == "session-end" and out.session_id:
-        from baton.skills.frontends.told import forget_trouble
+        from baton.skills.runtime.agent_sessions import forget_trouble
 
         forget_trouble(out.session_id)
     return 0
@@ -215,14 +220,14 @@ def session_start(payload: Payload, out: Output) -> None:
             sessions.heard(payload.session_id, task.task_id, min([now, *cut]), None if cut else watermark)
 
 
-def heartbeat(sessions, payload: Payload, task, place) -> None:
+def heartbeat(sessions: AgentSessions, payload: Payload, task: ActiveTask, place: Place) -> None:
     """Record that the agent, the hook's parent process, works on task in this worktree now
     (baton recover tells a gone agent by it)."""
     if not payload.session_id:
         return
     from baton import clock
     from baton.processes import process_start
-    from baton.skills.frontends.told import Beat
+    from baton.skills.runtime.agent_sessions import Beat
 
     agent = os.getppid()
     # The host name as socket.gethostname() gives it, without importing socket (a hook's 1 ms).
@@ -230,7 +235,7 @@ def heartbeat(sessions, payload: Payload, task, place) -> None:
                        os.uname().nodename, clock.now()))
 
 
-def remember_provider(stores, payload: Payload, task, place) -> None:
+def remember_provider(stores: Stores, payload: Payload, task: ActiveTask, place: Place) -> None:
     """Keep the agent's own session id and transcript path as the run's provider reference,
     encrypted in the data home (baton.skills.runtime.provider_refs): resume offers
     `claude --resume` (or `codex resume`) from it. At session start and each end of turn, not on the prompt's
@@ -247,7 +252,7 @@ def remember_provider(stores, payload: Payload, task, place) -> None:
         record(stores.settings.home, task.task_id, run.run_id, payload.session_id, transcript, agent=agent)
 
 
-def interrupted_line(stores, place, sessions) -> str | None:
+def interrupted_line(stores: Stores, place: Place, sessions: AgentSessions) -> str | None:
     """One line naming the interrupted work of other worktrees of this repository, if any
     (None with the registry down: the briefing has said so already)."""
     from baton.errors import StoreUnavailable
@@ -293,6 +298,7 @@ def user_prompt_submit(payload: Payload, out: Output) -> None:
     from baton import clock
     from baton.skills.core.binding import read_binding
     from baton.skills.frontends.briefing import signals_told
+    from baton.skills.services.news import untold_news
 
     binding = read_binding(place)
     bound_at = binding.bound_at if binding is not None and binding.task_id == task.task_id else None
@@ -312,43 +318,6 @@ def user_prompt_submit(payload: Payload, out: Output) -> None:
             out.say(additional_context("UserPromptSubmit", signals_told(task.task_id, news, forks)))
             sessions.told(payload.session_id, [str(s.signal_id) for s in news], now)
         sessions.heard(payload.session_id, task.task_id, now, watermark)
-
-
-def untold_news(stores, sessions, agent_session: str, task_id: str, heard, *, bound_at=None) -> list:
-    """Signals about task_id that concern the agent and that agent_session was not told
-    (heard: when it last heard, if ever; bound_at: when the worktree was bound to task_id),
-    in their stored form: the prompt hook never builds the validated models."""
-    from baton.signals.wire import file_subject
-
-    scope = stores.registry.signal_scope(task_id).unwrap(Store.SESSION_REGISTRY)  # None: no session yet
-    # An agent that never heard (it bound mid-session, after its session start) hears
-    # everything since the binding; the session's own activity must not move that forward.
-    start = heard[0] if heard else bound_at or (scope.created_at if scope else None)
-    since = start - HEARD_SLACK if start else None
-    depends_on = list(scope.depends_on) if scope else []
-    subjects = [f"task:{task_id}", *(f"task:{d}" for d in depends_on)]
-    if scope is not None:
-        subjects += [file_subject(f.repo, f.path) for f in scope.files]
-    found = stores.signals.concerning_wire(subjects, after=since, limit=SIGNALS_READ).unwrap(Store.SIGNAL_LOG)
-    relevant = [s for s in found if concerns(s, task_id, depends_on)]
-    fresh = set(sessions.untold(agent_session, [str(s.signal_id) for s in relevant]))
-    return [s for s in relevant if str(s.signal_id) in fresh]
-
-
-def concerns(signal, task_id: str, depends_on: list[str]) -> bool:
-    """Whether a signal (baton.signals.wire.WireSignal) is news for task_id's agent: an overlap
-    it is part of, a dependency completed, a rebase needed, another ticket's merged PR on
-    its files."""
-    kind = signal.signal_type.value
-    if kind == "conflict_detected":
-        return task_id in (signal.task_id, signal.related_task_id)
-    if kind == "ticket_completed":
-        return signal.task_id in depends_on
-    if kind == "rebase_needed":
-        return True
-    if kind == "pr_merged":
-        return signal.task_id != task_id
-    return False
 
 
 def stop(payload: Payload, out: Output) -> None:
@@ -404,7 +373,7 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
             from baton.skills.handoff.write import write_handoff
 
             _step(out, "writing the handoff", lambda: _warn(write_handoff(stores, task, place).warnings))
-        from baton.skills.frontends.told import FILE
+        from baton.skills.runtime.agent_sessions import FILE
 
         if ending and (stores.settings.home / FILE).exists():  # nothing to forget: create nothing
             def forget() -> None:
@@ -414,7 +383,8 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
             _step(out, "forgetting the agent session", forget)
 
 
-def _sweep(stores, agent_session: str, task, place, locator, listed: tuple[str, ...] | None = None) -> int:
+def _sweep(stores: Stores, agent_session: str, task: ActiveTask, place: Place, locator: WorktreeLocator,
+           listed: tuple[str, ...] | None = None) -> int:
     """Record the worktree's files changed since this agent session's last sweep (at most
     MAX_SWEEP; the rest at the next), and only then count them as swept; returns how many.
     listed: the changed paths git status just named (the checkpoint's), else it is asked."""
@@ -431,7 +401,7 @@ def _sweep(stores, agent_session: str, task, place, locator, listed: tuple[str, 
         return len(changed)
 
 
-def _record_activity(stores, task) -> None:
+def _record_activity(stores: Stores, task: ActiveTask) -> None:
     """An end of turn with no file changed still counts as the ticket's activity. Its event
     is built by hand and, where writes apply at once, appended unprojected, as a touch's is
     (the registry projects it before its next read): the Stop hook stays off pydantic."""
@@ -486,7 +456,7 @@ def without_batons_own(dirty: dict[str, float]) -> dict[str, float]:
             if path not in installed and not path.startswith((f"{HANDOFFS_DIR}/", ".baton/"))}
 
 
-def locate(cwd: Path):
+def locate(cwd: Path) -> tuple[Place, WorktreeLocator, ActiveTask | None]:
     """(place, locator, the active ticket or None) for the directory the agent works in."""
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import place_of, read_binding, resolve_task
@@ -500,7 +470,7 @@ def locate(cwd: Path):
     return place, locator, resolve_task(None, place, ambient)
 
 
-def opened_stores(*, store_timeout: float | None = None, project: str | None = None):
+def opened_stores(*, store_timeout: float | None = None, project: str | None = None) -> AbstractContextManager[Stores]:
     """The hook's unit of work: its own writes and reads, no delivery first (the stop and
     session-end hooks deliver as a step of their own, reported on its own); project: the
     repository of the agent's worktree, the payload's (else the configured project)."""
@@ -510,8 +480,8 @@ def opened_stores(*, store_timeout: float | None = None, project: str | None = N
 
 
 @contextmanager
-def agent_sessions(stores) -> Iterator:
-    from baton.skills.frontends.told import AgentSessions
+def agent_sessions(stores: Stores) -> Iterator[AgentSessions]:
+    from baton.skills.runtime.agent_sessions import AgentSessions
 
     sessions = AgentSessions(stores.settings.home, timeout=stores.settings.store_timeout)
     try:

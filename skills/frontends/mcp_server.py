@@ -32,8 +32,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from baton.errors import BadInput
-from baton.registry.wire import UPDATE_PHASES
+from baton.phases import UPDATE_PHASES
 from baton.skills.frontends.answer_budget import SECTION_NAMES
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel import Server
+    from mcp_types import CallToolRequestParams, PaginatedRequestParams, ToolAnnotations
+
+    from baton.skills.core.binding import Place
+    from baton.skills.runtime.stores import Stores
 
 INSTRUCTIONS = ("Baton keeps each ticket's working state across agent sessions. task_id defaults to the worktree's "
                 "binding; worktree defaults to this server's directory, the only worktree it serves.")
@@ -63,7 +73,7 @@ def resume_session(task_id: str, limit: int = 5, agent: str | None = None, allow
     from baton.skills.frontends.answer_budget import resume_answer
     from baton.skills.services.commands import ResumeRequest, resume
 
-    def run(stores):
+    def run(stores: Stores) -> dict:
         place = _place(worktree)
         if allow_unsigned_probes:
             _unsigned_allowed()
@@ -77,7 +87,7 @@ def resume_session(task_id: str, limit: int = 5, agent: str | None = None, allow
 def list_sessions(include_ended: bool = False) -> str:
     from baton import clock
     from baton.skills.frontends.answers import listing_answer
-    from baton.skills.frontends.told import local_heartbeats
+    from baton.skills.runtime.agent_sessions import local_heartbeats
     from baton.skills.services.listing import list_sessions as listing
 
     return _call(lambda stores: listing_answer(listing(stores, include_inactive=include_ended, at=clock.now(),
@@ -88,7 +98,7 @@ def bind_task(task_id: str, agent: str | None = None, worktree: str | None = Non
     from baton.skills.frontends.answers import bind_answer
     from baton.skills.services.bind import bind
 
-    def run(stores):
+    def run(stores: Stores) -> dict:
         place = _place(worktree)
         return bind_answer(task_id, place, bind(stores, task_id, place, agent=agent))
 
@@ -101,7 +111,7 @@ def record_touch(paths: list[str], task_id: str | None = None, worktree: str | N
     from baton.skills.frontends.answers import touch_answer
     from baton.skills.services.touch import touch
 
-    def run(stores):
+    def run(stores: Stores) -> dict:
         locator = WorktreeLocator()
         directory = _directory(worktree)
         task = resolve_task(task_id, place_of(directory, locator), stores.settings.ambient)
@@ -115,7 +125,7 @@ def record_decision(text: str, context: str = "", task_id: str | None = None, wo
     from baton.skills.frontends.answers import decide_answer
     from baton.skills.services.decide import decide
 
-    def run(stores):
+    def run(stores: Stores) -> dict:
         place = _place(worktree)
         task = resolve_task(task_id, place, stores.settings.ambient)
         report = decide(stores, task, text, context, place)
@@ -137,7 +147,7 @@ def update_session(phase: Phase | None = None, next_action: str | None = None, d
                             constraints=tuple(constraints or ()), todo=tuple(todo or ()),
                             evidence=tuple(evidence or ()), checks=tuple(checks or ()), timeout=timeout)
 
-    def run(stores):
+    def run(stores: Stores) -> dict:
         place = _place(worktree)
         _admit(stores, "check", request.checks)
         done = update(stores, place, request)
@@ -155,7 +165,7 @@ def record_stage(status: str, result: str | None = None, repair_scope: str | Non
 
     request = StageCommand(status, task_id=task_id, result=result, repair_scope=repair_scope, evidence=evidence,
                            check=check, blocker=blocker, resolved=resolved, timeout=timeout)
-    def run(stores):
+    def run(stores: Stores) -> dict:
         place = _place(worktree)
         _admit(stores, "check", [check] if check is not None else [])
         return stage(stores, place, request).to_json()
@@ -164,10 +174,10 @@ def record_stage(status: str, result: str | None = None, repair_scope: str | Non
 
 
 def recover_work(verbose: bool = False, all_repos: bool = False, worktree: str | None = None) -> str:
-    from baton.skills.frontends.told import local_heartbeats
+    from baton.skills.runtime.agent_sessions import local_heartbeats
     from baton.skills.services.recover import recover
 
-    def run(stores):
+    def run(stores: Stores) -> dict:
         return recover(stores, _place(worktree), local_heartbeats(stores.settings), all_repos=all_repos,
                        verbose=verbose).as_json()
 
@@ -179,7 +189,7 @@ def end_session(status: Literal["completed", "stalled"] = "completed", task_id: 
     from baton.skills.frontends.answers import end_answer
     from baton.skills.services.commands import EndRequest, end
 
-    def run(stores):
+    def run(stores: Stores) -> dict:
         task, report = end(stores, _place(worktree), EndRequest(task_id=task_id, status=status))
         return end_answer(task, status, report)
 
@@ -206,7 +216,7 @@ def write_handoff(checks: list[str] | None = None, probes: dict[str, str] | None
 
     request = HandoffRequest(task_id=task_id, checks=tuple(checks or ()), probes=tuple((probes or {}).items()),
                              timeout=timeout)
-    def run(stores):
+    def run(stores: Stores) -> dict:
         place = _place(worktree)
         _admit(stores, "check", request.checks)
         _admit(stores, "probe", (command for _, command in request.probes))
@@ -219,7 +229,7 @@ def verify_handoff(path: str | None = None, task_id: str | None = None, allow_un
                    worktree: str | None = None) -> str:
     from baton.skills.services.commands import VerifyRequest, verify_handoff as verify
 
-    def run(stores):
+    def run(stores: Stores) -> dict:
         directory = _directory(worktree)
         if allow_unsigned_probes:
             _unsigned_allowed()
@@ -277,7 +287,7 @@ class Served:
     destructive: bool = False
     idempotent: bool = False
 
-    def annotations(self):
+    def annotations(self) -> ToolAnnotations:
         from mcp_types import ToolAnnotations
 
         return ToolAnnotations(title=self.title, read_only_hint=self.read_only, destructive_hint=self.destructive,
@@ -334,7 +344,7 @@ TOOLS: dict[str, Served] = {
 }
 
 
-def build_server():
+def build_server() -> Server:
     """The low-level MCP server with Baton's tools, and only tools: a client shows the model
     a capability's tools on every turn (Claude Code adds three resource tools for an empty
     `resources`), so only what is served is declared. MCPServer's tool registry validates
@@ -353,10 +363,11 @@ def build_server():
         tools.append(tool)
     registry = MCPServer("baton", tools=tools)
 
-    async def list_tools(ctx, params) -> ListToolsResult:
+    async def list_tools(ctx: ServerRequestContext, params: PaginatedRequestParams | None) -> ListToolsResult:
         return ListToolsResult(tools=await registry.list_tools())
 
-    async def call_tool(ctx, params) -> CallToolResult | InputRequiredResult:
+    async def call_tool(ctx: ServerRequestContext,
+                        params: CallToolRequestParams) -> CallToolResult | InputRequiredResult:
         try:
             return await registry.call_tool(params.name, params.arguments or {})
         except ToolError as exc:  # the registry wraps whatever the tool raised, as __cause__
@@ -439,7 +450,7 @@ def serve(*, allow_unsigned_probes: bool = False) -> None:
     anyio.run(run)
 
 
-def _stop_now(number: int, frame) -> None:
+def _stop_now(number: int, frame: FrameType | None) -> None:
     import sys
 
     for stream in (sys.stdout, sys.stderr):
@@ -448,7 +459,7 @@ def _stop_now(number: int, frame) -> None:
     os._exit(128 + number)
 
 
-def _call(run: Callable, *, deliver: bool = True) -> str:
+def _call(run: Callable[[Stores], object], *, deliver: bool = True) -> str:
     """Run one tool in a unit of work, its answer within the answer budget (a client cuts a
     longer one in the middle); what it raises becomes a tool error (build_server's call_tool)."""
     from baton.masking import mask_all
@@ -497,7 +508,7 @@ def _directory(worktree: str | None) -> Path:
     return directory
 
 
-def _place(worktree: str | None):
+def _place(worktree: str | None) -> Place:
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import place_of
 
@@ -524,7 +535,7 @@ def _unsigned_allowed() -> None:
         raise BadInput("allow_unsigned_probes needs the server started with `baton mcp --allow-unsigned-probes`")
 
 
-def _admit(stores, what: str, commands: Iterable[str]) -> None:
+def _admit(stores: Stores, what: str, commands: Iterable[str]) -> None:
     """BadInput, before anything runs, for a command the client asks Baton to run that the
     allowlist does not admit (unless the server's user allowed unsigned commands)."""
     from baton.skills.handoff.probe_policy import allowlisted
@@ -537,7 +548,7 @@ def _admit(stores, what: str, commands: Iterable[str]) -> None:
                            "`baton mcp --allow-unsigned-probes` would run it")
 
 
-def _lean(schema):
+def _lean(schema: Any) -> Any:
     """The JSON schema without what the model does not need: pydantic's generated titles,
     and `anyOf [T, null]` with a null default for an optional argument (omitting it is how
     a client leaves it unset)."""

@@ -17,8 +17,13 @@ from baton.skills.handoff.journal import journal_of
 from baton.skills.handoff.verify import NO_HANDOFF, Verification
 
 if TYPE_CHECKING:  # annotations only: `baton resume` need not import the listing
-    from baton.skills.services.listing import Listing
+    from collections.abc import Callable
+
+    from baton.skills.core.interrupted import Recovery
+    from baton.skills.services.listing import Listing, SessionLine
     from baton.skills.services.resume import ResumeResult
+    from baton.skills.services.runs import CheckpointLine, RunLine
+    from baton.skills.services.stage import WorkflowView
 
 MAX_FILES_SHOWN = 30
 
@@ -113,7 +118,7 @@ def resume_markdown(result: ResumeResult) -> str:
     return "\n".join(lines)
 
 
-def workflow_lines(view) -> list[str]:
+def workflow_lines(view: WorkflowView) -> list[str]:
     """The ticket's stages: the recorded status, each completed stage's claim re-checked
     now (a stale one says why), and the stage to go on with."""
     state = view.recorded
@@ -136,7 +141,7 @@ def workflow_lines(view) -> list[str]:
     return lines
 
 
-def prizmkit_lines(records) -> list[str]:
+def prizmkit_lines(records: Recovery | None) -> list[str]:
     """The worktree's PrizmKit records of the ticket (read only): each resumable one with the
     command it names, the others with why not, a malformed one as skipped."""
     if records is None:
@@ -201,7 +206,7 @@ def verification_markdown(verification: Verification) -> str:
     return "\n".join(live_state_lines(verification, level="##")[1:])
 
 
-def _handoff_held(record: dict, highlight) -> str:
+def _handoff_held(record: dict, highlight: Callable[[str], str]) -> str:
     """How the ticket's handoff fared when it was last re-verified (recorded, not re-run)."""
     if record["held"]:
         return "handoff held"
@@ -210,7 +215,7 @@ def _handoff_held(record: dict, highlight) -> str:
     return highlight(f"handoff: {failing}")
 
 
-def _conflicts_text(line) -> str:
+def _conflicts_text(line: SessionLine) -> str:
     """The tickets a line names, then how many more and over how many files."""
     more = line.conflicting_tickets - len(line.conflicts_with)
     files = f"{line.conflicting_files} file{'s' if line.conflicting_files != 1 else ''}"
@@ -242,7 +247,7 @@ def listing_text(listing: Listing, now: datetime, *, colour: bool) -> str:
     return "\n".join(rows)
 
 
-def checkpoint_lines(task_id: str, lines) -> str:
+def checkpoint_lines(task_id: str, lines: list[CheckpointLine]) -> str:
     """`baton checkpoints`: one line each, newest first."""
     if not lines:
         return f"No checkpoints of {task_id}."
@@ -255,7 +260,7 @@ def checkpoint_lines(task_id: str, lines) -> str:
     return "\n".join(out)
 
 
-def run_tree(task_id: str, lines) -> str:
+def run_tree(task_id: str, lines: list[RunLine]) -> str:
     """`baton runs`: the runs as a tree, children indented under their parent."""
     if not lines:
         return f"No runs recorded for {task_id}."

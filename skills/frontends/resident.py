@@ -34,8 +34,15 @@ import time
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from baton.skills.runtime import resident_client as client
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+
+    from baton.skills.runtime.settings import Settings
 
 REQUEST_WAIT = 1.0  # seconds a connected client may take to send its request and say GO
 OWNERSHIP_CHECK = 5.0  # seconds between checks that the socket is still this resident's
@@ -46,7 +53,7 @@ DISTRIBUTION = "baton-sessions"  # pyproject.toml's project name: whose requirem
 # installed) is left to the command, which reports it as it would anyway.
 PRELOADED = ("pydantic", "numpy", "tokenizers", "baton.skills.frontends.cli", "baton.skills.frontends.hooks",
              "baton.skills.frontends.render", "baton.skills.frontends.answers", "baton.skills.frontends.briefing",
-             "baton.skills.frontends.told", "baton.skills.installers.claude_code", "baton.skills.installers.git_hook")
+             "baton.skills.installers.claude_code", "baton.skills.installers.git_hook")
 PRELOADED_PACKAGES = ("baton", "baton.registry", "baton.graph", "baton.recall", "baton.signals",
                       "baton.skills.services", "baton.skills.handoff", "baton.skills.core", "baton.skills.runtime")
 SERVER_CLIENTS = ("baton.registry.postgres", "baton.registry.kafka", "baton.graph.bolt", "baton.signals.kafka",
@@ -118,7 +125,7 @@ def _lock(home: Path, inherited: int | None) -> int | None:
     return fd
 
 
-def preload(settings) -> None:
+def preload(settings: Settings) -> None:
     """Import what commands import, load the model and map the recall index."""
     import functools
     import importlib
@@ -143,24 +150,15 @@ def preload(settings) -> None:
         built = functools.cache(parser)
         built()
         cli.__dict__["_parser"] = built
-    # Caches a command fills on first use, filled here once: pydantic's schema of the
-    # events, and re's cache of the redaction rules (a command compiles them again: a lookup).
-    with suppress(Exception):
-        from baton.registry.wire import event_adapter
-
-        event_adapter()
+    # Caches a command fills on first use, filled here once: re's cache of the redaction
+    # rules (a command compiles them again: a lookup), and the stores' own.
     with suppress(Exception):
         from baton.redaction import redactor
 
         redactor(None).warm()
-    from baton.recall.embedding import keep_loaded
+    from baton.skills.runtime.warm_stores import warm
 
-    with suppress(Exception):  # no model: recall says why in each command, as it does without a resident
-        keep_loaded()
-    if not settings.qdrant_url:
-        from baton.recall.embedded import keep_mapped
-
-        keep_mapped(settings.home.absolute() / "recall")
+    warm(settings)
 
 
 class Resident:
@@ -278,10 +276,10 @@ class Resident:
         return _sources(self.sources) != self.sources
 
     def _fork(self, request: Request, fds: list[int], conn: socket.socket) -> None:
-        from baton.recall.embedded import keep_mapped
+        from baton.skills.runtime.warm_stores import keep_index_mapped
 
         if self.recall_embedded:
-            keep_mapped(self.home / "recall")  # a stat; remapped when the index was rewritten
+            keep_index_mapped(self.home)
         pid = os.fork()
         if pid == 0:
             code = 70  # EX_SOFTWARE: the child failed before the command ran
@@ -346,7 +344,7 @@ class _Leave(Exception):
     """Stop serving: out of date, or told to (SIGTERM, SIGINT)."""
 
 
-def _leave(signum, frame) -> None:
+def _leave(signum: int, frame: FrameType | None) -> None:
     raise _Leave
 
 
@@ -464,7 +462,7 @@ def run_child(request: Request, fds: list[int], conn: socket.socket) -> int:
     return code
 
 
-def _exit_status(main, argv: list[str]) -> int:
+def _exit_status(main: Callable[[list[str]], object], argv: list[str]) -> int:
     """What `sys.exit(main(argv))` would leave as the exit status, traceback included."""
     try:
         result = main(argv)

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public at run time, not in typeshed
-from typing import Any
+from typing import Any, NoReturn
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _INDENT = re.compile(r"[ \t]*")
@@ -61,7 +61,7 @@ def parse(text: str) -> Node:
     return node
 
 
-def _not_json(word: str):
+def _not_json(word: str) -> NoReturn:
     """NaN and Infinity: Python's json reads them, JSON (and Claude Code) does not."""
     raise ValueError(f"{word} is not JSON")
 

@@ -19,17 +19,31 @@ import fcntl
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from baton.home import make_directory
 
 if TYPE_CHECKING:
-    from baton.skills.runtime.sink import Apply
+    from baton.budget import Budget
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.sink import Apply, Sink
 
 LOCK = "delivery.lock"
 LINGER = 1.0  # seconds without new writes before a background delivery exits
 GIVE_UP_AFTER = 120.0  # seconds of failed deliveries before it exits (the next touch retries)
 BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+class Delivering(Protocol):
+    """What a delivery uses of the stores (baton.skills.runtime.stores.Stores, which
+    imports this module: naming it here would make the two a cycle)."""
+
+    settings: Settings
+
+    @property
+    def budget(self) -> Budget: ...
+    @property
+    def sink(self) -> Sink[Any]: ...
 
 
 def _try_lock(home: Path) -> int | None:
@@ -58,7 +72,7 @@ def delivery_running(home: Path) -> bool:
     return False
 
 
-def start_background_delivery(settings) -> None:
+def start_background_delivery(settings: Settings) -> None:
     """Start a detached delivery process unless one runs or the settings turn it off; costs
     the caller a spawn, no wait."""
     if not settings.background_delivery or delivery_running(settings.home):
@@ -68,7 +82,7 @@ def start_background_delivery(settings) -> None:
     spawn_baton("deliver", "--background")
 
 
-def deliver_in_background(stores, apply: Apply) -> None:
+def deliver_in_background(stores: Delivering, apply: Apply) -> None:
     """Deliver until nothing waits for LINGER seconds, retrying with backoff while it fails;
     returns at once if another delivery holds the lock. apply: the projection (see
     baton.skills.runtime.sink)."""

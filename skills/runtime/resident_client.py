@@ -33,6 +33,11 @@ import stat
 import sys
 import time
 
+TYPE_CHECKING = False  # typing's own flag, without importing typing (it costs this path)
+if TYPE_CHECKING:
+    import socket
+    from collections.abc import Mapping
+
 PROTOCOL = b"baton-resident/1"
 SOCKET_NAME = "resident.sock"
 LOCK_NAME = "resident.lock"
@@ -51,7 +56,7 @@ def install_fingerprint() -> bytes:
     return os.fsencode(f"{sys.executable}\n{os.path.dirname(os.path.abspath(__file__))}")
 
 
-def data_home(environ) -> str:
+def data_home(environ: Mapping[str, str]) -> str:
     """baton.home.data_home, with os.path alone (BATON_HOME, else $XDG_DATA_HOME/baton, else
     ~/.local/share/baton)."""
     if environ.get("BATON_HOME"):
@@ -60,7 +65,7 @@ def data_home(environ) -> str:
     return os.path.join(base, "baton")
 
 
-def switched_off(environ) -> bool:
+def switched_off(environ: Mapping[str, str]) -> bool:
     return (environ.get("BATON_RESIDENT") or "").strip().lower() in _OFF
 
 
@@ -115,7 +120,7 @@ def forwarded(argv: list[str]) -> int | None:
     return _answer(conn)
 
 
-def _offer(conn, path: str, argv: list[str]) -> bytes:
+def _offer(conn: socket.socket, path: str, argv: list[str]) -> bytes:
     """Connect, send the request and read the resident's one-byte reply, all within
     CONNECT_WAIT. The standard streams are not sent yet: a resident too slow to reply must
     not hold them (a caller reading our output to its end would wait for it)."""
@@ -162,7 +167,7 @@ def _request(argv: list[str]) -> bytes:
     return b"\0".join(fields)
 
 
-def _answer(conn) -> int:
+def _answer(conn: socket.socket) -> int:
     """Wait, as long as the command takes, for its exit status; the command is the
     resident's now and is never run again here."""
     conn.settimeout(None)

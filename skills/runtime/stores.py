@@ -33,6 +33,7 @@ from baton.store_names import Store
 if TYPE_CHECKING:
     from baton.budget import Budget
     from baton.outbox import Outbox
+    from baton.recall.base import DecisionIndex
     from baton.recall.indexer import Indexer
     from baton.recall.queue import EmbeddingQueue
     from baton.recall.search import DecisionSearchClient
@@ -196,7 +197,7 @@ class Stores:
                                                 project=self.project)
         return self._signals
 
-    def recall(self):
+    def recall(self) -> DecisionSearchClient:
         """The DecisionSearchClient; StoreUnavailable when recall's libraries are missing,
         or at once when its Qdrant server is known to be down (before loading the model)."""
         url = self.settings.qdrant_url
@@ -223,7 +224,7 @@ class Stores:
         return self._recall
 
     @property
-    def event_log(self):
+    def event_log(self) -> KafkaEventLog | None:
         """The registry's event log on Kafka when Kafka is configured, else None: then
         writes are applied to the stores (directly, or through the pending writes)."""
         if self._event_log is None and self.settings.kafka_bootstrap:
@@ -275,7 +276,7 @@ class Stores:
                       project=self.project)
 
     @property
-    def embedding_queue(self):
+    def embedding_queue(self) -> EmbeddingQueue:
         """Decisions waiting to be embedded (baton.recall.queue); needs no recall library."""
         if self._queue is None:
             from baton.recall.queue import EmbeddingQueue
@@ -283,7 +284,7 @@ class Stores:
             self._queue = EmbeddingQueue(self.settings.home / "recall", timeout=self.settings.store_timeout)
         return self._queue
 
-    def indexer(self):
+    def indexer(self) -> Indexer:
         """The Indexer of the queue into the decision index (it keeps the model loaded), for
         every project: each queued decision names its own."""
         if self._indexer is None:
@@ -292,7 +293,7 @@ class Stores:
             self._indexer = Indexer(self.embedding_queue, self.recall().index)
         return self._indexer
 
-    def decision_index(self):
+    def decision_index(self) -> DecisionIndex:
         """The configured DecisionIndex backend (a new object each call): one for every
         project, each of whose reads names its project."""
         url = self.settings.qdrant_url

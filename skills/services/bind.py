@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.errors import StoreUnavailable
@@ -13,11 +14,14 @@ from baton.ids import BATON_NAMESPACE, check_task_id, name_uuid
 from baton.outcome import Found, NotFound, Unavailable
 from baton.signals.wire import SignalType
 from baton.skills.core.binding import ActiveTask, Binding, Place, write_binding
-from baton.skills.core.commit import commit, publish, read_binding_quietly, wire_event
+from baton.skills.core.commit import WireEvent, commit, publish, read_binding_quietly, wire_event
 from baton.skills.core.signalling import wire_signal
 from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
+
+if TYPE_CHECKING:
+    from baton.registry.model import Session
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +85,9 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
     return report
 
 
-def _run_events(stores: Stores, task_id: str, session_id: str, place: Place, current, run: int | None,
-                reopens: bool, start: RunStart | None, at: datetime) -> list:
+def _run_events(stores: Stores, task_id: str, session_id: str, place: Place,
+                current: Found[Session] | NotFound | Unavailable, run: int | None, reopens: bool,
+                start: RunStart | None, at: datetime) -> list[WireEvent]:
     """The run this bind starts (none when it joins the current one), recorded in the
     worktree's run file. A bind's run id derives from the ticket and the run's number, so
     a second bind, or a replay, starts nothing new."""

@@ -31,7 +31,7 @@ from baton.skills.core.commit import WireEvent
 from baton.skills.runtime.stores import Stores
 
 if TYPE_CHECKING:
-    from baton.skills.core.checkpoints import Refused, Taken, Unchanged
+    from baton.skills.core.checkpoints import Checkpoint, Refused, Taken, Unchanged
     from baton.skills.core.environment import Manifest
 
 RUN_FILE = "run.json"
@@ -90,7 +90,7 @@ def capture_environment(place: Place, lockfiles: Sequence[str] = ()) -> Manifest
     return capture(place.root, lockfiles=lockfiles, wait=1.0)
 
 
-def checkpoint_event(task: ActiveTask, place: Place, checkpoint, at: datetime) -> WireEvent:
+def checkpoint_event(task: ActiveTask, place: Place, checkpoint: Checkpoint, at: datetime) -> WireEvent:
     import uuid
 
     event_id = str(uuid.uuid4())

@@ -11,11 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from baton.errors import BadInput
 from baton.skills.core.binding import ActiveTask, Place, resolve_task
 from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
+
+if TYPE_CHECKING:
+    from baton.skills.handoff.write import HandoffReport
+    from baton.skills.services.handoff import CheckedHandoff
+    from baton.skills.services.resume import ResumeResult
+    from baton.skills.services.runs import Collected, Started
+    from baton.skills.services.stage import StageCommand, StageDone
 
 END_STATUSES = ("completed", "stalled")
 
@@ -96,9 +104,8 @@ def run_checks(commands: tuple[str, ...] | list[str], root: Path, timeout: float
     return [run_check(command, root, timeout=timeout or CHECK_TIMEOUT)[0] for command in commands]
 
 
-def stage(stores: Stores, place: Place, request):
-    """Record request (baton.skills.services.stage.StageCommand) for the ticket it names,
-    else the worktree's."""
+def stage(stores: Stores, place: Place, request: StageCommand) -> StageDone:
+    """Record request for the ticket it names, else the worktree's."""
     from baton.skills.services.stage import record_stage
 
     return record_stage(stores, resolve_task(request.task_id, place, stores.settings.ambient), place, request)
@@ -130,7 +137,7 @@ class ResumeRequest:
     allow_unsigned_probes: bool = False
 
 
-def resume(stores: Stores, place: Place, request: ResumeRequest):
+def resume(stores: Stores, place: Place, request: ResumeRequest) -> ResumeResult:
     from baton.skills.services.resume import resume_session
 
     if request.limit < 0:
@@ -158,7 +165,7 @@ def probes_from_options(given: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(probes)
 
 
-def write_handoff(stores: Stores, place: Place, request: HandoffRequest):
+def write_handoff(stores: Stores, place: Place, request: HandoffRequest) -> HandoffReport:
     from baton.skills.handoff.write import write_handoff as write
 
     task = resolve_task(request.task_id, place, stores.settings.ambient)
@@ -175,7 +182,7 @@ class VerifyRequest:
     allow_unsigned_probes: bool = False
 
 
-def verify_handoff(stores: Stores, cwd: Path, request: VerifyRequest):
+def verify_handoff(stores: Stores, cwd: Path, request: VerifyRequest) -> CheckedHandoff:
     from baton.skills.services.handoff import place_for, task_or_none, verify_and_record
 
     place, path = place_for(request.path, cwd)
@@ -246,7 +253,7 @@ class RestoreRequest:
     in_place: bool = False
 
 
-def restore(stores: Stores, place: Place, request: RestoreRequest):
+def restore(stores: Stores, place: Place, request: RestoreRequest) -> Started:
     from baton.skills.services.runs import parse_task_at, restore as start
 
     task_id, checkpoint_id = parse_task_at(request.target)
@@ -261,7 +268,7 @@ class ForkRequest:
     into: Path | None = None
 
 
-def fork(stores: Stores, place: Place, request: ForkRequest):
+def fork(stores: Stores, place: Place, request: ForkRequest) -> Started:
     from baton.skills.services.runs import fork as start
 
     return start(stores, place, request.task_id, request.new_task_id, at=request.at, into=request.into)
@@ -274,7 +281,7 @@ class FreshRequest:
     into: Path | None = None
 
 
-def fresh(stores: Stores, place: Place, request: FreshRequest):
+def fresh(stores: Stores, place: Place, request: FreshRequest) -> Started:
     from baton.skills.services.runs import fresh as start
 
     return start(stores, place, request.task_id, base=request.base, into=request.into)
@@ -298,7 +305,7 @@ class GcRequest:
     dry_run: bool = False
 
 
-def collect_checkpoints(stores: Stores, place: Place, request: GcRequest):
+def collect_checkpoints(stores: Stores, place: Place, request: GcRequest) -> Collected:
     from baton.skills.services.runs import collect
 
     return collect(stores, place, keep=request.keep, dry_run=request.dry_run)

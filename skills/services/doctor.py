@@ -66,8 +66,9 @@ def doctor(stores: Stores) -> list[StoreReport]:
         "embedding model": _model,
         "signals": lambda: stores.signals.describe(),
     }
-    if stores.event_log is not None:
-        calls[Store.EVENT_LOG] = lambda: stores.event_log.describe()
+    event_log = stores.event_log
+    if event_log is not None:
+        calls[Store.EVENT_LOG] = event_log.describe
     calls[DATA_HOME] = lambda: _data_home(stores.settings.home)
     answers = gather(calls, stores.budget)
     # A store describes itself by its server's location: never with its credentials.

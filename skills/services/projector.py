@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.errors import BadInput, ServerUnreachable, StoreUnavailable
@@ -35,6 +36,9 @@ from baton.skills.core.commit import deliver_kept
 from baton.skills.core.projection import GRAPH_CHUNK, project
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
+
+if TYPE_CHECKING:
+    from baton.registry.kafka import KafkaEventLog
 
 MAX_BACKOFF = 5.0
 ONCE_ATTEMPTS = 5  # tries of a batch by `--once` while a store answers with an error
@@ -104,7 +108,7 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
                 outages.answered(EVENT_LOG)
                 backoff = 0.1
                 if batch:
-                    _apply(stores, batch, once=once, outages=outages, report=report)
+                    _apply(stores, event_log, batch, once=once, outages=outages, report=report)
                 if not once and time.monotonic() >= next_gc:
                     _collect_garbage(stores, log)
                     next_gc = time.monotonic() + stores.settings.gc_interval
@@ -162,7 +166,8 @@ def _collect_garbage(stores: Stores, log: Callable[[str], None]) -> None:
         f"decisions from recall in {time.monotonic() - started:.2f} s{trouble}")
 
 
-def _apply(stores: Stores, batch: list, *, once: bool, outages: _Outages, report: ProjectorReport) -> None:
+def _apply(stores: Stores, event_log: KafkaEventLog, batch: list, *, once: bool, outages: _Outages,
+           report: ProjectorReport) -> None:
     """Apply one batch to every store, then commit its offsets. Until every store applied
     it (the registry, the graph, the recall queue and the signal outbox), the batch is held
     uncommitted and applied again, with backoff, whatever the failure: a server down, a
@@ -200,7 +205,7 @@ def _apply(stores: Stores, batch: list, *, once: bool, outages: _Outages, report
     _log_stores(outages, warnings, asked)
     report.warnings += warnings
     try:
-        stores.event_log.commit(batch)
+        event_log.commit(batch)
     except StoreUnavailable as exc:
         if once:
             raise

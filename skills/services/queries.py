@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from baton import clock
 from baton.errors import BadInput
 from baton.ids import check_task_id
 from baton.store_names import Store
 
+if TYPE_CHECKING:
+    from baton.recall.base import ScoredDecision
+    from baton.signals.model import Signal
+    from baton.skills.runtime.stores import Stores
 
-def signals_since(stores, *, task_id: str | None, since: str | None, limit: int) -> list:
+
+def signals_since(stores: Stores, *, task_id: str | None, since: str | None, limit: int) -> list[Signal]:
     """Signals (about task_id, if given) emitted after `since` (ISO 8601), oldest first."""
     if task_id:
         check_task_id(task_id)
@@ -21,7 +28,7 @@ def signals_since(stores, *, task_id: str | None, since: str | None, limit: int)
     return stores.signals.recent(task_id=task_id, after=after, limit=limit).unwrap(Store.SIGNAL_LOG)
 
 
-def recall_decisions(stores, text: str, limit: int) -> list:
+def recall_decisions(stores: Stores, text: str, limit: int) -> list[ScoredDecision]:
     """Recorded decisions nearest in meaning to text, best first.
 
     A text query loads the model anyway, so it first indexes the decisions that wait (what

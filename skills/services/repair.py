@@ -18,7 +18,7 @@ The window bounds the work: the registry's outlines of every session, then its t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from baton import clock
 from baton.errors import StoreUnavailable
@@ -86,7 +86,7 @@ def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
     return report
 
 
-def _active_since(stores: Stores, since) -> list[Session]:
+def _active_since(stores: Stores, since: datetime) -> list[Session]:
     """The project's sessions active since `since`: their outlines first (no session is
     built for the rest), then each of those in full."""
     outlines = stores.registry.session_outlines(include_inactive=True).unwrap(Store.SESSION_REGISTRY)
@@ -102,7 +102,7 @@ def _active_since(stores: Stores, since) -> list[Session]:
     return sessions
 
 
-def _repair_graph(stores: Stores, sessions: list[Session], since, report: RepairReport) -> None:
+def _repair_graph(stores: Stores, sessions: list[Session], since: datetime, report: RepairReport) -> None:
     held = stores.graph.held([s.task_id for s in sessions]).unwrap(Store.CONFLICT_GRAPH)
     records = []
     for session in sessions:
@@ -122,7 +122,7 @@ def _repair_graph(stores: Stores, sessions: list[Session], since, report: Repair
         stores.graph.record_many(records)
 
 
-def _repair_recall(stores: Stores, sessions: list[Session], since, report: RepairReport) -> None:
+def _repair_recall(stores: Stores, sessions: list[Session], since: datetime, report: RepairReport) -> None:
     from baton.recall.base import DecisionRecord
     from baton.skills.core.indexing import start_background_indexer
 
@@ -143,7 +143,7 @@ def _repair_recall(stores: Stores, sessions: list[Session], since, report: Repai
         start_background_indexer(stores.settings)
 
 
-def _repair_signals(stores: Stores, sessions: list[Session], since, report: RepairReport) -> None:
+def _repair_signals(stores: Stores, sessions: list[Session], since: datetime, report: RepairReport) -> None:
     from baton.signals.wire import SignalType
     from baton.skills.core.binding import ActiveTask
     from baton.skills.core.overlaps import conflicts_of, keep_unknown

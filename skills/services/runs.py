@@ -15,6 +15,7 @@ import subprocess
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import WorktreeLocator
@@ -26,6 +27,9 @@ from baton.skills.core.commit import commit, wire_event
 from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.bind import RunStart, bind
+
+if TYPE_CHECKING:
+    from baton.skills.core.checkpoints import Checkpoint
 
 _NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}")
 
@@ -49,7 +53,7 @@ def _repository(place: Place) -> Path:
     return place.root
 
 
-def _checkpoint(place: Place, session: Session, checkpoint_id: str | None):
+def _checkpoint(place: Place, session: Session, checkpoint_id: str | None) -> Checkpoint:
     """The checkpoint asked for (default: the ticket's latest), read from this repository."""
     from baton.skills.core.checkpoints import read
 

@@ -31,6 +31,8 @@ from baton.skills.runtime.stores import TEXT_LIMIT, Stores
 from baton.store_names import Store
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from baton.redaction import Redactor
     from baton.registry.model import Event, SecretsRedacted
     from baton.signals.model import Signal
@@ -184,7 +186,8 @@ def _scrub_home(stores: Stores) -> list[str]:
     return warnings
 
 
-def _scan_handoffs(place: Place, check, scan: Scan, redactor: Redactor) -> None:
+def _scan_handoffs(place: Place, check: Callable[[str, str, object], tuple[str, tuple[str, ...]] | None], scan: Scan,
+                   redactor: Redactor) -> None:
     from baton.skills.handoff.files import UnreadableHandoff, candidates, read_handoff, shown_path
 
     documents = list(dict.fromkeys(candidates(place.root)))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
@@ -49,16 +49,21 @@ from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
+if TYPE_CHECKING:
+    from baton.registry.model import Session, WorkflowRecord
+    from baton.skills.handoff.checks import CheckResult
+    from baton.skills.runtime.settings import Settings
+
 _REQUEST_KEYS = ("status", "result", "repair_scope", "blocker", "resolution")
 _WHAT = {"review": "review", "artifact": "result artifact"}
 
 
-def lifecycle_of(settings) -> Lifecycle:
+def lifecycle_of(settings: Settings) -> Lifecycle:
     """The team's lifecycle from baton.toml, validated whole (BadInput), else the default."""
     return parse_lifecycle(dict(settings.workflow)) if settings.workflow else DEFAULT_LIFECYCLE
 
 
-def current_state(lifecycle: Lifecycle, record) -> tuple[WorkflowState, list[str]]:
+def current_state(lifecycle: Lifecycle, record: WorkflowRecord | None) -> tuple[WorkflowState, list[str]]:
     """The recorded state, checked against the lifecycle; when it no longer fits, the state
     the recorded transitions replay to, with a note saying so."""
     if record is None:
@@ -67,8 +72,7 @@ def current_state(lifecycle: Lifecycle, record) -> tuple[WorkflowState, list[str
         return state_from_dict(lifecycle, record.state), []
     except BadInput as exc:
         requests = [StageRequest(h["status"], **{k: h.get(k) for k in _REQUEST_KEYS if k != "status"})
-                    for h in record.history
-                    if isinstance(h, dict) and isinstance(h.get("status"), str)]
+                    for h in record.history if isinstance(h.get("status"), str)]
         state, skipped = replay(lifecycle, requests)
         notes = [(f"the recorded state does not fit the lifecycle ({exc}); reconstructed from "
                   f"{len(requests) - len(skipped)} of {len(requests)} recorded transitions")]
@@ -129,10 +133,10 @@ def record_stage(stores: Stores, task: ActiveTask, place: Place, command: StageC
     events, evidence, ran = [], None, None
     if command.check is not None:
         ran = _run_check(command.check, root, command.timeout)
+        snapshot_field: dict[str, Any] = {"snapshot": ran.snapshot} if ran.snapshot is not None else {}
         events.append(wire_event("check_recorded", task.task_id, task.session_id, at, command=ran.command.strip(),
                                  exit_status=ran.exit_status, summary=ran.summary[:4000],
-                                 provenance=str(ran.provenance),
-                                 **({"snapshot": ran.snapshot} if ran.snapshot is not None else {})))
+                                 provenance=str(ran.provenance), **snapshot_field))
         evidence = {"kind": "check", "command": redact(ran.command.strip()), "exit_status": ran.exit_status,
                     "recorded_at": at.isoformat(), "snapshot": ran.snapshot}
     elif command.evidence is not None:
@@ -168,7 +172,7 @@ def record_stage(stores: Stores, task: ActiveTask, place: Place, command: StageC
     return StageDone(task, after, state, evidence, report, notes, ran)
 
 
-def _run_check(command: str, root: Path, timeout: float | None):
+def _run_check(command: str, root: Path, timeout: float | None) -> CheckResult:
     from baton.skills.handoff.checks import check_timeout, run_check
     from baton.skills.handoff.write import CHECK_TIMEOUT
 
@@ -229,7 +233,7 @@ class WorkflowView:
                 "fell_back": self.next_stage != self.recorded.next_stage, "notes": list(self.notes)}
 
 
-def workflow_view(settings, session, fallback_root: Path) -> WorkflowView | None:
+def workflow_view(settings: Settings, session: Session, fallback_root: Path) -> WorkflowView | None:
     """The ticket's workflow re-checked against the worktree (the session's, where it still
     exists); None for a ticket that uses no stages. BadInput for a bad [workflow] table."""
     record = session.workflow

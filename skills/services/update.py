@@ -11,7 +11,7 @@ from baton import clock
 from baton.errors import BadInput
 from baton.ids import check_task_id
 from baton.outcome import Found
-from baton.registry.wire import PHASES
+from baton.phases import PHASES
 from baton.signals.wire import SignalType
 from baton.skills.core.binding import ActiveTask, Place
 from baton.skills.core.commit import commit, publish, wire_event

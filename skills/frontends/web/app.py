@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from markupsafe import Markup
@@ -30,6 +31,9 @@ from baton.skills.frontends.web.guard import AccessGuard
 from baton.skills.frontends.web.overview import Filters, OverviewSource, Snapshot, changes, conflict_map
 from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.stores import Stores
+
+if TYPE_CHECKING:
+    from baton.skills.services.resume import ResumeResult
 
 HERE = Path(__file__).parent
 POLL = 0.25  # seconds between two looks at the stores' change marker, per open page
@@ -50,7 +54,7 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
             kept = rendered_rows[row["task_id"]] = (row, str(macros.row(row)))
         return kept[1]
 
-    def page(name: str, status: int = 200, **values) -> HTMLResponse:
+    def page(name: str, status: int = 200, **values: object) -> HTMLResponse:
         return HTMLResponse(templates.get_template(name).render(**values), status_code=status)
 
     def stores() -> Stores:
@@ -78,7 +82,7 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
         return JSONResponse(await run_in_threadpool(
             conflict_map, snapshot, Filters.from_query(request.query_params), MAP_LIMIT, source.shared_among))
 
-    def resume(task_id: str):
+    def resume(task_id: str) -> ResumeResult:
         from baton.skills.services.resume import read_session
 
         opened = stores()
@@ -139,7 +143,7 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
         """The live feed: every POLL seconds, what changed since the version the page shows."""
         filters = Filters.from_query(request.query_params)
         shown = request.headers.get("last-event-id") or request.query_params.get("v", "")
-        async def stream():
+        async def stream() -> AsyncIterator[dict[str, str]]:
             current = await run_in_threadpool(source.current)
             # None when the page is older than the snapshot: redraw every row
             before: Snapshot | None = current if str(current.version) == shown else None

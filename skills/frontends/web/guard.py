@@ -17,7 +17,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 from http.cookies import SimpleCookie
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import parse_qs
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 COOKIE = "baton_dashboard"
 MAX_LOGIN_BODY = 4096
@@ -35,15 +39,19 @@ def cookie_value(token: str) -> str:
     return hmac.new(token.encode(), b"baton dashboard session", hashlib.sha256).hexdigest()
 
 
+class LoginPage(Protocol):
+    def __call__(self, *, failed: bool) -> bytes:
+        """The HTML of the login form; failed: after a wrong token."""
+
+
 class AccessGuard:
-    def __init__(self, app, *, token: str | None, loopback: bool, login_page) -> None:
-        """login_page(status, failed) -> bytes: the HTML of the login form."""
+    def __init__(self, app: ASGIApp, *, token: str | None, loopback: bool, login_page: LoginPage) -> None:
         self.app = app
         self.token = token
         self.loopback = loopback
         self.login_page = login_page
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -66,7 +74,7 @@ class AccessGuard:
                              [(b"www-authenticate", b'Bearer realm="baton"')])
             return
 
-        async def secured(message) -> None:
+        async def secured(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
             await send(message)
@@ -85,7 +93,7 @@ class AccessGuard:
         morsel = cookie.get(COOKIE)
         return morsel is not None and hmac.compare_digest(morsel.value.encode(), cookie_value(token).encode())
 
-    async def _login(self, receive, send, token: str) -> None:
+    async def _login(self, receive: Receive, send: Send, token: str) -> None:
         body = b""
         while True:
             message = await receive()
@@ -106,7 +114,7 @@ class AccessGuard:
         await send({"type": "http.response.body", "body": b""})
 
 
-def _headers(scope) -> dict[str, str]:
+def _headers(scope: Scope) -> dict[str, str]:
     return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
 
 
@@ -116,15 +124,15 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-async def _plain(send, status: int, text: bytes, extra: list | None = None) -> None:
+async def _plain(send: Send, status: int, text: bytes, extra: list[tuple[bytes, bytes]] | None = None) -> None:
     await _respond(send, status, b"text/plain; charset=utf-8", text, extra or [])
 
 
-async def _html(send, status: int, page: bytes) -> None:
+async def _html(send: Send, status: int, page: bytes) -> None:
     await _respond(send, status, b"text/html; charset=utf-8", page, [])
 
 
-async def _respond(send, status: int, content_type: bytes, body: bytes, extra: list) -> None:
+async def _respond(send: Send, status: int, content_type: bytes, body: bytes, extra: list[tuple[bytes, bytes]]) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode()),
                             *SECURITY_HEADERS, *extra]})

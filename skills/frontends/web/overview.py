@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -23,7 +23,7 @@ from baton import clock
 from baton.errors import StoreUnavailable
 from baton.outcome import Found
 from baton.skills.frontends.answers import listing_answer, signals_answer
-from baton.skills.frontends.told import local_heartbeats
+from baton.skills.runtime.agent_sessions import local_heartbeats
 from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.listing import list_sessions
@@ -42,7 +42,7 @@ class Filters:
     include_ended: bool = False
 
     @classmethod
-    def from_query(cls, query) -> Filters:
+    def from_query(cls, query: Mapping[str, str]) -> Filters:
         return cls(repo=query.get("repo", ""), agent=query.get("agent", ""),
                    only_conflicts=query.get("conflicts") == "1", include_ended=query.get("all") == "1")
 

@@ -23,10 +23,14 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.store_names import Store
+
+if TYPE_CHECKING:
+    from baton.skills.runtime.settings import Settings
 
 STORE = Store.AGENT_SESSION_LOG
 FILE = "agent-sessions.db"
@@ -191,7 +195,7 @@ class AgentSessions:
         self._db.close()
 
 
-def local_heartbeats(settings) -> list[Beat]:
+def local_heartbeats(settings: Settings) -> list[Beat]:
     """The heartbeats the hooks kept in the data home (none when they kept nothing there)."""
     if not (settings.home / FILE).exists():  # reading creates nothing
         return []

@@ -1,0 +1,50 @@
+"""What an agent hears at its next prompt: the signals about its ticket that concern it and
+that its agent session was not told yet, read in their stored form (the prompt hook never
+builds the validated models)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from baton.signals.wire import WireSignal, file_subject
+from baton.skills.runtime.agent_sessions import AgentSessions
+from baton.skills.runtime.stores import Stores
+from baton.store_names import Store
+
+HEARD_SLACK = timedelta(minutes=10)  # signals can be stored a little after the time they carry
+SIGNALS_READ = 50
+
+
+def untold_news(stores: Stores, sessions: AgentSessions, agent_session: str, task_id: str,
+                heard: tuple[datetime, str | None] | None, *, bound_at: datetime | None = None) -> list[WireSignal]:
+    """Signals about task_id that concern the agent and that agent_session was not told
+    (heard: when it last heard, if ever, and the signal log's watermark then; bound_at: when
+    the worktree was bound to task_id)."""
+    scope = stores.registry.signal_scope(task_id).unwrap(Store.SESSION_REGISTRY)  # None: no session yet
+    # An agent that never heard (it bound mid-session, after its session start) hears
+    # everything since the binding; the session's own activity must not move that forward.
+    start = heard[0] if heard else bound_at or (scope.created_at if scope else None)
+    since = start - HEARD_SLACK if start else None
+    depends_on = list(scope.depends_on) if scope else []
+    subjects = [f"task:{task_id}", *(f"task:{d}" for d in depends_on)]
+    if scope is not None:
+        subjects += [file_subject(f.repo, f.path) for f in scope.files]
+    found = stores.signals.concerning_wire(subjects, after=since, limit=SIGNALS_READ).unwrap(Store.SIGNAL_LOG)
+    relevant = [s for s in found if concerns(s, task_id, depends_on)]
+    fresh = set(sessions.untold(agent_session, [str(s.signal_id) for s in relevant]))
+    return [s for s in relevant if str(s.signal_id) in fresh]
+
+
+def concerns(signal: WireSignal, task_id: str, depends_on: list[str]) -> bool:
+    """Whether a signal is news for task_id's agent: an overlap it is part of, a dependency
+    completed, a rebase needed, another ticket's merged PR on its files."""
+    kind = signal.signal_type.value
+    if kind == "conflict_detected":
+        return task_id in (signal.task_id, signal.related_task_id)
+    if kind == "ticket_completed":
+        return signal.task_id in depends_on
+    if kind == "rebase_needed":
+        return True
+    if kind == "pr_merged":
+        return signal.task_id != task_id
+    return False
