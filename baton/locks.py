@@ -28,6 +28,17 @@ def held(path: Path, *, within: float) -> Iterator[bool]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
+def taken(path: Path) -> int | None:
+    """The descriptor of an exclusive lock on the file at path, taken at once, or None when
+    another process holds it. Closing the descriptor (or the process ending) releases it."""
+    make_directory(path.parent)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # not inherited by children (PEP 446)
+    if _lock(fd):
+        return fd
+    os.close(fd)
+    return None
+
+
 def _lock(fd: int) -> bool:
     """Take the lock on fd if no other process holds it."""
     try:

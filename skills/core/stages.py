@@ -356,11 +356,7 @@ def state_from_dict(lifecycle: Lifecycle, data: object) -> WorkflowState:
 def parse_lifecycle(table: object, source: str = "baton.toml") -> Lifecycle:
     """The lifecycle a `[workflow]` table declares, validated whole; BadInput in one line."""
     where = f"{source}: [workflow]"
-    if not isinstance(table, dict):
-        raise BadInput(f"{where} must be a table")
-    unknown = set(table) - _TOP_KEYS
-    if unknown:
-        raise BadInput(f"{where}: unknown key {', '.join(sorted(map(str, unknown)))}")
+    table = _table(table, where, _TOP_KEYS)
     raw_stages = table.get("stages")
     if not isinstance(raw_stages, list) or not raw_stages:
         raise BadInput(f"{where} stages must be a non-empty list of tables")
@@ -397,12 +393,18 @@ def parse_lifecycle(table: object, source: str = "baton.toml") -> Lifecycle:
                      max_repair_rounds=rounds)
 
 
-def _parse_stage(raw: object, where: str) -> Stage:
+def _table(raw: object, where: str, keys: frozenset[str] | set[str]) -> dict:
+    """raw as a table of only the known keys; BadInput naming where, otherwise."""
     if not isinstance(raw, dict):
         raise BadInput(f"{where} must be a table")
-    unknown = set(raw) - _STAGE_KEYS
+    unknown = set(raw) - keys
     if unknown:
         raise BadInput(f"{where}: unknown key {', '.join(sorted(map(str, unknown)))}")
+    return raw
+
+
+def _parse_stage(raw: object, where: str) -> Stage:
+    raw = _table(raw, where, _STAGE_KEYS)
     name = raw.get("name")
     if not isinstance(name, str) or not _STAGE_NAME.fullmatch(name):
         raise BadInput(f"{where} name must be 1 to 40 of a-z, 0-9 and -, starting with a letter, got {name!r}")

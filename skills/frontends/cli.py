@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import ActiveTask, Place
+    from baton.skills.installers.claude_code import InstallReport
     from baton.skills.installers.codex import CodexReport
     from baton.skills.runtime.stores import Stores
     from baton.skills.services.runs import Started
@@ -860,14 +861,24 @@ def _install(args: Arguments, stores: Stores) -> int:
         return 0
     from baton.skills.installers.claude_code import install_claude
 
-    report = install_claude(args.scope or "project", place, stores.settings.home)
+    _print_claude(install_claude(args.scope or "project", place, stores.settings.home), installed=True)
+    return 0
+
+
+def _print_claude(report: InstallReport, *, installed: bool) -> None:
+    """What `baton install claude` or `baton uninstall claude` changed."""
     _warn(report.warnings)
-    print(f"{report.settings}: "
-          + (f"hooks added for {', '.join(report.events)}" if report.events else "hooks already there")
-          + (f"; permission rules added: {', '.join(report.rules)}" if report.rules else "; permission rules there"))
+    if report.events:
+        hooks = f"hooks {'added for' if installed else 'removed from'} {', '.join(report.events)}"
+    else:
+        hooks = "hooks already there" if installed else "no Baton hooks"
+    if report.rules:
+        rules = f"; permission rules {'added' if installed else 'removed'}: {', '.join(report.rules)}"
+    else:
+        rules = "; permission rules there" if installed else ""
+    print(f"{report.settings}: {hooks}{rules}")
     for skill, action in report.skills.items():
         print(f"skill /{skill}: {action}")
-    return 0
 
 
 def _print_codex(report: CodexReport, done: str) -> None:
@@ -905,13 +916,7 @@ def _uninstall(args: Arguments, stores: Stores) -> int:
         return 0
     from baton.skills.installers.claude_code import uninstall_claude
 
-    report = uninstall_claude(args.scope or "project", place, stores.settings.home)
-    _warn(report.warnings)
-    print(f"{report.settings}: "
-          + (f"hooks removed from {', '.join(report.events)}" if report.events else "no Baton hooks")
-          + (f"; permission rules removed: {', '.join(report.rules)}" if report.rules else ""))
-    for skill, action in report.skills.items():
-        print(f"skill /{skill}: {action}")
+    _print_claude(uninstall_claude(args.scope or "project", place, stores.settings.home), installed=False)
     return 0
 
 

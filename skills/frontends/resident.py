@@ -22,7 +22,6 @@ command. Started by a command that found none (baton.skills.runtime.spawn), hold
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import os
 import selectors
@@ -110,19 +109,12 @@ def main(argv: list[str]) -> int:
 def _lock(home: Path, inherited: int | None) -> int | None:
     """resident.lock, held: the descriptor the spawning command handed over, else taken
     here; None when another process holds it."""
-    from baton.home import make_directory
+    from baton.locks import taken
 
     if inherited is not None:
         os.set_inheritable(inherited, False)
         return inherited
-    make_directory(home)
-    fd = os.open(home / client.LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
+    return taken(home / client.LOCK_NAME)
 
 
 def preload(settings: Settings) -> None:

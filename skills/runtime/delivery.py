@@ -15,13 +15,12 @@ waiting.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from baton.home import make_directory
+from baton.locks import taken
 
 if TYPE_CHECKING:
     from baton.budget import Budget
@@ -46,29 +45,12 @@ class Delivering(Protocol):
     def sink(self) -> Sink[Any]: ...
 
 
-def _try_lock(home: Path) -> int | None:
-    """The lock's file descriptor if this process got it, else None."""
-    make_directory(home)
-    fd = os.open(home / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _unlock(fd: int) -> None:
-    fcntl.flock(fd, fcntl.LOCK_UN)
-    os.close(fd)
-
-
 def delivery_running(home: Path) -> bool:
     """Whether a background delivery holds the lock now."""
-    fd = _try_lock(home)
+    fd = taken(home / LOCK)
     if fd is None:
         return True
-    _unlock(fd)
+    os.close(fd)  # releases the lock
     return False
 
 
@@ -87,7 +69,7 @@ def deliver_in_background(stores: Delivering, apply: Apply) -> None:
     returns at once if another delivery holds the lock. apply: the projection (see
     baton.skills.runtime.sink)."""
     home = stores.settings.home
-    fd = _try_lock(home)
+    fd = taken(home / LOCK)
     if fd is None:
         return
     failing_since: float | None = None
@@ -109,10 +91,10 @@ def deliver_in_background(stores: Delivering, apply: Apply) -> None:
             time.sleep(0.05)
         if stores.sink.waiting():
             continue
-        _unlock(fd)
+        os.close(fd)  # releases the lock
         if not stores.sink.waiting():
             return
-        fd = _try_lock(home)
+        fd = taken(home / LOCK)
         if fd is None:
             return
-    _unlock(fd)
+    os.close(fd)  # releases the lock
