@@ -86,7 +86,7 @@ HOOK_PATH_IMPORTS = {
         baton.skills.frontends.briefing
     """),
     "stop": HOOK_IMPORTS | names("""
-        locale select selectors signal subprocess array atexit baton.locks baton.outbox
+        locale select selectors signal subprocess array atexit baton.deadline baton.locks baton.outbox
         baton.skills.core.checkpoints baton.skills.core.commit
         baton.processes baton.skills.core.overlaps baton.skills.core.write_report
         baton.skills.handoff baton.skills.handoff.files baton.skills.installers
@@ -96,13 +96,14 @@ HOOK_PATH_IMPORTS = {
     """),
     "session-end": HOOK_IMPORTS | names("""
         locale select selectors signal subprocess
-        baton.locks baton.outbox baton.skills.core.commit baton.skills.core.overlaps
+        baton.deadline baton.locks baton.outbox baton.skills.core.commit baton.skills.core.overlaps
         baton.skills.core.write_report baton.skills.handoff baton.skills.handoff.files baton.skills.installers
         baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
         baton.skills.services.touch bisect bz2 hashlib lzma random shutil tempfile zlib
     """),
     "session-start": HOOK_IMPORTS | names("""
-        annotated_types array atexit base64 baton.graph.sqlite baton.graph.projects baton.locks baton.recall
+        annotated_types array atexit base64 baton.deadline baton.graph.sqlite baton.graph.projects baton.locks
+        baton.recall
         baton.processes locale platform select selectors signal subprocess
         baton.recall.base
         baton.recall.embedded baton.recall.embedding baton.recall.queue baton.recall.search baton.recall.segments
