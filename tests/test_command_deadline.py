@@ -120,8 +120,8 @@ def test_git_says_which_limit_ran_out_and_why_it_failed(worktrees, tmp_path, mon
     assert deadline.left() == 0
     with pytest.raises(GitFailed) as spent:
         run_git(main, "rev-parse", "HEAD", deadline=deadline)
-    assert spent.value.reason == "git rev-parse: not started, no time left of the command's 0.3 s deadline " \
-                                 "(BATON_COMMAND_BUDGET)"
+    assert spent.value.reason == (
+        "git rev-parse: not started, no time left of the command's 0.3 s deadline (BATON_COMMAND_BUDGET)")
     with pytest.raises(GitFailed) as refused:
         run_git(tmp_path, "rev-parse", "HEAD")
     assert refused.value.reason.startswith("git rev-parse exited 128: fatal: not a git repository"), refused.value

@@ -108,7 +108,7 @@ class Stores:
         hook's touch never waits); its clock runs only while something waits."""
         from baton.deadline import Deadline
 
-        return Deadline(self.settings.command_budget)
+        return Deadline(self.settings.command_deadline)
 
     @cached_property
     def budget(self) -> Budget:
