@@ -78,10 +78,11 @@ def test_a_hanging_git_and_a_hanging_probe_cost_a_resume_its_deadline_and_it_say
     result, took = resume_within(main, env, bound)
     assert took < bound, f"resume took {took:.1f} s; its deadline is {DEADLINE:g} s (healthy: {healthy:.2f} s)"
     found = live_state(result)
-    # The bind's checkpoint met the hanging `git status` first, and says which limit cut it.
-    said = [line for line in result.stderr.splitlines() if "git status: no answer within" in line]
-    assert said, result.stderr
-    assert f"the command's {DEADLINE:g} s deadline (BATON_COMMAND_BUDGET)" in said[0], said
+    # The bind's checkpoint met the hanging `git status` first, and the answer says which limit cut it.
+    said = [line for line in json.loads(result.stdout)["warnings"] if "git status: no answer within" in line]
+    assert said, result.stdout
+    assert said[0].endswith(f", what was left of the command's {DEADLINE:g} s deadline (BATON_COMMAND_BUDGET)"), said
+    assert said[0] in result.stderr
     # Nothing was left for the probes: each says so instead of running into its own timeout.
     assert found["slow"]["status"] == "not_run", found["slow"]
     assert found["slow"]["reason"] == f"no time left of the command's {DEADLINE:g} s deadline (BATON_COMMAND_BUDGET)"

@@ -32,10 +32,14 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from baton.masking import mask
 from baton.shown_text import one_line
 from baton.store_names import Store
+
+if TYPE_CHECKING:
+    from baton.deadline import Deadline
 
 # The file-editing tools and the tool_input field that names the file they changed.
 FILE_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
@@ -451,7 +455,8 @@ def _step(out: Output, doing: str, step: Callable[[], None]) -> None:
         out.cannot_record(f"{doing}: {_failure(exc)}")
 
 
-def dirty_files(root: Path, listed: tuple[str, ...] | None = None, deadline=None) -> dict[str, float]:
+def dirty_files(root: Path, listed: tuple[str, ...] | None = None, deadline: Deadline | None = None
+                ) -> dict[str, float]:
     """Changed, added, deleted and untracked files of the worktree at root: {relative path:
     modification time, -1 for a deleted file}; listed: their paths, when known already (else
     git status is asked, within the hook's deadline). GitFailed when git cannot say."""

@@ -91,6 +91,8 @@ class ResumeResult:
             "fork_of": self.session.fork_of if self.session else None,
             "forks_overlapping": self.forks,
             "continuation": self.continuation.to_json() if self.continuation else None,
+            # What could not be done or read, and why (a part cut by the command's deadline says so).
+            "warnings": self.warnings,
             **(self.handoff.to_json() if self.handoff else {"handoff": None, "live_state": []}),
         }
 
