@@ -127,3 +127,21 @@ def test_git_says_which_limit_ran_out_and_why_it_failed(worktrees, tmp_path, mon
         run_git(tmp_path, "rev-parse", "HEAD")
     assert refused.value.reason.startswith("git rev-parse exited 128: fatal: not a git repository"), refused.value
     assert run_git(tmp_path, "rev-parse", "HEAD", check=False).returncode == 128
+
+
+def test_the_servers_budget_is_a_cap_below_the_command_deadline():
+    from baton.budget import Budget, Server
+    from baton.deadline import Deadline
+    from baton.errors import StoreUnavailable
+
+    deadline = Deadline(0.2)
+    budget = Budget(2.0, deadline=deadline)
+    assert budget.remaining() <= 0.2
+    with deadline.waiting():  # another kind of wait (git, a probe) spends the deadline
+        timing.wait_for(lambda: deadline.left() == 0, 5, "the deadline spent")
+    assert budget.remaining() <= 0
+    with pytest.raises(StoreUnavailable) as refused, budget.gate(Server("a server", ())).call("session registry"):
+        pass
+    assert refused.value.reason == "a server: no time left of the command's 0.2 s deadline (BATON_COMMAND_BUDGET)"
+    budget.renew()  # the next unit of a long-running command: the deadline's too
+    assert deadline.left() == 0.2
