@@ -26,14 +26,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
+from baton.deadline import Deadline, WaitClock
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.health import HealthRecord
 from baton.masking import mask
-
-if TYPE_CHECKING:
-    from baton.deadline import Deadline
 
 T = TypeVar("T")
 FAIR_WAIT = 1.0  # seconds a server must have had before its silence goes in the health record
@@ -75,16 +73,12 @@ class Budget:
         self.health = health
         self.deadline = deadline  # the command's, which the servers' waits draw on too
         self.skip_known_down = skip_known_down
+        self._clock = WaitClock(seconds)
         self._lock = threading.Lock()
-        self._spent = 0.0
-        self._in_flight = 0
-        self._busy_since = 0.0
         self._gates: dict[str, Gate] = {}
 
     def remaining(self) -> float:
-        with self._lock:
-            running = time.monotonic() - self._busy_since if self._in_flight else 0.0
-            own = self.seconds - self._spent - running
+        own = self._clock.left()
         return own if self.deadline is None else min(own, self.deadline.left())
 
     def _deadline_spent(self) -> bool:
@@ -95,34 +89,15 @@ class Budget:
     def waiting(self) -> Iterator[None]:
         """Charge the time this block runs (once, however many blocks overlap), to the
         command's deadline too."""
-        if self.deadline is None:
-            with self._charged():
-                yield
-        else:
-            with self.deadline.waiting(), self._charged():
-                yield
-
-    @contextmanager
-    def _charged(self) -> Iterator[None]:
-        with self._lock:
-            if not self._in_flight:
-                self._busy_since = time.monotonic()
-            self._in_flight += 1
-        try:
+        with self.deadline.waiting() if self.deadline is not None else nullcontext(), self._clock.waiting():
             yield
-        finally:
-            with self._lock:
-                self._in_flight -= 1
-                if not self._in_flight:
-                    self._spent += time.monotonic() - self._busy_since
 
     def renew(self) -> None:
         """A fresh budget for the next unit of a long-running command (a projector's batch,
         a delivery attempt): the clock restarts, the command's deadline's too, and failed
         servers may be asked again."""
+        self._clock.renew()
         with self._lock:
-            self._spent = 0.0
-            self._busy_since = time.monotonic()
             for gate in self._gates.values():
                 gate.forget()
         if self.deadline is not None:

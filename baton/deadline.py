@@ -16,12 +16,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 SETTING = "BATON_COMMAND_BUDGET"
 
 
-class Deadline:
+class WaitClock:
+    """Seconds of waiting, spent while at least one wait is in flight (however many overlap)."""
+
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self._lock = threading.Lock()
@@ -30,7 +31,7 @@ class Deadline:
         self._busy_since = 0.0
 
     def left(self) -> float:
-        """Seconds the command may still wait (never below 0)."""
+        """Seconds still to wait (never below 0)."""
         with self._lock:
             running = time.monotonic() - self._busy_since if self._in_flight else 0.0
             return max(self.seconds - self._spent - running, 0.0)
@@ -51,10 +52,14 @@ class Deadline:
                     self._spent += time.monotonic() - self._busy_since
 
     def renew(self) -> None:
-        """The whole deadline again, for the next unit of a long-running command."""
+        """All the seconds again, for the next unit of a long-running command."""
         with self._lock:
             self._spent = 0.0
             self._busy_since = time.monotonic()
+
+
+class Deadline(WaitClock):
+    """The command's: what every wait of it draws on."""
 
     def __str__(self) -> str:
         return f"the command's {self.seconds:g} s deadline ({SETTING})"
@@ -64,13 +69,16 @@ class Deadline:
         return f"{what}: not started, no time left of {self}"
 
 
-@dataclass(frozen=True, slots=True)
 class Wait:
     """One wait: how long it may last, and how its running out is told (its own cap, or
-    what was left of the command's deadline when that was less)."""
+    what was left of the command's deadline when that was less). A plain class: this module
+    is on the touch's path (baton.budget), where making a dataclass costs half a millisecond."""
 
-    seconds: float
-    limit: str
+    __slots__ = ("limit", "seconds")
+
+    def __init__(self, seconds: float, limit: str) -> None:
+        self.seconds = seconds
+        self.limit = limit
 
     def no_answer(self, what: str) -> str:
         return f"{what}: no answer within {self.limit}"

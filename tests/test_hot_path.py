@@ -48,7 +48,8 @@ def names(text: str) -> frozenset[str]:
 # top-level name, Baton's modules by their full name (private modules left out). A module
 # new on one of these paths fails the tests below until it is added here on purpose.
 TOUCH_IMPORTS = names("""
-    ast baton.budget baton.clock baton.errors baton.files baton.graph baton.graph.base baton.graph.conflicts
+    ast baton.budget baton.clock baton.deadline baton.errors baton.files baton.graph baton.graph.base
+    baton.graph.conflicts
     baton.graph.sqlite baton.health baton.home baton.ids baton.masking baton.outcome baton.registry
     baton.projects baton.graph.projects
     baton.registry.base baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals
@@ -63,7 +64,7 @@ TOUCH_IMPORTS = names("""
 # A ticket's overlaps' signal ids (uuid5, hence hashlib) are the only use of the uuid module there.
 OVERLAP_IMPORTS = names("hashlib platform uuid")
 HOOK_IMPORTS = names("""
-    ast baton.budget baton.clock baton.errors baton.files baton.git baton.graph baton.graph.base
+    ast baton.budget baton.clock baton.deadline baton.errors baton.files baton.git baton.graph baton.graph.base
     baton.graph.conflicts baton.health baton.home baton.ids baton.masking baton.outcome baton.registry
     baton.projects
     baton.registry.base baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals
@@ -86,7 +87,7 @@ HOOK_PATH_IMPORTS = {
         baton.skills.frontends.briefing
     """),
     "stop": HOOK_IMPORTS | names("""
-        locale select selectors signal subprocess array atexit baton.deadline baton.locks baton.outbox
+        locale select selectors signal subprocess array atexit baton.locks baton.outbox
         baton.skills.core.checkpoints baton.skills.core.commit
         baton.processes baton.skills.core.overlaps baton.skills.core.write_report
         baton.skills.handoff baton.skills.handoff.files baton.skills.installers
@@ -96,14 +97,13 @@ HOOK_PATH_IMPORTS = {
     """),
     "session-end": HOOK_IMPORTS | names("""
         locale select selectors signal subprocess
-        baton.deadline baton.locks baton.outbox baton.skills.core.commit baton.skills.core.overlaps
+        baton.locks baton.outbox baton.skills.core.commit baton.skills.core.overlaps
         baton.skills.core.write_report baton.skills.handoff baton.skills.handoff.files baton.skills.installers
         baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
         baton.skills.services.touch bisect bz2 hashlib lzma random shutil tempfile zlib
     """),
     "session-start": HOOK_IMPORTS | names("""
-        annotated_types array atexit base64 baton.deadline baton.graph.sqlite baton.graph.projects baton.locks
-        baton.recall
+        annotated_types array atexit base64 baton.graph.sqlite baton.graph.projects baton.locks baton.recall
         baton.processes locale platform select selectors signal subprocess
         baton.recall.base
         baton.recall.embedded baton.recall.embedding baton.recall.queue baton.recall.search baton.recall.segments
