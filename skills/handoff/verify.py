@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -202,11 +203,8 @@ class _Verifier:
         timeout, used_up, cut = self._allowed()
         if timeout < MIN_PROBE_SECONDS:
             return self._unrun(claim, base, used_up)
-        if self.deadline is None:
+        with self.deadline.waiting() if self.deadline is not None else nullcontext():
             run = run_probe(argv, self.root, timeout=timeout)
-        else:
-            with self.deadline.waiting():
-                run = run_probe(argv, self.root, timeout=timeout)
         if not run.completed:
             reason = run.reason or run.outcome
             if run.outcome != NOT_RUNNABLE:
