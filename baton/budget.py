@@ -1,7 +1,9 @@
 """One budget per command: how long a command may wait on servers, and what it learned
 about them while it ran.
 
-BATON_STORE_TIMEOUT is the budget of a whole command, not of each call. Its clock runs
+BATON_STORE_TIMEOUT is the budget of a whole command, not of each call, and the cap of the
+servers' part of the command's deadline (baton.deadline): a call waits what is left of the
+smaller. Its clock runs
 while at least one call to a server is in flight (importing the server's client and
 connecting included) and stops in between, so a command that runs a check for a minute
 still has its budget for the registry afterwards; each call may wait what is left. Before
@@ -26,6 +28,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TypeVar
 
+from baton.deadline import Deadline, WaitClock
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.health import HealthRecord
 from baton.masking import mask
@@ -64,44 +67,41 @@ class Server:
 
 
 class Budget:
-    def __init__(self, seconds: float, *, health: HealthRecord | None = None, skip_known_down: bool = True) -> None:
+    def __init__(self, seconds: float, *, health: HealthRecord | None = None, skip_known_down: bool = True,
+                 deadline: Deadline | None = None) -> None:
         self.seconds = seconds
         self.health = health
+        self.deadline = deadline  # the command's, which the servers' waits draw on too
         self.skip_known_down = skip_known_down
+        self._clock = WaitClock(seconds)
         self._lock = threading.Lock()
-        self._spent = 0.0
-        self._in_flight = 0
-        self._busy_since = 0.0
         self._gates: dict[str, Gate] = {}
 
     def remaining(self) -> float:
-        with self._lock:
-            running = time.monotonic() - self._busy_since if self._in_flight else 0.0
-            return self.seconds - self._spent - running
+        own = self._clock.left()
+        return own if self.deadline is None else min(own, self.deadline.left())
+
+    def _deadline_spent(self) -> bool:
+        """Whether the command's deadline, rather than this budget, has run out."""
+        return self.deadline is not None and self.deadline.left() <= 0
 
     @contextmanager
     def waiting(self) -> Iterator[None]:
-        """Charge the time this block runs (once, however many blocks overlap)."""
-        with self._lock:
-            if not self._in_flight:
-                self._busy_since = time.monotonic()
-            self._in_flight += 1
-        try:
+        """Charge the time this block runs (once, however many blocks overlap), to the
+        command's deadline too."""
+        with self.deadline.waiting() if self.deadline is not None else nullcontext(), self._clock.waiting():
             yield
-        finally:
-            with self._lock:
-                self._in_flight -= 1
-                if not self._in_flight:
-                    self._spent += time.monotonic() - self._busy_since
 
     def renew(self) -> None:
         """A fresh budget for the next unit of a long-running command (a projector's batch,
-        a delivery attempt): the clock restarts and failed servers may be asked again."""
+        a delivery attempt): the clock restarts, the command's deadline's too, and failed
+        servers may be asked again."""
+        self._clock.renew()
         with self._lock:
-            self._spent = 0.0
-            self._busy_since = time.monotonic()
             for gate in self._gates.values():
                 gate.forget()
+        if self.deadline is not None:
+            self.deadline.renew()
 
     def gate(self, server: Server) -> Gate:
         """The one gate of a server in this command (stores on one server share it)."""
@@ -112,9 +112,13 @@ class Budget:
             return gate
 
     def spent(self) -> str:
+        if self._deadline_spent():
+            return f"no time left of {self.deadline}"
         return f"no time left of this command's {self.seconds:g}s budget for servers (BATON_STORE_TIMEOUT)"
 
     def no_answer(self, what: str = "no answer") -> str:
+        if self._deadline_spent():
+            return f"{what} within what was left of {self.deadline}"
         return no_answer(self.seconds, what)
 
 

@@ -50,3 +50,16 @@ class Untrusted(BatonError):
 
     exit_code = 3
     kind = "untrusted"
+
+
+class GitFailed(BatonError):
+    """A git command Baton ran itself (baton.git.run_git) failed, could not start or gave
+    no answer in time; the reason is one line naming the command and what went wrong."""
+
+    exit_code = 3
+    kind = "git_failed"
+    recoverable = True
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -1,13 +1,107 @@
-"""The argument vector of every git command Baton runs itself.
+"""Every git command Baton runs itself: one helper (run_git), one argument vector
+(git_argv), one error (baton.errors.GitFailed) and one way to wait.
 
 A repository's own configuration can name a program that git runs on `git status`,
 `git diff` and more (`core.fsmonitor`): Baton's calls turn it off, so reading a worktree
 never runs code from its `.git/config`. The handoff probes do the same through their
-environment (baton.skills.handoff.probes.probe_environment).
+environment (baton.skills.handoff.probes.probe_environment). No optional locks are taken
+(GIT_OPTIONAL_LOCKS=0): Baton reading a worktree never holds the index lock from its user.
+
+A git command waits at most its cap (GIT_CAP unless its caller knows better) and what the
+command's deadline has left (baton.deadline); one that does not answer in time is ended
+with everything it started (it runs in a session of its own), and the error says which
+limit ran out. subprocess is imported where used: the hooks import this module.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from baton.errors import GitFailed
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from baton.deadline import Deadline
+
+GIT_CAP = 10.0  # seconds one git command may wait, within the command's deadline
+
 
 def git_argv(*args: str) -> list[str]:
     return ["git", "-c", "core.fsmonitor=false", *args]
+
+
+def run_git(cwd: Path | str, *args: str, cap: float = GIT_CAP, deadline: Deadline | None = None,
+            input: bytes | None = None, check: bool | Collection[int] = True,
+            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run `git ARGS` in cwd and answer what it did (output as bytes). Raises GitFailed
+    when git cannot start, gives no answer within min(cap, what the deadline has left), or
+    exits with a status `check` does not accept (True: only 0; False: any; else those
+    given). env: the environment instead of the process's own."""
+    import subprocess
+
+    from baton.deadline import wait_for
+
+    what = f"git {subcommand(args)}"
+    wait = wait_for(cap, deadline)
+    if wait.seconds <= 0:
+        raise GitFailed(deadline.spent(what) if deadline is not None else f"{what}: no time to run")
+    environment = {**(os.environ if env is None else env), "GIT_OPTIONAL_LOCKS": "0"}
+    try:
+        process = subprocess.Popen(git_argv(*args), cwd=cwd, env=environment, start_new_session=True,
+                                   stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise GitFailed(f"{what}: cannot run git: {exc.strerror or exc}") from None
+    try:
+        if deadline is None:
+            stdout, stderr = process.communicate(input, timeout=wait.seconds)
+        else:
+            with deadline.waiting():
+                stdout, stderr = process.communicate(input, timeout=wait.seconds)
+    except subprocess.TimeoutExpired:
+        _end(process)
+        raise GitFailed(wait.no_answer(what)) from None
+    except BaseException:
+        _end(process)
+        raise
+    done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    if check is not False and done.returncode not in ((0,) if check is True else check):
+        raise GitFailed(f"{what} exited {done.returncode}" + (f": {first}" if (first := first_line(stderr)) else ""))
+    return done
+
+
+def first_line(stderr: bytes) -> str:
+    """git's first line of complaint, as one line of at most 200 characters."""
+    line = next((line.strip() for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()), "")
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+def subcommand(args: tuple[str, ...]) -> str:
+    """The git command's name, past its `-c name=value` and other options."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("-c", "-C"):
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return args[0] if args else "git"
+
+
+def _end(process: subprocess.Popen) -> None:
+    """End git and whatever it started (its session), and reap it; its pipes are closed,
+    not drained, as something it started may have left its session and hold them open."""
+    import signal
+    from contextlib import suppress
+
+    with suppress(OSError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()

@@ -39,7 +39,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
@@ -47,16 +46,21 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from baton import clock
-from baton.errors import BadInput, StoreUnavailable
-from baton.git import git_argv
+from baton.errors import BadInput, GitFailed, StoreUnavailable
+from baton.git import run_git, subcommand
 from baton.outcome import Found, NotFound, Unavailable
+
+if TYPE_CHECKING:
+    from baton.deadline import Deadline
 
 REF_PREFIX = "refs/baton/checkpoints/"
 FORMAT = 1
 DEFAULT_MAX_FILE_BYTES = 10 * 1024 * 1024  # an untracked file or artifact over this is skipped
-DEFAULT_TIMEOUT = 30.0  # seconds for one take, restore, read or gc, all its git commands together
+# The cap of one take, restore, read or gc, all its git commands together, within the command's deadline.
+OPERATION_CAP = 30.0
 STATE_FILE = "baton/last-checkpoint.json"  # under the worktree's git dir
 # Files in the worktree's git dir that say an operation is in progress, and its name.
 IN_PROGRESS = (("MERGE_HEAD", "a merge"), ("rebase-merge", "a rebase"), ("rebase-apply", "a rebase or `git am`"),
@@ -141,38 +145,31 @@ class Restored:
     notes: tuple[str, ...] = ()
 
 
-class _GitFailed(Exception):
-    pass
-
-
 class _Git:
-    """git commands in one directory, sharing one deadline."""
+    """git commands in one directory, all within the operation's cap (`timeout`, for all
+    its commands together) and the command's deadline."""
 
-    def __init__(self, cwd: Path, timeout: float) -> None:
+    def __init__(self, cwd: Path, timeout: float, deadline: Deadline | None = None) -> None:
         self.cwd = cwd
-        self.deadline = time.monotonic() + timeout
+        self.timeout = timeout
+        self.ends = time.monotonic() + timeout
+        self.deadline = deadline
         self.env = {name: value for name, value in os.environ.items() if name not in _LOCATING}
-        self.env.update({"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+        self.env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+
+    def left(self) -> float:
+        """Seconds left of the operation's cap."""
+        return self.ends - time.monotonic()
 
     def run(self, *args: str, input: bytes | None = None, index: Path | None = None, cwd: Path | None = None,
             extra_env: dict[str, str] | None = None, ok: Sequence[int] = (0,)) -> bytes:
         env = self.env if index is None and extra_env is None else {
             **self.env, **({"GIT_INDEX_FILE": str(index)} if index else {}), **(extra_env or {})}
-        name = next((a for a in args if not a.startswith("-") and "=" not in a), args[0])  # past the -c options
-        left = self.deadline - time.monotonic()
+        left = self.left()
         if left <= 0:
-            raise _GitFailed(f"git {name}: out of time")
-        try:
-            done = subprocess.run(git_argv("-c", "core.splitIndex=false", *args), cwd=cwd or self.cwd, input=input,
-                                  capture_output=True, env=env, timeout=left)
-        except subprocess.TimeoutExpired:
-            raise _GitFailed(f"git {name} did not finish in time") from None
-        except OSError as exc:
-            raise _GitFailed(f"cannot run git: {exc}") from None
-        if done.returncode not in ok:
-            message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise _GitFailed(f"git {name} failed: {message[-1] if message else f'exit {done.returncode}'}")
-        return done.stdout
+            raise GitFailed(f"git {subcommand(args)}: no time left of the checkpoint's {self.timeout:g} s")
+        return run_git(cwd or self.cwd, "-c", "core.splitIndex=false", *args, cap=left, deadline=self.deadline,
+                       input=input, env=env, check=tuple(ok)).stdout
 
     def ref_exists(self, ref: str) -> bool:
         return bool(self.run("rev-parse", "-q", "--verify", f"{ref}^{{commit}}", ok=(0, 1)).strip())
@@ -218,7 +215,7 @@ def _locate(git: _Git) -> _Place:
             return found
     try:
         out = git.run("rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir", "--git-common-dir")
-    except _GitFailed as exc:
+    except GitFailed as exc:
         raise BadInput(f"{git.cwd} is not inside a git worktree ({exc})") from None
     lines = os.fsdecode(out).splitlines()
     if len(lines) != 3:
@@ -332,7 +329,7 @@ class _Hasher:
         out = git.run("hash-object", "-w", "--no-filters", "--stdin-paths", input="\n".join(self.sources).encode(
             "utf-8", "surrogateescape") + b"\n").decode().split()
         if len(out) != len(self.sources):
-            raise _GitFailed("git hash-object answered for fewer files than asked")
+            raise GitFailed("git hash-object answered for fewer files than asked")
         return out
 
 
@@ -520,23 +517,24 @@ def _check_inputs(texts: dict[str, object], cap: object) -> None:
 
 
 def unchanged(worktree: Path, *, artifacts: Sequence[str] = (), max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-              environment_id: str | None = None, timeout: float = DEFAULT_TIMEOUT) -> str | None:
+              environment_id: str | None = None, timeout: float = OPERATION_CAP,
+              deadline: Deadline | None = None) -> str | None:
     """The id of the worktree's last checkpoint if nothing changed since it was taken with
     the same artifacts, cap and environment (and its ref still exists), else None. Hashes
     nothing: one `git status` and an lstat per changed file."""
     _check_inputs({}, max_file_bytes)
-    git = _Git(Path(worktree), timeout)
+    git = _Git(Path(worktree), timeout, deadline)
     try:
         with tempfile.TemporaryDirectory(prefix="baton-checkpoint-") as scratch:
             survey = _survey(git, Path(scratch), artifacts, max_file_bytes, environment_id)
             return None if isinstance(survey, Refused) else _last_if_unchanged(git, survey)
-    except _GitFailed:
+    except GitFailed:
         return None
 
 
 def take(worktree: Path, *, boundary: str, label: str | None = None, run_id: str | None = None,
          artifacts: Sequence[str] = (), max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-         environment: tuple[str, bytes] | None = None, timeout: float = DEFAULT_TIMEOUT,
+         environment: tuple[str, bytes] | None = None, timeout: float = OPERATION_CAP, deadline: Deadline | None = None,
          ) -> Taken | Unchanged | Refused:
     """Checkpoint the worktree containing `worktree`.
 
@@ -550,7 +548,7 @@ def take(worktree: Path, *, boundary: str, label: str | None = None, run_id: str
     if not boundary:
         raise BadInput("a checkpoint needs a boundary (what took it: stop, bind, handoff, manual, ...)")
     environment_id = environment[0] if environment else None
-    git = _Git(Path(worktree), timeout)
+    git = _Git(Path(worktree), timeout, deadline)
     try:
         with tempfile.TemporaryDirectory(prefix="baton-checkpoint-") as scratch:
             survey = _survey(git, Path(scratch), artifacts, max_file_bytes, environment_id)
@@ -561,7 +559,7 @@ def take(worktree: Path, *, boundary: str, label: str | None = None, run_id: str
                 return Unchanged(last, tuple(survey.status.dirty))
             return _write(git, survey, boundary=boundary, label=label, run_id=run_id, patterns=artifacts,
                           cap=max_file_bytes, environment=environment)
-    except _GitFailed as exc:
+    except GitFailed as exc:
         raise StoreUnavailable("checkpoints", str(exc)) from None
 
 
@@ -608,14 +606,14 @@ def _write(git: _Git, survey: _Survey, *, boundary: str, label: str | None, run_
                      extra_env={**_IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}).decode().strip()
     try:  # create only: the ref of an id is written once
         git.run("update-ref", ref, commit, null)
-    except _GitFailed:
+    except GitFailed:
         existing = git.run("rev-parse", "-q", "--verify", f"{ref}^{{commit}}", ok=(0, 1)).decode().strip()
         if not existing:
             raise
         # The same state was checkpointed before, or by a process racing this one: that one stands.
         found = _read_many(git, {checkpoint_id: existing})
         if not found:
-            raise _GitFailed(f"checkpoint {checkpoint_id} exists but cannot be read") from None
+            raise GitFailed(f"checkpoint {checkpoint_id} exists but cannot be read") from None
         _write_state(survey.place, survey.fingerprint, checkpoint_id)
         return Taken(found[0], created=False, dirty=tuple(status.dirty))
     _write_state(survey.place, survey.fingerprint, checkpoint_id)
@@ -696,48 +694,51 @@ def _check_id(checkpoint_id: str) -> str:
 
 
 def read(repository: Path, checkpoint_id: str, *,
-         timeout: float = DEFAULT_TIMEOUT) -> Found[Checkpoint] | NotFound | Unavailable:
+         timeout: float = OPERATION_CAP, deadline: Deadline | None = None
+         ) -> Found[Checkpoint] | NotFound | Unavailable:
     """One checkpoint by its id or a unique prefix of it (7 hex digits at least)."""
     _check_id(checkpoint_id)
-    git = _Git(Path(repository), timeout)
+    git = _Git(Path(repository), timeout, deadline)
     _locate(git)
     try:
         ids = {i: oid for i, oid in _ids(git, checkpoint_id).items() if i.startswith(checkpoint_id)}
         if len(ids) > 1:
             raise BadInput(f"checkpoint id prefix {checkpoint_id} is ambiguous: {len(ids)} checkpoints")
         found = _read_many(git, ids)
-    except _GitFailed as exc:
+    except GitFailed as exc:
         return Unavailable(str(exc))
     return Found(found[0]) if found else NotFound(checkpoint_id)
 
 
 def list_checkpoints(repository: Path, *, worktree: Path | None = None,
-                     timeout: float = DEFAULT_TIMEOUT) -> Found[tuple[Checkpoint, ...]] | Unavailable:
+                     timeout: float = OPERATION_CAP, deadline: Deadline | None = None
+                     ) -> Found[tuple[Checkpoint, ...]] | Unavailable:
     """Every checkpoint of the repository, newest first; only those taken from the worktree
     at `worktree` when given."""
-    git = _Git(Path(repository), timeout)
+    git = _Git(Path(repository), timeout, deadline)
     _locate(git)
-    root = str(_locate(_Git(Path(worktree), timeout)).root) if worktree is not None else None
+    root = str(_locate(_Git(Path(worktree), timeout, deadline)).root) if worktree is not None else None
     try:
         found = _read_many(git, _ids(git))
-    except _GitFailed as exc:
+    except GitFailed as exc:
         return Unavailable(str(exc))
     chosen = [c for c in found if root is None or c.worktree == root]
     return Found(tuple(sorted(chosen, key=lambda c: c.taken_at, reverse=True)))
 
 
-def gc(repository: Path, keep: Iterable[str], *, timeout: float = DEFAULT_TIMEOUT) -> tuple[str, ...]:
+def gc(repository: Path, keep: Iterable[str], *, timeout: float = OPERATION_CAP,
+       deadline: Deadline | None = None) -> tuple[str, ...]:
     """Delete the checkpoint refs whose id is not in keep, in one transaction; answers the
     ids deleted. Their objects go when git's own gc prunes unreachable objects."""
     kept = set(keep)
-    git = _Git(Path(repository), timeout)
+    git = _Git(Path(repository), timeout, deadline)
     _locate(git)
     try:
         doomed = {i: oid for i, oid in _ids(git).items() if i not in kept}
         if doomed:  # each only if it still names the record listed
             git.run("update-ref", "-z", "--stdin", input=b"".join(
                 b"delete %s\0%s\0" % ((REF_PREFIX + i).encode(), oid.encode()) for i, oid in doomed.items()))
-    except _GitFailed as exc:
+    except GitFailed as exc:
         raise StoreUnavailable("checkpoints", str(exc)) from None
     return tuple(sorted(doomed))
 
@@ -746,7 +747,7 @@ def _safe_path(root: Path, path: str) -> Path:
     """root/path, refusing a path that could leave root (a record written by hand)."""
     parts = path.split("/")
     if not path or path.startswith("/") or any(p in ("", ".", "..") or p.lower() == ".git" for p in parts):
-        raise _GitFailed(f"refusing to restore the path {path!r}")
+        raise GitFailed(f"refusing to restore the path {path!r}")
     return root.joinpath(*parts)
 
 
@@ -788,7 +789,7 @@ def _write_files(git: _Git, root: Path, entries: list[tuple[str, str, str]], *, 
     real_root = Path(os.path.realpath(root))
     for (path, mode, _), content in zip(blobs, contents, strict=True):
         if content is None:
-            raise _GitFailed(f"the object of {path!r} is missing from the repository")
+            raise GitFailed(f"the object of {path!r} is missing from the repository")
         target = _safe_path(root, path)
         if os.path.lexists(target):
             if not overwrite:
@@ -796,7 +797,7 @@ def _write_files(git: _Git, root: Path, entries: list[tuple[str, str, str]], *, 
                 continue
             _remove(root, target)
         if not Path(os.path.realpath(target.parent)).is_relative_to(real_root):
-            raise _GitFailed(f"refusing to restore {path!r} through a symlink")
+            raise GitFailed(f"refusing to restore {path!r} through a symlink")
         target.parent.mkdir(parents=True, exist_ok=True)
         if mode == "120000":
             os.symlink(content[1], os.fsencode(target))
@@ -839,7 +840,7 @@ def _apply(git: _Git, root: Path, checkpoint: Checkpoint, base_tree: str) -> lis
 
 
 def restore(repository: Path, checkpoint_id: str, target: Path, *, in_place: bool = False,
-            timeout: float = DEFAULT_TIMEOUT) -> Restored:
+            timeout: float = OPERATION_CAP, deadline: Deadline | None = None) -> Restored:
     """Bring a checkpoint back: into `target`, a new worktree of the repository (detached at
     the base commit), or with in_place into `target`, a clean worktree of the repository.
 
@@ -849,9 +850,9 @@ def restore(repository: Path, checkpoint_id: str, target: Path, *, in_place: boo
     worktree that is not clean or not of this repository; StoreUnavailable when git fails
     (a new worktree is removed again)."""
     _check_id(checkpoint_id)
-    git = _Git(Path(repository), timeout)
+    git = _Git(Path(repository), timeout, deadline)
     place = _locate(git)
-    found = read(repository, checkpoint_id, timeout=timeout)
+    found = read(repository, checkpoint_id, timeout=timeout, deadline=deadline)
     if isinstance(found, NotFound):
         raise BadInput(f"no checkpoint {checkpoint_id} in {place.root}")
     if isinstance(found, Unavailable):
@@ -864,7 +865,7 @@ def restore(repository: Path, checkpoint_id: str, target: Path, *, in_place: boo
         if in_place:
             return _restore_in_place(git, place, checkpoint, Path(target))
         return _restore_new(git, checkpoint, Path(target))
-    except _GitFailed as exc:
+    except GitFailed as exc:
         raise StoreUnavailable("checkpoints", str(exc)) from None
     except OSError as exc:
         raise StoreUnavailable("checkpoints", f"cannot write {exc.filename or target}: {exc.strerror or exc}") from None
@@ -891,13 +892,14 @@ def _restore_new(git: _Git, checkpoint: Checkpoint, target: Path) -> Restored:
     git.run(*_NO_HOOKS, "worktree", "add", "--detach", *(() if checkpoint.base else ("--no-checkout",)),
             str(target), start)
     try:
-        restored = _Git(target, max(1.0, git.deadline - time.monotonic()))
+        restored = _Git(target, max(1.0, git.left()), git.deadline)
         if checkpoint.base is None:
             restored.run("symbolic-ref", "HEAD", unborn)
         base_tree = f"{checkpoint.base}^{{tree}}" if checkpoint.base else _empty_tree(restored)
         skipped = _apply(restored, target, checkpoint, base_tree)
     except BaseException:
-        _Git(git.cwd, DEFAULT_TIMEOUT).run("worktree", "remove", "--force", str(target), ok=(0, 128))
+        # Whatever the command has left: a worktree half made is removed.
+        _Git(git.cwd, OPERATION_CAP).run("worktree", "remove", "--force", str(target), ok=(0, 128))
         if existed:
             target.mkdir(exist_ok=True)
         raise
@@ -908,7 +910,7 @@ def _restore_new(git: _Git, checkpoint: Checkpoint, target: Path) -> Restored:
 
 
 def _restore_in_place(git: _Git, place: _Place, checkpoint: Checkpoint, target: Path) -> Restored:
-    there = _Git(target, max(1.0, git.deadline - time.monotonic()))
+    there = _Git(target, max(1.0, git.left()), git.deadline)
     where = _locate(there)
     if os.path.realpath(where.common_dir) != os.path.realpath(place.common_dir):
         raise BadInput(f"{where.root} is not a worktree of {place.root}'s repository; nothing written")

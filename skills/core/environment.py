@@ -1,7 +1,8 @@
 """The environment manifest: what a worktree's work ran on, content-addressed.
 
 It holds the operating system and architecture, the versions of the toolchains found on
-PATH (python, node, go, java, rustc, git; each asked with a bounded wait, all at once), the
+PATH (python, node, go, java, rustc, git; each asked with a bounded wait, all at once,
+within the command's deadline, baton.deadline), the
 SHA-256 of each lockfile present (the known names and the globs the caller adds), whether
 each declared service answered its probe, and the exit statuses of the setup commands the
 caller ran (run_setup). Its id is the SHA-256 of its canonical JSON, so the same environment is one id and a
@@ -26,11 +27,14 @@ import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from baton.git import git_argv
+from baton.deadline import Deadline, Wait, wait_for
+from baton.errors import GitFailed
+from baton.git import run_git
 
 FORMAT = 1
 # (name, the command asking its version); java answers on stderr, the others on stdout.
@@ -38,7 +42,8 @@ TOOLCHAINS = (("python", ("python3", "--version")), ("node", ("node", "--version
               ("java", ("java", "-version")), ("rustc", ("rustc", "--version")), ("git", ("git", "--version")))
 LOCKFILES = ("uv.lock", "poetry.lock", "requirements*.txt", "package-lock.json", "pnpm-lock.yaml", "yarn.lock",
              "Cargo.lock", "go.sum")
-DEFAULT_WAIT = 3.0  # seconds for one program to say its version
+VERSION_CAP = 3.0  # seconds for one program to say its version (and a service its probe), all side by side
+QUICK_WAIT = 1.0  # what a bind or a resume gives them
 MAX_VERSION_TEXT = 200
 
 
@@ -72,7 +77,9 @@ def _search_path(root: Path) -> str:
                            if os.path.isabs(entry) and not Path(os.path.realpath(entry)).is_relative_to(real_root))
 
 
-def _version(command: tuple[str, ...], search_path: str, wait: float) -> dict:
+def _version(command: tuple[str, ...], search_path: str, wait: Wait) -> dict:
+    if wait.seconds <= 0:
+        return {"status": f"not asked: {wait.limit}"}
     program = shutil.which(command[0], path=search_path)
     if program is None:
         return {"status": "not found"}
@@ -83,11 +90,11 @@ def _version(command: tuple[str, ...], search_path: str, wait: float) -> dict:
     except OSError as exc:
         return {"status": f"cannot run: {exc.strerror or exc}"}
     try:
-        stdout, stderr = running.communicate(timeout=wait)
+        stdout, stderr = running.communicate(timeout=wait.seconds)
     except subprocess.TimeoutExpired:
         os.killpg(running.pid, signal.SIGKILL)
         running.communicate()
-        return {"status": f"no answer within {wait:g} s"}
+        return {"status": f"no answer within {wait.limit}"}
     said = (stdout + b"\n" + stderr).decode("utf-8", "replace").strip().splitlines()
     first = next((line.strip() for line in said if line.strip()), "")
     if running.returncode != 0:  # what it said then is an error, which may name paths: not kept
@@ -95,20 +102,17 @@ def _version(command: tuple[str, ...], search_path: str, wait: float) -> dict:
     return {"status": "ok", "version": first[:MAX_VERSION_TEXT]}
 
 
-def _lockfiles(root: Path, wait: float, extra: Sequence[str] = ()) -> dict[str, str]:
+def _lockfiles(root: Path, wait: Wait, extra: Sequence[str] = ()) -> dict[str, str]:
     """{path relative to root: sha256} of the lockfiles at root and, in a git worktree, the
     tracked ones below it; extra: more globs, relative to root (git pathspecs)."""
     paths = {p.name for pattern in LOCKFILES for p in root.glob(pattern) if p.is_file()}
     paths.update(p.relative_to(root).as_posix() for pattern in extra for p in root.glob(pattern)
                  if p.is_file() and ".git" not in p.relative_to(root).parts)
     try:
-        listed = subprocess.run(git_argv("ls-files", "-z", "--", *(f":(glob)**/{pattern}" for pattern in LOCKFILES),
-                                         *(f":(glob){pattern}" for pattern in extra)),
-                                cwd=root, capture_output=True, timeout=wait,
-                                env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
-        if listed.returncode == 0:
-            paths.update(os.fsdecode(p) for p in listed.stdout.split(b"\0") if p)
-    except (OSError, subprocess.TimeoutExpired):
+        listed = run_git(root, "ls-files", "-z", "--", *(f":(glob)**/{pattern}" for pattern in LOCKFILES),
+                         *(f":(glob){pattern}" for pattern in extra), cap=wait.seconds)
+        paths.update(os.fsdecode(p) for p in listed.stdout.split(b"\0") if p)
+    except GitFailed:
         pass  # outside git, or git too slow: the lockfiles at the root still count
     hashes = {}
     for path in sorted(paths):
@@ -119,8 +123,10 @@ def _lockfiles(root: Path, wait: float, extra: Sequence[str] = ()) -> dict[str, 
     return hashes
 
 
-def _probe(root: Path, command: Sequence[str], search_path: str, wait: float) -> str:
+def _probe(root: Path, command: Sequence[str], search_path: str, wait: Wait) -> str:
     """Whether a service answers its probe: "ok", "exit N", "not found" or no answer."""
+    if wait.seconds <= 0:
+        return f"not asked: {wait.limit}"
     program = shutil.which(command[0], path=search_path) if os.path.basename(command[0]) == command[0] \
         else command[0]
     if program is None:
@@ -133,11 +139,11 @@ def _probe(root: Path, command: Sequence[str], search_path: str, wait: float) ->
     except OSError as exc:
         return f"cannot run: {exc.strerror or exc}"
     try:
-        code = running.wait(timeout=wait)
+        code = running.wait(timeout=wait.seconds)
     except subprocess.TimeoutExpired:
         os.killpg(running.pid, signal.SIGKILL)
         running.wait()
-        return f"no answer within {wait:g} s"
+        return f"no answer within {wait.limit}"
     return "ok" if code == 0 else f"exit {code}"
 
 
@@ -165,17 +171,23 @@ def run_setup(root: Path, command: str, argv: Sequence[str], *, output: TextIO |
 
 
 def capture(root: Path, *, setup: Sequence[SetupResult] = (), lockfiles: Sequence[str] = (),
-            services: Mapping[str, Sequence[str]] | None = None, wait: float = DEFAULT_WAIT) -> Manifest:
+            services: Mapping[str, Sequence[str]] | None = None, wait: float = VERSION_CAP,
+            deadline: Deadline | None = None) -> Manifest:
     """The manifest of the environment a worktree (at root) works in now. Takes at most
-    about `wait` seconds for the toolchains and the service probes, all asked side by side.
-    lockfiles: globs of more lockfiles; services: {name: probe command}."""
+    about `wait` seconds for the toolchains and the service probes, all asked side by side,
+    and no more than the command's deadline has left. lockfiles: globs of more lockfiles;
+    services: {name: probe command}."""
     search_path = _search_path(root)
     services = services or {}
-    with ThreadPoolExecutor(max_workers=len(TOOLCHAINS) + len(services) + 1) as pool:
-        asked = {name: pool.submit(_version, command, search_path, wait) for name, command in TOOLCHAINS}
-        probed = {name: pool.submit(_probe, Path(root), command, search_path, wait)
+    allowed = wait_for(wait, deadline)
+    if allowed.seconds <= 0:  # nothing is asked: each says why
+        allowed = Wait(0.0, f"no time left of {deadline}")
+    charged = deadline.waiting() if deadline is not None else nullcontext()
+    with charged, ThreadPoolExecutor(max_workers=len(TOOLCHAINS) + len(services) + 1) as pool:
+        asked = {name: pool.submit(_version, command, search_path, allowed) for name, command in TOOLCHAINS}
+        probed = {name: pool.submit(_probe, Path(root), command, search_path, allowed)
                   for name, command in services.items()}
-        found_locks = pool.submit(_lockfiles, Path(root), wait, lockfiles)
+        found_locks = pool.submit(_lockfiles, Path(root), allowed, lockfiles)
         toolchains = {name: future.result() for name, future in asked.items()}
         answered = {name: future.result() for name, future in probed.items()}
         locks = found_locks.result()

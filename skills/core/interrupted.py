@@ -22,22 +22,24 @@ import re
 import shlex
 import socket
 import stat
-import subprocess
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from baton import clock
+from baton.errors import GitFailed
 from baton.files import WorktreeLocator
-from baton.git import git_argv
+from baton.git import run_git
 from baton.processes import process_alive
 from baton.shown_text import one_line
 
+if TYPE_CHECKING:
+    from baton.deadline import Deadline
+
 HEARTBEAT_MAX_AGE = timedelta(minutes=30)
-GIT_TIMEOUT = 10.0
 MAX_RECORD_BYTES = 1 << 20
 FOUND, NOT_FOUND = "INTERRUPTED_TASK_FOUND", "NO_INTERRUPTED_TASK_FOUND"
 # Agents whose own resume continues a session by its id (`claude --resume ID`, Claude Code's CLI
@@ -235,9 +237,11 @@ def _agent_gone(s: SessionFacts, liveness: Liveness, now: datetime, max_age: tim
 
 class MachineLiveness:
     """Liveness asked of this machine: the file system, the kernel and git. Each
-    repository's branches are read once (from its refs, as git stores them) and remembered."""
+    repository's branches are read once (from its refs, as git stores them) and remembered;
+    git, where asked, within the command's deadline."""
 
-    def __init__(self) -> None:
+    def __init__(self, deadline: Deadline | None = None) -> None:
+        self._deadline = deadline
         self._locator = WorktreeLocator()
         self._common_dirs: dict[str, Path | None] = {}
         self._branches: dict[Path, frozenset[str] | None] = {}
@@ -253,7 +257,7 @@ class MachineLiveness:
         if common is None:
             return False
         if common not in self._branches:
-            self._branches[common] = local_branches(common, Path(worktree))
+            self._branches[common] = local_branches(common, Path(worktree), self._deadline)
         known = self._branches[common]
         return known is not None and branch in known
 
@@ -284,12 +288,12 @@ class MachineLiveness:
         return git_dir / common
 
 
-def local_branches(common_dir: Path, worktree: Path) -> frozenset[str] | None:
+def local_branches(common_dir: Path, worktree: Path, deadline: Deadline | None = None) -> frozenset[str] | None:
     """The repository's local branch names, from its loose and packed refs (no process per
     repository); through `git for-each-ref` in the worktree for a ref store of another
     format (reftable). None when they cannot be read."""
     if (common_dir / "reftable").exists():
-        return _branches_from_git(worktree)
+        return _branches_from_git(worktree, deadline)
     heads = common_dir / "refs" / "heads"
     names: set[str] = set()
     try:
@@ -304,18 +308,14 @@ def local_branches(common_dir: Path, worktree: Path) -> frozenset[str] | None:
     except FileNotFoundError:
         pass  # no packed refs yet
     except OSError:
-        return _branches_from_git(worktree)
+        return _branches_from_git(worktree, deadline)
     return frozenset(names)
 
 
-def _branches_from_git(root: Path) -> frozenset[str] | None:
+def _branches_from_git(root: Path, deadline: Deadline | None) -> frozenset[str] | None:
     try:
-        out = subprocess.run(git_argv("for-each-ref", "--format=%(refname)", "refs/heads/"), cwd=root,
-                             capture_output=True, timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL,
-                             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
+        out = run_git(root, "for-each-ref", "--format=%(refname)", "refs/heads/", deadline=deadline)
+    except GitFailed:
         return None
     lines = out.stdout.decode("utf-8", "surrogateescape").splitlines()
     return frozenset(line.removeprefix("refs/heads/") for line in lines if line.startswith("refs/heads/"))

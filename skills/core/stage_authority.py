@@ -10,8 +10,9 @@
   the worktree.
 - `commit` (COMMITTED): the commit exists and is on the branch (`git merge-base --is-ancestor`).
 
-Every git call is an argument vector with core.fsmonitor off (baton.git) and no optional
-locks, bounded by a timeout; a git that fails makes the proof not held, with the reason.
+Every git call goes through baton.git.run_git (core.fsmonitor off, no optional locks),
+within the command's deadline when the caller gives it; a git that fails or does not
+answer makes the proof not held, with the reason.
 """
 
 from __future__ import annotations
@@ -20,17 +21,22 @@ import hashlib
 import os
 import re
 import stat
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from baton import clock
-from baton.git import git_argv
+from baton.errors import GitFailed
+from baton.git import first_line, run_git
 from baton.shown_text import one_line
 
-GIT_TIMEOUT = 10.0
+if TYPE_CHECKING:
+    import subprocess
+
+    from baton.deadline import Deadline
+
 BATONS_OWN = (".baton/", "docs/handoffs/")  # written by Baton for every ticket: never the work
 _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
 
@@ -62,33 +68,31 @@ class RecordedCheck:
     snapshot: WorktreeSnapshot | None = None
 
 
-class _GitFailed(Exception):
-    pass
-
-
 def stale_line(status: str, proof: Proof) -> str:
     """How a claim whose proof does not hold is shown: `TEST_PASS claimed, but ...`."""
     return f"{status} claimed, but {proof.reason}"
 
 
-def snapshot(root: Path, *, ignore: tuple[str, ...] = BATONS_OWN) -> WorktreeSnapshot:
+def snapshot(root: Path, *, ignore: tuple[str, ...] = BATONS_OWN, deadline: Deadline | None = None
+             ) -> WorktreeSnapshot:
     """The worktree at root now, to record with a check. Raises OSError when git cannot say."""
     try:
-        head = _head(root)
-        return WorktreeSnapshot(head, {path: _digest(root, path) for path in _status_paths(root, ignore)})
-    except _GitFailed as exc:
+        head = _head(root, deadline)
+        return WorktreeSnapshot(head, {path: _digest(root, path) for path in _status_paths(root, ignore, deadline)})
+    except GitFailed as exc:
         raise OSError(str(exc)) from None
 
 
-def head_commit(root: Path) -> str | None:
+def head_commit(root: Path, deadline: Deadline | None = None) -> str | None:
     """The commit checked out at root (None before the first commit or when git cannot say)."""
     try:
-        return _head(root)
-    except _GitFailed:
+        return _head(root, deadline)
+    except GitFailed:
         return None
 
 
-def check_proof(root: Path, check: RecordedCheck, *, ignore: tuple[str, ...] = BATONS_OWN) -> Proof:
+def check_proof(root: Path, check: RecordedCheck, *, ignore: tuple[str, ...] = BATONS_OWN,
+                deadline: Deadline | None = None) -> Proof:
     """Whether check proves the worktree at root passes now."""
     command = f"`{_shown(check.command)}`"
     if not check.observed:
@@ -97,9 +101,9 @@ def check_proof(root: Path, check: RecordedCheck, *, ignore: tuple[str, ...] = B
         outcome = "did not finish" if check.exit_status is None else f"exited {check.exit_status}"
         return Proof(False, f"the check {command} {outcome}")
     try:
-        changed = (_changed_since_snapshot(root, check.snapshot, ignore) if check.snapshot is not None
-                   else _changed_since_time(root, check.recorded_at, ignore))
-    except _GitFailed as exc:
+        changed = (_changed_since_snapshot(root, check.snapshot, ignore, deadline) if check.snapshot is not None
+                   else _changed_since_time(root, check.recorded_at, ignore, deadline))
+    except GitFailed as exc:
         return Proof(False, f"cannot tell what changed since the check {command}: {exc}")
     when = _when(check.recorded_at)
     if not changed:
@@ -130,7 +134,7 @@ def artifact_proof(root: Path, path: str, what: str = "artifact") -> Proof:
     return Proof(True, f"the {what} {shown} exists")
 
 
-def commit_proof(root: Path, commit: str, branch: str) -> Proof:
+def commit_proof(root: Path, commit: str, branch: str, deadline: Deadline | None = None) -> Proof:
     """Whether commit exists in the repository at root and is on branch."""
     if not _COMMIT.fullmatch(commit):
         return Proof(False, f"{_shown(commit)} is not a commit id")
@@ -138,12 +142,12 @@ def commit_proof(root: Path, commit: str, branch: str) -> Proof:
         return Proof(False, f"{_shown(branch)} is not a branch name")
     short, shown_branch = commit[:12], _shown(branch)
     try:
-        if _git(root, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}").returncode != 0:
+        if _git(root, deadline, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}").returncode != 0:
             return Proof(False, f"commit {short} does not exist in this repository")
-        if _git(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode != 0:
+        if _git(root, deadline, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode != 0:
             return Proof(False, f"branch {shown_branch} does not exist")
-        ancestor = _git(root, "merge-base", "--is-ancestor", commit, f"refs/heads/{branch}")
-    except _GitFailed as exc:
+        ancestor = _git(root, deadline, "merge-base", "--is-ancestor", commit, f"refs/heads/{branch}")
+    except GitFailed as exc:
         return Proof(False, f"cannot look up commit {short}: {exc}")
     if ancestor.returncode == 0:
         return Proof(True, f"commit {short} is on branch {shown_branch}")
@@ -152,35 +156,36 @@ def commit_proof(root: Path, commit: str, branch: str) -> Proof:
     return Proof(False, f"cannot look up commit {short}: {_error(ancestor)}")
 
 
-def _changed_since_snapshot(root: Path, recorded: WorktreeSnapshot, ignore: tuple[str, ...]) -> list[str]:
+def _changed_since_snapshot(root: Path, recorded: WorktreeSnapshot, ignore: tuple[str, ...],
+                            deadline: Deadline | None) -> list[str]:
     if recorded.head is None:
-        differing = _z_paths(_ok(_git(root, "ls-files", "-z")))
+        differing = _z_paths(_ok(root, deadline, "ls-files", "-z"))
     else:
         if not _COMMIT.fullmatch(recorded.head) or _git(
-                root, "rev-parse", "--verify", "--quiet", f"{recorded.head}^{{commit}}").returncode != 0:
-            raise _GitFailed(f"the commit it ran on ({_shown(recorded.head[:12])}) is gone")
-        differing = _z_paths(_ok(_git(root, "diff", "--name-only", "-z", "--no-renames", recorded.head, "--")))
-    untracked = _z_paths(_ok(_git(root, "ls-files", "-z", "--others", "--exclude-standard")))
+                root, deadline, "rev-parse", "--verify", "--quiet", f"{recorded.head}^{{commit}}").returncode != 0:
+            raise GitFailed(f"the commit it ran on ({_shown(recorded.head[:12])}) is gone")
+        differing = _z_paths(_ok(root, deadline, "diff", "--name-only", "-z", "--no-renames", recorded.head, "--"))
+    untracked = _z_paths(_ok(root, deadline, "ls-files", "-z", "--others", "--exclude-standard"))
     candidates = {p for p in (*differing, *untracked, *recorded.changed) if not p.startswith(ignore)}
     return sorted(path for path in candidates
                   if path not in recorded.changed or _digest(root, path) != recorded.changed[path])
 
 
-def _changed_since_time(root: Path, since: datetime, ignore: tuple[str, ...]) -> list[str]:
+def _changed_since_time(root: Path, since: datetime, ignore: tuple[str, ...], deadline: Deadline | None) -> list[str]:
     threshold = since.timestamp()
-    committed = _z_paths(_ok(_git(root, "log", f"--since={clock.to_text(since)}", "--name-only", "-z",
-                                  "--no-renames", "--format=", "HEAD"))) if _head(root) else []
-    dirty = [p for p in _status_paths(root, ignore) if _mtime(root, p) > threshold]
+    committed = _z_paths(_ok(root, deadline, "log", f"--since={clock.to_text(since)}", "--name-only", "-z",
+                             "--no-renames", "--format=", "HEAD")) if _head(root, deadline) else []
+    dirty = [p for p in _status_paths(root, ignore, deadline) if _mtime(root, p) > threshold]
     return sorted({p for p in (*committed, *dirty) if not p.startswith(ignore)})
 
 
-def _status_paths(root: Path, ignore: tuple[str, ...]) -> list[str]:
-    listed = _ok(_git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"))
+def _status_paths(root: Path, ignore: tuple[str, ...], deadline: Deadline | None) -> list[str]:
+    listed = _ok(root, deadline, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
     return [entry[3:] for entry in _z_paths(listed) if len(entry) > 3 and not entry[3:].startswith(ignore)]
 
 
-def _head(root: Path) -> str | None:
-    out = _git(root, "rev-parse", "--verify", "--quiet", "HEAD")
+def _head(root: Path, deadline: Deadline | None) -> str | None:
+    out = _git(root, deadline, "rev-parse", "--verify", "--quiet", "HEAD")
     return out.stdout.decode().strip() or None if out.returncode == 0 else None
 
 
@@ -212,24 +217,18 @@ def _mtime(root: Path, path: str) -> float:
         return float("inf")  # deleted since: a change whose time is unknown
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    try:
-        return subprocess.run(git_argv(*args), cwd=root, capture_output=True, timeout=GIT_TIMEOUT,
-                              env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"}, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise _GitFailed(f"git {args[0]} took over {GIT_TIMEOUT:g} s") from None
-    except OSError as exc:
-        raise _GitFailed(f"cannot run git: {exc.strerror or exc}") from None
+def _git(root: Path, deadline: Deadline | None, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """What git answered, whatever its exit status."""
+    return run_git(root, *args, deadline=deadline, check=False)
 
 
-def _ok(result: subprocess.CompletedProcess[bytes]) -> bytes:
-    if result.returncode != 0:
-        raise _GitFailed(_error(result))
-    return result.stdout
+def _ok(root: Path, deadline: Deadline | None, *args: str) -> bytes:
+    """What git printed; GitFailed unless it exited 0."""
+    return run_git(root, *args, deadline=deadline).stdout
 
 
 def _error(result: subprocess.CompletedProcess[bytes]) -> str:
-    return _shown(result.stderr.decode("utf-8", "replace").strip() or f"git exited {result.returncode}")
+    return _shown(first_line(result.stderr) or f"git exited {result.returncode}")
 
 
 def _z_paths(raw: bytes) -> list[str]:

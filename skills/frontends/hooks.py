@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from baton.skills.runtime.agent_sessions import AgentSessions
     from baton.skills.runtime.stores import Stores
 
+if TYPE_CHECKING:
+    from baton.deadline import Deadline
+
 # The file-editing tools and the tool_input field that names the file they changed.
 FILE_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
 # Codex's patch tool: tool_input.command holds the patch, whose headers name the files.
@@ -391,7 +394,7 @@ def _sweep(stores: Stores, agent_session: str, task: ActiveTask, place: Place, l
     from baton import clock
     from baton.skills.services.touch import touch
 
-    dirty = without_batons_own(dirty_files(place.root, listed))
+    dirty = without_batons_own(dirty_files(place.root, listed, stores.deadline))
     with agent_sessions(stores) as sessions:
         changed = sessions.changed_since_sweep(agent_session, task.task_id, dirty)[:MAX_SWEEP]
         if not changed:
@@ -421,18 +424,17 @@ def _step(out: Output, doing: str, step: Callable[[], None]) -> None:
         out.cannot_record(f"{doing}: {_failure(exc)}")
 
 
-def dirty_files(root: Path, listed: tuple[str, ...] | None = None) -> dict[str, float]:
+def dirty_files(root: Path, listed: tuple[str, ...] | None = None, deadline: Deadline | None = None
+                ) -> dict[str, float]:
     """Changed, added, deleted and untracked files of the worktree at root: {relative path:
-    modification time, -1 for a deleted file}; listed: their paths, when known already."""
+    modification time, -1 for a deleted file}; listed: their paths, when known already (else
+    git status is asked, within the hook's deadline). GitFailed when git cannot say."""
     if listed is None:
-        import subprocess
+        from baton.git import run_git
 
-        from baton.git import git_argv
-
-        # GIT_OPTIONAL_LOCKS=0: a status run by a hook must not take the index lock from the agent's own git.
-        out = subprocess.run(git_argv("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"),
-                             cwd=root, capture_output=True, timeout=10, check=True,
-                             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"}).stdout
+        # No optional locks (run_git): a status run by a hook must not take the index lock from the agent's git.
+        out = run_git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames",
+                      deadline=deadline).stdout
         listed = tuple(entry[3:] for entry in out.decode("utf-8", "surrogateescape").split("\0") if len(entry) > 3)
     dirty = {}
     for path in listed:

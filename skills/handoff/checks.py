@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from baton.errors import BadInput
 from baton.registry.model import Provenance
@@ -12,6 +13,9 @@ from baton.shown_text import escape_controls
 from baton.skills.core.stage_authority import snapshot
 from baton.skills.handoff.probes import ProbeRun, run_probe
 from baton.skills.runtime.command_words import parse_command
+
+if TYPE_CHECKING:
+    from baton.deadline import Deadline
 
 SUMMARY_CHARS = 300
 MAX_TEXT = 4000  # baton.registry.model.Text: a longer command cannot be recorded
@@ -59,20 +63,23 @@ def check_timeout(timeout: float | None) -> float | None:
     return timeout
 
 
-def run_check(command: str, root: Path, *, timeout: float) -> tuple[CheckResult, ProbeRun]:
+def run_check(command: str, root: Path, *, timeout: float, deadline: Deadline | None = None
+              ) -> tuple[CheckResult, ProbeRun]:
     """Run the check in the worktree root (no shell, minimal environment, capped output),
-    with a snapshot of what it ran on. BadInput for a command parse_check refuses."""
+    with a snapshot of what it ran on (its git within the command's deadline, when given:
+    the check itself is the user's, and runs its own timeout). BadInput for a command
+    parse_check refuses."""
     argv = parse_check(command)
-    ran_on = _snapshot(root)
+    ran_on = _snapshot(root, deadline)
     run = run_probe(argv, root, timeout=timeout)
     return CheckResult(command, run.exit_status if run.completed else None, summarise(run), Provenance.observed,
                        ran_on), run
 
 
-def _snapshot(root: Path) -> dict | None:
+def _snapshot(root: Path, deadline: Deadline | None) -> dict | None:
     if not (root / ".git").exists():
         return None  # not a worktree's root: nothing git could say
     try:
-        return snapshot(root).as_dict()
+        return snapshot(root, deadline=deadline).as_dict()
     except OSError:
         return None

@@ -12,17 +12,20 @@ Each claim ends as one of:
   that covers the status line, or fresh output that itself begins with the alarm).
 
 Probes run one after another, each within the probe timeout and all within the total
-budget, so a resume waits at most about the budget however the handoff was edited.
+budget, so a resume waits at most about the budget however the handoff was edited. Both
+are caps below the command's deadline (baton.deadline), which the probes draw on with
+every other wait of the command: a probe cut, or not run, for want of it says so.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from baton.errors import BadInput
 from baton.registry.model import handoff_held
@@ -54,6 +57,9 @@ from baton.skills.handoff.probes import (
 )
 from baton.skills.runtime.command_words import parse_command
 from baton.skills.runtime.settings import HandoffSettings
+
+if TYPE_CHECKING:
+    from baton.deadline import Deadline
 
 VERIFIED, CHANGED, FAILED, NOT_RUN, STALE = "verified", "changed", "failed", "not_run", "stale"
 STATUSES = (VERIFIED, CHANGED, FAILED, NOT_RUN, STALE)
@@ -152,14 +158,28 @@ def _same(probe: Probe, run: ProbeRun, redact: Callable[[str], str]) -> bool:
 
 class _Verifier:
     def __init__(self, root: Path, repo: str, settings: HandoffSettings, keys: tuple[SigningKey, ...],
-                 key_problem: str | None, allow_unsigned: bool, redact: Callable[[str], str]) -> None:
+                 key_problem: str | None, allow_unsigned: bool, redact: Callable[[str], str],
+                 deadline: Deadline | None) -> None:
         self.root = root
         self.redact = redact
         self.repo = repo
         self.settings = settings
         self.policy = ProbePolicy(keys, settings.allow, allow_unsigned)
         self.key_problem = key_problem
-        self.deadline = time.monotonic() + settings.probe_budget
+        self.budget_ends = time.monotonic() + settings.probe_budget
+        self.deadline = deadline  # the command's
+
+    def _allowed(self) -> tuple[float, str, str]:
+        """The seconds the next probe may run (its timeout, within what is left of the probe
+        budget and of the command's deadline), how the limit is told when too little is left
+        to start it, and what a probe it cut adds to its reason."""
+        budget = f"the probe budget of {self.settings.probe_budget:g}s"
+        limits = [(self.settings.probe_timeout, "the probe timeout was used up", ""),
+                  (self.budget_ends - time.monotonic(), f"{budget} was used up", f" ({budget} ran out)")]
+        if self.deadline is not None:
+            limits.append((self.deadline.left(), f"no time left of {self.deadline}",
+                           f", when {self.deadline} ran out"))
+        return min(limits, key=lambda limit: limit[0])
 
     def judge(self, claim: Claim, task_id: str | None) -> ClaimResult:
         probe = claim.probe
@@ -180,20 +200,20 @@ class _Verifier:
         if not permission.run:
             reason = permission.basis + (f" ({self.key_problem})" if self.key_problem else "")
             return self._unrun(claim, base, f"refused: {reason}")
-        remaining = self.deadline - time.monotonic()
-        if remaining < MIN_PROBE_SECONDS:
-            return self._unrun(claim, base, f"the probe budget of {self.settings.probe_budget:g}s was used up")
-        timeout = min(self.settings.probe_timeout, remaining)
-        run = run_probe(argv, self.root, timeout=timeout)
+        timeout, used_up, cut = self._allowed()
+        if timeout < MIN_PROBE_SECONDS:
+            return self._unrun(claim, base, used_up)
+        with self.deadline.waiting() if self.deadline is not None else nullcontext():
+            run = run_probe(argv, self.root, timeout=timeout)
         if not run.completed:
             reason = run.reason or run.outcome
-            if timeout < self.settings.probe_timeout and run.outcome != NOT_RUNNABLE:
-                reason += f" (the probe budget of {self.settings.probe_budget:g}s ran out)"
+            if run.outcome != NOT_RUNNABLE:
+                reason += cut
             if probe.match == MATCH_EXIT and run.outcome == TIMED_OUT:
                 # A check had minutes when the handoff was written; cut at a resume's limits
                 # it says nothing about the code, so it is not a failure.
                 reason += (": the check takes longer than re-verification allows (BATON_PROBE_TIMEOUT, "
-                           "BATON_PROBE_BUDGET); run it yourself")
+                           "BATON_PROBE_BUDGET, BATON_COMMAND_BUDGET); run it yourself")
                 return self._unrun(claim, base, reason)
             if claim.alarm or run.outcome == NOT_RUNNABLE:
                 return self._unrun(claim, base, reason)
@@ -281,10 +301,11 @@ def _same_document(path: Path, chosen: Path) -> bool:
 
 def verify_handoff_at(root: Path, repo: str, home: Path, settings: HandoffSettings, *, path: Path | None = None,
                       task_id: str | None = None, allow_unsigned: bool = False,
-                      redact: Callable[[str], str] = str) -> Verification:
+                      redact: Callable[[str], str] = str, deadline: Deadline | None = None) -> Verification:
     """Verify the handoff at path, else the current one of the worktree at root (for
     task_id, when given). Never raises for the document's sake: what cannot be read or run
-    is reported in the result. redact: what a recorded or fresh result shows."""
+    is reported in the result. redact: what a recorded or fresh result shows; deadline:
+    the command's, which the probes draw on."""
     if path is None:
         chosen, parsed, note, found = _choose(root, task_id)
     else:
@@ -302,7 +323,7 @@ def verify_handoff_at(root: Path, repo: str, home: Path, settings: HandoffSettin
     verification.task_id = parsed.task_id
     verification.written_at = parsed.written_at or modified_at(chosen)
     keys, key_problem = _keys(home, settings)
-    verifier = _Verifier(root, repo, settings, keys, key_problem, allow_unsigned, redact)
+    verifier = _Verifier(root, repo, settings, keys, key_problem, allow_unsigned, redact, deadline)
     # Checks (a test suite, say) run after the probes, so slow checks never starve cheap
     # probes of the budget; results keep the document's order.
     claims = parsed.claims

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from baton.errors import BadInput
-from baton.git import git_argv
+from baton.errors import BadInput, GitFailed
+from baton.git import first_line, run_git
 
 HOOK = "pre-commit"
 CHAINED = "pre-commit.before-baton"
@@ -38,13 +37,12 @@ class GitHookReport:
 
 def hooks_dir(cwd: Path) -> Path:
     try:
-        out = subprocess.run(git_argv("rev-parse", "--path-format=absolute", "--git-path", "hooks"), cwd=cwd,
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise BadInput(f"cannot run git: {exc}") from None
+        out = run_git(cwd, "rev-parse", "--path-format=absolute", "--git-path", "hooks", check=False)
+    except GitFailed as exc:
+        raise BadInput(str(exc)) from None
     if out.returncode != 0:
-        raise BadInput(f"{cwd} is not in a git repository: {out.stderr.strip()}")
-    return Path(out.stdout.strip())
+        raise BadInput(f"{cwd} is not in a git repository: {first_line(out.stderr)}")
+    return Path(os.fsdecode(out.stdout.strip()))
 
 
 def script(executable: str, *, strict: bool) -> str:
@@ -126,10 +124,10 @@ def uninstall_git_hook(cwd: Path) -> GitHookReport:
 
 def _git_config(cwd: Path, key: str) -> str | None:
     try:
-        out = subprocess.run(git_argv("config", "--get", key), cwd=cwd, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise BadInput(f"cannot run git: {exc}") from None
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
+        out = run_git(cwd, "config", "--get", key, check=False)
+    except GitFailed as exc:
+        raise BadInput(str(exc)) from None
+    return (os.fsdecode(out.stdout.strip()) or None) if out.returncode == 0 else None
 
 
 def _write_executable(path: Path, text: str) -> None:

@@ -5,9 +5,10 @@ driver call that never returns, or in a native library whose exit handler would 
 it. The process therefore never closes what such a thread uses and never runs the
 interpreter's exit with it alive: `leave(code)` ends the process at once instead.
 
-The deadline is what the command's budget (baton.budget) has left plus SLACK: each store
-waits at most what is left and reports its own, precise reason first; the deadline only
-catches a call that ignores its timeout."""
+The deadline is what the command's budget (baton.budget, itself within the command's
+deadline, baton.deadline) has left plus SLACK: each store waits at most what is left and
+reports its own, precise reason first; the deadline only catches a call that ignores its
+timeout."""
 
 from __future__ import annotations
 

@@ -32,6 +32,10 @@ KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PROBE_TIMEOUT = 10.0
 PROBE_BUDGET = 30.0
+# The longest of the caps below it by default (the probes' budget, a checkpoint's git):
+# nothing that fit in its own cap is cut, and a hung git or probe costs a command at most
+# this in all. Unset, a cap raised above it raises it too (Settings.command_deadline).
+COMMAND_BUDGET = 30.0
 # Kafka's clients accept socket timeouts up to 300 s; a store that needs longer is down.
 MAX_STORE_TIMEOUT = 300.0
 MAX_RECHECK_AFTER = 86400.0  # a day: a server down longer is asked again at least daily
@@ -79,6 +83,10 @@ SETTINGS: tuple[Setting, ...] = (
             "the configuration file (default `$BATON_HOME/baton.toml`)"),
     Setting("store_timeout", "BATON_STORE_TIMEOUT", None, "seconds", 2.0,
             "seconds one command may wait on servers in all; an embedded store's lock wait", high=MAX_STORE_TIMEOUT),
+    Setting("command_budget", "BATON_COMMAND_BUDGET", None, "seconds", None,
+            "seconds one command may wait in all, on servers, git, handoff probes and toolchains; each kind "
+            "within its own cap (BATON_STORE_TIMEOUT, BATON_PROBE_BUDGET, ...); default 30, or the larger of "
+            "those two when set higher", high=MAX_PROBE_SECONDS),
     Setting("recheck_after", "BATON_RECHECK_AFTER", None, "seconds", 30.0,
             "seconds a server found down stays in the health record", high=MAX_RECHECK_AFTER),
     Setting("stale_after", "BATON_STALE_AFTER", None, "duration", "24h",
@@ -209,6 +217,7 @@ class Settings:
     background_indexing: bool = True
     handoff: HandoffSettings = field(default_factory=HandoffSettings)
     hook_handoff: str = "never"  # which agent hook writes a handoff: never, stop or session-end
+    command_budget: float | None = None  # BATON_COMMAND_BUDGET, as given (command_deadline: as used)
     recheck_after: float = 30.0  # seconds a server found down is skipped without connecting (baton.health)
     project: str | None = None  # BATON_PROJECT, `project` in baton.toml: else the worktree's repository
     task_id: str | None = None  # BATON_TASK_ID: the ticket when no binding file applies
@@ -234,6 +243,14 @@ class Settings:
         """Whether a store that writes go to lives on a server: then writes are kept for the
         background delivery (recall's Qdrant is written by the background indexer only)."""
         return bool(self.database_url or self.graph_url or self.kafka_bootstrap)
+
+    @property
+    def command_deadline(self) -> float:
+        """Seconds all the waits of one command draw on (baton.deadline): BATON_COMMAND_BUDGET,
+        else COMMAND_BUDGET or a cap set above it (the servers', the probes')."""
+        if self.command_budget is not None:
+            return self.command_budget
+        return max(COMMAND_BUDGET, self.store_timeout, self.handoff.probe_budget)
 
     @property
     def graph_auth(self) -> tuple[str, str] | None:

@@ -4,9 +4,10 @@ server backend plugs in.
 Stores are opened lazily: building a Stores object does no I/O, and a command opens only
 the stores it uses (`baton touch` never imports the recall libraries).
 
-One Stores object serves one command, and holds its budget (baton.budget): every store on
-a server passes through that server's gate, so the command waits on servers at most
-BATON_STORE_TIMEOUT in all, and a server found down is not asked again. When the command
+One Stores object serves one command, and holds its deadline (baton.deadline), which every
+wait of the command draws on, and its budget for servers (baton.budget): every store on a
+server passes through that server's gate, so the command waits on servers at most
+BATON_STORE_TIMEOUT in all, within its deadline, and a server found down is not asked again. When the command
 kept writes in the data home for a server, closing the stores starts their background
 delivery (baton.skills.runtime.delivery), as it does when the embedded registry queued a write
 it could not take at once (baton.write_queue).
@@ -32,6 +33,7 @@ from baton.store_names import Store
 
 if TYPE_CHECKING:
     from baton.budget import Budget
+    from baton.deadline import Deadline
     from baton.outbox import Outbox
     from baton.recall.base import DecisionIndex
     from baton.recall.indexer import Indexer
@@ -94,19 +96,29 @@ class Stores:
 
             sibling = Stores(replace(self.settings, project=None), skip_known_down=self.skip_known_down,
                              project=project)
-            sibling.__dict__["budget"] = self.budget  # one budget per command
+            sibling.__dict__["budget"] = self.budget  # one budget and one deadline per command
+            sibling.__dict__["deadline"] = self.deadline
             sibling.deliver_on_close = False
             self._siblings[project] = sibling
         return self._siblings[project]
 
     @cached_property
+    def deadline(self) -> Deadline:
+        """This command's deadline, which every wait draws on: servers (through the budget),
+        git, handoff probes, checkpoints, toolchains' versions. Created on first use (the
+        hook's touch never waits); its clock runs only while something waits."""
+        from baton.deadline import Deadline
+
+        return Deadline(self.settings.command_deadline)
+
+    @cached_property
     def budget(self) -> Budget:
-        """This command's budget for waiting on servers (created on first use: the hook's
-        touch never needs it)."""
+        """This command's budget for waiting on servers, within its deadline (created on
+        first use: the hook's touch never needs it)."""
         from baton.budget import Budget
         from baton.health import HealthRecord
 
-        return Budget(self.settings.store_timeout, skip_known_down=self.skip_known_down,
+        return Budget(self.settings.store_timeout, skip_known_down=self.skip_known_down, deadline=self.deadline,
                       health=HealthRecord(self.settings.home, recheck_after=self.settings.recheck_after))
 
     @cached_property

@@ -1,7 +1,8 @@
-"""The unit of work of one command, one hook or one MCP tool call: open the stores, deliver
-the writes kept on this machine first when the caller reads (so it sees the writes made
-before it), run, close the stores (which starts the background delivery of what the
-command kept, baton.skills.runtime.delivery).
+"""The unit of work of one command, one hook or one MCP tool call: the command's edge, where
+its one deadline is made (Stores.deadline, which every wait of the command draws on). Open
+the stores, deliver the writes kept on this machine first when the caller reads (so it
+sees the writes made before it), run, close the stores (which starts the background
+delivery of what the command kept, baton.skills.runtime.delivery).
 
 Delivering applies kept events through the projection, which lives above this layer: the
 caller passes it (`deliver_with`, baton.skills.core.commit.apply_events), as it passes it

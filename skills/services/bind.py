@@ -105,24 +105,24 @@ def _run_events(stores: Stores, task_id: str, session_id: str, place: Place,
                 write_local_run(place, task_id, latest.text, None)
             return []
         start = RunStart(run_id, "reopen" if reopens else "bind", latest.text if latest else None)
-    manifest = capture_environment(place, stores.settings.environment_lockfiles)
+    manifest = capture_environment(place, stores.settings.environment_lockfiles, stores.deadline)
     write_local_run(place, task_id, start.run_id, manifest)
     base = start.base
     if base is None and place.worktree is not None:
-        base = _head(place)
+        base = _head(place, stores)
     return [wire_event("run_started", task_id, session_id, at, event_id=start.run_id, run_kind=start.kind,
                        parent_run_id=start.parent_run_id, parent_task_id=start.parent_task_id,
                        diverged_at=start.diverged_at, base=base, environment=manifest.id if manifest else None)]
 
 
-def _head(place: Place) -> str | None:
-    import subprocess
-
-    from baton.git import git_argv
+def _head(place: Place, stores: Stores) -> str | None:
+    """The commit checked out; None on an unborn branch or when git does not say."""
+    from baton.errors import GitFailed
+    from baton.git import run_git
 
     try:
-        done = subprocess.run(git_argv("rev-parse", "-q", "--verify", "HEAD^{commit}"), cwd=place.root,
-                              capture_output=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
+        done = run_git(place.root, "rev-parse", "-q", "--verify", "HEAD^{commit}", deadline=stores.deadline,
+                       check=False)
+    except GitFailed:
         return None
     return done.stdout.decode().strip() or None

@@ -31,6 +31,7 @@ from baton.skills.core.commit import WireEvent
 from baton.skills.runtime.stores import Stores
 
 if TYPE_CHECKING:
+    from baton.deadline import Deadline
     from baton.skills.core.checkpoints import Checkpoint, Refused, Taken, Unchanged
     from baton.skills.core.environment import Manifest
 
@@ -80,14 +81,16 @@ def write_local_run(place: Place, task_id: str, run_id: str, manifest: Manifest 
         raise
 
 
-def capture_environment(place: Place, lockfiles: Sequence[str] = ()) -> Manifest | None:
+def capture_environment(place: Place, lockfiles: Sequence[str] = (), deadline: Deadline | None = None
+                        ) -> Manifest | None:
     """The environment manifest of the worktree, as bind records it (no setup commands, no
-    service probes: it is cheap), or None outside git. lockfiles: `[environment] lockfiles`."""
+    service probes: it is cheap), or None outside git. lockfiles: `[environment] lockfiles`;
+    deadline: the command's, which the toolchains' versions draw on."""
     if place.worktree is None:
         return None
-    from baton.skills.core.environment import capture
+    from baton.skills.core.environment import QUICK_WAIT, capture
 
-    return capture(place.root, lockfiles=lockfiles, wait=1.0)
+    return capture(place.root, lockfiles=lockfiles, wait=QUICK_WAIT, deadline=deadline)
 
 
 def checkpoint_event(task: ActiveTask, place: Place, checkpoint: Checkpoint, at: datetime) -> WireEvent:
@@ -107,7 +110,7 @@ def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary:
     """Checkpoint the worktree for the ticket and record the checkpoint taken (one taken
     before of the same state is recorded again: it is the latest now). Raises BadInput
     outside git and StoreUnavailable when git or the registry cannot take it."""
-    from baton.skills.core.checkpoints import DEFAULT_TIMEOUT, Taken, take
+    from baton.skills.core.checkpoints import OPERATION_CAP, Taken, take
 
     if place.worktree is None:
         raise BadInput(f"{place.root} is not a git worktree: nothing to checkpoint")
@@ -119,7 +122,7 @@ def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary:
     result = take(place.root, boundary=boundary, label=label,
                   run_id=run.run_id if run else None, environment=run.environment if run else None,
                   artifacts=settings.checkpoint_artifacts, max_file_bytes=settings.checkpoint_max_file_bytes,
-                  timeout=timeout or DEFAULT_TIMEOUT)
+                  timeout=timeout or OPERATION_CAP, deadline=stores.deadline)
     if isinstance(result, Taken):
         at = clock.now()
         record(stores, checkpoint_event(task, place, result.checkpoint, at), at)

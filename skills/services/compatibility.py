@@ -7,16 +7,20 @@ readable. Each check answers ok, changed (with the difference) or missing.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from baton.git import git_argv
+from baton.errors import GitFailed
+from baton.git import run_git
 from baton.outcome import Found, NotFound
 from baton.registry.model import Session
 from baton.skills.core.binding import Place
 
-GIT_WAIT = 5.0
+if TYPE_CHECKING:
+    import subprocess
+
+    from baton.deadline import Deadline
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,25 +33,25 @@ class Check:
         return {"check": self.check, "status": self.status, "detail": self.detail}
 
 
-def _git(place: Place, *args: str) -> subprocess.CompletedProcess | None:
+def _git(place: Place, deadline: Deadline | None, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return run_git(place.root, *args, deadline=deadline, check=False)
+
+
+def _base(place: Place, base: str, deadline: Deadline | None) -> Check:
     try:
-        return subprocess.run(git_argv(*args), cwd=place.root, capture_output=True, timeout=GIT_WAIT)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
-def _base(place: Place, base: str) -> Check:
-    present = _git(place, "rev-parse", "-q", "--verify", f"{base}^{{commit}}")
-    if present is None or present.returncode != 0:
-        return Check("base commit", "missing", f"{base[:12]} is not in this repository")
-    ancestor = _git(place, "merge-base", "--is-ancestor", base, "HEAD")
-    if ancestor is None or ancestor.returncode != 0:
+        present = _git(place, deadline, "rev-parse", "-q", "--verify", f"{base}^{{commit}}")
+        if present.returncode != 0:
+            return Check("base commit", "missing", f"{base[:12]} is not in this repository")
+        ancestor = _git(place, deadline, "merge-base", "--is-ancestor", base, "HEAD")
+    except GitFailed as exc:
+        return Check("base commit", "missing", f"{base[:12]}: {exc}")
+    if ancestor.returncode != 0:
         return Check("base commit", "changed", f"{base[:12]} is not an ancestor of HEAD (the branch was rewritten "
                                                "or another one is checked out)")
     return Check("base commit", "ok", base[:12])
 
 
-def _recorded_manifest(place: Place, session: Session, environment: str) -> dict | None:
+def _recorded_manifest(place: Place, session: Session, environment: str, deadline: Deadline | None) -> dict | None:
     """The run's manifest: from this worktree's run file, else from a checkpoint holding it."""
     from baton.skills.services.checkpoint import local_run
 
@@ -55,8 +59,12 @@ def _recorded_manifest(place: Place, session: Session, environment: str) -> dict
     if run is not None and run.environment and run.environment[0] == environment:
         return json.loads(run.environment[1])
     if session.checkpoint is not None and session.checkpoint.environment == environment:
-        shown = _git(place, "cat-file", "blob", f"refs/baton/checkpoints/{session.checkpoint.id}:environment.json")
-        if shown is not None and shown.returncode == 0:
+        try:
+            shown = _git(place, deadline, "cat-file", "blob",
+                         f"refs/baton/checkpoints/{session.checkpoint.id}:environment.json")
+        except GitFailed:
+            return None
+        if shown.returncode == 0:
             return json.loads(shown.stdout)
     return None
 
@@ -77,34 +85,36 @@ def _differences(recorded: dict, now: dict, key: str) -> list[str]:
     return out
 
 
-def compatibility(session: Session, place: Place, lockfiles: Sequence[str] = ()) -> list[Check]:
+def compatibility(session: Session, place: Place, lockfiles: Sequence[str] = (),
+                  deadline: Deadline | None = None) -> list[Check]:
     """The checks for the ticket's current run, in this worktree (lockfiles: the globs of
-    `[environment] lockfiles`, as the manifest was recorded with)."""
+    `[environment] lockfiles`, as the manifest was recorded with), each wait within the
+    command's deadline."""
     if place.worktree is None:
         return []
     run = session.current_run
     checks = []
     base = (run.base if run else None) or (session.checkpoint.base if session.checkpoint else None)
     if base:
-        checks.append(_base(place, base))
+        checks.append(_base(place, base, deadline))
     # The latest checkpoint names the manifest recorded last (`baton env record` after the bind).
     environment = (session.checkpoint.environment if session.checkpoint else None) or (
         run.environment if run else None)
     if environment:
-        recorded = _recorded_manifest(place, session, environment)
+        recorded = _recorded_manifest(place, session, environment, deadline)
         if recorded is None:
             checks.append(Check("environment", "missing", f"manifest {environment[:12]} is not readable here"))
         else:
-            from baton.skills.core.environment import capture
+            from baton.skills.core.environment import QUICK_WAIT, capture
 
-            now = capture(place.root, lockfiles=lockfiles, wait=1.0).body
+            now = capture(place.root, lockfiles=lockfiles, wait=QUICK_WAIT, deadline=deadline).body
             for key, name in (("lockfiles", "lockfiles"), ("toolchains", "toolchains")):
                 changed = _differences(recorded, now, key)
                 checks.append(Check(name, "changed", "; ".join(changed)) if changed else Check(name, "ok"))
     if session.checkpoint is not None:
         from baton.skills.core.checkpoints import read
 
-        found = read(place.root, session.checkpoint.id)
+        found = read(place.root, session.checkpoint.id, deadline=deadline)
         checks.append(Check("checkpoint", "ok", session.checkpoint.id[:12]) if isinstance(found, Found) else
                       Check("checkpoint", "missing", f"{session.checkpoint.id[:12]}: "
                             + ("its ref is gone" if isinstance(found, NotFound) else found.reason)))

@@ -65,7 +65,7 @@ def record_environment(stores: Stores, task: ActiveTask, place: Place, setup: Se
     results = [run_setup(place.root, stores.redact(text), argv) for text, argv in commands]
     settings = stores.settings
     manifest = capture(place.root, setup=results, lockfiles=settings.environment_lockfiles,
-                       services=settings.environment_services)
+                       services=settings.environment_services, deadline=stores.deadline)
     write_local_run(place, task.task_id, run.run_id, manifest)
     recorded = Recorded(task, manifest, None)
     try:

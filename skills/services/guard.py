@@ -9,16 +9,19 @@ file. Advisory by default; the caller blocks the commit when asked to be strict.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from baton.errors import BadInput
 from baton.files import WorktreeLocator
-from baton.git import git_argv
+from baton.git import first_line, run_git
 from baton.outcome import Found
 from baton.skills.core.binding import Place, read_binding, resolve_task
 from baton.skills.runtime.stores import Stores
+
+if TYPE_CHECKING:
+    from baton.deadline import Deadline
 
 
 @dataclass
@@ -29,15 +32,12 @@ class GuardReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def staged_files(root: Path) -> list[str]:
-    """Paths staged for commit, relative to the worktree root (both sides of a rename)."""
-    try:
-        out = subprocess.run(git_argv("diff", "--cached", "--name-only", "-z", "--no-renames"), cwd=root,
-                             capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise BadInput(f"cannot run git: {exc}") from None
+def staged_files(root: Path, deadline: Deadline | None = None) -> list[str]:
+    """Paths staged for commit, relative to the worktree root (both sides of a rename).
+    BadInput when git refuses, GitFailed when it does not answer."""
+    out = run_git(root, "diff", "--cached", "--name-only", "-z", "--no-renames", deadline=deadline, check=False)
     if out.returncode != 0:
-        raise BadInput(f"cannot list staged files: {out.stderr.decode(errors='replace').strip()}")
+        raise BadInput(f"cannot list staged files: {first_line(out.stderr)}")
     return [p for p in out.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
 
 
@@ -47,7 +47,7 @@ def guard(stores: Stores, place: Place, locator: WorktreeLocator) -> GuardReport
     if read_binding(place) is None and not stores.settings.task_id:
         return GuardReport(None)
     task = resolve_task(None, place, stores.settings.ambient)
-    report = GuardReport(task.task_id, staged_files(place.root))
+    report = GuardReport(task.task_id, staged_files(place.root, stores.deadline))
     if not report.staged:
         return report
     from baton.skills.services.touch import MAX_PATHS_PER_CALL, touch

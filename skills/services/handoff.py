@@ -48,7 +48,7 @@ def verify_and_record(stores: Stores, place: Place, *, task: ActiveTask | None, 
     for a store that is down: that becomes a warning."""
     verification = verify_handoff_at(place.root, place.repo, stores.settings.home, stores.settings.handoff,
                                      path=path, task_id=only_for, allow_unsigned=allow_unsigned,
-                                     redact=stores.redact)
+                                     redact=stores.redact, deadline=stores.deadline)
     checked = CheckedHandoff(verification)
     if verification.path is None or verification.note is not None:
         return checked

@@ -71,7 +71,7 @@ def recover(stores: Stores, place: Place | None, beats: Iterable[Beat], *, all_r
             heartbeat=None if beat is None else Heartbeat(pid=beat.pid, at=beat.at,
                                                           agent_session_id=beat.agent_session,
                                                           process_start=beat.process_start, host=beat.host)))
-    liveness = MachineLiveness()
+    liveness = MachineLiveness(stores.deadline)
     found = detect(facts, liveness, now=now)
     if place is None:
         return found

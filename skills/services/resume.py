@@ -91,6 +91,8 @@ class ResumeResult:
             "fork_of": self.session.fork_of if self.session else None,
             "forks_overlapping": self.forks,
             "continuation": self.continuation.to_json() if self.continuation else None,
+            # What could not be done or read, and why (a part cut by the command's deadline says so).
+            "warnings": self.warnings,
             **(self.handoff.to_json() if self.handoff else {"handoff": None, "live_state": []}),
         }
 
@@ -172,7 +174,7 @@ def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5
     """
     result = read_session(stores, task_id, limit=limit, workflow_root=place.root if check_workflow else None,
                           compatible_with=place if verify_handoff else None)
-    liveness = MachineLiveness()
+    liveness = MachineLiveness(stores.deadline)
     result.prizmkit = prizmkit_records_of(place.root, task_id,
                                           lambda branch: liveness.branch_exists(str(place.root), branch))
     at = at or clock.now()
@@ -221,8 +223,8 @@ def read_session(stores: Stores, task_id: str, *, limit: int = 5, workflow_root:
         if session.decisions:  # related decisions are found from the ticket's own
             asked["recall"] = lambda: _related(stores, session, limit)
         with ThreadPoolExecutor(max_workers=1) as pool:
-            checked = pool.submit(compatibility, session, compatible_with, stores.settings.environment_lockfiles) \
-                if compatible_with is not None else None
+            checked = pool.submit(compatibility, session, compatible_with, stores.settings.environment_lockfiles,
+                                  stores.deadline) if compatible_with is not None else None
             parts = gather(asked, budget)
             result.compatibility = checked.result() if checked is not None else []
         for name, part in parts.items():
@@ -236,6 +238,6 @@ def read_session(stores: Stores, task_id: str, *, limit: int = 5, workflow_root:
             result.signals = parts["signals"]
         # Before resume_session's bind moves the session's location: the claims are the worktree's.
         if workflow_root is not None:
-            result.workflow = workflow_view(stores.settings, session, workflow_root)
+            result.workflow = workflow_view(stores.settings, session, workflow_root, stores.deadline)
     return result
 

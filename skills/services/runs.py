@@ -11,7 +11,6 @@ manifest and its first checkpoint are recorded through the one write path.
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +28,10 @@ from baton.skills.runtime.stores import Stores
 from baton.skills.services.bind import RunStart, bind
 
 if TYPE_CHECKING:
+    from baton.deadline import Deadline
     from baton.skills.core.checkpoints import Checkpoint
 
+CHECKOUT_CAP = 60.0  # seconds a new worktree's checkout may take, within the command's deadline
 _NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}")
 
 
@@ -53,14 +54,14 @@ def _repository(place: Place) -> Path:
     return place.root
 
 
-def _checkpoint(place: Place, session: Session, checkpoint_id: str | None) -> Checkpoint:
+def _checkpoint(place: Place, session: Session, checkpoint_id: str | None, deadline: Deadline) -> Checkpoint:
     """The checkpoint asked for (default: the ticket's latest), read from this repository."""
     from baton.skills.core.checkpoints import read
 
     wanted = checkpoint_id or (session.checkpoint.id if session.checkpoint else None)
     if wanted is None:
         raise BadInput(f"{session.task_id} has no checkpoint: take one with `baton checkpoint`")
-    found = read(_repository(place), wanted)
+    found = read(_repository(place), wanted, deadline=deadline)
     if isinstance(found, Unavailable):
         raise StoreUnavailable("checkpoints", found.reason)
     if isinstance(found, NotFound):
@@ -74,26 +75,23 @@ def _target(place: Place, into: Path | None, name: str) -> Path:
     return place.root.parent / f"{place.root.name}-{name}"
 
 
-def _git(cwd: Path, *args: str) -> str:
-    from baton.git import git_argv
+def _git(cwd: Path, *args: str, deadline: Deadline) -> str:
+    """git's answer; BadInput when it refuses (the ref or branch asked for), GitFailed when
+    it does not answer."""
+    from baton.git import first_line, run_git
 
-    try:
-        done = subprocess.run(git_argv(*_NO_HOOKS, *args), cwd=cwd, capture_output=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise StoreUnavailable("checkpoints", f"git {args[0]}: {exc}") from None
+    done = run_git(cwd, *_NO_HOOKS, *args, cap=CHECKOUT_CAP, deadline=deadline, check=False)
     if done.returncode != 0:
-        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise BadInput(f"git {args[0]}: {message[-1] if message else f'exit {done.returncode}'}")
+        raise BadInput(f"git {args[0]}: {first_line(done.stderr) or f'exit {done.returncode}'}")
     return done.stdout.decode("utf-8", "replace").strip()
 
 
-def _branch_free(root: Path, branch: str) -> None:
-    from baton.git import git_argv
+def _branch_free(root: Path, branch: str, deadline: Deadline) -> None:
+    from baton.git import run_git
 
-    _git(root, "check-ref-format", "--branch", branch)
-    taken = subprocess.run(git_argv("rev-parse", "-q", "--verify", f"refs/heads/{branch}"), cwd=root,
-                           capture_output=True, timeout=30)
-    if taken.returncode == 0:
+    _git(root, "check-ref-format", "--branch", branch, deadline=deadline)
+    if run_git(root, "rev-parse", "-q", "--verify", f"refs/heads/{branch}", deadline=deadline,
+               check=False).returncode == 0:
         raise BadInput(f"branch {branch} exists already; nothing written")
 
 
@@ -136,9 +134,9 @@ def restore(stores: Stores, place: Place, task_id: str, checkpoint_id: str | Non
     if in_place and into is not None:
         raise BadInput("give --into PATH or --in-place, not both")
     session = session_of(stores, task_id)
-    checkpoint = _checkpoint(place, session, checkpoint_id)
+    checkpoint = _checkpoint(place, session, checkpoint_id, stores.deadline)
     target = place.root if in_place else _target(place, into, f"{task_id}-{checkpoint.id[:8]}")
-    restored = checkpoints.restore(place.root, checkpoint.id, target, in_place=in_place)
+    restored = checkpoints.restore(place.root, checkpoint.id, target, in_place=in_place, deadline=stores.deadline)
     parent = checkpoint.run_id or (session.current_run.text if session.current_run else None)
     started = Started(task_id, restored.path, str(uuid.uuid4()), "restore", parent, checkpoint.id, checkpoint.base,
                       notes=list(restored.notes))
@@ -164,10 +162,12 @@ def fork(stores: Stores, place: Place, task_id: str, new_task_id: str, *, at: st
     existing = stores.registry.get(new_task_id)
     if isinstance(existing, Found):
         raise BadInput(f"{new_task_id} exists already; fork into a new ticket id")
-    checkpoint = _checkpoint(place, session, at)
-    _branch_free(place.root, new_task_id)
-    restored = checkpoints.restore(place.root, checkpoint.id, _target(place, into, new_task_id))
-    _git(restored.path, "checkout", "-q", "-b", new_task_id)  # keeps the restored index and files
+    checkpoint = _checkpoint(place, session, at, stores.deadline)
+    _branch_free(place.root, new_task_id, stores.deadline)
+    restored = checkpoints.restore(place.root, checkpoint.id, _target(place, into, new_task_id),
+                                   deadline=stores.deadline)
+    # Keeps the restored index and files.
+    _git(restored.path, "checkout", "-q", "-b", new_task_id, deadline=stores.deadline)
     parent = checkpoint.run_id or (session.current_run.text if session.current_run else None)
     started = Started(new_task_id, restored.path, str(uuid.uuid4()), "fork", parent, checkpoint.id, checkpoint.base,
                       branch=new_task_id, notes=list(restored.notes))
@@ -198,14 +198,13 @@ def _inherit(stores: Stores, parent: Session, task_id: str, session_id: str, rep
     return report.warnings
 
 
-def default_base(root: Path) -> str:
+def default_base(root: Path, deadline: Deadline | None = None) -> str:
     """The repository's default branch: origin's HEAD, else main or master, else HEAD."""
-    from baton.git import git_argv
+    from baton.git import run_git
 
     for ref in ("refs/remotes/origin/HEAD", "refs/heads/main", "refs/heads/master", "HEAD"):
-        done = subprocess.run(git_argv("rev-parse", "-q", "--verify", f"{ref}^{{commit}}"), cwd=root,
-                              capture_output=True, timeout=30)
-        if done.returncode == 0:
+        if run_git(root, "rev-parse", "-q", "--verify", f"{ref}^{{commit}}", deadline=deadline,
+                   check=False).returncode == 0:
             return ref
     raise BadInput(f"{root} has no commit to start from: give --base REF")
 
@@ -218,15 +217,16 @@ def fresh(stores: Stores, place: Place, task_id: str, *, base: str | None = None
     superseded."""
     session = session_of(stores, task_id)
     root = _repository(place)
-    ref = base or default_base(root)
-    commit_id = _git(root, "rev-parse", "-q", "--verify", "--end-of-options", f"{ref}^{{commit}}")
+    ref = base or default_base(root, stores.deadline)
+    commit_id = _git(root, "rev-parse", "-q", "--verify", "--end-of-options", f"{ref}^{{commit}}",
+                     deadline=stores.deadline)
     run_id = str(uuid.uuid4())
     branch = f"baton/{task_id}/fresh-{run_id[:8]}"
-    _branch_free(root, branch)
+    _branch_free(root, branch, stores.deadline)
     target = _target(place, into, f"{task_id}-fresh-{run_id[:8]}")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise BadInput(f"{target} is not an empty directory; nothing written")
-    _git(root, "worktree", "add", "-q", "-b", branch, str(target), commit_id)
+    _git(root, "worktree", "add", "-q", "-b", branch, str(target), commit_id, deadline=stores.deadline)
     parent = session.current_run.text if session.current_run else None
     started = Started(task_id, target, run_id, "fresh", parent, None, commit_id, branch=branch)
     report = bind(stores, task_id, place_of(target, WorktreeLocator()),
@@ -313,7 +313,7 @@ def checkpoints_of(stores: Stores, place: Place, task_id: str) -> list[Checkpoin
         raise StoreUnavailable(Store.SESSION_REGISTRY, events.reason)
     present = None
     if place.worktree is not None:
-        listed = list_checkpoints(place.root)
+        listed = list_checkpoints(place.root, deadline=stores.deadline)
         present = {c.id for c in listed.value} if isinstance(listed, Found) else None
     seen, lines = set(), []
     for event in sorted((e for e in events.value if isinstance(e, CheckpointTaken)), key=lambda e: e.at,
@@ -355,7 +355,7 @@ def collect(stores: Stores, place: Place, *, keep: int | None = None, dry_run: b
     listed = stores.registry.list_sessions(include_inactive=True)
     if isinstance(listed, Unavailable):
         raise StoreUnavailable(Store.SESSION_REGISTRY, listed.reason)
-    found = list_checkpoints(_repository(place))
+    found = list_checkpoints(_repository(place), deadline=stores.deadline)
     if isinstance(found, Unavailable):
         raise StoreUnavailable("checkpoints", found.reason)
     needed = {s.checkpoint.id for s in listed.value if s.checkpoint}
@@ -369,6 +369,7 @@ def collect(stores: Stores, place: Place, *, keep: int | None = None, dry_run: b
     doomed = tuple(sorted(c.id for c in found.value if c.id not in needed))
     if dry_run or not doomed:
         return Collected(doomed, len(found.value) - len(doomed), dry_run)
-    doomed = gc(place.root, {c.id for c in found.value if c.id not in doomed})  # an unreadable record goes too
+    # An unreadable record goes too.
+    doomed = gc(place.root, {c.id for c in found.value if c.id not in doomed}, deadline=stores.deadline)
     records = stores.registry.forget_checkpoints(doomed)
     return Collected(doomed, len(found.value) - len(doomed), dry_run, records)

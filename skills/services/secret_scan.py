@@ -206,7 +206,6 @@ def _scan_handoffs(place: Place, check: Callable[[str, str, object], tuple[str, 
 
 
 HISTORY_VERSIONS = 200  # versions of one document read at the most
-GIT_WAIT = 10  # seconds for each of the two git calls
 
 
 def _commits_holding(place: Place, relative: str, redactor: Redactor) -> tuple[str, ...]:
@@ -214,21 +213,19 @@ def _commits_holding(place: Place, relative: str, redactor: Redactor) -> tuple[s
     committed. Baton never rewrites history; the user learns what to rewrite or revoke. The
     versions are read through `git cat-file --batch` and checked here, so no secret is ever
     put on a command line. Nothing when the worktree is not in git or git does not answer."""
-    import subprocess
-
-    from baton.git import git_argv
+    from baton.errors import GitFailed
+    from baton.git import run_git
 
     if place.worktree is None:
         return ()
     try:
-        listed = subprocess.run(git_argv("log", f"--max-count={HISTORY_VERSIONS}", "--format=%H", "--", relative),
-                                cwd=place.root, capture_output=True, timeout=GIT_WAIT, check=True)
+        listed = run_git(place.root, "log", f"--max-count={HISTORY_VERSIONS}", "--format=%H", "--", relative)
         shas = listed.stdout.decode().split()
         if not shas:
             return ()
-        read = subprocess.run(git_argv("cat-file", "--batch"), cwd=place.root, capture_output=True, timeout=GIT_WAIT,
-                              check=True, input="".join(f"{sha}:{relative}\n" for sha in shas).encode())
-    except (OSError, subprocess.SubprocessError):
+        read = run_git(place.root, "cat-file", "--batch",
+                       input="".join(f"{sha}:{relative}\n" for sha in shas).encode())
+    except GitFailed:
         return ()
     holding, out, at = [], read.stdout, 0
     for sha in shas:

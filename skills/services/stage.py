@@ -50,6 +50,7 @@ from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
 if TYPE_CHECKING:
+    from baton.deadline import Deadline
     from baton.registry.model import Session, WorkflowRecord
     from baton.skills.handoff.checks import CheckResult
     from baton.skills.runtime.settings import Settings
@@ -132,7 +133,7 @@ def record_stage(stores: Stores, task: ActiveTask, place: Place, command: StageC
     report = WriteReport()
     events, evidence, ran = [], None, None
     if command.check is not None:
-        ran = _run_check(command.check, root, command.timeout)
+        ran = _run_check(command.check, root, command.timeout, stores.deadline)
         snapshot_field: dict[str, Any] = {"snapshot": ran.snapshot} if ran.snapshot is not None else {}
         events.append(wire_event("check_recorded", task.task_id, task.session_id, at, command=ran.command.strip(),
                                  exit_status=ran.exit_status, summary=ran.summary[:4000],
@@ -155,7 +156,7 @@ def record_stage(stores: Stores, task: ActiveTask, place: Place, command: StageC
     elif authority in _WHAT and command.evidence is None:
         raise BadInput(f"{command.status} needs its {_WHAT[authority]}: --evidence PATH")
     elif authority == "commit":
-        evidence = _commit_evidence(root, place, command.status)
+        evidence = _commit_evidence(root, place, command.status, stores.deadline)
     previous_proofs = record.proofs if record is not None else {}
     proofs = {name: proof for name, proof in previous_proofs.items() if name in after.completed_stages}
     stage = lifecycle.stage_of(command.status)
@@ -172,21 +173,21 @@ def record_stage(stores: Stores, task: ActiveTask, place: Place, command: StageC
     return StageDone(task, after, state, evidence, report, notes, ran)
 
 
-def _run_check(command: str, root: Path, timeout: float | None) -> CheckResult:
+def _run_check(command: str, root: Path, timeout: float | None, deadline: Deadline) -> CheckResult:
     from baton.skills.handoff.checks import check_timeout, run_check
     from baton.skills.handoff.write import CHECK_TIMEOUT
 
     check_timeout(timeout)
-    return run_check(command, root, timeout=timeout or CHECK_TIMEOUT)[0]
+    return run_check(command, root, timeout=timeout or CHECK_TIMEOUT, deadline=deadline)[0]
 
 
-def _commit_evidence(root: Path, place: Place, status: str) -> dict:
+def _commit_evidence(root: Path, place: Place, status: str, deadline: Deadline) -> dict:
     branch = place.worktree.branch if place.worktree is not None else None
-    head = head_commit(root)
+    head = head_commit(root, deadline)
     if not branch or head is None:
         raise BadInput(f"{status} needs a commit checked out on a branch: "
                        f"{'no commit yet' if head is None else 'a detached HEAD'}")
-    proof = commit_proof(root, head, branch)
+    proof = commit_proof(root, head, branch, deadline)
     if not proof.held:
         raise BadInput(f"{status} not recorded: {proof.reason}")
     return {"kind": "commit", "commit": head, "branch": branch}
@@ -233,9 +234,11 @@ class WorkflowView:
                 "fell_back": self.next_stage != self.recorded.next_stage, "notes": list(self.notes)}
 
 
-def workflow_view(settings: Settings, session: Session, fallback_root: Path) -> WorkflowView | None:
+def workflow_view(settings: Settings, session: Session, fallback_root: Path,
+                  deadline: Deadline | None = None) -> WorkflowView | None:
     """The ticket's workflow re-checked against the worktree (the session's, where it still
-    exists); None for a ticket that uses no stages. BadInput for a bad [workflow] table."""
+    exists), git within the command's deadline; None for a ticket that uses no stages.
+    BadInput for a bad [workflow] table."""
     record = session.workflow
     if record is None:
         return None
@@ -246,14 +249,14 @@ def workflow_view(settings: Settings, session: Session, fallback_root: Path) -> 
     proofs = []
     for name in state.completed_stages:
         stage = lifecycle.stage(name)
-        proof = _prove(root, stage.authority, record.proofs.get(name))
+        proof = _prove(root, stage.authority, record.proofs.get(name), deadline)
         proofs.append(StageProof(name, stage.passed, stage.authority, proof.held,
                                  proof.reason if proof.held else stale_line(stage.passed, proof)))
     shown = fall_back(lifecycle, state, [p.stage for p in proofs if not p.held])
     return WorkflowView(state, tuple(proofs), shown.next_stage, shown.resume_from, tuple(notes))
 
 
-def _prove(root: Path, authority: str | None, evidence: dict | None) -> Proof:
+def _prove(root: Path, authority: str | None, evidence: dict | None, deadline: Deadline | None) -> Proof:
     if authority is None:
         return Proof(True, "no authority: the agent's word")
     if not isinstance(evidence, dict):
@@ -265,11 +268,11 @@ def _prove(root: Path, authority: str | None, evidence: dict | None) -> Proof:
                 command=str(evidence["command"]), exit_status=evidence.get("exit_status"), observed=True,
                 recorded_at=clock.parse(str(evidence["recorded_at"])),
                 snapshot=WorktreeSnapshot(snap.get("head"), dict(snap.get("changed") or {}))
-                if isinstance(snap, dict) else None))
+                if isinstance(snap, dict) else None), deadline=deadline)
         if authority in _WHAT and evidence.get("kind") == "artifact":
             return artifact_proof(root, str(evidence["path"]), _WHAT[authority])
         if authority == "commit" and evidence.get("kind") == "commit":
-            return commit_proof(root, str(evidence["commit"]), str(evidence["branch"]))
+            return commit_proof(root, str(evidence["commit"]), str(evidence["branch"]), deadline)
     except (KeyError, TypeError, ValueError) as exc:
         return Proof(False, f"its recorded evidence is malformed ({exc})")
     return Proof(False, f"its recorded evidence is not a {authority} proof")
