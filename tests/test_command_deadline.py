@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests import timing
-from tests.conftest import run_process
+from tests.workspace import run_process
 
 DEADLINE = 2.0  # seconds; every cap it must cut is longer (git 10 s, a checkpoint 30 s, a probe 10 s)
 
