@@ -1,7 +1,8 @@
 """Coordination signals between tickets.
 
 Interface: SignalBus (baton.signals.base). Backends: SqliteSignalBus (baton.signals.sqlite, the
-embedded default). Models: baton.signals.model, imported only by those who build signals.
+embedded default) and KafkaSignalBus (baton.signals.kafka, Apache Kafka). Models:
+baton.signals.model, imported only by those who build signals.
 """
 
 from baton.signals.base import SignalBus
