@@ -23,7 +23,7 @@ CUT_MARK = "…[cut]"
 
 
 @dataclass(frozen=True, slots=True)
-class Section:
+class AnswerList:
     """A list of an answer: its name (what `section` asks for) and where it is."""
 
     name: str
@@ -34,20 +34,20 @@ class Section:
 
 # A resume's lists in the order they are filled (its other lists, such as compatibility,
 # come before the details); what is not a list is never cut.
-RESUME_SECTIONS: tuple[Section, ...] = (
-    Section("conflicts", ("conflicts",)),
-    Section("live_state", ("live_state",)),
-    Section("failures", ("session", "failures"), newest_last=True),
-    Section("remaining_work", ("session", "remaining_work")),
-    Section("constraints", ("session", "constraints")),
-    Section("completed_steps", ("session", "completed_steps"), newest_last=True),
-    Section("checks", ("session", "checks"), newest_last=True),
-    Section("evidence", ("session", "evidence"), newest_last=True),
-    Section("depends_on", ("session", "depends_on")),
-    Section("decisions", ("session", "decisions"), newest_last=True, detail=True),
-    Section("related_decisions", ("related_decisions",), detail=True),
-    Section("files", ("session", "files_touched"), newest_last=True, detail=True),
-    Section("signals", ("signals",), newest_last=True, detail=True),
+RESUME_SECTIONS: tuple[AnswerList, ...] = (
+    AnswerList("conflicts", ("conflicts",)),
+    AnswerList("live_state", ("live_state",)),
+    AnswerList("failures", ("session", "failures"), newest_last=True),
+    AnswerList("remaining_work", ("session", "remaining_work")),
+    AnswerList("constraints", ("session", "constraints")),
+    AnswerList("completed_steps", ("session", "completed_steps"), newest_last=True),
+    AnswerList("checks", ("session", "checks"), newest_last=True),
+    AnswerList("evidence", ("session", "evidence"), newest_last=True),
+    AnswerList("depends_on", ("session", "depends_on")),
+    AnswerList("decisions", ("session", "decisions"), newest_last=True, detail=True),
+    AnswerList("related_decisions", ("related_decisions",), detail=True),
+    AnswerList("files", ("session", "files_touched"), newest_last=True, detail=True),
+    AnswerList("signals", ("signals",), newest_last=True, detail=True),
 )
 
 
@@ -61,7 +61,7 @@ def resume_answer(answer: dict, budget: int, section: str | None = None, offset:
     """A resume within the budget: the answer filled in priority order, or (section) one
     page of a section from offset on."""
     if section is None:
-        return fit(answer, budget, sections=RESUME_SECTIONS, fetch=RESUME_FETCH)
+        return fit_answer(answer, budget, sections=RESUME_SECTIONS, fetch=RESUME_FETCH)
     return page(answer, RESUME_SECTIONS, section, offset, budget)
 
 
@@ -70,7 +70,7 @@ def size(answer: Any) -> int:
     return len(json.dumps(answer, ensure_ascii=False))
 
 
-def fit(answer: Any, budget: int, *, sections: tuple[Section, ...] = (), fetch: str | None = None) -> Any:
+def fit_answer(answer: Any, budget: int, *, sections: tuple[AnswerList, ...] = (), fetch: str | None = None) -> Any:
     """The answer itself when it fits the budget; else as much of it as fits, filled in
     priority order, with `omitted` (and `fetch`, how to ask for the rest). A list answer
     that does not fit becomes {"items": [...], "omitted": ...}."""
@@ -81,7 +81,7 @@ def fit(answer: Any, budget: int, *, sections: tuple[Section, ...] = (), fetch: 
     declared = [s for s in sections if isinstance(_get(whole, s.path), list)]
     known = {s.path for s in declared}
     order = [s for s in declared if not s.detail]
-    order += [Section(".".join(path), path) for path in _lists(whole) if path not in known]
+    order += [AnswerList(".".join(path), path) for path in _lists(whole) if path not in known]
     order += [s for s in declared if s.detail]
     lists = {s.name: _get(whole, s.path) for s in order}
     shown = {s.name: 0 for s in order}
@@ -120,7 +120,7 @@ def fit(answer: Any, budget: int, *, sections: tuple[Section, ...] = (), fetch: 
     return built(shown, strings)
 
 
-def page(answer: dict, sections: tuple[Section, ...], name: str, offset: int, budget: int) -> dict:
+def page(answer: dict, sections: tuple[AnswerList, ...], name: str, offset: int, budget: int) -> dict:
     """One section's items from offset on, in the order recorded, as many as fit the budget;
     `next_offset` is where the next page starts (None: none left)."""
     from baton.errors import BadInput
@@ -147,7 +147,7 @@ def page(answer: dict, sections: tuple[Section, ...], name: str, offset: int, bu
     return {**head, "items": items[offset:end], "next_offset": end if end < len(items) else None}
 
 
-def _note(section: Section, total: int, shown: int, *, pageable: bool) -> dict:
+def _note(section: AnswerList, total: int, shown: int, *, pageable: bool) -> dict:
     """How many items the section has, which are shown (from first_shown on), and, for a
     section page() serves, the page that starts with the first one left out."""
     first = total - shown if section.newest_last else 0

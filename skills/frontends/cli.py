@@ -555,11 +555,10 @@ def _stage(args: Arguments, stores: Stores) -> int:
 
 
 def _recover(args: Arguments, stores: Stores) -> int:
-    from baton.skills.runtime.agent_sessions import local_heartbeats
     from baton.skills.services.recover import recover
 
     place, _ = _place()
-    found = recover(stores, place, local_heartbeats(stores.settings), all_repos=args.all_repos, verbose=args.verbose)
+    found = recover(stores, place, all_repos=args.all_repos, verbose=args.verbose)
     if args.json:
         _dump(found.as_json())
     else:

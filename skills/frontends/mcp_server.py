@@ -174,12 +174,10 @@ def record_stage(status: str, result: str | None = None, repair_scope: str | Non
 
 
 def recover_work(verbose: bool = False, all_repos: bool = False, worktree: str | None = None) -> str:
-    from baton.skills.runtime.agent_sessions import local_heartbeats
     from baton.skills.services.recover import recover
 
     def run(stores: Stores) -> dict:
-        return recover(stores, _place(worktree), local_heartbeats(stores.settings), all_repos=all_repos,
-                       verbose=verbose).as_json()
+        return recover(stores, _place(worktree), all_repos=all_repos, verbose=verbose).as_json()
 
     return _call(run)
 
@@ -464,7 +462,7 @@ def _call(run: Callable[[Stores], object], *, deliver: bool = True) -> str:
     longer one in the middle); what it raises becomes a tool error (build_server's call_tool)."""
     from baton.masking import mask_all
     from baton.skills.core.commit import apply_events
-    from baton.skills.frontends.answer_budget import WHOLE_FETCH, fit
+    from baton.skills.frontends.answer_budget import WHOLE_FETCH, fit_answer
     from baton.skills.runtime.unit import unit_of_work
 
     with unit_of_work(deliver_with=apply_events if deliver else None, warn=_log, project=_place(None).repo) as stores:
@@ -472,7 +470,7 @@ def _call(run: Callable[[Stores], object], *, deliver: bool = True) -> str:
         budget = stores.settings.mcp_answer_budget
     _log(answer.get("warnings", []) if isinstance(answer, dict) else [])
     # A resume is already filled in its own order; any other answer over the budget too.
-    return json.dumps(fit(answer, budget, fetch=WHOLE_FETCH), ensure_ascii=False)
+    return json.dumps(fit_answer(answer, budget, fetch=WHOLE_FETCH), ensure_ascii=False)
 
 
 def _served_directory() -> Path:

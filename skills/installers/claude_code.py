@@ -132,9 +132,12 @@ def is_baton_hook(command: object) -> bool:
     return len(words) == 3 and os.path.basename(words[0]) == "baton" and words[1] == "hook" and words[2] in HOOK_NAMES
 
 
-def wanted_group(event: str, executable: str) -> dict:
-    hook, matcher, timeout = HOOKS[event]
-    handler = {"type": "command", "command": hook_command(executable, hook), "timeout": timeout}
+def hook_group(hooks: dict[str, tuple[str, str | None, int]], event: str, executable: str,
+               agent: str = "claude") -> dict:
+    """The hooks-file group that runs Baton's hook for one event of an agent's table
+    (HOOKS here, or Codex's): its matcher, command and timeout."""
+    hook, matcher, timeout = hooks[event]
+    handler = {"type": "command", "command": hook_command(executable, hook, agent=agent), "timeout": timeout}
     return {"matcher": matcher, "hooks": [handler]} if matcher else {"hooks": [handler]}
 
 
@@ -160,7 +163,7 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
         before = hook_containers(text, path)
         if path == settings:
             for event in HOOKS:
-                text, changed = ensure_group(text, path, event, wanted_group(event, executable))
+                text, changed = ensure_group(text, path, event, hook_group(HOOKS, event, executable))
                 if changed:
                     report.events.append(event)
         added: list[str] = []

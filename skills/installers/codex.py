@@ -47,8 +47,8 @@ from baton.skills.installers.claude_code import (
     InstallRecords,
     baton_executable,
     ensure_group,
-    hook_command,
     hook_containers,
+    hook_group,
     is_baton_hook,
     parse_settings,
     read_settings,
@@ -111,12 +111,6 @@ def server_table(executable: str) -> dict:
     return {"command": executable, "args": ["mcp"], "required": True, "env_vars": passed_variables()}
 
 
-def wanted_group(event: str, executable: str) -> dict:
-    hook, matcher, timeout = HOOKS[event]
-    handler = {"type": "command", "command": hook_command(executable, hook, agent="codex"), "timeout": timeout}
-    return {"matcher": matcher, "hooks": [handler]} if matcher else {"hooks": [handler]}
-
-
 def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
     """Write the server's table and the hooks, then trust the hooks by the hashes the
     `codex` on PATH reports for them."""
@@ -144,7 +138,7 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
     text = original if original is not None else json_text.new_document({})
     before = hook_containers(text, report.hooks)
     for event in HOOKS:
-        text, changed = ensure_group(text, report.hooks, event, wanted_group(event, executable))
+        text, changed = ensure_group(text, report.hooks, event, hook_group(HOOKS, event, executable, agent="codex"))
         if changed:
             report.events.append(event)
     if text != original:

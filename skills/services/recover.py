@@ -1,7 +1,7 @@
 """The recover skill: which sessions of this repository lost their agent, and the exact
 command that continues each (`baton recover`). It reads the registry, the heartbeats the
-hooks kept on this machine (the front end hands them in: they live in the hooks' own
-store), the worktrees, branches and processes, and any PrizmKit records in the worktree;
+hooks kept on this machine (baton.skills.runtime.agent_sessions, unless the caller read
+them already), the worktrees, branches and processes, and any PrizmKit records in the worktree;
 it never runs a command, changes state or deletes anything (baton.skills.core.interrupted).
 """
 
@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from baton.errors import StoreUnavailable
 from baton.outcome import Unavailable
 from baton.skills.core.interrupted import Heartbeat, MachineLiveness, Recovery, SessionFacts, detect, read_prizmkit
+from baton.skills.runtime.agent_sessions import Beat, local_heartbeats
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -24,26 +25,7 @@ if TYPE_CHECKING:
 HOOKS_AGENT = "claude"  # the hooks that keep heartbeats are Claude Code's
 
 
-class Beat(Protocol):
-    """A heartbeat row as the caller read it (read-only: a frozen row will do)."""
-
-    @property
-    def task_id(self) -> str: ...
-    @property
-    def worktree(self) -> str: ...
-    @property
-    def agent_session(self) -> str: ...
-    @property
-    def pid(self) -> int: ...
-    @property
-    def process_start(self) -> str | None: ...
-    @property
-    def host(self) -> str | None: ...
-    @property
-    def at(self) -> datetime: ...
-
-
-def recover(stores: Stores, place: Place | None, beats: Iterable[Beat], *, all_repos: bool = False,
+def recover(stores: Stores, place: Place | None, beats: Iterable[Beat] | None = None, *, all_repos: bool = False,
             verbose: bool = False, now: datetime | None = None,
             outlines: Sequence[SessionOutline] | None = None) -> Recovery:
     """The interrupted sessions of this repository (all_repos: of every repository on this
@@ -57,6 +39,8 @@ def recover(stores: Stores, place: Place | None, beats: Iterable[Beat], *, all_r
         if isinstance(listed, Unavailable):
             raise StoreUnavailable(Store.SESSION_REGISTRY, listed.reason)
         outlines = listed.value
+    if beats is None:
+        beats = local_heartbeats(stores.settings)
     heartbeats = {(b.task_id, b.worktree): b for b in beats}
     facts = []
     for session in outlines:
