@@ -21,7 +21,7 @@ from baton.skills.runtime.stores import Apply, Stores
 
 
 @contextmanager
-def unit_of_work(*, projection: Apply | None = None, deliver: bool = False,
+def unit_of_work(*, projection: Apply, deliver: bool = False,
                  warn: Callable[[list[str]], None] = lambda _: None, store_timeout: float | None = None,
                  skip_known_down: bool = True, project: str | None = None) -> Iterator[Stores]:
     """The stores for one command, settings from the environment (store_timeout: at most

@@ -84,6 +84,8 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     stores.sink.keep([WireEvent(event_id, task.task_id, body)])
     if not stores.sink.applies_now:
         return report  # closing the stores starts its delivery, whose projection checks the overlaps
+    # The embedded registry took it unprojected: the graph, and the overlaps it answers, are
+    # brought up to date here, at once, without the event models.
     try:
         active = stores.graph.touch(task.task_id, refs, at)
     except StoreUnavailable as exc:
