@@ -46,6 +46,7 @@ def line(name: str, samples: list[float], budget: float | None = None, unit: str
 def bench_server_time(home: Path, worktree: Path, env: dict, repeat: int) -> None:
     from starlette.testclient import TestClient
 
+    from baton.skills.core.commit import apply_events
     from baton.skills.frontends.web.app import create_app
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
@@ -55,7 +56,7 @@ def bench_server_time(home: Path, worktree: Path, env: dict, repeat: int) -> Non
     baseline = []
     for _ in range(max(3, repeat // 5)):
         began = time.perf_counter()
-        stores = Stores(settings)
+        stores = Stores(settings, projection=apply_events)
         list_sessions(stores)
         stores.close()
         baseline.append((time.perf_counter() - began) * 1000)

@@ -88,12 +88,13 @@ def data_home(base: Path, sessions: list[SessionFacts]) -> Path:
 
     from baton.files import FileRef
     from baton.registry.model import Bound, DecisionRecorded, FilesTouched, StageRecorded
+    from baton.skills.core.commit import apply_events
     from baton.skills.runtime.agent_sessions import AgentSessions, Beat
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
 
     home = base / "home"
-    stores = Stores(Settings.from_env({"BATON_HOME": str(home)}))
+    stores = Stores(Settings.from_env({"BATON_HOME": str(home)}), projection=apply_events)
     at = clock.now() - timedelta(hours=1)
     events = []
     for s in sessions:

@@ -105,12 +105,14 @@ def build(home: Path, tickets: list[tuple[str, datetime, bool]], seed: int, *,
     from baton.recall.base import DecisionRecord
     from baton.recall.embedded import EmbeddedDecisionIndex
     from baton.registry.model import FilesTouched
+    from baton.skills.core.commit import apply_events
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
 
     rng = random.Random(seed)
     vectors = np.random.default_rng(seed)
-    stores = Stores(Settings.from_env({"BATON_HOME": str(home), "BATON_BACKGROUND_INDEXING": "off"}))
+    stores = Stores(Settings.from_env({"BATON_HOME": str(home), "BATON_BACKGROUND_INDEXING": "off"}),
+                    projection=apply_events)
     index = EmbeddedDecisionIndex(home / "recall", timeout=30)
     try:
         for start in range(0, len(tickets), 50):

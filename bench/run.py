@@ -470,11 +470,14 @@ def main() -> None:
 
         from baton.files import WorktreeLocator
         from baton.skills.core.binding import place_of
+        from baton.skills.core.commit import apply_events
         from baton.skills.runtime.settings import Settings
         from baton.skills.runtime.stores import Stores
         from baton.skills.services.resume import resume_session
 
-        stores = Stores(Settings.from_env(), project=PROJECT)  # the bench worktree's, not this directory's
+        # The bench worktree's project, not this directory's.
+
+        stores = Stores(Settings.from_env(), project=PROJECT, projection=apply_events)
         place = place_of(worktree, WorktreeLocator())
         result = resume_session(stores, BENCH_TASK, place)
         assert result.status == "found" and all(v == "ok" for v in result.stores.values()), result.stores

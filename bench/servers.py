@@ -52,12 +52,14 @@ def build_server_sessions(sessions: int) -> None:
     from baton import clock
     from baton.files import FileRef
     from baton.registry.model import Bound, FilesTouched
+    from baton.skills.core.commit import apply_events
     from baton.skills.core.projection import project
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
 
     rng = random.Random(sessions)
-    stores = Stores(Settings.from_env(), project=PROJECT)  # the bench worktree's, not this directory's
+    # The bench worktree's project, not this directory's.
+    stores = Stores(Settings.from_env(), project=PROJECT, projection=apply_events)
     now = clock.now()
     try:
         for n in range(sessions):
@@ -77,11 +79,14 @@ def produce_touches(worktree: Path, count: int) -> tuple[int, float]:
     """The CLI's touch path, called in one process: records each touch and produces its event."""
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import ActiveTask
+    from baton.skills.core.commit import apply_events
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
     from baton.skills.services.touch import touch
 
-    stores = Stores(Settings.from_env(), project=PROJECT)  # the bench worktree's, not this directory's
+    # The bench worktree's project, not this directory's.
+
+    stores = Stores(Settings.from_env(), project=PROJECT, projection=apply_events)
     locator = WorktreeLocator()
     tasks = [ActiveTask(f"LOAD-{n}", "bench", "bench") for n in range(100)]  # 20 files each, as in the data set
     touch(stores, tasks[0], ["src/warm-up.py"], worktree, locator)
@@ -223,11 +228,14 @@ def main() -> None:
 
         from baton.files import WorktreeLocator
         from baton.skills.core.binding import place_of
+        from baton.skills.core.commit import apply_events
         from baton.skills.runtime.settings import Settings
         from baton.skills.runtime.stores import Stores
         from baton.skills.services.resume import resume_session
 
-        stores = Stores(Settings.from_env(), project=PROJECT)  # the bench worktree's, not this directory's
+        # The bench worktree's project, not this directory's.
+
+        stores = Stores(Settings.from_env(), project=PROJECT, projection=apply_events)
         place = place_of(worktree, WorktreeLocator())
         first = resume_session(stores, BENCH_TASK, place)
         assert first.status == "found" and all(v == "ok" for v in first.stores.values()), first.stores

@@ -157,6 +157,7 @@ def projector_run(root: Path, settings, count: int, name: str, *, warm_up: bool 
     projector took to apply them in process (a new Stores: its connections included).
     around: runs the projector (a profiler, say) and returns what it returns."""
     from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
+    from baton.skills.core.commit import apply_events
     from baton.skills.runtime.stores import Stores
 
     prefix = f"bench-{name}-{uuid.uuid4().hex[:6]}."
@@ -167,7 +168,8 @@ def projector_run(root: Path, settings, count: int, name: str, *, warm_up: bool 
     log.deliver()
     log.close()
 
-    stores = Stores(replace(settings, kafka_topic_prefix=prefix, background_indexing=False), skip_known_down=False)
+    stores = Stores(replace(settings, kafka_topic_prefix=prefix, background_indexing=False), skip_known_down=False,
+                    projection=apply_events)
     stores.deliver_on_close = False
     started = time.perf_counter()
     applied = (around or (lambda work: work()))(lambda: _project(stores, warm_up=warm_up))

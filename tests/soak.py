@@ -240,10 +240,11 @@ def verify(env: dict, ledger: Ledger, home: Path, worktree: Path, counts: dict |
     try:
         from baton.outcome import Found
         from baton.recall.wire import decision_point_id
+        from baton.skills.core.commit import apply_events
         from baton.skills.runtime.settings import Settings
         from baton.skills.runtime.stores import Stores
 
-        stores = Stores(Settings.from_env())
+        stores = Stores(Settings.from_env(), projection=apply_events)
         try:
             index = stores.recall().index
             for ticket in sorted(set(ledger.decisions) | set(ledger.touches)):

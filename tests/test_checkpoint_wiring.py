@@ -21,10 +21,11 @@ def answer(cli, cwd: Path, *args: str) -> dict:
 
 def checkpoint_events(task_id: str) -> list:
     from baton.registry.model import CheckpointTaken
+    from baton.skills.core.commit import apply_events
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
 
-    stores = Stores(Settings.from_env())
+    stores = Stores(Settings.from_env(), projection=apply_events)
     try:
         return [e for e in stores.registry.events(task_id).value if isinstance(e, CheckpointTaken)]
     finally:

@@ -48,10 +48,11 @@ def runtime_dir(tmp_path, monkeypatch) -> Path:
 
 
 def session_of(task_id: str):
+    from baton.skills.core.commit import apply_events
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
 
-    stores = Stores(Settings.from_env())
+    stores = Stores(Settings.from_env(), projection=apply_events)
     try:
         return stores.registry.get(task_id).value
     finally:
@@ -59,10 +60,11 @@ def session_of(task_id: str):
 
 
 def event_count(task_id: str) -> int:
+    from baton.skills.core.commit import apply_events
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
 
-    stores = Stores(Settings.from_env())
+    stores = Stores(Settings.from_env(), projection=apply_events)
     try:
         return len(stores.registry.events(task_id).value)
     finally:
@@ -228,6 +230,7 @@ def test_session_start_context_is_cut_under_10000_characters_oldest_first(home, 
     from baton import clock
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import place_of, resolve_task
+    from baton.skills.core.commit import apply_events
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
     from baton.skills.services.update import update
@@ -235,7 +238,7 @@ def test_session_start_context_is_cut_under_10000_characters_oldest_first(home, 
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
     place = place_of(main, WorktreeLocator())
-    stores = Stores(Settings.from_env())
+    stores = Stores(Settings.from_env(), projection=apply_events)
     start = clock.now() - timedelta(hours=2)
     try:
         task = resolve_task(None, place)
@@ -341,10 +344,11 @@ def test_stop_delivers_writes_kept_for_a_server(home, worktrees, cli, capsys, po
     cli(main, "deliver")  # the bind, kept like every write with a server configured
     assert hook("post-tool-use", payload("post_tool_use_write", main, file=main / "src" / "a.py"), capsys)[0] == 0
     assert (home / "pending-writes.db").exists()
+    from baton.skills.core.commit import apply_events
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
 
-    stores = Stores(Settings.from_env())
+    stores = Stores(Settings.from_env(), projection=apply_events)
     try:
         assert stores.pending.waiting() == 1, "the hook only kept its touch"
         assert hook("stop", payload("stop", main), capsys) == (0, None, "")

@@ -277,11 +277,12 @@ def test_the_overview_follows_writes_on_every_backend(shared_home, worktrees, cl
 
 
 def test_the_registry_watermark_moves_with_writes_not_reads(home, worktrees, cli):
+    from baton.skills.core.commit import apply_events
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
 
     main = seed_conflict(worktrees, cli)
-    stores = Stores(Settings.from_env())
+    stores = Stores(Settings.from_env(), projection=apply_events)
     try:
         before = stores.registry.watermark()
         run_process(main, "touch", "src/later.py")  # a pending event, applied by the next read

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from baton import clock
 from baton.outcome import Found, NotFound
+from baton.skills.core.commit import apply_events
 from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.gc import collect_garbage
@@ -25,7 +26,7 @@ def test_gc_removes_old_ended_tickets_everywhere_and_keeps_active_ones(any_home,
     dry = json.loads(cli(main, "gc", "--dry-run", "--json")[1])
     assert dry["sessions"] == [], "nothing is old yet"
 
-    stores = Stores(Settings.from_env())
+    stores = Stores(Settings.from_env(), projection=apply_events)
     try:
         later = clock.now() + timedelta(days=91)
         assert collect_garbage(stores, dry_run=True, at=later).sessions == ["OLD-1"]
@@ -52,7 +53,7 @@ def test_gc_gives_back_the_space_of_what_it_removed(home):
 
     from baton.registry.model import Bound, Ended, Status, StepCompleted
 
-    stores = Stores(Settings.from_env())
+    stores = Stores(Settings.from_env(), projection=apply_events)
     try:
         old = clock.now() - timedelta(days=200)
         events = []

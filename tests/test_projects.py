@@ -331,6 +331,7 @@ def test_retention_removes_a_tickets_decisions_in_its_project_only(home, teams, 
 
     from baton import clock
     from baton.recall.queue import EmbeddingQueue
+    from baton.skills.core.commit import apply_events
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
     from baton.skills.services.gc import collect_garbage
@@ -342,7 +343,7 @@ def test_retention_removes_a_tickets_decisions_in_its_project_only(home, teams, 
     assert cli(acme, "index")[0] == 0
     decide_in(cli, rival, [("OLD-1", "Queued, not indexed yet", "rival")])
     assert cli(rival, "end", "--status", "completed")[0] == 0
-    stores = Stores(Settings.from_env(), project=SHOP)
+    stores = Stores(Settings.from_env(), project=SHOP, projection=apply_events)
     try:
         report = collect_garbage(stores, at=clock.now() + timedelta(days=91))
         assert report.sessions == ["OLD-1"] and report.decisions == 1 and not report.warnings

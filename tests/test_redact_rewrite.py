@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from baton.skills.core.commit import apply_events
 from baton.skills.runtime.stores import Stores
 from tests.test_redaction import SECRETS
 
@@ -73,7 +74,7 @@ def stored(home: Path) -> str:
     if os.environ.get("BATON_QDRANT_URL"):
         from baton.skills.runtime.settings import Settings
 
-        stores = Stores(Settings.from_env())
+        stores = Stores(Settings.from_env(), projection=apply_events)
         index = stores.decision_index()
         try:
             parts += [record.model_dump_json() for record, _ in index.points(stores.project)]

@@ -8,6 +8,7 @@ from baton import clock
 from baton.files import WorktreeLocator
 from baton.signals.model import Signal, SignalPayload, SignalType
 from baton.skills.core.binding import place_of
+from baton.skills.core.commit import apply_events
 from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.listing import list_sessions
@@ -45,7 +46,7 @@ def test_idle_sessions_are_marked_stale(home, worktrees, cli, monkeypatch):
     main, _ = worktrees
     cli(main, "bind", "OLD-1")
     monkeypatch.setenv("BATON_STALE_AFTER", "2h")
-    stores = Stores(Settings.from_env())
+    stores = Stores(Settings.from_env(), projection=apply_events)
     try:
         now = clock.now()
         assert [line.stale for line in list_sessions(stores, at=now).lines] == [False]
@@ -83,7 +84,7 @@ def test_a_ticket_sharing_a_file_with_many_is_counted_not_listed_in_full(home, w
     main, _ = worktrees
     cli(main, "bind", "T-00")
     cli(main, "touch", "src/db.py")
-    stores = Stores(Settings.from_env())
+    stores = Stores(Settings.from_env(), projection=apply_events)
     try:
         repo = json.loads(cli(main, "resume", "T-00", "--json")[1])["session"]["repo"]
         shared = FileRef(repo, "src/db.py")

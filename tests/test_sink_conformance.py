@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from baton.outcome import Found
-from baton.skills.core.commit import WireEvent, commit, deliver_kept, wire_event
+from baton.skills.core.commit import WireEvent, apply_events, commit, deliver_kept, wire_event
 from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.sink import EmbeddedSink, KafkaSink, PendingSink
@@ -34,7 +34,7 @@ def sink_home(request, home, monkeypatch):
 
 
 def opened() -> Stores:
-    return Stores(Settings.from_env())
+    return Stores(Settings.from_env(), projection=apply_events)
 
 
 def settle(stores: Stores) -> list[str]:

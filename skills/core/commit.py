@@ -89,7 +89,7 @@ def wire_event(event_type: str, task_id: str, session_id: str, at: datetime, *, 
 
 
 def apply_events(stores: Stores, events: Sequence[Event]) -> list[str]:
-    """The projection as the sinks apply it (baton.skills.runtime.sink.Apply): its warnings."""
+    """The projection as the sinks apply it (baton.skills.runtime.stores.Apply): its warnings."""
     from baton.skills.core.projection import project
 
     return project(stores, events)[1]
@@ -98,13 +98,13 @@ def apply_events(stores: Stores, events: Sequence[Event]) -> list[str]:
 def commit(stores: Stores, events: Sequence[WireEvent], report: WriteReport) -> None:
     """Hand the events to the sink: projected into every store now, or kept for the
     delivery. Raises StoreUnavailable when they can be neither kept nor applied."""
-    report.warnings += stores.sink.commit(redacted(stores, events), apply_events)
+    report.warnings += stores.sink.commit(redacted(stores, events))
 
 
 def deliver_kept(stores: Stores) -> list[str]:
     """Deliver the writes kept on this machine within the command's budget; a warning for
     each store that could not take them (they still wait)."""
-    return stores.sink.deliver(apply_events)
+    return stores.sink.deliver()
 
 
 def publish(stores: Stores, signals: list[WireSignal], report: WriteReport) -> None:

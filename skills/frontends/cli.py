@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         from baton.skills.runtime.unit import unit_of_work
 
         # What runs in the background asks every server, whatever the health record says.
-        with unit_of_work(deliver_with=apply_events if args.command in _READS else None, warn=_warn,
+        with unit_of_work(projection=apply_events, deliver=args.command in _READS, warn=_warn,
                           skip_known_down=args.command not in ("deliver", "doctor", "projector", "index")) as stores:
             return _HANDLERS[args.command](args, stores)
     except BatonError as exc:
@@ -798,13 +798,13 @@ def _projector(args: Arguments, stores: Stores) -> int:
 
 
 def _deliver(args: Arguments, stores: Stores) -> int:
-    from baton.skills.core.commit import apply_events, deliver_kept
+    from baton.skills.core.commit import deliver_kept
 
     if args.background:
         from baton.skills.runtime.delivery import deliver_in_background
 
         stores.deliver_on_close = False  # this is the delivery
-        deliver_in_background(stores, apply_events)
+        deliver_in_background(stores)
         return 0
     _warn(deliver_kept(stores))
     left = stores.sink.waiting()
@@ -928,7 +928,7 @@ def _guard(args: Arguments) -> int:
         from baton.skills.services.guard import guard
 
         place, locator = _place()
-        with unit_of_work(deliver_with=apply_events, warn=_warn) as stores:
+        with unit_of_work(projection=apply_events, deliver=True, warn=_warn) as stores:
             report = guard(stores, place, locator)
     except Exception as exc:  # noqa: BLE001 -- reported, not raised: git would abort the commit
         from baton.errors import BatonError

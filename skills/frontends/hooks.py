@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from baton.files import WorktreeLocator
+    from baton.registry.model import Event
     from baton.skills.core.binding import ActiveTask, Place
     from baton.skills.runtime.agent_sessions import AgentSessions
     from baton.skills.runtime.stores import Stores
@@ -406,15 +407,13 @@ def _sweep(stores: Stores, agent_session: str, task: ActiveTask, place: Place, l
 
 def _record_activity(stores: Stores, task: ActiveTask) -> None:
     """An end of turn with no file changed still counts as the ticket's activity. Its event
-    is built by hand and, where writes apply at once, appended unprojected, as a touch's is
-    (the registry projects it before its next read): the Stop hook stays off pydantic."""
+    is built by hand and kept as a touch's is (the embedded registry takes it unprojected,
+    projecting it before its next read): the Stop hook stays off pydantic."""
     from baton import clock
     from baton.skills.core.commit import wire_event
 
     at = clock.now()
-    event = wire_event("activity_recorded", task.task_id, task.session_id, at)
-    if not stores.sink.keep([event]):
-        stores.registry.append_body(event.event_id, task.task_id, at, "activity_recorded", event.body)
+    stores.sink.keep([wire_event("activity_recorded", task.task_id, task.session_id, at)])
 
 
 def _step(out: Output, doing: str, step: Callable[[], None]) -> None:
@@ -478,7 +477,15 @@ def opened_stores(*, store_timeout: float | None = None, project: str | None = N
     repository of the agent's worktree, the payload's (else the configured project)."""
     from baton.skills.runtime.unit import unit_of_work
 
-    return unit_of_work(store_timeout=store_timeout, project=project)
+    return unit_of_work(projection=_projection, store_timeout=store_timeout, project=project)
+
+
+def _projection(stores: Stores, events: Sequence[Event]) -> list[str]:
+    """The projection (baton.skills.core.commit.apply_events), imported only by a hook that
+    applies events: most never do, and the prompt's hook stays off the commit module."""
+    from baton.skills.core.commit import apply_events
+
+    return apply_events(stores, events)
 
 
 @contextmanager

@@ -465,7 +465,7 @@ def _call(run: Callable[[Stores], object], *, deliver: bool = True) -> str:
     from baton.skills.frontends.answer_budget import WHOLE_FETCH, fit_answer
     from baton.skills.runtime.unit import unit_of_work
 
-    with unit_of_work(deliver_with=apply_events if deliver else None, warn=_log, project=_place(None).repo) as stores:
+    with unit_of_work(projection=apply_events, deliver=deliver, warn=_log, project=_place(None).repo) as stores:
         answer = mask_all(run(stores))  # as the CLI prints it: never a server's credentials
         budget = stores.settings.mcp_answer_budget
     _log(answer.get("warnings", []) if isinstance(answer, dict) else [])

@@ -18,31 +18,18 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from baton.locks import taken
 
 if TYPE_CHECKING:
-    from baton.budget import Budget
     from baton.skills.runtime.settings import Settings
-    from baton.skills.runtime.sink import Apply, Sink
+    from baton.skills.runtime.stores import Stores
 
 LOCK = "delivery.lock"
 LINGER = 1.0  # seconds without new writes before a background delivery exits
 GIVE_UP_AFTER = 120.0  # seconds of failed deliveries before it exits (the next touch retries)
 BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
-
-
-class Delivering(Protocol):
-    """What a delivery uses of the stores (baton.skills.runtime.stores.Stores, which
-    imports this module: naming it here would make the two a cycle)."""
-
-    settings: Settings
-
-    @property
-    def budget(self) -> Budget: ...
-    @property
-    def sink(self) -> Sink[Any]: ...
 
 
 def delivery_running(home: Path) -> bool:
@@ -64,10 +51,10 @@ def start_background_delivery(settings: Settings) -> None:
     spawn_baton("deliver", "--background")
 
 
-def deliver_in_background(stores: Delivering, apply: Apply) -> None:
+def deliver_in_background(stores: Stores) -> None:
     """Deliver until nothing waits for LINGER seconds, retrying with backoff while it fails;
-    returns at once if another delivery holds the lock. apply: the projection (see
-    baton.skills.runtime.sink)."""
+    returns at once if another delivery holds the lock. The stores apply what they deliver
+    through their projection (baton.skills.runtime.sink)."""
     home = stores.settings.home
     fd = taken(home / LOCK)
     if fd is None:
@@ -76,7 +63,7 @@ def deliver_in_background(stores: Delivering, apply: Apply) -> None:
     attempt = 0
     while True:
         stores.budget.renew()
-        warnings = stores.sink.deliver(apply, background=True) if stores.sink.waiting() else []
+        warnings = stores.sink.deliver(background=True) if stores.sink.waiting() else []
         if warnings:
             now = time.monotonic()
             failing_since = failing_since or now

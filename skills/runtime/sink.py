@@ -11,67 +11,38 @@ their keys), and a delivery applies each through the stores of that project, whi
 project the delivering command works in.
 
 So a write never waits for a server, and no service asks which servers are configured: it
-keeps its events (`keep`: the hook's touch and decide, which apply them themselves when the
-sink keeps nothing) or commits them (`commit`). Every sink delivers the pending writes
-left from an earlier configuration too, so nothing kept is ever stranded, and where the
-registry is embedded, the writes its write queue holds (baton.write_queue: those that found
-its lock held by another process); a read applies them if the lock is free at once, the
-background delivery waits for it.
+keeps its events (`keep`: made durable at once on the cheapest path, what the hook's touch,
+decide, checkpoint and end of turn do) or commits them (`commit`: applied through the
+projection, or kept). Where the registry is embedded, `keep` appends the events to it as
+their JSON, unprojected (the registry projects them before its next read), so the hot path
+never imports the event models; the stores derived from the registry are then brought up to
+date at once by the few callers that answer from them (the touch's overlaps, the decision's
+recall queue: `applies_now`), and by the projection wherever the events are delivered. Every
+sink delivers the pending writes left from an earlier configuration too, so nothing kept is
+ever stranded, and where the registry is embedded, the writes its write queue holds
+(baton.write_queue: those that found its lock held by another process); a read applies them
+if the lock is free at once, the background delivery waits for it.
 
-The projection (baton.skills.core.projection) sits above this layer, so it is passed in
-by the caller at each call that may apply events (`apply`), rather than wired into the
-stores: a Stores stays usable as it is built, and runtime imports nothing above it.
+The projection (baton.skills.core.projection) sits above this layer: it is given to the
+stores when they are built (Stores.projection), by whoever opens them in a layer that may
+import it, so runtime imports nothing above it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, cast
 
 from baton.errors import StoreUnavailable
 from baton.store_names import Store
 
 if TYPE_CHECKING:
-    from baton.budget import Budget
-    from baton.outbox import Outbox
+    from baton.registry.kafka import KafkaEventLog
     from baton.registry.model import Event
-    from baton.skills.runtime.settings import Settings
+    from baton.signals.kafka import KafkaSignalBus
+    from baton.skills.runtime.stores import Stores
 
 GRAPH = Store.CONFLICT_GRAPH
-
-
-class Stores(Protocol):
-    """What a sink uses of the stores it belongs to (baton.skills.runtime.stores.Stores,
-    which imports this module: naming it here would make the two a cycle)."""
-
-    settings: Settings
-
-    @property
-    def project(self) -> str: ...
-
-    def for_project(self, project: str) -> Any: ...
-
-    # Read-only: the stores open these on first use (properties there).
-    @property
-    def budget(self) -> Budget: ...
-    @property
-    def pending(self) -> Outbox: ...
-    @property
-    def event_log(self) -> Any: ...
-    @property
-    def registry(self) -> Any: ...
-    @property
-    def signals(self) -> Any: ...
-
-    def graph_unreachable(self) -> bool: ...
-
-
-StoresT = TypeVar("StoresT", bound=Stores)
-
-# The projection: applies events to the stores, returns its warnings; raises
-# StoreUnavailable when the registry cannot take them. Generic in the stores, as the
-# projection takes the whole of them where a sink knows only the part above.
-Apply = Callable[[StoresT, Sequence["Event"]], list[str]]
 
 
 class KeptEvent(Protocol):
@@ -85,29 +56,33 @@ class KeptEvent(Protocol):
     def body(self) -> str: ...
 
 
-class Sink(Generic[StoresT]):
-    def __init__(self, stores: StoresT) -> None:
+class Sink:
+    applies_now = False  # whether `keep` writes to the registry at once (the embedded default)
+
+    def __init__(self, stores: Stores) -> None:
         self.stores = stores
         # An embedded registry that refuses reads refuses this write too; a server's
         # registry takes the write later, when it is delivered.
         self.writes_need_registry = not stores.settings.database_url
 
-    def keep(self, events: Sequence[KeptEvent]) -> bool:
-        """Keep the events for a later delivery; False, keeping nothing, where writes are
-        applied at once (the caller then applies them on its own path)."""
+    def keep(self, events: Sequence[KeptEvent]) -> None:
+        """Make the events durable now, on the cheapest path: kept for a delivery, or (the
+        embedded default) appended to the registry unprojected. Raises StoreUnavailable
+        when they can be neither kept nor appended."""
         raise NotImplementedError
 
-    def commit(self, events: Sequence[KeptEvent], apply: Apply[StoresT]) -> list[str]:
-        """Apply the events now, or keep them for a delivery; returns the warnings. Raises
-        StoreUnavailable when they can be neither kept nor applied."""
-        return [] if self.keep(events) else apply(self.stores, _parsed([e.body for e in events]))
+    def commit(self, events: Sequence[KeptEvent]) -> list[str]:
+        """Apply the events now through the projection, or keep them for a delivery; returns
+        the warnings. Raises StoreUnavailable when they can be neither kept nor applied."""
+        self.keep(events)
+        return []
 
-    def deliver(self, apply: Apply[StoresT], *, background: bool = False) -> list[str]:
+    def deliver(self, *, background: bool = False) -> list[str]:
         """Deliver what waits, within the command's budget; a warning for each store that
         could not take it (it still waits). The embedded registry's queued writes wait for
         its lock a moment, silently (a read sees them anyway), or, in the background
         delivery, as long as the command's timeout, with a warning if that was not enough."""
-        warnings = _apply_pending(self.stores, apply)
+        warnings = _apply_pending(self.stores)
         if self.writes_need_registry:
             registry = self.stores.registry
             try:
@@ -125,35 +100,52 @@ class Sink(Generic[StoresT]):
         return self.stores.pending.waiting() + queued
 
 
-class EmbeddedSink(Sink[StoresT]):
-    def keep(self, events: Sequence[KeptEvent]) -> bool:
-        return False
+class EmbeddedSink(Sink):
+    applies_now = True
+
+    def keep(self, events: Sequence[KeptEvent]) -> None:
+        import json
+
+        from baton import clock
+
+        registry = self.stores.registry
+        for event in events:
+            head = json.loads(event.body)
+            registry.append_body(event.event_id, event.task_id, clock.parse(head["at"]), head["type"], event.body)
+
+    def commit(self, events: Sequence[KeptEvent]) -> list[str]:
+        return _projected(self.stores, _parsed([e.body for e in events]))
 
 
-class PendingSink(Sink[StoresT]):
-    def keep(self, events: Sequence[KeptEvent]) -> bool:
+class PendingSink(Sink):
+    def keep(self, events: Sequence[KeptEvent]) -> None:
         self.stores.pending.keep(_in_project(self.stores.project, events))
-        return True
 
 
-class KafkaSink(Sink[StoresT]):
-    def keep(self, events: Sequence[KeptEvent]) -> bool:
-        self.stores.event_log.keep(_in_project(self.stores.project, events))
-        return True
+class KafkaSink(Sink):
+    def keep(self, events: Sequence[KeptEvent]) -> None:
+        self._event_log().keep(_in_project(self.stores.project, events))
 
-    def deliver(self, apply: Apply[StoresT], *, background: bool = False) -> list[str]:
+    def deliver(self, *, background: bool = False) -> list[str]:
         warnings = []
-        for outbox in ("event_log", "signals"):
+        for outbox in (self._event_log, self._signal_log):
             try:
-                store = getattr(self.stores, outbox)
+                store = outbox()  # opening it may fail too
                 if store.waiting():  # opens no file that is not there
                     store.deliver()
             except StoreUnavailable as exc:
                 warnings.append(str(exc))
-        return warnings + super().deliver(apply, background=background)
+        return warnings + super().deliver(background=background)
 
     def waiting(self) -> int:
-        return self.stores.event_log.waiting() + self.stores.signals.waiting() + super().waiting()
+        return self._event_log().waiting() + self._signal_log().waiting() + super().waiting()
+
+    # Both on Kafka, where this sink is chosen.
+    def _event_log(self) -> KafkaEventLog:
+        return cast("KafkaEventLog", self.stores.event_log)
+
+    def _signal_log(self) -> KafkaSignalBus:
+        return cast("KafkaSignalBus", self.stores.signals)
 
 
 def _in_project(project: str, events: Sequence[KeptEvent]) -> list[tuple[str, str, str]]:
@@ -163,7 +155,7 @@ def _in_project(project: str, events: Sequence[KeptEvent]) -> list[tuple[str, st
     return [(qualified(project, e.event_id), qualified(project, e.task_id), e.body) for e in events]
 
 
-def by_project(stores: StoresT, keys: Sequence[str]) -> dict[str, list[int]]:
+def by_project(stores: Stores, keys: Sequence[str]) -> dict[str, list[int]]:
     """The positions of kept events by the project their keys name (a key kept before
     projects: the stores' own), in their order."""
     from baton.projects import split_qualified
@@ -182,7 +174,14 @@ def _parsed(bodies: Sequence[str]) -> list[Event]:
     return [adapter.validate_json(body) for body in bodies]
 
 
-def _apply_pending(stores: StoresT, apply: Apply[StoresT]) -> list[str]:
+def _projected(stores: Stores, events: Sequence[Event]) -> list[str]:
+    """The events applied to the stores through their projection: its warnings."""
+    if stores.projection is None:
+        raise RuntimeError("these stores were built without a projection: they cannot apply events")
+    return stores.projection(stores, events)
+
+
+def _apply_pending(stores: Stores) -> list[str]:
     """Apply the pending writes to the stores. While the graph's server cannot be reached
     they stay until it took them too (it has no other way to learn their touches; recall
     heals by itself, as a resume queues the decisions the index lacks), and those the
@@ -206,7 +205,7 @@ def _apply_pending(stores: StoresT, apply: Apply[StoresT]) -> list[str]:
                 return warnings
             found = []
             for project, positions in by_project(stores, [e.key for e in due]).items():
-                found += apply(stores.for_project(project), _parsed([due[p].body for p in positions]))
+                found += _projected(stores.for_project(project), _parsed([due[p].body for p in positions]))
             if stores.graph_unreachable():
                 pending.mark_taken([e.message_id for e in due])
             else:

@@ -20,7 +20,7 @@ through the stores of its own project (for_project).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from baton.recall.search import DecisionSearchClient
     from baton.redaction import Redactor
     from baton.registry.kafka import KafkaEventLog
+    from baton.registry.model import Event
     from baton.skills.runtime.sink import Sink
 
 # The outboxes in the data home (baton.outbox): writes kept until a server took them.
@@ -49,14 +50,22 @@ SIGNALS_OUTBOX = "kafka-outbox.db"
 PENDING_WRITES = "pending-writes.db"
 TEXT_LIMIT = 4000  # the events' limit on a text field (baton.registry.model.Text)
 
+# The projection (baton.skills.core.commit.apply_events): applies events to the stores,
+# returns its warnings; raises StoreUnavailable when the registry cannot take them.
+Apply = Callable[["Stores", "Sequence[Event]"], list[str]]
+
 
 class Stores:
-    def __init__(self, settings: Settings, *, skip_known_down: bool = True, project: str | None = None) -> None:
+    def __init__(self, settings: Settings, *, skip_known_down: bool = True, project: str | None = None,
+                 projection: Apply | None = None) -> None:
         """skip_known_down: skip a server the health record saw down recently (what every
         command does); the background delivery, the projector and the doctor ask anyway.
         project: the repository identity of the worktree the command serves (default: the
-        current directory's); the configured project wins over it."""
+        current directory's); the configured project wins over it. projection: how the sink
+        applies events (baton.skills.runtime.sink), given by a layer that may import it;
+        stores built without one only read and keep."""
         self.settings = settings
+        self.projection = projection
         self._project = settings.project or project
         self._siblings: dict[str, Stores] = {}
         self.skip_known_down = skip_known_down
@@ -95,7 +104,7 @@ class Stores:
             from dataclasses import replace
 
             sibling = Stores(replace(self.settings, project=None), skip_known_down=self.skip_known_down,
-                             project=project)
+                             project=project, projection=self.projection)
             sibling.__dict__["budget"] = self.budget  # one budget and one deadline per command
             sibling.__dict__["deadline"] = self.deadline
             sibling.deliver_on_close = False
@@ -261,7 +270,7 @@ class Stores:
         return self._pending
 
     @cached_property
-    def sink(self) -> Sink[Stores]:
+    def sink(self) -> Sink:
         """Where this command's writes go (baton.skills.runtime.sink)."""
         from baton.skills.runtime import sink
 
@@ -285,7 +294,7 @@ class Stores:
         from dataclasses import replace
 
         return Stores(replace(self.settings, database_url=None, graph_url=None, qdrant_url=None, kafka_bootstrap=None),
-                      project=self.project)
+                      project=self.project, projection=self.projection)
 
     @property
     def embedding_queue(self) -> EmbeddingQueue:

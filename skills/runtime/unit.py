@@ -4,9 +4,9 @@ the stores, deliver the writes kept on this machine first when the caller reads 
 sees the writes made before it), run, close the stores (which starts the background
 delivery of what the command kept, baton.skills.runtime.delivery).
 
-Delivering applies kept events through the projection, which lives above this layer: the
-caller passes it (`deliver_with`, baton.skills.core.commit.apply_events), as it passes it
-to every sink call that may apply events (see baton.skills.runtime.sink).
+The sink applies events through the projection, which lives above this layer: the caller
+gives it (`projection`, baton.skills.core.commit.apply_events), once, to the stores it opens
+(see baton.skills.runtime.sink).
 """
 
 from __future__ import annotations
@@ -17,29 +17,28 @@ from dataclasses import replace
 
 from baton.home import readable_by_others
 from baton.skills.runtime.settings import Settings
-from baton.skills.runtime.sink import Apply
-from baton.skills.runtime.stores import Stores
+from baton.skills.runtime.stores import Apply, Stores
 
 
 @contextmanager
-def unit_of_work(*, deliver_with: Apply[Stores] | None = None, warn: Callable[[list[str]], None] = lambda _: None,
-                 store_timeout: float | None = None, skip_known_down: bool = True,
-                 project: str | None = None) -> Iterator[Stores]:
+def unit_of_work(*, projection: Apply, deliver: bool = False,
+                 warn: Callable[[list[str]], None] = lambda _: None, store_timeout: float | None = None,
+                 skip_known_down: bool = True, project: str | None = None) -> Iterator[Stores]:
     """The stores for one command, settings from the environment (store_timeout: at most
-    this many seconds of servers); deliver_with: deliver the kept writes first with this
-    projection (read commands), telling warn what could not be delivered.
-    skip_known_down=False asks every server whatever the health record says (what runs in
+    this many seconds of servers); projection: how the stores apply events (Stores);
+    deliver: deliver the kept writes first (read commands), telling warn what could not be
+    delivered. skip_known_down=False asks every server whatever the health record says (what runs in
     the background does). project: the repository of the worktree the caller serves, when
     that is not the current directory's (Stores.project)."""
     settings = Settings.from_env()
     if store_timeout is not None and store_timeout < settings.store_timeout:
         settings = replace(settings, store_timeout=store_timeout)
-    stores = Stores(settings, skip_known_down=skip_known_down, project=project)
+    stores = Stores(settings, skip_known_down=skip_known_down, project=project, projection=projection)
     try:
-        if deliver_with is not None:  # what reads: a command a person may be reading too
+        if deliver:  # what reads: a command a person may be reading too
             exposed = readable_by_others(settings.home)
             warn([exposed] if exposed else [])
-            warn(stores.sink.deliver(deliver_with))
+            warn(stores.sink.deliver())
         yield stores
     finally:
         stores.close()  # closes nothing while a read abandoned at its deadline runs

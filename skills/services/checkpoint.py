@@ -124,18 +124,16 @@ def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary:
                   artifacts=settings.checkpoint_artifacts, max_file_bytes=settings.checkpoint_max_file_bytes,
                   timeout=timeout or OPERATION_CAP, deadline=stores.deadline)
     if isinstance(result, Taken):
-        at = clock.now()
-        record(stores, checkpoint_event(task, place, result.checkpoint, at), at)
+        record(stores, checkpoint_event(task, place, result.checkpoint, clock.now()))
     return result
 
 
-def record(stores: Stores, event: WireEvent, at: datetime) -> None:
+def record(stores: Stores, event: WireEvent) -> None:
     """Record a checkpoint_taken event as `baton decide` records its decision: kept for the
-    delivery, or appended to the registry unprojected (the projection catches up on the
-    next read), so the Stop hook never imports the event models. Only the registry holds
-    it: nothing else is derived from a checkpoint."""
-    if not stores.sink.keep([event]):
-        stores.registry.append_body(event.event_id, event.task_id, at, "checkpoint_taken", event.body)
+    delivery, or appended to the embedded registry unprojected (the projection catches up
+    on the next read), so the Stop hook never imports the event models. Only the registry
+    holds it: nothing else is derived from a checkpoint."""
+    stores.sink.keep([event])
 
 
 def checkpoint_at_boundary(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,

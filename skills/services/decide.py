@@ -51,9 +51,10 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
                         signal_type=SignalType.decision_recorded, task_id=task.task_id, session_id=task.session_id,
                         repo=place.repo, emitted_at=at, file_paths=(), related_task_id=None,
                         reason=text[:REASON_LENGTH])
-    # Kept: the projection, wherever the event is delivered, queues the decision there.
-    if not stores.sink.keep([WireEvent(event_id, task.task_id, body)]):
-        stores.registry.append_body(event_id, task.task_id, at, "decision_recorded", body)
+    # Kept: the projection, wherever the event is delivered, queues the decision there; the
+    # embedded registry took it unprojected, so the decision is queued here.
+    stores.sink.keep([WireEvent(event_id, task.task_id, body)])
+    if stores.sink.applies_now:
         report.warnings += queue_payloads(stores, task.task_id, [(
             decision_point_id(stores.project, task.task_id, text),
             decision_payload(stores.project, task.task_id, task.session_id, text, context, at.isoformat(),

@@ -16,7 +16,7 @@ from baton.ids import check_task_id
 from baton.outcome import NotFound, Unavailable
 from baton.registry.model import HandoffVerified
 from baton.skills.core.binding import ActiveTask, Place, place_of, resolve_task
-from baton.skills.core.commit import record_events
+from baton.skills.core.commit import apply_events, record_events
 from baton.skills.handoff.verify import (
     CHANGED,
     FAILED,
@@ -113,7 +113,7 @@ def write_handoff_json(cwd: Path | None = None, *, task_id: str | None = None, c
     """Write a handoff for the worktree at cwd (its bound ticket, or task_id) and return
     HandoffReport.to_json(). Raises BadInput for bad input, StoreUnavailable never."""
     place = _here(cwd)
-    with unit_of_work() as stores:
+    with unit_of_work(projection=apply_events) as stores:
         report: HandoffReport = write_handoff(stores, resolve_task(task_id, place, stores.settings.ambient), place,
                                               checks=checks,
                                               probes=probes, timeout=timeout)
@@ -126,7 +126,7 @@ def verify_handoff_json(cwd: Path | None = None, *, path: Path | None = None, ta
     and return {"handoff": {"path", "written_at"} | None, "live_state": [...]}, the shape
     of `baton handoff verify --json`."""
     place, path = place_for(path, cwd)
-    with unit_of_work() as stores:
+    with unit_of_work(projection=apply_events) as stores:
         return verify_and_record(stores, place, task=task_or_none(task_id, place, stores.settings.ambient), path=path,
                                  only_for=task_id, allow_unsigned=allow_unsigned).verification.to_json()
 

@@ -81,9 +81,11 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
 
     event_id = random_uuid()
     body = files_touched_body(event_id, task.task_id, task.session_id, at, refs)
-    if stores.sink.keep([WireEvent(event_id, task.task_id, body)]):
-        return report  # closing the stores starts its delivery
-    stores.registry.record_touch(task.task_id, task.session_id, at, refs, event_id=event_id)
+    stores.sink.keep([WireEvent(event_id, task.task_id, body)])
+    if not stores.sink.applies_now:
+        return report  # closing the stores starts its delivery, whose projection checks the overlaps
+    # The embedded registry took it unprojected: the graph, and the overlaps it answers, are
+    # brought up to date here, at once, without the event models.
     try:
         active = stores.graph.touch(task.task_id, refs, at)
     except StoreUnavailable as exc:
