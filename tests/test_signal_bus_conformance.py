@@ -107,7 +107,9 @@ def test_prepare_leaves_the_first_delivery_nothing_to_open(bus, request):
     if request.node.callspec.params["bus"] == "kafka":
         from confluent_kafka.admin import AdminClient
 
-        assert bus.topic in AdminClient({"bootstrap.servers": bus.bootstrap}).list_topics(timeout=30).topics
+        admin = AdminClient({"bootstrap.servers": bus.bootstrap})
+        # Created and acknowledged; another client's metadata may show it a moment later.
+        wait_for(lambda: bus.topic in admin.list_topics(timeout=30).topics, timeout=30, what="the topic listed")
         assert bus._outbox._producer is not None
     first = signal("A-1", 1)
     assert bus.publish([first]) == [True]
