@@ -90,10 +90,10 @@ def test_the_next_process_looks_a_message_up_before_producing_it_again(tmp_path,
              what="the stalled broker writing the message")
     second = KafkaSignalBus(kafka_server.bootstrap, tmp_path / "outbox.db", timeout=5, topic=kafka_topic, project="r")
     try:
-        assert second.waiting() == 1
         # A request on its way may still be written: it waits SETTLE_MS after the produce.
-        # On a busy machine the broker may take that long to write it: then it is settled.
-        if time.monotonic() - produced < SETTLE_MS / 1000 - 2:
+        # On a busy machine the broker may take that long to write it: then it is settled;
+        # or the first process's close heard the late acknowledgement and forgot it.
+        if second.waiting() and time.monotonic() - produced < SETTLE_MS / 1000 - 2:
             with pytest.raises(StoreUnavailable, match="looked up on the topic in"):
                 second.deliver()
         wait_for(lambda: _delivered(second), timeout=90, what="the message looked up once settled")
