@@ -15,6 +15,16 @@ from xml.etree import ElementTree
 from tests.timing import wait_for
 
 
+def _all_threads_stopped(pid: int) -> bool:
+    """Whether every thread of the process is stopped by a signal (state T in /proc)."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        states = [(task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks]
+    except (FileNotFoundError, ProcessLookupError):
+        return True  # gone: nothing answers
+    return all(state in ("T", "t", "Z", "X") for state in states)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -140,6 +150,10 @@ class JvmServer(ABC):
         a long pause of its JVM; resume() lets it go on with what it was sent meanwhile."""
         if self._process is not None:
             self._signal(self._process, signal.SIGSTOP)
+            # kill() returns before every thread has stopped: on busy cores a JVM thread may
+            # still answer a request sent right after it. Stalled means every thread stopped.
+            pid = self._process.pid
+            wait_for(lambda: _all_threads_stopped(pid), timeout=10, what=f"every thread of {self.name} stopped")
 
     def resume(self) -> None:
         if self._process is not None:
