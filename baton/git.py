@@ -42,6 +42,7 @@ def run_git(cwd: Path | str, *args: str, cap: float = GIT_CAP, deadline: Deadlin
     exits with a status `check` does not accept (True: only 0; False: any; else those
     given). env: the environment instead of the process's own."""
     import subprocess
+    from contextlib import nullcontext
 
     from baton.deadline import wait_for
 
@@ -57,11 +58,8 @@ def run_git(cwd: Path | str, *args: str, cap: float = GIT_CAP, deadline: Deadlin
     except OSError as exc:
         raise GitFailed(f"{what}: cannot run git: {exc.strerror or exc}") from None
     try:
-        if deadline is None:
+        with deadline.waiting() if deadline is not None else nullcontext():
             stdout, stderr = process.communicate(input, timeout=wait.seconds)
-        else:
-            with deadline.waiting():
-                stdout, stderr = process.communicate(input, timeout=wait.seconds)
     except subprocess.TimeoutExpired:
         _end(process)
         raise GitFailed(wait.no_answer(what)) from None
