@@ -83,9 +83,10 @@ def hook_payload(name: str, cwd: Path, *, file: Path | None = None, session: str
     return json.dumps(event)
 
 
-def start_resident(home: Path, env: dict | None = None) -> subprocess.Popen:
-    """A resident for home (env: its environment, else this process's), answering before it returns."""
-    process = subprocess.Popen([str(BATON), "resident"], env={**(os.environ if env is None else env),
+def start_resident(home: Path, env: dict | None = None, baton: Path = BATON) -> subprocess.Popen:
+    """A resident for home (env: its environment, else this process's; baton: the console
+    script to run it with), answering before it returns."""
+    process = subprocess.Popen([str(baton), "resident"], env={**(os.environ if env is None else env),
                                                               "BATON_RESIDENT": "on"},
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
