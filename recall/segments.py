@@ -60,6 +60,8 @@ HEADER_SIZE = 64
 # 100,000-row index kept 22,000 rows in segments scanned whole: a search of 5 query
 # vectors took 8.4 ms, 3.1 ms with 5,000, at the same recall@5 (0.996; bench/run.py).
 IVF_MIN_ROWS = 5_000
+# Our own lists, not faiss's IVF-Flat: as fast and exact, quicker to build, no heavy import
+# (bench/recall_lists.py; docs/performance.md, "Recall's lists against faiss").
 POINTS_PER_LIST = 32  # k-means sample size per centroid
 KMEANS_ROUNDS = 8
 GATHER_SHARE = 1 / 8  # up to this share of a segment's rows, a project's are gathered and scored alone
