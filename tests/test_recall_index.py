@@ -5,6 +5,7 @@ and a resume whose recall is abandoned at the deadline never hangs at exit."""
 import json
 import os
 import random
+import selectors
 import signal
 import subprocess
 import sys
@@ -217,10 +218,19 @@ def test_kill_9_at_any_point_leaves_a_consistent_store(tmp_path):
             "    v = rng.standard_normal(384)\n"
             "    i.upsert([DecisionRecord(project='github.com/acme/shop', task_id='K', session_id='s',\n"
             "                             text=f'k %d {n}', recorded_at='x')], [v])\n"
-        ) % (str(ROOT), str(tmp_path), attempt, attempt)])
-        time.sleep(rng.uniform(0.3, 1.5))  # a random point of its work (what is checked is the state after)
+            "    if n == 0:\n"
+            "        print('stored', flush=True)\n"
+        ) % (str(ROOT), str(tmp_path), attempt, attempt)], stdout=subprocess.PIPE)
+        # Killed at a random point after its first write (on a loaded machine its imports alone
+        # can outlast any fixed delay); what is checked is the state after.
+        with selectors.DefaultSelector() as ready:
+            ready.register(process.stdout, selectors.EVENT_READ)
+            assert ready.select(timeout=120), "the writer stored nothing within 120 s"
+        assert process.stdout.readline() == b"stored\n"
+        time.sleep(rng.uniform(0, 1.2))
         process.send_signal(signal.SIGKILL)
         process.wait(10)
+        process.stdout.close()
         index = EmbeddedDecisionIndex(tmp_path, timeout=5)
         stored = list(index.points(P))
         assert len(stored) == index.count()
