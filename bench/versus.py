@@ -65,8 +65,8 @@ def earlier_install(revision: str, scratch: Path) -> tuple[Path, Path]:
     baton = venv / "bin" / "baton"
     baton.write_text("\n".join([f"#!{python}", *script[1:]]) + "\n")
     baton.chmod(0o755)
-    subprocess.run([str(python), "-m", "compileall", "-q", str(tree / "baton"), *(str(tree / f) for f in STORE_FOLDERS)],
-                   check=True, capture_output=True)
+    packages = [str(tree / folder) for folder in ("baton", *STORE_FOLDERS)]
+    subprocess.run([str(python), "-m", "compileall", "-q", *packages], check=True, capture_output=True)
     return python, baton
 
 
@@ -130,7 +130,7 @@ def timed(sides: list[Side], repeat: int) -> list[tuple[str, dict[str, list[floa
     results = [(label, {side.label: [] for side in sides}) for label, *_ in cases()]
     for round_ in range(repeat + 1):  # the first round warms the page cache and is not counted
         order = sides if round_ % 2 else sides[::-1]
-        for (label, args, stdin, resident), (_, samples) in zip(cases(), results, strict=True):
+        for (_, args, stdin, resident), (_, samples) in zip(cases(), results, strict=True):
             for side in order:
                 ms = run_ms([str(side.baton), *args], side.main, env=environment(side, resident=resident),
                             stdin=stdin(side))
