@@ -1,0 +1,234 @@
+"""How well `baton recall` finds a decision, on public Architecture Decision Records that
+nobody here wrote (bench/recall_eval/records.jsonl, sources in bench/recall_eval/SOURCES.md).
+
+One ticket per record, bound in a scratch git repository of a scratch data home (through
+its resident, to be quick), `baton decide --context=CONTEXT -- DECISION` as a user would,
+then `baton index`. CONTEXT is the record's title by default, as issue 26's evaluation
+recorded it (a one-line why, as users write it); `--stored-context context` records the
+record's whole Context section instead, which makes every context query a copy of stored
+text. The queries are mechanical: each record's title and each record's context (its
+problem statement); the relevant item is that record's decision, found by its ticket id.
+Each query runs as `baton recall --json --limit 10 QUERY`, a fresh process through the
+resident.
+
+Three legs are scored on the same queries:
+  - vector: the list `baton recall` answered,
+  - keyword: BM25 over the same "decision. context" texts, SQLite FTS5 in this process,
+  - fused: reciprocal-rank fusion (k=60) of the two lists.
+Printed per leg, overall and per query kind: recall@1, recall@5, MRR@10, nDCG@10; then the
+stale-awareness count (for each record that supersedes another, and each of the
+replacement's queries: is the superseded decision ranked above its replacement, or found
+while the replacement is not?), and the median recall latency beside `python -c pass`
+measured in the same run.
+
+    .venv/bin/python -m bench.recall_eval [--limit-records N] [--stored-context title|context]
+                                          [--floor-repeat 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common import BATON, fresh_runs, git, scratch_worktree, spread, start_resident
+
+RECORDS = Path(__file__).resolve().parent / "recall_eval" / "records.jsonl"
+DEPTH = 10  # what every leg answers and every metric reads
+RRF_K = 60
+WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Record:
+    key: str  # repo:path, what supersedes links name
+    ticket: str
+    title: str
+    context: str
+    decision: str
+    supersedes: tuple[str, ...]
+
+    def stored_context(self, source: str) -> str:
+        """What `baton decide --context` records: the title or the Context section."""
+        return self.title if source == "title" else self.context
+
+
+@dataclass(frozen=True)
+class Query:
+    kind: str  # "title" or "context"
+    text: str
+    relevant: str  # the ticket whose decision answers it
+
+
+def load(limit: int | None) -> list[Record]:
+    rows = [json.loads(line) for line in RECORDS.read_text().splitlines() if line.strip()]
+    rows = rows[:limit] if limit else rows
+    return [Record(f"{row['repo']}:{row['path']}", f"EVAL-{n}", row["title"], row["context"], row["decision"],
+                   tuple(f"{row['repo']}:{path}" for path in row.get("supersedes", [])))
+            for n, row in enumerate(rows, start=1)]
+
+
+def queries(records: list[Record]) -> list[Query]:
+    return [Query(kind, text, record.ticket) for record in records
+            for kind, text in (("title", record.title), ("context", record.context)) if text.strip()]
+
+
+def environment(home: Path) -> dict[str, str]:
+    return {**os.environ, "BATON_HOME": str(home), "BATON_RESIDENT": "on", "BATON_BACKGROUND_DELIVERY": "off"}
+
+
+def baton(cwd: Path, env: dict[str, str], *args: str) -> str:
+    result = subprocess.run([str(BATON), *args], cwd=cwd, env=env, capture_output=True, text=True)
+    if result.returncode:
+        raise SystemExit(f"baton {args[0]} failed ({result.returncode}): {result.stderr[-500:]}")
+    return result.stdout
+
+
+def record_decisions(worktree: Path, env: dict[str, str], records: list[Record], source: str) -> str:
+    """Each record's decision on its own ticket, then the index built (bounded wait for
+    what the background indexer still holds); index's last line."""
+    git(worktree, "commit", "-q", "--allow-empty", "-m", "init")
+    for record in records:
+        baton(worktree, env, "bind", record.ticket, "--agent", "claude")
+        baton(worktree, env, "decide", f"--context={record.stored_context(source)}", "--", record.decision)
+    deadline = time.monotonic() + 600
+    while True:
+        last = baton(worktree, env, "index").strip().splitlines()[-1]
+        if last.endswith(" 0 wait.") or time.monotonic() > deadline:
+            return last
+        time.sleep(1)
+
+
+def vector_leg(worktree: Path, env: dict[str, str], query: Query) -> tuple[list[str], float]:
+    """The tickets `baton recall` ranks for the query, best first, and its milliseconds."""
+    started = time.perf_counter()
+    answer = baton(worktree, env, "recall", "--json", "--limit", str(DEPTH), query.text)
+    elapsed = (time.perf_counter() - started) * 1000
+    return unique(hit["task_id"] for hit in json.loads(answer)), elapsed
+
+
+def unique(tickets: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(tickets))[:DEPTH]
+
+
+class KeywordLeg:
+    """BM25 (SQLite FTS5, its default weights) over each record's "decision. context"."""
+
+    def __init__(self, records: list[Record], source: str) -> None:
+        self.db = sqlite3.connect(":memory:")
+        self.db.execute("CREATE VIRTUAL TABLE docs USING fts5(ticket UNINDEXED, body)")
+        self.db.executemany("INSERT INTO docs (ticket, body) VALUES (?, ?)",
+                            [(record.ticket, f"{record.decision}. {record.stored_context(source)}")
+                             for record in records])
+
+    def rank(self, text: str) -> list[str]:
+        # Each word quoted, joined by OR: a query's punctuation never reaches FTS5's syntax.
+        words = [f'"{word}"' for word in dict.fromkeys(WORD.findall(text.lower()))]
+        if not words:
+            return []
+        rows = self.db.execute("SELECT ticket FROM docs WHERE docs MATCH ? ORDER BY bm25(docs) LIMIT ?",
+                               (" OR ".join(words), DEPTH)).fetchall()
+        return [ticket for (ticket,) in rows]
+
+
+def fused(*rankings: list[str]) -> list[str]:
+    """Reciprocal-rank fusion: each list adds 1 / (k + rank) to the tickets it ranks."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, ticket in enumerate(ranking, start=1):
+            scores[ticket] = scores.get(ticket, 0.0) + 1 / (RRF_K + rank)
+    return sorted(scores, key=lambda ticket: -scores[ticket])[:DEPTH]
+
+
+def metrics(rankings: list[tuple[Query, list[str]]]) -> tuple[float, float, float, float]:
+    """(recall@1, recall@5, MRR@10, nDCG@10), one relevant item per query."""
+    ranks = [ranking.index(query.relevant) + 1 if query.relevant in ranking else None
+             for query, ranking in rankings]
+    mean = lambda values: statistics.fmean(values) if values else float("nan")  # noqa: E731
+    return (mean([rank == 1 for rank in ranks]), mean([rank is not None and rank <= 5 for rank in ranks]),
+            mean([1 / rank if rank else 0.0 for rank in ranks]),
+            mean([1 / math.log2(rank + 1) if rank else 0.0 for rank in ranks]))
+
+
+def stale_wins(records: list[Record], rankings: dict[Query, list[str]]) -> tuple[int, int]:
+    """(cases where a superseded decision outranks its replacement, cases): one case per
+    supersedes link and query of the replacement."""
+    ticket_of = {record.key: record.ticket for record in records}
+    wins = cases = 0
+    for record in records:
+        for old in (ticket_of[key] for key in record.supersedes if key in ticket_of):
+            for query, ranking in rankings.items():
+                if query.relevant != record.ticket:
+                    continue
+                cases += 1
+                position = {ticket: rank for rank, ticket in enumerate(ranking)}
+                wins += old in position and position[old] < position.get(record.ticket, DEPTH)
+    return wins, cases
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--limit-records", type=int, default=None, metavar="N", help="only the first N records")
+    parser.add_argument("--stored-context", choices=("title", "context"), default="title",
+                        help="what `baton decide --context` records (default: the title)")
+    parser.add_argument("--floor-repeat", type=int, default=15, help="runs of `python -c pass` (default 15)")
+    args = parser.parse_args()
+
+    records = load(args.limit_records)
+    asked = queries(records)
+    keyword = KeywordLeg(records, args.stored_context)
+    with tempfile.TemporaryDirectory(prefix="baton-bench-recall-") as scratch_name:
+        scratch = Path(scratch_name)
+        env = environment(scratch / "home")
+        worktree = scratch_worktree(scratch)
+        resident = start_resident(scratch / "home", env)
+        try:
+            indexed = record_decisions(worktree, env, records, args.stored_context)
+            legs: dict[str, dict[Query, list[str]]] = {"vector (baton recall)": {}, "keyword (BM25, FTS5)": {},
+                                                      "fused (RRF k=60)": {}}
+            latencies = []
+            for query in asked:
+                vector, ms = vector_leg(worktree, env, query)
+                words = keyword.rank(query.text)
+                latencies.append(ms)
+                for answers, ranking in zip(legs.values(), (vector, words, fused(vector, words)), strict=True):
+                    answers[query] = ranking
+            floor = fresh_runs([sys.executable, "-c", "pass"], scratch, args.floor_repeat)
+        finally:
+            resident.terminate()
+            resident.wait(timeout=60)
+
+    projects = len({record.key.split(":")[0] for record in records})
+    links = sum(len(record.supersedes) for record in records)
+    print(f"{len(records)} records from {projects} projects, {len(asked)} queries, {links} supersedes links; "
+          f"--context records the {args.stored_context}; baton index: {indexed}")
+    kinds = ("all", "title", "context")
+    print(f"\n{'leg':24} {'queries':8} {'recall@1':>9} {'recall@5':>9} {'MRR@10':>8} {'nDCG@10':>8}")
+    for leg, rankings in legs.items():
+        for kind in kinds:
+            chosen = [(query, ranking) for query, ranking in rankings.items() if kind in ("all", query.kind)]
+            r1, r5, mrr, ndcg = metrics(chosen)
+            print(f"{leg if kind == 'all' else '':24} {kind:8} {r1:9.3f} {r5:9.3f} {mrr:8.3f} {ndcg:8.3f}")
+    print("\nsuperseded decision ranked above its replacement, per (link, replacement's query):")
+    for leg, rankings in legs.items():
+        wins, cases = stale_wins(records, rankings)
+        print(f"  {leg:24} {wins} of {cases}")
+    median, low, high = spread(latencies)
+    floor_median, _, _ = spread(floor)
+    print(f"\nbaton recall --json --limit {DEPTH}, fresh process through the resident: median {median:.1f} ms "
+          f"(p10-p90 {low:.1f}-{high:.1f}) beside python -c pass {floor_median:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
