@@ -16,6 +16,7 @@ from baton.home import unusable
 from baton.masking import mask
 from baton.outcome import Unavailable
 from baton.skills.runtime.deadline import gather
+from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
@@ -52,6 +53,16 @@ def _data_home(home: Path) -> dict[str, str]:
         return {"backend": "not created yet (mode 700 when it is), at", "location": str(home)}
     others = "; readable by other users" if mode & 0o077 else ""
     return {"backend": f"owned by you, mode {mode:o}{others}, at", "location": str(home)}
+
+
+def resident_state(settings: Settings) -> str:
+    """Whether commands go to the resident process here: "on", else "off: why"."""
+    from baton.skills.runtime.resident_client import unsupported
+
+    off = unsupported()
+    if off is not None:
+        return f"off: {off}; each command runs in its own process"
+    return "on" if settings.resident else "off: BATON_RESIDENT=off"
 
 
 def doctor(stores: Stores) -> list[StoreReport]:
