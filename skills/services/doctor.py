@@ -1,5 +1,6 @@
 """The doctor skill: each configured store, its server and version, and whether it answers;
-and the data home, whose it is and its mode (baton.trust).
+the data home, whose it is and its mode (baton.trust); and whether the resident process
+serves here.
 
 The doctor asks every server afresh: it clears the health record (baton.health) first, and
 whatever does not answer now is recorded again."""
