@@ -55,8 +55,9 @@ TOUCH_IMPORTS = names("""
     baton.registry.base baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals
     baton.signals.base baton.signals.sqlite baton.signals.wire baton.skills baton.skills.core
     baton.skills.core.binding baton.skills.core.commit baton.skills.core.overlaps baton.skills.core.signalling
-    baton.skills.core.write_report baton.skills.frontends baton.skills.frontends.cli baton.skills.runtime
-    baton.skills.runtime.command_words baton.skills.runtime.settings baton.skills.runtime.sink
+    baton.skills.core.write_report baton.skills.frontends baton.skills.frontends.cli
+    baton.skills.frontends.invocation baton.skills.runtime baton.skills.runtime.command_words
+    baton.skills.runtime.settings baton.skills.runtime.sink
     baton.skills.runtime.stores baton.skills.runtime.unit baton.skills.services baton.skills.services.touch
     baton.sqlite baton.store_names baton.trust baton.write_queue collections copy dataclasses datetime dis fcntl
     inspect json linecache math opcode shlex sqlite3 threading token tokenize typing weakref
@@ -69,7 +70,8 @@ HOOK_IMPORTS = names("""
     baton.projects
     baton.registry.base baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals
     baton.signals.base baton.skills baton.skills.core baton.skills.core.binding baton.skills.frontends
-    baton.skills.frontends.cli baton.skills.frontends.hooks baton.skills.runtime.agent_sessions baton.skills.runtime
+    baton.skills.frontends.cli baton.skills.frontends.hooks baton.skills.frontends.invocation
+    baton.skills.runtime.agent_sessions baton.skills.runtime
     baton.skills.runtime.command_words baton.skills.runtime.settings baton.skills.runtime.sink
     baton.skills.runtime.stores baton.skills.runtime.unit baton.sqlite baton.store_names baton.trust
     baton.write_queue collections copy dataclasses datetime dis fcntl inspect json linecache math opcode shlex
@@ -312,6 +314,7 @@ def test_the_touch_without_options_is_what_the_parser_answers(home, monkeypatch)
     handler = lambda args, stores: given.update(vars(args)) or 0  # noqa: E731
     monkeypatch.setattr(cli, "_HANDLERS", {**cli._HANDLERS, "touch": handler})
     assert cli.main(["touch", "a.py", "b/c.py"]) == 0
+    assert given.pop("invocation").argv == ("touch", "a.py", "b/c.py")  # main's own, beside the arguments
     assert given == vars(parsed)
 
 

@@ -426,3 +426,114 @@ def test_the_resident_leaves_when_its_socket_is_gone(home, worktrees):
     assert through_resident(main, "bind", "OMN-1")[0] == 0
     (home / "resident.sock").unlink()
     assert process.wait(30) == 0
+
+
+# A resident's preload, then one hook run as its child runs it (resident.run_child, here in
+# this process: the descriptors and the connection are this script's own). Prints what the
+# child left of the process's functions and the cli module, and the Baton modules loaded.
+CHILD = """
+import json, os, socket, sys
+from baton.skills.frontends import cli, resident
+from baton.skills.runtime.settings import Settings
+
+real_getppid, parent = os.getppid, os.getppid()
+resident.preload(Settings.from_env())
+loaded = sorted(name for name in sys.modules if name.startswith("baton."))
+names = dict(vars(cli))
+payload, out = sys.argv[1], sys.argv[2]
+read, write = os.pipe()
+os.write(write, payload.encode())
+os.close(write)
+streams = [read] + [os.open(out + suffix, os.O_WRONLY | os.O_CREAT) for suffix in (".stdout", ".stderr")]
+ours, theirs = socket.socketpair()
+agent = os.getpid()  # the client's parent, as a request names it: not this process's parent
+request = resident.Request(["baton", "hook", "user-prompt-submit"], os.getcwdb(), 0o022, agent,
+                           [("utf-8", "strict", False, False)] * 3, dict(os.environb))
+code = resident.run_child(request, streams, theirs)
+with open(out, "w") as result:
+    json.dump({"code": code, "answered": ours.recv(16).decode(), "agent": agent, "parent": parent,
+               "getppid_is_real": os.getppid is real_getppid, "getppid": os.getppid(),
+               "cli_unchanged": vars(cli).keys() == names.keys() and all(vars(cli)[k] is v for k, v in names.items()),
+               "loaded": loaded}, result)
+"""
+
+
+def preload_and_child(main: Path, tmp_path: Path) -> dict:
+    out = tmp_path / "child.json"
+    event = json.dumps(payload("user_prompt_submit", main))
+    result = subprocess.run([sys.executable, "-c", CHILD, event, str(out)], cwd=main, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(out.read_text())
+
+
+def test_the_child_leaves_the_processs_functions_and_modules_as_they_are(home, worktrees, tmp_path):
+    """The agent comes from the request, as an invocation: os.getppid stays the process's own,
+    and the preload builds what it warms without replacing anything in the cli module."""
+    from baton.skills.runtime.agent_sessions import local_heartbeats
+    from baton.skills.runtime.settings import Settings
+
+    main, _ = worktrees
+    assert direct(main, "bind", "OMN-1")[0] == 0
+    found = preload_and_child(main, tmp_path)
+    assert (found["code"], found["answered"]) == (0, "0\n")
+    assert found["getppid_is_real"] and found["getppid"] == found["parent"] != found["agent"]
+    assert found["cli_unchanged"]
+    assert [beat.pid for beat in local_heartbeats(Settings.from_env())] == [found["agent"]]
+
+
+def test_the_preload_is_every_module_of_the_installed_packages_but_those_inside_a_layer(home, worktrees, tmp_path):
+    """Derived from the packages, not listed: a module added to a store package or a layer is
+    loaded ahead too. The dashboard's package (inside a layer) runs in `baton serve`'s own process."""
+    import tomllib
+
+    main, _ = worktrees
+    assert direct(main, "bind", "OMN-1")[0] == 0
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = pyproject["package-dir"]
+    layers = {layer for contract in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"][
+        "contracts"] if contract["id"] == "skills-layers" for layer in contract["layers"]}
+    expected = set()
+    for package in pyproject["packages"]:
+        if package.rpartition(".")[0] in layers:
+            continue  # a package inside a layer
+        top = max((name for name in folders if package == name or package.startswith(f"{name}.")), key=len)
+        folder = ROOT / folders[top] / package.removeprefix(top).strip(".").replace(".", "/")
+        expected |= {f"{package}.{path.stem}" for path in folder.glob("*.py") if path.stem != "__init__"}
+    loaded = set(preload_and_child(main, tmp_path)["loaded"])
+    assert sorted(expected - loaded) == []
+    assert not [name for name in loaded if name.startswith("baton.skills.frontends.web")]
+
+
+def resident_line(out: str) -> str:
+    (line,) = [line for line in out.splitlines() if line.startswith("resident ")]
+    return line.split(None, 1)[1]
+
+
+def test_doctor_says_whether_the_resident_serves_and_why_not(home, worktrees, cli, monkeypatch):
+    main, _ = worktrees
+    assert resident_line(cli(main, "doctor")[1]) == "on"
+    monkeypatch.setenv("BATON_RESIDENT", "off")
+    assert resident_line(cli(main, "doctor")[1]) == "off: BATON_RESIDENT=off"
+    monkeypatch.delenv("BATON_RESIDENT")
+    monkeypatch.delattr(os, "pidfd_open")  # as on a system other than Linux
+    assert resident_line(cli(main, "doctor")[1]) == ("off: os.pidfd_open missing here (it serves Linux); each "
+                                                    "command runs in its own process")
+    monkeypatch.delattr(socket, "SO_PEERCRED")
+    assert resident_line(cli(main, "doctor")[1]).startswith("off: os.pidfd_open and socket.SO_PEERCRED missing")
+
+
+def test_where_the_system_lacks_what_it_needs_no_resident_starts(home, worktrees, cli, monkeypatch, capsys):
+    from baton.skills.frontends import entry, resident
+
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")  # the data home exists: a command would start a resident now
+    for threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM"):
+        monkeypatch.setenv(threads, "1")  # the resident's main() sets them: restored after the test
+    monkeypatch.delattr(os, "pidfd_open")
+    entry._start_resident()
+    assert not (home / "resident.lock").exists() and processes_of(home) == []
+    assert resident.main([]) == 2
+    assert capsys.readouterr().err == ("baton: the resident process is off: os.pidfd_open missing here (it serves "
+                                       "Linux)\n")
+    assert not (home / "resident.lock").exists()

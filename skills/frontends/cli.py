@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import ActiveTask, Place
+    from baton.skills.frontends.invocation import Invocation
     from baton.skills.installers.claude_code import InstallReport
     from baton.skills.installers.codex import CodexReport
     from baton.skills.runtime.stores import Stores
@@ -296,10 +297,14 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, invocation: Invocation | None = None) -> int:
+    """Run one command: the invocation's (the resident's child passes its client's), else
+    this process's with argv, else its own command line."""
     from baton.errors import BatonError, StoreUnavailable, Untrusted
+    from baton.skills.frontends.invocation import of_process
 
-    given = sys.argv[1:] if argv is None else argv
+    invocation = invocation or of_process(argv)
+    given = list(invocation.argv)
     try:
         project, given = _take_project(given)
     except BatonError as exc:
@@ -316,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         # on stderr and exits 0 (an unknown event name included).
         from baton.skills.frontends.hooks import run_hook
 
-        return run_hook(given[1])
+        return run_hook(given[1], invocation=invocation)
     if len(given) > 1 and given[0] == "touch" and not any(arg.startswith("-") for arg in given[1:]):
         # What a hook runs, paths only: what the parser would answer, without importing argparse.
         args: argparse.Namespace | SimpleNamespace = SimpleNamespace(command="touch", paths=given[1:], task=None,
@@ -324,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         named = given[0] if given and given[0] in _HANDLERS.keys() | _WITHOUT_STORES.keys() else None
         args = _parser(named).parse_args(given)
+    args.invocation = invocation  # for the handlers that need more than the words (the hook's agent)
     _told.clear()
     try:
         if args.command in _WITHOUT_STORES:
@@ -737,7 +743,7 @@ def _doctor(args: Arguments, stores: Stores) -> int:
     from baton.clock import parse_duration
     from baton.errors import BadInput
     from baton.shown_text import one_line
-    from baton.skills.services.doctor import doctor
+    from baton.skills.services.doctor import doctor, resident_state
 
     if args.window and not args.repair:
         raise BadInput("--window applies to --repair")
@@ -763,6 +769,7 @@ def _doctor(args: Arguments, stores: Stores) -> int:
         if repaired is not None:
             _warn(repaired.warnings)
             print(repaired.summary())
+        print(f"{'resident':16} {resident_state(stores.settings)}")
         _agents_installed()
     healthy = all(report.state == "ok" for report in reports) and not (repaired and repaired.warnings)
     return 0 if healthy else 3
@@ -952,7 +959,7 @@ def _guard(args: Arguments) -> int:
 def _hook(args: Arguments) -> int:
     from baton.skills.frontends.hooks import run_hook
 
-    return run_hook(args.event)
+    return run_hook(args.event, invocation=args.invocation)
 
 
 def _mcp(args: Arguments) -> int:

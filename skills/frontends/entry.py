@@ -18,20 +18,22 @@ def run() -> None:
 
         sys.exit(resident(sys.argv[2:]))
     from baton.skills.frontends.cli import main
+    from baton.skills.frontends.invocation import of_process
     from baton.skills.runtime.deadline import leave
 
-    code = main()
+    code = main(invocation=of_process())
     if resident_client.absent:
         _start_resident()
     leave(code)
 
 
 def _start_resident() -> None:
-    """Start the resident process in the background, when the settings allow it (a bad
-    setting was told by the command)."""
+    """Start the resident process in the background, when the settings and the system allow
+    it (a bad setting was told by the command; `baton doctor` says why it is off)."""
     from contextlib import suppress
 
     from baton.errors import BatonError
+    from baton.skills.runtime.resident_client import unsupported
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.spawn import spawn_resident
 
@@ -39,6 +41,6 @@ def _start_resident() -> None:
         settings = Settings.from_env()
     except BatonError:
         return
-    if settings.resident:
+    if settings.resident and unsupported() is None:
         with suppress(OSError):  # an optimisation only: the next command tries again
             spawn_resident(settings.home)

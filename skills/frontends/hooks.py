@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from baton.files import WorktreeLocator
     from baton.registry.model import Event
     from baton.skills.core.binding import ActiveTask, Place
+    from baton.skills.frontends.invocation import Invocation
     from baton.skills.runtime.agent_sessions import AgentSessions
     from baton.skills.runtime.stores import Stores
 
@@ -64,6 +65,7 @@ class Payload:
     event: dict
     session_id: str
     cwd: Path
+    agent_pid: int  # the process that ran the hook: the agent (the invocation's, not this process's parent)
 
 
 class Output:
@@ -120,13 +122,18 @@ class Output:
                                  "it; `baton doctor` shows what is wrong."}
 
 
-def run_hook(event: str, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
-    """Run one hook; always exit status 0."""
-    stdin, out = stdin or sys.stdin, Output(stdout or sys.stdout, event)
+def run_hook(event: str, stdin: TextIO | None = None, stdout: TextIO | None = None, *,
+             invocation: Invocation | None = None) -> int:
+    """Run one hook of invocation (else of this process); stdin and stdout, when given, stand
+    for the invocation's. Always exit status 0."""
+    from baton.skills.frontends.invocation import of_process
+
+    invocation = invocation or of_process()
+    stdin, out = stdin or invocation.stdin, Output(stdout or invocation.stdout, event)
     try:
         if event not in HANDLERS:
             raise ValueError(f"unknown hook {event!r}: use one of {', '.join(HANDLERS)}")
-        payload = read_payload(stdin.read())
+        payload = read_payload(stdin.read(), invocation.agent_pid)
         out.session_id = payload.session_id
         HANDLERS[event](payload, out)
     except Exception as exc:  # noqa: BLE001 -- the agent must never be broken by Baton: report, do not raise
@@ -141,13 +148,13 @@ def run_hook(event: str, stdin: TextIO | None = None, stdout: TextIO | None = No
     return 0
 
 
-def read_payload(text: str) -> Payload:
+def read_payload(text: str, agent_pid: int) -> Payload:
     event = json.loads(text) if text.strip() else None
     if not isinstance(event, dict):
         raise ValueError("the hook's standard input is not a JSON object")
     session_id, cwd = event.get("session_id"), event.get("cwd")
     return Payload(event, session_id if isinstance(session_id, str) else "",
-                   Path(cwd) if isinstance(cwd, str) and cwd else Path.cwd())
+                   Path(cwd) if isinstance(cwd, str) and cwd else Path.cwd(), agent_pid)
 
 
 def edited_paths(event: dict) -> list[str]:
@@ -225,15 +232,15 @@ def session_start(payload: Payload, out: Output) -> None:
 
 
 def heartbeat(sessions: AgentSessions, payload: Payload, task: ActiveTask, place: Place) -> None:
-    """Record that the agent, the hook's parent process, works on task in this worktree now
-    (baton recover tells a gone agent by it)."""
+    """Record that the agent, the process that ran the hook, works on task in this worktree
+    now (baton recover tells a gone agent by it)."""
     if not payload.session_id:
         return
     from baton import clock
     from baton.processes import process_start
     from baton.skills.runtime.agent_sessions import Beat
 
-    agent = os.getppid()
+    agent = payload.agent_pid
     # The host name as socket.gethostname() gives it, without importing socket (a hook's 1 ms).
     sessions.beat(Beat(task.task_id, str(place.root), payload.session_id, agent, process_start(agent),
                        os.uname().nodename, clock.now()))

@@ -23,7 +23,9 @@ command. Started by a command that found none (baton.skills.runtime.spawn), hold
 from __future__ import annotations
 
 import gc
+import importlib
 import os
+import pkgutil
 import selectors
 import signal
 import socket
@@ -47,16 +49,6 @@ REQUEST_WAIT = 1.0  # seconds a connected client may take to send its request an
 OWNERSHIP_CHECK = 5.0  # seconds between checks that the socket is still this resident's
 MAX_REQUEST = 16 << 20
 DISTRIBUTION = "baton-sessions"  # pyproject.toml's project name: whose requirements are watched
-# What a command may import, imported once here: every skill, store package and library a
-# command of the embedded default uses; a module that cannot be imported (an extra not
-# installed) is left to the command, which reports it as it would anyway.
-PRELOADED = ("pydantic", "numpy", "tokenizers", "baton.skills.frontends.cli", "baton.skills.frontends.hooks",
-             "baton.skills.frontends.render", "baton.skills.frontends.answers", "baton.skills.frontends.briefing",
-             "baton.skills.installers.claude_code", "baton.skills.installers.git_hook")
-PRELOADED_PACKAGES = ("baton", "baton.registry", "baton.graph", "baton.recall", "baton.signals",
-                      "baton.skills.services", "baton.skills.handoff", "baton.skills.core", "baton.skills.runtime")
-SERVER_CLIENTS = ("baton.registry.postgres", "baton.registry.kafka", "baton.graph.bolt", "baton.signals.kafka",
-                  "baton.recall.qdrant_server")
 
 
 @dataclass
@@ -91,6 +83,10 @@ def main(argv: list[str]) -> int:
     if not settings.resident:
         print("baton: the resident process is switched off (BATON_RESIDENT)", file=sys.stderr)
         return 2
+    off = client.unsupported()
+    if off is not None:
+        print(f"baton: the resident process is off: {off}", file=sys.stderr)
+        return 2
     if argv not in ([], ["--lock-fd", "3"]):
         print("usage: baton resident", file=sys.stderr)
         return 2
@@ -118,32 +114,23 @@ def _lock(home: Path, inherited: int | None) -> int | None:
 
 
 def preload(settings: Settings) -> None:
-    """Import what commands import, load the model and map the recall index."""
-    import functools
-    import importlib
-    import pkgutil
+    """Import what commands import, load the model and map the recall index: every module of
+    the kernel and of the layers of the skills, then of each store package (those the layers
+    import, and recall, which the warm-up loads). A package inside a layer (the dashboard's,
+    run by `baton serve` in its own process) and the libraries a command imports lazily (a
+    server's client) are left to the command; so is a module that cannot be imported (an
+    extra not installed), which the command reports as it would anyway."""
+    import baton.skills
 
-    names = list(PRELOADED) + (list(SERVER_CLIENTS) if settings.uses_servers or settings.qdrant_url else [])
-    for package in PRELOADED_PACKAGES:
-        module = importlib.import_module(package)
-        names += [f"{package}.{info.name}" for info in pkgutil.iter_modules(module.__path__)]
-    for name in names:
-        if name in SERVER_CLIENTS and not (settings.uses_servers or settings.qdrant_url):
-            continue
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 -- left to the command that needs it, which reports it
-            continue
-    # The command line's parser, built once here: each child parses with its own copy of it
-    # (a fork's), the parser a fresh process would build.
-    cli = importlib.import_module("baton.skills.frontends.cli")
-    parser = getattr(cli, "_parser", None)
-    if callable(parser):
-        built = functools.cache(parser)
-        built()
-        cli.__dict__["_parser"] = built
-    # Caches a command fills on first use, filled here once: re's cache of the redaction
-    # rules (a command compiles them again: a lookup), and the stores' own.
+    layers = [info.name for info in pkgutil.iter_modules(baton.skills.__path__, "baton.skills.") if info.ispkg]
+    for package in ("baton", *layers):
+        _import_modules(package)
+    # Caches a command fills on first use, filled here once: argparse's and gettext's (the
+    # parser built once and dropped: each command builds its own), re's cache of the
+    # redaction rules (a command compiles them again: a lookup), and the stores' own.
+    from baton.skills.frontends import cli
+
+    cli._parser()
     with suppress(Exception):
         from baton.redaction import redactor
 
@@ -151,6 +138,23 @@ def preload(settings: Settings) -> None:
     from baton.skills.runtime.warm_stores import warm
 
     warm(settings)
+    for package in _stores_loaded():
+        _import_modules(package)
+
+
+def _stores_loaded() -> list[str]:
+    """The store packages imported so far: Baton's packages directly in baton, but the skills."""
+    return sorted(name for name, module in list(sys.modules.items())
+                  if name.count(".") == 1 and name.startswith("baton.") and hasattr(module, "__path__")
+                  and name != "baton.skills")
+
+
+def _import_modules(package: str) -> None:
+    """Import each module directly in package (not its packages)."""
+    for info in pkgutil.iter_modules(importlib.import_module(package).__path__, f"{package}."):
+        if not info.ispkg:
+            with suppress(Exception):  # left to the command that needs it, which reports it
+                importlib.import_module(info.name)
 
 
 class Resident:
@@ -425,8 +429,6 @@ def run_child(request: Request, fds: list[int], conn: socket.socket) -> int:
     os.environb.update(request.environ)
     time.tzset()
     tempfile.tempdir = None
-    # The hooks name the agent by the parent process of `baton`: the client's parent.
-    os.getppid = lambda: request.parent_pid
     sys.argv = list(request.argv)
     modes = ("r", "w", "w")
     for target, (encoding, errors, line_buffering, write_through) in enumerate(request.streams):
@@ -437,14 +439,21 @@ def run_child(request: Request, fds: list[int], conn: socket.socket) -> int:
         setattr(sys, ("stdin", "stdout", "stderr")[target], stream)
         setattr(sys, ("__stdin__", "__stdout__", "__stderr__")[target], stream)
     from baton.skills.frontends.cli import main
+    from baton.skills.frontends.invocation import Invocation
 
-    code = _exit_status(main, request.argv[1:])
+    # The client's parent is the agent that ran `baton` (this process's parent is the resident).
+    invocation = Invocation(tuple(request.argv[1:]), os.fsdecode(request.cwd), os.environ, request.parent_pid,
+                            sys.stdin, sys.stdout, sys.stderr)
+    code = _exit_status(lambda: main(invocation=invocation))
     from baton.budget import abandoned
 
-    if not abandoned():  # the interpreter's exit, which leave() skips as well when a read was abandoned
-        import atexit
+    if not abandoned():  # as leave() does: an abandoned read may hold a handler's lock
+        import logging
 
-        atexit._run_exitfuncs()
+        # What the interpreter's exit would flush besides the streams: the logging handlers a
+        # library attached (the only exit handler a command leaves to it; the checkpoints'
+        # temporary directories, whose finalizers are the other, go with their with blocks).
+        logging.shutdown()
     for written in (sys.stdout, sys.stderr):
         with suppress(Exception):
             written.flush()
@@ -454,10 +463,10 @@ def run_child(request: Request, fds: list[int], conn: socket.socket) -> int:
     return code
 
 
-def _exit_status(main: Callable[[list[str]], object], argv: list[str]) -> int:
-    """What `sys.exit(main(argv))` would leave as the exit status, traceback included."""
+def _exit_status(command: Callable[[], object]) -> int:
+    """What `sys.exit(command())` would leave as the exit status, traceback included."""
     try:
-        result = main(argv)
+        result = command()
     except SystemExit as exc:
         result = exc.code
     except BaseException:  # noqa: BLE001 -- reported as the interpreter reports it

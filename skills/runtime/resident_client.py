@@ -56,6 +56,17 @@ def install_fingerprint() -> bytes:
     return os.fsencode(f"{sys.executable}\n{os.path.dirname(os.path.abspath(__file__))}")
 
 
+def unsupported() -> str | None:
+    """Why this system cannot run the resident process, or None. It waits on each child's
+    pidfd (os.pidfd_open) and both sides ask the kernel who the peer is (SO_PEERCRED): Linux
+    has both; elsewhere every command runs in its own process, as with BATON_RESIDENT=off."""
+    import socket
+
+    missing = [name for name, found in (("os.pidfd_open", hasattr(os, "pidfd_open")),
+                                        ("socket.SO_PEERCRED", hasattr(socket, "SO_PEERCRED"))) if not found]
+    return f"{' and '.join(missing)} missing here (it serves Linux)" if missing else None
+
+
 def data_home(environ: Mapping[str, str]) -> str:
     """baton.home.data_home, with os.path alone (BATON_HOME, else $XDG_DATA_HOME/baton, else
     ~/.local/share/baton)."""

@@ -1,5 +1,6 @@
 """The doctor skill: each configured store, its server and version, and whether it answers;
-and the data home, whose it is and its mode (baton.trust).
+the data home, whose it is and its mode (baton.trust); and whether the resident process
+serves here.
 
 The doctor asks every server afresh: it clears the health record (baton.health) first, and
 whatever does not answer now is recorded again."""
@@ -16,6 +17,7 @@ from baton.home import unusable
 from baton.masking import mask
 from baton.outcome import Unavailable
 from baton.skills.runtime.deadline import gather
+from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
@@ -52,6 +54,16 @@ def _data_home(home: Path) -> dict[str, str]:
         return {"backend": "not created yet (mode 700 when it is), at", "location": str(home)}
     others = "; readable by other users" if mode & 0o077 else ""
     return {"backend": f"owned by you, mode {mode:o}{others}, at", "location": str(home)}
+
+
+def resident_state(settings: Settings) -> str:
+    """Whether commands go to the resident process here: "on", else "off: why"."""
+    from baton.skills.runtime.resident_client import unsupported
+
+    off = unsupported()
+    if off is not None:
+        return f"off: {off}; each command runs in its own process"
+    return "on" if settings.resident else "off: BATON_RESIDENT=off"
 
 
 def doctor(stores: Stores) -> list[StoreReport]:
