@@ -30,11 +30,17 @@ def payload(name: str, cwd: Path, *, file: Path | None = None, session: str = "a
 
 
 def hook(name: str, event: dict | str, capsys) -> tuple[int, dict | None, str]:
-    """Run `baton hook name` in-process: (exit status, parsed stdout or None, stderr)."""
+    """Run `baton hook name` in-process, or in lane `on` through the resident (tests/lanes.py):
+    (exit status, parsed stdout or None, stderr)."""
     from baton.skills.frontends.hooks import run_hook
+    from tests import lanes
 
+    body = event if isinstance(event, str) else json.dumps(event)
+    if lanes.current is not None:
+        done = lanes.current.run(Path.cwd(), ["hook", name], stdin=body)
+        return done.returncode, json.loads(done.stdout) if done.stdout.strip() else None, done.stderr
     out = io.StringIO()
-    code = run_hook(name, io.StringIO(event if isinstance(event, str) else json.dumps(event)), out)
+    code = run_hook(name, io.StringIO(body), out)
     return code, json.loads(out.getvalue()) if out.getvalue().strip() else None, capsys.readouterr().err
 
 
