@@ -43,6 +43,8 @@ def runs_baton(item: pytest.Item) -> bool:
     (tests/test_claude_hooks.py's hook) or its MCP server."""
     from tests.test_claude_hooks import hook
 
+    if item.get_closest_marker("in_process") is not None:
+        return False
     module = getattr(item, "module", None)
     helpers = vars(module).values() if module is not None else ()
     return ("cli" in getattr(item, "fixturenames", ()) or any(h is run_process or h is hook for h in helpers)

@@ -506,6 +506,7 @@ def test_each_wrap_up_step_runs_when_an_earlier_one_fails(home, worktrees, cli, 
             "the agent session is still forgotten"
 
 
+@pytest.mark.in_process  # the hook's limit is lowered in the test's own process
 def test_files_beyond_one_sweep_are_recorded_at_the_next(home, worktrees, cli, capsys, monkeypatch):
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
@@ -526,6 +527,7 @@ def test_the_stop_hook_leaves_no_trace_in_an_unbound_worktree(home, tmp_path, ca
     assert not (home / "agent-sessions.db").exists()
 
 
+@pytest.mark.in_process  # the hook's limit is lowered in the test's own process
 def test_signals_cut_from_the_session_start_context_are_told_at_the_next_prompt(home, worktrees, cli, capsys,
                                                                                  monkeypatch):
     main, second = worktrees
