@@ -65,6 +65,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = [item for item in items if item.get_closest_marker("shell") is not None]
 
 
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    if config.getoption(lanes.OPTION) == "on":
+        terminalreporter.write_line(f"lane on: {lanes.tally[lanes.ANSWERED]} commands answered by a resident, "
+                                    f"{lanes.tally[lanes.LOCAL]} run in their own process (no resident listened yet "
+                                    "for their home)")
+
+
 @pytest.fixture(autouse=True)
 def resident_lane(request, tmp_path_factory):
     """In lane `on`, a shell test's commands go to a resident (tests/lanes.py): the lane
@@ -79,6 +86,7 @@ def resident_lane(request, tmp_path_factory):
         yield lane
     finally:
         lanes.current = None
+        lane.count()
         lane.stop()
     failure = lane.check()
     if failure:

@@ -53,6 +53,7 @@ STOP_WAIT = 30.0  # seconds a resident may take to leave on SIGTERM
 MAX_SOCKET_PATH = 107  # sockaddr_un's sun_path, less its terminating NUL
 START_WAIT = 60.0  # seconds a resident may take to listen (imports, the model, the index)
 current: ResidentLane | None = None  # the running test's, in lane `on` (tests/conftest.py's resident_lane)
+tally = {ANSWERED: 0, LOCAL: 0}  # the session's commands, by who ran them (the terminal summary)
 
 
 def lane_on() -> bool:
@@ -90,12 +91,14 @@ class ResidentLane:
                                   f"for {home}: {result.stderr.strip()[-400:]}")
         return result
 
-    def answered(self) -> int:
-        return sum(line.startswith(ANSWERED) for line in self._lines())
-
     def check(self) -> str | None:
         """Why the lane was not what it claims, or None."""
         return "; ".join(self.fallbacks) or None
+
+    def count(self) -> None:
+        for line in self._lines():
+            verdict = line.partition(" ")[0]
+            tally[verdict] = tally.get(verdict, 0) + 1
 
     def stop(self) -> None:
         """Stop every resident (and command of one) started with this test's record."""
