@@ -66,7 +66,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
-    if config.getoption(lanes.OPTION) == "on":
+    if config.getoption(lanes.OPTION) == "on" and any(terminalreporter.stats.get(key) for key in ("passed", "failed")):
         terminalreporter.write_line(f"lane on: {lanes.tally[lanes.ANSWERED]} commands answered by a resident, "
                                     f"{lanes.tally[lanes.LOCAL]} run in their own process (no resident listened yet "
                                     "for their home)")
