@@ -3,12 +3,21 @@ from pathlib import Path
 
 import pytest
 
+from tests import lanes
 from tests.stores import use_servers
-from tests.workspace import git, make_repo
+from tests.workspace import git, make_repo, run_process
 
-# A `baton` process a test starts runs its command itself and starts no resident process,
-# so no test leaves one behind; tests/test_resident.py switches it on for its own homes.
-os.environ["BATON_RESIDENT"] = "off"
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(lanes.OPTION, choices=("on", "off"), default="off",
+                     help="the lane: `on` hands each shell test's commands to a resident process, as users run "
+                          "them; `off` runs them in the test's own process or a fresh one (tests/lanes.py)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # For the whole session: every process a test starts inherits it (tests/test_resident.py
+    # switches the resident on for its own homes in either lane).
+    os.environ["BATON_RESIDENT"] = config.getoption(lanes.OPTION)
 
 
 # Fixtures that start or reach a server, fixtures named for servers (on_servers, ...), and
@@ -29,10 +38,59 @@ def uses_servers(item: pytest.Item) -> bool:
     return any(isinstance(v, str) and v in SERVER_PARAMS for v in values)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def runs_baton(item: pytest.Item) -> bool:
+    """A shell test: it runs Baton's commands (the `cli` fixture, run_process), its hooks
+    (tests/test_claude_hooks.py's hook) or its MCP server."""
+    from tests.test_claude_hooks import hook
+
+    if item.get_closest_marker("in_process") is not None:
+        return False
+    module = getattr(item, "module", None)
+    helpers = vars(module).values() if module is not None else ()
+    return ("cli" in getattr(item, "fixturenames", ()) or any(h is run_process or h is hook for h in helpers)
+            or (module is not None and module.__name__.split(".")[-1].startswith("test_mcp")))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if uses_servers(item):
             item.add_marker(pytest.mark.servers)
+        if runs_baton(item):
+            item.add_marker(pytest.mark.shell)
+    if config.getoption(lanes.OPTION) == "on":
+        # The other tests run no command: lane `off` has run them as they would run here.
+        others = [item for item in items if item.get_closest_marker("shell") is None]
+        if others:
+            config.hook.pytest_deselected(items=others)
+            items[:] = [item for item in items if item.get_closest_marker("shell") is not None]
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    if config.getoption(lanes.OPTION) == "on" and any(terminalreporter.stats.get(key) for key in ("passed", "failed")):
+        terminalreporter.write_line(f"lane on: {lanes.tally[lanes.ANSWERED]} commands answered by a resident, "
+                                    f"{lanes.tally[lanes.LOCAL]} run in their own process (no resident listened yet "
+                                    "for their home)")
+
+
+@pytest.fixture(autouse=True)
+def resident_lane(request, tmp_path_factory):
+    """In lane `on`, a shell test's commands go to a resident (tests/lanes.py): the lane
+    fails the test when one ran in its own process while a resident listened, and stops
+    every resident the test started."""
+    if not lanes.lane_on() or request.node.get_closest_marker("shell") is None:
+        yield None
+        return
+    lane = lanes.ResidentLane(tmp_path_factory.mktemp("lane") / "record")
+    lanes.current = lane
+    try:
+        yield lane
+    finally:
+        lanes.current = None
+        lane.count()
+        lane.stop()
+    failure = lane.check()
+    if failure:
+        pytest.fail(f"lane on: {failure}", pytrace=False)
 
 
 @pytest.fixture(autouse=True)
@@ -174,8 +232,9 @@ def ways_out(home, worktrees, cli, tmp_path) -> Path:
 
 
 @pytest.fixture
-def cli(monkeypatch, capsys):
-    """Run `baton ARGS` in-process in a directory; returns (exit status, stdout, stderr)."""
+def cli(monkeypatch, capsys, resident_lane):
+    """Run `baton ARGS` in a directory: in-process, or in lane `on` through the console entry
+    and the resident; returns (exit status, stdout, stderr)."""
     from baton.skills.frontends.cli import main
 
     def run(cwd: Path, *args: str) -> tuple[int, str, str]:
@@ -185,6 +244,9 @@ def cli(monkeypatch, capsys):
             # `baton projector` would, so that every command sees the earlier ones.
             main(["projector", "--once", "--idle", "0.3"])
             capsys.readouterr()
+        if resident_lane is not None:
+            done = resident_lane.run(cwd, args)
+            return done.returncode, done.stdout, done.stderr
         project = os.environ.get("BATON_PROJECT")
         try:
             code = main(list(args))

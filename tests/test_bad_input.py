@@ -44,6 +44,7 @@ def test_bad_arguments_exit_2_with_one_line(bound, cli, args):
     assert stored(cli, bound)["decisions"] == before["decisions"]
 
 
+@pytest.mark.in_process  # no process can be given an argument holding a NUL
 def test_nul_in_a_path(bound, cli):
     code, _, err = cli(bound, "touch", "a\x00b.py")
     assert code == 2 and "NUL" in err

@@ -30,11 +30,17 @@ def payload(name: str, cwd: Path, *, file: Path | None = None, session: str = "a
 
 
 def hook(name: str, event: dict | str, capsys) -> tuple[int, dict | None, str]:
-    """Run `baton hook name` in-process: (exit status, parsed stdout or None, stderr)."""
+    """Run `baton hook name` in-process, or in lane `on` through the resident (tests/lanes.py):
+    (exit status, parsed stdout or None, stderr)."""
     from baton.skills.frontends.hooks import run_hook
+    from tests import lanes
 
+    body = event if isinstance(event, str) else json.dumps(event)
+    if lanes.current is not None:
+        done = lanes.current.run(Path.cwd(), ["hook", name], stdin=body)
+        return done.returncode, json.loads(done.stdout) if done.stdout.strip() else None, done.stderr
     out = io.StringIO()
-    code = run_hook(name, io.StringIO(event if isinstance(event, str) else json.dumps(event)), out)
+    code = run_hook(name, io.StringIO(body), out)
     return code, json.loads(out.getvalue()) if out.getvalue().strip() else None, capsys.readouterr().err
 
 
@@ -500,6 +506,7 @@ def test_each_wrap_up_step_runs_when_an_earlier_one_fails(home, worktrees, cli, 
             "the agent session is still forgotten"
 
 
+@pytest.mark.in_process  # the hook's limit is lowered in the test's own process
 def test_files_beyond_one_sweep_are_recorded_at_the_next(home, worktrees, cli, capsys, monkeypatch):
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
@@ -520,6 +527,7 @@ def test_the_stop_hook_leaves_no_trace_in_an_unbound_worktree(home, tmp_path, ca
     assert not (home / "agent-sessions.db").exists()
 
 
+@pytest.mark.in_process  # the hook's limit is lowered in the test's own process
 def test_signals_cut_from_the_session_start_context_are_told_at_the_next_prompt(home, worktrees, cli, capsys,
                                                                                  monkeypatch):
     main, second = worktrees

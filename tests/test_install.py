@@ -359,6 +359,7 @@ def install_as_an_older_baton(cli, main: Path) -> None:
     assert (main / ".claude" / "skills" / "handoff" / "SKILL.md").read_bytes().endswith(b"old\n")
 
 
+@pytest.mark.in_process  # the older Baton is the test process's, patched
 def test_an_upgraded_baton_replaces_its_skills_and_removes_them(home, worktrees, cli):
     main, _ = worktrees
     install_as_an_older_baton(cli, main)

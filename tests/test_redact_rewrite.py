@@ -25,6 +25,10 @@ def leaked_in(text: str) -> list[str]:
     return [kind for kind in KINDS if secret(kind) in text]
 
 
+# stored_unredacted writes as an older Baton did: Baton patched in the test's own process.
+pytestmark = pytest.mark.in_process
+
+
 @pytest.fixture
 def stored_unredacted(any_home, worktrees, cli, monkeypatch):
     """OMN-1 holds a secret in each free text (decisions and contexts, every journal field,

@@ -52,7 +52,13 @@ def two_agents(worktrees: tuple[Path, Path], cli) -> Path:
 
 def run_process(cwd: Path, *args: str, env: dict | None = None, timeout: float = 60,
                 prelude: str = "") -> subprocess.CompletedProcess:
-    """Run baton as a fresh process (prelude: Python run before the CLI, e.g. to hide a module)."""
+    """Run baton as a fresh process (prelude: Python run before the CLI, e.g. to hide a module).
+    In lane `on` (tests/lanes.py) it goes through the console entry to the resident, unless a
+    prelude must change the process that runs the command."""
+    from tests import lanes
+
+    if lanes.current is not None and not prelude:
+        return lanes.current.run(cwd, args, env=env, timeout=timeout)
     code = f"{prelude}\nimport sys\nfrom baton.skills.frontends.cli import main\nsys.exit(main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
