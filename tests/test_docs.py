@@ -169,7 +169,9 @@ def test_the_marked_examples_run(page, home, cli, tmp_path, monkeypatch, capsys)
     enters the repository (a later, other DIR: a worktree of it); a `baton` command must exit
     0, or, where the output shown is `baton: error: ...`, fail and say so; other commands
     (`echo ... >> FILE`, `git add ...`) are run by bash and must succeed."""
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # pytest, for checks
+    # The checks an example runs (`pytest -q`) find this pytest, and none of this run's options.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
     places: dict[str, Path] = {}
 
     def enter(directory: str) -> Path:
