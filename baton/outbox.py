@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from baton.locks import held
-from baton.sqlite import SqliteFile, guarded, write_transaction
+from baton.sqlite import SqliteFile, guarded
 
 _SCHEMA = """
     CREATE TABLE outbox (
@@ -116,16 +116,14 @@ class Outbox:
     def keep(self, messages: Sequence[tuple[str, str, str]]) -> list[bool]:
         """Keep (message id, key, body) triples; True for each id never kept before."""
         fresh = []
-        with guarded(self.store, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                for message_id, key, body in messages:
-                    new = conn.execute("INSERT OR IGNORE INTO kept (message_id) VALUES (?)",
-                                       (message_id,)).rowcount == 1
-                    if new:
-                        conn.execute("INSERT OR IGNORE INTO outbox (message_id, key, body) VALUES (?, ?, ?)",
-                                     (message_id, key, body))
-                    fresh.append(new)
+        with self._db.writing(self.store) as conn:
+            for message_id, key, body in messages:
+                new = conn.execute("INSERT OR IGNORE INTO kept (message_id) VALUES (?)",
+                                   (message_id,)).rowcount == 1
+                if new:
+                    conn.execute("INSERT OR IGNORE INTO outbox (message_id, key, body) VALUES (?, ?, ?)",
+                                 (message_id, key, body))
+                fresh.append(new)
         self.kept += sum(fresh)
         return fresh
 
@@ -162,11 +160,9 @@ class Outbox:
 
     def mark_sent(self, message_ids: Sequence[str], at_ms: int) -> None:
         """Note that a delivery produces these messages now."""
-        with guarded(self.store, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                conn.executemany("UPDATE outbox SET sent_at = ? WHERE message_id = ?",
-                                 [(at_ms, m) for m in message_ids])
+        with self._db.writing(self.store) as conn:
+            conn.executemany("UPDATE outbox SET sent_at = ? WHERE message_id = ?",
+                             [(at_ms, m) for m in message_ids])
 
     def mark_unsent(self, message_ids: Sequence[str]) -> None:
         """Note that these messages were given up before they were sent."""
@@ -177,10 +173,8 @@ class Outbox:
         self._each("UPDATE outbox SET taken = 1 WHERE message_id = ?", message_ids)
 
     def _each(self, statement: str, message_ids: Sequence[str]) -> None:
-        with guarded(self.store, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                conn.executemany(statement, [(m,) for m in message_ids])
+        with self._db.writing(self.store) as conn:
+            conn.executemany(statement, [(m,) for m in message_ids])
 
     @contextmanager
     def delivering(self, within: float) -> Iterator[bool]:

@@ -201,6 +201,13 @@ class SqliteFile:
             self._connection = connect(self.path, self._migrations, timeout=self.timeout)
         return self._connection
 
+    @contextmanager
+    def writing(self, store: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction on the file; a driver or file-system error, the block's own
+        included, raises StoreUnavailable naming the store and the file (as guarded does)."""
+        with guarded(store, self.path), write_transaction(self.conn()) as conn:
+            yield conn
+
     def describe(self, table: str) -> dict[str, str]:
         """What `baton doctor` shows for an embedded SQLite store; table is a fixed name."""
         rows = self.conn().execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: S608 -- a fixed name

@@ -11,7 +11,7 @@ from pathlib import Path
 from baton import clock
 from baton.files import FileRef
 from baton.graph.base import ConflictGraph
-from baton.sqlite import SqliteFile, guarded, write_transaction
+from baton.sqlite import SqliteFile, guarded
 from baton.store_names import Store
 
 STORE = Store.CONFLICT_GRAPH
@@ -149,26 +149,22 @@ class SqliteConflictGraph(ConflictGraph):
     def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
                session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
         stamp = clock.to_text(at)
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                conn.execute(
-                    "INSERT INTO tasks (task_id, status) VALUES (?, ?) "
-                    "ON CONFLICT (task_id) DO UPDATE SET status = excluded.status", (task_id, status))
-                _mark_activity(conn, task_id)
-                _add_touches(conn, task_id, files, stamp)
+        with self._db.writing(STORE) as conn:
+            conn.execute(
+                "INSERT INTO tasks (task_id, status) VALUES (?, ?) "
+                "ON CONFLICT (task_id) DO UPDATE SET status = excluded.status", (task_id, status))
+            _mark_activity(conn, task_id)
+            _add_touches(conn, task_id, files, stamp)
 
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         stamp = clock.to_text(at)
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                conn.execute(
-                    "INSERT INTO tasks (task_id, status) VALUES (?, 'active') "
-                    "ON CONFLICT (task_id) DO UPDATE SET status = 'active' WHERE status = 'stalled'", (task_id,))
-                _mark_activity(conn, task_id)
-                _add_touches(conn, task_id, files, stamp)
-                status = conn.execute("SELECT status FROM tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
+        with self._db.writing(STORE) as conn:
+            conn.execute(
+                "INSERT INTO tasks (task_id, status) VALUES (?, 'active') "
+                "ON CONFLICT (task_id) DO UPDATE SET status = 'active' WHERE status = 'stalled'", (task_id,))
+            _mark_activity(conn, task_id)
+            _add_touches(conn, task_id, files, stamp)
+            status = conn.execute("SELECT status FROM tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
         return status == "active"
 
     def _held_rows(self, task_ids: list[str]) -> list[tuple[str, str, str | None, str | None]]:
@@ -176,11 +172,9 @@ class SqliteConflictGraph(ConflictGraph):
             return self._db.conn().execute(_HELD, {"tasks": json.dumps(task_ids)}).fetchall()
 
     def forget(self, task_ids: Sequence[str]) -> None:
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                conn.executemany("DELETE FROM touches WHERE task_id = ?", [(t,) for t in task_ids])
-                conn.executemany("DELETE FROM tasks WHERE task_id = ?", [(t,) for t in task_ids])
+        with self._db.writing(STORE) as conn:
+            conn.executemany("DELETE FROM touches WHERE task_id = ?", [(t,) for t in task_ids])
+            conn.executemany("DELETE FROM tasks WHERE task_id = ?", [(t,) for t in task_ids])
 
     def _shared_rows(self, task_id: str, partners: int | None, scope: str = "") -> list[tuple[str, str, str]]:
         with guarded(STORE, self.path):

@@ -15,6 +15,7 @@ import importlib.util
 import json
 import math
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -164,3 +165,21 @@ class MiniLMEncoder:
         pooled = (x * mask[..., None]).sum(1) / np.clip(mask.sum(1, keepdims=True), 1e-9, None)
         pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return pooled.astype(np.float32)
+
+
+class LazyEncoder:
+    """An encoder loaded at its first use and kept: a reader that finds every vector stored,
+    or an indexer with nothing new to embed, never pays for the model."""
+
+    def __init__(self, load: Callable[[], MiniLMEncoder] = MiniLMEncoder.load) -> None:
+        self._load = load
+        self._encoder: MiniLMEncoder | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._encoder is not None
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if self._encoder is None:
+            self._encoder = self._load()
+        return self._encoder.encode(texts)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from baton.recall.base import DecisionIndex, DecisionRecord
-from baton.recall.embedding import MiniLMEncoder
+from baton.recall.embedding import LazyEncoder, MiniLMEncoder
 from baton.recall.queue import EmbeddingQueue
 
 BATCH = 32
@@ -42,8 +42,7 @@ class Indexer:
                  load_encoder: Callable[[], MiniLMEncoder] = MiniLMEncoder.load) -> None:
         self.queue = queue
         self.index = index
-        self._load_encoder = load_encoder
-        self._encoder: MiniLMEncoder | None = None
+        self._encoder = LazyEncoder(load_encoder)
 
     def run(self, *, until: float | None = None, batch: int = BATCH) -> IndexReport:
         """Index what waits, oldest first, until the queue is empty or time.monotonic()
@@ -73,8 +72,6 @@ class Indexer:
             stored = self.index.stored([r.point_id for r in records])
             todo = [r for r in records if r.point_id not in stored]
             if todo:
-                if self._encoder is None:
-                    self._encoder = self._load_encoder()
                 self.index.upsert(todo, self._encoder.encode([r.embedding_text() for r in todo]))
             self.queue.remove([r.point_id for r in records])
             report.embedded += len(todo)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from baton.sqlite import SqliteFile, guarded, write_transaction
+from baton.sqlite import SqliteFile, guarded
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -53,12 +53,10 @@ class EmbeddingQueue:
         if not payloads:
             return 0
         now = time.time()
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                return sum(conn.execute(
-                    "INSERT OR IGNORE INTO queued (point_id, payload, queued_at) VALUES (?, ?, ?)",
-                    (str(point_id), payload, now)).rowcount for point_id, payload in payloads)
+        with self._db.writing(STORE) as conn:
+            return sum(conn.execute(
+                "INSERT OR IGNORE INTO queued (point_id, payload, queued_at) VALUES (?, ?, ?)",
+                (str(point_id), payload, now)).rowcount for point_id, payload in payloads)
 
     def oldest(self, limit: int) -> list[tuple[UUID, str]]:
         """Up to limit (point id, payload JSON) pairs, oldest first."""
@@ -85,21 +83,17 @@ class EmbeddingQueue:
     def remove(self, point_ids: Sequence[UUID]) -> None:
         if not point_ids:
             return
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                conn.executemany("DELETE FROM queued WHERE point_id = ?", [(str(p),) for p in point_ids])
+        with self._db.writing(STORE) as conn:
+            conn.executemany("DELETE FROM queued WHERE point_id = ?", [(str(p),) for p in point_ids])
 
     def drop_tasks(self, project: str, task_ids: Sequence[str]) -> None:
         """Forget the queued decisions of those tickets of the project (their sessions were pruned)."""
         if not task_ids or not self.path.exists():
             return
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                conn.executemany("DELETE FROM queued WHERE json_extract(payload, '$.project') = ? "
-                                 "AND json_extract(payload, '$.task_id') = ?",
-                                 [(project, task_id) for task_id in task_ids])
+        with self._db.writing(STORE) as conn:
+            conn.executemany("DELETE FROM queued WHERE json_extract(payload, '$.project') = ? "
+                             "AND json_extract(payload, '$.task_id') = ?",
+                             [(project, task_id) for task_id in task_ids])
 
     def count(self) -> int:
         if not self.path.exists():

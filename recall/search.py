@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from baton.recall.base import DecisionIndex, DecisionRecord, ScoredDecision
-from baton.recall.embedding import MiniLMEncoder
+from baton.recall.embedding import LazyEncoder, MiniLMEncoder
 
 OWN_VECTORS = 10
 
@@ -29,12 +29,11 @@ class DecisionSearchClient:
                  load_encoder: Callable[[], MiniLMEncoder] = MiniLMEncoder.load) -> None:
         self.index = index
         self.project = project
-        self._load_encoder = load_encoder
-        self._encoder: MiniLMEncoder | None = None
+        self._encoder = LazyEncoder(load_encoder)
 
     @property
     def encoder_loaded(self) -> bool:
-        return self._encoder is not None
+        return self._encoder.loaded
 
     def search_related(self, task_id: str, limit: int = 5, *, own: Sequence[DecisionRecord] = (),
                        min_score: float = 0.0) -> RelatedSearch:
@@ -49,8 +48,6 @@ class DecisionSearchClient:
         return RelatedSearch([h for h in hits if h.score >= min_score], unindexed)
 
     def search_text(self, text: str, limit: int = 5, *, exclude_task_id: str | None = None) -> list[ScoredDecision]:
-        if self._encoder is None:
-            self._encoder = self._load_encoder()
         return self.index.search(self._encoder.encode([text]).tolist(), project=self.project, limit=limit,
                                  exclude_task_id=exclude_task_id)
 

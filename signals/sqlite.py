@@ -15,7 +15,7 @@ from baton.errors import StoreUnavailable
 from baton.outcome import Found, Unavailable
 from baton.projects import check_project
 from baton.signals.base import SignalBus
-from baton.sqlite import SqliteFile, guarded, write_transaction
+from baton.sqlite import SqliteFile, guarded
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -88,30 +88,26 @@ class SqliteSignalBus(SignalBus):
 
     def publish(self, signals: Sequence[Signal | WireSignal], *, deliver: bool = True) -> list[bool]:
         fresh = []
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                for signal in signals:
-                    emitted = clock.to_text(signal.emitted_at)
-                    cursor = conn.execute(
-                        "INSERT OR IGNORE INTO signals (project, signal_id, signal_type, task_id, emitted_at, body) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        (self.project, str(signal.signal_id), signal.signal_type.value, signal.task_id, emitted,
-                         signal.to_json()))
-                    fresh.append(cursor.rowcount == 1)
-                    if cursor.rowcount == 1:
-                        conn.executemany(
-                            "INSERT INTO signal_subjects (project, subject, emitted_at, seq) VALUES (?, ?, ?, ?)",
-                            [(self.project, subject, emitted, cursor.lastrowid) for subject in signal.subjects()])
+        with self._db.writing(STORE) as conn:
+            for signal in signals:
+                emitted = clock.to_text(signal.emitted_at)
+                cursor = conn.execute(
+                    "INSERT OR IGNORE INTO signals (project, signal_id, signal_type, task_id, emitted_at, body) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (self.project, str(signal.signal_id), signal.signal_type.value, signal.task_id, emitted,
+                     signal.to_json()))
+                fresh.append(cursor.rowcount == 1)
+                if cursor.rowcount == 1:
+                    conn.executemany(
+                        "INSERT INTO signal_subjects (project, subject, emitted_at, seq) VALUES (?, ?, ?, ?)",
+                        [(self.project, subject, emitted, cursor.lastrowid) for subject in signal.subjects()])
         return fresh
 
     def rewrite(self, signals: Sequence[Signal]) -> int:
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                return sum(conn.execute("UPDATE signals SET body = ? WHERE project = ? AND signal_id = ?",
-                                        (signal.to_json(), self.project, str(signal.signal_id))).rowcount
-                           for signal in signals)
+        with self._db.writing(STORE) as conn:
+            return sum(conn.execute("UPDATE signals SET body = ? WHERE project = ? AND signal_id = ?",
+                                    (signal.to_json(), self.project, str(signal.signal_id))).rowcount
+                       for signal in signals)
 
     def known(self, signal_ids: Sequence[str]) -> set[str]:
         if not signal_ids:
@@ -175,13 +171,11 @@ class SqliteSignalBus(SignalBus):
 
     def prune(self, before: datetime) -> int:
         stamp = clock.to_text(before)
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                conn.execute("DELETE FROM signal_subjects WHERE seq IN "
-                             "(SELECT seq FROM signals WHERE project = ? AND emitted_at < ?)", (self.project, stamp))
-                return conn.execute("DELETE FROM signals WHERE project = ? AND emitted_at < ?",
-                                    (self.project, stamp)).rowcount
+        with self._db.writing(STORE) as conn:
+            conn.execute("DELETE FROM signal_subjects WHERE seq IN "
+                         "(SELECT seq FROM signals WHERE project = ? AND emitted_at < ?)", (self.project, stamp))
+            return conn.execute("DELETE FROM signals WHERE project = ? AND emitted_at < ?",
+                                (self.project, stamp)).rowcount
 
     def describe(self) -> dict[str, str]:
         with guarded(STORE, self.path):

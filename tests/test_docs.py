@@ -1,15 +1,20 @@
 """The documentation users navigate: the README stays a walk-through whose links lead
 somewhere, and the reference in docs/ builds with MkDocs, broken links failing, and names
 every command and option Baton has (tests/test_settings.py holds docs/settings.md's table
-to every setting)."""
+to every setting); the examples marked as running do run."""
 
 import argparse
+import os
 import re
+import shlex
 import subprocess
 import sys
 import unicodedata
+from pathlib import Path
 
-from tests.workspace import ROOT
+import pytest
+
+from tests.workspace import ROOT, git, make_repo
 
 README_MAX_LINES = 600
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -117,3 +122,109 @@ def test_the_readmes_links_lead_somewhere():
         assert file.exists(), f"README.md links to {path}, which does not exist"
         if anchor and file.suffix == ".md":
             assert anchor in anchors(file.read_text(encoding="utf-8")), f"README.md links to {target}: no such heading"
+
+
+# On the lines before a fenced bash or console block: `<!-- example: runs -->`, or, where the
+# example needs what its page's prose describes, the commands that set it up, one a line:
+# `<!-- example: runs after:`, the commands, `-->`.
+EXAMPLE = "<!-- example: runs"
+
+
+def examples(page: str) -> list[list[tuple[str, list[str]]]]:
+    """The marked example blocks of a page, each as its command lines (set-up first) with
+    the output shown under each (console blocks show it; in a bash block a command stands
+    alone)."""
+    blocks, lines = [], page.splitlines()
+    for number, line in enumerate(lines):
+        if not line.startswith(EXAMPLE):
+            continue
+        commands: list[tuple[str, list[str]]] = []
+        if line.rstrip().endswith("after:"):
+            while not lines[number + 1].startswith("-->"):
+                number += 1
+                commands.append((lines[number], []))
+            number += 1  # the closing line
+        fence = re.match(r"\s*```(bash|console)\s*$", lines[number + 1])
+        assert fence, f"the example marked at line {number + 1} is not followed by a bash or console block"
+        for text in lines[number + 2:]:
+            if text.strip().startswith("```"):
+                break
+            if fence.group(1) == "bash" and text.strip():
+                commands.append((text, []))
+            elif fence.group(1) == "console" and text.startswith("$ "):
+                commands.append((text[2:], []))
+            elif commands:
+                commands[-1][1].append(text)
+        blocks.append(commands)
+    return blocks
+
+
+EXAMPLE_PAGES = [path for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+                 if EXAMPLE in path.read_text(encoding="utf-8")]
+
+
+@pytest.mark.parametrize("page", EXAMPLE_PAGES, ids=lambda path: path.name)
+def test_the_marked_examples_run(page, home, cli, tmp_path, monkeypatch, capsys):
+    """The page's marked blocks run in order in a fresh embedded home and repository. `cd DIR`
+    enters the repository (a later, other DIR: a worktree of it); a `baton` command must exit
+    0, or, where the output shown is `baton: error: ...`, fail and say so; other commands
+    (`echo ... >> FILE`, `git add ...`) are run by bash and must succeed."""
+    # The checks an example runs (`pytest -q`) find this pytest, and none of this run's options.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    places: dict[str, Path] = {}
+
+    def enter(directory: str) -> Path:
+        name = Path(directory).name
+        if name not in places:
+            first = next(iter(places.values()), None)
+            places[name] = make_repo(tmp_path / name, "git@github.com:acme/shop.git") if first is None \
+                else worktree(first, tmp_path / name)
+        return places[name]
+
+    def shell(command: str) -> None:
+        ran = subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True, timeout=30, check=False)
+        assert ran.returncode == 0, f"{page.name}: `{command}` failed: {ran.stderr}"
+
+    cwd = None
+    for block in examples(page.read_text(encoding="utf-8")):
+        for line, shown in block:
+            words = shlex.split(line, comments=True)
+            if words[0] != "cd" and "baton" not in words:
+                cwd = cwd or enter("shop")
+                shell(line)
+                continue
+            assert not {"|", ">", ">>", ";", "||"} & set(words), f"{page.name}: `{line}`: only && joins baton commands"
+            for command in split_and(words):
+                if command[0] == "cd":
+                    cwd = enter(command[1])
+                    continue
+                cwd = cwd or enter("shop")
+                if command[0] != "baton":
+                    shell(shlex.join(command))
+                    continue
+                try:
+                    code, _, err = cli(cwd, *command[1:])
+                except SystemExit as exit_:  # argparse's refusal of the words
+                    code, err = exit_.code, capsys.readouterr().err
+                refused = [text for text in shown if text.startswith("baton: error:")]
+                if refused:
+                    assert code != 0 and refused[0] in err, f"{page.name}: `{line}` did not fail as shown: {err}"
+                else:
+                    assert code == 0, f"{page.name}: `{line}` exited {code}: {err}"
+
+
+def split_and(words: list[str]) -> list[list[str]]:
+    """`a && b` as [a, b]."""
+    groups: list[list[str]] = [[]]
+    for word in words:
+        if word == "&&":
+            groups.append([])
+        else:
+            groups[-1].append(word)
+    return [group for group in groups if group]
+
+
+def worktree(repo: Path, path: Path) -> Path:
+    git(repo, "worktree", "add", "-q", str(path), "-b", path.name)
+    return path

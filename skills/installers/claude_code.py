@@ -467,6 +467,14 @@ def _baton_handlers(group: json_text.Node) -> list[int]:
 
 
 def read_settings(path: Path) -> str | None:
+    text = read_file(path)
+    if text is not None:
+        parse_settings(text, path)
+    return text
+
+
+def read_file(path: Path) -> str | None:
+    """An agent's UTF-8 settings file as text, None where there is none."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -474,11 +482,9 @@ def read_settings(path: Path) -> str | None:
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise BadInput(f"{path} is not UTF-8; nothing changed") from None
-    parse_settings(text, path)
-    return text
 
 
 def parse_settings(text: str, path: Path) -> json_text.Node:

@@ -44,6 +44,8 @@ from baton.errors import BadInput
 from baton.skills.core.binding import Place
 from baton.skills.installers import json_text
 from baton.skills.installers.claude_code import (
+    HOOKS as CLAUDE_HOOKS,
+    SCOPES,
     InstallRecords,
     baton_executable,
     ensure_group,
@@ -51,18 +53,17 @@ from baton.skills.installers.claude_code import (
     hook_group,
     is_baton_hook,
     parse_settings,
+    read_file,
     read_settings,
     remove_one_baton_handler,
     write_file,
 )
 
-SCOPES = ("project", "user")
-# Codex event -> (`baton hook` name, tool matcher, timeout in seconds).
+# Codex event -> (`baton hook` name, tool matcher, timeout in seconds): Claude Code's events and
+# hooks (is_baton_hook knows Baton's handlers by those names), with Codex's patch tool and limit.
 HOOKS: dict[str, tuple[str, str | None, int]] = {
-    "SessionStart": ("session-start", None, 10),
+    **CLAUDE_HOOKS,
     "PostToolUse": ("post-tool-use", "apply_patch", 5),
-    "UserPromptSubmit": ("user-prompt-submit", None, 5),
-    "Stop": ("stop", None, 30),
     "SessionEnd": ("session-end", None, 3),  # Codex clamps a SessionEnd hook to 3 s
 }
 # hooks.json event name -> the name in a trust key (Codex's snake case).
@@ -388,16 +389,7 @@ def _save_block(path: Path, text: str, block: _Block, backups: Backups, report: 
 
 
 def _read_text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return ""
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadInput(f"{path} is not UTF-8; nothing changed") from None
+    text = read_file(path) or ""
     try:
         tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baton import clock
-from baton.sqlite import SqliteFile, guarded, write_transaction
+from baton.sqlite import SqliteFile, guarded
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -112,22 +112,18 @@ class AgentSessions:
         """Record that agent_session was told signal_ids."""
         if not signal_ids:
             return
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                conn.executemany("INSERT OR IGNORE INTO told (agent_session, signal_id, told_at) VALUES (?, ?, ?)",
-                                 [(agent_session, s, clock.to_text(at)) for s in signal_ids])
+        with self._db.writing(STORE) as conn:
+            conn.executemany("INSERT OR IGNORE INTO told (agent_session, signal_id, told_at) VALUES (?, ?, ?)",
+                             [(agent_session, s, clock.to_text(at)) for s in signal_ids])
 
     def heard(self, agent_session: str, task_id: str, at: datetime, watermark: str | None) -> None:
         """Record that agent_session heard everything about task_id up to `at`, when the
         signal log's end was `watermark` (read before the signals were)."""
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                conn.execute("INSERT INTO heard (agent_session, task_id, heard_at, watermark) VALUES (?, ?, ?, ?) "
-                             "ON CONFLICT (agent_session, task_id) DO UPDATE SET heard_at = excluded.heard_at, "
-                             "watermark = excluded.watermark",
-                             (agent_session, task_id, clock.to_text(at), watermark))
+        with self._db.writing(STORE) as conn:
+            conn.execute("INSERT INTO heard (agent_session, task_id, heard_at, watermark) VALUES (?, ?, ?, ?) "
+                         "ON CONFLICT (agent_session, task_id) DO UPDATE SET heard_at = excluded.heard_at, "
+                         "watermark = excluded.watermark",
+                         (agent_session, task_id, clock.to_text(at), watermark))
 
     def last_heard(self, agent_session: str, task_id: str) -> tuple[datetime, str | None] | None:
         """When agent_session last heard about task_id, and the signal log's watermark then."""
@@ -150,27 +146,23 @@ class AgentSessions:
         if not swept:
             return
         when = clock.to_text(at)
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                conn.executemany(
-                    "INSERT INTO swept (agent_session, task_id, path, mtime, swept_at) VALUES (?, ?, ?, ?, ?) "
-                    "ON CONFLICT (agent_session, task_id, path) DO UPDATE SET mtime = excluded.mtime, "
-                    "swept_at = excluded.swept_at",
-                    [(agent_session, task_id, path, mtime, when) for path, mtime in swept.items()])
+        with self._db.writing(STORE) as conn:
+            conn.executemany(
+                "INSERT INTO swept (agent_session, task_id, path, mtime, swept_at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (agent_session, task_id, path) DO UPDATE SET mtime = excluded.mtime, "
+                "swept_at = excluded.swept_at",
+                [(agent_session, task_id, path, mtime, when) for path, mtime in swept.items()])
 
     def beat(self, beat: Beat) -> None:
         """Record that beat's agent works on its ticket in its worktree now."""
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                conn.execute(
-                    "INSERT INTO heartbeats (task_id, worktree, agent_session, pid, process_start, host, beat_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id, worktree) DO UPDATE SET "
-                    "agent_session = excluded.agent_session, pid = excluded.pid, "
-                    "process_start = excluded.process_start, host = excluded.host, beat_at = excluded.beat_at",
-                    (beat.task_id, beat.worktree, beat.agent_session, beat.pid, beat.process_start, beat.host,
-                     clock.to_text(beat.at)))
+        with self._db.writing(STORE) as conn:
+            conn.execute(
+                "INSERT INTO heartbeats (task_id, worktree, agent_session, pid, process_start, host, beat_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id, worktree) DO UPDATE SET "
+                "agent_session = excluded.agent_session, pid = excluded.pid, "
+                "process_start = excluded.process_start, host = excluded.host, beat_at = excluded.beat_at",
+                (beat.task_id, beat.worktree, beat.agent_session, beat.pid, beat.process_start, beat.host,
+                 clock.to_text(beat.at)))
 
     def heartbeats(self) -> list[Beat]:
         """Every heartbeat kept on this machine."""
@@ -183,13 +175,11 @@ class AgentSessions:
     def forget(self, agent_session: str, *, now: datetime) -> None:
         """Drop the session's rows, and every row older than KEEP (sessions that never ended)."""
         cutoff = clock.to_text(now - KEEP)
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            with write_transaction(conn):
-                for table, column in (("told", "told_at"), ("heard", "heard_at"), ("swept", "swept_at")):
-                    conn.execute(f"DELETE FROM {table} WHERE agent_session = ? OR {column} < ?",  # noqa: S608 -- fixed names
-                                 (agent_session, cutoff))
-                conn.execute("DELETE FROM heartbeats WHERE beat_at < ?", (cutoff,))
+        with self._db.writing(STORE) as conn:
+            for table, column in (("told", "told_at"), ("heard", "heard_at"), ("swept", "swept_at")):
+                conn.execute(f"DELETE FROM {table} WHERE agent_session = ? OR {column} < ?",  # noqa: S608 -- fixed names
+                             (agent_session, cutoff))
+            conn.execute("DELETE FROM heartbeats WHERE beat_at < ?", (cutoff,))
 
     def close(self) -> None:
         self._db.close()
