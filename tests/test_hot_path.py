@@ -93,7 +93,8 @@ HOOK_PATH_IMPORTS = {
         baton.skills.handoff baton.skills.handoff.files baton.skills.installers
         baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
         baton.skills.services.checkpoint baton.skills.services.end_of_turn baton.skills.services.touch bisect bz2
-        hashlib lzma random shutil socket tempfile zlib base64 baton.skills.runtime.provider_refs binascii cryptography hmac struct
+        hashlib lzma random shutil socket tempfile zlib base64 baton.skills.runtime.provider_refs binascii cryptography
+        hmac struct
     """),
     "session-end": HOOK_IMPORTS | names("""
         locale select selectors signal subprocess

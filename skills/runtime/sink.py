@@ -18,11 +18,11 @@ their JSON, unprojected (the registry projects them before its next read), so th
 never imports the event models; it then runs the caller's `derive`, which brings the stores
 derived from the registry up to date at once for the few callers that answer from them (the
 touch's overlaps, the decision's recall queue); elsewhere the projection does it wherever the
-events are delivered. Every
-sink delivers the pending writes left from an earlier configuration too, so nothing kept is
-ever stranded, and where the registry is embedded, the writes its write queue holds
-(baton.write_queue: those that found its lock held by another process); a read applies them
-if the lock is free at once, the background delivery waits for it.
+events are delivered. Every sink delivers the pending writes left from an earlier
+configuration too, so nothing kept is ever stranded, and where the registry is embedded, the
+writes its write queue holds (baton.write_queue: those that found its lock held by another
+process); a read applies them if the lock is free at once, the background delivery waits
+for it.
 
 The projection (baton.skills.core.projection) sits above this layer: it is given to the
 stores when they are built (Stores.projection), by whoever opens them in a layer that may

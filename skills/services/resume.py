@@ -175,7 +175,8 @@ def resume_session(stores: Stores, task_id: TicketId, place: Place, *, limit: in
     history. check_workflow re-checks each completed stage's proof (git and the files: the
     session start leaves it to a resume).
     """
-    binding = read_binding_quietly(place)
+    # Only the writes need the binding (a session start makes none).
+    binding = read_binding_quietly(place) if bind_task or verify_handoff else None
     result, looked = _read(stores, task_id, limit=limit, workflow_root=place.root if check_workflow else None,
                            compatible_with=place if verify_handoff else None)
     liveness = MachineLiveness(stores.deadline)
@@ -205,7 +206,7 @@ def _bind(stores: Stores, task_id: TicketId, place: Place, read: BindReads, sess
     except StoreUnavailable as exc:
         if result.status != "unavailable":
             result.warnings.append(f"{exc}; bound locally only")
-        return exc.store != Store.BINDING_FILE  # bind writes the binding before it asks the registry
+        return exc.store != Store.BINDING_FILE  # bind writes the binding before it refuses a registry down
     result.warnings += report.warnings
     return True
 
