@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NewType
 
 from baton.errors import BadInput
 
@@ -12,6 +12,10 @@ if TYPE_CHECKING:
     from uuid import UUID
 
 _TASK_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+# A ticket id parse_ticket_id accepted: parsed once where it enters (a command's argument, a
+# tool's, the binding file) and carried as this type, so nothing past the edge checks it again.
+TicketId = NewType("TicketId", str)
 
 # Fixed namespaces: changing one changes every id derived from it, so they never change.
 CONFLICT_NAMESPACE = "a1b2c3d4-e5f6-7890-abcd-ef1234567890"
@@ -36,8 +40,8 @@ def name_uuid(namespace: str, name: str) -> UUID:
     return uuid.uuid5(uuid.UUID(namespace), name)
 
 
-def check_task_id(value: object) -> str:
-    """Return value if it is a valid ticket id, else raise BadInput naming the problem."""
+def parse_ticket_id(value: object) -> TicketId:
+    """value as a TicketId if it is a valid ticket id, else BadInput naming the problem."""
     if not isinstance(value, str):
         raise BadInput(f"task id must be a string, got {type(value).__name__}")
     if _TASK_ID.fullmatch(value) is None:
@@ -45,4 +49,4 @@ def check_task_id(value: object) -> str:
         raise BadInput(
             f"invalid task id {shown!r}: use 1 to 64 characters of letters, digits and . _ : -"
         )
-    return value
+    return TicketId(value)

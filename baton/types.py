@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator
 
 from baton.errors import BadInput
-from baton.ids import check_task_id
+from baton.ids import parse_ticket_id
 from baton.projects import check_project
 
 
@@ -23,5 +23,5 @@ def _validator(check: Callable[[str], str]) -> AfterValidator:
     return AfterValidator(validate)
 
 
-TaskId = Annotated[str, _validator(check_task_id)]
+TaskId = Annotated[str, _validator(parse_ticket_id)]
 Project = Annotated[str, _validator(check_project)]

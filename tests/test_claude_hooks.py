@@ -510,7 +510,7 @@ def test_each_wrap_up_step_runs_when_an_earlier_one_fails(home, worktrees, cli, 
 def test_files_beyond_one_sweep_are_recorded_at_the_next(home, worktrees, cli, capsys, monkeypatch):
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
-    monkeypatch.setattr("baton.skills.frontends.hooks.MAX_SWEEP", 2)
+    monkeypatch.setattr("baton.skills.services.end_of_turn.MAX_SWEEP", 2)
     for name in ("a.py", "b.py", "c.py"):
         (main / name).write_text("x\n")
     assert hook("stop", payload("stop", main), capsys) == (0, None, "")

@@ -94,15 +94,17 @@ HOOK_PATH_IMPORTS = {
         baton.processes baton.skills.core.overlaps baton.skills.core.write_report
         baton.skills.handoff baton.skills.handoff.files baton.skills.installers
         baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
-        baton.skills.services.checkpoint baton.skills.services.touch bisect bz2 hashlib lzma random shutil
-        socket tempfile zlib base64 baton.skills.runtime.provider_refs binascii cryptography hmac struct
+        baton.skills.services.checkpoint baton.skills.services.end_of_turn baton.skills.services.touch bisect bz2
+        hashlib lzma random shutil socket tempfile zlib base64 baton.skills.runtime.provider_refs binascii cryptography
+        hmac struct
     """),
     "session-end": HOOK_IMPORTS | names("""
         locale select selectors signal subprocess
         baton.locks baton.outbox baton.skills.core.commit baton.skills.core.overlaps
         baton.skills.core.write_report baton.skills.handoff baton.skills.handoff.files baton.skills.installers
         baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
-        baton.skills.services.touch bisect bz2 hashlib lzma random shutil tempfile zlib
+        baton.skills.services.end_of_turn baton.skills.services.touch bisect bz2 hashlib lzma random shutil tempfile
+        zlib
     """),
     "session-start": HOOK_IMPORTS | names("""
         annotated_types array atexit base64 baton.graph.sqlite baton.graph.projects baton.locks baton.recall

@@ -16,7 +16,7 @@ from pathlib import Path
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import Worktree, WorktreeLocator
-from baton.ids import check_task_id
+from baton.ids import TicketId, parse_ticket_id
 from baton.store_names import Store
 
 BINDING_DIR = ".baton"
@@ -26,7 +26,7 @@ _FIELDS = ("task_id", "session_id", "bound_at", "agent")
 
 @dataclass(frozen=True, slots=True)
 class Binding:
-    task_id: str
+    task_id: TicketId
     session_id: str
     bound_at: datetime
     agent: str | None = None
@@ -77,7 +77,7 @@ def read_binding(place: Place) -> Binding | None:
         values[key.strip()] = value
     try:
         return Binding(
-            task_id=check_task_id(values["task_id"]),
+            task_id=parse_ticket_id(values["task_id"]),
             session_id=values["session_id"],
             bound_at=clock.parse(values["bound_at"]),
             agent=values.get("agent") or None,
@@ -138,7 +138,7 @@ def _exclude_from_git(common_dir: Path) -> None:
 
 @dataclass(frozen=True, slots=True)
 class ActiveTask:
-    task_id: str
+    task_id: TicketId
     session_id: str
     source: str
 
@@ -150,13 +150,13 @@ def resolve_task(explicit: str | None, place: Place, ambient: tuple[str | None, 
     binding = read_binding(place)
     ambient_task, ambient_session = ambient
     if explicit is not None:
-        task_id = check_task_id(explicit)
+        task_id = parse_ticket_id(explicit)
         session = binding.session_id if binding and binding.task_id == task_id else ambient_session or DEFAULT_SESSION
         return ActiveTask(task_id, check_session_id(session), "--task")
     if binding is not None:
         return ActiveTask(binding.task_id, check_session_id(binding.session_id), str(place.binding_path))
     if ambient_task:
-        return ActiveTask(check_task_id(ambient_task), check_session_id(ambient_session or DEFAULT_SESSION),
+        return ActiveTask(parse_ticket_id(ambient_task), check_session_id(ambient_session or DEFAULT_SESSION),
                           "BATON_TASK_ID")
     raise BadInput("no task: pass --task TASK, run `baton bind TASK` in this worktree, or set BATON_TASK_ID")
 

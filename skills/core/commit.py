@@ -30,10 +30,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class WireEvent:
-    """A registry event as its JSON, keyed as the event log wants it."""
+    """A registry event as its JSON, keyed as the event log wants it, with the type and time
+    the embedded registry files it under (so it never parses the JSON for them)."""
 
     event_id: str
     task_id: str
+    type: str
+    at: datetime
     body: str
 
 
@@ -65,7 +68,7 @@ def redacted(stores: Stores, events: Sequence[WireEvent]) -> list[WireEvent]:
         cleaned = {name: value if name in STRUCTURAL else _redact_values(stores, value)
                    for name, value in body.items()}
         out.append(event if cleaned == body else
-                   WireEvent(event.event_id, event.task_id,
+                   WireEvent(event.event_id, event.task_id, event.type, event.at,
                              json.dumps(cleaned, separators=(",", ":"), ensure_ascii=False)))
     return out
 
@@ -84,8 +87,8 @@ def wire_event(event_type: str, task_id: str, session_id: str, at: datetime, *, 
                **fields: object) -> WireEvent:
     check_session_id(session_id)
     event_id = event_id or random_uuid()
-    return WireEvent(event_id, task_id, event_body(event_type, event_id=event_id, task_id=task_id,
-                                                   session_id=session_id, at=at, **fields))
+    return WireEvent(event_id, task_id, event_type, at, event_body(
+        event_type, event_id=event_id, task_id=task_id, session_id=session_id, at=at, **fields))
 
 
 def apply_events(stores: Stores, events: Sequence[Event]) -> list[str]:
@@ -122,7 +125,8 @@ def record_events(stores: Stores, events: Sequence[Event]) -> list[str]:
 
     adapter = event_adapter()
     report = WriteReport()
-    commit(stores, [WireEvent(str(e.event_id), e.task_id, adapter.dump_json(e).decode()) for e in events], report)
+    commit(stores, [WireEvent(str(e.event_id), e.task_id, e.type, e.at, adapter.dump_json(e).decode())
+                    for e in events], report)
     return report.warnings
 
 

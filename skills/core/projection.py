@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from baton.errors import StoreUnavailable
 from baton.graph.base import TicketRecord
+from baton.ids import TicketId
 from baton.registry.model import DecisionRecorded, Event, FilesTouched, SecretsRedacted, Session, Status
 from baton.skills.core.binding import ActiveTask
 from baton.skills.core.indexing import queue_decisions, start_background_indexer
@@ -58,7 +59,8 @@ def project(stores: Stores, events: Sequence[Event], *, renew: Callable[[], None
             raise
         warnings.append(str(exc))
     else:
-        signal_overlaps_of(stores, [(ActiveTask(r.task_id, r.session_id or "", "projection"), r.files, r.at)
+        # The events' model parsed their tickets' ids.
+        signal_overlaps_of(stores, [(ActiveTask(TicketId(r.task_id), r.session_id or "", "projection"), r.files, r.at)
                                     for r in records if r.files and sessions[r.task_id].status is Status.active],
                            warnings, strict=strict)
     # A decision is queued as its ticket's projection holds it: a replayed event whose text

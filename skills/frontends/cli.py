@@ -456,10 +456,11 @@ def _dump_rows(rows: list) -> None:
 
 
 def _bind(args: Arguments, stores: Stores) -> int:
+    from baton.ids import parse_ticket_id
     from baton.skills.services.bind import bind
 
     place, _ = _place()
-    report = bind(stores, args.task_id, place, agent=args.agent)
+    report = bind(stores, parse_ticket_id(args.task_id), place, agent=args.agent)
     _warn(report.warnings)
     if args.json:
         from baton.skills.frontends.answers import bind_answer
@@ -592,6 +593,7 @@ def _resume(args: Arguments, stores: Stores) -> int:
         return _list(args, stores)
     if not args.task_id:
         raise BadInput("resume needs a TASK (or --list)")
+    from baton.ids import parse_ticket_id
     from baton.skills.frontends.render import resume_markdown
     from baton.skills.runtime.settings import MIN_ANSWER_BUDGET
     from baton.skills.services.commands import ResumeRequest, resume
@@ -606,7 +608,7 @@ def _resume(args: Arguments, stores: Stores) -> int:
         if args.section not in SECTION_NAMES:  # before the resume binds anything
             raise BadInput(f"unknown section {args.section!r}: one of {', '.join(SECTION_NAMES)}")
     place, _ = _place()
-    result = resume(stores, place, ResumeRequest(args.task_id, limit=args.limit, agent=args.agent,
+    result = resume(stores, place, ResumeRequest(parse_ticket_id(args.task_id), limit=args.limit, agent=args.agent,
                                                  allow_unsigned_probes=args.allow_unsigned_probes))
     _warn(result.warnings)
     if args.json and (args.budget is not None or args.section is not None):

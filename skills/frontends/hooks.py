@@ -46,9 +46,6 @@ if TYPE_CHECKING:
     from baton.skills.runtime.agent_sessions import AgentSessions
     from baton.skills.runtime.stores import Stores
 
-if TYPE_CHECKING:
-    from baton.deadline import Deadline
-
 # The file-editing tools and the tool_input field that names the file they changed.
 FILE_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
 # Codex's patch tool: tool_input.command holds the patch, whose headers name the files.
@@ -56,8 +53,6 @@ PATCH_TOOL = "apply_patch"
 CODEX_TRANSCRIPT = "rollout-"  # how Codex names a session's transcript file
 PATCH_HEADERS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
 SESSION_START_STORE_TIMEOUT = 0.5  # seconds of servers: keeps a session start within 1 s when one hangs
-MAX_SWEEP = 1000
-STOP_BUDGET = 2.0  # seconds the stop hook's checkpoint may use, counted from the hook's start
 
 
 @dataclass(frozen=True)
@@ -340,39 +335,21 @@ def session_end(payload: Payload, out: Output) -> None:
 
 
 def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
-    """Deliver what waits locally, record the files changed since the last end of turn,
-    write a handoff if this is the hook the configuration names for it, and (at the end)
-    forget the agent session: each step runs even when an earlier one failed."""
+    """The end of the turn (baton.skills.services.end_of_turn), then (at a stop) the agent's
+    heartbeat and provider reference: each step runs even when an earlier one failed."""
     import time
 
-    from baton import clock
-    from baton.skills.core.commit import deliver_kept
+    from baton.skills.services.end_of_turn import SESSION_END, STOP, TurnEnd, end_of_turn
 
     started = time.monotonic()
-    hook = "session-end" if ending else "stop"
     place, locator, task = locate(payload.cwd)
+    turn = TurnEnd(SESSION_END if ending else STOP, payload.session_id, task, place, locator, installed_files(),
+                   started)
     with opened_stores(project=place.repo) as stores:
-        _step(out, "delivering kept writes", lambda: _warn(deliver_kept(stores)))
-        seen: list[tuple[str, ...]] = []  # the checkpoint's `git status`, which the sweep reuses
-        if task is not None and not ending and place.worktree is not None:
-            from baton.skills.services.checkpoint import boundary_checkpoint
-
-            def checkpoint() -> None:
-                # Only when the tree changed since the last checkpoint: the take answers
-                # Unchanged from one `git status`, hashing nothing. A refusal is a warning.
-                warnings, taken = boundary_checkpoint(
-                    stores, task, place, "stop", timeout=max(0.2, STOP_BUDGET - (time.monotonic() - started)))
-                _warn(warnings)
-                if taken is not None:
-                    seen.append(taken.dirty)
-
-            _step(out, "taking a checkpoint", checkpoint)
-        swept: list[int] = []
-        if task is not None and place.worktree is not None:
-            _step(out, "recording changed files", lambda: swept.append(
-                _sweep(stores, payload.session_id, task, place, locator, seen[0] if seen else None)))
-        if task is not None and not any(swept):
-            _step(out, "recording activity", lambda: _record_activity(stores, task))
+        for result in end_of_turn(stores, turn):
+            _warn(result.warnings)
+            if result.failure is not None:
+                out.cannot_record(f"{result.doing}: {_failure(result.failure)}")
         if task is not None and not ending:
             def beat() -> None:
                 with agent_sessions(stores) as sessions:
@@ -380,47 +357,14 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
 
             _step(out, "recording the heartbeat", beat)
             _step(out, "recording the agent session", lambda: remember_provider(stores, payload, task, place))
-        if task is not None and stores.settings.hook_handoff == hook:
-            from baton.skills.handoff.write import write_handoff
-
-            _step(out, "writing the handoff", lambda: _warn(write_handoff(stores, task, place).warnings))
-        from baton.skills.runtime.agent_sessions import FILE
-
-        if ending and (stores.settings.home / FILE).exists():  # nothing to forget: create nothing
-            def forget() -> None:
-                with agent_sessions(stores) as sessions:
-                    sessions.forget(payload.session_id, now=clock.now())
-
-            _step(out, "forgetting the agent session", forget)
 
 
-def _sweep(stores: Stores, agent_session: str, task: ActiveTask, place: Place, locator: WorktreeLocator,
-           listed: tuple[str, ...] | None = None) -> int:
-    """Record the worktree's files changed since this agent session's last sweep (at most
-    MAX_SWEEP; the rest at the next), and only then count them as swept; returns how many.
-    listed: the changed paths git status just named (the checkpoint's), else it is asked."""
-    from baton import clock
-    from baton.skills.services.touch import touch
+def installed_files() -> frozenset[str]:
+    """The files `baton install claude` or `baton install codex` writes into a worktree."""
+    from baton.skills.installers.claude_code import skill_names
 
-    dirty = without_batons_own(dirty_files(place.root, listed, stores.deadline))
-    with agent_sessions(stores) as sessions:
-        changed = sessions.changed_since_sweep(agent_session, task.task_id, dirty)[:MAX_SWEEP]
-        if not changed:
-            return 0
-        _warn(touch(stores, task, changed, place.root, locator, skip_refused=True).warnings)
-        sessions.record_sweep(agent_session, task.task_id, {path: dirty[path] for path in changed}, clock.now())
-        return len(changed)
-
-
-def _record_activity(stores: Stores, task: ActiveTask) -> None:
-    """An end of turn with no file changed still counts as the ticket's activity. Its event
-    is built by hand and kept as a touch's is (the embedded registry takes it unprojected,
-    projecting it before its next read): the Stop hook stays off pydantic."""
-    from baton import clock
-    from baton.skills.core.commit import wire_event
-
-    at = clock.now()
-    stores.sink.keep([wire_event("activity_recorded", task.task_id, task.session_id, at)])
+    return frozenset({".claude/settings.json", ".claude/settings.local.json", ".codex/config.toml",
+                      ".codex/hooks.json", *(f".claude/skills/{name}/SKILL.md" for name in skill_names())})
 
 
 def _step(out: Output, doing: str, step: Callable[[], None]) -> None:
@@ -428,40 +372,6 @@ def _step(out: Output, doing: str, step: Callable[[], None]) -> None:
         step()
     except Exception as exc:  # noqa: BLE001 -- the next step must run: report, do not raise
         out.cannot_record(f"{doing}: {_failure(exc)}")
-
-
-def dirty_files(root: Path, listed: tuple[str, ...] | None = None, deadline: Deadline | None = None
-                ) -> dict[str, float]:
-    """Changed, added, deleted and untracked files of the worktree at root: {relative path:
-    modification time, -1 for a deleted file}; listed: their paths, when known already (else
-    git status is asked, within the hook's deadline). GitFailed when git cannot say."""
-    if listed is None:
-        from baton.git import run_git
-
-        # No optional locks (run_git): a status run by a hook must not take the index lock from the agent's git.
-        out = run_git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames",
-                      deadline=deadline).stdout
-        listed = tuple(entry[3:] for entry in out.decode("utf-8", "surrogateescape").split("\0") if len(entry) > 3)
-    dirty = {}
-    for path in listed:
-        try:
-            dirty[path] = (root / path).stat().st_mtime
-        except FileNotFoundError:
-            dirty[path] = -1.0
-    return dirty
-
-
-def without_batons_own(dirty: dict[str, float]) -> dict[str, float]:
-    """dirty without the files Baton writes itself (handoffs, the binding, what `baton
-    install claude` or `baton install codex` added): every ticket writes these, so
-    sweeping them as touches would make every ticket overlap every other."""
-    from baton.skills.handoff.files import HANDOFFS_DIR
-    from baton.skills.installers.claude_code import skill_names
-
-    installed = {".claude/settings.json", ".claude/settings.local.json", ".codex/config.toml", ".codex/hooks.json",
-                 *(f".claude/skills/{name}/SKILL.md" for name in skill_names())}
-    return {path: mtime for path, mtime in dirty.items()
-            if path not in installed and not path.startswith((f"{HANDOFFS_DIR}/", ".baton/"))}
 
 
 def locate(cwd: Path) -> tuple[Place, WorktreeLocator, ActiveTask | None]:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from baton.errors import BadInput
+from baton.ids import parse_ticket_id
 from baton.phases import UPDATE_PHASES
 from baton.skills.frontends.answer_budget import SECTION_NAMES
 
@@ -77,7 +78,7 @@ def resume_session(task_id: str, limit: int = 5, agent: str | None = None, allow
         place = _place(worktree)
         if allow_unsigned_probes:
             _unsigned_allowed()
-        answer = resume(stores, place, ResumeRequest(task_id, limit=limit, agent=agent,
+        answer = resume(stores, place, ResumeRequest(parse_ticket_id(task_id), limit=limit, agent=agent,
                                                      allow_unsigned_probes=allow_unsigned_probes)).to_json()
         return resume_answer(answer, stores.settings.mcp_answer_budget, section, offset)
 
@@ -100,7 +101,7 @@ def bind_task(task_id: str, agent: str | None = None, worktree: str | None = Non
 
     def run(stores: Stores) -> dict:
         place = _place(worktree)
-        return bind_answer(task_id, place, bind(stores, task_id, place, agent=agent))
+        return bind_answer(task_id, place, bind(stores, parse_ticket_id(task_id), place, agent=agent))
 
     return _call(run)
 

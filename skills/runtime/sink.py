@@ -15,13 +15,14 @@ keeps its events (`keep`: made durable at once on the cheapest path, what the ho
 decide, checkpoint and end of turn do) or commits them (`commit`: applied through the
 projection, or kept). Where the registry is embedded, `keep` appends the events to it as
 their JSON, unprojected (the registry projects them before its next read), so the hot path
-never imports the event models; the stores derived from the registry are then brought up to
-date at once by the few callers that answer from them (the touch's overlaps, the decision's
-recall queue: `applies_now`), and by the projection wherever the events are delivered. Every
-sink delivers the pending writes left from an earlier configuration too, so nothing kept is
-ever stranded, and where the registry is embedded, the writes its write queue holds
-(baton.write_queue: those that found its lock held by another process); a read applies them
-if the lock is free at once, the background delivery waits for it.
+never imports the event models; it then runs the caller's `derive`, which brings the stores
+derived from the registry up to date at once for the few callers that answer from them (the
+touch's overlaps, the decision's recall queue); elsewhere the projection does it wherever the
+events are delivered. Every sink delivers the pending writes left from an earlier
+configuration too, so nothing kept is ever stranded, and where the registry is embedded, the
+writes its write queue holds (baton.write_queue: those that found its lock held by another
+process); a read applies them if the lock is free at once, the background delivery waits
+for it.
 
 The projection (baton.skills.core.projection) sits above this layer: it is given to the
 stores when they are built (Stores.projection), by whoever opens them in a layer that may
@@ -30,13 +31,15 @@ import it, so runtime imports nothing above it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, cast
 
 from baton.errors import StoreUnavailable
 from baton.store_names import Store
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from baton.registry.kafka import KafkaEventLog
     from baton.registry.model import Event
     from baton.signals.kafka import KafkaSignalBus
@@ -46,29 +49,34 @@ GRAPH = Store.CONFLICT_GRAPH
 
 
 class KeptEvent(Protocol):
-    """A registry event as its JSON, keyed as the outboxes want it."""
+    """A registry event as its JSON, keyed as the outboxes want it, with the type and time
+    the embedded registry files it under."""
 
     @property
     def event_id(self) -> str: ...
     @property
     def task_id(self) -> str: ...
     @property
+    def type(self) -> str: ...
+    @property
+    def at(self) -> datetime: ...
+    @property
     def body(self) -> str: ...
 
 
 class Sink:
-    applies_now = False  # whether `keep` writes to the registry at once (the embedded default)
-
     def __init__(self, stores: Stores) -> None:
         self.stores = stores
         # An embedded registry that refuses reads refuses this write too; a server's
         # registry takes the write later, when it is delivered.
         self.writes_need_registry = not stores.settings.database_url
 
-    def keep(self, events: Sequence[KeptEvent]) -> None:
+    def keep(self, events: Sequence[KeptEvent], *, derive: Callable[[], None] | None = None) -> None:
         """Make the events durable now, on the cheapest path: kept for a delivery, or (the
-        embedded default) appended to the registry unprojected. Raises StoreUnavailable
-        when they can be neither kept nor appended."""
+        embedded default) appended to the registry unprojected, then derive run: what
+        brings the stores derived from the registry up to date with them (a kept event's
+        projection does it where it is delivered). Raises StoreUnavailable when they can be
+        neither kept nor appended."""
         raise NotImplementedError
 
     def commit(self, events: Sequence[KeptEvent]) -> list[str]:
@@ -101,29 +109,24 @@ class Sink:
 
 
 class EmbeddedSink(Sink):
-    applies_now = True
-
-    def keep(self, events: Sequence[KeptEvent]) -> None:
-        import json
-
-        from baton import clock
-
+    def keep(self, events: Sequence[KeptEvent], *, derive: Callable[[], None] | None = None) -> None:
         registry = self.stores.registry
         for event in events:
-            head = json.loads(event.body)
-            registry.append_body(event.event_id, event.task_id, clock.parse(head["at"]), head["type"], event.body)
+            registry.append_body(event.event_id, event.task_id, event.at, event.type, event.body)
+        if derive is not None:
+            derive()
 
     def commit(self, events: Sequence[KeptEvent]) -> list[str]:
         return _projected(self.stores, _parsed([e.body for e in events]))
 
 
 class PendingSink(Sink):
-    def keep(self, events: Sequence[KeptEvent]) -> None:
+    def keep(self, events: Sequence[KeptEvent], *, derive: Callable[[], None] | None = None) -> None:
         self.stores.pending.keep(_in_project(self.stores.project, events))
 
 
 class KafkaSink(Sink):
-    def keep(self, events: Sequence[KeptEvent]) -> None:
+    def keep(self, events: Sequence[KeptEvent], *, derive: Callable[[], None] | None = None) -> None:
         self._event_log().keep(_in_project(self.stores.project, events))
 
     def deliver(self, *, background: bool = False) -> list[str]:

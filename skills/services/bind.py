@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.errors import StoreUnavailable
-from baton.ids import BATON_NAMESPACE, check_task_id, name_uuid
+from baton.ids import BATON_NAMESPACE, TicketId, name_uuid
 from baton.outcome import Found, NotFound, Unavailable
 from baton.signals.wire import SignalType
 from baton.skills.core.binding import ActiveTask, Binding, Place, write_binding
@@ -37,8 +37,18 @@ class RunStart:
     base: str | None = None
 
 
-def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None,
-         session_id: str | None = None, at: datetime | None = None, start: RunStart | None = None) -> WriteReport:
+@dataclass(frozen=True, slots=True)
+class BindReads:
+    """What a bind reads before it writes: the worktree's binding (None when it is missing or
+    unreadable: the bind rewrites it) and the ticket's session. A resume has read both already."""
+
+    binding: Binding | None
+    session: Found[Session] | NotFound | Unavailable
+
+
+def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None = None,
+         session_id: str | None = None, at: datetime | None = None, start: RunStart | None = None,
+         read: BindReads | None = None) -> WriteReport:
     """Bind the worktree to task_id and record the session; a completed ticket is reopened.
 
     A bind without an agent keeps the one already recorded. A session claims its ticket
@@ -47,20 +57,20 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
     the first bind is still on its way to the registry.
 
     The binding file is written even when the registry is down, so the worktree always
-    knows its ticket.
+    knows its ticket. read: the binding and the session, when the caller read them already.
     """
-    check_task_id(task_id)
     at = at or clock.now()
     report = WriteReport()
-    previous = read_binding_quietly(place)
+    read = read or BindReads(read_binding_quietly(place), stores.registry.get(task_id))
+    previous = read.binding
     same_task = previous if previous is not None and previous.task_id == task_id else None
     if session_id is None:
-        session_id = same_task.session_id if same_task else uuid.uuid4().hex
+        session_id = bound_session(previous, task_id)
     report.session_id = session_id
     report.previous_task = previous.task_id if previous and not same_task else None
     rebinding = same_task is not None and same_task.session_id == session_id
     write_binding(place, Binding(task_id, session_id, at, agent or (same_task.agent if same_task else None)))
-    current = stores.registry.get(task_id)
+    current = read.session
     if isinstance(current, Unavailable) and stores.sink.writes_need_registry:
         raise StoreUnavailable(Store.SESSION_REGISTRY, current.reason)
     # Unknown while the server is down: the bind still makes the ticket active when it lands.
@@ -85,7 +95,12 @@ def bind(stores: Stores, task_id: str, place: Place, *, agent: str | None = None
     return report
 
 
-def _run_events(stores: Stores, task_id: str, session_id: str, place: Place,
+def bound_session(previous: Binding | None, task_id: TicketId) -> str:
+    """The session a bind of task_id records: the binding's own when it names task_id, else a new one."""
+    return previous.session_id if previous is not None and previous.task_id == task_id else uuid.uuid4().hex
+
+
+def _run_events(stores: Stores, task_id: TicketId, session_id: str, place: Place,
                 current: Found[Session] | NotFound | Unavailable, run: int | None, reopens: bool,
                 start: RunStart | None, at: datetime) -> list[WireEvent]:
     """The run this bind starts (none when it joins the current one), recorded in the

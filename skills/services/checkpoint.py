@@ -97,7 +97,7 @@ def checkpoint_event(task: ActiveTask, place: Place, checkpoint: Checkpoint, at:
     import uuid
 
     event_id = str(uuid.uuid4())
-    return WireEvent(event_id, task.task_id, checkpoint_taken_body(
+    return WireEvent(event_id, task.task_id, "checkpoint_taken", at, checkpoint_taken_body(
         event_id, task.task_id, task.session_id, at, checkpoint_id=checkpoint.id, boundary=checkpoint.boundary,
         label=checkpoint.label, base=checkpoint.base, staged_tree=checkpoint.staged_tree,
         worktree_tree=checkpoint.worktree_tree, artifacts_tree=checkpoint.artifacts_tree,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baton.errors import BadInput
+from baton.ids import TicketId
 from baton.skills.core.binding import ActiveTask, Place, resolve_task
 from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
@@ -131,7 +132,7 @@ def end(stores: Stores, place: Place, request: EndRequest) -> tuple[ActiveTask, 
 
 @dataclass(frozen=True, slots=True)
 class ResumeRequest:
-    task_id: str
+    task_id: TicketId  # parsed by the front end
     limit: int = 5
     agent: str | None = None
     allow_unsigned_probes: bool = False

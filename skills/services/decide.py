@@ -52,15 +52,16 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
                         repo=place.repo, emitted_at=at, file_paths=(), related_task_id=None,
                         reason=text[:REASON_LENGTH])
     # Kept: the projection, wherever the event is delivered, queues the decision there; the
-    # embedded registry took it unprojected, so the decision is queued here.
-    stores.sink.keep([WireEvent(event_id, task.task_id, body)])
-    if stores.sink.applies_now:
+    # embedded registry takes it unprojected, and the sink queues it here.
+    def queue() -> None:
         report.warnings += queue_payloads(stores, task.task_id, [(
             decision_point_id(stores.project, task.task_id, text),
             decision_payload(stores.project, task.task_id, task.session_id, text, context, at.isoformat(),
                              place.repo))])
         if not report.warnings:
             start_background_indexer(stores.settings)
+
+    stores.sink.keep([WireEvent(event_id, task.task_id, "decision_recorded", at, body)], derive=queue)
     try:
         stores.signals.publish([signal], deliver=False)
     except StoreUnavailable as exc:

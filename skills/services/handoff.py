@@ -12,7 +12,7 @@ from pathlib import Path
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import WorktreeLocator
-from baton.ids import check_task_id
+from baton.ids import parse_ticket_id
 from baton.outcome import NotFound, Unavailable
 from baton.registry.model import HandoffVerified
 from baton.skills.core.binding import ActiveTask, Place, place_of, resolve_task
@@ -57,7 +57,7 @@ def verify_and_record(stores: Stores, place: Place, *, task: ActiveTask | None, 
         checked.warnings.append("the verification is not recorded: the handoff names no ticket and none is bound here")
         return checked
     try:
-        check_task_id(task_id)
+        parse_ticket_id(task_id)
     except BadInput:
         checked.warnings.append(f"the verification is not recorded: the handoff names an invalid ticket {task_id!r}")
         return checked

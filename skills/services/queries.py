@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.errors import BadInput
-from baton.ids import check_task_id
+from baton.ids import parse_ticket_id
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def signals_since(stores: Stores, *, task_id: str | None, since: str | None, limit: int) -> list[Signal]:
     """Signals (about task_id, if given) emitted after `since` (ISO 8601), oldest first."""
     if task_id:
-        check_task_id(task_id)
+        parse_ticket_id(task_id)
     try:
         after = clock.parse(since) if since else None
     except ValueError:

@@ -24,6 +24,7 @@ from baton import clock
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.graph.base import TicketRecord
+from baton.ids import TicketId
 from baton.outcome import Found, NotFound
 from baton.registry.model import Session, Status
 from baton.skills.runtime.stores import Stores
@@ -161,7 +162,7 @@ def _repair_signals(stores: Stores, sessions: list[Session], since: datetime, re
     candidates = {}
     for session in active:
         conflicts, _, by_key = conflicts_of(session.task_id, shared.get(session.task_id, {}))
-        task = ActiveTask(session.task_id, session.session_ids[-1] if session.session_ids else "", "repair")
+        task = ActiveTask(TicketId(session.task_id), session.session_ids[-1] if session.session_ids else "", "repair")
         for conflict in conflicts:
             pair = frozenset((session.task_id, conflict.other_task_id))
             if pair not in signalled:

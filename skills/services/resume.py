@@ -11,7 +11,7 @@ from pathlib import Path
 from baton import clock
 from baton.errors import StoreUnavailable
 from baton.graph.conflicts import FileConflict
-from baton.ids import check_task_id
+from baton.ids import TicketId
 from baton.outcome import Found, NotFound, Unavailable
 from baton.registry.model import Session
 from baton.signals.model import Signal, file_subject
@@ -22,11 +22,12 @@ from baton.skills.core.overlaps import conflicts_of
 from baton.skills.handoff.verify import Verification
 from baton.skills.runtime.deadline import gather
 from baton.skills.runtime.stores import Stores
-from baton.skills.services.bind import bind
+from baton.skills.services.bind import BindReads, bind, bound_session
 from baton.skills.services.compatibility import compatibility
 from baton.skills.services.continuation import Continuation, native_continuation
 from baton.skills.services.handoff import verify_and_record
 from baton.skills.services.stage import WorkflowView, workflow_view
+from baton.store_names import Store
 
 STORES = ("registry", "graph", "recall", "signals")
 # What `stores` says of each: it answered, it was not needed for this answer, or why it failed.
@@ -158,54 +159,80 @@ def _missed_signals(stores: Stores, session: Session) -> list[Signal] | Unavaila
     return found.value if isinstance(found, Found) else found
 
 
-def resume_session(stores: Stores, task_id: str, place: Place, *, limit: int = 5, bind_task: bool = True,
+def resume_session(stores: Stores, task_id: TicketId, place: Place, *, limit: int = 5, bind_task: bool = True,
                    agent: str | None = None, verify_handoff: bool = True, allow_unsigned_probes: bool = False,
                    check_workflow: bool = True, at: datetime | None = None) -> ResumeResult:
     """Everything Baton knows about task_id, then bind this worktree to it and re-verify
     the worktree's current handoff for task_id.
 
-    The registry answers Found, NotFound or Unavailable; then the graph, recall and signals
-    are asked side by side, each adding its part or marked "unavailable: reason" within
-    what the command's budget has left (baton.budget). Nothing here raises for a
-    store that is down. The handoff's probes run after the stores, within the probe budget
-    (baton.skills.handoff.verify), whatever the stores answered: a handoff committed to the branch
-    is worth checking even where the registry has no history. check_workflow re-checks each
-    completed stage's proof (git and the files: the session start leaves it to a resume).
+    The reads come first, each once: the worktree's binding, then the registry's session
+    (Found, NotFound or Unavailable), then the graph, recall and signals side by side, each
+    adding its part or marked "unavailable: reason" within what the command's budget has
+    left (baton.budget). Nothing here raises for a store that is down. Then the writes, from
+    what was read: the binding (bind), then the handoff's verification, whose probes run
+    within the probe budget (baton.skills.handoff.verify) whatever the stores answered: a
+    handoff committed to the branch is worth checking even where the registry has no
+    history. check_workflow re-checks each completed stage's proof (git and the files: the
+    session start leaves it to a resume).
     """
-    result = read_session(stores, task_id, limit=limit, workflow_root=place.root if check_workflow else None,
-                          compatible_with=place if verify_handoff else None)
+    # Only the writes need the binding (a session start makes none).
+    binding = read_binding_quietly(place) if bind_task or verify_handoff else None
+    result, looked = _read(stores, task_id, limit=limit, workflow_root=place.root if check_workflow else None,
+                           compatible_with=place if verify_handoff else None)
     liveness = MachineLiveness(stores.deadline)
     result.prizmkit = prizmkit_records_of(place.root, task_id,
                                           lambda branch: liveness.branch_exists(str(place.root), branch))
     at = at or clock.now()
     if verify_handoff and result.session is not None:
         result.continuation = native_continuation(stores.settings.home, result.session, place.root, agent)
+    session_id = binding.session_id if binding is not None and binding.task_id == task_id else None
     if bind_task:
-        result.bound = True
-        try:
-            report = bind(stores, task_id, place, agent=agent, at=at)
-            result.warnings += report.warnings
-        except StoreUnavailable as exc:
-            if result.status != "unavailable":
-                result.warnings.append(f"{exc}; bound locally only")
+        chosen = bound_session(binding, task_id)
+        if _bind(stores, task_id, place, BindReads(binding, looked), chosen, result, agent, at):
+            session_id = chosen
     if verify_handoff:
-        binding = read_binding_quietly(place)
-        session_id = binding.session_id if binding is not None and binding.task_id == task_id else "resume"
-        checked = verify_and_record(stores, place, task=ActiveTask(task_id, session_id, "resume"), only_for=task_id,
-                                    allow_unsigned=allow_unsigned_probes, at=at)
-        result.handoff = checked.verification
-        # With the registry down, the bind has already said so; say each thing once.
-        result.warnings += [warning for warning in checked.warnings if warning not in result.warnings]
+        _verify(stores, ActiveTask(task_id, session_id or "resume", "resume"), place, result,
+                allow_unsigned_probes, at)
     return result
 
 
-def read_session(stores: Stores, task_id: str, *, limit: int = 5, workflow_root: Path | None = None,
+def _bind(stores: Stores, task_id: TicketId, place: Place, read: BindReads, session_id: str, result: ResumeResult,
+          agent: str | None, at: datetime) -> bool:
+    """The resume's first write: the worktree bound to task_id in session_id, from what the
+    resume read. Answers whether the binding file names it now."""
+    result.bound = True
+    try:
+        report = bind(stores, task_id, place, agent=agent, session_id=session_id, at=at, read=read)
+    except StoreUnavailable as exc:
+        if result.status != "unavailable":
+            result.warnings.append(f"{exc}; bound locally only")
+        return exc.store != Store.BINDING_FILE  # bind writes the binding before it refuses a registry down
+    result.warnings += report.warnings
+    return True
+
+
+def _verify(stores: Stores, task: ActiveTask, place: Place, result: ResumeResult, allow_unsigned: bool,
+            at: datetime) -> None:
+    """The resume's second write: the worktree's current handoff of the ticket re-verified,
+    and the verification recorded for task's session."""
+    checked = verify_and_record(stores, place, task=task, only_for=task.task_id, allow_unsigned=allow_unsigned, at=at)
+    result.handoff = checked.verification
+    # With the registry down, the bind has already said so; say each thing once.
+    result.warnings += [warning for warning in checked.warnings if warning not in result.warnings]
+
+
+def read_session(stores: Stores, task_id: TicketId, *, limit: int = 5, workflow_root: Path | None = None,
                  compatible_with: Place | None = None) -> ResumeResult:
     """What resume_session reads of task_id, binding nothing and running no probe (what the
     dashboard shows); workflow_root: the worktree whose completed stages' proofs are re-checked;
     compatible_with: the worktree the recorded run and checkpoint are checked against
     (git and the toolchains' versions, beside the stores)."""
-    check_task_id(task_id)
+    return _read(stores, task_id, limit=limit, workflow_root=workflow_root, compatible_with=compatible_with)[0]
+
+
+def _read(stores: Stores, task_id: TicketId, *, limit: int, workflow_root: Path | None,
+          compatible_with: Place | None) -> tuple[ResumeResult, Found[Session] | NotFound | Unavailable]:
+    """read_session, and what the registry answered (a resume's bind starts from it)."""
     result = ResumeResult(status="found", task_id=task_id)
     budget = stores.budget  # one budget for the whole resume: the registry, then the rest side by side
     looked = gather({"registry": lambda: stores.registry.get(task_id)}, budget)["registry"]
@@ -239,5 +266,4 @@ def read_session(stores: Stores, task_id: str, *, limit: int = 5, workflow_root:
         # Before resume_session's bind moves the session's location: the claims are the worktree's.
         if workflow_root is not None:
             result.workflow = workflow_view(stores.settings, session, workflow_root, stores.deadline)
-    return result
-
+    return result, looked

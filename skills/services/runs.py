@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import WorktreeLocator
-from baton.ids import check_task_id
+from baton.ids import TicketId, parse_ticket_id
 from baton.outcome import Found, NotFound, Unavailable
 from baton.registry.model import Session
 from baton.skills.core.binding import Place, place_of
@@ -40,7 +40,7 @@ def session_of(stores: Stores, task_id: str) -> Session:
     does not answer (a verb never starts from state it cannot see)."""
     from baton.store_names import Store
 
-    found = stores.registry.get(check_task_id(task_id))
+    found = stores.registry.get(parse_ticket_id(task_id))
     if isinstance(found, Unavailable):
         raise StoreUnavailable(Store.SESSION_REGISTRY, found.reason)
     if isinstance(found, NotFound):
@@ -117,15 +117,15 @@ class Started:
                 "base": self.base, "notes": self.notes, "warnings": self.warnings}
 
 
-def parse_task_at(text: str) -> tuple[str, str | None]:
+def parse_task_at(text: str) -> tuple[TicketId, str | None]:
     """TASK[@CHECKPOINT] as (task, checkpoint id or None)."""
     task, sep, checkpoint = text.partition("@")
     if sep and not checkpoint:
         raise BadInput(f"{text!r}: give a checkpoint id after @, or leave out the @")
-    return check_task_id(task), checkpoint or None
+    return parse_ticket_id(task), checkpoint or None
 
 
-def restore(stores: Stores, place: Place, task_id: str, checkpoint_id: str | None, *, into: Path | None = None,
+def restore(stores: Stores, place: Place, task_id: TicketId, checkpoint_id: str | None, *, into: Path | None = None,
             in_place: bool = False) -> Started:
     """A checkpoint of the ticket brought back into a new worktree (or, in place, into this
     clean one), bound to the ticket in a new child run that diverged at the checkpoint."""
@@ -155,7 +155,7 @@ def fork(stores: Stores, place: Place, task_id: str, new_task_id: str, *, at: st
     inherited. Parent and fork both stay active."""
     from baton.skills.core import checkpoints
 
-    check_task_id(new_task_id)
+    new_task_id = parse_ticket_id(new_task_id)
     if new_task_id == task_id:
         raise BadInput("a fork needs a new ticket id (--as)")
     session = session_of(stores, task_id)
@@ -215,6 +215,7 @@ def fresh(stores: Stores, place: Place, task_id: str, *, base: str | None = None
     worktree on a branch of its own: the journal stays (earlier runs' evidence shows as
     inherited), a new environment manifest and run are recorded, the previous run is
     superseded."""
+    task_id = parse_ticket_id(task_id)
     session = session_of(stores, task_id)
     root = _repository(place)
     ref = base or default_base(root, stores.deadline)

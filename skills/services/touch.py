@@ -81,21 +81,25 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
 
     event_id = random_uuid()
     body = files_touched_body(event_id, task.task_id, task.session_id, at, refs)
-    stores.sink.keep([WireEvent(event_id, task.task_id, body)])
-    if not stores.sink.applies_now:
-        return report  # closing the stores starts its delivery, whose projection checks the overlaps
-    # The embedded registry took it unprojected: the graph, and the overlaps it answers, are
-    # brought up to date here, at once, without the event models.
+    # Kept for a server, closing the stores starts its delivery, whose projection checks the
+    # overlaps; the embedded registry takes it unprojected and the sink runs the overlaps' part.
+    stores.sink.keep([WireEvent(event_id, task.task_id, "files_touched", at, body)],
+                     derive=lambda: _overlaps(stores, task, refs, at, report))
+    return report
+
+
+def _overlaps(stores: Stores, task: ActiveTask, refs: list[FileRef], at: datetime, report: TouchReport) -> None:
+    """The graph, and the overlaps it answers, brought up to date with a touch the embedded
+    registry took, at once and without the event models."""
     try:
         active = stores.graph.touch(task.task_id, refs, at)
     except StoreUnavailable as exc:
         report.warnings.append(str(exc))
-        return report
+        return
     if not active:
-        return report
+        return
     found = signal_new_overlaps(stores, task, refs, at, report.warnings)
     if found is not None:
         report.conflicts, report.conflict_paths, report.new_conflicts = found.conflicts, found.paths, found.new
         report.forks = found.forks
-    return report
 

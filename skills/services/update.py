@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from baton import clock
 from baton.errors import BadInput
-from baton.ids import check_task_id
+from baton.ids import parse_ticket_id
 from baton.outcome import Found
 from baton.phases import PHASES
 from baton.signals.wire import SignalType
@@ -46,7 +46,7 @@ def update(stores: Stores, task: ActiveTask, place: Place, *, phase: str | None 
         ("--done", done), ("--failed", failed), ("--constraint", constraints), ("--todo", remaining),
         ("--evidence", evidence), ("--next", [next_action] if next_action is not None else []),
         ("--goal", [goal] if goal is not None else []))}
-    dependencies = [check_task_id(d) for d in depends_on]
+    dependencies = [parse_ticket_id(d) for d in depends_on]
     if task.task_id in dependencies:
         raise BadInput(f"{task.task_id} cannot depend on itself")
     if phase is not None and phase not in PHASES:

@@ -83,12 +83,13 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
             conflict_map, snapshot, Filters.from_query(request.query_params), MAP_LIMIT, source.shared_among))
 
     def resume(task_id: str) -> ResumeResult:
+        from baton.ids import parse_ticket_id
         from baton.skills.services.resume import read_session
 
         opened = stores()
         try:
             # No bind and no probe: the last recorded verification is shown, never a new one.
-            return read_session(opened, task_id)
+            return read_session(opened, parse_ticket_id(task_id))
         finally:
             opened.close()
 
