@@ -31,19 +31,52 @@ if TYPE_CHECKING:
     from baton.skills.services.runs import Started
 
     Arguments = argparse.Namespace | SimpleNamespace  # parsed, or built by main() for a touch of paths only
+    Argument = tuple[tuple[str, ...], dict[str, Any]]  # argparse's flags and keywords
 
 
-class _Skipped:
-    """Stands in for the parser of a command not asked for: whatever is added to it is dropped."""
+class OneOf(tuple["Argument", ...]):
+    """Arguments of which a command takes at most one."""
 
-    def __getattr__(self, name: str) -> Callable[..., _Skipped]:
-        return lambda *args, **kwargs: self
+    __slots__ = ()
+
+
+class Command:
+    """One row of the table a command's parser, its read/write class and its MCP tool come
+    from. A plain class: a NamedTuple's or a dataclass's creation would cost every command's
+    start (the touch in an agent's hook included) a quarter of a millisecond or more."""
+
+    __slots__ = ("name", "help", "arguments", "handler", "reads", "tool", "renamed", "task", "stores",
+                 "description", "subcommand")
+
+    def __init__(self, name: str, help: str, arguments: tuple[Argument | OneOf, ...], handler: Callable[..., int],
+                 *, reads: bool = False, tool: str | None = None, renamed: tuple[tuple[str, str], ...] = (),
+                 task: bool = True, stores: bool = True, description: str | None = None,
+                 subcommand: Command | None = None) -> None:
+        self.name, self.help, self.arguments = name, help, arguments
+        self.handler = handler  # (args, stores); (args) for a command that opens no stores
+        self.reads = reads  # reads the stores: the writes kept on this machine are delivered first
+        self.tool = tool  # the MCP tool it mirrors, taking each option under the same name
+        self.renamed = renamed  # (option, the tool's argument) where the names differ
+        self.task = task  # takes --task
+        self.stores = stores  # False: opens what it needs itself
+        self.description = description or help
+        self.subcommand = subcommand
+
+
+def _arg(*flags: str, **spec: Any) -> Argument:
+    """One argument: argparse's flags and keywords for it."""
+    return flags, spec
+
+
+_JSON = _arg("--json", action="store_true")
+_INTO = _arg("--into", type=Path, metavar="PATH", help="an empty or new directory (default: beside this one)")
+_HIDDEN = "==SUPPRESS=="  # argparse.SUPPRESS: argparse is not imported on the touch's path
 
 
 def _parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The command line's parser; only: build that command's arguments alone. Building every
-    command's costs a fresh process more than the rest of argparse (each argument's help
-    asks gettext for a translation), and `baton touch` runs in an agent's hook."""
+    """The command line's parser, from COMMANDS; only: build that command's arguments alone.
+    Building every command's costs a fresh process more than the rest of argparse (each
+    argument's help asks gettext for a translation), and `baton touch` runs in an agent's hook."""
     import argparse
 
     class _PrintVersion(argparse.Action):
@@ -64,236 +97,34 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_PrintVersion, nargs=0, default=argparse.SUPPRESS,
                         help="print the installed version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, help: str, *, task: bool = True) -> argparse.ArgumentParser:
-        if only is not None and name != only:
-            return _Skipped()  # type: ignore[return-value]
-        sub = commands.add_parser(name, help=help, description=help)
-        if task:
-            sub.add_argument("--task", help="ticket id (default: this worktree's binding, else BATON_TASK_ID)")
-        return sub
-
-    sub = command("bind", "Bind this worktree to a ticket and record the session.", task=False)
-    sub.add_argument("task_id", metavar="TASK")
-    sub.add_argument("--agent", help="name of the agent working on it")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("touch", "Record files the ticket touched; warn about overlaps with other active tickets.")
-    sub.add_argument("paths", nargs="+", metavar="PATH")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("decide", "Record a decision (indexed for recall by other tickets).")
-    sub.add_argument("text", metavar="TEXT")
-    sub.add_argument("--context", default="", help="why, or what it applies to")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("update", "Record phase, next action, completed steps, failures or dependencies.")
-    sub.add_argument("--phase", choices=UPDATE_PHASES)
-    sub.add_argument("--next", dest="next_action", metavar="TEXT")
-    sub.add_argument("--done", action="append", default=[], metavar="TEXT")
-    sub.add_argument("--failed", action="append", default=[], metavar="TEXT")
-    sub.add_argument("--depends-on", action="append", default=[], metavar="TASK")
-    sub.add_argument("--goal", metavar="TEXT", help="the ticket's goal (journal)")
-    sub.add_argument("--constraint", action="append", default=[], metavar="TEXT",
-                     help="a constraint to respect (journal)")
-    sub.add_argument("--todo", action="append", default=[], metavar="TEXT",
-                     help="remaining work (journal); done once a --done has the same text")
-    sub.add_argument("--evidence", action="append", default=[], metavar="TEXT", help="evidence you report (journal)")
-    sub.add_argument("--check", action="append", default=[], metavar="CMD",
-                     help="run CMD now (no shell) and record its exit status and summary as an observed check")
-    sub.add_argument("--timeout", type=float, metavar="SECONDS", help="seconds each --check may run (default 300)")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("stage", "Record a workflow stage's status; a pass is recorded once its proof holds.")
-    sub.add_argument("status", metavar="STATUS", help="e.g. PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS, TEST_FAIL")
-    sub.add_argument("--result", metavar="R",
-                     help="the stage's own result (RETRO_COMPLETE: DOCS_UPDATED or NO_DOC_CHANGE)")
-    sub.add_argument("--repair-scope", metavar="S", help="what a repair touches: test-infrastructure, production, ...")
-    proof = sub.add_mutually_exclusive_group()
-    proof.add_argument("--evidence", metavar="PATH", help="the artifact that proves the stage (a review, a result)")
-    proof.add_argument("--check", metavar="CMD", help="run CMD now (no shell): TEST_PASS needs it to pass")
-    sub.add_argument("--blocker", metavar="TEXT", help="what stops the work (a blocked status)")
-    sub.add_argument("--resolved", metavar="TEXT",
-                     help="how the recorded blocker was resolved (leaving WORKFLOW_BLOCKED)")
-    sub.add_argument("--timeout", type=float, metavar="SECONDS", help="seconds the --check may run (default 300)")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("recover", "Find interrupted work (an agent gone, its session not ended) and the command that "
-                             "continues each; runs nothing.", task=False)
-    sub.add_argument("--json", action="store_true")
-    sub.add_argument("--verbose", action="store_true", help="say why each other session was excluded")
-    sub.add_argument("--all-repos", action="store_true", help="every repository on this machine, not only this one")
-
-    sub = command("end", "End the ticket's session as completed (default) or stalled.", task=False)
-    sub.add_argument("task_id", nargs="?", metavar="TASK")
-    sub.add_argument("--task", dest="task_option", help=argparse.SUPPRESS)
-    sub.add_argument("--status", choices=["completed", "stalled"], default="completed")
-
-    sub = command("checkpoint", "Checkpoint this worktree (base, staged and worktree state) for its ticket.")
-    sub.add_argument("--label", metavar="TEXT", help="a label to find it by")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("checkpoints", "List a ticket's checkpoints, newest first.", task=False)
-    sub.add_argument("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("restore", "Restore a ticket's checkpoint into a new worktree, bound to the ticket in a new run.",
-                  task=False)
-    sub.add_argument("target", metavar="TASK[@CHECKPOINT]", help="default checkpoint: the ticket's latest")
-    sub.add_argument("--into", type=Path, metavar="PATH", help="an empty or new directory (default: beside this one)")
-    sub.add_argument("--in-place", action="store_true", help="into this worktree, which must be clean")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("fork", "Start a new ticket from a checkpoint of TASK, in its own worktree and branch.", task=False)
-    sub.add_argument("task_id", metavar="TASK")
-    sub.add_argument("--as", dest="new_task_id", required=True, metavar="NEW", help="the new ticket's id")
-    sub.add_argument("--at", metavar="CHECKPOINT", help="default: the ticket's latest checkpoint")
-    sub.add_argument("--into", type=Path, metavar="PATH", help="an empty or new directory (default: beside this one)")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("fresh", "Start TASK again on a new base, in a new worktree: journal kept, previous run superseded.",
-                  task=False)
-    sub.add_argument("task_id", metavar="TASK")
-    sub.add_argument("--base", metavar="REF", help="default: the repository's default branch")
-    sub.add_argument("--into", type=Path, metavar="PATH", help="an empty or new directory (default: beside this one)")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("runs", "Print a ticket's runs and forks as a tree.", task=False)
-    sub.add_argument("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("resume", "Print everything known about a ticket and bind this worktree to it.", task=False)
-    sub.add_argument("task_id", nargs="?", metavar="TASK")
-    sub.add_argument("--list", action="store_true", help="list active sessions instead")
-    sub.add_argument("--json", action="store_true", help="print the documented JSON schema")
-    sub.add_argument("--limit", type=int, default=5, help="related decisions to show (default 5)")
-    sub.add_argument("--agent", help="name of the agent resuming")
-    sub.add_argument("--allow-unsigned-probes", action="store_true",
-                     help="re-run the handoff's unsigned or edited probes too (they run code from the branch)")
-    sub.add_argument("--budget", type=int, metavar="CHARS",
-                     help="with --json: fit the answer in CHARS characters, filled in priority order, saying what "
-                          "it left out (as MCP answers are)")
-    sub.add_argument("--section", metavar="NAME", help="with --json: only this section's items (files, decisions, "
-                     "signals, ...), from --offset on, a page within the budget")
-    sub.add_argument("--offset", type=int, default=0, metavar="N", help="with --section: the first item (default 0)")
-
-    sub = command("list", "List active sessions, conflicts highlighted.", task=False)
-    sub.add_argument("--json", action="store_true")
-    sub.add_argument("--all", action="store_true", help="include completed and stalled sessions")
-    sub.add_argument("--all-projects", action="store_true", help="every project's sessions, each with its project")
-
-    sub = command("signals", "Show coordination signals.", task=False)
-    sub.add_argument("--task", help="only signals about this ticket")
-    sub.add_argument("--since", help="ISO 8601 time; only signals after it")
-    sub.add_argument("--limit", type=int, default=100)
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("recall", "Search recorded decisions by meaning.", task=False)
-    sub.add_argument("text", metavar="TEXT")
-    sub.add_argument("--limit", type=int, default=5)
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("env", "Print the environment derived from this worktree's binding; `env record` records the "
-                         "environment manifest the work runs on.", task=False)
-    sub.add_argument("action", nargs="?", choices=["record"], help="record: run the setup commands, then record "
-                     "OS, toolchains, lockfile hashes, services and setup statuses, and take a checkpoint")
-    sub.add_argument("--setup", action="append", default=[], metavar="CMD",
-                     help="with record: a setup command to run first (no shell; repeatable, run in order)")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("projector", "Apply the event log on Kafka to the registry, graph and recall index.", task=False)
-    sub.add_argument("--once", action="store_true", help="stop when caught up (and fail if a store is down)")
-    sub.add_argument("--group", help="Kafka consumer group (default: from the topic prefix, baton-projector "
-                                      "for the default prefix baton.)")
-    sub.add_argument("--idle", type=float, default=1.0, help="with --once: seconds without events that mean caught up")
-
-    command("migrate", "Copy the embedded data set into the configured servers (idempotent).", task=False)
-
-    sub = command("deliver", "Deliver writes kept on this machine (hook touches, writes made while a server was down).",
-                  task=False)
-    sub.add_argument("--background", action="store_true",
-                     help="linger for more writes and retry while a server is down (what a touch starts)")
-
-    sub = command("index", "Embed the decisions waiting for recall (writes queue them; a background indexer "
-                           "usually has done this already).", task=False)
-    sub.add_argument("--all", action="store_true",
-                     help="first queue every decision the registry holds that the index lacks (heals a lost index)")
-    sub.add_argument("--background", action="store_true",
-                     help="linger for more decisions, at low priority (what a write starts)")
-
-    sub = command("doctor", "Show each store's backend, server and version, and whether it answers.", task=False)
-    sub.add_argument("--repair", action="store_true",
-                     help="then compare the graph, recall and conflict signals with the registry over the repair "
-                          "window and apply again what each lacks")
-    sub.add_argument("--window", metavar="DURATION",
-                     help="with --repair: how far back (e.g. 6h, 2d; default [doctor] repair_window, 24h)")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("redact", "Find and rewrite secrets already stored (registry events, signals, recall; this "
-                            "worktree's handoffs are reported only).", task=False)
-    sub.add_argument("--scan", action="store_true", required=True,
-                     help="report where each secret is and its kind (never the secret), then rewrite it in a new "
-                          "event; exit 1 when one is left as it was")
-    sub.add_argument("--dry-run", action="store_true", help="report only; rewrite nothing")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("gc", "Remove what retention no longer keeps: old ended sessions with their events, "
-                        "their graph and recall entries, old signals ([retention] in baton.toml).", task=False)
-    sub.add_argument("--dry-run", action="store_true", help="say which sessions would go; remove nothing")
-    sub.add_argument("--checkpoints", action="store_true",
-                     help="instead, remove this repository's checkpoints that nothing needs")
-    sub.add_argument("--keep", type=int, metavar="N",
-                     help="with --checkpoints: the newest kept per run besides those still needed "
-                          "(default [checkpoints] keep_per_run, 5)")
-    sub.add_argument("--json", action="store_true")
-
-    for name, verb in (("install", "Wire Baton into"), ("uninstall", "Remove what `baton install` added to")):
-        sub = command(name, f"{verb} Claude Code (hooks, skills, permission rules), the Codex CLI (MCP server, "
-                            "hooks and their trust) or git (the pre-commit guard).", task=False)
-        sub.add_argument("target", choices=["claude", "codex", "git-hook"])
-        sub.add_argument("--scope", choices=["project", "user"],
-                         help="claude: this worktree's .claude/ (default) or ~/.claude/; codex: this worktree's "
-                              ".codex/ (default) or $CODEX_HOME (~/.codex/)")
-        if name == "install":
-            sub.add_argument("--strict", action="store_true", help="git-hook: block the commit instead of warning")
-
-    sub = command("hook", "Run a Claude Code hook: the event's JSON payload comes on stdin; always exits 0.",
-                  task=False)
-    sub.add_argument("event", choices=["session-start", "post-tool-use", "user-prompt-submit", "stop", "session-end"])
-
-    sub = command("guard", "Check staged files against other active tickets (the pre-commit guard).", task=False)
-    sub.add_argument("--strict", action="store_true", help="exit 1 (blocking the commit) when one overlaps")
-
-    sub = command("mcp", "Serve Baton's tools for this worktree to MCP clients over stdio (needs the mcp extra).",
-                  task=False)
-    sub.add_argument("--allow-unsigned-probes", action="store_true",
-                     help="let the client run unsigned probes, and checks or probes outside [handoff] allow")
-
-    sub = command("serve", "Serve the read-only web dashboard for leads (needs the dashboard extra).", task=False)
-    sub.add_argument("--host", default="127.0.0.1",
-                     help="address to listen on (default 127.0.0.1; any other needs a token)")
-    sub.add_argument("--port", type=int, default=8737)
-    sub.add_argument("--token", help="token every request must show (default BATON_DASHBOARD_TOKEN)")
-    sub.add_argument("--open", action="store_true", help="open the dashboard in a browser")
-
-    sub = command("handoff", "Write a handoff with signed live-state probes (docs/handoffs/<date>-<ticket>.md and "
-                             "LATEST.md); `baton handoff verify [PATH]` re-runs them.")
-    sub.add_argument("--check", action="append", default=[], metavar="CMD", help="run CMD now and record its result")
-    sub.add_argument("--probe", action="append", default=[], metavar="NAME=CMD",
-                     help="a live-state section NAME probed by CMD")
-    sub.add_argument("--timeout", type=float, metavar="SECONDS",
-                     help="seconds each check or probe may run now (default: checks 300, probes BATON_PROBE_TIMEOUT)")
-    sub.add_argument("--json", action="store_true")
-    verify = sub.add_subparsers(dest="handoff_action", metavar="verify").add_parser(
-        "verify", help="re-run a handoff's live-state probes", description="Re-run the live-state probes of PATH "
-        "(a handoff or a worktree; default: this worktree's current handoff) and record the verification.")
-    verify.add_argument("path", nargs="?", type=Path, metavar="PATH")
-    verify.add_argument("--task", dest="verify_task", help="only a handoff of this ticket")
-    verify.add_argument("--allow-unsigned-probes", action="store_true",
-                        help="run unsigned or edited probes too (they run code from the branch)")
-    verify.add_argument("--strict", action="store_true", help="exit 1 unless every claim held (stale alarms aside)")
-    verify.add_argument("--json", dest="verify_json", action="store_true")
+    for command in COMMANDS:
+        if only is None or command.name == only:
+            _add_command(commands, command)
     return parser
+
+
+def _add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], command: Command) -> None:
+    sub = commands.add_parser(command.name, help=command.help, description=command.description)
+    if command.task:
+        sub.add_argument("--task", help="ticket id (default: this worktree's binding, else BATON_TASK_ID)")
+    for argument in command.arguments:
+        if isinstance(argument, OneOf):
+            group = sub.add_mutually_exclusive_group()
+            for one in argument:
+                _add_argument(group, one)
+        else:
+            _add_argument(sub, argument)
+    if command.subcommand is not None:
+        _add_command(sub.add_subparsers(dest=f"{command.name}_action", metavar=command.subcommand.name),
+                     command.subcommand)
+
+
+def _add_argument(to: argparse._ActionsContainer, argument: Argument) -> None:
+    import argparse
+
+    flags, spec = argument
+    hidden = spec.get("help") == _HIDDEN  # argparse knows its own SUPPRESS object only
+    to.add_argument(*flags, **(spec | {"help": argparse.SUPPRESS} if hidden else spec))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1147,20 +978,210 @@ def _migrate(args: Arguments, stores: Stores) -> int:
     return 0
 
 
-_HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "stage": _stage, "recover": _recover,
-             "end": _end, "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env,
-             "doctor": _doctor, "gc": _gc, "redact": _redact, "migrate": _migrate, "projector": _projector,
-             "deliver": _deliver, "index": _index, "install": _install, "uninstall": _uninstall, "handoff": _handoff,
-             "checkpoint": _checkpoint, "checkpoints": _checkpoints, "restore": _restore, "fork": _fork,
-             "fresh": _fresh, "runs": _runs}
+def _installer(name: str, verb: str, handler: Callable[..., int], *extra: Argument) -> Command:
+    """`baton install` or `baton uninstall`: the same targets and scopes."""
+    return Command(name, f"{verb} Claude Code (hooks, skills, permission rules), the Codex CLI (MCP server, "
+                         "hooks and their trust) or git (the pre-commit guard).", (
+        _arg("target", choices=["claude", "codex", "git-hook"]),
+        _arg("--scope", choices=["project", "user"],
+             help="claude: this worktree's .claude/ (default) or ~/.claude/; codex: this worktree's "
+                  ".codex/ (default) or $CODEX_HOME (~/.codex/)"),
+        *extra), handler, task=False)
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("bind", "Bind this worktree to a ticket and record the session.", (
+        _arg("task_id", metavar="TASK"),
+        _arg("--agent", help="name of the agent working on it"),
+        _JSON), _bind, tool="bind_task", task=False),
+    Command("touch", "Record files the ticket touched; warn about overlaps with other active tickets.", (
+        _arg("paths", nargs="+", metavar="PATH"),
+        _JSON), _touch, tool="record_touch"),
+    Command("decide", "Record a decision (indexed for recall by other tickets).", (
+        _arg("text", metavar="TEXT"),
+        _arg("--context", default="", help="why, or what it applies to"),
+        _JSON), _decide, tool="record_decision"),
+    Command("update", "Record phase, next action, completed steps, failures or dependencies.", (
+        _arg("--phase", choices=UPDATE_PHASES),
+        _arg("--next", dest="next_action", metavar="TEXT"),
+        _arg("--done", action="append", default=[], metavar="TEXT"),
+        _arg("--failed", action="append", default=[], metavar="TEXT"),
+        _arg("--depends-on", action="append", default=[], metavar="TASK"),
+        _arg("--goal", metavar="TEXT", help="the ticket's goal (journal)"),
+        _arg("--constraint", action="append", default=[], metavar="TEXT", help="a constraint to respect (journal)"),
+        _arg("--todo", action="append", default=[], metavar="TEXT",
+             help="remaining work (journal); done once a --done has the same text"),
+        _arg("--evidence", action="append", default=[], metavar="TEXT", help="evidence you report (journal)"),
+        _arg("--check", action="append", default=[], metavar="CMD",
+             help="run CMD now (no shell) and record its exit status and summary as an observed check"),
+        _arg("--timeout", type=float, metavar="SECONDS", help="seconds each --check may run (default 300)"),
+        _JSON), _update, tool="update_session", renamed=(("constraint", "constraints"), ("check", "checks"))),
+    # A stage reads the state it moves on: the earlier transitions kept here are delivered first.
+    Command("stage", "Record a workflow stage's status; a pass is recorded once its proof holds.", (
+        _arg("status", metavar="STATUS", help="e.g. PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS, TEST_FAIL"),
+        _arg("--result", metavar="R", help="the stage's own result (RETRO_COMPLETE: DOCS_UPDATED or NO_DOC_CHANGE)"),
+        _arg("--repair-scope", metavar="S", help="what a repair touches: test-infrastructure, production, ..."),
+        OneOf((_arg("--evidence", metavar="PATH", help="the artifact that proves the stage (a review, a result)"),
+               _arg("--check", metavar="CMD", help="run CMD now (no shell): TEST_PASS needs it to pass"))),
+        _arg("--blocker", metavar="TEXT", help="what stops the work (a blocked status)"),
+        _arg("--resolved", metavar="TEXT", help="how the recorded blocker was resolved (leaving WORKFLOW_BLOCKED)"),
+        _arg("--timeout", type=float, metavar="SECONDS", help="seconds the --check may run (default 300)"),
+        _JSON), _stage, reads=True, tool="record_stage"),
+    Command("recover", "Find interrupted work (an agent gone, its session not ended) and the command that "
+                       "continues each; runs nothing.", (
+        _JSON,
+        _arg("--verbose", action="store_true", help="say why each other session was excluded"),
+        _arg("--all-repos", action="store_true", help="every repository on this machine, not only this one")),
+        _recover, reads=True, tool="recover_work", task=False),
+    Command("end", "End the ticket's session as completed (default) or stalled.", (
+        _arg("task_id", nargs="?", metavar="TASK"),
+        _arg("--task", dest="task_option", help=_HIDDEN),
+        _arg("--status", choices=["completed", "stalled"], default="completed")),
+        _end, tool="end_session", renamed=(("task_option", "task_id"),), task=False),
+    Command("checkpoint", "Checkpoint this worktree (base, staged and worktree state) for its ticket.", (
+        _arg("--label", metavar="TEXT", help="a label to find it by"),
+        _JSON), _checkpoint, tool="take_checkpoint"),
+    Command("checkpoints", "List a ticket's checkpoints, newest first.", (
+        _arg("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket"),
+        _JSON), _checkpoints, reads=True, task=False),
+    Command("restore", "Restore a ticket's checkpoint into a new worktree, bound to the ticket in a new run.", (
+        _arg("target", metavar="TASK[@CHECKPOINT]", help="default checkpoint: the ticket's latest"),
+        _INTO,
+        _arg("--in-place", action="store_true", help="into this worktree, which must be clean"),
+        _JSON), _restore, reads=True, tool="restore_checkpoint", task=False),
+    Command("fork", "Start a new ticket from a checkpoint of TASK, in its own worktree and branch.", (
+        _arg("task_id", metavar="TASK"),
+        _arg("--as", dest="new_task_id", required=True, metavar="NEW", help="the new ticket's id"),
+        _arg("--at", metavar="CHECKPOINT", help="default: the ticket's latest checkpoint"),
+        _INTO,
+        _JSON), _fork, reads=True, tool="fork_task", task=False),
+    Command("fresh", "Start TASK again on a new base, in a new worktree: journal kept, previous run superseded.", (
+        _arg("task_id", metavar="TASK"),
+        _arg("--base", metavar="REF", help="default: the repository's default branch"),
+        _INTO,
+        _JSON), _fresh, reads=True, tool="start_fresh", task=False),
+    Command("runs", "Print a ticket's runs and forks as a tree.", (
+        _arg("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket"),
+        _JSON), _runs, reads=True, task=False),
+    Command("resume", "Print everything known about a ticket and bind this worktree to it.", (
+        _arg("task_id", nargs="?", metavar="TASK"),
+        _arg("--list", action="store_true", help="list active sessions instead"),
+        _arg("--json", action="store_true", help="print the documented JSON schema"),
+        _arg("--limit", type=int, default=5, help="related decisions to show (default 5)"),
+        _arg("--agent", help="name of the agent resuming"),
+        _arg("--allow-unsigned-probes", action="store_true",
+             help="re-run the handoff's unsigned or edited probes too (they run code from the branch)"),
+        _arg("--budget", type=int, metavar="CHARS",
+             help="with --json: fit the answer in CHARS characters, filled in priority order, saying what "
+                  "it left out (as MCP answers are)"),
+        _arg("--section", metavar="NAME", help="with --json: only this section's items (files, decisions, "
+             "signals, ...), from --offset on, a page within the budget"),
+        _arg("--offset", type=int, default=0, metavar="N", help="with --section: the first item (default 0)")),
+        _resume, reads=True, tool="resume_session", task=False),
+    Command("list", "List active sessions, conflicts highlighted.", (
+        _JSON,
+        _arg("--all", action="store_true", help="include completed and stalled sessions"),
+        _arg("--all-projects", action="store_true", help="every project's sessions, each with its project")),
+        _list, reads=True, tool="list_sessions", renamed=(("all", "include_ended"),), task=False),
+    Command("signals", "Show coordination signals.", (
+        _arg("--task", help="only signals about this ticket"),
+        _arg("--since", help="ISO 8601 time; only signals after it"),
+        _arg("--limit", type=int, default=100),
+        _JSON), _signals, reads=True, tool="signals_since", task=False),
+    Command("recall", "Search recorded decisions by meaning.", (
+        _arg("text", metavar="TEXT"),
+        _arg("--limit", type=int, default=5),
+        _JSON), _recall, reads=True, tool="recall_decisions", renamed=(("text", "query"),), task=False),
+    Command("env", "Print the environment derived from this worktree's binding; `env record` records the "
+                   "environment manifest the work runs on.", (
+        _arg("action", nargs="?", choices=["record"], help="record: run the setup commands, then record "
+             "OS, toolchains, lockfile hashes, services and setup statuses, and take a checkpoint"),
+        _arg("--setup", action="append", default=[], metavar="CMD",
+             help="with record: a setup command to run first (no shell; repeatable, run in order)"),
+        _JSON), _env, task=False),
+    Command("projector", "Apply the event log on Kafka to the registry, graph and recall index.", (
+        _arg("--once", action="store_true", help="stop when caught up (and fail if a store is down)"),
+        _arg("--group", help="Kafka consumer group (default: from the topic prefix, baton-projector "
+                             "for the default prefix baton.)"),
+        _arg("--idle", type=float, default=1.0, help="with --once: seconds without events that mean caught up")),
+        _projector, reads=True, task=False),
+    Command("migrate", "Copy the embedded data set into the configured servers (idempotent).", (),
+            _migrate, reads=True, task=False),
+    Command("deliver", "Deliver writes kept on this machine (hook touches, writes made while a server was down).", (
+        _arg("--background", action="store_true",
+             help="linger for more writes and retry while a server is down (what a touch starts)"),),
+        _deliver, task=False),
+    Command("index", "Embed the decisions waiting for recall (writes queue them; a background indexer "
+                     "usually has done this already).", (
+        _arg("--all", action="store_true",
+             help="first queue every decision the registry holds that the index lacks (heals a lost index)"),
+        _arg("--background", action="store_true",
+             help="linger for more decisions, at low priority (what a write starts)")), _index, task=False),
+    Command("doctor", "Show each store's backend, server and version, and whether it answers.", (
+        _arg("--repair", action="store_true",
+             help="then compare the graph, recall and conflict signals with the registry over the repair "
+                  "window and apply again what each lacks"),
+        _arg("--window", metavar="DURATION",
+             help="with --repair: how far back (e.g. 6h, 2d; default [doctor] repair_window, 24h)"),
+        _JSON), _doctor, reads=True, task=False),
+    Command("redact", "Find and rewrite secrets already stored (registry events, signals, recall; this "
+                      "worktree's handoffs are reported only).", (
+        _arg("--scan", action="store_true", required=True,
+             help="report where each secret is and its kind (never the secret), then rewrite it in a new "
+                  "event; exit 1 when one is left as it was"),
+        _arg("--dry-run", action="store_true", help="report only; rewrite nothing"),
+        _JSON), _redact, reads=True, task=False),
+    Command("gc", "Remove what retention no longer keeps: old ended sessions with their events, "
+                  "their graph and recall entries, old signals ([retention] in baton.toml).", (
+        _arg("--dry-run", action="store_true", help="say which sessions would go; remove nothing"),
+        _arg("--checkpoints", action="store_true", help="instead, remove this repository's checkpoints that nothing "
+             "needs"),
+        _arg("--keep", type=int, metavar="N", help="with --checkpoints: the newest kept per run besides those still "
+             "needed (default [checkpoints] keep_per_run, 5)"),
+        _JSON), _gc, reads=True, task=False),
+    _installer("install", "Wire Baton into", _install,
+               _arg("--strict", action="store_true", help="git-hook: block the commit instead of warning")),
+    _installer("uninstall", "Remove what `baton install` added to", _uninstall),
+    Command("hook", "Run a Claude Code hook: the event's JSON payload comes on stdin; always exits 0.", (
+        _arg("event", choices=["session-start", "post-tool-use", "user-prompt-submit", "stop", "session-end"]),),
+        _hook, task=False, stores=False),
+    Command("guard", "Check staged files against other active tickets (the pre-commit guard).", (
+        _arg("--strict", action="store_true", help="exit 1 (blocking the commit) when one overlaps"),),
+        _guard, task=False, stores=False),
+    Command("mcp", "Serve Baton's tools for this worktree to MCP clients over stdio (needs the mcp extra).", (
+        _arg("--allow-unsigned-probes", action="store_true",
+             help="let the client run unsigned probes, and checks or probes outside [handoff] allow"),),
+        _mcp, task=False, stores=False),
+    Command("serve", "Serve the read-only web dashboard for leads (needs the dashboard extra).", (
+        _arg("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs a token)"),
+        _arg("--port", type=int, default=8737),
+        _arg("--token", help="token every request must show (default BATON_DASHBOARD_TOKEN)"),
+        _arg("--open", action="store_true", help="open the dashboard in a browser")), _serve, task=False, stores=False),
+    Command("handoff", "Write a handoff with signed live-state probes (docs/handoffs/<date>-<ticket>.md and "
+                       "LATEST.md); `baton handoff verify [PATH]` re-runs them.", (
+        _arg("--check", action="append", default=[], metavar="CMD", help="run CMD now and record its result"),
+        _arg("--probe", action="append", default=[], metavar="NAME=CMD", help="a live-state section NAME probed by CMD"),
+        _arg("--timeout", type=float, metavar="SECONDS",
+             help="seconds each check or probe may run now (default: checks 300, probes BATON_PROBE_TIMEOUT)"),
+        _JSON), _handoff, reads=True, tool="write_handoff", renamed=(("check", "checks"), ("probe", "probes")),
+        subcommand=Command("verify", "re-run a handoff's live-state probes", (
+            _arg("path", nargs="?", type=Path, metavar="PATH"),
+            _arg("--task", dest="verify_task", help="only a handoff of this ticket"),
+            _arg("--allow-unsigned-probes", action="store_true",
+                 help="run unsigned or edited probes too (they run code from the branch)"),
+            _arg("--strict", action="store_true", help="exit 1 unless every claim held (stale alarms aside)"),
+            _arg("--json", dest="verify_json", action="store_true")), _handoff, tool="verify_handoff",
+            renamed=(("verify_task", "task_id"),), task=False,
+            description="Re-run the live-state probes of PATH (a handoff or a worktree; default: this worktree's "
+                        "current handoff) and record the verification.")),
+)
+_HANDLERS = {command.name: command.handler for command in COMMANDS if command.stores}
 # Commands that read the stores deliver the writes kept on this machine first, so they see
 # the writes made before them; writes (and the hook's touch) never wait for a server.
-# A stage reads the state it moves on: the earlier transitions kept here are delivered first.
-_READS = {"resume", "list", "signals", "recall", "doctor", "gc", "redact", "migrate", "projector", "handoff", "stage",
-          "recover", "checkpoints", "restore", "fork", "fresh", "runs"}
+_READS = {command.name for command in COMMANDS if command.reads}
 # These open what they need themselves: a hook and the guard report Baton's own failures
 # and exit 0; the MCP server and the dashboard open stores per call.
-_WITHOUT_STORES = {"hook": _hook, "guard": _guard, "mcp": _mcp, "serve": _serve}
+_WITHOUT_STORES = {command.name: command.handler for command in COMMANDS if not command.stores}
 
 
 if __name__ == "__main__":
