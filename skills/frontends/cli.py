@@ -25,8 +25,6 @@ if TYPE_CHECKING:
 
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import ActiveTask, Place
-    from baton.skills.installers.claude_code import InstallReport
-    from baton.skills.installers.codex import CodexReport
     from baton.skills.runtime.stores import Stores
     from baton.skills.services.runs import Started
 
@@ -45,8 +43,19 @@ class Command:
     from. A plain class: a NamedTuple's or a dataclass's creation would cost every command's
     start (the touch in an agent's hook included) a quarter of a millisecond or more."""
 
-    __slots__ = ("name", "help", "arguments", "handler", "reads", "tool", "renamed", "task", "stores",
-                 "description", "subcommand")
+    __slots__ = (
+        "arguments",
+        "description",
+        "handler",
+        "help",
+        "name",
+        "reads",
+        "renamed",
+        "stores",
+        "subcommand",
+        "task",
+        "tool",
+    )
 
     def __init__(self, name: str, help: str, arguments: tuple[Argument | OneOf, ...], handler: Callable[..., int],
                  *, reads: bool = False, tool: str | None = None, renamed: tuple[tuple[str, str], ...] = (),
@@ -262,6 +271,15 @@ def _dump(data: object) -> None:
     print(json_for_terminal(json.dumps(mask_all(data), indent=2, ensure_ascii=False)))
 
 
+def _shown(args: Arguments, answer: object, text: str) -> int:
+    """A command's answer: as JSON with --json, else as text."""
+    if args.json:
+        _dump(answer)
+    else:
+        print(text)
+    return 0
+
+
 def _dump_within(data: dict, budget: int) -> None:
     """An answer fitted to a budget, on one line: the budget counts the characters printed."""
     from baton.masking import mask_all
@@ -291,8 +309,9 @@ def _bind(args: Arguments, stores: Stores) -> int:
 
         _dump(bind_answer(args.task_id, place, report))
         return 0
-    moved = f" (was {report.previous_task})" if report.previous_task else ""
-    print(f"Bound {place.root} to {args.task_id}{moved} (session {report.session_id})")
+    from baton.skills.frontends.render import bound_line
+
+    print(bound_line(place.root, args.task_id, report))
     return 0
 
 
@@ -308,6 +327,7 @@ def _touch(args: Arguments, stores: Stores) -> int:
 
         _dump(touch_answer(task, report))
         return 0
+    # Said here, not in render: that module's imports (the handoff's) would cost the hook's touch.
     from baton.shown_text import one_line
 
     for conflict in report.new_conflicts:
@@ -349,20 +369,13 @@ def _update(args: Arguments, stores: Stores) -> int:
 
         _dump(update_answer(done.task, done.report, **done.recorded(request, stores.redact)))
         return 0
-    from baton.shown_text import one_line
+    from baton.skills.frontends.render import check_lines
 
-    for check in done.checks:
-        if check.passed:
-            result = "passed"
-        else:
-            result = "did not finish" if check.exit_status is None else f"exit {check.exit_status}"
-        summary = f": {one_line(check.summary)}" if check.summary else ""
-        print(f"check `{one_line(check.command)}`: {result}{summary}")
+    sys.stdout.write(check_lines(done.checks))
     return 0
 
 
 def _stage(args: Arguments, stores: Stores) -> int:
-    from baton.shown_text import one_line
     from baton.skills.services.commands import stage
     from baton.skills.services.stage import StageCommand
 
@@ -372,17 +385,9 @@ def _stage(args: Arguments, stores: Stores) -> int:
                                              check=args.check, blocker=args.blocker, resolved=args.resolved,
                                              timeout=args.timeout))
     _warn(done.report.warnings)
-    if args.json:
-        _dump(done.to_json())
-        return 0
-    state = done.state
-    for note in done.notes:
-        print(f"note: {one_line(note)}")
-    following = (f"; next: {state.next_stage} ({one_line(state.resume_from or '')})" if state.next_stage
-                 else "; workflow complete")
-    blocked = f" ({one_line(state.blocker)})" if state.blocker else ""
-    print(f"{done.task.task_id}: {state.status}{blocked}{following}")
-    return 0
+    from baton.skills.frontends.render import stage_lines
+
+    return _shown(args, done.to_json(), stage_lines(done))
 
 
 def _recover(args: Arguments, stores: Stores) -> int:
@@ -486,17 +491,12 @@ def _signals(args: Arguments, stores: Stores) -> int:
 
 
 def _recall(args: Arguments, stores: Stores) -> int:
-    from baton.shown_text import one_line
     from baton.skills.frontends.answers import recall_answer
+    from baton.skills.frontends.render import recall_lines
     from baton.skills.services.queries import recall_decisions
 
     hits = recall_decisions(stores, args.text, args.limit)
-    if args.json:
-        _dump(recall_answer(hits))
-    else:
-        print("\n".join(f"- {one_line(h.record.task_id)} ({h.score:.2f}): {one_line(h.record.text)}" for h in hits)
-              or "No decisions recorded.")
-    return 0
+    return _shown(args, recall_answer(hits), recall_lines(hits))
 
 
 def _env(args: Arguments, stores: Stores) -> int:
@@ -511,14 +511,14 @@ def _env(args: Arguments, stores: Stores) -> int:
     binding = read_binding(place)
     if binding is None:
         raise BadInput(f"{place.root} is not bound: run `baton bind TASK`")
-    print(f"export BATON_TASK_ID={binding.task_id}")
-    print(f"export BATON_SESSION_ID={binding.session_id}")
+    from baton.skills.frontends.render import binding_exports
+
+    print(binding_exports(binding))
     return 0
 
 
 def _env_record(args: Arguments, stores: Stores, place: Place) -> int:
     """Exit 1 when a setup command failed (the manifest records it all the same)."""
-    from baton.shown_text import one_line
     from baton.skills.core.binding import resolve_task
     from baton.skills.services.environment import record_environment
 
@@ -527,47 +527,28 @@ def _env_record(args: Arguments, stores: Stores, place: Place) -> int:
     _warn(recorded.warnings)
     if args.json:
         _dump(recorded.to_json())
-        return 1 if recorded.setup_failed else 0
-    body = recorded.manifest.body
-    print(f"Environment {recorded.manifest.id[:12]} of {task.task_id} "
-          f"({body['os']['system']} {body['os']['machine']})")
-    for name, answer in body["toolchains"].items():
-        print(f"  {name}: {one_line(answer.get('version', answer['status']))}")
-    for path, digest in body["lockfiles"].items():
-        print(f"  lockfile {one_line(path)}: {digest[:12]}")
-    for name, answer in body.get("services", {}).items():
-        print(f"  service {one_line(name)}: {one_line(answer['status'])}")
-    for setup in body["setup"]:
-        status = "could not run" if setup["exit_status"] is None else f"exit {setup['exit_status']}"
-        print(f"  setup `{one_line(setup['command'])}`: {status}")
-    if recorded.checkpoint:
-        print(f"Checkpoint {recorded.checkpoint[:12]} holds it.")
+    else:
+        from baton.skills.frontends.render import environment_lines
+
+        print(environment_lines(recorded, task.task_id))
     return 1 if recorded.setup_failed else 0
 
 
 def _gc(args: Arguments, stores: Stores) -> int:
-    from baton.shown_text import one_line
     from baton.skills.services.gc import collect_garbage
 
     if args.checkpoints:
         return _gc_checkpoints(args, stores)
     report = collect_garbage(stores, dry_run=args.dry_run)
     _warn(report.warnings)
-    if args.json:
-        _dump(report.to_json())
-        return 0
-    verb = "would remove" if report.dry_run else "removed"
-    print(f"{verb} {len(report.sessions)} ended sessions" + "".join(f"\n  {one_line(t)}" for t in report.sessions))
-    if not report.dry_run:
-        print(f"removed {report.decisions} decisions from recall and {report.signals} signals"
-              + (f"; the data home's files shrank by {report.reclaimed / 1e6:,.1f} MB" if report.reclaimed else ""))
-    return 0
+    from baton.skills.frontends.render import gc_lines
+
+    return _shown(args, report.to_json(), gc_lines(report))
 
 
 def _doctor(args: Arguments, stores: Stores) -> int:
     from baton.clock import parse_duration
     from baton.errors import BadInput
-    from baton.shown_text import one_line
     from baton.skills.services.doctor import doctor
 
     if args.window and not args.repair:
@@ -586,11 +567,10 @@ def _doctor(args: Arguments, stores: Stores) -> int:
         shown = [report.to_json() for report in reports]
         _dump(shown if repaired is None else {"stores": shown, "repair": repaired.to_json()})
     else:
+        from baton.skills.frontends.render import store_line
+
         for report in reports:
-            details = report.details
-            where = f"{details['backend']} {details['location']} ({details['version']}; {details['size']})" \
-                if "size" in details else f"{details.get('backend', '')} {details.get('location', '')}".strip()
-            print(f"{report.store:16} {one_line(report.state) if report.state != 'ok' else 'ok  ' + one_line(where)}")
+            print(store_line(report))
         if repaired is not None:
             _warn(repaired.warnings)
             print(repaired.summary())
@@ -609,7 +589,7 @@ def _agents_installed() -> None:
 
 def _agent_line(agent: str, scope: str, place: Place) -> None:
     from baton.errors import BatonError
-    from baton.shown_text import one_line
+    from baton.skills.frontends.render import agent_line
     from baton.skills.installers.claude_code import claude_state
     from baton.skills.installers.codex import codex_state
 
@@ -617,14 +597,14 @@ def _agent_line(agent: str, scope: str, place: Place) -> None:
         line = claude_state(scope, place) if agent == "claude" else codex_state(scope, place).line()
     except BatonError as exc:  # a settings file that cannot be read
         line = str(exc)
-    print(f"{agent + ' (' + scope + ')':16} {one_line(line)}")
+    print(agent_line(agent, scope, line))
 
 
 def _projector(args: Arguments, stores: Stores) -> int:
+    from baton.skills.frontends.render import projected_line
     from baton.skills.services.projector import run_projector
 
-    report = run_projector(stores, group=args.group, once=args.once, idle=args.idle)
-    print(f"applied {report.events} events in {report.batches} batches")
+    print(projected_line(run_projector(stores, group=args.group, once=args.once, idle=args.idle)))
     return 0
 
 
@@ -637,9 +617,11 @@ def _deliver(args: Arguments, stores: Stores) -> int:
         stores.deliver_on_close = False  # this is the delivery
         deliver_in_background(stores)
         return 0
+    from baton.skills.frontends.render import waiting_line
+
     _warn(deliver_kept(stores))
     left = stores.sink.waiting()
-    print(("1 write still waits" if left == 1 else f"{left} writes still wait") if left else "Nothing waits.")
+    print(waiting_line(left))
     return 3 if left else 0
 
 
@@ -656,97 +638,55 @@ def _index(args: Arguments, stores: Stores) -> int:
         queued, recovered = reindex_from_registry(stores)
         if recovered:
             _warn([recovered])
-        print(f"Queued {queued} decisions the index lacked.")
+        from baton.skills.frontends.render import queued_line
+
+        print(queued_line(queued))
     report = index_decisions(stores)
-    waiting = stores.embedding_queue.count()
-    if report is None:
-        print(f"Another indexer is running; {waiting} decisions wait for it.")
-        return 0
-    for dropped in report.dropped:
-        _warn([f"dropped an unreadable queue entry: {dropped}"])
-    print(f"Indexed {report.embedded} decisions ({report.already} were indexed already); {waiting} wait.")
+    if report is not None:
+        _warn([f"dropped an unreadable queue entry: {dropped}" for dropped in report.dropped])
+    from baton.skills.frontends.render import indexed_line
+
+    print(indexed_line(report, stores.embedding_queue.count()))
     return 0
 
 
 def _install(args: Arguments, stores: Stores) -> int:
+    """`baton install` and `baton uninstall` (args.command): Claude Code, the Codex CLI or the git hook."""
     from baton.errors import BadInput
+    from baton.skills.frontends import render
 
+    installed = args.command == "install"
+    strict = getattr(args, "strict", False)  # install's only
     place, _ = _place()
     if args.target == "git-hook":
         if args.scope:
             raise BadInput("--scope applies to claude, not git-hook")
-        from baton.skills.installers.claude_code import baton_executable
-        from baton.skills.installers.git_hook import install_git_hook
+        from baton.skills.installers.git_hook import install_git_hook, uninstall_git_hook
 
-        hooked = install_git_hook(place.root, baton_executable("user"), strict=args.strict)
-        kept = f"; the earlier hook keeps running first ({hooked.chained.name})" if hooked.chained else ""
-        print(f"{hooked.hook}: {hooked.action}{' (strict)' if args.strict else ' (advisory)'}{kept}")
+        if installed:
+            from baton.skills.installers.claude_code import baton_executable
+
+            hooked = install_git_hook(place.root, baton_executable("user"), strict=strict)
+        else:
+            hooked = uninstall_git_hook(place.root)
+        print(render.git_hook_line(hooked, installed=installed, strict=strict))
         return 0
-    if args.strict:
+    if strict:
         raise BadInput(f"--strict applies to git-hook, not {args.target}")
+    scope = args.scope or "project"
     if args.target == "codex":
-        from baton.skills.installers.codex import install_codex
+        from baton.skills.installers.codex import install_codex, uninstall_codex
 
-        _print_codex(install_codex(args.scope or "project", place, stores.settings.home), "added")
+        codex = (install_codex if installed else uninstall_codex)(scope, place, stores.settings.home)
+        _warn(codex.warnings)
+        print(render.codex_lines(codex, "added" if installed else "removed"))
+        _warn([codex.untrusted] if codex.untrusted else [])
         return 0
-    from baton.skills.installers.claude_code import install_claude
+    from baton.skills.installers.claude_code import install_claude, uninstall_claude
 
-    _print_claude(install_claude(args.scope or "project", place, stores.settings.home), installed=True)
-    return 0
-
-
-def _print_claude(report: InstallReport, *, installed: bool) -> None:
-    """What `baton install claude` or `baton uninstall claude` changed."""
-    _warn(report.warnings)
-    if report.events:
-        hooks = f"hooks {'added for' if installed else 'removed from'} {', '.join(report.events)}"
-    else:
-        hooks = "hooks already there" if installed else "no Baton hooks"
-    if report.rules:
-        rules = f"; permission rules {'added' if installed else 'removed'}: {', '.join(report.rules)}"
-    else:
-        rules = "; permission rules there" if installed else ""
-    print(f"{report.settings}: {hooks}{rules}")
-    for skill, action in report.skills.items():
-        print(f"skill /{skill}: {action}")
-
-
-def _print_codex(report: CodexReport, done: str) -> None:
-    """What `baton install codex` or `baton uninstall codex` changed, a line per file."""
-    _warn(report.warnings)
-    print(f"{report.config}: MCP server {report.server}")
-    print(f"{report.hooks}: " + (f"hooks {done} for {', '.join(report.events)}" if report.events
-                                  else "hooks already there" if done == "added" else "no Baton hooks"))
-    if report.trusted:
-        print(f"{report.trust_file}: {len(report.trusted)} hooks trusted")
-    for backup in report.backups:
-        print(f"backup: {backup}")
-    if report.untrusted:
-        _warn([report.untrusted])
-
-
-def _uninstall(args: Arguments, stores: Stores) -> int:
-    from baton.errors import BadInput
-
-    place, _ = _place()
-    if args.target == "git-hook":
-        if args.scope:
-            raise BadInput("--scope applies to claude, not git-hook")
-        from baton.skills.installers.git_hook import uninstall_git_hook
-
-        unhooked = uninstall_git_hook(place.root)
-        put_back = "; the earlier hook is back in place" if unhooked.chained else ""
-        outcome = "removed" + put_back if unhooked.action == "removed" else "no Baton guard installed"
-        print(f"{unhooked.hook}: {outcome}")
-        return 0
-    if args.target == "codex":
-        from baton.skills.installers.codex import uninstall_codex
-
-        _print_codex(uninstall_codex(args.scope or "project", place, stores.settings.home), "removed")
-        return 0
-    from baton.skills.installers.claude_code import uninstall_claude
-
-    _print_claude(uninstall_claude(args.scope or "project", place, stores.settings.home), installed=False)
+    claude = (install_claude if installed else uninstall_claude)(scope, place, stores.settings.home)
+    _warn(claude.warnings)
+    print(render.claude_lines(claude, installed=installed))
     return 0
 
 
@@ -795,9 +735,9 @@ def _mcp(args: Arguments) -> int:
 
 def _serve(args: Arguments) -> int:
     from baton.skills.frontends.web.server import serve
-    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.settings import load_settings
 
-    serve(Settings.from_env(), host=args.host, port=args.port, token=args.token, open_browser=args.open)
+    serve(load_settings(), host=args.host, port=args.port, token=args.token, open_browser=args.open)
     return 0
 
 
@@ -810,16 +750,9 @@ def _handoff(args: Arguments, stores: Stores) -> int:
     report = write_handoff(stores, place, HandoffRequest(task_id=args.task, checks=tuple(args.check),
                                                          probes=probes_from_options(args.probe), timeout=args.timeout))
     _warn(report.warnings)
-    if args.json:
-        _dump(report.to_json())
-        return 0
-    print(f"Wrote {report.path} and {report.latest} for {report.task_id}: "
-          f"{len(report.claims)} live-state claims, each with a signed probe.")
-    from baton.shown_text import one_line
+    from baton.skills.frontends.render import handoff_lines
 
-    for claim in report.claims:
-        print(f"  {claim.section}: {one_line(claim.status)}")
-    return 0
+    return _shown(args, report.to_json(), handoff_lines(report))
 
 
 def _handoff_verify(args: Arguments, stores: Stores) -> int:
@@ -845,18 +778,10 @@ def _checkpoint(args: Arguments, stores: Stores) -> int:
     place, _ = _place()
     done = checkpoint(stores, place, CheckpointRequest(task_id=args.task, label=args.label))
     _warn(done.warnings)
-    answer = done.to_json()
-    if args.json:
-        _dump(answer)
-    elif answer["status"] == "unchanged":
-        print(f"Unchanged since checkpoint {answer['checkpoint']['id'][:12]} of {done.task.task_id}")
-    else:
-        print(f"Checkpoint {answer['checkpoint']['id'][:12]} of {done.task.task_id} ({place.root})")
-        from baton.shown_text import one_line
+    from baton.skills.frontends.render import checkpoint_taken
 
-        for skipped in answer["checkpoint"]["skipped"]:
-            print(f"  not held: {one_line(skipped['path'])}: {one_line(skipped['reason'])}")
-    return 0
+    answer = done.to_json()
+    return _shown(args, answer, checkpoint_taken(answer, done.task.task_id, place.root))
 
 
 def _checkpoints(args: Arguments, stores: Stores) -> int:
@@ -864,29 +789,17 @@ def _checkpoints(args: Arguments, stores: Stores) -> int:
 
     place, _ = _place()
     task_id, lines = list_checkpoints(stores, place, CheckpointsRequest(args.task_id))
-    if args.json:
-        _dump({"task_id": task_id, "checkpoints": [line.to_json() for line in lines]})
-        return 0
     from baton.skills.frontends.render import checkpoint_lines
 
-    print(checkpoint_lines(task_id, lines))
-    return 0
+    return _shown(args, {"task_id": task_id, "checkpoints": [line.to_json() for line in lines]},
+                  checkpoint_lines(task_id, lines))
 
 
 def _started(args: Arguments, started: Started, verb: str) -> int:
     _warn(started.warnings)
-    if args.json:
-        _dump(started.to_json())
-        return 0
-    from baton.shown_text import one_line
+    from baton.skills.frontends.render import started_lines
 
-    where = f" on branch {started.branch}" if started.branch else ""
-    at = f" at checkpoint {started.diverged_at[:12]}" if started.diverged_at else ""
-    print(f"{verb} {started.task_id}{at} into {started.worktree}{where} (run {started.run_id[:8]}, "
-          f"parent {started.parent_run_id[:8] if started.parent_run_id else 'none'})")
-    for note in started.notes:
-        print(f"  note: {one_line(note)}")
-    return 0
+    return _shown(args, started.to_json(), started_lines(started, verb))
 
 
 def _restore(args: Arguments, stores: Stores) -> int:
@@ -918,13 +831,9 @@ def _runs(args: Arguments, stores: Stores) -> int:
 
     place, _ = _place()
     task_id, lines = runs(stores, place, RunsRequest(args.task_id))
-    if args.json:
-        _dump({"task_id": task_id, "runs": [line.to_json() for line in lines]})
-        return 0
     from baton.skills.frontends.render import run_tree
 
-    print(run_tree(task_id, lines))
-    return 0
+    return _shown(args, {"task_id": task_id, "runs": [line.to_json() for line in lines]}, run_tree(task_id, lines))
 
 
 def _gc_checkpoints(args: Arguments, stores: Stores) -> int:
@@ -932,15 +841,9 @@ def _gc_checkpoints(args: Arguments, stores: Stores) -> int:
 
     place, _ = _place()
     collected = collect_checkpoints(stores, place, GcRequest(keep=args.keep, dry_run=args.dry_run))
-    if args.json:
-        _dump(collected.to_json())
-        return 0
-    verb = "Would remove" if args.dry_run else "Removed"
-    records = f" and {collected.records_removed} registry record(s)" if collected.records_removed else ""
-    print(f"{verb} {len(collected.removed)} checkpoint(s){records}; {collected.kept} kept.")
-    for checkpoint_id in collected.removed:
-        print(f"  {checkpoint_id[:12]}")
-    return 0
+    from baton.skills.frontends.render import collected_lines
+
+    return _shown(args, collected.to_json(), collected_lines(collected, dry_run=args.dry_run))
 
 
 def _redact(args: Arguments, stores: Stores) -> int:
@@ -955,30 +858,22 @@ def _redact(args: Arguments, stores: Stores) -> int:
     if args.json:
         _dump(scan.to_json())
     else:
-        for finding in scan.findings:
-            committed = (f" (committed: in {len(finding.commits)} commit(s), the newest {finding.commits[0][:12]};"
-                         " Baton does not rewrite history: rotate the secret)") if finding.commits else ""
-            print(f"{finding.store}: {finding.where}: {', '.join(finding.kinds)}{committed}")
-        for store, reason in scan.unavailable.items():
-            _warn([f"{store} not scanned or rewritten: {reason}"])
-        read = ", ".join(f"{count} {what}" for what, count in scan.scanned.items())
-        print(f"{len(scan.findings)} secret(s) found in {read}.")
-        if scan.rewritten:
-            print("Rewritten (in a new event): " + ", ".join(f"{n} {what}" for what, n in scan.rewritten.items()) + ".")
-        if scan.left and not scan.dry_run:
-            print(f"{len(scan.left)} left as they were (a handoff document: edit it and commit).")
+        from baton.skills.frontends.render import scan_lines
+
+        _warn([f"{store} not scanned or rewritten: {reason}" for store, reason in scan.unavailable.items()])
+        print(scan_lines(scan))
     return 1 if scan.left else 0
 
 
 def _migrate(args: Arguments, stores: Stores) -> int:
+    from baton.skills.frontends.render import copied_lines
     from baton.skills.services.migrate import migrate
 
-    for store, what in migrate(stores).copied.items():
-        print(f"{store}: copied {what}")
+    sys.stdout.write(copied_lines(migrate(stores).copied))
     return 0
 
 
-def _installer(name: str, verb: str, handler: Callable[..., int], *extra: Argument) -> Command:
+def _installer(name: str, verb: str, *extra: Argument) -> Command:
     """`baton install` or `baton uninstall`: the same targets and scopes."""
     return Command(name, f"{verb} Claude Code (hooks, skills, permission rules), the Codex CLI (MCP server, "
                          "hooks and their trust) or git (the pre-commit guard).", (
@@ -986,7 +881,7 @@ def _installer(name: str, verb: str, handler: Callable[..., int], *extra: Argume
         _arg("--scope", choices=["project", "user"],
              help="claude: this worktree's .claude/ (default) or ~/.claude/; codex: this worktree's "
                   ".codex/ (default) or $CODEX_HOME (~/.codex/)"),
-        *extra), handler, task=False)
+        *extra), _install, task=False)
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -1139,9 +1034,9 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--keep", type=int, metavar="N", help="with --checkpoints: the newest kept per run besides those still "
              "needed (default [checkpoints] keep_per_run, 5)"),
         _JSON), _gc, reads=True, task=False),
-    _installer("install", "Wire Baton into", _install,
+    _installer("install", "Wire Baton into",
                _arg("--strict", action="store_true", help="git-hook: block the commit instead of warning")),
-    _installer("uninstall", "Remove what `baton install` added to", _uninstall),
+    _installer("uninstall", "Remove what `baton install` added to"),
     Command("hook", "Run a Claude Code hook: the event's JSON payload comes on stdin; always exits 0.", (
         _arg("event", choices=["session-start", "post-tool-use", "user-prompt-submit", "stop", "session-end"]),),
         _hook, task=False, stores=False),
@@ -1160,7 +1055,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("handoff", "Write a handoff with signed live-state probes (docs/handoffs/<date>-<ticket>.md and "
                        "LATEST.md); `baton handoff verify [PATH]` re-runs them.", (
         _arg("--check", action="append", default=[], metavar="CMD", help="run CMD now and record its result"),
-        _arg("--probe", action="append", default=[], metavar="NAME=CMD", help="a live-state section NAME probed by CMD"),
+        _arg("--probe", action="append", default=[], metavar="NAME=CMD",
+             help="a live-state section NAME probed by CMD"),
         _arg("--timeout", type=float, metavar="SECONDS",
              help="seconds each check or probe may run now (default: checks 300, probes BATON_PROBE_TIMEOUT)"),
         _JSON), _handoff, reads=True, tool="write_handoff", renamed=(("check", "checks"), ("probe", "probes")),
