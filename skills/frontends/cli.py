@@ -43,19 +43,8 @@ class Command:
     from. A plain class: a NamedTuple's or a dataclass's creation would cost every command's
     start (the touch in an agent's hook included) a quarter of a millisecond or more."""
 
-    __slots__ = (
-        "arguments",
-        "description",
-        "handler",
-        "help",
-        "name",
-        "reads",
-        "renamed",
-        "stores",
-        "subcommand",
-        "task",
-        "tool",
-    )
+    __slots__ = ("arguments", "description", "handler", "help", "name", "reads", "renamed", "stores", "subcommand",
+                 "task", "tool")
 
     def __init__(self, name: str, help: str, arguments: tuple[Argument | OneOf, ...], handler: Callable[..., int],
                  *, reads: bool = False, tool: str | None = None, renamed: tuple[tuple[str, str], ...] = (),
