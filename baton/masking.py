@@ -5,7 +5,7 @@ Server settings may carry credentials: a password in a URL's user information
 (`password=...`), or as a setting of its own (a Qdrant API key, a Bolt password, a Kafka
 SASL password). Every URL, bootstrap list and error message goes through `mask` at the
 edge before anyone sees it; the settings that are secrets themselves are registered with
-`known_secret` when they are read, and masked wherever they appear.
+`known_secret` when a command loads its settings (load_settings), and masked wherever they appear.
 """
 
 from __future__ import annotations

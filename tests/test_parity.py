@@ -12,35 +12,6 @@ pytest.importorskip("mcp")
 from tests.test_mcp_server import allow_commands, call, cli_json, with_server
 from tests.workspace import two_agents
 
-# command -> (tool, {CLI option dest: tool argument}). `worktree` is the tool's stand-in for
-# the directory a command runs in, so it has no option.
-PARITY = {
-    "bind": ("bind_task", {"task_id": "task_id", "agent": "agent"}),
-    "touch": ("record_touch", {"paths": "paths", "task": "task_id"}),
-    "decide": ("record_decision", {"text": "text", "context": "context", "task": "task_id"}),
-    "update": ("update_session", {"task": "task_id", "phase": "phase", "next_action": "next_action", "done": "done",
-                                  "failed": "failed", "depends_on": "depends_on", "goal": "goal",
-                                  "constraint": "constraints", "todo": "todo", "evidence": "evidence",
-                                  "check": "checks", "timeout": "timeout"}),
-    "stage": ("record_stage", {"task": "task_id", "status": "status", "result": "result",
-                               "repair_scope": "repair_scope", "evidence": "evidence", "check": "check",
-                               "blocker": "blocker", "resolved": "resolved", "timeout": "timeout"}),
-    "recover": ("recover_work", {"verbose": "verbose", "all_repos": "all_repos"}),
-    "end": ("end_session", {"task_id": "task_id", "task_option": "task_id", "status": "status"}),
-    "resume": ("resume_session", {"task_id": "task_id", "limit": "limit", "agent": "agent",
-                                  "allow_unsigned_probes": "allow_unsigned_probes", "section": "section",
-                                  "offset": "offset"}),
-    "list": ("list_sessions", {"all": "include_ended"}),
-    "signals": ("signals_since", {"task": "task_id", "since": "since", "limit": "limit"}),
-    "recall": ("recall_decisions", {"text": "query", "limit": "limit"}),
-    "handoff": ("write_handoff", {"task": "task_id", "check": "checks", "probe": "probes", "timeout": "timeout"}),
-    "handoff verify": ("verify_handoff", {"path": "path", "verify_task": "task_id",
-                                          "allow_unsigned_probes": "allow_unsigned_probes"}),
-    "checkpoint": ("take_checkpoint", {"task": "task_id", "label": "label"}),
-    "restore": ("restore_checkpoint", {"target": "target", "into": "into", "in_place": "in_place"}),
-    "fork": ("fork_task", {"task_id": "task_id", "new_task_id": "new_task_id", "at": "at", "into": "into"}),
-    "fresh": ("start_fresh", {"task_id": "task_id", "base": "base", "into": "into"}),
-}
 # Options and commands with --json that have no tool, each with why.
 EXCLUDED_OPTIONS = {
     ("resume", "list"): "resume --list is list_sessions",
@@ -83,6 +54,27 @@ def _tool_arguments() -> dict[str, set[str]]:
 
     return {name: set(Tool.from_function(served.function, name=name, structured_output=False).parameters["properties"])
             for name, served in TOOLS.items()}
+
+
+def _parity() -> dict[str, tuple[str, dict[str, str]]]:
+    from baton.skills.frontends.cli import COMMANDS
+
+    rows = {row.name: row for row in COMMANDS}
+    rows |= {f"{row.name} {row.subcommand.name}": row.subcommand for row in COMMANDS if row.subcommand}
+    commands = _commands()
+    parity = {}
+    for name, row in rows.items():
+        if row.tool is not None:
+            renamed = {"task": "task_id", **dict(row.renamed)}
+            options = _options(commands[name]) - {option for (command, option) in EXCLUDED_OPTIONS if command == name}
+            parity[name] = (row.tool, {option: renamed.get(option, option) for option in options})
+    return parity
+
+
+# command -> (tool, {CLI option dest: tool argument}), from the CLI's command table: an option
+# keeps its name in the tool unless the row renames it (--task is the tool's task_id).
+# `worktree` is the tool's stand-in for the directory a command runs in, so it has no option.
+PARITY = _parity()
 
 
 def test_every_command_with_json_has_a_tool_or_says_why_not():

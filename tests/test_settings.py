@@ -47,6 +47,44 @@ def test_every_setting_is_documented_in_the_settings_page():
                 f"{named}: its row in docs/settings.md does not name its baton.toml key [{setting.table}] {setting.key}"
 
 
+def test_each_field_of_the_settings_is_typed_as_its_row_reads_it():
+    """Settings restates the table's names for the checker: each field is a row's (or holds
+    the rows of its table), typed as the row's kind reads, None where the row may be unset."""
+    from collections.abc import Mapping
+    from datetime import timedelta
+    from typing import get_type_hints
+
+    from baton.skills.runtime.settings import SETTINGS, HandoffSettings, Settings
+
+    kinds = {"text": str, "secret": str, "choice": str, "path": Path, "seconds": float, "number": float,
+             "count": int, "duration": timedelta, "switch": bool, "globs": tuple[str, ...],
+             "patterns": tuple[str, ...], "commands": tuple[tuple[str, ...], ...],
+             "services": Mapping[str, tuple[str, ...]]}
+    # Not fields of their own: where the data lives, a secret's file (its secret's value),
+    # the [workflow] table (kept whole) and the [handoff] table (HandoffSettings).
+    apart = {"config", "kafka_sasl_password_file", "qdrant_api_key_file"}
+    fields = {**get_type_hints(Settings), **get_type_hints(HandoffSettings)}
+    expected = {"home": Path, "handoff": HandoffSettings, "workflow": Mapping[str, object] | None}
+    for row in SETTINGS:
+        if row.name not in apart | {"home"} and row.table != "workflow":
+            expected[row.name] = kinds[row.kind] if row.default is not None else kinds[row.kind] | None
+    assert fields == expected
+
+
+def test_reading_the_settings_masks_nothing_until_they_are_loaded(tmp_path):
+    """Settings.from_env only reads; load_settings, where a command takes its settings,
+    makes the secrets known to the masking."""
+    from baton import masking
+    from baton.skills.runtime.settings import Settings, load_settings
+
+    environ = {"BATON_HOME": str(tmp_path), "BATON_GRAPH_PASSWORD": "bolt-pw-only-read",
+               "BATON_QDRANT_API_KEY": "qdrant-key-only-read"}
+    assert Settings.from_env(environ).secrets == ("bolt-pw-only-read", "qdrant-key-only-read")
+    assert masking.mask("login with bolt-pw-only-read") == "login with bolt-pw-only-read"
+    load_settings(environ)
+    assert masking.mask("login with bolt-pw-only-read") == "login with ***"
+
+
 def test_only_the_settings_read_batons_environment():
     """A `BATON_*` variable read anywhere but skills/runtime would be a setting outside the table."""
     root = Path(__file__).resolve().parents[1]
@@ -77,13 +115,13 @@ def test_a_setting_from_the_file_is_checked_like_one_from_the_environment(tmp_pa
 def test_credentials_are_settings_that_are_never_printed(tmp_path):
     from baton import masking
     from baton.errors import BadInput
-    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.settings import Settings, load_settings
 
     environ = {"BATON_HOME": str(tmp_path), "BATON_GRAPH_USER": "team", "BATON_GRAPH_PASSWORD": "bolt-pw-1",
                "BATON_QDRANT_API_KEY": "qdrant-key-2", "BATON_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
                "BATON_KAFKA_SASL_USERNAME": "team", "BATON_KAFKA_SASL_PASSWORD": "kafka-pw-3",
                "BATON_KAFKA_SSL_CA": str(tmp_path / "ca.pem")}
-    settings = Settings.from_env(environ)
+    settings = load_settings(environ)
     assert settings.graph_auth == ("team", "bolt-pw-1") and settings.qdrant_api_key == "qdrant-key-2"
     assert settings.kafka_security() == {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
                                          "sasl.username": "team", "sasl.password": "kafka-pw-3",

@@ -26,25 +26,56 @@ if TYPE_CHECKING:
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import ActiveTask, Place
     from baton.skills.frontends.invocation import Invocation
-    from baton.skills.installers.claude_code import InstallReport
-    from baton.skills.installers.codex import CodexReport
     from baton.skills.runtime.stores import Stores
     from baton.skills.services.runs import Started
 
     Arguments = argparse.Namespace | SimpleNamespace  # parsed, or built by main() for a touch of paths only
+    Argument = tuple[tuple[str, ...], dict[str, Any]]  # argparse's flags and keywords
 
 
-class _Skipped:
-    """Stands in for the parser of a command not asked for: whatever is added to it is dropped."""
+class OneOf(tuple["Argument", ...]):
+    """Arguments of which a command takes at most one."""
 
-    def __getattr__(self, name: str) -> Callable[..., _Skipped]:
-        return lambda *args, **kwargs: self
+    __slots__ = ()
+
+
+class Command:
+    """One row of the table a command's parser, its read/write class and its MCP tool come
+    from. A plain class: a NamedTuple's or a dataclass's creation would cost every command's
+    start (the touch in an agent's hook included) a quarter of a millisecond or more."""
+
+    __slots__ = ("arguments", "description", "handler", "help", "name", "reads", "renamed", "stores", "subcommand",
+                 "task", "tool")
+
+    def __init__(self, name: str, help: str, arguments: tuple[Argument | OneOf, ...], handler: Callable[..., int],
+                 *, reads: bool = False, tool: str | None = None, renamed: tuple[tuple[str, str], ...] = (),
+                 task: bool = True, stores: bool = True, description: str | None = None,
+                 subcommand: Command | None = None) -> None:
+        self.name, self.help, self.arguments = name, help, arguments
+        self.handler = handler  # (args, stores); (args) for a command that opens no stores
+        self.reads = reads  # reads the stores: the writes kept on this machine are delivered first
+        self.tool = tool  # the MCP tool it mirrors, taking each option under the same name
+        self.renamed = renamed  # (option, the tool's argument) where the names differ
+        self.task = task  # takes --task
+        self.stores = stores  # False: opens what it needs itself
+        self.description = description or help
+        self.subcommand = subcommand
+
+
+def _arg(*flags: str, **spec: Any) -> Argument:
+    """One argument: argparse's flags and keywords for it."""
+    return flags, spec
+
+
+_JSON = _arg("--json", action="store_true")
+_INTO = _arg("--into", type=Path, metavar="PATH", help="an empty or new directory (default: beside this one)")
+_HIDDEN = "==SUPPRESS=="  # argparse.SUPPRESS: argparse is not imported on the touch's path
 
 
 def _parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The command line's parser; only: build that command's arguments alone. Building every
-    command's costs a fresh process more than the rest of argparse (each argument's help
-    asks gettext for a translation), and `baton touch` runs in an agent's hook."""
+    """The command line's parser, from COMMANDS; only: build that command's arguments alone.
+    Building every command's costs a fresh process more than the rest of argparse (each
+    argument's help asks gettext for a translation), and `baton touch` runs in an agent's hook."""
     import argparse
 
     class _PrintVersion(argparse.Action):
@@ -65,236 +96,34 @@ def _parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_PrintVersion, nargs=0, default=argparse.SUPPRESS,
                         help="print the installed version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def command(name: str, help: str, *, task: bool = True) -> argparse.ArgumentParser:
-        if only is not None and name != only:
-            return _Skipped()  # type: ignore[return-value]
-        sub = commands.add_parser(name, help=help, description=help)
-        if task:
-            sub.add_argument("--task", help="ticket id (default: this worktree's binding, else BATON_TASK_ID)")
-        return sub
-
-    sub = command("bind", "Bind this worktree to a ticket and record the session.", task=False)
-    sub.add_argument("task_id", metavar="TASK")
-    sub.add_argument("--agent", help="name of the agent working on it")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("touch", "Record files the ticket touched; warn about overlaps with other active tickets.")
-    sub.add_argument("paths", nargs="+", metavar="PATH")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("decide", "Record a decision (indexed for recall by other tickets).")
-    sub.add_argument("text", metavar="TEXT")
-    sub.add_argument("--context", default="", help="why, or what it applies to")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("update", "Record phase, next action, completed steps, failures or dependencies.")
-    sub.add_argument("--phase", choices=UPDATE_PHASES)
-    sub.add_argument("--next", dest="next_action", metavar="TEXT")
-    sub.add_argument("--done", action="append", default=[], metavar="TEXT")
-    sub.add_argument("--failed", action="append", default=[], metavar="TEXT")
-    sub.add_argument("--depends-on", action="append", default=[], metavar="TASK")
-    sub.add_argument("--goal", metavar="TEXT", help="the ticket's goal (journal)")
-    sub.add_argument("--constraint", action="append", default=[], metavar="TEXT",
-                     help="a constraint to respect (journal)")
-    sub.add_argument("--todo", action="append", default=[], metavar="TEXT",
-                     help="remaining work (journal); done once a --done has the same text")
-    sub.add_argument("--evidence", action="append", default=[], metavar="TEXT", help="evidence you report (journal)")
-    sub.add_argument("--check", action="append", default=[], metavar="CMD",
-                     help="run CMD now (no shell) and record its exit status and summary as an observed check")
-    sub.add_argument("--timeout", type=float, metavar="SECONDS", help="seconds each --check may run (default 300)")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("stage", "Record a workflow stage's status; a pass is recorded once its proof holds.")
-    sub.add_argument("status", metavar="STATUS", help="e.g. PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS, TEST_FAIL")
-    sub.add_argument("--result", metavar="R",
-                     help="the stage's own result (RETRO_COMPLETE: DOCS_UPDATED or NO_DOC_CHANGE)")
-    sub.add_argument("--repair-scope", metavar="S", help="what a repair touches: test-infrastructure, production, ...")
-    proof = sub.add_mutually_exclusive_group()
-    proof.add_argument("--evidence", metavar="PATH", help="the artifact that proves the stage (a review, a result)")
-    proof.add_argument("--check", metavar="CMD", help="run CMD now (no shell): TEST_PASS needs it to pass")
-    sub.add_argument("--blocker", metavar="TEXT", help="what stops the work (a blocked status)")
-    sub.add_argument("--resolved", metavar="TEXT",
-                     help="how the recorded blocker was resolved (leaving WORKFLOW_BLOCKED)")
-    sub.add_argument("--timeout", type=float, metavar="SECONDS", help="seconds the --check may run (default 300)")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("recover", "Find interrupted work (an agent gone, its session not ended) and the command that "
-                             "continues each; runs nothing.", task=False)
-    sub.add_argument("--json", action="store_true")
-    sub.add_argument("--verbose", action="store_true", help="say why each other session was excluded")
-    sub.add_argument("--all-repos", action="store_true", help="every repository on this machine, not only this one")
-
-    sub = command("end", "End the ticket's session as completed (default) or stalled.", task=False)
-    sub.add_argument("task_id", nargs="?", metavar="TASK")
-    sub.add_argument("--task", dest="task_option", help=argparse.SUPPRESS)
-    sub.add_argument("--status", choices=["completed", "stalled"], default="completed")
-
-    sub = command("checkpoint", "Checkpoint this worktree (base, staged and worktree state) for its ticket.")
-    sub.add_argument("--label", metavar="TEXT", help="a label to find it by")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("checkpoints", "List a ticket's checkpoints, newest first.", task=False)
-    sub.add_argument("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("restore", "Restore a ticket's checkpoint into a new worktree, bound to the ticket in a new run.",
-                  task=False)
-    sub.add_argument("target", metavar="TASK[@CHECKPOINT]", help="default checkpoint: the ticket's latest")
-    sub.add_argument("--into", type=Path, metavar="PATH", help="an empty or new directory (default: beside this one)")
-    sub.add_argument("--in-place", action="store_true", help="into this worktree, which must be clean")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("fork", "Start a new ticket from a checkpoint of TASK, in its own worktree and branch.", task=False)
-    sub.add_argument("task_id", metavar="TASK")
-    sub.add_argument("--as", dest="new_task_id", required=True, metavar="NEW", help="the new ticket's id")
-    sub.add_argument("--at", metavar="CHECKPOINT", help="default: the ticket's latest checkpoint")
-    sub.add_argument("--into", type=Path, metavar="PATH", help="an empty or new directory (default: beside this one)")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("fresh", "Start TASK again on a new base, in a new worktree: journal kept, previous run superseded.",
-                  task=False)
-    sub.add_argument("task_id", metavar="TASK")
-    sub.add_argument("--base", metavar="REF", help="default: the repository's default branch")
-    sub.add_argument("--into", type=Path, metavar="PATH", help="an empty or new directory (default: beside this one)")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("runs", "Print a ticket's runs and forks as a tree.", task=False)
-    sub.add_argument("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("resume", "Print everything known about a ticket and bind this worktree to it.", task=False)
-    sub.add_argument("task_id", nargs="?", metavar="TASK")
-    sub.add_argument("--list", action="store_true", help="list active sessions instead")
-    sub.add_argument("--json", action="store_true", help="print the documented JSON schema")
-    sub.add_argument("--limit", type=int, default=5, help="related decisions to show (default 5)")
-    sub.add_argument("--agent", help="name of the agent resuming")
-    sub.add_argument("--allow-unsigned-probes", action="store_true",
-                     help="re-run the handoff's unsigned or edited probes too (they run code from the branch)")
-    sub.add_argument("--budget", type=int, metavar="CHARS",
-                     help="with --json: fit the answer in CHARS characters, filled in priority order, saying what "
-                          "it left out (as MCP answers are)")
-    sub.add_argument("--section", metavar="NAME", help="with --json: only this section's items (files, decisions, "
-                     "signals, ...), from --offset on, a page within the budget")
-    sub.add_argument("--offset", type=int, default=0, metavar="N", help="with --section: the first item (default 0)")
-
-    sub = command("list", "List active sessions, conflicts highlighted.", task=False)
-    sub.add_argument("--json", action="store_true")
-    sub.add_argument("--all", action="store_true", help="include completed and stalled sessions")
-    sub.add_argument("--all-projects", action="store_true", help="every project's sessions, each with its project")
-
-    sub = command("signals", "Show coordination signals.", task=False)
-    sub.add_argument("--task", help="only signals about this ticket")
-    sub.add_argument("--since", help="ISO 8601 time; only signals after it")
-    sub.add_argument("--limit", type=int, default=100)
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("recall", "Search recorded decisions by meaning.", task=False)
-    sub.add_argument("text", metavar="TEXT")
-    sub.add_argument("--limit", type=int, default=5)
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("env", "Print the environment derived from this worktree's binding; `env record` records the "
-                         "environment manifest the work runs on.", task=False)
-    sub.add_argument("action", nargs="?", choices=["record"], help="record: run the setup commands, then record "
-                     "OS, toolchains, lockfile hashes, services and setup statuses, and take a checkpoint")
-    sub.add_argument("--setup", action="append", default=[], metavar="CMD",
-                     help="with record: a setup command to run first (no shell; repeatable, run in order)")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("projector", "Apply the event log on Kafka to the registry, graph and recall index.", task=False)
-    sub.add_argument("--once", action="store_true", help="stop when caught up (and fail if a store is down)")
-    sub.add_argument("--group", help="Kafka consumer group (default: from the topic prefix, baton-projector "
-                                      "for the default prefix baton.)")
-    sub.add_argument("--idle", type=float, default=1.0, help="with --once: seconds without events that mean caught up")
-
-    command("migrate", "Copy the embedded data set into the configured servers (idempotent).", task=False)
-
-    sub = command("deliver", "Deliver writes kept on this machine (hook touches, writes made while a server was down).",
-                  task=False)
-    sub.add_argument("--background", action="store_true",
-                     help="linger for more writes and retry while a server is down (what a touch starts)")
-
-    sub = command("index", "Embed the decisions waiting for recall (writes queue them; a background indexer "
-                           "usually has done this already).", task=False)
-    sub.add_argument("--all", action="store_true",
-                     help="first queue every decision the registry holds that the index lacks (heals a lost index)")
-    sub.add_argument("--background", action="store_true",
-                     help="linger for more decisions, at low priority (what a write starts)")
-
-    sub = command("doctor", "Show each store's backend, server and version, and whether it answers.", task=False)
-    sub.add_argument("--repair", action="store_true",
-                     help="then compare the graph, recall and conflict signals with the registry over the repair "
-                          "window and apply again what each lacks")
-    sub.add_argument("--window", metavar="DURATION",
-                     help="with --repair: how far back (e.g. 6h, 2d; default [doctor] repair_window, 24h)")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("redact", "Find and rewrite secrets already stored (registry events, signals, recall; this "
-                            "worktree's handoffs are reported only).", task=False)
-    sub.add_argument("--scan", action="store_true", required=True,
-                     help="report where each secret is and its kind (never the secret), then rewrite it in a new "
-                          "event; exit 1 when one is left as it was")
-    sub.add_argument("--dry-run", action="store_true", help="report only; rewrite nothing")
-    sub.add_argument("--json", action="store_true")
-
-    sub = command("gc", "Remove what retention no longer keeps: old ended sessions with their events, "
-                        "their graph and recall entries, old signals ([retention] in baton.toml).", task=False)
-    sub.add_argument("--dry-run", action="store_true", help="say which sessions would go; remove nothing")
-    sub.add_argument("--checkpoints", action="store_true",
-                     help="instead, remove this repository's checkpoints that nothing needs")
-    sub.add_argument("--keep", type=int, metavar="N",
-                     help="with --checkpoints: the newest kept per run besides those still needed "
-                          "(default [checkpoints] keep_per_run, 5)")
-    sub.add_argument("--json", action="store_true")
-
-    for name, verb in (("install", "Wire Baton into"), ("uninstall", "Remove what `baton install` added to")):
-        sub = command(name, f"{verb} Claude Code (hooks, skills, permission rules), the Codex CLI (MCP server, "
-                            "hooks and their trust) or git (the pre-commit guard).", task=False)
-        sub.add_argument("target", choices=["claude", "codex", "git-hook"])
-        sub.add_argument("--scope", choices=["project", "user"],
-                         help="claude: this worktree's .claude/ (default) or ~/.claude/; codex: this worktree's "
-                              ".codex/ (default) or $CODEX_HOME (~/.codex/)")
-        if name == "install":
-            sub.add_argument("--strict", action="store_true", help="git-hook: block the commit instead of warning")
-
-    sub = command("hook", "Run a Claude Code hook: the event's JSON payload comes on stdin; always exits 0.",
-                  task=False)
-    sub.add_argument("event", choices=["session-start", "post-tool-use", "user-prompt-submit", "stop", "session-end"])
-
-    sub = command("guard", "Check staged files against other active tickets (the pre-commit guard).", task=False)
-    sub.add_argument("--strict", action="store_true", help="exit 1 (blocking the commit) when one overlaps")
-
-    sub = command("mcp", "Serve Baton's tools for this worktree to MCP clients over stdio (needs the mcp extra).",
-                  task=False)
-    sub.add_argument("--allow-unsigned-probes", action="store_true",
-                     help="let the client run unsigned probes, and checks or probes outside [handoff] allow")
-
-    sub = command("serve", "Serve the read-only web dashboard for leads (needs the dashboard extra).", task=False)
-    sub.add_argument("--host", default="127.0.0.1",
-                     help="address to listen on (default 127.0.0.1; any other needs a token)")
-    sub.add_argument("--port", type=int, default=8737)
-    sub.add_argument("--token", help="token every request must show (default BATON_DASHBOARD_TOKEN)")
-    sub.add_argument("--open", action="store_true", help="open the dashboard in a browser")
-
-    sub = command("handoff", "Write a handoff with signed live-state probes (docs/handoffs/<date>-<ticket>.md and "
-                             "LATEST.md); `baton handoff verify [PATH]` re-runs them.")
-    sub.add_argument("--check", action="append", default=[], metavar="CMD", help="run CMD now and record its result")
-    sub.add_argument("--probe", action="append", default=[], metavar="NAME=CMD",
-                     help="a live-state section NAME probed by CMD")
-    sub.add_argument("--timeout", type=float, metavar="SECONDS",
-                     help="seconds each check or probe may run now (default: checks 300, probes BATON_PROBE_TIMEOUT)")
-    sub.add_argument("--json", action="store_true")
-    verify = sub.add_subparsers(dest="handoff_action", metavar="verify").add_parser(
-        "verify", help="re-run a handoff's live-state probes", description="Re-run the live-state probes of PATH "
-        "(a handoff or a worktree; default: this worktree's current handoff) and record the verification.")
-    verify.add_argument("path", nargs="?", type=Path, metavar="PATH")
-    verify.add_argument("--task", dest="verify_task", help="only a handoff of this ticket")
-    verify.add_argument("--allow-unsigned-probes", action="store_true",
-                        help="run unsigned or edited probes too (they run code from the branch)")
-    verify.add_argument("--strict", action="store_true", help="exit 1 unless every claim held (stale alarms aside)")
-    verify.add_argument("--json", dest="verify_json", action="store_true")
+    for command in COMMANDS:
+        if only is None or command.name == only:
+            _add_command(commands, command)
     return parser
+
+
+def _add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser], command: Command) -> None:
+    sub = commands.add_parser(command.name, help=command.help, description=command.description)
+    if command.task:
+        sub.add_argument("--task", help="ticket id (default: this worktree's binding, else BATON_TASK_ID)")
+    for argument in command.arguments:
+        if isinstance(argument, OneOf):
+            group = sub.add_mutually_exclusive_group()
+            for one in argument:
+                _add_argument(group, one)
+        else:
+            _add_argument(sub, argument)
+    if command.subcommand is not None:
+        _add_command(sub.add_subparsers(dest=f"{command.name}_action", metavar=command.subcommand.name),
+                     command.subcommand)
+
+
+def _add_argument(to: argparse._ActionsContainer, argument: Argument) -> None:
+    import argparse
+
+    flags, spec = argument
+    hidden = spec.get("help") == _HIDDEN  # argparse knows its own SUPPRESS object only
+    to.add_argument(*flags, **(spec | {"help": argparse.SUPPRESS} if hidden else spec))
 
 
 def main(argv: list[str] | None = None, invocation: Invocation | None = None) -> int:
@@ -437,6 +266,15 @@ def _dump(data: object) -> None:
     print(json_for_terminal(json.dumps(mask_all(data), indent=2, ensure_ascii=False)))
 
 
+def _shown(args: Arguments, answer: object, text: str) -> int:
+    """A command's answer: as JSON with --json, else as text."""
+    if args.json:
+        _dump(answer)
+    else:
+        print(text)
+    return 0
+
+
 def _dump_within(data: dict, budget: int) -> None:
     """An answer fitted to a budget, on one line: the budget counts the characters printed."""
     from baton.masking import mask_all
@@ -467,8 +305,9 @@ def _bind(args: Arguments, stores: Stores) -> int:
 
         _dump(bind_answer(args.task_id, place, report))
         return 0
-    moved = f" (was {report.previous_task})" if report.previous_task else ""
-    print(f"Bound {place.root} to {args.task_id}{moved} (session {report.session_id})")
+    from baton.skills.frontends.render import bound_line
+
+    print(bound_line(place.root, args.task_id, report))
     return 0
 
 
@@ -484,6 +323,7 @@ def _touch(args: Arguments, stores: Stores) -> int:
 
         _dump(touch_answer(task, report))
         return 0
+    # Said here, not in render: that module's imports (the handoff's) would cost the hook's touch.
     from baton.shown_text import one_line
 
     for conflict in report.new_conflicts:
@@ -525,20 +365,13 @@ def _update(args: Arguments, stores: Stores) -> int:
 
         _dump(update_answer(done.task, done.report, **done.recorded(request, stores.redact)))
         return 0
-    from baton.shown_text import one_line
+    from baton.skills.frontends.render import check_lines
 
-    for check in done.checks:
-        if check.passed:
-            result = "passed"
-        else:
-            result = "did not finish" if check.exit_status is None else f"exit {check.exit_status}"
-        summary = f": {one_line(check.summary)}" if check.summary else ""
-        print(f"check `{one_line(check.command)}`: {result}{summary}")
+    sys.stdout.write(check_lines(done.checks))
     return 0
 
 
 def _stage(args: Arguments, stores: Stores) -> int:
-    from baton.shown_text import one_line
     from baton.skills.services.commands import stage
     from baton.skills.services.stage import StageCommand
 
@@ -548,17 +381,9 @@ def _stage(args: Arguments, stores: Stores) -> int:
                                              check=args.check, blocker=args.blocker, resolved=args.resolved,
                                              timeout=args.timeout))
     _warn(done.report.warnings)
-    if args.json:
-        _dump(done.to_json())
-        return 0
-    state = done.state
-    for note in done.notes:
-        print(f"note: {one_line(note)}")
-    following = (f"; next: {state.next_stage} ({one_line(state.resume_from or '')})" if state.next_stage
-                 else "; workflow complete")
-    blocked = f" ({one_line(state.blocker)})" if state.blocker else ""
-    print(f"{done.task.task_id}: {state.status}{blocked}{following}")
-    return 0
+    from baton.skills.frontends.render import stage_lines
+
+    return _shown(args, done.to_json(), stage_lines(done))
 
 
 def _recover(args: Arguments, stores: Stores) -> int:
@@ -663,17 +488,12 @@ def _signals(args: Arguments, stores: Stores) -> int:
 
 
 def _recall(args: Arguments, stores: Stores) -> int:
-    from baton.shown_text import one_line
     from baton.skills.frontends.answers import recall_answer
+    from baton.skills.frontends.render import recall_lines
     from baton.skills.services.queries import recall_decisions
 
     hits = recall_decisions(stores, args.text, args.limit)
-    if args.json:
-        _dump(recall_answer(hits))
-    else:
-        print("\n".join(f"- {one_line(h.record.task_id)} ({h.score:.2f}): {one_line(h.record.text)}" for h in hits)
-              or "No decisions recorded.")
-    return 0
+    return _shown(args, recall_answer(hits), recall_lines(hits))
 
 
 def _env(args: Arguments, stores: Stores) -> int:
@@ -688,14 +508,14 @@ def _env(args: Arguments, stores: Stores) -> int:
     binding = read_binding(place)
     if binding is None:
         raise BadInput(f"{place.root} is not bound: run `baton bind TASK`")
-    print(f"export BATON_TASK_ID={binding.task_id}")
-    print(f"export BATON_SESSION_ID={binding.session_id}")
+    from baton.skills.frontends.render import binding_exports
+
+    print(binding_exports(binding))
     return 0
 
 
 def _env_record(args: Arguments, stores: Stores, place: Place) -> int:
     """Exit 1 when a setup command failed (the manifest records it all the same)."""
-    from baton.shown_text import one_line
     from baton.skills.core.binding import resolve_task
     from baton.skills.services.environment import record_environment
 
@@ -704,47 +524,28 @@ def _env_record(args: Arguments, stores: Stores, place: Place) -> int:
     _warn(recorded.warnings)
     if args.json:
         _dump(recorded.to_json())
-        return 1 if recorded.setup_failed else 0
-    body = recorded.manifest.body
-    print(f"Environment {recorded.manifest.id[:12]} of {task.task_id} "
-          f"({body['os']['system']} {body['os']['machine']})")
-    for name, answer in body["toolchains"].items():
-        print(f"  {name}: {one_line(answer.get('version', answer['status']))}")
-    for path, digest in body["lockfiles"].items():
-        print(f"  lockfile {one_line(path)}: {digest[:12]}")
-    for name, answer in body.get("services", {}).items():
-        print(f"  service {one_line(name)}: {one_line(answer['status'])}")
-    for setup in body["setup"]:
-        status = "could not run" if setup["exit_status"] is None else f"exit {setup['exit_status']}"
-        print(f"  setup `{one_line(setup['command'])}`: {status}")
-    if recorded.checkpoint:
-        print(f"Checkpoint {recorded.checkpoint[:12]} holds it.")
+    else:
+        from baton.skills.frontends.render import environment_lines
+
+        print(environment_lines(recorded, task.task_id))
     return 1 if recorded.setup_failed else 0
 
 
 def _gc(args: Arguments, stores: Stores) -> int:
-    from baton.shown_text import one_line
     from baton.skills.services.gc import collect_garbage
 
     if args.checkpoints:
         return _gc_checkpoints(args, stores)
     report = collect_garbage(stores, dry_run=args.dry_run)
     _warn(report.warnings)
-    if args.json:
-        _dump(report.to_json())
-        return 0
-    verb = "would remove" if report.dry_run else "removed"
-    print(f"{verb} {len(report.sessions)} ended sessions" + "".join(f"\n  {one_line(t)}" for t in report.sessions))
-    if not report.dry_run:
-        print(f"removed {report.decisions} decisions from recall and {report.signals} signals"
-              + (f"; the data home's files shrank by {report.reclaimed / 1e6:,.1f} MB" if report.reclaimed else ""))
-    return 0
+    from baton.skills.frontends.render import gc_lines
+
+    return _shown(args, report.to_json(), gc_lines(report))
 
 
 def _doctor(args: Arguments, stores: Stores) -> int:
     from baton.clock import parse_duration
     from baton.errors import BadInput
-    from baton.shown_text import one_line
     from baton.skills.services.doctor import doctor, resident_state
 
     if args.window and not args.repair:
@@ -763,11 +564,10 @@ def _doctor(args: Arguments, stores: Stores) -> int:
         shown = [report.to_json() for report in reports]
         _dump(shown if repaired is None else {"stores": shown, "repair": repaired.to_json()})
     else:
+        from baton.skills.frontends.render import store_line
+
         for report in reports:
-            details = report.details
-            where = f"{details['backend']} {details['location']} ({details['version']}; {details['size']})" \
-                if "size" in details else f"{details.get('backend', '')} {details.get('location', '')}".strip()
-            print(f"{report.store:16} {one_line(report.state) if report.state != 'ok' else 'ok  ' + one_line(where)}")
+            print(store_line(report))
         if repaired is not None:
             _warn(repaired.warnings)
             print(repaired.summary())
@@ -787,7 +587,7 @@ def _agents_installed() -> None:
 
 def _agent_line(agent: str, scope: str, place: Place) -> None:
     from baton.errors import BatonError
-    from baton.shown_text import one_line
+    from baton.skills.frontends.render import agent_line
     from baton.skills.installers.claude_code import claude_state
     from baton.skills.installers.codex import codex_state
 
@@ -795,14 +595,14 @@ def _agent_line(agent: str, scope: str, place: Place) -> None:
         line = claude_state(scope, place) if agent == "claude" else codex_state(scope, place).line()
     except BatonError as exc:  # a settings file that cannot be read
         line = str(exc)
-    print(f"{agent + ' (' + scope + ')':16} {one_line(line)}")
+    print(agent_line(agent, scope, line))
 
 
 def _projector(args: Arguments, stores: Stores) -> int:
+    from baton.skills.frontends.render import projected_line
     from baton.skills.services.projector import run_projector
 
-    report = run_projector(stores, group=args.group, once=args.once, idle=args.idle)
-    print(f"applied {report.events} events in {report.batches} batches")
+    print(projected_line(run_projector(stores, group=args.group, once=args.once, idle=args.idle)))
     return 0
 
 
@@ -815,9 +615,11 @@ def _deliver(args: Arguments, stores: Stores) -> int:
         stores.deliver_on_close = False  # this is the delivery
         deliver_in_background(stores)
         return 0
+    from baton.skills.frontends.render import waiting_line
+
     _warn(deliver_kept(stores))
     left = stores.sink.waiting()
-    print(("1 write still waits" if left == 1 else f"{left} writes still wait") if left else "Nothing waits.")
+    print(waiting_line(left))
     return 3 if left else 0
 
 
@@ -834,97 +636,55 @@ def _index(args: Arguments, stores: Stores) -> int:
         queued, recovered = reindex_from_registry(stores)
         if recovered:
             _warn([recovered])
-        print(f"Queued {queued} decisions the index lacked.")
+        from baton.skills.frontends.render import queued_line
+
+        print(queued_line(queued))
     report = index_decisions(stores)
-    waiting = stores.embedding_queue.count()
-    if report is None:
-        print(f"Another indexer is running; {waiting} decisions wait for it.")
-        return 0
-    for dropped in report.dropped:
-        _warn([f"dropped an unreadable queue entry: {dropped}"])
-    print(f"Indexed {report.embedded} decisions ({report.already} were indexed already); {waiting} wait.")
+    if report is not None:
+        _warn([f"dropped an unreadable queue entry: {dropped}" for dropped in report.dropped])
+    from baton.skills.frontends.render import indexed_line
+
+    print(indexed_line(report, stores.embedding_queue.count()))
     return 0
 
 
 def _install(args: Arguments, stores: Stores) -> int:
+    """`baton install` and `baton uninstall` (args.command): Claude Code, the Codex CLI or the git hook."""
     from baton.errors import BadInput
+    from baton.skills.frontends import render
 
+    installed = args.command == "install"
+    strict = getattr(args, "strict", False)  # install's only
     place, _ = _place()
     if args.target == "git-hook":
         if args.scope:
             raise BadInput("--scope applies to claude, not git-hook")
-        from baton.skills.installers.claude_code import baton_executable
-        from baton.skills.installers.git_hook import install_git_hook
+        from baton.skills.installers.git_hook import install_git_hook, uninstall_git_hook
 
-        hooked = install_git_hook(place.root, baton_executable("user"), strict=args.strict)
-        kept = f"; the earlier hook keeps running first ({hooked.chained.name})" if hooked.chained else ""
-        print(f"{hooked.hook}: {hooked.action}{' (strict)' if args.strict else ' (advisory)'}{kept}")
+        if installed:
+            from baton.skills.installers.claude_code import baton_executable
+
+            hooked = install_git_hook(place.root, baton_executable("user"), strict=strict)
+        else:
+            hooked = uninstall_git_hook(place.root)
+        print(render.git_hook_line(hooked, installed=installed, strict=strict))
         return 0
-    if args.strict:
+    if strict:
         raise BadInput(f"--strict applies to git-hook, not {args.target}")
+    scope = args.scope or "project"
     if args.target == "codex":
-        from baton.skills.installers.codex import install_codex
+        from baton.skills.installers.codex import install_codex, uninstall_codex
 
-        _print_codex(install_codex(args.scope or "project", place, stores.settings.home), "added")
+        codex = (install_codex if installed else uninstall_codex)(scope, place, stores.settings.home)
+        _warn(codex.warnings)
+        print(render.codex_lines(codex, "added" if installed else "removed"))
+        _warn([codex.untrusted] if codex.untrusted else [])
         return 0
-    from baton.skills.installers.claude_code import install_claude
+    from baton.skills.installers.claude_code import install_claude, uninstall_claude
 
-    _print_claude(install_claude(args.scope or "project", place, stores.settings.home), installed=True)
-    return 0
-
-
-def _print_claude(report: InstallReport, *, installed: bool) -> None:
-    """What `baton install claude` or `baton uninstall claude` changed."""
-    _warn(report.warnings)
-    if report.events:
-        hooks = f"hooks {'added for' if installed else 'removed from'} {', '.join(report.events)}"
-    else:
-        hooks = "hooks already there" if installed else "no Baton hooks"
-    if report.rules:
-        rules = f"; permission rules {'added' if installed else 'removed'}: {', '.join(report.rules)}"
-    else:
-        rules = "; permission rules there" if installed else ""
-    print(f"{report.settings}: {hooks}{rules}")
-    for skill, action in report.skills.items():
-        print(f"skill /{skill}: {action}")
-
-
-def _print_codex(report: CodexReport, done: str) -> None:
-    """What `baton install codex` or `baton uninstall codex` changed, a line per file."""
-    _warn(report.warnings)
-    print(f"{report.config}: MCP server {report.server}")
-    print(f"{report.hooks}: " + (f"hooks {done} for {', '.join(report.events)}" if report.events
-                                  else "hooks already there" if done == "added" else "no Baton hooks"))
-    if report.trusted:
-        print(f"{report.trust_file}: {len(report.trusted)} hooks trusted")
-    for backup in report.backups:
-        print(f"backup: {backup}")
-    if report.untrusted:
-        _warn([report.untrusted])
-
-
-def _uninstall(args: Arguments, stores: Stores) -> int:
-    from baton.errors import BadInput
-
-    place, _ = _place()
-    if args.target == "git-hook":
-        if args.scope:
-            raise BadInput("--scope applies to claude, not git-hook")
-        from baton.skills.installers.git_hook import uninstall_git_hook
-
-        unhooked = uninstall_git_hook(place.root)
-        put_back = "; the earlier hook is back in place" if unhooked.chained else ""
-        outcome = "removed" + put_back if unhooked.action == "removed" else "no Baton guard installed"
-        print(f"{unhooked.hook}: {outcome}")
-        return 0
-    if args.target == "codex":
-        from baton.skills.installers.codex import uninstall_codex
-
-        _print_codex(uninstall_codex(args.scope or "project", place, stores.settings.home), "removed")
-        return 0
-    from baton.skills.installers.claude_code import uninstall_claude
-
-    _print_claude(uninstall_claude(args.scope or "project", place, stores.settings.home), installed=False)
+    claude = (install_claude if installed else uninstall_claude)(scope, place, stores.settings.home)
+    _warn(claude.warnings)
+    print(render.claude_lines(claude, installed=installed))
     return 0
 
 
@@ -973,9 +733,9 @@ def _mcp(args: Arguments) -> int:
 
 def _serve(args: Arguments) -> int:
     from baton.skills.frontends.web.server import serve
-    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.settings import load_settings
 
-    serve(Settings.from_env(), host=args.host, port=args.port, token=args.token, open_browser=args.open)
+    serve(load_settings(), host=args.host, port=args.port, token=args.token, open_browser=args.open)
     return 0
 
 
@@ -988,16 +748,9 @@ def _handoff(args: Arguments, stores: Stores) -> int:
     report = write_handoff(stores, place, HandoffRequest(task_id=args.task, checks=tuple(args.check),
                                                          probes=probes_from_options(args.probe), timeout=args.timeout))
     _warn(report.warnings)
-    if args.json:
-        _dump(report.to_json())
-        return 0
-    print(f"Wrote {report.path} and {report.latest} for {report.task_id}: "
-          f"{len(report.claims)} live-state claims, each with a signed probe.")
-    from baton.shown_text import one_line
+    from baton.skills.frontends.render import handoff_lines
 
-    for claim in report.claims:
-        print(f"  {claim.section}: {one_line(claim.status)}")
-    return 0
+    return _shown(args, report.to_json(), handoff_lines(report))
 
 
 def _handoff_verify(args: Arguments, stores: Stores) -> int:
@@ -1023,18 +776,10 @@ def _checkpoint(args: Arguments, stores: Stores) -> int:
     place, _ = _place()
     done = checkpoint(stores, place, CheckpointRequest(task_id=args.task, label=args.label))
     _warn(done.warnings)
-    answer = done.to_json()
-    if args.json:
-        _dump(answer)
-    elif answer["status"] == "unchanged":
-        print(f"Unchanged since checkpoint {answer['checkpoint']['id'][:12]} of {done.task.task_id}")
-    else:
-        print(f"Checkpoint {answer['checkpoint']['id'][:12]} of {done.task.task_id} ({place.root})")
-        from baton.shown_text import one_line
+    from baton.skills.frontends.render import checkpoint_taken
 
-        for skipped in answer["checkpoint"]["skipped"]:
-            print(f"  not held: {one_line(skipped['path'])}: {one_line(skipped['reason'])}")
-    return 0
+    answer = done.to_json()
+    return _shown(args, answer, checkpoint_taken(answer, done.task.task_id, place.root))
 
 
 def _checkpoints(args: Arguments, stores: Stores) -> int:
@@ -1042,29 +787,17 @@ def _checkpoints(args: Arguments, stores: Stores) -> int:
 
     place, _ = _place()
     task_id, lines = list_checkpoints(stores, place, CheckpointsRequest(args.task_id))
-    if args.json:
-        _dump({"task_id": task_id, "checkpoints": [line.to_json() for line in lines]})
-        return 0
     from baton.skills.frontends.render import checkpoint_lines
 
-    print(checkpoint_lines(task_id, lines))
-    return 0
+    return _shown(args, {"task_id": task_id, "checkpoints": [line.to_json() for line in lines]},
+                  checkpoint_lines(task_id, lines))
 
 
 def _started(args: Arguments, started: Started, verb: str) -> int:
     _warn(started.warnings)
-    if args.json:
-        _dump(started.to_json())
-        return 0
-    from baton.shown_text import one_line
+    from baton.skills.frontends.render import started_lines
 
-    where = f" on branch {started.branch}" if started.branch else ""
-    at = f" at checkpoint {started.diverged_at[:12]}" if started.diverged_at else ""
-    print(f"{verb} {started.task_id}{at} into {started.worktree}{where} (run {started.run_id[:8]}, "
-          f"parent {started.parent_run_id[:8] if started.parent_run_id else 'none'})")
-    for note in started.notes:
-        print(f"  note: {one_line(note)}")
-    return 0
+    return _shown(args, started.to_json(), started_lines(started, verb))
 
 
 def _restore(args: Arguments, stores: Stores) -> int:
@@ -1096,13 +829,9 @@ def _runs(args: Arguments, stores: Stores) -> int:
 
     place, _ = _place()
     task_id, lines = runs(stores, place, RunsRequest(args.task_id))
-    if args.json:
-        _dump({"task_id": task_id, "runs": [line.to_json() for line in lines]})
-        return 0
     from baton.skills.frontends.render import run_tree
 
-    print(run_tree(task_id, lines))
-    return 0
+    return _shown(args, {"task_id": task_id, "runs": [line.to_json() for line in lines]}, run_tree(task_id, lines))
 
 
 def _gc_checkpoints(args: Arguments, stores: Stores) -> int:
@@ -1110,15 +839,9 @@ def _gc_checkpoints(args: Arguments, stores: Stores) -> int:
 
     place, _ = _place()
     collected = collect_checkpoints(stores, place, GcRequest(keep=args.keep, dry_run=args.dry_run))
-    if args.json:
-        _dump(collected.to_json())
-        return 0
-    verb = "Would remove" if args.dry_run else "Removed"
-    records = f" and {collected.records_removed} registry record(s)" if collected.records_removed else ""
-    print(f"{verb} {len(collected.removed)} checkpoint(s){records}; {collected.kept} kept.")
-    for checkpoint_id in collected.removed:
-        print(f"  {checkpoint_id[:12]}")
-    return 0
+    from baton.skills.frontends.render import collected_lines
+
+    return _shown(args, collected.to_json(), collected_lines(collected, dry_run=args.dry_run))
 
 
 def _redact(args: Arguments, stores: Stores) -> int:
@@ -1133,43 +856,226 @@ def _redact(args: Arguments, stores: Stores) -> int:
     if args.json:
         _dump(scan.to_json())
     else:
-        for finding in scan.findings:
-            committed = (f" (committed: in {len(finding.commits)} commit(s), the newest {finding.commits[0][:12]};"
-                         " Baton does not rewrite history: rotate the secret)") if finding.commits else ""
-            print(f"{finding.store}: {finding.where}: {', '.join(finding.kinds)}{committed}")
-        for store, reason in scan.unavailable.items():
-            _warn([f"{store} not scanned or rewritten: {reason}"])
-        read = ", ".join(f"{count} {what}" for what, count in scan.scanned.items())
-        print(f"{len(scan.findings)} secret(s) found in {read}.")
-        if scan.rewritten:
-            print("Rewritten (in a new event): " + ", ".join(f"{n} {what}" for what, n in scan.rewritten.items()) + ".")
-        if scan.left and not scan.dry_run:
-            print(f"{len(scan.left)} left as they were (a handoff document: edit it and commit).")
+        from baton.skills.frontends.render import scan_lines
+
+        _warn([f"{store} not scanned or rewritten: {reason}" for store, reason in scan.unavailable.items()])
+        print(scan_lines(scan))
     return 1 if scan.left else 0
 
 
 def _migrate(args: Arguments, stores: Stores) -> int:
+    from baton.skills.frontends.render import copied_lines
     from baton.skills.services.migrate import migrate
 
-    for store, what in migrate(stores).copied.items():
-        print(f"{store}: copied {what}")
+    sys.stdout.write(copied_lines(migrate(stores).copied))
     return 0
 
 
-_HANDLERS = {"bind": _bind, "touch": _touch, "decide": _decide, "update": _update, "stage": _stage, "recover": _recover,
-             "end": _end, "resume": _resume, "list": _list, "signals": _signals, "recall": _recall, "env": _env,
-             "doctor": _doctor, "gc": _gc, "redact": _redact, "migrate": _migrate, "projector": _projector,
-             "deliver": _deliver, "index": _index, "install": _install, "uninstall": _uninstall, "handoff": _handoff,
-             "checkpoint": _checkpoint, "checkpoints": _checkpoints, "restore": _restore, "fork": _fork,
-             "fresh": _fresh, "runs": _runs}
+def _installer(name: str, verb: str, *extra: Argument) -> Command:
+    """`baton install` or `baton uninstall`: the same targets and scopes."""
+    return Command(name, f"{verb} Claude Code (hooks, skills, permission rules), the Codex CLI (MCP server, "
+                         "hooks and their trust) or git (the pre-commit guard).", (
+        _arg("target", choices=["claude", "codex", "git-hook"]),
+        _arg("--scope", choices=["project", "user"],
+             help="claude: this worktree's .claude/ (default) or ~/.claude/; codex: this worktree's "
+                  ".codex/ (default) or $CODEX_HOME (~/.codex/)"),
+        *extra), _install, task=False)
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("bind", "Bind this worktree to a ticket and record the session.", (
+        _arg("task_id", metavar="TASK"),
+        _arg("--agent", help="name of the agent working on it"),
+        _JSON), _bind, tool="bind_task", task=False),
+    Command("touch", "Record files the ticket touched; warn about overlaps with other active tickets.", (
+        _arg("paths", nargs="+", metavar="PATH"),
+        _JSON), _touch, tool="record_touch"),
+    Command("decide", "Record a decision (indexed for recall by other tickets).", (
+        _arg("text", metavar="TEXT"),
+        _arg("--context", default="", help="why, or what it applies to"),
+        _JSON), _decide, tool="record_decision"),
+    Command("update", "Record phase, next action, completed steps, failures or dependencies.", (
+        _arg("--phase", choices=UPDATE_PHASES),
+        _arg("--next", dest="next_action", metavar="TEXT"),
+        _arg("--done", action="append", default=[], metavar="TEXT"),
+        _arg("--failed", action="append", default=[], metavar="TEXT"),
+        _arg("--depends-on", action="append", default=[], metavar="TASK"),
+        _arg("--goal", metavar="TEXT", help="the ticket's goal (journal)"),
+        _arg("--constraint", action="append", default=[], metavar="TEXT", help="a constraint to respect (journal)"),
+        _arg("--todo", action="append", default=[], metavar="TEXT",
+             help="remaining work (journal); done once a --done has the same text"),
+        _arg("--evidence", action="append", default=[], metavar="TEXT", help="evidence you report (journal)"),
+        _arg("--check", action="append", default=[], metavar="CMD",
+             help="run CMD now (no shell) and record its exit status and summary as an observed check"),
+        _arg("--timeout", type=float, metavar="SECONDS", help="seconds each --check may run (default 300)"),
+        _JSON), _update, tool="update_session", renamed=(("constraint", "constraints"), ("check", "checks"))),
+    # A stage reads the state it moves on: the earlier transitions kept here are delivered first.
+    Command("stage", "Record a workflow stage's status; a pass is recorded once its proof holds.", (
+        _arg("status", metavar="STATUS", help="e.g. PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS, TEST_FAIL"),
+        _arg("--result", metavar="R", help="the stage's own result (RETRO_COMPLETE: DOCS_UPDATED or NO_DOC_CHANGE)"),
+        _arg("--repair-scope", metavar="S", help="what a repair touches: test-infrastructure, production, ..."),
+        OneOf((_arg("--evidence", metavar="PATH", help="the artifact that proves the stage (a review, a result)"),
+               _arg("--check", metavar="CMD", help="run CMD now (no shell): TEST_PASS needs it to pass"))),
+        _arg("--blocker", metavar="TEXT", help="what stops the work (a blocked status)"),
+        _arg("--resolved", metavar="TEXT", help="how the recorded blocker was resolved (leaving WORKFLOW_BLOCKED)"),
+        _arg("--timeout", type=float, metavar="SECONDS", help="seconds the --check may run (default 300)"),
+        _JSON), _stage, reads=True, tool="record_stage"),
+    Command("recover", "Find interrupted work (an agent gone, its session not ended) and the command that "
+                       "continues each; runs nothing.", (
+        _JSON,
+        _arg("--verbose", action="store_true", help="say why each other session was excluded"),
+        _arg("--all-repos", action="store_true", help="every repository on this machine, not only this one")),
+        _recover, reads=True, tool="recover_work", task=False),
+    Command("end", "End the ticket's session as completed (default) or stalled.", (
+        _arg("task_id", nargs="?", metavar="TASK"),
+        _arg("--task", dest="task_option", help=_HIDDEN),
+        _arg("--status", choices=["completed", "stalled"], default="completed")),
+        _end, tool="end_session", renamed=(("task_option", "task_id"),), task=False),
+    Command("checkpoint", "Checkpoint this worktree (base, staged and worktree state) for its ticket.", (
+        _arg("--label", metavar="TEXT", help="a label to find it by"),
+        _JSON), _checkpoint, tool="take_checkpoint"),
+    Command("checkpoints", "List a ticket's checkpoints, newest first.", (
+        _arg("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket"),
+        _JSON), _checkpoints, reads=True, task=False),
+    Command("restore", "Restore a ticket's checkpoint into a new worktree, bound to the ticket in a new run.", (
+        _arg("target", metavar="TASK[@CHECKPOINT]", help="default checkpoint: the ticket's latest"),
+        _INTO,
+        _arg("--in-place", action="store_true", help="into this worktree, which must be clean"),
+        _JSON), _restore, reads=True, tool="restore_checkpoint", task=False),
+    Command("fork", "Start a new ticket from a checkpoint of TASK, in its own worktree and branch.", (
+        _arg("task_id", metavar="TASK"),
+        _arg("--as", dest="new_task_id", required=True, metavar="NEW", help="the new ticket's id"),
+        _arg("--at", metavar="CHECKPOINT", help="default: the ticket's latest checkpoint"),
+        _INTO,
+        _JSON), _fork, reads=True, tool="fork_task", task=False),
+    Command("fresh", "Start TASK again on a new base, in a new worktree: journal kept, previous run superseded.", (
+        _arg("task_id", metavar="TASK"),
+        _arg("--base", metavar="REF", help="default: the repository's default branch"),
+        _INTO,
+        _JSON), _fresh, reads=True, tool="start_fresh", task=False),
+    Command("runs", "Print a ticket's runs and forks as a tree.", (
+        _arg("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket"),
+        _JSON), _runs, reads=True, task=False),
+    Command("resume", "Print everything known about a ticket and bind this worktree to it.", (
+        _arg("task_id", nargs="?", metavar="TASK"),
+        _arg("--list", action="store_true", help="list active sessions instead"),
+        _arg("--json", action="store_true", help="print the documented JSON schema"),
+        _arg("--limit", type=int, default=5, help="related decisions to show (default 5)"),
+        _arg("--agent", help="name of the agent resuming"),
+        _arg("--allow-unsigned-probes", action="store_true",
+             help="re-run the handoff's unsigned or edited probes too (they run code from the branch)"),
+        _arg("--budget", type=int, metavar="CHARS",
+             help="with --json: fit the answer in CHARS characters, filled in priority order, saying what "
+                  "it left out (as MCP answers are)"),
+        _arg("--section", metavar="NAME", help="with --json: only this section's items (files, decisions, "
+             "signals, ...), from --offset on, a page within the budget"),
+        _arg("--offset", type=int, default=0, metavar="N", help="with --section: the first item (default 0)")),
+        _resume, reads=True, tool="resume_session", task=False),
+    Command("list", "List active sessions, conflicts highlighted.", (
+        _JSON,
+        _arg("--all", action="store_true", help="include completed and stalled sessions"),
+        _arg("--all-projects", action="store_true", help="every project's sessions, each with its project")),
+        _list, reads=True, tool="list_sessions", renamed=(("all", "include_ended"),), task=False),
+    Command("signals", "Show coordination signals.", (
+        _arg("--task", help="only signals about this ticket"),
+        _arg("--since", help="ISO 8601 time; only signals after it"),
+        _arg("--limit", type=int, default=100),
+        _JSON), _signals, reads=True, tool="signals_since", task=False),
+    Command("recall", "Search recorded decisions by meaning.", (
+        _arg("text", metavar="TEXT"),
+        _arg("--limit", type=int, default=5),
+        _JSON), _recall, reads=True, tool="recall_decisions", renamed=(("text", "query"),), task=False),
+    Command("env", "Print the environment derived from this worktree's binding; `env record` records the "
+                   "environment manifest the work runs on.", (
+        _arg("action", nargs="?", choices=["record"], help="record: run the setup commands, then record "
+             "OS, toolchains, lockfile hashes, services and setup statuses, and take a checkpoint"),
+        _arg("--setup", action="append", default=[], metavar="CMD",
+             help="with record: a setup command to run first (no shell; repeatable, run in order)"),
+        _JSON), _env, task=False),
+    Command("projector", "Apply the event log on Kafka to the registry, graph and recall index.", (
+        _arg("--once", action="store_true", help="stop when caught up (and fail if a store is down)"),
+        _arg("--group", help="Kafka consumer group (default: from the topic prefix, baton-projector "
+                             "for the default prefix baton.)"),
+        _arg("--idle", type=float, default=1.0, help="with --once: seconds without events that mean caught up")),
+        _projector, reads=True, task=False),
+    Command("migrate", "Copy the embedded data set into the configured servers (idempotent).", (),
+            _migrate, reads=True, task=False),
+    Command("deliver", "Deliver writes kept on this machine (hook touches, writes made while a server was down).", (
+        _arg("--background", action="store_true",
+             help="linger for more writes and retry while a server is down (what a touch starts)"),),
+        _deliver, task=False),
+    Command("index", "Embed the decisions waiting for recall (writes queue them; a background indexer "
+                     "usually has done this already).", (
+        _arg("--all", action="store_true",
+             help="first queue every decision the registry holds that the index lacks (heals a lost index)"),
+        _arg("--background", action="store_true",
+             help="linger for more decisions, at low priority (what a write starts)")), _index, task=False),
+    Command("doctor", "Show each store's backend, server and version, and whether it answers.", (
+        _arg("--repair", action="store_true",
+             help="then compare the graph, recall and conflict signals with the registry over the repair "
+                  "window and apply again what each lacks"),
+        _arg("--window", metavar="DURATION",
+             help="with --repair: how far back (e.g. 6h, 2d; default [doctor] repair_window, 24h)"),
+        _JSON), _doctor, reads=True, task=False),
+    Command("redact", "Find and rewrite secrets already stored (registry events, signals, recall; this "
+                      "worktree's handoffs are reported only).", (
+        _arg("--scan", action="store_true", required=True,
+             help="report where each secret is and its kind (never the secret), then rewrite it in a new "
+                  "event; exit 1 when one is left as it was"),
+        _arg("--dry-run", action="store_true", help="report only; rewrite nothing"),
+        _JSON), _redact, reads=True, task=False),
+    Command("gc", "Remove what retention no longer keeps: old ended sessions with their events, "
+                  "their graph and recall entries, old signals ([retention] in baton.toml).", (
+        _arg("--dry-run", action="store_true", help="say which sessions would go; remove nothing"),
+        _arg("--checkpoints", action="store_true", help="instead, remove this repository's checkpoints that nothing "
+             "needs"),
+        _arg("--keep", type=int, metavar="N", help="with --checkpoints: the newest kept per run besides those still "
+             "needed (default [checkpoints] keep_per_run, 5)"),
+        _JSON), _gc, reads=True, task=False),
+    _installer("install", "Wire Baton into",
+               _arg("--strict", action="store_true", help="git-hook: block the commit instead of warning")),
+    _installer("uninstall", "Remove what `baton install` added to"),
+    Command("hook", "Run a Claude Code hook: the event's JSON payload comes on stdin; always exits 0.", (
+        _arg("event", choices=["session-start", "post-tool-use", "user-prompt-submit", "stop", "session-end"]),),
+        _hook, task=False, stores=False),
+    Command("guard", "Check staged files against other active tickets (the pre-commit guard).", (
+        _arg("--strict", action="store_true", help="exit 1 (blocking the commit) when one overlaps"),),
+        _guard, task=False, stores=False),
+    Command("mcp", "Serve Baton's tools for this worktree to MCP clients over stdio (needs the mcp extra).", (
+        _arg("--allow-unsigned-probes", action="store_true",
+             help="let the client run unsigned probes, and checks or probes outside [handoff] allow"),),
+        _mcp, task=False, stores=False),
+    Command("serve", "Serve the read-only web dashboard for leads (needs the dashboard extra).", (
+        _arg("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs a token)"),
+        _arg("--port", type=int, default=8737),
+        _arg("--token", help="token every request must show (default BATON_DASHBOARD_TOKEN)"),
+        _arg("--open", action="store_true", help="open the dashboard in a browser")), _serve, task=False, stores=False),
+    Command("handoff", "Write a handoff with signed live-state probes (docs/handoffs/<date>-<ticket>.md and "
+                       "LATEST.md); `baton handoff verify [PATH]` re-runs them.", (
+        _arg("--check", action="append", default=[], metavar="CMD", help="run CMD now and record its result"),
+        _arg("--probe", action="append", default=[], metavar="NAME=CMD",
+             help="a live-state section NAME probed by CMD"),
+        _arg("--timeout", type=float, metavar="SECONDS",
+             help="seconds each check or probe may run now (default: checks 300, probes BATON_PROBE_TIMEOUT)"),
+        _JSON), _handoff, reads=True, tool="write_handoff", renamed=(("check", "checks"), ("probe", "probes")),
+        subcommand=Command("verify", "re-run a handoff's live-state probes", (
+            _arg("path", nargs="?", type=Path, metavar="PATH"),
+            _arg("--task", dest="verify_task", help="only a handoff of this ticket"),
+            _arg("--allow-unsigned-probes", action="store_true",
+                 help="run unsigned or edited probes too (they run code from the branch)"),
+            _arg("--strict", action="store_true", help="exit 1 unless every claim held (stale alarms aside)"),
+            _arg("--json", dest="verify_json", action="store_true")), _handoff, tool="verify_handoff",
+            renamed=(("verify_task", "task_id"),), task=False,
+            description="Re-run the live-state probes of PATH (a handoff or a worktree; default: this worktree's "
+                        "current handoff) and record the verification.")),
+)
+_HANDLERS = {command.name: command.handler for command in COMMANDS if command.stores}
 # Commands that read the stores deliver the writes kept on this machine first, so they see
 # the writes made before them; writes (and the hook's touch) never wait for a server.
-# A stage reads the state it moves on: the earlier transitions kept here are delivered first.
-_READS = {"resume", "list", "signals", "recall", "doctor", "gc", "redact", "migrate", "projector", "handoff", "stage",
-          "recover", "checkpoints", "restore", "fork", "fresh", "runs"}
+_READS = {command.name for command in COMMANDS if command.reads}
 # These open what they need themselves: a hook and the guard report Baton's own failures
 # and exit 0; the MCP server and the dashboard open stores per call.
-_WITHOUT_STORES = {"hook": _hook, "guard": _guard, "mcp": _mcp, "serve": _serve}
+_WITHOUT_STORES = {command.name: command.handler for command in COMMANDS if not command.stores}
 
 
 if __name__ == "__main__":

@@ -18,12 +18,27 @@ from baton.skills.handoff.verify import NO_HANDOFF, Verification
 
 if TYPE_CHECKING:  # annotations only: `baton resume` need not import the listing
     from collections.abc import Callable
+    from pathlib import Path
 
+    from baton.recall.base import ScoredDecision
+    from baton.recall.indexer import IndexReport
+    from baton.skills.core.binding import Binding
     from baton.skills.core.interrupted import Recovery
+    from baton.skills.core.write_report import WriteReport
+    from baton.skills.handoff.checks import CheckResult
+    from baton.skills.handoff.write import HandoffReport
+    from baton.skills.installers.claude_code import InstallReport
+    from baton.skills.installers.codex import CodexReport
+    from baton.skills.installers.git_hook import GitHookReport
+    from baton.skills.services.doctor import StoreReport
+    from baton.skills.services.environment import Recorded
+    from baton.skills.services.gc import GcReport
     from baton.skills.services.listing import Listing, SessionLine
+    from baton.skills.services.projector import ProjectorReport
     from baton.skills.services.resume import ResumeResult
-    from baton.skills.services.runs import CheckpointLine, RunLine
-    from baton.skills.services.stage import WorkflowView
+    from baton.skills.services.runs import CheckpointLine, Collected, RunLine, Started
+    from baton.skills.services.secret_scan import Scan
+    from baton.skills.services.stage import StageDone, WorkflowView
 
 MAX_FILES_SHOWN = 30
 
@@ -249,26 +264,219 @@ def listing_text(listing: Listing, now: datetime, *, colour: bool) -> str:
 
 def checkpoint_lines(task_id: str, lines: list[CheckpointLine]) -> str:
     """`baton checkpoints`: one line each, newest first."""
-    if not lines:
-        return f"No checkpoints of {task_id}."
-    out = [f"Checkpoints of {task_id}:"]
+    rows = []
     for line in lines:
         label = f" \"{one_line(line.label)}\"" if line.label else ""
         gone = " (not in this repository)" if line.present is False else ""
         run = f" run {line.run_id[:8]}" if line.run_id else ""
-        out.append(f"  {line.id[:12]}  {line.taken_at[:19]}  {line.boundary}{run}{label}{gone}")
-    return "\n".join(out)
+        rows.append(f"  {line.id[:12]}  {line.taken_at[:19]}  {line.boundary}{run}{label}{gone}")
+    return _titled(f"No checkpoints of {task_id}.", f"Checkpoints of {task_id}:", rows)
 
 
 def run_tree(task_id: str, lines: list[RunLine]) -> str:
     """`baton runs`: the runs as a tree, children indented under their parent."""
-    if not lines:
-        return f"No runs recorded for {task_id}."
-    out = [f"Runs of {task_id}:"]
+    rows = []
     for line in lines:
         owner = f"{line.task_id} " if line.task_id != task_id else ""
         fork = f"fork of {line.parent_task_id}, " if line.kind == "fork" else ""
         at = f", at checkpoint {line.diverged_at[:12]}" if line.diverged_at else ""
-        out.append(f"{'  ' * (line.depth + 1)}{owner}{line.run_id[:8]} {line.kind} ({fork}{line.state}, "
-                   f"started {line.started_at[:19]}{at})")
-    return "\n".join(out)
+        rows.append(f"{'  ' * (line.depth + 1)}{owner}{line.run_id[:8]} {line.kind} ({fork}{line.state}, "
+                    f"started {line.started_at[:19]}{at})")
+    return _titled(f"No runs recorded for {task_id}.", f"Runs of {task_id}:", rows)
+
+
+def _titled(empty: str, title: str, rows: list[str]) -> str:
+    """A title and its rows, or what to say when there are none."""
+    return "\n".join([title, *rows]) if rows else empty
+
+
+def bound_line(root: Path, task_id: str, report: WriteReport) -> str:
+    """`baton bind`."""
+    moved = f" (was {report.previous_task})" if report.previous_task else ""
+    return f"Bound {root} to {task_id}{moved} (session {report.session_id})"
+
+
+def check_lines(checks: list[CheckResult]) -> str:
+    """The checks `baton update --check` ran, a line each (none: nothing)."""
+    lines = []
+    for check in checks:
+        if check.passed:
+            result = "passed"
+        else:
+            result = "did not finish" if check.exit_status is None else f"exit {check.exit_status}"
+        summary = f": {one_line(check.summary)}" if check.summary else ""
+        lines.append(f"check `{one_line(check.command)}`: {result}{summary}\n")
+    return "".join(lines)
+
+
+def stage_lines(done: StageDone) -> str:
+    """`baton stage`: its notes, then the ticket's status and what comes next."""
+    state = done.state
+    following = (f"; next: {state.next_stage} ({one_line(state.resume_from or '')})" if state.next_stage
+                 else "; workflow complete")
+    blocked = f" ({one_line(state.blocker)})" if state.blocker else ""
+    return "\n".join([*(f"note: {one_line(note)}" for note in done.notes),
+                      f"{done.task.task_id}: {state.status}{blocked}{following}"])
+
+
+def recall_lines(hits: list[ScoredDecision]) -> str:
+    """`baton recall`: a decision a line, with its score."""
+    return ("\n".join(f"- {one_line(h.record.task_id)} ({h.score:.2f}): {one_line(h.record.text)}" for h in hits)
+            or "No decisions recorded.")
+
+
+def binding_exports(binding: Binding) -> str:
+    """`baton env`: the binding as shell exports."""
+    return f"export BATON_TASK_ID={binding.task_id}\nexport BATON_SESSION_ID={binding.session_id}"
+
+
+def environment_lines(recorded: Recorded, task_id: str) -> str:
+    """`baton env record`: the manifest recorded."""
+    body = recorded.manifest.body
+    lines = [f"Environment {recorded.manifest.id[:12]} of {task_id} ({body['os']['system']} {body['os']['machine']})"]
+    lines += [f"  {name}: {one_line(answer.get('version', answer['status']))}"
+              for name, answer in body["toolchains"].items()]
+    lines += [f"  lockfile {one_line(path)}: {digest[:12]}" for path, digest in body["lockfiles"].items()]
+    lines += [f"  service {one_line(name)}: {one_line(answer['status'])}"
+              for name, answer in body.get("services", {}).items()]
+    for setup in body["setup"]:
+        status = "could not run" if setup["exit_status"] is None else f"exit {setup['exit_status']}"
+        lines.append(f"  setup `{one_line(setup['command'])}`: {status}")
+    if recorded.checkpoint:
+        lines.append(f"Checkpoint {recorded.checkpoint[:12]} holds it.")
+    return "\n".join(lines)
+
+
+def gc_lines(report: GcReport) -> str:
+    """`baton gc`: the sessions removed (or that would be), then what went with them."""
+    verb = "would remove" if report.dry_run else "removed"
+    lines = [f"{verb} {len(report.sessions)} ended sessions" + "".join(f"\n  {one_line(t)}" for t in report.sessions)]
+    if not report.dry_run:
+        lines.append(f"removed {report.decisions} decisions from recall and {report.signals} signals"
+                     + (f"; the data home's files shrank by {report.reclaimed / 1e6:,.1f} MB" if report.reclaimed
+                        else ""))
+    return "\n".join(lines)
+
+
+def collected_lines(collected: Collected, *, dry_run: bool) -> str:
+    """`baton gc --checkpoints`: the checkpoints removed (or that would be)."""
+    verb = "Would remove" if dry_run else "Removed"
+    records = f" and {collected.records_removed} registry record(s)" if collected.records_removed else ""
+    return "\n".join([f"{verb} {len(collected.removed)} checkpoint(s){records}; {collected.kept} kept.",
+                      *(f"  {checkpoint_id[:12]}" for checkpoint_id in collected.removed)])
+
+
+def store_line(report: StoreReport) -> str:
+    """`baton doctor`: a store, its backend and whether it answers."""
+    details = report.details
+    where = f"{details['backend']} {details['location']} ({details['version']}; {details['size']})" \
+        if "size" in details else f"{details.get('backend', '')} {details.get('location', '')}".strip()
+    return f"{report.store:16} {one_line(report.state) if report.state != 'ok' else 'ok  ' + one_line(where)}"
+
+
+def agent_line(agent: str, scope: str, state: str) -> str:
+    """`baton doctor`: what `baton install` wrote for an agent in a scope."""
+    return f"{agent + ' (' + scope + ')':16} {one_line(state)}"
+
+
+def git_hook_line(hooked: GitHookReport, *, installed: bool, strict: bool = False) -> str:
+    """What `baton install git-hook` or `baton uninstall git-hook` changed."""
+    if installed:
+        kept = f"; the earlier hook keeps running first ({hooked.chained.name})" if hooked.chained else ""
+        return f"{hooked.hook}: {hooked.action}{' (strict)' if strict else ' (advisory)'}{kept}"
+    put_back = "; the earlier hook is back in place" if hooked.chained else ""
+    return f"{hooked.hook}: {'removed' + put_back if hooked.action == 'removed' else 'no Baton guard installed'}"
+
+
+def claude_lines(report: InstallReport, *, installed: bool) -> str:
+    """What `baton install claude` or `baton uninstall claude` changed."""
+    if report.events:
+        hooks = f"hooks {'added for' if installed else 'removed from'} {', '.join(report.events)}"
+    else:
+        hooks = "hooks already there" if installed else "no Baton hooks"
+    if report.rules:
+        rules = f"; permission rules {'added' if installed else 'removed'}: {', '.join(report.rules)}"
+    else:
+        rules = "; permission rules there" if installed else ""
+    return "\n".join([f"{report.settings}: {hooks}{rules}",
+                      *(f"skill /{skill}: {action}" for skill, action in report.skills.items())])
+
+
+def codex_lines(report: CodexReport, done: str) -> str:
+    """What `baton install codex` or `baton uninstall codex` changed, a line per file."""
+    lines = [f"{report.config}: MCP server {report.server}",
+             f"{report.hooks}: " + (f"hooks {done} for {', '.join(report.events)}" if report.events
+                                    else "hooks already there" if done == "added" else "no Baton hooks")]
+    if report.trusted:
+        lines.append(f"{report.trust_file}: {len(report.trusted)} hooks trusted")
+    lines += [f"backup: {backup}" for backup in report.backups]
+    return "\n".join(lines)
+
+
+def handoff_lines(report: HandoffReport) -> str:
+    """`baton handoff`: the files written and each live-state claim."""
+    return "\n".join([(f"Wrote {report.path} and {report.latest} for {report.task_id}: "
+                      f"{len(report.claims)} live-state claims, each with a signed probe."),
+                      *(f"  {claim.section}: {one_line(claim.status)}" for claim in report.claims)])
+
+
+def checkpoint_taken(answer: dict, task_id: str, root: Path) -> str:
+    """`baton checkpoint`: the checkpoint taken (or that nothing changed), and what it left out."""
+    if answer["status"] == "unchanged":
+        return f"Unchanged since checkpoint {answer['checkpoint']['id'][:12]} of {task_id}"
+    return "\n".join([f"Checkpoint {answer['checkpoint']['id'][:12]} of {task_id} ({root})",
+                      *(f"  not held: {one_line(skipped['path'])}: {one_line(skipped['reason'])}"
+                        for skipped in answer["checkpoint"]["skipped"])])
+
+
+def started_lines(started: Started, verb: str) -> str:
+    """`baton restore`, `fork` or `fresh`: the run started, and its notes."""
+    where = f" on branch {started.branch}" if started.branch else ""
+    at = f" at checkpoint {started.diverged_at[:12]}" if started.diverged_at else ""
+    return "\n".join([(f"{verb} {started.task_id}{at} into {started.worktree}{where} (run {started.run_id[:8]}, "
+                      f"parent {started.parent_run_id[:8] if started.parent_run_id else 'none'})"),
+                      *(f"  note: {one_line(note)}" for note in started.notes)])
+
+
+def scan_lines(scan: Scan) -> str:
+    """`baton redact --scan`: where each secret is (never the secret), then what was rewritten."""
+    lines = []
+    for finding in scan.findings:
+        committed = (f" (committed: in {len(finding.commits)} commit(s), the newest {finding.commits[0][:12]};"
+                     " Baton does not rewrite history: rotate the secret)") if finding.commits else ""
+        lines.append(f"{finding.store}: {finding.where}: {', '.join(finding.kinds)}{committed}")
+    read = ", ".join(f"{count} {what}" for what, count in scan.scanned.items())
+    lines.append(f"{len(scan.findings)} secret(s) found in {read}.")
+    if scan.rewritten:
+        lines.append("Rewritten (in a new event): " + ", ".join(f"{n} {what}" for what, n in scan.rewritten.items())
+                     + ".")
+    if scan.left and not scan.dry_run:
+        lines.append(f"{len(scan.left)} left as they were (a handoff document: edit it and commit).")
+    return "\n".join(lines)
+
+
+def waiting_line(left: int) -> str:
+    """`baton deliver`: the writes still waiting for a server."""
+    return ("1 write still waits" if left == 1 else f"{left} writes still wait") if left else "Nothing waits."
+
+
+def indexed_line(report: IndexReport | None, waiting: int) -> str:
+    """`baton index`: what was embedded, or that another indexer is at it."""
+    if report is None:
+        return f"Another indexer is running; {waiting} decisions wait for it."
+    return f"Indexed {report.embedded} decisions ({report.already} were indexed already); {waiting} wait."
+
+
+def queued_line(queued: int) -> str:
+    """`baton index --all`: the decisions queued that the index lacked."""
+    return f"Queued {queued} decisions the index lacked."
+
+
+def projected_line(report: ProjectorReport) -> str:
+    """`baton projector`: what it applied."""
+    return f"applied {report.events} events in {report.batches} batches"
+
+
+def copied_lines(copied: dict[str, str]) -> str:
+    """`baton migrate`: what each store copied, a line each (none: nothing)."""
+    return "".join(f"{store}: copied {what}\n" for store, what in copied.items())

@@ -16,7 +16,7 @@ reads the variables of `home` and `resident` itself.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -182,61 +182,63 @@ SETTINGS: tuple[Setting, ...] = (
 _ROWS = {row.name: row for row in SETTINGS}
 
 
+# The rows' values, typed for the checker; every default is its row's (from_env gives each
+# field), and tests/test_settings.py checks each field against its row's kind.
 @dataclass(frozen=True, slots=True)
 class HandoffSettings:
     """The `[handoff]` rows: how handoff probes are re-verified and signed."""
 
-    probe_timeout: float = PROBE_TIMEOUT
-    probe_budget: float = PROBE_BUDGET
-    key_file: Path | None = None
-    allow: tuple[tuple[str, ...], ...] = ()
+    probe_timeout: float
+    probe_budget: float
+    key_file: Path | None
+    allow: tuple[tuple[str, ...], ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     home: Path
     store_timeout: float
+    command_budget: float | None  # as given (command_deadline: as used)
+    recheck_after: float
     stale_after: timedelta
     recall_min_score: float
-    database_url: str | None = None
-    graph_url: str | None = None
-    qdrant_url: str | None = None
-    kafka_bootstrap: str | None = None
-    kafka_topic_prefix: str = "baton."
-    graph_user: str | None = None
-    graph_password: str | None = field(default=None, repr=False)
-    qdrant_api_key: str | None = field(default=None, repr=False)
-    kafka_security_protocol: str = "PLAINTEXT"
-    kafka_sasl_mechanism: str = "SCRAM-SHA-512"
-    kafka_sasl_username: str | None = None
-    kafka_sasl_password: str | None = field(default=None, repr=False)
-    kafka_ssl_ca: Path | None = None
-    kafka_ssl_certificate: Path | None = None
-    kafka_ssl_key: Path | None = None
-    background_delivery: bool = True
-    background_indexing: bool = True
-    handoff: HandoffSettings = field(default_factory=HandoffSettings)
-    hook_handoff: str = "never"  # which agent hook writes a handoff: never, stop or session-end
-    command_budget: float | None = None  # BATON_COMMAND_BUDGET, as given (command_deadline: as used)
-    recheck_after: float = 30.0  # seconds a server found down is skipped without connecting (baton.health)
-    project: str | None = None  # BATON_PROJECT, `project` in baton.toml: else the worktree's repository
-    task_id: str | None = None  # BATON_TASK_ID: the ticket when no binding file applies
-    session_id: str | None = None  # BATON_SESSION_ID
-    dashboard_token: str | None = None  # what `baton serve` asks of every request (needed off loopback)
-    keep_ended_sessions: timedelta = timedelta(days=90)  # [retention] ended_sessions
-    keep_signals: timedelta = timedelta(days=30)  # [retention] signals
-    gc_interval: float = 3600.0  # [retention] gc_interval: seconds between the projector's gc runs
-    repair_window: timedelta = timedelta(hours=24)  # [doctor] repair_window: what doctor --repair compares
-    checkpoint_artifacts: tuple[str, ...] = ()  # [checkpoints] artifacts
-    checkpoint_max_file_bytes: int = 10 * 1024 * 1024  # [checkpoints] max_file_bytes
-    checkpoint_keep: int = 5  # [checkpoints] keep_per_run
-    environment_lockfiles: tuple[str, ...] = ()  # [environment] lockfiles
-    environment_services: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # [environment] services
-    redaction_allow: tuple[str, ...] = ()  # [redaction] allow: text never redacted (baton.redaction)
-    workflow: Mapping[str, object] | None = None  # the [workflow] table as given; None: the default lifecycle
-    resident: bool = True  # BATON_RESIDENT: commands go to a resident process (baton.skills.frontends.resident)
-    resident_idle: float = 900.0  # seconds the resident waits for a command before it exits
-    mcp_answer_budget: int = MCP_ANSWER_BUDGET  # [mcp] answer_budget: characters of one MCP answer
+    project: str | None
+    task_id: str | None
+    session_id: str | None
+    database_url: str | None
+    graph_url: str | None
+    qdrant_url: str | None
+    kafka_bootstrap: str | None
+    kafka_topic_prefix: str
+    graph_user: str | None
+    graph_password: str | None = field(repr=False)
+    qdrant_api_key: str | None = field(repr=False)  # or the first line of qdrant_api_key_file
+    kafka_security_protocol: str
+    kafka_sasl_mechanism: str
+    kafka_sasl_username: str | None
+    kafka_sasl_password: str | None = field(repr=False)  # or the first line of kafka_sasl_password_file
+    kafka_ssl_ca: Path | None
+    kafka_ssl_certificate: Path | None
+    kafka_ssl_key: Path | None
+    background_delivery: bool
+    background_indexing: bool
+    handoff: HandoffSettings  # the [handoff] rows
+    hook_handoff: str
+    keep_ended_sessions: timedelta
+    keep_signals: timedelta
+    gc_interval: float
+    repair_window: timedelta
+    checkpoint_artifacts: tuple[str, ...]
+    checkpoint_max_file_bytes: int
+    checkpoint_keep: int
+    environment_lockfiles: tuple[str, ...]
+    environment_services: Mapping[str, tuple[str, ...]]
+    redaction_allow: tuple[str, ...]
+    workflow: Mapping[str, object] | None  # the [workflow] rows as given; None: the default lifecycle
+    dashboard_token: str | None
+    resident: bool
+    resident_idle: float
+    mcp_answer_budget: int
 
     @property
     def uses_servers(self) -> bool:
@@ -272,6 +274,11 @@ class Settings:
         return config
 
     @property
+    def secrets(self) -> tuple[str, ...]:
+        """The values of the `secret` rows that are set (load_settings has them masked)."""
+        return tuple(value for row in SETTINGS if row.kind == "secret" if (value := getattr(self, row.name)))
+
+    @property
     def ambient(self) -> tuple[str | None, str | None]:
         """(BATON_TASK_ID, BATON_SESSION_ID): the ticket when no binding file applies."""
         return self.task_id, self.session_id
@@ -279,7 +286,8 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Every row of SETTINGS from environ (default: the process environment) and the
-        configuration file; a bad value is BadInput naming the setting."""
+        configuration file; a bad value is BadInput naming the setting. Nothing else changes:
+        load_settings is what makes the secrets known to the masking."""
         environ = os.environ if environ is None else environ
         home = data_home(_given(environ, _ROWS["home"]), environ.get("XDG_DATA_HOME") or None)
         refusal = home_refusal(home)  # before anything in it is read: another user may have planted it
@@ -304,6 +312,17 @@ class Settings:
         workflow = {row.key: value for row in SETTINGS if row.table == "workflow"
                     if (value := values.pop(row.name)) is not None}
         return cls(home=home, handoff=handoff, workflow=workflow or None, **values)
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings a command runs with: Settings.from_env, its secrets then masked in
+    everything Baton prints from now on in this process (baton.masking)."""
+    from baton.masking import known_secret
+
+    settings = Settings.from_env(environ)
+    for secret in settings.secrets:
+        known_secret(secret)
+    return settings
 
 
 def use_project(project: str) -> None:
@@ -368,46 +387,45 @@ def _value(row: Setting, environ: Mapping[str, str], config: dict, path: Path) -
         raw, where = row.default, row.where
         if raw is None:
             return None
-    return _parse(row, raw, where or row.where, path)
+    return _PARSERS[row.kind](row, raw, where or row.where)
 
 
-def _parse(row: Setting, raw: object, where: str, path: Path) -> object:
-    if row.kind == "lifecycle":
-        return raw
-    if row.kind == "commands":
-        return _commands(raw, where)
-    if row.kind == "patterns":
-        return _patterns(raw, where)
-    if row.kind in ("seconds", "number"):
-        return _number(row, raw, where)
-    if row.kind == "count":
-        return _count(row, raw, where)
-    if row.kind == "globs":
-        return _globs(raw, where)
-    if row.kind == "services":
-        return _services(raw, where)
-    if row.kind == "switch":
-        return _switch(raw, where)
-    if row.kind == "duration":
-        try:
-            return parse_duration(str(raw))
-        except ValueError as exc:
-            raise BadInput(f"{where}: {exc}") from None
-    if row.kind == "choice" and raw not in row.choices:
-        raise BadInput(f"{row.env} or [{row.table}] {row.key} must be one of {', '.join(row.choices)}, got {raw!r}")
+def _text(row: Setting, raw: object, where: str) -> str | None:
     if not isinstance(raw, str):
         raise BadInput(f"{where} must be a string")
-    if row.kind == "path":
-        return Path(raw).expanduser() if raw else None
-    if row.kind == "secret_file" and raw:
-        raw = _secret_file(Path(raw).expanduser(), where)
-    if row.kind in ("secret", "secret_file") and raw:
-        from baton.masking import MIN_KNOWN, known_secret
+    return raw or row.default  # type: ignore[return-value]  # a text row's default is text or None
 
-        if len(raw) < MIN_KNOWN:
-            raise BadInput(f"{where} is shorter than {MIN_KNOWN} characters: too short to be a secret")
-        known_secret(raw)  # masked in everything Baton prints from now on
-    return raw or row.default
+
+def _choice(row: Setting, raw: object, where: str) -> str | None:
+    if raw not in row.choices:
+        raise BadInput(f"{row.env} or [{row.table}] {row.key} must be one of {', '.join(row.choices)}, got {raw!r}")
+    return _text(row, raw, where)
+
+
+def _path(row: Setting, raw: object, where: str) -> Path | None:
+    given = _text(row, raw, where)
+    return Path(given).expanduser() if given else None
+
+
+def _secret(row: Setting, raw: object, where: str) -> str | None:
+    from baton.masking import MIN_KNOWN
+
+    secret = _text(row, raw, where)
+    if secret and len(secret) < MIN_KNOWN:
+        raise BadInput(f"{where} is shorter than {MIN_KNOWN} characters: too short to be a secret")
+    return secret
+
+
+def _secret_in_file(row: Setting, raw: object, where: str) -> str | None:
+    given = _text(row, raw, where)
+    return _secret(row, _secret_file(Path(given).expanduser(), where), where) if given else None
+
+
+def _duration(row: Setting, raw: object, where: str) -> timedelta:
+    try:
+        return parse_duration(str(raw))
+    except ValueError as exc:
+        raise BadInput(f"{where}: {exc}") from None
 
 
 def _secret_file(path: Path, where: str) -> str:
@@ -450,7 +468,7 @@ def _count(row: Setting, raw: object, where: str) -> int:
     return raw
 
 
-def _globs(raw: object, where: str) -> tuple[str, ...]:
+def _globs(row: Setting, raw: object, where: str) -> tuple[str, ...]:
     """Glob patterns relative to the worktree: git pathspecs, so `**` crosses directories."""
     if not isinstance(raw, (list, tuple)) or not all(isinstance(entry, str) for entry in raw):
         raise BadInput(f"{where} must be a list of glob patterns (strings)")
@@ -464,7 +482,7 @@ def _globs(raw: object, where: str) -> tuple[str, ...]:
     return tuple(raw)
 
 
-def _services(raw: object, where: str) -> dict[str, tuple[str, ...]]:
+def _services(row: Setting, raw: object, where: str) -> dict[str, tuple[str, ...]]:
     """{name: probe command}: a table of strings, each a command run without a shell."""
     from baton.skills.runtime.command_words import parse_command
 
@@ -478,7 +496,7 @@ def _services(raw: object, where: str) -> dict[str, tuple[str, ...]]:
         raise BadInput(f"{where}: {exc}") from None
 
 
-def _switch(raw: object, where: str) -> bool:
+def _switch(row: Setting, raw: object, where: str) -> bool:
     if isinstance(raw, bool):
         return raw
     text = str(raw).strip().lower()
@@ -489,7 +507,7 @@ def _switch(raw: object, where: str) -> bool:
     raise BadInput(f"{where} must be on or off, got {raw!r}")
 
 
-def _patterns(raw: object, where: str) -> tuple[str, ...]:
+def _patterns(row: Setting, raw: object, where: str) -> tuple[str, ...]:
     import re
 
     if not isinstance(raw, (list, tuple)) or not all(isinstance(entry, str) for entry in raw):
@@ -502,7 +520,7 @@ def _patterns(raw: object, where: str) -> tuple[str, ...]:
     return tuple(raw)
 
 
-def _commands(raw: object, where: str) -> tuple[tuple[str, ...], ...]:
+def _commands(row: Setting, raw: object, where: str) -> tuple[tuple[str, ...], ...]:
     from baton.skills.runtime.command_words import parse_command
 
     if not isinstance(raw, (list, tuple)) or not all(isinstance(entry, str) for entry in raw):
@@ -511,3 +529,12 @@ def _commands(raw: object, where: str) -> tuple[tuple[str, ...], ...]:
         return tuple(tuple(parse_command(entry)) for entry in raw)
     except BadInput as exc:
         raise BadInput(f"{where}: {exc}") from None
+
+
+# How each kind of row reads its value (the [workflow] rows are kept as given).
+_PARSERS: dict[str, Callable[[Setting, object, str], object]] = {
+    "text": _text, "choice": _choice, "path": _path, "secret": _secret, "secret_file": _secret_in_file,
+    "seconds": _number, "number": _number, "count": _count, "duration": _duration, "switch": _switch,
+    "commands": _commands, "patterns": _patterns, "globs": _globs, "services": _services,
+    "lifecycle": lambda row, raw, where: raw,
+}

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from baton.home import readable_by_others
-from baton.skills.runtime.settings import Settings
+from baton.skills.runtime.settings import load_settings
 from baton.skills.runtime.stores import Apply, Stores
 
 
@@ -30,7 +30,7 @@ def unit_of_work(*, projection: Apply, deliver: bool = False,
     delivered. skip_known_down=False asks every server whatever the health record says (what runs in
     the background does). project: the repository of the worktree the caller serves, when
     that is not the current directory's (Stores.project)."""
-    settings = Settings.from_env()
+    settings = load_settings()
     if store_timeout is not None and store_timeout < settings.store_timeout:
         settings = replace(settings, store_timeout=store_timeout)
     stores = Stores(settings, skip_known_down=skip_known_down, project=project, projection=projection)
