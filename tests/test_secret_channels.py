@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.secret_corpus import NEGATIVES, SECRETS, leaks
+from tests.secret_corpus import NEGATIVES, SECRETS, leaking, leaks
 from tests.test_redact_rewrite import stored
 from tests.workspace import run_process
 
@@ -56,7 +56,7 @@ def carriers(group: list) -> str:
 
 def leaked(haystack: str | bytes) -> list[str]:
     data = haystack.encode("utf-8", "surrogateescape") if isinstance(haystack, str) else haystack
-    return [secret.kind for secret in SECRETS if leaks(secret.value, data)]
+    return [secret.kind for secret in leaking(SECRETS, data)]
 
 
 def kafka_messages() -> str:
