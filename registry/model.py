@@ -43,9 +43,14 @@ Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max
 SessionId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
-class _Event(BaseModel):
+class _Record(BaseModel):
+    """What every model here is: immutable, strict about its fields, and built on first use
+    (defer_build keeps pydantic's schema work off the commands that never touch a model)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
+
+class _Event(_Record):
     event_id: UUID
     task_id: TaskId
     session_id: SessionId
@@ -233,10 +238,8 @@ class RunStarted(_Event):
     environment: Hex | None = None
 
 
-class Rewrite(BaseModel):
+class Rewrite(_Record):
     """One field of an earlier event of the ticket, as it reads once redacted."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     event_id: UUID
     event_type: str
@@ -266,10 +269,8 @@ Event = Annotated[
 ]
 
 
-class Stamp(BaseModel):
+class Stamp(_Record):
     """When a last-writer-wins value was written; later stamps win, replays tie and change nothing."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     at: datetime
     rank: int = 0
@@ -279,11 +280,9 @@ class Stamp(BaseModel):
         return (self.at, self.rank, self.event_id)
 
 
-class Entry(BaseModel):
+class Entry(_Record):
     """A decision, step, failure, constraint, remaining item or evidence: a set member keyed
     by its text, first recording kept."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     text: str
     context: str = ""
@@ -314,10 +313,8 @@ class RunEntry(Entry):
     environment: str | None = None
 
 
-class CheckpointRecord(BaseModel):
+class CheckpointRecord(_Record):
     """The latest checkpoint taken for the ticket."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str
     boundary: str
@@ -338,20 +335,16 @@ class CheckpointRecord(BaseModel):
                 "taken_at": self.taken_at.isoformat()}
 
 
-class HandoffRecord(BaseModel):
+class HandoffRecord(_Record):
     """The latest handoff written for the ticket."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     path: str
     written_at: datetime
     claims: int
 
 
-class VerificationRecord(BaseModel):
+class VerificationRecord(_Record):
     """The latest re-verification of a handoff: how many of its claims held."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     path: str
     written_at: datetime | None
@@ -372,11 +365,9 @@ class VerificationRecord(BaseModel):
                 "changed": self.changed, "failed": self.failed, "not_run": self.not_run, "stale": self.stale}
 
 
-class WorkflowRecord(BaseModel):
+class WorkflowRecord(_Record):
     """The ticket's workflow as its latest transition left it: the state, the evidence of
     each completed stage (by stage name) and the transitions recorded so far."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     state: dict
     proofs: dict[str, dict] = {}
@@ -384,18 +375,14 @@ class WorkflowRecord(BaseModel):
     recorded_at: datetime
 
 
-class Touch(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
+class Touch(_Record):
     repo: str
     path: str
     last_at: datetime
 
 
-class Session(BaseModel):
+class Session(_Record):
     """The projection of one ticket's events. Every field is a replay-safe merge of them."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     task_id: str
     lifecycle: Status = Status.active
