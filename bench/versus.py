@@ -1,9 +1,11 @@
 """Baton now against an earlier revision of itself, on the same data and in the same run:
 what a refactoring cost the paths an agent pays for on every step.
 
-The earlier revision (`--before`, default ca53b0f, the tree issue 25 reviewed) is taken
-from git into a scratch folder with an interpreter of its own that shares this
-environment's dependencies, so the two differ only in Baton's code. Each builds the same
+Both revisions (`--before`, default ca53b0f, the tree issue 25 reviewed, and `--after`,
+default HEAD: what is committed) are taken from git into scratch folders, each with an
+interpreter of its own that shares this environment's dependencies and with its modules
+compiled, so the two differ only in Baton's code (not in how it is installed: an editable
+install's finder and modules edited since the last compile would cost the working tree). Each builds the same
 data home through its own CLI (two worktrees of a repository, a ticket with history,
 `--sessions` other active tickets, one sharing a file), then both are timed in turns, the
 order swapped every round so neither gains from a warm cache:
@@ -16,7 +18,7 @@ Prints each side's median with p10-p90 and the ratio now / before (below 1: fast
 With --projector it then runs each revision's own projector bench on fresh servers
 (PostgreSQL, Neo4j, Kafka) and prints their rates, each beside its floor.
 
-    .venv/bin/python -m bench.versus [--before ca53b0f] [--repeat 15] [--sessions 100] [--projector]
+    .venv/bin/python -m bench.versus [--before ca53b0f] [--after HEAD] [--repeat 15] [--sessions 100] [--projector]
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class Side:
     main: Path  # the worktree of the ticket with history
 
 
-def earlier_install(revision: str, scratch: Path) -> tuple[Path, Path]:
+def install(revision: str, scratch: Path) -> tuple[Path, Path]:
     """(python, baton) for Baton at revision: its tree from git with the baton.* packages
     linked as pyproject maps them, an interpreter whose path holds that tree and this
     environment's dependencies, and a console script written as pip writes ours."""
@@ -144,7 +146,7 @@ def projector_lines(before_tree: Path, before_python: Path, events: int, runs: i
     lines = []
     for label, command, cwd in (
             ("before", [str(before_python), "bench/projector.py"], before_tree),
-            ("now", [sys.executable, "-m", "bench.projector"], ROOT)):
+            ("now", [sys.executable, "-m", "bench.projector"], ROOT)):  # the working tree's
         result = subprocess.run([*command, "--events", str(events), "--runs", str(runs), "--top", "1"], cwd=cwd,
                                 capture_output=True, text=True)
         if result.returncode:
@@ -156,6 +158,7 @@ def projector_lines(before_tree: Path, before_python: Path, events: int, runs: i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--before", default="ca53b0f", help="the git revision to compare with (default ca53b0f)")
+    parser.add_argument("--after", default="HEAD", help="the revision to compare (default HEAD)")
     parser.add_argument("--repeat", type=int, default=15, help="rounds per figure (default 15)")
     parser.add_argument("--sessions", type=int, default=100, help="other active tickets (default 100)")
     parser.add_argument("--projector", action="store_true", help="also each revision's projector bench")
@@ -164,9 +167,10 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="baton-bench-versus-") as scratch_name:
         scratch = Path(scratch_name)
-        before_python, before_baton = earlier_install(args.before, scratch / "before")
+        before_python, before_baton = install(args.before, scratch / "before")
+        now_python, now_baton = install(args.after, scratch / "now")
         sides = [build(scratch / "data-before", before_python, before_baton, f"before ({args.before})", args.sessions),
-                 build(scratch / "data-now", Path(sys.executable), BATON, "now", args.sessions)]
+                 build(scratch / "data-now", now_python, now_baton, f"now ({args.after})", args.sessions)]
         residents = [start_resident(side.home, environment(side, resident=True), baton=side.baton) for side in sides]
         try:
             results = timed(sides, args.repeat)
