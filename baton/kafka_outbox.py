@@ -40,6 +40,7 @@ from baton.outbox import Entry, Outbox
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError, KafkaException, Message, Producer
+    from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 PARTITIONS = 3
 ID_HEADER = "baton-id"  # each message's outbox id
@@ -67,10 +68,13 @@ def use_security(config: dict[str, str]) -> None:
 
 
 # The broker's refusal of this process's credentials, or a TLS handshake that failed (an
-# untrusted certificate), as librdkafka last reported it: a client only sees "transport
-# failure" or a timeout, while the reason comes to its error callback. Taken (and cleared)
-# by the next failure reported.
-_refusal: list[str] = []
+# untrusted certificate), as librdkafka last reported it, with when: a client only sees
+# "transport failure" or a timeout, while the reason comes to its error callback. It names
+# every failure reported while it is fresh (librdkafka reports it again at each reconnect),
+# so clients asking at once (doctor's stores, side by side) each tell it.
+_refusal: list[tuple[float, str]] = []
+REFUSAL_FRESH = 30.0
+REFUSAL_POLL = 0.25  # how often a metadata request that waits looks for a refusal
 
 
 def _heard(error: KafkaError) -> None:
@@ -78,9 +82,9 @@ def _heard(error: KafkaError) -> None:
 
     said = " ".join(error.str().split())
     if error.code() == KafkaError._AUTHENTICATION:
-        _refusal[:] = [f"refused the credentials: {said}"]
+        _refusal[:] = [(time.monotonic(), f"refused the credentials: {said}")]
     elif error.code() == KafkaError._SSL or "SSL handshake failed" in said:
-        _refusal[:] = [f"failed the TLS handshake: {said}"]
+        _refusal[:] = [(time.monotonic(), f"failed the TLS handshake: {said}")]
 
 
 def client_config(bootstrap: str, timeout: float) -> dict:
@@ -93,9 +97,25 @@ def refused(store: str, bootstrap: str) -> StoreUnavailable | None:
     """The broker's refusal of the credentials or its certificate's, if one came since the
     last failure reported: a server that answers, not one that is down (the health record
     keeps out)."""
-    if not _refusal:
+    if not _refusal or time.monotonic() - _refusal[0][0] > REFUSAL_FRESH:
         return None
-    return StoreUnavailable(store, f"Kafka at {bootstrap} {_refusal.pop()}")
+    return StoreUnavailable(store, f"Kafka at {bootstrap} {_refusal[0][1]}")
+
+
+def topic_metadata(admin: AdminClient, timeout: float, store: str, bootstrap: str) -> ClusterMetadata:
+    """admin.list_topics within timeout, or the broker's refusal as soon as it is heard:
+    librdkafka keeps a metadata request waiting its whole timeout while the broker refuses
+    the credentials, which is the command's whole budget."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return admin.list_topics(timeout=max(min(REFUSAL_POLL, deadline - time.monotonic()), 0.01))
+        except KafkaException as exc:
+            admin.poll(0)  # serves the error callback
+            if refused(store, bootstrap) is not None or time.monotonic() >= deadline:
+                raise kafka_failure(store, bootstrap, exc, client=admin) from exc
 
 
 def kafka_failure(store: str, bootstrap: str, exc: KafkaException, *, client: object = None) -> StoreUnavailable:
@@ -160,7 +180,7 @@ class KafkaOutbox:
         left = self.gate.left()
         admin = AdminClient(client_config(self.bootstrap, left))
         try:
-            if self.topic not in admin.list_topics(timeout=left).topics:
+            if self.topic not in topic_metadata(admin, left, self.store, self.bootstrap).topics:
                 futures = admin.create_topics([NewTopic(self.topic, PARTITIONS, 1, config=self.topic_config)],
                                              operation_timeout=self.gate.left())
                 try:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baton.errors import StoreUnavailable
-from baton.kafka_outbox import KafkaOutbox, Unsettled, client_config, kafka_failure
+from baton.kafka_outbox import KafkaOutbox, Unsettled, client_config, kafka_failure, topic_metadata
 from baton.outcome import Found, Unavailable
 from baton.projects import check_project, qualified, split_qualified
 from baton.signals.base import SignalBus
@@ -190,14 +190,9 @@ class KafkaSignalBus(SignalBus):
 
     def describe(self) -> dict[str, str]:
         with self._gate.call(STORE) as left:
-            from confluent_kafka import KafkaException
             from confluent_kafka.admin import AdminClient
 
-            admin = AdminClient(client_config(self.bootstrap, left))
-            try:
-                metadata = admin.list_topics(timeout=left)
-            except KafkaException as exc:
-                raise kafka_failure(STORE, self.bootstrap, exc, client=admin) from exc
+            metadata = topic_metadata(AdminClient(client_config(self.bootstrap, left)), left, STORE, self.bootstrap)
         return {"backend": "kafka", "location": f"{self.bootstrap} topic {self.topic}",
                 "version": f"cluster {metadata.cluster_id}, {len(metadata.brokers)} broker(s)",
                 "size": f"{self._outbox.waiting()} signals waiting in the outbox"}
