@@ -68,7 +68,7 @@ def assert_told_once_per_store(stderr: str) -> None:
 
 @pytest.fixture
 def servers_home(request, home, monkeypatch, worktrees, cli):
-    """(server, mode, proxy, main worktree, floor): OMN-1 with a history, its one server
+    """(server, mode, proxy, main worktree, floor, budget): OMN-1 with a history, its one server
     configured behind an Outage proxy that still forwards; every other store embedded. The
     floor is what a resume costs here and now with the server healthy (tests/timing.py)."""
     server, mode = request.param
@@ -95,9 +95,14 @@ def servers_home(request, home, monkeypatch, worktrees, cli):
     assert cli(main, "decide", "Keep carts in PostgreSQL")[0] == 0
     assert cli(main, "list")[0] == 0  # delivers what the writes kept
     healthy = timing.floor(process(main, "resume", "OMN-1", "--json"))
+    # The budget is charged while a server's client is imported and connects: on a busy
+    # machine that alone can outlast 2 s, and a server that never had its fair chance is
+    # (rightly) not recorded as down. So the budget grows with what a healthy resume costs now.
+    budget = max(BUDGET, round(2 * healthy, 1))
+    monkeypatch.setenv("BATON_STORE_TIMEOUT", f"{budget:g}")
     if server == "qdrant":
         monkeypatch.setenv("BATON_QDRANT_URL", f"http://{proxy.address}")
-    yield server, mode, proxy, main, healthy
+    yield server, mode, proxy, main, healthy, budget
     proxy.close()
 
 
@@ -106,12 +111,12 @@ CASES = [(server, mode) for server in ("postgres", "bolt", "qdrant", "kafka") fo
 
 @pytest.mark.parametrize("servers_home", CASES, indirect=True, ids=[f"{s}-{m}" for s, m in CASES])
 def test_a_server_down_costs_one_bounded_wait_and_loses_nothing(servers_home, cli, home, worktrees):
-    server, mode, proxy, main, healthy = servers_home
+    server, mode, proxy, main, healthy, budget = servers_home
     proxy.switch(mode)
     registry_down = server == "postgres"
     # A refused connection fails at once; a stalled server costs the budget, once; a server
     # the record knows is down, and a write kept locally, cost nothing on top of the floor.
-    bound = timing.bound(healthy, 0 if mode == REFUSE else BUDGET)
+    bound = timing.bound(healthy, 0 if mode == REFUSE else budget)
     fast = timing.bound(healthy)
 
     result, elapsed = timed(main, "resume", "OMN-1", "--json")
