@@ -510,6 +510,7 @@ def resident_line(out: str) -> str:
     return line.split(None, 1)[1]
 
 
+@pytest.mark.in_process  # takes os.pidfd_open away in the test's own process
 def test_doctor_says_whether_the_resident_serves_and_why_not(home, worktrees, cli, monkeypatch):
     main, _ = worktrees
     assert resident_line(cli(main, "doctor")[1]) == "on"
@@ -523,6 +524,7 @@ def test_doctor_says_whether_the_resident_serves_and_why_not(home, worktrees, cl
     assert resident_line(cli(main, "doctor")[1]).startswith("off: os.pidfd_open and socket.SO_PEERCRED missing")
 
 
+@pytest.mark.in_process  # takes os.pidfd_open away in the test's own process
 def test_where_the_system_lacks_what_it_needs_no_resident_starts(home, worktrees, cli, monkeypatch, capsys):
     from baton.skills.frontends import entry, resident
 
