@@ -93,6 +93,8 @@ SETTINGS: tuple[Setting, ...] = (
             "idle time after which an active session is marked stale"),
     Setting("recall_min_score", "BATON_RECALL_MIN_SCORE", None, "number", 0.3,
             "cosine score below which a related decision is not shown", low=-1.0, high=1.0, low_open=False),
+    Setting("recall_horizon", "BATON_RECALL_HORIZON", None, "duration", "365d",
+            "age after which a recalled decision ranks below current ones, marked `older than N days`"),
     Setting("project", PROJECT_VARIABLE, "", "text", None,
             "the project every record of this configuration belongs to (default: the worktree's repository; "
             "`--project`; `project` at the top of baton.toml)"),
@@ -202,6 +204,7 @@ class Settings:
     recheck_after: float
     stale_after: timedelta
     recall_min_score: float
+    recall_horizon: timedelta
     project: str | None
     task_id: str | None
     session_id: str | None
