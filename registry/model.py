@@ -497,6 +497,11 @@ class Session(_Record):
             return {}
         return {"run_id": run.text, "inherited": run.text != current.text}
 
+    def _decision_json(self, entry: Entry) -> dict:
+        """A decision, with the tickets whose decisions replaced it, if any."""
+        by = sorted({task for task, _ in self.superseders(entry.text)})
+        return {**_entry_json(entry), **({"superseded_by": by} if by else {})}
+
     def public(self) -> dict:
         """The session as documented in the CLI's --json output."""
         return {
@@ -510,8 +515,7 @@ class Session(_Record):
             "files_touched": [t.path for t in self.files_by_recency()],
             "depends_on": self.depends_on,
             "session_ids": self.session_ids,
-            "decisions": [{**_entry_json(e), **({"superseded_by": sorted({t for t, _ in by})} if (by := self.superseders(e.text))
-                                                else {})} for e in self.decisions],
+            "decisions": [self._decision_json(e) for e in self.decisions],
             "completed_steps": [_entry_json(e) for e in self.completed_steps],
             "failures": [_entry_json(e) for e in self.failures],
             "next_action": self.next_action,

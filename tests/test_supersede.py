@@ -52,10 +52,12 @@ def test_supersede_without_n_takes_the_latest(registry_home, worktrees, cli):
     main, second = worktrees
     two_carts(cli, main, second)
     assert cli(main, "bind", "OMN-5")[0] == 0
-    assert cli(main, "decide", "Expire carts after 30 days", "--supersedes", "OMN-1")[0] == 0
+    assert cli(main, "decide", "Expire carts after 30 days", "--supersedes", "OMN-1",
+               "--supersedes", "OMN-2#1", "--supersedes", "OMN-1#2")[0] == 0
     decisions = decisions_of(cli, main, "OMN-1")
-    assert decisions[1]["superseded_by"] == ["OMN-2", "OMN-5"]
+    assert decisions[1]["superseded_by"] == ["OMN-2", "OMN-5"], "OMN-1's latest, named twice"
     assert decisions[0].get("superseded_by") is None
+    assert decisions_of(cli, main, "OMN-2")[0]["superseded_by"] == ["OMN-5"]
 
 
 @pytest.mark.parametrize("reference,says", [

@@ -894,8 +894,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("decide", "Record a decision (indexed for recall by other tickets).", (
         _arg("text", metavar="TEXT"),
         _arg("--context", default="", help="why, or what it applies to"),
-        _arg("--supersedes", metavar="TICKET[#N]",
-             help="the earlier decision this one replaces: TICKET's Nth (1-based), or its latest"),
+        _arg("--supersedes", action="append", default=[], metavar="TICKET[#N]",
+             help="an earlier decision this one replaces: TICKET's Nth (1-based), or its latest (repeatable)"),
         _JSON), _decide, tool="record_decision"),
     Command("update", "Record phase, next action, completed steps, failures or dependencies.", (
         _arg("--phase", choices=UPDATE_PHASES),

@@ -123,7 +123,7 @@ def record_touch(paths: list[str], task_id: str | None = None, worktree: str | N
     return _call(run, deliver=False)
 
 
-def record_decision(text: str, context: str = "", supersedes: str | None = None, task_id: str | None = None,
+def record_decision(text: str, context: str = "", supersedes: list[str] | None = None, task_id: str | None = None,
                     worktree: str | None = None) -> str:
     from baton.skills.core.binding import resolve_task
     from baton.skills.frontends.answers import decide_answer
@@ -132,7 +132,7 @@ def record_decision(text: str, context: str = "", supersedes: str | None = None,
     def run(stores: Stores) -> dict:
         place = _place(worktree)
         task = resolve_task(task_id, place, stores.settings.ambient)
-        report = decide(stores, task, text, context, place, supersedes=supersedes)
+        report = decide(stores, task, text, context, place, supersedes=supersedes or ())
         return decide_answer(task, stores.redact(text), stores.redact(context), report)
 
     return _call(run)

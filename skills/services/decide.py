@@ -7,15 +7,16 @@ its next read) and the decision queued for the indexer (baton.recall.wire,
 baton.recall.queue); the decision_recorded signal is built by hand too (baton.signals.wire).
 Embedding happens later, in the background indexer.
 
-`--supersedes TICKET[#N]` reads the registry (the one decide that does) to name the decision
-replaced: TICKET's Nth decision, 1-based in recording order, or its latest without #N. The
-link is the replaced ticket's own event (baton.registry.model.DecisionSuperseded), kept with
+Each `--supersedes TICKET[#N]` (repeatable) reads the registry (the one decide that does) to
+name a decision replaced: TICKET's Nth decision, 1-based in recording order, or its latest
+without #N. Each link is the replaced ticket's own event (baton.registry.model.DecisionSuperseded), kept with
 the decision in the same write, so recall's ranking learns it from the registry at read time.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -66,9 +67,9 @@ def replaced_decision(stores: Stores, reference: str) -> Replaced:
 
 
 def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Place,
-           *, at: datetime | None = None, supersedes: str | None = None) -> WriteReport:
+           *, at: datetime | None = None, supersedes: Sequence[str] = ()) -> WriteReport:
     """Record a decision, signal it and queue it for recall; recall and signal failures only warn.
-    supersedes: TICKET[#N], the earlier decision this one replaces (replaced_decision).
+    supersedes: each a TICKET[#N], an earlier decision this one replaces (replaced_decision).
 
     Raises BadInput for empty or over-long text or a bad supersedes, and StoreUnavailable
     when the registry cannot take the write (or, with supersedes, be read).
@@ -80,8 +81,8 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
         if len(value) > MAX_TEXT:
             raise BadInput(f"{label} is longer than {MAX_TEXT} characters")
     # The ticket replaced may be among the writes kept on this machine: delivered first, as a read command does.
-    delivery = stores.sink.deliver() if supersedes is not None else []
-    replaced = replaced_decision(stores, supersedes) if supersedes is not None else None
+    delivery = stores.sink.deliver() if supersedes else []
+    replaced = list(dict.fromkeys(replaced_decision(stores, reference) for reference in supersedes))
     # Secrets never reach a store, a signal or a vector (baton.redaction).
     text, context = stores.redact(text), stores.redact(context)
     from baton.recall.wire import decision_payload, decision_point_id
@@ -107,12 +108,11 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
             start_background_indexer(stores.settings)
 
     events = [WireEvent(event_id, task.task_id, "decision_recorded", at, body)]
-    if replaced is not None:
+    for old in replaced:
         link_id = str(uuid.uuid4())
-        events.append(WireEvent(link_id, replaced.task_id, "decision_superseded", replaced.last_activity,
-                                decision_superseded_body(link_id, replaced.task_id, replaced.session_id,
-                                                         replaced.last_activity, replaced.event_id, task.task_id,
-                                                         event_id)))
+        events.append(WireEvent(link_id, old.task_id, "decision_superseded", old.last_activity,
+                                decision_superseded_body(link_id, old.task_id, old.session_id, old.last_activity,
+                                                         old.event_id, task.task_id, event_id)))
     stores.sink.keep(events, derive=queue)
     try:
         stores.signals.publish([signal], deliver=False)
