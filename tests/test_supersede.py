@@ -130,3 +130,37 @@ def test_supersede_links_go_through_the_projector_and_replays_change_nothing(hom
     assert first[1]["superseded_by"] == ["OMN-2"]
     assert cli(main, "projector", "--once", "--idle", "0.3", "--group", "replay-from-the-start")[0] == 0
     assert decisions_of(cli, main, "OMN-1") == first, "applying every event again changes nothing"
+
+
+def test_the_hand_built_supersede_link_is_the_model_event():
+    import uuid
+    from datetime import UTC, datetime
+
+    from baton.registry.wire import decision_superseded_body, event_adapter
+
+    at = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    body = decision_superseded_body(ids[0], "OMN-1", "s1", at, ids[1], "OMN-2", ids[2])
+    event = event_adapter().validate_json(body)
+    assert (event.type, str(event.decision_event_id), event.by_task_id, str(event.by_event_id), event.at) == \
+        ("decision_superseded", ids[1], "OMN-2", ids[2], at)
+    assert json.loads(event_adapter().dump_json(event)) == {**json.loads(body), "at": "2026-11-01T12:00:00.123456Z"}
+
+
+def test_resume_shows_no_related_decision_below_the_threshold(home, worktrees, cli, monkeypatch):
+    """The default threshold (0.4, from bench/recall_eval.py) keeps a decision scoring 0.33
+    against the ticket's own out of resume, and one scoring 0.52 in."""
+    main, second = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    assert cli(main, "decide", NEW, "--context", "where carts are stored")[0] == 0
+    assert cli(second, "bind", "OMN-2")[0] == 0
+    assert cli(second, "decide", "Persist orders in PostgreSQL")[0] == 0
+    assert cli(second, "bind", "OMN-3")[0] == 0
+    assert cli(second, "decide", "Keep the checkout page fast")[0] == 0
+    assert cli(main, "index")[0] == 0
+
+    related = json.loads(cli(main, "resume", "OMN-1", "--json")[1])["related_decisions"]
+    assert [r["task_id"] for r in related] == ["OMN-2"]
+    monkeypatch.setenv("BATON_RECALL_MIN_SCORE", "0.3")
+    related = json.loads(cli(main, "resume", "OMN-1", "--json")[1])["related_decisions"]
+    assert [r["task_id"] for r in related] == ["OMN-2", "OMN-3"]
