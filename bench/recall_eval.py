@@ -6,10 +6,11 @@ its resident, to be quick), `baton decide --context=CONTEXT -- DECISION` as a us
 then `baton index`. CONTEXT is the record's title by default, as issue 26's evaluation
 recorded it (a one-line why, as users write it); `--stored-context context` records the
 record's whole Context section instead, which makes every context query a copy of stored
-text. The queries are mechanical: each record's title and each record's context (its
-problem statement); the relevant item is that record's decision, found by its ticket id.
-Each query runs as `baton recall --json --limit 10 QUERY`, a fresh process through the
-resident.
+text. A record that supersedes others is recorded after them, with one `--supersedes TICKET`
+per link (`--links off`: without them, as before supersede links existed). The queries are
+mechanical: each record's title and each record's context (its problem statement); the
+relevant item is that record's decision, found by its ticket id. Each query runs as
+`baton recall --json --limit 10 QUERY`, a fresh process through the resident.
 
 Three legs are scored on the same queries:
   - vector: the list `baton recall` answered,
@@ -18,11 +19,13 @@ Three legs are scored on the same queries:
 Printed per leg, overall and per query kind: recall@1, recall@5, MRR@10, nDCG@10; then the
 stale-awareness count (for each record that supersedes another, and each of the
 replacement's queries: is the superseded decision ranked above its replacement, or found
-while the replacement is not?), and the median recall latency beside `python -c pass`
+while the replacement is not?); the scores `baton recall` gave the relevant decision and the
+others it listed, and for each threshold what share of each would be shown (what
+BATON_RECALL_MIN_SCORE is set from); and the median recall latency beside `python -c pass`
 measured in the same run.
 
     .venv/bin/python -m bench.recall_eval [--limit-records N] [--stored-context title|context]
-                                          [--floor-repeat 15]
+                                          [--links on|off] [--floor-repeat 15]
 """
 
 from __future__ import annotations
@@ -95,13 +98,36 @@ def baton(cwd: Path, env: dict[str, str], *args: str) -> str:
     return result.stdout
 
 
-def record_decisions(worktree: Path, env: dict[str, str], records: list[Record], source: str) -> str:
-    """Each record's decision on its own ticket, then the index built (bounded wait for
-    what the background indexer still holds); index's last line."""
-    git(worktree, "commit", "-q", "--allow-empty", "-m", "init")
+def superseded_first(records: list[Record]) -> list[Record]:
+    """records, each after those it supersedes (a link names an existing decision)."""
+    by_key = {record.key: record for record in records}
+    ordered: dict[str, Record] = {}
+    visiting: set[str] = set()  # a cycle of links ends where it started
+
+    def visit(record: Record) -> None:
+        if record.key in ordered or record.key in visiting:
+            return
+        visiting.add(record.key)
+        for key in record.supersedes:
+            if key in by_key:
+                visit(by_key[key])
+        ordered[record.key] = record
+
     for record in records:
+        visit(record)
+    return list(ordered.values())
+
+
+def record_decisions(worktree: Path, env: dict[str, str], records: list[Record], source: str, links: bool) -> str:
+    """Each record's decision on its own ticket (with its supersede links when links), then
+    the index built (bounded wait for what the background indexer still holds); index's last line."""
+    git(worktree, "commit", "-q", "--allow-empty", "-m", "init")
+    ticket_of = {record.key: record.ticket for record in records}
+    for record in superseded_first(records) if links else records:
         baton(worktree, env, "bind", record.ticket, "--agent", "claude")
-        baton(worktree, env, "decide", f"--context={record.stored_context(source)}", "--", record.decision)
+        replaced = [f"--supersedes={ticket_of[key]}" for key in record.supersedes if key in ticket_of] if links else []
+        baton(worktree, env, "decide", f"--context={record.stored_context(source)}", *replaced, "--",
+              record.decision)
     deadline = time.monotonic() + 600
     while True:
         last = baton(worktree, env, "index").strip().splitlines()[-1]
@@ -110,12 +136,40 @@ def record_decisions(worktree: Path, env: dict[str, str], records: list[Record],
         time.sleep(1)
 
 
-def vector_leg(worktree: Path, env: dict[str, str], query: Query) -> tuple[list[str], float]:
-    """The tickets `baton recall` ranks for the query, best first, and its milliseconds."""
+def vector_leg(worktree: Path, env: dict[str, str], query: Query) -> tuple[list[str], dict[str, float], float]:
+    """The tickets `baton recall` ranks for the query, best first, the score of each, and its milliseconds."""
     started = time.perf_counter()
-    answer = baton(worktree, env, "recall", "--json", "--limit", str(DEPTH), query.text)
+    answer = json.loads(baton(worktree, env, "recall", "--json", "--limit", str(DEPTH), query.text))
     elapsed = (time.perf_counter() - started) * 1000
-    return unique(hit["task_id"] for hit in json.loads(answer)), elapsed
+    scores: dict[str, float] = {}
+    for hit in answer:
+        scores[hit["task_id"]] = max(scores.get(hit["task_id"], -1.0), hit["score"])
+    return unique(hit["task_id"] for hit in answer), scores, elapsed
+
+
+THRESHOLDS = (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
+
+
+def score_lines(scored: list[tuple[Query, dict[str, float]]]) -> list[str]:
+    """The scores of the relevant decision and of the others listed, and what each threshold
+    keeps of each: the share of queries whose relevant decision it shows, the share of the
+    other hits it shows, and the share of queries where it shows some other decision above
+    the relevant one's score or without it (an unrelated decision in the agent's context)."""
+    relevant = [scores[query.relevant] for query, scores in scored if query.relevant in scores]
+    others = [score for query, scores in scored for ticket, score in scores.items() if ticket != query.relevant]
+    quartiles = lambda values: " / ".join(f"{v:.3f}" for v in statistics.quantiles(values, n=4))  # noqa: E731
+    lines = [(f"  relevant decision found in top {DEPTH}: {len(relevant)} of {len(scored)} queries, "
+              f"score quartiles {quartiles(relevant)}"),
+             f"  other decisions listed: {len(others)}, score quartiles {quartiles(others)}",
+             f"  {'threshold':>9} {'relevant shown':>15} {'others shown':>13} {'queries with only others':>25}"]
+    for threshold in THRESHOLDS:
+        kept = statistics.fmean([scores.get(query.relevant, -1.0) >= threshold for query, scores in scored])
+        shown = statistics.fmean([score >= threshold for score in others])
+        only_others = statistics.fmean([scores.get(query.relevant, -1.0) < threshold
+                                        and any(s >= threshold for t, s in scores.items() if t != query.relevant)
+                                        for query, scores in scored])
+        lines.append(f"  {threshold:9.2f} {kept:15.3f} {shown:13.3f} {only_others:25.3f}")
+    return lines
 
 
 def unique(tickets: Iterable[str]) -> list[str]:
@@ -182,6 +236,8 @@ def main() -> None:
     parser.add_argument("--limit-records", type=int, default=None, metavar="N", help="only the first N records")
     parser.add_argument("--stored-context", choices=("title", "context"), default="title",
                         help="what `baton decide --context` records (default: the title)")
+    parser.add_argument("--links", choices=("on", "off"), default="on",
+                        help="record the records' supersede links with `baton decide --supersedes` (default on)")
     parser.add_argument("--floor-repeat", type=int, default=15, help="runs of `python -c pass` (default 15)")
     args = parser.parse_args()
 
@@ -194,12 +250,14 @@ def main() -> None:
         worktree = scratch_worktree(scratch)
         resident = start_resident(scratch / "home", env)
         try:
-            indexed = record_decisions(worktree, env, records, args.stored_context)
+            indexed = record_decisions(worktree, env, records, args.stored_context, args.links == "on")
             legs: dict[str, dict[Query, list[str]]] = {"vector (baton recall)": {}, "keyword (BM25, FTS5)": {},
                                                       "fused (RRF k=60)": {}}
             latencies = []
+            scored: list[tuple[Query, dict[str, float]]] = []
             for query in asked:
-                vector, ms = vector_leg(worktree, env, query)
+                vector, scores, ms = vector_leg(worktree, env, query)
+                scored.append((query, scores))
                 words = keyword.rank(query.text)
                 latencies.append(ms)
                 for answers, ranking in zip(legs.values(), (vector, words, fused(vector, words)), strict=True):
@@ -212,7 +270,8 @@ def main() -> None:
     projects = len({record.key.split(":")[0] for record in records})
     links = sum(len(record.supersedes) for record in records)
     print(f"{len(records)} records from {projects} projects, {len(asked)} queries, {links} supersedes links; "
-          f"--context records the {args.stored_context}; baton index: {indexed}")
+          f"--context records the {args.stored_context}; supersede links recorded: {args.links}; "
+          f"baton index: {indexed}")
     kinds = ("all", "title", "context")
     print(f"\n{'leg':24} {'queries':8} {'recall@1':>9} {'recall@5':>9} {'MRR@10':>8} {'nDCG@10':>8}")
     for leg, rankings in legs.items():
@@ -224,6 +283,8 @@ def main() -> None:
     for leg, rankings in legs.items():
         wins, cases = stale_wins(records, rankings)
         print(f"  {leg:24} {wins} of {cases}")
+    print("\nscores of baton recall (cosine), the relevant decision against the others it listed:")
+    print("\n".join(score_lines(scored)))
     median, low, high = spread(latencies)
     floor_median, _, _ = spread(floor)
     print(f"\nbaton recall --json --limit {DEPTH}, fresh process through the resident: median {median:.1f} ms "

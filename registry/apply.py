@@ -21,6 +21,7 @@ from baton.registry.model import (
     CheckRecorded,
     ConstraintAdded,
     DecisionRecorded,
+    DecisionSuperseded,
     DependencyAdded,
     Ended,
     Entry,
@@ -47,6 +48,7 @@ from baton.registry.model import (
     VerificationRecord,
     WorkflowRecord,
     WorkRemaining,
+    supersede_link,
 )
 
 EntryT = TypeVar("EntryT", bound=Entry)
@@ -131,6 +133,9 @@ def apply_event(session: Session | None, event: Event) -> Session:
         update["decisions"] = _with_entry(session.decisions, Entry(
             text=event.text, context=event.context, at=event.at, session_id=event.session_id,
             event_id=event_id, inherited_from=event.inherited_from))
+    elif isinstance(event, DecisionSuperseded):
+        update["superseded_by"] = _union(session.superseded_by, [supersede_link(
+            str(event.decision_event_id), event.by_task_id, str(event.by_event_id))])
     elif isinstance(event, (StepCompleted, FailureRecorded)):
         field = "completed_steps" if isinstance(event, StepCompleted) else "failures"
         update[field] = _with_entry(getattr(session, field), Entry(

@@ -81,6 +81,26 @@ class DecisionRecorded(_Event):
     inherited_from: str | None = None  # the ticket a fork or fresh start took it from
 
 
+class DecisionSuperseded(_Event):
+    """A decision of another ticket replaces one of this ticket's (`baton decide --supersedes`).
+
+    It is this ticket's event, so this ticket's projection knows its decision is superseded
+    (what recall's ranking reads), and it names both decisions by event id, copying no text a
+    later redaction would have to find. It carries the latest time and a session of the ticket
+    it marks, as SecretsRedacted does, so it moves no time of that ticket and wakes no stalled
+    one."""
+
+    type: Literal["decision_superseded"] = "decision_superseded"
+    decision_event_id: UUID  # the decision replaced, one of this ticket's
+    by_task_id: TaskId
+    by_event_id: UUID  # the decision that replaces it
+
+
+def supersede_link(decision_event_id: str, by_task_id: str, by_event_id: str) -> str:
+    """One member of Session.superseded_by: a set of strings, so every backend merges it as a union."""
+    return f"{decision_event_id} {by_task_id} {by_event_id}"
+
+
 class PhaseChanged(_Event):
     type: Literal["phase_changed"] = "phase_changed"
     phase: Phase
@@ -264,7 +284,7 @@ Event = Annotated[
     Bound | FilesTouched | DecisionRecorded | PhaseChanged | StepCompleted | FailureRecorded | NextActionSet
     | DependencyAdded | Ended | GoalSet | ConstraintAdded | WorkRemaining | EvidenceRecorded | CheckRecorded
     | HandoffWritten | HandoffVerified | ActivityRecorded | StageRecorded | CheckpointTaken | RunStarted
-    | SecretsRedacted,
+    | SecretsRedacted | DecisionSuperseded,
     Field(discriminator="type"),
 ]
 
@@ -404,6 +424,7 @@ class Session(_Record):
     next_action: str | None = None
     next_action_stamp: Stamp | None = None
     reopened_by: list[str] = []
+    superseded_by: list[str] = []  # supersede_link strings: which decisions of other tickets replace this one's
     goal: str | None = None
     goal_inherited_from: str | None = None
     goal_stamp: Stamp | None = None
@@ -457,6 +478,15 @@ class Session(_Record):
                 found = run
         return found or (self.run_log[0] if self.run_log else None)
 
+    def superseders(self, decision_text: str) -> list[tuple[str, str]]:
+        """(ticket, decision event id) of each decision recorded as replacing this ticket's
+        decision_text, in link order."""
+        entry = next((d for d in self.decisions if d.text == decision_text), None)
+        if entry is None:
+            return []
+        links = (link.split(" ") for link in self.superseded_by)
+        return [(by_task, by_event) for old, by_task, by_event in links if old == entry.event_id]
+
     def files_by_recency(self) -> list[Touch]:
         return sorted(self.files.values(), key=lambda t: (-t.last_at.timestamp(), t.path))
 
@@ -466,6 +496,11 @@ class Session(_Record):
         if run is None or current is None:
             return {}
         return {"run_id": run.text, "inherited": run.text != current.text}
+
+    def _decision_json(self, entry: Entry) -> dict:
+        """A decision, with the tickets whose decisions replaced it, if any."""
+        by = sorted({task for task, _ in self.superseders(entry.text)})
+        return {**_entry_json(entry), **({"superseded_by": by} if by else {})}
 
     def public(self) -> dict:
         """The session as documented in the CLI's --json output."""
@@ -480,7 +515,7 @@ class Session(_Record):
             "files_touched": [t.path for t in self.files_by_recency()],
             "depends_on": self.depends_on,
             "session_ids": self.session_ids,
-            "decisions": [_entry_json(e) for e in self.decisions],
+            "decisions": [self._decision_json(e) for e in self.decisions],
             "completed_steps": [_entry_json(e) for e in self.completed_steps],
             "failures": [_entry_json(e) for e in self.failures],
             "next_action": self.next_action,
@@ -515,7 +550,7 @@ SESSION_MERGE: dict = {
     "same": ["task_id"],
     "earliest": ["created_at"],
     "latest": ["last_activity"],
-    "union": ["session_ids", "depends_on", "reopened_by"],
+    "union": ["session_ids", "depends_on", "reopened_by", "superseded_by"],
     "entries": ["decisions", "completed_steps", "failures", "constraints", "remaining_work", "evidence", "checks",
                 "run_log"],
     "touches": ["files"],

@@ -65,3 +65,10 @@ def checkpoint_taken_body(event_id: str, task_id: str, session_id: str, at: date
                       checkpoint_id=checkpoint_id, boundary=boundary, label=label, base=base, staged_tree=staged_tree,
                       worktree_tree=worktree_tree, artifacts_tree=artifacts_tree, environment=environment,
                       run_id=run_id, repo=repo, worktree_path=worktree_path)
+
+
+def decision_superseded_body(event_id: str, task_id: str, session_id: str, at: datetime, decision_event_id: str,
+                             by_task_id: str, by_event_id: str) -> str:
+    """The JSON of a DecisionSuperseded event (baton.registry.model.DecisionSuperseded)."""
+    return event_body("decision_superseded", event_id=event_id, task_id=task_id, session_id=session_id, at=at,
+                      decision_event_id=decision_event_id, by_task_id=by_task_id, by_event_id=by_event_id)

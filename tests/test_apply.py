@@ -11,6 +11,7 @@ from baton.registry.apply import apply_event
 from baton.registry.model import (
     Bound,
     DecisionRecorded,
+    DecisionSuperseded,
     DependencyAdded,
     Ended,
     FailureRecorded,
@@ -22,6 +23,7 @@ from baton.registry.model import (
     StepCompleted,
 )
 
+DECISION = uuid.UUID(int=99)  # the decision the lifecycle's supersede links name
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
@@ -45,13 +47,15 @@ def lifecycle_events():
         Bound(**common(0), repo="r", worktree_path="/w", branch="b"),
         FilesTouched(**common(1), files=[FileRef("r", "a.py"), FileRef("r", "b.py")]),
         PhaseChanged(**common(2), phase=Phase.implementing),
-        DecisionRecorded(**common(3, session="s2"), text="Use Postgres", context="writers"),
+        DecisionRecorded(**{**common(3, session="s2"), "event_id": DECISION}, text="Use Postgres", context="writers"),
         FilesTouched(**common(4), files=[FileRef("r", "a.py")]),
         StepCompleted(**common(5), text="schema"),
         FailureRecorded(**common(6), text="migration failed"),
         NextActionSet(**common(7), text="fix migration"),
         DependencyAdded(**common(8), depends_on=["OMN-0"]),
         PhaseChanged(**common(9), phase=Phase.reviewing),
+        DecisionSuperseded(**common(3), decision_event_id=DECISION, by_task_id="OMN-7", by_event_id=uuid.UUID(int=1)),
+        DecisionSuperseded(**common(3), decision_event_id=DECISION, by_task_id="OMN-8", by_event_id=uuid.UUID(int=2)),
     ]
 
 
@@ -83,6 +87,7 @@ def test_projection_fields():
     assert session.depends_on == ["OMN-0"]
     assert session.next_action == "fix migration"
     assert session.created_at == at(0) and session.last_activity == at(9)
+    assert session.superseders("Use Postgres") == [("OMN-7", str(uuid.UUID(int=1))), ("OMN-8", str(uuid.UUID(int=2)))]
 
 
 def test_an_older_phase_change_never_moves_the_phase_back():

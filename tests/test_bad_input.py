@@ -191,7 +191,7 @@ def test_a_new_file_appears_complete_and_marked(home, worktrees, cli):
     ("BATON_STORE_TIMEOUT", "-1"), ("BATON_STALE_AFTER", "99999999999d"), ("BATON_STALE_AFTER", "infh"),
     ("BATON_STALE_AFTER", "nan"), ("BATON_RECALL_MIN_SCORE", "nan"), ("BATON_RECALL_MIN_SCORE", "2"),
     ("BATON_PROBE_TIMEOUT", "inf"), ("BATON_PROBE_BUDGET", "nan"), ("BATON_COMMAND_BUDGET", "0"),
-    ("BATON_COMMAND_BUDGET", "inf"),
+    ("BATON_COMMAND_BUDGET", "inf"), ("BATON_RECALL_HORIZON", "soon"),
 ])
 def test_a_setting_out_of_range_is_one_line_and_exit_2(bound, name, value):
     for args in (["list"], ["resume", "OMN-1"], ["touch", "src/c.py"]):

@@ -125,7 +125,7 @@ def normalised(text: str, root: Path, home: Path) -> str:
 
 SCENARIO = [
     ("bind", "OMN-2"),
-    ("decide", "Store payment intents in PostgreSQL"),
+    ("decide", "Store payment intents in PostgreSQL so they survive restarts"),
     ("bind", "OMN-1"),
     ("touch", "src/cart.py", "src/db.py"),
     ("decide", "Keep carts in PostgreSQL", "--context", "carts must survive restarts"),

@@ -10,9 +10,9 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
-    from baton.recall.base import ScoredDecision
     from baton.skills.core.binding import ActiveTask, Place
     from baton.skills.core.write_report import WriteReport
+    from baton.skills.services.decision_age import AgedDecision
     from baton.skills.services.listing import Listing
     from baton.skills.services.touch import TouchReport
 
@@ -52,6 +52,7 @@ def signals_answer(signals: Sequence[BaseModel]) -> list[dict]:
     return [s.model_dump(mode="json") for s in signals]
 
 
-def recall_answer(hits: Sequence[ScoredDecision]) -> list[dict]:
-    return [{"task_id": h.record.task_id, "text": h.record.text, "context": h.record.context,
-             "score": round(h.score, 4), "recorded_at": h.record.recorded_at} for h in hits]
+def recall_answer(hits: Sequence[AgedDecision]) -> list[dict]:
+    return [{"task_id": a.hit.record.task_id, "text": a.hit.record.text, "context": a.hit.record.context,
+             "score": round(a.hit.score, 4), "recorded_at": a.hit.record.recorded_at, "current": a.current,
+             "marks": list(a.marks)} for a in hits]

@@ -341,7 +341,7 @@ def _decide(args: Arguments, stores: Stores) -> int:
 
     place, _ = _place()
     task = _active(args, place, stores)
-    report = decide(stores, task, args.text, args.context, place)
+    report = decide(stores, task, args.text, args.context, place, supersedes=args.supersedes)
     _warn(report.warnings)
     if args.json:
         from baton.skills.frontends.answers import decide_answer
@@ -434,7 +434,8 @@ def _resume(args: Arguments, stores: Stores) -> int:
             raise BadInput(f"unknown section {args.section!r}: one of {', '.join(SECTION_NAMES)}")
     place, _ = _place()
     result = resume(stores, place, ResumeRequest(parse_ticket_id(args.task_id), limit=args.limit, agent=args.agent,
-                                                 allow_unsigned_probes=args.allow_unsigned_probes))
+                                                 allow_unsigned_probes=args.allow_unsigned_probes,
+                                                 all_decisions=args.all_decisions))
     _warn(result.warnings)
     if args.json and (args.budget is not None or args.section is not None):
         from baton.skills.frontends.answer_budget import resume_answer
@@ -893,6 +894,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("decide", "Record a decision (indexed for recall by other tickets).", (
         _arg("text", metavar="TEXT"),
         _arg("--context", default="", help="why, or what it applies to"),
+        _arg("--supersedes", action="append", default=[], metavar="TICKET[#N]",
+             help="an earlier decision this one replaces: TICKET's Nth (1-based), or its latest (repeatable)"),
         _JSON), _decide, tool="record_decision"),
     Command("update", "Record phase, next action, completed steps, failures or dependencies.", (
         _arg("--phase", choices=UPDATE_PHASES),
@@ -962,6 +965,8 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--json", action="store_true", help="print the documented JSON schema"),
         _arg("--limit", type=int, default=5, help="related decisions to show (default 5)"),
         _arg("--agent", help="name of the agent resuming"),
+        _arg("--all-decisions", action="store_true",
+             help="related decisions superseded, of abandoned tickets or past the horizon too, marked"),
         _arg("--allow-unsigned-probes", action="store_true",
              help="re-run the handoff's unsigned or edited probes too (they run code from the branch)"),
         _arg("--budget", type=int, metavar="CHARS",

@@ -69,8 +69,9 @@ else:
     SectionName = Literal[SECTION_NAMES]
 
 
-def resume_session(task_id: str, limit: int = 5, agent: str | None = None, allow_unsigned_probes: bool = False,
-                   section: SectionName | None = None, offset: int = 0, worktree: str | None = None) -> str:
+def resume_session(task_id: str, limit: int = 5, agent: str | None = None, all_decisions: bool = False,
+                   allow_unsigned_probes: bool = False, section: SectionName | None = None, offset: int = 0,
+                   worktree: str | None = None) -> str:
     from baton.skills.frontends.answer_budget import resume_answer
     from baton.skills.services.commands import ResumeRequest, resume
 
@@ -79,6 +80,7 @@ def resume_session(task_id: str, limit: int = 5, agent: str | None = None, allow
         if allow_unsigned_probes:
             _unsigned_allowed()
         answer = resume(stores, place, ResumeRequest(parse_ticket_id(task_id), limit=limit, agent=agent,
+                                                     all_decisions=all_decisions,
                                                      allow_unsigned_probes=allow_unsigned_probes)).to_json()
         return resume_answer(answer, stores.settings.mcp_answer_budget, section, offset)
 
@@ -121,7 +123,8 @@ def record_touch(paths: list[str], task_id: str | None = None, worktree: str | N
     return _call(run, deliver=False)
 
 
-def record_decision(text: str, context: str = "", task_id: str | None = None, worktree: str | None = None) -> str:
+def record_decision(text: str, context: str = "", supersedes: list[str] | None = None, task_id: str | None = None,
+                    worktree: str | None = None) -> str:
     from baton.skills.core.binding import resolve_task
     from baton.skills.frontends.answers import decide_answer
     from baton.skills.services.decide import decide
@@ -129,7 +132,7 @@ def record_decision(text: str, context: str = "", task_id: str | None = None, wo
     def run(stores: Stores) -> dict:
         place = _place(worktree)
         task = resolve_task(task_id, place, stores.settings.ambient)
-        report = decide(stores, task, text, context, place)
+        report = decide(stores, task, text, context, place, supersedes=supersedes or ())
         return decide_answer(task, stores.redact(text), stores.redact(context), report)
 
     return _call(run)

@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # annotations only: `baton resume` need not import the listin
     from collections.abc import Callable
     from pathlib import Path
 
-    from baton.recall.base import ScoredDecision
     from baton.recall.indexer import IndexReport
     from baton.skills.core.binding import Binding
     from baton.skills.core.interrupted import Recovery
@@ -30,6 +29,7 @@ if TYPE_CHECKING:  # annotations only: `baton resume` need not import the listin
     from baton.skills.installers.claude_code import InstallReport
     from baton.skills.installers.codex import CodexReport
     from baton.skills.installers.git_hook import GitHookReport
+    from baton.skills.services.decision_age import AgedDecision
     from baton.skills.services.doctor import StoreReport
     from baton.skills.services.environment import Recorded
     from baton.skills.services.gc import GcReport
@@ -319,9 +319,10 @@ def stage_lines(done: StageDone) -> str:
                       f"{done.task.task_id}: {state.status}{blocked}{following}"])
 
 
-def recall_lines(hits: list[ScoredDecision]) -> str:
-    """`baton recall`: a decision a line, with its score."""
-    return ("\n".join(f"- {one_line(h.record.task_id)} ({h.score:.2f}): {one_line(h.record.text)}" for h in hits)
+def recall_lines(hits: list[AgedDecision]) -> str:
+    """`baton recall`: a decision a line, with its score and, when it is not current, why."""
+    return ("\n".join(f"- {one_line(a.hit.record.task_id)} ({a.hit.score:.2f}): {one_line(a.hit.record.text)}"
+                      + "".join(f" [{one_line(mark)}]" for mark in a.marks) for a in hits)
             or "No decisions recorded.")
 
 

@@ -136,6 +136,7 @@ class ResumeRequest:
     limit: int = 5
     agent: str | None = None
     allow_unsigned_probes: bool = False
+    all_decisions: bool = False  # related decisions superseded, abandoned or old too, marked
 
 
 def resume(stores: Stores, place: Place, request: ResumeRequest) -> ResumeResult:
@@ -144,7 +145,7 @@ def resume(stores: Stores, place: Place, request: ResumeRequest) -> ResumeResult
     if request.limit < 0:
         raise BadInput("limit must not be negative")
     return resume_session(stores, request.task_id, place, limit=request.limit, agent=request.agent,
-                          allow_unsigned_probes=request.allow_unsigned_probes)
+                          allow_unsigned_probes=request.allow_unsigned_probes, all_decisions=request.all_decisions)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,15 +6,23 @@ or, where writes are applied at once, appended unprojected (the registry project
 its next read) and the decision queued for the indexer (baton.recall.wire,
 baton.recall.queue); the decision_recorded signal is built by hand too (baton.signals.wire).
 Embedding happens later, in the background indexer.
+
+Each `--supersedes TICKET[#N]` (repeatable) reads the registry (the one decide that does) to
+name a decision replaced: TICKET's Nth decision, 1-based in recording order, or its latest
+without #N. Each link is the replaced ticket's own event (baton.registry.model.DecisionSuperseded), kept with
+the decision in the same write, so recall's ranking learns it from the registry at read time.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
+from baton.ids import parse_ticket_id
 from baton.signals.wire import SignalType, WireSignal, derived_signal_id
 from baton.skills.core.binding import ActiveTask, Place
 from baton.skills.core.commit import WireEvent
@@ -24,12 +32,47 @@ from baton.skills.runtime.stores import Stores
 REASON_LENGTH = 200
 
 
-def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Place,
-           *, at: datetime | None = None) -> WriteReport:
-    """Record a decision, signal it and queue it for recall; recall and signal failures only warn.
+@dataclass(frozen=True)
+class Replaced:
+    """The decision a --supersedes names: its ticket, event id, and a session and time of that ticket."""
 
-    Raises BadInput for empty or over-long text and StoreUnavailable when the registry
-    cannot take the write.
+    task_id: str
+    event_id: str
+    session_id: str
+    last_activity: datetime
+
+
+def replaced_decision(stores: Stores, reference: str) -> Replaced:
+    """The decision TICKET[#N] names (N 1-based, the latest without it). Raises BadInput for an
+    unknown ticket, one without decisions or an N it does not have, and StoreUnavailable."""
+    from baton.outcome import Found, NotFound
+
+    ticket, hashed, nth = reference.strip().partition("#")
+    task_id = parse_ticket_id(ticket)
+    if hashed and not (nth.isdigit() and int(nth) >= 1):
+        raise BadInput(f"--supersedes {reference!r}: N in TICKET#N must be a positive whole number")
+    looked = stores.registry.get(task_id)
+    if isinstance(looked, NotFound):
+        raise BadInput(f"--supersedes: no ticket {task_id} in this project")
+    if not isinstance(looked, Found):
+        raise StoreUnavailable("registry", looked.reason)
+    session = looked.value
+    if not session.decisions:
+        raise BadInput(f"--supersedes: {task_id} has no decision recorded")
+    index = int(nth) if hashed else len(session.decisions)
+    if index > len(session.decisions):
+        raise BadInput(f"--supersedes: {task_id} has {len(session.decisions)} decisions, not {index}")
+    entry = session.decisions[index - 1]
+    return Replaced(task_id, entry.event_id, entry.session_id, session.last_activity)
+
+
+def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Place,
+           *, at: datetime | None = None, supersedes: Sequence[str] = ()) -> WriteReport:
+    """Record a decision, signal it and queue it for recall; recall and signal failures only warn.
+    supersedes: each a TICKET[#N], an earlier decision this one replaces (replaced_decision).
+
+    Raises BadInput for empty or over-long text or a bad supersedes, and StoreUnavailable
+    when the registry cannot take the write (or, with supersedes, be read).
     """
     text, context = text.strip(), context.strip()
     if not text:
@@ -37,15 +80,18 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
     for label, value in (("decision text", text), ("--context", context)):
         if len(value) > MAX_TEXT:
             raise BadInput(f"{label} is longer than {MAX_TEXT} characters")
+    # The ticket replaced may be among the writes kept on this machine: delivered first, as a read command does.
+    delivery = stores.sink.deliver() if supersedes else []
+    replaced = list(dict.fromkeys(replaced_decision(stores, reference) for reference in supersedes))
     # Secrets never reach a store, a signal or a vector (baton.redaction).
     text, context = stores.redact(text), stores.redact(context)
     from baton.recall.wire import decision_payload, decision_point_id
-    from baton.registry.wire import decision_recorded_body
+    from baton.registry.wire import decision_recorded_body, decision_superseded_body
     from baton.skills.core.indexing import queue_payloads, start_background_indexer
 
     at = at or clock.now()
     event_id = str(uuid.uuid4())
-    report = WriteReport(session_id=task.session_id)
+    report = WriteReport(session_id=task.session_id, warnings=delivery)
     body = decision_recorded_body(event_id, task.task_id, task.session_id, at, text, context, place.repo)
     signal = WireSignal(signal_id=derived_signal_id(SignalType.decision_recorded, event_id),
                         signal_type=SignalType.decision_recorded, task_id=task.task_id, session_id=task.session_id,
@@ -61,7 +107,13 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
         if not report.warnings:
             start_background_indexer(stores.settings)
 
-    stores.sink.keep([WireEvent(event_id, task.task_id, "decision_recorded", at, body)], derive=queue)
+    events = [WireEvent(event_id, task.task_id, "decision_recorded", at, body)]
+    for old in replaced:
+        link_id = str(uuid.uuid4())
+        events.append(WireEvent(link_id, old.task_id, "decision_superseded", old.last_activity,
+                                decision_superseded_body(link_id, old.task_id, old.session_id, old.last_activity,
+                                                         old.event_id, task.task_id, event_id)))
+    stores.sink.keep(events, derive=queue)
     try:
         stores.signals.publish([signal], deliver=False)
     except StoreUnavailable as exc:

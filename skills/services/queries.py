@@ -10,9 +10,9 @@ from baton.ids import parse_ticket_id
 from baton.store_names import Store
 
 if TYPE_CHECKING:
-    from baton.recall.base import ScoredDecision
     from baton.signals.model import Signal
     from baton.skills.runtime.stores import Stores
+    from baton.skills.services.decision_age import AgedDecision
 
 
 def signals_since(stores: Stores, *, task_id: str | None, since: str | None, limit: int) -> list[Signal]:
@@ -28,8 +28,9 @@ def signals_since(stores: Stores, *, task_id: str | None, since: str | None, lim
     return stores.signals.recent(task_id=task_id, after=after, limit=limit).unwrap(Store.SIGNAL_LOG)
 
 
-def recall_decisions(stores: Stores, text: str, limit: int) -> list[ScoredDecision]:
-    """Recorded decisions nearest in meaning to text, best first.
+def recall_decisions(stores: Stores, text: str, limit: int) -> list[AgedDecision]:
+    """Recorded decisions nearest in meaning to text, best first, those superseded, abandoned or
+    older than the horizon after the current ones, marked (baton.skills.services.decision_age).
 
     A text query loads the model anyway, so it first indexes the decisions that wait (what
     the background indexer would do next): a decision recorded just before is found.
@@ -43,4 +44,6 @@ def recall_decisions(stores: Stores, text: str, limit: int) -> list[ScoredDecisi
         from baton.skills.core.indexing import index_decisions
 
         index_decisions(stores)
-    return client.search_text(text, limit)
+    from baton.skills.services.decision_age import aged
+
+    return aged(stores, client.search_text(text, limit), clock.now())

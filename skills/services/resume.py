@@ -42,6 +42,7 @@ class RelatedDecision:
     text: str
     score: float
     context: str = ""
+    marks: tuple[str, ...] = ()  # why it is not current (baton.skills.services.decision_age)
 
 
 @dataclass
@@ -74,7 +75,8 @@ class ResumeResult:
             "conflicts": [{"other_task_id": c.other_task_id, "shared_files": self.conflict_paths[c.other_task_id],
                            "signal_id": str(c.signal_id)} for c in self.conflicts],
             "conflicts_more": self.conflicts_more,
-            "related_decisions": [{"task_id": r.task_id, "text": r.text, "score": r.score}
+            "related_decisions": [{"task_id": r.task_id, "text": r.text, "score": r.score,
+                                   **({"marks": list(r.marks)} if r.marks else {})}
                                   for r in self.related_decisions],
             "signals": [s.model_dump(mode="json") for s in self.signals],
             "stores": self.stores,
@@ -136,20 +138,25 @@ def _set_forks_apart(stores: Stores, session: Session, result: ResumeResult) -> 
             result.forks.append(other)
 
 
-def _related(stores: Stores, session: Session, limit: int) -> list[RelatedDecision]:
+def _related(stores: Stores, session: Session, limit: int, all_decisions: bool) -> list[RelatedDecision]:
     """Related decisions of other tickets, found with the stored vectors of this ticket's
     own; those the index lacks are queued for the indexer (a resume never embeds). Only
-    asked for a ticket with decisions."""
+    asked for a ticket with decisions. Only current ones (baton.skills.services.decision_age)
+    unless all_decisions: then the others follow, marked; twice the limit is searched so
+    that those left out leave room for current ones."""
     from baton.recall.base import DecisionRecord
     from baton.skills.core.indexing import queue_unindexed_decisions
+    from baton.skills.services.decision_age import aged
 
     own = [DecisionRecord(project=stores.project, task_id=session.task_id, session_id=d.session_id, text=d.text,
                           context=d.context, recorded_at=d.at.isoformat(), repo=session.repo or "")
            for d in session.decisions]
-    found = stores.recall().search_related(session.task_id, limit, own=own, min_score=stores.settings.recall_min_score)
+    found = stores.recall().search_related(session.task_id, 2 * limit, own=own,
+                                           min_score=stores.settings.recall_min_score)
     queue_unindexed_decisions(stores, found.unindexed)
-    return [RelatedDecision(task_id=h.record.task_id, text=h.record.text, score=round(h.score, 4),
-                            context=h.record.context) for h in found.hits]
+    shown = [a for a in aged(stores, found.hits, clock.now()) if all_decisions or a.current][:limit]
+    return [RelatedDecision(task_id=a.hit.record.task_id, text=a.hit.record.text, score=round(a.hit.score, 4),
+                            context=a.hit.record.context, marks=a.marks) for a in shown]
 
 
 def _missed_signals(stores: Stores, session: Session) -> list[Signal] | Unavailable:
@@ -161,7 +168,8 @@ def _missed_signals(stores: Stores, session: Session) -> list[Signal] | Unavaila
 
 def resume_session(stores: Stores, task_id: TicketId, place: Place, *, limit: int = 5, bind_task: bool = True,
                    agent: str | None = None, verify_handoff: bool = True, allow_unsigned_probes: bool = False,
-                   check_workflow: bool = True, at: datetime | None = None) -> ResumeResult:
+                   check_workflow: bool = True, at: datetime | None = None,
+                   all_decisions: bool = False) -> ResumeResult:
     """Everything Baton knows about task_id, then bind this worktree to it and re-verify
     the worktree's current handoff for task_id.
 
@@ -173,12 +181,13 @@ def resume_session(stores: Stores, task_id: TicketId, place: Place, *, limit: in
     within the probe budget (baton.skills.handoff.verify) whatever the stores answered: a
     handoff committed to the branch is worth checking even where the registry has no
     history. check_workflow re-checks each completed stage's proof (git and the files: the
-    session start leaves it to a resume).
+    session start leaves it to a resume). all_decisions: related decisions superseded,
+    abandoned or past the horizon are shown too, marked.
     """
     # Only the writes need the binding (a session start makes none).
     binding = read_binding_quietly(place) if bind_task or verify_handoff else None
     result, looked = _read(stores, task_id, limit=limit, workflow_root=place.root if check_workflow else None,
-                           compatible_with=place if verify_handoff else None)
+                           compatible_with=place if verify_handoff else None, all_decisions=all_decisions)
     liveness = MachineLiveness(stores.deadline)
     result.prizmkit = prizmkit_records_of(place.root, task_id,
                                           lambda branch: liveness.branch_exists(str(place.root), branch))
@@ -227,11 +236,13 @@ def read_session(stores: Stores, task_id: TicketId, *, limit: int = 5, workflow_
     dashboard shows); workflow_root: the worktree whose completed stages' proofs are re-checked;
     compatible_with: the worktree the recorded run and checkpoint are checked against
     (git and the toolchains' versions, beside the stores)."""
-    return _read(stores, task_id, limit=limit, workflow_root=workflow_root, compatible_with=compatible_with)[0]
+    return _read(stores, task_id, limit=limit, workflow_root=workflow_root, compatible_with=compatible_with,
+                 all_decisions=False)[0]
 
 
 def _read(stores: Stores, task_id: TicketId, *, limit: int, workflow_root: Path | None,
-          compatible_with: Place | None) -> tuple[ResumeResult, Found[Session] | NotFound | Unavailable]:
+          compatible_with: Place | None, all_decisions: bool
+          ) -> tuple[ResumeResult, Found[Session] | NotFound | Unavailable]:
     """read_session, and what the registry answered (a resume's bind starts from it)."""
     result = ResumeResult(status="found", task_id=task_id)
     budget = stores.budget  # one budget for the whole resume: the registry, then the rest side by side
@@ -248,7 +259,7 @@ def _read(stores: Stores, task_id: TicketId, *, limit: int, workflow_root: Path 
         asked: dict[str, Callable[[], object]] = {"graph": lambda: _conflicts(stores, session),
                                                   "signals": lambda: _missed_signals(stores, session)}
         if session.decisions:  # related decisions are found from the ticket's own
-            asked["recall"] = lambda: _related(stores, session, limit)
+            asked["recall"] = lambda: _related(stores, session, limit, all_decisions)
         with ThreadPoolExecutor(max_workers=1) as pool:
             checked = pool.submit(compatibility, session, compatible_with, stores.settings.environment_lockfiles,
                                   stores.deadline) if compatible_with is not None else None
