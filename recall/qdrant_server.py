@@ -179,7 +179,7 @@ class QdrantServerIndex(DecisionIndex):
         def work(client: QdrantClient) -> list[ScoredDecision]:
             if not self._sparse:
                 raise StoreUnavailable(STORE, f"Qdrant at {self.where}: the collection predates keyword search "
-                                              "(`baton migrate` into a new collection adds it)")
+                                              "(a collection made anew has it)")
             found = client.query_points(COLLECTION, query=models.SparseVector(indices=indices, values=values),
                                         using=KEYWORDS, query_filter=condition, limit=limit, with_payload=True)
             return best_per_point(((hit.id, hit.score, hit.payload) for hit in found.points), limit)

@@ -981,7 +981,7 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--since", help="ISO 8601 time; only signals after it"),
         _arg("--limit", type=int, default=100),
         _JSON), _signals, reads=True, tool="signals_since", task=False),
-    Command("recall", "Search recorded decisions by meaning.", (
+    Command("recall", "Search recorded decisions by meaning and by their words.", (
         _arg("text", metavar="TEXT"),
         _arg("--limit", type=int, default=5),
         _JSON), _recall, reads=True, tool="recall_decisions", renamed=(("text", "query"),), task=False),

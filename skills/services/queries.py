@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from baton import clock
-from baton.errors import BadInput
+from baton.errors import BadInput, StoreUnavailable
 from baton.ids import parse_ticket_id
 from baton.store_names import Store
 
@@ -32,7 +33,8 @@ def recall_decisions(stores: Stores, text: str, limit: int) -> list[ScoredDecisi
     """Recorded decisions nearest in meaning to text, best first.
 
     A text query loads the model anyway, so it first indexes the decisions that wait (what
-    the background indexer would do next): a decision recorded just before is found.
+    the background indexer would do next): a decision recorded just before is found. Without
+    the model they stay queued, and the keyword leg finds them by their words.
     """
     if not text.strip():
         raise BadInput("search text is empty")
@@ -42,5 +44,6 @@ def recall_decisions(stores: Stores, text: str, limit: int) -> list[ScoredDecisi
     if stores.embedding_queue.count():
         from baton.skills.core.indexing import index_decisions
 
-        index_decisions(stores)
+        with suppress(StoreUnavailable):  # the search says what is unavailable, if both legs are
+            index_decisions(stores)
     return client.search_text(text, limit)
