@@ -126,6 +126,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
         self._lock_path = folder / "index.lock"
         self._db = SqliteFile(self.path, MIGRATIONS, timeout=timeout)
         self._keywords = KeywordIndex(folder, timeout=timeout)
+        self._keywords_checked = False  # against the vector store, once per opened index
         self._view: segments.View | None = _mapped.get(self.index_dir)
 
     # The vector store -------------------------------------------------------------------
@@ -184,7 +185,9 @@ class EmbeddedDecisionIndex(DecisionIndex):
 
     def search_keywords(self, text: str, *, project: str, limit: int,
                         exclude_task_id: str | None) -> list[ScoredDecision]:
-        self._heal_keywords()
+        if not self._keywords_checked:
+            self._heal_keywords()
+            self._keywords_checked = True
         return self._keywords.search(text, project=project, limit=limit, exclude_task_id=exclude_task_id)
 
     def _heal_keywords(self) -> None:

@@ -33,6 +33,10 @@ COMMON = frozenset({"a", "an", "and", "are", "as", "at", "be", "been", "but", "b
     "has", "have", "in", "into", "is", "it", "its", "no", "not", "of", "on", "or", "our", "so", "than", "that",
     "the", "their", "them", "then", "there", "these", "this", "those", "to", "was", "we", "were", "when", "which",
     "will", "with", "would", "you"})
+# A query word in more decisions than this is left out of the embedded search: ranking every
+# decision that has it would cost a hundred times the vector search at 100,000 decisions,
+# and a word that common says little of which decision is meant (its BM25 weight is low).
+COMMON_ABOVE = 1000
 
 MIGRATIONS = [
     """
@@ -73,10 +77,10 @@ def term_vector(text: str, *, query: bool = False) -> tuple[list[int], list[floa
     return indices, [float(counts[i]) for i in indices]
 
 
-def match_expression(text: str) -> str | None:
-    """An FTS5 query for any of text's words, each quoted (a query's punctuation never
-    reaches FTS5's syntax); None without a word."""
-    return " OR ".join(f'"{word}"' for word in query_words(text)) or None
+def match_expression(query: list[str]) -> str | None:
+    """An FTS5 query for any of the words, each quoted (a query's punctuation never reaches
+    FTS5's syntax); None without a word."""
+    return " OR ".join(f'"{word}"' for word in query) or None
 
 
 class KeywordIndex:
@@ -112,6 +116,10 @@ class KeywordIndex:
                 conn.executemany("INSERT INTO terms (terms, rowid, body) VALUES ('delete', ?, ?)", rows)
                 conn.executemany("DELETE FROM docs WHERE id = ?", [(row[0],) for row in rows])
                 removed += len(rows)
+            if removed:
+                # FTS5 marks a deletion and keeps the words until its segments merge: merged
+                # now, so no word of a removed (pruned, redacted) decision stays in the file.
+                conn.execute("INSERT INTO terms (terms) VALUES ('optimize')")
         return removed
 
     def count(self) -> int:
@@ -125,11 +133,17 @@ class KeywordIndex:
         higher is better), but those of exclude_task_id."""
         from baton.recall.base import DecisionRecord, ScoredDecision
 
-        expression = match_expression(text)
-        if expression is None or limit <= 0 or not self.path.exists():
+        asked = query_words(text)
+        if not asked or limit <= 0 or not self.path.exists():
             return []
         with guarded(STORE, self.path):
-            rows = self._db.conn().execute(
+            conn = self._db.conn()
+            expression = match_expression([word for word in asked if conn.execute(
+                "SELECT count(*) FROM (SELECT rowid FROM terms WHERE terms MATCH ? LIMIT ?)",
+                (match_expression([word]), COMMON_ABOVE + 1)).fetchone()[0] <= COMMON_ABOVE])
+            if expression is None:
+                return []
+            rows = conn.execute(
                 "SELECT docs.payload, bm25(terms) FROM terms JOIN docs ON docs.id = terms.rowid "
                 "WHERE terms MATCH ? AND docs.project = ? AND docs.task_id IS NOT ? "
                 "ORDER BY bm25(terms), docs.id LIMIT ?", (expression, project, exclude_task_id, limit)).fetchall()

@@ -212,3 +212,16 @@ def test_only_decisions_of_an_older_recipe_are_embedded_again(make_index, encode
     assert stored[old.point_id] == pytest.approx(encoder.encode([old.embedding_text()])[0].tolist(), abs=1e-5)
     hits = index.search([stored[old.point_id]], project=P, limit=1, exclude_task_id=None)
     assert tasks(hits) == ["A"] and hits[0].score == pytest.approx(1.0, abs=1e-4)
+
+
+def test_a_word_in_too_many_decisions_is_left_out_of_the_embedded_query(tmp_path, monkeypatch):
+    from baton.recall import keywords
+
+    index = keywords.KeywordIndex(tmp_path / "recall", timeout=2)
+    index.add([record("A", "Cache carts in Redis"), record("B", "Cache prices in memory"), record("C", "Keep carts")])
+    assert tasks(index.search("cache carts", project=P, limit=5, exclude_task_id=None))[0] == "A"
+    assert len(index.search("cache", project=P, limit=5, exclude_task_id=None)) == 2
+    monkeypatch.setattr(keywords, "COMMON_ABOVE", 1)
+    assert index.search("cache", project=P, limit=5, exclude_task_id=None) == []
+    assert tasks(index.search("cache redis", project=P, limit=5, exclude_task_id=None)) == ["A"]
+    index.close()
