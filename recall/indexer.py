@@ -18,12 +18,16 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from baton.recall.base import DecisionIndex, DecisionRecord
 from baton.recall.embedding import LazyEncoder, MiniLMEncoder
 from baton.recall.queue import EmbeddingQueue
+
+if TYPE_CHECKING:
+    import numpy as np
 
 BATCH = 32
 REEMBED_BATCH = 256  # the embedded index rebuilds its search index after each batch
@@ -36,6 +40,9 @@ class IndexReport:
     dropped: list[str] = field(default_factory=list)  # unreadable queue entries, removed
     unscoped: int = 0  # entries queued before projects, removed (the registry queues them again)
     reembedded: int = 0  # stored decisions embedded again by the current recipe
+    # Embedded texts longer than the model reads: its first MAX_TOKENS tokens are embedded,
+    # and the keyword leg holds every word.
+    cut: int = 0
 
     @property
     def taken(self) -> int:
@@ -81,7 +88,7 @@ class Indexer:
             todo = [r for r in records if r.point_id not in stored]
             if todo:
                 self.index.index_keywords(todo)
-                self.index.upsert(todo, self._encoder.encode([r.embedding_text() for r in todo]))
+                self.index.upsert(todo, self._embedded([r.embedding_text() for r in todo], report))
             self.queue.remove([r.point_id for r in records])
             report.embedded += len(todo)
             report.already += len(records) - len(todo)
@@ -89,9 +96,14 @@ class Indexer:
             outdated = self.index.outdated(REEMBED_BATCH)
             if not outdated:
                 break
-            self.index.reembed(outdated, self._encoder.encode([r.embedding_text() for r in outdated]))
+            self.index.reembed(outdated, self._embedded([r.embedding_text() for r in outdated], report))
             report.reembedded += len(outdated)
         return report
+
+    def _embedded(self, texts: list[str], report: IndexReport) -> np.ndarray:
+        vectors = self._encoder.encode(texts)
+        report.cut += self._encoder.longer_than_window(texts)
+        return vectors
 
 
 def _unscoped(payload: str) -> bool:

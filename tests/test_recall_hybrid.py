@@ -201,6 +201,9 @@ def test_only_decisions_of_an_older_recipe_are_embedded_again(make_index, encode
             embedded.extend(texts)
             return encoder.encode(texts)
 
+        def longer_than_window(self, texts):
+            return encoder.longer_than_window(texts)
+
     queue = EmbeddingQueue(tmp_path / "queue", timeout=2)
     assert Indexer(queue, index, Counting).run().reembedded == 0, "only asked to"
     report = Indexer(queue, index, Counting).run(reembed=True)
@@ -224,4 +227,16 @@ def test_a_word_in_too_many_decisions_is_left_out_of_the_embedded_query(tmp_path
     monkeypatch.setattr(keywords, "COMMON_ABOVE", 1)
     assert index.search("cache", project=P, limit=5, exclude_task_id=None) == []
     assert tasks(index.search("cache redis", project=P, limit=5, exclude_task_id=None)) == ["A"]
+    index.close()
+
+
+def test_a_text_longer_than_the_model_reads_is_counted(encoder, tmp_path):
+    index = EmbeddedDecisionIndex(tmp_path / "recall", timeout=2)
+    queue = EmbeddingQueue(tmp_path / "recall", timeout=2)
+    long = record("L", " ".join(f"word{i}" for i in range(400)), "Why this decision was long")
+    queue.add([long, record("S", "A short one")])
+    report = Indexer(queue, index, lambda: encoder).run()
+    assert (report.embedded, report.cut) == (2, 1)
+    assert tasks(index.search_keywords("word399", project=P, limit=5, exclude_task_id=None)) == ["L"], \
+        "its last words are found by the keyword leg"
     index.close()

@@ -160,6 +160,7 @@ def _add(total: IndexReport, report: IndexReport) -> IndexReport:
     total.dropped += report.dropped
     total.unscoped += report.unscoped
     total.reembedded += report.reembedded
+    total.cut += report.cut
     return total
 
 
