@@ -97,6 +97,17 @@ def _unit_rows(vectors: Vectors) -> np.ndarray:
     return np.ascontiguousarray(matrix / norms, dtype=np.float32)
 
 
+def _vectors_of(records: Sequence[DecisionRecord], vectors: Vectors) -> np.ndarray:
+    """The records' vectors as unit rows, one per record; StoreUnavailable refuses others."""
+    try:
+        matrix = _unit_rows(vectors)
+    except ValueError as exc:
+        raise StoreUnavailable(STORE, f"refused a vector: {exc}") from None
+    if len(matrix) != len(records):
+        raise StoreUnavailable(STORE, f"{len(records)} decisions but {len(matrix)} vectors")
+    return matrix
+
+
 _mapped: dict[Path, segments.View] = {}
 
 
@@ -155,12 +166,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
     def upsert(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
         if not records:
             return
-        try:
-            matrix = _unit_rows(vectors)
-        except ValueError as exc:
-            raise StoreUnavailable(STORE, f"refused a vector: {exc}") from None
-        if len(matrix) != len(records):
-            raise StoreUnavailable(STORE, f"{len(records)} decisions but {len(matrix)} vectors")
+        matrix = _vectors_of(records, vectors)
         with self._guarded():
             conn = self._conn()
             with write_transaction(conn):
@@ -217,21 +223,14 @@ class EmbeddedDecisionIndex(DecisionIndex):
         return [DecisionRecord.model_validate_json(payload) for (payload,) in rows]
 
     def reembed(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
-        if not records:
-            return
-        try:
-            matrix = _unit_rows(vectors)
-        except ValueError as exc:
-            raise StoreUnavailable(STORE, f"refused a vector: {exc}") from None
-        with self._guarded():
-            conn = self._conn()
-            with write_transaction(conn):
-                conn.executemany("UPDATE vectors SET vector = ?, recipe = ? WHERE point_id = ?",
-                                 [(vector.astype("<f4").tobytes(), RECIPE, str(record.point_id))
-                                  for record, vector in zip(records, matrix, strict=True)])
-            # The index holds the rows' old vectors: rebuilt here, once per batch, not by a search.
-            store_id, _, _ = self._state()
-            self._view = self._rebuild(store_id)
+        rows = [(vector.astype("<f4").tobytes(), RECIPE, str(record.point_id))
+                for record, vector in zip(records, _vectors_of(records, vectors), strict=True)] if records else []
+        if rows:
+            with self._guarded():
+                with write_transaction(self._conn()) as conn:
+                    conn.executemany("UPDATE vectors SET vector = ?, recipe = ? WHERE point_id = ?", rows)
+                # The index holds the rows' old vectors: rebuilt here, once per batch, not by a search.
+                self._view = self._rebuild(self._state()[0])
 
     def delete_tasks(self, project: str, task_ids: Sequence[str]) -> int:
         if not task_ids:

@@ -75,6 +75,14 @@ def filled(index, encoder, tmp_path):
     return index
 
 
+def garbled(encoder, tmp_path, name: str) -> None:
+    """An embedded index filled, closed, and then one of its files made unreadable."""
+    filled(EmbeddedDecisionIndex(tmp_path / "recall", timeout=2), encoder, tmp_path).close()
+    (tmp_path / "recall" / name).write_bytes(b"not a database" * 512)
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / "recall" / f"{name}{suffix}").unlink(missing_ok=True)
+
+
 def test_fusion_ranks_a_decision_both_legs_find_above_one_leg_s_first():
     fused = fuse([scored("X", "Y", "Z", "V"), scored("W", "Y", "Z", "X")], 10)
     assert tasks(fused) == ["Y", "X", "Z", "W", "V"]
@@ -110,11 +118,7 @@ def test_a_decision_waiting_for_the_model_is_found_by_its_words(tmp_path):
 
 
 def test_an_unreadable_vector_store_leaves_the_keyword_leg_answering(encoder, tmp_path):
-    index = filled(EmbeddedDecisionIndex(tmp_path / "recall", timeout=2), encoder, tmp_path)
-    index.close()
-    (tmp_path / "recall" / "vectors.db").write_bytes(b"not a database" * 512)
-    for suffix in ("-wal", "-shm"):
-        (tmp_path / "recall" / f"vectors.db{suffix}").unlink(missing_ok=True)
+    garbled(encoder, tmp_path, "vectors.db")
     client = DecisionSearchClient(EmbeddedDecisionIndex(tmp_path / "recall", timeout=2), P, lambda: encoder)
     assert tasks(client.search_text("PostgreSQL sessions", 5)) == ["A"]
     related = client.search_related("X", 5, own=[record("X", "Consume the Kafka topic of signals")])
@@ -124,11 +128,7 @@ def test_an_unreadable_vector_store_leaves_the_keyword_leg_answering(encoder, tm
 
 
 def test_an_unreadable_keyword_store_leaves_the_vector_leg_answering(encoder, tmp_path):
-    index = filled(EmbeddedDecisionIndex(tmp_path / "recall", timeout=2), encoder, tmp_path)
-    index.close()
-    (tmp_path / "recall" / "keywords.db").write_bytes(b"not a database" * 512)
-    for suffix in ("-wal", "-shm"):
-        (tmp_path / "recall" / f"keywords.db{suffix}").unlink(missing_ok=True)
+    garbled(encoder, tmp_path, "keywords.db")
     index = EmbeddedDecisionIndex(tmp_path / "recall", timeout=2)
     with pytest.raises(StoreUnavailable):
         index.search_keywords("kafka", project=P, limit=5, exclude_task_id=None)
@@ -138,10 +138,7 @@ def test_an_unreadable_keyword_store_leaves_the_vector_leg_answering(encoder, tm
 
 
 def test_with_neither_leg_the_search_is_unavailable(encoder, tmp_path):
-    index = filled(EmbeddedDecisionIndex(tmp_path / "recall", timeout=2), encoder, tmp_path)
-    index.close()
-    (tmp_path / "recall" / "keywords.db").write_bytes(b"not a database" * 512)
-    (tmp_path / "recall" / "keywords.db-wal").unlink(missing_ok=True)
+    garbled(encoder, tmp_path, "keywords.db")
     client = DecisionSearchClient(EmbeddedDecisionIndex(tmp_path / "recall", timeout=2), P, no_model)
     with pytest.raises(ModelMissing):
         client.search_text("kafka", 5)
@@ -182,7 +179,7 @@ def test_the_keywords_heal_from_the_vector_store_after_deletion(encoder, tmp_pat
     index.close()
 
 
-def test_only_decisions_of_an_older_recipe_are_embedded_again(make_index, encoder, tmp_path):
+def test_only_decisions_of_an_older_recipe_are_embedded_again(make_index, encoder, tmp_path, monkeypatch):
     index = filled(make_index(), encoder, tmp_path)
     old, current = record("A", *DECISIONS[0][1:]), record("B", *DECISIONS[1][1:])
     first_recipe = f"{old.text}. {old.context}"  # what recipe 1 embedded: the decision first
@@ -194,22 +191,15 @@ def test_only_decisions_of_an_older_recipe_are_embedded_again(make_index, encode
         index.upsert([old], encoder.encode([first_recipe]))
         index._client.delete_payload("decisions", keys=["recipe"], points=[str(old.point_id)])
     assert index.outdated(10) == [old]
-    embedded = []
-
-    class Counting:
-        def encode(self, texts):
-            embedded.extend(texts)
-            return encoder.encode(texts)
-
-        def longer_than_window(self, texts):
-            return encoder.longer_than_window(texts)
-
+    embedded: list[str] = []
+    encode = encoder.encode
+    monkeypatch.setattr(encoder, "encode", lambda texts: embedded.extend(texts) or encode(texts))
     queue = EmbeddingQueue(tmp_path / "queue", timeout=2)
-    assert Indexer(queue, index, Counting).run().reembedded == 0, "only asked to"
-    report = Indexer(queue, index, Counting).run(reembed=True)
+    assert Indexer(queue, index, lambda: encoder).run().reembedded == 0, "only asked to"
+    report = Indexer(queue, index, lambda: encoder).run(reembed=True)
     assert report.reembedded == 1 and embedded == [old.embedding_text()]
     assert old.embedding_text().startswith(old.context), "the context is embedded first"
-    assert index.outdated(10) == [] and Indexer(queue, index, Counting).run(reembed=True).reembedded == 0
+    assert index.outdated(10) == [] and Indexer(queue, index, lambda: encoder).run(reembed=True).reembedded == 0
     assert embedded == [old.embedding_text()] and RECIPE > 1
     stored = index.vectors_of([old.point_id, current.point_id])
     assert stored[old.point_id] == pytest.approx(encoder.encode([old.embedding_text()])[0].tolist(), abs=1e-5)
