@@ -12,10 +12,12 @@ mechanical: each record's title and each record's context (its problem statement
 relevant item is that record's decision, found by its ticket id. Each query runs as
 `baton recall --json --limit 10 QUERY`, a fresh process through the resident.
 
-Three legs are scored on the same queries:
-  - vector: the list `baton recall` answered,
+Three lists are scored on the same queries:
+  - baton recall: the list `baton recall` answered (its vector and keyword legs fused inside
+    Baton, baton.recall.fusion),
   - keyword: BM25 over the same "decision. context" texts, SQLite FTS5 in this process,
-  - fused: reciprocal-rank fusion (k=60) of the two lists.
+  - fused: reciprocal-rank fusion (k=60) of the two lists (outside Baton: before Baton fused
+    its own legs, what a keyword leg would add; now it counts the words twice).
 Printed per leg, overall and per query kind: recall@1, recall@5, MRR@10, nDCG@10; then the
 stale-awareness count (for each record that supersedes another, and each of the
 replacement's queries: is the superseded decision ranked above its replacement, or found
@@ -251,7 +253,7 @@ def main() -> None:
         resident = start_resident(scratch / "home", env)
         try:
             indexed = record_decisions(worktree, env, records, args.stored_context, args.links == "on")
-            legs: dict[str, dict[Query, list[str]]] = {"vector (baton recall)": {}, "keyword (BM25, FTS5)": {},
+            legs: dict[str, dict[Query, list[str]]] = {"baton recall (hybrid)": {}, "keyword (BM25, FTS5)": {},
                                                       "fused (RRF k=60)": {}}
             latencies = []
             scored: list[tuple[Query, dict[str, float]]] = []

@@ -233,6 +233,7 @@ def bench_search(home: Path, repeat: int) -> tuple[list[tuple[str, list[float], 
         rows.append(("  its segments' search alone, the small project", timed["segments, small"], None))
         rows.append(("  baseline: the same segments unfiltered (all projects)", timed["unfiltered"], None))
         rows.append(("  floor: NumPy product over the same vectors in memory", timed["floor"], None))
+    rows += hybrid_rows(index, repeat)
     notes = []
     for count, first in ((1, 0), (5, 6)):
         mine_ms, small_ms, unfiltered_ms = (statistics.median(r[1]) for r in rows[first + 2:first + 5])
@@ -241,6 +242,33 @@ def bench_search(home: Path, repeat: int) -> tuple[list[tuple[str, list[float], 
     notes += [filtered_recall(index, project) for project in (PROJECT, SMALL_PROJECT)]
     index.close()
     return rows, notes
+
+
+def hybrid_rows(index, repeat: int) -> list[tuple[str, list[float], int | str | None]]:
+    """The related search as resume runs it, both legs fused (baton.recall.search), and its
+    keyword leg alone: with the ticket's words, and with a word every synthetic decision has
+    (the most rows one FTS5 query can match)."""
+    from baton.recall.base import DecisionRecord
+    from baton.recall.search import DecisionSearchClient
+
+    own = [DecisionRecord(project=PROJECT, task_id=BENCH_TASK, session_id="bench", text=text,
+                          recorded_at="2026-01-01T00:00:00+00:00", repo="r") for text in BENCH_DECISIONS]
+    client = DecisionSearchClient(index, PROJECT, lambda: sys.exit("a related search never embeds"))
+    words = " ".join(BENCH_DECISIONS)
+    work = {"fused": lambda: client.search_related(BENCH_TASK, 5, own=own, min_score=0.3),
+            "keywords": lambda: index.search_keywords(words, project=PROJECT, limit=10, exclude_task_id=BENCH_TASK),
+            "common": lambda: index.search_keywords("synthetic", project=PROJECT, limit=10, exclude_task_id=None)}
+    for call in work.values():
+        call()  # warm: the keywords were filled while the decisions were stored
+    timed: dict[str, list[float]] = {name: [] for name in work}
+    for _ in range(repeat):
+        for name, call in work.items():
+            began = time.perf_counter()
+            call()
+            timed[name].append((time.perf_counter() - began) * 1000)
+    return [("related search as resume runs it: vectors + keywords fused", timed["fused"], None),
+            ("  its keyword leg alone (FTS5, the ticket's words)", timed["keywords"], None),
+            ("  a keyword every decision of the project has (worst case)", timed["common"], None)]
 
 
 def filtered_recall(index, project: str, queries: int = 50) -> str:

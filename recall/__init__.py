@@ -1,7 +1,8 @@
-"""Decision recall: decisions embedded with all-MiniLM-L6-v2 and searched by meaning.
+"""Decision recall: decisions embedded with all-MiniLM-L6-v2 and searched by meaning and by words.
 
 Interface: DecisionIndex. Backends: EmbeddedDecisionIndex (vectors in SQLite, searched
-through derived segment files; the embedded default) and QdrantServerIndex. Decisions wait
+through derived segment files, and words in SQLite FTS5; the embedded default) and
+QdrantServerIndex (dense and sparse vectors). Both legs are fused by rank (fusion). Decisions wait
 in an EmbeddingQueue until the Indexer embeds them; DecisionSearchClient searches.
 Importing this package imports nothing else: `baton decide` queues a decision on the
 hook's budget (baton.recall.wire, baton.recall.queue) without pydantic, NumPy or tokenizers.

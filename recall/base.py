@@ -50,9 +50,32 @@ class DecisionRecord(BaseModel):
         return embedding_text(self.text, self.context)
 
 
+# How embedding_text builds what is embedded; a point embedded by an older recipe is embedded
+# again by the background indexer (DecisionIndex.outdated), one that is current never.
+RECIPE = 2
+RECIPE_FIELD = "recipe"  # where a Qdrant point's payload keeps it (the embedded store: a column)
+
+
 def embedding_text(text: str, context: str) -> str:
-    """What a decision's vector embeds."""
-    return f"{text}. {context}" if context else text
+    """What a decision's vector embeds: its context (the problem) first, then the decision.
+    The model reads its first MAX_TOKENS tokens (baton.recall.embedding): a long decision
+    written first would push the context out of its window (recipe 1 did)."""
+    return f"{context}. {text}" if context else text
+
+
+def embedding_text_before(text: str, context: str, recipe: int) -> str:
+    """What a point of that recipe embedded (the healing of points from before projects
+    reuses a vector only when the text it embedded is today's)."""
+    if recipe == 1:
+        return f"{text}. {context}" if context else text
+    return embedding_text(text, context)
+
+
+def record_of(payload: dict[str, Any] | None) -> DecisionRecord:
+    """The DecisionRecord of a stored payload, without the fields the index adds."""
+    fields = dict(payload or {})
+    fields.pop(RECIPE_FIELD, None)
+    return DecisionRecord.model_validate(fields)
 
 
 class ScoredDecision(BaseModel):
@@ -69,7 +92,7 @@ def best_per_point(hits: Iterable[tuple[object, float, dict[str, Any] | None]], 
     for point_id, score, payload in hits:
         key = str(point_id)
         if key not in best or score > best[key].score:
-            best[key] = ScoredDecision(record=DecisionRecord.model_validate(payload), score=score)
+            best[key] = ScoredDecision(record=record_of(payload), score=score)
     return sorted(best.values(), key=lambda s: (-s.score, s.record.task_id, s.record.text))[:limit]
 
 
@@ -101,6 +124,27 @@ class DecisionIndex(ABC):
                exclude_task_id: str | None) -> list[ScoredDecision]:
         """The project's best points for any of vectors (best score per point), excluding a
         ticket of the project; filtered in the search, so the limit is of its points."""
+
+    @abstractmethod
+    def search_keywords(self, text: str, *, project: str, limit: int,
+                        exclude_task_id: str | None) -> list[ScoredDecision]:
+        """The keyword leg (baton.recall.keywords): the project's points sharing words with
+        text, best first, excluding a ticket of the project. Raises StoreUnavailable when the
+        keyword leg cannot answer (the vector leg may still)."""
+
+    def index_keywords(self, records: Sequence[DecisionRecord]) -> None:
+        """Make records findable by their words before they are embedded (the indexer calls
+        it first); a backend whose words travel with the vector (Qdrant) has nothing to do."""
+        return None
+
+    @abstractmethod
+    def outdated(self, limit: int) -> list[DecisionRecord]:
+        """Up to limit stored decisions (of a project) embedded by an older RECIPE."""
+
+    @abstractmethod
+    def reembed(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
+        """Replace the stored vectors of records (stored points) with vectors of the current
+        RECIPE."""
 
     @abstractmethod
     def count(self, project: str | None = None) -> int:

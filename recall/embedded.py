@@ -15,6 +15,10 @@ never change a file in place.
 
 Every row names its project (baton.projects): a column of the store, a key in the segments,
 and every read filters on it. A row stored before projects has none (NULL), and is never read.
+
+Each row notes the RECIPE of the text its vector embeds (baton.recall.base); the background
+indexer embeds again the rows of an older one. The keyword leg (`keywords.db`,
+baton.recall.keywords) is a file of its own: either answers while the other cannot.
 """
 
 from __future__ import annotations
@@ -33,8 +37,16 @@ import numpy as np
 from baton.errors import StoreUnavailable
 from baton.home import make_directory
 from baton.recall import segments
-from baton.recall.base import DecisionIndex, DecisionRecord, ScoredDecision, Vectors, embedding_text
+from baton.recall.base import (
+    RECIPE,
+    DecisionIndex,
+    DecisionRecord,
+    ScoredDecision,
+    Vectors,
+    embedding_text_before,
+)
 from baton.recall.embedding import DIMENSIONS
+from baton.recall.keywords import KeywordIndex
 from baton.sqlite import SqliteFile, guarded, write_transaction
 from baton.store_names import Store
 
@@ -64,6 +76,11 @@ MIGRATIONS = [
     DROP INDEX vectors_by_task;
     CREATE INDEX vectors_by_project ON vectors (project, task_id, seq);
     """,
+    # The recipe of the embedded text (baton.recall.base.RECIPE): rows from before embedded recipe 1.
+    """
+    ALTER TABLE vectors ADD COLUMN recipe INTEGER NOT NULL DEFAULT 1;
+    CREATE INDEX vectors_by_recipe ON vectors (recipe);
+    """,
 ]
 
 
@@ -78,6 +95,17 @@ def _unit_rows(vectors: Vectors) -> np.ndarray:
     if (norms == 0).any():
         raise ValueError("a vector is all zeros")
     return np.ascontiguousarray(matrix / norms, dtype=np.float32)
+
+
+def _vectors_of(records: Sequence[DecisionRecord], vectors: Vectors) -> np.ndarray:
+    """The records' vectors as unit rows, one per record; StoreUnavailable refuses others."""
+    try:
+        matrix = _unit_rows(vectors)
+    except ValueError as exc:
+        raise StoreUnavailable(STORE, f"refused a vector: {exc}") from None
+    if len(matrix) != len(records):
+        raise StoreUnavailable(STORE, f"{len(records)} decisions but {len(matrix)} vectors")
+    return matrix
 
 
 _mapped: dict[Path, segments.View] = {}
@@ -108,6 +136,8 @@ class EmbeddedDecisionIndex(DecisionIndex):
         self.index_dir = folder / "index"
         self._lock_path = folder / "index.lock"
         self._db = SqliteFile(self.path, MIGRATIONS, timeout=timeout)
+        self._keywords = KeywordIndex(folder, timeout=timeout)
+        self._keywords_checked = False  # against the vector store, once per opened index
         self._view: segments.View | None = _mapped.get(self.index_dir)
 
     # The vector store -------------------------------------------------------------------
@@ -136,31 +166,77 @@ class EmbeddedDecisionIndex(DecisionIndex):
     def upsert(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
         if not records:
             return
-        try:
-            matrix = _unit_rows(vectors)
-        except ValueError as exc:
-            raise StoreUnavailable(STORE, f"refused a vector: {exc}") from None
-        if len(matrix) != len(records):
-            raise StoreUnavailable(STORE, f"{len(records)} decisions but {len(matrix)} vectors")
+        matrix = _vectors_of(records, vectors)
         with self._guarded():
             conn = self._conn()
             with write_transaction(conn):
                 added = 0
                 for record, vector in zip(records, matrix, strict=True):
                     added += conn.execute(
-                        "INSERT OR IGNORE INTO vectors (point_id, project, task_id, payload, vector) "
-                        "VALUES (?, ?, ?, ?, ?)",
+                        "INSERT OR IGNORE INTO vectors (point_id, project, task_id, payload, vector, recipe) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
                         (str(record.point_id), record.project, record.task_id, record.model_dump_json(),
-                         vector.astype("<f4").tobytes())).rowcount
+                         vector.astype("<f4").tobytes(), RECIPE)).rowcount
                 conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'count'", (added,))
-        # The vectors are kept; bringing the search index along is an optimisation that a
-        # full disk or a busy lock may postpone (readers search the newer rows beside it).
+        # The vectors are kept; bringing the search index and the keywords along is an
+        # optimisation that a full disk or a busy lock may postpone (readers search the newer
+        # rows beside the index; the keywords are refilled from the store when short).
+        with suppress(StoreUnavailable):
+            self._keywords.add(records)
         with suppress(OSError, StoreUnavailable, sqlite3.Error):
             self._extend_index()
+
+    def index_keywords(self, records: Sequence[DecisionRecord]) -> None:
+        self._keywords.add(records)
+
+    def search_keywords(self, text: str, *, project: str, limit: int,
+                        exclude_task_id: str | None) -> list[ScoredDecision]:
+        if not self._keywords_checked:
+            self._heal_keywords()
+            self._keywords_checked = True
+        return self._keywords.search(text, project=project, limit=limit, exclude_task_id=exclude_task_id)
+
+    def _heal_keywords(self) -> None:
+        """Refill the keywords from the vector store when they hold fewer decisions than it
+        (keywords.db deleted, or a write to it lost); a vector store that cannot be read
+        leaves the keywords to answer with what they hold."""
+        try:
+            with self._guarded():
+                if not self.path.exists():
+                    return
+                conn = self._conn()
+                scoped = self._state()[1] - conn.execute(
+                    "SELECT count(*) FROM vectors WHERE project IS NULL").fetchone()[0]
+                if self._keywords.count() >= scoped:
+                    return
+                payloads = [p for (p,) in conn.execute("SELECT payload FROM vectors WHERE project IS NOT NULL")]
+        except StoreUnavailable:
+            return
+        self._keywords.add(DecisionRecord.model_validate_json(p) for p in payloads)
+
+    def outdated(self, limit: int) -> list[DecisionRecord]:
+        if not self.path.exists():
+            return []
+        with self._guarded():
+            rows = self._conn().execute("SELECT payload FROM vectors WHERE recipe < ? AND project IS NOT NULL "
+                                        "ORDER BY seq LIMIT ?", (RECIPE, limit)).fetchall()
+        return [DecisionRecord.model_validate_json(payload) for (payload,) in rows]
+
+    def reembed(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
+        rows = [(vector.astype("<f4").tobytes(), RECIPE, str(record.point_id))
+                for record, vector in zip(records, _vectors_of(records, vectors), strict=True)] if records else []
+        if rows:
+            with self._guarded():
+                with write_transaction(self._conn()) as conn:
+                    conn.executemany("UPDATE vectors SET vector = ?, recipe = ? WHERE point_id = ?", rows)
+                # The index holds the rows' old vectors: rebuilt here, once per batch, not by a search.
+                self._view = self._rebuild(self._state()[0])
 
     def delete_tasks(self, project: str, task_ids: Sequence[str]) -> int:
         if not task_ids:
             return 0
+        # The keywords first: a failure between the two leaves them short, which heals.
+        self._keywords.delete_tasks(project, task_ids)
         return self._delete("DELETE FROM vectors WHERE project = ? AND task_id = ?",
                             [(project, task_id) for task_id in task_ids])
 
@@ -233,7 +309,8 @@ class EmbeddedDecisionIndex(DecisionIndex):
                 query = ("SELECT point_id, json_extract(payload, '$.text'), json_extract(payload, '$.context'), "  # noqa: S608 -- placeholders only
                          f"vector FROM vectors WHERE project IS NULL AND point_id IN ({marks})")
                 for point_id, text, context, vector in conn.execute(query, chunk):
-                    found[UUID(point_id)] = (embedding_text(text, context or ""), np.frombuffer(vector, "<f4").tolist())
+                    found[UUID(point_id)] = (embedding_text_before(text, context or "", 1),
+                                             np.frombuffer(vector, "<f4").tolist())
         return found
 
     def points(self, project: str, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
@@ -262,6 +339,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
     def close(self) -> None:
         self._view = None
         self._db.close()
+        self._keywords.close()
 
     def recover(self) -> str | None:
         if not self.path.exists():

@@ -126,6 +126,10 @@ class MiniLMEncoder:
         var = ((x - mean) ** 2).mean(-1, keepdims=True)
         return (x - mean) / (var + 1e-12) ** 0.5 * self._w[f"{name}.weight"] + self._w[f"{name}.bias"]
 
+    def longer_than_window(self, texts: list[str]) -> int:
+        """How many of texts have more than MAX_TOKENS tokens: the model reads their start only."""
+        return sum(1 for e in self._tokenizer.encode_batch(texts) if e.overflowing)
+
     def encode(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
         import numpy as np
@@ -183,3 +187,8 @@ class LazyEncoder:
         if self._encoder is None:
             self._encoder = self._load()
         return self._encoder.encode(texts)
+
+    def longer_than_window(self, texts: list[str]) -> int:
+        if self._encoder is None:
+            self._encoder = self._load()
+        return self._encoder.longer_than_window(texts)

@@ -5,6 +5,11 @@ stored already, embeds only the others, stores them, and only then leaves the qu
 crash between the two leaves the batch queued, and the next run finds it stored. An entry
 queued before projects (its payload names none) is removed and counted: its decision is
 queued again, in its project, from the registry (baton.skills.core.indexing.heal_unscoped).
+
+A batch's words go to the keyword leg before it is embedded (found by its words while the
+model is missing). Asked to (the background indexer), a run then embeds again, batch by
+batch, the stored decisions embedded by an older recipe (baton.recall.base.RECIPE); those
+of the current one are never embedded again.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -20,7 +26,11 @@ from baton.recall.base import DecisionIndex, DecisionRecord
 from baton.recall.embedding import LazyEncoder, MiniLMEncoder
 from baton.recall.queue import EmbeddingQueue
 
+if TYPE_CHECKING:
+    import numpy as np
+
 BATCH = 32
+REEMBED_BATCH = 256  # the embedded index rebuilds its search index after each batch
 
 
 @dataclass
@@ -29,6 +39,10 @@ class IndexReport:
     already: int = 0  # queued decisions that were stored before (not embedded again)
     dropped: list[str] = field(default_factory=list)  # unreadable queue entries, removed
     unscoped: int = 0  # entries queued before projects, removed (the registry queues them again)
+    reembedded: int = 0  # stored decisions embedded again by the current recipe
+    # Embedded texts longer than the model reads: its first MAX_TOKENS tokens are embedded,
+    # and the keyword leg holds every word.
+    cut: int = 0
 
     @property
     def taken(self) -> int:
@@ -44,9 +58,10 @@ class Indexer:
         self.index = index
         self._encoder = LazyEncoder(load_encoder)
 
-    def run(self, *, until: float | None = None, batch: int = BATCH) -> IndexReport:
+    def run(self, *, until: float | None = None, batch: int = BATCH, reembed: bool = False) -> IndexReport:
         """Index what waits, oldest first, until the queue is empty or time.monotonic()
-        passes `until`. Raises StoreUnavailable (ModelMissing included) with the batch still queued."""
+        passes `until`; then (reembed) embed again what an older recipe embedded. Raises
+        StoreUnavailable (ModelMissing included) with the batch still queued."""
         report = IndexReport()
         while until is None or time.monotonic() < until:
             waiting = self.queue.oldest(batch)
@@ -72,11 +87,23 @@ class Indexer:
             stored = self.index.stored([r.point_id for r in records])
             todo = [r for r in records if r.point_id not in stored]
             if todo:
-                self.index.upsert(todo, self._encoder.encode([r.embedding_text() for r in todo]))
+                self.index.index_keywords(todo)
+                self.index.upsert(todo, self._embedded([r.embedding_text() for r in todo], report))
             self.queue.remove([r.point_id for r in records])
             report.embedded += len(todo)
             report.already += len(records) - len(todo)
+        while reembed and (until is None or time.monotonic() < until):
+            outdated = self.index.outdated(REEMBED_BATCH)
+            if not outdated:
+                break
+            self.index.reembed(outdated, self._embedded([r.embedding_text() for r in outdated], report))
+            report.reembedded += len(outdated)
         return report
+
+    def _embedded(self, texts: list[str], report: IndexReport) -> np.ndarray:
+        vectors = self._encoder.encode(texts)
+        report.cut += self._encoder.longer_than_window(texts)
+        return vectors
 
 
 def _unscoped(payload: str) -> bool:

@@ -8,6 +8,13 @@ and searches a project without the others'), made when the collection is and on 
 collection made before projects. A payload index on task_id serves the per-task scroll
 and the must-not filter of related search.
 
+The keyword leg is a sparse vector `keywords` of each point (baton.recall.keywords.term_vector,
+words hashed; Qdrant weighs them by IDF), written in the same upsert as the dense vector:
+the same points, the same project filter and one store that is up or down, and a keyword
+query needs no model. A collection made before it has no sparse vector (Qdrant cannot add
+one to a collection): its keyword leg is unavailable and the vector leg answers alone.
+Each payload notes the RECIPE of its embedded text (baton.recall.base).
+
 `BATON_QDRANT_URL` is an http(s) URL of a server. A `file:` URL opens qdrant-client's
 local mode on that folder instead: the same client code path, which is what the tests
 use, since no Qdrant server can be installed on the build machines.
@@ -32,14 +39,18 @@ from baton.masking import mask
 from baton.recall.base import (
     COLLECTION,
     PROJECT_FIELD,
+    RECIPE,
+    RECIPE_FIELD,
     DecisionIndex,
     DecisionRecord,
     ScoredDecision,
     Vectors,
     best_per_point,
-    embedding_text,
+    embedding_text_before,
+    record_of,
 )
 from baton.recall.embedding import DIMENSIONS
+from baton.recall.keywords import keyword_text, term_vector
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -47,6 +58,7 @@ if TYPE_CHECKING:
     from qdrant_client.conversions.common_types import PointId, Record
 
 STORE = Store.RECALL_INDEX
+KEYWORDS = "keywords"  # the sparse vector of each point's words
 T = TypeVar("T")
 
 
@@ -60,6 +72,7 @@ class QdrantServerIndex(DecisionIndex):
         self._api_key = api_key
         self._gate = gate or OpenGate(timeout)
         self._client: QdrantClient | None = None
+        self._sparse = False  # whether the collection has the keywords vector
 
     def _get_client(self, left: float) -> QdrantClient:
         if self._client is None:
@@ -72,13 +85,15 @@ class QdrantServerIndex(DecisionIndex):
                                       check_compatibility=False)
             local = self.url.startswith("file:")  # local mode has no payload indexes
             if not client.collection_exists(COLLECTION):
-                client.create_collection(COLLECTION, vectors_config=models.VectorParams(
-                    size=DIMENSIONS, distance=models.Distance.COSINE))
+                client.create_collection(
+                    COLLECTION, vectors_config=models.VectorParams(size=DIMENSIONS, distance=models.Distance.COSINE),
+                    sparse_vectors_config={KEYWORDS: models.SparseVectorParams(modifier=models.Modifier.IDF)})
                 if not local:
                     client.create_payload_index(COLLECTION, "task_id", models.PayloadSchemaType.KEYWORD)
                     _index_projects(client)
             elif not local and PROJECT_FIELD not in (client.get_collection(COLLECTION).payload_schema or {}):
                 _index_projects(client)  # a collection made before projects
+            self._sparse = KEYWORDS in (client.get_collection(COLLECTION).config.params.sparse_vectors or {})
             self._client = client
         return self._client
 
@@ -118,10 +133,58 @@ class QdrantServerIndex(DecisionIndex):
     def upsert(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
         from qdrant_client import models
 
-        if records:
-            points = [models.PointStruct(id=str(r.point_id), vector=[float(x) for x in v], payload=r.model_dump())
+        if not records:
+            return
+
+        def work(client: QdrantClient) -> None:
+            points = [models.PointStruct(id=str(r.point_id), vector=self._vectors(r, v),
+                                         payload={**r.model_dump(), RECIPE_FIELD: RECIPE})
                       for r, v in zip(records, vectors, strict=True)]
-            self._call(lambda client: client.upsert(COLLECTION, points=points, wait=True))
+            client.upsert(COLLECTION, points=points, wait=True)
+
+        self._call(work)
+
+    def _vectors(self, record: DecisionRecord, vector: Sequence[float]) -> models.VectorStruct:
+        """A point's vectors: the dense one, and its words when the collection has the keywords vector."""
+        from qdrant_client import models
+
+        dense = [float(x) for x in vector]
+        if not self._sparse:
+            return dense
+        indices, values = term_vector(keyword_text(record))
+        return {"": dense, KEYWORDS: models.SparseVector(indices=indices, values=values)}
+
+    def reembed(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
+        self.upsert(records, vectors)
+
+    def outdated(self, limit: int) -> list[DecisionRecord]:
+        from qdrant_client import models
+
+        selector = models.Filter(
+            must_not=[models.IsEmptyCondition(is_empty=models.PayloadField(key=PROJECT_FIELD)),
+                      models.FieldCondition(key=RECIPE_FIELD, match=models.MatchValue(value=RECIPE))])
+        page, _ = self._call(lambda client: client.scroll(COLLECTION, scroll_filter=selector, limit=limit,
+                                                          with_vectors=False, with_payload=True))
+        return [record_of(point.payload) for point in page]
+
+    def search_keywords(self, text: str, *, project: str, limit: int,
+                        exclude_task_id: str | None) -> list[ScoredDecision]:
+        from qdrant_client import models
+
+        indices, values = term_vector(text, query=True)
+        if not indices or limit <= 0:
+            return []
+        condition = self._scope(project, exclude_task_id=exclude_task_id)
+
+        def work(client: QdrantClient) -> list[ScoredDecision]:
+            if not self._sparse:
+                raise StoreUnavailable(STORE, f"Qdrant at {self.where}: the collection predates keyword search "
+                                              "(a collection made anew has it)")
+            found = client.query_points(COLLECTION, query=models.SparseVector(indices=indices, values=values),
+                                        using=KEYWORDS, query_filter=condition, limit=limit, with_payload=True)
+            return best_per_point(((hit.id, hit.score, hit.payload) for hit in found.points), limit)
+
+        return self._call(work)
 
     def delete_tasks(self, project: str, task_ids: Sequence[str]) -> int:
         if not task_ids:
@@ -182,8 +245,8 @@ class QdrantServerIndex(DecisionIndex):
             return {}
         points = self._call(lambda client: client.retrieve(COLLECTION, [str(p) for p in point_ids],
                                                             with_vectors=True, with_payload=True))
-        return {UUID(str(p.id)): (embedding_text(str(p.payload.get("text", "")), str(p.payload.get("context") or "")),
-                                  _dense(p.vector))
+        return {UUID(str(p.id)): (embedding_text_before(str(p.payload.get("text", "")),
+                                                        str(p.payload.get("context") or ""), 1), _dense(p.vector))
                 for p in points if p.payload is not None and PROJECT_FIELD not in p.payload}
 
     def points(self, project: str, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
@@ -191,7 +254,7 @@ class QdrantServerIndex(DecisionIndex):
         while True:
             page, offset = self._call(partial(_page, selector=self._scope(project), limit=batch, offset=offset))
             for point in page:
-                yield DecisionRecord.model_validate(point.payload), _dense(point.vector)
+                yield record_of(point.payload), _dense(point.vector)
             if offset is None:
                 return
 
@@ -247,5 +310,7 @@ def _index_projects(client: QdrantClient) -> None:
 
 
 def _dense(vector: object) -> list[float]:
-    """A point's vector: the collection holds one unnamed dense vector per point (see _get_client)."""
+    """A point's dense vector: the unnamed one, alone or beside the keywords (see _get_client)."""
+    if isinstance(vector, dict):
+        vector = vector[""]
     return list(cast("list[float]", vector))

@@ -5,17 +5,28 @@ found with the stored vectors of the ticket's own decisions, and the ones the in
 not hold yet are returned to the caller to queue (baton.recall.queue) instead of being embedded
 here. Only a free-text query loads the model, to embed that text. A client searches one
 project's decisions (baton.projects), the one it was made for.
+
+Two legs answer each search, the vectors and the keywords (baton.recall.keywords), fused by
+rank (baton.recall.fusion). Either answers alone while the other is unavailable (the model
+missing, a store that cannot be read); the search is unavailable only when both are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
+from baton.errors import StoreUnavailable
 from baton.recall.base import DecisionIndex, DecisionRecord, ScoredDecision
 from baton.recall.embedding import LazyEncoder, MiniLMEncoder
+from baton.recall.fusion import fuse
+from baton.recall.keywords import keyword_text
 
 OWN_VECTORS = 10
+V = TypeVar("V")
+K = TypeVar("K")
+DEPTH = 10  # each leg ranks at least this many before fusion: a decision second in one leg still counts
 
 
 @dataclass
@@ -39,17 +50,59 @@ class DecisionSearchClient:
                        min_score: float = 0.0) -> RelatedSearch:
         """Decisions of the project's other tickets closest to the newest OWN_VECTORS stored
         decisions of this one (own: the ticket's decisions as the registry knows them, oldest
-        first)."""
-        stored = self.index.stored([r.point_id for r in own])
-        unindexed = [r for r in own if r.point_id not in stored]
-        newest = [r.point_id for r in own if r.point_id in stored][-OWN_VECTORS:]
-        vectors = list(self.index.vectors_of(newest).values())
-        hits = self.index.search(vectors, project=self.project, limit=limit, exclude_task_id=task_id) if vectors else []
-        return RelatedSearch([h for h in hits if h.score >= min_score], unindexed)
+        first), by their vectors and by their words.
+
+        min_score bounds the vector leg's cosine: while that leg answers, the keywords only
+        reorder what it found (a decision sharing a word is not thereby related); without it,
+        the keywords answer alone."""
+        depth = max(limit, DEPTH)
+        newest_own = list(own)[-OWN_VECTORS:]
+
+        def vector_leg() -> tuple[list[ScoredDecision], list[DecisionRecord]]:
+            stored = self.index.stored([r.point_id for r in own])
+            newest = [r.point_id for r in own if r.point_id in stored][-OWN_VECTORS:]
+            vectors = list(self.index.vectors_of(newest).values())
+            hits = self.index.search(vectors, project=self.project, limit=depth,
+                                     exclude_task_id=task_id) if vectors else []
+            return [h for h in hits if h.score >= min_score], [r for r in own if r.point_id not in stored]
+
+        text = " ".join(keyword_text(r) for r in newest_own)
+        vector, keyword = _legs(vector_leg, lambda: self.index.search_keywords(
+            text, project=self.project, limit=depth, exclude_task_id=task_id))
+        if vector is None:
+            return RelatedSearch(fuse([keyword or []], limit))
+        hits, unindexed = vector
+        if keyword is not None:
+            found = {h.record.point_id for h in hits}
+            keyword = [h for h in keyword if h.record.point_id in found]
+        return RelatedSearch(fuse([hits, keyword] if keyword is not None else [hits], limit), unindexed)
 
     def search_text(self, text: str, limit: int = 5, *, exclude_task_id: str | None = None) -> list[ScoredDecision]:
-        return self.index.search(self._encoder.encode([text]).tolist(), project=self.project, limit=limit,
-                                 exclude_task_id=exclude_task_id)
+        """The project's decisions best matching text, by meaning and by words."""
+        depth = max(limit, DEPTH)
+        vector, keyword = _legs(
+            lambda: self.index.search(self._encoder.encode([text]).tolist(), project=self.project, limit=depth,
+                                      exclude_task_id=exclude_task_id),
+            lambda: self.index.search_keywords(text, project=self.project, limit=depth,
+                                               exclude_task_id=exclude_task_id))
+        return fuse([leg for leg in (vector, keyword) if leg is not None], limit)
 
     def close(self) -> None:
         self.index.close()
+
+
+def _legs(vector: Callable[[], V], keyword: Callable[[], K]) -> tuple[V | None, K | None]:
+    """Both legs' answers, None for one that is unavailable; raises the vector leg's
+    StoreUnavailable when neither answers."""
+    try:
+        by_vector: V | None = vector()
+    except StoreUnavailable as exc:
+        try:
+            return None, keyword()
+        except StoreUnavailable:
+            raise exc from None
+    try:
+        by_keyword: K | None = keyword()
+    except StoreUnavailable:
+        by_keyword = None
+    return by_vector, by_keyword

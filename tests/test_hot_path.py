@@ -110,8 +110,8 @@ HOOK_PATH_IMPORTS = {
         annotated_types array atexit base64 baton.graph.sqlite baton.graph.projects baton.locks baton.recall
         baton.processes locale platform select selectors signal subprocess
         baton.recall.base
-        baton.recall.embedded baton.recall.embedding baton.recall.queue baton.recall.search baton.recall.segments
-        baton.recall.wire
+        baton.recall.embedded baton.recall.embedding baton.recall.fusion baton.recall.keywords baton.recall.queue
+        baton.recall.search baton.recall.segments baton.recall.wire
         baton.registry.apply baton.registry.model baton.signals.model baton.signals.sqlite baton.signals.wire
         baton.skills.core.commit baton.skills.core.indexing baton.skills.core.interrupted
         baton.skills.core.overlaps baton.skills.core.signalling baton.skills.core.stage_authority
@@ -155,6 +155,7 @@ def test_touch_imports_nothing_heavy(home, worktrees, cli):
         return result
 
     alone = probe("src/z.py")  # a ticket without overlaps: no signal id to derive
+    assert {"baton.recall.keywords", "baton.recall.fusion", "numpy"}.isdisjoint(TOUCH_IMPORTS | OVERLAP_IMPORTS)
     assert not unpinned(alone, TOUCH_IMPORTS), f"new on the touch's path: {unpinned(alone, TOUCH_IMPORTS)}"
     cli(second, "touch", "src/a.py", "src/c.py")
     cli(main, "touch", "src/a.py")

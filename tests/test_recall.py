@@ -111,6 +111,9 @@ def test_the_indexer_never_embeds_a_stored_decision_again(tmp_path, encoder):
             embedded.extend(texts)
             return encoder.encode(texts)
 
+        def longer_than_window(self, texts):
+            return encoder.longer_than_window(texts)
+
     index = EmbeddedDecisionIndex(tmp_path / "recall", timeout=2)
     queue = EmbeddingQueue(tmp_path / "recall", timeout=2)
     indexer = Indexer(queue, index, Counting)

@@ -119,9 +119,12 @@ def start_background_indexer(settings: Settings) -> None:
     spawn_baton("index", "--background")
 
 
-def index_decisions(stores: Stores, *, background: bool = False, wait: float | None = None) -> IndexReport | None:
+def index_decisions(stores: Stores, *, background: bool = False, wait: float | None = None,
+                    reembed: bool = False) -> IndexReport | None:
     """Embed and store what waits in the queue; returns the IndexReport, or None when
-    another indexer holds the lock (which takes these decisions too).
+    another indexer holds the lock (which takes these decisions too). The background
+    indexer, and a foreground one asked to (reembed), then embed again the stored decisions
+    of an older embedding recipe (baton.recall.indexer).
 
     Foreground, it waits for a running indexer up to `wait` seconds (default: the store
     timeout) and then indexes what is left. Background, it lingers LINGER seconds for more
@@ -134,14 +137,14 @@ def index_decisions(stores: Stores, *, background: bool = False, wait: float | N
     total = IndexReport()
     if not background:
         with indexer_lock(home, wait=stores.settings.store_timeout if wait is None else wait) as held:
-            return _healed(stores, _add(total, stores.indexer().run())) if held else None
+            return _healed(stores, _add(total, stores.indexer().run(reembed=reembed))) if held else None
     os.nice(NICENESS)
     while True:
         with indexer_lock(home, wait=0) as held:
             if not held:
                 return total
             while True:
-                _healed(stores, _add(total, stores.indexer().run()))
+                _healed(stores, _add(total, stores.indexer().run(reembed=True)))
                 idle_until = time.monotonic() + LINGER
                 while time.monotonic() < idle_until and not stores.embedding_queue.count():
                     time.sleep(0.05)
@@ -156,6 +159,8 @@ def _add(total: IndexReport, report: IndexReport) -> IndexReport:
     total.already += report.already
     total.dropped += report.dropped
     total.unscoped += report.unscoped
+    total.reembedded += report.reembedded
+    total.cut += report.cut
     return total
 
 

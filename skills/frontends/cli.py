@@ -640,7 +640,7 @@ def _index(args: Arguments, stores: Stores) -> int:
         from baton.skills.frontends.render import queued_line
 
         print(queued_line(queued))
-    report = index_decisions(stores)
+    report = index_decisions(stores, reembed=args.all)
     if report is not None:
         _warn([f"dropped an unreadable queue entry: {dropped}" for dropped in report.dropped])
     from baton.skills.frontends.render import indexed_line
@@ -986,7 +986,7 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--since", help="ISO 8601 time; only signals after it"),
         _arg("--limit", type=int, default=100),
         _JSON), _signals, reads=True, tool="signals_since", task=False),
-    Command("recall", "Search recorded decisions by meaning.", (
+    Command("recall", "Search recorded decisions by meaning and by their words.", (
         _arg("text", metavar="TEXT"),
         _arg("--limit", type=int, default=5),
         _JSON), _recall, reads=True, tool="recall_decisions", renamed=(("text", "query"),), task=False),
@@ -1012,7 +1012,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("index", "Embed the decisions waiting for recall (writes queue them; a background indexer "
                      "usually has done this already).", (
         _arg("--all", action="store_true",
-             help="first queue every decision the registry holds that the index lacks (heals a lost index)"),
+             help="first queue every decision the registry holds that the index lacks (heals a lost index), "
+                  "then embed again those embedded by an older recipe"),
         _arg("--background", action="store_true",
              help="linger for more decisions, at low priority (what a write starts)")), _index, task=False),
     Command("doctor", "Show each store's backend, server and version, and whether it answers.", (

@@ -328,7 +328,7 @@ TOOLS: dict[str, Served] = {
     "verify_handoff": Served(verify_handoff, "Verify the handoff", (
         "Verify a handoff: re-run its signed live-state probes; fresh results win over what it claims.")),
     "recall_decisions": Served(recall_decisions, "Recall decisions", (
-        "Search every ticket's recorded decisions by meaning (what was decided before, and why)."),
+        "Search every ticket's recorded decisions by meaning and by their words (what was decided before, and why)."),
         read_only=True),
     "signals_since": Served(signals_since, "Read coordination signals", (
         "Coordination signals (conflicts, dependencies done, decisions, merges) after an ISO 8601 time, "

@@ -465,7 +465,11 @@ def indexed_line(report: IndexReport | None, waiting: int) -> str:
     """`baton index`: what was embedded, or that another indexer is at it."""
     if report is None:
         return f"Another indexer is running; {waiting} decisions wait for it."
-    return f"Indexed {report.embedded} decisions ({report.already} were indexed already); {waiting} wait."
+    again = f", {report.reembedded} embedded again by the current recipe" if report.reembedded else ""
+    cut = (f", {report.cut} longer than the model reads: their start embedded, every word found by keyword"
+           if report.cut else "")
+    return (f"Indexed {report.embedded} decisions ({report.already} were indexed already{again}{cut}); "
+            f"{waiting} wait.")
 
 
 def queued_line(queued: int) -> str:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from baton import clock
-from baton.errors import BadInput
+from baton.errors import BadInput, StoreUnavailable
 from baton.ids import parse_ticket_id
 from baton.store_names import Store
 
@@ -33,7 +34,8 @@ def recall_decisions(stores: Stores, text: str, limit: int) -> list[AgedDecision
     older than the horizon after the current ones, marked (baton.skills.services.decision_age).
 
     A text query loads the model anyway, so it first indexes the decisions that wait (what
-    the background indexer would do next): a decision recorded just before is found.
+    the background indexer would do next): a decision recorded just before is found. Without
+    the model they stay queued, and the keyword leg finds them by their words.
     """
     if not text.strip():
         raise BadInput("search text is empty")
@@ -43,7 +45,8 @@ def recall_decisions(stores: Stores, text: str, limit: int) -> list[AgedDecision
     if stores.embedding_queue.count():
         from baton.skills.core.indexing import index_decisions
 
-        index_decisions(stores)
+        with suppress(StoreUnavailable):  # the search says what is unavailable, if both legs are
+            index_decisions(stores)
     from baton.skills.services.decision_age import aged
 
     return aged(stores, client.search_text(text, limit), clock.now())
