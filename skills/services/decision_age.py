@@ -36,7 +36,8 @@ class AgedDecision:
 
 
 def aged(stores: Stores, hits: list[ScoredDecision], now: datetime) -> list[AgedDecision]:
-    """hits, current ones first (each group in the search's order), the others marked."""
+    """hits, marked: current ones first, then the others, fewer reasons first (each group in
+    the search's order)."""
     sessions: dict[str, Session | None] = {}
 
     def session(task_id: str) -> Session | None:
@@ -56,7 +57,7 @@ def aged(stores: Stores, hits: list[ScoredDecision], now: datetime) -> list[Aged
         if horizon.total_seconds() > 0 and now - datetime.fromisoformat(hit.record.recorded_at) > horizon:
             marks.append(f"older than {horizon.days} days")
         ranked.append(AgedDecision(hit, tuple(marks)))
-    return sorted(ranked, key=lambda a: not a.current)
+    return sorted(ranked, key=lambda a: len(a.marks))
 
 
 def _superseded(by_task: str, by_event: str, by: Session | None) -> str:
