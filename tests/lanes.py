@@ -17,6 +17,7 @@ from pathlib import Path
 
 from baton.skills.runtime.resident_client import LOCK_NAME, NOT_FORWARDED, SOCKET_NAME, command_word, switched_off
 from tests.timing import wait_for
+from tests.workspace import live_processes
 
 OPTION = "--resident"
 # Where the console entry below writes, per command, whether a resident answered it.
@@ -102,14 +103,14 @@ class ResidentLane:
 
     def stop(self) -> None:
         """Stop every resident (and command of one) started with this test's record."""
-        found = processes_with(f"{RECORD}={self.record}")
+        found = live_processes(f"{RECORD}={self.record}")
         for pid in found:
             for sent in (signal.SIGCONT, signal.SIGTERM):
                 try:
                     os.kill(pid, sent)
                 except ProcessLookupError:
                     break
-        wait_for(lambda: not processes_with(f"{RECORD}={self.record}"), STOP_WAIT, "exit of this test's residents")
+        wait_for(lambda: not live_processes(f"{RECORD}={self.record}"), STOP_WAIT, "exit of this test's residents")
 
     def _lines(self) -> list[str]:
         try:
@@ -143,18 +144,3 @@ def held(lock: Path) -> bool:
     return False
 
 
-def processes_with(variable: str) -> list[int]:
-    """The live processes whose environment holds variable (NAME=value), from /proc."""
-    marker = variable.encode() + b"\0"
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in environ and state != "Z":
-            found.append(int(entry.name))
-    return found

@@ -21,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.workspace import ROOT, git, make_repo
+from tests.workspace import ROOT, git, live_processes, make_repo
 
 CLI = [sys.executable, "-m", "baton.skills.frontends.cli"]
 SHARED_FILES = 12  # a pool every agent touches now and then: conflicts happen
@@ -214,18 +214,8 @@ def chaos(servers: Servers | None, env: dict, seconds: float, log: Path, heals: 
 
 def baton_processes(home: Path) -> list[str]:
     """Baton processes of this data home still running (their environment names it)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            environ = (proc / "environ").read_bytes()
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if f"BATON_HOME={home}".encode() in environ.split(b"\0") and "baton.skills.frontends.cli" in cmdline:
-            found.append(f"{proc.name}: {cmdline.strip()}")
-    return found
+    return [f"{pid}: {cmdline}" for pid, cmdline in live_processes(f"BATON_HOME={home}").items()
+            if "baton.skills.frontends.cli" in cmdline]
 
 
 def verify(env: dict, ledger: Ledger, home: Path, worktree: Path, counts: dict | None = None) -> list[str]:

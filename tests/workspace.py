@@ -62,3 +62,22 @@ def run_process(cwd: Path, *args: str, env: dict | None = None, timeout: float =
     code = f"{prelude}\nimport sys\nfrom baton.skills.frontends.cli import main\nsys.exit(main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def live_processes(variable: str) -> dict[int, str]:
+    """The live processes (zombies aside) whose environment holds variable (NAME=value),
+    from /proc, this one aside: each one's command line by pid."""
+    marker = variable.encode()
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if marker in environ and state != "Z":
+            found[int(entry.name)] = cmdline
+    return found
