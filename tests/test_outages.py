@@ -95,10 +95,7 @@ def servers_home(request, home, monkeypatch, worktrees, cli):
     assert cli(main, "decide", "Keep carts in PostgreSQL")[0] == 0
     assert cli(main, "list")[0] == 0  # delivers what the writes kept
     healthy = timing.floor(process(main, "resume", "OMN-1", "--json"))
-    # The budget is charged while a server's client is imported and connects: on a busy
-    # machine that alone can outlast 2 s, and a server that never had its fair chance is
-    # (rightly) not recorded as down. So the budget grows with what a healthy resume costs now.
-    budget = max(BUDGET, round(2 * healthy, 1))
+    budget = timing.store_budget(healthy, BUDGET)
     monkeypatch.setenv("BATON_STORE_TIMEOUT", f"{budget:g}")
     if server == "qdrant":
         monkeypatch.setenv("BATON_QDRANT_URL", f"http://{proxy.address}")

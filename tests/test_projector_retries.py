@@ -20,6 +20,9 @@ from tests.workspace import ROOT, run_process
 @pytest.fixture
 def servers_home(request, home, monkeypatch, tmp_path):
     use_servers(request, monkeypatch, tmp_path, qdrant=False)
+    # What is tested is what the projector and the repair do, not the budget: on a busy
+    # machine a command's imports and connections alone outlasted conftest's 2 s.
+    monkeypatch.setenv("BATON_STORE_TIMEOUT", "10")
     return home
 
 

@@ -37,6 +37,14 @@ def bound(floor_seconds: float, extra: float = 0.0) -> float:
     return LOAD_FACTOR * floor_seconds + extra + ALLOWANCE
 
 
+def store_budget(floor_seconds: float, least: float = 2.0) -> float:
+    """A BATON_STORE_TIMEOUT for a command whose healthy run takes floor_seconds: at least
+    `least`, and twice that floor. The budget is charged while a server's client is imported
+    and connects, which on a busy machine alone can outlast 2 s; a server that never had its
+    fair chance is (rightly) not recorded as down, nor a healthy one told apart from it."""
+    return max(least, round(2 * floor_seconds, 1))
+
+
 def interpreter_floor(cwd: Path) -> float:
     """A fresh interpreter that imports Baton's CLI and exits: the least any command costs."""
     code = "import baton.skills.frontends.cli"
