@@ -33,6 +33,7 @@ DEPTH = 10  # each leg ranks at least this many before fusion: a decision second
 class RelatedSearch:
     hits: list[ScoredDecision]
     unindexed: list[DecisionRecord] = field(default_factory=list)  # own decisions the index lacks
+    vectors_unavailable: str | None = None  # why the keywords answered alone
 
 
 class DecisionSearchClient:
@@ -67,10 +68,10 @@ class DecisionSearchClient:
             return [h for h in hits if h.score >= min_score], [r for r in own if r.point_id not in stored]
 
         text = " ".join(keyword_text(r) for r in newest_own)
-        vector, keyword = _legs(vector_leg, lambda: self.index.search_keywords(
+        vector, keyword, vectors_down = _legs(vector_leg, lambda: self.index.search_keywords(
             text, project=self.project, limit=depth, exclude_task_id=task_id))
         if vector is None:
-            return RelatedSearch(fuse([keyword or []], limit))
+            return RelatedSearch(fuse([keyword or []], limit), vectors_unavailable=vectors_down)
         hits, unindexed = vector
         if keyword is not None:
             found = {h.record.point_id for h in hits}
@@ -80,7 +81,7 @@ class DecisionSearchClient:
     def search_text(self, text: str, limit: int = 5, *, exclude_task_id: str | None = None) -> list[ScoredDecision]:
         """The project's decisions best matching text, by meaning and by words."""
         depth = max(limit, DEPTH)
-        vector, keyword = _legs(
+        vector, keyword, _ = _legs(
             lambda: self.index.search(self._encoder.encode([text]).tolist(), project=self.project, limit=depth,
                                       exclude_task_id=exclude_task_id),
             lambda: self.index.search_keywords(text, project=self.project, limit=depth,
@@ -91,18 +92,18 @@ class DecisionSearchClient:
         self.index.close()
 
 
-def _legs(vector: Callable[[], V], keyword: Callable[[], K]) -> tuple[V | None, K | None]:
-    """Both legs' answers, None for one that is unavailable; raises the vector leg's
-    StoreUnavailable when neither answers."""
+def _legs(vector: Callable[[], V], keyword: Callable[[], K]) -> tuple[V | None, K | None, str | None]:
+    """Both legs' answers, None for one that is unavailable, and why the vector leg was;
+    raises the vector leg's StoreUnavailable when neither answers."""
     try:
         by_vector: V | None = vector()
     except StoreUnavailable as exc:
         try:
-            return None, keyword()
+            return None, keyword(), exc.reason
         except StoreUnavailable:
             raise exc from None
     try:
         by_keyword: K | None = keyword()
     except StoreUnavailable:
         by_keyword = None
-    return by_vector, by_keyword
+    return by_vector, by_keyword, None

@@ -83,8 +83,9 @@ def test_a_corrupt_vector_store_is_rebuilt_from_the_registry(scenario, home):
     corrupt(home / "recall" / "vectors.db")
     proc, result = resume_json(scenario)
     assert proc.returncode == 0
-    assert_only_down(result, "recall")
-    assert "baton index --all" in result["stores"]["recall"]
+    # The decisions' words still answer (hybrid recall); the warning says how to heal the vectors.
+    assert all(state == "ok" for state in result["stores"].values()), result["stores"]
+    assert any(w.startswith("recall: ") and "baton index --all" in w for w in result["warnings"]), result["warnings"]
     assert result["conflicts"]
     healed = run_process(scenario, "index", "--all")
     assert healed.returncode == 0, healed.stderr

@@ -138,12 +138,14 @@ def _set_forks_apart(stores: Stores, session: Session, result: ResumeResult) -> 
             result.forks.append(other)
 
 
-def _related(stores: Stores, session: Session, limit: int, all_decisions: bool) -> list[RelatedDecision]:
+def _related(stores: Stores, session: Session, limit: int,
+             all_decisions: bool) -> tuple[list[RelatedDecision], str | None]:
     """Related decisions of other tickets, found with the stored vectors of this ticket's
     own; those the index lacks are queued for the indexer (a resume never embeds). Only
     asked for a ticket with decisions. Only current ones (baton.skills.services.decision_age)
     unless all_decisions: then the others follow, marked; twice the limit is searched so
-    that those left out leave room for current ones."""
+    that those left out leave room for current ones. With them, why the vectors did not
+    answer, when the decisions' words alone found them."""
     from baton.recall.base import DecisionRecord
     from baton.skills.core.indexing import queue_unindexed_decisions
     from baton.skills.services.decision_age import aged
@@ -156,7 +158,7 @@ def _related(stores: Stores, session: Session, limit: int, all_decisions: bool) 
     queue_unindexed_decisions(stores, found.unindexed)
     shown = [a for a in aged(stores, found.hits, clock.now()) if all_decisions or a.current][:limit]
     return [RelatedDecision(task_id=a.hit.record.task_id, text=a.hit.record.text, score=round(a.hit.score, 4),
-                            context=a.hit.record.context, marks=a.marks) for a in shown]
+                            context=a.hit.record.context, marks=a.marks) for a in shown], found.vectors_unavailable
 
 
 def _missed_signals(stores: Stores, session: Session) -> list[Signal] | Unavailable:
@@ -271,7 +273,9 @@ def _read(stores: Stores, task_id: TicketId, *, limit: int, workflow_root: Path 
             result.conflicts, result.conflict_paths, result.conflicts_more = parts["graph"]
             _set_forks_apart(stores, session, result)
         if "recall" in parts and not isinstance(parts["recall"], Unavailable):
-            result.related_decisions = parts["recall"]
+            result.related_decisions, vectors_down = parts["recall"]
+            if vectors_down is not None:
+                result.warnings.append(f"recall: {vectors_down}; related decisions found by their words alone")
         if not isinstance(parts["signals"], Unavailable):
             result.signals = parts["signals"]
         # Before resume_session's bind moves the session's location: the claims are the worktree's.
