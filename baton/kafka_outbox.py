@@ -94,9 +94,9 @@ def client_config(bootstrap: str, timeout: float) -> dict:
 
 
 def refused(store: str, bootstrap: str) -> StoreUnavailable | None:
-    """The broker's refusal of the credentials or its certificate's, if one came since the
-    last failure reported: a server that answers, not one that is down (the health record
-    keeps out)."""
+    """The broker's refusal of the credentials or its certificate's, if one was heard within
+    the last REFUSAL_FRESH seconds: a server that answers, not one that is down (the health
+    record keeps out)."""
     if not _refusal or time.monotonic() - _refusal[0][0] > REFUSAL_FRESH:
         return None
     return StoreUnavailable(store, f"Kafka at {bootstrap} {_refusal[0][1]}")
