@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baton.errors import GitFailed
+from baton.shown_text import clipped
 
 if TYPE_CHECKING:
     import subprocess
@@ -75,7 +76,7 @@ def run_git(cwd: Path | str, *args: str, cap: float = GIT_CAP, deadline: Deadlin
 def first_line(stderr: bytes) -> str:
     """git's first line of complaint, as one line of at most 200 characters."""
     line = next((line.strip() for line in stderr.decode("utf-8", "replace").splitlines() if line.strip()), "")
-    return line if len(line) <= 200 else line[:197] + "..."
+    return clipped(line, 200)
 
 
 def subcommand(args: tuple[str, ...]) -> str:

@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING, NewType
 
 from baton.errors import BadInput
+from baton.shown_text import clipped
 
 if TYPE_CHECKING:
     from uuid import UUID
@@ -45,7 +46,7 @@ def parse_ticket_id(value: object) -> TicketId:
     if not isinstance(value, str):
         raise BadInput(f"task id must be a string, got {type(value).__name__}")
     if _TASK_ID.fullmatch(value) is None:
-        shown = value if len(value) <= 80 else value[:77] + "..."
+        shown = clipped(value, 80)
         raise BadInput(
             f"invalid task id {shown!r}: use 1 to 64 characters of letters, digits and . _ : -"
         )

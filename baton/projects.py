@@ -12,6 +12,7 @@ rows, which only the lead's `baton list --all-projects` asks for, to learn the p
 from __future__ import annotations
 
 from baton.errors import BadInput
+from baton.shown_text import clipped
 
 ALL_PROJECTS = "*"
 MAX_PROJECT = 512  # a repository path or URL fits
@@ -23,7 +24,7 @@ def check_project(value: object) -> str:
     if not isinstance(value, str):
         raise BadInput(f"project must be a string, got {type(value).__name__}")
     if not 1 <= len(value) <= MAX_PROJECT or value == ALL_PROJECTS or any(ord(c) < 32 or ord(c) == 127 for c in value):
-        shown = value if len(value) <= 80 else value[:77] + "..."
+        shown = clipped(value, 80)
         raise BadInput(f"invalid project {shown!r}: use 1 to {MAX_PROJECT} characters, no control "
                        f"characters, not {ALL_PROJECTS!r}")
     return value

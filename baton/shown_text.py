@@ -27,6 +27,11 @@ def escape_controls(text: str) -> str:
     return _CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
 
 
+def clipped(text: str, size: int) -> str:
+    """text cut to at most size characters, the cut marked by an ellipsis."""
+    return text if len(text) <= size else text[:size - 1] + "…"
+
+
 def one_line(text: str) -> str:
     """text as one line: every run of whitespace (line breaks and separators included) one
     space, control characters escaped."""

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from baton import clock
 from baton.errors import GitFailed
 from baton.git import first_line, run_git
-from baton.shown_text import one_line
+from baton.shown_text import clipped, one_line
 
 if TYPE_CHECKING:
     import subprocess
@@ -240,5 +240,4 @@ def _when(moment: datetime) -> str:
 
 
 def _shown(text: str) -> str:
-    text = one_line(text.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
-    return text if len(text) <= 120 else text[:117] + "..."
+    return clipped(one_line(text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")), 120)

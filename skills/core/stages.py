@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from baton.errors import BadInput
-from baton.shown_text import one_line
+from baton.shown_text import clipped, one_line
 
 SCHEMA_VERSION = 1
 WORKFLOW_BLOCKED = "WORKFLOW_BLOCKED"
@@ -272,8 +272,7 @@ def _text(value: str | None) -> str | None:
 
 
 def _shown(value: str) -> str:
-    text = one_line(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return clipped(one_line(value), 60)
 
 
 def _where(state: WorkflowState) -> str:

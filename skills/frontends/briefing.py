@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from baton.shown_text import one_line
+from baton.shown_text import clipped, one_line
 
 if TYPE_CHECKING:
     from baton.signals.model import Signal
@@ -172,8 +172,7 @@ def conflicts_told(task_id: str, conflicts: Sequence, paths: dict[str, list[str]
 
 
 def _clip(line: str, size: int = MAX_LINE) -> str:
-    line = one_line(line)
-    return line if len(line) <= size else line[: size - 1] + "…"
+    return clipped(one_line(line), size)
 
 
 def _size(lines: Sequence[str]) -> int:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from baton.errors import BadInput
 from baton.registry.model import Provenance
-from baton.shown_text import escape_controls
+from baton.shown_text import clipped, escape_controls
 from baton.skills.core.stage_authority import snapshot
 from baton.skills.handoff.probes import ProbeRun, run_probe
 from baton.skills.runtime.command_words import parse_command
@@ -40,9 +40,7 @@ def summarise(run: ProbeRun) -> str:
     """The last non-empty line of the output (test runners end with their verdict), or why
     the check did not finish."""
     lines = [line.strip() for line in escape_controls(run.output).split("\n") if line.strip()]
-    last = lines[-1] if lines else ""
-    if len(last) > SUMMARY_CHARS:
-        last = last[:SUMMARY_CHARS - 1] + "…"
+    last = clipped(lines[-1], SUMMARY_CHARS) if lines else ""
     if not run.completed:
         return f"{run.reason}: {last}" if last else (run.reason or run.outcome)
     return last

@@ -22,7 +22,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from baton.shown_text import escape_controls
+from baton.shown_text import clipped, escape_controls
 
 OUTPUT_CAP = 64 * 1024  # bytes kept from a probe's output; the rest is read and dropped
 SHOWN_LINES = 200  # lines of output a handoff records (the digest covers all kept output)
@@ -181,7 +181,7 @@ def shown_output(output: str, *, tail: bool = False, lines: int = SHOWN_LINES) -
     escaped, each cut to a width, with a note of how many were left out."""
     all_lines = escape_controls(output).split("\n") if output else []
     chosen = all_lines[-lines:] if tail else all_lines[:lines]
-    cut = [line if len(line) <= SHOWN_LINE_CHARS else line[:SHOWN_LINE_CHARS - 1] + "…" for line in chosen]
+    cut = [clipped(line, SHOWN_LINE_CHARS) for line in chosen]
     left_out = len(all_lines) - len(chosen)
     if left_out:
         note = f"… {left_out} more line{'s' if left_out != 1 else ''}"

@@ -20,6 +20,7 @@ from datetime import datetime
 from baton.outcome import Found
 from baton.recall.base import ScoredDecision
 from baton.registry.model import Session, Status
+from baton.shown_text import clipped
 from baton.skills.runtime.stores import Stores
 
 SHOWN_TEXT = 80  # of a replacing decision, in a mark
@@ -64,5 +65,5 @@ def _superseded(by_task: str, by_event: str, by: Session | None) -> str:
     decision = None if by is None else next((d for d in by.decisions if d.event_id == by_event), None)
     if decision is None:
         return f"superseded by {by_task}"
-    text = decision.text if len(decision.text) <= SHOWN_TEXT else decision.text[:SHOWN_TEXT - 3] + "..."
+    text = clipped(decision.text, SHOWN_TEXT)
     return f"superseded by {by_task}: {text}"
