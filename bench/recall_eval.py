@@ -12,19 +12,22 @@ mechanical: each record's title and each record's context (its problem statement
 relevant item is that record's decision, found by its ticket id. Each query runs as
 `baton recall --json --limit 10 QUERY`, a fresh process through the resident.
 
-Three lists are scored on the same queries:
+Four lists are scored on the same queries:
   - baton recall: the list `baton recall` answered (its vector and keyword legs fused inside
     Baton, baton.recall.fusion),
+  - vector: Baton's vector leg alone, the baseline before hybrid recall: the same index
+    (the scratch home's recall/) searched in this process with each query embedded by
+    Baton's encoder,
   - keyword: BM25 over the same "decision. context" texts, SQLite FTS5 in this process,
   - fused: reciprocal-rank fusion (k=60) of the two lists (outside Baton: before Baton fused
     its own legs, what a keyword leg would add; now it counts the words twice).
 Printed per leg, overall and per query kind: recall@1, recall@5, MRR@10, nDCG@10; then the
 stale-awareness count (for each record that supersedes another, and each of the
 replacement's queries: is the superseded decision ranked above its replacement, or found
-while the replacement is not?); the scores `baton recall` gave the relevant decision and the
-others it listed, and for each threshold what share of each would be shown (what
-BATON_RECALL_MIN_SCORE is set from); and the median recall latency beside `python -c pass`
-measured in the same run.
+while the replacement is not?); the cosine scores the vector leg gave the relevant decision
+and the others it listed (`baton recall`'s own scores are fused ranks), and for each
+threshold what share of each would be shown (what BATON_RECALL_MIN_SCORE is set from); and
+the median recall latency beside `python -c pass` measured in the same run.
 
     .venv/bin/python -m bench.recall_eval [--limit-records N] [--stored-context title|context]
                                           [--links on|off] [--floor-repeat 15]
@@ -138,15 +141,39 @@ def record_decisions(worktree: Path, env: dict[str, str], records: list[Record],
         time.sleep(1)
 
 
-def vector_leg(worktree: Path, env: dict[str, str], query: Query) -> tuple[list[str], dict[str, float], float]:
-    """The tickets `baton recall` ranks for the query, best first, the score of each, and its milliseconds."""
+def vector_only(home: Path, asked: list[Query]) -> tuple[dict[Query, list[str]], list[tuple[Query, dict[str, float]]]]:
+    """Each query's tickets as Baton's vector leg alone ranks them, and their cosine scores
+    (what BATON_RECALL_MIN_SCORE bounds): the scratch home's embedded index (one project),
+    each query embedded by Baton's encoder."""
+    from baton.recall.embedded import EmbeddedDecisionIndex
+    from baton.recall.embedding import MiniLMEncoder
+
+    with sqlite3.connect(home / "recall" / "vectors.db") as db:
+        (project,), = db.execute("SELECT DISTINCT project FROM vectors").fetchall()
+    index = EmbeddedDecisionIndex(home / "recall", timeout=30)
+    encoder = MiniLMEncoder.load()
+    rankings: dict[Query, list[str]] = {}
+    scored: list[tuple[Query, dict[str, float]]] = []
+    try:
+        vectors = encoder.encode([query.text for query in asked]).tolist()
+        for query, vector in zip(asked, vectors, strict=True):
+            hits = index.search([vector], project=project, limit=DEPTH, exclude_task_id=None)
+            rankings[query] = unique(hit.record.task_id for hit in hits)
+            scores: dict[str, float] = {}
+            for hit in hits:
+                scores[hit.record.task_id] = max(scores.get(hit.record.task_id, -1.0), hit.score)
+            scored.append((query, scores))
+    finally:
+        index.close()
+    return rankings, scored
+
+
+def baton_recall(worktree: Path, env: dict[str, str], query: Query) -> tuple[list[str], float]:
+    """The tickets `baton recall` ranks for the query, best first, and its milliseconds."""
     started = time.perf_counter()
     answer = json.loads(baton(worktree, env, "recall", "--json", "--limit", str(DEPTH), query.text))
     elapsed = (time.perf_counter() - started) * 1000
-    scores: dict[str, float] = {}
-    for hit in answer:
-        scores[hit["task_id"]] = max(scores.get(hit["task_id"], -1.0), hit["score"])
-    return unique(hit["task_id"] for hit in answer), scores, elapsed
+    return unique(hit["task_id"] for hit in answer), elapsed
 
 
 THRESHOLDS = (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
@@ -256,18 +283,18 @@ def main() -> None:
             legs: dict[str, dict[Query, list[str]]] = {"baton recall (hybrid)": {}, "keyword (BM25, FTS5)": {},
                                                       "fused (RRF k=60)": {}}
             latencies = []
-            scored: list[tuple[Query, dict[str, float]]] = []
             for query in asked:
-                vector, scores, ms = vector_leg(worktree, env, query)
-                scored.append((query, scores))
+                answered, ms = baton_recall(worktree, env, query)
                 words = keyword.rank(query.text)
                 latencies.append(ms)
-                for answers, ranking in zip(legs.values(), (vector, words, fused(vector, words)), strict=True):
+                for answers, ranking in zip(legs.values(), (answered, words, fused(answered, words)), strict=True):
                     answers[query] = ranking
             floor = fresh_runs([sys.executable, "-c", "pass"], scratch, args.floor_repeat)
         finally:
             resident.terminate()
             resident.wait(timeout=60)
+        vector, scored = vector_only(scratch / "home", asked)
+        legs = {"vector (Baton's, alone)": vector, **legs}
 
     projects = len({record.key.split(":")[0] for record in records})
     links = sum(len(record.supersedes) for record in records)
@@ -285,7 +312,7 @@ def main() -> None:
     for leg, rankings in legs.items():
         wins, cases = stale_wins(records, rankings)
         print(f"  {leg:24} {wins} of {cases}")
-    print("\nscores of baton recall (cosine), the relevant decision against the others it listed:")
+    print("\ncosine scores of the vector leg, the relevant decision against the others it listed:")
     print("\n".join(score_lines(scored)))
     median, low, high = spread(latencies)
     floor_median, _, _ = spread(floor)
