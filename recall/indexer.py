@@ -64,7 +64,8 @@ class Indexer:
 
     def run(self, *, until: float | None = None, batch: int = BATCH, reembed: bool = False) -> IndexReport:
         """Index what waits, oldest first, until the queue is empty or time.monotonic()
-        passes `until`; then (reembed) embed again what an older recipe embedded. Raises
+        passes `until`; then embed the ticket queries wanted; then (reembed) embed again what
+        an older recipe embedded. Raises
         StoreUnavailable (ModelMissing included) with the batch still queued."""
         report = IndexReport()
         while until is None or time.monotonic() < until:

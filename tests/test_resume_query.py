@@ -1,15 +1,22 @@
 """Resume's related decisions are found from what the ticket is about (its goal, next action and
 files), not only from its own decisions: the indexer embeds the ticket's query, a resume never
-does; before it has, a resume answers with what is stored and wants the query embedded."""
+does; before it has, a resume answers with what is stored and wants the query embedded. On
+either recall backend."""
 
 import json
+from datetime import timedelta
 
 import pytest
 
+from baton import clock
 from baton.recall import embedding
 from baton.recall.ticket_queries import TicketQueries
 from baton.registry.model import Session, Touch
+from baton.skills.core.commit import apply_events
 from baton.skills.core.ticket_query import ticket_query_text
+from baton.skills.runtime.settings import Settings
+from baton.skills.runtime.stores import Stores
+from baton.skills.services.gc import collect_garbage
 
 REDIS = "Cache shopping carts in Redis with a one-hour expiry"
 INVOICES = "Render invoices as PDF files with a headless browser"
@@ -17,9 +24,12 @@ CARTS_GOAL = "Make the cart page fast by caching carts in Redis"
 INVOICES_GOAL = "Let customers download their invoices as PDF documents"
 
 
-@pytest.fixture
-def others(home, worktrees, cli):
-    """OMN-2 decided REDIS and OMN-3 INVOICES, both indexed."""
+@pytest.fixture(params=["embedded", "qdrant-client"])
+def others(request, home, worktrees, cli, tmp_path, monkeypatch):
+    """OMN-2 decided REDIS and OMN-3 INVOICES, both indexed; in the embedded index, or in
+    Qdrant (qdrant-client's local mode): the ticket queries are kept beside either."""
+    if request.param == "qdrant-client":
+        monkeypatch.setenv("BATON_QDRANT_URL", f"file://{tmp_path / 'qdrant'}")
     _, second = worktrees
     assert cli(second, "bind", "OMN-2")[0] == 0
     assert cli(second, "decide", REDIS, "--context", "where carts are cached")[0] == 0
@@ -100,6 +110,30 @@ def test_a_changed_goal_is_embedded_again_by_the_next_indexer_run(home, worktree
     assert waiting(home) == 1
     assert cli(main, "index")[0] == 0
     assert related(cli, main, "OMN-1") == [REDIS]
+
+
+def stored_query(home, project: str, task_id: str, text: str):
+    queries = TicketQueries(home / "recall", timeout=2)
+    try:
+        return queries.stored(project, task_id, text)
+    finally:
+        queries.close()
+
+
+def test_gc_forgets_a_pruned_tickets_query(home, worktrees, cli):
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    assert cli(main, "update", "--goal", CARTS_GOAL)[0] == 0
+    related(cli, main, "OMN-1")
+    assert cli(main, "index")[0] == 0
+    assert cli(main, "end", "--status", "completed")[0] == 0
+    stores = Stores(Settings.from_env(), projection=apply_events)
+    try:
+        assert stored_query(home, stores.project, "OMN-1", CARTS_GOAL).current
+        assert collect_garbage(stores, at=clock.now() + timedelta(days=91)).sessions == ["OMN-1"]
+        assert stored_query(home, stores.project, "OMN-1", CARTS_GOAL).vector is None
+    finally:
+        stores.close()
 
 
 def test_the_query_text_is_the_goal_the_next_action_and_the_files_words():

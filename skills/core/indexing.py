@@ -3,10 +3,10 @@
 A write queues its decisions (baton.recall.queue, one small transaction) and starts
 `baton index --background` unless one runs (it holds `indexer.lock` in the data home). That
 process embeds what waits (and the ticket queries resumes wanted, baton.skills.core.ticket_query),
-lingers briefly for the decisions that follow, and exits; the
-projector indexes in its own process after each batch. A resume queues its ticket's own
-decisions that the index lacks (recorded while recall was down, or lost with a recall
-folder), so every decision the registry holds is eventually indexed, exactly once.
+lingers briefly for the decisions that follow, and exits; the projector indexes in its own
+process after each batch. A resume queues its ticket's own decisions that the index lacks
+(recorded while recall was down, or lost with a recall folder), so every decision the
+registry holds is eventually indexed, exactly once.
 
 The queue and the index serve every project of the data home, each decision in its own
 (baton.projects). What was indexed or queued before projects has none and is never read:
@@ -166,6 +166,7 @@ def _add(total: IndexReport, report: IndexReport) -> IndexReport:
     total.dropped += report.dropped
     total.unscoped += report.unscoped
     total.reembedded += report.reembedded
+    total.queries += report.queries
     total.cut += report.cut
     return total
 

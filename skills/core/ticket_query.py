@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 PATH_WORD = re.compile(r"[^\W_]+")  # `redis_cache` is two words
 # Folder and file names every project has say nothing of what a ticket is about.
 GENERIC_PATH_WORDS = frozenset({"src", "lib", "pkg", "internal", "init", "index", "main", "mod"})
-MAX_FILE_WORDS = 40  # the model reads some 200 words; the goal and the next action come first
+MAX_FILE_WORDS = 20  # beside the goal and the next action, and within the keyword leg's query
 
 
 def ticket_query_text(session: Session) -> str:
@@ -39,8 +39,9 @@ def ticket_query_text(session: Session) -> str:
 
 def ticket_query_vector(stores: Stores, task_id: str, text: str) -> list[float] | None:
     """The ticket's stored query vector (of text, or of an older text while the indexer has
-    not embedded this one), or None; wants text embedded when it is not yet. Quiet on a
-    store that fails: the next resume asks again."""
+    not embedded this one), or None; wants text embedded, and starts the indexer, when it is
+    not wanted yet (once: any later indexer run embeds it). Quiet on a store that fails: the
+    next resume asks again."""
     from baton.skills.core.indexing import start_background_indexer
 
     queries = stores.ticket_queries
@@ -50,6 +51,6 @@ def ticket_query_vector(stores: Stores, task_id: str, text: str) -> list[float] 
             queries.want(stores.project, task_id, text)
     except StoreUnavailable:
         return None
-    if not stored.current:
+    if not stored.wanted:
         start_background_indexer(stores.settings)
     return stored.vector
