@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from baton.recall.base import DecisionIndex, DecisionRecord
 from baton.recall.embedding import LazyEncoder, MiniLMEncoder
 from baton.recall.queue import EmbeddingQueue
+from baton.recall.ticket_queries import TicketQueries
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,6 +41,7 @@ class IndexReport:
     dropped: list[str] = field(default_factory=list)  # unreadable queue entries, removed
     unscoped: int = 0  # entries queued before projects, removed (the registry queues them again)
     reembedded: int = 0  # stored decisions embedded again by the current recipe
+    queries: int = 0  # ticket queries embedded and stored
     # Embedded texts longer than the model reads: its first MAX_TOKENS tokens are embedded,
     # and the keyword leg holds every word.
     cut: int = 0
@@ -53,14 +55,17 @@ class Indexer:
     """Keeps the encoder loaded between runs (the projector runs one per batch of events)."""
 
     def __init__(self, queue: EmbeddingQueue, index: DecisionIndex,
-                 load_encoder: Callable[[], MiniLMEncoder] = MiniLMEncoder.load) -> None:
+                 load_encoder: Callable[[], MiniLMEncoder] = MiniLMEncoder.load,
+                 queries: TicketQueries | None = None) -> None:
         self.queue = queue
         self.index = index
+        self.queries = queries
         self._encoder = LazyEncoder(load_encoder)
 
     def run(self, *, until: float | None = None, batch: int = BATCH, reembed: bool = False) -> IndexReport:
         """Index what waits, oldest first, until the queue is empty or time.monotonic()
-        passes `until`; then (reembed) embed again what an older recipe embedded. Raises
+        passes `until`; then embed the ticket queries wanted; then (reembed) embed again what
+        an older recipe embedded. Raises
         StoreUnavailable (ModelMissing included) with the batch still queued."""
         report = IndexReport()
         while until is None or time.monotonic() < until:
@@ -92,6 +97,12 @@ class Indexer:
             self.queue.remove([r.point_id for r in records])
             report.embedded += len(todo)
             report.already += len(records) - len(todo)
+        while self.queries is not None and (until is None or time.monotonic() < until):
+            wanted = self.queries.waiting(batch)
+            if not wanted:
+                break
+            self.queries.keep(wanted, self._embedded([q.text for q in wanted], report).tolist())
+            report.queries += len(wanted)
         while reembed and (until is None or time.monotonic() < until):
             outdated = self.index.outdated(REEMBED_BATCH)
             if not outdated:

@@ -1,10 +1,11 @@
-"""DecisionSearchClient: finds decisions of other tickets related to a ticket's own, or to a text.
+"""DecisionSearchClient: finds decisions of other tickets related to a ticket, or to a text.
 
 Recall is enrichment, and a read never embeds what a write recorded: related decisions are
-found with the stored vectors of the ticket's own decisions, and the ones the index does
-not hold yet are returned to the caller to queue (baton.recall.queue) instead of being embedded
-here. Only a free-text query loads the model, to embed that text. A client searches one
-project's decisions (baton.projects), the one it was made for.
+found with the stored vectors of the ticket's own decisions and of its query (what the
+ticket is about, baton.recall.ticket_queries), and the decisions the index does not hold yet
+are returned to the caller to queue (baton.recall.queue) instead of being embedded here. Only
+a free-text query loads the model, to embed that text. A client searches one project's
+decisions (baton.projects), the one it was made for.
 
 Two legs answer each search, the vectors and the keywords (baton.recall.keywords), fused by
 rank (baton.recall.fusion). Either answers alone while the other is unavailable (the model
@@ -48,10 +49,12 @@ class DecisionSearchClient:
         return self._encoder.loaded
 
     def search_related(self, task_id: str, limit: int = 5, *, own: Sequence[DecisionRecord] = (),
+                       about: str = "", about_vector: Sequence[float] | None = None,
                        min_score: float = 0.0) -> RelatedSearch:
         """Decisions of the project's other tickets closest to the newest OWN_VECTORS stored
         decisions of this one (own: the ticket's decisions as the registry knows them, oldest
-        first), by their vectors and by their words.
+        first) and to what it is about (about: the ticket's query text, searched by its words;
+        about_vector: its stored vector, if any), by their vectors and by their words.
 
         min_score bounds the vector leg's cosine: while that leg answers, the keywords only
         reorder what it found (a decision sharing a word is not thereby related); without it,
@@ -63,11 +66,14 @@ class DecisionSearchClient:
             stored = self.index.stored([r.point_id for r in own])
             newest = [r.point_id for r in own if r.point_id in stored][-OWN_VECTORS:]
             vectors = list(self.index.vectors_of(newest).values())
+            if about_vector is not None:
+                vectors.append(list(about_vector))
             hits = self.index.search(vectors, project=self.project, limit=depth,
                                      exclude_task_id=task_id) if vectors else []
             return [h for h in hits if h.score >= min_score], [r for r in own if r.point_id not in stored]
 
-        text = " ".join(keyword_text(r) for r in newest_own)
+        # What the ticket is about first: a long query's words beyond MAX_QUERY_WORDS are left out.
+        text = " ".join([about, *(keyword_text(r) for r in newest_own)])
         vector, keyword, vectors_down = _legs(vector_leg, lambda: self.index.search_keywords(
             text, project=self.project, limit=depth, exclude_task_id=task_id))
         if vector is None:

@@ -163,7 +163,8 @@ def test_a_busy_index_writer_never_blocks_a_resume(scenario, home):
 
 def test_a_store_that_was_not_asked_is_not_queried(home, worktrees, cli):
     """`stores` says ok only for a store that answered this resume: recall is asked only
-    for a ticket with decisions, and nothing but the registry for a ticket not found."""
+    for a ticket with decisions, a goal or a next action, and nothing but the registry for a
+    ticket not found."""
     main, second = worktrees
     cli(main, "bind", "OMN-1")
     cli(main, "touch", "src/a.py")
@@ -177,3 +178,6 @@ def test_a_store_that_was_not_asked_is_not_queried(home, worktrees, cli):
     assert json.loads(cli(main, "resume", "OMN-1", "--json")[1])["stores"]["recall"] == "ok"
     code, out, _ = cli(main, "resume", "OMN-1")
     assert code == 0 and "### Unavailable" not in out and "not queried" not in out
+    cli(second, "bind", "OMN-2")
+    cli(second, "update", "--next", "store carts durably")
+    assert json.loads(cli(second, "resume", "OMN-2", "--json")[1])["stores"]["recall"] == "ok"

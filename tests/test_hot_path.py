@@ -111,11 +111,12 @@ HOOK_PATH_IMPORTS = {
         baton.processes locale platform select selectors signal subprocess
         baton.recall.base
         baton.recall.embedded baton.recall.embedding baton.recall.fusion baton.recall.keywords baton.recall.queue
-        baton.recall.search baton.recall.segments baton.recall.wire
+        baton.recall.search baton.recall.segments baton.recall.ticket_queries baton.recall.wire
         baton.registry.apply baton.registry.model baton.signals.model baton.signals.sqlite baton.signals.wire
         baton.skills.core.commit baton.skills.core.indexing baton.skills.core.interrupted
         baton.skills.core.overlaps baton.skills.core.signalling baton.skills.core.stage_authority
-        baton.skills.core.stages baton.skills.core.write_report baton.skills.frontends.briefing
+        baton.skills.core.stages baton.skills.core.ticket_query baton.skills.core.write_report
+        baton.skills.frontends.briefing
         baton.skills.handoff baton.skills.handoff.checks baton.skills.handoff.document
         baton.skills.handoff.files baton.skills.handoff.journal baton.skills.handoff.probe_policy
         baton.skills.handoff.probe_signing baton.skills.handoff.probes baton.skills.handoff.verify

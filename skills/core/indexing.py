@@ -2,10 +2,11 @@
 
 A write queues its decisions (baton.recall.queue, one small transaction) and starts
 `baton index --background` unless one runs (it holds `indexer.lock` in the data home). That
-process embeds what waits, lingers briefly for the decisions that follow, and exits; the
-projector indexes in its own process after each batch. A resume queues its ticket's own
-decisions that the index lacks (recorded while recall was down, or lost with a recall
-folder), so every decision the registry holds is eventually indexed, exactly once.
+process embeds what waits (and the ticket queries resumes wanted, baton.skills.core.ticket_query),
+lingers briefly for the decisions that follow, and exits; the projector indexes in its own
+process after each batch. A resume queues its ticket's own decisions that the index lacks
+(recorded while recall was down, or lost with a recall folder), so every decision the
+registry holds is eventually indexed, exactly once.
 
 The queue and the index serve every project of the data home, each decision in its own
 (baton.projects). What was indexed or queued before projects has none and is never read:
@@ -146,12 +147,17 @@ def index_decisions(stores: Stores, *, background: bool = False, wait: float | N
             while True:
                 _healed(stores, _add(total, stores.indexer().run(reembed=True)))
                 idle_until = time.monotonic() + LINGER
-                while time.monotonic() < idle_until and not stores.embedding_queue.count():
+                while time.monotonic() < idle_until and not _waiting(stores):
                     time.sleep(0.05)
-                if not stores.embedding_queue.count():
+                if not _waiting(stores):
                     break
-        if not stores.embedding_queue.count():
+        if not _waiting(stores):
             return total
+
+
+def _waiting(stores: Stores) -> int:
+    """How many decisions and ticket queries wait to be embedded."""
+    return stores.embedding_queue.count() + stores.ticket_queries.waiting_count()
 
 
 def _add(total: IndexReport, report: IndexReport) -> IndexReport:
@@ -160,6 +166,7 @@ def _add(total: IndexReport, report: IndexReport) -> IndexReport:
     total.dropped += report.dropped
     total.unscoped += report.unscoped
     total.reembedded += report.reembedded
+    total.queries += report.queries
     total.cut += report.cut
     return total
 

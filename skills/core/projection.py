@@ -4,7 +4,8 @@ stores here (from the projector or a delayed delivery) are checked for overlaps,
 new overlap is signalled, as `baton touch` does on the embedded default. Decisions are
 queued for the indexer (baton.skills.core.indexing), never embedded here; a redaction of
 decisions (SecretsRedacted) drops its ticket's decisions from recall and queues them again
-as the registry now holds them."""
+as the registry now holds them, and any redaction drops the ticket's query
+(baton.skills.core.ticket_query), which the next resume wants anew."""
 
 from __future__ import annotations
 
@@ -71,6 +72,13 @@ def project(stores: Stores, events: Sequence[Event], *, renew: Callable[[], None
                        and any(r.event_type == "decision_recorded" for r in e.rewrites)})
     if redacted:
         warnings += _owed(_forget_recall(stores, redacted), strict, Store.RECALL_INDEX)
+    rewritten = sorted({e.task_id for e in events if isinstance(e, SecretsRedacted)})
+    if rewritten:
+        # A ticket query embeds the goal and next action as they read before: the next resume wants it anew.
+        try:
+            stores.ticket_queries.drop_tasks(stores.project, rewritten)
+        except StoreUnavailable as exc:
+            warnings += _owed([str(exc)], strict, Store.RECALL_QUEUE)
     if decisions or redacted:
         from baton.recall.base import DecisionRecord
 

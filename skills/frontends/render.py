@@ -468,7 +468,8 @@ def indexed_line(report: IndexReport | None, waiting: int) -> str:
     again = f", {report.reembedded} embedded again by the current recipe" if report.reembedded else ""
     cut = (f", {report.cut} longer than the model reads: their start embedded, every word found by keyword"
            if report.cut else "")
-    return (f"Indexed {report.embedded} decisions ({report.already} were indexed already{again}{cut}); "
+    queries = f"; {report.queries} tickets' queries embedded" if report.queries else ""
+    return (f"Indexed {report.embedded} decisions ({report.already} were indexed already{again}{cut}){queries}; "
             f"{waiting} wait.")
 
 

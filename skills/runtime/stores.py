@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from baton.recall.indexer import Indexer
     from baton.recall.queue import EmbeddingQueue
     from baton.recall.search import DecisionSearchClient
+    from baton.recall.ticket_queries import TicketQueries
     from baton.redaction import Redactor
     from baton.registry.kafka import KafkaEventLog
     from baton.registry.model import Event
@@ -77,6 +78,7 @@ class Stores:
         self._pending: Outbox | None = None
         self._event_log: KafkaEventLog | None = None
         self._queue: EmbeddingQueue | None = None
+        self._queries: TicketQueries | None = None
         self._indexer: Indexer | None = None
 
     @property
@@ -305,13 +307,23 @@ class Stores:
             self._queue = EmbeddingQueue(self.settings.home / "recall", timeout=self.settings.store_timeout)
         return self._queue
 
+    @property
+    def ticket_queries(self) -> TicketQueries:
+        """What each ticket is about, as texts to embed and their vectors (baton.recall.ticket_queries);
+        needs no recall library."""
+        if self._queries is None:
+            from baton.recall.ticket_queries import TicketQueries
+
+            self._queries = TicketQueries(self.settings.home / "recall", timeout=self.settings.store_timeout)
+        return self._queries
+
     def indexer(self) -> Indexer:
         """The Indexer of the queue into the decision index (it keeps the model loaded), for
         every project: each queued decision names its own."""
         if self._indexer is None:
             from baton.recall.indexer import Indexer
 
-            self._indexer = Indexer(self.embedding_queue, self.recall().index)
+            self._indexer = Indexer(self.embedding_queue, self.recall().index, queries=self.ticket_queries)
         return self._indexer
 
     def decision_index(self) -> DecisionIndex:
@@ -356,7 +368,7 @@ class Stores:
             sibling.close()
         if not abandoned():
             for store in (self._registry, self._graph, self._signals, self._recall, self._pending,
-                          self._event_log, self._queue):
+                          self._event_log, self._queue, self._queries):
                 if store is not None:
                     store.close()
         if kept:

@@ -23,7 +23,8 @@ from baton.store_names import Store
 
 # The embedded stores' files a gc removes rows from, and the share of free pages over which
 # one is rebuilt to give their space back (a rebuild holds the file's write lock meanwhile).
-EMBEDDED_FILES = ("registry.db", "signals.db", "graph.db", "recall/vectors.db", "recall/queue.db")
+EMBEDDED_FILES = ("registry.db", "signals.db", "graph.db", "recall/vectors.db", "recall/queue.db",
+                  "recall/queries.db")
 COMPACT_FREE = 0.25
 
 
@@ -54,6 +55,7 @@ def collect_garbage(stores: Stores, *, dry_run: bool = False, at: datetime | Non
     if forgotten:
         for name, forget in ((Store.CONFLICT_GRAPH, lambda: stores.graph.forget(forgotten)),
                              (Store.RECALL_QUEUE, lambda: stores.embedding_queue.drop_tasks(stores.project, forgotten)),
+                             (Store.RECALL_QUEUE, lambda: stores.ticket_queries.drop_tasks(stores.project, forgotten)),
                              (Store.RECALL_INDEX, lambda: _delete_decisions(stores, forgotten, report))):
             try:
                 forget()

@@ -141,20 +141,26 @@ def _set_forks_apart(stores: Stores, session: Session, result: ResumeResult) -> 
 def _related(stores: Stores, session: Session, limit: int,
              all_decisions: bool) -> tuple[list[RelatedDecision], str | None]:
     """Related decisions of other tickets, found with the stored vectors of this ticket's
-    own; those the index lacks are queued for the indexer (a resume never embeds). Only
-    asked for a ticket with decisions. Only current ones (baton.skills.services.decision_age)
+    own and of its query (its goal, next action and files: baton.skills.core.ticket_query),
+    and with their words; own decisions the index lacks, and a query not embedded yet, are
+    queued for the indexer (a resume never embeds). Only asked for a ticket with decisions,
+    a goal or a next action. Only current ones (baton.skills.services.decision_age)
     unless all_decisions: then the others follow, marked; twice the limit is searched so
     that those left out leave room for current ones. With them, why the vectors did not
     answer, when the decisions' words alone found them."""
     from baton.recall.base import DecisionRecord
     from baton.skills.core.indexing import queue_unindexed_decisions
+    from baton.skills.core.ticket_query import ticket_query_text, ticket_query_vector
     from baton.skills.services.decision_age import aged
 
     own = [DecisionRecord(project=stores.project, task_id=session.task_id, session_id=d.session_id, text=d.text,
                           context=d.context, recorded_at=d.at.isoformat(), repo=session.repo or "")
            for d in session.decisions]
-    found = stores.recall().search_related(session.task_id, 2 * limit, own=own,
-                                           min_score=stores.settings.recall_min_score)
+    about = ticket_query_text(session)
+    found = stores.recall().search_related(
+        session.task_id, 2 * limit, own=own, about=about,
+        about_vector=ticket_query_vector(stores, session.task_id, about) if about else None,
+        min_score=stores.settings.recall_min_score)
     queue_unindexed_decisions(stores, found.unindexed)
     shown = [a for a in aged(stores, found.hits, clock.now()) if all_decisions or a.current][:limit]
     return [RelatedDecision(task_id=a.hit.record.task_id, text=a.hit.record.text, score=round(a.hit.score, 4),
@@ -260,7 +266,8 @@ def _read(stores: Stores, task_id: TicketId, *, limit: int, workflow_root: Path 
         session = result.session = looked.value
         asked: dict[str, Callable[[], object]] = {"graph": lambda: _conflicts(stores, session),
                                                   "signals": lambda: _missed_signals(stores, session)}
-        if session.decisions:  # related decisions are found from the ticket's own
+        # Related decisions are found from the ticket's own and from what it is about.
+        if session.decisions or session.goal or session.next_action:
             asked["recall"] = lambda: _related(stores, session, limit, all_decisions)
         with ThreadPoolExecutor(max_workers=1) as pool:
             checked = pool.submit(compatibility, session, compatible_with, stores.settings.environment_lockfiles,
