@@ -1,24 +1,28 @@
 """Lease patterns: gitignore patterns relative to a repository's root, matched by pathspec's
-gitwildmatch, and whether two of them overlap (some path could match both).
+gitignore rules, and whether two of them overlap (some path could match both).
 
 Overlap is decided on the patterns themselves, without a file listing: each is split into
 segments, anchored as gitignore anchors it (a pattern without an inner slash matches at any
-depth: `**/` in front), and extended by `/**` (a pattern that matches a directory matches
-everything under it). Two segment lists overlap when `**` may stand for any run of segments
-and each pair of segments aligned has a common match, a character at a time: `*` any run,
-`?` any one character, `[...]` a set. A set against a negated set is taken to overlap (it
-nearly always does); so is anything this cannot read, as a lease is advisory: a false
-overlap refuses a claim the holder can release, a missed one would let two writers in.
+depth: `**/` in front). A path matches both patterns when one of them matches it and the
+other matches it or a directory above it, so one side at a time is extended by `/**` (what
+matches a directory matches everything under it), except a pattern whose last segment ends
+in a literal extension (`db.py`, `*.md`): that one names files. Two segment lists overlap
+when `**` may stand for any run of segments and each pair of segments aligned has a common
+match, a character at a time: `*` any run, `?` any one character, `[...]` a set. A set
+against a negated set is taken to overlap (it nearly always does): a lease is advisory, and
+a false overlap refuses a claim its holder can release, where a missed one lets two writers in.
 """
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 from baton.errors import BadInput
 
 MAX_PATTERN = 1000
 _GLOB = set("*?[")
+_FILE_NAME = re.compile(r".*\.[A-Za-z0-9_]{1,10}")  # ends in a literal extension: names files, not directories
 
 Token = tuple[str, str, bool]  # (kind: lit, any, star, set; characters; negated)
 
@@ -39,12 +43,15 @@ def normal_pattern(raw: str) -> str:
         raise BadInput(f"a lease pattern is relative to the repository's root, without '..': {raw!r}")
     if pattern.startswith("#"):
         raise BadInput(f"a lease pattern cannot start with '#' (gitignore reads a comment): {raw!r}")
-    from pathspec.patterns.gitwildmatch import GitWildMatchPattern, GitWildMatchPatternError
+    from pathspec.patterns.gitignore import GitIgnorePatternError
+    from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
     try:
-        GitWildMatchPattern(pattern)
-    except (GitWildMatchPatternError, ValueError) as exc:
+        readable = GitIgnoreSpecPattern(pattern).regex is not None
+    except (GitIgnorePatternError, ValueError) as exc:
         raise BadInput(f"not a gitignore pattern: {raw!r}: {exc}") from None
+    if not readable:
+        raise BadInput(f"a gitignore pattern that matches nothing: {raw!r}")
     return pattern
 
 
@@ -63,7 +70,8 @@ def _spec(pattern: str):  # type: ignore[no-untyped-def]  # pathspec stays off t
 
 def overlap(first: str, second: str) -> bool:
     """Whether some path could match both patterns (symmetric)."""
-    return _segments_overlap(_segments(first), _segments(second))
+    a, b = _segments(first), _segments(second)
+    return _segments_overlap(_under(first, a), b) or _segments_overlap(a, _under(second, b))
 
 
 @cache
@@ -73,9 +81,15 @@ def _segments(pattern: str) -> tuple[str, ...]:
     parts = [part for part in trimmed.lstrip("/").split("/") if part]
     if not anchored and parts[:1] != ["**"]:
         parts.insert(0, "**")
-    parts.append("**")
     # Runs of ** are one **.
     return tuple(part for i, part in enumerate(parts) if not (part == "**" and i and parts[i - 1] == "**"))
+
+
+def _under(pattern: str, segments: tuple[str, ...]) -> tuple[str, ...]:
+    """The segments of what pattern matches and everything under it, unless it names files."""
+    if segments[-1] == "**" or (not pattern.endswith("/") and _FILE_NAME.fullmatch(segments[-1])):
+        return segments
+    return (*segments, "**")
 
 
 def _segments_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:

@@ -176,11 +176,11 @@ def claim(stores: Stores, task: ActiveTask, place: Place, raw_patterns: Sequence
     lasting = ttl_of(ttl, stores.settings.lease_ttl)
     reason = _text(reason, "--reason", stores)
     grace = stores.settings.lease_grace
-    at = clock.now()
     report = ClaimReport(warnings=stores.sink.deliver())  # this ticket's kept writes move its leases' time too
     events: list[Event] = []
 
     def refusal(sessions: list[Session]) -> str | None:
+        at = clock.now()  # the decision's time: grants are stamped in the order they were decided
         held = [lease for s in sessions for lease in leases_of(s, at, grace)]
         mine = {(lease.pattern, lease.exclusive): lease for lease in held
                 if lease.task_id == task.task_id and lease.active and lease.repo == place.repo}
