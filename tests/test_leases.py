@@ -50,13 +50,13 @@ OVERLAPS = [
 ]
 
 
-@pytest.mark.parametrize(("first", "second", "expected"), OVERLAPS)
+@pytest.mark.parametrize("first, second, expected", OVERLAPS)
 def test_glob_overlap_is_decided_both_ways(first, second, expected):
     assert overlap(first, second) is expected
     assert overlap(second, first) is expected
 
 
-@pytest.mark.parametrize(("pattern", "path"), [(a, b) for a, b, _ in OVERLAPS if not set("*?[") & set(b)])
+@pytest.mark.parametrize("pattern, path", [(a, b) for a, b, _ in OVERLAPS if not set("*?[") & set(b)])
 def test_a_pattern_overlaps_a_path_exactly_when_pathspec_matches_it(pattern, path):
     """Against a plain path the overlap is pathspec's gitwildmatch answer."""
     assert overlap(pattern, path) is matches(pattern, path)

@@ -15,8 +15,6 @@ claim is all or nothing. Patterns are gitignore patterns relative to the reposit
 
 from __future__ import annotations
 
-import getpass
-import socket
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -231,6 +229,9 @@ def releaser(task: ActiveTask | None) -> str:
     """Who a release is recorded as made by: the releasing ticket, else the user on this host."""
     if task is not None:
         return task.task_id
+    import getpass
+    import socket
+
     try:
         user = getpass.getuser()
     except (KeyError, OSError):

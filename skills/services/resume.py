@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.errors import StoreUnavailable
@@ -26,9 +27,11 @@ from baton.skills.services.bind import BindReads, bind, bound_session
 from baton.skills.services.compatibility import compatibility
 from baton.skills.services.continuation import Continuation, native_continuation
 from baton.skills.services.handoff import verify_and_record
-from baton.skills.services.leases import Lease, leases_of, notices
 from baton.skills.services.stage import WorkflowView, workflow_view
 from baton.store_names import Store
+
+if TYPE_CHECKING:
+    from baton.skills.services.leases import Lease
 
 STORES = ("registry", "graph", "recall", "signals")
 # What `stores` says of each: it answered, it was not needed for this answer, or why it failed.
@@ -239,6 +242,8 @@ def _verify(stores: Stores, task: ActiveTask, place: Place, result: ResumeResult
 
 def _leases(stores: Stores, session: Session, result: ResumeResult) -> None:
     """The ticket's active leases, and what its holder is told of those that ended without it."""
+    from baton.skills.services.leases import leases_of, notices
+
     at, grace = clock.now(), stores.settings.lease_grace
     held = leases_of(session, at, grace)
     result.leases = [lease for lease in held if lease.active]
