@@ -20,6 +20,7 @@ from baton import clock
 from baton.registry.apply import apply_event
 from baton.registry.model import LeaseGranted, LeaseReleased
 from baton.skills.core.path_patterns import matches, overlap
+from tests.workspace import git
 
 # (first, second, whether some path matches both)
 OVERLAPS = [
@@ -256,3 +257,55 @@ def test_sixteen_processes_claiming_overlapping_globs_get_answers_one_serial_ord
         kind, holder = named.groups()
         assert holder in granted and conflict(asked[holder], asked[task_id])
         assert kind == ("exclusive" if asked[holder][1] else "shared")
+
+
+def _commit(cwd, *paths: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    for path in paths:
+        (cwd / path).parent.mkdir(parents=True, exist_ok=True)
+        (cwd / path).write_text("change\n")
+    git(cwd, "add", *paths)
+    return subprocess.run(["git", "commit", "-q", "-m", "change"], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **(env or {})})
+
+
+def test_the_guard_stops_a_commit_under_another_tickets_exclusive_lease_and_says_the_way_out(home, worktrees, cli):
+    main, second = worktrees
+    cli(second, "bind", "OMN-2")
+    assert cli(second, "claim", "src/db/**", "--exclusive", "--reason", "schema change")[0] == 0
+    assert cli(second, "claim", "docs/", "--reason", "rewriting the guide")[0] == 0
+    cli(main, "bind", "OMN-1")
+    assert cli(main, "install", "git-hook")[0] == 0  # advisory: overlaps alone never block
+    head = git(main, "rev-parse", "HEAD")
+
+    blocked = _commit(main, "src/db/schema.py")
+    assert blocked.returncode != 0
+    assert "src/db/schema.py is under OMN-2's exclusive lease src/db/**: schema change" in blocked.stderr
+    assert "BATON_GUARD=warn" in blocked.stderr and "baton release --force --ticket OMN-2" in blocked.stderr
+    assert git(main, "rev-parse", "HEAD") == head
+
+    # A shared lease only warns; so does an exclusive one with BATON_GUARD=warn.
+    git(main, "reset", "-q")
+    shared = _commit(main, "docs/guide.md")
+    assert shared.returncode == 0, shared.stderr
+    assert "warning: docs/guide.md is under OMN-2's shared lease docs/" in shared.stderr
+    warned = _commit(main, "src/db/schema.py", env={"BATON_GUARD": "warn"})
+    assert warned.returncode == 0, warned.stderr
+    assert "src/db/schema.py is under OMN-2's exclusive lease" in warned.stderr
+
+
+def test_the_guard_sees_a_rename_out_of_an_exclusive_lease(home, worktrees, cli):
+    main, second = worktrees
+    (main / "src" / "db").mkdir(parents=True)
+    (main / "src" / "db" / "old.py").write_text("kept\n")
+    git(main, "add", "src/db/old.py")
+    git(main, "commit", "-q", "-m", "base")
+    cli(second, "bind", "OMN-2")
+    assert cli(second, "claim", "src/db/**", "--exclusive")[0] == 0
+    cli(main, "bind", "OMN-1")
+    assert cli(main, "install", "git-hook")[0] == 0
+    (main / "lib").mkdir()
+    git(main, "mv", "src/db/old.py", "lib/new.py")
+    moved = subprocess.run(["git", "commit", "-q", "-m", "move"], cwd=main, capture_output=True, text=True,
+                           timeout=120)
+    assert moved.returncode != 0
+    assert "src/db/old.py is under OMN-2's exclusive lease src/db/**" in moved.stderr

@@ -690,8 +690,9 @@ def _install(args: Arguments, stores: Stores) -> int:
 
 
 def _guard(args: Arguments) -> int:
-    """The pre-commit guard: only overlaps found under --strict block the commit; whatever
-    goes wrong in Baton itself (settings, data home, a store) lets it through with one line."""
+    """The pre-commit guard: a staged path under another ticket's exclusive lease (unless
+    BATON_GUARD=warn) and overlaps found under --strict block the commit; whatever goes wrong
+    in Baton itself (settings, data home, a store) lets it through with one line."""
     try:
         from baton.skills.core.commit import apply_events
         from baton.skills.runtime.unit import unit_of_work
@@ -700,6 +701,7 @@ def _guard(args: Arguments) -> int:
         place, locator = _place()
         with unit_of_work(projection=apply_events, deliver=True, warn=_warn) as stores:
             report = guard(stores, place, locator)
+            warn_only = stores.settings.guard == "warn"
     except Exception as exc:  # noqa: BLE001 -- reported, not raised: git would abort the commit
         from baton.errors import BatonError
 
@@ -713,6 +715,22 @@ def _guard(args: Arguments) -> int:
         return 0
     for other, paths in report.overlaps.items():
         _say(f"warning: {', '.join(paths)} also touched by {other}, another active ticket")
+    from baton.skills.services.guard import blocking_leases
+
+    blocked = blocking_leases(report)
+    for path, hits in report.leased.items():
+        for hit in hits:
+            if path not in blocked or hit is blocked[path]:
+                kind = "exclusive" if hit.exclusive else "shared"
+                _say(f"{'' if hit.exclusive else 'warning: '}{path} is under {hit.task_id}'s {kind} lease "
+                     f"{hit.pattern}" + (f" ({hit.agent})" if hit.agent else "")
+                     + (f": {hit.reason}" if hit.reason else ""))
+    if blocked and not warn_only:
+        holders = sorted({hit.task_id for hit in blocked.values()})
+        print(f"baton: commit blocked: staged paths are under another ticket's exclusive lease; ask "
+              f"{', '.join(holders)} to `baton release` it (a lead: `baton release --force --ticket "
+              f"{holders[0]} --reason TEXT`), or commit with BATON_GUARD=warn", file=sys.stderr)
+        return 1
     if report.overlaps and args.strict:
         print("baton: commit blocked (--strict): coordinate first, or commit with --no-verify", file=sys.stderr)
         return 1

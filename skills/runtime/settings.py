@@ -95,6 +95,9 @@ SETTINGS: tuple[Setting, ...] = (
             "how long a lease lasts after its ticket's last activity (`baton claim --ttl` sets one lease's)"),
     Setting("lease_grace", "BATON_LEASE_GRACE", None, "duration", "15m",
             "grace after a lease's time before it lapses and another ticket may take it"),
+    Setting("guard", "BATON_GUARD", None, "choice", "block",
+            "what the pre-commit guard does with a staged path under another ticket's exclusive lease: "
+            "block the commit, or warn", choices=("block", "warn")),
     # 0.4 from bench/recall_eval.py: it shows 95.6% of relevant decisions and 27% of the
     # others the search listed (0.3: 98.4% and 68%).
     Setting("recall_min_score", "BATON_RECALL_MIN_SCORE", None, "number", 0.4,
@@ -211,6 +214,7 @@ class Settings:
     stale_after: timedelta
     lease_ttl: timedelta
     lease_grace: timedelta
+    guard: str
     recall_min_score: float
     recall_horizon: timedelta
     project: str | None
