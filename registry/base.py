@@ -56,8 +56,19 @@ class ListedSession:
     fork_of: str | None
     checkpoint: tuple[str, str] | None  # the latest checkpoint's id and boundary
     uses_stages: bool  # it has a workflow (its stage, None or not, is shown)
-    # Its leases not released: (pattern, exclusive, when each ends before the grace), oldest first.
-    leases: tuple[tuple[str, bool, datetime], ...] = ()
+    leases: tuple[ListedLease, ...] = ()  # its leases not released, oldest first
+
+
+@dataclass(frozen=True, slots=True)
+class ListedLease:
+    """A lease not released, as the list and the pre-edit check read it."""
+
+    pattern: str
+    exclusive: bool
+    ends: datetime  # its TTL after the later of its grant and the ticket's last activity (the grace not added)
+    repo: str
+    agent: str | None
+    reason: str | None
 
 
 def handoff_held(*, changed: int, failed: int, not_run: int) -> bool:
@@ -218,13 +229,13 @@ def listed_of(s: Session) -> ListedSession:
                                            [r.text for r in s.lease_releases], s.last_activity))
 
 
-def unreleased_leases(leases: list[dict], released: list[str], last_activity: datetime
-                      ) -> tuple[tuple[str, bool, datetime], ...]:
+def unreleased_leases(leases: list[dict], released: list[str], last_activity: datetime) -> tuple[ListedLease, ...]:
     """A session's leases not released, as ListedSession holds them, from their stored JSON."""
     from datetime import timedelta
 
     from baton import clock
 
-    return tuple((lease["pattern"], bool(lease["exclusive"]),
-                  max(clock.parse(lease["at"]), last_activity) + timedelta(seconds=lease["ttl_seconds"]))
+    return tuple(ListedLease(lease["pattern"], bool(lease["exclusive"]),
+                             max(clock.parse(lease["at"]), last_activity) + timedelta(seconds=lease["ttl_seconds"]),
+                             lease["repo"], lease.get("agent"), lease.get("reason"))
                  for lease in leases if lease["text"] not in set(released))

@@ -309,3 +309,38 @@ def test_the_guard_sees_a_rename_out_of_an_exclusive_lease(home, worktrees, cli)
                            timeout=120)
     assert moved.returncode != 0
     assert "src/db/old.py is under OMN-2's exclusive lease src/db/**" in moved.stderr
+
+
+def test_leases_covering_answers_the_pre_edit_check_on_each_backend(registry_home, worktrees, cli, monkeypatch):
+    from baton.files import WorktreeLocator
+    from baton.skills.core.binding import place_of
+    from baton.skills.core.commit import apply_events
+    from baton.skills.runtime.unit import unit_of_work
+    from baton.skills.services.leases import leases_covering
+
+    main, second = worktrees
+    now = Clock(monkeypatch)
+    cli(second, "bind", "OMN-2")
+    assert cli(second, "claim", "src/db/**", "--exclusive", "--reason", "schema change")[0] == 0
+    assert cli(second, "claim", "*.md")[0] == 0
+    cli(main, "bind", "OMN-1")
+    assert cli(main, "claim", "src/ui/*.py")[0] == 0
+    repo = place_of(main, WorktreeLocator()).repo
+    monkeypatch.chdir(main)
+
+    def covering(exclude: str | None) -> dict:
+        with unit_of_work(projection=apply_events) as stores:
+            found = leases_covering(stores, repo, ["src/db/models/user.py", "README.md", "src/ui/app.py", "src/x.py"],
+                                    exclude_task=exclude)
+        return {path: [(hit.task_id, hit.pattern, hit.exclusive, hit.reason) for hit in hits]
+                for path, hits in found.items()}
+
+    assert covering("OMN-1") == {"src/db/models/user.py": [("OMN-2", "src/db/**", True, "schema change")],
+                                 "README.md": [("OMN-2", "*.md", False, None)]}
+    assert covering(None)["src/ui/app.py"] == [("OMN-1", "src/ui/*.py", False, None)]
+    with unit_of_work(projection=apply_events) as stores:
+        hit = leases_covering(stores, repo, ["src/db/a.py"], exclude_task=None)["src/db/a.py"][0]
+        assert hit.expires_at == now.at + timedelta(minutes=45)
+        assert leases_covering(stores, "another-repo", ["src/db/a.py"], exclude_task=None) == {}
+    now.advance(minutes=46)
+    assert covering("OMN-1") == {}

@@ -50,7 +50,7 @@ class LeaseHit:
 
 @dataclass(frozen=True)
 class Lease:
-    """A lease as it stands at a moment: active, lapsed, released or ended (its ticket completed)."""
+    """A lease as it stands at a moment: active, lapsed, released or ended (its ticket ended)."""
 
     lease_id: str
     task_id: str
@@ -94,7 +94,7 @@ class Lease:
 def leases_of(session: Session, at: datetime, grace: timedelta) -> list[Lease]:
     """Every lease of the ticket, as it stands at `at`."""
     releases: dict[str, ReleaseEntry] = {r.text: r for r in session.lease_releases}
-    ended = session.status.value == "completed"
+    ended = session.status.value != "active"  # ended completed or stalled: its leases end with it
     return [_lease(session, entry, releases.get(entry.text), ended, at, grace) for entry in session.leases]
 
 
@@ -321,17 +321,19 @@ def project_leases(stores: Stores, *, include_ended: bool = False, at: datetime 
 def leases_covering(stores: Stores, repo: str, paths: Sequence[str], *, exclude_task: str | None
                     ) -> dict[str, list[LeaseHit]] | Unavailable:
     """For each path (repository-relative) under another ticket's active lease in repo, those
-    leases; paths under none are left out. The pre-edit check's question."""
-    at = clock.now()
-    listed = stores.registry.list_sessions()
+    leases; paths under none are left out. The pre-edit check's question: it reads what the
+    list reads (no validated sessions where the backend can), and pathspec only when a lease
+    is held in repo."""
+    at, grace = clock.now(), stores.settings.lease_grace
+    listed = stores.registry.listed_sessions()
     if isinstance(listed, Unavailable):
         return listed
-    held = [lease for s in listed.value if s.task_id != exclude_task and s.leases
-            for lease in leases_of(s, at, stores.settings.lease_grace) if lease.active and lease.repo == repo]
+    held = [(s.outline.task_id, lease) for s in listed.value if s.outline.task_id != exclude_task
+            and s.outline.status == "active" for lease in s.leases if lease.repo == repo and lease.ends + grace >= at]
     covering: dict[str, list[LeaseHit]] = {}
-    for path in paths:
-        hits = [LeaseHit(lease.task_id, lease.pattern, lease.exclusive, lease.agent, lease.reason, lease.expires_at)
-                for lease in held if matches(lease.pattern, path)]
+    for path in paths if held else ():
+        hits = [LeaseHit(task_id, lease.pattern, lease.exclusive, lease.agent, lease.reason, lease.ends + grace)
+                for task_id, lease in held if matches(lease.pattern, path)]
         if hits:
             covering[path] = hits
     return covering
@@ -342,7 +344,7 @@ def notices(session: Session, sessions: Sequence[Session], at: datetime, grace: 
     when another ticket was granted an overlapping lease after), or force-released by a lead."""
     told: list[str] = []
     held = leases_of(session, at, grace)
-    if not held or session.status.value == "completed":
+    if not held or session.status.value != "active":
         return told
     # Told until the holder claims anew: a lease that ended before its latest grant is old news.
     latest = max(lease.granted_at for lease in held)

@@ -91,8 +91,9 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
             stage=str(o.stage) if s.uses_stages else None,
             interrupted=o.task_id in interrupted, fork_of=s.fork_of,
             checkpoint=f"{s.checkpoint[0][:10]} ({s.checkpoint[1]})" if s.checkpoint else None,
-            leases=[{"pattern": pattern, "exclusive": exclusive, "expires_at": (ends + grace).isoformat()}
-                    for pattern, exclusive, ends in s.leases if o.status != "completed" and ends + grace >= at]))
+            leases=[{"pattern": lease.pattern, "exclusive": lease.exclusive,
+                     "expires_at": (lease.ends + grace).isoformat()}
+                    for lease in s.leases if active and lease.ends + grace >= at]))
     return Listing(lines, warnings)
 
 
