@@ -344,3 +344,25 @@ def test_leases_covering_answers_the_pre_edit_check_on_each_backend(registry_hom
         assert leases_covering(stores, "another-repo", ["src/db/a.py"], exclude_task=None) == {}
     now.advance(minutes=46)
     assert covering("OMN-1") == {}
+
+
+def test_the_session_start_context_tells_the_holder_its_leases_and_a_forced_release(home, worktrees, cli, tmp_path,
+                                                                                     monkeypatch):
+    import io
+
+    from baton.skills.frontends.hooks import run_hook
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    (tmp_path / "run").mkdir(mode=0o700)
+    main, second = worktrees
+    cli(main, "bind", "OMN-1")
+    assert cli(main, "claim", "src/db.py", "docs/", "--exclusive")[0] == 0
+    cli(second, "bind", "OMN-2")
+    assert cli(second, "release", "--force", "--ticket", "OMN-1", "docs/", "--reason", "the docs team needs it")[0] == 0
+    event = {"session_id": "abc123", "transcript_path": str(tmp_path / "t.jsonl"), "cwd": str(main),
+             "hook_event_name": "SessionStart", "source": "startup"}
+    out = io.StringIO()
+    assert run_hook("session-start", io.StringIO(json.dumps(event)), out) == 0
+    context = json.loads(out.getvalue())["hookSpecificOutput"]["additionalContext"]
+    assert "lease docs/ was released by OMN-2: the docs team needs it" in context
+    assert "OMN-1 exclusive src/db.py until" in context
