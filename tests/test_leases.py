@@ -366,3 +366,30 @@ def test_the_session_start_context_tells_the_holder_its_leases_and_a_forced_rele
     context = json.loads(out.getvalue())["hookSpecificOutput"]["additionalContext"]
     assert "lease docs/ was released by OMN-2: the docs team needs it" in context
     assert "OMN-1 exclusive src/db.py until" in context
+
+
+@pytest.mark.slow  # starts `baton mcp`
+def test_the_lease_tools_claim_refuse_list_and_release_as_the_cli(home, worktrees):
+    from tests.test_mcp_server import with_server
+    from tests.workspace import run_process
+
+    main, second = worktrees
+    run_process(second, "bind", "OMN-2").check_returncode()
+    run_process(second, "claim", "src/db/**", "--exclusive", "--reason", "schema change").check_returncode()
+    run_process(main, "bind", "OMN-1").check_returncode()
+
+    async def script(session):
+        refused = await session.call_tool("claim_paths", {"paths": ["src/db/models.py"]})
+        granted = await session.call_tool("claim_paths", {"paths": ["src/ui/**"], "exclusive": True})
+        listed = await session.call_tool("list_leases", {})
+        released = await session.call_tool("release_leases", {"paths": ["src/ui/**"]})
+        return [(r.is_error, r.content[0].text) for r in (refused, granted, listed, released)]
+
+    refused, granted, listed, released = with_server(main, script)
+    assert refused[0] and "held exclusive by OMN-2" in refused[1]
+    assert not granted[0] and json.loads(granted[1])["granted"][0]["pattern"] == "src/ui/**"
+    assert [(lease["task_id"], lease["pattern"]) for lease in json.loads(listed[1])["leases"]] == [
+        ("OMN-1", "src/ui/**"), ("OMN-2", "src/db/**")]
+    assert [lease["pattern"] for lease in json.loads(released[1])["released"]] == ["src/ui/**"]
+    assert json.loads(run_process(main, "leases", "--json").stdout) == {"leases": [
+        lease for lease in json.loads(listed[1])["leases"] if lease["task_id"] == "OMN-2"]}

@@ -356,14 +356,13 @@ TOOLS: dict[str, Served] = {
         "Find interrupted work (an agent gone, a session not ended) and the command that resumes each; "
         "runs nothing."), read_only=True),
     "claim_paths": Served(claim_paths, "Lease paths", (
-        "Lease paths or gitignore patterns (relative to the repository's root) for the ticket, exclusive or "
-        "shared, so other agents keep off them; refused naming the holder when another ticket holds them.")),
+        "Lease paths or gitignore globs for the ticket, exclusive or shared, so other agents keep off them; "
+        "refused naming the holder.")),
     "release_leases": Served(release_leases, "Release leases", (
-        "Release the ticket's leases (the patterns given, else all); a lead releases another ticket's with "
-        "force, ticket and reason."), idempotent=True),
+        "Release the ticket's leases (the patterns given, else all); a lead forces another ticket's, with a reason."),
+        idempotent=True),
     "list_leases": Served(list_leases, "List leases", (
-        "List the project's active leases (all: lapsed and released ones too): who holds which paths."),
-        read_only=True),
+        "List the project's active leases (all: lapsed and released too): who holds which paths."), read_only=True),
     "end_session": Served(end_session, "End the session", (
         "End the ticket's session as completed (default) or stalled, when the work stops."), idempotent=True),
     "write_handoff": Served(write_handoff, "Write a handoff", (
