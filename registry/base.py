@@ -105,9 +105,10 @@ class SessionStore(ABC):
     @abstractmethod
     def append_unless(self, events: Sequence[Event], refusal: Callable[[list[Session]], str | None]) -> str | None:
         """Append events as append does, unless refusal, given every session of the project
-        (ended ones too) as stored just before, says why not: then it answers that and stores
-        nothing. One such decision at a time per project, so every answer is consistent with
-        one serial order of them (a lease's grant). Never queued; raises StoreUnavailable."""
+        that holds a lease (Session.leases; ended ones too) as stored just before, says why
+        not: then it answers that and stores nothing. One such decision at a time per
+        project, so every answer is consistent with one serial order of them (a lease's
+        grant). Never queued; raises StoreUnavailable."""
 
     @abstractmethod
     def append_body(self, event_id: str, task_id: str, at: datetime, event_type: str, body: str) -> None:

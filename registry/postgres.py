@@ -443,7 +443,8 @@ class PostgresSessionStore(SessionStore):
                             (self.project,)).fetchone() is not None:
                 self._apply_pending(conn)
             refused = refusal([Session.model_validate(body) for (body,) in conn.execute(
-                "SELECT body FROM baton_sessions WHERE project = %s", (self.project,))])
+                "SELECT body FROM baton_sessions WHERE project = %s "
+                "AND jsonb_array_length(coalesce(body->'leases', '[]'::jsonb)) > 0", (self.project,))])
             if refused is None:
                 self._append_in(conn, events)
         return refused

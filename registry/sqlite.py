@@ -389,7 +389,8 @@ class SqliteSessionStore(SessionStore):
                                                   f"through {max(self.timeout, DECISION_WAIT):g} s")
                 self._apply_pending(conn)
                 refused = refusal([Session.model_validate_json(body) for (body,) in conn.execute(
-                    "SELECT body FROM sessions WHERE project = ?", (self.project,))])
+                    "SELECT body FROM sessions WHERE project = ? AND json_array_length(body, '$.leases') > 0",
+                    (self.project,))])
                 if refused is None:
                     self._append_in(conn, events)
         return refused

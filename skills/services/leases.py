@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -271,8 +271,8 @@ def release(stores: Stores, holder_id: str, repo: str, raw_patterns: Sequence[st
                              holder_last=at if not force else session.last_activity) for lease in active]
     if events:
         stores.registry.append(events)
-    return [Lease(**{**lease.__dict__, "state": "released", "released_at": at, "released_by": by,
-                     "release_reason": reason, "forced": force}) for lease in active]
+    return [replace(lease, state="released", released_at=at, released_by=by, release_reason=reason, forced=force)
+            for lease in active]
 
 
 def release_asked(stores: Stores, place: Place, active: Callable[[], ActiveTask], *, ticket: str | None,
