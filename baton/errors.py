@@ -21,6 +21,15 @@ class BadInput(BatonError):
     kind = "bad_input"
 
 
+class Refused(BatonError):
+    """The request is well formed but another holds what it asks for (a lease): one line
+    naming the holder; nothing was written. The same call may succeed once that is released."""
+
+    exit_code = 1
+    kind = "refused"
+    recoverable = True
+
+
 class StoreUnavailable(BatonError):
     """A store could not be reached, read or written within its timeout."""
 

@@ -33,10 +33,14 @@ from baton.registry.model import (
     HandoffRecord,
     HandoffVerified,
     HandoffWritten,
+    LeaseEntry,
+    LeaseGranted,
+    LeaseReleased,
     NextActionSet,
     Phase,
     PhaseChanged,
     Provenance,
+    ReleaseEntry,
     RunEntry,
     RunStarted,
     Session,
@@ -189,6 +193,15 @@ def apply_event(session: Session | None, event: Event) -> Session:
             text=event_id, at=event.at, session_id=event.session_id, event_id=event_id, provenance=Provenance.observed,
             kind=event.run_kind, parent_run_id=event.parent_run_id, parent_task_id=event.parent_task_id,
             diverged_at=event.diverged_at, base=event.base, environment=event.environment))
+    elif isinstance(event, LeaseGranted):
+        update["leases"] = _with_entry(session.leases, LeaseEntry(
+            text=event_id, at=event.at, session_id=event.session_id, event_id=event_id, repo=event.repo,
+            pattern=event.pattern, exclusive=event.exclusive, ttl_seconds=event.ttl_seconds, reason=event.reason,
+            agent=event.agent))
+    elif isinstance(event, LeaseReleased):
+        update["lease_releases"] = _with_entry(session.lease_releases, ReleaseEntry(
+            text=str(event.lease_id), at=event.at, session_id=event.session_id, event_id=event_id,
+            released_at=event.released_at, forced=event.forced, by=event.by, reason=event.reason))
     elif isinstance(event, Ended):
         update |= _lifecycle(session, Status(event.status), stamp)
         if event.status == Status.completed:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -56,6 +56,19 @@ class ListedSession:
     fork_of: str | None
     checkpoint: tuple[str, str] | None  # the latest checkpoint's id and boundary
     uses_stages: bool  # it has a workflow (its stage, None or not, is shown)
+    leases: tuple[ListedLease, ...] = ()  # its leases not released, oldest first
+
+
+@dataclass(frozen=True, slots=True)
+class ListedLease:
+    """A lease not released, as the list and the pre-edit check read it."""
+
+    pattern: str
+    exclusive: bool
+    ends: datetime  # its TTL after the later of its grant and the ticket's last activity (the grace not added)
+    repo: str
+    agent: str | None
+    reason: str | None
 
 
 def handoff_held(*, changed: int, failed: int, not_run: int) -> bool:
@@ -88,6 +101,14 @@ class SessionStore(ABC):
         folded again from them, so neither holds the text it replaced. Returns the resulting
         session of every ticket the events touch.
         """
+
+    @abstractmethod
+    def append_unless(self, events: Sequence[Event], refusal: Callable[[list[Session]], str | None]) -> str | None:
+        """Append events as append does, unless refusal, given every session of the project
+        that holds a lease (Session.leases; ended ones too) as stored just before, says why
+        not: then it answers that and stores nothing. One such decision at a time per
+        project, so every answer is consistent with one serial order of them (a lease's
+        grant). Never queued; raises StoreUnavailable."""
 
     @abstractmethod
     def append_body(self, event_id: str, task_id: str, at: datetime, event_type: str, body: str) -> None:
@@ -204,4 +225,18 @@ def listed_of(s: Session) -> ListedSession:
     """What `baton list` shows of a session, from its projection."""
     return ListedSession(outline_of(s), tuple(t.path for t in s.files_by_recency()),
                          s.handoff_verification.public() if s.handoff_verification else None, s.runs, s.fork_of,
-                         (s.checkpoint.id, s.checkpoint.boundary) if s.checkpoint else None, s.workflow is not None)
+                         (s.checkpoint.id, s.checkpoint.boundary) if s.checkpoint else None, s.workflow is not None,
+                         unreleased_leases([e.model_dump(mode="json") for e in s.leases],
+                                           [r.text for r in s.lease_releases], s.last_activity))
+
+
+def unreleased_leases(leases: list[dict], released: list[str], last_activity: datetime) -> tuple[ListedLease, ...]:
+    """A session's leases not released, as ListedSession holds them, from their stored JSON."""
+    from datetime import timedelta
+
+    from baton import clock
+
+    return tuple(ListedLease(lease["pattern"], bool(lease["exclusive"]),
+                             max(clock.parse(lease["at"]), last_activity) + timedelta(seconds=lease["ttl_seconds"]),
+                             lease["repo"], lease.get("agent"), lease.get("reason"))
+                 for lease in leases if lease["text"] not in set(released))

@@ -258,6 +258,36 @@ class RunStarted(_Event):
     environment: Hex | None = None
 
 
+class LeaseGranted(_Event):
+    """The ticket holds PATTERN (a gitignore pattern, relative to the repository's root) in
+    repo: exclusive, or shared. The event's id is the lease's. It lasts while the ticket is
+    active: until ttl_seconds plus the grace after the ticket's last activity (so every
+    event of the ticket, a hook's touch or end of turn, renews it), or its release."""
+
+    type: Literal["lease_granted"] = "lease_granted"
+    repo: str
+    pattern: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+    exclusive: bool = False
+    ttl_seconds: int = Field(gt=0)
+    reason: str | None = None
+    agent: str | None = None
+
+
+class LeaseReleased(_Event):
+    """A lease of this ticket ends: released by its holder, or forced by a lead (`baton
+    release --force`), who and why recorded. Like DecisionSuperseded it carries the latest
+    time of the ticket it ends (released_at is when), so a lead's release renews none of the
+    holder's other leases and wakes no stalled ticket. Its id derives from the lease's, so a
+    lease is released once: the first release recorded is final."""
+
+    type: Literal["lease_released"] = "lease_released"
+    lease_id: UUID
+    released_at: AwareDatetime
+    forced: bool = False
+    by: str
+    reason: str | None = None
+
+
 class Rewrite(_Record):
     """One field of an earlier event of the ticket, as it reads once redacted."""
 
@@ -284,7 +314,7 @@ Event = Annotated[
     Bound | FilesTouched | DecisionRecorded | PhaseChanged | StepCompleted | FailureRecorded | NextActionSet
     | DependencyAdded | Ended | GoalSet | ConstraintAdded | WorkRemaining | EvidenceRecorded | CheckRecorded
     | HandoffWritten | HandoffVerified | ActivityRecorded | StageRecorded | CheckpointTaken | RunStarted
-    | SecretsRedacted | DecisionSuperseded,
+    | SecretsRedacted | DecisionSuperseded | LeaseGranted | LeaseReleased,
     Field(discriminator="type"),
 ]
 
@@ -331,6 +361,26 @@ class RunEntry(Entry):
     diverged_at: str | None = None
     base: str | None = None
     environment: str | None = None
+
+
+class LeaseEntry(Entry):
+    """A lease the ticket was granted; its text (the key) is the lease's id."""
+
+    repo: str
+    pattern: str
+    exclusive: bool
+    ttl_seconds: int
+    reason: str | None = None
+    agent: str | None = None
+
+
+class ReleaseEntry(Entry):
+    """A lease's release; its text (the key) is the released lease's id, so the first is kept."""
+
+    released_at: datetime
+    forced: bool = False
+    by: str
+    reason: str | None = None
 
 
 class CheckpointRecord(_Record):
@@ -441,6 +491,8 @@ class Session(_Record):
     checkpoint: CheckpointRecord | None = None
     checkpoint_stamp: Stamp | None = None
     run_log: list[RunEntry] = []  # every run started, oldest first
+    leases: list[LeaseEntry] = []  # every lease granted, released or not (baton.skills.services.leases)
+    lease_releases: list[ReleaseEntry] = []
     created_at: datetime
     last_activity: datetime
 
@@ -552,7 +604,7 @@ SESSION_MERGE: dict = {
     "latest": ["last_activity"],
     "union": ["session_ids", "depends_on", "reopened_by", "superseded_by"],
     "entries": ["decisions", "completed_steps", "failures", "constraints", "remaining_work", "evidence", "checks",
-                "run_log"],
+                "run_log", "leases", "lease_releases"],
     "touches": ["files"],
     "registers": {
         "lifecycle_stamp": ["lifecycle"],

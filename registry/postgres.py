@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -266,6 +266,9 @@ _MIGRATION_LOCK = 0x62617431  # advisory lock key: one process at a time migrate
 # Appends hold this advisory lock shared and a prune holds it alone, so an event cannot be
 # stored for a ticket while its session is being pruned (and outlive it, untombstoned).
 _PRUNE_LOCK = 0x62617432
+# A conditional write (append_unless: a lease's grant) holds this advisory lock, keyed by its
+# project too, through its read and its write.
+_DECISION_LOCK = 0x62617433
 # An event of a pruned ticket as old as its tombstone is not stored again.
 _INSERT_EVENTS = """
     INSERT INTO baton_events (project, event_id, task_id, at, type, body, applied)
@@ -425,39 +428,59 @@ class PostgresSessionStore(SessionStore):
                                          "body": body, "applied": False})
 
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
+        if not events:
+            return {}
+        with self._transaction() as conn:
+            return self._append_in(conn, events)
+
+    def append_unless(self, events: Sequence[Event], refusal: Callable[[list[Session]], str | None]) -> str | None:
+        from baton.registry.model import Session
+
+        with self._transaction() as conn:
+            # Taken before the read: the decisions of one project follow one another.
+            conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_DECISION_LOCK, self.project))
+            if conn.execute("SELECT 1 FROM baton_events WHERE project = %s AND NOT applied LIMIT 1",
+                            (self.project,)).fetchone() is not None:
+                self._apply_pending(conn)
+            refused = refusal([Session.model_validate(body) for (body,) in conn.execute(
+                "SELECT body FROM baton_sessions WHERE project = %s "
+                "AND jsonb_array_length(coalesce(body->'leases', '[]'::jsonb)) > 0", (self.project,))])
+            if refused is None:
+                self._append_in(conn, events)
+        return refused
+
+    def _append_in(self, conn: psycopg.Connection, events: Sequence[Event]) -> dict[str, Session]:
+        """Store and merge the events inside the caller's transaction (see append)."""
         from psycopg.types.json import Jsonb
 
         from baton.registry.apply import apply_event
         from baton.registry.model import SESSION_MERGE, Session
 
-        if not events:
-            return {}
         unique = list({str(e.event_id): e for e in events}.values())  # a redelivered batch may repeat one
-        with self._transaction() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_PRUNE_LOCK,))
-            inserted = {str(event_id) for (event_id,) in conn.execute(_INSERT_EVENTS, {
-                "project": self.project, "events": _json_array(e.model_dump_json() for e in unique)})}
-            deltas: dict[str, Session] = {}
-            for event in unique:
-                if str(event.event_id) in inserted:
-                    deltas[event.task_id] = apply_event(deltas.get(event.task_id), event)
-            sessions: dict[str, Session] = {}
-            if deltas:
-                tickets = sorted(deltas)
-                rows = conn.execute(_MERGE_DELTAS, {"project": self.project,
-                                                    "deltas": _json_array(deltas[t].model_dump_json() for t in tickets),
-                                                    "spec": Jsonb(SESSION_MERGE)})
-                sessions = {task_id: Session.model_validate(body) for task_id, body in rows}
-            for event in unique:
-                if event.type == "secrets_redacted" and str(event.event_id) in inserted:
-                    redacted = self._redact(conn, event)
-                    if redacted is not None:
-                        sessions[event.task_id] = redacted
-            others = sorted({e.task_id for e in unique} - sessions.keys())
-            if others:
-                rows = conn.execute("SELECT task_id, body FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)",
-                                    (self.project, others))
-                sessions |= {task_id: Session.model_validate(body) for task_id, body in rows}
+        conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_PRUNE_LOCK,))
+        inserted = {str(event_id) for (event_id,) in conn.execute(_INSERT_EVENTS, {
+            "project": self.project, "events": _json_array(e.model_dump_json() for e in unique)})}
+        deltas: dict[str, Session] = {}
+        for event in unique:
+            if str(event.event_id) in inserted:
+                deltas[event.task_id] = apply_event(deltas.get(event.task_id), event)
+        sessions: dict[str, Session] = {}
+        if deltas:
+            tickets = sorted(deltas)
+            rows = conn.execute(_MERGE_DELTAS, {"project": self.project,
+                                                "deltas": _json_array(deltas[t].model_dump_json() for t in tickets),
+                                                "spec": Jsonb(SESSION_MERGE)})
+            sessions = {task_id: Session.model_validate(body) for task_id, body in rows}
+        for event in unique:
+            if event.type == "secrets_redacted" and str(event.event_id) in inserted:
+                redacted = self._redact(conn, event)
+                if redacted is not None:
+                    sessions[event.task_id] = redacted
+        others = sorted({e.task_id for e in unique} - sessions.keys())
+        if others:
+            rows = conn.execute("SELECT task_id, body FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)",
+                                (self.project, others))
+            sessions |= {task_id: Session.model_validate(body) for task_id, body in rows}
         return sessions
 
     def _redact(self, conn: psycopg.Connection, event: SecretsRedacted) -> Session | None:

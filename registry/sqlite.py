@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -41,6 +41,7 @@ from baton.registry.base import (
     listed_of,
     outline_of,
     outline_status,
+    unreleased_leases,
 )
 from baton.registry.wire import event_adapter
 from baton.sqlite import SqliteFile, begin_within, guarded
@@ -56,6 +57,9 @@ STORE = Store.SESSION_REGISTRY
 # Seconds a write or a read's catch-up waits for another process's write lock before the
 # write is queued (or the read folds what waits in memory): a hook's budget, not a command's.
 QUEUE_AFTER = 0.25
+# Seconds a conditional write (append_unless: a lease's grant) waits at least for the write
+# lock: its answer needs the lock, so it cannot be queued like a plain write.
+DECISION_WAIT = 10.0
 # Unprojected events (append_body) that signal_scope reads raw: they add files at most (a
 # checkpoint's record, which the Stop hook appends, adds nothing to the scope).
 _SCOPE_READ_RAW = {"files_touched", "decision_recorded", "checkpoint_taken"}
@@ -81,7 +85,8 @@ _ACTIVE_OUTLINES = f"{_OUTLINES} AND (s.status = 'active' OR p.at IS NOT NULL)"
 _LISTED = (
     "SELECT task_id, status, last_activity, json_extract(body, '$.phase', '$.repo', '$.worktree_path', '$.branch', "
     "'$.agent', '$.workflow.state.status', '$.workflow.state.next_stage', '$.files', '$.handoff_verification', "
-    "'$.reopened_by', '$.checkpoint.id', '$.checkpoint.boundary', '$.run_log', '$.workflow') FROM sessions "
+    "'$.reopened_by', '$.checkpoint.id', '$.checkpoint.boundary', '$.run_log', '$.workflow', '$.leases', "
+    "'$.lease_releases') FROM sessions "
     "WHERE project = ?1")
 _ACTIVE_LISTED = f"{_LISTED} AND status = 'active'"
 _LISTED_ORDER = " ORDER BY last_activity DESC, task_id"
@@ -338,8 +343,6 @@ class SqliteSessionStore(SessionStore):
                 self._keep_queued([row])
 
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
-        from baton.registry.apply import apply_event
-
         adapter = event_adapter()
         with guarded(STORE, self.path):
             conn = self._db.conn()
@@ -351,20 +354,46 @@ class SqliteSessionStore(SessionStore):
                                         "body": adapter.dump_json(e).decode()} for e in events])
                     return self._in_memory(conn, {e.task_id for e in events})
                 self._apply_pending(conn)
-                for event in events:
-                    inserted = conn.execute(_INSERT_EVENT, (
-                        str(event.event_id), event.task_id, clock.to_text(event.at), event.type,
-                        adapter.dump_json(event).decode(), 1, self.project)).rowcount
-                    if event.task_id not in sessions:
-                        sessions[event.task_id] = self._load(conn, event.task_id)
-                    if inserted and event.type == "secrets_redacted":
-                        sessions[event.task_id] = self._redact(conn, event)
-                    elif inserted:
-                        sessions[event.task_id] = apply_event(sessions[event.task_id], event)
-                for session in sessions.values():
-                    if session is not None:
-                        self._save(conn, session)
+                sessions = self._append_in(conn, events)
         return {task_id: s for task_id, s in sessions.items() if s is not None}
+
+    def _append_in(self, conn: sqlite3.Connection, events: Sequence[Event]) -> dict[str, Session | None]:
+        """Store and project the events inside the caller's write transaction (see append)."""
+        from baton.registry.apply import apply_event
+
+        adapter = event_adapter()
+        sessions: dict[str, Session | None] = {}
+        for event in events:
+            inserted = conn.execute(_INSERT_EVENT, (
+                str(event.event_id), event.task_id, clock.to_text(event.at), event.type,
+                adapter.dump_json(event).decode(), 1, self.project)).rowcount
+            if event.task_id not in sessions:
+                sessions[event.task_id] = self._load(conn, event.task_id)
+            if inserted and event.type == "secrets_redacted":
+                sessions[event.task_id] = self._redact(conn, event)
+            elif inserted:
+                sessions[event.task_id] = apply_event(sessions[event.task_id], event)
+        for session in sessions.values():
+            if session is not None:
+                self._save(conn, session)
+        return sessions
+
+    def append_unless(self, events: Sequence[Event], refusal: Callable[[list[Session]], str | None]) -> str | None:
+        from baton.registry.model import Session
+
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            with self._writing(conn, within=max(self.timeout, DECISION_WAIT)) as locked:
+                if not locked:
+                    raise StoreUnavailable(STORE, f"{self.path}: another process held the write lock "
+                                                  f"through {max(self.timeout, DECISION_WAIT):g} s")
+                self._apply_pending(conn)
+                refused = refusal([Session.model_validate_json(body) for (body,) in conn.execute(
+                    "SELECT body FROM sessions WHERE project = ? AND json_array_length(body, '$.leases') > 0",
+                    (self.project,))])
+                if refused is None:
+                    self._append_in(conn, events)
+        return refused
 
     def _redact(self, conn: sqlite3.Connection, event: SecretsRedacted) -> Session | None:
         """Rewrite the fields the event names in the stored events, then fold the ticket's
@@ -595,7 +624,7 @@ def _parsed(adapter: TypeAdapter[Event], event_id: str, body: str) -> Event:
 def _listed(task_id: str, status: str, last_activity: str, fields: str) -> ListedSession:
     """One row of _LISTED as Session's own properties would give it."""
     (phase, repo, worktree_path, branch, agent, stage, next_stage, files, verification, reopened_by, checkpoint,
-     boundary, run_log, workflow) = json.loads(fields)
+     boundary, run_log, workflow, leases, releases) = json.loads(fields)
     by_recency = sorted((-datetime.fromisoformat(touch["last_at"]).timestamp(), touch["path"])
                         for touch in (files or {}).values())
     return ListedSession(
@@ -604,7 +633,8 @@ def _listed(task_id: str, status: str, last_activity: str, fields: str) -> Liste
         tuple(path for _, path in by_recency), verification and _verification_public(verification),
         1 + len(reopened_by or ()),
         next((run["parent_task_id"] for run in run_log or () if run["kind"] == "fork"), None),
-        (checkpoint, boundary) if checkpoint is not None else None, workflow is not None)
+        (checkpoint, boundary) if checkpoint is not None else None, workflow is not None,
+        unreleased_leases(leases or [], [r["text"] for r in releases or ()], clock.parse(last_activity)))
 
 
 def _verification_public(stored: dict) -> dict:

@@ -75,6 +75,8 @@ def session_context(result: ResumeResult, *, handoff: str | None = None,
         Section("Conflicts (advisory; coordinate before editing these files)",
                 [f"{c.other_task_id} also touching {', '.join(result.conflict_paths[c.other_task_id])}"
                  for c in result.conflicts], [str(c.signal_id) for c in result.conflicts]),
+        Section("Leases (yours; a lapsed or released one must be claimed again: `baton claim`)",
+                [*result.lease_notices, *(lease.line() for lease in result.leases)]),
         Section("While you were gone, newest first", [signal_line(s) for s in reversed(result.signals)],
                 [str(s.signal_id) for s in reversed(result.signals)]),
         Section("Failures, newest first (do not retry the same way without saying why)",

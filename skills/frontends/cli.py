@@ -690,8 +690,9 @@ def _install(args: Arguments, stores: Stores) -> int:
 
 
 def _guard(args: Arguments) -> int:
-    """The pre-commit guard: only overlaps found under --strict block the commit; whatever
-    goes wrong in Baton itself (settings, data home, a store) lets it through with one line."""
+    """The pre-commit guard: a staged path under another ticket's exclusive lease (unless
+    BATON_GUARD=warn) and overlaps found under --strict block the commit; whatever goes wrong
+    in Baton itself (settings, data home, a store) lets it through with one line."""
     try:
         from baton.skills.core.commit import apply_events
         from baton.skills.runtime.unit import unit_of_work
@@ -700,6 +701,7 @@ def _guard(args: Arguments) -> int:
         place, locator = _place()
         with unit_of_work(projection=apply_events, deliver=True, warn=_warn) as stores:
             report = guard(stores, place, locator)
+            warn_only = stores.settings.guard == "warn"
     except Exception as exc:  # noqa: BLE001 -- reported, not raised: git would abort the commit
         from baton.errors import BatonError
 
@@ -713,6 +715,22 @@ def _guard(args: Arguments) -> int:
         return 0
     for other, paths in report.overlaps.items():
         _say(f"warning: {', '.join(paths)} also touched by {other}, another active ticket")
+    from baton.skills.services.guard import blocking_leases
+
+    blocked = blocking_leases(report)
+    for path, hits in report.leased.items():
+        for hit in hits:
+            if path not in blocked or hit is blocked[path]:
+                kind = "exclusive" if hit.exclusive else "shared"
+                _say(f"{'' if hit.exclusive else 'warning: '}{path} is under {hit.task_id}'s {kind} lease "
+                     f"{hit.pattern}" + (f" ({hit.agent})" if hit.agent else "")
+                     + (f": {hit.reason}" if hit.reason else ""))
+    if blocked and not warn_only:
+        holders = sorted({hit.task_id for hit in blocked.values()})
+        print(f"baton: commit blocked: staged paths are under another ticket's exclusive lease; ask "
+              f"{', '.join(holders)} to `baton release` it (a lead: `baton release --force --ticket "
+              f"{holders[0]} --reason TEXT`), or commit with BATON_GUARD=warn", file=sys.stderr)
+        return 1
     if report.overlaps and args.strict:
         print("baton: commit blocked (--strict): coordinate first, or commit with --no-verify", file=sys.stderr)
         return 1
@@ -872,6 +890,41 @@ def _migrate(args: Arguments, stores: Stores) -> int:
     return 0
 
 
+def _claim(args: Arguments, stores: Stores) -> int:
+    from baton.skills.core.binding import read_binding
+    from baton.skills.services.leases import claim, claim_answer
+
+    place, _ = _place()
+    task = _active(args, place, stores)
+    binding = read_binding(place)
+    report = claim(stores, task, place, args.paths, exclusive=args.exclusive, ttl=args.ttl, reason=args.reason,
+                   agent=binding.agent if binding else None)
+    _warn(report.warnings)
+    answer = claim_answer(task.task_id, report)
+    lines = [f"claimed {lease.line()}" for lease in report.granted]
+    lines += [f"held already {lease.line()}" for lease in report.already]
+    lines += [f"Note: shared with {lease.line()}" for lease in report.shared_with]
+    return _shown(args, answer, "\n".join(lines))
+
+
+def _release(args: Arguments, stores: Stores) -> int:
+    from baton.skills.services.leases import release_asked, release_line
+
+    place, _ = _place()
+    holder, released = release_asked(stores, place, lambda: _active(args, place, stores), ticket=args.ticket,
+                                     paths=args.paths, force=args.force, reason=args.reason)
+    answer = {"task_id": holder, "released": [lease.public() for lease in released]}
+    return _shown(args, answer, release_line(holder, released))
+
+
+def _leases(args: Arguments, stores: Stores) -> int:
+    from baton.skills.services.leases import project_leases
+
+    leases = project_leases(stores, include_ended=args.all)
+    text = "\n".join(lease.line() for lease in leases) or ("no leases" if args.all else "no active leases")
+    return _shown(args, {"leases": [lease.public() for lease in leases]}, text)
+
+
 def _installer(name: str, verb: str, *extra: Argument) -> Command:
     """`baton install` or `baton uninstall`: the same targets and scopes."""
     return Command(name, f"{verb} Claude Code (hooks, skills, permission rules), the Codex CLI (MCP server, "
@@ -897,6 +950,24 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--supersedes", action="append", default=[], metavar="TICKET[#N]",
              help="an earlier decision this one replaces: TICKET's Nth (1-based), or its latest (repeatable)"),
         _JSON), _decide, tool="record_decision"),
+    Command("claim", "Lease paths or gitignore patterns (relative to the repository's root) for the ticket: "
+                     "advisory, exclusive or shared; refused (exit 1) when another ticket holds them exclusive.", (
+        _arg("paths", nargs="+", metavar="PATH|GLOB"),
+        _arg("--exclusive", action="store_true", help="no other ticket may hold an overlapping lease"),
+        _arg("--ttl", metavar="DURATION",
+             help="how long it lasts after the ticket's last activity (default BATON_LEASE_TTL, 30m)"),
+        _arg("--reason", metavar="TEXT", help="why, shown to whoever it stops"),
+        _JSON), _claim, tool="claim_paths"),
+    Command("release", "End the ticket's leases (on the patterns given, else all); a lead ends another "
+                       "ticket's with --force --ticket T --reason TEXT.", (
+        _arg("paths", nargs="*", metavar="PATTERN"),
+        _arg("--ticket", metavar="TASK", help="the ticket whose leases to release (another's needs --force)"),
+        _arg("--force", action="store_true", help="release another ticket's leases (recorded with who and why)"),
+        _arg("--reason", metavar="TEXT", help="why (required with --force)"),
+        _JSON), _release, tool="release_leases"),
+    Command("leases", "List the project's active leases (--all: lapsed, released and ended ones too).", (
+        _arg("--all", action="store_true", help="every lease, not only active ones"),
+        _JSON), _leases, reads=True, tool="list_leases", task=False),
     Command("update", "Record phase, next action, completed steps, failures or dependencies.", (
         _arg("--phase", choices=UPDATE_PHASES),
         _arg("--next", dest="next_action", metavar="TEXT"),

@@ -186,6 +186,41 @@ def recover_work(verbose: bool = False, all_repos: bool = False, worktree: str |
     return _call(run)
 
 
+def claim_paths(paths: list[str], exclusive: bool = False, ttl: str | None = None, reason: str | None = None,
+                task_id: str | None = None, worktree: str | None = None) -> str:
+    from baton.skills.core.binding import read_binding, resolve_task
+    from baton.skills.services.leases import claim, claim_answer
+
+    def run(stores: Stores) -> dict:
+        place = _place(worktree)
+        task = resolve_task(task_id, place, stores.settings.ambient)
+        binding = read_binding(place)
+        return claim_answer(task.task_id, claim(stores, task, place, paths, exclusive=exclusive, ttl=ttl,
+                                                reason=reason, agent=binding.agent if binding else None))
+
+    return _call(run)
+
+
+def release_leases(paths: list[str] | None = None, ticket: str | None = None, force: bool = False,
+                   reason: str | None = None, task_id: str | None = None, worktree: str | None = None) -> str:
+    from baton.skills.core.binding import resolve_task
+    from baton.skills.services.leases import release_asked
+
+    def run(stores: Stores) -> dict:
+        place = _place(worktree)
+        holder, released = release_asked(stores, place, lambda: resolve_task(task_id, place, stores.settings.ambient),
+                                         ticket=ticket, paths=paths or [], force=force, reason=reason)
+        return {"task_id": holder, "released": [lease.public() for lease in released]}
+
+    return _call(run)
+
+
+def list_leases(all: bool = False) -> str:
+    from baton.skills.services.leases import project_leases
+
+    return _call(lambda stores: {"leases": [lease.public() for lease in project_leases(stores, include_ended=all)]})
+
+
 def end_session(status: Literal["completed", "stalled"] = "completed", task_id: str | None = None,
                 worktree: str | None = None) -> str:
     from baton.skills.frontends.answers import end_answer
@@ -320,6 +355,14 @@ TOOLS: dict[str, Served] = {
     "recover_work": Served(recover_work, "Find interrupted work", (
         "Find interrupted work (an agent gone, a session not ended) and the command that resumes each; "
         "runs nothing."), read_only=True),
+    "claim_paths": Served(claim_paths, "Lease paths", (
+        "Lease paths or gitignore globs for the ticket, exclusive or shared, so other agents keep off them; "
+        "refused naming the holder.")),
+    "release_leases": Served(release_leases, "Release leases", (
+        "Release the ticket's leases (the patterns given, else all); a lead forces another ticket's, with a reason."),
+        idempotent=True),
+    "list_leases": Served(list_leases, "List leases", (
+        "List the project's active leases (all: lapsed and released too): who holds which paths."), read_only=True),
     "end_session": Served(end_session, "End the session", (
         "End the ticket's session as completed (default) or stalled, when the work stops."), idempotent=True),
     "write_handoff": Served(write_handoff, "Write a handoff", (

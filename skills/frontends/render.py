@@ -75,6 +75,10 @@ def resume_markdown(result: ResumeResult) -> str:
     if journal.next_action:
         lines.append(f"**Next action:** {one_line(journal.next_action.text)} [{journal.next_action.provenance}]")
     lines += live
+    if result.leases or result.lease_notices:
+        lines += ["", "### Leases"]
+        lines += [f"- {one_line(lease.line())}" for lease in result.leases]
+        lines += [f"- **{one_line(notice)}**" for notice in result.lease_notices]
     if result.workflow is not None:
         lines += workflow_lines(result.workflow)
     lines += prizmkit_lines(result.prizmkit)
@@ -259,6 +263,8 @@ def listing_text(listing: Listing, now: datetime, *, colour: bool) -> str:
         if line.handoff:
             parts.append(_handoff_held(line.handoff, highlight))
         rows.append("  " + " | ".join(parts))
+        rows += [f"    lease {'exclusive' if lease['exclusive'] else 'shared'} {one_line(lease['pattern'])} "
+                 f"until {lease['expires_at'][:16]}Z" for lease in line.leases]
     return "\n".join(rows)
 
 

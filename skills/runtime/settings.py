@@ -91,6 +91,13 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds a server found down stays in the health record", high=MAX_RECHECK_AFTER),
     Setting("stale_after", "BATON_STALE_AFTER", None, "duration", "24h",
             "idle time after which an active session is marked stale"),
+    Setting("lease_ttl", "BATON_LEASE_TTL", None, "duration", "30m",
+            "how long a lease lasts after its ticket's last activity (`baton claim --ttl` sets one lease's)"),
+    Setting("lease_grace", "BATON_LEASE_GRACE", None, "duration", "15m",
+            "grace after a lease's time before it lapses and another ticket may take it"),
+    Setting("guard", "BATON_GUARD", None, "choice", "block",
+            "what the pre-commit guard does with a staged path under another ticket's exclusive lease: "
+            "block the commit, or warn", choices=("block", "warn")),
     # 0.4 from bench/recall_eval.py: it shows 95.6% of relevant decisions and 27% of the
     # others the search listed (0.3: 98.4% and 68%).
     Setting("recall_min_score", "BATON_RECALL_MIN_SCORE", None, "number", 0.4,
@@ -205,6 +212,9 @@ class Settings:
     command_budget: float | None  # as given (command_deadline: as used)
     recheck_after: float
     stale_after: timedelta
+    lease_ttl: timedelta
+    lease_grace: timedelta
+    guard: str
     recall_min_score: float
     recall_horizon: timedelta
     project: str | None

@@ -5,6 +5,10 @@ The staged files are recorded as touches of this worktree's ticket (committing t
 touching them), which also signals each new overlap to the other ticket; then the
 ticket's overlaps are read from the conflict graph and kept where they concern a staged
 file. Advisory by default; the caller blocks the commit when asked to be strict.
+
+The staged paths (both sides of a rename) are also checked against other tickets' leases
+(baton.skills.services.leases): one under another ticket's exclusive lease blocks the commit
+unless BATON_GUARD=warn; a shared lease only warns, as an overlap does.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from baton.skills.runtime.stores import Stores
 
 if TYPE_CHECKING:
     from baton.deadline import Deadline
+    from baton.skills.services.leases import LeaseHit
 
 
 @dataclass
@@ -29,6 +34,7 @@ class GuardReport:
     task_id: str | None
     staged: list[str] = field(default_factory=list)
     overlaps: dict[str, list[str]] = field(default_factory=dict)  # other ticket -> staged files it shares
+    leased: dict[str, list[LeaseHit]] = field(default_factory=dict)  # staged path -> other tickets' leases on it
     warnings: list[str] = field(default_factory=list)
 
 
@@ -59,6 +65,7 @@ def guard(stores: Stores, place: Place, locator: WorktreeLocator) -> GuardReport
         touched = touch(stores, task, chunk, place.root, locator, skip_refused=True)
         staged_keys |= {ref.key for ref in touched.files}
         report.warnings += touched.warnings
+    _leases(stores, place, task.task_id, report)
     shared = stores.graph.shared_files(task.task_id)
     if not isinstance(shared, Found):
         report.warnings.append(f"conflict graph unavailable: {shared.reason}; staged files not checked")
@@ -68,3 +75,21 @@ def guard(stores: Stores, place: Place, locator: WorktreeLocator) -> GuardReport
         if paths:
             report.overlaps[other] = paths
     return report
+
+
+def _leases(stores: Stores, place: Place, task_id: str, report: GuardReport) -> None:
+    """The staged paths under other tickets' active leases."""
+    from baton.outcome import Unavailable
+    from baton.skills.services.leases import leases_covering
+
+    covering = leases_covering(stores, place.repo, report.staged, exclude_task=task_id)
+    if isinstance(covering, Unavailable):
+        report.warnings.append(f"session registry unavailable: {covering.reason}; leases not checked")
+        return
+    report.leased = covering
+
+
+def blocking_leases(report: GuardReport) -> dict[str, LeaseHit]:
+    """Each staged path under another ticket's exclusive lease, with the first such lease."""
+    return {path: next(hit for hit in hits if hit.exclusive) for path, hits in report.leased.items()
+            if any(hit.exclusive for hit in hits)}

@@ -36,6 +36,7 @@ class SessionLine:
     conflicting_tickets: int = 0  # all the active tickets it shares files with (forks aside)
     conflicting_files: int = 0  # its files that one of them touches too
     project: str | None = None  # set in the lead's view of every project only
+    leases: list[dict] = field(default_factory=list)  # its active leases: pattern, exclusive, expires_at
 
     def to_json(self) -> dict:
         return {"task_id": self.task_id, "status": self.status, "phase": self.phase,
@@ -44,7 +45,7 @@ class SessionLine:
                 "handoff": self.handoff, "agent": self.agent, "repo": self.repo, "runs": self.runs,
                 "stage": self.stage, "interrupted": self.interrupted, "fork_of": self.fork_of,
                 "checkpoint": self.checkpoint, "conflicting_tickets": self.conflicting_tickets,
-                "conflicting_files": self.conflicting_files,
+                "conflicting_files": self.conflicting_files, "leases": self.leases,
                 **({"project": self.project} if self.project is not None else {})}
 
 
@@ -69,7 +70,7 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
     summaries = counted.value if isinstance(counted, Found) else {}
     if not isinstance(counted, Found):
         warnings.append(f"conflict graph unavailable: {counted.reason}; conflicts not shown")
-    stale_after = stores.settings.stale_after
+    stale_after, grace = stores.settings.stale_after, stores.settings.lease_grace
     interrupted = set()
     if heartbeats is not None:
         outlines = [s.outline for s in sessions if s.outline.status == "active"]
@@ -89,7 +90,10 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
             handoff=s.handoff, agent=o.agent, repo=o.repo, runs=s.runs,
             stage=str(o.stage) if s.uses_stages else None,
             interrupted=o.task_id in interrupted, fork_of=s.fork_of,
-            checkpoint=f"{s.checkpoint[0][:10]} ({s.checkpoint[1]})" if s.checkpoint else None))
+            checkpoint=f"{s.checkpoint[0][:10]} ({s.checkpoint[1]})" if s.checkpoint else None,
+            leases=[{"pattern": lease.pattern, "exclusive": lease.exclusive,
+                     "expires_at": (lease.ends + grace).isoformat()}
+                    for lease in s.leases if active and lease.ends + grace >= at]))
     return Listing(lines, warnings)
 
 

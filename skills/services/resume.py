@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.errors import StoreUnavailable
@@ -28,6 +29,9 @@ from baton.skills.services.continuation import Continuation, native_continuation
 from baton.skills.services.handoff import verify_and_record
 from baton.skills.services.stage import WorkflowView, workflow_view
 from baton.store_names import Store
+
+if TYPE_CHECKING:
+    from baton.skills.services.leases import Lease
 
 STORES = ("registry", "graph", "recall", "signals")
 # What `stores` says of each: it answered, it was not needed for this answer, or why it failed.
@@ -64,6 +68,8 @@ class ResumeResult:
     compatibility: list = field(default_factory=list)  # baton.skills.services.compatibility.Check
     forks: list[str] = field(default_factory=list)  # overlapping tickets forked from this one, or its parent
     continuation: Continuation | None = None  # the agent's native continuation, or why not (None: not asked)
+    leases: list[Lease] = field(default_factory=list)  # the ticket's active leases
+    lease_notices: list[str] = field(default_factory=list)  # its leases that lapsed or a lead released
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -94,6 +100,8 @@ class ResumeResult:
             "fork_of": self.session.fork_of if self.session else None,
             "forks_overlapping": self.forks,
             "continuation": self.continuation.to_json() if self.continuation else None,
+            "leases": [lease.public() for lease in self.leases],
+            "lease_notices": self.lease_notices,
             # What could not be done or read, and why (a part cut by the command's deadline says so).
             "warnings": self.warnings,
             **(self.handoff.to_json() if self.handoff else {"handoff": None, "live_state": []}),
@@ -238,6 +246,21 @@ def _verify(stores: Stores, task: ActiveTask, place: Place, result: ResumeResult
     result.warnings += [warning for warning in checked.warnings if warning not in result.warnings]
 
 
+def _leases(stores: Stores, session: Session, result: ResumeResult) -> None:
+    """The ticket's active leases, and what its holder is told of those that ended without it."""
+    from baton.skills.services.leases import leases_of, notices
+
+    at, grace = clock.now(), stores.settings.lease_grace
+    held = leases_of(session, at, grace)
+    result.leases = [lease for lease in held if lease.active]
+    others: list[Session] = []
+    if any(lease.state == "lapsed" for lease in held):  # taken? only another ticket's grant tells
+        listed = stores.registry.list_sessions()
+        if isinstance(listed, Found):
+            others = listed.value
+    result.lease_notices = notices(session, others, at, grace)
+
+
 def read_session(stores: Stores, task_id: TicketId, *, limit: int = 5, workflow_root: Path | None = None,
                  compatible_with: Place | None = None) -> ResumeResult:
     """What resume_session reads of task_id, binding nothing and running no probe (what the
@@ -285,6 +308,8 @@ def _read(stores: Stores, task_id: TicketId, *, limit: int, workflow_root: Path 
                 result.warnings.append(f"recall: {vectors_down}; related decisions found by their words alone")
         if not isinstance(parts["signals"], Unavailable):
             result.signals = parts["signals"]
+        if session.leases:
+            _leases(stores, session, result)
         # Before resume_session's bind moves the session's location: the claims are the worktree's.
         if workflow_root is not None:
             result.workflow = workflow_view(stores.settings, session, workflow_root, stores.deadline)

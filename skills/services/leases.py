@@ -1,0 +1,364 @@
+"""Leases: a ticket's advisory reservation of paths (`baton claim`, `baton release`, `baton leases`).
+
+A lease is the ticket's LeaseGranted event, its end a LeaseReleased one (baton.registry.model),
+both projected into the ticket's session on every backend. It needs no renewal event: it
+lasts until its TTL plus the grace after the ticket's last activity, which every event of the
+ticket moves (a hook's touch, an end of turn) and which only grows, so a lease's expiry only
+grows too. Past it the lease has lapsed; another ticket may then take what it held.
+
+A grant is decided by the registry one at a time per project (SessionStore.append_unless): a
+claim overlapping another ticket's exclusive lease, or an exclusive claim overlapping another
+ticket's lease of either kind, is refused with the holder named, and nothing is stored. A
+claim is all or nothing. Patterns are gitignore patterns relative to the repository's root
+(baton.skills.core.path_patterns); leases of another repository never meet.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from baton import clock
+from baton.errors import BadInput, Refused
+from baton.outcome import Found, Unavailable
+from baton.skills.core.path_patterns import matches, normal_pattern, overlap
+
+if TYPE_CHECKING:
+    from baton.registry.model import Event, LeaseEntry, ReleaseEntry, Session
+    from baton.skills.core.binding import ActiveTask, Place
+    from baton.skills.runtime.stores import Stores
+
+MAX_PATTERNS = 100
+MAX_REASON = 500
+_RELEASE_NAMESPACE = uuid.UUID("5b7f3a52-2f0e-4d0b-9d8e-3b1c0c6f4a17")
+
+
+@dataclass(frozen=True)
+class LeaseHit:
+    """A lease of another ticket that covers a path (leases_covering)."""
+
+    task_id: str
+    pattern: str
+    exclusive: bool
+    agent: str | None
+    reason: str | None
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease as it stands at a moment: active, lapsed, released or ended (its ticket ended)."""
+
+    lease_id: str
+    task_id: str
+    repo: str
+    pattern: str
+    exclusive: bool
+    agent: str | None
+    reason: str | None
+    granted_at: datetime
+    expires_at: datetime
+    state: str
+    released_at: datetime | None = None
+    released_by: str | None = None
+    release_reason: str | None = None
+    forced: bool = False
+
+    @property
+    def active(self) -> bool:
+        return self.state == "active"
+
+    def public(self) -> dict:
+        return {"lease_id": self.lease_id, "task_id": self.task_id, "repo": self.repo, "pattern": self.pattern,
+                "exclusive": self.exclusive, "agent": self.agent, "reason": self.reason,
+                "granted_at": self.granted_at.isoformat(), "expires_at": self.expires_at.isoformat(),
+                "state": self.state, "released_at": self.released_at.isoformat() if self.released_at else None,
+                "released_by": self.released_by, "release_reason": self.release_reason, "forced": self.forced}
+
+    def line(self) -> str:
+        kind = "exclusive" if self.exclusive else "shared"
+        if self.state == "active":
+            when = f"until {clock.to_text(self.expires_at)[:16]}Z"
+        elif self.state == "released":
+            by = f"force-released by {self.released_by}" if self.forced else "released"
+            when = f"{by}" + (f" ({self.release_reason})" if self.release_reason else "")
+        else:
+            when = self.state
+        reason = f" - {self.reason}" if self.reason else ""
+        return f"{self.task_id} {kind} {self.pattern} {when}{reason}"
+
+
+def leases_of(session: Session, at: datetime, grace: timedelta) -> list[Lease]:
+    """Every lease of the ticket, as it stands at `at`."""
+    releases: dict[str, ReleaseEntry] = {r.text: r for r in session.lease_releases}
+    ended = session.status.value != "active"  # ended completed or stalled: its leases end with it
+    return [_lease(session, entry, releases.get(entry.text), ended, at, grace) for entry in session.leases]
+
+
+def _lease(session: Session, entry: LeaseEntry, release: ReleaseEntry | None, ended: bool, at: datetime,
+           grace: timedelta) -> Lease:
+    expires = max(entry.at, session.last_activity) + timedelta(seconds=entry.ttl_seconds) + grace
+    state = ("released" if release is not None else "ended" if ended else "lapsed" if at > expires else "active")
+    return Lease(lease_id=entry.text, task_id=session.task_id, repo=entry.repo, pattern=entry.pattern,
+                 exclusive=entry.exclusive, agent=entry.agent, reason=entry.reason, granted_at=entry.at,
+                 expires_at=expires, state=state, released_at=release.released_at if release else None,
+                 released_by=release.by if release else None, release_reason=release.reason if release else None,
+                 forced=release.forced if release else False)
+
+
+def conflicts(held: Sequence[Lease], task_id: str, repo: str, pattern: str, exclusive: bool) -> list[Lease]:
+    """The active leases of other tickets a claim of pattern would conflict with."""
+    return [lease for lease in held if lease.active and lease.task_id != task_id and lease.repo == repo
+            and (lease.exclusive or exclusive) and overlap(lease.pattern, pattern)]
+
+
+def refusal_line(pattern: str, lease: Lease) -> str:
+    who = f"{lease.task_id}" + (f" ({lease.agent})" if lease.agent else "")
+    why = f": {lease.reason}" if lease.reason else ""
+    kind = "exclusive" if lease.exclusive else "shared"
+    return (f"{pattern} overlaps {lease.pattern}, held {kind} by {who} until "
+            f"{clock.to_text(lease.expires_at)[:16]}Z{why}; ask its holder to release it, or a lead may "
+            f"`baton release --force --ticket {lease.task_id} --reason TEXT`")
+
+
+@dataclass
+class ClaimReport:
+    granted: list[Lease] = field(default_factory=list)
+    already: list[Lease] = field(default_factory=list)  # held already, as asked
+    shared_with: list[Lease] = field(default_factory=list)  # others' shared leases a shared claim overlaps
+    warnings: list[str] = field(default_factory=list)
+
+
+def claim_answer(task_id: str, report: ClaimReport) -> dict:
+    return {"task_id": task_id, "granted": [lease.public() for lease in report.granted],
+            "held_already": [lease.public() for lease in report.already],
+            "shared_with": [lease.public() for lease in report.shared_with], "warnings": report.warnings}
+
+
+def _text(value: str | None, label: str, stores: Stores) -> str | None:
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    if len(value) > MAX_REASON:
+        raise BadInput(f"{label} is longer than {MAX_REASON} characters")
+    return stores.redact(value)
+
+
+def _patterns(raw: Sequence[str]) -> list[str]:
+    if not raw:
+        raise BadInput("no paths or patterns given")
+    if len(raw) > MAX_PATTERNS:
+        raise BadInput(f"too many patterns in one call: {len(raw)} (at most {MAX_PATTERNS})")
+    return list(dict.fromkeys(normal_pattern(p) for p in raw))
+
+
+def ttl_of(text: str | None, default: timedelta) -> timedelta:
+    if text is None:
+        return default
+    try:
+        return clock.parse_duration(text)
+    except ValueError as exc:
+        raise BadInput(f"--ttl: {exc}") from None
+
+
+def claim(stores: Stores, task: ActiveTask, place: Place, raw_patterns: Sequence[str], *, exclusive: bool = False,
+          ttl: str | None = None, reason: str | None = None, agent: str | None = None) -> ClaimReport:
+    """Grant the ticket a lease on each pattern, or none: raises Refused naming the first
+    holder in the way, BadInput for a bad pattern, TTL or reason, StoreUnavailable."""
+    from baton.registry.model import LeaseGranted
+
+    patterns = _patterns(raw_patterns)
+    lasting = ttl_of(ttl, stores.settings.lease_ttl)
+    reason = _text(reason, "--reason", stores)
+    grace = stores.settings.lease_grace
+    report = ClaimReport(warnings=stores.sink.deliver())  # this ticket's kept writes move its leases' time too
+    events: list[Event] = []
+
+    def refusal(sessions: list[Session]) -> str | None:
+        at = clock.now()  # the decision's time: grants are stamped in the order they were decided
+        held = [lease for s in sessions for lease in leases_of(s, at, grace)]
+        mine = {(lease.pattern, lease.exclusive): lease for lease in held
+                if lease.task_id == task.task_id and lease.active and lease.repo == place.repo}
+        for pattern in patterns:
+            in_the_way = conflicts(held, task.task_id, place.repo, pattern, exclusive)
+            if in_the_way:
+                return refusal_line(pattern, in_the_way[0])
+        events.clear()
+        report.granted.clear()
+        report.already.clear()
+        for pattern in patterns:
+            if (pattern, exclusive) in mine:
+                report.already.append(mine[(pattern, exclusive)])
+                continue
+            other = mine.get((pattern, not exclusive))
+            if other is not None:  # the same pattern held the other way: the new lease replaces it
+                events.append(_release_event(other, task.session_id, at, by=task.task_id, forced=False,
+                                             reason="claimed again " + ("exclusive" if exclusive else "shared"),
+                                             holder_last=at))
+            event_id = uuid.uuid4()
+            events.append(LeaseGranted(event_id=event_id, task_id=task.task_id, session_id=task.session_id, at=at,
+                                       repo=place.repo, pattern=pattern, exclusive=exclusive,
+                                       ttl_seconds=max(1, int(lasting.total_seconds())), reason=reason, agent=agent))
+            report.granted.append(Lease(lease_id=str(event_id), task_id=task.task_id, repo=place.repo,
+                                        pattern=pattern, exclusive=exclusive, agent=agent, reason=reason,
+                                        granted_at=at, expires_at=at + lasting + grace, state="active"))
+        report.shared_with = [lease for pattern in patterns for lease in held
+                              if lease.active and lease.task_id != task.task_id and lease.repo == place.repo
+                              and overlap(lease.pattern, pattern)]
+        return None
+
+    refused = stores.registry.append_unless(events, refusal)
+    if refused is not None:
+        raise Refused(refused)
+    return report
+
+
+def _release_event(lease: Lease, session_id: str, at: datetime, *, by: str, forced: bool, reason: str | None,
+                   holder_last: datetime) -> Event:
+    from baton.registry.model import LeaseReleased
+
+    return LeaseReleased(event_id=uuid.uuid5(_RELEASE_NAMESPACE, lease.lease_id), task_id=lease.task_id,
+                         session_id=session_id, at=holder_last, lease_id=uuid.UUID(lease.lease_id),
+                         released_at=at, forced=forced, by=by, reason=reason)
+
+
+def releaser(task: ActiveTask | None) -> str:
+    """Who a release is recorded as made by: the releasing ticket, else the user on this host."""
+    if task is not None:
+        return task.task_id
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def release(stores: Stores, holder_id: str, repo: str, raw_patterns: Sequence[str], *, by: str,
+            session_id: str | None = None, force: bool = False, reason: str | None = None) -> list[Lease]:
+    """End the holder's active leases in repo on the patterns given (all of them without),
+    and answer them. A release of another ticket's leases needs force and a reason (a
+    lead's, recorded with who and why). BadInput for a pattern it does not hold."""
+    patterns = _patterns(raw_patterns) if raw_patterns else []
+    reason = _text(reason, "--reason", stores)
+    if force and not reason:
+        raise BadInput("--force needs --reason: a forced release is recorded with who and why")
+    at = clock.now()
+    stores.sink.deliver()
+    looked = stores.registry.get(holder_id)
+    if isinstance(looked, Unavailable):
+        from baton.errors import StoreUnavailable
+
+        raise StoreUnavailable("registry", looked.reason)
+    if not isinstance(looked, Found):
+        raise BadInput(f"no ticket {holder_id} in this project")
+    session = looked.value
+    active = [lease for lease in leases_of(session, at, stores.settings.lease_grace)
+              if lease.active and (lease.repo == repo or force)]
+    if patterns:
+        unknown = [p for p in patterns if p not in {lease.pattern for lease in active}]
+        if unknown:
+            raise BadInput(f"{holder_id} holds no active lease on {', '.join(unknown)}")
+        active = [lease for lease in active if lease.pattern in patterns]
+    # The holder's own session when it releases; a lead's release carries one of the holder's
+    # sessions and its latest time (LeaseReleased), moving nothing of it.
+    events = [_release_event(lease, session_id or session.session_ids[-1], at, by=by, forced=force, reason=reason,
+                             holder_last=at if not force else session.last_activity) for lease in active]
+    if events:
+        stores.registry.append(events)
+    return [replace(lease, state="released", released_at=at, released_by=by, release_reason=reason, forced=force)
+            for lease in active]
+
+
+def release_asked(stores: Stores, place: Place, active: Callable[[], ActiveTask], *, ticket: str | None,
+                  paths: Sequence[str], force: bool, reason: str | None) -> tuple[str, list[Lease]]:
+    """`baton release` as asked: the active ticket's own leases, or (--force --ticket T) a
+    lead's release of T's, recorded as made by the active ticket if any, else the user.
+    Answers the holder and the leases released."""
+    from baton.ids import parse_ticket_id
+
+    if ticket is None:
+        if force:
+            raise BadInput("--force goes with --ticket: the ticket whose leases a lead releases")
+        task = active()
+        return task.task_id, release(stores, task.task_id, place.repo, paths, by=task.task_id,
+                                     session_id=task.session_id, reason=reason)
+    holder = parse_ticket_id(ticket)
+    try:
+        releasing: ActiveTask | None = active()
+    except BadInput:
+        releasing = None
+    if not force and (releasing is None or releasing.task_id != holder):
+        raise BadInput(f"{holder}'s leases are its own: a lead releases them with --force --reason TEXT")
+    if not force and releasing is not None:
+        return holder, release(stores, holder, place.repo, paths, by=holder, session_id=releasing.session_id,
+                               reason=reason)
+    return holder, release(stores, holder, place.repo, paths, by=releaser(releasing), force=True, reason=reason)
+
+
+def release_line(holder: str, released: Sequence[Lease]) -> str:
+    return "\n".join(f"released {lease.line()}" for lease in released) or f"{holder} held no active lease to release"
+
+
+def project_leases(stores: Stores, *, include_ended: bool = False, at: datetime | None = None) -> list[Lease]:
+    """The project's active leases (include_ended: every lease), by ticket then grant time."""
+    from baton.errors import StoreUnavailable
+
+    at = at or clock.now()
+    listed = stores.registry.list_sessions(include_inactive=True)
+    if isinstance(listed, Unavailable):
+        raise StoreUnavailable("registry", listed.reason)
+    leases = [lease for s in listed.value for lease in leases_of(s, at, stores.settings.lease_grace)
+              if include_ended or lease.active]
+    return sorted(leases, key=lambda lease: (lease.task_id, lease.granted_at, lease.pattern))
+
+
+def leases_covering(stores: Stores, repo: str, paths: Sequence[str], *, exclude_task: str | None
+                    ) -> dict[str, list[LeaseHit]] | Unavailable:
+    """For each path (repository-relative) under another ticket's active lease in repo, those
+    leases; paths under none are left out. The pre-edit check's question: it reads what the
+    list reads (no validated sessions where the backend can), and pathspec only when a lease
+    is held in repo."""
+    at, grace = clock.now(), stores.settings.lease_grace
+    listed = stores.registry.listed_sessions()
+    if isinstance(listed, Unavailable):
+        return listed
+    held = [(s.outline.task_id, lease) for s in listed.value if s.outline.task_id != exclude_task
+            and s.outline.status == "active" for lease in s.leases if lease.repo == repo and lease.ends + grace >= at]
+    covering: dict[str, list[LeaseHit]] = {}
+    for path in paths if held else ():
+        hits = [LeaseHit(task_id, lease.pattern, lease.exclusive, lease.agent, lease.reason, lease.ends + grace)
+                for task_id, lease in held if matches(lease.pattern, path)]
+        if hits:
+            covering[path] = hits
+    return covering
+
+
+def notices(session: Session, sessions: Sequence[Session], at: datetime, grace: timedelta) -> list[str]:
+    """What the holder should be told of its leases that ended without it: lapsed (and taken,
+    when another ticket was granted an overlapping lease after), or force-released by a lead."""
+    told: list[str] = []
+    held = leases_of(session, at, grace)
+    if not held or session.status.value != "active":
+        return told
+    # Told until the holder claims anew: a lease that ended before its latest grant is old news.
+    latest = max(lease.granted_at for lease in held)
+    others = [lease for s in sessions if s.task_id != session.task_id for lease in leases_of(s, at, grace)]
+    for lease in held:
+        if (lease.released_at or lease.expires_at) < latest:
+            continue
+        if lease.state == "released" and lease.forced:
+            told.append(f"lease {lease.pattern} was released by {lease.released_by}"
+                        + (f": {lease.release_reason}" if lease.release_reason else ""))
+        elif lease.state == "lapsed":
+            taken = [o for o in others if o.repo == lease.repo and o.granted_at > lease.expires_at
+                     and (o.exclusive or lease.exclusive) and overlap(o.pattern, lease.pattern)]
+            told.append(f"lease {lease.pattern} lapsed at {clock.to_text(lease.expires_at)[:16]}Z"
+                        + (f" and was taken by {taken[0].task_id} ({taken[0].pattern})" if taken else "")
+                        + "; claim it again to hold it")
+    return told
