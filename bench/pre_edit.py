@@ -5,7 +5,8 @@ Builds a data home on the embedded default: `--tickets` other active tickets, ea
 touching src/db.py; BENCH-1 bound in one worktree of the repository. Then runs
 `baton hook pre-tool-use` as Claude Code does (a fresh process, the documented Edit payload
 on stdin) on a file no other ticket holds and on src/db.py, and prints median and p90 beside
-`python -c pass` measured in the same run, without the resident process and through it.
+`python -c pass` and the post-tool-use hook measured in the same run, without the resident
+process and through it.
 
 Leases are not stored yet: the check's lease lookup answers none, so the 1,000 leases of the
 issue's figure are not in this data set.
@@ -83,9 +84,14 @@ def check(main: Path) -> None:
         raise SystemExit(f"the check did not name the holders:\n{context}")
 
 
-def runs(main: Path, repeat: int) -> list[tuple[str, list[float]]]:
+def runs(main: Path, repeat: int, run: int) -> list[tuple[str, list[float]]]:
+    """run: which time the hooks are timed, each post-tool-use on files of its own."""
     hook = [str(BATON), "hook", "pre-tool-use"]
+    fresh = iter(range(run * 10**6, (run + 1) * 10**6))
     return [("python -c pass (the interpreter floor)", fresh_runs([sys.executable, "-c", "pass"], main, repeat)),
+            ("post-tool-use, same Edit of a free file (reference)",
+             fresh_runs([str(BATON), "hook", "post-tool-use"], main, repeat, quiet=True,
+                        stdin=lambda: hook_payload("post_tool_use_edit", main, file=main / f"src/r{next(fresh)}.py"))),
             ("pre-tool-use, Edit of a file no other ticket holds",
              fresh_runs(hook, main, repeat, stdin=lambda: payload(main, "src/free.py"), quiet=True)),
             (f"pre-tool-use, Edit of a file {HOLDERS} other tickets touched",
@@ -109,12 +115,12 @@ def main() -> None:
         print(f"data set: {args.tickets} active tickets, {args.tickets * args.files + HOLDERS} touched files, "
               f"no leases (not stored yet); built in {time.perf_counter() - started:.0f} s")
         check(main_tree)
-        alone = runs(main_tree, args.repeat)
+        alone = runs(main_tree, args.repeat, 0)
         os.environ["BATON_RESIDENT"] = "on"
         resident = start_resident(root / "home")
         try:
             check(main_tree)
-            served = runs(main_tree, args.repeat)
+            served = runs(main_tree, args.repeat, 1)
         finally:
             resident.terminate()
             resident.wait(30)

@@ -256,8 +256,8 @@ def test_the_mcp_server_costs_only_its_tools_and_stops_at_the_first_signal(proje
     tools = mcp_tools(model.agent_requests[0])
     assert sorted(t["name"] for t in tools) == sorted(f"mcp__baton__{name}" for name in _tool_names())
     # Only Baton's own tools go out (no resource tools for an unserved capability), their
-    # schemas short: the 17 tools, described for tool search, measured 6,470 bytes.
-    assert size(tools) < 7000, f"{size(tools)} bytes of MCP tools per request"
+    # schemas short: the 18 tools, described for tool search, measured 7,208 bytes.
+    assert size(tools) < 7500, f"{size(tools)} bytes of MCP tools per request"
     log = debug.read_text()
     assert re.search(r'MCP server "baton": Sending SIGINT', log), "Claude Code stopped the server by SIGINT"
     assert "SIGTERM" not in log, [line for line in log.splitlines() if "SIGTERM" in line]

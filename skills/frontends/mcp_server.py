@@ -324,8 +324,8 @@ TOOLS: dict[str, Served] = {
         "Record files the ticket changed; returns conflicts (overlaps) with other active tickets' sessions. "
         "Call after editing files outside Edit/Write."), idempotent=True),
     "check_paths": Served(check_paths, "Check files before editing", (
-        "Before changing files: whether another active ticket touches them or holds a lease on them "
-        "(decision allow, ask or deny, who holds them, their next action)."), read_only=True),
+        "Before editing files: conflicts with other active tickets' touches and leases; allow, ask or deny, "
+        "with each holder and their next action."), read_only=True, idempotent=True),
     "record_decision": Served(record_decision, "Record a decision", (
         "Record a decision and why, so that later sessions and other tickets recall it.")),
     "update_session": Served(update_session, "Update the session", (
