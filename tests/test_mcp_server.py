@@ -19,8 +19,8 @@ from tests.workspace import run_process, two_agents
 
 pytestmark = pytest.mark.slow  # each test starts `baton mcp` in a fresh process, about 2 s
 
-TOOLS = {"resume_session", "list_sessions", "bind_task", "check_paths", "record_touch", "record_decision", "update_session",
-         "end_session", "recall_decisions", "signals_since", "write_handoff", "verify_handoff",
+TOOLS = {"resume_session", "list_sessions", "bind_task", "check_paths", "record_touch", "record_decision",
+         "update_session", "end_session", "recall_decisions", "signals_since", "write_handoff", "verify_handoff",
          "record_stage", "recover_work", "take_checkpoint", "restore_checkpoint", "fork_task", "start_fresh"}
 # tool -> (readOnlyHint, destructiveHint, idempotentHint): what each tool does. Nothing is
 # open-world (Baton's stores and this worktree only); destructive: replaces what the user

@@ -23,7 +23,8 @@ payload on standard input (formats: https://code.claude.com/docs/en/hooks).
 - session-start and stop also keep the agent's own session id and transcript path as the
   run's provider reference, encrypted in the data home (baton.skills.runtime.provider_refs).
 
-A hook never blocks or breaks the agent: whatever goes wrong becomes one line on
+A hook never breaks the agent (only pre-tool-use stops an edit, on another ticket's
+exclusive lease), and whatever goes wrong becomes one line on
 standard error and exit status 0 (Claude Code shows stderr of a successful hook only in
 its debug log). When Baton cannot record (an unusable data home, a bad baton.toml, a
 store that refuses writes), the user is also told, once per agent session, in the
