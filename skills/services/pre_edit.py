@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -155,8 +155,6 @@ def _who(h: Holding) -> str:
 
 
 def _time(at: datetime) -> str:
-    from datetime import UTC
-
     return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
