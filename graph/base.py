@@ -7,6 +7,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from baton import clock
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.outcome import Found, Unavailable
@@ -90,6 +91,21 @@ class ConflictGraph(ABC):
             shared.setdefault(task, {}).setdefault(other, []).append(FileRef(repo=repo, path=path))
         return Found(shared)
 
+    def touchers(self, files: Sequence[FileRef], *, exclude: str | None = None
+                 ) -> Found[dict[FileRef, list[tuple[str, datetime]]]] | Unavailable:
+        """For each of files that another active ticket touched (not `exclude`), those
+        tickets and when each last touched it, by ticket id: what an edit is checked against
+        before it happens. Cost follows the files asked about and their active touchers."""
+        try:
+            rows = self._toucher_rows(list(dict.fromkeys(files))) if files else []
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        found: dict[FileRef, list[tuple[str, datetime]]] = {}
+        for repo, path, task, at in rows:
+            if task != exclude:
+                found.setdefault(FileRef(repo=repo, path=path), []).append((task, clock.parse(at)))
+        return Found(found)
+
     def held(self, task_ids: Collection[str]) -> Found[dict[str, tuple[str, set[str]]]] | Unavailable:
         """For each of task_ids the graph holds, its status and the keys of the files it
         touched (what `baton doctor --repair` compares with the registry)."""
@@ -133,6 +149,11 @@ class ConflictGraph(ABC):
     def _shared_rows_of(self, task_ids: list[str], among: bool, scope: str = "") -> list[tuple[str, str, str, str]]:
         """(task, other task, repo, path) for each file a task of task_ids shares with another
         active ticket, ordered; with `among`, the task active and the other one of task_ids."""
+
+    @abstractmethod
+    def _toucher_rows(self, files: list[FileRef], scope: str = "") -> list[tuple[str, str, str, str]]:
+        """(repo, path, task, last touched, as clock.to_text) for each active ticket's touch of
+        one of files, ordered by repo, path and task."""
 
     @abstractmethod
     def _summary_rows(self, sample: int, expected: list[tuple[str, str]], task_ids: list[str] | None,

@@ -161,6 +161,15 @@ FOREACH (f IN [f IN files WHERE NOT (f)<-[:TOUCHES]-()] | DETACH DELETE f)
 FOREACH (s IN [s IN sessions WHERE NOT (s)-[:WORKS_ON]->()] | DETACH DELETE s)
 """
 
+# The active tickets' touches of the files of $keys.
+TOUCHERS = """
+UNWIND $keys AS key
+MATCH (f:File {key: key})<-[touch:TOUCHES]-(t:Task)
+WHERE t.status = 'active' AND t.task_id STARTS WITH $scope
+RETURN f.repo AS repo, f.path AS path, t.task_id AS task, touch.last_at AS at
+ORDER BY repo, path, task
+"""
+
 HELD = """
 UNWIND $task_ids AS task_id
 MATCH (t:Task {task_id: task_id})
@@ -386,6 +395,11 @@ class BoltConflictGraph(ConflictGraph):
     def _shared_rows_of(self, task_ids: list[str], among: bool, scope: str = "") -> list[tuple[str, str, str, str]]:
         statement = PAIRS_AMONG if among else SHARED_FILES_OF_MANY
         return self._call(lambda tx: [tuple(r.values()) for r in tx.run(statement, task_ids=task_ids, scope=scope)],
+                          write=False)
+
+    def _toucher_rows(self, files: list[FileRef], scope: str = "") -> list[tuple[str, str, str, str]]:
+        keys = sorted({f.key for f in files})
+        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(TOUCHERS, keys=keys, scope=scope)],
                           write=False)
 
     def _held_rows(self, task_ids: list[str]) -> list[tuple[str, str, str | None, str | None]]:

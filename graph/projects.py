@@ -52,6 +52,10 @@ class ProjectGraph(ConflictGraph):
                                                                         self._scope)
                 if (task := self._ours(mine)) is not None and (other := self._ours(key)) is not None]
 
+    def _toucher_rows(self, files: list[FileRef], scope: str = "") -> list[tuple[str, str, str, str]]:
+        return [(repo, path, task, at) for repo, path, key, at in self.graph._toucher_rows(files, self._scope)
+                if (task := self._ours(key)) is not None]
+
     def _summary_rows(self, sample: int, expected: list[tuple[str, str]], task_ids: list[str] | None,
                       scope: str = "") -> list[tuple[str, int, int, list[str]]]:
         rows = self.graph._summary_rows(sample, [(self._in(a), self._in(b)) for a, b in expected],

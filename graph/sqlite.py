@@ -83,6 +83,15 @@ SELECT mine.task_id, other.task_id, other.repo, other.path {_SHARERS}
 WHERE mine.task_id IN asked
 ORDER BY mine.task_id, other.task_id, other.repo, other.path
 """  # noqa: S608 -- constants
+# The active touches of the files of :files (a JSON list of [repo, path]): the partial index.
+_TOUCHERS = """
+WITH asked (repo, path) AS (SELECT DISTINCT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                            FROM json_each(:files))
+SELECT t.repo, t.path, t.task_id, t.last_at
+FROM asked JOIN touches AS t ON t.active AND t.repo = asked.repo AND t.path = asked.path
+    AND t.task_id >= :low AND t.task_id < :high
+ORDER BY t.repo, t.path, t.task_id
+"""
 _HELD = """
 SELECT t.task_id, t.status, k.repo, k.path
 FROM tasks AS t LEFT JOIN touches AS k ON k.task_id = t.task_id
@@ -185,6 +194,11 @@ class SqliteConflictGraph(ConflictGraph):
         with guarded(STORE, self.path):
             return self._db.conn().execute(_PAIRS if among else _SHARED_OF, {"tasks": json.dumps(task_ids),
                                                                              **_bounds(scope)}).fetchall()
+
+    def _toucher_rows(self, files: list[FileRef], scope: str = "") -> list[tuple[str, str, str, str]]:
+        with guarded(STORE, self.path):
+            return self._db.conn().execute(_TOUCHERS, {"files": json.dumps([[f.repo, f.path] for f in files]),
+                                                       **_bounds(scope)}).fetchall()
 
     def _summary_rows(self, sample: int, expected: list[tuple[str, str]], task_ids: list[str] | None,
                       scope: str = "") -> list[tuple[str, int, int, list[str]]]:

@@ -27,6 +27,16 @@ class SignalScope:
 
 
 @dataclass(frozen=True, slots=True)
+class HolderNote:
+    """Who works on a ticket and what they do next: what a warning before an edit of one of
+    its files names."""
+
+    agent: str | None
+    branch: str | None
+    next_action: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class SessionOutline:
     """Where a session is and where it stands, without the rest of its projection: what
     `baton recover` reads of every session (status and phase as their stored names; stage
@@ -156,6 +166,18 @@ class SessionStore(ABC):
         files = sorted({(t.repo, t.path) for t in session.files.values()})
         return Found(SignalScope(session.created_at, tuple(session.depends_on),
                                  tuple(FileRef(repo, path) for repo, path in files), session.fork_of))
+
+    def holder_notes(self, task_ids: Sequence[str]) -> Found[dict[str, HolderNote]] | Unavailable:
+        """The HolderNote of each of task_ids the store holds, for the check before an edit: a
+        backend that can read them without building the validated sessions says so here."""
+        notes = {}
+        for task_id in dict.fromkeys(task_ids):
+            found = self.get(task_id)
+            if isinstance(found, Unavailable):
+                return found
+            if isinstance(found, Found):
+                notes[task_id] = HolderNote(found.value.agent, found.value.branch, found.value.next_action)
+        return Found(notes)
 
     @abstractmethod
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:

@@ -33,6 +33,7 @@ from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
 from baton.projects import check_project
 from baton.registry.base import (
+    HolderNote,
     ListedSession,
     SessionOutline,
     SessionStore,
@@ -450,6 +451,24 @@ class SqliteSessionStore(SessionStore):
                                      tuple(FileRef(repo, path) for repo, path in sorted(files)), fork_of))
         except (ValueError, KeyError, TypeError) as exc:
             return Unavailable(f"{self.path}: stored session {task_id} is unreadable: {type(exc).__name__}: {exc}")
+
+    def holder_notes(self, task_ids: Sequence[str]) -> Found[dict[str, HolderNote]] | Unavailable:
+        """From the stored projections' JSON: the hook before an edit pays no pydantic. An
+        event not projected yet shows at the next check after it is."""
+        try:
+            with guarded(STORE, self.path):
+                rows = self._db.conn().execute(
+                    "SELECT task_id, body FROM sessions "
+                    "WHERE project = ? AND task_id IN (SELECT value FROM json_each(?))",
+                    (self.project, json.dumps(list(task_ids)))).fetchall()
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        try:
+            bodies = {task_id: json.loads(body) for task_id, body in rows}
+            return Found({task_id: HolderNote(body.get("agent"), body.get("branch"), body.get("next_action"))
+                          for task_id, body in bodies.items()})
+        except ValueError as exc:
+            return Unavailable(f"{self.path}: a stored session is unreadable: {exc}")
 
     def watermark(self) -> str | None:
         # The events' rowids only grow while events are stored; applying them changes no

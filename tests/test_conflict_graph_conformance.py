@@ -261,3 +261,22 @@ def test_held_says_each_tickets_status_and_files(graph):
     shop = ProjectGraph(graph, "shop")
     shop.record("T-1", "stalled", [B], T0)
     assert shop.held(["T-1"]).value == {"T-1": ("stalled", {B.key})}
+
+
+def test_touchers_are_the_other_active_tickets_of_each_file(graph):
+    """What an edit is checked against before it happens: a file's active touchers, each with
+    when it last touched it; a project's view sees its own tickets only."""
+    from baton.graph.projects import ProjectGraph
+
+    later = T0 + timedelta(minutes=5)
+    graph.record("T-1", "active", [A], T0)
+    graph.record("T-2", "active", [A, B], T0)
+    graph.touch("T-2", [A], later)
+    graph.record("T-3", "completed", [A, B], T0)
+    found = graph.touchers([A, B, C], exclude="T-1")
+    assert isinstance(found, Found) and found.value == {A: [("T-2", later)], B: [("T-2", T0)]}
+    assert graph.touchers([A, A]).value == {A: [("T-1", T0), ("T-2", later)]}, "a file asked twice counts once"
+    assert graph.touchers([]).value == {} and graph.touchers([C]).value == {}
+    shop = ProjectGraph(graph, "shop")
+    shop.record("T-9", "active", [A], T0)
+    assert shop.touchers([A]).value == {A: [("T-9", T0)]}

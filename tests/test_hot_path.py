@@ -84,6 +84,11 @@ HOOK_PATH_IMPORTS = {
         baton.skills.core.write_report baton.skills.frontends.briefing baton.skills.services
         baton.skills.services.touch hashlib
     """),
+    # The check before an edit: the graph's file index, and (an overlap found) the holders'
+    # notes from the registry's stored JSON; never the signal or event models.
+    "pre-tool-use": HOOK_IMPORTS | names("""
+        baton.graph.sqlite baton.graph.projects baton.skills.services baton.skills.services.pre_edit
+    """),
     "user-prompt-submit": HOOK_IMPORTS | names("""
         platform uuid array baton.signals.sqlite baton.signals.wire baton.processes baton.skills.core.overlaps
         baton.skills.frontends.briefing baton.skills.services baton.skills.services.news
@@ -273,14 +278,19 @@ def test_each_hook_imports_only_its_pinned_modules(home, worktrees, cli, tmp_pat
     cli(main, "touch", "src/a.py")
     cli(main, "decide", "Lock cart rows optimistically")
 
-    def payload(name: str, *, file: str | None = None, session: str = "s1") -> str:
+    def payload(name: str, *, file: str | None = None, session: str = "s1", before: bool = False) -> str:
         event = json.loads((fixtures / f"{name}.json").read_text())
         event["cwd"], event["session_id"] = str(main), session
         if file is not None:
             event["tool_input"]["file_path"] = event["tool_response"]["filePath"] = str(main / file)
+        if before:  # the PreToolUse payload: the tool has not run, so there is no response
+            event["hook_event_name"] = "PreToolUse"
+            del event["tool_response"], event["duration_ms"]
         return json.dumps(event)
 
     runs = [("session-start", payload("session_start_startup")),
+            ("pre-tool-use", payload("post_tool_use_edit", file="src/e.py", before=True)),  # nobody else's
+            ("pre-tool-use", payload("post_tool_use_edit", file="src/c.py", before=True)),  # OMN-2's: a warning
             ("post-tool-use", payload("post_tool_use_edit", file="src/e.py")),  # no other ticket's file
             ("post-tool-use", payload("post_tool_use_edit", file="src/c.py")),  # a new conflict
             ("user-prompt-submit", payload("user_prompt_submit", session="s2")),  # news to tell

@@ -123,7 +123,8 @@ def test_every_skill_and_the_baton_commands_it_runs_are_allowed():
 def test_the_entries_follow_the_documented_schema(home, worktrees, cli):
     main, _ = worktrees
     code, out, _ = cli(main, "install", "claude")
-    assert code == 0 and "hooks added for SessionStart, PostToolUse, UserPromptSubmit, Stop, SessionEnd" in out
+    assert code == 0
+    assert "hooks added for SessionStart, PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionEnd" in out
     hooks = json.loads(settings_of(main).read_text())["hooks"]
     assert list(hooks) == list(HOOKS)
     for event, groups in hooks.items():

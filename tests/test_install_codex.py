@@ -57,7 +57,8 @@ def test_install_reinstall_uninstall_give_back_the_users_files_byte_for_byte(hom
     assert not {"default_tools_approval_mode", "tools"} & set(server), "the annotations suffice"
     groups = json.loads(hooks.read_text())["hooks"]
     assert groups["Stop"][0]["hooks"][0]["command"] == "make lint" and len(groups["Stop"]) == 2
-    assert set(groups) == set(HOOKS) and groups["PostToolUse"][0]["matcher"] == "apply_patch"
+    assert set(groups) == set(HOOKS)
+    assert groups["PreToolUse"][0]["matcher"] == groups["PostToolUse"][0]["matcher"] == "apply_patch"
     hooked = hooks.read_bytes()
     code, out, _ = cli(main, "install", "codex", "--scope", "user")
     assert code == 0 and "MCP server unchanged" in out and "hooks already there" in out
@@ -97,9 +98,9 @@ def test_doctor_reports_every_agents_install_state(home, worktrees, cli, codex_h
     cli(main, "install", "codex", "--scope", "user")
     code, out, _ = cli(main, "doctor")
     lines = {line[:16].strip(): line[16:].strip() for line in out.splitlines()}
-    assert lines["claude (project)"].startswith("hooks for 5 of 5 events, 3 of 3 skills")
+    assert lines["claude (project)"].startswith("hooks for 6 of 6 events, 3 of 3 skills")
     assert lines["claude (user)"] == "not installed" and lines["codex (project)"] == "not installed"
-    assert lines["codex (user)"].startswith("MCP server; hooks for 5 of 5 events; 5 hooks not trusted yet: run "
+    assert lines["codex (user)"].startswith("MCP server; hooks for 6 of 6 events; 6 hooks not trusted yet: run "
                                             "`baton install codex --scope user`")
 
 
@@ -118,11 +119,11 @@ def test_the_hooks_are_trusted_by_the_hashes_codex_reports(home, worktrees, cli,
         assert code == 0 and "only in a project you trust" in err
         config.write_text(f'[projects.{json.dumps(str(main))}]\ntrust_level = "trusted"\n')
     code, out, err = cli(main, "install", "codex", "--scope", scope)
-    assert code == 0 and err == "" and "5 hooks trusted" in out
+    assert code == 0 and err == "" and "6 hooks trusted" in out
     listed = [hook for hook in list_hooks(CODEX, main) if "baton" in hook["command"]]
     assert len(listed) == len(HOOKS) and {hook["trustStatus"] for hook in listed} == {"trusted"}, listed
     code, out, _ = cli(main, "doctor")
-    assert f"codex ({scope})".ljust(16) + " MCP server; hooks for 5 of 5 events" in out
+    assert f"codex ({scope})".ljust(16) + " MCP server; hooks for 6 of 6 events" in out
     assert "not trusted" not in out
     cli(main, "uninstall", "codex", "--scope", scope)
     if scope == "user":

@@ -111,6 +111,16 @@ def test_an_update_with_journal_and_checks_answers_as_the_cli(home, worktrees, c
 
 
 @pytest.mark.slow  # starts `baton mcp`
+def test_check_paths_answers_as_baton_check(home, worktrees, cli):
+    main = two_agents(worktrees, cli)
+    is_error, text = with_server(main, call("check_paths", paths=["src/db.py", "src/free.py"]))
+    assert not is_error, text
+    answer = json.loads(text)
+    assert answer == cli_json(main, "check", "src/db.py", "src/free.py", "--json")
+    assert [(h["task_id"], h["path"]) for h in answer["holdings"]] == [("OMN-2", "src/db.py")]
+
+
+@pytest.mark.slow  # starts `baton mcp`
 def test_a_checkpoint_and_a_fork_through_the_tools_answer_as_the_cli(home, worktrees, cli, tmp_path):
     main, _ = worktrees
     cli(main, "bind", "OMN-1")

@@ -24,7 +24,7 @@ pytestmark = [
 ]
 BATON = Path(sys.prefix) / "bin" / "baton"
 NO_BATON_PATH = "/usr/local/bin:/usr/bin:/bin"  # Claude Code's PATH in these tests: no `baton` on it
-TOOLS = 17
+TOOLS = 18
 
 
 @pytest.fixture
@@ -117,6 +117,27 @@ def test_conflicts_reach_the_model_both_ways(project, tmp_path):
         claude(project, "Anything new?", model, tmp_path)
     told = json.dumps(model.agent_requests[0]["messages"])
     assert "OMN-2" in told and "src/cart.py" in told, "the other ticket's overlap reaches the model"
+
+
+def test_the_check_before_an_edit_reaches_the_model_with_the_edit(project, tmp_path):
+    """PreToolUse: another ticket's touch of the file decides nothing (the edit goes on under
+    the permission mode) and its holder, files and next action reach the model in the
+    request that follows the tool call, beside the edit's result."""
+    import subprocess
+
+    other = project.parent / "shop"
+    for command in (["bind", "OMN-2", "--agent", "codex"], ["touch", "src/db.py"],
+                    ["update", "--next", "split the db module"]):
+        assert subprocess.run([str(BATON), *command], cwd=other, capture_output=True, timeout=60).returncode == 0
+    written = project / "src" / "db.py"
+    turns = [{"tool": "Write", "input": {"file_path": str(written), "content": "DB = 1\n"}}, {"text": "Done."}]
+    with ScriptedModel(turns) as model:
+        claude(project, "Write the db module", model, tmp_path, "--permission-mode", "acceptEdits")
+    assert written.exists(), "an overlap does not stop the edit"
+    after_call = json.dumps(model.agent_requests[1]["messages"][-3:])
+    assert "before this edit" in after_call and "src/db.py: ticket OMN-2 (agent codex" in after_call, \
+        after_call[-2000:]
+    assert "their next action: split the db module" in after_call
 
 
 @pytest.mark.parametrize("broken", ["bad baton.toml", "unusable data home"])
@@ -235,8 +256,8 @@ def test_the_mcp_server_costs_only_its_tools_and_stops_at_the_first_signal(proje
     tools = mcp_tools(model.agent_requests[0])
     assert sorted(t["name"] for t in tools) == sorted(f"mcp__baton__{name}" for name in _tool_names())
     # Only Baton's own tools go out (no resource tools for an unserved capability), their
-    # schemas short: the 17 tools, described for tool search, measured 6,470 bytes.
-    assert size(tools) < 7000, f"{size(tools)} bytes of MCP tools per request"
+    # schemas short: the 21 tools, described for tool search, measured 8,302 bytes.
+    assert size(tools) < 8600, f"{size(tools)} bytes of MCP tools per request"
     log = debug.read_text()
     assert re.search(r'MCP server "baton": Sending SIGINT', log), "Claude Code stopped the server by SIGINT"
     assert "SIGTERM" not in log, [line for line in log.splitlines() if "SIGTERM" in line]

@@ -88,7 +88,8 @@ def resumed(project: Path) -> dict:
 
 def test_installed_by_baton_codex_runs_the_hooks_and_the_tools_without_asking(project, codex_home):
     """Default approval settings (`codex exec`: approval never): the annotated tools run; the
-    trusted hooks fire; a conflict reaches the model both ways (its edit, the other's)."""
+    trusted hooks fire; a conflict reaches the model both ways (its edit, checked before and
+    recorded after it; the other's)."""
     patch = "*** Begin Patch\n*** Add File: src/db.py\n+DB = 'postgresql'\n*** End Patch\n"
     turns = [{"call": "resume_session", "namespace": "mcp__baton", "arguments": {"task_id": "OMN-1"}},
              {"patch": patch},
@@ -98,7 +99,7 @@ def test_installed_by_baton_codex_runs_the_hooks_and_the_tools_without_asking(pr
              {"text": "Done."}]
     with ScriptedResponses(turns) as model:
         out = install(project, model, codex_home)
-        assert "5 hooks trusted" in out
+        assert "6 hooks trusted" in out
         seen = codex(project, "Resume OMN-1 and keep carts in the db module", codex_home, "-s", "workspace-write")
     assert seen[-1]["type"] == "turn.completed"
     first = json.dumps(model.requests[0])
@@ -107,6 +108,8 @@ def test_installed_by_baton_codex_runs_the_hooks_and_the_tools_without_asking(pr
     assert answer["status"] == "found" and answer["task_id"] == "OMN-1", "resume_session ran without approval"
     after_patch = json.dumps(model.requests[2])
     assert "OMN-2" in after_patch and "src/db.py" in after_patch, "the edit's overlap reaches the model"
+    assert "before this edit" in after_patch and "src/db.py: ticket OMN-2 (agent claude" in after_patch, \
+        "Codex sends PreToolUse for apply_patch: the check before the edit reaches the model too"
     assert json.loads(tool_answer(model, 3))["decision"] == "Carts live in the db module", "a write tool ran too"
     bad = json.loads(tool_answer(model, 4))
     assert bad["error"]["type"] == "bad_input", "bad input reaches the model as one structured error"

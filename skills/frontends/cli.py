@@ -336,6 +336,27 @@ def _touch(args: Arguments, stores: Stores) -> int:
     return 0
 
 
+def _check(args: Arguments, stores: Stores) -> int:
+    from baton.skills.services.pre_edit import ALLOW, check_paths, checking_task
+
+    place, locator = _place()
+    task_id = checking_task(getattr(args, "task", None), place, stores.settings.ambient)
+    verdict = check_paths(stores, task_id, args.paths, Path.cwd(), locator)
+    _warn(verdict.warnings)
+    if args.json:
+        _dump({"task_id": task_id, **verdict.public()})
+        return 0
+    if verdict.reason:
+        print(verdict.reason)
+    if verdict.context:
+        print(verdict.context)
+    if verdict.decision == ALLOW and not verdict.context:
+        print("No other active ticket holds these files.")
+    else:
+        print(f"Decision: {verdict.decision}")
+    return 0
+
+
 def _decide(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.decide import decide
 
@@ -944,6 +965,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("touch", "Record files the ticket touched; warn about overlaps with other active tickets.", (
         _arg("paths", nargs="+", metavar="PATH"),
         _JSON), _touch, tool="record_touch"),
+    Command("check", "Check files before editing them against other active tickets' touches and leases.", (
+        _arg("paths", nargs="+", metavar="PATH"),
+        _JSON), _check, reads=True, tool="check_paths"),
     Command("decide", "Record a decision (indexed for recall by other tickets).", (
         _arg("text", metavar="TEXT"),
         _arg("--context", default="", help="why, or what it applies to"),
@@ -1113,7 +1137,8 @@ COMMANDS: tuple[Command, ...] = (
                _arg("--strict", action="store_true", help="git-hook: block the commit instead of warning")),
     _installer("uninstall", "Remove what `baton install` added to"),
     Command("hook", "Run a Claude Code hook: the event's JSON payload comes on stdin; always exits 0.", (
-        _arg("event", choices=["session-start", "post-tool-use", "user-prompt-submit", "stop", "session-end"]),),
+        _arg("event", choices=["session-start", "pre-tool-use", "post-tool-use", "user-prompt-submit", "stop",
+                               "session-end"]),),
         _hook, task=False, stores=False),
     Command("guard", "Check staged files against other active tickets (the pre-commit guard).", (
         _arg("--strict", action="store_true", help="exit 1 (blocking the commit) when one overlaps"),),

@@ -2,6 +2,14 @@
 payload on standard input (formats: https://code.claude.com/docs/en/hooks).
 
 - session-start: the compact resume context of the bound worktree, as additionalContext.
+- pre-tool-use (Edit, MultiEdit, Write, NotebookEdit; Codex's apply_patch): checks the
+  files about to change against other active tickets' touches and leases
+  (baton.skills.services.pre_edit). Nothing held: silent. Another ticket's touch or shared
+  lease: additionalContext the model reads before it edits. Another ticket's exclusive
+  lease: permissionDecision `ask` (the prompt names the holder) or `deny` (the model is
+  told why), as `[conflicts] on_exclusive` says; Codex takes no `ask` from a hook, so
+  there it is told as context. When Baton cannot check, the edit goes ahead and the user
+  reads one line (systemMessage) saying so.
 - post-tool-use (Edit, MultiEdit, Write, NotebookEdit): records the touch; a new overlap
   with another active ticket is told in additionalContext, which the model reads next to
   the tool result. This is the 100 ms path: imports stay lazy, as in baton.skills.services.touch.
@@ -15,7 +23,8 @@ payload on standard input (formats: https://code.claude.com/docs/en/hooks).
 - session-start and stop also keep the agent's own session id and transcript path as the
   run's provider reference, encrypted in the data home (baton.skills.runtime.provider_refs).
 
-A hook never blocks or breaks the agent: whatever goes wrong becomes one line on
+A hook never breaks the agent (only pre-tool-use stops an edit, on another ticket's
+exclusive lease), and whatever goes wrong becomes one line on
 standard error and exit status 0 (Claude Code shows stderr of a successful hook only in
 its debug log). When Baton cannot record (an unusable data home, a bad baton.toml, a
 store that refuses writes), the user is also told, once per agent session, in the
@@ -169,6 +178,52 @@ def edited_paths(event: dict) -> list[str]:
     response = given_response if isinstance(given_response, dict) else {}
     path = tool_input.get(field) or response.get("filePath")
     return [path] if isinstance(path, str) and path else []
+
+
+def pre_tool_use(payload: Payload, out: Output) -> None:
+    """The check before an edit; fails open: whatever goes wrong allows the edit, said in one line."""
+    paths = edited_paths(payload.event)
+    if not paths:
+        return
+    try:
+        place, locator, task = locate(payload.cwd)
+        if task is None:
+            return
+        from baton.skills.services.pre_edit import check_paths
+
+        with opened_stores(project=place.repo) as stores:
+            verdict = check_paths(stores, task.task_id, paths, payload.cwd, locator)
+    except Exception as exc:  # noqa: BLE001 -- an edit is never blocked because Baton cannot answer
+        out.say(unchecked(_failure(exc)))
+        return
+    output = pre_tool_use_output(verdict.decision, verdict.reason, verdict.context,
+                                 patch=payload.event.get("tool_name") == PATCH_TOOL)
+    if verdict.warnings:
+        output |= unchecked("; ".join(verdict.warnings))
+    if output:
+        out.say(output)
+
+
+def pre_tool_use_output(decision: str, reason: str | None, context: str | None, *, patch: bool) -> dict:
+    """Claude Code's PreToolUse answer ({} for none): a decision only to ask or deny (an
+    `allow` would skip the user's own permission rules), the overlaps as additionalContext.
+    Codex (its patch tool) takes no `ask`: there the holder is named in the context, and
+    the edit goes on."""
+    if patch and decision == "ask":
+        decision, context = "allow", "\n\n".join(filter(None, [reason, context]))
+    answer: dict = {"hookEventName": "PreToolUse"}
+    if decision != "allow":
+        answer |= {"permissionDecision": decision, "permissionDecisionReason": reason or ""}
+    if context:
+        answer["additionalContext"] = context
+    return {"hookSpecificOutput": answer} if len(answer) > 1 else {}
+
+
+def unchecked(reason: str) -> dict:
+    """The one line the user sees (and stderr holds) when the edit goes ahead unchecked."""
+    line = f"Baton could not check this edit against other tickets ({one_line(mask(reason))}); it goes ahead."
+    print(f"baton: hook pre-tool-use: {line}", file=sys.stderr)
+    return {"systemMessage": line}
 
 
 def post_tool_use(payload: Payload, out: Output) -> None:
@@ -434,6 +489,7 @@ def _failure(exc: Exception) -> str:
 
 HANDLERS: dict[str, Callable[[Payload, Output], None]] = {
     "session-start": session_start,
+    "pre-tool-use": pre_tool_use,
     "post-tool-use": post_tool_use,
     "user-prompt-submit": user_prompt_submit,
     "stop": stop,

@@ -123,6 +123,20 @@ def record_touch(paths: list[str], task_id: str | None = None, worktree: str | N
     return _call(run, deliver=False)
 
 
+def check_paths(paths: list[str], task_id: str | None = None, worktree: str | None = None) -> str:
+    from baton.files import WorktreeLocator
+    from baton.skills.core.binding import place_of
+    from baton.skills.services import pre_edit
+
+    def run(stores: Stores) -> dict:
+        locator = WorktreeLocator()
+        directory = _directory(worktree)
+        checked = pre_edit.checking_task(task_id, place_of(directory, locator), stores.settings.ambient)
+        return {"task_id": checked, **pre_edit.check_paths(stores, checked, paths, directory, locator).public()}
+
+    return _call(run)
+
+
 def record_decision(text: str, context: str = "", supersedes: list[str] | None = None, task_id: str | None = None,
                     worktree: str | None = None) -> str:
     from baton.skills.core.binding import resolve_task
@@ -344,6 +358,9 @@ TOOLS: dict[str, Served] = {
     "record_touch": Served(record_touch, "Record files touched", (
         "Record files the ticket changed; returns conflicts (overlaps) with other active tickets' sessions. "
         "Call after editing files outside Edit/Write."), idempotent=True),
+    "check_paths": Served(check_paths, "Check files before editing", (
+        "Before editing files: conflicts with other active tickets' touches and leases; allow, ask or deny, "
+        "with each holder and their next action."), read_only=True, idempotent=True),
     "record_decision": Served(record_decision, "Record a decision", (
         "Record a decision and why, so that later sessions and other tickets recall it.")),
     "update_session": Served(update_session, "Update the session", (

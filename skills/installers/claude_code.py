@@ -33,6 +33,7 @@ SCOPES = ("project", "user")
 # only bound a hung hook; each hook's own budget is far below them (see bench/hooks.py).
 HOOKS: dict[str, tuple[str, str | None, int]] = {
     "SessionStart": ("session-start", None, 10),
+    "PreToolUse": ("pre-tool-use", "Edit|MultiEdit|Write|NotebookEdit", 5),
     "PostToolUse": ("post-tool-use", "Edit|MultiEdit|Write|NotebookEdit", 5),
     "UserPromptSubmit": ("user-prompt-submit", None, 5),
     "Stop": ("stop", None, 30),

@@ -13,7 +13,7 @@ in a project the user trusts). The server's table in `config.toml`:
 
 No approval settings: each tool's MCP annotations tell Codex which are read-only or not
 destructive, and Codex runs those without asking. `hooks.json` has Claude Code's schema and
-payloads; its PostToolUse matcher is Codex's patch tool, apply_patch (edits made through
+payloads; its PreToolUse and PostToolUse matcher is Codex's patch tool, apply_patch (edits made through
 the shell are found by the Stop hook). A hook runs only once trusted: an entry
 `[hooks.state."<hooks.json path>:<event>:<group>:<handler>"] trusted_hash = "sha256:..."`
 in the user's `config.toml` whose hash is the one Codex computes for the hook. The hash is
@@ -63,11 +63,12 @@ from baton.skills.installers.claude_code import (
 # hooks (is_baton_hook knows Baton's handlers by those names), with Codex's patch tool and limit.
 HOOKS: dict[str, tuple[str, str | None, int]] = {
     **CLAUDE_HOOKS,
+    "PreToolUse": ("pre-tool-use", "apply_patch", 5),
     "PostToolUse": ("post-tool-use", "apply_patch", 5),
     "SessionEnd": ("session-end", None, 3),  # Codex clamps a SessionEnd hook to 3 s
 }
 # hooks.json event name -> the name in a trust key (Codex's snake case).
-KEY_EVENTS = {"SessionStart": "session_start", "PostToolUse": "post_tool_use",
+KEY_EVENTS = {"SessionStart": "session_start", "PreToolUse": "pre_tool_use", "PostToolUse": "post_tool_use",
               "UserPromptSubmit": "user_prompt_submit", "Stop": "stop", "SessionEnd": "session_end"}
 BLOCK_START = "# >>> baton: written by `baton install codex`; `baton uninstall codex` removes it"
 BLOCK_END = "# <<< baton"

@@ -28,6 +28,7 @@ from baton.home import data_home, unusable
 from baton.trust import home_refusal, read_private
 
 HOOK_HANDOFF = ("never", "stop", "session-end")
+ON_EXCLUSIVE = ("ask", "deny")
 KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PROBE_TIMEOUT = 10.0
@@ -148,6 +149,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("allow", None, "handoff", "commands", (), "unsigned probe commands that may run anyway"),
     Setting("hook_handoff", "BATON_HOOK_HANDOFF", "hooks", "choice", "never",
             "which agent hook writes a handoff", choices=HOOK_HANDOFF, toml_key="handoff"),
+    Setting("on_exclusive", "BATON_ON_EXCLUSIVE", "conflicts", "choice", "ask",
+            "what the check before an edit does with a file another ticket leases exclusively: `ask` the user "
+            "(the permission prompt names the holder) or `deny` the edit (the agent is told why)",
+            choices=ON_EXCLUSIVE),
     Setting("keep_ended_sessions", None, "retention", "duration", "90d",
             "how long an ended session and its events are kept after its last activity (`baton gc`)",
             toml_key="ended_sessions"),
@@ -239,6 +244,7 @@ class Settings:
     background_indexing: bool
     handoff: HandoffSettings  # the [handoff] rows
     hook_handoff: str
+    on_exclusive: str
     keep_ended_sessions: timedelta
     keep_signals: timedelta
     gc_interval: float
