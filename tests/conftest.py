@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from tests import lanes
-from tests.stores import use_servers
+from tests.stores import SERVER_BUDGET, use_servers
 from tests.workspace import git, make_repo, run_process
 
 
@@ -131,8 +131,8 @@ def postgres_server():
 
 
 @pytest.fixture
-def postgres_url(postgres_server) -> str:
-    """A fresh database on the test server."""
+def postgres_url(postgres_server, monkeypatch) -> str:
+    """A fresh database on the test server, and the budget for a healthy server (tests/stores.py)."""
     import uuid
 
     import psycopg
@@ -140,6 +140,7 @@ def postgres_url(postgres_server) -> str:
     name = f"baton_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(postgres_server.url, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")  # a generated identifier, not input
+    monkeypatch.setenv("BATON_STORE_TIMEOUT", str(SERVER_BUDGET))
     return postgres_server.url_for(name)
 
 
@@ -170,13 +171,15 @@ def neo4j_server():
 
 
 @pytest.fixture
-def bolt_uri(neo4j_server) -> str:
+def bolt_uri(neo4j_server, monkeypatch) -> str:
     """The Bolt server, emptied (Neo4j Community has one user database), as a URI holding
-    its credentials (the server runs with authentication on)."""
+    its credentials (the server runs with authentication on); the budget for a healthy
+    server (tests/stores.py)."""
     import neo4j
 
     with neo4j.GraphDatabase.driver(neo4j_server.address, auth=neo4j_server.auth) as driver:
         driver.execute_query("MATCH (n) DETACH DELETE n")
+    monkeypatch.setenv("BATON_STORE_TIMEOUT", str(SERVER_BUDGET))
     return neo4j_server.uri
 
 

@@ -9,18 +9,17 @@ import shutil
 import uuid
 from pathlib import Path
 
-
+# BATON_STORE_TIMEOUT for a home whose servers are healthy (use_servers, and the fixtures
+# postgres_url and bolt_uri): a healthy server on 2 busy cores can take longer than the
+# embedded default's 2 s to import its client, connect and answer. The budget bounds the
+# wait for a server that is down, and the tests of that set their own (tests/timing.store_budget).
 SERVER_BUDGET = 15
 
 
 def use_servers(request, monkeypatch, tmp_path: Path, *, qdrant: bool, kafka: bool = True) -> None:
     """Point every store at its server: PostgreSQL, the Bolt server, Kafka (signals and the
     event log with its projector), and (qdrant) qdrant-client, in local mode since no
-    Qdrant server can be installed here.
-
-    A healthy server on 2 busy cores can take longer than the embedded default's 2 s budget
-    to import its client, connect and answer; the budget bounds the wait for a server that
-    is down, and the tests of that set their own (tests/timing.store_budget)."""
+    Qdrant server can be installed here; with SERVER_BUDGET."""
     monkeypatch.setenv("BATON_STORE_TIMEOUT", str(SERVER_BUDGET))
     monkeypatch.setenv("BATON_DATABASE_URL", request.getfixturevalue("postgres_url"))
     monkeypatch.setenv("BATON_GRAPH_URL", request.getfixturevalue("bolt_uri"))
