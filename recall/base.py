@@ -59,10 +59,10 @@ RECIPE_FIELD = "recipe"  # where a Qdrant point's payload keeps it (the embedded
 
 
 def embedding_text(text: str, context: str) -> str:
-    """What a decision's vector embeds: its context (the problem) first, then the decision.
-    The model's first window of MAX_TOKENS tokens (baton.recall.embedding) weighs as much as
-    all the others of a long text: a long decision written first would push the context out
-    of it (recipe 1 did)."""
+    """What a decision's vector embeds: its context (the problem) first, then the decision,
+    so that the context is read whole in the model's first window (baton.recall.embedding):
+    a long decision written first pushed it out (recipe 1, when the model read that window
+    only)."""
     return f"{context}. {text}" if context else text
 
 
