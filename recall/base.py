@@ -50,16 +50,19 @@ class DecisionRecord(BaseModel):
         return embedding_text(self.text, self.context)
 
 
-# How embedding_text builds what is embedded; a point embedded by an older recipe is embedded
-# again by the background indexer (DecisionIndex.outdated), one that is current never.
-RECIPE = 2
+# How a decision's vector is made; a point of an older recipe is embedded again by the
+# background indexer (DecisionIndex.outdated), one that is current never. Recipe 1 embedded
+# the decision first, then its context; 2 the context first (embedding_text); 3 reads a text
+# longer than the model's window in windows (baton.recall.embedding), where 2 read its first.
+RECIPE = 3
 RECIPE_FIELD = "recipe"  # where a Qdrant point's payload keeps it (the embedded store: a column)
 
 
 def embedding_text(text: str, context: str) -> str:
-    """What a decision's vector embeds: its context (the problem) first, then the decision.
-    The model reads its first MAX_TOKENS tokens (baton.recall.embedding): a long decision
-    written first would push the context out of its window (recipe 1 did)."""
+    """What a decision's vector embeds: its context (the problem) first, then the decision,
+    so that the context is read whole in the model's first window (baton.recall.embedding):
+    a long decision written first pushed it out (recipe 1, when the model read that window
+    only)."""
     return f"{context}. {text}" if context else text
 
 
@@ -69,6 +72,14 @@ def embedding_text_before(text: str, context: str, recipe: int) -> str:
     if recipe == 1:
         return f"{text}. {context}" if context else text
     return embedding_text(text, context)
+
+
+def vector_unchanged(record: DecisionRecord, recipe: int, windows: int) -> bool:
+    """Whether a point of that recipe holds the vector the current RECIPE makes, so that only
+    its recipe mark need move (DecisionIndex.renew_recipe): it embedded today's text, and that
+    text fits the model's window (windows: baton.recall.embedding.MiniLMEncoder.windows), as
+    recipe 3 changed the vectors of longer texts only."""
+    return windows == 1 and embedding_text_before(record.text, record.context, recipe) == record.embedding_text()
 
 
 def record_of(payload: dict[str, Any] | None) -> DecisionRecord:
@@ -138,8 +149,14 @@ class DecisionIndex(ABC):
         return None
 
     @abstractmethod
-    def outdated(self, limit: int) -> list[DecisionRecord]:
-        """Up to limit stored decisions (of a project) embedded by an older RECIPE."""
+    def outdated(self, limit: int) -> list[tuple[DecisionRecord, int]]:
+        """Up to limit stored decisions (of a project) embedded by an older RECIPE, each with
+        its recipe."""
+
+    @abstractmethod
+    def renew_recipe(self, records: Sequence[DecisionRecord]) -> None:
+        """Mark records (stored points) as of the current RECIPE, their vectors unchanged
+        (they are what it makes: vector_unchanged)."""
 
     @abstractmethod
     def reembed(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:

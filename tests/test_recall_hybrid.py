@@ -190,7 +190,7 @@ def test_only_decisions_of_an_older_recipe_are_embedded_again(make_index, encode
     else:
         index.upsert([old], encoder.encode([first_recipe]))
         index._client.delete_payload("decisions", keys=["recipe"], points=[str(old.point_id)])
-    assert index.outdated(10) == [old]
+    assert index.outdated(10) == [(old, 1)]
     embedded: list[str] = []
     encode = encoder.encode
     monkeypatch.setattr(encoder, "encode", lambda texts: embedded.extend(texts) or encode(texts))
@@ -220,13 +220,13 @@ def test_a_word_in_too_many_decisions_is_left_out_of_the_embedded_query(tmp_path
     index.close()
 
 
-def test_a_text_longer_than_the_model_reads_is_counted(encoder, tmp_path):
+def test_a_text_longer_than_the_model_window_is_counted_as_chunked(encoder, tmp_path):
     index = EmbeddedDecisionIndex(tmp_path / "recall", timeout=2)
     queue = EmbeddingQueue(tmp_path / "recall", timeout=2)
     long = record("L", " ".join(f"word{i}" for i in range(400)), "Why this decision was long")
     queue.add([long, record("S", "A short one")])
     report = Indexer(queue, index, lambda: encoder).run()
-    assert (report.embedded, report.cut) == (2, 1)
+    assert (report.embedded, report.chunked) == (2, 1)
     assert tasks(index.search_keywords("word399", project=P, limit=5, exclude_task_id=None)) == ["L"], \
         "its last words are found by the keyword leg"
     index.close()

@@ -167,7 +167,8 @@ def _add(total: IndexReport, report: IndexReport) -> IndexReport:
     total.unscoped += report.unscoped
     total.reembedded += report.reembedded
     total.queries += report.queries
-    total.cut += report.cut
+    total.renewed += report.renewed
+    total.chunked += report.chunked
     return total
 
 
@@ -188,8 +189,9 @@ def _healed(stores: Stores, report: IndexReport) -> IndexReport:
 def heal_unscoped(stores: Stores, index: DecisionIndex) -> int:
     """Index again, in its project, every decision of every project's registry that the
     index lacks: with the vector of its point from before projects when that point embedded
-    the same text (no model needed), else through the queue. Then the points without a
-    project go, once every project was walked. Returns how many decisions were queued."""
+    the same text and that text fits the model's window (a tokenization, no forward pass),
+    else through the queue. Then the points without a project go, once every project was
+    walked. Returns how many decisions were queued."""
     from baton.outcome import Found
 
     projects = stores.registry.projects()
@@ -215,8 +217,10 @@ def _restore(stores: Stores, index: DecisionIndex) -> int:
         stored = index.stored([r.point_id for r in chunk])
         lacking = {unscoped_point_id(r.task_id, r.text): r for r in chunk if r.point_id not in stored}
         before = index.unscoped_points(list(lacking))
-        kept = [(record, before[old][1]) for old, record in lacking.items()
-                if old in before and before[old][0] == record.embedding_text()]
+        found = [(record, before[old]) for old, record in lacking.items() if old in before]
+        fits = _windows(stores, [record.embedding_text() for record, _ in found])
+        kept = [(record, vector) for (record, (text, vector)), windows in zip(found, fits, strict=True)
+                if text == record.embedding_text() and windows == 1]
         if kept:
             index.upsert([record for record, _ in kept], [vector for _, vector in kept])
         moved = {record.point_id for record, _ in kept}
@@ -224,6 +228,20 @@ def _restore(stores: Stores, index: DecisionIndex) -> int:
         waiting = queue.queued([r.point_id for r in rest])
         queued += queue.add([r for r in rest if r.point_id not in waiting])
     return queued
+
+
+def _windows(stores: Stores, texts: list[str]) -> list[int]:
+    """How many windows of the model each text takes: a point from before projects embedded
+    the first window only, so its vector is kept for a text of one. Without the model, none
+    is kept (queued, they wait for the model anyway)."""
+    from baton.recall.embedding import ModelMissing
+
+    if not texts:
+        return []
+    try:
+        return stores.indexer().windows(texts)
+    except ModelMissing:
+        return [0] * len(texts)
 
 
 def reindex_from_registry(stores: Stores) -> tuple[int, str | None]:

@@ -472,11 +472,13 @@ def indexed_line(report: IndexReport | None, waiting: int) -> str:
     if report is None:
         return f"Another indexer is running; {waiting} decisions wait for it."
     again = f", {report.reembedded} embedded again by the current recipe" if report.reembedded else ""
-    cut = (f", {report.cut} longer than the model reads: their start embedded, every word found by keyword"
-           if report.cut else "")
+    renewed = (f", {report.renewed} of an older recipe kept their vector (the current one makes the same)"
+               if report.renewed else "")
+    chunked = (f", {report.chunked} longer than the model's window: read in overlapping windows"
+               if report.chunked else "")
     queries = f"; {report.queries} tickets' queries embedded" if report.queries else ""
-    return (f"Indexed {report.embedded} decisions ({report.already} were indexed already{again}{cut}){queries}; "
-            f"{waiting} wait.")
+    return (f"Indexed {report.embedded} decisions ({report.already} were indexed already{again}{renewed}{chunked})"
+            f"{queries}; {waiting} wait.")
 
 
 def queued_line(queued: int) -> str:
