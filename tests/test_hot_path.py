@@ -84,10 +84,12 @@ HOOK_PATH_IMPORTS = {
         baton.skills.core.write_report baton.skills.frontends.briefing baton.skills.services
         baton.skills.services.touch hashlib
     """),
-    # The check before an edit: the graph's file index, and (an overlap found) the holders'
-    # notes from the registry's stored JSON; never the signal or event models.
+    # The check before an edit: the graph's file index, the leases (pathspec only when one is
+    # held in the repository), and (an overlap found) the holders' notes from the registry's
+    # stored JSON; never the signal or event models.
     "pre-tool-use": HOOK_IMPORTS | names("""
         baton.graph.sqlite baton.graph.projects baton.skills.services baton.skills.services.pre_edit
+        baton.skills.services.leases baton.skills.core.path_patterns
     """),
     "user-prompt-submit": HOOK_IMPORTS | names("""
         platform uuid array baton.signals.sqlite baton.signals.wire baton.processes baton.skills.core.overlaps

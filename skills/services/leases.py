@@ -15,7 +15,6 @@ claim is all or nothing. Patterns are gitignore patterns relative to the reposit
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
 
 MAX_PATTERNS = 100
 MAX_REASON = 500
-_RELEASE_NAMESPACE = uuid.UUID("5b7f3a52-2f0e-4d0b-9d8e-3b1c0c6f4a17")
+_RELEASE_NAMESPACE = "5b7f3a52-2f0e-4d0b-9d8e-3b1c0c6f4a17"  # uuid imported only by a write (the pre-edit check reads)
 
 
 @dataclass(frozen=True)
@@ -168,6 +167,8 @@ def claim(stores: Stores, task: ActiveTask, place: Place, raw_patterns: Sequence
           ttl: str | None = None, reason: str | None = None, agent: str | None = None) -> ClaimReport:
     """Grant the ticket a lease on each pattern, or none: raises Refused naming the first
     holder in the way, BadInput for a bad pattern, TTL or reason, StoreUnavailable."""
+    import uuid
+
     from baton.registry.model import LeaseGranted
 
     patterns = _patterns(raw_patterns)
@@ -218,9 +219,11 @@ def claim(stores: Stores, task: ActiveTask, place: Place, raw_patterns: Sequence
 
 def _release_event(lease: Lease, session_id: str, at: datetime, *, by: str, forced: bool, reason: str | None,
                    holder_last: datetime) -> Event:
+    import uuid
+
     from baton.registry.model import LeaseReleased
 
-    return LeaseReleased(event_id=uuid.uuid5(_RELEASE_NAMESPACE, lease.lease_id), task_id=lease.task_id,
+    return LeaseReleased(event_id=uuid.uuid5(uuid.UUID(_RELEASE_NAMESPACE), lease.lease_id), task_id=lease.task_id,
                          session_id=session_id, at=holder_last, lease_id=uuid.UUID(lease.lease_id),
                          released_at=at, forced=forced, by=by, reason=reason)
 
