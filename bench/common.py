@@ -83,6 +83,15 @@ def hook_payload(name: str, cwd: Path, *, file: Path | None = None, session: str
     return json.dumps(event)
 
 
+def use_scratch_home(root: Path) -> None:
+    """This process's environment, and its children's, on an embedded data home under root:
+    no server configured, no ticket named, the resident off (a bench starts it itself)."""
+    os.environ.update({"BATON_HOME": str(root / "home"), "BATON_RESIDENT": "off", "BATON_STORE_TIMEOUT": "5"})
+    for name in ("BATON_DATABASE_URL", "BATON_GRAPH_URL", "BATON_KAFKA_BOOTSTRAP", "BATON_QDRANT_URL",
+                 "BATON_CONFIG", "BATON_TASK_ID"):
+        os.environ.pop(name, None)
+
+
 def start_resident(home: Path, env: dict | None = None, baton: Path = BATON) -> subprocess.Popen:
     """A resident for home (env: its environment, else this process's; baton: the console
     script to run it with), answering before it returns."""

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
-from bench.common import BATON, fresh_runs, git, hook_payload, spread, start_resident
+from bench.common import BATON, fresh_runs, git, hook_payload, spread, start_resident, use_scratch_home
 
 TASK, OTHER = "BENCH-1", "BENCH-2"
 CONTESTED = 1000  # files BENCH-2 touched first: each post-tool-use run on one is a new conflict
@@ -223,10 +223,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="baton-bench-hooks-") as scratch:
         root = Path(scratch)
-        os.environ.update({"BATON_HOME": str(root / "home"), "BATON_RESIDENT": "off", "BATON_STORE_TIMEOUT": "5"})
-        for name in ("BATON_DATABASE_URL", "BATON_GRAPH_URL", "BATON_KAFKA_BOOTSTRAP", "BATON_QDRANT_URL",
-                     "BATON_CONFIG", "BATON_TASK_ID"):
-            os.environ.pop(name, None)
+        use_scratch_home(root)
         started = time.perf_counter()
         main_tree, _ = build(root, args.sessions)
         print(f"data set: {TASK} with 201 files, 3 decisions, 30 steps; {OTHER} sharing src/db.py, 2 decisions; "

@@ -27,7 +27,7 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-from bench.common import BATON, fresh_runs, git, hook_payload, spread, start_resident
+from bench.common import BATON, fresh_runs, git, hook_payload, spread, start_resident, use_scratch_home
 
 TASK = "BENCH-1"
 CONTESTED = "src/db.py"
@@ -106,10 +106,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="baton-bench-pre-edit-") as scratch:
         root = Path(scratch)
-        os.environ.update({"BATON_HOME": str(root / "home"), "BATON_RESIDENT": "off", "BATON_STORE_TIMEOUT": "5"})
-        for name in ("BATON_DATABASE_URL", "BATON_GRAPH_URL", "BATON_KAFKA_BOOTSTRAP", "BATON_QDRANT_URL",
-                     "BATON_CONFIG", "BATON_TASK_ID"):
-            os.environ.pop(name, None)
+        use_scratch_home(root)
         started = time.perf_counter()
         main_tree = build(root, args.tickets, args.files)
         print(f"data set: {args.tickets} active tickets, {args.tickets * args.files + HOLDERS} touched files, "

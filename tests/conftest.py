@@ -262,3 +262,34 @@ def cli(monkeypatch, capsys, resident_lane):
         return code, out, err
 
     return run
+
+
+@pytest.fixture(scope="session")
+def encoder():
+    """Recall's embedding model, loaded once for the tests that embed."""
+    from baton.recall.embedding import MiniLMEncoder
+
+    return MiniLMEncoder.load()
+
+
+@pytest.fixture(params=["embedded", "qdrant-client"])
+def make_index(request, tmp_path):
+    """Opens the decision index, on the embedded store then on Qdrant (qdrant-client's local
+    mode); closes what it opened."""
+    from baton.recall.embedded import EmbeddedDecisionIndex
+
+    opened = []
+
+    def make():
+        if request.param == "embedded":
+            index = EmbeddedDecisionIndex(tmp_path / "recall", timeout=2)
+        else:
+            from baton.recall.qdrant_server import QdrantServerIndex
+
+            index = QdrantServerIndex(f"file://{tmp_path / 'qdrant'}", timeout=2)
+        opened.append(index)
+        return index
+
+    yield make
+    for index in opened:
+        index.close()

@@ -10,7 +10,6 @@ import pytest
 
 from baton.recall.base import DecisionRecord
 from baton.recall.embedded import EmbeddedDecisionIndex
-from baton.recall.embedding import MiniLMEncoder
 from baton.recall.indexer import Indexer
 from baton.recall.queue import EmbeddingQueue
 from baton.recall.search import DecisionSearchClient
@@ -18,11 +17,6 @@ from baton.recall.wire import decision_point_id, unscoped_point_id
 
 P = "github.com/acme/shop"  # the project of every decision here, but where a test says otherwise
 REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text())
-
-
-@pytest.fixture(scope="module")
-def encoder():
-    return MiniLMEncoder.load()
 
 
 @pytest.mark.slow

@@ -8,13 +8,11 @@ import sqlite3
 import numpy as np
 import pytest
 
-from baton.recall.base import RECIPE, DecisionRecord
+from baton.recall.base import RECIPE
 from baton.recall.embedded import EmbeddedDecisionIndex
-from baton.recall.embedding import MiniLMEncoder
 from baton.recall.indexer import Indexer
 from baton.recall.queue import EmbeddingQueue
-
-P = "github.com/acme/shop"
+from tests.test_recall_hybrid import P, record
 
 # About 330 tokens on the checkout's logging: the whole first window, and more.
 PREAMBLE = " ".join([
@@ -33,36 +31,7 @@ OTHERS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def encoder():
-    return MiniLMEncoder.load()
-
-
-def record(task: str, text: str, context: str = "") -> DecisionRecord:
-    return DecisionRecord(project=P, task_id=task, session_id="s", text=text, context=context,
-                          recorded_at="2026-11-01T00:00:00+00:00", repo="r")
-
-
 LONG = record("L", LONG_DECISION, PREAMBLE)
-
-
-@pytest.fixture(params=["embedded", "qdrant-client"])
-def make_index(request, tmp_path):
-    opened = []
-
-    def make():
-        if request.param == "embedded":
-            index = EmbeddedDecisionIndex(tmp_path / "recall", timeout=2)
-        else:
-            from baton.recall.qdrant_server import QdrantServerIndex
-
-            index = QdrantServerIndex(f"file://{tmp_path / 'qdrant'}", timeout=2)
-        opened.append(index)
-        return index
-
-    yield make
-    for index in opened:
-        index.close()
 
 
 def test_a_meaning_past_the_first_window_is_found_by_the_vector_alone(encoder, tmp_path):

@@ -26,11 +26,6 @@ DECISIONS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def encoder():
-    return MiniLMEncoder.load()
-
-
 def record(task: str, text: str, context: str = "") -> DecisionRecord:
     return DecisionRecord(project=P, task_id=task, session_id="s", text=text, context=context,
                           recorded_at="2026-11-01T00:00:00+00:00", repo="r")
@@ -46,25 +41,6 @@ def tasks(hits: list[ScoredDecision]) -> list[str]:
 
 def no_model() -> MiniLMEncoder:
     raise ModelMissing("the embedding model is not installed (this test)")
-
-
-@pytest.fixture(params=["embedded", "qdrant-client"])
-def make_index(request, tmp_path):
-    opened = []
-
-    def make():
-        if request.param == "embedded":
-            index = EmbeddedDecisionIndex(tmp_path / "recall", timeout=2)
-        else:
-            from baton.recall.qdrant_server import QdrantServerIndex
-
-            index = QdrantServerIndex(f"file://{tmp_path / 'qdrant'}", timeout=2)
-        opened.append(index)
-        return index
-
-    yield make
-    for index in opened:
-        index.close()
 
 
 def filled(index, encoder, tmp_path):
