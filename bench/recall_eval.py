@@ -21,7 +21,9 @@ Four lists are scored on the same queries:
   - keyword: BM25 over the same "decision. context" texts, SQLite FTS5 in this process,
   - fused: reciprocal-rank fusion (k=60) of the two lists (outside Baton: before Baton fused
     its own legs, what a keyword leg would add; now it counts the words twice).
-Printed per leg, overall and per query kind: recall@1, recall@5, MRR@10, nDCG@10; then the
+Printed per leg, overall and per query kind: recall@1, recall@5, MRR@10, nDCG@10, a query
+answered by its record's decision or (links recorded) by one that replaced it, as Baton ranks
+a superseded decision below current ones; the same strictly (the record's own only); then the
 stale-awareness count (for each record that supersedes another, and each of the
 replacement's queries: is the superseded decision ranked above its replacement, or found
 while the replacement is not?); the cosine scores the vector leg gave the relevant decision
@@ -77,6 +79,10 @@ class Query:
     kind: str  # "title" or "context"
     text: str
     relevant: str  # the ticket whose decision answers it
+    # relevant, and (links recorded) the tickets whose decisions replaced it, directly or not:
+    # Baton ranks a superseded decision below current ones by design, and its replacement
+    # answers the question for an agent.
+    answers: frozenset[str] = frozenset()
 
 
 def load(limit: int | None) -> list[Record]:
@@ -87,8 +93,24 @@ def load(limit: int | None) -> list[Record]:
             for n, row in enumerate(rows, start=1)]
 
 
-def queries(records: list[Record]) -> list[Query]:
-    return [Query(kind, text, record.ticket) for record in records
+def queries(records: list[Record], links: bool) -> list[Query]:
+    ticket_of = {record.key: record.ticket for record in records}
+    replaced_by: dict[str, set[str]] = {}
+    for record in records:
+        for key in record.supersedes:
+            if key in ticket_of:
+                replaced_by.setdefault(ticket_of[key], set()).add(record.ticket)
+
+    def answering(ticket: str) -> frozenset[str]:
+        found, todo = {ticket}, [ticket]
+        while links and todo:
+            for newer in replaced_by.get(todo.pop(), ()):
+                if newer not in found:
+                    found.add(newer)
+                    todo.append(newer)
+        return frozenset(found)
+
+    return [Query(kind, text, record.ticket, answering(record.ticket)) for record in records
             for kind, text in (("title", record.title), ("context", record.context)) if text.strip()]
 
 
@@ -237,9 +259,11 @@ def fused(*rankings: list[str]) -> list[str]:
     return sorted(scores, key=lambda ticket: -scores[ticket])[:DEPTH]
 
 
-def metrics(rankings: list[tuple[Query, list[str]]]) -> tuple[float, float, float, float]:
-    """(recall@1, recall@5, MRR@10, nDCG@10), one relevant item per query."""
-    ranks = [ranking.index(query.relevant) + 1 if query.relevant in ranking else None
+def metrics(rankings: list[tuple[Query, list[str]]], *, strict: bool = False) -> tuple[float, float, float, float]:
+    """(recall@1, recall@5, MRR@10, nDCG@10), at the first ticket that answers each query (strict:
+    only its own record's)."""
+    ranks = [next((rank for rank, ticket in enumerate(ranking, start=1)
+                   if ticket == query.relevant or (not strict and ticket in query.answers)), None)
              for query, ranking in rankings]
     mean = lambda values: statistics.fmean(values) if values else float("nan")  # noqa: E731
     return (mean([rank == 1 for rank in ranks]), mean([rank is not None and rank <= 5 for rank in ranks]),
@@ -274,7 +298,7 @@ def main() -> None:
     args = parser.parse_args()
 
     records = load(args.limit_records)
-    asked = queries(records)
+    asked = queries(records, args.links == "on")
     keyword = KeywordLeg(records, args.stored_context)
     with tempfile.TemporaryDirectory(prefix="baton-bench-recall-") as scratch_name:
         scratch = Path(scratch_name)
@@ -311,6 +335,13 @@ def main() -> None:
             chosen = [(query, ranking) for query, ranking in rankings.items() if kind in ("all", query.kind)]
             r1, r5, mrr, ndcg = metrics(chosen)
             print(f"{leg if kind == 'all' else '':24} {kind:8} {r1:9.3f} {r5:9.3f} {mrr:8.3f} {ndcg:8.3f}")
+    replaced = sum(len(query.answers) > 1 for query in asked)
+    if replaced:
+        print(f"\n{replaced} queries ask for a decision that another replaced; above, the replacement answers "
+              f"them too. Strict (only the record's own decision answers):")
+        for leg, rankings in legs.items():
+            r1, r5, mrr, ndcg = metrics(list(rankings.items()), strict=True)
+            print(f"{leg:24} {'all':8} {r1:9.3f} {r5:9.3f} {mrr:8.3f} {ndcg:8.3f}")
     print("\nsuperseded decision ranked above its replacement, per (link, replacement's query):")
     for leg, rankings in legs.items():
         wins, cases = stale_wins(records, rankings)
