@@ -8,8 +8,9 @@ on stdin) on a file no other ticket holds and on src/db.py, and prints median an
 `python -c pass` and the post-tool-use hook measured in the same run, without the resident
 process and through it.
 
-Leases are not stored yet: the check's lease lookup answers none, so the 1,000 leases of the
-issue's figure are not in this data set.
+Each other ticket also holds a lease on its own folder (`lib/t<N>/**`, every other one
+exclusive): 1,000 leases, none covering the files the hook is asked about, so every one is
+matched against them.
 
     .venv/bin/python -m bench.pre_edit [--tickets 1000] [--files 100] [--repeat 30]
 """
@@ -39,7 +40,7 @@ def build(root: Path, tickets: int, files: int) -> Path:
     from baton.files import FileRef
     from baton.graph.projects import ProjectGraph
     from baton.graph.sqlite import SqliteConflictGraph
-    from baton.registry.model import Bound, NextActionSet
+    from baton.registry.model import Bound, LeaseGranted, NextActionSet
     from baton.registry.sqlite import SqliteSessionStore
 
     main = root / "shop"
@@ -61,7 +62,10 @@ def build(root: Path, tickets: int, files: int) -> Path:
         common = {"task_id": task, "session_id": "bench", "at": at}
         registry.append([Bound(event_id=uuid.uuid4(), repo=repo, worktree_path=f"/w/{task}", agent="claude",
                                branch=f"b{n}", **common),
-                         NextActionSet(event_id=uuid.uuid4(), text=f"finish module {n}", **common)])
+                         NextActionSet(event_id=uuid.uuid4(), text=f"finish module {n}", **common),
+                         # Lasting beyond the oldest ticket's last activity (two days back).
+                         LeaseGranted(event_id=uuid.uuid4(), repo=repo, pattern=f"lib/t{n}/**", exclusive=n % 2 == 0,
+                                      ttl_seconds=3 * 86400, agent="claude", **common)])
     graph.close()
     registry.close()
     subprocess.run([str(BATON), "bind", TASK, "--agent", "claude"], cwd=main, check=True, capture_output=True)
@@ -82,6 +86,10 @@ def check(main: Path) -> None:
     context = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
     if sum(f"ticket T-{n} " in context for n in range(HOLDERS)) != HOLDERS:
         raise SystemExit(f"the check did not name the holders:\n{context}")
+    leased = subprocess.run([str(BATON), "hook", "pre-tool-use"], cwd=main, capture_output=True, text=True,
+                            input=payload(main, "lib/t0/m0.py"), check=True)
+    if json.loads(leased.stdout)["hookSpecificOutput"].get("permissionDecision") != "ask":
+        raise SystemExit(f"the check did not see T-0's exclusive lease:\n{leased.stdout}")
 
 
 def runs(main: Path, repeat: int, run: int) -> list[tuple[str, list[float]]]:
@@ -110,7 +118,7 @@ def main() -> None:
         started = time.perf_counter()
         main_tree = build(root, args.tickets, args.files)
         print(f"data set: {args.tickets} active tickets, {args.tickets * args.files + HOLDERS} touched files, "
-              f"no leases (not stored yet); built in {time.perf_counter() - started:.0f} s")
+              f"{args.tickets} leases; built in {time.perf_counter() - started:.0f} s")
         check(main_tree)
         alone = runs(main_tree, args.repeat, 0)
         os.environ["BATON_RESIDENT"] = "on"
