@@ -393,3 +393,26 @@ def test_the_lease_tools_claim_refuse_list_and_release_as_the_cli(home, worktree
     assert [lease["pattern"] for lease in json.loads(released[1])["released"]] == ["src/ui/**"]
     assert json.loads(run_process(main, "leases", "--json").stdout) == {"leases": [
         lease for lease in json.loads(listed[1])["leases"] if lease["task_id"] == "OMN-2"]}
+
+
+def test_with_kafka_the_lease_events_reach_the_event_log_and_replay_changes_nothing(home, worktrees, cli, request,
+                                                                                    monkeypatch, tmp_path,
+                                                                                    kafka_server):
+    """A grant is decided by the registry at once; with Kafka the event log, which every
+    projection replays, gets the lease's events too, and the projector bringing them back
+    leaves one lease."""
+    from tests.stores import use_servers
+    from tests.test_outages import messages_on
+
+    use_servers(request, monkeypatch, tmp_path, qdrant=False)
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    assert cli(main, "deliver")[0] == 0
+    topic = f"{os.environ['BATON_KAFKA_TOPIC_PREFIX']}session-events.v1"
+    before = messages_on(kafka_server, topic)
+    assert cli(main, "claim", "--exclusive", "src/db/**")[0] == 0
+    assert cli(main, "release", "src/db/**")[0] == 0
+    assert cli(main, "deliver")[0] == 0
+    assert messages_on(kafka_server, topic) == before + 2, "the grant and the release, once each"
+    assert cli(main, "projector", "--once")[0] == 0
+    assert [(lease["pattern"], lease["state"]) for lease in _leases(cli, main, "--all")] == [("src/db/**", "released")]
