@@ -10,7 +10,7 @@ import pytest
 from baton.registry.base import HolderNote
 from baton.skills.services.leases import LeaseHit
 from baton.skills.services.pre_edit import verdict
-from tests.test_claude_hooks import hook, payload
+from tests.test_claude_hooks import hook, payload, runtime_dir  # noqa: F401 -- its marks of what was told
 
 T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 UNTIL = T0 + timedelta(hours=2)
@@ -118,6 +118,9 @@ def test_an_unavailable_graph_lets_the_edit_through_with_one_line(home, worktree
     assert out["systemMessage"].startswith("Baton could not check this edit against other tickets")
     assert out["systemMessage"].endswith("it goes ahead.") and "\n" not in out["systemMessage"]
     assert len([line for line in err.splitlines() if line.startswith("baton:")]) == 1, err
+    # The user is told once per agent session; stderr (the debug log) has each edit's line.
+    code, out, err = hook("pre-tool-use", pre_tool_use(main, main / "src" / "cart.py"), capsys)
+    assert (code, out) == (0, None) and "could not check this edit" in err
 
 
 def test_a_bad_payload_lets_the_edit_through(home, worktrees, cli, capsys):

@@ -24,7 +24,7 @@ pytestmark = [
 ]
 BATON = Path(sys.prefix) / "bin" / "baton"
 NO_BATON_PATH = "/usr/local/bin:/usr/bin:/bin"  # Claude Code's PATH in these tests: no `baton` on it
-TOOLS = 18
+TOOLS = 21
 
 
 @pytest.fixture

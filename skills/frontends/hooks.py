@@ -8,8 +8,9 @@ payload on standard input (formats: https://code.claude.com/docs/en/hooks).
   lease: additionalContext the model reads before it edits. Another ticket's exclusive
   lease: permissionDecision `ask` (the prompt names the holder) or `deny` (the model is
   told why), as `[conflicts] on_exclusive` says; Codex takes no `ask` from a hook, so
-  there it is told as context. When Baton cannot check, the edit goes ahead and the user
-  reads one line (systemMessage) saying so.
+  there it is told as context. When Baton cannot check (a store that cannot answer, an
+  unusable data home, a bad baton.toml), the edit goes ahead and the user reads one line
+  (systemMessage) saying so, once per agent session, as every hook tells its trouble.
 - post-tool-use (Edit, MultiEdit, Write, NotebookEdit): records the touch; a new overlap
   with another active ticket is told in additionalContext, which the model reads next to
   the tool result. This is the 100 ms path: imports stay lazy, as in baton.skills.services.touch.
@@ -108,6 +109,15 @@ class Output:
         print(f"baton: hook {self.event}: {reason}", file=sys.stderr)
         self.trouble = self.trouble or reason
 
+    def once(self, message: dict) -> dict:
+        """message, if this agent session has not been told of Baton's trouble yet (it is now
+        marked told); else nothing: one line of trouble per session, whichever hook says it."""
+        if not self.session_id:
+            return message
+        from baton.skills.runtime.agent_sessions import trouble_first_told
+
+        return message if trouble_first_told(self.session_id) else {}
+
     def finish(self) -> None:
         if self.trouble is not None and not self.spoken:
             told = self._told_trouble()
@@ -181,7 +191,8 @@ def edited_paths(event: dict) -> list[str]:
 
 
 def pre_tool_use(payload: Payload, out: Output) -> None:
-    """The check before an edit; fails open: whatever goes wrong allows the edit, said in one line."""
+    """The check before an edit; fails open: whatever goes wrong allows the edit, told to the
+    user once per agent session (Output.once, Output.cannot_record), on stderr each time."""
     paths = edited_paths(payload.event)
     if not paths:
         return
@@ -194,12 +205,12 @@ def pre_tool_use(payload: Payload, out: Output) -> None:
         with opened_stores(project=place.repo) as stores:
             verdict = check_paths(stores, task.task_id, paths, payload.cwd, locator)
     except Exception as exc:  # noqa: BLE001 -- an edit is never blocked because Baton cannot answer
-        out.say(unchecked(_failure(exc)))
+        out.cannot_record(_failure(exc))
         return
     output = pre_tool_use_output(verdict.decision, verdict.reason, verdict.context,
                                  patch=payload.event.get("tool_name") == PATCH_TOOL)
     if verdict.warnings:
-        output |= unchecked("; ".join(verdict.warnings))
+        output |= out.once(unchecked("; ".join(verdict.warnings)))
     if output:
         out.say(output)
 
