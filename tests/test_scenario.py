@@ -41,7 +41,7 @@ def test_two_agents_two_worktrees(any_home, worktrees, cli):
     assert set(result) == {"status", "task_id", "reason", "session", "conflicts", "related_decisions", "signals",
                            "stores", "bound", "run", "checkpoint", "compatibility", "fork_of",
                            "forks_overlapping", "continuation", "handoff", "live_state", "workflow", "prizmkit",
-                           "conflicts_more", "warnings"}
+                           "conflicts_more", "warnings", "leases", "lease_notices"}
     assert result["handoff"] is None and result["live_state"] == [], "no handoff in this worktree"
     assert result["status"] == "found" and result["bound"] is True
     assert result["stores"] == {"registry": "ok", "graph": "ok", "recall": "ok", "signals": "ok"}
@@ -63,7 +63,7 @@ def test_two_agents_two_worktrees(any_home, worktrees, cli):
     assert result["conflicts_more"] == 0
     assert set(rows["OMN-1"]) == {"task_id", "status", "phase", "last_activity", "stale", "files_touched",
                                   "conflicts_with", "handoff", "agent", "repo", "runs", "stage", "interrupted",
-                                  "fork_of", "checkpoint", "conflicting_tickets", "conflicting_files"}
+                                  "fork_of", "checkpoint", "conflicting_tickets", "conflicting_files", "leases"}
     code, out, _ = cli(main, "resume", "--list")
     assert "CONFLICTS with OMN-2 over 2 files" in out
 
