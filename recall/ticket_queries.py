@@ -84,11 +84,13 @@ class TicketQueries:
                            vector=None if row[1] is None else _floats(row[1]))
 
     def want(self, project: str, task_id: str, text: str) -> None:
-        """Ask the indexer to embed text for the ticket; its older vector is kept meanwhile."""
+        """Ask the indexer to embed text for the ticket; its older vector is kept meanwhile. A
+        text whose vector is stored already (the ticket went back to it) is not kept."""
         with self._db.writing(STORE) as conn:
             conn.execute("INSERT INTO queries (project, task_id, text_hash, text) VALUES (?, ?, ?, ?) "
                          "ON CONFLICT (project, task_id) DO UPDATE SET text_hash = excluded.text_hash, "
-                         "text = excluded.text", (project, task_id, text_hash(text), text))
+                         "text = CASE WHEN excluded.text_hash = queries.vector_hash THEN NULL ELSE excluded.text END",
+                         (project, task_id, text_hash(text), text))
 
     def waiting(self, limit: int) -> list[WaitingQuery]:
         """Up to limit texts wanted and not embedded yet."""

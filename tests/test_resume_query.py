@@ -145,3 +145,21 @@ def test_the_query_text_is_the_goal_the_next_action_and_the_files_words():
                       files={"b": touched("src/cart/redis_cache.py"), "a": touched("lib/cart/__init__.py")})
     assert ticket_query_text(session) == "Cache carts\nwrite the cache\ncart redis cache"
     assert ticket_query_text(Session(task_id="OMN-1", **at)) == ""
+
+
+def test_a_ticket_back_at_a_text_already_embedded_keeps_no_text(tmp_path):
+    """The text waits only until it is embedded: going back to it wants nothing embedded and
+    keeps no copy of it."""
+    import sqlite3
+
+    from baton.recall.ticket_queries import TicketQueries
+
+    queries = TicketQueries(tmp_path / "recall", timeout=2)
+    queries.want("p", "OMN-1", "cache carts in redis")
+    queries.keep(queries.waiting(10), [[0.5] * 384])
+    queries.want("p", "OMN-1", "render invoices as pdf")
+    queries.want("p", "OMN-1", "cache carts in redis")
+    assert queries.waiting(10) == [] and queries.stored("p", "OMN-1", "cache carts in redis").current
+    queries.close()
+    with sqlite3.connect(tmp_path / "recall" / "queries.db") as db:
+        assert db.execute("SELECT text FROM queries").fetchall() == [(None,)]
