@@ -80,6 +80,7 @@ def _leases(cli, cwd, *flags: str) -> list[dict]:
     return json.loads(out)["leases"]
 
 
+@pytest.mark.in_process  # the clock is moved in this process
 def test_a_lease_lapses_after_inactivity_renews_with_activity_and_its_holder_is_told(registry_home, worktrees, cli,
                                                                                     monkeypatch):
     main, second = worktrees
@@ -120,6 +121,7 @@ def test_a_lease_lapses_after_inactivity_renews_with_activity_and_its_holder_is_
     assert code == 1 and "held exclusive by OMN-2" in err
 
 
+@pytest.mark.in_process  # the clock is moved in this process
 def test_a_forced_release_is_recorded_with_who_and_why_and_told_to_the_holder(registry_home, worktrees, cli,
                                                                               monkeypatch):
     main, second = worktrees
@@ -311,6 +313,7 @@ def test_the_guard_sees_a_rename_out_of_an_exclusive_lease(home, worktrees, cli)
     assert "src/db/old.py is under OMN-2's exclusive lease src/db/**" in moved.stderr
 
 
+@pytest.mark.in_process  # the clock is moved in this process
 def test_leases_covering_answers_the_pre_edit_check_on_each_backend(registry_home, worktrees, cli, monkeypatch):
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import place_of
