@@ -252,13 +252,20 @@ def listed_of(s: Session) -> ListedSession:
                                            [r.text for r in s.lease_releases], s.last_activity))
 
 
-def unreleased_leases(leases: list[dict], released: list[str], last_activity: datetime) -> tuple[ListedLease, ...]:
-    """A session's leases not released, as ListedSession holds them, from their stored JSON."""
+def lease_ends(granted_at: datetime, last_activity: datetime, ttl_seconds: int) -> datetime:
+    """When a lease ends, the grace not added: its TTL after the later of its grant and the
+    ticket's last activity (which every event of the ticket moves, so it only grows)."""
     from datetime import timedelta
 
+    return max(granted_at, last_activity) + timedelta(seconds=ttl_seconds)
+
+
+def unreleased_leases(leases: list[dict], released: list[str], last_activity: datetime) -> tuple[ListedLease, ...]:
+    """A session's leases not released, as ListedSession holds them, from their stored JSON."""
     from baton import clock
 
+    ended = set(released)
     return tuple(ListedLease(lease["pattern"], bool(lease["exclusive"]),
-                             max(clock.parse(lease["at"]), last_activity) + timedelta(seconds=lease["ttl_seconds"]),
+                             lease_ends(clock.parse(lease["at"]), last_activity, lease["ttl_seconds"]),
                              lease["repo"], lease.get("agent"), lease.get("reason"))
-                 for lease in leases if lease["text"] not in set(released))
+                 for lease in leases if lease["text"] not in ended)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from baton import clock
 from baton.errors import BadInput, Refused
 from baton.outcome import Found, Unavailable
+from baton.registry.base import lease_ends
 from baton.skills.core.path_patterns import matches, normal_pattern, overlap
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def leases_of(session: Session, at: datetime, grace: timedelta) -> list[Lease]:
 
 def _lease(session: Session, entry: LeaseEntry, release: ReleaseEntry | None, ended: bool, at: datetime,
            grace: timedelta) -> Lease:
-    expires = max(entry.at, session.last_activity) + timedelta(seconds=entry.ttl_seconds) + grace
+    expires = lease_ends(entry.at, session.last_activity, entry.ttl_seconds) + grace
     state = ("released" if release is not None else "ended" if ended else "lapsed" if at > expires else "active")
     return Lease(lease_id=entry.text, task_id=session.task_id, repo=entry.repo, pattern=entry.pattern,
                  exclusive=entry.exclusive, agent=entry.agent, reason=entry.reason, granted_at=entry.at,
