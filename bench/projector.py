@@ -10,7 +10,7 @@ has when the read first runs, so a bench on a server that already holds a large 
 can miss a plan that goes bad as the graph grows. bench/servers.py prints the same rate
 among its other figures, after building its data set.
 
-    .venv/bin/python -m bench.projector [--events 5000] [--runs 5] [--top 12]
+    .venv/bin/python -m bench.projector [--events 5000] [--runs 5] [--top 12] [--sort cumulative]
 """
 
 from __future__ import annotations
@@ -25,12 +25,13 @@ from collections.abc import Callable
 from bench.throughput import fresh_servers, projector_rates, projector_run
 
 
-def top_costs(work: Callable[[], int], top: int) -> tuple[int, str]:
-    """Run work under cProfile; its result, and its `top` functions by their own time."""
+def top_costs(work: Callable[[], int], top: int, order: str = "tottime") -> tuple[int, str]:
+    """Run work under cProfile; its result, and its `top` functions by `order` (pstats' key:
+    their own time by default, "cumulative" to see which callers the time went through)."""
     profile = cProfile.Profile()
     result = profile.runcall(work)
     out = io.StringIO()
-    pstats.Stats(profile, stream=out).strip_dirs().sort_stats("tottime").print_stats(top)
+    pstats.Stats(profile, stream=out).strip_dirs().sort_stats(order).print_stats(top)
     lines = out.getvalue().splitlines()
     start = next(n for n, line in enumerate(lines) if line.lstrip().startswith("ncalls"))
     return result, "\n".join(lines[start:start + top + 1])
@@ -41,6 +42,8 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--top", type=int, default=12, help="functions shown from the profiled run")
+    parser.add_argument("--sort", default="tottime", choices=("tottime", "cumulative"),
+                        help="the profiled run's functions by their own time or with their callees'")
     args = parser.parse_args()
 
     with fresh_servers("projector") as (root, postgres, neo4j, kafka):
@@ -56,13 +59,13 @@ def main() -> None:
         report: list[str] = []
 
         def profiled(work: Callable[[], int]) -> int:
-            applied, costs = top_costs(work, args.top)
+            applied, costs = top_costs(work, args.top, args.sort)
             report.append(costs)
             return applied
 
         _, seconds = projector_run(root, settings, args.events, "profiled", around=profiled)
         print(f"\none more run under cProfile: {args.events / seconds:,.0f} events/s; top {args.top} "
-              f"functions by own time:\n{report[0]}")
+              f"functions by {'own' if args.sort == 'tottime' else 'cumulative'} time:\n{report[0]}")
 
 
 if __name__ == "__main__":

@@ -142,7 +142,7 @@ def timed(sides: list[Side], repeat: int) -> list[tuple[str, dict[str, list[floa
 
 
 def projector_lines(before_tree: Path, before_python: Path, events: int, runs: int) -> list[str]:
-    """The first line of each revision's projector bench (the rate beside its floor)."""
+    """Each revision's projector rate beside its floor (the line after the servers' start)."""
     lines = []
     for label, command, cwd in (
             ("before", [str(before_python), "bench/projector.py"], before_tree),
@@ -151,7 +151,8 @@ def projector_lines(before_tree: Path, before_python: Path, events: int, runs: i
                                 capture_output=True, text=True)
         if result.returncode:
             raise SystemExit(f"the {label} projector bench failed: {result.stderr[-800:]}")
-        lines.append(f"{label:>6}: {result.stdout.strip().splitlines()[0]}")
+        rate = next(line for line in result.stdout.splitlines() if line.startswith("projector into"))
+        lines.append(f"{label:>6}: {rate}")
     return lines
 
 
