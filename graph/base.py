@@ -120,6 +120,15 @@ class ConflictGraph(ABC):
                 files.add(FileRef(repo=repo or "", path=path).key)
         return Found(held)
 
+    def held_counts(self, task_ids: Collection[str]) -> Found[dict[str, tuple[str, int]]] | Unavailable:
+        """For each of task_ids the graph holds, its status and how many files it touched:
+        one row per ticket, what repair compares before it reads any ticket's files."""
+        try:
+            rows = self._held_count_rows(sorted(set(task_ids))) if task_ids else []
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        return Found({task: (status, files) for task, status, files in rows})
+
     def conflict_summaries(self, *, sample: int, expected: Collection[tuple[str, str]] = (),
                            task_ids: Collection[str] | None = None
                            ) -> Found[dict[str, ConflictSummary]] | Unavailable:
@@ -166,6 +175,10 @@ class ConflictGraph(ABC):
     def _held_rows(self, task_ids: list[str]) -> list[tuple[str, str, str | None, str | None]]:
         """(task, status, repo, path) for each file a task of task_ids touched, and (task,
         status, None, None) for one that touched none; tasks the graph lacks are absent."""
+
+    @abstractmethod
+    def _held_count_rows(self, task_ids: list[str]) -> list[tuple[str, str, int]]:
+        """(task, status, files touched) for each task of task_ids the graph holds."""
 
     @abstractmethod
     def forget(self, task_ids: Sequence[str]) -> None:

@@ -178,6 +178,13 @@ RETURN t.task_id AS task, t.status AS status, f.repo AS repo, f.path AS path
 ORDER BY task, repo, path
 """
 
+HELD_COUNTS = """
+UNWIND $task_ids AS task_id
+MATCH (t:Task {task_id: task_id})
+OPTIONAL MATCH (t)-[:TOUCHES]->(f)
+RETURN t.task_id AS task, t.status AS status, count(f) AS files
+"""
+
 # The first $partners other tickets by id, then the files each shares.
 SHARED_FILES_OF_FIRST = """
 MATCH (t:Task {task_id: $task_id})-[:TOUCHES]->()<-[:TOUCHES]-(other)
@@ -404,6 +411,9 @@ class BoltConflictGraph(ConflictGraph):
 
     def _held_rows(self, task_ids: list[str]) -> list[tuple[str, str, str | None, str | None]]:
         return self._call(lambda tx: [tuple(r.values()) for r in tx.run(HELD, task_ids=task_ids)], write=False)
+
+    def _held_count_rows(self, task_ids: list[str]) -> list[tuple[str, str, int]]:
+        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(HELD_COUNTS, task_ids=task_ids)], write=False)
 
     def _summary_rows(self, sample: int, expected: list[tuple[str, str]], task_ids: list[str] | None,
                       scope: str = "") -> list[tuple[str, int, int, list[str]]]:

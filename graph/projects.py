@@ -67,6 +67,10 @@ class ProjectGraph(ConflictGraph):
         return [(task, status, repo, path) for key, status, repo, path in self.graph._held_rows(
             [self._in(t) for t in task_ids]) if (task := self._ours(key)) is not None]
 
+    def _held_count_rows(self, task_ids: list[str]) -> list[tuple[str, str, int]]:
+        return [(task, status, files) for key, status, files in self.graph._held_count_rows(
+            [self._in(t) for t in task_ids]) if (task := self._ours(key)) is not None]
+
     def forget(self, task_ids: Sequence[str]) -> None:
         self.graph.forget([self._in(t) for t in task_ids])
 

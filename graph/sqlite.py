@@ -98,6 +98,12 @@ FROM tasks AS t LEFT JOIN touches AS k ON k.task_id = t.task_id
 WHERE t.task_id IN (SELECT value FROM json_each(:tasks))
 ORDER BY t.task_id, k.repo, k.path
 """
+_HELD_COUNTS = """
+SELECT t.task_id, t.status, count(k.task_id)
+FROM tasks AS t LEFT JOIN touches AS k ON k.task_id = t.task_id
+WHERE t.task_id IN (SELECT value FROM json_each(:tasks))
+GROUP BY t.task_id, t.status
+"""
 _PAIRS = f"""
 WITH asked AS (SELECT value AS task_id FROM json_each(:tasks))
 SELECT mine.task_id, other.task_id, other.repo, other.path {_SHARERS}
@@ -179,6 +185,10 @@ class SqliteConflictGraph(ConflictGraph):
     def _held_rows(self, task_ids: list[str]) -> list[tuple[str, str, str | None, str | None]]:
         with guarded(STORE, self.path):
             return self._db.conn().execute(_HELD, {"tasks": json.dumps(task_ids)}).fetchall()
+
+    def _held_count_rows(self, task_ids: list[str]) -> list[tuple[str, str, int]]:
+        with guarded(STORE, self.path):
+            return self._db.conn().execute(_HELD_COUNTS, {"tasks": json.dumps(task_ids)}).fetchall()
 
     def forget(self, task_ids: Sequence[str]) -> None:
         with self._db.writing(STORE) as conn:

@@ -138,6 +138,18 @@ class SessionStore(ABC):
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
         """The ticket's projection."""
 
+    def get_many(self, task_ids: Sequence[str]) -> Found[dict[str, Session]] | Unavailable:
+        """The projections of those of task_ids the registry holds, by ticket (a server
+        answers them in one read)."""
+        sessions = {}
+        for task_id in task_ids:
+            found = self.get(task_id)
+            if isinstance(found, Unavailable):
+                return found
+            if isinstance(found, Found):
+                sessions[task_id] = found.value
+        return Found(sessions)
+
     @abstractmethod
     def prune(self, ended_before: datetime, *, dry_run: bool = False) -> list[str]:
         """Remove the sessions that ended (completed or stalled) with no activity since

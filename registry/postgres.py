@@ -513,6 +513,18 @@ class PostgresSessionStore(SessionStore):
             return Unavailable(exc.reason)
         return NotFound(task_id) if session is None else Found(session)
 
+    def get_many(self, task_ids: Sequence[str]) -> Found[dict[str, Session]] | Unavailable:
+        from baton.registry.model import Session
+
+        try:
+            self._catch_up()
+            with self._transaction() as conn:
+                rows = conn.execute("SELECT body FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)",
+                                    (self.project, list(task_ids))).fetchall()
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        return Found({session.task_id: session for session in (Session.model_validate(body) for (body,) in rows)})
+
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
         from baton.registry.model import Session
 

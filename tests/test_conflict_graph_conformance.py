@@ -258,9 +258,12 @@ def test_held_says_each_tickets_status_and_files(graph):
     graph.record("T-2", "completed", [], T0)
     assert graph.held(["T-1", "T-2", "T-9"]).value == {"T-1": ("active", {A.key, C.key}), "T-2": ("completed", set())}
     assert graph.held([]).value == {}
+    assert graph.held_counts(["T-1", "T-2", "T-9"]).value == {"T-1": ("active", 2), "T-2": ("completed", 0)}
+    assert graph.held_counts([]).value == {}
     shop = ProjectGraph(graph, "shop")
     shop.record("T-1", "stalled", [B], T0)
     assert shop.held(["T-1"]).value == {"T-1": ("stalled", {B.key})}
+    assert shop.held_counts(["T-1", "T-2"]).value == {"T-1": ("stalled", 1)}
 
 
 def test_touchers_are_the_other_active_tickets_of_each_file(graph):

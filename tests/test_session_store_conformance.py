@@ -67,6 +67,15 @@ def test_pending_touches_are_projected_before_the_next_read(store):
     assert store.get("OMN-1").value == session, "a replayed touch changes nothing"
 
 
+def test_get_many_answers_as_each_get_with_pending_touches_projected(store):
+    store.append([event(Bound, 0, repo="r", worktree_path="/w"), event(Bound, 1, task="OMN-2", repo="r", worktree_path="/w2")])
+    store.record_touch("OMN-2", "s", T0 + timedelta(minutes=2), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
+    many = store.get_many(["OMN-1", "OMN-2", "OMN-404"]).value
+    assert many == {"OMN-1": store.get("OMN-1").value, "OMN-2": store.get("OMN-2").value}
+    assert sorted(many["OMN-2"].files) == ["r:a.py"]
+    assert store.get_many([]).value == {}
+
+
 def test_list_sessions_active_first_by_activity(store):
     store.append([event(Bound, 0, task="A-1", repo="r", worktree_path="/a"),
                   event(Bound, 5, task="B-1", repo="r", worktree_path="/b"),

@@ -17,6 +17,7 @@ The window bounds the work: the registry's outlines of every session, then its t
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -25,7 +26,7 @@ from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.graph.base import TicketRecord
 from baton.ids import TicketId
-from baton.outcome import Found, NotFound
+from baton.outcome import Found
 from baton.registry.model import Session, Status
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
@@ -91,22 +92,21 @@ def _active_since(stores: Stores, since: datetime) -> list[Session]:
     """The project's sessions active since `since`: their outlines first (no session is
     built for the rest), then each of those in full."""
     outlines = stores.registry.session_outlines(include_inactive=True).unwrap(Store.SESSION_REGISTRY)
-    sessions = []
-    for outline in outlines:
-        if outline.last_activity < since:
-            break  # outlines come newest first
-        found = stores.registry.get(outline.task_id)
-        if isinstance(found, Found):
-            sessions.append(found.value)
-        elif not isinstance(found, NotFound):
-            raise StoreUnavailable(Store.SESSION_REGISTRY, found.reason)
-    return sessions
+    recent = list(itertools.takewhile(lambda outline: outline.last_activity >= since, outlines))  # newest first
+    found = stores.registry.get_many([outline.task_id for outline in recent]).unwrap(Store.SESSION_REGISTRY)
+    return [found[outline.task_id] for outline in recent if outline.task_id in found]
 
 
 def _repair_graph(stores: Stores, sessions: list[Session], since: datetime, report: RepairReport) -> None:
-    held = stores.graph.held([s.task_id for s in sessions]).unwrap(Store.CONFLICT_GRAPH)
+    counts = stores.graph.held_counts([s.task_id for s in sessions]).unwrap(Store.CONFLICT_GRAPH)
+    # The graph takes only files the registry recorded and never drops one, so a ticket with
+    # the registry's status and as many files holds them all: only the others are read file by file.
+    differing = [s for s in sessions if counts.get(s.task_id) != (s.status.value, len(s.files))]
+    if not differing:
+        return
+    held = stores.graph.held([s.task_id for s in differing]).unwrap(Store.CONFLICT_GRAPH)
     records = []
-    for session in sessions:
+    for session in differing:
         status, files = held.get(session.task_id, (None, set()))
         lacking = [touch for key, touch in session.files.items() if key not in files]
         if status == session.status.value and not lacking:
