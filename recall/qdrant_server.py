@@ -27,10 +27,13 @@ version check, an extra request on a thread of its own.
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar, cast
+from urllib.parse import urlsplit
 from uuid import UUID
 
 from baton.budget import AnyGate, OpenGate, within
@@ -62,14 +65,34 @@ KEYWORDS = "keywords"  # the sparse vector of each point's words
 T = TypeVar("T")
 
 
+def plain_key_refusal(url: str, api_key: str | None, *, allow: bool) -> str | None:
+    """Why api_key must not go to url, or None: a key sent over plain http can be read on
+    the way, which is acceptable on loopback only, unless the user allowed it."""
+    parts = urlsplit(url)
+    if api_key is None or allow or parts.scheme != "http":
+        return None
+    host = parts.hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        return None
+    return ("refused to send the API key over plain http off loopback; use https, or allow it with "
+            "[stores] qdrant_allow_insecure = true (BATON_QDRANT_ALLOW_INSECURE=on)")
+
+
 class QdrantServerIndex(DecisionIndex):
-    def __init__(self, url: str, *, timeout: float, api_key: str | None = None, gate: AnyGate | None = None) -> None:
+    def __init__(self, url: str, *, timeout: float, api_key: str | None = None, allow_insecure: bool = False,
+                 gate: AnyGate | None = None) -> None:
         """gate: the server's gate in the command's budget (baton.budget); without one,
-        each call may wait `timeout` seconds."""
+        each call may wait `timeout` seconds. allow_insecure: send api_key over plain http
+        to a host off loopback (refused otherwise, before any connection)."""
         self.url = url
         self.where = mask(url)  # what messages name: the URL without credentials
         self.timeout = timeout
         self._api_key = api_key
+        self._allow_insecure = allow_insecure
         self._gate = gate or OpenGate(timeout)
         self._client: QdrantClient | None = None
         self._sparse = False  # whether the collection has the keywords vector
@@ -81,8 +104,11 @@ class QdrantServerIndex(DecisionIndex):
             if self.url.startswith("file:"):
                 client = QdrantClient(path=self.url.removeprefix("file://").removeprefix("file:"))
             else:
-                client = QdrantClient(url=self.url, api_key=self._api_key, timeout=math.ceil(left),
-                                      check_compatibility=False)
+                with warnings.catch_warnings():
+                    # The policy above decided: the client's own warning would print its source path.
+                    warnings.filterwarnings("ignore", "Api key is used with an insecure connection", UserWarning)
+                    client = QdrantClient(url=self.url, api_key=self._api_key, timeout=math.ceil(left),
+                                          check_compatibility=False)
             local = self.url.startswith("file:")  # local mode has no payload indexes
             if not client.collection_exists(COLLECTION):
                 client.create_collection(
@@ -98,6 +124,9 @@ class QdrantServerIndex(DecisionIndex):
         return self._client
 
     def _call(self, work: Callable[[QdrantClient], T]) -> T:
+        refusal = plain_key_refusal(self.url, self._api_key, allow=self._allow_insecure)
+        if refusal is not None:  # before the gate, which may connect to see whether the server is there
+            raise StoreUnavailable(STORE, f"Qdrant at {self.where}: {refusal}")
         with self._gate.call(STORE) as left:
             try:
                 if self.url.startswith("file:"):

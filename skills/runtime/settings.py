@@ -131,6 +131,8 @@ SETTINGS: tuple[Setting, ...] = (
             "a file holding Kafka's SASL password (its first line), when the password itself is not set"),
     Setting("qdrant_api_key_file", "BATON_QDRANT_API_KEY_FILE", "stores", "secret_file", None,
             "a file holding the Qdrant server's API key (its first line), when the key itself is not set"),
+    Setting("qdrant_allow_insecure", "BATON_QDRANT_ALLOW_INSECURE", "stores", "switch", False,
+            "send the Qdrant API key over plain http off loopback (refused otherwise)"),
     Setting("kafka_ssl_ca", "BATON_KAFKA_SSL_CA", "stores", "path", None,
             "the CA certificate (PEM) that Kafka's certificate is checked against (with an _SSL protocol)"),
     Setting("kafka_ssl_certificate", "BATON_KAFKA_SSL_CERTIFICATE", "stores", "path", None,
@@ -233,6 +235,7 @@ class Settings:
     graph_user: str | None
     graph_password: str | None = field(repr=False)
     qdrant_api_key: str | None = field(repr=False)  # or the first line of qdrant_api_key_file
+    qdrant_allow_insecure: bool
     kafka_security_protocol: str
     kafka_sasl_mechanism: str
     kafka_sasl_username: str | None

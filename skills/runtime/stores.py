@@ -336,6 +336,7 @@ class Stores:
 
             # A file: URL is qdrant-client's local mode: no server, nothing to wait for.
             return QdrantServerIndex(url, timeout=self.settings.store_timeout, api_key=self.settings.qdrant_api_key,
+                                     allow_insecure=self.settings.qdrant_allow_insecure,
                                      gate=None if url.startswith("file:") else self.budget.gate(qdrant_server(url)))
         from baton.recall.embedded import EmbeddedDecisionIndex
 
