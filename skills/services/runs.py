@@ -5,7 +5,10 @@ checkpoint list and the checkpoint garbage collection.
 
 Each verb writes the worktree first (baton.skills.core.checkpoints, git), then binds it to
 the ticket with a RunStart (baton.skills.services.bind), so the run, its environment
-manifest and its first checkpoint are recorded through the one write path.
+manifest and its first checkpoint are recorded through the one write path. A checkpoint
+another clone took is fetched from the git remote its record names
+(baton.skills.core.checkpoint_remote); one that cannot be is an error naming it, never a
+reason to start from another.
 """
 
 from __future__ import annotations
