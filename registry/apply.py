@@ -187,7 +187,7 @@ def apply_event(session: Session | None, event: Event) -> Session:
                 id=event.checkpoint_id, boundary=event.boundary, label=event.label, base=event.base,
                 staged_tree=event.staged_tree, worktree_tree=event.worktree_tree, artifacts_tree=event.artifacts_tree,
                 environment=event.environment, run_id=event.run_id, repo=event.repo,
-                worktree_path=event.worktree_path, taken_at=event.at), "checkpoint_stamp": stamp}
+                worktree_path=event.worktree_path, taken_at=event.at, remote=event.remote), "checkpoint_stamp": stamp}
     elif isinstance(event, RunStarted):
         update["run_log"] = _with_entry(session.run_log, RunEntry(
             text=event_id, at=event.at, session_id=event.session_id, event_id=event_id, provenance=Provenance.observed,

@@ -239,6 +239,9 @@ class CheckpointTaken(_Event):
     run_id: str | None = None
     repo: str
     worktree_path: str
+    # Where it can be fetched from: the identity of the git remote it was pushed to
+    # (baton.files.normalise_remote, no credentials); None: held only where it was taken.
+    remote: str | None = None
 
 
 RunKind = Literal["bind", "reopen", "restore", "fork", "fresh"]
@@ -398,6 +401,7 @@ class CheckpointRecord(_Record):
     repo: str
     worktree_path: str
     taken_at: datetime
+    remote: str | None = None  # the git remote it was pushed to (CheckpointTaken.remote)
 
     def public(self) -> dict:
         return {"id": self.id, "boundary": self.boundary, "label": self.label, "base": self.base,

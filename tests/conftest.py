@@ -18,6 +18,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # For the whole session: every process a test starts inherits it (tests/test_resident.py
     # switches the resident on for its own homes in either lane).
     os.environ["BATON_RESIDENT"] = config.getoption(lanes.OPTION)
+    # The tests' repositories name remotes that are not there (git@github.com:acme/shop.git):
+    # a checkpoint pushed or fetched would try the network. The tests of checkpoints through
+    # a remote (tests/test_checkpoints_remote.py) turn it on for their own bare remote.
+    os.environ["BATON_CHECKPOINT_PUSH"] = "off"
 
 
 # Fixtures that start or reach a server, fixtures named for servers (on_servers, ...), and

@@ -814,7 +814,7 @@ def _checkpoint(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.commands import CheckpointRequest, checkpoint
 
     place, _ = _place()
-    done = checkpoint(stores, place, CheckpointRequest(task_id=args.task, label=args.label))
+    done = checkpoint(stores, place, CheckpointRequest(task_id=args.task, label=args.label, push=args.push))
     _warn(done.warnings)
     from baton.skills.frontends.render import checkpoint_taken
 
@@ -844,8 +844,8 @@ def _restore(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.commands import RestoreRequest, restore
 
     place, _ = _place()
-    return _started(args, restore(stores, place, RestoreRequest(args.target, into=args.into,
-                                                                in_place=args.in_place)), "Restored")
+    return _started(args, restore(stores, place, RestoreRequest(args.target, into=args.into, in_place=args.in_place,
+                                                                at=args.at)), "Restored")
 
 
 def _fork(args: Arguments, stores: Stores) -> int:
@@ -879,6 +879,7 @@ def _gc_checkpoints(args: Arguments, stores: Stores) -> int:
 
     place, _ = _place()
     collected = collect_checkpoints(stores, place, GcRequest(keep=args.keep, dry_run=args.dry_run))
+    _warn(list(collected.warnings))
     from baton.skills.frontends.render import collected_lines
 
     return _shown(args, collected.to_json(), collected_lines(collected, dry_run=args.dry_run))
@@ -1031,12 +1032,16 @@ COMMANDS: tuple[Command, ...] = (
         _end, tool="end_session", renamed=(("task_option", "task_id"),), task=False),
     Command("checkpoint", "Checkpoint this worktree (base, staged and worktree state) for its ticket.", (
         _arg("--label", metavar="TEXT", help="a label to find it by"),
+        _arg("--push", action="store_true", help="push it to the repository's git remote too, so another clone's "
+             "restore fetches it (whatever [checkpoints] push says)"),
         _JSON), _checkpoint, tool="take_checkpoint"),
     Command("checkpoints", "List a ticket's checkpoints, newest first.", (
         _arg("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket"),
         _JSON), _checkpoints, reads=True, task=False),
     Command("restore", "Restore a ticket's checkpoint into a new worktree, bound to the ticket in a new run.", (
-        _arg("target", metavar="TASK[@CHECKPOINT]", help="default checkpoint: the ticket's latest"),
+        _arg("target", metavar="TASK[@CHECKPOINT]", help="default checkpoint: the ticket's newest, wherever it was "
+             "taken (fetched from the git remote when this clone lacks it)"),
+        _arg("--at", metavar="CHECKPOINT", help="this checkpoint instead of the newest (as TASK@CHECKPOINT)"),
         _INTO,
         _arg("--in-place", action="store_true", help="into this worktree, which must be clean"),
         _JSON), _restore, reads=True, tool="restore_checkpoint", task=False),

@@ -294,17 +294,18 @@ def verify_handoff(path: str | None = None, task_id: str | None = None, allow_un
     return _call(run)
 
 
-def take_checkpoint(label: str | None = None, task_id: str | None = None, worktree: str | None = None) -> str:
+def take_checkpoint(label: str | None = None, task_id: str | None = None, push: bool = False,
+                    worktree: str | None = None) -> str:
     from baton.skills.services.commands import CheckpointRequest, checkpoint
 
-    return _call(lambda stores: checkpoint(stores, _place(worktree), CheckpointRequest(task_id, label)).to_json())
+    return _call(lambda stores: checkpoint(stores, _place(worktree), CheckpointRequest(task_id, label, push)).to_json())
 
 
-def restore_checkpoint(target: str, into: str | None = None, in_place: bool = False,
+def restore_checkpoint(target: str, into: str | None = None, in_place: bool = False, at: str | None = None,
                        worktree: str | None = None) -> str:
     from baton.skills.services.commands import RestoreRequest, restore
 
-    request = RestoreRequest(target, into=Path(into) if into else None, in_place=in_place)
+    request = RestoreRequest(target, into=Path(into) if into else None, in_place=in_place, at=at)
     return _call(lambda stores: restore(stores, _place(worktree), request).to_json())
 
 
@@ -394,9 +395,11 @@ TOOLS: dict[str, Served] = {
         "Coordination signals (conflicts, dependencies done, decisions, merges) after an ISO 8601 time, "
         "oldest first."), read_only=True),
     "take_checkpoint": Served(take_checkpoint, "Take a checkpoint", (
-        "Checkpoint the worktree (files, index, base commit) for the ticket, to restore or fork later.")),
+        "Checkpoint the worktree (files, index, base commit) for the ticket, to restore or fork later; push: "
+        "to the repository's git remote too, for another clone.")),
     "restore_checkpoint": Served(restore_checkpoint, "Restore a checkpoint", (
-        "Restore a ticket's checkpoint (TASK[@CHECKPOINT]) into a new worktree as a new run."),
+        "Restore a ticket's checkpoint (TASK[@CHECKPOINT], default its newest, fetched from the git remote when "
+        "missing here) into a new worktree as a new run."),
         destructive=True),  # in_place: this worktree's files
     "fork_task": Served(fork_task, "Fork a ticket", (
         "Fork a ticket's checkpoint into a new ticket with its own worktree and branch.")),

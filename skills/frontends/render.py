@@ -273,7 +273,8 @@ def checkpoint_lines(task_id: str, lines: list[CheckpointLine]) -> str:
     rows = []
     for line in lines:
         label = f" \"{one_line(line.label)}\"" if line.label else ""
-        gone = " (not in this repository)" if line.present is False else ""
+        gone = " (not in this repository" + (f"; on {line.remote})" if line.remote else ")") \
+            if line.present is False else ""
         run = f" run {line.run_id[:8]}" if line.run_id else ""
         rows.append(f"  {line.id[:12]}  {line.taken_at[:19]}  {line.boundary}{run}{label}{gone}")
     return _titled(f"No checkpoints of {task_id}.", f"Checkpoints of {task_id}:", rows)
@@ -369,7 +370,9 @@ def collected_lines(collected: Collected, *, dry_run: bool) -> str:
     """`baton gc --checkpoints`: the checkpoints removed (or that would be)."""
     verb = "Would remove" if dry_run else "Removed"
     records = f" and {collected.records_removed} registry record(s)" if collected.records_removed else ""
-    return "\n".join([f"{verb} {len(collected.removed)} checkpoint(s){records}; {collected.kept} kept.",
+    remote = f"; {len(collected.remote_removed)} on the git remote (pushed from here)" \
+        if collected.remote_removed else ""
+    return "\n".join([f"{verb} {len(collected.removed)} checkpoint(s){records}{remote}; {collected.kept} kept.",
                       *(f"  {checkpoint_id[:12]}" for checkpoint_id in collected.removed)])
 
 
@@ -429,9 +432,10 @@ def handoff_lines(report: HandoffReport) -> str:
 
 def checkpoint_taken(answer: dict, task_id: str, root: Path) -> str:
     """`baton checkpoint`: the checkpoint taken (or that nothing changed), and what it left out."""
+    pushed = f"; on the git remote {answer['remote']}" if answer.get("remote") else ""
     if answer["status"] == "unchanged":
-        return f"Unchanged since checkpoint {answer['checkpoint']['id'][:12]} of {task_id}"
-    return "\n".join([f"Checkpoint {answer['checkpoint']['id'][:12]} of {task_id} ({root})",
+        return f"Unchanged since checkpoint {answer['checkpoint']['id'][:12]} of {task_id}{pushed}"
+    return "\n".join([f"Checkpoint {answer['checkpoint']['id'][:12]} of {task_id} ({root}){pushed}",
                       *(f"  not held: {one_line(skipped['path'])}: {one_line(skipped['reason'])}"
                         for skipped in answer["checkpoint"]["skipped"])])
 

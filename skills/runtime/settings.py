@@ -29,6 +29,7 @@ from baton.trust import home_refusal, read_private
 
 HOOK_HANDOFF = ("never", "stop", "session-end")
 ON_EXCLUSIVE = ("ask", "deny")
+CHECKPOINT_PUSH = ("auto", "off")
 KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PROBE_TIMEOUT = 10.0
@@ -171,6 +172,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("checkpoint_max_file_bytes", None, "checkpoints", "count", 10 * 1024 * 1024,
             "bytes over which an untracked file or artifact is left out of a checkpoint (and said so)",
             low=0, high=MAX_CHECKPOINT_FILE_BYTES, low_open=False, toml_key="max_file_bytes"),
+    Setting("checkpoint_push", "BATON_CHECKPOINT_PUSH", "checkpoints", "choice", "auto",
+            "whether checkpoints travel through the repository's git remote: `auto` pushes the checkpoint of a "
+            "handoff, `end` and `fork` (when there is a remote that has not refused one) and fetches one this clone "
+            "lacks on demand; `off` keeps them in the clone that took them (`baton checkpoint --push` pushes anyway)",
+            choices=CHECKPOINT_PUSH, toml_key="push"),
+    Setting("checkpoint_remote", None, "checkpoints", "text", None,
+            "the git remote checkpoints are pushed to and fetched from (default: origin, else the only remote)",
+            toml_key="remote"),
     Setting("checkpoint_keep", None, "checkpoints", "count", 5,
             "checkpoints `baton gc --checkpoints` keeps per run besides those still needed", low=1, high=10_000,
             low_open=False, toml_key="keep_per_run"),
@@ -254,6 +263,8 @@ class Settings:
     repair_window: timedelta
     checkpoint_artifacts: tuple[str, ...]
     checkpoint_max_file_bytes: int
+    checkpoint_push: str
+    checkpoint_remote: str | None
     checkpoint_keep: int
     environment_lockfiles: tuple[str, ...]
     environment_services: Mapping[str, tuple[str, ...]]

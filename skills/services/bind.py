@@ -48,7 +48,7 @@ class BindReads:
 
 def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None = None,
          session_id: str | None = None, at: datetime | None = None, start: RunStart | None = None,
-         read: BindReads | None = None) -> WriteReport:
+         read: BindReads | None = None, push_checkpoint: bool = False) -> WriteReport:
     """Bind the worktree to task_id and record the session; a completed ticket is reopened.
 
     A bind without an agent keeps the one already recorded. A session claims its ticket
@@ -58,6 +58,7 @@ def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None =
 
     The binding file is written even when the registry is down, so the worktree always
     knows its ticket. read: the binding and the session, when the caller read them already.
+    push_checkpoint: the bind's checkpoint goes to the git remote too (a fork's first).
     """
     at = at or clock.now()
     report = WriteReport()
@@ -81,13 +82,14 @@ def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None =
                        event_id=str(name_uuid(BATON_NAMESPACE, f"reopen:{claim}")) if reopens else None,
                        agent=agent, repo=place.repo, worktree_path=str(place.root),
                        branch=place.worktree.branch if place.worktree else None, reopens=reopens)
+    joins = start is None and not reopens and _joins_from_elsewhere(place, task_id, current)
     events = [event, *_run_events(stores, task_id, session_id, place, current, run, reopens, start, at)]
     commit(stores, events, report)
-    if place.worktree is not None:
+    if place.worktree is not None and not (joins and _clean(place, stores)):
         from baton.skills.services.checkpoint import checkpoint_at_boundary
 
         report.warnings += checkpoint_at_boundary(stores, ActiveTask(task_id, session_id, "bind"), place,
-                                                  start.kind if start else "bind")
+                                                  start.kind if start else "bind", push=push_checkpoint)
     if run is not None or not rebinding:  # with the run unknown, a session that bound already has claimed
         task = ActiveTask(task_id, session_id, "bind")
         publish(stores, [wire_signal(SignalType.ticket_claimed, claim, task, place.repo, at,
@@ -128,6 +130,32 @@ def _run_events(stores: Stores, task_id: TicketId, session_id: str, place: Place
     return [wire_event("run_started", task_id, session_id, at, event_id=start.run_id, run_kind=start.kind,
                        parent_run_id=start.parent_run_id, parent_task_id=start.parent_task_id,
                        diverged_at=start.diverged_at, base=base, environment=manifest.id if manifest else None)]
+
+
+def _joins_from_elsewhere(place: Place, task_id: TicketId, current: Found[Session] | NotFound | Unavailable) -> bool:
+    """Whether the bind joins the ticket's current run from a worktree that was not in it
+    (another clone resuming the ticket, say)."""
+    from baton.skills.services.checkpoint import local_run
+
+    latest = current.value.current_run if isinstance(current, Found) else None
+    here = local_run(place, task_id)
+    return latest is not None and (here is None or here.run_id != latest.text)
+
+
+def _clean(place: Place, stores: Stores) -> bool:
+    """Whether the worktree has nothing but its commit: a checkpoint of it would hold none of
+    the run's work, and recorded it would stand as the ticket's newest in front of the
+    checkpoint that does (what `baton restore` brings back by default). False when git
+    does not say."""
+    from baton.errors import GitFailed
+    from baton.git import run_git
+
+    try:
+        done = run_git(place.root, "status", "--porcelain=v1", "-z", "--untracked-files=normal",
+                       deadline=stores.deadline, check=False)
+    except GitFailed:
+        return False
+    return done.returncode == 0 and not done.stdout
 
 
 def _head(place: Place, stores: Stores) -> str | None:

@@ -1,11 +1,12 @@
 """The checkpoint skill: take a checkpoint of the bound worktree at a boundary (bind, the
 end of a turn, after checks, a handoff, a completed ticket, by hand) and record it.
 
-The content goes into the repository's own object database (baton.skills.core.checkpoints);
-the registry gets its record, a checkpoint_taken event built without pydantic
-(baton.registry.wire) and handed to the sink as `baton decide` hands its decision: kept for
-the delivery where a store is a server, else appended unprojected, so the Stop hook never
-imports the event models.
+The content goes into the repository's own object database (baton.skills.core.checkpoints)
+and, at the boundaries that matter to other clones (never a hook's), to its git remote
+(baton.skills.core.checkpoint_remote) before it is recorded; the registry gets its record,
+a checkpoint_taken event built without pydantic (baton.registry.wire) and handed to the
+sink as `baton decide` hands its decision: kept for the delivery where a store is a server,
+else appended unprojected, so the Stop hook never imports the event models.
 
 Which run a worktree works in, and the environment manifest it started with, are kept
 beside the binding in `.baton/run.json` (excluded from git like the binding): each
@@ -32,6 +33,7 @@ from baton.skills.runtime.stores import Stores
 
 if TYPE_CHECKING:
     from baton.deadline import Deadline
+    from baton.skills.core.checkpoint_remote import Pushed
     from baton.skills.core.checkpoints import Checkpoint, Refused, Taken, Unchanged
     from baton.skills.core.environment import Manifest
 
@@ -93,7 +95,9 @@ def capture_environment(place: Place, lockfiles: Sequence[str] = (), deadline: D
     return capture(place.root, lockfiles=lockfiles, wait=QUICK_WAIT, deadline=deadline)
 
 
-def checkpoint_event(task: ActiveTask, place: Place, checkpoint: Checkpoint, at: datetime) -> WireEvent:
+def checkpoint_event(task: ActiveTask, place: Place, checkpoint: Checkpoint, at: datetime,
+                     remote: str | None = None) -> WireEvent:
+    """remote: where it can be fetched from (the git remote's identity), None: only here."""
     import uuid
 
     event_id = str(uuid.uuid4())
@@ -102,7 +106,7 @@ def checkpoint_event(task: ActiveTask, place: Place, checkpoint: Checkpoint, at:
         label=checkpoint.label, base=checkpoint.base, staged_tree=checkpoint.staged_tree,
         worktree_tree=checkpoint.worktree_tree, artifacts_tree=checkpoint.artifacts_tree,
         environment=checkpoint.environment, run_id=checkpoint.run_id, repo=place.repo,
-        worktree_path=str(place.root)))
+        worktree_path=str(place.root), remote=remote))
 
 
 def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, label: str | None = None,
@@ -110,7 +114,77 @@ def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary:
     """Checkpoint the worktree for the ticket and record the checkpoint taken (one taken
     before of the same state is recorded again: it is the latest now). Raises BadInput
     outside git and StoreUnavailable when git or the registry cannot take it."""
-    from baton.skills.core.checkpoints import OPERATION_CAP, Taken, take
+    from baton.skills.core.checkpoints import Taken
+
+    result = _take(stores, task, place, boundary=boundary, label=label, run=run, timeout=timeout)
+    if isinstance(result, Taken):
+        record(stores, checkpoint_event(task, place, result.checkpoint, clock.now()))
+    return result
+
+
+def shared_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, label: str | None = None,
+                      by_hand: bool = False) -> tuple[Taken | Unchanged | Refused, str | None, list[str]]:
+    """take_checkpoint, then the checkpoint pushed to the repository's git remote before it
+    is recorded, so its record says where another clone fetches it from; one found
+    unchanged that the push has just brought to the remote is recorded again, saying so.
+    by_hand (`baton checkpoint --push`): pushed whatever `[checkpoints] push` says. A push
+    that fails is a warning: the checkpoint stays taken and recorded. Answers the result,
+    where it now is on the remote (None: not pushed) and the warnings."""
+    from baton.outcome import Found
+    from baton.skills.core.checkpoints import Refused, Taken, read
+
+    result = _take(stores, task, place, boundary=boundary, label=label, run=None, timeout=None)
+    if isinstance(result, Refused):
+        return result, None, []
+    checkpoint_id = result.checkpoint.id if isinstance(result, Taken) else result.checkpoint_id
+    pushed, warnings = push_checkpoint(stores, place, checkpoint_id, by_hand=by_hand)
+    where = pushed.remote.location if pushed is not None else None
+    if isinstance(result, Taken):
+        record(stores, checkpoint_event(task, place, result.checkpoint, clock.now(), remote=where))
+    elif pushed is not None and pushed.created:
+        found = read(place.root, checkpoint_id, deadline=stores.deadline)
+        if isinstance(found, Found):
+            record(stores, checkpoint_event(task, place, found.value, clock.now(), remote=where))
+    return result, where, warnings
+
+
+def push_checkpoint(stores: Stores, place: Place, checkpoint_id: str, *, by_hand: bool = False
+                    ) -> tuple[Pushed | None, list[str]]:
+    """Push one checkpoint to the repository's git remote (`[checkpoints] remote`), within
+    the command's deadline. Not pushed, quietly: `[checkpoints] push = "off"`, a repository
+    without a remote, a remote that refused an earlier push (said once, when it did); by_hand
+    pushes all the same. Answers what was pushed (None: nothing) and the warnings."""
+    from baton.errors import GitFailed
+    from baton.skills.core.checkpoint_remote import Pushed, push, push_remote, refused
+
+    settings, short = stores.settings, checkpoint_id[:12]
+    if place.worktree is None or (settings.checkpoint_push == "off" and not by_hand):
+        return None, []
+    try:
+        remote = push_remote(place.root, settings.checkpoint_remote, stores.deadline)
+    except GitFailed as exc:
+        return None, [f"checkpoint {short} not pushed: {exc}"]
+    if remote is None:
+        if settings.checkpoint_remote is not None:
+            return None, [(f"checkpoint {short} not pushed: this repository has no remote "
+                           f"{settings.checkpoint_remote!r} ([checkpoints] remote)")]
+        return None, [f"checkpoint {short} not pushed: this repository has no remote"] if by_hand else []
+    if not by_hand and refused(place.root, remote, stores.deadline) is not None:
+        return None, []
+    outcome = push(place.root, checkpoint_id, remote, stores.deadline)
+    if isinstance(outcome, Pushed):
+        return outcome, []
+    if outcome.refused:
+        return None, [(f"checkpoint {short} not pushed: {outcome.reason}; automatic pushes to {remote.name} are "
+                       "off until `baton checkpoint --push` succeeds")]
+    return None, [(f"checkpoint {short} not pushed to {remote.name}: {outcome.reason}; `baton checkpoint --push` "
+                   "tries again")]
+
+
+def _take(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, label: str | None,
+          run: LocalRun | None, timeout: float | None) -> Taken | Unchanged | Refused:
+    """The checkpoint taken, not yet recorded."""
+    from baton.skills.core.checkpoints import OPERATION_CAP, take
 
     if place.worktree is None:
         raise BadInput(f"{place.root} is not a git worktree: nothing to checkpoint")
@@ -119,13 +193,10 @@ def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary:
     run = run or local_run(place, task.task_id)
     label = stores.redact(label.strip()) if label else None  # it is kept in the repository too
     settings = stores.settings
-    result = take(place.root, boundary=boundary, label=label,
-                  run_id=run.run_id if run else None, environment=run.environment if run else None,
-                  artifacts=settings.checkpoint_artifacts, max_file_bytes=settings.checkpoint_max_file_bytes,
-                  timeout=timeout or OPERATION_CAP, deadline=stores.deadline)
-    if isinstance(result, Taken):
-        record(stores, checkpoint_event(task, place, result.checkpoint, clock.now()))
-    return result
+    return take(place.root, boundary=boundary, label=label,
+                run_id=run.run_id if run else None, environment=run.environment if run else None,
+                artifacts=settings.checkpoint_artifacts, max_file_bytes=settings.checkpoint_max_file_bytes,
+                timeout=timeout or OPERATION_CAP, deadline=stores.deadline)
 
 
 def record(stores: Stores, event: WireEvent) -> None:
@@ -137,27 +208,34 @@ def record(stores: Stores, event: WireEvent) -> None:
 
 
 def checkpoint_at_boundary(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,
-                           timeout: float | None = None) -> list[str]:
+                           timeout: float | None = None, push: bool = False) -> list[str]:
     """A checkpoint at a boundary the user did not ask for: whatever keeps it from being
-    taken is a warning, never the command's failure. Answers the warnings."""
-    return boundary_checkpoint(stores, task, place, boundary, timeout=timeout)[0]
+    taken is a warning, never the command's failure. push: a boundary that matters to
+    other clones (a handoff, `end`, a fork): the checkpoint is pushed too, as
+    `[checkpoints] push` says (shared_checkpoint); never a hook's. Answers the warnings."""
+    return boundary_checkpoint(stores, task, place, boundary, timeout=timeout, push=push)[0]
 
 
 def boundary_checkpoint(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,
-                        timeout: float | None = None) -> tuple[list[str], Taken | Unchanged | None]:
+                        timeout: float | None = None, push: bool = False
+                        ) -> tuple[list[str], Taken | Unchanged | None]:
     """checkpoint_at_boundary, also answering what was taken or found unchanged (None:
     nothing), whose `dirty` paths the Stop hook records as the turn's changed files."""
     from baton.skills.core.checkpoints import Refused
 
     if place.worktree is None:
         return [], None
+    pushed: list[str] = []
     try:
-        result = take_checkpoint(stores, task, place, boundary=boundary, timeout=timeout)
+        if push:
+            result, _, pushed = shared_checkpoint(stores, task, place, boundary=boundary)
+        else:
+            result = take_checkpoint(stores, task, place, boundary=boundary, timeout=timeout)
     except BatonError as exc:
         return [f"no checkpoint at {boundary}: {exc}"], None
     if isinstance(result, Refused):
         return [f"no checkpoint at {boundary}: {result.reason}"], None
-    return skipped_warnings(result), result
+    return skipped_warnings(result) + pushed, result
 
 
 def skipped_warnings(result: Taken | Unchanged | Refused) -> list[str]:

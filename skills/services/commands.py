@@ -82,15 +82,17 @@ def update(stores: Stores, place: Place, request: UpdateRequest) -> UpdateDone:
     return UpdateDone(task, report, checks)
 
 
-def _checkpoint_here(stores: Stores, task: ActiveTask, place: Place, boundary: str) -> list[str]:
-    """A boundary's checkpoint, taken when this worktree works on the ticket: its warnings."""
+def _checkpoint_here(stores: Stores, task: ActiveTask, place: Place, boundary: str, *, push: bool = False
+                     ) -> list[str]:
+    """A boundary's checkpoint, taken when this worktree works on the ticket (push: and
+    pushed to the git remote, for other clones): its warnings."""
     from baton.skills.core.commit import read_binding_quietly
     from baton.skills.services.checkpoint import checkpoint_at_boundary
 
     binding = read_binding_quietly(place)
     if binding is None or binding.task_id != task.task_id:
         return []
-    return checkpoint_at_boundary(stores, task, place, boundary)
+    return checkpoint_at_boundary(stores, task, place, boundary, push=push)
 
 
 def run_checks(commands: tuple[str, ...] | list[str], root: Path, timeout: float | None) -> list:
@@ -124,9 +126,11 @@ def end(stores: Stores, place: Place, request: EndRequest) -> tuple[ActiveTask, 
     if request.status not in END_STATUSES:
         raise BadInput(f"unknown status {request.status!r}: use completed or stalled")
     task = resolve_task(request.task_id, place, stores.settings.ambient)
+    # Whoever picks the ticket up next, on this machine or another, starts from here. Taken
+    # before the end is recorded: an event after a stall would make the ticket active again.
+    warnings = _checkpoint_here(stores, task, place, request.status, push=True)
     report = record(stores, task, request.status, place)
-    if request.status == "completed":
-        report.warnings += _checkpoint_here(stores, task, place, "completed")
+    report.warnings[:0] = warnings
     return task, report
 
 
@@ -173,7 +177,7 @@ def write_handoff(stores: Stores, place: Place, request: HandoffRequest) -> Hand
     task = resolve_task(request.task_id, place, stores.settings.ambient)
     report = write(stores, task, place, checks=list(request.checks), probes=list(request.probes),
                    timeout=request.timeout)
-    report.warnings += _checkpoint_here(stores, task, place, "handoff")
+    report.warnings += _checkpoint_here(stores, task, place, "handoff", push=True)
     return report
 
 
@@ -196,6 +200,7 @@ def verify_handoff(stores: Stores, cwd: Path, request: VerifyRequest) -> Checked
 class CheckpointRequest:
     task_id: str | None = None
     label: str | None = None
+    push: bool = False  # to the repository's git remote, whatever [checkpoints] push says
 
 
 @dataclass
@@ -203,6 +208,7 @@ class CheckpointDone:
     task: ActiveTask
     result: object  # checkpoints.Taken | Unchanged
     warnings: list = field(default_factory=list)  # as every answer has; a checkpoint's record is kept, never lost
+    remote: str | None = None  # --push: the git remote it is on now
 
     def to_json(self) -> dict:
         from baton.skills.core.checkpoints import Taken, Unchanged
@@ -214,22 +220,29 @@ class CheckpointDone:
                                    "run_id": c.run_id, "environment": c.environment,
                                    "taken_at": c.taken_at.isoformat(),
                                    "skipped": [{"path": s.path, "reason": s.reason} for s in c.skipped]},
-                    "warnings": self.warnings}
+                    "remote": self.remote, "warnings": self.warnings}
         assert isinstance(self.result, Unchanged)
         return {"task_id": self.task.task_id, "status": "unchanged",
-                "checkpoint": {"id": self.result.checkpoint_id}, "warnings": self.warnings}
+                "checkpoint": {"id": self.result.checkpoint_id}, "remote": self.remote, "warnings": self.warnings}
 
 
 def checkpoint(stores: Stores, place: Place, request: CheckpointRequest) -> CheckpointDone:
-    """A checkpoint taken by hand; a refusal (an operation in progress) is BadInput."""
+    """A checkpoint taken by hand (push: and pushed to the git remote); a refusal (an
+    operation in progress) is BadInput, a push that fails a warning."""
     from baton.skills.core.checkpoints import Refused
-    from baton.skills.services.checkpoint import take_checkpoint
+    from baton.skills.services.checkpoint import shared_checkpoint, take_checkpoint
 
     task = resolve_task(request.task_id, place, stores.settings.ambient)
-    result = take_checkpoint(stores, task, place, boundary="manual", label=request.label)
+    warnings: list[str] = []
+    remote: str | None = None
+    if request.push:
+        result, remote, warnings = shared_checkpoint(stores, task, place, boundary="manual", label=request.label,
+                                             by_hand=True)
+    else:
+        result = take_checkpoint(stores, task, place, boundary="manual", label=request.label)
     if isinstance(result, Refused):
         raise BadInput(f"no checkpoint taken: {result.reason}")
-    return CheckpointDone(task, result)
+    return CheckpointDone(task, result, warnings, remote)
 
 
 def _ticket(task_id: str | None, place: Place, stores: Stores) -> str:
@@ -253,13 +266,16 @@ class RestoreRequest:
     target: str  # TASK[@CHECKPOINT]
     into: Path | None = None
     in_place: bool = False
+    at: str | None = None  # a checkpoint id, as TASK@CHECKPOINT gives it
 
 
 def restore(stores: Stores, place: Place, request: RestoreRequest) -> Started:
     from baton.skills.services.runs import parse_task_at, restore as start
 
     task_id, checkpoint_id = parse_task_at(request.target)
-    return start(stores, place, task_id, checkpoint_id, into=request.into, in_place=request.in_place)
+    if request.at is not None and checkpoint_id is not None and request.at != checkpoint_id:
+        raise BadInput(f"two checkpoints asked for: {checkpoint_id} and --at {request.at}")
+    return start(stores, place, task_id, checkpoint_id or request.at, into=request.into, in_place=request.in_place)
 
 
 @dataclass(frozen=True, slots=True)

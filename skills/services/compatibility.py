@@ -1,7 +1,8 @@
 """Whether the recorded state of a ticket can be trusted here, checked before a resume
 relies on it: the run's base commit is present and an ancestor of the branch, the
 lockfiles and toolchains match the run's environment manifest, the latest checkpoint is
-readable. Each check answers ok, changed (with the difference) or missing.
+readable (fetched first from the git remote its record names when this clone lacks it:
+another clone took it). Each check answers ok, changed (with the difference) or missing.
 """
 
 from __future__ import annotations
@@ -86,12 +87,16 @@ def _differences(recorded: dict, now: dict, key: str) -> list[str]:
 
 
 def compatibility(session: Session, place: Place, lockfiles: Sequence[str] = (),
-                  deadline: Deadline | None = None) -> list[Check]:
+                  deadline: Deadline | None = None, *, fetch_from: str | None = None,
+                  fetch: bool = False) -> list[Check]:
     """The checks for the ticket's current run, in this worktree (lockfiles: the globs of
     `[environment] lockfiles`, as the manifest was recorded with), each wait within the
-    command's deadline."""
+    command's deadline. fetch: a latest checkpoint this clone lacks is fetched first (from
+    the remote its record names, else fetch_from, `[checkpoints] remote`), which brings its
+    base commit and manifest too."""
     if place.worktree is None:
         return []
+    fetched, not_fetched = _fetch_latest(session, place, fetch_from, deadline) if fetch else (None, None)
     run = session.current_run
     checks = []
     base = (run.base if run else None) or (session.checkpoint.base if session.checkpoint else None)
@@ -115,7 +120,26 @@ def compatibility(session: Session, place: Place, lockfiles: Sequence[str] = (),
         from baton.skills.core.checkpoints import read
 
         found = read(place.root, session.checkpoint.id, deadline=deadline)
-        checks.append(Check("checkpoint", "ok", session.checkpoint.id[:12]) if isinstance(found, Found) else
-                      Check("checkpoint", "missing", f"{session.checkpoint.id[:12]}: "
-                            + ("its ref is gone" if isinstance(found, NotFound) else found.reason)))
+        short = session.checkpoint.id[:12]
+        if isinstance(found, Found):
+            checks.append(Check("checkpoint", "ok", short + (f" (fetched from {fetched})" if fetched else "")))
+        elif isinstance(found, NotFound):
+            checks.append(Check("checkpoint", "missing", f"{short}: " + (
+                f"not in this clone and not fetched: {not_fetched}" if not_fetched else "its ref is gone")))
+        else:
+            checks.append(Check("checkpoint", "missing", f"{short}: {found.reason}"))
     return checks
+
+
+def _fetch_latest(session: Session, place: Place, fetch_from: str | None, deadline: Deadline | None
+                  ) -> tuple[str | None, str | None]:
+    """The latest checkpoint fetched when this clone lacks it: (the remote it came from,
+    None) or (None, why it could not be); (None, None) when there was nothing to fetch."""
+    from baton.skills.core.checkpoint_remote import Fetched, fetch
+    from baton.skills.core.checkpoints import read
+
+    latest = session.checkpoint
+    if latest is None or not isinstance(read(place.root, latest.id, deadline=deadline), NotFound):
+        return None, None
+    outcome = fetch(place.root, latest.id, latest.remote, fetch_from, deadline)
+    return (outcome.remote.name, None) if isinstance(outcome, Fetched) else (None, outcome.reason)

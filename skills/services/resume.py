@@ -294,7 +294,9 @@ def _read(stores: Stores, task_id: TicketId, *, limit: int, workflow_root: Path 
             asked["recall"] = lambda: _related(stores, session, limit, all_decisions)
         with ThreadPoolExecutor(max_workers=1) as pool:
             checked = pool.submit(compatibility, session, compatible_with, stores.settings.environment_lockfiles,
-                                  stores.deadline) if compatible_with is not None else None
+                                  stores.deadline, fetch_from=stores.settings.checkpoint_remote,
+                                  fetch=stores.settings.checkpoint_push != "off") if compatible_with is not None \
+                else None
             parts = gather(asked, budget)
             result.compatibility = checked.result() if checked is not None else []
         for name, part in parts.items():

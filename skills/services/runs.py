@@ -5,7 +5,10 @@ checkpoint list and the checkpoint garbage collection.
 
 Each verb writes the worktree first (baton.skills.core.checkpoints, git), then binds it to
 the ticket with a RunStart (baton.skills.services.bind), so the run, its environment
-manifest and its first checkpoint are recorded through the one write path.
+manifest and its first checkpoint are recorded through the one write path. A checkpoint
+another clone took is fetched from the git remote its record names
+(baton.skills.core.checkpoint_remote); one that cannot be is an error naming it, never a
+reason to start from another.
 """
 
 from __future__ import annotations
@@ -26,9 +29,12 @@ from baton.skills.core.commit import commit, wire_event
 from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.bind import RunStart, bind
+from baton.skills.services.checkpoint import push_checkpoint
 
 if TYPE_CHECKING:
     from baton.deadline import Deadline
+    from baton.registry.model import CheckpointRecord
+    from baton.skills.core.checkpoint_remote import NotFetched
     from baton.skills.core.checkpoints import Checkpoint
 
 CHECKOUT_CAP = 60.0  # seconds a new worktree's checkout may take, within the command's deadline
@@ -54,19 +60,92 @@ def _repository(place: Place) -> Path:
     return place.root
 
 
-def _checkpoint(place: Place, session: Session, checkpoint_id: str | None, deadline: Deadline) -> Checkpoint:
-    """The checkpoint asked for (default: the ticket's latest), read from this repository."""
+def _checkpoint(stores: Stores, place: Place, session: Session, checkpoint_id: str | None) -> Checkpoint:
+    """The checkpoint asked for (default: the ticket's newest, wherever it was taken), read
+    from this repository, fetched from its git remote first when this clone lacks it. Never
+    another than the one asked: one that cannot be had is an error saying which and why."""
     from baton.skills.core.checkpoints import read
 
     wanted = checkpoint_id or (session.checkpoint.id if session.checkpoint else None)
     if wanted is None:
         raise BadInput(f"{session.task_id} has no checkpoint: take one with `baton checkpoint`")
-    found = read(_repository(place), wanted, deadline=deadline)
+    root = _repository(place)
+    found = read(root, wanted, deadline=stores.deadline)
+    if isinstance(found, NotFound):
+        fetch_missing(stores, place, session, wanted, newest=checkpoint_id is None)
+        found = read(root, wanted, deadline=stores.deadline)
     if isinstance(found, Unavailable):
         raise StoreUnavailable("checkpoints", found.reason)
     if isinstance(found, NotFound):
         raise BadInput(f"no checkpoint {wanted} in {place.root}'s repository (deleted, or taken in another clone)")
     return found.value
+
+
+def fetch_missing(stores: Stores, place: Place, session: Session, wanted: str, *, newest: bool) -> None:
+    """Fetch the ticket's checkpoint `wanted` (an id or a prefix of one the registry
+    records), which this clone lacks, from the git remote its record names. Raises BadInput
+    when the registry records no such checkpoint or the remote does not hold it,
+    StoreUnavailable when the remote cannot be reached: each saying which checkpoint, why,
+    and how to pick another."""
+    recorded, not_fetched = _fetch(stores, place, session, wanted)
+    if not_fetched is None:
+        return
+    message = (f"{_which(session, recorded, newest)} is not in this clone and could not be fetched: "
+               f"{not_fetched.reason}; nothing written. Another one: `baton restore {session.task_id}@ID` "
+               f"(`baton checkpoints {session.task_id}`)")
+    if not_fetched.unreachable:
+        raise StoreUnavailable("checkpoints", message)
+    raise BadInput(message)
+
+
+def _fetch(stores: Stores, place: Place, session: Session, wanted: str
+           ) -> tuple[CheckpointRecord, NotFetched | None]:
+    """The record of the checkpoint wanted, and why it could not be fetched (None: it was)."""
+    from baton.skills.core.checkpoint_remote import NotFetched, fetch
+
+    recorded = recorded_checkpoint(stores, session, wanted)
+    if recorded is None:
+        raise BadInput(f"no checkpoint {wanted} of {session.task_id} is recorded or held here "
+                       f"(`baton checkpoints {session.task_id}` lists them)")
+    if stores.settings.checkpoint_push == "off":
+        return recorded, NotFetched("checkpoints stay in the clone that took them here ([checkpoints] push = "
+                                    "\"off\")", unreachable=False)
+    outcome = fetch(_repository(place), recorded.id, recorded.remote, stores.settings.checkpoint_remote,
+                    stores.deadline)
+    return recorded, outcome if isinstance(outcome, NotFetched) else None
+
+
+def _which(session: Session, recorded: CheckpointRecord, newest: bool) -> str:
+    return (f"{session.task_id}'s {'newest ' if newest else ''}checkpoint {recorded.id[:12]} ({recorded.boundary}, "
+            f"taken {recorded.taken_at.isoformat(timespec='seconds')} in {recorded.worktree_path})")
+
+
+def recorded_checkpoint(stores: Stores, session: Session, wanted: str) -> CheckpointRecord | None:
+    """The registry's record of the ticket's checkpoint whose id is wanted or starts with it
+    (its newest record, saying where it was pushed if any of its records does); None when
+    none, BadInput when the prefix names several."""
+    from baton.registry.model import CheckpointRecord, CheckpointTaken
+    from baton.store_names import Store
+
+    latest = session.checkpoint
+    if latest is not None and latest.id.startswith(wanted) and latest.remote:
+        return latest
+    events = stores.registry.events(session.task_id)
+    if isinstance(events, Unavailable):
+        raise StoreUnavailable(Store.SESSION_REGISTRY, events.reason)
+    taken = sorted((e for e in events.value if isinstance(e, CheckpointTaken) and e.checkpoint_id.startswith(wanted)),
+                   key=lambda e: e.at, reverse=True)
+    if len({e.checkpoint_id for e in taken}) > 1:
+        raise BadInput(f"checkpoint id prefix {wanted} is ambiguous: {len({e.checkpoint_id for e in taken})} "
+                       "checkpoints")
+    if not taken:
+        return latest if latest is not None and latest.id.startswith(wanted) else None
+    event = taken[0]
+    return CheckpointRecord(id=event.checkpoint_id, boundary=event.boundary, label=event.label, base=event.base,
+                            staged_tree=event.staged_tree, worktree_tree=event.worktree_tree,
+                            artifacts_tree=event.artifacts_tree, environment=event.environment, run_id=event.run_id,
+                            repo=event.repo, worktree_path=event.worktree_path, taken_at=event.at,
+                            remote=next((e.remote for e in taken if e.remote), None))
 
 
 def _target(place: Place, into: Path | None, name: str) -> Path:
@@ -134,7 +213,7 @@ def restore(stores: Stores, place: Place, task_id: TicketId, checkpoint_id: str 
     if in_place and into is not None:
         raise BadInput("give --into PATH or --in-place, not both")
     session = session_of(stores, task_id)
-    checkpoint = _checkpoint(place, session, checkpoint_id, stores.deadline)
+    checkpoint = _checkpoint(stores, place, session, checkpoint_id)
     target = place.root if in_place else _target(place, into, f"{task_id}-{checkpoint.id[:8]}")
     restored = checkpoints.restore(place.root, checkpoint.id, target, in_place=in_place, deadline=stores.deadline)
     parent = checkpoint.run_id or (session.current_run.text if session.current_run else None)
@@ -162,7 +241,7 @@ def fork(stores: Stores, place: Place, task_id: str, new_task_id: str, *, at: st
     existing = stores.registry.get(new_task_id)
     if isinstance(existing, Found):
         raise BadInput(f"{new_task_id} exists already; fork into a new ticket id")
-    checkpoint = _checkpoint(place, session, at, stores.deadline)
+    checkpoint = _checkpoint(stores, place, session, at)
     _branch_free(place.root, new_task_id, stores.deadline)
     restored = checkpoints.restore(place.root, checkpoint.id, _target(place, into, new_task_id),
                                    deadline=stores.deadline)
@@ -173,8 +252,11 @@ def fork(stores: Stores, place: Place, task_id: str, new_task_id: str, *, at: st
                       branch=new_task_id, notes=list(restored.notes))
     new_place = place_of(restored.path, WorktreeLocator())
     report = bind(stores, new_task_id, new_place, start=RunStart(
-        started.run_id, "fork", parent, parent_task_id=task_id, diverged_at=checkpoint.id, base=checkpoint.base))
+        started.run_id, "fork", parent, parent_task_id=task_id, diverged_at=checkpoint.id, base=checkpoint.base),
+        push_checkpoint=True)
     report.warnings += _inherit(stores, session, new_task_id, report.session_id or "fork", new_place.repo)
+    # The checkpoint the fork diverged at goes with it, so another clone can follow the lineage.
+    report.warnings += push_checkpoint(stores, place, checkpoint.id)[1]
     started.warnings = report.warnings
     return started
 
@@ -215,6 +297,8 @@ def fresh(stores: Stores, place: Place, task_id: str, *, base: str | None = None
     worktree on a branch of its own: the journal stays (earlier runs' evidence shows as
     inherited), a new environment manifest and run are recorded, the previous run is
     superseded."""
+    from baton.skills.core.checkpoints import read
+
     task_id = parse_ticket_id(task_id)
     session = session_of(stores, task_id)
     root = _repository(place)
@@ -230,9 +314,18 @@ def fresh(stores: Stores, place: Place, task_id: str, *, base: str | None = None
     _git(root, "worktree", "add", "-q", "-b", branch, str(target), commit_id, deadline=stores.deadline)
     parent = session.current_run.text if session.current_run else None
     started = Started(task_id, target, run_id, "fresh", parent, None, commit_id, branch=branch)
+    # The superseded run's newest checkpoint stays within reach of this clone (to compare,
+    # or restore it later): fetched when missing; one that cannot be is a warning.
+    fetching: list[str] = []
+    if session.checkpoint is not None and isinstance(read(root, session.checkpoint.id, deadline=stores.deadline),
+                                                     NotFound):
+        recorded, not_fetched = _fetch(stores, place, session, session.checkpoint.id)
+        if not_fetched is not None:
+            fetching.append(f"{_which(session, recorded, True)} is not in this clone and could not be fetched: "
+                            f"{not_fetched.reason}")
     report = bind(stores, task_id, place_of(target, WorktreeLocator()),
                   start=RunStart(run_id, "fresh", parent, base=commit_id))
-    started.warnings = report.warnings
+    started.warnings = fetching + report.warnings
     return started
 
 
@@ -294,11 +387,12 @@ class CheckpointLine:
     worktree_path: str
     taken_at: str
     present: bool | None  # its ref exists in this repository (None: not asked, outside git)
+    remote: str | None = None  # the git remote it was pushed to (where another clone fetches it)
 
     def to_json(self) -> dict:
         return {"id": self.id, "boundary": self.boundary, "label": self.label, "run_id": self.run_id,
                 "base": self.base, "worktree_path": self.worktree_path, "taken_at": self.taken_at,
-                "present": self.present}
+                "present": self.present, "remote": self.remote}
 
 
 def checkpoints_of(stores: Stores, place: Place, task_id: str) -> list[CheckpointLine]:
@@ -316,15 +410,18 @@ def checkpoints_of(stores: Stores, place: Place, task_id: str) -> list[Checkpoin
     if place.worktree is not None:
         listed = list_checkpoints(place.root, deadline=stores.deadline)
         present = {c.id for c in listed.value} if isinstance(listed, Found) else None
+    taken = sorted((e for e in events.value if isinstance(e, CheckpointTaken)), key=lambda e: e.at, reverse=True)
+    # A checkpoint recorded again once pushed: any of its records names the remote.
+    remotes = {e.checkpoint_id: e.remote for e in reversed(taken) if e.remote}
     seen, lines = set(), []
-    for event in sorted((e for e in events.value if isinstance(e, CheckpointTaken)), key=lambda e: e.at,
-                        reverse=True):
+    for event in taken:
         if event.checkpoint_id in seen:
             continue
         seen.add(event.checkpoint_id)
         lines.append(CheckpointLine(event.checkpoint_id, event.boundary, event.label, event.run_id, event.base,
                                     event.worktree_path, event.at.isoformat(),
-                                    None if present is None else event.checkpoint_id in present))
+                                    None if present is None else event.checkpoint_id in present,
+                                    remotes.get(event.checkpoint_id)))
     return lines
 
 
@@ -334,19 +431,27 @@ class Collected:
     kept: int
     dry_run: bool
     records_removed: int = 0  # their checkpoint_taken records in the registry
+    remote_removed: tuple[str, ...] = ()  # the refs this clone had pushed, deleted on the git remote
+    warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {"removed": list(self.removed), "kept": self.kept, "dry_run": self.dry_run,
-                "records_removed": self.records_removed}
+                "records_removed": self.records_removed, "remote_removed": list(self.remote_removed),
+                "warnings": list(self.warnings)}
 
 
 def collect(stores: Stores, place: Place, *, keep: int | None = None, dry_run: bool = False) -> Collected:
-    """Remove the checkpoints of this repository that nothing needs, their refs and then
-    their records in the registry: kept are every ticket's latest checkpoint (a live run's
-    included), each run's divergence point (restores, forks), the newest `keep` of each run
-    (default `[checkpoints] keep_per_run`) and the newest taken at a handoff of each run.
-    Asks the registry first and removes nothing when it does not answer; a record whose
-    removal fails is removed by the next gc (its ref is gone, so it is asked again)."""
+    """Remove the checkpoints of this repository that nothing needs, their refs, those of
+    them this clone pushed on the git remote, and then their records in the registry: kept
+    are every ticket's latest checkpoint (a live run's included), each run's divergence point
+    (restores, forks), the newest `keep` of each run (default `[checkpoints] keep_per_run`)
+    and the newest taken at a handoff of each run. On the remote only refs this clone
+    created go, each while it still names the commit pushed; a checkpoint fetched from
+    another clone keeps its record (its own clone's gc decides). Asks the registry first and
+    removes nothing when it does not answer; a record whose removal fails is removed by the
+    next gc (its ref is gone, so it is asked again), and a remote ref that could not be
+    deleted by the next gc too (what this clone pushed is kept until it is)."""
+    from baton.skills.core import checkpoint_remote
     from baton.skills.core.checkpoints import gc, list_checkpoints
     from baton.store_names import Store
 
@@ -356,7 +461,8 @@ def collect(stores: Stores, place: Place, *, keep: int | None = None, dry_run: b
     listed = stores.registry.list_sessions(include_inactive=True)
     if isinstance(listed, Unavailable):
         raise StoreUnavailable(Store.SESSION_REGISTRY, listed.reason)
-    found = list_checkpoints(_repository(place), deadline=stores.deadline)
+    root = _repository(place)
+    found = list_checkpoints(root, deadline=stores.deadline)
     if isinstance(found, Unavailable):
         raise StoreUnavailable("checkpoints", found.reason)
     needed = {s.checkpoint.id for s in listed.value if s.checkpoint}
@@ -368,9 +474,17 @@ def collect(stores: Stores, place: Place, *, keep: int | None = None, dry_run: b
         needed |= {c.id for c in taken[:keep]}
         needed |= {c.id for c in [c for c in taken if c.boundary == "handoff"][:1]}
     doomed = tuple(sorted(c.id for c in found.value if c.id not in needed))
-    if dry_run or not doomed:
-        return Collected(doomed, len(found.value) - len(doomed), dry_run)
+    held = {c.id for c in found.value}
+    # Pushed by this clone and gone from it since (deleted by an earlier gc whose remote
+    # deletion failed): deleted on the remote now, unless something still needs them.
+    pushed = set(checkpoint_remote.pushed(root, stores.deadline))
+    remote_doomed = sorted((pushed & set(doomed)) | {i for i in pushed - held if i not in needed})
+    if dry_run or not (doomed or remote_doomed):
+        return Collected(doomed, len(found.value) - len(doomed), dry_run, remote_removed=tuple(remote_doomed))
     # An unreadable record goes too.
-    doomed = gc(place.root, {c.id for c in found.value if c.id not in doomed}, deadline=stores.deadline)
-    records = stores.registry.forget_checkpoints(doomed)
-    return Collected(doomed, len(found.value) - len(doomed), dry_run, records)
+    doomed = gc(root, {c.id for c in found.value if c.id not in doomed}, deadline=stores.deadline)
+    pruned = checkpoint_remote.prune(root, remote_doomed, stores.deadline)
+    fetched = checkpoint_remote.fetched(root, stores.deadline)
+    checkpoint_remote.forget_fetched(root, doomed, stores.deadline)
+    records = stores.registry.forget_checkpoints([i for i in doomed if i not in fetched])
+    return Collected(doomed, len(found.value) - len(doomed), dry_run, records, pruned.deleted, pruned.warnings)
