@@ -1,8 +1,8 @@
 """The check before an edit: what an agent pays on every Edit or Write for the PreToolUse hook.
 
 Builds a data home on the embedded default: `--tickets` other active tickets, each holding
-`--files` touched files of its own (1,000 x 100: 100,000 touched files), three of them also
-touching src/db.py; BENCH-1 bound in one worktree of the repository. Then runs
+`--files` touched files (1,000 x 100: 100,000 touched files), three of them with src/db.py
+as one of theirs; BENCH-1 bound in one worktree of the repository. Then runs
 `baton hook pre-tool-use` as Claude Code does (a fresh process, the documented Edit payload
 on stdin) on a file no other ticket holds and on src/db.py, and prints median and p90 beside
 `python -c pass` and the post-tool-use hook measured in the same run, without the resident
@@ -40,7 +40,7 @@ def build(root: Path, tickets: int, files: int) -> Path:
     from baton.files import FileRef
     from baton.graph.projects import ProjectGraph
     from baton.graph.sqlite import SqliteConflictGraph
-    from baton.registry.model import Bound, LeaseGranted, NextActionSet
+    from baton.registry.model import Bound, FilesTouched, LeaseGranted, NextActionSet
     from baton.registry.sqlite import SqliteSessionStore
 
     main = root / "shop"
@@ -55,7 +55,7 @@ def build(root: Path, tickets: int, files: int) -> Path:
     now = clock.now()
     for n in range(tickets):
         task, at = f"T-{n}", now - timedelta(minutes=n % 2880)
-        held = [FileRef(repo, f"lib/t{n}/m{i}.py") for i in range(files)]
+        held = [FileRef(repo, f"lib/t{n}/m{i}.py") for i in range(files - (n < HOLDERS))]
         if n < HOLDERS:
             held.append(FileRef(repo, CONTESTED))
         graph.record(task, "active", held, at)
@@ -63,6 +63,8 @@ def build(root: Path, tickets: int, files: int) -> Path:
         registry.append([Bound(event_id=uuid.uuid4(), repo=repo, worktree_path=f"/w/{task}", agent="claude",
                                branch=f"b{n}", **common),
                          NextActionSet(event_id=uuid.uuid4(), text=f"finish module {n}", **common),
+                         # The registry's sessions hold the same touches as the graph, as a hook records them.
+                         FilesTouched(event_id=uuid.uuid4(), files=held, **common),
                          # Lasting beyond the oldest ticket's last activity (two days back).
                          LeaseGranted(event_id=uuid.uuid4(), repo=repo, pattern=f"lib/t{n}/**", exclusive=n % 2 == 0,
                                       ttl_seconds=3 * 86400, agent="claude", **common)])
@@ -117,7 +119,7 @@ def main() -> None:
         use_scratch_home(root)
         started = time.perf_counter()
         main_tree = build(root, args.tickets, args.files)
-        print(f"data set: {args.tickets} active tickets, {args.tickets * args.files + HOLDERS} touched files, "
+        print(f"data set: {args.tickets} active tickets, {args.tickets * args.files} touched files, "
               f"{args.tickets} leases; built in {time.perf_counter() - started:.0f} s")
         check(main_tree)
         alone = runs(main_tree, args.repeat, 0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -13,6 +13,8 @@ from baton.outcome import Found, NotFound, Unavailable
 
 if TYPE_CHECKING:
     from baton.registry.model import Event, Session
+
+_NOT_LITERAL = frozenset("*?[\\")  # a glob's characters and gitignore's escape
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +213,16 @@ class SessionStore(ABC):
             return listed
         return Found([listed_of(s) for s in listed.value])
 
+    def leases_near(self, repo: str, paths: Sequence[str]) -> Found[list[tuple[str, ListedLease]]] | Unavailable:
+        """The active tickets' leases in repo not released whose pattern may cover one of
+        paths (its lease_anchor is one of path_anchors'), with their ticket, in list_sessions'
+        order: what the check before an edit matches. A backend that indexes the leases by
+        anchor reads only those here, not every session."""
+        listed = self.listed_sessions()
+        if isinstance(listed, Unavailable):
+            return listed
+        return Found(near_leases(((s.outline.task_id, s.leases) for s in listed.value), repo, paths))
+
     def watermark(self) -> str | None:
         """An opaque mark that changes whenever an event is stored or a session pruned, read
         without decoding any session (the dashboard checks it before listing again); None
@@ -281,3 +293,35 @@ def unreleased_leases(leases: list[dict], released: list[str], last_activity: da
                              lease_ends(clock.parse(lease["at"]), last_activity, lease["ttl_seconds"]),
                              lease["repo"], lease.get("agent"), lease.get("reason"))
                  for lease in leases if lease["text"] not in ended)
+
+
+def lease_anchor(pattern: str) -> str:
+    """The fixed leading segments of a lease pattern (baton.skills.core.path_patterns): every
+    path the pattern matches is that path or under it. Empty for a pattern gitignore matches
+    at any depth (no slash but a trailing one) or whose first segment is not literal; a
+    segment with a glob character or an escape ends it."""
+    body = pattern.rstrip("/")
+    inner = body.removeprefix("/")
+    if "/" not in inner and not body.startswith("/"):
+        return ""
+    fixed = []
+    for segment in inner.split("/"):
+        if segment in {"", ".", ".."} or _NOT_LITERAL.intersection(segment):
+            break
+        fixed.append(segment)
+    return "/".join(fixed)
+
+
+def path_anchors(path: str) -> list[str]:
+    """The anchors a lease covering path (repository-relative) can have: none, each of its
+    leading directories, the path itself."""
+    segments = path.split("/")
+    return ["", *("/".join(segments[:n]) for n in range(1, len(segments) + 1))]
+
+
+def near_leases(sessions: Iterable[tuple[str, Sequence[ListedLease]]], repo: str, paths: Sequence[str]
+                ) -> list[tuple[str, ListedLease]]:
+    """SessionStore.leases_near's answer from the leases of each ticket given."""
+    anchors = {anchor for path in paths for anchor in path_anchors(path)}
+    return [(task_id, lease) for task_id, leases in sessions for lease in leases
+            if lease.repo == repo and lease_anchor(lease.pattern) in anchors]

@@ -41,7 +41,16 @@ from baton.budget import AnyGate, OpenGate, within
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.outcome import Found, NotFound, Unavailable
 from baton.projects import ALL_PROJECTS, check_project
-from baton.registry.base import SessionOutline, SessionStore
+from baton.registry.base import (
+    HolderNote,
+    ListedLease,
+    SessionOutline,
+    SessionStore,
+    lease_anchor,
+    near_leases,
+    path_anchors,
+    unreleased_leases,
+)
 from baton.registry.wire import event_adapter
 from baton.store_names import Store
 
@@ -242,7 +251,56 @@ MIGRATIONS = [
     END
     $$;
     """,
+    # Each lease's anchor (baton.registry.base.lease_anchor), so that the check before an
+    # edit reads only the sessions whose leases may cover the file. A lease granted before
+    # has the empty anchor (it is read for every file) until its ticket is stored again.
+    # Filled across projects (the setting `*` reads every session), then under the same
+    # row-level security as the other tables.
+    """
+    CREATE TABLE baton_lease_anchors (
+        project text NOT NULL DEFAULT current_setting('baton.project'),
+        lease_id text NOT NULL,
+        task_id text NOT NULL,
+        repo text NOT NULL,
+        anchor text NOT NULL,
+        PRIMARY KEY (project, lease_id)
+    );
+    CREATE INDEX baton_lease_anchors_by_anchor ON baton_lease_anchors (project, repo, anchor, task_id);
+    DO $$
+    DECLARE
+        before text := current_setting('baton.project', true);
+    BEGIN
+        PERFORM set_config('baton.project', '*', true);
+        INSERT INTO baton_lease_anchors (project, lease_id, task_id, repo, anchor)
+            SELECT s.project, lease->>'text', s.task_id, lease->>'repo', ''
+            FROM baton_sessions s, jsonb_array_elements(coalesce(s.body->'leases', '[]'::jsonb)) AS lease
+            ON CONFLICT DO NOTHING;
+        PERFORM set_config('baton.project', coalesce(before, ''), true);
+    END
+    $$;
+    ALTER TABLE baton_lease_anchors ENABLE ROW LEVEL SECURITY;
+    ALTER TABLE baton_lease_anchors FORCE ROW LEVEL SECURITY;
+    CREATE POLICY baton_own_project ON baton_lease_anchors
+        USING (project = current_setting('baton.project', true))
+        WITH CHECK (project = current_setting('baton.project', true));
+    CREATE POLICY baton_every_project ON baton_lease_anchors FOR SELECT
+        USING (current_setting('baton.project', true) = '*');
+    """,
 ]
+# The leases of active sessions that may cover a file: their ticket, last activity and
+# stored leases and releases, in list_sessions' order.
+_LEASES_NEAR = """
+    SELECT task_id, last_activity, body->'leases', body->'lease_releases' FROM baton_sessions
+    WHERE project = %(project)s AND status = 'active' AND task_id IN (
+        SELECT task_id FROM baton_lease_anchors
+        WHERE project = %(project)s AND repo = %(repo)s AND anchor = ANY(%(anchors)s))
+    ORDER BY last_activity DESC, task_id
+"""
+_ANCHOR_LEASE = """
+    INSERT INTO baton_lease_anchors (project, lease_id, task_id, repo, anchor) VALUES (%s, %s, %s, %s, %s)
+    ON CONFLICT (project, lease_id) DO UPDATE SET anchor = excluded.anchor
+    WHERE baton_lease_anchors.anchor <> excluded.anchor
+"""
 
 # One statement per event: upsert the event's own projection, merging it into the row under
 # the row's lock, and record its files for the lookup by file.
@@ -402,7 +460,16 @@ class PostgresSessionStore(SessionStore):
         (body,) = _one(conn.execute(_MERGE_EVENT, {"project": self.project, "task_id": event.task_id, "at": event.at,
                                                   "delta": Jsonb(delta),
                                                   "spec": Jsonb(SESSION_MERGE)}))
-        return Session.model_validate(body)
+        session = Session.model_validate(body)
+        self._anchor_leases(conn, [session])
+        return session
+
+    def _anchor_leases(self, conn: psycopg.Connection, sessions: Iterable[Session]) -> None:
+        """Keep the anchor of each lease of the sessions just stored."""
+        rows = [(self.project, lease.text, s.task_id, lease.repo, lease_anchor(lease.pattern))
+                for s in sessions for lease in s.leases]
+        if rows:
+            conn.cursor().executemany(_ANCHOR_LEASE, rows)
 
     def _apply_pending(self, conn: psycopg.Connection) -> None:
         rows = conn.execute(
@@ -481,6 +548,7 @@ class PostgresSessionStore(SessionStore):
             rows = conn.execute("SELECT task_id, body FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)",
                                 (self.project, others))
             sessions |= {task_id: Session.model_validate(body) for task_id, body in rows}
+        self._anchor_leases(conn, sessions.values())
         return sessions
 
     def _redact(self, conn: psycopg.Connection, event: SecretsRedacted) -> Session | None:
@@ -553,6 +621,33 @@ class PostgresSessionStore(SessionStore):
             *(value if isinstance(value, str) else None for value in (stage, next_stage)))
             for (task_id, status, last_activity, phase, repo, worktree_path, branch, agent, stage, next_stage) in rows])
 
+    def holder_notes(self, task_ids: Sequence[str]) -> Found[dict[str, HolderNote]] | Unavailable:
+        """Read by the server from each projection: no session sent whole, none validated."""
+        try:
+            self._catch_up()
+            with self._transaction() as conn:
+                rows = conn.execute("SELECT task_id, body->>'agent', body->>'branch', body->>'next_action' "
+                                    "FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)",
+                                    (self.project, list(dict.fromkeys(task_ids)))).fetchall()
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        return Found({task_id: HolderNote(agent, branch, next_action) for task_id, agent, branch, next_action in rows})
+
+    def leases_near(self, repo: str, paths: Sequence[str]) -> Found[list[tuple[str, ListedLease]]] | Unavailable:
+        """Through the lease anchors' index: only the sessions holding a lease that may cover
+        one of paths are read, and only their leases sent."""
+        anchors = sorted({anchor for path in paths for anchor in path_anchors(path)})
+        try:
+            self._catch_up()
+            with self._transaction() as conn:
+                rows = conn.execute(_LEASES_NEAR, {"project": self.project, "repo": repo,
+                                                   "anchors": anchors}).fetchall()
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        return Found(near_leases([(task_id, unreleased_leases(leases or [], [r["text"] for r in releases or ()],
+                                                               last_activity))
+                                  for task_id, last_activity, leases, releases in rows], repo, paths))
+
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
         adapter = event_adapter()
         try:
@@ -583,6 +678,8 @@ class PostgresSessionStore(SessionStore):
                 ids = [task_id for task_id, _ in rows]
                 conn.execute("DELETE FROM baton_events WHERE project = %s AND task_id = ANY(%s)", (self.project, ids))
                 conn.execute("DELETE FROM baton_session_files WHERE project = %s AND task_id = ANY(%s)",
+                             (self.project, ids))
+                conn.execute("DELETE FROM baton_lease_anchors WHERE project = %s AND task_id = ANY(%s)",
                              (self.project, ids))
                 conn.execute("DELETE FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)", (self.project, ids))
                 conn.cursor().executemany(

@@ -34,14 +34,18 @@ from baton.outcome import Found, NotFound, Unavailable
 from baton.projects import check_project
 from baton.registry.base import (
     HolderNote,
+    ListedLease,
     ListedSession,
     SessionOutline,
     SessionStore,
     SignalScope,
     handoff_held,
+    lease_anchor,
     listed_of,
+    near_leases,
     outline_of,
     outline_status,
+    path_anchors,
     unreleased_leases,
 )
 from baton.registry.wire import event_adapter
@@ -170,7 +174,37 @@ MIGRATIONS = [
     DROP TABLE sessions_before_projects;
     DROP TABLE pruned_before_projects;
     """,
+    # Each lease's anchor (baton.registry.base.lease_anchor), so that the check before an
+    # edit reads only the sessions whose leases may cover the file. A lease granted before
+    # has the empty anchor (it is read for every file) until its ticket is stored again.
+    """
+    CREATE TABLE lease_anchors (
+        project TEXT NOT NULL,
+        lease_id TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        anchor TEXT NOT NULL,
+        PRIMARY KEY (project, lease_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX lease_anchors_by_anchor ON lease_anchors (project, repo, anchor, task_id);
+    INSERT OR IGNORE INTO lease_anchors (project, lease_id, task_id, repo, anchor)
+        SELECT s.project, json_extract(l.value, '$.text'), s.task_id, json_extract(l.value, '$.repo'), ''
+        FROM sessions s, json_each(s.body, '$.leases') l;
+    """,
 ]
+# The leases of the sessions that may cover a file (the anchors' index leads: CROSS JOIN
+# keeps SQLite from scanning the active sessions instead, which reads every body), with what
+# _OUTLINES reads to fold in their unprojected events' times: their last activity moves
+# their leases' end, and may lift a stall.
+_LEASES_NEAR = (
+    "WITH pending AS (SELECT task_id, max(at) AS at FROM events WHERE project = ?1 AND applied = 0 "
+    "GROUP BY task_id) "
+    "SELECT s.task_id, s.status, s.last_activity, p.at, json_extract(s.body, '$.lifecycle', "
+    "'$.lifecycle_stamp.at', '$.leases', '$.lease_releases') "
+    "FROM (SELECT DISTINCT task_id FROM lease_anchors WHERE project = ?1 AND repo = ?2 "
+    "AND anchor IN (SELECT value FROM json_each(?3))) AS near CROSS JOIN sessions AS s "
+    "ON s.project = ?1 AND s.task_id = near.task_id LEFT JOIN pending p ON p.task_id = s.task_id "
+    "WHERE s.status = 'active' OR p.at IS NOT NULL")
 # An event of a pruned ticket as old as its tombstone is not stored again.
 _INSERT_EVENT = ("INSERT OR IGNORE INTO events (project, event_id, task_id, at, type, body, applied) "
                  "SELECT ?7, ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT EXISTS ("
@@ -207,6 +241,13 @@ class SqliteSessionStore(SessionStore):
             "last_activity = excluded.last_activity, body = excluded.body",
             (self.project, session.task_id, session.status.value, clock.to_text(session.last_activity),
              session.model_dump_json()))
+        if session.leases:
+            conn.executemany(
+                "INSERT INTO lease_anchors (project, lease_id, task_id, repo, anchor) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (project, lease_id) DO UPDATE SET anchor = excluded.anchor "
+                "WHERE anchor <> excluded.anchor",
+                [(self.project, lease.text, session.task_id, lease.repo, lease_anchor(lease.pattern))
+                 for lease in session.leases])
 
     def _apply_pending(self, conn: sqlite3.Connection) -> None:
         """Project every pending event; runs inside the caller's write transaction. A
@@ -458,16 +499,14 @@ class SqliteSessionStore(SessionStore):
         try:
             with guarded(STORE, self.path):
                 rows = self._db.conn().execute(
-                    "SELECT task_id, body FROM sessions "
+                    "SELECT task_id, json_extract(body, '$.agent', '$.branch', '$.next_action') FROM sessions "
                     "WHERE project = ? AND task_id IN (SELECT value FROM json_each(?))",
                     (self.project, json.dumps(list(task_ids)))).fetchall()
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         try:
-            bodies = {task_id: json.loads(body) for task_id, body in rows}
-            return Found({task_id: HolderNote(body.get("agent"), body.get("branch"), body.get("next_action"))
-                          for task_id, body in bodies.items()})
-        except ValueError as exc:
+            return Found({task_id: HolderNote(*json.loads(fields)) for task_id, fields in rows})
+        except (ValueError, TypeError) as exc:
             return Unavailable(f"{self.path}: a stored session is unreadable: {exc}")
 
     def watermark(self) -> str | None:
@@ -549,6 +588,40 @@ class SqliteSessionStore(SessionStore):
         except (ValueError, TypeError, KeyError) as exc:  # json.JSONDecodeError is a ValueError
             return Unavailable(f"{self.path}: a stored session is unreadable: {type(exc).__name__}: {exc}")
 
+    def leases_near(self, repo: str, paths: Sequence[str]) -> Found[list[tuple[str, ListedLease]]] | Unavailable:
+        """Through the lease anchors' index: only the sessions holding a lease that may cover
+        one of paths are read, from their stored JSON, with their unprojected touches' times
+        (as session_outlines folds them), so the check after an edit's own touch pays
+        neither pydantic nor a projection."""
+        anchors = json.dumps(sorted({anchor for path in paths for anchor in path_anchors(path)}))
+        try:
+            with guarded(STORE, self.path):
+                conn = self._db.conn()
+                if (self._queue.names() or conn.execute(_OUTLINE_NEEDS_PROJECTION,
+                                                        (self.project, *_OUTLINE_READ_RAW)).fetchone() is not None) \
+                        and not self._catch_up(conn):
+                    return Found(near_leases(((s.task_id, listed_of(s).leases)
+                                              for s in self._all_in_memory(conn, include_inactive=False)), repo, paths))
+                rows = conn.execute(_LEASES_NEAR, (self.project, repo, anchors)).fetchall()
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        held = []
+        try:
+            for task_id, status, last_activity, pending_at, fields in rows:
+                lifecycle, lifecycle_at, leases, releases = json.loads(fields)
+                last = clock.parse(last_activity)
+                if pending_at is not None:
+                    last = max(last, clock.parse(pending_at))
+                    status = outline_status(lifecycle or status, lifecycle_at and clock.parse(lifecycle_at), last)
+                if status == "active":
+                    held.append((last, task_id, unreleased_leases(leases or [], [r["text"] for r in releases or ()],
+                                                                  last)))
+        except (ValueError, TypeError, KeyError) as exc:  # json.JSONDecodeError is a ValueError
+            return Unavailable(f"{self.path}: a stored session is unreadable: {type(exc).__name__}: {exc}")
+        held.sort(key=lambda row: row[1])
+        held.sort(key=lambda row: row[0], reverse=True)
+        return Found(near_leases(((task_id, leases) for _, task_id, leases in held), repo, paths))
+
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
         from pydantic import ValidationError
 
@@ -587,6 +660,8 @@ class SqliteSessionStore(SessionStore):
                     for task_id, through in rows:
                         conn.execute("DELETE FROM events WHERE project = ? AND task_id = ?", (self.project, task_id))
                         conn.execute("DELETE FROM sessions WHERE project = ? AND task_id = ?", (self.project, task_id))
+                        conn.execute("DELETE FROM lease_anchors WHERE project = ? AND task_id = ?",
+                                     (self.project, task_id))
                         conn.execute("INSERT INTO pruned (project, task_id, through) VALUES (?, ?, ?) "
                                      "ON CONFLICT (project, task_id) "
                                      "DO UPDATE SET through = max(through, excluded.through)",

@@ -84,12 +84,13 @@ HOOK_PATH_IMPORTS = {
         baton.skills.core.write_report baton.skills.frontends.briefing baton.skills.services
         baton.skills.services.touch hashlib
     """),
-    # The check before an edit: the graph's file index, the leases (pathspec only when one is
-    # held in the repository), and (an overlap found) the holders' notes from the registry's
-    # stored JSON; never the signal or event models.
+    # The check before an edit: the graph's file index, the leases by their anchors' index
+    # (pathspec, which imports typing_extensions, only when one may cover the file), and (an
+    # overlap found) the holders' notes from the registry's stored JSON; never the signal or
+    # event models, even with the agent's own touches not projected yet.
     "pre-tool-use": HOOK_IMPORTS | names("""
         baton.graph.sqlite baton.graph.projects baton.skills.services baton.skills.services.pre_edit
-        baton.skills.services.leases baton.skills.core.path_patterns
+        baton.skills.services.leases baton.skills.core.path_patterns pathspec typing_extensions
     """),
     "user-prompt-submit": HOOK_IMPORTS | names("""
         platform uuid array baton.signals.sqlite baton.signals.wire baton.processes baton.skills.core.overlaps
@@ -268,12 +269,14 @@ def test_the_hand_built_decision_is_the_model_decision():
 def test_each_hook_imports_only_its_pinned_modules(home, worktrees, cli, tmp_path, monkeypatch):
     """Each Claude Code hook as Claude Code runs it (a fresh process, the payload on stdin),
     in each of its cases: a module its pin does not name fails here (pydantic and numpy are
-    only session-start's, which resumes)."""
+    only session-start's, which resumes). The check before an edit imports pathspec only for
+    a file a lease may cover (OMN-2's src/db/**)."""
     fixtures = Path(__file__).parent / "fixtures" / "claude_hooks"
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
     (tmp_path / "run").mkdir(mode=0o700)
     main, second = worktrees
     cli(second, "bind", "OMN-2")
+    assert cli(second, "claim", "src/db/**", "--exclusive")[0] == 0
     cli(second, "touch", "src/a.py", "src/c.py")
     cli(second, "decide", "Keep carts in PostgreSQL")
     cli(main, "bind", "OMN-1")
@@ -295,9 +298,12 @@ def test_each_hook_imports_only_its_pinned_modules(home, worktrees, cli, tmp_pat
             ("pre-tool-use", payload("post_tool_use_edit", file="src/c.py", before=True)),  # OMN-2's: a warning
             ("post-tool-use", payload("post_tool_use_edit", file="src/e.py")),  # no other ticket's file
             ("post-tool-use", payload("post_tool_use_edit", file="src/c.py")),  # a new conflict
+            # OMN-2's exclusive lease (ask), read with the touches just recorded still unprojected
+            ("pre-tool-use", payload("post_tool_use_edit", file="src/db/x.py", before=True)),
             ("user-prompt-submit", payload("user_prompt_submit", session="s2")),  # news to tell
             ("user-prompt-submit", payload("user_prompt_submit", session="s2")),  # nothing new
             ("stop", payload("stop")), ("stop", payload("stop")), ("session-end", payload("session_end"))]
+    checks = []
     for name, body in runs:
         result = subprocess.run([sys.executable, "-c", PROBE_IMPORTS, "hook", name], input=body, cwd=main,
                                 capture_output=True, text=True, timeout=120)
@@ -307,6 +313,10 @@ def test_each_hook_imports_only_its_pinned_modules(home, worktrees, cli, tmp_pat
             f"new on the {name} hook's path: {unpinned(result, HOOK_PATH_IMPORTS[name])}"
         if name != "session-start":
             assert {"pydantic", "numpy"}.isdisjoint(imported(result)), name
+        if name == "pre-tool-use":
+            checks.append(result)
+    assert ["pathspec" in imported(result) for result in checks] == [False, False, True]
+    assert '"permissionDecision": "ask"' in checks[-1].stdout, checks[-1].stdout
 
 
 def test_a_random_uuid_is_what_uuid4_gives():

@@ -233,9 +233,9 @@ def test_row_level_security_holds_for_a_team_role(postgres_url, monkeypatch, hom
     with psycopg.connect(postgres_url, autocommit=True) as admin:
         admin.execute(f"CREATE ROLE {team} LOGIN")
         admin.execute("GRANT SELECT, INSERT, UPDATE, DELETE ON baton_events, baton_sessions, baton_session_files, "
-                      f"baton_pruned, baton_schema_migrations TO {team}")
+                      f"baton_lease_anchors, baton_pruned, baton_schema_migrations TO {team}")
         admin.execute(f"CREATE ROLE {owner} LOGIN")
-        for table in ("baton_events", "baton_sessions", "baton_session_files", "baton_pruned"):
+        for table in ("baton_events", "baton_sessions", "baton_session_files", "baton_lease_anchors", "baton_pruned"):
             admin.execute(f"ALTER TABLE {table} OWNER TO {owner}")
     try:
         _rows_stay_in_their_project(postgres_url, (team, owner))

@@ -140,6 +140,71 @@ def test_the_check_before_an_edit_reaches_the_model_with_the_edit(project, tmp_p
     assert "their next action: split the db module" in after_call
 
 
+def lease_held_by_omn2(project: Path, *claim: str) -> None:
+    """OMN-2, bound in the repository's other worktree, claims src/db.py as claim says."""
+    import subprocess
+
+    other = project.parent / "shop"
+    for command in (["bind", "OMN-2", "--agent", "codex"], ["claim", "src/db.py", *claim]):
+        done = subprocess.run([str(BATON), *command], cwd=other, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+
+
+def test_an_exclusive_lease_under_deny_refuses_the_edit_and_tells_the_model_why(project, tmp_path):
+    """PreToolUse `deny` (on_exclusive = "deny"): Claude Code never runs the Write, even
+    under acceptEdits, and the reason (holder, ticket, how to get the lease released) is
+    the tool's result in the request that follows the call."""
+    lease_held_by_omn2(project, "--exclusive", "--reason", "schema change")
+    written = project / "src" / "db.py"
+    turns = [{"tool": "Write", "input": {"file_path": str(written), "content": "DB = 1\n"}}, {"text": "Done."}]
+    with ScriptedModel(turns) as model:
+        result, events = claude(project, "Write the db module", model, tmp_path, "--permission-mode", "acceptEdits",
+                                env={"BATON_ON_EXCLUSIVE": "deny"})
+    assert not written.exists(), "the denied edit never happened"
+    after_call = json.dumps(model.agent_requests[1]["messages"][-2:])
+    assert "src/db.py is held exclusively by ticket OMN-2 (agent codex" in after_call, after_call[-2000:]
+    assert "(schema change)" in after_call and "The edit is refused" in after_call
+    assert "ask the holder of OMN-2 to release the lease, or wait until it expires" in after_call
+    assert "src/db.py" not in resumed(project)["session"]["files_touched"], "nothing was recorded as touched"
+
+
+def test_an_exclusive_lease_under_ask_names_the_holder_and_a_run_without_a_prompt_does_not_edit(project, tmp_path):
+    """PreToolUse `ask` (the default) in `claude -p`, where no one can answer a prompt: the
+    Write does not happen, even under acceptEdits; the run lists it among its permission
+    denials, and the permission decision's reason (the prompt's question, naming the
+    holder) is the tool's result the model reads."""
+    lease_held_by_omn2(project, "--exclusive", "--reason", "schema change")
+    written = project / "src" / "db.py"
+    turns = [{"tool": "Write", "input": {"file_path": str(written), "content": "DB = 1\n"}}, {"text": "Done."}]
+    with ScriptedModel(turns) as model:
+        result, events = claude(project, "Write the db module", model, tmp_path, "--permission-mode", "acceptEdits")
+    assert not written.exists(), "no edit without the user's approval"
+    assert [(d["tool_name"], d["tool_input"]["file_path"]) for d in events[-1]["permission_denials"]] == [
+        ("Write", str(written))]
+    (refused,) = [block for block in model.agent_requests[1]["messages"][-1]["content"]
+                  if block.get("type") == "tool_result"]
+    assert refused["is_error"], refused
+    assert "src/db.py is held exclusively by ticket OMN-2 (agent codex, branch main)" in refused["content"]
+    assert "(schema change). Edit it anyway? The holder of OMN-2 may be changing it now." in refused["content"]
+
+
+def test_a_shared_lease_warns_the_model_and_the_edit_goes_on(project, tmp_path):
+    """A shared lease decides nothing: the Write happens, and the lease and its holder
+    reach the model in the request that follows the call, beside the edit's result."""
+    lease_held_by_omn2(project, "--reason", "tidying the models")
+    written = project / "src" / "db.py"
+    turns = [{"tool": "Write", "input": {"file_path": str(written), "content": "DB = 1\n"}}, {"text": "Done."}]
+    with ScriptedModel(turns) as model:
+        result, events = claude(project, "Write the db module", model, tmp_path, "--permission-mode", "acceptEdits")
+    assert written.exists(), "a shared lease does not stop the edit"
+    after_call = json.dumps(model.agent_requests[1]["messages"][-3:])
+    assert "before this edit" in after_call, after_call[-2000:]
+    assert "src/db.py: ticket OMN-2 (agent codex" in after_call
+    assert "holds a shared lease on it (src/db.py)" in after_call
+    assert "lease reason: tidying the models" in after_call
+    assert events[-1]["permission_denials"] == []
+
+
 @pytest.mark.parametrize("broken", ["bad baton.toml", "unusable data home"])
 def test_claude_code_shows_once_that_baton_cannot_record(project, tmp_path, home, broken):
     if broken == "bad baton.toml":

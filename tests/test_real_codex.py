@@ -151,3 +151,46 @@ def test_a_600_file_ticket_reaches_the_model_whole_and_the_rest_by_pages(project
     assert answer["session"]["files_touched"] == whole[answer["omitted"]["files"]["first_shown"]:]
     page = json.loads(tool_answer(model, 2))
     assert page["section"] == "files" and page["items"] == whole[:len(page["items"])] and page["next_offset"] > 0
+
+
+def claim_for_omn2(project: Path, *claim: str) -> None:
+    """OMN-2, bound in the repository's other worktree, claims src/db.py as claim says."""
+    done = subprocess.run([str(BATON), "claim", "src/db.py", *claim], cwd=project.parent / "shop",
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_an_exclusive_lease_under_deny_stops_apply_patch_and_tells_the_model_why(project, codex_home, home):
+    """`[conflicts] on_exclusive = "deny"`: Codex takes the PreToolUse hook's deny for
+    apply_patch; the patch is not applied, and the tool's output the model reads next is
+    Codex's "Command blocked by PreToolUse hook: " and the reason."""
+    claim_for_omn2(project, "--exclusive", "--reason", "schema change")
+    (home / "baton.toml").write_text('[conflicts]\non_exclusive = "deny"\n')
+    patch = "*** Begin Patch\n*** Add File: src/db.py\n+DB = 'postgresql'\n*** End Patch\n"
+    with ScriptedResponses([{"patch": patch}, {"text": "Done."}]) as model:
+        install(project, model, codex_home)
+        seen = codex(project, "Write the db module", codex_home, "-s", "workspace-write")
+    assert seen[-1]["type"] == "turn.completed"
+    assert not (project / "src" / "db.py").exists(), "the denied patch was not applied"
+    (refused,) = model.outputs(1)
+    assert refused.startswith("Command blocked by PreToolUse hook: Baton: src/db.py is held exclusively by ticket "
+                              "OMN-2 (agent claude, branch main) until "), refused
+    assert "(schema change). The edit is refused" in refused
+    assert "ask the holder of OMN-2 to release the lease, or wait until it expires" in refused
+    assert "src/db.py" not in resumed(project)["session"]["files_touched"], "nothing was recorded as touched"
+
+
+def test_a_shared_lease_reaches_the_model_and_apply_patch_goes_on(project, codex_home):
+    """A shared lease decides nothing: the patch is applied, and the lease and its holder
+    reach the model beside its output; the post-edit hook records the touch."""
+    claim_for_omn2(project, "--reason", "tidying the models")
+    patch = "*** Begin Patch\n*** Add File: src/db.py\n+DB = 'postgresql'\n*** End Patch\n"
+    with ScriptedResponses([{"patch": patch}, {"text": "Done."}]) as model:
+        install(project, model, codex_home)
+        codex(project, "Write the db module", codex_home, "-s", "workspace-write")
+    assert (project / "src" / "db.py").exists(), "a shared lease does not stop the patch"
+    after_patch = json.dumps(model.requests[1])
+    assert "before this edit" in after_patch, after_patch[-3000:]
+    assert "src/db.py: ticket OMN-2 (agent claude" in after_patch
+    assert "holds a shared lease on it (src/db.py)" in after_patch and "lease reason: tidying the models" in after_patch
+    assert "src/db.py" in resumed(project)["session"]["files_touched"], "the post-edit hook recorded the touch"

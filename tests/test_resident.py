@@ -454,7 +454,7 @@ with open(out, "w") as result:
     json.dump({"code": code, "answered": ours.recv(16).decode(), "agent": agent, "parent": parent,
                "getppid_is_real": os.getppid is real_getppid, "getppid": os.getppid(),
                "cli_unchanged": vars(cli).keys() == names.keys() and all(vars(cli)[k] is v for k, v in names.items()),
-               "loaded": loaded}, result)
+               "loaded": loaded, "pathspec": "pathspec.gitignore" in sys.modules}, result)
 """
 
 
@@ -479,6 +479,7 @@ def test_the_child_leaves_the_processs_functions_and_modules_as_they_are(home, w
     assert (found["code"], found["answered"]) == (0, "0\n")
     assert found["getppid_is_real"] and found["getppid"] == found["parent"] != found["agent"]
     assert found["cli_unchanged"]
+    assert found["pathspec"], "the check before an edit finds pathspec loaded to match a lease"
     assert [beat.pid for beat in local_heartbeats(Settings.from_env())] == [found["agent"]]
 
 

@@ -14,6 +14,7 @@ from baton.registry.model import (
     DependencyAdded,
     Ended,
     FilesTouched,
+    NextActionSet,
     Phase,
     PhaseChanged,
     Status,
@@ -391,3 +392,115 @@ def test_listed_sessions_are_what_the_validated_sessions_show(store):
     assert listed() == SessionStore.listed_sessions(store).value
     assert [s.outline.task_id for s in listed(True)] == ["OMN-9", "OMN-10", "OMN-7"]
     assert listed(True) == SessionStore.listed_sessions(store, include_inactive=True).value
+
+
+
+# Lease patterns of every form gitignore reads, each granted to one of four tickets; and
+# files, some under them, some not.
+LEASED = ["src/db/**", "src/db/", "/src/db.py", "src/db.py", "*.md", "docs/", "docs", "**/models/*.py",
+          "src/*/user.py", "src/ui/*.py", "src/d?/x.py", "src/[dx]b/**", "lib/t1/**", "src\\ db/x", "/README.md",
+          "src/ui", "lib/**/deep/*.py"]
+CHECKED = ["src/db/models/user.py", "src/db.py", "README.md", "docs/guide.md", "a/docs/x.py", "src/ui/app.py",
+           "src/d1/x.py", "lib/t1/m0.py", "src db/x", "src/xb/y", "other.py", "src", "src/db", "lib/a/b/deep/c.py",
+           "src/ui/app.py/inner"]
+ANYWHERE = ["**/models/*.py", "*.md", "docs", "docs/", "src\\ db/x"]  # anchored nowhere: read for every file
+
+
+def _leased(store):
+    """LEASED granted to OMN-0..3 in repository r; besides, a released lease, a lease of an
+    ended ticket and one in repository q."""
+    from baton.registry.model import LeaseGranted, LeaseReleased
+    from baton.skills.core.path_patterns import normal_pattern
+
+    assert [normal_pattern(p) for p in LEASED] == LEASED
+    bound = [event(Bound, 0, f"OMN-{n}", repo="r", worktree_path=f"/w{n}") for n in range(5)]
+    grants = [event(LeaseGranted, 1 + i, f"OMN-{i % 4}", repo="r", pattern=p, exclusive=i % 2 == 0, ttl_seconds=3600)
+              for i, p in enumerate(LEASED)]
+    released = event(LeaseGranted, 30, "OMN-1", repo="r", pattern="other.py", exclusive=True, ttl_seconds=3600)
+    ended = event(LeaseGranted, 31, "OMN-4", repo="r", pattern="src/**", exclusive=True, ttl_seconds=3600)
+    elsewhere = event(LeaseGranted, 32, "OMN-2", repo="q", pattern="src/**", exclusive=True, ttl_seconds=3600)
+    store.append([*bound, *grants, released, ended, elsewhere,
+                  event(LeaseReleased, 33, "OMN-1", lease_id=released.event_id, released_at=T0, by="OMN-1"),
+                  event(Ended, 34, "OMN-4", status=Status.completed)])
+
+
+def _near_is_the_scan(store):
+    """leases_near of each of CHECKED (and of all) answers what the scan of every listed
+    session answers, and holds every lease whose pattern matches the path."""
+    from baton.registry.base import SessionStore
+    from baton.skills.core.path_patterns import matches
+
+    every = [(s.outline.task_id, lease) for s in store.listed_sessions().value for lease in s.leases
+             if lease.repo == "r"]
+    assert sorted(lease.pattern for _, lease in every) == sorted(LEASED), "no released or ended lease, none of q"
+    for path in CHECKED:
+        found = store.leases_near("r", [path]).value
+        assert found == SessionStore.leases_near(store, "r", [path]).value, path
+        assert {(t, lease.pattern) for t, lease in every if matches(lease.pattern, path)} <= {
+            (t, lease.pattern) for t, lease in found}, path
+    assert store.leases_near("r", CHECKED).value == SessionStore.leases_near(store, "r", CHECKED).value
+
+
+def test_the_leases_near_a_file_are_the_scans_and_miss_none_that_covers_it(store):
+    """SessionStore.leases_near reads through the lease anchors' index (a pattern's anchor
+    leads every path it matches): only the leases that may cover the file, as the scan of
+    every session finds them, pending activity included."""
+    from baton.registry.base import ListedLease
+
+    _leased(store)
+    store.record_touch("OMN-0", "s", T0 + timedelta(minutes=50), [FileRef("r", "x.py")], event_id=str(uuid.uuid4()))
+    _near_is_the_scan(store)
+    assert sorted(lease.pattern for _, lease in store.leases_near("r", ["other.py"]).value) == ANYWHERE
+    assert {(t, lease.ends) for t, lease in store.leases_near("r", ["lib/t1/a.py"]).value
+            if lease.pattern == "lib/t1/**"} == {("OMN-0", T0 + timedelta(minutes=50, hours=1))}, \
+        "a pending touch moves its ticket's leases' end"
+    assert store.leases_near("q", ["src/a.py"]).value == [
+        ("OMN-2", ListedLease("src/**", True, T0 + timedelta(minutes=32, hours=1), "q", None, None))]
+
+
+def test_leases_granted_before_the_anchors_are_found_as_before(store, request):
+    """A store of the schema before the lease anchors: its leases get the empty anchor (read
+    for every file, then matched) until their ticket is stored again; the answers are the
+    scan's all along."""
+    _leased(store)
+    store.close()
+    if request.node.callspec.params["store"] == "sqlite":
+        import sqlite3
+
+        from baton.registry import sqlite as embedded
+
+        conn = sqlite3.connect(store.path)
+        with conn:
+            conn.execute("DROP TABLE lease_anchors")
+            conn.execute(f"PRAGMA user_version = {len(embedded.MIGRATIONS) - 1}")
+        conn.close()
+        older = embedded.SqliteSessionStore(store.path, timeout=2, project="test")
+    else:
+        import psycopg
+
+        from baton.registry import postgres as server
+
+        with psycopg.connect(store.url, autocommit=True) as conn:
+            conn.execute("DROP TABLE baton_lease_anchors")
+            conn.execute("DELETE FROM baton_schema_migrations WHERE version = %s", (len(server.MIGRATIONS) - 1,))
+        older = server.PostgresSessionStore(store.url, timeout=2, project="test")
+    try:
+        _near_is_the_scan(older)
+        older.append([event(NextActionSet, 40, f"OMN-{n}", text="go on") for n in range(4)])
+        _near_is_the_scan(older)
+    finally:
+        older.close()
+
+
+def test_holder_notes_are_what_the_sessions_say(store):
+    """What the check before an edit names of each holder (read without validating the
+    sessions where the backend can) is what each validated session says."""
+    from baton.registry.base import HolderNote, SessionStore
+
+    store.append([event(Bound, 0, "OMN-1", repo="r", worktree_path="/a", branch="carts", agent="claude"),
+                  event(NextActionSet, 1, "OMN-1", text="split the db module"),
+                  event(Bound, 2, "OMN-2", repo="r", worktree_path="/b")])
+    asked = ["OMN-2", "OMN-1", "OMN-404", "OMN-1"]
+    assert store.holder_notes(asked).value == {"OMN-1": HolderNote("claude", "carts", "split the db module"),
+                                               "OMN-2": HolderNote(None, None, None)}
+    assert store.holder_notes(asked).value == SessionStore.holder_notes(store, asked).value

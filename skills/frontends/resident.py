@@ -1,7 +1,7 @@
 """The resident process: one per user and data home, a fork server for `baton` commands.
 
-It imports Baton, pydantic and NumPy once, loads the embedding model and maps the recall
-index, then listens on `resident.sock` in the data home (mode 0600, peers of another uid
+It imports Baton, pydantic, NumPy and pathspec once, loads the embedding model and maps the
+recall index, then listens on `resident.sock` in the data home (mode 0600, peers of another uid
 refused). Each request forks a child that becomes the command's process: the client's
 directory, environment, umask and standard streams, then the same `main(argv)` a fresh
 process runs, with the stores opened by the child as a fresh process opens them (no
@@ -118,8 +118,9 @@ def preload(settings: Settings) -> None:
     the kernel and of the layers of the skills, then of each store package (those the layers
     import, and recall, which the warm-up loads). A package inside a layer (the dashboard's,
     run by `baton serve` in its own process) and the libraries a command imports lazily (a
-    server's client) are left to the command; so is a module that cannot be imported (an
-    extra not installed), which the command reports as it would anyway."""
+    server's client; not pathspec, which matches leases before an edit) are left to the
+    command; so is a module that cannot be imported (an extra not installed), which the
+    command reports as it would anyway."""
     import baton.skills
 
     layers = [info.name for info in pkgutil.iter_modules(baton.skills.__path__, "baton.skills.") if info.ispkg]
@@ -138,6 +139,10 @@ def preload(settings: Settings) -> None:
     from baton.skills.runtime.warm_stores import warm
 
     warm(settings)
+    # pathspec, which the check before an edit imports only to match a lease that may cover
+    # the file (baton.skills.core.path_patterns): a library Baton always installs.
+    with suppress(ImportError):
+        import pathspec.gitignore  # noqa: F401
     for package in _stores_loaded():
         _import_modules(package)
 

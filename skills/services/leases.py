@@ -337,15 +337,15 @@ def project_leases(stores: Stores, *, include_ended: bool = False, at: datetime 
 def leases_covering(stores: Stores, repo: str, paths: Sequence[str], *, exclude_task: str | None
                     ) -> dict[str, list[LeaseHit]] | Unavailable:
     """For each path (repository-relative) under another ticket's active lease in repo, those
-    leases; paths under none are left out. The pre-edit check's question: it reads what the
-    list reads (no validated sessions where the backend can), and pathspec only when a lease
-    is held in repo."""
+    leases; paths under none are left out. The pre-edit check's question: it reads only the
+    leases whose pattern may cover one of paths (SessionStore.leases_near, indexed by each
+    pattern's fixed leading directories), and pathspec only when there is one."""
     at, grace = clock.now(), stores.settings.lease_grace
-    listed = stores.registry.listed_sessions()
-    if isinstance(listed, Unavailable):
-        return listed
-    held = [(s.outline.task_id, lease) for s in listed.value if s.outline.task_id != exclude_task
-            and s.outline.status == "active" for lease in s.leases if lease.repo == repo and lease.ends + grace >= at]
+    near = stores.registry.leases_near(repo, paths)
+    if isinstance(near, Unavailable):
+        return near
+    held = [(task_id, lease) for task_id, lease in near.value
+            if task_id != exclude_task and lease.ends + grace >= at]
     covering: dict[str, list[LeaseHit]] = {}
     for path in paths if held else ():
         hits = [LeaseHit(task_id, lease.pattern, lease.exclusive, lease.agent, lease.reason, lease.ends + grace)
