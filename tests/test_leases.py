@@ -18,6 +18,7 @@ import pytest
 
 from baton import clock
 from baton.registry.apply import apply_event
+from baton.outcome import Found
 from baton.registry.model import LeaseGranted, LeaseReleased
 from baton.skills.core.path_patterns import matches, overlap
 from tests.workspace import git
@@ -419,3 +420,59 @@ def test_with_kafka_the_lease_events_reach_the_event_log_and_replay_changes_noth
     assert messages_on(kafka_server, topic) == before + 2, "the grant and the release, once each"
     assert cli(main, "projector", "--once")[0] == 0
     assert [(lease["pattern"], lease["state"]) for lease in _leases(cli, main, "--all")] == [("src/db/**", "released")]
+
+
+def _graph_leases(task_id: str) -> list:
+    """The ticket's leases as the conflict graph holds them, read in the current directory's project."""
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
+
+    stores = Stores(Settings.from_env())
+    stores.deliver_on_close = False
+    try:
+        found = stores.graph.leases([task_id])
+        assert isinstance(found, Found), found
+        return found.value.get(task_id, [])
+    finally:
+        stores.close()
+
+
+def test_leases_reach_the_conflict_graph_on_every_backend(shared_home, worktrees, cli):
+    """A grant and a release are written as every write is: projected into the graph (at
+    once on the embedded default; by the delivery, or the projector with Kafka), with the
+    holder, kind, agent and the registry's end."""
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1", "--agent", "claude-code")[0] == 0
+    assert cli(main, "claim", "--exclusive", "src/db/**", "--reason", "schema change")[0] == 0
+    assert cli(main, "claim", "docs/**")[0] == 0
+    assert cli(main, "release", "docs/**")[0] == 0
+    assert cli(main, "deliver")[0] == 0
+    [listed] = _leases(cli, main)  # with Kafka, the cli fixture's projector applies them first
+    held = {lease.pattern: lease for lease in _graph_leases("OMN-1")}
+    assert {(p, lease.exclusive, lease.agent, lease.released) for p, lease in held.items()} == {
+        ("src/db/**", True, "claude-code", False), ("docs/**", False, "claude-code", True)}
+    assert held["src/db/**"].lease_id == listed["lease_id"]
+    grace = timedelta(minutes=15)  # BATON_LEASE_GRACE's default
+    assert held["src/db/**"].ends + grace == datetime.fromisoformat(listed["expires_at"])
+
+
+def test_doctor_repair_gives_the_graph_a_lease_it_lacks(home, worktrees, cli):
+    """A lease the graph missed (its write failed, or an older Baton wrote none) is written
+    again by `baton doctor --repair`, released ones as released."""
+    import sqlite3
+
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    assert cli(main, "claim", "src/db/**")[0] == 0
+    assert cli(main, "claim", "docs/**")[0] == 0
+    assert cli(main, "release", "docs/**")[0] == 0
+    with sqlite3.connect(home / "graph.db") as conn:
+        conn.execute("DELETE FROM leases")
+    conn.close()
+    assert _graph_leases("OMN-1") == []
+    code, out, err = cli(main, "doctor", "--repair", "--json")
+    assert json.loads(out)["repair"]["graph"]["leases"] == 2, err
+    assert {(lease.pattern, lease.released) for lease in _graph_leases("OMN-1")} == {
+        ("src/db/**", False), ("docs/**", True)}
+    code, out, err = cli(main, "doctor", "--repair", "--json")
+    assert json.loads(out)["repair"]["graph"]["leases"] == 0, "nothing lacking: nothing written"
