@@ -66,13 +66,26 @@ SCHEMA_VERSION = 2  # 2: Lease
 SCHEMA_MARKED = "MATCH (m:BatonSchema {version: $version}) RETURN m.version AS version"
 MARK_SCHEMA = "MERGE (m:BatonSchema {version: $version})"
 
-SET_STATUS = "MERGE (t:Task {task_id: $task_id}) SET t.status = $status"
+# The ticket's leases not released last their TTL after its write at $at (GraphLease): said
+# in the statement that sets its status, which every write of a ticket runs first.
+_EXTEND_LEASES = """
+WITH t
+OPTIONAL MATCH (t)-[:HOLDS]->(lease)
+WHERE NOT lease.released AND lease.ends < $at + lease.ttl_seconds
+SET lease.ends = $at + lease.ttl_seconds
+"""
+
+SET_STATUS = """
+MERGE (t:Task {task_id: $task_id})
+SET t.status = $status
+""" + _EXTEND_LEASES
 
 # A stalled or never-seen ticket becomes active when it touches a file; completed stays.
 ACTIVATE = """
 MERGE (t:Task {task_id: $task_id})
 SET t.status = CASE WHEN t.status IS NULL OR t.status IN ['stalled', 'unknown'] THEN 'active' ELSE t.status END
-RETURN t.status AS status
+""" + _EXTEND_LEASES + """
+RETURN DISTINCT t.status AS status
 """
 
 # A file is passed as [key, repo, path] (_file_rows): the driver packs parameters in
@@ -105,7 +118,7 @@ MERGE (t)-[:DEPENDS_ON]->(other)
 """
 
 # A lease's end only grows and its release is final, whatever order the writes come in
-# (GraphLease); then the ticket's leases not released last their TTL after `at`.
+# (GraphLease).
 _MERGE_LEASE = """
 MERGE (lease:Lease {lease_id: l.lease_id})
 ON CREATE SET lease.repo = l.repo, lease.pattern = l.pattern, lease.exclusive = l.exclusive, lease.agent = l.agent,
@@ -113,11 +126,6 @@ ON CREATE SET lease.repo = l.repo, lease.pattern = l.pattern, lease.exclusive = 
 MERGE (t)-[:HOLDS]->(lease)
 SET lease.ends = CASE WHEN lease.ends < l.ends THEN l.ends ELSE lease.ends END,
     lease.released = lease.released OR l.released
-"""
-EXTEND_LEASES = """
-MATCH (t:Task {task_id: $task_id})-[:HOLDS]->(lease)
-WHERE NOT lease.released AND lease.ends < $at + lease.ttl_seconds
-SET lease.ends = $at + lease.ttl_seconds
 """
 ADD_LEASES = """
 MATCH (t:Task {task_id: $task_id})
@@ -128,6 +136,7 @@ UNWIND $tickets AS ticket
 MATCH (t:Task {task_id: ticket.task_id})
 UNWIND ticket.leases AS l
 """ + _MERGE_LEASE
+# _EXTEND_LEASES for a batch, before its leases are merged (as SET_STATUS does).
 EXTEND_LEASES_OF_MANY = """
 UNWIND $tickets AS ticket
 MATCH (t:Task {task_id: ticket.task_id})-[:HOLDS]->(lease)
@@ -401,7 +410,7 @@ class BoltConflictGraph(ConflictGraph):
                session_id: str | None = None, depends_on: Sequence[str] = (),
                leases: Sequence[GraphLease] = ()) -> None:
         def work(tx: neo4j.Transaction) -> None:
-            tx.run(SET_STATUS, task_id=task_id, status=status).consume()
+            tx.run(SET_STATUS, task_id=task_id, status=status, at=at.timestamp()).consume()
             self._write_touches(tx, task_id, files, at)
             if session_id:
                 tx.run(ADD_SESSION, task_id=task_id, session_id=session_id).consume()
@@ -409,7 +418,6 @@ class BoltConflictGraph(ConflictGraph):
                 tx.run(ADD_DEPENDENCIES, task_id=task_id, depends_on=list(depends_on)).consume()
             if leases:
                 tx.run(ADD_LEASES, task_id=task_id, leases=_lease_rows(leases)).consume()
-            tx.run(EXTEND_LEASES, task_id=task_id, at=at.timestamp()).consume()
 
         self._call(work, write=True)
 
@@ -429,18 +437,17 @@ class BoltConflictGraph(ConflictGraph):
             tx.run(RECORD_TICKETS, tickets=tickets).consume()
             if any(t["depends_on"] for t in tickets):
                 tx.run(ADD_DEPENDENCIES_OF_MANY, tickets=[t for t in tickets if t["depends_on"]]).consume()
-            if any(t["leases"] for t in tickets):
-                tx.run(ADD_LEASES_OF_MANY, tickets=[t for t in tickets if t["leases"]]).consume()
             tx.run(EXTEND_LEASES_OF_MANY, tickets=[{"task_id": t["task_id"], "at_seconds": t["at_seconds"]}
                                                   for t in tickets]).consume()
+            if any(t["leases"] for t in tickets):
+                tx.run(ADD_LEASES_OF_MANY, tickets=[t for t in tickets if t["leases"]]).consume()
 
         self._call(work, write=True)
 
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         def work(tx: neo4j.Transaction) -> str:
-            status = tx.run(ACTIVATE, task_id=task_id).single(strict=True)["status"]
+            status = tx.run(ACTIVATE, task_id=task_id, at=at.timestamp()).single(strict=True)["status"]
             self._write_touches(tx, task_id, files, at)
-            tx.run(EXTEND_LEASES, task_id=task_id, at=at.timestamp()).consume()
             return status
 
         return self._call(work, write=True) == "active"

@@ -213,8 +213,8 @@ class SqliteConflictGraph(ConflictGraph):
                     "ON CONFLICT (task_id) DO UPDATE SET status = excluded.status", (r.task_id, r.status))
                 _mark_activity(conn, r.task_id)
                 _add_touches(conn, r.task_id, r.files, clock.to_text(r.at))
-                _merge_leases(conn, r.task_id, r.leases)
                 _extend_leases(conn, r.task_id, r.at)
+                _merge_leases(conn, r.task_id, r.leases)
 
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         stamp = clock.to_text(at)

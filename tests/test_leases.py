@@ -20,7 +20,7 @@ from baton import clock
 from baton.registry.apply import apply_event
 from baton.outcome import Found
 from baton.registry.model import LeaseGranted, LeaseReleased
-from baton.skills.core.path_patterns import matches, overlap
+from baton.skills.core.path_patterns import literal_prefix, matches, overlap
 from tests.workspace import git
 
 # (first, second, whether some path matches both)
@@ -62,6 +62,16 @@ def test_glob_overlap_is_decided_both_ways(first, second, expected):
 def test_a_pattern_overlaps_a_path_exactly_when_pathspec_matches_it(pattern, path):
     """Against a plain path the overlap is pathspec's gitwildmatch answer."""
     assert overlap(pattern, path) is matches(pattern, path)
+
+
+@pytest.mark.parametrize("pattern, start", [("src/api/**/*.py", "src/api/"), ("src/api/db.py", "src/api/db.py"),
+                                            ("/README.md", "README.md"), ("docs/*.md", "docs/"), ("*.md", ""),
+                                            ("src/", ""), ("src/[ab]/x.py", "src/")])
+def test_every_path_a_pattern_matches_begins_with_its_literal_start(pattern, start):
+    """Where the graph is asked who touched what a lease may cover."""
+    assert literal_prefix(pattern) == start
+    assert all(path.startswith(start) for path in ("src/api/db.py", "README.md", "docs/guide.md", "src/a/x.py")
+               if matches(pattern, path))
 
 
 class Clock:
