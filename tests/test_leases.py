@@ -17,8 +17,8 @@ from itertools import combinations
 import pytest
 
 from baton import clock
-from baton.registry.apply import apply_event
 from baton.outcome import Found
+from baton.registry.apply import apply_event
 from baton.registry.model import LeaseGranted, LeaseReleased
 from baton.skills.core.path_patterns import literal_prefix, matches, overlap
 from tests.workspace import git

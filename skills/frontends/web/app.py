@@ -100,7 +100,6 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
         except BadInput as exc:
             return page("error.html", 400, message=str(exc))
         from baton.skills.handoff.journal import journal_of
-
         from baton.skills.services.lease_views import held_view
 
         journal = journal_of(result.session) if result.session else None

@@ -218,9 +218,10 @@ def conflict_map(snapshot: Snapshot, filters: Filters, limit: int,
     exclusive = {c["holder"] for c in leased if c["exclusive"]}
     nodes = [{"id": task, "conflicts": kept[task]["conflicting_tickets"], "stale": kept[task]["stale"],
               "agent": kept[task]["agent"], "exclusive_lease": task in exclusive} for task in shown]
-    edges = [{"a": task, "b": other, "files": sorted({ref.path for ref in refs}), "fork_of": fork_of(task, other),
-              "lease": None}
-             for task in sorted(shared) for other, refs in sorted(shared[task].items()) if task < other]
+    edges: list[dict[str, object]] = [
+        {"a": task, "b": other, "files": sorted({ref.path for ref in refs}), "fork_of": fork_of(task, other),
+         "lease": None}
+        for task in sorted(shared) for other, refs in sorted(shared[task].items()) if task < other]
     edges += [{"a": c["holder"], "b": c["other"], "files": c["paths"], "fork_of": None, "lease": c}
               for c in leased if c["holder"] in in_lease and c["other"] in in_lease]
     return {"nodes": nodes, "edges": edges, "in_conflict": len(in_conflict), "graph": _graph_state(snapshot),
