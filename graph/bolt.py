@@ -1,8 +1,10 @@
 """The production conflict graph: Memgraph (or any Bolt server) through the `neo4j` driver.
 
 Nodes: Repository {name}, Task {task_id, status}, File {key, repo, path}, Session
-{session_id}. Edges: (Task)-[:TOUCHES {last_at}]->(File), (File)-[:BELONGS_TO]->(Repository),
-(Session)-[:WORKS_ON]->(Task), (Task)-[:DEPENDS_ON]->(Task).
+{session_id}, Lease {lease_id, repo, pattern, exclusive, agent, ttl_seconds, granted_at, ends,
+released} (baton.graph.base.GraphLease). Edges: (Task)-[:TOUCHES {last_at}]->(File),
+(File)-[:BELONGS_TO]->(Repository), (Session)-[:WORKS_ON]->(Task), (Task)-[:DEPENDS_ON]->(Task),
+(Task)-[:HOLDS]->(Lease).
 
 Every statement is parameterised and written in the Cypher subset Memgraph and Neo4j
 both accept; only the schema differs, so it is generated per dialect, detected from the
@@ -24,7 +26,7 @@ from baton import clock
 from baton.budget import AnyGate, OpenGate
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.files import FileRef
-from baton.graph.base import ConflictGraph, TicketRecord
+from baton.graph.base import ConflictGraph, GraphLease, TicketRecord
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -35,7 +37,8 @@ T = TypeVar("T")
 
 # (label, property) pairs that identify a node; each gets a uniqueness constraint (or, on
 # Memgraph, an index plus a constraint, since a Memgraph constraint creates no index).
-_KEYS = [("Task", "task_id"), ("File", "key"), ("Repository", "name"), ("Session", "session_id")]
+_KEYS = [("Task", "task_id"), ("File", "key"), ("Repository", "name"), ("Session", "session_id"),
+         ("Lease", "lease_id")]
 _LOOKUPS = [("Task", "status")]
 
 
@@ -59,17 +62,30 @@ def dialect_of(agent: str) -> str:
     return "memgraph" if "memgraph" in agent.lower() else "neo4j"
 
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: Lease
 SCHEMA_MARKED = "MATCH (m:BatonSchema {version: $version}) RETURN m.version AS version"
 MARK_SCHEMA = "MERGE (m:BatonSchema {version: $version})"
 
-SET_STATUS = "MERGE (t:Task {task_id: $task_id}) SET t.status = $status"
+# The ticket's leases not released last their TTL after its write at $at (GraphLease): said
+# in the statement that sets its status, which every write of a ticket runs first.
+_EXTEND_LEASES = """
+WITH t
+OPTIONAL MATCH (t)-[:HOLDS]->(lease)
+WHERE NOT lease.released AND lease.ends < $at + lease.ttl_seconds
+SET lease.ends = $at + lease.ttl_seconds
+"""
+
+SET_STATUS = """
+MERGE (t:Task {task_id: $task_id})
+SET t.status = $status
+""" + _EXTEND_LEASES
 
 # A stalled or never-seen ticket becomes active when it touches a file; completed stays.
 ACTIVATE = """
 MERGE (t:Task {task_id: $task_id})
 SET t.status = CASE WHEN t.status IS NULL OR t.status IN ['stalled', 'unknown'] THEN 'active' ELSE t.status END
-RETURN t.status AS status
+""" + _EXTEND_LEASES + """
+RETURN DISTINCT t.status AS status
 """
 
 # A file is passed as [key, repo, path] (_file_rows): the driver packs parameters in
@@ -99,6 +115,33 @@ UNWIND $depends_on AS other_id
 MERGE (other:Task {task_id: other_id})
 ON CREATE SET other.status = 'unknown'
 MERGE (t)-[:DEPENDS_ON]->(other)
+"""
+
+# A lease's end only grows and its release is final, whatever order the writes come in
+# (GraphLease).
+_MERGE_LEASE = """
+MERGE (lease:Lease {lease_id: l.lease_id})
+ON CREATE SET lease.repo = l.repo, lease.pattern = l.pattern, lease.exclusive = l.exclusive, lease.agent = l.agent,
+    lease.ttl_seconds = l.ttl_seconds, lease.granted_at = l.granted_at, lease.ends = l.ends, lease.released = false
+MERGE (t)-[:HOLDS]->(lease)
+SET lease.ends = CASE WHEN lease.ends < l.ends THEN l.ends ELSE lease.ends END,
+    lease.released = lease.released OR l.released
+"""
+ADD_LEASES = """
+MATCH (t:Task {task_id: $task_id})
+UNWIND $leases AS l
+""" + _MERGE_LEASE
+ADD_LEASES_OF_MANY = """
+UNWIND $tickets AS ticket
+MATCH (t:Task {task_id: ticket.task_id})
+UNWIND ticket.leases AS l
+""" + _MERGE_LEASE
+# _EXTEND_LEASES for a batch, before its leases are merged (as SET_STATUS does).
+EXTEND_LEASES_OF_MANY = """
+UNWIND $tickets AS ticket
+MATCH (t:Task {task_id: ticket.task_id})-[:HOLDS]->(lease)
+WHERE NOT lease.released AND lease.ends < ticket.at_seconds + lease.ttl_seconds
+SET lease.ends = ticket.at_seconds + lease.ttl_seconds
 """
 
 # The batch form of a ticket's status, session and touches: one statement for a batch of
@@ -153,6 +196,9 @@ ORDER BY task, other, repo, path
 FORGET_TASKS = """
 UNWIND $task_ids AS task_id
 MATCH (t:Task {task_id: task_id})
+OPTIONAL MATCH (t)-[:HOLDS]->(lease:Lease)
+DETACH DELETE lease
+WITH DISTINCT t
 OPTIONAL MATCH (t)-[:TOUCHES]->(f:File)
 OPTIONAL MATCH (s:Session)-[:WORKS_ON]->(t)
 DETACH DELETE t
@@ -168,6 +214,23 @@ MATCH (f:File {key: key})<-[touch:TOUCHES]-(t:Task)
 WHERE t.status = 'active' AND t.task_id STARTS WITH $scope
 RETURN f.repo AS repo, f.path AS path, t.task_id AS task, touch.last_at AS at
 ORDER BY repo, path, task
+"""
+
+LEASES = """
+UNWIND $task_ids AS task_id
+MATCH (t:Task {task_id: task_id})-[:HOLDS]->(l)
+RETURN t.task_id AS task, l.lease_id AS lease_id, l.repo AS repo, l.pattern AS pattern, l.exclusive AS exclusive,
+    l.agent AS agent, l.ttl_seconds AS ttl, l.granted_at AS granted_at, l.ends AS ends, l.released AS released
+ORDER BY task, granted_at, pattern
+"""
+
+# The active touches of a repository's files under a path prefix: a range of the unique
+# file key (repository, a colon, the path; baton.files.FileRef.key).
+UNDER = """
+MATCH (f:File)<-[:TOUCHES]-(t)
+WHERE f.key STARTS WITH $key AND f.repo = $repo AND t.status = 'active' AND t.task_id STARTS WITH $scope
+RETURN t.task_id AS task, f.path AS path
+ORDER BY path, task
 """
 
 HELD = """
@@ -351,14 +414,17 @@ class BoltConflictGraph(ConflictGraph):
             tx.run(ADD_TOUCHES, task_id=task_id, at=clock.to_text(at), files=_file_rows(files)).consume()
 
     def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
-               session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
+               session_id: str | None = None, depends_on: Sequence[str] = (),
+               leases: Sequence[GraphLease] = ()) -> None:
         def work(tx: neo4j.Transaction) -> None:
-            tx.run(SET_STATUS, task_id=task_id, status=status).consume()
+            tx.run(SET_STATUS, task_id=task_id, status=status, at=at.timestamp()).consume()
             self._write_touches(tx, task_id, files, at)
             if session_id:
                 tx.run(ADD_SESSION, task_id=task_id, session_id=session_id).consume()
             if depends_on:
                 tx.run(ADD_DEPENDENCIES, task_id=task_id, depends_on=list(depends_on)).consume()
+            if leases:
+                tx.run(ADD_LEASES, task_id=task_id, leases=_lease_rows(leases)).consume()
 
         self._call(work, write=True)
 
@@ -370,19 +436,24 @@ class BoltConflictGraph(ConflictGraph):
         ordered = sorted(records, key=lambda r: r.task_id)
         tickets = [{"task_id": r.task_id, "status": r.status, "at": clock.to_text(r.at),
                     "session_id": r.session_id or None, "depends_on": list(r.depends_on),
-                    "files": _file_rows(sorted(r.files, key=_key))}
+                    "files": _file_rows(sorted(r.files, key=_key)), "leases": _lease_rows(r.leases),
+                    "at_seconds": r.at.timestamp()}
                    for r in ordered]
 
         def work(tx: neo4j.Transaction) -> None:
             tx.run(RECORD_TICKETS, tickets=tickets).consume()
             if any(t["depends_on"] for t in tickets):
                 tx.run(ADD_DEPENDENCIES_OF_MANY, tickets=[t for t in tickets if t["depends_on"]]).consume()
+            tx.run(EXTEND_LEASES_OF_MANY, tickets=[{"task_id": t["task_id"], "at_seconds": t["at_seconds"]}
+                                                  for t in tickets]).consume()
+            if any(t["leases"] for t in tickets):
+                tx.run(ADD_LEASES_OF_MANY, tickets=[t for t in tickets if t["leases"]]).consume()
 
         self._call(work, write=True)
 
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         def work(tx: neo4j.Transaction) -> str:
-            status = tx.run(ACTIVATE, task_id=task_id).single(strict=True)["status"]
+            status = tx.run(ACTIVATE, task_id=task_id, at=at.timestamp()).single(strict=True)["status"]
             self._write_touches(tx, task_id, files, at)
             return status
 
@@ -407,6 +478,15 @@ class BoltConflictGraph(ConflictGraph):
     def _toucher_rows(self, files: list[FileRef], scope: str = "") -> list[tuple[str, str, str, str]]:
         keys = sorted({f.key for f in files})
         return self._call(lambda tx: [tuple(r.values()) for r in tx.run(TOUCHERS, keys=keys, scope=scope)],
+                          write=False)
+
+    def _lease_rows(self, task_ids: list[str]) -> list[tuple[str, str, str, str, bool, str | None, int, str,
+                                                               float, bool]]:
+        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(LEASES, task_ids=task_ids)], write=False)
+
+    def _under_rows(self, repo: str, prefix: str, scope: str = "") -> list[tuple[str, str]]:
+        key = FileRef(repo=repo, path=prefix).key if repo else prefix
+        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(UNDER, key=key, repo=repo, scope=scope)],
                           write=False)
 
     def _held_rows(self, task_ids: list[str]) -> list[tuple[str, str, str | None, str | None]]:
@@ -455,6 +535,12 @@ def _key(ref: FileRef) -> str:
 def _file_rows(files: Sequence[FileRef]) -> list[list[str]]:
     """Files as the write statements take them: [key, repo, path], plain strings."""
     return [[f.key, f.repo, f.path] for f in files]
+
+
+def _lease_rows(leases: Sequence[GraphLease]) -> list[dict]:
+    return [{"lease_id": lease.lease_id, "repo": lease.repo, "pattern": lease.pattern, "exclusive": lease.exclusive,
+             "agent": lease.agent, "ttl_seconds": lease.ttl_seconds, "granted_at": clock.to_text(lease.granted_at),
+             "ends": lease.ends.timestamp(), "released": lease.released} for lease in leases]
 
 
 def _one_line(exc: BaseException) -> str:

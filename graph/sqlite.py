@@ -10,7 +10,7 @@ from pathlib import Path
 
 from baton import clock
 from baton.files import FileRef
-from baton.graph.base import ConflictGraph
+from baton.graph.base import ConflictGraph, GraphLease, TicketRecord
 from baton.sqlite import SqliteFile, guarded
 from baton.store_names import Store
 
@@ -50,6 +50,23 @@ MIGRATIONS = [
         FROM touches t JOIN tasks k ON k.task_id = t.task_id WHERE instr(t.task_id, char(31)) = 0;
     UPDATE touches SET task_id = repo || char(31) || task_id WHERE instr(task_id, char(31)) = 0;
     DELETE FROM tasks WHERE instr(task_id, char(31)) = 0;
+    """,
+    # Leases (baton.graph.base.GraphLease): each under its holder, found by the holder's id;
+    # ends in POSIX seconds, which a touch moves by the lease's TTL.
+    """
+    CREATE TABLE leases (
+        task_id TEXT NOT NULL,
+        lease_id TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        pattern TEXT NOT NULL,
+        exclusive INTEGER NOT NULL,
+        agent TEXT,
+        ttl_seconds INTEGER NOT NULL,
+        granted_at TEXT NOT NULL,
+        ends REAL NOT NULL,
+        released INTEGER NOT NULL,
+        PRIMARY KEY (task_id, lease_id)
+    ) WITHOUT ROWID;
     """,
 ]
 
@@ -91,6 +108,17 @@ SELECT t.repo, t.path, t.task_id, t.last_at
 FROM asked JOIN touches AS t ON t.active AND t.repo = asked.repo AND t.path = asked.path
     AND t.task_id >= :low AND t.task_id < :high
 ORDER BY t.repo, t.path, t.task_id
+"""
+# The active touches of a repository's files under a path prefix: the partial index, a range of paths.
+_UNDER = """
+SELECT task_id, path FROM touches
+WHERE active AND repo = :repo AND path >= :first AND path < :last AND task_id >= :low AND task_id < :high
+ORDER BY path, task_id
+"""
+_LEASES = """
+SELECT task_id, lease_id, repo, pattern, exclusive, agent, ttl_seconds, granted_at, ends, released
+FROM leases WHERE task_id IN (SELECT value FROM json_each(:tasks))
+ORDER BY task_id, granted_at, pattern
 """
 _HELD = """
 SELECT t.task_id, t.status, k.repo, k.path
@@ -148,6 +176,22 @@ def _add_touches(conn: sqlite3.Connection, task_id: str, files: Sequence[FileRef
         [(task_id, f.repo, f.path, stamp, task_id) for f in files])
 
 
+def _merge_leases(conn: sqlite3.Connection, task_id: str, leases: Sequence[GraphLease]) -> None:
+    """A lease's end only grows and its release is final, whatever order the writes come in."""
+    conn.executemany(
+        "INSERT INTO leases (task_id, lease_id, repo, pattern, exclusive, agent, ttl_seconds, granted_at, ends, "
+        "released) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT DO UPDATE SET ends = max(ends, excluded.ends), released = released OR excluded.released",
+        [(task_id, lease.lease_id, lease.repo, lease.pattern, lease.exclusive, lease.agent, lease.ttl_seconds,
+          clock.to_text(lease.granted_at), lease.ends.timestamp(), lease.released) for lease in leases])
+
+
+def _extend_leases(conn: sqlite3.Connection, task_id: str, at: datetime) -> None:
+    """The ticket's leases not released last their TTL after its activity at `at`."""
+    conn.execute("UPDATE leases SET ends = :at + ttl_seconds WHERE task_id = :task AND NOT released "
+                 "AND ends < :at + ttl_seconds", {"task": task_id, "at": at.timestamp()})
+
+
 def _mark_activity(conn: sqlite3.Connection, task_id: str) -> None:
     """Bring the ticket's touches in line with its status; touches nothing when they are."""
     conn.execute(
@@ -162,14 +206,21 @@ class SqliteConflictGraph(ConflictGraph):
         self._db = SqliteFile(path, MIGRATIONS, timeout=timeout)
 
     def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
-               session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
-        stamp = clock.to_text(at)
+               session_id: str | None = None, depends_on: Sequence[str] = (),
+               leases: Sequence[GraphLease] = ()) -> None:
+        self.record_many([TicketRecord(task_id, status, files, at, leases=leases)])
+
+    def record_many(self, records: Sequence[TicketRecord]) -> None:
+        """One transaction: a ticket's status, touches and leases never reach the graph apart."""
         with self._db.writing(STORE) as conn:
-            conn.execute(
-                "INSERT INTO tasks (task_id, status) VALUES (?, ?) "
-                "ON CONFLICT (task_id) DO UPDATE SET status = excluded.status", (task_id, status))
-            _mark_activity(conn, task_id)
-            _add_touches(conn, task_id, files, stamp)
+            for r in records:
+                conn.execute(
+                    "INSERT INTO tasks (task_id, status) VALUES (?, ?) "
+                    "ON CONFLICT (task_id) DO UPDATE SET status = excluded.status", (r.task_id, r.status))
+                _mark_activity(conn, r.task_id)
+                _add_touches(conn, r.task_id, r.files, clock.to_text(r.at))
+                _extend_leases(conn, r.task_id, r.at)
+                _merge_leases(conn, r.task_id, r.leases)
 
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         stamp = clock.to_text(at)
@@ -179,6 +230,7 @@ class SqliteConflictGraph(ConflictGraph):
                 "ON CONFLICT (task_id) DO UPDATE SET status = 'active' WHERE status = 'stalled'", (task_id,))
             _mark_activity(conn, task_id)
             _add_touches(conn, task_id, files, stamp)
+            _extend_leases(conn, task_id, at)
             status = conn.execute("SELECT status FROM tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
         return status == "active"
 
@@ -190,8 +242,20 @@ class SqliteConflictGraph(ConflictGraph):
         with guarded(STORE, self.path):
             return self._db.conn().execute(_HELD_COUNTS, {"tasks": json.dumps(task_ids)}).fetchall()
 
+    def _lease_rows(self, task_ids: list[str]) -> list[tuple[str, str, str, str, bool, str | None, int, str,
+                                                               float, bool]]:
+        with guarded(STORE, self.path):
+            return self._db.conn().execute(_LEASES, {"tasks": json.dumps(task_ids)}).fetchall()
+
+    def _under_rows(self, repo: str, prefix: str, scope: str = "") -> list[tuple[str, str]]:
+        paths = _bounds(prefix)
+        with guarded(STORE, self.path):
+            return self._db.conn().execute(_UNDER, {"repo": repo, "first": paths["low"], "last": paths["high"],
+                                                    **_bounds(scope)}).fetchall()
+
     def forget(self, task_ids: Sequence[str]) -> None:
         with self._db.writing(STORE) as conn:
+            conn.executemany("DELETE FROM leases WHERE task_id = ?", [(t,) for t in task_ids])
             conn.executemany("DELETE FROM touches WHERE task_id = ?", [(t,) for t in task_ids])
             conn.executemany("DELETE FROM tasks WHERE task_id = ?", [(t,) for t in task_ids])
 

@@ -283,3 +283,65 @@ def test_touchers_are_the_other_active_tickets_of_each_file(graph):
     shop = ProjectGraph(graph, "shop")
     shop.record("T-9", "active", [A], T0)
     assert shop.touchers([A]).value == {A: [("T-9", T0)]}
+
+
+def _lease(lease_id: str, pattern: str, ends: datetime, *, exclusive: bool = True, released: bool = False):
+    from baton.graph.base import GraphLease
+
+    return GraphLease(lease_id, A.repo, pattern, exclusive, "claude-code", 600, T0, ends, released)
+
+
+def test_leases_merge_their_end_forward_and_their_release_for_good(graph):
+    """A ticket's leases, written with its status and touches in one write: a replayed or
+    older write never moves an end back nor brings a released lease back, a touch lasts
+    them their TTL from then, and forgetting the ticket forgets them."""
+    from baton.graph.base import TicketRecord
+    from baton.graph.projects import ProjectGraph
+
+    later = T0 + timedelta(minutes=30)
+    graph.record_many([TicketRecord("T-1", "active", [A], T0, leases=[
+        _lease("L-1", "src/**", T0 + timedelta(minutes=10)),
+        _lease("L-2", "docs/*.md", T0 + timedelta(minutes=10), exclusive=False)])])
+    graph.record("T-1", "active", [], T0, leases=[_lease("L-1", "src/**", T0)])  # an older write, replayed
+    held = graph.leases(["T-1", "T-9"])
+    assert isinstance(held, Found) and held.value == {"T-1": [
+        _lease("L-2", "docs/*.md", T0 + timedelta(minutes=10), exclusive=False),
+        _lease("L-1", "src/**", T0 + timedelta(minutes=10))]}
+    assert graph.touch("T-1", [B], later) is True
+    assert {lease.lease_id: lease.ends for lease in graph.leases(["T-1"]).value["T-1"]} == {
+        "L-1": later + timedelta(minutes=10), "L-2": later + timedelta(minutes=10)}
+    graph.record("T-1", "active", [], later, leases=[_lease("L-1", "src/**", later, released=True)])
+    graph.record("T-1", "active", [], later, leases=[_lease("L-1", "src/**", later)])  # still unreleased there
+    graph.touch("T-1", [B], later + timedelta(hours=1))
+    after = {lease.lease_id: lease for lease in graph.leases(["T-1"]).value["T-1"]}
+    assert after["L-1"].released and after["L-1"].ends == later + timedelta(minutes=10), "a release ends it for good"
+    assert not after["L-2"].released and after["L-2"].ends == later + timedelta(hours=1, minutes=10)
+    assert graph.leases([]).value == {}
+    shop = ProjectGraph(graph, "shop")
+    shop.record("T-1", "active", [], T0, leases=[_lease("L-9", "src/db.py", T0)])
+    assert [lease.lease_id for lease in shop.leases(["T-1"]).value["T-1"]] == ["L-9"], "a project sees its own"
+    graph.forget(["T-1"])
+    assert graph.leases(["T-1"]).value == {} and [lease.lease_id for lease in shop.leases(["T-1"]).value["T-1"]] == [
+        "L-9"]
+
+
+def test_touchers_under_a_path_start_are_the_active_tickets_there(graph):
+    """What a lease may cover: the active tickets' touches of a repository's files under
+    a path's start; a project's view sees its own tickets only."""
+    from baton.graph.projects import ProjectGraph
+
+    api, apiary = FileRef(A.repo, "src/api/db.py"), FileRef(A.repo, "src/apiary.py")
+    elsewhere = FileRef("github.com/other/repo", "src/api/db.py")
+    graph.record("T-1", "active", [api, apiary, A], T0)
+    graph.record("T-2", "active", [api, elsewhere], T0)
+    graph.record("T-3", "completed", [api], T0)
+    found = graph.touchers_under(A.repo, "src/api/")
+    assert isinstance(found, Found) and found.value == {"T-1": ["src/api/db.py"], "T-2": ["src/api/db.py"]}
+    assert graph.touchers_under(A.repo, "src/api", exclude="T-2").value == {"T-1": ["src/api/db.py",
+                                                                                    "src/apiary.py"]}
+    assert graph.touchers_under(A.repo, "").value == {"T-1": ["src/a.py", "src/api/db.py", "src/apiary.py"],
+                                                      "T-2": ["src/api/db.py"]}
+    assert graph.touchers_under(A.repo, "tests/").value == {}
+    shop = ProjectGraph(graph, "shop")
+    shop.record("T-9", "active", [api], T0)
+    assert shop.touchers_under(A.repo, "src/").value == {"T-9": ["src/api/db.py"]}

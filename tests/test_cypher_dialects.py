@@ -13,11 +13,13 @@ def test_memgraph_schema_uses_its_own_ddl():
         "CREATE INDEX ON :File(key)",
         "CREATE INDEX ON :Repository(name)",
         "CREATE INDEX ON :Session(session_id)",
+        "CREATE INDEX ON :Lease(lease_id)",
         "CREATE INDEX ON :Task(status)",
         "CREATE CONSTRAINT ON (n:Task) ASSERT n.task_id IS UNIQUE",
         "CREATE CONSTRAINT ON (n:File) ASSERT n.key IS UNIQUE",
         "CREATE CONSTRAINT ON (n:Repository) ASSERT n.name IS UNIQUE",
         "CREATE CONSTRAINT ON (n:Session) ASSERT n.session_id IS UNIQUE",
+        "CREATE CONSTRAINT ON (n:Lease) ASSERT n.lease_id IS UNIQUE",
     ]
     assert not any("IF NOT EXISTS" in s for s in bolt.schema_statements("memgraph"))
 
@@ -42,7 +44,8 @@ def test_dialect_from_the_server_agent(agent, dialect):
 @pytest.mark.parametrize("name", ["SET_STATUS", "ACTIVATE", "ADD_TOUCHES", "ADD_SESSION", "ADD_DEPENDENCIES",
                                   "SHARED_FILES", "SHARED_FILES_OF_FIRST", "PAIRS_AMONG", "SUMMARIES_PAGE",
                                   "SUMMARIES_OF", "RECORD_TICKETS", "ADD_DEPENDENCIES_OF_MANY",
-                                  "SHARED_FILES_OF_MANY"])
+                                  "SHARED_FILES_OF_MANY", "ADD_LEASES", "ADD_LEASES_OF_MANY", "EXTEND_LEASES_OF_MANY",
+                                  "LEASES", "UNDER", "FORGET_TASKS"])
 def test_statements_take_input_only_as_parameters_and_avoid_non_portable_cypher(name):
     text = getattr(bolt, name)
     assert "{" not in re.sub(r"\{\w+: (\$\w+|'\w+'|\w+\.\w+|\w+\[\d\]|\w+)\}", "", text), "no formatted values"

@@ -29,6 +29,7 @@ XSS_DECISION = '<script>window.__pwned = 1</script><img src=x onerror="window.__
 XSS_FILE = "src/<img src=x onerror=window.__pwned=3>.py"
 XSS_TICKET = "javascript:window.alert.1"
 XSS_GOAL = '<a href="javascript:window.__pwned=4">go</a>'
+XSS_REASON = '<img src=x onerror="window.__pwned = 5">migrating the cart schema'
 
 
 def _missing_browser() -> str | None:
@@ -142,7 +143,65 @@ def seed_conflict(worktrees, cli) -> Path:
     return main
 
 
+def seed_leases(worktrees, cli) -> Path:
+    """seed_conflict, then OMN-2 touches src/api/cart.py, which OMN-1's exclusive lease on
+    src/api/** (a hostile reason) covers; OMN-1 also holds docs/** shared, for a minute."""
+    main, second = worktrees
+    seed_conflict(worktrees, cli)
+    assert cli(second, "touch", "src/api/cart.py")[0] == 0
+    assert cli(main, "claim", "--exclusive", "src/api/**", "--ttl", "2h", "--reason", XSS_REASON)[0] == 0
+    assert cli(main, "claim", "docs/**", "--ttl", "1m")[0] == 0
+    return main
+
+
 # Without a browser: what the HTTP interface promises.
+
+def test_leases_on_the_ticket_page_and_the_map(home, worktrees, cli, serve):
+    """The ticket page lists the ticket's leases (kind, pattern, holder, expiry, reason as
+    escaped data), marks the one expiring within the grace window, and names the other
+    ticket a lease covers; the map draws the lease as an edge from its holder."""
+    seed_leases(worktrees, cli)
+    dashboard = serve(env={"BATON_LEASE_GRACE": "5m"})  # docs/** ends in 6 min, src/api/** in 2 h 5 min
+    status, _, body = dashboard.get("/ticket/OMN-1")
+    page = body.decode()
+    assert status == 200
+    section = page[page.index('<section id="leases">'):page.index('<section id="signals">')]
+    held = section.split("<li")[1:3]
+    exclusive, shared = sorted(held, key=lambda item: "docs/**" in item)
+    assert "src/api/**" in exclusive and ">exclusive<" in exclusive and "held by OMN-1" in exclusive
+    assert "expiring soon" not in exclusive and 'class="lease exclusive"' in exclusive
+    assert "docs/**" in shared and ">shared<" in shared and "expiring soon" in shared and "expiring" in shared[:40]
+    assert "&lt;img src=x onerror=&#34;window.__pwned = 5&#34;&gt;migrating the cart schema" in exclusive
+    assert "<img src=x" not in page
+    assert "covers" in section and "/ticket/OMN-2" in section and "src/api/cart.py" in section
+    other = dashboard.get("/ticket/OMN-2")[2].decode()
+    assert "OMN-1</a>'s exclusive lease <code>src/api/**</code> covers its touches of" in other
+    assert "None held." in other
+    found = json.loads(dashboard.get("/api/map")[2])
+    assert found["leases"] == "ok"
+    [edge] = [e for e in found["edges"] if e["lease"]]
+    assert (edge["a"], edge["b"], edge["files"]) == ("OMN-1", "OMN-2", ["src/api/cart.py"])
+    assert edge["lease"]["exclusive"] is True and edge["lease"]["pattern"] == "src/api/**"
+    assert not edge["lease"]["expiring"] and edge["lease"]["reason"] == XSS_REASON, "JSON keeps the text as data"
+    assert {node["id"]: node["exclusive_lease"] for node in found["nodes"]} == {"OMN-1": True, "OMN-2": False}
+
+
+def test_a_lease_alone_puts_its_tickets_on_the_map(home, worktrees, cli, serve):
+    """Two tickets that share no file, one leasing what the other touched: the map shows both."""
+    main, second = worktrees
+    cli(main, "bind", "OMN-1")
+    cli(main, "touch", "src/ui/app.py")
+    cli(second, "bind", "OMN-2")
+    cli(second, "touch", "src/api/cart.py")
+    assert cli(main, "claim", "src/api/")[0] == 0
+    dashboard = serve()
+    found = json.loads(dashboard.get("/api/map")[2])
+    assert [node["id"] for node in found["nodes"]] == ["OMN-1", "OMN-2"] and found["in_conflict"] == 0
+    [edge] = found["edges"]
+    assert edge["lease"]["pattern"] == "src/api/" and not edge["lease"]["exclusive"] and edge["files"] == [
+        "src/api/cart.py"]
+    assert json.loads(dashboard.get("/api/map?agent=nobody")[2])["edges"] == [], "the filters apply to leases too"
+
 
 def test_read_only_every_write_method_gets_405(home, worktrees, cli, serve):
     seed_conflict(worktrees, cli)
@@ -412,6 +471,28 @@ def test_an_xss_payload_is_inert(home, worktrees, cli, serve, browser):
     assert not browser.find_elements(By.CSS_SELECTOR, "main img, main script, main a[href^='javascript']")
     assert browser.execute_script("return window.__pwned") is None
     assert browser.current_url == f"{dashboard.url}/ticket/javascript%3Awindow.alert.1"
+
+
+@browser_test
+def test_an_exclusive_lease_is_a_highlighted_edge_and_its_reason_stays_inert(home, worktrees, cli, serve, browser):
+    from selenium.webdriver.common.by import By
+
+    seed_leases(worktrees, cli)
+    dashboard = serve(env={"BATON_LEASE_GRACE": "5m"})
+    browser.get(dashboard.url + "/")
+    line = wait_for(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#map .edge.lease.exclusive"))
+    assert line.get_attribute("data-a") == "OMN-1" and line.get_attribute("data-b") == "OMN-2"
+    assert browser.find_elements(By.CSS_SELECTOR, "#map circle.exclusive-lease")
+    hit = browser.execute_script("return document.querySelector('#map .edge.lease.exclusive').previousSibling")
+    browser.execute_script("arguments[0].dispatchEvent(new MouseEvent('click'))", hit)
+    title = wait_for(browser, lambda d: d.find_element(By.ID, "edge-title").text)
+    assert title.startswith("OMN-1 holds exclusive lease src/api/** (until ") and "OMN-2 touched" in title
+    assert [item.text for item in browser.find_elements(By.CSS_SELECTOR, "#edge-list li")] == ["src/api/cart.py"]
+    browser.get(dashboard.url + "/ticket/OMN-1")
+    leases = wait_for(browser, lambda d: d.find_element(By.ID, "leases").text)
+    assert XSS_REASON in leases and "expiring soon" in leases  # docs/** ends in 6 minutes
+    assert not browser.find_elements(By.CSS_SELECTOR, "main img, main script")
+    assert browser.execute_script("return window.__pwned") is None
 
 
 @browser_test

@@ -17,9 +17,10 @@ from itertools import combinations
 import pytest
 
 from baton import clock
+from baton.outcome import Found
 from baton.registry.apply import apply_event
 from baton.registry.model import LeaseGranted, LeaseReleased
-from baton.skills.core.path_patterns import matches, overlap
+from baton.skills.core.path_patterns import literal_prefix, matches, overlap
 from tests.workspace import git
 
 # (first, second, whether some path matches both)
@@ -61,6 +62,16 @@ def test_glob_overlap_is_decided_both_ways(first, second, expected):
 def test_a_pattern_overlaps_a_path_exactly_when_pathspec_matches_it(pattern, path):
     """Against a plain path the overlap is pathspec's gitwildmatch answer."""
     assert overlap(pattern, path) is matches(pattern, path)
+
+
+@pytest.mark.parametrize("pattern, start", [("src/api/**/*.py", "src/api/"), ("src/api/db.py", "src/api/db.py"),
+                                            ("/README.md", "README.md"), ("docs/*.md", "docs/"), ("*.md", ""),
+                                            ("src/", ""), ("src/[ab]/x.py", "src/")])
+def test_every_path_a_pattern_matches_begins_with_its_literal_start(pattern, start):
+    """Where the graph is asked who touched what a lease may cover."""
+    assert literal_prefix(pattern) == start
+    assert all(path.startswith(start) for path in ("src/api/db.py", "README.md", "docs/guide.md", "src/a/x.py")
+               if matches(pattern, path))
 
 
 class Clock:
@@ -419,3 +430,59 @@ def test_with_kafka_the_lease_events_reach_the_event_log_and_replay_changes_noth
     assert messages_on(kafka_server, topic) == before + 2, "the grant and the release, once each"
     assert cli(main, "projector", "--once")[0] == 0
     assert [(lease["pattern"], lease["state"]) for lease in _leases(cli, main, "--all")] == [("src/db/**", "released")]
+
+
+def _graph_leases(task_id: str) -> list:
+    """The ticket's leases as the conflict graph holds them, read in the current directory's project."""
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
+
+    stores = Stores(Settings.from_env())
+    stores.deliver_on_close = False
+    try:
+        found = stores.graph.leases([task_id])
+        assert isinstance(found, Found), found
+        return found.value.get(task_id, [])
+    finally:
+        stores.close()
+
+
+def test_leases_reach_the_conflict_graph_on_every_backend(shared_home, worktrees, cli):
+    """A grant and a release are written as every write is: projected into the graph (at
+    once on the embedded default; by the delivery, or the projector with Kafka), with the
+    holder, kind, agent and the registry's end."""
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1", "--agent", "claude-code")[0] == 0
+    assert cli(main, "claim", "--exclusive", "src/db/**", "--reason", "schema change")[0] == 0
+    assert cli(main, "claim", "docs/**")[0] == 0
+    assert cli(main, "release", "docs/**")[0] == 0
+    assert cli(main, "deliver")[0] == 0
+    [listed] = _leases(cli, main)  # with Kafka, the cli fixture's projector applies them first
+    held = {lease.pattern: lease for lease in _graph_leases("OMN-1")}
+    assert {(p, lease.exclusive, lease.agent, lease.released) for p, lease in held.items()} == {
+        ("src/db/**", True, "claude-code", False), ("docs/**", False, "claude-code", True)}
+    assert held["src/db/**"].lease_id == listed["lease_id"]
+    grace = timedelta(minutes=15)  # BATON_LEASE_GRACE's default
+    assert held["src/db/**"].ends + grace == datetime.fromisoformat(listed["expires_at"])
+
+
+def test_doctor_repair_gives_the_graph_a_lease_it_lacks(home, worktrees, cli):
+    """A lease the graph missed (its write failed, or an older Baton wrote none) is written
+    again by `baton doctor --repair`, released ones as released."""
+    import sqlite3
+
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    assert cli(main, "claim", "src/db/**")[0] == 0
+    assert cli(main, "claim", "docs/**")[0] == 0
+    assert cli(main, "release", "docs/**")[0] == 0
+    with sqlite3.connect(home / "graph.db") as conn:
+        conn.execute("DELETE FROM leases")
+    conn.close()
+    assert _graph_leases("OMN-1") == []
+    code, out, err = cli(main, "doctor", "--repair", "--json")
+    assert json.loads(out)["repair"]["graph"]["leases"] == 2, err
+    assert {(lease.pattern, lease.released) for lease in _graph_leases("OMN-1")} == {
+        ("src/db/**", False), ("docs/**", True)}
+    code, out, err = cli(main, "doctor", "--repair", "--json")
+    assert json.loads(out)["repair"]["graph"]["leases"] == 0, "nothing lacking: nothing written"

@@ -933,10 +933,11 @@ def _release(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.leases import release_asked, release_line
 
     place, _ = _place()
-    holder, released = release_asked(stores, place, lambda: _active(args, place, stores), ticket=args.ticket,
-                                     paths=args.paths, force=args.force, reason=args.reason)
-    answer = {"task_id": holder, "released": [lease.public() for lease in released]}
-    return _shown(args, answer, release_line(holder, released))
+    report = release_asked(stores, place, lambda: _active(args, place, stores), ticket=args.ticket,
+                           paths=args.paths, force=args.force, reason=args.reason)
+    _warn(report.warnings)
+    answer = {"task_id": report.holder, "released": [lease.public() for lease in report.released]}
+    return _shown(args, answer, release_line(report.holder, report.released))
 
 
 def _leases(args: Arguments, stores: Stores) -> int:

@@ -222,9 +222,10 @@ def release_leases(paths: list[str] | None = None, ticket: str | None = None, fo
 
     def run(stores: Stores) -> dict:
         place = _place(worktree)
-        holder, released = release_asked(stores, place, lambda: resolve_task(task_id, place, stores.settings.ambient),
-                                         ticket=ticket, paths=paths or [], force=force, reason=reason)
-        return {"task_id": holder, "released": [lease.public() for lease in released]}
+        report = release_asked(stores, place, lambda: resolve_task(task_id, place, stores.settings.ambient),
+                               ticket=ticket, paths=paths or [], force=force, reason=reason)
+        return {"task_id": report.holder, "released": [lease.public() for lease in report.released],
+                "warnings": report.warnings}
 
     return _call(run)
 

@@ -215,18 +215,19 @@ def claim(stores: Stores, task: ActiveTask, place: Place, raw_patterns: Sequence
     refused = stores.registry.append_unless(events, refusal)
     if refused is not None:
         raise Refused(refused)
-    _logged(stores, events)
+    report.warnings += _projected(stores, events)
     return report
 
 
-def _logged(stores: Stores, events: Sequence[Event]) -> None:
-    """With Kafka, the event log holds every write the projections replay: the lease events
-    the registry took at once (a grant needs its answer now) go there too, and the projector
-    bringing them back to the registry changes nothing (it has their ids)."""
-    if stores.settings.kafka_bootstrap and events:
-        from baton.skills.core.commit import WireEvent
+def _projected(stores: Stores, events: Sequence[Event]) -> list[str]:
+    """The lease events the registry took at once (a grant needs its answer now), committed
+    as every write is: projected into the graph now on the embedded default, else kept for
+    the delivery or, with Kafka, the event log the projections replay. Bringing them back to
+    the registry changes nothing (it has their ids); the warnings of a store that missed them
+    (`baton doctor --repair` writes them again)."""
+    from baton.skills.core.commit import record_events
 
-        stores.sink.keep([WireEvent(str(e.event_id), e.task_id, e.type, e.at, e.model_dump_json()) for e in events])
+    return record_events(stores, events) if events else []
 
 
 def _release_event(lease: Lease, session_id: str, at: datetime, *, by: str, forced: bool, reason: str | None,
@@ -254,11 +255,19 @@ def releaser(task: ActiveTask | None) -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+@dataclass
+class ReleaseReport:
+    holder: str  # the ticket whose leases were released
+    released: list[Lease] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
 def release(stores: Stores, holder_id: str, repo: str, raw_patterns: Sequence[str], *, by: str,
-            session_id: str | None = None, force: bool = False, reason: str | None = None) -> list[Lease]:
+            session_id: str | None = None, force: bool = False, reason: str | None = None) -> ReleaseReport:
     """End the holder's active leases in repo on the patterns given (all of them without),
-    and answer them. A release of another ticket's leases needs force and a reason (a
-    lead's, recorded with who and why). BadInput for a pattern it does not hold."""
+    and answer them, with the warnings of a store that missed them. A release of another
+    ticket's leases needs force and a reason (a lead's, recorded with who and why). BadInput
+    for a pattern it does not hold."""
     patterns = _patterns(raw_patterns) if raw_patterns else []
     reason = _text(reason, "--reason", stores)
     if force and not reason:
@@ -284,26 +293,26 @@ def release(stores: Stores, holder_id: str, repo: str, raw_patterns: Sequence[st
     # sessions and its latest time (LeaseReleased), moving nothing of it.
     events = [_release_event(lease, session_id or session.session_ids[-1], at, by=by, forced=force, reason=reason,
                              holder_last=at if not force else session.last_activity) for lease in active]
+    report = ReleaseReport(holder_id, [replace(lease, state="released", released_at=at, released_by=by,
+                                               release_reason=reason, forced=force) for lease in active])
     if events:
         stores.registry.append(events)
-        _logged(stores, events)
-    return [replace(lease, state="released", released_at=at, released_by=by, release_reason=reason, forced=force)
-            for lease in active]
+        report.warnings = _projected(stores, events)
+    return report
 
 
 def release_asked(stores: Stores, place: Place, active: Callable[[], ActiveTask], *, ticket: str | None,
-                  paths: Sequence[str], force: bool, reason: str | None) -> tuple[str, list[Lease]]:
+                  paths: Sequence[str], force: bool, reason: str | None) -> ReleaseReport:
     """`baton release` as asked: the active ticket's own leases, or (--force --ticket T) a
-    lead's release of T's, recorded as made by the active ticket if any, else the user.
-    Answers the holder and the leases released."""
+    lead's release of T's, recorded as made by the active ticket if any, else the user."""
     from baton.ids import parse_ticket_id
 
     if ticket is None:
         if force:
             raise BadInput("--force goes with --ticket: the ticket whose leases a lead releases")
         task = active()
-        return task.task_id, release(stores, task.task_id, place.repo, paths, by=task.task_id,
-                                     session_id=task.session_id, reason=reason)
+        return release(stores, task.task_id, place.repo, paths, by=task.task_id, session_id=task.session_id,
+                       reason=reason)
     holder = parse_ticket_id(ticket)
     try:
         releasing: ActiveTask | None = active()
@@ -312,9 +321,8 @@ def release_asked(stores: Stores, place: Place, active: Callable[[], ActiveTask]
     if not force and (releasing is None or releasing.task_id != holder):
         raise BadInput(f"{holder}'s leases are its own: a lead releases them with --force --reason TEXT")
     if not force and releasing is not None:
-        return holder, release(stores, holder, place.repo, paths, by=holder, session_id=releasing.session_id,
-                               reason=reason)
-    return holder, release(stores, holder, place.repo, paths, by=releaser(releasing), force=True, reason=reason)
+        return release(stores, holder, place.repo, paths, by=holder, session_id=releasing.session_id, reason=reason)
+    return release(stores, holder, place.repo, paths, by=releaser(releasing), force=True, reason=reason)
 
 
 def release_line(holder: str, released: Sequence[Lease]) -> str:

@@ -100,9 +100,14 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
         except BadInput as exc:
             return page("error.html", 400, message=str(exc))
         from baton.skills.handoff.journal import journal_of
+        from baton.skills.services.lease_views import held_view
 
         journal = journal_of(result.session) if result.session else None
-        return page("ticket.html", result=result, journal=journal, answer=result.to_json())
+        snapshot = await run_in_threadpool(source.current)
+        meeting = [c for c in snapshot.lease_conflicts if result.task_id in (c["holder"], c["other"])]
+        return page("ticket.html", result=result, journal=journal, answer=result.to_json(),
+                    leases=held_view(result.leases, clock.now(), settings.lease_grace), lease_conflicts=meeting,
+                    lease_state=snapshot.leases)
 
     async def ticket_json(request: Request) -> Response:
         try:

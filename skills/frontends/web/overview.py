@@ -7,8 +7,9 @@ cheap change marker says when to rebuild it: on the embedded default the waterma
 the registry and the signal log and the graph file's size and time (every write moves one
 of them, and no read does: the registry's file changes when a read applies pending events,
 so its file is not the mark); with a server, whose writes leave no trace here, the
-snapshot is rebuilt once it is older than SERVER_REFRESH. The dashboard only reads: it neither
-delivers kept writes nor runs a probe.
+snapshot is rebuilt once it is older than SERVER_REFRESH, and on either when a lease it shows
+starts to expire soon or ends. The dashboard only reads: it neither delivers kept writes nor
+runs a probe.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from baton.skills.frontends.answers import listing_answer, signals_answer
 from baton.skills.runtime.agent_sessions import local_heartbeats
 from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.stores import Stores
+from baton.skills.services.lease_views import lease_conflicts, next_mark
 from baton.skills.services.listing import list_sessions
 from baton.skills.services.queries import signals_since
 
@@ -67,6 +69,11 @@ class Snapshot:
     signal_log: str = "ok"
     warnings: list[str] = field(default_factory=list)
     build_ms: float = 0.0
+    # Where active leases meet other active tickets (LeaseConflict.to_json), and when one
+    # shown here starts to expire soon or ends (the snapshot is then rebuilt).
+    lease_conflicts: list[dict] = field(default_factory=list)
+    leases: str = "ok"  # or the store that did not answer, and why
+    changes_at: datetime | None = None
     # {tickets asked: {task: {other: [FileRef]}}, both ways}, as the graph answered for this snapshot.
     overlaps: dict[tuple[str, ...], dict[str, dict[str, list]]] = field(default_factory=dict, repr=False)
 
@@ -97,6 +104,13 @@ def build_snapshot(settings: Settings, version: int) -> Snapshot:
             snapshot.warnings = listing.warnings
         except StoreUnavailable as exc:
             snapshot.registry = f"unavailable: {exc.reason}"
+        try:
+            found = lease_conflicts(stores, at=now)
+            snapshot.lease_conflicts = [c.to_json() for c in found]
+        except StoreUnavailable as exc:
+            snapshot.leases = str(exc)
+        expiries = [clock.parse(lease["expires_at"]) for row in snapshot.rows for lease in row["leases"]]
+        snapshot.changes_at = next_mark(expiries, now, settings.lease_grace)
         try:
             since = clock.to_text(now - FEED_WINDOW)
             snapshot.signals = signals_answer(signals_since(stores, task_id=None, since=since, limit=FEED_LIMIT))
@@ -144,6 +158,8 @@ class OverviewSource:
     def _fresh(self, marker: tuple | None) -> bool:
         if self._snapshot is None:
             return False
+        if self._snapshot.changes_at is not None and clock.now() >= self._snapshot.changes_at:
+            return False
         if marker is None:
             return (clock.now() - self._snapshot.built_at).total_seconds() < SERVER_REFRESH
         return marker == self._marker
@@ -176,7 +192,9 @@ def conflict_map(snapshot: Snapshot, filters: Filters, limit: int,
     most conflicts among those the filters keep (a map stays legible up to about 50); only
     their shared files are read. A fork and its parent sharing files are an edge marked
     "fork of", expected and not counted as a conflict; a fork or parent whose only overlap
-    is that one comes after every ticket in conflict."""
+    is that one comes after every ticket in conflict. A lease that meets another ticket
+    (baton.skills.services.lease_views) is an edge marked with the lease, from its holder;
+    those tickets come after the ones sharing files."""
     kept = {row["task_id"]: row for row in snapshot.rows_for(filters) if row["status"] == "active"}
     parents = {row["fork_of"] for row in kept.values() if row["fork_of"] in kept}
 
@@ -191,14 +209,23 @@ def conflict_map(snapshot: Snapshot, filters: Filters, limit: int,
                          key=lambda row: (-row["conflicting_tickets"], row["task_id"]))
     forks_only = sorted(task for task, row in kept.items()
                         if not row["conflicting_tickets"] and (row["fork_of"] in kept or task in parents))
-    asked = ([row["task_id"] for row in in_conflict] + forks_only)[:limit]
+    leased = [c for c in snapshot.lease_conflicts if c["holder"] in kept and c["other"] in kept]
+    by_lease = sorted({task for c in leased for task in (c["holder"], c["other"])})
+    asked = list(dict.fromkeys([row["task_id"] for row in in_conflict] + forks_only + by_lease))[:limit]
     shared = shared_among(snapshot, asked) if asked else {}
-    shown = [task for task in asked if kept[task]["conflicting_tickets"] or shared.get(task)]
+    in_lease = {task for task in by_lease if task in asked}
+    shown = [task for task in asked if kept[task]["conflicting_tickets"] or shared.get(task) or task in in_lease]
+    exclusive = {c["holder"] for c in leased if c["exclusive"]}
     nodes = [{"id": task, "conflicts": kept[task]["conflicting_tickets"], "stale": kept[task]["stale"],
-              "agent": kept[task]["agent"]} for task in shown]
-    edges = [{"a": task, "b": other, "files": sorted({ref.path for ref in refs}), "fork_of": fork_of(task, other)}
-             for task in sorted(shared) for other, refs in sorted(shared[task].items()) if task < other]
-    return {"nodes": nodes, "edges": edges, "in_conflict": len(in_conflict), "graph": _graph_state(snapshot)}
+              "agent": kept[task]["agent"], "exclusive_lease": task in exclusive} for task in shown]
+    edges: list[dict[str, object]] = [
+        {"a": task, "b": other, "files": sorted({ref.path for ref in refs}), "fork_of": fork_of(task, other),
+         "lease": None}
+        for task in sorted(shared) for other, refs in sorted(shared[task].items()) if task < other]
+    edges += [{"a": c["holder"], "b": c["other"], "files": c["paths"], "fork_of": None, "lease": c}
+              for c in leased if c["holder"] in in_lease and c["other"] in in_lease]
+    return {"nodes": nodes, "edges": edges, "in_conflict": len(in_conflict), "graph": _graph_state(snapshot),
+            "leases": snapshot.leases}
 
 
 def _graph_state(snapshot: Snapshot) -> str:

@@ -115,12 +115,32 @@ function element(name, attributes) {
   return node;
 }
 
+// A lease edge in words: its holder, kind and pattern, what of the other ticket it meets, its expiry.
+function leaseText(edge) {
+  const lease = edge.lease, kind = (exclusive) => exclusive ? "exclusive" : "shared";
+  const met = lease.other_pattern ? `overlaps ${lease.other}'s ${kind(lease.other_exclusive)} lease ${lease.other_pattern}`
+    : `covers ${edge.files.length + lease.paths_more} file${edge.files.length + lease.paths_more === 1 ? "" : "s"} ${lease.other} touched`;
+  const soon = lease.expiring ? ", expiring soon" : "";
+  return `${lease.holder} holds ${kind(lease.exclusive)} lease ${lease.pattern} (until ${lease.expires_at.slice(0, 16)}Z${soon}); it ${met}`;
+}
+
+function bent(a, b) {
+  const [dx, dy] = [b.x - a.x, b.y - a.y], d = Math.max(Math.hypot(dx, dy), 0.01), bend = 24;
+  return `M ${a.x} ${a.y} Q ${(a.x + b.x) / 2 - dy / d * bend} ${(a.y + b.y) / 2 + dx / d * bend} ${b.x} ${b.y}`;
+}
+
+function edgeClass(edge) {
+  if (edge.fork_of) return "edge fork";
+  if (!edge.lease) return "edge";
+  return "edge lease" + (edge.lease.exclusive ? " exclusive" : "") + (edge.lease.expiring ? " expiring" : "");
+}
+
 function showEdge(edge, line) {
   document.querySelectorAll("#map .edge.selected").forEach((l) => l.classList.remove("selected"));
   line.classList.add("selected");
   const panel = document.getElementById("edge-files");
   const shared = `${edge.files.length} shared file${edge.files.length === 1 ? "" : "s"}`;
-  document.getElementById("edge-title").textContent = edge.fork_of
+  document.getElementById("edge-title").textContent = edge.lease ? leaseText(edge) : edge.fork_of
     ? `fork of: ${edge.fork_of}; ${shared}, expected (not a conflict)` : `${edge.a} ↔ ${edge.b}: ${shared}`;
   const list = document.getElementById("edge-list");
   list.replaceChildren(...edge.files.map((path) => {
@@ -142,20 +162,24 @@ async function drawMap() {
   const [width, height] = [600, 420];
   svg.replaceChildren();
   if (map.graph !== "ok") note.textContent = map.graph;
+  else if (map.leases !== "ok") note.textContent = `leases not shown: ${map.leases}`;
   else if (!map.nodes.length) note.textContent = "No conflicts between active tickets.";
   else note.textContent = map.in_conflict > map.nodes.length
     ? `The ${map.nodes.length} tickets with the most conflicts, of ${map.in_conflict} in conflict; filter to see others.`
-    : `${map.nodes.length} tickets in conflict; click a line for the files they share.`;
+    : `${map.nodes.length} tickets in conflict; click a line for the files they share or the lease between them.`;
   const pos = layout(map.nodes, map.edges, width, height);
   const at = new Map(map.nodes.map((node, i) => [node.id, pos[i]]));
   for (const edge of map.edges) {
     const [a, b] = [at.get(edge.a), at.get(edge.b)];
-    const hit = element("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: "hit" });
-    const line = element("line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y, class: edge.fork_of ? "edge fork" : "edge",
+    // A lease bends away from the straight line of the files the same two tickets share.
+    const [shape, geometry] = edge.lease ? ["path", { d: bent(a, b) }] : ["line", { x1: a.x, y1: a.y, x2: b.x, y2: b.y }];
+    const hit = element(shape, { ...geometry, class: "hit" });
+    const line = element(shape, { ...geometry, class: edgeClass(edge),
                                    "stroke-width": Math.min(1 + edge.files.length, 8),
                                    "data-a": edge.a, "data-b": edge.b });
     const title = element("title", {});
-    title.textContent = edge.fork_of ? `fork of: ${edge.fork_of} (expected overlap)` : `${edge.a} ↔ ${edge.b}`;
+    title.textContent = edge.lease ? leaseText(edge)
+      : edge.fork_of ? `fork of: ${edge.fork_of} (expected overlap)` : `${edge.a} ↔ ${edge.b}`;
     hit.appendChild(title);
     hit.addEventListener("click", () => showEdge(edge, line));
     svg.append(hit, line);
@@ -163,7 +187,8 @@ async function drawMap() {
   for (const node of map.nodes) {
     const p = at.get(node.id);
     const link = element("a", { href: "/ticket/" + encodeURIComponent(node.id) });
-    link.append(element("circle", { cx: p.x, cy: p.y, r: 6, class: node.stale ? "stale" : "" }));
+    const classes = [node.stale ? "stale" : "", node.exclusive_lease ? "exclusive-lease" : ""].filter(Boolean);
+    link.append(element("circle", { cx: p.x, cy: p.y, r: 6, class: classes.join(" ") }));
     const label = element("text", { x: p.x + 8, y: p.y + 3 });
     label.textContent = node.id;
     link.appendChild(label);
