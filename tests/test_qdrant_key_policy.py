@@ -12,7 +12,7 @@ from tests.workspace import run_process
 KEY = "qk-5e1f0b7a"
 
 
-@pytest.mark.parametrize(("url", "key", "allow", "refused"), [
+@pytest.mark.parametrize("url, key, allow, refused", [
     ("http://192.0.2.1:6333", KEY, False, True),  # TEST-NET-1: off loopback
     ("http://qdrant.internal:6333", KEY, False, True),
     ("http://192.0.2.1:6333", KEY, True, False),

@@ -69,7 +69,8 @@ def test_pending_touches_are_projected_before_the_next_read(store):
 
 
 def test_get_many_answers_as_each_get_with_pending_touches_projected(store):
-    store.append([event(Bound, 0, repo="r", worktree_path="/w"), event(Bound, 1, task="OMN-2", repo="r", worktree_path="/w2")])
+    store.append([event(Bound, 0, repo="r", worktree_path="/w"),
+                  event(Bound, 1, task="OMN-2", repo="r", worktree_path="/w2")])
     store.record_touch("OMN-2", "s", T0 + timedelta(minutes=2), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
     many = store.get_many(["OMN-1", "OMN-2", "OMN-404"]).value
     assert many == {"OMN-1": store.get("OMN-1").value, "OMN-2": store.get("OMN-2").value}
