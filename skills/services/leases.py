@@ -215,18 +215,10 @@ def claim(stores: Stores, task: ActiveTask, place: Place, raw_patterns: Sequence
     refused = stores.registry.append_unless(events, refusal)
     if refused is not None:
         raise Refused(refused)
-    _logged(stores, events)
+    from baton.skills.core.commit import keep_in_log
+
+    keep_in_log(stores, events)
     return report
-
-
-def _logged(stores: Stores, events: Sequence[Event]) -> None:
-    """With Kafka, the event log holds every write the projections replay: the lease events
-    the registry took at once (a grant needs its answer now) go there too, and the projector
-    bringing them back to the registry changes nothing (it has their ids)."""
-    if stores.settings.kafka_bootstrap and events:
-        from baton.skills.core.commit import WireEvent
-
-        stores.sink.keep([WireEvent(str(e.event_id), e.task_id, e.type, e.at, e.model_dump_json()) for e in events])
 
 
 def _release_event(lease: Lease, session_id: str, at: datetime, *, by: str, forced: bool, reason: str | None,
@@ -285,8 +277,10 @@ def release(stores: Stores, holder_id: str, repo: str, raw_patterns: Sequence[st
     events = [_release_event(lease, session_id or session.session_ids[-1], at, by=by, forced=force, reason=reason,
                              holder_last=at if not force else session.last_activity) for lease in active]
     if events:
+        from baton.skills.core.commit import keep_in_log
+
         stores.registry.append(events)
-        _logged(stores, events)
+        keep_in_log(stores, events)
     return [replace(lease, state="released", released_at=at, released_by=by, release_reason=reason, forced=force)
             for lease in active]
 
