@@ -23,7 +23,7 @@ from baton.errors import Refused
 from baton.ids import BATON_NAMESPACE, TicketId, name_uuid
 from baton.registry.base import lease_ends
 from baton.signals.wire import SignalType
-from baton.skills.core.binding import ActiveTask, Place
+from baton.skills.core.binding import DEFAULT_SESSION, ActiveTask, Place
 from baton.skills.core.commit import keep_in_log, publish
 from baton.skills.core.signalling import wire_signal
 from baton.skills.core.write_report import WriteReport
@@ -65,9 +65,9 @@ def holder_elsewhere(stores: Stores, session: Session, place: Place, session_id:
         return None
     if session.bound_session == session_id:
         return None
-    # A ticket bound before the holder was recorded: every other session of it is superseded.
+    # A ticket bound before the holder was recorded: every other bound session of it is superseded.
     sessions = ((session.bound_session,) if session.bound_session
-                else tuple(s for s in session.session_ids if s != session_id))
+                else tuple(s for s in session.session_ids if s not in (session_id, DEFAULT_SESSION)))
     if not sessions:
         return None
     settings = stores.settings
@@ -118,7 +118,7 @@ def take_over(stores: Stores, task_id: TicketId, place: Place, session_id: str, 
     stored = stores.registry.append([event]).get(task_id)
     granted = next((t for t in stored.takeovers if t.token == token), None) if stored else None
     if granted is not None and granted.holder != session_id:
-        raise Refused(f"{task_id} was taken over from {granted.worktree_path} first (token {token}); nothing "
+        raise Refused(f"{task_id} was taken over by {granted.worktree_path} first (token {token}); nothing "
                       f"written: `baton resume {task_id}` shows who holds it")
     keep_in_log(stores, [event])
     report = WriteReport()
