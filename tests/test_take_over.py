@@ -63,7 +63,8 @@ def _history() -> list:
 
 
 def test_a_late_write_of_the_superseded_run_is_kept_as_its_own_and_moves_no_state():
-    session = fold(_history())
+    history = _history()
+    session = fold(history)
     assert session.token == 2 and session.bound_session == "sB" and session.worktree_path == "/w/sB"
     assert session.phase is Phase.implementing and session.next_action == "write the migration"
     assert session.decisions == [] and session.files == {}
@@ -74,7 +75,7 @@ def test_a_late_write_of_the_superseded_run_is_kept_as_its_own_and_moves_no_stat
         ("decision_recorded", "sA", str(uuid.UUID(int=1)), 2), ("files_touched", "sA", str(uuid.UUID(int=1)), 2)]
     assert str(uuid.UUID(int=1)) in session.superseded_runs()
     # Replays change nothing; the new holder's writes move the state as ever.
-    assert fold(_history() + _history()) == session
+    assert fold(history + history) == session
     moved = apply_event(session, NextActionSet(**_common(15, "sB"), text="review the migration"))
     assert moved.next_action == "review the migration" and moved.late_writes == session.late_writes
 
