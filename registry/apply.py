@@ -4,6 +4,13 @@ Replay-safe by construction, so applying an event twice, or events in any order,
 same session: sets are unions, times are min/max, and every single-valued field is a
 last-writer-wins register ordered by (time, rank, event id), which an older or replayed
 event can never win.
+
+Fencing: after a take-over (TakenOver), a write of a session it superseded, stamped at or
+after it, is kept as that run's late write and merges nothing else, not even the ticket's
+last activity. Whether a write is late is decided from the events themselves (the write's
+session and time against the take-overs'), so a replay, and a fold of the log in time
+order, decide it alike; a write that reaches the store before the take-over that fences it
+was not late when it came and stays merged.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from baton.registry.model import (
     HandoffRecord,
     HandoffVerified,
     HandoffWritten,
+    LateWrite,
     LeaseEntry,
     LeaseGranted,
     LeaseReleased,
@@ -43,11 +51,14 @@ from baton.registry.model import (
     ReleaseEntry,
     RunEntry,
     RunStarted,
+    SecretsRedacted,
     Session,
     StageRecorded,
     Stamp,
     Status,
     StepCompleted,
+    TakenOver,
+    TakeoverEntry,
     Touch,
     VerificationRecord,
     WorkflowRecord,
@@ -56,6 +67,11 @@ from baton.registry.model import (
 )
 
 EntryT = TypeVar("EntryT", bound=Entry)
+
+# Events a run does not make for itself: a take-over, and those that carry another's time and
+# session to mark this ticket (a supersede link, a lease's release, a redaction). A lease's
+# grant is decided by the registry at once (baton.skills.services.leases), so it is never late.
+_NEVER_LATE = (TakenOver, DecisionSuperseded, LeaseGranted, LeaseReleased, SecretsRedacted)
 
 
 def _newer(candidate: Stamp, current: Stamp | None) -> bool:
@@ -109,6 +125,15 @@ def apply_event(session: Session | None, event: Event) -> Session:
     if session.task_id != event.task_id:
         raise ValueError(f"event for {event.task_id} applied to session {session.task_id}")
     event_id = str(event.event_id)
+    if not isinstance(event, _NEVER_LATE):
+        fence = session.fenced_by(event.session_id, event.at)
+        if fence is not None:
+            return session.model_copy(update={
+                "session_ids": _union(session.session_ids, [event.session_id]),
+                "late_writes": _with_entry(session.late_writes, LateWrite(
+                    text=event_id, at=event.at, session_id=event.session_id, event_id=event_id,
+                    provenance=Provenance.observed, kind=event.type, run_id=fence.superseded_run,
+                    token=fence.token))})
     stamp = Stamp(at=event.at, event_id=event_id)
     update: dict = {
         "created_at": min(session.created_at, event.at),
@@ -119,7 +144,7 @@ def apply_event(session: Session | None, event: Event) -> Session:
         update |= _lifecycle(session, Status.active, stamp)
         if _newer(stamp, session.location_stamp):
             update |= {"repo": event.repo, "worktree_path": event.worktree_path,
-                       "branch": event.branch, "location_stamp": stamp}
+                       "branch": event.branch, "bound_session": event.session_id, "location_stamp": stamp}
         # A bind that does not name its agent says nothing about it: the recorded one stays.
         if event.agent is not None and _newer(stamp, session.agent_stamp):
             update |= {"agent": event.agent, "agent_stamp": stamp}
@@ -202,6 +227,12 @@ def apply_event(session: Session | None, event: Event) -> Session:
         update["lease_releases"] = _with_entry(session.lease_releases, ReleaseEntry(
             text=str(event.lease_id), at=event.at, session_id=event.session_id, event_id=event_id,
             released_at=event.released_at, forced=event.forced, by=event.by, reason=event.reason))
+    elif isinstance(event, TakenOver):
+        update["takeovers"] = _with_entry(session.takeovers, TakeoverEntry(
+            text=str(event.token), at=event.at, session_id=event.session_id, event_id=event_id,
+            provenance=Provenance.observed, token=event.token, holder=event.session_id,
+            superseded=sorted(event.superseded), superseded_run=event.superseded_run, run_id=event.run_id,
+            repo=event.repo, worktree_path=event.worktree_path, from_worktree_path=event.from_worktree_path))
     elif isinstance(event, Ended):
         update |= _lifecycle(session, Status(event.status), stamp)
         if event.status == Status.completed:

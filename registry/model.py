@@ -244,7 +244,7 @@ class CheckpointTaken(_Event):
     remote: str | None = None
 
 
-RunKind = Literal["bind", "reopen", "restore", "fork", "fresh"]
+RunKind = Literal["bind", "reopen", "restore", "fork", "fresh", "takeover"]
 
 
 class RunStarted(_Event):
@@ -259,6 +259,25 @@ class RunStarted(_Event):
     diverged_at: Hex | None = None  # the checkpoint the run started from
     base: str | None = None  # the commit the run started on (fresh: the new base)
     environment: Hex | None = None
+
+
+class TakenOver(_Event):
+    """A bind with --take-over moved the ticket from the runs of the superseded sessions, which
+    another worktree (or machine) held, to this event's session and run: the ticket's fencing
+    token is now `token` (its first holder's is 1, each take-over adds one). Every write
+    carries its session, so the projection knows each write's token: a superseded session's
+    write stamped at or after the take-over is kept as that run's late write and moves none of
+    the ticket's state (baton.registry.apply). Its id derives from the ticket and the token,
+    so a token is granted once: of two take-overs racing for it, the first stored wins."""
+
+    type: Literal["taken_over"] = "taken_over"
+    token: int = Field(ge=2)
+    superseded: Annotated[list[SessionId], Field(min_length=1)]
+    superseded_run: str | None = None  # the run current before, whose late writes are its own
+    run_id: str  # the run the take-over starts
+    repo: str
+    worktree_path: str
+    from_worktree_path: str | None = None
 
 
 class LeaseGranted(_Event):
@@ -317,7 +336,7 @@ Event = Annotated[
     Bound | FilesTouched | DecisionRecorded | PhaseChanged | StepCompleted | FailureRecorded | NextActionSet
     | DependencyAdded | Ended | GoalSet | ConstraintAdded | WorkRemaining | EvidenceRecorded | CheckRecorded
     | HandoffWritten | HandoffVerified | ActivityRecorded | StageRecorded | CheckpointTaken | RunStarted
-    | SecretsRedacted | DecisionSuperseded | LeaseGranted | LeaseReleased,
+    | SecretsRedacted | DecisionSuperseded | LeaseGranted | LeaseReleased | TakenOver,
     Field(discriminator="type"),
 ]
 
@@ -384,6 +403,29 @@ class ReleaseEntry(Entry):
     forced: bool = False
     by: str
     reason: str | None = None
+
+
+class TakeoverEntry(Entry):
+    """A take-over of the ticket; its text (the key) is its token, so a token is granted once."""
+
+    token: int
+    holder: str  # the session that holds the ticket from then on
+    superseded: list[str]
+    superseded_run: str | None = None
+    run_id: str
+    repo: str
+    worktree_path: str
+    from_worktree_path: str | None = None
+
+
+class LateWrite(Entry):
+    """A write of a superseded session made at or after the take-over that superseded it:
+    stored in the log, attributed to the run it superseded, and no move of the ticket's
+    state. Its text (the key) is the event's id; it copies none of the write's text."""
+
+    kind: str  # the event's type
+    run_id: str | None = None  # the superseded run the write belongs to
+    token: int  # the take-over that fenced it
 
 
 class CheckpointRecord(_Record):
@@ -467,6 +509,7 @@ class Session(_Record):
     worktree_path: str | None = None
     branch: str | None = None
     agent: str | None = None
+    bound_session: str | None = None  # the session whose bind set the location: the ticket's holder
     location_stamp: Stamp | None = None
     agent_stamp: Stamp | None = None  # only a bind that names its agent sets it
     files: dict[str, Touch] = {}
@@ -497,6 +540,8 @@ class Session(_Record):
     run_log: list[RunEntry] = []  # every run started, oldest first
     leases: list[LeaseEntry] = []  # every lease granted, released or not (baton.skills.services.leases)
     lease_releases: list[ReleaseEntry] = []
+    takeovers: list[TakeoverEntry] = []  # every take-over, by token (baton.skills.services.takeover)
+    late_writes: list[LateWrite] = []  # the writes of superseded runs, kept as theirs
     created_at: datetime
     last_activity: datetime
 
@@ -523,8 +568,23 @@ class Session(_Record):
         return next((r.parent_task_id for r in self.run_log if r.kind == "fork"), None)
 
     def superseded_runs(self) -> set[str]:
-        """The runs a fresh start replaced."""
-        return {r.parent_run_id for r in self.run_log if r.kind == "fresh" and r.parent_run_id}
+        """The runs a fresh start or a take-over replaced."""
+        return {r.parent_run_id for r in self.run_log if r.kind in ("fresh", "takeover") and r.parent_run_id}
+
+    @property
+    def token(self) -> int:
+        """The ticket's fencing token: 1 until a take-over, then the latest take-over's."""
+        return max((t.token for t in self.takeovers), default=1)
+
+    def fenced_by(self, session_id: str, at: datetime | None = None) -> TakeoverEntry | None:
+        """The take-over that superseded session_id as of the instant at (default: every one
+        recorded), None while it is not superseded: of the take-overs stamped by then that
+        name it, the one with the highest token, when that one names it superseded (a
+        session that took the ticket back holds it again)."""
+        named = [t for t in self.takeovers
+                 if (at is None or t.at <= at) and (session_id == t.holder or session_id in t.superseded)]
+        latest = max(named, key=lambda t: t.token, default=None)
+        return latest if latest is not None and session_id in latest.superseded else None
 
     def run_at(self, at: datetime) -> RunEntry | None:
         """The run that was current at the instant `at` (evidence belongs to it)."""
@@ -608,12 +668,12 @@ SESSION_MERGE: dict = {
     "latest": ["last_activity"],
     "union": ["session_ids", "depends_on", "reopened_by", "superseded_by"],
     "entries": ["decisions", "completed_steps", "failures", "constraints", "remaining_work", "evidence", "checks",
-                "run_log", "leases", "lease_releases"],
+                "run_log", "leases", "lease_releases", "takeovers", "late_writes"],
     "touches": ["files"],
     "registers": {
         "lifecycle_stamp": ["lifecycle"],
         "phase_stamp": ["phase"],
-        "location_stamp": ["repo", "worktree_path", "branch"],
+        "location_stamp": ["repo", "worktree_path", "branch", "bound_session"],
         "agent_stamp": ["agent"],
         "next_action_stamp": ["next_action"],
         "goal_stamp": ["goal", "goal_inherited_from"],

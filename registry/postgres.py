@@ -15,9 +15,11 @@ lock for the merge, so two writers of one ticket cannot race and no read-modify-
 happens in Python. A replayed event is a no-op through the events table's primary key, and
 would change nothing anyway: the merge is idempotent. The merge is a join (each field a
 union, a minimum or maximum, or a register won by the later stamp), so merging the fold of
-a batch equals merging its events one by one; an append therefore costs three statements
-whatever its size: the events' insert, the tickets' upsert (in ticket order, so two
-appenders lock rows in the same order) and their files'.
+a batch equals merging its events one by one; an append therefore costs four statements
+whatever its size: the events' insert, the read of the tickets' take-overs (their rows
+locked in ticket order, so two appenders lock rows in the same order), the tickets' upsert
+and their files'. The take-overs are what the events are folded onto before the merge, so a
+late write of a superseded run (baton.registry.apply) merges as nothing but itself.
 
 Every row belongs to a project (baton.projects), part of each key, and every statement names
 the store's project. The database enforces it too: each transaction sets `baton.project`
@@ -361,6 +363,12 @@ _MERGE_DELTAS = """
     SELECT task_id, body FROM merged
 """
 
+# The take-overs of tickets about to be merged (PostgresSessionStore._fences), their rows locked.
+_FENCES = """
+    SELECT task_id, body->'created_at', body->'last_activity', body->'takeovers' FROM baton_sessions
+    WHERE project = %s AND task_id = ANY(%s) ORDER BY task_id FOR UPDATE
+"""
+
 _INSERT_EVENT = """
     INSERT INTO baton_events (project, event_id, task_id, at, type, body, applied)
     SELECT %(project)s, %(event_id)s, %(task_id)s, %(at)s, %(type)s, %(body)s::jsonb, %(applied)s
@@ -456,7 +464,7 @@ class PostgresSessionStore(SessionStore):
         from baton.registry.apply import apply_event
         from baton.registry.model import SESSION_MERGE, Session
 
-        delta = apply_event(None, event).model_dump(mode="json")
+        delta = apply_event(self._fences(conn, [event.task_id]).get(event.task_id), event).model_dump(mode="json")
         (body,) = _one(conn.execute(_MERGE_EVENT, {"project": self.project, "task_id": event.task_id, "at": event.at,
                                                   "delta": Jsonb(delta),
                                                   "spec": Jsonb(SESSION_MERGE)}))
@@ -470,6 +478,21 @@ class PostgresSessionStore(SessionStore):
                 for s in sessions for lease in s.leases]
         if rows:
             conn.cursor().executemany(_ANCHOR_LEASE, rows)
+
+    def _fences(self, conn: psycopg.Connection, task_ids: Sequence[str]) -> dict[str, Session]:
+        """The sessions that the new events of task_ids are applied to before their merge: for
+        a ticket taken over, its take-overs with its times, so that a late write's delta is
+        only itself (baton.registry.apply); for the others none (the delta is the events'
+        own). Locks the tickets' rows, in ticket order as the merge does, so no take-over
+        is stored between this read and the merge."""
+        from baton.registry.model import Session
+
+        if not task_ids:
+            return {}
+        rows = conn.execute(_FENCES, (self.project, list(task_ids))).fetchall()
+        return {task_id: Session.model_validate({"task_id": task_id, "created_at": created, "last_activity": last,
+                                                 "takeovers": takeovers})
+                for task_id, created, last, takeovers in rows if takeovers}
 
     def _apply_pending(self, conn: psycopg.Connection) -> None:
         rows = conn.execute(
@@ -527,10 +550,11 @@ class PostgresSessionStore(SessionStore):
         conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_PRUNE_LOCK,))
         inserted = {str(event_id) for (event_id,) in conn.execute(_INSERT_EVENTS, {
             "project": self.project, "events": _json_array(e.model_dump_json() for e in unique)})}
+        fences = self._fences(conn, sorted({e.task_id for e in unique if str(e.event_id) in inserted}))
         deltas: dict[str, Session] = {}
         for event in unique:
             if str(event.event_id) in inserted:
-                deltas[event.task_id] = apply_event(deltas.get(event.task_id), event)
+                deltas[event.task_id] = apply_event(deltas.get(event.task_id) or fences.get(event.task_id), event)
         sessions: dict[str, Session] = {}
         if deltas:
             tickets = sorted(deltas)

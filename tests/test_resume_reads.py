@@ -57,7 +57,8 @@ def test_a_resume_reads_the_binding_and_the_session_once(home, worktrees, cli, b
     try:
         registry = stores._registry = CountingRegistry(stores.registry)
         binding_reads.clear()
-        result = resume_session(stores, parse_ticket_id("OMN-1"), place)
+        # In the other worktree main's run is live: the resume takes the ticket over, reading nothing again.
+        result = resume_session(stores, parse_ticket_id("OMN-1"), place, take_over=True)
     finally:
         stores.close()
     assert result.status == "found" and result.bound, result.warnings

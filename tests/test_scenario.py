@@ -41,7 +41,7 @@ def test_two_agents_two_worktrees(any_home, worktrees, cli):
     assert set(result) == {"status", "task_id", "reason", "session", "conflicts", "related_decisions", "signals",
                            "stores", "bound", "run", "checkpoint", "compatibility", "fork_of",
                            "forks_overlapping", "continuation", "handoff", "live_state", "workflow", "prizmkit",
-                           "conflicts_more", "warnings", "leases", "lease_notices"}
+                           "conflicts_more", "warnings", "leases", "lease_notices", "superseded"}
     assert result["handoff"] is None and result["live_state"] == [], "no handoff in this worktree"
     assert result["status"] == "found" and result["bound"] is True
     assert result["stores"] == {"registry": "ok", "graph": "ok", "recall": "ok", "signals": "ok"}

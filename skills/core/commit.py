@@ -104,6 +104,15 @@ def commit(stores: Stores, events: Sequence[WireEvent], report: WriteReport) -> 
     report.warnings += stores.sink.commit(redacted(stores, events))
 
 
+def keep_in_log(stores: Stores, events: Sequence[Event]) -> None:
+    """With Kafka, the event log holds every write the projections replay: the events the
+    registry took at once (a lease's grant or release, a take-over: each needs its answer
+    now) go there too, and the projector bringing them back to the registry changes nothing
+    (it has their ids)."""
+    if stores.settings.kafka_bootstrap and events:
+        stores.sink.keep([WireEvent(str(e.event_id), e.task_id, e.type, e.at, e.model_dump_json()) for e in events])
+
+
 def deliver_kept(stores: Stores) -> list[str]:
     """Deliver the writes kept on this machine within the command's budget; a warning for
     each store that could not take them (they still wait)."""

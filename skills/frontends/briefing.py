@@ -66,6 +66,8 @@ def session_context(result: ResumeResult, *, handoff: str | None = None,
     header = [f"## Baton: this worktree works on {task}",
               (f"Phase {session.phase.value}, status {session.status.value}, "
                f"last activity {when(session.last_activity)}.")]
+    if result.superseded is not None:
+        header.append(f"Superseded: {result.superseded['notice']}")
     if session.next_action:
         header.append(f"Next action: {session.next_action}")
     if session.depends_on:

@@ -298,7 +298,7 @@ def _bind(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.bind import bind
 
     place, _ = _place()
-    report = bind(stores, parse_ticket_id(args.task_id), place, agent=args.agent)
+    report = bind(stores, parse_ticket_id(args.task_id), place, agent=args.agent, take_over=args.take_over)
     _warn(report.warnings)
     if args.json:
         from baton.skills.frontends.answers import bind_answer
@@ -456,7 +456,7 @@ def _resume(args: Arguments, stores: Stores) -> int:
     place, _ = _place()
     result = resume(stores, place, ResumeRequest(parse_ticket_id(args.task_id), limit=args.limit, agent=args.agent,
                                                  allow_unsigned_probes=args.allow_unsigned_probes,
-                                                 all_decisions=args.all_decisions))
+                                                 all_decisions=args.all_decisions, take_over=args.take_over))
     _warn(result.warnings)
     if args.json and (args.budget is not None or args.section is not None):
         from baton.skills.frontends.answer_budget import resume_answer
@@ -963,6 +963,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("bind", "Bind this worktree to a ticket and record the session.", (
         _arg("task_id", metavar="TASK"),
         _arg("--agent", help="name of the agent working on it"),
+        _arg("--take-over", action="store_true",
+             help="move the ticket here from a run that holds it in another worktree, superseding that run"),
         _JSON), _bind, tool="bind_task", task=False),
     Command("touch", "Record files the ticket touched; warn about overlaps with other active tickets.", (
         _arg("paths", nargs="+", metavar="PATH"),
@@ -1070,6 +1072,8 @@ COMMANDS: tuple[Command, ...] = (
              help="related decisions superseded, of abandoned tickets or past the horizon too, marked"),
         _arg("--allow-unsigned-probes", action="store_true",
              help="re-run the handoff's unsigned or edited probes too (they run code from the branch)"),
+        _arg("--take-over", action="store_true",
+             help="move the ticket here from a run that holds it in another worktree, superseding that run"),
         _arg("--budget", type=int, metavar="CHARS",
              help="with --json: fit the answer in CHARS characters, filled in priority order, saying what "
                   "it left out (as MCP answers are)"),

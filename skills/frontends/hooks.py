@@ -381,7 +381,8 @@ def user_prompt_submit(payload: Payload, out: Output) -> None:
         if heard is not None and watermark is not None and heard[1] == watermark:
             return  # no signal stored since the agent last heard: nothing to decode
         now = clock.now()
-        news = untold_news(stores, sessions, payload.session_id, task.task_id, heard, bound_at=bound_at)
+        news = untold_news(stores, sessions, payload.session_id, task.task_id, heard, bound_at=bound_at,
+                           bound_session=task.session_id)
         if news:
             from baton.skills.core.overlaps import fork_related
             from baton.skills.frontends.briefing import overlapping_task

@@ -71,7 +71,7 @@ else:
 
 def resume_session(task_id: str, limit: int = 5, agent: str | None = None, all_decisions: bool = False,
                    allow_unsigned_probes: bool = False, section: SectionName | None = None, offset: int = 0,
-                   worktree: str | None = None) -> str:
+                   worktree: str | None = None, take_over: bool = False) -> str:
     from baton.skills.frontends.answer_budget import resume_answer
     from baton.skills.services.commands import ResumeRequest, resume
 
@@ -81,7 +81,8 @@ def resume_session(task_id: str, limit: int = 5, agent: str | None = None, all_d
             _unsigned_allowed()
         answer = resume(stores, place, ResumeRequest(parse_ticket_id(task_id), limit=limit, agent=agent,
                                                      all_decisions=all_decisions,
-                                                     allow_unsigned_probes=allow_unsigned_probes)).to_json()
+                                                     allow_unsigned_probes=allow_unsigned_probes,
+                                                     take_over=take_over)).to_json()
         return resume_answer(answer, stores.settings.mcp_answer_budget, section, offset)
 
     return _call(run)
@@ -97,13 +98,14 @@ def list_sessions(include_ended: bool = False) -> str:
                                                        heartbeats=local_heartbeats(stores.settings))))
 
 
-def bind_task(task_id: str, agent: str | None = None, worktree: str | None = None) -> str:
+def bind_task(task_id: str, agent: str | None = None, worktree: str | None = None, take_over: bool = False) -> str:
     from baton.skills.frontends.answers import bind_answer
     from baton.skills.services.bind import bind
 
     def run(stores: Stores) -> dict:
         place = _place(worktree)
-        return bind_answer(task_id, place, bind(stores, parse_ticket_id(task_id), place, agent=agent))
+        return bind_answer(task_id, place, bind(stores, parse_ticket_id(task_id), place, agent=agent,
+                                                take_over=take_over))
 
     return _call(run)
 

@@ -65,6 +65,8 @@ def resume_markdown(result: ResumeResult) -> str:
     lines = [f"## Resuming {session.task_id}",
              (f"**Phase:** {session.phase.value} | **Status:** {session.status.value} | "
               f"**Last activity:** {when(session.last_activity)}")]
+    if result.superseded is not None:
+        lines.append(f"**Superseded:** {one_line(result.superseded['notice'])}")
     if journal.goal:
         lines.append(f"**Goal:** {one_line(journal.goal.text)} [{journal.goal.provenance}]")
     if session.worktree_path:
@@ -287,8 +289,9 @@ def run_tree(task_id: str, lines: list[RunLine]) -> str:
         owner = f"{line.task_id} " if line.task_id != task_id else ""
         fork = f"fork of {line.parent_task_id}, " if line.kind == "fork" else ""
         at = f", at checkpoint {line.diverged_at[:12]}" if line.diverged_at else ""
+        late = f", {line.late_writes} late writes kept as its own" if line.late_writes else ""
         rows.append(f"{'  ' * (line.depth + 1)}{owner}{line.run_id[:8]} {line.kind} ({fork}{line.state}, "
-                    f"started {line.started_at[:19]}{at})")
+                    f"started {line.started_at[:19]}{at}{late})")
     return _titled(f"No runs recorded for {task_id}.", f"Runs of {task_id}:", rows)
 
 

@@ -48,8 +48,14 @@ class BindReads:
 
 def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None = None,
          session_id: str | None = None, at: datetime | None = None, start: RunStart | None = None,
-         read: BindReads | None = None, push_checkpoint: bool = False) -> WriteReport:
+         read: BindReads | None = None, push_checkpoint: bool = False, take_over: bool = False) -> WriteReport:
     """Bind the worktree to task_id and record the session; a completed ticket is reopened.
+
+    One run holds a ticket (baton.skills.services.takeover): while a live run holds it in
+    another worktree, a plain bind writes nothing and raises Refused, its holder signalled;
+    take_over moves it here in a new run with the next fencing token, stored in the registry
+    first (StoreUnavailable when it does not answer). A restore, fork or fresh start (start)
+    starts its own run in its own worktree, as it always has.
 
     A bind without an agent keeps the one already recorded. A session claims its ticket
     once per run: the claim's id, and a reopening bind's, derive from the ticket, the
@@ -57,12 +63,16 @@ def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None =
     the first bind is still on its way to the registry.
 
     The binding file is written even when the registry is down, so the worktree always
-    knows its ticket. read: the binding and the session, when the caller read them already.
+    knows its ticket. read: the binding and the session, when the caller read them already
+    (else read here, after this machine's kept writes are delivered, as a resume does first).
     push_checkpoint: the bind's checkpoint goes to the git remote too (a fork's first).
     """
     at = at or clock.now()
     report = WriteReport()
-    read = read or BindReads(read_binding_quietly(place), stores.registry.get(task_id))
+    if read is None:
+        if start is None:  # whether another run holds the ticket is read with this machine's writes delivered
+            report.warnings += stores.sink.deliver()
+        read = BindReads(read_binding_quietly(place), stores.registry.get(task_id))
     previous = read.binding
     same_task = previous if previous is not None and previous.task_id == task_id else None
     if session_id is None:
@@ -70,8 +80,10 @@ def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None =
     report.session_id = session_id
     report.previous_task = previous.task_id if previous and not same_task else None
     rebinding = same_task is not None and same_task.session_id == session_id
-    write_binding(place, Binding(task_id, session_id, at, agent or (same_task.agent if same_task else None)))
     current = read.session
+    if start is None:
+        start = _held_elsewhere(stores, task_id, place, session_id, current, at, take_over, report)
+    write_binding(place, Binding(task_id, session_id, at, agent or (same_task.agent if same_task else None)))
     if isinstance(current, Unavailable) and stores.sink.writes_need_registry:
         raise StoreUnavailable(Store.SESSION_REGISTRY, current.reason)
     # Unknown while the server is down: the bind still makes the ticket active when it lands.
@@ -95,6 +107,32 @@ def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None =
         publish(stores, [wire_signal(SignalType.ticket_claimed, claim, task, place.repo, at,
                                      reason="reopened" if reopens else "")], report)
     return report
+
+
+def _held_elsewhere(stores: Stores, task_id: TicketId, place: Place, session_id: str,
+                    current: Found[Session] | NotFound | Unavailable, at: datetime, take_over: bool,
+                    report: WriteReport) -> RunStart | None:
+    """The run a take-over starts (None: the bind goes on as it would); raises Refused for a
+    plain bind while a live run holds the ticket in another worktree. With the registry
+    down a plain bind cannot tell and goes on; a take-over needs its answer."""
+    from baton.skills.services.takeover import holder_elsewhere, refuse_contested, take_over as move
+
+    if isinstance(current, Unavailable):
+        if take_over:
+            raise StoreUnavailable(Store.SESSION_REGISTRY, f"{current.reason}; a take-over needs the registry's answer")
+        return None
+    if not isinstance(current, Found):
+        return None
+    holder = holder_elsewhere(stores, current.value, place, session_id, at)
+    if holder is None:
+        return None
+    if take_over:
+        taken = move(stores, task_id, place, session_id, holder, current.value, at)
+        report.warnings += taken.warnings
+        return RunStart(taken.run_id, "takeover", taken.superseded_run)
+    if holder.live:
+        raise refuse_contested(stores, task_id, place, session_id, holder, current.value, at)
+    return None
 
 
 def bound_session(previous: Binding | None, task_id: TicketId) -> str:

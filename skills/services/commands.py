@@ -141,6 +141,7 @@ class ResumeRequest:
     agent: str | None = None
     allow_unsigned_probes: bool = False
     all_decisions: bool = False  # related decisions superseded, abandoned or old too, marked
+    take_over: bool = False  # move the ticket here from a run that holds it elsewhere
 
 
 def resume(stores: Stores, place: Place, request: ResumeRequest) -> ResumeResult:
@@ -149,7 +150,8 @@ def resume(stores: Stores, place: Place, request: ResumeRequest) -> ResumeResult
     if request.limit < 0:
         raise BadInput("limit must not be negative")
     return resume_session(stores, request.task_id, place, limit=request.limit, agent=request.agent,
-                          allow_unsigned_probes=request.allow_unsigned_probes, all_decisions=request.all_decisions)
+                          allow_unsigned_probes=request.allow_unsigned_probes, all_decisions=request.all_decisions,
+                          take_over=request.take_over)
 
 
 @dataclass(frozen=True, slots=True)

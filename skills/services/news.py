@@ -11,15 +11,20 @@ from baton.skills.runtime.agent_sessions import AgentSessions
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
+# How the reason of a ticket_claimed signal starts when it tells the ticket's holder of
+# another worktree's bind (baton.skills.services.takeover): refused, or a take-over.
+CONTESTED = "contested: "
+TAKEN_OVER = "taken over: "
 HEARD_SLACK = timedelta(minutes=10)  # signals can be stored a little after the time they carry
 SIGNALS_READ = 50
 
 
 def untold_news(stores: Stores, sessions: AgentSessions, agent_session: str, task_id: str,
-                heard: tuple[datetime, str | None] | None, *, bound_at: datetime | None = None) -> list[WireSignal]:
+                heard: tuple[datetime, str | None] | None, *, bound_at: datetime | None = None,
+                bound_session: str | None = None) -> list[WireSignal]:
     """Signals about task_id that concern the agent and that agent_session was not told
     (heard: when it last heard, if ever, and the signal log's watermark then; bound_at: when
-    the worktree was bound to task_id)."""
+    the worktree was bound to task_id; bound_session: the session its binding names)."""
     scope = stores.registry.signal_scope(task_id).unwrap(Store.SESSION_REGISTRY)  # None: no session yet
     # An agent that never heard (it bound mid-session, after its session start) hears
     # everything since the binding; the session's own activity must not move that forward.
@@ -30,15 +35,19 @@ def untold_news(stores: Stores, sessions: AgentSessions, agent_session: str, tas
     if scope is not None:
         subjects += [file_subject(f.repo, f.path) for f in scope.files]
     found = stores.signals.concerning_wire(subjects, after=since, limit=SIGNALS_READ).unwrap(Store.SIGNAL_LOG)
-    relevant = [s for s in found if concerns(s, task_id, depends_on)]
+    relevant = [s for s in found if concerns(s, task_id, depends_on, bound_session)]
     fresh = set(sessions.untold(agent_session, [str(s.signal_id) for s in relevant]))
     return [s for s in relevant if str(s.signal_id) in fresh]
 
 
-def concerns(signal: WireSignal, task_id: str, depends_on: list[str]) -> bool:
+def concerns(signal: WireSignal, task_id: str, depends_on: list[str], bound_session: str | None = None) -> bool:
     """Whether a signal is news for task_id's agent: an overlap it is part of, a dependency
-    completed, a rebase needed, another ticket's merged PR on its files."""
+    completed, a rebase needed, another ticket's merged PR on its files, another worktree's
+    bind of its ticket (refused or a take-over: news for every session but the binder's)."""
     kind = signal.signal_type.value
+    if kind == "ticket_claimed":
+        return (signal.task_id == task_id and signal.session_id != bound_session
+                and signal.reason.startswith((CONTESTED, TAKEN_OVER)))
     if kind == "conflict_detected":
         return task_id in (signal.task_id, signal.related_task_id)
     if kind == "ticket_completed":

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baton import clock
-from baton.errors import StoreUnavailable
+from baton.errors import Refused, StoreUnavailable
 from baton.graph.conflicts import FileConflict
 from baton.ids import TicketId
 from baton.outcome import Found, NotFound, Unavailable
@@ -70,6 +70,8 @@ class ResumeResult:
     continuation: Continuation | None = None  # the agent's native continuation, or why not (None: not asked)
     leases: list[Lease] = field(default_factory=list)  # the ticket's active leases
     lease_notices: list[str] = field(default_factory=list)  # its leases that lapsed or a lead released
+    # This worktree's run, superseded by a take-over (baton.skills.services.takeover.superseded_notice).
+    superseded: dict | None = None
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -102,6 +104,7 @@ class ResumeResult:
             "continuation": self.continuation.to_json() if self.continuation else None,
             "leases": [lease.public() for lease in self.leases],
             "lease_notices": self.lease_notices,
+            "superseded": self.superseded,
             # What could not be done or read, and why (a part cut by the command's deadline says so).
             "warnings": self.warnings,
             **(self.handoff.to_json() if self.handoff else {"handoff": None, "live_state": []}),
@@ -185,7 +188,7 @@ def _missed_signals(stores: Stores, session: Session) -> list[Signal] | Unavaila
 def resume_session(stores: Stores, task_id: TicketId, place: Place, *, limit: int = 5, bind_task: bool = True,
                    agent: str | None = None, verify_handoff: bool = True, allow_unsigned_probes: bool = False,
                    check_workflow: bool = True, at: datetime | None = None,
-                   all_decisions: bool = False) -> ResumeResult:
+                   all_decisions: bool = False, take_over: bool = False) -> ResumeResult:
     """Everything Baton knows about task_id, then bind this worktree to it and re-verify
     the worktree's current handoff for task_id.
 
@@ -198,7 +201,9 @@ def resume_session(stores: Stores, task_id: TicketId, place: Place, *, limit: in
     handoff committed to the branch is worth checking even where the registry has no
     history. check_workflow re-checks each completed stage's proof (git and the files: the
     session start leaves it to a resume). all_decisions: related decisions superseded,
-    abandoned or past the horizon are shown too, marked.
+    abandoned or past the horizon are shown too, marked. While a live run holds the ticket
+    in another worktree, the resume binds nothing and warns, naming it; take_over moves the
+    ticket here (bind). A worktree whose run a take-over superseded is told so (superseded).
     """
     # Only the writes need the binding (a session start makes none).
     binding = read_binding_quietly(place) if bind_task or verify_handoff else None
@@ -210,11 +215,19 @@ def resume_session(stores: Stores, task_id: TicketId, place: Place, *, limit: in
     at = at or clock.now()
     if verify_handoff and result.session is not None:
         result.continuation = native_continuation(stores.settings.home, result.session, place.root, agent)
+    if result.session is not None and result.session.takeovers:
+        from baton.skills.services.takeover import superseded_notice
+
+        here = binding if bind_task or verify_handoff else read_binding_quietly(place)
+        result.superseded = superseded_notice(result.session, here.session_id if here is not None
+                                              and here.task_id == task_id else None)
     session_id = binding.session_id if binding is not None and binding.task_id == task_id else None
     if bind_task:
         chosen = bound_session(binding, task_id)
-        if _bind(stores, task_id, place, BindReads(binding, looked), chosen, result, agent, at):
+        if _bind(stores, task_id, place, BindReads(binding, looked), chosen, result, agent, at, take_over):
             session_id = chosen
+            if take_over and result.bound:
+                result.superseded = None  # it holds the ticket again
     if verify_handoff:
         _verify(stores, ActiveTask(task_id, session_id or "resume", "resume"), place, result,
                 allow_unsigned_probes, at)
@@ -222,13 +235,24 @@ def resume_session(stores: Stores, task_id: TicketId, place: Place, *, limit: in
 
 
 def _bind(stores: Stores, task_id: TicketId, place: Place, read: BindReads, session_id: str, result: ResumeResult,
-          agent: str | None, at: datetime) -> bool:
+          agent: str | None, at: datetime, take_over: bool) -> bool:
     """The resume's first write: the worktree bound to task_id in session_id, from what the
-    resume read. Answers whether the binding file names it now."""
+    resume read. Answers whether the binding file names it now (not when a live run holds
+    the ticket elsewhere: the warning names it and the take-over)."""
     result.bound = True
     try:
-        report = bind(stores, task_id, place, agent=agent, session_id=session_id, at=at, read=read)
+        report = bind(stores, task_id, place, agent=agent, session_id=session_id, at=at, read=read,
+                      take_over=take_over)
+    except Refused as exc:
+        result.bound = False
+        result.warnings.append(str(exc))
+        return False
     except StoreUnavailable as exc:
+        written = read_binding_quietly(place) if take_over else None
+        if take_over and (written is None or (written.task_id, written.session_id) != (task_id, session_id)):
+            result.bound = False  # a take-over the registry did not answer writes nothing
+            result.warnings.append(f"{exc}; nothing bound")
+            return False
         if result.status != "unavailable":
             result.warnings.append(f"{exc}; bound locally only")
         return exc.store != Store.BINDING_FILE  # bind writes the binding before it refuses a registry down

@@ -340,12 +340,13 @@ class RunLine:
     started_at: str
     state: str  # current | superseded | earlier
     depth: int
+    late_writes: int = 0  # the writes a take-over fenced out of this run (Session.late_writes)
 
     def to_json(self) -> dict:
         return {"task_id": self.task_id, "run_id": self.run_id, "kind": self.kind,
                 "parent_run_id": self.parent_run_id, "parent_task_id": self.parent_task_id,
                 "diverged_at": self.diverged_at, "started_at": self.started_at, "state": self.state,
-                "depth": self.depth}
+                "depth": self.depth, "late_writes": self.late_writes}
 
 
 def lineage(stores: Stores, task_id: str) -> list[RunLine]:
@@ -370,7 +371,8 @@ def lineage(stores: Stores, task_id: str) -> list[RunLine]:
             state = ("superseded" if run.text in owner.superseded_runs()
                      else "current" if current is not None and current.text == run.text else "earlier")
             lines.append(RunLine(owner.task_id, run.text, run.kind, run.parent_run_id, run.parent_task_id,
-                                 run.diverged_at, run.at.isoformat(), state, depth))
+                                 run.diverged_at, run.at.isoformat(), state, depth,
+                                 sum(1 for w in owner.late_writes if w.run_id == run.text)))
             walk(run.text, depth + 1)
 
     walk(None, 0)
