@@ -205,9 +205,9 @@ def test_restore_takes_the_tickets_newest_never_an_older_one_held_here(home, rem
     assert cli(b.shop, "bind", "OMN-1")[0] == 0
     write(b.shop / "text.txt", "B's older work\n")
     older = answer(cli, b.shop, "checkpoint")["checkpoint"]["id"]
-    assert cli(a.shop, "bind", "OMN-1")[0] == 0
+    assert cli(a.shop, "bind", "OMN-1", "--take-over")[0] == 0  # B's run is live
     assert answer(cli, a.shop, "checkpoints", "OMN-1")["checkpoints"][0]["id"] == older, \
-        "A's clean worktree joining the run records no checkpoint in front of B's work"
+        "A's clean worktree taking the ticket records no checkpoint in front of B's work"
     write(a.shop / "text.txt", "A's newer work\n")
     newer = answer(cli, a.shop, "checkpoint")["checkpoint"]["id"]  # not pushed: by hand without --push
 

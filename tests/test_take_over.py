@@ -201,6 +201,21 @@ def test_a_take_over_back_and_a_replayed_take_over_grant_each_token_once(registr
     assert _session(cli, main).next_action == "from the holder"
 
 
+def test_a_holder_that_handed_off_is_not_live_until_it_works_again(registry_home, worktrees, cli):
+    """A handoff is written for the next run: that run binds without a take-over, unless
+    the holder went on working after it."""
+    main, second = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    assert cli(main, "touch", "src/cart.py")[0] == 0
+    assert cli(main, "handoff")[0] == 0
+    assert cli(main, "touch", "src/more.py")[0] == 0, "the holder works on after its handoff"
+    assert cli(second, "bind", "OMN-1")[0] == 1
+    assert cli(main, "handoff")[0] == 0
+    code, _, err = cli(second, "bind", "OMN-1")
+    assert code == 0, err
+    assert _session(cli, second).worktree_path == str(second)
+
+
 @pytest.mark.in_process  # the clock is moved in this process
 def test_a_holder_idle_past_the_lease_ttl_and_grace_is_not_live(registry_home, worktrees, cli, monkeypatch):
     from baton import clock

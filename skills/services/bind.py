@@ -94,7 +94,10 @@ def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None =
                        event_id=str(name_uuid(BATON_NAMESPACE, f"reopen:{claim}")) if reopens else None,
                        agent=agent, repo=place.repo, worktree_path=str(place.root),
                        branch=place.worktree.branch if place.worktree else None, reopens=reopens)
-    joins = start is None and not reopens and _joins_from_elsewhere(place, task_id, current)
+    # A run carried on here (joined, or taken over) from a clean worktree records no checkpoint
+    # in front of the ticket's newest, which holds the work.
+    joins = (start is None or start.kind == "takeover") and not reopens and _joins_from_elsewhere(place, task_id,
+                                                                                                   current)
     events = [event, *_run_events(stores, task_id, session_id, place, current, run, reopens, start, at)]
     commit(stores, events, report)
     if place.worktree is not None and not (joins and _clean(place, stores)):

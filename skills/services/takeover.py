@@ -3,7 +3,8 @@ run holds the ticket is refused and both sides are told; `--take-over` moves the
 a fencing token (baton.registry.model.TakenOver).
 
 The ticket's holder is the session whose bind set its location (Session.bound_session); it
-is live while the ticket is active and its last activity is within the lease TTL plus the
+is live while the ticket is active, it has not handed the ticket off (a handoff written
+since its bind, no work after it), and its last activity is within the lease TTL plus the
 grace (the rule a lease lapses by, baton.registry.base.lease_ends). The holder is told
 through the signal log: a ticket_claimed signal whose reason starts with CONTESTED or
 TAKEN_OVER (baton.skills.services.news tells it at the holder's next prompt, a resume among
@@ -71,10 +72,21 @@ def holder_elsewhere(stores: Stores, session: Session, place: Place, session_id:
     if not sessions:
         return None
     settings = stores.settings
-    live = lease_ends(session.last_activity, session.last_activity,
-                      int(settings.lease_ttl.total_seconds())) + settings.lease_grace >= at
+    live = not _handed_off(session) and lease_ends(session.last_activity, session.last_activity,
+                                                   int(settings.lease_ttl.total_seconds())) + settings.lease_grace >= at
     return Holder(sessions, session.worktree_path, session.branch, session.agent, session.location_stamp.at,
                   session.last_activity, live)
+
+
+def _handed_off(session: Session) -> bool:
+    """Whether the holder handed the ticket off: a handoff written since its bind, and no file
+    touched or decision recorded after it (the end of its turn is no work). A handoff is
+    written for the next run, so that run binds without a take-over."""
+    handoff = session.handoff
+    if handoff is None or session.location_stamp is None or handoff.written_at < session.location_stamp.at:
+        return False
+    return not any(touch.last_at > handoff.written_at for touch in session.files.values()) and \
+        not any(decision.at > handoff.written_at for decision in session.decisions)
 
 
 def refuse_contested(stores: Stores, task_id: TicketId, place: Place, session_id: str, holder: Holder,
