@@ -538,6 +538,15 @@ class SqliteSessionStore(SessionStore):
         except ValidationError as exc:
             return Unavailable(f"{self.path}: a stored session is unreadable: {exc.errors()[0]['msg']}")
 
+    def _readable_raw(self, conn: sqlite3.Connection) -> bool:
+        """Whether the stored projections' JSON can be read as it is, the unprojected events'
+        times folded in: nothing is queued and no unprojected event changes more than the
+        last activity, or those were projected now; False: read the sessions in memory."""
+        if not self._queue.names() and conn.execute(_OUTLINE_NEEDS_PROJECTION,
+                                                    (self.project, *_OUTLINE_READ_RAW)).fetchone() is None:
+            return True
+        return self._catch_up(conn)
+
     def session_outlines(self, *, include_inactive: bool = False) -> Found[list[SessionOutline]] | Unavailable:
         """From the stored projections' JSON (read by SQLite) and the unprojected events'
         times, so a thousand sessions cost neither pydantic nor their validation; an
@@ -547,9 +556,7 @@ class SqliteSessionStore(SessionStore):
         try:
             with guarded(STORE, self.path):
                 conn = self._db.conn()
-                if (self._queue.names() or conn.execute(_OUTLINE_NEEDS_PROJECTION,
-                                                        (self.project, *_OUTLINE_READ_RAW)).fetchone() is not None) \
-                        and not self._catch_up(conn):
+                if not self._readable_raw(conn):
                     return Found([outline_of(s) for s in self._all_in_memory(conn, include_inactive=include_inactive)])
                 rows = conn.execute(query, (self.project,)).fetchall()
         except StoreUnavailable as exc:
@@ -597,9 +604,7 @@ class SqliteSessionStore(SessionStore):
         try:
             with guarded(STORE, self.path):
                 conn = self._db.conn()
-                if (self._queue.names() or conn.execute(_OUTLINE_NEEDS_PROJECTION,
-                                                        (self.project, *_OUTLINE_READ_RAW)).fetchone() is not None) \
-                        and not self._catch_up(conn):
+                if not self._readable_raw(conn):
                     return Found(near_leases(((s.task_id, listed_of(s).leases)
                                               for s in self._all_in_memory(conn, include_inactive=False)), repo, paths))
                 rows = conn.execute(_LEASES_NEAR, (self.project, repo, anchors)).fetchall()
