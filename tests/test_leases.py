@@ -19,8 +19,9 @@ import pytest
 from baton import clock
 from baton.outcome import Found
 from baton.registry.apply import apply_event
+from baton.registry.base import lease_anchor
 from baton.registry.model import LeaseGranted, LeaseReleased
-from baton.skills.core.path_patterns import literal_prefix, matches, overlap
+from baton.skills.core.path_patterns import matches, overlap
 from tests.workspace import git
 
 # (first, second, whether some path matches both)
@@ -64,12 +65,12 @@ def test_a_pattern_overlaps_a_path_exactly_when_pathspec_matches_it(pattern, pat
     assert overlap(pattern, path) is matches(pattern, path)
 
 
-@pytest.mark.parametrize("pattern, start", [("src/api/**/*.py", "src/api/"), ("src/api/db.py", "src/api/db.py"),
-                                            ("/README.md", "README.md"), ("docs/*.md", "docs/"), ("*.md", ""),
-                                            ("src/", ""), ("src/[ab]/x.py", "src/")])
+@pytest.mark.parametrize("pattern, start", [("src/api/**/*.py", "src/api"), ("src/api/db.py", "src/api/db.py"),
+                                            ("/README.md", "README.md"), ("docs/*.md", "docs"), ("*.md", ""),
+                                            ("src/", ""), ("src/[ab]/x.py", "src")])
 def test_every_path_a_pattern_matches_begins_with_its_literal_start(pattern, start):
-    """Where the graph is asked who touched what a lease may cover."""
-    assert literal_prefix(pattern) == start
+    """Where the graph is asked who touched what a lease may cover (the lease's anchor)."""
+    assert lease_anchor(pattern) == start
     assert all(path.startswith(start) for path in ("src/api/db.py", "README.md", "docs/guide.md", "src/a/x.py")
                if matches(pattern, path))
 

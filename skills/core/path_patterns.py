@@ -177,18 +177,5 @@ def _expanded(body: str) -> str:
     return "".join(out)
 
 
-def literal_prefix(pattern: str) -> str:
-    """The start of every path the pattern matches: its leading literal segments, with the
-    slash after them when more follow ("" for a pattern that matches at any depth)."""
-    segments = _segments(pattern)
-    literal = []
-    for segment in segments:
-        if segment == "**" or _GLOB & set(segment) or "\\" in segment:
-            break
-        literal.append(segment)
-    start = "/".join(literal)
-    return start if len(literal) == len(segments) or not literal else start + "/"
-
-
 def is_glob(pattern: str) -> bool:
     return bool(_GLOB & set(pattern))

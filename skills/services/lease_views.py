@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 from baton import clock
 from baton.errors import StoreUnavailable
 from baton.outcome import Unavailable
+from baton.registry.base import lease_anchor
 from baton.shown_text import clipped, one_line
-from baton.skills.core.path_patterns import literal_prefix, matches, overlap
+from baton.skills.core.path_patterns import matches, overlap
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def lease_conflicts(stores: Stores, *, at: datetime | None = None) -> list[Lease
     under: dict[tuple[str, str], dict[str, list[str]]] = {}  # one read of the graph per repository and start
     for holder, lease in held:
         expires = lease.ends + grace
-        start = (lease.repo, literal_prefix(lease.pattern))
+        start = (lease.repo, lease_anchor(lease.pattern))  # the paths under it and a few beside, which matches sorts
         if start not in under:
             under[start] = _touchers(stores, *start)
         for other, touched in sorted(under[start].items()):
