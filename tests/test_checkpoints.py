@@ -45,6 +45,13 @@ def repo(tmp_path) -> Path:
     root = tmp_path / "repo"
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
+    write_every_kind_of_file(root)
+    commit_all(root, "base")
+    return root
+
+
+def write_every_kind_of_file(root: Path) -> None:
+    """Text, binary, executable and symlinked files, and those make_every_kind_of_change changes."""
     write(root / "text.txt", "one\ntwo\n")
     write(root / "data.bin", bytes(range(256)) * 4)
     write(root / "run.sh", "#!/bin/sh\necho hi\n", 0o755)
@@ -60,8 +67,6 @@ def repo(tmp_path) -> Path:
     write(root / ".gitignore", "build/\n*.log\n")
     # End-of-line conversion on: a checkpoint must still hold (and restore) the bytes on disk.
     write(root / ".gitattributes", "*.txt text=auto\n")
-    commit_all(root, "base")
-    return root
 
 
 def make_every_kind_of_change(root: Path) -> None:

@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from tests.stores import use_servers
-from tests.test_checkpoints import commit_all, files, git_view, make_every_kind_of_change, write
+from tests.test_checkpoints import (
+    commit_all,
+    files,
+    git_view,
+    make_every_kind_of_change,
+    write,
+    write_every_kind_of_file,
+)
 from tests.test_claude_hooks import hook, payload, runtime_dir  # noqa: F401 (the hooks' own runtime directory)
 from tests.workspace import git, git_may_fail
 
@@ -36,16 +43,7 @@ def remote(tmp_path, monkeypatch) -> Path:
     seed = tmp_path / "seed"
     seed.mkdir()
     git(seed, "init", "-q", "-b", "main")
-    write(seed / "text.txt", "one\ntwo\n")
-    write(seed / "data.bin", bytes(range(256)) * 4)
-    write(seed / "run.sh", "#!/bin/sh\necho hi\n", 0o755)
-    write(seed / "plain.sh", "#!/bin/sh\n", 0o644)
-    (seed / "link").symlink_to("text.txt")
-    for name, text in (("gone.txt", "to be deleted\n"), ("old/name.txt", "to be renamed\n"), ("both.txt", "base\n"),
-                       ("staged_only.txt", "base\n"), ("unstaged_only.txt", "base\n"),
-                       ("dir_to_file/inner.txt", "inner\n"), ("file_to_dir", "a file\n"),
-                       (".gitignore", "build/\n*.log\n"), (".gitattributes", "*.txt text=auto\n")):
-        write(seed / name, text)
+    write_every_kind_of_file(seed)
     commit_all(seed, "base")
     bare = tmp_path / "team.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
