@@ -92,7 +92,7 @@ class QdrantServerIndex(DecisionIndex):
         self.where = mask(url)  # what messages name: the URL without credentials
         self.timeout = timeout
         self._api_key = api_key
-        self._allow_insecure = allow_insecure
+        self._refusal = plain_key_refusal(url, api_key, allow=allow_insecure)  # the same for every call
         self._gate = gate or OpenGate(timeout)
         self._client: QdrantClient | None = None
         self._sparse = False  # whether the collection has the keywords vector
@@ -124,9 +124,8 @@ class QdrantServerIndex(DecisionIndex):
         return self._client
 
     def _call(self, work: Callable[[QdrantClient], T]) -> T:
-        refusal = plain_key_refusal(self.url, self._api_key, allow=self._allow_insecure)
-        if refusal is not None:  # before the gate, which may connect to see whether the server is there
-            raise StoreUnavailable(STORE, f"Qdrant at {self.where}: {refusal}")
+        if self._refusal is not None:  # before the gate, which may connect to see whether the server is there
+            raise StoreUnavailable(STORE, f"Qdrant at {self.where}: {self._refusal}")
         with self._gate.call(STORE) as left:
             try:
                 if self.url.startswith("file:"):
