@@ -82,9 +82,7 @@ def timed(run, repeat: int, before=lambda run: None) -> list[float]:
     samples = []
     for n in range(repeat + 1):
         before(n)
-        started = time.perf_counter()
-        run()
-        elapsed = (time.perf_counter() - started) * 1000
+        elapsed = once(run)
         if n:
             samples.append(elapsed)
     return samples
