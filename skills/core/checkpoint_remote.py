@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from baton.errors import GitFailed
 from baton.files import normalise_remote
 from baton.git import first_line, run_git
+from baton.skills.core.checkpoints import git_environment
 
 if TYPE_CHECKING:
     import subprocess
@@ -47,9 +48,6 @@ _HELD_ALREADY = ("fetch first", "non-fast-forward", "already exists")
 # No repository hook, no submodule, no tag goes with a checkpoint's push or fetch.
 _QUIET = ("-c", f"core.hooksPath={os.devnull}", "-c", "push.recurseSubmodules=no", "-c", "push.followTags=false",
           "-c", "fetch.recurseSubmodules=false", "-c", "gc.auto=0", "-c", "maintenance.auto=false")
-# Variables that would point git at another repository than the one asked.
-_LOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_PREFIX", "GIT_NAMESPACE",
-             "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CEILING_DIRECTORIES")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +81,8 @@ class NotFetched:
 
 
 def _env() -> dict[str, str]:
-    env = {name: value for name, value in os.environ.items() if name not in _LOCATING}
-    # Never a prompt for a password or passphrase: a command waits for no one.
-    env.update({"GIT_TERMINAL_PROMPT": "0", "GCM_INTERACTIVE": "never", "LC_ALL": "C"})
-    return env
+    # Git's credential manager asks in a window of its own unless told never to.
+    return {**git_environment(), "GCM_INTERACTIVE": "never"}
 
 
 def _git(repository: Path, *args: str, deadline: Deadline | None, check: bool | tuple[int, ...] = True

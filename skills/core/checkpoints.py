@@ -75,6 +75,14 @@ _LOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GI
 _NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}")  # a restore's checkout runs none of the repository's hooks
 
 
+def git_environment() -> dict[str, str]:
+    """This process's environment for Baton's own git commands: nothing that points git at
+    another repository, no prompt (a command waits for no one), messages in C."""
+    env = {name: value for name, value in os.environ.items() if name not in _LOCATING}
+    env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+    return env
+
+
 @dataclass(frozen=True, slots=True)
 class Skipped:
     """A file the checkpoint does not hold, and why (its staged version stands in for a
@@ -154,8 +162,7 @@ class _Git:
         self.timeout = timeout
         self.ends = time.monotonic() + timeout
         self.deadline = deadline
-        self.env = {name: value for name, value in os.environ.items() if name not in _LOCATING}
-        self.env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
+        self.env = git_environment()
 
     def left(self) -> float:
         """Seconds left of the operation's cap."""
