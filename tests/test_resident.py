@@ -540,3 +540,29 @@ def test_where_the_system_lacks_what_it_needs_no_resident_starts(home, worktrees
     assert capsys.readouterr().err == ("baton: the resident process is off: os.pidfd_open missing here (it serves "
                                        "Linux)\n")
     assert not (home / "resident.lock").exists()
+
+
+PRELOAD_CLIENTS = """
+import sys
+from baton.skills.frontends import resident
+from baton.skills.runtime.settings import Settings
+
+resident.preload(Settings.from_env())
+print(sorted(name for name in ("psycopg", "neo4j", "qdrant_client", "confluent_kafka") if name in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("servers, clients", [
+    ({}, []),
+    ({"BATON_GRAPH_URL": "bolt://127.0.0.1:9", "BATON_QDRANT_URL": "http://127.0.0.1:9"}, ["neo4j", "qdrant_client"]),
+    ({"BATON_DATABASE_URL": "postgresql://baton@127.0.0.1:9/baton", "BATON_KAFKA_BOOTSTRAP": "127.0.0.1:9"},
+     ["confluent_kafka", "psycopg"]),
+])
+def test_the_preload_imports_the_client_of_each_server_the_settings_name(home, servers, clients):
+    """A command's first use of a server imports its client (qdrant_client alone about 0.6 s):
+    the resident imports it ahead, and only the ones the settings name; it connects to none
+    (nothing listens on those ports)."""
+    result = subprocess.run([sys.executable, "-c", PRELOAD_CLIENTS], capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, **servers))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().replace("'", '"')) == clients

@@ -116,11 +116,11 @@ def _lock(home: Path, inherited: int | None) -> int | None:
 def preload(settings: Settings) -> None:
     """Import what commands import, load the model and map the recall index: every module of
     the kernel and of the layers of the skills, then of each store package (those the layers
-    import, and recall, which the warm-up loads). A package inside a layer (the dashboard's,
-    run by `baton serve` in its own process) and the libraries a command imports lazily (a
-    server's client; not pathspec, which matches leases before an edit) are left to the
-    command; so is a module that cannot be imported (an extra not installed), which the
-    command reports as it would anyway."""
+    import, and recall, which the warm-up loads), and the client library of each server the
+    settings name. A package inside a layer (the dashboard's, run by `baton serve` in its own
+    process) and the libraries a command imports lazily (not pathspec, which matches leases
+    before an edit) are left to the command; so is a module that cannot be imported (an extra
+    not installed), which the command reports as it would anyway."""
     import baton.skills
 
     layers = [info.name for info in pkgutil.iter_modules(baton.skills.__path__, "baton.skills.") if info.ispkg]
