@@ -138,6 +138,11 @@ def test_a_ticket_moves_between_machines_with_its_work_byte_for_byte(machines, t
     checks = {c["check"]: (c["status"], c["detail"]) for c in resumed["compatibility"]}
     assert checks["checkpoint"] == ("ok", f"{checkpoint_id[:12]} (fetched from origin)")
     assert checks["base commit"][0] == "ok"
+    # The conversation's transcript is A's: B is told why it cannot continue it natively
+    # (with one shared data home, the one machine has the record but not the transcript).
+    continuation = resumed["continuation"]
+    why = "was recorded on this machine" if a.home != b.home else "transcript no longer exists"
+    assert continuation["command"] is None and why in continuation["reason"], continuation
 
     # B restores A's checkpoint, the ticket's newest (B's clean worktree recorded none), byte for byte.
     target = tmp_path / "b" / "restored"
