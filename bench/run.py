@@ -406,7 +406,7 @@ def warm_resume_costs(stores, place, repeat: int) -> str:
     session = stores.registry.get(BENCH_TASK).value
     parts = {"registry read": lambda: stores.registry.get(BENCH_TASK),
              "conflicts (graph)": lambda: resume._conflicts(stores, session),
-             "related decisions (recall)": lambda: resume._related(stores, session, 5),
+             "related decisions (recall)": lambda: resume._related(stores, session, 5, all_decisions=False),
              "missed signals": lambda: resume._missed_signals(stores, session),
              "bind (event, binding file, boundary checkpoint)": lambda: bind(stores, BENCH_TASK, place),
              "handoff re-verification": lambda: verify_and_record(
