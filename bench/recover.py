@@ -180,7 +180,10 @@ def main() -> None:
 
         def fresh(home: Path):
             env = {**os.environ, "BATON_HOME": str(home), "BATON_PROJECT": PROJECT, "BATON_RESIDENT": "off"}
-            env.pop("BATON_CONFIG", None)
+            # As installed: the processes import compiled modules (the uncounted first run
+            # compiles what an editable install left uncompiled), not Baton's sources again.
+            for name in ("BATON_CONFIG", "PYTHONDONTWRITEBYTECODE"):
+                env.pop(name, None)
             return lambda: subprocess.run(command, cwd=tmp, env=env, check=True, capture_output=True)
 
         answer = fresh(home)().stdout.decode()
