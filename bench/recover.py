@@ -9,9 +9,13 @@ the sessions from the registry and starting the interpreter are the command's sh
 second table times `baton recover --all-repos` as a fresh process over the same 1,000
 sessions in an embedded data home (registry and hooks' heartbeats), beside the same
 command over an empty data home (the interpreter and imports) and `python -c pass` (the
-interpreter alone, the floor), both measured in this run. Rows are sampled in rounds, and
-each shows its median CPU time beside the wall time: on this shared machine the load moves
-the wall clock several times over, the CPU time much less.
+interpreter alone, the floor), both measured in this run. The sessions belong to one named
+project (BATON_PROJECT), which the command runs with: a command reads its own project's
+sessions only, and a directory outside a repository is a project of its own. Both the
+decision and the command must find the data set's interrupted sessions (the half whose
+agent is gone), else the bench stops: a time over nothing found measures nothing. Rows are
+sampled in rounds, and each shows its median CPU time beside the wall time: on this shared
+machine the load moves the wall clock several times over, the CPU time much less.
 
     .venv/bin/python -m bench.recover [--repeat 15]
 """
@@ -40,6 +44,10 @@ from baton.skills.core.interrupted import (
 from bench.common import BATON, git, spread
 
 REPOS, BRANCHES = 10, 100
+PROJECT = "bench"  # the team's project, spanning the 10 repositories
+# The odd branches' agents are gone and none of those branches is deleted (every tenth is,
+# all even): half the sessions are interrupted.
+INTERRUPTED = REPOS * BRANCHES // 2
 
 
 def build(base: Path) -> list[SessionFacts]:
@@ -94,13 +102,13 @@ def data_home(base: Path, sessions: list[SessionFacts]) -> Path:
     from baton.skills.runtime.stores import Stores
 
     home = base / "home"
-    stores = Stores(Settings.from_env({"BATON_HOME": str(home)}), projection=apply_events)
+    stores = Stores(Settings.from_env({"BATON_HOME": str(home), "BATON_PROJECT": PROJECT}), projection=apply_events)
     at = clock.now() - timedelta(hours=1)
     events = []
     for s in sessions:
         common = {"task_id": s.task_id, "session_id": "bench", "at": at}
         files = [FileRef("github.com/acme/shop", f"src/{s.task_id.lower()}/m{n}.py") for n in range(20)]
-        events += [Bound(event_id=uuid.uuid4(), repo="bench", worktree_path=s.worktree, branch=s.branch, **common),
+        events += [Bound(event_id=uuid.uuid4(), repo=s.worktree, worktree_path=s.worktree, branch=s.branch, **common),
                    FilesTouched(event_id=uuid.uuid4(), files=files, **common),
                    DecisionRecorded(event_id=uuid.uuid4(), text=f"Keep {s.task_id}'s carts in PostgreSQL", **common),
                    StageRecorded(event_id=uuid.uuid4(), status="IMPLEMENTED", **common,
@@ -113,6 +121,13 @@ def data_home(base: Path, sessions: list[SessionFacts]) -> Path:
         beats.beat(Beat(s.task_id, s.worktree, str(uuid.uuid4()), beat.pid, beat.process_start, None, beat.at))
     beats.close()
     return home
+
+
+def expect_found(count: int, who: str) -> None:
+    """Stop the bench unless who found the data set's interrupted sessions."""
+    if count != INTERRUPTED:
+        raise SystemExit(f"{who} found {count} interrupted sessions, not the {INTERRUPTED} seeded: "
+                         "the figures would not measure finding them")
 
 
 def _cpu_ms() -> float:
@@ -154,6 +169,7 @@ def main() -> None:
               f"{time.perf_counter() - started:.1f} s)")
         found = detect(sessions, MachineLiveness())
         print(f"found {len(found.candidates)} interrupted, excluded {len(found.excluded)} ({found.reason})\n")
+        expect_found(len(found.candidates), "the decision in this process")
         remembered = Remembered(sessions)
         table([("decision over remembered facts (baseline)", lambda: detect(sessions, remembered).text(), ""),
                ("decision asking this machine (refs, kernel, worktrees)",
@@ -163,12 +179,16 @@ def main() -> None:
         command = [str(BATON), "recover", "--all-repos"]
 
         def fresh(home: Path):
-            env = {**os.environ, "BATON_HOME": str(home), "BATON_RESIDENT": "off"}
-            env.pop("BATON_CONFIG", None)
+            env = {**os.environ, "BATON_HOME": str(home), "BATON_PROJECT": PROJECT, "BATON_RESIDENT": "off"}
+            # As installed: the processes import compiled modules (the uncounted first run
+            # compiles what an editable install left uncompiled), not Baton's sources again.
+            for name in ("BATON_CONFIG", "PYTHONDONTWRITEBYTECODE"):
+                env.pop(name, None)
             return lambda: subprocess.run(command, cwd=tmp, env=env, check=True, capture_output=True)
 
         answer = fresh(home)().stdout.decode()
         print(f"\n`baton recover --all-repos`, a fresh process: {answer.count('ticket: ')} interrupted found")
+        expect_found(answer.count("ticket: "), "`baton recover --all-repos`")
         floor = [sys.executable, "-c", "pass"]
         table([("python -c pass (the interpreter, floor)",
                 lambda: subprocess.run(floor, check=True, capture_output=True), ""),

@@ -1026,7 +1026,8 @@ COMMANDS: tuple[Command, ...] = (
                        "continues each; runs nothing.", (
         _JSON,
         _arg("--verbose", action="store_true", help="say why each other session was excluded"),
-        _arg("--all-repos", action="store_true", help="every repository on this machine, not only this one")),
+        _arg("--all-repos", action="store_true",
+             help="every repository of the project on this machine, not only this one")),
         _recover, reads=True, tool="recover_work", task=False),
     Command("end", "End the ticket's session as completed (default) or stalled.", (
         _arg("task_id", nargs="?", metavar="TASK"),

@@ -28,10 +28,10 @@ HOOKS_AGENT = "claude"  # the hooks that keep heartbeats are Claude Code's
 def recover(stores: Stores, place: Place | None, beats: Iterable[Beat] | None = None, *, all_repos: bool = False,
             verbose: bool = False, now: datetime | None = None,
             outlines: Sequence[SessionOutline] | None = None) -> Recovery:
-    """The interrupted sessions of this repository (all_repos: of every repository on this
-    machine; what place None asks, without reading a worktree's PrizmKit records), newest
-    first; with verbose, the ended ones are listed among the excluded too. outlines: the
-    registry's, when the caller has read them already (the listing).
+    """The interrupted sessions of this repository (all_repos: of every repository of the
+    stores' project on this machine; what place None asks, without reading a worktree's
+    PrizmKit records), newest first; with verbose, the ended ones are listed among the
+    excluded too. outlines: the registry's, when the caller has read them already (the listing).
     Raises StoreUnavailable when the registry cannot answer."""
     if outlines is None:
         # The outlines, not the sessions: a thousand validated sessions would cost more than the rest.
