@@ -75,6 +75,24 @@ def test_every_path_a_pattern_matches_begins_with_its_literal_start(pattern, sta
                if matches(pattern, path))
 
 
+def test_two_patterns_that_overlap_have_anchors_of_which_one_leads_the_other():
+    """What lets a claim's decision read only the leases anchored on its patterns' way
+    (baton.registry.base.meeting_anchors): no overlapping lease is left unread."""
+    from baton.registry.base import anchors_meet, meeting_anchors
+
+    odd = ["src/./db.py", "src//db.py", "/src/db/", "src/db/*/x.py", "src\\*/db.py", "lib/t1/**", "lib/*.c1"]
+    patterns = sorted({p for a, b, _ in OVERLAPS for p in (a, b)} | {p for p, _ in CLAIMS} | set(odd))
+    met = 0
+    for first in patterns:
+        for second in patterns:
+            if overlap(first, second):
+                met += 1
+                assert anchors_meet(meeting_anchors([first]), lease_anchor(second)), (first, second)
+    assert met > len(patterns)
+    assert not anchors_meet(meeting_anchors(["src/api/**"]), "src/apiary")
+    assert not anchors_meet(meeting_anchors(["lib/*.c1"]), "src")
+
+
 class Clock:
     """baton.clock.now, moved by the test."""
 
