@@ -485,6 +485,44 @@ def test_leases_reach_the_conflict_graph_on_every_backend(shared_home, worktrees
     assert held["src/db/**"].ends + grace == datetime.fromisoformat(listed["expires_at"])
 
 
+@pytest.mark.in_process  # the clock is moved in this process
+def test_the_graphs_lease_ends_with_the_registrys_after_writes_the_graph_takes_no_part_of(home, worktrees, cli,
+                                                                                         tmp_path, monkeypatch):
+    """On the embedded default an end of turn with no file changed, a decision or a
+    checkpoint is taken by the registry alone (no touch reaches the graph), and each renews
+    the ticket's leases there: the graph's lease ends when the registry's does."""
+    import io
+
+    from baton.skills.frontends.hooks import run_hook
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    (tmp_path / "run").mkdir(mode=0o700)
+    main, _ = worktrees
+    now = Clock(monkeypatch)
+    cli(main, "bind", "OMN-1")
+    assert cli(main, "claim", "--exclusive", "src/db/**")[0] == 0
+    grace = timedelta(minutes=15)  # BATON_LEASE_GRACE's default
+
+    def ends() -> tuple[datetime, datetime]:
+        [listed] = _leases(cli, main)
+        [held] = _graph_leases("OMN-1")
+        return held.ends + grace, datetime.fromisoformat(listed["expires_at"])
+
+    assert ends() == (now.at + timedelta(minutes=45),) * 2
+    now.advance(minutes=20)
+    stop = {"session_id": "abc123", "transcript_path": str(tmp_path / "t.jsonl"), "cwd": str(main),
+            "hook_event_name": "Stop", "stop_hook_active": False}
+    assert run_hook("stop", io.StringIO(json.dumps(stop)), io.StringIO()) == 0
+    assert ends() == (now.at + timedelta(minutes=45),) * 2, "the end of turn renewed both"
+    now.advance(minutes=20)
+    assert cli(main, "decide", "keep the schema in one migration")[0] == 0
+    assert ends() == (now.at + timedelta(minutes=45),) * 2, "the decision renewed both"
+    now.advance(minutes=20)
+    (main / "notes.txt").write_text("a change for the checkpoint\n")
+    assert cli(main, "checkpoint")[0] == 0
+    assert ends() == (now.at + timedelta(minutes=45),) * 2, "the checkpoint renewed both"
+
+
 def test_doctor_repair_gives_the_graph_a_lease_it_lacks(home, worktrees, cli):
     """A lease the graph missed (its write failed, or an older Baton wrote none) is written
     again by `baton doctor --repair`, released ones as released."""
