@@ -485,6 +485,26 @@ def test_leases_reach_the_conflict_graph_on_every_backend(shared_home, worktrees
     assert held["src/db/**"].ends + grace == datetime.fromisoformat(listed["expires_at"])
 
 
+def test_doctor_repair_moves_forward_a_lease_the_graph_holds_ending_early(home, worktrees, cli):
+    """A renewal the graph missed (its write failed, or an older Baton made none) is written
+    again by `baton doctor --repair`: the graph's end is the registry's again."""
+    import sqlite3
+
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    assert cli(main, "claim", "src/db/**")[0] == 0
+    with sqlite3.connect(home / "graph.db") as conn:
+        conn.execute("UPDATE leases SET ends = ends - 600")
+    conn.close()
+    code, out, err = cli(main, "doctor", "--repair", "--json")
+    assert json.loads(out)["repair"]["graph"]["leases"] == 1, err
+    [listed] = _leases(cli, main)
+    [held] = _graph_leases("OMN-1")
+    assert held.ends + timedelta(minutes=15) == datetime.fromisoformat(listed["expires_at"])
+    code, out, err = cli(main, "doctor", "--repair", "--json")
+    assert json.loads(out)["repair"]["graph"]["leases"] == 0, "nothing ending early: nothing written"
+
+
 @pytest.mark.in_process  # the clock is moved in this process
 def test_the_graphs_lease_ends_with_the_registrys_after_writes_the_graph_takes_no_part_of(home, worktrees, cli,
                                                                                          tmp_path, monkeypatch):
