@@ -120,12 +120,6 @@ def _held(task_id: str, lease: ListedLease, at: datetime, grace: timedelta) -> L
                  expires_at=expires, state="lapsed" if at > expires else "active")
 
 
-def conflicts(held: Sequence[Lease], task_id: str, repo: str, pattern: str, exclusive: bool) -> list[Lease]:
-    """The active leases of other tickets a claim of pattern would conflict with."""
-    return [lease for lease in held if lease.active and lease.task_id != task_id and lease.repo == repo
-            and (lease.exclusive or exclusive) and overlap(lease.pattern, pattern)]
-
-
 def refusal_line(pattern: str, lease: Lease) -> str:
     who = f"{lease.task_id}" + (f" ({lease.agent})" if lease.agent else "")
     why = f": {lease.reason}" if lease.reason else ""
@@ -195,8 +189,13 @@ def claim(stores: Stores, task: ActiveTask, place: Place, raw_patterns: Sequence
         held = [_held(task_id, lease, at, grace) for task_id, lease in near]
         mine = {(lease.pattern, lease.exclusive): lease for lease in held
                 if lease.task_id == task.task_id and lease.active and lease.repo == place.repo}
+        # Each other active lease a pattern overlaps, decided once: the refusal and the
+        # shared leases of a grant are drawn from them.
+        overlapping = {pattern: [lease for lease in held if lease.active and lease.task_id != task.task_id
+                                 and lease.repo == place.repo and overlap(lease.pattern, pattern)]
+                       for pattern in patterns}
         for pattern in patterns:
-            in_the_way = conflicts(held, task.task_id, place.repo, pattern, exclusive)
+            in_the_way = [lease for lease in overlapping[pattern] if lease.exclusive or exclusive]
             if in_the_way:
                 return refusal_line(pattern, in_the_way[0])
         events.clear()
@@ -218,9 +217,7 @@ def claim(stores: Stores, task: ActiveTask, place: Place, raw_patterns: Sequence
             report.granted.append(Lease(lease_id=str(event_id), task_id=task.task_id, repo=place.repo,
                                         pattern=pattern, exclusive=exclusive, agent=agent, reason=reason,
                                         granted_at=at, expires_at=at + lasting + grace, state="active"))
-        report.shared_with = [lease for pattern in patterns for lease in held
-                              if lease.active and lease.task_id != task.task_id and lease.repo == place.repo
-                              and overlap(lease.pattern, pattern)]
+        report.shared_with = [lease for pattern in patterns for lease in overlapping[pattern]]
         return None
 
     refused = stores.registry.append_unless(events, place.repo, patterns, refusal)
