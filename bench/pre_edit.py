@@ -10,7 +10,9 @@ process and through it.
 
 Each other ticket also holds a lease on its own folder (`lib/t<N>/**`, every other one
 exclusive): 1,000 leases, none covering the files the hook is asked about, so every one is
-matched against them.
+matched against them. BENCH-1 then claims leases as `baton claim` does: a folder of its own
+(`src/c<N>/**`, which no lease is anchored near) and files all 1,000 leases may overlap
+(`lib/*.c<N>`, anchored at `lib`, above every one of them), each granted.
 
     .venv/bin/python -m bench.pre_edit [--tickets 1000] [--files 100] [--repeat 30]
 """
@@ -25,10 +27,11 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
-from bench.common import BATON, fresh_runs, git, hook_payload, spread, start_resident, use_scratch_home
+from bench.common import BATON, fresh_runs, git, hook_payload, run_ms, spread, start_resident, use_scratch_home
 
 TASK = "BENCH-1"
 CONTESTED = "src/db.py"
@@ -94,8 +97,15 @@ def check(main: Path) -> None:
         raise SystemExit(f"the check did not see T-0's exclusive lease:\n{leased.stdout}")
 
 
+def claims(main: Path, repeat: int, pattern: str, fresh: Iterator[int]) -> list[float]:
+    """Milliseconds of `repeat` fresh `baton claim` processes, each granted a lease of its own
+    (pattern with a fresh number); one more first, not counted."""
+    return [run_ms([str(BATON), "claim", pattern.format(next(fresh))], main) for _ in range(repeat + 1)][1:]
+
+
 def runs(main: Path, repeat: int, run: int) -> list[tuple[str, list[float]]]:
-    """run: which time the hooks are timed, each post-tool-use on files of its own."""
+    """run: which time the commands are timed, each post-tool-use on files of its own, each
+    claim of its own pattern."""
     hook = [str(BATON), "hook", "pre-tool-use"]
     fresh = iter(range(run * 10**6, (run + 1) * 10**6))
     return [("python -c pass (the interpreter floor)", fresh_runs([sys.executable, "-c", "pass"], main, repeat)),
@@ -105,7 +115,9 @@ def runs(main: Path, repeat: int, run: int) -> list[tuple[str, list[float]]]:
             ("pre-tool-use, Edit of a file no other ticket holds",
              fresh_runs(hook, main, repeat, stdin=lambda: payload(main, "src/free.py"), quiet=True)),
             (f"pre-tool-use, Edit of a file {HOLDERS} other tickets touched",
-             fresh_runs(hook, main, repeat, stdin=lambda: payload(main, CONTESTED), quiet=True))]
+             fresh_runs(hook, main, repeat, stdin=lambda: payload(main, CONTESTED), quiet=True)),
+            ("claim src/c<N>/**, no lease near it", claims(main, repeat, "src/c{}/**", fresh)),
+            ("claim lib/*.c<N>, which every lease may overlap", claims(main, repeat, "lib/*.c{}", fresh))]
 
 
 def main() -> None:

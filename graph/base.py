@@ -83,6 +83,13 @@ class ConflictGraph(ABC):
         stays completed, and its leases not released last their TTL from `at` (GraphLease).
         Returns whether the ticket is active."""
 
+    @abstractmethod
+    def renew_leases(self, task_id: str, at: datetime) -> None:
+        """The ticket's leases not released last their TTL from its activity at `at`, where
+        that ends them later (GraphLease): for a write of the ticket the graph takes no other
+        part of (an end of turn, a decision or a checkpoint the embedded registry took).
+        Writes nothing when no lease ends later. Raises StoreUnavailable."""
+
     def shared_files(self, task_id: str, *, partners: int | None = None
                      ) -> Found[dict[str, list[FileRef]]] | Unavailable:
         """For each other active ticket (the first `partners` by id, when given), the files

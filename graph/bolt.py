@@ -459,6 +459,10 @@ class BoltConflictGraph(ConflictGraph):
 
         return self._call(work, write=True) == "active"
 
+    def renew_leases(self, task_id: str, at: datetime) -> None:
+        self._call(lambda tx: tx.run(EXTEND_LEASES_OF_MANY, tickets=[
+            {"task_id": task_id, "at_seconds": at.timestamp()}]).consume(), write=True)
+
     def forget(self, task_ids: Sequence[str]) -> None:
         if task_ids:
             self._call(lambda tx: tx.run(FORGET_TASKS, task_ids=list(task_ids)).consume(), write=True)

@@ -186,10 +186,15 @@ def _merge_leases(conn: sqlite3.Connection, task_id: str, leases: Sequence[Graph
           clock.to_text(lease.granted_at), lease.ends.timestamp(), lease.released) for lease in leases])
 
 
+# The ticket's leases not released that its activity at :at ends later (the primary key's prefix).
+_EXTEND = ("UPDATE leases SET ends = :at + ttl_seconds "
+           "WHERE task_id = :task AND NOT released AND ends < :at + ttl_seconds")
+_ANY_TO_EXTEND = "SELECT 1 FROM leases WHERE task_id = :task AND NOT released AND ends < :at + ttl_seconds LIMIT 1"
+
+
 def _extend_leases(conn: sqlite3.Connection, task_id: str, at: datetime) -> None:
     """The ticket's leases not released last their TTL after its activity at `at`."""
-    conn.execute("UPDATE leases SET ends = :at + ttl_seconds WHERE task_id = :task AND NOT released "
-                 "AND ends < :at + ttl_seconds", {"task": task_id, "at": at.timestamp()})
+    conn.execute(_EXTEND, {"task": task_id, "at": at.timestamp()})
 
 
 def _mark_activity(conn: sqlite3.Connection, task_id: str) -> None:
@@ -233,6 +238,15 @@ class SqliteConflictGraph(ConflictGraph):
             _extend_leases(conn, task_id, at)
             status = conn.execute("SELECT status FROM tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
         return status == "active"
+
+    def renew_leases(self, task_id: str, at: datetime) -> None:
+        """Read first, outside a transaction: a ticket without a lease to renew (nearly every
+        write) takes no write lock."""
+        with guarded(STORE, self.path):
+            due = self._db.conn().execute(_ANY_TO_EXTEND, {"task": task_id, "at": at.timestamp()}).fetchone()
+        if due is not None:
+            with self._db.writing(STORE) as conn:
+                _extend_leases(conn, task_id, at)
 
     def _held_rows(self, task_ids: list[str]) -> list[tuple[str, str, str | None, str | None]]:
         with guarded(STORE, self.path):

@@ -73,7 +73,7 @@ class ListedSession:
 
 @dataclass(frozen=True, slots=True)
 class ListedLease:
-    """A lease not released, as the list and the pre-edit check read it."""
+    """A lease not released, as the list, the pre-edit check and a claim's decision read it."""
 
     pattern: str
     exclusive: bool
@@ -81,6 +81,8 @@ class ListedLease:
     repo: str
     agent: str | None
     reason: str | None
+    lease_id: str
+    granted_at: datetime
 
 
 def handoff_held(*, changed: int, failed: int, not_run: int) -> bool:
@@ -115,12 +117,15 @@ class SessionStore(ABC):
         """
 
     @abstractmethod
-    def append_unless(self, events: Sequence[Event], refusal: Callable[[list[Session]], str | None]) -> str | None:
-        """Append events as append does, unless refusal, given every session of the project
-        that holds a lease (Session.leases; ended ones too) as stored just before, says why
-        not: then it answers that and stores nothing. One such decision at a time per
-        project, so every answer is consistent with one serial order of them (a lease's
-        grant). Never queued; raises StoreUnavailable."""
+    def append_unless(self, events: Sequence[Event], repo: str, patterns: Sequence[str],
+                      refusal: Callable[[list[tuple[str, ListedLease]]], str | None]) -> str | None:
+        """Append events as append does, unless refusal, given the leases a claim of
+        patterns in repo may overlap as stored just before (meeting_leases of the active
+        tickets' leases not released, by ticket), says why not: then it answers that and
+        stores nothing. A backend that indexes the leases by anchor reads only those, not
+        every session. One such decision at a time per project, so every answer is
+        consistent with one serial order of them (a lease's grant). Never queued; raises
+        StoreUnavailable."""
 
     @abstractmethod
     def append_body(self, event_id: str, task_id: str, at: datetime, event_type: str, body: str) -> None:
@@ -289,10 +294,14 @@ def unreleased_leases(leases: list[dict], released: list[str], last_activity: da
     from baton import clock
 
     ended = set(released)
-    return tuple(ListedLease(lease["pattern"], bool(lease["exclusive"]),
-                             lease_ends(clock.parse(lease["at"]), last_activity, lease["ttl_seconds"]),
-                             lease["repo"], lease.get("agent"), lease.get("reason"))
-                 for lease in leases if lease["text"] not in ended)
+    listed = []
+    for lease in leases:
+        if lease["text"] not in ended:
+            granted = clock.parse(lease["at"])
+            listed.append(ListedLease(lease["pattern"], bool(lease["exclusive"]),
+                                      lease_ends(granted, last_activity, lease["ttl_seconds"]), lease["repo"],
+                                      lease.get("agent"), lease.get("reason"), lease["text"], granted))
+    return tuple(listed)
 
 
 def lease_anchor(pattern: str) -> str:
@@ -312,6 +321,25 @@ def lease_anchor(pattern: str) -> str:
     return "/".join(fixed)
 
 
+def meeting_anchors(patterns: Sequence[str]) -> tuple[list[str], list[str]] | None:
+    """Where a lease that overlaps one of patterns can be anchored: (the anchors that lead
+    one of the patterns' anchors or are one, the empty one included; those anchors followed
+    by a slash, the prefixes of the anchors under them). None when a pattern is anchored
+    nowhere: any lease may overlap it. Two patterns overlap only where their fixed leading
+    segments agree as far as both go (path_patterns.overlap meets a literal segment with an
+    equal one only), so one's anchor leads the other's."""
+    anchors = {lease_anchor(pattern) for pattern in patterns}
+    if "" in anchors:
+        return None
+    return (sorted({above for anchor in anchors for above in path_anchors(anchor)}),
+            sorted(f"{anchor}/" for anchor in anchors))
+
+
+def anchors_meet(reach: tuple[list[str], list[str]] | None, anchor: str) -> bool:
+    """Whether a lease anchored at anchor may overlap a claim that reaches reach (meeting_anchors)."""
+    return reach is None or anchor in reach[0] or any(anchor.startswith(under) for under in reach[1])
+
+
 def path_anchors(path: str) -> list[str]:
     """The anchors a lease covering path (repository-relative) can have: none, each of its
     leading directories, the path itself."""
@@ -325,3 +353,13 @@ def near_leases(sessions: Iterable[tuple[str, Sequence[ListedLease]]], repo: str
     anchors = {anchor for path in paths for anchor in path_anchors(path)}
     return [(task_id, lease) for task_id, leases in sessions for lease in leases
             if lease.repo == repo and lease_anchor(lease.pattern) in anchors]
+
+
+def meeting_leases(sessions: Iterable[tuple[str, Sequence[ListedLease]]], repo: str, patterns: Sequence[str]
+                   ) -> list[tuple[str, ListedLease]]:
+    """The leases of each ticket given that a claim of patterns in repo may overlap (their
+    anchors meet: meeting_anchors), with their ticket: what SessionStore.append_unless hands
+    a claim's decision."""
+    reach = meeting_anchors(patterns)
+    return [(task_id, lease) for task_id, leases in sessions for lease in leases
+            if lease.repo == repo and anchors_meet(reach, lease_anchor(lease.pattern))]

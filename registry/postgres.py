@@ -49,6 +49,8 @@ from baton.registry.base import (
     SessionOutline,
     SessionStore,
     lease_anchor,
+    meeting_anchors,
+    meeting_leases,
     near_leases,
     path_anchors,
     unreleased_leases,
@@ -298,6 +300,17 @@ _LEASES_NEAR = """
         WHERE project = %(project)s AND repo = %(repo)s AND anchor = ANY(%(anchors)s))
     ORDER BY last_activity DESC, task_id
 """
+# The leases a claim's decision reads (meeting_anchors), every pending event merged first:
+# the active sessions holding one anchored at one of %(above)s (every one when %(every)s) or
+# under one of the prefixes %(under)s, by ticket.
+_LEASES_MEETING = """
+    SELECT task_id, last_activity, body->'leases', body->'lease_releases' FROM baton_sessions
+    WHERE project = %(project)s AND status = 'active' AND task_id IN (
+        SELECT task_id FROM baton_lease_anchors
+        WHERE project = %(project)s AND repo = %(repo)s
+        AND (%(every)s OR anchor = ANY(%(above)s::text[]) OR anchor ^@ ANY(%(under)s::text[])))
+    ORDER BY task_id
+"""
 _ANCHOR_LEASE = """
     INSERT INTO baton_lease_anchors (project, lease_id, task_id, repo, anchor) VALUES (%s, %s, %s, %s, %s)
     ON CONFLICT (project, lease_id) DO UPDATE SET anchor = excluded.anchor
@@ -523,18 +536,21 @@ class PostgresSessionStore(SessionStore):
         with self._transaction() as conn:
             return self._append_in(conn, events)
 
-    def append_unless(self, events: Sequence[Event], refusal: Callable[[list[Session]], str | None]) -> str | None:
-        from baton.registry.model import Session
-
+    def append_unless(self, events: Sequence[Event], repo: str, patterns: Sequence[str],
+                      refusal: Callable[[list[tuple[str, ListedLease]]], str | None]) -> str | None:
         with self._transaction() as conn:
             # Taken before the read: the decisions of one project follow one another.
             conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_DECISION_LOCK, self.project))
             if conn.execute("SELECT 1 FROM baton_events WHERE project = %s AND NOT applied LIMIT 1",
                             (self.project,)).fetchone() is not None:
                 self._apply_pending(conn)
-            refused = refusal([Session.model_validate(body) for (body,) in conn.execute(
-                "SELECT body FROM baton_sessions WHERE project = %s "
-                "AND jsonb_array_length(coalesce(body->'leases', '[]'::jsonb)) > 0", (self.project,))])
+            reach = meeting_anchors(patterns)
+            above, under = reach or ([], [])
+            rows = conn.execute(_LEASES_MEETING, {"project": self.project, "repo": repo, "every": reach is None,
+                                                  "above": above, "under": under}).fetchall()
+            refused = refusal(meeting_leases(
+                [(task_id, unreleased_leases(leases or [], [r["text"] for r in releases or ()], last_activity))
+                 for task_id, last_activity, leases, releases in rows], repo, patterns))
             if refused is None:
                 self._append_in(conn, events)
         return refused

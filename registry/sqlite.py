@@ -42,6 +42,8 @@ from baton.registry.base import (
     handoff_held,
     lease_anchor,
     listed_of,
+    meeting_anchors,
+    meeting_leases,
     near_leases,
     outline_of,
     outline_status,
@@ -205,6 +207,18 @@ _LEASES_NEAR = (
     "AND anchor IN (SELECT value FROM json_each(?3))) AS near CROSS JOIN sessions AS s "
     "ON s.project = ?1 AND s.task_id = near.task_id LEFT JOIN pending p ON p.task_id = s.task_id "
     "WHERE s.status = 'active' OR p.at IS NOT NULL")
+# The leases a claim's decision reads (meeting_anchors), every pending event projected
+# first: the active sessions holding one anchored at ?3's anchors (every one when ?5), or in
+# one of ?4's ranges of anchors (a JSON list of [first, past the last]), each an index seek.
+_LEASES_MEETING = (
+    "SELECT s.task_id, s.last_activity, json_extract(s.body, '$.leases', '$.lease_releases') "
+    "FROM (SELECT task_id FROM lease_anchors WHERE project = ?1 AND repo = ?2 "
+    "AND (?5 OR anchor IN (SELECT value FROM json_each(?3))) "
+    "UNION SELECT a.task_id FROM json_each(?4) AS r CROSS JOIN lease_anchors AS a "
+    "ON a.project = ?1 AND a.repo = ?2 AND a.anchor >= json_extract(r.value, '$[0]') "
+    "AND a.anchor < json_extract(r.value, '$[1]')) AS near "
+    "CROSS JOIN sessions AS s ON s.project = ?1 AND s.task_id = near.task_id "
+    "WHERE s.status = 'active' ORDER BY s.task_id")
 # An event of a pruned ticket as old as its tombstone is not stored again.
 _INSERT_EVENT = ("INSERT OR IGNORE INTO events (project, event_id, task_id, at, type, body, applied) "
                  "SELECT ?7, ?1, ?2, ?3, ?4, ?5, ?6 WHERE NOT EXISTS ("
@@ -420,9 +434,8 @@ class SqliteSessionStore(SessionStore):
                 self._save(conn, session)
         return sessions
 
-    def append_unless(self, events: Sequence[Event], refusal: Callable[[list[Session]], str | None]) -> str | None:
-        from baton.registry.model import Session
-
+    def append_unless(self, events: Sequence[Event], repo: str, patterns: Sequence[str],
+                      refusal: Callable[[list[tuple[str, ListedLease]]], str | None]) -> str | None:
         with guarded(STORE, self.path):
             conn = self._db.conn()
             with self._writing(conn, within=max(self.timeout, DECISION_WAIT)) as locked:
@@ -430,12 +443,29 @@ class SqliteSessionStore(SessionStore):
                     raise StoreUnavailable(STORE, f"{self.path}: another process held the write lock "
                                                   f"through {max(self.timeout, DECISION_WAIT):g} s")
                 self._apply_pending(conn)
-                refused = refusal([Session.model_validate_json(body) for (body,) in conn.execute(
-                    "SELECT body FROM sessions WHERE project = ? AND json_array_length(body, '$.leases') > 0",
-                    (self.project,))])
+                refused = refusal(self._leases_meeting(conn, repo, patterns))
                 if refused is None:
                     self._append_in(conn, events)
         return refused
+
+    def _leases_meeting(self, conn: sqlite3.Connection, repo: str, patterns: Sequence[str]
+                        ) -> list[tuple[str, ListedLease]]:
+        """append_unless' leases, through the lease anchors' index, from the stored JSON of
+        the sessions holding one (every event projected): no session is validated."""
+        reach = meeting_anchors(patterns)
+        above, under = reach or ([], [])
+        ranges = [[prefix, prefix[:-1] + "0"] for prefix in under]  # "0" follows "/": what starts with prefix
+        held = []
+        for task_id, last_activity, fields in conn.execute(_LEASES_MEETING, (
+                self.project, repo, json.dumps(above), json.dumps(ranges), reach is None)):
+            try:
+                leases, releases = json.loads(fields)
+                held.append((task_id, unreleased_leases(leases or [], [r["text"] for r in releases or ()],
+                                                        clock.parse(last_activity))))
+            except (ValueError, TypeError, KeyError) as exc:  # json.JSONDecodeError is a ValueError
+                raise sqlite3.DatabaseError(f"stored session {task_id} is unreadable: {type(exc).__name__}: "
+                                            f"{exc}") from exc
+        return meeting_leases(held, repo, patterns)
 
     def _redact(self, conn: sqlite3.Connection, event: SecretsRedacted) -> Session | None:
         """Rewrite the fields the event names in the stored events, then fold the ticket's

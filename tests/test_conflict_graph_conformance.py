@@ -325,6 +325,32 @@ def test_leases_merge_their_end_forward_and_their_release_for_good(graph):
         "L-9"]
 
 
+def test_a_renewal_moves_the_leases_not_released_forward_only(graph):
+    """renew_leases: the ticket's leases not released last their TTL from its activity,
+    where that ends them later; a released one, an older activity, another ticket's and
+    another project's are left as they were."""
+    from baton.graph.base import TicketRecord
+    from baton.graph.projects import ProjectGraph
+
+    graph.record_many([TicketRecord("T-1", "active", [], T0, leases=[
+        _lease("L-1", "src/**", T0 + timedelta(minutes=10)), _lease("L-2", "docs/", T0, released=True)]),
+        TicketRecord("T-2", "active", [], T0, leases=[_lease("L-3", "lib/**", T0 + timedelta(minutes=10))])])
+    later = T0 + timedelta(minutes=25)
+    graph.renew_leases("T-1", later)
+    graph.renew_leases("T-1", T0 + timedelta(minutes=5))  # older activity, arriving late
+    graph.renew_leases("T-404", later)  # no lease: nothing to write
+    ends = {lease.lease_id: (lease.ends, lease.released) for held in graph.leases(["T-1", "T-2"]).value.values()
+            for lease in held}
+    assert ends == {"L-1": (later + timedelta(minutes=10), False), "L-2": (T0, True),
+                    "L-3": (T0 + timedelta(minutes=10), False)}
+    shop = ProjectGraph(graph, "shop")
+    shop.record("T-1", "active", [], T0, leases=[_lease("L-9", "src/db.py", T0)])
+    shop.renew_leases("T-1", later + timedelta(hours=1))
+    assert [lease.ends for lease in shop.leases(["T-1"]).value["T-1"]] == [later + timedelta(hours=1, minutes=10)]
+    assert {lease.lease_id: lease.ends for lease in graph.leases(["T-1"]).value["T-1"]}["L-1"] == (
+        later + timedelta(minutes=10)), "a project renews its own"
+
+
 def test_touchers_under_a_path_start_are_the_active_tickets_there(graph):
     """What a lease may cover: the active tickets' touches of a repository's files under
     a path's start; a project's view sees its own tickets only."""

@@ -96,7 +96,9 @@ HOOK_PATH_IMPORTS = {
         platform uuid array baton.signals.sqlite baton.signals.wire baton.processes baton.skills.core.overlaps
         baton.skills.frontends.briefing baton.skills.services baton.skills.services.news
     """),
+    # An end of turn renews the ticket's leases in the graph (baton.skills.runtime.sink).
     "stop": HOOK_IMPORTS | names("""
+        baton.graph.sqlite baton.graph.projects
         locale select selectors signal subprocess array atexit baton.locks baton.outbox
         baton.skills.core.checkpoints baton.skills.core.commit
         baton.processes baton.skills.core.overlaps baton.skills.core.write_report
@@ -107,7 +109,7 @@ HOOK_PATH_IMPORTS = {
         hmac struct
     """),
     "session-end": HOOK_IMPORTS | names("""
-        locale select selectors signal subprocess
+        baton.graph.sqlite baton.graph.projects locale select selectors signal subprocess
         baton.locks baton.outbox baton.skills.core.commit baton.skills.core.overlaps
         baton.skills.core.write_report baton.skills.handoff baton.skills.handoff.files baton.skills.installers
         baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services

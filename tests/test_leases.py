@@ -75,6 +75,24 @@ def test_every_path_a_pattern_matches_begins_with_its_literal_start(pattern, sta
                if matches(pattern, path))
 
 
+def test_two_patterns_that_overlap_have_anchors_of_which_one_leads_the_other():
+    """What lets a claim's decision read only the leases anchored on its patterns' way
+    (baton.registry.base.meeting_anchors): no overlapping lease is left unread."""
+    from baton.registry.base import anchors_meet, meeting_anchors
+
+    odd = ["src/./db.py", "src//db.py", "/src/db/", "src/db/*/x.py", "src\\*/db.py", "lib/t1/**", "lib/*.c1"]
+    patterns = sorted({p for a, b, _ in OVERLAPS for p in (a, b)} | {p for p, _ in CLAIMS} | set(odd))
+    met = 0
+    for first in patterns:
+        for second in patterns:
+            if overlap(first, second):
+                met += 1
+                assert anchors_meet(meeting_anchors([first]), lease_anchor(second)), (first, second)
+    assert met > len(patterns)
+    assert not anchors_meet(meeting_anchors(["src/api/**"]), "src/apiary")
+    assert not anchors_meet(meeting_anchors(["lib/*.c1"]), "src")
+
+
 class Clock:
     """baton.clock.now, moved by the test."""
 
@@ -465,6 +483,64 @@ def test_leases_reach_the_conflict_graph_on_every_backend(shared_home, worktrees
     assert held["src/db/**"].lease_id == listed["lease_id"]
     grace = timedelta(minutes=15)  # BATON_LEASE_GRACE's default
     assert held["src/db/**"].ends + grace == datetime.fromisoformat(listed["expires_at"])
+
+
+def test_doctor_repair_moves_forward_a_lease_the_graph_holds_ending_early(home, worktrees, cli):
+    """A renewal the graph missed (its write failed, or an older Baton made none) is written
+    again by `baton doctor --repair`: the graph's end is the registry's again."""
+    import sqlite3
+
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    assert cli(main, "claim", "src/db/**")[0] == 0
+    with sqlite3.connect(home / "graph.db") as conn:
+        conn.execute("UPDATE leases SET ends = ends - 600")
+    conn.close()
+    code, out, err = cli(main, "doctor", "--repair", "--json")
+    assert json.loads(out)["repair"]["graph"]["leases"] == 1, err
+    [listed] = _leases(cli, main)
+    [held] = _graph_leases("OMN-1")
+    assert held.ends + timedelta(minutes=15) == datetime.fromisoformat(listed["expires_at"])
+    code, out, err = cli(main, "doctor", "--repair", "--json")
+    assert json.loads(out)["repair"]["graph"]["leases"] == 0, "nothing ending early: nothing written"
+
+
+@pytest.mark.in_process  # the clock is moved in this process
+def test_the_graphs_lease_ends_with_the_registrys_after_writes_the_graph_takes_no_part_of(home, worktrees, cli,
+                                                                                         tmp_path, monkeypatch):
+    """On the embedded default an end of turn with no file changed, a decision or a
+    checkpoint is taken by the registry alone (no touch reaches the graph), and each renews
+    the ticket's leases there: the graph's lease ends when the registry's does."""
+    import io
+
+    from baton.skills.frontends.hooks import run_hook
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    (tmp_path / "run").mkdir(mode=0o700)
+    main, _ = worktrees
+    now = Clock(monkeypatch)
+    cli(main, "bind", "OMN-1")
+    assert cli(main, "claim", "--exclusive", "src/db/**")[0] == 0
+    grace = timedelta(minutes=15)  # BATON_LEASE_GRACE's default
+
+    def ends() -> tuple[datetime, datetime]:
+        [listed] = _leases(cli, main)
+        [held] = _graph_leases("OMN-1")
+        return held.ends + grace, datetime.fromisoformat(listed["expires_at"])
+
+    assert ends() == (now.at + timedelta(minutes=45),) * 2
+    now.advance(minutes=20)
+    stop = {"session_id": "abc123", "transcript_path": str(tmp_path / "t.jsonl"), "cwd": str(main),
+            "hook_event_name": "Stop", "stop_hook_active": False}
+    assert run_hook("stop", io.StringIO(json.dumps(stop)), io.StringIO()) == 0
+    assert ends() == (now.at + timedelta(minutes=45),) * 2, "the end of turn renewed both"
+    now.advance(minutes=20)
+    assert cli(main, "decide", "keep the schema in one migration")[0] == 0
+    assert ends() == (now.at + timedelta(minutes=45),) * 2, "the decision renewed both"
+    now.advance(minutes=20)
+    (main / "notes.txt").write_text("a change for the checkpoint\n")
+    assert cli(main, "checkpoint")[0] == 0
+    assert ends() == (now.at + timedelta(minutes=45),) * 2, "the checkpoint renewed both"
 
 
 def test_doctor_repair_gives_the_graph_a_lease_it_lacks(home, worktrees, cli):

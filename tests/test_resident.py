@@ -1,6 +1,7 @@
 """The resident process (baton.skills.frontends.resident) answers as a fresh `baton` would,
 and a command never depends on it: absent, stale, stopped or refused, the command runs itself."""
 
+import _socket
 import json
 import os
 import re
@@ -521,7 +522,7 @@ def test_doctor_says_whether_the_resident_serves_and_why_not(home, worktrees, cl
     monkeypatch.delattr(os, "pidfd_open")  # as on a system other than Linux
     assert resident_line(cli(main, "doctor")[1]) == ("off: os.pidfd_open missing here (it serves Linux); each "
                                                     "command runs in its own process")
-    monkeypatch.delattr(socket, "SO_PEERCRED")
+    monkeypatch.delattr(_socket, "SO_PEERCRED")  # what the client reads it from (socket's is a copy)
     assert resident_line(cli(main, "doctor")[1]).startswith("off: os.pidfd_open and socket.SO_PEERCRED missing")
 
 

@@ -451,12 +451,60 @@ def test_the_leases_near_a_file_are_the_scans_and_miss_none_that_covers_it(store
     _leased(store)
     store.record_touch("OMN-0", "s", T0 + timedelta(minutes=50), [FileRef("r", "x.py")], event_id=str(uuid.uuid4()))
     _near_is_the_scan(store)
+    [lease_id] = [lease.lease_id for s in store.listed_sessions().value for lease in s.leases if lease.repo == "q"]
     assert sorted(lease.pattern for _, lease in store.leases_near("r", ["other.py"]).value) == ANYWHERE
     assert {(t, lease.ends) for t, lease in store.leases_near("r", ["lib/t1/a.py"]).value
             if lease.pattern == "lib/t1/**"} == {("OMN-0", T0 + timedelta(minutes=50, hours=1))}, \
         "a pending touch moves its ticket's leases' end"
     assert store.leases_near("q", ["src/a.py"]).value == [
-        ("OMN-2", ListedLease("src/**", True, T0 + timedelta(minutes=32, hours=1), "q", None, None))]
+        ("OMN-2", ListedLease("src/**", True, T0 + timedelta(minutes=32, hours=1), "q", None, None,
+                              lease_id, T0 + timedelta(minutes=32)))]
+
+
+# What claims ask about: LEASED, and patterns above, below and beside them.
+CLAIMED = [*LEASED, "src/**/*.py", "src/db/models/user.py", "src", "lib/t1/deep/**", "lib/t2/**", "README.md",
+           "src/ui/app.py", "**", "other.py", "srcx/**", "src/d1/x.py", "/src/db/"]
+
+
+def _meeting_is_the_scan(store):
+    """The leases append_unless hands a claim's decision are meeting_leases of every listed
+    session's (pending events projected first), and hold every lease the claim overlaps; a
+    refusal stores nothing."""
+    from baton.registry.base import meeting_leases
+    from baton.skills.core.path_patterns import overlap
+
+    listed = [(s.outline.task_id, s.leases) for s in store.listed_sessions().value]
+    every = [(task_id, lease) for task_id, leases in listed for lease in leases]
+    for claimed in [[pattern] for pattern in CLAIMED] + [["lib/t1/**", "src/ui/*.py"], CLAIMED]:
+        handed: list = []
+
+        def refusal(near, handed=handed):
+            handed.append(near)
+            return "refused"
+
+        assert store.append_unless([event(NextActionSet, 60, "OMN-0", text="never stored")], "r", claimed,
+                                   refusal) == "refused"
+        [near] = handed
+        assert [task_id for task_id, _ in near] == sorted(task_id for task_id, _ in near), "by ticket"
+        assert set(near) == set(meeting_leases(listed, "r", claimed)), claimed
+        assert {(t, lease.pattern) for t, lease in every if lease.repo == "r"
+                and any(overlap(lease.pattern, pattern) for pattern in claimed)} <= {
+            (t, lease.pattern) for t, lease in near}, claimed
+    assert store.get("OMN-0").value.next_action != "never stored", "a refusal stores nothing"
+
+
+def test_a_claims_decision_reads_the_leases_it_may_overlap_and_misses_none(store):
+    """append_unless reads through the lease anchors' index (two overlapping patterns have
+    anchors one of which leads the other): only the leases a claim may overlap, as the scan
+    of every session finds them, a pending touch's activity included."""
+    _leased(store)
+    store.record_touch("OMN-0", "s", T0 + timedelta(minutes=50), [FileRef("r", "x.py")], event_id=str(uuid.uuid4()))
+    _meeting_is_the_scan(store)
+    handed: list = []
+    store.append_unless([], "r", ["lib/t1/x.py"], lambda near: handed.append(near))
+    assert sorted(lease.pattern for _, lease in handed[0]) == sorted([*ANYWHERE, "lib/t1/**", "lib/**/deep/*.py"])
+    assert {lease.ends for t, lease in handed[0] if t == "OMN-0"} == {T0 + timedelta(minutes=50, hours=1)}, \
+        "a pending touch moves its ticket's leases' end"
 
 
 def test_leases_granted_before_the_anchors_are_found_as_before(store, request):
@@ -487,8 +535,10 @@ def test_leases_granted_before_the_anchors_are_found_as_before(store, request):
         older = server.PostgresSessionStore(store.url, timeout=2, project="test")
     try:
         _near_is_the_scan(older)
+        _meeting_is_the_scan(older)
         older.append([event(NextActionSet, 40, f"OMN-{n}", text="go on") for n in range(4)])
         _near_is_the_scan(older)
+        _meeting_is_the_scan(older)
     finally:
         older.close()
 

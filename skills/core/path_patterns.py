@@ -93,8 +93,16 @@ def _under(pattern: str, segments: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _segments_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    @cache
+    # Memoised by hand: a functools.cache made per call costs more than most calls do (a
+    # claim's decision asks this of every lease it may overlap).
+    known: dict[tuple[int, int], bool] = {}
+
     def meet(i: int, j: int) -> bool:
+        if (i, j) not in known:
+            known[i, j] = step(i, j)
+        return known[i, j]
+
+    def step(i: int, j: int) -> bool:
         if i == len(a) and j == len(b):
             return True
         if i < len(a) and a[i] == "**" and (meet(i + 1, j) or (j < len(b) and meet(i, j + 1))):
@@ -108,12 +116,21 @@ def _segments_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
 
 
 def _segment_overlap(a: str, b: str) -> bool:
-    if not (_GLOB & set(a) or _GLOB & set(b) or "\\" in a + b):
+    plain_a, plain_b = _plain(a), _plain(b)
+    if plain_a and plain_b:
         return a == b
+    if plain_a or plain_b:  # a name against a glob: whether the glob matches it
+        glob, name = (b, a) if plain_a else (a, b)
+        return _segment_regex(glob).fullmatch(name) is not None
     x, y = _tokens(a), _tokens(b)
+    known: dict[tuple[int, int], bool] = {}
 
-    @cache
     def meet(i: int, j: int) -> bool:
+        if (i, j) not in known:
+            known[i, j] = step(i, j)
+        return known[i, j]
+
+    def step(i: int, j: int) -> bool:
         if i == len(x) and j == len(y):
             return True
         if i < len(x) and x[i][0] == "star" and (meet(i + 1, j) or (j < len(y) and meet(i, j + 1))):
@@ -137,6 +154,30 @@ def _characters_meet(a: Token, b: Token) -> bool:
     return bool(set(a[1]) & set(b[1]))
 
 
+def _plain(segment: str) -> bool:
+    """Whether the segment is a name: no glob character, no escape."""
+    return not (_GLOB & set(segment) or "\\" in segment)
+
+
+@cache
+def _segment_regex(segment: str) -> re.Pattern[str]:
+    """What the segment's tokens match, as a regular expression."""
+    parts = []
+    for kind, characters, negated in _tokens(segment):
+        if kind == "lit":
+            parts.append(re.escape(characters))
+        elif kind == "any":
+            parts.append(".")
+        elif kind == "star":
+            parts.append(".*")
+        elif characters:
+            parts.append(f"[{'^' if negated else ''}{''.join(re.escape(c) for c in characters)}]")
+        else:  # a negated set of nothing: any character
+            parts.append(".")
+    return re.compile("".join(parts), re.DOTALL)
+
+
+@cache
 def _tokens(segment: str) -> tuple[Token, ...]:
     tokens: list[Token] = []
     i = 0

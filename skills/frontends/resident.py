@@ -462,6 +462,13 @@ def run_child(request: Request, fds: list[int], conn: socket.socket) -> int:
     for written in (sys.stdout, sys.stderr):
         with suppress(Exception):
             written.flush()
+    # The client's streams let go of before it is answered: whoever reads them to their end
+    # (the agent, a pipe) waits for no teardown of this process's memory at its exit, which
+    # comes before the kernel closes its descriptors.
+    nowhere = os.open(os.devnull, os.O_RDWR)
+    for target in range(3):
+        os.dup2(nowhere, target)
+    os.close(nowhere)
     conn.settimeout(None)
     with suppress(OSError):
         conn.sendall(b"%d\n" % code)

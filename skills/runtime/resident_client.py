@@ -1,8 +1,9 @@
 """The client side of the resident process: hand a `baton` command to it, or say to run it here.
 
 It runs first in every `baton` process, before anything else is imported, so it uses the
-standard library's os, sys, time and socket only (socket only when a resident's socket
-exists) and baton.trust, which uses os and stat. It reads three variables of the settings
+standard library's os, sys, time and the socket module's C part, _socket (only when a
+resident's socket exists; the socket module would import selectors, enum and array on the
+way to the agent's edit), and baton.trust, which uses os and stat. It reads three variables of the settings
 table itself (BATON_RESIDENT, BATON_HOME, XDG_DATA_HOME; tests/test_resident.py checks them
 against the rows): a bad value is reported by the command run here, as every other bad
 setting is.
@@ -35,7 +36,7 @@ import time
 
 TYPE_CHECKING = False  # typing's own flag, without importing typing (it costs this path)
 if TYPE_CHECKING:
-    import socket
+    from _socket import socket
     from collections.abc import Mapping
 
 PROTOCOL = b"baton-resident/1"
@@ -60,10 +61,10 @@ def unsupported() -> str | None:
     """Why this system cannot run the resident process, or None. It waits on each child's
     pidfd (os.pidfd_open) and both sides ask the kernel who the peer is (SO_PEERCRED): Linux
     has both; elsewhere every command runs in its own process, as with BATON_RESIDENT=off."""
-    import socket
+    import _socket
 
     missing = [name for name, found in (("os.pidfd_open", hasattr(os, "pidfd_open")),
-                                        ("socket.SO_PEERCRED", hasattr(socket, "SO_PEERCRED"))) if not found]
+                                        ("socket.SO_PEERCRED", hasattr(_socket, "SO_PEERCRED"))) if not found]
     return f"{' and '.join(missing)} missing here (it serves Linux)" if missing else None
 
 
@@ -106,18 +107,20 @@ def forwarded(argv: list[str]) -> int | None:
                                             "socket; remove it")
     if refusal is not None:
         return _refuse(argv, refusal)
-    import socket
+    import _socket
 
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         reply = _offer(conn, path, argv)
         if reply != ACCEPT:
             absent = reply == STALE
             conn.close()
             return None
-        # Committed from here: the streams go with GO, and the command is the resident's.
+        # Committed from here: the streams go with GO, and the command is the resident's:
+        # their descriptors as an array of C ints (socket.send_fds, without the array module).
         conn.settimeout(None)
-        socket.send_fds(conn, [GO], [0, 1, 2])
+        conn.sendmsg([GO], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
+                             b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2)))])
     except (ConnectionRefusedError, FileNotFoundError):
         absent = True  # a socket left behind by a resident that died
         conn.close()
@@ -131,17 +134,17 @@ def forwarded(argv: list[str]) -> int | None:
     return _answer(conn)
 
 
-def _offer(conn: socket.socket, path: str, argv: list[str]) -> bytes:
+def _offer(conn: socket, path: str, argv: list[str]) -> bytes:
     """Connect, send the request and read the resident's one-byte reply, all within
     CONNECT_WAIT. The standard streams are not sent yet: a resident too slow to reply must
     not hold them (a caller reading our output to its end would wait for it)."""
-    import socket
+    import _socket
 
     deadline = time.monotonic() + CONNECT_WAIT
     conn.settimeout(CONNECT_WAIT)
     conn.connect(path)
     # Whoever listens, from the kernel: the process that called listen(), as it was then.
-    peer = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)  # struct ucred: pid, uid, gid
+    peer = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)  # struct ucred: pid, uid, gid
     uid = int.from_bytes(peer[4:8], sys.byteorder)
     if uid != os.geteuid():
         raise Impostor(f"refusing {path}: the process listening there runs as uid {uid}, not you ({os.geteuid()}); "
@@ -178,7 +181,7 @@ def _request(argv: list[str]) -> bytes:
     return b"\0".join(fields)
 
 
-def _answer(conn: socket.socket) -> int:
+def _answer(conn: socket) -> int:
     """Wait, as long as the command takes, for its exit status; the command is the
     resident's now and is never run again here."""
     conn.settimeout(None)

@@ -6,11 +6,13 @@ lasts until its TTL plus the grace after the ticket's last activity, which every
 ticket moves (a hook's touch, an end of turn) and which only grows, so a lease's expiry only
 grows too. Past it the lease has lapsed; another ticket may then take what it held.
 
-A grant is decided by the registry one at a time per project (SessionStore.append_unless): a
-claim overlapping another ticket's exclusive lease, or an exclusive claim overlapping another
-ticket's lease of either kind, is refused with the holder named, and nothing is stored. A
-claim is all or nothing. Patterns are gitignore patterns relative to the repository's root
-(baton.skills.core.path_patterns); leases of another repository never meet.
+A grant is decided by the registry one at a time per project (SessionStore.append_unless),
+from the leases the claim may overlap (those whose anchor meets one of its patterns'; no
+session is read whole): a claim overlapping another ticket's exclusive lease, or an
+exclusive claim overlapping another ticket's lease of either kind, is refused with the
+holder named, and nothing is stored. A claim is all or nothing. Patterns are gitignore
+patterns relative to the repository's root (baton.skills.core.path_patterns); leases of
+another repository never meet.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from baton.registry.base import lease_ends
 from baton.skills.core.path_patterns import matches, normal_pattern, overlap
 
 if TYPE_CHECKING:
+    from baton.registry.base import ListedLease
     from baton.registry.model import Event, LeaseEntry, ReleaseEntry, Session
     from baton.skills.core.binding import ActiveTask, Place
     from baton.skills.runtime.stores import Stores
@@ -109,10 +112,12 @@ def _lease(session: Session, entry: LeaseEntry, release: ReleaseEntry | None, en
                  forced=release.forced if release else False)
 
 
-def conflicts(held: Sequence[Lease], task_id: str, repo: str, pattern: str, exclusive: bool) -> list[Lease]:
-    """The active leases of other tickets a claim of pattern would conflict with."""
-    return [lease for lease in held if lease.active and lease.task_id != task_id and lease.repo == repo
-            and (lease.exclusive or exclusive) and overlap(lease.pattern, pattern)]
+def _held(task_id: str, lease: ListedLease, at: datetime, grace: timedelta) -> Lease:
+    """A lease not released of an active ticket (as a claim's decision reads it), at `at`."""
+    expires = lease.ends + grace
+    return Lease(lease_id=lease.lease_id, task_id=task_id, repo=lease.repo, pattern=lease.pattern,
+                 exclusive=lease.exclusive, agent=lease.agent, reason=lease.reason, granted_at=lease.granted_at,
+                 expires_at=expires, state="lapsed" if at > expires else "active")
 
 
 def refusal_line(pattern: str, lease: Lease) -> str:
@@ -179,13 +184,18 @@ def claim(stores: Stores, task: ActiveTask, place: Place, raw_patterns: Sequence
     report = ClaimReport(warnings=stores.sink.deliver())  # this ticket's kept writes move its leases' time too
     events: list[Event] = []
 
-    def refusal(sessions: list[Session]) -> str | None:
+    def refusal(near: list[tuple[str, ListedLease]]) -> str | None:
         at = clock.now()  # the decision's time: grants are stamped in the order they were decided
-        held = [lease for s in sessions for lease in leases_of(s, at, grace)]
+        held = [_held(task_id, lease, at, grace) for task_id, lease in near]
         mine = {(lease.pattern, lease.exclusive): lease for lease in held
                 if lease.task_id == task.task_id and lease.active and lease.repo == place.repo}
+        # Each other active lease a pattern overlaps, decided once: the refusal and the
+        # shared leases of a grant are drawn from them.
+        overlapping = {pattern: [lease for lease in held if lease.active and lease.task_id != task.task_id
+                                 and lease.repo == place.repo and overlap(lease.pattern, pattern)]
+                       for pattern in patterns}
         for pattern in patterns:
-            in_the_way = conflicts(held, task.task_id, place.repo, pattern, exclusive)
+            in_the_way = [lease for lease in overlapping[pattern] if lease.exclusive or exclusive]
             if in_the_way:
                 return refusal_line(pattern, in_the_way[0])
         events.clear()
@@ -207,12 +217,10 @@ def claim(stores: Stores, task: ActiveTask, place: Place, raw_patterns: Sequence
             report.granted.append(Lease(lease_id=str(event_id), task_id=task.task_id, repo=place.repo,
                                         pattern=pattern, exclusive=exclusive, agent=agent, reason=reason,
                                         granted_at=at, expires_at=at + lasting + grace, state="active"))
-        report.shared_with = [lease for pattern in patterns for lease in held
-                              if lease.active and lease.task_id != task.task_id and lease.repo == place.repo
-                              and overlap(lease.pattern, pattern)]
+        report.shared_with = [lease for pattern in patterns for lease in overlapping[pattern]]
         return None
 
-    refused = stores.registry.append_unless(events, refusal)
+    refused = stores.registry.append_unless(events, place.repo, patterns, refusal)
     if refused is not None:
         raise Refused(refused)
     report.warnings += _projected(stores, events)

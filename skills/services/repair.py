@@ -42,7 +42,7 @@ class RepairReport:
     graph_tickets: int = 0  # of them, written to the graph again
     graph_files: int = 0  # touches the graph lacked
     graph_statuses: int = 0  # statuses the graph had wrong
-    graph_leases: int = 0  # leases the graph lacked, or held unreleased
+    graph_leases: int = 0  # leases the graph lacked, held unreleased, or ended early
     decisions: int = 0  # decisions queued for recall
     signals: int = 0  # conflict signals published
     warnings: list[str] = field(default_factory=list)
@@ -114,10 +114,12 @@ def _repair_graph(stores: Stores, sessions: list[Session], since: datetime, repo
     for session in differing:
         status, files = held.get(session.task_id, (None, set()))
         lacking = [touch for key, touch in session.files.items() if key not in files]
-        # A lease the graph lacks, or holds unreleased where the registry released it.
-        released = {lease.lease_id: lease.released for lease in in_graph.get(session.task_id, [])}
+        # A lease the graph lacks, holds unreleased where the registry released it, or holds
+        # unreleased ending before the registry's end (a renewal it missed).
+        held_there = {lease.lease_id: lease for lease in in_graph.get(session.task_id, [])}
         leases = [lease for lease in graph_leases(session)
-                  if released.get(lease.lease_id) not in {lease.released, True}]
+                  if (there := held_there.get(lease.lease_id)) is None
+                  or (not there.released and (lease.released or there.ends < lease.ends))]
         if status == session.status.value and not lacking and not leases:
             continue
         report.graph_tickets += 1
