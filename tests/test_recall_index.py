@@ -428,6 +428,84 @@ def test_a_search_of_several_vectors_scores_each_row_by_its_best_query():
             assert all(abs(score - float((queries @ vectors[seq - 1]).max())) <= 1e-4 for seq, score in best.items())
 
 
+def probed_rows(part: segments.Rows, key: int, queries: np.ndarray) -> np.ndarray:
+    """Which rows of part a search of the project scores, worked out from the lists: every
+    row of the project, or, for one searched through its lists, those of each query's
+    nearest lists together."""
+    rows = np.flatnonzero(part.projects == np.uint64(key))
+    probes = part.scope(key).probes
+    if not probes:
+        return rows
+    near = set(np.argsort(-(queries @ part.centroids.T), axis=1)[:, :probes].ravel().tolist())
+    list_of = np.searchsorted(part.offsets, rows, side="right") - 1
+    return rows[np.isin(list_of, list(near))]
+
+
+def test_a_search_of_several_vectors_finds_the_best_rows_of_every_list_any_of_them_probes():
+    """Several queries (a resume asks with a ticket's decisions and its query) are scored
+    together, once, over the lists any of them probes: the answer is the exact top 5 by best
+    score over those rows, in each project, with the asking ticket's rows left out, across a
+    segment with lists and the rows written after it."""
+    rng = np.random.default_rng(8)
+    n, later = 20_000, 3_000
+    vectors = unit_rows(n + later, seed=8, clusters=300)
+    names = np.array(["big", "mid", "some", "tiny"])
+    owner = names[np.searchsorted([0.6, 0.89, 0.99], rng.random(n + later), side="right")]
+    projects = np.array([segments.project_key(p) for p in owner], np.uint64)
+    tickets = np.array([segments.task_key(f"T-{i}") for i in rng.integers(0, 40, n + later)], np.uint64)
+    seqs = np.arange(1, n + later + 1, dtype=np.int64)
+    listed = segments.Rows(seqs[:n], tickets[:n], projects[:n], vectors[:n]).with_lists(
+        segments.train_centroids(vectors[:n]))
+    parts = [listed, segments.Rows(seqs[n:], tickets[n:], projects[n:], vectors[n:])]
+    view = segments.View("s", n + later, parts, None)
+    assert {listed.scope(segments.project_key(p)).probes > 0 for p in names} == {True, False}
+    for name in names:
+        key = segments.project_key(name)
+        for _ in range(15):
+            asked = rng.choice(np.flatnonzero(owner == name))
+            queries = (vectors[asked] + 0.02 * rng.standard_normal((5, 384))).astype(np.float32)
+            queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+            exclude = int(tickets[asked])
+            found = view.search(queries, 5, key, exclude)
+            scored = {}
+            for part in parts:
+                rows = probed_rows(part, key, queries)
+                rows = rows[part.keys[rows] != np.uint64(exclude)]
+                best = (part.vectors[rows] @ queries.T).max(axis=1)
+                scored |= dict(zip(part.seqs[rows].tolist(), best.tolist(), strict=True))
+            exact = sorted(scored, key=scored.get, reverse=True)[:5]
+            assert sorted(found) == sorted(exact), name
+            assert all(abs(found[seq] - scored[seq]) <= 1e-5 for seq in exact)
+
+
+def test_a_row_held_by_one_query_s_lists_is_scored_by_the_query_that_ranks_it_best():
+    """Lists along the first 40 axes. The row sought lies in list 0, which only the first
+    query probes; the second query ranks it above anything (0.51), though its lists (20 to
+    35) do not hold it; the first ranks five rows of list 0 above it (0.48 against 0.38).
+    Asked one query at a time over its own lists, neither would have returned it."""
+    axes = np.eye(384, dtype=np.float32)
+
+    def unit(*weights):
+        row = sum(weight * axes[axis] for axis, weight in weights)
+        return row / np.linalg.norm(row)
+
+    first = unit((0, 1), *((axis, 0.3) for axis in range(1, 16)))
+    second = unit((100, 1), *((axis, 0.3) for axis in range(20, 36)))
+    sought = unit((0, 0.6), (100, 0.8))
+    near_first = [unit((0, 0.75), (300 + i, 0.66)) for i in range(5)]
+    asking = unit((20, 1), (100, 2))  # the asking ticket's own row, left out
+    vectors = np.stack([sought, *near_first, asking]).astype(np.float32)
+    keys = np.array([segments.task_key("T-1")] * 6 + [segments.task_key("T-0")], np.uint64)
+    key = segments.project_key(P)
+    rows = segments.Rows(np.arange(1, 8, dtype=np.int64), keys, np.full(7, key, np.uint64), vectors)
+    listed = rows.with_lists(axes[:40].copy())
+    assert listed.scope(key).probes == 16
+    found = segments.View("s", 7, [listed], None).search(np.stack([first, second]), 5, key, segments.task_key("T-0"))
+    assert sorted(found, key=found.get, reverse=True)[0] == 1
+    assert found[1] == pytest.approx(float(sought @ second), abs=1e-6)
+    assert set(found) == {1, 2, 3, 4, 5, 6}  # the five tie for second place: all kept; 7 left out
+
+
 def test_searching_again_and_again_adds_nothing_to_the_view(tmp_path):
     """A long-lived process (the resident process, the dashboard) searches the same view:
     each search reads the rows written since, and adds a part only when there are some."""
