@@ -16,7 +16,10 @@ order swapped every round so neither gains from a warm cache:
 Each side's resident is started (and answering) before the first round.
 Prints each side's median with p10-p90 and the ratio now / before (below 1: faster now).
 With --projector it then runs each revision's own projector bench on fresh servers
-(PostgreSQL, Neo4j, Kafka) and prints their rates, each beside its floor.
+(PostgreSQL, Neo4j, Kafka) and prints their rates, each beside its floor. A revision whose
+projector repairs the stores when it starts (issue 23) leaves that repair out of its rate
+and prints its seconds on the same line: it is paid once per start, over the tickets of
+the repair window, whatever the events.
 
     .venv/bin/python -m bench.versus [--before ca53b0f] [--after HEAD] [--repeat 15] [--sessions 100] [--projector]
 """

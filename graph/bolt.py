@@ -136,16 +136,10 @@ UNWIND $tickets AS ticket
 MATCH (t:Task {task_id: ticket.task_id})
 UNWIND ticket.leases AS l
 """ + _MERGE_LEASE
-# _EXTEND_LEASES for a batch, before its leases are merged (as SET_STATUS does).
-EXTEND_LEASES_OF_MANY = """
-UNWIND $tickets AS ticket
-MATCH (t:Task {task_id: ticket.task_id})-[:HOLDS]->(lease)
-WHERE NOT lease.released AND lease.ends < ticket.at_seconds + lease.ttl_seconds
-SET lease.ends = ticket.at_seconds + lease.ttl_seconds
-"""
-
-# The batch form of a ticket's status, session and touches: one statement for a batch of
-# tickets (a ticket without files ends at its UNWIND, after its status and session).
+# The batch form of a ticket's status, session, touches and the end of the leases it holds
+# (_EXTEND_LEASES, as SET_STATUS does; its leases are merged after): one statement for a
+# batch of tickets, so a batch without leases costs no round trip for them (a ticket
+# without files ends at its UNWIND, after its status, session and leases).
 RECORD_TICKETS = """
 UNWIND $tickets AS ticket
 MERGE (t:Task {task_id: ticket.task_id})
@@ -154,6 +148,10 @@ FOREACH (session_id IN CASE WHEN ticket.session_id IS NULL THEN [] ELSE [ticket.
     MERGE (s:Session {session_id: session_id})
     MERGE (s)-[:WORKS_ON]->(t))
 WITH t, ticket
+OPTIONAL MATCH (t)-[:HOLDS]->(lease)
+WHERE NOT lease.released AND lease.ends < ticket.at_seconds + lease.ttl_seconds
+SET lease.ends = ticket.at_seconds + lease.ttl_seconds
+WITH DISTINCT t, ticket
 UNWIND ticket.files AS f
 MERGE (file:File {key: f[0]})
 ON CREATE SET file.repo = f[1], file.path = f[2]
@@ -429,8 +427,9 @@ class BoltConflictGraph(ConflictGraph):
         self._call(work, write=True)
 
     def record_many(self, records: Sequence[TicketRecord]) -> None:
-        """One transaction of one statement (two with dependencies), in ticket and file
-        order (so two writers of the same tickets take their locks in the same order)."""
+        """One transaction of one statement (and one more each for dependencies and for
+        leases, when the batch has any), in ticket and file order (so two writers of the
+        same tickets take their locks in the same order)."""
         if not records:
             return
         ordered = sorted(records, key=lambda r: r.task_id)
@@ -444,8 +443,6 @@ class BoltConflictGraph(ConflictGraph):
             tx.run(RECORD_TICKETS, tickets=tickets).consume()
             if any(t["depends_on"] for t in tickets):
                 tx.run(ADD_DEPENDENCIES_OF_MANY, tickets=[t for t in tickets if t["depends_on"]]).consume()
-            tx.run(EXTEND_LEASES_OF_MANY, tickets=[{"task_id": t["task_id"], "at_seconds": t["at_seconds"]}
-                                                  for t in tickets]).consume()
             if any(t["leases"] for t in tickets):
                 tx.run(ADD_LEASES_OF_MANY, tickets=[t for t in tickets if t["leases"]]).consume()
 

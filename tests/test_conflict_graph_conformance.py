@@ -351,6 +351,27 @@ def test_a_renewal_moves_the_leases_not_released_forward_only(graph):
         later + timedelta(minutes=10)), "a project renews its own"
 
 
+def test_a_batch_write_lasts_each_tickets_leases_as_its_writes_one_by_one_do(graph):
+    """record_many, as record does for each ticket: the leases a ticket of the batch holds
+    unreleased last their TTL from the ticket's time, whether the batch names them or not
+    and whether the ticket brings files or none; a released lease keeps its end, and a
+    ticket without leases gets none."""
+    from baton.graph.base import TicketRecord
+
+    ten = timedelta(minutes=10)
+    graph.record("T-1", "active", [A], T0, leases=[_lease("L-1", "src/**", T0 + ten)])
+    graph.record("T-2", "active", [B], T0, leases=[_lease("L-2", "docs/*.md", T0 + ten, exclusive=False),
+                                                 _lease("L-3", "lib/**", T0 + ten, released=True)])
+    later = T0 + timedelta(hours=1)
+    graph.record_many([TicketRecord("T-1", "active", [], later), TicketRecord("T-2", "active", [A, B], later),
+                       TicketRecord("T-3", "active", [A], later)])
+    held = graph.leases(["T-1", "T-2", "T-3"]).value
+    assert {lease.lease_id: (lease.ends, lease.released) for leases in held.values() for lease in leases} == {
+        "L-1": (later + ten, False), "L-2": (later + ten, False), "L-3": (T0 + ten, True)}
+    assert "T-3" not in held
+    assert graph.shared_files("T-3").value == {"T-1": [A], "T-2": [A]}, "its touches are written as before"
+
+
 def test_touchers_under_a_path_start_are_the_active_tickets_there(graph):
     """What a lease may cover: the active tickets' touches of a repository's files under
     a path's start; a project's view sees its own tickets only."""

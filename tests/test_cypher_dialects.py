@@ -44,7 +44,7 @@ def test_dialect_from_the_server_agent(agent, dialect):
 @pytest.mark.parametrize("name", ["SET_STATUS", "ACTIVATE", "ADD_TOUCHES", "ADD_SESSION", "ADD_DEPENDENCIES",
                                   "SHARED_FILES", "SHARED_FILES_OF_FIRST", "PAIRS_AMONG", "SUMMARIES_PAGE",
                                   "SUMMARIES_OF", "RECORD_TICKETS", "ADD_DEPENDENCIES_OF_MANY",
-                                  "SHARED_FILES_OF_MANY", "ADD_LEASES", "ADD_LEASES_OF_MANY", "EXTEND_LEASES_OF_MANY",
+                                  "SHARED_FILES_OF_MANY", "ADD_LEASES", "ADD_LEASES_OF_MANY",
                                   "LEASES", "UNDER", "FORGET_TASKS"])
 def test_statements_take_input_only_as_parameters_and_avoid_non_portable_cypher(name):
     text = getattr(bolt, name)

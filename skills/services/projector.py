@@ -62,6 +62,7 @@ def log_line(message: str) -> None:
 class ProjectorReport:
     events: int = 0
     batches: int = 0
+    repair_seconds: float = 0.0  # the repair at start: once per start, whatever the batches
     warnings: list[str] = field(default_factory=list)
 
 
@@ -100,7 +101,9 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
     # if it cannot, the first batch's delivery of its signals asks again, and logs why.
     with contextlib.suppress(StoreUnavailable):
         stores.signals.prepare()
+    started = time.monotonic()
     _repair(stores, log)
+    report.repair_seconds = time.monotonic() - started
     while True:
         stores.budget.renew()  # each reading of the log asks Kafka afresh
         try:
