@@ -181,7 +181,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
         # optimisation that a full disk or a busy lock may postpone (readers search the newer
         # rows beside the index; the keywords are refilled from the store when short).
         with suppress(StoreUnavailable):
-            self._keywords.add(records)
+            self._keywords.add(records, keyed=[(row[0], row[3]) for row in rows])
         with suppress(OSError, StoreUnavailable, sqlite3.Error):
             self._extend_index()
 

@@ -90,11 +90,15 @@ class KeywordIndex:
         self.path = folder / FILE
         self._db = SqliteFile(self.path, MIGRATIONS, timeout=timeout)
 
-    def add(self, records: Iterable[DecisionRecord]) -> int:
-        """Index records not indexed yet (by point id); returns how many were new.
-        Raises StoreUnavailable."""
-        rows = [(str(record.point_id), record.project, record.task_id, record.model_dump_json(), keyword_text(record))
-                for record in records]
+    def add(self, records: Iterable[DecisionRecord], *, keyed: Sequence[tuple[str, str]] | None = None) -> int:
+        """Index records not indexed yet (by point id); returns how many were new. keyed:
+        each record's point id and payload, when the caller has them (the vector store
+        computed both for the same batch). Raises StoreUnavailable."""
+        listed = list(records)
+        if keyed is None:
+            keyed = [(str(record.point_id), record.model_dump_json()) for record in listed]
+        rows = [(point_id, record.project, record.task_id, payload, keyword_text(record))
+                for record, (point_id, payload) in zip(listed, keyed, strict=True)]
         with self._db.writing(STORE) as conn:
             # A new row's id is above every id the table held: the words of those rows alone
             # go into FTS5, one statement for the batch.
