@@ -376,8 +376,8 @@ def manifest_store_id(folder: Path) -> str:
 def read_view(folder: Path, store_id: str, dims: int, *, populate: bool = True) -> View:
     """Map the segments the manifest lists; raises Stale if anything does not check out.
     populate: map every page now, as a searcher wants; a writer, which reads only the
-    segments it merges, maps them lazily (at a million rows populating costs more than the
-    rows it adds)."""
+    segments it merges, maps them lazily (populating 1.5 GB for each batch of 2,000 rows
+    it adds would fault in pages it never reads)."""
     stamp = manifest_stamp(folder)
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
@@ -454,7 +454,7 @@ def write_segment(folder: Path, rows: Rows, store_id: str, dims: int) -> Segment
              np.ascontiguousarray(rows.projects, "<u8"), np.ascontiguousarray(rows.vectors, "<f4")]
     if rows.lists:
         parts += [np.ascontiguousarray(rows.centroids, "<f4"), np.ascontiguousarray(rows.offsets, "<i8")]
-    body = [memoryview(part).cast("B") for part in parts if part.size]
+    body = [part.data.cast("B") for part in parts if part.size]
     crc = 0
     for chunk in body:
         crc = zlib.crc32(chunk, crc)
