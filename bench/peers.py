@@ -367,6 +367,24 @@ def bench_recall(root: Path, decisions: int, queries: int, repeat: int, batch: i
                 rows)
     print("  warm: one filtered top-5 query, in process, opened before; cold: a fresh process importing, opening "
           "and searching once (wall clock; in-process: from the import of the library to the first answer)")
+    if "baton" in builds:
+        print(baton_against_peers(builds, sizes, data / "baton"))
+
+
+def baton_against_peers(builds: dict[str, float], sizes: dict[str, int], folder: Path) -> str:
+    """Baton's build time over the fastest peer's and its bytes on disk over the vectors'
+    own (issue 28's targets: within 3x and 1.3x), and where Baton's bytes are."""
+    peers = {key: took for key, took in builds.items() if key != "baton"}
+    fastest = min(peers, key=peers.__getitem__) if peers else None
+    against = (f"{ratio(builds['baton'], peers[fastest])} {ENGINES[fastest].name}'s {peers[fastest]:.1f} s"
+               if fastest else "no peer built")
+    parts = {"vector store": sum(disk_bytes(p) for p in folder.glob("vectors.db*")),
+             "keywords": sum(disk_bytes(p) for p in folder.glob("keywords.db*")),
+             "segment index": disk_bytes(folder / "index") if (folder / "index").exists() else 0}
+    held = ", ".join(f"{name} {size / 1e6:,.0f} MB" for name, size in parts.items())
+    return (f"  Baton: built in {builds['baton']:.1f} s, {against} (target 3x); on disk "
+            f"{sizes['baton'] / 1e6:,.0f} MB, {ratio(sizes['baton'], sizes['exact'])} the vectors' own "
+            f"{sizes['exact'] / 1e6:,.0f} MB (target 1.3x): {held}")
 
 
 # State lookup -----------------------------------------------------------------------------

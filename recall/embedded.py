@@ -169,20 +169,19 @@ class EmbeddedDecisionIndex(DecisionIndex):
         matrix = _vectors_of(records, vectors)
         with self._guarded():
             conn = self._conn()
+            rows = [(str(record.point_id), record.project, record.task_id, record.model_dump_json(), vector.tobytes(),
+                     RECIPE) for record, vector in zip(records, matrix.astype("<f4", copy=False), strict=True)]
             with write_transaction(conn):
-                added = 0
-                for record, vector in zip(records, matrix, strict=True):
-                    added += conn.execute(
-                        "INSERT OR IGNORE INTO vectors (point_id, project, task_id, payload, vector, recipe) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        (str(record.point_id), record.project, record.task_id, record.model_dump_json(),
-                         vector.astype("<f4").tobytes(), RECIPE)).rowcount
+                # rowcount of executemany: the rows inserted, those already stored ignored.
+                added = conn.executemany(
+                    "INSERT OR IGNORE INTO vectors (point_id, project, task_id, payload, vector, recipe) "
+                    "VALUES (?, ?, ?, ?, ?, ?)", rows).rowcount
                 conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'count'", (added,))
         # The vectors are kept; bringing the search index and the keywords along is an
         # optimisation that a full disk or a busy lock may postpone (readers search the newer
         # rows beside the index; the keywords are refilled from the store when short).
         with suppress(StoreUnavailable):
-            self._keywords.add(records)
+            self._keywords.add(records, keyed=[(row[0], row[3]) for row in rows])
         with suppress(OSError, StoreUnavailable, sqlite3.Error):
             self._extend_index()
 
@@ -465,37 +464,40 @@ class EmbeddedDecisionIndex(DecisionIndex):
     def _extend_index(self) -> None:
         """Write the rows the index lacks as a new segment; merge the newest segments while
         the newest is at least a quarter of the one before (a few segments, each row
-        rewritten a logarithmic number of times); give lists to a segment big enough."""
+        rewritten a logarithmic number of times); give lists to a segment big enough. Only
+        the segments that result are written: a merge that cascades writes one file."""
         with self._guarded(), self._locked(wait=True):
             store_id, count, _ = self._state()
             self._view = None  # another writer may have changed the index since we looked
             try:
-                base = segments.read_view(self.index_dir, store_id, DIMENSIONS)
+                base = segments.read_view(self.index_dir, store_id, DIMENSIONS, populate=False)
             except segments.Stale:
                 base = segments.View(store_id, 0, [], None)
-            entries = segments.read_entries(self.index_dir) if base.parts else []
+            entries: list[segments.SegmentEntry | None] = list(segments.read_entries(self.index_dir)) \
+                if base.parts else []
             delta = self._rows_after(base.last_seq)
             if base.count + len(delta) != count:
                 entries, parts = [], []
                 delta = self._rows_after(0)
             else:
                 parts = list(base.parts)
-            changed = False
             if len(delta):
-                entries.append(segments.write_segment(self.index_dir, delta, store_id, DIMENSIONS))
+                entries.append(None)
                 parts.append(delta)
-                changed = True
-            while len(entries) >= 2 and entries[-1].count * 4 >= entries[-2].count:
-                merged = _merged(parts[-2], parts[-1])
-                entries[-2:] = [segments.write_segment(self.index_dir, merged, store_id, DIMENSIONS)]
-                parts[-2:] = [merged]
+            first = len(parts) - 1
+            while first >= 1 and sum(len(part) for part in parts[first:]) * 4 >= len(parts[first - 1]):
+                first -= 1
+            if first < len(parts) - 1:
+                parts[first:] = [_merged(parts[first:])]
+                entries[first:] = [None]
             for i, part in enumerate(parts):
                 if not part.lists and len(part) >= segments.IVF_MIN_ROWS:
                     parts[i] = part.with_lists(segments.train_centroids(part.vectors))
-                    entries[i] = segments.write_segment(self.index_dir, parts[i], store_id, DIMENSIONS)
-                    changed = True
-            if changed or not (self.index_dir / segments.MANIFEST).exists():
-                segments.write_manifest(self.index_dir, entries, store_id, DIMENSIONS)
+                    entries[i] = None
+            written = [entry or segments.write_segment(self.index_dir, part, store_id, DIMENSIONS)
+                       for entry, part in zip(entries, parts, strict=True)]
+            if written != entries or not (self.index_dir / segments.MANIFEST).exists():
+                segments.write_manifest(self.index_dir, written, store_id, DIMENSIONS)
 
     @contextmanager
     def _locked(self, *, wait: bool) -> Iterator[None]:
@@ -519,14 +521,16 @@ class EmbeddedDecisionIndex(DecisionIndex):
             os.close(handle)
 
 
-def _merged(older: segments.Rows, newer: segments.Rows) -> segments.Rows:
-    """Two neighbouring segments' rows as one; with lists once big enough, reusing the older
-    segment's centroids while they are enough for the size (training is the costly part)."""
-    rows = segments.Rows.concat([older, newer], DIMENSIONS)
+def _merged(parts: Sequence[segments.Rows]) -> segments.Rows:
+    """Neighbouring segments' rows as one; with lists once big enough, reusing the oldest
+    segment's centroids while they are enough for the size (training is the costly part),
+    its rows then keeping their lists."""
+    oldest, total = parts[0], sum(len(part) for part in parts)
+    if total >= segments.IVF_MIN_ROWS and oldest.centroids is not None and oldest.lists * oldest.lists * 2 >= total:
+        return oldest.extended(segments.Rows.concat(parts[1:], DIMENSIONS))
+    rows = segments.Rows.concat(parts, DIMENSIONS)
     if len(rows) < segments.IVF_MIN_ROWS:
         return rows
-    if older.centroids is not None and older.lists * older.lists * 2 >= len(rows):
-        return rows.with_lists(older.centroids)
     return rows.with_lists(segments.train_centroids(rows.vectors))
 
 

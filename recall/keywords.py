@@ -90,20 +90,23 @@ class KeywordIndex:
         self.path = folder / FILE
         self._db = SqliteFile(self.path, MIGRATIONS, timeout=timeout)
 
-    def add(self, records: Iterable[DecisionRecord]) -> int:
-        """Index records not indexed yet (by point id); returns how many were new.
-        Raises StoreUnavailable."""
-        added = 0
+    def add(self, records: Iterable[DecisionRecord], *, keyed: Sequence[tuple[str, str]] | None = None) -> int:
+        """Index records not indexed yet (by point id); returns how many were new. keyed:
+        each record's point id and payload, when the caller has them (the vector store
+        computed both for the same batch). Raises StoreUnavailable."""
+        listed = list(records)
+        if keyed is None:
+            keyed = [(str(record.point_id), record.model_dump_json()) for record in listed]
+        rows = [(point_id, record.project, record.task_id, payload, keyword_text(record))
+                for record, (point_id, payload) in zip(listed, keyed, strict=True)]
         with self._db.writing(STORE) as conn:
-            for record in records:
-                body = keyword_text(record)
-                cursor = conn.execute(
-                    "INSERT OR IGNORE INTO docs (point_id, project, task_id, payload, body) VALUES (?, ?, ?, ?, ?)",
-                    (str(record.point_id), record.project, record.task_id, record.model_dump_json(), body))
-                if cursor.rowcount:
-                    conn.execute("INSERT INTO terms (rowid, body) VALUES (?, ?)", (cursor.lastrowid, body))
-                    added += 1
-        return added
+            # A new row's id is above every id the table held: the words of those rows alone
+            # go into FTS5, one statement for the batch.
+            before = conn.execute("SELECT coalesce(max(id), 0) FROM docs").fetchone()[0]
+            conn.executemany(
+                "INSERT OR IGNORE INTO docs (point_id, project, task_id, payload, body) VALUES (?, ?, ?, ?, ?)", rows)
+            return conn.execute("INSERT INTO terms (rowid, body) SELECT id, body FROM docs WHERE id > ?",
+                                (before,)).rowcount
 
     def delete_tasks(self, project: str, task_ids: Sequence[str]) -> int:
         if not task_ids or not self.path.exists():

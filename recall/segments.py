@@ -161,8 +161,7 @@ class Rows:
 
     def with_lists(self, centroids: np.ndarray) -> Rows:
         """These rows grouped into the lists of the nearest of centroids."""
-        assignment = np.concatenate([np.argmax(self.vectors[start:start + 20_000] @ centroids.T, axis=1)
-                                     for start in range(0, len(self), 20_000)]) if len(self) else np.zeros(0, np.int64)
+        assignment = nearest_lists(self.vectors, centroids)
         # Within a list, a project's rows are contiguous (ordered by project key): a search
         # of one project scores its span of each list, as Qdrant keeps a tenant's points together.
         order = np.lexsort((self.projects, assignment))
@@ -170,6 +169,36 @@ class Rows:
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         return Rows(self.seqs[order], self.keys[order], self.projects[order], np.ascontiguousarray(self.vectors[order]),
                     np.ascontiguousarray(centroids, np.float32), offsets)
+
+    def extended(self, newer: Rows) -> Rows:
+        """These rows (with lists) and newer's (all of higher sequence numbers) as one, in
+        these lists: only newer's rows are assigned, and each goes after this segment's rows
+        of its list and project, so the result is what with_lists gives for the rows of both
+        (a merge into a big segment costs its newer rows' products, not all of them again)."""
+        centroids, offsets = self.centroids, self.offsets
+        if centroids is None or offsets is None:
+            raise ValueError("only rows with lists are extended")
+        newer = newer.in_sequence()
+        added = nearest_lists(newer.vectors, centroids)
+        # (list, project) as one sortable number: the projects ranked among both sets' keys.
+        known = np.unique(np.concatenate([np.unique(self.projects), newer.projects]))
+        held = np.repeat(np.arange(len(centroids), dtype=np.int64), np.diff(offsets)) * len(known) \
+            + np.searchsorted(known, self.projects)
+        wanted = added.astype(np.int64) * len(known) + np.searchsorted(known, newer.projects)
+        order = np.argsort(wanted, kind="stable")  # newer is in sequence: a group keeps that order
+        at = np.searchsorted(held, wanted[order], side="right")
+        counts = np.diff(offsets) + np.bincount(added, minlength=len(centroids))
+        return Rows(np.insert(self.seqs, at, newer.seqs[order]), np.insert(self.keys, at, newer.keys[order]),
+                    np.insert(self.projects, at, newer.projects[order]),
+                    np.insert(self.vectors, at, newer.vectors[order], axis=0), centroids,
+                    np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+
+    def in_sequence(self) -> Rows:
+        """These rows ordered by sequence number, without lists."""
+        if self.centroids is None and (len(self) < 2 or bool((np.diff(self.seqs) > 0).all())):
+            return self
+        order = np.argsort(self.seqs, kind="stable")
+        return Rows(self.seqs[order], self.keys[order], self.projects[order], self.vectors[order])
 
     def probes(self) -> int:
         """How many lists a query scores: about a sixteenth of the rows, at least 16 lists."""
@@ -215,6 +244,14 @@ class Rows:
         if size <= GATHER_SHARE * len(self):
             return Scope(size, chosen=np.flatnonzero(mine))
         return Scope(size, mask=mine)
+
+
+def nearest_lists(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    """The list (index of the nearest of centroids) of each vector, in BLAS blocks."""
+    if not len(vectors):
+        return np.zeros(0, np.int64)
+    return np.concatenate([np.argmax(vectors[start:start + 20_000] @ centroids.T, axis=1)
+                           for start in range(0, len(vectors), 20_000)])
 
 
 def train_centroids(vectors: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -394,8 +431,11 @@ def manifest_store_id(folder: Path) -> str:
         raise Stale(f"unreadable manifest ({exc})") from None
 
 
-def read_view(folder: Path, store_id: str, dims: int) -> View:
-    """Map the segments the manifest lists; raises Stale if anything does not check out."""
+def read_view(folder: Path, store_id: str, dims: int, *, populate: bool = True) -> View:
+    """Map the segments the manifest lists; raises Stale if anything does not check out.
+    populate: map every page now, as a searcher wants; a writer, which reads only the
+    segments it merges, maps them lazily (populating 1.5 GB for each batch of 2,000 rows
+    it adds would fault in pages it never reads)."""
     stamp = manifest_stamp(folder)
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
@@ -410,7 +450,7 @@ def read_view(folder: Path, store_id: str, dims: int) -> View:
     for entry in entries:
         if entry.first_seq <= last or entry.last_seq < entry.first_seq:
             raise Stale("segments overlap or are out of order")
-        parts.append(_map_segment(folder / entry.name, entry, store_id, dims))
+        parts.append(_map_segment(folder / entry.name, entry, store_id, dims, populate))
         last = entry.last_seq
     return View(store_id, last, parts, stamp)
 
@@ -419,7 +459,7 @@ def segment_size(count: int, lists: int, dims: int) -> int:
     return HEADER_SIZE + count * (24 + 4 * dims) + (lists * 4 * dims + (lists + 1) * 8 if lists else 0)
 
 
-def _map_segment(path: Path, entry: SegmentEntry, store_id: str, dims: int) -> Rows:
+def _map_segment(path: Path, entry: SegmentEntry, store_id: str, dims: int, populate: bool) -> Rows:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
@@ -431,7 +471,7 @@ def _map_segment(path: Path, entry: SegmentEntry, store_id: str, dims: int) -> R
         if not entry.count:
             return Rows.empty(dims)
         # MAP_POPULATE: one call maps every page instead of a fault per page on first search.
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
         mapped = mmap.mmap(fd, entry.size, flags=flags, prot=mmap.PROT_READ)
     finally:
         os.close(fd)
@@ -465,19 +505,21 @@ def _map_segment(path: Path, entry: SegmentEntry, store_id: str, dims: int) -> R
 
 
 def write_segment(folder: Path, rows: Rows, store_id: str, dims: int) -> SegmentEntry:
-    """Write rows as a new segment file, synced; returns its manifest entry."""
+    """Write rows as a new segment file, synced; returns its manifest entry. The arrays are
+    checksummed and written as they lie in memory (a segment of a million rows is 1.5 GB)."""
     first, last = int(rows.seqs.min()), int(rows.seqs.max())
-    parts = [np.ascontiguousarray(rows.seqs, "<i8").tobytes(), np.ascontiguousarray(rows.keys, "<u8").tobytes(),
-             np.ascontiguousarray(rows.projects, "<u8").tobytes(), np.ascontiguousarray(rows.vectors, "<f4").tobytes()]
+    parts = [np.ascontiguousarray(rows.seqs, "<i8"), np.ascontiguousarray(rows.keys, "<u8"),
+             np.ascontiguousarray(rows.projects, "<u8"), np.ascontiguousarray(rows.vectors, "<f4")]
     if rows.lists:
-        parts += [np.ascontiguousarray(rows.centroids, "<f4").tobytes(),
-                  np.ascontiguousarray(rows.offsets, "<i8").tobytes()]
-    body = b"".join(parts)
-    crc = zlib.crc32(body)
+        parts += [np.ascontiguousarray(rows.centroids, "<f4"), np.ascontiguousarray(rows.offsets, "<i8")]
+    body = [part.data.cast("B") for part in parts if part.size]
+    crc = 0
+    for chunk in body:
+        crc = zlib.crc32(chunk, crc)
     header = _HEADER.pack(MAGIC, FORMAT, dims, len(rows), first, last, uuid.UUID(store_id).bytes, crc, rows.lists)
     name = f"seg-{first:012d}-{last:012d}-{uuid.uuid4().hex[:8]}.vec"
     path = folder / name
-    _write_synced(path, header.ljust(HEADER_SIZE, b"\0") + body)
+    _write_synced(path, header.ljust(HEADER_SIZE, b"\0"), *body)
     st = path.stat()
     return SegmentEntry(name, len(rows), first, last, crc, st.st_size, st.st_mtime_ns, rows.lists)
 
@@ -500,12 +542,13 @@ def write_manifest(folder: Path, entries: Sequence[SegmentEntry], store_id: str,
             path.unlink(missing_ok=True)
 
 
-def _write_synced(path: Path, data: bytes) -> None:
+def _write_synced(path: Path, *pieces: bytes | memoryview) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        for piece in pieces:
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(fd, view):]
         os.fsync(fd)
     except BaseException:
         os.close(fd)

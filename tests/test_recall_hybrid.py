@@ -206,3 +206,19 @@ def test_a_text_longer_than_the_model_window_is_counted_as_chunked(encoder, tmp_
     assert tasks(index.search_keywords("word399", project=P, limit=5, exclude_task_id=None)) == ["L"], \
         "its last words are found by the keyword leg"
     index.close()
+
+
+def test_a_batch_with_decisions_already_indexed_adds_the_words_of_the_new_ones_once(tmp_path):
+    """A batch's words go into FTS5 in one statement, for the rows it inserted: a decision
+    added again is neither counted nor indexed twice, and one removed before leaves its id
+    to no other decision's words."""
+    from baton.recall import keywords
+
+    index = keywords.KeywordIndex(tmp_path / "recall", timeout=2)
+    assert index.add([record("A", "Cache carts in Redis"), record("B", "Cache prices in memory")]) == 2
+    assert index.delete_tasks(P, ["B"]) == 1
+    assert index.add([record("A", "Cache carts in Redis"), record("C", "Cache totals in Redis")]) == 1
+    assert sorted(tasks(index.search("cache", project=P, limit=5, exclude_task_id=None))) == ["A", "C"]
+    assert tasks(index.search("prices", project=P, limit=5, exclude_task_id=None)) == []
+    assert index.count() == 2
+    index.close()

@@ -516,3 +516,42 @@ def test_searching_again_and_again_adds_nothing_to_the_view(tmp_path):
     for _ in range(20):
         index.search([query], project=P, limit=5, exclude_task_id=None)
     assert len(index._view.parts) == parts
+
+
+def test_a_merge_into_a_segment_with_lists_assigns_only_the_newer_rows():
+    """Extending a segment's lists gives what grouping the rows of both from scratch gives
+    (the same lists, each list's rows by project, then in sequence), with only the newer
+    rows' products computed: the older rows keep their lists."""
+    plain, _, _ = project_rows(9000, seed=2)
+    older = segments.Rows(plain.seqs[:6000], plain.keys[:6000], plain.projects[:6000],
+                          plain.vectors[:6000]).with_lists(segments.train_centroids(plain.vectors[:6000]))
+    tail = segments.Rows(plain.seqs[6000:], plain.keys[6000:], plain.projects[6000:], plain.vectors[6000:])
+    # The newer rows as a segment of their own lists (another order than their sequence).
+    newer = tail.with_lists(segments.train_centroids(tail.vectors, seed=1))
+    expected = plain.with_lists(older.centroids)
+    extended = older.extended(newer)
+    for field in ("seqs", "keys", "projects", "vectors", "centroids", "offsets"):
+        assert np.array_equal(getattr(extended, field), getattr(expected, field)), field
+    assert set(extended.seqs[extended.seqs > 6000].tolist()) == set(range(6001, 9001))
+
+
+def test_an_upsert_writes_at_most_one_segment_file(tmp_path, monkeypatch):
+    """A merge that cascades through several segments writes the segment it ends with, not
+    each step's (a row is rewritten fewer times); what is found stays exact."""
+    monkeypatch.setattr(segments, "IVF_MIN_ROWS", 1000)
+    written: list[int] = []
+    write_segment = segments.write_segment
+    monkeypatch.setattr(segments, "write_segment", lambda *a: written.append(len(a[1])) or write_segment(*a))
+    index = EmbeddedDecisionIndex(tmp_path, timeout=5)
+    vectors = unit_rows(4000, seed=6)
+    for start in range(0, 4000, 250):
+        before = len(written)
+        index.upsert([record(f"T-{i % 20}", f"decision {i}") for i in range(start, start + 250)],
+                     vectors[start:start + 250])
+        assert len(written) - before == 1, written[before:]
+    entries = segments.read_entries(tmp_path / "index")
+    assert sum(e.count for e in entries) == 4000 and any(e.lists for e in entries)
+    query = unit_rows(1, seed=98)[0]
+    assert texts(EmbeddedDecisionIndex(tmp_path, timeout=5).search([query], project=P, limit=5,
+                                                                    exclude_task_id="T-3")) == \
+        exact_top(tmp_path, query, exclude="T-3")
