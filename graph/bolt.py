@@ -75,6 +75,13 @@ WHERE NOT lease.released AND lease.ends < $at + lease.ttl_seconds
 SET lease.ends = $at + lease.ttl_seconds
 """
 
+# The same for a write that reaches the graph only to renew a ticket's leases (renew_leases).
+RENEW_LEASES = """
+MATCH (t:Task {task_id: $task_id})-[:HOLDS]->(lease)
+WHERE NOT lease.released AND lease.ends < $at + lease.ttl_seconds
+SET lease.ends = $at + lease.ttl_seconds
+"""
+
 SET_STATUS = """
 MERGE (t:Task {task_id: $task_id})
 SET t.status = $status
@@ -457,8 +464,7 @@ class BoltConflictGraph(ConflictGraph):
         return self._call(work, write=True) == "active"
 
     def renew_leases(self, task_id: str, at: datetime) -> None:
-        self._call(lambda tx: tx.run(EXTEND_LEASES_OF_MANY, tickets=[
-            {"task_id": task_id, "at_seconds": at.timestamp()}]).consume(), write=True)
+        self._call(lambda tx: tx.run(RENEW_LEASES, task_id=task_id, at=at.timestamp()).consume(), write=True)
 
     def forget(self, task_ids: Sequence[str]) -> None:
         if task_ids:
