@@ -77,10 +77,8 @@ SET lease.ends = $at + lease.ttl_seconds
 
 # The same for a write that reaches the graph only to renew a ticket's leases (renew_leases).
 RENEW_LEASES = """
-MATCH (t:Task {task_id: $task_id})-[:HOLDS]->(lease)
-WHERE NOT lease.released AND lease.ends < $at + lease.ttl_seconds
-SET lease.ends = $at + lease.ttl_seconds
-"""
+MATCH (t:Task {task_id: $task_id})
+""" + _EXTEND_LEASES
 
 SET_STATUS = """
 MERGE (t:Task {task_id: $task_id})

@@ -68,7 +68,6 @@ class Stores:
         self.settings = settings
         self.projection = projection
         self._project = settings.project or project
-        self._checked_project: str | None = None  # _project once check_project passed it
         self._siblings: dict[str, Stores] = {}
         self.skip_known_down = skip_known_down
         self.deliver_on_close = True
@@ -82,23 +81,22 @@ class Stores:
         self._queries: TicketQueries | None = None
         self._indexer: Indexer | None = None
 
-    @property
+    @cached_property
     def project(self) -> str:
         """The project every store of this object reads and writes (checked once: the
         projector asks for each event it applies)."""
-        if self._checked_project is None:
-            if self._project is None:
-                import os
-                from pathlib import Path
+        project = self._project
+        if project is None:
+            import os
+            from pathlib import Path
 
-                from baton.files import WorktreeLocator
+            from baton.files import WorktreeLocator
 
-                worktree = WorktreeLocator().locate(Path.cwd())
-                self._project = worktree.repo if worktree else os.path.realpath(Path.cwd())
-            from baton.projects import check_project
+            worktree = WorktreeLocator().locate(Path.cwd())
+            project = worktree.repo if worktree else os.path.realpath(Path.cwd())
+        from baton.projects import check_project
 
-            self._checked_project = check_project(self._project)
-        return self._checked_project
+        return check_project(project)
 
     def for_project(self, project: str) -> Stores:
         """The stores of another project, sharing this command's settings and budget (what
