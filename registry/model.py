@@ -223,12 +223,9 @@ class ActivityRecorded(_Event):
 Hex = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{7,64}$")]
 
 
-class CheckpointTaken(_Event):
-    """A checkpoint of the worktree was taken (baton.skills.core.checkpoints holds its
-    content under refs/baton/checkpoints/<id>); this is its record in the registry."""
+class _CheckpointTerms(_Record):
+    """What a checkpoint is, as its event states it and the projection's record keeps it."""
 
-    type: Literal["checkpoint_taken"] = "checkpoint_taken"
-    checkpoint_id: Hex
     boundary: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     label: str | None = None
     base: Hex | None = None
@@ -242,6 +239,14 @@ class CheckpointTaken(_Event):
     # Where it can be fetched from: the identity of the git remote it was pushed to
     # (baton.files.normalise_remote, no credentials); None: held only where it was taken.
     remote: str | None = None
+
+
+class CheckpointTaken(_CheckpointTerms, _Event):
+    """A checkpoint of the worktree was taken (baton.skills.core.checkpoints holds its
+    content under refs/baton/checkpoints/<id>); this is its record in the registry."""
+
+    type: Literal["checkpoint_taken"] = "checkpoint_taken"
+    checkpoint_id: Hex
 
 
 RunKind = Literal["bind", "reopen", "restore", "fork", "fresh", "takeover"]
@@ -261,16 +266,9 @@ class RunStarted(_Event):
     environment: Hex | None = None
 
 
-class TakenOver(_Event):
-    """A bind with --take-over moved the ticket from the runs of the superseded sessions, which
-    another worktree (or machine) held, to this event's session and run: the ticket's fencing
-    token is now `token` (its first holder's is 1, each take-over adds one). Every write
-    carries its session, so the projection knows each write's token: a superseded session's
-    write stamped at or after the take-over is kept as that run's late write and moves none of
-    the ticket's state (baton.registry.apply). Its id derives from the ticket and the token,
-    so a token is granted once: of two take-overs racing for it, the first stored wins."""
+class _TakeoverTerms(_Record):
+    """What a take-over grants, as its event states it and the projection's entry keeps it."""
 
-    type: Literal["taken_over"] = "taken_over"
     token: int = Field(ge=2)
     superseded: Annotated[list[SessionId], Field(min_length=1)]
     superseded_run: str | None = None  # the run current before, whose late writes are its own
@@ -280,13 +278,21 @@ class TakenOver(_Event):
     from_worktree_path: str | None = None
 
 
-class LeaseGranted(_Event):
-    """The ticket holds PATTERN (a gitignore pattern, relative to the repository's root) in
-    repo: exclusive, or shared. The event's id is the lease's. It lasts while the ticket is
-    active: until ttl_seconds plus the grace after the ticket's last activity (so every
-    event of the ticket, a hook's touch or end of turn, renews it), or its release."""
+class TakenOver(_TakeoverTerms, _Event):
+    """A bind with --take-over moved the ticket from the runs of the superseded sessions, which
+    another worktree (or machine) held, to this event's session and run: the ticket's fencing
+    token is now `token` (its first holder's is 1, each take-over adds one). Every write
+    carries its session, so the projection knows each write's token: a superseded session's
+    write stamped at or after the take-over is kept as that run's late write and moves none of
+    the ticket's state (baton.registry.apply). Its id derives from the ticket and the token,
+    so a token is granted once: of two take-overs racing for it, the first stored wins."""
 
-    type: Literal["lease_granted"] = "lease_granted"
+    type: Literal["taken_over"] = "taken_over"
+
+
+class _LeaseTerms(_Record):
+    """What a lease grants, as its event states it and the projection's entry keeps it."""
+
     repo: str
     pattern: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
     exclusive: bool = False
@@ -295,7 +301,25 @@ class LeaseGranted(_Event):
     agent: str | None = None
 
 
-class LeaseReleased(_Event):
+class LeaseGranted(_LeaseTerms, _Event):
+    """The ticket holds PATTERN (a gitignore pattern, relative to the repository's root) in
+    repo: exclusive, or shared. The event's id is the lease's. It lasts while the ticket is
+    active: until ttl_seconds plus the grace after the ticket's last activity (so every
+    event of the ticket, a hook's touch or end of turn, renews it), or its release."""
+
+    type: Literal["lease_granted"] = "lease_granted"
+
+
+class _ReleaseTerms(_Record):
+    """How a lease ended, as its event states it and the projection's entry keeps it."""
+
+    released_at: AwareDatetime
+    forced: bool = False
+    by: str
+    reason: str | None = None
+
+
+class LeaseReleased(_ReleaseTerms, _Event):
     """A lease of this ticket ends: released by its holder, or forced by a lead (`baton
     release --force`), who and why recorded. Like DecisionSuperseded it carries the latest
     time of the ticket it ends (released_at is when), so a lead's release renews none of the
@@ -304,10 +328,6 @@ class LeaseReleased(_Event):
 
     type: Literal["lease_released"] = "lease_released"
     lease_id: UUID
-    released_at: AwareDatetime
-    forced: bool = False
-    by: str
-    reason: str | None = None
 
 
 class Rewrite(_Record):
@@ -385,37 +405,20 @@ class RunEntry(Entry):
     environment: str | None = None
 
 
-class LeaseEntry(Entry):
+# Each entry below keeps its event's terms; the terms' base comes first so that Entry's
+# fields come first in the entry.
+class LeaseEntry(_LeaseTerms, Entry):
     """A lease the ticket was granted; its text (the key) is the lease's id."""
 
-    repo: str
-    pattern: str
-    exclusive: bool
-    ttl_seconds: int
-    reason: str | None = None
-    agent: str | None = None
 
-
-class ReleaseEntry(Entry):
+class ReleaseEntry(_ReleaseTerms, Entry):
     """A lease's release; its text (the key) is the released lease's id, so the first is kept."""
 
-    released_at: datetime
-    forced: bool = False
-    by: str
-    reason: str | None = None
 
-
-class TakeoverEntry(Entry):
+class TakeoverEntry(_TakeoverTerms, Entry):
     """A take-over of the ticket; its text (the key) is its token, so a token is granted once."""
 
-    token: int
     holder: str  # the session that holds the ticket from then on
-    superseded: list[str]
-    superseded_run: str | None = None
-    run_id: str
-    repo: str
-    worktree_path: str
-    from_worktree_path: str | None = None
 
 
 class LateWrite(Entry):
@@ -428,22 +431,11 @@ class LateWrite(Entry):
     token: int  # the take-over that fenced it
 
 
-class CheckpointRecord(_Record):
+class CheckpointRecord(_CheckpointTerms):
     """The latest checkpoint taken for the ticket."""
 
     id: str
-    boundary: str
-    label: str | None = None
-    base: str | None = None
-    staged_tree: str
-    worktree_tree: str
-    artifacts_tree: str | None = None
-    environment: str | None = None
-    run_id: str | None = None
-    repo: str
-    worktree_path: str
     taken_at: datetime
-    remote: str | None = None  # the git remote it was pushed to (CheckpointTaken.remote)
 
     def public(self) -> dict:
         return {"id": self.id, "boundary": self.boundary, "label": self.label, "base": self.base,
@@ -515,16 +507,16 @@ class Session(_Record):
     files: dict[str, Touch] = {}
     depends_on: list[str] = []
     session_ids: list[str] = []
-    decisions: list[Entry] = []
-    completed_steps: list[Entry] = []
-    failures: list[Entry] = []
-    next_action: str | None = None
-    next_action_stamp: Stamp | None = None
     reopened_by: list[str] = []
     superseded_by: list[str] = []  # supersede_link strings: which decisions of other tickets replace this one's
     goal: str | None = None
     goal_inherited_from: str | None = None
     goal_stamp: Stamp | None = None
+    next_action: str | None = None
+    next_action_stamp: Stamp | None = None
+    decisions: list[Entry] = []
+    completed_steps: list[Entry] = []
+    failures: list[Entry] = []
     constraints: list[Entry] = []
     remaining_work: list[Entry] = []
     evidence: list[Entry] = []
