@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from baton import clock
 from baton.errors import StoreUnavailable
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from baton.registry.model import Event, SecretsRedacted, Session
 
 STORE = Store.SESSION_REGISTRY
+_T = TypeVar("_T")
 # Seconds a write or a read's catch-up waits for another process's write lock before the
 # write is queued (or the read folds what waits in memory): a hook's budget, not a command's.
 QUEUE_AFTER = 0.25
@@ -577,53 +578,39 @@ class SqliteSessionStore(SessionStore):
             return True
         return self._catch_up(conn)
 
+    def _stored_rows(self, ready: Callable[[sqlite3.Connection], bool], query: str, params: tuple[object, ...],
+                     rows_read: Callable[[list[Any]], list[_T]], sessions_read: Callable[[list[Session]], list[_T]],
+                     *, include_inactive: bool = False) -> Found[list[_T]] | Unavailable:
+        """What rows_read makes of query's rows of the stored projections' JSON, once ready
+        says they read as they are; else what sessions_read makes of the sessions projected
+        in memory."""
+        try:
+            with guarded(STORE, self.path):
+                conn = self._db.conn()
+                if not ready(conn):
+                    return Found(sessions_read(self._all_in_memory(conn, include_inactive=include_inactive)))
+                rows = conn.execute(query, params).fetchall()
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        try:
+            return Found(rows_read(rows))
+        except (ValueError, TypeError, KeyError) as exc:  # json.JSONDecodeError is a ValueError
+            return Unavailable(f"{self.path}: a stored session is unreadable: {type(exc).__name__}: {exc}")
+
     def session_outlines(self, *, include_inactive: bool = False) -> Found[list[SessionOutline]] | Unavailable:
         """From the stored projections' JSON (read by SQLite) and the unprojected events'
         times, so a thousand sessions cost neither pydantic nor their validation; an
         unprojected event that may change more than the last activity (or a queued one) is
         projected first."""
-        query = _OUTLINES if include_inactive else _ACTIVE_OUTLINES
-        try:
-            with guarded(STORE, self.path):
-                conn = self._db.conn()
-                if not self._readable_raw(conn):
-                    return Found([outline_of(s) for s in self._all_in_memory(conn, include_inactive=include_inactive)])
-                rows = conn.execute(query, (self.project,)).fetchall()
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        outlines = []
-        try:
-            for task_id, status, last_activity, pending_at, fields in rows:
-                (lifecycle, lifecycle_at, phase, repo, worktree_path, branch, agent, stage,
-                 next_stage) = json.loads(fields)
-                last = clock.parse(last_activity)
-                if pending_at is not None:
-                    last = max(last, clock.parse(pending_at))
-                    status = outline_status(lifecycle or status, lifecycle_at and clock.parse(lifecycle_at), last)
-                if include_inactive or status == "active":
-                    outlines.append(SessionOutline(task_id, status, phase or "planning", repo, worktree_path, branch,
-                                                   agent, last, _text(stage), _text(next_stage)))
-        except (ValueError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
-            return Unavailable(f"{self.path}: a stored session is unreadable: {type(exc).__name__}: {exc}")
-        outlines.sort(key=lambda o: o.task_id)
-        outlines.sort(key=lambda o: o.last_activity, reverse=True)
-        return Found(outlines)
+        return self._stored_rows(self._readable_raw, _OUTLINES if include_inactive else _ACTIVE_OUTLINES,
+                                 (self.project,), lambda rows: _outlines(rows, include_inactive=include_inactive),
+                                 lambda sessions: [outline_of(s) for s in sessions], include_inactive=include_inactive)
 
     def listed_sessions(self, *, include_inactive: bool = False) -> Found[list[ListedSession]] | Unavailable:
         """From the stored projections' JSON (read by SQLite): no pydantic, no validation."""
-        query = (_LISTED if include_inactive else _ACTIVE_LISTED) + _LISTED_ORDER
-        try:
-            with guarded(STORE, self.path):
-                conn = self._db.conn()
-                if not self._catch_up(conn):
-                    return Found([listed_of(s) for s in self._all_in_memory(conn, include_inactive=include_inactive)])
-                rows = conn.execute(query, (self.project,)).fetchall()
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        try:
-            return Found([_listed(*row) for row in rows])
-        except (ValueError, TypeError, KeyError) as exc:  # json.JSONDecodeError is a ValueError
-            return Unavailable(f"{self.path}: a stored session is unreadable: {type(exc).__name__}: {exc}")
+        return self._stored_rows(self._catch_up, (_LISTED if include_inactive else _ACTIVE_LISTED) + _LISTED_ORDER,
+                                 (self.project,), lambda rows: [_listed(*row) for row in rows],
+                                 lambda sessions: [listed_of(s) for s in sessions], include_inactive=include_inactive)
 
     def leases_near(self, repo: str, paths: Sequence[str]) -> Found[list[tuple[str, ListedLease]]] | Unavailable:
         """Through the lease anchors' index: only the sessions holding a lease that may cover
@@ -631,31 +618,10 @@ class SqliteSessionStore(SessionStore):
         (as session_outlines folds them), so the check after an edit's own touch pays
         neither pydantic nor a projection."""
         anchors = json.dumps(sorted({anchor for path in paths for anchor in path_anchors(path)}))
-        try:
-            with guarded(STORE, self.path):
-                conn = self._db.conn()
-                if not self._readable_raw(conn):
-                    return Found(near_leases(((s.task_id, listed_of(s).leases)
-                                              for s in self._all_in_memory(conn, include_inactive=False)), repo, paths))
-                rows = conn.execute(_LEASES_NEAR, (self.project, repo, anchors)).fetchall()
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        held = []
-        try:
-            for task_id, status, last_activity, pending_at, fields in rows:
-                lifecycle, lifecycle_at, leases, releases = json.loads(fields)
-                last = clock.parse(last_activity)
-                if pending_at is not None:
-                    last = max(last, clock.parse(pending_at))
-                    status = outline_status(lifecycle or status, lifecycle_at and clock.parse(lifecycle_at), last)
-                if status == "active":
-                    held.append((last, task_id, unreleased_leases(leases or [], [r["text"] for r in releases or ()],
-                                                                  last)))
-        except (ValueError, TypeError, KeyError) as exc:  # json.JSONDecodeError is a ValueError
-            return Unavailable(f"{self.path}: a stored session is unreadable: {type(exc).__name__}: {exc}")
-        held.sort(key=lambda row: row[1])
-        held.sort(key=lambda row: row[0], reverse=True)
-        return Found(near_leases(((task_id, leases) for _, task_id, leases in held), repo, paths))
+        return self._stored_rows(
+            self._readable_raw, _LEASES_NEAR, (self.project, repo, anchors),
+            lambda rows: near_leases(_held_leases(rows), repo, paths),
+            lambda sessions: near_leases(((s.task_id, listed_of(s).leases) for s in sessions), repo, paths))
 
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
         from pydantic import ValidationError
@@ -764,6 +730,46 @@ def _listed(task_id: str, status: str, last_activity: str, fields: str) -> Liste
         next((run["parent_task_id"] for run in run_log or () if run["kind"] == "fork"), None),
         (checkpoint, boundary) if checkpoint is not None else None, workflow is not None,
         unreleased_leases(leases or [], [r["text"] for r in releases or ()], clock.parse(last_activity)))
+
+
+def _folded(status: str, last_activity: str, pending_at: str | None, lifecycle: str | None,
+            lifecycle_at: str | None) -> tuple[str, datetime]:
+    """A stored session's status and last activity, its unprojected events' latest time
+    (pending_at) folded in."""
+    last = clock.parse(last_activity)
+    if pending_at is not None:
+        last = max(last, clock.parse(pending_at))
+        status = outline_status(lifecycle or status, lifecycle_at and clock.parse(lifecycle_at), last)
+    return status, last
+
+
+def _outlines(rows: list[Any], *, include_inactive: bool) -> list[SessionOutline]:
+    """The rows of _OUTLINES (or _ACTIVE_OUTLINES), newest activity first."""
+    outlines = []
+    for task_id, stored_status, last_activity, pending_at, fields in rows:
+        (lifecycle, lifecycle_at, phase, repo, worktree_path, branch, agent, stage,
+         next_stage) = json.loads(fields)
+        status, last = _folded(stored_status, last_activity, pending_at, lifecycle, lifecycle_at)
+        if include_inactive or status == "active":
+            outlines.append(SessionOutline(task_id, status, phase or "planning", repo, worktree_path, branch,
+                                           agent, last, _text(stage), _text(next_stage)))
+    outlines.sort(key=lambda o: o.task_id)
+    outlines.sort(key=lambda o: o.last_activity, reverse=True)
+    return outlines
+
+
+def _held_leases(rows: list[Any]) -> list[tuple[str, tuple[ListedLease, ...]]]:
+    """The active sessions' unreleased leases in the rows of _LEASES_NEAR, by ticket, newest
+    activity first."""
+    held = []
+    for task_id, stored_status, last_activity, pending_at, fields in rows:
+        lifecycle, lifecycle_at, leases, releases = json.loads(fields)
+        status, last = _folded(stored_status, last_activity, pending_at, lifecycle, lifecycle_at)
+        if status == "active":
+            held.append((last, task_id, unreleased_leases(leases or [], [r["text"] for r in releases or ()], last)))
+    held.sort(key=lambda row: row[1])
+    held.sort(key=lambda row: row[0], reverse=True)
+    return [(task_id, leases) for _, task_id, leases in held]
 
 
 def _verification_public(stored: dict) -> dict:
