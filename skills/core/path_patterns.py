@@ -16,7 +16,9 @@ a false overlap refuses a claim its holder can release, where a missed one lets 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from functools import cache
+from typing import TypeVar
 
 from baton.errors import BadInput
 
@@ -25,6 +27,7 @@ _GLOB = set("*?[")
 _FILE_NAME = re.compile(r".*\.[A-Za-z0-9_]{1,10}")  # ends in a literal extension: names files, not directories
 
 Token = tuple[str, str, bool]  # (kind: lit, any, star, set; characters; negated)
+T = TypeVar("T")
 
 
 def normal_pattern(raw: str) -> str:
@@ -92,7 +95,12 @@ def _under(pattern: str, segments: tuple[str, ...]) -> tuple[str, ...]:
     return (*segments, "**")
 
 
-def _segments_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+def _overlapping(a: Sequence[T], b: Sequence[T], is_star: Callable[[T], bool], meet_one: Callable[[T, T], bool]
+                 ) -> bool:
+    """Whether a and b have a common match: an item that is_star stands for any run of the
+    other's items (`**` for segments, `*` for characters), and two other items aligned must
+    meet_one."""
+    star_a, star_b = [is_star(item) for item in a], [is_star(item) for item in b]
     # Memoised by hand: a functools.cache made per call costs more than most calls do (a
     # claim's decision asks this of every lease it may overlap).
     known: dict[tuple[int, int], bool] = {}
@@ -105,14 +113,18 @@ def _segments_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     def step(i: int, j: int) -> bool:
         if i == len(a) and j == len(b):
             return True
-        if i < len(a) and a[i] == "**" and (meet(i + 1, j) or (j < len(b) and meet(i, j + 1))):
+        if i < len(a) and star_a[i] and (meet(i + 1, j) or (j < len(b) and meet(i, j + 1))):
             return True
-        if j < len(b) and b[j] == "**" and (meet(i, j + 1) or (i < len(a) and meet(i + 1, j))):
+        if j < len(b) and star_b[j] and (meet(i, j + 1) or (i < len(a) and meet(i + 1, j))):
             return True
-        return (i < len(a) and j < len(b) and a[i] != "**" and b[j] != "**"
-                and _segment_overlap(a[i], b[j]) and meet(i + 1, j + 1))
+        return (i < len(a) and j < len(b) and not star_a[i] and not star_b[j]
+                and meet_one(a[i], b[j]) and meet(i + 1, j + 1))
 
     return meet(0, 0)
+
+
+def _segments_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    return _overlapping(a, b, lambda segment: segment == "**", _segment_overlap)
 
 
 def _segment_overlap(a: str, b: str) -> bool:
@@ -122,25 +134,7 @@ def _segment_overlap(a: str, b: str) -> bool:
     if plain_a or plain_b:  # a name against a glob: whether the glob matches it
         glob, name = (b, a) if plain_a else (a, b)
         return _segment_regex(glob).fullmatch(name) is not None
-    x, y = _tokens(a), _tokens(b)
-    known: dict[tuple[int, int], bool] = {}
-
-    def meet(i: int, j: int) -> bool:
-        if (i, j) not in known:
-            known[i, j] = step(i, j)
-        return known[i, j]
-
-    def step(i: int, j: int) -> bool:
-        if i == len(x) and j == len(y):
-            return True
-        if i < len(x) and x[i][0] == "star" and (meet(i + 1, j) or (j < len(y) and meet(i, j + 1))):
-            return True
-        if j < len(y) and y[j][0] == "star" and (meet(i, j + 1) or (i < len(x) and meet(i + 1, j))):
-            return True
-        return (i < len(x) and j < len(y) and x[i][0] != "star" and y[j][0] != "star"
-                and _characters_meet(x[i], y[j]) and meet(i + 1, j + 1))
-
-    return meet(0, 0)
+    return _overlapping(_tokens(a), _tokens(b), lambda token: token[0] == "star", _characters_meet)
 
 
 def _characters_meet(a: Token, b: Token) -> bool:
