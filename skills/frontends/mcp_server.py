@@ -69,264 +69,6 @@ else:
     SectionName = Literal[SECTION_NAMES]
 
 
-def resume_session(task_id: str, limit: int = 5, agent: str | None = None, all_decisions: bool = False,
-                   allow_unsigned_probes: bool = False, section: SectionName | None = None, offset: int = 0,
-                   worktree: str | None = None, take_over: bool = False) -> str:
-    from baton.skills.frontends.answer_budget import resume_answer
-    from baton.skills.services.commands import ResumeRequest, resume
-
-    def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        if allow_unsigned_probes:
-            _unsigned_allowed()
-        answer = resume(stores, place, ResumeRequest(parse_ticket_id(task_id), limit=limit, agent=agent,
-                                                     all_decisions=all_decisions,
-                                                     allow_unsigned_probes=allow_unsigned_probes,
-                                                     take_over=take_over)).to_json()
-        return resume_answer(answer, stores.settings.mcp_answer_budget, section, offset)
-
-    return _call(run)
-
-
-def list_sessions(include_ended: bool = False) -> str:
-    from baton import clock
-    from baton.skills.frontends.answers import listing_answer
-    from baton.skills.runtime.agent_sessions import local_heartbeats
-    from baton.skills.services.listing import list_sessions as listing
-
-    return _call(lambda stores: listing_answer(listing(stores, include_inactive=include_ended, at=clock.now(),
-                                                       heartbeats=local_heartbeats(stores.settings))))
-
-
-def bind_task(task_id: str, agent: str | None = None, worktree: str | None = None, take_over: bool = False) -> str:
-    from baton.skills.frontends.answers import bind_answer
-    from baton.skills.services.bind import bind
-
-    def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        return bind_answer(task_id, place, bind(stores, parse_ticket_id(task_id), place, agent=agent,
-                                                take_over=take_over))
-
-    return _call(run)
-
-
-def record_touch(paths: list[str], task_id: str | None = None, worktree: str | None = None) -> str:
-    from baton.files import WorktreeLocator
-    from baton.skills.core.binding import place_of, resolve_task
-    from baton.skills.frontends.answers import touch_answer
-    from baton.skills.services.touch import touch
-
-    def run(stores: Stores) -> dict:
-        locator = WorktreeLocator()
-        directory = _directory(worktree)
-        task = resolve_task(task_id, place_of(directory, locator), stores.settings.ambient)
-        return touch_answer(task, touch(stores, task, paths, directory, locator))
-
-    return _call(run, deliver=False)
-
-
-def check_paths(paths: list[str], task_id: str | None = None, worktree: str | None = None) -> str:
-    from baton.files import WorktreeLocator
-    from baton.skills.core.binding import place_of
-    from baton.skills.services import pre_edit
-
-    def run(stores: Stores) -> dict:
-        locator = WorktreeLocator()
-        directory = _directory(worktree)
-        checked = pre_edit.checking_task(task_id, place_of(directory, locator), stores.settings.ambient)
-        return {"task_id": checked, **pre_edit.check_paths(stores, checked, paths, directory, locator).public()}
-
-    return _call(run)
-
-
-def record_decision(text: str, context: str = "", supersedes: list[str] | None = None, task_id: str | None = None,
-                    worktree: str | None = None) -> str:
-    from baton.skills.core.binding import resolve_task
-    from baton.skills.frontends.answers import decide_answer
-    from baton.skills.services.decide import decide
-
-    def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        task = resolve_task(task_id, place, stores.settings.ambient)
-        report = decide(stores, task, text, context, place, supersedes=supersedes or ())
-        return decide_answer(task, stores.redact(text), stores.redact(context), report)
-
-    return _call(run)
-
-
-def update_session(phase: Phase | None = None, next_action: str | None = None, done: list[str] | None = None,
-                   failed: list[str] | None = None, depends_on: list[str] | None = None, goal: str | None = None,
-                   constraints: list[str] | None = None, todo: list[str] | None = None,
-                   evidence: list[str] | None = None, checks: list[str] | None = None, timeout: float | None = None,
-                   task_id: str | None = None, worktree: str | None = None) -> str:
-    from baton.skills.frontends.answers import update_answer
-    from baton.skills.services.commands import UpdateRequest, update
-
-    request = UpdateRequest(task_id=task_id, phase=phase, next_action=next_action, done=tuple(done or ()),
-                            failed=tuple(failed or ()), depends_on=tuple(depends_on or ()), goal=goal,
-                            constraints=tuple(constraints or ()), todo=tuple(todo or ()),
-                            evidence=tuple(evidence or ()), checks=tuple(checks or ()), timeout=timeout)
-
-    def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        _admit(stores, "check", request.checks)
-        done = update(stores, place, request)
-        return update_answer(done.task, done.report, **done.recorded(request, stores.redact))
-
-    return _call(run)
-
-
-def record_stage(status: str, result: str | None = None, repair_scope: str | None = None,
-                 evidence: str | None = None, check: str | None = None, blocker: str | None = None,
-                 resolved: str | None = None, timeout: float | None = None, task_id: str | None = None,
-                 worktree: str | None = None) -> str:
-    from baton.skills.services.commands import stage
-    from baton.skills.services.stage import StageCommand
-
-    request = StageCommand(status, task_id=task_id, result=result, repair_scope=repair_scope, evidence=evidence,
-                           check=check, blocker=blocker, resolved=resolved, timeout=timeout)
-    def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        _admit(stores, "check", [check] if check is not None else [])
-        return stage(stores, place, request).to_json()
-
-    return _call(run)
-
-
-def recover_work(verbose: bool = False, all_repos: bool = False, worktree: str | None = None) -> str:
-    from baton.skills.services.recover import recover
-
-    def run(stores: Stores) -> dict:
-        return recover(stores, _place(worktree), all_repos=all_repos, verbose=verbose).as_json()
-
-    return _call(run)
-
-
-def claim_paths(paths: list[str], exclusive: bool = False, ttl: str | None = None, reason: str | None = None,
-                task_id: str | None = None, worktree: str | None = None) -> str:
-    from baton.skills.core.binding import read_binding, resolve_task
-    from baton.skills.services.leases import claim, claim_answer
-
-    def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        task = resolve_task(task_id, place, stores.settings.ambient)
-        binding = read_binding(place)
-        return claim_answer(task.task_id, claim(stores, task, place, paths, exclusive=exclusive, ttl=ttl,
-                                                reason=reason, agent=binding.agent if binding else None))
-
-    return _call(run)
-
-
-def release_leases(paths: list[str] | None = None, ticket: str | None = None, force: bool = False,
-                   reason: str | None = None, task_id: str | None = None, worktree: str | None = None) -> str:
-    from baton.skills.core.binding import resolve_task
-    from baton.skills.services.leases import release_asked
-
-    def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        report = release_asked(stores, place, lambda: resolve_task(task_id, place, stores.settings.ambient),
-                               ticket=ticket, paths=paths or [], force=force, reason=reason)
-        return {"task_id": report.holder, "released": [lease.public() for lease in report.released],
-                "warnings": report.warnings}
-
-    return _call(run)
-
-
-def list_leases(all: bool = False) -> str:
-    from baton.skills.services.leases import project_leases
-
-    return _call(lambda stores: {"leases": [lease.public() for lease in project_leases(stores, include_ended=all)]})
-
-
-def end_session(status: Literal["completed", "stalled"] = "completed", task_id: str | None = None,
-                worktree: str | None = None) -> str:
-    from baton.skills.frontends.answers import end_answer
-    from baton.skills.services.commands import EndRequest, end
-
-    def run(stores: Stores) -> dict:
-        task, report = end(stores, _place(worktree), EndRequest(task_id=task_id, status=status))
-        return end_answer(task, status, report)
-
-    return _call(run)
-
-
-def recall_decisions(query: str, limit: int = 5) -> str:
-    from baton.skills.frontends.answers import recall_answer
-    from baton.skills.services.queries import recall_decisions as search
-
-    return _call(lambda stores: recall_answer(search(stores, query, limit)))
-
-
-def signals_since(since: str | None = None, task_id: str | None = None, limit: int = 100) -> str:
-    from baton.skills.frontends.answers import signals_answer
-    from baton.skills.services.queries import signals_since as read
-
-    return _call(lambda stores: signals_answer(read(stores, task_id=task_id, since=since, limit=limit)))
-
-
-def write_handoff(checks: list[str] | None = None, probes: dict[str, str] | None = None, timeout: float | None = None,
-                  task_id: str | None = None, worktree: str | None = None) -> str:
-    from baton.skills.services.commands import HandoffRequest, write_handoff as write
-
-    request = HandoffRequest(task_id=task_id, checks=tuple(checks or ()), probes=tuple((probes or {}).items()),
-                             timeout=timeout)
-    def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        _admit(stores, "check", request.checks)
-        _admit(stores, "probe", (command for _, command in request.probes))
-        return write(stores, place, request).to_json()
-
-    return _call(run)
-
-
-def verify_handoff(path: str | None = None, task_id: str | None = None, allow_unsigned_probes: bool = False,
-                   worktree: str | None = None) -> str:
-    from baton.skills.services.commands import VerifyRequest, verify_handoff as verify
-
-    def run(stores: Stores) -> dict:
-        directory = _directory(worktree)
-        if allow_unsigned_probes:
-            _unsigned_allowed()
-            if path is not None:
-                raise BadInput("allow_unsigned_probes runs only this worktree's current handoff, not a path")
-        checked = verify(stores, directory, VerifyRequest(_handoff_path(path, directory), task_id=task_id,
-                                                          allow_unsigned_probes=allow_unsigned_probes))
-        _log(checked.warnings)
-        return checked.verification.to_json()
-
-    return _call(run)
-
-
-def take_checkpoint(label: str | None = None, task_id: str | None = None, push: bool = False,
-                    worktree: str | None = None) -> str:
-    from baton.skills.services.commands import CheckpointRequest, checkpoint
-
-    return _call(lambda stores: checkpoint(stores, _place(worktree), CheckpointRequest(task_id, label, push)).to_json())
-
-
-def restore_checkpoint(target: str, into: str | None = None, in_place: bool = False, at: str | None = None,
-                       worktree: str | None = None) -> str:
-    from baton.skills.services.commands import RestoreRequest, restore
-
-    request = RestoreRequest(target, into=Path(into) if into else None, in_place=in_place, at=at)
-    return _call(lambda stores: restore(stores, _place(worktree), request).to_json())
-
-
-def fork_task(task_id: str, new_task_id: str, at: str | None = None, into: str | None = None,
-              worktree: str | None = None) -> str:
-    from baton.skills.services.commands import ForkRequest, fork
-
-    request = ForkRequest(task_id, new_task_id, at=at, into=Path(into) if into else None)
-    return _call(lambda stores: fork(stores, _place(worktree), request).to_json())
-
-
-def start_fresh(task_id: str, base: str | None = None, into: str | None = None, worktree: str | None = None) -> str:
-    from baton.skills.services.commands import FreshRequest, fresh
-
-    request = FreshRequest(task_id, base=base, into=Path(into) if into else None)
-    return _call(lambda stores: fresh(stores, _place(worktree), request).to_json())
-
-
 @dataclass(frozen=True, slots=True)
 class Served:
     """One tool as list_tools shows it: its description, a title, and the MCP annotations
@@ -349,67 +91,328 @@ class Served:
                                idempotent_hint=self.idempotent or self.read_only, open_world_hint=False)
 
 
-TOOLS: dict[str, Served] = {
-    "resume_session": Served(resume_session, "Resume a ticket", (
-        "Resume a ticket's session: its state, next action, conflicts with other tickets, decisions, files and "
-        "missed signals; binds this worktree. Call first when picking up a ticket or handoff."),
-        idempotent=True),  # a second resume in the same session claims nothing new
-    "list_sessions": Served(list_sessions, "List active sessions", (
-        "List the active sessions (tickets, agents, worktrees) and the conflicts between them: who works on what."),
-        read_only=True),
-    "bind_task": Served(bind_task, "Bind the worktree to a ticket", (
-        "Bind this worktree to a ticket and start its session, without the resume context."), idempotent=True),
-    "record_touch": Served(record_touch, "Record files touched", (
-        "Record files the ticket changed; returns conflicts (overlaps) with other active tickets' sessions. "
-        "Call after editing files outside Edit/Write."), idempotent=True),
-    "check_paths": Served(check_paths, "Check files before editing", (
-        "Before editing files: conflicts with other active tickets' touches and leases; allow, ask or deny, "
-        "with each holder and their next action."), read_only=True, idempotent=True),
-    "record_decision": Served(record_decision, "Record a decision", (
-        "Record a decision and why, so that later sessions and other tickets recall it.")),
-    "update_session": Served(update_session, "Update the session", (
-        "Record the session's phase, next action, done steps, failures, dependencies, journal (goal, todo, "
-        "constraints, evidence) and checks: what a handoff passes on.")),
-    "record_stage": Served(record_stage, "Record a workflow stage", (
-        "Record a workflow stage's status (PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS...); TEST_PASS runs "
-        "check, a review or retro needs evidence (a file).")),
-    "recover_work": Served(recover_work, "Find interrupted work", (
-        "Find interrupted work (an agent gone, a session not ended) and the command that resumes each; "
-        "runs nothing."), read_only=True),
-    "claim_paths": Served(claim_paths, "Lease paths", (
-        "Lease paths or gitignore globs for the ticket, exclusive or shared, so other agents keep off them; "
-        "refused naming the holder.")),
-    "release_leases": Served(release_leases, "Release leases", (
-        "Release the ticket's leases (the patterns given, else all); a lead forces another ticket's, with a reason."),
-        idempotent=True),
-    "list_leases": Served(list_leases, "List leases", (
-        "List the project's active leases (all: lapsed and released too): who holds which paths."), read_only=True),
-    "end_session": Served(end_session, "End the session", (
-        "End the ticket's session as completed (default) or stalled, when the work stops."), idempotent=True),
-    "write_handoff": Served(write_handoff, "Write a handoff", (
-        "Write the ticket's handoff document for the next session: journal, git state, checks and live-state "
-        "probes (NAME: CMD), signed.")),
-    "verify_handoff": Served(verify_handoff, "Verify the handoff", (
-        "Verify a handoff: re-run its signed live-state probes; fresh results win over what it claims.")),
-    "recall_decisions": Served(recall_decisions, "Recall decisions", (
-        "Search every ticket's recorded decisions by meaning and by their words (what was decided before, and why)."),
-        read_only=True),
-    "signals_since": Served(signals_since, "Read coordination signals", (
-        "Coordination signals (conflicts, dependencies done, decisions, merges) after an ISO 8601 time, "
-        "oldest first."), read_only=True),
-    "take_checkpoint": Served(take_checkpoint, "Take a checkpoint", (
-        "Checkpoint the worktree (files, index, base commit) for the ticket, to restore or fork later; push: "
-        "to the repository's git remote too, for another clone.")),
-    "restore_checkpoint": Served(restore_checkpoint, "Restore a checkpoint", (
-        "Restore a ticket's checkpoint (TASK[@CHECKPOINT], default its newest, fetched from the git remote when "
-        "missing here) into a new worktree as a new run."),
-        destructive=True),  # in_place: this worktree's files
-    "fork_task": Served(fork_task, "Fork a ticket", (
-        "Fork a ticket's checkpoint into a new ticket with its own worktree and branch.")),
-    "start_fresh": Served(start_fresh, "Start a ticket afresh", (
-        "Start a ticket again on a new base in a new worktree; the journal is kept, the old run superseded."),
-        destructive=True),  # supersedes the current run
-}
+# Every tool, in the order list_tools shows them: each function below declares itself with
+# _served, its docstring the description.
+TOOLS: dict[str, Served] = {}
+
+
+def _served(title: str, *, read_only: bool = False, destructive: bool = False,
+            idempotent: bool = False) -> Callable[[Callable[..., str]], Callable[..., str]]:
+    def declare(function: Callable[..., str]) -> Callable[..., str]:
+        description = " ".join((function.__doc__ or "").split())
+        TOOLS[function.__name__] = Served(function, title, description, read_only, destructive, idempotent)
+        return function
+
+    return declare
+
+
+@_served("Resume a ticket", idempotent=True)  # a second resume in the same session claims nothing new
+def resume_session(task_id: str, limit: int = 5, agent: str | None = None, all_decisions: bool = False,
+                   allow_unsigned_probes: bool = False, section: SectionName | None = None, offset: int = 0,
+                   worktree: str | None = None, take_over: bool = False) -> str:
+    """Resume a ticket's session: its state, next action, conflicts with other tickets, decisions, files and missed
+    signals; binds this worktree. Call first when picking up a ticket or handoff."""
+    from baton.skills.frontends.answer_budget import resume_answer
+    from baton.skills.services.commands import ResumeRequest, resume
+
+    def run(stores: Stores) -> dict:
+        place = _place(worktree)
+        if allow_unsigned_probes:
+            _unsigned_allowed()
+        answer = resume(stores, place, ResumeRequest(parse_ticket_id(task_id), limit=limit, agent=agent,
+                                                     all_decisions=all_decisions,
+                                                     allow_unsigned_probes=allow_unsigned_probes,
+                                                     take_over=take_over)).to_json()
+        return resume_answer(answer, stores.settings.mcp_answer_budget, section, offset)
+
+    return _call(run)
+
+
+@_served("List active sessions", read_only=True)
+def list_sessions(include_ended: bool = False) -> str:
+    """List the active sessions (tickets, agents, worktrees) and the conflicts between them: who works on what."""
+    from baton import clock
+    from baton.skills.frontends.answers import listing_answer
+    from baton.skills.runtime.agent_sessions import local_heartbeats
+    from baton.skills.services.listing import list_sessions as listing
+
+    return _call(lambda stores: listing_answer(listing(stores, include_inactive=include_ended, at=clock.now(),
+                                                       heartbeats=local_heartbeats(stores.settings))))
+
+
+@_served("Bind the worktree to a ticket", idempotent=True)
+def bind_task(task_id: str, agent: str | None = None, worktree: str | None = None, take_over: bool = False) -> str:
+    """Bind this worktree to a ticket and start its session, without the resume context."""
+    from baton.skills.frontends.answers import bind_answer
+    from baton.skills.services.bind import bind
+
+    def run(stores: Stores) -> dict:
+        place = _place(worktree)
+        return bind_answer(task_id, place, bind(stores, parse_ticket_id(task_id), place, agent=agent,
+                                                take_over=take_over))
+
+    return _call(run)
+
+
+@_served("Record files touched", idempotent=True)
+def record_touch(paths: list[str], task_id: str | None = None, worktree: str | None = None) -> str:
+    """Record files the ticket changed; returns conflicts (overlaps) with other active tickets' sessions. Call after
+    editing files outside Edit/Write."""
+    from baton.files import WorktreeLocator
+    from baton.skills.core.binding import place_of, resolve_task
+    from baton.skills.frontends.answers import touch_answer
+    from baton.skills.services.touch import touch
+
+    def run(stores: Stores) -> dict:
+        locator = WorktreeLocator()
+        directory = _directory(worktree)
+        task = resolve_task(task_id, place_of(directory, locator), stores.settings.ambient)
+        return touch_answer(task, touch(stores, task, paths, directory, locator))
+
+    return _call(run, deliver=False)
+
+
+@_served("Check files before editing", read_only=True, idempotent=True)
+def check_paths(paths: list[str], task_id: str | None = None, worktree: str | None = None) -> str:
+    """Before editing files: conflicts with other active tickets' touches and leases; allow, ask or deny, with each
+    holder and their next action."""
+    from baton.files import WorktreeLocator
+    from baton.skills.core.binding import place_of
+    from baton.skills.services import pre_edit
+
+    def run(stores: Stores) -> dict:
+        locator = WorktreeLocator()
+        directory = _directory(worktree)
+        checked = pre_edit.checking_task(task_id, place_of(directory, locator), stores.settings.ambient)
+        return {"task_id": checked, **pre_edit.check_paths(stores, checked, paths, directory, locator).public()}
+
+    return _call(run)
+
+
+@_served("Record a decision")
+def record_decision(text: str, context: str = "", supersedes: list[str] | None = None, task_id: str | None = None,
+                    worktree: str | None = None) -> str:
+    """Record a decision and why, so that later sessions and other tickets recall it."""
+    from baton.skills.core.binding import resolve_task
+    from baton.skills.frontends.answers import decide_answer
+    from baton.skills.services.decide import decide
+
+    def run(stores: Stores) -> dict:
+        place = _place(worktree)
+        task = resolve_task(task_id, place, stores.settings.ambient)
+        report = decide(stores, task, text, context, place, supersedes=supersedes or ())
+        return decide_answer(task, stores.redact(text), stores.redact(context), report)
+
+    return _call(run)
+
+
+@_served("Update the session")
+def update_session(phase: Phase | None = None, next_action: str | None = None, done: list[str] | None = None,
+                   failed: list[str] | None = None, depends_on: list[str] | None = None, goal: str | None = None,
+                   constraints: list[str] | None = None, todo: list[str] | None = None,
+                   evidence: list[str] | None = None, checks: list[str] | None = None, timeout: float | None = None,
+                   task_id: str | None = None, worktree: str | None = None) -> str:
+    """Record the session's phase, next action, done steps, failures, dependencies, journal (goal, todo, constraints,
+    evidence) and checks: what a handoff passes on."""
+    from baton.skills.frontends.answers import update_answer
+    from baton.skills.services.commands import UpdateRequest, update
+
+    request = UpdateRequest(task_id=task_id, phase=phase, next_action=next_action, done=tuple(done or ()),
+                            failed=tuple(failed or ()), depends_on=tuple(depends_on or ()), goal=goal,
+                            constraints=tuple(constraints or ()), todo=tuple(todo or ()),
+                            evidence=tuple(evidence or ()), checks=tuple(checks or ()), timeout=timeout)
+
+    def run(stores: Stores) -> dict:
+        place = _place(worktree)
+        _admit(stores, "check", request.checks)
+        done = update(stores, place, request)
+        return update_answer(done.task, done.report, **done.recorded(request, stores.redact))
+
+    return _call(run)
+
+
+@_served("Record a workflow stage")
+def record_stage(status: str, result: str | None = None, repair_scope: str | None = None,
+                 evidence: str | None = None, check: str | None = None, blocker: str | None = None,
+                 resolved: str | None = None, timeout: float | None = None, task_id: str | None = None,
+                 worktree: str | None = None) -> str:
+    """Record a workflow stage's status (PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS...); TEST_PASS runs check, a
+    review or retro needs evidence (a file)."""
+    from baton.skills.services.commands import stage
+    from baton.skills.services.stage import StageCommand
+
+    request = StageCommand(status, task_id=task_id, result=result, repair_scope=repair_scope, evidence=evidence,
+                           check=check, blocker=blocker, resolved=resolved, timeout=timeout)
+    def run(stores: Stores) -> dict:
+        place = _place(worktree)
+        _admit(stores, "check", [check] if check is not None else [])
+        return stage(stores, place, request).to_json()
+
+    return _call(run)
+
+
+@_served("Find interrupted work", read_only=True)
+def recover_work(verbose: bool = False, all_repos: bool = False, worktree: str | None = None) -> str:
+    """Find interrupted work (an agent gone, a session not ended) and the command that resumes each; runs nothing."""
+    from baton.skills.services.recover import recover
+
+    def run(stores: Stores) -> dict:
+        return recover(stores, _place(worktree), all_repos=all_repos, verbose=verbose).as_json()
+
+    return _call(run)
+
+
+@_served("Lease paths")
+def claim_paths(paths: list[str], exclusive: bool = False, ttl: str | None = None, reason: str | None = None,
+                task_id: str | None = None, worktree: str | None = None) -> str:
+    """Lease paths or gitignore globs for the ticket, exclusive or shared, so other agents keep off them; refused naming
+    the holder."""
+    from baton.skills.core.binding import read_binding, resolve_task
+    from baton.skills.services.leases import claim, claim_answer
+
+    def run(stores: Stores) -> dict:
+        place = _place(worktree)
+        task = resolve_task(task_id, place, stores.settings.ambient)
+        binding = read_binding(place)
+        return claim_answer(task.task_id, claim(stores, task, place, paths, exclusive=exclusive, ttl=ttl,
+                                                reason=reason, agent=binding.agent if binding else None))
+
+    return _call(run)
+
+
+@_served("Release leases", idempotent=True)
+def release_leases(paths: list[str] | None = None, ticket: str | None = None, force: bool = False,
+                   reason: str | None = None, task_id: str | None = None, worktree: str | None = None) -> str:
+    """Release the ticket's leases (the patterns given, else all); a lead forces another ticket's, with a reason."""
+    from baton.skills.core.binding import resolve_task
+    from baton.skills.services.leases import release_asked
+
+    def run(stores: Stores) -> dict:
+        place = _place(worktree)
+        report = release_asked(stores, place, lambda: resolve_task(task_id, place, stores.settings.ambient),
+                               ticket=ticket, paths=paths or [], force=force, reason=reason)
+        return {"task_id": report.holder, "released": [lease.public() for lease in report.released],
+                "warnings": report.warnings}
+
+    return _call(run)
+
+
+@_served("List leases", read_only=True)
+def list_leases(all: bool = False) -> str:
+    """List the project's active leases (all: lapsed and released too): who holds which paths."""
+    from baton.skills.services.leases import project_leases
+
+    return _call(lambda stores: {"leases": [lease.public() for lease in project_leases(stores, include_ended=all)]})
+
+
+@_served("End the session", idempotent=True)
+def end_session(status: Literal["completed", "stalled"] = "completed", task_id: str | None = None,
+                worktree: str | None = None) -> str:
+    """End the ticket's session as completed (default) or stalled, when the work stops."""
+    from baton.skills.frontends.answers import end_answer
+    from baton.skills.services.commands import EndRequest, end
+
+    def run(stores: Stores) -> dict:
+        task, report = end(stores, _place(worktree), EndRequest(task_id=task_id, status=status))
+        return end_answer(task, status, report)
+
+    return _call(run)
+
+
+@_served("Write a handoff")
+def write_handoff(checks: list[str] | None = None, probes: dict[str, str] | None = None, timeout: float | None = None,
+                  task_id: str | None = None, worktree: str | None = None) -> str:
+    """Write the ticket's handoff document for the next session: journal, git state, checks and live-state probes (NAME:
+    CMD), signed."""
+    from baton.skills.services.commands import HandoffRequest, write_handoff as write
+
+    request = HandoffRequest(task_id=task_id, checks=tuple(checks or ()), probes=tuple((probes or {}).items()),
+                             timeout=timeout)
+    def run(stores: Stores) -> dict:
+        place = _place(worktree)
+        _admit(stores, "check", request.checks)
+        _admit(stores, "probe", (command for _, command in request.probes))
+        return write(stores, place, request).to_json()
+
+    return _call(run)
+
+
+@_served("Verify the handoff")
+def verify_handoff(path: str | None = None, task_id: str | None = None, allow_unsigned_probes: bool = False,
+                   worktree: str | None = None) -> str:
+    """Verify a handoff: re-run its signed live-state probes; fresh results win over what it claims."""
+    from baton.skills.services.commands import VerifyRequest, verify_handoff as verify
+
+    def run(stores: Stores) -> dict:
+        directory = _directory(worktree)
+        if allow_unsigned_probes:
+            _unsigned_allowed()
+            if path is not None:
+                raise BadInput("allow_unsigned_probes runs only this worktree's current handoff, not a path")
+        checked = verify(stores, directory, VerifyRequest(_handoff_path(path, directory), task_id=task_id,
+                                                          allow_unsigned_probes=allow_unsigned_probes))
+        _log(checked.warnings)
+        return checked.verification.to_json()
+
+    return _call(run)
+
+
+@_served("Recall decisions", read_only=True)
+def recall_decisions(query: str, limit: int = 5) -> str:
+    """Search every ticket's recorded decisions by meaning and by their words (what was decided before, and why)."""
+    from baton.skills.frontends.answers import recall_answer
+    from baton.skills.services.queries import recall_decisions as search
+
+    return _call(lambda stores: recall_answer(search(stores, query, limit)))
+
+
+@_served("Read coordination signals", read_only=True)
+def signals_since(since: str | None = None, task_id: str | None = None, limit: int = 100) -> str:
+    """Coordination signals (conflicts, dependencies done, decisions, merges) after an ISO 8601 time, oldest first."""
+    from baton.skills.frontends.answers import signals_answer
+    from baton.skills.services.queries import signals_since as read
+
+    return _call(lambda stores: signals_answer(read(stores, task_id=task_id, since=since, limit=limit)))
+
+
+@_served("Take a checkpoint")
+def take_checkpoint(label: str | None = None, task_id: str | None = None, push: bool = False,
+                    worktree: str | None = None) -> str:
+    """Checkpoint the worktree (files, index, base commit) for the ticket, to restore or fork later; push: to the
+    repository's git remote too, for another clone."""
+    from baton.skills.services.commands import CheckpointRequest, checkpoint
+
+    return _call(lambda stores: checkpoint(stores, _place(worktree), CheckpointRequest(task_id, label, push)).to_json())
+
+
+@_served("Restore a checkpoint", destructive=True)  # in_place: this worktree's files
+def restore_checkpoint(target: str, into: str | None = None, in_place: bool = False, at: str | None = None,
+                       worktree: str | None = None) -> str:
+    """Restore a ticket's checkpoint (TASK[@CHECKPOINT], default its newest, fetched from the git remote when missing
+    here) into a new worktree as a new run."""
+    from baton.skills.services.commands import RestoreRequest, restore
+
+    request = RestoreRequest(target, into=Path(into) if into else None, in_place=in_place, at=at)
+    return _call(lambda stores: restore(stores, _place(worktree), request).to_json())
+
+
+@_served("Fork a ticket")
+def fork_task(task_id: str, new_task_id: str, at: str | None = None, into: str | None = None,
+              worktree: str | None = None) -> str:
+    """Fork a ticket's checkpoint into a new ticket with its own worktree and branch."""
+    from baton.skills.services.commands import ForkRequest, fork
+
+    request = ForkRequest(task_id, new_task_id, at=at, into=Path(into) if into else None)
+    return _call(lambda stores: fork(stores, _place(worktree), request).to_json())
+
+
+@_served("Start a ticket afresh", destructive=True)  # supersedes the current run
+def start_fresh(task_id: str, base: str | None = None, into: str | None = None, worktree: str | None = None) -> str:
+    """Start a ticket again on a new base in a new worktree; the journal is kept, the old run superseded."""
+    from baton.skills.services.commands import FreshRequest, fresh
+
+    request = FreshRequest(task_id, base=base, into=Path(into) if into else None)
+    return _call(lambda stores: fresh(stores, _place(worktree), request).to_json())
 
 
 def build_server() -> Server:
