@@ -55,23 +55,20 @@ def session_context(result: ResumeResult, *, handoff: str | None = None,
     if handoff:
         footer.insert(0, f"Handoff: {handoff}. Its live-state claims were not re-verified at session start: "
                          "`baton handoff verify` re-runs their probes; act on the fresh results only.")
+    title = f"## Baton: this worktree works on {task}"
     if result.status == "not_found":
-        return fit([f"## Baton: this worktree works on {task}", "No history recorded yet."], [], footer, limit)
+        return fit([title, "No history recorded yet."], [], footer, limit)
     if result.status == "unavailable":
-        return fit([f"## Baton: this worktree works on {task}",
-                    f"The session registry is unavailable ({result.reason}); no history could be read."],
+        return fit([title, f"The session registry is unavailable ({result.reason}); no history could be read."],
                    [], footer, limit)
     session = result.session
     assert session is not None, "a found resume carries its session"
-    header = [f"## Baton: this worktree works on {task}",
-              (f"Phase {session.phase.value}, status {session.status.value}, "
-               f"last activity {when(session.last_activity)}.")]
-    if result.superseded is not None:
-        header.append(f"Superseded: {result.superseded['notice']}")
-    if session.next_action:
-        header.append(f"Next action: {session.next_action}")
-    if session.depends_on:
-        header.append(f"Depends on: {', '.join(session.depends_on)}")
+    # The header's other lines, each shown when its value is not None.
+    labelled = {"Superseded": result.superseded["notice"] if result.superseded is not None else None,
+                "Next action": session.next_action or None, "Depends on": ", ".join(session.depends_on) or None}
+    header = [title, (f"Phase {session.phase.value}, status {session.status.value}, "
+                      f"last activity {when(session.last_activity)}."),
+              *(f"{label}: {value}" for label, value in labelled.items() if value is not None)]
     newest = lambda entries: sorted(entries, key=lambda e: e.at, reverse=True)  # noqa: E731
     sections = [
         Section("Conflicts (advisory; coordinate before editing these files)",
