@@ -62,6 +62,9 @@ class Heartbeat:
 
 @dataclass(frozen=True, slots=True)
 class SessionFacts:
+    """What detect weighs of one of Baton's sessions: where it works, whether it ended, its
+    stage, and what the hooks last recorded of its agent."""
+
     task_id: str
     worktree: str
     branch: str | None
@@ -75,6 +78,9 @@ class SessionFacts:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
+    """Work that can be resumed: a session whose agent is gone, or a PrizmKit record, with
+    the command that resumes it."""
+
     task_id: str
     branch: str
     worktree: str

@@ -43,6 +43,9 @@ _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
 
 @dataclass(frozen=True, slots=True)
 class Proof:
+    """Whether a completed stage's claim holds against its authority, and why: the reason is
+    shown as it is when the claim holds, and in the stale line when it does not."""
+
     held: bool
     reason: str
 
