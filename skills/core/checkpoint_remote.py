@@ -70,11 +70,6 @@ class NotPushed:
 
 
 @dataclass(frozen=True, slots=True)
-class Fetched:
-    remote: Remote
-
-
-@dataclass(frozen=True, slots=True)
 class NotFetched:
     reason: str
     unreachable: bool  # True: no remote answered; False: the remote answered without it
@@ -156,10 +151,11 @@ def _ref_status(porcelain: bytes, ref: str) -> tuple[str, str] | None:
 
 
 def fetch(repository: Path, checkpoint_id: str, recorded: str | None, fallback: str | None,
-          deadline: Deadline | None = None) -> Fetched | NotFetched:
+          deadline: Deadline | None = None) -> Remote | NotFetched:
     """Fetch refs/baton/checkpoints/<checkpoint_id> (a full id) and what it needs: from the
     remote of this clone whose identity is `recorded` (where the registry says it was
-    pushed), else from the push remote (`fallback`: `[checkpoints] remote`)."""
+    pushed), else from the push remote (`fallback`: `[checkpoints] remote`). The remote it
+    was fetched from, else why not."""
     ref = REF_PREFIX + checkpoint_id
     try:
         listed = remotes(repository, deadline)
@@ -179,7 +175,7 @@ def fetch(repository: Path, checkpoint_id: str, recorded: str | None, fallback: 
         return NotFetched(f"{remote.name}: {exc}", unreachable=True)
     if done.returncode == 0:
         _remember(repository, FETCHED_FILE, checkpoint_id, deadline)
-        return Fetched(remote)
+        return remote
     complaint = first_line(done.stderr) or f"git fetch exited {done.returncode}"
     if "couldn't find remote ref" in complaint.lower():
         pushed = "" if recorded else " (no push of it is recorded)"

@@ -135,11 +135,11 @@ def _fetch_latest(session: Session, place: Place, fetch_from: str | None, deadli
                   ) -> tuple[str | None, str | None]:
     """The latest checkpoint fetched when this clone lacks it: (the remote it came from,
     None) or (None, why it could not be); (None, None) when there was nothing to fetch."""
-    from baton.skills.core.checkpoint_remote import Fetched, fetch
+    from baton.skills.core.checkpoint_remote import Remote, fetch
     from baton.skills.core.checkpoints import read
 
     latest = session.checkpoint
     if latest is None or not isinstance(read(place.root, latest.id, deadline=deadline), NotFound):
         return None, None
     outcome = fetch(place.root, latest.id, latest.remote, fetch_from, deadline)
-    return (outcome.remote.name, None) if isinstance(outcome, Fetched) else (None, outcome.reason)
+    return (outcome.name, None) if isinstance(outcome, Remote) else (None, outcome.reason)
