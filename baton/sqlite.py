@@ -211,8 +211,8 @@ class SqliteFile:
     def describe(self, table: str) -> dict[str, str]:
         """What `baton doctor` shows for an embedded SQLite store; table is a fixed name."""
         rows = self.conn().execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: S608 -- a fixed name
-        return {"backend": "sqlite", "location": str(self.path), "version": f"SQLite {sqlite3.sqlite_version}",
-                "size": f"{rows} {table}"}
+        version = f"SQLite {sqlite3.sqlite_version}"
+        return {"backend": "sqlite", "location": str(self.path), "version": version, "size": f"{rows} {table}"}
 
     def close(self) -> None:
         if self._connection is not None:

@@ -28,8 +28,7 @@ from baton.store_names import Store
 STORE = Store.RECALL_QUEUE
 FILE = "queries.db"
 
-MIGRATIONS = [
-    """
+MIGRATIONS = ["""
     CREATE TABLE queries (
         project TEXT NOT NULL,
         task_id TEXT NOT NULL,
@@ -39,8 +38,7 @@ MIGRATIONS = [
         vector_hash TEXT,
         PRIMARY KEY (project, task_id)
     ) WITHOUT ROWID;
-    """,
-]
+    """]
 
 
 def text_hash(text: str) -> str:

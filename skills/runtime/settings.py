@@ -81,8 +81,7 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("home", "BATON_HOME", None, "path", None,
             "the data directory (default `$XDG_DATA_HOME/baton` or `~/.local/share/baton`)"),
-    Setting("config", "BATON_CONFIG", None, "path", None,
-            "the configuration file (default `$BATON_HOME/baton.toml`)"),
+    Setting("config", "BATON_CONFIG", None, "path", None, "the configuration file (default `$BATON_HOME/baton.toml`)"),
     Setting("store_timeout", "BATON_STORE_TIMEOUT", None, "seconds", 2.0,
             "seconds one command may wait on servers in all; an embedded store's lock wait", high=MAX_STORE_TIMEOUT),
     Setting("command_budget", "BATON_COMMAND_BUDGET", None, "seconds", None,
