@@ -27,6 +27,7 @@ _GLOB = set("*?[")
 _FILE_NAME = re.compile(r".*\.[A-Za-z0-9_]{1,10}")  # ends in a literal extension: names files, not directories
 
 Token = tuple[str, str, bool]  # (kind: lit, any, star, set; characters; negated)
+_STAR: Token = ("star", "", False)
 T = TypeVar("T")
 
 
@@ -95,12 +96,10 @@ def _under(pattern: str, segments: tuple[str, ...]) -> tuple[str, ...]:
     return (*segments, "**")
 
 
-def _overlapping(a: Sequence[T], b: Sequence[T], is_star: Callable[[T], bool], meet_one: Callable[[T, T], bool]
-                 ) -> bool:
-    """Whether a and b have a common match: an item that is_star stands for any run of the
-    other's items (`**` for segments, `*` for characters), and two other items aligned must
+def _overlapping(a: Sequence[T], b: Sequence[T], star: T, meet_one: Callable[[T, T], bool]) -> bool:
+    """Whether a and b have a common match: an item equal to star stands for any run of the
+    other's items (`**` of segments, `*` of characters), and two other items aligned must
     meet_one."""
-    star_a, star_b = [is_star(item) for item in a], [is_star(item) for item in b]
     # Memoised by hand: a functools.cache made per call costs more than most calls do (a
     # claim's decision asks this of every lease it may overlap).
     known: dict[tuple[int, int], bool] = {}
@@ -113,18 +112,18 @@ def _overlapping(a: Sequence[T], b: Sequence[T], is_star: Callable[[T], bool], m
     def step(i: int, j: int) -> bool:
         if i == len(a) and j == len(b):
             return True
-        if i < len(a) and star_a[i] and (meet(i + 1, j) or (j < len(b) and meet(i, j + 1))):
+        if i < len(a) and a[i] == star and (meet(i + 1, j) or (j < len(b) and meet(i, j + 1))):
             return True
-        if j < len(b) and star_b[j] and (meet(i, j + 1) or (i < len(a) and meet(i + 1, j))):
+        if j < len(b) and b[j] == star and (meet(i, j + 1) or (i < len(a) and meet(i + 1, j))):
             return True
-        return (i < len(a) and j < len(b) and not star_a[i] and not star_b[j]
+        return (i < len(a) and j < len(b) and a[i] != star and b[j] != star
                 and meet_one(a[i], b[j]) and meet(i + 1, j + 1))
 
     return meet(0, 0)
 
 
 def _segments_overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    return _overlapping(a, b, lambda segment: segment == "**", _segment_overlap)
+    return _overlapping(a, b, "**", _segment_overlap)
 
 
 def _segment_overlap(a: str, b: str) -> bool:
@@ -134,7 +133,7 @@ def _segment_overlap(a: str, b: str) -> bool:
     if plain_a or plain_b:  # a name against a glob: whether the glob matches it
         glob, name = (b, a) if plain_a else (a, b)
         return _segment_regex(glob).fullmatch(name) is not None
-    return _overlapping(_tokens(a), _tokens(b), lambda token: token[0] == "star", _characters_meet)
+    return _overlapping(_tokens(a), _tokens(b), _STAR, _characters_meet)
 
 
 def _characters_meet(a: Token, b: Token) -> bool:
@@ -181,8 +180,8 @@ def _tokens(segment: str) -> tuple[Token, ...]:
             tokens.append(("lit", segment[i + 1], False))
             i += 2
         elif c == "*":
-            if not tokens or tokens[-1][0] != "star":
-                tokens.append(("star", "", False))
+            if not tokens or tokens[-1] != _STAR:
+                tokens.append(_STAR)
             i += 1
         elif c == "?":
             tokens.append(("any", "", False))
