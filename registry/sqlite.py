@@ -732,10 +732,10 @@ def _listed(task_id: str, status: str, last_activity: str, fields: str) -> Liste
         unreleased_leases(leases or [], [r["text"] for r in releases or ()], clock.parse(last_activity)))
 
 
-def _folded(status: str, last_activity: str, pending_at: str | None, lifecycle: str | None,
-            lifecycle_at: str | None) -> tuple[str, datetime]:
+def _folded(status: str, last_activity: str, pending_at: str | None, lifecycle: Any,
+            lifecycle_at: Any) -> tuple[str, datetime]:
     """A stored session's status and last activity, its unprojected events' latest time
-    (pending_at) folded in."""
+    (pending_at) folded in; lifecycle and lifecycle_at as its stored JSON holds them."""
     last = clock.parse(last_activity)
     if pending_at is not None:
         last = max(last, clock.parse(pending_at))
