@@ -34,6 +34,10 @@ try:
 finally:
     new = {m if m.startswith("baton.") else m.split(".")[0] for m in set(sys.modules) - before} - {"baton"}
     print("IMPORTS", " ".join(sorted(m for m in new if not m.startswith("_"))), file=sys.stderr)
+    made = {f"{name}.{key}" for name, module in list(sys.modules.items()) if name.startswith("baton.")
+            for key, value in vars(module).items()
+            if isinstance(value, type) and "__dataclass_fields__" in vars(value) and value.__module__ == name}
+    print("DATACLASSES", " ".join(sorted(made)), file=sys.stderr)
 heavy = sorted(m for m in ("pydantic", "numpy", "torch", "qdrant_client", "tokenizers",
                            "confluent_kafka", "neo4j", "psycopg") if m in sys.modules)
 print("HEAVY", ",".join(heavy))
@@ -144,6 +148,21 @@ HOOK_PATH_IMPORTS = {
 }
 
 
+# The dataclasses the touch and the post-tool-use hook may define: a frozen dataclass costs a
+# fresh process about 1 ms to define (its methods are generated and compiled), so the hot
+# paths' records are NamedTuples. FileRef is validated inside pydantic's event models.
+HOT_DATACLASSES = names("""
+    baton.files.FileRef baton.outcome.Found baton.outcome.NotFound baton.outcome.Unavailable
+    baton.skills.core.write_report.WriteReport baton.skills.services.touch.TouchReport
+""")
+
+
+def dataclasses_made(result: subprocess.CompletedProcess) -> set[str]:
+    """The dataclasses Baton's modules defined in the PROBE_IMPORTS's command."""
+    line = [line for line in result.stderr.splitlines() if line.startswith("DATACLASSES")][-1]
+    return set(line.split()[1:])
+
+
 def imported(result: subprocess.CompletedProcess) -> set[str]:
     """What the PROBE_IMPORTS's command imported (its last IMPORTS line)."""
     line = [line for line in result.stderr.splitlines() if line.startswith("IMPORTS")][-1]
@@ -178,6 +197,7 @@ def test_touch_imports_nothing_heavy(home, worktrees, cli):
         assert ("Warning: OMN-2 also touching src/a.py, src/c.py" in result.stdout) is warned, result.stdout
         pinned = TOUCH_IMPORTS | OVERLAP_IMPORTS
         assert not unpinned(result, pinned), f"new on the touch's path: {unpinned(result, pinned)}"
+        assert dataclasses_made(result) <= HOT_DATACLASSES, sorted(dataclasses_made(result) - HOT_DATACLASSES)
     code, out, _ = cli(main, "signals", "--task", "OMN-1", "--json")
     stored = [s for s in json.loads(out) if s["signal_type"] == "conflict_detected"]
     assert [s["payload"]["file_paths"] for s in stored] == [["src/a.py"], ["src/a.py", "src/c.py"]]
@@ -317,6 +337,8 @@ def test_each_hook_imports_only_its_pinned_modules(home, worktrees, cli, tmp_pat
             f"new on the {name} hook's path: {unpinned(result, HOOK_PATH_IMPORTS[name])}"
         if name != "session-start":
             assert {"pydantic", "numpy"}.isdisjoint(imported(result)), name
+        if name == "post-tool-use":
+            assert dataclasses_made(result) <= HOT_DATACLASSES, sorted(dataclasses_made(result) - HOT_DATACLASSES)
         if name == "pre-tool-use":
             checks.append(result)
     assert ["pathspec" in imported(result) for result in checks] == [False, False, True]
