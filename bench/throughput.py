@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -177,7 +177,7 @@ def projector_run(root: Path, settings, count: int, name: str, *, warm_up: bool 
     log.deliver()
     log.close()
 
-    stores = Stores(replace(settings, kafka_topic_prefix=prefix, background_indexing=False), skip_known_down=False,
+    stores = Stores(settings._replace(kafka_topic_prefix=prefix, background_indexing=False), skip_known_down=False,
                     projection=apply_events)
     stores.deliver_on_close = False
     started = time.perf_counter()

@@ -14,7 +14,9 @@ order swapped every round so neither gains from a warm cache:
   - the stop hook through the resident,
   - `baton resume` (recall included), a fresh process without the resident and through it.
 Each side's resident is started (and answering) before the first round.
-Prints each side's median with p10-p90 and the ratio now / before (below 1: faster now).
+Prints each side's median with p10-p90 and the ratio now / before (below 1: faster now),
+and beside them the median CPU time of the same runs and its ratio (through the resident,
+the client's CPU only), steadier than the wall time on a loaded machine.
 With --projector it then runs each revision's own projector bench on fresh servers
 (PostgreSQL, Neo4j, Kafka) and prints their rates, each beside its floor. A revision whose
 projector repairs the stores when it starts (issue 23) leaves that repair out of its rate
@@ -28,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import sysconfig
@@ -130,17 +134,25 @@ def cases() -> list[Case]:
     ]
 
 
-def timed(sides: list[Side], repeat: int) -> list[tuple[str, dict[str, list[float]]]]:
-    """Each case's milliseconds per side; the sides take turns, swapped every round."""
-    results = [(label, {side.label: [] for side in sides}) for label, *_ in cases()]
+Samples = dict[str, list[tuple[float, float]]]  # per side: (wall ms, CPU ms) of each run
+
+
+def timed(sides: list[Side], repeat: int) -> list[tuple[str, Samples]]:
+    """Each case's wall and CPU milliseconds per side; the sides take turns, swapped every
+    round. CPU is the process's user and system time (through the resident, the client's
+    only): on a loaded machine it varies less than the wall time."""
+    results: list[tuple[str, Samples]] = [(label, {side.label: [] for side in sides}) for label, *_ in cases()]
     for round_ in range(repeat + 1):  # the first round warms the page cache and is not counted
         order = sides if round_ % 2 else sides[::-1]
         for (_, args, stdin, resident), (_, samples) in zip(cases(), results, strict=True):
             for side in order:
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 ms = run_ms([str(side.baton), *args], side.main, env=environment(side, resident=resident),
                             stdin=stdin(side))
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
                 if round_:
-                    samples[side.label].append(ms)
+                    samples[side.label].append((ms, cpu))
     return results
 
 
@@ -182,10 +194,14 @@ def main() -> None:
             for resident in residents:
                 resident.terminate()
                 resident.wait(timeout=60)
-        print(f"{'':52} {'before ms':>10} {'now ms':>10} {'now/before':>10}   now p10-p90")
+        print(f"load average {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
+        print(f"{'':52} {'before ms':>10} {'now ms':>10} {'now/before':>10}   now p10-p90"
+              f"   {'CPU before':>10} {'CPU now':>8} {'now/before':>10}")
         for label, samples in results:
-            (before, _, _), (now, low, high) = (spread(samples[side.label]) for side in sides)
-            print(f"{label:52} {before:10.1f} {now:10.1f} {now / before:10.2f}   {low:.1f}-{high:.1f}")
+            (before, _, _), (now, low, high) = (spread([wall for wall, _ in samples[side.label]]) for side in sides)
+            cpu_before, cpu_now = (statistics.median(cpu for _, cpu in samples[side.label]) for side in sides)
+            print(f"{label:52} {before:10.1f} {now:10.1f} {now / before:10.2f}   {low:.1f}-{high:.1f}"
+                  f"   {cpu_before:10.1f} {cpu_now:8.1f} {cpu_now / cpu_before:10.2f}")
         if args.projector:
             print("\nprojector, each revision's own bench on fresh servers "
                   f"(--events {args.events} --runs 3):")

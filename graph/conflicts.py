@@ -3,26 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
-from baton.ids import CONFLICT_NAMESPACE, name_uuid
-
-if TYPE_CHECKING:
-    from uuid import UUID
+from baton.ids import CONFLICT_NAMESPACE, name_uuid_text
 
 
-@dataclass(frozen=True, slots=True)
-class FileConflict:
+# A NamedTuple, not a dataclass: a fresh `baton touch` or hook defines it, and a frozen
+# dataclass's generated methods cost a fresh process about 1 ms a class (Python 3.11).
+class FileConflict(NamedTuple):
     other_task_id: str
     shared_files: list[str]
-    signal_id: UUID
+    signal_id: str  # a UUID's text: a touch derives it without the uuid module (baton.ids.name_uuid_text)
 
 
-def conflict_signal_id(task_a: str, task_b: str, shared_files: Iterable[str]) -> UUID:
+def conflict_signal_id(task_a: str, task_b: str, shared_files: Iterable[str]) -> str:
     """The same id whichever side computes it: the pair and the files are sorted first."""
     low, high = sorted((task_a, task_b))
-    return name_uuid(CONFLICT_NAMESPACE, f"{low}:{high}:{','.join(sorted(shared_files))}")
+    return name_uuid_text(CONFLICT_NAMESPACE, f"{low}:{high}:{','.join(sorted(shared_files))}")
 
 
 def _file_set(task: Mapping, role: str) -> set[str]:

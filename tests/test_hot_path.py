@@ -34,6 +34,10 @@ try:
 finally:
     new = {m if m.startswith("baton.") else m.split(".")[0] for m in set(sys.modules) - before} - {"baton"}
     print("IMPORTS", " ".join(sorted(m for m in new if not m.startswith("_"))), file=sys.stderr)
+    made = {f"{name}.{key}" for name, module in list(sys.modules.items()) if name.startswith("baton.")
+            for key, value in vars(module).items()
+            if isinstance(value, type) and "__dataclass_fields__" in vars(value) and value.__module__ == name}
+    print("DATACLASSES", " ".join(sorted(made)), file=sys.stderr)
 heavy = sorted(m for m in ("pydantic", "numpy", "torch", "qdrant_client", "tokenizers",
                            "confluent_kafka", "neo4j", "psycopg") if m in sys.modules)
 print("HEAVY", ",".join(heavy))
@@ -62,8 +66,9 @@ TOUCH_IMPORTS = names("""
     baton.sqlite baton.store_names baton.trust baton.write_queue collections copy dataclasses datetime dis fcntl
     inspect json linecache math opcode shlex sqlite3 threading token tokenize typing weakref
 """)
-# A ticket's overlaps' signal ids (uuid5, hence hashlib) are the only use of the uuid module there.
-OVERLAP_IMPORTS = names("hashlib platform uuid")
+# A ticket's overlaps' signal ids: uuid5's text, derived with hashlib alone (the uuid module
+# imports platform: 5 ms of a fresh process on Python 3.11).
+OVERLAP_IMPORTS = names("hashlib")
 HOOK_IMPORTS = names("""
     ast baton.budget baton.clock baton.deadline baton.errors baton.files baton.git baton.graph baton.graph.base
     baton.graph.conflicts baton.health baton.home baton.ids baton.masking baton.outcome baton.phases baton.registry
@@ -93,7 +98,7 @@ HOOK_PATH_IMPORTS = {
         baton.skills.services.leases baton.skills.core.path_patterns pathspec typing_extensions
     """),
     "user-prompt-submit": HOOK_IMPORTS | names("""
-        platform uuid array baton.signals.sqlite baton.signals.wire baton.processes baton.skills.core.overlaps
+        array baton.signals.sqlite baton.signals.wire baton.processes baton.skills.core.overlaps
         baton.skills.frontends.briefing baton.skills.services baton.skills.services.news
     """),
     # An end of turn renews the ticket's leases in the graph (baton.skills.runtime.sink).
@@ -143,6 +148,21 @@ HOOK_PATH_IMPORTS = {
 }
 
 
+# The dataclasses the touch and the post-tool-use hook may define: a frozen dataclass costs a
+# fresh process about 1 ms to define (its methods are generated and compiled), so the hot
+# paths' records are NamedTuples. FileRef is validated inside pydantic's event models.
+HOT_DATACLASSES = names("""
+    baton.files.FileRef baton.outcome.Found baton.outcome.NotFound baton.outcome.Unavailable
+    baton.skills.core.write_report.WriteReport baton.skills.services.touch.TouchReport
+""")
+
+
+def dataclasses_made(result: subprocess.CompletedProcess) -> set[str]:
+    """The dataclasses Baton's modules defined in the PROBE_IMPORTS's command."""
+    line = [line for line in result.stderr.splitlines() if line.startswith("DATACLASSES")][-1]
+    return set(line.split()[1:])
+
+
 def imported(result: subprocess.CompletedProcess) -> set[str]:
     """What the PROBE_IMPORTS's command imported (its last IMPORTS line)."""
     line = [line for line in result.stderr.splitlines() if line.startswith("IMPORTS")][-1]
@@ -166,7 +186,8 @@ def test_touch_imports_nothing_heavy(home, worktrees, cli):
         return result
 
     alone = probe("src/z.py")  # a ticket without overlaps: no signal id to derive
-    assert {"baton.recall.keywords", "baton.recall.fusion", "numpy"}.isdisjoint(TOUCH_IMPORTS | OVERLAP_IMPORTS)
+    assert {"baton.recall.keywords", "baton.recall.fusion", "numpy", "uuid", "platform"}.isdisjoint(
+        TOUCH_IMPORTS | OVERLAP_IMPORTS)
     assert not unpinned(alone, TOUCH_IMPORTS), f"new on the touch's path: {unpinned(alone, TOUCH_IMPORTS)}"
     cli(second, "touch", "src/a.py", "src/c.py")
     cli(main, "touch", "src/a.py")
@@ -176,6 +197,7 @@ def test_touch_imports_nothing_heavy(home, worktrees, cli):
         assert ("Warning: OMN-2 also touching src/a.py, src/c.py" in result.stdout) is warned, result.stdout
         pinned = TOUCH_IMPORTS | OVERLAP_IMPORTS
         assert not unpinned(result, pinned), f"new on the touch's path: {unpinned(result, pinned)}"
+        assert dataclasses_made(result) <= HOT_DATACLASSES, sorted(dataclasses_made(result) - HOT_DATACLASSES)
     code, out, _ = cli(main, "signals", "--task", "OMN-1", "--json")
     stored = [s for s in json.loads(out) if s["signal_type"] == "conflict_detected"]
     assert [s["payload"]["file_paths"] for s in stored] == [["src/a.py"], ["src/a.py", "src/c.py"]]
@@ -192,7 +214,7 @@ def test_the_hand_built_conflict_signal_is_the_model_signal():
                             signal_id=conflict_signal_id("OMN-1", "OMN-2", ["github.com/a/b:src/ü.py"]))
     wire = conflict_signal(conflict, ActiveTask("OMN-1", "s1", "touch"), [FileRef("github.com/a/b", "src/ü.py")], at)
     model = Signal.model_validate_json(wire.to_json())
-    assert model.signal_id == conflict.signal_id and model.emitted_at == at
+    assert str(model.signal_id) == conflict.signal_id and model.emitted_at == at
     assert model.payload.file_paths == ["src/ü.py"] and model.payload.related_task_id == "OMN-2"
     assert model.subjects() == wire.subjects()
     assert json.loads(model.to_json()) == {**json.loads(wire.to_json()), "emitted_at": "2026-11-01T12:00:00.123456Z"}
@@ -260,7 +282,7 @@ def test_the_hand_built_decision_is_the_model_decision():
     assert record.project == "github.com/a/b"
     assert record.point_id == decision_point_id("github.com/a/b", "OMN-1", event.text)
     assert json.loads(record.model_dump_json()) == json.loads(payload)
-    wire = WireSignal(signal_id=derived_signal_id(SignalType.decision_recorded, event_id),
+    wire = WireSignal(signal_id=str(derived_signal_id(SignalType.decision_recorded, event_id)),
                       signal_type=SignalType.decision_recorded, task_id="OMN-1", session_id="s1", repo="r",
                       emitted_at=at,
                       file_paths=(), related_task_id=None, reason=event.text)
@@ -315,6 +337,8 @@ def test_each_hook_imports_only_its_pinned_modules(home, worktrees, cli, tmp_pat
             f"new on the {name} hook's path: {unpinned(result, HOOK_PATH_IMPORTS[name])}"
         if name != "session-start":
             assert {"pydantic", "numpy"}.isdisjoint(imported(result)), name
+        if name == "post-tool-use":
+            assert dataclasses_made(result) <= HOT_DATACLASSES, sorted(dataclasses_made(result) - HOT_DATACLASSES)
         if name == "pre-tool-use":
             checks.append(result)
     assert ["pathspec" in imported(result) for result in checks] == [False, False, True]
@@ -332,6 +356,18 @@ def test_a_random_uuid_is_what_uuid4_gives():
     for text in made:
         parsed = uuid.UUID(text)
         assert str(parsed) == text and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+def test_a_name_uuid_text_is_what_uuid5_gives():
+    """A touch's conflict ids and the wire signals' are derived without the uuid module: the same text."""
+    import uuid
+
+    from baton.ids import BATON_NAMESPACE, CONFLICT_NAMESPACE, name_uuid, name_uuid_text
+
+    for namespace in (CONFLICT_NAMESPACE, BATON_NAMESPACE, str(uuid.uuid4())):
+        for name in ("", "OMN-1:OMN-2:src/a.py", "decision_recorded:ü" * 40, str(uuid.uuid4())):
+            assert name_uuid_text(namespace, name) == str(uuid.uuid5(uuid.UUID(namespace), name))
+            assert name_uuid_text(namespace, name) == str(name_uuid(namespace, name))
 
 
 def test_the_touch_without_options_is_what_the_parser_answers(home, monkeypatch):

@@ -105,9 +105,7 @@ class Stores:
         if project == self.project:
             return self
         if project not in self._siblings:
-            from dataclasses import replace
-
-            sibling = Stores(replace(self.settings, project=None), skip_known_down=self.skip_known_down,
+            sibling = Stores(self.settings._replace(project=None), skip_known_down=self.skip_known_down,
                              project=project, projection=self.projection)
             sibling.__dict__["budget"] = self.budget  # one budget and one deadline per command
             sibling.__dict__["deadline"] = self.deadline
@@ -295,9 +293,7 @@ class Stores:
 
     def embedded(self) -> Stores:
         """The embedded stores of the same data home (what `baton migrate` copies from)."""
-        from dataclasses import replace
-
-        return Stores(replace(self.settings, database_url=None, graph_url=None, qdrant_url=None, kafka_bootstrap=None),
+        return Stores(self.settings._replace(database_url=None, graph_url=None, qdrant_url=None, kafka_bootstrap=None),
                       project=self.project, projection=self.projection)
 
     @property

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 
 from baton.home import readable_by_others
 from baton.skills.runtime.settings import load_settings
@@ -32,7 +31,7 @@ def unit_of_work(*, projection: Apply, deliver: bool = False,
     that is not the current directory's (Stores.project)."""
     settings = load_settings()
     if store_timeout is not None and store_timeout < settings.store_timeout:
-        settings = replace(settings, store_timeout=store_timeout)
+        settings = settings._replace(store_timeout=store_timeout)
     stores = Stores(settings, skip_known_down=skip_known_down, project=project, projection=projection)
     try:
         if deliver:  # what reads: a command a person may be reading too

@@ -23,7 +23,7 @@ from datetime import datetime
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.ids import parse_ticket_id
-from baton.signals.wire import SignalType, WireSignal, derived_signal_id
+from baton.signals.wire import SignalType, WireSignal, derived_signal_text
 from baton.skills.core.binding import ActiveTask, Place
 from baton.skills.core.commit import WireEvent
 from baton.skills.core.write_report import MAX_TEXT, WriteReport
@@ -93,7 +93,7 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
     event_id = str(uuid.uuid4())
     report = WriteReport(session_id=task.session_id, warnings=delivery)
     body = decision_recorded_body(event_id, task.task_id, task.session_id, at, text, context, place.repo)
-    signal = WireSignal(signal_id=derived_signal_id(SignalType.decision_recorded, event_id),
+    signal = WireSignal(signal_id=derived_signal_text(SignalType.decision_recorded, event_id),
                         signal_type=SignalType.decision_recorded, task_id=task.task_id, session_id=task.session_id,
                         repo=place.repo, emitted_at=at, file_paths=(), related_task_id=None,
                         reason=text[:REASON_LENGTH])
