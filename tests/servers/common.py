@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -25,10 +26,36 @@ def _all_threads_stopped(pid: int) -> bool:
     return all(state in ("T", "t", "Z", "X") for state in states)
 
 
+FIRST_PORT = 10000  # the least port free_port hands out: above the well-known services'
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port no process listens on, below the kernel's ephemeral range. A port from that range
+    (what binding port 0 gives) can be taken by any outgoing connection on the machine between
+    this probe and the server's bind, or while an outage test has the server stopped (a Neo4j
+    that then failed to bind was seen on the busy 2-core machine); below it, only a listener can."""
+    ephemeral = _ephemeral_start()
+    if ephemeral <= FIRST_PORT + 1000:  # a range that leaves no room below it: any free port
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return probe.getsockname()[1]
+    for _ in range(1000):
+        port = random.randrange(FIRST_PORT, ephemeral)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port between {FIRST_PORT} and {ephemeral}")
+
+
+def _ephemeral_start() -> int:
+    """The first port of the kernel's range for outgoing connections (Linux's default 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def port_open(port: int) -> bool:
