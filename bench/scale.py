@@ -102,7 +102,21 @@ def seed(home: Path, sessions: int, active: int, pool: int) -> None:
         conn.executemany("INSERT OR IGNORE INTO touches (task_id, repo, path, last_at, active) VALUES (?, ?, ?, ?, ?)",
                          ((qualified(REPO, f"T-{n}"), REPO, path, stamp, int(n < active))
                           for n in range(sessions) for path in files[n]))
+        conn.execute("UPDATE counts SET counted = 0")  # the rows above were not counted as they came
         conn.execute("COMMIT")
+
+
+def recount(home: Path) -> float:
+    """Count the seeded graph's conflicts as `baton doctor --repair` does for a graph from
+    before the kept counts (the rows were written straight into its tables); seconds."""
+    from baton.graph.sqlite import SqliteConflictGraph
+
+    graph = SqliteConflictGraph(home / "graph.db", timeout=30)
+    started = time.perf_counter()
+    graph.recount()
+    elapsed = time.perf_counter() - started
+    graph.close()
+    return elapsed
 
 
 # Runs each command for the bench and reports its time and peak memory. A child's peak
@@ -120,6 +134,18 @@ for line in sys.stdin:
     elapsed = (time.perf_counter() - started) * 1000
     print(json.dumps({"ms": elapsed, "rss_mb": usage.ru_maxrss / 1024, "code": os.waitstatus_to_exitcode(status),
                       "error": error[-400:]}), flush=True)
+"""
+
+
+# The dashboard's overview as a fresh `baton serve` builds it for its first page: the
+# snapshot (the listing's rows, lease conflicts, the feed) and its JSON.
+OVERVIEW = """
+import json
+from baton.skills.frontends.web.overview import build_snapshot
+from baton.skills.runtime.settings import Settings
+snapshot = build_snapshot(Settings.from_env(), 1)
+assert snapshot.registry == "ok", snapshot.registry
+json.dumps({"sessions": snapshot.rows, "warnings": snapshot.warnings, "signals": snapshot.signals})
 """
 
 
@@ -166,13 +192,13 @@ def conflict_counts(home: Path) -> tuple[float, int, int, int]:
 
     graph = SqliteConflictGraph(home / "graph.db", timeout=30)
     started = time.perf_counter()
-    summaries = graph.conflict_summaries(sample=5).value
+    counts = graph.conflict_counts().value
     elapsed = (time.perf_counter() - started) * 1000
     graph.close()
     with sqlite3.connect(home / "graph.db") as conn:
         (triples,) = conn.execute("SELECT coalesce(sum(n * (n - 1)), 0) FROM ("
                                   "SELECT count(*) AS n FROM touches WHERE active GROUP BY repo, path)").fetchone()
-    return elapsed, len(summaries), max((s.tickets for s in summaries.values()), default=0), triples
+    return elapsed, len(counts), max((tickets for _, tickets in counts.values()), default=0), triples
 
 
 def main() -> None:
@@ -198,15 +224,19 @@ def main() -> None:
                 started = time.perf_counter()
                 seed(home, sessions, args.active, pool_of(sessions))
                 built = time.perf_counter() - started
+                counted = recount(home)
                 at_home = {**env, "BATON_HOME": str(home)}
                 aggregate, in_conflict, widest, triples = conflict_counts(home)
                 name = f"{sessions:,} sessions, {label}"
-                print(f"{name}: pool {pool_of(sessions):,} paths, seeded in {built:.1f} s; "
+                print(f"{name}: pool {pool_of(sessions):,} paths, seeded in {built:.1f} s, conflicts counted "
+                      f"(doctor --repair's recount) in {counted:.1f} s; "
                       f"{in_conflict} of {min(args.active, sessions)} active tickets in conflict, "
                       f"at most with {widest} ({triples:,} ticket-ticket-file rows as pairs); "
-                      f"list's aggregate in process {aggregate:.1f} ms", flush=True)
+                      f"the list's kept counts read in process in {aggregate:.1f} ms", flush=True)
                 rows.append((f"baton list --json, {name}",
                              *launcher.runs([*CLI, "list", "--json"], worktree, at_home, args.repeat), 1000))
+                rows.append((f"dashboard overview snapshot, fresh process, {name}",
+                             *launcher.runs([sys.executable, "-c", OVERVIEW], worktree, at_home, args.repeat), 1000))
                 rows.append((f"baton resume T-0 --json, {name}",
                              *launcher.runs([*CLI, "resume", "T-0", "--json"], worktree, at_home, args.repeat), None))
                 rows.append((f"  floor: SQLite primary-key read, {name}",

@@ -97,6 +97,10 @@ _LISTED = (
     "WHERE project = ?1")
 _ACTIVE_LISTED = f"{_LISTED} AND status = 'active'"
 _LISTED_ORDER = " ORDER BY last_activity DESC, task_id"
+_LISTED_OF = " AND task_id IN (SELECT value FROM json_each(?2))"
+# The tickets in list_sessions' order, from the status index alone (no session read).
+_ORDER = "SELECT task_id, status, last_activity FROM sessions WHERE project = ?1"
+_ACTIVE_ORDER = f"{_ORDER} AND status = 'active'"
 
 MIGRATIONS = [
     """
@@ -609,21 +613,50 @@ class SqliteSessionStore(SessionStore):
         outlines.sort(key=lambda o: o.last_activity, reverse=True)
         return Found(outlines)
 
-    def listed_sessions(self, *, include_inactive: bool = False) -> Found[list[ListedSession]] | Unavailable:
+    def listed_sessions(self, *, include_inactive: bool = False, task_ids: Collection[str] | None = None
+                        ) -> Found[list[ListedSession]] | Unavailable:
         """From the stored projections' JSON (read by SQLite): no pydantic, no validation."""
-        query = (_LISTED if include_inactive else _ACTIVE_LISTED) + _LISTED_ORDER
+        query = (_LISTED if include_inactive else _ACTIVE_LISTED) + ("" if task_ids is None else _LISTED_OF)
+        arguments: tuple = (self.project,) if task_ids is None else (self.project, json.dumps(sorted(set(task_ids))))
         try:
             with guarded(STORE, self.path):
                 conn = self._db.conn()
                 if not self._catch_up(conn):
-                    return Found([listed_of(s) for s in self._all_in_memory(conn, include_inactive=include_inactive)])
-                rows = conn.execute(query, (self.project,)).fetchall()
+                    return Found([listed_of(s) for s in self._all_in_memory(conn, include_inactive=include_inactive)
+                                  if task_ids is None or s.task_id in task_ids])
+                rows = conn.execute(query + _LISTED_ORDER, arguments).fetchall()
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         try:
             return Found([_listed(*row) for row in rows])
         except (ValueError, TypeError, KeyError) as exc:  # json.JSONDecodeError is a ValueError
             return Unavailable(f"{self.path}: a stored session is unreadable: {type(exc).__name__}: {exc}")
+
+    def lease_holders(self) -> Found[set[str]] | Unavailable:
+        """From the lease anchors' index (a lease not projected yet is there once it is)."""
+        try:
+            with guarded(STORE, self.path):
+                conn = self._db.conn()
+                if not self._catch_up(conn):
+                    return Found({s.task_id for s in self._all_in_memory(conn, include_inactive=False) if s.leases})
+                return Found({task_id for (task_id,) in conn.execute(
+                    "SELECT DISTINCT task_id FROM lease_anchors WHERE project = ?", (self.project,))})
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+
+    def session_order(self, *, include_inactive: bool = False) -> Found[list[tuple[str, str, datetime]]] | Unavailable:
+        """From the status index alone, every pending event projected first."""
+        try:
+            with guarded(STORE, self.path):
+                conn = self._db.conn()
+                if not self._catch_up(conn):
+                    return Found([(s.task_id, s.status.value, s.last_activity)
+                                  for s in self._all_in_memory(conn, include_inactive=include_inactive)])
+                rows = conn.execute((_ORDER if include_inactive else _ACTIVE_ORDER) + _LISTED_ORDER,
+                                    (self.project,)).fetchall()
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        return Found([(task_id, status, clock.parse(last)) for task_id, status, last in rows])
 
     def leases_near(self, repo: str, paths: Sequence[str]) -> Found[list[tuple[str, ListedLease]]] | Unavailable:
         """Through the lease anchors' index: only the sessions holding a lease that may cover

@@ -88,14 +88,14 @@ def resume_session(task_id: str, limit: int = 5, agent: str | None = None, all_d
     return _call(run)
 
 
-def list_sessions(include_ended: bool = False) -> str:
+def list_sessions(include_ended: bool = False, limit: int = 1000) -> str:
     from baton import clock
     from baton.skills.frontends.answers import listing_answer
     from baton.skills.runtime.agent_sessions import local_heartbeats
     from baton.skills.services.listing import list_sessions as listing
 
     return _call(lambda stores: listing_answer(listing(stores, include_inactive=include_ended, at=clock.now(),
-                                                       heartbeats=local_heartbeats(stores.settings))))
+                                                       heartbeats=local_heartbeats(stores.settings), limit=limit)))
 
 
 def bind_task(task_id: str, agent: str | None = None, worktree: str | None = None, take_over: bool = False) -> str:
