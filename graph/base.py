@@ -85,17 +85,19 @@ def count_moves(before: Mapping[str, set[str]], after: Mapping[str, set[str]],
         for other in now ^ then:
             moves.setdefault(other, [0, 0])[1] += 1 if other in now else -1
     # A file's other touchers see it shared while any ticket but themselves touches it.
-    files: dict[tuple[str, str], list] = {}
+    untouched: dict[tuple[str, str], set[str]] = {}  # a file's touchers not written, by project
+    written_then: dict[tuple[str, str], int] = {}
+    written_now: dict[tuple[str, str], int] = {}
     for task in written:
         for f, touchers in others.get(task, {}).items():
-            held = files.setdefault((project_prefix(task), f), [set(), 0, 0])
-            held[0].update(set(touchers) - written)
-            held[1] += f in before[task]
-            held[2] += f in after[task]
-    for untouched, then, now in files.values():
-        for other in untouched:
-            beside = len(untouched) - 1
-            moves.setdefault(other, [0, 0])[0] += (beside + now > 0) - (beside + then > 0)
+            key = (project_prefix(task), f)
+            untouched.setdefault(key, set()).update(set(touchers) - written)
+            written_then[key] = written_then.get(key, 0) + (f in before[task])
+            written_now[key] = written_now.get(key, 0) + (f in after[task])
+    for key, touchers in untouched.items():
+        beside = len(touchers) - 1
+        for other in touchers:
+            moves.setdefault(other, [0, 0])[0] += (beside + written_now[key] > 0) - (beside + written_then[key] > 0)
     return counts, {other: (f, t) for other, (f, t) in moves.items() if f or t}
 
 
@@ -248,7 +250,7 @@ class ConflictGraph(ABC):
         asked = None if task_ids is None else sorted(set(task_ids))
         try:
             kept = None if asked is None else self._kept_rows(asked)
-            if kept is None:
+            if kept is None or asked is None:
                 rows = self._summary_rows(sample, both_ways, asked)
             else:
                 # The kept counts hold a fork's expected overlap: those tickets are counted here.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
@@ -511,7 +512,7 @@ class BoltConflictGraph(ConflictGraph):
                    for r in ordered]
 
         def work(tx: neo4j.Transaction) -> None:
-            before = _active_files(tx, [t["task_id"] for t in tickets])
+            before = _active_files(tx, [r.task_id for r in ordered])
             tx.run(RECORD_TICKETS, tickets=tickets).consume()
             if any(t["depends_on"] for t in tickets):
                 tx.run(ADD_DEPENDENCIES_OF_MANY, tickets=[t for t in tickets if t["depends_on"]]).consume()
@@ -539,13 +540,10 @@ class BoltConflictGraph(ConflictGraph):
         moving, so a ticket counted before them stays right), then the mark."""
         after, done = "", 0
         while True:
-            page = self._call(lambda tx, start=after: [r["task"] for r in tx.run(TICKETS_AFTER, after=start,
-                                                                                page=SUMMARY_PAGE)], write=False)
+            page = self._call(partial(_page_after, after), write=False)
             if not page:
                 break
-            tickets = [[task, project_prefix(task)] for task in page]
-            self._call(lambda tx, these=tickets: tx.run(RECOUNT, tickets=these, separator=SEPARATOR).consume(),
-                       write=True)
+            self._call(partial(_recount, page), write=True)
             done += len(page)
             after = page[-1]
         self._call(lambda tx: tx.run(MARK_COUNTED).consume(), write=True)
@@ -638,9 +636,18 @@ class BoltConflictGraph(ConflictGraph):
             self._driver = None
 
 
+def _page_after(after: str, tx: neo4j.Transaction) -> list[str]:
+    """The next SUMMARY_PAGE tickets by id after `after`."""
+    return [record["task"] for record in tx.run(TICKETS_AFTER, after=after, page=SUMMARY_PAGE)]
+
+
+def _recount(task_ids: list[str], tx: neo4j.Transaction) -> None:
+    tx.run(RECOUNT, tickets=[[task, project_prefix(task)] for task in task_ids], separator=SEPARATOR).consume()
+
+
 def _active_files(tx: neo4j.Transaction, task_ids: list[str]) -> dict[str, set[str]]:
     """count_moves' `before` of these tickets: the files each touches while active."""
-    found = {task: set() for task in task_ids}
+    found: dict[str, set[str]] = {task: set() for task in task_ids}
     for record in tx.run(ACTIVE_FILES, task_ids=task_ids):
         found[record["task"]] = set(record["files"])
     return found

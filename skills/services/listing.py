@@ -69,7 +69,7 @@ class Listing:
 
 def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetime | None = None,
                   heartbeats: Iterable[Beat] | None = None, limit: int = PAGE) -> Listing:
-    """Sessions newest first; raises StoreUnavailable when the registry cannot answer.
+    """Sessions newest first, up to limit; raises StoreUnavailable when the registry cannot answer.
     heartbeats: the hooks' heartbeats on this machine, to mark tickets whose agent is gone.
     limit: past that many sessions (0: none), a page of them: the tickets in conflict first,
     then the other active ones, then the ended ones, each newest first (Listing.total counts
@@ -90,9 +90,9 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
             graph_answers = False
             warnings.append(f"conflict graph unavailable: {counted.reason}; conflicts not shown")
         in_conflict = [task_id for task_id, status, _ in order if status == "active" and task_id in kept]
-        active = [task_id for task_id, status, _ in order if status == "active" and task_id not in kept]
+        quiet = [task_id for task_id, status, _ in order if status == "active" and task_id not in kept]
         ended = [task_id for task_id, status, _ in order if status != "active"]
-        page = (in_conflict + active + ended)[:limit]
+        page = (in_conflict + quiet + ended)[:limit]
     # One read of the registry, of what the list shows only (no validated sessions where the
     # backend can): the interrupted-work check reads the same outlines.
     sessions = stores.registry.listed_sessions(include_inactive=include_inactive,
@@ -104,12 +104,12 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
     if graph_answers:
         # Counted in the graph, per ticket: the listing never holds the pairs of tickets.
         forks = [(s.outline.task_id, s.fork_of) for s in sessions if s.fork_of]
-        active = None if page is None else [s.outline.task_id for s in sessions if s.outline.status == "active"]
-        found = stores.graph.conflict_summaries(sample=CONFLICT_SAMPLE, expected=forks, task_ids=active)
-        if isinstance(found, Found):
-            summaries = found.value
+        shown = None if page is None else [s.outline.task_id for s in sessions if s.outline.status == "active"]
+        summed = stores.graph.conflict_summaries(sample=CONFLICT_SAMPLE, expected=forks, task_ids=shown)
+        if isinstance(summed, Found):
+            summaries = summed.value
         else:
-            warnings.append(f"conflict graph unavailable: {found.reason}; conflicts not shown")
+            warnings.append(f"conflict graph unavailable: {summed.reason}; conflicts not shown")
     stale_after, grace = stores.settings.stale_after, stores.settings.lease_grace
     interrupted = set()
     if heartbeats is not None:
@@ -134,7 +134,7 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
             leases=[{"pattern": lease.pattern, "exclusive": lease.exclusive,
                      "expires_at": (lease.ends + grace).isoformat()}
                     for lease in s.leases if active and lease.ends + grace >= at]))
-    return Listing(lines, warnings, total=len(order))
+    return Listing(lines, warnings, total=len(order) if page is not None else len(lines))
 
 
 def list_every_project(stores: Stores, *, include_inactive: bool = False, at: datetime | None = None,
