@@ -487,8 +487,10 @@ class BoltConflictGraph(ConflictGraph):
                session_id: str | None = None, depends_on: Sequence[str] = (),
                leases: Sequence[GraphLease] = ()) -> None:
         def work(tx: neo4j.Transaction) -> None:
+            before = _active_files(tx, [task_id])
             tx.run(SET_STATUS, task_id=task_id, status=status, at=at.timestamp()).consume()
             self._write_touches(tx, task_id, files, at)
+            _move_counts(tx, before)
             if session_id:
                 tx.run(ADD_SESSION, task_id=task_id, session_id=session_id).consume()
             if depends_on:
