@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import logging
 import time
-from functools import partial
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from baton import clock
@@ -85,8 +85,8 @@ MATCH (t:Task {task_id: task_id})-[:TOUCHES]->(f)
 WHERE t.status = 'active'
 RETURN task_id AS task, collect(f.key) AS files
 """
-# Each ticket's status and, for each file it touches, the other active tickets of its
-# project touching it ([ticket, its project's prefix]: baton.graph.base.project_prefix).
+# For each file each ticket touches, the other active tickets of its project touching it
+# ([ticket, its project's prefix]: baton.graph.base.project_prefix).
 _OF_ITS_PROJECT = """other.task_id <> ticket[0] AND other.task_id STARTS WITH ticket[1]
     AND (ticket[1] <> '' OR NOT other.task_id CONTAINS $separator)"""
 TOUCHERS_OF_EACH = """
@@ -95,7 +95,7 @@ MATCH (t:Task {task_id: ticket[0]})
 OPTIONAL MATCH (t)-[:TOUCHES]->(f)
 OPTIONAL MATCH (f)<-[:TOUCHES]-(other)
 WHERE other.status = 'active' AND """ + _OF_ITS_PROJECT + """
-RETURN ticket[0] AS task, t.status AS status, f.key AS file, collect(other.task_id) AS others
+RETURN ticket[0] AS task, f.key AS file, collect(other.task_id) AS others
 """
 MOVE_COUNTS = """
 UNWIND $moves AS move
@@ -658,19 +658,14 @@ def _active_files(tx: neo4j.Transaction, task_ids: list[str]) -> dict[str, set[s
 def _move_counts(tx: neo4j.Transaction, before: dict[str, set[str]], *, gone: bool = False) -> None:
     """Move the kept conflict counts for what a write did to the tickets of `before`
     (count_moves), in the write's transaction; gone: they are about to be forgotten."""
-    after: dict[str, set[str]] = {task: set() for task in before}
+    after = {task: set() for task in before} if gone else _active_files(tx, sorted(before))
+    if after == before:
+        return  # a write that moved no ticket's activity (most of them: a replay, a file touched again)
     others: dict[str, dict[str, list[str]]] = {task: {} for task in before}
     tickets = [[task, project_prefix(task)] for task in sorted(before)]
     for record in tx.run(TOUCHERS_OF_EACH, tickets=tickets, separator=SEPARATOR):
-        task, file = record["task"], record["file"]
-        if file is None:
-            continue
-        if record["status"] == "active" and not gone:
-            after[task].add(file)
-        if record["others"]:
-            others[task][file] = record["others"]
-    if after == before:
-        return
+        if record["file"] is not None and record["others"]:
+            others[record["task"]][record["file"]] = record["others"]
     counts, moves = count_moves(before, after, others)
     if moves:
         tx.run(MOVE_COUNTS, moves=[[task, f, t] for task, (f, t) in sorted(moves.items())]).consume()
