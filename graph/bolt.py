@@ -78,11 +78,12 @@ OPTIONAL MATCH (t:Task {status: 'active'})
 WITH count(t) AS active WHERE active = 0
 MERGE (c:BatonCounts {kept: true})
 """
-# The files each ticket touches while active, before a write (count_moves' `before`).
+# The files each ticket touches while active (count_moves' `before` and `after`); its status
+# through coalesce, which no index answers (PAIRS_AMONG says why).
 ACTIVE_FILES = """
 UNWIND $task_ids AS task_id
 MATCH (t:Task {task_id: task_id})-[:TOUCHES]->(f)
-WHERE t.status = 'active'
+WHERE coalesce(t.status, '') = 'active'
 RETURN task_id AS task, collect(f.key) AS files
 """
 # For each file each ticket touches, the other active tickets of its project touching it
