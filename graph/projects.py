@@ -72,7 +72,9 @@ class ProjectGraph(ConflictGraph):
         rows = self.graph._kept_rows(None if task_ids is None else [self._in(t) for t in task_ids], self._scope)
         if rows is None:
             return None
-        return [(task, files, tickets) for key, files, tickets in rows if (task := self._ours(key)) is not None]
+        # Every key answered starts with this project's scope (asked by it, or in its range).
+        start = len(self._scope)
+        return [(key[start:], files, tickets) for key, files, tickets in rows]
 
     def _sample_rows(self, task_ids: list[str], sample: int, scope: str = "") -> dict[str, list[str]]:
         found = self.graph._sample_rows([self._in(t) for t in task_ids], sample, self._scope)

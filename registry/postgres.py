@@ -656,12 +656,12 @@ class PostgresSessionStore(SessionStore):
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
 
-    def session_order(self, *, include_inactive: bool = False) -> Found[list[tuple[str, str, datetime]]] | Unavailable:
+    def session_order(self, *, include_inactive: bool = False) -> Found[list[tuple[str, str]]] | Unavailable:
         """From the status index alone: no session sent."""
         query = (
-            "SELECT task_id, status, last_activity FROM baton_sessions WHERE project = %s "
+            "SELECT task_id, status FROM baton_sessions WHERE project = %s "
             "ORDER BY last_activity DESC, task_id" if include_inactive else
-            "SELECT task_id, status, last_activity FROM baton_sessions WHERE project = %s AND status = 'active' "
+            "SELECT task_id, status FROM baton_sessions WHERE project = %s AND status = 'active' "
             "ORDER BY last_activity DESC, task_id")
         try:
             self._catch_up()

@@ -89,18 +89,23 @@ _ACTIVE_OUTLINES = f"{_OUTLINES} AND (s.status = 'active' OR p.at IS NOT NULL)"
 
 # What `baton list` shows of each session, from its stored projection (read after every
 # pending event is projected, so the status column is the session's status).
-_LISTED = (
-    "SELECT task_id, status, last_activity, json_extract(body, '$.phase', '$.repo', '$.worktree_path', '$.branch', "
-    "'$.agent', '$.workflow.state.status', '$.workflow.state.next_stage', '$.files', '$.handoff_verification', "
-    "'$.reopened_by', '$.checkpoint.id', '$.checkpoint.boundary', '$.run_log', '$.workflow', '$.leases', "
-    "'$.lease_releases') FROM sessions "
-    "WHERE project = ?1")
-_ACTIVE_LISTED = f"{_LISTED} AND status = 'active'"
-_LISTED_ORDER = " ORDER BY last_activity DESC, task_id"
-_LISTED_OF = " AND task_id IN (SELECT value FROM json_each(?2))"
+_LISTED_FIELDS = (
+    "SELECT s.task_id, s.status, s.last_activity, json_extract(s.body, '$.phase', '$.repo', '$.worktree_path', "
+    "'$.branch', '$.agent', '$.workflow.state.status', '$.workflow.state.next_stage', '$.files', "
+    "'$.handoff_verification', '$.reopened_by', '$.checkpoint.id', '$.checkpoint.boundary', '$.run_log', "
+    "'$.workflow', '$.leases', '$.lease_releases')")
+_LISTED = f"{_LISTED_FIELDS} FROM sessions AS s WHERE s.project = ?1"
+_ACTIVE_LISTED = f"{_LISTED} AND s.status = 'active'"
+_LISTED_ORDER = " ORDER BY s.last_activity DESC, s.task_id"
+# A page of them (?2, a JSON list of tickets): each a primary-key read (CROSS JOIN keeps
+# SQLite from scanning every active session instead).
+_LISTED_OF = (f"{_LISTED_FIELDS} FROM json_each(?2) AS asked CROSS JOIN sessions AS s "
+              "ON s.project = ?1 AND s.task_id = asked.value WHERE TRUE")
+_ACTIVE_LISTED_OF = f"{_LISTED_OF} AND s.status = 'active'"
 # The tickets in list_sessions' order, from the status index alone (no session read).
-_ORDER = "SELECT task_id, status, last_activity FROM sessions WHERE project = ?1"
+_ORDER = "SELECT task_id, status FROM sessions WHERE project = ?1"
 _ACTIVE_ORDER = f"{_ORDER} AND status = 'active'"
+_ORDER_BY = " ORDER BY last_activity DESC, task_id"
 
 MIGRATIONS = [
     """
@@ -616,8 +621,11 @@ class SqliteSessionStore(SessionStore):
     def listed_sessions(self, *, include_inactive: bool = False, task_ids: Collection[str] | None = None
                         ) -> Found[list[ListedSession]] | Unavailable:
         """From the stored projections' JSON (read by SQLite): no pydantic, no validation."""
-        query = (_LISTED if include_inactive else _ACTIVE_LISTED) + ("" if task_ids is None else _LISTED_OF)
-        arguments: tuple = (self.project,) if task_ids is None else (self.project, json.dumps(sorted(set(task_ids))))
+        if task_ids is None:
+            query, arguments = (_LISTED if include_inactive else _ACTIVE_LISTED), (self.project,)
+        else:
+            query = _LISTED_OF if include_inactive else _ACTIVE_LISTED_OF
+            arguments = (self.project, json.dumps(sorted(set(task_ids))))
         try:
             with guarded(STORE, self.path):
                 conn = self._db.conn()
@@ -644,19 +652,18 @@ class SqliteSessionStore(SessionStore):
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
 
-    def session_order(self, *, include_inactive: bool = False) -> Found[list[tuple[str, str, datetime]]] | Unavailable:
+    def session_order(self, *, include_inactive: bool = False) -> Found[list[tuple[str, str]]] | Unavailable:
         """From the status index alone, every pending event projected first."""
         try:
             with guarded(STORE, self.path):
                 conn = self._db.conn()
                 if not self._catch_up(conn):
-                    return Found([(s.task_id, s.status.value, s.last_activity)
+                    return Found([(s.task_id, s.status.value)
                                   for s in self._all_in_memory(conn, include_inactive=include_inactive)])
-                rows = conn.execute((_ORDER if include_inactive else _ACTIVE_ORDER) + _LISTED_ORDER,
-                                    (self.project,)).fetchall()
+                return Found(conn.execute((_ORDER if include_inactive else _ACTIVE_ORDER) + _ORDER_BY,
+                                          (self.project,)).fetchall())
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
-        return Found([(task_id, status, clock.parse(last)) for task_id, status, last in rows])
 
     def leases_near(self, repo: str, paths: Sequence[str]) -> Found[list[tuple[str, ListedLease]]] | Unavailable:
         """Through the lease anchors' index: only the sessions holding a lease that may cover

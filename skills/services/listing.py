@@ -89,9 +89,16 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
         if not isinstance(counted, Found):
             graph_answers = False
             warnings.append(f"conflict graph unavailable: {counted.reason}; conflicts not shown")
-        in_conflict = [task_id for task_id, status, _ in order if status == "active" and task_id in kept]
-        quiet = [task_id for task_id, status, _ in order if status == "active" and task_id not in kept]
-        ended = [task_id for task_id, status, _ in order if status != "active"]
+        in_conflict: list[str] = []
+        quiet: list[str] = []
+        ended: list[str] = []
+        for task_id, status in order:  # newest first, each kept so
+            if status != "active":
+                ended.append(task_id)
+            elif task_id in kept:
+                in_conflict.append(task_id)
+            else:
+                quiet.append(task_id)
         page = (in_conflict + quiet + ended)[:limit]
     # One read of the registry, of what the list shows only (no validated sessions where the
     # backend can): the interrupted-work check reads the same outlines.
