@@ -133,8 +133,8 @@ def test_the_tools_are_found_by_the_words_an_agent_searches_with_and_stay_short(
         assert 60 <= len(tool.description) <= 200, tool.name
         assert "title" not in json.dumps(tool.input_schema), "titles only repeat the names"
     # What a client sends the model per request without tool search (as Claude Code's
-    # tools array): 8,631 bytes for the 21 tools when measured (8,302 before list_sessions'
-    # limit and other arguments since; 6,470 for 17 before the pre-edit check and the lease tools).
+    # tools array): 8,631 bytes for the 21 tools when measured, after list_sessions took a
+    # limit (6,470 for 17 before the pre-edit check and the lease tools).
     shown = [{"name": f"mcp__baton__{t.name}", "description": t.description, "input_schema": t.input_schema}
              for t in tools]
     assert len(json.dumps(shown, separators=(",", ":"))) < 8700
