@@ -98,15 +98,12 @@ OPTIONAL MATCH (f)<-[:TOUCHES]-(other)
 WHERE other.status = 'active' AND """ + _OF_ITS_PROJECT + """
 RETURN ticket[0] AS task, f.key AS file, collect(other.task_id) AS others
 """
+# [ticket, files, tickets, whether they are its counts (else by how much they move)].
 MOVE_COUNTS = """
 UNWIND $moves AS move
 MATCH (t:Task {task_id: move[0]})
-SET t.shared_files = coalesce(t.shared_files, 0) + move[1], t.sharers = coalesce(t.sharers, 0) + move[2]
-"""
-SET_COUNTS = """
-UNWIND $counts AS count
-MATCH (t:Task {task_id: count[0]})
-SET t.shared_files = count[1], t.sharers = count[2]
+SET t.shared_files = move[1] + CASE WHEN move[3] THEN 0 ELSE coalesce(t.shared_files, 0) END,
+    t.sharers = move[2] + CASE WHEN move[3] THEN 0 ELSE coalesce(t.sharers, 0) END
 """
 TICKETS_AFTER = """
 MATCH (t:Task) WHERE t.task_id > $after
@@ -668,10 +665,10 @@ def _move_counts(tx: neo4j.Transaction, before: dict[str, set[str]], *, gone: bo
         if record["file"] is not None and record["others"]:
             others[record["task"]][record["file"]] = record["others"]
     counts, moves = count_moves(before, after, others)
-    if moves:
-        tx.run(MOVE_COUNTS, moves=[[task, f, t] for task, (f, t) in sorted(moves.items())]).consume()
-    if not gone:
-        tx.run(SET_COUNTS, counts=[[task, f, t] for task, (f, t) in sorted(counts.items())]).consume()
+    rows = [[task, f, t, False] for task, (f, t) in moves.items()]
+    rows += [] if gone else [[task, f, t, True] for task, (f, t) in counts.items()]
+    if rows:  # one statement (each a plan the server compiles once), in ticket order
+        tx.run(MOVE_COUNTS, moves=sorted(rows)).consume()
 
 
 def _key(ref: FileRef) -> str:
