@@ -22,7 +22,8 @@ prints, every one of them (the registry's read of each active session dominates)
 
 Seeding writes the active sessions through the registry's own batch path and the ended
 ones, and every ticket's touches, straight into the stores' tables in one transaction each
-(the ended sessions are copies of one ended session's row under other ids).
+(the ended sessions are copies of one ended session's row under other ids), with the
+conflict counts the graph keeps as its writes would have left them.
 """
 
 from __future__ import annotations
@@ -102,6 +103,17 @@ def seed(home: Path, sessions: int, active: int, pool: int) -> None:
         conn.executemany("INSERT OR IGNORE INTO touches (task_id, repo, path, last_at, active) VALUES (?, ?, ?, ?, ?)",
                          ((qualified(REPO, f"T-{n}"), REPO, path, stamp, int(n < active))
                           for n in range(sessions) for path in files[n]))
+        # The conflict counts the graph keeps as it is written, as its writes would have left them.
+        touchers: dict[str, list[int]] = {}
+        for n in range(min(active, sessions)):
+            for path in set(files[n]):
+                touchers.setdefault(path, []).append(n)
+        counts = []
+        for n in range(min(active, sessions)):
+            shared = [path for path in set(files[n]) if len(touchers[path]) > 1]
+            partners = {other for path in shared for other in touchers[path]} - {n}
+            counts.append((len(shared), len(partners), qualified(REPO, f"T-{n}")))
+        conn.executemany("UPDATE tasks SET shared_files = ?, sharers = ? WHERE task_id = ?", counts)
         conn.execute("COMMIT")
 
 
@@ -120,6 +132,18 @@ for line in sys.stdin:
     elapsed = (time.perf_counter() - started) * 1000
     print(json.dumps({"ms": elapsed, "rss_mb": usage.ru_maxrss / 1024, "code": os.waitstatus_to_exitcode(status),
                       "error": error[-400:]}), flush=True)
+"""
+
+
+# The dashboard's overview as a fresh `baton serve` builds it for its first page: the
+# snapshot (the listing's rows, lease conflicts, the feed) and its JSON.
+OVERVIEW = """
+import json
+from baton.skills.frontends.web.overview import build_snapshot
+from baton.skills.runtime.settings import Settings
+snapshot = build_snapshot(Settings.from_env(), 1)
+assert snapshot.registry == "ok", snapshot.registry
+json.dumps({"sessions": snapshot.rows, "warnings": snapshot.warnings, "signals": snapshot.signals})
 """
 
 
@@ -166,13 +190,13 @@ def conflict_counts(home: Path) -> tuple[float, int, int, int]:
 
     graph = SqliteConflictGraph(home / "graph.db", timeout=30)
     started = time.perf_counter()
-    summaries = graph.conflict_summaries(sample=5).value
+    counts = graph.conflict_counts().value
     elapsed = (time.perf_counter() - started) * 1000
     graph.close()
     with sqlite3.connect(home / "graph.db") as conn:
         (triples,) = conn.execute("SELECT coalesce(sum(n * (n - 1)), 0) FROM ("
                                   "SELECT count(*) AS n FROM touches WHERE active GROUP BY repo, path)").fetchone()
-    return elapsed, len(summaries), max((s.tickets for s in summaries.values()), default=0), triples
+    return elapsed, len(counts), max((tickets for _, tickets in counts.values()), default=0), triples
 
 
 def main() -> None:
@@ -204,9 +228,11 @@ def main() -> None:
                 print(f"{name}: pool {pool_of(sessions):,} paths, seeded in {built:.1f} s; "
                       f"{in_conflict} of {min(args.active, sessions)} active tickets in conflict, "
                       f"at most with {widest} ({triples:,} ticket-ticket-file rows as pairs); "
-                      f"list's aggregate in process {aggregate:.1f} ms", flush=True)
+                      f"the list's kept counts read in process in {aggregate:.1f} ms", flush=True)
                 rows.append((f"baton list --json, {name}",
                              *launcher.runs([*CLI, "list", "--json"], worktree, at_home, args.repeat), 1000))
+                rows.append((f"dashboard overview snapshot, fresh process, {name}",
+                             *launcher.runs([sys.executable, "-c", OVERVIEW], worktree, at_home, args.repeat), 1000))
                 rows.append((f"baton resume T-0 --json, {name}",
                              *launcher.runs([*CLI, "resume", "T-0", "--json"], worktree, at_home, args.repeat), None))
                 rows.append((f"  floor: SQLite primary-key read, {name}",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
 
@@ -11,6 +11,7 @@ from baton import clock
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.outcome import Found, Unavailable
+from baton.projects import qualified, split_qualified
 
 
 # NamedTuples, not dataclasses: a fresh `baton touch` or hook defines them, and a frozen
@@ -51,6 +52,52 @@ class TicketRecord(NamedTuple):
     session_id: str | None = None
     depends_on: Sequence[str] = ()
     leases: Sequence[GraphLease] = ()
+
+
+def project_prefix(task_id: str) -> str:
+    """The start every id of the ticket's project has (baton.projects; empty for an id kept
+    before projects): the kept counts count tickets of one project together only."""
+    project, _ = split_qualified(task_id)
+    return "" if project is None else qualified(project, "")
+
+
+def count_moves(before: Mapping[str, set[str]], after: Mapping[str, set[str]],
+                others: Mapping[str, Mapping[str, Collection[str]]]
+                ) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]]]:
+    """How the kept conflict counts move for tickets written together: `before` and `after`,
+    the files (keys) each actively touched before the write and after it (none while it is
+    not active); `others`, for each of them and each file it touches, the other active
+    tickets of its project that touch it, after the write. Answers the written tickets'
+    counts (files, tickets), counted afresh, and by how much each other ticket's move: only
+    the written tickets changed, so another's relation to each of them is all that moved."""
+    written = set(before)
+    counts = {}
+    for task in written:
+        mine = others.get(task, {})
+        shared = [f for f in after[task] if mine.get(f)]
+        counts[task] = (len(shared), len({other for f in shared for other in mine[f]}))
+    moves: dict[str, list[int]] = {}
+    for task in written:
+        mine = others.get(task, {})
+        then = {other for f in before[task] for other in mine.get(f, ())} - written
+        now = {other for f in after[task] for other in mine.get(f, ())} - written
+        for other in now ^ then:
+            moves.setdefault(other, [0, 0])[1] += 1 if other in now else -1
+    # A file's other touchers see it shared while any ticket but themselves touches it.
+    untouched: dict[tuple[str, str], set[str]] = {}  # a file's touchers not written, by project
+    written_then: dict[tuple[str, str], int] = {}
+    written_now: dict[tuple[str, str], int] = {}
+    for task in written:
+        for f, touchers in others.get(task, {}).items():
+            key = (project_prefix(task), f)
+            untouched.setdefault(key, set()).update(set(touchers) - written)
+            written_then[key] = written_then.get(key, 0) + (f in before[task])
+            written_now[key] = written_now.get(key, 0) + (f in after[task])
+    for key, touchers in untouched.items():
+        beside = len(touchers) - 1
+        for other in touchers:
+            moves.setdefault(other, [0, 0])[0] += (beside + written_now[key] > 0) - (beside + written_then[key] > 0)
+    return counts, {other: (f, t) for other, (f, t) in moves.items() if f or t}
 
 
 class ConflictGraph(ABC):
@@ -199,12 +246,57 @@ class ConflictGraph(ABC):
         no conflict and is left out of both counts.
         """
         both_ways = sorted({pair for a, b in expected for pair in ((a, b), (b, a))})
+        asked = None if task_ids is None else sorted(set(task_ids))
         try:
-            rows = self._summary_rows(sample, both_ways, None if task_ids is None else sorted(set(task_ids)))
+            kept = None if asked is None else self._kept_rows(asked)
+            if kept is None or asked is None:
+                rows = self._summary_rows(sample, both_ways, asked)
+            else:
+                # The kept counts hold a fork's expected overlap: those tickets are counted here.
+                involved = sorted({task for pair in expected for task in pair}.intersection(asked))
+                rows = self._summary_rows(sample, both_ways, involved) if involved else []
+                rest = [(task, files, tickets) for task, files, tickets in kept if files and task not in involved]
+                found = self._sample_rows([task for task, _, _ in rest], sample) if sample and rest else {}
+                rows += [(task, files, tickets, found.get(task, [])) for task, files, tickets in rest]
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         return Found({task: ConflictSummary(files=files, tickets=tickets, sample=tuple(sorted(partners)[:sample]))
                       for task, files, tickets, partners in rows if files})
+
+    def conflict_counts(self) -> Found[dict[str, tuple[int, int]]] | Unavailable:
+        """Every active ticket that shares files with another: (files, tickets) as
+        conflict_summaries counts them, except that a fork's overlap with its parent counts
+        too. Read from the counts kept at write time where the backend keeps them (one row
+        per ticket in conflict), else counted now, as conflict_summaries does."""
+        try:
+            kept = self._kept_rows(None)
+            rows = ([(task, files, tickets) for task, files, tickets, _ in self._summary_rows(0, [], None)]
+                    if kept is None else kept)
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        return Found({task: (files, tickets) for task, files, tickets in rows if files})
+
+    def counted(self) -> bool:
+        """Whether the conflict counts kept at write time are whole (False: the backend keeps
+        none, or a graph from before them waits for recount). Raises StoreUnavailable."""
+        return False
+
+    def recount(self) -> int:
+        """Count every ticket's conflicts again and keep them from now on (doctor --repair,
+        a projector's start); answers how many tickets were counted, 0 where the backend
+        keeps no counts. Raises StoreUnavailable."""
+        return 0
+
+    def _kept_rows(self, task_ids: list[str] | None, scope: str = "") -> list[tuple[str, int, int]] | None:
+        """(task, conflicting files, conflicting tickets) per active ticket (of task_ids, when
+        given; else those with files only) from the counts kept at write time, forks' expected
+        overlap included; None when they are not kept (counted() is False)."""
+        return None
+
+    def _sample_rows(self, task_ids: list[str], sample: int, scope: str = "") -> dict[str, list[str]]:
+        """Up to `sample` of the active tickets sharing files with each of task_ids (the first
+        found: a backend need not read every partner), by ticket."""
+        return {task: partners for task, _, _, partners in self._summary_rows(sample, [], task_ids, scope)}
 
     # scope: a prefix of task ids (a project's, baton.graph.projects): the other tickets
     # counted, and the tickets summarised, are those whose id starts with it ("": every one).

@@ -20,13 +20,15 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from baton import clock
 from baton.budget import AnyGate, OpenGate
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.files import FileRef
-from baton.graph.base import ConflictGraph, GraphLease, TicketRecord
+from baton.graph.base import ConflictGraph, GraphLease, TicketRecord, count_moves, project_prefix
+from baton.projects import SEPARATOR
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -62,9 +64,71 @@ def dialect_of(agent: str) -> str:
     return "memgraph" if "memgraph" in agent.lower() else "neo4j"
 
 
-SCHEMA_VERSION = 2  # 2: Lease
+SCHEMA_VERSION = 3  # 2: Lease; 3: the kept conflict counts
 SCHEMA_MARKED = "MATCH (m:BatonSchema {version: $version}) RETURN m.version AS version"
 MARK_SCHEMA = "MERGE (m:BatonSchema {version: $version})"
+
+# Conflict counts kept at write time on each Task (shared_files, sharers: ConflictGraph.
+# conflict_counts), whole once a BatonCounts node says so: a graph with no active ticket
+# when the schema came is counted from the start, one from before waits for recount().
+COUNTED = "MATCH (c:BatonCounts) RETURN count(c) > 0 AS counted"
+MARK_COUNTED = "MERGE (c:BatonCounts {kept: true})"
+MARK_COUNTED_IF_EMPTY = """
+OPTIONAL MATCH (t:Task {status: 'active'})
+WITH count(t) AS active WHERE active = 0
+MERGE (c:BatonCounts {kept: true})
+"""
+# The files each ticket touches while active (count_moves' `before` and `after`); its status
+# through coalesce, which no index answers (PAIRS_AMONG says why).
+ACTIVE_FILES = """
+UNWIND $task_ids AS task_id
+MATCH (t:Task {task_id: task_id})-[:TOUCHES]->(f)
+WHERE coalesce(t.status, '') = 'active'
+RETURN task_id AS task, collect(f.key) AS files
+"""
+# For each file each ticket touches, the other active tickets of its project touching it
+# ([ticket, its project's prefix]: baton.graph.base.project_prefix).
+_OF_ITS_PROJECT = """other.task_id <> ticket[0] AND other.task_id STARTS WITH ticket[1]
+    AND (ticket[1] <> '' OR NOT other.task_id CONTAINS $separator)"""
+TOUCHERS_OF_EACH = """
+UNWIND $tickets AS ticket
+MATCH (t:Task {task_id: ticket[0]})
+OPTIONAL MATCH (t)-[:TOUCHES]->(f)
+OPTIONAL MATCH (f)<-[:TOUCHES]-(other)
+WHERE other.status = 'active' AND """ + _OF_ITS_PROJECT + """
+RETURN ticket[0] AS task, f.key AS file, collect(other.task_id) AS others
+"""
+# [ticket, files, tickets, whether they are its counts (else by how much they move)].
+MOVE_COUNTS = """
+UNWIND $moves AS move
+MATCH (t:Task {task_id: move[0]})
+SET t.shared_files = move[1] + CASE WHEN move[3] THEN 0 ELSE coalesce(t.shared_files, 0) END,
+    t.sharers = move[2] + CASE WHEN move[3] THEN 0 ELSE coalesce(t.sharers, 0) END
+"""
+TICKETS_AFTER = """
+MATCH (t:Task) WHERE t.task_id > $after
+WITH t ORDER BY t.task_id LIMIT $page
+RETURN t.task_id AS task
+"""
+RECOUNT = """
+UNWIND $tickets AS ticket
+MATCH (t:Task {task_id: ticket[0]})
+OPTIONAL MATCH (t)-[:TOUCHES]->(f)<-[:TOUCHES]-(other)
+WHERE t.status = 'active' AND other.status = 'active' AND """ + _OF_ITS_PROJECT + """
+WITH t, count(DISTINCT f) AS files, count(DISTINCT other) AS tickets
+SET t.shared_files = files, t.sharers = tickets
+"""
+KEPT = """
+MATCH (t:Task)
+WHERE t.task_id > $after AND t.task_id < $before AND t.status = 'active' AND t.shared_files > 0
+RETURN t.task_id AS task, t.shared_files AS files, t.sharers AS tickets
+"""
+KEPT_OF = """
+UNWIND $task_ids AS task_id
+MATCH (t:Task {task_id: task_id})
+WHERE coalesce(t.status, '') = 'active'
+RETURN t.task_id AS task, coalesce(t.shared_files, 0) AS files, coalesce(t.sharers, 0) AS tickets
+"""
 
 # The ticket's leases not released last their TTL after its write at $at (GraphLease): said
 # in the statement that sets its status, which every write of a ticket runs first.
@@ -380,6 +444,7 @@ class BoltConflictGraph(ConflictGraph):
                     if attempt == 2:
                         raise
         with driver.session() as session:
+            session.run(neo4j.Query(MARK_COUNTED_IF_EMPTY, timeout=self.timeout)).consume()
             session.run(neo4j.Query(MARK_SCHEMA, timeout=self.timeout), version=SCHEMA_VERSION).consume()
 
     def _call(self, work: Callable[[neo4j.Transaction], T], *, write: bool) -> T:
@@ -420,8 +485,10 @@ class BoltConflictGraph(ConflictGraph):
                session_id: str | None = None, depends_on: Sequence[str] = (),
                leases: Sequence[GraphLease] = ()) -> None:
         def work(tx: neo4j.Transaction) -> None:
+            before = _active_files(tx, [task_id])
             tx.run(SET_STATUS, task_id=task_id, status=status, at=at.timestamp()).consume()
             self._write_touches(tx, task_id, files, at)
+            _move_counts(tx, before)
             if session_id:
                 tx.run(ADD_SESSION, task_id=task_id, session_id=session_id).consume()
             if depends_on:
@@ -445,28 +512,64 @@ class BoltConflictGraph(ConflictGraph):
                    for r in ordered]
 
         def work(tx: neo4j.Transaction) -> None:
+            before = _active_files(tx, [r.task_id for r in ordered])
             tx.run(RECORD_TICKETS, tickets=tickets).consume()
             if any(t["depends_on"] for t in tickets):
                 tx.run(ADD_DEPENDENCIES_OF_MANY, tickets=[t for t in tickets if t["depends_on"]]).consume()
             if any(t["leases"] for t in tickets):
                 tx.run(ADD_LEASES_OF_MANY, tickets=[t for t in tickets if t["leases"]]).consume()
+            _move_counts(tx, before)
 
         self._call(work, write=True)
 
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         def work(tx: neo4j.Transaction) -> str:
+            before = _active_files(tx, [task_id])
             status = tx.run(ACTIVATE, task_id=task_id, at=at.timestamp()).single(strict=True)["status"]
             self._write_touches(tx, task_id, files, at)
+            _move_counts(tx, before)
             return status
 
         return self._call(work, write=True) == "active"
+
+    def counted(self) -> bool:
+        return bool(self._call(lambda tx: tx.run(COUNTED).single(strict=True)["counted"], write=False))
+
+    def recount(self) -> int:
+        """A page of SUMMARY_PAGE tickets per transaction (writes in between keep theirs
+        moving, so a ticket counted before them stays right), then the mark."""
+        after, done = "", 0
+        while True:
+            page = self._call(partial(_page_after, after), write=False)
+            if not page:
+                break
+            self._call(partial(_recount, page), write=True)
+            done += len(page)
+            after = page[-1]
+        self._call(lambda tx: tx.run(MARK_COUNTED).consume(), write=True)
+        return done
+
+    def _kept_rows(self, task_ids: list[str] | None, scope: str = "") -> list[tuple[str, int, int]] | None:
+        def work(tx: neo4j.Transaction) -> list[tuple[str, int, int]] | None:
+            if not tx.run(COUNTED).single(strict=True)["counted"]:
+                return None
+            if task_ids is not None:
+                return [tuple(r.values()) for r in tx.run(KEPT_OF, task_ids=task_ids)]
+            after, before = id_range(scope)
+            return [tuple(r.values()) for r in tx.run(KEPT, after=after, before=before)]
+
+        return self._call(work, write=False)
 
     def renew_leases(self, task_id: str, at: datetime) -> None:
         self._call(lambda tx: tx.run(RENEW_LEASES, task_id=task_id, at=at.timestamp()).consume(), write=True)
 
     def forget(self, task_ids: Sequence[str]) -> None:
+        def work(tx: neo4j.Transaction) -> None:
+            _move_counts(tx, _active_files(tx, list(task_ids)), gone=True)
+            tx.run(FORGET_TASKS, task_ids=list(task_ids)).consume()
+
         if task_ids:
-            self._call(lambda tx: tx.run(FORGET_TASKS, task_ids=list(task_ids)).consume(), write=True)
+            self._call(work, write=True)
 
     def _shared_rows(self, task_id: str, partners: int | None, scope: str = "") -> list[tuple[str, str, str]]:
         if partners is None:
@@ -531,6 +634,41 @@ class BoltConflictGraph(ConflictGraph):
         if self._driver is not None:
             self._driver.close()
             self._driver = None
+
+
+def _page_after(after: str, tx: neo4j.Transaction) -> list[str]:
+    """The next SUMMARY_PAGE tickets by id after `after`."""
+    return [record["task"] for record in tx.run(TICKETS_AFTER, after=after, page=SUMMARY_PAGE)]
+
+
+def _recount(task_ids: list[str], tx: neo4j.Transaction) -> None:
+    tx.run(RECOUNT, tickets=[[task, project_prefix(task)] for task in task_ids], separator=SEPARATOR).consume()
+
+
+def _active_files(tx: neo4j.Transaction, task_ids: list[str]) -> dict[str, set[str]]:
+    """count_moves' `before` of these tickets: the files each touches while active."""
+    found: dict[str, set[str]] = {task: set() for task in task_ids}
+    for record in tx.run(ACTIVE_FILES, task_ids=task_ids):
+        found[record["task"]] = set(record["files"])
+    return found
+
+
+def _move_counts(tx: neo4j.Transaction, before: dict[str, set[str]], *, gone: bool = False) -> None:
+    """Move the kept conflict counts for what a write did to the tickets of `before`
+    (count_moves), in the write's transaction; gone: they are about to be forgotten."""
+    after = {task: set() for task in before} if gone else _active_files(tx, sorted(before))
+    if after == before:
+        return  # a write that moved no ticket's activity (most of them: a replay, a file touched again)
+    others: dict[str, dict[str, list[str]]] = {task: {} for task in before}
+    tickets = [[task, project_prefix(task)] for task in sorted(before)]
+    for record in tx.run(TOUCHERS_OF_EACH, tickets=tickets, separator=SEPARATOR):
+        if record["file"] is not None and record["others"]:
+            others[record["task"]][record["file"]] = record["others"]
+    counts, moves = count_moves(before, after, others)
+    rows = [[task, f, t, False] for task, (f, t) in moves.items()]
+    rows += [] if gone else [[task, f, t, True] for task, (f, t) in counts.items()]
+    if rows:  # one statement (each a plan the server compiles once), in ticket order
+        tx.run(MOVE_COUNTS, moves=sorted(rows)).consume()
 
 
 def _key(ref: FileRef) -> str:

@@ -68,6 +68,25 @@ class ProjectGraph(ConflictGraph):
         return [(task, files, tickets, [other for key in partners if (other := self._ours(key)) is not None])
                 for mine, files, tickets, partners in rows if (task := self._ours(mine)) is not None]
 
+    def _kept_rows(self, task_ids: list[str] | None, scope: str = "") -> list[tuple[str, int, int]] | None:
+        rows = self.graph._kept_rows(None if task_ids is None else [self._in(t) for t in task_ids], self._scope)
+        if rows is None:
+            return None
+        # Every key answered starts with this project's scope (asked by it, or in its range).
+        start = len(self._scope)
+        return [(key[start:], files, tickets) for key, files, tickets in rows]
+
+    def _sample_rows(self, task_ids: list[str], sample: int, scope: str = "") -> dict[str, list[str]]:
+        found = self.graph._sample_rows([self._in(t) for t in task_ids], sample, self._scope)
+        return {task: [other for key in partners if (other := self._ours(key)) is not None]
+                for mine, partners in found.items() if (task := self._ours(mine)) is not None}
+
+    def counted(self) -> bool:
+        return self.graph.counted()
+
+    def recount(self) -> int:
+        return self.graph.recount()
+
     def _lease_rows(self, task_ids: list[str]) -> list[tuple[str, str, str, str, bool, str | None, int, str,
                                                                float, bool]]:
         return [(task, lease_id, repo, pattern, exclusive, agent, ttl, granted, ends, released)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from baton import clock
 from baton.files import FileRef
-from baton.graph.base import ConflictGraph, GraphLease, TicketRecord
+from baton.graph.base import ConflictGraph, GraphLease, TicketRecord, count_moves
 from baton.sqlite import SqliteFile, guarded
 from baton.store_names import Store
 
@@ -67,6 +67,18 @@ MIGRATIONS = [
         released INTEGER NOT NULL,
         PRIMARY KEY (task_id, lease_id)
     ) WITHOUT ROWID;
+    """,
+    # Conflict counts kept at write time (ConflictGraph.kept_counts): per ticket, its files
+    # another active ticket of its project touches and how many such tickets. A graph that
+    # held active touches before is not counted yet: `counted` says so until a recount. The
+    # tickets in conflict have their own index, which the list reads whole.
+    """
+    ALTER TABLE tasks ADD COLUMN shared_files INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN sharers INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE counts (counted INTEGER NOT NULL);
+    INSERT INTO counts (counted) SELECT NOT EXISTS (SELECT 1 FROM touches WHERE active);
+    CREATE INDEX tasks_in_conflict ON tasks (task_id, shared_files, sharers)
+        WHERE status = 'active' AND shared_files > 0;
     """,
 ]
 
@@ -205,6 +217,70 @@ def _mark_activity(conn: sqlite3.Connection, task_id: str) -> None:
         {"task": task_id})
 
 
+# A ticket and another are of one project when their ids' project prefixes (up to the
+# separator, baton.projects; empty for an id kept before projects) agree.
+_SAME_PROJECT = ("substr(other.task_id, 1, instr(other.task_id, char(31))) "
+                 "= substr(mine.task_id, 1, instr(mine.task_id, char(31)))")
+# Every touch of the ticket's files by another active ticket of its project.
+_PARTNER_ROWS = f"""
+SELECT other.task_id, mine.repo, mine.path FROM touches AS mine
+JOIN touches AS other ON other.active AND other.repo = mine.repo AND other.path = mine.path
+    AND other.task_id <> mine.task_id AND {_SAME_PROJECT}
+WHERE mine.task_id = :task
+"""  # noqa: S608 -- constants
+# Up to :sample tickets sharing a file with the ticket, the first found (no sort: a
+# ticket's thousand partners are not all read for five).
+_SAMPLE = f"""
+SELECT DISTINCT other.task_id FROM touches AS mine
+JOIN touches AS other ON other.active AND other.repo = mine.repo AND other.path = mine.path
+    AND other.task_id <> mine.task_id AND {_SAME_PROJECT}
+WHERE mine.task_id = :task LIMIT :sample
+"""  # noqa: S608 -- constants
+# The kept counts of the tickets of :tasks (a JSON list), counted again from their touches.
+_RECOUNT = f"""
+UPDATE tasks SET
+    shared_files = CASE WHEN status <> 'active' THEN 0 ELSE (
+        SELECT count(*) FROM touches AS mine WHERE mine.task_id = tasks.task_id AND EXISTS (
+            SELECT 1 FROM touches AS other WHERE other.active AND other.repo = mine.repo
+            AND other.path = mine.path AND other.task_id <> mine.task_id AND {_SAME_PROJECT})) END,
+    sharers = CASE WHEN status <> 'active' THEN 0 ELSE (
+        SELECT count(DISTINCT other.task_id) FROM touches AS mine
+        JOIN touches AS other ON other.active AND other.repo = mine.repo AND other.path = mine.path
+            AND other.task_id <> mine.task_id AND {_SAME_PROJECT}
+        WHERE mine.task_id = tasks.task_id) END
+WHERE task_id IN (SELECT value FROM json_each(:tasks))
+"""  # noqa: S608 -- constants
+_KEPT = """
+SELECT task_id, shared_files, sharers FROM tasks INDEXED BY tasks_in_conflict
+WHERE status = 'active' AND shared_files > 0 AND task_id >= :low AND task_id < :high
+"""
+_KEPT_OF = """
+SELECT task_id, shared_files, sharers FROM tasks
+WHERE status = 'active' AND task_id IN (SELECT value FROM json_each(:tasks))
+"""
+RECOUNT_CHUNK = 500  # tickets counted again in one transaction: a hook waits for no longer
+
+
+def _active_files(conn: sqlite3.Connection, task_id: str) -> set[str]:
+    return {f"{repo}\0{path}" for repo, path in conn.execute(
+        "SELECT repo, path FROM touches WHERE task_id = ? AND active", (task_id,))}
+
+
+def _count_change(conn: sqlite3.Connection, task_id: str, before: set[str], after: set[str]) -> None:
+    """Move the kept counts for a change of the ticket's active touches from `before` to
+    `after` (count_moves). Called while the ticket's touches are stored (after a write,
+    before a removal)."""
+    if before == after:
+        return
+    others: dict[str, list[str]] = {}
+    for other, repo, path in conn.execute(_PARTNER_ROWS, {"task": task_id}):
+        others.setdefault(f"{repo}\0{path}", []).append(other)
+    counts, moves = count_moves({task_id: before}, {task_id: after}, {task_id: others})
+    conn.executemany("UPDATE tasks SET shared_files = shared_files + ?, sharers = sharers + ? WHERE task_id = ?",
+                     [(files, tickets, other) for other, (files, tickets) in moves.items()])
+    conn.execute("UPDATE tasks SET shared_files = ?, sharers = ? WHERE task_id = ?", (*counts[task_id], task_id))
+
+
 class SqliteConflictGraph(ConflictGraph):
     def __init__(self, path: Path, *, timeout: float) -> None:
         self.path = path
@@ -219,22 +295,26 @@ class SqliteConflictGraph(ConflictGraph):
         """One transaction: a ticket's status, touches and leases never reach the graph apart."""
         with self._db.writing(STORE) as conn:
             for r in records:
+                before = _active_files(conn, r.task_id)
                 conn.execute(
                     "INSERT INTO tasks (task_id, status) VALUES (?, ?) "
                     "ON CONFLICT (task_id) DO UPDATE SET status = excluded.status", (r.task_id, r.status))
                 _mark_activity(conn, r.task_id)
                 _add_touches(conn, r.task_id, r.files, clock.to_text(r.at))
+                _count_change(conn, r.task_id, before, _active_files(conn, r.task_id))
                 _extend_leases(conn, r.task_id, r.at)
                 _merge_leases(conn, r.task_id, r.leases)
 
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         stamp = clock.to_text(at)
         with self._db.writing(STORE) as conn:
+            before = _active_files(conn, task_id)
             conn.execute(
                 "INSERT INTO tasks (task_id, status) VALUES (?, 'active') "
                 "ON CONFLICT (task_id) DO UPDATE SET status = 'active' WHERE status = 'stalled'", (task_id,))
             _mark_activity(conn, task_id)
             _add_touches(conn, task_id, files, stamp)
+            _count_change(conn, task_id, before, _active_files(conn, task_id))
             _extend_leases(conn, task_id, at)
             status = conn.execute("SELECT status FROM tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
         return status == "active"
@@ -269,6 +349,8 @@ class SqliteConflictGraph(ConflictGraph):
 
     def forget(self, task_ids: Sequence[str]) -> None:
         with self._db.writing(STORE) as conn:
+            for task_id in task_ids:
+                _count_change(conn, task_id, _active_files(conn, task_id), set())
             conn.executemany("DELETE FROM leases WHERE task_id = ?", [(t,) for t in task_ids])
             conn.executemany("DELETE FROM touches WHERE task_id = ?", [(t,) for t in task_ids])
             conn.executemany("DELETE FROM tasks WHERE task_id = ?", [(t,) for t in task_ids])
@@ -296,6 +378,44 @@ class SqliteConflictGraph(ConflictGraph):
         with guarded(STORE, self.path):
             rows = self._db.conn().execute(query, arguments).fetchall()
         return [(task, files, tickets, json.loads(partners)) for task, files, tickets, partners in rows if files]
+
+    def _kept_rows(self, task_ids: list[str] | None, scope: str = "") -> list[tuple[str, int, int]] | None:
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            if not self.counted():
+                return None
+            if task_ids is None:
+                return conn.execute(_KEPT, _bounds(scope)).fetchall()
+            return conn.execute(_KEPT_OF, {"tasks": json.dumps(task_ids)}).fetchall()
+
+    def _sample_rows(self, task_ids: list[str], sample: int, scope: str = "") -> dict[str, list[str]]:
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            return {task: [other for (other,) in conn.execute(_SAMPLE, {"task": task, "sample": sample})]
+                    for task in task_ids}
+
+    def counted(self) -> bool:
+        with guarded(STORE, self.path):
+            return bool(self._db.conn().execute("SELECT counted FROM counts").fetchone()[0])
+
+    def recount(self) -> int:
+        """Count every ticket's conflicts again, RECOUNT_CHUNK tickets per transaction (writes
+        in between keep theirs moving, so a ticket counted before them stays right), then mark
+        the counts kept; answers how many tickets were counted."""
+        after, done = "", 0
+        while True:
+            with guarded(STORE, self.path):
+                chunk = [task for (task,) in self._db.conn().execute(
+                    "SELECT task_id FROM tasks WHERE task_id > ? ORDER BY task_id LIMIT ?", (after, RECOUNT_CHUNK))]
+            if not chunk:
+                break
+            with self._db.writing(STORE) as conn:
+                conn.execute(_RECOUNT, {"tasks": json.dumps(chunk)})
+            done += len(chunk)
+            after = chunk[-1]
+        with self._db.writing(STORE) as conn:
+            conn.execute("UPDATE counts SET counted = 1")
+        return done
 
     def describe(self) -> dict[str, str]:
         with guarded(STORE, self.path):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -206,13 +206,40 @@ class SessionStore(ABC):
             return listed
         return Found([outline_of(s) for s in listed.value])
 
-    def listed_sessions(self, *, include_inactive: bool = False) -> Found[list[ListedSession]] | Unavailable:
-        """list_sessions' sessions as `baton list` shows them, in its order: a backend that
-        can read them without building the validated sessions says so here."""
+    def listed_sessions(self, *, include_inactive: bool = False, task_ids: Collection[str] | None = None
+                        ) -> Found[list[ListedSession]] | Unavailable:
+        """list_sessions' sessions (those of task_ids only, when given: a page of them) as
+        `baton list` shows them, in its order: a backend that can read them without building
+        the validated sessions says so here."""
+        if task_ids is not None:
+            found = self.get_many(sorted(set(task_ids)))
+            if isinstance(found, Unavailable):
+                return found
+            sessions = sorted((s for s in found.value.values() if include_inactive or s.status.value == "active"),
+                              key=lambda s: s.task_id)
+            return Found([listed_of(s) for s in sorted(sessions, key=lambda s: s.last_activity, reverse=True)])
         listed = self.list_sessions(include_inactive=include_inactive)
         if isinstance(listed, Unavailable):
             return listed
         return Found([listed_of(s) for s in listed.value])
+
+    def session_order(self, *, include_inactive: bool = False) -> Found[list[tuple[str, str]]] | Unavailable:
+        """(ticket, status) of list_sessions' sessions, in its order: what `baton list`
+        chooses a page by before it reads the page's sessions. A backend that can answer it
+        from an index, reading no session, says so here."""
+        outlines = self.session_outlines(include_inactive=include_inactive)
+        if isinstance(outlines, Unavailable):
+            return outlines
+        return Found([(o.task_id, o.status) for o in outlines.value])
+
+    def lease_holders(self) -> Found[set[str]] | Unavailable:
+        """The tickets that were granted a lease (a superset of those holding one now): what
+        a view of every active lease reads, not every session. A backend that indexes the
+        leases answers it from there."""
+        listed = self.listed_sessions()
+        if isinstance(listed, Unavailable):
+            return listed
+        return Found({s.outline.task_id for s in listed.value if s.leases})
 
     def leases_near(self, repo: str, paths: Sequence[str]) -> Found[list[tuple[str, ListedLease]]] | Unavailable:
         """The active tickets' leases in repo not released whose pattern may cover one of

@@ -646,6 +646,30 @@ class PostgresSessionStore(SessionStore):
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
 
+    def lease_holders(self) -> Found[set[str]] | Unavailable:
+        """From the lease anchors' table: no session sent."""
+        try:
+            self._catch_up()
+            with self._transaction() as conn:
+                return Found({task_id for (task_id,) in conn.execute(
+                    "SELECT DISTINCT task_id FROM baton_lease_anchors WHERE project = %s", (self.project,))})
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+
+    def session_order(self, *, include_inactive: bool = False) -> Found[list[tuple[str, str]]] | Unavailable:
+        """From the status index alone: no session sent."""
+        query = (
+            "SELECT task_id, status FROM baton_sessions WHERE project = %s "
+            "ORDER BY last_activity DESC, task_id" if include_inactive else
+            "SELECT task_id, status FROM baton_sessions WHERE project = %s AND status = 'active' "
+            "ORDER BY last_activity DESC, task_id")
+        try:
+            self._catch_up()
+            with self._transaction() as conn:
+                return Found([tuple(row) for row in conn.execute(query, (self.project,))])
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+
     def session_outlines(self, *, include_inactive: bool = False) -> Found[list[SessionOutline]] | Unavailable:
         """The outlines' fields read by the server from each projection, so the sessions are
         neither sent whole nor validated."""

@@ -90,14 +90,23 @@ _ACTIVE_OUTLINES = f"{_OUTLINES} AND (s.status = 'active' OR p.at IS NOT NULL)"
 
 # What `baton list` shows of each session, from its stored projection (read after every
 # pending event is projected, so the status column is the session's status).
-_LISTED = (
-    "SELECT task_id, status, last_activity, json_extract(body, '$.phase', '$.repo', '$.worktree_path', '$.branch', "
-    "'$.agent', '$.workflow.state.status', '$.workflow.state.next_stage', '$.files', '$.handoff_verification', "
-    "'$.reopened_by', '$.checkpoint.id', '$.checkpoint.boundary', '$.run_log', '$.workflow', '$.leases', "
-    "'$.lease_releases') FROM sessions "
-    "WHERE project = ?1")
-_ACTIVE_LISTED = f"{_LISTED} AND status = 'active'"
-_LISTED_ORDER = " ORDER BY last_activity DESC, task_id"
+_LISTED_FIELDS = (
+    "SELECT s.task_id, s.status, s.last_activity, json_extract(s.body, '$.phase', '$.repo', '$.worktree_path', "
+    "'$.branch', '$.agent', '$.workflow.state.status', '$.workflow.state.next_stage', '$.files', "
+    "'$.handoff_verification', '$.reopened_by', '$.checkpoint.id', '$.checkpoint.boundary', '$.run_log', "
+    "'$.workflow', '$.leases', '$.lease_releases')")
+_LISTED = f"{_LISTED_FIELDS} FROM sessions AS s WHERE s.project = ?1"
+_ACTIVE_LISTED = f"{_LISTED} AND s.status = 'active'"
+_LISTED_ORDER = " ORDER BY s.last_activity DESC, s.task_id"
+# A page of them (?2, a JSON list of tickets): each a primary-key read (CROSS JOIN keeps
+# SQLite from scanning every active session instead).
+_LISTED_OF = (f"{_LISTED_FIELDS} FROM json_each(?2) AS asked CROSS JOIN sessions AS s "
+              "ON s.project = ?1 AND s.task_id = asked.value WHERE TRUE")
+_ACTIVE_LISTED_OF = f"{_LISTED_OF} AND s.status = 'active'"
+# The tickets in list_sessions' order, from the status index alone (no session read).
+_ORDER = "SELECT task_id, status FROM sessions WHERE project = ?1"
+_ACTIVE_ORDER = f"{_ORDER} AND status = 'active'"
+_ORDER_BY = " ORDER BY last_activity DESC, task_id"
 
 MIGRATIONS = [
     """
@@ -606,11 +615,43 @@ class SqliteSessionStore(SessionStore):
                                  (self.project,), lambda rows: _outlines(rows, include_inactive=include_inactive),
                                  lambda sessions: [outline_of(s) for s in sessions], include_inactive=include_inactive)
 
-    def listed_sessions(self, *, include_inactive: bool = False) -> Found[list[ListedSession]] | Unavailable:
+    def listed_sessions(self, *, include_inactive: bool = False, task_ids: Collection[str] | None = None
+                        ) -> Found[list[ListedSession]] | Unavailable:
         """From the stored projections' JSON (read by SQLite): no pydantic, no validation."""
-        return self._stored_rows(self._catch_up, (_LISTED if include_inactive else _ACTIVE_LISTED) + _LISTED_ORDER,
-                                 (self.project,), lambda rows: [_listed(*row) for row in rows],
-                                 lambda sessions: [listed_of(s) for s in sessions], include_inactive=include_inactive)
+        query, arguments = (_LISTED if include_inactive else _ACTIVE_LISTED), (self.project,)
+        if task_ids is not None:
+            query = _LISTED_OF if include_inactive else _ACTIVE_LISTED_OF
+            arguments = (self.project, json.dumps(sorted(set(task_ids))))
+        return self._stored_rows(self._catch_up, query + _LISTED_ORDER, arguments,
+                                 lambda rows: [_listed(*row) for row in rows],
+                                 lambda sessions: [listed_of(s) for s in sessions
+                                                   if task_ids is None or s.task_id in task_ids],
+                                 include_inactive=include_inactive)
+
+    def lease_holders(self) -> Found[set[str]] | Unavailable:
+        """From the lease anchors' index (a lease not projected yet is there once it is)."""
+        try:
+            with guarded(STORE, self.path):
+                conn = self._db.conn()
+                if not self._catch_up(conn):
+                    return Found({s.task_id for s in self._all_in_memory(conn, include_inactive=False) if s.leases})
+                return Found({task_id for (task_id,) in conn.execute(
+                    "SELECT DISTINCT task_id FROM lease_anchors WHERE project = ?", (self.project,))})
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+
+    def session_order(self, *, include_inactive: bool = False) -> Found[list[tuple[str, str]]] | Unavailable:
+        """From the status index alone, every pending event projected first."""
+        try:
+            with guarded(STORE, self.path):
+                conn = self._db.conn()
+                if not self._catch_up(conn):
+                    return Found([(s.task_id, s.status.value)
+                                  for s in self._all_in_memory(conn, include_inactive=include_inactive)])
+                return Found(conn.execute((_ORDER if include_inactive else _ACTIVE_ORDER) + _ORDER_BY,
+                                          (self.project,)).fetchall())
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
 
     def leases_near(self, repo: str, paths: Sequence[str]) -> Found[list[tuple[str, ListedLease]]] | Unavailable:
         """Through the lease anchors' index: only the sessions holding a lease that may cover

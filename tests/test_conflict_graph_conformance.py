@@ -392,3 +392,140 @@ def test_touchers_under_a_path_start_are_the_active_tickets_there(graph):
     shop = ProjectGraph(graph, "shop")
     shop.record("T-9", "active", [api], T0)
     assert shop.touchers_under(A.repo, "src/").value == {"T-9": ["src/api/db.py"]}
+
+
+def _counted_now(graph) -> dict[str, tuple[int, int]]:
+    """Every active ticket's conflicts counted from its touches (conflict_summaries of every
+    ticket reads no kept count)."""
+    return {task: (s.files, s.tickets) for task, s in graph.conflict_summaries(sample=0).value.items()}
+
+
+def _files(n: int) -> list[FileRef]:
+    return [FileRef("github.com/acme/shop", f"src/f{n}.py")]
+
+
+def test_kept_counts_follow_every_kind_of_write(graph):
+    """Touches, batch writes, ends, reopenings, stalls lifted by a touch and forgotten
+    tickets each move the kept counts as a count from the touches would say, and each
+    write replayed leaves them as they were."""
+    from baton.graph.base import TicketRecord
+    from baton.graph.sqlite import SqliteConflictGraph
+
+    if isinstance(graph, SqliteConflictGraph):
+        assert graph.counted(), "a new embedded graph keeps its counts from the start"
+    d, e = _files(4)[0], _files(5)[0]
+    writes = [
+        lambda: graph.record("K-1", "active", [A, B, C], T0),
+        lambda: graph.touch("K-2", [A], T0),
+        lambda: graph.touch("K-2", [A, B], T0 + timedelta(minutes=1)),
+        lambda: graph.record_many([TicketRecord("K-3", "active", [B, d], T0), TicketRecord("K-4", "active", [d], T0),
+                                   TicketRecord("K-5", "completed", [A, d], T0)]),
+        lambda: graph.record("K-1", "completed", [], T0),
+        lambda: graph.record("K-6", "stalled", [e, d], T0),
+        lambda: graph.touch("K-6", [e], T0),
+        lambda: graph.record("K-1", "active", [e], T0),
+        lambda: graph.forget(["K-3"]),
+        lambda: graph.record("K-4", "active", [A, B, C, d, e], T0),
+    ]
+    for write in writes:
+        write()
+        counts = graph.conflict_counts()
+        assert isinstance(counts, Found) and counts.value == _counted_now(graph)
+        write()  # replayed at once: nothing moves
+        assert graph.conflict_counts().value == counts.value
+    assert graph.conflict_counts().value["K-4"] == (5, 3), "each of its files shared, with K-1, K-2 and K-6"
+
+
+def test_kept_counts_end_with_their_tickets(graph):
+    for n in range(4):
+        graph.record(f"E-{n}", "active", [A, *_files(n)], T0)
+    graph.record("E-9", "active", [B, *_files(0)], T0)
+    assert graph.conflict_counts().value["E-0"] == (2, 4)
+    graph.record("E-1", "completed", [], T0)
+    graph.forget(["E-2"])
+    graph.record("E-9", "stalled", [], T0)
+    assert graph.conflict_counts().value == {"E-0": (1, 1), "E-3": (1, 1)} == _counted_now(graph)
+    graph.record("E-3", "completed", [], T0)
+    assert graph.conflict_counts().value == {} == _counted_now(graph)
+
+
+def test_summaries_of_given_tickets_read_the_kept_counts_forks_aside(graph):
+    """A page's summaries: the kept counts, a few partners each, and a fork and its parent
+    counted without their expected overlap, as the count of every ticket says."""
+    graph.record("PARENT-1", "active", [A, B], T0)
+    graph.record("FORK-1", "active", [A, B], T0)
+    graph.record("OTHER-1", "active", [B], T0)
+    for n in range(7):
+        graph.record(f"WIDE-{n}", "active", [C], T0)
+    expected = [("FORK-1", "PARENT-1")]
+    every = graph.conflict_summaries(sample=3, expected=expected).value
+    asked = ["PARENT-1", "FORK-1", "OTHER-1", "WIDE-0"]
+    page = graph.conflict_summaries(sample=3, expected=expected, task_ids=asked).value
+    assert {t: (s.files, s.tickets) for t, s in page.items()} == {
+        t: (s.files, s.tickets) for t, s in every.items() if t in asked}
+    assert page["FORK-1"] == every["FORK-1"] == ConflictSummary(files=1, tickets=1, sample=("OTHER-1",))
+    assert page["OTHER-1"].sample == ("FORK-1", "PARENT-1")
+    wide = page["WIDE-0"]
+    assert wide.tickets == 6 and len(wide.sample) == 3 and set(wide.sample) < {f"WIDE-{n}" for n in range(1, 7)}
+    assert graph.conflict_counts().value["FORK-1"] == (2, 2), "the kept counts hold the fork's overlap"
+
+
+def test_kept_counts_stay_within_a_project(graph):
+    from baton.graph.projects import ProjectGraph
+
+    ours, theirs = ProjectGraph(graph, "github.com/acme/shop"), ProjectGraph(graph, "github.com/rival/shop")
+    ours.record("P-1", "active", [A], T0)
+    ours.record("P-2", "active", [A], T0)
+    theirs.record("P-1", "active", [A, B], T0)
+    theirs.record("P-3", "active", [B], T0)
+    assert ours.conflict_counts().value == {"P-1": (1, 1), "P-2": (1, 1)}
+    assert theirs.conflict_counts().value == {"P-1": (1, 1), "P-3": (1, 1)}
+    assert ours.conflict_summaries(sample=3, task_ids=["P-1"]).value == {
+        "P-1": ConflictSummary(files=1, tickets=1, sample=("P-2",))}
+
+
+def test_an_embedded_graph_from_before_the_kept_counts_counts_on_read_until_recounted(tmp_path):
+    """Its counts are not kept yet: reads count from the touches (as before) until a
+    recount (doctor --repair, a projector's start), after which they read the kept ones."""
+    from baton.graph import sqlite as embedded
+    from baton.graph.projects import ProjectGraph
+    from baton.sqlite import SqliteFile
+
+    before = SqliteFile(tmp_path / "graph.db", embedded.MIGRATIONS[:-1], timeout=2)
+    with before.conn() as conn:
+        conn.executemany("INSERT INTO tasks VALUES (?, ?)", [(f"{A.repo}\x1fT-{n}", "active") for n in range(3)])
+        conn.executemany("INSERT INTO touches VALUES (?, ?, ?, ?, 1)",
+                         [(f"{A.repo}\x1fT-{n}", A.repo, A.path, "2026-11-01T12:00:00+00:00") for n in range(3)])
+    before.close()
+    raw = embedded.SqliteConflictGraph(tmp_path / "graph.db", timeout=2)
+    graph = ProjectGraph(raw, A.repo)
+    assert not graph.counted()
+    assert graph.conflict_counts().value == {f"T-{n}": (1, 2) for n in range(3)}, "counted as it reads"
+    graph.record("T-3", "active", [A], T0)  # a write before the recount moves the counts it finds
+    assert graph.conflict_summaries(sample=1, task_ids=["T-0"]).value == {
+        "T-0": ConflictSummary(files=1, tickets=3, sample=("T-1",))}
+    assert graph.recount() == 4 and graph.counted()
+    assert graph.conflict_counts().value == {f"T-{n}": (1, 3) for n in range(4)} == _counted_now(graph)
+    graph.close()
+
+
+def test_kept_counts_after_random_batches_are_a_count_from_the_touches(graph):
+    """Batches of tickets that share files among themselves and with tickets written
+    before, in every status, replayed and forgotten at random: the kept counts stay what a
+    count from the touches says."""
+    import random
+
+    from baton.graph.base import TicketRecord
+
+    rng = random.Random(28)
+    files = [FileRef("github.com/acme/shop", f"src/r{n}.py") for n in range(6)]
+    tickets = [f"R-{n}" for n in range(8)]
+    for _ in range(25):
+        batch = rng.sample(tickets, rng.randint(1, 4))
+        graph.record_many([TicketRecord(task, rng.choice(["active", "active", "completed", "stalled"]),
+                                        rng.sample(files, rng.randint(0, 2)), T0) for task in batch])
+        if rng.random() < 0.2:
+            graph.touch(rng.choice(tickets), rng.sample(files, 1), T0)
+        if rng.random() < 0.1:
+            graph.forget([rng.choice(tickets)])
+        assert graph.conflict_counts().value == _counted_now(graph)

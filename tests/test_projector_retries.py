@@ -104,7 +104,7 @@ def test_doctor_repair_puts_back_graph_rows_deleted_behind_batons_back(servers_h
     repaired = run_process(main, "doctor", "--repair", "--json")
     assert repaired.returncode == 0, repaired.stderr
     report = json.loads(repaired.stdout)["repair"]
-    assert report["graph"] == {"tickets": 2, "files": 3, "statuses": 0, "leases": 0}
+    assert report["graph"] == {"tickets": 2, "files": 3, "statuses": 0, "leases": 0, "recounted": 0}
     assert report["signals"] == {"conflicts": 0}, "the overlap was signalled already: not again"
     assert graph_files(neo4j_server, one) == {"src/a.py", "src/b.py"} and graph_files(neo4j_server, two) == {
         "src/b.py"}
@@ -128,8 +128,33 @@ def test_doctor_repair_on_the_embedded_graph(home, worktrees):
         assert conn.execute("DELETE FROM touches WHERE task_id LIKE '%EMB-1'").rowcount == 2
     repaired = run_process(main, "doctor", "--repair", "--json")
     assert repaired.returncode == 0, repaired.stderr
-    assert json.loads(repaired.stdout)["repair"]["graph"] == {"tickets": 1, "files": 2, "statuses": 0, "leases": 0}
+    assert json.loads(repaired.stdout)["repair"]["graph"] == {"tickets": 1, "files": 2, "statuses": 0, "leases": 0,
+                                                              "recounted": 0}
     with sqlite3.connect(home / "graph.db") as conn:
         paths = {path for (path,) in conn.execute("SELECT path FROM touches WHERE task_id LIKE '%EMB-1'")}
     assert paths == {"src/a.py", "src/b.py"}
     assert run_process(main, "doctor", "--repair", "--window", "0").returncode == 2, "a window must be positive"
+
+
+def test_doctor_repair_counts_the_conflicts_of_a_graph_from_before_the_kept_counts(home, worktrees):
+    """A graph whose counts are not kept (one from before them) lists as before, counting
+    as it reads; `baton doctor --repair` counts it once, and the list then reads the kept counts."""
+    import sqlite3
+
+    main, other = worktrees
+    for worktree, ticket in ((main, "OLD-1"), (other, "OLD-2")):
+        baton(worktree, "bind", ticket)
+        baton(worktree, "touch", "src/shared.py")
+    with sqlite3.connect(home / "graph.db") as conn:
+        conn.execute("UPDATE counts SET counted = 0")
+        conn.execute("UPDATE tasks SET shared_files = 0, sharers = 0")
+    rows = {row["task_id"]: row["conflicting_tickets"] for row in json.loads(baton(main, "list", "--json").stdout)}
+    assert rows == {"OLD-1": 1, "OLD-2": 1}
+    repaired = run_process(main, "doctor", "--repair", "--json")
+    assert repaired.returncode == 0, repaired.stderr
+    assert json.loads(repaired.stdout)["repair"]["graph"]["recounted"] == 2
+    with sqlite3.connect(home / "graph.db") as conn:
+        assert conn.execute("SELECT counted FROM counts").fetchone() == (1,)
+        assert sorted(conn.execute("SELECT shared_files, sharers FROM tasks")) == [(1, 1), (1, 1)]
+    again = run_process(main, "doctor", "--repair", "--json")
+    assert json.loads(again.stdout)["repair"]["graph"]["recounted"] == 0

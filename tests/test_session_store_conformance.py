@@ -393,6 +393,27 @@ def test_listed_sessions_are_what_the_validated_sessions_show(store):
     assert listed() == SessionStore.listed_sessions(store).value
     assert [s.outline.task_id for s in listed(True)] == ["OMN-9", "OMN-10", "OMN-7"]
     assert listed(True) == SessionStore.listed_sessions(store, include_inactive=True).value
+    assert store.listed_sessions(task_ids=["OMN-7", "OMN-10", "OMN-404"]).value == [by_task["OMN-7"]]
+    assert store.listed_sessions(include_inactive=True, task_ids={"OMN-10", "OMN-9"}).value == [
+        s for s in listed(True) if s.outline.task_id in {"OMN-10", "OMN-9"}]
+    assert store.listed_sessions(task_ids=["OMN-9"]).value == SessionStore.listed_sessions(
+        store, task_ids=["OMN-9"]).value
+
+
+def test_the_session_order_is_the_listings_read_from_the_index(store):
+    """What `baton list` pages by: each session's ticket and status in list_sessions'
+    order, pending touches (which move the last activity, or lift a stall) projected first."""
+    from baton.registry.base import SessionStore
+
+    store.append([event(Bound, n, f"OMN-{n}", repo="r", worktree_path=f"/w{n}") for n in range(4)])
+    store.append([event(Ended, 5, "OMN-2", status=Status.completed), event(Ended, 6, "OMN-3", status=Status.stalled)])
+    store.record_touch("OMN-0", "s", T0 + timedelta(minutes=9), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
+    store.record_touch("OMN-3", "s", T0 + timedelta(minutes=8), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
+    order = store.session_order().value
+    assert order == [("OMN-0", "active"), ("OMN-3", "active"), ("OMN-1", "active")]
+    every = store.session_order(include_inactive=True).value
+    assert every == [("OMN-0", "active"), ("OMN-3", "active"), ("OMN-2", "completed"), ("OMN-1", "active")]
+    assert every == SessionStore.session_order(store, include_inactive=True).value
 
 
 
@@ -440,6 +461,8 @@ def _near_is_the_scan(store):
         assert {(t, lease.pattern) for t, lease in every if matches(lease.pattern, path)} <= {
             (t, lease.pattern) for t, lease in found}, path
     assert store.leases_near("r", CHECKED).value == SessionStore.leases_near(store, "r", CHECKED).value
+    holding = {task for task, _ in every}
+    assert holding <= store.lease_holders().value <= holding | {"OMN-4"}, "the ended ticket's may be there"
 
 
 def test_the_leases_near_a_file_are_the_scans_and_miss_none_that_covers_it(store):

@@ -103,3 +103,44 @@ def test_a_ticket_sharing_a_file_with_many_is_counted_not_listed_in_full(home, w
     answer = json.loads(cli(main, "resume", "T-00", "--json")[1])
     assert len(answer["conflicts"]) == CONFLICT_LIMIT == 20 and answer["conflicts_more"] == 4
     assert "and 4 more tickets share files with this one" in cli(main, "resume", "T-00")[1]
+
+
+def test_past_its_limit_the_list_shows_a_page_in_conflict_first(home, worktrees, cli):
+    """25 tickets, the five oldest sharing a file: a page of 8 shows those five (newest
+    first), then the three newest of the rest, and says how many there are in all;
+    --limit 0 shows every one, newest first."""
+    import json
+
+    from baton.files import FileRef
+    from baton.registry.model import Bound, FilesTouched
+
+    main, _ = worktrees
+    cli(main, "bind", "P-00")
+    stores = Stores(Settings.from_env(), projection=apply_events)
+    try:
+        repo = stores.registry.get("P-00").value.repo
+        start = clock.now() - timedelta(hours=1)
+        for n in range(1, 25):
+            at = start + timedelta(minutes=n)
+            shared = FileRef(repo, "src/db.py" if n <= 5 else f"src/own{n}.py")
+            common = {"task_id": f"P-{n:02d}", "session_id": "s", "at": at}
+            stores.registry.append([Bound(event_id=uuid.uuid4(), repo=repo, worktree_path=f"/w/{n}", **common),
+                                    FilesTouched(event_id=uuid.uuid4(), files=[shared], **common)])
+            stores.graph.record(f"P-{n:02d}", "active", [shared], at)
+    finally:
+        stores.close()
+    code, out, err = cli(main, "list", "--json", "--limit", "8")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [row["task_id"] for row in rows] == ["P-05", "P-04", "P-03", "P-02", "P-01", "P-00", "P-24", "P-23"]
+    assert [row["conflicting_tickets"] for row in rows[:5]] == [4] * 5 and rows[5]["conflicting_tickets"] == 0
+    assert rows[0]["conflicts_with"] == ["P-01", "P-02", "P-03", "P-04"]
+    assert "8 of 25 sessions shown (in conflict first, then newest); --limit N shows N, --limit 0 every one" in err
+    assert "8 of 25 sessions shown" in cli(main, "list", "--limit", "8")[1]
+    every = json.loads(cli(main, "list", "--json", "--limit", "0")[1])
+    assert [row["task_id"] for row in every][:3] == ["P-00", "P-24", "P-23"] and len(every) == 25
+    assert {row["task_id"]: row["conflicting_tickets"] for row in every if row["conflicting_tickets"]} == {
+        f"P-{n:02d}": 4 for n in range(1, 6)}
+    assert "sessions shown" not in cli(main, "list")[2], "25 is within the default page"
+    code, _, err = cli(main, "list", "--limit", "-1")
+    assert code == 2 and "--limit" in err

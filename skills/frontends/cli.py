@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 from baton.phases import UPDATE_PHASES
 
+LIST_PAGE = 1000  # baton.skills.services.listing.PAGE, which the parser of every command may not import
+
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Sequence
@@ -480,15 +482,17 @@ def _list(args: Arguments, stores: Stores) -> int:
         from baton.skills.services.listing import list_every_project
 
         listing = list_every_project(stores, include_inactive=args.all, at=now,
-                                     heartbeats=local_heartbeats(stores.settings))
+                                     heartbeats=local_heartbeats(stores.settings), limit=args.limit)
     else:
         listing = list_sessions(stores, include_inactive=args.all, at=now,
-                                heartbeats=local_heartbeats(stores.settings))
+                                heartbeats=local_heartbeats(stores.settings), limit=args.limit)
     _warn(listing.warnings)
     if args.json:
         from baton.skills.frontends.answers import listing_answer
 
         _dump_rows(listing_answer(listing))
+        if listing.more():
+            _warn([f"{listing.more()}"])  # the rows stay a list: what a page leaves out goes to stderr
     else:
         from baton.skills.frontends.render import listing_text
 
@@ -1085,7 +1089,10 @@ COMMANDS: tuple[Command, ...] = (
     Command("list", "List active sessions, conflicts highlighted.", (
         _JSON,
         _arg("--all", action="store_true", help="include completed and stalled sessions"),
-        _arg("--all-projects", action="store_true", help="every project's sessions, each with its project")),
+        _arg("--all-projects", action="store_true", help="every project's sessions, each with its project"),
+        _arg("--limit", type=int, default=LIST_PAGE, metavar="N",
+             help=f"past N sessions (default {LIST_PAGE:,}), show N: those in conflict first, then the newest; "
+                  "0 shows every one")),
         _list, reads=True, tool="list_sessions", renamed=(("all", "include_ended"),), task=False),
     Command("signals", "Show coordination signals.", (
         _arg("--task", help="only signals about this ticket"),

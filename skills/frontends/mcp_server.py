@@ -129,7 +129,7 @@ def resume_session(task_id: str, limit: int = 5, agent: str | None = None, all_d
 
 
 @_served("List active sessions", read_only=True)
-def list_sessions(include_ended: bool = False) -> str:
+def list_sessions(include_ended: bool = False, limit: int = 1000) -> str:
     """List the active sessions (tickets, agents, worktrees) and the conflicts between them: who works on what."""
     from baton import clock
     from baton.skills.frontends.answers import listing_answer
@@ -137,7 +137,7 @@ def list_sessions(include_ended: bool = False) -> str:
     from baton.skills.services.listing import list_sessions as listing
 
     return _call(lambda stores: listing_answer(listing(stores, include_inactive=include_ended, at=clock.now(),
-                                                       heartbeats=local_heartbeats(stores.settings))))
+                                                       heartbeats=local_heartbeats(stores.settings), limit=limit)))
 
 
 @_served("Bind the worktree to a ticket", idempotent=True)

@@ -267,7 +267,8 @@ def listing_text(listing: Listing, now: datetime, *, colour: bool) -> str:
         rows.append("  " + " | ".join(parts))
         rows += [f"    lease {'exclusive' if lease['exclusive'] else 'shared'} {one_line(lease['pattern'])} "
                  f"until {lease['expires_at'][:16]}Z" for lease in line.leases]
-    return "\n".join(rows)
+    more = listing.more()
+    return "\n".join([*rows, *([more] if more else [])])
 
 
 def checkpoint_lines(task_id: str, lines: list[CheckpointLine]) -> str:

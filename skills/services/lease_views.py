@@ -79,7 +79,10 @@ def lease_conflicts(stores: Stores, *, at: datetime | None = None) -> list[Lease
     """Every active lease of the project that meets another active ticket, by holder, other
     ticket and pattern. Raises StoreUnavailable when the registry or the graph does not answer."""
     at, grace = at or clock.now(), stores.settings.lease_grace
-    listed = stores.registry.listed_sessions()
+    holders = stores.registry.lease_holders()
+    if isinstance(holders, Unavailable):
+        raise StoreUnavailable(Store.SESSION_REGISTRY, holders.reason)
+    listed = stores.registry.listed_sessions(task_ids=holders.value)
     if isinstance(listed, Unavailable):
         raise StoreUnavailable(Store.SESSION_REGISTRY, listed.reason)
     held = [(s.outline.task_id, lease) for s in listed.value if s.outline.status == "active"

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from baton import clock
+from baton.errors import BadInput
+from baton.graph.base import ConflictSummary
 from baton.outcome import Found
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.recover import Beat, recover
@@ -14,6 +16,8 @@ from baton.store_names import Store
 
 # How many of a ticket's conflicting tickets a line names; the counts say the rest.
 CONFLICT_SAMPLE = 5
+# Lines a listing shows at most unless told otherwise: past them, a page.
+PAGE = 1000
 
 
 @dataclass
@@ -53,23 +57,66 @@ class SessionLine:
 class Listing:
     lines: list[SessionLine]
     warnings: list[str] = field(default_factory=list)
+    total: int = 0  # the sessions the listing would show without its limit (lines holds a page of them)
+
+    def more(self) -> str | None:
+        """What a page leaves out, and how to see it; None when every line is shown."""
+        if self.total <= len(self.lines):
+            return None
+        return (f"{len(self.lines):,} of {self.total:,} sessions shown (in conflict first, then newest); "
+                f"--limit N shows N, --limit 0 every one")
 
 
 def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetime | None = None,
-                  heartbeats: Iterable[Beat] | None = None) -> Listing:
-    """Sessions newest first; raises StoreUnavailable when the registry cannot answer.
-    heartbeats: the hooks' heartbeats on this machine, to mark tickets whose agent is gone."""
+                  heartbeats: Iterable[Beat] | None = None, limit: int = PAGE) -> Listing:
+    """Sessions newest first, up to limit; raises StoreUnavailable when the registry cannot answer.
+    heartbeats: the hooks' heartbeats on this machine, to mark tickets whose agent is gone.
+    limit: past that many sessions (0: none), a page of them: the tickets in conflict first,
+    then the other active ones, then the ended ones, each newest first (Listing.total counts
+    them all)."""
+    if limit < 0:
+        raise BadInput(f"--limit must be 0 (every session) or more, not {limit}")
     at = at or clock.now()
+    warnings: list[str] = []
+    page: list[str] | None = None
+    graph_answers = True
+    order = stores.registry.session_order(include_inactive=include_inactive).unwrap(Store.SESSION_REGISTRY)
+    if limit and len(order) > limit:
+        # The page is chosen from an index of the registry and the graph's kept counts (a
+        # fork's expected overlap counted there, not on its line); only the page is read.
+        counted = stores.graph.conflict_counts()
+        kept = counted.value if isinstance(counted, Found) else {}
+        if not isinstance(counted, Found):
+            graph_answers = False
+            warnings.append(f"conflict graph unavailable: {counted.reason}; conflicts not shown")
+        in_conflict: list[str] = []
+        quiet: list[str] = []
+        ended: list[str] = []
+        for task_id, status in order:  # newest first, each kept so
+            if status != "active":
+                ended.append(task_id)
+            elif task_id in kept:
+                in_conflict.append(task_id)
+            else:
+                quiet.append(task_id)
+        page = (in_conflict + quiet + ended)[:limit]
     # One read of the registry, of what the list shows only (no validated sessions where the
     # backend can): the interrupted-work check reads the same outlines.
-    sessions = stores.registry.listed_sessions(include_inactive=include_inactive).unwrap(Store.SESSION_REGISTRY)
-    warnings = []
-    # Counted in the graph, per ticket: the listing never holds the pairs of tickets.
-    forks = [(s.outline.task_id, s.fork_of) for s in sessions if s.fork_of]
-    counted = stores.graph.conflict_summaries(sample=CONFLICT_SAMPLE, expected=forks)
-    summaries = counted.value if isinstance(counted, Found) else {}
-    if not isinstance(counted, Found):
-        warnings.append(f"conflict graph unavailable: {counted.reason}; conflicts not shown")
+    sessions = stores.registry.listed_sessions(include_inactive=include_inactive,
+                                               task_ids=page).unwrap(Store.SESSION_REGISTRY)
+    if page is not None:
+        place = {task_id: n for n, task_id in enumerate(page)}
+        sessions.sort(key=lambda s: place.get(s.outline.task_id, len(place)))
+    summaries: dict[str, ConflictSummary] = {}
+    if graph_answers:
+        # Counted in the graph, per ticket: the listing never holds the pairs of tickets.
+        forks = [(s.outline.task_id, s.fork_of) for s in sessions if s.fork_of]
+        shown = None if page is None else [s.outline.task_id for s in sessions if s.outline.status == "active"]
+        summed = stores.graph.conflict_summaries(sample=CONFLICT_SAMPLE, expected=forks, task_ids=shown)
+        if isinstance(summed, Found):
+            summaries = summed.value
+        else:
+            warnings.append(f"conflict graph unavailable: {summed.reason}; conflicts not shown")
     stale_after, grace = stores.settings.stale_after, stores.settings.lease_grace
     interrupted = set()
     if heartbeats is not None:
@@ -94,20 +141,22 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
             leases=[{"pattern": lease.pattern, "exclusive": lease.exclusive,
                      "expires_at": (lease.ends + grace).isoformat()}
                     for lease in s.leases if active and lease.ends + grace >= at]))
-    return Listing(lines, warnings)
+    return Listing(lines, warnings, total=len(order) if page is not None else len(lines))
 
 
 def list_every_project(stores: Stores, *, include_inactive: bool = False, at: datetime | None = None,
-                       heartbeats: Iterable[Beat] | None = None) -> Listing:
-    """The lead's view: each project's listing (its conflicts its own), by project, each line
-    naming its project. Raises StoreUnavailable when the registry cannot answer."""
+                       heartbeats: Iterable[Beat] | None = None, limit: int = PAGE) -> Listing:
+    """The lead's view: each project's listing (its conflicts its own, each paged by limit),
+    by project, each line naming its project. Raises StoreUnavailable when the registry
+    cannot answer."""
     beats = None if heartbeats is None else list(heartbeats)
     every = Listing([])
     for project in stores.registry.projects().unwrap(Store.SESSION_REGISTRY):
         listing = list_sessions(stores.for_project(project), include_inactive=include_inactive, at=at,
-                                heartbeats=beats)
+                                heartbeats=beats, limit=limit)
         for line in listing.lines:
             line.project = project
         every.lines += listing.lines
+        every.total += listing.total
         every.warnings += [w for w in listing.warnings if w not in every.warnings]
     return every

@@ -43,6 +43,7 @@ class RepairReport:
     graph_files: int = 0  # touches the graph lacked
     graph_statuses: int = 0  # statuses the graph had wrong
     graph_leases: int = 0  # leases the graph lacked, held unreleased, or ended early
+    graph_recounted: int = 0  # tickets whose conflicts were counted again (a graph from before the kept counts)
     decisions: int = 0  # decisions queued for recall
     signals: int = 0  # conflict signals published
     warnings: list[str] = field(default_factory=list)
@@ -54,15 +55,16 @@ class RepairReport:
     def to_json(self) -> dict:
         return {"window_seconds": self.window.total_seconds(), "tickets": self.tickets,
                 "graph": {"tickets": self.graph_tickets, "files": self.graph_files, "statuses": self.graph_statuses,
-                          "leases": self.graph_leases},
+                          "leases": self.graph_leases, "recounted": self.graph_recounted},
                 "recall": {"decisions": self.decisions}, "signals": {"conflicts": self.signals},
                 "warnings": self.warnings}
 
     def summary(self) -> str:
         hours = self.window.total_seconds() / 3600
         return (f"repaired over the last {hours:g} h ({self.tickets} tickets): graph {self.graph_tickets} tickets "
-                f"({self.graph_files} files, {self.graph_statuses} statuses, {self.graph_leases} leases), "
-                f"recall {self.decisions} decisions, signals {self.signals} conflicts")
+                f"({self.graph_files} files, {self.graph_statuses} statuses, {self.graph_leases} leases"
+                + (f", conflicts of {self.graph_recounted} counted again" if self.graph_recounted else "")
+                + f"), recall {self.decisions} decisions, signals {self.signals} conflicts")
 
 
 def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
@@ -84,6 +86,14 @@ def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
                 part(scoped, sessions, since, report)
             except StoreUnavailable as exc:
                 report.warnings.append(str(exc))
+    # A graph from before the kept conflict counts is counted once, here and not on a
+    # hook's path; until then the list counts conflicts as it reads them.
+    stores.budget.renew()
+    try:
+        if not stores.graph.counted():
+            report.graph_recounted = stores.graph.recount()
+    except StoreUnavailable as exc:
+        report.warnings.append(str(exc))
     if report.signals:
         from baton.skills.core.commit import deliver_kept
 

@@ -74,6 +74,7 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
         filters = Filters.from_query(request.query_params)
         snapshot = await run_in_threadpool(source.current)
         return JSONResponse({"version": snapshot.version, "sessions": snapshot.rows_for(filters),
+                             "total": snapshot.total,
                              "stores": {"registry": snapshot.registry, "signals": snapshot.signal_log},
                              "warnings": snapshot.warnings, "signals": snapshot.signals})
 

@@ -69,6 +69,7 @@ class Snapshot:
     signal_log: str = "ok"
     warnings: list[str] = field(default_factory=list)
     build_ms: float = 0.0
+    total: int = 0  # the sessions there are: past the listing's page (rows), more than rows holds
     # Where active leases meet other active tickets (LeaseConflict.to_json), and when one
     # shown here starts to expire soon or ends (the snapshot is then rebuilt).
     lease_conflicts: list[dict] = field(default_factory=list)
@@ -101,7 +102,10 @@ def build_snapshot(settings: Settings, version: int) -> Snapshot:
         try:
             listing = list_sessions(stores, include_inactive=True, at=now, heartbeats=local_heartbeats(settings))
             snapshot.rows = listing_answer(listing)
-            snapshot.warnings = listing.warnings
+            snapshot.total = listing.total
+            more = listing.more()
+            snapshot.warnings = [*listing.warnings, *([more.replace("--limit", "`baton list --limit`", 1)]
+                                                      if more else [])]
         except StoreUnavailable as exc:
             snapshot.registry = f"unavailable: {exc.reason}"
         try:
