@@ -618,7 +618,8 @@ class SqliteSessionStore(SessionStore):
     def listed_sessions(self, *, include_inactive: bool = False, task_ids: Collection[str] | None = None
                         ) -> Found[list[ListedSession]] | Unavailable:
         """From the stored projections' JSON (read by SQLite): no pydantic, no validation."""
-        query, arguments = (_LISTED if include_inactive else _ACTIVE_LISTED), (self.project,)
+        query = _LISTED if include_inactive else _ACTIVE_LISTED
+        arguments: tuple[str, ...] = (self.project,)
         if task_ids is not None:
             query = _LISTED_OF if include_inactive else _ACTIVE_LISTED_OF
             arguments = (self.project, json.dumps(sorted(set(task_ids))))
