@@ -78,7 +78,6 @@ def test_a_ticket_sharing_a_file_with_many_is_counted_not_listed_in_full(home, w
     import json
 
     from baton.files import FileRef
-    from baton.registry.model import Bound, FilesTouched
     from baton.skills.services.resume import CONFLICT_LIMIT
 
     main, _ = worktrees
@@ -89,11 +88,7 @@ def test_a_ticket_sharing_a_file_with_many_is_counted_not_listed_in_full(home, w
         repo = json.loads(cli(main, "resume", "T-00", "--json")[1])["session"]["repo"]
         shared = FileRef(repo, "src/db.py")
         now = clock.now()
-        for n in range(1, 25):
-            common = {"task_id": f"T-{n:02d}", "session_id": "s", "at": now}
-            stores.registry.append([Bound(event_id=uuid.uuid4(), repo=repo, worktree_path=f"/w/{n}", **common),
-                                    FilesTouched(event_id=uuid.uuid4(), files=[shared], **common)])
-            stores.graph.record(f"T-{n:02d}", "active", [shared], now)
+        _active_tickets(stores, "T", repo, lambda n: (shared, now))
     finally:
         stores.close()
     rows = {row["task_id"]: row for row in json.loads(cli(main, "list", "--json")[1])}
@@ -112,7 +107,6 @@ def test_past_its_limit_the_list_shows_a_page_in_conflict_first(home, worktrees,
     import json
 
     from baton.files import FileRef
-    from baton.registry.model import Bound, FilesTouched
 
     main, _ = worktrees
     cli(main, "bind", "P-00")
@@ -120,13 +114,8 @@ def test_past_its_limit_the_list_shows_a_page_in_conflict_first(home, worktrees,
     try:
         repo = stores.registry.get("P-00").value.repo
         start = clock.now() - timedelta(hours=1)
-        for n in range(1, 25):
-            at = start + timedelta(minutes=n)
-            shared = FileRef(repo, "src/db.py" if n <= 5 else f"src/own{n}.py")
-            common = {"task_id": f"P-{n:02d}", "session_id": "s", "at": at}
-            stores.registry.append([Bound(event_id=uuid.uuid4(), repo=repo, worktree_path=f"/w/{n}", **common),
-                                    FilesTouched(event_id=uuid.uuid4(), files=[shared], **common)])
-            stores.graph.record(f"P-{n:02d}", "active", [shared], at)
+        _active_tickets(stores, "P", repo, lambda n: (FileRef(repo, "src/db.py" if n <= 5 else f"src/own{n}.py"),
+                                                      start + timedelta(minutes=n)))
     finally:
         stores.close()
     code, out, err = cli(main, "list", "--json", "--limit", "8")
@@ -144,3 +133,15 @@ def test_past_its_limit_the_list_shows_a_page_in_conflict_first(home, worktrees,
     assert "sessions shown" not in cli(main, "list")[2], "25 is within the default page"
     code, _, err = cli(main, "list", "--limit", "-1")
     assert code == 2 and "--limit" in err
+
+
+def _active_tickets(stores, prefix, repo, touched):
+    """Tickets {prefix}-01 .. {prefix}-24 bound and active, each touching the file touched(n) gives at its time."""
+    from baton.registry.model import Bound, FilesTouched
+
+    for n in range(1, 25):
+        file, at = touched(n)
+        common = {"task_id": f"{prefix}-{n:02d}", "session_id": "s", "at": at}
+        stores.registry.append([Bound(event_id=uuid.uuid4(), repo=repo, worktree_path=f"/w/{n}", **common),
+                                FilesTouched(event_id=uuid.uuid4(), files=[file], **common)])
+        stores.graph.record(f"{prefix}-{n:02d}", "active", [file], at)
