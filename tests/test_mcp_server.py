@@ -133,11 +133,12 @@ def test_the_tools_are_found_by_the_words_an_agent_searches_with_and_stay_short(
         assert 60 <= len(tool.description) <= 200, tool.name
         assert "title" not in json.dumps(tool.input_schema), "titles only repeat the names"
     # What a client sends the model per request without tool search (as Claude Code's
-    # tools array): 8,631 bytes for the 21 tools when measured, after list_sessions took a
-    # limit (6,470 for 17 before the pre-edit check and the lease tools).
+    # tools array): 8,551 bytes for the 21 tools when measured, after list_sessions took a
+    # limit and four descriptions lost a clause (6,470 for 17 before the pre-edit check and
+    # the lease tools). tests/test_real_agent.py holds Claude Code's request to the same bound.
     shown = [{"name": f"mcp__baton__{t.name}", "description": t.description, "input_schema": t.input_schema}
              for t in tools]
-    assert len(json.dumps(shown, separators=(",", ":"))) < 8700
+    assert len(json.dumps(shown, separators=(",", ":"))) < 8600
 
 
 def test_every_tool_is_annotated_as_what_it_does(home, tmp_path):

@@ -130,7 +130,7 @@ def resume_session(task_id: str, limit: int = 5, agent: str | None = None, all_d
 
 @_served("List active sessions", read_only=True)
 def list_sessions(include_ended: bool = False, limit: int = 1000) -> str:
-    """List the active sessions (tickets, agents, worktrees) and the conflicts between them: who works on what."""
+    """List the active sessions (tickets, agents, worktrees) and the conflicts between them."""
     from baton import clock
     from baton.skills.frontends.answers import listing_answer
     from baton.skills.runtime.agent_sessions import local_heartbeats
@@ -156,7 +156,7 @@ def bind_task(task_id: str, agent: str | None = None, worktree: str | None = Non
 
 @_served("Record files touched", idempotent=True)
 def record_touch(paths: list[str], task_id: str | None = None, worktree: str | None = None) -> str:
-    """Record files the ticket changed; returns conflicts (overlaps) with other active tickets' sessions. Call after
+    """Record files the ticket changed; returns conflicts with other active tickets. Call after
     editing files outside Edit/Write."""
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import place_of, resolve_task
@@ -213,7 +213,7 @@ def update_session(phase: Phase | None = None, next_action: str | None = None, d
                    evidence: list[str] | None = None, checks: list[str] | None = None, timeout: float | None = None,
                    task_id: str | None = None, worktree: str | None = None) -> str:
     """Record the session's phase, next action, done steps, failures, dependencies, journal (goal, todo, constraints,
-    evidence) and checks: what a handoff passes on."""
+    evidence) and checks."""
     from baton.skills.frontends.answers import update_answer
     from baton.skills.services.commands import UpdateRequest, update
 
@@ -379,7 +379,7 @@ def signals_since(since: str | None = None, task_id: str | None = None, limit: i
 def take_checkpoint(label: str | None = None, task_id: str | None = None, push: bool = False,
                     worktree: str | None = None) -> str:
     """Checkpoint the worktree (files, index, base commit) for the ticket, to restore or fork later; push: to the
-    repository's git remote too, for another clone."""
+    git remote too, for other clones."""
     from baton.skills.services.commands import CheckpointRequest, checkpoint
 
     return _call(lambda stores: checkpoint(stores, _place(worktree), CheckpointRequest(task_id, label, push)).to_json())
