@@ -145,3 +145,50 @@ def test_the_servers_budget_is_a_cap_below_the_command_deadline():
     assert refused.value.reason == "a server: no time left of the command's 0.2 s deadline (BATON_COMMAND_BUDGET)"
     budget.renew()  # the next unit of a long-running command: the deadline's too
     assert deadline.left() == 0.2
+
+
+def test_reads_side_by_side_are_cut_by_the_budgets_clock_not_by_their_own_work():
+    """A read that works before it asks its server (a resume's recall loads the model, seconds
+    on busy cores) is not told as the server's silence; one that waits on its server past the
+    budget is given up SLACK later; one that works past the whole deadline is given up too."""
+    import threading
+    import time
+
+    from baton.budget import Budget, Server
+    from baton.deadline import Deadline
+    from baton.outcome import Unavailable
+    from baton.skills.runtime.deadline import SLACK, gather
+
+    budget = Budget(0.3, deadline=Deadline(5.0))
+    gate = budget.gate(Server("a server", ()))
+
+    def works_then_asks() -> str:
+        time.sleep(0.3 + SLACK + 0.5)  # the model loading: no server waited on yet
+        with gate.call("recall"):
+            return "found"
+
+    assert gather({"recall": works_then_asks}, budget) == {"recall": "found"}
+
+    released = threading.Event()
+
+    def hangs_on_its_server() -> str:
+        with gate.call("graph"):
+            released.wait(30)  # a driver call that ignores its timeout
+        return "late"
+
+    began = time.monotonic()
+    try:
+        answer = gather({"graph": hangs_on_its_server}, budget)["graph"]
+    finally:
+        released.set()
+    assert answer == Unavailable("no answer within the 0.3 s budget (BATON_STORE_TIMEOUT)"), answer
+    assert SLACK <= time.monotonic() - began < 5
+
+    stuck = threading.Event()
+    began = time.monotonic()
+    try:
+        answer = gather({"graph": lambda: stuck.wait(30)}, Budget(0.3, deadline=Deadline(1.0)))["graph"]
+    finally:
+        stuck.set()
+    assert answer == Unavailable("still working after 1 s"), answer
+    assert 1.0 <= time.monotonic() - began < 6
