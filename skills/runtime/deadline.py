@@ -5,13 +5,10 @@ driver call that never returns, or in a native library whose exit handler would 
 it. The process therefore never closes what such a thread uses and never runs the
 interpreter's exit with it alive: `leave(code)` ends the process at once instead.
 
-The deadline follows the command's budget (baton.budget, itself within the command's
-deadline, baton.deadline): a read is given up SLACK after the budget ran out, so each store
-waits at most what is left and reports its own, precise reason first; the deadline only
-catches a call that ignores its timeout. As the budget's clock, it runs only while a server
-is waited on: the work a read does before it asks one (loading the model to embed a query,
-slow on busy cores) is never told as a server's silence. A read that works longer than the
-command's whole deadline without a wait is given up too."""
+The deadline is what the command's budget (baton.budget, itself within the command's
+deadline, baton.deadline) has left plus SLACK: each store waits at most what is left and
+reports its own, precise reason first; the deadline only catches a call that ignores its
+timeout."""
 
 from __future__ import annotations
 
@@ -28,7 +25,6 @@ from baton.errors import StoreUnavailable
 from baton.outcome import Unavailable
 
 SLACK = 0.5  # seconds past the budget before a call still running is given up
-POLL = 0.02  # seconds between looks at the budget while a read runs
 
 
 def leave(code: int) -> None:
@@ -43,9 +39,9 @@ def leave(code: int) -> None:
 
 
 def gather(calls: dict[str, Callable[[], Any]], budget: Budget) -> dict[str, Any]:
-    """Run each call in its own daemon thread until SLACK after the command's budget ran out;
-    a call still running then answers Unavailable (the budget's "no answer within"), and one
-    that raises StoreUnavailable answers Unavailable(reason).
+    """Run each call in its own daemon thread, until what the command's budget has left
+    plus SLACK; a call still running then answers Unavailable (the budget's "no answer
+    within"), and one that raises StoreUnavailable answers Unavailable(reason).
 
     Daemon threads: a stuck driver call must not keep the process alive after it answered.
     """
@@ -64,20 +60,11 @@ def gather(calls: dict[str, Callable[[], Any]], budget: Budget) -> dict[str, Any
                for name, call in calls.items()}
     for thread in threads.values():
         thread.start()
-    started = time.monotonic()
-    busy_cap = budget.deadline.seconds if budget.deadline is not None else budget.seconds
-    ran_out: float | None = None  # when the budget's clock reached 0
+    deadline = time.monotonic() + max(budget.remaining(), 0.0) + SLACK
     for name, thread in threads.items():
-        while thread.is_alive():
-            now = time.monotonic()
-            if ran_out is None and budget.remaining() <= 0:
-                ran_out = now
-            if (ran_out is not None and now - ran_out >= SLACK) or now - started >= busy_cap + SLACK:
-                break
-            thread.join(POLL)
+        thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
-            said = budget.no_answer() if ran_out is not None else f"still working after {busy_cap:g} s"
-            results[name] = Unavailable(said)
+            results[name] = Unavailable(budget.no_answer())
             abandon(thread)
     for exc in errors.values():
         raise exc
