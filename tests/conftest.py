@@ -55,10 +55,17 @@ def runs_baton(item: pytest.Item) -> bool:
             or (module is not None and module.__name__.split(".")[-1].startswith("test_mcp")))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if uses_servers(item):
             item.add_marker(pytest.mark.servers)
+        if item.get_closest_marker("servers") is not None:
+            # With pytest-xdist's --dist loadgroup (scripts/test), one worker runs every server
+            # test against one set of servers while the others run the rest: each worker
+            # would otherwise start its own PostgreSQL, Kafka and Neo4j, whose idle JVMs cost
+            # about a third of a core on 2 cores (docs/tests.md).
+            item.add_marker(pytest.mark.xdist_group("servers"))
         if runs_baton(item):
             item.add_marker(pytest.mark.shell)
     if config.getoption(lanes.OPTION) == "on":
@@ -67,6 +74,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if others:
             config.hook.pytest_deselected(items=others)
             items[:] = [item for item in items if item.get_closest_marker("shell") is not None]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: the controller adds the workers' tallies up
+        workeroutput["lane_tally"] = dict(lanes.tally)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    for verdict, count in getattr(node, "workeroutput", {}).get("lane_tally", {}).items():
+        lanes.tally[verdict] = lanes.tally.get(verdict, 0) + count
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
