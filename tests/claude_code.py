@@ -173,6 +173,11 @@ def mcp_tools(request: dict) -> list[dict]:
             if t.get("name", "").startswith("mcp__") or "McpResource" in t.get("name", "")]
 
 
+# Bytes Baton's MCP tools may cost each request a client sends without tool search: held by
+# tests/test_mcp_server.py on the server's list and tests/test_real_agent.py on Claude Code's.
+MCP_TOOLS_BYTES = 8600
+
+
 def size(tools: list[dict]) -> int:
     """Bytes of tools as JSON without spaces, the form on the wire."""
     return len(json.dumps(tools, separators=(",", ":"), ensure_ascii=False).encode())

@@ -63,8 +63,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("servers") is not None:
             # With pytest-xdist's --dist loadgroup (scripts/test), one worker runs every server
             # test against one set of servers while the others run the rest: each worker
-            # would otherwise start its own PostgreSQL, Kafka and Neo4j, whose idle JVMs cost
-            # about a third of a core on 2 cores (docs/tests.md).
+            # would otherwise start its own PostgreSQL, Kafka and Neo4j (three workers' idle
+            # JVMs took about a third of the 2 cores' time).
             item.add_marker(pytest.mark.xdist_group("servers"))
         if runs_baton(item):
             item.add_marker(pytest.mark.shell)

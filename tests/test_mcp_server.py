@@ -14,6 +14,7 @@ pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from tests.claude_code import MCP_TOOLS_BYTES, size
 from tests.test_touched_paths import REFUSED, spelled
 from tests.workspace import run_process, two_agents
 
@@ -138,7 +139,7 @@ def test_the_tools_are_found_by_the_words_an_agent_searches_with_and_stay_short(
     # the lease tools). tests/test_real_agent.py holds Claude Code's request to the same bound.
     shown = [{"name": f"mcp__baton__{t.name}", "description": t.description, "input_schema": t.input_schema}
              for t in tools]
-    assert len(json.dumps(shown, separators=(",", ":"))) < 8600
+    assert size(shown) < MCP_TOOLS_BYTES
 
 
 def test_every_tool_is_annotated_as_what_it_does(home, tmp_path):

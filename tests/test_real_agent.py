@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.claude_code import ScriptedModel, find_claude, mcp_tools, run_claude, size, stream_events
+from tests.claude_code import MCP_TOOLS_BYTES, ScriptedModel, find_claude, mcp_tools, run_claude, size, stream_events
 from tests.workspace import git, make_repo
 
 CLAUDE = find_claude()
@@ -322,7 +322,7 @@ def test_the_mcp_server_costs_only_its_tools_and_stops_at_the_first_signal(proje
     assert sorted(t["name"] for t in tools) == sorted(f"mcp__baton__{name}" for name in _tool_names())
     # Only Baton's own tools go out (no resource tools for an unserved capability), their
     # schemas short: the 21 tools, described for tool search, measured 8,551 bytes.
-    assert size(tools) < 8600, f"{size(tools)} bytes of MCP tools per request"
+    assert size(tools) < MCP_TOOLS_BYTES, f"{size(tools)} bytes of MCP tools per request"
     log = debug.read_text()
     assert re.search(r'MCP server "baton": Sending SIGINT', log), "Claude Code stopped the server by SIGINT"
     assert "SIGTERM" not in log, [line for line in log.splitlines() if "SIGTERM" in line]
