@@ -22,7 +22,9 @@ use, since no Qdrant server can be installed on the build machines.
 A server is reached through its gate in the command's budget (baton.budget): each call
 waits what the budget has left (qdrant-client's own timeout counts whole seconds, so the
 call runs on a thread the caller stops waiting for at the budget), and the client skips its
-version check, an extra request on a thread of its own.
+version check, an extra request on a thread of its own. Each request is built inside its
+call, past the gate: a server the command already found down answers at once, without
+importing the client (seconds on a loaded machine).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from baton.store_names import Store
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient, models
-    from qdrant_client.conversions.common_types import PointId, Record
+    from qdrant_client.conversions.common_types import PointId, QueryResponse, Record
 
 STORE = Store.RECALL_INDEX
 KEYWORDS = "keywords"  # the sparse vector of each point's words
@@ -159,12 +161,12 @@ class QdrantServerIndex(DecisionIndex):
         return models.Filter(must=[models.IsEmptyCondition(is_empty=models.PayloadField(key=PROJECT_FIELD))])
 
     def upsert(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
-        from qdrant_client import models
-
         if not records:
             return
 
         def work(client: QdrantClient) -> None:
+            from qdrant_client import models
+
             points = [models.PointStruct(id=str(r.point_id), vector=self._vectors(r, v),
                                          payload={**r.model_dump(), RECIPE_FIELD: RECIPE})
                       for r, v in zip(records, vectors, strict=True)]
@@ -191,29 +193,32 @@ class QdrantServerIndex(DecisionIndex):
                                                          points=[str(r.point_id) for r in records], wait=True))
 
     def outdated(self, limit: int) -> list[tuple[DecisionRecord, int]]:
-        from qdrant_client import models
+        def work(client: QdrantClient) -> list[Record]:
+            from qdrant_client import models
 
-        selector = models.Filter(
-            must_not=[models.IsEmptyCondition(is_empty=models.PayloadField(key=PROJECT_FIELD)),
-                      models.FieldCondition(key=RECIPE_FIELD, match=models.MatchValue(value=RECIPE))])
-        page, _ = self._call(lambda client: client.scroll(COLLECTION, scroll_filter=selector, limit=limit,
-                                                          with_vectors=False, with_payload=True))
+            selector = models.Filter(
+                must_not=[models.IsEmptyCondition(is_empty=models.PayloadField(key=PROJECT_FIELD)),
+                          models.FieldCondition(key=RECIPE_FIELD, match=models.MatchValue(value=RECIPE))])
+            return client.scroll(COLLECTION, scroll_filter=selector, limit=limit, with_vectors=False,
+                                 with_payload=True)[0]
+
+        page = self._call(work)
         # A point stored before recipes were noted has none: recipe 1.
         return [(record_of(point.payload), int((point.payload or {}).get(RECIPE_FIELD, 1))) for point in page]
 
     def search_keywords(self, text: str, *, project: str, limit: int,
                         exclude_task_id: str | None) -> list[ScoredDecision]:
-        from qdrant_client import models
-
         indices, values = term_vector(text, query=True)
         if not indices or limit <= 0:
             return []
-        condition = self._scope(project, exclude_task_id=exclude_task_id)
 
         def work(client: QdrantClient) -> list[ScoredDecision]:
+            from qdrant_client import models
+
             if not self._sparse:
                 raise StoreUnavailable(STORE, f"Qdrant at {self.where}: the collection predates keyword search "
                                               "(a collection made anew has it)")
+            condition = self._scope(project, exclude_task_id=exclude_task_id)
             found = client.query_points(COLLECTION, query=models.SparseVector(indices=indices, values=values),
                                         using=KEYWORDS, query_filter=condition, limit=limit, with_payload=True)
             return best_per_point(((hit.id, hit.score, hit.payload) for hit in found.points), limit)
@@ -223,15 +228,16 @@ class QdrantServerIndex(DecisionIndex):
     def delete_tasks(self, project: str, task_ids: Sequence[str]) -> int:
         if not task_ids:
             return 0
-        return self._delete(self._scope(project, task_ids=task_ids))
+        return self._delete(lambda: self._scope(project, task_ids=task_ids))
 
     def delete_unscoped(self) -> int:
-        return self._delete(self._unscoped())
+        return self._delete(self._unscoped)
 
-    def _delete(self, selector: models.Filter) -> int:
-        from qdrant_client import models
-
+    def _delete(self, select: Callable[[], models.Filter]) -> int:
         def work(client: QdrantClient) -> int:
+            from qdrant_client import models
+
+            selector = select()
             removed = client.count(COLLECTION, count_filter=selector, exact=True).count
             client.delete(COLLECTION, points_selector=models.FilterSelector(filter=selector), wait=True)
             return removed
@@ -248,14 +254,18 @@ class QdrantServerIndex(DecisionIndex):
 
     def search(self, vectors: Sequence[Sequence[float]], *, project: str, limit: int,
                exclude_task_id: str | None) -> list[ScoredDecision]:
-        from qdrant_client import models
-
         if not vectors:
             return []
-        condition = self._scope(project, exclude_task_id=exclude_task_id)
-        requests = [models.QueryRequest(query=[float(x) for x in v], filter=condition, limit=limit, with_payload=True)
-                    for v in vectors]
-        batches = self._call(lambda client: client.query_batch_points(COLLECTION, requests=requests))
+
+        def work(client: QdrantClient) -> list[QueryResponse]:
+            from qdrant_client import models
+
+            condition = self._scope(project, exclude_task_id=exclude_task_id)
+            return client.query_batch_points(COLLECTION, requests=[
+                models.QueryRequest(query=[float(x) for x in v], filter=condition, limit=limit, with_payload=True)
+                for v in vectors])
+
+        batches = self._call(work)
         return best_per_point(((hit.id, hit.score, hit.payload) for batch in batches for hit in batch.points), limit)
 
     def describe(self) -> dict[str, str]:
@@ -268,8 +278,8 @@ class QdrantServerIndex(DecisionIndex):
                 "size": f"{self.count()} decisions"}
 
     def count(self, project: str | None = None) -> int:
-        selector = None if project is None else self._scope(project)
-        return self._call(lambda client: client.count(COLLECTION, count_filter=selector, exact=True).count)
+        return self._call(lambda client: client.count(
+            COLLECTION, count_filter=None if project is None else self._scope(project), exact=True).count)
 
     def unscoped_count(self) -> int:
         return self._call(lambda client: client.count(COLLECTION, count_filter=self._unscoped(), exact=True).count)
@@ -286,7 +296,7 @@ class QdrantServerIndex(DecisionIndex):
     def points(self, project: str, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
         offset: PointId | None = None
         while True:
-            page, offset = self._call(partial(_page, selector=self._scope(project), limit=batch, offset=offset))
+            page, offset = self._call(partial(_page, project=project, limit=batch, offset=offset))
             for point in page:
                 yield record_of(point.payload), _dense(point.vector)
             if offset is None:
@@ -327,12 +337,12 @@ def _unreachable(exc: BaseException) -> bool:
     return False
 
 
-def _page(client: QdrantClient, *, selector: models.Filter, limit: int,
+def _page(client: QdrantClient, *, project: str, limit: int,
           offset: PointId | None) -> tuple[list[Record], PointId | None]:
-    """One page of the selected points with their payloads and vectors, and the offset of the
-    next (None at the end)."""
-    return client.scroll(COLLECTION, scroll_filter=selector, limit=limit, offset=offset, with_vectors=True,
-                         with_payload=True)
+    """One page of the project's points with their payloads and vectors, and the offset of
+    the next (None at the end)."""
+    return client.scroll(COLLECTION, scroll_filter=QdrantServerIndex._scope(project), limit=limit, offset=offset,
+                         with_vectors=True, with_payload=True)
 
 
 def _index_projects(client: QdrantClient) -> None:

@@ -241,6 +241,37 @@ def test_a_slow_server_is_told_apart_from_a_down_one(home, worktrees, cli, monke
     assert said.startswith("unavailable: ") and "hunter2secret" not in said + result.stderr
 
 
+def test_a_recall_index_found_down_answers_every_later_request_without_loading_its_client():
+    """Qdrant refused once in a command: every request after it answers refused at once, and
+    none imports qdrant-client to build its filter first (seconds on a loaded machine, which
+    a resume's deadline then reported as the server's silence)."""
+    code = f"""
+import json, sys
+from baton.budget import Budget, qdrant_server
+from baton.errors import StoreUnavailable
+from baton.recall.qdrant_server import QdrantServerIndex
+url = "http://127.0.0.1:{free_port()}"
+index = QdrantServerIndex(url, timeout=2, gate=Budget(2).gate(qdrant_server(url)))
+said = []
+for ask in (lambda: index.vectors_for_task("p", "OMN-1", 5),
+            lambda: index.search_keywords("carts in postgres", project="p", limit=5, exclude_task_id="OMN-1"),
+            lambda: index.search([[0.1] * 384], project="p", limit=5, exclude_task_id="OMN-1"),
+            lambda: index.count("p"), lambda: index.delete_tasks("p", ["OMN-1"]), lambda: index.outdated(5),
+            lambda: list(index.points("p"))):
+    try:
+        ask()
+        said.append("answered")
+    except StoreUnavailable as exc:
+        said.append(exc.reason)
+print(json.dumps([said, "qdrant_client" in sys.modules]))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    said, client_loaded = json.loads(result.stdout or "null") or ([], None)
+    assert len(said) == 7 and all(reason.endswith(": connection refused") for reason in said), result
+    assert client_loaded is False
+
+
 def test_each_event_reaches_kafka_once_however_many_processes_deliver(home, worktrees, kafka_server, monkeypatch):
     main, _ = worktrees
     prefix = f"test-{uuid.uuid4().hex[:10]}."
