@@ -21,10 +21,11 @@ never connects.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from typing import NamedTuple, TypeVar
 
 from baton.deadline import Deadline, WaitClock
@@ -34,6 +35,7 @@ from baton.masking import mask
 
 T = TypeVar("T")
 FAIR_WAIT = 1.0  # seconds a server must have had before its silence goes in the health record
+SLACK = 0.5  # seconds past the budget before a call still running is given up: the server's own timeout speaks first
 
 
 def no_answer(seconds: float, what: str = "no answer") -> str:
@@ -278,6 +280,44 @@ def within(seconds: float, call: Callable[[], T]) -> T:
     if not done:
         raise value
     return value
+
+
+@contextmanager
+def cut_when_silent(limit: float, last_heard: Callable[[], float], cut: Callable[[], None],
+                    done: threading.Event) -> Iterator[None]:
+    """Call cut(), and set done, once `limit` seconds pass since last_heard() (a monotonic
+    time) while the block runs. For a client that waits on a connected socket without a
+    limit (a server stalled after it answered the login: a paused process, a frozen host,
+    which no server-side timeout ends): cut shuts the socket down, and the client's wait ends
+    with an error in its own thread, which keeps its locks and its connection's state."""
+    finished = threading.Event()
+    lock = threading.Lock()
+
+    def watch() -> None:
+        while not finished.wait(max(last_heard() + limit - time.monotonic(), 0.0)):
+            if time.monotonic() - last_heard() < limit:
+                continue  # heard from meanwhile
+            with lock:
+                if not finished.is_set():
+                    done.set()
+                    cut()
+                return
+
+    threading.Thread(target=watch, daemon=True, name="baton-watch").start()
+    try:
+        yield
+    finally:
+        with lock:
+            finished.set()
+
+
+def shut_socket(fileno: int) -> None:
+    """End every wait on a connected socket another object owns (its reads then see the end
+    of the stream) without closing its descriptor, which stays the owner's to close."""
+    import socket
+
+    with suppress(OSError), socket.socket(fileno=os.dup(fileno)) as duplicate:
+        duplicate.shutdown(socket.SHUT_RDWR)
 
 
 def _host_port(text: str, default_port: int) -> tuple[str, int] | None:

@@ -11,7 +11,10 @@ both accept; only the schema differs, so it is generated per dialect, detected f
 server's agent string. Writes are MERGE-only and idempotent, so a transaction that fails
 with TransientError (Memgraph raises it on write-write conflicts) is run again, within what
 the command's budget has left (baton.budget). The driver's own retries are off: they
-would wait out a server that is gone, and log each attempt.
+would wait out a server that is gone, and log each attempt. Once connected, the driver
+reads without a limit, so each call runs on a thread the caller stops waiting for when
+the budget is spent: a server that stops answering (a paused JVM, a frozen host) costs
+the budget, not the command.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 from baton import clock
-from baton.budget import AnyGate, OpenGate
+from baton.budget import SLACK, AnyGate, OpenGate, within
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.files import FileRef
 from baton.graph.base import ConflictGraph, GraphLease, TicketRecord, count_moves, project_prefix
@@ -454,8 +457,10 @@ class BoltConflictGraph(ConflictGraph):
             from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable, SessionExpired, TransientError
 
             mode = neo4j.WRITE_ACCESS if write else neo4j.READ_ACCESS
-            deadline = time.monotonic() + self._gate.left()  # after the import, as the driver's timeouts
-            try:
+            left = self._gate.left()
+            deadline = time.monotonic() + left  # after the import, as the driver's timeouts
+
+            def attempts() -> T:
                 driver = self._get_driver()
                 while True:
                     try:
@@ -470,6 +475,14 @@ class BoltConflictGraph(ConflictGraph):
                         if deadline - time.monotonic() < 0.2:
                             raise
                         time.sleep(0.05)
+
+            try:
+                # On a thread the caller stops waiting for: once connected, the driver reads
+                # without a limit, and a server that stops answering (paused, frozen) ends
+                # no transaction timeout.
+                return within(left + SLACK, attempts)
+            except TimeoutError as exc:
+                raise ServerUnreachable(STORE, f"Bolt server at {self.uri}: {self._gate.no_answer()}") from exc
             except (ServiceUnavailable, SessionExpired, OSError) as exc:
                 late = time.monotonic() >= deadline - 0.05
                 heard = self._gate.no_answer() if late else _one_line(exc)

@@ -1,8 +1,10 @@
 """The production session store: PostgreSQL through psycopg 3, one connection per store.
 
 Timeouts bound every wait: connecting (what the command's budget has left, baton.budget),
-each statement (statement_timeout) and each lock (lock_timeout), so a dead or stalled
-server answers Unavailable within the budget instead of hanging. The connection is made in
+each statement (statement_timeout), each lock (lock_timeout), and each transaction (what
+the budget has left: a server that stops answering after the login, which no server-side
+timeout ends, has its connection's socket shut), so a dead or stalled server answers
+Unavailable within the budget instead of hanging. The connection is made in
 the caller's call, on a thread it stops waiting for at the budget (psycopg counts
 connect_timeout in whole seconds, at least 2), and made again after it broke: no pool
 reconnects in the background, and a refused login or a missing database is reported as
@@ -34,12 +36,13 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from baton.budget import AnyGate, OpenGate, within
+from baton.budget import SLACK, AnyGate, OpenGate, cut_when_silent, shut_socket, within
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.outcome import Found, NotFound, Unavailable
 from baton.projects import ALL_PROJECTS, check_project
@@ -407,6 +410,7 @@ class PostgresSessionStore(SessionStore):
         self.timeout = timeout
         self._gate = gate or OpenGate(timeout)
         self._conn: psycopg.Connection | None = None
+        self._heard = LastHeard()
         self._lock = threading.RLock()  # one transaction at a time on the connection
         self._migrated = False
 
@@ -418,9 +422,10 @@ class PostgresSessionStore(SessionStore):
 
         millis = int(self.timeout * 1000)
         left = self._gate.left()  # after the import, which the budget pays for too
+        cursor = _cursor_noting(self._heard)
         self._conn = within(left, lambda: psycopg.connect(
-            self.url, autocommit=True, connect_timeout=max(2, math.ceil(left)), application_name="baton",
-            options=f"-c statement_timeout={millis} -c lock_timeout={millis}"))
+            self.url, autocommit=True, cursor_factory=cursor, connect_timeout=max(2, math.ceil(left)),
+            application_name="baton", options=f"-c statement_timeout={millis} -c lock_timeout={millis}"))
         return self._conn
 
     @contextmanager
@@ -430,22 +435,34 @@ class PostgresSessionStore(SessionStore):
         with self._gate.call(STORE), self._lock:
             import psycopg
 
+            cut = threading.Event()
             try:
                 conn = self._connection()
-                if not self._migrated:
-                    self._migrate(conn)
-                with conn.transaction():
-                    conn.execute("SELECT set_config('baton.project', %s, true)", (scope or self.project,))
-                    yield conn
+                # The server's timeouts end its own work; a server that stops answering at all
+                # (paused, frozen) is cut when silent for what the budget has left, else
+                # psycopg would wait for ever. Each statement it answers counts as heard.
+                self._heard.now()
+                with cut_when_silent(self._gate.left() + SLACK, lambda: self._heard.at,
+                                     lambda: shut_socket(conn.pgconn.socket), cut):
+                    if not self._migrated:
+                        self._migrate(conn)
+                    with conn.transaction():
+                        conn.execute("SELECT set_config('baton.project', %s, true)", (scope or self.project,))
+                        yield conn
             except TimeoutError as exc:
                 raise ServerUnreachable(STORE, f"{_where(self.url)}: {self._gate.no_answer()}") from exc
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if cut.is_set():
+                    raise ServerUnreachable(STORE, f"{_where(self.url)}: {self._gate.no_answer()}") from exc
                 message = f"{_where(self.url)}: {_first_line(exc)}"
                 state = getattr(exc, "sqlstate", None)
                 said = "FATAL:" in str(exc) and _STARTING_OR_STOPPING not in str(exc)
                 if (state is None and not said) or (state or "").startswith(_UNREACHABLE_STATES):
                     raise ServerUnreachable(STORE, message) from exc
                 raise StoreUnavailable(STORE, message) from exc
+            finally:
+                if cut.is_set():  # its socket is shut: the next call connects again
+                    self.close()
 
     def _migrate(self, conn: psycopg.Connection) -> None:
         with conn.transaction():
@@ -787,6 +804,42 @@ class PostgresSessionStore(SessionStore):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+class LastHeard:
+    """When a server was last heard from on a connection: time.monotonic() at the start or
+    end of its last statement."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at = time.monotonic()
+
+    def now(self) -> None:
+        self.at = time.monotonic()
+
+
+def _cursor_noting(heard: LastHeard) -> type[psycopg.Cursor]:
+    """psycopg's cursor, noting each statement's start and end in heard: what cuts a server
+    that goes silent (PostgresSessionStore._transaction)."""
+    import psycopg
+
+    class Cursor(psycopg.Cursor):
+        def execute(self, *args: Any, **kwargs: Any) -> Any:
+            heard.now()
+            try:
+                return super().execute(*args, **kwargs)
+            finally:
+                heard.now()
+
+        def executemany(self, *args: Any, **kwargs: Any) -> None:
+            heard.now()
+            try:
+                super().executemany(*args, **kwargs)
+            finally:
+                heard.now()
+
+    return Cursor
 
 
 def _json_array(documents: Iterable[str]) -> str:

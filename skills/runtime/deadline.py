@@ -20,11 +20,9 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-from baton.budget import Budget, abandon, abandoned
+from baton.budget import SLACK, Budget, abandon, abandoned
 from baton.errors import StoreUnavailable
 from baton.outcome import Unavailable
-
-SLACK = 0.5  # seconds past the budget before a call still running is given up
 
 
 def leave(code: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -64,6 +65,33 @@ class PostgresServer:
             return int((self.data / "postmaster.pid").read_text().split()[0])
         except (FileNotFoundError, ValueError, IndexError):
             return None
+
+    def _processes(self) -> list[int]:
+        """The postmaster and its children (each backend is a process of its own)."""
+        pid = self.pid()
+        if pid is None:
+            return []
+        children = []
+        for stat in glob.glob("/proc/[0-9]*/stat"):
+            try:
+                fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # gone meanwhile
+            if int(fields[1]) == pid:
+                children.append(int(Path(stat).parent.name))
+        return [pid, *children]
+
+    def pause(self) -> None:
+        """Stall the server (SIGSTOP to the postmaster and every backend): connections stay
+        open and nothing is answered; resume() lets it go on."""
+        for pid in self._processes():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        for pid in self._processes():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
     def kill(self) -> None:
         """Take the server away as a crash would: SIGQUIT drops every connection at once and
