@@ -304,6 +304,46 @@ def listed_of(s: Session) -> ListedSession:
                                            [r.text for r in s.lease_releases], s.last_activity))
 
 
+# What listed_row reads of a stored projection, in its order: the JSON paths a backend
+# extracts in its query (SQLite's json_extract, PostgreSQL's jsonb), so a page of `baton
+# list` sends neither whole sessions nor validates them.
+LISTED_PATHS = (("phase",), ("repo",), ("worktree_path",), ("branch",), ("agent",), ("workflow", "state", "status"),
+                ("workflow", "state", "next_stage"), ("files",), ("handoff_verification",), ("reopened_by",),
+                ("checkpoint", "id"), ("checkpoint", "boundary"), ("run_log",), ("workflow",), ("leases",),
+                ("lease_releases",))
+
+
+def listed_row(task_id: str, status: str, last_activity: datetime, fields: Sequence) -> ListedSession:
+    """What `baton list` shows of a session, from the values at LISTED_PATHS of its stored
+    projection (as listed_of gives it from the validated session)."""
+    from baton import clock
+
+    (phase, repo, worktree_path, branch, agent, stage, next_stage, files, verification, reopened_by, checkpoint,
+     boundary, run_log, workflow, leases, releases) = fields
+    by_recency = sorted((-datetime.fromisoformat(touch["last_at"]).timestamp(), touch["path"])
+                        for touch in (files or {}).values())
+    if verification:
+        written = verification.get("written_at")
+        verification = {
+            "path": verification["path"], "written_at": clock.parse(written).isoformat() if written else None,
+            "verified_at": clock.parse(verification["verified_at"]).isoformat(),
+            "held": handoff_held(changed=verification["changed"], failed=verification["failed"],
+                                 not_run=verification["not_run"]),
+            **{key: verification[key] for key in ("verified", "changed", "failed", "not_run", "stale")}}
+    return ListedSession(
+        SessionOutline(task_id, status, phase or "planning", repo, worktree_path, branch, agent, last_activity,
+                       text_or_none(stage), text_or_none(next_stage)),
+        tuple(path for _, path in by_recency), verification or None, 1 + len(reopened_by or ()),
+        next((run["parent_task_id"] for run in run_log or () if run["kind"] == "fork"), None),
+        (checkpoint, boundary) if checkpoint is not None else None, workflow is not None,
+        unreleased_leases(leases or [], [r["text"] for r in releases or ()], last_activity))
+
+
+def text_or_none(value: object) -> str | None:
+    """A workflow state's field as text; None when absent or of another kind."""
+    return value if isinstance(value, str) else None
+
+
 def lease_ends(granted_at: datetime, last_activity: datetime, ttl_seconds: int) -> datetime:
     """When a lease ends, the grace not added: its TTL after the later of its grant and the
     ticket's last activity (which every event of the ticket moves, so it only grows)."""

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -47,11 +47,14 @@ from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.outcome import Found, NotFound, Unavailable
 from baton.projects import ALL_PROJECTS, check_project
 from baton.registry.base import (
+    LISTED_PATHS,
     HolderNote,
     ListedLease,
+    ListedSession,
     SessionOutline,
     SessionStore,
     lease_anchor,
+    listed_row,
     meeting_anchors,
     meeting_leases,
     near_leases,
@@ -71,6 +74,10 @@ STORE = Store.SESSION_REGISTRY
 _OUTLINE_FIELDS = ("SELECT task_id, status, last_activity, body->>'phase', body->>'repo', body->>'worktree_path', "
                    "body->>'branch', body->>'agent', body#>'{workflow,state,status}', "
                    "body#>'{workflow,state,next_stage}' FROM baton_sessions WHERE project = %s ")
+# What `baton list` shows, read by the server from each projection (SessionStore.listed_sessions).
+_LISTED_FIELDS = ("SELECT task_id, status, last_activity, jsonb_build_array("  # noqa: S608 -- constants
+                  + ", ".join(f"body#>'{{{','.join(path)}}}'" for path in LISTED_PATHS)
+                  + ") FROM baton_sessions WHERE project = %(project)s ")
 _OUTLINES = _OUTLINE_FIELDS + "ORDER BY last_activity DESC, task_id"
 _ACTIVE_OUTLINES = _OUTLINE_FIELDS + "AND status = 'active' ORDER BY last_activity DESC, task_id"
 
@@ -425,7 +432,9 @@ class PostgresSessionStore(SessionStore):
         cursor = _cursor_noting(self._heard)
         self._conn = within(left, lambda: psycopg.connect(
             self.url, autocommit=True, cursor_factory=cursor, connect_timeout=max(2, math.ceil(left)),
-            application_name="baton", options=f"-c statement_timeout={millis} -c lock_timeout={millis}"))
+            application_name="baton",
+            # UTC: the times the server sends back read as the projections' own (+00:00).
+            options=f"-c statement_timeout={millis} -c lock_timeout={millis} -c TimeZone=UTC"))
         return self._conn
 
     @contextmanager
@@ -672,6 +681,22 @@ class PostgresSessionStore(SessionStore):
                     "SELECT DISTINCT task_id FROM baton_lease_anchors WHERE project = %s", (self.project,))})
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
+
+    def listed_sessions(self, *, include_inactive: bool = False, task_ids: Collection[str] | None = None
+                        ) -> Found[list[ListedSession]] | Unavailable:
+        """The fields a list line shows, read by the server from each projection: no session
+        sent whole, none validated."""
+        query = _LISTED_FIELDS + ("" if include_inactive else "AND status = 'active' ") + (
+            "" if task_ids is None else "AND task_id = ANY(%(asked)s) ") + "ORDER BY last_activity DESC, task_id"
+        asked = None if task_ids is None else sorted(set(task_ids))
+        try:
+            self._catch_up()
+            with self._transaction() as conn:
+                rows = conn.execute(query, {"project": self.project, "asked": asked}).fetchall()
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+        return Found([listed_row(task_id, status, last_activity, fields)
+                      for task_id, status, last_activity, fields in rows])
 
     def session_order(self, *, include_inactive: bool = False) -> Found[list[tuple[str, str]]] | Unavailable:
         """From the status index alone: no session sent."""

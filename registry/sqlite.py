@@ -33,21 +33,23 @@ from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
 from baton.projects import check_project
 from baton.registry.base import (
+    LISTED_PATHS,
     HolderNote,
     ListedLease,
     ListedSession,
     SessionOutline,
     SessionStore,
     SignalScope,
-    handoff_held,
     lease_anchor,
     listed_of,
+    listed_row,
     meeting_anchors,
     meeting_leases,
     near_leases,
     outline_of,
     outline_status,
     path_anchors,
+    text_or_none,
     unreleased_leases,
 )
 from baton.registry.wire import event_adapter
@@ -90,11 +92,8 @@ _ACTIVE_OUTLINES = f"{_OUTLINES} AND (s.status = 'active' OR p.at IS NOT NULL)"
 
 # What `baton list` shows of each session, from its stored projection (read after every
 # pending event is projected, so the status column is the session's status).
-_LISTED_FIELDS = (
-    "SELECT s.task_id, s.status, s.last_activity, json_extract(s.body, '$.phase', '$.repo', '$.worktree_path', "
-    "'$.branch', '$.agent', '$.workflow.state.status', '$.workflow.state.next_stage', '$.files', "
-    "'$.handoff_verification', '$.reopened_by', '$.checkpoint.id', '$.checkpoint.boundary', '$.run_log', "
-    "'$.workflow', '$.leases', '$.lease_releases')")
+_LISTED_FIELDS = ("SELECT s.task_id, s.status, s.last_activity, json_extract(s.body, "
+                  + ", ".join(f"'$.{'.'.join(path)}'" for path in LISTED_PATHS) + ")")
 _LISTED = f"{_LISTED_FIELDS} FROM sessions AS s WHERE s.project = ?1"
 _ACTIVE_LISTED = f"{_LISTED} AND s.status = 'active'"
 _LISTED_ORDER = " ORDER BY s.last_activity DESC, s.task_id"
@@ -624,7 +623,8 @@ class SqliteSessionStore(SessionStore):
             query = _LISTED_OF if include_inactive else _ACTIVE_LISTED_OF
             arguments = (self.project, json.dumps(sorted(set(task_ids))))
         return self._stored_rows(self._catch_up, query + _LISTED_ORDER, arguments,
-                                 lambda rows: [_listed(*row) for row in rows],
+                                 lambda rows: [listed_row(task_id, status, clock.parse(last), json.loads(fields))
+                                               for task_id, status, last, fields in rows],
                                  lambda sessions: [listed_of(s) for s in sessions
                                                    if task_ids is None or s.task_id in task_ids],
                                  include_inactive=include_inactive)
@@ -758,22 +758,6 @@ def _parsed(adapter: TypeAdapter[Event], event_id: str, body: str) -> Event:
         raise sqlite3.DatabaseError(f"pending event {event_id} is unreadable: {exc.errors()[0]['msg']}") from exc
 
 
-def _listed(task_id: str, status: str, last_activity: str, fields: str) -> ListedSession:
-    """One row of _LISTED as Session's own properties would give it."""
-    (phase, repo, worktree_path, branch, agent, stage, next_stage, files, verification, reopened_by, checkpoint,
-     boundary, run_log, workflow, leases, releases) = json.loads(fields)
-    by_recency = sorted((-datetime.fromisoformat(touch["last_at"]).timestamp(), touch["path"])
-                        for touch in (files or {}).values())
-    return ListedSession(
-        SessionOutline(task_id, status, phase or "planning", repo, worktree_path, branch, agent,
-                       clock.parse(last_activity), _text(stage), _text(next_stage)),
-        tuple(path for _, path in by_recency), verification and _verification_public(verification),
-        1 + len(reopened_by or ()),
-        next((run["parent_task_id"] for run in run_log or () if run["kind"] == "fork"), None),
-        (checkpoint, boundary) if checkpoint is not None else None, workflow is not None,
-        unreleased_leases(leases or [], [r["text"] for r in releases or ()], clock.parse(last_activity)))
-
-
 def _folded(status: str, last_activity: str, pending_at: str | None, lifecycle: Any,
             lifecycle_at: Any) -> tuple[str, datetime]:
     """A stored session's status and last activity, its unprojected events' latest time
@@ -794,7 +778,7 @@ def _outlines(rows: list[Any], *, include_inactive: bool) -> list[SessionOutline
         status, last = _folded(stored_status, last_activity, pending_at, lifecycle, lifecycle_at)
         if include_inactive or status == "active":
             outlines.append(SessionOutline(task_id, status, phase or "planning", repo, worktree_path, branch,
-                                           agent, last, _text(stage), _text(next_stage)))
+                                           agent, last, text_or_none(stage), text_or_none(next_stage)))
     outlines.sort(key=lambda o: o.task_id)
     outlines.sort(key=lambda o: o.last_activity, reverse=True)
     return outlines
@@ -814,16 +798,3 @@ def _held_leases(rows: list[Any]) -> list[tuple[str, tuple[ListedLease, ...]]]:
     return [(task_id, leases) for _, task_id, leases in held]
 
 
-def _verification_public(stored: dict) -> dict:
-    """VerificationRecord.public() of a stored record, without the model."""
-    written = stored.get("written_at")
-    return {"path": stored["path"], "written_at": clock.parse(written).isoformat() if written else None,
-            "verified_at": clock.parse(stored["verified_at"]).isoformat(),
-            "held": handoff_held(changed=stored["changed"], failed=stored["failed"], not_run=stored["not_run"]),
-            "verified": stored["verified"], "changed": stored["changed"], "failed": stored["failed"],
-            "not_run": stored["not_run"], "stale": stored["stale"]}
-
-
-def _text(value: object) -> str | None:
-    """A workflow state's field as text; None when absent or of another kind."""
-    return value if isinstance(value, str) else None

@@ -363,6 +363,29 @@ def test_a_pruned_tickets_old_events_are_not_taken_again_but_a_new_bind_is(store
     assert again.status is Status.active and not again.files
 
 
+def test_postgresql_reads_back_times_in_utc_whatever_its_zone(postgres_url, timezone="Asia/Tokyo"):
+    """A list line's and an outline's times come from the server's columns: in the
+    projections' own UTC, even where the database's time zone is another."""
+    import psycopg
+    from psycopg import sql
+
+    from baton.registry.postgres import PostgresSessionStore
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        database = conn.execute("SELECT current_database()").fetchone()[0]
+        conn.execute(sql.SQL("ALTER DATABASE {} SET TimeZone = {}").format(sql.Identifier(database),
+                                                                           sql.Literal(timezone)))
+    store = PostgresSessionStore(postgres_url, timeout=2, project="test")
+    try:
+        store.append([event(Bound, 5, repo="r", worktree_path="/w")])
+        [listed] = store.listed_sessions().value
+        [outline] = store.session_outlines().value
+        assert listed.outline.last_activity.isoformat() == (T0 + timedelta(minutes=5)).isoformat()
+        assert outline.last_activity.isoformat() == (T0 + timedelta(minutes=5)).isoformat()
+    finally:
+        store.close()
+
+
 def test_listed_sessions_are_what_the_validated_sessions_show(store):
     """What `baton list` reads (SessionStore.listed_sessions, without pydantic on SQLite) is
     what the validated sessions give: files newest first, the handoff verification, runs,
