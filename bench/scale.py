@@ -24,6 +24,14 @@ Seeding writes the active sessions through the registry's own batch path and the
 ones, and every ticket's touches, straight into the stores' tables in one transaction each
 (the ended sessions are copies of one ended session's row under other ids), with the
 conflict counts the graph keeps as its writes would have left them.
+
+--servers does the same on the production backends, PostgreSQL and the Bolt server (Neo4j,
+started afresh for each data set, as tests/servers starts them), with every session
+active: each one written through the stores' own batch writes (the registry's append, the
+graph's record_many, which keeps the conflict counts as it goes), so seeding 100,000
+sessions takes minutes. The floor is then a PostgreSQL primary-key read.
+
+    .venv/bin/python -m bench.scale --servers --sizes 100000 --pools realistic
 """
 
 from __future__ import annotations
@@ -117,6 +125,36 @@ def seed(home: Path, sessions: int, active: int, pool: int) -> None:
         conn.execute("COMMIT")
 
 
+def seed_servers(database_url: str, bolt_uri: str, sessions: int, pool: int) -> None:
+    """T-0 .. T-{sessions-1}, all active, each with FILES_PER_SESSION files of the pool,
+    through the stores' batch writes."""
+    from baton.graph.base import TicketRecord
+    from baton.graph.bolt import BoltConflictGraph
+    from baton.projects import qualified
+    from baton.registry.model import Bound, FilesTouched
+    from baton.registry.postgres import PostgresSessionStore
+
+    rng = random.Random(sessions * 31 + pool)
+    now = clock.now()
+    registry = PostgresSessionStore(database_url, timeout=120, project=REPO)
+    graph = BoltConflictGraph(bolt_uri, timeout=120)
+    try:
+        for start in range(0, sessions, 500):
+            events, records = [], []
+            for n in range(start, min(start + 500, sessions)):
+                at = now - timedelta(minutes=rng.randint(1, 600))
+                files = [FileRef(REPO, f"src/m{rng.randrange(pool)}.py") for _ in range(FILES_PER_SESSION)]
+                common = {"task_id": f"T-{n}", "session_id": "bench", "at": at}
+                events += [Bound(event_id=uuid.uuid4(), repo=REPO, worktree_path=f"/w/T-{n}", **common),
+                           FilesTouched(event_id=uuid.uuid4(), files=files, **common)]
+                records.append(TicketRecord(qualified(REPO, f"T-{n}"), "active", files, at, "bench"))
+            registry.append(events)
+            graph.record_many(records)
+    finally:
+        registry.close()
+        graph.close()
+
+
 # Runs each command for the bench and reports its time and peak memory. A child's peak
 # counts the memory of the process that forked it, so the bench, which grows while it
 # seeds, forks none of the measured commands itself: this small process does.
@@ -205,7 +243,11 @@ def main() -> None:
     parser.add_argument("--active", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--pools", nargs="+", choices=list(POOLS), default=list(POOLS))
+    parser.add_argument("--servers", action="store_true", help="on PostgreSQL and Neo4j, every session active")
     args = parser.parse_args()
+    if args.servers:
+        on_servers(args)
+        return
 
     rows = []
     launcher = Launcher()
@@ -238,7 +280,58 @@ def main() -> None:
                 rows.append((f"  floor: SQLite primary-key read, {name}",
                              primary_key_reads(home, args.repeat), [], None))
     launcher.close()
+    report(rows, args.pools)
 
+
+def on_servers(args: argparse.Namespace) -> None:
+    """The same figures on PostgreSQL and a Bolt server, every session active."""
+    import psycopg
+    from psycopg import sql
+
+    from bench.servers import primary_key_reads
+    from tests.servers.neo4j import Neo4jServer
+    from tests.servers.postgres import PostgresServer
+
+    rows = []
+    launcher = Launcher()
+    postgres = PostgresServer().start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="baton-scale-") as scratch:
+            root = Path(scratch)
+            worktree = scratch_worktree(root)
+            env = {**os.environ, "PYTHONPATH": str(ROOT)}
+            floor, floor_rss = launcher.runs([sys.executable, "-c", "pass"], worktree, env, args.repeat)
+            rows.append(("python -c pass (floor)", floor, floor_rss, None))
+            for label in args.pools:
+                for sessions in args.sizes:
+                    database = f"scale_{label.replace(' ', '_')}_{sessions}"
+                    with psycopg.connect(postgres.url, autocommit=True) as conn:
+                        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+                    neo4j = Neo4jServer().start()
+                    try:
+                        started = time.perf_counter()
+                        seed_servers(postgres.url_for(database), neo4j.uri, sessions, POOLS[label](sessions))
+                        name = f"{sessions:,} active sessions on servers, {label}"
+                        print(f"{name}: seeded in {time.perf_counter() - started:.1f} s", flush=True)
+                        at_home = {**env, "BATON_HOME": str(root / database),
+                                   "BATON_DATABASE_URL": postgres.url_for(database), "BATON_GRAPH_URL": neo4j.uri}
+                        rows.append((f"baton list --json, {name}",
+                                     *launcher.runs([*CLI, "list", "--json"], worktree, at_home, args.repeat), 1000))
+                        rows.append((f"dashboard overview snapshot, fresh process, {name}",
+                                     *launcher.runs([sys.executable, "-c", OVERVIEW], worktree, at_home, args.repeat),
+                                     1000))
+                        rows.append((f"  floor: PostgreSQL primary-key read, {name}",
+                                     primary_key_reads(postgres.url_for(database), args.repeat, "T-0"), [], None))
+                    finally:
+                        neo4j.destroy()
+    finally:
+        postgres.destroy()
+        launcher.close()
+    report(rows, args.pools)
+
+
+def report(rows: list, pools: list[str]) -> None:
+    """The table of figures, and the list's growth from the smallest size to the largest."""
     print(f"\n{'figure':58} {'median ms':>10} {'p10-p90 ms':>16} {'peak RSS MB':>12} {'target':>8}")
     for name, samples, memory, target in rows:
         median, low, high = spread(samples)
@@ -246,7 +339,7 @@ def main() -> None:
         shown = f"{target} ms" if target else ""
         print(f"{name:58} {median:10.2f} {f'{low:.2f}-{high:.2f}':>16} {rss:>12} {shown:>8}")
     lists = {name: statistics.median(samples) for name, samples, _, _ in rows if name.startswith("baton list")}
-    for label in args.pools:
+    for label in pools:
         at = [value for name, value in lists.items() if name.endswith(label)]
         if len(at) > 1:
             print(f"list at the largest / at the smallest size, {label}: {at[-1] / at[0]:.2f}x")

@@ -141,16 +141,16 @@ def resume_runs(command: list[str], cwd: Path, env: dict, home: Path, repeat: in
     return samples[1:]  # the first warms the page cache
 
 
-def primary_key_reads(url: str, repeat: int) -> list[float]:
+def primary_key_reads(url: str, repeat: int, task: str = BENCH_TASK) -> list[float]:
     """A session row read by its key over an open connection: the floor of a warm resume."""
     import psycopg
 
     samples = []
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SELECT body FROM baton_sessions WHERE task_id = %s", (BENCH_TASK,)).fetchone()
+        conn.execute("SELECT body FROM baton_sessions WHERE task_id = %s", (task,)).fetchone()
         for _ in range(repeat):
             began = time.perf_counter()
-            conn.execute("SELECT body FROM baton_sessions WHERE task_id = %s", (BENCH_TASK,)).fetchone()
+            conn.execute("SELECT body FROM baton_sessions WHERE task_id = %s", (task,)).fetchone()
             samples.append((time.perf_counter() - began) * 1000)
     return samples
 
