@@ -83,6 +83,38 @@ def test_a_graph_transaction_that_times_out_is_applied_again(servers_home, workt
     assert "conflict graph is back" in log.read_text()
 
 
+def test_a_projector_rides_out_a_bolt_server_that_stops_answering(servers_home, worktrees, neo4j_server, tmp_path):
+    """Paused after the projector wrote to it (a JVM pause, a frozen host), the Bolt server
+    costs the projector its budget: it says the graph is unavailable instead of waiting on
+    the driver's socket for ever, and once the server goes on, the touch kept meanwhile
+    reaches it."""
+    main, _ = worktrees
+    ticket = f"STALL-{uuid.uuid4().hex[:6]}"
+    baton(main, "bind", ticket)
+    baton(main, "touch", "src/before.py")
+    log = tmp_path / "projector.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "BATON_STORE_TIMEOUT": "2"}
+    with log.open("w") as stderr:
+        daemon = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "projector", "--idle", "0.1"],
+                                  cwd=main, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+    try:
+        wait_for(lambda: graph_files(neo4j_server, ticket) == {"src/before.py"}, timeout=120,
+                 what="the first touch in the graph")
+        neo4j_server.pause()
+        try:
+            baton(main, "touch", "src/during.py")
+            wait_for(lambda: "conflict graph unavailable" in log.read_text(), timeout=60,
+                     what="the projector saying the paused graph is unavailable")
+        finally:
+            neo4j_server.resume()
+        wait_for(lambda: graph_files(neo4j_server, ticket) == {"src/before.py", "src/during.py"}, timeout=120,
+                 what="the touch kept during the pause in the graph")
+        assert daemon.poll() is None, log.read_text()
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(30)
+
+
 def test_doctor_repair_puts_back_graph_rows_deleted_behind_batons_back(servers_home, worktrees, neo4j_server):
     import neo4j
 
