@@ -48,6 +48,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -283,14 +285,8 @@ def main() -> None:
         on_servers(args)
         return
 
-    rows = []
     launcher = Launcher()
-    with tempfile.TemporaryDirectory(prefix="baton-scale-") as scratch:
-        root = Path(scratch)
-        worktree = scratch_worktree(root)
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        floor, floor_rss = launcher.runs([sys.executable, "-c", "pass"], worktree, env, args.repeat)
-        rows.append(("python -c pass (floor)", floor, floor_rss, None))
+    with scratch(launcher, args.repeat) as (root, worktree, env, rows):
         for label in args.pools:
             pool_of = POOLS[label]
             for sessions in args.sizes:
@@ -317,6 +313,18 @@ def main() -> None:
     report(rows, args.pools)
 
 
+@contextmanager
+def scratch(launcher: Launcher, repeat: int) -> Iterator[tuple[Path, Path, dict, list]]:
+    """A scratch directory, a worktree in it, the commands' environment, and the figures'
+    rows, the floor (`python -c pass`) measured first."""
+    with tempfile.TemporaryDirectory(prefix="baton-scale-") as directory:
+        root = Path(directory)
+        worktree = scratch_worktree(root)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        floor, floor_rss = launcher.runs([sys.executable, "-c", "pass"], worktree, env, repeat)
+        yield root, worktree, env, [("python -c pass (floor)", floor, floor_rss, None)]
+
+
 def on_servers(args: argparse.Namespace) -> None:
     """The same figures on PostgreSQL and a Bolt server, every session active."""
     import psycopg
@@ -326,16 +334,10 @@ def on_servers(args: argparse.Namespace) -> None:
     from tests.servers.neo4j import Neo4jServer
     from tests.servers.postgres import PostgresServer
 
-    rows = []
     launcher = Launcher()
     postgres = PostgresServer().start()
     try:
-        with tempfile.TemporaryDirectory(prefix="baton-scale-") as scratch:
-            root = Path(scratch)
-            worktree = scratch_worktree(root)
-            env = {**os.environ, "PYTHONPATH": str(ROOT)}
-            floor, floor_rss = launcher.runs([sys.executable, "-c", "pass"], worktree, env, args.repeat)
-            rows.append(("python -c pass (floor)", floor, floor_rss, None))
+        with scratch(launcher, args.repeat) as (root, worktree, env, rows):
             for label in args.pools:
                 for sessions in args.sizes:
                     database = f"scale_{label.replace(' ', '_')}_{sessions}"
