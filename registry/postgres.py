@@ -1,10 +1,10 @@
 """The production session store: PostgreSQL through psycopg 3, one connection per store.
 
 Timeouts bound every wait: connecting (what the command's budget has left, baton.budget),
-each statement (statement_timeout), each lock (lock_timeout), and each transaction (what
-the budget has left: a server that stops answering after the login, which no server-side
-timeout ends, has its connection's socket shut), so a dead or stalled server answers
-Unavailable within the budget instead of hanging. The connection is made in
+each statement (statement_timeout), each lock (lock_timeout), and the server's silence
+within a transaction (what the budget has left: a server that stops answering after the
+login, which no server-side timeout ends, has its connection's socket shut), so a dead or
+stalled server answers Unavailable within the budget instead of hanging. The connection is made in
 the caller's call, on a thread it stops waiting for at the budget (psycopg counts
 connect_timeout in whole seconds, at least 2), and made again after it broke: no pool
 reconnects in the background, and a refused login or a missing database is reported as
