@@ -510,12 +510,25 @@ def serve(*, allow_unsigned_probes: bool = False) -> None:
     server = build_server()
 
     async def run() -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(stop_on_signal)
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+            tasks.cancel_scope.cancel()
+
+    async def stop_on_signal() -> None:
+        # Through the event loop's own signal handling, which wakes the loop whichever thread
+        # the kernel hands the signal to: a plain handler runs only once the main thread
+        # wakes, and one that reached the stdin reader's thread left it asleep until the
+        # client closed its input (seen about once in 25 runs).
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
+            async for number in received:
+                _stop_now(number, None)
 
     # Standard input is read by a worker thread that a signal cannot interrupt, so a normal
     # exit would wait for the client to close it: Claude Code gives SIGINT 100 ms, then
     # sends SIGTERM. Every write is atomic in its store, so stopping at once loses nothing.
+    # These handlers serve until the loop's own take over (stop_on_signal).
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, _stop_now)
     anyio.run(run)
