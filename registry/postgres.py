@@ -50,7 +50,6 @@ from baton.registry.base import (
     LISTED_PATHS,
     HolderNote,
     ListedLease,
-    ListedSession,
     SessionOutline,
     SessionStore,
     lease_anchor,
@@ -67,6 +66,7 @@ from baton.store_names import Store
 if TYPE_CHECKING:
     import psycopg
 
+    from baton.registry.base import ListedSession  # in annotations only
     from baton.registry.model import Event, SecretsRedacted, Session
 
 STORE = Store.SESSION_REGISTRY
