@@ -100,6 +100,14 @@ def count_moves(before: Mapping[str, set[str]], after: Mapping[str, set[str]],
     return counts, {other: (f, t) for other, (f, t) in moves.items() if f or t}
 
 
+def _shared_by_ticket(rows: Sequence[tuple[str, str, str, str]]) -> dict[str, dict[str, list[FileRef]]]:
+    """Rows (ticket, other, repo, path), sorted, as {ticket: {other: files}}."""
+    shared: dict[str, dict[str, list[FileRef]]] = {}
+    for task, other, repo, path in rows:
+        shared.setdefault(task, {}).setdefault(other, []).append(FileRef(repo=repo, path=path))
+    return shared
+
+
 class ConflictGraph(ABC):
     """Writes raise StoreUnavailable; reads answer Found or Unavailable.
 
@@ -117,11 +125,20 @@ class ConflictGraph(ABC):
         embedded backend answers conflicts only and leaves them to the registry.
         """
 
-    def record_many(self, records: Sequence[TicketRecord]) -> None:
-        """record() for each ticket; a graph database writes them in one transaction."""
+    def record_many(self, records: Sequence[TicketRecord]) -> dict[str, dict[str, list[FileRef]]] | None:
+        """record() for each ticket; a graph database writes them in one transaction. Answers
+        what shared_files_of the written tickets would, as the write left them, where the
+        backend read it on the way (a graph database keeping its counts, for a write that
+        moved some ticket's activity); else None, and the caller asks shared_files_of."""
+        rows = self._record_rows(records)
+        return None if rows is None else _shared_by_ticket(rows)
+
+    def _record_rows(self, records: Sequence[TicketRecord]) -> list[tuple[str, str, str, str]] | None:
+        """record_many's write; the rows of _shared_rows_of the written tickets when read on the way."""
         for r in records:
             self.record(r.task_id, r.status, r.files, r.at, session_id=r.session_id, depends_on=r.depends_on,
                         leases=r.leases)
+        return None
 
     @abstractmethod
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
@@ -163,10 +180,7 @@ class ConflictGraph(ABC):
             rows = self._shared_rows_of(sorted(set(task_ids)), among) if task_ids else []
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
-        shared: dict[str, dict[str, list[FileRef]]] = {}
-        for task, other, repo, path in rows:
-            shared.setdefault(task, {}).setdefault(other, []).append(FileRef(repo=repo, path=path))
-        return Found(shared)
+        return Found(_shared_by_ticket(rows))
 
     def touchers(self, files: Sequence[FileRef], *, exclude: str | None = None
                  ) -> Found[dict[FileRef, list[tuple[str, datetime]]]] | Unavailable:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -81,25 +81,29 @@ OPTIONAL MATCH (t:Task {status: 'active'})
 WITH count(t) AS active WHERE active = 0
 MERGE (c:BatonCounts {kept: true})
 """
-# The files each ticket touches while active (count_moves' `before` and `after`); its status
-# through coalesce, which no index answers (PAIRS_AMONG says why).
-ACTIVE_FILES = """
+# Each ticket's status and every file it touches, before a write: with what the write sets,
+# count_moves' `before` and `after` (a write only adds touches). One record (_collected).
+STATUS_AND_FILES = """
 UNWIND $task_ids AS task_id
-MATCH (t:Task {task_id: task_id})-[:TOUCHES]->(f)
-WHERE coalesce(t.status, '') = 'active'
-RETURN task_id AS task, collect(f.key) AS files
+MATCH (t:Task {task_id: task_id})
+OPTIONAL MATCH (t)-[:TOUCHES]->(f)
+WITH task_id, t.status AS status, collect(f.key) AS files
+RETURN collect([task_id, status, files]) AS rows
 """
 # For each file each ticket touches, the other active tickets of its project touching it
-# ([ticket, its project's prefix]: baton.graph.base.project_prefix).
+# ([ticket, its project's prefix]: baton.graph.base.project_prefix), files no other touches
+# left out, as one record (_collected): the counts' `others`, and what shared_files_of the
+# tickets would answer after the write (record_many answers it, so a batch's overlaps cost
+# the projector no read of their own).
 _OF_ITS_PROJECT = """other.task_id <> ticket[0] AND other.task_id STARTS WITH ticket[1]
     AND (ticket[1] <> '' OR NOT other.task_id CONTAINS $separator)"""
 TOUCHERS_OF_EACH = """
 UNWIND $tickets AS ticket
 MATCH (t:Task {task_id: ticket[0]})
-OPTIONAL MATCH (t)-[:TOUCHES]->(f)
-OPTIONAL MATCH (f)<-[:TOUCHES]-(other)
+MATCH (t)-[:TOUCHES]->(f)<-[:TOUCHES]-(other)
 WHERE other.status = 'active' AND """ + _OF_ITS_PROJECT + """
-RETURN ticket[0] AS task, f.key AS file, collect(other.task_id) AS others
+WITH ticket[0] AS task, f, collect(other.task_id) AS others
+RETURN collect([task, f.key, f.repo, f.path, others]) AS rows
 """
 # [ticket, files, tickets, whether they are its counts (else by how much they move)].
 MOVE_COUNTS = """
@@ -258,12 +262,15 @@ RETURN other.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY other, repo, path
 """
 
+# A row per shared file and partner, as one record (_collected): the projector reads a
+# batch's overlaps with it, thousands of rows where tickets share busy files.
 SHARED_FILES_OF_MANY = """
 UNWIND $task_ids AS task_id
 MATCH (t:Task {task_id: task_id})-[:TOUCHES]->(f)<-[:TOUCHES]-(other)
 WHERE other.task_id <> task_id AND other.status = 'active' AND other.task_id STARTS WITH $scope
-RETURN task_id AS task, other.task_id AS other, f.repo AS repo, f.path AS path
+WITH task_id AS task, other.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY task, other, repo, path
+RETURN collect([task, other, repo, path]) AS rows
 """
 
 FORGET_TASKS = """
@@ -340,8 +347,9 @@ UNWIND $task_ids AS task_id
 MATCH (a:Task {task_id: task_id})-[:TOUCHES]->(f)<-[:TOUCHES]-(b)
 WHERE coalesce(a.status, '') = 'active' AND b.status = 'active' AND b.task_id <> a.task_id
     AND b.task_id IN $task_ids
-RETURN a.task_id AS task, b.task_id AS other, f.repo AS repo, f.path AS path
+WITH a.task_id AS task, b.task_id AS other, f.repo AS repo, f.path AS path
 ORDER BY task, other, repo, path
+RETURN collect([task, other, repo, path]) AS rows
 """
 
 # One ticket's conflicts, aggregated on the server: partners sorted so that the slice
@@ -503,10 +511,10 @@ class BoltConflictGraph(ConflictGraph):
                session_id: str | None = None, depends_on: Sequence[str] = (),
                leases: Sequence[GraphLease] = ()) -> None:
         def work(tx: neo4j.Transaction) -> None:
-            before = _active_files(tx, [task_id])
+            known = _status_and_files(tx, [task_id])
             tx.run(SET_STATUS, task_id=task_id, status=status, at=at.timestamp()).consume()
             self._write_touches(tx, task_id, files, at)
-            _move_counts(tx, before)
+            _move_counts(tx, known, {task_id: status}, {task_id: {f.key for f in files}})
             if session_id:
                 tx.run(ADD_SESSION, task_id=task_id, session_id=session_id).consume()
             if depends_on:
@@ -516,12 +524,13 @@ class BoltConflictGraph(ConflictGraph):
 
         self._call(work, write=True)
 
-    def record_many(self, records: Sequence[TicketRecord]) -> None:
+    def _record_rows(self, records: Sequence[TicketRecord]) -> list[tuple[str, str, str, str]] | None:
         """One transaction of one statement (and one more each for dependencies and for
         leases, when the batch has any), in ticket and file order (so two writers of the
-        same tickets take their locks in the same order)."""
+        same tickets take their locks in the same order), and the kept counts' reads and
+        write; the overlaps when the counts read them (_move_counts)."""
         if not records:
-            return
+            return None
         ordered = sorted(records, key=lambda r: r.task_id)
         tickets = [{"task_id": r.task_id, "status": r.status, "at": clock.to_text(r.at),
                     "session_id": r.session_id or None, "depends_on": list(r.depends_on),
@@ -529,23 +538,28 @@ class BoltConflictGraph(ConflictGraph):
                     "at_seconds": r.at.timestamp()}
                    for r in ordered]
 
-        def work(tx: neo4j.Transaction) -> None:
-            before = _active_files(tx, [r.task_id for r in ordered])
+        statuses = {r.task_id: r.status for r in ordered}  # a ticket written twice: its last, as the UNWIND
+        added: dict[str, set[str]] = {}
+        for r in ordered:
+            added.setdefault(r.task_id, set()).update(f.key for f in r.files)
+
+        def work(tx: neo4j.Transaction) -> list[tuple[str, str, str, str]] | None:
+            known = _status_and_files(tx, sorted(statuses))
             tx.run(RECORD_TICKETS, tickets=tickets).consume()
             if any(t["depends_on"] for t in tickets):
                 tx.run(ADD_DEPENDENCIES_OF_MANY, tickets=[t for t in tickets if t["depends_on"]]).consume()
             if any(t["leases"] for t in tickets):
                 tx.run(ADD_LEASES_OF_MANY, tickets=[t for t in tickets if t["leases"]]).consume()
-            _move_counts(tx, before)
+            return _move_counts(tx, known, statuses, added)
 
-        self._call(work, write=True)
+        return self._call(work, write=True)
 
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         def work(tx: neo4j.Transaction) -> str:
-            before = _active_files(tx, [task_id])
+            known = _status_and_files(tx, [task_id])
             status = tx.run(ACTIVATE, task_id=task_id, at=at.timestamp()).single(strict=True)["status"]
             self._write_touches(tx, task_id, files, at)
-            _move_counts(tx, before)
+            _move_counts(tx, known, {task_id: status}, {task_id: {f.key for f in files}})
             return status
 
         return self._call(work, write=True) == "active"
@@ -583,7 +597,7 @@ class BoltConflictGraph(ConflictGraph):
 
     def forget(self, task_ids: Sequence[str]) -> None:
         def work(tx: neo4j.Transaction) -> None:
-            _move_counts(tx, _active_files(tx, list(task_ids)), gone=True)
+            _move_counts(tx, _status_and_files(tx, list(task_ids)), {}, {})  # none is active after
             tx.run(FORGET_TASKS, task_ids=list(task_ids)).consume()
 
         if task_ids:
@@ -598,8 +612,7 @@ class BoltConflictGraph(ConflictGraph):
 
     def _shared_rows_of(self, task_ids: list[str], among: bool, scope: str = "") -> list[tuple[str, str, str, str]]:
         statement = PAIRS_AMONG if among else SHARED_FILES_OF_MANY
-        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(statement, task_ids=task_ids, scope=scope)],
-                          write=False)
+        return self._call(lambda tx: _collected(tx, statement, task_ids=task_ids, scope=scope), write=False)
 
     def _toucher_rows(self, files: list[FileRef], scope: str = "") -> list[tuple[str, str, str, str]]:
         keys = sorted({f.key for f in files})
@@ -661,30 +674,37 @@ def _recount(task_ids: list[str], tx: neo4j.Transaction) -> None:
     tx.run(RECOUNT, tickets=[[task, project_prefix(task)] for task in task_ids], separator=SEPARATOR).consume()
 
 
-def _active_files(tx: neo4j.Transaction, task_ids: list[str]) -> dict[str, set[str]]:
-    """count_moves' `before` of these tickets: the files each touches while active."""
-    found: dict[str, set[str]] = {task: set() for task in task_ids}
-    for record in tx.run(ACTIVE_FILES, task_ids=task_ids):
-        found[record["task"]] = set(record["files"])
+def _status_and_files(tx: neo4j.Transaction, task_ids: list[str]) -> dict[str, tuple[str | None, set[str]]]:
+    """Each ticket's status and every file it touches (None and none for a ticket not kept)."""
+    found: dict[str, tuple[str | None, set[str]]] = {task: (None, set()) for task in task_ids}
+    for task, status, files in _collected(tx, STATUS_AND_FILES, task_ids=task_ids):
+        found[task] = (status, set(files))
     return found
 
 
-def _move_counts(tx: neo4j.Transaction, before: dict[str, set[str]], *, gone: bool = False) -> None:
-    """Move the kept conflict counts for what a write did to the tickets of `before`
-    (count_moves), in the write's transaction; gone: they are about to be forgotten."""
-    after = {task: set() for task in before} if gone else _active_files(tx, sorted(before))
+def _move_counts(tx: neo4j.Transaction, known: dict[str, tuple[str | None, set[str]]], statuses: Mapping[str, str],
+                 added: Mapping[str, set[str]]) -> list[tuple[str, str, str, str]] | None:
+    """Move the kept conflict counts for a write, in its transaction (count_moves): `known`,
+    what _status_and_files answered before it; `statuses`, each ticket's status after it;
+    `added`, the files it touched. Answers the rows of _shared_rows_of the tickets after
+    the write, read on the way; None when the write moved no ticket's activity (not read)."""
+    before = {task: files if status == "active" else set() for task, (status, files) in known.items()}
+    after = {task: files | added.get(task, set()) if statuses.get(task) == "active" else set()
+             for task, (_, files) in known.items()}
     if after == before:
-        return  # a write that moved no ticket's activity (most of them: a replay, a file touched again)
-    others: dict[str, dict[str, list[str]]] = {task: {} for task in before}
-    tickets = [[task, project_prefix(task)] for task in sorted(before)]
-    for record in tx.run(TOUCHERS_OF_EACH, tickets=tickets, separator=SEPARATOR):
-        if record["file"] is not None and record["others"]:
-            others[record["task"]][record["file"]] = record["others"]
+        return None  # a write that moved no ticket's activity (most of them: a replay, a file touched again)
+    others: dict[str, dict[str, list[str]]] = {task: {} for task in known}
+    shared = []
+    tickets = [[task, project_prefix(task)] for task in sorted(known)]
+    for task, key, repo, path, touchers in _collected(tx, TOUCHERS_OF_EACH, tickets=tickets, separator=SEPARATOR):
+        others[task][key] = touchers
+        shared += [(task, other, repo, path) for other in touchers]
     counts, moves = count_moves(before, after, others)
     rows = [[task, f, t, False] for task, (f, t) in moves.items()]
-    rows += [] if gone else [[task, f, t, True] for task, (f, t) in counts.items()]
+    rows += [[task, f, t, True] for task, (f, t) in counts.items()]
     if rows:  # one statement (each a plan the server compiles once), in ticket order
         tx.run(MOVE_COUNTS, moves=sorted(rows)).consume()
+    return sorted(shared)
 
 
 def _collected(tx: neo4j.Transaction, statement: str, **parameters: Any) -> list[Any]:

@@ -34,11 +34,12 @@ class ProjectGraph(ConflictGraph):
                           session_id=None if session_id is None else self._in(session_id),
                           depends_on=[self._in(d) for d in depends_on], leases=leases)
 
-    def record_many(self, records: Sequence[TicketRecord]) -> None:
-        self.graph.record_many([TicketRecord(self._in(r.task_id), r.status, r.files, r.at,
-                                             session_id=None if r.session_id is None else self._in(r.session_id),
-                                             depends_on=[self._in(d) for d in r.depends_on], leases=r.leases)
-                                for r in records])
+    def _record_rows(self, records: Sequence[TicketRecord]) -> list[tuple[str, str, str, str]] | None:
+        rows = self.graph._record_rows([
+            TicketRecord(self._in(r.task_id), r.status, r.files, r.at,
+                         session_id=None if r.session_id is None else self._in(r.session_id),
+                         depends_on=[self._in(d) for d in r.depends_on], leases=r.leases) for r in records])
+        return None if rows is None else self._ours_of(rows)
 
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         return self.graph.touch(self._in(task_id), files, at)
@@ -52,9 +53,11 @@ class ProjectGraph(ConflictGraph):
                 if (other := self._ours(key)) is not None]
 
     def _shared_rows_of(self, task_ids: list[str], among: bool, scope: str = "") -> list[tuple[str, str, str, str]]:
-        return [(task, other, repo, path)
-                for mine, key, repo, path in self.graph._shared_rows_of([self._in(t) for t in task_ids], among,
-                                                                        self._scope)
+        return self._ours_of(self.graph._shared_rows_of([self._in(t) for t in task_ids], among, self._scope))
+
+    def _ours_of(self, rows: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str, str]]:
+        """Rows of shared files (ticket, other, repo, path) between this project's tickets."""
+        return [(task, other, repo, path) for mine, key, repo, path in rows
                 if (task := self._ours(mine)) is not None and (other := self._ours(key)) is not None]
 
     def _toucher_rows(self, files: list[FileRef], scope: str = "") -> list[tuple[str, str, str, str]]:

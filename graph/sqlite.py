@@ -291,7 +291,7 @@ class SqliteConflictGraph(ConflictGraph):
                leases: Sequence[GraphLease] = ()) -> None:
         self.record_many([TicketRecord(task_id, status, files, at, leases=leases)])
 
-    def record_many(self, records: Sequence[TicketRecord]) -> None:
+    def _record_rows(self, records: Sequence[TicketRecord]) -> None:
         """One transaction: a ticket's status, touches and leases never reach the graph apart."""
         with self._db.writing(STORE) as conn:
             for r in records:

@@ -471,6 +471,7 @@ def test_summaries_of_given_tickets_read_the_kept_counts_forks_aside(graph):
 
 
 def test_kept_counts_stay_within_a_project(graph):
+    from baton.graph.base import TicketRecord
     from baton.graph.projects import ProjectGraph
 
     ours, theirs = ProjectGraph(graph, "github.com/acme/shop"), ProjectGraph(graph, "github.com/rival/shop")
@@ -482,6 +483,9 @@ def test_kept_counts_stay_within_a_project(graph):
     assert theirs.conflict_counts().value == {"P-1": (1, 1), "P-3": (1, 1)}
     assert ours.conflict_summaries(sample=3, task_ids=["P-1"]).value == {
         "P-1": ConflictSummary(files=1, tickets=1, sample=("P-2",))}
+    written = ours.record_many([TicketRecord("P-2", "active", [A, B], T0)])
+    assert written in (None, ours.shared_files_of(["P-2"]).value), "the overlaps of its own project only"
+    assert written is None or written == {"P-2": {"P-1": [A]}}
 
 
 def test_an_embedded_graph_from_before_the_kept_counts_counts_on_read_until_recounted(tmp_path):
@@ -511,21 +515,30 @@ def test_an_embedded_graph_from_before_the_kept_counts_counts_on_read_until_reco
 
 def test_kept_counts_after_random_batches_are_a_count_from_the_touches(graph):
     """Batches of tickets that share files among themselves and with tickets written
-    before, in every status, replayed and forgotten at random: the kept counts stay what a
-    count from the touches says."""
+    before, in every status, some written twice in a batch, replayed and forgotten at
+    random: the kept counts stay what a count from the touches says, and the overlaps a
+    write answers are what a read of them says."""
     import random
 
     from baton.graph.base import TicketRecord
+    from baton.graph.bolt import BoltConflictGraph
 
     rng = random.Random(28)
     files = [FileRef("github.com/acme/shop", f"src/r{n}.py") for n in range(6)]
     tickets = [f"R-{n}" for n in range(8)]
+    answered = 0
     for _ in range(25):
         batch = rng.sample(tickets, rng.randint(1, 4))
-        graph.record_many([TicketRecord(task, rng.choice(["active", "active", "completed", "stalled"]),
-                                        rng.sample(files, rng.randint(0, 2)), T0) for task in batch])
+        if rng.random() < 0.3:
+            batch.append(rng.choice(batch))  # a ticket written twice in one batch: its last status holds
+        written = graph.record_many([TicketRecord(task, rng.choice(["active", "active", "completed", "stalled"]),
+                                                  rng.sample(files, rng.randint(0, 2)), T0) for task in batch])
+        if written is not None:  # the overlaps the write read on its way are what a read answers
+            assert written == graph.shared_files_of(batch).value
+            answered += 1
         if rng.random() < 0.2:
             graph.touch(rng.choice(tickets), rng.sample(files, 1), T0)
         if rng.random() < 0.1:
             graph.forget([rng.choice(tickets)])
         assert graph.conflict_counts().value == _counted_now(graph)
+    assert answered or not isinstance(graph, BoltConflictGraph), "a graph database answers the overlaps it read"

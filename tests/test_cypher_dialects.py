@@ -45,7 +45,8 @@ def test_dialect_from_the_server_agent(agent, dialect):
                                   "SHARED_FILES", "SHARED_FILES_OF_FIRST", "PAIRS_AMONG", "SUMMARIES_PAGE",
                                   "SUMMARIES_OF", "RECORD_TICKETS", "ADD_DEPENDENCIES_OF_MANY",
                                   "SHARED_FILES_OF_MANY", "ADD_LEASES", "ADD_LEASES_OF_MANY",
-                                  "LEASES", "UNDER", "FORGET_TASKS"])
+                                  "LEASES", "UNDER", "FORGET_TASKS", "STATUS_AND_FILES", "TOUCHERS_OF_EACH",
+                                  "MOVE_COUNTS"])
 def test_statements_take_input_only_as_parameters_and_avoid_non_portable_cypher(name):
     text = getattr(bolt, name)
     assert "{" not in re.sub(r"\{\w+: (\$\w+|'\w+'|\w+\.\w+|\w+\[\d\]|\w+)\}", "", text), "no formatted values"
