@@ -76,22 +76,26 @@ def signal_new_overlaps(stores: Stores, task: ActiveTask, touched: list[FileRef]
 
 
 def signal_overlaps_of(stores: Stores, touches: Sequence[tuple[ActiveTask, Sequence[FileRef], datetime]],
-                       warnings: list[str], *, strict: bool = False) -> list[FileConflict]:
+                       warnings: list[str], *, strict: bool = False,
+                       shared: dict[str, dict[str, list[FileRef]]] | None = None) -> list[FileConflict]:
     """signal_new_overlaps for many tickets at once (the projection of a batch): one read
-    of the graph and one publish; returns the overlaps signalled that the signal log had
-    not seen. Failures are added to warnings; strict (the projector), a graph or outbox
-    that fails raises StoreUnavailable, and the signals are kept for a delivery, not sent."""
+    of the graph (none when `shared` gives what shared_files_of the tickets answers) and
+    one publish; returns the overlaps signalled that the signal log had not seen. Failures
+    are added to warnings; strict (the projector), a graph or outbox that fails raises
+    StoreUnavailable, and the signals are kept for a delivery, not sent."""
     if not touches:
         return []
-    shared = stores.graph.shared_files_of([task.task_id for task, _, _ in touches])
-    if not isinstance(shared, Found):
-        if strict:
-            raise StoreUnavailable(Store.CONFLICT_GRAPH, shared.reason)
-        warnings.append(f"conflict graph unavailable: {shared.reason}")
-        return []
+    if shared is None:
+        read = stores.graph.shared_files_of([task.task_id for task, _, _ in touches])
+        if not isinstance(read, Found):
+            if strict:
+                raise StoreUnavailable(Store.CONFLICT_GRAPH, read.reason)
+            warnings.append(f"conflict graph unavailable: {read.reason}")
+            return []
+        shared = read.value
     candidates: dict[str, tuple[ActiveTask, FileConflict, dict[str, FileRef], datetime]] = {}
     for task, touched, at in touches:
-        conflicts, _, by_key = conflicts_of(task.task_id, shared.value.get(task.task_id, {}))
+        conflicts, _, by_key = conflicts_of(task.task_id, shared.get(task.task_id, {}))
         for conflict in _touching(conflicts, touched):
             candidates.setdefault(str(conflict.signal_id), (task, conflict, by_key, at))
     if not candidates:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from baton.errors import StoreUnavailable
+from baton.files import FileRef
 from baton.graph.base import GraphLease, TicketRecord
 from baton.ids import TicketId
 from baton.registry.base import lease_ends
@@ -52,11 +53,13 @@ def project(stores: Stores, events: Sequence[Event], *, renew: Callable[[], None
         records.append(TicketRecord(task_id, session.status.value, list(files.values()), max(e.at for e in mine),
                                     session_id=mine[-1].session_id, depends_on=session.depends_on,
                                     leases=graph_leases(session, {str(e.event_id) for e in mine})))
+    shared: dict[str, dict[str, list[FileRef]]] | None = {}  # the overlaps, when every write answered them
     try:
         for start in range(0, len(records), graph_chunk):
             if renew is not None:
                 renew()
-            stores.graph.record_many(records[start:start + graph_chunk])
+            written = stores.graph.record_many(records[start:start + graph_chunk])
+            shared = None if shared is None or written is None else shared | written
     except StoreUnavailable as exc:
         if strict:
             raise
@@ -65,7 +68,7 @@ def project(stores: Stores, events: Sequence[Event], *, renew: Callable[[], None
         # The events' model parsed their tickets' ids.
         signal_overlaps_of(stores, [(ActiveTask(TicketId(r.task_id), r.session_id or "", "projection"), r.files, r.at)
                                     for r in records if r.files and sessions[r.task_id].status is Status.active],
-                           warnings, strict=strict)
+                           warnings, strict=strict, shared=shared)
     # A decision is queued as its ticket's projection holds it: a replayed event whose text
     # a redaction rewrote since (or of a pruned ticket) is not embedded again.
     held = {(task_id, d.text) for task_id, session in sessions.items() for d in session.decisions}
