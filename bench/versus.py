@@ -18,18 +18,21 @@ Prints each side's median with p10-p90 and the ratio now / before (below 1: fast
 and beside them the median CPU time of the same runs and its ratio (through the resident,
 the client's CPU only), steadier than the wall time on a loaded machine.
 With --projector it then runs each revision's own projector bench on fresh servers
-(PostgreSQL, Neo4j, Kafka) and prints their rates, each beside its floor. A revision whose
+(PostgreSQL, Neo4j, Kafka), --projector-rounds times in turns, and prints their rates,
+each beside its floor, then the median of each side's and their ratio. A revision whose
 projector repairs the stores when it starts (issue 23) leaves that repair out of its rate
 and prints its seconds on the same line: it is paid once per start, over the tickets of
 the repair window, whatever the events.
 
     .venv/bin/python -m bench.versus [--before ca53b0f] [--after HEAD] [--repeat 15] [--sessions 100] [--projector]
+        [--events 2000] [--projector-rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -156,18 +159,29 @@ def timed(sides: list[Side], repeat: int) -> list[tuple[str, Samples]]:
     return results
 
 
-def projector_lines(before_tree: Path, before_python: Path, events: int, runs: int) -> list[str]:
-    """Each revision's projector rate beside its floor (the line after the servers' start)."""
-    lines = []
-    for label, command, cwd in (
-            ("before", [str(before_python), "bench/projector.py"], before_tree),
-            ("now", [sys.executable, "-m", "bench.projector"], ROOT)):  # the working tree's
-        result = subprocess.run([*command, "--events", str(events), "--runs", str(runs), "--top", "1"], cwd=cwd,
-                                capture_output=True, text=True)
-        if result.returncode:
-            raise SystemExit(f"the {label} projector bench failed: {result.stderr[-800:]}")
-        rate = next(line for line in result.stdout.splitlines() if line.startswith("projector into"))
-        lines.append(f"{label:>6}: {rate}")
+def projector_lines(before_tree: Path, before_python: Path, events: int, runs: int, rounds: int) -> list[str]:
+    """Each revision's projector rate beside its floor (the line after the servers' start),
+    `rounds` times in turns, the order swapped every round; then the median of each side's
+    rates and their ratio. Fresh servers each time: one start's rate can differ from the
+    next one's by a sixth on this machine class, so one bench a side settles nothing."""
+    sides = [("before", [str(before_python), "bench/projector.py"], before_tree),
+             ("now", [sys.executable, "-m", "bench.projector"], ROOT)]  # the working tree's
+    lines: list[str] = []
+    rates: dict[str, list[float]] = {"before": [], "now": []}
+    for round_ in range(rounds):
+        for label, command, cwd in sides[::-1] if round_ % 2 else sides:
+            result = subprocess.run([*command, "--events", str(events), "--runs", str(runs), "--top", "1"], cwd=cwd,
+                                    capture_output=True, text=True)
+            if result.returncode:
+                raise SystemExit(f"the {label} projector bench failed: {result.stderr[-800:]}")
+            rate = next(line for line in result.stdout.splitlines() if line.startswith("projector into"))
+            lines.append(f"{label:>6}: {rate}")
+            found = re.search(r"([\d,]+) events/s", rate)
+            assert found is not None, rate
+            rates[label].append(float(found.group(1).replace(",", "")))
+    before, now = (statistics.median(rates[label]) for label in ("before", "now"))
+    lines.append(f"median of {rounds} rounds: before {before:,.0f} events/s, now {now:,.0f}, "
+                 f"now/before {now / before:.2f}")
     return lines
 
 
@@ -179,6 +193,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=100, help="other active tickets (default 100)")
     parser.add_argument("--projector", action="store_true", help="also each revision's projector bench")
     parser.add_argument("--events", type=int, default=2000, help="events per projector run (default 2000)")
+    parser.add_argument("--projector-rounds", type=int, default=3,
+                        help="each revision's projector bench, in turns (default 3)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="baton-bench-versus-") as scratch_name:
@@ -204,8 +220,9 @@ def main() -> None:
                   f"   {cpu_before:10.1f} {cpu_now:8.1f} {cpu_now / cpu_before:10.2f}")
         if args.projector:
             print("\nprojector, each revision's own bench on fresh servers "
-                  f"(--events {args.events} --runs 3):")
-            print("\n".join(projector_lines(scratch / "before" / "tree", before_python, args.events, 3)))
+                  f"(--events {args.events} --runs 3), {args.projector_rounds} rounds in turns:")
+            print("\n".join(projector_lines(scratch / "before" / "tree", before_python, args.events, 3,
+                                             args.projector_rounds)))
 
 
 if __name__ == "__main__":
