@@ -3,9 +3,11 @@ server (Neo4j) and the recall queue, beside the floor measured in the same run (
 executemany insert of the same events into PostgreSQL), and the seconds of its start-up
 repair, which the rate leaves out (bench.throughput.projector_run); then where one more
 run spends its time, its repair included (cProfile, the top functions by their own time:
-`recv_into` of a socket is the wait for the Bolt server's answers, `wait` in psycopg's
-connection.py PostgreSQL's, and `flush` of a Producer Kafka's acknowledgement of the
-signals; by cumulative time, `_repair` is the start-up repair).
+`acquire` of a lock is the wait for the Bolt server's answers, since each transaction runs
+on a thread of its own, `wait` in psycopg's connection.py PostgreSQL's, and `flush` of a
+Producer Kafka's acknowledgement of the signals; by cumulative time, `_repair` is the
+start-up repair). With --statements, --statement-runs more runs then time each Bolt
+statement by the name graph/bolt.py gives it, from its start until its records are in.
 
 Fresh servers, as a new team deployment starts: Neo4j plans each read on the graph it
 has when the read first runs, so a bench on a server that already holds a large graph
@@ -13,6 +15,7 @@ can miss a plan that goes bad as the graph grows. bench/servers.py prints the sa
 among its other figures, after building its data set.
 
     .venv/bin/python -m bench.projector [--events 5000] [--runs 5] [--top 12] [--sort cumulative]
+        [--statements] [--statement-runs 4]
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ import cProfile
 import io
 import os
 import pstats
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench.throughput import fresh_servers, projector_rates, projector_run
 
@@ -45,6 +50,31 @@ def top_costs(work: Callable[[], T], top: int, order: str = "tottime") -> tuple[
     return result, "\n".join(lines[start:start + top + 1])
 
 
+def timing_statements(work: Callable[[], T], seconds: dict[str, list[float]]) -> T:
+    """Run work with each Bolt statement timed from its start until its records are all in,
+    its seconds added to `seconds` under the name graph/bolt.py gives it."""
+    import neo4j
+
+    from baton.graph import bolt
+
+    names = {text: name for name, text in vars(bolt).items() if name.isupper() and isinstance(text, str)}
+    original = neo4j.Transaction.run
+
+    def timed(self: neo4j.Transaction, query: Any, parameters: Any = None, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        result = original(self, query, parameters, **kwargs)
+        result._buffer_all()  # what the caller reads, read now: the driver keeps it for the caller
+        name = names.get(query, " ".join(str(query).split())[:28]) if isinstance(query, str) else str(query)
+        seconds.setdefault(name, []).append(time.perf_counter() - started)
+        return result
+
+    setattr(neo4j.Transaction, "run", timed)  # noqa: B010 (a method replaced for the run's length)
+    try:
+        return work()
+    finally:
+        setattr(neo4j.Transaction, "run", original)  # noqa: B010
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=5000)
@@ -52,6 +82,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=12, help="functions shown from the profiled run")
     parser.add_argument("--sort", default="tottime", choices=("tottime", "cumulative"),
                         help="the profiled run's functions by their own time or with their callees'")
+    parser.add_argument("--statements", action="store_true", help="then time each Bolt statement by its name")
+    parser.add_argument("--statement-runs", type=int, default=4, help="runs of the statements' timing (default 4)")
     args = parser.parse_args()
 
     with fresh_servers("projector") as (root, postgres, neo4j, kafka):
@@ -75,6 +107,17 @@ def main() -> None:
         print(f"\none more run under cProfile: {args.events / seconds:,.0f} events/s, its start-up repair "
               f"{repair:.2f} s; top {args.top} functions by {'own' if args.sort == 'tottime' else 'cumulative'} "
               f"time, the repair's included:\n{report[0]}")
+        if args.statements:
+            seconds_by_name: dict[str, list[float]] = {}
+            timed_seconds = 0.0
+            for run in range(args.statement_runs):
+                _, seconds, _ = projector_run(root, settings, args.events, f"statements{run}",
+                                              around=partial(timing_statements, seconds=seconds_by_name))
+                timed_seconds += seconds
+            print(f"\n{args.statement_runs} more runs of {args.events:,} events, {timed_seconds:.2f} s in all "
+                  "(start-up repairs left out, their statements counted); each Bolt statement's seconds:")
+            for name, times in sorted(seconds_by_name.items(), key=lambda item: -sum(item[1])):
+                print(f"  {name:28} {sum(times):7.2f} s {len(times):6} statements")
 
 
 if __name__ == "__main__":
