@@ -30,7 +30,8 @@ def project(stores: Stores, events: Sequence[Event], *, renew: Callable[[], None
             strict: bool = False, graph_chunk: int = GRAPH_CHUNK) -> tuple[dict[str, Session], list[str]]:
     """Append events to the registry and bring the graph and recall up to date, a batch at a
     time: one append to the registry, one write of every ticket to the graph, one read of
-    their overlaps and one queueing of their decisions.
+    their overlaps (none when the graph's write answered them) and one queueing of their
+    decisions.
 
     Raises StoreUnavailable when the registry cannot take them; a failing graph or recall
     queue only adds a warning (recall heals on the next resume, the graph on the next write).
