@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,17 @@ sys.exit(99 if code is None else code)
 CLIENT = WEDGED_CLIENT.replace("code =", "resident_client.CONNECT_WAIT = 10.0\ncode =")
 NOT_FORWARDED = 99
 
+
+
+def private_baton(into: Path) -> Path:
+    """A copy of Baton's packages laid out as installed, for PYTHONPATH (found before the
+    editable install): a test that changes a source file changes its own copy, and residents
+    serving tests beside it, which watch the shared sources, stay."""
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for package, source in mapping.items():
+        shutil.copytree(ROOT / source, into.joinpath(*package.split(".")),
+                        ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    return into
 
 
 def processes_of(home: Path) -> list[int]:
@@ -194,19 +206,18 @@ def test_a_killed_client_ends_its_command(home, resident, worktrees):
     assert through_resident(main, "resume", "OMN-1", "--json")[0] == 0
 
 
-def test_a_stale_resident_refuses_and_the_command_runs_itself(home, resident, worktrees):
+def test_a_stale_resident_refuses_and_the_command_runs_itself(home, worktrees, monkeypatch):
     main, _ = worktrees
+    monkeypatch.setenv("PYTHONPATH", str(private_baton(home.parent / "site")))
+    resident = start_resident(home)
     assert through_resident(main, "bind", "OMN-1")[0] == 0
-    source = ROOT / "skills" / "services" / "migrate.py"
+    source = home.parent / "site" / "baton" / "skills" / "services" / "migrate.py"
     before = source.stat()
-    try:
-        os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
-        result = subprocess.run([sys.executable, "-c", CLIENT, "touch", "src/a.py"], cwd=main, capture_output=True)
-        assert result.returncode == NOT_FORWARDED, "a resident whose sources changed must not answer"
-        assert resident.wait(30) == 0, "and it leaves"
-        assert direct(main, "touch", "src/a.py")[0] == 0
-    finally:
-        os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+    result = subprocess.run([sys.executable, "-c", CLIENT, "touch", "src/a.py"], cwd=main, capture_output=True)
+    assert result.returncode == NOT_FORWARDED, "a resident whose sources changed must not answer"
+    assert resident.wait(30) == 0, "and it leaves"
+    assert direct(main, "touch", "src/a.py")[0] == 0
     assert "src/a.py" in json.loads(direct(main, "resume", "OMN-1", "--json")[1])["session"]["files_touched"]
 
 

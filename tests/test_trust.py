@@ -292,29 +292,32 @@ def test_an_upgraded_dependency_sends_the_resident_away(top, worktrees, distribu
     """Issue 22, 5: a distribution the resident imported (pydantic), or one Baton requires
     that a command may import later (cryptography): its metadata changed (an upgrade
     rewrites it), the resident refuses, leaves, and the next command is served by a new one.
-    (The redaction rules are Baton's own source, watched as every Baton file is.)"""
+    (The redaction rules are Baton's own source, watched as every Baton file is.)
+
+    The upgrade happens to a copy of the distribution's metadata that this test's processes
+    find first on PYTHONPATH: every resident watches the shared environment's metadata, so
+    touching that would send away the residents of tests running beside this one."""
     path, _ = top
     home = path / "home"
     main, _ = worktrees
+    shadow = path / "site"
+    installed = Path(str(metadata.distribution(distribution)._path))  # type: ignore[attr-defined]
+    upgraded = shadow / installed.name / "METADATA"
+    shutil.copytree(installed, upgraded.parent)
+    monkeypatch.setenv("PYTHONPATH", str(shadow))
     monkeypatch.setenv("BATON_HOME", str(home))  # for through_resident and the console script
     first = start_resident(home)
     assert through_resident(main, "bind", "OMN-1")[0] == 0
-    (listed,) = [f for f in metadata.distribution(distribution).files or () if f.name == "METADATA"]
-    upgraded = Path(str(listed.locate()))
-    before = upgraded.stat()
-    try:
-        os.utime(upgraded, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
-        result = subprocess.run([sys.executable, "-c", CLIENT, "touch", "src/a.py"], cwd=main,
-                                capture_output=True)
-        assert result.returncode == NOT_FORWARDED, "a resident whose dependencies changed must not answer"
-        assert first.wait(30) == 0, "and it leaves"
-        # A command that met a stale resident runs itself and starts a fresh one.
-        assert subprocess.run([str(BATON), "touch", "src/b.py"], cwd=main, capture_output=True,
-                              timeout=120).returncode == 0
-        (second,) = wait_for(lambda: processes_of(home), 120, "a new resident")
-        wait_for(lambda: (home / "resident.sock").exists(), 120, "its socket")
-        assert second != first.pid
-        assert through_resident(main, "touch", "src/c.py")[0] == 0
-        assert processes_of(home) == [second], "served by the new resident, which stays"
-    finally:
-        os.utime(upgraded, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert first.poll() is None
+    os.utime(upgraded, ns=(upgraded.stat().st_atime_ns, upgraded.stat().st_mtime_ns + 1_000_000_000))
+    result = subprocess.run([sys.executable, "-c", CLIENT, "touch", "src/a.py"], cwd=main, capture_output=True)
+    assert result.returncode == NOT_FORWARDED, "a resident whose dependencies changed must not answer"
+    assert first.wait(30) == 0, "and it leaves"
+    # A command that met a stale resident runs itself and starts a fresh one.
+    assert subprocess.run([str(BATON), "touch", "src/b.py"], cwd=main, capture_output=True,
+                          timeout=120).returncode == 0
+    (second,) = wait_for(lambda: processes_of(home), 120, "a new resident")
+    wait_for(lambda: (home / "resident.sock").exists(), 120, "its socket")
+    assert second != first.pid
+    assert through_resident(main, "touch", "src/c.py")[0] == 0
+    assert processes_of(home) == [second], "served by the new resident, which stays"
