@@ -3,6 +3,7 @@ CLI, fork and fresh end to end with their lineage and inherited journal (on the 
 default and on the servers), the Stop hook's checkpoint, and the checkpoint gc."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -304,3 +305,29 @@ def test_a_fork_overlapping_its_parent_is_told_as_fork_of_everywhere(home, shop,
     edges = {(e["a"], e["b"]): e["fork_of"] for e in drawn["edges"]}
     assert edges[("OMN-1", "OMN-2")] == "OMN-2 is a fork of OMN-1" and edges[("OMN-1", "OMN-3")] is None
     assert {n["id"]: n["conflicts"] for n in drawn["nodes"]}["OMN-2"] == 1, "OMN-3 only: the parent is no conflict"
+
+
+def test_the_toolchains_are_asked_beside_the_resumes_writes(home, repo, tmp_path, cli, monkeypatch):  # noqa: F811
+    """A resume checks the run's environment while it binds: a java that answers only once
+    the resume has written the binding again (a new file: its inode moves) answers within
+    the check's 1 s wait. Asked before the writes, it would not answer in time, and the
+    toolchains would show as changed."""
+    tools, written_before = tmp_path / "tools", tmp_path / "binding-inode"
+    binding = repo / ".baton" / "active_session.yaml"
+    tools.mkdir()
+    java = tools / "java"
+    java.write_text(f"""#!/bin/sh
+if [ -e '{written_before}' ]; then
+    for _ in $(seq 100); do
+        [ "$(stat -c %i '{binding}')" != "$(cat '{written_before}')" ] && break
+        sleep 0.05
+    done
+fi
+echo 'openjdk version "99"' >&2
+""")
+    java.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    assert cli(repo, "bind", "OMN-1")[0] == 0  # java answers at once: the run's manifest
+    written_before.write_text(str(binding.stat().st_ino))
+    resumed = answer(cli, repo, "resume", "OMN-1")
+    assert {c["check"]: c["status"] for c in resumed["compatibility"]}["toolchains"] == "ok", resumed["compatibility"]

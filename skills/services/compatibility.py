@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from baton.errors import GitFailed
 from baton.git import run_git
-from baton.outcome import Found, NotFound
+from baton.outcome import Found, NotFound, Unavailable
 from baton.registry.model import Session
 from baton.skills.core.binding import Place
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     import subprocess
 
     from baton.deadline import Deadline
+    from baton.skills.core.checkpoints import Checkpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,50 +98,61 @@ def compatibility(session: Session, place: Place, lockfiles: Sequence[str] = (),
     base commit and manifest too."""
     if place.worktree is None:
         return []
-    fetched, not_fetched = _fetch_latest(session, place, fetch_from, deadline) if fetch else (None, None)
     run = session.current_run
-    checks = []
-    base = (run.base if run else None) or (session.checkpoint.base if session.checkpoint else None)
-    if base:
-        checks.append(_base(place, base, deadline))
     # The latest checkpoint names the manifest recorded last (`baton env record` after the bind).
     environment = (session.checkpoint.environment if session.checkpoint else None) or (
         run.environment if run else None)
-    if environment:
-        recorded = _recorded_manifest(place, session, environment, deadline)
-        if recorded is None:
-            checks.append(Check("environment", "missing", f"manifest {environment[:12]} is not readable here"))
-        else:
-            from baton.skills.core.environment import QUICK_WAIT, capture
-
-            now = capture(place.root, lockfiles=lockfiles, wait=QUICK_WAIT, deadline=deadline).body
-            for key, name in (("lockfiles", "lockfiles"), ("toolchains", "toolchains")):
-                changed = _differences(recorded, now, key)
-                checks.append(Check(name, "changed", "; ".join(changed)) if changed else Check(name, "ok"))
-    if session.checkpoint is not None:
-        from baton.skills.core.checkpoints import read
-
-        found = read(place.root, session.checkpoint.id, deadline=deadline)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The toolchains answer in about as long as the slowest program takes to start (a
+        # version manager's shim, a JVM): asked beside the git reads, not after them.
+        captured = pool.submit(_capture, place, lockfiles, deadline) if environment else None
+        latest, fetched, not_fetched = _latest(session, place, fetch_from, deadline, fetch=fetch)
+        checks = []
+        base = (run.base if run else None) or (session.checkpoint.base if session.checkpoint else None)
+        if base:
+            checks.append(_base(place, base, deadline))
+        if environment and captured is not None:
+            recorded = _recorded_manifest(place, session, environment, deadline)
+            if recorded is None:
+                checks.append(Check("environment", "missing", f"manifest {environment[:12]} is not readable here"))
+            else:
+                now = captured.result()
+                for key, name in (("lockfiles", "lockfiles"), ("toolchains", "toolchains")):
+                    changed = _differences(recorded, now, key)
+                    checks.append(Check(name, "changed", "; ".join(changed)) if changed else Check(name, "ok"))
+    if session.checkpoint is not None and latest is not None:
         short = session.checkpoint.id[:12]
-        if isinstance(found, Found):
+        if isinstance(latest, Found):
             checks.append(Check("checkpoint", "ok", short + (f" (fetched from {fetched})" if fetched else "")))
-        elif isinstance(found, NotFound):
+        elif isinstance(latest, NotFound):
             checks.append(Check("checkpoint", "missing", f"{short}: " + (
                 f"not in this clone and not fetched: {not_fetched}" if not_fetched else "its ref is gone")))
         else:
-            checks.append(Check("checkpoint", "missing", f"{short}: {found.reason}"))
+            checks.append(Check("checkpoint", "missing", f"{short}: {latest.reason}"))
     return checks
 
 
-def _fetch_latest(session: Session, place: Place, fetch_from: str | None, deadline: Deadline | None
-                  ) -> tuple[str | None, str | None]:
-    """The latest checkpoint fetched when this clone lacks it: (the remote it came from,
-    None) or (None, why it could not be); (None, None) when there was nothing to fetch."""
-    from baton.skills.core.checkpoint_remote import Remote, fetch
+def _capture(place: Place, lockfiles: Sequence[str], deadline: Deadline | None) -> dict:
+    from baton.skills.core.environment import QUICK_WAIT, capture
+
+    return capture(place.root, lockfiles=lockfiles, wait=QUICK_WAIT, deadline=deadline).body
+
+
+def _latest(session: Session, place: Place, fetch_from: str | None, deadline: Deadline | None, *, fetch: bool
+            ) -> tuple[Found[Checkpoint] | NotFound | Unavailable | None, str | None, str | None]:
+    """The ticket's latest checkpoint read here (None: it has none), fetched first when
+    fetch is asked and this clone lacks it: (what the read answers, the remote it was
+    fetched from, why it could not be fetched)."""
+    from baton.skills.core.checkpoint_remote import Remote, fetch as fetch_checkpoint
     from baton.skills.core.checkpoints import read
 
     latest = session.checkpoint
-    if latest is None or not isinstance(read(place.root, latest.id, deadline=deadline), NotFound):
-        return None, None
-    outcome = fetch(place.root, latest.id, latest.remote, fetch_from, deadline)
-    return (outcome.name, None) if isinstance(outcome, Remote) else (None, outcome.reason)
+    if latest is None:
+        return None, None, None
+    found = read(place.root, latest.id, deadline=deadline)
+    if not fetch or not isinstance(found, NotFound):
+        return found, None, None
+    outcome = fetch_checkpoint(place.root, latest.id, latest.remote, fetch_from, deadline)
+    if not isinstance(outcome, Remote):
+        return found, None, outcome.reason
+    return read(place.root, latest.id, deadline=deadline), outcome.name, None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -16,7 +16,7 @@ from baton.ids import TicketId
 from baton.outcome import Found, NotFound, Unavailable
 from baton.registry.model import Session
 from baton.signals.model import Signal, file_subject
-from baton.skills.core.binding import ActiveTask, Place
+from baton.skills.core.binding import ActiveTask, Binding, Place
 from baton.skills.core.commit import read_binding_quietly
 from baton.skills.core.interrupted import MachineLiveness, Recovery, prizmkit_records_of
 from baton.skills.core.overlaps import conflicts_of
@@ -24,7 +24,7 @@ from baton.skills.handoff.verify import Verification
 from baton.skills.runtime.deadline import gather
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.bind import BindReads, bind, bound_session
-from baton.skills.services.compatibility import compatibility
+from baton.skills.services.compatibility import Check, compatibility
 from baton.skills.services.continuation import Continuation, native_continuation
 from baton.skills.services.handoff import verify_and_record
 from baton.skills.services.stage import WorkflowView, workflow_view
@@ -199,7 +199,9 @@ def resume_session(stores: Stores, task_id: TicketId, place: Place, *, limit: in
     what was read: the binding (bind), then the handoff's verification, whose probes run
     within the probe budget (baton.skills.handoff.verify) whatever the stores answered: a
     handoff committed to the branch is worth checking even where the registry has no
-    history. check_workflow re-checks each completed stage's proof (git and the files: the
+    history. The compatibility checks (the run's base commit, its checkpoint, the toolchains'
+    versions) run beside the other reads and the writes, from the registry's answer on.
+    check_workflow re-checks each completed stage's proof (git and the files: the
     session start leaves it to a resume). all_decisions: related decisions superseded,
     abandoned or past the horizon are shown too, marked. While a live run holds the ticket
     in another worktree, the resume binds nothing and warns, naming it; take_over moves the
@@ -207,8 +209,24 @@ def resume_session(stores: Stores, task_id: TicketId, place: Place, *, limit: in
     """
     # Only the writes need the binding (a session start makes none).
     binding = read_binding_quietly(place) if bind_task or verify_handoff else None
-    result, looked = _read(stores, task_id, limit=limit, workflow_root=place.root if check_workflow else None,
-                           compatible_with=place if verify_handoff else None, all_decisions=all_decisions)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        result, looked, checked = _read(stores, task_id, limit=limit, pool=pool,
+                                        workflow_root=place.root if check_workflow else None,
+                                        compatible_with=place if verify_handoff else None, all_decisions=all_decisions)
+        _write(stores, task_id, place, result, looked, binding, bind_task=bind_task, verify_handoff=verify_handoff,
+               agent=agent, allow_unsigned_probes=allow_unsigned_probes, at=at, take_over=take_over)
+        # Checked beside the writes: the toolchains' versions take about as long as they do.
+        result.compatibility = checked.result() if checked is not None else []
+    return result
+
+
+def _write(stores: Stores, task_id: TicketId, place: Place, result: ResumeResult,
+           looked: Found[Session] | NotFound | Unavailable, binding: Binding | None, *, bind_task: bool,
+           verify_handoff: bool, agent: str | None, allow_unsigned_probes: bool, at: datetime | None,
+           take_over: bool) -> None:
+    """What resume_session does after its reads: what it tells of the worktree (PrizmKit's
+    records, the native continuation, a take-over), then its writes: the binding, then the
+    handoff's verification."""
     liveness = MachineLiveness(stores.deadline)
     result.prizmkit = prizmkit_records_of(place.root, task_id,
                                           lambda branch: liveness.branch_exists(str(place.root), branch))
@@ -231,7 +249,6 @@ def resume_session(stores: Stores, task_id: TicketId, place: Place, *, limit: in
     if verify_handoff:
         _verify(stores, ActiveTask(task_id, session_id or "resume", "resume"), place, result,
                 allow_unsigned_probes, at)
-    return result
 
 
 def _bind(stores: Stores, task_id: TicketId, place: Place, read: BindReads, session_id: str, result: ResumeResult,
@@ -291,15 +308,20 @@ def read_session(stores: Stores, task_id: TicketId, *, limit: int = 5, workflow_
     dashboard shows); workflow_root: the worktree whose completed stages' proofs are re-checked;
     compatible_with: the worktree the recorded run and checkpoint are checked against
     (git and the toolchains' versions, beside the stores)."""
-    return _read(stores, task_id, limit=limit, workflow_root=workflow_root, compatible_with=compatible_with,
-                 all_decisions=False)[0]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        result, _, checked = _read(stores, task_id, limit=limit, pool=pool, workflow_root=workflow_root,
+                                   compatible_with=compatible_with, all_decisions=False)
+        result.compatibility = checked.result() if checked is not None else []
+    return result
 
 
-def _read(stores: Stores, task_id: TicketId, *, limit: int, workflow_root: Path | None,
+def _read(stores: Stores, task_id: TicketId, *, limit: int, pool: ThreadPoolExecutor, workflow_root: Path | None,
           compatible_with: Place | None, all_decisions: bool
-          ) -> tuple[ResumeResult, Found[Session] | NotFound | Unavailable]:
-    """read_session, and what the registry answered (a resume's bind starts from it)."""
+          ) -> tuple[ResumeResult, Found[Session] | NotFound | Unavailable, Future[list[Check]] | None]:
+    """read_session, what the registry answered (a resume's bind starts from it), and the
+    compatibility checks against compatible_with, running on pool (None: none asked)."""
     result = ResumeResult(status="found", task_id=task_id)
+    checked: Future[list[Check]] | None = None
     budget = stores.budget  # one budget for the whole resume: the registry, then the rest side by side
     looked = gather({"registry": lambda: stores.registry.get(task_id)}, budget)["registry"]
     if isinstance(looked, Unavailable):
@@ -316,13 +338,11 @@ def _read(stores: Stores, task_id: TicketId, *, limit: int, workflow_root: Path 
         # Related decisions are found from the ticket's own and from what it is about.
         if session.decisions or session.goal or session.next_action:
             asked["recall"] = lambda: _related(stores, session, limit, all_decisions)
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        if compatible_with is not None:
             checked = pool.submit(compatibility, session, compatible_with, stores.settings.environment_lockfiles,
                                   stores.deadline, fetch_from=stores.settings.checkpoint_remote,
-                                  fetch=stores.settings.checkpoint_push != "off") if compatible_with is not None \
-                else None
-            parts = gather(asked, budget)
-            result.compatibility = checked.result() if checked is not None else []
+                                  fetch=stores.settings.checkpoint_push != "off")
+        parts = gather(asked, budget)
         for name, part in parts.items():
             result.stores[name] = f"unavailable: {part.reason}" if isinstance(part, Unavailable) else OK
         if not isinstance(parts["graph"], Unavailable):
@@ -339,4 +359,4 @@ def _read(stores: Stores, task_id: TicketId, *, limit: int, workflow_root: Path 
         # Before resume_session's bind moves the session's location: the claims are the worktree's.
         if workflow_root is not None:
             result.workflow = workflow_view(stores.settings, session, workflow_root, stores.deadline)
-    return result, looked
+    return result, looked, checked
