@@ -30,6 +30,8 @@ def ticket_query_text(session: Session) -> str:
     empty when it has none of them."""
     words: dict[str, None] = {}
     for path in sorted(touch.path for touch in session.files.values()):
+        if len(words) >= MAX_FILE_WORDS:  # the first paths' words are the ones kept
+            break
         posix = PurePosixPath(path)
         for part in (*posix.parent.parts, posix.stem):
             words.update(dict.fromkeys(w for w in PATH_WORD.findall(part.lower()) if w not in GENERIC_PATH_WORDS))

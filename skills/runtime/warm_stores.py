@@ -1,7 +1,7 @@
 """What the stores load once and keep, loaded ahead by a long-lived process (the resident)
-so that the commands it forks find it ready: pydantic's schema of the events, the embedding
-model, the embedded recall index's memory map and the client library of each server the
-settings name."""
+so that the commands it forks find it ready: pydantic's schemas of the events and of a
+session, the embedding model, the embedded recall index's memory map and the client
+library of each server the settings name."""
 
 from __future__ import annotations
 
@@ -25,9 +25,14 @@ def warm(settings: Settings) -> None:
     """Fill the stores' caches; what cannot be loaded (no model) is left to the command
     that needs it, which says why as it does without a resident."""
     with suppress(Exception):
+        from baton.registry.model import Session, Stamp
         from baton.registry.wire import event_adapter
 
         event_adapter()
+        # What a resume validates (defer_build leaves it to the first use): about 15 ms a
+        # child would otherwise spend building pydantic's schema of a session.
+        for model in (Session, Stamp):
+            model.model_rebuild(force=True)
     from baton.recall.embedding import keep_loaded
 
     with suppress(Exception):
