@@ -143,7 +143,6 @@ def _latest(session: Session, place: Place, fetch_from: str | None, deadline: De
     """The ticket's latest checkpoint read here (None: it has none), fetched first when
     fetch is asked and this clone lacks it: (what the read answers, the remote it was
     fetched from, why it could not be fetched)."""
-    from baton.skills.core.checkpoint_remote import Remote, fetch as fetch_checkpoint
     from baton.skills.core.checkpoints import read
 
     latest = session.checkpoint
@@ -152,6 +151,8 @@ def _latest(session: Session, place: Place, fetch_from: str | None, deadline: De
     found = read(place.root, latest.id, deadline=deadline)
     if not fetch or not isinstance(found, NotFound):
         return found, None, None
+    from baton.skills.core.checkpoint_remote import Remote, fetch as fetch_checkpoint
+
     outcome = fetch_checkpoint(place.root, latest.id, latest.remote, fetch_from, deadline)
     if not isinstance(outcome, Remote):
         return found, None, outcome.reason
