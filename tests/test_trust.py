@@ -301,7 +301,8 @@ def test_an_upgraded_dependency_sends_the_resident_away(top, worktrees, distribu
     home = path / "home"
     main, _ = worktrees
     shadow = path / "site"
-    installed = Path(str(metadata.distribution(distribution)._path))  # type: ignore[attr-defined]
+    (listed,) = [f for f in metadata.distribution(distribution).files or () if f.name == "METADATA"]
+    installed = Path(str(listed.locate())).parent
     upgraded = shadow / installed.name / "METADATA"
     shutil.copytree(installed, upgraded.parent)
     monkeypatch.setenv("PYTHONPATH", str(shadow))
@@ -309,7 +310,8 @@ def test_an_upgraded_dependency_sends_the_resident_away(top, worktrees, distribu
     first = start_resident(home)
     assert through_resident(main, "bind", "OMN-1")[0] == 0
     assert first.poll() is None
-    os.utime(upgraded, ns=(upgraded.stat().st_atime_ns, upgraded.stat().st_mtime_ns + 1_000_000_000))
+    before = upgraded.stat()
+    os.utime(upgraded, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
     result = subprocess.run([sys.executable, "-c", CLIENT, "touch", "src/a.py"], cwd=main, capture_output=True)
     assert result.returncode == NOT_FORWARDED, "a resident whose dependencies changed must not answer"
     assert first.wait(30) == 0, "and it leaves"
