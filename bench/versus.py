@@ -17,22 +17,22 @@ Each side's resident is started (and answering) before the first round.
 Prints each side's median with p10-p90 and the ratio now / before (below 1: faster now),
 and beside them the median CPU time of the same runs and its ratio (through the resident,
 the client's CPU only), steadier than the wall time on a loaded machine.
-With --projector it then runs each revision's own projector bench on fresh servers
-(PostgreSQL, Neo4j, Kafka), --projector-rounds times in turns, and prints their rates,
-each beside its floor, then the median of each side's and their ratio. A revision whose
-projector repairs the stores when it starts (issue 23) leaves that repair out of its rate
-and prints its seconds on the same line: it is paid once per start, over the tickets of
-the repair window, whatever the events.
+With --projector (or --projector-only) it then starts PostgreSQL, Neo4j and Kafka once and
+runs each revision's projector on them (projector_lines): warm-up runs, then
+--projector-rounds runs each in turns, each a process of the revision's own applying
+--events new events. Prints every run's rate, the median of each side's and their ratio.
+A revision whose projector repairs the stores when it starts (issue 23) leaves that repair
+out of its rate: it is paid once per start, over the tickets of the repair window,
+whatever the events.
 
     .venv/bin/python -m bench.versus [--before ca53b0f] [--after HEAD] [--repeat 15] [--sessions 100] [--projector]
-        [--events 2000] [--projector-rounds 3]
+        [--projector-only] [--events 5000] [--projector-warm-up 3] [--projector-rounds 8]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import resource
 import statistics
 import subprocess
@@ -72,7 +72,11 @@ def install(revision: str, scratch: Path) -> tuple[Path, Path]:
     python = venv / "bin" / "python"
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                check=True, capture_output=True, text=True).stdout.strip())
-    (site / "baton-before.pth").write_text(f"{tree}\n{sysconfig.get_paths()['purelib']}\n")
+    extra = scratch / "dependencies"  # what the revision declares and this environment no longer holds
+    missing = _missing_dependencies(tree / "pyproject.toml")
+    if missing:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(extra), *missing], check=True)
+    (site / "baton-before.pth").write_text(f"{tree}\n{sysconfig.get_paths()['purelib']}\n{extra}\n")
     script = BATON.read_text().splitlines()
     baton = venv / "bin" / "baton"
     baton.write_text("\n".join([f"#!{python}", *script[1:]]) + "\n")
@@ -80,6 +84,23 @@ def install(revision: str, scratch: Path) -> tuple[Path, Path]:
     packages = [str(tree / folder) for folder in ("baton", *STORE_FOLDERS)]
     subprocess.run([str(python), "-m", "compileall", "-q", *packages], check=True, capture_output=True)
     return python, baton
+
+
+def _missing_dependencies(pyproject: Path) -> list[str]:
+    """The revision's required dependencies (pyproject's project.dependencies) that this
+    environment does not have installed, as pip takes them."""
+    import tomllib
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    missing = []
+    for line in tomllib.loads(pyproject.read_text())["project"]["dependencies"]:
+        try:
+            metadata.version(Requirement(line).name)
+        except metadata.PackageNotFoundError:
+            missing.append(line)
+    return missing
 
 
 def build(side_root: Path, python: Path, baton: Path, label: str, sessions: int) -> Side:
@@ -159,29 +180,66 @@ def timed(sides: list[Side], repeat: int) -> list[tuple[str, Samples]]:
     return results
 
 
-def projector_lines(before_tree: Path, before_python: Path, events: int, runs: int, rounds: int) -> list[str]:
-    """Each revision's projector rate beside its floor (the line after the servers' start),
-    `rounds` times in turns, the order swapped every round; then the median of each side's
-    rates and their ratio. Fresh servers each time: one start's rate can differ from the
-    next one's by a sixth on this machine class, so one bench a side settles nothing."""
-    sides = [("before", [str(before_python), "bench/projector.py"], before_tree),
-             ("now", [sys.executable, "-m", "bench.projector"], ROOT)]  # the working tree's
-    lines: list[str] = []
-    rates: dict[str, list[float]] = {"before": [], "now": []}
-    for round_ in range(rounds):
-        for label, command, cwd in sides[::-1] if round_ % 2 else sides:
-            result = subprocess.run([*command, "--events", str(events), "--runs", str(runs), "--top", "1"], cwd=cwd,
-                                    capture_output=True, text=True)
+# One projector run of a revision's own bench code (bench/throughput.py, a loose script
+# before bench/ was a package) on the servers its environment names; prints the seconds
+# the projection took (its start-up repair left out where the revision has one).
+_PROJECTOR_RUN = """
+import sys
+from pathlib import Path
+sys.path[:0] = ["bench", "."]
+try:
+    from bench.throughput import projector_run
+except ImportError:
+    from throughput import projector_run
+from baton.skills.runtime.settings import Settings
+root, name, count, warm = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+print(projector_run(root, Settings.from_env(), count, name, warm_up=warm)[1])
+"""
+
+
+def projector_lines(sides: list[tuple[str, Path, Path]], events: int, warm_up: int, rounds: int) -> list[str]:
+    """Each revision's projector (sides: label, tree, interpreter) on one set of servers
+    started here, each revision with a PostgreSQL database and a data home of its own and
+    the Bolt server shared (their schemas agree, and each run's tickets are new): `warm_up`
+    runs each first, then `rounds` in turns, the order swapped every round. Each run is a
+    process of the revision's own that applies `events` new events (bench.throughput.
+    projector_run). One set of warm servers for both: a fresh start's rate moves by a sixth
+    from one start to the next, and a Bolt server's first runs are its slowest."""
+    import psycopg
+
+    from bench.throughput import fresh_servers
+
+    rates: dict[str, list[float]] = {label: [] for label, _, _ in sides}
+    with fresh_servers("versus") as (root, postgres, neo4j, kafka):
+        environments = {}
+        for n, (label, _, _) in enumerate(sides):
+            database = f"side{n}"
+            with psycopg.connect(postgres.url, autocommit=True) as conn:
+                conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(database)))
+            environments[label] = {**os.environ, "BATON_HOME": str(root / f"home{n}"),
+                                   "BATON_DATABASE_URL": postgres.url_for(database), "BATON_GRAPH_URL": neo4j.uri,
+                                   "BATON_KAFKA_BOOTSTRAP": kafka.bootstrap, "BATON_BACKGROUND_DELIVERY": "off"}
+
+        def run(label: str, tree: Path, python: Path, name: str, warm: bool) -> float:
+            argv = [str(python), "-c", _PROJECTOR_RUN, str(root), name, str(events), "1" if warm else "0"]
+            result = subprocess.run(argv, cwd=tree, env=environments[label], capture_output=True, text=True)
             if result.returncode:
-                raise SystemExit(f"the {label} projector bench failed: {result.stderr[-800:]}")
-            rate = next(line for line in result.stdout.splitlines() if line.startswith("projector into"))
-            lines.append(f"{label:>6}: {rate}")
-            found = re.search(r"([\d,]+) events/s", rate)
-            assert found is not None, rate
-            rates[label].append(float(found.group(1).replace(",", "")))
-    before, now = (statistics.median(rates[label]) for label in ("before", "now"))
-    lines.append(f"median of {rounds} rounds: before {before:,.0f} events/s, now {now:,.0f}, "
-                 f"now/before {now / before:.2f}")
+                raise SystemExit(f"the {label} projector run failed: {result.stderr[-800:]}")
+            return events / float(result.stdout.split()[-1])
+
+        short = {label: f"side{n}" for n, (label, _, _) in enumerate(sides)}  # in Kafka topics' names
+        for n in range(warm_up):
+            for label, tree, python in sides:
+                run(label, tree, python, f"{short[label]}-w{n}", n == 0)
+        for round_ in range(rounds):
+            for label, tree, python in sides[::-1] if round_ % 2 else sides:
+                rates[label].append(run(label, tree, python, f"{short[label]}-r{round_}", False))
+    (before, before_rates), (now, now_rates) = rates.items()
+    lines = [f"{label:>{max(len(before), len(now))}}: " + " ".join(f"{rate:,.0f}" for rate in side_rates)
+             for label, side_rates in rates.items()]
+    median_before, median_now = statistics.median(before_rates), statistics.median(now_rates)
+    lines.append(f"median of {rounds} rounds: {before} {median_before:,.0f} events/s, {now} {median_now:,.0f}, "
+                 f"now/before {median_now / median_before:.2f}")
     return lines
 
 
@@ -192,38 +250,48 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=15, help="rounds per figure (default 15)")
     parser.add_argument("--sessions", type=int, default=100, help="other active tickets (default 100)")
     parser.add_argument("--projector", action="store_true", help="also each revision's projector bench")
-    parser.add_argument("--events", type=int, default=2000, help="events per projector run (default 2000)")
-    parser.add_argument("--projector-rounds", type=int, default=3,
-                        help="each revision's projector bench, in turns (default 3)")
+    parser.add_argument("--events", type=int, default=5000, help="events per projector run (default 5000)")
+    parser.add_argument("--projector-warm-up", type=int, default=3,
+                        help="each revision's projector runs before the timed ones (default 3)")
+    parser.add_argument("--projector-rounds", type=int, default=8,
+                        help="each revision's timed projector runs, in turns (default 8)")
+    parser.add_argument("--projector-only", action="store_true", help="the projector alone, not the paths")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="baton-bench-versus-") as scratch_name:
         scratch = Path(scratch_name)
         before_python, before_baton = install(args.before, scratch / "before")
         now_python, now_baton = install(args.after, scratch / "now")
-        sides = [build(scratch / "data-before", before_python, before_baton, f"before ({args.before})", args.sessions),
-                 build(scratch / "data-now", now_python, now_baton, f"now ({args.after})", args.sessions)]
-        residents = [start_resident(side.home, environment(side, resident=True), baton=side.baton) for side in sides]
-        try:
-            results = timed(sides, args.repeat)
-        finally:
-            for resident in residents:
-                resident.terminate()
-                resident.wait(timeout=60)
-        print(f"load average {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
-        print(f"{'':52} {'before ms':>10} {'now ms':>10} {'now/before':>10}   now p10-p90"
-              f"   {'CPU before':>10} {'CPU now':>8} {'now/before':>10}")
-        for label, samples in results:
-            (before, _, _), (now, low, high) = (spread([wall for wall, _ in samples[side.label]]) for side in sides)
-            cpu_before, cpu_now = (statistics.median(cpu for _, cpu in samples[side.label]) for side in sides)
-            print(f"{label:52} {before:10.1f} {now:10.1f} {now / before:10.2f}   {low:.1f}-{high:.1f}"
-                  f"   {cpu_before:10.1f} {cpu_now:8.1f} {cpu_now / cpu_before:10.2f}")
-        if args.projector:
-            print("\nprojector, each revision's own bench on fresh servers "
-                  f"(--events {args.events} --runs 3), {args.projector_rounds} rounds in turns:")
-            print("\n".join(projector_lines(scratch / "before" / "tree", before_python, args.events, 3,
-                                             args.projector_rounds)))
+        if not args.projector_only:
+            paths(scratch, args, (before_python, before_baton), (now_python, now_baton))
+        if args.projector or args.projector_only:
+            print(f"\nprojector, each revision's own code on one set of servers, {args.events:,} events a run, "
+                  f"{args.projector_warm_up} warm-up runs each, then {args.projector_rounds} rounds in turns "
+                  "(events/s):")
+            print("\n".join(projector_lines([(f"before ({args.before})", scratch / "before" / "tree", before_python),
+                                              (f"now ({args.after})", scratch / "now" / "tree", now_python)],
+                                             args.events, args.projector_warm_up, args.projector_rounds)))
 
+
+def paths(scratch: Path, args: argparse.Namespace, before: tuple[Path, Path], now: tuple[Path, Path]) -> None:
+    """The paths an agent pays for, each side on its own data home, timed in turns."""
+    sides = [build(scratch / "data-before", *before, f"before ({args.before})", args.sessions),
+             build(scratch / "data-now", *now, f"now ({args.after})", args.sessions)]
+    residents = [start_resident(side.home, environment(side, resident=True), baton=side.baton) for side in sides]
+    try:
+        results = timed(sides, args.repeat)
+    finally:
+        for resident in residents:
+            resident.terminate()
+            resident.wait(timeout=60)
+    print(f"load average {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
+    print(f"{'':52} {'before ms':>10} {'now ms':>10} {'now/before':>10}   now p10-p90"
+          f"   {'CPU before':>10} {'CPU now':>8} {'now/before':>10}")
+    for label, samples in results:
+        (before_ms, _, _), (now_ms, low, high) = (spread([wall for wall, _ in samples[side.label]]) for side in sides)
+        cpu_before, cpu_now = (statistics.median(cpu for _, cpu in samples[side.label]) for side in sides)
+        print(f"{label:52} {before_ms:10.1f} {now_ms:10.1f} {now_ms / before_ms:10.2f}   {low:.1f}-{high:.1f}"
+              f"   {cpu_before:10.1f} {cpu_now:8.1f} {cpu_now / cpu_before:10.2f}")
 
 if __name__ == "__main__":
     main()
