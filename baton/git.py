@@ -51,7 +51,9 @@ def run_git(cwd: Path | str, *args: str, cap: float = GIT_CAP, deadline: Deadlin
     wait = wait_for(cap, deadline)
     if wait.seconds <= 0:
         raise GitFailed(deadline.spent(what) if deadline is not None else f"{what}: no time to run")
-    environment = {**(os.environ if env is None else env), "GIT_OPTIONAL_LOCKS": "0"}
+    from baton.pydantic_plugins import as_given
+
+    environment = {**as_given(env), "GIT_OPTIONAL_LOCKS": "0"}
     try:
         process = subprocess.Popen(git_argv(*args), cwd=cwd, env=environment, start_new_session=True,
                                    stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,

@@ -55,7 +55,7 @@ TOUCH_IMPORTS = names("""
     ast baton.budget baton.clock baton.deadline baton.errors baton.files baton.graph baton.graph.base
     baton.graph.conflicts baton.graph.sqlite baton.health baton.home baton.ids baton.masking baton.outcome baton.phases
     baton.registry
-    baton.projects baton.graph.projects
+    baton.projects baton.graph.projects baton.pydantic_plugins
     baton.registry.base baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals
     baton.signals.base baton.signals.sqlite baton.signals.wire baton.skills baton.skills.core
     baton.skills.core.binding baton.skills.core.commit baton.skills.core.overlaps baton.skills.core.signalling
@@ -72,7 +72,7 @@ OVERLAP_IMPORTS = names("hashlib")
 HOOK_IMPORTS = names("""
     ast baton.budget baton.clock baton.deadline baton.errors baton.files baton.git baton.graph baton.graph.base
     baton.graph.conflicts baton.health baton.home baton.ids baton.masking baton.outcome baton.phases baton.registry
-    baton.projects
+    baton.projects baton.pydantic_plugins
     baton.registry.base baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals
     baton.signals.base baton.skills baton.skills.core baton.skills.core.binding baton.skills.frontends
     baton.skills.frontends.cli baton.skills.frontends.hooks baton.skills.frontends.invocation

@@ -35,6 +35,7 @@ from typing import TextIO
 from baton.deadline import Deadline, Wait, wait_for
 from baton.errors import GitFailed
 from baton.git import run_git
+from baton.pydantic_plugins import as_given
 
 FORMAT = 1
 # (name, the command asking its version); java answers on stderr, the others on stdout.
@@ -160,7 +161,7 @@ def run_setup(root: Path, command: str, argv: Sequence[str], *, output: TextIO |
     except (OSError, AttributeError, io.UnsupportedOperation):
         streamed = None
     try:
-        done = subprocess.run(list(argv), cwd=root, stdin=subprocess.DEVNULL,
+        done = subprocess.run(list(argv), cwd=root, stdin=subprocess.DEVNULL, env=as_given(),
                               stdout=streamed if streamed is not None else subprocess.PIPE,
                               stderr=subprocess.STDOUT)
     except OSError:

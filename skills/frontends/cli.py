@@ -132,8 +132,10 @@ def main(argv: list[str] | None = None, invocation: Invocation | None = None) ->
     """Run one command: the invocation's (the resident's child passes its client's), else
     this process's with argv, else its own command line."""
     from baton.errors import BatonError, StoreUnavailable, Untrusted
+    from baton.pydantic_plugins import switch_off
     from baton.skills.frontends.invocation import of_process
 
+    switch_off()  # before any model builds its validator (the resident's child has its client's environment)
     invocation = invocation or of_process(argv)
     given = list(invocation.argv)
     try:

@@ -73,6 +73,9 @@ def main(argv: list[str]) -> int:
         os.environ[threads] = "1"
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     from baton.errors import BatonError
+    from baton.pydantic_plugins import switch_off
+
+    switch_off()  # before the preload builds the models' validators
     from baton.skills.runtime.settings import Settings
 
     try:

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from baton import clock
 from baton.errors import BadInput
+from baton.pydantic_plugins import as_given
 from baton.skills.core.binding import Place
 from baton.skills.installers import json_text
 from baton.skills.installers.claude_code import (
@@ -442,7 +443,7 @@ def list_hooks(codex: str, cwd: Path) -> list[dict] | str:
                 {"jsonrpc": "2.0", "id": 2, "method": "hooks/list", "params": {"cwds": [str(cwd)]}}]
     try:
         process = subprocess.Popen([codex, "app-server"], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.DEVNULL)
+                                   stderr=subprocess.DEVNULL, env=as_given())
     except OSError as exc:
         return f"{codex}: {exc.strerror or exc}"
     assert process.stdin is not None and process.stdout is not None

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from baton.pydantic_plugins import as_given
 from baton.skills.runtime.resident_client import LOCK_NAME, SOCKET_NAME
 
 RESIDENT_LOCK_FD = 3  # where the resident finds resident.lock, held for it by its spawner
@@ -27,7 +28,7 @@ def spawn_baton(*args: str, module: str = "baton.skills.frontends.cli", keep: in
         actions.append((os.POSIX_SPAWN_DUP2, keep, RESIDENT_LOCK_FD))
     try:
         os.posix_spawn(sys.executable, [sys.executable, "-P", "-m", module, *args],
-                       os.environ, file_actions=actions, setsid=True)
+                       as_given(), file_actions=actions, setsid=True)
     finally:
         os.close(devnull)
 
