@@ -3,7 +3,9 @@
 Every model defers building its validator to its first use (defer_build): a fresh process
 builds only those it validates with, not the thirty this module declares."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would compile and evaluate each field's
+# annotation from its string, about 10 ms of a fresh command's import of this module
+# (47.5 against 37.2 ms, median of 20 in turns); evaluated here, they cost the class body.
 
 from datetime import datetime
 from enum import StrEnum

@@ -1,6 +1,7 @@
 """Typed coordination signals."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would evaluate each annotation from its
+# string (baton/registry/model.py says what that costs).
 
 from uuid import UUID
 

@@ -9,7 +9,6 @@ import shlex
 import signal
 import subprocess
 import sys
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -95,8 +94,8 @@ def test_an_unreaped_killed_agent_and_a_reused_pid_are_not_alive(agent):
 
 def test_an_old_heartbeat_counts_as_gone_even_when_the_process_runs(repo, agent):
     session = _session(repo, agent)
-    old = replace(session.heartbeat, at=clock.now() - timedelta(hours=3))
-    found = detect([replace(session, heartbeat=old)], MachineLiveness())
+    old = session.heartbeat._replace(at=clock.now() - timedelta(hours=3))
+    found = detect([session._replace(heartbeat=old)], MachineLiveness())
     assert found.candidates[0].agent == f"last heartbeat 3 h ago (process {agent.pid} still runs)"
     assert detect([_session(repo, agent)], MachineLiveness(), max_heartbeat_age=timedelta(seconds=30)).candidates
 

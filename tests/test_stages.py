@@ -3,7 +3,6 @@
 the blocked states, a team's lifecycle validated whole, and claims checked against real
 git repositories: a stale TEST_PASS and a COMMITTED whose commit is gone."""
 
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -350,10 +349,10 @@ def test_a_check_whose_commit_is_gone_proves_nothing(tmp_path):
 
 def test_a_check_without_a_snapshot_falls_back_to_modification_times(tmp_path):
     root = _repo(tmp_path)
-    check = replace(_check(root), snapshot=None, recorded_at=clock.now() + timedelta(seconds=5))
+    check = _check(root)._replace(snapshot=None, recorded_at=clock.now() + timedelta(seconds=5))
     (root / "src" / "db.py").write_text("carts = 1\n")
     assert check_proof(root, check).held, "changed before the recorded time"
-    check = replace(check, recorded_at=clock.now() - timedelta(seconds=5))
+    check = check._replace(recorded_at=clock.now() - timedelta(seconds=5))
     assert not check_proof(root, check).held
 
 

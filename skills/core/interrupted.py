@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from baton import clock
 from baton.errors import GitFailed
@@ -48,8 +48,9 @@ NATIVE_RESUME = {"claude": ("claude", "--resume"), "codex": ("codex", "resume")}
 _AGENT_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
+# NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
+# costs about 1 ms to define (baton.skills.services.commands).
+class Heartbeat(NamedTuple):
     """What the hooks record of the agent: its process, its own session id, when, the
     process's start time (/proc) and the host it ran on."""
 
@@ -60,8 +61,7 @@ class Heartbeat:
     host: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class SessionFacts:
+class SessionFacts(NamedTuple):
     """What detect weighs of one of Baton's sessions: where it works, whether it ended, its
     stage, and what the hooks last recorded of its agent."""
 
@@ -76,8 +76,7 @@ class SessionFacts:
     heartbeat: Heartbeat | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(NamedTuple):
     """Work that can be resumed: a session whose agent is gone, or a PrizmKit record, with
     the command that resumes it."""
 
@@ -98,8 +97,7 @@ class Candidate:
                 "command": self.command, "source": self.source}
 
 
-@dataclass(frozen=True, slots=True)
-class Excluded:
+class Excluded(NamedTuple):
     task_id: str
     worktree: str
     kind: str  # ended, worktree, branch, alive, record
@@ -109,8 +107,7 @@ class Excluded:
         return {"task_id": self.task_id, "worktree": self.worktree, "kind": self.kind, "reason": self.reason}
 
 
-@dataclass(frozen=True, slots=True)
-class Malformed:
+class Malformed(NamedTuple):
     path: str
     reason: str
 

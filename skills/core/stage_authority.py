@@ -22,10 +22,9 @@ import os
 import re
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from baton import clock
 from baton.errors import GitFailed
@@ -41,8 +40,9 @@ BATONS_OWN = (".baton/", "docs/handoffs/")  # written by Baton for every ticket:
 _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
 
 
-@dataclass(frozen=True, slots=True)
-class Proof:
+# NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
+# costs about 1 ms to define (baton.skills.services.commands).
+class Proof(NamedTuple):
     """Whether a completed stage's claim holds against its authority, and why: the reason is
     shown as it is when the claim holds, and in the stale line when it does not."""
 
@@ -50,8 +50,7 @@ class Proof:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class WorktreeSnapshot:
+class WorktreeSnapshot(NamedTuple):
     """What a check ran on: the commit checked out (None before the first commit) and each
     file changed or untracked then, by path, with a digest of its content (None: deleted)."""
 
@@ -62,8 +61,7 @@ class WorktreeSnapshot:
         return {"head": self.head, "changed": dict(self.changed)}
 
 
-@dataclass(frozen=True, slots=True)
-class RecordedCheck:
+class RecordedCheck(NamedTuple):
     command: str
     exit_status: int | None
     observed: bool  # Baton ran it (provenance observed), rather than an agent saying so
