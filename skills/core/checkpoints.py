@@ -43,10 +43,10 @@ import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from baton import clock
 from baton.errors import BadInput, GitFailed, StoreUnavailable
@@ -83,8 +83,9 @@ def git_environment() -> dict[str, str]:
     return env
 
 
-@dataclass(frozen=True, slots=True)
-class Skipped:
+# NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
+# costs about 1 ms to define (baton.skills.services.commands).
+class Skipped(NamedTuple):
     """A file the checkpoint does not hold, and why (its staged version stands in for a
     tracked file)."""
 
@@ -92,16 +93,14 @@ class Skipped:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Submodule:
+class Submodule(NamedTuple):
     """A submodule as recorded: its checked-out commit, never its contents."""
 
     path: str
     commit: str
 
 
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
+class Checkpoint(NamedTuple):
     id: str
     commit: str  # the record commit refs/baton/checkpoints/<id> points at
     base: str | None  # None: taken on an unborn branch
@@ -138,15 +137,13 @@ class Unchanged:
     dirty: tuple[str, ...] = field(default=(), compare=False)  # every path git status named (_Status.dirty)
 
 
-@dataclass(frozen=True, slots=True)
-class Refused:
+class Refused(NamedTuple):
     """No checkpoint taken, nothing written, and why."""
 
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Restored:
+class Restored(NamedTuple):
     path: Path
     checkpoint: Checkpoint
     skipped: tuple[Skipped, ...] = ()  # artifacts not written because a file was in the way
@@ -182,8 +179,7 @@ class _Git:
         return bool(self.run("rev-parse", "-q", "--verify", f"{ref}^{{commit}}", ok=(0, 1)).strip())
 
 
-@dataclass(frozen=True, slots=True)
-class _Place:
+class _Place(NamedTuple):
     root: Path
     git_dir: Path
     common_dir: Path
@@ -624,7 +620,7 @@ def _write(git: _Git, survey: _Survey, *, boundary: str, label: str | None, run_
         _write_state(survey.place, survey.fingerprint, checkpoint_id)
         return Taken(found[0], created=False, dirty=tuple(status.dirty))
     _write_state(survey.place, survey.fingerprint, checkpoint_id)
-    return Taken(replace(draft, id=checkpoint_id, commit=commit, staged_tree=staged, worktree_tree=worktree_tree,
+    return Taken(draft._replace(id=checkpoint_id, commit=commit, staged_tree=staged, worktree_tree=worktree_tree,
                          artifacts_tree=artifacts_tree), created=True, dirty=tuple(status.dirty))
 
 

@@ -26,8 +26,9 @@ from __future__ import annotations
 import json
 import re
 from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from baton import clock
 from baton.errors import BadInput
@@ -69,8 +70,9 @@ def signed_message(*, repo: str, task_id: str | None, section: str, status: str 
 # Writing
 
 
-@dataclass(frozen=True, slots=True)
-class RecordedProbe:
+# NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
+# costs about 1 ms to define (baton.skills.services.commands).
+class RecordedProbe(NamedTuple):
     """A live-state claim as `baton handoff` records it."""
 
     section: str
@@ -90,8 +92,7 @@ class RecordedProbe:
                               recorded=self.shown)
 
 
-@dataclass(frozen=True, slots=True)
-class Header:
+class Header(NamedTuple):
     task_id: str
     written_at: datetime
     session_id: str
@@ -189,8 +190,7 @@ def render_document(header: Header, claims: list[RecordedProbe], journal: Journa
 # Reading
 
 
-@dataclass(frozen=True, slots=True)
-class Probe:
+class Probe(NamedTuple):
     """A probe as found in a document; nothing about it is trusted yet."""
 
     command: str
@@ -203,8 +203,7 @@ class Probe:
     signature: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
+class Claim(NamedTuple):
     section: str
     status: str | None
     probe: Probe | None  # None: a live-state alarm without a probe
@@ -301,7 +300,7 @@ def _read_line(line: str, section: _Section) -> None:
         section.verify_date = verify[0]
     elif signature and len(signature.group(1).split()) == 1 and section.probes \
             and section.probes[-1].signature is None:
-        section.probes[-1] = replace(section.probes[-1], signature=signature.group(1).strip())
+        section.probes[-1] = section.probes[-1]._replace(signature=signature.group(1).strip())
 
 
 def _read_meta(line: str, parsed: ParsedHandoff) -> None:

@@ -170,7 +170,7 @@ def _observe(place: Place, parsed_checks: list, parsed_probes: list, timeout: fl
 
 
 def _signed(claims: list[RecordedProbe], key: SigningKey, repo: str, task_id: str) -> list[RecordedProbe]:
-    return [replace(c, signature=sign(key, c.message(repo, task_id))) for c in claims]
+    return [c._replace(signature=sign(key, c.message(repo, task_id))) for c in claims]
 
 
 def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Sequence[str] = (),

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
@@ -80,8 +80,9 @@ def current_state(lifecycle: Lifecycle, record: WorkflowRecord | None) -> tuple[
         return state, notes + [f"not replayed: {line}" for line in skipped[:3]]
 
 
-@dataclass(frozen=True, slots=True)
-class StageCommand:
+# NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
+# costs about 1 ms to define (baton.skills.services.commands).
+class StageCommand(NamedTuple):
     """`baton stage STATUS`: a workflow transition and the evidence for it."""
 
     status: str
@@ -200,8 +201,7 @@ def _relative(root: Path, path: str) -> str:
     return os.path.relpath(full, os.path.realpath(root))
 
 
-@dataclass(frozen=True, slots=True)
-class StageProof:
+class StageProof(NamedTuple):
     stage: str
     status: str
     authority: str | None
@@ -213,8 +213,7 @@ class StageProof:
                 "reason": self.reason}
 
 
-@dataclass(frozen=True, slots=True)
-class WorkflowView:
+class WorkflowView(NamedTuple):
     """What resume shows: the recorded state, each completed stage's proof re-checked now,
     and where to go on (fallen back to the first stage whose proof does not hold)."""
 
