@@ -260,10 +260,11 @@ def ways_out(home, worktrees, cli, tmp_path) -> Path:
 @pytest.fixture
 def cli(monkeypatch, capsys, resident_lane):
     """Run `baton ARGS` in a directory: in-process, or in lane `on` through the console entry
-    and the resident; returns (exit status, stdout, stderr)."""
+    and the resident; returns (exit status, stdout, stderr). timeout: the seconds lane `on`
+    gives the command (in-process, a command is not cut)."""
     from baton.skills.frontends.cli import main
 
-    def run(cwd: Path, *args: str) -> tuple[int, str, str]:
+    def run(cwd: Path, *args: str, timeout: float = 120) -> tuple[int, str, str]:
         monkeypatch.chdir(cwd)
         if os.environ.get("BATON_KAFKA_BOOTSTRAP"):
             # Writes go through Kafka: let the projector catch up first, as a running
@@ -271,7 +272,7 @@ def cli(monkeypatch, capsys, resident_lane):
             main(["projector", "--once", "--idle", "0.3"])
             capsys.readouterr()
         if resident_lane is not None:
-            done = resident_lane.run(cwd, args)
+            done = resident_lane.run(cwd, args, timeout=timeout)
             return done.returncode, done.stdout, done.stderr
         project = os.environ.get("BATON_PROJECT")
         try:
