@@ -621,7 +621,7 @@ def _write(git: _Git, survey: _Survey, *, boundary: str, label: str | None, run_
         return Taken(found[0], created=False, dirty=tuple(status.dirty))
     _write_state(survey.place, survey.fingerprint, checkpoint_id)
     return Taken(draft._replace(id=checkpoint_id, commit=commit, staged_tree=staged, worktree_tree=worktree_tree,
-                         artifacts_tree=artifacts_tree), created=True, dirty=tuple(status.dirty))
+                                artifacts_tree=artifacts_tree), created=True, dirty=tuple(status.dirty))
 
 
 def _parse_batch(out: bytes, count: int) -> list[tuple[str, bytes] | None]:
