@@ -28,7 +28,8 @@ conflict counts the graph keeps as its writes would have left them.
 --servers does the same on the production backends, PostgreSQL and the Bolt server (Neo4j,
 started afresh for each data set, as tests/servers starts them), with every session
 active: the registry through its batch path, the graph's nodes and edges straight into
-Neo4j with the counts it keeps. The floor is then a PostgreSQL primary-key read. The
+Neo4j with the counts it keeps. The floor is then a PostgreSQL primary-key read. The list
+also runs through the resident, as users run it (its client's memory shown). The
 commands run with a store budget of 60 s: on a busy machine the default 2 s, which also
 pays for importing the servers' clients, can run out, and what a list takes is the figure.
 
@@ -56,7 +57,7 @@ from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.files import FileRef
-from bench.common import CLI, ROOT, scratch_worktree, spread
+from bench.common import BATON, CLI, ROOT, scratch_worktree, spread, start_resident
 from bench.run import FILES_PER_SESSION, PATH_POOL
 
 if TYPE_CHECKING:
@@ -357,6 +358,18 @@ def on_servers(args: argparse.Namespace) -> None:
                         rows.append((f"dashboard overview snapshot, fresh process, {name}",
                                      *launcher.runs([sys.executable, "-c", OVERVIEW], worktree, at_home, args.repeat),
                                      1000))
+                        # Through the resident, as users run it: the servers' clients loaded once.
+                        (root / database).mkdir(mode=0o700, exist_ok=True)
+                        resident = start_resident(root / database, at_home)
+                        try:
+                            served = {**at_home, "BATON_RESIDENT": "on"}
+                            launcher.runs([str(BATON), "list", "--json"], worktree, served, 1)  # its connections
+                            rows.append((f"baton list --json through the resident, {name}",
+                                         *launcher.runs([str(BATON), "list", "--json"], worktree, served, args.repeat),
+                                         1000))
+                        finally:
+                            resident.terminate()
+                            resident.wait(timeout=30)
                         rows.append((f"  floor: PostgreSQL primary-key read, {name}",
                                      primary_key_reads(postgres.url_for(database), args.repeat, "T-0"), [], None))
                     finally:

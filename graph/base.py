@@ -277,18 +277,26 @@ class ConflictGraph(ABC):
         return Found({task: ConflictSummary(files=files, tickets=tickets, sample=tuple(sorted(partners)[:sample]))
                       for task, files, tickets, partners in rows if files})
 
-    def conflict_counts(self) -> Found[dict[str, tuple[int, int]]] | Unavailable:
-        """Every active ticket that shares files with another: (files, tickets) as
+    def conflict_counts(self, task_ids: Collection[str] | None = None, *,
+                        at_most: int | None = None) -> Found[dict[str, tuple[int, int]]] | Unavailable:
+        """Every active ticket that shares files with another (or those of task_ids that
+        do; without task_ids, at most at_most of them, any): (files, tickets) as
         conflict_summaries counts them, except that a fork's overlap with its parent counts
         too. Read from the counts kept at write time where the backend keeps them (one row
         per ticket in conflict), else counted now, as conflict_summaries does."""
+        asked = None if task_ids is None else sorted(set(task_ids))
+        if asked == []:
+            return Found({})
         try:
-            kept = self._kept_rows(None)
-            rows = ([(task, files, tickets) for task, files, tickets, _ in self._summary_rows(0, [], None)]
+            kept = self._kept_rows(asked, at_most=None if asked else at_most)
+            rows = ([(task, files, tickets) for task, files, tickets, _ in self._summary_rows(0, [], asked)]
                     if kept is None else kept)
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
-        return Found({task: (files, tickets) for task, files, tickets in rows if files})
+        found = {task: (files, tickets) for task, files, tickets in rows if files}
+        if asked is None and at_most is not None and len(found) > at_most:
+            found = dict(list(found.items())[:at_most])
+        return Found(found)
 
     def counted(self) -> bool:
         """Whether the conflict counts kept at write time are whole (False: the backend keeps
@@ -301,10 +309,12 @@ class ConflictGraph(ABC):
         keeps no counts. Raises StoreUnavailable."""
         return 0
 
-    def _kept_rows(self, task_ids: list[str] | None, scope: str = "") -> list[tuple[str, int, int]] | None:
+    def _kept_rows(self, task_ids: list[str] | None, scope: str = "", *,
+                   at_most: int | None = None) -> list[tuple[str, int, int]] | None:
         """(task, conflicting files, conflicting tickets) per active ticket (of task_ids, when
-        given; else those with files only) from the counts kept at write time, forks' expected
-        overlap included; None when they are not kept (counted() is False)."""
+        given; else those with files only, at most at_most of them) from the counts kept at
+        write time, forks' expected overlap included; None when they are not kept (counted()
+        is False)."""
         return None
 
     def _sample_rows(self, task_ids: list[str], sample: int, scope: str = "") -> dict[str, list[str]]:

@@ -128,11 +128,12 @@ SET t.shared_files = files, t.sharers = tickets
 # Reads of a row per ticket answer one record, `rows`, a list of lists (_collected): the
 # driver handles a record in about 45 µs, so 10,000 records took 450 ms and one record of
 # the same 10,000 rows 67 ms (a warm Neo4j 5, here).
-KEPT = """
+_KEPT_MATCH = """
 MATCH (t:Task)
 WHERE t.task_id > $after AND t.task_id < $before AND t.status = 'active' AND t.shared_files > 0
-RETURN collect([t.task_id, t.shared_files, t.sharers]) AS rows
 """
+KEPT = _KEPT_MATCH + "RETURN collect([t.task_id, t.shared_files, t.sharers]) AS rows"
+KEPT_FIRST = _KEPT_MATCH + "WITH t LIMIT $at_most RETURN collect([t.task_id, t.shared_files, t.sharers]) AS rows"
 KEPT_OF = """
 UNWIND $task_ids AS task_id
 MATCH (t:Task {task_id: task_id})
@@ -581,14 +582,17 @@ class BoltConflictGraph(ConflictGraph):
         self._call(lambda tx: tx.run(MARK_COUNTED).consume(), write=True)
         return done
 
-    def _kept_rows(self, task_ids: list[str] | None, scope: str = "") -> list[tuple[str, int, int]] | None:
+    def _kept_rows(self, task_ids: list[str] | None, scope: str = "", *,
+                   at_most: int | None = None) -> list[tuple[str, int, int]] | None:
         def work(tx: neo4j.Transaction) -> list[tuple[str, int, int]] | None:
             if not tx.run(COUNTED).single(strict=True)["counted"]:
                 return None
             if task_ids is not None:
                 return _collected(tx, KEPT_OF, task_ids=task_ids)
             after, before = id_range(scope)
-            return _collected(tx, KEPT, after=after, before=before)
+            if at_most is None:
+                return _collected(tx, KEPT, after=after, before=before)
+            return _collected(tx, KEPT_FIRST, after=after, before=before, at_most=at_most)
 
         return self._call(work, write=False)
 

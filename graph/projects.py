@@ -71,8 +71,10 @@ class ProjectGraph(ConflictGraph):
         return [(task, files, tickets, [other for key in partners if (other := self._ours(key)) is not None])
                 for mine, files, tickets, partners in rows if (task := self._ours(mine)) is not None]
 
-    def _kept_rows(self, task_ids: list[str] | None, scope: str = "") -> list[tuple[str, int, int]] | None:
-        rows = self.graph._kept_rows(None if task_ids is None else [self._in(t) for t in task_ids], self._scope)
+    def _kept_rows(self, task_ids: list[str] | None, scope: str = "", *,
+                   at_most: int | None = None) -> list[tuple[str, int, int]] | None:
+        rows = self.graph._kept_rows(None if task_ids is None else [self._in(t) for t in task_ids], self._scope,
+                                     at_most=at_most)
         if rows is None:
             return None
         # Every key answered starts with this project's scope (asked by it, or in its range).

@@ -253,6 +253,7 @@ WHERE task_id IN (SELECT value FROM json_each(:tasks))
 _KEPT = """
 SELECT task_id, shared_files, sharers FROM tasks INDEXED BY tasks_in_conflict
 WHERE status = 'active' AND shared_files > 0 AND task_id >= :low AND task_id < :high
+LIMIT :at_most
 """
 _KEPT_OF = """
 SELECT task_id, shared_files, sharers FROM tasks
@@ -379,13 +380,14 @@ class SqliteConflictGraph(ConflictGraph):
             rows = self._db.conn().execute(query, arguments).fetchall()
         return [(task, files, tickets, json.loads(partners)) for task, files, tickets, partners in rows if files]
 
-    def _kept_rows(self, task_ids: list[str] | None, scope: str = "") -> list[tuple[str, int, int]] | None:
+    def _kept_rows(self, task_ids: list[str] | None, scope: str = "", *,
+                   at_most: int | None = None) -> list[tuple[str, int, int]] | None:
         with guarded(STORE, self.path):
             conn = self._db.conn()
             if not self.counted():
                 return None
             if task_ids is None:
-                return conn.execute(_KEPT, _bounds(scope)).fetchall()
+                return conn.execute(_KEPT, {**_bounds(scope), "at_most": -1 if at_most is None else at_most}).fetchall()
             return conn.execute(_KEPT_OF, {"tasks": json.dumps(task_ids)}).fetchall()
 
     def _sample_rows(self, task_ids: list[str], sample: int, scope: str = "") -> dict[str, list[str]]:

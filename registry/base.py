@@ -223,14 +223,23 @@ class SessionStore(ABC):
             return listed
         return Found([listed_of(s) for s in listed.value])
 
-    def session_order(self, *, include_inactive: bool = False) -> Found[list[tuple[str, str]]] | Unavailable:
-        """(ticket, status) of list_sessions' sessions, in its order: what `baton list`
-        chooses a page by before it reads the page's sessions. A backend that can answer it
-        from an index, reading no session, says so here."""
+    def session_order(self, *, include_inactive: bool = False, offset: int = 0,
+                      limit: int | None = None) -> Found[list[tuple[str, str]]] | Unavailable:
+        """(ticket, status) of list_sessions' sessions, in its order, from the offset-th on
+        (at most limit of them): what `baton list` chooses a page by before it reads the
+        page's sessions. A backend that can answer it from an index, reading no session,
+        says so here."""
         outlines = self.session_outlines(include_inactive=include_inactive)
         if isinstance(outlines, Unavailable):
             return outlines
-        return Found([(o.task_id, o.status) for o in outlines.value])
+        return Found([(o.task_id, o.status) for o in outlines.value][offset:None if limit is None else offset + limit])
+
+    def session_count(self, *, include_inactive: bool = False) -> Found[int] | Unavailable:
+        """How many sessions list_sessions would answer: what session_order would."""
+        outlines = self.session_outlines(include_inactive=include_inactive)
+        if isinstance(outlines, Unavailable):
+            return outlines
+        return Found(len(outlines.value))
 
     def lease_holders(self) -> Found[set[str]] | Unavailable:
         """The tickets that were granted a lease (a superset of those holding one now): what

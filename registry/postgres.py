@@ -698,17 +698,29 @@ class PostgresSessionStore(SessionStore):
         return Found([listed_row(task_id, status, last_activity, fields)
                       for task_id, status, last_activity, fields in rows])
 
-    def session_order(self, *, include_inactive: bool = False) -> Found[list[tuple[str, str]]] | Unavailable:
+    def session_order(self, *, include_inactive: bool = False, offset: int = 0,
+                      limit: int | None = None) -> Found[list[tuple[str, str]]] | Unavailable:
         """From the status index alone: no session sent."""
         query = (
             "SELECT task_id, status FROM baton_sessions WHERE project = %s "
-            "ORDER BY last_activity DESC, task_id" if include_inactive else
+            "ORDER BY last_activity DESC, task_id LIMIT %s OFFSET %s" if include_inactive else
             "SELECT task_id, status FROM baton_sessions WHERE project = %s AND status = 'active' "
-            "ORDER BY last_activity DESC, task_id")
+            "ORDER BY last_activity DESC, task_id LIMIT %s OFFSET %s")
         try:
             self._catch_up()
             with self._transaction() as conn:
-                return Found([tuple(row) for row in conn.execute(query, (self.project,))])
+                return Found([tuple(row) for row in conn.execute(query, (self.project, limit, offset))])
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+
+    def session_count(self, *, include_inactive: bool = False) -> Found[int] | Unavailable:
+        """From the status index alone."""
+        query = ("SELECT count(*) FROM baton_sessions WHERE project = %s" if include_inactive else
+                 "SELECT count(*) FROM baton_sessions WHERE project = %s AND status = 'active'")
+        try:
+            self._catch_up()
+            with self._transaction() as conn:
+                return Found(conn.execute(query, (self.project,)).fetchone()[0])
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
 

@@ -106,6 +106,9 @@ _ACTIVE_LISTED_OF = f"{_LISTED_OF} AND s.status = 'active'"
 _ORDER = "SELECT task_id, status FROM sessions WHERE project = ?1"
 _ACTIVE_ORDER = f"{_ORDER} AND status = 'active'"
 _ORDER_BY = " ORDER BY last_activity DESC, task_id"
+_PAGE = " LIMIT ?2 OFFSET ?3"  # a LIMIT of -1: every row
+_COUNT = "SELECT count(*) FROM sessions WHERE project = ?1"
+_ACTIVE_COUNT = f"{_COUNT} AND status = 'active'"
 
 MIGRATIONS = [
     """
@@ -641,16 +644,29 @@ class SqliteSessionStore(SessionStore):
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
 
-    def session_order(self, *, include_inactive: bool = False) -> Found[list[tuple[str, str]]] | Unavailable:
+    def session_order(self, *, include_inactive: bool = False, offset: int = 0,
+                      limit: int | None = None) -> Found[list[tuple[str, str]]] | Unavailable:
         """From the status index alone, every pending event projected first."""
         try:
             with guarded(STORE, self.path):
                 conn = self._db.conn()
                 if not self._catch_up(conn):
-                    return Found([(s.task_id, s.status.value)
-                                  for s in self._all_in_memory(conn, include_inactive=include_inactive)])
-                return Found(conn.execute((_ORDER if include_inactive else _ACTIVE_ORDER) + _ORDER_BY,
-                                          (self.project,)).fetchall())
+                    return Found([(s.task_id, s.status.value) for s in self._all_in_memory(
+                        conn, include_inactive=include_inactive)][offset:None if limit is None else offset + limit])
+                return Found(conn.execute((_ORDER if include_inactive else _ACTIVE_ORDER) + _ORDER_BY + _PAGE,
+                                          (self.project, -1 if limit is None else limit, offset)).fetchall())
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+
+    def session_count(self, *, include_inactive: bool = False) -> Found[int] | Unavailable:
+        """From the status index alone, every pending event projected first."""
+        try:
+            with guarded(STORE, self.path):
+                conn = self._db.conn()
+                if not self._catch_up(conn):
+                    return Found(len(self._all_in_memory(conn, include_inactive=include_inactive)))
+                query = _COUNT if include_inactive else _ACTIVE_COUNT
+                return Found(conn.execute(query, (self.project,)).fetchone()[0])
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
 

@@ -445,6 +445,11 @@ def test_kept_counts_end_with_their_tickets(graph):
     graph.forget(["E-2"])
     graph.record("E-9", "stalled", [], T0)
     assert graph.conflict_counts().value == {"E-0": (1, 1), "E-3": (1, 1)} == _counted_now(graph)
+    # Of given tickets (those in conflict among them), or at most so many of every one.
+    assert graph.conflict_counts(["E-3", "E-1", "E-9", "NONE"]).value == {"E-3": (1, 1)}
+    assert graph.conflict_counts([]).value == {}
+    some = graph.conflict_counts(at_most=1).value
+    assert len(some) == 1 and some.items() <= {"E-0": (1, 1), "E-3": (1, 1)}.items()
     graph.record("E-3", "completed", [], T0)
     assert graph.conflict_counts().value == {} == _counted_now(graph)
 

@@ -437,6 +437,13 @@ def test_the_session_order_is_the_listings_read_from_the_index(store):
     every = store.session_order(include_inactive=True).value
     assert every == [("OMN-0", "active"), ("OMN-3", "active"), ("OMN-2", "completed"), ("OMN-1", "active")]
     assert every == SessionStore.session_order(store, include_inactive=True).value
+    # Read a chunk at a time, and counted, from the same index.
+    assert store.session_order(include_inactive=True, offset=1, limit=2).value == every[1:3]
+    assert store.session_order(include_inactive=True, offset=3, limit=5).value == every[3:]
+    assert store.session_order(offset=3, limit=1).value == []
+    assert SessionStore.session_order(store, include_inactive=True, offset=1, limit=2).value == every[1:3]
+    assert (store.session_count().value, store.session_count(include_inactive=True).value) == (3, 4)
+    assert SessionStore.session_count(store, include_inactive=True).value == 4
 
 
 

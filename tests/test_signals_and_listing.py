@@ -126,6 +126,9 @@ def test_past_its_limit_the_list_shows_a_page_in_conflict_first(home, worktrees,
     assert rows[0]["conflicts_with"] == ["P-01", "P-02", "P-03", "P-04"]
     assert "8 of 25 sessions shown (in conflict first, then newest); --limit N shows N, --limit 0 every one" in err
     assert "8 of 25 sessions shown" in cli(main, "list", "--limit", "8")[1]
+    # More tickets in conflict than the page reads at once: each chunk of the order, newest
+    # first, is asked about, through the twenty quiet ones.
+    assert [row["task_id"] for row in json.loads(cli(main, "list", "--json", "--limit", "2")[1])] == ["P-05", "P-04"]
     every = json.loads(cli(main, "list", "--json", "--limit", "0")[1])
     assert [row["task_id"] for row in every][:3] == ["P-00", "P-24", "P-23"] and len(every) == 25
     assert {row["task_id"]: row["conflicting_tickets"] for row in every if row["conflicting_tickets"]} == {
