@@ -387,6 +387,17 @@ MATCH (t:Task {task_id: task_id})
 WITH t
 """ + _SUMMARY_OF_T
 SUMMARY_PAGE = 500
+# Up to $sample of each active ticket's partners, the first found (ConflictGraph._sample_rows):
+# without SUMMARIES_OF's counts and order, a page of 1,000 tickets' samples took 215 ms
+# against 280 (100,000 active tickets, bench/scale.py --servers).
+SAMPLES_OF = """
+UNWIND $task_ids AS task_id
+MATCH (t:Task {task_id: task_id})-[:TOUCHES]->(f)<-[:TOUCHES]-(other)
+WHERE t.status = 'active' AND other.status = 'active' AND other.task_id <> task_id
+    AND other.task_id STARTS WITH $scope
+WITH task_id, collect(DISTINCT other.task_id)[..$sample] AS partners
+RETURN collect([task_id, partners]) AS rows
+"""
 
 
 def id_range(scope: str) -> tuple[str, str]:
@@ -637,6 +648,10 @@ class BoltConflictGraph(ConflictGraph):
 
     def _held_count_rows(self, task_ids: list[str]) -> list[tuple[str, str, int]]:
         return self._call(lambda tx: [tuple(r.values()) for r in tx.run(HELD_COUNTS, task_ids=task_ids)], write=False)
+
+    def _sample_rows(self, task_ids: list[str], sample: int, scope: str = "") -> dict[str, list[str]]:
+        return dict(self._call(lambda tx: _collected(tx, SAMPLES_OF, task_ids=task_ids, sample=sample, scope=scope),
+                               write=False))
 
     def _summary_rows(self, sample: int, expected: list[tuple[str, str]], task_ids: list[str] | None,
                       scope: str = "") -> list[tuple[str, int, int, list[str]]]:
