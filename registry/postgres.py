@@ -720,7 +720,8 @@ class PostgresSessionStore(SessionStore):
         try:
             self._catch_up()
             with self._transaction() as conn:
-                return Found(conn.execute(query, (self.project,)).fetchone()[0])
+                (count,) = conn.execute(query, (self.project,)).fetchone() or (0,)
+                return Found(count)
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -93,7 +93,8 @@ def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetim
     # backend can; the interrupted-work check reads the same outlines), beside the graph's
     # counts of the same tickets: each waits on its server, and on servers a page's took
     # 250 and 300 ms.
-    reads = {"sessions": lambda: stores.registry.listed_sessions(include_inactive=include_inactive, task_ids=page)}
+    reads: dict[str, Callable[[], object]] = {
+        "sessions": lambda: stores.registry.listed_sessions(include_inactive=include_inactive, task_ids=page)}
     if graph_answers:
         # Counted in the graph, per ticket: the listing never holds the pairs of tickets.
         reads["conflicts"] = lambda: stores.graph.conflict_summaries(sample=CONFLICT_SAMPLE, task_ids=page)
