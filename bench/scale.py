@@ -29,7 +29,10 @@ conflict counts the graph keeps as its writes would have left them.
 started afresh for each data set, as tests/servers starts them), with every session
 active: the registry through its batch path, the graph's nodes and edges straight into
 Neo4j with the counts it keeps. The floor is then a PostgreSQL primary-key read. The list
-also runs through the resident, as users run it (its client's memory shown). The
+also runs through the resident, as users run it: the client's memory in the table, and
+printed above it the resident's own and the most a served list held of its own (sampled in
+runs of their own). The overview is timed twice: as a fresh `baton serve` builds its first
+page, and as the running dashboard rebuilds it for later ones. The
 commands run with a store budget of 60 s: on a busy machine the default 2 s, which also
 pays for importing the servers' clients, can run out, and what a list takes is the figure.
 
@@ -222,6 +225,80 @@ json.dumps({"sessions": snapshot.rows, "warnings": snapshot.warnings, "signals":
 """
 
 
+# The same snapshot as a running dashboard rebuilds it for later pages (with a server every
+# few seconds, its modules loaded and its first snapshot built): each build's milliseconds,
+# then the process's peak resident memory.
+OVERVIEW_WARM = """
+import json, sys, time
+from baton.skills.frontends.web.overview import build_snapshot
+from baton.skills.runtime.settings import Settings
+settings = Settings.from_env()
+times = []
+for version in range(int(sys.argv[1]) + 1):
+    started = time.perf_counter()
+    snapshot = build_snapshot(settings, version + 1)
+    assert snapshot.registry == "ok", snapshot.registry
+    json.dumps({"sessions": snapshot.rows, "warnings": snapshot.warnings, "signals": snapshot.signals})
+    times.append((time.perf_counter() - started) * 1000)
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+print(json.dumps({"ms": times[1:], "rss_mb": int(status["VmHWM"].split()[0]) / 1024}))
+"""
+
+
+def warm_overviews(cwd: Path, env: dict, repeat: int) -> tuple[list[float], list[float]]:
+    """Milliseconds of each later snapshot in one dashboard process, and its peak MB: its
+    own high-water mark, since getrusage's would count the bench's (the launcher's note)."""
+    done = subprocess.run([sys.executable, "-c", OVERVIEW_WARM, str(repeat)], cwd=cwd, env=env, check=True,
+                          capture_output=True, text=True)
+    answer = json.loads(done.stdout)
+    return answer["ms"], [answer["rss_mb"]]
+
+
+def private_mb(pid: int) -> float | None:
+    """What a process holds that no other does (smaps_rollup's private pages), in MB; None
+    once it is gone."""
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = dict(line.split(":", 1) for line in rollup.splitlines()[1:])
+    return sum(int(fields[name].split()[0]) for name in ("Private_Clean", "Private_Dirty")) / 1024
+
+
+def served_memory(launcher: Launcher, resident: subprocess.Popen, command: list[str], cwd: Path, env: dict,
+                  repeat: int) -> list[float]:
+    """The private memory each served command held at its peak (sampled every 2 ms, in runs
+    of their own, since sampling takes processor time): what a command adds to the
+    resident, whose pages the command's process shares."""
+    import threading
+
+    peaks: dict[int, float] = {}
+    stop = threading.Event()
+
+    def sample() -> None:
+        children = Path(f"/proc/{resident.pid}/task/{resident.pid}/children")
+        while not stop.is_set():
+            for pid in map(int, children.read_text().split()):
+                held = private_mb(pid)
+                if held is not None:
+                    peaks[pid] = max(held, peaks.get(pid, 0.0))
+            stop.wait(0.002)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        launcher.runs(command, cwd, env, repeat)
+    finally:
+        stop.set()
+        sampler.join()
+    return list(peaks.values())
+
+
+def rss_mb(pid: int) -> float:
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return int(status["VmRSS"].split()[0]) / 1024
+
+
 class Launcher:
     def __init__(self) -> None:
         self.process = subprocess.Popen([sys.executable, "-c", LAUNCHER], stdin=subprocess.PIPE,
@@ -358,15 +435,22 @@ def on_servers(args: argparse.Namespace) -> None:
                         rows.append((f"dashboard overview snapshot, fresh process, {name}",
                                      *launcher.runs([sys.executable, "-c", OVERVIEW], worktree, at_home, args.repeat),
                                      1000))
+                        rows.append((f"dashboard overview snapshot, later pages, {name}",
+                                     *warm_overviews(worktree, at_home, args.repeat), 1000))
                         # Through the resident, as users run it: the servers' clients loaded once.
                         (root / database).mkdir(mode=0o700, exist_ok=True)
                         resident = start_resident(root / database, at_home)
                         try:
                             served = {**at_home, "BATON_RESIDENT": "on"}
                             launcher.runs([str(BATON), "list", "--json"], worktree, served, 1)  # its connections
-                            rows.append((f"baton list --json through the resident, {name}",
-                                         *launcher.runs([str(BATON), "list", "--json"], worktree, served, args.repeat),
-                                         1000))
+                            times, client = launcher.runs([str(BATON), "list", "--json"], worktree, served,
+                                                          args.repeat)
+                            rows.append((f"baton list --json through the resident, {name}", times, client, 1000))
+                            held = served_memory(launcher, resident, [str(BATON), "list", "--json"], worktree,
+                                                 served, min(args.repeat, 3))
+                            print(f"through the resident: its own resident memory {rss_mb(resident.pid):.0f} MB; "
+                                  f"each served list held at most {max(held):.0f} MB of its own "
+                                  f"({len(held)} sampled); the client {max(client):.0f} MB", flush=True)
                         finally:
                             resident.terminate()
                             resident.wait(timeout=30)
