@@ -2,6 +2,7 @@
 and the indexer embeds each queued decision once."""
 
 import json
+import math
 import multiprocessing
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from baton.recall.base import DecisionRecord
 from baton.recall.embedded import EmbeddedDecisionIndex
+from baton.recall.embedding import GELU_BLOCK, _gelu
 from baton.recall.indexer import Indexer
 from baton.recall.queue import EmbeddingQueue
 from baton.recall.search import DecisionSearchClient
@@ -40,6 +42,19 @@ def test_the_encoder_stays_in_float32(encoder, monkeypatch):
     monkeypatch.setattr(encoder, "_linear", spy)
     encoder.encode(["one sentence", "and another, longer sentence"])
     assert seen == {np.dtype(np.float32)}
+
+
+def test_the_blocked_gelu_is_the_expression_bit_for_bit():
+    """The GELU runs in place a block at a time: every value is exactly what the textbook
+    expression gives, across blocks and a remainder, so no stored vector moves."""
+    rng = np.random.default_rng(7)
+    h = (rng.standard_normal(2 * GELU_BLOCK + 123) * 3).astype(np.float32)
+    x = np.abs(h / math.sqrt(2.0))
+    t = 1.0 / (1.0 + 0.3275911 * x)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    expected = 0.5 * h * (1.0 + np.sign(h) * (1.0 - poly * np.exp(-x * x)))
+    got = _gelu(h.copy())
+    assert got.dtype == np.float32 and np.array_equal(got, expected)
 
 
 def test_reference_point_ids():
