@@ -27,7 +27,8 @@ Why a project key per row: every search is of one project (baton.projects), and 
 is applied inside the search, before the top k are chosen, so a project's best rows are
 found however few of the rows are its own. A project with fewer rows than a list search
 would score (and at most EXACT_MAX_ROWS) is searched exactly, over its rows only; a bigger
-one through its lists, the other projects' rows left out of each list.
+one through its lists, the other projects' rows left out of each list. A segment of at most
+EXACT_SEGMENT_ROWS rows is scored whole, lists or not.
 
 Segment layout (little-endian): a 64-byte header, then the rows' sequence numbers (int64),
 their ticket keys (uint64, see task_key), their project keys (uint64, see project_key; 0
@@ -72,6 +73,11 @@ GATHER_SHARE = 1 / 8  # up to this share of a segment's rows, a project's are ga
 # 0.3 us a row, and at 1,000,000 decisions a project of 50,000 rows took 14.5 ms that way
 # against 3.4 ms for one ten times its size through its lists (bench/run.py).
 EXACT_MAX_ROWS = 8_000
+# A segment of at most this many rows is scored whole, lists or not. Its lists (built from
+# IVF_MIN_ROWS, so that merges carry them on) hold a few dozen rows each there, and probing
+# 16 of them lost neighbours: at 8,000 decisions the bench's project found 0.676 of the
+# exact top 5, 1.000 scored whole, in 0.81 against 0.43 ms (bench/run.py --recall-only).
+EXACT_SEGMENT_ROWS = 10_000
 # A project holding less than this share of a segment probes twice the lists: its nearest
 # rows lie farther out. At 1,000,000 decisions, for a project of a twentieth of them,
 # recall@5 went from 0.972 to 0.992 and a 5-vector search from 4.0 to 7.4 ms.
@@ -224,7 +230,7 @@ class Rows:
         size = len(self) if mine is None else int(np.count_nonzero(mine))
         if not size:
             return Scope(0)
-        if self.offsets is not None and size > min(self.scanned(), EXACT_MAX_ROWS):
+        if self.offsets is not None and len(self) > EXACT_SEGMENT_ROWS and size > min(self.scanned(), EXACT_MAX_ROWS):
             probes = self.probes()
             if size < SMALL_PROJECT_SHARE * len(self):
                 probes = min(self.lists, 2 * probes)
