@@ -28,7 +28,7 @@ is applied inside the search, before the top k are chosen, so a project's best r
 found however few of the rows are its own. A project with fewer rows than a list search
 would score (and at most EXACT_MAX_ROWS) is searched exactly, over its rows only; a bigger
 one through its lists, the other projects' rows left out of each list. A segment of at most
-EXACT_SEGMENT_ROWS rows is scored whole, lists or not.
+EXACT_SEGMENT_ROWS rows that holds a good share of the rows searched is scored whole.
 
 Segment layout (little-endian): a 64-byte header, then the rows' sequence numbers (int64),
 their ticket keys (uint64, see task_key), their project keys (uint64, see project_key; 0
@@ -73,11 +73,16 @@ GATHER_SHARE = 1 / 8  # up to this share of a segment's rows, a project's are ga
 # 0.3 us a row, and at 1,000,000 decisions a project of 50,000 rows took 14.5 ms that way
 # against 3.4 ms for one ten times its size through its lists (bench/run.py).
 EXACT_MAX_ROWS = 8_000
-# A segment of at most this many rows is scored whole, lists or not. Its lists (built from
-# IVF_MIN_ROWS, so that merges carry them on) hold a few dozen rows each there, and probing
-# 16 of them lost neighbours: at 8,000 decisions the bench's project found 0.676 of the
-# exact top 5, 1.000 scored whole, in 0.81 against 0.43 ms (bench/run.py --recall-only).
+# A segment of at most EXACT_SEGMENT_ROWS rows that holds at least WHOLE_SHARE of the rows
+# searched is scored whole, lists or not. Its lists (built from IVF_MIN_ROWS, so that merges
+# carry them on) hold a few dozen rows each, and probing 16 of them lost neighbours: at
+# 8,000 decisions the bench's project found 0.676 of the exact top 5, 1.000 scored whole,
+# in 0.81 against 0.43 ms (bench/run.py --recall-only). A smaller share holds few of the
+# best rows, and scoring it whole cost more than it found: the newest 8,000 rows of a
+# million made resume's related search 1.4 ms slower (18.4 against 17.0 ms), at the same
+# recall@5 (1.000).
 EXACT_SEGMENT_ROWS = 10_000
+WHOLE_SHARE = 1 / 4
 # A project holding less than this share of a segment probes twice the lists: its nearest
 # rows lie farther out. At 1,000,000 decisions, for a project of a twentieth of them,
 # recall@5 went from 0.972 to 0.992 and a 5-vector search from 4.0 to 7.4 ms.
@@ -140,7 +145,8 @@ class Rows:
     offsets: np.ndarray | None = None
     # Each project's Scope, found on its first search: the rows never change (a segment is
     # immutable), and finding a project's rows is a pass over all of them.
-    _scopes: dict[int | None, Scope] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _scopes: dict[tuple[int | None, bool], Scope] = field(default_factory=dict, init=False, repr=False,
+                                                          compare=False)
 
     @classmethod
     def empty(cls, dims: int) -> Rows:
@@ -215,22 +221,24 @@ class Rows:
         rows than that (and at most EXACT_MAX_ROWS) is searched exactly, over its own rows."""
         return len(self) * self.probes() // max(1, self.lists)
 
-    def scope(self, project: int | None) -> Scope:
-        """Which of these rows a search of project (its project_key; None: every row) scores."""
-        known = self._scopes.get(project)
+    def scope(self, project: int | None, *, of_rows: int | None = None) -> Scope:
+        """Which of these rows a search of project (its project_key; None: every row) scores,
+        when it searches of_rows rows in all (None: these alone)."""
+        whole = self.offsets is not None and WHOLE_SHARE * (of_rows or len(self)) <= len(self) <= EXACT_SEGMENT_ROWS
+        known = self._scopes.get((project, whole))
         if known is None:
-            known = self._scope_of(project)
+            known = self._scope_of(project, whole)
             if len(self._scopes) >= SCOPES_KEPT:
                 self._scopes.clear()
-            self._scopes[project] = known
+            self._scopes[project, whole] = known
         return known
 
-    def _scope_of(self, project: int | None) -> Scope:
+    def _scope_of(self, project: int | None, whole: bool) -> Scope:
         mine = None if project is None else self.projects == np.uint64(project)
         size = len(self) if mine is None else int(np.count_nonzero(mine))
         if not size:
             return Scope(0)
-        if self.offsets is not None and len(self) > EXACT_SEGMENT_ROWS and size > min(self.scanned(), EXACT_MAX_ROWS):
+        if self.offsets is not None and not whole and size > min(self.scanned(), EXACT_MAX_ROWS):
             probes = self.probes()
             if size < SMALL_PROJECT_SHARE * len(self):
                 probes = min(self.lists, 2 * probes)
@@ -319,8 +327,9 @@ class View:
         segments without lists, and for a project searched over its own rows); the score is
         the one the vector store's row gives (what the caller checks)."""
         found: list[tuple[np.ndarray, np.ndarray]] = []
+        searched = self.count
         for part in self.parts:
-            scope = part.scope(project) if len(part) else Scope(0)
+            scope = part.scope(project, of_rows=searched) if len(part) else Scope(0)
             if not scope.size:
                 continue
             with np.errstate(invalid="ignore", over="ignore"):
