@@ -143,8 +143,9 @@ class Rows:
     vectors: np.ndarray
     centroids: np.ndarray | None = None
     offsets: np.ndarray | None = None
-    # Each project's Scope, found on its first search: the rows never change (a segment is
-    # immutable), and finding a project's rows is a pass over all of them.
+    # Each project's Scope (and whether the segment was scored whole), found on its first
+    # search: the rows never change (a segment is immutable), and finding a project's rows is
+    # a pass over all of them.
     _scopes: dict[tuple[int | None, bool], Scope] = field(default_factory=dict, init=False, repr=False,
                                                           compare=False)
 
@@ -324,8 +325,9 @@ class View:
         included) among the rows of the project (its project_key; None: every row, which only
         the bench's baseline asks for), the excluded ticket's left out. In a segment with
         lists, among the rows of the lists that any of the queries probes (exactly so in
-        segments without lists, and for a project searched over its own rows); the score is
-        the one the vector store's row gives (what the caller checks)."""
+        segments without lists, in a small one scored whole, and for a project searched over
+        its own rows); the score is the one the vector store's row gives (what the caller
+        checks)."""
         found: list[tuple[np.ndarray, np.ndarray]] = []
         searched = self.count
         for part in self.parts:
