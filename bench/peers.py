@@ -312,10 +312,7 @@ def index_floor(vectors, folder: Path) -> dict[str, float]:
     ordered = np.ascontiguousarray(vectors[np.argsort(lists, kind="stable")])
     took["order"], began = time.perf_counter() - began, time.perf_counter()
     folder.mkdir()
-    with open(folder / "lists.bin", "wb") as out:
-        out.write(memoryview(ordered))
-        out.flush()
-        os.fsync(out.fileno())
+    segments._write_synced(folder / "lists.bin", ordered.data.cast("B"))  # as a segment is written
     took["write"] = time.perf_counter() - began
     return took
 

@@ -214,41 +214,33 @@ for line in sys.stdin:
 
 
 # The dashboard's overview as a fresh `baton serve` builds it for its first page: the
-# snapshot (the listing's rows, lease conflicts, the feed) and its JSON.
+# snapshot (the listing's rows, lease conflicts, the feed) and its JSON. Given a count, it
+# is then built that many times more, as the running dashboard rebuilds it for later pages
+# (with a server every few seconds, its modules loaded and its first snapshot built), and
+# the script prints those builds' milliseconds and the process's peak resident memory.
 OVERVIEW = """
-import json
-from baton.skills.frontends.web.overview import build_snapshot
-from baton.skills.runtime.settings import Settings
-snapshot = build_snapshot(Settings.from_env(), 1)
-assert snapshot.registry == "ok", snapshot.registry
-json.dumps({"sessions": snapshot.rows, "warnings": snapshot.warnings, "signals": snapshot.signals})
-"""
-
-
-# The same snapshot as a running dashboard rebuilds it for later pages (with a server every
-# few seconds, its modules loaded and its first snapshot built): each build's milliseconds,
-# then the process's peak resident memory.
-OVERVIEW_WARM = """
 import json, sys, time
 from baton.skills.frontends.web.overview import build_snapshot
 from baton.skills.runtime.settings import Settings
 settings = Settings.from_env()
+later = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 times = []
-for version in range(int(sys.argv[1]) + 1):
+for version in range(later + 1):
     started = time.perf_counter()
     snapshot = build_snapshot(settings, version + 1)
     assert snapshot.registry == "ok", snapshot.registry
     json.dumps({"sessions": snapshot.rows, "warnings": snapshot.warnings, "signals": snapshot.signals})
     times.append((time.perf_counter() - started) * 1000)
-status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
-print(json.dumps({"ms": times[1:], "rss_mb": int(status["VmHWM"].split()[0]) / 1024}))
+if later:
+    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+    print(json.dumps({"ms": times[1:], "rss_mb": int(status["VmHWM"].split()[0]) / 1024}))
 """
 
 
 def warm_overviews(cwd: Path, env: dict, repeat: int) -> tuple[list[float], list[float]]:
     """Milliseconds of each later snapshot in one dashboard process, and its peak MB: its
     own high-water mark, since getrusage's would count the bench's (the launcher's note)."""
-    done = subprocess.run([sys.executable, "-c", OVERVIEW_WARM, str(repeat)], cwd=cwd, env=env, check=True,
+    done = subprocess.run([sys.executable, "-c", OVERVIEW, str(repeat)], cwd=cwd, env=env, check=True,
                           capture_output=True, text=True)
     answer = json.loads(done.stdout)
     return answer["ms"], [answer["rss_mb"]]
