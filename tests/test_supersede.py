@@ -93,6 +93,9 @@ def test_resume_shows_current_related_decisions_unless_asked(home, worktrees, cl
     texts = [r["text"] for r in related]
     assert texts.index(OLD) == texts.index(NEW) + 1, "directly under its replacement"
     assert related[texts.index(OLD)]["marks"] == [f"superseded by OMN-2: {NEW}"]
+    related = json.loads(cli(second, "resume", "OMN-2", "--json", "--all-decisions")[1])["related_decisions"]
+    assert OLD in [r["text"] for r in related] and "OMN-2" not in [r["task_id"] for r in related], \
+        "the replacement is the ticket's own: never among its related decisions"
 
 
 def test_abandoned_and_old_decisions_are_marked_and_ranked_below(home, worktrees, cli, monkeypatch):

@@ -59,8 +59,10 @@ def aged(stores: Stores, hits: list[ScoredDecision], now: datetime) -> list[Aged
     def marked(hit: ScoredDecision) -> AgedDecision:
         record = hit.record
         owner = session(record.project, record.task_id)
-        marks = [] if owner is None else [_superseded(by_task, by_event, session(record.project, by_task))
-                                          for by_task, by_event in owner.superseders(record.text)]
+        marks = [] if owner is None else [
+            f"superseded by {by_task}" + (f": {clipped(later.text, SHOWN_TEXT)}" if later else "")
+            for by_task, by_event in owner.superseders(record.text)
+            for later in [_decision(record.project, by_task, by_event, session(record.project, by_task))]]
         if owner is not None and owner.status is Status.stalled:
             marks.append("abandoned")
         if horizon.total_seconds() > 0 and now - datetime.fromisoformat(record.recorded_at) > horizon:
@@ -104,11 +106,3 @@ def _decision(project: str, task_id: str, event_id: str, owner: Session | None) 
         return None
     return DecisionRecord(project=project, task_id=task_id, session_id=entry.session_id, text=entry.text,
                           context=entry.context, recorded_at=entry.at.isoformat(), repo=owner.repo or "")
-
-
-def _superseded(by_task: str, by_event: str, by: Session | None) -> str:
-    decision = None if by is None else next((d for d in by.decisions if d.event_id == by_event), None)
-    if decision is None:
-        return f"superseded by {by_task}"
-    text = clipped(decision.text, SHOWN_TEXT)
-    return f"superseded by {by_task}: {text}"
