@@ -35,7 +35,7 @@ def fuse(vector: Sequence[ScoredDecision] | None, keyword: Sequence[ScoredDecisi
     records: dict[object, ScoredDecision] = {}
     for number, (leg, weight) in enumerate(legs):
         for rank, hit in enumerate(leg, start=1):
-            key = hit.record.point_id
+            key = (hit.record.project, hit.record.task_id, hit.record.text)  # what the point id derives from
             scores[key] = scores.get(key, 0.0) + weight / (K + rank)
             first.setdefault(key, (number, rank))
             records.setdefault(key, hit)
