@@ -1,9 +1,15 @@
 """How well `baton recall` finds a decision, on public Architecture Decision Records that
 nobody here wrote (bench/recall_eval/records.jsonl, sources in bench/recall_eval/SOURCES.md).
 
-One ticket per record, bound in a scratch git repository of a scratch data home (through
-its resident, to be quick), `baton decide --context=CONTEXT -- DECISION` as a user would,
-then `baton index`. CONTEXT is the record's title by default, as issue 26's evaluation
+The records are split, by project, into a tuning part and an untouched part (UNTOUCHED, fixed
+before any tuning of recall's ranking and never read while tuning): every change of ranking
+is tried on the tuning part (`--part tuning`), and the untouched part says what it is worth.
+Each part is recorded in its own scratch data home, so neither part's decisions are in the
+other's index.
+
+One ticket per record, bound in a scratch git repository of the part's scratch data home
+(through its resident, to be quick), `baton decide --context=CONTEXT -- DECISION` as a user
+would, then `baton index`. CONTEXT is the record's title by default, as issue 26's evaluation
 recorded it (a one-line why, as users write it); `--stored-context context` records the
 record's whole Context section instead, which makes every context query a copy of stored
 text. A record that supersedes others is recorded after them, with one `--supersedes TICKET`
@@ -14,25 +20,23 @@ relevant item is that record's decision, found by its ticket id. Each query runs
 
 Four lists are scored on the same queries:
   - baton recall: the list `baton recall` answered (its vector and keyword legs fused inside
-    Baton, baton.recall.fusion),
-  - vector: Baton's vector leg alone, the baseline before hybrid recall: the same index
-    (the scratch home's recall/) searched in this process with each query embedded by
-    Baton's encoder,
-  - keyword: BM25 over the same "decision. context" texts, SQLite FTS5 in this process,
-  - fused: reciprocal-rank fusion (k=60) of the two lists (outside Baton: before Baton fused
-    its own legs, what a keyword leg would add; now it counts the words twice).
-Printed per leg, overall and per query kind: recall@1, recall@5, MRR@10, nDCG@10, a query
-answered by its record's decision or (links recorded) by one that replaced it, as Baton ranks
-a superseded decision below current ones; the same strictly (the record's own only); then the
-stale-awareness count (for each record that supersedes another, and each of the
-replacement's queries: is the superseded decision ranked above its replacement, or found
-while the replacement is not?); the cosine scores the vector leg gave the relevant decision
-and the others it listed (`baton recall`'s own scores are fused ranks), and for each
-threshold what share of each would be shown (what BATON_RECALL_MIN_SCORE is set from); and
-the median recall latency beside `python -c pass` measured in the same run.
+    Baton, baton.recall.fusion, and a superseded decision shown under its replacement),
+  - BM25 alone: SQLite FTS5 (its default weights, every word) over the same "decision.
+    context" texts, in this process,
+  - exact cosine alone: the same MiniLM vectors (each record's and query's embedded by
+    Baton's encoder in this process), every record scored,
+  - plain RRF: reciprocal-rank fusion (k=60) of those two lists, the simplest hybrid.
+Printed per part, per leg, overall and per query kind: recall@1, recall@5, MRR@10, nDCG@10, a
+query answered by its record's decision or (links recorded) by one that replaced it; the
+same strictly (the record's own only); then the stale-awareness count (for each record that
+supersedes another, and each of the replacement's queries: is the superseded decision ranked
+above its replacement?); the cosine scores the relevant decision and the others listed got,
+and for each threshold what share of each would be shown (what BATON_RECALL_MIN_SCORE is set
+from); and the median recall latency beside `python -c pass` measured in the same run.
 
-    .venv/bin/python -m bench.recall_eval [--limit-records N] [--stored-context title|context]
-                                          [--links on|off] [--floor-repeat 15]
+    .venv/bin/python -m bench.recall_eval [--part tuning|untouched|both] [--limit-records N]
+                                          [--stored-context title|context] [--links on|off]
+                                          [--floor-repeat 15]
 """
 
 from __future__ import annotations
@@ -58,6 +62,11 @@ RECORDS = Path(__file__).resolve().parent / "recall_eval" / "records.jsonl"
 DEPTH = 10  # what every leg answers and every metric reads
 RRF_K = 60
 WORD = re.compile(r"\w+")
+# The untouched part: these projects' records, chosen before any tuning (a third of the
+# records and of the supersede links); every other project's records are the tuning part.
+UNTOUCHED = frozenset({"gardenlinux/gardenlinux", "backstage/backstage", "DEFRA/epr-re-ex-service",
+                       "cloudfoundry/bosh-bootloader"})
+PARTS = ("tuning", "untouched")
 
 
 @dataclass(frozen=True)
@@ -85,8 +94,10 @@ class Query:
     answers: frozenset[str] = frozenset()
 
 
-def load(limit: int | None) -> list[Record]:
-    rows = [json.loads(line) for line in RECORDS.read_text().splitlines() if line.strip()]
+def load(limit: int | None, part: str) -> list[Record]:
+    """The part's records (the first limit of them, if given)."""
+    rows = [row for row in map(json.loads, filter(str.strip, RECORDS.read_text().splitlines()))
+            if (row["repo"] in UNTOUCHED) == (part == "untouched")]
     rows = rows[:limit] if limit else rows
     return [Record(f"{row['repo']}:{row['path']}", f"EVAL-{n}", row["title"], row["context"], row["decision"],
                    tuple(f"{row['repo']}:{path}" for path in row.get("supersedes", [])))
@@ -166,30 +177,23 @@ def record_decisions(worktree: Path, env: dict[str, str], records: list[Record],
         time.sleep(1)
 
 
-def vector_only(home: Path, asked: list[Query]) -> tuple[dict[Query, list[str]], list[tuple[Query, dict[str, float]]]]:
-    """Each query's tickets as Baton's vector leg alone ranks them, and their cosine scores
-    (what BATON_RECALL_MIN_SCORE bounds): the scratch home's embedded index (one project),
-    each query embedded by Baton's encoder."""
-    from baton.recall.embedded import EmbeddedDecisionIndex
+def exact_cosine(records: list[Record], asked: list[Query], source: str
+                 ) -> tuple[dict[Query, list[str]], list[tuple[Query, dict[str, float]]]]:
+    """Each query's tickets by the cosine of its vector with every record's (as Baton embeds
+    both, baton.recall.base.embedding_text), best first, and the top DEPTH's scores (what
+    BATON_RECALL_MIN_SCORE bounds)."""
+    from baton.recall.base import embedding_text
     from baton.recall.embedding import MiniLMEncoder
 
-    with sqlite3.connect(home / "recall" / "vectors.db") as db:
-        (project,), = db.execute("SELECT DISTINCT project FROM vectors").fetchall()
-    index = EmbeddedDecisionIndex(home / "recall", timeout=30)
     encoder = MiniLMEncoder.load()
+    documents = encoder.encode([embedding_text(r.decision, r.stored_context(source)) for r in records])
+    cosines = encoder.encode([query.text for query in asked]) @ documents.T
     rankings: dict[Query, list[str]] = {}
     scored: list[tuple[Query, dict[str, float]]] = []
-    try:
-        vectors = encoder.encode([query.text for query in asked]).tolist()
-        for query, vector in zip(asked, vectors, strict=True):
-            hits = index.search([vector], project=project, limit=DEPTH, exclude_task_id=None)
-            rankings[query] = unique(hit.record.task_id for hit in hits)
-            scores: dict[str, float] = {}
-            for hit in hits:
-                scores[hit.record.task_id] = max(scores.get(hit.record.task_id, -1.0), hit.score)
-            scored.append((query, scores))
-    finally:
-        index.close()
+    for query, row in zip(asked, cosines, strict=True):
+        best = row.argsort()[::-1][:DEPTH]
+        rankings[query] = [records[i].ticket for i in best]
+        scored.append((query, {records[i].ticket: float(row[i]) for i in best}))
     return rankings, scored
 
 
@@ -287,17 +291,9 @@ def stale_wins(records: list[Record], rankings: dict[Query, list[str]]) -> tuple
     return wins, cases
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--limit-records", type=int, default=None, metavar="N", help="only the first N records")
-    parser.add_argument("--stored-context", choices=("title", "context"), default="title",
-                        help="what `baton decide --context` records (default: the title)")
-    parser.add_argument("--links", choices=("on", "off"), default="on",
-                        help="record the records' supersede links with `baton decide --supersedes` (default on)")
-    parser.add_argument("--floor-repeat", type=int, default=15, help="runs of `python -c pass` (default 15)")
-    args = parser.parse_args()
-
-    records = load(args.limit_records)
+def evaluate(part: str, args: argparse.Namespace) -> None:
+    """Record the part's decisions in a scratch home, ask every query, print the part's tables."""
+    records = load(args.limit_records, part)
     asked = queries(records, args.links == "on")
     keyword = KeywordLeg(records, args.stored_context)
     with tempfile.TemporaryDirectory(prefix="baton-bench-recall-") as scratch_name:
@@ -307,31 +303,28 @@ def main() -> None:
         resident = start_resident(scratch / "home", env)
         try:
             indexed = record_decisions(worktree, env, records, args.stored_context, args.links == "on")
-            legs: dict[str, dict[Query, list[str]]] = {"baton recall (hybrid)": {}, "keyword (BM25, FTS5)": {},
-                                                      "fused (RRF k=60)": {}}
+            answered: dict[Query, list[str]] = {}
             latencies = []
             for query in asked:
-                answered, ms = baton_recall(worktree, env, query)
-                words = keyword.rank(query.text)
+                answered[query], ms = baton_recall(worktree, env, query)
                 latencies.append(ms)
-                for answers, ranking in zip(legs.values(), (answered, words, fused(answered, words)), strict=True):
-                    answers[query] = ranking
             floor = fresh_runs([sys.executable, "-c", "pass"], scratch, args.floor_repeat)
         finally:
             resident.terminate()
             resident.wait(timeout=60)
-        vector, scored = vector_only(scratch / "home", asked)
-        legs = {"vector (Baton's, alone)": vector, **legs}
+    cosine, scored = exact_cosine(records, asked, args.stored_context)
+    words = {query: keyword.rank(query.text) for query in asked}
+    legs = {"baton recall": answered, "BM25 alone (FTS5)": words, "exact cosine alone": cosine,
+            f"plain RRF (k={RRF_K})": {query: fused(cosine[query], words[query]) for query in asked}}
 
     projects = len({record.key.split(":")[0] for record in records})
     links = sum(len(record.supersedes) for record in records)
-    print(f"{len(records)} records from {projects} projects, {len(asked)} queries, {links} supersedes links; "
-          f"--context records the {args.stored_context}; supersede links recorded: {args.links}; "
-          f"baton index: {indexed}")
-    kinds = ("all", "title", "context")
+    print(f"\n== {part} part: {len(records)} records from {projects} projects, {len(asked)} queries, {links} "
+          f"supersedes links; --context records the {args.stored_context}; supersede links recorded: "
+          f"{args.links}; baton index: {indexed}")
     print(f"\n{'leg':24} {'queries':8} {'recall@1':>9} {'recall@5':>9} {'MRR@10':>8} {'nDCG@10':>8}")
     for leg, rankings in legs.items():
-        for kind in kinds:
+        for kind in ("all", "title", "context"):
             chosen = [(query, ranking) for query, ranking in rankings.items() if kind in ("all", query.kind)]
             r1, r5, mrr, ndcg = metrics(chosen)
             print(f"{leg if kind == 'all' else '':24} {kind:8} {r1:9.3f} {r5:9.3f} {mrr:8.3f} {ndcg:8.3f}")
@@ -346,12 +339,27 @@ def main() -> None:
     for leg, rankings in legs.items():
         wins, cases = stale_wins(records, rankings)
         print(f"  {leg:24} {wins} of {cases}")
-    print("\ncosine scores of the vector leg, the relevant decision against the others it listed:")
+    print("\nexact cosine scores, the relevant decision against the others in the top 10:")
     print("\n".join(score_lines(scored)))
     median, low, high = spread(latencies)
     floor_median, _, _ = spread(floor)
     print(f"\nbaton recall --json --limit {DEPTH}, fresh process through the resident: median {median:.1f} ms "
           f"(p10-p90 {low:.1f}-{high:.1f}) beside python -c pass {floor_median:.1f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--part", choices=(*PARTS, "both"), default="both",
+                        help="which part of the records to evaluate (default both, each apart)")
+    parser.add_argument("--limit-records", type=int, default=None, metavar="N", help="only the first N records")
+    parser.add_argument("--stored-context", choices=("title", "context"), default="title",
+                        help="what `baton decide --context` records (default: the title)")
+    parser.add_argument("--links", choices=("on", "off"), default="on",
+                        help="record the records' supersede links with `baton decide --supersedes` (default on)")
+    parser.add_argument("--floor-repeat", type=int, default=15, help="runs of `python -c pass` (default 15)")
+    args = parser.parse_args()
+    for part in PARTS if args.part == "both" else (args.part,):
+        evaluate(part, args)
 
 
 if __name__ == "__main__":

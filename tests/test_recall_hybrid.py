@@ -60,11 +60,22 @@ def garbled(encoder, tmp_path, name: str) -> None:
 
 
 def test_fusion_ranks_a_decision_both_legs_find_above_one_leg_s_first():
-    fused = fuse([scored("X", "Y", "Z", "V"), scored("W", "Y", "Z", "X")], 10)
+    fused = fuse(scored("X", "Y", "Z", "V"), scored("W", "Y", "Z", "X"), 10, query="short")
     assert tasks(fused) == ["Y", "X", "Z", "W", "V"]
-    assert fused[0].score < 1 and fuse([scored("Y"), scored("Y")], 1)[0].score == pytest.approx(1.0)
-    assert tasks(fuse([scored("X", "Y", "Z")], 2)) == ["X", "Y"], "one leg keeps its order, cut to the limit"
-    assert fuse([], 5) == [] and fuse([[], scored("Q")], 5)[0].record.task_id == "Q"
+    assert fused[0].score < 1 and fuse(scored("Y"), scored("Y"), 1, query="q")[0].score == pytest.approx(1.0)
+    assert tasks(fuse(scored("X", "Y", "Z"), None, 2, query="q")) == ["X", "Y"], "one leg keeps its order, cut"
+    assert tasks(fuse(None, scored("X", "Y", "Z"), 2, query="q")) == ["X", "Y"], "either leg alone"
+    assert fuse(None, None, 5, query="q") == [] and tasks(fuse([], scored("Q"), 5, query="q")) == ["Q"]
+
+
+def test_a_long_query_weighs_the_keyword_leg_less():
+    """The keyword leg's first against the vector leg's second: above it for a short query,
+    below it for a long one (a problem statement's many words match many decisions)."""
+    vector, keyword = scored("A", "B"), scored("C")
+    assert tasks(fuse(vector, keyword, 10, query="carts in redis")) == ["A", "C", "B"], "A and C tie: A is the vector's"
+    long = " ".join(f"word{n}" for n in range(13))
+    assert tasks(fuse(vector, keyword, 10, query=long)) == ["A", "B", "C"]
+    assert fuse(vector, keyword, 1, query=long)[0].score == pytest.approx(1 / 1.8)
 
 
 def test_both_legs_answer_a_text_query(make_index, encoder, tmp_path):

@@ -1,6 +1,7 @@
 """Decisions that age: `baton decide --supersedes` links a decision to the one it replaces,
-on either registry and through the projector; recall ranks superseded, abandoned and old
-decisions below current ones, marked, and resume leaves them out unless asked."""
+on either registry and through the projector; recall shows a superseded decision directly
+under the newest of its chain, ranks abandoned and old decisions below current ones, marked,
+and resume leaves them out unless asked."""
 
 import json
 from datetime import timedelta
@@ -90,8 +91,11 @@ def test_resume_shows_current_related_decisions_unless_asked(home, worktrees, cl
     assert NEW in [r["text"] for r in related] and OLD not in [r["text"] for r in related]
     related = json.loads(cli(main, "resume", "OMN-4", "--json", "--all-decisions")[1])["related_decisions"]
     texts = [r["text"] for r in related]
-    assert texts.index(NEW) < texts.index(OLD)
+    assert texts.index(OLD) == texts.index(NEW) + 1, "directly under its replacement"
     assert related[texts.index(OLD)]["marks"] == [f"superseded by OMN-2: {NEW}"]
+    related = json.loads(cli(second, "resume", "OMN-2", "--json", "--all-decisions")[1])["related_decisions"]
+    assert OLD in [r["text"] for r in related] and "OMN-2" not in [r["task_id"] for r in related], \
+        "the replacement is the ticket's own: never among its related decisions"
 
 
 def test_abandoned_and_old_decisions_are_marked_and_ranked_below(home, worktrees, cli, monkeypatch):
@@ -130,6 +134,10 @@ def test_supersede_links_go_through_the_projector_and_replays_change_nothing(hom
     assert first[1]["superseded_by"] == ["OMN-2"]
     assert cli(main, "projector", "--once", "--idle", "0.3", "--group", "replay-from-the-start")[0] == 0
     assert decisions_of(cli, main, "OMN-1") == first, "applying every event again changes nothing"
+    assert cli(main, "index")[0] == 0
+    hits = json.loads(cli(main, "recall", OLD, "--json")[1])
+    texts = [h["text"] for h in hits]
+    assert texts[:2] == [NEW, OLD], "the link read from the projected registry pairs them"
 
 
 def test_the_hand_built_supersede_link_is_the_model_event():
@@ -164,3 +172,86 @@ def test_resume_shows_no_related_decision_below_the_threshold(home, worktrees, c
     monkeypatch.setenv("BATON_RECALL_MIN_SCORE", "0.3")
     related = json.loads(cli(main, "resume", "OMN-1", "--json")[1])["related_decisions"]
     assert [r["task_id"] for r in related] == ["OMN-2", "OMN-3"]
+
+
+NEWEST = "Keep shopping carts in PostgreSQL, one JSON row per cart"
+
+
+def three_carts(cli, main, second) -> None:
+    """two_carts, then OMN-3 replacing OMN-2's decision: a chain OMN-1#2 -> OMN-2 -> OMN-3."""
+    two_carts(cli, main, second)
+    assert cli(main, "bind", "OMN-3")[0] == 0
+    assert cli(main, "decide", NEWEST, "--context", "where carts are stored", "--supersedes", "OMN-2")[0] == 0
+
+
+def test_a_superseded_decision_sits_under_the_newest_of_its_chain(registry_home, worktrees, cli):
+    main, second = worktrees
+    three_carts(cli, main, second)
+    assert cli(main, "bind", "OMN-9")[0] == 0
+    assert cli(main, "decide", "Serve product images as WebP", "--context", "image formats")[0] == 0
+    assert cli(main, "index")[0] == 0
+
+    hits = json.loads(cli(main, "recall", OLD, "--json", "--limit", "10")[1])
+    texts = [h["text"] for h in hits]
+    at = texts.index(NEWEST)
+    assert texts[at:at + 3] == [NEWEST, NEW, OLD], "the newest first, the chain directly under it, nearest first"
+    assert [h["marks"] for h in hits[at:at + 3]] == [[], [f"superseded by OMN-3: {NEWEST}"],
+                                                    [f"superseded by OMN-2: {NEW}"]]
+    assert at == 0, "the pair ranks where the old decision, asked for by its own text, ranked"
+
+
+def _hits_of(stores, query: str, *texts: str):
+    found = {hit.record.text: hit for hit in stores.recall().search_text(query, 10)}
+    return [found[text] for text in texts]
+
+
+def test_a_replacement_that_did_not_score_is_fetched_by_its_link(registry_home, worktrees, cli):
+    from baton.skills.services.decision_age import aged
+
+    main, second = worktrees
+    three_carts(cli, main, second)
+    assert cli(main, "index")[0] == 0
+    stores = Stores(Settings.from_env(), projection=apply_events)
+    try:
+        images, old = _hits_of(stores, "shopping carts", "Serve product images from the CDN", OLD)
+        shown = aged(stores, [images, old], clock.now())
+    finally:
+        stores.close()
+    assert [(a.hit.record.task_id, a.hit.record.text, a.current) for a in shown] == [
+        ("OMN-1", "Serve product images from the CDN", True), ("OMN-3", NEWEST, True), ("OMN-1", OLD, False)]
+    assert shown[1].hit.score == old.score, "the replacement ranks where its superseded decision scored"
+    # `baton recall --limit 1`: the replacement, never the superseded decision alone.
+    hits = json.loads(cli(main, "recall", OLD, "--json", "--limit", "1")[1])
+    assert [(h["task_id"], h["current"]) for h in hits] == [("OMN-3", True)]
+
+
+def test_a_replacement_is_read_in_its_own_project(registry_home, worktrees, cli, monkeypatch):
+    """Two projects in one data home, each with tickets OMN-1 and OMN-2: a hit's links are read
+    in the registry of the hit's project, whichever project's stores read them."""
+    from baton.skills.services.decision_age import aged
+
+    main, second = worktrees
+    two_carts(cli, main, second)
+    assert cli(main, "--project", "other", "bind", "OMN-1")[0] == 0
+    assert cli(main, "--project", "other", "decide", "Keep invoices in S3")[0] == 0
+    assert cli(main, "--project", "other", "bind", "OMN-2")[0] == 0
+    assert cli(main, "--project", "other", "decide", "Keep invoices in PostgreSQL", "--supersedes", "OMN-1")[0] == 0
+    assert cli(main, "index")[0] == 0
+    assert cli(main, "--project", "other", "index")[0] == 0
+
+    shop = Stores(Settings.from_env(), projection=apply_events)
+    monkeypatch.setenv("BATON_PROJECT", "other")
+    other = Stores(Settings.from_env(), projection=apply_events)
+    try:
+        old, = _hits_of(shop, "shopping carts", OLD)
+        invoices, = _hits_of(other, "invoices", "Keep invoices in S3")
+        from_other = aged(other, [old], clock.now())
+        from_shop = aged(shop, [invoices], clock.now())
+    finally:
+        shop.close()
+        other.close()
+    assert [(a.hit.record.project, a.hit.record.text) for a in from_other] == [(shop.project, NEW), (shop.project, OLD)]
+    assert [(a.hit.record.project, a.hit.record.text) for a in from_shop] == [
+        ("other", "Keep invoices in PostgreSQL"), ("other", "Keep invoices in S3")]
+    hits = json.loads(cli(main, "--project", "other", "recall", "invoices", "--json")[1])
+    assert [h["text"] for h in hits] == ["Keep invoices in PostgreSQL", "Keep invoices in S3"]

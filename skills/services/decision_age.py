@@ -3,8 +3,14 @@ or fused), so it composes with however recall finds its hits.
 
 A decision is not current when a later decision was recorded as replacing it (`baton decide
 --supersedes`), when its ticket was ended as stalled (abandoned), or when it is older than
-the recall horizon (BATON_RECALL_HORIZON). Such a decision ranks below every current one
-and carries its marks; nothing is dropped here (resume leaves them out unless asked).
+the recall horizon (BATON_RECALL_HORIZON). It carries its marks; nothing is dropped here
+(resume leaves them out unless asked).
+
+A superseded hit is shown directly under its replacement, the newest decision of its chain of
+links, where the better of the two ranked: the replacement is read by the link from the
+registry of the hit's project when it did not score itself (it then takes the score of the
+decision that brought it). Abandoned and old decisions, and a superseded one whose
+replacement cannot be read (named by its ticket in its mark), rank below the current ones.
 
 The links and the tickets' states are read from the registry at read time, not stored in
 recall's payloads: a supersede arrives after the replaced decision was indexed, and recall
@@ -16,9 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from uuid import UUID
 
 from baton.outcome import Found
-from baton.recall.base import ScoredDecision
+from baton.recall.base import DecisionRecord, ScoredDecision
 from baton.registry.model import Session, Status
 from baton.shown_text import clipped
 from baton.skills.runtime.stores import Stores
@@ -37,33 +44,65 @@ class AgedDecision:
 
 
 def aged(stores: Stores, hits: list[ScoredDecision], now: datetime) -> list[AgedDecision]:
-    """hits, marked: current ones first, then the others, fewer reasons first (each group in
-    the search's order)."""
-    sessions: dict[str, Session | None] = {}
+    """hits, marked, each superseded one under its replacement (depth first along the chain),
+    then those with other marks, fewer first (each group in the search's order)."""
+    sessions: dict[tuple[str, str], Session | None] = {}
 
-    def session(task_id: str) -> Session | None:
-        if task_id not in sessions:
-            found = stores.registry.get(task_id)
-            sessions[task_id] = found.value if isinstance(found, Found) else None
-        return sessions[task_id]
+    def session(project: str, task_id: str) -> Session | None:
+        if (project, task_id) not in sessions:
+            found = stores.for_project(project).registry.get(task_id)
+            sessions[project, task_id] = found.value if isinstance(found, Found) else None
+        return sessions[project, task_id]
 
     horizon = stores.settings.recall_horizon
-    ranked = []
-    for hit in hits:
-        owner = session(hit.record.task_id)
-        marks = [] if owner is None else [_superseded(by_task, by_event, session(by_task))
-                                          for by_task, by_event in owner.superseders(hit.record.text)]
+
+    def marked(hit: ScoredDecision) -> AgedDecision:
+        record = hit.record
+        owner = session(record.project, record.task_id)
+        marks = [] if owner is None else [
+            f"superseded by {by_task}" + (f": {clipped(later.text, SHOWN_TEXT)}" if later else "")
+            for by_task, by_event in owner.superseders(record.text)
+            for later in [_decision(record.project, by_task, by_event, session(record.project, by_task))]]
         if owner is not None and owner.status is Status.stalled:
             marks.append("abandoned")
-        if horizon.total_seconds() > 0 and now - datetime.fromisoformat(hit.record.recorded_at) > horizon:
+        if horizon.total_seconds() > 0 and now - datetime.fromisoformat(record.recorded_at) > horizon:
             marks.append(f"older than {horizon.days} days")
-        ranked.append(AgedDecision(hit, tuple(marks)))
-    return sorted(ranked, key=lambda a: len(a.marks))
+        return AgedDecision(hit, tuple(marks))
+
+    def newest(record: DecisionRecord) -> tuple[DecisionRecord, int] | None:
+        """The decision that replaces record at the end of its chain of links (the first link's
+        where several replace one), and how many links away; None when nothing readable does."""
+        found, depth, seen = None, 0, {record.point_id}
+        while (owner := session(record.project, record.task_id)) is not None:
+            later = next((r for by_task, by_event in owner.superseders(record.text)
+                          if (r := _decision(record.project, by_task, by_event, session(record.project, by_task)))
+                          is not None and r.point_id not in seen), None)
+            if later is None:
+                break
+            found, depth, record = later, depth + 1, later
+            seen.add(later.point_id)
+        return None if found is None else (found, depth)
+
+    heads: dict[UUID, AgedDecision] = {}
+    under: dict[UUID, list[tuple[int, int, AgedDecision]]] = {}  # head -> (links away, rank, decision)
+    for rank, hit in enumerate(hits):
+        key = hit.record.point_id
+        chain = newest(hit.record) if key not in heads else None
+        if chain is None:
+            heads.setdefault(key, marked(hit))
+            continue
+        head, depth = chain
+        if head.point_id not in heads:
+            heads[head.point_id] = marked(ScoredDecision(record=head, score=hit.score))
+        under.setdefault(head.point_id, []).append((depth, rank, marked(hit)))
+    ranked = sorted(heads, key=lambda key: len(heads[key].marks))
+    return [shown for key in ranked
+            for shown in (heads[key], *(a for _, _, a in sorted(under.get(key, []), key=lambda u: u[:2])))]
 
 
-def _superseded(by_task: str, by_event: str, by: Session | None) -> str:
-    decision = None if by is None else next((d for d in by.decisions if d.event_id == by_event), None)
-    if decision is None:
-        return f"superseded by {by_task}"
-    text = clipped(decision.text, SHOWN_TEXT)
-    return f"superseded by {by_task}: {text}"
+def _decision(project: str, task_id: str, event_id: str, owner: Session | None) -> DecisionRecord | None:
+    entry = None if owner is None else next((d for d in owner.decisions if d.event_id == event_id), None)
+    if owner is None or entry is None:
+        return None
+    return DecisionRecord(project=project, task_id=task_id, session_id=entry.session_id, text=entry.text,
+                          context=entry.context, recorded_at=entry.at.isoformat(), repo=owner.repo or "")

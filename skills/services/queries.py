@@ -30,8 +30,9 @@ def signals_since(stores: Stores, *, task_id: str | None, since: str | None, lim
 
 
 def recall_decisions(stores: Stores, text: str, limit: int) -> list[AgedDecision]:
-    """Recorded decisions nearest in meaning to text, best first, those superseded, abandoned or
-    older than the horizon after the current ones, marked (baton.skills.services.decision_age).
+    """Recorded decisions nearest in meaning to text, best first, each superseded one under its
+    replacement, abandoned or older ones after the current ones, marked
+    (baton.skills.services.decision_age).
 
     A text query loads the model anyway, so it first indexes the decisions that wait (what
     the background indexer would do next): a decision recorded just before is found. Without
@@ -49,4 +50,4 @@ def recall_decisions(stores: Stores, text: str, limit: int) -> list[AgedDecision
             index_decisions(stores)
     from baton.skills.services.decision_age import aged
 
-    return aged(stores, client.search_text(text, limit), clock.now())
+    return aged(stores, client.search_text(text, limit), clock.now())[:limit]

@@ -156,9 +156,10 @@ def _related(stores: Stores, session: Session, limit: int,
     and with their words; own decisions the index lacks, and a query not embedded yet, are
     queued for the indexer (a resume never embeds). Only asked for a ticket with decisions,
     a goal or a next action. Only current ones (baton.skills.services.decision_age)
-    unless all_decisions: then the others follow, marked; twice the limit is searched so
-    that those left out leave room for current ones. With them, why the vectors did not
-    answer, when the decisions' words alone found them."""
+    unless all_decisions: then the others follow, marked, each superseded one under its
+    replacement (fetched by the link when it did not score, and never one of this ticket's);
+    twice the limit is searched so that those left out leave room for current ones. With
+    them, why the vectors did not answer, when the decisions' words alone found them."""
     from baton.recall.base import DecisionRecord
     from baton.skills.core.indexing import queue_unindexed_decisions
     from baton.skills.core.ticket_query import ticket_query_text, ticket_query_vector
@@ -173,7 +174,8 @@ def _related(stores: Stores, session: Session, limit: int,
         about_vector=ticket_query_vector(stores, session.task_id, about) if about else None,
         min_score=stores.settings.recall_min_score)
     queue_unindexed_decisions(stores, found.unindexed)
-    shown = [a for a in aged(stores, found.hits, clock.now()) if all_decisions or a.current][:limit]
+    shown = [a for a in aged(stores, found.hits, clock.now())
+             if (all_decisions or a.current) and a.hit.record.task_id != session.task_id][:limit]
     return [RelatedDecision(task_id=a.hit.record.task_id, text=a.hit.record.text, score=round(a.hit.score, 4),
                             context=a.hit.record.context, marks=a.marks) for a in shown], found.vectors_unavailable
 
