@@ -107,8 +107,7 @@ HOOK_PATH_IMPORTS = {
         locale select selectors signal subprocess array atexit baton.locks baton.outbox
         baton.skills.core.checkpoints baton.skills.core.commit
         baton.processes baton.skills.core.overlaps baton.skills.core.write_report
-        baton.skills.handoff baton.skills.handoff.files baton.skills.installers
-        baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
+        baton.skills.core.batons_own baton.skills.handoff baton.skills.handoff.files baton.skills.services
         baton.skills.services.checkpoint baton.skills.services.end_of_turn baton.skills.services.touch bisect bz2
         hashlib lzma random shutil socket tempfile zlib base64 baton.skills.runtime.provider_refs binascii cryptography
         hmac struct
@@ -116,10 +115,9 @@ HOOK_PATH_IMPORTS = {
     "session-end": HOOK_IMPORTS | names("""
         baton.graph.sqlite baton.graph.projects locale select selectors signal subprocess
         baton.locks baton.outbox baton.skills.core.commit baton.skills.core.overlaps
-        baton.skills.core.write_report baton.skills.handoff baton.skills.handoff.files baton.skills.installers
-        baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
-        baton.skills.services.end_of_turn baton.skills.services.touch bisect bz2 hashlib lzma random shutil tempfile
-        zlib
+        baton.skills.core.write_report baton.skills.core.batons_own baton.skills.handoff baton.skills.handoff.files
+        baton.skills.services baton.skills.services.end_of_turn baton.skills.services.touch bisect bz2 hashlib lzma
+        random shutil tempfile zlib
     """),
     "session-start": HOOK_IMPORTS | names("""
         annotated_types array atexit base64 baton.graph.sqlite baton.graph.projects baton.locks baton.recall
@@ -129,7 +127,8 @@ HOOK_PATH_IMPORTS = {
         baton.recall.search baton.recall.segments baton.recall.ticket_queries baton.recall.wire
         baton.registry.apply baton.registry.model baton.signals.model baton.signals.sqlite baton.signals.wire
         baton.skills.core.commit baton.skills.core.indexing baton.skills.core.interrupted
-        baton.skills.core.overlaps baton.skills.core.signalling baton.skills.core.stage_authority
+        baton.skills.core.batons_own baton.skills.core.overlaps baton.skills.core.signalling
+        baton.skills.core.stage_authority
         baton.skills.core.stages baton.skills.core.ticket_query baton.skills.core.write_report
         baton.skills.frontends.briefing
         baton.skills.handoff baton.skills.handoff.checks baton.skills.handoff.document
