@@ -134,7 +134,7 @@ HOOK_PATH_IMPORTS = {
         baton.skills.handoff baton.skills.handoff.checks baton.skills.handoff.document
         baton.skills.handoff.files baton.skills.handoff.journal baton.skills.handoff.probe_policy
         baton.skills.handoff.probe_signing baton.skills.handoff.probes baton.skills.handoff.verify
-        baton.skills.handoff.write baton.skills.runtime.deadline baton.skills.services
+        baton.skills.handoff.write baton.skills.services
         baton.skills.services.decision_age
         baton.skills.services.bind baton.skills.services.compatibility baton.skills.services.handoff
         baton.skills.runtime.provider_refs baton.skills.services.checkpoint baton.skills.services.continuation
