@@ -114,7 +114,7 @@ HOOK_PATH_IMPORTS = {
     """),
     "session-end": HOOK_IMPORTS | names("""
         baton.graph.sqlite baton.graph.projects locale select selectors signal subprocess
-        baton.locks baton.outbox baton.skills.core.commit baton.skills.core.overlaps
+        baton.locks baton.outbox baton.processes baton.skills.core.commit baton.skills.core.overlaps
         baton.skills.core.write_report baton.skills.core.batons_own baton.skills.handoff baton.skills.handoff.files
         baton.skills.services baton.skills.services.end_of_turn baton.skills.services.touch bisect bz2 hashlib lzma
         random shutil tempfile zlib
