@@ -16,13 +16,12 @@ the indexer heals it from the registry, whose rows carry their project (heal_uns
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baton.errors import StoreUnavailable
-from baton.locks import held
+from baton.locks import held, linger
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -116,19 +115,13 @@ def index_decisions(stores: Stores, *, background: bool = False, wait: float | N
         with held(home / LOCK, within=stores.settings.store_timeout if wait is None else wait) as got:
             return _healed(stores, _add(total, stores.indexer().run(reembed=reembed))) if got else None
     os.nice(NICENESS)
-    while True:
-        with held(home / LOCK, within=0) as got:
-            if not got:
-                return total
-            while True:
-                _healed(stores, _add(total, stores.indexer().run(reembed=True)))
-                idle_until = time.monotonic() + LINGER
-                while time.monotonic() < idle_until and not _waiting(stores):
-                    time.sleep(0.05)
-                if not _waiting(stores):
-                    break
-        if not _waiting(stores):
-            return total
+
+    def index() -> bool:
+        _healed(stores, _add(total, stores.indexer().run(reembed=True)))
+        return True
+
+    linger(home / LOCK, index, lambda: _waiting(stores), idle=LINGER)
+    return total
 
 
 def _waiting(stores: Stores) -> int:
