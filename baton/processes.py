@@ -54,6 +54,15 @@ def _proc_stat(pid: int) -> tuple[str, str] | None:
     return (fields[0], fields[19]) if len(fields) > 19 else None
 
 
+def path_outside(root: Path) -> str:
+    """PATH with only its absolute entries outside the worktree at root: a worktree's files
+    are its branch's, so `git` must never resolve to a `./git`, a `.venv/bin/git` or a
+    `node_modules/.bin/git` planted there."""
+    real_root = Path(os.path.realpath(root))
+    return os.pathsep.join(entry for entry in os.environ.get("PATH", os.defpath).split(os.pathsep)
+                           if os.path.isabs(entry) and not Path(os.path.realpath(entry)).is_relative_to(real_root))
+
+
 class Ran(NamedTuple):
     """What a bounded child did: its exit status (None when it did not end and close its
     output within its wait), what it wrote (each stream kept up to the cap) and whether

@@ -34,7 +34,7 @@ from typing import TextIO
 from baton.deadline import Deadline, Wait, wait_for
 from baton.errors import GitFailed
 from baton.git import run_git
-from baton.processes import run_bounded
+from baton.processes import path_outside, run_bounded
 from baton.pydantic_plugins import as_given
 
 FORMAT = 1
@@ -70,12 +70,6 @@ class Manifest:
 
 def _canonical(body: dict) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-
-
-def _search_path(root: Path) -> str:
-    real_root = Path(os.path.realpath(root))
-    return os.pathsep.join(entry for entry in os.environ.get("PATH", os.defpath).split(os.pathsep)
-                           if os.path.isabs(entry) and not Path(os.path.realpath(entry)).is_relative_to(real_root))
 
 
 def _version(command: tuple[str, ...], search_path: str, wait: Wait) -> dict:
@@ -170,7 +164,7 @@ def capture(root: Path, *, setup: Sequence[SetupResult] = (), lockfiles: Sequenc
     about `wait` seconds for the toolchains and the service probes, all asked side by side,
     and no more than the command's deadline has left. lockfiles: globs of more lockfiles;
     services: {name: probe command}."""
-    search_path = _search_path(root)
+    search_path = path_outside(root)
     services = services or {}
     allowed = wait_for(wait, deadline)
     if allowed.seconds <= 0:  # nothing is asked: each says why

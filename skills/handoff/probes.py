@@ -18,7 +18,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from baton.processes import run_bounded
+from baton.processes import path_outside, run_bounded
 from baton.shown_text import clipped, escape_controls
 
 OUTPUT_CAP = 64 * 1024  # bytes kept from a probe's output; the rest is read and dropped
@@ -38,14 +38,9 @@ def command_text(argv: list[str] | tuple[str, ...]) -> str:
 def probe_environment(root: Path) -> dict[str, str]:
     """What a probe sees of the environment: enough to find programs, nothing else.
 
-    PATH keeps only absolute entries outside the worktree at root: its files are the
-    branch's, so `git` must never resolve to a `./git`, a `.venv/bin/git` or a
-    `node_modules/.bin/git` planted there.
+    PATH keeps only entries outside the worktree at root (baton.processes.path_outside).
     """
-    real_root = Path(os.path.realpath(root))
-    path = os.pathsep.join(entry for entry in os.environ.get("PATH", os.defpath).split(os.pathsep)
-                           if os.path.isabs(entry) and not Path(os.path.realpath(entry)).is_relative_to(real_root))
-    env = {"PATH": path, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC", "NO_COLOR": "1",
+    env = {"PATH": path_outside(root), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC", "NO_COLOR": "1",
            # Probes read state; they must not take git's index lock from the agent's own git.
            "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0",
            # A repository's own .git/config may name a command git runs on `git status`.
