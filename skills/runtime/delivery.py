@@ -15,11 +15,10 @@ waiting.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from baton.locks import linger, taken
+from baton.locks import held, linger
 from baton.retry import Backoff
 
 if TYPE_CHECKING:
@@ -33,11 +32,8 @@ GIVE_UP_AFTER = 120.0  # seconds of failed deliveries before it exits (the next 
 
 def delivery_running(home: Path) -> bool:
     """Whether a background delivery holds the lock now."""
-    fd = taken(home / LOCK)
-    if fd is None:
-        return True
-    os.close(fd)  # releases the lock
-    return False
+    with held(home / LOCK, within=0) as got:
+        return not got
 
 
 def start_background_delivery(settings: Settings) -> None:
