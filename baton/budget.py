@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from baton.deadline import Deadline, WaitClock
 from baton.errors import ServerUnreachable, StoreUnavailable
@@ -49,7 +49,7 @@ _abandoned: list[threading.Thread] = []
 def abandon(thread: threading.Thread) -> None:
     """A thread this process stopped waiting for (a call past its deadline): while it runs,
     the process closes nothing it may use and ends without the interpreter's exit, which
-    could wait for it (baton.skills.runtime.deadline.leave)."""
+    could wait for it (leave)."""
     _abandoned.append(thread)
 
 
@@ -258,28 +258,77 @@ class OpenGate:
 AnyGate = Gate | OpenGate
 
 
+def side_by_side(calls: dict[str, Callable[[], Any]], seconds: float) -> dict[str, tuple[bool, Any] | None]:
+    """Run each call in a daemon thread of its own for at most `seconds` in all: each call's
+    (True, answer), (False, what it raised), or None when it still runs (abandoned: a stuck
+    driver call must not keep the process alive after it answered)."""
+    done: dict[str, tuple[bool, Any]] = {}
+
+    def run(name: str, call: Callable[[], Any]) -> None:
+        try:
+            done[name] = (True, call())
+        except BaseException as exc:  # noqa: BLE001 -- the caller's thread raises it or says why
+            done[name] = (False, exc)
+
+    threads = {name: threading.Thread(target=run, args=(name, call), daemon=True, name=f"baton-{name}")
+               for name, call in calls.items()}
+    for thread in threads.values():
+        thread.start()
+    deadline, late = time.monotonic() + seconds, set()
+    for name, thread in threads.items():
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            abandon(thread)
+            late.add(name)
+    return {name: None if name in late else done[name] for name in calls}
+
+
 def within(seconds: float, call: Callable[[], T]) -> T:
     """call()'s answer within `seconds`, run in a daemon thread; TimeoutError otherwise. For
     a client whose own timeouts are coarser than a budget: the thread is left to end by
     itself, and the gate keeps the command from asking that server again."""
-    answer: list = []
-
-    def run() -> None:
-        try:
-            answer.append((True, call()))
-        except BaseException as exc:  # noqa: BLE001 -- re-raised in the caller's thread
-            answer.append((False, exc))
-
-    thread = threading.Thread(target=run, daemon=True, name="baton-call")
-    thread.start()
-    thread.join(seconds)
-    if not answer:
-        abandon(thread)
+    ran = side_by_side({"call": call}, seconds)["call"]
+    if ran is None:
         raise TimeoutError(f"no answer within {seconds:.1f}s")
-    done, value = answer[0]
+    done, value = ran
     if not done:
         raise value
     return value
+
+
+def gather(calls: dict[str, Callable[[], Any]], budget: Budget) -> dict[str, Any]:
+    """Store reads side by side, so a hung store cannot hang a resume: each call's answer
+    within what the budget has left plus SLACK (each store reports its own, precise reason
+    first; this only catches a call that ignores its timeout). A call still running then
+    answers Unavailable (the budget's "no answer within"), one that raises StoreUnavailable
+    answers Unavailable(reason), and anything else it raises is raised here."""
+    from baton.outcome import Unavailable
+
+    results: dict[str, Any] = {}
+    for name, ran in side_by_side(calls, max(budget.remaining(), 0.0) + SLACK).items():
+        if ran is None:
+            results[name] = Unavailable(budget.no_answer())
+        elif ran[0]:
+            results[name] = ran[1]
+        elif isinstance(ran[1], StoreUnavailable):
+            results[name] = Unavailable(ran[1].reason)
+        else:
+            raise ran[1]
+    return results
+
+
+def leave(code: int) -> None:
+    """End the process with code: at once when an abandoned call still runs (after flushing
+    what was written: the interpreter's exit, or a native library's exit handler, could wait
+    for it), else through the interpreter's normal exit."""
+    import sys
+
+    if abandoned():
+        for stream in (sys.stdout, sys.stderr):
+            with suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 @contextmanager

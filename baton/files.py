@@ -103,6 +103,27 @@ def _origin_url(config: Path) -> str | None:
     return None
 
 
+def git_dirs(root: Path) -> tuple[Path, Path] | None:
+    """(its git directory, the repository's common one) of the worktree whose root is root,
+    read from its `.git` as git reads it: a directory, or a file saying `gitdir: ` (with the
+    space) and a path, relative to root; None when root has no `.git` that says so."""
+    dot_git = root / ".git"
+    if dot_git.is_dir():
+        return dot_git, dot_git
+    try:
+        text = dot_git.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.startswith("gitdir: "):
+        return None
+    git_dir = Path(os.path.realpath(root / text.removeprefix("gitdir: ").strip()))
+    try:
+        common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return git_dir, git_dir
+    return git_dir, Path(os.path.realpath(git_dir / common))
+
+
 def _head_branch(git_dir: Path) -> str | None:
     try:
         head = (git_dir / "HEAD").read_text(encoding="utf-8").strip()
@@ -125,37 +146,13 @@ class WorktreeLocator:
             return self._cache[directory]
         found = None
         for candidate in (directory, *directory.parents):
-            dot_git = candidate / ".git"
-            if dot_git.is_dir():
-                found = Worktree(candidate, dot_git, self._identity(candidate, dot_git), _head_branch(dot_git))
+            dirs = git_dirs(candidate)
+            if dirs is not None:
+                git_dir, common = dirs
+                found = Worktree(candidate, common, self._identity(candidate, common), _head_branch(git_dir))
                 break
-            if dot_git.is_file():
-                git_dir = self._linked_git_dir(candidate, dot_git)
-                if git_dir is not None:
-                    common = self._common_dir(git_dir)
-                    found = Worktree(candidate, common, self._identity(candidate, common), _head_branch(git_dir))
-                    break
         self._cache[directory] = found
         return found
-
-    @staticmethod
-    def _linked_git_dir(root: Path, dot_git: Path) -> Path | None:
-        try:
-            text = dot_git.read_text(encoding="utf-8").strip()
-        except OSError:
-            return None
-        if not text.startswith("gitdir:"):
-            return None
-        git_dir = Path(text.removeprefix("gitdir:").strip())
-        return git_dir if git_dir.is_absolute() else (root / git_dir).resolve()
-
-    @staticmethod
-    def _common_dir(git_dir: Path) -> Path:
-        try:
-            common = Path((git_dir / "commondir").read_text(encoding="utf-8").strip())
-        except OSError:
-            return git_dir
-        return common if common.is_absolute() else (git_dir / common).resolve()
 
     @staticmethod
     def _identity(root: Path, common_dir: Path) -> str:

@@ -8,14 +8,13 @@ environment (baton.skills.handoff.probes.probe_environment). No optional locks a
 (GIT_OPTIONAL_LOCKS=0): Baton reading a worktree never holds the index lock from its user.
 
 A git command waits at most its cap (GIT_CAP unless its caller knows better) and what the
-command's deadline has left (baton.deadline); one that does not answer in time is ended
-with everything it started (it runs in a session of its own), and the error says which
-limit ran out. subprocess is imported where used: the hooks import this module.
+command's deadline has left (baton.deadline); it runs as every bounded child does
+(baton.processes.run_bounded), and the error says which limit ran out. subprocess is
+imported where used: the hooks import this module.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,32 +45,26 @@ def run_git(cwd: Path | str, *args: str, cap: float = GIT_CAP, deadline: Deadlin
     from contextlib import nullcontext
 
     from baton.deadline import wait_for
+    from baton.processes import run_bounded
+    from baton.pydantic_plugins import as_given
 
     what = f"git {subcommand(args)}"
     wait = wait_for(cap, deadline)
     if wait.seconds <= 0:
         raise GitFailed(deadline.spent(what) if deadline is not None else f"{what}: no time to run")
-    from baton.pydantic_plugins import as_given
-
-    environment = {**as_given(env), "GIT_OPTIONAL_LOCKS": "0"}
-    try:
-        process = subprocess.Popen(git_argv(*args), cwd=cwd, env=environment, start_new_session=True,
-                                   stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    except OSError as exc:
-        raise GitFailed(f"{what}: cannot run git: {exc.strerror or exc}") from None
+    argv = git_argv(*args)
     try:
         with deadline.waiting() if deadline is not None else nullcontext():
-            stdout, stderr = process.communicate(input, timeout=wait.seconds)
-    except subprocess.TimeoutExpired:
-        _end(process)
-        raise GitFailed(wait.no_answer(what)) from None
-    except BaseException:
-        _end(process)
-        raise
-    done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+            ran = run_bounded(argv, wait=wait.seconds, cwd=cwd, input=input,
+                              env={**as_given(env), "GIT_OPTIONAL_LOCKS": "0"})
+    except OSError as exc:
+        raise GitFailed(f"{what}: cannot run git: {exc.strerror or exc}") from None
+    if ran.returncode is None:
+        raise GitFailed(wait.no_answer(what))
+    done = subprocess.CompletedProcess(argv, ran.returncode, ran.stdout, ran.stderr)
     if check is not False and done.returncode not in ((0,) if check is True else check):
-        raise GitFailed(f"{what} exited {done.returncode}" + (f": {first}" if (first := first_line(stderr)) else ""))
+        first = first_line(ran.stderr)
+        raise GitFailed(f"{what} exited {done.returncode}" + (f": {first}" if first else ""))
     return done
 
 
@@ -92,17 +85,3 @@ def subcommand(args: tuple[str, ...]) -> str:
         elif not arg.startswith("-"):
             return arg
     return args[0] if args else "git"
-
-
-def _end(process: subprocess.Popen) -> None:
-    """End git and whatever it started (its session), and reap it; its pipes are closed,
-    not drained, as something it started may have left its session and hold them open."""
-    import signal
-    from contextlib import suppress
-
-    with suppress(OSError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-    for stream in (process.stdin, process.stdout, process.stderr):
-        if stream is not None:
-            stream.close()

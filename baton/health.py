@@ -13,16 +13,14 @@ at once or the data home is not writable, the change is dropped.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from baton.home import make_directory
 from baton.trust import read_private
 
 FILE = "server-health.json"
@@ -93,23 +91,18 @@ class HealthRecord:
     @contextmanager
     def _changing(self) -> Iterator[dict[str, Down]]:
         """The recorded servers to change in place; written back if changed or garbled."""
-        try:
-            make_directory(self.path.parent)
-            fd = os.open(self.path.parent / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError:
-            yield {}
-            return
-        try:
-            if not _lock(fd):
-                yield {}
-                return
-            servers, garbled = self._read()
+        from baton.locks import held  # only to change the record: reading it stays cheap
+
+        with ExitStack() as stack:
+            try:
+                got = stack.enter_context(held(self.path.parent / LOCK, within=LOCK_WAIT))
+            except OSError:
+                got = False  # the data home is not writable: the change is dropped
+            servers, garbled = self._read() if got else ({}, False)
             before = dict(servers)
             yield servers
-            if servers != before or garbled:
+            if got and (servers != before or garbled):
                 _write_atomically(self.path, servers)
-        finally:
-            os.close(fd)  # closing the descriptor releases its lock
 
 
 def _parse(text: str) -> dict[str, Down] | None:
@@ -120,18 +113,6 @@ def _parse(text: str) -> dict[str, Down] | None:
                 for name, entry in raw["servers"].items()}
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
-
-
-def _lock(fd: int) -> bool:
-    deadline = time.monotonic() + LOCK_WAIT
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.005)
 
 
 def _write_atomically(path: Path, servers: dict[str, Down]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -46,3 +46,24 @@ def _lock(fd: int) -> bool:
     except BlockingIOError:
         return False
     return True
+
+
+def linger(path: Path, work: Callable[[], bool], waiting: Callable[[], object], *, idle: float) -> None:
+    """A background worker's loop: under the lock at path (at once, or not at all: the process
+    holding it does the work), call work() (False: stop) until waiting() stays false for
+    `idle` seconds; then release the lock and look once more, so work queued meanwhile by a
+    writer that saw the lock held is never left waiting."""
+    while (fd := taken(path)) is not None:
+        try:
+            while work():
+                until = time.monotonic() + idle
+                while time.monotonic() < until and not waiting():
+                    time.sleep(0.05)
+                if not waiting():
+                    break
+            else:
+                return
+        finally:
+            os.close(fd)  # releases the lock
+        if not waiting():
+            return

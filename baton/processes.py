@@ -1,9 +1,20 @@
-"""A process's identity on this machine: its pid and its start time, which together name
-one process however the kernel reuses pids (Linux /proc; elsewhere nothing is known)."""
+"""Processes: a process's identity on this machine (its pid and its start time, which
+together name one process however the kernel reuses pids; Linux /proc, elsewhere nothing is
+known), and the one way Baton runs a child and waits for it (run_bounded: git, the
+toolchains' versions, the handoff probes, Codex's app-server). subprocess and selectors are
+imported where used: the hooks import this module."""
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from subprocess import Popen
 
 
 def process_start(pid: int) -> str | None:
@@ -41,3 +52,126 @@ def _proc_stat(pid: int) -> tuple[str, str] | None:
         return None
     fields = raw[raw.rfind(")") + 2:].split()  # the name, in parentheses, may hold spaces
     return (fields[0], fields[19]) if len(fields) > 19 else None
+
+
+def path_outside(root: Path) -> str:
+    """PATH with only its absolute entries outside the worktree at root: a worktree's files
+    are its branch's, so `git` must never resolve to a `./git`, a `.venv/bin/git` or a
+    `node_modules/.bin/git` planted there."""
+    real_root = Path(os.path.realpath(root))
+    return os.pathsep.join(entry for entry in os.environ.get("PATH", os.defpath).split(os.pathsep)
+                           if os.path.isabs(entry) and not Path(os.path.realpath(entry)).is_relative_to(real_root))
+
+
+class Ran(NamedTuple):
+    """What a bounded child did: its exit status (None when it did not end and close its
+    output within its wait), what it wrote (each stream kept up to the cap) and whether
+    more was written than kept."""
+
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    truncated: bool = False
+
+
+def run_bounded(argv: Sequence[str], *, wait: float, cwd: Path | str | None = None,
+                env: Mapping[str, str] | None = None, executable: str | None = None, input: bytes | None = None,
+                capture: bool = True, merged: bool = False, output_cap: int | None = None,
+                enough: Callable[[bytes], bool] | None = None) -> Ran:
+    """Run argv (no shell, no terminal) in a session of its own, write input to it, and read
+    what it writes until it ends and closes its output or `wait` seconds pass; then kill its
+    process group, always (what it started in the background ends with it), and reap it.
+    capture: keep stdout and stderr (merged: as one, in stdout), else send them nowhere;
+    output_cap: bytes kept of each, the rest read and dropped so the child never blocks on
+    a full pipe; enough: stop as soon as it says the stdout read so far suffices (for a
+    server that answers and stays: its input is left open, it is killed, its status None).
+    Raises OSError when argv cannot be started.
+
+    A child that calls setsid itself leaves the group and escapes the kill: bounded, not
+    sandboxed."""
+    import signal
+    import subprocess
+
+    until = time.monotonic() + wait
+    output = subprocess.PIPE if capture else subprocess.DEVNULL
+    process = subprocess.Popen(list(argv), executable=executable, cwd=cwd, env=env, start_new_session=True,
+                               stdin=subprocess.DEVNULL if input is None else subprocess.PIPE, stdout=output,
+                               stderr=subprocess.STDOUT if capture and merged else output)
+    try:
+        (stdout, stderr), truncated, closed = _read(process, input, until, output_cap, enough)
+        ended = closed and _exited_unreaped(process.pid, until)
+    finally:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:  # closed, not drained: a grandchild that left the group may hold it open
+                stream.close()
+    return Ran(process.returncode if ended else None, stdout, stderr, truncated)
+
+
+def _read(process: Popen, input: bytes | None, until: float, cap: int | None,
+          enough: Callable[[bytes], bool] | None) -> tuple[tuple[bytes, bytes], bool, bool]:
+    """Write input and read the child's output until it closes it (or enough says so) or
+    `until` passes; keep cap bytes of each stream. Returns ((stdout, stderr), truncated,
+    whether every stream was closed)."""
+    import select
+    import selectors
+
+    stdout, stderr = bytearray(), bytearray()
+    pending = memoryview(input or b"")
+    truncated = False
+    with selectors.DefaultSelector() as selector:
+        for stream, kept in ((process.stdout, stdout), (process.stderr, stderr)):
+            if stream is not None:
+                selector.register(stream, selectors.EVENT_READ, kept)
+        if process.stdin is not None:
+            selector.register(process.stdin, selectors.EVENT_WRITE)
+        while selector.get_map():
+            remaining = until - time.monotonic()
+            if remaining <= 0:
+                break
+            for key, _ in selector.select(remaining):
+                if key.data is None:  # its input
+                    try:
+                        pending = pending[os.write(key.fd, pending[:select.PIPE_BUF]):]
+                    except BrokenPipeError:  # it stopped reading: what it says still counts
+                        pending = pending[:0]
+                    if not pending:
+                        selector.unregister(key.fileobj)
+                        if enough is None and process.stdin is not None:  # a server asked keeps it open
+                            process.stdin.close()
+                    continue
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                kept = key.data
+                room = len(chunk) if cap is None else max(cap - len(kept), 0)
+                truncated = truncated or len(chunk) > room
+                kept += chunk[:room]
+                if enough is not None and kept is stdout and enough(bytes(stdout)):
+                    return (bytes(stdout), b""), truncated, False
+        closed = not selector.get_map()
+    return (bytes(stdout), bytes(stderr)), truncated, closed
+
+
+def _exited_unreaped(pid: int, until: float) -> bool:
+    """Wait until the child exits or `until` passes, without reaping it: while it is
+    unreaped its pid, which is its process group's id, cannot be given to anyone else."""
+    import selectors
+
+    if hasattr(os, "pidfd_open"):
+        pidfd = os.pidfd_open(pid)  # readable once the process has exited
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(pidfd, selectors.EVENT_READ)
+                return bool(selector.select(max(0.0, until - time.monotonic())))
+        finally:
+            os.close(pidfd)
+    while True:  # no pidfd on this platform: poll
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            return True
+        if time.monotonic() >= until:
+            return False
+        time.sleep(0.01)

@@ -32,6 +32,7 @@ from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.files import FileRef
 from baton.graph.base import ConflictGraph, GraphLease, TicketRecord, count_moves, project_prefix
 from baton.projects import SEPARATOR
+from baton.retry import Backoff
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -484,6 +485,7 @@ class BoltConflictGraph(ConflictGraph):
             deadline = time.monotonic() + self._gate.left()  # after the import, as the driver's timeouts
 
             def attempts(driver: neo4j.Driver) -> T:
+                retry = Backoff(0.05, factor=1.0, give_up_after=deadline - time.monotonic() - 0.2)
                 while True:
                     try:
                         # The server's own transaction timeout bounds its work, not our wait:
@@ -494,9 +496,8 @@ class BoltConflictGraph(ConflictGraph):
                             tx.commit()
                             return result
                     except TransientError:
-                        if deadline - time.monotonic() < 0.2:
+                        if not retry.wait():
                             raise
-                        time.sleep(0.05)
 
             try:
                 # Connecting is bounded by the driver's own timeouts (the schema, made once

@@ -23,7 +23,6 @@ baton.recall.keywords) is a file of its own: either answers while the other cann
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
 import time
@@ -36,6 +35,7 @@ import numpy as np
 
 from baton.errors import StoreUnavailable
 from baton.home import make_directory
+from baton.locks import held
 from baton.recall import segments
 from baton.recall.base import (
     RECIPE,
@@ -503,22 +503,10 @@ class EmbeddedDecisionIndex(DecisionIndex):
     def _locked(self, *, wait: bool) -> Iterator[None]:
         """index.lock, held while segment files and the manifest are written."""
         make_directory(self.index_dir)
-        handle = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            deadline = time.monotonic() + (self.timeout if wait else 0)
-            delay = 0.002
-            while True:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise _Busy() from None
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.05)
+        with held(self._lock_path, within=self.timeout if wait else 0) as got:
+            if not got:
+                raise _Busy()
             yield
-        finally:
-            os.close(handle)
 
 
 def _merged(parts: Sequence[segments.Rows]) -> segments.Rows:

@@ -107,19 +107,17 @@ HOOK_PATH_IMPORTS = {
         locale select selectors signal subprocess array atexit baton.locks baton.outbox
         baton.skills.core.checkpoints baton.skills.core.commit
         baton.processes baton.skills.core.overlaps baton.skills.core.write_report
-        baton.skills.handoff baton.skills.handoff.files baton.skills.installers
-        baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
+        baton.skills.core.batons_own baton.skills.handoff baton.skills.handoff.files baton.skills.services
         baton.skills.services.checkpoint baton.skills.services.end_of_turn baton.skills.services.touch bisect bz2
         hashlib lzma random shutil socket tempfile zlib base64 baton.skills.runtime.provider_refs binascii cryptography
         hmac struct
     """),
     "session-end": HOOK_IMPORTS | names("""
         baton.graph.sqlite baton.graph.projects locale select selectors signal subprocess
-        baton.locks baton.outbox baton.skills.core.commit baton.skills.core.overlaps
-        baton.skills.core.write_report baton.skills.handoff baton.skills.handoff.files baton.skills.installers
-        baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
-        baton.skills.services.end_of_turn baton.skills.services.touch bisect bz2 hashlib lzma random shutil tempfile
-        zlib
+        baton.locks baton.outbox baton.processes baton.skills.core.commit baton.skills.core.overlaps
+        baton.skills.core.write_report baton.skills.core.batons_own baton.skills.handoff baton.skills.handoff.files
+        baton.skills.services baton.skills.services.end_of_turn baton.skills.services.touch bisect bz2 hashlib lzma
+        random shutil tempfile zlib
     """),
     "session-start": HOOK_IMPORTS | names("""
         annotated_types array atexit base64 baton.graph.sqlite baton.graph.projects baton.locks baton.recall
@@ -129,13 +127,14 @@ HOOK_PATH_IMPORTS = {
         baton.recall.search baton.recall.segments baton.recall.ticket_queries baton.recall.wire
         baton.registry.apply baton.registry.model baton.signals.model baton.signals.sqlite baton.signals.wire
         baton.skills.core.commit baton.skills.core.indexing baton.skills.core.interrupted
-        baton.skills.core.overlaps baton.skills.core.signalling baton.skills.core.stage_authority
+        baton.skills.core.batons_own baton.skills.core.overlaps baton.skills.core.signalling
+        baton.skills.core.stage_authority
         baton.skills.core.stages baton.skills.core.ticket_query baton.skills.core.write_report
         baton.skills.frontends.briefing
         baton.skills.handoff baton.skills.handoff.checks baton.skills.handoff.document
         baton.skills.handoff.files baton.skills.handoff.journal baton.skills.handoff.probe_policy
         baton.skills.handoff.probe_signing baton.skills.handoff.probes baton.skills.handoff.verify
-        baton.skills.handoff.write baton.skills.runtime.deadline baton.skills.services
+        baton.skills.handoff.write baton.skills.services
         baton.skills.services.decision_age
         baton.skills.services.bind baton.skills.services.compatibility baton.skills.services.handoff
         baton.skills.runtime.provider_refs baton.skills.services.checkpoint baton.skills.services.continuation

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from baton import clock
 from baton.errors import BadInput, GitFailed, StoreUnavailable
+from baton.files import git_dirs
 from baton.git import run_git, subcommand
 from baton.outcome import Found, NotFound, Unavailable
 
@@ -189,21 +190,13 @@ def _git_files(root: Path) -> _Place | None:
     """The place of a worktree whose root is `root`, read from its `.git` (a directory, or a
     linked worktree's `gitdir:` file) as git itself reads it, saving a `git rev-parse` on
     the Stop hook's path; None when root is not a worktree's root or its `.git` is unusual."""
-    dot_git = root / ".git"
+    dirs = git_dirs(root)
+    if dirs is None:
+        return None
+    git_dir, common = (Path(os.path.realpath(path)) for path in dirs)
     try:
-        if dot_git.is_dir():
-            git_dir = dot_git
-        else:
-            text = dot_git.read_text(encoding="utf-8").strip()
-            if not text.startswith("gitdir: "):
-                return None
-            git_dir = root / text.removeprefix("gitdir: ").strip()
-        git_dir = Path(os.path.realpath(git_dir))
         if not (git_dir / "HEAD").is_file():
             return None
-        common = git_dir
-        if (git_dir / "commondir").exists():
-            common = Path(os.path.realpath(git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()))
         if "worktree" in (common / "config").read_text(encoding="utf-8", errors="replace"):
             return None  # core.worktree may move the root: git says where it is
     except (OSError, ValueError):

@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +34,7 @@ from typing import TextIO
 from baton.deadline import Deadline, Wait, wait_for
 from baton.errors import GitFailed
 from baton.git import run_git
+from baton.processes import path_outside, run_bounded
 from baton.pydantic_plugins import as_given
 
 FORMAT = 1
@@ -72,35 +72,27 @@ def _canonical(body: dict) -> bytes:
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def _search_path(root: Path) -> str:
-    real_root = Path(os.path.realpath(root))
-    return os.pathsep.join(entry for entry in os.environ.get("PATH", os.defpath).split(os.pathsep)
-                           if os.path.isabs(entry) and not Path(os.path.realpath(entry)).is_relative_to(real_root))
-
-
 def _version(command: tuple[str, ...], search_path: str, wait: Wait) -> dict:
     if wait.seconds <= 0:
         return {"status": f"not asked: {wait.limit}"}
     program = shutil.which(command[0], path=search_path)
     if program is None:
         return {"status": "not found"}
-    env = {"PATH": search_path, "LC_ALL": "C", **({"HOME": os.environ["HOME"]} if "HOME" in os.environ else {})}
-    try:  # in a session of its own, so a timeout ends its children too, which hold its output open
-        running = subprocess.Popen([program, *command[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    try:
+        ran = run_bounded([program, *command[1:]], wait=wait.seconds, env=_child_environment(search_path))
     except OSError as exc:
         return {"status": f"cannot run: {exc.strerror or exc}"}
-    try:
-        stdout, stderr = running.communicate(timeout=wait.seconds)
-    except subprocess.TimeoutExpired:
-        os.killpg(running.pid, signal.SIGKILL)
-        running.communicate()
+    if ran.returncode is None:
         return {"status": f"no answer within {wait.limit}"}
-    said = (stdout + b"\n" + stderr).decode("utf-8", "replace").strip().splitlines()
+    said = (ran.stdout + b"\n" + ran.stderr).decode("utf-8", "replace").strip().splitlines()
     first = next((line.strip() for line in said if line.strip()), "")
-    if running.returncode != 0:  # what it said then is an error, which may name paths: not kept
-        return {"status": f"exit {running.returncode}"}
+    if ran.returncode != 0:  # what it said then is an error, which may name paths: not kept
+        return {"status": f"exit {ran.returncode}"}
     return {"status": "ok", "version": first[:MAX_VERSION_TEXT]}
+
+
+def _child_environment(search_path: str) -> dict[str, str]:
+    return {"PATH": search_path, "LC_ALL": "C", **({"HOME": os.environ["HOME"]} if "HOME" in os.environ else {})}
 
 
 def _lockfiles(root: Path, wait: Wait, extra: Sequence[str] = ()) -> dict[str, str]:
@@ -132,20 +124,14 @@ def _probe(root: Path, command: Sequence[str], search_path: str, wait: Wait) -> 
         else command[0]
     if program is None:
         return f"{command[0]} not found"
-    env = {"PATH": search_path, "LC_ALL": "C", **({"HOME": os.environ["HOME"]} if "HOME" in os.environ else {})}
     try:
-        running = subprocess.Popen([program, *command[1:]], cwd=root, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env,
-                                   start_new_session=True)
+        ran = run_bounded([program, *command[1:]], wait=wait.seconds, cwd=root, env=_child_environment(search_path),
+                          capture=False)
     except OSError as exc:
         return f"cannot run: {exc.strerror or exc}"
-    try:
-        code = running.wait(timeout=wait.seconds)
-    except subprocess.TimeoutExpired:
-        os.killpg(running.pid, signal.SIGKILL)
-        running.wait()
+    if ran.returncode is None:
         return f"no answer within {wait.limit}"
-    return "ok" if code == 0 else f"exit {code}"
+    return "ok" if ran.returncode == 0 else f"exit {ran.returncode}"
 
 
 def run_setup(root: Path, command: str, argv: Sequence[str], *, output: TextIO | None = None) -> SetupResult:
@@ -178,7 +164,7 @@ def capture(root: Path, *, setup: Sequence[SetupResult] = (), lockfiles: Sequenc
     about `wait` seconds for the toolchains and the service probes, all asked side by side,
     and no more than the command's deadline has left. lockfiles: globs of more lockfiles;
     services: {name: probe command}."""
-    search_path = _search_path(root)
+    search_path = path_outside(root)
     services = services or {}
     allowed = wait_for(wait, deadline)
     if allowed.seconds <= 0:  # nothing is asked: each says why

@@ -15,16 +15,13 @@ the indexer heals it from the registry, whose rows carry their project (heal_uns
 
 from __future__ import annotations
 
-import fcntl
 import os
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baton.errors import StoreUnavailable
-from baton.home import make_directory
+from baton.locks import held, linger
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -83,31 +80,9 @@ def queue_unindexed_decisions(stores: Stores, records: Sequence[DecisionRecord])
     start_background_indexer(stores.settings)
 
 
-@contextmanager
-def indexer_lock(home: Path, *, wait: float) -> Iterator[bool]:
-    """indexer.lock, waited for up to `wait` seconds; yields whether this process holds it."""
-    make_directory(home)
-    fd = os.open(home / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        deadline = time.monotonic() + wait
-        held = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                held = True
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    break
-                time.sleep(0.02)
-        yield held
-    finally:
-        os.close(fd)
-
-
 def indexer_running(home: Path) -> bool:
-    with indexer_lock(home, wait=0) as held:
-        return not held
+    with held(home / LOCK, within=0) as got:
+        return not got
 
 
 def start_background_indexer(settings: Settings) -> None:
@@ -137,22 +112,16 @@ def index_decisions(stores: Stores, *, background: bool = False, wait: float | N
     home = stores.settings.home
     total = IndexReport()
     if not background:
-        with indexer_lock(home, wait=stores.settings.store_timeout if wait is None else wait) as held:
-            return _healed(stores, _add(total, stores.indexer().run(reembed=reembed))) if held else None
+        with held(home / LOCK, within=stores.settings.store_timeout if wait is None else wait) as got:
+            return _healed(stores, _add(total, stores.indexer().run(reembed=reembed))) if got else None
     os.nice(NICENESS)
-    while True:
-        with indexer_lock(home, wait=0) as held:
-            if not held:
-                return total
-            while True:
-                _healed(stores, _add(total, stores.indexer().run(reembed=True)))
-                idle_until = time.monotonic() + LINGER
-                while time.monotonic() < idle_until and not _waiting(stores):
-                    time.sleep(0.05)
-                if not _waiting(stores):
-                    break
-        if not _waiting(stores):
-            return total
+
+    def index() -> bool:
+        _healed(stores, _add(total, stores.indexer().run(reembed=True)))
+        return True
+
+    linger(home / LOCK, index, lambda: _waiting(stores), idle=LINGER)
+    return total
 
 
 def _waiting(stores: Stores) -> int:

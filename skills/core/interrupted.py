@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from baton import clock
 from baton.errors import GitFailed
-from baton.files import WorktreeLocator
+from baton.files import WorktreeLocator, git_dirs
 from baton.git import run_git
 from baton.processes import process_alive
 from baton.shown_text import one_line
@@ -270,25 +270,13 @@ class MachineLiveness:
         return process_alive(heartbeat.pid, heartbeat.process_start)
 
     def _common_dir(self, worktree: str) -> Path | None:
-        """The repository's common git directory, read from the worktree root's `.git` (a
-        directory, or a file naming the worktree's git directory and through it the
-        common one); the locator for a directory below a root."""
-        dot_git = Path(worktree) / ".git"
-        try:
-            if dot_git.is_dir():
-                return dot_git
-            text = dot_git.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            located = self._locator.locate(Path(worktree))
-            return (located.common_dir or located.root / ".git") if located else None
-        if not text.startswith("gitdir:"):
-            return None
-        git_dir = Path(worktree) / text.removeprefix("gitdir:").strip()
-        try:
-            common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            return git_dir
-        return git_dir / common
+        """The repository's common git directory, read from the worktree root's `.git`; the
+        locator's for a directory below a root."""
+        if os.path.lexists(Path(worktree) / ".git"):
+            dirs = git_dirs(Path(worktree))
+            return dirs[1] if dirs else None
+        located = self._locator.locate(Path(worktree))
+        return (located.common_dir or located.root / ".git") if located else None
 
 
 def local_branches(common_dir: Path, worktree: Path, deadline: Deadline | None = None) -> frozenset[str] | None:

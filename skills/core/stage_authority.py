@@ -30,13 +30,13 @@ from baton import clock
 from baton.errors import GitFailed
 from baton.git import first_line, run_git
 from baton.shown_text import clipped, one_line
+from baton.skills.core.batons_own import BATONS_OWN
 
 if TYPE_CHECKING:
     import subprocess
 
     from baton.deadline import Deadline
 
-BATONS_OWN = (".baton/", "docs/handoffs/")  # written by Baton for every ticket: never the work
 _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
 
 

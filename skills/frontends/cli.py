@@ -219,7 +219,7 @@ def _take_project(given: list[str]) -> tuple[str | None, list[str]]:
 
 def run() -> None:
     """The console script: main(), then an exit that never waits for an abandoned read."""
-    from baton.skills.runtime.deadline import leave
+    from baton.budget import leave
 
     leave(main())
 

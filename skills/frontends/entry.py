@@ -17,9 +17,9 @@ def run() -> None:
         from baton.skills.frontends.resident import main as resident
 
         sys.exit(resident(sys.argv[2:]))
+    from baton.budget import leave
     from baton.skills.frontends.cli import main
     from baton.skills.frontends.invocation import of_process
-    from baton.skills.runtime.deadline import leave
 
     code = main(invocation=of_process())
     if resident_client.absent:

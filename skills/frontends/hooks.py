@@ -343,24 +343,12 @@ def interrupted_line(stores: Stores, place: Place, sessions: AgentSessions) -> s
 
 
 def handoff_of(root: Path, task_id: str) -> str | None:
-    """The worktree's current handoff for task_id, as resume chooses it (another ticket's
-    is skipped; one that names no ticket counts), shown relative to root; None if none."""
-    from baton.skills.handoff.document import parse_document
-    from baton.skills.handoff.files import (
-        UnreadableHandoff,
-        candidates,
-        read_handoff,
-        shown_path,
-    )
+    """The worktree's current handoff for task_id, as resume chooses it, shown relative to
+    root; None if none."""
+    from baton.skills.handoff.files import choose_current, shown_path
 
-    for path in candidates(root):
-        try:
-            ticket = parse_document(read_handoff(path, root)).task_id
-        except UnreadableHandoff:
-            continue
-        if ticket in (None, task_id):
-            return shown_path(path, root)
-    return None
+    path = choose_current(root, task_id)[0]
+    return shown_path(path, root) if path is not None else None
 
 
 def user_prompt_submit(payload: Payload, out: Output) -> None:
@@ -410,8 +398,7 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
 
     started = time.monotonic()
     place, locator, task = locate(payload.cwd)
-    turn = TurnEnd(SESSION_END if ending else STOP, payload.session_id, task, place, locator, installed_files(),
-                   started)
+    turn = TurnEnd(SESSION_END if ending else STOP, payload.session_id, task, place, locator, started)
     with opened_stores(project=place.repo) as stores:
         for result in end_of_turn(stores, turn):
             _warn(result.warnings)
@@ -424,14 +411,6 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
 
             _step(out, "recording the heartbeat", beat)
             _step(out, "recording the agent session", lambda: remember_provider(stores, payload, task, place))
-
-
-def installed_files() -> frozenset[str]:
-    """The files `baton install claude` or `baton install codex` writes into a worktree."""
-    from baton.skills.installers.claude_code import skill_names
-
-    return frozenset({".claude/settings.json", ".claude/settings.local.json", ".codex/config.toml",
-                      ".codex/hooks.json", *(f".claude/skills/{name}/SKILL.md" for name in skill_names())})
 
 
 def _step(out: Output, doing: str, step: Callable[[], None]) -> None:

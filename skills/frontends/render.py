@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from baton.shown_text import escape_controls, one_line
 from baton.skills.frontends.briefing import signal_line, unavailable_stores, when
-from baton.skills.handoff.files import HANDOFFS_DIR, LATEST
+from baton.skills.handoff.files import HANDOFFS_DIR, LATEST, NO_HANDOFF
 from baton.skills.handoff.journal import journal_of
-from baton.skills.handoff.verify import NO_HANDOFF, Verification
+from baton.skills.handoff.verify import Verification
 
 if TYPE_CHECKING:  # annotations only: `baton resume` need not import the listing
     from collections.abc import Callable

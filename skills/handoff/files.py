@@ -13,14 +13,19 @@ import stat
 import tempfile
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from baton.clock import UTC
 from baton.errors import BadInput, StoreUnavailable
 from baton.store_names import Store
 
+if TYPE_CHECKING:
+    from baton.skills.handoff.document import ParsedHandoff
+
 HANDOFFS_DIR = "docs/handoffs"
 LATEST = "LATEST.md"
 MAX_DOCUMENT_BYTES = 1024 * 1024
+NO_HANDOFF = "no handoff in this worktree"
 _DATED = re.compile(r"\d{4}-\d{2}-\d{2}-[A-Za-z0-9._:-]+\.md")  # <date>-<ticket>[-N].md
 
 
@@ -80,6 +85,27 @@ def read_handoff(path: Path, root: Path) -> str:
     if len(data) > MAX_DOCUMENT_BYTES:
         raise UnreadableHandoff(f"{path} is larger than {MAX_DOCUMENT_BYTES // 1024} KiB")
     return data.decode("utf-8", errors="replace")
+
+
+def choose_current(root: Path, task_id: str | None) -> tuple[Path | None, ParsedHandoff | None, str | None, list[Path]]:
+    """The current handoff (for task_id, if given: another ticket's is skipped, one naming
+    no ticket counts), its parse, a note when there is none or it cannot be read, and every
+    candidate. An unreadable candidate is where the choice stops: a later one is not current."""
+    from baton.skills.handoff.document import parse_document
+
+    found = candidates(root)
+    skipped = []
+    for path in found:
+        try:
+            parsed = parse_document(read_handoff(path, root))
+        except UnreadableHandoff as exc:
+            return path, None, str(exc), found
+        if task_id is None or parsed.task_id in (None, task_id):
+            return path, parsed, None, found
+        skipped.append(f"{shown_path(path, root)} ({parsed.task_id})")
+    if not found:
+        return None, None, NO_HANDOFF, found
+    return None, None, f"no handoff for {task_id}; other tickets': {', '.join(skipped[:3])}", found
 
 
 def modified_at(path: Path) -> datetime | None:

@@ -5,23 +5,20 @@ A probe comes from a handoff document, which anyone with write access to the bra
 edit, so this module assumes nothing about the command: it is never handed to a shell, it
 sees none of the user's environment beyond what finding programs needs, it cannot read
 the terminal, its output is kept only up to a cap, and it is killed (with every process it
-started, unless it leaves the process group with setsid) when it ends or its time is up.
+started, unless it leaves the process group with setsid) when it ends or its time is up
+(baton.processes.run_bounded).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import selectors
 import shlex
 import shutil
-import signal
-import subprocess
-import time
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from baton.processes import path_outside, run_bounded
 from baton.shown_text import clipped, escape_controls
 
 OUTPUT_CAP = 64 * 1024  # bytes kept from a probe's output; the rest is read and dropped
@@ -41,14 +38,9 @@ def command_text(argv: list[str] | tuple[str, ...]) -> str:
 def probe_environment(root: Path) -> dict[str, str]:
     """What a probe sees of the environment: enough to find programs, nothing else.
 
-    PATH keeps only absolute entries outside the worktree at root: its files are the
-    branch's, so `git` must never resolve to a `./git`, a `.venv/bin/git` or a
-    `node_modules/.bin/git` planted there.
+    PATH keeps only entries outside the worktree at root (baton.processes.path_outside).
     """
-    real_root = Path(os.path.realpath(root))
-    path = os.pathsep.join(entry for entry in os.environ.get("PATH", os.defpath).split(os.pathsep)
-                           if os.path.isabs(entry) and not Path(os.path.realpath(entry)).is_relative_to(real_root))
-    env = {"PATH": path, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC", "NO_COLOR": "1",
+    env = {"PATH": path_outside(root), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "TZ": "UTC", "NO_COLOR": "1",
            # Probes read state; they must not take git's index lock from the agent's own git.
            "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0",
            # A repository's own .git/config may name a command git runs on `git status`.
@@ -77,90 +69,23 @@ class ProbeRun:
 def run_probe(argv: list[str] | tuple[str, ...], cwd: Path, *, timeout: float,
               output_cap: int = OUTPUT_CAP) -> ProbeRun:
     """Run argv in cwd and wait at most timeout seconds; never raises for the probe's sake."""
-    started = time.monotonic()
     env = probe_environment(cwd)
     # A bare program name is found on the cleaned PATH, never in the working directory.
     program = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=env["PATH"])
     if program is None:
         return ProbeRun(NOT_RUNNABLE, reason=f"command not found: {argv[0]}")
     try:
-        process = subprocess.Popen(list(argv), executable=program, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        ran = run_bounded(argv, wait=timeout, cwd=cwd, env=env, executable=program, merged=True, output_cap=output_cap)
     except FileNotFoundError:
         return ProbeRun(NOT_RUNNABLE, reason=f"command not found: {argv[0]}")
     except PermissionError:
         return ProbeRun(NOT_RUNNABLE, reason=f"not executable here: {argv[0]}")
     except OSError as exc:
         return ProbeRun(NOT_RUNNABLE, reason=f"cannot start {argv[0]}: {exc.strerror or exc}")
-    kept, truncated, finished = _read_capped(process, started + timeout, output_cap)
-    if finished:
-        finished = _exited_unreaped(process.pid, started + timeout)
-    # Always, not only on timeout: what the probe started in the background ends with it.
-    _kill_group(process)
-    output = normalise_output(kept.decode("utf-8", errors="replace"))
-    if not finished:
-        return ProbeRun(TIMED_OUT, output=output, truncated=truncated, reason=f"timed out after {timeout:g}s")
-    return ProbeRun(COMPLETED, exit_status=process.returncode, output=output, truncated=truncated)
-
-
-def _read_capped(process: subprocess.Popen, deadline: float, cap: int) -> tuple[bytes, bool, bool]:
-    """Read the probe's output until it closes it or the deadline passes; keep cap bytes.
-
-    Output past the cap is still read (and dropped), so a chatty probe is not blocked on a
-    full pipe and still reports its exit status. Returns (kept, truncated, reached EOF).
-    """
-    kept = bytearray()
-    truncated = False
-    stream = process.stdout
-    assert stream is not None, "probes run with stdout=PIPE"
-    with selectors.DefaultSelector() as selector:
-        selector.register(stream, selectors.EVENT_READ)
-        try:
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return bytes(kept), truncated, False
-                if not selector.select(remaining):
-                    continue
-                chunk = os.read(stream.fileno(), 65536)
-                if not chunk:
-                    return bytes(kept), truncated, True
-                room = cap - len(kept)
-                if len(chunk) > room:
-                    truncated = True
-                kept += chunk[:max(room, 0)]
-        finally:
-            stream.close()
-
-
-def _exited_unreaped(pid: int, deadline: float) -> bool:
-    """Wait until the probe exits or the deadline passes, without reaping it: while it is
-    unreaped its pid, which is its process group's id, cannot be given to anyone else."""
-    if hasattr(os, "pidfd_open"):
-        pidfd = os.pidfd_open(pid)  # readable once the process has exited
-        try:
-            with selectors.DefaultSelector() as selector:
-                selector.register(pidfd, selectors.EVENT_READ)
-                return bool(selector.select(max(0.0, deadline - time.monotonic())))
-        finally:
-            os.close(pidfd)
-    while True:  # no pidfd on this platform: poll
-        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.01)
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    """Kill the probe's process group (it leads its own session), then reap the probe.
-
-    A process that calls setsid itself leaves the group and escapes this; probes are
-    bounded, not sandboxed.
-    """
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    output = normalise_output(ran.stdout.decode("utf-8", errors="replace"))
+    if ran.returncode is None:
+        return ProbeRun(TIMED_OUT, output=output, truncated=ran.truncated, reason=f"timed out after {timeout:g}s")
+    return ProbeRun(COMPLETED, exit_status=ran.returncode, output=output, truncated=ran.truncated)
 
 
 def normalise_output(text: str) -> str:

@@ -32,7 +32,6 @@ from baton.registry.model import handoff_held
 from baton.skills.handoff.document import (
     MATCH_EXIT,
     Claim,
-    ParsedHandoff,
     Probe,
     alarm_of,
     parse_document,
@@ -40,7 +39,7 @@ from baton.skills.handoff.document import (
 )
 from baton.skills.handoff.files import (
     UnreadableHandoff,
-    candidates,
+    choose_current,
     modified_at,
     read_handoff,
     shown_path,
@@ -63,7 +62,6 @@ if TYPE_CHECKING:
 
 VERIFIED, CHANGED, FAILED, NOT_RUN, STALE = "verified", "changed", "failed", "not_run", "stale"
 STATUSES = (VERIFIED, CHANGED, FAILED, NOT_RUN, STALE)
-NO_HANDOFF = "no handoff in this worktree"
 MIN_PROBE_SECONDS = 0.05  # below this much budget left, a probe is not started
 
 
@@ -271,24 +269,6 @@ def _keys(home: Path, settings: HandoffSettings) -> tuple[tuple[SigningKey, ...]
         return (), str(exc)
 
 
-def _choose(root: Path, task_id: str | None) -> tuple[Path | None, ParsedHandoff | None, str | None, list[Path]]:
-    """The current handoff (for task_id, if given: another ticket's is skipped), its parse,
-    a note when there is none or it cannot be read, and every candidate."""
-    found = candidates(root)
-    skipped = []
-    for path in found:
-        try:
-            parsed = parse_document(read_handoff(path, root))
-        except UnreadableHandoff as exc:
-            return path, None, str(exc), found
-        if task_id is None or parsed.task_id in (None, task_id):
-            return path, parsed, None, found
-        skipped.append(f"{shown_path(path, root)} ({parsed.task_id})")
-    if not found:
-        return None, None, NO_HANDOFF, found
-    return None, None, f"no handoff for {task_id}; other tickets': {', '.join(skipped[:3])}", found
-
-
 def _same_document(path: Path, chosen: Path) -> bool:
     """The chosen file itself, or a copy of it (LATEST.md and the dated handoff it copies)."""
     try:
@@ -307,7 +287,7 @@ def verify_handoff_at(root: Path, repo: str, home: Path, settings: HandoffSettin
     is reported in the result. redact: what a recorded or fresh result shows; deadline:
     the command's, which the probes draw on."""
     if path is None:
-        chosen, parsed, note, found = _choose(root, task_id)
+        chosen, parsed, note, found = choose_current(root, task_id)
     else:
         found = [path]
         try:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from baton.errors import BadInput
+from baton.skills.core.batons_own import AGENT_SKILLS
 from baton.skills.core.binding import Place
 from baton.skills.installers import json_text
 
@@ -41,7 +42,6 @@ HOOKS: dict[str, tuple[str, str | None, int]] = {
 }
 HOOK_NAMES = tuple(name for name, _, _ in HOOKS.values())
 
-SKILL_SOURCES = Path(__file__).resolve().parent.parent / "agent_skills"
 
 
 def permission_rules() -> list[str]:
@@ -61,7 +61,7 @@ def permission_rules() -> list[str]:
 
 def skill_names() -> list[str]:
     """Baton's agent skills: every `skills/<name>/SKILL.md` it ships (/resume_session, /handoff)."""
-    return sorted(path.parent.name for path in SKILL_SOURCES.glob("*/SKILL.md"))
+    return sorted(path.parent.name for path in AGENT_SKILLS.glob("*/SKILL.md"))
 
 
 @dataclass
@@ -517,7 +517,7 @@ def write_file(path: Path, text: str) -> None:
 
 
 def skill_source(skill: str) -> bytes:
-    return (SKILL_SOURCES / skill / "SKILL.md").read_bytes()
+    return (AGENT_SKILLS / skill / "SKILL.md").read_bytes()
 
 
 def _digest(data: bytes) -> str:

@@ -34,13 +34,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from baton import clock
 from baton.errors import BadInput
+from baton.processes import run_bounded
 from baton.pydantic_plugins import as_given
 from baton.skills.core.binding import Place
 from baton.skills.installers import json_text
@@ -434,47 +434,32 @@ def _trust_in(block: _Block, text: str, report: CodexReport, hashes: dict[str, s
 
 def list_hooks(codex: str, cwd: Path) -> list[dict] | str:
     """The hooks Codex sees in cwd (`codex app-server`'s `hooks/list`), or why not."""
-    import selectors
-    import time
-
     messages = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
                  "params": {"clientInfo": {"name": "baton", "version": "1"}}},
                 {"jsonrpc": "2.0", "method": "initialized"},
                 {"jsonrpc": "2.0", "id": 2, "method": "hooks/list", "params": {"cwds": [str(cwd)]}}]
     try:
-        process = subprocess.Popen([codex, "app-server"], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.DEVNULL, env=as_given())
+        ran = run_bounded([codex, "app-server"], wait=ASK_TIMEOUT, cwd=cwd, env=as_given(),
+                          input=b"".join(json.dumps(m).encode() + b"\n" for m in messages),
+                          enough=lambda said: _hooks_answer(said) is not None)
     except OSError as exc:
         return f"{codex}: {exc.strerror or exc}"
-    assert process.stdin is not None and process.stdout is not None
-    deadline = time.monotonic() + ASK_TIMEOUT
-    try:
-        process.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
-        process.stdin.flush()
-        selector = selectors.DefaultSelector()
-        selector.register(process.stdout, selectors.EVENT_READ)
-        buffered = b""
-        while (left := deadline - time.monotonic()) > 0:
-            if not selector.select(left):
-                continue
-            chunk = os.read(process.stdout.fileno(), 1 << 16)
-            if not chunk:
-                return f"codex app-server exited ({process.wait()})"
-            buffered += chunk
-            *lines, buffered = buffered.split(b"\n")
-            for line in lines:
-                try:
-                    answer = json.loads(line)
-                except ValueError:
-                    continue
-                if answer.get("id") == 2:
-                    if "error" in answer:
-                        return str(answer["error"].get("message", answer["error"]))
-                    return [hook for entry in answer.get("result", {}).get("data", [])
-                            for hook in entry.get("hooks", [])]
-        return f"no answer within {ASK_TIMEOUT:g} s"
-    except (OSError, ValueError) as exc:
-        return str(exc)
-    finally:
-        process.kill()
-        process.wait()
+    answer = _hooks_answer(ran.stdout)
+    if answer is None:
+        return f"codex app-server exited ({ran.returncode})" if ran.returncode is not None \
+            else f"no answer within {ASK_TIMEOUT:g} s"
+    if "error" in answer:
+        return str(answer["error"].get("message", answer["error"]))
+    return [hook for entry in answer.get("result", {}).get("data", []) for hook in entry.get("hooks", [])]
+
+
+def _hooks_answer(said: bytes) -> dict | None:
+    """The app-server's answer to `hooks/list` among the whole lines it wrote, if there."""
+    for line in said.split(b"\n")[:-1]:
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(answer, dict) and answer.get("id") == 2:
+            return answer
+    return None

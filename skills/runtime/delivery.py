@@ -15,12 +15,11 @@ waiting.
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from baton.locks import taken
+from baton.locks import held, linger
+from baton.retry import Backoff
 
 if TYPE_CHECKING:
     from baton.skills.runtime.settings import Settings
@@ -29,16 +28,12 @@ if TYPE_CHECKING:
 LOCK = "delivery.lock"
 LINGER = 1.0  # seconds without new writes before a background delivery exits
 GIVE_UP_AFTER = 120.0  # seconds of failed deliveries before it exits (the next touch retries)
-BACKOFF = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 
 def delivery_running(home: Path) -> bool:
     """Whether a background delivery holds the lock now."""
-    fd = taken(home / LOCK)
-    if fd is None:
-        return True
-    os.close(fd)  # releases the lock
-    return False
+    with held(home / LOCK, within=0) as got:
+        return not got
 
 
 def start_background_delivery(settings: Settings) -> None:
@@ -55,33 +50,15 @@ def deliver_in_background(stores: Stores) -> None:
     """Deliver until nothing waits for LINGER seconds, retrying with backoff while it fails;
     returns at once if another delivery holds the lock. The stores apply what they deliver
     through their projection (baton.skills.runtime.sink)."""
-    home = stores.settings.home
-    fd = taken(home / LOCK)
-    if fd is None:
-        return
-    failing_since: float | None = None
-    attempt = 0
-    while True:
+    retry = Backoff(0.5, most=30.0, give_up_after=GIVE_UP_AFTER)
+
+    def deliver() -> bool:
         stores.budget.renew()
-        warnings = stores.sink.deliver(background=True) if stores.sink.waiting() else []
-        if warnings:
-            now = time.monotonic()
-            failing_since = failing_since or now
-            if now - failing_since > GIVE_UP_AFTER:
-                break
-            time.sleep(BACKOFF[min(attempt, len(BACKOFF) - 1)])
-            attempt += 1
-            continue
-        failing_since, attempt = None, 0
-        idle_until = time.monotonic() + LINGER
-        while time.monotonic() < idle_until and not stores.sink.waiting():
-            time.sleep(0.05)
-        if stores.sink.waiting():
-            continue
-        os.close(fd)  # releases the lock
-        if not stores.sink.waiting():
-            return
-        fd = taken(home / LOCK)
-        if fd is None:
-            return
-    os.close(fd)  # releases the lock
+        while stores.sink.waiting() and stores.sink.deliver(background=True):
+            if not retry.wait():
+                return False
+            stores.budget.renew()
+        retry.reset()
+        return True
+
+    linger(stores.settings.home / LOCK, deliver, stores.sink.waiting, idle=LINGER)

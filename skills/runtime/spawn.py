@@ -3,12 +3,12 @@ resident process."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sys
 import time
 from pathlib import Path
 
+from baton.locks import taken
 from baton.pydantic_plugins import as_given
 from baton.skills.runtime.resident_client import LOCK_NAME, SOCKET_NAME
 
@@ -43,12 +43,10 @@ def spawn_resident(home: Path) -> bool:
     (killed, crashed) is replaced by the next command at once."""
     if not home.is_dir():
         return False  # nothing was written yet; the next command starts one
-    fd = os.open(home / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fd = taken(home / LOCK_NAME)
+    if fd is None:
+        return False
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
         now = time.time()
         failed = _failed_starts(home, os.pread(fd, 64, 0), now)
         if failed is None:

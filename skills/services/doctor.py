@@ -12,11 +12,11 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from baton.budget import gather
 from baton.errors import StoreUnavailable
 from baton.home import unusable
 from baton.masking import mask
 from baton.outcome import Unavailable
-from baton.skills.runtime.deadline import gather
 from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store

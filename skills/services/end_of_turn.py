@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from baton.skills.core.batons_own import BATONS_OWN
 from baton.skills.core.binding import ActiveTask, Place
 from baton.skills.runtime.agent_sessions import AgentSessions
 from baton.skills.runtime.stores import Stores
@@ -40,7 +41,6 @@ class TurnEnd:
     task: ActiveTask | None  # None: the worktree works on no ticket
     place: Place
     locator: WorktreeLocator
-    installed: frozenset[str]  # the files `baton install` writes into every worktree: never swept
     started: float  # time.monotonic() when the hook started: the checkpoint's budget counts from it
 
 
@@ -105,7 +105,7 @@ def _sweep(stores: Stores, turn: TurnEnd, task: ActiveTask, listed: list[tuple[s
     from baton.skills.services.touch import touch
 
     root = turn.place.root
-    dirty = without_batons_own(dirty_files(root, listed[0] if listed else None, stores.deadline), turn.installed)
+    dirty = without_batons_own(dirty_files(root, listed[0] if listed else None, stores.deadline))
     with _agent_sessions(stores) as sessions:
         changed = sessions.changed_since_sweep(turn.agent_session, task.task_id, dirty)[:MAX_SWEEP]
         if not changed:
@@ -160,11 +160,7 @@ def dirty_files(root: Path, listed: tuple[str, ...] | None = None, deadline: Dea
     return dirty
 
 
-def without_batons_own(dirty: dict[str, float], installed: frozenset[str]) -> dict[str, float]:
-    """dirty without the files Baton writes itself (handoffs, the binding, installed: what
-    `baton install claude` or `baton install codex` added): every ticket writes these, so
-    sweeping them as touches would make every ticket overlap every other."""
-    from baton.skills.handoff.files import HANDOFFS_DIR
-
-    return {path: mtime for path, mtime in dirty.items()
-            if path not in installed and not path.startswith((f"{HANDOFFS_DIR}/", ".baton/"))}
+def without_batons_own(dirty: dict[str, float]) -> dict[str, float]:
+    """dirty without the files Baton writes itself (baton.skills.core.batons_own): every
+    ticket writes these, so sweeping them as touches would make every ticket overlap every other."""
+    return {path: mtime for path, mtime in dirty.items() if not path.startswith(BATONS_OWN)}

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from baton import clock
+from baton.budget import gather
 from baton.errors import BadInput
 from baton.graph.base import ConflictSummary
 from baton.outcome import Found
-from baton.skills.runtime.deadline import gather
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.recover import Beat, recover
 from baton.store_names import Store

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from baton import clock
 from baton.errors import BadInput, ServerUnreachable, StoreUnavailable
 from baton.outcome import Unavailable
+from baton.retry import Backoff
 from baton.skills.core.commit import deliver_kept
 from baton.skills.core.projection import GRAPH_CHUNK, project
 from baton.skills.runtime.stores import Stores
@@ -95,7 +96,7 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
     report = ProjectorReport()
     outages = _Outages(log)
     group = group or default_group(stores.settings.kafka_topic_prefix)
-    backoff = 0.1
+    retry = Backoff(0.1, most=MAX_BACKOFF)
     next_gc = time.monotonic()  # a running projector applies retention when it starts, then every gc_interval
     # The signal bus connects while the consumer joins its group, not in the first batch;
     # if it cannot, the first batch's delivery of its signals asks again, and logs why.
@@ -109,7 +110,7 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
         try:
             for batch in event_log.batches(group, size=batch_size, idle=idle, until_caught_up=once):
                 outages.answered(EVENT_LOG)
-                backoff = 0.1
+                retry.reset()
                 if batch:
                     _apply(stores, event_log, batch, once=once, outages=outages, report=report)
                 if not once and time.monotonic() >= next_gc:
@@ -121,8 +122,7 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
                 raise
             # Kafka is down or the group is rebalancing: read again from the committed offsets.
             outages.failed(EVENT_LOG, f"{exc}; reading again once it answers")
-            time.sleep(backoff)
-            backoff = min(backoff * 2, MAX_BACKOFF)
+            retry.wait()
 
 
 def _repair(stores: Stores, log: Callable[[str], None]) -> None:
@@ -181,7 +181,7 @@ def _apply(stores: Stores, event_log: KafkaEventLog, batch: list, *, once: bool,
     events = [event_adapter().validate_json(message.value()) for message in batch]
     # Each event applied in its own project, which its message's key names.
     groups = by_project(stores, [(message.key() or b"").decode("utf-8", "replace") for message in batch])
-    backoff, chunk, attempts = 0.1, GRAPH_CHUNK, 0
+    retry, chunk, attempts = Backoff(0.1, most=MAX_BACKOFF), GRAPH_CHUNK, 0
     warnings: list[str] = []
     while True:
         stores.budget.renew()
@@ -198,8 +198,7 @@ def _apply(stores: Stores, event_log: KafkaEventLog, batch: list, *, once: bool,
             if once and (isinstance(exc, ServerUnreachable) or attempts >= ONCE_ATTEMPTS):
                 raise
             outages.failed(exc.store, f"{exc}; holding {len(events)} events until it takes them")
-            time.sleep(backoff)  # hold the batch (uncommitted) and apply it again
-            backoff = min(backoff * 2, MAX_BACKOFF)
+            retry.wait()  # hold the batch (uncommitted) and apply it again
             # A write too large for the server's transaction timeout is split, down to one ticket.
             chunk = max(1, chunk // 2) if exc.store == GRAPH else chunk
     for store in (Store.SESSION_REGISTRY, GRAPH):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baton import clock
+from baton.budget import gather
 from baton.errors import Refused, StoreUnavailable
 from baton.graph.conflicts import FileConflict
 from baton.ids import TicketId
@@ -21,7 +22,6 @@ from baton.skills.core.commit import read_binding_quietly
 from baton.skills.core.interrupted import MachineLiveness, Recovery, prizmkit_records_of
 from baton.skills.core.overlaps import conflicts_of
 from baton.skills.handoff.verify import Verification
-from baton.skills.runtime.deadline import gather
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.bind import BindReads, bind, bound_session
 from baton.skills.services.compatibility import Check, compatibility
