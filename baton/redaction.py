@@ -61,11 +61,12 @@ _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s@\"'<>]+(?=[\s\"'<>]|$)", re.I)
 _SEPARATOR_AT = re.compile(r"[=:]|[ \t]is[ \t]")
 _ASSIGNED = re.compile(r"=(?=[^=])")
 _PATH_WORD = re.compile(r"[a-z]{2,}[a-z0-9._-]*")
-# What looks random but is not a secret: digests (SRI, go.sum, OCI), SSH public keys and
-# base64 runs that decode to prose.
+# What looks random but is not a secret: digests (SRI, go.sum, OCI), public keys (SSH, PEM
+# public keys and certificates) and base64 runs that decode to prose.
 _DIGEST = re.compile(r"(?<![A-Za-z0-9])(?:(?:sha(?:1|224|256|384|512)|md5)-[A-Za-z0-9+/]+=*"
                      r"|h1:[A-Za-z0-9+/]+=*|sha(?:256|512):[a-f0-9]{64,128}"
-                     r"|(?:ssh|ecdsa|sk)-[\w@.-]+ AAAA[A-Za-z0-9+/]+=*)")
+                     r"|(?:(?:ssh|ecdsa|sk)-[\w@.-]+ )?AAAA(?:[BC]3NzaC1|E2VjZHNh)[A-Za-z0-9+/]+=*"
+                     r"|-----BEGIN (?:[A-Z0-9]+ )*(?:PUBLIC KEY|CERTIFICATE)-----.*?-----END[A-Z0-9 ]*-----)", re.S)
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
 # A Kubernetes Secret's values: every `key: value` under its data: or stringData: block.
 _KUBERNETES_SECRET = re.compile(r"(?m)^kind:[ \t]*Secret[ \t]*$")
@@ -277,7 +278,7 @@ def _prose(run: str) -> bool:
 _REFERENCE = re.compile(r"\$\{?[A-Za-z_]|%[A-Za-z_]\w*%|^\{|<[^>]*>$|^(?:os\.environ|process\.env)"
                         r"|^[A-Za-z_][\w.]*[(\[]|^[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+[)\]},;]*$"
                         r"|^~?\.{0,2}/[\w./-]*$|^#[0-9a-fA-F]{3,8}$"
-                        r"|(?i:^(?:password|passwd|pass|secret|token|pwd|changeme|example|placeholder)$)"
+                        r"|(?i:^(?:password|passwd|pass|secret|token|pwd|none|null|nil|true|false|undefined)$)"
                         r"|x{4}|X{4}|\*{3}|\.\.\.|^(.)\1*$")
 _SYMBOL_OR_DIGIT = re.compile(r"[0-9!@#$%^&*+=~?]")
 _CREDENTIAL_FREE_URL = re.compile(r"^[a-z][a-z0-9+.-]*://[^@\s]*$", re.I)
@@ -306,8 +307,9 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
         return False
     if value != value.strip():  # a quoted value that starts with a blank is code: ' + access_key + '
         return False
-    if match.groupdict().get("strong"):
-        return bool(_SYMBOL_OR_DIGIT.search(value))
+    strong = match.groupdict().get("strong")
+    if strong:  # quoted, a placeholder is redacted too (`PASSWORD = 'changeme'`), not a stage's `pass = "DONE"`
+        return bool((match.groupdict().get("quote") and strong.lower() != "pass") or _SYMBOL_OR_DIGIT.search(value))
     return (len(value) >= MIN_WEAK_SECRET and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
             and bool(_TOKEN_LIKE.fullmatch(value)) and not _DOTTED_NAME.fullmatch(value))
 

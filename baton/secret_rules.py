@@ -177,6 +177,8 @@ PROVIDER_PATTERNS: tuple[Rule, ...] = (
     # AI providers
     ("openai-key", ("T3BlbkFJ",), rf"{_B}sk-[A-Za-z0-9_-]{{20,}}T3BlbkFJ[A-Za-z0-9_-]{{20,}}", 0, 0, ""),
     # cloud
+    ("azure-container-registry-password", ("+ACR",),
+     r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{42}\+ACR[A-Za-z0-9]{6}", 0, 0, ""),
     ("azure-client-secret", ("Q~",), r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34}", 0, 0, ""),
     ("azure-storage-key", ("accountkey", "sharedaccesskey"),
      r"(?i)\b(?:Account|SharedAccess)Key\s*=\s*([A-Za-z0-9+/]{20,}={0,2})", 0, 1, ""),
@@ -200,6 +202,9 @@ PROVIDER_PATTERNS: tuple[Rule, ...] = (
 )
 
 STRUCTURED: tuple[Rule, ...] = (
+    # A service account's JSON key file, whole: its private key, key id, client and project.
+    ("gcp-service-account-key", ('"service_account"',),
+     r"\{[^{}]*\\?\"type\\?\"\s*:\s*\\?\"service_account\\?\"[^{}]*\}", 0, 0, ""),
     ("private-key", ("-----BEGIN",),
      r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
      re.S, 0, ""),
@@ -226,7 +231,8 @@ _WEAK = r"key|auth|private|[_-]pat|(?-i:Pat)"
 # How the names above end, lower-cased: where baton.redaction tries the NAMED rules.
 NAME_ENDINGS = ("pass", "passwd", "password", "passphrase", "pwd", "secret", "token", "credential", "credentials",
                 "key", "auth", "private", "pat", "sas", "string")
-_NAME = rf"(?<![\w.-])(?<!//)[\w.-]*?(?:(?P<strong>{_STRONG})|(?P<weak>{_WEAK}))"
+_NAMED_LIKE = rf"[\w.-]*?(?:(?P<strong>{_STRONG})|(?P<weak>{_WEAK}))"
+_NAME = rf"(?<![\w.-])(?<!//){_NAMED_LIKE}"
 # `=`, `:`, `:=`, `=>` or, in prose, ` is `.
 _SEPARATOR = r"[ \t]*(?::=|=>|=|:)[ \t]*|[ \t]+is[ \t]+"
 # A value: quoted (up to its quote) or bare (up to a blank or a quote, without the comma
@@ -238,13 +244,21 @@ ASSIGNMENTS: tuple[Rule, ...] = (
     ("secret-keyword", NAMED, rf"(?i)(?<![?&;]){_NAME}[\"']?(?:{_SEPARATOR}){_VALUE}", 0, "value", "keyword"),
     # name=value inside a URL's query or a connection string (`?password=...&`, `;Pwd=...;`)
     ("secret-keyword", NAMED, rf"(?i)(?<=[?&;]){_NAME}=(?P<value>[^&;\s\"'#]+)", 0, "value", "keyword"),
+    # XML: <add key="Password" value="..."/>, <setting name="client_secret" value="..."/>,
+    # <entry key="api.token">...</entry>, <password>...</password> (the value counts as quoted)
+    ("secret-keyword", ("value",), (rf"(?i)\b(?:key|name)[ \t]*=[ \t]*([\"']){_NAMED_LIKE}\1[ \t]+value[ \t]*=[ \t]*"
+                                    rf"(?P<quote>[\"'])(?P<value>[^\"'\n]+)(?P=quote)"), 0, "value", "keyword"),
+    ("secret-keyword", ("</",), (rf"(?i)<(?:[\w.-]+[ \t]+(?:key|name)=[\"'])?{_NAMED_LIKE}[\"']?"
+                                 rf"(?P<quote>>)(?P<value>[^<\n]+)</"), 0, "value", "keyword"),
+    # mysql -pSECRET, mysql -p 'SECRET' (its password follows -p with no blank)
+    ("secret-keyword", ("mysql",), r"\bmysql\w*\b[^\n]*?[ \t]-p[\"']?([^\s\"']+)", 0, 1, "reference"),
     # a command's option: --password VALUE, --token VALUE
     ("secret-keyword", ("--",), rf"(?i)(?<![\w-])--[\w-]*?(?P<strong>{_STRONG})[ \t]+{_VALUE}", 0, "value", "keyword"),
     # ~/.netrc: machine HOST login USER password SECRET
     ("secret-keyword", ("machine",), r"(?s)\bmachine\s+\S+.*?\bpassword[ \t]+([^\s\"']+)", 0, 1, "reference"),
     # curl -u user:password
     ("basic-auth-credentials", ("-u", "--user"),
-     r"(?<![\w-])(?:-u|--user)[ \t=]+[\"']?[^\s\"':]+:([^\s\"']+)", 0, 1, "reference"),
+     r"(?<![\w-])(?:-u|--user)[ \t=]+[\"']?[^\s\"':]*:[\"']?([^\s\"']+)", 0, 1, "reference"),
     # Authorization: [scheme] credential (Bearer, Basic, token, SSWS, Bot ...)
     ("http-authorization", ("authorization",),
      (r"(?i)(?<![\w-])(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:[a-z][a-z0-9-]*[ \t]+)?"

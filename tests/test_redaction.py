@@ -180,3 +180,28 @@ def test_the_bare_token_detector_finds_nothing_in_the_projects_own_text():
     found = [line for path in files for line in path.read_text(errors="replace").splitlines()
              if "high-entropy-string" in built.redact(line).kinds]
     assert len(files) > 100 and not found, found
+
+
+NAMED = [  # (text, the secret): a credential's name or a provider's prefix decides, whatever the body
+    ('<add key="Password" value="Winter2026!x"/>', "Winter2026!x"),
+    ("<add key='ApiKey' value='EXAMPLEEXAMPLEEXAMPLE'/>", "EXAMPLEEXAMPLEEXAMPLE"),
+    ('<setting name="client_secret" value="abc123def456ghi789"/>', "abc123def456ghi789"),
+    ("<password>Sup3rS3cret</password>", "Sup3rS3cret"),
+    ('<entry key="api.token">t0k3nValue99</entry>', "t0k3nValue99"),
+    ('$config = ["secret_key" => "dq8Kz2LmPq"];', "dq8Kz2LmPq"),
+    ("{ :password => 'opensaysme' }", "opensaysme"),
+    ("PASSWORD = 'opensaysme'", "opensaysme"),
+    ('secret_key = "EXAMPLEKEYEXAMPLEKEY"', "EXAMPLEKEYEXAMPLEKEY"),
+    ("[database]\npassword = \"changeme-prod\"\n", "changeme-prod"),
+    ("curl --user 'api:key-3ax6xnjp29jd6fds4gc373sgvjxteol0' https://api.mailgun.net", "3ax6xnjp29jd6fds4gc373sgvj"),
+    ('curl -u ":d2LkV78zLx!t" https://localhost:9200', "d2LkV78zLx!t"),
+    ("curl --user kevin:'pRf7vG2h1L8nQkW9' -X PATCH", "pRf7vG2h1L8nQkW9"),
+    ("mysql -u root -pS3cretPass shop", "S3cretPass"),
+    ("sonar.login=sqp_1234567890123456789012345678901234567890", "1234567890123456789012345678901234567890"),
+    ("the key is sk_live_EXAMPLEEXAMPLEEXAMPLEEXAMPLE", "EXAMPLEEXAMPLEEXAMPLEEXAMPLE"),
+]
+
+
+@pytest.mark.parametrize("text,secret", NAMED)
+def test_a_name_or_a_prefix_decides_in_any_syntax(redact, text, secret):
+    assert secret not in redact(text).text
