@@ -23,6 +23,7 @@ from __future__ import annotations
 import binascii
 import math
 import re
+import string
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -58,6 +59,7 @@ _KEPT_HEX = frozenset({56, 64, 96, 128})  # digests' lengths beyond a commit's 4
 _UUID_OR_ULID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
                            r"|[0-7][0-9A-HJKMNP-TV-Z]{25}")
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s@\"'<>]+(?=[\s\"'<>]|$)", re.I)
+_JOINS = frozenset(string.ascii_letters + string.digits + "_-+")  # inside a token (_whole)
 _SEPARATOR_AT = re.compile(r"[=:]|[ \t]is[ \t]")
 _ASSIGNED = re.compile(r"=(?=[^=])")
 _PATH_WORD = re.compile(r"[a-z]{2,}[a-z0-9._-]*")
@@ -96,7 +98,7 @@ class Redactor:
         one secret, named by the most specific rule that found it."""
         merged: list[list] = []
         markers = [match.span() for match in _MARKER.finditer(text)] if "[REDACTED:" in text else []
-        for start, end, kind in sorted(self._secrets(text)):
+        for start, end, kind in sorted(_whole(text, *found) for found in self._secrets(text)):
             if markers and _inside((start, end), markers):  # redacted before: a scan redacts again
                 continue
             if merged and start <= merged[-1][1]:  # overlapping, or adjacent parts of one token
@@ -162,6 +164,20 @@ class Redactor:
 
     def _allowed(self, found: str) -> bool:
         return any(pattern.search(found) for pattern in self.allow)
+
+
+def _whole(text: str, start: int, end: int, kind: str) -> tuple[int, int, str]:
+    """The finding widened to the whole token around it, so that no head or tail of a
+    secret stays beside its marker (a rule that stops at a fixed length, a value cut at an
+    odd character). `.` and `~` join only letters and digits; `/`, `=` on the left, blanks
+    and quotes end a token (a path, a name before its value)."""
+    while start and (text[start - 1] in _JOINS
+                     or (text[start - 1] in ".~" and start > 1 and text[start - 2].isalnum())):
+        start -= 1
+    while end < len(text) and (text[end] in _JOINS or text[end] == "=" or
+                               (text[end] in ".~" and end + 1 < len(text) and text[end + 1].isalnum())):
+        end += 1
+    return start, end, kind
 
 
 def _name_starts(text: str, folded: str) -> list[int]:

@@ -241,7 +241,8 @@ _VALUE = r"(?P<quote>[\"'`])?(?P<value>(?(quote)[^\"'`\n]+|[^\s\"'`]*[^\s\"'`,;)
 
 ASSIGNMENTS: tuple[Rule, ...] = (
     # NAME=value, NAME: value, "name": "value", name := value, export NAME='value', --name=value
-    ("secret-keyword", NAMED, rf"(?i)(?<![?&;]){_NAME}[\"']?(?:{_SEPARATOR}){_VALUE}", 0, "value", "keyword"),
+    ("secret-keyword", NAMED, rf"(?i)(?<![?&;]){_NAME}[\"']?(?:{_SEPARATOR})(?:new[ \t]+String\()?{_VALUE}", 0, "value",
+     "keyword"),
     # name=value inside a URL's query or a connection string (`?password=...&`, `;Pwd=...;`)
     ("secret-keyword", NAMED, rf"(?i)(?<=[?&;]){_NAME}=(?P<value>[^&;\s\"'#]+)", 0, "value", "keyword"),
     # XML: <add key="Password" value="..."/>, <setting name="client_secret" value="..."/>,

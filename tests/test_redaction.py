@@ -205,3 +205,29 @@ NAMED = [  # (text, the secret): a credential's name or a provider's prefix deci
 @pytest.mark.parametrize("text,secret", NAMED)
 def test_a_name_or_a_prefix_decides_in_any_syntax(redact, text, secret):
     assert secret not in redact(text).text
+
+
+@pytest.mark.parametrize("text,secret", [
+    ("REPLICATE_API_TOKEN=r8_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3hJ5kL7nP9", "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3hJ5kL7nP9"),
+    ("the key AIzaSyBUPHAjZl3n8Eza66ka6B78iVyPteC5MgMxYz9 leaked", "AIzaSyBUPHAjZl3n8Eza66ka6B78iVyPteC5MgMxYz9"),
+    ("password=Pa55-word_with.more~parts, then", "Pa55-word_with.more~parts"),
+])
+def test_the_marker_replaces_the_whole_token(redact, text, secret):
+    """A rule that stops at a fixed length or an odd character leaves no head or tail."""
+    shown = redact(text).text
+    assert "[REDACTED:" in shown and not any(secret[i:i + 8] in shown for i in range(len(secret) - 7))
+
+
+def test_multi_line_secrets_in_a_checks_output_are_redacted_as_blocks(redact):
+    """What a check prints: a PEM key, a Kubernetes Secret and a service account's JSON key."""
+    pem = ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU\nAAAAC3NzaC1lZDI1NTE5AAAAIM\n"
+           "-----END OPENSSH PRIVATE KEY-----")
+    secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ndata:\n  password: cGFzc3dvcmQxMjM0\n"
+    account = ('{\n  "type": "service_account",\n  "project_id": "acme-prod",\n  "private_key_id": '
+               '"4f0c1e3b2a7d9e8f6a5b4c3d2e1f0a9b8c7d6e5f",\n'
+               '  "client_email": "ci@acme-prod.iam.gserviceaccount.com"\n}')
+    output = f"$ cat deploy/*\n{pem}\n---\n{secret}---\n{account}\nexit 0\n"
+    shown = redact(output).text
+    for part in ("b3BlbnNzaC1rZXktdjEAAAAABG5vbmU", "cGFzc3dvcmQxMjM0", "4f0c1e3b2a7d9e8f6a5b4c3d2e1f0a9b8c7d6e5f"):
+        assert part not in shown
+    assert shown.startswith("$ cat deploy/*\n[REDACTED:private-key]\n") and shown.endswith("exit 0\n")
