@@ -214,3 +214,48 @@ def test_the_hooks_tell_no_secret_of_the_corpus(any_home, worktrees, cli, capsys
     assert "OMN-1" in said
     found = leaked(said)
     assert len(found) <= (1 - TARGET) * len(SECRETS), f"hooks: {len(found)} leaked: {sorted(set(found))}"
+
+
+def test_bare_tokens_and_named_syntaxes_are_kept_out_of_every_channel(any_home, worktrees, cli):
+    """What nothing names (bare random tokens of several alphabets) and what a name decides in
+    any syntax (tests/test_redaction.py's NAMED, the public corpus), written as an agent writes
+    them: a decision's sentence and context, every journal field, a check's and a probe's
+    output, the handoff document. No channel leaks what the redactor keeps out of the text
+    itself (its own misses are measured in tests/test_redaction*.py and bench/redaction.py),
+    and the non-secrets that only look random come back as written."""
+    import random
+
+    from baton.redaction import redactor
+    from tests.secret_corpus import Secret
+    from tests.secret_corpus_public import PUBLIC
+    from tests.test_redaction import BARE_SHAPES, KEPT, NAMED
+
+    redact = redactor(None).redact
+    rng = random.Random(43)
+    tokens = [(shape, make(rng, 40)) for shape, make in BARE_SHAPES.items() for _ in range(4)]
+    secrets = [Secret(f"bare {shape}", token, f"the upstream answered {token} once") for shape, token in tokens]
+    secrets += [Secret("named", secret, text) for text, secret in NAMED] + PUBLIC
+    missed = {s.text for s in secrets if leaks(s.value, redact(sentence(s)).text.encode())
+              or leaks(s.value, redact(s.text).text.encode())}
+    assert len(missed) <= 0.05 * len(secrets)
+    main, second = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    outputs = []
+    for group in packed(secrets, lambda secret: (sentence(secret), secret.text)):
+        code, out, err = cli(main, "decide", sentences(group), "--context", carriers(group), "--json")
+        assert code == 0, err
+        outputs += [out, err]
+        code, out, err = cli(main, "update", "--json", "--next", sentences(group), "--evidence", carriers(group),
+                             "--done", carriers(group), "--goal", sentences(group))
+        assert code == 0, err
+        outputs += [out, err]
+    (main / "printed.txt").write_text("\n".join(s.text for s in secrets) + "\n" + "\n".join(KEPT) + "\n")
+    code, out, err = cli(main, "handoff", "--check", "cat printed.txt", "--probe", "Printed=cat printed.txt", "--json")
+    assert code == 0, err
+    outputs += [out, err, cli(main, "resume", "OMN-1", "--json")[1], cli(main, "resume", "OMN-1")[1]]
+    document = "\n".join(p.read_text() for p in (main / "docs" / "handoffs").glob("*.md"))
+    assert [kept for kept in KEPT if kept not in document] == []
+    for place, haystack in {"outputs": "\n".join(outputs), "handoff documents": document,
+                            "stores": stored(any_home)}.items():
+        found = leaking(secrets, haystack.encode("utf-8", "surrogateescape"))
+        assert [s.text for s in found if s.text not in missed] == [], place
