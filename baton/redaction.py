@@ -34,7 +34,8 @@ from pathlib import Path
 from baton.secret_rules import NAME_ENDINGS, NAMED, RULES, Rule
 
 # Bare random tokens (measured in tests/test_redaction.py and bench/redaction.py): a run of
-# at least MIN_TOKEN letters and digits (`-_.+/=~` allowed inside) holding a digit, that is
+# at least MIN_TOKEN letters and digits (`-_.+/=~` allowed inside, MIN_PART or more between
+# them on average) holding a digit, that is
 #   - not a git object name, digest, UUID or ULID (hex of 7 to 40 characters or of a
 #     digest's length, the 8-4-4-4-12 form, 26 characters of Crockford base32);
 #   - mixed the way random text is: its class (lower, upper, digit) switches between
@@ -48,10 +49,12 @@ from baton.secret_rules import NAME_ENDINGS, NAMED, RULES, Rule
 # of the project's docs, tests, lock files and go.sum (tests/test_redaction.py, bench/redaction.py).
 _TOKEN = re.compile(r"(?<![A-Za-z0-9_\-+/.=~%$])[A-Za-z0-9][A-Za-z0-9_\-+/.=~]{18,}[A-Za-z0-9=]")
 MIN_TOKEN = 20
+MIN_PART = 6  # characters between separators, on average
 MIN_SWITCHES = 0.22
 MAX_WORDS = 0.45
 ENTROPY_SLACK = 0.5
 _SEPARATORS = re.compile(r"[-_+/.=~]+")
+_NAME_SEPARATORS = re.compile(r"[-_.]+")  # a version's, a file name's (base64 has `+/` too)
 _PIECE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _NOT_PRONOUNCEABLE = re.compile(r"[^aeiou]{4}|[aeiou]{3}")
 _HEX_ONLY = re.compile(r"[0-9a-f]+|[0-9A-F]+")
@@ -62,6 +65,9 @@ _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s@\"'<>]+(?=[\s\"'<>]|$)", re.I)
 _JOINS = frozenset(string.ascii_letters + string.digits + "_-+")  # inside a token (_whole)
 _SEPARATOR_AT = re.compile(r"[=:]|[ \t]is[ \t]")
 _ASSIGNED = re.compile(r"=(?=[^=])")
+# A dotted name in code (ssa.OpARM64ADDshiftLL, self.py2str): each name weighed apart.
+_DOTTED_CODE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_CODE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,15}")
 _PATH_WORD = re.compile(r"[a-z]{2,}[a-z0-9._-]*")
 # What looks random but is not a secret: digests (SRI, go.sum, OCI), public keys (SSH, PEM
 # public keys and certificates) and base64 runs that decode to prose.
@@ -206,14 +212,17 @@ def _kubernetes_secret_values(text: str) -> Iterable[tuple[int, int]]:
 
 def _tokens(text: str) -> Iterable[tuple[int, int]]:
     """The spans of the tokens the entropy fallback weighs: each side of an `=` inside one
-    (request_id=<uuid>), a path's segments one by one (/var/lib/docker/overlay2/l/<id>/diff),
-    any other token whole (a base64 key holds `/` and ends in `=`)."""
+    (request_id=<uuid>), a path's segments one by one (/var/lib/docker/overlay2/l/<id>/diff)
+    and a dotted name's names, any other token whole (a base64 key holds `/` and ends in `=`)."""
     for match in _TOKEN.finditer(text):
         at = match.start()
         for side in _ASSIGNED.split(match.group(0)):
-            segments = side.split("/")
-            if sum(bool(_PATH_WORD.fullmatch(segment)) for segment in segments) < 2:
-                segments = [side]
+            if _DOTTED_CODE.fullmatch(side) and any(_CODE_NAME.fullmatch(name) for name in side.split(".")):
+                segments = side.split(".")
+            else:
+                segments = side.split("/")
+                if sum(bool(_PATH_WORD.fullmatch(segment)) for segment in segments) < 2:
+                    segments = [side]
             for segment in segments:
                 if len(segment) >= MIN_TOKEN:
                     yield at, at + len(segment)
@@ -241,8 +250,8 @@ def _random_looking(token: str) -> bool:
     letters_and_digits = "".join(parts)
     size = len(letters_and_digits)
     if len(token) < MIN_TOKEN or not any(c.isdigit() for c in letters_and_digits) \
-            or _UUID_OR_ULID.fullmatch(token):
-        return False
+            or _UUID_OR_ULID.fullmatch(token) or size < MIN_PART * (1 + len(_NAME_SEPARATORS.findall(token))):
+        return False  # short parts: a version, a file name (v0.0.1-go1.22.9.linux-amd64)
     if _HEX_ONLY.fullmatch(letters_and_digits) and (
             size <= 40 or size in _KEPT_HEX if len(parts) == 1 else size < 24 or _SEPARATORS.sub("-", token) != token):
         return False  # a commit, a digest, commits of a range; groups of hex joined by `-` are a key
