@@ -318,6 +318,10 @@ def _not_reference(match: re.Match, value: str) -> bool:
     return len(value) >= MIN_SECRET and not _REFERENCE.search(value)
 
 
+def _squashed(text: str) -> str:
+    return "".join(c for c in text.lower() if c.isalnum())
+
+
 def _credential(match: re.Match, value: str) -> bool:
     """An HTTP credential: not a reference or a variable, and with a digit (`Authorization:
     Bearer TOKEN` in a document names one)."""
@@ -334,7 +338,12 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
         return False
     strong = match.groupdict().get("strong")
     if strong:  # quoted, a placeholder is redacted too (`PASSWORD = 'changeme'`), not a stage's `pass = "DONE"`
-        return bool((match.groupdict().get("quote") and strong.lower() != "pass") or _SYMBOL_OR_DIGIT.search(value))
+        if _SYMBOL_OR_DIGIT.search(value):
+            return True
+        # nor a constant's label: _SEND_MESSAGE_TOKEN = "send_message", NO_CREDENTIALS = "NoCredentials"
+        name = match.string[match.start(0):match.start("value")]
+        return bool(match.groupdict().get("quote")) and strong.lower() != "pass" \
+            and _squashed(value) not in _squashed(name)
     return (len(value) >= MIN_WEAK_SECRET and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
             and bool(_TOKEN_LIKE.fullmatch(value)) and not _DOTTED_NAME.fullmatch(value))
 

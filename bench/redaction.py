@@ -40,7 +40,7 @@ from pathlib import Path
 
 from baton.redaction import redactor
 from bench.common import ROOT, spread, timed_calls
-from tests.secret_corpus import NEGATIVES, SECRETS, Secret, leaking, leaks
+from tests.secret_corpus import BARE_SHAPES, NEGATIVES, SECRETS, Secret, leaking, leaks
 from tests.secret_corpus_public import NEGATIVES_PUBLIC, TUNED, UNTOUCHED
 
 DECISION = ("Keep carts in PostgreSQL, not Redis: totals need transactions. Context: checkout-service "
@@ -132,6 +132,13 @@ def channels(redact: Redact, secrets: Sequence[Secret]) -> list[int]:
     return [len(k) for k in kept] + [len(set.intersection(*kept))]
 
 
+def bare_tokens(length: int, each: int) -> list[Secret]:
+    """Random tokens of each shape of tests/test_redaction.py's BARE_SHAPES, nothing naming them."""
+    rng = random.Random(length)
+    return [Secret(shape, token, token) for shape, make in BARE_SHAPES.items()
+            for token in (make(rng, length) for _ in range(each))]
+
+
 def _each(redact: Redact, secrets: Sequence[Secret]) -> None:
     for secret in secrets:
         redact(secret.text)
@@ -176,7 +183,8 @@ def main() -> None:
     ours = redactor(None)
     tools: dict[str, tuple[Redact, float] | str] = {"Baton": ((lambda text: ours.redact(text).text), 0.0),
                                                      f"Baton at {args.before}": before(args.before), **peers()}
-    corpora = {"project (tuned)": SECRETS, "public, tuned part": TUNED, "public, untouched part": UNTOUCHED}
+    corpora = {"project (tuned)": SECRETS, "public, tuned part": TUNED, "public, untouched part": UNTOUCHED,
+               "bare tokens, 32 chars": bare_tokens(32, 20)}
     negatives = NEGATIVES + NEGATIVES_PUBLIC
     columns = [*CHANNELS, "one check's output", "all at once"]
     print(f"{'tool':30} {'corpus':24} " + " ".join(f"{c[:18]:>18}" for c in columns))

@@ -11,6 +11,7 @@ import pytest
 
 from baton.redaction import redactor
 from baton.secret_rules import RULES
+from tests.secret_corpus import BARE_SHAPES
 
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAn1x\nq8Zt0Yw==\n-----END RSA PRIVATE KEY-----"
 SECRETS = {  # kind: (text holding a secret, the secret)
@@ -113,22 +114,6 @@ def test_random_tokens_of_any_length_are_found_by_their_entropy(redact, length):
         token = "".join(rng.choice(alphabet) for _ in range(length - 3)) + "aZ7"
         found += redact(f"the upstream answered {token} once").kinds == ("high-entropy-string",)
     assert found >= 0.97 * 200, found
-
-
-BARE_SHAPES = {  # what a token of no known format is made of, bare in a sentence
-    "lower-case and digits": lambda rng, n: _drawn(rng, string.ascii_lowercase + string.digits, n),
-    "upper-case and digits": lambda rng, n: _drawn(rng, string.ascii_uppercase + string.digits, n),
-    "base62": lambda rng, n: _drawn(rng, string.ascii_letters + string.digits, n),
-    "base64url": lambda rng, n: _drawn(rng, string.ascii_letters + string.digits + "-_", n),
-    "hex groups": lambda rng, n: "-".join(_drawn(rng, "0123456789abcdef", 8) for _ in range(n // 8)),
-    "two parts and a dot": lambda rng, n: _drawn(rng, string.ascii_letters + string.digits, n // 2) + "."
-    + _drawn(rng, string.ascii_letters + string.digits, n // 2),
-    "base64 padded": lambda rng, n: _drawn(rng, string.ascii_letters + string.digits + "+/", n) + "==",
-}
-
-
-def _drawn(rng: random.Random, alphabet: str, length: int) -> str:
-    return "".join(rng.choice(alphabet) for _ in range(length))
 
 
 @pytest.mark.parametrize("shape", sorted(BARE_SHAPES))

@@ -226,9 +226,9 @@ def test_bare_tokens_and_named_syntaxes_are_kept_out_of_every_channel(any_home, 
     import random
 
     from baton.redaction import redactor
-    from tests.secret_corpus import Secret
+    from tests.secret_corpus import BARE_SHAPES, Secret
     from tests.secret_corpus_public import PUBLIC
-    from tests.test_redaction import BARE_SHAPES, KEPT, NAMED
+    from tests.test_redaction import KEPT, NAMED
 
     redact = redactor(None).redact
     rng = random.Random(43)
