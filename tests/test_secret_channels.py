@@ -91,14 +91,12 @@ def kafka_messages() -> str:
     return "\n".join(parts)
 
 
-@pytest.fixture
-def written(any_home, worktrees, cli):
-    """The corpus written through the CLI by OMN-1; OMN-2 decides nearby, so that recall
-    shows OMN-1's decisions to it."""
-    main, second = worktrees
+def written_by_omn_1(cli, main: Path, secrets: list) -> list[str]:
+    """OMN-1 binds and writes the secrets as an agent does: decisions in sentences, their
+    contexts the carrier lines, the journal's fields; what the commands answered."""
     outputs = []
     assert cli(main, "bind", "OMN-1")[0] == 0
-    for group in batches():  # decisions in sentences, their contexts the carrier lines
+    for group in packed(secrets, lambda secret: (sentence(secret), secret.text)):
         code, out, err = cli(main, "decide", sentences(group), "--context", carriers(group), "--json")
         assert code == 0, err
         outputs += [out, err]
@@ -106,6 +104,15 @@ def written(any_home, worktrees, cli):
                              "--evidence", carriers(group), "--done", sentences(group))
         assert code == 0, err
         outputs += [out, err]
+    return outputs
+
+
+@pytest.fixture
+def written(any_home, worktrees, cli):
+    """The corpus written through the CLI by OMN-1; OMN-2 decides nearby, so that recall
+    shows OMN-1's decisions to it."""
+    main, second = worktrees
+    outputs = written_by_omn_1(cli, main, SECRETS)
     printed = main / "printed.txt"
     printed.write_text("\n".join(secret.text for secret in SECRETS) + "\n")
     code, out, err = cli(main, "update", "--check", "cat printed.txt")
@@ -238,17 +245,8 @@ def test_bare_tokens_and_named_syntaxes_are_kept_out_of_every_channel(any_home, 
     missed = {s.text for s in secrets if leaks(s.value, redact(sentence(s)).text.encode())
               or leaks(s.value, redact(s.text).text.encode())}
     assert len(missed) <= 0.05 * len(secrets)
-    main, second = worktrees
-    assert cli(main, "bind", "OMN-1")[0] == 0
-    outputs = []
-    for group in packed(secrets, lambda secret: (sentence(secret), secret.text)):
-        code, out, err = cli(main, "decide", sentences(group), "--context", carriers(group), "--json")
-        assert code == 0, err
-        outputs += [out, err]
-        code, out, err = cli(main, "update", "--json", "--next", sentences(group), "--evidence", carriers(group),
-                             "--done", carriers(group), "--goal", sentences(group))
-        assert code == 0, err
-        outputs += [out, err]
+    main, _ = worktrees
+    outputs = written_by_omn_1(cli, main, secrets)
     (main / "printed.txt").write_text("\n".join(s.text for s in secrets) + "\n" + "\n".join(KEPT) + "\n")
     code, out, err = cli(main, "handoff", "--check", "cat printed.txt", "--probe", "Printed=cat printed.txt", "--json")
     assert code == 0, err
