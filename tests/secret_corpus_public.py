@@ -1,0 +1,252 @@
+# ruff: noqa: E501, ISC004  (texts as their sources publish them: long lines, joined pieces)
+"""Secrets and non-secrets taken from outside the project: the rule tests and test data of
+two maintained scanners, as published (Kingfisher: mongodb/kingfisher's
+crates/kingfisher-rules/data/rules/*.yml examples and testdata/*_vulnerable.*; gitleaks:
+gitleaks/gitleaks's cmd/generate/config/rules/*.go true and false positives).
+
+Nothing here was generated for Baton's rules, and the UNTOUCHED part (a fixed third, chosen
+by a digest of each text, not by hand) is kept out of every tuning run: a change to
+baton/secret_rules.py or baton/redaction.py is made looking at what TUNED leaks, and
+UNTOUCHED is only ever reported (bench/redaction.py, docs/security.md).
+
+A value that nothing in its carrier names and that cannot be told from a git object name (a
+bare 40-character hex string) is left out: Baton keeps those by design (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from tests.secret_corpus import Secret
+
+_KINGFISHER = [  # (kind, value, text)
+    ("curl-user", "P@ssw0rd$1", "curl --cacert ca.crt -u elastic:P@ssw0rd$1 https://localhost:9200"),
+    ("curl-user", "yqDVtkqPECriaLRi", "curl -u developer:yqDVtkqPECriaLRi"),
+    ("curl-user", "pQ9wTxu4Fg", "curl --user roger23@gmail.com:pQ9wTxu4Fg https://www.dropbox.com"),
+    ("curl-header", "cfcabd11c7ed9a41b1a3e063c32d5114", 'curl -H "Authorization: Bearer cfcabd11c7ed9a41b1a3e063c32d5114"'),
+    ("curl-header", "22cb987851bc5659229114c62e60c79abd0d2c08",
+     'curl -H "Authorization: Token 22cb987851bc5659229114c62e60c79abd0d2c08"'),
+    ("http-basic", "SWxqcmpxZDpld3B3IGdlZmhtZA==", "Authorization: Basic SWxqcmpxZDpld3B3IGdlZmhtZA=="),
+    ("http-basic", "bXpnaGd6cTpsbmFrdWF6cXNx", "Authorization: Basic bXpnaGd6cTpsbmFrdWF6cXNx"),
+    ("http-basic", "WnVtemZzcjptdWxtIHhyenJ6aQ==", "headers['Authorization'] = 'Basic WnVtemZzcjptdWxtIHhyenJ6aQ=='"),
+    ("http-bearer", "d1fc83f09661bcaf3cb3591ec4b93fe93b07087ef020886a4ead09e8efd8c0df",
+     "Authorization: Bearer d1fc83f09661bcaf3cb3591ec4b93fe93b07087ef020886a4ead09e8efd8c0df"),
+    ("http-bearer", "7727d2fa5e8f7d37de25ef385ff8766d265ee2e7384efb311c04069d9c892c6b",
+     "  - Bearer 7727d2fa5e8f7d37de25ef385ff8766d265ee2e7384efb311c04069d9c892c6b"),
+    ("http-bearer", "4f8a2b6c1d9e7f30a5b2c8d4e6f1a3b7c9d2e8f4a6b0c5d1e9f3a7b2c4d6e8f0",
+     "headers={'Authorization': 'Bearer 4f8a2b6c1d9e7f30a5b2c8d4e6f1a3b7c9d2e8f4a6b0c5d1e9f3a7b2c4d6e8f0'}"),
+    ("url-credentials", "qyOIhJiM", "https://eaRIWNkE:qyOIhJiM@j2LYY414Q5cCYD"),
+    ("azure-storage-key", "6jqh42QQjWWBwoPGGR/Jr0PZjhBMZVbHm/gkhEfHvOj8aV6+oI8ed6ZAAwB5a6993WqyQDiuJJB0QpseJwqYxw==",
+     "# Azure Storage Connection String\nAzureWebJobsStorage=DefaultEndpointsProtocol=https;AccountName=hanatour9833;"
+     "AccountKey=6jqh42QQjWWBwoPGGR/Jr0PZjhBMZVbHm/gkhEfHvOj8aV6+oI8ed6ZAAwB5a6993WqyQDiuJJB0QpseJwqYxw==;"
+     "EndpointSuffix=core.windows.net\n"),
+    ("azure-storage-key", "1gy3lpE7Du1j5ljKiupgKzywSw2isjsa69sfsdfsdsgfsgfdgfdgfd/YThisv/OVVLfIOv9kQ==",
+     "DefaultEndpointsProtocol=http;AccountName=testacc1;\n"
+     "AccountKey=1gy3lpE7Du1j5ljKiupgKzywSw2isjsa69sfsdfsdsgfsgfdgfdgfd/YThisv/OVVLfIOv9kQ==;\n"
+     "BlobEndpoint=http://127.0.0.1:8440/testacc1;\n"),
+    ("azure-shared-access-key", "S8ii67l3Gd1Ba69az78iP9UksewzhjvUfh1DIuDs30w=",
+     '"IOTHUB_CONNECTION_STRING": {\n  "value": "HostName=d1-vi-ioth521.azure-devices.net;'
+     'SharedAccessKeyName=registryReadWrite;SharedAccessKey=S8ii67l3Gd1Ba69az78iP9UksewzhjvUfh1DIuDs30w="\n}\n'),
+    ("azure-storage-key", "NjEwGHd9+piK+iCi2C2XURWPmeDDjif9UKN1HAszYptL4iQ+yD7/dgjLMZc3VOpURsa53aJ4HZfbVWzL429C5g==",
+     '"AZURE_STORAGE_CONNECTION_STRING": {\n  "value": "DefaultEndpointsProtocol=https;AccountName=d1biblobstor521;'
+     'AccountKey=NjEwGHd9+piK+iCi2C2XURWPmeDDjif9UKN1HAszYptL4iQ+yD7/dgjLMZc3VOpURsa53aJ4HZfbVWzL429C5g==;'
+     'EndpointSuffix=core.windows.net"\n}\n'),
+    ("azure-app-configuration", "abCD1EF+GHIJxLMnOPqRSa53VWX05zaBCdE/fg9hi4k=",
+     "Endpoint=https://foo-nonprod-appconfig.azconfig.io;Id=ABCD-E6-s0:tl6ABcdefGHi7kLMno/p;"
+     "Secret=abCD1EF+GHIJxLMnOPqRSa53VWX05zaBCdE/fg9hi4k="),
+    ("azure-app-configuration", "GcoEA53t7GLRNJ910M46IrbHO/Vg0tt4HujRdsaCoTY=",
+     "Endpoint=https://appconfig-test01.azconfig.io;Id=09pv-l0-s0:opFCQMC6+9485xJgN5Ws;"
+     "Secret=GcoEA53t7GLRNJ910M46IrbHO/Vg0tt4HujRdsaCoTY="),
+    ("azure-app-configuration", "CQ+mlfQqkzfZv4XA53gigJ/seeXMKwNsqW/rM3wmtuE=",
+     '        private static string appConfigurationConnectionString = "Endpoint=https://appcs-fg-pwc.azconfig.io;'
+     'Id=pi5x-l9-s0:SZLlhHA53Nz2MpAl04cU;Secret=CQ+mlfQqkzfZv4XA53gigJ/seeXMKwNsqW/rM3wmtuE=";'),
+    ("azure-devops-pat", "zpczok4kqgnw5prpfy3ehiylbqvgbjfkdiqkejsxqamy7qbkep7q",
+     'var personalAccessToken = "zpczok4kqgnw5prpfy3ehiylbqvgbjfkdiqkejsxqamy7qbkep7q";  // Provide a value'),
+    ("azure-devops-pat", "58oo4mvqr2tpw7b4w3loeckwfu5o6nw3sihfckvlwoxgqimlddza",
+     '$token = "58oo4mvqr2tpw7b4w3loeckwfu5o6nw3sihfckvlwoxgqimlddza"'),
+    ("azure-devops-pat", "iyfmob6xjrfmit67anxbot64umfx2clwx7dz5ynxi4q2z3uqegvq",
+     'if __name__ == "__main__":\n    ado_pat =  "iyfmob6xjrfmit67anxbot64umfx2clwx7dz5ynxi4q2z3uqegvq"\n'),
+    ("azure-container-registry", "Abcdefghijklmnopqrstuvwxyz123456789012ABCD+ACRefg123",
+     "Abcdefghijklmnopqrstuvwxyz123456789012ABCD+ACRefg123"),
+    ("azure-client-secret", "aBc4Q~xY9kLmNpQrStUvWxYz01234567890abcd", '"aBc4Q~xY9kLmNpQrStUvWxYz01234567890abcd"'),
+    ("azure-client-secret", "xY14Q~abcdefghijklmnopqrstuvwxyz01234", "AZURE_CLIENT_SECRET=xY14Q~abcdefghijklmnopqrstuvwxyz01234"),
+    ("azure-client-secret", "mZ8Q~V4x2pL7nR5sT9uW3yA6bC1dE0fG", 'AZURE_CLIENT_SECRET="mZ8Q~V4x2pL7nR5sT9uW3yA6bC1dE0fG"'),
+    ("azure-client-secret", "4Px7_kQ2mN9vR3tY6wA8cD1eF5gH0jLs", "ENTRA_APP_SECRET: 4Px7_kQ2mN9vR3tY6wA8cD1eF5gH0jLs"),
+    ("azure-client-secret", "N7vX2pQ9_rT4mL6sK8wC3dF5gH1jA0bZ",
+     '{\n  "appId": "12345678-90ab-4cde-8f01-234567890abc",\n  "password": "N7vX2pQ9_rT4mL6sK8wC3dF5gH1jA0bZ",\n'
+     '  "tenant": "11111111-2222-4333-8444-555555555555"\n}\n'),
+    ("azure-access-token", "YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXowMTIzNDU2Nzg5",
+     "MS_GRAPH_TOKEN=eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJhdWQiOiJodHRwczovL2dyYXBoLm1pY3Jvc29mdC5jb20iLCJ0aWQiOiI3"
+     "MmY5ODhiZi04NmYxLTQxYWYtOTFhYi0yZDdjZDAxMWRiNDciLCJvaWQiOiIxMTExMTExMS0yMjIyLTQzMzMtODQ0NC01NTU1NTU1NTU1NTUiLCJp"
+     "ZHR5cCI6ImFwcCIsInJvbGVzIjpbIlVzZXIuUmVhZC5BbGwiXX0.YWJjZGVmZ2hpamtsbW5vcHFyc3R1dnd4eXowMTIzNDU2Nzg5"),
+    ("agora-app-certificate", "397a3af3db1950bdbd84f4e4ec18ebef", "agora.app_certificate=397a3af3db1950bdbd84f4e4ec18ebef"),
+    ("agora-app-certificate", "127a3af3db1950b8dbd4fe440c28ebef", 'agora.app_secret = "127a3af3db1950b8dbd4fe440c28ebef"'),
+    ("algolia-admin-key", "ij1mut5oe606wlrf5z4u8u31264z3gag", 'algolia_api_key = "ij1mut5oe606wlrf5z4u8u31264z3gag"'),
+    ("clickup-token", "pk_204249739_138RCYNYCVO0GRJ8INODHFRMXN0QSV75",
+     "CLICKUP_API_TOKEN=pk_204249739_138RCYNYCVO0GRJ8INODHFRMXN0QSV75"),
+    ("clickup-token", "pk_204249739_GSJCPRLQEX43KH4WN8093RZ9DW3CJGM4",
+     'clickup_token: "pk_204249739_GSJCPRLQEX43KH4WN8093RZ9DW3CJGM4"'),
+    # testdata/generic_secrets.py: values assigned to names that say nothing (VAR_n, SOURCE_n)
+    ("google-api-key", "AIzaSyBUPHAjZl3n8Eza66ka6B78iVyPteC5MgM", "VAR_6 = 'AIzaSyBUPHAjZl3n8Eza66ka6B78iVyPteC5MgM'"),
+    ("recaptcha-secret", "6Lrjv_b_jgnybWRwKSn2P6lop58PGZ_NfewZWnRT", "VAR_7 = '6Lrjv_b_jgnybWRwKSn2P6lop58PGZ_NfewZWnRT'"),
+    ("slack-app-token", "xapp-1-A01C259PH2A-1440755929120-7d5241948a2cc1b464add85df8a8e75f9040ae2869f6599926ed0b9dcafdb32b",
+     "VAR_16 = 'xapp-1-A01C259PH2A-1440755929120-7d5241948a2cc1b464add85df8a8e75f9040ae2869f6599926ed0b9dcafdb32b'"),
+    ("slack-bot-token", "xoxb-730191371696-1413868247813-IG7Z6nYevC2hdviE3aJhb5kY",
+     "VAR_17 = 'xoxb-730191371696-1413868247813-IG7Z6nYevC2hdviE3aJhb5kY'"),
+    ("slack-webhook", "PlVigT9jRstQd0ywnFP262DQ",
+     "VAR_18 = 'https://hooks.slack.com/services/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'"),
+    ("stripe-secret-key", "sk_live_bu9JFVJtII3FINL1rOKcNpveXD4hSMtSDx7opOWDEFGHIJKLMNOPQRSTUVWXYZ",
+     "VAR_19 = 'sk_live_bu9JFVJtII3FINL1rOKcNpveXD4hSMtSDx7opOWDEFGHIJKLMNOPQRSTUVWXYZ'"),
+    ("stripe-restricted-key", "rk_live_z59MoCJoFc114PpJlP1OnB1O", "VAR_21 = 'rk_live_z59MoCJoFc114PpJlP1OnB1O'"),
+    ("facebook-access-token", "EAACEdEose0cBABNVIWZAPVEKXBR", "VAR_22 = 'EAACEdEose0cBABNVIWZAPVEKXBR'"),
+    ("square-access-token", "sqOatp-TDt6aBq8Z_Oup1JezKC1cK", "VAR_23 = 'sqOatp-TDt6aBq8Z_Oup1JezKC1cK'"),
+    ("braintree-access-token", "access_token$production$x0lb8affpzmmnufd$3ea7cb281754b7da7eca131ef9642324",
+     "VAR_25 = 'access_token$production$x0lb8affpzmmnufd$3ea7cb281754b7da7eca131ef9642324'"),
+    ("twilio-key", "SK5d1d319A6Acf7EC9BDeDb8CCe4D76BA8", "VAR_26 = 'SK5d1d319A6Acf7EC9BDeDb8CCe4D76BA8'"),
+    ("twilio-key", "ACXvJ0lkU-BhvkmBkZPUWAxExvPSF6s5En", "VAR_27 = 'ACXvJ0lkU-BhvkmBkZPUWAxExvPSF6s5En'"),
+    ("twilio-key", "APNLX3uzXotXDUKvurSeS95o8O3RpYuuy6", "VAR_28 = 'APNLX3uzXotXDUKvurSeS95o8O3RpYuuy6'"),
+    ("mailgun-api-key", "key-LPxoYCANGEFkAMHBur4jTjbZ69ngpdbI", "VAR_29 = 'key-LPxoYCANGEFkAMHBur4jTjbZ69ngpdbI'"),
+    ("generic-password", "GYW2mMmpG327BtrdTnUL", "DATABASE_PASSWORD = 'GYW2mMmpG327BtrdTnUL'"),
+    ("generic-password", "opensaysme", "PASSWORD = 'opensaysme'"),
+    ("generic-password", "postgres", "POSTGRES_PASSWORD = 'postgres'"),
+    ("generic-api-key", "SGwJgqnZYzH945UBWnauBuKXKLEhq5Le", "API_KEY = 'SGwJgqnZYzH945UBWnauBuKXKLEhq5Le'"),
+    ("generic-api-key", "897f3b11-72f2-4c6f-9a9d-4750cdc609c6", "APIKEY = '897f3b11-72f2-4c6f-9a9d-4750cdc609c6'"),
+    ("generic-api-key", "7340ad40-09b3-11eb-adc1-0242ac120002", "ACCESS_TOKEN = '7340ad40-09b3-11eb-adc1-0242ac120002'"),
+    ("bare-token", "GYW2mMmpG327BtrdTnUL", "SOURCE_1 = 'GYW2mMmpG327BtrdTnUL'"),
+    ("bare-token", "SGwJgqnZYzH945UBWnauBuKXKLEhq5Le", "SOURCE_5 = 'SGwJgqnZYzH945UBWnauBuKXKLEhq5Le'"),
+    # testdata/php_vulnerable.php, ruby_vulnerable.rb, toml_vulnerable.toml, csharp_vulnerable.cs
+    ("php-assignment", "this_is_my_passport", "        $password = 'this_is_my_passport';"),
+    ("php-assignment", "9823yrdfijo239jd3wsad30dj2d", "        $api_key = '9823yrdfijo239jd3wsad30dj2d';"),
+    ("php-assignment", "kingpin987", '    $this->password = "kingpin987"'),
+    ("aws-secret-key", "eD4++rSUVbOmDrRI7EDLmskuwpAAddEA0WNwu+fI", '$aws_secret = "eD4++rSUVbOmDrRI7EDLmskuwpAAddEA0WNwu+fI";'),
+    ("php-assignment", "blink182", '$hidden_passphrase = "blink182";'),
+    ("aws-access-key", "AKIA6ODU5DHT7VPXGCE4", '$key_id = "AKIA6ODU5DHT7VPXGCE4";'),
+    ("ruby-assignment", "SGwJgqnZYzH945UBWnauBuKXKLEhq5Le", 'my_api_key = 1, "SGwJgqnZYzH945UBWnauBuKXKLEhq5Le", 3'),
+    ("ruby-assignment", "17df97169af3785f2c0b2a73dhba1c46f33928de", "GITHUB_KEY = '17df97169af3785f2c0b2a73dhba1c46f33928de'"),
+    ("ruby-assignment", "895b1da4051440395f90e1411c4a1150e423c922",
+     "GITHUB_APP_SECRET = '895b1da4051440395f90e1411c4a1150e423c922'"),
+    ("ruby-assignment", "secret123", 'aUser.send("password=", "secret123")'),
+    ("toml-assignment", "ja4wALsaho20af21dS", 'my_private_key = "ja4wALsaho20af21dS"'),
+    ("toml-assignment", "dG9wLVNlY3JldA==", 'my_unique_authorization_key = "dG9wLVNlY3JldA=="'),
+    ("csharp-assignment", "s3cr3tp@ssw0rd", '    string password = new String("s3cr3tp@ssw0rd");'),
+    ("csharp-assignment", "9043hfdlasf023", '    string passwd = new String("9043hfdlasf023");'),
+    ("csharp-assignment", "a9lah209la81la3", '    string pwd = new String("a9lah209la81la3");'),
+    ("csharp-assignment", "9043hfdlasf023", '    string password = "9043hfdlasf023";'),
+    ("csharp-assignment", "a9lah209la81la3", '    string secret = "a9lah209la81la3";'),
+    ("csharp-assignment", "402750613792034973", '    string secretKey = "402750613792034973";'),
+    ("csharp-assignment", "ja4wALsaho20af21dS", '    string privateKey = "ja4wALsaho20af21dS";'),
+]
+
+_GITLEAKS = [  # cmd/generate/config/rules/curl.go and generic.go: true positives
+    ("curl-user", "d2LkV78zLx!t", 'curl -u ":d2LkV78zLx!t" https://localhost:9200'),
+    ("curl-user", "h0pk1ns~21s", "curl -sw '%{http_code}' -X POST --user  'johns:h0pk1ns~21s' $GItHUB_API_URL/$GIT_COMMIT --data"),
+    ("curl-user", "yqDVtkqPECriaLRi", "sh-5.0$ curl -k -X POST https://infinispan:11222/rest/v2/caches/default/hello \\\n"
+     "  -H 'Content-type: text/plain' \\\n  -d 'world' \\\n  -u developer:yqDVtkqPECriaLRi"),
+    ("curl-user", "d2LkV78zLx!t", "curl -s --user 'api:d2LkV78zLx!t' \\\n"
+     "    https://api.mailgun.net/v2/sandbox91d3515882ecfaa1c65be642.mailgun.org/messages"),
+    ("curl-user", "dB2yF6@qL9vZm1P#4J", 'curl -s -v --user "j.smith:dB2yF6@qL9vZm1P#4J" "https://api.contoso.org/user/me"'),
+    ("curl-user", "pRf7vG2h1L8nQkW9", "curl --user kevin:'pRf7vG2h1L8nQkW9' -iX PATCH -H \"Content-Type: application/json\" -d"),
+    ("curl-user", "qgsnai0xokrw4j1", "$ curl https://api.dropbox.com/oauth2/token \\\n"
+     "  --user c28wlsosanujy2z:qgsnai0xokrw4j1 --data grant_type=authorization_code"),
+    ("curl-header", "5eb4223e-5008-46e5-be67-c7b8f2732305",
+     "curl --header  'Authorization:  5eb4223e-5008-46e5-be67-c7b8f2732305'"),
+    ("curl-header", "djJlNEpYa0NJUHZ5a2FWT0VRXzRqZmZUdDkwYTp2emNBZGFzZWpmlWZiUDc2VUJjNDNNVDExclVh",
+     'curl -k -X POST --header "Authorization: Basic djJlNEpYa0NJUHZ5a2FWT0VRXzRqZmZUdDkwYTp2emNBZGFzZWpmlWZiUDc2VUJj'
+     'NDNNVDExclVh" "https://api-qa.example.com:8243/token" -d "grant_type=client_credentials"'),
+    ("curl-header", "MzUzYjMwMmM0NDU3NGY1NjUwNDU2ODdlNTM0ZTdkNmE6Mjg2OTI0Njk3ZTYxNWE2NzJhNjQ2YTQ5MzU0NTY0NmM=",
+     'curl -X POST -H "Content-Type: application/json" \\\n -H "Authorization: Basic MzUzYjMwMmM0NDU3NGY1NjUwNDU2OD'
+     'dlNTM0ZTdkNmE6Mjg2OTI0Njk3ZTYxNWE2NzJhNjQ2YTQ5MzU0NTY0NmM=" \\\n'
+     "  -d '{\"user\":{\"emailAddress\":\"test@example.com\"}, \"password\":\"password\"}' \\\n"
+     "  'http://localhost:8080/oauth2-provider/v1.0/users'"),
+    ("curl-header", "YXBpOmtleS1hN2MzNDJ3MzNhNWQxLTU2M2U3MjlwLTZhYjI3YzYzNzM0Ng==",
+     "#curl -X POST \\\n#  https://api.mailgun.net/v3/sandbox7dbcabccd4314c123e8b23599d35f5b6.mailgun.org/messages \\\n"
+     "#  -H 'Authorization: Basic YXBpOmtleS1hN2MzNDJ3MzNhNWQxLTU2M2U3MjlwLTZhYjI3YzYzNzM0Ng==' \\\n"
+     "#  -F to='joe@example.com' \\\n#  -F subject='Hello'"),
+    ("curl-header", "cfcabd11c7ed9a41b1a3e063c32d5114",
+     '# curl -X GET "http://localhost:3000/api/cron/status" -H "Authorization: Bearer cfcabd11c7ed9a41b1a3e063c32d5114"'),
+    ("curl-header", "jC+6TUUjCNHcVtAXpcqBCgxnA8r+qD6MatnYaf/+289y7HWpK0BWPyLHv/K4DMN32fufwmeVVjlo8zjgBh8kx3GfS6IqO70w1DVMSC",
+     "curl -X PUT -H 'Authorization: Bearer jC+6TUUjCNHcVtAXpcqBCgxnA8r+qD6MatnYaf/+289y7HWpK0BWPyLHv/K4DMN32fufwmeVVjlo8"
+     "zjgBh8kx3GfS6IqO70w1DVMSCTwX7fhEpiXaxzv0mhSMHDX9Kw63Q6DkavUWUV+MDNhCF5wGQrcdQNncVRF3YkuDHDT/xw2YWyZ/DX8k+gAYiC8"
+     "gcD8Ueg0ljBVS1IDwPjuGoFPESJVxYr0MDPF2D8Pn2S5rq692U4D9ZLuluS46VA4DK6ig5P7QM5XVXi4V7vXM8qpN/zqneyz+w4PUh6NIX7QG6J"
+     "czMhYd9maWRWVat5jDdyII63P6sNAy9QZjw+ClW211Q==' -d 'user={\"account\":\"user@domain.com\"}' "
+     "http://127.0.0.1:8443/desks/1/occupy"),
+    ("curl-header", "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",
+     'curl https://api.openai.com/v1/chat/completions \\\n  -H "Content-Type: application/json" \\\n'
+     '  -H "Authorization: Bearer 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" \\'),
+    ("curl-header", "_FXNljbSRYMWx3TWrd7lgKhLtVZX6iskC8Wcbb4b",
+     'curl -X GET "https://api.cloudflare.com/client/v4/user/tokens/verify" \\\n'
+     '     -H "Authorization: Bearer _FXNljbSRYMWx3TWrd7lgKhLtVZX6iskC8Wcbb4b" \\\n'
+     '     -H "Content-Type:application/json"'),
+    ("curl-header", "sha256~bRLFnzd59Z3XpZH5_seJPHALOuvbWiKwbFKSsoALkgp",
+     'curl -H "Authorization: Bearer sha256~bRLFnzd59Z3XpZH5_seJPHALOuvbWiKwbFKSsoALkgp"'),
+    ("curl-header", "22cb987851bc5659l29114c62e60c79abd0d2c08",
+     'curl -H "Authorization: Api-Token 22cb987851bc5659l29114c62e60c79abd0d2c08" --request PUT '
+     "https://appsecclass.report/api/use/635"),
+    ("curl-header", "kvRPfjAhLhtRTczoRgctVGp7KY1QVH3UBZM-gM0x8ec",
+     'curl -L -H "Authorization:eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJjb25maWRlbmNlIjowLjh9.kvRPfjAhLhtRTczoRgctVGp7K'
+     'Y1QVH3UBZM-gM0x8ec" service1.local -> correct jwt '),
+    ("curl-header", "c4ed6c21-9dd5-4a05-8e3f-c56d1151cce8",
+     'curl -X GET \\\n     -H "apikey: c4ed6c21-9dd5-4a05-8e3f-c56d1151cce8" \\\n     -H "Accept: application/json" \\'),
+    ("curl-header", "3fea6af1349166ea",
+     'curl -XPOST http://localhost:8080/api/tasks -H "Content-Type: application/x-www-form-urlencoded; charset=UTF-8" '
+     '-H "Token: 3fea6af1349166ea" -d "content=hello-curl"'),
+    ("curl-header", "3a16750d-d363-41a4-8ebd-035408f7730f",
+     'curl -X GET https://octopus.corp.net/\n     -H "X-Octopus-ApiKey: 3a16750d-d363-41a4-8ebd-035408f7730f" \\'),
+    ("generic-api-key", "6da89121079f83b2eb6acccf8219ea982c3d79bccc3e9c6a85856480661f8fde",
+     '"client_secret" : "6da89121079f83b2eb6acccf8219ea982c3d79bccc3e9c6a85856480661f8fde",'),
+    ("generic-api-key", "Zf3D0LXCM3EIMbgJpUNnkRtOfOueHznB", 'generic_api_token = "Zf3D0LXCM3EIMbgJpUNnkRtOfOueHznB"'),
+    ("generic-api-key", "CLOJARS_34bf0e88955ff5a1c328d6a7491acc4f48e865a7b8dd4d70a70749037443",
+     "generic_api_token: CLOJARS_34bf0e88955ff5a1c328d6a7491acc4f48e865a7b8dd4d70a70749037443"),
+]
+
+NEGATIVES_PUBLIC = [  # the same sources' false positives and non-secrets, to come back byte for byte
+    "GITHUB_COMMIT_SHA_HASH = '120ba2f7db8affd023e83964e5d8afbd10d20fe8'",
+    "COMMIT_SHA = '637831c685a5f906c65d6af8389e7988619a3514'",
+    "LATEST = '699865bd61fda628b0bea3080ae73d5f11572a74'",
+    "PUBLIC_KEY_SSH = 'AAAAB3NzaC1yc2EAAAADAQABAAAAgQCqGKukO1De7zhZj6+H0qtjTkVxwTCpvKe4eCZ0FPqri0cb2JZfXJ/DgYSF6vUpwmJG8w"
+    "VQZKjeGcjDOL5UlsuusFncCzWBQ7RKNUSesmQRMSGkVb1/3j+skZ6UtW+5u09lHNsj6tQ51s1SPrCBkedbNf0Tp0GbMJDyR4e9T04ZZw=='",
+    "-----BEGIN PUBLIC KEY-----\nMIGfMA0GCSqGSIb3DQEBAQUAA4GNADCBiQKBgQCqGKukO1De7zhZj6+H0qtjTkVxwTCpvKe4eCZ0\n"
+    "FPqri0cb2JZfXJ/DgYSF6vUpwmJG8wVQZKjeGcjDOL5UlsuusFncCzWBQ7RKNUSesmQRMSGkVb1/\n"
+    "3j+skZ6UtW+5u09lHNsj6tQ51s1SPrCBkedbNf0Tp0GbMJDyR4e9T04ZZwIDAQAB\n-----END PUBLIC KEY-----",
+    "client_vpn_endpoint_id = aws_ec2_client_vpn_endpoint.client-vpn-endpoint.id",
+    "golang.org/x/oauth2 v0.15.0 h1:s8pnnxNVzjWyrvYdFUQq5llS1PX2zhPXmccZv99h7uQ=",
+    "google.golang.org/api v0.81.0 h1:o8WF5AvfidafWbFjsRyupxyEQJNUWxLZJCK5NXrxZZ8=",
+    '   curl -sL --user "$1:$2" "$3" > "$4"',
+    'curl -u "${_username}:${_password}"',
+    'curl -u "${username}":"${password}"',
+    'curl -k -X POST -I -u "SRVC_JENKINS:${APPID}"',
+    "curl -sw '%{http_code}' -X POST --user '$USERNAME:$PASSWORD' $GItHUB_API_URL/$GIT_COMMIT --data",
+    'curl -XGET -i -u "${{ env.ELK_ID }}:${{ build.env.ELK_PASS }}"',
+    'curl -XGET -i -u "${{ steps.vault.outputs.account_id }}:${{ steps.vault.outputs.account_password }}"',
+    'curl -X POST --user "$(cat ./login.txt):$(cat ./password.txt)"',
+    'curl --silent --insecure --user ${f5user}:${f5pass} \\',
+    'curl -u "myusername" http://localhost:15130/api/check_user/',
+    'curl -X GET \\\n     -H "apikey: $API_KEY" \\\n     -H "Accept: $FORMAT" \\',
+    '    -H "Authorization: Bearer $API_KEY" \\',
+    'curl -X GET -H "Content-Type: application/json" -H "Authorization: Bearer $(gcloud auth print-access-token)" '
+    "https://workflowexecutions.googleapis.com/v1/projects/244283331594/locations/us-central1/workflows/sample-workflow/"
+    "executions/43c925aa-514a-44c1-a0a4-a9f8f26fd2cb/callbacks/1705791f-d446-4e92-a6d0-a13622422e80_31864a51-8c13-4b03-"
+    "ad4d-945cdc8d0631",
+    'AZURE_TENANT_ID="72f988bf-86f1-41af-91ab-2d7cd011db47"',
+    '"appId": "12345678-90ab-4cde-8f01-234567890abc"',
+    "AzureAd: { clientId: fedcba98-7654-4321-8fed-cba987654321 }",
+    "myregistry.azurecr.io",
+    'algolia_app_id = "WRB8YLFW7Y"',
+    'string ipAddress = new String("8.8.8.8");',
+    "valueFrom.secretKeyRef.name = \"mysecrets\"",
+    'name = "vvp.auth.oidc.registration.clientSecret"',
+    "echo $x_object->$property1; //Return 'Value 2'",
+]
+
+
+def _split(entries: list[tuple[str, str, str]]) -> tuple[list[Secret], list[Secret]]:
+    tuned: list[Secret] = []
+    untouched: list[Secret] = []
+    for kind, value, text in entries:
+        assert value in text, (kind, value)
+        (untouched if zlib.crc32(text.encode()) % 3 == 0 else tuned).append(Secret(kind, value, text))
+    return tuned, untouched
+
+
+TUNED, UNTOUCHED = _split(_KINGFISHER + _GITLEAKS)
+PUBLIC: list[Secret] = TUNED + UNTOUCHED
