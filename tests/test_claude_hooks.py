@@ -159,6 +159,12 @@ def unusable_home(kind: str, home: Path, monkeypatch) -> None:
     elif kind == "bad baton.toml":
         home.mkdir(parents=True, exist_ok=True)
         (home / "baton.toml").write_text("[stores\n")
+    elif kind == "data home others can write":  # refused: another user could have written it
+        from tests import lanes
+
+        if lanes.current is not None:
+            lanes.current.stop()  # a client rightly speaks to no resident of a refused home
+        home.chmod(0o777)
     else:  # the registry refuses every read and write
         (home / "registry.db").write_bytes(b"not a database " * 100)
 
@@ -168,7 +174,8 @@ EVERY_HOOK = [("session-start", "session_start_startup", {}), ("user-prompt-subm
               ("session-end", "session_end", {})]
 
 
-@pytest.mark.parametrize("kind", ["data home is a file", "bad baton.toml", "registry refuses writes"])
+@pytest.mark.parametrize("kind", ["data home is a file", "bad baton.toml", "registry refuses writes",
+                                  "data home others can write"])
 def test_when_baton_cannot_record_the_user_is_told_once_per_session(home, worktrees, cli, capsys, monkeypatch, kind):
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
