@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
@@ -136,6 +137,7 @@ def main(argv: list[str] | None = None, invocation: Invocation | None = None) ->
     from baton.skills.frontends.invocation import of_process
 
     switch_off()  # before any model builds its validator (the resident's child has its client's environment)
+    warnings.showwarning = _library_warning
     invocation = invocation or of_process(argv)
     given = list(invocation.argv)
     try:
@@ -230,6 +232,13 @@ def _say(message: str) -> None:
     from baton.shown_text import one_line
 
     print(f"baton: {one_line(mask(message))}", file=sys.stderr)
+
+
+def _library_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                     file: object = None, line: str | None = None) -> None:
+    """A library's warning as one line of Baton's (Python's own names the library's source
+    file, on two lines)."""
+    _say(f"warning: {category.__name__}: {message}")
 
 
 def _place() -> tuple[Place, WorktreeLocator]:

@@ -1,0 +1,99 @@
+"""Servers met by many processes at once: a new Neo4j made ready by eight commands together,
+and the marker nodes a version before made twice, repaired; a library's warning, one line."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.workspace import ROOT, run_process
+
+# Each waits for the go file (bounded), so that the eight meet the server together.
+TOGETHER = """
+import os, sys, time
+deadline = time.monotonic() + 120
+while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+    time.sleep(0.005)
+from baton.skills.frontends.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def emptied(driver) -> None:
+    """The server as new: no node, constraint nor index of Baton's."""
+    driver.execute_query("MATCH (n) DETACH DELETE n")
+    for (name,) in driver.execute_query("SHOW CONSTRAINTS YIELD name").records:
+        driver.execute_query(f"DROP CONSTRAINT {name}")  # a name the server gave, not input
+    for (name,) in driver.execute_query("SHOW INDEXES YIELD name, type WHERE type <> 'LOOKUP' RETURN name").records:
+        driver.execute_query(f"DROP INDEX {name}")
+
+
+def markers(driver) -> dict[str, int]:
+    records = driver.execute_query("MATCH (m) WHERE m:BatonSchema OR m:BatonCounts "
+                                   "RETURN labels(m)[0] AS kind, count(m) AS n").records
+    return {kind: n for kind, n in records}
+
+
+@pytest.fixture
+def neo4j_driver(neo4j_server):
+    import neo4j
+
+    with neo4j.GraphDatabase.driver(neo4j_server.address, auth=neo4j_server.auth) as driver:
+        yield driver
+
+
+def test_eight_commands_meet_a_new_neo4j_together(home, worktrees, cli, bolt_uri, neo4j_driver, monkeypatch,
+                                                  tmp_path):
+    main, _ = worktrees
+    monkeypatch.setenv("BATON_GRAPH_URL", bolt_uri)
+    monkeypatch.setenv("BATON_STORE_TIMEOUT", "60")  # eight JVM schema changes in turn, on 2 busy cores
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    for attempt in range(3):  # a race: each round a new server, every process its first meeting
+        emptied(neo4j_driver)
+        go = tmp_path / f"go-{attempt}"
+        processes = [subprocess.Popen([sys.executable, "-c", TOGETHER, str(go), "list"], cwd=main, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      env={**os.environ, "PYTHONPATH": str(ROOT)}) for _ in range(8)]
+        go.touch()
+        for process in processes:
+            out, err = process.communicate(timeout=300)
+            assert process.returncode == 0 and "OMN-1" in out and not err, err  # nor a warning, nor a store down
+        assert markers(neo4j_driver) == {"BatonSchema": 1, "BatonCounts": 1}
+
+
+def test_markers_made_twice_by_a_version_before_are_repaired(home, worktrees, cli, bolt_uri, neo4j_driver,
+                                                              monkeypatch):
+    main, _ = worktrees
+    monkeypatch.setenv("BATON_GRAPH_URL", bolt_uri)
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    # What a version before left: no constraint on the markers, three of each made at once.
+    for (name,) in neo4j_driver.execute_query("SHOW CONSTRAINTS YIELD name WHERE name STARTS WITH 'baton_baton' "
+                                              "RETURN name").records:
+        neo4j_driver.execute_query(f"DROP CONSTRAINT {name}")
+    neo4j_driver.execute_query("MATCH (m) WHERE m:BatonSchema OR m:BatonCounts DELETE m")
+    neo4j_driver.execute_query("UNWIND range(1, 3) AS i "
+                               "CREATE (:BatonSchema {version: 3}), (:BatonCounts {kept: true})")
+    code, out, err = cli(main, "doctor", "--repair")
+    assert code == 0 and "Warning" not in err and "Warning" not in out, (out, err)
+    assert markers(neo4j_driver) == {"BatonSchema": 2, "BatonCounts": 1}  # version 3's and this version's
+    assert neo4j_driver.execute_query("MATCH (m:BatonSchema) RETURN m.version AS v ORDER BY v").records[0]["v"] == 3
+    with pytest.raises(Exception, match="already exists"):
+        neo4j_driver.execute_query("CREATE (:BatonCounts {kept: true})")
+    for _ in range(3):
+        code, _, err = cli(main, "resume", "OMN-1")
+        assert code == 0 and "Warning" not in err, err
+
+
+def test_a_librarys_warning_is_one_line_of_batons(home, worktrees, cli):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    warn = ("import warnings\nfrom baton.skills.frontends import cli\nlisted = cli._HANDLERS['list']\n"
+            "def warned(*args):\n"
+            "    warnings.warn('Expected a result with a single record, but found multiple.', UserWarning)\n"
+            "    return listed(*args)\n"
+            "cli._HANDLERS['list'] = warned\n")
+    result = run_process(main, "list", prelude=warn)
+    assert result.returncode == 0 and "OMN-1" in result.stdout
+    assert result.stderr == ("baton: warning: UserWarning: Expected a result with a single record, but found "
+                             "multiple.\n")
