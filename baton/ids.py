@@ -12,7 +12,8 @@ from baton.shown_text import clipped
 if TYPE_CHECKING:
     from uuid import UUID
 
-_TASK_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+# Led by a letter or a digit: `..`, `.`, `-x` or `:` would pass for a path or an option.
+_TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
 
 # A ticket id parse_ticket_id accepted: parsed once where it enters (a command's argument, a
 # tool's, the binding file) and carried as this type, so nothing past the edge checks it again.
@@ -60,6 +61,7 @@ def parse_ticket_id(value: object) -> TicketId:
     if _TASK_ID.fullmatch(value) is None:
         shown = clipped(value, 80)
         raise BadInput(
-            f"invalid task id {shown!r}: use 1 to 64 characters of letters, digits and . _ : -"
+            f"invalid task id {shown!r}: use 1 to 64 characters of letters, digits and . _ : -, "
+            "starting with a letter or digit"
         )
     return TicketId(value)

@@ -34,6 +34,10 @@ def stored(cli, main):
     ["decide", "   "], ["update"], ["update", "--next", " "], ["update", "--depends-on", "OMN-1"],
     ["resume", "OMN-1", "--list"], ["signals", "--since", "yesterday"], ["recall", ""],
     ["decide", "x" * 4001], ["decide", "ok", "--context", "x" * 4001], ["update", "--done", "x" * 4001],
+    ["bind", ".."], ["bind", "."], ["bind", "-"], ["bind", "--", "-x"], ["bind", ":"], ["resume", "_"],
+    ["touch", "--task", "..", "f.py"], ["update", "--depends-on", "-"], ["decide", "use \x1b[31mred"],
+    ["decide", "ok", "--context", "bell\x07"], ["update", "--next", "\x9bC1"], ["touch", "a\x7f.py"],
+    ["recall", "x\x0c"],
 ])
 def test_bad_arguments_exit_2_with_one_line(bound, cli, args):
     before = stored(cli, bound)

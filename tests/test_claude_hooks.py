@@ -590,3 +590,15 @@ def test_a_prompt_with_news_pays_no_pydantic(home, worktrees, cli, capsys):
     said, heavy = result.stdout.splitlines()
     assert "conflict_detected from OMN-2" in told(json.loads(said), "UserPromptSubmit")
     assert heavy == "HEAVY "
+
+
+def test_a_path_holding_a_control_character_is_left_out_with_one_line(home, worktrees, cli, capsys):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    for name in ("a\x1b[2J.py", "b\x00.py", "c\x85.py"):
+        code, out, err = hook("post-tool-use", payload("post_tool_use_write", main, file=main / name), capsys)
+        assert code == 0 and out is None, out
+        assert "holds a control character" in err and err.count("\n") == 1, err
+    code, out, err = hook("post-tool-use", payload("post_tool_use_write", main, file=main / "ok.py"), capsys)
+    assert code == 0 and not err, err
+    assert [t.path for t in session_of("OMN-1").files.values()] == ["ok.py"]
