@@ -1,9 +1,35 @@
 """A process's identity on this machine: its pid and its start time, which together name
-one process however the kernel reuses pids (Linux /proc; elsewhere nothing is known)."""
+one process however the kernel reuses pids (Linux /proc; elsewhere nothing is known); and
+the lowest priority, which Baton's own background work runs at."""
 
 from __future__ import annotations
 
 import os
+from contextlib import suppress
+
+# ioprio_set(2) has no wrapper in Python's os module: its number per architecture (asm-generic
+# for arm64), the calling thread as its target, and the idle class, which gets the disk only
+# when no one else asks for it.
+_IOPRIO_SET = {"x86_64": 251, "i686": 289, "aarch64": 30, "riscv64": 30}
+_IOPRIO_WHO_PROCESS, _IOPRIO_CLASS_IDLE, _IOPRIO_CLASS_SHIFT = 1, 3, 13
+
+
+def run_at_lowest_priority() -> None:
+    """Run the calling thread (Linux keeps these per thread, and a thread or child it starts
+    inherits them) at the lowest CPU and I/O priority: nice 19, the idle scheduling class,
+    and the idle I/O class where the kernel has ioprio_set. Background work then takes no
+    core and no disk from a command a user waits for. What the system refuses stays as it was."""
+    with suppress(OSError):
+        os.nice(19 - os.getpriority(os.PRIO_PROCESS, 0))
+    with suppress(OSError, AttributeError):  # SCHED_IDLE: Linux only
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    number = _IOPRIO_SET.get(os.uname().machine)
+    if number is not None:
+        import ctypes
+
+        with suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).syscall(number, _IOPRIO_WHO_PROCESS, 0,
+                                                      _IOPRIO_CLASS_IDLE << _IOPRIO_CLASS_SHIFT)
 
 
 def process_start(pid: int) -> str | None:

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 LOCK = "indexer.lock"
 LINGER = 0.5  # seconds without new decisions before a background indexer exits
-NICENESS = 10  # the background indexer yields the CPU to the agent and its hooks
 
 
 def queue_decisions(stores: Stores, records: Sequence[DecisionRecord], *, strict: bool = False) -> list[str]:
@@ -139,7 +138,9 @@ def index_decisions(stores: Stores, *, background: bool = False, wait: float | N
     if not background:
         with indexer_lock(home, wait=stores.settings.store_timeout if wait is None else wait) as held:
             return _healed(stores, _add(total, stores.indexer().run(reembed=reembed))) if held else None
-    os.nice(NICENESS)
+    from baton.processes import run_at_lowest_priority
+
+    run_at_lowest_priority()  # it yields every core and the disk to the agent, its hooks and commands
     while True:
         with indexer_lock(home, wait=0) as held:
             if not held:

@@ -98,7 +98,7 @@ def main(argv: list[str]) -> int:
     if lock is None:
         print(f"baton: a resident process already serves {home}", file=sys.stderr)
         return 0
-    preload(settings)
+    _preload_at_lowest_priority(settings)
     gc.freeze()  # what is loaded now stays out of the children's collections: their pages stay shared
     os.chdir("/")  # holds no directory of the user's; each child takes its client's
     Resident(home, settings.resident_idle, lock, recall_embedded=not settings.qdrant_url).serve()
@@ -114,6 +114,31 @@ def _lock(home: Path, inherited: int | None) -> int | None:
         os.set_inheritable(inherited, False)
         return inherited
     return taken(home / client.LOCK_NAME)
+
+
+def _preload_at_lowest_priority(settings: Settings) -> None:
+    """preload on a thread of its own at the lowest priority (baton.processes): the start
+    takes no core and no disk from the command the user waits for, while this thread, which
+    forks the children that run commands, keeps the user's own priority for them (Linux keeps
+    priorities per thread, and an unprivileged process cannot raise its own back)."""
+    import threading
+
+    from baton.processes import run_at_lowest_priority
+
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        run_at_lowest_priority()
+        try:
+            preload(settings)
+        except BaseException as exc:  # noqa: BLE001 -- raised again on the main thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="baton-preload")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
 
 
 def preload(settings: Settings) -> None:
