@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 from contextlib import suppress
 
-# ioprio_set(2) has no wrapper in Python's os module: its number per architecture (asm-generic
-# for arm64), the calling thread as its target, and the idle class, which gets the disk only
-# when no one else asks for it.
+# ioprio_set(2), which Python's os module does not wrap: its number per architecture, and
+# (IOPRIO_WHO_PROCESS, the calling thread, IOPRIO_CLASS_IDLE << 13): the disk only when no one
+# else asks for it.
 _IOPRIO_SET = {"x86_64": 251, "i686": 289, "aarch64": 30, "riscv64": 30}
-_IOPRIO_WHO_PROCESS, _IOPRIO_CLASS_IDLE, _IOPRIO_CLASS_SHIFT = 1, 3, 13
+_IDLE_IO = (1, 0, 3 << 13)
 
 
 def run_at_lowest_priority() -> None:
@@ -28,8 +28,7 @@ def run_at_lowest_priority() -> None:
         import ctypes
 
         with suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).syscall(number, _IOPRIO_WHO_PROCESS, 0,
-                                                      _IOPRIO_CLASS_IDLE << _IOPRIO_CLASS_SHIFT)
+            ctypes.CDLL(None).syscall(number, *_IDLE_IO)
 
 
 def process_start(pid: int) -> str | None:

@@ -141,7 +141,10 @@ def main(argv: list[str] | None = None, invocation: Invocation | None = None) ->
     invocation = invocation or of_process(argv)
     given = list(invocation.argv)
     try:
-        _check_texts(given)
+        from baton.shown_text import check_text, clipped
+
+        for word in given:  # before any word reaches a store, a path or a message
+            check_text(f"argument {clipped(word, 40)!r}", word)
         project, given = _take_project(given)
     except BatonError as exc:
         _say(f"error: {exc}")
@@ -233,15 +236,6 @@ def _say(message: str) -> None:
     from baton.shown_text import one_line
 
     print(f"baton: {one_line(mask(message))}", file=sys.stderr)
-
-
-def _check_texts(words: list[str]) -> None:
-    """BadInput for a word holding a control character (a tab or a line break aside), before
-    it can reach a store, a path or a message."""
-    from baton.shown_text import check_text, clipped
-
-    for word in words:
-        check_text(f"argument {clipped(word, 40)!r}", word)
 
 
 def _library_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,

@@ -121,24 +121,12 @@ def _preload_at_lowest_priority(settings: Settings) -> None:
     takes no core and no disk from the command the user waits for, while this thread, which
     forks the children that run commands, keeps the user's own priority for them (Linux keeps
     priorities per thread, and an unprivileged process cannot raise its own back)."""
-    import threading
+    from concurrent.futures import ThreadPoolExecutor
 
     from baton.processes import run_at_lowest_priority
 
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        run_at_lowest_priority()
-        try:
-            preload(settings)
-        except BaseException as exc:  # noqa: BLE001 -- raised again on the main thread
-            failed.append(exc)
-
-    thread = threading.Thread(target=run, name="baton-preload")
-    thread.start()
-    thread.join()
-    if failed:
-        raise failed[0]
+    with ThreadPoolExecutor(1, initializer=run_at_lowest_priority) as thread:
+        thread.submit(preload, settings).result()
 
 
 def preload(settings: Settings) -> None:
