@@ -105,3 +105,20 @@ def test_a_librarys_warning_is_one_line_of_batons(home, worktrees, cli):
     assert result.returncode == 0 and "OMN-1" in result.stdout
     assert result.stderr == ("baton: warning: UserWarning: Expected a result with a single record, but found "
                              "multiple.\n")
+
+
+@pytest.mark.servers  # use_servers asks for them at run time
+def test_eight_projectors_meet_new_kafka_topics_together(request, home, worktrees, monkeypatch, tmp_path):
+    """Eight projectors start together on topics no one made yet: each makes or finds them."""
+    from tests.stores import use_servers
+
+    use_servers(request, monkeypatch, tmp_path, qdrant=False)
+    monkeypatch.setenv("BATON_STORE_TIMEOUT", "60")
+    go = tmp_path / "go"
+    processes = [subprocess.Popen([sys.executable, "-c", TOGETHER, str(go), "projector", "--once", "--idle", "0.3"],
+                                  cwd=worktrees[0], text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)}) for _ in range(8)]
+    go.touch()
+    for process in processes:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0 and "unavailable" not in out + err and "Warning" not in err, out + err
