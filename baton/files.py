@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import ClassVar, NamedTuple
 
 from baton.errors import BadInput
+from baton.shown_text import check_text, clipped
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +55,7 @@ def check_path_text(raw: str) -> str:
     """Reject paths that cannot name a file Baton can store."""
     if raw == "":
         raise BadInput("empty path")
-    if "\x00" in raw:
-        raise BadInput(f"path contains a NUL byte: {raw!r}")
+    check_text(f"path {clipped(raw, 80)!r}", raw)
     try:
         raw.encode("utf-8")
     except UnicodeEncodeError:

@@ -12,7 +12,10 @@ from baton.shown_text import clipped
 if TYPE_CHECKING:
     from uuid import UUID
 
-_TASK_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+# Not led by `.`, `-` or `:`, which make `..`, `-x` or `:` pass for a path or an option. Stored
+# records are read by the rule of the versions before, which took them (parse_ticket_id).
+_TASK_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._:-]{0,63}")
+_STORED_TASK_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 # A ticket id parse_ticket_id accepted: parsed once where it enters (a command's argument, a
 # tool's, the binding file) and carried as this type, so nothing past the edge checks it again.
@@ -53,13 +56,15 @@ def _uuid_text(raw: bytearray, version: int) -> str:
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
-def parse_ticket_id(value: object) -> TicketId:
-    """value as a TicketId if it is a valid ticket id, else BadInput naming the problem."""
+def parse_ticket_id(value: object, *, stored: bool = False) -> TicketId:
+    """value as a TicketId if it is a valid ticket id, else BadInput naming the problem.
+    stored: an id in a stored record (the models), which an earlier version may have taken."""
     if not isinstance(value, str):
         raise BadInput(f"task id must be a string, got {type(value).__name__}")
-    if _TASK_ID.fullmatch(value) is None:
+    if (_STORED_TASK_ID if stored else _TASK_ID).fullmatch(value) is None:
         shown = clipped(value, 80)
         raise BadInput(
-            f"invalid task id {shown!r}: use 1 to 64 characters of letters, digits and . _ : -"
+            f"invalid task id {shown!r}: use 1 to 64 characters of letters, digits and . _ : -, "
+            "not starting with . - or :"
         )
     return TicketId(value)

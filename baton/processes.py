@@ -1,8 +1,9 @@
 """Processes: a process's identity on this machine (its pid and its start time, which
 together name one process however the kernel reuses pids; Linux /proc, elsewhere nothing is
-known), and the one way Baton runs a child and waits for it (run_bounded: git, the
-toolchains' versions, the handoff probes, Codex's app-server). subprocess and selectors are
-imported where used: the hooks import this module."""
+known), the one way Baton runs a child and waits for it (run_bounded: git, the toolchains'
+versions, the handoff probes, Codex's app-server), and the lowest priority, which Baton's own
+background work runs at. subprocess and selectors are imported where used: the hooks import
+this module."""
 
 from __future__ import annotations
 
@@ -15,6 +16,29 @@ from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from subprocess import Popen
+
+# ioprio_set(2), which Python's os module does not wrap: its number per architecture, and
+# (IOPRIO_WHO_PROCESS, the calling thread, IOPRIO_CLASS_IDLE << 13): the disk only when no one
+# else asks for it.
+_IOPRIO_SET = {"x86_64": 251, "i686": 289, "aarch64": 30, "riscv64": 30}
+_IDLE_IO = (1, 0, 3 << 13)
+
+
+def run_at_lowest_priority() -> None:
+    """Run the calling thread (Linux keeps these per thread, and a thread or child it starts
+    inherits them) at the lowest CPU and I/O priority: nice 19, the idle scheduling class,
+    and the idle I/O class where the kernel has ioprio_set. Background work then takes no
+    core and no disk from a command a user waits for. What the system refuses stays as it was."""
+    with suppress(OSError):
+        os.nice(19 - os.getpriority(os.PRIO_PROCESS, 0))
+    with suppress(OSError, AttributeError):  # SCHED_IDLE: Linux only
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    number = _IOPRIO_SET.get(os.uname().machine)
+    if number is not None:
+        import ctypes
+
+        with suppress(OSError, AttributeError):
+            ctypes.CDLL(None).syscall(number, *_IDLE_IO)
 
 
 def process_start(pid: int) -> str | None:

@@ -1,4 +1,8 @@
-"""Text from outside Baton, shown as data.
+"""Text from outside Baton: refused where it enters holding a control character, shown as data.
+
+Every text a command or an MCP tool is given (an argument, a path, a decision) may hold tabs
+and line breaks and no other C0 or C1 control (check_text): a NUL or an escape in a stored
+decision could only ever reach a reader as an escape.
 
 Journal entries, decisions, file names, signal reasons and probe output come from agents,
 branches and the file system. Wherever Baton shows them as text (the resume, the hooks'
@@ -18,8 +22,21 @@ from __future__ import annotations
 
 import re
 
+from baton.errors import BadInput
+
+_REFUSED = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # C0 and C1 but tab, line feed, return
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _RAW_IN_JSON = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")  # what json.dumps leaves raw
+
+
+def check_text(label: str, value: str) -> str:
+    """value, or BadInput naming label when it holds a control character other than a tab
+    or a line break."""
+    found = _REFUSED.search(value)
+    if found is not None:
+        code = "NUL" if found[0] == "\x00" else f"\\x{ord(found[0]):02x}"
+        raise BadInput(f"{label} holds a control character ({code}): text may hold tabs and line breaks, no other")
+    return value
 
 
 def escape_controls(text: str) -> str:

@@ -23,5 +23,11 @@ def _validator(check: Callable[[str], str]) -> AfterValidator:
     return AfterValidator(validate)
 
 
-TaskId = Annotated[str, _validator(parse_ticket_id)]
+def _stored_ticket_id(value: str) -> str:
+    return parse_ticket_id(value, stored=True)
+
+
+# The models also read stored records: the ids of earlier versions stay readable. Every edge
+# that takes an id parses it with parse_ticket_id first.
+TaskId = Annotated[str, _validator(_stored_ticket_id)]
 Project = Annotated[str, _validator(check_project)]

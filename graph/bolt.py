@@ -46,17 +46,21 @@ T = TypeVar("T")
 _KEYS = [("Task", "task_id"), ("File", "key"), ("Repository", "name"), ("Session", "session_id"),
          ("Lease", "lease_id")]
 _LOOKUPS = [("Task", "status")]
+# The marker nodes below, one each: MERGE makes one node only under a uniqueness constraint
+# (without, processes meeting a new server together made one each).
+_MARKERS = [("BatonSchema", "version"), ("BatonCounts", "kept")]
 
 
 def schema_statements(dialect: str) -> list[str]:
     """Index and constraint DDL for 'memgraph' or 'neo4j'; each runs in its own auto-commit."""
+    keys = _KEYS + _MARKERS
     if dialect == "memgraph":
-        statements = [f"CREATE INDEX ON :{label}({prop})" for label, prop in _KEYS + _LOOKUPS]
-        statements += [f"CREATE CONSTRAINT ON (n:{label}) ASSERT n.{prop} IS UNIQUE" for label, prop in _KEYS]
+        statements = [f"CREATE INDEX ON :{label}({prop})" for label, prop in keys + _LOOKUPS]
+        statements += [f"CREATE CONSTRAINT ON (n:{label}) ASSERT n.{prop} IS UNIQUE" for label, prop in keys]
         return statements
     if dialect == "neo4j":
         statements = [f"CREATE CONSTRAINT baton_{label.lower()}_{prop} IF NOT EXISTS "
-                      f"FOR (n:{label}) REQUIRE n.{prop} IS UNIQUE" for label, prop in _KEYS]
+                      f"FOR (n:{label}) REQUIRE n.{prop} IS UNIQUE" for label, prop in keys]
         statements += [f"CREATE INDEX baton_{label.lower()}_{prop} IF NOT EXISTS FOR (n:{label}) ON (n.{prop})"
                        for label, prop in _LOOKUPS]
         return statements
@@ -68,9 +72,18 @@ def dialect_of(agent: str) -> str:
     return "memgraph" if "memgraph" in agent.lower() else "neo4j"
 
 
-SCHEMA_VERSION = 3  # 2: Lease; 3: the kept conflict counts
-SCHEMA_MARKED = "MATCH (m:BatonSchema {version: $version}) RETURN m.version AS version"
+SCHEMA_VERSION = 4  # 2: Lease; 3: the kept conflict counts; 4: the markers unique
+SCHEMA_MARKED = "MATCH (m:BatonSchema {version: $version}) RETURN count(m) > 0 AS marked"
 MARK_SCHEMA = "MERGE (m:BatonSchema {version: $version})"
+# Markers a version before 4 made twice: all but the first (by id, the same for every
+# process that runs this at once) go, before their constraint can be created.
+DUPLICATE_MARKERS = """
+MATCH (m) WHERE m:BatonSchema OR m:BatonCounts
+WITH labels(m) AS kind, m.version AS version, m ORDER BY id(m)
+WITH kind, version, collect(m) AS markers WHERE size(markers) > 1
+UNWIND markers[1..] AS extra
+DELETE extra
+"""
 
 # Conflict counts kept at write time on each Task (shared_files, sharers: ConflictGraph.
 # conflict_counts), whole once a BatonCounts node says so: a graph with no active ticket
@@ -454,26 +467,34 @@ class BoltConflictGraph(ConflictGraph):
 
     def _create_schema(self, driver: neo4j.Driver, dialect: str) -> None:
         """Create the schema once per server: a marker node records that it exists, so a
-        new process pays one read instead of one round trip per statement."""
+        new process pays one read instead of one round trip per statement. Any number of
+        processes may meet a new server at once: each runs every statement, and one that
+        finds another's rule already made takes it for its own."""
         import neo4j
 
-        with driver.session() as session:
-            if session.run(neo4j.Query(SCHEMA_MARKED, timeout=self.timeout), version=SCHEMA_VERSION).single():
-                return
-        # Schema statements may not share a transaction with anything (Memgraph refuses
-        # them in explicit transactions), so each is its own auto-commit query.
-        for statement in schema_statements(dialect):
+        def run(statement: str, **parameters: Any) -> neo4j.Record | None:
             for attempt in range(3):
                 try:
                     with driver.session() as session:
-                        session.run(neo4j.Query(statement, timeout=self.timeout)).consume()
-                    break
-                except neo4j.exceptions.TransientError:
+                        return session.run(neo4j.Query(statement, timeout=self.timeout), **parameters).single()
+                except neo4j.exceptions.TransientError:  # a deadlock between two of them, among others
                     if attempt == 2:
                         raise
-        with driver.session() as session:
-            session.run(neo4j.Query(MARK_COUNTED_IF_EMPTY, timeout=self.timeout)).consume()
-            session.run(neo4j.Query(MARK_SCHEMA, timeout=self.timeout), version=SCHEMA_VERSION).consume()
+                except neo4j.exceptions.ClientError as exc:
+                    if not _made_by_another(exc):
+                        raise
+                    return None
+            return None
+
+        if (marked := run(SCHEMA_MARKED, version=SCHEMA_VERSION)) is not None and marked["marked"]:
+            return
+        run(DUPLICATE_MARKERS)
+        # Schema statements may not share a transaction with anything (Memgraph refuses
+        # them in explicit transactions), so each is its own auto-commit query.
+        for statement in schema_statements(dialect):
+            run(statement)
+        run(MARK_COUNTED_IF_EMPTY)
+        run(MARK_SCHEMA, version=SCHEMA_VERSION)
 
     def _call(self, work: Callable[[neo4j.Transaction], T], *, write: bool) -> T:
         """Run work(tx) in one transaction; again after a TransientError while the budget lasts."""
@@ -745,6 +766,15 @@ def _lease_rows(leases: Sequence[GraphLease]) -> list[dict]:
     return [{"lease_id": lease.lease_id, "repo": lease.repo, "pattern": lease.pattern, "exclusive": lease.exclusive,
              "agent": lease.agent, "ttl_seconds": lease.ttl_seconds, "granted_at": clock.to_text(lease.granted_at),
              "ends": lease.ends.timestamp(), "released": lease.released} for lease in leases]
+
+
+def _made_by_another(exc: Exception) -> bool:
+    """Whether a schema statement failed only because another process did its work
+    first: Neo4j's IF NOT EXISTS is checked before its schema lock is taken, so two at
+    once can both pass it (EquivalentSchemaRuleAlreadyExists and its kin)."""
+    code = getattr(exc, "code", None) or ""
+    return ((code.startswith("Neo.ClientError.Schema.") and code.endswith("AlreadyExists"))
+            or code == "Neo.ClientError.Statement.EntityNotFound")  # a duplicate marker another removed
 
 
 def _one_line(exc: BaseException) -> str:

@@ -102,6 +102,7 @@ class QdrantServerIndex(DecisionIndex):
     def _get_client(self, left: float) -> QdrantClient:
         if self._client is None:
             from qdrant_client import QdrantClient, models
+            from qdrant_client.http.exceptions import UnexpectedResponse
 
             if self.url.startswith("file:"):
                 client = QdrantClient(path=self.url.removeprefix("file://").removeprefix("file:"))
@@ -113,10 +114,15 @@ class QdrantServerIndex(DecisionIndex):
                                           check_compatibility=False)
             local = self.url.startswith("file:")  # local mode has no payload indexes
             if not client.collection_exists(COLLECTION):
-                client.create_collection(
-                    COLLECTION, vectors_config=models.VectorParams(size=DIMENSIONS, distance=models.Distance.COSINE),
-                    sparse_vectors_config={KEYWORDS: models.SparseVectorParams(modifier=models.Modifier.IDF)})
-                if not local:
+                try:
+                    client.create_collection(
+                        COLLECTION, vectors_config=models.VectorParams(size=DIMENSIONS,
+                                                                       distance=models.Distance.COSINE),
+                        sparse_vectors_config={KEYWORDS: models.SparseVectorParams(modifier=models.Modifier.IDF)})
+                except UnexpectedResponse as exc:  # made by another process since: read as it made it, below
+                    if "already exists" not in str(exc):
+                        raise
+                if not local:  # payload indexes are made again as they are: whoever made the collection may have died
                     client.create_payload_index(COLLECTION, "task_id", models.PayloadSchemaType.KEYWORD)
                     _index_projects(client)
             elif not local and PROJECT_FIELD not in (client.get_collection(COLLECTION).payload_schema or {}):

@@ -34,6 +34,10 @@ def stored(cli, main):
     ["decide", "   "], ["update"], ["update", "--next", " "], ["update", "--depends-on", "OMN-1"],
     ["resume", "OMN-1", "--list"], ["signals", "--since", "yesterday"], ["recall", ""],
     ["decide", "x" * 4001], ["decide", "ok", "--context", "x" * 4001], ["update", "--done", "x" * 4001],
+    ["bind", ".."], ["bind", "."], ["bind", "-"], ["bind", "--", "-x"], ["bind", ":"], ["resume", "-"],
+    ["touch", "--task", "..", "f.py"], ["update", "--depends-on", "-"], ["bind", ".hidden"],
+    ["decide", "use \x1b[31mred"], ["decide", "ok", "--context", "bell\x07"], ["update", "--next", "\x9bC1"],
+    ["touch", "a\x7f.py"], ["recall", "x\x0c"],
 ])
 def test_bad_arguments_exit_2_with_one_line(bound, cli, args):
     before = stored(cli, bound)
@@ -42,6 +46,24 @@ def test_bad_arguments_exit_2_with_one_line(bound, cli, args):
     assert err.startswith("baton: error: ") and err.count("\n") == 1
     assert stored(cli, bound)["files_touched"] == before["files_touched"]
     assert stored(cli, bound)["decisions"] == before["decisions"]
+
+
+def test_a_ticket_an_earlier_version_took_stays_readable(home, worktrees, cli, monkeypatch, capsys):
+    """`.old` was a ticket id before ids were kept from passing for paths: stored, it is
+    listed and its writes are kept; named again, it is refused."""
+    from baton.ids import _STORED_TASK_ID
+    from baton.skills.frontends.cli import main as baton
+
+    main, _ = worktrees
+    monkeypatch.chdir(main)
+    with monkeypatch.context() as earlier:
+        earlier.setattr("baton.ids._TASK_ID", _STORED_TASK_ID)
+        assert baton(["bind", ".old"]) == 0 and baton(["decide", "kept from before"]) == 0
+    capsys.readouterr()
+    code, out, _ = cli(main, "list")
+    assert code == 0 and ".old" in out
+    code, _, err = cli(main, "resume", ".old")
+    assert code == 2 and "invalid task id '.old'" in err
 
 
 @pytest.mark.in_process  # no process can be given an argument holding a NUL

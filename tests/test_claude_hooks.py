@@ -159,6 +159,12 @@ def unusable_home(kind: str, home: Path, monkeypatch) -> None:
     elif kind == "bad baton.toml":
         home.mkdir(parents=True, exist_ok=True)
         (home / "baton.toml").write_text("[stores\n")
+    elif kind == "data home others can write":  # refused: another user could have written it
+        from tests import lanes
+
+        if lanes.current is not None:
+            lanes.current.stop()  # a client rightly speaks to no resident of a refused home
+        home.chmod(0o777)
     else:  # the registry refuses every read and write
         (home / "registry.db").write_bytes(b"not a database " * 100)
 
@@ -168,7 +174,8 @@ EVERY_HOOK = [("session-start", "session_start_startup", {}), ("user-prompt-subm
               ("session-end", "session_end", {})]
 
 
-@pytest.mark.parametrize("kind", ["data home is a file", "bad baton.toml", "registry refuses writes"])
+@pytest.mark.parametrize("kind", ["data home is a file", "bad baton.toml", "registry refuses writes",
+                                  "data home others can write"])
 def test_when_baton_cannot_record_the_user_is_told_once_per_session(home, worktrees, cli, capsys, monkeypatch, kind):
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
@@ -583,3 +590,15 @@ def test_a_prompt_with_news_pays_no_pydantic(home, worktrees, cli, capsys):
     said, heavy = result.stdout.splitlines()
     assert "conflict_detected from OMN-2" in told(json.loads(said), "UserPromptSubmit")
     assert heavy == "HEAVY "
+
+
+def test_a_path_holding_a_control_character_is_left_out_with_one_line(home, worktrees, cli, capsys):
+    main, _ = worktrees
+    cli(main, "bind", "OMN-1")
+    for name in ("a\x1b[2J.py", "b\x00.py", "c\x85.py"):
+        code, out, err = hook("post-tool-use", payload("post_tool_use_write", main, file=main / name), capsys)
+        assert code == 0 and out is None, out
+        assert "holds a control character" in err and err.count("\n") == 1, err
+    code, out, err = hook("post-tool-use", payload("post_tool_use_write", main, file=main / "ok.py"), capsys)
+    assert code == 0 and not err, err
+    assert [t.path for t in session_of("OMN-1").files.values()] == ["ok.py"]

@@ -14,12 +14,16 @@ def test_memgraph_schema_uses_its_own_ddl():
         "CREATE INDEX ON :Repository(name)",
         "CREATE INDEX ON :Session(session_id)",
         "CREATE INDEX ON :Lease(lease_id)",
+        "CREATE INDEX ON :BatonSchema(version)",
+        "CREATE INDEX ON :BatonCounts(kept)",
         "CREATE INDEX ON :Task(status)",
         "CREATE CONSTRAINT ON (n:Task) ASSERT n.task_id IS UNIQUE",
         "CREATE CONSTRAINT ON (n:File) ASSERT n.key IS UNIQUE",
         "CREATE CONSTRAINT ON (n:Repository) ASSERT n.name IS UNIQUE",
         "CREATE CONSTRAINT ON (n:Session) ASSERT n.session_id IS UNIQUE",
         "CREATE CONSTRAINT ON (n:Lease) ASSERT n.lease_id IS UNIQUE",
+        "CREATE CONSTRAINT ON (n:BatonSchema) ASSERT n.version IS UNIQUE",
+        "CREATE CONSTRAINT ON (n:BatonCounts) ASSERT n.kept IS UNIQUE",
     ]
     assert not any("IF NOT EXISTS" in s for s in bolt.schema_statements("memgraph"))
 
@@ -29,6 +33,8 @@ def test_neo4j_schema_is_idempotent_ddl():
     assert all("IF NOT EXISTS" in s for s in statements)
     assert "CREATE CONSTRAINT baton_task_task_id IF NOT EXISTS FOR (n:Task) REQUIRE n.task_id IS UNIQUE" in statements
     assert "CREATE INDEX baton_task_status IF NOT EXISTS FOR (n:Task) ON (n.status)" in statements
+    assert ("CREATE CONSTRAINT baton_batoncounts_kept IF NOT EXISTS FOR (n:BatonCounts) REQUIRE n.kept IS UNIQUE"
+            in statements), "one marker of each, whoever writes it"
     with pytest.raises(ValueError, match="unknown Cypher dialect"):
         bolt.schema_statements("oracle")
 
@@ -46,7 +52,7 @@ def test_dialect_from_the_server_agent(agent, dialect):
                                   "SUMMARIES_OF", "RECORD_TICKETS", "ADD_DEPENDENCIES_OF_MANY",
                                   "SHARED_FILES_OF_MANY", "ADD_LEASES", "ADD_LEASES_OF_MANY",
                                   "LEASES", "UNDER", "FORGET_TASKS", "STATUS_AND_FILES", "TOUCHERS_OF_EACH",
-                                  "MOVE_COUNTS"])
+                                  "MOVE_COUNTS", "DUPLICATE_MARKERS", "SCHEMA_MARKED"])
 def test_statements_take_input_only_as_parameters_and_avoid_non_portable_cypher(name):
     text = getattr(bolt, name)
     assert "{" not in re.sub(r"\{\w+: (\$\w+|'\w+'|\w+\.\w+|\w+\[\d\]|\w+)\}", "", text), "no formatted values"

@@ -320,6 +320,12 @@ def test_a_handoff_written_and_verified_through_the_tools(home, worktrees, cli):
     ("update_session", {"task_id": "OMN-1"}, "nothing to update"),
     ("bind_task", {"task_id": "OMN-1", "worktree": "/no/such/dir"}, "worktree is not a directory"),
     ("write_handoff", {"task_id": "OMN-1", "checks": ["make | tee log"]}, "shell"),
+    ("resume_session", {"task_id": ".."}, "invalid task id '..'"),
+    ("bind_task", {"task_id": "-x"}, "invalid task id '-x'"),
+    ("record_decision", {"text": "use\x00 Postgres"}, "text holds a control character (NUL)"),
+    ("update_session", {"next_action": "go \x1b[2J"}, "next_action holds a control character (\\x1b)"),
+    ("record_touch", {"paths": ["ok.py", "a\x85.py"]}, "paths[1] holds a control character (\\x85)"),
+    ("write_handoff", {"probes": {"Py\x07": "python -V"}}, "probes.Py\\x07 holds a control character (\\x07)"),
 ])
 def test_bad_input_comes_back_as_a_tool_error(home, tmp_path, name, arguments, message):
     is_error, text = with_server(tmp_path, call(name, **arguments))

@@ -2,6 +2,7 @@
 and a command never depends on it: absent, stale, stopped or refused, the command runs itself."""
 
 import _socket
+import contextlib
 import json
 import os
 import re
@@ -578,3 +579,73 @@ def test_the_preload_imports_the_client_of_each_server_the_settings_name(home, s
                             env=dict(os.environ, **servers))
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().replace("'", '"')) == clients
+
+
+IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)
+IDLE_IO = 3  # IOPRIO_CLASS_IDLE
+LOWEST = (19, os.SCHED_IDLE, IDLE_IO)
+
+
+def scheduling(pid: int, tid: int | None = None) -> tuple[int, int, int]:
+    """(nice, scheduling policy, I/O priority class) of one thread, as the kernel reports them:
+    /proc/PID/task/TID/stat fields 19 and 41, and ioprio_get(2)."""
+    import ctypes
+
+    stat = Path(f"/proc/{pid}/task/{tid or pid}/stat").read_text()
+    fields = stat[stat.rfind(")") + 2:].split()  # fields[0] is field 3, the state
+    ioprio = ctypes.CDLL(None, use_errno=True).syscall(IOPRIO_GET, 1, tid or pid)
+    return int(fields[16]), int(fields[38]), ioprio >> 13
+
+
+def threads_scheduling(pid: int, seen: set) -> None:
+    """Add each live thread's scheduling to seen."""
+    try:
+        tids = [int(task.name) for task in Path(f"/proc/{pid}/task").iterdir()]
+    except OSError:
+        return
+    for tid in tids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            seen.add(scheduling(pid, tid))
+
+
+@pytest.mark.skipif(IOPRIO_GET is None, reason="ioprio_get's number is known for x86_64 and arm64")
+def test_the_resident_starts_at_the_lowest_priority_and_serves_at_the_users(home, worktrees):
+    """Its preload (imports, the model, the index) runs on a thread at nice 19, SCHED_IDLE
+    and the idle I/O class; the thread that forks the commands' children keeps the user's."""
+    users = scheduling(os.getpid())
+    process = subprocess.Popen([str(BATON), "resident"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    seen: set = set()
+
+    def started() -> bool:
+        threads_scheduling(process.pid, seen)
+        return (home / "resident.sock").exists() or process.poll() is not None
+
+    wait_for(started, 120, "resident socket")
+    assert process.poll() is None, process.communicate()
+    assert LOWEST in seen, seen
+    assert scheduling(process.pid) == users
+    code, out, _ = through_resident(worktrees[0], "doctor")
+    assert code == 0 and "resident" in out
+    process.terminate()
+    assert process.wait(30) == 0
+
+
+@pytest.mark.skipif(IOPRIO_GET is None, reason="ioprio_get's number is known for x86_64 and arm64")
+def test_the_background_indexer_runs_at_the_lowest_priority(home, worktrees):
+    main, _ = worktrees
+    assert direct(main, "bind", "OMN-1")[0] == 0
+    for n in range(3):
+        assert direct(main, "decide", f"decision {n}: use PostgreSQL for the queue")[0] == 0
+    indexer = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "index", "--background"], cwd=main,
+                               env={**os.environ, "BATON_RESIDENT": "off"}, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    seen: set = set()
+
+    def lowest_or_gone() -> bool:
+        threads_scheduling(indexer.pid, seen)
+        return LOWEST in seen or indexer.poll() is not None
+
+    wait_for(lowest_or_gone, 120, "the background indexer")
+    indexer.communicate(timeout=120)
+    assert LOWEST in seen, seen

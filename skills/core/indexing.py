@@ -15,7 +15,6 @@ the indexer heals it from the registry, whose rows carry their project (heal_uns
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,7 +33,6 @@ if TYPE_CHECKING:
 
 LOCK = "indexer.lock"
 LINGER = 0.5  # seconds without new decisions before a background indexer exits
-NICENESS = 10  # the background indexer yields the CPU to the agent and its hooks
 
 
 def queue_decisions(stores: Stores, records: Sequence[DecisionRecord], *, strict: bool = False) -> list[str]:
@@ -114,7 +112,9 @@ def index_decisions(stores: Stores, *, background: bool = False, wait: float | N
     if not background:
         with held(home / LOCK, within=stores.settings.store_timeout if wait is None else wait) as got:
             return _healed(stores, _add(total, stores.indexer().run(reembed=reembed))) if got else None
-    os.nice(NICENESS)
+    from baton.processes import run_at_lowest_priority
+
+    run_at_lowest_priority()  # it yields every core and the disk to the agent, its hooks and commands
 
     def index() -> bool:
         _healed(stores, _add(total, stores.indexer().run(reembed=True)))

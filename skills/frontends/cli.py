@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
@@ -136,9 +137,14 @@ def main(argv: list[str] | None = None, invocation: Invocation | None = None) ->
     from baton.skills.frontends.invocation import of_process
 
     switch_off()  # before any model builds its validator (the resident's child has its client's environment)
+    warnings.showwarning = _library_warning
     invocation = invocation or of_process(argv)
     given = list(invocation.argv)
     try:
+        from baton.shown_text import check_text, clipped
+
+        for word in given:  # before any word reaches a store, a path or a message
+            check_text(f"argument {clipped(word, 40)!r}", word)
         project, given = _take_project(given)
     except BatonError as exc:
         _say(f"error: {exc}")
@@ -230,6 +236,13 @@ def _say(message: str) -> None:
     from baton.shown_text import one_line
 
     print(f"baton: {one_line(mask(message))}", file=sys.stderr)
+
+
+def _library_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                     file: object = None, line: str | None = None) -> None:
+    """A library's warning as one line of Baton's (Python's own names the library's source
+    file, on two lines)."""
+    _say(f"warning: {category.__name__}: {message}")
 
 
 def _place() -> tuple[Place, WorktreeLocator]:

@@ -440,11 +440,15 @@ def build_server() -> Server:
     async def call_tool(ctx: ServerRequestContext,
                         params: CallToolRequestParams) -> CallToolResult | InputRequiredResult:
         try:
+            for name, value in (params.arguments or {}).items():
+                _check_texts(name, value)
             return await registry.call_tool(params.name, params.arguments or {})
+        except BadInput as exc:
+            error = tool_error(exc, str(exc))
         except ToolError as exc:  # the registry wraps whatever the tool raised, as __cause__
             error = tool_error(exc.__cause__, str(exc))
-            return CallToolResult(content=[TextContent(type="text", text=json.dumps(error, ensure_ascii=False))],
-                                  structured_content=error, is_error=True)
+        return CallToolResult(content=[TextContent(type="text", text=json.dumps(error, ensure_ascii=False))],
+                              structured_content=error, is_error=True)
 
     from baton.skills.runtime.distribution import version
 
@@ -483,6 +487,22 @@ def tool_error(cause: BaseException | None, wrapper: str) -> dict:
 
     return {"error": {"type": kind, "store": None if store is None else str(store),
                       "message": one_line(mask(message)), "recoverable": recoverable}}
+
+
+def _check_texts(name: str, value: object) -> None:
+    """BadInput naming the argument (not its value: the caller's data) whose text, at any
+    depth, holds a control character other than a tab or a line break."""
+    from baton.shown_text import check_text
+
+    if isinstance(value, str):
+        check_text(name, value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_texts(f"{name}.{key}", key)
+            _check_texts(f"{name}.{key}", item)
+    elif isinstance(value, list):
+        for position, item in enumerate(value):
+            _check_texts(f"{name}[{position}]", item)
 
 
 def _argument_problem(problem: Mapping[str, Any]) -> str:

@@ -98,7 +98,7 @@ def main(argv: list[str]) -> int:
     if lock is None:
         print(f"baton: a resident process already serves {home}", file=sys.stderr)
         return 0
-    preload(settings)
+    _preload_at_lowest_priority(settings)
     gc.freeze()  # what is loaded now stays out of the children's collections: their pages stay shared
     os.chdir("/")  # holds no directory of the user's; each child takes its client's
     Resident(home, settings.resident_idle, lock, recall_embedded=not settings.qdrant_url).serve()
@@ -114,6 +114,19 @@ def _lock(home: Path, inherited: int | None) -> int | None:
         os.set_inheritable(inherited, False)
         return inherited
     return taken(home / client.LOCK_NAME)
+
+
+def _preload_at_lowest_priority(settings: Settings) -> None:
+    """preload on a thread of its own at the lowest priority (baton.processes): the start
+    takes no core and no disk from the command the user waits for, while this thread, which
+    forks the children that run commands, keeps the user's own priority for them (Linux keeps
+    priorities per thread, and an unprivileged process cannot raise its own back)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from baton.processes import run_at_lowest_priority
+
+    with ThreadPoolExecutor(1, initializer=run_at_lowest_priority) as thread:
+        thread.submit(preload, settings).result()
 
 
 def preload(settings: Settings) -> None:
