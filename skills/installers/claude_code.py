@@ -26,20 +26,11 @@ from pathlib import Path
 from baton.errors import BadInput
 from baton.skills.core.binding import Place
 from baton.skills.installers import json_text
+from baton.skills.runtime.agents import AGENTS, HOOK_NAMES, Hooks
 
 SCOPES = ("project", "user")
 
-# Claude Code event -> (`baton hook` name, tool matcher, timeout in seconds). The timeouts
-# only bound a hung hook; each hook's own budget is far below them (see bench/hooks.py).
-HOOKS: dict[str, tuple[str, str | None, int]] = {
-    "SessionStart": ("session-start", None, 10),
-    "PreToolUse": ("pre-tool-use", "Edit|MultiEdit|Write|NotebookEdit", 5),
-    "PostToolUse": ("post-tool-use", "Edit|MultiEdit|Write|NotebookEdit", 5),
-    "UserPromptSubmit": ("user-prompt-submit", None, 5),
-    "Stop": ("stop", None, 30),
-    "SessionEnd": ("session-end", None, 10),
-}
-HOOK_NAMES = tuple(name for name, _, _ in HOOKS.values())
+HOOKS = AGENTS["claude"].hooks
 
 SKILL_SOURCES = Path(__file__).resolve().parent.parent / "agent_skills"
 
@@ -133,7 +124,7 @@ def is_baton_hook(command: object) -> bool:
     return len(words) == 3 and os.path.basename(words[0]) == "baton" and words[1] == "hook" and words[2] in HOOK_NAMES
 
 
-def hook_group(hooks: dict[str, tuple[str, str | None, int]], event: str, executable: str,
+def hook_group(hooks: Hooks, event: str, executable: str,
                agent: str = "claude") -> dict:
     """The hooks-file group that runs Baton's hook for one event of an agent's table
     (HOOKS here, or Codex's): its matcher, command and timeout."""
@@ -179,7 +170,7 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
                          rules=kept + added)
             write_file(path, text)
     for skill in skill_names():
-        report.skills[skill] = _install_skill(base, skill, records, report.warnings)
+        report.skills[skill] = install_skill(base, skill, records, report.warnings)
     return report
 
 
@@ -210,10 +201,10 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
                 write_file(path, text)
         records.forget(path)
     for skill in skill_names():
-        report.skills[skill] = _uninstall_skill(base, skill, records, report.warnings)
-    _remove_if_empty(base / "skills")
+        report.skills[skill] = uninstall_skill(base, skill, records, report.warnings)
+    remove_if_empty(base / "skills")
     if scope == "project":
-        _remove_if_empty(base)
+        remove_if_empty(base)
     return report
 
 
@@ -524,7 +515,7 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _install_skill(base: Path, skill: str, records: InstallRecords, warnings: list[str]) -> str:
+def install_skill(base: Path, skill: str, records: InstallRecords, warnings: list[str]) -> str:
     target = base / "skills" / skill / "SKILL.md"
     wanted = skill_source(skill)
     action = "installed"
@@ -544,7 +535,7 @@ def _install_skill(base: Path, skill: str, records: InstallRecords, warnings: li
     return action
 
 
-def _uninstall_skill(base: Path, skill: str, records: InstallRecords, warnings: list[str]) -> str:
+def uninstall_skill(base: Path, skill: str, records: InstallRecords, warnings: list[str]) -> str:
     target = base / "skills" / skill / "SKILL.md"
     if not target.exists():
         records.forget(target)
@@ -555,10 +546,10 @@ def _uninstall_skill(base: Path, skill: str, records: InstallRecords, warnings: 
         return "kept (other content)"
     target.unlink()
     records.forget(target)
-    _remove_if_empty(target.parent)
+    remove_if_empty(target.parent)
     return "removed"
 
 
-def _remove_if_empty(directory: Path) -> None:
+def remove_if_empty(directory: Path) -> None:
     if directory.is_dir() and not any(directory.iterdir()):
         directory.rmdir()

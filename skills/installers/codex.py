@@ -45,7 +45,6 @@ from baton.pydantic_plugins import as_given
 from baton.skills.core.binding import Place
 from baton.skills.installers import json_text
 from baton.skills.installers.claude_code import (
-    HOOKS as CLAUDE_HOOKS,
     SCOPES,
     InstallRecords,
     baton_executable,
@@ -59,15 +58,9 @@ from baton.skills.installers.claude_code import (
     remove_one_baton_handler,
     write_file,
 )
+from baton.skills.runtime.agents import AGENTS
 
-# Codex event -> (`baton hook` name, tool matcher, timeout in seconds): Claude Code's events and
-# hooks (is_baton_hook knows Baton's handlers by those names), with Codex's patch tool and limit.
-HOOKS: dict[str, tuple[str, str | None, int]] = {
-    **CLAUDE_HOOKS,
-    "PreToolUse": ("pre-tool-use", "apply_patch", 5),
-    "PostToolUse": ("post-tool-use", "apply_patch", 5),
-    "SessionEnd": ("session-end", None, 3),  # Codex clamps a SessionEnd hook to 3 s
-}
+HOOKS = AGENTS["codex"].hooks
 # hooks.json event name -> the name in a trust key (Codex's snake case).
 KEY_EVENTS = {"SessionStart": "session_start", "PreToolUse": "pre_tool_use", "PostToolUse": "post_tool_use",
               "UserPromptSubmit": "user_prompt_submit", "Stop": "stop", "SessionEnd": "session_end"}
@@ -148,7 +141,7 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
         created = records.created(report.hooks) | (hook_containers(text, report.hooks) - before)
         records.save(report.hooks, created, created_file=original is None or records.created_file(report.hooks),
                      rules=[])
-        backups.keep(report.hooks, original, report)
+        backups.keep(report.hooks, original, report.backups)
         write_file(report.hooks, text)
     hashes = _hashes(scope, place, report, shutil.which("codex"))
     if report.trust_file == report.config:
@@ -176,7 +169,7 @@ def uninstall_codex(scope: str, place: Place, home: Path) -> CodexReport:
             if event not in report.events:
                 report.events.append(event)
         if text != original:
-            backups.keep(report.hooks, original, report)
+            backups.keep(report.hooks, original, report.backups)
             if not parse_settings(text, report.hooks).members and (records.created_file(report.hooks)
                                                                    or not records.known(report.hooks)):
                 report.hooks.unlink()
@@ -261,13 +254,13 @@ def _baton_hook_keys(hooks_file: Path) -> list[str]:
 
 
 class Backups:
-    """Copies of the files an install changes, in the data home (`backups/codex/`)."""
+    """Copies of the files an install changes, in the data home (`backups/<agent>/`)."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, agent: str = "codex") -> None:
         self.home = home
-        self.directory = home / "backups" / "codex"
+        self.directory = home / "backups" / agent
 
-    def keep(self, path: Path, text: str | None, report: CodexReport) -> None:
+    def keep(self, path: Path, text: str | None, into: list[Path]) -> None:
         if text is None:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -275,7 +268,7 @@ class Backups:
         name = re.sub(r"[^A-Za-z0-9._-]+", "_", str(path).strip("/"))
         copy = self.directory / f"{stamp}-{name}"
         write_file(copy, text)
-        report.backups.append(copy)
+        into.append(copy)
 
 
 @dataclass
@@ -380,7 +373,7 @@ def _save_block(path: Path, text: str, block: _Block, backups: Backups, report: 
         return
     records = InstallRecords(backups.home, "codex-installs.json")
     existed = path.exists()
-    backups.keep(path, text if existed else None, report)
+    backups.keep(path, text if existed else None, report.backups)
     if not existed:
         records.save(path, set(), created_file=True, rules=[])
     if not new and not path.is_symlink() and records.created_file(path):
