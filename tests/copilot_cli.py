@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 from pathlib import Path
 
 from tests.claude_code import ApiHandler, ScriptedApi, find_agent
@@ -28,9 +27,7 @@ class ScriptedChat(ScriptedApi):
     `requests` holds every request body received."""
 
     def __init__(self, turns: list[dict]) -> None:
-        self.turns = turns
-        self.requests: list[dict] = []
-        self._lock = threading.Lock()
+        super().__init__(turns)
         model = self
 
         class Handler(ApiHandler):
@@ -50,10 +47,7 @@ class ScriptedChat(ScriptedApi):
         self._serve(Handler, "/v1")
 
     def _answer(self, body: dict) -> list[dict]:
-        with self._lock:
-            self.requests.append(body)
-            number = len(self.requests)
-            turn = self.turns[min(number - 1, len(self.turns) - 1)]
+        turn, number = self._next(body)
         if "call" in turn:
             delta = {"role": "assistant", "tool_calls": [{"index": 0, "id": f"call_{number}", "type": "function",
                                                           "function": {"name": turn["call"],

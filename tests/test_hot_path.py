@@ -108,7 +108,7 @@ HOOK_PATH_IMPORTS = {
         baton.skills.core.checkpoints baton.skills.core.commit
         baton.processes baton.skills.core.overlaps baton.skills.core.write_report
         baton.skills.handoff baton.skills.handoff.files baton.skills.installers
-        baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
+        baton.skills.installers.claude_code baton.skills.services
         baton.skills.services.checkpoint baton.skills.services.end_of_turn baton.skills.services.touch bisect bz2
         hashlib lzma random shutil socket tempfile zlib base64 baton.skills.runtime.provider_refs binascii cryptography
         hmac struct
@@ -117,7 +117,7 @@ HOOK_PATH_IMPORTS = {
         baton.graph.sqlite baton.graph.projects locale select selectors signal subprocess
         baton.locks baton.outbox baton.skills.core.commit baton.skills.core.overlaps
         baton.skills.core.write_report baton.skills.handoff baton.skills.handoff.files baton.skills.installers
-        baton.skills.installers.claude_code baton.skills.installers.json_text baton.skills.services
+        baton.skills.installers.claude_code baton.skills.services
         baton.skills.services.end_of_turn baton.skills.services.touch bisect bz2 hashlib lzma random shutil tempfile
         zlib
     """),

@@ -126,6 +126,8 @@ def test_an_exclusive_lease_under_deny_stops_the_edit_and_names_the_holder(proje
     (home / "baton.toml").write_text('[conflicts]\non_exclusive = "deny"\n')
     target = project / "src" / "db.py"
     target.write_text("DB = 0\n")
+    git(project, "add", "src/db.py")
+    git(project, "commit", "-qm", "The db module")  # not a change of this turn's
     turns = [{"call": "edit", "arguments": {"path": str(target), "old_str": "0", "new_str": "1"}}, {"text": "Done."}]
     with ScriptedChat(turns) as model:
         copilot(project, "Change the db module", model, copilot_home, user_home)

@@ -30,18 +30,19 @@ from baton.errors import BadInput
 from baton.skills.core.binding import Place
 from baton.skills.installers.claude_code import (
     SCOPES,
+    Backups,
     InstallRecords,
     baton_executable,
     hook_command,
     install_skill,
     is_baton_hook,
+    json_like,
     read_file,
     remove_if_empty,
     skill_names,
     uninstall_skill,
     write_file,
 )
-from baton.skills.installers.codex import Backups
 from baton.skills.runtime.agents import AGENTS
 
 AGENT = AGENTS["copilot"]
@@ -106,10 +107,11 @@ def install_copilot(scope: str, place: Place, home: Path) -> CopilotReport:
         report.server = "unchanged" if servers.get(SERVER) == wanted else "updated" if SERVER in servers else "added"
         if report.server != "unchanged":
             created = records.created(config) | ({"mcpServers"} if "mcpServers" not in data else set())
-            records.save(config, created, created_file=text is None or records.created_file(config), rules=[])
-            data.setdefault("mcpServers", servers)[SERVER] = wanted
             backups.keep(config, text, report.backups)
-            write_file(config, _dumped(data, text))
+            records.save(config, created, created_file=text is None or records.created_file(config), rules=[],
+                         original=records.original(config) or (str(report.backups[-1]) if text is not None else None))
+            data.setdefault("mcpServers", servers)[SERVER] = wanted
+            write_file(config, json_like(data, text))
     wanted_hooks = hooks_text(baton_executable(scope))
     present = read_file(hooks)
     if present != wanted_hooks:
@@ -140,7 +142,7 @@ def uninstall_copilot(scope: str, place: Place, home: Path) -> CopilotReport:
             if not data and records.created_file(config) and not config.is_symlink():
                 config.unlink()
             else:
-                write_file(config, _dumped(data, text))
+                write_file(config, records.restored(config, data) or json_like(data, text))
         records.forget(config)
     present = read_file(hooks)
     if present is not None:
@@ -186,11 +188,6 @@ def _servers(config: Path) -> tuple[str | None, dict, dict]:
     if not isinstance(servers, dict):
         raise BadInput(f"{config}: \"mcpServers\" is not an object; nothing changed")
     return text, data, servers
-
-
-def _dumped(data: dict, original: str | None) -> str:
-    ending = "\n" if original is None or original.endswith("\n") else ""
-    return json.dumps(data, indent=2, ensure_ascii=False) + ending
 
 
 def _handlers(text: str) -> dict[str, list]:
