@@ -205,24 +205,11 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
 def claude_state(scope: str, place: Place) -> str:
     """What `baton doctor` says of one scope: Baton's hooks, skills and permission rules there."""
     base = claude_dir(scope, place)
-    try:
-        data = json.loads((base / "settings.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = {}
-    data = data if isinstance(data, dict) else {}
-    hooks: dict = data["hooks"] if isinstance(data.get("hooks"), dict) else {}
+    hooks = read_settings(base / "settings.json")[1].get("hooks")
     events = [event for event, groups in hooks.items() if isinstance(groups, list)
-              and any(isinstance(g, dict) and isinstance(g.get("hooks"), list)
-                      and any(isinstance(h, dict) and is_baton_hook(h.get("command")) for h in g["hooks"])
-                      for g in groups)]
+              and any(map(_baton_handlers, groups))] if isinstance(hooks, dict) else []
     skills = [skill for skill in skill_names() if (base / "skills" / skill / "SKILL.md").exists()]
-    try:
-        local = json.loads(rules_file(scope, base).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        local = {}
-    local = local if isinstance(local, dict) else {}
-    permissions: dict = local["permissions"] if isinstance(local.get("permissions"), dict) else {}
-    allowed: list = permissions["allow"] if isinstance(permissions.get("allow"), list) else []
+    allowed = _allow(read_settings(rules_file(scope, base))[1], base)
     rules = [rule for rule in permission_rules() if rule in allowed]
     if not events and not skills and not rules:
         return "not installed"

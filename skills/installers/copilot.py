@@ -1,23 +1,12 @@
 """`baton install copilot` and `baton uninstall copilot`: Baton's MCP server, hooks and skills
-for GitHub Copilot CLI.
+for GitHub Copilot CLI (measured with 1.0.102; docs/agents.md).
 
-What Copilot reads (measured with 1.0.102): MCP servers from `$COPILOT_HOME/mcp-config.json`
-(`~/.copilot` when unset; `{"mcpServers": {NAME: {"type": "local", "command", "args",
-"tools"}}}`), hooks from every `*.json` of `$COPILOT_HOME/hooks/` (run without folder trust)
-and of a repository's `.github/hooks/` (run only in a folder the user trusts), skills from
-`$COPILOT_HOME/skills/`, `.github/skills/` and `.claude/skills/`. A hooks file is
-`{"version": 1, "hooks": {EVENT: [{"type": "command", "bash", "timeoutSec"}]}}`, the events
-of Copilot's row in baton.skills.runtime.agents.
-
-User scope (the default): the server in mcp-config.json, the hooks in `hooks/baton.json`,
-the skills in `skills/`. Project scope: the hooks in `.github/hooks/baton.json` and the skills
-in `.github/skills/` of the worktree, to commit; the server stays a user's setting.
-The hooks file is Baton's own and written whole. mcp-config.json is the user's: it is read
-and written with the json module (two-space indentation, as Copilot writes it), only
-`mcpServers.baton` changes, and a copy of what was there goes to the data home
-(`backups/copilot/`) before each change.
+User scope (the default): the server in `$COPILOT_HOME/mcp-config.json`, Baton's own hooks
+file in `$COPILOT_HOME/hooks/` (run without folder trust), the skills in `skills/` there.
+Project scope: `.github/hooks/baton.json` (run only in a trusted folder) and `.github/skills/`.
+mcp-config.json is the user's: read and written with json, only `mcpServers.baton` changes,
+and a copy of the file goes to the data home (`backups/copilot/`) before each change.
 """
-
 from __future__ import annotations
 
 import json
@@ -38,6 +27,7 @@ from baton.skills.installers.claude_code import (
     is_baton_hook,
     json_like,
     read_file,
+    read_settings,
     remove_if_empty,
     skill_names,
     uninstall_skill,
@@ -146,7 +136,7 @@ def uninstall_copilot(scope: str, place: Place, home: Path) -> CopilotReport:
         records.forget(config)
     present = read_file(hooks)
     if present is not None:
-        if _baton_events(present) and all(is_baton_hook(command) for command in _commands(present)):
+        if _baton_events(present) and all(is_baton_hook(c) for listed in _commands(present).values() for c in listed):
             report.hooks_file = "removed"
             backups.keep(hooks, present, report.backups)
             hooks.unlink()
@@ -177,34 +167,23 @@ def copilot_state(scope: str, place: Place) -> str:
 
 def _servers(config: Path) -> tuple[str | None, dict, dict]:
     """(mcp-config.json's text or None, its object, its mcpServers: a new one if missing)."""
-    text = read_file(config)
-    try:
-        data = json.loads(text) if text is not None else {}
-    except ValueError as exc:
-        raise BadInput(f"{config} is not valid JSON ({exc}); nothing changed") from None
-    if not isinstance(data, dict):
-        raise BadInput(f"{config} does not hold a JSON object; nothing changed")
+    text, data = read_settings(config)
     servers = data.get("mcpServers", {})
     if not isinstance(servers, dict):
         raise BadInput(f"{config}: \"mcpServers\" is not an object; nothing changed")
     return text, data, servers
 
 
-def _handlers(text: str) -> dict[str, list]:
+def _commands(text: str) -> dict[str, list[object]]:
+    """A hooks file's commands by event ({} for a file that is not one)."""
     try:
-        data = json.loads(text)
-    except ValueError:
+        hooks = json.loads(text).get("hooks")
+    except (ValueError, AttributeError):
         return {}
-    hooks = data.get("hooks") if isinstance(data, dict) else None
-    return {event: handlers for event, handlers in hooks.items() if isinstance(handlers, list)} \
-        if isinstance(hooks, dict) else {}
-
-
-def _commands(text: str) -> list[object]:
-    return [handler.get("bash") if isinstance(handler, dict) else None
-            for handlers in _handlers(text).values() for handler in handlers]
+    return {event: [h.get("bash") if isinstance(h, dict) else None for h in handlers]
+            for event, handlers in hooks.items() if isinstance(handlers, list)} if isinstance(hooks, dict) else {}
 
 
 def _baton_events(text: str) -> list[str]:
-    return [event for event, handlers in _handlers(text).items() if event in AGENT.hooks
-            and any(isinstance(h, dict) and is_baton_hook(h.get("bash")) for h in handlers)]
+    return [event for event, commands in _commands(text).items()
+            if event in AGENT.hooks and any(map(is_baton_hook, commands))]
