@@ -32,6 +32,15 @@ def find_agent(variable: str, cache_name: str, program: str) -> str | None:
     return shutil.which(program)
 
 
+def real_agent_marks(agent: str | None, name: str, variable: str) -> list:
+    """The marks of a test module that runs a real agent's CLI: skipped without it, saying
+    why, and slow."""
+    import pytest
+
+    return [pytest.mark.skipif(agent is None, reason=f"{name} is not installed: ./scripts/test installs it with "
+                                                     f"npm, or set {variable} to its executable"), pytest.mark.slow]
+
+
 def find_claude() -> str | None:
     return find_agent("BATON_CLAUDE", "claude-code", "claude")
 

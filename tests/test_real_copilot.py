@@ -13,15 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.claude_code import real_agent_marks
 from tests.copilot_cli import ScriptedChat, find_copilot, run_copilot
-from tests.workspace import git, make_repo
+from tests.test_real_codex import resumed
+from tests.workspace import agent_worktree, git
 
 COPILOT = find_copilot()
-pytestmark = [
-    pytest.mark.skipif(COPILOT is None, reason="Copilot CLI is not installed: ./scripts/test installs it with npm, "
-                                               "or set BATON_COPILOT to a `copilot` executable"),
-    pytest.mark.slow,  # each test runs Copilot
-]
+pytestmark = real_agent_marks(COPILOT, "Copilot CLI", "BATON_COPILOT")
 BATON = Path(sys.prefix) / "bin" / "baton"
 NO_BATON_PATH = "/usr/local/bin:/usr/bin:/bin"  # Copilot's PATH in these tests: no `baton` on it
 USER_SERVERS = ('{\n  "mcpServers": {\n    "docs": {\n      "type": "local",\n      "command": "docs-mcp",\n'
@@ -50,12 +48,8 @@ def copilot_home(tmp_path, monkeypatch) -> Path:
 def project(home, tmp_path, monkeypatch, copilot_home) -> Path:
     """A worktree bound to OMN-1 with a decision, OMN-2 bound in the repository's other
     worktree, and `baton install copilot` run as a user runs it."""
-    main = make_repo(tmp_path / "shop", "git@github.com:acme/shop.git")
-    worktree = tmp_path / "shop-agent"
-    git(main, "worktree", "add", "-q", str(worktree), "-b", "agent")
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    worktree = agent_worktree(tmp_path, monkeypatch)
+    main = worktree.parent / "shop"
     baton(main, "bind", "OMN-2", "--agent", "claude")
     baton(worktree, "bind", "OMN-1")
     baton(worktree, "decide", "Keep carts in PostgreSQL", "--context", "carts must survive restarts")
@@ -78,10 +72,6 @@ def copilot(project: Path, prompt: str, model: ScriptedChat, copilot_home: Path,
                          env={"PATH": NO_BATON_PATH, **(env or {})})
     assert result.returncode == 0, result.stderr[-3000:]
     return result
-
-
-def resumed(project: Path) -> dict:
-    return json.loads(baton(project, "resume", "OMN-1", "--json").stdout)
 
 
 def test_installed_by_baton_copilot_records_the_session_and_reaches_batons_tools(project, copilot_home, user_home):
