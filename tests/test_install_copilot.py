@@ -124,6 +124,9 @@ def test_copilots_payloads_are_read_and_answered_in_its_fields(home, worktrees, 
     assert hook("post-tool-use", edit, capsys)[0] == 0
     outside = copilot_payload(main, toolName="create", toolArgs={"path": "/etc/elsewhere.py", "file_text": ""})
     assert hook("post-tool-use", outside, capsys)[0] == 0
+    cli(other, "touch", "src/cart.py")
+    code, answer, _ = hook("user-prompt-submit", copilot_payload(main, prompt="go on"), capsys)
+    assert list(answer) == ["additionalContext"] and "OMN-2" in answer["additionalContext"], answer
     stop = copilot_payload(main, transcriptPath=str(main / "events.jsonl"), stopReason="end_turn")
     assert hook("stop", stop, capsys)[0] == 0
     code, out, _ = cli(main, "resume", "OMN-1", "--json")
