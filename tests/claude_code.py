@@ -32,6 +32,15 @@ def find_agent(variable: str, cache_name: str, program: str) -> str | None:
     return shutil.which(program)
 
 
+def real_agent_marks(agent: str | None, name: str, variable: str) -> list:
+    """The marks of a test module that runs a real agent's CLI: skipped without it, saying
+    why, and slow."""
+    import pytest
+
+    return [pytest.mark.skipif(agent is None, reason=f"{name} is not installed: ./scripts/test installs it with "
+                                                     f"npm, or set {variable} to its executable"), pytest.mark.slow]
+
+
 def find_claude() -> str | None:
     return find_agent("BATON_CLAUDE", "claude-code", "claude")
 
@@ -61,7 +70,20 @@ class ApiHandler(BaseHTTPRequestHandler):
 
 
 class ScriptedApi:
-    """A scripted model's HTTP API on 127.0.0.1 (`url`), served while the object is entered."""
+    """A scripted model's HTTP API on 127.0.0.1 (`url`), served while the object is entered:
+    it plays `turns` and keeps every request body in `requests`."""
+
+    def __init__(self, turns: list[dict]) -> None:
+        self.turns = turns
+        self.requests: list[dict] = []
+        self._lock = threading.Lock()
+
+    def _next(self, body: dict) -> tuple[dict, int]:
+        """Keep the request; the turn it gets and its number (from 1)."""
+        with self._lock:
+            self.requests.append(body)
+            number = len(self.requests)
+        return self.turns[min(number - 1, len(self.turns) - 1)], number
 
     def _serve(self, handler: type[BaseHTTPRequestHandler], path: str = "") -> None:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -84,10 +106,8 @@ class ScriptedModel(ScriptedApi):
     summaries) get a short text. `requests` holds every request body received."""
 
     def __init__(self, turns: list[dict]) -> None:
-        self.turns = turns
-        self.requests: list[dict] = []
+        super().__init__(turns)
         self._played = 0
-        self._lock = threading.Lock()
         model = self
 
         class Handler(ApiHandler):

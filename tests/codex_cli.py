@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 from pathlib import Path
 
 from tests.claude_code import ApiHandler, ScriptedApi, find_agent
@@ -28,9 +27,7 @@ class ScriptedResponses(ScriptedApi):
     holds every request body received."""
 
     def __init__(self, turns: list[dict]) -> None:
-        self.turns = turns
-        self.requests: list[dict] = []
-        self._lock = threading.Lock()
+        super().__init__(turns)
         model = self
 
         class Handler(ApiHandler):
@@ -45,10 +42,7 @@ class ScriptedResponses(ScriptedApi):
         self._serve(Handler, "/v1")
 
     def _answer(self, body: dict) -> dict:
-        with self._lock:
-            self.requests.append(body)
-            turn = self.turns[min(len(self.requests) - 1, len(self.turns) - 1)]
-            number = len(self.requests)
+        turn, number = self._next(body)
         if "call" in turn:
             item = {"type": "function_call", "id": f"fc_{number}", "call_id": f"call_{number}", "name": turn["call"],
                     "arguments": json.dumps(turn.get("arguments", {})), "status": "completed"}

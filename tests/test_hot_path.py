@@ -76,7 +76,7 @@ HOOK_IMPORTS = names("""
     baton.registry.base baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals
     baton.signals.base baton.skills baton.skills.core baton.skills.core.binding baton.skills.frontends
     baton.skills.frontends.cli baton.skills.frontends.hooks baton.skills.frontends.invocation
-    baton.skills.runtime.agent_sessions baton.skills.runtime
+    baton.skills.runtime.agent_sessions baton.skills.runtime baton.skills.runtime.agents
     baton.skills.runtime.command_words baton.skills.runtime.settings baton.skills.runtime.sink
     baton.skills.runtime.stores baton.skills.runtime.unit baton.sqlite baton.store_names baton.trust
     baton.write_queue collections copy dataclasses datetime dis fcntl inspect json linecache math opcode shlex

@@ -281,25 +281,6 @@ def test_a_settings_file_baton_cannot_read_is_left_alone(home, worktrees, cli, c
     assert not (main / ".claude" / "skills").exists()
 
 
-@pytest.mark.parametrize("text", ['{"a": NaN}', "[1, -Infinity]", "Infinity", '{"a": {"b": [NaN]}}'])
-def test_json_text_refuses_what_json_does_not_allow(text):
-    from baton.skills.installers import json_text
-
-    with pytest.raises(ValueError, match="is not JSON"):
-        json_text.parse(text)
-
-
-def test_json_text_keeps_spans_of_every_value():
-    from baton.skills.installers import json_text
-
-    text = '{"a": [1, -2.5e3, "x\\"y"], "b": {"c": null, "d": true}}'
-    root = json_text.parse(text)
-    assert root.value == json.loads(text)
-    for member in root.members:
-        assert json.loads(text[member.value.start:member.value.end]) == member.value.value
-    assert [text[i.start:i.end] for i in root.member("a").value.items] == ["1", "-2.5e3", '"x\\"y"']
-
-
 def test_a_skill_of_the_users_with_the_same_name_is_kept(home, worktrees, cli):
     main, _ = worktrees
     own = main / ".claude" / "skills" / "resume_session" / "SKILL.md"
@@ -320,16 +301,18 @@ def test_misplaced_options_are_refused(home, worktrees, cli):
 
 
 def test_a_duplicated_event_key_never_loses_the_users_hook(home, worktrees, cli):
+    """JSON keeps the last of a key given twice: such a file is refused, never rewritten."""
     main, _ = worktrees
     settings_of(main).parent.mkdir()
     mine = '{"hooks": [{"type": "command", "command": "./my-lint"}]}'
     batons = '{"hooks": [{"type": "command", "command": "baton hook stop"}]}'
-    settings_of(main).write_text(f'{{"model": "x", "hooks": {{"Stop": [{mine}], "Stop": [{batons}]}}}}')
-    assert cli(main, "uninstall", "claude")[0] == 0
-    assert settings_of(main).read_text() == f'{{"model": "x", "hooks": {{"Stop": [{mine}]}}}}'
-    settings_of(main).write_text(f'{{"hooks": {{"Stop": [{batons}], "Stop": [{mine}]}}}}')
-    assert cli(main, "uninstall", "claude")[0] == 0
-    assert settings_of(main).read_text() == f'{{"hooks": {{"Stop": [{mine}]}}}}'
+    for text in (f'{{"model": "x", "hooks": {{"Stop": [{mine}], "Stop": [{batons}]}}}}',
+                 f'{{"hooks": {{"Stop": [{batons}], "Stop": [{mine}]}}}}'):
+        settings_of(main).write_text(text)
+        for command in ("install", "uninstall"):
+            code, _, err = cli(main, command, "claude")
+            assert code == 2 and 'the key "Stop" is given twice' in err and "nothing changed" in err, err
+            assert settings_of(main).read_text() == text
 
 
 def test_a_symlinked_settings_file_stays_a_link_and_its_target_is_edited(home, worktrees, cli, tmp_path):

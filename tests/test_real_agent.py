@@ -13,15 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.claude_code import MCP_TOOLS_BYTES, ScriptedModel, find_claude, mcp_tools, run_claude, size, stream_events
+from tests.claude_code import (
+    MCP_TOOLS_BYTES,
+    ScriptedModel,
+    find_claude,
+    mcp_tools,
+    real_agent_marks,
+    run_claude,
+    size,
+    stream_events,
+)
 from tests.workspace import git, make_repo
 
 CLAUDE = find_claude()
-pytestmark = [
-    pytest.mark.skipif(CLAUDE is None, reason="Claude Code is not installed: ./scripts/test installs it with "
-                                              "npm, or set BATON_CLAUDE to a `claude` executable"),
-    pytest.mark.slow,  # each test runs Claude Code
-]
+pytestmark = real_agent_marks(CLAUDE, "Claude Code", "BATON_CLAUDE")
 BATON = Path(sys.prefix) / "bin" / "baton"
 NO_BATON_PATH = "/usr/local/bin:/usr/bin:/bin"  # Claude Code's PATH in these tests: no `baton` on it
 TOOLS = 21

@@ -14,15 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.claude_code import real_agent_marks
 from tests.codex_cli import ScriptedResponses, events, find_codex, run_codex, write_model_config
-from tests.workspace import git, make_repo
+from tests.workspace import agent_worktree
 
 CODEX = find_codex()
-pytestmark = [
-    pytest.mark.skipif(CODEX is None, reason="the Codex CLI is not installed: ./scripts/test installs it with npm, "
-                                             "or set BATON_CODEX to a `codex` executable"),
-    pytest.mark.slow,  # each test runs Codex
-]
+pytestmark = real_agent_marks(CODEX, "the Codex CLI", "BATON_CODEX")
 BATON = Path(sys.prefix) / "bin" / "baton"
 BUDGET = 10_000
 
@@ -37,12 +34,8 @@ def codex_home(tmp_path, monkeypatch) -> Path:
 @pytest.fixture
 def project(home, tmp_path, monkeypatch, codex_home) -> Path:
     """A worktree bound to OMN-1 with a decision, and another ticket's worktree beside it."""
-    main = make_repo(tmp_path / "shop", "git@github.com:acme/shop.git")
-    worktree = tmp_path / "shop-agent"
-    git(main, "worktree", "add", "-q", str(worktree), "-b", "agent")
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    worktree = agent_worktree(tmp_path, monkeypatch)
+    main = worktree.parent / "shop"
     from baton.skills.frontends.cli import main as baton
 
     monkeypatch.chdir(main)

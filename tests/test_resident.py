@@ -366,10 +366,39 @@ def test_starts_that_keep_failing_back_off(home, worktrees, tmp_path):
 def test_long_running_commands_keep_their_own_process(home, resident, worktrees):
     from baton.skills.runtime.resident_client import NOT_FORWARDED as kept
 
-    assert {"mcp", "serve", "projector", "resident"} <= kept
+    assert {"serve", "projector", "resident"} <= kept
     main, _ = worktrees
     result = subprocess.run([sys.executable, "-c", CLIENT, "projector", "--once"], cwd=main, capture_output=True)
     assert result.returncode == NOT_FORWARDED
+
+
+def test_the_resident_serves_an_mcp_session_and_stops_it_when_the_client_goes(home, resident, worktrees):
+    """`baton mcp` is forwarded: a child of the resident, with the SDK and the tools built
+    already, answers the session on the client's own streams, to its end."""
+    main, _ = worktrees
+    killed = subprocess.Popen([sys.executable, "-c", CLIENT, "mcp"], cwd=main, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE)
+    wait_for(lambda: len(children_of(resident.pid)) == 1, 30, "the session's child")
+    killed.kill()  # as an agent that is killed: the session's child goes with its client
+    killed.wait(30)
+    wait_for(lambda: not children_of(resident.pid), 30, "the killed client's child to end")
+    client = subprocess.Popen([sys.executable, "-c", CLIENT, "mcp"], cwd=main, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    messages = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]
+    assert client.stdin is not None and client.stdout is not None
+    client.stdin.write(b"".join(json.dumps(message).encode() + b"\n" for message in messages))
+    client.stdin.flush()
+    answers = [json.loads(client.stdout.readline()) for _ in range(2)]
+    assert answers[0]["result"]["serverInfo"]["name"] == "baton"
+    assert "resume_session" in {tool["name"] for tool in answers[1]["result"]["tools"]}
+    (child,) = children_of(resident.pid)
+    client.stdin.close()
+    assert client.wait(30) == 0, client.stderr.read() if client.stderr else ""
+    wait_for(lambda: not children_of(resident.pid), 30, "the session's child to end with its input")
+    assert child not in children_of(resident.pid)
 
 
 def test_the_client_reads_the_variables_of_the_settings_rows():

@@ -36,6 +36,18 @@ def make_repo(path: Path, origin: str | None) -> Path:
     return path
 
 
+def agent_worktree(tmp_path: Path, monkeypatch) -> Path:
+    """The worktree `shop-agent` (branch agent) of a repository `shop`, for a real agent's
+    run, and a runtime directory of the test's own (the hooks' marks of what was told)."""
+    main = make_repo(tmp_path / "shop", "git@github.com:acme/shop.git")
+    worktree = tmp_path / "shop-agent"
+    git(main, "worktree", "add", "-q", str(worktree), "-b", "agent")
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    return worktree
+
+
 def two_agents(worktrees: tuple[Path, Path], cli) -> Path:
     """OMN-1 in the main worktree and OMN-2 in the second, overlapping on src/db.py, each
     with a decision about PostgreSQL. Returns the main worktree."""

@@ -35,6 +35,7 @@ from baton.files import WorktreeLocator, git_dirs
 from baton.git import run_git
 from baton.processes import process_alive
 from baton.shown_text import one_line
+from baton.skills.runtime.agents import AGENTS
 
 if TYPE_CHECKING:
     from baton.deadline import Deadline
@@ -44,7 +45,7 @@ MAX_RECORD_BYTES = 1 << 20
 FOUND, NOT_FOUND = "INTERRUPTED_TASK_FOUND", "NO_INTERRUPTED_TASK_FOUND"
 # Agents whose own resume continues a session by its id (`claude --resume ID`, Claude Code's CLI
 # reference; `codex resume ID`, the Codex CLI's help).
-NATIVE_RESUME = {"claude": ("claude", "--resume"), "codex": ("codex", "resume")}
+NATIVE_RESUME = {name: agent.resume for name, agent in AGENTS.items()}
 _AGENT_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 

@@ -621,7 +621,7 @@ def _doctor(args: Arguments, stores: Stores) -> int:
 def _agents_installed() -> None:
     """The install state of each agent Baton knows, per scope (what `baton install` wrote)."""
     place, _ = _place()
-    for agent in ("claude", "codex"):
+    for agent in ("claude", "codex", "copilot"):
         for scope in ("project", "user"):
             _agent_line(agent, scope, place)
 
@@ -631,9 +631,11 @@ def _agent_line(agent: str, scope: str, place: Place) -> None:
     from baton.skills.frontends.render import agent_line
     from baton.skills.installers.claude_code import claude_state
     from baton.skills.installers.codex import codex_state
+    from baton.skills.installers.copilot import copilot_state
 
     try:
-        line = claude_state(scope, place) if agent == "claude" else codex_state(scope, place).line()
+        line = (claude_state(scope, place) if agent == "claude" else copilot_state(scope, place) if agent == "copilot"
+                else codex_state(scope, place).line())
     except BatonError as exc:  # a settings file that cannot be read
         line = str(exc)
     print(agent_line(agent, scope, line))
@@ -690,7 +692,8 @@ def _index(args: Arguments, stores: Stores) -> int:
 
 
 def _install(args: Arguments, stores: Stores) -> int:
-    """`baton install` and `baton uninstall` (args.command): Claude Code, the Codex CLI or the git hook."""
+    """`baton install` and `baton uninstall` (args.command): Claude Code, the Codex CLI, Copilot CLI or the git
+    hook."""
     from baton.errors import BadInput
     from baton.skills.frontends import render
 
@@ -699,7 +702,7 @@ def _install(args: Arguments, stores: Stores) -> int:
     place, _ = _place()
     if args.target == "git-hook":
         if args.scope:
-            raise BadInput("--scope applies to claude, not git-hook")
+            raise BadInput("--scope applies to claude, codex and copilot, not git-hook")
         from baton.skills.installers.git_hook import install_git_hook, uninstall_git_hook
 
         if installed:
@@ -712,6 +715,14 @@ def _install(args: Arguments, stores: Stores) -> int:
         return 0
     if strict:
         raise BadInput(f"--strict applies to git-hook, not {args.target}")
+    if args.target == "copilot":
+        from baton.skills.installers.copilot import install_copilot, uninstall_copilot
+
+        copilot = (install_copilot if installed else uninstall_copilot)(args.scope or "user", place,
+                                                                        stores.settings.home)
+        _warn(copilot.warnings)
+        print(render.copilot_lines(copilot, installed=installed))
+        return 0
     scope = args.scope or "project"
     if args.target == "codex":
         from baton.skills.installers.codex import install_codex, uninstall_codex
@@ -970,11 +981,13 @@ def _leases(args: Arguments, stores: Stores) -> int:
 def _installer(name: str, verb: str, *extra: Argument) -> Command:
     """`baton install` or `baton uninstall`: the same targets and scopes."""
     return Command(name, f"{verb} Claude Code (hooks, skills, permission rules), the Codex CLI (MCP server, "
-                         "hooks and their trust) or git (the pre-commit guard).", (
-        _arg("target", choices=["claude", "codex", "git-hook"]),
+                         "hooks and their trust), Copilot CLI (MCP server, hooks, skills) or git (the pre-commit "
+                         "guard).", (
+        _arg("target", choices=["claude", "codex", "copilot", "git-hook"]),
         _arg("--scope", choices=["project", "user"],
              help="claude: this worktree's .claude/ (default) or ~/.claude/; codex: this worktree's "
-                  ".codex/ (default) or $CODEX_HOME (~/.codex/)"),
+                  ".codex/ (default) or $CODEX_HOME (~/.codex/); copilot: $COPILOT_HOME (~/.copilot/, default) "
+                  "or this worktree's .github/"),
         *extra), _install, task=False)
 
 
@@ -1169,7 +1182,7 @@ COMMANDS: tuple[Command, ...] = (
     _installer("install", "Wire Baton into",
                _arg("--strict", action="store_true", help="git-hook: block the commit instead of warning")),
     _installer("uninstall", "Remove what `baton install` added to"),
-    Command("hook", "Run a Claude Code hook: the event's JSON payload comes on stdin; always exits 0.", (
+    Command("hook", "Run an agent's hook: the event's JSON payload comes on stdin; always exits 0.", (
         _arg("event", choices=["session-start", "pre-tool-use", "post-tool-use", "user-prompt-submit", "stop",
                                "session-end"]),),
         _hook, task=False, stores=False),

@@ -1,17 +1,19 @@
-"""Claude Code's hooks: `baton hook EVENT`, run by Claude Code with the event's JSON
-payload on standard input (formats: https://code.claude.com/docs/en/hooks).
+"""The agents' hooks: `baton hook EVENT`, run by Claude Code, Codex or Copilot CLI with the
+event's JSON payload on standard input (Claude Code's format, which Codex shares:
+https://code.claude.com/docs/en/hooks; Copilot's fields and answers are read from its row
+of baton.skills.runtime.agents, so everything below speaks Claude Code's names).
 
 - session-start: the compact resume context of the bound worktree, as additionalContext.
-- pre-tool-use (Edit, MultiEdit, Write, NotebookEdit; Codex's apply_patch): checks the
+- pre-tool-use (the edit tools of each agent's row): checks the
   files about to change against other active tickets' touches and leases
   (baton.skills.services.pre_edit). Nothing held: silent. Another ticket's touch or shared
   lease: additionalContext the model reads before it edits. Another ticket's exclusive
   lease: permissionDecision `ask` (the prompt names the holder) or `deny` (the model is
-  told why), as `[conflicts] on_exclusive` says; Codex takes no `ask` from a hook, so
-  there it is told as context. When Baton cannot check (a store that cannot answer, an
+  told why), as `[conflicts] on_exclusive` says; an agent that takes no `ask` from a hook
+  (Codex) is told as context. When Baton cannot check (a store that cannot answer, an
   unusable data home, a bad baton.toml), the edit goes ahead and the user reads one line
   (systemMessage) saying so, once per agent session, as every hook tells its trouble.
-- post-tool-use (Edit, MultiEdit, Write, NotebookEdit): records the touch; a new overlap
+- post-tool-use (the same tools): records the touch; a new overlap
   with another active ticket is told in additionalContext, which the model reads next to
   the tool result. This is the 100 ms path: imports stay lazy, as in baton.skills.services.touch.
 - user-prompt-submit: signals about the ticket since the agent last heard (conflicts, a
@@ -44,6 +46,7 @@ from typing import TYPE_CHECKING, NamedTuple, TextIO
 
 from baton.masking import mask
 from baton.shown_text import one_line
+from baton.skills.runtime.agents import EDIT_TOOLS, PATCH, Agent, of_payload
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -55,11 +58,7 @@ if TYPE_CHECKING:
     from baton.skills.runtime.agent_sessions import AgentSessions
     from baton.skills.runtime.stores import Stores
 
-# The file-editing tools and the tool_input field that names the file they changed.
-FILE_TOOLS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path"}
-# Codex's patch tool: tool_input.command holds the patch, whose headers name the files.
-PATCH_TOOL = "apply_patch"
-CODEX_TRANSCRIPT = "rollout-"  # how Codex names a session's transcript file
+# A patch tool's tool_input.command holds the patch, whose headers name the files.
 PATCH_HEADERS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
 SESSION_START_STORE_TIMEOUT = 0.5  # seconds of servers: keeps a session start within 1 s when one hangs
 
@@ -71,6 +70,7 @@ class Payload(NamedTuple):
     session_id: str
     cwd: Path
     agent_pid: int  # the process that ran the hook: the agent (the invocation's, not this process's parent)
+    agent: Agent  # the agent's row: who sent the payload
 
 
 class Output:
@@ -86,6 +86,7 @@ class Output:
         self.stdout = stdout
         self.event = event
         self.session_id = ""
+        self.flat = False  # the agent takes its answers' fields at the top level (Agent.flat)
         self.spoken = False
         self.trouble: str | None = None
 
@@ -102,6 +103,12 @@ class Output:
                 forget_trouble(self.session_id)
             raise
         self.spoken = True
+
+    def context(self, event: str, text: str) -> dict:
+        """The answer that gives the model text as additional context."""
+        if self.flat:
+            return {"additionalContext": text}
+        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
     def cannot_record(self, reason: str) -> None:
         """One line on stderr (Claude Code's debug log), and the user is to be told."""
@@ -148,7 +155,7 @@ def run_hook(event: str, stdin: TextIO | None = None, stdout: TextIO | None = No
         if event not in HANDLERS:
             raise ValueError(f"unknown hook {event!r}: use one of {', '.join(HANDLERS)}")
         payload = read_payload(stdin.read(), invocation.agent_pid)
-        out.session_id = payload.session_id
+        out.session_id, out.flat = payload.session_id, payload.agent.flat
         HANDLERS[event](payload, out)
     except Exception as exc:  # noqa: BLE001 -- the agent must never be broken by Baton: report, do not raise
         out.cannot_record(_failure(exc))
@@ -166,9 +173,11 @@ def read_payload(text: str, agent_pid: int) -> Payload:
     event = json.loads(text) if text.strip() else None
     if not isinstance(event, dict):
         raise ValueError("the hook's standard input is not a JSON object")
+    agent = of_payload(event)
+    event = {agent.fields.get(key, key): value for key, value in event.items()}
     session_id, cwd = event.get("session_id"), event.get("cwd")
     return Payload(event, session_id if isinstance(session_id, str) else "",
-                   Path(cwd) if isinstance(cwd, str) and cwd else Path.cwd(), agent_pid)
+                   Path(cwd) if isinstance(cwd, str) and cwd else Path.cwd(), agent_pid, agent)
 
 
 def edited_paths(event: dict) -> list[str]:
@@ -177,12 +186,12 @@ def edited_paths(event: dict) -> list[str]:
     tool = event.get("tool_name")
     given_input, given_response = event.get("tool_input"), event.get("tool_response")
     tool_input = given_input if isinstance(given_input, dict) else {}
-    if tool == PATCH_TOOL:
+    field = EDIT_TOOLS.get(tool) if isinstance(tool, str) else None
+    if field == PATCH:
         patch = tool_input.get("command")
         lines = patch.splitlines() if isinstance(patch, str) else []
         paths = [line[len(header):].strip() for line in lines for header in PATCH_HEADERS if line.startswith(header)]
         return list(dict.fromkeys(path for path in paths if path))
-    field = FILE_TOOLS.get(tool) if isinstance(tool, str) else None
     if field is None:
         return []
     response = given_response if isinstance(given_response, dict) else {}
@@ -207,19 +216,20 @@ def pre_tool_use(payload: Payload, out: Output) -> None:
     except Exception as exc:  # noqa: BLE001 -- an edit is never blocked because Baton cannot answer
         out.cannot_record(_failure(exc))
         return
-    output = pre_tool_use_output(verdict.decision, verdict.reason, verdict.context,
-                                 patch=payload.event.get("tool_name") == PATCH_TOOL)
+    output = pre_tool_use_output(verdict.decision, verdict.reason, verdict.context, patch=not payload.agent.asks,
+                                 flat=payload.agent.flat)
     if verdict.warnings:
         output |= out.once(unchecked("; ".join(verdict.warnings)))
     if output:
         out.say(output)
 
 
-def pre_tool_use_output(decision: str, reason: str | None, context: str | None, *, patch: bool) -> dict:
+def pre_tool_use_output(decision: str, reason: str | None, context: str | None, *, patch: bool,
+                        flat: bool = False) -> dict:
     """Claude Code's PreToolUse answer ({} for none): a decision only to ask or deny (an
     `allow` would skip the user's own permission rules), the overlaps as additionalContext.
-    Codex (its patch tool) takes no `ask`: there the holder is named in the context, and
-    the edit goes on."""
+    An agent that takes no `ask` (patch: Codex) has the holder named in the context, and
+    the edit goes on; flat: the fields at the top level (Copilot)."""
     if patch and decision == "ask":
         decision, context = "allow", "\n\n".join(filter(None, [reason, context]))
     answer: dict = {"hookEventName": "PreToolUse"}
@@ -227,7 +237,10 @@ def pre_tool_use_output(decision: str, reason: str | None, context: str | None, 
         answer |= {"permissionDecision": decision, "permissionDecisionReason": reason or ""}
     if context:
         answer["additionalContext"] = context
-    return {"hookSpecificOutput": answer} if len(answer) > 1 else {}
+    if len(answer) == 1:
+        return {}
+    return {key: value for key, value in answer.items() if key != "hookEventName"} if flat \
+        else {"hookSpecificOutput": answer}
 
 
 def unchecked(reason: str) -> dict:
@@ -256,8 +269,8 @@ def post_tool_use(payload: Payload, out: Output) -> None:
             from baton import clock
             from baton.skills.frontends.briefing import conflicts_told
 
-            out.say(additional_context("PostToolUse",
-                                       conflicts_told(task.task_id, report.new_conflicts, report.conflict_paths,
+            out.say(out.context("PostToolUse",
+                                conflicts_told(task.task_id, report.new_conflicts, report.conflict_paths,
                                                       report.forks)))
             sessions.told(payload.session_id, [str(c.signal_id) for c in report.new_conflicts], clock.now())
 
@@ -284,7 +297,7 @@ def session_start(payload: Payload, out: Output) -> None:
         with agent_sessions(stores) as sessions:
             heartbeat(sessions, payload, task, place)
             interrupted = interrupted_line(stores, place, sessions)
-            out.say(additional_context("SessionStart", f"{context}\n\n{interrupted}" if interrupted else context))
+            out.say(out.context("SessionStart", f"{context}\n\n{interrupted}" if interrupted else context))
             now = clock.now()
             # Signals cut from the context are not told: the next prompt reads from the oldest.
             cut = [s.emitted_at for s in result.signals if str(s.signal_id) not in shown]
@@ -309,19 +322,18 @@ def heartbeat(sessions: AgentSessions, payload: Payload, task: ActiveTask, place
 
 def remember_provider(stores: Stores, payload: Payload, task: ActiveTask, place: Place) -> None:
     """Keep the agent's own session id and transcript path as the run's provider reference,
-    encrypted in the data home (baton.skills.runtime.provider_refs): resume offers
-    `claude --resume` (or `codex resume`) from it. At session start and each end of turn, not on the prompt's
-    light path: encrypting imports the cipher."""
+    encrypted in the data home (baton.skills.runtime.provider_refs): resume offers the
+    agent's own continuation (`claude --resume`, Agent.resume) from it. At session start
+    and each end of turn, not on the prompt's light path: encrypting imports the cipher."""
     from baton.skills.runtime.provider_refs import record
     from baton.skills.services.checkpoint import local_run
 
     run = local_run(place, task.task_id)
     transcript = payload.event.get("transcript_path")
     transcript = transcript if isinstance(transcript, str) else None
-    # Codex sends Claude Code's payload; its transcript is a rollout file (`codex resume ID`).
-    agent = "codex" if transcript and Path(transcript).name.startswith(CODEX_TRANSCRIPT) else "claude"
     if run is not None and payload.session_id:
-        record(stores.settings.home, task.task_id, run.run_id, payload.session_id, transcript, agent=agent)
+        record(stores.settings.home, task.task_id, run.run_id, payload.session_id, transcript,
+               agent=payload.agent.name)
 
 
 def interrupted_line(stores: Stores, place: Place, sessions: AgentSessions) -> str | None:
@@ -376,7 +388,7 @@ def user_prompt_submit(payload: Payload, out: Output) -> None:
             from baton.skills.frontends.briefing import overlapping_task
 
             forks = fork_related(stores, task.task_id, filter(None, (overlapping_task(task.task_id, s) for s in news)))
-            out.say(additional_context("UserPromptSubmit", signals_told(task.task_id, news, forks)))
+            out.say(out.context("UserPromptSubmit", signals_told(task.task_id, news, forks)))
             sessions.told(payload.session_id, [str(s.signal_id) for s in news], now)
         sessions.heard(payload.session_id, task.task_id, now, watermark)
 
@@ -460,10 +472,6 @@ def agent_sessions(stores: Stores) -> Iterator[AgentSessions]:
         yield sessions
     finally:
         sessions.close()
-
-
-def additional_context(event: str, text: str) -> dict:
-    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
 def _warn(warnings: list[str]) -> None:

@@ -28,6 +28,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -415,6 +416,7 @@ def start_fresh(task_id: str, base: str | None = None, into: str | None = None, 
     return _call(lambda stores: fresh(stores, _place(worktree), request).to_json())
 
 
+@cache  # built once in the resident, which forks each `baton mcp` it serves
 def build_server() -> Server:
     """The low-level MCP server with Baton's tools, and only tools: a client shows the model
     a capability's tools on every turn (Claude Code adds three resource tools for an empty

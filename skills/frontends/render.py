@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # annotations only: `baton resume` need not import the listin
     from baton.skills.handoff.write import HandoffReport
     from baton.skills.installers.claude_code import InstallReport
     from baton.skills.installers.codex import CodexReport
+    from baton.skills.installers.copilot import CopilotReport
     from baton.skills.installers.git_hook import GitHookReport
     from baton.skills.services.decision_age import AgedDecision
     from baton.skills.services.doctor import StoreReport
@@ -424,6 +425,17 @@ def codex_lines(report: CodexReport, done: str) -> str:
     if report.trusted:
         lines.append(f"{report.trust_file}: {len(report.trusted)} hooks trusted")
     lines += [f"backup: {backup}" for backup in report.backups]
+    return "\n".join(lines)
+
+
+def copilot_lines(report: CopilotReport, *, installed: bool) -> str:
+    """What `baton install copilot` or `baton uninstall copilot` changed, a line per file."""
+    lines = [f"{report.config}: MCP server {report.server}"] if report.config else []
+    lines.append(f"{report.hooks}: {report.hooks_file}" if installed or report.hooks_file != "absent"
+                 else f"{report.hooks}: no Baton hooks")
+    lines += [f"skill /{skill}: {action}" for skill, action in report.skills.items()]
+    lines += [f"backup: {backup}" for backup in report.backups]
+    lines += [f"note: {note}" for note in report.notes]
     return "\n".join(lines)
 
 

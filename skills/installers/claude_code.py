@@ -6,9 +6,11 @@ The hook entries follow Claude Code's documented settings schema
 each `{"matcher"?, "hooks": [{"type": "command", "command", "timeout"}]}`. Baton adds one
 group per event at the end of that event's list and recognises its own handlers by their
 command, `<baton> hook <event>` with the PATH fallback and `||` ending of hook_command,
-whatever path the executable had; nothing else in the
-file is touched (baton.skills.installers.json_text edits the text in place), so installing twice changes
-nothing and uninstalling gives back the file as it was, byte for byte.
+whatever path the executable had. The file is read and written with the json module, laid
+out as Claude Code itself writes it on each change (two-space JSON: measured in 2.1.332's
+`updateSettingsForSource`), so the user's entries stay and their layout may not; a copy of
+the file as it was goes to the data home first, and an uninstall that leaves nothing else
+changed writes that copy back, byte for byte. Installing twice changes nothing.
 """
 
 from __future__ import annotations
@@ -16,31 +18,24 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
+from baton import clock
 from baton.errors import BadInput
 from baton.skills.core.batons_own import AGENT_SKILLS
 from baton.skills.core.binding import Place
-from baton.skills.installers import json_text
+from baton.skills.runtime.agents import AGENTS, HOOK_NAMES, Hooks
 
 SCOPES = ("project", "user")
 
-# Claude Code event -> (`baton hook` name, tool matcher, timeout in seconds). The timeouts
-# only bound a hung hook; each hook's own budget is far below them (see bench/hooks.py).
-HOOKS: dict[str, tuple[str, str | None, int]] = {
-    "SessionStart": ("session-start", None, 10),
-    "PreToolUse": ("pre-tool-use", "Edit|MultiEdit|Write|NotebookEdit", 5),
-    "PostToolUse": ("post-tool-use", "Edit|MultiEdit|Write|NotebookEdit", 5),
-    "UserPromptSubmit": ("user-prompt-submit", None, 5),
-    "Stop": ("stop", None, 30),
-    "SessionEnd": ("session-end", None, 10),
-}
-HOOK_NAMES = tuple(name for name, _, _ in HOOKS.values())
+HOOKS = AGENTS["claude"].hooks
 
 
 
@@ -48,8 +43,6 @@ def permission_rules() -> list[str]:
     """The allow rules Baton's skills need to run unattended: `Skill(NAME)` for each (Claude
     Code 2.1 asks before it runs a skill otherwise) and the `Bash(baton ...)` patterns of
     their `allowed-tools`, which pre-approve only within a skill that runs."""
-    import re
-
     rules = [f"Skill({skill})" for skill in skill_names()]
     for skill in skill_names():
         front = skill_source(skill).decode().split("---\n")[1]
@@ -133,7 +126,7 @@ def is_baton_hook(command: object) -> bool:
     return len(words) == 3 and os.path.basename(words[0]) == "baton" and words[1] == "hook" and words[2] in HOOK_NAMES
 
 
-def hook_group(hooks: dict[str, tuple[str, str | None, int]], event: str, executable: str,
+def hook_group(hooks: Hooks, event: str, executable: str,
                agent: str = "claude") -> dict:
     """The hooks-file group that runs Baton's hook for one event of an agent's table
     (HOOKS here, or Codex's): its matcher, command and timeout."""
@@ -152,34 +145,32 @@ def rules_file(scope: str, base: Path) -> Path:
 def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
     """Add Baton's hook groups, permission rules and skills; `home` (the data home) keeps
     which containers and rules the install created, so that uninstalling removes those and
-    keeps the user's own."""
+    keeps the user's own, and a copy of each file as it was before."""
     base = claude_dir(scope, place)
     settings = base / "settings.json"
     report = InstallReport(settings)
     executable = baton_executable(scope)
     records = InstallRecords(home)
     for path in dict.fromkeys((settings, rules_file(scope, base))):
-        original = read_settings(path)
-        text = original if original is not None else json_text.new_document({})
-        before = hook_containers(text, path)
+        original, data = read_settings(path)
+        before = hook_containers(data, path)
         if path == settings:
             for event in HOOKS:
-                text, changed = ensure_group(text, path, event, hook_group(HOOKS, event, executable))
-                if changed:
+                if ensure_group(data, path, event, hook_group(HOOKS, event, executable)):
                     report.events.append(event)
         added: list[str] = []
         if path == rules_file(scope, base):
-            text, added = _ensure_rules(text, path, permission_rules())
+            added = _ensure_rules(data, path, permission_rules())
             report.rules += added
-        if text != original:
-            created = records.created(path) | (hook_containers(text, path) - before)
-            present = set(_allowed(parse_settings(text, path)))
-            kept = [rule for rule in records.rules(path) if rule in present and rule not in added]
+        text = json_like(data, original)
+        if text != original and data != read_settings(path)[1]:
+            created = records.created(path) | (hook_containers(data, path) - before)
+            kept = [rule for rule in records.rules(path) if rule in _allow(data, path) and rule not in added]
             records.save(path, created, created_file=original is None or records.created_file(path),
-                         rules=kept + added)
+                         rules=kept + added, original=records.original(path) or records.keep(path, original))
             write_file(path, text)
     for skill in skill_names():
-        report.skills[skill] = _install_skill(base, skill, records, report.warnings)
+        report.skills[skill] = install_skill(base, skill, records, report.warnings)
     return report
 
 
@@ -189,55 +180,36 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
     report = InstallReport(settings)
     records = InstallRecords(home)
     for path in dict.fromkeys((settings, rules_file(scope, base))):
-        original = read_settings(path)
+        original, data = read_settings(path)
         if original is None:
             records.forget(path)
             continue
         created = records.created(path) if records.known(path) else None
-        text, removed_rules = _remove_rules(original, path, records.rules(path),
-                                            created=created if created is not None else set())
-        report.rules += removed_rules
-        while path == settings and (removed := remove_one_baton_handler(text, path, created=created)) is not None:
-            event, text = removed
-            if event not in report.events:
-                report.events.append(event)
-        if text != original:
-            root = parse_settings(text, path)
-            if not root.members and not path.is_symlink() and (records.created_file(path)
-                                                               or not records.known(path)):
+        report.rules += _remove_rules(data, path, records.rules(path), created=created or set())
+        if path == settings:
+            report.events += remove_baton_handlers(data, path, created=created)
+        if data != read_settings(path)[1]:
+            if not data and not path.is_symlink() and (records.created_file(path) or not records.known(path)):
                 path.unlink()
             else:
-                write_file(path, text)
+                write_file(path, records.restored(path, data) or json_like(data, original))
         records.forget(path)
     for skill in skill_names():
-        report.skills[skill] = _uninstall_skill(base, skill, records, report.warnings)
-    _remove_if_empty(base / "skills")
+        report.skills[skill] = uninstall_skill(base, skill, records, report.warnings)
+    remove_if_empty(base / "skills")
     if scope == "project":
-        _remove_if_empty(base)
+        remove_if_empty(base)
     return report
 
 
 def claude_state(scope: str, place: Place) -> str:
     """What `baton doctor` says of one scope: Baton's hooks, skills and permission rules there."""
     base = claude_dir(scope, place)
-    try:
-        data = json.loads((base / "settings.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = {}
-    data = data if isinstance(data, dict) else {}
-    hooks: dict = data["hooks"] if isinstance(data.get("hooks"), dict) else {}
+    hooks = read_settings(base / "settings.json")[1].get("hooks")
     events = [event for event, groups in hooks.items() if isinstance(groups, list)
-              and any(isinstance(g, dict) and isinstance(g.get("hooks"), list)
-                      and any(isinstance(h, dict) and is_baton_hook(h.get("command")) for h in g["hooks"])
-                      for g in groups)]
+              and any(map(_baton_handlers, groups))] if isinstance(hooks, dict) else []
     skills = [skill for skill in skill_names() if (base / "skills" / skill / "SKILL.md").exists()]
-    try:
-        local = json.loads(rules_file(scope, base).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        local = {}
-    local = local if isinstance(local, dict) else {}
-    permissions: dict = local["permissions"] if isinstance(local.get("permissions"), dict) else {}
-    allowed: list = permissions["allow"] if isinstance(permissions.get("allow"), list) else []
+    allowed = _allow(read_settings(rules_file(scope, base))[1], base)
     rules = [rule for rule in permission_rules() if rule in allowed]
     if not events and not skills and not rules:
         return "not installed"
@@ -279,9 +251,31 @@ class InstallRecords:
         """The permission rules the install added (not those the user had), in order."""
         return list(self._all().get(str(settings), {}).get("rules", []))
 
-    def save(self, settings: Path, created: set[str], *, created_file: bool, rules: list[str]) -> None:
+    def original(self, settings: Path) -> str | None:
+        """The copy of the file as it was before the install first changed it."""
+        return self._all().get(str(settings), {}).get("original")
+
+    def keep(self, settings: Path, text: str | None) -> str | None:
+        """A copy of text (the file as it is now) in the data home's backups; its path."""
+        copies: list[Path] = []
+        Backups(self.path.parent, self.path.name.split("-")[0]).keep(settings, text, copies)
+        return str(copies[0]) if copies else None
+
+    def restored(self, settings: Path, data: dict) -> str | None:
+        """The file's text from before the install when it holds data: an uninstall that
+        leaves nothing else changed gives the file back byte for byte."""
+        copy = self.original(settings)
+        try:
+            text = Path(copy).read_bytes().decode("utf-8") if copy else None
+            return text if text is not None and json.loads(text) == data else None
+        except (OSError, ValueError):
+            return None
+
+    def save(self, settings: Path, created: set[str], *, created_file: bool, rules: list[str],
+             original: str | None = None) -> None:
         data = self._all()
-        data[str(settings)] = {"created": sorted(created), "created_file": created_file, "rules": rules}
+        data[str(settings)] = {"created": sorted(created), "created_file": created_file, "rules": rules,
+                               "original": original}
         write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
     def forget(self, path: Path) -> None:
@@ -301,177 +295,154 @@ class InstallRecords:
             write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-def hook_containers(text: str, path: Path) -> set[str]:
+def hook_containers(data: dict, path: Path) -> set[str]:
     """`hooks`, `hooks.<Event>`, `permissions` and `permissions.allow` where they exist."""
-    root = parse_settings(text, path)
     found = set()
-    hooks = root.member("hooks")
-    if hooks is not None and hooks.value.is_object:
-        found |= {"hooks", *(f"hooks.{m.key}" for m in hooks.value.members)}
-    permissions = root.member("permissions")
-    if permissions is not None and permissions.value.is_object:
-        found.add("permissions")
-        if permissions.value.member("allow") is not None:
-            found.add("permissions.allow")
+    hooks = data.get("hooks")
+    if isinstance(hooks, dict):
+        found |= {"hooks", *(f"hooks.{event}" for event in hooks)}
+    permissions = data.get("permissions")
+    if isinstance(permissions, dict):
+        found |= {"permissions", *(["permissions.allow"] if "allow" in permissions else [])}
     return found
 
 
-def _allow_list(root: json_text.Node, path: Path) -> tuple[json_text.Node | None, json_text.Node | None]:
-    """(the `permissions` object, its `allow` list), each None where missing; BadInput when
-    either is of another type."""
-    permissions = root.member("permissions")
-    if permissions is None:
-        return None, None
-    if not permissions.value.is_object:
+def _allow(data: dict, path: Path) -> list:
+    """`permissions.allow` ([] where missing); BadInput when it or `permissions` is of another type."""
+    permissions = data.get("permissions", {})
+    if not isinstance(permissions, dict):
         raise BadInput(f"{path}: \"permissions\" is not an object; nothing changed")
-    allow = permissions.value.member("allow")
-    if allow is not None and not allow.value.is_array:
+    allow = permissions.get("allow", [])
+    if not isinstance(allow, list):
         raise BadInput(f"{path}: permissions.allow is not a list; nothing changed")
-    return permissions.value, allow.value if allow is not None else None
+    return allow
 
 
-def _allowed(root: json_text.Node) -> list:
-    permissions = root.member("permissions")
-    allow = permissions.value.member("allow") if permissions is not None and permissions.value.is_object else None
-    return allow.value.value if allow is not None and allow.value.is_array else []
+def _ensure_rules(data: dict, path: Path, rules: list[str]) -> list[str]:
+    """Each rule in `permissions.allow` (appended where missing): the rules added."""
+    missing = [rule for rule in rules if rule not in _allow(data, path)]
+    if missing:
+        data.setdefault("permissions", {}).setdefault("allow", []).extend(missing)
+    return missing
 
 
-def _ensure_rules(text: str, path: Path, rules: list[str]) -> tuple[str, list[str]]:
-    """The text with each rule in `permissions.allow` (appended where missing), and the
-    rules added."""
-    root = parse_settings(text, path)
-    _allow_list(root, path)
-    missing = [rule for rule in rules if rule not in _allowed(root)]
-    if not missing:
-        return text, []
-    style = json_text.Style.of(text, root)
-    permissions, allow = _allow_list(root, path)
-    if permissions is None:
-        return json_text.append_member(text, root, "permissions", {"allow": missing}, style), missing
-    if allow is None:
-        return json_text.append_member(text, permissions, "allow", missing, style), missing
-    for rule in missing:
-        listed = _allow_list(parse_settings(text, path), path)[1]
-        assert listed is not None  # found above, and appending keeps it
-        text = json_text.append_item(text, listed, rule, style)
-    return text, missing
-
-
-def _remove_rules(text: str, path: Path, rules: list[str], *, created: set[str]) -> tuple[str, list[str]]:
-    """The text without the rules the install added (the last of each, last added first),
-    and `permissions.allow` or `permissions` gone when the install created it and it is
-    left empty."""
+def _remove_rules(data: dict, path: Path, rules: list[str], *, created: set[str]) -> list[str]:
+    """Remove the rules the install added (the last of each, last added first), and
+    `permissions.allow` or `permissions` when the install created it and it is left empty."""
+    allow = _allow(data, path)
     removed = []
     for rule in reversed(rules):
-        permissions, allow = _allow_list(parse_settings(text, path), path)
-        if allow is None:
-            break
-        indexes = [i for i, item in enumerate(allow.items) if item.value == rule]
-        if indexes:
-            text = json_text.remove(text, allow, indexes[-1])
+        if rule in allow:
+            del allow[len(allow) - 1 - allow[::-1].index(rule)]
             removed.append(rule)
-    root = parse_settings(text, path)
-    permissions, allow = _allow_list(root, path)
-    allow_member = permissions.member("allow") if permissions is not None else None
-    if permissions is not None and allow_member is not None and allow is not None and not allow.items \
-            and "permissions.allow" in created:
-        text = json_text.remove(text, permissions, permissions.members.index(allow_member))
-        root = parse_settings(text, path)
-        permissions, _ = _allow_list(root, path)
-    member = root.member("permissions")
-    if permissions is not None and member is not None and not permissions.members and "permissions" in created:
-        text = json_text.remove(text, root, root.members.index(member))
-    return text, removed
+    permissions = data.get("permissions")
+    if permissions is not None:
+        if not allow and "allow" in permissions and "permissions.allow" in created:
+            del permissions["allow"]
+        if not permissions and "permissions" in created:
+            del data["permissions"]
+    return removed
 
 
-def ensure_group(text: str, path: Path, event: str, group: dict) -> tuple[str, bool]:
-    """The text with exactly one Baton group for event, equal to group; appended if missing,
-    replaced if it differs (another executable path, matcher or timeout)."""
-    root = parse_settings(text, path)
-    groups = _event_groups(root, path, event)
-    ours = [g for g in groups.items if _baton_handlers(g)] if groups else []
-    if len(ours) == 1 and ours[0].value == group:
-        return text, False
-    while (removed := remove_one_baton_handler(text, path, events=(event,), created=set())) is not None:
-        text = removed[1]
-    root = parse_settings(text, path)
-    style = json_text.Style.of(text, root)
-    hooks = root.member("hooks")
-    if hooks is None:
-        return json_text.append_member(text, root, "hooks", {event: [group]}, style), True
-    listed = hooks.value.member(event)
-    if listed is None:
-        return json_text.append_member(text, hooks.value, event, [group], style), True
-    return json_text.append_item(text, listed.value, group, style), True
+def ensure_group(data: dict, path: Path, event: str, group: dict) -> bool:
+    """Exactly one Baton group for event, equal to group: appended if missing, replaced if it
+    differs (another executable path, matcher or timeout). Whether anything changed."""
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise BadInput(f"{path}: \"hooks\" is not an object; nothing changed")
+    groups = hooks.get(event, [])
+    if not isinstance(groups, list):
+        raise BadInput(f"{path}: hooks.{event} is not a list; nothing changed")
+    if [g for g in groups if _baton_handlers(g)] == [group]:
+        return False
+    data["hooks"] = hooks
+    hooks[event] = [*_without_baton(groups), group]
+    return True
 
 
-def remove_one_baton_handler(text: str, path: Path, events: tuple[str, ...] | None = None, *,
-                              created: set[str] | None = None) -> tuple[str, str] | None:
-    """Remove one Baton handler, and its group when it is left empty; an event list or the
-    `hooks` table left empty goes too if the install created it (`created`; None: any).
-    Returns (event, new text), or None when there is no Baton handler."""
-    root = parse_settings(text, path)
-    hooks = root.member("hooks")
-    if hooks is None:
-        return None
-    for event_index, event in enumerate(hooks.value.members):
-        if events is not None and event.key not in events:
-            continue
-        if not event.value.is_array:
-            raise BadInput(f"{path}: hooks.{event.key} is not a list; nothing changed")
-        groups = event.value  # this member's list: a key may be duplicated (the last one counts)
-        for group_index, group in enumerate(groups.items):
-            handlers = _handler_list(group)
-            if handlers is None:
-                continue
-            for handler_index in _baton_handlers(group):
-                if len(handlers.items) > 1:
-                    return event.key, json_text.remove(text, handlers, handler_index)
-                if len(groups.items) > 1 or not _ours(f"hooks.{event.key}", created):
-                    return event.key, json_text.remove(text, groups, group_index)
-                if len(hooks.value.members) > 1 or not _ours("hooks", created):
-                    return event.key, json_text.remove(text, hooks.value, event_index)
-                return event.key, json_text.remove(text, root, root.members.index(hooks))
-    return None
+def remove_baton_handlers(data: dict, path: Path, *, created: set[str] | None) -> list[str]:
+    """Remove Baton's handlers, and each group left empty; an event list or the `hooks`
+    table left empty goes too if the install created it (`created`; None: any). The events
+    that had one."""
+    hooks = data.get("hooks")
+    if not isinstance(hooks, dict):
+        return []
+    events = []
+    for event, groups in list(hooks.items()):
+        if not isinstance(groups, list):
+            raise BadInput(f"{path}: hooks.{event} is not a list; nothing changed")
+        if any(_baton_handlers(group) for group in groups):
+            events.append(event)
+            hooks[event] = _without_baton(groups)
+            if not hooks[event] and _ours(f"hooks.{event}", created):
+                del hooks[event]
+    if events and not hooks and _ours("hooks", created):
+        del data["hooks"]
+    return events
+
+
+def _without_baton(groups: list) -> list:
+    """The groups without Baton's handlers; a group left with none goes."""
+    kept = []
+    for group in groups:
+        mine = _baton_handlers(group)
+        rest = [h for h in group["hooks"] if h not in mine] if mine else None
+        if not mine:
+            kept.append(group)
+        elif rest:
+            kept.append({**group, "hooks": rest})
+    return kept
 
 
 def _ours(container: str, created: set[str] | None) -> bool:
     return created is None or container in created
 
 
-def _event_groups(root: json_text.Node, path: Path, event: str) -> json_text.Node | None:
-    hooks = root.member("hooks")
-    if hooks is None:
-        return None
-    if not hooks.value.is_object:
-        raise BadInput(f"{path}: \"hooks\" is not an object; nothing changed")
-    groups = hooks.value.member(event)
-    if groups is None:
-        return None
-    if not groups.value.is_array:
-        raise BadInput(f"{path}: hooks.{event} is not a list; nothing changed")
-    return groups.value
+def _baton_handlers(group: object) -> list[dict]:
+    handlers = group.get("hooks") if isinstance(group, dict) else None
+    return [h for h in handlers if isinstance(h, dict) and h.get("type") == "command"
+            and is_baton_hook(h.get("command"))] if isinstance(handlers, list) else []
 
 
-def _handler_list(group: json_text.Node) -> json_text.Node | None:
-    """The group's `hooks` list, None when it has none."""
-    handlers = group.member("hooks") if group.is_object else None
-    return handlers.value if handlers is not None and handlers.value.is_array else None
-
-
-def _baton_handlers(group: json_text.Node) -> list[int]:
-    handlers = _handler_list(group)
-    if handlers is None:
-        return []
-    return [i for i, h in enumerate(handlers.value)
-            if isinstance(h, dict) and h.get("type") == "command" and is_baton_hook(h.get("command"))]
-
-
-def read_settings(path: Path) -> str | None:
+def read_settings(path: Path) -> tuple[str | None, dict]:
+    """An agent's JSON settings file: (its text or None where there is none, its object)."""
     text = read_file(path)
-    if text is not None:
-        parse_settings(text, path)
-    return text
+    if text is None:
+        return None, {}
+    try:
+        data = json.loads(text, parse_constant=_not_json, object_pairs_hook=_unique)
+    except ValueError as exc:
+        raise BadInput(f"{path} is not valid JSON ({exc}); nothing changed") from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path} does not hold a JSON object; nothing changed")
+    return text, data
+
+
+def _unique(pairs: list[tuple[str, object]]) -> dict:
+    """An object whose keys are unique: of a key given twice, json keeps the last and so
+    would lose what the first held."""
+    data = dict(pairs)
+    if len(data) < len(pairs):
+        repeated = next(key for key, _ in pairs if sum(k == key for k, _ in pairs) > 1)
+        raise ValueError(f"the key {json.dumps(repeated)} is given twice")
+    return data
+
+
+def _not_json(word: str) -> NoReturn:
+    """NaN and Infinity: Python's json reads them, JSON (and Claude Code) does not."""
+    raise ValueError(f"{word} is not JSON")
+
+
+def json_like(data: dict, original: str | None) -> str:
+    """data as JSON laid out as the agents write their settings (JSON.stringify with two
+    spaces: Claude Code 2.1 rewrites the whole file so on each change of its own, Copilot its
+    mcp-config.json), keeping the original's line ends and final newline."""
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    if original is not None and "\r\n" in original:
+        text = text.replace("\n", "\r\n")
+    newline = "\r\n" if original is not None and "\r\n" in original else "\n"
+    return text + (newline if original is None or original.endswith("\n") else "")
+
 
 
 def read_file(path: Path) -> str | None:
@@ -486,16 +457,6 @@ def read_file(path: Path) -> str | None:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise BadInput(f"{path} is not UTF-8; nothing changed") from None
-
-
-def parse_settings(text: str, path: Path) -> json_text.Node:
-    try:
-        root = json_text.parse(text)
-    except ValueError as exc:
-        raise BadInput(f"{path} is not valid JSON ({exc}); nothing changed") from None
-    if not root.is_object:
-        raise BadInput(f"{path} does not hold a JSON object; nothing changed")
-    return root
 
 
 def write_file(path: Path, text: str) -> None:
@@ -516,6 +477,24 @@ def write_file(path: Path, text: str) -> None:
         raise
 
 
+class Backups:
+    """Copies of the files an install changes, in the data home (`backups/<agent>/`)."""
+
+    def __init__(self, home: Path, agent: str) -> None:
+        self.home = home
+        self.directory = home / "backups" / agent
+
+    def keep(self, path: Path, text: str | None, into: list[Path]) -> None:
+        if text is None:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        stamp = clock.now().strftime("%Y%m%dT%H%M%S%fZ")
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", str(path).strip("/"))
+        copy = self.directory / f"{stamp}-{name}"
+        write_file(copy, text)
+        into.append(copy)
+
+
 def skill_source(skill: str) -> bytes:
     return (AGENT_SKILLS / skill / "SKILL.md").read_bytes()
 
@@ -524,7 +503,7 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _install_skill(base: Path, skill: str, records: InstallRecords, warnings: list[str]) -> str:
+def install_skill(base: Path, skill: str, records: InstallRecords, warnings: list[str]) -> str:
     target = base / "skills" / skill / "SKILL.md"
     wanted = skill_source(skill)
     action = "installed"
@@ -544,7 +523,7 @@ def _install_skill(base: Path, skill: str, records: InstallRecords, warnings: li
     return action
 
 
-def _uninstall_skill(base: Path, skill: str, records: InstallRecords, warnings: list[str]) -> str:
+def uninstall_skill(base: Path, skill: str, records: InstallRecords, warnings: list[str]) -> str:
     target = base / "skills" / skill / "SKILL.md"
     if not target.exists():
         records.forget(target)
@@ -555,10 +534,10 @@ def _uninstall_skill(base: Path, skill: str, records: InstallRecords, warnings: 
         return "kept (other content)"
     target.unlink()
     records.forget(target)
-    _remove_if_empty(target.parent)
+    remove_if_empty(target.parent)
     return "removed"
 
 
-def _remove_if_empty(directory: Path) -> None:
+def remove_if_empty(directory: Path) -> None:
     if directory.is_dir() and not any(directory.iterdir()):
         directory.rmdir()

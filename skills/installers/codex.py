@@ -24,7 +24,7 @@ it is done.
 
 The TOML Baton writes is one block between two comment lines (BLOCK_START, BLOCK_END) at
 the end of the file; the rest of the file is never rewritten, so uninstalling gives it back
-byte for byte. `hooks.json` is edited in place as Claude Code's settings are. A file that
+byte for byte. `hooks.json` is read and written as Claude Code's settings are. A file that
 changes is first copied to the data home (`backups/codex/`).
 """
 
@@ -32,42 +32,33 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from baton import clock
 from baton.errors import BadInput
 from baton.processes import run_bounded
 from baton.pydantic_plugins import as_given
 from baton.skills.core.binding import Place
-from baton.skills.installers import json_text
 from baton.skills.installers.claude_code import (
-    HOOKS as CLAUDE_HOOKS,
     SCOPES,
+    Backups,
     InstallRecords,
     baton_executable,
     ensure_group,
     hook_containers,
     hook_group,
     is_baton_hook,
-    parse_settings,
+    json_like,
     read_file,
     read_settings,
-    remove_one_baton_handler,
+    remove_baton_handlers,
     write_file,
 )
+from baton.skills.runtime.agents import AGENTS
 
-# Codex event -> (`baton hook` name, tool matcher, timeout in seconds): Claude Code's events and
-# hooks (is_baton_hook knows Baton's handlers by those names), with Codex's patch tool and limit.
-HOOKS: dict[str, tuple[str, str | None, int]] = {
-    **CLAUDE_HOOKS,
-    "PreToolUse": ("pre-tool-use", "apply_patch", 5),
-    "PostToolUse": ("post-tool-use", "apply_patch", 5),
-    "SessionEnd": ("session-end", None, 3),  # Codex clamps a SessionEnd hook to 3 s
-}
+HOOKS = AGENTS["codex"].hooks
 # hooks.json event name -> the name in a trust key (Codex's snake case).
 KEY_EVENTS = {"SessionStart": "session_start", "PreToolUse": "pre_tool_use", "PostToolUse": "post_tool_use",
               "UserPromptSubmit": "user_prompt_submit", "Stop": "stop", "SessionEnd": "session_end"}
@@ -120,7 +111,7 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
     base = codex_dir(scope, place)
     report = CodexReport(base / "config.toml", base / "hooks.json", codex_home() / "config.toml")
     executable = baton_executable("user")
-    backups = Backups(home)
+    backups = Backups(home, "codex")
     records = InstallRecords(home, "codex-installs.json")
 
     config_text = _read_text(report.config)
@@ -137,19 +128,17 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
                               (report.trust_file, trust_text, _Block.of(trust_text, report.trust_file))):
         _check(path, text, _Block(tried.span, tried.newline, tried.server, {f"{report.hooks}:stop:0:0": "sha256:"}))
 
-    original = read_settings(report.hooks)
-    text = original if original is not None else json_text.new_document({})
-    before = hook_containers(text, report.hooks)
-    for event in HOOKS:
-        text, changed = ensure_group(text, report.hooks, event, hook_group(HOOKS, event, executable, agent="codex"))
-        if changed:
-            report.events.append(event)
-    if text != original:
-        created = records.created(report.hooks) | (hook_containers(text, report.hooks) - before)
+    original, data = read_settings(report.hooks)
+    before = hook_containers(data, report.hooks)
+    report.events = [event for event in HOOKS
+                     if ensure_group(data, report.hooks, event, hook_group(HOOKS, event, executable, agent="codex"))]
+    if report.events:
+        created = records.created(report.hooks) | (hook_containers(data, report.hooks) - before)
+        backups.keep(report.hooks, original, report.backups)
         records.save(report.hooks, created, created_file=original is None or records.created_file(report.hooks),
-                     rules=[])
-        backups.keep(report.hooks, original, report)
-        write_file(report.hooks, text)
+                     rules=[], original=records.original(report.hooks) or (str(report.backups[-1]) if original
+                                                                           is not None else None))
+        write_file(report.hooks, json_like(data, original))
     hashes = _hashes(scope, place, report, shutil.which("codex"))
     if report.trust_file == report.config:
         _trust_in(block, config_text, report, hashes)
@@ -165,23 +154,18 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
 def uninstall_codex(scope: str, place: Place, home: Path) -> CodexReport:
     base = codex_dir(scope, place)
     report = CodexReport(base / "config.toml", base / "hooks.json", codex_home() / "config.toml")
-    backups = Backups(home)
+    backups = Backups(home, "codex")
     records = InstallRecords(home, "codex-installs.json")
-    original = read_settings(report.hooks)
+    original, data = read_settings(report.hooks)
     if original is not None:
         created = records.created(report.hooks) if records.known(report.hooks) else None
-        text = original
-        while (removed := remove_one_baton_handler(text, report.hooks, created=created)) is not None:
-            event, text = removed
-            if event not in report.events:
-                report.events.append(event)
-        if text != original:
-            backups.keep(report.hooks, original, report)
-            if not parse_settings(text, report.hooks).members and (records.created_file(report.hooks)
-                                                                   or not records.known(report.hooks)):
+        report.events = remove_baton_handlers(data, report.hooks, created=created)
+        if report.events:
+            backups.keep(report.hooks, original, report.backups)
+            if not data and (records.created_file(report.hooks) or not records.known(report.hooks)):
                 report.hooks.unlink()
             else:
-                write_file(report.hooks, text)
+                write_file(report.hooks, records.restored(report.hooks, data) or json_like(data, original))
     records.forget(report.hooks)
     config_text = _read_text(report.config)
     block = _Block.of(config_text, report.config)
@@ -258,24 +242,6 @@ def _baton_hook_keys(hooks_file: Path) -> list[str]:
                 if isinstance(handler, dict) and is_baton_hook(handler.get("command")) and event in KEY_EVENTS:
                     keys.append(f"{hooks_file}:{KEY_EVENTS[event]}:{group_index}:{handler_index}")
     return keys
-
-
-class Backups:
-    """Copies of the files an install changes, in the data home (`backups/codex/`)."""
-
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.directory = home / "backups" / "codex"
-
-    def keep(self, path: Path, text: str | None, report: CodexReport) -> None:
-        if text is None:
-            return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        stamp = clock.now().strftime("%Y%m%dT%H%M%S%fZ")
-        name = re.sub(r"[^A-Za-z0-9._-]+", "_", str(path).strip("/"))
-        copy = self.directory / f"{stamp}-{name}"
-        write_file(copy, text)
-        report.backups.append(copy)
 
 
 @dataclass
@@ -380,7 +346,7 @@ def _save_block(path: Path, text: str, block: _Block, backups: Backups, report: 
         return
     records = InstallRecords(backups.home, "codex-installs.json")
     existed = path.exists()
-    backups.keep(path, text if existed else None, report)
+    backups.keep(path, text if existed else None, report.backups)
     if not existed:
         records.save(path, set(), created_file=True, rules=[])
     if not new and not path.is_symlink() and records.created_file(path):
