@@ -113,25 +113,8 @@ class EmbeddedSink(Sink):
         registry = self.stores.registry
         for event in events:
             registry.append_body(event.event_id, event.task_id, event.at, event.type, event.body)
-        self._renew_leases(events)
         if derive is not None:
             derive()
-
-    def _renew_leases(self, events: Sequence[KeptEvent]) -> None:
-        """Each event is its ticket's activity, which the registry's leases last their TTL
-        from: the graph's leases are moved with it, as the projection moves them elsewhere.
-        A touch's derive records it in the graph with its files (ConflictGraph.touch), which
-        does the same. A graph that cannot take it now catches up at the ticket's next write
-        it takes, or `baton doctor --repair`: Baton reads a lease's end from the registry."""
-        latest: dict[str, datetime] = {}
-        for event in events:
-            if event.type != "files_touched":
-                latest[event.task_id] = max(event.at, latest.get(event.task_id, event.at))
-        for task_id, at in latest.items():
-            try:
-                self.stores.graph.renew_leases(task_id, at)
-            except StoreUnavailable:
-                return
 
     def commit(self, events: Sequence[KeptEvent]) -> list[str]:
         return _projected(self.stores, _parsed([e.body for e in events]))
