@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from baton.registry.kafka import KafkaEventLog
     from baton.registry.model import Event
     from baton.signals.kafka import KafkaSignalBus
+    from baton.signals.model import Signal
+    from baton.signals.wire import WireSignal
     from baton.skills.runtime.stores import Stores
 
 GRAPH = Store.CONFLICT_GRAPH
@@ -84,6 +86,20 @@ class Sink:
         the warnings. Raises StoreUnavailable when they can be neither kept nor applied."""
         self.keep(events)
         return []
+
+    def keep_decided(self, events: Sequence[Event]) -> None:
+        """The one follow-up of events the registry decided and took at once (a claim's grant
+        through append_unless, a release, a take-over: each needs its answer now). The
+        registry is what every reader of them reads, so nothing more is owed, except where
+        the projections replay an event log (Kafka): they are kept there too, and bringing
+        them back to the registry changes nothing (it has their ids)."""
+
+    def keep_signals(self, signals: Sequence[Signal | WireSignal]) -> list[bool]:
+        """Keep signals, the one way they leave: stored in the embedded log at once, or kept
+        in the Kafka outbox for the delivery (the one the command's close starts, or the
+        projector's at the end of its batch). For each, whether its id was new. Raises
+        StoreUnavailable."""
+        return self.stores.signals.publish(signals)
 
     def deliver(self, *, background: bool = False) -> list[str]:
         """Deliver what waits, within the command's budget; a warning for each store that
@@ -128,6 +144,13 @@ class PendingSink(Sink):
 class KafkaSink(Sink):
     def keep(self, events: Sequence[KeptEvent], *, derive: Callable[[], None] | None = None) -> None:
         self._event_log().keep(_in_project(self.stores.project, events))
+
+    def keep_decided(self, events: Sequence[Event]) -> None:
+        from baton.projects import qualified
+
+        project = self.stores.project
+        self._event_log().keep([(qualified(project, str(e.event_id)), qualified(project, e.task_id),
+                                 e.model_dump_json()) for e in events])
 
     def deliver(self, *, background: bool = False) -> list[str]:
         warnings = []
