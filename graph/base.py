@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import NamedTuple
 
 from baton import clock
@@ -24,24 +24,6 @@ class ConflictSummary(NamedTuple):
     sample: tuple[str, ...]  # the first few of those tickets, by id
 
 
-class GraphLease(NamedTuple):
-    """A ticket's lease as the graph holds it (baton.skills.services.leases): its holder is
-    the ticket that holds it. `ends` is its end as of the ticket's latest write the graph
-    took, the grace not added: each write moves it to `at` plus the TTL when that is later
-    (a lease lasts its TTL after the ticket's last activity). A release is final: a write
-    that still holds the lease unreleased (an older one, replayed) leaves it released."""
-
-    lease_id: str
-    repo: str
-    pattern: str
-    exclusive: bool
-    agent: str | None
-    ttl_seconds: int
-    granted_at: datetime
-    ends: datetime
-    released: bool = False
-
-
 class TicketRecord(NamedTuple):
     """One ticket's part of a batch write (the arguments of ConflictGraph.record)."""
 
@@ -51,7 +33,6 @@ class TicketRecord(NamedTuple):
     at: datetime
     session_id: str | None = None
     depends_on: Sequence[str] = ()
-    leases: Sequence[GraphLease] = ()
 
 
 def project_prefix(task_id: str) -> str:
@@ -116,10 +97,8 @@ class ConflictGraph(ABC):
 
     @abstractmethod
     def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
-               session_id: str | None = None, depends_on: Sequence[str] = (),
-               leases: Sequence[GraphLease] = ()) -> None:
-        """Set the ticket's status, add touches of files and merge its leases (idempotent),
-        in one transaction.
+               session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
+        """Set the ticket's status and add touches of files (idempotent), in one transaction.
 
         session_id and depends_on become edges where the backend is a graph database; the
         embedded backend answers conflicts only and leaves them to the registry.
@@ -136,22 +115,13 @@ class ConflictGraph(ABC):
     def _record_rows(self, records: Sequence[TicketRecord]) -> list[tuple[str, str, str, str]] | None:
         """record_many's write; the rows of _shared_rows_of the written tickets when read on the way."""
         for r in records:
-            self.record(r.task_id, r.status, r.files, r.at, session_id=r.session_id, depends_on=r.depends_on,
-                        leases=r.leases)
+            self.record(r.task_id, r.status, r.files, r.at, session_id=r.session_id, depends_on=r.depends_on)
         return None
 
     @abstractmethod
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         """Add touches of files; a stalled or unknown ticket becomes active, a completed one
-        stays completed, and its leases not released last their TTL from `at` (GraphLease).
-        Returns whether the ticket is active."""
-
-    @abstractmethod
-    def renew_leases(self, task_id: str, at: datetime) -> None:
-        """The ticket's leases not released last their TTL from its activity at `at`, where
-        that ends them later (GraphLease): for a write of the ticket the graph takes no other
-        part of (an end of turn, a decision or a checkpoint the embedded registry took).
-        Writes nothing when no lease ends later. Raises StoreUnavailable."""
+        stays completed. Returns whether the ticket is active."""
 
     def shared_files(self, task_id: str, *, partners: int | None = None
                      ) -> Found[dict[str, list[FileRef]]] | Unavailable:
@@ -195,20 +165,6 @@ class ConflictGraph(ABC):
         for repo, path, task, at in rows:
             if task != exclude:
                 found.setdefault(FileRef(repo=repo, path=path), []).append((task, clock.parse(at)))
-        return Found(found)
-
-    def leases(self, task_ids: Collection[str]) -> Found[dict[str, list[GraphLease]]] | Unavailable:
-        """Every lease the graph holds of each of task_ids (released ones too), by grant time
-        then pattern; a ticket without one is absent."""
-        try:
-            rows = self._lease_rows(sorted(set(task_ids))) if task_ids else []
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        found: dict[str, list[GraphLease]] = {}
-        for task, lease_id, repo, pattern, exclusive, agent, ttl, granted, ends, released in rows:
-            found.setdefault(task, []).append(GraphLease(
-                lease_id, repo, pattern, bool(exclusive), agent, int(ttl), clock.parse(granted),
-                datetime.fromtimestamp(ends, UTC), bool(released)))
         return Found(found)
 
     def touchers_under(self, repo: str, prefix: str, *, exclude: str | None = None
@@ -345,13 +301,6 @@ class ConflictGraph(ABC):
         """(task, conflicting files, conflicting tickets, the first `sample` of them by id)
         per active ticket (of task_ids, when given), pairs in `expected` left out; a ticket
         without conflicts may be left out or given 0 files."""
-
-    @abstractmethod
-    def _lease_rows(self, task_ids: list[str]) -> list[tuple[str, str, str, str, bool, str | None, int, str,
-                                                               float, bool]]:
-        """(task, lease id, repo, pattern, exclusive, agent, TTL seconds, granted at as
-        clock.to_text, ends as POSIX seconds, released) per lease of task_ids, ordered by
-        task, grant time and pattern."""
 
     @abstractmethod
     def _under_rows(self, repo: str, prefix: str, scope: str = "") -> list[tuple[str, str]]:

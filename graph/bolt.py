@@ -1,10 +1,8 @@
 """The production conflict graph: Memgraph (or any Bolt server) through the `neo4j` driver.
 
 Nodes: Repository {name}, Task {task_id, status}, File {key, repo, path}, Session
-{session_id}, Lease {lease_id, repo, pattern, exclusive, agent, ttl_seconds, granted_at, ends,
-released} (baton.graph.base.GraphLease). Edges: (Task)-[:TOUCHES {last_at}]->(File),
-(File)-[:BELONGS_TO]->(Repository), (Session)-[:WORKS_ON]->(Task), (Task)-[:DEPENDS_ON]->(Task),
-(Task)-[:HOLDS]->(Lease).
+{session_id}. Edges: (Task)-[:TOUCHES {last_at}]->(File), (File)-[:BELONGS_TO]->(Repository),
+(Session)-[:WORKS_ON]->(Task), (Task)-[:DEPENDS_ON]->(Task).
 
 Every statement is parameterised and written in the Cypher subset Memgraph and Neo4j
 both accept; only the schema differs, so it is generated per dialect, detected from the
@@ -30,7 +28,7 @@ from baton import clock
 from baton.budget import SLACK, AnyGate, OpenGate, within
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.files import FileRef
-from baton.graph.base import ConflictGraph, GraphLease, TicketRecord, count_moves, project_prefix
+from baton.graph.base import ConflictGraph, TicketRecord, count_moves, project_prefix
 from baton.projects import SEPARATOR
 from baton.retry import Backoff
 from baton.store_names import Store
@@ -43,8 +41,7 @@ T = TypeVar("T")
 
 # (label, property) pairs that identify a node; each gets a uniqueness constraint (or, on
 # Memgraph, an index plus a constraint, since a Memgraph constraint creates no index).
-_KEYS = [("Task", "task_id"), ("File", "key"), ("Repository", "name"), ("Session", "session_id"),
-         ("Lease", "lease_id")]
+_KEYS = [("Task", "task_id"), ("File", "key"), ("Repository", "name"), ("Session", "session_id")]
 _LOOKUPS = [("Task", "status")]
 # The marker nodes below, one each: MERGE makes one node only under a uniqueness constraint
 # (without, processes meeting a new server together made one each).
@@ -57,13 +54,14 @@ def schema_statements(dialect: str) -> list[str]:
     if dialect == "memgraph":
         statements = [f"CREATE INDEX ON :{label}({prop})" for label, prop in keys + _LOOKUPS]
         statements += [f"CREATE CONSTRAINT ON (n:{label}) ASSERT n.{prop} IS UNIQUE" for label, prop in keys]
-        return statements
+        return statements  # a Lease index left by schema 2 indexes no node after DROP_LEASES
     if dialect == "neo4j":
         statements = [f"CREATE CONSTRAINT baton_{label.lower()}_{prop} IF NOT EXISTS "
                       f"FOR (n:{label}) REQUIRE n.{prop} IS UNIQUE" for label, prop in keys]
         statements += [f"CREATE INDEX baton_{label.lower()}_{prop} IF NOT EXISTS FOR (n:{label}) ON (n.{prop})"
                        for label, prop in _LOOKUPS]
-        return statements
+        # Schema 4: leases live in the registry alone; the graph's copy goes.
+        return [*statements, "DROP CONSTRAINT baton_lease_lease_id IF EXISTS"]
     raise ValueError(f"unknown Cypher dialect {dialect!r}")
 
 
@@ -72,7 +70,7 @@ def dialect_of(agent: str) -> str:
     return "memgraph" if "memgraph" in agent.lower() else "neo4j"
 
 
-SCHEMA_VERSION = 4  # 2: Lease; 3: the kept conflict counts; 4: the markers unique
+SCHEMA_VERSION = 4  # 2: Lease; 3: the kept conflict counts; 4: the markers unique and no Lease (DROP_LEASES)
 SCHEMA_MARKED = "MATCH (m:BatonSchema {version: $version}) RETURN count(m) > 0 AS marked"
 MARK_SCHEMA = "MERGE (m:BatonSchema {version: $version})"
 # Markers a version before 4 made twice: all but the first (by id, the same for every
@@ -84,6 +82,8 @@ WITH kind, version, collect(m) AS markers WHERE size(markers) > 1
 UNWIND markers[1..] AS extra
 DELETE extra
 """
+# The copy of the leases schemas 2 and 3 kept, and their HOLDS edges: the registry holds leases.
+DROP_LEASES = "MATCH (lease:Lease) DETACH DELETE lease"
 
 # Conflict counts kept at write time on each Task (shared_files, sharers: ConflictGraph.
 # conflict_counts), whole once a BatonCounts node says so: a graph with no active ticket
@@ -155,31 +155,16 @@ WHERE coalesce(t.status, '') = 'active'
 RETURN collect([t.task_id, coalesce(t.shared_files, 0), coalesce(t.sharers, 0)]) AS rows
 """
 
-# The ticket's leases not released last their TTL after its write at $at (GraphLease): said
-# in the statement that sets its status, which every write of a ticket runs first.
-_EXTEND_LEASES = """
-WITH t
-OPTIONAL MATCH (t)-[:HOLDS]->(lease)
-WHERE NOT lease.released AND lease.ends < $at + lease.ttl_seconds
-SET lease.ends = $at + lease.ttl_seconds
-"""
-
-# The same for a write that reaches the graph only to renew a ticket's leases (renew_leases).
-RENEW_LEASES = """
-MATCH (t:Task {task_id: $task_id})
-""" + _EXTEND_LEASES
-
 SET_STATUS = """
 MERGE (t:Task {task_id: $task_id})
 SET t.status = $status
-""" + _EXTEND_LEASES
+"""
 
 # A stalled or never-seen ticket becomes active when it touches a file; completed stays.
 ACTIVATE = """
 MERGE (t:Task {task_id: $task_id})
 SET t.status = CASE WHEN t.status IS NULL OR t.status IN ['stalled', 'unknown'] THEN 'active' ELSE t.status END
-""" + _EXTEND_LEASES + """
-RETURN DISTINCT t.status AS status
+RETURN t.status AS status
 """
 
 # A file is passed as [key, repo, path] (_file_rows): the driver packs parameters in
@@ -211,29 +196,8 @@ ON CREATE SET other.status = 'unknown'
 MERGE (t)-[:DEPENDS_ON]->(other)
 """
 
-# A lease's end only grows and its release is final, whatever order the writes come in
-# (GraphLease).
-_MERGE_LEASE = """
-MERGE (lease:Lease {lease_id: l.lease_id})
-ON CREATE SET lease.repo = l.repo, lease.pattern = l.pattern, lease.exclusive = l.exclusive, lease.agent = l.agent,
-    lease.ttl_seconds = l.ttl_seconds, lease.granted_at = l.granted_at, lease.ends = l.ends, lease.released = false
-MERGE (t)-[:HOLDS]->(lease)
-SET lease.ends = CASE WHEN lease.ends < l.ends THEN l.ends ELSE lease.ends END,
-    lease.released = lease.released OR l.released
-"""
-ADD_LEASES = """
-MATCH (t:Task {task_id: $task_id})
-UNWIND $leases AS l
-""" + _MERGE_LEASE
-ADD_LEASES_OF_MANY = """
-UNWIND $tickets AS ticket
-MATCH (t:Task {task_id: ticket.task_id})
-UNWIND ticket.leases AS l
-""" + _MERGE_LEASE
-# The batch form of a ticket's status, session, touches and the end of the leases it holds
-# (_EXTEND_LEASES, as SET_STATUS does; its leases are merged after): one statement for a
-# batch of tickets, so a batch without leases costs no round trip for them (a ticket
-# without files ends at its UNWIND, after its status, session and leases).
+# The batch form of a ticket's status, session and touches: one statement for a batch of
+# tickets (a ticket without files ends at its UNWIND, after its status and session).
 RECORD_TICKETS = """
 UNWIND $tickets AS ticket
 MERGE (t:Task {task_id: ticket.task_id})
@@ -242,10 +206,6 @@ FOREACH (session_id IN CASE WHEN ticket.session_id IS NULL THEN [] ELSE [ticket.
     MERGE (s:Session {session_id: session_id})
     MERGE (s)-[:WORKS_ON]->(t))
 WITH t, ticket
-OPTIONAL MATCH (t)-[:HOLDS]->(lease)
-WHERE NOT lease.released AND lease.ends < ticket.at_seconds + lease.ttl_seconds
-SET lease.ends = ticket.at_seconds + lease.ttl_seconds
-WITH DISTINCT t, ticket
 UNWIND ticket.files AS f
 MERGE (file:File {key: f[0]})
 ON CREATE SET file.repo = f[1], file.path = f[2]
@@ -291,9 +251,6 @@ RETURN collect([task, other, repo, path]) AS rows
 FORGET_TASKS = """
 UNWIND $task_ids AS task_id
 MATCH (t:Task {task_id: task_id})
-OPTIONAL MATCH (t)-[:HOLDS]->(lease:Lease)
-DETACH DELETE lease
-WITH DISTINCT t
 OPTIONAL MATCH (t)-[:TOUCHES]->(f:File)
 OPTIONAL MATCH (s:Session)-[:WORKS_ON]->(t)
 DETACH DELETE t
@@ -309,14 +266,6 @@ MATCH (f:File {key: key})<-[touch:TOUCHES]-(t:Task)
 WHERE t.status = 'active' AND t.task_id STARTS WITH $scope
 RETURN f.repo AS repo, f.path AS path, t.task_id AS task, touch.last_at AS at
 ORDER BY repo, path, task
-"""
-
-LEASES = """
-UNWIND $task_ids AS task_id
-MATCH (t:Task {task_id: task_id})-[:HOLDS]->(l)
-RETURN t.task_id AS task, l.lease_id AS lease_id, l.repo AS repo, l.pattern AS pattern, l.exclusive AS exclusive,
-    l.agent AS agent, l.ttl_seconds AS ttl, l.granted_at AS granted_at, l.ends AS ends, l.released AS released
-ORDER BY task, granted_at, pattern
 """
 
 # The active touches of a repository's files under a path prefix: a range of the unique
@@ -493,6 +442,7 @@ class BoltConflictGraph(ConflictGraph):
         # them in explicit transactions), so each is its own auto-commit query.
         for statement in schema_statements(dialect):
             run(statement)
+        run(DROP_LEASES)
         run(MARK_COUNTED_IF_EMPTY)
         run(MARK_SCHEMA, version=SCHEMA_VERSION)
 
@@ -542,25 +492,22 @@ class BoltConflictGraph(ConflictGraph):
             tx.run(ADD_TOUCHES, task_id=task_id, at=clock.to_text(at), files=_file_rows(files)).consume()
 
     def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
-               session_id: str | None = None, depends_on: Sequence[str] = (),
-               leases: Sequence[GraphLease] = ()) -> None:
+               session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
         def work(tx: neo4j.Transaction) -> None:
             known = _status_and_files(tx, [task_id])
-            tx.run(SET_STATUS, task_id=task_id, status=status, at=at.timestamp()).consume()
+            tx.run(SET_STATUS, task_id=task_id, status=status).consume()
             self._write_touches(tx, task_id, files, at)
             _move_counts(tx, known, {task_id: status}, {task_id: {f.key for f in files}})
             if session_id:
                 tx.run(ADD_SESSION, task_id=task_id, session_id=session_id).consume()
             if depends_on:
                 tx.run(ADD_DEPENDENCIES, task_id=task_id, depends_on=list(depends_on)).consume()
-            if leases:
-                tx.run(ADD_LEASES, task_id=task_id, leases=_lease_rows(leases)).consume()
 
         self._call(work, write=True)
 
     def _record_rows(self, records: Sequence[TicketRecord]) -> list[tuple[str, str, str, str]] | None:
-        """One transaction of one statement (and one more each for dependencies and for
-        leases, when the batch has any), in ticket and file order (so two writers of the
+        """One transaction of one statement (and one more for dependencies, when the batch
+        has any), in ticket and file order (so two writers of the
         same tickets take their locks in the same order), and the kept counts' reads and
         write; the overlaps when the counts read them (_move_counts)."""
         if not records:
@@ -568,8 +515,7 @@ class BoltConflictGraph(ConflictGraph):
         ordered = sorted(records, key=lambda r: r.task_id)
         tickets = [{"task_id": r.task_id, "status": r.status, "at": clock.to_text(r.at),
                     "session_id": r.session_id or None, "depends_on": list(r.depends_on),
-                    "files": _file_rows(sorted(r.files, key=_key)), "leases": _lease_rows(r.leases),
-                    "at_seconds": r.at.timestamp()}
+                    "files": _file_rows(sorted(r.files, key=_key))}
                    for r in ordered]
 
         statuses = {r.task_id: r.status for r in ordered}  # a ticket written twice: its last, as the UNWIND
@@ -582,8 +528,6 @@ class BoltConflictGraph(ConflictGraph):
             tx.run(RECORD_TICKETS, tickets=tickets).consume()
             if any(t["depends_on"] for t in tickets):
                 tx.run(ADD_DEPENDENCIES_OF_MANY, tickets=[t for t in tickets if t["depends_on"]]).consume()
-            if any(t["leases"] for t in tickets):
-                tx.run(ADD_LEASES_OF_MANY, tickets=[t for t in tickets if t["leases"]]).consume()
             return _move_counts(tx, known, statuses, added)
 
         return self._call(work, write=True)
@@ -591,7 +535,7 @@ class BoltConflictGraph(ConflictGraph):
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         def work(tx: neo4j.Transaction) -> str:
             known = _status_and_files(tx, [task_id])
-            status = tx.run(ACTIVATE, task_id=task_id, at=at.timestamp()).single(strict=True)["status"]
+            status = tx.run(ACTIVATE, task_id=task_id).single(strict=True)["status"]
             self._write_touches(tx, task_id, files, at)
             _move_counts(tx, known, {task_id: status}, {task_id: {f.key for f in files}})
             return status
@@ -629,9 +573,6 @@ class BoltConflictGraph(ConflictGraph):
 
         return self._call(work, write=False)
 
-    def renew_leases(self, task_id: str, at: datetime) -> None:
-        self._call(lambda tx: tx.run(RENEW_LEASES, task_id=task_id, at=at.timestamp()).consume(), write=True)
-
     def forget(self, task_ids: Sequence[str]) -> None:
         def work(tx: neo4j.Transaction) -> None:
             _move_counts(tx, _status_and_files(tx, list(task_ids)), {}, {})  # none is active after
@@ -655,10 +596,6 @@ class BoltConflictGraph(ConflictGraph):
         keys = sorted({f.key for f in files})
         return self._call(lambda tx: [tuple(r.values()) for r in tx.run(TOUCHERS, keys=keys, scope=scope)],
                           write=False)
-
-    def _lease_rows(self, task_ids: list[str]) -> list[tuple[str, str, str, str, bool, str | None, int, str,
-                                                               float, bool]]:
-        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(LEASES, task_ids=task_ids)], write=False)
 
     def _under_rows(self, repo: str, prefix: str, scope: str = "") -> list[tuple[str, str]]:
         key = FileRef(repo=repo, path=prefix).key if repo else prefix
@@ -760,12 +697,6 @@ def _key(ref: FileRef) -> str:
 def _file_rows(files: Sequence[FileRef]) -> list[list[str]]:
     """Files as the write statements take them: [key, repo, path], plain strings."""
     return [[f.key, f.repo, f.path] for f in files]
-
-
-def _lease_rows(leases: Sequence[GraphLease]) -> list[dict]:
-    return [{"lease_id": lease.lease_id, "repo": lease.repo, "pattern": lease.pattern, "exclusive": lease.exclusive,
-             "agent": lease.agent, "ttl_seconds": lease.ttl_seconds, "granted_at": clock.to_text(lease.granted_at),
-             "ends": lease.ends.timestamp(), "released": lease.released} for lease in leases]
 
 
 def _made_by_another(exc: Exception) -> bool:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from baton.files import FileRef
-from baton.graph.base import ConflictGraph, GraphLease, TicketRecord
+from baton.graph.base import ConflictGraph, TicketRecord
 from baton.projects import check_project, qualified, split_qualified
 
 
@@ -28,24 +28,20 @@ class ProjectGraph(ConflictGraph):
         return task_id if project == self.project else None
 
     def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
-               session_id: str | None = None, depends_on: Sequence[str] = (),
-               leases: Sequence[GraphLease] = ()) -> None:
+               session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
         self.graph.record(self._in(task_id), status, files, at,
                           session_id=None if session_id is None else self._in(session_id),
-                          depends_on=[self._in(d) for d in depends_on], leases=leases)
+                          depends_on=[self._in(d) for d in depends_on])
 
     def _record_rows(self, records: Sequence[TicketRecord]) -> list[tuple[str, str, str, str]] | None:
         rows = self.graph._record_rows([
             TicketRecord(self._in(r.task_id), r.status, r.files, r.at,
                          session_id=None if r.session_id is None else self._in(r.session_id),
-                         depends_on=[self._in(d) for d in r.depends_on], leases=r.leases) for r in records])
+                         depends_on=[self._in(d) for d in r.depends_on]) for r in records])
         return None if rows is None else self._ours_of(rows)
 
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         return self.graph.touch(self._in(task_id), files, at)
-
-    def renew_leases(self, task_id: str, at: datetime) -> None:
-        self.graph.renew_leases(self._in(task_id), at)
 
     def _shared_rows(self, task_id: str, partners: int | None, scope: str = "") -> list[tuple[str, str, str]]:
         return [(other, repo, path) for key, repo, path in self.graph._shared_rows(self._in(task_id), partners,
@@ -91,12 +87,6 @@ class ProjectGraph(ConflictGraph):
 
     def recount(self) -> int:
         return self.graph.recount()
-
-    def _lease_rows(self, task_ids: list[str]) -> list[tuple[str, str, str, str, bool, str | None, int, str,
-                                                               float, bool]]:
-        return [(task, lease_id, repo, pattern, exclusive, agent, ttl, granted, ends, released)
-                for key, lease_id, repo, pattern, exclusive, agent, ttl, granted, ends, released
-                in self.graph._lease_rows([self._in(t) for t in task_ids]) if (task := self._ours(key)) is not None]
 
     def _under_rows(self, repo: str, prefix: str, scope: str = "") -> list[tuple[str, str]]:
         return [(task, path) for key, path in self.graph._under_rows(repo, prefix, self._scope)

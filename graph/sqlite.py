@@ -10,7 +10,7 @@ from pathlib import Path
 
 from baton import clock
 from baton.files import FileRef
-from baton.graph.base import ConflictGraph, GraphLease, TicketRecord, count_moves
+from baton.graph.base import ConflictGraph, TicketRecord, count_moves
 from baton.sqlite import SqliteFile, guarded
 from baton.store_names import Store
 
@@ -51,8 +51,7 @@ MIGRATIONS = [
     UPDATE touches SET task_id = repo || char(31) || task_id WHERE instr(task_id, char(31)) = 0;
     DELETE FROM tasks WHERE instr(task_id, char(31)) = 0;
     """,
-    # Leases (baton.graph.base.GraphLease): each under its holder, found by the holder's id;
-    # ends in POSIX seconds, which a touch moves by the lease's TTL.
+    # A copy of the leases, dropped by the last migration (the registry holds them).
     """
     CREATE TABLE leases (
         task_id TEXT NOT NULL,
@@ -80,6 +79,8 @@ MIGRATIONS = [
     CREATE INDEX tasks_in_conflict ON tasks (task_id, shared_files, sharers)
         WHERE status = 'active' AND shared_files > 0;
     """,
+    # Leases live in the registry alone: the graph's copy of them, read by nothing, goes.
+    "DROP TABLE leases;",
 ]
 
 # The other active tickets' touches of a ticket's files: its own touches (primary key
@@ -126,11 +127,6 @@ _UNDER = """
 SELECT task_id, path FROM touches
 WHERE active AND repo = :repo AND path >= :first AND path < :last AND task_id >= :low AND task_id < :high
 ORDER BY path, task_id
-"""
-_LEASES = """
-SELECT task_id, lease_id, repo, pattern, exclusive, agent, ttl_seconds, granted_at, ends, released
-FROM leases WHERE task_id IN (SELECT value FROM json_each(:tasks))
-ORDER BY task_id, granted_at, pattern
 """
 _HELD = """
 SELECT t.task_id, t.status, k.repo, k.path
@@ -186,27 +182,6 @@ def _add_touches(conn: sqlite3.Connection, task_id: str, files: Sequence[FileRef
         "VALUES (?, ?, ?, ?, EXISTS (SELECT 1 FROM tasks WHERE task_id = ? AND status = 'active')) "
         "ON CONFLICT DO UPDATE SET last_at = max(last_at, excluded.last_at)",
         [(task_id, f.repo, f.path, stamp, task_id) for f in files])
-
-
-def _merge_leases(conn: sqlite3.Connection, task_id: str, leases: Sequence[GraphLease]) -> None:
-    """A lease's end only grows and its release is final, whatever order the writes come in."""
-    conn.executemany(
-        "INSERT INTO leases (task_id, lease_id, repo, pattern, exclusive, agent, ttl_seconds, granted_at, ends, "
-        "released) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT DO UPDATE SET ends = max(ends, excluded.ends), released = released OR excluded.released",
-        [(task_id, lease.lease_id, lease.repo, lease.pattern, lease.exclusive, lease.agent, lease.ttl_seconds,
-          clock.to_text(lease.granted_at), lease.ends.timestamp(), lease.released) for lease in leases])
-
-
-# The ticket's leases not released that its activity at :at ends later (the primary key's prefix).
-_EXTEND = ("UPDATE leases SET ends = :at + ttl_seconds "
-           "WHERE task_id = :task AND NOT released AND ends < :at + ttl_seconds")
-_ANY_TO_EXTEND = "SELECT 1 FROM leases WHERE task_id = :task AND NOT released AND ends < :at + ttl_seconds LIMIT 1"
-
-
-def _extend_leases(conn: sqlite3.Connection, task_id: str, at: datetime) -> None:
-    """The ticket's leases not released last their TTL after its activity at `at`."""
-    conn.execute(_EXTEND, {"task": task_id, "at": at.timestamp()})
 
 
 def _mark_activity(conn: sqlite3.Connection, task_id: str) -> None:
@@ -288,12 +263,11 @@ class SqliteConflictGraph(ConflictGraph):
         self._db = SqliteFile(path, MIGRATIONS, timeout=timeout)
 
     def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
-               session_id: str | None = None, depends_on: Sequence[str] = (),
-               leases: Sequence[GraphLease] = ()) -> None:
-        self.record_many([TicketRecord(task_id, status, files, at, leases=leases)])
+               session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
+        self.record_many([TicketRecord(task_id, status, files, at)])
 
     def _record_rows(self, records: Sequence[TicketRecord]) -> None:
-        """One transaction: a ticket's status, touches and leases never reach the graph apart."""
+        """One transaction: a ticket's status and touches never reach the graph apart."""
         with self._db.writing(STORE) as conn:
             for r in records:
                 before = _active_files(conn, r.task_id)
@@ -303,8 +277,6 @@ class SqliteConflictGraph(ConflictGraph):
                 _mark_activity(conn, r.task_id)
                 _add_touches(conn, r.task_id, r.files, clock.to_text(r.at))
                 _count_change(conn, r.task_id, before, _active_files(conn, r.task_id))
-                _extend_leases(conn, r.task_id, r.at)
-                _merge_leases(conn, r.task_id, r.leases)
 
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         stamp = clock.to_text(at)
@@ -316,18 +288,8 @@ class SqliteConflictGraph(ConflictGraph):
             _mark_activity(conn, task_id)
             _add_touches(conn, task_id, files, stamp)
             _count_change(conn, task_id, before, _active_files(conn, task_id))
-            _extend_leases(conn, task_id, at)
             status = conn.execute("SELECT status FROM tasks WHERE task_id = ?", (task_id,)).fetchone()[0]
         return status == "active"
-
-    def renew_leases(self, task_id: str, at: datetime) -> None:
-        """Read first, outside a transaction: a ticket without a lease to renew (nearly every
-        write) takes no write lock."""
-        with guarded(STORE, self.path):
-            due = self._db.conn().execute(_ANY_TO_EXTEND, {"task": task_id, "at": at.timestamp()}).fetchone()
-        if due is not None:
-            with self._db.writing(STORE) as conn:
-                _extend_leases(conn, task_id, at)
 
     def _held_rows(self, task_ids: list[str]) -> list[tuple[str, str, str | None, str | None]]:
         with guarded(STORE, self.path):
@@ -336,11 +298,6 @@ class SqliteConflictGraph(ConflictGraph):
     def _held_count_rows(self, task_ids: list[str]) -> list[tuple[str, str, int]]:
         with guarded(STORE, self.path):
             return self._db.conn().execute(_HELD_COUNTS, {"tasks": json.dumps(task_ids)}).fetchall()
-
-    def _lease_rows(self, task_ids: list[str]) -> list[tuple[str, str, str, str, bool, str | None, int, str,
-                                                               float, bool]]:
-        with guarded(STORE, self.path):
-            return self._db.conn().execute(_LEASES, {"tasks": json.dumps(task_ids)}).fetchall()
 
     def _under_rows(self, repo: str, prefix: str, scope: str = "") -> list[tuple[str, str]]:
         paths = _bounds(prefix)
@@ -352,7 +309,6 @@ class SqliteConflictGraph(ConflictGraph):
         with self._db.writing(STORE) as conn:
             for task_id in task_ids:
                 _count_change(conn, task_id, _active_files(conn, task_id), set())
-            conn.executemany("DELETE FROM leases WHERE task_id = ?", [(t,) for t in task_ids])
             conn.executemany("DELETE FROM touches WHERE task_id = ?", [(t,) for t in task_ids])
             conn.executemany("DELETE FROM tasks WHERE task_id = ?", [(t,) for t in task_ids])
 

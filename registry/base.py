@@ -342,10 +342,19 @@ def listed_row(task_id: str, status: str, last_activity: datetime, fields: Seque
     return ListedSession(
         SessionOutline(task_id, status, phase or "planning", repo, worktree_path, branch, agent, last_activity,
                        text_or_none(stage), text_or_none(next_stage)),
-        tuple(path for _, path in by_recency), verification or None, 1 + len(reopened_by or ()),
+        tuple(path for _, path in by_recency), verification or None, runs_started(run_log or (), reopened_by or ()),
         next((run["parent_task_id"] for run in run_log or () if run["kind"] == "fork"), None),
         (checkpoint, boundary) if checkpoint is not None else None, workflow is not None,
         unreleased_leases(leases or [], [r["text"] for r in releases or ()], last_activity))
+
+
+def runs_started(run_log: Collection[object], reopened_by: Collection[object]) -> int:
+    """How many runs the ticket started: one per entry of its run log (a bind, a reopening, a
+    restore, a fork, a fresh start, a take-over each start one), and at least its first bind
+    and each reopening (a ticket bound before runs were recorded, or a reopening whose run the
+    registry, down then, never learnt). What `baton list`, the dashboard, `resume --json` and
+    `baton runs` all count."""
+    return max(len(run_log), 1 + len(reopened_by))
 
 
 def text_or_none(value: object) -> str | None:

@@ -15,7 +15,7 @@ from uuid import UUID
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
 from baton.files import FileRef
-from baton.registry.base import handoff_held
+from baton.registry.base import handoff_held, runs_started
 from baton.types import TaskId
 
 
@@ -549,7 +549,7 @@ class Session(_Record):
 
     @property
     def runs(self) -> int:
-        return 1 + len(self.reopened_by)
+        return runs_started(self.run_log, self.reopened_by)
 
     @property
     def current_run(self) -> RunEntry | None:

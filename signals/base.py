@@ -18,11 +18,10 @@ class SignalBus(ABC):
     """An append-only, idempotent log of signals. Writes raise StoreUnavailable."""
 
     @abstractmethod
-    def publish(self, signals: Sequence[Signal | WireSignal], *, deliver: bool = True) -> list[bool]:
-        """Append signals; for each, True if new, False if its id was already stored.
-
-        deliver=False lets a backend that sends through a local outbox keep them for a
-        later delivery (baton.skills.runtime.delivery) instead of waiting for its server now."""
+    def publish(self, signals: Sequence[Signal | WireSignal]) -> list[bool]:
+        """Append signals; for each, True if new, False if its id was already stored. A
+        backend that sends through a local outbox keeps them there for a later delivery
+        (baton.skills.runtime.delivery) and never waits for its server here."""
 
     def prepare(self) -> None:
         """Open now what the first delivery would open (a long-running writer, the

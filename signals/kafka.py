@@ -1,8 +1,9 @@
 """The production signal bus: topic `baton.coordination-signals.v1` on Apache Kafka.
 
-Publishing goes through a local outbox (baton.kafka_outbox): while Kafka is down signals
-wait there and the next publish or read (or a background delivery, baton.skills.runtime.delivery) delivers
-them, so nothing is lost; a signal delivered twice has the same deterministic id and
+Publishing keeps signals in a local outbox (baton.kafka_outbox) and sends nothing: a
+delivery (`deliver`: the background one, baton.skills.runtime.delivery, the projector's at
+the end of a batch) or the next read sends them, and while Kafka is down they wait there,
+so nothing is lost; a signal delivered twice has the same deterministic id and
 readers keep one copy (the last: a rewrite, SignalBus.rewrite, is sent after the original).
 
 Reading never joins a consumer group: each partition is assigned directly, starting at
@@ -64,12 +65,9 @@ class KafkaSignalBus(SignalBus):
         """Signals this process kept in the outbox."""
         return self._outbox.kept
 
-    def publish(self, signals: Sequence[Signal | WireSignal], *, deliver: bool = True) -> list[bool]:
-        fresh = self._outbox.keep([(qualified(self.project, str(s.signal_id)), qualified(self.project, s.task_id),
-                                    s.to_json()) for s in signals])
-        if deliver:
-            self._outbox.deliver()
-        return fresh
+    def publish(self, signals: Sequence[Signal | WireSignal]) -> list[bool]:
+        return self._outbox.keep([(qualified(self.project, str(s.signal_id)), qualified(self.project, s.task_id),
+                                   s.to_json()) for s in signals])
 
     def prepare(self) -> None:
         """The topic and the producer: librdkafka connects and makes the idempotent

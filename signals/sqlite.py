@@ -86,7 +86,7 @@ class SqliteSignalBus(SignalBus):
         self.project = check_project(project)
         self._db = SqliteFile(path, MIGRATIONS, timeout=timeout)
 
-    def publish(self, signals: Sequence[Signal | WireSignal], *, deliver: bool = True) -> list[bool]:
+    def publish(self, signals: Sequence[Signal | WireSignal]) -> list[bool]:
         fresh = []
         with self._db.writing(STORE) as conn:
             for signal in signals:

@@ -285,91 +285,40 @@ def test_touchers_are_the_other_active_tickets_of_each_file(graph):
     assert shop.touchers([A]).value == {A: [("T-9", T0)]}
 
 
-def _lease(lease_id: str, pattern: str, ends: datetime, *, exclusive: bool = True, released: bool = False):
-    from baton.graph.base import GraphLease
+def test_a_graph_from_before_loses_its_copy_of_the_leases(graph, tmp_path, request):
+    """Leases live in the registry alone: an embedded graph drops the table it kept them in,
+    a Bolt server its Lease nodes and HOLDS edges, and each keeps its tickets' overlaps."""
+    if hasattr(graph, "path"):
+        import sqlite3
+        from contextlib import closing
 
-    return GraphLease(lease_id, A.repo, pattern, exclusive, "claude-code", 600, T0, ends, released)
+        from baton.graph import sqlite as embedded
+        from baton.sqlite import SqliteFile
 
+        graph.close()
+        older = SqliteFile(tmp_path / "old.db", embedded.MIGRATIONS[:-1], timeout=2)
+        with older.conn() as conn:
+            conn.execute("INSERT INTO leases VALUES ('T-1', 'L-1', ?, 'src/**', 1, NULL, 600, ?, 0, 0)",
+                         (A.repo, T0.isoformat()))
+        older.close()
+        graph = embedded.SqliteConflictGraph(tmp_path / "old.db", timeout=2)
+        graph.record("T-1", "active", [A], T0)
+        with closing(sqlite3.connect(tmp_path / "old.db")) as conn:
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert "leases" not in tables and {"tasks", "touches"} <= tables
+    else:
+        from baton.graph import bolt
 
-def test_leases_merge_their_end_forward_and_their_release_for_good(graph):
-    """A ticket's leases, written with its status and touches in one write: a replayed or
-    older write never moves an end back nor brings a released lease back, a touch lasts
-    them their TTL from then, and forgetting the ticket forgets them."""
-    from baton.graph.base import TicketRecord
-    from baton.graph.projects import ProjectGraph
-
-    later = T0 + timedelta(minutes=30)
-    graph.record_many([TicketRecord("T-1", "active", [A], T0, leases=[
-        _lease("L-1", "src/**", T0 + timedelta(minutes=10)),
-        _lease("L-2", "docs/*.md", T0 + timedelta(minutes=10), exclusive=False)])])
-    graph.record("T-1", "active", [], T0, leases=[_lease("L-1", "src/**", T0)])  # an older write, replayed
-    held = graph.leases(["T-1", "T-9"])
-    assert isinstance(held, Found) and held.value == {"T-1": [
-        _lease("L-2", "docs/*.md", T0 + timedelta(minutes=10), exclusive=False),
-        _lease("L-1", "src/**", T0 + timedelta(minutes=10))]}
-    assert graph.touch("T-1", [B], later) is True
-    assert {lease.lease_id: lease.ends for lease in graph.leases(["T-1"]).value["T-1"]} == {
-        "L-1": later + timedelta(minutes=10), "L-2": later + timedelta(minutes=10)}
-    graph.record("T-1", "active", [], later, leases=[_lease("L-1", "src/**", later, released=True)])
-    graph.record("T-1", "active", [], later, leases=[_lease("L-1", "src/**", later)])  # still unreleased there
-    graph.touch("T-1", [B], later + timedelta(hours=1))
-    after = {lease.lease_id: lease for lease in graph.leases(["T-1"]).value["T-1"]}
-    assert after["L-1"].released and after["L-1"].ends == later + timedelta(minutes=10), "a release ends it for good"
-    assert not after["L-2"].released and after["L-2"].ends == later + timedelta(hours=1, minutes=10)
-    assert graph.leases([]).value == {}
-    shop = ProjectGraph(graph, "shop")
-    shop.record("T-1", "active", [], T0, leases=[_lease("L-9", "src/db.py", T0)])
-    assert [lease.lease_id for lease in shop.leases(["T-1"]).value["T-1"]] == ["L-9"], "a project sees its own"
-    graph.forget(["T-1"])
-    assert graph.leases(["T-1"]).value == {} and [lease.lease_id for lease in shop.leases(["T-1"]).value["T-1"]] == [
-        "L-9"]
-
-
-def test_a_renewal_moves_the_leases_not_released_forward_only(graph):
-    """renew_leases: the ticket's leases not released last their TTL from its activity,
-    where that ends them later; a released one, an older activity, another ticket's and
-    another project's are left as they were."""
-    from baton.graph.base import TicketRecord
-    from baton.graph.projects import ProjectGraph
-
-    graph.record_many([TicketRecord("T-1", "active", [], T0, leases=[
-        _lease("L-1", "src/**", T0 + timedelta(minutes=10)), _lease("L-2", "docs/", T0, released=True)]),
-        TicketRecord("T-2", "active", [], T0, leases=[_lease("L-3", "lib/**", T0 + timedelta(minutes=10))])])
-    later = T0 + timedelta(minutes=25)
-    graph.renew_leases("T-1", later)
-    graph.renew_leases("T-1", T0 + timedelta(minutes=5))  # older activity, arriving late
-    graph.renew_leases("T-404", later)  # no lease: nothing to write
-    ends = {lease.lease_id: (lease.ends, lease.released) for held in graph.leases(["T-1", "T-2"]).value.values()
-            for lease in held}
-    assert ends == {"L-1": (later + timedelta(minutes=10), False), "L-2": (T0, True),
-                    "L-3": (T0 + timedelta(minutes=10), False)}
-    shop = ProjectGraph(graph, "shop")
-    shop.record("T-1", "active", [], T0, leases=[_lease("L-9", "src/db.py", T0)])
-    shop.renew_leases("T-1", later + timedelta(hours=1))
-    assert [lease.ends for lease in shop.leases(["T-1"]).value["T-1"]] == [later + timedelta(hours=1, minutes=10)]
-    assert {lease.lease_id: lease.ends for lease in graph.leases(["T-1"]).value["T-1"]}["L-1"] == (
-        later + timedelta(minutes=10)), "a project renews its own"
-
-
-def test_a_batch_write_lasts_each_tickets_leases_as_its_writes_one_by_one_do(graph):
-    """record_many, as record does for each ticket: the leases a ticket of the batch holds
-    unreleased last their TTL from the ticket's time, whether the batch names them or not
-    and whether the ticket brings files or none; a released lease keeps its end, and a
-    ticket without leases gets none."""
-    from baton.graph.base import TicketRecord
-
-    ten = timedelta(minutes=10)
-    graph.record("T-1", "active", [A], T0, leases=[_lease("L-1", "src/**", T0 + ten)])
-    graph.record("T-2", "active", [B], T0, leases=[_lease("L-2", "docs/*.md", T0 + ten, exclusive=False),
-                                                 _lease("L-3", "lib/**", T0 + ten, released=True)])
-    later = T0 + timedelta(hours=1)
-    graph.record_many([TicketRecord("T-1", "active", [], later), TicketRecord("T-2", "active", [A, B], later),
-                       TicketRecord("T-3", "active", [A], later)])
-    held = graph.leases(["T-1", "T-2", "T-3"]).value
-    assert {lease.lease_id: (lease.ends, lease.released) for leases in held.values() for lease in leases} == {
-        "L-1": (later + ten, False), "L-2": (later + ten, False), "L-3": (T0 + ten, True)}
-    assert "T-3" not in held
-    assert graph.shared_files("T-3").value == {"T-1": [A], "T-2": [A]}, "its touches are written as before"
+        graph.record("T-1", "active", [A], T0)
+        graph._call(lambda tx: tx.run("MATCH (t:Task {task_id: 'T-1'}) CREATE (t)-[:HOLDS]->(:Lease {lease_id: 'L-1'}) "
+                                      "WITH 1 AS one MATCH (m:BatonSchema) DETACH DELETE m").consume(), write=True)
+        graph.close()
+        graph = bolt.BoltConflictGraph(request.getfixturevalue("bolt_uri"), timeout=5)
+        held = "MATCH (l:Lease) RETURN count(l) AS n"
+        assert graph._call(lambda tx: tx.run(held).single(strict=True)["n"], write=False) == 0
+    graph.record("T-2", "active", [A], T0)
+    assert graph.shared_files("T-1").value == {"T-2": [A]}
+    graph.close()
 
 
 def test_touchers_under_a_path_start_are_the_active_tickets_there(graph):
@@ -500,7 +449,7 @@ def test_an_embedded_graph_from_before_the_kept_counts_counts_on_read_until_reco
     from baton.graph.projects import ProjectGraph
     from baton.sqlite import SqliteFile
 
-    before = SqliteFile(tmp_path / "graph.db", embedded.MIGRATIONS[:-1], timeout=2)
+    before = SqliteFile(tmp_path / "graph.db", embedded.MIGRATIONS[:4], timeout=2)
     with before.conn() as conn:
         conn.executemany("INSERT INTO tasks VALUES (?, ?)", [(f"{A.repo}\x1fT-{n}", "active") for n in range(3)])
         conn.executemany("INSERT INTO touches VALUES (?, ?, ?, ?, 1)",

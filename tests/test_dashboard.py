@@ -526,3 +526,30 @@ def test_search_shows_the_dashboards_project_only(home, worktrees, cli, serve, t
     found = json.loads(body)
     assert status == 200 and found["recall"] == "ok"
     assert [(hit["task_id"], hit["context"]) for hit in found["hits"]] == [("OMN-1", "acme")]
+
+
+def test_a_ticket_bound_then_restored_elsewhere_counts_the_same_runs_everywhere(shared_home, worktrees, cli, serve,
+                                                                                tmp_path):
+    """One notion of a run: the bind and the restore each start one, and `baton list --json`,
+    the dashboard (overview and ticket), `resume --json` and `baton runs` all count those two."""
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    (main / "notes.txt").write_text("work in progress\n")
+    assert cli(main, "checkpoint")[0] == 0
+    elsewhere = tmp_path / "elsewhere"
+    code, _, err = cli(main, "restore", "OMN-1", "--into", str(elsewhere))
+    assert code == 0, err
+    cli(elsewhere, "deliver")
+    _, out, _ = cli(main, "list", "--json")  # with Kafka, the cli fixture's projector applies the writes first
+    [listed] = [row for row in json.loads(out) if row["task_id"] == "OMN-1"]
+    assert listed["runs"] == 2
+    _, out, _ = cli(main, "runs", "OMN-1", "--json")
+    assert [(run["task_id"], run["kind"]) for run in json.loads(out)["runs"]] == [("OMN-1", "bind"),
+                                                                                  ("OMN-1", "restore")]
+    _, out, _ = cli(elsewhere, "resume", "OMN-1", "--json")
+    assert json.loads(out)["session"]["runs"] == 2
+    dashboard = serve()
+    [row] = [r for r in json.loads(dashboard.get("/api/overview")[2])["sessions"] if r["task_id"] == "OMN-1"]
+    assert row["runs"] == 2
+    assert json.loads(dashboard.get("/api/ticket/OMN-1")[2])["session"]["runs"] == 2
+    assert "run 2" in dashboard.get("/ticket/OMN-1")[2].decode() and "run 2" in dashboard.get("/")[2].decode()

@@ -101,9 +101,7 @@ HOOK_PATH_IMPORTS = {
         array baton.signals.sqlite baton.signals.wire baton.processes baton.skills.core.overlaps
         baton.skills.frontends.briefing baton.skills.services baton.skills.services.news
     """),
-    # An end of turn renews the ticket's leases in the graph (baton.skills.runtime.sink).
     "stop": HOOK_IMPORTS | names("""
-        baton.graph.sqlite baton.graph.projects
         locale select selectors signal subprocess array atexit baton.locks baton.outbox
         baton.skills.core.checkpoints baton.skills.core.commit
         baton.processes baton.skills.core.overlaps baton.skills.core.write_report

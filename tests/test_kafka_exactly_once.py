@@ -48,8 +48,9 @@ def copies(kafka_server, topic: str, signal_id: str) -> int:
 def stalled_delivery(kafka_server, bus, signal: Signal) -> None:
     """Deliver the signal while the broker is stalled: the delivery gives up, and the broker
     writes the message once it goes on."""
-    bus.publish([conflict("WARM-1")])  # the producer connected, its id handshake done: the next produce is sent
-    bus.publish([signal], deliver=False)
+    bus.publish([conflict("WARM-1")])
+    bus.deliver()  # the producer connected, its id handshake done: the next produce is sent
+    bus.publish([signal])
     kafka_server.pause()
     try:
         with pytest.raises(StoreUnavailable, match="kept in"):

@@ -142,7 +142,7 @@ def test_doctor_repair_puts_back_graph_rows_deleted_behind_batons_back(servers_h
     repaired = run_process(main, "doctor", "--repair", "--json")
     assert repaired.returncode == 0, repaired.stderr
     report = json.loads(repaired.stdout)["repair"]
-    assert report["graph"] == {"tickets": 2, "files": 3, "statuses": 0, "leases": 0, "recounted": 0}
+    assert report["graph"] == {"tickets": 2, "files": 3, "statuses": 0, "recounted": 0}
     assert report["signals"] == {"conflicts": 0}, "the overlap was signalled already: not again"
     assert graph_files(neo4j_server, one) == {"src/a.py", "src/b.py"} and graph_files(neo4j_server, two) == {
         "src/b.py"}
@@ -166,7 +166,7 @@ def test_doctor_repair_on_the_embedded_graph(home, worktrees):
         assert conn.execute("DELETE FROM touches WHERE task_id LIKE '%EMB-1'").rowcount == 2
     repaired = run_process(main, "doctor", "--repair", "--json")
     assert repaired.returncode == 0, repaired.stderr
-    assert json.loads(repaired.stdout)["repair"]["graph"] == {"tickets": 1, "files": 2, "statuses": 0, "leases": 0,
+    assert json.loads(repaired.stdout)["repair"]["graph"] == {"tickets": 1, "files": 2, "statuses": 0,
                                                               "recounted": 0}
     with sqlite3.connect(home / "graph.db") as conn:
         paths = {path for (path,) in conn.execute("SELECT path FROM touches WHERE task_id LIKE '%EMB-1'")}

@@ -104,15 +104,6 @@ def commit(stores: Stores, events: Sequence[WireEvent], report: WriteReport) -> 
     report.warnings += stores.sink.commit(redacted(stores, events))
 
 
-def keep_in_log(stores: Stores, events: Sequence[Event]) -> None:
-    """With Kafka, the event log holds every write the projections replay: the events the
-    registry took at once (a lease's grant or release, a take-over: each needs its answer
-    now) go there too, and the projector bringing them back to the registry changes nothing
-    (it has their ids)."""
-    if stores.settings.kafka_bootstrap and events:
-        stores.sink.keep([WireEvent(str(e.event_id), e.task_id, e.type, e.at, e.model_dump_json()) for e in events])
-
-
 def deliver_kept(stores: Stores) -> list[str]:
     """Deliver the writes kept on this machine within the command's budget; a warning for
     each store that could not take them (they still wait)."""
@@ -122,7 +113,7 @@ def deliver_kept(stores: Stores) -> list[str]:
 def publish(stores: Stores, signals: list[WireSignal], report: WriteReport) -> None:
     """Signal what was recorded: kept for the delivery where the signal log is Kafka."""
     try:
-        stores.signals.publish(signals, deliver=False)
+        stores.sink.keep_signals(signals)
     except StoreUnavailable as exc:
         report.warnings.append(str(exc))
 

@@ -82,7 +82,7 @@ def signal_overlaps_of(stores: Stores, touches: Sequence[tuple[ActiveTask, Seque
     of the graph (none when `shared` gives what shared_files_of the tickets answers) and
     one publish; returns the overlaps signalled that the signal log had not seen. Failures
     are added to warnings; strict (the projector), a graph or outbox that fails raises
-    StoreUnavailable, and the signals are kept for a delivery, not sent."""
+    StoreUnavailable."""
     if not touches:
         return []
     if shared is None:
@@ -120,25 +120,25 @@ def _publish_new(stores: Stores, candidates: list[Candidate], warnings: list[str
     try:
         known = stores.signals.known([str(c.signal_id) for _, c, _, _ in candidates])
         candidates = [entry for entry in candidates if str(entry[1].signal_id) not in known]
-        return _keep(stores, candidates, deliver=True)
+        return _keep(stores, candidates)
     except StoreUnavailable as exc:
         warnings.append(str(exc))
         return [c for _, c, _, _ in candidates]
 
 
-def keep_unknown(stores: Stores, candidates: list[Candidate], *, deliver: bool = False) -> list[FileConflict]:
-    """Keep the signals of the conflicts that the signal log has not seen, for a delivery
-    (or deliver them now); returns those conflicts. Raises StoreUnavailable."""
+def keep_unknown(stores: Stores, candidates: list[Candidate]) -> list[FileConflict]:
+    """Keep the signals of the conflicts that the signal log has not seen (Sink.keep_signals);
+    returns those conflicts. Raises StoreUnavailable."""
     known = stores.signals.known([str(c.signal_id) for _, c, _, _ in candidates])
-    return _keep(stores, [entry for entry in candidates if str(entry[1].signal_id) not in known], deliver=deliver)
+    return _keep(stores, [entry for entry in candidates if str(entry[1].signal_id) not in known])
 
 
-def _keep(stores: Stores, candidates: list[Candidate], *, deliver: bool) -> list[FileConflict]:
-    """Publish the conflicts' signals; returns the conflicts whose signal was new."""
+def _keep(stores: Stores, candidates: list[Candidate]) -> list[FileConflict]:
+    """Keep the conflicts' signals; returns the conflicts whose signal was new."""
     if not candidates:
         return []
     from baton.skills.core.signalling import conflict_signal
 
     signals = [conflict_signal(c, task, [by_key[k] for k in c.shared_files], at) for task, c, by_key, at in candidates]
-    fresh = stores.signals.publish(signals, deliver=deliver)
+    fresh = stores.sink.keep_signals(signals)
     return [c for (_, c, _, _), new in zip(candidates, fresh, strict=True) if new]

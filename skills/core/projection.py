@@ -13,9 +13,8 @@ from collections.abc import Callable, Sequence
 
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
-from baton.graph.base import GraphLease, TicketRecord
+from baton.graph.base import TicketRecord
 from baton.ids import TicketId
-from baton.registry.base import lease_ends
 from baton.registry.model import DecisionRecorded, Event, FilesTouched, SecretsRedacted, Session, Status
 from baton.skills.core.binding import ActiveTask
 from baton.skills.core.indexing import queue_decisions, start_background_indexer
@@ -52,8 +51,7 @@ def project(stores: Stores, events: Sequence[Event], *, renew: Callable[[], None
         mine = by_task[task_id]
         files = {f.key: f for e in mine if isinstance(e, FilesTouched) for f in e.files}  # each file once
         records.append(TicketRecord(task_id, session.status.value, list(files.values()), max(e.at for e in mine),
-                                    session_id=mine[-1].session_id, depends_on=session.depends_on,
-                                    leases=graph_leases(session, {str(e.event_id) for e in mine})))
+                                    session_id=mine[-1].session_id, depends_on=session.depends_on))
     shared: dict[str, dict[str, list[FileRef]]] | None = {}  # the overlaps, when every write answered them
     try:
         for start in range(0, len(records), graph_chunk):
@@ -98,22 +96,6 @@ def project(stores: Stores, events: Sequence[Event], *, renew: Callable[[], None
         if not trouble:
             start_background_indexer(stores.settings)
     return sessions, warnings
-
-
-def graph_leases(session: Session, event_ids: set[str] | None = None) -> list[GraphLease]:
-    """The ticket's leases as the graph takes them: those not released, ending as of its
-    latest activity, and those whose release is among event_ids (None: every one). A
-    release the graph took once is final there, so the rest need not be written again."""
-    releases = {r.text: r for r in session.lease_releases}
-    leases = []
-    for entry in session.leases:
-        release = releases.get(entry.text)
-        if release is None or event_ids is None or release.event_id in event_ids:
-            leases.append(GraphLease(entry.text, entry.repo, entry.pattern, entry.exclusive, entry.agent,
-                                     entry.ttl_seconds, entry.at,
-                                     lease_ends(entry.at, session.last_activity, entry.ttl_seconds),
-                                     released=release is not None))
-    return leases
 
 
 def _owed(warnings: list[str], strict: bool, store: str) -> list[str]:

@@ -225,7 +225,7 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
                              session_id=task.session_id)
     warnings += _record(stores, [written])
     try:
-        stores.signals.publish([signal(SignalType.handoff_written, str(written.event_id), task, place.repo, at,
+        stores.sink.keep_signals([signal(SignalType.handoff_written, str(written.event_id), task, place.repo, at,
                                        reason=f"handoff {shown}: {len(claims)} live-state claims")])
     except StoreUnavailable as exc:
         warnings.append(str(exc))

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from baton.registry.kafka import KafkaEventLog
     from baton.registry.model import Event
     from baton.signals.kafka import KafkaSignalBus
+    from baton.signals.model import Signal
+    from baton.signals.wire import WireSignal
     from baton.skills.runtime.stores import Stores
 
 GRAPH = Store.CONFLICT_GRAPH
@@ -85,6 +87,20 @@ class Sink:
         self.keep(events)
         return []
 
+    def keep_decided(self, events: Sequence[Event]) -> None:
+        """The one follow-up of events the registry decided and took at once (a claim's grant
+        through append_unless, a release, a take-over: each needs its answer now). The
+        registry is what every reader of them reads, so nothing more is owed, except where
+        the projections replay an event log (Kafka): they are kept there too, and bringing
+        them back to the registry changes nothing (it has their ids)."""
+
+    def keep_signals(self, signals: Sequence[Signal | WireSignal]) -> list[bool]:
+        """Keep signals, the one way they leave: stored in the embedded log at once, or kept
+        in the Kafka outbox for the delivery (the one the command's close starts, or the
+        projector's at the end of its batch). For each, whether its id was new. Raises
+        StoreUnavailable."""
+        return self.stores.signals.publish(signals)
+
     def deliver(self, *, background: bool = False) -> list[str]:
         """Deliver what waits, within the command's budget; a warning for each store that
         could not take it (it still waits). The embedded registry's queued writes wait for
@@ -113,25 +129,8 @@ class EmbeddedSink(Sink):
         registry = self.stores.registry
         for event in events:
             registry.append_body(event.event_id, event.task_id, event.at, event.type, event.body)
-        self._renew_leases(events)
         if derive is not None:
             derive()
-
-    def _renew_leases(self, events: Sequence[KeptEvent]) -> None:
-        """Each event is its ticket's activity, which the registry's leases last their TTL
-        from: the graph's leases are moved with it, as the projection moves them elsewhere.
-        A touch's derive records it in the graph with its files (ConflictGraph.touch), which
-        does the same. A graph that cannot take it now catches up at the ticket's next write
-        it takes, or `baton doctor --repair`: Baton reads a lease's end from the registry."""
-        latest: dict[str, datetime] = {}
-        for event in events:
-            if event.type != "files_touched":
-                latest[event.task_id] = max(event.at, latest.get(event.task_id, event.at))
-        for task_id, at in latest.items():
-            try:
-                self.stores.graph.renew_leases(task_id, at)
-            except StoreUnavailable:
-                return
 
     def commit(self, events: Sequence[KeptEvent]) -> list[str]:
         return _projected(self.stores, _parsed([e.body for e in events]))
@@ -145,6 +144,13 @@ class PendingSink(Sink):
 class KafkaSink(Sink):
     def keep(self, events: Sequence[KeptEvent], *, derive: Callable[[], None] | None = None) -> None:
         self._event_log().keep(_in_project(self.stores.project, events))
+
+    def keep_decided(self, events: Sequence[Event]) -> None:
+        from baton.projects import qualified
+
+        project = self.stores.project
+        self._event_log().keep([(qualified(project, str(e.event_id)), qualified(project, e.task_id),
+                                 e.model_dump_json()) for e in events])
 
     def deliver(self, *, background: bool = False) -> list[str]:
         warnings = []

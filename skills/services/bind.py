@@ -88,7 +88,10 @@ def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None =
         raise StoreUnavailable(Store.SESSION_REGISTRY, current.reason)
     # Unknown while the server is down: the bind still makes the ticket active when it lands.
     reopens = isinstance(current, Found) and current.value.status == "completed"
-    run = current.value.runs + reopens if isinstance(current, Found) else 1 if isinstance(current, NotFound) else None
+    # The bind's number among the ticket's first bind and reopenings, which its run id and
+    # claim derive from (so two reopening binds of one state start one run), not its runs.
+    run = (1 + len(current.value.reopened_by) + reopens if isinstance(current, Found)
+           else 1 if isinstance(current, NotFound) else None)
     claim = f"{task_id}:{session_id}:run {run}"
     event = wire_event("bound", task_id, session_id, at,
                        event_id=str(name_uuid(BATON_NAMESPACE, f"reopen:{claim}")) if reopens else None,

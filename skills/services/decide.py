@@ -115,7 +115,7 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
                                                          old.event_id, task.task_id, event_id)))
     stores.sink.keep(events, derive=queue)
     try:
-        stores.signals.publish([signal], deliver=False)
+        stores.sink.keep_signals([signal])
     except StoreUnavailable as exc:
         report.warnings.append(str(exc))
     return report  # closing the stores starts the delivery of what was kept

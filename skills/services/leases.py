@@ -223,19 +223,9 @@ def claim(stores: Stores, task: ActiveTask, place: Place, raw_patterns: Sequence
     refused = stores.registry.append_unless(events, place.repo, patterns, refusal)
     if refused is not None:
         raise Refused(refused)
-    report.warnings += _projected(stores, events)
+    if events:
+        stores.sink.keep_decided(events)
     return report
-
-
-def _projected(stores: Stores, events: Sequence[Event]) -> list[str]:
-    """The lease events the registry took at once (a grant needs its answer now), committed
-    as every write is: projected into the graph now on the embedded default, else kept for
-    the delivery or, with Kafka, the event log the projections replay. Bringing them back to
-    the registry changes nothing (it has their ids); the warnings of a store that missed them
-    (`baton doctor --repair` writes them again)."""
-    from baton.skills.core.commit import record_events
-
-    return record_events(stores, events) if events else []
 
 
 def _release_event(lease: Lease, session_id: str, at: datetime, *, by: str, forced: bool, reason: str | None,
@@ -305,7 +295,7 @@ def release(stores: Stores, holder_id: str, repo: str, raw_patterns: Sequence[st
                                                release_reason=reason, forced=force) for lease in active])
     if events:
         stores.registry.append(events)
-        report.warnings = _projected(stores, events)
+        stores.sink.keep_decided(events)
     return report
 
 

@@ -6,8 +6,8 @@ within the repair window (`[doctor] repair_window`, 24 h by default), `baton doc
 --repair` and a starting `baton projector` compare what the registry holds with what each
 store holds, and apply again what a store lacks:
 
-- the graph: a ticket it lacks, its status, the files it touched and its leases (one it
-  lacks, or a release it missed; a write is MERGE-only, so what the graph has stays as it is);
+- the graph: a ticket it lacks, its status and the files it touched (a write is MERGE-only,
+  so what the graph has stays as it is);
 - recall: the ticket's decisions neither indexed nor queued, queued for the indexer;
 - signals: two active tickets sharing files with no conflict_detected signal between them
   in the window, signalled as the projection does (the same deterministic id).
@@ -28,7 +28,6 @@ from baton.graph.base import TicketRecord
 from baton.ids import TicketId
 from baton.outcome import Found
 from baton.registry.model import Session, Status
-from baton.skills.core.projection import graph_leases
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
@@ -42,7 +41,6 @@ class RepairReport:
     graph_tickets: int = 0  # of them, written to the graph again
     graph_files: int = 0  # touches the graph lacked
     graph_statuses: int = 0  # statuses the graph had wrong
-    graph_leases: int = 0  # leases the graph lacked, held unreleased, or ended early
     graph_recounted: int = 0  # tickets whose conflicts were counted again (a graph from before the kept counts)
     decisions: int = 0  # decisions queued for recall
     signals: int = 0  # conflict signals published
@@ -55,14 +53,14 @@ class RepairReport:
     def to_json(self) -> dict:
         return {"window_seconds": self.window.total_seconds(), "tickets": self.tickets,
                 "graph": {"tickets": self.graph_tickets, "files": self.graph_files, "statuses": self.graph_statuses,
-                          "leases": self.graph_leases, "recounted": self.graph_recounted},
+                          "recounted": self.graph_recounted},
                 "recall": {"decisions": self.decisions}, "signals": {"conflicts": self.signals},
                 "warnings": self.warnings}
 
     def summary(self) -> str:
         hours = self.window.total_seconds() / 3600
         return (f"repaired over the last {hours:g} h ({self.tickets} tickets): graph {self.graph_tickets} tickets "
-                f"({self.graph_files} files, {self.graph_statuses} statuses, {self.graph_leases} leases"
+                f"({self.graph_files} files, {self.graph_statuses} statuses"
                 + (f", conflicts of {self.graph_recounted} counted again" if self.graph_recounted else "")
                 + f"), recall {self.decisions} decisions, signals {self.signals} conflicts")
 
@@ -113,34 +111,26 @@ def _active_since(stores: Stores, since: datetime) -> list[Session]:
 def _repair_graph(stores: Stores, sessions: list[Session], since: datetime, report: RepairReport) -> None:
     counts = stores.graph.held_counts([s.task_id for s in sessions]).unwrap(Store.CONFLICT_GRAPH)
     # The graph takes only files the registry recorded and never drops one, so a ticket with
-    # the registry's status and as many files holds them all: only the others, and the
-    # tickets holding leases (compared below), are read file by file.
-    differing = [s for s in sessions if s.leases or counts.get(s.task_id) != (s.status.value, len(s.files))]
+    # the registry's status and as many files holds them all: only the others are read
+    # file by file.
+    differing = [s for s in sessions if counts.get(s.task_id) != (s.status.value, len(s.files))]
     if not differing:
         return
     held = stores.graph.held([s.task_id for s in differing]).unwrap(Store.CONFLICT_GRAPH)
-    in_graph = stores.graph.leases([s.task_id for s in differing if s.leases]).unwrap(Store.CONFLICT_GRAPH)
     records = []
     for session in differing:
         status, files = held.get(session.task_id, (None, set()))
         lacking = [touch for key, touch in session.files.items() if key not in files]
-        # A lease the graph lacks, holds unreleased where the registry released it, or holds
-        # unreleased ending before the registry's end (a renewal it missed).
-        held_there = {lease.lease_id: lease for lease in in_graph.get(session.task_id, [])}
-        leases = [lease for lease in graph_leases(session)
-                  if (there := held_there.get(lease.lease_id)) is None
-                  or (not there.released and (lease.released or there.ends < lease.ends))]
-        if status == session.status.value and not lacking and not leases:
+        if status == session.status.value and not lacking:
             continue
         report.graph_tickets += 1
         report.graph_files += len(lacking)
         report.graph_statuses += status is not None and status != session.status.value
-        report.graph_leases += len(leases)
         at = max((t.last_at for t in lacking), default=session.last_activity)
         records.append(TicketRecord(session.task_id, session.status.value,
                                     [FileRef(repo=t.repo, path=t.path) for t in lacking], at,
                                     session_id=session.session_ids[-1] if session.session_ids else None,
-                                    depends_on=session.depends_on, leases=leases))
+                                    depends_on=session.depends_on))
     if records:
         stores.graph.record_many(records)
 

@@ -25,7 +25,7 @@ from baton.ids import BATON_NAMESPACE, TicketId, name_uuid
 from baton.registry.base import lease_ends
 from baton.signals.wire import SignalType
 from baton.skills.core.binding import DEFAULT_SESSION, ActiveTask, Place
-from baton.skills.core.commit import keep_in_log, publish
+from baton.skills.core.commit import publish
 from baton.skills.core.signalling import wire_signal
 from baton.skills.core.write_report import WriteReport
 from baton.skills.services.news import CONTESTED, TAKEN_OVER
@@ -132,7 +132,7 @@ def take_over(stores: Stores, task_id: TicketId, place: Place, session_id: str, 
     if granted is not None and granted.holder != session_id:
         raise Refused(f"{task_id} was taken over by {granted.worktree_path} first (token {token}); nothing "
                       f"written: `baton resume {task_id}` shows who holds it")
-    keep_in_log(stores, [event])
+    stores.sink.keep_decided([event])
     report = WriteReport()
     reason = (f"{TAKEN_OVER}{place.root} took {task_id} over from {holder.worktree_path} (token {token}); this run is "
               "superseded: what it records now is kept as its own and changes nothing of the ticket")
