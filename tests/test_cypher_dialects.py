@@ -13,7 +13,6 @@ def test_memgraph_schema_uses_its_own_ddl():
         "CREATE INDEX ON :File(key)",
         "CREATE INDEX ON :Repository(name)",
         "CREATE INDEX ON :Session(session_id)",
-        "CREATE INDEX ON :Lease(lease_id)",
         "CREATE INDEX ON :BatonSchema(version)",
         "CREATE INDEX ON :BatonCounts(kept)",
         "CREATE INDEX ON :Task(status)",
@@ -21,7 +20,6 @@ def test_memgraph_schema_uses_its_own_ddl():
         "CREATE CONSTRAINT ON (n:File) ASSERT n.key IS UNIQUE",
         "CREATE CONSTRAINT ON (n:Repository) ASSERT n.name IS UNIQUE",
         "CREATE CONSTRAINT ON (n:Session) ASSERT n.session_id IS UNIQUE",
-        "CREATE CONSTRAINT ON (n:Lease) ASSERT n.lease_id IS UNIQUE",
         "CREATE CONSTRAINT ON (n:BatonSchema) ASSERT n.version IS UNIQUE",
         "CREATE CONSTRAINT ON (n:BatonCounts) ASSERT n.kept IS UNIQUE",
     ]
@@ -30,7 +28,8 @@ def test_memgraph_schema_uses_its_own_ddl():
 
 def test_neo4j_schema_is_idempotent_ddl():
     statements = bolt.schema_statements("neo4j")
-    assert all("IF NOT EXISTS" in s for s in statements)
+    assert all(("IF NOT EXISTS" if s.startswith("CREATE") else "IF EXISTS") in s for s in statements)
+    assert "DROP CONSTRAINT baton_lease_lease_id IF EXISTS" in statements, "schema 4 keeps no copy of the leases"
     assert "CREATE CONSTRAINT baton_task_task_id IF NOT EXISTS FOR (n:Task) REQUIRE n.task_id IS UNIQUE" in statements
     assert "CREATE INDEX baton_task_status IF NOT EXISTS FOR (n:Task) ON (n.status)" in statements
     assert ("CREATE CONSTRAINT baton_batoncounts_kept IF NOT EXISTS FOR (n:BatonCounts) REQUIRE n.kept IS UNIQUE"
@@ -50,8 +49,7 @@ def test_dialect_from_the_server_agent(agent, dialect):
 @pytest.mark.parametrize("name", ["SET_STATUS", "ACTIVATE", "ADD_TOUCHES", "ADD_SESSION", "ADD_DEPENDENCIES",
                                   "SHARED_FILES", "SHARED_FILES_OF_FIRST", "PAIRS_AMONG", "SUMMARIES_PAGE",
                                   "SUMMARIES_OF", "RECORD_TICKETS", "ADD_DEPENDENCIES_OF_MANY",
-                                  "SHARED_FILES_OF_MANY", "ADD_LEASES", "ADD_LEASES_OF_MANY",
-                                  "LEASES", "UNDER", "FORGET_TASKS", "STATUS_AND_FILES", "TOUCHERS_OF_EACH",
+                                  "SHARED_FILES_OF_MANY", "DROP_LEASES", "UNDER", "FORGET_TASKS", "STATUS_AND_FILES", "TOUCHERS_OF_EACH",
                                   "MOVE_COUNTS", "DUPLICATE_MARKERS", "SCHEMA_MARKED"])
 def test_statements_take_input_only_as_parameters_and_avoid_non_portable_cypher(name):
     text = getattr(bolt, name)

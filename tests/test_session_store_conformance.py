@@ -411,7 +411,7 @@ def test_listed_sessions_are_what_the_validated_sessions_show(store):
         ("b.py", "a.py", "z.py"), "OMN-7", 1, None, False), "the pending touch is the newest, then by path"
     latest = store.get("OMN-7").value.checkpoint  # two at one instant: the event ids decide
     assert (varied.fork_of, varied.runs, varied.checkpoint, varied.uses_stages, varied.outline.stage) == (
-        None, 2, (latest.id, latest.boundary), True, "IMPLEMENTED")
+        None, 3, (latest.id, latest.boundary), True, "IMPLEMENTED"), "a bind, a reopening and a fresh start: 3 runs"
     assert varied.handoff is not None and varied.handoff["held"] and varied.handoff["verified"] == 5
     assert listed() == SessionStore.listed_sessions(store).value
     assert [s.outline.task_id for s in listed(True)] == ["OMN-9", "OMN-10", "OMN-7"]
