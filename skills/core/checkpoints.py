@@ -85,7 +85,7 @@ def git_environment() -> dict[str, str]:
 
 
 # NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
-# costs about 1 ms to define (baton.skills.services.commands).
+# costs about 1 ms to define (docs/performance.md).
 class Skipped(NamedTuple):
     """A file the checkpoint does not hold, and why (its staged version stands in for a
     tracked file)."""

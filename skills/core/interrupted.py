@@ -50,7 +50,7 @@ _AGENT_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0
 
 
 # NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
-# costs about 1 ms to define (baton.skills.services.commands).
+# costs about 1 ms to define (docs/performance.md).
 class Heartbeat(NamedTuple):
     """What the hooks record of the agent: its process, its own session id, when, the
     process's start time (/proc) and the host it ran on."""

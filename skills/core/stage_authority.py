@@ -41,7 +41,7 @@ _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
 
 
 # NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
-# costs about 1 ms to define (baton.skills.services.commands).
+# costs about 1 ms to define (docs/performance.md).
 class Proof(NamedTuple):
     """Whether a completed stage's claim holds against its authority, and why: the reason is
     shown as it is when the claim holds, and in the stale line when it does not."""

@@ -389,14 +389,14 @@ def _decide(args: Arguments, stores: Stores) -> int:
 
 
 def _update(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.commands import UpdateRequest, update
+    from baton.skills.services.update import UpdateRequest, update_asked
 
     place, _ = _place()
     request = UpdateRequest(task_id=args.task, phase=args.phase, next_action=args.next_action, done=tuple(args.done),
                             failed=tuple(args.failed), depends_on=tuple(args.depends_on), goal=args.goal,
                             constraints=tuple(args.constraint), todo=tuple(args.todo), evidence=tuple(args.evidence),
                             checks=tuple(args.check), timeout=args.timeout)
-    done = update(stores, place, request)
+    done = update_asked(stores, place, request)
     _warn(done.report.warnings)
     if args.json:
         from baton.skills.frontends.answers import update_answer
@@ -410,14 +410,13 @@ def _update(args: Arguments, stores: Stores) -> int:
 
 
 def _stage(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.commands import stage
-    from baton.skills.services.stage import StageCommand
+    from baton.skills.services.stage import StageCommand, record_stage
 
     place, _ = _place()
-    done = stage(stores, place, StageCommand(args.status, task_id=args.task, result=args.result,
-                                             repair_scope=args.repair_scope, evidence=args.evidence,
-                                             check=args.check, blocker=args.blocker, resolved=args.resolved,
-                                             timeout=args.timeout))
+    done = record_stage(stores, place, StageCommand(args.status, task_id=args.task, result=args.result,
+                                                    repair_scope=args.repair_scope, evidence=args.evidence,
+                                                    check=args.check, blocker=args.blocker, resolved=args.resolved,
+                                                    timeout=args.timeout))
     _warn(done.report.warnings)
     from baton.skills.frontends.render import stage_lines
 
@@ -437,10 +436,10 @@ def _recover(args: Arguments, stores: Stores) -> int:
 
 
 def _end(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.commands import EndRequest, end
+    from baton.skills.services.end import end
 
     place, _ = _place()
-    task, report = end(stores, place, EndRequest(task_id=args.task_id or args.task_option, status=args.status))
+    task, report = end(stores, place, args.task_id or args.task_option, args.status)
     _warn(report.warnings)
     print(f"{task.task_id} {args.status}")
     return 0
@@ -459,7 +458,7 @@ def _resume(args: Arguments, stores: Stores) -> int:
     from baton.ids import parse_ticket_id
     from baton.skills.frontends.render import resume_markdown
     from baton.skills.runtime.settings import MIN_ANSWER_BUDGET
-    from baton.skills.services.commands import ResumeRequest, resume
+    from baton.skills.services.resume import resume_session
 
     if (args.budget is not None or args.section is not None) and not args.json:
         raise BadInput("--budget and --section go with --json")
@@ -471,9 +470,9 @@ def _resume(args: Arguments, stores: Stores) -> int:
         if args.section not in SECTION_NAMES:  # before the resume binds anything
             raise BadInput(f"unknown section {args.section!r}: one of {', '.join(SECTION_NAMES)}")
     place, _ = _place()
-    result = resume(stores, place, ResumeRequest(parse_ticket_id(args.task_id), limit=args.limit, agent=args.agent,
-                                                 allow_unsigned_probes=args.allow_unsigned_probes,
-                                                 all_decisions=args.all_decisions, take_over=args.take_over))
+    result = resume_session(stores, parse_ticket_id(args.task_id), place, limit=args.limit, agent=args.agent,
+                            allow_unsigned_probes=args.allow_unsigned_probes, all_decisions=args.all_decisions,
+                            take_over=args.take_over)
     _warn(result.warnings)
     if args.json and (args.budget is not None or args.section is not None):
         from baton.skills.frontends.answer_budget import resume_answer
@@ -812,11 +811,10 @@ def _serve(args: Arguments) -> int:
 def _handoff(args: Arguments, stores: Stores) -> int:
     if args.handoff_action == "verify":
         return _handoff_verify(args, stores)
-    from baton.skills.services.commands import HandoffRequest, probes_from_options, write_handoff
+    from baton.skills.services.handoff import handoff_asked, probes_from_options
 
     place, _ = _place()
-    report = write_handoff(stores, place, HandoffRequest(task_id=args.task, checks=tuple(args.check),
-                                                         probes=probes_from_options(args.probe), timeout=args.timeout))
+    report = handoff_asked(stores, place, args.task, args.check, probes_from_options(args.probe), args.timeout)
     _warn(report.warnings)
     from baton.skills.frontends.render import handoff_lines
 
@@ -825,10 +823,9 @@ def _handoff(args: Arguments, stores: Stores) -> int:
 
 def _handoff_verify(args: Arguments, stores: Stores) -> int:
     from baton.skills.frontends.render import verification_markdown
-    from baton.skills.services.commands import VerifyRequest, verify_handoff
+    from baton.skills.services.handoff import verify_asked
 
-    checked = verify_handoff(stores, Path.cwd(), VerifyRequest(args.path, task_id=args.verify_task or args.task,
-                                                               allow_unsigned_probes=args.allow_unsigned_probes))
+    checked = verify_asked(stores, Path.cwd(), args.path, args.verify_task or args.task, args.allow_unsigned_probes)
     _warn(checked.warnings)
     verification = checked.verification
     if args.verify_json:
@@ -841,10 +838,10 @@ def _handoff_verify(args: Arguments, stores: Stores) -> int:
 
 
 def _checkpoint(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.commands import CheckpointRequest, checkpoint
+    from baton.skills.services.checkpoint import checkpoint_by_hand
 
     place, _ = _place()
-    done = checkpoint(stores, place, CheckpointRequest(task_id=args.task, label=args.label, push=args.push))
+    done = checkpoint_by_hand(stores, place, args.task, args.label, args.push)
     _warn(done.warnings)
     from baton.skills.frontends.render import checkpoint_taken
 
@@ -853,10 +850,11 @@ def _checkpoint(args: Arguments, stores: Stores) -> int:
 
 
 def _checkpoints(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.commands import CheckpointsRequest, list_checkpoints
+    from baton.skills.services.runs import checkpoints_of, named_or_bound
 
     place, _ = _place()
-    task_id, lines = list_checkpoints(stores, place, CheckpointsRequest(args.task_id))
+    task_id = named_or_bound(stores, place, args.task_id)
+    lines = checkpoints_of(stores, place, task_id)
     from baton.skills.frontends.render import checkpoint_lines
 
     return _shown(args, {"task_id": task_id, "checkpoints": [line.to_json() for line in lines]},
@@ -871,44 +869,44 @@ def _started(args: Arguments, started: Started, verb: str) -> int:
 
 
 def _restore(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.commands import RestoreRequest, restore
+    from baton.skills.services.runs import restore
 
     place, _ = _place()
-    return _started(args, restore(stores, place, RestoreRequest(args.target, into=args.into, in_place=args.in_place,
-                                                                at=args.at)), "Restored")
+    return _started(args, restore(stores, place, args.target, at=args.at, into=args.into, in_place=args.in_place),
+                    "Restored")
 
 
 def _fork(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.commands import ForkRequest, fork
+    from baton.skills.services.runs import fork
 
     place, _ = _place()
-    started = fork(stores, place, ForkRequest(args.task_id, args.new_task_id, at=args.at, into=args.into))
+    started = fork(stores, place, args.task_id, args.new_task_id, at=args.at, into=args.into)
     return _started(args, started, f"Forked {args.task_id} as")
 
 
 def _fresh(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.commands import FreshRequest, fresh
+    from baton.skills.services.runs import fresh
 
     place, _ = _place()
-    return _started(args, fresh(stores, place, FreshRequest(args.task_id, base=args.base, into=args.into)),
-                    "Started afresh:")
+    return _started(args, fresh(stores, place, args.task_id, base=args.base, into=args.into), "Started afresh:")
 
 
 def _runs(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.commands import RunsRequest, runs
+    from baton.skills.services.runs import lineage, named_or_bound
 
     place, _ = _place()
-    task_id, lines = runs(stores, place, RunsRequest(args.task_id))
+    task_id = named_or_bound(stores, place, args.task_id)
+    lines = lineage(stores, task_id)
     from baton.skills.frontends.render import run_tree
 
     return _shown(args, {"task_id": task_id, "runs": [line.to_json() for line in lines]}, run_tree(task_id, lines))
 
 
 def _gc_checkpoints(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.commands import GcRequest, collect_checkpoints
+    from baton.skills.services.runs import collect
 
     place, _ = _place()
-    collected = collect_checkpoints(stores, place, GcRequest(keep=args.keep, dry_run=args.dry_run))
+    collected = collect(stores, place, keep=args.keep, dry_run=args.dry_run)
     _warn(list(collected.warnings))
     from baton.skills.frontends.render import collected_lines
 

@@ -114,16 +114,15 @@ def resume_session(task_id: str, limit: int = 5, agent: str | None = None, all_d
     """Resume a ticket's session: its state, next action, conflicts with other tickets, decisions, files and missed
     signals; binds this worktree. Call first when picking up a ticket or handoff."""
     from baton.skills.frontends.answer_budget import resume_answer
-    from baton.skills.services.commands import ResumeRequest, resume
+    from baton.skills.services.resume import resume_session as resume
 
     def run(stores: Stores) -> dict:
         place = _place(worktree)
         if allow_unsigned_probes:
             _unsigned_allowed()
-        answer = resume(stores, place, ResumeRequest(parse_ticket_id(task_id), limit=limit, agent=agent,
-                                                     all_decisions=all_decisions,
-                                                     allow_unsigned_probes=allow_unsigned_probes,
-                                                     take_over=take_over)).to_json()
+        answer = resume(stores, parse_ticket_id(task_id), place, limit=limit, agent=agent,
+                        all_decisions=all_decisions, allow_unsigned_probes=allow_unsigned_probes,
+                        take_over=take_over).to_json()
         return resume_answer(answer, stores.settings.mcp_answer_budget, section, offset)
 
     return _call(run)
@@ -216,7 +215,7 @@ def update_session(phase: Phase | None = None, next_action: str | None = None, d
     """Record the session's phase, next action, done steps, failures, dependencies, journal (goal, todo, constraints,
     evidence) and checks."""
     from baton.skills.frontends.answers import update_answer
-    from baton.skills.services.commands import UpdateRequest, update
+    from baton.skills.services.update import UpdateRequest, update_asked
 
     request = UpdateRequest(task_id=task_id, phase=phase, next_action=next_action, done=tuple(done or ()),
                             failed=tuple(failed or ()), depends_on=tuple(depends_on or ()), goal=goal,
@@ -226,7 +225,7 @@ def update_session(phase: Phase | None = None, next_action: str | None = None, d
     def run(stores: Stores) -> dict:
         place = _place(worktree)
         _admit(stores, "check", request.checks)
-        done = update(stores, place, request)
+        done = update_asked(stores, place, request)
         return update_answer(done.task, done.report, **done.recorded(request, stores.redact))
 
     return _call(run)
@@ -239,8 +238,7 @@ def record_stage(status: str, result: str | None = None, repair_scope: str | Non
                  worktree: str | None = None) -> str:
     """Record a workflow stage's status (PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS...); TEST_PASS runs check, a
     review or retro needs evidence (a file)."""
-    from baton.skills.services.commands import stage
-    from baton.skills.services.stage import StageCommand
+    from baton.skills.services.stage import StageCommand, record_stage as stage
 
     request = StageCommand(status, task_id=task_id, result=result, repair_scope=repair_scope, evidence=evidence,
                            check=check, blocker=blocker, resolved=resolved, timeout=timeout)
@@ -311,10 +309,10 @@ def end_session(status: Literal["completed", "stalled"] = "completed", task_id: 
                 worktree: str | None = None) -> str:
     """End the ticket's session as completed (default) or stalled, when the work stops."""
     from baton.skills.frontends.answers import end_answer
-    from baton.skills.services.commands import EndRequest, end
+    from baton.skills.services.end import end
 
     def run(stores: Stores) -> dict:
-        task, report = end(stores, _place(worktree), EndRequest(task_id=task_id, status=status))
+        task, report = end(stores, _place(worktree), task_id, status)
         return end_answer(task, status, report)
 
     return _call(run)
@@ -325,15 +323,13 @@ def write_handoff(checks: list[str] | None = None, probes: dict[str, str] | None
                   task_id: str | None = None, worktree: str | None = None) -> str:
     """Write the ticket's handoff document for the next session: journal, git state, checks and live-state probes (NAME:
     CMD), signed."""
-    from baton.skills.services.commands import HandoffRequest, write_handoff as write
+    from baton.skills.services.handoff import handoff_asked
 
-    request = HandoffRequest(task_id=task_id, checks=tuple(checks or ()), probes=tuple((probes or {}).items()),
-                             timeout=timeout)
     def run(stores: Stores) -> dict:
         place = _place(worktree)
-        _admit(stores, "check", request.checks)
-        _admit(stores, "probe", (command for _, command in request.probes))
-        return write(stores, place, request).to_json()
+        _admit(stores, "check", checks or ())
+        _admit(stores, "probe", (probes or {}).values())
+        return handoff_asked(stores, place, task_id, checks or (), tuple((probes or {}).items()), timeout).to_json()
 
     return _call(run)
 
@@ -342,7 +338,7 @@ def write_handoff(checks: list[str] | None = None, probes: dict[str, str] | None
 def verify_handoff(path: str | None = None, task_id: str | None = None, allow_unsigned_probes: bool = False,
                    worktree: str | None = None) -> str:
     """Verify a handoff: re-run its signed live-state probes; fresh results win over what it claims."""
-    from baton.skills.services.commands import VerifyRequest, verify_handoff as verify
+    from baton.skills.services.handoff import verify_asked
 
     def run(stores: Stores) -> dict:
         directory = _directory(worktree)
@@ -350,8 +346,7 @@ def verify_handoff(path: str | None = None, task_id: str | None = None, allow_un
             _unsigned_allowed()
             if path is not None:
                 raise BadInput("allow_unsigned_probes runs only this worktree's current handoff, not a path")
-        checked = verify(stores, directory, VerifyRequest(_handoff_path(path, directory), task_id=task_id,
-                                                          allow_unsigned_probes=allow_unsigned_probes))
+        checked = verify_asked(stores, directory, _handoff_path(path, directory), task_id, allow_unsigned_probes)
         _log(checked.warnings)
         return checked.verification.to_json()
 
@@ -381,9 +376,9 @@ def take_checkpoint(label: str | None = None, task_id: str | None = None, push: 
                     worktree: str | None = None) -> str:
     """Checkpoint the worktree (files, index, base commit) for the ticket, to restore or fork later; push: to the
     git remote too, for other clones."""
-    from baton.skills.services.commands import CheckpointRequest, checkpoint
+    from baton.skills.services.checkpoint import checkpoint_by_hand
 
-    return _call(lambda stores: checkpoint(stores, _place(worktree), CheckpointRequest(task_id, label, push)).to_json())
+    return _call(lambda stores: checkpoint_by_hand(stores, _place(worktree), task_id, label, push).to_json())
 
 
 @_served("Restore a checkpoint", destructive=True)  # in_place: this worktree's files
@@ -391,29 +386,29 @@ def restore_checkpoint(target: str, into: str | None = None, in_place: bool = Fa
                        worktree: str | None = None) -> str:
     """Restore a ticket's checkpoint (TASK[@CHECKPOINT], default its newest, fetched from the git remote when missing
     here) into a new worktree as a new run."""
-    from baton.skills.services.commands import RestoreRequest, restore
+    from baton.skills.services.runs import restore
 
-    request = RestoreRequest(target, into=Path(into) if into else None, in_place=in_place, at=at)
-    return _call(lambda stores: restore(stores, _place(worktree), request).to_json())
+    return _call(lambda stores: restore(stores, _place(worktree), target, at=at, into=Path(into) if into else None,
+                                        in_place=in_place).to_json())
 
 
 @_served("Fork a ticket")
 def fork_task(task_id: str, new_task_id: str, at: str | None = None, into: str | None = None,
               worktree: str | None = None) -> str:
     """Fork a ticket's checkpoint into a new ticket with its own worktree and branch."""
-    from baton.skills.services.commands import ForkRequest, fork
+    from baton.skills.services.runs import fork
 
-    request = ForkRequest(task_id, new_task_id, at=at, into=Path(into) if into else None)
-    return _call(lambda stores: fork(stores, _place(worktree), request).to_json())
+    return _call(lambda stores: fork(stores, _place(worktree), task_id, new_task_id, at=at,
+                                     into=Path(into) if into else None).to_json())
 
 
 @_served("Start a ticket afresh", destructive=True)  # supersedes the current run
 def start_fresh(task_id: str, base: str | None = None, into: str | None = None, worktree: str | None = None) -> str:
     """Start a ticket again on a new base in a new worktree; the journal is kept, the old run superseded."""
-    from baton.skills.services.commands import FreshRequest, fresh
+    from baton.skills.services.runs import fresh
 
-    request = FreshRequest(task_id, base=base, into=Path(into) if into else None)
-    return _call(lambda stores: fresh(stores, _place(worktree), request).to_json())
+    return _call(lambda stores: fresh(stores, _place(worktree), task_id, base=base,
+                                      into=Path(into) if into else None).to_json())
 
 
 @cache  # built once in the resident, which forks each `baton mcp` it serves

@@ -71,7 +71,7 @@ def signed_message(*, repo: str, task_id: str | None, section: str, status: str 
 
 
 # NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
-# costs about 1 ms to define (baton.skills.services.commands).
+# costs about 1 ms to define (docs/performance.md).
 class RecordedProbe(NamedTuple):
     """A live-state claim as `baton handoff` records it."""
 

@@ -17,7 +17,7 @@ REPORTED = Provenance.reported.value
 
 
 # NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
-# costs about 1 ms to define (baton.skills.services.commands).
+# costs about 1 ms to define (docs/performance.md).
 class Item(NamedTuple):
     text: str
     provenance: str

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from baton import clock
 from baton.errors import BadInput, BatonError
@@ -248,3 +248,57 @@ def skipped_warnings(result: Taken | Unchanged | Refused) -> list[str]:
     skipped = result.checkpoint.skipped
     more = f" and {len(skipped) - 1} more" if len(skipped) > 1 else ""
     return [f"checkpoint {result.checkpoint.id[:12]} does not hold {skipped[0].path!r} ({skipped[0].reason}){more}"]
+
+
+def checkpoint_here(stores: Stores, task: ActiveTask, place: Place, boundary: str, *, push: bool = False
+                    ) -> list[str]:
+    """A boundary's checkpoint, taken when this worktree works on the ticket (push: and
+    pushed to the git remote, for other clones): its warnings."""
+    from baton.skills.core.commit import read_binding_quietly
+
+    binding = read_binding_quietly(place)
+    if binding is None or binding.task_id != task.task_id:
+        return []
+    return checkpoint_at_boundary(stores, task, place, boundary, push=push)
+
+
+class CheckpointDone(NamedTuple):
+    task: ActiveTask
+    result: Taken | Unchanged
+    warnings: list[str]  # as every answer has; a checkpoint's record is kept, never lost
+    remote: str | None = None  # push: the git remote it is on now
+
+    def to_json(self) -> dict:
+        from baton.skills.core.checkpoints import Taken
+
+        if isinstance(self.result, Taken):
+            c = self.result.checkpoint
+            return {"task_id": self.task.task_id, "status": "taken" if self.result.created else "existing",
+                    "checkpoint": {"id": c.id, "boundary": c.boundary, "label": c.label, "base": c.base,
+                                   "run_id": c.run_id, "environment": c.environment,
+                                   "taken_at": c.taken_at.isoformat(),
+                                   "skipped": [{"path": s.path, "reason": s.reason} for s in c.skipped]},
+                    "remote": self.remote, "warnings": self.warnings}
+        return {"task_id": self.task.task_id, "status": "unchanged",
+                "checkpoint": {"id": self.result.checkpoint_id}, "remote": self.remote, "warnings": self.warnings}
+
+
+def checkpoint_by_hand(stores: Stores, place: Place, task_id: str | None, label: str | None, push: bool
+                       ) -> CheckpointDone:
+    """`baton checkpoint` for the ticket named, else the worktree's (push: and pushed to the
+    git remote, whatever [checkpoints] push says); a refusal (an operation in progress) is
+    BadInput, a push that fails a warning."""
+    from baton.skills.core.binding import resolve_task
+    from baton.skills.core.checkpoints import Refused
+
+    task = resolve_task(task_id, place, stores.settings.ambient)
+    warnings: list[str] = []
+    remote: str | None = None
+    if push:
+        result, remote, warnings = shared_checkpoint(stores, task, place, boundary="manual", label=label,
+                                                     by_hand=True)
+    else:
+        result = take_checkpoint(stores, task, place, boundary="manual", label=label)
+    if isinstance(result, Refused):
+        raise BadInput(f"no checkpoint taken: {result.reason}")
+    return CheckpointDone(task, result, warnings, remote)

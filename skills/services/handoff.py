@@ -108,6 +108,38 @@ def place_for(path: Path | None, cwd: Path | None = None) -> tuple[Place, Path |
     return place, path
 
 
+def probes_from_options(given: list[str]) -> tuple[tuple[str, str], ...]:
+    """`--probe NAME=CMD` options as (name, command) pairs."""
+    probes = []
+    for option in given:
+        name, sep, command = option.partition("=")
+        if not sep or not name.strip() or not command.strip():
+            raise BadInput(f"--probe wants NAME=CMD, got {option!r}")
+        probes.append((name.strip(), command))
+    return tuple(probes)
+
+
+def handoff_asked(stores: Stores, place: Place, task_id: str | None, checks: Sequence[str],
+                  probes: Sequence[tuple[str, str]], timeout: float | None) -> HandoffReport:
+    """`baton handoff` for the ticket named, else the worktree's: written, then checkpointed
+    and pushed for the next session."""
+    from baton.skills.services.checkpoint import checkpoint_here
+
+    task = resolve_task(task_id, place, stores.settings.ambient)
+    report = write_handoff(stores, task, place, checks=list(checks), probes=list(probes), timeout=timeout)
+    report.warnings += checkpoint_here(stores, task, place, "handoff", push=True)
+    return report
+
+
+def verify_asked(stores: Stores, cwd: Path, path: Path | None, task_id: str | None, allow_unsigned: bool
+                 ) -> CheckedHandoff:
+    """`baton handoff verify`: the handoff at path (a handoff or a worktree; None: this
+    worktree's current one), only one of task_id when given, verified and recorded."""
+    place, path = place_for(path, cwd)
+    return verify_and_record(stores, place, task=task_or_none(task_id, place, stores.settings.ambient), path=path,
+                             only_for=task_id, allow_unsigned=allow_unsigned)
+
+
 def write_handoff_json(cwd: Path | None = None, *, task_id: str | None = None, checks: Sequence[str] = (),
                        probes: Sequence[tuple[str, str]] = (), timeout: float | None = None) -> dict:
     """Write a handoff for the worktree at cwd (its bound ticket, or task_id) and return
@@ -125,10 +157,8 @@ def verify_handoff_json(cwd: Path | None = None, *, path: Path | None = None, ta
     """Verify the current handoff of the worktree at cwd (or the one at path), record it,
     and return {"handoff": {"path", "written_at"} | None, "live_state": [...]}, the shape
     of `baton handoff verify --json`."""
-    place, path = place_for(path, cwd)
     with unit_of_work(projection=apply_events) as stores:
-        return verify_and_record(stores, place, task=task_or_none(task_id, place, stores.settings.ambient), path=path,
-                                 only_for=task_id, allow_unsigned=allow_unsigned).verification.to_json()
+        return verify_asked(stores, cwd or Path.cwd(), path, task_id, allow_unsigned).verification.to_json()
 
 
 def task_or_none(task_id: str | None, place: Place, ambient: tuple[str | None, str | None]) -> ActiveTask | None:

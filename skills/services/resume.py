@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.budget import gather
-from baton.errors import Refused, StoreUnavailable
+from baton.errors import BadInput, Refused, StoreUnavailable
 from baton.graph.conflicts import FileConflict
 from baton.ids import TicketId
 from baton.outcome import Found, NotFound, Unavailable
@@ -209,6 +209,8 @@ def resume_session(stores: Stores, task_id: TicketId, place: Place, *, limit: in
     in another worktree, the resume binds nothing and warns, naming it; take_over moves the
     ticket here (bind). A worktree whose run a take-over superseded is told so (superseded).
     """
+    if limit < 0:
+        raise BadInput("limit must not be negative")
     # Only the writes need the binding (a session start makes none).
     binding = read_binding_quietly(place) if bind_task or verify_handoff else None
     with ThreadPoolExecutor(max_workers=1) as pool:

@@ -204,18 +204,23 @@ def parse_task_at(text: str) -> tuple[TicketId, str | None]:
     return parse_ticket_id(task), checkpoint or None
 
 
-def restore(stores: Stores, place: Place, task_id: TicketId, checkpoint_id: str | None, *, into: Path | None = None,
+def restore(stores: Stores, place: Place, target: str, *, at: str | None = None, into: Path | None = None,
             in_place: bool = False) -> Started:
-    """A checkpoint of the ticket brought back into a new worktree (or, in place, into this
-    clean one), bound to the ticket in a new child run that diverged at the checkpoint."""
+    """A checkpoint of the ticket (target: TASK[@CHECKPOINT], or at: a checkpoint id) brought
+    back into a new worktree (or, in place, into this clean one), bound to the ticket in a
+    new child run that diverged at the checkpoint."""
     from baton.skills.core import checkpoints
 
+    task_id, checkpoint_id = parse_task_at(target)
+    if at is not None and checkpoint_id is not None and at != checkpoint_id:
+        raise BadInput(f"two checkpoints asked for: {checkpoint_id} and --at {at}")
+    checkpoint_id = checkpoint_id or at
     if in_place and into is not None:
         raise BadInput("give --into PATH or --in-place, not both")
     session = session_of(stores, task_id)
     checkpoint = _checkpoint(stores, place, session, checkpoint_id)
-    target = place.root if in_place else _target(place, into, f"{task_id}-{checkpoint.id[:8]}")
-    restored = checkpoints.restore(place.root, checkpoint.id, target, in_place=in_place, deadline=stores.deadline)
+    where = place.root if in_place else _target(place, into, f"{task_id}-{checkpoint.id[:8]}")
+    restored = checkpoints.restore(place.root, checkpoint.id, where, in_place=in_place, deadline=stores.deadline)
     parent = checkpoint.run_id or (session.current_run.text if session.current_run else None)
     started = Started(task_id, restored.path, str(uuid.uuid4()), "restore", parent, checkpoint.id, checkpoint.base,
                       notes=list(restored.notes))
@@ -347,6 +352,13 @@ class RunLine:
                 "parent_run_id": self.parent_run_id, "parent_task_id": self.parent_task_id,
                 "diverged_at": self.diverged_at, "started_at": self.started_at, "state": self.state,
                 "depth": self.depth, "late_writes": self.late_writes}
+
+
+def named_or_bound(stores: Stores, place: Place, task_id: str | None) -> str:
+    """The ticket named, else the one the worktree works on."""
+    from baton.skills.core.binding import resolve_task
+
+    return task_id or resolve_task(None, place, stores.settings.ambient).task_id
 
 
 def lineage(stores: Stores, task_id: str) -> list[RunLine]:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.outcome import Found, Unavailable
-from baton.skills.core.binding import ActiveTask, Place
+from baton.skills.core.binding import ActiveTask, Place, resolve_task
 from baton.skills.core.commit import commit, wire_event
 from baton.skills.core.stage_authority import (
     Proof,
@@ -81,7 +81,7 @@ def current_state(lifecycle: Lifecycle, record: WorkflowRecord | None) -> tuple[
 
 
 # NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
-# costs about 1 ms to define (baton.skills.services.commands).
+# costs about 1 ms to define (docs/performance.md).
 class StageCommand(NamedTuple):
     """`baton stage STATUS`: a workflow transition and the evidence for it."""
 
@@ -111,10 +111,11 @@ class StageDone:
                 "notes": self.notes, "warnings": self.report.warnings}
 
 
-def record_stage(stores: Stores, task: ActiveTask, place: Place, command: StageCommand,
-                 at: datetime | None = None) -> StageDone:
-    """Check the transition, gather its evidence (running --check), then record it. BadInput
-    for a transition the lifecycle refuses, or a proof that does not hold."""
+def record_stage(stores: Stores, place: Place, command: StageCommand, at: datetime | None = None) -> StageDone:
+    """Check the transition for the ticket named, else the worktree's, gather its evidence
+    (running --check), then record it. BadInput for a transition the lifecycle refuses, or
+    a proof that does not hold."""
+    task = resolve_task(command.task_id, place, stores.settings.ambient)
     if command.evidence is not None and command.check is not None:
         raise BadInput("give either --evidence or --check, not both")
     lifecycle = lifecycle_of(stores.settings)

@@ -3,9 +3,11 @@ journal (baton.skills.core.commit commits its events)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from baton import clock
 from baton.errors import BadInput
@@ -13,7 +15,7 @@ from baton.ids import parse_ticket_id
 from baton.outcome import Found
 from baton.phases import PHASES
 from baton.signals.wire import SignalType
-from baton.skills.core.binding import ActiveTask, Place
+from baton.skills.core.binding import ActiveTask, Place, resolve_task
 from baton.skills.core.commit import commit, publish, wire_event
 from baton.skills.core.signalling import wire_signal
 from baton.skills.core.write_report import MAX_TEXT, WriteReport
@@ -21,6 +23,72 @@ from baton.skills.runtime.stores import Stores
 
 if TYPE_CHECKING:
     from baton.skills.handoff.checks import CheckResult
+
+
+class UpdateRequest(NamedTuple):
+    """`baton update` and the update_session tool, as both front ends parse them."""
+
+    task_id: str | None = None  # None: the worktree's binding, else BATON_TASK_ID
+    phase: str | None = None
+    next_action: str | None = None
+    done: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    depends_on: tuple[str, ...] = ()
+    goal: str | None = None
+    constraints: tuple[str, ...] = ()
+    todo: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+    checks: tuple[str, ...] = ()  # commands run now (no shell), recorded as observed checks
+    timeout: float | None = None  # seconds each check may run (default: CHECK_TIMEOUT)
+
+
+@dataclass
+class UpdateDone:
+    task: ActiveTask
+    report: WriteReport
+    checks: list = field(default_factory=list)  # CheckResult, in the order asked
+
+    def recorded(self, request: UpdateRequest, redact: Callable[[str], str]) -> dict:
+        """The fields the update set, as both front ends answer them: as stored, redacted."""
+        def texts(values: tuple[str, ...]) -> list[str]:
+            return [redact(value) for value in values]
+
+        return {"phase": request.phase, "next_action": request.next_action and redact(request.next_action),
+                "done": texts(request.done), "failed": texts(request.failed), "depends_on": list(request.depends_on),
+                "goal": request.goal and redact(request.goal), "constraints": texts(request.constraints),
+                "todo": texts(request.todo), "evidence": texts(request.evidence),
+                "checks": [{"command": c.command, "exit_status": c.exit_status, "summary": c.summary}
+                           for c in self.checks]}
+
+
+def update_asked(stores: Stores, place: Place, request: UpdateRequest) -> UpdateDone:
+    """Run the request's checks in the worktree root (all parsed first, so a bad one runs
+    none), then record them with the rest of the update."""
+    from baton.skills.services.checkpoint import checkpoint_here
+
+    task = resolve_task(request.task_id, place, stores.settings.ambient)
+    # What a check printed is shown and stored redacted alike.
+    checks = [replace(c, command=stores.redact(c.command), summary=stores.redact(c.summary))
+              for c in run_checks(request.checks, place.root, request.timeout)]
+    report = update(stores, task, place, phase=request.phase, next_action=request.next_action,
+                    done=request.done, failed=request.failed, depends_on=request.depends_on,
+                    goal=request.goal, constraints=request.constraints, remaining=request.todo,
+                    evidence=request.evidence, checks=checks)
+    if checks:
+        report.warnings += checkpoint_here(stores, task, place, "check")
+    return UpdateDone(task, report, checks)
+
+
+def run_checks(commands: Sequence[str], root: Path, timeout: float | None) -> list:
+    if not commands:
+        return []
+    from baton.skills.handoff.checks import check_timeout, parse_check, run_check
+    from baton.skills.handoff.write import CHECK_TIMEOUT
+
+    check_timeout(timeout)
+    for command in commands:
+        parse_check(command)
+    return [run_check(command, root, timeout=timeout or CHECK_TIMEOUT)[0] for command in commands]
 
 
 def _text(label: str, value: str) -> str:
