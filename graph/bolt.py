@@ -422,18 +422,20 @@ class BoltConflictGraph(ConflictGraph):
         import neo4j
 
         def run(statement: str, **parameters: Any) -> neo4j.Record | None:
-            for attempt in range(3):
+            # Waits stretched by up to twice themselves: processes that deadlocked together
+            # (eight meeting a new server) try again apart.
+            retry = Backoff(0.05, most=0.5, jitter=1.0, give_up_after=self.timeout)
+            while True:
                 try:
                     with driver.session() as session:
                         return session.run(neo4j.Query(statement, timeout=self.timeout), **parameters).single()
                 except neo4j.exceptions.TransientError:  # a deadlock between two of them, among others
-                    if attempt == 2:
+                    if not retry.wait():
                         raise
                 except neo4j.exceptions.ClientError as exc:
                     if not _made_by_another(exc):
                         raise
                     return None
-            return None
 
         if (marked := run(SCHEMA_MARKED, version=SCHEMA_VERSION)) is not None and marked["marked"]:
             return
