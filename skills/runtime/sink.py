@@ -31,7 +31,7 @@ import it, so runtime imports nothing above it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol, cast
 
 from baton.errors import StoreUnavailable
@@ -138,19 +138,16 @@ class EmbeddedSink(Sink):
 
 class PendingSink(Sink):
     def keep(self, events: Sequence[KeptEvent], *, derive: Callable[[], None] | None = None) -> None:
-        self.stores.pending.keep(_in_project(self.stores.project, events))
+        self.stores.pending.keep(_in_project(self.stores.project, _rows(events)))
 
 
 class KafkaSink(Sink):
     def keep(self, events: Sequence[KeptEvent], *, derive: Callable[[], None] | None = None) -> None:
-        self._event_log().keep(_in_project(self.stores.project, events))
+        self._event_log().keep(_in_project(self.stores.project, _rows(events)))
 
     def keep_decided(self, events: Sequence[Event]) -> None:
-        from baton.projects import qualified
-
-        project = self.stores.project
-        self._event_log().keep([(qualified(project, str(e.event_id)), qualified(project, e.task_id),
-                                 e.model_dump_json()) for e in events])
+        self._event_log().keep(_in_project(self.stores.project,
+                                           ((str(e.event_id), e.task_id, e.model_dump_json()) for e in events)))
 
     def deliver(self, *, background: bool = False) -> list[str]:
         warnings = []
@@ -174,11 +171,15 @@ class KafkaSink(Sink):
         return cast("KafkaSignalBus", self.stores.signals)
 
 
-def _in_project(project: str, events: Sequence[KeptEvent]) -> list[tuple[str, str, str]]:
-    """(message id, key, body) of each event, its id and key qualified by its project."""
+def _in_project(project: str, events: Iterable[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """(message id, key, body) of each (event id, ticket, body), id and key qualified by its project."""
     from baton.projects import qualified
 
-    return [(qualified(project, e.event_id), qualified(project, e.task_id), e.body) for e in events]
+    return [(qualified(project, event_id), qualified(project, task_id), body) for event_id, task_id, body in events]
+
+
+def _rows(events: Sequence[KeptEvent]) -> Iterable[tuple[str, str, str]]:
+    return ((e.event_id, e.task_id, e.body) for e in events)
 
 
 def by_project(stores: Stores, keys: Sequence[str]) -> dict[str, list[int]]:
