@@ -162,6 +162,8 @@ def apply_event(session: Session | None, event: Event) -> Session:
         update["decisions"] = _with_entry(session.decisions, Entry(
             text=event.text, context=event.context, at=event.at, session_id=event.session_id,
             event_id=event_id, inherited_from=event.inherited_from))
+        if event.replaces:
+            update["replaces"] = _union(session.replaces, [f"{event_id} {link}" for link in event.replaces])
     elif isinstance(event, DecisionSuperseded):
         update["superseded_by"] = _union(session.superseded_by, [supersede_link(
             str(event.decision_event_id), event.by_task_id, str(event.by_event_id))])

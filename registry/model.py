@@ -81,6 +81,9 @@ class DecisionRecorded(_Event):
     context: str = ""
     repo: str = ""
     inherited_from: str | None = None  # the ticket a fork or fresh start took it from
+    # "TICKET EVENT_ID" of each decision of another ticket this one replaces (decide --supersedes):
+    # the replacement's own record of the link, so a hit on it finds what it replaced.
+    replaces: list[str] = []
 
 
 class DecisionSuperseded(_Event):
@@ -511,6 +514,7 @@ class Session(_Record):
     session_ids: list[str] = []
     reopened_by: list[str] = []
     superseded_by: list[str] = []  # supersede_link strings: which decisions of other tickets replace this one's
+    replaces: list[str] = []  # supersede_link strings turned round: which decisions this ticket's replace
     goal: str | None = None
     goal_inherited_from: str | None = None
     goal_stamp: Stamp | None = None
@@ -597,6 +601,15 @@ class Session(_Record):
         links = (link.split(" ") for link in self.superseded_by)
         return [(by_task, by_event) for old, by_task, by_event in links if old == entry.event_id]
 
+    def replaced(self, decision_text: str) -> list[tuple[str, str]]:
+        """(ticket, decision event id) of each decision of another ticket that this ticket's
+        decision_text was recorded as replacing, in link order."""
+        entry = next((d for d in self.decisions if d.text == decision_text), None)
+        if entry is None:
+            return []
+        links = (link.split(" ") for link in self.replaces)
+        return [(old_task, old_event) for new, old_task, old_event in links if new == entry.event_id]
+
     def files_by_recency(self) -> list[Touch]:
         return sorted(self.files.values(), key=lambda t: (-t.last_at.timestamp(), t.path))
 
@@ -660,7 +673,7 @@ SESSION_MERGE: dict = {
     "same": ["task_id"],
     "earliest": ["created_at"],
     "latest": ["last_activity"],
-    "union": ["session_ids", "depends_on", "reopened_by", "superseded_by"],
+    "union": ["session_ids", "depends_on", "reopened_by", "superseded_by", "replaces"],
     "entries": ["decisions", "completed_steps", "failures", "constraints", "remaining_work", "evidence", "checks",
                 "run_log", "leases", "lease_releases", "takeovers", "late_writes"],
     "touches": ["files"],

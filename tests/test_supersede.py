@@ -218,11 +218,33 @@ def test_a_replacement_that_did_not_score_is_fetched_by_its_link(registry_home, 
     finally:
         stores.close()
     assert [(a.hit.record.task_id, a.hit.record.text, a.current) for a in shown] == [
-        ("OMN-1", "Serve product images from the CDN", True), ("OMN-3", NEWEST, True), ("OMN-1", OLD, False)]
+        ("OMN-1", "Serve product images from the CDN", True), ("OMN-3", NEWEST, True), ("OMN-2", NEW, False),
+        ("OMN-1", OLD, False)]
     assert shown[1].hit.score == old.score, "the replacement ranks where its superseded decision scored"
     # `baton recall --limit 1`: the replacement, never the superseded decision alone.
     hits = json.loads(cli(main, "recall", OLD, "--json", "--limit", "1")[1])
     assert [(h["task_id"], h["current"]) for h in hits] == [("OMN-3", True)]
+
+
+def test_what_a_replacement_replaced_is_fetched_by_its_link(registry_home, worktrees, cli):
+    """Only the newest decision scored: the chain it replaced is read by the replacing
+    tickets' own links and shown under it, nearest first; resume still leaves it out."""
+    from baton.skills.services.decision_age import aged
+
+    main, second = worktrees
+    three_carts(cli, main, second)
+    assert cli(main, "index")[0] == 0
+    stores = Stores(Settings.from_env(), projection=apply_events)
+    try:
+        images, newest = _hits_of(stores, "shopping carts", "Serve product images from the CDN", NEWEST)
+        shown = aged(stores, [newest, images], clock.now())
+    finally:
+        stores.close()
+    assert [(a.hit.record.task_id, a.hit.record.text, a.current) for a in shown] == [
+        ("OMN-3", NEWEST, True), ("OMN-2", NEW, False), ("OMN-1", OLD, False),
+        ("OMN-1", "Serve product images from the CDN", True)]
+    assert {a.hit.score for a in shown[:3]} == {newest.score}, "the chain ranks where its newest decision scored"
+    assert shown[1].marks == (f"superseded by OMN-3: {NEWEST}",)
 
 
 def test_a_replacement_is_read_in_its_own_project(registry_home, worktrees, cli, monkeypatch):

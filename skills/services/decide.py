@@ -92,7 +92,8 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
     at = at or clock.now()
     event_id = str(uuid.uuid4())
     report = WriteReport(session_id=task.session_id, warnings=delivery)
-    body = decision_recorded_body(event_id, task.task_id, task.session_id, at, text, context, place.repo)
+    body = decision_recorded_body(event_id, task.task_id, task.session_id, at, text, context, place.repo,
+                                  [f"{old.task_id} {old.event_id}" for old in replaced])
     signal = WireSignal(signal_id=derived_signal_text(SignalType.decision_recorded, event_id),
                         signal_type=SignalType.decision_recorded, task_id=task.task_id, session_id=task.session_id,
                         repo=place.repo, emitted_at=at, file_paths=(), related_task_id=None,

@@ -6,11 +6,12 @@ A decision is not current when a later decision was recorded as replacing it (`b
 the recall horizon (BATON_RECALL_HORIZON). It carries its marks; nothing is dropped here
 (resume leaves them out unless asked).
 
-A superseded hit is shown directly under its replacement, the newest decision of its chain of
-links, where the better of the two ranked: the replacement is read by the link from the
-registry of the hit's project when it did not score itself (it then takes the score of the
-decision that brought it). Abandoned and old decisions, and a superseded one whose
-replacement cannot be read (named by its ticket in its mark), rank below the current ones.
+A superseded decision is shown directly under its replacement, the newest decision of its
+chain of links, where the better of the two ranked, whichever of them scored: the other is read
+by the link from the registry of the hit's project (it then takes the score of the decision
+that brought it), the replacement by the replaced ticket's link, what it replaced by the
+replacing ticket's. Abandoned and old decisions, and a superseded one whose replacement cannot
+be read (named by its ticket in its mark), rank below the current ones.
 
 The links and the tickets' states are read from the registry at read time, not stored in
 recall's payloads: a supersede arrives after the replaced decision was indexed, and recall
@@ -83,18 +84,41 @@ def aged(stores: Stores, hits: list[ScoredDecision], now: datetime) -> list[Aged
             seen.add(later.point_id)
         return None if found is None else (found, depth)
 
+    def older(record: DecisionRecord) -> list[tuple[DecisionRecord, int]]:
+        """The decisions record replaces, along their own links in turn, and how many links away."""
+        found, todo, seen = [], [(record, 0)], {record.point_id}
+        while todo:
+            newer, depth = todo.pop(0)
+            owner = session(newer.project, newer.task_id)
+            for old_task, old_event in [] if owner is None else owner.replaced(newer.text):
+                old = _decision(newer.project, old_task, old_event, session(newer.project, old_task))
+                if old is not None and old.point_id not in seen:
+                    seen.add(old.point_id)
+                    found.append((old, depth + 1))
+                    todo.append((old, depth + 1))
+        return found
+
     heads: dict[UUID, AgedDecision] = {}
     under: dict[UUID, list[tuple[int, int, AgedDecision]]] = {}  # head -> (links away, rank, decision)
+    placed: set[UUID] = set()
     for rank, hit in enumerate(hits):
         key = hit.record.point_id
         chain = newest(hit.record) if key not in heads else None
         if chain is None:
             heads.setdefault(key, marked(hit))
+            placed.add(key)
             continue
         head, depth = chain
         if head.point_id not in heads:
             heads[head.point_id] = marked(ScoredDecision(record=head, score=hit.score))
         under.setdefault(head.point_id, []).append((depth, rank, marked(hit)))
+        placed |= {head.point_id, key}
+    for head_rank, (key, head_shown) in enumerate(list(heads.items())):
+        for old, depth in older(head_shown.hit.record):  # what no hit brought: after the hits at its depth
+            if old.point_id not in placed:
+                placed.add(old.point_id)
+                under.setdefault(key, []).append(
+                    (depth, len(hits) + head_rank, marked(ScoredDecision(record=old, score=head_shown.hit.score))))
     ranked = sorted(heads, key=lambda key: len(heads[key].marks))
     return [shown for key in ranked
             for shown in (heads[key], *(a for _, _, a in sorted(under.get(key, []), key=lambda u: u[:2])))]
