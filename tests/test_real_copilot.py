@@ -112,19 +112,27 @@ def test_installed_by_baton_copilot_records_the_session_and_reaches_batons_tools
 
 
 def test_an_exclusive_lease_under_deny_stops_the_edit_and_names_the_holder(project, copilot_home, user_home, home):
+    """Neither the `edit` nor a `bash` command writing the file runs; a `bash` command
+    writing another file does."""
     baton(project.parent / "shop", "claim", "src/db.py", "--exclusive", "--reason", "schema change")
     (home / "baton.toml").write_text('[conflicts]\non_exclusive = "deny"\n')
     target = project / "src" / "db.py"
     target.write_text("DB = 0\n")
     git(project, "add", "src/db.py")
     git(project, "commit", "-qm", "The db module")  # not a change of this turn's
-    turns = [{"call": "edit", "arguments": {"path": str(target), "old_str": "0", "new_str": "1"}}, {"text": "Done."}]
+    turns = [{"call": "edit", "arguments": {"path": str(target), "old_str": "0", "new_str": "1"}},
+             {"call": "bash", "arguments": {"command": "cd src && sed -i 's/0/2/' db.py && echo ran > ../ran.txt",
+                                            "description": "Change the db module"}},
+             {"call": "bash", "arguments": {"command": "echo ran > ran.txt", "description": "Note it"}},
+             {"text": "Done."}]
     with ScriptedChat(turns) as model:
         copilot(project, "Change the db module", model, copilot_home, user_home)
-    assert target.read_text() == "DB = 0\n", "the denied edit never happened"
-    (refused,) = model.tool_results(1)
-    assert refused.startswith("Denied by preToolUse hook"), refused
-    assert "src/db.py is held exclusively by ticket OMN-2 (agent claude" in refused and "(schema change)" in refused
+    assert target.read_text() == "DB = 0\n", "neither the denied edit nor the denied command ran"
+    for request, tool in ((1, "edit"), (2, "bash")):
+        refused = model.tool_results(request)[request - 1]
+        assert refused.startswith("Denied by preToolUse hook"), (tool, refused)
+        assert "src/db.py is held exclusively by ticket OMN-2 (agent claude" in refused and "(schema change)" in refused
+    assert (project / "ran.txt").read_text() == "ran\n", "a command writing nothing held runs"
     assert "src/db.py" not in resumed(project)["session"]["files_touched"]
 
 
