@@ -139,13 +139,17 @@ def test_an_exclusive_lease_under_deny_stops_the_edit_and_names_the_holder(proje
 def test_a_shared_lease_warns_the_model_and_the_edit_goes_on(project, copilot_home, user_home):
     baton(project.parent / "shop", "claim", "src/db.py", "--reason", "tidying the models")
     target = project / "src" / "db.py"
-    turns = [{"call": "create", "arguments": {"path": str(target), "file_text": "DB = 1\n"}}, {"text": "Done."}]
+    turns = [{"call": "create", "arguments": {"path": str(target), "file_text": "DB = 1\n"}},
+             {"call": "bash", "arguments": {"command": "echo 'DB = 2' >> src/db.py", "description": "Add a line"}},
+             {"text": "Done."}]
     with ScriptedChat(turns) as model:
         copilot(project, "Write the db module", model, copilot_home, user_home)
-    assert target.exists(), "a shared lease does not stop the edit"
+    assert target.read_text() == "DB = 1\nDB = 2\n", "a shared lease stops neither the edit nor the command"
     after = json.dumps(model.requests[1]["messages"][-3:])
     assert "before this edit" in after and "holds a shared lease on it (src/db.py)" in after, after[-2000:]
     assert "lease reason: tidying the models" in after
+    after_bash = json.dumps(model.requests[2]["messages"])
+    assert after_bash.count("holds a shared lease on it (src/db.py)") == 2, "the command's warning reached the model"
 
 
 def test_a_600_file_ticket_reaches_the_model_whole(project, copilot_home, user_home):
