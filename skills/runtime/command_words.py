@@ -13,7 +13,7 @@ from baton.errors import BadInput
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 # Operators shlex runs together when no blank parts them ("2>&1;", "&&>"), split apart.
 _OPERATOR = re.compile(r"&>>|&>|>>|>&|>\||<<<|<<|<>|<&|&&|\|\||[<>;&|()\n]")
-LONGEST_READ = 16_384  # characters of a shell command read for its files: beyond, it is not checked (bench/hooks.py)
+LONGEST_READ = 4096  # characters of a shell command read for its files: beyond, it is not checked (bench/pre_edit.py)
 
 
 def shell_tokens(command: str) -> list[tuple[str, bool]]:
