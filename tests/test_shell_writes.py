@@ -58,7 +58,7 @@ CWD = "/repo/sub"
 ])
 def test_the_files_a_command_writes_are_read_from_its_words(command, written):
     expected = [path if path.startswith("/") else f"{CWD}/{path}" for path in written]
-    assert written_paths(command, CWD) == [p.replace("/repo/sub/../", "/repo/") for p in expected]
+    assert written_paths(command, CWD) == expected
 
 
 @pytest.mark.parametrize("command, written", [
