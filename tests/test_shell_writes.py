@@ -2,6 +2,8 @@
 (baton.skills.runtime.command_words.written_paths): what an agent's shell tool is checked
 for before it runs, hostile commands included."""
 
+import contextlib
+import random
 import time
 
 import pytest
@@ -115,3 +117,20 @@ def test_reading_the_longest_command_stays_within_a_hooks_budget():
     paths = written_paths(command, CWD)
     elapsed = time.perf_counter() - started
     assert len(paths) > 100 and elapsed < 0.05, (len(paths), elapsed)
+
+
+def test_no_command_breaks_the_reading():
+    """Random text of shell syntax (a fixed seed): the reading answers a list of paths, and
+    the probes' parser refuses with BadInput, never anything else."""
+    from baton.errors import BadInput
+    from baton.skills.runtime.command_words import parse_command
+
+    pieces = [*"ab 12\t\n;&|<>()'\"\\$`#*~-=/.{}!", "rm ", "sed -i ", "mv ", "cp -t ", "git checkout -- ", "tee ",
+              "cd ", "<<", "2>&1", "perl -pi ", "install "]
+    rnd = random.Random(45)
+    for _ in range(3000):
+        command = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 40)))
+        paths = written_paths(command, CWD)
+        assert all(isinstance(path, str) and path.startswith("/") for path in paths), command
+        with contextlib.suppress(BadInput):
+            parse_command(command)
