@@ -4,7 +4,10 @@ Builds a data home on the embedded default: `--tickets` other active tickets, ea
 `--files` touched files (1,000 x 100: 100,000 touched files), three of them with src/db.py
 as one of theirs; BENCH-1 bound in one worktree of the repository. Then runs
 `baton hook pre-tool-use` as Claude Code does (a fresh process, the documented Edit payload
-on stdin) on a file no other ticket holds and on src/db.py, and prints median and p90 beside
+on stdin) on a file no other ticket holds and on src/db.py, then as Copilot CLI does for its
+`bash` tool (a command writing nothing, one writing src/db.py, and one of the longest
+command read for its files, 4,096 characters writing 140 files), and prints
+median and p90 beside
 `python -c pass` and the post-tool-use hook measured in the same run, without the resident
 process and through it.
 
@@ -84,6 +87,22 @@ def payload(main: Path, file: str) -> str:
     return json.dumps(event)
 
 
+def bash_payload(main: Path, command: str) -> str:
+    """Copilot CLI's preToolUse payload for its bash tool (shared/reference: 1.0.102)."""
+    return json.dumps({"sessionId": "bench", "timestamp": 1796574584165, "cwd": str(main), "toolName": "bash",
+                       "toolArgs": {"command": command, "description": "bench"}})
+
+
+def longest_command() -> str:
+    """Redirections to many files, as long as a command is read for its files."""
+    from baton.skills.runtime.command_words import LONGEST_READ
+
+    commands = [f"echo {n} > src/gen/f{n}.py" for n in range(LONGEST_READ // 20)]
+    while len(" && ".join(commands)) > LONGEST_READ:
+        commands.pop()
+    return " && ".join(commands)
+
+
 def check(main: Path) -> None:
     """The figures mean something only if the check found the contested file's holders."""
     result = subprocess.run([str(BATON), "hook", "pre-tool-use"], cwd=main, capture_output=True, text=True,
@@ -95,6 +114,10 @@ def check(main: Path) -> None:
                             input=payload(main, "lib/t0/m0.py"), check=True)
     if json.loads(leased.stdout)["hookSpecificOutput"].get("permissionDecision") != "ask":
         raise SystemExit(f"the check did not see T-0's exclusive lease:\n{leased.stdout}")
+    bash = subprocess.run([str(BATON), "hook", "pre-tool-use"], cwd=main, capture_output=True, text=True,
+                          input=bash_payload(main, f"sed -i 's/a/b/' {CONTESTED}"), check=True)
+    if "ticket T-0 " not in bash.stdout:
+        raise SystemExit(f"the check did not read the bash command's file:\n{bash.stdout}")
 
 
 def claims(main: Path, repeat: int, pattern: str, fresh: Iterator[int]) -> list[float]:
@@ -116,6 +139,13 @@ def runs(main: Path, repeat: int, run: int) -> list[tuple[str, list[float]]]:
              fresh_runs(hook, main, repeat, stdin=lambda: payload(main, "src/free.py"), quiet=True)),
             (f"pre-tool-use, Edit of a file {HOLDERS} other tickets touched",
              fresh_runs(hook, main, repeat, stdin=lambda: payload(main, CONTESTED), quiet=True)),
+            ("pre-tool-use, Copilot bash writing nothing (git log)",
+             fresh_runs(hook, main, repeat, stdin=lambda: bash_payload(main, "git log -3 | cat"), quiet=True)),
+            (f"pre-tool-use, Copilot bash writing a file {HOLDERS} touched",
+             fresh_runs(hook, main, repeat, quiet=True,
+                        stdin=lambda: bash_payload(main, f"sed -i 's/a/b/' {CONTESTED} && echo ok > src/free.py"))),
+            (f"pre-tool-use, Copilot bash writing {longest_command().count('>')} files",
+             fresh_runs(hook, main, repeat, stdin=lambda: bash_payload(main, longest_command()), quiet=True)),
             ("claim src/c<N>/**, no lease near it", claims(main, repeat, "src/c{}/**", fresh)),
             ("claim lib/*.c<N>, which every lease may overlap", claims(main, repeat, "lib/*.c{}", fresh))]
 

@@ -321,6 +321,9 @@ def test_each_hook_imports_only_its_pinned_modules(home, worktrees, cli, tmp_pat
             ("post-tool-use", payload("post_tool_use_edit", file="src/c.py")),  # a new conflict
             # OMN-2's exclusive lease (ask), read with the touches just recorded still unprojected
             ("pre-tool-use", payload("post_tool_use_edit", file="src/db/x.py", before=True)),
+            # Copilot's bash tool, its command's words writing into that lease: the same check
+            ("pre-tool-use", json.dumps({"sessionId": "s3", "cwd": str(main), "toolName": "bash",
+                                         "toolArgs": {"command": "cd src && sed -i s/a/b/ db/x.py 2>/dev/null"}})),
             ("user-prompt-submit", payload("user_prompt_submit", session="s2")),  # news to tell
             ("user-prompt-submit", payload("user_prompt_submit", session="s2")),  # nothing new
             ("stop", payload("stop")), ("stop", payload("stop")), ("session-end", payload("session_end"))]
@@ -338,8 +341,8 @@ def test_each_hook_imports_only_its_pinned_modules(home, worktrees, cli, tmp_pat
             assert dataclasses_made(result) <= HOT_DATACLASSES, sorted(dataclasses_made(result) - HOT_DATACLASSES)
         if name == "pre-tool-use":
             checks.append(result)
-    assert ["pathspec" in imported(result) for result in checks] == [False, False, True]
-    assert '"permissionDecision": "ask"' in checks[-1].stdout, checks[-1].stdout
+    assert ["pathspec" in imported(result) for result in checks] == [False, False, True, True]
+    assert all('"permissionDecision": "ask"' in result.stdout for result in checks[2:]), checks[2].stdout
 
 
 def test_a_random_uuid_is_what_uuid4_gives():

@@ -131,3 +131,37 @@ def test_copilots_payloads_are_read_and_answered_in_its_fields(home, worktrees, 
     assert hook("stop", stop, capsys)[0] == 0
     code, out, _ = cli(main, "resume", "OMN-1", "--json")
     assert json.loads(out)["session"]["files_touched"] == ["src/cart.py"], "paths kept inside the repository"
+
+
+def test_copilots_bash_is_checked_for_the_files_its_command_would_write(home, worktrees, cli, capsys, monkeypatch):
+    """The `bash` tool's command, read for the files it writes, gets the check an `edit` gets:
+    an exclusive lease denies (as on_exclusive says) with the holder named, a shared lease
+    allows with the warning, a command writing nothing held (or unreadable) is silent."""
+    main, other = worktrees
+    cli(other, "bind", "OMN-2")
+    cli(other, "claim", "src/db.py", "--exclusive", "--reason", "schema change")
+    cli(other, "claim", "docs/*.md", "--reason", "rewording")
+    cli(main, "bind", "OMN-1")
+    monkeypatch.setenv("BATON_ON_EXCLUSIVE", "deny")
+
+    def bash(command: str, cwd: Path = main) -> dict | None:
+        payload = copilot_payload(main, toolName="bash", toolArgs={"command": command, "description": "run"})
+        code, answer, err = hook("pre-tool-use", {**payload, "cwd": str(cwd)}, capsys)
+        assert code == 0 and "Traceback" not in err, err
+        return answer
+
+    for command in ("cd src && sed -i 's/0/1/' db.py", "echo 1 > src/db.py", "ls | tee -a src/db.py",
+                    f"git checkout -- {main}/src/db.py", "mv src/db.py src/old.py", "rm -f ../shop/src/db.py"):
+        answer = bash(command)
+        assert answer is not None and answer["permissionDecision"] == "deny", (command, answer)
+        assert "src/db.py is held exclusively by ticket OMN-2" in answer["permissionDecisionReason"]
+        assert "(schema change)" in answer["permissionDecisionReason"] and "hookSpecificOutput" not in answer
+    assert bash("rm db.py", cwd=main / "src")["permissionDecision"] == "deny", "relative to the tool's cwd"
+    shared = bash("echo more >> docs/guide.md")
+    assert "permissionDecision" not in shared and "holds a shared lease on it (docs/*.md)" in \
+        shared["additionalContext"]
+    for quiet in ("cat src/db.py", "echo '>' src/db.py", "echo $(cat x) > src/db.py", "cat <<EOF > src/db.py\nx\nEOF",
+                  "rm /tmp/elsewhere ../../db.py", "echo 'unbalanced > src/db.py", "echo > src/cart.py"):
+        assert bash(quiet) is None, quiet
+    code, out, _ = cli(main, "resume", "OMN-1", "--json")
+    assert json.loads(out)["session"]["files_touched"] == [], "the check records nothing"

@@ -112,32 +112,44 @@ def test_installed_by_baton_copilot_records_the_session_and_reaches_batons_tools
 
 
 def test_an_exclusive_lease_under_deny_stops_the_edit_and_names_the_holder(project, copilot_home, user_home, home):
+    """Neither the `edit` nor a `bash` command writing the file runs; a `bash` command
+    writing another file does."""
     baton(project.parent / "shop", "claim", "src/db.py", "--exclusive", "--reason", "schema change")
     (home / "baton.toml").write_text('[conflicts]\non_exclusive = "deny"\n')
     target = project / "src" / "db.py"
     target.write_text("DB = 0\n")
     git(project, "add", "src/db.py")
     git(project, "commit", "-qm", "The db module")  # not a change of this turn's
-    turns = [{"call": "edit", "arguments": {"path": str(target), "old_str": "0", "new_str": "1"}}, {"text": "Done."}]
+    turns = [{"call": "edit", "arguments": {"path": str(target), "old_str": "0", "new_str": "1"}},
+             {"call": "bash", "arguments": {"command": "cd src && sed -i 's/0/2/' db.py && echo ran > ../ran.txt",
+                                            "description": "Change the db module"}},
+             {"call": "bash", "arguments": {"command": "echo ran > ran.txt", "description": "Note it"}},
+             {"text": "Done."}]
     with ScriptedChat(turns) as model:
         copilot(project, "Change the db module", model, copilot_home, user_home)
-    assert target.read_text() == "DB = 0\n", "the denied edit never happened"
-    (refused,) = model.tool_results(1)
-    assert refused.startswith("Denied by preToolUse hook"), refused
-    assert "src/db.py is held exclusively by ticket OMN-2 (agent claude" in refused and "(schema change)" in refused
+    assert target.read_text() == "DB = 0\n", "neither the denied edit nor the denied command ran"
+    for request, tool in ((1, "edit"), (2, "bash")):
+        refused = model.tool_results(request)[request - 1]
+        assert refused.startswith("Denied by preToolUse hook"), (tool, refused)
+        assert "src/db.py is held exclusively by ticket OMN-2 (agent claude" in refused and "(schema change)" in refused
+    assert (project / "ran.txt").read_text() == "ran\n", "a command writing nothing held runs"
     assert "src/db.py" not in resumed(project)["session"]["files_touched"]
 
 
 def test_a_shared_lease_warns_the_model_and_the_edit_goes_on(project, copilot_home, user_home):
     baton(project.parent / "shop", "claim", "src/db.py", "--reason", "tidying the models")
     target = project / "src" / "db.py"
-    turns = [{"call": "create", "arguments": {"path": str(target), "file_text": "DB = 1\n"}}, {"text": "Done."}]
+    turns = [{"call": "create", "arguments": {"path": str(target), "file_text": "DB = 1\n"}},
+             {"call": "bash", "arguments": {"command": "echo 'DB = 2' >> src/db.py", "description": "Add a line"}},
+             {"text": "Done."}]
     with ScriptedChat(turns) as model:
         copilot(project, "Write the db module", model, copilot_home, user_home)
-    assert target.exists(), "a shared lease does not stop the edit"
+    assert target.read_text() == "DB = 1\nDB = 2\n", "a shared lease stops neither the edit nor the command"
     after = json.dumps(model.requests[1]["messages"][-3:])
     assert "before this edit" in after and "holds a shared lease on it (src/db.py)" in after, after[-2000:]
     assert "lease reason: tidying the models" in after
+    after_bash = json.dumps(model.requests[2]["messages"])
+    assert after_bash.count("holds a shared lease on it (src/db.py)") == 2, "the command's warning reached the model"
 
 
 def test_a_600_file_ticket_reaches_the_model_whole(project, copilot_home, user_home):

@@ -4,10 +4,11 @@ https://code.claude.com/docs/en/hooks; Copilot's fields and answers are read fro
 of baton.skills.runtime.agents, so everything below speaks Claude Code's names).
 
 - session-start: the compact resume context of the bound worktree, as additionalContext.
-- pre-tool-use (the edit tools of each agent's row): checks the
-  files about to change against other active tickets' touches and leases
-  (baton.skills.services.pre_edit). Nothing held: silent. Another ticket's touch or shared
-  lease: additionalContext the model reads before it edits. Another ticket's exclusive
+- pre-tool-use (the edit tools of each agent's row, and its shell tool, whose command's
+  words name the files it would write): checks the files about to change against other
+  active tickets' touches and leases (baton.skills.services.pre_edit). Nothing held:
+  silent. Another ticket's touch or shared lease: additionalContext the model reads
+  before it edits. Another ticket's exclusive
   lease: permissionDecision `ask` (the prompt names the holder) or `deny` (the model is
   told why), as `[conflicts] on_exclusive` says; an agent that takes no `ask` from a hook
   (Codex) is told as context. When Baton cannot check (a store that cannot answer, an
@@ -46,7 +47,7 @@ from typing import TYPE_CHECKING, NamedTuple, TextIO
 
 from baton.masking import mask
 from baton.shown_text import one_line
-from baton.skills.runtime.agents import EDIT_TOOLS, PATCH, Agent, of_payload
+from baton.skills.runtime.agents import EDIT_TOOLS, PATCH, SHELL, Agent, of_payload
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -180,13 +181,19 @@ def read_payload(text: str, agent_pid: int) -> Payload:
                    Path(cwd) if isinstance(cwd, str) and cwd else Path.cwd(), agent_pid, agent)
 
 
-def edited_paths(event: dict) -> list[str]:
+def edited_paths(event: dict, cwd: Path | None = None) -> list[str]:
     """The files a file-editing tool call changed, from its tool_input (or tool_response):
-    Claude Code's Edit and Write name one, Codex's apply_patch names each in its patch."""
+    Claude Code's Edit and Write name one, Codex's apply_patch names each in its patch; with
+    cwd (before the call), also the files a shell tool's command would write, run in cwd."""
     tool = event.get("tool_name")
     given_input, given_response = event.get("tool_input"), event.get("tool_response")
     tool_input = given_input if isinstance(given_input, dict) else {}
     field = EDIT_TOOLS.get(tool) if isinstance(tool, str) else None
+    if field and field.startswith(SHELL):
+        from baton.skills.runtime.command_words import written_paths
+
+        command = tool_input.get(field[len(SHELL):])
+        return written_paths(command, str(cwd)) if cwd is not None and isinstance(command, str) else []
     if field == PATCH:
         patch = tool_input.get("command")
         lines = patch.splitlines() if isinstance(patch, str) else []
@@ -200,9 +207,10 @@ def edited_paths(event: dict) -> list[str]:
 
 
 def pre_tool_use(payload: Payload, out: Output) -> None:
-    """The check before an edit; fails open: whatever goes wrong allows the edit, told to the
-    user once per agent session (Output.once, Output.cannot_record), on stderr each time."""
-    paths = edited_paths(payload.event)
+    """The check before an edit (or a shell command that writes files); fails open: whatever
+    goes wrong allows the edit, told to the user once per agent session (Output.once,
+    Output.cannot_record), on stderr each time."""
+    paths = edited_paths(payload.event, payload.cwd)
     if not paths:
         return
     try:

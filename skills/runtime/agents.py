@@ -16,12 +16,16 @@ from typing import NamedTuple
 # timeouts only bound a hung hook; each hook's own budget is far below them (bench/hooks.py).
 Hooks = dict[str, tuple[str, str | None, int]]
 PATCH = ""  # an edit tool whose `command` argument is a patch naming its files (Codex's apply_patch)
+# Before an argument's name: it holds a shell command, whose words name the files it would
+# write (baton.skills.runtime.command_words.written_paths). Checked before it runs; what it
+# changed is recorded at the end of the turn, from the worktree.
+SHELL = "$"
 
 
 class Agent(NamedTuple):
     name: str  # as `baton install NAME` takes it
     hooks: Hooks
-    edit_tools: dict[str, str]  # tool -> the argument naming the file it changes (PATCH: in the patch)
+    edit_tools: dict[str, str]  # tool -> the argument naming the file it changes (PATCH, SHELL: see above)
     fields: dict[str, str]  # the payload's field -> Claude Code's name for it (the hooks read those)
     flat: bool  # answers at the top level ({"additionalContext"}), not in hookSpecificOutput
     asks: bool  # takes `ask` from the check before an edit (else the holder is named in the context)
@@ -56,7 +60,7 @@ AGENTS = {
                                  "userPromptSubmitted": ("user-prompt-submit", None, 5),
                                  "preToolUse": ("pre-tool-use", None, 5), "postToolUse": ("post-tool-use", None, 5),
                                  "agentStop": ("stop", None, 30), "sessionEnd": ("session-end", None, 10)},
-                     {"edit": "path", "create": "path"},
+                     {"edit": "path", "create": "path", "bash": SHELL + "command"},
                      {"sessionId": "session_id", "toolName": "tool_name", "toolArgs": "tool_input",
                       "transcriptPath": "transcript_path"},
                      flat=True, asks=True, transcript="events.jsonl", resume=("copilot", "--resume"),
