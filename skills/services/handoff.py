@@ -16,7 +16,7 @@ from baton.ids import parse_ticket_id
 from baton.outcome import NotFound, Unavailable
 from baton.registry.model import HandoffVerified
 from baton.skills.core.binding import ActiveTask, Place, place_of, resolve_task
-from baton.skills.core.commit import apply_events, record_events
+from baton.skills.core.commit import record_events
 from baton.skills.handoff.verify import (
     CHANGED,
     FAILED,
@@ -28,7 +28,7 @@ from baton.skills.handoff.verify import (
 )
 from baton.skills.handoff.write import HandoffReport, write_handoff
 from baton.skills.runtime.stores import Stores
-from baton.skills.runtime.unit import unit_of_work
+from baton.skills.services.unit import unit_of_work
 
 
 @dataclass
@@ -145,7 +145,7 @@ def write_handoff_json(cwd: Path | None = None, *, task_id: str | None = None, c
     """Write a handoff for the worktree at cwd (its bound ticket, or task_id) and return
     HandoffReport.to_json(). Raises BadInput for bad input, StoreUnavailable never."""
     place = _here(cwd)
-    with unit_of_work(projection=apply_events) as stores:
+    with unit_of_work() as stores:
         report: HandoffReport = write_handoff(stores, resolve_task(task_id, place, stores.settings.ambient), place,
                                               checks=checks,
                                               probes=probes, timeout=timeout)
@@ -157,7 +157,7 @@ def verify_handoff_json(cwd: Path | None = None, *, path: Path | None = None, ta
     """Verify the current handoff of the worktree at cwd (or the one at path), record it,
     and return {"handoff": {"path", "written_at"} | None, "live_state": [...]}, the shape
     of `baton handoff verify --json`."""
-    with unit_of_work(projection=apply_events) as stores:
+    with unit_of_work() as stores:
         return verify_asked(stores, cwd or Path.cwd(), path, task_id, allow_unsigned).verification.to_json()
 
 
