@@ -28,7 +28,6 @@ from baton.skills.handoff.verify import (
 )
 from baton.skills.handoff.write import HandoffReport, write_handoff
 from baton.skills.runtime.stores import Stores
-from baton.skills.services.unit import unit_of_work
 
 
 @dataclass
@@ -138,27 +137,6 @@ def verify_asked(stores: Stores, cwd: Path, path: Path | None, task_id: str | No
     place, path = place_for(path, cwd)
     return verify_and_record(stores, place, task=task_or_none(task_id, place, stores.settings.ambient), path=path,
                              only_for=task_id, allow_unsigned=allow_unsigned)
-
-
-def write_handoff_json(cwd: Path | None = None, *, task_id: str | None = None, checks: Sequence[str] = (),
-                       probes: Sequence[tuple[str, str]] = (), timeout: float | None = None) -> dict:
-    """Write a handoff for the worktree at cwd (its bound ticket, or task_id) and return
-    HandoffReport.to_json(). Raises BadInput for bad input, StoreUnavailable never."""
-    place = _here(cwd)
-    with unit_of_work() as stores:
-        report: HandoffReport = write_handoff(stores, resolve_task(task_id, place, stores.settings.ambient), place,
-                                              checks=checks,
-                                              probes=probes, timeout=timeout)
-        return report.to_json()
-
-
-def verify_handoff_json(cwd: Path | None = None, *, path: Path | None = None, task_id: str | None = None,
-                        allow_unsigned: bool = False) -> dict:
-    """Verify the current handoff of the worktree at cwd (or the one at path), record it,
-    and return {"handoff": {"path", "written_at"} | None, "live_state": [...]}, the shape
-    of `baton handoff verify --json`."""
-    with unit_of_work() as stores:
-        return verify_asked(stores, cwd or Path.cwd(), path, task_id, allow_unsigned).verification.to_json()
 
 
 def task_or_none(task_id: str | None, place: Place, ambient: tuple[str | None, str | None]) -> ActiveTask | None:
