@@ -33,7 +33,6 @@ from baton.skills.runtime.stores import Stores
 @dataclass
 class CheckedHandoff:
     verification: Verification
-    recorded_for: str | None = None  # the ticket the verification was recorded for
     warnings: list[str] = field(default_factory=list)
 
 
@@ -77,7 +76,6 @@ def verify_and_record(stores: Stores, place: Place, *, task: ActiveTask | None, 
                             stale=counts[STALE])
     try:
         checked.warnings += record_events(stores, [event])
-        checked.recorded_for = task_id
     except StoreUnavailable as exc:
         checked.warnings.append(f"{exc}; the verification is not recorded")
     return checked
