@@ -45,6 +45,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import tomlkit
+
 from baton.errors import BadInput
 from baton.processes import run_bounded
 from baton.pydantic_plugins import as_given
@@ -292,7 +294,7 @@ class _Block:
         lines = [BLOCK_START]
         if self.server is not None:
             lines.append(f"[mcp_servers.{SERVER}]")
-            lines += [f"{key} = {_toml_value(value)}" for key, value in self.server.items()]
+            lines += [f"{key} = {tomlkit.item(value).as_string()}" for key, value in self.server.items()]
         for key, trusted in sorted(self.trust.items()):
             lines += [f"[hooks.state.{json.dumps(key)}]", f"trusted_hash = {json.dumps(trusted)}"]
         lines.append(BLOCK_END)
@@ -320,8 +322,6 @@ def _settled(path: Path, records: InstallRecords, hook_keys: Collection[str] = (
     marked = BLOCK_START in text or BLOCK_END in text
     if block.span is not None or not (marked or SERVER_RECORD in records.created(path)):
         return text, False
-    import tomlkit
-
     document = tomlkit.parse(text)
     servers = document.get("mcp_servers")
     moved = isinstance(servers, dict) and SERVER in servers
@@ -347,15 +347,6 @@ def _of_file(key: str, hooks_file: Path) -> bool:
     however Codex spelled the path (it may resolve links)."""
     path = key.rsplit(":", 3)[0]
     return path == str(hooks_file) or os.path.realpath(path) == os.path.realpath(hooks_file)
-
-
-def _toml_value(value: object) -> str:
-    """A TOML value of the few kinds the block holds (JSON's strings are TOML's basic strings)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
-    return json.dumps(value, ensure_ascii=False)
 
 
 def _with_block(text: str, block: _Block) -> str:
