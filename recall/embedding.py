@@ -257,10 +257,6 @@ class LazyEncoder:
         self._load = load
         self._encoder: MiniLMEncoder | None = None
 
-    @property
-    def loaded(self) -> bool:
-        return self._encoder is not None
-
     def encode(self, texts: list[str]) -> np.ndarray:
         if self._encoder is None:
             self._encoder = self._load()

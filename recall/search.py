@@ -44,10 +44,6 @@ class DecisionSearchClient:
         self.project = project
         self._encoder = LazyEncoder(load_encoder)
 
-    @property
-    def encoder_loaded(self) -> bool:
-        return self._encoder.loaded
-
     def search_related(self, task_id: str, limit: int = 5, *, own: Sequence[DecisionRecord] = (),
                        about: str = "", about_vector: Sequence[float] | None = None,
                        min_score: float = 0.0) -> RelatedSearch:

@@ -692,12 +692,6 @@ SESSION_MERGE: dict = {
 }
 
 
-def merged_fields(spec: dict = SESSION_MERGE) -> set[str]:
-    """Every field a merge spec covers, stamps and register values included."""
-    plain = {name for kind, names in spec.items() if kind != "registers" for name in names}
-    registers = {name for stamp, values in spec["registers"].items() for name in (stamp, *values)}
-    return plain | registers
-
 def _entry_json(entry: Entry) -> dict:
     item = {"text": entry.text, "recorded_at": entry.at.isoformat(), "session_id": entry.session_id,
             "provenance": entry.provenance.value}

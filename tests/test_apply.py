@@ -136,9 +136,11 @@ def test_models_forbid_unknown_fields_and_naive_times():
 
 
 def test_every_session_field_declares_how_it_merges():
-    from baton.registry.model import Session, merged_fields
+    from baton.registry.model import SESSION_MERGE, Session
 
-    assert merged_fields() == set(Session.model_fields)
+    plain = {name for kind, names in SESSION_MERGE.items() if kind != "registers" for name in names}
+    registers = {name for stamp, values in SESSION_MERGE["registers"].items() for name in (stamp, *values)}
+    assert plain | registers == set(Session.model_fields)
 
 
 def test_a_bind_without_an_agent_keeps_the_recorded_agent_in_any_order():

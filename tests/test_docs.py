@@ -1,9 +1,10 @@
 """The documentation users navigate: the README stays a walk-through whose links lead
-somewhere, and the reference in docs/ builds with MkDocs, broken links failing, and names
-every command and option Baton has (tests/test_settings.py holds docs/settings.md's table
-to every setting); the examples marked as running do run."""
+somewhere, and the reference in docs/ builds with MkDocs, broken links failing, its command
+and settings pages written from the tables (scripts/reference_pages.py) naming every
+command, option and setting Baton has; the examples marked as running do run."""
 
 import argparse
+import html
 import os
 import re
 import shlex
@@ -62,47 +63,56 @@ def commands() -> dict[str, argparse.ArgumentParser]:
     return named
 
 
-def sections(page: str) -> dict[str, str]:
-    """The page's `## ` sections by title (headings inside code blocks are text)."""
-    found: dict[str, str] = {}
-    title = None
-    in_prose = set(prose(page, inline_code=True).splitlines())
-    for line in page.splitlines():
-        if line.startswith("## ") and line in in_prose:
-            title = line[3:].strip()
-            found[title] = ""
-        elif title is not None:
-            found[title] += line + "\n"
-    return found
-
-
-def test_the_reference_builds_strictly(tmp_path):
-    """--strict turns MkDocs' warnings into a failure: a link to a missing page or anchor, a
-    page left out of the navigation."""
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The reference as MkDocs builds it; --strict turns its warnings into a failure (a link
+    to a missing page or anchor, a page left out of the navigation, a note of the command or
+    settings page on nothing in the tables)."""
+    built_in = tmp_path_factory.mktemp("site")
     built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
-                            str(ROOT / "mkdocs.yml"), "--site-dir", str(tmp_path / "site")],
+                            str(ROOT / "mkdocs.yml"), "--site-dir", str(built_in)],
                            capture_output=True, text=True, timeout=120, check=False)
     assert built.returncode == 0, built.stderr
-    assert (tmp_path / "site" / "commands" / "index.html").exists()
+    return built_in
 
 
-def test_every_command_and_option_is_in_the_commands_page():
-    page = sections((ROOT / "docs" / "commands.md").read_text(encoding="utf-8"))
+def html_sections(page: Path) -> dict[str, str]:
+    """The built page's `<h2>` sections by id."""
+    parts = re.split(r'<h2 id="([^"]+)"', page.read_text(encoding="utf-8"))
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_the_reference_builds_strictly(site):
+    assert (site / "commands" / "index.html").exists() and (site / "settings" / "index.html").exists()
+
+
+def test_the_commands_page_is_written_from_every_command_and_option(site):
+    page = html_sections(site / "commands" / "index.html")
     for name, parser in commands().items():
-        section = page.get(f"baton {name}")
-        assert section is not None, f"`baton {name}` has no section in docs/commands.md"
+        section = page.get("baton-" + name.replace(" ", "-"))
+        assert section is not None, f"`baton {name}` has no section in the built commands page"
+        assert (parser.description or "").replace("`", "") in html.unescape(re.sub(r"<[^>]+>", "", section))
         for action in parser._actions:
             if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
                 continue
             for option in action.option_strings:
-                assert re.search(rf"`{re.escape(option)}[` ]", section), \
-                    f"`baton {name} {option}` is not in its section of docs/commands.md"
+                assert re.search(rf"<code>{re.escape(html.escape(option))}[< ]", section), \
+                    f"`baton {name} {option}` is not in its section of the built commands page"
+    documented = {key.removeprefix("baton-") for key in page if key.startswith("baton-")}
+    assert documented - {name.replace(" ", "-") for name in commands()} == {"resident"}  # before the parser
 
 
-def test_the_commands_page_documents_no_command_baton_lacks():
-    documented = {title.removeprefix("baton ") for title in sections((ROOT / "docs" / "commands.md").read_text())
-                  if title.startswith("baton ")}
-    assert documented - set(commands()) == {"resident"}  # run by the console script before the parser
+def test_the_settings_page_is_written_from_every_setting(site):
+    from baton.skills.runtime.settings import SETTINGS
+
+    rows = re.findall(r"<tr>.*?</tr>", (site / "settings" / "index.html").read_text(encoding="utf-8"), re.S)
+    for setting in SETTINGS:
+        names = [f"<code>{setting.env}</code>"] if setting.env else []
+        if setting.table:
+            names.append(f"<code>[{setting.table}] {setting.key}</code>")
+        row = [row for row in rows if all(name in row for name in names)]
+        assert len(row) == 1, f"{setting.where} has no row of its own in the built settings page"
+        assert setting.doc.replace("`", "") in html.unescape(re.sub(r"<[^>]+>", "", row[0]))
 
 
 def test_the_readme_is_a_walk_through():

@@ -388,23 +388,6 @@ def test_the_handoff_skill_file_tells_an_agent_how_to_hand_off():
         assert needed in body, needed
 
 
-def test_the_python_api_returns_the_json_answers(home, worktrees, cli):
-    from baton.skills.services.handoff import verify_handoff_json, write_handoff_json
-
-    main, _ = worktrees
-    cli(main, "bind", "OMN-1")
-    written = write_handoff_json(main, checks=["true"], probes=[("greeting", "echo hello")])
-    assert set(written) == {"task_id", "path", "latest", "written_at", "live_state", "checks", "warnings"}
-    assert written["task_id"] == "OMN-1" and written["latest"] == "docs/handoffs/LATEST.md"
-    assert [c["section"] for c in written["live_state"]] == ["Branch", "HEAD commit", "Dirty files", "Check: true",
-                                                             "greeting"]
-    assert written["checks"] == [{"command": "true", "exit_status": 0, "summary": "", "provenance": "observed"}]
-    answer = verify_handoff_json(main)
-    assert set(answer) == {"handoff", "live_state"} and answer["handoff"]["path"] == "docs/handoffs/LATEST.md"
-    assert {c["status"] for c in answer["live_state"]} == {"verified"}
-    assert verify_handoff_json(main, path=main / written["path"])["handoff"]["path"] == written["path"]
-
-
 def test_a_pathological_document_parses_in_well_under_a_second():
     """Lines built to make backtracking regular expressions take minutes (the reviewer's
     9 KB LATEST.md held resume for 57 s, outside the probe budget)."""

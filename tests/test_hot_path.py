@@ -63,6 +63,7 @@ TOUCH_IMPORTS = names("""
     baton.skills.frontends.invocation baton.skills.runtime baton.skills.runtime.command_words
     baton.skills.runtime.settings baton.skills.runtime.sink
     baton.skills.runtime.stores baton.skills.runtime.unit baton.skills.services baton.skills.services.touch
+    baton.skills.services.unit
     baton.sqlite baton.store_names baton.trust baton.write_queue collections copy dataclasses datetime dis fcntl
     inspect json linecache math opcode shlex sqlite3 threading token tokenize typing weakref
 """)
@@ -78,9 +79,9 @@ HOOK_IMPORTS = names("""
     baton.skills.frontends.cli baton.skills.frontends.hooks baton.skills.frontends.invocation
     baton.skills.runtime.agent_sessions baton.skills.runtime baton.skills.runtime.agents
     baton.skills.runtime.command_words baton.skills.runtime.settings baton.skills.runtime.sink
-    baton.skills.runtime.stores baton.skills.runtime.unit baton.sqlite baton.store_names baton.trust
-    baton.write_queue collections copy dataclasses datetime dis fcntl inspect json linecache math opcode shlex
-    sqlite3 threading token tokenize typing weakref
+    baton.skills.runtime.stores baton.skills.runtime.unit baton.skills.services baton.skills.services.unit
+    baton.sqlite baton.store_names baton.trust baton.write_queue collections copy dataclasses datetime dis fcntl
+    inspect json linecache math opcode shlex sqlite3 threading token tokenize typing weakref
 """)
 HOOK_PATH_IMPORTS = {
     "post-tool-use": HOOK_IMPORTS | OVERLAP_IMPORTS | names("""

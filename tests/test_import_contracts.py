@@ -30,7 +30,7 @@ def test_the_kernel_contract_forbids_every_other_package():
 
 def test_the_front_ends_contract_forbids_every_store_package():
     stores = PACKAGES - {"baton", "baton.skills"}
-    assert stores <= set(contract("frontends-through-services")["forbidden_modules"])
+    assert stores <= set(contract("frontends-open-no-store")["forbidden_modules"])
 
 
 def imports_conftest(tree: ast.AST) -> bool:

@@ -4,12 +4,13 @@ byte for byte."""
 
 import json
 import os
+import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from baton.skills.installers.codex import BLOCK_START, HOOKS, list_hooks, passed_variables
+from baton.skills.installers.codex import BLOCK_START, HOOKS, SERVER, list_hooks, passed_variables
 from tests.codex_cli import find_codex
 
 CODEX = find_codex()
@@ -131,3 +132,67 @@ def test_the_hooks_are_trusted_by_the_hashes_codex_reports(home, worktrees, cli,
     else:
         assert config.read_text() == f'[projects.{json.dumps(str(main))}]\ntrust_level = "trusted"\n'
         assert not (main / ".codex").exists()
+
+
+def codex_rewrote(text: str) -> str:
+    """config.toml as `codex mcp add extra -- /bin/echo x` (Codex 0.171) leaves Baton's block:
+    every [mcp_servers.*] table written again, the block's first line gone, `required` moved
+    after `env_vars`, the new server's table right after Baton's (measured with the real one in
+    test_uninstall_after_codex_rewrote_the_config)."""
+    head, _, block = text.partition(BLOCK_START + "\n")
+    server, _, rest = block.partition("\n[hooks.state.") if "[hooks.state." in block else block.partition("\n# <<<")
+    lines = server.splitlines()
+    lines.remove("required = true")
+    moved = "\n".join([*lines, "required = true", "", "[mcp_servers.extra]", 'command = "/bin/echo"',
+                       'args = ["x"]'])
+    tail = ("\n[hooks.state." if "[hooks.state." in block else "\n# <<<") + rest
+    return head + moved + tail
+
+
+@pytest.mark.parametrize("layout", ["comments and other servers", "empty"])
+def test_what_codex_moved_of_batons_block_is_taken_out_and_put_back(home, worktrees, cli, codex_home, layout):
+    """Codex rewrites config.toml itself: what it left of Baton's block is found by its keys,
+    the user's and Codex's own tables kept as they are."""
+    main, _ = worktrees
+    config = codex_home / "config.toml"
+    config.write_text(CONFIGS[layout])
+    assert cli(main, "install", "codex", "--scope", "user")[0] == 0
+    config.write_text(codex_rewrote(config.read_text()))
+    assert BLOCK_START not in config.read_text()
+    code, out, _ = cli(main, "doctor")
+    assert "codex (user)".ljust(16) + " MCP server; hooks for 6 of 6 events" in out
+    code, out, _ = cli(main, "install", "codex", "--scope", "user")
+    assert code == 0 and "MCP server added" in out, "Baton's own server is not the user's"
+    assert tomllib.loads(config.read_text())["mcp_servers"]["extra"] == {"command": "/bin/echo", "args": ["x"]}
+    config.write_text(codex_rewrote(config.read_text()).replace('\n[mcp_servers.extra]\ncommand = "/bin/echo"\n'
+                                                                'args = ["x"]', "", 1))
+    code, out, _ = cli(main, "uninstall", "codex", "--scope", "user")
+    assert code == 0 and "MCP server removed" in out
+    left = config.read_text()
+    assert "baton" not in left and "# <<<" not in left
+    assert tomllib.loads(left) == {**tomllib.loads(CONFIGS[layout]), "mcp_servers": {
+        **tomllib.loads(CONFIGS[layout]).get("mcp_servers", {}), "extra": {"command": "/bin/echo", "args": ["x"]}}}
+    assert left.startswith(CONFIGS[layout]), "the user's text is kept as it was"
+
+
+@pytest.mark.skipif(CODEX is None, reason="the Codex CLI is not installed: ./scripts/test installs it with npm, "
+                                          "or set BATON_CODEX to a `codex` executable")
+@pytest.mark.slow
+def test_uninstall_after_codex_rewrote_the_config(home, worktrees, cli, codex_home, monkeypatch):
+    """The real `codex mcp add` and `codex mcp remove` after the install: the uninstall takes
+    out all of Baton's and nothing of the user's."""
+    main, _ = worktrees
+    monkeypatch.setenv("PATH", f"{Path(CODEX).parent}:/usr/bin:/bin")
+    config = codex_home / "config.toml"
+    config.write_text(CONFIGS["comments and other servers"])
+    assert cli(main, "install", "codex", "--scope", "user")[0] == 0
+    for words in (["add", "extra", "--", "/bin/echo", "x"], ["add", "more", "--", "/bin/echo", "y"],
+                  ["remove", "more"]):
+        ran = subprocess.run([CODEX, "mcp", *words], capture_output=True, text=True, timeout=60, check=False)
+        assert ran.returncode == 0, ran.stderr
+    assert BLOCK_START not in config.read_text(), "Codex still keeps the block's first line: measure again"
+    code, out, _ = cli(main, "uninstall", "codex", "--scope", "user")
+    assert code == 0 and "MCP server removed" in out
+    data = tomllib.loads(config.read_text())
+    assert SERVER not in data["mcp_servers"] and "hooks" not in data and "# <<<" not in config.read_text()
+    assert data["mcp_servers"]["extra"]["args"] == ["x"] and data["mcp_servers"]["docs"]["command"] == "npx"

@@ -34,19 +34,6 @@ def test_a_bad_config_file_is_bad_input(home, worktrees, cli, monkeypatch, tmp_p
     assert code == 2 and "cannot read" in err
 
 
-def test_every_setting_is_documented_in_the_settings_page():
-    from baton.skills.runtime.settings import SETTINGS
-
-    page = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text(encoding="utf-8")
-    rows = [line for line in page.splitlines() if line.startswith("|")]
-    for setting in SETTINGS:
-        named = f"`{setting.env}`" if setting.env else f"`[{setting.table}] {setting.key}`"
-        assert any(named in row for row in rows), f"{named} is not in docs/settings.md's table"
-        if setting.env and setting.table:
-            assert any(f"`[{setting.table}] {setting.key}`" in row for row in rows if named in row), \
-                f"{named}: its row in docs/settings.md does not name its baton.toml key [{setting.table}] {setting.key}"
-
-
 def test_each_field_of_the_settings_is_typed_as_its_row_reads_it():
     """Settings restates the table's names for the checker: each field is a row's (or holds
     the rows of its table), typed as the row's kind reads, None where the row may be unset."""

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from baton.outcome import Found
-from baton.skills.core.commit import WireEvent, apply_events, commit, deliver_kept, wire_event
+from baton.skills.core.commit import WireEvent, apply_events, commit, wire_event
 from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.sink import EmbeddedSink, KafkaSink, PendingSink
@@ -39,7 +39,7 @@ def opened() -> Stores:
 
 def settle(stores: Stores) -> list[str]:
     """Deliver what waits, and with Kafka let the projector apply what reached the log."""
-    warnings = deliver_kept(stores)
+    warnings = stores.sink.deliver()
     if isinstance(stores.sink, KafkaSink):
         from baton.skills.services.projector import run_projector
 

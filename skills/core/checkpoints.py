@@ -512,22 +512,6 @@ def _check_inputs(texts: dict[str, object], cap: object) -> None:
         raise BadInput("max_file_bytes must be a whole number of bytes, not negative")
 
 
-def unchanged(worktree: Path, *, artifacts: Sequence[str] = (), max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
-              environment_id: str | None = None, timeout: float = OPERATION_CAP,
-              deadline: Deadline | None = None) -> str | None:
-    """The id of the worktree's last checkpoint if nothing changed since it was taken with
-    the same artifacts, cap and environment (and its ref still exists), else None. Hashes
-    nothing: one `git status` and an lstat per changed file."""
-    _check_inputs({}, max_file_bytes)
-    git = _Git(Path(worktree), timeout, deadline)
-    try:
-        with tempfile.TemporaryDirectory(prefix="baton-checkpoint-") as scratch:
-            survey = _survey(git, Path(scratch), artifacts, max_file_bytes, environment_id)
-            return None if isinstance(survey, Refused) else _last_if_unchanged(git, survey)
-    except GitFailed:
-        return None
-
-
 def take(worktree: Path, *, boundary: str, label: str | None = None, run_id: str | None = None,
          artifacts: Sequence[str] = (), max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
          environment: tuple[str, bytes] | None = None, timeout: float = OPERATION_CAP, deadline: Deadline | None = None,

@@ -104,12 +104,6 @@ def commit(stores: Stores, events: Sequence[WireEvent], report: WriteReport) -> 
     report.warnings += stores.sink.commit(redacted(stores, events))
 
 
-def deliver_kept(stores: Stores) -> list[str]:
-    """Deliver the writes kept on this machine within the command's budget; a warning for
-    each store that could not take them (they still wait)."""
-    return stores.sink.deliver()
-
-
 def publish(stores: Stores, signals: list[WireSignal], report: WriteReport) -> None:
     """Signal what was recorded: kept for the delivery where the signal log is Kafka."""
     try:

@@ -132,17 +132,12 @@ def signal_line(signal: Signal | WireSignal) -> str:
     return f"{when(signal.emitted_at)} {one_line(signal.summary())}"
 
 
-def overlapping_task(task_id: str, signal: WireSignal) -> str | None:
-    """The other ticket of a conflict_detected signal about task_id, else None."""
-    if getattr(signal.signal_type, "value", signal.signal_type) != "conflict_detected":
-        return None
-    return signal.related_task_id if signal.task_id == task_id else signal.task_id
-
-
 def signals_told(task_id: str, signals: Sequence[WireSignal], forks: dict[str, str] | None = None) -> str:
     """The few lines a prompt-submit hook adds: signals about task_id since the agent last
     heard; an overlap with a fork or its parent (forks: {other: "A is a fork of B"}) is told
     as expected, not as a conflict."""
+    from baton.skills.services.news import overlapping_task
+
     forks = forks or {}
     shown = list(reversed(signals))[:MAX_SIGNAL_LINES]
     lines = [f"Baton: news about {task_id} since you last heard, newest first:"]

@@ -173,11 +173,10 @@ def main(argv: list[str] | None = None, invocation: Invocation | None = None) ->
     try:
         if args.command in _WITHOUT_STORES:
             return _WITHOUT_STORES[args.command](args)
-        from baton.skills.core.commit import apply_events
-        from baton.skills.runtime.unit import unit_of_work
+        from baton.skills.services.unit import unit_of_work
 
         # What runs in the background asks every server, whatever the health record says.
-        with unit_of_work(projection=apply_events, deliver=args.command in _READS, warn=_warn,
+        with unit_of_work(deliver=args.command in _READS, warn=_warn,
                           skip_known_down=args.command not in ("deliver", "doctor", "projector", "index")) as stores:
             return _HANDLERS[args.command](args, stores)
     except BatonError as exc:
@@ -649,8 +648,6 @@ def _projector(args: Arguments, stores: Stores) -> int:
 
 
 def _deliver(args: Arguments, stores: Stores) -> int:
-    from baton.skills.core.commit import deliver_kept
-
     if args.background:
         from baton.skills.runtime.delivery import deliver_in_background
 
@@ -659,34 +656,23 @@ def _deliver(args: Arguments, stores: Stores) -> int:
         return 0
     from baton.skills.frontends.render import waiting_line
 
-    _warn(deliver_kept(stores))
+    _warn(stores.sink.deliver())
     left = stores.sink.waiting()
     print(waiting_line(left))
     return 3 if left else 0
 
 
 def _index(args: Arguments, stores: Stores) -> int:
-    from baton.skills.core.indexing import index_decisions, reindex_from_registry
+    from baton.skills.frontends.render import indexed_line, queued_line
+    from baton.skills.services.index import index_waiting
 
-    if args.background:
-        index_decisions(stores, background=True)
+    indexed = index_waiting(stores, everything=args.all, background=args.background)
+    if indexed is None:
         return 0
-    from baton.skills.core.commit import deliver_kept
-
-    _warn(deliver_kept(stores))
-    if args.all:
-        queued, recovered = reindex_from_registry(stores)
-        if recovered:
-            _warn([recovered])
-        from baton.skills.frontends.render import queued_line
-
-        print(queued_line(queued))
-    report = index_decisions(stores, reembed=args.all)
-    if report is not None:
-        _warn([f"dropped an unreadable queue entry: {dropped}" for dropped in report.dropped])
-    from baton.skills.frontends.render import indexed_line
-
-    print(indexed_line(report, stores.embedding_queue.count()))
+    _warn(indexed.warnings)
+    if indexed.queued is not None:
+        print(queued_line(indexed.queued))
+    print(indexed_line(indexed.report, indexed.waiting))
     return 0
 
 
@@ -744,12 +730,11 @@ def _guard(args: Arguments) -> int:
     BATON_GUARD=warn) and overlaps found under --strict block the commit; whatever goes wrong
     in Baton itself (settings, data home, a store) lets it through with one line."""
     try:
-        from baton.skills.core.commit import apply_events
-        from baton.skills.runtime.unit import unit_of_work
         from baton.skills.services.guard import guard
+        from baton.skills.services.unit import unit_of_work
 
         place, locator = _place()
-        with unit_of_work(projection=apply_events, deliver=True, warn=_warn) as stores:
+        with unit_of_work(deliver=True, warn=_warn) as stores:
             report = guard(stores, place, locator)
             warn_only = stores.settings.guard == "warn"
     except Exception as exc:  # noqa: BLE001 -- reported, not raised: git would abort the commit

@@ -40,7 +40,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TextIO
@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from baton.files import WorktreeLocator
-    from baton.registry.model import Event
     from baton.skills.core.binding import ActiveTask, Place
     from baton.skills.frontends.invocation import Invocation
     from baton.skills.runtime.agent_sessions import AgentSessions
@@ -378,7 +377,7 @@ def user_prompt_submit(payload: Payload, out: Output) -> None:
     from baton import clock
     from baton.skills.core.binding import read_binding
     from baton.skills.frontends.briefing import signals_told
-    from baton.skills.services.news import untold_news
+    from baton.skills.services.news import forks_among, untold_news
 
     binding = read_binding(place)
     bound_at = binding.bound_at if binding is not None and binding.task_id == task.task_id else None
@@ -392,10 +391,7 @@ def user_prompt_submit(payload: Payload, out: Output) -> None:
         news = untold_news(stores, sessions, payload.session_id, task.task_id, heard, bound_at=bound_at,
                            bound_session=task.session_id)
         if news:
-            from baton.skills.core.overlaps import fork_related
-            from baton.skills.frontends.briefing import overlapping_task
-
-            forks = fork_related(stores, task.task_id, filter(None, (overlapping_task(task.task_id, s) for s in news)))
+            forks = forks_among(stores, task.task_id, news)
             out.say(out.context("UserPromptSubmit", signals_told(task.task_id, news, forks)))
             sessions.told(payload.session_id, [str(s.signal_id) for s in news], now)
         sessions.heard(payload.session_id, task.task_id, now, watermark)
@@ -458,17 +454,9 @@ def opened_stores(*, store_timeout: float | None = None, project: str | None = N
     """The hook's unit of work: its own writes and reads, no delivery first (the stop and
     session-end hooks deliver as a step of their own, reported on its own); project: the
     repository of the agent's worktree, the payload's (else the configured project)."""
-    from baton.skills.runtime.unit import unit_of_work
+    from baton.skills.services.unit import unit_of_work
 
-    return unit_of_work(projection=_projection, store_timeout=store_timeout, project=project)
-
-
-def _projection(stores: Stores, events: Sequence[Event]) -> list[str]:
-    """The projection (baton.skills.core.commit.apply_events), imported only by a hook that
-    applies events: most never do, and the prompt's hook stays off the commit module."""
-    from baton.skills.core.commit import apply_events
-
-    return apply_events(stores, events)
+    return unit_of_work(store_timeout=store_timeout, project=project)
 
 
 @contextmanager

@@ -23,19 +23,29 @@ project Codex does not trust yet) it says what to run, and `baton doctor` says s
 it is done.
 
 The TOML Baton writes is one block between two comment lines (BLOCK_START, BLOCK_END) at
-the end of the file; the rest of the file is never rewritten, so uninstalling gives it back
-byte for byte. `hooks.json` is read and written as Claude Code's settings are. A file that
-changes is first copied to the data home (`backups/codex/`).
+the end of the file; while the block is as Baton wrote it, the rest of the file is never
+rewritten, so uninstalling gives it back byte for byte. Codex rewrites the file itself
+(measured with 0.171: `codex mcp add` and `codex mcp remove` write every [mcp_servers.*]
+table again, which drops BLOCK_START, reorders Baton's keys and puts the new server's table
+between Baton's), so a block that is not whole, or holds what is not Baton's, is not trusted:
+Baton's entries are then found by their keys wherever they are and taken out through tomlkit,
+which keeps the rest of the file as the user and Codex left it. `hooks.json` is read and
+written as Claude Code's settings are. A file that changes is first copied to the data home
+(`backups/codex/`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomlkit
 
 from baton.errors import BadInput
 from baton.processes import run_bounded
@@ -65,6 +75,7 @@ KEY_EVENTS = {"SessionStart": "session_start", "PreToolUse": "pre_tool_use", "Po
 BLOCK_START = "# >>> baton: written by `baton install codex`; `baton uninstall codex` removes it"
 BLOCK_END = "# <<< baton"
 SERVER = "baton"
+SERVER_RECORD = f"mcp_servers.{SERVER}"  # in the install records: Baton wrote its server into that file
 ASK_TIMEOUT = 30.0  # seconds `codex app-server` may take to list the hooks
 
 
@@ -114,7 +125,7 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
     backups = Backups(home, "codex")
     records = InstallRecords(home, "codex-installs.json")
 
-    config_text = _read_text(report.config)
+    config_text, _ = _settled(report.config, records)
     block = _Block.of(config_text, report.config)
     servers = _outside(config_text, block).get("mcp_servers")
     if isinstance(servers, dict) and servers.get(SERVER) is not None:
@@ -123,7 +134,7 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
     wanted = server_table(executable)
     report.server = "unchanged" if block.server == wanted else "updated" if block.server else "added"
     block.server = wanted
-    trust_text = _read_text(report.trust_file)
+    trust_text, _ = _settled(report.trust_file, records)
     for path, text, tried in ((report.config, config_text, block),
                               (report.trust_file, trust_text, _Block.of(trust_text, report.trust_file))):
         _check(path, text, _Block(tried.span, tried.newline, tried.server, {f"{report.hooks}:stop:0:0": "sha256:"}))
@@ -143,7 +154,6 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
     if report.trust_file == report.config:
         _trust_in(block, config_text, report, hashes)
     elif hashes:
-        trust_text = _read_text(report.trust_file)
         trust = _Block.of(trust_text, report.trust_file)
         _trust_in(trust, trust_text, report, hashes)
         _save_block(report.trust_file, trust_text, trust, backups, report)
@@ -156,6 +166,7 @@ def uninstall_codex(scope: str, place: Place, home: Path) -> CodexReport:
     report = CodexReport(base / "config.toml", base / "hooks.json", codex_home() / "config.toml")
     backups = Backups(home, "codex")
     records = InstallRecords(home, "codex-installs.json")
+    hook_keys = set(_baton_hook_keys(report.hooks))  # what Baton's trust entries name, before the hooks go
     original, data = read_settings(report.hooks)
     if original is not None:
         created = records.created(report.hooks) if records.known(report.hooks) else None
@@ -167,15 +178,15 @@ def uninstall_codex(scope: str, place: Place, home: Path) -> CodexReport:
             else:
                 write_file(report.hooks, records.restored(report.hooks, data) or json_like(data, original))
     records.forget(report.hooks)
-    config_text = _read_text(report.config)
+    config_text, moved = _settled(report.config, records, hook_keys)
     block = _Block.of(config_text, report.config)
-    report.server = "removed" if block.server else "absent"
+    report.server = "removed" if block.server or moved else "absent"
     block.server = None
     if report.config == report.trust_file:
         block.drop_trust(report.hooks)
     _save_block(report.config, config_text, block, backups, report)
     if report.trust_file != report.config:
-        trust_text = _read_text(report.trust_file)
+        trust_text, _ = _settled(report.trust_file, records, hook_keys)
         trust = _Block.of(trust_text, report.trust_file)
         trust.drop_trust(report.hooks)
         _save_block(report.trust_file, trust_text, trust, backups, report)
@@ -208,7 +219,8 @@ class CodexState:
 def codex_state(scope: str, place: Place) -> CodexState:
     base = codex_dir(scope, place)
     config, hooks_file = base / "config.toml", base / "hooks.json"
-    server = _Block.of(_read_text(config), config).server is not None
+    servers = tomllib.loads(_read_text(config)).get("mcp_servers")
+    server = isinstance(servers, dict) and servers.get(SERVER) is not None
     keys = _baton_hook_keys(hooks_file)
     trust_file = codex_home() / "config.toml"
     try:
@@ -257,18 +269,18 @@ class _Block:
     def of(cls, text: str, path: Path) -> _Block:
         newline = "\r\n" if "\r\n" in text else "\n"
         start = text.find(BLOCK_START)
-        if start < 0:
-            return cls(None, newline)
-        end = text.find(BLOCK_END, start)
+        end = text.find(BLOCK_END, start) if start >= 0 else -1
         if end < 0:
-            raise BadInput(f"{path}: Baton's block has no end line ({BLOCK_END}); nothing changed")
+            return cls(None, newline)
         end += len(BLOCK_END)
         if text.startswith(newline, end):
             end += len(newline)
         try:
             inner = tomllib.loads(text[start:end])
-        except tomllib.TOMLDecodeError as exc:
-            raise BadInput(f"{path}: Baton's block is not valid TOML ({exc}); nothing changed") from None
+        except tomllib.TOMLDecodeError:
+            return cls(None, newline)
+        if not _batons_only(inner):
+            return cls(None, newline)
         lead = start - len(newline) if text[:start].endswith(newline) else start  # the newline the block brought
         block = cls((lead, end), newline, inner.get("mcp_servers", {}).get(SERVER))
         state = inner.get("hooks", {}).get("state", {})
@@ -282,7 +294,7 @@ class _Block:
         lines = [BLOCK_START]
         if self.server is not None:
             lines.append(f"[mcp_servers.{SERVER}]")
-            lines += [f"{key} = {_toml_value(value)}" for key, value in self.server.items()]
+            lines += [f"{key} = {tomlkit.item(value).as_string()}" for key, value in self.server.items()]
         for key, trusted in sorted(self.trust.items()):
             lines += [f"[hooks.state.{json.dumps(key)}]", f"trusted_hash = {json.dumps(trusted)}"]
         lines.append(BLOCK_END)
@@ -293,20 +305,48 @@ class _Block:
         return self.server is None and not self.trust
 
 
+def _batons_only(table: dict) -> bool:
+    """Whether a block holds nothing but Baton's server and trust entries."""
+    servers, hooks = table.get("mcp_servers", {}), table.get("hooks", {})
+    return (set(table) <= {"mcp_servers", "hooks"} and isinstance(servers, dict) and set(servers) <= {SERVER}
+            and isinstance(hooks, dict) and set(hooks) <= {"state"})
+
+
+def _settled(path: Path, records: InstallRecords, hook_keys: Collection[str] = ()) -> tuple[str, bool]:
+    """(the file's text, whether Baton's server was taken out of it): as it is when Baton's
+    block is whole; else, where the file held Baton's block or Baton installed the server
+    into it (the records), without Baton's server table, the trust entries of hook_keys and
+    the marker lines, wherever Codex moved them, edited through tomlkit."""
+    text = _read_text(path)
+    block = _Block.of(text, path)
+    marked = BLOCK_START in text or BLOCK_END in text
+    if block.span is not None or not (marked or SERVER_RECORD in records.created(path)):
+        return text, False
+    document = tomlkit.parse(text)
+    servers = document.get("mcp_servers")
+    moved = isinstance(servers, dict) and SERVER in servers
+    if isinstance(servers, dict) and moved:
+        del servers[SERVER]
+        if not servers:
+            del document["mcp_servers"]
+    hooks = document.get("hooks")
+    state = hooks.get("state") if isinstance(hooks, dict) else None
+    if isinstance(hooks, dict) and isinstance(state, dict):
+        for key in [key for key in state if key in hook_keys]:
+            del state[key]
+        if not state:
+            del hooks["state"]
+        if not hooks:
+            del document["hooks"]
+    markers = rf"^[ \t]*(?:{re.escape(BLOCK_START)}|{re.escape(BLOCK_END)})[ \t]*(?:\r?\n|$)"
+    return re.sub(markers, "", tomlkit.dumps(document), flags=re.MULTILINE), moved
+
+
 def _of_file(key: str, hooks_file: Path) -> bool:
     """Whether a trust key (`<path>:<event>:<group>:<handler>`) is of a hook in hooks_file,
     however Codex spelled the path (it may resolve links)."""
     path = key.rsplit(":", 3)[0]
     return path == str(hooks_file) or os.path.realpath(path) == os.path.realpath(hooks_file)
-
-
-def _toml_value(value: object) -> str:
-    """A TOML value of the few kinds the block holds (JSON's strings are TOML's basic strings)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
-    return json.dumps(value, ensure_ascii=False)
 
 
 def _with_block(text: str, block: _Block) -> str:
@@ -339,21 +379,25 @@ def _check(path: Path, text: str, block: _Block) -> None:
 
 
 def _save_block(path: Path, text: str, block: _Block, backups: Backups, report: CodexReport) -> None:
-    """Write the text with the block; a file the install created (the data home's records)
-    goes when nothing is left in it."""
+    """Write the text (the file's, _settled) with the block; a file the install created (the
+    data home's records, which also say that Baton's server is Baton's) goes when nothing is
+    left in it."""
     new = _with_block(text, block)
-    if new == text:
+    was = read_file(path)
+    if new == (was or ""):
         return
     records = InstallRecords(backups.home, "codex-installs.json")
-    existed = path.exists()
-    backups.keep(path, text if existed else None, report.backups)
-    if not existed:
-        records.save(path, set(), created_file=True, rules=[])
+    backups.keep(path, was, report.backups)
+    if was is None or block.server is not None:
+        records.save(path, {SERVER_RECORD} if block.server is not None else set(),
+                     created_file=was is None or records.created_file(path), rules=[])
     if not new and not path.is_symlink() and records.created_file(path):
         path.unlink()
         records.forget(path)
-    else:
-        write_file(path, new)
+        return
+    write_file(path, new)
+    if block.empty:
+        records.forget(path)  # a server table written by hand later is the user's own
 
 
 def _read_text(path: Path) -> str:

@@ -2,7 +2,7 @@
 
 A row names the environment variable, the `baton.toml` table and key (if the file may set
 it), the kind of value, its default, its range or choices and one line of documentation;
-docs/settings.md's table lists every row (tests/test_settings.py checks it). The
+docs/settings.md's table is written from the rows (scripts/reference_pages.py). The
 environment wins over the file. The file is BATON_CONFIG, else `baton.toml` in the data
 home; e.g. its `[stores]` table names server backends (`database_url = "postgresql://..."`).
 Neither is read unless it is the user's own (baton.trust): a data home or a configuration

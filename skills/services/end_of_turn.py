@@ -53,10 +53,8 @@ class StepResult:
 
 def end_of_turn(stores: Stores, turn: TurnEnd) -> list[StepResult]:
     """Run the turn's steps in order; one result per step run."""
-    from baton.skills.core.commit import deliver_kept
-
     task, place = turn.task, turn.place
-    results = [_run("delivering kept writes", lambda: deliver_kept(stores))]
+    results = [_run("delivering kept writes", lambda: stores.sink.deliver())]
     listed: list[tuple[str, ...]] = []  # the checkpoint's `git status`, which the sweep reuses
     if task is not None and turn.hook == STOP and place.worktree is not None:
         results.append(_run("taking a checkpoint", lambda: _checkpoint(stores, turn, task, listed)))

@@ -16,7 +16,7 @@ from baton.ids import parse_ticket_id
 from baton.outcome import NotFound, Unavailable
 from baton.registry.model import HandoffVerified
 from baton.skills.core.binding import ActiveTask, Place, place_of, resolve_task
-from baton.skills.core.commit import apply_events, record_events
+from baton.skills.core.commit import record_events
 from baton.skills.handoff.verify import (
     CHANGED,
     FAILED,
@@ -28,13 +28,11 @@ from baton.skills.handoff.verify import (
 )
 from baton.skills.handoff.write import HandoffReport, write_handoff
 from baton.skills.runtime.stores import Stores
-from baton.skills.runtime.unit import unit_of_work
 
 
 @dataclass
 class CheckedHandoff:
     verification: Verification
-    recorded_for: str | None = None  # the ticket the verification was recorded for
     warnings: list[str] = field(default_factory=list)
 
 
@@ -78,7 +76,6 @@ def verify_and_record(stores: Stores, place: Place, *, task: ActiveTask | None, 
                             stale=counts[STALE])
     try:
         checked.warnings += record_events(stores, [event])
-        checked.recorded_for = task_id
     except StoreUnavailable as exc:
         checked.warnings.append(f"{exc}; the verification is not recorded")
     return checked
@@ -138,27 +135,6 @@ def verify_asked(stores: Stores, cwd: Path, path: Path | None, task_id: str | No
     place, path = place_for(path, cwd)
     return verify_and_record(stores, place, task=task_or_none(task_id, place, stores.settings.ambient), path=path,
                              only_for=task_id, allow_unsigned=allow_unsigned)
-
-
-def write_handoff_json(cwd: Path | None = None, *, task_id: str | None = None, checks: Sequence[str] = (),
-                       probes: Sequence[tuple[str, str]] = (), timeout: float | None = None) -> dict:
-    """Write a handoff for the worktree at cwd (its bound ticket, or task_id) and return
-    HandoffReport.to_json(). Raises BadInput for bad input, StoreUnavailable never."""
-    place = _here(cwd)
-    with unit_of_work(projection=apply_events) as stores:
-        report: HandoffReport = write_handoff(stores, resolve_task(task_id, place, stores.settings.ambient), place,
-                                              checks=checks,
-                                              probes=probes, timeout=timeout)
-        return report.to_json()
-
-
-def verify_handoff_json(cwd: Path | None = None, *, path: Path | None = None, task_id: str | None = None,
-                        allow_unsigned: bool = False) -> dict:
-    """Verify the current handoff of the worktree at cwd (or the one at path), record it,
-    and return {"handoff": {"path", "written_at"} | None, "live_state": [...]}, the shape
-    of `baton handoff verify --json`."""
-    with unit_of_work(projection=apply_events) as stores:
-        return verify_asked(stores, cwd or Path.cwd(), path, task_id, allow_unsigned).verification.to_json()
 
 
 def task_or_none(task_id: str | None, place: Place, ambient: tuple[str | None, str | None]) -> ActiveTask | None:

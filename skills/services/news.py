@@ -4,6 +4,7 @@ builds the validated models)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from baton.signals.wire import WireSignal, file_subject
@@ -57,3 +58,18 @@ def concerns(signal: WireSignal, task_id: str, depends_on: list[str], bound_sess
     if kind == "pr_merged":
         return signal.task_id != task_id
     return False
+
+
+def overlapping_task(task_id: str, signal: WireSignal) -> str | None:
+    """The other ticket of a conflict_detected signal about task_id, else None."""
+    if getattr(signal.signal_type, "value", signal.signal_type) != "conflict_detected":
+        return None
+    return signal.related_task_id if signal.task_id == task_id else signal.task_id
+
+
+def forks_among(stores: Stores, task_id: str, news: Sequence[WireSignal]) -> dict[str, str]:
+    """{other: "A is a fork of B"} for the tickets news's overlaps name that task_id forked
+    from or that forked from it (baton.skills.core.overlaps.fork_related)."""
+    from baton.skills.core.overlaps import fork_related
+
+    return fork_related(stores, task_id, filter(None, (overlapping_task(task_id, s) for s in news)))

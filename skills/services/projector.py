@@ -33,7 +33,6 @@ from baton import clock
 from baton.errors import BadInput, ServerUnreachable, StoreUnavailable
 from baton.outcome import Unavailable
 from baton.retry import Backoff
-from baton.skills.core.commit import deliver_kept
 from baton.skills.core.projection import GRAPH_CHUNK, project
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
@@ -217,7 +216,7 @@ def _apply(stores: Stores, event_log: KafkaEventLog, batch: list, *, once: bool,
     report.events += len(events)
     report.batches += 1
     stores.budget.renew()
-    _log_stores(outages, deliver_kept(stores), set())  # the conflict signals the batch kept for Kafka
+    _log_stores(outages, stores.sink.deliver(), set())  # the conflict signals the batch kept for Kafka
 
 
 def _log_stores(outages: _Outages, warnings: list[str], asked: set[str]) -> None:

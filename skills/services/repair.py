@@ -93,9 +93,7 @@ def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
     except StoreUnavailable as exc:
         report.warnings.append(str(exc))
     if report.signals:
-        from baton.skills.core.commit import deliver_kept
-
-        report.warnings += deliver_kept(stores)  # the signals kept above, on Kafka now if it answers
+        report.warnings += stores.sink.deliver()  # the signals kept above, on Kafka now if it answers
     return report
 
 

@@ -15,7 +15,6 @@ runs a probe.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -68,7 +67,6 @@ class Snapshot:
     registry: str = "ok"  # or "unavailable: reason"
     signal_log: str = "ok"
     warnings: list[str] = field(default_factory=list)
-    build_ms: float = 0.0
     total: int = 0  # the sessions there are: past the listing's page (rows), more than rows holds
     # Where active leases meet other active tickets (LeaseConflict.to_json), and when one
     # shown here starts to expire soon or ends (the snapshot is then rebuilt).
@@ -93,7 +91,6 @@ class Snapshot:
 def build_snapshot(settings: Settings, version: int) -> Snapshot:
     """Read the stores once, through the services the CLI uses; a store that does not
     answer is recorded in the snapshot, never raised."""
-    started = time.perf_counter()
     now = clock.now()
     snapshot = Snapshot(version=version, built_at=now)
     stores = Stores(settings)
@@ -122,7 +119,6 @@ def build_snapshot(settings: Settings, version: int) -> Snapshot:
             snapshot.signal_log = f"unavailable: {exc.reason}"
     finally:
         stores.close()
-    snapshot.build_ms = (time.perf_counter() - started) * 1000
     return snapshot
 
 

@@ -7,8 +7,6 @@ import ipaddress
 from baton.errors import BadInput
 from baton.skills.runtime.settings import Settings
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8737
 MIN_TOKEN = 16  # characters: a shorter token is guessed too easily by anyone who can reach the port
 
 
