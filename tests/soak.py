@@ -326,6 +326,19 @@ def kafka_duplicates(env: dict, examples: list[str] | None = None) -> dict[str, 
     return found
 
 
+def unapplied(consumer, topic: str) -> int:
+    """Events of the topic that the consumer's group has not committed (every event, before
+    its first commit): 0 once the group's projectors applied the whole topic."""
+    from confluent_kafka import TopicPartition
+
+    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    behind = 0
+    for tp in consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=30):
+        low, high = consumer.get_watermark_offsets(tp, timeout=30)
+        behind += high - (tp.offset if tp.offset >= 0 else low)
+    return behind
+
+
 def heal(env: dict, worktree: Path, ledger: Ledger, home: Path, limit: float = 180.0,
          counts: dict | None = None) -> tuple[float, list[str]]:
     """Deliver, index and check until everything holds; returns (seconds, what still fails)."""
