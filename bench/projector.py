@@ -109,7 +109,7 @@ def scaled_run(root: Path, env: dict[str, str], servers: list[int], count: int, 
                partitions: int) -> tuple[float, float, float]:
     """One run of `processes` projectors in a group of their own: (events/s, projector CPU ms
     per event, server CPU ms per event)."""
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaException
     from confluent_kafka.admin import AdminClient
 
     from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
@@ -128,7 +128,10 @@ def scaled_run(root: Path, env: dict[str, str], servers: list[int], count: int, 
     reader = Consumer({"bootstrap.servers": env["BATON_KAFKA_BOOTSTRAP"], "group.id": group})
 
     def assigned() -> bool:
-        described = admin.describe_consumer_groups([group])[group].result(timeout=30)
+        try:
+            described = admin.describe_consumer_groups([group], request_timeout=5)[group].result(timeout=10)
+        except (KafkaException, TimeoutError):  # no coordinator yet, or a busy broker: ask again
+            return False
         return (len(described.members) == processes
                 and all(m.assignment.topic_partitions for m in described.members))
 
@@ -193,7 +196,9 @@ def main() -> None:
         if args.scale:
             env = {**os.environ, "BATON_RESIDENT": "off", "BATON_BACKGROUND_INDEXING": "off",
                    "BATON_STORE_TIMEOUT": "30"}
-            servers = [server._process.pid for server in (postgres, neo4j, kafka) if server._process is not None]
+            # The servers' process groups: PostgreSQL's backends are in its postmaster's.
+            pids = (postgres.pid(), *(server._process.pid for server in (neo4j, kafka) if server._process))
+            servers = [os.getpgid(pid) for pid in pids if pid]
             scale(root, env, servers, args.events, args.runs, args.partitions)
             return
         settings = Settings.from_env()

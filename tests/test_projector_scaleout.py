@@ -17,11 +17,12 @@ import sys
 import threading
 import time
 import uuid
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from tests.soak import kafka_duplicates, make_worktrees, unapplied
+from tests.soak import kafka_duplicates, make_worktrees, read_topic, unapplied
 from tests.stores import use_servers
 from tests.timing import wait_for
 from tests.workspace import ROOT, run_process
@@ -188,6 +189,21 @@ def scale_out(request, monkeypatch, tmp_path: Path, *, agents: int, tickets: int
     assert signalled == {frozenset((a, b)) for a in ledger for b in ledger
                          if a < b and set(ledger[a]["files"]) & set(ledger[b]["files"])}
     assert kafka_duplicates(dict(os.environ))["duplicate events"] == 0
+
+    # Each ticket's events sit in one partition and reached the registry in their order
+    # there: the PostgreSQL transaction that inserted one (xmin) never precedes an earlier one's.
+    import psycopg
+
+    placed = defaultdict(list)
+    for message in read_topic(os.environ["BATON_KAFKA_BOOTSTRAP"], topic):
+        placed[message.key()].append((message.partition(), message.offset(), json.loads(message.value())["event_id"]))
+    with psycopg.connect(os.environ["BATON_DATABASE_URL"]) as conn:
+        inserted_by = dict(conn.execute("SELECT event_id::text, xmin::text::bigint FROM baton_events").fetchall())
+    assert len(placed) >= len(ledger) and sum(map(len, placed.values())) == len(inserted_by)
+    for key, events in placed.items():
+        assert len({partition for partition, _, _ in events}) == 1, f"{key!r}: its events in several partitions"
+        order = [inserted_by[event_id] for _, _, event_id in sorted(events)]
+        assert order == sorted(order), f"{key!r}: its events applied out of their order"
 
     # One projector, in a group of its own, applies the same events into the embedded stores:
     # each ticket reads the same there, its kept conflict counts included.
