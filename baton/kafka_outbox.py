@@ -137,13 +137,16 @@ def kafka_failure(store: str, bootstrap: str, exc: KafkaException, *, client: ob
 
 class KafkaOutbox:
     def __init__(self, bootstrap: str, topic: str, path: Path, *, timeout: float, store: str,
-                 gate: AnyGate | None = None, topic_config: dict[str, str] | None = None) -> None:
+                 gate: AnyGate | None = None, topic_config: dict[str, str] | None = None,
+                 partitions: int = PARTITIONS) -> None:
         """gate: the Kafka server's gate in the command's budget (baton.budget); without
-        one, each call may wait `timeout` seconds. topic_config: the topic's settings when
-        Baton creates it (its retention.ms, say)."""
+        one, each call may wait `timeout` seconds. topic_config and partitions: the topic's
+        settings (its retention.ms, say) and partition count when Baton creates it; a topic
+        made before keeps its own."""
         self.bootstrap = bootstrap
         self.topic = topic
         self.topic_config = topic_config or {}
+        self.partitions = partitions
         self.path = path
         self.timeout = timeout
         self.store = store
@@ -181,7 +184,7 @@ class KafkaOutbox:
         admin = AdminClient(client_config(self.bootstrap, left))
         try:
             if self.topic not in topic_metadata(admin, left, self.store, self.bootstrap).topics:
-                futures = admin.create_topics([NewTopic(self.topic, PARTITIONS, 1, config=self.topic_config)],
+                futures = admin.create_topics([NewTopic(self.topic, self.partitions, 1, config=self.topic_config)],
                                              operation_timeout=self.gate.left())
                 try:
                     futures[self.topic].result(timeout=self.gate.left())
@@ -192,6 +195,13 @@ class KafkaOutbox:
             raise kafka_failure(self.store, self.bootstrap, exc, client=admin) from exc
         self._box.note_topic(self.topic)
         self._topic_ready = True
+
+    def partition_count(self) -> int:
+        """The topic's partitions as the broker holds them. Call it within a call of the gate."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient(client_config(self.bootstrap, self.gate.left()))
+        return len(topic_metadata(admin, self.gate.left(), self.store, self.bootstrap).topics[self.topic].partitions)
 
     def prepare(self) -> None:
         """Create the topic and the producer before the first delivery needs them; the

@@ -9,6 +9,13 @@ Producer Kafka's acknowledgement of the signals; by cumulative time, `_repair` i
 start-up repair). With --statements, --statement-runs more runs then time each Bolt
 statement by the name graph/bolt.py gives it, from its start until its records are in.
 
+With --scale, instead: `baton projector` processes in one consumer group, one against two
+in turns on topics of --partitions partitions: each run starts its processes, waits for the
+group to give every one its partitions, delivers --events new events and times them until
+the group has committed the last; the events per second, and the CPU per event of the
+projectors and of the servers (their process groups' user and system time over the same
+span, from /proc), each run's new topic and group the same for one process and for two.
+
 Fresh servers, as a new team deployment starts: Neo4j plans each read on the graph it
 has when the read first runs, so a bench on a server that already holds a large graph
 can miss a plan that goes bad as the graph grows. bench/servers.py prints the same rate
@@ -16,6 +23,7 @@ among its other figures, after building its data set.
 
     .venv/bin/python -m bench.projector [--events 5000] [--runs 5] [--top 12] [--sort cumulative]
         [--statements] [--statement-runs 4]
+    .venv/bin/python -m bench.projector --scale [--events 5000] [--runs 5] [--partitions 6]
 """
 
 from __future__ import annotations
@@ -25,12 +33,18 @@ import cProfile
 import io
 import os
 import pstats
+import signal
+import statistics
+import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bench.throughput import fresh_servers, projector_rates, projector_run
+from bench.throughput import _kept, fresh_servers, load_events, projector_rates, projector_run
 
 if TYPE_CHECKING:
     from baton.skills.services.projector import ProjectorReport
@@ -75,6 +89,91 @@ def timing_statements(work: Callable[[], T], seconds: dict[str, list[float]]) ->
         setattr(neo4j.Transaction, "run", original)  # noqa: B010
 
 
+def group_cpu(groups: list[int]) -> float:
+    """Seconds of CPU (user and system) used so far by the live processes of these process groups."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    used = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) in groups:  # after the name: state, ppid, pgrp, ... utime (12), stime (13)
+                used += int(fields[11]) + int(fields[12])
+    return used / ticks
+
+
+def scaled_run(root: Path, env: dict[str, str], servers: list[int], count: int, processes: int,
+               partitions: int) -> tuple[float, float, float]:
+    """One run of `processes` projectors in a group of their own: (events/s, projector CPU ms
+    per event, server CPU ms per event)."""
+    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
+    from baton.skills.services.projector import default_group
+    from tests.soak import unapplied
+    from tests.timing import wait_for
+
+    prefix = f"bench-scale{processes}-{uuid.uuid4().hex[:8]}."
+    topic, group = f"{prefix}{EVENTS_TOPIC}", default_group(prefix)
+    env = {**env, "BATON_KAFKA_TOPIC_PREFIX": prefix, "BATON_KAFKA_PARTITIONS": str(partitions)}
+    with (root / "projectors.log").open("a") as log:
+        running = [subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "projector", "--idle", "0.1"],
+                                    cwd=root, env=env, stdout=log, stderr=log, start_new_session=True)
+                   for _ in range(processes)]
+    admin = AdminClient({"bootstrap.servers": env["BATON_KAFKA_BOOTSTRAP"]})
+    reader = Consumer({"bootstrap.servers": env["BATON_KAFKA_BOOTSTRAP"], "group.id": group})
+
+    def assigned() -> bool:
+        try:
+            described = admin.describe_consumer_groups([group], request_timeout=5)[group].result(timeout=10)
+        except (KafkaException, TimeoutError):  # no coordinator yet, or a busy broker: ask again
+            return False
+        return (len(described.members) == processes
+                and all(m.assignment.topic_partitions for m in described.members))
+
+    try:
+        wait_for(assigned, timeout=300, what=f"{processes} projectors given their partitions")
+        path = root / f"{prefix}db"
+        _kept(path, load_events(prefix.rstrip("."), count))
+        event_log = KafkaEventLog(env["BATON_KAFKA_BOOTSTRAP"], path, timeout=60, topic=topic)
+        groups = [p.pid for p in running]
+        cpu, server_cpu, started = group_cpu(groups), group_cpu(servers), time.perf_counter()
+        event_log.deliver()
+        event_log.close()
+        wait_for(lambda: unapplied(reader, topic) == 0, timeout=600, what="the group committing every event")
+        seconds = time.perf_counter() - started
+        cpu, server_cpu = group_cpu(groups) - cpu, group_cpu(servers) - server_cpu
+    finally:
+        reader.close()
+        for process in running:
+            process.send_signal(signal.SIGTERM)
+        for process in running:
+            process.wait(60)
+    return count / seconds, 1000 * cpu / count, 1000 * server_cpu / count
+
+
+def scale(root: Path, env: dict[str, str], servers: list[int], count: int, runs: int, partitions: int) -> None:
+    """One projector against two, in turns (the first run of each warms the servers and is left out)."""
+    results: dict[int, list[tuple[float, float, float]]] = {1: [], 2: []}
+    for run in range(runs + 1):
+        for processes in (1, 2) if run % 2 else (2, 1):
+            result = scaled_run(root, env, servers, count, processes, partitions)
+            if run:
+                results[processes].append(result)
+    for processes, figures in results.items():
+        rates = [rate for rate, _, _ in figures]
+        print(f"{processes} projector{'s' if processes > 1 else ''}: {statistics.median(rates):,.0f} events/s "
+              f"(median of {runs} runs of {count:,} events on {partitions} partitions; runs {min(rates):,.0f}-"
+              f"{max(rates):,.0f}); CPU per event: projectors {statistics.median(f[1] for f in figures):.2f} ms, "
+              f"servers {statistics.median(f[2] for f in figures):.2f} ms")
+    one, two = (statistics.median(rate for rate, _, _ in results[n]) for n in (1, 2))
+    print(f"two projectors against one: {two / one:.2f}x the rate, on {os.cpu_count()} cores")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=5000)
@@ -84,6 +183,8 @@ def main() -> None:
                         help="the profiled run's functions by their own time or with their callees'")
     parser.add_argument("--statements", action="store_true", help="then time each Bolt statement by its name")
     parser.add_argument("--statement-runs", type=int, default=4, help="runs of the statements' timing (default 4)")
+    parser.add_argument("--scale", action="store_true", help="instead: one projector process against two")
+    parser.add_argument("--partitions", type=int, default=6, help="the event topic's partitions with --scale")
     args = parser.parse_args()
 
     with fresh_servers("projector") as (root, postgres, neo4j, kafka):
@@ -92,6 +193,14 @@ def main() -> None:
                            "BATON_BACKGROUND_DELIVERY": "off"})
         from baton.skills.runtime.settings import Settings
 
+        if args.scale:
+            env = {**os.environ, "BATON_RESIDENT": "off", "BATON_BACKGROUND_INDEXING": "off",
+                   "BATON_STORE_TIMEOUT": "30"}
+            # The servers' process groups: PostgreSQL's backends are in its postmaster's.
+            pids = (postgres.pid(), *(server._process.pid for server in (neo4j, kafka) if server._process))
+            servers = [os.getpgid(pid) for pid in pids if pid]
+            scale(root, env, servers, args.events, args.runs, args.partitions)
+            return
         settings = Settings.from_env()
         rate = projector_rates(root, settings, args.events, args.runs)
         print(rate.line("projector into PostgreSQL, Neo4j and the recall queue (target 3,000)",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baton.errors import StoreUnavailable
-from baton.kafka_outbox import KafkaOutbox, client_config, kafka_failure
+from baton.kafka_outbox import PARTITIONS, KafkaOutbox, client_config, kafka_failure
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -28,13 +28,15 @@ EVENTS_TOPIC = "session-events.v1"
 
 class KafkaEventLog:
     def __init__(self, bootstrap: str, outbox: Path, *, timeout: float, topic: str = f"baton.{EVENTS_TOPIC}",
-                 gate: AnyGate | None = None) -> None:
+                 gate: AnyGate | None = None, partitions: int = PARTITIONS) -> None:
         """gate: the Kafka server's gate in the command's budget (baton.budget); without
-        one, each call may wait `timeout` seconds."""
+        one, each call may wait `timeout` seconds. partitions: the topic's when Baton
+        creates it (BATON_KAFKA_PARTITIONS); a topic made before keeps its own."""
         self.bootstrap = bootstrap
         self.topic = topic
         self.timeout = timeout
-        self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE, gate=gate)
+        self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE, gate=gate,
+                                   partitions=partitions)
         self._gate = self._outbox.gate
         self._consumer: Consumer | None = None
 
@@ -59,7 +61,10 @@ class KafkaEventLog:
     def describe(self) -> dict[str, str]:
         with self._gate.call(STORE):
             self._outbox.ensure_topic()
-        return {"backend": "kafka", "location": f"{self.bootstrap} topic {self.topic}",
+            partitions = self._outbox.partition_count()
+        # A topic made before keeps its count: more projectors than partitions leave some idle.
+        kept = "" if partitions == self._outbox.partitions else f" (BATON_KAFKA_PARTITIONS {self._outbox.partitions})"
+        return {"backend": "kafka", "location": f"{self.bootstrap} topic {self.topic}, {partitions} partitions{kept}",
                 "version": "event log for `baton projector`",
                 "size": f"{self._outbox.waiting()} events waiting in the outbox"}
 

@@ -289,8 +289,6 @@ def kafka_duplicates(env: dict, examples: list[str] | None = None) -> dict[str, 
     """Messages on the run's signal and event topics beyond one per id, read from each
     topic's start to its end as any reader reads them. examples: filled with where each
     copy of the first few duplicated ids is (partition, offset, producer's timestamp)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
     from baton.registry.kafka import EVENTS_TOPIC
     from baton.signals.kafka import SIGNALS_TOPIC
 
@@ -298,32 +296,54 @@ def kafka_duplicates(env: dict, examples: list[str] | None = None) -> dict[str, 
     found = {}
     for name, topic, id_field in (("duplicate signals", SIGNALS_TOPIC, "signal_id"),
                                ("duplicate events", EVENTS_TOPIC, "event_id")):
-        consumer = Consumer({"bootstrap.servers": env["BATON_KAFKA_BOOTSTRAP"],
-                             "group.id": f"soak-{uuid.uuid4().hex}", "enable.auto.commit": False,
-                             "enable.partition.eof": True})
-        try:
-            partitions = consumer.list_topics(prefix + topic, timeout=30).topics[prefix + topic].partitions
-            consumer.assign([TopicPartition(prefix + topic, p, 0) for p in partitions])
-            remaining, ids, messages = set(partitions), defaultdict(list), 0
-            deadline = time.monotonic() + 120
-            while remaining and time.monotonic() < deadline:
-                message = consumer.poll(1)
-                if message is None:
-                    continue
-                if message.error():
-                    if message.error().code() == KafkaError._PARTITION_EOF:
-                        remaining.discard(message.partition())
-                    continue
-                messages += 1
-                ids[json.loads(message.value())[id_field]].append(
-                    f"p{message.partition()}@{message.offset()} t={message.timestamp()[1]}")
-            found[name] = messages - len(ids)
-            if examples is not None:
-                examples += [f"{name[10:-1]} {key}: {', '.join(copies)}"
-                             for key, copies in ids.items() if len(copies) > 1][:5]
-        finally:
-            consumer.close()
+        messages = read_topic(env["BATON_KAFKA_BOOTSTRAP"], prefix + topic)
+        ids = defaultdict(list)
+        for message in messages:
+            ids[json.loads(message.value())[id_field]].append(
+                f"p{message.partition()}@{message.offset()} t={message.timestamp()[1]}")
+        found[name] = len(messages) - len(ids)
+        if examples is not None:
+            examples += [f"{name[10:-1]} {key}: {', '.join(copies)}"
+                         for key, copies in ids.items() if len(copies) > 1][:5]
     return found
+
+
+def read_topic(bootstrap: str, topic: str) -> list:
+    """Every message of the topic, from each partition's start to its end, each partition in order."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"soak-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        remaining, messages = set(partitions), []
+        deadline = time.monotonic() + 120
+        while remaining and time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is None:
+                continue
+            if message.error():
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    remaining.discard(message.partition())
+                continue
+            messages.append(message)
+        return messages
+    finally:
+        consumer.close()
+
+
+def unapplied(consumer, topic: str) -> int:
+    """Events of the topic that the consumer's group has not committed (every event, before
+    its first commit): 0 once the group's projectors applied the whole topic."""
+    from confluent_kafka import TopicPartition
+
+    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    behind = 0
+    for tp in consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=30):
+        low, high = consumer.get_watermark_offsets(tp, timeout=30)
+        behind += high - (tp.offset if tp.offset >= 0 else low)
+    return behind
 
 
 def heal(env: dict, worktree: Path, ledger: Ledger, home: Path, limit: float = 180.0,

@@ -133,3 +133,18 @@ def test_a_running_projector_applies_retention_periodically(kafka_home, worktree
     runs = [line for line in log.read_text().splitlines() if " gc: " in line]
     assert "gc: removed 1 ended sessions" in runs[0] and all("gc: removed 0 ended sessions" in r for r in runs[1:])
     assert session(main, "DEP-1") is not None and session(second, "LIVE-1")["status"] == "active"
+
+
+def test_a_topic_made_before_keeps_its_partitions(kafka_home, worktrees, monkeypatch):
+    """BATON_KAFKA_PARTITIONS applies to an event topic Baton creates: one made before, with
+    another count, is never made again; it goes on working and doctor says its count."""
+    main, _ = worktrees
+    monkeypatch.setenv("BATON_KAFKA_PARTITIONS", "2")
+    baton(main, "bind", "OMN-1")
+    assert baton(main, "projector", "--once").stdout.startswith("applied 3 events")
+    monkeypatch.setenv("BATON_KAFKA_PARTITIONS", "8")
+    baton(main, "touch", "src/db.py")
+    assert baton(main, "projector", "--once").stdout.startswith("applied 1 events")
+    assert session(main, "OMN-1")["files_touched"] == ["src/db.py"]
+    reports = {r["store"]: r for r in json.loads(baton(main, "doctor", "--json").stdout)}
+    assert reports["event log"]["location"].endswith(", 2 partitions (BATON_KAFKA_PARTITIONS 8)")

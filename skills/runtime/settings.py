@@ -43,6 +43,7 @@ MAX_RECHECK_AFTER = 86400.0  # a day: a server down longer is asked again at lea
 MAX_PROBE_SECONDS = 86400.0
 MAX_CHECKPOINT_FILE_BYTES = 1 << 40
 MAX_GLOBS = 100
+MAX_PARTITIONS = 1000  # each projector of a group takes at least one
 MAX_GC_INTERVAL = 7 * 86400.0  # a week: the projector applies retention at least weekly
 MCP_ANSWER_BUDGET = 10_000  # characters: Codex cuts a tool's output past about 12 KB
 MIN_ANSWER_BUDGET, MAX_ANSWER_BUDGET = 2000, 10_000_000
@@ -118,6 +119,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Kafka for coordination signals and the event log"),
     Setting("kafka_topic_prefix", "BATON_KAFKA_TOPIC_PREFIX", "stores", "text", "baton.",
             "prefix of Baton's topic names"),
+    Setting("kafka_partitions", "BATON_KAFKA_PARTITIONS", "stores", "count", 3,
+            "partitions of the event log's topic when Baton creates it: the most `baton projector` processes "
+            "that share its work (a topic made before keeps its count)", low=1, high=MAX_PARTITIONS, low_open=False),
     # Credentials: a `secret` is never printed (baton.masking masks it wherever it appears).
     Setting("graph_user", "BATON_GRAPH_USER", "stores", "text", None, "the Bolt server's user"),
     Setting("graph_password", "BATON_GRAPH_PASSWORD", "stores", "secret", None, "the Bolt server's password"),
@@ -240,6 +244,7 @@ class Settings(NamedTuple):
     qdrant_url: str | None
     kafka_bootstrap: str | None
     kafka_topic_prefix: str
+    kafka_partitions: int
     graph_user: str | None
     graph_password: str | None
     qdrant_api_key: str | None  # or the first line of qdrant_api_key_file

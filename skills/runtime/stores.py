@@ -258,7 +258,8 @@ class Stores:
             self._event_log = KafkaEventLog(
                 self.settings.kafka_bootstrap, self.settings.home / EVENTS_OUTBOX,
                 timeout=self.settings.store_timeout, topic=f"{self.settings.kafka_topic_prefix}{EVENTS_TOPIC}",
-                gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)))
+                gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)),
+                partitions=self.settings.kafka_partitions)
         return self._event_log
 
     @property

@@ -12,7 +12,8 @@ repairs the stores from the registry over the repair window (baton.skills.servic
 for whatever an earlier version, or a store restored from a backup, left out.
 
 The consumer group follows the topic prefix (`baton-projector` for the default prefix
-`baton.`), so projectors of different prefixes never share a group. A store's failure is
+`baton.`), so projectors of different prefixes never share a group; those of one group
+share the topic's partitions, each ticket's events in one (keyed by ticket), in order. A store's failure is
 logged when it happens, with the time, and again when the store is back: a projector run
 as a service says what it waits for while it waits. Each attempt at a batch has a budget of
 its own (baton.budget), and the projector asks every server whatever the health record says.
