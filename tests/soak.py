@@ -1,8 +1,10 @@
 """A soak of Baton as a team runs it, for a bounded time (`python -m bench.soak` prints its
 figures; tests/test_soak.py asserts its checks): agent processes running random CLI commands
 and hooks, some killed with SIGKILL mid-flight, and on the servers a projector, each server
-and the projector killed once. soak() returns what was acknowledged, how long the stores
-took to heal and what did not hold; report() prints it."""
+and the projector killed once; or, for a long soak, every cycle: the projector and the resident
+killed and one server restarted in turn, the memory of the resident and the projector sampled.
+soak() returns what was acknowledged, how long the stores took to heal and what did not hold;
+report() prints it, with each command's p99 and each process's memory per part of the run."""
 
 from __future__ import annotations
 
@@ -18,12 +20,14 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.workspace import ROOT, git, live_processes, make_repo
 
 CLI = [sys.executable, "-m", "baton.skills.frontends.cli"]
+ENTRY = [sys.executable, "-c", "from baton.skills.frontends.entry import run; run()"]  # as the `baton` script
 SHARED_FILES = 12  # a pool every agent touches now and then: conflicts happen
 COMMAND_TIMEOUT = 60.0  # a command that takes this long counts as hung
 WRITES = {"bind", "decide", "update", "hook post-tool-use"}  # the commands that write (the others read first)
@@ -34,6 +38,7 @@ class Outcome:
     command: str
     seconds: float
     code: int | None  # None: killed on purpose
+    at: float = 0.0  # when it started, in seconds from the start of the run
     refused: bool = False  # exited with an error, or a hook said it could not record
     locked: bool = False  # said "database is locked" (an error or a warning)
     said: str = ""  # its last line on stderr, when refused
@@ -48,9 +53,12 @@ class Ledger:
     maybe_decisions: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     outcomes: list[Outcome] = field(default_factory=list)
     hung: list[str] = field(default_factory=list)
+    memory: list[tuple[float, str, int]] = field(default_factory=list)  # (at, process, resident set in KiB)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    began: float = field(default_factory=time.monotonic)
 
-    def add(self, outcome: Outcome) -> None:
+    def add(self, outcome: Outcome, started: float) -> None:
+        outcome.at = started - self.began
         with self.lock:
             self.outcomes.append(outcome)
 
@@ -72,17 +80,17 @@ def run(cwd: Path, env: dict, args: list[str], *, stdin: str | None = None, kill
         ledger: Ledger, name: str) -> subprocess.CompletedProcess | None:
     """Run one Baton command as a fresh process; kill_after: SIGKILL it that many seconds in."""
     started = time.monotonic()
-    process = subprocess.Popen([*CLI, *args], cwd=cwd, env=env, text=True, stdin=subprocess.PIPE,
+    process = subprocess.Popen([*(ENTRY if env["BATON_RESIDENT"] == "on" else CLI), *args], cwd=cwd, env=env, text=True, stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if kill_after is not None:
         try:
             _, err = process.communicate(stdin, timeout=kill_after)
-            ledger.add(outcome(name, started, process.returncode, err))
+            ledger.add(outcome(name, started, process.returncode, err), started)
             return None
         except subprocess.TimeoutExpired:
             process.kill()
             process.communicate()
-            ledger.add(Outcome(name, time.monotonic() - started, None))
+            ledger.add(Outcome(name, time.monotonic() - started, None), started)
             return None
     try:
         out, err = process.communicate(stdin, timeout=COMMAND_TIMEOUT)
@@ -90,7 +98,7 @@ def run(cwd: Path, env: dict, args: list[str], *, stdin: str | None = None, kill
         process.kill()
         out, err = process.communicate()
         ledger.hung.append(f"{name} {' '.join(args)}")
-    ledger.add(outcome(name, started, process.returncode, err))
+    ledger.add(outcome(name, started, process.returncode, err), started)
     return subprocess.CompletedProcess(args, process.returncode, out, err)
 
 
@@ -180,15 +188,27 @@ class Servers:
 
 
 def chaos(servers: Servers | None, env: dict, seconds: float, log: Path, heals: dict[str, float],
-          worktree: Path) -> None:
-    """Kill the projector and each server once, spread over the run; measure how long each
-    takes to answer again once restarted."""
-    if servers is None:
-        return
-    plan = [("projector", 0.2), ("postgres", 0.35), ("neo4j", 0.55), ("kafka", 0.75)]
+          worktree: Path, cycle: float | None = None) -> None:
+    """Kill the projector and each server once, spread over the run, or (cycle) every cycle
+    seconds the projector and the resident, and one server in turn; measure how long each
+    server takes to answer again once restarted."""
+    if cycle is None:
+        plan = [] if servers is None else [(name, at * seconds) for name, at in (
+            ("projector", 0.2), ("postgres", 0.35), ("neo4j", 0.55), ("kafka", 0.75))]
+    else:
+        turns = ["postgres", "neo4j", "kafka"]
+        plan = [(name, (n + at) * cycle) for n in range(int(seconds // cycle)) for name, at in (
+            ("projector", 0.2), ("resident", 0.45), (turns[n % 3], 0.7))
+            if name == "resident" or servers is not None]
     began = time.monotonic()
     for name, at in plan:
-        time.sleep(max(0.0, began + at * seconds - time.monotonic()))
+        time.sleep(max(0.0, began + at - time.monotonic()))
+        if name == "resident":
+            for pid in resident_pids(env["BATON_HOME"]):
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)  # the next command starts another
+            continue
+        assert servers is not None
         if name == "projector":
             servers.kill_projector()
             time.sleep(1)
@@ -209,13 +229,51 @@ def chaos(servers: Servers | None, env: dict, seconds: float, log: Path, heals: 
             except (ValueError, KeyError):
                 pass
             time.sleep(0.2)
-        heals[name] = time.monotonic() - restarted
+        heals[name if name not in heals else f"{name} at {at:.0f} s"] = time.monotonic() - restarted
+
+
+def resident_pids(home: str) -> list[int]:
+    """The resident process of a data home (not the children it forks for each command)."""
+    found = {pid for pid, cmdline in live_processes(f"BATON_HOME={home}").items()
+             if "baton.skills.frontends.resident" in cmdline}
+    return [pid for pid in found if _parent(pid) not in found]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), None)
+
+
+def _resident_set(pid: int) -> int | None:
+    """A process's resident set in KiB, None once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), None)
+
+
+def sample_memory(servers: Servers | None, home: str, until: float, ledger: Ledger, every: float = 5.0) -> None:
+    """The resident set of the resident and the projector every few seconds until the run ends."""
+    while time.monotonic() < until:
+        processes = [("resident", pid) for pid in resident_pids(home)]
+        if servers is not None and servers.projector is not None:
+            processes.append(("projector", servers.projector.pid))
+        for name, pid in processes:
+            size = _resident_set(pid)
+            if size is not None:
+                with ledger.lock:
+                    ledger.memory.append((time.monotonic() - ledger.began, name, size))
+        time.sleep(every)
 
 
 def baton_processes(home: Path) -> list[str]:
     """Baton processes of this data home still running (their environment names it)."""
     return [f"{pid}: {cmdline}" for pid, cmdline in live_processes(f"BATON_HOME={home}").items()
-            if "baton.skills.frontends.cli" in cmdline]
+            if "baton.skills.frontends.cli" in cmdline or "baton.skills.frontends.entry" in cmdline]
 
 
 def verify(env: dict, ledger: Ledger, home: Path, worktree: Path, counts: dict | None = None) -> list[str]:
@@ -390,14 +448,17 @@ def stop_load(load: list[subprocess.Popen]) -> None:
 
 
 def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple | None = None,
-         load: bool = False) -> dict:
+         load: bool = False, resident: bool = False, cycle: float | None = None) -> dict:
     """One soak run; returns its figures and what did not hold. running: servers to use;
-    load: keep the cores and the disk busy while the agents run (start_load)."""
+    load: keep the cores and the disk busy while the agents run (start_load); resident: the
+    commands go through the resident process; cycle: kill and restart every cycle seconds
+    (chaos) instead of once each."""
     servers = Servers(running) if mode == "servers" else None
     with tempfile.TemporaryDirectory(prefix=f"baton-soak-{mode}-") as scratch:
         root = Path(scratch)
         home = root / "home"
-        env = {**os.environ, "BATON_HOME": str(home), "BATON_RESIDENT": "off", "PYTHONPATH": str(ROOT),
+        env = {**os.environ, "BATON_HOME": str(home), "BATON_RESIDENT": "on" if resident else "off",
+               "PYTHONPATH": str(ROOT),
                "BATON_STORE_TIMEOUT": "2"}
         for name in ("BATON_BACKGROUND_DELIVERY", "BATON_BACKGROUND_INDEXING", "BATON_CONFIG", "BATON_TASK_ID"):
             env.pop(name, None)
@@ -414,7 +475,8 @@ def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple |
                                         args=(n, trees[n], env, until, ledger, random.Random(rng.random())))
                        for n in range(agents)]
             threads.append(threading.Thread(target=chaos, args=(servers, env, seconds, root / "projector.log", heals,
-                                                               trees[0])))
+                                                               trees[0], cycle)))
+            threads.append(threading.Thread(target=sample_memory, args=(servers, str(home), until, ledger)))
             for thread in threads:
                 thread.start()
             for thread in threads:
@@ -435,14 +497,71 @@ def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple |
             left = baton_processes(home)
             if left:
                 problems.append(f"{len(left)} Baton processes still running: {left[:3]}")
+            for pid in resident_pids(str(home)):  # it would outlive the data home by its idle time
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
             problems += [f"hung: {command}" for command in ledger.hung]
-            return {"mode": mode, "seconds": seconds, "agents": agents, "load": load, "outcomes": ledger.outcomes,
+            if seconds >= LONG:
+                problems += [f"{name} memory grew {growth:.0%} after the first {settled(seconds):.0f} s"
+                             for name, growth in memory_growth(ledger.memory, seconds).items() if growth > 0.10]
+            return {"mode": mode, "seconds": seconds, "agents": agents, "load": load, "resident": resident,
+                    "cycle": cycle, "memory": ledger.memory, "outcomes": ledger.outcomes,
                     "acknowledged": sum(len(v) for v in ledger.decisions.values())
                     + sum(len(v) for v in ledger.touches.values()),
                     "healed_in": healed_in, "heals": heals, "counts": counts, "problems": problems}
         finally:
             if servers is not None:
                 servers.destroy()
+
+
+LONG = 1800.0  # a run this long is cut in parts of ten minutes and held to flat memory
+
+
+def settled(seconds: float) -> float:
+    """When a run's processes have warmed up: ten minutes, or a third of a shorter run."""
+    return min(600.0, seconds / 3)
+
+
+def parts(seconds: float) -> list[tuple[float, float]]:
+    """The run cut in parts for the tables over time: ten minutes each on a long run, else quarters."""
+    size = 600.0 if seconds >= LONG else seconds / 4
+    return [(start, min(start + size, seconds)) for start in (n * size for n in range(int(-(-seconds // size))))]
+
+
+def memory_growth(memory: list[tuple[float, str, int]], seconds: float) -> dict[str, float]:
+    """Per process, the largest resident set of the run's last stretch (as long as the warm-up)
+    over the largest of the second half of the warm-up, less one."""
+    warm = settled(seconds)
+    growth = {}
+    for name in sorted({name for _, name, _ in memory}):
+        before = [size for at, n, size in memory if n == name and warm / 2 <= at < warm]
+        after = [size for at, n, size in memory if n == name and at >= seconds - warm]
+        if before and after:
+            growth[name] = max(after) / max(before) - 1
+    return growth
+
+
+def over_time(result: dict) -> list[str]:
+    """Each command's p99 and each process's largest resident set, per part of the run."""
+    cuts = parts(result["seconds"])
+    lines = [f"{'p99 ms per part of the run':26} " + " ".join(f"{f'{a:.0f}-{b:.0f} s':>11}" for a, b in cuts)]
+    for command in sorted({o.command for o in result["outcomes"]}):
+        cells = []
+        for a, b in cuts:
+            times = sorted(o.seconds * 1000 for o in result["outcomes"]
+                           if o.command == command and o.code is not None and a <= o.at < b)
+            cells.append(f"{times[min(len(times) - 1, int(0.99 * len(times)))]:11.0f}" if times else f"{'-':>11}")
+        lines.append(f"{command:26} " + " ".join(cells))
+    for name in sorted({name for _, name, _ in result["memory"]}):
+        cells = [max((size for at, n, size in result["memory"] if n == name and a <= at < b), default=None)
+                 for a, b in cuts]
+        lines.append(f"{name + ' largest RSS, MiB':26} " + " ".join(
+            f"{size / 1024:11.1f}" if size else f"{'-':>11}" for size in cells))
+    growth = memory_growth(result["memory"], result["seconds"])
+    if growth:
+        lines.append(f"memory growth after the first {settled(result['seconds']):.0f} s: " + ", ".join(
+            f"{name} {change:+.1%}" for name, change in growth.items()))
+    return lines
 
 
 def report(result: dict) -> str:
@@ -453,7 +572,11 @@ def report(result: dict) -> str:
     unanswered = sum(1 for o in result["outcomes"] if o.refused and o.command not in WRITES)
     lost = sum(int(p.split(": ")[1].split()[0]) if "acknowledged touches missing" in p else 1
                for p in result["problems"] if "acknowledged touches missing" in p or "present 0 times" in p)
-    lines = [(f"soak on {result['mode']}{' under load' if result.get('load') else ''}: {result['agents']} agents "
+    killed = "the projector and the resident killed and a server restarted" if result["mode"] == "servers" \
+        else "the resident killed"
+    cycle = f", every {result['cycle']:g} s {killed}" if result.get("cycle") else ""
+    lines = [(f"soak on {result['mode']}{' through the resident' if result.get('resident') else ''}"
+              f"{' under load' if result.get('load') else ''}{cycle}: {result['agents']} agents "
               f"for {result['seconds']:g} s, {len(result['outcomes'])} operations, {result['acknowledged']} "
               f"acknowledged writes checked; {refused} writes refused, {lost} lost; {unanswered} reads "
               f"unanswered"),
@@ -468,6 +591,7 @@ def report(result: dict) -> str:
         lines.append(f"{command:26} {len(outcomes):6} {refusals:8} {locked:7} {killed:7} {p50:9.1f} {p99:9.1f}")
     for said in sorted({o.said for o in result["outcomes"] if o.said})[:5]:
         lines.append(f"  refused: {said[:200]}")
+    lines += over_time(result)
     lines.append(f"time to heal after the run (delivered, indexed, every check holding): {result['healed_in']:.1f} s")
     for name, seconds in result["heals"].items():
         lines.append(f"  {name} restarted: answering again after {seconds:.1f} s")

@@ -1,6 +1,6 @@
 """A bounded soak of each mode (tests/soak.py; `python -m bench.soak` runs a longer one): 8
-agent processes and, on the servers, a projector; the projector and each server killed once,
-random commands killed with SIGKILL. Every acknowledged write is then present exactly once,
+agent processes and, on the servers, a projector; the projector and each server killed once
+(embedded: the resident, every few seconds), random commands killed with SIGKILL. Every acknowledged write is then present exactly once,
 every decision is searchable, and no Baton process is left running."""
 
 import pytest
@@ -12,9 +12,11 @@ SECONDS = 20
 
 @pytest.mark.slow
 def test_soak_embedded(tmp_path):
-    result = soak("embedded", SECONDS, agents=8, seed=11)
+    """Through the resident, killed every few seconds: each command is answered by the next one."""
+    result = soak("embedded", SECONDS, agents=8, seed=11, resident=True, cycle=SECONDS / 3)
     assert not result["problems"], report(result)
-    assert result["acknowledged"] > 0
+    assert result["acknowledged"] > 0, report(result)
+    assert {name for _, name, _ in result["memory"]} == {"resident"}, "its memory was sampled"
 
 
 @pytest.mark.servers
