@@ -17,7 +17,6 @@ the budget, not the command.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -396,6 +395,8 @@ class BoltConflictGraph(ConflictGraph):
 
     def _get_driver(self) -> neo4j.Driver:
         if self._driver is None:
+            import logging  # here: a command that skips a server known to be down never loads it
+
             import neo4j
 
             # The driver logs what it retries; failures reach the caller as Unavailable.

@@ -20,6 +20,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -239,6 +240,99 @@ def test_a_slow_server_is_told_apart_from_a_down_one(home, worktrees, cli, monke
     else:
         assert said.endswith(": connection refused") and "no answer" not in said, said
     assert said.startswith("unavailable: ") and "hunter2secret" not in said + result.stderr
+
+
+URL_OF = {"postgres": ("BATON_DATABASE_URL", "postgresql://baton@{}/baton"), "bolt": ("BATON_GRAPH_URL", "bolt://{}"),
+          "qdrant": ("BATON_QDRANT_URL", "http://{}"), "kafka": ("BATON_KAFKA_BOOTSTRAP", "{}")}
+KNOWN_DOWN_OVER = 0.030  # seconds a server known to be down may add to a command (issue 46)
+STALLED_OVER = 0.3  # seconds a stalled server may add to a resume beyond BATON_STORE_TIMEOUT (issue 46)
+
+
+def in_turns(main: Path, down: dict[str, str], before: Callable[[], object], runs: int,
+             measure: Callable[[Callable[[], subprocess.CompletedProcess]], tuple[subprocess.CompletedProcess, float]]
+             ) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(the least seconds of `baton resume OMN-1 --json` with the server configured as `down`,
+    the same with it not configured, the last answer with it configured): taking turns, so
+    the machine's load weighs on both alike, and the least of each, which load only ever
+    adds to; before() runs ahead of each, untimed."""
+    with_server, without = [], []
+    for _ in range(runs):
+        for env, samples in ((down, with_server), ({}, without)):
+            before()
+            result, seconds = measure(partial(as_users_run, main, "resume", "OMN-1", "--json", env=env))
+            assert result.returncode in (0, 3), result.stderr
+            samples.append(seconds)
+            if env:
+                answered = result
+    return min(with_server), min(without), answered
+
+
+def as_users_run(cwd: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The command through the `baton` console entry, as users run it: handed to the resident
+    in lane `on`, run in a process of its own, ended as that entry ends it, in lane `off`."""
+    from tests import lanes
+
+    if lanes.current is not None:
+        return lanes.current.run(cwd, args, env=env)
+    code = "import sys\nsys.argv[0] = 'baton'\nfrom baton.skills.frontends.entry import run\nrun()"
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **env})
+
+
+def cpu_or_wall(run: Callable[[], subprocess.CompletedProcess]) -> tuple[subprocess.CompletedProcess, float]:
+    """What one command costs: the CPU time of the process it ran in when that is a child of
+    this one (load stretches it far less than its wall time), else (a resident ran it) its
+    wall time."""
+    from tests import lanes
+
+    return timing.timed(run) if lanes.current is not None else timing.cpu_timed(run)
+
+
+@pytest.mark.parametrize("server", list(URL_OF))
+def test_a_server_known_to_be_down_costs_a_command_no_more_than_leaving_it_out(home, worktrees, cli, server):
+    """A server the health record knows is down is skipped without connecting to it (its port
+    stalls: a connection would cost the budget) and without its client: a resume costs at
+    most 30 ms over the same resume with that server not configured."""
+    from baton import budget
+    from baton.health import HealthRecord
+
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    assert cli(main, "decide", "Keep carts in PostgreSQL")[0] == 0
+    port = Outage(None, mode=STALL)
+    setting, url = URL_OF[server]
+    url = url.format(port.address)
+    name = getattr(budget, f"{server}_server")(url).name
+    record = HealthRecord(home, recheck_after=30)
+    try:
+        down, left_out, answered = in_turns(main, {setting: url}, lambda: record.mark_down(name, "connection refused"),
+                                            5, cpu_or_wall)
+    finally:
+        port.close()
+    assert " down since " in json.loads(answered.stdout)["stores"][PART_OF[server]]
+    assert port.accepted == 0
+    assert down - left_out <= KNOWN_DOWN_OVER, f"known down {down:.3f}s, not configured {left_out:.3f}s"
+
+
+@pytest.mark.parametrize("server", list(URL_OF))
+def test_a_stalled_server_costs_a_resume_at_most_its_budget_and_a_little(home, worktrees, cli, server):
+    """A server that accepts and never answers costs a resume at most BATON_STORE_TIMEOUT +
+    0.3 s over the same resume with that server not configured (its client's import, the
+    connection, the wait, and the ending of the process included)."""
+    main, _ = worktrees
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    assert cli(main, "decide", "Keep carts in PostgreSQL")[0] == 0
+    port = Outage(None, mode=STALL)
+    setting, url = URL_OF[server]
+    record = home / "server-health.json"
+    try:
+        stalled, left_out, answered = in_turns(main, {setting: url.format(port.address)},
+                                               lambda: record.unlink(missing_ok=True), 3, timing.timed)
+    finally:
+        port.close()
+    assert json.loads(answered.stdout)["stores"][PART_OF[server]].startswith("unavailable: ")
+    assert port.accepted > 0  # it was asked, and waited for
+    assert stalled - left_out <= BUDGET + STALLED_OVER, f"stalled {stalled:.2f}s, not configured {left_out:.2f}s"
 
 
 def test_a_recall_index_found_down_answers_every_later_request_without_loading_its_client():

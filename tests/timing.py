@@ -6,6 +6,7 @@ Every test and test server waits with wait_for: polled, with a deadline."""
 
 from __future__ import annotations
 
+import resource
 import statistics
 import subprocess
 import sys
@@ -24,6 +25,16 @@ def timed(run: Callable[[], subprocess.CompletedProcess]) -> tuple[subprocess.Co
     started = time.monotonic()
     result = run()
     return result, time.monotonic() - started
+
+
+def cpu_timed(run: Callable[[], subprocess.CompletedProcess]) -> tuple[subprocess.CompletedProcess, float]:
+    """run()'s result and the CPU seconds (user and system) of the processes it ran and
+    waited for: what a command costs, which a busy machine stretches far less than its wall
+    time."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = run()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return result, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def floor(run: Callable[[], subprocess.CompletedProcess], times: int = 3) -> float:

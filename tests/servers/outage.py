@@ -29,6 +29,7 @@ class Outage:
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
         self._connections: list[socket.socket] = []
+        self.accepted = 0  # connections accepted, in any mode
         self._stop = threading.Event()
         self._selector = selectors.DefaultSelector()
         self._thread = threading.Thread(target=self._serve, daemon=True, name=f"outage-{self.port}")
@@ -83,6 +84,7 @@ class Outage:
                     except (BlockingIOError, OSError):
                         continue
                     self._connections.append(client)
+                    self.accepted += 1
                     mode = self.mode
                 if mode == FORWARD:
                     threading.Thread(target=self._forward, args=(client,), daemon=True).start()
