@@ -41,7 +41,7 @@ from pathlib import Path
 from baton.redaction import redactor
 from bench.common import ROOT, spread, timed_calls
 from tests.secret_corpus import BARE_SHAPES, NEGATIVES, SECRETS, Secret, leaking, leaks
-from tests.secret_corpus_public import NEGATIVES_PUBLIC, TUNED, UNTOUCHED
+from tests.secret_corpus_public import HARD_NEGATIVES, NEGATIVES_PUBLIC, TUNED, UNTOUCHED
 
 DECISION = ("Keep carts in PostgreSQL, not Redis: totals need transactions. Context: checkout-service "
             "v2.4.0 reads cart rows under optimistic locking (SHOP-101, commit 3f9c2e1b); "
@@ -206,12 +206,15 @@ def main() -> None:
             print(f"{name:30} {corpus:24} " + " ".join(
                 f"{f'{n}/{len(secrets)} {100 * n / len(secrets):5.1f}%':>18}" for n in counts))
         altered = sum(redact(text) != text for text in negatives)
+        hard = sum(redact(text) != text for _, text in HARD_NEGATIVES)
         per_call = spread(timed_calls(partial(_each, redact, TUNED), max(3, args.repeat // 5)))[0]
-        costs.append((name, altered, load_ms, per_call / len(TUNED),
+        costs.append((name, altered, hard, load_ms, per_call / len(TUNED),
                       spread(timed_calls(partial(redact, LONG_DECISION), args.repeat))[0]))
-    print(f"\n{'tool':30} {'non-secrets altered':>20} {'load ms':>8} {'ms per carrier':>15} {'ms per 4,000 chars':>19}")
-    for name, altered, load_ms, carrier_ms, long_ms in costs:
-        print(f"{name:30} {f'{altered}/{len(negatives)}':>20} {load_ms:8.0f} {carrier_ms:15.3f} {long_ms:19.3f}")
+    print(f"\n{'tool':30} {'non-secrets altered':>20} {'hard ones altered':>18} {'load ms':>8} {'ms per carrier':>15} "
+          f"{'ms per 4,000 chars':>19}")
+    for name, altered, hard, load_ms, carrier_ms, long_ms in costs:
+        print(f"{name:30} {f'{altered}/{len(negatives)}':>20} {f'{hard}/{len(HARD_NEGATIVES)}':>18} {load_ms:8.0f} "
+              f"{carrier_ms:15.3f} {long_ms:19.3f}")
     print("(kept: no 16 characters of a secret left; load: import and build in this process; per call: warm)")
 
     print(f"\n{'cost on the decide path':58} {'median ms':>10} {'p10-p90 ms':>14}")

@@ -82,6 +82,16 @@ def test_the_public_corpus_is_kept_out_and_its_untouched_part_reported(redact):
     assert [n for n in NEGATIVES_PUBLIC if redact(n).text != n] == []
 
 
+def test_hard_non_secrets_come_back_byte_for_byte(redact):
+    """Integrity hashes, digests, git names, UUIDs, ULIDs, versions, paths, URLs, identifiers,
+    base64 of prose and references, written from their public formats: at most 3 of them
+    altered (the issue's bar; none is today)."""
+    from tests.secret_corpus_public import HARD_NEGATIVES
+
+    altered = [(kind, text) for kind, text in HARD_NEGATIVES if redact(text).text != text]
+    assert len(HARD_NEGATIVES) >= 21 and len(altered) <= 3, altered
+
+
 def test_no_window_of_any_secret_survives_one_output_of_the_whole_corpus(redact):
     from tests.secret_corpus import leaking
 
