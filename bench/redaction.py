@@ -7,13 +7,16 @@ Prints, each measured in the same run:
     tests.secret_corpus.leaks) by Baton now, Baton at --before (its redaction.py and
     secret_rules.py at that revision) and each peer: a decision in a sentence, an evidence
     sentence, the carrier as written (a --context assignment), all of a corpus printed by one
-    check, every channel at once; the non-secrets altered; each tool's load and median cost
+    check, every channel at once; the non-secrets altered, plain and hard ones
+    (tests/secret_corpus_public.py's HARD_NEGATIVES); each tool's load and median cost
     per call. A peer redacts what it reports (each finding's secret replaced); a peer that is
     not installed here is named and skipped (`python3 -m bench.peers --setup` installs them
     into bench/.venv-peers from bench/peers-requirements.txt, never into Baton's);
   - the cost on the decide path: `python -c pass` (floor), a fresh process that imports,
     builds and redacts a decision with Baton now and at --before, and in-process the
-    redaction of a 4,000-character decision, cold and warm.
+    redaction of a 4,000-character decision, cold and warm; then a fresh `baton decide`
+    (embedded default, no resident) with Baton now and at --before in turns, wall clock and
+    the CPU the process spent.
 
     bench/.venv-peers/bin/python -m bench.redaction [--repeat 30] [--before main]
     .venv/bin/python -m bench.redaction --scan docs tests /usr/local/go/src [--files 800]
@@ -26,10 +29,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import io
+import os
 import random
 import re
+import resource
+import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import types
@@ -39,7 +47,7 @@ from functools import partial
 from pathlib import Path
 
 from baton.redaction import redactor
-from bench.common import ROOT, spread, timed_calls
+from bench.common import ROOT, git, run_ms, scratch_worktree, spread, timed_calls, use_scratch_home
 from tests.secret_corpus import BARE_SHAPES, NEGATIVES, SECRETS, Secret, leaking, leaks
 from tests.secret_corpus_public import HARD_NEGATIVES, NEGATIVES_PUBLIC, TUNED, UNTOUCHED, UNTOUCHED_MORE
 
@@ -70,6 +78,56 @@ def fresh_in_turns(commands: dict[str, tuple[str, Path]], repeat: int) -> list[t
             if printed:
                 samples.setdefault(f"{name}, CPU inside", []).append(float(printed))
     return list(samples.items())
+
+
+def import_tree(revision: str | None, into: Path) -> Path:
+    """Baton's import tree as installed (baton/ with each concern's folder inside it) at
+    revision, or as the work tree has it now (None), compiled as an installed wheel is."""
+    source = ROOT
+    if revision is not None:
+        source = into / "source"
+        archive = subprocess.run(["git", "archive", revision, *CONCERNS], cwd=ROOT, check=True, capture_output=True)
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(source, filter="data")
+    for folder in CONCERNS:
+        shutil.copytree(source / folder, into / "baton" / ("" if folder == "baton" else folder), dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "tests"))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(into / "baton")], check=True, capture_output=True)
+    return into
+
+
+CONCERNS = ("baton", "registry", "graph", "recall", "signals", "skills")
+
+
+def fresh_decides(revision: str, repeat: int) -> list[tuple[str, list[float]]]:
+    """Milliseconds of a fresh `baton decide` (no resident, the embedded default) with Baton
+    now and at revision, one of each in turn on one data home and worktree."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        use_scratch_home(root)
+        trees = {"now": import_tree(None, root / "now"), revision: import_tree(revision, root / "before")}
+        worktree = scratch_worktree(root)
+        git(worktree, "commit", "-q", "--allow-empty", "-m", "init")
+        code = "from baton.skills.frontends.entry import run; run()"
+        command = [sys.executable, "-c", code]
+        run_ms([*command, "bind", "BENCH-1"], worktree, env={**os.environ, "PYTHONPATH": str(trees["now"])})
+        samples: dict[str, list[float]] = {}
+        for n in range(repeat + 1):
+            for name, tree in trees.items() if n % 2 else reversed(trees.items()):
+                cpu = _children_cpu()
+                took = run_ms([*command, "decide", f"{DECISION} ({n})"], worktree,
+                              env={**os.environ, "PYTHONPATH": str(tree)})
+                if n:  # the first of each warms the page cache
+                    samples.setdefault(f"fresh `baton decide` ({name})", []).append(took)
+                    samples.setdefault(f"fresh `baton decide` ({name}), its CPU", []).append(_children_cpu() - cpu)
+        return sorted(samples.items())
+
+
+def _children_cpu() -> float:
+    """Milliseconds of CPU the processes this one waited for spent (a loaded machine's
+    waits left out)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (usage.ru_utime + usage.ru_stime) * 1000
 
 
 def found_replaced(text: str, secrets: Sequence[str]) -> str:
@@ -235,7 +293,8 @@ def main() -> None:
               timed_calls(lambda: redactor(None).redact(LONG_DECISION), args.repeat, re.purge)),
              ("redact a 4,000-character decision, warm", timed_calls(lambda: ours.redact(LONG_DECISION), args.repeat)),
              ("compile every rule (a resident's warm-up)",
-              timed_calls(lambda: redactor(None).warm(), args.repeat, re.purge))]
+              timed_calls(lambda: redactor(None).warm(), args.repeat, re.purge)),
+             *fresh_decides(args.before, args.repeat)]
     for name, samples in rows:
         median, low, high = spread(samples)
         print(f"{name:58} {median:10.2f} {f'{low:.2f}-{high:.2f}':>14}")
