@@ -34,8 +34,8 @@ from pathlib import Path
 from baton.secret_rules import NAME_ENDINGS, NAMED, RULES, Rule
 
 # Bare random tokens (measured in tests/test_redaction.py and bench/redaction.py): a run of
-# at least MIN_TOKEN letters and digits (`-_.+/=~` allowed inside, MIN_PART or more between
-# them on average) holding a digit, that is
+# at least MIN_TOKEN letters and digits (`-_.+/=~` allowed inside, `-_` first too, MIN_PART or
+# more between them on average) holding a digit, that is
 #   - not a git object name, digest, UUID or ULID (hex of 7 to 40 characters or of a
 #     digest's length, the 8-4-4-4-12 form, 26 characters of Crockford base32);
 #   - mixed the way random text is: its class (lower, upper, digit) switches between
@@ -47,7 +47,7 @@ from baton.secret_rules import NAME_ENDINGS, NAMED, RULES, Rule
 # pass, of 24 characters 85% to 99%; of the 3,354 identifiers of 20 characters or more with
 # a digit in the installed packages' code, 19 (0.6%, six of them base64 or a JWT), and none
 # of the project's docs, tests, lock files and go.sum (tests/test_redaction.py, bench/redaction.py).
-_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-+/.=~%$])[A-Za-z0-9][A-Za-z0-9_\-+/.=~]{18,}[A-Za-z0-9=]")
+_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-+/.=~%$])[A-Za-z0-9_-][A-Za-z0-9_\-+/.=~]{18,}[A-Za-z0-9=]")
 MIN_TOKEN = 20
 MIN_PART = 6  # characters between separators, on average
 MIN_SWITCHES = 0.22
