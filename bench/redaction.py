@@ -123,6 +123,17 @@ def fresh_decides(revision: str, repeat: int) -> list[tuple[str, list[float]]]:
         return sorted(samples.items())
 
 
+def cpu_in_turns(calls: dict[str, Callable[[], object]], repeat: int) -> list[tuple[str, list[float]]]:
+    """Milliseconds of CPU each call takes in this process, the calls in turn."""
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(repeat):
+        for name, call in calls.items():
+            began = time.process_time()
+            call()
+            samples[name].append((time.process_time() - began) * 1000)
+    return list(samples.items())
+
+
 def _children_cpu() -> float:
     """Milliseconds of CPU the processes this one waited for spent (a loaded machine's
     waits left out)."""
@@ -294,6 +305,9 @@ def main() -> None:
              ("redact a 4,000-character decision, warm", timed_calls(lambda: ours.redact(LONG_DECISION), args.repeat)),
              ("compile every rule (a resident's warm-up)",
               timed_calls(lambda: redactor(None).warm(), args.repeat, re.purge)),
+             *cpu_in_turns({"redact a 4,000-character decision, warm, its CPU (now)": partial(ours.redact, LONG_DECISION),
+                            f"the same at {args.before}": partial(tools[f"Baton at {args.before}"][0], LONG_DECISION)}
+                           if not isinstance(tools[f"Baton at {args.before}"], str) else {}, args.repeat * 5),
              *fresh_decides(args.before, args.repeat)]
     for name, samples in rows:
         median, low, high = spread(samples)
