@@ -47,7 +47,7 @@ from functools import partial
 from pathlib import Path
 
 from baton.redaction import redactor
-from bench.common import ROOT, git, run_ms, scratch_worktree, spread, timed_calls, use_scratch_home
+from bench.common import ROOT, git, in_turns, run_ms, scratch_worktree, spread, timed_calls, use_scratch_home
 from tests.secret_corpus import BARE_SHAPES, NEGATIVES, SECRETS, Secret, leaking, leaks
 from tests.secret_corpus_public import HARD_NEGATIVES, NEGATIVES_PUBLIC, TUNED, UNTOUCHED, UNTOUCHED_MORE
 
@@ -121,17 +121,6 @@ def fresh_decides(revision: str, repeat: int) -> list[tuple[str, list[float]]]:
                     samples.setdefault(f"fresh `baton decide` ({name})", []).append(took)
                     samples.setdefault(f"fresh `baton decide` ({name}), its CPU", []).append(_children_cpu() - cpu)
         return sorted(samples.items())
-
-
-def cpu_in_turns(calls: dict[str, Callable[[], object]], repeat: int) -> list[tuple[str, list[float]]]:
-    """Milliseconds of CPU each call takes in this process, the calls in turn."""
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(repeat):
-        for name, call in calls.items():
-            began = time.process_time()
-            call()
-            samples[name].append((time.process_time() - began) * 1000)
-    return list(samples.items())
 
 
 def _children_cpu() -> float:
@@ -305,9 +294,10 @@ def main() -> None:
              ("redact a 4,000-character decision, warm", timed_calls(lambda: ours.redact(LONG_DECISION), args.repeat)),
              ("compile every rule (a resident's warm-up)",
               timed_calls(lambda: redactor(None).warm(), args.repeat, re.purge)),
-             *cpu_in_turns({"redact a 4,000-character decision, warm, its CPU (now)": partial(ours.redact, LONG_DECISION),
-                            f"the same at {args.before}": partial(tools[f"Baton at {args.before}"][0], LONG_DECISION)}
-                           if not isinstance(tools[f"Baton at {args.before}"], str) else {}, args.repeat * 5),
+             *in_turns({"redact a 4,000-character decision, warm, its CPU (now)": partial(ours.redact, LONG_DECISION),
+                        f"the same at {args.before}": partial(tools[f"Baton at {args.before}"][0], LONG_DECISION)}
+                       if not isinstance(tools[f"Baton at {args.before}"], str) else {},
+                       args.repeat * 5, time.process_time).items(),
              *fresh_decides(args.before, args.repeat)]
     for name, samples in rows:
         median, low, high = spread(samples)
