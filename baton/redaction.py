@@ -34,8 +34,8 @@ from pathlib import Path
 from baton.secret_rules import NAME_ENDINGS, NAMED, RULES, Rule
 
 # Bare random tokens (measured in tests/test_redaction.py and bench/redaction.py): a run of
-# at least MIN_TOKEN letters and digits (`-_.+/=~` allowed inside, MIN_PART or more between
-# them on average) holding a digit, that is
+# at least MIN_TOKEN letters and digits (`-_.+/=~` allowed inside, `-_` first too, MIN_PART or
+# more between them on average) holding a digit, that is
 #   - not a git object name, digest, UUID or ULID (hex of 7 to 40 characters or of a
 #     digest's length, the 8-4-4-4-12 form, 26 characters of Crockford base32);
 #   - mixed the way random text is: its class (lower, upper, digit) switches between
@@ -47,7 +47,7 @@ from baton.secret_rules import NAME_ENDINGS, NAMED, RULES, Rule
 # pass, of 24 characters 85% to 99%; of the 3,354 identifiers of 20 characters or more with
 # a digit in the installed packages' code, 19 (0.6%, six of them base64 or a JWT), and none
 # of the project's docs, tests, lock files and go.sum (tests/test_redaction.py, bench/redaction.py).
-_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-+/.=~%$])[A-Za-z0-9][A-Za-z0-9_\-+/.=~]{18,}[A-Za-z0-9=]")
+_TOKEN = re.compile(r"(?<![A-Za-z0-9_\-+/.=~%$])[A-Za-z0-9_-][A-Za-z0-9_\-+/.=~]{18,}[A-Za-z0-9=]")
 MIN_TOKEN = 20
 MIN_PART = 6  # characters between separators, on average
 MIN_SWITCHES = 0.22
@@ -63,7 +63,7 @@ _UUID_OR_ULID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-
                            r"|[0-7][0-9A-HJKMNP-TV-Z]{25}")
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s@\"'<>]+(?=[\s\"'<>]|$)", re.I)
 _JOINS = frozenset(string.ascii_letters + string.digits + "_-+")  # inside a token (_whole)
-_SEPARATOR_AT = re.compile(r"[=:]|[ \t]is[ \t]")
+_SEPARATOR_AT = re.compile(r"[=:]|[ \t]is[ \t]|[ \t]+(?=[\"'])")
 _ASSIGNED = re.compile(r"=(?=[^=])")
 # A dotted name in code (ssa.OpARM64ADDshiftLL, self.py2str): each name weighed apart.
 _DOTTED_CODE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
@@ -187,8 +187,9 @@ def _whole(text: str, start: int, end: int, kind: str) -> tuple[int, int, str]:
 
 
 def _name_starts(text: str, folded: str) -> list[int]:
-    """Where a name that ends like a credential's (NAME_ENDINGS) starts before `=`, `:` or
-    ` is `, an optional quote and blanks between: where the NAMED rules are tried."""
+    """Where a name that ends like a credential's (NAME_ENDINGS) starts before `=`, `:`,
+    ` is ` or blanks and a quote, an optional quote and blanks between: where the NAMED rules
+    are tried."""
     starts = []
     for separator in _SEPARATOR_AT.finditer(text):
         end = separator.start()
@@ -300,7 +301,7 @@ def _prose(run: str) -> bool:
 
 # References to a value kept elsewhere (a variable, an f-string's field, code, a path) and
 # placeholders: not the secret itself.
-_REFERENCE = re.compile(r"\$\{?[A-Za-z_]|%[A-Za-z_]\w*%|^\{|<[^>]*>$|^(?:os\.environ|process\.env)"
+_REFERENCE = re.compile(r"(?<![A-Za-z0-9])\$[A-Za-z_]|\$\{\{?[ \t]*[A-Za-z_][\w.]*[ \t]*(?:[:?+=-][^{}]*)?(?:\}|$)|%[A-Za-z_]\w*%|^\{|<[^>]*>$|^(?:os\.environ|process\.env)"
                         r"|^[A-Za-z_][\w.]*[(\[]|^[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+[)\]},;]*$"
                         r"|^~?\.{0,2}/[\w./-]*$|^#[0-9a-fA-F]{3,8}$"
                         r"|(?i:^(?:password|passwd|pass|secret|token|pwd|none|null|nil|true|false|undefined)$)"
@@ -310,6 +311,8 @@ _CREDENTIAL_FREE_URL = re.compile(r"^[a-z][a-z0-9+.-]*://[^@\s]*$", re.I)
 _TOKEN_LIKE = re.compile(r"[A-Za-z0-9_.~+/=-]+")
 _SNAKE_CASE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")  # code: v4auth_header
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # code: win32api.RegEnumKey
+_SEPARATED = re.compile(r"[=:>]|\sis\s")
+_COMPOUND_NAME = re.compile(r"^--|\w[_.-]\w|(?-i:[a-z][A-Z])|^pass(?:word|wd|phrase)\b", re.I)  # code, an option
 MIN_SECRET = 6  # a shorter value is told from ordinary text by nothing
 MIN_WEAK_SECRET = 16
 
@@ -336,12 +339,14 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
         return False
     if value != value.strip():  # a quoted value that starts with a blank is code: ' + access_key + '
         return False
+    name = match.string[match.start(0):match.start("value")]
+    if not _SEPARATED.search(name) and not _COMPOUND_NAME.search(name):
+        return False  # `NAME "value"` with no `=` or `:`: prose (`cannot pass 'x=1'`) unless the name is code's
     strong = match.groupdict().get("strong")
     if strong:  # quoted, a placeholder is redacted too (`PASSWORD = 'changeme'`), not a stage's `pass = "DONE"`
         if _SYMBOL_OR_DIGIT.search(value):
             return True
         # nor a constant's label: _SEND_MESSAGE_TOKEN = "send_message", NO_CREDENTIALS = "NoCredentials"
-        name = match.string[match.start(0):match.start("value")]
         return bool(match.groupdict().get("quote")) and strong.lower() != "pass" \
             and _squashed(value) not in _squashed(name)
     return (len(value) >= MIN_WEAK_SECRET and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)

@@ -221,7 +221,7 @@ STRUCTURED: tuple[Rule, ...] = (
 # Names a secret is assigned to: one of these words ends the name, however it is
 # prefixed or cased (OPENAI_API_KEY, stripe_api_token, DB_PASSWORD, client-secret,
 # apiKey). A value assigned to one needs a digit or a symbol (`token: expires daily` is prose).
-_STRONG = (r"pass(?:word|wd|phrase)?|pwd|secret|token|credentials?|api[_-]?key|auth[_-]?key|access[_-]?key"
+_STRONG = (r"pass(?:word|wd|phrase)?|pwd?|secret|token|credentials?|api[_-]?key|auth[_-]?key|access[_-]?key|private[_-]?key"
            r"|secret[_-]?key|sas|connection[_-]?string")
 # A name that ends in `key`, `auth`, `private` or `pat` (a personal access token, or a
 # regular expression's pattern) is a secret's only when its value looks like a token (16
@@ -229,19 +229,21 @@ _STRONG = (r"pass(?:word|wd|phrase)?|pwd|secret|token|credentials?|api[_-]?key|a
 # `_HEX_PAT = "[0-9A-Fa-f]{1,4}"`. (A signature is not a secret: `signature: hmac-sha256:...`.)
 _WEAK = r"key|auth|private|[_-]pat|(?-i:Pat)"
 # How the names above end, lower-cased: where baton.redaction tries the NAMED rules.
-NAME_ENDINGS = ("pass", "passwd", "password", "passphrase", "pwd", "secret", "token", "credential", "credentials",
+NAME_ENDINGS = ("pass", "passwd", "password", "passphrase", "pwd", "pw", "secret", "token", "credential", "credentials",
                 "key", "auth", "private", "pat", "sas", "string")
 _NAMED_LIKE = rf"[\w.-]*?(?:(?P<strong>{_STRONG})|(?P<weak>{_WEAK}))"
 _NAME = rf"(?<![\w.-])(?<!//){_NAMED_LIKE}"
-# `=`, `:`, `:=`, `=>` or, in prose, ` is `.
-_SEPARATOR = r"[ \t]*(?::=|=>|=|:)[ \t]*|[ \t]+is[ \t]+"
+# `=`, `:`, `:=`, `=>`, in prose ` is `, or blanks before a quoted value (a DSL's call
+# without parentheses: Groovy's `password 'x'`, Ruby's, nginx's).
+_SEPARATOR = r"[ \t]*(?::=|=>|=|:)[ \t]*|[ \t]+is[ \t]+|[ \t]+(?=[\"'])"
 # A value: quoted (up to its quote) or bare (up to a blank or a quote, without the comma
 # or bracket that closes the code around it).
 _VALUE = r"(?P<quote>[\"'`])?(?P<value>(?(quote)[^\"'`\n]+|[^\s\"'`]*[^\s\"'`,;)\]}]))"
 
 ASSIGNMENTS: tuple[Rule, ...] = (
-    # NAME=value, NAME: value, "name": "value", name := value, export NAME='value', --name=value
-    ("secret-keyword", NAMED, rf"(?i)(?<![?&;]){_NAME}[\"']?(?:{_SEPARATOR})(?:new[ \t]+String\()?{_VALUE}", 0, "value",
+    # NAME=value, NAME: value, "name": "value", name := value, export NAME='value', --name=value,
+    # name @"value" (Objective-C, C#)
+    ("secret-keyword", NAMED, rf"(?i)(?<![?&;]){_NAME}[\"']?(?:{_SEPARATOR})(?:new[ \t]+String\(|@(?=[\"']))?{_VALUE}", 0, "value",
      "keyword"),
     # name=value inside a URL's query or a connection string (`?password=...&`, `;Pwd=...;`)
     ("secret-keyword", NAMED, rf"(?i)(?<=[?&;]){_NAME}=(?P<value>[^&;\s\"'#]+)", 0, "value", "keyword"),

@@ -41,6 +41,19 @@ def timed_calls(call: Callable[[], object], repeat: int, before: Callable[[], ob
     return samples
 
 
+def in_turns(calls: dict[str, Callable[[], object]], repeat: int,
+             clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+    """Milliseconds of `repeat` calls of each in this process, one of each in turn so that the
+    machine's load falls on all alike, by clock (time.process_time: the CPU they take)."""
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(repeat):
+        for name, call in calls.items():
+            began = clock()
+            call()
+            samples[name].append((clock() - began) * 1000)
+    return samples
+
+
 def run_ms(command: list[str], cwd: Path, *, env: dict | None = None, stdin: str = "", quiet: bool = False) -> float:
     """Milliseconds of one fresh process, which must exit 0 (quiet: and write nothing on stderr)."""
     started = time.perf_counter()

@@ -7,13 +7,16 @@ Prints, each measured in the same run:
     tests.secret_corpus.leaks) by Baton now, Baton at --before (its redaction.py and
     secret_rules.py at that revision) and each peer: a decision in a sentence, an evidence
     sentence, the carrier as written (a --context assignment), all of a corpus printed by one
-    check, every channel at once; the non-secrets altered; each tool's load and median cost
+    check, every channel at once; the non-secrets altered, plain and hard ones
+    (tests/secret_corpus_public.py's HARD_NEGATIVES); each tool's load and median cost
     per call. A peer redacts what it reports (each finding's secret replaced); a peer that is
     not installed here is named and skipped (`python3 -m bench.peers --setup` installs them
     into bench/.venv-peers from bench/peers-requirements.txt, never into Baton's);
   - the cost on the decide path: `python -c pass` (floor), a fresh process that imports,
     builds and redacts a decision with Baton now and at --before, and in-process the
-    redaction of a 4,000-character decision, cold and warm.
+    redaction of a 4,000-character decision, cold and warm; then a fresh `baton decide`
+    (embedded default, no resident) with Baton now and at --before in turns, wall clock and
+    the CPU the process spent.
 
     bench/.venv-peers/bin/python -m bench.redaction [--repeat 30] [--before main]
     .venv/bin/python -m bench.redaction --scan docs tests /usr/local/go/src [--files 800]
@@ -26,10 +29,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import io
+import os
 import random
 import re
+import resource
+import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import types
@@ -39,9 +47,9 @@ from functools import partial
 from pathlib import Path
 
 from baton.redaction import redactor
-from bench.common import ROOT, spread, timed_calls
+from bench.common import ROOT, git, in_turns, run_ms, scratch_worktree, spread, timed_calls, use_scratch_home
 from tests.secret_corpus import BARE_SHAPES, NEGATIVES, SECRETS, Secret, leaking, leaks
-from tests.secret_corpus_public import NEGATIVES_PUBLIC, TUNED, UNTOUCHED
+from tests.secret_corpus_public import HARD_NEGATIVES, NEGATIVES_PUBLIC, TUNED, UNTOUCHED, UNTOUCHED_MORE
 
 DECISION = ("Keep carts in PostgreSQL, not Redis: totals need transactions. Context: checkout-service "
             "v2.4.0 reads cart rows under optimistic locking (SHOP-101, commit 3f9c2e1b); "
@@ -70,6 +78,56 @@ def fresh_in_turns(commands: dict[str, tuple[str, Path]], repeat: int) -> list[t
             if printed:
                 samples.setdefault(f"{name}, CPU inside", []).append(float(printed))
     return list(samples.items())
+
+
+def import_tree(revision: str | None, into: Path) -> Path:
+    """Baton's import tree as installed (baton/ with each concern's folder inside it) at
+    revision, or as the work tree has it now (None), compiled as an installed wheel is."""
+    source = ROOT
+    if revision is not None:
+        source = into / "source"
+        archive = subprocess.run(["git", "archive", revision, *CONCERNS], cwd=ROOT, check=True, capture_output=True)
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(source, filter="data")
+    for folder in CONCERNS:
+        shutil.copytree(source / folder, into / "baton" / ("" if folder == "baton" else folder), dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "tests"))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(into / "baton")], check=True, capture_output=True)
+    return into
+
+
+CONCERNS = ("baton", "registry", "graph", "recall", "signals", "skills")
+
+
+def fresh_decides(revision: str, repeat: int) -> list[tuple[str, list[float]]]:
+    """Milliseconds of a fresh `baton decide` (no resident, the embedded default) with Baton
+    now and at revision, one of each in turn on one data home and worktree."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        use_scratch_home(root)
+        trees = {"now": import_tree(None, root / "now"), revision: import_tree(revision, root / "before")}
+        worktree = scratch_worktree(root)
+        git(worktree, "commit", "-q", "--allow-empty", "-m", "init")
+        code = "from baton.skills.frontends.entry import run; run()"
+        command = [sys.executable, "-c", code]
+        run_ms([*command, "bind", "BENCH-1"], worktree, env={**os.environ, "PYTHONPATH": str(trees["now"])})
+        samples: dict[str, list[float]] = {}
+        for n in range(repeat + 1):
+            for name, tree in trees.items() if n % 2 else reversed(trees.items()):
+                cpu = _children_cpu()
+                took = run_ms([*command, "decide", f"{DECISION} ({n})"], worktree,
+                              env={**os.environ, "PYTHONPATH": str(tree)})
+                if n:  # the first of each warms the page cache
+                    samples.setdefault(f"fresh `baton decide` ({name})", []).append(took)
+                    samples.setdefault(f"fresh `baton decide` ({name}), its CPU", []).append(_children_cpu() - cpu)
+        return sorted(samples.items())
+
+
+def _children_cpu() -> float:
+    """Milliseconds of CPU the processes this one waited for spent (a loaded machine's
+    waits left out)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (usage.ru_utime + usage.ru_stime) * 1000
 
 
 def found_replaced(text: str, secrets: Sequence[str]) -> str:
@@ -191,6 +249,7 @@ def main() -> None:
     tools: dict[str, tuple[Redact, float] | str] = {"Baton": ((lambda text: ours.redact(text).text), 0.0),
                                                      f"Baton at {args.before}": before(args.before), **peers()}
     corpora = {"project (tuned)": SECRETS, "public, tuned part": TUNED, "public, untouched part": UNTOUCHED,
+               "public, untouched 2nd": UNTOUCHED_MORE,
                "bare tokens, 32 chars": bare_tokens(32, 20)}
     negatives = NEGATIVES + NEGATIVES_PUBLIC
     columns = [*CHANNELS, "one check's output", "all at once"]
@@ -206,12 +265,15 @@ def main() -> None:
             print(f"{name:30} {corpus:24} " + " ".join(
                 f"{f'{n}/{len(secrets)} {100 * n / len(secrets):5.1f}%':>18}" for n in counts))
         altered = sum(redact(text) != text for text in negatives)
+        hard = sum(redact(text) != text for _, text in HARD_NEGATIVES)
         per_call = spread(timed_calls(partial(_each, redact, TUNED), max(3, args.repeat // 5)))[0]
-        costs.append((name, altered, load_ms, per_call / len(TUNED),
+        costs.append((name, altered, hard, load_ms, per_call / len(TUNED),
                       spread(timed_calls(partial(redact, LONG_DECISION), args.repeat))[0]))
-    print(f"\n{'tool':30} {'non-secrets altered':>20} {'load ms':>8} {'ms per carrier':>15} {'ms per 4,000 chars':>19}")
-    for name, altered, load_ms, carrier_ms, long_ms in costs:
-        print(f"{name:30} {f'{altered}/{len(negatives)}':>20} {load_ms:8.0f} {carrier_ms:15.3f} {long_ms:19.3f}")
+    print(f"\n{'tool':30} {'non-secrets altered':>20} {'hard ones altered':>18} {'load ms':>8} {'ms per carrier':>15} "
+          f"{'ms per 4,000 chars':>19}")
+    for name, altered, hard, load_ms, carrier_ms, long_ms in costs:
+        print(f"{name:30} {f'{altered}/{len(negatives)}':>20} {f'{hard}/{len(HARD_NEGATIVES)}':>18} {load_ms:8.0f} "
+              f"{carrier_ms:15.3f} {long_ms:19.3f}")
     print("(kept: no 16 characters of a secret left; load: import and build in this process; per call: warm)")
 
     print(f"\n{'cost on the decide path':58} {'median ms':>10} {'p10-p90 ms':>14}")
@@ -231,7 +293,12 @@ def main() -> None:
               timed_calls(lambda: redactor(None).redact(LONG_DECISION), args.repeat, re.purge)),
              ("redact a 4,000-character decision, warm", timed_calls(lambda: ours.redact(LONG_DECISION), args.repeat)),
              ("compile every rule (a resident's warm-up)",
-              timed_calls(lambda: redactor(None).warm(), args.repeat, re.purge))]
+              timed_calls(lambda: redactor(None).warm(), args.repeat, re.purge)),
+             *in_turns({"redact a 4,000-character decision, warm, its CPU (now)": partial(ours.redact, LONG_DECISION),
+                        f"the same at {args.before}": partial(tools[f"Baton at {args.before}"][0], LONG_DECISION)}
+                       if not isinstance(tools[f"Baton at {args.before}"], str) else {},
+                       args.repeat * 5, time.process_time).items(),
+             *fresh_decides(args.before, args.repeat)]
     for name, samples in rows:
         median, low, high = spread(samples)
         print(f"{name:58} {median:10.2f} {f'{low:.2f}-{high:.2f}':>14}")

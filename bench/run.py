@@ -42,7 +42,8 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-from bench.common import BATON, CLI, ROOT, fresh_runs, scratch_worktree, spread, start_resident, timed_calls
+from bench.common import (BATON, CLI, ROOT, fresh_runs, in_turns, scratch_worktree, spread, start_resident,
+                          timed_calls)
 
 # One BLAS thread, as baton.recall sets for the product: NumPy, imported here before it,
 # would otherwise start a pool, whose threads slow the in-process searches on 2 busy cores.
@@ -267,12 +268,7 @@ def hybrid_rows(index, repeat: int) -> list[tuple[str, list[float], int | str | 
             "common": lambda: index.search_keywords("synthetic", project=PROJECT, limit=10, exclude_task_id=None)}
     for call in work.values():
         call()  # warm: the keywords were filled while the decisions were stored
-    timed: dict[str, list[float]] = {name: [] for name in work}
-    for _ in range(repeat):
-        for name, call in work.items():
-            began = time.perf_counter()
-            call()
-            timed[name].append((time.perf_counter() - began) * 1000)
+    timed = in_turns(work, repeat)
     return [("related search as resume runs it: own and ticket vectors + keywords fused", timed["fused"], None),
             ("  its keyword leg alone (FTS5, the ticket's words)", timed["keywords"], None),
             ("  a keyword every decision of the project has (worst case)", timed["common"], None)]
