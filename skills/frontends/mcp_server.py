@@ -435,7 +435,7 @@ def _answer(line: bytes) -> dict | None:
     """The JSON-RPC 2.0 answer to one line; None for a notification."""
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser's depth
         return _error(None, -32700, "Parse error")
     number = message.get("id") if isinstance(message, dict) else None
     if not isinstance(number, str | int) or isinstance(number, bool):
