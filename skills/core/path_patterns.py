@@ -209,7 +209,3 @@ def _expanded(body: str) -> str:
             out.append(body[i])
             i += 1
     return "".join(out)
-
-
-def is_glob(pattern: str) -> bool:
-    return bool(_GLOB & set(pattern))

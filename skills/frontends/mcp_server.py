@@ -26,8 +26,11 @@ model on every turn (bench/hooks.py prints their total size).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import signal
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
@@ -406,8 +409,6 @@ def start_fresh(task_id: str, base: str | None = None, into: str | None = None, 
 def catalogue() -> tuple[list[dict], dict[str, type[BaseModel]], dict[str, str]]:
     """Each tool as tools/list shows it, its argument model (which validates a call and wrote
     the schema, trimmed by _lean), and the serverInfo."""
-    import inspect
-
     from pydantic import create_model
 
     from baton.skills.runtime.distribution import version
@@ -437,9 +438,7 @@ def _answer(line: bytes) -> dict | None:
         message = json.loads(line)
     except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser's depth
         return _error(None, -32700, "Parse error")
-    number = message.get("id") if isinstance(message, dict) else None
-    if not isinstance(number, str | int) or isinstance(number, bool):
-        number = None
+    number = message.get("id") if isinstance(message, dict) and type(message.get("id")) in (str, int) else None
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str) \
             or ("id" in message and number is None):
         return _error(number, -32600, "Invalid Request")
@@ -574,9 +573,6 @@ def serve(*, allow_unsigned_probes: bool = False) -> None:
     commands outside the allowlist. One message a line, answered in turn: the only lines on
     standard output; whatever else writes there (a library, a command run) goes to stderr."""
     global _scope
-    import signal
-    import sys
-
     _scope = Scope(_served_directory(), allow_unsigned_probes)
     # Claude Code sends SIGINT at exit, and SIGTERM 100 ms later, with stdin still open: stop
     # at once, whatever runs (every write is atomic in its store; each answer is flushed).
@@ -698,8 +694,6 @@ def _lean(schema: Any) -> Any:
 
 
 def _log(warnings: list[str]) -> None:
-    import sys
-
     from baton.masking import mask
 
     for warning in warnings:
