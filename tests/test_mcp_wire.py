@@ -156,3 +156,37 @@ def test_a_bad_line_is_a_json_rpc_error_and_the_server_goes_on(home, tmp_path):
     finally:
         server.process.kill()
 
+
+
+# `baton mcp` with list_leases replaced by a tool that prints, and runs a command that prints.
+NOISY = """
+import sys
+from baton.skills.frontends import mcp_server
+from baton.skills.frontends.cli import main
+
+
+def noisy(all: bool = False) -> str:
+    print("stray print")
+    import subprocess
+    subprocess.run(["echo", "stray command"], check=True)
+    return "[]"
+
+
+mcp_server.TOOLS["list_leases"] = mcp_server.Served(noisy, mcp_server.TOOLS["list_leases"].shown)
+sys.exit(main(["mcp"]))
+"""
+
+
+def test_only_protocol_messages_reach_stdout(home, tmp_path):
+    """What a tool, a library or a command it runs writes goes to stderr, not between the messages."""
+    server = Server(tmp_path, baton=(sys.executable, "-c", NOISY))
+    try:
+        for message in (initialize(1, "2025-11-25"), tool(2, "list_leases", {})):
+            server.send(json.dumps(message).encode())
+        out, err = server.process.communicate(timeout=WAIT)  # closes stdin: the server ends
+    finally:
+        server.process.kill()
+    answers = [json.loads(line) for line in out.splitlines()]
+    assert [answer["id"] for answer in answers] == [1, 2]
+    assert answers[1]["result"] == {"content": [{"type": "text", "text": "[]"}], "isError": False}
+    assert b"stray print" in err and b"stray command" in err
