@@ -78,7 +78,7 @@ class Served:
     description and the MCP annotations clients decide approval by (Codex runs a read-only or
     non-destructive tool without asking, and treats one without annotations as destructive).
     None is open-world (Baton's stores and this worktree only); destructive: it replaces what
-    the user has (a worktree's files, a ticket's current run)."""
+    the user has (a worktree's files, a ticket's current run); Baton's records are only added to."""
 
     function: Callable[..., str]
     shown: dict[str, Any]
