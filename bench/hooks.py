@@ -184,7 +184,8 @@ from mcp.server.mcpserver.tools import Tool
 from baton.skills.frontends.mcp_server import INSTRUCTIONS, TOOLS, _lean
 tools = []
 for name, served in TOOLS.items():
-    tool = Tool.from_function(served.function, name=name, description=served.description, structured_output=False)
+    tool = Tool.from_function(served.function, name=name, description=served.shown["description"],
+                              structured_output=False)
     tool.parameters = _lean(tool.parameters)
     tools.append(tool)
 MCPServer("baton", instructions=INSTRUCTIONS, tools=tools).run("stdio")
@@ -260,7 +261,7 @@ def main() -> None:
         try:
             tools = tool_schemas(main_tree)
         except ImportError:
-            print("\nMCP tool schemas: the mcp extra is not installed (pip install -e '.[mcp]')")
+            print("\nMCP tool schemas: the MCP SDK's client is not installed (pip install -e '.[test]')")
             return
         text = json.dumps(tools, ensure_ascii=False)
         print(f"\nMCP tool schemas (list_tools, {len(tools)} tools): {len(text.encode())} bytes, "

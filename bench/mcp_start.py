@@ -3,8 +3,8 @@
 
 Times a fresh `baton mcp` from its start to the answer to `initialize`, then to the answer
 to `tools/list`, without the resident and through it (a child of the resident, with the
-MCP SDK imported and the tools built), in turns with `python -c pass` in the same run, and
-prints medians with p10-p90 and the figure minus the interpreter's start.
+tools built), in turns with `python -c pass` in the same run, and prints medians with
+p10-p90 and the figure minus the interpreter's start.
 
     .venv/bin/python -m bench.mcp_start [--repeat 15]
 """

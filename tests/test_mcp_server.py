@@ -390,12 +390,6 @@ def test_a_store_that_is_down_is_a_structured_recoverable_error(home, tmp_path):
     assert answer["error"]["store"] == "session registry" and "is not a directory" in answer["error"]["message"]
 
 
-def test_without_the_sdk_the_command_says_what_to_install(home, tmp_path):
-    result = run_process(tmp_path, "mcp", prelude="import sys; sys.modules['mcp'] = None")
-    assert result.returncode == 2
-    assert "pip install 'baton[mcp]'" in result.stderr and result.stderr.count("\n") == 1
-
-
 def test_the_server_exits_when_its_client_goes(home, tmp_path):
     process = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "mcp"], cwd=tmp_path,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -48,12 +48,9 @@ def _options(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def _tool_arguments() -> dict[str, set[str]]:
-    from mcp.server.mcpserver.tools import Tool
+    from baton.skills.frontends.mcp_server import catalogue
 
-    from baton.skills.frontends.mcp_server import TOOLS
-
-    return {name: set(Tool.from_function(served.function, name=name, structured_output=False).parameters["properties"])
-            for name, served in TOOLS.items()}
+    return {tool["name"]: set(tool["inputSchema"]["properties"]) for tool in catalogue()[0]}
 
 
 def _parity() -> dict[str, tuple[str, dict[str, str]]]:

@@ -373,8 +373,8 @@ def test_long_running_commands_keep_their_own_process(home, resident, worktrees)
 
 
 def test_the_resident_serves_an_mcp_session_and_stops_it_when_the_client_goes(home, resident, worktrees):
-    """`baton mcp` is forwarded: a child of the resident, with the SDK and the tools built
-    already, answers the session on the client's own streams, to its end."""
+    """`baton mcp` is forwarded: a child of the resident, with the tools built already,
+    answers the session on the client's own streams, to its end."""
     main, _ = worktrees
     killed = subprocess.Popen([sys.executable, "-c", CLIENT, "mcp"], cwd=main, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE)
@@ -399,6 +399,13 @@ def test_the_resident_serves_an_mcp_session_and_stops_it_when_the_client_goes(ho
     assert client.wait(30) == 0, client.stderr.read() if client.stderr else ""
     wait_for(lambda: not children_of(resident.pid), 30, "the session's child to end with its input")
     assert child not in children_of(resident.pid)
+
+
+@pytest.mark.parametrize("name", ["handshake", "modern"])
+def test_a_child_of_the_resident_answers_mcp_as_a_fresh_server_does(home, resident, tmp_path, name):
+    from tests.test_mcp_wire import conversation, expected
+
+    assert conversation(name, tmp_path, (sys.executable, "-c", CLIENT)) == expected(name)
 
 
 def test_the_client_reads_the_variables_of_the_settings_rows():

@@ -160,7 +160,6 @@ def test_json_keeps_the_stored_text_as_data(hostile, cli):
         assert not RAW_CONTROLS.search(out.replace("\n", " ")), args
     assert json.loads(cli(main, "recall", "use x", "--json")[1])[0]["text"] == HOSTILE.strip()
 
-    pytest.importorskip("mcp")
     from baton.skills.frontends.mcp_server import resume_session
 
     text = resume_session("OMN-1", worktree=str(main))

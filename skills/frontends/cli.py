@@ -1172,7 +1172,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("guard", "Check staged files against other active tickets (the pre-commit guard).", (
         _arg("--strict", action="store_true", help="exit 1 (blocking the commit) when one overlaps"),),
         _guard, task=False, stores=False),
-    Command("mcp", "Serve Baton's tools for this worktree to MCP clients over stdio (needs the mcp extra).", (
+    Command("mcp", "Serve Baton's tools for this worktree to MCP clients over stdio.", (
         _arg("--allow-unsigned-probes", action="store_true",
              help="let the client run unsigned probes, and checks or probes outside [handoff] allow"),),
         _mcp, task=False, stores=False),

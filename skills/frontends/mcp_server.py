@@ -1,5 +1,8 @@
-"""`baton mcp`: Baton's tools for any MCP client, served over stdio with the official `mcp`
-SDK (the optional extra `baton[mcp]`).
+"""`baton mcp`: Baton's tools for any MCP client, served over stdio.
+
+Served by the JSON-RPC loop below, not the `mcp` SDK 2.3.0, whose import took 538 of the
+659 ms a new server needed to answer `initialize` (quiet machine; tests/test_mcp_wire.py
+keeps the SDK's answers, which this loop gives too; docs/performance.md has the figures).
 
 Each tool returns, as JSON text, what the matching CLI command prints with `--json`; both
 build it with baton.skills.frontends.answers. A tool call opens the stores, delivers writes kept locally
@@ -23,8 +26,11 @@ model on every turn (bench/hooks.py prints their total size).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import signal
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
@@ -38,11 +44,7 @@ from baton.phases import UPDATE_PHASES
 from baton.skills.frontends.answer_budget import SECTION_NAMES
 
 if TYPE_CHECKING:
-    from types import FrameType
-
-    from mcp.server.context import ServerRequestContext
-    from mcp.server.lowlevel import Server
-    from mcp_types import CallToolRequestParams, PaginatedRequestParams, ToolAnnotations
+    from pydantic import BaseModel
 
     from baton.skills.core.binding import Place
     from baton.skills.runtime.stores import Stores
@@ -72,24 +74,14 @@ else:
 
 @dataclass(frozen=True, slots=True)
 class Served:
-    """One tool as list_tools shows it: its description, a title, and the MCP annotations
-    clients decide approval by (Codex runs a read-only or non-destructive tool without asking,
-    and treats one without annotations as destructive). Every tool acts on Baton's stores and
-    this worktree only: none is open-world. Destructive: it replaces what the user has (a
-    worktree's files, a ticket's current run); Baton's records are appended, never erased."""
+    """One tool: its function, and how tools/list shows it but its schema: a title, its
+    description and the MCP annotations clients decide approval by (Codex runs a read-only or
+    non-destructive tool without asking, and treats one without annotations as destructive).
+    None is open-world (Baton's stores and this worktree only); destructive: it replaces what
+    the user has (a worktree's files, a ticket's current run); Baton's records are only added to."""
 
     function: Callable[..., str]
-    title: str
-    description: str
-    read_only: bool = False
-    destructive: bool = False
-    idempotent: bool = False
-
-    def annotations(self) -> ToolAnnotations:
-        from mcp_types import ToolAnnotations
-
-        return ToolAnnotations(title=self.title, read_only_hint=self.read_only, destructive_hint=self.destructive,
-                               idempotent_hint=self.idempotent or self.read_only, open_world_hint=False)
+    shown: dict[str, Any]
 
 
 # Every tool, in the order list_tools shows them: each function below declares itself with
@@ -100,8 +92,10 @@ TOOLS: dict[str, Served] = {}
 def _served(title: str, *, read_only: bool = False, destructive: bool = False,
             idempotent: bool = False) -> Callable[[Callable[..., str]], Callable[..., str]]:
     def declare(function: Callable[..., str]) -> Callable[..., str]:
-        description = " ".join((function.__doc__ or "").split())
-        TOOLS[function.__name__] = Served(function, title, description, read_only, destructive, idempotent)
+        TOOLS[function.__name__] = Served(function, {
+            "name": function.__name__, "title": title, "description": " ".join((function.__doc__ or "").split()),
+            "annotations": {"title": title, "readOnlyHint": read_only, "destructiveHint": destructive,
+                            "idempotentHint": idempotent or read_only, "openWorldHint": False}})
         return function
 
     return declare
@@ -412,50 +406,117 @@ def start_fresh(task_id: str, base: str | None = None, into: str | None = None, 
 
 
 @cache  # built once in the resident, which forks each `baton mcp` it serves
-def build_server() -> Server:
-    """The low-level MCP server with Baton's tools, and only tools: a client shows the model
-    a capability's tools on every turn (Claude Code adds three resource tools for an empty
-    `resources`), so only what is served is declared. MCPServer's tool registry validates
-    the arguments and converts the answers; its input schemas are trimmed (_lean)."""
-    from mcp.server.lowlevel import Server
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.server.mcpserver.tools import Tool
-    from mcp_types import CallToolResult, InputRequiredResult, ListToolsResult, TextContent
-
-    tools = []
-    for name, served in TOOLS.items():
-        tool = Tool.from_function(served.function, name=name, title=served.title, description=served.description,
-                                  annotations=served.annotations(), structured_output=False)
-        tool.parameters = _lean(tool.parameters)
-        tools.append(tool)
-    registry = MCPServer("baton", tools=tools)
-
-    async def list_tools(ctx: ServerRequestContext, params: PaginatedRequestParams | None) -> ListToolsResult:
-        return ListToolsResult(tools=await registry.list_tools())
-
-    async def call_tool(ctx: ServerRequestContext,
-                        params: CallToolRequestParams) -> CallToolResult | InputRequiredResult:
-        try:
-            for name, value in (params.arguments or {}).items():
-                _check_texts(name, value)
-            return await registry.call_tool(params.name, params.arguments or {})
-        except BadInput as exc:
-            error = tool_error(exc, str(exc))
-        except ToolError as exc:  # the registry wraps whatever the tool raised, as __cause__
-            error = tool_error(exc.__cause__, str(exc))
-        return CallToolResult(content=[TextContent(type="text", text=json.dumps(error, ensure_ascii=False))],
-                              structured_content=error, is_error=True)
+def catalogue() -> tuple[list[dict], dict[str, type[BaseModel]], dict[str, str]]:
+    """Each tool as tools/list shows it, its argument model (which validates a call and wrote
+    the schema, trimmed by _lean), and the serverInfo."""
+    from pydantic import create_model
 
     from baton.skills.runtime.distribution import version
 
-    return Server("baton", version=version(), instructions=INSTRUCTIONS, on_list_tools=list_tools,
-                  on_call_tool=call_tool)
+    listed, models = [], {}
+    for name, served in TOOLS.items():
+        fields: dict[str, Any] = {p.name: (p.annotation, ... if p.default is p.empty else p.default)
+                                  for p in inspect.signature(served.function, eval_str=True).parameters.values()}
+        models[name] = create_model(f"{name}Arguments", **fields)
+        listed.append({**served.shown, "inputSchema": _lean(models[name].model_json_schema())})
+    return listed, models, {"name": "baton", "version": version()}
 
 
-def tool_error(cause: BaseException | None, wrapper: str) -> dict:
-    """The structured error of a failed tool call, from what the tool raised (cause) or,
-    when nothing was, the SDK's own message (wrapper: an unknown tool)."""
+# The initialize handshake's protocol versions, oldest first, and the per-request envelope's
+# (`server/discover`, the version in each request's _meta), which Claude Code, Codex and Copilot try first.
+HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+ENVELOPE_VERSION, META = "2026-07-28", "io.modelcontextprotocol/"
+# Only tools are declared: a client shows the model a capability's tools on every turn (Claude
+# Code adds three resource tools for an empty `resources`).
+SERVED = {"capabilities": {"tools": {"listChanged": False}}, "instructions": INSTRUCTIONS}
+CACHED = {"cacheScope": "private", "ttlMs": 0}
+
+
+def _answer(line: bytes) -> dict | None:
+    """The JSON-RPC 2.0 answer to one line; None for a notification."""
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the parser's depth
+        return _error(None, -32700, "Parse error")
+    number = message.get("id") if isinstance(message, dict) and type(message.get("id")) in (str, int) else None
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0" or not isinstance(message.get("method"), str) \
+            or ("id" in message and number is None):
+        return _error(number, -32600, "Invalid Request")
+    if "id" not in message:
+        return None  # initialized, cancelled (the call runs to its end) or another: none needs an answer
+    params = message.get("params") or {}
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(f"{META}protocolVersion") if isinstance(meta, dict) else None
+    if version is not None and version != ENVELOPE_VERSION:
+        return _error(number, -32022, "Unsupported protocol version",
+                      {"supported": [ENVELOPE_VERSION], "requested": version})
+    try:
+        result = _result(message["method"], params, version is not None) if isinstance(params, dict) else None
+    except LookupError:
+        return _error(number, -32601, "Method not found", message["method"])
+    if result is None:
+        return _error(number, -32602, "Invalid request parameters", "")
+    if version is not None:
+        result |= {"resultType": "complete", "_meta": {f"{META}serverInfo": catalogue()[2]}}
+    return {"jsonrpc": "2.0", "id": number, "result": result}
+
+
+def _result(method: str, params: dict, enveloped: bool) -> dict | None:
+    """A method's result in its era (enveloped: 2026-07-28's); None for params it cannot take."""
+    listed, _, info = catalogue()
+    if method == "tools/list":
+        return {"tools": listed, **(CACHED if enveloped else {})}
+    if method == "tools/call":
+        return _call_tool(params)
+    if method == "server/discover" and enveloped:
+        return {**SERVED, "supportedVersions": [ENVELOPE_VERSION], **CACHED}
+    if method == "ping" and not enveloped:
+        return {}
+    if method == "initialize" and not enveloped:
+        asked = params.get("protocolVersion")
+        return {**SERVED, "protocolVersion": asked if asked in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1],
+                "serverInfo": info}
+    raise LookupError(method)
+
+
+def _call_tool(params: dict) -> dict | None:
+    """One tool call's result: whatever fails is a tool error (tool_error), for the model to read."""
+    name, arguments = params.get("name"), params.get("arguments") or {}
+    if not isinstance(name, str) or not isinstance(arguments, dict):
+        return None
+    try:
+        model = catalogue()[1].get(name)
+        if model is None:
+            raise BadInput(f"Unknown tool: {name}")
+        for argument, value in arguments.items():
+            _check_texts(argument, value)
+        given = model.model_validate(_from_json_text(model, arguments))
+        text = TOOLS[name].function(**{field: getattr(given, field) for field in model.model_fields})
+    except Exception as exc:  # noqa: BLE001 -- answered to the model (a bug: its trace to stderr)
+        error = tool_error(exc)
+        return {"content": [{"type": "text", "text": json.dumps(error, ensure_ascii=False)}],
+                "structuredContent": error, "isError": True}
+    return {"content": [{"type": "text", "text": text}], "isError": False}
+
+
+def _from_json_text(model: type[BaseModel], arguments: dict) -> dict:
+    """The arguments, a list or an object sent as JSON text parsed (as the SDK did: clients do)."""
+    parsed = dict(arguments)
+    for name, value in arguments.items():
+        if (field := model.model_fields.get(name)) and field.annotation is not str and isinstance(value, str):
+            with suppress(ValueError, RecursionError):
+                if not isinstance(loaded := json.loads(value), str | int | float):
+                    parsed[name] = loaded
+    return parsed
+
+
+def _error(number: str | int | None, code: int, message: str, data: object = None) -> dict:
+    return {"jsonrpc": "2.0", "id": number,
+            "error": {"code": code, "message": message, **({} if data is None else {"data": data})}}
+
+
+def tool_error(cause: BaseException) -> dict:
+    """The structured error of a failed tool call, from what it raised."""
     import sqlite3
 
     from pydantic import ValidationError
@@ -473,8 +534,6 @@ def tool_error(cause: BaseException | None, wrapper: str) -> dict:
         where = f"{cause.filename}: " if isinstance(cause, OSError) and cause.filename else ""
         kind, store, recoverable = "store_unavailable", None, True
         message = f"{where}{cause.strerror if isinstance(cause, OSError) and cause.strerror else cause}"
-    elif cause is None:
-        kind, store, message, recoverable = "bad_input", None, wrapper, False
     else:  # a bug: its trace goes to the server's stderr, not to the model
         import traceback
 
@@ -511,58 +570,26 @@ def _argument_problem(problem: Mapping[str, Any]) -> str:
 def serve(*, allow_unsigned_probes: bool = False) -> None:
     """Serve this directory's worktree over stdio until the client closes standard input or
     sends SIGINT or SIGTERM. allow_unsigned_probes: the client may run unsigned probes and
-    commands outside the allowlist."""
+    commands outside the allowlist. One message a line, answered in turn: the only lines on
+    standard output; whatever else writes there (a library, a command run) goes to stderr."""
     global _scope
-    import importlib.util
-    import signal
-
-    from baton.errors import BadInput
-
-    if importlib.util.find_spec("mcp") is None:
-        raise BadInput("the MCP server needs the mcp package: pip install 'baton[mcp]'")
-    import anyio
-    from mcp.server.stdio import stdio_server
-
     _scope = Scope(_served_directory(), allow_unsigned_probes)
-    server = build_server()
-
-    async def run() -> None:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(stop_on_signal)
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
-            tasks.cancel_scope.cancel()
-
-    async def stop_on_signal() -> None:
-        # Through the event loop's own signal handling, which wakes the loop whichever thread
-        # the kernel hands the signal to: a plain handler runs only once the main thread
-        # wakes, and one that reached the stdin reader's thread left it asleep until the
-        # client closed its input (seen about once in 25 runs).
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
-            async for number in received:
-                _stop_now(number, None)
-
-    # Standard input is read by a worker thread that a signal cannot interrupt, so a normal
-    # exit would wait for the client to close it: Claude Code gives SIGINT 100 ms, then
-    # sends SIGTERM. Every write is atomic in its store, so stopping at once loses nothing.
-    # These handlers serve until the loop's own take over (stop_on_signal).
+    # Claude Code sends SIGINT at exit, and SIGTERM 100 ms later, with stdin still open: stop
+    # at once, whatever runs (every write is atomic in its store; each answer is flushed).
     for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, _stop_now)
-    anyio.run(run)
-
-
-def _stop_now(number: int, frame: FrameType | None) -> None:
-    import sys
-
-    for stream in (sys.stdout, sys.stderr):
-        with suppress(OSError, ValueError):  # the client may have closed its end already
-            stream.flush()
-    os._exit(128 + number)
+        signal.signal(number, lambda number, frame: os._exit(128 + number))
+    sys.stdout.flush()
+    with open(os.dup(sys.stdout.fileno()), "wb") as protocol:
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+        for line in sys.stdin.buffer:
+            if line.strip() and (answer := _answer(line)) is not None:
+                protocol.write(json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+                protocol.flush()
 
 
 def _call(run: Callable[[Stores], object], *, deliver: bool = True) -> str:
     """Run one tool in a unit of work, its answer within the answer budget (a client cuts a
-    longer one in the middle); what it raises becomes a tool error (build_server's call_tool)."""
+    longer one in the middle); what it raises becomes a tool error (_call_tool)."""
     from baton.masking import mask_all
     from baton.skills.core.commit import apply_events
     from baton.skills.frontends.answer_budget import WHOLE_FETCH, fit_answer
@@ -667,8 +694,6 @@ def _lean(schema: Any) -> Any:
 
 
 def _log(warnings: list[str]) -> None:
-    import sys
-
     from baton.masking import mask
 
     for warning in warnings:

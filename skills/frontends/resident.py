@@ -159,14 +159,10 @@ def preload(settings: Settings) -> None:
     # the file (baton.skills.core.path_patterns): a library Baton always installs.
     with suppress(ImportError):
         import pathspec.gitignore  # noqa: F401
-    # The MCP SDK and Baton's tools as `baton mcp` builds them (the SDK's schemas cached).
-    with suppress(ImportError):
-        import anyio  # noqa: F401
-        import mcp.server.stdio  # noqa: F401
+    # Baton's tools as `baton mcp` serves them (their schemas and argument models built).
+    from baton.skills.frontends.mcp_server import catalogue
 
-        from baton.skills.frontends.mcp_server import build_server
-
-        build_server()
+    catalogue()
     for package in _stores_loaded():
         _import_modules(package)
 

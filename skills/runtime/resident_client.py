@@ -45,8 +45,8 @@ LOCK_NAME = "resident.lock"
 CONNECT_WAIT = 0.05  # seconds to connect and be accepted: a wedged resident costs no more
 ACCEPT, STALE, GO = b"A", b"S", b"G"
 # Long-running or interactive commands keep their own process; `baton mcp` runs long too, but
-# every agent session waits for its first answer, and a child of the resident has the MCP SDK
-# imported already (the client stays, and a child whose client is gone is stopped).
+# every agent session waits for its first answer, and a child of the resident has Baton's tools
+# built already (the client stays, and a child whose client is gone is stopped).
 NOT_FORWARDED = frozenset({"serve", "projector", "resident"})
 _OFF = frozenset({"0", "false", "off", "no"})
 _MAX_SOCKET_PATH = 107  # sockaddr_un's sun_path, less its terminating NUL
