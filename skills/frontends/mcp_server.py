@@ -591,11 +591,10 @@ def _call(run: Callable[[Stores], object], *, deliver: bool = True) -> str:
     """Run one tool in a unit of work, its answer within the answer budget (a client cuts a
     longer one in the middle); what it raises becomes a tool error (_call_tool)."""
     from baton.masking import mask_all
-    from baton.skills.core.commit import apply_events
     from baton.skills.frontends.answer_budget import WHOLE_FETCH, fit_answer
-    from baton.skills.runtime.unit import unit_of_work
+    from baton.skills.services.unit import unit_of_work
 
-    with unit_of_work(projection=apply_events, deliver=deliver, warn=_log, project=_place(None).repo) as stores:
+    with unit_of_work(deliver=deliver, warn=_log, project=_place(None).repo) as stores:
         answer = mask_all(run(stores))  # as the CLI prints it: never a server's credentials
         budget = stores.settings.mcp_answer_budget
     _log(answer.get("warnings", []) if isinstance(answer, dict) else [])
