@@ -301,7 +301,8 @@ def _prose(run: str) -> bool:
 
 # References to a value kept elsewhere (a variable, an f-string's field, code, a path) and
 # placeholders: not the secret itself.
-_REFERENCE = re.compile(r"(?<![A-Za-z0-9])\$[A-Za-z_]|\$\{\{?[ \t]*[A-Za-z_][\w.]*[ \t]*(?:[:?+=-][^{}]*)?(?:\}|$)|%[A-Za-z_]\w*%|^\{|<[^>]*>$|^(?:os\.environ|process\.env)"
+_REFERENCE = re.compile(r"(?<![A-Za-z0-9])\$[A-Za-z_]|\$\{\{?[ \t]*[A-Za-z_][\w.]*[ \t]*(?:[:?+=-][^{}]*)?(?:\}|$)"
+                        r"|%[A-Za-z_]\w*%|^\{|<[^>]*>$|^(?:os\.environ|process\.env)"
                         r"|^[A-Za-z_][\w.]*[(\[]|^[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+[)\]},;]*$"
                         r"|^~?\.{0,2}/[\w./-]*$|^#[0-9a-fA-F]{3,8}$"
                         r"|(?i:^(?:password|passwd|pass|secret|token|pwd|none|null|nil|true|false|undefined)$)"

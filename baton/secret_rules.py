@@ -221,8 +221,8 @@ STRUCTURED: tuple[Rule, ...] = (
 # Names a secret is assigned to: one of these words ends the name, however it is
 # prefixed or cased (OPENAI_API_KEY, stripe_api_token, DB_PASSWORD, client-secret,
 # apiKey). A value assigned to one needs a digit or a symbol (`token: expires daily` is prose).
-_STRONG = (r"pass(?:word|wd|phrase)?|pwd?|secret|token|credentials?|api[_-]?key|auth[_-]?key|access[_-]?key|private[_-]?key"
-           r"|secret[_-]?key|sas|connection[_-]?string")
+_STRONG = (r"pass(?:word|wd|phrase)?|pwd?|secret|token|credentials?|api[_-]?key|auth[_-]?key|access[_-]?key"
+           r"|private[_-]?key|secret[_-]?key|sas|connection[_-]?string")
 # A name that ends in `key`, `auth`, `private` or `pat` (a personal access token, or a
 # regular expression's pattern) is a secret's only when its value looks like a token (16
 # characters or more of letters, digits and `-_.~+/=`, with both): `sort_key: created_at`,
@@ -243,8 +243,8 @@ _VALUE = r"(?P<quote>[\"'`])?(?P<value>(?(quote)[^\"'`\n]+|[^\s\"'`]*[^\s\"'`,;)
 ASSIGNMENTS: tuple[Rule, ...] = (
     # NAME=value, NAME: value, "name": "value", name := value, export NAME='value', --name=value,
     # name @"value" (Objective-C, C#)
-    ("secret-keyword", NAMED, rf"(?i)(?<![?&;]){_NAME}[\"']?(?:{_SEPARATOR})(?:new[ \t]+String\(|@(?=[\"']))?{_VALUE}", 0, "value",
-     "keyword"),
+    ("secret-keyword", NAMED,
+     rf"(?i)(?<![?&;]){_NAME}[\"']?(?:{_SEPARATOR})(?:new[ \t]+String\(|@(?=[\"']))?{_VALUE}", 0, "value", "keyword"),
     # name=value inside a URL's query or a connection string (`?password=...&`, `;Pwd=...;`)
     ("secret-keyword", NAMED, rf"(?i)(?<=[?&;]){_NAME}=(?P<value>[^&;\s\"'#]+)", 0, "value", "keyword"),
     # XML: <add key="Password" value="..."/>, <setting name="client_secret" value="..."/>,

@@ -42,8 +42,7 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-from bench.common import (BATON, CLI, ROOT, fresh_runs, in_turns, scratch_worktree, spread, start_resident,
-                          timed_calls)
+from bench.common import BATON, CLI, ROOT, fresh_runs, in_turns, scratch_worktree, spread, start_resident, timed_calls
 
 # One BLAS thread, as baton.recall sets for the product: NumPy, imported here before it,
 # would otherwise start a pool, whose threads slow the in-process searches on 2 busy cores.

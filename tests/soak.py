@@ -80,7 +80,8 @@ def run(cwd: Path, env: dict, args: list[str], *, stdin: str | None = None, kill
         ledger: Ledger, name: str) -> subprocess.CompletedProcess | None:
     """Run one Baton command as a fresh process; kill_after: SIGKILL it that many seconds in."""
     started = time.monotonic()
-    process = subprocess.Popen([*(ENTRY if env["BATON_RESIDENT"] == "on" else CLI), *args], cwd=cwd, env=env, text=True, stdin=subprocess.PIPE,
+    process = subprocess.Popen([*(ENTRY if env["BATON_RESIDENT"] == "on" else CLI), *args], cwd=cwd, env=env,
+                               text=True, stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if kill_after is not None:
         try:

@@ -1,7 +1,8 @@
 """A bounded soak of each mode (tests/soak.py; `python -m bench.soak` runs a longer one): 8
 agent processes and, on the servers, a projector; the projector and each server killed once
-(embedded: the resident, every few seconds), random commands killed with SIGKILL. Every acknowledged write is then present exactly once,
-every decision is searchable, and no Baton process is left running."""
+(embedded: the resident, every few seconds), random commands killed with SIGKILL. Every
+acknowledged write is then present exactly once, every decision is searchable, and no Baton
+process is left running."""
 
 import pytest
 
