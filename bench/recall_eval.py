@@ -37,9 +37,10 @@ kinds existed) and per query kind (paraphrase and resume on their own rows): rec
 query answered by its record's decision or (links recorded) by one that replaced it; the
 same strictly (the record's own only); then the stale-awareness count (for each record that
 supersedes another, and each of the replacement's queries: is the superseded decision ranked
-above its replacement?); these and what follows are over title and context queries; the cosine scores the relevant decision and the others listed got,
+above its replacement?); the cosine scores the relevant decision and the others listed got,
 and for each threshold what share of each would be shown (what BATON_RECALL_MIN_SCORE is set
-from); and the median recall latency beside `python -c pass` measured in the same run.
+from); and the median recall latency beside `python -c pass` measured in the same run. These
+last four are over title and context queries, comparable with runs before the other kinds.
 
     .venv/bin/python -m bench.recall_eval [--part tuning|untouched|both] [--limit-records N]
                                           [--stored-context title|context] [--links on|off]
