@@ -15,8 +15,14 @@ record's whole Context section instead, which makes every context query a copy o
 text. A record that supersedes others is recorded after them, with one `--supersedes TICKET`
 per link (`--links off`: without them, as before supersede links existed). The queries are
 mechanical: each record's title and each record's context (its problem statement); the
-relevant item is that record's decision, found by its ticket id. Each query runs as
-`baton recall --json --limit 10 QUERY`, a fresh process through the resident.
+relevant item is that record's decision, found by its ticket id. Two more kinds are written
+as an agent would ask (bench/recall_eval/agent_queries.jsonl, how in SOURCES.md): a paraphrase
+of the question the decision answers, and a resume: the text a resume searches its related
+decisions with (baton.skills.core.ticket_query.ticket_query_text) for a later ticket of the
+project, from its goal, next action and files. Each query runs as `baton recall --json
+--limit 10 QUERY`, a fresh process through the resident (a resume's related search asks the
+same index with that text and its vector, and has no decisions of its own to add: the ticket
+is new).
 
 Four lists are scored on the same queries:
   - baton recall: the list `baton recall` answered (its vector and keyword legs fused inside
@@ -26,13 +32,15 @@ Four lists are scored on the same queries:
   - exact cosine alone: the same MiniLM vectors (each record's and query's embedded by
     Baton's encoder in this process), every record scored,
   - plain RRF: reciprocal-rank fusion (k=60) of those two lists, the simplest hybrid.
-Printed per part, per leg, overall and per query kind: recall@1, recall@5, MRR@10, nDCG@10, a
+Printed per part, per leg, overall ("all": title and context queries, as before the other
+kinds existed) and per query kind (paraphrase and resume on their own rows): recall@1, recall@5, MRR@10, nDCG@10, a
 query answered by its record's decision or (links recorded) by one that replaced it; the
 same strictly (the record's own only); then the stale-awareness count (for each record that
 supersedes another, and each of the replacement's queries: is the superseded decision ranked
 above its replacement?); the cosine scores the relevant decision and the others listed got,
 and for each threshold what share of each would be shown (what BATON_RECALL_MIN_SCORE is set
-from); and the median recall latency beside `python -c pass` measured in the same run.
+from); and the median recall latency beside `python -c pass` measured in the same run. These
+last four are over title and context queries, comparable with runs before the other kinds.
 
     .venv/bin/python -m bench.recall_eval [--part tuning|untouched|both] [--limit-records N]
                                           [--stored-context title|context] [--links on|off]
@@ -59,6 +67,7 @@ from pathlib import Path
 from bench.common import BATON, fresh_runs, git, scratch_worktree, spread, start_resident
 
 RECORDS = Path(__file__).resolve().parent / "recall_eval" / "records.jsonl"
+AGENT_QUERIES = RECORDS.with_name("agent_queries.jsonl")
 DEPTH = 10  # what every leg answers and every metric reads
 RRF_K = 60
 WORD = re.compile(r"\w+")
@@ -67,6 +76,8 @@ WORD = re.compile(r"\w+")
 UNTOUCHED = frozenset({"gardenlinux/gardenlinux", "backstage/backstage", "DEFRA/epr-re-ex-service",
                        "cloudfoundry/bosh-bootloader"})
 PARTS = ("tuning", "untouched")
+RECORD_KINDS = ("title", "context")  # "all" is these, as it was before the agents' kinds
+AGENT_KINDS = ("paraphrase", "resume")
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,8 @@ class Record:
     context: str
     decision: str
     supersedes: tuple[str, ...]
+    paraphrase: str
+    resume: str  # what a resume of a later ticket searches with
 
     def stored_context(self, source: str) -> str:
         """What `baton decide --context` records: the title or the Context section."""
@@ -85,7 +98,7 @@ class Record:
 
 @dataclass(frozen=True)
 class Query:
-    kind: str  # "title" or "context"
+    kind: str  # one of RECORD_KINDS or AGENT_KINDS
     text: str
     relevant: str  # the ticket whose decision answers it
     # relevant, and (links recorded) the tickets whose decisions replaced it, directly or not:
@@ -94,13 +107,33 @@ class Query:
     answers: frozenset[str] = frozenset()
 
 
+def jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def resume_text(ticket: str, written: dict) -> str:
+    """What a resume of a ticket with this goal, next action and files searches with: the
+    product's own text, from a session holding only those."""
+    from datetime import UTC, datetime
+
+    from baton.registry.model import Session, Touch
+    from baton.skills.core.ticket_query import ticket_query_text
+
+    now = datetime.now(UTC)
+    files = {path: Touch(repo="eval", path=path, last_at=now) for path in written["files"]}
+    return ticket_query_text(Session(task_id=ticket, goal=written["goal"], next_action=written["next_action"],
+                                     files=files, created_at=now, last_activity=now))
+
+
 def load(limit: int | None, part: str) -> list[Record]:
-    """The part's records (the first limit of them, if given)."""
-    rows = [row for row in map(json.loads, filter(str.strip, RECORDS.read_text().splitlines()))
-            if (row["repo"] in UNTOUCHED) == (part == "untouched")]
+    """The part's records (the first limit of them, if given), each with its agent queries."""
+    rows = [row for row in jsonl(RECORDS) if (row["repo"] in UNTOUCHED) == (part == "untouched")]
     rows = rows[:limit] if limit else rows
+    written = {(row["repo"], row["path"]): row for row in jsonl(AGENT_QUERIES)}
     return [Record(f"{row['repo']}:{row['path']}", f"EVAL-{n}", row["title"], row["context"], row["decision"],
-                   tuple(f"{row['repo']}:{path}" for path in row.get("supersedes", [])))
+                   tuple(f"{row['repo']}:{path}" for path in row.get("supersedes", [])),
+                   written[row["repo"], row["path"]]["paraphrase"],
+                   resume_text(f"LATER-{n}", written[row["repo"], row["path"]]))
             for n, row in enumerate(rows, start=1)]
 
 
@@ -122,7 +155,8 @@ def queries(records: list[Record], links: bool) -> list[Query]:
         return frozenset(found)
 
     return [Query(kind, text, record.ticket, answering(record.ticket)) for record in records
-            for kind, text in (("title", record.title), ("context", record.context)) if text.strip()]
+            for kind, text in (("title", record.title), ("context", record.context),
+                               ("paraphrase", record.paraphrase), ("resume", record.resume)) if text.strip()]
 
 
 def environment(home: Path) -> dict[str, str]:
@@ -307,12 +341,14 @@ def evaluate(part: str, args: argparse.Namespace) -> None:
             latencies = []
             for query in asked:
                 answered[query], ms = baton_recall(worktree, env, query)
-                latencies.append(ms)
+                if query.kind in RECORD_KINDS:  # comparable with runs before the agents' kinds
+                    latencies.append(ms)
             floor = fresh_runs([sys.executable, "-c", "pass"], scratch, args.floor_repeat)
         finally:
             resident.terminate()
             resident.wait(timeout=60)
     cosine, scored = exact_cosine(records, asked, args.stored_context)
+    scored = [(query, scores) for query, scores in scored if query.kind in RECORD_KINDS]
     words = {query: keyword.rank(query.text) for query in asked}
     legs = {"baton recall": answered, "BM25 alone (FTS5)": words, "exact cosine alone": cosine,
             f"plain RRF (k={RRF_K})": {query: fused(cosine[query], words[query]) for query in asked}}
@@ -322,20 +358,26 @@ def evaluate(part: str, args: argparse.Namespace) -> None:
     print(f"\n== {part} part: {len(records)} records from {projects} projects, {len(asked)} queries, {links} "
           f"supersedes links; --context records the {args.stored_context}; supersede links recorded: "
           f"{args.links}; baton index: {indexed}")
-    print(f"\n{'leg':24} {'queries':8} {'recall@1':>9} {'recall@5':>9} {'MRR@10':>8} {'nDCG@10':>8}")
+    print(f"\n\"all\" is the {' and '.join(RECORD_KINDS)} queries (as before the agents' kinds); "
+          f"{' and '.join(AGENT_KINDS)} are on their own rows, not in it.")
+    print(f"\n{'leg':24} {'queries':10} {'recall@1':>9} {'recall@5':>9} {'MRR@10':>8} {'nDCG@10':>8}")
     for leg, rankings in legs.items():
-        for kind in ("all", "title", "context"):
-            chosen = [(query, ranking) for query, ranking in rankings.items() if kind in ("all", query.kind)]
+        for kind in ("all", *RECORD_KINDS, *AGENT_KINDS):
+            chosen = [(query, ranking) for query, ranking in rankings.items()
+                      if query.kind == kind or (kind == "all" and query.kind in RECORD_KINDS)]
             r1, r5, mrr, ndcg = metrics(chosen)
-            print(f"{leg if kind == 'all' else '':24} {kind:8} {r1:9.3f} {r5:9.3f} {mrr:8.3f} {ndcg:8.3f}")
-    replaced = sum(len(query.answers) > 1 for query in asked)
+            print(f"{leg if kind == 'all' else '':24} {kind:10} {r1:9.3f} {r5:9.3f} {mrr:8.3f} {ndcg:8.3f}")
+    # What follows is over the records' own kinds, comparable with runs before the agents' kinds.
+    legs = {leg: {query: ranking for query, ranking in rankings.items() if query.kind in RECORD_KINDS}
+            for leg, rankings in legs.items()}
+    replaced = sum(len(query.answers) > 1 for query in asked if query.kind in RECORD_KINDS)
     if replaced:
         print(f"\n{replaced} queries ask for a decision that another replaced; above, the replacement answers "
-              f"them too. Strict (only the record's own decision answers):")
+              f"them too. Strict (only the record's own decision answers; title and context queries):")
         for leg, rankings in legs.items():
             r1, r5, mrr, ndcg = metrics(list(rankings.items()), strict=True)
-            print(f"{leg:24} {'all':8} {r1:9.3f} {r5:9.3f} {mrr:8.3f} {ndcg:8.3f}")
-    print("\nsuperseded decision ranked above its replacement, per (link, replacement's query):")
+            print(f"{leg:24} {'all':10} {r1:9.3f} {r5:9.3f} {mrr:8.3f} {ndcg:8.3f}")
+    print("\nsuperseded decision ranked above its replacement, per (link, replacement's title or context query):")
     for leg, rankings in legs.items():
         wins, cases = stale_wins(records, rankings)
         print(f"  {leg:24} {wins} of {cases}")
