@@ -119,6 +119,10 @@ class DecisionIndex(ABC):
         """Store each record, in its own project, with its vector (idempotent by point id)."""
 
     @abstractmethod
+    def vectors_for_task(self, project: str, task_id: str, limit: int) -> dict[UUID, list[float]]:
+        """Stored vectors of up to limit of the project's ticket's decisions, by point id."""
+
+    @abstractmethod
     def vectors_of(self, point_ids: Sequence[UUID]) -> dict[UUID, list[float]]:
         """The stored vectors of those points that have one, by point id."""
 

@@ -283,6 +283,13 @@ class EmbeddedDecisionIndex(DecisionIndex):
             rows = self._conn().execute(query, ids)
             return {UUID(p): np.frombuffer(v, "<f4").tolist() for p, v in rows}
 
+    def vectors_for_task(self, project: str, task_id: str, limit: int) -> dict[UUID, list[float]]:
+        with self._guarded():
+            rows = self._conn().execute(
+                "SELECT point_id, vector FROM vectors WHERE project = ? AND task_id = ? ORDER BY seq DESC LIMIT ?",
+                (project, task_id, limit))
+            return {UUID(p): np.frombuffer(v, "<f4").tolist() for p, v in rows}
+
     def count(self, project: str | None = None) -> int:
         if not self.path.exists():
             return 0

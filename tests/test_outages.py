@@ -340,14 +340,14 @@ def test_a_recall_index_found_down_answers_every_later_request_without_loading_i
     none imports qdrant-client to build its filter first (seconds on a loaded machine, which
     a resume's deadline then reported as the server's silence)."""
     code = f"""
-import json, sys, uuid
+import json, sys
 from baton.budget import Budget, qdrant_server
 from baton.errors import StoreUnavailable
 from baton.recall.qdrant_server import QdrantServerIndex
 url = "http://127.0.0.1:{free_port()}"
 index = QdrantServerIndex(url, timeout=2, gate=Budget(2).gate(qdrant_server(url)))
 said = []
-for ask in (lambda: index.vectors_of([uuid.UUID(int=1)]),
+for ask in (lambda: index.vectors_for_task("p", "OMN-1", 5),
             lambda: index.search_keywords("carts in postgres", project="p", limit=5, exclude_task_id="OMN-1"),
             lambda: index.search([[0.1] * 384], project="p", limit=5, exclude_task_id="OMN-1"),
             lambda: index.count("p"), lambda: index.delete_tasks("p", ["OMN-1"]), lambda: index.outdated(5),
