@@ -237,24 +237,16 @@ def resident_pids(home: str) -> list[int]:
     """The resident process of a data home (not the children it forks for each command)."""
     found = {pid for pid, cmdline in live_processes(f"BATON_HOME={home}").items()
              if "baton.skills.frontends.resident" in cmdline}
-    return [pid for pid in found if _parent(pid) not in found]
+    return [pid for pid in found if _status(pid, "PPid") not in found]
 
 
-def _parent(pid: int) -> int | None:
+def _status(pid: int, field: str) -> int | None:
+    """A number of a process's /proc status (PPid; VmRSS, in KiB), None once it is gone."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return None
-    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), None)
-
-
-def _resident_set(pid: int) -> int | None:
-    """A process's resident set in KiB, None once it is gone."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), None)
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith(f"{field}:")), None)
 
 
 def sample_memory(servers: Servers | None, home: str, until: float, ledger: Ledger, every: float = 5.0) -> None:
@@ -264,7 +256,7 @@ def sample_memory(servers: Servers | None, home: str, until: float, ledger: Ledg
         if servers is not None and servers.projector is not None:
             processes.append(("projector", servers.projector.pid))
         for name, pid in processes:
-            size = _resident_set(pid)
+            size = _status(pid, "VmRSS")
             if size is not None:
                 with ledger.lock:
                     ledger.memory.append((time.monotonic() - ledger.began, name, size))

@@ -205,7 +205,8 @@ def _hits_of(stores, query: str, *texts: str):
     return [found[text] for text in texts]
 
 
-def test_a_replacement_that_did_not_score_is_fetched_by_its_link(registry_home, worktrees, cli):
+def _aged_three_carts(cli, worktrees, *texts: str):
+    """three_carts, indexed; the search's hits for texts, in that order, and what aged shows of them."""
     from baton.skills.services.decision_age import aged
 
     main, second = worktrees
@@ -213,10 +214,15 @@ def test_a_replacement_that_did_not_score_is_fetched_by_its_link(registry_home, 
     assert cli(main, "index")[0] == 0
     stores = Stores(Settings.from_env(), projection=apply_events)
     try:
-        images, old = _hits_of(stores, "shopping carts", "Serve product images from the CDN", OLD)
-        shown = aged(stores, [images, old], clock.now())
+        hits = _hits_of(stores, "shopping carts", *texts)
+        return hits, aged(stores, hits, clock.now())
     finally:
         stores.close()
+
+
+def test_a_replacement_that_did_not_score_is_fetched_by_its_link(registry_home, worktrees, cli):
+    main, _ = worktrees
+    (images, old), shown = _aged_three_carts(cli, worktrees, "Serve product images from the CDN", OLD)
     assert [(a.hit.record.task_id, a.hit.record.text, a.current) for a in shown] == [
         ("OMN-1", "Serve product images from the CDN", True), ("OMN-3", NEWEST, True), ("OMN-2", NEW, False),
         ("OMN-1", OLD, False)]
@@ -228,18 +234,8 @@ def test_a_replacement_that_did_not_score_is_fetched_by_its_link(registry_home, 
 
 def test_what_a_replacement_replaced_is_fetched_by_its_link(registry_home, worktrees, cli):
     """Only the newest decision scored: the chain it replaced is read by the replacing
-    tickets' own links and shown under it, nearest first; resume still leaves it out."""
-    from baton.skills.services.decision_age import aged
-
-    main, second = worktrees
-    three_carts(cli, main, second)
-    assert cli(main, "index")[0] == 0
-    stores = Stores(Settings.from_env(), projection=apply_events)
-    try:
-        images, newest = _hits_of(stores, "shopping carts", "Serve product images from the CDN", NEWEST)
-        shown = aged(stores, [newest, images], clock.now())
-    finally:
-        stores.close()
+    tickets' own links and shown under it, nearest first."""
+    (newest, _), shown = _aged_three_carts(cli, worktrees, NEWEST, "Serve product images from the CDN")
     assert [(a.hit.record.task_id, a.hit.record.text, a.current) for a in shown] == [
         ("OMN-3", NEWEST, True), ("OMN-2", NEW, False), ("OMN-1", OLD, False),
         ("OMN-1", "Serve product images from the CDN", True)]
