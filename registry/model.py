@@ -595,20 +595,21 @@ class Session(_Record):
     def superseders(self, decision_text: str) -> list[tuple[str, str]]:
         """(ticket, decision event id) of each decision recorded as replacing this ticket's
         decision_text, in link order."""
-        entry = next((d for d in self.decisions if d.text == decision_text), None)
-        if entry is None:
-            return []
-        links = (link.split(" ") for link in self.superseded_by)
-        return [(by_task, by_event) for old, by_task, by_event in links if old == entry.event_id]
+        return self._linked(self.superseded_by, decision_text)
 
     def replaced(self, decision_text: str) -> list[tuple[str, str]]:
         """(ticket, decision event id) of each decision of another ticket that this ticket's
         decision_text was recorded as replacing, in link order."""
+        return self._linked(self.replaces, decision_text)
+
+    def _linked(self, links: list[str], decision_text: str) -> list[tuple[str, str]]:
+        """The other ends of links ("EVENT TICKET EVENT", this ticket's decision first) that start
+        at decision_text's decision."""
         entry = next((d for d in self.decisions if d.text == decision_text), None)
         if entry is None:
             return []
-        links = (link.split(" ") for link in self.replaces)
-        return [(old_task, old_event) for new, old_task, old_event in links if new == entry.event_id]
+        split = (link.split(" ") for link in links)
+        return [(task, event) for own, task, event in split if own == entry.event_id]
 
     def files_by_recency(self) -> list[Touch]:
         return sorted(self.files.values(), key=lambda t: (-t.last_at.timestamp(), t.path))
