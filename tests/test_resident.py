@@ -669,15 +669,19 @@ def test_the_resident_starts_at_the_lowest_priority_and_serves_at_the_users(home
 
 
 @pytest.mark.skipif(IOPRIO_GET is None, reason="ioprio_get's number is known for x86_64 and arm64")
-def test_a_write_starts_the_indexer_at_the_lowest_priority_after_the_command(home, worktrees, cli, monkeypatch):
-    """The indexer a decide starts (in-process or through the resident, the two lanes) runs
-    at nice 19, SCHED_IDLE and the idle I/O class from its first statement, through `python
-    -m baton.processes`, and is told which command to wait for: the one that started it."""
+def test_a_write_starts_the_indexer_at_the_lowest_priority_after_the_command(home, worktrees, cli, monkeypatch,
+                                                                             resident_lane):
+    """The indexer a decide starts runs at nice 19, SCHED_IDLE and the idle I/O class from its
+    first statement (`python -m baton.processes`) and is told which command to wait for: the
+    one that started it. In-process (lane off) it is a fresh `baton index --background`;
+    through the resident (lane on) the console script's, which hands it to the resident, and
+    the resident's child that indexes, with Baton and the model loaded, lowers itself too."""
     main, _ = worktrees
     monkeypatch.setenv("BATON_BACKGROUND_INDEXING", "on")
     assert cli(main, "bind", "OMN-1")[0] == 0
     assert cli(main, "decide", "decision: use PostgreSQL for the queue")[0] == 0
     seen: dict[int, tuple[list[bytes], set]] = {}
+    forked: set = set()  # the scheduling of the resident's children
 
     def lowest_or_gone() -> bool:
         running = processes_of(home, b"index\0--background")
@@ -685,13 +689,23 @@ def test_a_write_starts_the_indexer_at_the_lowest_priority_after_the_command(hom
             with contextlib.suppress(OSError):
                 seen.setdefault(pid, (Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"), set()))
                 threads_scheduling(pid, seen[pid][1])
-        return any(LOWEST in threads for _, threads in seen.values()) or (bool(seen) and not running)
+        residents = processes_of(home)
+        for pid in residents:
+            with contextlib.suppress(OSError, IndexError):
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                if int(stat[stat.rfind(")") + 2:].split()[1]) in residents:  # its parent is a resident
+                    threads_scheduling(pid, forked)
+        lowest = any(LOWEST in threads for _, threads in seen.values()) and (resident_lane is None or LOWEST in forked)
+        return lowest or (bool(seen) and not running)
 
     wait_for(lowest_or_gone, 60, "the background indexer")
     (argv, threads), = seen.values()
-    assert argv[argv.index(b"-m") + 1:argv.index(b"index")] == [b"baton.processes", b"baton.skills.frontends.cli"]
+    program = b"baton.skills.frontends.cli" if resident_lane is None else b"baton.skills.frontends.entry"
+    assert argv[argv.index(b"-m") + 1:argv.index(b"index")] == [b"baton.processes", program]
     assert int(argv[argv.index(b"--after") + 1]) > 0
     assert LOWEST in threads, threads  # from its first statement: the interpreter's start, before it, is not
+    if resident_lane is not None:
+        assert LOWEST in forked, forked
     from baton.skills.core.indexing import indexer_running
 
     wait_for(lambda: not processes_of(home, b"index\0--background") and not indexer_running(home), 60,

@@ -91,9 +91,13 @@ def start_background_indexer(settings: Settings) -> None:
     spawn, no wait."""
     if not settings.background_indexing or indexer_running(settings.home):
         return
-    from baton.skills.runtime.spawn import spawn_baton
+    from baton.skills.runtime.resident_client import SOCKET_NAME
+    from baton.skills.runtime.spawn import CLI, CONSOLE, spawn_baton
 
-    spawn_baton("index", "--background", "--after", str(os.getpid()), idle=True)
+    # Through a resident that listens: its fork has Baton and the model loaded, where a fresh
+    # indexer spends about 0.25 s of CPU importing them (docs/performance.md).
+    served = settings.resident and (settings.home / SOCKET_NAME).exists()
+    spawn_baton("index", "--background", "--after", str(os.getpid()), module=CONSOLE if served else CLI, idle=True)
 
 
 def index_decisions(stores: Stores, *, background: bool = False, wait: float | None = None,
