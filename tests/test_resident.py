@@ -299,6 +299,8 @@ def test_the_resident_leaves_when_idle(home, worktrees):
 def test_a_command_that_found_none_starts_one_and_only_one(home, worktrees):
     main, _ = worktrees
     first = subprocess.run([str(BATON), "bind", "OMN-1"], cwd=main, capture_output=True, text=True, timeout=120)
+    # It started one and did not wait for it: the preload, at the lowest priority, takes seconds.
+    assert processes_of(home) and not (home / "resident.sock").exists()
     second = subprocess.run([str(BATON), "touch", "src/a.py"], cwd=main, capture_output=True, text=True, timeout=120)
     assert first.returncode == second.returncode == 0, (first.stderr, second.stderr)
     wait_for(lambda: (home / "resident.sock").exists(), 120, "a resident started on demand")
