@@ -41,6 +41,25 @@ def run_at_lowest_priority() -> None:
             ctypes.CDLL(None).syscall(number, *_IDLE_IO)
 
 
+def wait_gone(pid: int, wait: float) -> bool:
+    """Whether process pid, not necessarily a child, ended within `wait` seconds; a child
+    stays unreaped. Through a pidfd (Linux); where there is none, False at once."""
+    import select
+
+    try:
+        pidfd = os.pidfd_open(pid)  # readable once the process has exited
+    except ProcessLookupError:
+        return True
+    except (OSError, AttributeError):
+        return False
+    try:
+        waiting = select.poll()  # not select.select: a descriptor past 1023 is refused there
+        waiting.register(pidfd, select.POLLIN)
+        return bool(waiting.poll(wait * 1000))
+    finally:
+        os.close(pidfd)
+
+
 def process_start(pid: int) -> str | None:
     """The process's start time (clock ticks after boot, /proc/PID/stat field 22), which
     with the pid names one process; None where /proc does not say."""
@@ -183,19 +202,20 @@ def _read(process: Popen, input: bytes | None, until: float, cap: int | None,
 def _exited_unreaped(pid: int, until: float) -> bool:
     """Wait until the child exits or `until` passes, without reaping it: while it is
     unreaped its pid, which is its process group's id, cannot be given to anyone else."""
-    import selectors
-
     if hasattr(os, "pidfd_open"):
-        pidfd = os.pidfd_open(pid)  # readable once the process has exited
-        try:
-            with selectors.DefaultSelector() as selector:
-                selector.register(pidfd, selectors.EVENT_READ)
-                return bool(selector.select(max(0.0, until - time.monotonic())))
-        finally:
-            os.close(pidfd)
+        return wait_gone(pid, max(0.0, until - time.monotonic()))
     while True:  # no pidfd on this platform: poll
         if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
             return True
         if time.monotonic() >= until:
             return False
         time.sleep(0.01)
+
+
+if __name__ == "__main__":  # python -m baton.processes MODULE ARGS: `python -m MODULE ARGS` at the lowest priority
+    import runpy
+    import sys
+
+    run_at_lowest_priority()
+    del sys.argv[0]
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)

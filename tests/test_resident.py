@@ -48,8 +48,9 @@ def private_baton(into: Path) -> Path:
     return into
 
 
-def processes_of(home: Path) -> list[int]:
-    """The resident processes (and their children) serving home, found in /proc."""
+def processes_of(home: Path, word: bytes = b"resident") -> list[int]:
+    """The resident processes (and their children) serving home, found in /proc; word: what
+    else their command line holds."""
     marker = f"BATON_HOME={home}".encode() + b"\0"
     found = []
     for entry in Path("/proc").iterdir():
@@ -61,7 +62,7 @@ def processes_of(home: Path) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if b"resident" in cmdline and marker in environ and state != "Z":
+        if word in cmdline and marker in environ and state != "Z":
             found.append(int(entry.name))
     return found
 
@@ -298,6 +299,8 @@ def test_the_resident_leaves_when_idle(home, worktrees):
 def test_a_command_that_found_none_starts_one_and_only_one(home, worktrees):
     main, _ = worktrees
     first = subprocess.run([str(BATON), "bind", "OMN-1"], cwd=main, capture_output=True, text=True, timeout=120)
+    # It started one and did not wait for it: the preload, at the lowest priority, takes seconds.
+    assert processes_of(home) and not (home / "resident.sock").exists()
     second = subprocess.run([str(BATON), "touch", "src/a.py"], cwd=main, capture_output=True, text=True, timeout=120)
     assert first.returncode == second.returncode == 0, (first.stderr, second.stderr)
     wait_for(lambda: (home / "resident.sock").exists(), 120, "a resident started on demand")
@@ -668,20 +671,78 @@ def test_the_resident_starts_at_the_lowest_priority_and_serves_at_the_users(home
 
 
 @pytest.mark.skipif(IOPRIO_GET is None, reason="ioprio_get's number is known for x86_64 and arm64")
-def test_the_background_indexer_runs_at_the_lowest_priority(home, worktrees):
+def test_a_write_starts_the_indexer_at_the_lowest_priority_after_the_command(home, worktrees, cli, monkeypatch,
+                                                                             resident_lane):
+    """The indexer a decide starts runs at nice 19, SCHED_IDLE and the idle I/O class from its
+    first statement (`python -m baton.processes`) and is told which command to wait for: the
+    one that started it. In-process (lane off) it is a fresh `baton index --background`;
+    through the resident (lane on) the console script's, which hands it to the resident, and
+    the resident's child that indexes, with Baton and the model loaded, lowers itself too."""
     main, _ = worktrees
-    assert direct(main, "bind", "OMN-1")[0] == 0
-    for n in range(3):
-        assert direct(main, "decide", f"decision {n}: use PostgreSQL for the queue")[0] == 0
-    indexer = subprocess.Popen([sys.executable, "-m", "baton.skills.frontends.cli", "index", "--background"], cwd=main,
-                               env={**os.environ, "BATON_RESIDENT": "off"}, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    seen: set = set()
+    monkeypatch.setenv("BATON_BACKGROUND_INDEXING", "on")
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    assert cli(main, "decide", "decision: use PostgreSQL for the queue")[0] == 0
+    seen: dict[int, tuple[list[bytes], set]] = {}
+    forked: set = set()  # the scheduling of the resident's children
 
     def lowest_or_gone() -> bool:
-        threads_scheduling(indexer.pid, seen)
-        return LOWEST in seen or indexer.poll() is not None
+        running = processes_of(home, b"index\0--background")
+        for pid in running:
+            with contextlib.suppress(OSError):
+                seen.setdefault(pid, (Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"), set()))
+                threads_scheduling(pid, seen[pid][1])
+        residents = processes_of(home)
+        for pid in residents:
+            with contextlib.suppress(OSError, IndexError):
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                if int(stat[stat.rfind(")") + 2:].split()[1]) in residents:  # its parent is a resident
+                    threads_scheduling(pid, forked)
+        lowest = any(LOWEST in threads for _, threads in seen.values()) and (resident_lane is None or LOWEST in forked)
+        return lowest or (bool(seen) and not running)
 
-    wait_for(lowest_or_gone, 120, "the background indexer")
-    indexer.communicate(timeout=120)
-    assert LOWEST in seen, seen
+    wait_for(lowest_or_gone, 60, "the background indexer")
+    (argv, threads), = seen.values()
+    program = b"baton.skills.frontends.cli" if resident_lane is None else b"baton.skills.frontends.entry"
+    assert argv[argv.index(b"-m") + 1:argv.index(b"index")] == [b"baton.processes", program]
+    assert int(argv[argv.index(b"--after") + 1]) > 0
+    assert LOWEST in threads, threads  # from its first statement: the interpreter's start, before it, is not
+    if resident_lane is not None:
+        assert LOWEST in forked, forked
+    from baton.skills.core.indexing import indexer_running
+
+    wait_for(lambda: not processes_of(home, b"index\0--background") and not indexer_running(home), 60,
+             "the indexer's exit")
+    assert direct(main, "index")[1].startswith("Indexed 0 decisions (0 were indexed already); 0 wait")
+
+
+def test_a_program_run_through_baton_processes_starts_at_the_lowest_priority():
+    """`python -m baton.processes MODULE ARGS` lowers itself before MODULE is even imported."""
+    shown = subprocess.run([sys.executable, "-m", "baton.processes", "timeit", "-n1", "-r1",
+                            "import os; print(os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0))"],
+                           capture_output=True, text=True, timeout=60, check=True).stdout.split("\n")[0]
+    assert shown == f"19 {os.SCHED_IDLE}"
+
+
+def test_the_background_indexer_waits_for_the_command_that_started_it(home, worktrees):
+    """While the command named by --after runs, nothing is embedded, up to the indexer's bound
+    (AFTER_WAIT); then it indexes all the same."""
+    from baton.recall.embedded import EmbeddedDecisionIndex
+    from baton.skills.core.indexing import AFTER_WAIT
+
+    main, _ = worktrees
+    assert direct(main, "bind", "OMN-1")[0] == 0
+    assert direct(main, "decide", "decision: use PostgreSQL for the queue")[0] == 0
+    command = subprocess.Popen(["sleep", "60"])
+    started = time.monotonic()
+    indexer = subprocess.Popen([str(BATON), "index", "--background", "--after", str(command.pid)], cwd=main,
+                               env={**os.environ, "BATON_RESIDENT": "off"})
+    try:
+        index = EmbeddedDecisionIndex(home / "recall", timeout=5)
+        wait_for(lambda: index.count() == 1, 60, "the decision indexed")
+        assert time.monotonic() - started >= AFTER_WAIT
+        assert command.poll() is None
+        index.close()
+    finally:
+        command.kill()
+        command.wait()
+        assert indexer.wait(60) == 0

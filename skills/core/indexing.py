@@ -15,6 +15,7 @@ the indexer heals it from the registry, whose rows carry their project (heal_uns
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 LOCK = "indexer.lock"
 LINGER = 0.5  # seconds without new decisions before a background indexer exits
+AFTER_WAIT = 2.0  # seconds a background indexer waits for the command that started it to end
 
 
 def queue_decisions(stores: Stores, records: Sequence[DecisionRecord], *, strict: bool = False) -> list[str]:
@@ -85,24 +87,31 @@ def indexer_running(home: Path) -> bool:
 
 def start_background_indexer(settings: Settings) -> None:
     """Start a detached `baton index --background` unless one runs or the settings turn it
-    off; costs the caller a spawn, no wait."""
+    off, idle from its start and waiting for this process to end first; costs the caller a
+    spawn, no wait."""
     if not settings.background_indexing or indexer_running(settings.home):
         return
-    from baton.skills.runtime.spawn import spawn_baton
+    from baton.skills.runtime.resident_client import SOCKET_NAME
+    from baton.skills.runtime.spawn import CLI, CONSOLE, spawn_baton
 
-    spawn_baton("index", "--background")
+    # Through a resident that listens: its fork has Baton and the model loaded, where a fresh
+    # indexer spends about 0.25 s of CPU importing them (docs/performance.md).
+    served = settings.resident and (settings.home / SOCKET_NAME).exists()
+    spawn_baton("index", "--background", "--after", str(os.getpid()), module=CONSOLE if served else CLI, idle=True)
 
 
 def index_decisions(stores: Stores, *, background: bool = False, wait: float | None = None,
-                    reembed: bool = False) -> IndexReport | None:
+                    reembed: bool = False, after: int | None = None) -> IndexReport | None:
     """Embed and store what waits in the queue; returns the IndexReport, or None when
     another indexer holds the lock (which takes these decisions too). The background
     indexer, and a foreground one asked to (reembed), then embed again the stored decisions
     of an older embedding recipe (baton.recall.indexer).
 
     Foreground, it waits for a running indexer up to `wait` seconds (default: the store
-    timeout) and then indexes what is left. Background, it lingers LINGER seconds for more
-    decisions before it exits, and releases the lock before its last look at the queue, so
+    timeout) and then indexes what is left. Background, it first waits (up to AFTER_WAIT) for
+    the process `after` to end (the command that started it, so that the embedding waits
+    until its answer is out), lingers LINGER seconds for more decisions before it exits, and
+    releases the lock before its last look at the queue, so
     a decision queued meanwhile (whose writer saw the lock held) is never left waiting.
     """
     from baton.recall.indexer import IndexReport
@@ -112,9 +121,11 @@ def index_decisions(stores: Stores, *, background: bool = False, wait: float | N
     if not background:
         with held(home / LOCK, within=stores.settings.store_timeout if wait is None else wait) as got:
             return _healed(stores, _add(total, stores.indexer().run(reembed=reembed))) if got else None
-    from baton.processes import run_at_lowest_priority
+    from baton.processes import run_at_lowest_priority, wait_gone
 
     run_at_lowest_priority()  # it yields every core and the disk to the agent, its hooks and commands
+    if after is not None:
+        wait_gone(after, AFTER_WAIT)
 
     def index() -> bool:
         _healed(stores, _add(total, stores.indexer().run(reembed=True)))

@@ -666,7 +666,7 @@ def _index(args: Arguments, stores: Stores) -> int:
     from baton.skills.frontends.render import indexed_line, queued_line
     from baton.skills.services.index import index_waiting
 
-    indexed = index_waiting(stores, everything=args.all, background=args.background)
+    indexed = index_waiting(stores, everything=args.all, background=args.background, after=args.after)
     if indexed is None:
         return 0
     _warn(indexed.warnings)
@@ -1139,7 +1139,8 @@ COMMANDS: tuple[Command, ...] = (
              help="first queue every decision the registry holds that the index lacks (heals a lost index), "
                   "then embed again those embedded by an older recipe"),
         _arg("--background", action="store_true",
-             help="linger for more decisions, at low priority (what a write starts)")), _index, task=False),
+             help="linger for more decisions, at low priority (what a write starts)"),
+        _arg("--after", type=int, help=_HIDDEN)), _index, task=False),  # the pid of the command that started it
     Command("doctor", "Show each store's backend, server and version, and whether it answers.", (
         _arg("--repair", action="store_true",
              help="then compare the graph, recall and conflict signals with the registry over the repair "

@@ -44,3 +44,7 @@ def _start_resident() -> None:
     if settings.resident and unsupported() is None:
         with suppress(OSError):  # an optimisation only: the next command tries again
             spawn_resident(settings.home)
+
+
+if __name__ == "__main__":  # `python -m baton.skills.frontends.entry ARGS`: the console script, as a module
+    run()

@@ -12,22 +12,27 @@ from baton.locks import taken
 from baton.pydantic_plugins import as_given
 from baton.skills.runtime.resident_client import LOCK_NAME, SOCKET_NAME
 
+CLI = "baton.skills.frontends.cli"  # a command run in the process
+CONSOLE = "baton.skills.frontends.entry"  # the console script's: by the resident when one listens
 RESIDENT_LOCK_FD = 3  # where the resident finds resident.lock, held for it by its spawner
 # After a start that never got to listen, the next waits RETRY_FIRST seconds, doubling with
 # each further such start up to RETRY_MOST; a start longer ago than that is not held against it.
 RETRY_FIRST, RETRY_MOST = 1.0, 60.0
 
 
-def spawn_baton(*args: str, module: str = "baton.skills.frontends.cli", keep: int | None = None) -> None:
+def spawn_baton(*args: str, module: str = CLI, keep: int | None = None,
+                idle: bool = False) -> None:
     """Start `python -m MODULE ARGS` (default: `baton ARGS`) in its own session with no
     terminal and no output, with keep (a descriptor) as RESIDENT_LOCK_FD; costs the caller a
-    spawn, no wait. -P: the caller's directory never shadows a module."""
+    spawn, no wait. -P: the caller's directory never shadows a module. idle: at the lowest
+    priority from its start (baton.processes run as a program), its imports included."""
     devnull = os.open(os.devnull, os.O_RDWR)
     actions = [(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)]
     if keep is not None:
         actions.append((os.POSIX_SPAWN_DUP2, keep, RESIDENT_LOCK_FD))
+    program = ["baton.processes", module] if idle else [module]
     try:
-        os.posix_spawn(sys.executable, [sys.executable, "-P", "-m", module, *args],
+        os.posix_spawn(sys.executable, [sys.executable, "-P", "-m", *program, *args],
                        as_given(), file_actions=actions, setsid=True)
     finally:
         os.close(devnull)

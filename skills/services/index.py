@@ -20,10 +20,12 @@ class Indexed(NamedTuple):
     warnings: list[str]
 
 
-def index_waiting(stores: Stores, *, everything: bool = False, background: bool = False) -> Indexed | None:
-    """What `baton index` did; None in the background, which lingers for more decisions."""
+def index_waiting(stores: Stores, *, everything: bool = False, background: bool = False,
+                  after: int | None = None) -> Indexed | None:
+    """What `baton index` did; None in the background, which lingers for more decisions
+    (after: the pid of the command that started it, whose end it waits for)."""
     if background:
-        index_decisions(stores, background=True)
+        index_decisions(stores, background=True, after=after)
         return None
     warnings = stores.sink.deliver()
     queued = None
