@@ -160,9 +160,11 @@ def test_json_keeps_the_stored_text_as_data(hostile, cli):
         assert not RAW_CONTROLS.search(out.replace("\n", " ")), args
     assert json.loads(cli(main, "recall", "use x", "--json")[1])[0]["text"] == HOSTILE.strip()
 
-    from baton.skills.frontends.mcp_server import resume_session
+    from baton.skills.frontends.cli import COMMANDS
+    from baton.skills.frontends.mcp_server import RUNS, catalogue
 
-    text = resume_session("OMN-1", worktree=str(main))
+    arguments = catalogue(COMMANDS)[1]["resume_session"](task_id="OMN-1", worktree=str(main))
+    text = RUNS["resume_session"](arguments)
     assert "\n" not in text and not re.search("[\x00-\x1f]", text), "json.dumps escapes them"
     assert json.loads(text)["session"]["decisions"][0]["text"] == HOSTILE.strip()
 

@@ -42,23 +42,43 @@ class OneOf(tuple["Argument", ...]):
     __slots__ = ()
 
 
+class Tool:
+    """The MCP tool a command is served as; baton.skills.frontends.mcp_server builds its schema
+    from the command's arguments, each option under its own name unless renamed, `--task` as
+    task_id, with `worktree` (the directory it acts in) unless worktree is False. Its title and
+    description are written for tool search (Claude Code loads a deferred tool by a keyword query
+    over names and descriptions); the annotations are what clients decide approval by (Codex runs a
+    read-only or non-destructive tool without asking). Destructive: it replaces what the user has (a
+    worktree's files, a ticket's current run); Baton's records are only added to."""
+
+    __slots__ = ("description", "destructive", "idempotent", "name", "read_only", "renamed", "title", "without",
+                 "worktree")
+
+    def __init__(self, name: str, title: str, *, description: str, read_only: bool = False,
+                 destructive: bool = False, idempotent: bool = False, renamed: tuple[tuple[str, str], ...] = (),
+                 without: tuple[str, ...] = (), worktree: bool = True) -> None:
+        self.name, self.title, self.description = name, title, description
+        self.read_only, self.destructive, self.idempotent = read_only, destructive, idempotent or read_only
+        self.renamed = renamed  # (option, the tool's argument) where the names differ
+        self.without = without  # options the tool does not take (tests/test_parity.py says why)
+        self.worktree = worktree
+
+
 class Command:
     """One row of the table a command's parser, its read/write class and its MCP tool come
     from. A plain class: a NamedTuple's or a dataclass's creation would cost every command's
     start (the touch in an agent's hook included) a quarter of a millisecond or more."""
 
-    __slots__ = ("arguments", "description", "handler", "help", "name", "reads", "renamed", "stores", "subcommand",
-                 "task", "tool")
+    __slots__ = ("arguments", "description", "handler", "help", "name", "reads", "stores", "subcommand", "task",
+                 "tool")
 
     def __init__(self, name: str, help: str, arguments: tuple[Argument | OneOf, ...], handler: Callable[..., int],
-                 *, reads: bool = False, tool: str | None = None, renamed: tuple[tuple[str, str], ...] = (),
-                 task: bool = True, stores: bool = True, description: str | None = None,
-                 subcommand: Command | None = None) -> None:
+                 *, reads: bool = False, tool: Tool | None = None, task: bool = True, stores: bool = True,
+                 description: str | None = None, subcommand: Command | None = None) -> None:
         self.name, self.help, self.arguments = name, help, arguments
         self.handler = handler  # (args, stores); (args) for a command that opens no stores
         self.reads = reads  # reads the stores: the writes kept on this machine are delivered first
-        self.tool = tool  # the MCP tool it mirrors, taking each option under the same name
-        self.renamed = renamed  # (option, the tool's argument) where the names differ
+        self.tool = tool
         self.task = task  # takes --task
         self.stores = stores  # False: opens what it needs itself
         self.description = description or help
@@ -781,7 +801,7 @@ def _hook(args: Arguments) -> int:
 def _mcp(args: Arguments) -> int:
     from baton.skills.frontends.mcp_server import serve
 
-    serve(allow_unsigned_probes=args.allow_unsigned_probes)
+    serve(COMMANDS, allow_unsigned_probes=args.allow_unsigned_probes)
     return 0
 
 
@@ -980,19 +1000,30 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--agent", help="name of the agent working on it"),
         _arg("--take-over", action="store_true",
              help="move the ticket here from a run that holds it in another worktree, superseding that run"),
-        _JSON), _bind, tool="bind_task", task=False),
+        _JSON), _bind,
+        tool=Tool("bind_task", "Bind the worktree to a ticket", idempotent=True,
+                  description="Bind this worktree to a ticket and start its session, without the resume "
+                              "context."), task=False),
     Command("touch", "Record files the ticket touched; warn about overlaps with other active tickets.", (
         _arg("paths", nargs="+", metavar="PATH"),
-        _JSON), _touch, tool="record_touch"),
+        _JSON), _touch,
+        tool=Tool("record_touch", "Record files touched", idempotent=True,
+                  description="Record files the ticket changed; returns conflicts with other active tickets. "
+                              "Call after editing files outside Edit/Write.")),
     Command("check", "Check files before editing them against other active tickets' touches and leases.", (
         _arg("paths", nargs="+", metavar="PATH"),
-        _JSON), _check, reads=True, tool="check_paths"),
+        _JSON), _check, reads=True,
+        tool=Tool("check_paths", "Check files before editing", read_only=True,
+                  description="Before editing files: conflicts with other active tickets' touches and leases; "
+                              "allow, ask or deny, with each holder and their next action.")),
     Command("decide", "Record a decision (indexed for recall by other tickets).", (
         _arg("text", metavar="TEXT"),
         _arg("--context", default="", help="why, or what it applies to"),
         _arg("--supersedes", action="append", default=[], metavar="TICKET[#N]",
              help="an earlier decision this one replaces: TICKET's Nth (1-based), or its latest (repeatable)"),
-        _JSON), _decide, tool="record_decision"),
+        _JSON), _decide,
+        tool=Tool("record_decision", "Record a decision",
+                  description="Record a decision and why, so that later sessions and other tickets recall it.")),
     Command("claim", "Lease paths or gitignore patterns (relative to the repository's root) for the ticket: "
                      "advisory, exclusive or shared; refused (exit 1) when another ticket holds them exclusive.", (
         _arg("paths", nargs="+", metavar="PATH|GLOB"),
@@ -1000,17 +1031,26 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--ttl", metavar="DURATION",
              help="how long it lasts after the ticket's last activity (default BATON_LEASE_TTL, 30m)"),
         _arg("--reason", metavar="TEXT", help="why, shown to whoever it stops"),
-        _JSON), _claim, tool="claim_paths"),
+        _JSON), _claim,
+        tool=Tool("claim_paths", "Lease paths",
+                  description="Lease paths or gitignore globs for the ticket, exclusive or shared, so other "
+                              "agents keep off them; refused naming the holder.")),
     Command("release", "End the ticket's leases (on the patterns given, else all); a lead ends another "
                        "ticket's with --force --ticket T --reason TEXT.", (
         _arg("paths", nargs="*", metavar="PATTERN"),
         _arg("--ticket", metavar="TASK", help="the ticket whose leases to release (another's needs --force)"),
         _arg("--force", action="store_true", help="release another ticket's leases (recorded with who and why)"),
         _arg("--reason", metavar="TEXT", help="why (required with --force)"),
-        _JSON), _release, tool="release_leases"),
+        _JSON), _release,
+        tool=Tool("release_leases", "Release leases", idempotent=True,
+                  description="Release the ticket's leases (the patterns given, else all); a lead forces "
+                              "another ticket's, with a reason.")),
     Command("leases", "List the project's active leases (--all: lapsed, released and ended ones too).", (
         _arg("--all", action="store_true", help="every lease, not only active ones"),
-        _JSON), _leases, reads=True, tool="list_leases", task=False),
+        _JSON), _leases, reads=True,
+        tool=Tool("list_leases", "List leases", read_only=True, worktree=False,
+                  description="List the project's active leases (all: lapsed and released too): who holds which"
+                              " paths."), task=False),
     Command("update", "Record phase, next action, completed steps, failures or dependencies.", (
         _arg("--phase", choices=UPDATE_PHASES),
         _arg("--next", dest="next_action", metavar="TEXT"),
@@ -1025,7 +1065,10 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--check", action="append", default=[], metavar="CMD",
              help="run CMD now (no shell) and record its exit status and summary as an observed check"),
         _arg("--timeout", type=float, metavar="SECONDS", help="seconds each --check may run (default 300)"),
-        _JSON), _update, tool="update_session", renamed=(("constraint", "constraints"), ("check", "checks"))),
+        _JSON), _update,
+        tool=Tool("update_session", "Update the session", renamed=(("constraint", "constraints"), ("check", "checks")),
+                  description="Record the session's phase, next action, done steps, failures, dependencies, "
+                              "journal (goal, todo, constraints, evidence) and checks.")),
     # A stage reads the state it moves on: the earlier transitions kept here are delivered first.
     Command("stage", "Record a workflow stage's status; a pass is recorded once its proof holds.", (
         _arg("status", metavar="STATUS", help="e.g. PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS, TEST_FAIL"),
@@ -1036,24 +1079,36 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--blocker", metavar="TEXT", help="what stops the work (a blocked status)"),
         _arg("--resolved", metavar="TEXT", help="how the recorded blocker was resolved (leaving WORKFLOW_BLOCKED)"),
         _arg("--timeout", type=float, metavar="SECONDS", help="seconds the --check may run (default 300)"),
-        _JSON), _stage, reads=True, tool="record_stage"),
+        _JSON), _stage, reads=True,
+        tool=Tool("record_stage", "Record a workflow stage",
+                  description="Record a workflow stage's status (PLAN_READY, IMPLEMENTED, REVIEW_PASS, "
+                              "TEST_PASS...); TEST_PASS runs check, a review or retro needs evidence (a file).")),
     Command("recover", "Find interrupted work (an agent gone, its session not ended) and the command that "
                        "continues each; runs nothing.", (
         _JSON,
         _arg("--verbose", action="store_true", help="say why each other session was excluded"),
         _arg("--all-repos", action="store_true",
              help="every repository of the project on this machine, not only this one")),
-        _recover, reads=True, tool="recover_work", task=False),
+        _recover, reads=True,
+        tool=Tool("recover_work", "Find interrupted work", read_only=True,
+                  description="Find interrupted work (an agent gone, a session not ended) and the command that "
+                              "resumes each; runs nothing."), task=False),
     Command("end", "End the ticket's session as completed (default) or stalled.", (
         _arg("task_id", nargs="?", metavar="TASK"),
         _arg("--task", dest="task_option", help=_HIDDEN),
         _arg("--status", choices=["completed", "stalled"], default="completed")),
-        _end, tool="end_session", renamed=(("task_option", "task_id"),), task=False),
+        _end,
+        tool=Tool("end_session", "End the session", idempotent=True, renamed=(("task_option", "task_id"),),
+                  description="End the ticket's session as completed (default) or stalled, when the work "
+                              "stops."), task=False),
     Command("checkpoint", "Checkpoint this worktree (base, staged and worktree state) for its ticket.", (
         _arg("--label", metavar="TEXT", help="a label to find it by"),
         _arg("--push", action="store_true", help="push it to the repository's git remote too, so another clone's "
              "restore fetches it (whatever [checkpoints] push says)"),
-        _JSON), _checkpoint, tool="take_checkpoint"),
+        _JSON), _checkpoint,
+        tool=Tool("take_checkpoint", "Take a checkpoint",
+                  description="Checkpoint the worktree (files, index, base commit) for the ticket, to restore "
+                              "or fork later; push: to the git remote too, for other clones.")),
     Command("checkpoints", "List a ticket's checkpoints, newest first.", (
         _arg("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket"),
         _JSON), _checkpoints, reads=True, task=False),
@@ -1063,18 +1118,27 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--at", metavar="CHECKPOINT", help="this checkpoint instead of the newest (as TASK@CHECKPOINT)"),
         _INTO,
         _arg("--in-place", action="store_true", help="into this worktree, which must be clean"),
-        _JSON), _restore, reads=True, tool="restore_checkpoint", task=False),
+        _JSON), _restore, reads=True,
+        tool=Tool("restore_checkpoint", "Restore a checkpoint", destructive=True,
+                  description="Restore a ticket's checkpoint (TASK[@CHECKPOINT], default its newest, fetched "
+                              "from the git remote when missing here) into a new worktree as a new run."), task=False),
     Command("fork", "Start a new ticket from a checkpoint of TASK, in its own worktree and branch.", (
         _arg("task_id", metavar="TASK"),
         _arg("--as", dest="new_task_id", required=True, metavar="NEW", help="the new ticket's id"),
         _arg("--at", metavar="CHECKPOINT", help="default: the ticket's latest checkpoint"),
         _INTO,
-        _JSON), _fork, reads=True, tool="fork_task", task=False),
+        _JSON), _fork, reads=True,
+        tool=Tool("fork_task", "Fork a ticket",
+                  description="Fork a ticket's checkpoint into a new ticket with its own worktree and "
+                              "branch."), task=False),
     Command("fresh", "Start TASK again on a new base, in a new worktree: journal kept, previous run superseded.", (
         _arg("task_id", metavar="TASK"),
         _arg("--base", metavar="REF", help="default: the repository's default branch"),
         _INTO,
-        _JSON), _fresh, reads=True, tool="start_fresh", task=False),
+        _JSON), _fresh, reads=True,
+        tool=Tool("start_fresh", "Start a ticket afresh", destructive=True,
+                  description="Start a ticket again on a new base in a new worktree; the journal is kept, the "
+                              "old run superseded."), task=False),
     Command("runs", "Print a ticket's runs and forks as a tree.", (
         _arg("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket"),
         _JSON), _runs, reads=True, task=False),
@@ -1096,7 +1160,11 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--section", metavar="NAME", help="with --json: only this section's items (files, decisions, "
              "signals, ...), from --offset on, a page within the budget"),
         _arg("--offset", type=int, default=0, metavar="N", help="with --section: the first item (default 0)")),
-        _resume, reads=True, tool="resume_session", task=False),
+        _resume, reads=True,
+        tool=Tool("resume_session", "Resume a ticket", idempotent=True, without=("list", "budget"),
+                  description="Resume a ticket's session: its state, next action, conflicts with other tickets,"
+                              " decisions, files and missed signals; binds this worktree. Call first when "
+                              "picking up a ticket or handoff."), task=False),
     Command("list", "List active sessions, conflicts highlighted.", (
         _JSON,
         _arg("--all", action="store_true", help="include completed and stalled sessions"),
@@ -1104,16 +1172,26 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--limit", type=int, default=LIST_PAGE, metavar="N",
              help=f"past N sessions (default {LIST_PAGE:,}), show N: those in conflict first, then the newest; "
                   "0 shows every one")),
-        _list, reads=True, tool="list_sessions", renamed=(("all", "include_ended"),), task=False),
+        _list, reads=True,
+        tool=Tool("list_sessions", "List active sessions", read_only=True, renamed=(("all", "include_ended"),),
+                  without=("all_projects",), worktree=False,
+                  description="List the active sessions (tickets, agents, worktrees) and the conflicts between "
+                              "them."), task=False),
     Command("signals", "Show coordination signals.", (
         _arg("--task", help="only signals about this ticket"),
         _arg("--since", help="ISO 8601 time; only signals after it"),
         _arg("--limit", type=int, default=100),
-        _JSON), _signals, reads=True, tool="signals_since", task=False),
+        _JSON), _signals, reads=True,
+        tool=Tool("signals_since", "Read coordination signals", read_only=True, worktree=False,
+                  description="Coordination signals (conflicts, dependencies done, decisions, merges) after an "
+                              "ISO 8601 time, oldest first."), task=False),
     Command("recall", "Search recorded decisions by meaning and by their words.", (
         _arg("text", metavar="TEXT"),
         _arg("--limit", type=int, default=5),
-        _JSON), _recall, reads=True, tool="recall_decisions", renamed=(("text", "query"),), task=False),
+        _JSON), _recall, reads=True,
+        tool=Tool("recall_decisions", "Recall decisions", read_only=True, renamed=(("text", "query"),), worktree=False,
+                  description="Search every ticket's recorded decisions by meaning and by their words (what was"
+                              " decided before, and why)."), task=False),
     Command("env", "Print the environment derived from this worktree's binding; `env record` records the "
                    "environment manifest the work runs on.", (
         _arg("action", nargs="?", choices=["record"], help="record: run the setup commands, then record "
@@ -1188,15 +1266,20 @@ COMMANDS: tuple[Command, ...] = (
              help="a live-state section NAME probed by CMD"),
         _arg("--timeout", type=float, metavar="SECONDS",
              help="seconds each check or probe may run now (default: checks 300, probes BATON_PROBE_TIMEOUT)"),
-        _JSON), _handoff, reads=True, tool="write_handoff", renamed=(("check", "checks"), ("probe", "probes")),
+        _JSON), _handoff, reads=True,
+        tool=Tool("write_handoff", "Write a handoff", renamed=(("check", "checks"), ("probe", "probes")),
+                  description="Write the ticket's handoff document for the next session: journal, git state, "
+                              "checks and live-state probes (NAME: CMD), signed."),
         subcommand=Command("verify", "re-run a handoff's live-state probes", (
             _arg("path", nargs="?", type=Path, metavar="PATH"),
             _arg("--task", dest="verify_task", help="only a handoff of this ticket"),
             _arg("--allow-unsigned-probes", action="store_true",
                  help="run unsigned or edited probes too (they run code from the branch)"),
             _arg("--strict", action="store_true", help="exit 1 unless every claim held (stale alarms aside)"),
-            _arg("--json", dest="verify_json", action="store_true")), _handoff, tool="verify_handoff",
-            renamed=(("verify_task", "task_id"),), task=False,
+            _arg("--json", dest="verify_json", action="store_true")), _handoff,
+            tool=Tool("verify_handoff", "Verify the handoff", renamed=(("verify_task", "task_id"),),
+                      without=("strict",), description="Verify a handoff: re-run its signed live-state probes; "
+                                                       "fresh results win over what it claims."), task=False,
             description="Re-run the live-state probes of PATH (a handoff or a worktree; default: this worktree's "
                         "current handoff) and record the verification.")),
 )
