@@ -264,12 +264,17 @@ def _library_warning(message: Warning | str, category: type[Warning], filename: 
     _say(f"warning: {category.__name__}: {message}")
 
 
-def _place() -> tuple[Place, WorktreeLocator]:
+def _place(args: Arguments | None = None) -> tuple[Place, WorktreeLocator]:
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import place_of
 
     locator = WorktreeLocator()
-    return place_of(Path.cwd(), locator), locator
+    return place_of(_here(args), locator), locator
+
+
+def _here(args: Arguments | None) -> Path:
+    """The directory a command acts in: its process's, or the one an MCP tool call names."""
+    return getattr(args, "directory", None) or Path.cwd()
 
 
 def _active(args: Arguments, place: Place, stores: Stores) -> ActiveTask:
@@ -295,51 +300,46 @@ def _warn(warnings: list[str]) -> None:
         print(f"baton: warning: {one_line(mask(warning))}", file=sys.stderr)
 
 
-def _dump(data: object) -> None:
+def _dump(args: Arguments, data: Any, layout: str = "indented") -> None:
+    """A command's JSON answer: handed to the MCP tool that runs the command (args.answer), else
+    printed, never a server's credentials: indented; "line": on one line (an answer fitted to a
+    budget, which counts the characters printed); "rows": a list, one row to a line (the C
+    encoder writes each; json.dumps with an indent runs in Python, seconds for a hundred
+    thousand sessions)."""
+    if (answer := getattr(args, "answer", None)) is not None:
+        return answer(data)
     from baton.masking import mask_all
     from baton.shown_text import json_for_terminal
 
-    print(json_for_terminal(json.dumps(mask_all(data), indent=2, ensure_ascii=False)))
+    if layout == "rows":
+        lines = ",\n".join(f"  {json.dumps(mask_all(row), ensure_ascii=False)}" for row in data)
+        print(json_for_terminal(f"[\n{lines}\n]" if data else "[]"))
+    else:
+        print(json_for_terminal(json.dumps(mask_all(data), indent=2 if layout == "indented" else None,
+                                           ensure_ascii=False)))
+    return None
 
 
 def _shown(args: Arguments, answer: object, text: str) -> int:
     """A command's answer: as JSON with --json, else as text."""
     if args.json:
-        _dump(answer)
+        _dump(args, answer)
     else:
         print(text)
     return 0
-
-
-def _dump_within(data: dict, budget: int) -> None:
-    """An answer fitted to a budget, on one line: the budget counts the characters printed."""
-    from baton.masking import mask_all
-    from baton.shown_text import json_for_terminal
-
-    print(json_for_terminal(json.dumps(mask_all(data), ensure_ascii=False)))
-
-
-def _dump_rows(rows: list) -> None:
-    """A JSON list of many rows, one row to a line: the C encoder writes each (json.dumps
-    with an indent runs in Python, seconds for a hundred thousand sessions)."""
-    from baton.masking import mask_all
-    from baton.shown_text import json_for_terminal
-
-    lines = ",\n".join(f"  {json.dumps(mask_all(row), ensure_ascii=False)}" for row in rows)
-    print(json_for_terminal(f"[\n{lines}\n]" if rows else "[]"))
 
 
 def _bind(args: Arguments, stores: Stores) -> int:
     from baton.ids import parse_ticket_id
     from baton.skills.services.bind import bind
 
-    place, _ = _place()
+    place, _ = _place(args)
     report = bind(stores, parse_ticket_id(args.task_id), place, agent=args.agent, take_over=args.take_over)
     _warn(report.warnings)
     if args.json:
         from baton.skills.frontends.answers import bind_answer
 
-        _dump(bind_answer(args.task_id, place, report))
+        _dump(args, bind_answer(args.task_id, place, report))
         return 0
     from baton.skills.frontends.render import bound_line
 
@@ -350,14 +350,14 @@ def _bind(args: Arguments, stores: Stores) -> int:
 def _touch(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.touch import touch
 
-    place, locator = _place()
+    place, locator = _place(args)
     task = _active(args, place, stores)
-    report = touch(stores, task, args.paths, Path.cwd(), locator)
+    report = touch(stores, task, args.paths, _here(args), locator)
     _warn(report.warnings)
     if args.json:
         from baton.skills.frontends.answers import touch_answer
 
-        _dump(touch_answer(task, report))
+        _dump(args, touch_answer(task, report))
         return 0
     # Said here, not in render: that module's imports (the handoff's) would cost the hook's touch.
     from baton.shown_text import one_line
@@ -375,12 +375,12 @@ def _touch(args: Arguments, stores: Stores) -> int:
 def _check(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.pre_edit import ALLOW, check_paths, checking_task
 
-    place, locator = _place()
+    place, locator = _place(args)
     task_id = checking_task(getattr(args, "task", None), place, stores.settings.ambient)
-    verdict = check_paths(stores, task_id, args.paths, Path.cwd(), locator)
+    verdict = check_paths(stores, task_id, args.paths, _here(args), locator)
     _warn(verdict.warnings)
     if args.json:
-        _dump({"task_id": task_id, **verdict.public()})
+        _dump(args, {"task_id": task_id, **verdict.public()})
         return 0
     if verdict.reason:
         print(verdict.reason)
@@ -396,21 +396,21 @@ def _check(args: Arguments, stores: Stores) -> int:
 def _decide(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.decide import decide
 
-    place, _ = _place()
+    place, _ = _place(args)
     task = _active(args, place, stores)
     report = decide(stores, task, args.text, args.context, place, supersedes=args.supersedes)
     _warn(report.warnings)
     if args.json:
         from baton.skills.frontends.answers import decide_answer
 
-        _dump(decide_answer(task, stores.redact(args.text), stores.redact(args.context), report))
+        _dump(args, decide_answer(task, stores.redact(args.text), stores.redact(args.context), report))
     return 0
 
 
 def _update(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.update import UpdateRequest, update_asked
 
-    place, _ = _place()
+    place, _ = _place(args)
     request = UpdateRequest(task_id=args.task, phase=args.phase, next_action=args.next_action, done=tuple(args.done),
                             failed=tuple(args.failed), depends_on=tuple(args.depends_on), goal=args.goal,
                             constraints=tuple(args.constraint), todo=tuple(args.todo), evidence=tuple(args.evidence),
@@ -420,7 +420,7 @@ def _update(args: Arguments, stores: Stores) -> int:
     if args.json:
         from baton.skills.frontends.answers import update_answer
 
-        _dump(update_answer(done.task, done.report, **done.recorded(request, stores.redact)))
+        _dump(args, update_answer(done.task, done.report, **done.recorded(request, stores.redact)))
         return 0
     from baton.skills.frontends.render import check_lines
 
@@ -431,7 +431,7 @@ def _update(args: Arguments, stores: Stores) -> int:
 def _stage(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.stage import StageCommand, record_stage
 
-    place, _ = _place()
+    place, _ = _place(args)
     done = record_stage(stores, place, StageCommand(args.status, task_id=args.task, result=args.result,
                                                     repair_scope=args.repair_scope, evidence=args.evidence,
                                                     check=args.check, blocker=args.blocker, resolved=args.resolved,
@@ -445,10 +445,10 @@ def _stage(args: Arguments, stores: Stores) -> int:
 def _recover(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.recover import recover
 
-    place, _ = _place()
+    place, _ = _place(args)
     found = recover(stores, place, all_repos=args.all_repos, verbose=args.verbose)
     if args.json:
-        _dump(found.as_json())
+        _dump(args, found.as_json())
     else:
         sys.stdout.write(found.text(verbose=args.verbose))
     return 0
@@ -457,7 +457,7 @@ def _recover(args: Arguments, stores: Stores) -> int:
 def _end(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.end import end
 
-    place, _ = _place()
+    place, _ = _place(args)
     task, report = end(stores, place, args.task_id or args.task_option, args.status)
     _warn(report.warnings)
     print(f"{task.task_id} {args.status}")
@@ -488,7 +488,7 @@ def _resume(args: Arguments, stores: Stores) -> int:
 
         if args.section not in SECTION_NAMES:  # before the resume binds anything
             raise BadInput(f"unknown section {args.section!r}: one of {', '.join(SECTION_NAMES)}")
-    place, _ = _place()
+    place, _ = _place(args)
     result = resume_session(stores, parse_ticket_id(args.task_id), place, limit=args.limit, agent=args.agent,
                             allow_unsigned_probes=args.allow_unsigned_probes, all_decisions=args.all_decisions,
                             take_over=args.take_over)
@@ -497,9 +497,9 @@ def _resume(args: Arguments, stores: Stores) -> int:
         from baton.skills.frontends.answer_budget import resume_answer
 
         budget = args.budget if args.budget is not None else stores.settings.mcp_answer_budget
-        _dump_within(resume_answer(result.to_json(), budget, args.section, args.offset), budget)
+        _dump(args, resume_answer(result.to_json(), budget, args.section, args.offset), "line")
     elif args.json:
-        _dump(result.to_json())
+        _dump(args, result.to_json())
     else:
         print(resume_markdown(result))
     return 3 if result.status == "unavailable" else 0
@@ -523,7 +523,7 @@ def _list(args: Arguments, stores: Stores) -> int:
     if args.json:
         from baton.skills.frontends.answers import listing_answer
 
-        _dump_rows(listing_answer(listing))
+        _dump(args, listing_answer(listing), "rows")
         if listing.more():
             _warn([f"{listing.more()}"])  # the rows stay a list: what a page leaves out goes to stderr
     else:
@@ -540,7 +540,7 @@ def _signals(args: Arguments, stores: Stores) -> int:
 
     signals = signals_since(stores, task_id=args.task, since=args.since, limit=args.limit)
     if args.json:
-        _dump(signals_answer(signals))
+        _dump(args, signals_answer(signals))
     else:
         print("\n".join(signal_line(s) for s in signals) or "No signals.")
     return 0
@@ -559,7 +559,7 @@ def _env(args: Arguments, stores: Stores) -> int:
     from baton.errors import BadInput
     from baton.skills.core.binding import read_binding
 
-    place, _ = _place()
+    place, _ = _place(args)
     if args.action == "record":
         return _env_record(args, stores, place)
     if args.setup:
@@ -582,7 +582,7 @@ def _env_record(args: Arguments, stores: Stores, place: Place) -> int:
     recorded = record_environment(stores, task, place, args.setup)
     _warn(recorded.warnings)
     if args.json:
-        _dump(recorded.to_json())
+        _dump(args, recorded.to_json())
     else:
         from baton.skills.frontends.render import environment_lines
 
@@ -621,7 +621,7 @@ def _doctor(args: Arguments, stores: Stores) -> int:
         repaired = repair(stores, window=window)
     if args.json:
         shown = [report.to_json() for report in reports]
-        _dump(shown if repaired is None else {"stores": shown, "repair": repaired.to_json()})
+        _dump(args, shown if repaired is None else {"stores": shown, "repair": repaired.to_json()})
     else:
         from baton.skills.frontends.render import store_line
 
@@ -704,7 +704,7 @@ def _install(args: Arguments, stores: Stores) -> int:
 
     installed = args.command == "install"
     strict = getattr(args, "strict", False)  # install's only
-    place, _ = _place()
+    place, _ = _place(args)
     if args.target == "git-hook":
         if args.scope:
             raise BadInput("--scope applies to claude, codex and copilot, not git-hook")
@@ -753,7 +753,7 @@ def _guard(args: Arguments) -> int:
         from baton.skills.services.guard import guard
         from baton.skills.services.unit import unit_of_work
 
-        place, locator = _place()
+        place, locator = _place(args)
         with unit_of_work(deliver=True, warn=_warn) as stores:
             report = guard(stores, place, locator)
             warn_only = stores.settings.guard == "warn"
@@ -818,7 +818,7 @@ def _handoff(args: Arguments, stores: Stores) -> int:
         return _handoff_verify(args, stores)
     from baton.skills.services.handoff import handoff_asked, probes_from_options
 
-    place, _ = _place()
+    place, _ = _place(args)
     report = handoff_asked(stores, place, args.task, args.check, probes_from_options(args.probe), args.timeout)
     _warn(report.warnings)
     from baton.skills.frontends.render import handoff_lines
@@ -830,11 +830,11 @@ def _handoff_verify(args: Arguments, stores: Stores) -> int:
     from baton.skills.frontends.render import verification_markdown
     from baton.skills.services.handoff import verify_asked
 
-    checked = verify_asked(stores, Path.cwd(), args.path, args.verify_task or args.task, args.allow_unsigned_probes)
+    checked = verify_asked(stores, _here(args), args.path, args.verify_task or args.task, args.allow_unsigned_probes)
     _warn(checked.warnings)
     verification = checked.verification
     if args.verify_json:
-        _dump(verification.to_json())
+        _dump(args, verification.to_json())
     else:
         print(verification_markdown(verification))
     if not args.strict:
@@ -845,7 +845,7 @@ def _handoff_verify(args: Arguments, stores: Stores) -> int:
 def _checkpoint(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.checkpoint import checkpoint_by_hand
 
-    place, _ = _place()
+    place, _ = _place(args)
     done = checkpoint_by_hand(stores, place, args.task, args.label, args.push)
     _warn(done.warnings)
     from baton.skills.frontends.render import checkpoint_taken
@@ -857,7 +857,7 @@ def _checkpoint(args: Arguments, stores: Stores) -> int:
 def _checkpoints(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.runs import checkpoints_of, named_or_bound
 
-    place, _ = _place()
+    place, _ = _place(args)
     task_id = named_or_bound(stores, place, args.task_id)
     lines = checkpoints_of(stores, place, task_id)
     from baton.skills.frontends.render import checkpoint_lines
@@ -876,7 +876,7 @@ def _started(args: Arguments, started: Started, verb: str) -> int:
 def _restore(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.runs import restore
 
-    place, _ = _place()
+    place, _ = _place(args)
     return _started(args, restore(stores, place, args.target, at=args.at, into=args.into, in_place=args.in_place),
                     "Restored")
 
@@ -884,7 +884,7 @@ def _restore(args: Arguments, stores: Stores) -> int:
 def _fork(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.runs import fork
 
-    place, _ = _place()
+    place, _ = _place(args)
     started = fork(stores, place, args.task_id, args.new_task_id, at=args.at, into=args.into)
     return _started(args, started, f"Forked {args.task_id} as")
 
@@ -892,14 +892,14 @@ def _fork(args: Arguments, stores: Stores) -> int:
 def _fresh(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.runs import fresh
 
-    place, _ = _place()
+    place, _ = _place(args)
     return _started(args, fresh(stores, place, args.task_id, base=args.base, into=args.into), "Started afresh:")
 
 
 def _runs(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.runs import lineage, named_or_bound
 
-    place, _ = _place()
+    place, _ = _place(args)
     task_id = named_or_bound(stores, place, args.task_id)
     lines = lineage(stores, task_id)
     from baton.skills.frontends.render import run_tree
@@ -910,7 +910,7 @@ def _runs(args: Arguments, stores: Stores) -> int:
 def _gc_checkpoints(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.runs import collect
 
-    place, _ = _place()
+    place, _ = _place(args)
     collected = collect(stores, place, keep=args.keep, dry_run=args.dry_run)
     _warn(list(collected.warnings))
     from baton.skills.frontends.render import collected_lines
@@ -924,11 +924,11 @@ def _redact(args: Arguments, stores: Stores) -> int:
     registry could not take the rewrite."""
     from baton.skills.services.secret_scan import redact_stored, scan_stored
 
-    place, _ = _place()
+    place, _ = _place(args)
     scan = scan_stored(stores, place) if args.dry_run else redact_stored(stores, place)
     _warn(scan.warnings)
     if args.json:
-        _dump(scan.to_json())
+        _dump(args, scan.to_json())
     else:
         from baton.skills.frontends.render import scan_lines
 
@@ -949,7 +949,7 @@ def _claim(args: Arguments, stores: Stores) -> int:
     from baton.skills.core.binding import read_binding
     from baton.skills.services.leases import claim, claim_answer
 
-    place, _ = _place()
+    place, _ = _place(args)
     task = _active(args, place, stores)
     binding = read_binding(place)
     report = claim(stores, task, place, args.paths, exclusive=args.exclusive, ttl=args.ttl, reason=args.reason,
@@ -965,7 +965,7 @@ def _claim(args: Arguments, stores: Stores) -> int:
 def _release(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.leases import release_asked, release_line
 
-    place, _ = _place()
+    place, _ = _place(args)
     report = release_asked(stores, place, lambda: _active(args, place, stores), ticket=args.ticket,
                            paths=args.paths, force=args.force, reason=args.reason)
     _warn(report.warnings)

@@ -30,15 +30,15 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Literal
 
 from baton.errors import BadInput
-from baton.ids import parse_ticket_id
 from baton.skills.frontends.answer_budget import SECTION_NAMES
 
 if TYPE_CHECKING:
@@ -63,159 +63,66 @@ class Scope:
 
 _scope: Scope | None = None  # set by serve(); unset, the process's directory with the defaults
 
-# Each tool's run, in the order tools/list shows them: called with the call's validated
-# arguments (catalogue's model), it answers the JSON text of _call.
+# The tools, in the order tools/list shows them.
+ORDER = ("resume_session", "list_sessions", "bind_task", "record_touch", "check_paths", "record_decision",
+         "update_session", "record_stage", "recover_work", "claim_paths", "release_leases", "list_leases",
+         "end_session", "write_handoff", "verify_handoff", "recall_decisions", "signals_since", "take_checkpoint",
+         "restore_checkpoint", "fork_task", "start_fresh")
+
+
+def _command(row: Any, parent: Any, a: Any) -> str:
+    """A tool call as its command with `--json` (the command's handler, in the directory the
+    call names), answering the JSON the command prints; the rules only a client's call has
+    (the allowlist, unsigned probes, the answer budget) apply first."""
+    directory, answers = _directory(getattr(a, "worktree", None)), list[object]()
+    args = SimpleNamespace(**{**_options(row, a), "command": (parent or row).name, "json": True, "verify_json": True,
+                              "task": getattr(a, "task_id", None), "directory": directory, "answer": answers.append})
+    if parent is not None:
+        setattr(args, f"{parent.name}_action", row.name)
+
+    def run(stores: Stores) -> object:
+        if getattr(a, "allow_unsigned_probes", False):
+            _unsigned_allowed()
+            if getattr(a, "path", None) is not None:
+                raise BadInput("allow_unsigned_probes runs only this worktree's current handoff, not a path")
+        if row.tool.name == "resume_session":
+            args.budget = stores.settings.mcp_answer_budget
+        if row.tool.name == "verify_handoff":
+            args.path = _handoff_path(a.path, directory)
+        checks = getattr(args, "check", None) or []
+        _admit(stores, "check", [checks] if isinstance(checks, str) else checks)
+        row.handler(args, stores)
+        return answers[-1]
+
+    return _call(run, deliver=row.tool.name != "record_touch", told=True)
+
+
+def _options(row: Any, a: Any) -> dict[str, Any]:
+    """The command's options (argparse's destinations) from the tool's arguments, the default
+    for one the tool does not take."""
+    renamed = {"task": "task_id", **dict(row.tool.renamed)}
+    options = {}
+    for flags, spec in _arguments(row):
+        option = _option(flags, spec)
+        value = getattr(a, renamed.get(option, option), None)
+        if value is None:
+            value = False if spec.get("action") == "store_true" else [] if spec.get("action") == "append" \
+                or spec.get("nargs") in ("*", "+") else spec.get("default")
+        elif spec.get("type") is Path:
+            value = Path(value) if value else None
+        options[option] = value
+    return options
+
+
+# The tools whose answer is not their command's --json: release_leases adds its warnings,
+# end_session answers as a JSON object (`baton end` has no --json) and write_handoff takes
+# its probes as an object, not as NAME=CMD words.
 RUNS: dict[str, Callable[[Any], str]] = {}
 
 
 def _runs(function: Callable[[Any], str]) -> Callable[[Any], str]:
     RUNS[function.__name__] = function
     return function
-
-
-@_runs
-def resume_session(a: Any) -> str:
-    from baton.skills.frontends.answer_budget import resume_answer
-    from baton.skills.services.resume import resume_session as resume
-
-    def run(stores: Stores) -> dict:
-        place = _place(a.worktree)
-        if a.allow_unsigned_probes:
-            _unsigned_allowed()
-        answer = resume(stores, parse_ticket_id(a.task_id), place, limit=a.limit, agent=a.agent,
-                        all_decisions=a.all_decisions, allow_unsigned_probes=a.allow_unsigned_probes,
-                        take_over=a.take_over).to_json()
-        return resume_answer(answer, stores.settings.mcp_answer_budget, a.section, a.offset)
-
-    return _call(run)
-
-
-@_runs
-def list_sessions(a: Any) -> str:
-    from baton import clock
-    from baton.skills.frontends.answers import listing_answer
-    from baton.skills.runtime.agent_sessions import local_heartbeats
-    from baton.skills.services.listing import list_sessions as listing
-
-    return _call(lambda stores: listing_answer(listing(stores, include_inactive=a.include_ended, at=clock.now(),
-                                                       heartbeats=local_heartbeats(stores.settings), limit=a.limit)))
-
-
-@_runs
-def bind_task(a: Any) -> str:
-    from baton.skills.frontends.answers import bind_answer
-    from baton.skills.services.bind import bind
-
-    def run(stores: Stores) -> dict:
-        place = _place(a.worktree)
-        return bind_answer(a.task_id, place, bind(stores, parse_ticket_id(a.task_id), place, agent=a.agent,
-                                                  take_over=a.take_over))
-
-    return _call(run)
-
-
-@_runs
-def record_touch(a: Any) -> str:
-    from baton.files import WorktreeLocator
-    from baton.skills.core.binding import place_of, resolve_task
-    from baton.skills.frontends.answers import touch_answer
-    from baton.skills.services.touch import touch
-
-    def run(stores: Stores) -> dict:
-        locator = WorktreeLocator()
-        directory = _directory(a.worktree)
-        task = resolve_task(a.task_id, place_of(directory, locator), stores.settings.ambient)
-        return touch_answer(task, touch(stores, task, a.paths, directory, locator))
-
-    return _call(run, deliver=False)
-
-
-@_runs
-def check_paths(a: Any) -> str:
-    from baton.files import WorktreeLocator
-    from baton.skills.core.binding import place_of
-    from baton.skills.services import pre_edit
-
-    def run(stores: Stores) -> dict:
-        locator = WorktreeLocator()
-        directory = _directory(a.worktree)
-        checked = pre_edit.checking_task(a.task_id, place_of(directory, locator), stores.settings.ambient)
-        return {"task_id": checked, **pre_edit.check_paths(stores, checked, a.paths, directory, locator).public()}
-
-    return _call(run)
-
-
-@_runs
-def record_decision(a: Any) -> str:
-    from baton.skills.core.binding import resolve_task
-    from baton.skills.frontends.answers import decide_answer
-    from baton.skills.services.decide import decide
-
-    def run(stores: Stores) -> dict:
-        place = _place(a.worktree)
-        task = resolve_task(a.task_id, place, stores.settings.ambient)
-        report = decide(stores, task, a.text, a.context, place, supersedes=a.supersedes or ())
-        return decide_answer(task, stores.redact(a.text), stores.redact(a.context), report)
-
-    return _call(run)
-
-
-@_runs
-def update_session(a: Any) -> str:
-    from baton.skills.frontends.answers import update_answer
-    from baton.skills.services.update import UpdateRequest, update_asked
-
-    request = UpdateRequest(task_id=a.task_id, phase=a.phase, next_action=a.next_action, done=tuple(a.done or ()),
-                            failed=tuple(a.failed or ()), depends_on=tuple(a.depends_on or ()), goal=a.goal,
-                            constraints=tuple(a.constraints or ()), todo=tuple(a.todo or ()),
-                            evidence=tuple(a.evidence or ()), checks=tuple(a.checks or ()), timeout=a.timeout)
-
-    def run(stores: Stores) -> dict:
-        place = _place(a.worktree)
-        _admit(stores, "check", request.checks)
-        done = update_asked(stores, place, request)
-        return update_answer(done.task, done.report, **done.recorded(request, stores.redact))
-
-    return _call(run)
-
-
-@_runs
-def record_stage(a: Any) -> str:
-    from baton.skills.services.stage import StageCommand, record_stage as stage
-
-    request = StageCommand(a.status, task_id=a.task_id, result=a.result, repair_scope=a.repair_scope,
-                           evidence=a.evidence, check=a.check, blocker=a.blocker, resolved=a.resolved,
-                           timeout=a.timeout)
-
-    def run(stores: Stores) -> dict:
-        place = _place(a.worktree)
-        _admit(stores, "check", [a.check] if a.check is not None else [])
-        return stage(stores, place, request).to_json()
-
-    return _call(run)
-
-
-@_runs
-def recover_work(a: Any) -> str:
-    from baton.skills.services.recover import recover
-
-    return _call(lambda stores: recover(stores, _place(a.worktree), all_repos=a.all_repos,
-                                        verbose=a.verbose).as_json())
-
-
-@_runs
-def claim_paths(a: Any) -> str:
-    from baton.skills.core.binding import read_binding, resolve_task
-    from baton.skills.services.leases import claim, claim_answer
-
-    def run(stores: Stores) -> dict:
-        place = _place(a.worktree)
-        task = resolve_task(a.task_id, place, stores.settings.ambient)
-        binding = read_binding(place)
-        return claim_answer(task.task_id, claim(stores, task, place, a.paths, exclusive=a.exclusive, ttl=a.ttl,
-                                                reason=a.reason, agent=binding.agent if binding else None))
-
-    return _call(run)
 
 
 @_runs
@@ -231,13 +138,6 @@ def release_leases(a: Any) -> str:
                 "warnings": report.warnings}
 
     return _call(run)
-
-
-@_runs
-def list_leases(a: Any) -> str:
-    from baton.skills.services.leases import project_leases
-
-    return _call(lambda stores: {"leases": [lease.public() for lease in project_leases(stores, include_ended=a.all)]})
 
 
 @_runs
@@ -267,111 +167,38 @@ def write_handoff(a: Any) -> str:
     return _call(run)
 
 
-@_runs
-def verify_handoff(a: Any) -> str:
-    from baton.skills.services.handoff import verify_asked
-
-    def run(stores: Stores) -> dict:
-        directory = _directory(a.worktree)
-        if a.allow_unsigned_probes:
-            _unsigned_allowed()
-            if a.path is not None:
-                raise BadInput("allow_unsigned_probes runs only this worktree's current handoff, not a path")
-        checked = verify_asked(stores, directory, _handoff_path(a.path, directory), a.task_id,
-                               a.allow_unsigned_probes)
-        _log(checked.warnings)
-        return checked.verification.to_json()
-
-    return _call(run)
-
-
-@_runs
-def recall_decisions(a: Any) -> str:
-    from baton.skills.frontends.answers import recall_answer
-    from baton.skills.services.queries import recall_decisions as search
-
-    return _call(lambda stores: recall_answer(search(stores, a.query, a.limit)))
-
-
-@_runs
-def signals_since(a: Any) -> str:
-    from baton.skills.frontends.answers import signals_answer
-    from baton.skills.services.queries import signals_since as read
-
-    return _call(lambda stores: signals_answer(read(stores, task_id=a.task_id, since=a.since, limit=a.limit)))
-
-
-@_runs
-def take_checkpoint(a: Any) -> str:
-    from baton.skills.services.checkpoint import checkpoint_by_hand
-
-    return _call(lambda stores: checkpoint_by_hand(stores, _place(a.worktree), a.task_id, a.label, a.push).to_json())
-
-
-@_runs
-def restore_checkpoint(a: Any) -> str:
-    from baton.skills.services.runs import restore
-
-    return _call(lambda stores: restore(stores, _place(a.worktree), a.target, at=a.at, into=_into(a.into),
-                                        in_place=a.in_place).to_json())
-
-
-@_runs
-def fork_task(a: Any) -> str:
-    from baton.skills.services.runs import fork
-
-    return _call(lambda stores: fork(stores, _place(a.worktree), a.task_id, a.new_task_id, at=a.at,
-                                     into=_into(a.into)).to_json())
-
-
-@_runs
-def start_fresh(a: Any) -> str:
-    from baton.skills.services.runs import fresh
-
-    return _call(lambda stores: fresh(stores, _place(a.worktree), a.task_id, base=a.base,
-                                      into=_into(a.into)).to_json())
-
-
-def _into(into: str | None) -> Path | None:
-    return Path(into) if into else None
-
-
 @cache  # built once in the resident, which forks each `baton mcp` it serves
-def catalogue(commands: tuple[Any, ...]) -> tuple[list[dict], dict[str, type[BaseModel]], dict[str, str]]:
+def catalogue(commands: tuple[Any, ...]) -> tuple[list[dict], dict[str, type[BaseModel]], dict[str, str],
+                                                   dict[str, tuple[Any, Any]]]:
     """Each tool as tools/list shows it, its argument model (which validates a call and wrote
-    the schema, trimmed by _lean), and the serverInfo, from the command line's table (given:
-    the command line imports this module)."""
+    the schema, trimmed by _lean), the serverInfo, and each tool's (command, the command it is
+    a subcommand of), from the command line's table (given: the command line imports this module)."""
     from pydantic import create_model
 
     from baton.skills.runtime.distribution import version
 
-    rows = {row.tool.name: row for command in commands for row in (command, command.subcommand)
-            if row is not None and row.tool is not None}
+    rows = {row.tool.name: (row, None if row is command else command)
+            for command in commands for row in (command, command.subcommand) if row is not None and row.tool}
     listed, models = [], {}
-    for name in RUNS:
-        tool = rows[name].tool
-        assert tool is not None
-        models[name] = create_model(f"{name}Arguments", **_fields(rows[name]))
+    for name in ORDER:
+        tool = rows[name][0].tool
+        models[name] = create_model(f"{name}Arguments", **_fields(rows[name][0]))
         annotations = {"title": tool.title, "readOnlyHint": tool.read_only, "destructiveHint": tool.destructive,
                        "idempotentHint": tool.idempotent, "openWorldHint": False}
         listed.append({"name": name, "title": tool.title, "description": tool.description,
                        "annotations": annotations, "inputSchema": _lean(models[name].model_json_schema())})
-    return listed, models, {"name": "baton", "version": version()}
+    return listed, models, {"name": "baton", "version": version()}, rows
 
 
 def _fields(command: Any) -> dict[str, Any]:
     """A tool's arguments, as pydantic's (type, default), from its command's options: each
     under its own name unless the row renames it, `--task` as task_id, then `worktree`."""
     tool = command.tool
-    assert tool is not None
     renamed = {"task": "task_id", **dict(tool.renamed)}
     fields: dict[str, Any] = {}
-    # An argument is (flags, keywords); a group of which the command takes one (cli.OneOf), arguments.
-    for argument in (one for given in command.arguments for one in ((given,) if isinstance(given[1], dict) else given)):
-        flags, spec = argument
-        option = spec.get("dest") or flags[0].lstrip("-").replace("-", "_")
-        if option not in tool.without and option not in ("json", "verify_json"):
-            fields[renamed.get(option, option)] = _field(argument)
+    for flags, spec in _arguments(command):
+        if (option := _option(flags, spec)) not in tool.without and option not in ("json", "verify_json"):
+            fields[renamed.get(option, option)] = _field(flags, spec)
     if command.task:
         fields["task_id"] = (str | None, None)
     fields |= TYPED.get(tool.name, {})
@@ -380,10 +207,20 @@ def _fields(command: Any) -> dict[str, Any]:
     return fields
 
 
-def _field(argument: tuple[tuple[str, ...], dict[str, Any]]) -> tuple[Any, Any]:
+def _arguments(command: Any) -> Iterator[tuple[tuple[str, ...], dict[str, Any]]]:
+    """The command's arguments, (flags, keywords) each; a group's (cli.OneOf) one by one."""
+    for given in command.arguments:
+        yield from (given,) if isinstance(given[1], dict) else given
+
+
+def _option(flags: tuple[str, ...], spec: dict[str, Any]) -> str:
+    """The option's name in argparse's namespace."""
+    return spec.get("dest") or flags[0].lstrip("-").replace("-", "_")
+
+
+def _field(flags: tuple[str, ...], spec: dict[str, Any]) -> tuple[Any, Any]:
     """One option's (type, default) in a tool: a flag is a boolean, a repeated option or
     several words a list, choices a Literal; a positional or required option is required."""
-    flags, spec = argument
     action, nargs, default = spec.get("action"), spec.get("nargs"), spec.get("default")
     if action == "store_true":
         return bool, False
@@ -447,7 +284,7 @@ def _answer(line: bytes) -> dict | None:
 
 def _result(method: str, params: dict, enveloped: bool) -> dict | None:
     """A method's result in its era (enveloped: 2026-07-28's); None for params it cannot take."""
-    listed, _, info = catalogue(_current_scope().commands)
+    listed, _, info, _ = catalogue(_current_scope().commands)
     if method == "tools/list":
         return {"tools": listed, **(CACHED if enveloped else {})}
     if method == "tools/call":
@@ -469,13 +306,13 @@ def _call_tool(params: dict) -> dict | None:
     if not isinstance(name, str) or not isinstance(arguments, dict):
         return None
     try:
-        model = catalogue(_current_scope().commands)[1].get(name)
-        if model is None:
+        _, models, _, rows = catalogue(_current_scope().commands)
+        if name not in models:
             raise BadInput(f"Unknown tool: {name}")
         for argument, value in arguments.items():
             _check_texts(argument, value)
-        given = model.model_validate(_from_json_text(model, arguments))
-        text = RUNS[name](given)
+        given = models[name].model_validate(_from_json_text(models[name], arguments))
+        text = RUNS[name](given) if name in RUNS else _command(*rows[name], given)
     except Exception as exc:  # noqa: BLE001 -- answered to the model (a bug: its trace to stderr)
         error = tool_error(exc)
         return {"content": [{"type": "text", "text": json.dumps(error, ensure_ascii=False)}],
@@ -572,9 +409,10 @@ def serve(commands: tuple[Any, ...], *, allow_unsigned_probes: bool = False) -> 
                 protocol.flush()
 
 
-def _call(run: Callable[[Stores], object], *, deliver: bool = True) -> str:
+def _call(run: Callable[[Stores], object], *, deliver: bool = True, told: bool = False) -> str:
     """Run one tool in a unit of work, its answer within the answer budget (a client cuts a
-    longer one in the middle); what it raises becomes a tool error (_call_tool)."""
+    longer one in the middle); what it raises becomes a tool error (_call_tool). told: the
+    command has logged the answer's warnings itself."""
     from baton.masking import mask_all
     from baton.skills.frontends.answer_budget import WHOLE_FETCH, fit_answer
     from baton.skills.services.unit import unit_of_work
@@ -582,7 +420,7 @@ def _call(run: Callable[[Stores], object], *, deliver: bool = True) -> str:
     with unit_of_work(deliver=deliver, warn=_log, project=_place(None).repo) as stores:
         answer = mask_all(run(stores))  # as the CLI prints it: never a server's credentials
         budget = stores.settings.mcp_answer_budget
-    _log(answer.get("warnings", []) if isinstance(answer, dict) else [])
+    _log(answer.get("warnings", []) if isinstance(answer, dict) and not told else [])
     # A resume is already filled in its own order; any other answer over the budget too.
     return json.dumps(fit_answer(answer, budget, fetch=WHOLE_FETCH), ensure_ascii=False)
 
