@@ -460,7 +460,12 @@ def _end(args: Arguments, stores: Stores) -> int:
     place, _ = _place(args)
     task, report = end(stores, place, args.task_id or args.task_option, args.status)
     _warn(report.warnings)
-    print(f"{task.task_id} {args.status}")
+    if getattr(args, "json", False):  # the MCP tool's: the command has no --json
+        from baton.skills.frontends.answers import end_answer
+
+        _dump(args, end_answer(task, args.status, report))
+    else:
+        print(f"{task.task_id} {args.status}")
     return 0
 
 
@@ -1000,30 +1005,25 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--agent", help="name of the agent working on it"),
         _arg("--take-over", action="store_true",
              help="move the ticket here from a run that holds it in another worktree, superseding that run"),
-        _JSON), _bind,
-        tool=Tool("bind_task", "Bind the worktree to a ticket", idempotent=True,
-                  description="Bind this worktree to a ticket and start its session, without the resume "
-                              "context."), task=False),
+        _JSON), _bind, tool=Tool("bind_task", "Bind the worktree to a ticket", idempotent=True, description=(
+            "Bind this worktree to a ticket and start its session, without the resume context.")), task=False),
     Command("touch", "Record files the ticket touched; warn about overlaps with other active tickets.", (
         _arg("paths", nargs="+", metavar="PATH"),
-        _JSON), _touch,
-        tool=Tool("record_touch", "Record files touched", idempotent=True,
-                  description="Record files the ticket changed; returns conflicts with other active tickets. "
-                              "Call after editing files outside Edit/Write.")),
+        _JSON), _touch, tool=Tool("record_touch", "Record files touched", idempotent=True, description=(
+            "Record files the ticket changed; returns conflicts with other active tickets. Call after editing files "
+            "outside Edit/Write."))),
     Command("check", "Check files before editing them against other active tickets' touches and leases.", (
         _arg("paths", nargs="+", metavar="PATH"),
-        _JSON), _check, reads=True,
-        tool=Tool("check_paths", "Check files before editing", read_only=True,
-                  description="Before editing files: conflicts with other active tickets' touches and leases; "
-                              "allow, ask or deny, with each holder and their next action.")),
+        _JSON), _check, reads=True, tool=Tool("check_paths", "Check files before editing", read_only=True, description=(
+            "Before editing files: conflicts with other active tickets' touches and leases; allow, ask or deny, with "
+            "each holder and their next action."))),
     Command("decide", "Record a decision (indexed for recall by other tickets).", (
         _arg("text", metavar="TEXT"),
         _arg("--context", default="", help="why, or what it applies to"),
         _arg("--supersedes", action="append", default=[], metavar="TICKET[#N]",
              help="an earlier decision this one replaces: TICKET's Nth (1-based), or its latest (repeatable)"),
-        _JSON), _decide,
-        tool=Tool("record_decision", "Record a decision",
-                  description="Record a decision and why, so that later sessions and other tickets recall it.")),
+        _JSON), _decide, tool=Tool("record_decision", "Record a decision", description=(
+            "Record a decision and why, so that later sessions and other tickets recall it."))),
     Command("claim", "Lease paths or gitignore patterns (relative to the repository's root) for the ticket: "
                      "advisory, exclusive or shared; refused (exit 1) when another ticket holds them exclusive.", (
         _arg("paths", nargs="+", metavar="PATH|GLOB"),
@@ -1031,26 +1031,23 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--ttl", metavar="DURATION",
              help="how long it lasts after the ticket's last activity (default BATON_LEASE_TTL, 30m)"),
         _arg("--reason", metavar="TEXT", help="why, shown to whoever it stops"),
-        _JSON), _claim,
-        tool=Tool("claim_paths", "Lease paths",
-                  description="Lease paths or gitignore globs for the ticket, exclusive or shared, so other "
-                              "agents keep off them; refused naming the holder.")),
+        _JSON), _claim, tool=Tool("claim_paths", "Lease paths", description=(
+            "Lease paths or gitignore globs for the ticket, exclusive or shared, so other agents keep off them; "
+            "refused naming the holder."))),
     Command("release", "End the ticket's leases (on the patterns given, else all); a lead ends another "
                        "ticket's with --force --ticket T --reason TEXT.", (
         _arg("paths", nargs="*", metavar="PATTERN"),
         _arg("--ticket", metavar="TASK", help="the ticket whose leases to release (another's needs --force)"),
         _arg("--force", action="store_true", help="release another ticket's leases (recorded with who and why)"),
         _arg("--reason", metavar="TEXT", help="why (required with --force)"),
-        _JSON), _release,
-        tool=Tool("release_leases", "Release leases", idempotent=True,
-                  description="Release the ticket's leases (the patterns given, else all); a lead forces "
-                              "another ticket's, with a reason.")),
+        _JSON), _release, tool=Tool("release_leases", "Release leases", idempotent=True, description=(
+            "Release the ticket's leases (the patterns given, else all); a lead forces another ticket's, with a "
+            "reason."))),
     Command("leases", "List the project's active leases (--all: lapsed, released and ended ones too).", (
         _arg("--all", action="store_true", help="every lease, not only active ones"),
         _JSON), _leases, reads=True,
-        tool=Tool("list_leases", "List leases", read_only=True, worktree=False,
-                  description="List the project's active leases (all: lapsed and released too): who holds which"
-                              " paths."), task=False),
+        tool=Tool("list_leases", "List leases", read_only=True, worktree=False, description=(
+            "List the project's active leases (all: lapsed and released too): who holds which paths.")), task=False),
     Command("update", "Record phase, next action, completed steps, failures or dependencies.", (
         _arg("--phase", choices=UPDATE_PHASES),
         _arg("--next", dest="next_action", metavar="TEXT"),
@@ -1079,36 +1076,32 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--blocker", metavar="TEXT", help="what stops the work (a blocked status)"),
         _arg("--resolved", metavar="TEXT", help="how the recorded blocker was resolved (leaving WORKFLOW_BLOCKED)"),
         _arg("--timeout", type=float, metavar="SECONDS", help="seconds the --check may run (default 300)"),
-        _JSON), _stage, reads=True,
-        tool=Tool("record_stage", "Record a workflow stage",
-                  description="Record a workflow stage's status (PLAN_READY, IMPLEMENTED, REVIEW_PASS, "
-                              "TEST_PASS...); TEST_PASS runs check, a review or retro needs evidence (a file).")),
+        _JSON), _stage, reads=True, tool=Tool("record_stage", "Record a workflow stage", description=(
+            "Record a workflow stage's status (PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS...); TEST_PASS runs "
+            "check, a review or retro needs evidence (a file)."))),
     Command("recover", "Find interrupted work (an agent gone, its session not ended) and the command that "
                        "continues each; runs nothing.", (
         _JSON,
         _arg("--verbose", action="store_true", help="say why each other session was excluded"),
         _arg("--all-repos", action="store_true",
              help="every repository of the project on this machine, not only this one")),
-        _recover, reads=True,
-        tool=Tool("recover_work", "Find interrupted work", read_only=True,
-                  description="Find interrupted work (an agent gone, a session not ended) and the command that "
-                              "resumes each; runs nothing."), task=False),
+        _recover, reads=True, tool=Tool("recover_work", "Find interrupted work", read_only=True, description=(
+            "Find interrupted work (an agent gone, a session not ended) and the command that resumes each; runs "
+            "nothing.")), task=False),
     Command("end", "End the ticket's session as completed (default) or stalled.", (
         _arg("task_id", nargs="?", metavar="TASK"),
         _arg("--task", dest="task_option", help=_HIDDEN),
         _arg("--status", choices=["completed", "stalled"], default="completed")),
-        _end,
-        tool=Tool("end_session", "End the session", idempotent=True, renamed=(("task_option", "task_id"),),
+        _end, tool=Tool("end_session", "End the session", idempotent=True, renamed=(("task_option", "task_id"),),
                   description="End the ticket's session as completed (default) or stalled, when the work "
                               "stops."), task=False),
     Command("checkpoint", "Checkpoint this worktree (base, staged and worktree state) for its ticket.", (
         _arg("--label", metavar="TEXT", help="a label to find it by"),
         _arg("--push", action="store_true", help="push it to the repository's git remote too, so another clone's "
              "restore fetches it (whatever [checkpoints] push says)"),
-        _JSON), _checkpoint,
-        tool=Tool("take_checkpoint", "Take a checkpoint",
-                  description="Checkpoint the worktree (files, index, base commit) for the ticket, to restore "
-                              "or fork later; push: to the git remote too, for other clones.")),
+        _JSON), _checkpoint, tool=Tool("take_checkpoint", "Take a checkpoint", description=(
+            "Checkpoint the worktree (files, index, base commit) for the ticket, to restore or fork later; push: to "
+            "the git remote too, for other clones."))),
     Command("checkpoints", "List a ticket's checkpoints, newest first.", (
         _arg("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket"),
         _JSON), _checkpoints, reads=True, task=False),
@@ -1119,24 +1112,21 @@ COMMANDS: tuple[Command, ...] = (
         _INTO,
         _arg("--in-place", action="store_true", help="into this worktree, which must be clean"),
         _JSON), _restore, reads=True,
-        tool=Tool("restore_checkpoint", "Restore a checkpoint", destructive=True,
-                  description="Restore a ticket's checkpoint (TASK[@CHECKPOINT], default its newest, fetched "
-                              "from the git remote when missing here) into a new worktree as a new run."), task=False),
+        tool=Tool("restore_checkpoint", "Restore a checkpoint", destructive=True, description=(
+            "Restore a ticket's checkpoint (TASK[@CHECKPOINT], default its newest, fetched from the git remote when "
+            "missing here) into a new worktree as a new run.")), task=False),
     Command("fork", "Start a new ticket from a checkpoint of TASK, in its own worktree and branch.", (
         _arg("task_id", metavar="TASK"),
         _arg("--as", dest="new_task_id", required=True, metavar="NEW", help="the new ticket's id"),
         _arg("--at", metavar="CHECKPOINT", help="default: the ticket's latest checkpoint"),
         _INTO,
-        _JSON), _fork, reads=True,
-        tool=Tool("fork_task", "Fork a ticket",
-                  description="Fork a ticket's checkpoint into a new ticket with its own worktree and "
-                              "branch."), task=False),
+        _JSON), _fork, reads=True, tool=Tool("fork_task", "Fork a ticket", description=(
+            "Fork a ticket's checkpoint into a new ticket with its own worktree and branch.")), task=False),
     Command("fresh", "Start TASK again on a new base, in a new worktree: journal kept, previous run superseded.", (
         _arg("task_id", metavar="TASK"),
         _arg("--base", metavar="REF", help="default: the repository's default branch"),
         _INTO,
-        _JSON), _fresh, reads=True,
-        tool=Tool("start_fresh", "Start a ticket afresh", destructive=True,
+        _JSON), _fresh, reads=True, tool=Tool("start_fresh", "Start a ticket afresh", destructive=True,
                   description="Start a ticket again on a new base in a new worktree; the journal is kept, the "
                               "old run superseded."), task=False),
     Command("runs", "Print a ticket's runs and forks as a tree.", (
@@ -1161,10 +1151,9 @@ COMMANDS: tuple[Command, ...] = (
              "signals, ...), from --offset on, a page within the budget"),
         _arg("--offset", type=int, default=0, metavar="N", help="with --section: the first item (default 0)")),
         _resume, reads=True,
-        tool=Tool("resume_session", "Resume a ticket", idempotent=True, without=("list", "budget"),
-                  description="Resume a ticket's session: its state, next action, conflicts with other tickets,"
-                              " decisions, files and missed signals; binds this worktree. Call first when "
-                              "picking up a ticket or handoff."), task=False),
+        tool=Tool("resume_session", "Resume a ticket", idempotent=True, without=("list", "budget"), description=(
+            "Resume a ticket's session: its state, next action, conflicts with other tickets, decisions, files and "
+            "missed signals; binds this worktree. Call first when picking up a ticket or handoff.")), task=False),
     Command("list", "List active sessions, conflicts highlighted.", (
         _JSON,
         _arg("--all", action="store_true", help="include completed and stalled sessions"),
@@ -1182,9 +1171,9 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--since", help="ISO 8601 time; only signals after it"),
         _arg("--limit", type=int, default=100),
         _JSON), _signals, reads=True,
-        tool=Tool("signals_since", "Read coordination signals", read_only=True, worktree=False,
-                  description="Coordination signals (conflicts, dependencies done, decisions, merges) after an "
-                              "ISO 8601 time, oldest first."), task=False),
+        tool=Tool("signals_since", "Read coordination signals", read_only=True, worktree=False, description=(
+            "Coordination signals (conflicts, dependencies done, decisions, merges) after an ISO 8601 time, oldest "
+            "first.")), task=False),
     Command("recall", "Search recorded decisions by meaning and by their words.", (
         _arg("text", metavar="TEXT"),
         _arg("--limit", type=int, default=5),
@@ -1267,9 +1256,9 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--timeout", type=float, metavar="SECONDS",
              help="seconds each check or probe may run now (default: checks 300, probes BATON_PROBE_TIMEOUT)"),
         _JSON), _handoff, reads=True,
-        tool=Tool("write_handoff", "Write a handoff", renamed=(("check", "checks"), ("probe", "probes")),
-                  description="Write the ticket's handoff document for the next session: journal, git state, "
-                              "checks and live-state probes (NAME: CMD), signed."),
+        tool=Tool("write_handoff", "Write a handoff", renamed=(("check", "checks"), ("probe", "probes")), description=(
+            "Write the ticket's handoff document for the next session: journal, git state, checks and live-state "
+            "probes (NAME: CMD), signed.")),
         subcommand=Command("verify", "re-run a handoff's live-state probes", (
             _arg("path", nargs="?", type=Path, metavar="PATH"),
             _arg("--task", dest="verify_task", help="only a handoff of this ticket"),

@@ -115,8 +115,7 @@ def _options(row: Any, a: Any) -> dict[str, Any]:
 
 
 # The tools whose answer is not their command's --json: release_leases adds its warnings,
-# end_session answers as a JSON object (`baton end` has no --json) and write_handoff takes
-# its probes as an object, not as NAME=CMD words.
+# and write_handoff takes its probes as an object, not as NAME=CMD words.
 RUNS: dict[str, Callable[[Any], str]] = {}
 
 
@@ -136,18 +135,6 @@ def release_leases(a: Any) -> str:
                                ticket=a.ticket, paths=a.paths or [], force=a.force, reason=a.reason)
         return {"task_id": report.holder, "released": [lease.public() for lease in report.released],
                 "warnings": report.warnings}
-
-    return _call(run)
-
-
-@_runs
-def end_session(a: Any) -> str:
-    from baton.skills.frontends.answers import end_answer
-    from baton.skills.services.end import end
-
-    def run(stores: Stores) -> dict:
-        task, report = end(stores, _place(a.worktree), a.task_id, a.status)
-        return end_answer(task, a.status, report)
 
     return _call(run)
 
