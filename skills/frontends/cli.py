@@ -28,12 +28,24 @@ if TYPE_CHECKING:
 
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import ActiveTask, Place
+    from baton.skills.frontends import render
     from baton.skills.frontends.invocation import Invocation
     from baton.skills.runtime.stores import Stores
     from baton.skills.services.runs import Started
 
     Arguments = argparse.Namespace | SimpleNamespace  # parsed, or built by main() for a touch of paths only
     Argument = tuple[tuple[str, ...], dict[str, Any]]  # argparse's flags and keywords
+else:
+    class _Render:
+        """baton.skills.frontends.render, imported when a command first shows text with it:
+        its imports (the handoff's) would cost every command's start, the hook's touch included."""
+
+        def __getattr__(self, name: str) -> Any:
+            from baton.skills.frontends import render
+
+            return getattr(render, name)
+
+    render = _Render()
 
 
 class OneOf(tuple["Argument", ...]):
@@ -341,9 +353,7 @@ def _bind(args: Arguments, stores: Stores) -> int:
 
         _dump(args, bind_answer(args.task_id, place, report))
         return 0
-    from baton.skills.frontends.render import bound_line
-
-    print(bound_line(place.root, args.task_id, report))
+    print(render.bound_line(place.root, args.task_id, report))
     return 0
 
 
@@ -422,9 +432,7 @@ def _update(args: Arguments, stores: Stores) -> int:
 
         _dump(args, update_answer(done.task, done.report, **done.recorded(request, stores.redact)))
         return 0
-    from baton.skills.frontends.render import check_lines
-
-    sys.stdout.write(check_lines(done.checks))
+    sys.stdout.write(render.check_lines(done.checks))
     return 0
 
 
@@ -437,9 +445,7 @@ def _stage(args: Arguments, stores: Stores) -> int:
                                                     check=args.check, blocker=args.blocker, resolved=args.resolved,
                                                     timeout=args.timeout))
     _warn(done.report.warnings)
-    from baton.skills.frontends.render import stage_lines
-
-    return _shown(args, done.to_json(), stage_lines(done))
+    return _shown(args, done.to_json(), render.stage_lines(done))
 
 
 def _recover(args: Arguments, stores: Stores) -> int:
@@ -480,7 +486,6 @@ def _resume(args: Arguments, stores: Stores) -> int:
     if not args.task_id:
         raise BadInput("resume needs a TASK (or --list)")
     from baton.ids import parse_ticket_id
-    from baton.skills.frontends.render import resume_markdown
     from baton.skills.runtime.settings import MIN_ANSWER_BUDGET
     from baton.skills.services.resume import resume_session
 
@@ -506,7 +511,7 @@ def _resume(args: Arguments, stores: Stores) -> int:
     elif args.json:
         _dump(args, result.to_json())
     else:
-        print(resume_markdown(result))
+        print(render.resume_markdown(result))
     return 3 if result.status == "unavailable" else 0
 
 
@@ -532,32 +537,28 @@ def _list(args: Arguments, stores: Stores) -> int:
         if listing.more():
             _warn([f"{listing.more()}"])  # the rows stay a list: what a page leaves out goes to stderr
     else:
-        from baton.skills.frontends.render import listing_text
-
-        print(listing_text(listing, now, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
+        print(render.listing_text(listing, now, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
     return 0
 
 
 def _signals(args: Arguments, stores: Stores) -> int:
     from baton.skills.frontends.answers import signals_answer
-    from baton.skills.frontends.render import signal_line
     from baton.skills.services.queries import signals_since
 
     signals = signals_since(stores, task_id=args.task, since=args.since, limit=args.limit)
     if args.json:
         _dump(args, signals_answer(signals))
     else:
-        print("\n".join(signal_line(s) for s in signals) or "No signals.")
+        print("\n".join(render.signal_line(s) for s in signals) or "No signals.")
     return 0
 
 
 def _recall(args: Arguments, stores: Stores) -> int:
     from baton.skills.frontends.answers import recall_answer
-    from baton.skills.frontends.render import recall_lines
     from baton.skills.services.queries import recall_decisions
 
     hits = recall_decisions(stores, args.text, args.limit)
-    return _shown(args, recall_answer(hits), recall_lines(hits))
+    return _shown(args, recall_answer(hits), render.recall_lines(hits))
 
 
 def _env(args: Arguments, stores: Stores) -> int:
@@ -572,9 +573,7 @@ def _env(args: Arguments, stores: Stores) -> int:
     binding = read_binding(place)
     if binding is None:
         raise BadInput(f"{place.root} is not bound: run `baton bind TASK`")
-    from baton.skills.frontends.render import binding_exports
-
-    print(binding_exports(binding))
+    print(render.binding_exports(binding))
     return 0
 
 
@@ -589,9 +588,7 @@ def _env_record(args: Arguments, stores: Stores, place: Place) -> int:
     if args.json:
         _dump(args, recorded.to_json())
     else:
-        from baton.skills.frontends.render import environment_lines
-
-        print(environment_lines(recorded, task.task_id))
+        print(render.environment_lines(recorded, task.task_id))
     return 1 if recorded.setup_failed else 0
 
 
@@ -602,9 +599,7 @@ def _gc(args: Arguments, stores: Stores) -> int:
         return _gc_checkpoints(args, stores)
     report = collect_garbage(stores, dry_run=args.dry_run)
     _warn(report.warnings)
-    from baton.skills.frontends.render import gc_lines
-
-    return _shown(args, report.to_json(), gc_lines(report))
+    return _shown(args, report.to_json(), render.gc_lines(report))
 
 
 def _doctor(args: Arguments, stores: Stores) -> int:
@@ -628,10 +623,8 @@ def _doctor(args: Arguments, stores: Stores) -> int:
         shown = [report.to_json() for report in reports]
         _dump(args, shown if repaired is None else {"stores": shown, "repair": repaired.to_json()})
     else:
-        from baton.skills.frontends.render import store_line
-
         for report in reports:
-            print(store_line(report))
+            print(render.store_line(report))
         if repaired is not None:
             _warn(repaired.warnings)
             print(repaired.summary())
@@ -651,7 +644,6 @@ def _agents_installed() -> None:
 
 def _agent_line(agent: str, scope: str, place: Place) -> None:
     from baton.errors import BatonError
-    from baton.skills.frontends.render import agent_line
     from baton.skills.installers.claude_code import claude_state
     from baton.skills.installers.codex import codex_state
     from baton.skills.installers.copilot import copilot_state
@@ -661,14 +653,13 @@ def _agent_line(agent: str, scope: str, place: Place) -> None:
                 else codex_state(scope, place).line())
     except BatonError as exc:  # a settings file that cannot be read
         line = str(exc)
-    print(agent_line(agent, scope, line))
+    print(render.agent_line(agent, scope, line))
 
 
 def _projector(args: Arguments, stores: Stores) -> int:
-    from baton.skills.frontends.render import projected_line
     from baton.skills.services.projector import run_projector
 
-    print(projected_line(run_projector(stores, group=args.group, once=args.once, idle=args.idle)))
+    print(render.projected_line(run_projector(stores, group=args.group, once=args.once, idle=args.idle)))
     return 0
 
 
@@ -679,16 +670,13 @@ def _deliver(args: Arguments, stores: Stores) -> int:
         stores.deliver_on_close = False  # this is the delivery
         deliver_in_background(stores)
         return 0
-    from baton.skills.frontends.render import waiting_line
-
     _warn(stores.sink.deliver())
     left = stores.sink.waiting()
-    print(waiting_line(left))
+    print(render.waiting_line(left))
     return 3 if left else 0
 
 
 def _index(args: Arguments, stores: Stores) -> int:
-    from baton.skills.frontends.render import indexed_line, queued_line
     from baton.skills.services.index import index_waiting
 
     indexed = index_waiting(stores, everything=args.all, background=args.background)
@@ -696,8 +684,8 @@ def _index(args: Arguments, stores: Stores) -> int:
         return 0
     _warn(indexed.warnings)
     if indexed.queued is not None:
-        print(queued_line(indexed.queued))
-    print(indexed_line(indexed.report, indexed.waiting))
+        print(render.queued_line(indexed.queued))
+    print(render.indexed_line(indexed.report, indexed.waiting))
     return 0
 
 
@@ -705,7 +693,6 @@ def _install(args: Arguments, stores: Stores) -> int:
     """`baton install` and `baton uninstall` (args.command): Claude Code, the Codex CLI, Copilot CLI or the git
     hook."""
     from baton.errors import BadInput
-    from baton.skills.frontends import render
 
     installed = args.command == "install"
     strict = getattr(args, "strict", False)  # install's only
@@ -826,13 +813,10 @@ def _handoff(args: Arguments, stores: Stores) -> int:
     place, _ = _place(args)
     report = handoff_asked(stores, place, args.task, args.check, probes_from_options(args.probe), args.timeout)
     _warn(report.warnings)
-    from baton.skills.frontends.render import handoff_lines
-
-    return _shown(args, report.to_json(), handoff_lines(report))
+    return _shown(args, report.to_json(), render.handoff_lines(report))
 
 
 def _handoff_verify(args: Arguments, stores: Stores) -> int:
-    from baton.skills.frontends.render import verification_markdown
     from baton.skills.services.handoff import verify_asked
 
     checked = verify_asked(stores, _here(args), args.path, args.verify_task or args.task, args.allow_unsigned_probes)
@@ -841,7 +825,7 @@ def _handoff_verify(args: Arguments, stores: Stores) -> int:
     if args.verify_json:
         _dump(args, verification.to_json())
     else:
-        print(verification_markdown(verification))
+        print(render.verification_markdown(verification))
     if not args.strict:
         return 0
     return 0 if verification.held else 1
@@ -853,10 +837,8 @@ def _checkpoint(args: Arguments, stores: Stores) -> int:
     place, _ = _place(args)
     done = checkpoint_by_hand(stores, place, args.task, args.label, args.push)
     _warn(done.warnings)
-    from baton.skills.frontends.render import checkpoint_taken
-
     answer = done.to_json()
-    return _shown(args, answer, checkpoint_taken(answer, done.task.task_id, place.root))
+    return _shown(args, answer, render.checkpoint_taken(answer, done.task.task_id, place.root))
 
 
 def _checkpoints(args: Arguments, stores: Stores) -> int:
@@ -865,17 +847,13 @@ def _checkpoints(args: Arguments, stores: Stores) -> int:
     place, _ = _place(args)
     task_id = named_or_bound(stores, place, args.task_id)
     lines = checkpoints_of(stores, place, task_id)
-    from baton.skills.frontends.render import checkpoint_lines
-
     return _shown(args, {"task_id": task_id, "checkpoints": [line.to_json() for line in lines]},
-                  checkpoint_lines(task_id, lines))
+                  render.checkpoint_lines(task_id, lines))
 
 
 def _started(args: Arguments, started: Started, verb: str) -> int:
     _warn(started.warnings)
-    from baton.skills.frontends.render import started_lines
-
-    return _shown(args, started.to_json(), started_lines(started, verb))
+    return _shown(args, started.to_json(), render.started_lines(started, verb))
 
 
 def _restore(args: Arguments, stores: Stores) -> int:
@@ -907,9 +885,8 @@ def _runs(args: Arguments, stores: Stores) -> int:
     place, _ = _place(args)
     task_id = named_or_bound(stores, place, args.task_id)
     lines = lineage(stores, task_id)
-    from baton.skills.frontends.render import run_tree
-
-    return _shown(args, {"task_id": task_id, "runs": [line.to_json() for line in lines]}, run_tree(task_id, lines))
+    return _shown(args, {"task_id": task_id, "runs": [line.to_json() for line in lines]},
+                  render.run_tree(task_id, lines))
 
 
 def _gc_checkpoints(args: Arguments, stores: Stores) -> int:
@@ -918,9 +895,7 @@ def _gc_checkpoints(args: Arguments, stores: Stores) -> int:
     place, _ = _place(args)
     collected = collect(stores, place, keep=args.keep, dry_run=args.dry_run)
     _warn(list(collected.warnings))
-    from baton.skills.frontends.render import collected_lines
-
-    return _shown(args, collected.to_json(), collected_lines(collected, dry_run=args.dry_run))
+    return _shown(args, collected.to_json(), render.collected_lines(collected, dry_run=args.dry_run))
 
 
 def _redact(args: Arguments, stores: Stores) -> int:
@@ -935,18 +910,15 @@ def _redact(args: Arguments, stores: Stores) -> int:
     if args.json:
         _dump(args, scan.to_json())
     else:
-        from baton.skills.frontends.render import scan_lines
-
         _warn([f"{store} not scanned or rewritten: {reason}" for store, reason in scan.unavailable.items()])
-        print(scan_lines(scan))
+        print(render.scan_lines(scan))
     return 1 if scan.left else 0
 
 
 def _migrate(args: Arguments, stores: Stores) -> int:
-    from baton.skills.frontends.render import copied_lines
     from baton.skills.services.migrate import migrate
 
-    sys.stdout.write(copied_lines(migrate(stores).copied))
+    sys.stdout.write(render.copied_lines(migrate(stores).copied))
     return 0
 
 
