@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from baton.files import WorktreeLocator
     from baton.skills.core.binding import ActiveTask, Place
-    from baton.skills.frontends import render
+    from baton.skills.frontends import answers, render
     from baton.skills.frontends.invocation import Invocation
     from baton.skills.runtime.stores import Stores
     from baton.skills.services.runs import Started
@@ -36,16 +36,19 @@ if TYPE_CHECKING:
     Arguments = argparse.Namespace | SimpleNamespace  # parsed, or built by main() for a touch of paths only
     Argument = tuple[tuple[str, ...], dict[str, Any]]  # argparse's flags and keywords
 else:
-    class _Render:
-        """baton.skills.frontends.render, imported when a command first shows text with it:
-        its imports (the handoff's) would cost every command's start, the hook's touch included."""
+    class _Lazy:
+        """A module imported when a command first uses it: render's imports (the handoff's)
+        would cost every command's start, the hook's touch included."""
+
+        def __init__(self, name: str) -> None:
+            self.name = name
 
         def __getattr__(self, name: str) -> Any:
-            from baton.skills.frontends import render
+            import importlib
 
-            return getattr(render, name)
+            return getattr(importlib.import_module(self.name), name)
 
-    render = _Render()
+    answers, render = _Lazy("baton.skills.frontends.answers"), _Lazy("baton.skills.frontends.render")
 
 
 class OneOf(tuple["Argument", ...]):
@@ -349,9 +352,7 @@ def _bind(args: Arguments, stores: Stores) -> int:
     report = bind(stores, parse_ticket_id(args.task_id), place, agent=args.agent, take_over=args.take_over)
     _warn(report.warnings)
     if args.json:
-        from baton.skills.frontends.answers import bind_answer
-
-        _dump(args, bind_answer(args.task_id, place, report))
+        _dump(args, answers.bind_answer(args.task_id, place, report))
         return 0
     print(render.bound_line(place.root, args.task_id, report))
     return 0
@@ -365,9 +366,7 @@ def _touch(args: Arguments, stores: Stores) -> int:
     report = touch(stores, task, args.paths, _here(args), locator)
     _warn(report.warnings)
     if args.json:
-        from baton.skills.frontends.answers import touch_answer
-
-        _dump(args, touch_answer(task, report))
+        _dump(args, answers.touch_answer(task, report))
         return 0
     # Said here, not in render: that module's imports (the handoff's) would cost the hook's touch.
     from baton.shown_text import one_line
@@ -411,9 +410,7 @@ def _decide(args: Arguments, stores: Stores) -> int:
     report = decide(stores, task, args.text, args.context, place, supersedes=args.supersedes)
     _warn(report.warnings)
     if args.json:
-        from baton.skills.frontends.answers import decide_answer
-
-        _dump(args, decide_answer(task, stores.redact(args.text), stores.redact(args.context), report))
+        _dump(args, answers.decide_answer(task, stores.redact(args.text), stores.redact(args.context), report))
     return 0
 
 
@@ -428,9 +425,7 @@ def _update(args: Arguments, stores: Stores) -> int:
     done = update_asked(stores, place, request)
     _warn(done.report.warnings)
     if args.json:
-        from baton.skills.frontends.answers import update_answer
-
-        _dump(args, update_answer(done.task, done.report, **done.recorded(request, stores.redact)))
+        _dump(args, answers.update_answer(done.task, done.report, **done.recorded(request, stores.redact)))
         return 0
     sys.stdout.write(render.check_lines(done.checks))
     return 0
@@ -467,9 +462,7 @@ def _end(args: Arguments, stores: Stores) -> int:
     task, report = end(stores, place, args.task_id or args.task_option, args.status)
     _warn(report.warnings)
     if getattr(args, "json", False):  # the MCP tool's: the command has no --json
-        from baton.skills.frontends.answers import end_answer
-
-        _dump(args, end_answer(task, args.status, report))
+        _dump(args, answers.end_answer(task, args.status, report))
     else:
         print(f"{task.task_id} {args.status}")
     return 0
@@ -531,9 +524,7 @@ def _list(args: Arguments, stores: Stores) -> int:
                                 heartbeats=local_heartbeats(stores.settings), limit=args.limit)
     _warn(listing.warnings)
     if args.json:
-        from baton.skills.frontends.answers import listing_answer
-
-        _dump(args, listing_answer(listing), "rows")
+        _dump(args, answers.listing_answer(listing), "rows")
         if listing.more():
             _warn([f"{listing.more()}"])  # the rows stay a list: what a page leaves out goes to stderr
     else:
@@ -542,23 +533,21 @@ def _list(args: Arguments, stores: Stores) -> int:
 
 
 def _signals(args: Arguments, stores: Stores) -> int:
-    from baton.skills.frontends.answers import signals_answer
     from baton.skills.services.queries import signals_since
 
     signals = signals_since(stores, task_id=args.task, since=args.since, limit=args.limit)
     if args.json:
-        _dump(args, signals_answer(signals))
+        _dump(args, answers.signals_answer(signals))
     else:
         print("\n".join(render.signal_line(s) for s in signals) or "No signals.")
     return 0
 
 
 def _recall(args: Arguments, stores: Stores) -> int:
-    from baton.skills.frontends.answers import recall_answer
     from baton.skills.services.queries import recall_decisions
 
     hits = recall_decisions(stores, args.text, args.limit)
-    return _shown(args, recall_answer(hits), render.recall_lines(hits))
+    return _shown(args, answers.recall_answer(hits), render.recall_lines(hits))
 
 
 def _env(args: Arguments, stores: Stores) -> int:
