@@ -17,7 +17,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
+from baton.errors import BadInput, BatonError, StoreUnavailable, Untrusted
+from baton.masking import mask, mask_all
 from baton.phases import UPDATE_PHASES
+from baton.shown_text import check_text, clipped, json_for_terminal, one_line
 
 LIST_PAGE = 1000  # baton.skills.services.listing.PAGE, which the parser of every command may not import
 
@@ -167,7 +170,6 @@ def _add_argument(to: argparse._ActionsContainer, argument: Argument) -> None:
 def main(argv: list[str] | None = None, invocation: Invocation | None = None) -> int:
     """Run one command: the invocation's (the resident's child passes its client's), else
     this process's with argv, else its own command line."""
-    from baton.errors import BatonError, StoreUnavailable, Untrusted
     from baton.pydantic_plugins import switch_off
     from baton.skills.frontends.invocation import of_process
 
@@ -176,8 +178,6 @@ def main(argv: list[str] | None = None, invocation: Invocation | None = None) ->
     invocation = invocation or of_process(argv)
     given = list(invocation.argv)
     try:
-        from baton.shown_text import check_text, clipped
-
         for word in given:  # before any word reaches a store, a path or a message
             check_text(f"argument {clipped(word, 40)!r}", word)
         project, given = _take_project(given)
@@ -266,9 +266,6 @@ def run() -> None:
 
 def _say(message: str) -> None:
     """Baton's own failure, as one line on stderr (never a server's credentials)."""
-    from baton.masking import mask
-    from baton.shown_text import one_line
-
     print(f"baton: {one_line(mask(message))}", file=sys.stderr)
 
 
@@ -303,9 +300,6 @@ _told: set[str] = set()  # stores whose failure this command already told
 
 def _warn(warnings: list[str]) -> None:
     """Print each warning on one line; a store's failure only the first time it is told."""
-    from baton.masking import mask
-    from baton.shown_text import one_line
-
     for warning in warnings:
         store, sep, _ = warning.partition(" unavailable: ")
         if sep:
@@ -323,9 +317,6 @@ def _dump(args: Arguments, data: Any, layout: str = "indented") -> None:
     thousand sessions)."""
     if (answer := getattr(args, "answer", None)) is not None:
         return answer(data)
-    from baton.masking import mask_all
-    from baton.shown_text import json_for_terminal
-
     if layout == "rows":
         lines = ",\n".join(f"  {json.dumps(mask_all(row), ensure_ascii=False)}" for row in data)
         print(json_for_terminal(f"[\n{lines}\n]" if data else "[]"))
@@ -369,8 +360,6 @@ def _touch(args: Arguments, stores: Stores) -> int:
         _dump(args, answers.touch_answer(task, report))
         return 0
     # Said here, not in render: that module's imports (the handoff's) would cost the hook's touch.
-    from baton.shown_text import one_line
-
     for conflict in report.new_conflicts:
         shared = one_line(", ".join(report.conflict_paths[conflict.other_task_id]))
         if conflict.other_task_id in report.forks:
@@ -469,8 +458,6 @@ def _end(args: Arguments, stores: Stores) -> int:
 
 
 def _resume(args: Arguments, stores: Stores) -> int:
-    from baton.errors import BadInput
-
     if args.list:
         if args.task_id:
             raise BadInput("give either TASK or --list, not both")
@@ -551,7 +538,6 @@ def _recall(args: Arguments, stores: Stores) -> int:
 
 
 def _env(args: Arguments, stores: Stores) -> int:
-    from baton.errors import BadInput
     from baton.skills.core.binding import read_binding
 
     place, _ = _place(args)
@@ -593,7 +579,6 @@ def _gc(args: Arguments, stores: Stores) -> int:
 
 def _doctor(args: Arguments, stores: Stores) -> int:
     from baton.clock import parse_duration
-    from baton.errors import BadInput
     from baton.skills.services.doctor import doctor, resident_state
 
     if args.window and not args.repair:
@@ -632,7 +617,6 @@ def _agents_installed() -> None:
 
 
 def _agent_line(agent: str, scope: str, place: Place) -> None:
-    from baton.errors import BatonError
     from baton.skills.installers.claude_code import claude_state
     from baton.skills.installers.codex import codex_state
     from baton.skills.installers.copilot import copilot_state
@@ -681,8 +665,6 @@ def _index(args: Arguments, stores: Stores) -> int:
 def _install(args: Arguments, stores: Stores) -> int:
     """`baton install` and `baton uninstall` (args.command): Claude Code, the Codex CLI, Copilot CLI or the git
     hook."""
-    from baton.errors import BadInput
-
     installed = args.command == "install"
     strict = getattr(args, "strict", False)  # install's only
     place, _ = _place(args)
@@ -739,8 +721,6 @@ def _guard(args: Arguments) -> int:
             report = guard(stores, place, locator)
             warn_only = stores.settings.guard == "warn"
     except Exception as exc:  # noqa: BLE001 -- reported, not raised: git would abort the commit
-        from baton.errors import BatonError
-
         detail = exc if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}"
         _say(f"pre-commit guard skipped: {detail}")
         return 0
