@@ -18,9 +18,12 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from baton.errors import BadInput, BatonError, StoreUnavailable, Untrusted
+from baton.files import WorktreeLocator
+from baton.ids import parse_ticket_id
 from baton.masking import mask, mask_all
 from baton.phases import UPDATE_PHASES
 from baton.shown_text import check_text, clipped, json_for_terminal, one_line
+from baton.skills.core.binding import ActiveTask, Place, place_of, read_binding, resolve_task
 
 LIST_PAGE = 1000  # baton.skills.services.listing.PAGE, which the parser of every command may not import
 
@@ -29,8 +32,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-    from baton.files import WorktreeLocator
-    from baton.skills.core.binding import ActiveTask, Place
     from baton.skills.frontends import answers, render
     from baton.skills.frontends.invocation import Invocation
     from baton.skills.runtime.stores import Stores
@@ -277,9 +278,6 @@ def _library_warning(message: Warning | str, category: type[Warning], filename: 
 
 
 def _place(args: Arguments | None = None) -> tuple[Place, WorktreeLocator]:
-    from baton.files import WorktreeLocator
-    from baton.skills.core.binding import place_of
-
     locator = WorktreeLocator()
     return place_of(_here(args), locator), locator
 
@@ -290,8 +288,6 @@ def _here(args: Arguments | None) -> Path:
 
 
 def _active(args: Arguments, place: Place, stores: Stores) -> ActiveTask:
-    from baton.skills.core.binding import resolve_task
-
     return resolve_task(getattr(args, "task", None), place, stores.settings.ambient)
 
 
@@ -336,7 +332,6 @@ def _shown(args: Arguments, answer: object, text: str) -> int:
 
 
 def _bind(args: Arguments, stores: Stores) -> int:
-    from baton.ids import parse_ticket_id
     from baton.skills.services.bind import bind
 
     place, _ = _place(args)
@@ -465,7 +460,6 @@ def _resume(args: Arguments, stores: Stores) -> int:
         return _list(args, stores)
     if not args.task_id:
         raise BadInput("resume needs a TASK (or --list)")
-    from baton.ids import parse_ticket_id
     from baton.skills.runtime.settings import MIN_ANSWER_BUDGET
     from baton.skills.services.resume import resume_session
 
@@ -538,8 +532,6 @@ def _recall(args: Arguments, stores: Stores) -> int:
 
 
 def _env(args: Arguments, stores: Stores) -> int:
-    from baton.skills.core.binding import read_binding
-
     place, _ = _place(args)
     if args.action == "record":
         return _env_record(args, stores, place)
@@ -554,7 +546,6 @@ def _env(args: Arguments, stores: Stores) -> int:
 
 def _env_record(args: Arguments, stores: Stores, place: Place) -> int:
     """Exit 1 when a setup command failed (the manifest records it all the same)."""
-    from baton.skills.core.binding import resolve_task
     from baton.skills.services.environment import record_environment
 
     task = resolve_task(None, place, stores.settings.ambient)
@@ -892,7 +883,6 @@ def _migrate(args: Arguments, stores: Stores) -> int:
 
 
 def _claim(args: Arguments, stores: Stores) -> int:
-    from baton.skills.core.binding import read_binding
     from baton.skills.services.leases import claim, claim_answer
 
     place, _ = _place(args)
