@@ -39,6 +39,10 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Literal
 
 from baton.errors import BadInput
+from baton.files import WorktreeLocator
+from baton.masking import mask, mask_all
+from baton.shown_text import check_text, one_line
+from baton.skills.core.binding import place_of, resolve_task
 from baton.skills.frontends.answer_budget import SECTION_NAMES
 
 if TYPE_CHECKING:
@@ -126,7 +130,6 @@ def _runs(function: Callable[[Any], str]) -> Callable[[Any], str]:
 
 @_runs
 def release_leases(a: Any) -> str:
-    from baton.skills.core.binding import resolve_task
     from baton.skills.services.leases import release_asked
 
     def run(stores: Stores) -> dict:
@@ -330,7 +333,6 @@ def tool_error(cause: BaseException) -> dict:
     from pydantic import ValidationError
 
     from baton.errors import BatonError
-    from baton.shown_text import one_line
 
     if isinstance(cause, BatonError):
         kind, store, message, recoverable = cause.kind, cause.store, str(cause), cause.recoverable
@@ -347,8 +349,6 @@ def tool_error(cause: BaseException) -> dict:
 
         traceback.print_exception(cause)
         kind, store, message, recoverable = "internal", None, f"internal error ({type(cause).__name__})", False
-    from baton.masking import mask
-
     return {"error": {"type": kind, "store": None if store is None else str(store),
                       "message": one_line(mask(message)), "recoverable": recoverable}}
 
@@ -356,8 +356,6 @@ def tool_error(cause: BaseException) -> dict:
 def _check_texts(name: str, value: object) -> None:
     """BadInput naming the argument (not its value: the caller's data) whose text, at any
     depth, holds a control character other than a tab or a line break."""
-    from baton.shown_text import check_text
-
     if isinstance(value, str):
         check_text(name, value)
     elif isinstance(value, dict):
@@ -400,7 +398,6 @@ def _call(run: Callable[[Stores], object], *, deliver: bool = True, told: bool =
     """Run one tool in a unit of work, its answer within the answer budget (a client cuts a
     longer one in the middle); what it raises becomes a tool error (_call_tool). told: the
     command has logged the answer's warnings itself."""
-    from baton.masking import mask_all
     from baton.skills.frontends.answer_budget import WHOLE_FETCH, fit_answer
     from baton.skills.services.unit import unit_of_work
 
@@ -424,9 +421,6 @@ def _current_scope() -> Scope:
 
 
 def _root_of(directory: Path) -> Path:
-    from baton.files import WorktreeLocator
-    from baton.skills.core.binding import place_of
-
     return place_of(directory, WorktreeLocator()).root
 
 
@@ -446,9 +440,6 @@ def _directory(worktree: str | None) -> Path:
 
 
 def _place(worktree: str | None) -> Place:
-    from baton.files import WorktreeLocator
-    from baton.skills.core.binding import place_of
-
     return place_of(_directory(worktree), WorktreeLocator())
 
 
@@ -503,7 +494,5 @@ def _lean(schema: Any) -> Any:
 
 
 def _log(warnings: list[str]) -> None:
-    from baton.masking import mask
-
     for warning in warnings:
         print(f"baton: warning: {mask(warning)}", file=sys.stderr)
