@@ -35,14 +35,15 @@ if TYPE_CHECKING:
     from baton.skills.frontends import answers, render
     from baton.skills.frontends.invocation import Invocation
     from baton.skills.runtime.stores import Stores
+    from baton.skills.services import handoff, leases, queries, runs
     from baton.skills.services.runs import Started
 
     Arguments = argparse.Namespace | SimpleNamespace  # parsed, or built by main() for a touch of paths only
     Argument = tuple[tuple[str, ...], dict[str, Any]]  # argparse's flags and keywords
 else:
     class _Lazy:
-        """A module imported when a command first uses it: render's imports (the handoff's)
-        would cost every command's start, the hook's touch included."""
+        """A module imported when a command first uses it: render's imports (the handoff's) and
+        the services' would cost every command's start, the hook's touch included."""
 
         def __init__(self, name: str) -> None:
             self.name = name
@@ -53,6 +54,8 @@ else:
             return getattr(importlib.import_module(self.name), name)
 
     answers, render = _Lazy("baton.skills.frontends.answers"), _Lazy("baton.skills.frontends.render")
+    handoff, leases = _Lazy("baton.skills.services.handoff"), _Lazy("baton.skills.services.leases")
+    queries, runs = _Lazy("baton.skills.services.queries"), _Lazy("baton.skills.services.runs")
 
 
 class OneOf(tuple["Argument", ...]):
@@ -514,9 +517,7 @@ def _list(args: Arguments, stores: Stores) -> int:
 
 
 def _signals(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.queries import signals_since
-
-    signals = signals_since(stores, task_id=args.task, since=args.since, limit=args.limit)
+    signals = queries.signals_since(stores, task_id=args.task, since=args.since, limit=args.limit)
     if args.json:
         _dump(args, answers.signals_answer(signals))
     else:
@@ -525,9 +526,7 @@ def _signals(args: Arguments, stores: Stores) -> int:
 
 
 def _recall(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.queries import recall_decisions
-
-    hits = recall_decisions(stores, args.text, args.limit)
+    hits = queries.recall_decisions(stores, args.text, args.limit)
     return _shown(args, answers.recall_answer(hits), render.recall_lines(hits))
 
 
@@ -768,18 +767,16 @@ def _serve(args: Arguments) -> int:
 def _handoff(args: Arguments, stores: Stores) -> int:
     if args.handoff_action == "verify":
         return _handoff_verify(args, stores)
-    from baton.skills.services.handoff import handoff_asked, probes_from_options
-
     place, _ = _place(args)
-    report = handoff_asked(stores, place, args.task, args.check, probes_from_options(args.probe), args.timeout)
+    report = handoff.handoff_asked(stores, place, args.task, args.check, handoff.probes_from_options(args.probe),
+                                   args.timeout)
     _warn(report.warnings)
     return _shown(args, report.to_json(), render.handoff_lines(report))
 
 
 def _handoff_verify(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.handoff import verify_asked
-
-    checked = verify_asked(stores, _here(args), args.path, args.verify_task or args.task, args.allow_unsigned_probes)
+    checked = handoff.verify_asked(stores, _here(args), args.path, args.verify_task or args.task,
+                                   args.allow_unsigned_probes)
     _warn(checked.warnings)
     verification = checked.verification
     if args.verify_json:
@@ -802,11 +799,9 @@ def _checkpoint(args: Arguments, stores: Stores) -> int:
 
 
 def _checkpoints(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.runs import checkpoints_of, named_or_bound
-
     place, _ = _place(args)
-    task_id = named_or_bound(stores, place, args.task_id)
-    lines = checkpoints_of(stores, place, task_id)
+    task_id = runs.named_or_bound(stores, place, args.task_id)
+    lines = runs.checkpoints_of(stores, place, task_id)
     return _shown(args, {"task_id": task_id, "checkpoints": [line.to_json() for line in lines]},
                   render.checkpoint_lines(task_id, lines))
 
@@ -817,43 +812,33 @@ def _started(args: Arguments, started: Started, verb: str) -> int:
 
 
 def _restore(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.runs import restore
-
     place, _ = _place(args)
-    return _started(args, restore(stores, place, args.target, at=args.at, into=args.into, in_place=args.in_place),
+    return _started(args, runs.restore(stores, place, args.target, at=args.at, into=args.into, in_place=args.in_place),
                     "Restored")
 
 
 def _fork(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.runs import fork
-
     place, _ = _place(args)
-    started = fork(stores, place, args.task_id, args.new_task_id, at=args.at, into=args.into)
+    started = runs.fork(stores, place, args.task_id, args.new_task_id, at=args.at, into=args.into)
     return _started(args, started, f"Forked {args.task_id} as")
 
 
 def _fresh(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.runs import fresh
-
     place, _ = _place(args)
-    return _started(args, fresh(stores, place, args.task_id, base=args.base, into=args.into), "Started afresh:")
+    return _started(args, runs.fresh(stores, place, args.task_id, base=args.base, into=args.into), "Started afresh:")
 
 
 def _runs(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.runs import lineage, named_or_bound
-
     place, _ = _place(args)
-    task_id = named_or_bound(stores, place, args.task_id)
-    lines = lineage(stores, task_id)
+    task_id = runs.named_or_bound(stores, place, args.task_id)
+    lines = runs.lineage(stores, task_id)
     return _shown(args, {"task_id": task_id, "runs": [line.to_json() for line in lines]},
                   render.run_tree(task_id, lines))
 
 
 def _gc_checkpoints(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.runs import collect
-
     place, _ = _place(args)
-    collected = collect(stores, place, keep=args.keep, dry_run=args.dry_run)
+    collected = runs.collect(stores, place, keep=args.keep, dry_run=args.dry_run)
     _warn(list(collected.warnings))
     return _shown(args, collected.to_json(), render.collected_lines(collected, dry_run=args.dry_run))
 
@@ -883,15 +868,13 @@ def _migrate(args: Arguments, stores: Stores) -> int:
 
 
 def _claim(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.leases import claim, claim_answer
-
     place, _ = _place(args)
     task = _active(args, place, stores)
     binding = read_binding(place)
-    report = claim(stores, task, place, args.paths, exclusive=args.exclusive, ttl=args.ttl, reason=args.reason,
+    report = leases.claim(stores, task, place, args.paths, exclusive=args.exclusive, ttl=args.ttl, reason=args.reason,
                    agent=binding.agent if binding else None)
     _warn(report.warnings)
-    answer = claim_answer(task.task_id, report)
+    answer = leases.claim_answer(task.task_id, report)
     lines = [f"claimed {lease.line()}" for lease in report.granted]
     lines += [f"held already {lease.line()}" for lease in report.already]
     lines += [f"Note: shared with {lease.line()}" for lease in report.shared_with]
@@ -899,22 +882,18 @@ def _claim(args: Arguments, stores: Stores) -> int:
 
 
 def _release(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.leases import release_asked, release_line
-
     place, _ = _place(args)
-    report = release_asked(stores, place, lambda: _active(args, place, stores), ticket=args.ticket,
+    report = leases.release_asked(stores, place, lambda: _active(args, place, stores), ticket=args.ticket,
                            paths=args.paths, force=args.force, reason=args.reason)
     _warn(report.warnings)
     answer = {"task_id": report.holder, "released": [lease.public() for lease in report.released]}
-    return _shown(args, answer, release_line(report.holder, report.released))
+    return _shown(args, answer, leases.release_line(report.holder, report.released))
 
 
 def _leases(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.leases import project_leases
-
-    leases = project_leases(stores, include_ended=args.all)
-    text = "\n".join(lease.line() for lease in leases) or ("no leases" if args.all else "no active leases")
-    return _shown(args, {"leases": [lease.public() for lease in leases]}, text)
+    held = leases.project_leases(stores, include_ended=args.all)
+    text = "\n".join(lease.line() for lease in held) or ("no leases" if args.all else "no active leases")
+    return _shown(args, {"leases": [lease.public() for lease in held]}, text)
 
 
 def _installer(name: str, verb: str, *extra: Argument) -> Command:
