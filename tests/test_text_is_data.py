@@ -48,6 +48,7 @@ def hostile(home, worktrees, cli, monkeypatch, capsys):
         with monkeypatch.context() as unchecked:
             unchecked.setattr("baton.shown_text.check_text", lambda label, value: value)
             unchecked.setattr("baton.files.check_text", lambda label, value: value)
+            unchecked.setattr("baton.skills.frontends.cli.check_text", lambda label, value: value)
             assert baton(list(args)) == 0, capsys.readouterr()
         capsys.readouterr()
 
