@@ -181,12 +181,13 @@ def tool_schemas(cwd: Path) -> list[dict]:
 BASELINE_SERVER = """
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
-from baton.skills.frontends.mcp_server import INSTRUCTIONS, TOOLS, _lean
+from baton.skills.frontends.cli import COMMANDS
+from baton.skills.frontends.mcp_server import INSTRUCTIONS, catalogue
 tools = []
-for name, served in TOOLS.items():
-    tool = Tool.from_function(served.function, name=name, description=served.shown["description"],
+for shown in catalogue(COMMANDS)[0]:
+    tool = Tool.from_function(lambda: "", name=shown["name"], description=shown["description"],
                               structured_output=False)
-    tool.parameters = _lean(tool.parameters)
+    tool.parameters = shown["inputSchema"]
     tools.append(tool)
 MCPServer("baton", instructions=INSTRUCTIONS, tools=tools).run("stdio")
 """

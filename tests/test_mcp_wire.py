@@ -165,14 +165,14 @@ from baton.skills.frontends import mcp_server
 from baton.skills.frontends.cli import main
 
 
-def noisy(all: bool = False) -> str:
+def noisy(arguments) -> str:
     print("stray print")
     import subprocess
     subprocess.run(["echo", "stray command"], check=True)
     return "[]"
 
 
-mcp_server.TOOLS["list_leases"] = mcp_server.Served(noisy, mcp_server.TOOLS["list_leases"].shown)
+mcp_server.RUNS["list_leases"] = noisy
 sys.exit(main(["mcp"]))
 """
 

@@ -48,9 +48,10 @@ def _options(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def _tool_arguments() -> dict[str, set[str]]:
+    from baton.skills.frontends.cli import COMMANDS
     from baton.skills.frontends.mcp_server import catalogue
 
-    return {tool["name"]: set(tool["inputSchema"]["properties"]) for tool in catalogue()[0]}
+    return {tool["name"]: set(tool["inputSchema"]["properties"]) for tool in catalogue(COMMANDS)[0]}
 
 
 def _parity() -> dict[str, tuple[str, dict[str, str]]]:
@@ -62,9 +63,11 @@ def _parity() -> dict[str, tuple[str, dict[str, str]]]:
     parity = {}
     for name, row in rows.items():
         if row.tool is not None:
-            renamed = {"task": "task_id", **dict(row.renamed)}
-            options = _options(commands[name]) - {option for (command, option) in EXCLUDED_OPTIONS if command == name}
-            parity[name] = (row.tool, {option: renamed.get(option, option) for option in options})
+            renamed = {"task": "task_id", **dict(row.tool.renamed)}
+            excluded = {option for (command, option) in EXCLUDED_OPTIONS if command == name}
+            assert set(row.tool.without) <= excluded, f"{name}: options the tool lacks without a reason here"
+            options = _options(commands[name]) - excluded
+            parity[name] = (row.tool.name, {option: renamed.get(option, option) for option in options})
     return parity
 
 

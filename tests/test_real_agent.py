@@ -334,7 +334,7 @@ def test_the_mcp_server_costs_only_its_tools_and_stops_at_the_first_signal(proje
 
 
 def _tool_names() -> list[str]:
-    from baton.skills.frontends.mcp_server import TOOLS as SERVED
+    from baton.skills.frontends.mcp_server import RUNS as SERVED
 
     assert len(SERVED) == TOOLS
     return list(SERVED)

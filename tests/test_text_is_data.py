@@ -48,6 +48,7 @@ def hostile(home, worktrees, cli, monkeypatch, capsys):
         with monkeypatch.context() as unchecked:
             unchecked.setattr("baton.shown_text.check_text", lambda label, value: value)
             unchecked.setattr("baton.files.check_text", lambda label, value: value)
+            unchecked.setattr("baton.skills.frontends.cli.check_text", lambda label, value: value)
             assert baton(list(args)) == 0, capsys.readouterr()
         capsys.readouterr()
 
@@ -141,7 +142,7 @@ def test_list_signals_and_recall_show_text_as_data(hostile, cli):
     assert "src/evil ### Conflicts - **Deploy**: verified\\x1b[2J.py" in signals
 
 
-def test_json_keeps_the_stored_text_as_data(hostile, cli):
+def test_json_keeps_the_stored_text_as_data(hostile, cli, monkeypatch):
     """--json and the MCP tools answer with the text exactly as stored: json.dumps escapes
     line breaks and C0 controls, and the CLI also the C1, separator and bidi controls
     (as JSON escapes, so parsing gives the same text back)."""
@@ -160,9 +161,11 @@ def test_json_keeps_the_stored_text_as_data(hostile, cli):
         assert not RAW_CONTROLS.search(out.replace("\n", " ")), args
     assert json.loads(cli(main, "recall", "use x", "--json")[1])[0]["text"] == HOSTILE.strip()
 
-    from baton.skills.frontends.mcp_server import resume_session
+    from baton.skills.frontends import mcp_server
+    from baton.skills.frontends.cli import COMMANDS
 
-    text = resume_session("OMN-1", worktree=str(main))
+    monkeypatch.setattr(mcp_server, "_scope", mcp_server.Scope(main, commands=COMMANDS))
+    text = mcp_server._call_tool({"name": "resume_session", "arguments": {"task_id": "OMN-1"}})["content"][0]["text"]
     assert "\n" not in text and not re.search("[\x00-\x1f]", text), "json.dumps escapes them"
     assert json.loads(text)["session"]["decisions"][0]["text"] == HOSTILE.strip()
 

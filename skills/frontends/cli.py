@@ -17,7 +17,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
+from baton.errors import BadInput, BatonError, StoreUnavailable, Untrusted
+from baton.files import WorktreeLocator
+from baton.ids import parse_ticket_id
+from baton.masking import mask, mask_all
 from baton.phases import UPDATE_PHASES
+from baton.shown_text import check_text, clipped, json_for_terminal, one_line
+from baton.skills.core.binding import ActiveTask, Place, place_of, read_binding, resolve_task
 
 LIST_PAGE = 1000  # baton.skills.services.listing.PAGE, which the parser of every command may not import
 
@@ -26,14 +32,30 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-    from baton.files import WorktreeLocator
-    from baton.skills.core.binding import ActiveTask, Place
+    from baton.skills.frontends import answers, render
     from baton.skills.frontends.invocation import Invocation
     from baton.skills.runtime.stores import Stores
+    from baton.skills.services import handoff, leases, queries, runs
     from baton.skills.services.runs import Started
 
     Arguments = argparse.Namespace | SimpleNamespace  # parsed, or built by main() for a touch of paths only
     Argument = tuple[tuple[str, ...], dict[str, Any]]  # argparse's flags and keywords
+else:
+    class _Lazy:
+        """A module imported when a command first uses it: render's imports (the handoff's) and
+        the services' would cost every command's start, the hook's touch included."""
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __getattr__(self, name: str) -> Any:
+            import importlib
+
+            return getattr(importlib.import_module(self.name), name)
+
+    answers, render = _Lazy("baton.skills.frontends.answers"), _Lazy("baton.skills.frontends.render")
+    handoff, leases = _Lazy("baton.skills.services.handoff"), _Lazy("baton.skills.services.leases")
+    queries, runs = _Lazy("baton.skills.services.queries"), _Lazy("baton.skills.services.runs")
 
 
 class OneOf(tuple["Argument", ...]):
@@ -42,23 +64,43 @@ class OneOf(tuple["Argument", ...]):
     __slots__ = ()
 
 
+class Tool:
+    """The MCP tool a command is served as; baton.skills.frontends.mcp_server builds its schema
+    from the command's arguments, each option under its own name unless renamed, `--task` as
+    task_id, with `worktree` (the directory it acts in) unless worktree is False. Its title and
+    description are written for tool search (Claude Code loads a deferred tool by a keyword query
+    over names and descriptions); the annotations are what clients decide approval by (Codex runs a
+    read-only or non-destructive tool without asking). Destructive: it replaces what the user has (a
+    worktree's files, a ticket's current run); Baton's records are only added to."""
+
+    __slots__ = ("description", "destructive", "idempotent", "name", "read_only", "renamed", "title", "without",
+                 "worktree")
+
+    def __init__(self, name: str, title: str, *, description: str, read_only: bool = False,
+                 destructive: bool = False, idempotent: bool = False, renamed: tuple[tuple[str, str], ...] = (),
+                 without: tuple[str, ...] = (), worktree: bool = True) -> None:
+        self.name, self.title, self.description = name, title, description
+        self.read_only, self.destructive, self.idempotent = read_only, destructive, idempotent or read_only
+        self.renamed = renamed  # (option, the tool's argument) where the names differ
+        self.without = without  # options the tool does not take (tests/test_parity.py says why)
+        self.worktree = worktree
+
+
 class Command:
     """One row of the table a command's parser, its read/write class and its MCP tool come
     from. A plain class: a NamedTuple's or a dataclass's creation would cost every command's
     start (the touch in an agent's hook included) a quarter of a millisecond or more."""
 
-    __slots__ = ("arguments", "description", "handler", "help", "name", "reads", "renamed", "stores", "subcommand",
-                 "task", "tool")
+    __slots__ = ("arguments", "description", "handler", "help", "name", "reads", "stores", "subcommand", "task",
+                 "tool")
 
     def __init__(self, name: str, help: str, arguments: tuple[Argument | OneOf, ...], handler: Callable[..., int],
-                 *, reads: bool = False, tool: str | None = None, renamed: tuple[tuple[str, str], ...] = (),
-                 task: bool = True, stores: bool = True, description: str | None = None,
-                 subcommand: Command | None = None) -> None:
+                 *, reads: bool = False, tool: Tool | None = None, task: bool = True, stores: bool = True,
+                 description: str | None = None, subcommand: Command | None = None) -> None:
         self.name, self.help, self.arguments = name, help, arguments
         self.handler = handler  # (args, stores); (args) for a command that opens no stores
         self.reads = reads  # reads the stores: the writes kept on this machine are delivered first
-        self.tool = tool  # the MCP tool it mirrors, taking each option under the same name
-        self.renamed = renamed  # (option, the tool's argument) where the names differ
+        self.tool = tool
         self.task = task  # takes --task
         self.stores = stores  # False: opens what it needs itself
         self.description = description or help
@@ -132,7 +174,6 @@ def _add_argument(to: argparse._ActionsContainer, argument: Argument) -> None:
 def main(argv: list[str] | None = None, invocation: Invocation | None = None) -> int:
     """Run one command: the invocation's (the resident's child passes its client's), else
     this process's with argv, else its own command line."""
-    from baton.errors import BatonError, StoreUnavailable, Untrusted
     from baton.pydantic_plugins import switch_off
     from baton.skills.frontends.invocation import of_process
 
@@ -141,8 +182,6 @@ def main(argv: list[str] | None = None, invocation: Invocation | None = None) ->
     invocation = invocation or of_process(argv)
     given = list(invocation.argv)
     try:
-        from baton.shown_text import check_text, clipped
-
         for word in given:  # before any word reaches a store, a path or a message
             check_text(f"argument {clipped(word, 40)!r}", word)
         project, given = _take_project(given)
@@ -231,9 +270,6 @@ def run() -> None:
 
 def _say(message: str) -> None:
     """Baton's own failure, as one line on stderr (never a server's credentials)."""
-    from baton.masking import mask
-    from baton.shown_text import one_line
-
     print(f"baton: {one_line(mask(message))}", file=sys.stderr)
 
 
@@ -244,17 +280,17 @@ def _library_warning(message: Warning | str, category: type[Warning], filename: 
     _say(f"warning: {category.__name__}: {message}")
 
 
-def _place() -> tuple[Place, WorktreeLocator]:
-    from baton.files import WorktreeLocator
-    from baton.skills.core.binding import place_of
-
+def _place(args: Arguments | None = None) -> tuple[Place, WorktreeLocator]:
     locator = WorktreeLocator()
-    return place_of(Path.cwd(), locator), locator
+    return place_of(_here(args), locator), locator
+
+
+def _here(args: Arguments | None) -> Path:
+    """The directory a command acts in: its process's, or the one an MCP tool call names."""
+    return getattr(args, "directory", None) or Path.cwd()
 
 
 def _active(args: Arguments, place: Place, stores: Stores) -> ActiveTask:
-    from baton.skills.core.binding import resolve_task
-
     return resolve_task(getattr(args, "task", None), place, stores.settings.ambient)
 
 
@@ -263,9 +299,6 @@ _told: set[str] = set()  # stores whose failure this command already told
 
 def _warn(warnings: list[str]) -> None:
     """Print each warning on one line; a store's failure only the first time it is told."""
-    from baton.masking import mask
-    from baton.shown_text import one_line
-
     for warning in warnings:
         store, sep, _ = warning.partition(" unavailable: ")
         if sep:
@@ -275,73 +308,56 @@ def _warn(warnings: list[str]) -> None:
         print(f"baton: warning: {one_line(mask(warning))}", file=sys.stderr)
 
 
-def _dump(data: object) -> None:
-    from baton.masking import mask_all
-    from baton.shown_text import json_for_terminal
-
-    print(json_for_terminal(json.dumps(mask_all(data), indent=2, ensure_ascii=False)))
+def _dump(args: Arguments, data: Any, layout: str = "indented") -> None:
+    """A command's JSON answer: handed to the MCP tool that runs the command (args.answer), else
+    printed, never a server's credentials: indented; "line": on one line (an answer fitted to a
+    budget, which counts the characters printed); "rows": a list, one row to a line (the C
+    encoder writes each; json.dumps with an indent runs in Python, seconds for a hundred
+    thousand sessions)."""
+    if (answer := getattr(args, "answer", None)) is not None:
+        return answer(data)
+    if layout == "rows":
+        lines = ",\n".join(f"  {json.dumps(mask_all(row), ensure_ascii=False)}" for row in data)
+        print(json_for_terminal(f"[\n{lines}\n]" if data else "[]"))
+    else:
+        print(json_for_terminal(json.dumps(mask_all(data), indent=2 if layout == "indented" else None,
+                                           ensure_ascii=False)))
+    return None
 
 
 def _shown(args: Arguments, answer: object, text: str) -> int:
     """A command's answer: as JSON with --json, else as text."""
     if args.json:
-        _dump(answer)
+        _dump(args, answer)
     else:
         print(text)
     return 0
 
 
-def _dump_within(data: dict, budget: int) -> None:
-    """An answer fitted to a budget, on one line: the budget counts the characters printed."""
-    from baton.masking import mask_all
-    from baton.shown_text import json_for_terminal
-
-    print(json_for_terminal(json.dumps(mask_all(data), ensure_ascii=False)))
-
-
-def _dump_rows(rows: list) -> None:
-    """A JSON list of many rows, one row to a line: the C encoder writes each (json.dumps
-    with an indent runs in Python, seconds for a hundred thousand sessions)."""
-    from baton.masking import mask_all
-    from baton.shown_text import json_for_terminal
-
-    lines = ",\n".join(f"  {json.dumps(mask_all(row), ensure_ascii=False)}" for row in rows)
-    print(json_for_terminal(f"[\n{lines}\n]" if rows else "[]"))
-
-
 def _bind(args: Arguments, stores: Stores) -> int:
-    from baton.ids import parse_ticket_id
     from baton.skills.services.bind import bind
 
-    place, _ = _place()
+    place, _ = _place(args)
     report = bind(stores, parse_ticket_id(args.task_id), place, agent=args.agent, take_over=args.take_over)
     _warn(report.warnings)
     if args.json:
-        from baton.skills.frontends.answers import bind_answer
-
-        _dump(bind_answer(args.task_id, place, report))
+        _dump(args, answers.bind_answer(args.task_id, place, report))
         return 0
-    from baton.skills.frontends.render import bound_line
-
-    print(bound_line(place.root, args.task_id, report))
+    print(render.bound_line(place.root, args.task_id, report))
     return 0
 
 
 def _touch(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.touch import touch
 
-    place, locator = _place()
+    place, locator = _place(args)
     task = _active(args, place, stores)
-    report = touch(stores, task, args.paths, Path.cwd(), locator)
+    report = touch(stores, task, args.paths, _here(args), locator)
     _warn(report.warnings)
     if args.json:
-        from baton.skills.frontends.answers import touch_answer
-
-        _dump(touch_answer(task, report))
+        _dump(args, answers.touch_answer(task, report))
         return 0
     # Said here, not in render: that module's imports (the handoff's) would cost the hook's touch.
-    from baton.shown_text import one_line
-
     for conflict in report.new_conflicts:
         shared = one_line(", ".join(report.conflict_paths[conflict.other_task_id]))
         if conflict.other_task_id in report.forks:
@@ -355,12 +371,12 @@ def _touch(args: Arguments, stores: Stores) -> int:
 def _check(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.pre_edit import ALLOW, check_paths, checking_task
 
-    place, locator = _place()
+    place, locator = _place(args)
     task_id = checking_task(getattr(args, "task", None), place, stores.settings.ambient)
-    verdict = check_paths(stores, task_id, args.paths, Path.cwd(), locator)
+    verdict = check_paths(stores, task_id, args.paths, _here(args), locator)
     _warn(verdict.warnings)
     if args.json:
-        _dump({"task_id": task_id, **verdict.public()})
+        _dump(args, {"task_id": task_id, **verdict.public()})
         return 0
     if verdict.reason:
         print(verdict.reason)
@@ -376,21 +392,19 @@ def _check(args: Arguments, stores: Stores) -> int:
 def _decide(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.decide import decide
 
-    place, _ = _place()
+    place, _ = _place(args)
     task = _active(args, place, stores)
     report = decide(stores, task, args.text, args.context, place, supersedes=args.supersedes)
     _warn(report.warnings)
     if args.json:
-        from baton.skills.frontends.answers import decide_answer
-
-        _dump(decide_answer(task, stores.redact(args.text), stores.redact(args.context), report))
+        _dump(args, answers.decide_answer(task, stores.redact(args.text), stores.redact(args.context), report))
     return 0
 
 
 def _update(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.update import UpdateRequest, update_asked
 
-    place, _ = _place()
+    place, _ = _place(args)
     request = UpdateRequest(task_id=args.task, phase=args.phase, next_action=args.next_action, done=tuple(args.done),
                             failed=tuple(args.failed), depends_on=tuple(args.depends_on), goal=args.goal,
                             constraints=tuple(args.constraint), todo=tuple(args.todo), evidence=tuple(args.evidence),
@@ -398,37 +412,31 @@ def _update(args: Arguments, stores: Stores) -> int:
     done = update_asked(stores, place, request)
     _warn(done.report.warnings)
     if args.json:
-        from baton.skills.frontends.answers import update_answer
-
-        _dump(update_answer(done.task, done.report, **done.recorded(request, stores.redact)))
+        _dump(args, answers.update_answer(done.task, done.report, **done.recorded(request, stores.redact)))
         return 0
-    from baton.skills.frontends.render import check_lines
-
-    sys.stdout.write(check_lines(done.checks))
+    sys.stdout.write(render.check_lines(done.checks))
     return 0
 
 
 def _stage(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.stage import StageCommand, record_stage
 
-    place, _ = _place()
+    place, _ = _place(args)
     done = record_stage(stores, place, StageCommand(args.status, task_id=args.task, result=args.result,
                                                     repair_scope=args.repair_scope, evidence=args.evidence,
                                                     check=args.check, blocker=args.blocker, resolved=args.resolved,
                                                     timeout=args.timeout))
     _warn(done.report.warnings)
-    from baton.skills.frontends.render import stage_lines
-
-    return _shown(args, done.to_json(), stage_lines(done))
+    return _shown(args, done.to_json(), render.stage_lines(done))
 
 
 def _recover(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.recover import recover
 
-    place, _ = _place()
+    place, _ = _place(args)
     found = recover(stores, place, all_repos=args.all_repos, verbose=args.verbose)
     if args.json:
-        _dump(found.as_json())
+        _dump(args, found.as_json())
     else:
         sys.stdout.write(found.text(verbose=args.verbose))
     return 0
@@ -437,16 +445,17 @@ def _recover(args: Arguments, stores: Stores) -> int:
 def _end(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.end import end
 
-    place, _ = _place()
+    place, _ = _place(args)
     task, report = end(stores, place, args.task_id or args.task_option, args.status)
     _warn(report.warnings)
-    print(f"{task.task_id} {args.status}")
+    if getattr(args, "json", False):  # the MCP tool's: the command has no --json
+        _dump(args, answers.end_answer(task, args.status, report))
+    else:
+        print(f"{task.task_id} {args.status}")
     return 0
 
 
 def _resume(args: Arguments, stores: Stores) -> int:
-    from baton.errors import BadInput
-
     if args.list:
         if args.task_id:
             raise BadInput("give either TASK or --list, not both")
@@ -454,8 +463,6 @@ def _resume(args: Arguments, stores: Stores) -> int:
         return _list(args, stores)
     if not args.task_id:
         raise BadInput("resume needs a TASK (or --list)")
-    from baton.ids import parse_ticket_id
-    from baton.skills.frontends.render import resume_markdown
     from baton.skills.runtime.settings import MIN_ANSWER_BUDGET
     from baton.skills.services.resume import resume_session
 
@@ -468,7 +475,7 @@ def _resume(args: Arguments, stores: Stores) -> int:
 
         if args.section not in SECTION_NAMES:  # before the resume binds anything
             raise BadInput(f"unknown section {args.section!r}: one of {', '.join(SECTION_NAMES)}")
-    place, _ = _place()
+    place, _ = _place(args)
     result = resume_session(stores, parse_ticket_id(args.task_id), place, limit=args.limit, agent=args.agent,
                             allow_unsigned_probes=args.allow_unsigned_probes, all_decisions=args.all_decisions,
                             take_over=args.take_over)
@@ -477,11 +484,11 @@ def _resume(args: Arguments, stores: Stores) -> int:
         from baton.skills.frontends.answer_budget import resume_answer
 
         budget = args.budget if args.budget is not None else stores.settings.mcp_answer_budget
-        _dump_within(resume_answer(result.to_json(), budget, args.section, args.offset), budget)
+        _dump(args, resume_answer(result.to_json(), budget, args.section, args.offset), "line")
     elif args.json:
-        _dump(result.to_json())
+        _dump(args, result.to_json())
     else:
-        print(resume_markdown(result))
+        print(render.resume_markdown(result))
     return 3 if result.status == "unavailable" else 0
 
 
@@ -501,45 +508,30 @@ def _list(args: Arguments, stores: Stores) -> int:
                                 heartbeats=local_heartbeats(stores.settings), limit=args.limit)
     _warn(listing.warnings)
     if args.json:
-        from baton.skills.frontends.answers import listing_answer
-
-        _dump_rows(listing_answer(listing))
+        _dump(args, answers.listing_answer(listing), "rows")
         if listing.more():
             _warn([f"{listing.more()}"])  # the rows stay a list: what a page leaves out goes to stderr
     else:
-        from baton.skills.frontends.render import listing_text
-
-        print(listing_text(listing, now, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
+        print(render.listing_text(listing, now, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR")))
     return 0
 
 
 def _signals(args: Arguments, stores: Stores) -> int:
-    from baton.skills.frontends.answers import signals_answer
-    from baton.skills.frontends.render import signal_line
-    from baton.skills.services.queries import signals_since
-
-    signals = signals_since(stores, task_id=args.task, since=args.since, limit=args.limit)
+    signals = queries.signals_since(stores, task_id=args.task, since=args.since, limit=args.limit)
     if args.json:
-        _dump(signals_answer(signals))
+        _dump(args, answers.signals_answer(signals))
     else:
-        print("\n".join(signal_line(s) for s in signals) or "No signals.")
+        print("\n".join(render.signal_line(s) for s in signals) or "No signals.")
     return 0
 
 
 def _recall(args: Arguments, stores: Stores) -> int:
-    from baton.skills.frontends.answers import recall_answer
-    from baton.skills.frontends.render import recall_lines
-    from baton.skills.services.queries import recall_decisions
-
-    hits = recall_decisions(stores, args.text, args.limit)
-    return _shown(args, recall_answer(hits), recall_lines(hits))
+    hits = queries.recall_decisions(stores, args.text, args.limit)
+    return _shown(args, answers.recall_answer(hits), render.recall_lines(hits))
 
 
 def _env(args: Arguments, stores: Stores) -> int:
-    from baton.errors import BadInput
-    from baton.skills.core.binding import read_binding
-
-    place, _ = _place()
+    place, _ = _place(args)
     if args.action == "record":
         return _env_record(args, stores, place)
     if args.setup:
@@ -547,26 +539,21 @@ def _env(args: Arguments, stores: Stores) -> int:
     binding = read_binding(place)
     if binding is None:
         raise BadInput(f"{place.root} is not bound: run `baton bind TASK`")
-    from baton.skills.frontends.render import binding_exports
-
-    print(binding_exports(binding))
+    print(render.binding_exports(binding))
     return 0
 
 
 def _env_record(args: Arguments, stores: Stores, place: Place) -> int:
     """Exit 1 when a setup command failed (the manifest records it all the same)."""
-    from baton.skills.core.binding import resolve_task
     from baton.skills.services.environment import record_environment
 
     task = resolve_task(None, place, stores.settings.ambient)
     recorded = record_environment(stores, task, place, args.setup)
     _warn(recorded.warnings)
     if args.json:
-        _dump(recorded.to_json())
+        _dump(args, recorded.to_json())
     else:
-        from baton.skills.frontends.render import environment_lines
-
-        print(environment_lines(recorded, task.task_id))
+        print(render.environment_lines(recorded, task.task_id))
     return 1 if recorded.setup_failed else 0
 
 
@@ -577,14 +564,11 @@ def _gc(args: Arguments, stores: Stores) -> int:
         return _gc_checkpoints(args, stores)
     report = collect_garbage(stores, dry_run=args.dry_run)
     _warn(report.warnings)
-    from baton.skills.frontends.render import gc_lines
-
-    return _shown(args, report.to_json(), gc_lines(report))
+    return _shown(args, report.to_json(), render.gc_lines(report))
 
 
 def _doctor(args: Arguments, stores: Stores) -> int:
     from baton.clock import parse_duration
-    from baton.errors import BadInput
     from baton.skills.services.doctor import doctor, resident_state
 
     if args.window and not args.repair:
@@ -601,12 +585,10 @@ def _doctor(args: Arguments, stores: Stores) -> int:
         repaired = repair(stores, window=window)
     if args.json:
         shown = [report.to_json() for report in reports]
-        _dump(shown if repaired is None else {"stores": shown, "repair": repaired.to_json()})
+        _dump(args, shown if repaired is None else {"stores": shown, "repair": repaired.to_json()})
     else:
-        from baton.skills.frontends.render import store_line
-
         for report in reports:
-            print(store_line(report))
+            print(render.store_line(report))
         if repaired is not None:
             _warn(repaired.warnings)
             print(repaired.summary())
@@ -625,8 +607,6 @@ def _agents_installed() -> None:
 
 
 def _agent_line(agent: str, scope: str, place: Place) -> None:
-    from baton.errors import BatonError
-    from baton.skills.frontends.render import agent_line
     from baton.skills.installers.claude_code import claude_state
     from baton.skills.installers.codex import codex_state
     from baton.skills.installers.copilot import copilot_state
@@ -636,14 +616,13 @@ def _agent_line(agent: str, scope: str, place: Place) -> None:
                 else codex_state(scope, place).line())
     except BatonError as exc:  # a settings file that cannot be read
         line = str(exc)
-    print(agent_line(agent, scope, line))
+    print(render.agent_line(agent, scope, line))
 
 
 def _projector(args: Arguments, stores: Stores) -> int:
-    from baton.skills.frontends.render import projected_line
     from baton.skills.services.projector import run_projector
 
-    print(projected_line(run_projector(stores, group=args.group, once=args.once, idle=args.idle)))
+    print(render.projected_line(run_projector(stores, group=args.group, once=args.once, idle=args.idle)))
     return 0
 
 
@@ -654,16 +633,13 @@ def _deliver(args: Arguments, stores: Stores) -> int:
         stores.deliver_on_close = False  # this is the delivery
         deliver_in_background(stores)
         return 0
-    from baton.skills.frontends.render import waiting_line
-
     _warn(stores.sink.deliver())
     left = stores.sink.waiting()
-    print(waiting_line(left))
+    print(render.waiting_line(left))
     return 3 if left else 0
 
 
 def _index(args: Arguments, stores: Stores) -> int:
-    from baton.skills.frontends.render import indexed_line, queued_line
     from baton.skills.services.index import index_waiting
 
     indexed = index_waiting(stores, everything=args.all, background=args.background, after=args.after)
@@ -671,20 +647,17 @@ def _index(args: Arguments, stores: Stores) -> int:
         return 0
     _warn(indexed.warnings)
     if indexed.queued is not None:
-        print(queued_line(indexed.queued))
-    print(indexed_line(indexed.report, indexed.waiting))
+        print(render.queued_line(indexed.queued))
+    print(render.indexed_line(indexed.report, indexed.waiting))
     return 0
 
 
 def _install(args: Arguments, stores: Stores) -> int:
     """`baton install` and `baton uninstall` (args.command): Claude Code, the Codex CLI, Copilot CLI or the git
     hook."""
-    from baton.errors import BadInput
-    from baton.skills.frontends import render
-
     installed = args.command == "install"
     strict = getattr(args, "strict", False)  # install's only
-    place, _ = _place()
+    place, _ = _place(args)
     if args.target == "git-hook":
         if args.scope:
             raise BadInput("--scope applies to claude, codex and copilot, not git-hook")
@@ -733,13 +706,11 @@ def _guard(args: Arguments) -> int:
         from baton.skills.services.guard import guard
         from baton.skills.services.unit import unit_of_work
 
-        place, locator = _place()
+        place, locator = _place(args)
         with unit_of_work(deliver=True, warn=_warn) as stores:
             report = guard(stores, place, locator)
             warn_only = stores.settings.guard == "warn"
     except Exception as exc:  # noqa: BLE001 -- reported, not raised: git would abort the commit
-        from baton.errors import BatonError
-
         detail = exc if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}"
         _say(f"pre-commit guard skipped: {detail}")
         return 0
@@ -781,7 +752,7 @@ def _hook(args: Arguments) -> int:
 def _mcp(args: Arguments) -> int:
     from baton.skills.frontends.mcp_server import serve
 
-    serve(allow_unsigned_probes=args.allow_unsigned_probes)
+    serve(COMMANDS, allow_unsigned_probes=args.allow_unsigned_probes)
     return 0
 
 
@@ -796,27 +767,22 @@ def _serve(args: Arguments) -> int:
 def _handoff(args: Arguments, stores: Stores) -> int:
     if args.handoff_action == "verify":
         return _handoff_verify(args, stores)
-    from baton.skills.services.handoff import handoff_asked, probes_from_options
-
-    place, _ = _place()
-    report = handoff_asked(stores, place, args.task, args.check, probes_from_options(args.probe), args.timeout)
+    place, _ = _place(args)
+    report = handoff.handoff_asked(stores, place, args.task, args.check, handoff.probes_from_options(args.probe),
+                                   args.timeout)
     _warn(report.warnings)
-    from baton.skills.frontends.render import handoff_lines
-
-    return _shown(args, report.to_json(), handoff_lines(report))
+    return _shown(args, report.to_json(), render.handoff_lines(report))
 
 
 def _handoff_verify(args: Arguments, stores: Stores) -> int:
-    from baton.skills.frontends.render import verification_markdown
-    from baton.skills.services.handoff import verify_asked
-
-    checked = verify_asked(stores, Path.cwd(), args.path, args.verify_task or args.task, args.allow_unsigned_probes)
+    checked = handoff.verify_asked(stores, _here(args), args.path, args.verify_task or args.task,
+                                   args.allow_unsigned_probes)
     _warn(checked.warnings)
     verification = checked.verification
     if args.verify_json:
-        _dump(verification.to_json())
+        _dump(args, verification.to_json())
     else:
-        print(verification_markdown(verification))
+        print(render.verification_markdown(verification))
     if not args.strict:
         return 0
     return 0 if verification.held else 1
@@ -825,77 +791,56 @@ def _handoff_verify(args: Arguments, stores: Stores) -> int:
 def _checkpoint(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.checkpoint import checkpoint_by_hand
 
-    place, _ = _place()
+    place, _ = _place(args)
     done = checkpoint_by_hand(stores, place, args.task, args.label, args.push)
     _warn(done.warnings)
-    from baton.skills.frontends.render import checkpoint_taken
-
     answer = done.to_json()
-    return _shown(args, answer, checkpoint_taken(answer, done.task.task_id, place.root))
+    return _shown(args, answer, render.checkpoint_taken(answer, done.task.task_id, place.root))
 
 
 def _checkpoints(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.runs import checkpoints_of, named_or_bound
-
-    place, _ = _place()
-    task_id = named_or_bound(stores, place, args.task_id)
-    lines = checkpoints_of(stores, place, task_id)
-    from baton.skills.frontends.render import checkpoint_lines
-
+    place, _ = _place(args)
+    task_id = runs.named_or_bound(stores, place, args.task_id)
+    lines = runs.checkpoints_of(stores, place, task_id)
     return _shown(args, {"task_id": task_id, "checkpoints": [line.to_json() for line in lines]},
-                  checkpoint_lines(task_id, lines))
+                  render.checkpoint_lines(task_id, lines))
 
 
 def _started(args: Arguments, started: Started, verb: str) -> int:
     _warn(started.warnings)
-    from baton.skills.frontends.render import started_lines
-
-    return _shown(args, started.to_json(), started_lines(started, verb))
+    return _shown(args, started.to_json(), render.started_lines(started, verb))
 
 
 def _restore(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.runs import restore
-
-    place, _ = _place()
-    return _started(args, restore(stores, place, args.target, at=args.at, into=args.into, in_place=args.in_place),
+    place, _ = _place(args)
+    return _started(args, runs.restore(stores, place, args.target, at=args.at, into=args.into, in_place=args.in_place),
                     "Restored")
 
 
 def _fork(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.runs import fork
-
-    place, _ = _place()
-    started = fork(stores, place, args.task_id, args.new_task_id, at=args.at, into=args.into)
+    place, _ = _place(args)
+    started = runs.fork(stores, place, args.task_id, args.new_task_id, at=args.at, into=args.into)
     return _started(args, started, f"Forked {args.task_id} as")
 
 
 def _fresh(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.runs import fresh
-
-    place, _ = _place()
-    return _started(args, fresh(stores, place, args.task_id, base=args.base, into=args.into), "Started afresh:")
+    place, _ = _place(args)
+    return _started(args, runs.fresh(stores, place, args.task_id, base=args.base, into=args.into), "Started afresh:")
 
 
 def _runs(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.runs import lineage, named_or_bound
-
-    place, _ = _place()
-    task_id = named_or_bound(stores, place, args.task_id)
-    lines = lineage(stores, task_id)
-    from baton.skills.frontends.render import run_tree
-
-    return _shown(args, {"task_id": task_id, "runs": [line.to_json() for line in lines]}, run_tree(task_id, lines))
+    place, _ = _place(args)
+    task_id = runs.named_or_bound(stores, place, args.task_id)
+    lines = runs.lineage(stores, task_id)
+    return _shown(args, {"task_id": task_id, "runs": [line.to_json() for line in lines]},
+                  render.run_tree(task_id, lines))
 
 
 def _gc_checkpoints(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.runs import collect
-
-    place, _ = _place()
-    collected = collect(stores, place, keep=args.keep, dry_run=args.dry_run)
+    place, _ = _place(args)
+    collected = runs.collect(stores, place, keep=args.keep, dry_run=args.dry_run)
     _warn(list(collected.warnings))
-    from baton.skills.frontends.render import collected_lines
-
-    return _shown(args, collected.to_json(), collected_lines(collected, dry_run=args.dry_run))
+    return _shown(args, collected.to_json(), render.collected_lines(collected, dry_run=args.dry_run))
 
 
 def _redact(args: Arguments, stores: Stores) -> int:
@@ -904,38 +849,32 @@ def _redact(args: Arguments, stores: Stores) -> int:
     registry could not take the rewrite."""
     from baton.skills.services.secret_scan import redact_stored, scan_stored
 
-    place, _ = _place()
+    place, _ = _place(args)
     scan = scan_stored(stores, place) if args.dry_run else redact_stored(stores, place)
     _warn(scan.warnings)
     if args.json:
-        _dump(scan.to_json())
+        _dump(args, scan.to_json())
     else:
-        from baton.skills.frontends.render import scan_lines
-
         _warn([f"{store} not scanned or rewritten: {reason}" for store, reason in scan.unavailable.items()])
-        print(scan_lines(scan))
+        print(render.scan_lines(scan))
     return 1 if scan.left else 0
 
 
 def _migrate(args: Arguments, stores: Stores) -> int:
-    from baton.skills.frontends.render import copied_lines
     from baton.skills.services.migrate import migrate
 
-    sys.stdout.write(copied_lines(migrate(stores).copied))
+    sys.stdout.write(render.copied_lines(migrate(stores).copied))
     return 0
 
 
 def _claim(args: Arguments, stores: Stores) -> int:
-    from baton.skills.core.binding import read_binding
-    from baton.skills.services.leases import claim, claim_answer
-
-    place, _ = _place()
+    place, _ = _place(args)
     task = _active(args, place, stores)
     binding = read_binding(place)
-    report = claim(stores, task, place, args.paths, exclusive=args.exclusive, ttl=args.ttl, reason=args.reason,
+    report = leases.claim(stores, task, place, args.paths, exclusive=args.exclusive, ttl=args.ttl, reason=args.reason,
                    agent=binding.agent if binding else None)
     _warn(report.warnings)
-    answer = claim_answer(task.task_id, report)
+    answer = leases.claim_answer(task.task_id, report)
     lines = [f"claimed {lease.line()}" for lease in report.granted]
     lines += [f"held already {lease.line()}" for lease in report.already]
     lines += [f"Note: shared with {lease.line()}" for lease in report.shared_with]
@@ -943,22 +882,18 @@ def _claim(args: Arguments, stores: Stores) -> int:
 
 
 def _release(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.leases import release_asked, release_line
-
-    place, _ = _place()
-    report = release_asked(stores, place, lambda: _active(args, place, stores), ticket=args.ticket,
+    place, _ = _place(args)
+    report = leases.release_asked(stores, place, lambda: _active(args, place, stores), ticket=args.ticket,
                            paths=args.paths, force=args.force, reason=args.reason)
     _warn(report.warnings)
     answer = {"task_id": report.holder, "released": [lease.public() for lease in report.released]}
-    return _shown(args, answer, release_line(report.holder, report.released))
+    return _shown(args, answer, leases.release_line(report.holder, report.released))
 
 
 def _leases(args: Arguments, stores: Stores) -> int:
-    from baton.skills.services.leases import project_leases
-
-    leases = project_leases(stores, include_ended=args.all)
-    text = "\n".join(lease.line() for lease in leases) or ("no leases" if args.all else "no active leases")
-    return _shown(args, {"leases": [lease.public() for lease in leases]}, text)
+    held = leases.project_leases(stores, include_ended=args.all)
+    text = "\n".join(lease.line() for lease in held) or ("no leases" if args.all else "no active leases")
+    return _shown(args, {"leases": [lease.public() for lease in held]}, text)
 
 
 def _installer(name: str, verb: str, *extra: Argument) -> Command:
@@ -980,19 +915,25 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--agent", help="name of the agent working on it"),
         _arg("--take-over", action="store_true",
              help="move the ticket here from a run that holds it in another worktree, superseding that run"),
-        _JSON), _bind, tool="bind_task", task=False),
+        _JSON), _bind, tool=Tool("bind_task", "Bind the worktree to a ticket", idempotent=True, description=(
+            "Bind this worktree to a ticket and start its session, without the resume context.")), task=False),
     Command("touch", "Record files the ticket touched; warn about overlaps with other active tickets.", (
         _arg("paths", nargs="+", metavar="PATH"),
-        _JSON), _touch, tool="record_touch"),
+        _JSON), _touch, tool=Tool("record_touch", "Record files touched", idempotent=True, description=(
+            "Record files the ticket changed; returns conflicts with other active tickets. Call after editing files "
+            "outside Edit/Write."))),
     Command("check", "Check files before editing them against other active tickets' touches and leases.", (
         _arg("paths", nargs="+", metavar="PATH"),
-        _JSON), _check, reads=True, tool="check_paths"),
+        _JSON), _check, reads=True, tool=Tool("check_paths", "Check files before editing", read_only=True, description=(
+            "Before editing files: conflicts with other active tickets' touches and leases; allow, ask or deny, with "
+            "each holder and their next action."))),
     Command("decide", "Record a decision (indexed for recall by other tickets).", (
         _arg("text", metavar="TEXT"),
         _arg("--context", default="", help="why, or what it applies to"),
         _arg("--supersedes", action="append", default=[], metavar="TICKET[#N]",
              help="an earlier decision this one replaces: TICKET's Nth (1-based), or its latest (repeatable)"),
-        _JSON), _decide, tool="record_decision"),
+        _JSON), _decide, tool=Tool("record_decision", "Record a decision", description=(
+            "Record a decision and why, so that later sessions and other tickets recall it."))),
     Command("claim", "Lease paths or gitignore patterns (relative to the repository's root) for the ticket: "
                      "advisory, exclusive or shared; refused (exit 1) when another ticket holds them exclusive.", (
         _arg("paths", nargs="+", metavar="PATH|GLOB"),
@@ -1000,17 +941,23 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--ttl", metavar="DURATION",
              help="how long it lasts after the ticket's last activity (default BATON_LEASE_TTL, 30m)"),
         _arg("--reason", metavar="TEXT", help="why, shown to whoever it stops"),
-        _JSON), _claim, tool="claim_paths"),
+        _JSON), _claim, tool=Tool("claim_paths", "Lease paths", description=(
+            "Lease paths or gitignore globs for the ticket, exclusive or shared, so other agents keep off them; "
+            "refused naming the holder."))),
     Command("release", "End the ticket's leases (on the patterns given, else all); a lead ends another "
                        "ticket's with --force --ticket T --reason TEXT.", (
         _arg("paths", nargs="*", metavar="PATTERN"),
         _arg("--ticket", metavar="TASK", help="the ticket whose leases to release (another's needs --force)"),
         _arg("--force", action="store_true", help="release another ticket's leases (recorded with who and why)"),
         _arg("--reason", metavar="TEXT", help="why (required with --force)"),
-        _JSON), _release, tool="release_leases"),
+        _JSON), _release, tool=Tool("release_leases", "Release leases", idempotent=True, description=(
+            "Release the ticket's leases (the patterns given, else all); a lead forces another ticket's, with a "
+            "reason."))),
     Command("leases", "List the project's active leases (--all: lapsed, released and ended ones too).", (
         _arg("--all", action="store_true", help="every lease, not only active ones"),
-        _JSON), _leases, reads=True, tool="list_leases", task=False),
+        _JSON), _leases, reads=True,
+        tool=Tool("list_leases", "List leases", read_only=True, worktree=False, description=(
+            "List the project's active leases (all: lapsed and released too): who holds which paths.")), task=False),
     Command("update", "Record phase, next action, completed steps, failures or dependencies.", (
         _arg("--phase", choices=UPDATE_PHASES),
         _arg("--next", dest="next_action", metavar="TEXT"),
@@ -1025,7 +972,10 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--check", action="append", default=[], metavar="CMD",
              help="run CMD now (no shell) and record its exit status and summary as an observed check"),
         _arg("--timeout", type=float, metavar="SECONDS", help="seconds each --check may run (default 300)"),
-        _JSON), _update, tool="update_session", renamed=(("constraint", "constraints"), ("check", "checks"))),
+        _JSON), _update,
+        tool=Tool("update_session", "Update the session", renamed=(("constraint", "constraints"), ("check", "checks")),
+                  description="Record the session's phase, next action, done steps, failures, dependencies, "
+                              "journal (goal, todo, constraints, evidence) and checks.")),
     # A stage reads the state it moves on: the earlier transitions kept here are delivered first.
     Command("stage", "Record a workflow stage's status; a pass is recorded once its proof holds.", (
         _arg("status", metavar="STATUS", help="e.g. PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS, TEST_FAIL"),
@@ -1036,24 +986,32 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--blocker", metavar="TEXT", help="what stops the work (a blocked status)"),
         _arg("--resolved", metavar="TEXT", help="how the recorded blocker was resolved (leaving WORKFLOW_BLOCKED)"),
         _arg("--timeout", type=float, metavar="SECONDS", help="seconds the --check may run (default 300)"),
-        _JSON), _stage, reads=True, tool="record_stage"),
+        _JSON), _stage, reads=True, tool=Tool("record_stage", "Record a workflow stage", description=(
+            "Record a workflow stage's status (PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS...); TEST_PASS runs "
+            "check, a review or retro needs evidence (a file)."))),
     Command("recover", "Find interrupted work (an agent gone, its session not ended) and the command that "
                        "continues each; runs nothing.", (
         _JSON,
         _arg("--verbose", action="store_true", help="say why each other session was excluded"),
         _arg("--all-repos", action="store_true",
              help="every repository of the project on this machine, not only this one")),
-        _recover, reads=True, tool="recover_work", task=False),
+        _recover, reads=True, tool=Tool("recover_work", "Find interrupted work", read_only=True, description=(
+            "Find interrupted work (an agent gone, a session not ended) and the command that resumes each; runs "
+            "nothing.")), task=False),
     Command("end", "End the ticket's session as completed (default) or stalled.", (
         _arg("task_id", nargs="?", metavar="TASK"),
         _arg("--task", dest="task_option", help=_HIDDEN),
         _arg("--status", choices=["completed", "stalled"], default="completed")),
-        _end, tool="end_session", renamed=(("task_option", "task_id"),), task=False),
+        _end, tool=Tool("end_session", "End the session", idempotent=True, renamed=(("task_option", "task_id"),),
+                  description="End the ticket's session as completed (default) or stalled, when the work "
+                              "stops."), task=False),
     Command("checkpoint", "Checkpoint this worktree (base, staged and worktree state) for its ticket.", (
         _arg("--label", metavar="TEXT", help="a label to find it by"),
         _arg("--push", action="store_true", help="push it to the repository's git remote too, so another clone's "
              "restore fetches it (whatever [checkpoints] push says)"),
-        _JSON), _checkpoint, tool="take_checkpoint"),
+        _JSON), _checkpoint, tool=Tool("take_checkpoint", "Take a checkpoint", description=(
+            "Checkpoint the worktree (files, index, base commit) for the ticket, to restore or fork later; push: to "
+            "the git remote too, for other clones."))),
     Command("checkpoints", "List a ticket's checkpoints, newest first.", (
         _arg("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket"),
         _JSON), _checkpoints, reads=True, task=False),
@@ -1063,18 +1021,24 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--at", metavar="CHECKPOINT", help="this checkpoint instead of the newest (as TASK@CHECKPOINT)"),
         _INTO,
         _arg("--in-place", action="store_true", help="into this worktree, which must be clean"),
-        _JSON), _restore, reads=True, tool="restore_checkpoint", task=False),
+        _JSON), _restore, reads=True,
+        tool=Tool("restore_checkpoint", "Restore a checkpoint", destructive=True, description=(
+            "Restore a ticket's checkpoint (TASK[@CHECKPOINT], default its newest, fetched from the git remote when "
+            "missing here) into a new worktree as a new run.")), task=False),
     Command("fork", "Start a new ticket from a checkpoint of TASK, in its own worktree and branch.", (
         _arg("task_id", metavar="TASK"),
         _arg("--as", dest="new_task_id", required=True, metavar="NEW", help="the new ticket's id"),
         _arg("--at", metavar="CHECKPOINT", help="default: the ticket's latest checkpoint"),
         _INTO,
-        _JSON), _fork, reads=True, tool="fork_task", task=False),
+        _JSON), _fork, reads=True, tool=Tool("fork_task", "Fork a ticket", description=(
+            "Fork a ticket's checkpoint into a new ticket with its own worktree and branch.")), task=False),
     Command("fresh", "Start TASK again on a new base, in a new worktree: journal kept, previous run superseded.", (
         _arg("task_id", metavar="TASK"),
         _arg("--base", metavar="REF", help="default: the repository's default branch"),
         _INTO,
-        _JSON), _fresh, reads=True, tool="start_fresh", task=False),
+        _JSON), _fresh, reads=True, tool=Tool("start_fresh", "Start a ticket afresh", destructive=True,
+                  description="Start a ticket again on a new base in a new worktree; the journal is kept, the "
+                              "old run superseded."), task=False),
     Command("runs", "Print a ticket's runs and forks as a tree.", (
         _arg("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket"),
         _JSON), _runs, reads=True, task=False),
@@ -1096,7 +1060,10 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--section", metavar="NAME", help="with --json: only this section's items (files, decisions, "
              "signals, ...), from --offset on, a page within the budget"),
         _arg("--offset", type=int, default=0, metavar="N", help="with --section: the first item (default 0)")),
-        _resume, reads=True, tool="resume_session", task=False),
+        _resume, reads=True,
+        tool=Tool("resume_session", "Resume a ticket", idempotent=True, without=("list", "budget"), description=(
+            "Resume a ticket's session: its state, next action, conflicts with other tickets, decisions, files and "
+            "missed signals; binds this worktree. Call first when picking up a ticket or handoff.")), task=False),
     Command("list", "List active sessions, conflicts highlighted.", (
         _JSON,
         _arg("--all", action="store_true", help="include completed and stalled sessions"),
@@ -1104,16 +1071,26 @@ COMMANDS: tuple[Command, ...] = (
         _arg("--limit", type=int, default=LIST_PAGE, metavar="N",
              help=f"past N sessions (default {LIST_PAGE:,}), show N: those in conflict first, then the newest; "
                   "0 shows every one")),
-        _list, reads=True, tool="list_sessions", renamed=(("all", "include_ended"),), task=False),
+        _list, reads=True,
+        tool=Tool("list_sessions", "List active sessions", read_only=True, renamed=(("all", "include_ended"),),
+                  without=("all_projects",), worktree=False,
+                  description="List the active sessions (tickets, agents, worktrees) and the conflicts between "
+                              "them."), task=False),
     Command("signals", "Show coordination signals.", (
         _arg("--task", help="only signals about this ticket"),
         _arg("--since", help="ISO 8601 time; only signals after it"),
         _arg("--limit", type=int, default=100),
-        _JSON), _signals, reads=True, tool="signals_since", task=False),
+        _JSON), _signals, reads=True,
+        tool=Tool("signals_since", "Read coordination signals", read_only=True, worktree=False, description=(
+            "Coordination signals (conflicts, dependencies done, decisions, merges) after an ISO 8601 time, oldest "
+            "first.")), task=False),
     Command("recall", "Search recorded decisions by meaning and by their words.", (
         _arg("text", metavar="TEXT"),
         _arg("--limit", type=int, default=5),
-        _JSON), _recall, reads=True, tool="recall_decisions", renamed=(("text", "query"),), task=False),
+        _JSON), _recall, reads=True,
+        tool=Tool("recall_decisions", "Recall decisions", read_only=True, renamed=(("text", "query"),), worktree=False,
+                  description="Search every ticket's recorded decisions by meaning and by their words (what was"
+                              " decided before, and why)."), task=False),
     Command("env", "Print the environment derived from this worktree's binding; `env record` records the "
                    "environment manifest the work runs on.", (
         _arg("action", nargs="?", choices=["record"], help="record: run the setup commands, then record "
@@ -1189,15 +1166,20 @@ COMMANDS: tuple[Command, ...] = (
              help="a live-state section NAME probed by CMD"),
         _arg("--timeout", type=float, metavar="SECONDS",
              help="seconds each check or probe may run now (default: checks 300, probes BATON_PROBE_TIMEOUT)"),
-        _JSON), _handoff, reads=True, tool="write_handoff", renamed=(("check", "checks"), ("probe", "probes")),
+        _JSON), _handoff, reads=True,
+        tool=Tool("write_handoff", "Write a handoff", renamed=(("check", "checks"), ("probe", "probes")), description=(
+            "Write the ticket's handoff document for the next session: journal, git state, checks and live-state "
+            "probes (NAME: CMD), signed.")),
         subcommand=Command("verify", "re-run a handoff's live-state probes", (
             _arg("path", nargs="?", type=Path, metavar="PATH"),
             _arg("--task", dest="verify_task", help="only a handoff of this ticket"),
             _arg("--allow-unsigned-probes", action="store_true",
                  help="run unsigned or edited probes too (they run code from the branch)"),
             _arg("--strict", action="store_true", help="exit 1 unless every claim held (stale alarms aside)"),
-            _arg("--json", dest="verify_json", action="store_true")), _handoff, tool="verify_handoff",
-            renamed=(("verify_task", "task_id"),), task=False,
+            _arg("--json", dest="verify_json", action="store_true")), _handoff,
+            tool=Tool("verify_handoff", "Verify the handoff", renamed=(("verify_task", "task_id"),),
+                      without=("strict",), description="Verify a handoff: re-run its signed live-state probes; "
+                                                       "fresh results win over what it claims."), task=False,
             description="Re-run the live-state probes of PATH (a handoff or a worktree; default: this worktree's "
                         "current handoff) and record the verification.")),
 )

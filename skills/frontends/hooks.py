@@ -45,17 +45,20 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TextIO
 
+from baton.errors import BatonError, StoreUnavailable
+from baton.files import WorktreeLocator
 from baton.masking import mask
 from baton.shown_text import one_line
+from baton.skills.core.binding import place_of, read_binding, resolve_task
+from baton.skills.frontends.invocation import of_process
+from baton.skills.runtime.agent_sessions import AgentSessions, Beat, forget_trouble, trouble_first_told
 from baton.skills.runtime.agents import EDIT_TOOLS, PATCH, SHELL, Agent, of_payload
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from baton.files import WorktreeLocator
     from baton.skills.core.binding import ActiveTask, Place
     from baton.skills.frontends.invocation import Invocation
-    from baton.skills.runtime.agent_sessions import AgentSessions
     from baton.skills.runtime.stores import Stores
 
 # A patch tool's tool_input.command holds the patch, whose headers name the files.
@@ -98,8 +101,6 @@ class Output:
             self.stdout.flush()
         except Exception:
             if told:  # not told after all
-                from baton.skills.runtime.agent_sessions import forget_trouble
-
                 forget_trouble(self.session_id)
             raise
         self.spoken = True
@@ -121,8 +122,6 @@ class Output:
         marked told); else nothing: one line of trouble per session, whichever hook says it."""
         if not self.session_id:
             return message
-        from baton.skills.runtime.agent_sessions import trouble_first_told
-
         return message if trouble_first_told(self.session_id) else {}
 
     def finish(self) -> None:
@@ -135,8 +134,6 @@ class Output:
         """The systemMessage for the trouble, if there is one and this session was not told."""
         if self.trouble is None or not self.session_id:  # without a session id, once is not possible
             return {}
-        from baton.skills.runtime.agent_sessions import trouble_first_told
-
         if not trouble_first_told(self.session_id):
             return {}
         return {"systemMessage": f"Baton is not recording this session: {self.trouble}. The agent works on without "
@@ -147,8 +144,6 @@ def run_hook(event: str, stdin: TextIO | None = None, stdout: TextIO | None = No
              invocation: Invocation | None = None) -> int:
     """Run one hook of invocation (else of this process); stdin and stdout, when given, stand
     for the invocation's. Always exit status 0."""
-    from baton.skills.frontends.invocation import of_process
-
     invocation = invocation or of_process()
     stdin, out = stdin or invocation.stdin, Output(stdout or invocation.stdout, event)
     try:
@@ -163,8 +158,6 @@ def run_hook(event: str, stdin: TextIO | None = None, stdout: TextIO | None = No
     with suppress(Exception):
         out.finish()
     if event == "session-end" and out.session_id:
-        from baton.skills.runtime.agent_sessions import forget_trouble
-
         forget_trouble(out.session_id)
     return 0
 
@@ -319,7 +312,6 @@ def heartbeat(sessions: AgentSessions, payload: Payload, task: ActiveTask, place
         return
     from baton import clock
     from baton.processes import process_start
-    from baton.skills.runtime.agent_sessions import Beat
 
     agent = payload.agent_pid
     # The host name as socket.gethostname() gives it, without importing socket (a hook's 1 ms).
@@ -346,7 +338,6 @@ def remember_provider(stores: Stores, payload: Payload, task: ActiveTask, place:
 def interrupted_line(stores: Stores, place: Place, sessions: AgentSessions) -> str | None:
     """One line naming the interrupted work of other worktrees of this repository, if any
     (None with the registry down: the briefing has said so already)."""
-    from baton.errors import StoreUnavailable
     from baton.skills.services.recover import recover
 
     try:
@@ -375,7 +366,6 @@ def user_prompt_submit(payload: Payload, out: Output) -> None:
     if task is None:
         return
     from baton import clock
-    from baton.skills.core.binding import read_binding
     from baton.skills.frontends.briefing import signals_told
     from baton.skills.services.news import forks_among, untold_news
 
@@ -438,8 +428,6 @@ def _step(out: Output, doing: str, step: Callable[[], None]) -> None:
 
 def locate(cwd: Path) -> tuple[Place, WorktreeLocator, ActiveTask | None]:
     """(place, locator, the active ticket or None) for the directory the agent works in."""
-    from baton.files import WorktreeLocator
-    from baton.skills.core.binding import place_of, read_binding, resolve_task
     from baton.skills.runtime.settings import ambient_ticket
 
     locator = WorktreeLocator()
@@ -461,8 +449,6 @@ def opened_stores(*, store_timeout: float | None = None, project: str | None = N
 
 @contextmanager
 def agent_sessions(stores: Stores) -> Iterator[AgentSessions]:
-    from baton.skills.runtime.agent_sessions import AgentSessions
-
     sessions = AgentSessions(stores.settings.home, timeout=stores.settings.store_timeout)
     try:
         yield sessions
@@ -477,8 +463,6 @@ def _warn(warnings: list[str]) -> None:
 
 def _failure(exc: Exception) -> str:
     """One line: Baton's own message, else the exception's type and message."""
-    from baton.errors import BatonError
-
     return one_line(str(exc) if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}")
 
 

@@ -4,7 +4,9 @@ Served by the JSON-RPC loop below, not the `mcp` SDK 2.3.0, whose import took 53
 659 ms a new server needed to answer `initialize` (quiet machine; tests/test_mcp_wire.py
 keeps the SDK's answers, which this loop gives too; docs/performance.md has the figures).
 
-Each tool returns, as JSON text, what the matching CLI command prints with `--json`; both
+Each tool is a row of the command line's table (baton.skills.frontends.cli.COMMANDS): its
+name, title, description and annotations are the row's Tool, its arguments the command's
+options (catalogue). It returns, as JSON text, what the command prints with `--json`; both
 build it with baton.skills.frontends.answers. A tool call opens the stores, delivers writes kept locally
 (as every CLI command but `touch` does), does its work and closes them. A failure comes
 back as a tool error (`isError`) whose text, and structured content, is
@@ -18,29 +20,29 @@ only when the allowlist admits it (`[handoff] allow`, Baton's read-only git prob
 `allow_unsigned_probes` is refused, unless the user started the server with
 `baton mcp --allow-unsigned-probes`.
 
-Descriptions are written for tool search (Claude Code defers MCP tools and loads one by a
-keyword query over names and descriptions): what the tool does and when to call it, in the
-words an agent searches with. They stay short: without tool search every schema goes to the
-model on every turn (bench/hooks.py prints their total size).
+Descriptions stay short: without tool search every schema goes to the model on every turn
+(bench/hooks.py prints their total size).
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Literal
 
 from baton.errors import BadInput
-from baton.ids import parse_ticket_id
-from baton.phases import UPDATE_PHASES
+from baton.files import WorktreeLocator
+from baton.masking import mask, mask_all
+from baton.shown_text import check_text, one_line
+from baton.skills.core.binding import place_of, resolve_task
 from baton.skills.frontends.answer_budget import SECTION_NAMES
 
 if TYPE_CHECKING:
@@ -60,366 +62,175 @@ class Scope:
 
     directory: Path
     allow_unsigned: bool = False
+    commands: tuple[Any, ...] = ()  # the command line's table (cli.COMMANDS), whose rows name the tools
 
 
 _scope: Scope | None = None  # set by serve(); unset, the process's directory with the defaults
 
-if TYPE_CHECKING:
-    Phase = str  # a Literal of a tuple's values is built at run time, which mypy cannot follow
-    SectionName = str
-else:
-    Phase = Literal[UPDATE_PHASES]  # the tool's schema lists the phases
-    SectionName = Literal[SECTION_NAMES]
+# The tools, in the order tools/list shows them.
+ORDER = ("resume_session", "list_sessions", "bind_task", "record_touch", "check_paths", "record_decision",
+         "update_session", "record_stage", "recover_work", "claim_paths", "release_leases", "list_leases",
+         "end_session", "write_handoff", "verify_handoff", "recall_decisions", "signals_since", "take_checkpoint",
+         "restore_checkpoint", "fork_task", "start_fresh")
 
 
-@dataclass(frozen=True, slots=True)
-class Served:
-    """One tool: its function, and how tools/list shows it but its schema: a title, its
-    description and the MCP annotations clients decide approval by (Codex runs a read-only or
-    non-destructive tool without asking, and treats one without annotations as destructive).
-    None is open-world (Baton's stores and this worktree only); destructive: it replaces what
-    the user has (a worktree's files, a ticket's current run); Baton's records are only added to."""
+def _command(row: Any, parent: Any, a: Any) -> str:
+    """A tool call as its command with `--json` (the command's handler, in the directory the
+    call names), answering the JSON the command prints; the rules only a client's call has
+    (the allowlist, unsigned probes, the answer budget) apply first."""
+    directory, answers = _directory(getattr(a, "worktree", None)), list[object]()
+    args = SimpleNamespace(**{**_options(row, a), "command": (parent or row).name, "json": True, "verify_json": True,
+                              "task": getattr(a, "task_id", None), "directory": directory, "answer": answers.append})
+    if parent is not None:
+        setattr(args, f"{parent.name}_action", row.name)
 
-    function: Callable[..., str]
-    shown: dict[str, Any]
-
-
-# Every tool, in the order list_tools shows them: each function below declares itself with
-# _served, its docstring the description.
-TOOLS: dict[str, Served] = {}
-
-
-def _served(title: str, *, read_only: bool = False, destructive: bool = False,
-            idempotent: bool = False) -> Callable[[Callable[..., str]], Callable[..., str]]:
-    def declare(function: Callable[..., str]) -> Callable[..., str]:
-        TOOLS[function.__name__] = Served(function, {
-            "name": function.__name__, "title": title, "description": " ".join((function.__doc__ or "").split()),
-            "annotations": {"title": title, "readOnlyHint": read_only, "destructiveHint": destructive,
-                            "idempotentHint": idempotent or read_only, "openWorldHint": False}})
-        return function
-
-    return declare
-
-
-@_served("Resume a ticket", idempotent=True)  # a second resume in the same session claims nothing new
-def resume_session(task_id: str, limit: int = 5, agent: str | None = None, all_decisions: bool = False,
-                   allow_unsigned_probes: bool = False, section: SectionName | None = None, offset: int = 0,
-                   worktree: str | None = None, take_over: bool = False) -> str:
-    """Resume a ticket's session: its state, next action, conflicts with other tickets, decisions, files and missed
-    signals; binds this worktree. Call first when picking up a ticket or handoff."""
-    from baton.skills.frontends.answer_budget import resume_answer
-    from baton.skills.services.resume import resume_session as resume
-
-    def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        if allow_unsigned_probes:
+    def run(stores: Stores) -> object:
+        if getattr(a, "allow_unsigned_probes", False):
             _unsigned_allowed()
-        answer = resume(stores, parse_ticket_id(task_id), place, limit=limit, agent=agent,
-                        all_decisions=all_decisions, allow_unsigned_probes=allow_unsigned_probes,
-                        take_over=take_over).to_json()
-        return resume_answer(answer, stores.settings.mcp_answer_budget, section, offset)
+            if getattr(a, "path", None) is not None:
+                raise BadInput("allow_unsigned_probes runs only this worktree's current handoff, not a path")
+        if row.tool.name == "resume_session":
+            args.budget = stores.settings.mcp_answer_budget
+        if row.tool.name == "verify_handoff":
+            args.path = _handoff_path(a.path, directory)
+        checks = getattr(args, "check", None) or []
+        _admit(stores, "check", [checks] if isinstance(checks, str) else checks)
+        row.handler(args, stores)
+        return answers[-1]
 
-    return _call(run)
-
-
-@_served("List active sessions", read_only=True)
-def list_sessions(include_ended: bool = False, limit: int = 1000) -> str:
-    """List the active sessions (tickets, agents, worktrees) and the conflicts between them."""
-    from baton import clock
-    from baton.skills.frontends.answers import listing_answer
-    from baton.skills.runtime.agent_sessions import local_heartbeats
-    from baton.skills.services.listing import list_sessions as listing
-
-    return _call(lambda stores: listing_answer(listing(stores, include_inactive=include_ended, at=clock.now(),
-                                                       heartbeats=local_heartbeats(stores.settings), limit=limit)))
+    return _call(run, deliver=row.tool.name != "record_touch", told=True)
 
 
-@_served("Bind the worktree to a ticket", idempotent=True)
-def bind_task(task_id: str, agent: str | None = None, worktree: str | None = None, take_over: bool = False) -> str:
-    """Bind this worktree to a ticket and start its session, without the resume context."""
-    from baton.skills.frontends.answers import bind_answer
-    from baton.skills.services.bind import bind
-
-    def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        return bind_answer(task_id, place, bind(stores, parse_ticket_id(task_id), place, agent=agent,
-                                                take_over=take_over))
-
-    return _call(run)
-
-
-@_served("Record files touched", idempotent=True)
-def record_touch(paths: list[str], task_id: str | None = None, worktree: str | None = None) -> str:
-    """Record files the ticket changed; returns conflicts with other active tickets. Call after
-    editing files outside Edit/Write."""
-    from baton.files import WorktreeLocator
-    from baton.skills.core.binding import place_of, resolve_task
-    from baton.skills.frontends.answers import touch_answer
-    from baton.skills.services.touch import touch
-
-    def run(stores: Stores) -> dict:
-        locator = WorktreeLocator()
-        directory = _directory(worktree)
-        task = resolve_task(task_id, place_of(directory, locator), stores.settings.ambient)
-        return touch_answer(task, touch(stores, task, paths, directory, locator))
-
-    return _call(run, deliver=False)
+def _options(row: Any, a: Any) -> dict[str, Any]:
+    """The command's options (argparse's destinations) from the tool's arguments, the default
+    for one the tool does not take."""
+    renamed = {"task": "task_id", **dict(row.tool.renamed)}
+    options = {}
+    for flags, spec in _arguments(row):
+        option = _option(flags, spec)
+        value = getattr(a, renamed.get(option, option), None)
+        if value is None:
+            value = False if spec.get("action") == "store_true" else [] if spec.get("action") == "append" \
+                or spec.get("nargs") in ("*", "+") else spec.get("default")
+        elif spec.get("type") is Path:
+            value = Path(value) if value else None
+        options[option] = value
+    return options
 
 
-@_served("Check files before editing", read_only=True, idempotent=True)
-def check_paths(paths: list[str], task_id: str | None = None, worktree: str | None = None) -> str:
-    """Before editing files: conflicts with other active tickets' touches and leases; allow, ask or deny, with each
-    holder and their next action."""
-    from baton.files import WorktreeLocator
-    from baton.skills.core.binding import place_of
-    from baton.skills.services import pre_edit
-
-    def run(stores: Stores) -> dict:
-        locator = WorktreeLocator()
-        directory = _directory(worktree)
-        checked = pre_edit.checking_task(task_id, place_of(directory, locator), stores.settings.ambient)
-        return {"task_id": checked, **pre_edit.check_paths(stores, checked, paths, directory, locator).public()}
-
-    return _call(run)
+# The tools whose answer is not their command's --json: release_leases adds its warnings,
+# and write_handoff takes its probes as an object, not as NAME=CMD words.
+RUNS: dict[str, Callable[[Any], str]] = {}
 
 
-@_served("Record a decision")
-def record_decision(text: str, context: str = "", supersedes: list[str] | None = None, task_id: str | None = None,
-                    worktree: str | None = None) -> str:
-    """Record a decision and why, so that later sessions and other tickets recall it."""
-    from baton.skills.core.binding import resolve_task
-    from baton.skills.frontends.answers import decide_answer
-    from baton.skills.services.decide import decide
-
-    def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        task = resolve_task(task_id, place, stores.settings.ambient)
-        report = decide(stores, task, text, context, place, supersedes=supersedes or ())
-        return decide_answer(task, stores.redact(text), stores.redact(context), report)
-
-    return _call(run)
+def _runs(function: Callable[[Any], str]) -> Callable[[Any], str]:
+    RUNS[function.__name__] = function
+    return function
 
 
-@_served("Update the session")
-def update_session(phase: Phase | None = None, next_action: str | None = None, done: list[str] | None = None,
-                   failed: list[str] | None = None, depends_on: list[str] | None = None, goal: str | None = None,
-                   constraints: list[str] | None = None, todo: list[str] | None = None,
-                   evidence: list[str] | None = None, checks: list[str] | None = None, timeout: float | None = None,
-                   task_id: str | None = None, worktree: str | None = None) -> str:
-    """Record the session's phase, next action, done steps, failures, dependencies, journal (goal, todo, constraints,
-    evidence) and checks."""
-    from baton.skills.frontends.answers import update_answer
-    from baton.skills.services.update import UpdateRequest, update_asked
-
-    request = UpdateRequest(task_id=task_id, phase=phase, next_action=next_action, done=tuple(done or ()),
-                            failed=tuple(failed or ()), depends_on=tuple(depends_on or ()), goal=goal,
-                            constraints=tuple(constraints or ()), todo=tuple(todo or ()),
-                            evidence=tuple(evidence or ()), checks=tuple(checks or ()), timeout=timeout)
-
-    def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        _admit(stores, "check", request.checks)
-        done = update_asked(stores, place, request)
-        return update_answer(done.task, done.report, **done.recorded(request, stores.redact))
-
-    return _call(run)
-
-
-@_served("Record a workflow stage")
-def record_stage(status: str, result: str | None = None, repair_scope: str | None = None,
-                 evidence: str | None = None, check: str | None = None, blocker: str | None = None,
-                 resolved: str | None = None, timeout: float | None = None, task_id: str | None = None,
-                 worktree: str | None = None) -> str:
-    """Record a workflow stage's status (PLAN_READY, IMPLEMENTED, REVIEW_PASS, TEST_PASS...); TEST_PASS runs check, a
-    review or retro needs evidence (a file)."""
-    from baton.skills.services.stage import StageCommand, record_stage as stage
-
-    request = StageCommand(status, task_id=task_id, result=result, repair_scope=repair_scope, evidence=evidence,
-                           check=check, blocker=blocker, resolved=resolved, timeout=timeout)
-    def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        _admit(stores, "check", [check] if check is not None else [])
-        return stage(stores, place, request).to_json()
-
-    return _call(run)
-
-
-@_served("Find interrupted work", read_only=True)
-def recover_work(verbose: bool = False, all_repos: bool = False, worktree: str | None = None) -> str:
-    """Find interrupted work (an agent gone, a session not ended) and the command that resumes each; runs nothing."""
-    from baton.skills.services.recover import recover
-
-    def run(stores: Stores) -> dict:
-        return recover(stores, _place(worktree), all_repos=all_repos, verbose=verbose).as_json()
-
-    return _call(run)
-
-
-@_served("Lease paths")
-def claim_paths(paths: list[str], exclusive: bool = False, ttl: str | None = None, reason: str | None = None,
-                task_id: str | None = None, worktree: str | None = None) -> str:
-    """Lease paths or gitignore globs for the ticket, exclusive or shared, so other agents keep off them; refused naming
-    the holder."""
-    from baton.skills.core.binding import read_binding, resolve_task
-    from baton.skills.services.leases import claim, claim_answer
-
-    def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        task = resolve_task(task_id, place, stores.settings.ambient)
-        binding = read_binding(place)
-        return claim_answer(task.task_id, claim(stores, task, place, paths, exclusive=exclusive, ttl=ttl,
-                                                reason=reason, agent=binding.agent if binding else None))
-
-    return _call(run)
-
-
-@_served("Release leases", idempotent=True)
-def release_leases(paths: list[str] | None = None, ticket: str | None = None, force: bool = False,
-                   reason: str | None = None, task_id: str | None = None, worktree: str | None = None) -> str:
-    """Release the ticket's leases (the patterns given, else all); a lead forces another ticket's, with a reason."""
-    from baton.skills.core.binding import resolve_task
+@_runs
+def release_leases(a: Any) -> str:
     from baton.skills.services.leases import release_asked
 
     def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        report = release_asked(stores, place, lambda: resolve_task(task_id, place, stores.settings.ambient),
-                               ticket=ticket, paths=paths or [], force=force, reason=reason)
+        place = _place(a.worktree)
+        report = release_asked(stores, place, lambda: resolve_task(a.task_id, place, stores.settings.ambient),
+                               ticket=a.ticket, paths=a.paths or [], force=a.force, reason=a.reason)
         return {"task_id": report.holder, "released": [lease.public() for lease in report.released],
                 "warnings": report.warnings}
 
     return _call(run)
 
 
-@_served("List leases", read_only=True)
-def list_leases(all: bool = False) -> str:
-    """List the project's active leases (all: lapsed and released too): who holds which paths."""
-    from baton.skills.services.leases import project_leases
-
-    return _call(lambda stores: {"leases": [lease.public() for lease in project_leases(stores, include_ended=all)]})
-
-
-@_served("End the session", idempotent=True)
-def end_session(status: Literal["completed", "stalled"] = "completed", task_id: str | None = None,
-                worktree: str | None = None) -> str:
-    """End the ticket's session as completed (default) or stalled, when the work stops."""
-    from baton.skills.frontends.answers import end_answer
-    from baton.skills.services.end import end
-
-    def run(stores: Stores) -> dict:
-        task, report = end(stores, _place(worktree), task_id, status)
-        return end_answer(task, status, report)
-
-    return _call(run)
-
-
-@_served("Write a handoff")
-def write_handoff(checks: list[str] | None = None, probes: dict[str, str] | None = None, timeout: float | None = None,
-                  task_id: str | None = None, worktree: str | None = None) -> str:
-    """Write the ticket's handoff document for the next session: journal, git state, checks and live-state probes (NAME:
-    CMD), signed."""
+@_runs
+def write_handoff(a: Any) -> str:
     from baton.skills.services.handoff import handoff_asked
 
-    def run(stores: Stores) -> dict:
-        place = _place(worktree)
-        _admit(stores, "check", checks or ())
-        _admit(stores, "probe", (probes or {}).values())
-        return handoff_asked(stores, place, task_id, checks or (), tuple((probes or {}).items()), timeout).to_json()
-
-    return _call(run)
-
-
-@_served("Verify the handoff")
-def verify_handoff(path: str | None = None, task_id: str | None = None, allow_unsigned_probes: bool = False,
-                   worktree: str | None = None) -> str:
-    """Verify a handoff: re-run its signed live-state probes; fresh results win over what it claims."""
-    from baton.skills.services.handoff import verify_asked
+    checks, probes = a.checks or (), a.probes or {}
 
     def run(stores: Stores) -> dict:
-        directory = _directory(worktree)
-        if allow_unsigned_probes:
-            _unsigned_allowed()
-            if path is not None:
-                raise BadInput("allow_unsigned_probes runs only this worktree's current handoff, not a path")
-        checked = verify_asked(stores, directory, _handoff_path(path, directory), task_id, allow_unsigned_probes)
-        _log(checked.warnings)
-        return checked.verification.to_json()
+        place = _place(a.worktree)
+        _admit(stores, "check", checks)
+        _admit(stores, "probe", probes.values())
+        return handoff_asked(stores, place, a.task_id, checks, tuple(probes.items()), a.timeout).to_json()
 
     return _call(run)
-
-
-@_served("Recall decisions", read_only=True)
-def recall_decisions(query: str, limit: int = 5) -> str:
-    """Search every ticket's recorded decisions by meaning and by their words (what was decided before, and why)."""
-    from baton.skills.frontends.answers import recall_answer
-    from baton.skills.services.queries import recall_decisions as search
-
-    return _call(lambda stores: recall_answer(search(stores, query, limit)))
-
-
-@_served("Read coordination signals", read_only=True)
-def signals_since(since: str | None = None, task_id: str | None = None, limit: int = 100) -> str:
-    """Coordination signals (conflicts, dependencies done, decisions, merges) after an ISO 8601 time, oldest first."""
-    from baton.skills.frontends.answers import signals_answer
-    from baton.skills.services.queries import signals_since as read
-
-    return _call(lambda stores: signals_answer(read(stores, task_id=task_id, since=since, limit=limit)))
-
-
-@_served("Take a checkpoint")
-def take_checkpoint(label: str | None = None, task_id: str | None = None, push: bool = False,
-                    worktree: str | None = None) -> str:
-    """Checkpoint the worktree (files, index, base commit) for the ticket, to restore or fork later; push: to the
-    git remote too, for other clones."""
-    from baton.skills.services.checkpoint import checkpoint_by_hand
-
-    return _call(lambda stores: checkpoint_by_hand(stores, _place(worktree), task_id, label, push).to_json())
-
-
-@_served("Restore a checkpoint", destructive=True)  # in_place: this worktree's files
-def restore_checkpoint(target: str, into: str | None = None, in_place: bool = False, at: str | None = None,
-                       worktree: str | None = None) -> str:
-    """Restore a ticket's checkpoint (TASK[@CHECKPOINT], default its newest, fetched from the git remote when missing
-    here) into a new worktree as a new run."""
-    from baton.skills.services.runs import restore
-
-    return _call(lambda stores: restore(stores, _place(worktree), target, at=at, into=Path(into) if into else None,
-                                        in_place=in_place).to_json())
-
-
-@_served("Fork a ticket")
-def fork_task(task_id: str, new_task_id: str, at: str | None = None, into: str | None = None,
-              worktree: str | None = None) -> str:
-    """Fork a ticket's checkpoint into a new ticket with its own worktree and branch."""
-    from baton.skills.services.runs import fork
-
-    return _call(lambda stores: fork(stores, _place(worktree), task_id, new_task_id, at=at,
-                                     into=Path(into) if into else None).to_json())
-
-
-@_served("Start a ticket afresh", destructive=True)  # supersedes the current run
-def start_fresh(task_id: str, base: str | None = None, into: str | None = None, worktree: str | None = None) -> str:
-    """Start a ticket again on a new base in a new worktree; the journal is kept, the old run superseded."""
-    from baton.skills.services.runs import fresh
-
-    return _call(lambda stores: fresh(stores, _place(worktree), task_id, base=base,
-                                      into=Path(into) if into else None).to_json())
 
 
 @cache  # built once in the resident, which forks each `baton mcp` it serves
-def catalogue() -> tuple[list[dict], dict[str, type[BaseModel]], dict[str, str]]:
+def catalogue(commands: tuple[Any, ...]) -> tuple[list[dict], dict[str, type[BaseModel]], dict[str, str],
+                                                   dict[str, tuple[Any, Any]]]:
     """Each tool as tools/list shows it, its argument model (which validates a call and wrote
-    the schema, trimmed by _lean), and the serverInfo."""
+    the schema, trimmed by _lean), the serverInfo, and each tool's (command, the command it is
+    a subcommand of), from the command line's table (given: the command line imports this module)."""
     from pydantic import create_model
 
     from baton.skills.runtime.distribution import version
 
+    rows = {row.tool.name: (row, None if row is command else command)
+            for command in commands for row in (command, command.subcommand) if row is not None and row.tool}
     listed, models = [], {}
-    for name, served in TOOLS.items():
-        fields: dict[str, Any] = {p.name: (p.annotation, ... if p.default is p.empty else p.default)
-                                  for p in inspect.signature(served.function, eval_str=True).parameters.values()}
-        models[name] = create_model(f"{name}Arguments", **fields)
-        listed.append({**served.shown, "inputSchema": _lean(models[name].model_json_schema())})
-    return listed, models, {"name": "baton", "version": version()}
+    for name in ORDER:
+        tool = rows[name][0].tool
+        models[name] = create_model(f"{name}Arguments", **_fields(rows[name][0]))
+        annotations = {"title": tool.title, "readOnlyHint": tool.read_only, "destructiveHint": tool.destructive,
+                       "idempotentHint": tool.idempotent, "openWorldHint": False}
+        listed.append({"name": name, "title": tool.title, "description": tool.description,
+                       "annotations": annotations, "inputSchema": _lean(models[name].model_json_schema())})
+    return listed, models, {"name": "baton", "version": version()}, rows
+
+
+def _fields(command: Any) -> dict[str, Any]:
+    """A tool's arguments, as pydantic's (type, default), from its command's options: each
+    under its own name unless the row renames it, `--task` as task_id, then `worktree`."""
+    tool = command.tool
+    renamed = {"task": "task_id", **dict(tool.renamed)}
+    fields: dict[str, Any] = {}
+    for flags, spec in _arguments(command):
+        if (option := _option(flags, spec)) not in tool.without and option not in ("json", "verify_json"):
+            fields[renamed.get(option, option)] = _field(flags, spec)
+    if command.task:
+        fields["task_id"] = (str | None, None)
+    fields |= TYPED.get(tool.name, {})
+    if tool.worktree:
+        fields["worktree"] = (str | None, None)
+    return fields
+
+
+def _arguments(command: Any) -> Iterator[tuple[tuple[str, ...], dict[str, Any]]]:
+    """The command's arguments, (flags, keywords) each; a group's (cli.OneOf) one by one."""
+    for given in command.arguments:
+        yield from (given,) if isinstance(given[1], dict) else given
+
+
+def _option(flags: tuple[str, ...], spec: dict[str, Any]) -> str:
+    """The option's name in argparse's namespace."""
+    return spec.get("dest") or flags[0].lstrip("-").replace("-", "_")
+
+
+def _field(flags: tuple[str, ...], spec: dict[str, Any]) -> tuple[Any, Any]:
+    """One option's (type, default) in a tool: a flag is a boolean, a repeated option or
+    several words a list, choices a Literal; a positional or required option is required."""
+    action, nargs, default = spec.get("action"), spec.get("nargs"), spec.get("default")
+    if action == "store_true":
+        return bool, False
+    if nargs == "+":
+        return list[str], ...
+    if action == "append" or nargs == "*":
+        return list[str] | None, None
+    kind: Any = spec.get("type") if spec.get("type") in (int, float) else str
+    if "choices" in spec:
+        kind = Literal[tuple(spec["choices"])]
+    if spec.get("required") or (not flags[0].startswith("-") and nargs is None):
+        return kind, ...
+    return (kind if default is not None else kind | None), default
+
+
+# Where a tool's argument is typed more closely than its option (the schema lists the values).
+TYPED: dict[str, dict[str, Any]] = {
+    "resume_session": {"task_id": (str, ...),  # the command's alternative, --list, is list_sessions
+                       "section": (Literal[SECTION_NAMES] | None, None)},  # the command checks it itself
+    "write_handoff": {"probes": (dict[str, str] | None, None)}}  # {NAME: CMD} for repeated NAME=CMD
 
 
 # The initialize handshake's protocol versions, oldest first, and the per-request envelope's
@@ -457,13 +268,13 @@ def _answer(line: bytes) -> dict | None:
     if result is None:
         return _error(number, -32602, "Invalid request parameters", "")
     if version is not None:
-        result |= {"resultType": "complete", "_meta": {f"{META}serverInfo": catalogue()[2]}}
+        result |= {"resultType": "complete", "_meta": {f"{META}serverInfo": catalogue(_current_scope().commands)[2]}}
     return {"jsonrpc": "2.0", "id": number, "result": result}
 
 
 def _result(method: str, params: dict, enveloped: bool) -> dict | None:
     """A method's result in its era (enveloped: 2026-07-28's); None for params it cannot take."""
-    listed, _, info = catalogue()
+    listed, _, info, _ = catalogue(_current_scope().commands)
     if method == "tools/list":
         return {"tools": listed, **(CACHED if enveloped else {})}
     if method == "tools/call":
@@ -485,13 +296,13 @@ def _call_tool(params: dict) -> dict | None:
     if not isinstance(name, str) or not isinstance(arguments, dict):
         return None
     try:
-        model = catalogue()[1].get(name)
-        if model is None:
+        _, models, _, rows = catalogue(_current_scope().commands)
+        if name not in models:
             raise BadInput(f"Unknown tool: {name}")
         for argument, value in arguments.items():
             _check_texts(argument, value)
-        given = model.model_validate(_from_json_text(model, arguments))
-        text = TOOLS[name].function(**{field: getattr(given, field) for field in model.model_fields})
+        given = models[name].model_validate(_from_json_text(models[name], arguments))
+        text = RUNS[name](given) if name in RUNS else _command(*rows[name], given)
     except Exception as exc:  # noqa: BLE001 -- answered to the model (a bug: its trace to stderr)
         error = tool_error(exc)
         return {"content": [{"type": "text", "text": json.dumps(error, ensure_ascii=False)}],
@@ -522,7 +333,6 @@ def tool_error(cause: BaseException) -> dict:
     from pydantic import ValidationError
 
     from baton.errors import BatonError
-    from baton.shown_text import one_line
 
     if isinstance(cause, BatonError):
         kind, store, message, recoverable = cause.kind, cause.store, str(cause), cause.recoverable
@@ -539,8 +349,6 @@ def tool_error(cause: BaseException) -> dict:
 
         traceback.print_exception(cause)
         kind, store, message, recoverable = "internal", None, f"internal error ({type(cause).__name__})", False
-    from baton.masking import mask
-
     return {"error": {"type": kind, "store": None if store is None else str(store),
                       "message": one_line(mask(message)), "recoverable": recoverable}}
 
@@ -548,8 +356,6 @@ def tool_error(cause: BaseException) -> dict:
 def _check_texts(name: str, value: object) -> None:
     """BadInput naming the argument (not its value: the caller's data) whose text, at any
     depth, holds a control character other than a tab or a line break."""
-    from baton.shown_text import check_text
-
     if isinstance(value, str):
         check_text(name, value)
     elif isinstance(value, dict):
@@ -567,13 +373,14 @@ def _argument_problem(problem: Mapping[str, Any]) -> str:
     return f"{name}: {problem.get('msg', 'invalid').lower()}"
 
 
-def serve(*, allow_unsigned_probes: bool = False) -> None:
+def serve(commands: tuple[Any, ...], *, allow_unsigned_probes: bool = False) -> None:
     """Serve this directory's worktree over stdio until the client closes standard input or
     sends SIGINT or SIGTERM. allow_unsigned_probes: the client may run unsigned probes and
     commands outside the allowlist. One message a line, answered in turn: the only lines on
-    standard output; whatever else writes there (a library, a command run) goes to stderr."""
+    standard output; whatever else writes there (a library, a command run) goes to stderr.
+    commands: the command line's table, whose rows name the tools."""
     global _scope
-    _scope = Scope(_served_directory(), allow_unsigned_probes)
+    _scope = Scope(_served_directory(), allow_unsigned_probes, commands)
     # Claude Code sends SIGINT at exit, and SIGTERM 100 ms later, with stdin still open: stop
     # at once, whatever runs (every write is atomic in its store; each answer is flushed).
     for number in (signal.SIGINT, signal.SIGTERM):
@@ -587,17 +394,17 @@ def serve(*, allow_unsigned_probes: bool = False) -> None:
                 protocol.flush()
 
 
-def _call(run: Callable[[Stores], object], *, deliver: bool = True) -> str:
+def _call(run: Callable[[Stores], object], *, deliver: bool = True, told: bool = False) -> str:
     """Run one tool in a unit of work, its answer within the answer budget (a client cuts a
-    longer one in the middle); what it raises becomes a tool error (_call_tool)."""
-    from baton.masking import mask_all
+    longer one in the middle); what it raises becomes a tool error (_call_tool). told: the
+    command has logged the answer's warnings itself."""
     from baton.skills.frontends.answer_budget import WHOLE_FETCH, fit_answer
     from baton.skills.services.unit import unit_of_work
 
     with unit_of_work(deliver=deliver, warn=_log, project=_place(None).repo) as stores:
         answer = mask_all(run(stores))  # as the CLI prints it: never a server's credentials
         budget = stores.settings.mcp_answer_budget
-    _log(answer.get("warnings", []) if isinstance(answer, dict) else [])
+    _log(answer.get("warnings", []) if isinstance(answer, dict) and not told else [])
     # A resume is already filled in its own order; any other answer over the budget too.
     return json.dumps(fit_answer(answer, budget, fetch=WHOLE_FETCH), ensure_ascii=False)
 
@@ -614,9 +421,6 @@ def _current_scope() -> Scope:
 
 
 def _root_of(directory: Path) -> Path:
-    from baton.files import WorktreeLocator
-    from baton.skills.core.binding import place_of
-
     return place_of(directory, WorktreeLocator()).root
 
 
@@ -636,9 +440,6 @@ def _directory(worktree: str | None) -> Path:
 
 
 def _place(worktree: str | None) -> Place:
-    from baton.files import WorktreeLocator
-    from baton.skills.core.binding import place_of
-
     return place_of(_directory(worktree), WorktreeLocator())
 
 
@@ -693,7 +494,5 @@ def _lean(schema: Any) -> Any:
 
 
 def _log(warnings: list[str]) -> None:
-    from baton.masking import mask
-
     for warning in warnings:
         print(f"baton: warning: {mask(warning)}", file=sys.stderr)

@@ -162,7 +162,7 @@ def preload(settings: Settings) -> None:
     # Baton's tools as `baton mcp` serves them (their schemas and argument models built).
     from baton.skills.frontends.mcp_server import catalogue
 
-    catalogue()
+    catalogue(cli.COMMANDS)
     for package in _stores_loaded():
         _import_modules(package)
 

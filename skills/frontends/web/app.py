@@ -28,9 +28,8 @@ from starlette.staticfiles import StaticFiles
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.skills.frontends.web.guard import AccessGuard
-from baton.skills.frontends.web.overview import Filters, OverviewSource, Snapshot, changes, conflict_map
+from baton.skills.frontends.web.overview import Filters, OverviewSource, Snapshot, changes, conflict_map, reading
 from baton.skills.runtime.settings import Settings
-from baton.skills.runtime.stores import Stores
 
 if TYPE_CHECKING:
     from baton.skills.services.resume import ResumeResult
@@ -57,11 +56,6 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
     def page(name: str, status: int = 200, **values: object) -> HTMLResponse:
         return HTMLResponse(templates.get_template(name).render(**values), status_code=status)
 
-    def stores() -> Stores:
-        opened = Stores(settings)
-        opened.deliver_on_close = False
-        return opened
-
     async def overview(request: Request) -> Response:
         filters = Filters.from_query(request.query_params)
         snapshot = await run_in_threadpool(source.current)
@@ -87,7 +81,7 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
         from baton.ids import parse_ticket_id
         from baton.skills.services.resume import read_session
 
-        opened = stores()
+        opened = reading(settings)
         try:
             # No bind and no probe: the last recorded verification is shown, never a new one.
             return read_session(opened, parse_ticket_id(task_id))
@@ -121,7 +115,7 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
         from baton.skills.frontends.answers import recall_answer
         from baton.skills.services.queries import recall_decisions
 
-        opened = stores()
+        opened = reading(settings)
         try:
             return recall_answer(recall_decisions(opened, text, RECALL_LIMIT)), None
         except StoreUnavailable as exc:

@@ -88,13 +88,19 @@ class Snapshot:
                 sorted({row["agent"] for row in self.rows if row["agent"]}))
 
 
+def reading(settings: Settings) -> Stores:
+    """The stores, opened to read: the dashboard writes nothing, and so keeps nothing to deliver."""
+    stores = Stores(settings)
+    stores.deliver_on_close = False
+    return stores
+
+
 def build_snapshot(settings: Settings, version: int) -> Snapshot:
     """Read the stores once, through the services the CLI uses; a store that does not
     answer is recorded in the snapshot, never raised."""
     now = clock.now()
     snapshot = Snapshot(version=version, built_at=now)
-    stores = Stores(settings)
-    stores.deliver_on_close = False  # the dashboard writes nothing, and so keeps nothing to deliver
+    stores = reading(settings)
     try:
         try:
             listing = list_sessions(stores, include_inactive=True, at=now, heartbeats=local_heartbeats(settings))
@@ -130,8 +136,7 @@ class OverviewSource:
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._marker: tuple | None = None
-        self._marks = Stores(settings)  # kept open: the marker is read every POLL seconds per open page
-        self._marks.deliver_on_close = False
+        self._marks = reading(settings)  # kept open: the marker is read every POLL seconds per open page
         self._marking = threading.Lock()
 
     def marker(self) -> tuple | None:
