@@ -740,6 +740,15 @@ class SqliteSessionStore(SessionStore):
                     "AND json_extract(body, '$.checkpoint_id') IN (SELECT value FROM json_each(?))",
                     (self.project, json.dumps(list(checkpoint_ids)))).rowcount
 
+    def held_events(self, event_ids: Sequence[str]) -> Found[set[str]] | Unavailable:
+        try:
+            with guarded(STORE, self.path):
+                return Found({event_id for (event_id,) in self._db.conn().execute(
+                    "SELECT event_id FROM events WHERE project = ? AND event_id IN (SELECT value FROM json_each(?))",
+                    (self.project, json.dumps(list(event_ids))))})
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+
     def pruned(self) -> Found[set[str]] | Unavailable:
         try:
             with guarded(STORE, self.path):
