@@ -1,41 +1,31 @@
-"""Reads that see this data home's own writes before the projector applied them.
+"""Reads that see this data home's own writes before the projector applied them (Kafka).
 
-With Kafka, a write's events wait in the data home's outbox, then on the topic, until `baton
-projector` applies them (baton.registry.kafka): a command that read the registry alone would
-not see what the one before it wrote. The outbox remembers the events Kafka took until the
-registry holds them (baton.outbox), and this wrapper folds those the registry does not hold
-yet into what it answers, through the one projection (apply_event), as the embedded store
-folds its write queue (baton.registry.sqlite). Folding an event the projector applied
-meanwhile changes nothing (projections are replay-safe); one the registry holds is not
-folded at all, so a redaction the registry made is never undone. Nothing is asked of a
-server unless this data home has such events: then which of them the registry holds, in
-one statement, and those it holds are forgotten.
-
-The reads folded are those a command shows a ticket or a list by (get, events, the lists
-and the leases); the others (the hook's signal_scope, holder_notes, the writes) go to the
-registry as they are.
+A write's events wait in the outbox, then on the topic, until `baton projector` applies
+them; the outbox remembers those Kafka took until the registry holds them (baton.outbox).
+This wrapper folds those the registry does not hold yet into the reads a command shows a
+ticket or a list by, through the one fold of the embedded store's write queue
+(apply.fold_onto). One the projector applied meanwhile changes nothing (projections are
+replay-safe); one the registry holds is not folded at all, so a redaction is never undone,
+and is forgotten. No server is asked anything unless such events wait: then which of them
+the registry holds, one statement. Other reads and the writes go to the registry as they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any
 
 from baton.outcome import Found, NotFound, Unavailable
 from baton.projects import split_qualified
 from baton.registry.base import ListedSession, SessionStore, listed_of, outline_of
 
 if TYPE_CHECKING:
+    from baton.registry.kafka import KafkaEventLog
     from baton.registry.model import Event, Session
 
 
-class KeptEvents(Protocol):
-    def unconfirmed(self) -> list[tuple[str, str, str]]: ...
-    def forget_delivered(self, message_ids: Sequence[str]) -> None: ...
-
-
 class OwnWrites:
-    def __init__(self, registry: SessionStore, kept: KeptEvents, project: str) -> None:
+    def __init__(self, registry: SessionStore, kept: KafkaEventLog, project: str) -> None:
         self._registry = registry
         self._kept = kept
         self._project = project
@@ -43,41 +33,35 @@ class OwnWrites:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._registry, name)
 
-    def _unapplied(self, task_ids: Collection[str] | None) -> dict[str, list[Event]]:
-        """This project's kept events of task_ids (None: all) the registry does not hold, by ticket."""
+    def _unapplied(self, task_ids: Collection[str] | None) -> list[Event]:
+        """This project's kept events of task_ids (None: all) the registry does not hold, in time order."""
         from baton.registry.wire import event_adapter
 
-        mine = {split_qualified(message_id)[1]: (message_id, body) for message_id, key, body in self._kept.unconfirmed()
-                if split_qualified(key)[0] in (self._project, None)
-                and (task_ids is None or split_qualified(key)[1] in task_ids)}
-        if not mine:
-            return {}
-        held = self._registry.held_events(sorted(mine))
+        mine = {}
+        for message_id, key, body in self._kept.unconfirmed():
+            project, task_id = split_qualified(key)
+            if project in (self._project, None) and (task_ids is None or task_id in task_ids):
+                mine[split_qualified(message_id)[1]] = (message_id, body)
+        held = self._registry.held_events(sorted(mine)) if mine else Found(set())
         if not isinstance(held, Found):
-            return {}
+            return []
         self._kept.forget_delivered([mine[event_id][0] for event_id in held.value])
-        adapter = event_adapter()
-        events: dict[str, list[Event]] = {}
-        for event in sorted((adapter.validate_json(body) for event_id, (_, body) in mine.items()
-                             if event_id not in held.value), key=lambda e: (e.at, str(e.event_id))):
-            events.setdefault(event.task_id, []).append(event)
-        return events
+        adapter, events = event_adapter(), []
+        for event_id, (_, body) in mine.items():
+            if event_id not in held.value:
+                try:
+                    events.append(adapter.validate_json(body))
+                except ValueError:  # unreadable: the projector reports it
+                    continue
+        return sorted(events, key=lambda e: (e.at, str(e.event_id)))
 
     def _folded(self, task_ids: Collection[str] | None) -> dict[str, Session]:
         """The sessions the unapplied events of task_ids (None: all) change, with them folded in."""
-        from baton.registry.apply import apply_event
+        from baton.registry.apply import fold_onto
 
-        unapplied = self._unapplied(task_ids)
-        stored = self._registry.get_many(sorted(unapplied)) if unapplied else Found({})
-        if not isinstance(stored, Found):
-            return {}
-        folded = {}
-        for task_id, events in unapplied.items():
-            session = stored.value.get(task_id)
-            for event in events:
-                session = apply_event(session, event)
-            folded[task_id] = cast("Session", session)
-        return folded
+        events = self._unapplied(task_ids)
+        stored = self._registry.get_many(sorted({e.task_id for e in events})) if events else Found({})
+        return fold_onto(stored.value.get, events) if isinstance(stored, Found) else {}
 
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
         folded = self._folded({task_id})
@@ -91,8 +75,7 @@ class OwnWrites:
         found = self._registry.events(task_id)
         if not isinstance(found, Found):
             return found
-        unapplied = self._unapplied({task_id}).get(task_id, [])
-        return Found(sorted(found.value + unapplied, key=lambda e: (e.at, str(e.event_id)))) if unapplied else found
+        return Found(sorted(found.value + self._unapplied({task_id}), key=lambda e: (e.at, str(e.event_id))))
 
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
         found = self._registry.list_sessions(include_inactive=include_inactive)
@@ -143,4 +126,3 @@ def _ordered(sessions: dict[str, Session], include_inactive: bool) -> list[Sessi
     kept = sorted((s for s in sessions.values() if include_inactive or s.status.value == "active"),
                   key=lambda s: s.task_id)
     return sorted(kept, key=lambda s: s.last_activity, reverse=True)
-
