@@ -36,8 +36,9 @@ def delivered_remembered(home) -> int:
 def test_a_command_sees_its_own_writes_before_the_projector_and_the_projector_doubles_nothing(
         request, home, monkeypatch, tmp_path, worktrees):
     use_servers(request, monkeypatch, tmp_path, qdrant=False)
-    main, _ = worktrees
+    main, second = worktrees
     other_machine = {"BATON_HOME": str(tmp_path / "other-machine")}
+    assert run_process(second, "bind", "OMN-2").returncode == 0  # a ticket the registry learns of from Kafka alone
     assert run_process(main, "bind", "OMN-1").returncode == 0
     assert run_process(main, "deliver").returncode == 0  # Kafka took the bind; no projector runs
     assert delivered_remembered(home) > 0
@@ -46,7 +47,7 @@ def test_a_command_sees_its_own_writes_before_the_projector_and_the_projector_do
     assert run_process(main, "claim", "src/db/**").returncode == 0
     mine = seen(main)
     assert mine == {"decisions": ["Keep carts in PostgreSQL"], "runs": [("bind", "earlier"), ("restore", "current")],
-                    "leases": [("OMN-1", "src/db/**")], "listed": ["OMN-1"]}
+                    "leases": [("OMN-1", "src/db/**")], "listed": ["OMN-1", "OMN-2"]}
     # The claim's grant the registry decided at once; the rest waits for the projector.
     assert seen(main, other_machine) == {"decisions": None, "runs": [], "leases": [("OMN-1", "src/db/**")],
                                          "listed": ["OMN-1"]}, "nothing was projected: another machine sees none"
