@@ -138,11 +138,11 @@ def kafka_failure(store: str, bootstrap: str, exc: KafkaException, *, client: ob
 class KafkaOutbox:
     def __init__(self, bootstrap: str, topic: str, path: Path, *, timeout: float, store: str,
                  gate: AnyGate | None = None, topic_config: dict[str, str] | None = None,
-                 partitions: int = PARTITIONS) -> None:
+                 partitions: int = PARTITIONS, remember: bool = False) -> None:
         """gate: the Kafka server's gate in the command's budget (baton.budget); without
         one, each call may wait `timeout` seconds. topic_config and partitions: the topic's
         settings (its retention.ms, say) and partition count when Baton creates it; a topic
-        made before keeps its own."""
+        made before keeps its own. remember: see baton.outbox.Outbox."""
         self.bootstrap = bootstrap
         self.topic = topic
         self.topic_config = topic_config or {}
@@ -151,7 +151,7 @@ class KafkaOutbox:
         self.timeout = timeout
         self.store = store
         self.gate = gate or OpenGate(timeout)
-        self._box = Outbox(path, earlier="kafka", timeout=timeout, store=store)
+        self._box = Outbox(path, earlier="kafka", timeout=timeout, store=store, remember=remember)
         self._producer: Producer | None = None
         self._topic_ready = False
         # The producer's answers, as its callbacks give them (baton.kafka_outbox's docstring).
@@ -219,6 +219,12 @@ class KafkaOutbox:
 
     def waiting(self) -> int:
         return self._box.waiting()
+
+    def unconfirmed(self) -> list[tuple[str, str, str]]:
+        return self._box.unconfirmed()
+
+    def forget_delivered(self, message_ids: Sequence[str]) -> None:
+        self._box.forget_delivered(message_ids)
 
     def deliver(self) -> None:
         """Produce everything waiting and drop what Kafka acknowledged; raise

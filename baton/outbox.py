@@ -39,6 +39,19 @@ _SCHEMA = """
 # later delivery checks on the topic before it produces the message again (baton.kafka_outbox).
 _SENT_AT = "ALTER TABLE outbox ADD COLUMN sent_at INTEGER;"
 
+# The registry's events Kafka took that the registry may not hold yet: reads fold them in
+# (baton.registry.own_writes) until the registry shows them, or for a day at most.
+_DELIVERED = """
+    CREATE TABLE delivered (
+        message_id TEXT PRIMARY KEY,
+        key TEXT NOT NULL,
+        body TEXT NOT NULL,
+        at INTEGER NOT NULL DEFAULT (strftime('%s', 'now'))
+    ) WITHOUT ROWID;
+"""
+REMEMBERED = 86_400  # seconds a delivered message is remembered at most
+_FORGET_OLD = "DELETE FROM delivered WHERE at < strftime('%s', 'now') - ?"
+
 # Each file's migrations: what the earlier versions created, then the step to the one schema.
 # Append a later change to both lists.
 EARLIER = {
@@ -64,6 +77,7 @@ EARLIER = {
         DROP TABLE outbox_before_seq;
         """,  # noqa: S608 -- a constant
         _SENT_AT,
+        _DELIVERED,
     ],
     # The pending writes (pending-writes.db): event bodies, each with its id and ticket inside.
     "pending": [
@@ -91,6 +105,7 @@ EARLIER = {
         ) WITHOUT ROWID;
         """,  # noqa: S608 -- a constant
         _SENT_AT,
+        _DELIVERED,
     ],
 }
 
@@ -105,10 +120,12 @@ class Entry(NamedTuple):
 
 
 class Outbox:
-    def __init__(self, path: Path, *, earlier: str, timeout: float, store: str) -> None:
+    def __init__(self, path: Path, *, earlier: str, timeout: float, store: str, remember: bool = False) -> None:
         """earlier: which files of earlier versions this one may be ("kafka" or "pending");
-        store: the name failures are reported under."""
+        store: the name failures are reported under; remember: keep what is delivered
+        until forget_delivered (the registry's events, which reads fold in)."""
         self.path = path
+        self.remember = remember
         self.store = store
         self.kept = 0  # messages this process kept: its stores start a delivery when closed
         self._db = SqliteFile(path, EARLIER[earlier], timeout=timeout)
@@ -156,7 +173,28 @@ class Outbox:
 
     def drop(self, message_ids: Sequence[str]) -> None:
         """Forget delivered messages (their ids stay known: keeping them again keeps nothing)."""
-        self._each("DELETE FROM outbox WHERE message_id = ?", message_ids)
+        rows = [(m,) for m in message_ids]
+        with self._db.writing(self.store) as conn:
+            if self.remember:
+                conn.executemany("INSERT OR IGNORE INTO delivered (message_id, key, body) "
+                                 "SELECT message_id, key, body FROM outbox WHERE message_id = ?", rows)
+                conn.execute(_FORGET_OLD, (REMEMBERED,))
+            conn.executemany("DELETE FROM outbox WHERE message_id = ?", rows)
+
+    def unconfirmed(self) -> list[tuple[str, str, str]]:
+        """(message id, key, body) of every message waiting or remembered as delivered."""
+        if not self.path.exists():
+            return []
+        with guarded(self.store, self.path):
+            return self._db.conn().execute(
+                "SELECT message_id, key, body FROM outbox UNION ALL SELECT message_id, key, body FROM delivered"
+            ).fetchall()
+
+    def forget_delivered(self, message_ids: Sequence[str]) -> None:
+        """Forget these delivered messages (their reader holds them), and those remembered too long."""
+        with self._db.writing(self.store) as conn:
+            conn.executemany("DELETE FROM delivered WHERE message_id = ?", [(m,) for m in message_ids])
+            conn.execute(_FORGET_OLD, (REMEMBERED,))
 
     def mark_sent(self, message_ids: Sequence[str], at_ms: int) -> None:
         """Note that a delivery produces these messages now."""

@@ -15,7 +15,7 @@ was not late when it came and stays merged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from baton import clock
@@ -112,6 +112,16 @@ def fold(events: Iterable[Event]) -> Session | None:
     for event in events:
         session = apply_event(session, event)
     return session
+
+
+def fold_onto(stored: Callable[[str], Session | None], events: Iterable[Event]) -> dict[str, Session]:
+    """The sessions the events change, each folded onto stored(ticket), its stored
+    projection: what a read shows of events not projected yet."""
+    sessions: dict[str, Session] = {}
+    for event in events:
+        task_id = event.task_id
+        sessions[task_id] = apply_event(sessions[task_id] if task_id in sessions else stored(task_id), event)
+    return sessions
 
 
 def apply_event(session: Session | None, event: Event) -> Session:

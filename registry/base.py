@@ -168,6 +168,10 @@ class SessionStore(ABC):
         checkpoint, which its projection holds, is never asked for. Raises StoreUnavailable."""
 
     @abstractmethod
+    def held_events(self, event_ids: Sequence[str]) -> Found[set[str]] | Unavailable:
+        """Those of event_ids the store holds (projected or about to be)."""
+
+    @abstractmethod
     def pruned(self) -> Found[set[str]] | Unavailable:
         """The ticket ids ever pruned (their tombstones), for the derived stores to forget."""
 

@@ -36,7 +36,7 @@ class KafkaEventLog:
         self.topic = topic
         self.timeout = timeout
         self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE, gate=gate,
-                                   partitions=partitions)
+                                   partitions=partitions, remember=True)
         self._gate = self._outbox.gate
         self._consumer: Consumer | None = None
 
@@ -57,6 +57,15 @@ class KafkaEventLog:
     def waiting(self) -> int:
         """Events kept locally that Kafka has not acknowledged yet."""
         return self._outbox.waiting()
+
+    def unconfirmed(self) -> list[tuple[str, str, str]]:
+        """(message id, key, event JSON) of the events this data home kept that the registry
+        may not hold yet: those waiting, and those delivered since, until forget_delivered."""
+        return self._outbox.unconfirmed()
+
+    def forget_delivered(self, message_ids: Sequence[str]) -> None:
+        """Forget delivered events the registry holds."""
+        self._outbox.forget_delivered(message_ids)
 
     def describe(self) -> dict[str, str]:
         with self._gate.call(STORE):

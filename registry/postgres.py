@@ -815,6 +815,15 @@ class PostgresSessionStore(SessionStore):
             return conn.execute("DELETE FROM baton_events WHERE project = %s AND type = 'checkpoint_taken' "
                                 "AND body ->> 'checkpoint_id' = ANY(%s)", (self.project, list(checkpoint_ids))).rowcount
 
+    def held_events(self, event_ids: Sequence[str]) -> Found[set[str]] | Unavailable:
+        try:
+            with self._transaction() as conn:
+                return Found({str(event_id) for (event_id,) in conn.execute(
+                    "SELECT event_id FROM baton_events WHERE project = %s AND event_id = ANY(%s::uuid[])",
+                    (self.project, list(event_ids)))})
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+
     def pruned(self) -> Found[set[str]] | Unavailable:
         try:
             with self._transaction() as conn:

@@ -360,7 +360,7 @@ class SqliteSessionStore(SessionStore):
         unprojected and queued events folded in, as the next catch-up will store them; read
         without the write lock. An event both stored and still queued is folded twice, which
         changes nothing (the projection is replay-safe)."""
-        from baton.registry.apply import apply_event
+        from baton.registry.apply import fold_onto
 
         rows = [(at, event_id, task_id, body) for event_id, task_id, at, body in conn.execute(
             "SELECT event_id, task_id, at, body FROM events WHERE project = ? AND applied = 0", (self.project,))
@@ -368,11 +368,8 @@ class SqliteSessionStore(SessionStore):
         queued = [(e["at"], e["event_id"], e["task_id"], e["body"]) for _, entries in self._queue.read()
                   for e in entries if e["project"] == self.project and (task_ids is None or e["task_id"] in task_ids)]
         adapter = event_adapter()
-        sessions: dict[str, Session] = {}
-        for _, event_id, task_id, body in sorted(rows + queued, key=lambda row: row[0]):
-            current = sessions[task_id] if task_id in sessions else self._load(conn, task_id)
-            sessions[task_id] = apply_event(current, _parsed(adapter, event_id, body))
-        return sessions
+        return fold_onto(lambda task_id: self._load(conn, task_id), (
+            _parsed(adapter, event_id, body) for _, event_id, _, body in sorted(rows + queued, key=lambda row: row[0])))
 
     def _all_in_memory(self, conn: sqlite3.Connection, *, include_inactive: bool) -> list[Session]:
         """list_sessions' answer without the write lock (see _in_memory)."""
@@ -739,6 +736,15 @@ class SqliteSessionStore(SessionStore):
                     "DELETE FROM events WHERE project = ? AND type = 'checkpoint_taken' "
                     "AND json_extract(body, '$.checkpoint_id') IN (SELECT value FROM json_each(?))",
                     (self.project, json.dumps(list(checkpoint_ids)))).rowcount
+
+    def held_events(self, event_ids: Sequence[str]) -> Found[set[str]] | Unavailable:
+        try:
+            with guarded(STORE, self.path):
+                return Found({event_id for (event_id,) in self._db.conn().execute(
+                    "SELECT event_id FROM events WHERE project = ? AND event_id IN (SELECT value FROM json_each(?))",
+                    (self.project, json.dumps(list(event_ids))))})
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
 
     def pruned(self) -> Found[set[str]] | Unavailable:
         try:

@@ -20,19 +20,19 @@ def kafka_home(home, monkeypatch, kafka_server):
     return home
 
 
-def baton(cwd, *args):
-    result = run_process(cwd, *args)
+def baton(cwd, *args, env=None):
+    result = run_process(cwd, *args, env=env)
     assert result.returncode in (0, 3), result.stderr
     return result
 
 
-def session(cwd, task):
+def session(cwd, task, env=None):
     """The registry's view, read without binding (list does not write)."""
-    rows = json.loads(baton(cwd, "list", "--all", "--json").stdout)
+    rows = json.loads(baton(cwd, "list", "--all", "--json", env=env).stdout)
     return next((row for row in rows if row["task_id"] == task), None)
 
 
-def test_writes_wait_for_the_projector_and_replays_change_nothing(kafka_home, worktrees):
+def test_writes_wait_for_the_projector_and_replays_change_nothing(kafka_home, worktrees, tmp_path):
     main, second = worktrees
     baton(main, "bind", "OMN-1")
     baton(main, "touch", "src/db.py", "src/cart.py")
@@ -40,7 +40,8 @@ def test_writes_wait_for_the_projector_and_replays_change_nothing(kafka_home, wo
     baton(second, "bind", "OMN-2")
     baton(second, "decide", "Persist payment intents in PostgreSQL")
     assert baton(second, "touch", "src/db.py").stdout == "", "a hook's touch only keeps the event"
-    assert session(main, "OMN-1") is None, "nothing reaches the registry before the projector"
+    other_machine = {"BATON_HOME": str(tmp_path / "other-machine")}  # this one's reads fold its own writes in
+    assert session(main, "OMN-1", other_machine) is None, "nothing reaches the registry before the projector"
 
     applied = baton(main, "projector", "--once")
     assert applied.stdout.startswith("applied 10 events")  # each bind with its run and checkpoint

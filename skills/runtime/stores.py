@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from baton.errors import StoreUnavailable
 from baton.graph.base import ConflictGraph
@@ -167,6 +167,10 @@ class Stores:
 
                 self._registry = SqliteSessionStore(self.settings.home / "registry.db",
                                                     timeout=self.settings.store_timeout, project=self.project)
+            if self.event_log is not None:  # reads see this data home's events the projector has not applied
+                from baton.registry.own_writes import OwnWrites
+
+                self._registry = cast("SessionStore", OwnWrites(self._registry, self.event_log, self.project))
         return self._registry
 
     @property
