@@ -118,7 +118,7 @@ def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary:
 
     result = _take(stores, task, place, boundary=boundary, label=label, run=run, timeout=timeout)
     if isinstance(result, Taken):
-        record(stores, checkpoint_event(task, place, result.checkpoint, clock.now()))
+        stores.sink.keep([checkpoint_event(task, place, result.checkpoint, clock.now())])
     return result
 
 
@@ -140,11 +140,11 @@ def shared_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundar
     pushed, warnings = push_checkpoint(stores, place, checkpoint_id, by_hand=by_hand)
     where = pushed.remote.location if pushed is not None else None
     if isinstance(result, Taken):
-        record(stores, checkpoint_event(task, place, result.checkpoint, clock.now(), remote=where))
+        stores.sink.keep([checkpoint_event(task, place, result.checkpoint, clock.now(), remote=where)])
     elif pushed is not None and pushed.created:
         found = read(place.root, checkpoint_id, deadline=stores.deadline)
         if isinstance(found, Found):
-            record(stores, checkpoint_event(task, place, found.value, clock.now(), remote=where))
+            stores.sink.keep([checkpoint_event(task, place, found.value, clock.now(), remote=where)])
     return result, where, warnings
 
 
@@ -197,14 +197,6 @@ def _take(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, labe
                 run_id=run.run_id if run else None, environment=run.environment if run else None,
                 artifacts=settings.checkpoint_artifacts, max_file_bytes=settings.checkpoint_max_file_bytes,
                 timeout=timeout or OPERATION_CAP, deadline=stores.deadline)
-
-
-def record(stores: Stores, event: WireEvent) -> None:
-    """Record a checkpoint_taken event as `baton decide` records its decision: kept for the
-    delivery, or appended to the embedded registry unprojected (the projection catches up
-    on the next read), so the Stop hook never imports the event models. Only the registry
-    holds it: nothing else is derived from a checkpoint."""
-    stores.sink.keep([event])
 
 
 def checkpoint_at_boundary(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,
