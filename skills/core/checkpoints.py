@@ -832,12 +832,9 @@ def restore(repository: Path, checkpoint_id: str, target: Path, *, in_place: boo
     _check_id(checkpoint_id)
     git = _Git(Path(repository), timeout, deadline)
     place = _locate(git)
-    found = read(repository, checkpoint_id, timeout=timeout, deadline=deadline)
-    if isinstance(found, NotFound):
+    checkpoint = read(repository, checkpoint_id, timeout=timeout, deadline=deadline).unwrap("checkpoints")
+    if checkpoint is None:
         raise BadInput(f"no checkpoint {checkpoint_id} in {place.root}")
-    if isinstance(found, Unavailable):
-        raise StoreUnavailable("checkpoints", found.reason)
-    checkpoint = found.value
     try:
         if checkpoint.base and not _has_commit(git, checkpoint.base):
             raise BadInput(f"checkpoint {checkpoint.id[:12]}: its base commit {checkpoint.base} is missing from "
