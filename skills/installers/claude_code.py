@@ -20,7 +20,6 @@ import re
 import shlex
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
@@ -30,6 +29,7 @@ from baton.errors import BadInput
 from baton.skills.core.batons_own import AGENT_SKILLS
 from baton.skills.core.binding import Place
 from baton.skills.runtime.agents import AGENTS, HOOK_NAMES, Hooks
+from baton.skills.runtime.whole_file import write_whole
 
 SCOPES = ("project", "user")
 
@@ -457,17 +457,7 @@ def write_file(path: Path, text: str) -> None:
     and its target is replaced."""
     path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if path.exists() else None
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".settings-")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(text.encode("utf-8"))
-        if mode is not None:
-            os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_whole(path, text, mode=path.stat().st_mode & 0o7777 if path.exists() else None)
 
 
 class Backups:

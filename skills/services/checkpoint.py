@@ -16,8 +16,6 @@ checkpoint names them, and "unchanged since the last checkpoint" compares like w
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +28,7 @@ from baton.registry.wire import checkpoint_taken_body
 from baton.skills.core.binding import BINDING_DIR, ActiveTask, Place
 from baton.skills.core.commit import WireEvent
 from baton.skills.runtime.stores import Stores
+from baton.skills.runtime.whole_file import write_whole
 
 if TYPE_CHECKING:
     from baton.deadline import Deadline
@@ -72,15 +71,8 @@ def write_local_run(place: Place, task_id: str, run_id: str, manifest: Manifest 
     """Record the worktree's run, whole or not at all (the binding's directory exists)."""
     path = run_file(place)
     path.parent.mkdir(exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".run-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump({"task_id": task_id, "run_id": run_id, "environment_id": manifest.id if manifest else None,
-                       "environment": manifest.body if manifest else None}, out)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_whole(path, json.dumps({"task_id": task_id, "run_id": run_id, "environment_id": manifest and manifest.id,
+                                  "environment": manifest and manifest.body}))
 
 
 def capture_environment(place: Place, lockfiles: Sequence[str] = (), deadline: Deadline | None = None
