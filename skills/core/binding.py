@@ -17,6 +17,7 @@ from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import Worktree, WorktreeLocator
 from baton.ids import TicketId, parse_ticket_id
+from baton.skills.runtime.whole_file import write_whole
 from baton.store_names import Store
 
 BINDING_DIR = ".baton"
@@ -98,16 +99,7 @@ def write_binding(place: Place, binding: Binding) -> Path:
             lines.append(f"{key}: {json.dumps(value)}")
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # .baton/: private, whatever the umask
-        import tempfile  # here, not at the top: the hooks' reads need none of it (tempfile imports shutil)
-
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".binding-")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write("\n".join(lines) + "\n")
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_whole(path, "\n".join(lines) + "\n")
     except OSError as exc:
         raise StoreUnavailable(Store.BINDING_FILE, f"cannot write {path}: {exc.strerror or exc}") from None
     if place.worktree is not None and place.worktree.common_dir is not None:

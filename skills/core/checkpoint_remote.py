@@ -22,8 +22,8 @@ until a push by hand succeeds.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +32,7 @@ from baton.errors import GitFailed
 from baton.files import normalise_remote
 from baton.git import first_line, run_git
 from baton.skills.core.checkpoints import git_environment
+from baton.skills.runtime.whole_file import write_whole
 
 if TYPE_CHECKING:
     import subprocess
@@ -287,15 +288,8 @@ def _drop(repository: Path, name: str, keys: set[str], deadline: Deadline | None
     """Rewrite the file without the lines whose first word is in keys, whole or not at all."""
     if not keys:
         return
-    temporary = None
-    try:
+    with suppress(OSError, GitFailed, UnicodeDecodeError):
         path = _common_dir(repository, deadline) / name
         kept = [line for line in path.read_text(encoding="utf-8").splitlines()
                 if line.strip() and line.split(" ", 1)[0] not in keys]
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".checkpoints-")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write("".join(f"{line}\n" for line in kept))
-        os.replace(temporary, path)
-    except (OSError, GitFailed, UnicodeDecodeError):
-        if temporary is not None:
-            Path(temporary).unlink(missing_ok=True)
+        write_whole(path, "".join(f"{line}\n" for line in kept))

@@ -53,6 +53,7 @@ from baton.errors import BadInput, GitFailed, StoreUnavailable
 from baton.files import git_dirs
 from baton.git import run_git, subcommand
 from baton.outcome import Found, NotFound, Unavailable
+from baton.skills.runtime.whole_file import write_whole
 
 if TYPE_CHECKING:
     from baton.deadline import Deadline
@@ -436,16 +437,10 @@ def _read_state(place: _Place) -> dict:
 def _write_state(place: _Place, fingerprint: str, checkpoint_id: str) -> None:
     """Remember the fingerprint; a failure only costs the next take its shortcut."""
     path = place.git_dir / STATE_FILE
-    temporary = None
-    try:
+    with suppress(OSError):
         path.parent.mkdir(exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".last-checkpoint-")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump({"fingerprint": fingerprint, "id": checkpoint_id}, out)
-        os.replace(temporary, path)  # whole or not at all, whichever of two racing takes is last
-    except OSError:
-        if temporary is not None:
-            Path(temporary).unlink(missing_ok=True)
+        # Whole or not at all, whichever of two racing takes is last.
+        write_whole(path, json.dumps({"fingerprint": fingerprint, "id": checkpoint_id}))
 
 
 def _metadata(checkpoint: Checkpoint, patterns: Sequence[str], cap: int) -> bytes:
@@ -832,12 +827,9 @@ def restore(repository: Path, checkpoint_id: str, target: Path, *, in_place: boo
     _check_id(checkpoint_id)
     git = _Git(Path(repository), timeout, deadline)
     place = _locate(git)
-    found = read(repository, checkpoint_id, timeout=timeout, deadline=deadline)
-    if isinstance(found, NotFound):
+    checkpoint = read(repository, checkpoint_id, timeout=timeout, deadline=deadline).unwrap("checkpoints")
+    if checkpoint is None:
         raise BadInput(f"no checkpoint {checkpoint_id} in {place.root}")
-    if isinstance(found, Unavailable):
-        raise StoreUnavailable("checkpoints", found.reason)
-    checkpoint = found.value
     try:
         if checkpoint.base and not _has_commit(git, checkpoint.base):
             raise BadInput(f"checkpoint {checkpoint.id[:12]}: its base commit {checkpoint.base} is missing from "

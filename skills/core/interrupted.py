@@ -105,7 +105,7 @@ class Excluded(NamedTuple):
     reason: str
 
     def as_dict(self) -> dict:
-        return {"task_id": self.task_id, "worktree": self.worktree, "kind": self.kind, "reason": self.reason}
+        return self._asdict()
 
 
 class Malformed(NamedTuple):
@@ -113,7 +113,7 @@ class Malformed(NamedTuple):
     reason: str
 
     def as_dict(self) -> dict:
-        return {"path": self.path, "reason": self.reason}
+        return self._asdict()
 
 
 @dataclass

@@ -454,12 +454,7 @@ def _parse_scopes(raw: object, names: list[str], where: str) -> dict[str, frozen
 
 
 def _first_duplicate(values: list[str]) -> str:
-    seen: set[str] = set()
-    for value in values:
-        if value in seen:
-            return value
-        seen.add(value)
-    return ""
+    return next((value for i, value in enumerate(values) if value in values[:i]), "")
 
 
 DEFAULT_LIFECYCLE = parse_lifecycle(DEFAULT_WORKFLOW, "the default lifecycle")

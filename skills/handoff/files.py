@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from baton.clock import UTC
 from baton.errors import BadInput, StoreUnavailable
+from baton.skills.runtime.whole_file import write_whole
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -176,15 +177,7 @@ def write_atomically(path: Path, text: str) -> None:
     the file system would not take it."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.chmod(temporary, 0o644)
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_whole(path, text, mode=0o644)
     except OSError as exc:
         raise not_written(path, exc) from None
 

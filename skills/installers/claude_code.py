@@ -1,16 +1,14 @@
-"""`baton install claude` and `baton uninstall claude`: Baton's hooks in Claude Code's
-settings file and its skills under `.claude/skills/`.
+"""`baton install claude` and `baton uninstall claude`: Baton's hooks in Claude Code's settings file and its skills
+under `.claude/skills/`.
 
-The hook entries follow Claude Code's documented settings schema
-(https://code.claude.com/docs/en/hooks): `hooks` maps an event name to matcher groups,
-each `{"matcher"?, "hooks": [{"type": "command", "command", "timeout"}]}`. Baton adds one
-group per event at the end of that event's list and recognises its own handlers by their
-command, `<baton> hook <event>` with the PATH fallback and `||` ending of hook_command,
-whatever path the executable had. The file is read and written with the json module, laid
-out as Claude Code itself writes it on each change (two-space JSON: measured in 2.1.332's
-`updateSettingsForSource`), so the user's entries stay and their layout may not; a copy of
-the file as it was goes to the data home first, and an uninstall that leaves nothing else
-changed writes that copy back, byte for byte. Installing twice changes nothing.
+The hook entries follow Claude Code's documented settings schema (https://code.claude.com/docs/en/hooks): `hooks` maps
+an event name to matcher groups, each `{"matcher"?, "hooks": [{"type": "command", "command", "timeout"}]}`. Baton adds
+one group per event at the end of that event's list and recognises its own handlers by their command, `<baton> hook
+<event>` with the PATH fallback and `||` ending of hook_command, whatever path the executable had. The file is read and
+written with the json module, laid out as Claude Code itself writes it on each change (two-space JSON: measured in
+2.1.332's `updateSettingsForSource`), so the user's entries stay and their layout may not; a copy of the file as it was
+goes to the data home first, and an uninstall that leaves nothing else changed writes that copy back, byte for byte.
+Installing twice changes nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ import re
 import shlex
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
@@ -32,6 +29,7 @@ from baton.errors import BadInput
 from baton.skills.core.batons_own import AGENT_SKILLS
 from baton.skills.core.binding import Place
 from baton.skills.runtime.agents import AGENTS, HOOK_NAMES, Hooks
+from baton.skills.runtime.whole_file import write_whole
 
 SCOPES = ("project", "user")
 
@@ -40,9 +38,9 @@ HOOKS = AGENTS["claude"].hooks
 
 
 def permission_rules() -> list[str]:
-    """The allow rules Baton's skills need to run unattended: `Skill(NAME)` for each (Claude
-    Code 2.1 asks before it runs a skill otherwise) and the `Bash(baton ...)` patterns of
-    their `allowed-tools`, which pre-approve only within a skill that runs."""
+    """The allow rules Baton's skills need to run unattended: `Skill(NAME)` for each (Claude Code 2.1 asks before it
+    runs a skill otherwise) and the `Bash(baton ...)` patterns of their `allowed-tools`, which pre-approve only within a
+    skill that runs."""
     rules = [f"Skill({skill})" for skill in skill_names()]
     for skill in skill_names():
         front = skill_source(skill).decode().split("---\n")[1]
@@ -77,8 +75,8 @@ def claude_dir(scope: str, place: Place) -> Path:
 
 
 def baton_executable(scope: str) -> str:
-    """The executable the hooks run: this install's `baton`. A project's settings are
-    shared through git, so there the bare name is used when it resolves to this install."""
+    """The executable the hooks run: this install's `baton`. A project's settings are shared through git, so there the
+    bare name is used when it resolves to this install."""
     script = Path(sys.prefix) / "bin" / "baton"
     found = shutil.which("baton")
     if not script.exists():
@@ -91,11 +89,10 @@ def baton_executable(scope: str) -> str:
 def hook_command(executable: str, hook: str, agent: str = "claude") -> str:
     """The shell command (Claude Code runs it with /bin/sh) of one hook.
 
-    The bare `baton` falls back to this install's directory, appended to PATH: a clone
-    whose PATH has no `baton` still finds the one that installed the hooks. `baton hook`
-    always exits 0, so a failure here means Baton did not run at all: the session-start
-    command then says so to the user (`systemMessage`), once a session, and the others
-    stay quiet, instead of every hook failing with exit status 127."""
+    The bare `baton` falls back to this install's directory, appended to PATH: a clone whose PATH has no `baton` still
+    finds the one that installed the hooks. `baton hook` always exits 0, so a failure here means Baton did not run at
+    all: the session-start command then says so to the user (`systemMessage`), once a session, and the others stay
+    quiet, instead of every hook failing with exit status 127."""
     if executable == "baton":
         fallback = Path(sys.prefix) / "bin"
         command = f'PATH="$PATH":{shlex.quote(str(fallback))} baton hook {hook}'
@@ -111,8 +108,8 @@ def hook_command(executable: str, hook: str, agent: str = "claude") -> str:
 
 
 def is_baton_hook(command: object) -> bool:
-    """Whether a handler's command is one of Baton's, as hook_command writes it now or did
-    before: `[PATH=...] <.../baton> hook <name> [|| true | || echo MESSAGE]`."""
+    """Whether a handler's command is one of Baton's, as hook_command writes it now or did before: `[PATH=...]
+    <.../baton> hook <name> [|| true | || echo MESSAGE]`."""
     if not isinstance(command, str):
         return False
     try:
@@ -128,24 +125,24 @@ def is_baton_hook(command: object) -> bool:
 
 def hook_group(hooks: Hooks, event: str, executable: str,
                agent: str = "claude") -> dict:
-    """The hooks-file group that runs Baton's hook for one event of an agent's table
-    (HOOKS here, or Codex's): its matcher, command and timeout."""
+    """The hooks-file group that runs Baton's hook for one event of an agent's table (HOOKS here, or Codex's): its
+    matcher, command and timeout."""
     hook, matcher, timeout = hooks[event]
     handler = {"type": "command", "command": hook_command(executable, hook, agent=agent), "timeout": timeout}
     return {"matcher": matcher, "hooks": [handler]} if matcher else {"hooks": [handler]}
 
 
 def rules_file(scope: str, base: Path) -> Path:
-    """Where the permission rules go: Claude Code 2.1 does not take a Skill rule from a
-    project's shared settings.json (a repository cannot allow its own skills), so for a
-    project they go to its settings.local.json (this machine's, not committed)."""
+    """Where the permission rules go: Claude Code 2.1 does not take a Skill rule from a project's shared settings.json
+    (a repository cannot allow its own skills), so for a project they go to its settings.local.json (this machine's, not
+    committed)."""
     return base / ("settings.local.json" if scope == "project" else "settings.json")
 
 
 def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
-    """Add Baton's hook groups, permission rules and skills; `home` (the data home) keeps
-    which containers and rules the install created, so that uninstalling removes those and
-    keeps the user's own, and a copy of each file as it was before."""
+    """Add Baton's hook groups, permission rules and skills; `home` (the data home) keeps which containers and rules the
+    install created, so that uninstalling removes those and keeps the user's own, and a copy of each file as it was
+    before."""
     base = claude_dir(scope, place)
     settings = base / "settings.json"
     report = InstallReport(settings)
@@ -220,11 +217,10 @@ def claude_state(scope: str, place: Place) -> str:
 
 
 class InstallRecords:
-    """`claude-installs.json` in the data home: per settings file, the containers (`hooks`,
-    `hooks.<Event>`, `permissions`, `permissions.allow`) and whether the file itself were
-    created by `baton install claude`, and the permission rules it added;
-    per skill file, the SHA-256 of what it wrote (so that a skill file still as Baton
-    wrote it is replaced by a newer Baton's, and removed, while a user's edit is kept)."""
+    """`claude-installs.json` in the data home: per settings file, the containers (`hooks`, `hooks.<Event>`,
+    `permissions`, `permissions.allow`) and whether the file itself were created by `baton install claude`, and the
+    permission rules it added; per skill file, the SHA-256 of what it wrote (so that a skill file still as Baton wrote
+    it is replaced by a newer Baton's, and removed, while a user's edit is kept)."""
 
     def __init__(self, home: Path, name: str = "claude-installs.json") -> None:
         self.path = home / name
@@ -262,8 +258,8 @@ class InstallRecords:
         return str(copies[0]) if copies else None
 
     def restored(self, settings: Path, data: dict) -> str | None:
-        """The file's text from before the install when it holds data: an uninstall that
-        leaves nothing else changed gives the file back byte for byte."""
+        """The file's text from before the install when it holds data: an uninstall that leaves nothing else changed
+        gives the file back byte for byte."""
         copy = self.original(settings)
         try:
             text = Path(copy).read_bytes().decode("utf-8") if copy else None
@@ -327,8 +323,8 @@ def _ensure_rules(data: dict, path: Path, rules: list[str]) -> list[str]:
 
 
 def _remove_rules(data: dict, path: Path, rules: list[str], *, created: set[str]) -> list[str]:
-    """Remove the rules the install added (the last of each, last added first), and
-    `permissions.allow` or `permissions` when the install created it and it is left empty."""
+    """Remove the rules the install added (the last of each, last added first), and `permissions.allow` or `permissions`
+    when the install created it and it is left empty."""
     allow = _allow(data, path)
     removed = []
     for rule in reversed(rules):
@@ -345,8 +341,8 @@ def _remove_rules(data: dict, path: Path, rules: list[str], *, created: set[str]
 
 
 def ensure_group(data: dict, path: Path, event: str, group: dict) -> bool:
-    """Exactly one Baton group for event, equal to group: appended if missing, replaced if it
-    differs (another executable path, matcher or timeout). Whether anything changed."""
+    """Exactly one Baton group for event, equal to group: appended if missing, replaced if it differs (another
+    executable path, matcher or timeout). Whether anything changed."""
     hooks = data.get("hooks", {})
     if not isinstance(hooks, dict):
         raise BadInput(f"{path}: \"hooks\" is not an object; nothing changed")
@@ -361,9 +357,8 @@ def ensure_group(data: dict, path: Path, event: str, group: dict) -> bool:
 
 
 def remove_baton_handlers(data: dict, path: Path, *, created: set[str] | None) -> list[str]:
-    """Remove Baton's handlers, and each group left empty; an event list or the `hooks`
-    table left empty goes too if the install created it (`created`; None: any). The events
-    that had one."""
+    """Remove Baton's handlers, and each group left empty; an event list or the `hooks` table left empty goes too if the
+    install created it (`created`; None: any). The events that had one."""
     hooks = data.get("hooks")
     if not isinstance(hooks, dict):
         return []
@@ -419,8 +414,8 @@ def read_settings(path: Path) -> tuple[str | None, dict]:
 
 
 def _unique(pairs: list[tuple[str, object]]) -> dict:
-    """An object whose keys are unique: of a key given twice, json keeps the last and so
-    would lose what the first held."""
+    """An object whose keys are unique: of a key given twice, json keeps the last and so would lose what the first
+    held."""
     data = dict(pairs)
     if len(data) < len(pairs):
         repeated = next(key for key, _ in pairs if sum(k == key for k, _ in pairs) > 1)
@@ -434,13 +429,11 @@ def _not_json(word: str) -> NoReturn:
 
 
 def json_like(data: dict, original: str | None) -> str:
-    """data as JSON laid out as the agents write their settings (JSON.stringify with two
-    spaces: Claude Code 2.1 rewrites the whole file so on each change of its own, Copilot its
-    mcp-config.json), keeping the original's line ends and final newline."""
-    text = json.dumps(data, indent=2, ensure_ascii=False)
-    if original is not None and "\r\n" in original:
-        text = text.replace("\n", "\r\n")
+    """data as JSON laid out as the agents write their settings (JSON.stringify with two spaces: Claude Code 2.1
+    rewrites the whole file so on each change of its own, Copilot its mcp-config.json), keeping the original's line ends
+    and final newline."""
     newline = "\r\n" if original is not None and "\r\n" in original else "\n"
+    text = json.dumps(data, indent=2, ensure_ascii=False).replace("\n", newline)
     return text + (newline if original is None or original.endswith("\n") else "")
 
 
@@ -460,21 +453,11 @@ def read_file(path: Path) -> str | None:
 
 
 def write_file(path: Path, text: str) -> None:
-    """Replace the file atomically, keeping its permissions; a symbolic link (settings kept
-    with dotfiles) stays a link and its target is replaced."""
+    """Replace the file atomically, keeping its permissions; a symbolic link (settings kept with dotfiles) stays a link
+    and its target is replaced."""
     path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if path.exists() else None
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".settings-")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(text.encode("utf-8"))
-        if mode is not None:
-            os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_whole(path, text, mode=path.stat().st_mode & 0o7777 if path.exists() else None)
 
 
 class Backups:

@@ -1,37 +1,13 @@
-"""`baton install codex` and `baton uninstall codex`: Baton's MCP server and hooks for the
-OpenAI Codex CLI, with the trust Codex requires before it runs a hook.
+"""`baton install codex` and `baton uninstall codex`: Baton's MCP server and hooks for the OpenAI Codex CLI, with the
+trust Codex requires before it runs a hook. What is written where, and why, is in docs/agents.md (Codex).
 
-What Codex reads (observed with 0.171): `config.toml` and `hooks.json` in CODEX_HOME (user
-scope, default ~/.codex) or in the worktree's `.codex/` (project scope; Codex reads it only
-in a project the user trusts). The server's table in `config.toml`:
-
-    [mcp_servers.baton]
-    command = "/abs/path/baton"      # absolute: Codex starts servers with a filtered environment
-    args = ["mcp"]
-    required = true                  # Codex waits for the tools before the first request
-    env_vars = ["BATON_HOME", ...]   # every BATON_* setting passed through
-
-No approval settings: each tool's MCP annotations tell Codex which are read-only or not
-destructive, and Codex runs those without asking. `hooks.json` has Claude Code's schema and
-payloads; its PreToolUse and PostToolUse matcher is Codex's patch tool, apply_patch (edits made through
-the shell are found by the Stop hook). A hook runs only once trusted: an entry
-`[hooks.state."<hooks.json path>:<event>:<group>:<handler>"] trusted_hash = "sha256:..."`
-in the user's `config.toml` whose hash is the one Codex computes for the hook. The hash is
-not documented, so Baton asks Codex itself (`codex app-server`, `hooks/list`) for the hash
-of the hooks it just wrote, and trusts those only; without a `codex` to ask (or in a
-project Codex does not trust yet) it says what to run, and `baton doctor` says so until
-it is done.
-
-The TOML Baton writes is one block between two comment lines (BLOCK_START, BLOCK_END) at
-the end of the file; while the block is as Baton wrote it, the rest of the file is never
-rewritten, so uninstalling gives it back byte for byte. Codex rewrites the file itself
-(measured with 0.171: `codex mcp add` and `codex mcp remove` write every [mcp_servers.*]
-table again, which drops BLOCK_START, reorders Baton's keys and puts the new server's table
-between Baton's), so a block that is not whole, or holds what is not Baton's, is not trusted:
-Baton's entries are then found by their keys wherever they are and taken out through tomlkit,
-which keeps the rest of the file as the user and Codex left it. `hooks.json` is read and
-written as Claude Code's settings are. A file that changes is first copied to the data home
-(`backups/codex/`).
+The TOML Baton writes is one block between BLOCK_START and BLOCK_END at the end of `config.toml`: while the block is as
+Baton wrote it, the rest of the file is never rewritten, so uninstalling gives it back byte for byte. Codex rewrites the
+file itself (`codex mcp add` and `codex mcp remove`, 0.171), so a block that is not whole, or holds what is not Baton's,
+is not trusted: Baton's entries are then found by their keys and taken out through tomlkit. Not one tomlkit path for
+both: adding and removing a table through tomlkit does not give the file back byte for byte (it adds blank lines, and
+writes LF into a CRLF file). A trust entry's hash is not documented, so Baton asks `codex app-server` (`hooks/list`)
+for the hashes of the hooks it just wrote.
 """
 
 from __future__ import annotations
@@ -104,8 +80,8 @@ def codex_dir(scope: str, place: Place) -> Path:
 
 
 def passed_variables() -> list[str]:
-    """The variables `baton mcp` reads that Codex would otherwise filter out: every BATON_*
-    setting and the XDG directories the data home and runtime marks default to."""
+    """The variables `baton mcp` reads that Codex would otherwise filter out: every BATON_* setting and the XDG
+    directories the data home and runtime marks default to."""
     from baton.skills.runtime.settings import SETTINGS
 
     names = [row.env for row in SETTINGS if row.env]
@@ -117,8 +93,8 @@ def server_table(executable: str) -> dict:
 
 
 def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
-    """Write the server's table and the hooks, then trust the hooks by the hashes the
-    `codex` on PATH reports for them."""
+    """Write the server's table and the hooks, then trust the hooks by the hashes the `codex` on PATH reports for
+    them."""
     base = codex_dir(scope, place)
     report = CodexReport(base / "config.toml", base / "hooks.json", codex_home() / "config.toml")
     executable = baton_executable("user")
@@ -313,10 +289,9 @@ def _batons_only(table: dict) -> bool:
 
 
 def _settled(path: Path, records: InstallRecords, hook_keys: Collection[str] = ()) -> tuple[str, bool]:
-    """(the file's text, whether Baton's server was taken out of it): as it is when Baton's
-    block is whole; else, where the file held Baton's block or Baton installed the server
-    into it (the records), without Baton's server table, the trust entries of hook_keys and
-    the marker lines, wherever Codex moved them, edited through tomlkit."""
+    """(the file's text, whether Baton's server was taken out of it): as it is when Baton's block is whole; else, where
+    the file held Baton's block or Baton installed the server into it (the records), without Baton's server table, the
+    trust entries of hook_keys and the marker lines, wherever Codex moved them, edited through tomlkit."""
     text = _read_text(path)
     block = _Block.of(text, path)
     marked = BLOCK_START in text or BLOCK_END in text
@@ -343,22 +318,22 @@ def _settled(path: Path, records: InstallRecords, hook_keys: Collection[str] = (
 
 
 def _of_file(key: str, hooks_file: Path) -> bool:
-    """Whether a trust key (`<path>:<event>:<group>:<handler>`) is of a hook in hooks_file,
-    however Codex spelled the path (it may resolve links)."""
+    """Whether a trust key (`<path>:<event>:<group>:<handler>`) is of a hook in hooks_file, however Codex spelled the
+    path (it may resolve links)."""
     path = key.rsplit(":", 3)[0]
     return path == str(hooks_file) or os.path.realpath(path) == os.path.realpath(hooks_file)
 
 
 def _with_block(text: str, block: _Block) -> str:
-    """The text with Baton's block as given: in place of the old one, appended at the end,
-    or gone (with the newline it brought) when empty."""
+    """The text with Baton's block as given: in place of the old one, appended at the end, or gone (with the newline it
+    brought) when empty."""
     rest, at = (text, len(text)) if block.span is None else (text[:block.span[0]] + text[block.span[1]:],
                                                              block.span[0])
     if block.empty:
         return rest
     head, tail = rest[:at], rest[at:]
-    # One newline before the block: a blank line after a file that ends with one, else the
-    # end of its last line; removing the block removes that newline with it.
+    # One newline before the block: a blank line after a file that ends with one, else the end of its last line;
+    # removing the block removes that newline with it.
     return head + (block.newline if head else "") + block.render() + tail
 
 
@@ -379,9 +354,8 @@ def _check(path: Path, text: str, block: _Block) -> None:
 
 
 def _save_block(path: Path, text: str, block: _Block, backups: Backups, report: CodexReport) -> None:
-    """Write the text (the file's, _settled) with the block; a file the install created (the
-    data home's records, which also say that Baton's server is Baton's) goes when nothing is
-    left in it."""
+    """Write the text (the file's, _settled) with the block; a file the install created (the data home's records, which
+    also say that Baton's server is Baton's) goes when nothing is left in it."""
     new = _with_block(text, block)
     was = read_file(path)
     if new == (was or ""):
@@ -410,8 +384,8 @@ def _read_text(path: Path) -> str:
 
 
 def _hashes(scope: str, place: Place, report: CodexReport, codex: str | None) -> dict[str, str]:
-    """The trust key and hash Codex reports for each of Baton's hooks in report.hooks;
-    report.untrusted says what to run when Codex cannot be asked or does not list them all."""
+    """The trust key and hash Codex reports for each of Baton's hooks in report.hooks; report.untrusted says what to run
+    when Codex cannot be asked or does not list them all."""
     again = f"`baton install codex --scope {scope}`"
     if codex is None:
         report.untrusted = (f"Codex runs a hook only once it is trusted, and no `codex` was found to ask for the hash: "
@@ -433,8 +407,8 @@ def _hashes(scope: str, place: Place, report: CodexReport, codex: str | None) ->
 
 
 def _trust_in(block: _Block, text: str, report: CodexReport, hashes: dict[str, str]) -> None:
-    """Baton's block trusting exactly the hashes given for report.hooks (an entry the file
-    has outside the block is the user's and stays there)."""
+    """Baton's block trusting exactly the hashes given for report.hooks (an entry the file has outside the block is the
+    user's and stays there)."""
     hooks = _outside(text, block).get("hooks")
     outside = hooks.get("state", {}) if isinstance(hooks, dict) else {}
     block.drop_trust(report.hooks)

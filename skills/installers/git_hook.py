@@ -22,6 +22,7 @@ from pathlib import Path
 
 from baton.errors import BadInput, GitFailed
 from baton.git import first_line, run_git
+from baton.skills.runtime.whole_file import write_whole
 
 HOOK = "pre-commit"
 CHAINED = "pre-commit.before-baton"
@@ -132,7 +133,4 @@ def _git_config(cwd: Path, key: str) -> str | None:
 
 def _write_executable(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.baton-new")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.chmod(0o755)
-    os.replace(temporary, path)
+    write_whole(path, text, mode=0o755)

@@ -17,12 +17,12 @@ import hmac
 import json
 import os
 import socket
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from baton.home import make_directory
 from baton.locks import held
+from baton.skills.runtime.whole_file import write_whole
 from baton.trust import read_private
 
 KEY_FILE = "provider.key"
@@ -68,14 +68,7 @@ def _read_refs(home: Path) -> dict:
 
 
 def _write_refs(home: Path, refs: dict) -> None:
-    fd, temporary = tempfile.mkstemp(dir=home, prefix=".provider-refs-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:  # mkstemp makes it 0600
-            json.dump(refs, out)
-        os.replace(temporary, home / REFS_FILE)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_whole(home / REFS_FILE, json.dumps(refs))  # 0600
 
 
 def _plain(ref: ProviderRef) -> bytes:

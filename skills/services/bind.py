@@ -170,7 +170,9 @@ def _run_events(stores: Stores, task_id: TicketId, session_id: str, place: Place
     write_local_run(place, task_id, start.run_id, manifest)
     base = start.base
     if base is None and place.worktree is not None:
-        base = _head(place, stores)
+        from baton.skills.core.stage_authority import head_commit
+
+        base = head_commit(place.root, stores.deadline)
     return [wire_event("run_started", task_id, session_id, at, event_id=start.run_id, run_kind=start.kind,
                        parent_run_id=start.parent_run_id, parent_task_id=start.parent_task_id,
                        diverged_at=start.diverged_at, base=base, environment=manifest.id if manifest else None)]
@@ -200,16 +202,3 @@ def _clean(place: Place, stores: Stores) -> bool:
     except GitFailed:
         return False
     return done.returncode == 0 and not done.stdout
-
-
-def _head(place: Place, stores: Stores) -> str | None:
-    """The commit checked out; None on an unborn branch or when git does not say."""
-    from baton.errors import GitFailed
-    from baton.git import run_git
-
-    try:
-        done = run_git(place.root, "rev-parse", "-q", "--verify", "HEAD^{commit}", deadline=stores.deadline,
-                       check=False)
-    except GitFailed:
-        return None
-    return done.stdout.decode().strip() or None

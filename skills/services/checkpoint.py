@@ -16,8 +16,6 @@ checkpoint names them, and "unchanged since the last checkpoint" compares like w
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +28,7 @@ from baton.registry.wire import checkpoint_taken_body
 from baton.skills.core.binding import BINDING_DIR, ActiveTask, Place
 from baton.skills.core.commit import WireEvent
 from baton.skills.runtime.stores import Stores
+from baton.skills.runtime.whole_file import write_whole
 
 if TYPE_CHECKING:
     from baton.deadline import Deadline
@@ -72,15 +71,8 @@ def write_local_run(place: Place, task_id: str, run_id: str, manifest: Manifest 
     """Record the worktree's run, whole or not at all (the binding's directory exists)."""
     path = run_file(place)
     path.parent.mkdir(exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".run-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump({"task_id": task_id, "run_id": run_id, "environment_id": manifest.id if manifest else None,
-                       "environment": manifest.body if manifest else None}, out)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_whole(path, json.dumps({"task_id": task_id, "run_id": run_id, "environment_id": manifest and manifest.id,
+                                  "environment": manifest and manifest.body}))
 
 
 def capture_environment(place: Place, lockfiles: Sequence[str] = (), deadline: Deadline | None = None
@@ -118,7 +110,7 @@ def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary:
 
     result = _take(stores, task, place, boundary=boundary, label=label, run=run, timeout=timeout)
     if isinstance(result, Taken):
-        record(stores, checkpoint_event(task, place, result.checkpoint, clock.now()))
+        stores.sink.keep([checkpoint_event(task, place, result.checkpoint, clock.now())])
     return result
 
 
@@ -140,11 +132,11 @@ def shared_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundar
     pushed, warnings = push_checkpoint(stores, place, checkpoint_id, by_hand=by_hand)
     where = pushed.remote.location if pushed is not None else None
     if isinstance(result, Taken):
-        record(stores, checkpoint_event(task, place, result.checkpoint, clock.now(), remote=where))
+        stores.sink.keep([checkpoint_event(task, place, result.checkpoint, clock.now(), remote=where)])
     elif pushed is not None and pushed.created:
         found = read(place.root, checkpoint_id, deadline=stores.deadline)
         if isinstance(found, Found):
-            record(stores, checkpoint_event(task, place, found.value, clock.now(), remote=where))
+            stores.sink.keep([checkpoint_event(task, place, found.value, clock.now(), remote=where)])
     return result, where, warnings
 
 
@@ -197,14 +189,6 @@ def _take(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, labe
                 run_id=run.run_id if run else None, environment=run.environment if run else None,
                 artifacts=settings.checkpoint_artifacts, max_file_bytes=settings.checkpoint_max_file_bytes,
                 timeout=timeout or OPERATION_CAP, deadline=stores.deadline)
-
-
-def record(stores: Stores, event: WireEvent) -> None:
-    """Record a checkpoint_taken event as `baton decide` records its decision: kept for the
-    delivery, or appended to the embedded registry unprojected (the projection catches up
-    on the next read), so the Stop hook never imports the event models. Only the registry
-    holds it: nothing else is derived from a checkpoint."""
-    stores.sink.keep([event])
 
 
 def checkpoint_at_boundary(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,

@@ -79,13 +79,9 @@ def lease_conflicts(stores: Stores, *, at: datetime | None = None) -> list[Lease
     """Every active lease of the project that meets another active ticket, by holder, other
     ticket and pattern. Raises StoreUnavailable when the registry or the graph does not answer."""
     at, grace = at or clock.now(), stores.settings.lease_grace
-    holders = stores.registry.lease_holders()
-    if isinstance(holders, Unavailable):
-        raise StoreUnavailable(Store.SESSION_REGISTRY, holders.reason)
-    listed = stores.registry.listed_sessions(task_ids=holders.value)
-    if isinstance(listed, Unavailable):
-        raise StoreUnavailable(Store.SESSION_REGISTRY, listed.reason)
-    held = [(s.outline.task_id, lease) for s in listed.value if s.outline.status == "active"
+    holders = stores.registry.lease_holders().unwrap(Store.SESSION_REGISTRY) or set[str]()
+    listed = stores.registry.listed_sessions(task_ids=holders).unwrap(Store.SESSION_REGISTRY) or []
+    held = [(s.outline.task_id, lease) for s in listed if s.outline.status == "active"
             for lease in s.leases if lease.ends + grace >= at]
     found: list[LeaseConflict] = []
     under: dict[tuple[str, str], dict[str, list[str]]] = {}  # one read of the graph per repository and start

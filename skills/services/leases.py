@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.errors import BadInput, Refused
-from baton.outcome import Found, Unavailable
+from baton.outcome import Unavailable
 from baton.registry.base import lease_ends
 from baton.skills.core.path_patterns import matches, normal_pattern, overlap
 
@@ -272,14 +272,9 @@ def release(stores: Stores, holder_id: str, repo: str, raw_patterns: Sequence[st
         raise BadInput("--force needs --reason: a forced release is recorded with who and why")
     at = clock.now()
     stores.sink.deliver()
-    looked = stores.registry.get(holder_id)
-    if isinstance(looked, Unavailable):
-        from baton.errors import StoreUnavailable
-
-        raise StoreUnavailable("registry", looked.reason)
-    if not isinstance(looked, Found):
+    session = stores.registry.get(holder_id).unwrap("registry")
+    if session is None:
         raise BadInput(f"no ticket {holder_id} in this project")
-    session = looked.value
     active = [lease for lease in leases_of(session, at, stores.settings.lease_grace)
               if lease.active and (lease.repo == repo or force)]
     if patterns:
@@ -329,13 +324,9 @@ def release_line(holder: str, released: Sequence[Lease]) -> str:
 
 def project_leases(stores: Stores, *, include_ended: bool = False, at: datetime | None = None) -> list[Lease]:
     """The project's active leases (include_ended: every lease), by ticket then grant time."""
-    from baton.errors import StoreUnavailable
-
     at = at or clock.now()
-    listed = stores.registry.list_sessions(include_inactive=True)
-    if isinstance(listed, Unavailable):
-        raise StoreUnavailable("registry", listed.reason)
-    leases = [lease for s in listed.value for lease in leases_of(s, at, stores.settings.lease_grace)
+    listed = stores.registry.list_sessions(include_inactive=True).unwrap("registry") or []
+    leases = [lease for s in listed for lease in leases_of(s, at, stores.settings.lease_grace)
               if include_ended or lease.active]
     return sorted(leases, key=lambda lease: (lease.task_id, lease.granted_at, lease.pattern))
 

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 
 from baton import clock
 from baton.errors import BadInput, ServerUnreachable, StoreUnavailable
-from baton.outcome import Unavailable
 from baton.retry import Backoff
 from baton.skills.core.projection import GRAPH_CHUNK, project
 from baton.skills.runtime.stores import Stores
@@ -153,10 +152,7 @@ def _collect_garbage(stores: Stores, log: Callable[[str], None]) -> None:
     sessions = signals = decisions = 0
     warnings: list[str] = []
     try:
-        projects = stores.registry.projects()
-        if isinstance(projects, Unavailable):
-            raise StoreUnavailable(Store.SESSION_REGISTRY, projects.reason)
-        for name in projects.value:
+        for name in stores.registry.projects().unwrap(Store.SESSION_REGISTRY) or []:
             report = collect_garbage(stores.for_project(name))
             sessions, signals = sessions + len(report.sessions), signals + report.signals
             decisions += report.decisions

@@ -11,8 +11,6 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from baton.errors import StoreUnavailable
-from baton.outcome import Unavailable
 from baton.skills.core.interrupted import Heartbeat, MachineLiveness, Recovery, SessionFacts, detect, read_prizmkit
 from baton.skills.runtime.agent_sessions import Beat, local_heartbeats
 from baton.store_names import Store
@@ -35,10 +33,7 @@ def recover(stores: Stores, place: Place | None, beats: Iterable[Beat] | None = 
     Raises StoreUnavailable when the registry cannot answer."""
     if outlines is None:
         # The outlines, not the sessions: a thousand validated sessions would cost more than the rest.
-        listed = stores.registry.session_outlines(include_inactive=verbose)
-        if isinstance(listed, Unavailable):
-            raise StoreUnavailable(Store.SESSION_REGISTRY, listed.reason)
-        outlines = listed.value
+        outlines = stores.registry.session_outlines(include_inactive=verbose).unwrap(Store.SESSION_REGISTRY) or []
     if beats is None:
         beats = local_heartbeats(stores.settings)
     heartbeats = {(b.task_id, b.worktree): b for b in beats}

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import os
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import WorktreeLocator
 from baton.ids import TicketId, parse_ticket_id
-from baton.outcome import Found, NotFound, Unavailable
+from baton.outcome import Found, NotFound
 from baton.registry.model import Session
 from baton.skills.core.binding import Place, place_of
 from baton.skills.core.commit import commit, wire_event
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from baton.deadline import Deadline
     from baton.registry.model import CheckpointRecord
     from baton.skills.core.checkpoint_remote import NotFetched
-    from baton.skills.core.checkpoints import Checkpoint
+    from baton.skills.core.checkpoints import Checkpoint, Restored
 
 CHECKOUT_CAP = 60.0  # seconds a new worktree's checkout may take, within the command's deadline
 _NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}")
@@ -46,12 +47,10 @@ def session_of(stores: Stores, task_id: str) -> Session:
     does not answer (a verb never starts from state it cannot see)."""
     from baton.store_names import Store
 
-    found = stores.registry.get(parse_ticket_id(task_id))
-    if isinstance(found, Unavailable):
-        raise StoreUnavailable(Store.SESSION_REGISTRY, found.reason)
-    if isinstance(found, NotFound):
+    found = stores.registry.get(parse_ticket_id(task_id)).unwrap(Store.SESSION_REGISTRY)
+    if found is None:
         raise BadInput(f"no session for {task_id}")
-    return found.value
+    return found
 
 
 def _repository(place: Place) -> Path:
@@ -74,11 +73,10 @@ def _checkpoint(stores: Stores, place: Place, session: Session, checkpoint_id: s
     if isinstance(found, NotFound):
         fetch_missing(stores, place, session, wanted, newest=checkpoint_id is None)
         found = read(root, wanted, deadline=stores.deadline)
-    if isinstance(found, Unavailable):
-        raise StoreUnavailable("checkpoints", found.reason)
-    if isinstance(found, NotFound):
+    checkpoint = found.unwrap("checkpoints")
+    if checkpoint is None:
         raise BadInput(f"no checkpoint {wanted} in {place.root}'s repository (deleted, or taken in another clone)")
-    return found.value
+    return checkpoint
 
 
 def fetch_missing(stores: Stores, place: Place, session: Session, wanted: str, *, newest: bool) -> None:
@@ -87,20 +85,18 @@ def fetch_missing(stores: Stores, place: Place, session: Session, wanted: str, *
     when the registry records no such checkpoint or the remote does not hold it,
     StoreUnavailable when the remote cannot be reached: each saying which checkpoint, why,
     and how to pick another."""
-    recorded, not_fetched = _fetch(stores, place, session, wanted)
+    not_fetched = _fetch(stores, place, session, wanted, newest)
     if not_fetched is None:
         return
-    message = (f"{_which(session, recorded, newest)} is not in this clone and could not be fetched: "
-               f"{not_fetched.reason}; nothing written. Another one: `baton restore {session.task_id}@ID` "
+    message = (f"{not_fetched.reason}; nothing written. Another one: `baton restore {session.task_id}@ID` "
                f"(`baton checkpoints {session.task_id}`)")
     if not_fetched.unreachable:
         raise StoreUnavailable("checkpoints", message)
     raise BadInput(message)
 
 
-def _fetch(stores: Stores, place: Place, session: Session, wanted: str
-           ) -> tuple[CheckpointRecord, NotFetched | None]:
-    """The record of the checkpoint wanted, and why it could not be fetched (None: it was)."""
+def _fetch(stores: Stores, place: Place, session: Session, wanted: str, newest: bool) -> NotFetched | None:
+    """Why the checkpoint wanted could not be fetched, naming it (None: it was)."""
     from baton.skills.core.checkpoint_remote import NotFetched, fetch
 
     recorded = recorded_checkpoint(stores, session, wanted)
@@ -108,16 +104,16 @@ def _fetch(stores: Stores, place: Place, session: Session, wanted: str
         raise BadInput(f"no checkpoint {wanted} of {session.task_id} is recorded or held here "
                        f"(`baton checkpoints {session.task_id}` lists them)")
     if stores.settings.checkpoint_push == "off":
-        return recorded, NotFetched("checkpoints stay in the clone that took them here ([checkpoints] push = "
-                                    "\"off\")", unreachable=False)
-    outcome = fetch(_repository(place), recorded.id, recorded.remote, stores.settings.checkpoint_remote,
-                    stores.deadline)
-    return recorded, outcome if isinstance(outcome, NotFetched) else None
-
-
-def _which(session: Session, recorded: CheckpointRecord, newest: bool) -> str:
-    return (f"{session.task_id}'s {'newest ' if newest else ''}checkpoint {recorded.id[:12]} ({recorded.boundary}, "
-            f"taken {recorded.taken_at.isoformat(timespec='seconds')} in {recorded.worktree_path})")
+        outcome: object = NotFetched("checkpoints stay in the clone that took them here ([checkpoints] push = "
+                                     "\"off\")", unreachable=False)
+    else:
+        outcome = fetch(_repository(place), recorded.id, recorded.remote, stores.settings.checkpoint_remote,
+                        stores.deadline)
+    if not isinstance(outcome, NotFetched):
+        return None
+    which = (f"{session.task_id}'s {'newest ' if newest else ''}checkpoint {recorded.id[:12]} ({recorded.boundary}, "
+             f"taken {recorded.taken_at.isoformat(timespec='seconds')} in {recorded.worktree_path})")
+    return NotFetched(f"{which} is not in this clone and could not be fetched: {outcome.reason}", outcome.unreachable)
 
 
 def recorded_checkpoint(stores: Stores, session: Session, wanted: str) -> CheckpointRecord | None:
@@ -130,10 +126,8 @@ def recorded_checkpoint(stores: Stores, session: Session, wanted: str) -> Checkp
     latest = session.checkpoint
     if latest is not None and latest.id.startswith(wanted) and latest.remote:
         return latest
-    events = stores.registry.events(session.task_id)
-    if isinstance(events, Unavailable):
-        raise StoreUnavailable(Store.SESSION_REGISTRY, events.reason)
-    taken = sorted((e for e in events.value if isinstance(e, CheckpointTaken) and e.checkpoint_id.startswith(wanted)),
+    events = stores.registry.events(session.task_id).unwrap(Store.SESSION_REGISTRY) or []
+    taken = sorted((e for e in events if isinstance(e, CheckpointTaken) and e.checkpoint_id.startswith(wanted)),
                    key=lambda e: e.at, reverse=True)
     if len({e.checkpoint_id for e in taken}) > 1:
         raise BadInput(f"checkpoint id prefix {wanted} is ambiguous: {len({e.checkpoint_id for e in taken})} "
@@ -221,15 +215,23 @@ def restore(stores: Stores, place: Place, target: str, *, at: str | None = None,
     checkpoint = _checkpoint(stores, place, session, checkpoint_id)
     where = place.root if in_place else _target(place, into, f"{task_id}-{checkpoint.id[:8]}")
     restored = checkpoints.restore(place.root, checkpoint.id, where, in_place=in_place, deadline=stores.deadline)
-    parent = checkpoint.run_id or (session.current_run.text if session.current_run else None)
-    started = Started(task_id, restored.path, str(uuid.uuid4()), "restore", parent, checkpoint.id, checkpoint.base,
-                      notes=list(restored.notes))
-    new_place = place_of(restored.path, WorktreeLocator())
-    report = bind(stores, task_id, new_place, start=RunStart(started.run_id, "restore", parent,
-                                                             diverged_at=checkpoint.id, base=checkpoint.base))
+    started, new_place, report = _bound(stores, session, task_id, checkpoint, restored, "restore")
     started.branch = new_place.worktree.branch if new_place.worktree else None
     started.warnings = report.warnings
     return started
+
+
+def _bound(stores: Stores, session: Session, task_id: TicketId, checkpoint: Checkpoint, restored: Restored, kind: str,
+           **start: str) -> tuple[Started, Place, WriteReport]:
+    """The worktree a checkpoint was restored into, bound to task_id in a new run that
+    diverged at the checkpoint (kind: restore or fork)."""
+    parent = checkpoint.run_id or (session.current_run.text if session.current_run else None)
+    started = Started(task_id, restored.path, str(uuid.uuid4()), kind, parent, checkpoint.id, checkpoint.base,
+                      notes=list(restored.notes))
+    new_place = place_of(restored.path, WorktreeLocator())
+    report = bind(stores, task_id, new_place, push_checkpoint=kind == "fork", start=RunStart(
+        started.run_id, kind, parent, diverged_at=checkpoint.id, base=checkpoint.base, **start))
+    return started, new_place, report
 
 
 def fork(stores: Stores, place: Place, task_id: str, new_task_id: str, *, at: str | None = None,
@@ -252,13 +254,9 @@ def fork(stores: Stores, place: Place, task_id: str, new_task_id: str, *, at: st
                                    deadline=stores.deadline)
     # Keeps the restored index and files.
     _git(restored.path, "checkout", "-q", "-b", new_task_id, deadline=stores.deadline)
-    parent = checkpoint.run_id or (session.current_run.text if session.current_run else None)
-    started = Started(new_task_id, restored.path, str(uuid.uuid4()), "fork", parent, checkpoint.id, checkpoint.base,
-                      branch=new_task_id, notes=list(restored.notes))
-    new_place = place_of(restored.path, WorktreeLocator())
-    report = bind(stores, new_task_id, new_place, start=RunStart(
-        started.run_id, "fork", parent, parent_task_id=task_id, diverged_at=checkpoint.id, base=checkpoint.base),
-        push_checkpoint=True)
+    started, new_place, report = _bound(stores, session, new_task_id, checkpoint, restored, "fork",
+                                        parent_task_id=task_id)
+    started.branch = new_task_id
     report.warnings += _inherit(stores, session, new_task_id, report.session_id or "fork", new_place.repo)
     # The checkpoint the fork diverged at goes with it, so another clone can follow the lineage.
     report.warnings += push_checkpoint(stores, place, checkpoint.id)[1]
@@ -324,10 +322,8 @@ def fresh(stores: Stores, place: Place, task_id: str, *, base: str | None = None
     fetching: list[str] = []
     if session.checkpoint is not None and isinstance(read(root, session.checkpoint.id, deadline=stores.deadline),
                                                      NotFound):
-        recorded, not_fetched = _fetch(stores, place, session, session.checkpoint.id)
-        if not_fetched is not None:
-            fetching.append(f"{_which(session, recorded, True)} is not in this clone and could not be fetched: "
-                            f"{not_fetched.reason}")
+        not_fetched = _fetch(stores, place, session, session.checkpoint.id, True)
+        fetching += [not_fetched.reason] if not_fetched is not None else []
     report = bind(stores, task_id, place_of(target, WorktreeLocator()),
                   start=RunStart(run_id, "fresh", parent, base=commit_id))
     started.warnings = fetching + report.warnings
@@ -348,10 +344,7 @@ class RunLine:
     late_writes: int = 0  # the writes a take-over fenced out of this run (Session.late_writes)
 
     def to_json(self) -> dict:
-        return {"task_id": self.task_id, "run_id": self.run_id, "kind": self.kind,
-                "parent_run_id": self.parent_run_id, "parent_task_id": self.parent_task_id,
-                "diverged_at": self.diverged_at, "started_at": self.started_at, "state": self.state,
-                "depth": self.depth, "late_writes": self.late_writes}
+        return asdict(self)
 
 
 def named_or_bound(stores: Stores, place: Place, task_id: str | None) -> str:
@@ -404,9 +397,7 @@ class CheckpointLine:
     remote: str | None = None  # the git remote it was pushed to (where another clone fetches it)
 
     def to_json(self) -> dict:
-        return {"id": self.id, "boundary": self.boundary, "label": self.label, "run_id": self.run_id,
-                "base": self.base, "worktree_path": self.worktree_path, "taken_at": self.taken_at,
-                "present": self.present, "remote": self.remote}
+        return asdict(self)
 
 
 def checkpoints_of(stores: Stores, place: Place, task_id: str) -> list[CheckpointLine]:
@@ -417,14 +408,12 @@ def checkpoints_of(stores: Stores, place: Place, task_id: str) -> list[Checkpoin
     from baton.store_names import Store
 
     session_of(stores, task_id)
-    events = stores.registry.events(task_id)
-    if isinstance(events, Unavailable):
-        raise StoreUnavailable(Store.SESSION_REGISTRY, events.reason)
+    events = stores.registry.events(task_id).unwrap(Store.SESSION_REGISTRY) or []
     present = None
     if place.worktree is not None:
         listed = list_checkpoints(place.root, deadline=stores.deadline)
         present = {c.id for c in listed.value} if isinstance(listed, Found) else None
-    taken = sorted((e for e in events.value if isinstance(e, CheckpointTaken)), key=lambda e: e.at, reverse=True)
+    taken = sorted((e for e in events if isinstance(e, CheckpointTaken)), key=lambda e: e.at, reverse=True)
     # A checkpoint recorded again once pushed: any of its records names the remote.
     remotes = {e.checkpoint_id: e.remote for e in reversed(taken) if e.remote}
     seen, lines = set(), []
@@ -472,33 +461,29 @@ def collect(stores: Stores, place: Place, *, keep: int | None = None, dry_run: b
     keep = stores.settings.checkpoint_keep if keep is None else keep
     if keep < 1:
         raise BadInput("--keep must be at least 1")
-    listed = stores.registry.list_sessions(include_inactive=True)
-    if isinstance(listed, Unavailable):
-        raise StoreUnavailable(Store.SESSION_REGISTRY, listed.reason)
+    sessions = stores.registry.list_sessions(include_inactive=True).unwrap(Store.SESSION_REGISTRY) or []
     root = _repository(place)
-    found = list_checkpoints(root, deadline=stores.deadline)
-    if isinstance(found, Unavailable):
-        raise StoreUnavailable("checkpoints", found.reason)
-    needed = {s.checkpoint.id for s in listed.value if s.checkpoint}
-    needed |= {r.diverged_at for s in listed.value for r in s.run_log if r.diverged_at}
+    held_list: Sequence[Checkpoint] = list_checkpoints(root, deadline=stores.deadline).unwrap("checkpoints") or []
+    needed = {s.checkpoint.id for s in sessions if s.checkpoint}
+    needed |= {r.diverged_at for s in sessions for r in s.run_log if r.diverged_at}
     per_run: dict[str | None, list] = {}
-    for checkpoint in found.value:  # newest first
+    for checkpoint in held_list:  # newest first
         per_run.setdefault(checkpoint.run_id, []).append(checkpoint)
     for taken in per_run.values():
         needed |= {c.id for c in taken[:keep]}
         needed |= {c.id for c in [c for c in taken if c.boundary == "handoff"][:1]}
-    doomed = tuple(sorted(c.id for c in found.value if c.id not in needed))
-    held = {c.id for c in found.value}
+    doomed = tuple(sorted(c.id for c in held_list if c.id not in needed))
+    held = {c.id for c in held_list}
     # Pushed by this clone and gone from it since (deleted by an earlier gc whose remote
     # deletion failed): deleted on the remote now, unless something still needs them.
     pushed = set(checkpoint_remote.pushed(root, stores.deadline))
     remote_doomed = sorted((pushed & set(doomed)) | {i for i in pushed - held if i not in needed})
     if dry_run or not (doomed or remote_doomed):
-        return Collected(doomed, len(found.value) - len(doomed), dry_run, remote_removed=tuple(remote_doomed))
+        return Collected(doomed, len(held_list) - len(doomed), dry_run, remote_removed=tuple(remote_doomed))
     # An unreadable record goes too.
-    doomed = gc(root, {c.id for c in found.value if c.id not in doomed}, deadline=stores.deadline)
+    doomed = gc(root, {c.id for c in held_list if c.id not in doomed}, deadline=stores.deadline)
     pruned = checkpoint_remote.prune(root, remote_doomed, stores.deadline)
     fetched = checkpoint_remote.fetched(root, stores.deadline)
     checkpoint_remote.forget_fetched(root, doomed, stores.deadline)
     records = stores.registry.forget_checkpoints([i for i in doomed if i not in fetched])
-    return Collected(doomed, len(found.value) - len(doomed), dry_run, records, pruned.deleted, pruned.warnings)
+    return Collected(doomed, len(held_list) - len(doomed), dry_run, records, pruned.deleted, pruned.warnings)

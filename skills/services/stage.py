@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from baton import clock
-from baton.errors import BadInput, StoreUnavailable
-from baton.outcome import Found, Unavailable
+from baton.errors import BadInput
 from baton.skills.core.binding import ActiveTask, Place, resolve_task
 from baton.skills.core.commit import commit, wire_event
 from baton.skills.core.stage_authority import (
@@ -119,10 +118,8 @@ def record_stage(stores: Stores, place: Place, command: StageCommand, at: dateti
     if command.evidence is not None and command.check is not None:
         raise BadInput("give either --evidence or --check, not both")
     lifecycle = lifecycle_of(stores.settings)
-    looked = stores.registry.get(task.task_id)
-    if isinstance(looked, Unavailable):
-        raise StoreUnavailable(Store.SESSION_REGISTRY, looked.reason)
-    record = looked.value.workflow if isinstance(looked, Found) else None
+    looked = stores.registry.get(task.task_id).unwrap(Store.SESSION_REGISTRY)
+    record = looked.workflow if looked is not None else None
     state, notes = current_state(lifecycle, record)
     redact = stores.redact
     transition = StageRequest(command.status, command.result, command.repair_scope,
