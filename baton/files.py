@@ -257,3 +257,19 @@ def _limits(directory: Path) -> tuple[int, int]:
 def _shown(path: str) -> str:
     """A path for a one-line message: a very long one cut in the middle."""
     return path if len(path) <= 200 else f"{path[:100]}...{path[-60:]} ({len(path)} characters)"
+
+
+def write_whole(path: Path, text: str, *, mode: int | None = None) -> None:
+    """path holds text, or on a failure (raised as it comes) what it held before. mode: the file's, else 0600."""
+    import tempfile  # here, not at the top: the hooks' reads need none of it (tempfile imports shutil)
+
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
+            out.write(text)
+        if mode is not None:
+            os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -15,9 +15,8 @@ from typing import NamedTuple
 
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
-from baton.files import Worktree, WorktreeLocator
+from baton.files import Worktree, WorktreeLocator, write_whole
 from baton.ids import TicketId, parse_ticket_id
-from baton.skills.runtime.whole_file import write_whole
 from baton.store_names import Store
 
 BINDING_DIR = ".baton"

@@ -29,10 +29,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from baton.errors import GitFailed
-from baton.files import normalise_remote
+from baton.files import normalise_remote, write_whole
 from baton.git import first_line, run_git
 from baton.skills.core.checkpoints import git_environment
-from baton.skills.runtime.whole_file import write_whole
 
 if TYPE_CHECKING:
     import subprocess

@@ -50,10 +50,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from baton import clock
 from baton.errors import BadInput, GitFailed, StoreUnavailable
-from baton.files import git_dirs
+from baton.files import git_dirs, write_whole
 from baton.git import run_git, subcommand
 from baton.outcome import Found, NotFound, Unavailable
-from baton.skills.runtime.whole_file import write_whole
 
 if TYPE_CHECKING:
     from baton.deadline import Deadline

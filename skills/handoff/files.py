@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from baton.clock import UTC
 from baton.errors import BadInput, StoreUnavailable
-from baton.skills.runtime.whole_file import write_whole
+from baton.files import write_whole
 from baton.store_names import Store
 
 if TYPE_CHECKING:

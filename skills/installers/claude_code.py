@@ -26,10 +26,10 @@ from typing import NoReturn
 
 from baton import clock
 from baton.errors import BadInput
+from baton.files import write_whole
 from baton.skills.core.batons_own import AGENT_SKILLS
 from baton.skills.core.binding import Place
 from baton.skills.runtime.agents import AGENTS, HOOK_NAMES, Hooks
-from baton.skills.runtime.whole_file import write_whole
 
 SCOPES = ("project", "user")
 

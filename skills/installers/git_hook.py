@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from baton.errors import BadInput, GitFailed
+from baton.files import write_whole
 from baton.git import first_line, run_git
-from baton.skills.runtime.whole_file import write_whole
 
 HOOK = "pre-commit"
 CHAINED = "pre-commit.before-baton"

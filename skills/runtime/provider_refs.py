@@ -20,9 +20,9 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from baton.files import write_whole
 from baton.home import make_directory
 from baton.locks import held
-from baton.skills.runtime.whole_file import write_whole
 from baton.trust import read_private
 
 KEY_FILE = "provider.key"

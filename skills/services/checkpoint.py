@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from baton import clock
 from baton.errors import BadInput, BatonError
+from baton.files import write_whole
 from baton.registry.wire import checkpoint_taken_body
 from baton.skills.core.binding import BINDING_DIR, ActiveTask, Place
 from baton.skills.core.commit import WireEvent
 from baton.skills.runtime.stores import Stores
-from baton.skills.runtime.whole_file import write_whole
 
 if TYPE_CHECKING:
     from baton.deadline import Deadline
