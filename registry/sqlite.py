@@ -590,8 +590,8 @@ class SqliteSessionStore(SessionStore):
         return self._catch_up(conn)
 
     def _stored_rows(self, ready: Callable[[sqlite3.Connection], bool], query: str, params: tuple[object, ...],
-                     rows_read: Callable[[list[Any]], list[_T]], sessions_read: Callable[[list[Session]], list[_T]],
-                     *, include_inactive: bool = False) -> Found[list[_T]] | Unavailable:
+                     rows_read: Callable[[list[Any]], _T], sessions_read: Callable[[list[Session]], _T],
+                     *, include_inactive: bool = False) -> Found[_T] | Unavailable:
         """What rows_read makes of query's rows of the stored projections' JSON, once ready
         says they read as they are; else what sessions_read makes of the sessions projected
         in memory."""
@@ -634,41 +634,23 @@ class SqliteSessionStore(SessionStore):
 
     def lease_holders(self) -> Found[set[str]] | Unavailable:
         """From the lease anchors' index (a lease not projected yet is there once it is)."""
-        try:
-            with guarded(STORE, self.path):
-                conn = self._db.conn()
-                if not self._catch_up(conn):
-                    return Found({s.task_id for s in self._all_in_memory(conn, include_inactive=False) if s.leases})
-                return Found({task_id for (task_id,) in conn.execute(
-                    "SELECT DISTINCT task_id FROM lease_anchors WHERE project = ?", (self.project,))})
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return self._stored_rows(self._catch_up, "SELECT DISTINCT task_id FROM lease_anchors WHERE project = ?",
+                                 (self.project,), lambda rows: {task_id for (task_id,) in rows},
+                                 lambda sessions: {s.task_id for s in sessions if s.leases})
 
     def session_order(self, *, include_inactive: bool = False, offset: int = 0,
                       limit: int | None = None) -> Found[list[tuple[str, str]]] | Unavailable:
         """From the status index alone, every pending event projected first."""
-        try:
-            with guarded(STORE, self.path):
-                conn = self._db.conn()
-                if not self._catch_up(conn):
-                    return Found([(s.task_id, s.status.value) for s in self._all_in_memory(
-                        conn, include_inactive=include_inactive)][offset:None if limit is None else offset + limit])
-                return Found(conn.execute((_ORDER if include_inactive else _ACTIVE_ORDER) + _ORDER_BY + _PAGE,
-                                          (self.project, -1 if limit is None else limit, offset)).fetchall())
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        page = slice(offset, None if limit is None else offset + limit)
+        return self._stored_rows(self._catch_up, (_ORDER if include_inactive else _ACTIVE_ORDER) + _ORDER_BY + _PAGE,
+                                 (self.project, -1 if limit is None else limit, offset), lambda rows: rows,
+                                 lambda sessions: [(s.task_id, s.status.value) for s in sessions][page],
+                                 include_inactive=include_inactive)
 
     def session_count(self, *, include_inactive: bool = False) -> Found[int] | Unavailable:
         """From the status index alone, every pending event projected first."""
-        try:
-            with guarded(STORE, self.path):
-                conn = self._db.conn()
-                if not self._catch_up(conn):
-                    return Found(len(self._all_in_memory(conn, include_inactive=include_inactive)))
-                query = _COUNT if include_inactive else _ACTIVE_COUNT
-                return Found(conn.execute(query, (self.project,)).fetchone()[0])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return self._stored_rows(self._catch_up, _COUNT if include_inactive else _ACTIVE_COUNT, (self.project,),
+                                 lambda rows: rows[0][0], len, include_inactive=include_inactive)
 
     def leases_near(self, repo: str, paths: Sequence[str]) -> Found[list[tuple[str, ListedLease]]] | Unavailable:
         """Through the lease anchors' index: only the sessions holding a lease that may cover
