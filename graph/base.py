@@ -95,14 +95,15 @@ class ConflictGraph(ABC):
     Backends implement the row queries; the grouping into answers is shared here.
     """
 
-    @abstractmethod
     def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
                session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
-        """Set the ticket's status and add touches of files (idempotent), in one transaction.
+        """Set the ticket's status and add touches of files (idempotent), in one transaction:
+        record_many of one ticket.
 
         session_id and depends_on become edges where the backend is a graph database; the
         embedded backend answers conflicts only and leaves them to the registry.
         """
+        self.record_many([TicketRecord(task_id, status, files, at, session_id, depends_on)])
 
     def record_many(self, records: Sequence[TicketRecord]) -> dict[str, dict[str, list[FileRef]]] | None:
         """record() for each ticket; a graph database writes them in one transaction. Answers
@@ -112,11 +113,9 @@ class ConflictGraph(ABC):
         rows = self._record_rows(records)
         return None if rows is None else _shared_by_ticket(rows)
 
+    @abstractmethod
     def _record_rows(self, records: Sequence[TicketRecord]) -> list[tuple[str, str, str, str]] | None:
         """record_many's write; the rows of _shared_rows_of the written tickets when read on the way."""
-        for r in records:
-            self.record(r.task_id, r.status, r.files, r.at, session_id=r.session_id, depends_on=r.depends_on)
-        return None
 
     @abstractmethod
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:

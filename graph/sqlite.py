@@ -262,10 +262,6 @@ class SqliteConflictGraph(ConflictGraph):
         self.path = path
         self._db = SqliteFile(path, MIGRATIONS, timeout=timeout)
 
-    def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
-               session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
-        self.record_many([TicketRecord(task_id, status, files, at)])
-
     def _record_rows(self, records: Sequence[TicketRecord]) -> None:
         """One transaction: a ticket's status and touches never reach the graph apart."""
         with self._db.writing(STORE) as conn:
