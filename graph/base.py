@@ -253,29 +253,29 @@ class ConflictGraph(ABC):
             found = dict(list(found.items())[:at_most])
         return Found(found)
 
+    @abstractmethod
     def counted(self) -> bool:
         """Whether the conflict counts kept at write time are whole (False: the backend keeps
         none, or a graph from before them waits for recount). Raises StoreUnavailable."""
-        return False
 
+    @abstractmethod
     def recount(self) -> int:
         """Count every ticket's conflicts again and keep them from now on (doctor --repair,
         a projector's start); answers how many tickets were counted, 0 where the backend
         keeps no counts. Raises StoreUnavailable."""
-        return 0
 
+    @abstractmethod
     def _kept_rows(self, task_ids: list[str] | None, scope: str = "", *,
                    at_most: int | None = None) -> list[tuple[str, int, int]] | None:
         """(task, conflicting files, conflicting tickets) per active ticket (of task_ids, when
         given; else those with files only, at most at_most of them) from the counts kept at
         write time, forks' expected overlap included; None when they are not kept (counted()
         is False)."""
-        return None
 
+    @abstractmethod
     def _sample_rows(self, task_ids: list[str], sample: int, scope: str = "") -> dict[str, list[str]]:
         """Up to `sample` of the active tickets sharing files with each of task_ids (the first
         found: a backend need not read every partner), by ticket."""
-        return {task: partners for task, _, _, partners in self._summary_rows(sample, [], task_ids, scope)}
 
     # scope: a prefix of task ids (a project's, baton.graph.projects): the other tickets
     # counted, and the tickets summarised, are those whose id starts with it ("": every one).

@@ -473,13 +473,6 @@ class PostgresSessionStore(SessionStore):
                 conn.execute("INSERT INTO baton_schema_migrations (version) VALUES (%s)", (version,))
         self._migrated = True
 
-    def _load(self, conn: psycopg.Connection, task_id: str) -> Session | None:
-        from baton.registry.model import Session
-
-        row = conn.execute("SELECT body FROM baton_sessions WHERE project = %s AND task_id = %s",
-                           (self.project, task_id)).fetchone()
-        return None if row is None else Session.model_validate(row[0])
-
     def _anchor_leases(self, conn: psycopg.Connection, sessions: Iterable[Session]) -> None:
         """Keep the anchor of each lease of the sessions just stored."""
         rows = [(self.project, lease.text, s.task_id, lease.repo, lease_anchor(lease.pattern))
@@ -628,13 +621,10 @@ class PostgresSessionStore(SessionStore):
         return Found(answer(rows))
 
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
-        try:
-            self._catch_up()
-            with self._transaction() as conn:
-                session = self._load(conn, task_id)
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        return NotFound(task_id) if session is None else Found(session)
+        found = self.get_many([task_id])
+        if isinstance(found, Unavailable):
+            return found
+        return Found(found.value[task_id]) if task_id in found.value else NotFound(task_id)
 
     def get_many(self, task_ids: Sequence[str]) -> Found[dict[str, Session]] | Unavailable:
         from baton.registry.model import Session

@@ -53,7 +53,7 @@ from baton.registry.base import (
     unreleased_leases,
 )
 from baton.registry.wire import event_adapter
-from baton.sqlite import SqliteFile, begin_within, guarded
+from baton.sqlite import SqliteFile, begin_within, guarded, write_transaction
 from baton.store_names import Store
 from baton.write_queue import WriteQueue
 
@@ -306,19 +306,12 @@ class SqliteSessionStore(SessionStore):
         """Hold the write lock, the queued writes moved into the events first (unprojected);
         yields False, holding nothing, when another process held the lock through `within`
         seconds. Without `within`, waits the store's timeout and raises if it is not enough."""
-        if within is None:
-            conn.execute("BEGIN IMMEDIATE")
-        elif not begin_within(conn, within, restore=self.timeout):
+        if within is not None and not begin_within(conn, within, restore=self.timeout):
             yield False
             return
-        try:
+        with write_transaction(conn, begun=within is not None):
             taken = self._take_queued(conn)
             yield True
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
         self._queue.remove(taken)
 
     def _take_queued(self, conn: sqlite3.Connection) -> list[str]:
@@ -332,12 +325,13 @@ class SqliteSessionStore(SessionStore):
                                          for _, entries in records for e in entries])
         return [name for name, _ in records]
 
-    def _queued(self, task_ids: Collection[str] | None = None) -> list[tuple[str, str, str, str]]:
-        """This project's queued events (of task_ids, None: all) as (at, event_id, type, body), in order."""
+    def _queued(self, task_ids: Collection[str] | None = None) -> list[tuple[str, str, str, str, str]]:
+        """This project's queued events (of task_ids, None: all) as (at, event_id, type,
+        body, task_id), in order."""
         if not self._queue.names():
             return []
-        return [(e["at"], e["event_id"], e["type"], e["body"]) for _, entries in self._queue.read() for e in entries
-                if e["project"] == self.project and (task_ids is None or e["task_id"] in task_ids)]
+        return [(e["at"], e["event_id"], e["type"], e["body"], e["task_id"]) for _, entries in self._queue.read()
+                for e in entries if e["project"] == self.project and (task_ids is None or e["task_id"] in task_ids)]
 
     def _keep_queued(self, rows: list[dict]) -> None:
         """Queue one write (its events applied together later); raises OSError, keeping nothing."""
@@ -365,8 +359,7 @@ class SqliteSessionStore(SessionStore):
         rows = [(at, event_id, task_id, body) for event_id, task_id, at, body in conn.execute(
             "SELECT event_id, task_id, at, body FROM events WHERE project = ? AND applied = 0", (self.project,))
             if task_ids is None or task_id in task_ids]
-        queued = [(e["at"], e["event_id"], e["task_id"], e["body"]) for _, entries in self._queue.read()
-                  for e in entries if e["project"] == self.project and (task_ids is None or e["task_id"] in task_ids)]
+        queued = [(at, event_id, task_id, body) for at, event_id, _, body, task_id in self._queued(task_ids)]
         adapter = event_adapter()
         sessions: dict[str, Session] = {}
         for _, event_id, task_id, body in sorted(rows + queued, key=lambda row: row[0]):
@@ -514,7 +507,7 @@ class SqliteSessionStore(SessionStore):
                     "SELECT 'session', NULL, body FROM sessions WHERE project = ?1 AND task_id = ?2 "
                     "UNION ALL SELECT type, at, body FROM events WHERE project = ?1 AND task_id = ?2 AND applied = 0",
                     (self.project, task_id)).fetchall()
-                rows += [(kind, at, body) for at, _, kind, body in self._queued([task_id])]
+                rows += [(kind, at, body) for at, _, kind, body, _ in self._queued([task_id])]
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         stored = [body for kind, _, body in rows if kind == "session"]
@@ -539,11 +532,9 @@ class SqliteSessionStore(SessionStore):
         """From the stored projections' JSON: the hook before an edit pays no pydantic. An
         event not projected yet shows at the next check after it is."""
         try:
-            with guarded(STORE, self.path):
-                rows = self._db.conn().execute(
-                    "SELECT task_id, json_extract(body, '$.agent', '$.branch', '$.next_action') FROM sessions "
-                    "WHERE project = ? AND task_id IN (SELECT value FROM json_each(?))",
-                    (self.project, json.dumps(list(task_ids)))).fetchall()
+            rows = self._db.read(STORE, "SELECT task_id, json_extract(body, '$.agent', '$.branch', '$.next_action') "
+                                        "FROM sessions WHERE project = ? AND task_id IN "
+                                        "(SELECT value FROM json_each(?))", (self.project, json.dumps(list(task_ids))))
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         try:
@@ -673,7 +664,7 @@ class SqliteSessionStore(SessionStore):
                     "SELECT at, event_id, body FROM events WHERE project = ? AND task_id = ?",
                     (self.project, task_id)).fetchall()
                 stored = {event_id for _, event_id, _ in rows}
-                rows += [(at, event_id, body) for at, event_id, _, body in self._queued([task_id])
+                rows += [(at, event_id, body) for at, event_id, _, body, _ in self._queued([task_id])
                          if event_id not in stored]
                 return Found([adapter.validate_json(body) for _, _, body in sorted(rows)])
         except StoreUnavailable as exc:
