@@ -56,3 +56,20 @@ def make_directory(directory: Path) -> None:
     except (FileExistsError, NotADirectoryError):
         blocking = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), directory)
         raise NotADirectoryError(errno.ENOTDIR, f"{blocking} is not a directory") from None
+
+
+def write_synced(path: Path, *pieces: bytes | memoryview) -> None:
+    """Create the file at path (none may be there; owner only) with pieces, flushed to the
+    disk before this returns; on any failure, no file is left."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        for piece in pieces:
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)

@@ -172,18 +172,21 @@ class KafkaOutbox:
     def ensure_topic(self) -> None:
         """Create the topic unless this data home already saw it (saves an admin round trip
         in every new process). Call it within a call of the gate."""
-        if self._topic_ready:
-            return
-        if self._box.topic_known(self.topic):
-            self._topic_ready = True
-            return
+        if not self._topic_ready and not self._box.topic_known(self.topic):
+            self.topic_partitions()
+        self._topic_ready = True
+
+    def topic_partitions(self) -> int:
+        """The topic's partition count as the broker holds it, the topic created first when
+        it is missing: one metadata read. Call it within a call of the gate."""
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient, NewTopic
 
         left = self.gate.left()
         admin = AdminClient(client_config(self.bootstrap, left))
         try:
-            if self.topic not in topic_metadata(admin, left, self.store, self.bootstrap).topics:
+            held = topic_metadata(admin, left, self.store, self.bootstrap).topics.get(self.topic)
+            if held is None:
                 futures = admin.create_topics([NewTopic(self.topic, self.partitions, 1, config=self.topic_config)],
                                              operation_timeout=self.gate.left())
                 try:
@@ -195,13 +198,8 @@ class KafkaOutbox:
             raise kafka_failure(self.store, self.bootstrap, exc, client=admin) from exc
         self._box.note_topic(self.topic)
         self._topic_ready = True
-
-    def partition_count(self) -> int:
-        """The topic's partitions as the broker holds them. Call it within a call of the gate."""
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient(client_config(self.bootstrap, self.gate.left()))
-        return len(topic_metadata(admin, self.gate.left(), self.store, self.bootstrap).topics[self.topic].partitions)
+        # Made just now (in a race, by another process with its own setting): the count asked for.
+        return self.partitions if held is None else len(held.partitions)
 
     def prepare(self) -> None:
         """Create the topic and the producer before the first delivery needs them; the

@@ -21,6 +21,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 from baton.errors import StoreUnavailable, Untrusted
 from baton.home import make_directory
@@ -142,8 +143,11 @@ def _mark(conn: sqlite3.Connection) -> None:
 
 
 @contextmanager
-def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    conn.execute("BEGIN IMMEDIATE")
+def write_transaction(conn: sqlite3.Connection, *, begun: bool = False) -> Iterator[sqlite3.Connection]:
+    """A write transaction, begun here unless the caller began it: committed when the block
+    ends, rolled back when it raises."""
+    if not begun:
+        conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
         conn.execute("COMMIT")
@@ -207,6 +211,11 @@ class SqliteFile:
         included, raises StoreUnavailable naming the store and the file (as guarded does)."""
         with guarded(store, self.path), write_transaction(self.conn()) as conn:
             yield conn
+
+    def read(self, store: str, query: str, params: Sequence[object] | dict[str, object] = ()) -> list[Any]:
+        """query's rows; StoreUnavailable for store when the file cannot be read."""
+        with guarded(store, self.path):
+            return self.conn().execute(query, params).fetchall()
 
     def describe(self, table: str) -> dict[str, str]:
         """What `baton doctor` shows for an embedded SQLite store; table is a fixed name."""

@@ -28,7 +28,7 @@ from contextlib import suppress
 from itertools import count
 from pathlib import Path
 
-from baton.home import make_directory
+from baton.home import make_directory, write_synced
 
 SUFFIX = ".write"
 UNREADABLE = ".unreadable"
@@ -50,15 +50,8 @@ class WriteQueue:
         name = f"{time.time_ns():020d}-{os.getpid()}-{next(_sequence)}{SUFFIX}"
         make_directory(self.directory)
         temporary = self.directory / f".{name}.tmp"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        write_synced(temporary, data)
         try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
             os.rename(temporary, self.directory / name)
         except BaseException:
             with suppress(OSError):

@@ -95,14 +95,15 @@ class ConflictGraph(ABC):
     Backends implement the row queries; the grouping into answers is shared here.
     """
 
-    @abstractmethod
     def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
                session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
-        """Set the ticket's status and add touches of files (idempotent), in one transaction.
+        """Set the ticket's status and add touches of files (idempotent), in one transaction:
+        record_many of one ticket.
 
         session_id and depends_on become edges where the backend is a graph database; the
         embedded backend answers conflicts only and leaves them to the registry.
         """
+        self.record_many([TicketRecord(task_id, status, files, at, session_id, depends_on)])
 
     def record_many(self, records: Sequence[TicketRecord]) -> dict[str, dict[str, list[FileRef]]] | None:
         """record() for each ticket; a graph database writes them in one transaction. Answers
@@ -112,11 +113,9 @@ class ConflictGraph(ABC):
         rows = self._record_rows(records)
         return None if rows is None else _shared_by_ticket(rows)
 
+    @abstractmethod
     def _record_rows(self, records: Sequence[TicketRecord]) -> list[tuple[str, str, str, str]] | None:
         """record_many's write; the rows of _shared_rows_of the written tickets when read on the way."""
-        for r in records:
-            self.record(r.task_id, r.status, r.files, r.at, session_id=r.session_id, depends_on=r.depends_on)
-        return None
 
     @abstractmethod
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
@@ -254,29 +253,29 @@ class ConflictGraph(ABC):
             found = dict(list(found.items())[:at_most])
         return Found(found)
 
+    @abstractmethod
     def counted(self) -> bool:
         """Whether the conflict counts kept at write time are whole (False: the backend keeps
         none, or a graph from before them waits for recount). Raises StoreUnavailable."""
-        return False
 
+    @abstractmethod
     def recount(self) -> int:
         """Count every ticket's conflicts again and keep them from now on (doctor --repair,
         a projector's start); answers how many tickets were counted, 0 where the backend
         keeps no counts. Raises StoreUnavailable."""
-        return 0
 
+    @abstractmethod
     def _kept_rows(self, task_ids: list[str] | None, scope: str = "", *,
                    at_most: int | None = None) -> list[tuple[str, int, int]] | None:
         """(task, conflicting files, conflicting tickets) per active ticket (of task_ids, when
         given; else those with files only, at most at_most of them) from the counts kept at
         write time, forks' expected overlap included; None when they are not kept (counted()
         is False)."""
-        return None
 
+    @abstractmethod
     def _sample_rows(self, task_ids: list[str], sample: int, scope: str = "") -> dict[str, list[str]]:
         """Up to `sample` of the active tickets sharing files with each of task_ids (the first
         found: a backend need not read every partner), by ticket."""
-        return {task: partners for task, _, _, partners in self._summary_rows(sample, [], task_ids, scope)}
 
     # scope: a prefix of task ids (a project's, baton.graph.projects): the other tickets
     # counted, and the tickets summarised, are those whose id starts with it ("": every one).

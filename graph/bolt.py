@@ -154,11 +154,6 @@ WHERE coalesce(t.status, '') = 'active'
 RETURN collect([t.task_id, coalesce(t.shared_files, 0), coalesce(t.sharers, 0)]) AS rows
 """
 
-SET_STATUS = """
-MERGE (t:Task {task_id: $task_id})
-SET t.status = $status
-"""
-
 # A stalled or never-seen ticket becomes active when it touches a file; completed stays.
 ACTIVATE = """
 MERGE (t:Task {task_id: $task_id})
@@ -166,12 +161,10 @@ SET t.status = CASE WHEN t.status IS NULL OR t.status IN ['stalled', 'unknown'] 
 RETURN t.status AS status
 """
 
-# A file is passed as [key, repo, path] (_file_rows): the driver packs parameters in
-# Python, value by value, and a list of three strings packs in about half the time of a
-# map of three, whose keys are strings too.
-ADD_TOUCHES = """
-MATCH (t:Task {task_id: $task_id})
-UNWIND $files AS f
+# Ticket t's touch of file f at $at. A file is passed as [key, repo, path] (_file_rows):
+# the driver packs parameters in Python, value by value, and a list of three strings packs
+# in about half the time of a map of three, whose keys are strings too.
+_TOUCH_F = """
 MERGE (file:File {key: f[0]})
 ON CREATE SET file.repo = f[1], file.path = f[2]
 MERGE (t)-[touch:TOUCHES]->(file)
@@ -180,20 +173,7 @@ FOREACH (_ IN CASE WHEN f[1] <> '' THEN [1] ELSE [] END |
     MERGE (repo:Repository {name: f[1]})
     MERGE (file)-[:BELONGS_TO]->(repo))
 """
-
-ADD_SESSION = """
-MATCH (t:Task {task_id: $task_id})
-MERGE (s:Session {session_id: $session_id})
-MERGE (s)-[:WORKS_ON]->(t)
-"""
-
-ADD_DEPENDENCIES = """
-MATCH (t:Task {task_id: $task_id})
-UNWIND $depends_on AS other_id
-MERGE (other:Task {task_id: other_id})
-ON CREATE SET other.status = 'unknown'
-MERGE (t)-[:DEPENDS_ON]->(other)
-"""
+ADD_TOUCHES = "MATCH (t:Task {task_id: $task_id})\nUNWIND $files AS f" + _TOUCH_F
 
 # The batch form of a ticket's status, session and touches: one statement for a batch of
 # tickets (a ticket without files ends at its UNWIND, after its status and session).
@@ -205,15 +185,7 @@ FOREACH (session_id IN CASE WHEN ticket.session_id IS NULL THEN [] ELSE [ticket.
     MERGE (s:Session {session_id: session_id})
     MERGE (s)-[:WORKS_ON]->(t))
 WITH t, ticket
-UNWIND ticket.files AS f
-MERGE (file:File {key: f[0]})
-ON CREATE SET file.repo = f[1], file.path = f[2]
-MERGE (t)-[touch:TOUCHES]->(file)
-SET touch.last_at = CASE WHEN touch.last_at IS NULL OR touch.last_at < ticket.at THEN ticket.at ELSE touch.last_at END
-FOREACH (_ IN CASE WHEN f[1] <> '' THEN [1] ELSE [] END |
-    MERGE (repo:Repository {name: f[1]})
-    MERGE (file)-[:BELONGS_TO]->(repo))
-"""
+UNWIND ticket.files AS f""" + _TOUCH_F.replace("$at", "ticket.at")
 
 ADD_DEPENDENCIES_OF_MANY = """
 UNWIND $tickets AS ticket
@@ -490,24 +462,6 @@ class BoltConflictGraph(ConflictGraph):
             except (Neo4jError, DriverError) as exc:
                 raise StoreUnavailable(STORE, f"Bolt server at {self.uri}: {_one_line(exc)}") from exc
 
-    def _write_touches(self, tx: neo4j.Transaction, task_id: str, files: Sequence[FileRef], at: datetime) -> None:
-        if files:
-            tx.run(ADD_TOUCHES, task_id=task_id, at=clock.to_text(at), files=_file_rows(files)).consume()
-
-    def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
-               session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
-        def work(tx: neo4j.Transaction) -> None:
-            known = _status_and_files(tx, [task_id])
-            tx.run(SET_STATUS, task_id=task_id, status=status).consume()
-            self._write_touches(tx, task_id, files, at)
-            _move_counts(tx, known, {task_id: status}, {task_id: {f.key for f in files}})
-            if session_id:
-                tx.run(ADD_SESSION, task_id=task_id, session_id=session_id).consume()
-            if depends_on:
-                tx.run(ADD_DEPENDENCIES, task_id=task_id, depends_on=list(depends_on)).consume()
-
-        self._call(work, write=True)
-
     def _record_rows(self, records: Sequence[TicketRecord]) -> list[tuple[str, str, str, str]] | None:
         """One transaction of one statement (and one more for dependencies, when the batch
         has any), in ticket and file order (so two writers of the
@@ -539,7 +493,8 @@ class BoltConflictGraph(ConflictGraph):
         def work(tx: neo4j.Transaction) -> str:
             known = _status_and_files(tx, [task_id])
             status = tx.run(ACTIVATE, task_id=task_id).single(strict=True)["status"]
-            self._write_touches(tx, task_id, files, at)
+            if files:
+                tx.run(ADD_TOUCHES, task_id=task_id, at=clock.to_text(at), files=_file_rows(files)).consume()
             _move_counts(tx, known, {task_id: status}, {task_id: {f.key for f in files}})
             return status
 

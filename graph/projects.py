@@ -27,12 +27,6 @@ class ProjectGraph(ConflictGraph):
         project, task_id = split_qualified(key)
         return task_id if project == self.project else None
 
-    def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
-               session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
-        self.graph.record(self._in(task_id), status, files, at,
-                          session_id=None if session_id is None else self._in(session_id),
-                          depends_on=[self._in(d) for d in depends_on])
-
     def _record_rows(self, records: Sequence[TicketRecord]) -> list[tuple[str, str, str, str]] | None:
         rows = self.graph._record_rows([
             TicketRecord(self._in(r.task_id), r.status, r.files, r.at,

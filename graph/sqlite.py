@@ -262,10 +262,6 @@ class SqliteConflictGraph(ConflictGraph):
         self.path = path
         self._db = SqliteFile(path, MIGRATIONS, timeout=timeout)
 
-    def record(self, task_id: str, status: str, files: Sequence[FileRef], at: datetime, *,
-               session_id: str | None = None, depends_on: Sequence[str] = ()) -> None:
-        self.record_many([TicketRecord(task_id, status, files, at)])
-
     def _record_rows(self, records: Sequence[TicketRecord]) -> None:
         """One transaction: a ticket's status and touches never reach the graph apart."""
         with self._db.writing(STORE) as conn:
@@ -292,18 +288,15 @@ class SqliteConflictGraph(ConflictGraph):
         return status == "active"
 
     def _held_rows(self, task_ids: list[str]) -> list[tuple[str, str, str | None, str | None]]:
-        with guarded(STORE, self.path):
-            return self._db.conn().execute(_HELD, {"tasks": json.dumps(task_ids)}).fetchall()
+        return self._db.read(STORE, _HELD, {"tasks": json.dumps(task_ids)})
 
     def _held_count_rows(self, task_ids: list[str]) -> list[tuple[str, str, int]]:
-        with guarded(STORE, self.path):
-            return self._db.conn().execute(_HELD_COUNTS, {"tasks": json.dumps(task_ids)}).fetchall()
+        return self._db.read(STORE, _HELD_COUNTS, {"tasks": json.dumps(task_ids)})
 
     def _under_rows(self, repo: str, prefix: str, scope: str = "") -> list[tuple[str, str]]:
         paths = _bounds(prefix)
-        with guarded(STORE, self.path):
-            return self._db.conn().execute(_UNDER, {"repo": repo, "first": paths["low"], "last": paths["high"],
-                                                    **_bounds(scope)}).fetchall()
+        return self._db.read(STORE, _UNDER, {"repo": repo, "first": paths["low"], "last": paths["high"],
+                                             **_bounds(scope)})
 
     def forget(self, task_ids: Sequence[str]) -> None:
         with self._db.writing(STORE) as conn:
@@ -313,27 +306,22 @@ class SqliteConflictGraph(ConflictGraph):
             conn.executemany("DELETE FROM tasks WHERE task_id = ?", [(t,) for t in task_ids])
 
     def _shared_rows(self, task_id: str, partners: int | None, scope: str = "") -> list[tuple[str, str, str]]:
-        with guarded(STORE, self.path):
-            return self._db.conn().execute(_SHARED, {"task": task_id, "partners": -1 if partners is None else partners,
-                                                     **_bounds(scope)}).fetchall()
+        return self._db.read(STORE, _SHARED, {"task": task_id, "partners": -1 if partners is None else partners,
+                                              **_bounds(scope)})
 
     def _shared_rows_of(self, task_ids: list[str], among: bool, scope: str = "") -> list[tuple[str, str, str, str]]:
-        with guarded(STORE, self.path):
-            return self._db.conn().execute(_PAIRS if among else _SHARED_OF, {"tasks": json.dumps(task_ids),
-                                                                             **_bounds(scope)}).fetchall()
+        return self._db.read(STORE, _PAIRS if among else _SHARED_OF, {"tasks": json.dumps(task_ids), **_bounds(scope)})
 
     def _toucher_rows(self, files: list[FileRef], scope: str = "") -> list[tuple[str, str, str, str]]:
-        with guarded(STORE, self.path):
-            return self._db.conn().execute(_TOUCHERS, {"files": json.dumps([[f.repo, f.path] for f in files]),
-                                                       **_bounds(scope)}).fetchall()
+        return self._db.read(STORE, _TOUCHERS, {"files": json.dumps([[f.repo, f.path] for f in files]),
+                                                **_bounds(scope)})
 
     def _summary_rows(self, sample: int, expected: list[tuple[str, str]], task_ids: list[str] | None,
                       scope: str = "") -> list[tuple[str, int, int, list[str]]]:
         query, arguments = _SUMMARIES, {"sample": sample, "expected": json.dumps(expected), **_bounds(scope)}
         if task_ids is not None:
             query, arguments["tasks"] = _SUMMARIES_OF, json.dumps(task_ids)
-        with guarded(STORE, self.path):
-            rows = self._db.conn().execute(query, arguments).fetchall()
+        rows = self._db.read(STORE, query, arguments)
         return [(task, files, tickets, json.loads(partners)) for task, files, tickets, partners in rows if files]
 
     def _kept_rows(self, task_ids: list[str] | None, scope: str = "", *,

@@ -23,6 +23,7 @@ baton.recall.keywords) is a file of its own: either answers while the other cann
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -263,25 +264,18 @@ class EmbeddedDecisionIndex(DecisionIndex):
                 self._view = self._rebuild(store_id)
         return removed
 
-    def stored(self, point_ids: Sequence[UUID]) -> set[UUID]:
-        found: set[UUID] = set()
+    def _of_points(self, columns: str, point_ids: Sequence[UUID], where: str = "") -> list[tuple]:
+        """The columns (constants) of the stored rows of point_ids, of those that meet where."""
+        query = f"SELECT {columns} FROM vectors WHERE {where}point_id IN (SELECT value FROM json_each(?))"  # noqa: S608
         with self._guarded():
-            conn = self._conn()
-            for chunk in _chunks([str(p) for p in point_ids], 500):
-                marks = ",".join("?" * len(chunk))
-                query = f"SELECT point_id FROM vectors WHERE point_id IN ({marks})"  # noqa: S608 -- placeholders only
-                found |= {UUID(p) for (p,) in conn.execute(query, chunk)}
-        return found
+            return self._conn().execute(query, (json.dumps([str(p) for p in point_ids]),)).fetchall()
+
+    def stored(self, point_ids: Sequence[UUID]) -> set[UUID]:
+        return {UUID(p) for (p,) in self._of_points("point_id", point_ids)}
 
     def vectors_of(self, point_ids: Sequence[UUID]) -> dict[UUID, list[float]]:
-        ids = [str(p) for p in point_ids][:500]
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        query = f"SELECT point_id, vector FROM vectors WHERE point_id IN ({marks})"  # noqa: S608 -- placeholders only
-        with self._guarded():
-            rows = self._conn().execute(query, ids)
-            return {UUID(p): np.frombuffer(v, "<f4").tolist() for p, v in rows}
+        return {UUID(p): np.frombuffer(v, "<f4").tolist()
+                for p, v in self._of_points("point_id, vector", point_ids[:500])}
 
     def vectors_for_task(self, project: str, task_id: str, limit: int) -> dict[UUID, list[float]]:
         with self._guarded():
@@ -305,19 +299,12 @@ class EmbeddedDecisionIndex(DecisionIndex):
             return self._conn().execute("SELECT count(*) FROM vectors WHERE project IS NULL").fetchone()[0]
 
     def unscoped_points(self, point_ids: Sequence[UUID]) -> dict[UUID, tuple[str, list[float]]]:
-        found: dict[UUID, tuple[str, list[float]]] = {}
         if not self.path.exists():
-            return found
-        with self._guarded():
-            conn = self._conn()
-            for chunk in _chunks([str(p) for p in point_ids], 500):
-                marks = ",".join("?" * len(chunk))
-                query = ("SELECT point_id, json_extract(payload, '$.text'), json_extract(payload, '$.context'), "  # noqa: S608 -- placeholders only
-                         f"vector FROM vectors WHERE project IS NULL AND point_id IN ({marks})")
-                for point_id, text, context, vector in conn.execute(query, chunk):
-                    found[UUID(point_id)] = (embedding_text_before(text, context or "", 1),
-                                             np.frombuffer(vector, "<f4").tolist())
-        return found
+            return {}
+        rows = self._of_points("point_id, json_extract(payload, '$.text'), json_extract(payload, '$.context'), vector",
+                               point_ids, "project IS NULL AND ")
+        return {UUID(point_id): (embedding_text_before(text, context or "", 1), np.frombuffer(vector, "<f4").tolist())
+                for point_id, text, context, vector in rows}
 
     def points(self, project: str, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
         if not self.path.exists():
@@ -533,8 +520,3 @@ def _unreadable(exc: StoreUnavailable) -> bool:
 class _Busy(StoreUnavailable):
     def __init__(self) -> None:
         super().__init__(STORE, "the search index is being written by another process")
-
-
-def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
-    for start in range(0, len(items), size):
-        yield items[start:start + size]

@@ -291,10 +291,7 @@ class QdrantServerIndex(DecisionIndex):
         return self._call(lambda client: client.count(COLLECTION, count_filter=self._unscoped(), exact=True).count)
 
     def unscoped_points(self, point_ids: Sequence[UUID]) -> dict[UUID, tuple[str, list[float]]]:
-        if not point_ids:
-            return {}
-        points = self._call(lambda client: client.retrieve(COLLECTION, [str(p) for p in point_ids],
-                                                            with_vectors=True, with_payload=True))
+        points = self._retrieve(point_ids, vectors=True, payloads=True)
         return {UUID(str(p.id)): (embedding_text_before(str(p.payload.get("text", "")),
                                                         str(p.payload.get("context") or ""), 1), _dense(p.vector))
                 for p in points if p.payload is not None and PROJECT_FIELD not in p.payload}
@@ -314,18 +311,17 @@ class QdrantServerIndex(DecisionIndex):
             self._client = None
 
     def vectors_of(self, point_ids: Sequence[UUID]) -> dict[UUID, list[float]]:
-        if not point_ids:
-            return {}
-        points = self._call(lambda client: client.retrieve(COLLECTION, [str(p) for p in point_ids],
-                                                            with_vectors=True, with_payload=False))
-        return {UUID(str(p.id)): _dense(p.vector) for p in points}
+        return {UUID(str(p.id)): _dense(p.vector) for p in self._retrieve(point_ids, vectors=True)}
 
     def stored(self, point_ids: Sequence[UUID]) -> set[UUID]:
+        return {UUID(str(p.id)) for p in self._retrieve(point_ids)}
+
+    def _retrieve(self, point_ids: Sequence[UUID], *, vectors: bool = False, payloads: bool = False) -> list[Record]:
+        """The points of point_ids that are stored (none asked: no request)."""
         if not point_ids:
-            return set()
-        points = self._call(lambda client: client.retrieve(COLLECTION, [str(p) for p in point_ids],
-                                                            with_vectors=False, with_payload=False))
-        return {UUID(str(p.id)) for p in points}
+            return []
+        return self._call(lambda client: client.retrieve(COLLECTION, [str(p) for p in point_ids],
+                                                         with_vectors=vectors, with_payload=payloads))
 
 
 def _unreachable(exc: BaseException) -> bool:

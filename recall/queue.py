@@ -12,6 +12,7 @@ queued before projects names none; the indexer drops it and heals from the regis
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,16 +70,10 @@ class EmbeddingQueue:
     def queued(self, point_ids: Sequence[UUID]) -> set[UUID]:
         if not point_ids or not self.path.exists():
             return set()
-        ids = [str(p) for p in point_ids]
-        found: set[UUID] = set()
         with guarded(STORE, self.path):
-            conn = self._db.conn()
-            for start in range(0, len(ids), 500):
-                chunk = ids[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                query = f"SELECT point_id FROM queued WHERE point_id IN ({marks})"  # noqa: S608 -- placeholders only
-                found |= {UUID(p) for (p,) in conn.execute(query, chunk)}
-        return found
+            rows = self._db.conn().execute("SELECT point_id FROM queued WHERE point_id IN (SELECT value FROM "
+                                           "json_each(?))", (json.dumps([str(p) for p in point_ids]),))
+            return {UUID(p) for (p,) in rows}
 
     def remove(self, point_ids: Sequence[UUID]) -> None:
         if not point_ids:

@@ -53,6 +53,8 @@ from pathlib import Path
 
 import numpy as np
 
+from baton.home import write_synced
+
 MANIFEST = "MANIFEST"
 MAGIC = b"BATONVEC"
 FORMAT = 2  # 2: project keys (a segment of format 1 is Stale, rebuilt from the vector store)
@@ -536,7 +538,7 @@ def write_segment(folder: Path, rows: Rows, store_id: str, dims: int) -> Segment
     header = _HEADER.pack(MAGIC, FORMAT, dims, len(rows), first, last, uuid.UUID(store_id).bytes, crc, rows.lists)
     name = f"seg-{first:012d}-{last:012d}-{uuid.uuid4().hex[:8]}.vec"
     path = folder / name
-    _write_synced(path, header.ljust(HEADER_SIZE, b"\0"), *body)
+    write_synced(path, header.ljust(HEADER_SIZE, b"\0"), *body)
     st = path.stat()
     return SegmentEntry(name, len(rows), first, last, crc, st.st_size, st.st_mtime_ns, rows.lists)
 
@@ -547,7 +549,7 @@ def write_manifest(folder: Path, entries: Sequence[SegmentEntry], store_id: str,
                        "segments": [entry.__dict__ for entry in entries]})
     scratch = folder / f".{MANIFEST}.{uuid.uuid4().hex[:8]}"
     try:
-        _write_synced(scratch, text.encode("utf-8"))
+        write_synced(scratch, text.encode("utf-8"))
         os.replace(scratch, folder / MANIFEST)
     finally:
         scratch.unlink(missing_ok=True)
@@ -557,21 +559,6 @@ def write_manifest(folder: Path, entries: Sequence[SegmentEntry], store_id: str,
         if path.name not in listed:
             # A reader that mapped it keeps its pages; one that is about to open it re-reads the manifest.
             path.unlink(missing_ok=True)
-
-
-def _write_synced(path: Path, *pieces: bytes | memoryview) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        for piece in pieces:
-            view = memoryview(piece)
-            while view:
-                view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        path.unlink(missing_ok=True)
-        raise
-    os.close(fd)
 
 
 def _sync_directory(folder: Path) -> None:

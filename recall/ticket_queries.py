@@ -94,10 +94,8 @@ class TicketQueries:
         """Up to limit texts wanted and not embedded yet."""
         if not self.path.exists():
             return []
-        with guarded(STORE, self.path):
-            rows = self._db.conn().execute(
-                "SELECT project, task_id, text FROM queries WHERE vector_hash IS NOT text_hash AND text IS NOT NULL "
-                "LIMIT ?", (limit,)).fetchall()
+        rows = self._db.read(STORE, "SELECT project, task_id, text FROM queries "
+                                    "WHERE vector_hash IS NOT text_hash AND text IS NOT NULL LIMIT ?", (limit,))
         return [WaitingQuery(*row) for row in rows]
 
     def keep(self, queries: Sequence[WaitingQuery], vectors: Sequence[Sequence[float]]) -> None:

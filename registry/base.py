@@ -186,83 +186,48 @@ class SessionStore(ABC):
         return Found(SignalScope(session.created_at, tuple(session.depends_on),
                                  tuple(FileRef(repo, path) for repo, path in files), session.fork_of))
 
+    @abstractmethod
     def holder_notes(self, task_ids: Sequence[str]) -> Found[dict[str, HolderNote]] | Unavailable:
-        """The HolderNote of each of task_ids the store holds, for the check before an edit: a
-        backend that can read them without building the validated sessions says so here."""
-        notes = {}
-        for task_id in dict.fromkeys(task_ids):
-            found = self.get(task_id)
-            if isinstance(found, Unavailable):
-                return found
-            if isinstance(found, Found):
-                notes[task_id] = HolderNote(found.value.agent, found.value.branch, found.value.next_action)
-        return Found(notes)
+        """The HolderNote of each of task_ids the store holds, for the check before an edit,
+        read without building the validated sessions."""
 
     @abstractmethod
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
         """Sessions by last activity, newest first; active ones only unless include_inactive."""
 
+    @abstractmethod
     def session_outlines(self, *, include_inactive: bool = False) -> Found[list[SessionOutline]] | Unavailable:
-        """list_sessions' outlines, in its order: a backend that can read them without
-        building the validated sessions (and importing pydantic) says so here."""
-        listed = self.list_sessions(include_inactive=include_inactive)
-        if isinstance(listed, Unavailable):
-            return listed
-        return Found([outline_of(s) for s in listed.value])
+        """list_sessions' outlines, in its order, read without building the validated
+        sessions (and importing pydantic)."""
 
+    @abstractmethod
     def listed_sessions(self, *, include_inactive: bool = False, task_ids: Collection[str] | None = None
                         ) -> Found[list[ListedSession]] | Unavailable:
         """list_sessions' sessions (those of task_ids only, when given: a page of them) as
-        `baton list` shows them, in its order: a backend that can read them without building
-        the validated sessions says so here."""
-        if task_ids is not None:
-            found = self.get_many(sorted(set(task_ids)))
-            if isinstance(found, Unavailable):
-                return found
-            sessions = sorted((s for s in found.value.values() if include_inactive or s.status.value == "active"),
-                              key=lambda s: s.task_id)
-            return Found([listed_of(s) for s in sorted(sessions, key=lambda s: s.last_activity, reverse=True)])
-        listed = self.list_sessions(include_inactive=include_inactive)
-        if isinstance(listed, Unavailable):
-            return listed
-        return Found([listed_of(s) for s in listed.value])
+        `baton list` shows them, in its order, read without building the validated sessions."""
 
+    @abstractmethod
     def session_order(self, *, include_inactive: bool = False, offset: int = 0,
                       limit: int | None = None) -> Found[list[tuple[str, str]]] | Unavailable:
         """(ticket, status) of list_sessions' sessions, in its order, from the offset-th on
         (at most limit of them): what `baton list` chooses a page by before it reads the
-        page's sessions. A backend that can answer it from an index, reading no session,
-        says so here."""
-        outlines = self.session_outlines(include_inactive=include_inactive)
-        if isinstance(outlines, Unavailable):
-            return outlines
-        return Found([(o.task_id, o.status) for o in outlines.value][offset:None if limit is None else offset + limit])
+        page's sessions, answered from an index, reading no session."""
 
+    @abstractmethod
     def session_count(self, *, include_inactive: bool = False) -> Found[int] | Unavailable:
         """How many sessions list_sessions would answer: what session_order would."""
-        outlines = self.session_outlines(include_inactive=include_inactive)
-        if isinstance(outlines, Unavailable):
-            return outlines
-        return Found(len(outlines.value))
 
+    @abstractmethod
     def lease_holders(self) -> Found[set[str]] | Unavailable:
         """The tickets that were granted a lease (a superset of those holding one now): what
-        a view of every active lease reads, not every session. A backend that indexes the
-        leases answers it from there."""
-        listed = self.listed_sessions()
-        if isinstance(listed, Unavailable):
-            return listed
-        return Found({s.outline.task_id for s in listed.value if s.leases})
+        a view of every active lease reads, answered from the leases' index, not every session."""
 
+    @abstractmethod
     def leases_near(self, repo: str, paths: Sequence[str]) -> Found[list[tuple[str, ListedLease]]] | Unavailable:
         """The active tickets' leases in repo not released whose pattern may cover one of
         paths (its lease_anchor is one of path_anchors'), with their ticket, in list_sessions'
-        order: what the check before an edit matches. A backend that indexes the leases by
-        anchor reads only those here, not every session."""
-        listed = self.listed_sessions()
-        if isinstance(listed, Unavailable):
-            return listed
-        return Found(near_leases(((s.outline.task_id, s.leases) for s in listed.value), repo, paths))
+        order: what the check before an edit matches, read through the leases' index by
+        anchor, not every session."""
 
     def watermark(self) -> str | None:
         """An opaque mark that changes whenever an event is stored or a session pruned, read

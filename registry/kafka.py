@@ -69,8 +69,7 @@ class KafkaEventLog:
 
     def describe(self) -> dict[str, str]:
         with self._gate.call(STORE):
-            self._outbox.ensure_topic()
-            partitions = self._outbox.partition_count()
+            partitions = self._outbox.topic_partitions()
         # A topic made before keeps its count: more projectors than partitions leave some idle.
         kept = "" if partitions == self._outbox.partitions else f" (BATON_KAFKA_PARTITIONS {self._outbox.partitions})"
         return {"backend": "kafka", "location": f"{self.bootstrap} topic {self.topic}, {partitions} partitions{kept}",

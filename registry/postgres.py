@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from baton.budget import SLACK, AnyGate, OpenGate, cut_when_silent, shut_socket, within
 from baton.errors import ServerUnreachable, StoreUnavailable
@@ -58,6 +58,7 @@ from baton.registry.base import (
     meeting_leases,
     near_leases,
     path_anchors,
+    text_or_none,
     unreleased_leases,
 )
 from baton.registry.wire import event_adapter
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
     from baton.registry.model import Event, SecretsRedacted, Session
 
 STORE = Store.SESSION_REGISTRY
+_T = TypeVar("_T")
 # The outline's fields, read by the server from each projection (SessionStore.session_outlines).
 _OUTLINE_FIELDS = ("SELECT task_id, status, last_activity, body->>'phase', body->>'repo', body->>'worktree_path', "
                    "body->>'branch', body->>'agent', body#>'{workflow,state,status}', "
@@ -327,24 +329,6 @@ _ANCHOR_LEASE = """
     WHERE baton_lease_anchors.anchor <> excluded.anchor
 """
 
-# One statement per event: upsert the event's own projection, merging it into the row under
-# the row's lock, and record its files for the lookup by file.
-_MERGE_EVENT = """
-    WITH merged AS (
-        INSERT INTO baton_sessions AS s (project, task_id, status, last_activity, body)
-        VALUES (%(project)s, %(task_id)s, '', %(at)s, %(delta)s)
-        ON CONFLICT (project, task_id) DO UPDATE SET body = baton_merge_session(s.body, excluded.body, %(spec)s)
-        RETURNING s.body
-    ), files AS (
-        INSERT INTO baton_session_files (project, task_id, repo, path, last_at)
-        SELECT %(project)s, %(task_id)s, touch->>'repo', touch->>'path', (touch->>'last_at')::timestamptz
-        FROM jsonb_each(%(delta)s -> 'files') AS touched(key, touch)
-        ON CONFLICT (project, task_id, repo, path)
-        DO UPDATE SET last_at = GREATEST(baton_session_files.last_at, excluded.last_at)
-    )
-    SELECT body FROM merged
-"""
-
 _MIGRATION_LOCK = 0x62617431  # advisory lock key: one process at a time migrates the schema
 # Appends hold this advisory lock shared and a prune holds it alone, so an event cannot be
 # stored for a ticket while its session is being pruned (and outlive it, untombstoned).
@@ -489,28 +473,6 @@ class PostgresSessionStore(SessionStore):
                 conn.execute("INSERT INTO baton_schema_migrations (version) VALUES (%s)", (version,))
         self._migrated = True
 
-    def _load(self, conn: psycopg.Connection, task_id: str) -> Session | None:
-        from baton.registry.model import Session
-
-        row = conn.execute("SELECT body FROM baton_sessions WHERE project = %s AND task_id = %s",
-                           (self.project, task_id)).fetchone()
-        return None if row is None else Session.model_validate(row[0])
-
-    def _merge(self, conn: psycopg.Connection, event: Event) -> Session:
-        """Merge the event into its ticket's projection, in one SQL statement."""
-        from psycopg.types.json import Jsonb
-
-        from baton.registry.apply import apply_event
-        from baton.registry.model import SESSION_MERGE, Session
-
-        delta = apply_event(self._fences(conn, [event.task_id]).get(event.task_id), event).model_dump(mode="json")
-        (body,) = _one(conn.execute(_MERGE_EVENT, {"project": self.project, "task_id": event.task_id, "at": event.at,
-                                                  "delta": Jsonb(delta),
-                                                  "spec": Jsonb(SESSION_MERGE)}))
-        session = Session.model_validate(body)
-        self._anchor_leases(conn, [session])
-        return session
-
     def _anchor_leases(self, conn: psycopg.Connection, sessions: Iterable[Session]) -> None:
         """Keep the anchor of each lease of the sessions just stored."""
         rows = [(self.project, lease.text, s.task_id, lease.repo, lease_anchor(lease.pattern))
@@ -537,11 +499,12 @@ class PostgresSessionStore(SessionStore):
         rows = conn.execute(
             "SELECT event_id, body FROM baton_events WHERE project = %s AND NOT applied ORDER BY at "
             "FOR UPDATE SKIP LOCKED", (self.project,)).fetchall()
-        adapter = event_adapter()
-        for event_id, body in rows:
-            self._merge(conn, adapter.validate_python(body))
-            conn.execute("UPDATE baton_events SET applied = true WHERE project = %s AND event_id = %s",
-                         (self.project, event_id))
+        if rows:
+            adapter = event_adapter()
+            merged = self._merge_new(conn, [adapter.validate_python(body) for _, body in rows])
+            self._anchor_leases(conn, merged.values())
+            conn.execute("UPDATE baton_events SET applied = true WHERE project = %s AND event_id = ANY(%s)",
+                         (self.project, [event_id for event_id, _ in rows]))
 
     def _catch_up(self) -> None:
         with self._transaction() as conn:
@@ -574,29 +537,41 @@ class PostgresSessionStore(SessionStore):
             above, under = reach or ([], [])
             rows = conn.execute(_LEASES_MEETING, {"project": self.project, "repo": repo, "every": reach is None,
                                                   "above": above, "under": under}).fetchall()
-            refused = refusal(meeting_leases(
-                [(task_id, unreleased_leases(leases or [], [r["text"] for r in releases or ()], last_activity))
-                 for task_id, last_activity, leases, releases in rows], repo, patterns))
+            refused = refusal(meeting_leases(_held(rows), repo, patterns))
             if refused is None:
                 self._append_in(conn, events)
         return refused
 
     def _append_in(self, conn: psycopg.Connection, events: Sequence[Event]) -> dict[str, Session]:
         """Store and merge the events inside the caller's transaction (see append)."""
-        from psycopg.types.json import Jsonb
-
-        from baton.registry.apply import apply_event
-        from baton.registry.model import SESSION_MERGE, Session
+        from baton.registry.model import Session
 
         unique = list({str(e.event_id): e for e in events}.values())  # a redelivered batch may repeat one
         conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_PRUNE_LOCK,))
         inserted = {str(event_id) for (event_id,) in conn.execute(_INSERT_EVENTS, {
             "project": self.project, "events": _json_array(e.model_dump_json() for e in unique)})}
-        fences = self._fences(conn, sorted({e.task_id for e in unique if str(e.event_id) in inserted}))
+        sessions = self._merge_new(conn, [e for e in unique if str(e.event_id) in inserted])
+        others = sorted({e.task_id for e in unique} - sessions.keys())
+        if others:
+            rows = conn.execute("SELECT task_id, body FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)",
+                                (self.project, others))
+            sessions |= {task_id: Session.model_validate(body) for task_id, body in rows}
+        self._anchor_leases(conn, sessions.values())
+        return sessions
+
+    def _merge_new(self, conn: psycopg.Connection, events: Sequence[Event]) -> dict[str, Session]:
+        """Merge events just stored into their tickets' rows, in one statement (their fold
+        onto the take-overs, baton.registry.apply), then redact what a redaction among them
+        names; the tickets' sessions."""
+        from psycopg.types.json import Jsonb
+
+        from baton.registry.apply import apply_event
+        from baton.registry.model import SESSION_MERGE, Session
+
+        fences = self._fences(conn, sorted({e.task_id for e in events}))
         deltas: dict[str, Session] = {}
-        for event in unique:
-            if str(event.event_id) in inserted:
-                deltas[event.task_id] = apply_event(deltas.get(event.task_id) or fences.get(event.task_id), event)
+        for event in events:
+            deltas[event.task_id] = apply_event(deltas.get(event.task_id) or fences.get(event.task_id), event)
         sessions: dict[str, Session] = {}
         if deltas:
             tickets = sorted(deltas)
@@ -604,17 +579,11 @@ class PostgresSessionStore(SessionStore):
                                                 "deltas": _json_array(deltas[t].model_dump_json() for t in tickets),
                                                 "spec": Jsonb(SESSION_MERGE)})
             sessions = {task_id: Session.model_validate(body) for task_id, body in rows}
-        for event in unique:
-            if event.type == "secrets_redacted" and str(event.event_id) in inserted:
+        for event in events:
+            if event.type == "secrets_redacted":
                 redacted = self._redact(conn, event)
                 if redacted is not None:
                     sessions[event.task_id] = redacted
-        others = sorted({e.task_id for e in unique} - sessions.keys())
-        if others:
-            rows = conn.execute("SELECT task_id, body FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)",
-                                (self.project, others))
-            sessions |= {task_id: Session.model_validate(body) for task_id, body in rows}
-        self._anchor_leases(conn, sessions.values())
         return sessions
 
     def _redact(self, conn: psycopg.Connection, event: SecretsRedacted) -> Session | None:
@@ -638,26 +607,31 @@ class PostgresSessionStore(SessionStore):
                          (Jsonb(session.model_dump(mode="json")), self.project, event.task_id))
         return session
 
-    def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
+    def _found(self, query: str, params: Sequence[object] | dict[str, object], answer: Callable[[list[Any]], _T],
+               *, catch_up: bool = True, scope: str | None = None) -> Found[_T] | Unavailable:
+        """Found(answer(query's rows)), every pending event merged first if catch_up;
+        Unavailable when the server cannot answer."""
         try:
-            self._catch_up()
-            with self._transaction() as conn:
-                session = self._load(conn, task_id)
+            if catch_up:
+                self._catch_up()
+            with self._transaction(scope) as conn:
+                rows = conn.execute(query, params).fetchall()
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
-        return NotFound(task_id) if session is None else Found(session)
+        return Found(answer(rows))
+
+    def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
+        found = self.get_many([task_id])
+        if isinstance(found, Unavailable):
+            return found
+        return Found(found.value[task_id]) if task_id in found.value else NotFound(task_id)
 
     def get_many(self, task_ids: Sequence[str]) -> Found[dict[str, Session]] | Unavailable:
         from baton.registry.model import Session
 
-        try:
-            self._catch_up()
-            with self._transaction() as conn:
-                rows = conn.execute("SELECT body FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)",
-                                    (self.project, list(task_ids))).fetchall()
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        return Found({session.task_id: session for session in (Session.model_validate(body) for (body,) in rows)})
+        return self._found("SELECT task_id, body FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)",
+                           (self.project, list(task_ids)),
+                           lambda rows: {task_id: Session.model_validate(body) for task_id, body in rows})
 
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
         from baton.registry.model import Session
@@ -665,22 +639,12 @@ class PostgresSessionStore(SessionStore):
         query = ("SELECT body FROM baton_sessions WHERE project = %s ORDER BY last_activity DESC, task_id"
                  if include_inactive else "SELECT body FROM baton_sessions WHERE project = %s AND status = 'active' "
                                           "ORDER BY last_activity DESC, task_id")
-        try:
-            self._catch_up()
-            with self._transaction() as conn:
-                return Found([Session.model_validate(body) for (body,) in conn.execute(query, (self.project,))])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return self._found(query, (self.project,), lambda rows: [Session.model_validate(body) for (body,) in rows])
 
     def lease_holders(self) -> Found[set[str]] | Unavailable:
         """From the lease anchors' table: no session sent."""
-        try:
-            self._catch_up()
-            with self._transaction() as conn:
-                return Found({task_id for (task_id,) in conn.execute(
-                    "SELECT DISTINCT task_id FROM baton_lease_anchors WHERE project = %s", (self.project,))})
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return self._found("SELECT DISTINCT task_id FROM baton_lease_anchors WHERE project = %s", (self.project,),
+                           lambda rows: {task_id for (task_id,) in rows})
 
     def listed_sessions(self, *, include_inactive: bool = False, task_ids: Collection[str] | None = None
                         ) -> Found[list[ListedSession]] | Unavailable:
@@ -689,14 +653,8 @@ class PostgresSessionStore(SessionStore):
         query = _LISTED_FIELDS + ("" if include_inactive else "AND status = 'active' ") + (
             "" if task_ids is None else "AND task_id = ANY(%(asked)s) ") + "ORDER BY last_activity DESC, task_id"
         asked = None if task_ids is None else sorted(set(task_ids))
-        try:
-            self._catch_up()
-            with self._transaction() as conn:
-                rows = conn.execute(query, {"project": self.project, "asked": asked}).fetchall()
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        return Found([listed_row(task_id, status, last_activity, fields)
-                      for task_id, status, last_activity, fields in rows])
+        return self._found(query, {"project": self.project, "asked": asked}, lambda rows: [
+            listed_row(task_id, status, last_activity, fields) for task_id, status, last_activity, fields in rows])
 
     def session_order(self, *, include_inactive: bool = False, offset: int = 0,
                       limit: int | None = None) -> Found[list[tuple[str, str]]] | Unavailable:
@@ -706,76 +664,41 @@ class PostgresSessionStore(SessionStore):
             "ORDER BY last_activity DESC, task_id LIMIT %s OFFSET %s" if include_inactive else
             "SELECT task_id, status FROM baton_sessions WHERE project = %s AND status = 'active' "
             "ORDER BY last_activity DESC, task_id LIMIT %s OFFSET %s")
-        try:
-            self._catch_up()
-            with self._transaction() as conn:
-                return Found([tuple(row) for row in conn.execute(query, (self.project, limit, offset))])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return self._found(query, (self.project, limit, offset), lambda rows: [tuple(row) for row in rows])
 
     def session_count(self, *, include_inactive: bool = False) -> Found[int] | Unavailable:
         """From the status index alone."""
         query = ("SELECT count(*) FROM baton_sessions WHERE project = %s" if include_inactive else
                  "SELECT count(*) FROM baton_sessions WHERE project = %s AND status = 'active'")
-        try:
-            self._catch_up()
-            with self._transaction() as conn:
-                (count,) = conn.execute(query, (self.project,)).fetchone() or (0,)
-                return Found(count)
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return self._found(query, (self.project,), lambda rows: rows[0][0])
 
     def session_outlines(self, *, include_inactive: bool = False) -> Found[list[SessionOutline]] | Unavailable:
         """The outlines' fields read by the server from each projection, so the sessions are
         neither sent whole nor validated."""
-        query = _OUTLINES if include_inactive else _ACTIVE_OUTLINES
-        try:
-            self._catch_up()
-            with self._transaction() as conn:
-                rows = conn.execute(query, (self.project,)).fetchall()
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        return Found([SessionOutline(
-            task_id, status, phase or "planning", repo, worktree_path, branch, agent, last_activity,
-            *(value if isinstance(value, str) else None for value in (stage, next_stage)))
+        return self._found(_OUTLINES if include_inactive else _ACTIVE_OUTLINES, (self.project,), lambda rows: [
+            SessionOutline(task_id, status, phase or "planning", repo, worktree_path, branch, agent, last_activity,
+                           text_or_none(stage), text_or_none(next_stage))
             for (task_id, status, last_activity, phase, repo, worktree_path, branch, agent, stage, next_stage) in rows])
 
     def holder_notes(self, task_ids: Sequence[str]) -> Found[dict[str, HolderNote]] | Unavailable:
         """Read by the server from each projection: no session sent whole, none validated."""
-        try:
-            self._catch_up()
-            with self._transaction() as conn:
-                rows = conn.execute("SELECT task_id, body->>'agent', body->>'branch', body->>'next_action' "
-                                    "FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)",
-                                    (self.project, list(dict.fromkeys(task_ids)))).fetchall()
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        return Found({task_id: HolderNote(agent, branch, next_action) for task_id, agent, branch, next_action in rows})
+        return self._found("SELECT task_id, body->>'agent', body->>'branch', body->>'next_action' "
+                           "FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)",
+                           (self.project, list(dict.fromkeys(task_ids))),
+                           lambda rows: {task_id: HolderNote(*notes) for task_id, *notes in rows})
 
     def leases_near(self, repo: str, paths: Sequence[str]) -> Found[list[tuple[str, ListedLease]]] | Unavailable:
         """Through the lease anchors' index: only the sessions holding a lease that may cover
         one of paths are read, and only their leases sent."""
         anchors = sorted({anchor for path in paths for anchor in path_anchors(path)})
-        try:
-            self._catch_up()
-            with self._transaction() as conn:
-                rows = conn.execute(_LEASES_NEAR, {"project": self.project, "repo": repo,
-                                                   "anchors": anchors}).fetchall()
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        return Found(near_leases([(task_id, unreleased_leases(leases or [], [r["text"] for r in releases or ()],
-                                                               last_activity))
-                                  for task_id, last_activity, leases, releases in rows], repo, paths))
+        return self._found(_LEASES_NEAR, {"project": self.project, "repo": repo, "anchors": anchors},
+                           lambda rows: near_leases(_held(rows), repo, paths))
 
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
         adapter = event_adapter()
-        try:
-            with self._transaction() as conn:
-                rows = conn.execute("SELECT body FROM baton_events WHERE project = %s AND task_id = %s "
-                                    "ORDER BY at, event_id", (self.project, task_id))
-                return Found([adapter.validate_python(body) for (body,) in rows])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return self._found("SELECT body FROM baton_events WHERE project = %s AND task_id = %s ORDER BY at, event_id",
+                           (self.project, task_id), lambda rows: [adapter.validate_python(body) for (body,) in rows],
+                           catch_up=False)
 
     def prune(self, ended_before: datetime, *, dry_run: bool = False) -> list[str]:
         self._catch_up()
@@ -825,20 +748,12 @@ class PostgresSessionStore(SessionStore):
             return Unavailable(exc.reason)
 
     def pruned(self) -> Found[set[str]] | Unavailable:
-        try:
-            with self._transaction() as conn:
-                return Found({task_id for (task_id,) in conn.execute(
-                    "SELECT task_id FROM baton_pruned WHERE project = %s", (self.project,))})
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return self._found("SELECT task_id FROM baton_pruned WHERE project = %s", (self.project,),
+                           lambda rows: {task_id for (task_id,) in rows}, catch_up=False)
 
     def projects(self) -> Found[list[str]] | Unavailable:
-        try:
-            with self._transaction(ALL_PROJECTS) as conn:
-                return Found([project for (project,) in conn.execute(
-                    "SELECT DISTINCT project FROM baton_sessions ORDER BY project")])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return self._found("SELECT DISTINCT project FROM baton_sessions ORDER BY project", (),
+                           lambda rows: [project for (project,) in rows], catch_up=False, scope=ALL_PROJECTS)
 
     def describe(self) -> dict[str, str]:
         with self._transaction() as conn:
@@ -887,6 +802,12 @@ def _cursor_noting(heard: LastHeard) -> type[psycopg.Cursor]:
                 heard.now()
 
     return Cursor
+
+
+def _held(rows: list[Any]) -> list[tuple[str, tuple[ListedLease, ...]]]:
+    """The unreleased leases of each row of _LEASES_NEAR or _LEASES_MEETING, by ticket."""
+    return [(task_id, unreleased_leases(leases or [], [r["text"] for r in releases or ()], last_activity))
+            for task_id, last_activity, leases, releases in rows]
 
 
 def _json_array(documents: Iterable[str]) -> str:

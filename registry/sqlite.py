@@ -53,7 +53,7 @@ from baton.registry.base import (
     unreleased_leases,
 )
 from baton.registry.wire import event_adapter
-from baton.sqlite import SqliteFile, begin_within, guarded
+from baton.sqlite import SqliteFile, begin_within, guarded, write_transaction
 from baton.store_names import Store
 from baton.write_queue import WriteQueue
 
@@ -306,19 +306,12 @@ class SqliteSessionStore(SessionStore):
         """Hold the write lock, the queued writes moved into the events first (unprojected);
         yields False, holding nothing, when another process held the lock through `within`
         seconds. Without `within`, waits the store's timeout and raises if it is not enough."""
-        if within is None:
-            conn.execute("BEGIN IMMEDIATE")
-        elif not begin_within(conn, within, restore=self.timeout):
+        if within is not None and not begin_within(conn, within, restore=self.timeout):
             yield False
             return
-        try:
+        with write_transaction(conn, begun=within is not None):
             taken = self._take_queued(conn)
             yield True
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
         self._queue.remove(taken)
 
     def _take_queued(self, conn: sqlite3.Connection) -> list[str]:
@@ -332,12 +325,13 @@ class SqliteSessionStore(SessionStore):
                                          for _, entries in records for e in entries])
         return [name for name, _ in records]
 
-    def _queued(self, task_ids: Collection[str] | None = None) -> list[tuple[str, str, str, str]]:
-        """This project's queued events (of task_ids, None: all) as (at, event_id, type, body), in order."""
+    def _queued(self, task_ids: Collection[str] | None = None) -> list[tuple[str, str, str, str, str]]:
+        """This project's queued events (of task_ids, None: all) as (at, event_id, type,
+        body, task_id), in order."""
         if not self._queue.names():
             return []
-        return [(e["at"], e["event_id"], e["type"], e["body"]) for _, entries in self._queue.read() for e in entries
-                if e["project"] == self.project and (task_ids is None or e["task_id"] in task_ids)]
+        return [(e["at"], e["event_id"], e["type"], e["body"], e["task_id"]) for _, entries in self._queue.read()
+                for e in entries if e["project"] == self.project and (task_ids is None or e["task_id"] in task_ids)]
 
     def _keep_queued(self, rows: list[dict]) -> None:
         """Queue one write (its events applied together later); raises OSError, keeping nothing."""
@@ -365,8 +359,7 @@ class SqliteSessionStore(SessionStore):
         rows = [(at, event_id, task_id, body) for event_id, task_id, at, body in conn.execute(
             "SELECT event_id, task_id, at, body FROM events WHERE project = ? AND applied = 0", (self.project,))
             if task_ids is None or task_id in task_ids]
-        queued = [(e["at"], e["event_id"], e["task_id"], e["body"]) for _, entries in self._queue.read()
-                  for e in entries if e["project"] == self.project and (task_ids is None or e["task_id"] in task_ids)]
+        queued = [(at, event_id, task_id, body) for at, event_id, _, body, task_id in self._queued(task_ids)]
         adapter = event_adapter()
         return fold_onto(lambda task_id: self._load(conn, task_id), (
             _parsed(adapter, event_id, body) for _, event_id, _, body in sorted(rows + queued, key=lambda row: row[0])))
@@ -511,7 +504,7 @@ class SqliteSessionStore(SessionStore):
                     "SELECT 'session', NULL, body FROM sessions WHERE project = ?1 AND task_id = ?2 "
                     "UNION ALL SELECT type, at, body FROM events WHERE project = ?1 AND task_id = ?2 AND applied = 0",
                     (self.project, task_id)).fetchall()
-                rows += [(kind, at, body) for at, _, kind, body in self._queued([task_id])]
+                rows += [(kind, at, body) for at, _, kind, body, _ in self._queued([task_id])]
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         stored = [body for kind, _, body in rows if kind == "session"]
@@ -536,11 +529,9 @@ class SqliteSessionStore(SessionStore):
         """From the stored projections' JSON: the hook before an edit pays no pydantic. An
         event not projected yet shows at the next check after it is."""
         try:
-            with guarded(STORE, self.path):
-                rows = self._db.conn().execute(
-                    "SELECT task_id, json_extract(body, '$.agent', '$.branch', '$.next_action') FROM sessions "
-                    "WHERE project = ? AND task_id IN (SELECT value FROM json_each(?))",
-                    (self.project, json.dumps(list(task_ids)))).fetchall()
+            rows = self._db.read(STORE, "SELECT task_id, json_extract(body, '$.agent', '$.branch', '$.next_action') "
+                                        "FROM sessions WHERE project = ? AND task_id IN "
+                                        "(SELECT value FROM json_each(?))", (self.project, json.dumps(list(task_ids))))
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
         try:
@@ -587,8 +578,8 @@ class SqliteSessionStore(SessionStore):
         return self._catch_up(conn)
 
     def _stored_rows(self, ready: Callable[[sqlite3.Connection], bool], query: str, params: tuple[object, ...],
-                     rows_read: Callable[[list[Any]], list[_T]], sessions_read: Callable[[list[Session]], list[_T]],
-                     *, include_inactive: bool = False) -> Found[list[_T]] | Unavailable:
+                     rows_read: Callable[[list[Any]], _T], sessions_read: Callable[[list[Session]], _T],
+                     *, include_inactive: bool = False) -> Found[_T] | Unavailable:
         """What rows_read makes of query's rows of the stored projections' JSON, once ready
         says they read as they are; else what sessions_read makes of the sessions projected
         in memory."""
@@ -631,41 +622,23 @@ class SqliteSessionStore(SessionStore):
 
     def lease_holders(self) -> Found[set[str]] | Unavailable:
         """From the lease anchors' index (a lease not projected yet is there once it is)."""
-        try:
-            with guarded(STORE, self.path):
-                conn = self._db.conn()
-                if not self._catch_up(conn):
-                    return Found({s.task_id for s in self._all_in_memory(conn, include_inactive=False) if s.leases})
-                return Found({task_id for (task_id,) in conn.execute(
-                    "SELECT DISTINCT task_id FROM lease_anchors WHERE project = ?", (self.project,))})
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return self._stored_rows(self._catch_up, "SELECT DISTINCT task_id FROM lease_anchors WHERE project = ?",
+                                 (self.project,), lambda rows: {task_id for (task_id,) in rows},
+                                 lambda sessions: {s.task_id for s in sessions if s.leases})
 
     def session_order(self, *, include_inactive: bool = False, offset: int = 0,
                       limit: int | None = None) -> Found[list[tuple[str, str]]] | Unavailable:
         """From the status index alone, every pending event projected first."""
-        try:
-            with guarded(STORE, self.path):
-                conn = self._db.conn()
-                if not self._catch_up(conn):
-                    return Found([(s.task_id, s.status.value) for s in self._all_in_memory(
-                        conn, include_inactive=include_inactive)][offset:None if limit is None else offset + limit])
-                return Found(conn.execute((_ORDER if include_inactive else _ACTIVE_ORDER) + _ORDER_BY + _PAGE,
-                                          (self.project, -1 if limit is None else limit, offset)).fetchall())
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        page = slice(offset, None if limit is None else offset + limit)
+        return self._stored_rows(self._catch_up, (_ORDER if include_inactive else _ACTIVE_ORDER) + _ORDER_BY + _PAGE,
+                                 (self.project, -1 if limit is None else limit, offset), lambda rows: rows,
+                                 lambda sessions: [(s.task_id, s.status.value) for s in sessions][page],
+                                 include_inactive=include_inactive)
 
     def session_count(self, *, include_inactive: bool = False) -> Found[int] | Unavailable:
         """From the status index alone, every pending event projected first."""
-        try:
-            with guarded(STORE, self.path):
-                conn = self._db.conn()
-                if not self._catch_up(conn):
-                    return Found(len(self._all_in_memory(conn, include_inactive=include_inactive)))
-                query = _COUNT if include_inactive else _ACTIVE_COUNT
-                return Found(conn.execute(query, (self.project,)).fetchone()[0])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return self._stored_rows(self._catch_up, _COUNT if include_inactive else _ACTIVE_COUNT, (self.project,),
+                                 lambda rows: rows[0][0], len, include_inactive=include_inactive)
 
     def leases_near(self, repo: str, paths: Sequence[str]) -> Found[list[tuple[str, ListedLease]]] | Unavailable:
         """Through the lease anchors' index: only the sessions holding a lease that may cover
@@ -688,7 +661,7 @@ class SqliteSessionStore(SessionStore):
                     "SELECT at, event_id, body FROM events WHERE project = ? AND task_id = ?",
                     (self.project, task_id)).fetchall()
                 stored = {event_id for _, event_id, _ in rows}
-                rows += [(at, event_id, body) for at, event_id, _, body in self._queued([task_id])
+                rows += [(at, event_id, body) for at, event_id, _, body, _ in self._queued([task_id])
                          if event_id not in stored]
                 return Found([adapter.validate_json(body) for _, _, body in sorted(rows)])
         except StoreUnavailable as exc:

@@ -5,10 +5,10 @@ a bus is opened for one project and reads and writes only its signals."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from baton import clock
 from baton.errors import StoreUnavailable
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from baton.signals.wire import WireSignal
 
 STORE = Store.SIGNAL_LOG
+_T = TypeVar("_T")
 
 MIGRATIONS = [
     """
@@ -123,25 +124,23 @@ class SqliteSignalBus(SignalBus):
             (seq,) = self._db.conn().execute("SELECT coalesce(max(seq), 0) FROM signals").fetchone()
         return str(seq)
 
-    def _read(self, query: str, params: Sequence) -> Found[list[Signal]] | Unavailable:
-        from pydantic import ValidationError
-
-        from baton.signals.model import Signal
-
+    def _read(self, query: str, params: Sequence, decode: Callable[[str], _T]) -> Found[list[_T]] | Unavailable:
+        """The bodies query reads, each decoded."""
         try:
-            with guarded(STORE, self.path):
-                rows = self._db.conn().execute(query, params).fetchall()
-            return Found([Signal.model_validate_json(body) for (body,) in rows])
+            rows = self._db.read(STORE, query, params)
+            return Found([decode(body) for (body,) in rows])
         except StoreUnavailable as exc:
             return Unavailable(exc.reason)
-        except ValidationError as exc:
-            return Unavailable(f"{self.path}: a stored signal is unreadable: {exc.errors()[0]['msg']}")
+        except (ValueError, KeyError, TypeError) as exc:  # a pydantic ValidationError is a ValueError
+            errors = getattr(exc, "errors", None)
+            said = errors()[0]["msg"] if callable(errors) else f"{type(exc).__name__}: {exc}"
+            return Unavailable(f"{self.path}: a stored signal is unreadable: {said}")
 
     def concerning(self, subjects: Sequence[str], *, after: datetime | None,
                    limit: int) -> Found[list[Signal]] | Unavailable:
         if not subjects:
             return Found([])
-        return self._read(*_concerning_query(self.project, subjects, after, limit))
+        return self._read(*_concerning_query(self.project, subjects, after, limit), _signal)
 
     def concerning_wire(self, subjects: Sequence[str], *, after: datetime | None,
                         limit: int) -> Found[list[WireSignal]] | Unavailable:
@@ -149,25 +148,18 @@ class SqliteSignalBus(SignalBus):
 
         if not subjects:
             return Found([])
-        try:
-            with guarded(STORE, self.path):
-                rows = self._db.conn().execute(*_concerning_query(self.project, subjects, after, limit)).fetchall()
-            return Found([WireSignal.from_json(body) for (body,) in rows])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        except (ValueError, KeyError, TypeError) as exc:
-            return Unavailable(f"{self.path}: a stored signal is unreadable: {type(exc).__name__}: {exc}")
+        return self._read(*_concerning_query(self.project, subjects, after, limit), WireSignal.from_json)
 
     def recent(self, *, task_id: str | None, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
         since = clock.to_text(after) if after else _EPOCH
         if task_id is None:
             query = ("SELECT body FROM (SELECT body, emitted_at, seq FROM signals WHERE project = ? AND emitted_at > ? "
                      "ORDER BY emitted_at DESC, seq DESC LIMIT ?) ORDER BY emitted_at, seq")
-            return self._read(query, [self.project, since, limit])
+            return self._read(query, [self.project, since, limit], _signal)
         query = ("SELECT body FROM (SELECT s.body, s.emitted_at, s.seq FROM signal_subjects AS ss "
                  "JOIN signals AS s ON s.seq = ss.seq WHERE ss.project = ? AND ss.subject = ? AND ss.emitted_at > ? "
                  "ORDER BY ss.emitted_at DESC, ss.seq DESC LIMIT ?) ORDER BY emitted_at, seq")
-        return self._read(query, [self.project, f"task:{task_id}", since, limit])
+        return self._read(query, [self.project, f"task:{task_id}", since, limit], _signal)
 
     def prune(self, before: datetime) -> int:
         stamp = clock.to_text(before)
@@ -183,6 +175,12 @@ class SqliteSignalBus(SignalBus):
 
     def close(self) -> None:
         self._db.close()
+
+
+def _signal(body: str) -> Signal:
+    from baton.signals.model import Signal
+
+    return Signal.model_validate_json(body)
 
 
 def _concerning_query(project: str, subjects: Sequence[str], after: datetime | None,

@@ -46,9 +46,8 @@ def test_dialect_from_the_server_agent(agent, dialect):
     assert bolt.dialect_of(agent) == dialect
 
 
-@pytest.mark.parametrize("name", ["SET_STATUS", "ACTIVATE", "ADD_TOUCHES", "ADD_SESSION", "ADD_DEPENDENCIES",
-                                  "SHARED_FILES", "SHARED_FILES_OF_FIRST", "PAIRS_AMONG", "SUMMARIES_PAGE",
-                                  "SUMMARIES_OF", "RECORD_TICKETS", "ADD_DEPENDENCIES_OF_MANY",
+@pytest.mark.parametrize("name", ["ACTIVATE", "ADD_TOUCHES", "SHARED_FILES", "SHARED_FILES_OF_FIRST", "PAIRS_AMONG",
+                                  "SUMMARIES_PAGE", "SUMMARIES_OF", "RECORD_TICKETS", "ADD_DEPENDENCIES_OF_MANY",
                                   "SHARED_FILES_OF_MANY", "DROP_LEASES", "UNDER", "FORGET_TASKS", "STATUS_AND_FILES",
                                   "TOUCHERS_OF_EACH", "MOVE_COUNTS", "DUPLICATE_MARKERS", "SCHEMA_MARKED"])
 def test_statements_take_input_only_as_parameters_and_avoid_non_portable_cypher(name):

@@ -23,6 +23,28 @@ from baton.registry.model import (
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
+# What the backends' indexed reads must answer, from the validated sessions (a scan of them).
+def scanned_sessions(store, include_inactive=False, task_ids=None):
+    if task_ids is None:
+        return store.list_sessions(include_inactive=include_inactive).value
+    found = store.get_many(sorted(set(task_ids))).value.values()
+    sessions = sorted((s for s in found if include_inactive or s.status.value == "active"), key=lambda s: s.task_id)
+    return sorted(sessions, key=lambda s: s.last_activity, reverse=True)
+
+
+def scanned_listed(store, include_inactive=False, task_ids=None):
+    from baton.registry.base import listed_of
+
+    return [listed_of(s) for s in scanned_sessions(store, include_inactive, task_ids)]
+
+
+def scanned_order(store, include_inactive=False, offset=0, limit=None):
+    from baton.registry.base import outline_of
+
+    outlines = [outline_of(s) for s in scanned_sessions(store, include_inactive)]
+    return [(o.task_id, o.status) for o in outlines][offset:None if limit is None else offset + limit]
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def store(request, tmp_path):
     if request.param == "sqlite":
@@ -288,7 +310,7 @@ def test_status_follows_a_stall_and_later_activity(store):
 def test_session_outlines_agree_with_the_sessions_and_their_pending_events(store):
     """What `baton recover` reads (SessionStore.session_outlines) is list_sessions' view,
     pending touches and a stall that later activity lifts included."""
-    from baton.registry.base import SessionOutline, SessionStore
+    from baton.registry.base import SessionOutline, outline_of
     from baton.registry.model import StageRecorded
     from baton.registry.wire import event_adapter
 
@@ -296,7 +318,7 @@ def test_session_outlines_agree_with_the_sessions_and_their_pending_events(store
         return store.session_outlines(include_inactive=include_inactive).value
 
     def from_sessions(include_inactive=False):
-        return SessionStore.session_outlines(store, include_inactive=include_inactive).value
+        return [outline_of(s) for s in scanned_sessions(store, include_inactive)]
 
     store.append([event(Bound, 0, "OMN-20", repo="r", worktree_path="/a", branch="a", agent="claude"),
                   event(StageRecorded, 1, "OMN-20", status="IMPLEMENTED",
@@ -390,7 +412,6 @@ def test_listed_sessions_are_what_the_validated_sessions_show(store):
     """What `baton list` reads (SessionStore.listed_sessions, without pydantic on SQLite) is
     what the validated sessions give: files newest first, the handoff verification, runs,
     the fork's parent, the checkpoint, the stage; pending touches included."""
-    from baton.registry.base import SessionStore
     from baton.registry.model import RunStarted
 
     store.append(varied_events("OMN-7"))
@@ -413,21 +434,18 @@ def test_listed_sessions_are_what_the_validated_sessions_show(store):
     assert (varied.fork_of, varied.runs, varied.checkpoint, varied.uses_stages, varied.outline.stage) == (
         None, 3, (latest.id, latest.boundary), True, "IMPLEMENTED"), "a bind, a reopening and a fresh start: 3 runs"
     assert varied.handoff is not None and varied.handoff["held"] and varied.handoff["verified"] == 5
-    assert listed() == SessionStore.listed_sessions(store).value
+    assert listed() == scanned_listed(store)
     assert [s.outline.task_id for s in listed(True)] == ["OMN-9", "OMN-10", "OMN-7"]
-    assert listed(True) == SessionStore.listed_sessions(store, include_inactive=True).value
+    assert listed(True) == scanned_listed(store, include_inactive=True)
     assert store.listed_sessions(task_ids=["OMN-7", "OMN-10", "OMN-404"]).value == [by_task["OMN-7"]]
     assert store.listed_sessions(include_inactive=True, task_ids={"OMN-10", "OMN-9"}).value == [
         s for s in listed(True) if s.outline.task_id in {"OMN-10", "OMN-9"}]
-    assert store.listed_sessions(task_ids=["OMN-9"]).value == SessionStore.listed_sessions(
-        store, task_ids=["OMN-9"]).value
+    assert store.listed_sessions(task_ids=["OMN-9"]).value == scanned_listed(store, task_ids=["OMN-9"])
 
 
 def test_the_session_order_is_the_listings_read_from_the_index(store):
     """What `baton list` pages by: each session's ticket and status in list_sessions'
     order, pending touches (which move the last activity, or lift a stall) projected first."""
-    from baton.registry.base import SessionStore
-
     store.append([event(Bound, n, f"OMN-{n}", repo="r", worktree_path=f"/w{n}") for n in range(4)])
     store.append([event(Ended, 5, "OMN-2", status=Status.completed), event(Ended, 6, "OMN-3", status=Status.stalled)])
     store.record_touch("OMN-0", "s", T0 + timedelta(minutes=9), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
@@ -436,14 +454,14 @@ def test_the_session_order_is_the_listings_read_from_the_index(store):
     assert order == [("OMN-0", "active"), ("OMN-3", "active"), ("OMN-1", "active")]
     every = store.session_order(include_inactive=True).value
     assert every == [("OMN-0", "active"), ("OMN-3", "active"), ("OMN-2", "completed"), ("OMN-1", "active")]
-    assert every == SessionStore.session_order(store, include_inactive=True).value
+    assert every == scanned_order(store, include_inactive=True)
     # Read a chunk at a time, and counted, from the same index.
     assert store.session_order(include_inactive=True, offset=1, limit=2).value == every[1:3]
     assert store.session_order(include_inactive=True, offset=3, limit=5).value == every[3:]
     assert store.session_order(offset=3, limit=1).value == []
-    assert SessionStore.session_order(store, include_inactive=True, offset=1, limit=2).value == every[1:3]
+    assert scanned_order(store, include_inactive=True, offset=1, limit=2) == every[1:3]
     assert (store.session_count().value, store.session_count(include_inactive=True).value) == (3, 4)
-    assert SessionStore.session_count(store, include_inactive=True).value == 4
+    assert len(scanned_order(store, include_inactive=True)) == 4
 
 
 
@@ -479,18 +497,21 @@ def _leased(store):
 def _near_is_the_scan(store):
     """leases_near of each of CHECKED (and of all) answers what the scan of every listed
     session answers, and holds every lease whose pattern matches the path."""
-    from baton.registry.base import SessionStore
+    from baton.registry.base import near_leases
     from baton.skills.core.path_patterns import matches
+
+    def scanned(paths):
+        return near_leases(((s.outline.task_id, s.leases) for s in scanned_listed(store)), "r", paths)
 
     every = [(s.outline.task_id, lease) for s in store.listed_sessions().value for lease in s.leases
              if lease.repo == "r"]
     assert sorted(lease.pattern for _, lease in every) == sorted(LEASED), "no released or ended lease, none of q"
     for path in CHECKED:
         found = store.leases_near("r", [path]).value
-        assert found == SessionStore.leases_near(store, "r", [path]).value, path
+        assert found == scanned([path]), path
         assert {(t, lease.pattern) for t, lease in every if matches(lease.pattern, path)} <= {
             (t, lease.pattern) for t, lease in found}, path
-    assert store.leases_near("r", CHECKED).value == SessionStore.leases_near(store, "r", CHECKED).value
+    assert store.leases_near("r", CHECKED).value == scanned(CHECKED)
     holding = {task for task, _ in every}
     assert holding <= store.lease_holders().value <= holding | {"OMN-4"}, "the ended ticket's may be there"
 
@@ -599,7 +620,7 @@ def test_leases_granted_before_the_anchors_are_found_as_before(store, request):
 def test_holder_notes_are_what_the_sessions_say(store):
     """What the check before an edit names of each holder (read without validating the
     sessions where the backend can) is what each validated session says."""
-    from baton.registry.base import HolderNote, SessionStore
+    from baton.registry.base import HolderNote
 
     store.append([event(Bound, 0, "OMN-1", repo="r", worktree_path="/a", branch="carts", agent="claude"),
                   event(NextActionSet, 1, "OMN-1", text="split the db module"),
@@ -607,4 +628,6 @@ def test_holder_notes_are_what_the_sessions_say(store):
     asked = ["OMN-2", "OMN-1", "OMN-404", "OMN-1"]
     assert store.holder_notes(asked).value == {"OMN-1": HolderNote("claude", "carts", "split the db module"),
                                                "OMN-2": HolderNote(None, None, None)}
-    assert store.holder_notes(asked).value == SessionStore.holder_notes(store, asked).value
+    sessions = store.get_many(asked).value
+    assert store.holder_notes(asked).value == {
+        task: HolderNote(s.agent, s.branch, s.next_action) for task, s in sessions.items()}
