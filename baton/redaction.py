@@ -322,7 +322,8 @@ _CREDENTIAL_FREE_URL = re.compile(r"^[a-z][a-z0-9+.-]*://[^@\s]*$", re.I)
 _TOKEN_LIKE = re.compile(r"[A-Za-z0-9_.~+/=-]+")
 _SNAKE_CASE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")  # code: v4auth_header
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # code: win32api.RegEnumKey
-_ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+=")  # a shell's literal: DB_PASSWORD=value
+# A literal however it is written: a shell's DB_PASSWORD=value, an option's --client-secret=value
+_LITERAL_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+=|--[\w-]+=")
 _SEPARATED = re.compile(r"[=:>,]|\sis\s")
 _COMPOUND_NAME = re.compile(r"^--|\w[_.-]\w|(?-i:[a-z][A-Z])|^pass(?:word|wd|phrase)\b", re.I)  # code, an option
 MIN_SECRET = 6  # a shorter value is told from ordinary text by nothing
@@ -362,10 +363,17 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
         # but a lone word is a default password (POSTGRES_PASSWORD = 'postgres'), not a label
         label = _squashed(value) in _squashed(name) and (
             _squashed(value) != value.lower() or _squashed(strong) in _squashed(value))
-        return (bool(match.groupdict().get("quote")) or bool(_ENV_NAME.fullmatch(name))) \
-            and strong.lower() != "pass" and not label
+        return ((bool(match.groupdict().get("quote")) or bool(_LITERAL_NAME.fullmatch(name)))
+                and strong.lower() != "pass" and not label) or _random_letters(value)
     return (len(value) >= MIN_WEAK_SECRET and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
-            and bool(_TOKEN_LIKE.fullmatch(value)) and not _DOTTED_NAME.fullmatch(value))
+            and bool(_TOKEN_LIKE.fullmatch(value)) and not _DOTTED_NAME.fullmatch(value)) or _random_letters(value)
+
+
+def _random_letters(value: str) -> bool:
+    """Letters alone, 16 or more, not made of words (api_key: qwxkzmhtrvbnplsdfgjk, not
+    DefaultAzureCredential): prose and identifiers are kept, a letters-only key is not."""
+    return len(value) >= MIN_WEAK_SECRET and value.isalpha() and value.isascii() and sum(
+        len(piece) for piece in _PIECE.findall(value) if _pronounceable(piece)) <= MAX_WORDS * len(value)
 
 
 CHECKS: dict[str, Callable[[re.Match, str], bool]] = {"reference": _not_reference, "credential": _credential,

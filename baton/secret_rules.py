@@ -259,9 +259,10 @@ _PAIRED_VALUE = rf"\bvalue{_FIELD}(?P<quote>[\"'])?(?P<value>(?(quote)[^\"'\n]+|
 
 ASSIGNMENTS: tuple[Rule, ...] = (
     # NAME=value, NAME: value, "name": "value", name := value, export NAME='value', --name=value,
-    # name @"value" (Objective-C, C#)
+    # name @"value" (Objective-C, C#), name = """value"""
     ("secret-keyword", NAMED,
-     rf"(?i)(?<![?&;]){_NAME}[\"']?\]?(?:{_SEPARATOR})(?:new[ \t]+String\(|@(?=[\"']))?{_VALUE}", 0, "value",
+     rf"(?i)(?<![?&;]){_NAME}[\"']?\]?(?:{_SEPARATOR})(?:new[ \t]+String\(|@(?=[\"'])|\"\"(?=\")|''(?='))?{_VALUE}", 0,
+     "value",
      "keyword"),
     # a call's pair of a quoted name or a symbol and a quoted value: define('DB_PASSWORD', '...'),
     # .set("password", "..."), set :password, '...', send("password=", "...")

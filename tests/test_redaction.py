@@ -147,6 +147,7 @@ KEPT = [
     'mask_token: Union[str, AddedToken] = "[MASK]" and log.info("token", "expired")',
     '<property name="token_url" value="https://auth.example.com/oauth/token"/> GITHUB_TOKEN=ghp_xxxxxxxxxxxxxxxx',
     "_SEND_MESSAGE_TOKEN = 'send_message', NO_CREDENTIALS = 'NoCredentials', npm_config_registry_url",
+    "credential: DefaultAzureCredential, sort_key: userprofilesettings, token: internationalization",
     "https://github.com/acme/shop/blob/3f9c2e1b4d5a3f9c2e1b4d5a3f9c2e1b4d5a3f9a/docs/webhooks.md#signing-keys",
 ]
 
@@ -209,6 +210,10 @@ NAMED = [  # (text, the secret): a credential's name or a provider's prefix deci
     ('settings[:api_token] = "Zx9Yw8Vu7T"', "Zx9Yw8Vu7T"),
     # command lines and shells, quoted or not
     ("mytool --password 'hunter 2x' --verbose", "hunter 2x"),
+    ("mytool --client-secret=abcdefghijklmnop", "abcdefghijklmnop"),
+    ("api_key: abcdefghijklmnopqrstuvwx", "abcdefghijklmnopqrstuvwx"),
+    ("signing_key = 'qwxkzmhtrvbnplsdfgjk'", "qwxkzmhtrvbnplsdfgjk"),
+    ('password = """Tr1pleQu0ted"""', "Tr1pleQu0ted"),
     ("docker login -u bob -p dckrPass99 registry.example.com", "dckrPass99"),
     ("sshpass -p 'r00tPassw' ssh root@host", "r00tPassw"),
     ("docker run -e POSTGRES_PASSWORD=pgS3cret9 postgres", "pgS3cret9"),
