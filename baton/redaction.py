@@ -62,8 +62,10 @@ _KEPT_HEX = frozenset({56, 64, 96, 128})  # digests' lengths beyond a commit's 4
 _UUID_OR_ULID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
                            r"|[0-7][0-9A-HJKMNP-TV-Z]{25}")
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s@\"'<>]+(?=[\s\"'<>]|$)", re.I)
+_URL_SAYS_SECRET = re.compile(r"(?i)hook|token|key|secret|auth|sig|pass|cred|bot")
+_URL_PART = re.compile(r"(?<=[/?&=#;])(?<!//)[A-Za-z0-9_\-+.~]{20,}")
 _JOINS = frozenset(string.ascii_letters + string.digits + "_-+")  # inside a token (_whole)
-_SEPARATOR_AT = re.compile(r"[=:]|[ \t]is[ \t]|[ \t]+(?=[\"'])")
+_SEPARATOR_AT = re.compile(r"[=:]|[ \t]is[ \t]|[ \t]+(?=[\"'])|,[ \t]*(?=[\"'])")
 _ASSIGNED = re.compile(r"=(?=[^=])")
 # A dotted name in code (ssa.OpARM64ADDshiftLL, self.py2str): each name weighed apart.
 _DOTTED_CODE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
@@ -160,10 +162,14 @@ class Redactor:
             for start, end in _kubernetes_secret_values(text):
                 if not self._allowed(text[start:end]):
                     yield start, end, "kubernetes-secret"
+        urls = [match.span() for match in _URL.finditer(text)] if "://" in text else []
         kept = _disjoint([*(match.span() for match in _DIGEST.finditer(text)),
-                          *(match.span() for match in _BASE64_RUN.finditer(text) if _prose(match.group(0))),
-                          *(match.span() for match in _URL.finditer(text) if "://" in text)])
-        for start, end in _tokens(text):
+                          *(match.span() for match in _BASE64_RUN.finditer(text) if _prose(match.group(0)))])
+        # A URL is kept (a document's id, a cache-buster), but in one that says it carries a
+        # credential (a webhook, a token) each segment of its path and query after the host is weighed.
+        parts = [match.span() for start, end in urls if _URL_SAYS_SECRET.search(text, start, end)
+                 for match in _URL_PART.finditer(text, start, end)]
+        for start, end in [*(span for span in _tokens(text) if not _inside(span, urls)), *parts]:
             token = text[start:end]
             if _random_looking(token) and not _inside((start, end), kept) and not self._allowed(token):
                 yield start, end, "high-entropy-string"
@@ -195,10 +201,14 @@ def _name_starts(text: str, folded: str) -> list[int]:
         end = separator.start()
         while end and text[end - 1] in " \t":
             end -= 1
-        end -= bool(end) and text[end - 1] in "\"'"
+        skipped = end
+        while end and text[end - 1] in "\"']=":  # a quoted name, a subscript's, a setter's: d["secret"] =
+            end -= 1
         start = end
         while start and (text[start - 1].isalnum() or text[start - 1] in "_.-"):
             start -= 1
+        if "]" in text[end:skipped] and not (start and text[start - 1] in "\"':"):
+            continue  # a subscript's name is a string or a symbol: not Union[str, AddedToken] =
         if start < end and folded.endswith(NAME_ENDINGS, start, end):
             starts.append(start)
     return starts
@@ -312,7 +322,9 @@ _CREDENTIAL_FREE_URL = re.compile(r"^[a-z][a-z0-9+.-]*://[^@\s]*$", re.I)
 _TOKEN_LIKE = re.compile(r"[A-Za-z0-9_.~+/=-]+")
 _SNAKE_CASE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")  # code: v4auth_header
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # code: win32api.RegEnumKey
-_SEPARATED = re.compile(r"[=:>]|\sis\s")
+# A literal however it is written: a shell's DB_PASSWORD=value, an option's --client-secret=value
+_LITERAL_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+=|--[\w-]+=")
+_SEPARATED = re.compile(r"[=:>,]|\sis\s")
 _COMPOUND_NAME = re.compile(r"^--|\w[_.-]\w|(?-i:[a-z][A-Z])|^pass(?:word|wd|phrase)\b", re.I)  # code, an option
 MIN_SECRET = 6  # a shorter value is told from ordinary text by nothing
 MIN_WEAK_SECRET = 16
@@ -348,10 +360,20 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
         if _SYMBOL_OR_DIGIT.search(value):
             return True
         # nor a constant's label: _SEND_MESSAGE_TOKEN = "send_message", NO_CREDENTIALS = "NoCredentials"
-        return bool(match.groupdict().get("quote")) and strong.lower() != "pass" \
-            and _squashed(value) not in _squashed(name)
+        # but a lone word is a default password (POSTGRES_PASSWORD = 'postgres'), not a label
+        label = _squashed(value) in _squashed(name) and (
+            _squashed(value) != value.lower() or _squashed(strong) in _squashed(value))
+        return ((bool(match.groupdict().get("quote")) or bool(_LITERAL_NAME.fullmatch(name)))
+                and strong.lower() != "pass" and not label) or _random_letters(value)
     return (len(value) >= MIN_WEAK_SECRET and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
-            and bool(_TOKEN_LIKE.fullmatch(value)) and not _DOTTED_NAME.fullmatch(value))
+            and bool(_TOKEN_LIKE.fullmatch(value)) and not _DOTTED_NAME.fullmatch(value)) or _random_letters(value)
+
+
+def _random_letters(value: str) -> bool:
+    """Letters alone, 16 or more, not made of words (api_key: qwxkzmhtrvbnplsdfgjk, not
+    DefaultAzureCredential): prose and identifiers are kept, a letters-only key is not."""
+    return len(value) >= MIN_WEAK_SECRET and value.isalpha() and value.isascii() and sum(
+        len(piece) for piece in _PIECE.findall(value) if _pronounceable(piece)) <= MAX_WORDS * len(value)
 
 
 CHECKS: dict[str, Callable[[re.Match, str], bool]] = {"reference": _not_reference, "credential": _credential,

@@ -39,8 +39,19 @@ def _token(kind: str, prefixes: str, body: str) -> Rule:
     pattern that starts with a look-behind is tried at every position: 30 times slower on a
     long output)."""
     anchors = tuple(prefixes.split())
-    alternatives = "|".join(f"{re.escape(prefix)}(?<![A-Za-z0-9]{re.escape(prefix)})" for prefix in anchors)
-    return kind, anchors, f"(?:{alternatives}){body}", 0, 0, ""
+    alternatives, loose = ("|".join(f"{re.escape(prefix)}(?<![A-Za-z0-9]{re.escape(prefix)})" for prefix in chosen)
+                           for chosen in (anchors, [prefix for prefix in anchors if _distinctive(prefix)]))
+    # A distinctive prefix decides whatever its body (a placeholder, a shorter or older format),
+    # but for x's (ghp_xxxx...: a document's example, as in baton.redaction's references).
+    loose = f"|(?:{loose})(?!x{{4}}|X{{4}})[A-Za-z0-9]{{16,}}" if loose else ""
+    return kind, anchors, f"(?:{alternatives}){body}{loose}", 0, 0, ""
+
+
+def _distinctive(prefix: str) -> bool:
+    """A prefix no word or identifier starts with: 4 characters or more ending in `_`, `-` or
+    `.`, not a word (`live_`, `test_`, `key-`, `secret_` start identifiers)."""
+    return len(prefix) >= 4 and prefix[-1] in "_-." and not re.fullmatch(
+        r"(?i:api|ext|key|live|mob|pat|sat|pubkey|sdk|secret|test|authress|scauth|access-\w+)[_.-]", prefix)
 
 
 _W = r"[A-Za-z0-9_-]"  # base64url
@@ -239,22 +250,42 @@ _SEPARATOR = r"[ \t]*(?::=|=>|=|:)[ \t]*|[ \t]+is[ \t]+|[ \t]+(?=[\"'])"
 # A value: quoted (up to its quote) or bare (up to a blank or a quote, without the comma
 # or bracket that closes the code around it).
 _VALUE = r"(?P<quote>[\"'`])?(?P<value>(?(quote)[^\"'`\n]+|[^\s\"'`]*[^\s\"'`,;)\]}]))"
+# A field's name, its separator and an opening quote (key="..., "name": "..., <key>...), what
+# may stand between a pair's two fields, the name's field and the value's.
+_FIELD = r"[\"']?[ \t]*(?:[:=][ \t]*|>)"
+_BETWEEN = r"[^\n]{0,40}?(?:\n[ \t-]*)?"
+_PAIRED_NAME = rf"(?:\b(?:key|name){_FIELD}[\"']?|<){_NAMED_LIKE}(?=[\"'\s<,}}])"
+_PAIRED_VALUE = rf"\bvalue{_FIELD}(?P<quote>[\"'])?(?P<value>(?(quote)[^\"'\n]+|[^\s\"'<>,}}]+))"
 
 ASSIGNMENTS: tuple[Rule, ...] = (
     # NAME=value, NAME: value, "name": "value", name := value, export NAME='value', --name=value,
-    # name @"value" (Objective-C, C#)
+    # name @"value" (Objective-C, C#), name = """value"""
     ("secret-keyword", NAMED,
-     rf"(?i)(?<![?&;]){_NAME}[\"']?(?:{_SEPARATOR})(?:new[ \t]+String\(|@(?=[\"']))?{_VALUE}", 0, "value", "keyword"),
+     rf"(?i)(?<![?&;]){_NAME}[\"']?\]?(?:{_SEPARATOR})(?:new[ \t]+String\(|@(?=[\"'])|\"\"(?=\")|''(?='))?{_VALUE}", 0,
+     "value",
+     "keyword"),
+    # a call's pair of a quoted name or a symbol and a quoted value: define('DB_PASSWORD', '...'),
+    # .set("password", "..."), set :password, '...', send("password=", "...")
+    ("secret-keyword", NAMED, rf"(?i)(?<=[\"':]){_NAME}=?[\"']?[ \t]*,[ \t]*(?P<q>[\"'])(?P<value>[^\"'\n]+)(?P=q)", 0,
+     "value", "keyword"),
     # name=value inside a URL's query or a connection string (`?password=...&`, `;Pwd=...;`)
     ("secret-keyword", NAMED, rf"(?i)(?<=[?&;]){_NAME}=(?P<value>[^&;\s\"'#]+)", 0, "value", "keyword"),
-    # XML: <add key="Password" value="..."/>, <setting name="client_secret" value="..."/>,
-    # <entry key="api.token">...</entry>, <password>...</password> (the value counts as quoted)
-    ("secret-keyword", ("value",), (rf"(?i)\b(?:key|name)[ \t]*=[ \t]*([\"']){_NAMED_LIKE}\1[ \t]+value[ \t]*=[ \t]*"
-                                    rf"(?P<quote>[\"'])(?P<value>[^\"'\n]+)(?P=quote)"), 0, "value", "keyword"),
+    # A name and a value as a pair of fields, either first, in XML attributes or elements, JSON
+    # or YAML: <add key="Password" value="..."/>, <add value="..." name="db.password"/>,
+    # <Password value="..."/>, <key>password</key><value>...</value>, {"name": "password",
+    # "value": "..."}, a Kubernetes env entry `- name: DB_PASSWORD` and `value: ...` below it.
+    ("secret-keyword", ("value",), rf"(?i){_PAIRED_NAME}{_BETWEEN}{_PAIRED_VALUE}", 0, "value", "keyword"),
+    ("secret-keyword", ("value",), rf"(?i){_PAIRED_VALUE}{_BETWEEN}{_PAIRED_NAME}", 0, "value", "keyword"),
     ("secret-keyword", ("</",), (rf"(?i)<(?:[\w.-]+[ \t]+(?:key|name)=[\"'])?{_NAMED_LIKE}[\"']?"
                                  rf"(?P<quote>>)(?P<value>[^<\n]+)</"), 0, "value", "keyword"),
     # mysql -pSECRET, mysql -p 'SECRET' (its password follows -p with no blank)
     ("secret-keyword", ("mysql",), r"\bmysql\w*\b[^\n]*?[ \t]-p[\"']?([^\s\"']+)", 0, 1, "reference"),
+    # docker login -u USER -p SECRET, sshpass -p SECRET
+    ("secret-keyword", ("login", "sshpass"), r"\b(?:login|sshpass)\b[^\n]*?[ \t]-p[ \t]+[\"']?([^\s\"']+)", 0, 1,
+     "reference"),
+    # Windows' setx NAME VALUE, fish's set -x NAME VALUE
+    ("secret-keyword", ("set",), rf"(?i)\bset(?:x|[ \t]+-[a-z]*x[a-z]*)[ \t]+{_NAME}[ \t]+{_VALUE}", 0, "value",
+     "keyword"),
     # a command's option: --password VALUE, --token VALUE
     ("secret-keyword", ("--",), rf"(?i)(?<![\w-])--[\w-]*?(?P<strong>{_STRONG})[ \t]+{_VALUE}", 0, "value", "keyword"),
     # ~/.netrc: machine HOST login USER password SECRET

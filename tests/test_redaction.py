@@ -144,6 +144,11 @@ KEPT = [
     "https://docs.google.com/document/d/1aBcD3fGhIjKlMn0pQrStUvWxYz_4567890AbCdEf/edit",
     "the key is in ${SERVICE_TOKEN_2026_PROD} and $GITHUB_TOKEN_V2",
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl ana@laptop",
+    'mask_token: Union[str, AddedToken] = "[MASK]" and log.info("token", "expired")',
+    '<property name="token_url" value="https://auth.example.com/oauth/token"/> GITHUB_TOKEN=ghp_xxxxxxxxxxxxxxxx',
+    "_SEND_MESSAGE_TOKEN = 'send_message', NO_CREDENTIALS = 'NoCredentials', npm_config_registry_url",
+    "credential: DefaultAzureCredential, sort_key: userprofilesettings, token: internationalization",
+    "https://github.com/acme/shop/blob/3f9c2e1b4d5a3f9c2e1b4d5a3f9c2e1b4d5a3f9a/docs/webhooks.md#signing-keys",
 ]
 
 
@@ -185,6 +190,43 @@ NAMED = [  # (text, the secret): a credential's name or a provider's prefix deci
     ("mysql -u root -pS3cretPass shop", "S3cretPass"),
     ("sonar.login=sqp_1234567890123456789012345678901234567890", "1234567890123456789012345678901234567890"),
     ("the key is sk_live_EXAMPLEEXAMPLEEXAMPLEEXAMPLE", "EXAMPLEEXAMPLEEXAMPLEEXAMPLE"),
+    # the pair's two fields in either order: XML attributes and elements, JSON, a Kubernetes env entry
+    ('<add value="Zq7rLm2Wx" key="Password"/>', "Zq7rLm2Wx"),
+    ("<add value='k3yV4lue99x' name='db.password' />", "k3yV4lue99x"),
+    ('<property name="api_token" value="opensesame"/>', "opensesame"),
+    ('<Password value="Tr0ub4dor3"/>', "Tr0ub4dor3"),
+    ("<entry><key>password</key><value>Hunter2Hunter</value></entry>", "Hunter2Hunter"),
+    ('{"name": "password", "value": "jsonP4ss"}', "jsonP4ss"),
+    ('env:\n  - name: API_TOKEN\n    value: tokV4lue99\n', "tokV4lue99"),
+    # PHP and Ruby hashes and calls, Python and JS subscripts
+    ("$db = array('db_password' => 'Pr0dPass');", "Pr0dPass"),
+    ("define('DB_PASSWORD', 'wp_Sup3rPass');", "wp_Sup3rPass"),
+    ("set :password, 'Capistran0'", "Capistran0"),
+    ('aUser.send("password=", "s3cret123")', "s3cret123"),
+    ('creds.set("password", "Pa55word!")', "Pa55word!"),
+    ('d["secret"] = "s3cr3tValue"', "s3cr3tValue"),
+    ('os.environ["OPENAI_API_KEY"] = "abc123xyz789qwe"', "abc123xyz789qwe"),
+    ("headers['X-Api-Key'] = 'f9d8c7b6a5e4d3c2b1a0'", "f9d8c7b6a5e4d3c2b1a0"),
+    ('settings[:api_token] = "Zx9Yw8Vu7T"', "Zx9Yw8Vu7T"),
+    # command lines and shells, quoted or not
+    ("mytool --password 'hunter 2x' --verbose", "hunter 2x"),
+    ("mytool --client-secret=abcdefghijklmnop", "abcdefghijklmnop"),
+    ("api_key: abcdefghijklmnopqrstuvwx", "abcdefghijklmnopqrstuvwx"),
+    ("signing_key = 'qwxkzmhtrvbnplsdfgjk'", "qwxkzmhtrvbnplsdfgjk"),
+    ('password = """Tr1pleQu0ted"""', "Tr1pleQu0ted"),
+    ("docker login -u bob -p dckrPass99 registry.example.com", "dckrPass99"),
+    ("sshpass -p 'r00tPassw' ssh root@host", "r00tPassw"),
+    ("docker run -e POSTGRES_PASSWORD=pgS3cret9 postgres", "pgS3cret9"),
+    ("$env:API_KEY = 'Ps7KeyVal12345678'", "Ps7KeyVal12345678"),
+    ("setx GITHUB_TOKEN Gh7TokenValue123", "Gh7TokenValue123"),
+    ("set -x AWS_SECRET_ACCESS_KEY fishS3cretValue9", "fishS3cretValue9"),
+    # a placeholder or a default under a credential's name, a prefix with a placeholder's body
+    ("POSTGRES_PASSWORD = 'postgres'", "postgres"),
+    ("ADMIN_PASSWORD=administrator", "administrator"),
+    ("npm_EXAMPLEEXAMPLEEXAMPLE", "EXAMPLEEXAMPLEEXAMPLE"),
+    ("api key sqp_12345678901234567890", "12345678901234567890"),
+    # a URL that says it carries a credential: its path's random segments
+    ("https://hooks.example.com/v1/T0A1B2C3/Xy9Kq2Lm8Np4Rs7Tu1Vw/send", "Xy9Kq2Lm8Np4Rs7Tu1Vw"),
 ]
 
 
