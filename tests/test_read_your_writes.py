@@ -142,3 +142,21 @@ def test_a_local_copy_never_undoes_a_redaction_the_registry_made(request, home, 
     decisions = json.loads(shown[0].stdout)["session"]["decisions"]
     assert [d["text"] for d in decisions] == ["deploy keys: bucket reads with [REDACTED:aws-access-key] now"]
     assert key not in remembered(home), "the copy of what the registry holds is forgotten"
+
+
+@pytest.mark.servers
+def test_a_scan_on_this_machine_forgets_the_copies_it_kept(request, home, monkeypatch, tmp_path, worktrees):
+    """`baton redact --scan` before the projector ran: the decision it rewrites is still only
+    a copy this data home kept for reading its own writes; the scan forgets that copy, so the
+    scrub leaves no byte of the secret in the data home."""
+    use_servers(request, monkeypatch, tmp_path, qdrant=False)
+    main, _ = worktrees
+    text, key = SECRETS["aws-access-key"]
+    assert run_process(main, "bind", "OMN-1").returncode == 0
+    assert run_process(main, "decide", f"deploy keys: {text}", prelude=UNREDACTED).returncode == 0
+    assert run_process(main, "deliver").returncode == 0
+    assert key in remembered(home)  # the test can fail: the copy is there
+
+    scan = run_process(main, "redact", "--scan", "--json")
+    assert scan.returncode == 0 and json.loads(scan.stdout)["rewritten"], scan.stderr
+    assert key not in (home / "kafka-events-outbox.db").read_bytes().decode("latin-1")

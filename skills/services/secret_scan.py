@@ -154,6 +154,10 @@ def redact_stored(stores: Stores, place: Place) -> Scan:
             index_decisions(stores)
         except (StoreUnavailable, ImportError) as exc:
             scan.warnings.append(f"{Store.RECALL_INDEX} unavailable: {exc}; the redacted decisions stay queued")
+    if events and stores.event_log is not None:
+        # The copies kept for reading one's own writes hold the text as it was written; the
+        # registry holds them, or will once the projector runs: forgotten before the scrub.
+        stores.event_log.forget_delivered([message_id for message_id, _, _ in stores.event_log.unconfirmed()])
     if events or scan._signals:
         scan.warnings += _scrub_home(stores)
     return scan
