@@ -24,6 +24,15 @@ among its other figures, after building its data set.
     .venv/bin/python -m bench.projector [--events 5000] [--runs 5] [--top 12] [--sort cumulative]
         [--statements] [--statement-runs 4]
     .venv/bin/python -m bench.projector --scale [--events 5000] [--runs 5] [--partitions 6]
+    .venv/bin/python -m bench.projector --memory [--events 20000] [--runs 3]
+
+With --memory, instead: the peak resident memory of `baton projector --once` (its
+ru_maxrss, /proc's VmHWM, from wait4) and its events per second over the whole command,
+start and repair included, as it catches up with a backlog of --events events, its
+Kafka consumer's prefetch as librdkafka's defaults leave it against a bounded one, in turns
+(the first run of each warms the servers and is left out); before each, the same over an
+empty topic, since the stores the start-up repair reads grow with every run, and each round
+one more with a repair window that holds no ticket.
 """
 
 from __future__ import annotations
@@ -174,6 +183,71 @@ def scale(root: Path, env: dict[str, str], servers: list[int], count: int, runs:
     print(f"two projectors against one: {two / one:.2f}x the rate, on {os.cpu_count()} cores")
 
 
+# Each set overrides the product's own consumer config, so the figures do not depend on it.
+PREFETCH = {"librdkafka's default prefetch": {"queued.min.messages": 100000, "queued.max.messages.kbytes": 65536},
+            "bounded prefetch": {"queued.min.messages": 2000, "queued.max.messages.kbytes": 8192}}
+# `baton projector --once` with extra consumer settings (argv[1], JSON) over the product's.
+_PROJECTOR_WITH = ("import json, sys, confluent_kafka; made = confluent_kafka.Consumer; "
+                   "confluent_kafka.Consumer = lambda config: made({**config, **json.loads(sys.argv[1])}); "
+                   "from baton.skills.frontends.cli import main; sys.exit(main(['projector', '--once']))")
+
+
+def memory_run(root: Path, env: dict[str, str], count: int, name: str, prefetch: dict[str, int]) -> tuple[float, float]:
+    """One `baton projector --once` over a new topic holding `count` events: (peak RSS in
+    MiB, events per second over the whole command)."""
+    import json
+
+    from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
+
+    prefix = f"bench-memory-{name}-{uuid.uuid4().hex[:6]}."
+    path = root / f"memory-{name}.db"
+    _kept(path, load_events(prefix.rstrip("."), count))
+    event_log = KafkaEventLog(env["BATON_KAFKA_BOOTSTRAP"], path, timeout=60, topic=f"{prefix}{EVENTS_TOPIC}")
+    event_log.deliver()
+    event_log.close()
+    started = time.perf_counter()
+    with (root / "memory.log").open("a") as log:
+        process = subprocess.Popen([sys.executable, "-c", _PROJECTOR_WITH, json.dumps(prefetch)], cwd=root,
+                                   env={**env, "BATON_KAFKA_TOPIC_PREFIX": prefix}, stdout=log, stderr=log)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.returncode == 0, f"the projector exited {process.returncode}: see {root / 'memory.log'}"
+    return usage.ru_maxrss / 1024, count / seconds
+
+
+def memory(root: Path, env: dict[str, str], count: int, runs: int) -> None:
+    """Each prefetch in turns, each run after one over an empty topic: the stores grow by
+    `count` events a run and a starting projector's repair reads them (its window's tickets
+    in full), so the empty run shows the peak the start alone reaches on the same stores.
+    Each round ends with an empty run whose repair window holds no ticket."""
+    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in PREFETCH}
+    unrepaired = []
+    for run in range(runs + 1):
+        for name in list(PREFETCH)[::1 if run % 2 else -1]:
+            empty, _ = memory_run(root, env, 0, f"{run}{name[0]}-empty", {})
+            peak, rate = memory_run(root, env, count, f"{run}{name[0]}", PREFETCH[name])
+            if run:
+                results[name].append((peak, rate, empty))
+                print(f"  run {run}: over an empty topic {empty:.1f} MiB, then {name}: {peak:.1f} MiB, "
+                      f"{rate:,.0f} events/s", flush=True)
+        # The load's events are an hour old: a window of a second leaves the repair nothing.
+        unrepaired.append(memory_run(root, {**env, "BATON_REPAIR_WINDOW": "1s"}, 0, f"{run}-window", {})[0])
+        print(f"  round {run}: over an empty topic, repair window 1s: {unrepaired[-1]:.1f} MiB", flush=True)
+    medians = {}
+    for name, figures in results.items():
+        rate, above = (statistics.median(values) for values in zip(*((f[1], f[0] - f[2]) for f in figures),
+                                                                    strict=True))
+        medians[name] = rate, above
+        print(f"{name} {PREFETCH[name]}: peak RSS {above:+.1f} MiB above the empty run before it (runs "
+              f"{min(f[0] for f in figures):.1f}-{max(f[0] for f in figures):.1f} MiB), {rate:,.0f} events/s "
+              f"(medians of {runs} runs of {count:,} events)")
+    (base_rate, base_above), (rate, above) = medians.values()
+    print(f"bounded against default: {above - base_above:+.1f} MiB peak RSS above the empty run, "
+          f"{rate / base_rate:.2f}x the rate; over an empty topic with no ticket to repair: "
+          f"{min(unrepaired):.1f}-{max(unrepaired):.1f} MiB across the rounds")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=5000)
@@ -185,6 +259,7 @@ def main() -> None:
     parser.add_argument("--statement-runs", type=int, default=4, help="runs of the statements' timing (default 4)")
     parser.add_argument("--scale", action="store_true", help="instead: one projector process against two")
     parser.add_argument("--partitions", type=int, default=6, help="the event topic's partitions with --scale")
+    parser.add_argument("--memory", action="store_true", help="instead: peak RSS of `baton projector --once`")
     args = parser.parse_args()
 
     with fresh_servers("projector") as (root, postgres, neo4j, kafka):
@@ -193,9 +268,12 @@ def main() -> None:
                            "BATON_BACKGROUND_DELIVERY": "off"})
         from baton.skills.runtime.settings import Settings
 
-        if args.scale:
+        if args.scale or args.memory:
             env = {**os.environ, "BATON_RESIDENT": "off", "BATON_BACKGROUND_INDEXING": "off",
                    "BATON_STORE_TIMEOUT": "30"}
+            if args.memory:
+                memory(root, env, args.events, args.runs)
+                return
             # The servers' process groups: PostgreSQL's backends are in its postmaster's.
             pids = (postgres.pid(), *(server._process.pid for server in (neo4j, kafka) if server._process))
             servers = [os.getpgid(pid) for pid in pids if pid]
