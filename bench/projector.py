@@ -27,12 +27,10 @@ among its other figures, after building its data set.
     .venv/bin/python -m bench.projector --memory [--events 20000] [--runs 3]
 
 With --memory, instead: the peak resident memory of `baton projector --once` (its
-ru_maxrss, /proc's VmHWM, from wait4) and its events per second over the whole command,
-start and repair included, as it catches up with a backlog of --events events, its
-Kafka consumer's prefetch as librdkafka's defaults leave it against a bounded one, in turns
-(the first run of each warms the servers and is left out); before each, the same over an
-empty topic, since the stores the start-up repair reads grow with every run, and each round
-one more with a repair window that holds no ticket.
+VmHWM in /proc as it ends) and its events per second over the whole command,
+its start included, as it catches up with a backlog of --events events, its Kafka
+consumer's prefetch as librdkafka's defaults leave it against a bounded one, in turns, and
+what its start-up repair adds as the stores grow (see memory()).
 """
 
 from __future__ import annotations
@@ -189,7 +187,9 @@ PREFETCH = {"librdkafka's default prefetch": {"queued.min.messages": 100000, "qu
 # `baton projector --once` with extra consumer settings (argv[1], JSON) over the product's.
 _PROJECTOR_WITH = ("import json, sys, confluent_kafka; made = confluent_kafka.Consumer; "
                    "confluent_kafka.Consumer = lambda config: made({**config, **json.loads(sys.argv[1])}); "
-                   "from baton.skills.frontends.cli import main; sys.exit(main(['projector', '--once']))")
+                   "from baton.skills.frontends.cli import main; code = main(['projector', '--once']); "
+                   "print(*(line for line in open('/proc/self/status') if line.startswith('VmHWM')), file=sys.stderr); "
+                   "sys.exit(code)")
 
 
 def memory_run(root: Path, env: dict[str, str], count: int, name: str, prefetch: dict[str, int]) -> tuple[float, float]:
@@ -208,44 +208,45 @@ def memory_run(root: Path, env: dict[str, str], count: int, name: str, prefetch:
     started = time.perf_counter()
     with (root / "memory.log").open("a") as log:
         process = subprocess.Popen([sys.executable, "-c", _PROJECTOR_WITH, json.dumps(prefetch)], cwd=root,
-                                   env={**env, "BATON_KAFKA_TOPIC_PREFIX": prefix}, stdout=log, stderr=log)
-    _, status, usage = os.wait4(process.pid, 0)
+                                   env={**env, "BATON_KAFKA_TOPIC_PREFIX": prefix}, stdout=log,
+                                   stderr=subprocess.PIPE, text=True)
+        # Its own VmHWM as it ends: wait4's ru_maxrss would count this process's memory too,
+        # which the child's address space held until its exec.
+        _, peak = process.communicate()
     seconds = time.perf_counter() - started
-    process.returncode = os.waitstatus_to_exitcode(status)
-    assert process.returncode == 0, f"the projector exited {process.returncode}: see {root / 'memory.log'}"
-    return usage.ru_maxrss / 1024, count / seconds
+    assert process.returncode == 0, f"the projector exited {process.returncode}: {peak[-2000:]}"
+    return int(peak.split()[-2]) / 1024, count / seconds
 
 
 def memory(root: Path, env: dict[str, str], count: int, runs: int) -> None:
-    """Each prefetch in turns, each run after one over an empty topic: the stores grow by
-    `count` events a run and a starting projector's repair reads them (its window's tickets
-    in full), so the empty run shows the peak the start alone reaches on the same stores.
-    Each round ends with an empty run whose repair window holds no ticket."""
-    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in PREFETCH}
-    unrepaired = []
+    """Each prefetch in turns, with a repair window that holds no ticket (the load's events
+    are an hour old), so that the start-up repair, which reads its window's tickets in full,
+    does not set the peak; each round begins with two runs over an empty topic, one with a
+    window of a second (the start alone) and one with the default window (the start and
+    its repair of all the runs so far)."""
+    unrepaired = {**env, "BATON_REPAIR_WINDOW": "1s"}
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in PREFETCH}
+    starts, repairs = [], []
     for run in range(runs + 1):
+        starts.append(memory_run(root, unrepaired, 0, f"{run}-start", {})[0])
+        repairs.append(memory_run(root, env, 0, f"{run}-repair", {})[0])
+        print(f"  round {run}, over an empty topic: {starts[-1]:.1f} MiB, with the default repair window "
+              f"{repairs[-1]:.1f} MiB", flush=True)
         for name in list(PREFETCH)[::1 if run % 2 else -1]:
-            empty, _ = memory_run(root, env, 0, f"{run}{name[0]}-empty", {})
-            peak, rate = memory_run(root, env, count, f"{run}{name[0]}", PREFETCH[name])
+            peak, rate = memory_run(root, unrepaired, count, f"{run}{name[0]}", PREFETCH[name])
             if run:
-                results[name].append((peak, rate, empty))
-                print(f"  run {run}: over an empty topic {empty:.1f} MiB, then {name}: {peak:.1f} MiB, "
-                      f"{rate:,.0f} events/s", flush=True)
-        # The load's events are an hour old: a window of a second leaves the repair nothing.
-        unrepaired.append(memory_run(root, {**env, "BATON_REPAIR_WINDOW": "1s"}, 0, f"{run}-window", {})[0])
-        print(f"  round {run}: over an empty topic, repair window 1s: {unrepaired[-1]:.1f} MiB", flush=True)
+                results[name].append((peak - starts[-1], rate))
+            print(f"  round {run}, {name}: {peak:.1f} MiB, {rate:,.0f} events/s", flush=True)
     medians = {}
     for name, figures in results.items():
-        rate, above = (statistics.median(values) for values in zip(*((f[1], f[0] - f[2]) for f in figures),
-                                                                    strict=True))
-        medians[name] = rate, above
-        print(f"{name} {PREFETCH[name]}: peak RSS {above:+.1f} MiB above the empty run before it (runs "
-              f"{min(f[0] for f in figures):.1f}-{max(f[0] for f in figures):.1f} MiB), {rate:,.0f} events/s "
-              f"(medians of {runs} runs of {count:,} events)")
-    (base_rate, base_above), (rate, above) = medians.values()
-    print(f"bounded against default: {above - base_above:+.1f} MiB peak RSS above the empty run, "
-          f"{rate / base_rate:.2f}x the rate; over an empty topic with no ticket to repair: "
-          f"{min(unrepaired):.1f}-{max(unrepaired):.1f} MiB across the rounds")
+        above, rate = (statistics.median(values) for values in zip(*figures, strict=True))
+        medians[name] = above, rate
+        print(f"{name} {PREFETCH[name]}: peak RSS {above:+.1f} MiB above the empty run's, {rate:,.0f} events/s "
+              f"(medians of {runs} runs of {count:,} events, round 0 left out)")
+    (base_above, base_rate), (above, rate) = medians.values()
+    print(f"bounded against default: {above - base_above:+.1f} MiB peak RSS, {rate / base_rate:.2f}x the rate; "
+          f"over an empty topic {min(starts):.1f}-{max(starts):.1f} MiB, with the default repair window "
+          f"{' -> '.join(f'{peak:.1f}' for peak in repairs)} MiB as the stores grew by {2 * count:,} events a round")
 
 
 def main() -> None:
