@@ -24,6 +24,13 @@ among its other figures, after building its data set.
     .venv/bin/python -m bench.projector [--events 5000] [--runs 5] [--top 12] [--sort cumulative]
         [--statements] [--statement-runs 4]
     .venv/bin/python -m bench.projector --scale [--events 5000] [--runs 5] [--partitions 6]
+    .venv/bin/python -m bench.projector --memory [--events 20000] [--runs 3]
+
+With --memory, instead: the peak resident memory of `baton projector --once` (its
+VmHWM in /proc as it ends) and its events per second over the whole command,
+its start included, as it catches up with a backlog of --events events, its Kafka
+consumer's prefetch as librdkafka's defaults leave it against a bounded one, in turns, and
+what its start-up repair adds as the stores grow (see memory()).
 """
 
 from __future__ import annotations
@@ -174,6 +181,74 @@ def scale(root: Path, env: dict[str, str], servers: list[int], count: int, runs:
     print(f"two projectors against one: {two / one:.2f}x the rate, on {os.cpu_count()} cores")
 
 
+# Each set overrides the product's own consumer config, so the figures do not depend on it.
+PREFETCH = {"librdkafka's default prefetch": {"queued.min.messages": 100000, "queued.max.messages.kbytes": 65536},
+            "bounded prefetch": {"queued.min.messages": 2000, "queued.max.messages.kbytes": 8192}}
+# `baton projector --once` with extra consumer settings (argv[1], JSON) over the product's.
+_PROJECTOR_WITH = ("import json, sys, confluent_kafka; made = confluent_kafka.Consumer; "
+                   "confluent_kafka.Consumer = lambda config: made({**config, **json.loads(sys.argv[1])}); "
+                   "from baton.skills.frontends.cli import main; code = main(['projector', '--once']); "
+                   "print(*(line for line in open('/proc/self/status') if line.startswith('VmHWM')), file=sys.stderr); "
+                   "sys.exit(code)")
+
+
+def memory_run(root: Path, env: dict[str, str], count: int, name: str, prefetch: dict[str, int]) -> tuple[float, float]:
+    """One `baton projector --once` over a new topic holding `count` events: (peak RSS in
+    MiB, events per second over the whole command)."""
+    import json
+
+    from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
+
+    prefix = f"bench-memory-{name}-{uuid.uuid4().hex[:6]}."
+    path = root / f"memory-{name}.db"
+    _kept(path, load_events(prefix.rstrip("."), count))
+    event_log = KafkaEventLog(env["BATON_KAFKA_BOOTSTRAP"], path, timeout=60, topic=f"{prefix}{EVENTS_TOPIC}")
+    event_log.deliver()
+    event_log.close()
+    started = time.perf_counter()
+    with (root / "memory.log").open("a") as log:
+        process = subprocess.Popen([sys.executable, "-c", _PROJECTOR_WITH, json.dumps(prefetch)], cwd=root,
+                                   env={**env, "BATON_KAFKA_TOPIC_PREFIX": prefix}, stdout=log,
+                                   stderr=subprocess.PIPE, text=True)
+        # Its own VmHWM as it ends: wait4's ru_maxrss would count this process's memory too,
+        # which the child's address space held until its exec.
+        _, peak = process.communicate()
+    seconds = time.perf_counter() - started
+    assert process.returncode == 0, f"the projector exited {process.returncode}: {peak[-2000:]}"
+    return int(peak.split()[-2]) / 1024, count / seconds
+
+
+def memory(root: Path, env: dict[str, str], count: int, runs: int) -> None:
+    """Each prefetch in turns, with a repair window that holds no ticket (the load's events
+    are an hour old), so that the start-up repair, which reads its window's tickets in full,
+    does not set the peak; each round begins with two runs over an empty topic, one with a
+    window of a second (the start alone) and one with the default window (the start and
+    its repair of all the runs so far)."""
+    unrepaired = {**env, "BATON_REPAIR_WINDOW": "1s"}
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in PREFETCH}
+    starts, repairs = [], []
+    for run in range(runs + 1):
+        starts.append(memory_run(root, unrepaired, 0, f"{run}-start", {})[0])
+        repairs.append(memory_run(root, env, 0, f"{run}-repair", {})[0])
+        print(f"  round {run}, over an empty topic: {starts[-1]:.1f} MiB, with the default repair window "
+              f"{repairs[-1]:.1f} MiB", flush=True)
+        for name in list(PREFETCH)[::1 if run % 2 else -1]:
+            peak, rate = memory_run(root, unrepaired, count, f"{run}{name[0]}", PREFETCH[name])
+            if run:
+                results[name].append((peak - starts[-1], rate))
+            print(f"  round {run}, {name}: {peak:.1f} MiB, {rate:,.0f} events/s", flush=True)
+    medians = {}
+    for name, figures in results.items():
+        above, rate = (statistics.median(values) for values in zip(*figures, strict=True))
+        medians[name] = above, rate
+        print(f"{name} {PREFETCH[name]}: peak RSS {above:+.1f} MiB above the empty run's, {rate:,.0f} events/s "
+              f"(medians of {runs} runs of {count:,} events, round 0 left out)")
+    (base_above, base_rate), (above, rate) = medians.values()
+    print(f"bounded against default: {above - base_above:+.1f} MiB peak RSS, {rate / base_rate:.2f}x the rate; "
+          f"over an empty topic {min(starts):.1f}-{max(starts):.1f} MiB, with the default repair window "
+          f"{' -> '.join(f'{peak:.1f}' for peak in repairs)} MiB as the stores grew by {2 * count:,} events a round")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=5000)
@@ -185,6 +260,7 @@ def main() -> None:
     parser.add_argument("--statement-runs", type=int, default=4, help="runs of the statements' timing (default 4)")
     parser.add_argument("--scale", action="store_true", help="instead: one projector process against two")
     parser.add_argument("--partitions", type=int, default=6, help="the event topic's partitions with --scale")
+    parser.add_argument("--memory", action="store_true", help="instead: peak RSS of `baton projector --once`")
     args = parser.parse_args()
 
     with fresh_servers("projector") as (root, postgres, neo4j, kafka):
@@ -193,9 +269,12 @@ def main() -> None:
                            "BATON_BACKGROUND_DELIVERY": "off"})
         from baton.skills.runtime.settings import Settings
 
-        if args.scale:
+        if args.scale or args.memory:
             env = {**os.environ, "BATON_RESIDENT": "off", "BATON_BACKGROUND_INDEXING": "off",
                    "BATON_STORE_TIMEOUT": "30"}
+            if args.memory:
+                memory(root, env, args.events, args.runs)
+                return
             # The servers' process groups: PostgreSQL's backends are in its postmaster's.
             pids = (postgres.pid(), *(server._process.pid for server in (neo4j, kafka) if server._process))
             servers = [os.getpgid(pid) for pid in pids if pid]
