@@ -53,10 +53,14 @@ def hook(name: str, fixture: str, cwd: Path, **tool_input) -> None:
 def mcp(monkeypatch, cwd: Path, tool: str, **arguments) -> dict:
     """One MCP tool called in-process, served from cwd, as `baton mcp` started there would."""
     from baton.skills.frontends import mcp_server
+    from baton.skills.frontends.cli import COMMANDS
 
     monkeypatch.chdir(cwd)
     monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
-    return json.loads(getattr(mcp_server, tool)(**arguments))
+    monkeypatch.setattr(mcp_server, "_scope", mcp_server.Scope(cwd, commands=COMMANDS))
+    result = mcp_server._call_tool({"name": tool, "arguments": arguments})
+    assert result is not None and not result["isError"], result
+    return json.loads(result["content"][0]["text"])
 
 
 def test_two_teams_cannot_see_change_or_end_each_others_tickets(any_home, teams, cli, monkeypatch):

@@ -334,7 +334,9 @@ def test_the_mcp_server_costs_only_its_tools_and_stops_at_the_first_signal(proje
 
 
 def _tool_names() -> list[str]:
-    from baton.skills.frontends.mcp_server import RUNS as SERVED
+    from baton.skills.frontends.cli import COMMANDS
+    from baton.skills.frontends.mcp_server import catalogue
 
-    assert len(SERVED) == TOOLS
-    return list(SERVED)
+    served = catalogue(COMMANDS)[1]
+    assert len(served) == TOOLS
+    return list(served)

@@ -71,6 +71,9 @@ class Stores:
         self._siblings: dict[str, Stores] = {}
         self.skip_known_down = skip_known_down
         self.deliver_on_close = True
+        # Reads fold this data home's events the registry does not hold yet (with Kafka); the
+        # projector reads the registry as it is, since what it repairs and applies is the truth.
+        self.own_writes = True
         self._registry: SessionStore | None = None
         self._graph: ConflictGraph | None = None
         self._signals: SignalBus | None = None
@@ -110,6 +113,7 @@ class Stores:
             sibling.__dict__["budget"] = self.budget  # one budget and one deadline per command
             sibling.__dict__["deadline"] = self.deadline
             sibling.deliver_on_close = False
+            sibling.own_writes = self.own_writes
             self._siblings[project] = sibling
         return self._siblings[project]
 
@@ -167,7 +171,7 @@ class Stores:
 
                 self._registry = SqliteSessionStore(self.settings.home / "registry.db",
                                                     timeout=self.settings.store_timeout, project=self.project)
-            if self.event_log is not None:  # reads see this data home's events the projector has not applied
+            if self.event_log is not None and self.own_writes:
                 from baton.registry.own_writes import OwnWrites
 
                 self._registry = cast("SessionStore", OwnWrites(self._registry, self.event_log, self.project))

@@ -92,6 +92,7 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
     event_log = stores.event_log
     if event_log is None:
         raise BadInput("the projector needs Kafka: set BATON_KAFKA_BOOTSTRAP")
+    stores.own_writes = False
     report = ProjectorReport()
     outages = _Outages(log)
     group = group or default_group(stores.settings.kafka_topic_prefix)
