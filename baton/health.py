@@ -14,10 +14,9 @@ at once or the data home is not writable, the change is dropped.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import NamedTuple
 
@@ -116,16 +115,8 @@ def _parse(text: str) -> dict[str, Down] | None:
 
 
 def _write_atomically(path: Path, servers: dict[str, Down]) -> None:
-    import tempfile  # only when something changed: reading the record stays cheap
+    from baton.files import write_whole  # only when something changed: reading the record stays cheap
 
     body = {"servers": {name: {"since": d.since, "last": d.last, "reason": d.reason} for name, d in servers.items()}}
-    try:
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".server-health-")
-    except OSError:
-        return
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(body, out, ensure_ascii=False)
-        os.replace(temporary, path)
-    except OSError:
-        Path(temporary).unlink(missing_ok=True)
+    with suppress(OSError):  # the record is advice: a write that fails is skipped
+        write_whole(path, json.dumps(body, ensure_ascii=False))
