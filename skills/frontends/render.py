@@ -417,11 +417,12 @@ def claude_lines(report: InstallReport, *, installed: bool) -> str:
                       *(f"skill /{skill}: {action}" for skill, action in report.skills.items())])
 
 
-def codex_lines(report: CodexReport, done: str) -> str:
+def codex_lines(report: CodexReport, *, installed: bool) -> str:
     """What `baton install codex` or `baton uninstall codex` changed, a line per file."""
+    done = "added" if installed else "removed"
     lines = [f"{report.config}: MCP server {report.server}",
              f"{report.hooks}: " + (f"hooks {done} for {', '.join(report.events)}" if report.events
-                                    else "hooks already there" if done == "added" else "no Baton hooks")]
+                                    else "hooks already there" if installed else "no Baton hooks")]
     if report.trusted:
         lines.append(f"{report.trust_file}: {len(report.trusted)} hooks trusted")
     lines += [f"backup: {backup}" for backup in report.backups]

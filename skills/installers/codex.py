@@ -171,28 +171,8 @@ def uninstall_codex(scope: str, place: Place, home: Path) -> CodexReport:
     return report
 
 
-@dataclass
-class CodexState:
+def codex_state(scope: str, place: Place) -> str:
     """What `baton doctor` says of one scope: what is installed and what is missing."""
-
-    scope: str
-    server: bool
-    hooks: list[str]  # the events with Baton's hook
-    untrusted: list[str]  # keys of Baton's hooks with no trust entry
-
-    def line(self) -> str:
-        if not self.server and not self.hooks:
-            return "not installed"
-        parts = ["MCP server" if self.server else "no MCP server",
-                 f"hooks for {len(self.hooks)} of {len(HOOKS)} events"]
-        if self.untrusted:
-            where = " in a project Codex trusts" if self.scope == "project" else ""
-            parts.append(f"{len(self.untrusted)} hooks not trusted yet: run `baton install codex --scope "
-                         f"{self.scope}` with `codex` on PATH{where}, or trust them in codex's /hooks")
-        return "; ".join(parts)
-
-
-def codex_state(scope: str, place: Place) -> CodexState:
     base = codex_dir(scope, place)
     config, hooks_file = base / "config.toml", base / "hooks.json"
     servers = tomllib.loads(_read_text(config)).get("mcp_servers")
@@ -205,8 +185,15 @@ def codex_state(scope: str, place: Place) -> CodexState:
         hooks = None
     state = hooks.get("state") if isinstance(hooks, dict) else None
     trusted = {_normal(key) for key in state} if isinstance(state, dict) else set()
-    return CodexState(scope, server, sorted({key.split(":")[-3] for key in keys}),
-                      [key for key in keys if _normal(key) not in trusted])
+    events, untrusted = {key.split(":")[-3] for key in keys}, [key for key in keys if _normal(key) not in trusted]
+    if not server and not events:
+        return "not installed"
+    parts = ["MCP server" if server else "no MCP server", f"hooks for {len(events)} of {len(HOOKS)} events"]
+    if untrusted:
+        where = " in a project Codex trusts" if scope == "project" else ""
+        parts.append(f"{len(untrusted)} hooks not trusted yet: run `baton install codex --scope {scope}` with "
+                     f"`codex` on PATH{where}, or trust them in codex's /hooks")
+    return "; ".join(parts)
 
 
 def _normal(key: str) -> str:
