@@ -377,18 +377,10 @@ def _check(args: Arguments, stores: Stores) -> int:
     task_id = checking_task(getattr(args, "task", None), place, stores.settings.ambient)
     verdict = check_paths(stores, task_id, args.paths, _here(args), locator)
     _warn(verdict.warnings)
-    if args.json:
-        _dump(args, {"task_id": task_id, **verdict.public()})
-        return 0
-    if verdict.reason:
-        print(verdict.reason)
-    if verdict.context:
-        print(verdict.context)
-    if verdict.decision == ALLOW and not verdict.context:
-        print("No other active ticket holds these files.")
-    else:
-        print(f"Decision: {verdict.decision}")
-    return 0
+    last = ("No other active ticket holds these files." if verdict.decision == ALLOW and not verdict.context
+            else f"Decision: {verdict.decision}")
+    return _shown(args, {"task_id": task_id, **verdict.public()},
+                  "\n".join([*filter(None, (verdict.reason, verdict.context)), last]))
 
 
 def _decide(args: Arguments, stores: Stores) -> int:
@@ -437,11 +429,7 @@ def _recover(args: Arguments, stores: Stores) -> int:
 
     place, _ = _place(args)
     found = recover(stores, place, all_repos=args.all_repos, verbose=args.verbose)
-    if args.json:
-        _dump(args, found.as_json())
-    else:
-        sys.stdout.write(found.text(verbose=args.verbose))
-    return 0
+    return _shown(args, found.as_json(), found.text(verbose=args.verbose).removesuffix("\n"))
 
 
 def _end(args: Arguments, stores: Stores) -> int:
@@ -756,13 +744,9 @@ def _handoff_verify(args: Arguments, stores: Stores) -> int:
                                    args.allow_unsigned_probes)
     _warn(checked.warnings)
     verification = checked.verification
-    if args.verify_json:
-        _dump(args, verification.to_json())
-    else:
-        print(render.verification_markdown(verification))
-    if not args.strict:
-        return 0
-    return 0 if verification.held else 1
+    args.json = args.verify_json
+    return _shown(args, verification.to_json(), render.verification_markdown(verification),
+                  1 if args.strict and not verification.held else 0)
 
 
 def _checkpoint(args: Arguments, stores: Stores) -> int:
@@ -829,12 +813,9 @@ def _redact(args: Arguments, stores: Stores) -> int:
     place, _ = _place(args)
     scan = scan_stored(stores, place) if args.dry_run else redact_stored(stores, place)
     _warn(scan.warnings)
-    if args.json:
-        _dump(args, scan.to_json())
-    else:
+    if not args.json:
         _warn([f"{store} not scanned or rewritten: {reason}" for store, reason in scan.unavailable.items()])
-        print(render.scan_lines(scan))
-    return 1 if scan.left else 0
+    return _shown(args, scan.to_json(), render.scan_lines(scan), 1 if scan.left else 0)
 
 
 def _migrate(args: Arguments, stores: Stores) -> int:

@@ -67,12 +67,19 @@ class InstallReport:
 
 def claude_dir(scope: str, place: Place) -> Path:
     """`.claude/` of the worktree (project scope) or the user's Claude Code directory."""
+    return place.root / ".claude" if checked_scope(scope) == "project" else agent_home("CLAUDE_CONFIG_DIR", ".claude")
+
+
+def checked_scope(scope: str) -> str:
     if scope not in SCOPES:
         raise BadInput(f"unknown scope {scope!r}: use project or user")
-    if scope == "project":
-        return place.root / ".claude"
-    configured = os.environ.get("CLAUDE_CONFIG_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".claude"
+    return scope
+
+
+def agent_home(variable: str, name: str) -> Path:
+    """An agent's own directory for the user: the variable's, else ~/name."""
+    configured = os.environ.get(variable)
+    return Path(configured).expanduser() if configured else Path.home() / name
 
 
 def baton_executable(scope: str) -> str:

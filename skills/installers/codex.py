@@ -28,9 +28,10 @@ from baton.processes import run_bounded
 from baton.pydantic_plugins import as_given
 from baton.skills.core.binding import Place
 from baton.skills.installers.claude_code import (
-    SCOPES,
     InstallRecords,
+    agent_home,
     baton_executable,
+    checked_scope,
     ensure_group,
     hook_containers,
     hook_group,
@@ -68,14 +69,11 @@ class CodexReport:
 
 
 def codex_home() -> Path:
-    configured = os.environ.get("CODEX_HOME")
-    return Path(configured).expanduser() if configured else Path.home() / ".codex"
+    return agent_home("CODEX_HOME", ".codex")
 
 
 def codex_dir(scope: str, place: Place) -> Path:
-    if scope not in SCOPES:
-        raise BadInput(f"unknown scope {scope!r}: use project or user")
-    return place.root / ".codex" if scope == "project" else codex_home()
+    return place.root / ".codex" if checked_scope(scope) == "project" else codex_home()
 
 
 def passed_variables() -> list[str]:

@@ -18,9 +18,10 @@ from pathlib import Path
 from baton.errors import BadInput
 from baton.skills.core.binding import Place
 from baton.skills.installers.claude_code import (
-    SCOPES,
     InstallRecords,
+    agent_home,
     baton_executable,
+    checked_scope,
     hook_command,
     install_skill,
     is_baton_hook,
@@ -52,18 +53,11 @@ class CopilotReport:
     notes: list[str] = field(default_factory=list)
 
 
-def copilot_home() -> Path:
-    configured = os.environ.get("COPILOT_HOME")
-    return Path(configured).expanduser() if configured else Path.home() / ".copilot"
-
-
 def _places(scope: str, place: Place) -> tuple[Path, Path | None, Path]:
     """(the hooks file, mcp-config.json or None, the directory whose skills/ gets the skills)."""
-    if scope not in SCOPES:
-        raise BadInput(f"unknown scope {scope!r}: use project or user")
-    if scope == "project":
+    if checked_scope(scope) == "project":
         return place.root / ".github" / "hooks" / "baton.json", None, place.root / ".github"
-    home = copilot_home()
+    home = agent_home("COPILOT_HOME", ".copilot")
     return home / "hooks" / "baton.json", home / "mcp-config.json", home
 
 
