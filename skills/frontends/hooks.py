@@ -100,19 +100,15 @@ class Output:
         return message if trouble_first_told(self.session_id) else {}
 
     def finish(self) -> None:
-        if self.trouble is not None and not self.spoken:
-            told = self._told_trouble()
-            if told:
-                self.say(told)
+        if not self.spoken and (told := self._told_trouble()):
+            self.say(told)
 
     def _told_trouble(self) -> dict:
         """The systemMessage for the trouble, if there is one and this session was not told."""
         if self.trouble is None or not self.session_id:  # without a session id, once is not possible
             return {}
-        if not trouble_first_told(self.session_id):
-            return {}
-        return {"systemMessage": f"Baton is not recording this session: {self.trouble}. The agent works on without "
-                                 "it; `baton doctor` shows what is wrong."}
+        return self.once({"systemMessage": f"Baton is not recording this session: {self.trouble}. The agent works on "
+                                           "without it; `baton doctor` shows what is wrong."})
 
 
 def run_hook(event: str, stdin: TextIO | None = None, stdout: TextIO | None = None, *,
