@@ -485,17 +485,12 @@ def _resume(args: Arguments, stores: Stores) -> int:
 def _list(args: Arguments, stores: Stores) -> int:
     from baton import clock
     from baton.skills.runtime.agent_sessions import local_heartbeats
-    from baton.skills.services.listing import list_sessions
+    from baton.skills.services.listing import list_every_project, list_sessions
 
     now = clock.now()
-    if getattr(args, "all_projects", False):
-        from baton.skills.services.listing import list_every_project
-
-        listing = list_every_project(stores, include_inactive=args.all, at=now,
-                                     heartbeats=local_heartbeats(stores.settings), limit=args.limit)
-    else:
-        listing = list_sessions(stores, include_inactive=args.all, at=now,
-                                heartbeats=local_heartbeats(stores.settings), limit=args.limit)
+    lister = list_every_project if getattr(args, "all_projects", False) else list_sessions
+    listing = lister(stores, include_inactive=args.all, at=now, heartbeats=local_heartbeats(stores.settings),
+                     limit=args.limit)
     _warn(listing.warnings)
     if args.json:
         _dump(args, answers.listing_answer(listing), "rows")
