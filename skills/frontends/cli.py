@@ -114,6 +114,11 @@ def _arg(*flags: str, **spec: Any) -> Argument:
 
 _JSON = _arg("--json", action="store_true")
 _INTO = _arg("--into", type=Path, metavar="PATH", help="an empty or new directory (default: beside this one)")
+_TASK = _arg("task_id", metavar="TASK")
+_BOUND_TASK = _arg("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket")
+_PATHS = _arg("paths", nargs="+", metavar="PATH")
+_TAKE_OVER = _arg("--take-over", action="store_true",
+                  help="move the ticket here from a run that holds it in another worktree, superseding that run")
 _HIDDEN = "==SUPPRESS=="  # argparse.SUPPRESS: argparse is not imported on the touch's path
 
 
@@ -325,13 +330,13 @@ def _dump(args: Arguments, data: Any, layout: str = "indented") -> None:
     return None
 
 
-def _shown(args: Arguments, answer: object, text: str) -> int:
-    """A command's answer: as JSON with --json, else as text."""
+def _shown(args: Arguments, answer: object, text: str, code: int = 0) -> int:
+    """A command's answer: as JSON with --json, else as text; its exit status."""
     if args.json:
         _dump(args, answer)
     else:
         print(text)
-    return 0
+    return code
 
 
 def _bind(args: Arguments, stores: Stores) -> int:
@@ -340,11 +345,8 @@ def _bind(args: Arguments, stores: Stores) -> int:
     place, _ = _place(args)
     report = bind(stores, parse_ticket_id(args.task_id), place, agent=args.agent, take_over=args.take_over)
     _warn(report.warnings)
-    if args.json:
-        _dump(args, answers.bind_answer(args.task_id, place, report))
-        return 0
-    print(render.bound_line(place.root, args.task_id, report))
-    return 0
+    return _shown(args, answers.bind_answer(args.task_id, place, report),
+                  render.bound_line(place.root, args.task_id, report))
 
 
 def _touch(args: Arguments, stores: Stores) -> int:
@@ -375,18 +377,10 @@ def _check(args: Arguments, stores: Stores) -> int:
     task_id = checking_task(getattr(args, "task", None), place, stores.settings.ambient)
     verdict = check_paths(stores, task_id, args.paths, _here(args), locator)
     _warn(verdict.warnings)
-    if args.json:
-        _dump(args, {"task_id": task_id, **verdict.public()})
-        return 0
-    if verdict.reason:
-        print(verdict.reason)
-    if verdict.context:
-        print(verdict.context)
-    if verdict.decision == ALLOW and not verdict.context:
-        print("No other active ticket holds these files.")
-    else:
-        print(f"Decision: {verdict.decision}")
-    return 0
+    last = ("No other active ticket holds these files." if verdict.decision == ALLOW and not verdict.context
+            else f"Decision: {verdict.decision}")
+    return _shown(args, {"task_id": task_id, **verdict.public()},
+                  "\n".join([*filter(None, (verdict.reason, verdict.context)), last]))
 
 
 def _decide(args: Arguments, stores: Stores) -> int:
@@ -435,11 +429,7 @@ def _recover(args: Arguments, stores: Stores) -> int:
 
     place, _ = _place(args)
     found = recover(stores, place, all_repos=args.all_repos, verbose=args.verbose)
-    if args.json:
-        _dump(args, found.as_json())
-    else:
-        sys.stdout.write(found.text(verbose=args.verbose))
-    return 0
+    return _shown(args, found.as_json(), found.text(verbose=args.verbose).removesuffix("\n"))
 
 
 def _end(args: Arguments, stores: Stores) -> int:
@@ -495,17 +485,12 @@ def _resume(args: Arguments, stores: Stores) -> int:
 def _list(args: Arguments, stores: Stores) -> int:
     from baton import clock
     from baton.skills.runtime.agent_sessions import local_heartbeats
-    from baton.skills.services.listing import list_sessions
+    from baton.skills.services.listing import list_every_project, list_sessions
 
     now = clock.now()
-    if getattr(args, "all_projects", False):
-        from baton.skills.services.listing import list_every_project
-
-        listing = list_every_project(stores, include_inactive=args.all, at=now,
-                                     heartbeats=local_heartbeats(stores.settings), limit=args.limit)
-    else:
-        listing = list_sessions(stores, include_inactive=args.all, at=now,
-                                heartbeats=local_heartbeats(stores.settings), limit=args.limit)
+    lister = list_every_project if getattr(args, "all_projects", False) else list_sessions
+    listing = lister(stores, include_inactive=args.all, at=now, heartbeats=local_heartbeats(stores.settings),
+                     limit=args.limit)
     _warn(listing.warnings)
     if args.json:
         _dump(args, answers.listing_answer(listing), "rows")
@@ -518,11 +503,8 @@ def _list(args: Arguments, stores: Stores) -> int:
 
 def _signals(args: Arguments, stores: Stores) -> int:
     signals = queries.signals_since(stores, task_id=args.task, since=args.since, limit=args.limit)
-    if args.json:
-        _dump(args, answers.signals_answer(signals))
-    else:
-        print("\n".join(render.signal_line(s) for s in signals) or "No signals.")
-    return 0
+    return _shown(args, answers.signals_answer(signals),
+                  "\n".join(render.signal_line(s) for s in signals) or "No signals.")
 
 
 def _recall(args: Arguments, stores: Stores) -> int:
@@ -550,11 +532,8 @@ def _env_record(args: Arguments, stores: Stores, place: Place) -> int:
     task = resolve_task(None, place, stores.settings.ambient)
     recorded = record_environment(stores, task, place, args.setup)
     _warn(recorded.warnings)
-    if args.json:
-        _dump(args, recorded.to_json())
-    else:
-        print(render.environment_lines(recorded, task.task_id))
-    return 1 if recorded.setup_failed else 0
+    return _shown(args, recorded.to_json(), render.environment_lines(recorded, task.task_id),
+                  1 if recorded.setup_failed else 0)
 
 
 def _gc(args: Arguments, stores: Stores) -> int:
@@ -601,22 +580,20 @@ def _doctor(args: Arguments, stores: Stores) -> int:
 def _agents_installed() -> None:
     """The install state of each agent Baton knows, per scope (what `baton install` wrote)."""
     place, _ = _place()
-    for agent in ("claude", "codex", "copilot"):
+    for agent, installer in _installers().items():
         for scope in ("project", "user"):
-            _agent_line(agent, scope, place)
+            try:
+                line = getattr(installer, f"{agent}_state")(scope, place)
+            except BatonError as exc:  # a settings file that cannot be read
+                line = str(exc)
+            print(render.agent_line(agent, scope, line))
 
 
-def _agent_line(agent: str, scope: str, place: Place) -> None:
-    from baton.skills.installers.claude_code import claude_state
-    from baton.skills.installers.codex import codex_state
-    from baton.skills.installers.copilot import copilot_state
+def _installers() -> dict[str, Any]:
+    """Each agent's installer module, which names its functions after the agent (install_codex, codex_state)."""
+    from baton.skills.installers import claude_code, codex, copilot
 
-    try:
-        line = (claude_state(scope, place) if agent == "claude" else copilot_state(scope, place) if agent == "copilot"
-                else codex_state(scope, place).line())
-    except BatonError as exc:  # a settings file that cannot be read
-        line = str(exc)
-    print(render.agent_line(agent, scope, line))
+    return {"claude": claude_code, "codex": codex, "copilot": copilot}
 
 
 def _projector(args: Arguments, stores: Stores) -> int:
@@ -673,28 +650,11 @@ def _install(args: Arguments, stores: Stores) -> int:
         return 0
     if strict:
         raise BadInput(f"--strict applies to git-hook, not {args.target}")
-    if args.target == "copilot":
-        from baton.skills.installers.copilot import install_copilot, uninstall_copilot
-
-        copilot = (install_copilot if installed else uninstall_copilot)(args.scope or "user", place,
-                                                                        stores.settings.home)
-        _warn(copilot.warnings)
-        print(render.copilot_lines(copilot, installed=installed))
-        return 0
-    scope = args.scope or "project"
-    if args.target == "codex":
-        from baton.skills.installers.codex import install_codex, uninstall_codex
-
-        codex = (install_codex if installed else uninstall_codex)(scope, place, stores.settings.home)
-        _warn(codex.warnings)
-        print(render.codex_lines(codex, "added" if installed else "removed"))
-        _warn([codex.untrusted] if codex.untrusted else [])
-        return 0
-    from baton.skills.installers.claude_code import install_claude, uninstall_claude
-
-    claude = (install_claude if installed else uninstall_claude)(scope, place, stores.settings.home)
-    _warn(claude.warnings)
-    print(render.claude_lines(claude, installed=installed))
+    scope = args.scope or ("user" if args.target == "copilot" else "project")
+    report = getattr(_installers()[args.target], f"{args.command}_{args.target}")(scope, place, stores.settings.home)
+    _warn(report.warnings)
+    print(getattr(render, f"{args.target}_lines")(report, installed=installed))
+    _warn([report.untrusted] if getattr(report, "untrusted", None) else [])  # Codex's hooks not trusted yet
     return 0
 
 
@@ -779,13 +739,9 @@ def _handoff_verify(args: Arguments, stores: Stores) -> int:
                                    args.allow_unsigned_probes)
     _warn(checked.warnings)
     verification = checked.verification
-    if args.verify_json:
-        _dump(args, verification.to_json())
-    else:
-        print(render.verification_markdown(verification))
-    if not args.strict:
-        return 0
-    return 0 if verification.held else 1
+    args.json = args.verify_json
+    return _shown(args, verification.to_json(), render.verification_markdown(verification),
+                  1 if args.strict and not verification.held else 0)
 
 
 def _checkpoint(args: Arguments, stores: Stores) -> int:
@@ -852,12 +808,9 @@ def _redact(args: Arguments, stores: Stores) -> int:
     place, _ = _place(args)
     scan = scan_stored(stores, place) if args.dry_run else redact_stored(stores, place)
     _warn(scan.warnings)
-    if args.json:
-        _dump(args, scan.to_json())
-    else:
+    if not args.json:
         _warn([f"{store} not scanned or rewritten: {reason}" for store, reason in scan.unavailable.items()])
-        print(render.scan_lines(scan))
-    return 1 if scan.left else 0
+    return _shown(args, scan.to_json(), render.scan_lines(scan), 1 if scan.left else 0)
 
 
 def _migrate(args: Arguments, stores: Stores) -> int:
@@ -911,19 +864,18 @@ def _installer(name: str, verb: str, *extra: Argument) -> Command:
 
 COMMANDS: tuple[Command, ...] = (
     Command("bind", "Bind this worktree to a ticket and record the session.", (
-        _arg("task_id", metavar="TASK"),
+        _TASK,
         _arg("--agent", help="name of the agent working on it"),
-        _arg("--take-over", action="store_true",
-             help="move the ticket here from a run that holds it in another worktree, superseding that run"),
+        _TAKE_OVER,
         _JSON), _bind, tool=Tool("bind_task", "Bind the worktree to a ticket", idempotent=True, description=(
             "Bind this worktree to a ticket and start its session, without the resume context.")), task=False),
     Command("touch", "Record files the ticket touched; warn about overlaps with other active tickets.", (
-        _arg("paths", nargs="+", metavar="PATH"),
+        _PATHS,
         _JSON), _touch, tool=Tool("record_touch", "Record files touched", idempotent=True, description=(
             "Record files the ticket changed; returns conflicts with other active tickets. Call after editing files "
             "outside Edit/Write."))),
     Command("check", "Check files before editing them against other active tickets' touches and leases.", (
-        _arg("paths", nargs="+", metavar="PATH"),
+        _PATHS,
         _JSON), _check, reads=True, tool=Tool("check_paths", "Check files before editing", read_only=True, description=(
             "Before editing files: conflicts with other active tickets' touches and leases; allow, ask or deny, with "
             "each holder and their next action."))),
@@ -1013,7 +965,7 @@ COMMANDS: tuple[Command, ...] = (
             "Checkpoint the worktree (files, index, base commit) for the ticket, to restore or fork later; push: to "
             "the git remote too, for other clones."))),
     Command("checkpoints", "List a ticket's checkpoints, newest first.", (
-        _arg("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket"),
+        _BOUND_TASK,
         _JSON), _checkpoints, reads=True, task=False),
     Command("restore", "Restore a ticket's checkpoint into a new worktree, bound to the ticket in a new run.", (
         _arg("target", metavar="TASK[@CHECKPOINT]", help="default checkpoint: the ticket's newest, wherever it was "
@@ -1026,21 +978,21 @@ COMMANDS: tuple[Command, ...] = (
             "Restore a ticket's checkpoint (TASK[@CHECKPOINT], default its newest, fetched from the git remote when "
             "missing here) into a new worktree as a new run.")), task=False),
     Command("fork", "Start a new ticket from a checkpoint of TASK, in its own worktree and branch.", (
-        _arg("task_id", metavar="TASK"),
+        _TASK,
         _arg("--as", dest="new_task_id", required=True, metavar="NEW", help="the new ticket's id"),
         _arg("--at", metavar="CHECKPOINT", help="default: the ticket's latest checkpoint"),
         _INTO,
         _JSON), _fork, reads=True, tool=Tool("fork_task", "Fork a ticket", description=(
             "Fork a ticket's checkpoint into a new ticket with its own worktree and branch.")), task=False),
     Command("fresh", "Start TASK again on a new base, in a new worktree: journal kept, previous run superseded.", (
-        _arg("task_id", metavar="TASK"),
+        _TASK,
         _arg("--base", metavar="REF", help="default: the repository's default branch"),
         _INTO,
         _JSON), _fresh, reads=True, tool=Tool("start_fresh", "Start a ticket afresh", destructive=True,
                   description="Start a ticket again on a new base in a new worktree; the journal is kept, the "
                               "old run superseded."), task=False),
     Command("runs", "Print a ticket's runs and forks as a tree.", (
-        _arg("task_id", nargs="?", metavar="TASK", help="default: this worktree's ticket"),
+        _BOUND_TASK,
         _JSON), _runs, reads=True, task=False),
     Command("resume", "Print everything known about a ticket and bind this worktree to it.", (
         _arg("task_id", nargs="?", metavar="TASK"),
@@ -1052,8 +1004,7 @@ COMMANDS: tuple[Command, ...] = (
              help="related decisions superseded, of abandoned tickets or past the horizon too, marked"),
         _arg("--allow-unsigned-probes", action="store_true",
              help="re-run the handoff's unsigned or edited probes too (they run code from the branch)"),
-        _arg("--take-over", action="store_true",
-             help="move the ticket here from a run that holds it in another worktree, superseding that run"),
+        _TAKE_OVER,
         _arg("--budget", type=int, metavar="CHARS",
              help="with --json: fit the answer in CHARS characters, filled in priority order, saying what "
                   "it left out (as MCP answers are)"),

@@ -1,38 +1,13 @@
 """The agents' hooks: `baton hook EVENT`, run by Claude Code, Codex or Copilot CLI with the
 event's JSON payload on standard input (Claude Code's format, which Codex shares:
 https://code.claude.com/docs/en/hooks; Copilot's fields and answers are read from its row
-of baton.skills.runtime.agents, so everything below speaks Claude Code's names).
+of baton.skills.runtime.agents, so everything below speaks Claude Code's names). What each
+hook does, and how it tells its trouble, is in docs/agents.md (Claude Code).
 
-- session-start: the compact resume context of the bound worktree, as additionalContext.
-- pre-tool-use (the edit tools of each agent's row, and its shell tool, whose command's
-  words name the files it would write): checks the files about to change against other
-  active tickets' touches and leases (baton.skills.services.pre_edit). Nothing held:
-  silent. Another ticket's touch or shared lease: additionalContext the model reads
-  before it edits. Another ticket's exclusive
-  lease: permissionDecision `ask` (the prompt names the holder) or `deny` (the model is
-  told why), as `[conflicts] on_exclusive` says; an agent that takes no `ask` from a hook
-  (Codex) is told as context. When Baton cannot check (a store that cannot answer, an
-  unusable data home, a bad baton.toml), the edit goes ahead and the user reads one line
-  (systemMessage) saying so, once per agent session, as every hook tells its trouble.
-- post-tool-use (the same tools): records the touch; a new overlap
-  with another active ticket is told in additionalContext, which the model reads next to
-  the tool result. This is the 100 ms path: imports stay lazy, as in baton.skills.services.touch.
-- user-prompt-submit: signals about the ticket since the agent last heard (conflicts, a
-  dependency completed, a rebase needed), each told once per agent session.
-- stop and session-end: deliver locally kept writes, record the files changed since the
-  last end of turn (edits made through Bash included) or else the turn's activity, (stop)
-  take a checkpoint when the tree changed since the last one, and write a handoff when
-  the configuration asks for it (`[hooks] handoff` or BATON_HOOK_HANDOFF: stop or
-  session-end); session-end forgets the agent session.
-- session-start and stop also keep the agent's own session id and transcript path as the
-  run's provider reference, encrypted in the data home (baton.skills.runtime.provider_refs).
-
-A hook never breaks the agent (only pre-tool-use stops an edit, on another ticket's
-exclusive lease), and whatever goes wrong becomes one line on
-standard error and exit status 0 (Claude Code shows stderr of a successful hook only in
-its debug log). When Baton cannot record (an unusable data home, a bad baton.toml, a
-store that refuses writes), the user is also told, once per agent session, in the
-hook's `systemMessage`. Outside a bound worktree the hooks record nothing and say nothing.
+A hook never breaks the agent: only pre-tool-use stops an edit (on another ticket's
+exclusive lease); whatever goes wrong is one line on standard error and exit status 0, and
+when Baton cannot record, the user is told once per agent session in `systemMessage`.
+post-tool-use is the 100 ms path: imports stay lazy, as in baton.skills.services.touch.
 """
 
 from __future__ import annotations
@@ -125,19 +100,15 @@ class Output:
         return message if trouble_first_told(self.session_id) else {}
 
     def finish(self) -> None:
-        if self.trouble is not None and not self.spoken:
-            told = self._told_trouble()
-            if told:
-                self.say(told)
+        if not self.spoken and (told := self._told_trouble()):
+            self.say(told)
 
     def _told_trouble(self) -> dict:
         """The systemMessage for the trouble, if there is one and this session was not told."""
         if self.trouble is None or not self.session_id:  # without a session id, once is not possible
             return {}
-        if not trouble_first_told(self.session_id):
-            return {}
-        return {"systemMessage": f"Baton is not recording this session: {self.trouble}. The agent works on without "
-                                 "it; `baton doctor` shows what is wrong."}
+        return self.once({"systemMessage": f"Baton is not recording this session: {self.trouble}. The agent works on "
+                                           "without it; `baton doctor` shows what is wrong."})
 
 
 def run_hook(event: str, stdin: TextIO | None = None, stdout: TextIO | None = None, *,
@@ -387,14 +358,6 @@ def user_prompt_submit(payload: Payload, out: Output) -> None:
         sessions.heard(payload.session_id, task.task_id, now, watermark)
 
 
-def stop(payload: Payload, out: Output) -> None:
-    _wrap_up(payload, out, ending=False)
-
-
-def session_end(payload: Payload, out: Output) -> None:
-    _wrap_up(payload, out, ending=True)
-
-
 def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
     """The end of the turn (baton.skills.services.end_of_turn), then (at a stop) the agent's
     heartbeat and provider reference: each step runs even when an earlier one failed."""
@@ -471,6 +434,6 @@ HANDLERS: dict[str, Callable[[Payload, Output], None]] = {
     "pre-tool-use": pre_tool_use,
     "post-tool-use": post_tool_use,
     "user-prompt-submit": user_prompt_submit,
-    "stop": stop,
-    "session-end": session_end,
+    "stop": lambda payload, out: _wrap_up(payload, out, ending=False),
+    "session-end": lambda payload, out: _wrap_up(payload, out, ending=True),
 }

@@ -4,24 +4,12 @@ Served by the JSON-RPC loop below, not the `mcp` SDK 2.3.0, whose import took 53
 659 ms a new server needed to answer `initialize` (quiet machine; tests/test_mcp_wire.py
 keeps the SDK's answers, which this loop gives too; docs/performance.md has the figures).
 
-Each tool is a row of the command line's table (baton.skills.frontends.cli.COMMANDS): its
-name, title, description and annotations are the row's Tool, its arguments the command's
-options (catalogue). It returns, as JSON text, what the command prints with `--json`; both
-build it with baton.skills.frontends.answers. A tool call opens the stores, delivers writes kept locally
-(as every CLI command but `touch` does), does its work and closes them. A failure comes
-back as a tool error (`isError`) whose text, and structured content, is
-`{"error": {"type", "store", "message", "recoverable"}}` (tool_error): bad input, a missing
-or invalid argument included, is one line, as on the command line.
-
-The server serves one worktree, the one it was started in (CLAUDE_PROJECT_DIR, else its
-directory): a `worktree` argument must lie in it, and a handoff `path` must resolve inside
-it. A command a client asks Baton to run (a check, a probe) is not the user's own: it runs
-only when the allowlist admits it (`[handoff] allow`, Baton's read-only git probes), and
-`allow_unsigned_probes` is refused, unless the user started the server with
-`baton mcp --allow-unsigned-probes`.
-
-Descriptions stay short: without tool search every schema goes to the model on every turn
-(bench/hooks.py prints their total size).
+Each tool is a row of the command line's table (baton.skills.frontends.cli.COMMANDS) and
+returns, as JSON text, what its command prints with `--json`. The server serves the one
+worktree it was started in, and runs a command a client asks for (a check, a probe) only
+when the allowlist admits it: docs/agents.md (MCP) says what each refusal and tool error
+is. Descriptions stay short: without tool search every schema goes to the model on every
+turn (bench/hooks.py prints their total size).
 """
 
 from __future__ import annotations
@@ -86,7 +74,9 @@ def _command(row: Any, parent: Any, a: Any) -> str:
 
     def run(stores: Stores) -> object:
         if getattr(a, "allow_unsigned_probes", False):
-            _unsigned_allowed()
+            if not _current_scope().allow_unsigned:  # unsigned probes run code from the branch
+                raise BadInput("allow_unsigned_probes needs the server started with "
+                               "`baton mcp --allow-unsigned-probes`")
             if getattr(a, "path", None) is not None:
                 raise BadInput("allow_unsigned_probes runs only this worktree's current handoff, not a path")
         if row.tool.name == "resume_session":
@@ -455,12 +445,6 @@ def _handoff_path(path: str | None, directory: Path) -> Path | None:
     if not real.is_relative_to(root) or (holder.is_dir() and _root_of(holder) != root):
         raise BadInput(f"path {given} is not in this server's worktree: `baton mcp` serves only {root}")
     return given
-
-
-def _unsigned_allowed() -> None:
-    """Unsigned probes run code from the branch: only when the server's user said so."""
-    if not _current_scope().allow_unsigned:
-        raise BadInput("allow_unsigned_probes needs the server started with `baton mcp --allow-unsigned-probes`")
 
 
 def _admit(stores: Stores, what: str, commands: Iterable[str]) -> None:

@@ -78,66 +78,52 @@ def resume_markdown(result: ResumeResult) -> str:
     if journal.next_action:
         lines.append(f"**Next action:** {one_line(journal.next_action.text)} [{journal.next_action.provenance}]")
     lines += live
-    if result.leases or result.lease_notices:
-        lines += ["", "### Leases"]
-        lines += [f"- {one_line(lease.line())}" for lease in result.leases]
-        lines += [f"- **{one_line(notice)}**" for notice in result.lease_notices]
+    lines += _section("Leases", [*(f"- {one_line(lease.line())}" for lease in result.leases),
+                                 *(f"- **{one_line(notice)}**" for notice in result.lease_notices)])
     if result.workflow is not None:
         lines += workflow_lines(result.workflow)
     lines += prizmkit_lines(result.prizmkit)
-    if result.compatibility:
-        lines += ["", "### Compatibility"]
-        lines += [f"- {c.check}: {c.status}" + (f" ({one_line(c.detail)})" if c.detail else "")
-                  for c in result.compatibility]
-    if result.continuation is not None:
-        shown = result.continuation
-        lines += ["", "### Native continuation"]
-        lines.append(f"- `{one_line(shown.command)}`, run in {one_line(shown.worktree or '')}: continues the previous "
-                     "conversation's transcript (not the previous model's hidden reasoning)" if shown.command
-                     else f"- not offered: {one_line(shown.reason or '')}")
+    lines += _section("Compatibility", [f"- {c.check}: {c.status}" + (f" ({one_line(c.detail)})" if c.detail else "")
+                                        for c in result.compatibility])
+    if (shown := result.continuation) is not None:
+        lines += _section("Native continuation", [
+            f"- `{one_line(shown.command)}`, run in {one_line(shown.worktree or '')}: continues the previous "
+            "conversation's transcript (not the previous model's hidden reasoning)" if shown.command
+            else f"- not offered: {one_line(shown.reason or '')}"])
     for title, items in (("Remaining work", journal.remaining_work), ("Constraints", journal.constraints)):
-        if items:
-            lines += ["", f"### {title}"] + [f"- [{i.provenance}] {one_line(i.text)}" for i in items]
+        lines += _section(title, [f"- [{i.provenance}] {one_line(i.text)}" for i in items])
     files = session.files_by_recency()
-    if files:
-        lines += ["", "### Files touched [reported]"]
-        lines += [f"- {one_line(t.path)}" for t in files[:MAX_FILES_SHOWN]]
-        if len(files) > MAX_FILES_SHOWN:
-            lines.append(f"- … and {len(files) - MAX_FILES_SHOWN} more (baton resume --json lists all)")
+    more = [f"- … and {len(files) - MAX_FILES_SHOWN} more (baton resume --json lists all)"] \
+        if len(files) > MAX_FILES_SHOWN else []
+    lines += _section("Files touched [reported]", [*(f"- {one_line(t.path)}" for t in files[:MAX_FILES_SHOWN]), *more])
     for title, items in (("Decisions made", journal.decisions), ("Completed steps", journal.completed_steps),
                          ("Failures", journal.failures)):
-        if items:
-            lines += ["", f"### {title}"]
-            lines += [f"- [{i.provenance}] {one_line(i.text)}" + (f" ({one_line(i.context)})" if i.context else "")
-                      for i in items]
-    if journal.checks:
-        lines += ["", "### Checks run"]
-        lines += [f"- [{c.provenance}] `{one_line(c.command)}` {c.result}"
-                  + (f": {one_line(c.summary)}" if c.summary else "") + f" ({when(c.at)})" for c in journal.checks]
-    if journal.evidence:
-        lines += ["", "### Evidence"] + [f"- [{e.provenance}] {one_line(e.text)}" for e in journal.evidence]
-    if result.related_decisions:
-        lines += ["", "### Related decisions from other tasks"]
-        lines += [f"- {one_line(r.task_id)} ({r.score:.2f}): {one_line(r.text)}" for r in result.related_decisions]
-    if result.forks:
-        lines += ["", "### Forks (overlap expected)"]
-        lines += [(f"- this ticket is a fork of {one_line(other)}" if other == session.fork_of
-                   else f"- {one_line(other)} is a fork of this ticket")
-                  + f"; both touch {one_line(', '.join(result.conflict_paths[other]))}" for other in result.forks]
-    if result.conflicts:
-        lines += ["", "### Conflicts"]
-        lines += [f"- Warning: {one_line(c.other_task_id)} also touching "
-                  f"{one_line(', '.join(result.conflict_paths[c.other_task_id]))}" for c in result.conflicts]
-        if result.conflicts_more:
-            lines.append(f"- and {result.conflicts_more:,} more tickets share files with this one (see `baton list`)")
-    if result.signals:
-        lines += ["", "### While you were gone"]
-        lines += [f"- {signal_line(s)}" for s in result.signals]
-    down = unavailable_stores(result.stores)
-    if down:
-        lines += ["", "### Unavailable"]
-        lines += [f"- {name}: {one_line(state)}" for name, state in down.items()]
+        lines += _section(title, [f"- [{i.provenance}] {one_line(i.text)}"
+                                  + (f" ({one_line(i.context)})" if i.context else "") for i in items])
+    lines += _section("Checks run", [f"- [{c.provenance}] `{one_line(c.command)}` {c.result}"
+                                     + (f": {one_line(c.summary)}" if c.summary else "") + f" ({when(c.at)})"
+                                     for c in journal.checks])
+    lines += _section("Evidence", [f"- [{e.provenance}] {one_line(e.text)}" for e in journal.evidence])
+    lines += _section("Related decisions from other tasks", [f"- {one_line(r.task_id)} ({r.score:.2f}): "
+                                                             f"{one_line(r.text)}" for r in result.related_decisions])
+    lines += _section("Forks (overlap expected)", [
+        (f"- this ticket is a fork of {one_line(other)}" if other == session.fork_of
+         else f"- {one_line(other)} is a fork of this ticket")
+        + f"; both touch {one_line(', '.join(result.conflict_paths[other]))}" for other in result.forks])
+    more = [f"- and {result.conflicts_more:,} more tickets share files with this one (see `baton list`)"] \
+        if result.conflicts and result.conflicts_more else []
+    lines += _section("Conflicts", [*(f"- Warning: {one_line(c.other_task_id)} also touching "
+                                      f"{one_line(', '.join(result.conflict_paths[c.other_task_id]))}"
+                                      for c in result.conflicts), *more])
+    lines += _section("While you were gone", [f"- {signal_line(s)}" for s in result.signals])
+    lines += _section("Unavailable", [f"- {name}: {one_line(state)}"
+                                      for name, state in unavailable_stores(result.stores).items()])
     return "\n".join(lines)
+
+
+def _section(title: str, rows: list[str]) -> list[str]:
+    """A section of a resume: its title and rows, nothing when it has none."""
+    return ["", f"### {title}", *rows] if rows else []
 
 
 def workflow_lines(view: WorkflowView) -> list[str]:
@@ -417,11 +403,12 @@ def claude_lines(report: InstallReport, *, installed: bool) -> str:
                       *(f"skill /{skill}: {action}" for skill, action in report.skills.items())])
 
 
-def codex_lines(report: CodexReport, done: str) -> str:
+def codex_lines(report: CodexReport, *, installed: bool) -> str:
     """What `baton install codex` or `baton uninstall codex` changed, a line per file."""
+    done = "added" if installed else "removed"
     lines = [f"{report.config}: MCP server {report.server}",
              f"{report.hooks}: " + (f"hooks {done} for {', '.join(report.events)}" if report.events
-                                    else "hooks already there" if done == "added" else "no Baton hooks")]
+                                    else "hooks already there" if installed else "no Baton hooks")]
     if report.trusted:
         lines.append(f"{report.trust_file}: {len(report.trusted)} hooks trusted")
     lines += [f"backup: {backup}" for backup in report.backups]

@@ -1,23 +1,12 @@
-"""The resident process: one per user and data home, a fork server for `baton` commands.
+"""The resident process: one per user and data home, a fork server for `baton` commands
+(docs/architecture.md says when it starts, refuses and leaves).
 
-It imports Baton, pydantic, NumPy and pathspec once, loads the embedding model and maps the
-recall index, then listens on `resident.sock` in the data home (mode 0600, peers of another uid
-refused). Each request forks a child that becomes the command's process: the client's
-directory, environment, umask and standard streams, then the same `main(argv)` a fresh
-process runs, with the stores opened by the child as a fresh process opens them (no
-connection is open in the parent, so none crosses a fork). Only what a fresh process would
-rebuild from the same files is shared: imported code, the model's weights, the mapped index
-(which each reader checks against the vector store before use).
-
-The parent is one thread: a selector over the socket, each client connection (EOF: the
-client is gone, so its child is ended) and each child's pidfd (its exit status goes back to
-the client when a signal ended it; a child that exits answers the client itself, so a
-command's status survives the parent). It refuses and leaves when a Baton source file it
-loaded has changed, or a distribution it imported or Baton requires was upgraded (their
-metadata changed), or the client is another installation (the client then runs the command
-itself and starts a fresh resident), and leaves after BATON_RESIDENT_IDLE seconds without a
-command. Started by a command that found none (baton.skills.runtime.spawn), holding
-`resident.lock` for its whole life, so two never serve one data home.
+It loads Baton, its libraries, the embedding model and the recall index once; each request
+forks a child that becomes the command's process (the client's directory, environment,
+umask and standard streams) and runs the same `main(argv)` a fresh process runs. Only what
+a fresh process would rebuild from the same files is shared: no connection is open in the
+parent, so none crosses a fork. The parent is one thread: a selector over the socket, each
+client connection (EOF: the client is gone, so its child is ended) and each child's pidfd.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import re
 import shlex
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
@@ -66,12 +67,19 @@ class InstallReport:
 
 def claude_dir(scope: str, place: Place) -> Path:
     """`.claude/` of the worktree (project scope) or the user's Claude Code directory."""
+    return place.root / ".claude" if checked_scope(scope) == "project" else agent_home("CLAUDE_CONFIG_DIR", ".claude")
+
+
+def checked_scope(scope: str) -> str:
     if scope not in SCOPES:
         raise BadInput(f"unknown scope {scope!r}: use project or user")
-    if scope == "project":
-        return place.root / ".claude"
-    configured = os.environ.get("CLAUDE_CONFIG_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".claude"
+    return scope
+
+
+def agent_home(variable: str, name: str) -> Path:
+    """An agent's own directory for the user: the variable's, else ~/name."""
+    configured = os.environ.get(variable)
+    return Path(configured).expanduser() if configured else Path.home() / name
 
 
 def baton_executable(scope: str) -> str:
@@ -161,11 +169,8 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
             report.rules += added
         text = json_like(data, original)
         if text != original and data != read_settings(path)[1]:
-            created = records.created(path) | (hook_containers(data, path) - before)
             kept = [rule for rule in records.rules(path) if rule in _allow(data, path) and rule not in added]
-            records.save(path, created, created_file=original is None or records.created_file(path),
-                         rules=kept + added, original=records.original(path) or records.keep(path, original))
-            write_file(path, text)
+            records.write(path, text, original, hook_containers(data, path) - before, rules=kept + added)
     for skill in skill_names():
         report.skills[skill] = install_skill(base, skill, records, report.warnings)
     return report
@@ -186,10 +191,7 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
         if path == settings:
             report.events += remove_baton_handlers(data, path, created=created)
         if data != read_settings(path)[1]:
-            if not data and not path.is_symlink() and (records.created_file(path) or not records.known(path)):
-                path.unlink()
-            else:
-                write_file(path, records.restored(path, data) or json_like(data, original))
+            records.put_back(path, data, original)
         records.forget(path)
     for skill in skill_names():
         report.skills[skill] = uninstall_skill(base, skill, records, report.warnings)
@@ -217,13 +219,15 @@ def claude_state(scope: str, place: Place) -> str:
 
 
 class InstallRecords:
-    """`claude-installs.json` in the data home: per settings file, the containers (`hooks`, `hooks.<Event>`,
-    `permissions`, `permissions.allow`) and whether the file itself were created by `baton install claude`, and the
+    """`<agent>-installs.json` in the data home: per settings file, the containers (`hooks`, `hooks.<Event>`,
+    `permissions`, `permissions.allow`) and whether the file itself were created by `baton install <agent>`, and the
     permission rules it added; per skill file, the SHA-256 of what it wrote (so that a skill file still as Baton wrote
-    it is replaced by a newer Baton's, and removed, while a user's edit is kept)."""
+    it is replaced by a newer Baton's, and removed, while a user's edit is kept). Copies of the files an install
+    changes go to `backups/<agent>/` beside it."""
 
-    def __init__(self, home: Path, name: str = "claude-installs.json") -> None:
-        self.path = home / name
+    def __init__(self, home: Path, agent: str = "claude") -> None:
+        self.path = home / f"{agent}-installs.json"
+        self.backups = home / "backups" / agent
 
     def _all(self) -> dict:
         try:
@@ -237,25 +241,53 @@ class InstallRecords:
     def known(self, settings: Path) -> bool:
         return str(settings) in self._all()
 
+    def _entry(self, settings: Path) -> dict:
+        return self._all().get(str(settings), {})
+
     def created(self, settings: Path) -> set[str]:
-        return set(self._all().get(str(settings), {}).get("created", []))
+        return set(self._entry(settings).get("created", []))
 
     def created_file(self, settings: Path) -> bool:
-        return bool(self._all().get(str(settings), {}).get("created_file"))
+        return bool(self._entry(settings).get("created_file"))
 
     def rules(self, settings: Path) -> list[str]:
         """The permission rules the install added (not those the user had), in order."""
-        return list(self._all().get(str(settings), {}).get("rules", []))
+        return list(self._entry(settings).get("rules", []))
 
     def original(self, settings: Path) -> str | None:
         """The copy of the file as it was before the install first changed it."""
-        return self._all().get(str(settings), {}).get("original")
+        return self._entry(settings).get("original")
 
-    def keep(self, settings: Path, text: str | None) -> str | None:
-        """A copy of text (the file as it is now) in the data home's backups; its path."""
-        copies: list[Path] = []
-        Backups(self.path.parent, self.path.name.split("-")[0]).keep(settings, text, copies)
-        return str(copies[0]) if copies else None
+    def keep(self, path: Path, text: str | None, into: list[Path] | None = None) -> str | None:
+        """A copy of text (the file as it is now, None: there is none) in the backups, listed in into; its path."""
+        if text is None:
+            return None
+        self.backups.mkdir(parents=True, exist_ok=True)
+        stamp = clock.now().strftime("%Y%m%dT%H%M%S%fZ")
+        copy = self.backups / f"{stamp}-{re.sub(r'[^A-Za-z0-9._-]+', '_', str(path).strip('/'))}"
+        write_file(copy, text)
+        if into is not None:
+            into.append(copy)
+        return str(copy)
+
+    def write(self, path: Path, text: str, original: str | None, created: set[str], *, rules: Sequence[str] = (),
+              into: list[Path] | None = None) -> None:
+        """Write text over a settings file (original: what it holds now), recording first the containers the install
+        created there (created, besides those recorded) and the copy of the file as it was before the install first
+        changed it; into: a copy at each change, listed there."""
+        copy = self.keep(path, original, into) if into is not None or not self.original(path) else None
+        self.save(path, self.created(path) | created, created_file=original is None or self.created_file(path),
+                  rules=list(rules), original=self.original(path) or copy)
+        write_file(path, text)
+
+    def put_back(self, path: Path, data: dict, original: str | None) -> None:
+        """What an uninstall left of a settings file (data): the file as it was before the install when nothing else
+        changed; no file where the install created it (or no record says otherwise) and nothing is left, unless a
+        symbolic link (settings kept with dotfiles) stands there."""
+        if not data and not path.is_symlink() and (self.created_file(path) or not self.known(path)):
+            path.unlink()
+        else:
+            write_file(path, self.restored(path, data) or json_like(data, original))
 
     def restored(self, settings: Path, data: dict) -> str | None:
         """The file's text from before the install when it holds data: an uninstall that leaves nothing else changed
@@ -458,24 +490,6 @@ def write_file(path: Path, text: str) -> None:
     path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     write_whole(path, text, mode=path.stat().st_mode & 0o7777 if path.exists() else None)
-
-
-class Backups:
-    """Copies of the files an install changes, in the data home (`backups/<agent>/`)."""
-
-    def __init__(self, home: Path, agent: str) -> None:
-        self.home = home
-        self.directory = home / "backups" / agent
-
-    def keep(self, path: Path, text: str | None, into: list[Path]) -> None:
-        if text is None:
-            return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        stamp = clock.now().strftime("%Y%m%dT%H%M%S%fZ")
-        name = re.sub(r"[^A-Za-z0-9._-]+", "_", str(path).strip("/"))
-        copy = self.directory / f"{stamp}-{name}"
-        write_file(copy, text)
-        into.append(copy)
 
 
 def skill_source(skill: str) -> bytes:

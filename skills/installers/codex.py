@@ -28,10 +28,10 @@ from baton.processes import run_bounded
 from baton.pydantic_plugins import as_given
 from baton.skills.core.binding import Place
 from baton.skills.installers.claude_code import (
-    SCOPES,
-    Backups,
     InstallRecords,
+    agent_home,
     baton_executable,
+    checked_scope,
     ensure_group,
     hook_containers,
     hook_group,
@@ -69,14 +69,11 @@ class CodexReport:
 
 
 def codex_home() -> Path:
-    configured = os.environ.get("CODEX_HOME")
-    return Path(configured).expanduser() if configured else Path.home() / ".codex"
+    return agent_home("CODEX_HOME", ".codex")
 
 
 def codex_dir(scope: str, place: Place) -> Path:
-    if scope not in SCOPES:
-        raise BadInput(f"unknown scope {scope!r}: use project or user")
-    return place.root / ".codex" if scope == "project" else codex_home()
+    return place.root / ".codex" if checked_scope(scope) == "project" else codex_home()
 
 
 def passed_variables() -> list[str]:
@@ -98,8 +95,7 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
     base = codex_dir(scope, place)
     report = CodexReport(base / "config.toml", base / "hooks.json", codex_home() / "config.toml")
     executable = baton_executable("user")
-    backups = Backups(home, "codex")
-    records = InstallRecords(home, "codex-installs.json")
+    records = InstallRecords(home, "codex")
 
     config_text, _ = _settled(report.config, records)
     block = _Block.of(config_text, report.config)
@@ -120,39 +116,31 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
     report.events = [event for event in HOOKS
                      if ensure_group(data, report.hooks, event, hook_group(HOOKS, event, executable, agent="codex"))]
     if report.events:
-        created = records.created(report.hooks) | (hook_containers(data, report.hooks) - before)
-        backups.keep(report.hooks, original, report.backups)
-        records.save(report.hooks, created, created_file=original is None or records.created_file(report.hooks),
-                     rules=[], original=records.original(report.hooks) or (str(report.backups[-1]) if original
-                                                                           is not None else None))
-        write_file(report.hooks, json_like(data, original))
+        records.write(report.hooks, json_like(data, original), original, hook_containers(data, report.hooks) - before,
+                      into=report.backups)
     hashes = _hashes(scope, place, report, shutil.which("codex"))
     if report.trust_file == report.config:
         _trust_in(block, config_text, report, hashes)
     elif hashes:
         trust = _Block.of(trust_text, report.trust_file)
         _trust_in(trust, trust_text, report, hashes)
-        _save_block(report.trust_file, trust_text, trust, backups, report)
-    _save_block(report.config, config_text, block, backups, report)
+        _save_block(report.trust_file, trust_text, trust, records, report)
+    _save_block(report.config, config_text, block, records, report)
     return report
 
 
 def uninstall_codex(scope: str, place: Place, home: Path) -> CodexReport:
     base = codex_dir(scope, place)
     report = CodexReport(base / "config.toml", base / "hooks.json", codex_home() / "config.toml")
-    backups = Backups(home, "codex")
-    records = InstallRecords(home, "codex-installs.json")
+    records = InstallRecords(home, "codex")
     hook_keys = set(_baton_hook_keys(report.hooks))  # what Baton's trust entries name, before the hooks go
     original, data = read_settings(report.hooks)
     if original is not None:
         created = records.created(report.hooks) if records.known(report.hooks) else None
         report.events = remove_baton_handlers(data, report.hooks, created=created)
         if report.events:
-            backups.keep(report.hooks, original, report.backups)
-            if not data and (records.created_file(report.hooks) or not records.known(report.hooks)):
-                report.hooks.unlink()
-            else:
-                write_file(report.hooks, records.restored(report.hooks, data) or json_like(data, original))
+            records.keep(report.hooks, original, report.backups)
+            records.put_back(report.hooks, data, original)
     records.forget(report.hooks)
     config_text, moved = _settled(report.config, records, hook_keys)
     block = _Block.of(config_text, report.config)
@@ -160,39 +148,19 @@ def uninstall_codex(scope: str, place: Place, home: Path) -> CodexReport:
     block.server = None
     if report.config == report.trust_file:
         block.drop_trust(report.hooks)
-    _save_block(report.config, config_text, block, backups, report)
+    _save_block(report.config, config_text, block, records, report)
     if report.trust_file != report.config:
         trust_text, _ = _settled(report.trust_file, records, hook_keys)
         trust = _Block.of(trust_text, report.trust_file)
         trust.drop_trust(report.hooks)
-        _save_block(report.trust_file, trust_text, trust, backups, report)
+        _save_block(report.trust_file, trust_text, trust, records, report)
     if scope == "project" and base.is_dir() and not any(base.iterdir()):
         base.rmdir()
     return report
 
 
-@dataclass
-class CodexState:
+def codex_state(scope: str, place: Place) -> str:
     """What `baton doctor` says of one scope: what is installed and what is missing."""
-
-    scope: str
-    server: bool
-    hooks: list[str]  # the events with Baton's hook
-    untrusted: list[str]  # keys of Baton's hooks with no trust entry
-
-    def line(self) -> str:
-        if not self.server and not self.hooks:
-            return "not installed"
-        parts = ["MCP server" if self.server else "no MCP server",
-                 f"hooks for {len(self.hooks)} of {len(HOOKS)} events"]
-        if self.untrusted:
-            where = " in a project Codex trusts" if self.scope == "project" else ""
-            parts.append(f"{len(self.untrusted)} hooks not trusted yet: run `baton install codex --scope "
-                         f"{self.scope}` with `codex` on PATH{where}, or trust them in codex's /hooks")
-        return "; ".join(parts)
-
-
-def codex_state(scope: str, place: Place) -> CodexState:
     base = codex_dir(scope, place)
     config, hooks_file = base / "config.toml", base / "hooks.json"
     servers = tomllib.loads(_read_text(config)).get("mcp_servers")
@@ -205,8 +173,15 @@ def codex_state(scope: str, place: Place) -> CodexState:
         hooks = None
     state = hooks.get("state") if isinstance(hooks, dict) else None
     trusted = {_normal(key) for key in state} if isinstance(state, dict) else set()
-    return CodexState(scope, server, sorted({key.split(":")[-3] for key in keys}),
-                      [key for key in keys if _normal(key) not in trusted])
+    events, untrusted = {key.split(":")[-3] for key in keys}, [key for key in keys if _normal(key) not in trusted]
+    if not server and not events:
+        return "not installed"
+    parts = ["MCP server" if server else "no MCP server", f"hooks for {len(events)} of {len(HOOKS)} events"]
+    if untrusted:
+        where = " in a project Codex trusts" if scope == "project" else ""
+        parts.append(f"{len(untrusted)} hooks not trusted yet: run `baton install codex --scope {scope}` with "
+                     f"`codex` on PATH{where}, or trust them in codex's /hooks")
+    return "; ".join(parts)
 
 
 def _normal(key: str) -> str:
@@ -353,15 +328,14 @@ def _check(path: Path, text: str, block: _Block) -> None:
         raise BadInput(f"{path}: Baton's tables would clash with the file's own ({exc}); nothing changed") from None
 
 
-def _save_block(path: Path, text: str, block: _Block, backups: Backups, report: CodexReport) -> None:
+def _save_block(path: Path, text: str, block: _Block, records: InstallRecords, report: CodexReport) -> None:
     """Write the text (the file's, _settled) with the block; a file the install created (the data home's records, which
     also say that Baton's server is Baton's) goes when nothing is left in it."""
     new = _with_block(text, block)
     was = read_file(path)
     if new == (was or ""):
         return
-    records = InstallRecords(backups.home, "codex-installs.json")
-    backups.keep(path, was, report.backups)
+    records.keep(path, was, report.backups)
     if was is None or block.server is not None:
         records.save(path, {SERVER_RECORD} if block.server is not None else set(),
                      created_file=was is None or records.created_file(path), rules=[])

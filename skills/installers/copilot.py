@@ -18,10 +18,10 @@ from pathlib import Path
 from baton.errors import BadInput
 from baton.skills.core.binding import Place
 from baton.skills.installers.claude_code import (
-    SCOPES,
-    Backups,
     InstallRecords,
+    agent_home,
     baton_executable,
+    checked_scope,
     hook_command,
     install_skill,
     is_baton_hook,
@@ -37,7 +37,6 @@ from baton.skills.runtime.agents import AGENTS
 
 AGENT = AGENTS["copilot"]
 SERVER = "baton"
-RECORDS = "copilot-installs.json"
 TRUST = ("Copilot runs a repository's hooks only in a folder you trust: it asks the first time it starts there "
          "(`copilot --trust-folder` trusts it for one run)")
 
@@ -54,18 +53,11 @@ class CopilotReport:
     notes: list[str] = field(default_factory=list)
 
 
-def copilot_home() -> Path:
-    configured = os.environ.get("COPILOT_HOME")
-    return Path(configured).expanduser() if configured else Path.home() / ".copilot"
-
-
 def _places(scope: str, place: Place) -> tuple[Path, Path | None, Path]:
     """(the hooks file, mcp-config.json or None, the directory whose skills/ gets the skills)."""
-    if scope not in SCOPES:
-        raise BadInput(f"unknown scope {scope!r}: use project or user")
-    if scope == "project":
+    if checked_scope(scope) == "project":
         return place.root / ".github" / "hooks" / "baton.json", None, place.root / ".github"
-    home = copilot_home()
+    home = agent_home("COPILOT_HOME", ".copilot")
     return home / "hooks" / "baton.json", home / "mcp-config.json", home
 
 
@@ -87,7 +79,7 @@ def _is_ours(entry: object) -> bool:
 def install_copilot(scope: str, place: Place, home: Path) -> CopilotReport:
     hooks, config, base = _places(scope, place)
     report = CopilotReport(hooks, config)
-    backups, records = Backups(home, "copilot"), InstallRecords(home, RECORDS)
+    records = InstallRecords(home, "copilot")
     if config is not None:
         text, data, servers = _servers(config)
         if servers.get(SERVER) is not None and not _is_ours(servers[SERVER]):
@@ -96,17 +88,14 @@ def install_copilot(scope: str, place: Place, home: Path) -> CopilotReport:
         wanted = server_entry(baton_executable("user"))
         report.server = "unchanged" if servers.get(SERVER) == wanted else "updated" if SERVER in servers else "added"
         if report.server != "unchanged":
-            created = records.created(config) | ({"mcpServers"} if "mcpServers" not in data else set())
-            backups.keep(config, text, report.backups)
-            records.save(config, created, created_file=text is None or records.created_file(config), rules=[],
-                         original=records.original(config) or (str(report.backups[-1]) if text is not None else None))
+            created = {"mcpServers"} if "mcpServers" not in data else set()
             data.setdefault("mcpServers", servers)[SERVER] = wanted
-            write_file(config, json_like(data, text))
+            records.write(config, json_like(data, text), text, created, into=report.backups)
     wanted_hooks = hooks_text(baton_executable(scope))
     present = read_file(hooks)
     if present != wanted_hooks:
         report.hooks_file = "updated" if present is not None else "written"
-        backups.keep(hooks, present, report.backups)
+        records.keep(hooks, present, report.backups)
         write_file(hooks, wanted_hooks)
     for skill in skill_names():
         report.skills[skill] = install_skill(base, skill, records, report.warnings)
@@ -120,7 +109,7 @@ def install_copilot(scope: str, place: Place, home: Path) -> CopilotReport:
 def uninstall_copilot(scope: str, place: Place, home: Path) -> CopilotReport:
     hooks, config, base = _places(scope, place)
     report = CopilotReport(hooks, config, server="absent", hooks_file="absent")
-    backups, records = Backups(home, "copilot"), InstallRecords(home, RECORDS)
+    records = InstallRecords(home, "copilot")
     if config is not None:
         text, data, servers = _servers(config)
         if _is_ours(servers.get(SERVER)):
@@ -128,17 +117,14 @@ def uninstall_copilot(scope: str, place: Place, home: Path) -> CopilotReport:
             del servers[SERVER]
             if not servers and "mcpServers" in records.created(config):
                 del data["mcpServers"]
-            backups.keep(config, text, report.backups)
-            if not data and records.created_file(config) and not config.is_symlink():
-                config.unlink()
-            else:
-                write_file(config, records.restored(config, data) or json_like(data, text))
+            records.keep(config, text, report.backups)
+            records.put_back(config, data, text)
         records.forget(config)
     present = read_file(hooks)
     if present is not None:
         if _baton_events(present) and all(is_baton_hook(c) for listed in _commands(present).values() for c in listed):
             report.hooks_file = "removed"
-            backups.keep(hooks, present, report.backups)
+            records.keep(hooks, present, report.backups)
             hooks.unlink()
         else:
             report.hooks_file = "kept (other content)"
