@@ -162,8 +162,7 @@ class _Git:
         self.deadline = deadline
         self.env = git_environment()
 
-    def left(self) -> float:
-        """Seconds left of the operation's cap."""
+    def left(self) -> float:  # of the operation's cap
         return self.ends - time.monotonic()
 
     def run(self, *args: str, input: bytes | None = None, index: Path | None = None, cwd: Path | None = None,
@@ -176,8 +175,10 @@ class _Git:
         return run_git(cwd or self.cwd, "-c", "core.splitIndex=false", *args, cap=left, deadline=self.deadline,
                        input=input, env=env, check=tuple(ok)).stdout
 
-    def ref_exists(self, ref: str) -> bool:
-        return bool(self.run("rev-parse", "-q", "--verify", f"{ref}^{{commit}}", ok=(0, 1)).strip())
+    def commit_of(self, name: str) -> str:
+        """The commit a ref or object name names, "" when there is none (a full object name
+        alone would verify without the object)."""
+        return self.run("rev-parse", "-q", "--verify", f"{name}^{{commit}}", ok=(0, 1, 128)).decode().strip()
 
 
 class _Place(NamedTuple):
@@ -447,8 +448,8 @@ def _metadata(checkpoint: Checkpoint, patterns: Sequence[str], cap: int) -> byte
         "format": FORMAT, "base": checkpoint.base, "boundary": checkpoint.boundary, "label": checkpoint.label,
         "taken_at": clock.to_text(checkpoint.taken_at), "run_id": checkpoint.run_id,
         "environment": checkpoint.environment, "worktree": checkpoint.worktree, "branch": checkpoint.branch,
-        "skipped": [{"path": s.path, "reason": s.reason} for s in checkpoint.skipped],
-        "submodules": [{"path": s.path, "commit": s.commit} for s in checkpoint.submodules],
+        "skipped": [s._asdict() for s in checkpoint.skipped],
+        "submodules": [s._asdict() for s in checkpoint.submodules],
         "artifact_patterns": list(patterns), "max_file_bytes": cap,
     }, indent=1, sort_keys=True).encode()
 
@@ -492,7 +493,7 @@ def _survey(git: _Git, scratch: Path, patterns: Sequence[str], cap: int,
 def _last_if_unchanged(git: _Git, survey: _Survey) -> str | None:
     last = _read_state(survey.place)
     if last.get("fingerprint") == survey.fingerprint and isinstance(last.get("id"), str) \
-            and _is_id(last["id"]) and git.ref_exists(REF_PREFIX + last["id"]):
+            and _is_id(last["id"]) and git.commit_of(REF_PREFIX + last["id"]):
         return last["id"]
     return None
 
@@ -581,7 +582,7 @@ def _write(git: _Git, survey: _Survey, *, boundary: str, label: str | None, run_
     try:  # create only: the ref of an id is written once
         git.run("update-ref", ref, commit, null)
     except GitFailed:
-        existing = git.run("rev-parse", "-q", "--verify", f"{ref}^{{commit}}", ok=(0, 1)).decode().strip()
+        existing = git.commit_of(ref)
         if not existing:
             raise
         # The same state was checkpointed before, or by a process racing this one: that one stands.
@@ -622,8 +623,8 @@ def _from_record(checkpoint_id: str, commit: bytes, metadata: bytes, commit_oid:
         artifacts_tree=None if trees.get("artifacts", "-") == "-" else trees["artifacts"],
         environment=meta["environment"], boundary=meta["boundary"], label=meta["label"],
         taken_at=clock.parse(meta["taken_at"]), run_id=meta["run_id"], worktree=meta["worktree"],
-        branch=meta["branch"], skipped=tuple(Skipped(s["path"], s["reason"]) for s in meta["skipped"]),
-        submodules=tuple(Submodule(s["path"], s["commit"]) for s in meta["submodules"]))
+        branch=meta["branch"], skipped=tuple(Skipped(**s) for s in meta["skipped"]),
+        submodules=tuple(Submodule(**s) for s in meta["submodules"]))
 
 
 def _read_many(git: _Git, commits: dict[str, str]) -> list[Checkpoint]:
@@ -785,10 +786,12 @@ def _write_files(git: _Git, root: Path, entries: list[tuple[str, str, str]], *, 
     return skipped
 
 
-def _apply(git: _Git, root: Path, checkpoint: Checkpoint, base_tree: str) -> list[Skipped]:
-    """Bring the worktree at root (checked out at base_tree, its index equal to it; git runs
+def _apply(git: _Git, root: Path, checkpoint: Checkpoint) -> list[Skipped]:
+    """Bring the worktree at root (checked out at the base, its index equal to it; git runs
     there) to the checkpoint: files to the worktree tree, then the index to the staged tree,
-    each by its difference from base_tree so untouched entries keep their stat information."""
+    each by its difference from the base so untouched entries keep their stat information."""
+    base_tree = f"{checkpoint.base}^{{tree}}" if checkpoint.base else \
+        git.run("hash-object", "-t", "tree", "--stdin", input=b"").decode().strip()  # the empty tree
     changes = _diff(git, base_tree, checkpoint.worktree_tree)
     for status, _, _, path in changes:
         if status == "D":
@@ -830,7 +833,7 @@ def restore(repository: Path, checkpoint_id: str, target: Path, *, in_place: boo
     if checkpoint is None:
         raise BadInput(f"no checkpoint {checkpoint_id} in {place.root}")
     try:
-        if checkpoint.base and not _has_commit(git, checkpoint.base):
+        if checkpoint.base and not git.commit_of(checkpoint.base):
             raise BadInput(f"checkpoint {checkpoint.id[:12]}: its base commit {checkpoint.base} is missing from "
                            f"{place.root}; nothing written")
         if in_place:
@@ -842,22 +845,13 @@ def restore(repository: Path, checkpoint_id: str, target: Path, *, in_place: boo
         raise StoreUnavailable("checkpoints", f"cannot write {exc.filename or target}: {exc.strerror or exc}") from None
 
 
-def _has_commit(git: _Git, oid: str) -> bool:
-    """Whether the commit object is there (a full object name alone would verify without it)."""
-    return bool(git.run("rev-parse", "-q", "--verify", f"{oid}^{{commit}}", ok=(0, 1, 128)).strip())
-
-
-def _empty_tree(git: _Git) -> str:
-    return git.run("hash-object", "-t", "tree", "--stdin", input=b"").decode().strip()
-
-
 def _restore_new(git: _Git, checkpoint: Checkpoint, target: Path) -> Restored:
     target = Path(os.path.abspath(target))
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise BadInput(f"restore target {target} is not an empty directory; nothing written")
     existed = target.exists()
     unborn = f"refs/heads/baton/restored-{checkpoint.id[:12]}"
-    if checkpoint.base is None and git.ref_exists(unborn):
+    if checkpoint.base is None and git.commit_of(unborn):
         raise BadInput(f"{unborn} exists already: delete it to restore this unborn-branch checkpoint again")
     start = checkpoint.base or checkpoint.commit
     git.run(*_NO_HOOKS, "worktree", "add", "--detach", *(() if checkpoint.base else ("--no-checkout",)),
@@ -866,8 +860,7 @@ def _restore_new(git: _Git, checkpoint: Checkpoint, target: Path) -> Restored:
         restored = _Git(target, max(1.0, git.left()), git.deadline)
         if checkpoint.base is None:
             restored.run("symbolic-ref", "HEAD", unborn)
-        base_tree = f"{checkpoint.base}^{{tree}}" if checkpoint.base else _empty_tree(restored)
-        skipped = _apply(restored, target, checkpoint, base_tree)
+        skipped = _apply(restored, target, checkpoint)
     except BaseException:
         # Whatever the command has left: a worktree half made is removed.
         _Git(git.cwd, OPERATION_CAP).run("worktree", "remove", "--force", str(target), ok=(0, 128))
@@ -890,13 +883,12 @@ def _restore_in_place(git: _Git, place: _Place, checkpoint: Checkpoint, target: 
     if operation or dirty:
         raise BadInput(f"restoring in place needs a clean worktree: {where.root} has "
                        f"{operation + ' in progress' if operation else 'changes or untracked files'}; nothing written")
-    head = there.run("rev-parse", "-q", "--verify", "HEAD^{commit}", ok=(0, 1)).decode().strip() or None
+    head = there.commit_of("HEAD") or None
     if checkpoint.base is None and head is not None:
         raise BadInput("this checkpoint was taken on an unborn branch; restore it into a new path instead")
     if checkpoint.base and head != checkpoint.base:
         there.run(*_NO_HOOKS, "checkout", "-q", "--detach", checkpoint.base)
-    base_tree = f"{checkpoint.base}^{{tree}}" if checkpoint.base else _empty_tree(there)
-    skipped = _apply(there, where.root, checkpoint, base_tree)
+    skipped = _apply(there, where.root, checkpoint)
     return Restored(where.root, checkpoint, tuple(skipped), tuple(_notes(checkpoint)))
 
 

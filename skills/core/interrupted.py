@@ -92,10 +92,7 @@ class Candidate(NamedTuple):
     source: str = "baton"  # or the PrizmKit record's path
 
     def as_dict(self) -> dict:
-        return {"task_id": self.task_id, "branch": self.branch, "worktree": self.worktree,
-                "last_activity": self.last_activity.isoformat(),
-                "stage": self.stage, "next_stage": self.next_stage, "agent": self.agent,
-                "command": self.command, "source": self.source}
+        return {**self._asdict(), "last_activity": self.last_activity.isoformat()}
 
 
 class Excluded(NamedTuple):
@@ -104,16 +101,10 @@ class Excluded(NamedTuple):
     kind: str  # ended, worktree, branch, alive, record
     reason: str
 
-    def as_dict(self) -> dict:
-        return self._asdict()
-
 
 class Malformed(NamedTuple):
     path: str
     reason: str
-
-    def as_dict(self) -> dict:
-        return self._asdict()
 
 
 @dataclass
@@ -142,8 +133,8 @@ class Recovery:
         return {"status": "interrupted_task_found" if self.candidates else "no_interrupted_task_found",
                 "reason": None if self.candidates else self.reason,
                 "candidates": [c.as_dict() for c in self.candidates],
-                "excluded": [e.as_dict() for e in self.excluded],
-                "malformed": [m.as_dict() for m in self.malformed]}
+                "excluded": [e._asdict() for e in self.excluded],
+                "malformed": [m._asdict() for m in self.malformed]}
 
     def text(self, *, verbose: bool = False) -> str:
         """The protocol's contract: INTERRUPTED_TASK_FOUND and one block per candidate, or

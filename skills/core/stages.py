@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from baton.errors import BadInput
 from baton.shown_text import clipped, one_line
@@ -132,6 +132,7 @@ class WorkflowState:
     `stage_result` the last stage's own result; `completed_stages` are in lifecycle order;
     `repair_from` is the stage whose repair is under way (it clears when that stage passes)."""
 
+    schema_version: int = SCHEMA_VERSION  # first: as_dict's first key
     stage: str | None = None
     status: str | None = None
     stage_result: str | None = None
@@ -142,14 +143,9 @@ class WorkflowState:
     next_stage: str | None = None
     resume_from: str | None = None
     blocker: str | None = None
-    schema_version: int = SCHEMA_VERSION
 
     def as_dict(self) -> dict:
-        return {"schema_version": self.schema_version, "stage": self.stage, "status": self.status,
-                "stage_result": self.stage_result, "completed_stages": list(self.completed_stages),
-                "repair_scope": self.repair_scope, "repair_round": self.repair_round,
-                "repair_from": self.repair_from, "next_stage": self.next_stage,
-                "resume_from": self.resume_from, "blocker": self.blocker}
+        return {**asdict(self), "completed_stages": list(self.completed_stages)}
 
 
 @dataclass(frozen=True, slots=True)

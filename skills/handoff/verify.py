@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -85,8 +85,7 @@ class ClaimResult:
     reason: str | None
 
     def to_json(self) -> dict:
-        return {"section": self.section, "recorded": self.recorded, "recorded_at": self.recorded_at,
-                "probe": self.probe, "fresh": self.fresh, "status": self.status, "reason": self.reason}
+        return asdict(self)
 
 
 @dataclass

@@ -75,13 +75,7 @@ class Stores:
         # projector reads the registry as it is, since what it repairs and applies is the truth.
         self.own_writes = True
         self._registry: SessionStore | None = None
-        self._graph: ConflictGraph | None = None
-        self._signals: SignalBus | None = None
         self._recall: DecisionSearchClient | None = None
-        self._pending: Outbox | None = None
-        self._event_log: KafkaEventLog | None = None
-        self._queue: EmbeddingQueue | None = None
-        self._queries: TicketQueries | None = None
         self._indexer: Indexer | None = None
 
     @cached_property
@@ -177,14 +171,12 @@ class Stores:
                 self._registry = cast("SessionStore", OwnWrites(self._registry, self.event_log, self.project))
         return self._registry
 
-    @property
+    @cached_property
     def graph(self) -> ConflictGraph:
         """The conflict graph as this project sees it (baton.graph.projects)."""
-        if self._graph is None:
-            from baton.graph.projects import ProjectGraph
+        from baton.graph.projects import ProjectGraph
 
-            self._graph = ProjectGraph(self._graph_backend(), self.project)
-        return self._graph
+        return ProjectGraph(self._graph_backend(), self.project)
 
     def _graph_backend(self) -> ConflictGraph:
         if self.settings.graph_url:
@@ -207,26 +199,23 @@ class Stores:
 
         use_security(self.settings.kafka_security())
 
-    @property
+    @cached_property
     def signals(self) -> SignalBus:
-        if self._signals is None:
-            if self.settings.kafka_bootstrap:
-                self._kafka(Store.SIGNAL_LOG)
-                from baton.budget import kafka_server
-                from baton.signals.kafka import SIGNALS_TOPIC, KafkaSignalBus
+        if self.settings.kafka_bootstrap:
+            self._kafka(Store.SIGNAL_LOG)
+            from baton.budget import kafka_server
+            from baton.signals.kafka import SIGNALS_TOPIC, KafkaSignalBus
 
-                self._signals = KafkaSignalBus(
-                    self.settings.kafka_bootstrap, self.settings.home / SIGNALS_OUTBOX,
-                    timeout=self.settings.store_timeout, project=self.project,
-                    topic=f"{self.settings.kafka_topic_prefix}{SIGNALS_TOPIC}",
-                    gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)),
-                    retention=self.settings.keep_signals)
-            else:
-                from baton.signals.sqlite import SqliteSignalBus
+            return KafkaSignalBus(
+                self.settings.kafka_bootstrap, self.settings.home / SIGNALS_OUTBOX,
+                timeout=self.settings.store_timeout, project=self.project,
+                topic=f"{self.settings.kafka_topic_prefix}{SIGNALS_TOPIC}",
+                gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)),
+                retention=self.settings.keep_signals)
+        from baton.signals.sqlite import SqliteSignalBus
 
-                self._signals = SqliteSignalBus(self.settings.home / "signals.db", timeout=self.settings.store_timeout,
-                                                project=self.project)
-        return self._signals
+        return SqliteSignalBus(self.settings.home / "signals.db", timeout=self.settings.store_timeout,
+                               project=self.project)
 
     def recall(self) -> DecisionSearchClient:
         """The DecisionSearchClient; StoreUnavailable when recall's libraries are missing,
@@ -254,31 +243,29 @@ class Stores:
             self._recall = DecisionSearchClient(self.decision_index(), self.project)
         return self._recall
 
-    @property
+    @cached_property
     def event_log(self) -> KafkaEventLog | None:
         """The registry's event log on Kafka when Kafka is configured, else None: then
         writes are applied to the stores (directly, or through the pending writes)."""
-        if self._event_log is None and self.settings.kafka_bootstrap:
-            self._kafka(Store.EVENT_LOG)
-            from baton.budget import kafka_server
-            from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
+        if not self.settings.kafka_bootstrap:
+            return None
+        self._kafka(Store.EVENT_LOG)
+        from baton.budget import kafka_server
+        from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
 
-            self._event_log = KafkaEventLog(
-                self.settings.kafka_bootstrap, self.settings.home / EVENTS_OUTBOX,
-                timeout=self.settings.store_timeout, topic=f"{self.settings.kafka_topic_prefix}{EVENTS_TOPIC}",
-                gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)),
-                partitions=self.settings.kafka_partitions)
-        return self._event_log
+        return KafkaEventLog(
+            self.settings.kafka_bootstrap, self.settings.home / EVENTS_OUTBOX,
+            timeout=self.settings.store_timeout, topic=f"{self.settings.kafka_topic_prefix}{EVENTS_TOPIC}",
+            gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)),
+            partitions=self.settings.kafka_partitions)
 
-    @property
+    @cached_property
     def pending(self) -> Outbox:
         """Writes kept in the data home until a delivery applies them to the stores."""
-        if self._pending is None:
-            from baton.outbox import Outbox
+        from baton.outbox import Outbox
 
-            self._pending = Outbox(self.settings.home / PENDING_WRITES, earlier="pending",
-                                   timeout=self.settings.store_timeout, store=Store.PENDING_WRITES)
-        return self._pending
+        return Outbox(self.settings.home / PENDING_WRITES, earlier="pending",
+                      timeout=self.settings.store_timeout, store=Store.PENDING_WRITES)
 
     @cached_property
     def sink(self) -> Sink:
@@ -305,24 +292,20 @@ class Stores:
         return Stores(self.settings._replace(database_url=None, graph_url=None, qdrant_url=None, kafka_bootstrap=None),
                       project=self.project, projection=self.projection)
 
-    @property
+    @cached_property
     def embedding_queue(self) -> EmbeddingQueue:
         """Decisions waiting to be embedded (baton.recall.queue); needs no recall library."""
-        if self._queue is None:
-            from baton.recall.queue import EmbeddingQueue
+        from baton.recall.queue import EmbeddingQueue
 
-            self._queue = EmbeddingQueue(self.settings.home / "recall", timeout=self.settings.store_timeout)
-        return self._queue
+        return EmbeddingQueue(self.settings.home / "recall", timeout=self.settings.store_timeout)
 
-    @property
+    @cached_property
     def ticket_queries(self) -> TicketQueries:
         """What each ticket is about, as texts to embed and their vectors (baton.recall.ticket_queries);
         needs no recall library."""
-        if self._queries is None:
-            from baton.recall.ticket_queries import TicketQueries
+        from baton.recall.ticket_queries import TicketQueries
 
-            self._queries = TicketQueries(self.settings.home / "recall", timeout=self.settings.store_timeout)
-        return self._queries
+        return TicketQueries(self.settings.home / "recall", timeout=self.settings.store_timeout)
 
     def indexer(self) -> Indexer:
         """The Indexer of the queue into the decision index (it keeps the model loaded), for
@@ -361,8 +344,11 @@ class Stores:
     def kept_writes(self) -> bool:
         """Whether this command kept writes in the data home for a server, or queued them
         for the embedded registry's lock."""
-        return any(getattr(store, "kept", 0) for store in (self._registry, self._signals, self._pending,
-                                                           self._event_log) if store is not None)
+        return any(getattr(store, "kept", 0) for store in self._opened("_registry", "signals", "pending", "event_log"))
+
+    def _opened(self, *names: str) -> list:
+        """The stores of those attributes opened so far (a cached_property is in __dict__ once read)."""
+        return [store for name in names if (store := self.__dict__.get(name)) is not None]
 
     def close(self) -> None:
         """Close every store opened, then start the background delivery of what this command
@@ -375,10 +361,9 @@ class Stores:
         for sibling in self._siblings.values():
             sibling.close()
         if not abandoned():
-            for store in (self._registry, self._graph, self._signals, self._recall, self._pending,
-                          self._event_log, self._queue, self._queries):
-                if store is not None:
-                    store.close()
+            for store in self._opened("_registry", "graph", "signals", "_recall", "pending", "event_log",
+                                      "embedding_queue", "ticket_queries"):
+                store.close()
         if kept:
             from baton.skills.runtime.delivery import start_background_delivery
 

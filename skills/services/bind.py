@@ -104,10 +104,10 @@ def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None =
     events = [event, *_run_events(stores, task_id, session_id, place, current, run, reopens, start, at)]
     commit(stores, events, report)
     if place.worktree is not None and not (joins and _clean(place, stores)):
-        from baton.skills.services.checkpoint import checkpoint_at_boundary
+        from baton.skills.services.checkpoint import boundary_checkpoint
 
-        report.warnings += checkpoint_at_boundary(stores, ActiveTask(task_id, session_id, "bind"), place,
-                                                  start.kind if start else "bind", push=push_checkpoint)
+        report.warnings += boundary_checkpoint(stores, ActiveTask(task_id, session_id, "bind"), place,
+                                               start.kind if start else "bind", push=push_checkpoint)[0]
     if run is not None or not rebinding:  # with the run unknown, a session that bound already has claimed
         task = ActiveTask(task_id, session_id, "bind")
         publish(stores, [wire_signal(SignalType.ticket_claimed, claim, task, place.repo, at,

@@ -191,20 +191,15 @@ def _take(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, labe
                 timeout=timeout or OPERATION_CAP, deadline=stores.deadline)
 
 
-def checkpoint_at_boundary(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,
-                           timeout: float | None = None, push: bool = False) -> list[str]:
-    """A checkpoint at a boundary the user did not ask for: whatever keeps it from being
-    taken is a warning, never the command's failure. push: a boundary that matters to
-    other clones (a handoff, `end`, a fork): the checkpoint is pushed too, as
-    `[checkpoints] push` says (shared_checkpoint); never a hook's. Answers the warnings."""
-    return boundary_checkpoint(stores, task, place, boundary, timeout=timeout, push=push)[0]
-
-
 def boundary_checkpoint(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,
                         timeout: float | None = None, push: bool = False
                         ) -> tuple[list[str], Taken | Unchanged | None]:
-    """checkpoint_at_boundary, also answering what was taken or found unchanged (None:
-    nothing), whose `dirty` paths the Stop hook records as the turn's changed files."""
+    """A checkpoint at a boundary the user did not ask for: whatever keeps it from being
+    taken is a warning, never the command's failure. push: a boundary that matters to
+    other clones (a handoff, `end`, a fork): the checkpoint is pushed too, as
+    `[checkpoints] push` says (shared_checkpoint); never a hook's. Answers the warnings and
+    what was taken or found unchanged (None: nothing), whose `dirty` paths the Stop hook
+    records as the turn's changed files."""
     from baton.skills.core.checkpoints import Refused
 
     if place.worktree is None:
@@ -243,7 +238,7 @@ def checkpoint_here(stores: Stores, task: ActiveTask, place: Place, boundary: st
     binding = read_binding_quietly(place)
     if binding is None or binding.task_id != task.task_id:
         return []
-    return checkpoint_at_boundary(stores, task, place, boundary, push=push)
+    return boundary_checkpoint(stores, task, place, boundary, push=push)[0]
 
 
 class CheckpointDone(NamedTuple):
@@ -261,7 +256,7 @@ class CheckpointDone(NamedTuple):
                     "checkpoint": {"id": c.id, "boundary": c.boundary, "label": c.label, "base": c.base,
                                    "run_id": c.run_id, "environment": c.environment,
                                    "taken_at": c.taken_at.isoformat(),
-                                   "skipped": [{"path": s.path, "reason": s.reason} for s in c.skipped]},
+                                   "skipped": [s._asdict() for s in c.skipped]},
                     "remote": self.remote, "warnings": self.warnings}
         return {"task_id": self.task.task_id, "status": "unchanged",
                 "checkpoint": {"id": self.result.checkpoint_id}, "remote": self.remote, "warnings": self.warnings}

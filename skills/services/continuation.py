@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 import socket
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from baton.registry.model import Session
@@ -26,7 +26,7 @@ class Continuation:
     reason: str | None
 
     def to_json(self) -> dict:
-        return {"command": self.command, "worktree": self.worktree, "reason": self.reason}
+        return asdict(self)
 
 
 def native_continuation(home: Path, session: Session, worktree: Path, agent: str | None) -> Continuation:

@@ -18,7 +18,7 @@ another repository never meet.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -75,11 +75,8 @@ class Lease:
         return self.state == "active"
 
     def public(self) -> dict:
-        return {"lease_id": self.lease_id, "task_id": self.task_id, "repo": self.repo, "pattern": self.pattern,
-                "exclusive": self.exclusive, "agent": self.agent, "reason": self.reason,
-                "granted_at": self.granted_at.isoformat(), "expires_at": self.expires_at.isoformat(),
-                "state": self.state, "released_at": self.released_at.isoformat() if self.released_at else None,
-                "released_by": self.released_by, "release_reason": self.release_reason, "forced": self.forced}
+        return {**asdict(self), "granted_at": self.granted_at.isoformat(), "expires_at": self.expires_at.isoformat(),
+                "released_at": self.released_at.isoformat() if self.released_at else None}
 
     def line(self) -> str:
         kind = "exclusive" if self.exclusive else "shared"

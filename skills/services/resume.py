@@ -92,8 +92,8 @@ class ResumeResult:
             "workflow": self.workflow.to_json() if self.workflow else None,
             "prizmkit": None if self.prizmkit is None else {
                 "resumable": [c.as_dict() for c in self.prizmkit.candidates],
-                "not_resumable": [e.as_dict() for e in self.prizmkit.excluded],
-                "malformed": [m.as_dict() for m in self.prizmkit.malformed]},
+                "not_resumable": [e._asdict() for e in self.prizmkit.excluded],
+                "malformed": [m._asdict() for m in self.prizmkit.malformed]},
             "run": self._run(),
             "checkpoint": None if self.session is None or self.session.checkpoint is None else {
                 "id": self.session.checkpoint.id, "boundary": self.session.checkpoint.boundary,

@@ -438,9 +438,7 @@ class Collected:
     warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return {"removed": list(self.removed), "kept": self.kept, "dry_run": self.dry_run,
-                "records_removed": self.records_removed, "remote_removed": list(self.remote_removed),
-                "warnings": list(self.warnings)}
+        return asdict(self)
 
 
 def collect(stores: Stores, place: Place, *, keep: int | None = None, dry_run: bool = False) -> Collected:

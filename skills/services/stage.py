@@ -207,8 +207,7 @@ class StageProof(NamedTuple):
     reason: str
 
     def to_json(self) -> dict:
-        return {"stage": self.stage, "status": self.status, "authority": self.authority, "held": self.held,
-                "reason": self.reason}
+        return self._asdict()
 
 
 class WorkflowView(NamedTuple):
