@@ -1,35 +1,23 @@
 """Checkpoints of a git worktree, kept in the repository's own object database.
 
 A checkpoint pins what a restore needs to bring a worktree back exactly: the base commit
-(HEAD, none on an unborn branch), the staged tree (the index as a tree) and the worktree
-tree (tracked files as they are on disk, deletions, untracked files that are not ignored,
-executable bits, symlinks, submodule commits), and optionally artifacts: ignored files
-matched by globs. Files are recorded byte for byte (no clean filter, no end-of-line
-conversion), so a restore writes back the very bytes that were there.
+(HEAD, none on an unborn branch), the staged tree (the index as a tree), the worktree tree
+(tracked files as on disk, deletions, untracked files not ignored, executable bits,
+symlinks, submodule commits) and optionally artifacts (ignored files matched by globs), all
+byte for byte (no filters). Both trees are built in a temporary copy of the index
+(GIT_INDEX_FILE) with plumbing that never moves the worktree, the index, the stash or a branch.
 
-Nothing of the user's changes: both trees are built in a temporary index (GIT_INDEX_FILE, a
-copy of the user's), and objects and refs are written with plumbing that never reads or
-moves the worktree, the index, the stash or a branch.
+    refs/baton/checkpoints/<id>  ->  commit (parent: the base commit, so `git gc` keeps it
+                                     alive; message: the trees)
+                                     tree: checkpoint.json (the metadata), staged/, worktree/,
+                                           artifacts/ and environment.json (when any)
 
-Layout, so that one ref leads to everything:
-
-    refs/baton/checkpoints/<id>  ->  commit (parent: the base commit, so `git gc` keeps the
-                                     base alive while the checkpoint lives; message: the trees)
-                                     tree: checkpoint.json   the metadata (boundary, label, ...)
-                                           staged/  worktree/  artifacts/ (when any)
-                                           environment.json  (when a manifest was given)
-
-The id is a SHA-256 over what the checkpoint holds (base, staged tree, worktree tree,
-artifacts tree, environment manifest id), never over when or why it was taken: the same
-state taken twice is one checkpoint with one ref, the first one's metadata.
-
-"Unchanged since the last checkpoint" is answered from one `git status` and an lstat of
-each changed file, compared with a fingerprint kept beside the worktree's own git files
-(<git-dir>/baton/last-checkpoint.json), so an idle Stop hook hashes nothing.
-
-A merge, rebase, cherry-pick, revert or `git am` in progress is refused, not checkpointed:
-its state lives outside the three trees (MERGE_HEAD, conflict stages, the rebase plan), so
-a restore would bring back an ordinary dirty worktree and silently drop the operation.
+The id is a SHA-256 over what the checkpoint holds, never over when or why it was taken:
+the same state taken twice is one checkpoint, with the first one's metadata. "Unchanged
+since the last checkpoint" is answered from one `git status` and an lstat of each changed
+file, against a fingerprint in <git-dir>/baton/last-checkpoint.json, so an idle Stop hook
+hashes nothing. A merge, rebase, cherry-pick, revert or `git am` in progress is refused: its
+state lives outside the three trees, and a restore would silently drop the operation.
 """
 
 from __future__ import annotations
@@ -84,8 +72,7 @@ def git_environment() -> dict[str, str]:
     return env
 
 
-# NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
-# costs about 1 ms to define (docs/performance.md).
+# NamedTuples: a frozen dataclass costs a fresh process ~1 ms to define (docs/performance.md).
 class Skipped(NamedTuple):
     """A file the checkpoint does not hold, and why (its staged version stands in for a
     tracked file)."""
@@ -511,14 +498,11 @@ def take(worktree: Path, *, boundary: str, label: str | None = None, run_id: str
          artifacts: Sequence[str] = (), max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
          environment: tuple[str, bytes] | None = None, timeout: float = OPERATION_CAP, deadline: Deadline | None = None,
          ) -> Taken | Unchanged | Refused:
-    """Checkpoint the worktree containing `worktree`.
-
-    artifacts: glob patterns (`:(glob)` pathspecs, `**` allowed) of ignored files to hold
-    too; environment: (manifest id, manifest JSON) to record beside the trees (see
-    baton.skills.core.environment). Answers Unchanged when nothing changed since this
-    worktree's last checkpoint, Refused when an operation is in progress or paths are
-    unmerged; raises BadInput outside a git worktree and StoreUnavailable when git cannot
-    write the checkpoint. Never changes the worktree, the index, the stash or a branch."""
+    """Checkpoint the worktree containing `worktree`, never changing the worktree, the index, the
+    stash or a branch. artifacts: globs (`:(glob)` pathspecs) of ignored files to hold too;
+    environment: (manifest id, manifest JSON) to record beside the trees. Unchanged when nothing
+    changed since this worktree's last checkpoint, Refused when an operation is in progress or
+    paths are unmerged; BadInput outside a git worktree, StoreUnavailable when git cannot write."""
     _check_inputs({"boundary": boundary, "label": label, "run id": run_id}, max_file_bytes)
     if not boundary:
         raise BadInput("a checkpoint needs a boundary (what took it: stop, bind, handoff, manual, ...)")
@@ -818,14 +802,12 @@ def _apply(git: _Git, root: Path, checkpoint: Checkpoint) -> list[Skipped]:
 
 def restore(repository: Path, checkpoint_id: str, target: Path, *, in_place: bool = False,
             timeout: float = OPERATION_CAP, deadline: Deadline | None = None) -> Restored:
-    """Bring a checkpoint back: into `target`, a new worktree of the repository (detached at
-    the base commit), or with in_place into `target`, a clean worktree of the repository.
-
-    The staged tree becomes the index and the worktree tree the files, so staged-only and
-    unstaged-only differences come back as they were. Raises BadInput (nothing written) for
-    an unknown checkpoint, a non-empty target, a missing base commit, or in_place on a
-    worktree that is not clean or not of this repository; StoreUnavailable when git fails
-    (a new worktree is removed again)."""
+    """Bring a checkpoint back: into `target`, a new worktree of the repository (detached at the
+    base commit), or with in_place into `target`, a clean worktree of the repository; the staged
+    tree becomes the index and the worktree tree the files. Raises BadInput (nothing written) for
+    an unknown checkpoint, a non-empty target, a missing base commit, or in_place on a worktree
+    not clean or not of this repository; StoreUnavailable when git fails (a new worktree is
+    removed again)."""
     _check_id(checkpoint_id)
     git = _Git(Path(repository), timeout, deadline)
     place = _locate(git)

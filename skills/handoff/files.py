@@ -11,7 +11,10 @@ import os
 import re
 import stat
 import tempfile
+from collections.abc import Iterable
+from contextlib import suppress
 from datetime import datetime
+from itertools import count
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -138,33 +141,34 @@ def writable_handoffs_dir(root: Path) -> Path:
 
 def write_new_handoff(root: Path, task_id: str, at: datetime, text: str) -> Path:
     """Write `docs/handoffs/<date>-<ticket>.md`; a second handoff of the day gets `-2`, `-3`, ...
-
-    The name is claimed with a hard link of the finished file, which fails if the name is
-    taken, so two handoffs written at once never overwrite each other (and never follows a
-    link planted under that name).
-    """
+    (link_new: two handoffs written at once never overwrite each other)."""
     named = handoffs_dir(root)
     try:
         writable_handoffs_dir(root).mkdir(parents=True, exist_ok=True)
         directory = writable_handoffs_dir(root)
         stem = f"{at.strftime('%Y-%m-%d')}-{task_id}"
-        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{stem}-")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.chmod(temporary, 0o644)
-            number = 1
-            while True:
-                path = directory / (f"{stem}.md" if number == 1 else f"{stem}-{number}.md")
-                try:
-                    os.link(temporary, path)
-                    return path
-                except FileExistsError:
-                    number += 1
-        finally:
-            os.unlink(temporary)
+        return link_new(directory, (f"{stem}.md" if n == 1 else f"{stem}-{n}.md" for n in count(1)), text,
+                        mode=0o644)
     except OSError as exc:
         raise not_written(named, exc) from None
+
+
+def link_new(directory: Path, names: Iterable[str], text: str, *, mode: int = 0o600) -> Path:
+    """Write text in full, then give it the first of names not taken in directory, with a
+    hard link: a link fails if the name exists (FileExistsError when every name is taken),
+    so a racing writer never overwrites nor half-reads it, nor follows a link planted there."""
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".baton-new-")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, mode)
+        for name in names:
+            with suppress(FileExistsError):
+                os.link(temporary, directory / name)
+                return directory / name
+        raise FileExistsError(f"{directory}: every name is taken")
+    finally:
+        os.unlink(temporary)
 
 
 def not_written(path: Path, exc: OSError) -> StoreUnavailable:

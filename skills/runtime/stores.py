@@ -1,21 +1,12 @@
-"""Which backend serves each concern, and where writes go (the sink). The one place a
+"""Which backend serves each concern, and where writes go (the sink): the one place a
 server backend plugs in.
 
-Stores are opened lazily: building a Stores object does no I/O, and a command opens only
-the stores it uses (`baton touch` never imports the recall libraries).
-
-One Stores object serves one command, and holds its deadline (baton.deadline), which every
-wait of the command draws on, and its budget for servers (baton.budget): every store on a
-server passes through that server's gate, so the command waits on servers at most
-BATON_STORE_TIMEOUT in all, within its deadline, and a server found down is not asked again. When the command
-kept writes in the data home for a server, closing the stores starts their background
-delivery (baton.skills.runtime.delivery), as it does when the embedded registry queued a write
-it could not take at once (baton.write_queue).
-
-Every store is opened for one project (baton.projects): the configured one, else the
-repository of the worktree the front end names (the directory the command runs in by
-default). Events kept for a delivery carry it, and the projection applies each event
-through the stores of its own project (for_project).
+Stores are opened lazily: building a Stores object does no I/O (`baton touch` never imports
+the recall libraries). One Stores object serves one command and holds its deadline
+(baton.deadline) and its budget for servers (baton.budget), which every wait draws on.
+Closing the stores starts the background delivery of the writes the command kept
+(baton.skills.runtime.delivery). Every store is opened for one project (baton.projects):
+the configured one, else the repository of the worktree the front end names.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""The agent's native continuation of a ticket's run, offered by resume as an
-optimisation: Claude Code's `claude --resume SESSION_ID`, run in the worktree, continues
-the previous conversation's transcript. It is offered only when this machine's data home
-holds the run's provider reference (baton.skills.runtime.provider_refs), the resuming agent
-is the one that worked, it worked on this machine and its transcript still exists;
-otherwise resume says why not. It never carries over the previous model's hidden
-reasoning: only what the transcript holds.
+"""The agent's native continuation of a ticket's run, offered by resume as an optimisation
+(`claude --resume SESSION_ID`, run in the worktree, continues the previous transcript): only
+when this machine's data home holds the run's provider reference
+(baton.skills.runtime.provider_refs), the resuming agent is the one that worked, here, and
+its transcript still exists; otherwise resume says why not.
 """
 
 from __future__ import annotations

@@ -1,22 +1,18 @@
 """Which recalled decisions still hold: a ranking applied after any search (vector, keyword
 or fused), so it composes with however recall finds its hits.
 
-A decision is not current when a later decision was recorded as replacing it (`baton decide
---supersedes`), when its ticket was ended as stalled (abandoned), or when it is older than
-the recall horizon (BATON_RECALL_HORIZON). It carries its marks; nothing is dropped here
-(resume leaves them out unless asked).
-
-A superseded decision is shown directly under its replacement, the newest decision of its
-chain of links, where the better of the two ranked, whichever of them scored: the other is read
-by the link from the registry of the hit's project (it then takes the score of the decision
-that brought it), the replacement by the replaced ticket's link, what it replaced by the
-replacing ticket's. Abandoned and old decisions, and a superseded one whose replacement cannot
-be read (named by its ticket in its mark), rank below the current ones.
+A decision is not current when a later one was recorded as replacing it (`baton decide
+--supersedes`), when its ticket ended stalled (abandoned), or when it is older than the
+recall horizon (BATON_RECALL_HORIZON). It carries its marks; nothing is dropped here.
+A superseded decision is shown directly under its replacement (the newest of its chain of
+links), where the better of the two ranked; the other is read by the link from the registry.
+Abandoned and old decisions, and a superseded one whose replacement cannot be read, rank
+below the current ones.
 
 The links and the tickets' states are read from the registry at read time, not stored in
 recall's payloads: a supersede arrives after the replaced decision was indexed, and recall
-stays an enrichment that never has to be rewritten for the registry to be right. With the
-registry unavailable, the hits keep their order, unmarked.
+stays an enrichment that never has to be rewritten. With the registry unavailable, the hits
+keep their order, unmarked.
 """
 
 from __future__ import annotations

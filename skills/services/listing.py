@@ -153,10 +153,7 @@ def _page(stores: Stores, include_inactive: bool, limit: int, warnings: list[str
     page is settled, and the graph's kept counts (a fork's expected overlap counted there,
     not on its line): with 100,000 sessions on servers, reading both whole took 2.5 s of
     the list's 1 s (bench/scale.py --servers)."""
-    # Up to FEW_CONFLICTS pages' worth of the tickets in conflict are read at once, and the
-    # order is checked against them; with more, each chunk of the order asks the graph which
-    # of its tickets are.
-    few = limit * FEW_CONFLICTS
+    few = limit * FEW_CONFLICTS  # beyond, each chunk of the order asks the graph which of its tickets conflict
     graph_answers = True
     counted = stores.graph.conflict_counts(at_most=few)
     if not isinstance(counted, Found):

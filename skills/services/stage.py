@@ -1,15 +1,12 @@
 """The stage skill: record a workflow transition once the evidence its stage's authority
 asks for holds (`baton stage`), and re-check every completed stage's claim for resume.
 
-The lifecycle comes from baton.toml's `[workflow]` table (Settings.workflow), else the
-default one (baton.skills.core.stages). A pass that names an authority needs its proof
-now: TEST_PASS a check Baton runs (`--check`) and sees pass, REVIEW_PASS and
-RETRO_COMPLETE an artifact (`--evidence PATH`) inside the worktree, COMMITTED the commit
-checked out, on the branch. The event keeps the evidence of every completed stage, so a
-resume re-checks each claim against the worktree as it is then; a claim that no longer
-holds is shown stale and the next stage falls back to it. A recorded state the lifecycle
-no longer accepts (the team changed it) is replayed from the recorded transitions to the
-latest safe predecessor, and the answer says so.
+The lifecycle is `[workflow]` (Settings.workflow), else the default (baton.skills.core.stages).
+A pass naming an authority needs its proof now (baton.skills.core.stage_authority); the event
+keeps the evidence of every completed stage, so a resume re-checks each claim against the
+worktree then, and the next stage falls back to the first that no longer holds. A recorded
+state the lifecycle no longer accepts is replayed to its latest safe predecessor, and the
+answer says so.
 """
 
 from __future__ import annotations
@@ -79,8 +76,7 @@ def current_state(lifecycle: Lifecycle, record: WorkflowRecord | None) -> tuple[
         return state, notes + [f"not replayed: {line}" for line in skipped[:3]]
 
 
-# NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
-# costs about 1 ms to define (docs/performance.md).
+# NamedTuples: a frozen dataclass costs a fresh process ~1 ms to define (docs/performance.md).
 class StageCommand(NamedTuple):
     """`baton stage STATUS`: a workflow transition and the evidence for it."""
 
