@@ -580,7 +580,7 @@ def _write(git: _Git, survey: _Survey, *, boundary: str, label: str | None, run_
                                 artifacts_tree=artifacts_tree), created=True, dirty=tuple(status.dirty))
 
 
-def _parse_batch(out: bytes, count: int) -> list[tuple[str, bytes] | None]:
+def parse_batch(out: bytes, count: int) -> list[tuple[str, bytes] | None]:
     """The objects of a `git cat-file --batch` answer: (type, content), None when missing."""
     objects: list[tuple[str, bytes] | None] = []
     at = 0
@@ -616,7 +616,7 @@ def _read_many(git: _Git, commits: dict[str, str]) -> list[Checkpoint]:
     if not commits:
         return []
     asked = "".join(f"{commit}\n{commit}:checkpoint.json\n" for commit in commits.values())
-    objects = _parse_batch(git.run("cat-file", "--batch", input=asked.encode()), 2 * len(commits))
+    objects = parse_batch(git.run("cat-file", "--batch", input=asked.encode()), 2 * len(commits))
     found = []
     for n, (checkpoint_id, oid) in enumerate(commits.items()):
         commit, metadata = objects[2 * n], objects[2 * n + 1]
@@ -743,7 +743,7 @@ def _write_files(git: _Git, root: Path, entries: list[tuple[str, str, str]], *, 
     """Write (path, mode, oid) entries under root byte for byte; without overwrite, a path
     already taken is skipped and answered."""
     skipped, blobs = [], [(p, m, o) for p, m, o in entries if m != "160000"]
-    contents = _parse_batch(git.run("cat-file", "--batch", input="".join(f"{o}\n" for _, _, o in blobs).encode()),
+    contents = parse_batch(git.run("cat-file", "--batch", input="".join(f"{o}\n" for _, _, o in blobs).encode()),
                             len(blobs)) if blobs else []
     real_root = Path(os.path.realpath(root))
     for (path, mode, _), content in zip(blobs, contents, strict=True):

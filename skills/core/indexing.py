@@ -24,12 +24,21 @@ if TYPE_CHECKING:
 
     from baton.recall.base import DecisionIndex, DecisionRecord
     from baton.recall.indexer import IndexReport
+    from baton.registry.model import Entry, Session
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
 
 LOCK = "indexer.lock"
 LINGER = 0.5  # seconds without new decisions before a background indexer exits
 AFTER_WAIT = 2.0  # seconds a background indexer waits for the command that started it to end
+
+
+def decision_record(project: str, owner: Session, entry: Entry) -> DecisionRecord:
+    """One of owner's recorded decisions, as recall holds it."""
+    from baton.recall.base import DecisionRecord
+
+    return DecisionRecord(project=project, task_id=owner.task_id, session_id=entry.session_id, text=entry.text,
+                          context=entry.context, recorded_at=entry.at.isoformat(), repo=owner.repo or "")
 
 
 def queue_decisions(stores: Stores, records: Sequence[DecisionRecord], *, strict: bool = False) -> list[str]:
@@ -174,13 +183,10 @@ def heal_unscoped(stores: Stores, index: DecisionIndex) -> int:
 
 def _restore(stores: Stores, index: DecisionIndex) -> int:
     """Store or queue the decisions of this project's registry that the index lacks; how many were queued."""
-    from baton.recall.base import DecisionRecord
     from baton.recall.wire import unscoped_point_id
 
     sessions = stores.registry.list_sessions(include_inactive=True).unwrap(Store.SESSION_REGISTRY)
-    records = [DecisionRecord(project=stores.project, task_id=session.task_id, session_id=d.session_id, text=d.text,
-                              context=d.context, recorded_at=d.at.isoformat(), repo=session.repo or "")
-               for session in sessions for d in session.decisions]
+    records = [decision_record(stores.project, session, d) for session in sessions for d in session.decisions]
     queue, queued = stores.embedding_queue, 0
     for start in range(0, len(records), 500):
         chunk = records[start:start + 500]

@@ -15,7 +15,7 @@ from baton.graph.base import TicketRecord
 from baton.ids import TicketId
 from baton.registry.model import DecisionRecorded, Event, FilesTouched, SecretsRedacted, Session, Status
 from baton.skills.core.binding import ActiveTask
-from baton.skills.core.indexing import queue_decisions, start_background_indexer
+from baton.skills.core.indexing import decision_record, queue_decisions, start_background_indexer
 from baton.skills.core.overlaps import signal_overlaps_of
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
@@ -80,8 +80,7 @@ def project(stores: Stores, events: Sequence[Event], *, renew: Callable[[], None
 
         queued = [DecisionRecord(project=stores.project, task_id=e.task_id, session_id=e.session_id, text=e.text,
                                  context=e.context, recorded_at=e.at.isoformat(), repo=e.repo) for e in decisions]
-        queued += [DecisionRecord(project=stores.project, task_id=task_id, session_id=d.session_id, text=d.text,
-                                  context=d.context, recorded_at=d.at.isoformat(), repo=sessions[task_id].repo or "")
+        queued += [decision_record(stores.project, sessions[task_id], d)
                    for task_id in redacted for d in sessions[task_id].decisions]
         trouble = queue_decisions(stores, queued, strict=strict)
         warnings += trouble

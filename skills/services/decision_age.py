@@ -25,6 +25,7 @@ from baton.outcome import Found
 from baton.recall.base import DecisionRecord, ScoredDecision
 from baton.registry.model import Session, Status
 from baton.shown_text import clipped
+from baton.skills.core.indexing import decision_record
 from baton.skills.runtime.stores import Stores
 
 SHOWN_TEXT = 80  # of a replacing decision, in a mark
@@ -122,7 +123,4 @@ def aged(stores: Stores, hits: list[ScoredDecision], now: datetime) -> list[Aged
 
 def _decision(project: str, task_id: str, event_id: str, owner: Session | None) -> DecisionRecord | None:
     entry = None if owner is None else next((d for d in owner.decisions if d.event_id == event_id), None)
-    if owner is None or entry is None:
-        return None
-    return DecisionRecord(project=project, task_id=task_id, session_id=entry.session_id, text=entry.text,
-                          context=entry.context, recorded_at=entry.at.isoformat(), repo=owner.repo or "")
+    return None if owner is None or entry is None else decision_record(project, owner, entry)

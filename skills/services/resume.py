@@ -157,14 +157,11 @@ def _related(stores: Stores, session: Session, limit: int,
     all_decisions (then the others follow, marked, each superseded one under its replacement);
     twice the limit is searched so that those left out leave room. With them, why the vectors
     did not answer, when the words alone found them."""
-    from baton.recall.base import DecisionRecord
-    from baton.skills.core.indexing import queue_unindexed_decisions
+    from baton.skills.core.indexing import decision_record, queue_unindexed_decisions
     from baton.skills.core.ticket_query import ticket_query_text, ticket_query_vector
     from baton.skills.services.decision_age import aged
 
-    own = [DecisionRecord(project=stores.project, task_id=session.task_id, session_id=d.session_id, text=d.text,
-                          context=d.context, recorded_at=d.at.isoformat(), repo=session.repo or "")
-           for d in session.decisions]
+    own = [decision_record(stores.project, session, d) for d in session.decisions]
     about = ticket_query_text(session)
     found = stores.recall().search_related(
         session.task_id, 2 * limit, own=own, about=about,

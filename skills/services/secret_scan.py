@@ -214,6 +214,7 @@ def _commits_holding(place: Place, relative: str, redactor: Redactor) -> tuple[s
     put on a command line. Nothing when the worktree is not in git or git does not answer."""
     from baton.errors import GitFailed
     from baton.git import run_git
+    from baton.skills.core.checkpoints import parse_batch
 
     if place.worktree is None:
         return ()
@@ -226,16 +227,6 @@ def _commits_holding(place: Place, relative: str, redactor: Redactor) -> tuple[s
                        input="".join(f"{sha}:{relative}\n" for sha in shas).encode())
     except GitFailed:
         return ()
-    holding, out, at = [], read.stdout, 0
-    for sha in shas:
-        end = out.index(b"\n", at)
-        header = out[at:end].split()
-        at = end + 1
-        if len(header) != 3:  # "<spec> missing": the document is absent from that commit
-            continue
-        size = int(header[2])
-        version = out[at:at + size].decode(errors="replace")
-        at += size + 1
-        if redactor.redact(version).kinds:
-            holding.append(sha)
-    return tuple(holding)
+    versions = parse_batch(read.stdout, len(shas))  # None: the document is absent from that commit
+    return tuple(sha for sha, version in zip(shas, versions, strict=True)
+                 if version is not None and redactor.redact(version[1].decode(errors="replace")).kinds)

@@ -11,7 +11,7 @@ answer says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -48,7 +48,6 @@ from baton.store_names import Store
 if TYPE_CHECKING:
     from baton.deadline import Deadline
     from baton.registry.model import Session, WorkflowRecord
-    from baton.skills.handoff.checks import CheckResult
     from baton.skills.runtime.settings import Settings
 
 _REQUEST_KEYS = ("status", "result", "repair_scope", "blocker", "resolution")
@@ -128,7 +127,9 @@ def record_stage(stores: Stores, place: Place, command: StageCommand, at: dateti
     report = WriteReport()
     events, evidence, ran = [], None, None
     if command.check is not None:
-        ran = _run_check(command.check, root, command.timeout, stores.deadline)
+        from baton.skills.services.update import run_checks
+
+        ran = run_checks([command.check], root, command.timeout, stores.deadline)[0]
         snapshot_field: dict[str, Any] = {"snapshot": ran.snapshot} if ran.snapshot is not None else {}
         events.append(wire_event("check_recorded", task.task_id, task.session_id, at, command=ran.command.strip(),
                                  exit_status=ran.exit_status, summary=ran.summary[:4000],
@@ -157,23 +158,13 @@ def record_stage(stores: Stores, place: Place, command: StageCommand, at: dateti
     stage = lifecycle.stage_of(command.status)
     if stage is not None and command.status == stage.passed and evidence is not None:
         proofs[stage.name] = evidence
-    asked = {k: v for k, v in zip(_REQUEST_KEYS, (transition.status, transition.result, transition.repair_scope,
-                                                  transition.blocker, transition.resolution), strict=True)
-             if v is not None}
+    asked = {k: v for k, v in asdict(transition).items() if v is not None}  # the fields, in order
     history = [*(record.history if record is not None else []), asked]
     evidence_field: dict[str, Any] = {"evidence": evidence} if evidence is not None else {}
     events.append(wire_event("stage_recorded", task.task_id, task.session_id, at, **asked, **evidence_field,
                              state=after.as_dict(), proofs=proofs, history=history))
     commit(stores, events, report)
     return StageDone(task, after, state, evidence, report, notes, ran)
-
-
-def _run_check(command: str, root: Path, timeout: float | None, deadline: Deadline) -> CheckResult:
-    from baton.skills.handoff.checks import check_timeout, run_check
-    from baton.skills.handoff.write import CHECK_TIMEOUT
-
-    check_timeout(timeout)
-    return run_check(command, root, timeout=timeout or CHECK_TIMEOUT, deadline=deadline)[0]
 
 
 def _commit_evidence(root: Path, place: Place, status: str, deadline: Deadline) -> dict:
