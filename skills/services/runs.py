@@ -131,12 +131,9 @@ def recorded_checkpoint(stores: Stores, session: Session, wanted: str) -> Checkp
                        "checkpoints")
     if not taken:
         return latest if latest is not None and latest.id.startswith(wanted) else None
-    event = taken[0]
-    return CheckpointRecord(id=event.checkpoint_id, boundary=event.boundary, label=event.label, base=event.base,
-                            staged_tree=event.staged_tree, worktree_tree=event.worktree_tree,
-                            artifacts_tree=event.artifacts_tree, environment=event.environment, run_id=event.run_id,
-                            repo=event.repo, worktree_path=event.worktree_path, taken_at=event.at,
-                            remote=next((e.remote for e in taken if e.remote), None))
+    terms = taken[0].model_dump(include=set(CheckpointRecord.model_fields))  # what the event states of it
+    return CheckpointRecord.model_validate({**terms, "id": taken[0].checkpoint_id, "taken_at": taken[0].at,
+                                            "remote": next((e.remote for e in taken if e.remote), None)})
 
 
 def _target(place: Place, into: Path | None, name: str) -> Path:
