@@ -120,12 +120,10 @@ def modified_at(path: Path) -> datetime | None:
 
 
 def writable_handoffs_dir(root: Path) -> Path:
-    """The real path of docs/handoffs/ (created if missing), once it is known to lie inside
-    the worktree and to be a directory whose LATEST.md can be replaced; BadInput otherwise.
-
-    The layout comes from the branch: a committed link must not make Baton write elsewhere.
-    Call it before running anything, and again right before writing.
-    """
+    """The real path of docs/handoffs/ (created if missing), once it is known to lie inside the
+    worktree and to be a directory whose LATEST.md can be replaced; BadInput otherwise. The
+    layout comes from the branch: a committed link must not make Baton write elsewhere. Call it
+    before running anything, and again right before writing."""
     real_root = Path(os.path.realpath(root))
     named = handoffs_dir(root)
     directory = Path(os.path.realpath(named))

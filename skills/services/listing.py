@@ -75,11 +75,9 @@ class Listing:
 
 def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetime | None = None,
                   heartbeats: Iterable[Beat] | None = None, limit: int = PAGE) -> Listing:
-    """Sessions newest first, up to limit; raises StoreUnavailable when the registry cannot answer.
-    heartbeats: the hooks' heartbeats on this machine, to mark tickets whose agent is gone.
-    limit: past that many sessions (0: none), a page of them: the tickets in conflict first,
-    then the other active ones, then the ended ones, each newest first (Listing.total counts
-    them all)."""
+    """Sessions newest first, up to limit (0: every one; past it, a page chosen by _page, which
+    Listing.total counts whole); raises StoreUnavailable when the registry cannot answer.
+    heartbeats: the hooks' heartbeats on this machine, to mark tickets whose agent is gone."""
     if limit < 0:
         raise BadInput(f"--limit must be 0 (every session) or more, not {limit}")
     at = at or clock.now()

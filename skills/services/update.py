@@ -63,8 +63,8 @@ class UpdateDone:
 
 
 def update_asked(stores: Stores, place: Place, request: UpdateRequest) -> UpdateDone:
-    """Run the request's checks in the worktree root (all parsed first, so a bad one runs
-    none), then record them with the rest of the update."""
+    """Run the request's checks in the worktree root (run_checks), then record them with the rest
+    of the update."""
     from baton.skills.services.checkpoint import checkpoint_here
 
     task = resolve_task(request.task_id, place, stores.settings.ambient)
