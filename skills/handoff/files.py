@@ -65,11 +65,9 @@ def candidates(root: Path) -> list[Path]:
 
 
 def read_handoff(path: Path, root: Path) -> str:
-    """The text of a handoff: a regular file inside the worktree, at most 1 MiB.
-
-    A handoff comes from the branch, so a link out of the worktree, a FIFO (which would
-    block the read) or a huge file is refused rather than read.
-    """
+    """The text of a handoff: a regular file inside the worktree, at most 1 MiB. A handoff comes
+    from the branch, so a link out of the worktree, a FIFO (which would block the read) or a
+    huge file is refused rather than read."""
     try:
         real = Path(os.path.realpath(path))
         if not real.is_relative_to(Path(os.path.realpath(root))):

@@ -74,11 +74,10 @@ class Sink:
         return []
 
     def keep_decided(self, events: Sequence[Event]) -> None:
-        """The one follow-up of events the registry decided and took at once (a claim's grant
-        through append_unless, a release, a take-over: each needs its answer now). The
-        registry is what every reader of them reads, so nothing more is owed, except where
-        the projections replay an event log (Kafka): they are kept there too, and bringing
-        them back to the registry changes nothing (it has their ids)."""
+        """The one follow-up of events the registry decided and took at once (a claim's grant, a
+        release, a take-over: each needs its answer now). Every reader reads them from the registry,
+        so nothing more is owed, except where the projections replay an event log (Kafka): they are
+        kept there too (the registry, which has their ids, takes them back as no change)."""
 
     def keep_signals(self, signals: Sequence[Signal | WireSignal]) -> list[bool]:
         """Keep signals, the one way they leave: stored in the embedded log at once, or kept

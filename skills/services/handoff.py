@@ -77,11 +77,9 @@ def _here(cwd: Path | None) -> Place:
 
 
 def place_for(path: Path | None, cwd: Path | None = None) -> tuple[Place, Path | None]:
-    """The worktree a handoff belongs to, and the file to verify (None: its current one).
-
-    PATH may be a handoff file or a directory of a worktree; the probes run in the root of
-    the worktree holding it (outside git: the directory above docs/handoffs/).
-    """
+    """The worktree a handoff belongs to, and the file to verify (None: its current one). PATH
+    may be a handoff file or a directory of a worktree; the probes run in the root of the
+    worktree holding it (outside git: the directory above docs/handoffs/)."""
     cwd = cwd or Path.cwd()
     if path is None:
         return _here(cwd), None
