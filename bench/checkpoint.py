@@ -39,9 +39,9 @@ from bench.common import BATON, ROOT, git, spread
 
 BUDGET_MS = 300
 HOOK_PATH = ("from pathlib import Path; from baton.skills.frontends.hooks import locate, opened_stores; "
-             "from baton.skills.services.checkpoint import checkpoint_at_boundary; "
+             "from baton.skills.services.checkpoint import boundary_checkpoint; "
              "place, _, task = locate(Path({root!r})); s = opened_stores(); stores = s.__enter__(); "
-             "w = checkpoint_at_boundary(stores, task, place, 'stop', timeout=2.0); s.__exit__(None, None, None); "
+             "w = boundary_checkpoint(stores, task, place, 'stop', timeout=2.0)[0]; s.__exit__(None, None, None); "
              "assert not w, w")
 TAKE = ("from pathlib import Path; from baton.skills.core import checkpoints; "
         "r = checkpoints.take(Path({root!r}), boundary='stop'); assert type(r).__name__ == {kind!r}, r")

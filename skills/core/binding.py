@@ -24,8 +24,7 @@ BINDING_FILE = "active_session.yaml"
 _FIELDS = ("task_id", "session_id", "bound_at", "agent")
 
 
-# NamedTuples, not dataclasses: a fresh `baton touch` or hook defines them, and a frozen
-# dataclass's generated methods cost a fresh process about 1 ms a class (Python 3.11).
+# NamedTuples: a frozen dataclass costs a fresh process ~1 ms to define (docs/performance.md).
 class Binding(NamedTuple):
     task_id: TicketId
     session_id: str

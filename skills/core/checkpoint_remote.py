@@ -1,22 +1,17 @@
 """Checkpoints through the repository's git remote: push one, fetch one, prune those this
 clone pushed.
 
-A checkpoint's ref travels under the same name on the remote, refs/baton/checkpoints/<id>,
-which is not under refs/heads or refs/tags: it never shows as a branch or a tag, and an
-ordinary `git fetch` or `git clone` does not bring it. Every push names exactly one
-checkpoint ref (no tags, no submodules, no hooks of the repository); every fetch names
-exactly the ref it wants. The remote is named, never given as a URL, so what the
-repository's own configuration says (credentials included) never reaches an argument
-vector; where a checkpoint was pushed is recorded as the remote's identity
-(baton.files.normalise_remote: host and path, credentials and ports never kept), which a
-clone matches against its own remotes to fetch it.
+A checkpoint's ref travels under its own name, refs/baton/checkpoints/<id>: never a branch
+or a tag, and not brought by an ordinary `git fetch` or `git clone`. Every push and fetch
+names exactly one checkpoint ref (no tags, no submodules, no hooks of the repository). The
+remote is named, never given as a URL, so no credential of the repository's configuration
+reaches an argument vector; where a checkpoint was pushed is recorded as the remote's
+identity (baton.files.normalise_remote), which another clone matches against its remotes.
 
-What this clone pushed (id, record commit, remote) and fetched (id) is kept in the common
-git directory (<common-dir>/baton/), so `baton gc --checkpoints` deletes on the remote
-only refs this clone created, each only while it still names the commit pushed, and never
-forgets the registry's record of a checkpoint another clone took. A remote that refused a
-push (a server-side rule, permissions) is remembered there too: automatic pushes to it stop
-until a push by hand succeeds.
+What this clone pushed and fetched is kept in the common git directory (<common-dir>/baton/),
+so `baton gc --checkpoints` deletes on the remote only refs this clone created, each only
+while it still names the commit pushed. A remote that refused a push is remembered there
+too: automatic pushes to it stop until a push by hand succeeds.
 """
 
 from __future__ import annotations
@@ -100,7 +95,10 @@ def remotes(repository: Path, deadline: Deadline | None = None) -> list[Remote]:
 def push_remote(repository: Path, name: str | None, deadline: Deadline | None = None) -> Remote | None:
     """The remote checkpoints are pushed to: the one named (`[checkpoints] remote`), else
     origin, else the only remote; None when there is none (or the named one is not there)."""
-    listed = remotes(repository, deadline)
+    return _chosen(remotes(repository, deadline), name)
+
+
+def _chosen(listed: list[Remote], name: str | None) -> Remote | None:
     if name is not None:
         return next((r for r in listed if r.name == name), None)
     return next((r for r in listed if r.name == "origin"), listed[0] if len(listed) == 1 else None)
@@ -161,10 +159,7 @@ def fetch(repository: Path, checkpoint_id: str, recorded: str | None, fallback: 
         listed = remotes(repository, deadline)
     except GitFailed as exc:
         return NotFetched(str(exc), unreachable=True)
-    remote = next((r for r in listed if recorded and r.location == recorded), None)
-    if remote is None:
-        remote = next((r for r in listed if r.name == fallback), None) if fallback else \
-            next((r for r in listed if r.name == "origin"), listed[0] if len(listed) == 1 else None)
+    remote = next((r for r in listed if recorded and r.location == recorded), None) or _chosen(listed, fallback)
     if remote is None:
         where = f"it was pushed to {recorded}, which " if recorded else "its record names no remote, and "
         return NotFetched(f"{where}this clone has no remote to fetch it from", unreachable=False)

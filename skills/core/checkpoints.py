@@ -1,35 +1,23 @@
 """Checkpoints of a git worktree, kept in the repository's own object database.
 
 A checkpoint pins what a restore needs to bring a worktree back exactly: the base commit
-(HEAD, none on an unborn branch), the staged tree (the index as a tree) and the worktree
-tree (tracked files as they are on disk, deletions, untracked files that are not ignored,
-executable bits, symlinks, submodule commits), and optionally artifacts: ignored files
-matched by globs. Files are recorded byte for byte (no clean filter, no end-of-line
-conversion), so a restore writes back the very bytes that were there.
+(HEAD, none on an unborn branch), the staged tree (the index as a tree), the worktree tree
+(tracked files as on disk, deletions, untracked files not ignored, executable bits,
+symlinks, submodule commits) and optionally artifacts (ignored files matched by globs), all
+byte for byte (no filters). Both trees are built in a temporary copy of the index
+(GIT_INDEX_FILE) with plumbing that never moves the worktree, the index, the stash or a branch.
 
-Nothing of the user's changes: both trees are built in a temporary index (GIT_INDEX_FILE, a
-copy of the user's), and objects and refs are written with plumbing that never reads or
-moves the worktree, the index, the stash or a branch.
+    refs/baton/checkpoints/<id>  ->  commit (parent: the base commit, so `git gc` keeps it
+                                     alive; message: the trees)
+                                     tree: checkpoint.json (the metadata), staged/, worktree/,
+                                           artifacts/ and environment.json (when any)
 
-Layout, so that one ref leads to everything:
-
-    refs/baton/checkpoints/<id>  ->  commit (parent: the base commit, so `git gc` keeps the
-                                     base alive while the checkpoint lives; message: the trees)
-                                     tree: checkpoint.json   the metadata (boundary, label, ...)
-                                           staged/  worktree/  artifacts/ (when any)
-                                           environment.json  (when a manifest was given)
-
-The id is a SHA-256 over what the checkpoint holds (base, staged tree, worktree tree,
-artifacts tree, environment manifest id), never over when or why it was taken: the same
-state taken twice is one checkpoint with one ref, the first one's metadata.
-
-"Unchanged since the last checkpoint" is answered from one `git status` and an lstat of
-each changed file, compared with a fingerprint kept beside the worktree's own git files
-(<git-dir>/baton/last-checkpoint.json), so an idle Stop hook hashes nothing.
-
-A merge, rebase, cherry-pick, revert or `git am` in progress is refused, not checkpointed:
-its state lives outside the three trees (MERGE_HEAD, conflict stages, the rebase plan), so
-a restore would bring back an ordinary dirty worktree and silently drop the operation.
+The id is a SHA-256 over what the checkpoint holds, never over when or why it was taken:
+the same state taken twice is one checkpoint, with the first one's metadata. "Unchanged
+since the last checkpoint" is answered from one `git status` and an lstat of each changed
+file, against a fingerprint in <git-dir>/baton/last-checkpoint.json, so an idle Stop hook
+hashes nothing. A merge, rebase, cherry-pick, revert or `git am` in progress is refused: its
+state lives outside the three trees, and a restore would silently drop the operation.
 """
 
 from __future__ import annotations
@@ -84,8 +72,7 @@ def git_environment() -> dict[str, str]:
     return env
 
 
-# NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
-# costs about 1 ms to define (docs/performance.md).
+# NamedTuples: a frozen dataclass costs a fresh process ~1 ms to define (docs/performance.md).
 class Skipped(NamedTuple):
     """A file the checkpoint does not hold, and why (its staged version stands in for a
     tracked file)."""
@@ -162,8 +149,7 @@ class _Git:
         self.deadline = deadline
         self.env = git_environment()
 
-    def left(self) -> float:
-        """Seconds left of the operation's cap."""
+    def left(self) -> float:  # of the operation's cap
         return self.ends - time.monotonic()
 
     def run(self, *args: str, input: bytes | None = None, index: Path | None = None, cwd: Path | None = None,
@@ -176,8 +162,10 @@ class _Git:
         return run_git(cwd or self.cwd, "-c", "core.splitIndex=false", *args, cap=left, deadline=self.deadline,
                        input=input, env=env, check=tuple(ok)).stdout
 
-    def ref_exists(self, ref: str) -> bool:
-        return bool(self.run("rev-parse", "-q", "--verify", f"{ref}^{{commit}}", ok=(0, 1)).strip())
+    def commit_of(self, name: str) -> str:
+        """The commit a ref or object name names, "" when there is none (a full object name
+        alone would verify without the object)."""
+        return self.run("rev-parse", "-q", "--verify", f"{name}^{{commit}}", ok=(0, 1, 128)).decode().strip()
 
 
 class _Place(NamedTuple):
@@ -447,8 +435,8 @@ def _metadata(checkpoint: Checkpoint, patterns: Sequence[str], cap: int) -> byte
         "format": FORMAT, "base": checkpoint.base, "boundary": checkpoint.boundary, "label": checkpoint.label,
         "taken_at": clock.to_text(checkpoint.taken_at), "run_id": checkpoint.run_id,
         "environment": checkpoint.environment, "worktree": checkpoint.worktree, "branch": checkpoint.branch,
-        "skipped": [{"path": s.path, "reason": s.reason} for s in checkpoint.skipped],
-        "submodules": [{"path": s.path, "commit": s.commit} for s in checkpoint.submodules],
+        "skipped": [s._asdict() for s in checkpoint.skipped],
+        "submodules": [s._asdict() for s in checkpoint.submodules],
         "artifact_patterns": list(patterns), "max_file_bytes": cap,
     }, indent=1, sort_keys=True).encode()
 
@@ -492,7 +480,7 @@ def _survey(git: _Git, scratch: Path, patterns: Sequence[str], cap: int,
 def _last_if_unchanged(git: _Git, survey: _Survey) -> str | None:
     last = _read_state(survey.place)
     if last.get("fingerprint") == survey.fingerprint and isinstance(last.get("id"), str) \
-            and _is_id(last["id"]) and git.ref_exists(REF_PREFIX + last["id"]):
+            and _is_id(last["id"]) and git.commit_of(REF_PREFIX + last["id"]):
         return last["id"]
     return None
 
@@ -510,14 +498,11 @@ def take(worktree: Path, *, boundary: str, label: str | None = None, run_id: str
          artifacts: Sequence[str] = (), max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
          environment: tuple[str, bytes] | None = None, timeout: float = OPERATION_CAP, deadline: Deadline | None = None,
          ) -> Taken | Unchanged | Refused:
-    """Checkpoint the worktree containing `worktree`.
-
-    artifacts: glob patterns (`:(glob)` pathspecs, `**` allowed) of ignored files to hold
-    too; environment: (manifest id, manifest JSON) to record beside the trees (see
-    baton.skills.core.environment). Answers Unchanged when nothing changed since this
-    worktree's last checkpoint, Refused when an operation is in progress or paths are
-    unmerged; raises BadInput outside a git worktree and StoreUnavailable when git cannot
-    write the checkpoint. Never changes the worktree, the index, the stash or a branch."""
+    """Checkpoint the worktree containing `worktree`, never changing the worktree, the index, the
+    stash or a branch. artifacts: globs (`:(glob)` pathspecs) of ignored files to hold too;
+    environment: (manifest id, manifest JSON) to record beside the trees. Unchanged when nothing
+    changed since this worktree's last checkpoint, Refused when an operation is in progress or
+    paths are unmerged; BadInput outside a git worktree, StoreUnavailable when git cannot write."""
     _check_inputs({"boundary": boundary, "label": label, "run id": run_id}, max_file_bytes)
     if not boundary:
         raise BadInput("a checkpoint needs a boundary (what took it: stop, bind, handoff, manual, ...)")
@@ -581,7 +566,7 @@ def _write(git: _Git, survey: _Survey, *, boundary: str, label: str | None, run_
     try:  # create only: the ref of an id is written once
         git.run("update-ref", ref, commit, null)
     except GitFailed:
-        existing = git.run("rev-parse", "-q", "--verify", f"{ref}^{{commit}}", ok=(0, 1)).decode().strip()
+        existing = git.commit_of(ref)
         if not existing:
             raise
         # The same state was checkpointed before, or by a process racing this one: that one stands.
@@ -595,7 +580,7 @@ def _write(git: _Git, survey: _Survey, *, boundary: str, label: str | None, run_
                                 artifacts_tree=artifacts_tree), created=True, dirty=tuple(status.dirty))
 
 
-def _parse_batch(out: bytes, count: int) -> list[tuple[str, bytes] | None]:
+def parse_batch(out: bytes, count: int) -> list[tuple[str, bytes] | None]:
     """The objects of a `git cat-file --batch` answer: (type, content), None when missing."""
     objects: list[tuple[str, bytes] | None] = []
     at = 0
@@ -622,8 +607,8 @@ def _from_record(checkpoint_id: str, commit: bytes, metadata: bytes, commit_oid:
         artifacts_tree=None if trees.get("artifacts", "-") == "-" else trees["artifacts"],
         environment=meta["environment"], boundary=meta["boundary"], label=meta["label"],
         taken_at=clock.parse(meta["taken_at"]), run_id=meta["run_id"], worktree=meta["worktree"],
-        branch=meta["branch"], skipped=tuple(Skipped(s["path"], s["reason"]) for s in meta["skipped"]),
-        submodules=tuple(Submodule(s["path"], s["commit"]) for s in meta["submodules"]))
+        branch=meta["branch"], skipped=tuple(Skipped(**s) for s in meta["skipped"]),
+        submodules=tuple(Submodule(**s) for s in meta["submodules"]))
 
 
 def _read_many(git: _Git, commits: dict[str, str]) -> list[Checkpoint]:
@@ -631,7 +616,7 @@ def _read_many(git: _Git, commits: dict[str, str]) -> list[Checkpoint]:
     if not commits:
         return []
     asked = "".join(f"{commit}\n{commit}:checkpoint.json\n" for commit in commits.values())
-    objects = _parse_batch(git.run("cat-file", "--batch", input=asked.encode()), 2 * len(commits))
+    objects = parse_batch(git.run("cat-file", "--batch", input=asked.encode()), 2 * len(commits))
     found = []
     for n, (checkpoint_id, oid) in enumerate(commits.items()):
         commit, metadata = objects[2 * n], objects[2 * n + 1]
@@ -758,7 +743,7 @@ def _write_files(git: _Git, root: Path, entries: list[tuple[str, str, str]], *, 
     """Write (path, mode, oid) entries under root byte for byte; without overwrite, a path
     already taken is skipped and answered."""
     skipped, blobs = [], [(p, m, o) for p, m, o in entries if m != "160000"]
-    contents = _parse_batch(git.run("cat-file", "--batch", input="".join(f"{o}\n" for _, _, o in blobs).encode()),
+    contents = parse_batch(git.run("cat-file", "--batch", input="".join(f"{o}\n" for _, _, o in blobs).encode()),
                             len(blobs)) if blobs else []
     real_root = Path(os.path.realpath(root))
     for (path, mode, _), content in zip(blobs, contents, strict=True):
@@ -785,10 +770,12 @@ def _write_files(git: _Git, root: Path, entries: list[tuple[str, str, str]], *, 
     return skipped
 
 
-def _apply(git: _Git, root: Path, checkpoint: Checkpoint, base_tree: str) -> list[Skipped]:
-    """Bring the worktree at root (checked out at base_tree, its index equal to it; git runs
+def _apply(git: _Git, root: Path, checkpoint: Checkpoint) -> list[Skipped]:
+    """Bring the worktree at root (checked out at the base, its index equal to it; git runs
     there) to the checkpoint: files to the worktree tree, then the index to the staged tree,
-    each by its difference from base_tree so untouched entries keep their stat information."""
+    each by its difference from the base so untouched entries keep their stat information."""
+    base_tree = f"{checkpoint.base}^{{tree}}" if checkpoint.base else \
+        git.run("hash-object", "-t", "tree", "--stdin", input=b"").decode().strip()  # the empty tree
     changes = _diff(git, base_tree, checkpoint.worktree_tree)
     for status, _, _, path in changes:
         if status == "D":
@@ -815,14 +802,12 @@ def _apply(git: _Git, root: Path, checkpoint: Checkpoint, base_tree: str) -> lis
 
 def restore(repository: Path, checkpoint_id: str, target: Path, *, in_place: bool = False,
             timeout: float = OPERATION_CAP, deadline: Deadline | None = None) -> Restored:
-    """Bring a checkpoint back: into `target`, a new worktree of the repository (detached at
-    the base commit), or with in_place into `target`, a clean worktree of the repository.
-
-    The staged tree becomes the index and the worktree tree the files, so staged-only and
-    unstaged-only differences come back as they were. Raises BadInput (nothing written) for
-    an unknown checkpoint, a non-empty target, a missing base commit, or in_place on a
-    worktree that is not clean or not of this repository; StoreUnavailable when git fails
-    (a new worktree is removed again)."""
+    """Bring a checkpoint back: into `target`, a new worktree of the repository (detached at the
+    base commit), or with in_place into `target`, a clean worktree of the repository; the staged
+    tree becomes the index and the worktree tree the files. Raises BadInput (nothing written) for
+    an unknown checkpoint, a non-empty target, a missing base commit, or in_place on a worktree
+    not clean or not of this repository; StoreUnavailable when git fails (a new worktree is
+    removed again)."""
     _check_id(checkpoint_id)
     git = _Git(Path(repository), timeout, deadline)
     place = _locate(git)
@@ -830,7 +815,7 @@ def restore(repository: Path, checkpoint_id: str, target: Path, *, in_place: boo
     if checkpoint is None:
         raise BadInput(f"no checkpoint {checkpoint_id} in {place.root}")
     try:
-        if checkpoint.base and not _has_commit(git, checkpoint.base):
+        if checkpoint.base and not git.commit_of(checkpoint.base):
             raise BadInput(f"checkpoint {checkpoint.id[:12]}: its base commit {checkpoint.base} is missing from "
                            f"{place.root}; nothing written")
         if in_place:
@@ -842,22 +827,13 @@ def restore(repository: Path, checkpoint_id: str, target: Path, *, in_place: boo
         raise StoreUnavailable("checkpoints", f"cannot write {exc.filename or target}: {exc.strerror or exc}") from None
 
 
-def _has_commit(git: _Git, oid: str) -> bool:
-    """Whether the commit object is there (a full object name alone would verify without it)."""
-    return bool(git.run("rev-parse", "-q", "--verify", f"{oid}^{{commit}}", ok=(0, 1, 128)).strip())
-
-
-def _empty_tree(git: _Git) -> str:
-    return git.run("hash-object", "-t", "tree", "--stdin", input=b"").decode().strip()
-
-
 def _restore_new(git: _Git, checkpoint: Checkpoint, target: Path) -> Restored:
     target = Path(os.path.abspath(target))
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise BadInput(f"restore target {target} is not an empty directory; nothing written")
     existed = target.exists()
     unborn = f"refs/heads/baton/restored-{checkpoint.id[:12]}"
-    if checkpoint.base is None and git.ref_exists(unborn):
+    if checkpoint.base is None and git.commit_of(unborn):
         raise BadInput(f"{unborn} exists already: delete it to restore this unborn-branch checkpoint again")
     start = checkpoint.base or checkpoint.commit
     git.run(*_NO_HOOKS, "worktree", "add", "--detach", *(() if checkpoint.base else ("--no-checkout",)),
@@ -866,8 +842,7 @@ def _restore_new(git: _Git, checkpoint: Checkpoint, target: Path) -> Restored:
         restored = _Git(target, max(1.0, git.left()), git.deadline)
         if checkpoint.base is None:
             restored.run("symbolic-ref", "HEAD", unborn)
-        base_tree = f"{checkpoint.base}^{{tree}}" if checkpoint.base else _empty_tree(restored)
-        skipped = _apply(restored, target, checkpoint, base_tree)
+        skipped = _apply(restored, target, checkpoint)
     except BaseException:
         # Whatever the command has left: a worktree half made is removed.
         _Git(git.cwd, OPERATION_CAP).run("worktree", "remove", "--force", str(target), ok=(0, 128))
@@ -890,13 +865,12 @@ def _restore_in_place(git: _Git, place: _Place, checkpoint: Checkpoint, target: 
     if operation or dirty:
         raise BadInput(f"restoring in place needs a clean worktree: {where.root} has "
                        f"{operation + ' in progress' if operation else 'changes or untracked files'}; nothing written")
-    head = there.run("rev-parse", "-q", "--verify", "HEAD^{commit}", ok=(0, 1)).decode().strip() or None
+    head = there.commit_of("HEAD") or None
     if checkpoint.base is None and head is not None:
         raise BadInput("this checkpoint was taken on an unborn branch; restore it into a new path instead")
     if checkpoint.base and head != checkpoint.base:
         there.run(*_NO_HOOKS, "checkout", "-q", "--detach", checkpoint.base)
-    base_tree = f"{checkpoint.base}^{{tree}}" if checkpoint.base else _empty_tree(there)
-    skipped = _apply(there, where.root, checkpoint, base_tree)
+    skipped = _apply(there, where.root, checkpoint)
     return Restored(where.root, checkpoint, tuple(skipped), tuple(_notes(checkpoint)))
 
 

@@ -1,12 +1,10 @@
 """How a write commits: its registry events (the source of truth) built as JSON, handed to
 the sink (baton.skills.runtime.sink), and its signals published.
 
-With every store embedded the events are projected at once into the registry, the graph
-and the recall queue (baton.skills.core.projection); a failing derived store only adds a
-warning. With a store on a server a write never waits for one: the sink keeps its events in
-the data home and the background delivery takes them, as a touch does. So the events are
-built here as their JSON, without pydantic, and validated where they are applied: keeping
-an update costs about what a touch does.
+The events are built here as their JSON, without pydantic, and validated where they are
+applied (at once with every store embedded, baton.skills.core.projection; by the background
+delivery where a store is on a server): keeping an update costs about what a touch does. A
+failing derived store only adds a warning.
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ if TYPE_CHECKING:
     from baton.signals.wire import WireSignal  # the hook's touch keeps no signal: not imported
 
 
-# A NamedTuple, not a dataclass: a fresh `baton touch` or hook defines it, and a frozen
-# dataclass's generated methods cost a fresh process about 1 ms a class (Python 3.11).
+# A NamedTuple: a frozen dataclass costs a fresh process ~1 ms to define (docs/performance.md).
 class WireEvent(NamedTuple):
     """A registry event as its JSON, keyed as the event log wants it, with the type and time
     the embedded registry files it under (so it never parses the JSON for them)."""

@@ -1,19 +1,13 @@
 """The environment manifest: what a worktree's work ran on, content-addressed.
 
-It holds the operating system and architecture, the versions of the toolchains found on
-PATH (python, node, go, java, rustc, git; each asked with a bounded wait, all at once,
-within the command's deadline, baton.deadline), the
-SHA-256 of each lockfile present (the known names and the globs the caller adds), whether
-each declared service answered its probe, and the exit statuses of the setup commands the
-caller ran (run_setup). Its id is the SHA-256 of its canonical JSON, so the same environment is one id and a
-checkpoint can name it (baton.skills.core.checkpoints.take(environment=manifest.for_checkpoint())).
-
-It never holds an environment variable's value, nor a probe's command or output (a service
-is named with its status only), nor where a program was found (that would
-spell out PATH and home directories): only what the program says its version is. Programs
-are looked up on PATH without its relative entries and those inside the worktree, whose
-files are the branch's: asking for `node --version` must not run a `node_modules/.bin/node`
-planted there.
+It holds the operating system, the versions of the toolchains found on PATH (each asked
+with a bounded wait, all at once, within the command's deadline), the SHA-256 of each
+lockfile present, whether each declared service answered its probe, and the exit statuses
+of the setup commands run (run_setup). Its id is the SHA-256 of its canonical JSON, so a
+checkpoint can name it. It never holds an environment variable's value, a probe's command or
+output, nor where a program was found (that would spell out PATH and home directories).
+Programs are looked up on PATH without its relative entries and those inside the worktree,
+whose files are the branch's: `node --version` must not run a planted `node_modules/.bin/node`.
 """
 
 from __future__ import annotations
@@ -34,7 +28,7 @@ from typing import TextIO
 from baton.deadline import Deadline, Wait, wait_for
 from baton.errors import GitFailed
 from baton.git import run_git
-from baton.processes import path_outside, run_bounded
+from baton.processes import Ran, path_outside, run_bounded
 from baton.pydantic_plugins import as_given
 
 FORMAT = 1
@@ -73,22 +67,31 @@ def _canonical(body: dict) -> bytes:
 
 
 def _version(command: tuple[str, ...], search_path: str, wait: Wait) -> dict:
-    if wait.seconds <= 0:
-        return {"status": f"not asked: {wait.limit}"}
-    program = shutil.which(command[0], path=search_path)
-    if program is None:
-        return {"status": "not found"}
-    try:
-        ran = run_bounded([program, *command[1:]], wait=wait.seconds, env=_child_environment(search_path))
-    except OSError as exc:
-        return {"status": f"cannot run: {exc.strerror or exc}"}
-    if ran.returncode is None:
-        return {"status": f"no answer within {wait.limit}"}
+    ran = _run(None, command, search_path, wait, missing="not found")
+    if isinstance(ran, str):
+        return {"status": ran}
     said = (ran.stdout + b"\n" + ran.stderr).decode("utf-8", "replace").strip().splitlines()
     first = next((line.strip() for line in said if line.strip()), "")
     if ran.returncode != 0:  # what it said then is an error, which may name paths: not kept
         return {"status": f"exit {ran.returncode}"}
     return {"status": "ok", "version": first[:MAX_VERSION_TEXT]}
+
+
+def _run(root: Path | None, command: Sequence[str], search_path: str, wait: Wait, *, missing: str) -> Ran | str:
+    """The program's run within the wait (its output kept unless in root), or why it did not
+    run or answer. missing: what a program not on search_path is said to be."""
+    if wait.seconds <= 0:
+        return f"not asked: {wait.limit}"
+    program = shutil.which(command[0], path=search_path) if os.path.basename(command[0]) == command[0] \
+        else command[0]
+    if program is None:
+        return missing
+    try:
+        ran = run_bounded([program, *command[1:]], wait=wait.seconds, cwd=root, env=_child_environment(search_path),
+                          capture=root is None)
+    except OSError as exc:
+        return f"cannot run: {exc.strerror or exc}"
+    return f"no answer within {wait.limit}" if ran.returncode is None else ran
 
 
 def _child_environment(search_path: str) -> dict[str, str]:
@@ -118,20 +121,8 @@ def _lockfiles(root: Path, wait: Wait, extra: Sequence[str] = ()) -> dict[str, s
 
 def _probe(root: Path, command: Sequence[str], search_path: str, wait: Wait) -> str:
     """Whether a service answers its probe: "ok", "exit N", "not found" or no answer."""
-    if wait.seconds <= 0:
-        return f"not asked: {wait.limit}"
-    program = shutil.which(command[0], path=search_path) if os.path.basename(command[0]) == command[0] \
-        else command[0]
-    if program is None:
-        return f"{command[0]} not found"
-    try:
-        ran = run_bounded([program, *command[1:]], wait=wait.seconds, cwd=root, env=_child_environment(search_path),
-                          capture=False)
-    except OSError as exc:
-        return f"cannot run: {exc.strerror or exc}"
-    if ran.returncode is None:
-        return f"no answer within {wait.limit}"
-    return "ok" if ran.returncode == 0 else f"exit {ran.returncode}"
+    ran = _run(root, command, search_path, wait, missing=f"{command[0]} not found")
+    return ran if isinstance(ran, str) else "ok" if ran.returncode == 0 else f"exit {ran.returncode}"
 
 
 def run_setup(root: Path, command: str, argv: Sequence[str], *, output: TextIO | None = None) -> SetupResult:

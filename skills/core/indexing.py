@@ -1,16 +1,11 @@
 """Indexing decisions for recall, off every write path.
 
-A write queues its decisions (baton.recall.queue, one small transaction) and starts
-`baton index --background` unless one runs (it holds `indexer.lock` in the data home). That
-process embeds what waits (and the ticket queries resumes wanted, baton.skills.core.ticket_query),
-lingers briefly for the decisions that follow, and exits; the projector indexes in its own
-process after each batch. A resume queues its ticket's own decisions that the index lacks
-(recorded while recall was down, or lost with a recall folder), so every decision the
-registry holds is eventually indexed, exactly once.
-
-The queue and the index serve every project of the data home, each decision in its own
-(baton.projects). What was indexed or queued before projects has none and is never read:
-the indexer heals it from the registry, whose rows carry their project (heal_unscoped).
+A write queues its decisions (baton.recall.queue) and starts `baton index --background`
+unless one runs (it holds `indexer.lock` in the data home); that process embeds what waits
+(and the ticket queries resumes wanted), lingers briefly, and exits. The projector indexes in
+its own process. A resume queues its ticket's decisions the index lacks, so every decision
+the registry holds is eventually indexed, exactly once. What was indexed or queued before
+projects (baton.projects) is never read: the indexer heals it from the registry (heal_unscoped).
 """
 
 from __future__ import annotations
@@ -29,12 +24,21 @@ if TYPE_CHECKING:
 
     from baton.recall.base import DecisionIndex, DecisionRecord
     from baton.recall.indexer import IndexReport
+    from baton.registry.model import Entry, Session
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
 
 LOCK = "indexer.lock"
 LINGER = 0.5  # seconds without new decisions before a background indexer exits
 AFTER_WAIT = 2.0  # seconds a background indexer waits for the command that started it to end
+
+
+def decision_record(project: str, owner: Session, entry: Entry) -> DecisionRecord:
+    """One of owner's recorded decisions, as recall holds it."""
+    from baton.recall.base import DecisionRecord
+
+    return DecisionRecord(project=project, task_id=owner.task_id, session_id=entry.session_id, text=entry.text,
+                          context=entry.context, recorded_at=entry.at.isoformat(), repo=owner.repo or "")
 
 
 def queue_decisions(stores: Stores, records: Sequence[DecisionRecord], *, strict: bool = False) -> list[str]:
@@ -102,18 +106,13 @@ def start_background_indexer(settings: Settings) -> None:
 
 def index_decisions(stores: Stores, *, background: bool = False, wait: float | None = None,
                     reembed: bool = False, after: int | None = None) -> IndexReport | None:
-    """Embed and store what waits in the queue; returns the IndexReport, or None when
-    another indexer holds the lock (which takes these decisions too). The background
-    indexer, and a foreground one asked to (reembed), then embed again the stored decisions
-    of an older embedding recipe (baton.recall.indexer).
-
-    Foreground, it waits for a running indexer up to `wait` seconds (default: the store
-    timeout) and then indexes what is left. Background, it first waits (up to AFTER_WAIT) for
-    the process `after` to end (the command that started it, so that the embedding waits
-    until its answer is out), lingers LINGER seconds for more decisions before it exits, and
-    releases the lock before its last look at the queue, so
-    a decision queued meanwhile (whose writer saw the lock held) is never left waiting.
-    """
+    """Embed and store what waits in the queue; the IndexReport, or None when another indexer
+    holds the lock (it takes these too). The background indexer, and reembed, then re-embed the
+    decisions of an older recipe. Foreground, it waits up to `wait` (default: the store timeout)
+    for a running indexer. Background, it waits (up to AFTER_WAIT) for the process `after` to
+    end, so the embedding waits until that command's answer is out, lingers LINGER seconds, and
+    releases the lock before its last look at the queue, so a decision queued meanwhile (whose
+    writer saw the lock held) is never left waiting."""
     from baton.recall.indexer import IndexReport
 
     home = stores.settings.home
@@ -184,13 +183,10 @@ def heal_unscoped(stores: Stores, index: DecisionIndex) -> int:
 
 def _restore(stores: Stores, index: DecisionIndex) -> int:
     """Store or queue the decisions of this project's registry that the index lacks; how many were queued."""
-    from baton.recall.base import DecisionRecord
     from baton.recall.wire import unscoped_point_id
 
     sessions = stores.registry.list_sessions(include_inactive=True).unwrap(Store.SESSION_REGISTRY)
-    records = [DecisionRecord(project=stores.project, task_id=session.task_id, session_id=d.session_id, text=d.text,
-                              context=d.context, recorded_at=d.at.isoformat(), repo=session.repo or "")
-               for session in sessions for d in session.decisions]
+    records = [decision_record(stores.project, session, d) for session in sessions for d in session.decisions]
     queue, queued = stores.embedding_queue, 0
     for start in range(0, len(records), 500):
         chunk = records[start:start + 500]

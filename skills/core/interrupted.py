@@ -1,17 +1,13 @@
 """Interrupted work: which active sessions lost their agent, and the exact command that
-continues each; and, read-only, the checkout and workflow records of repositories that
-keep PrizmKit's workflow-state protocol on disk.
+continues each; and, read-only, the records of repositories that keep PrizmKit's
+workflow-state protocol on disk.
 
-A session is interrupted when all of these hold: it was not ended, its worktree and its
-branch still exist, and its agent is gone (the heartbeat's process is no longer alive on
-this machine, or the heartbeat is older than the threshold; without a heartbeat, the last
-activity is). Anything else is excluded, with the reason. Nothing here runs a continuation
-command, changes state or deletes anything, and nothing is guessed from branch names.
-
-The decision (`detect`) is pure logic over the facts and a Liveness that answers the three
-questions about the machine; MachineLiveness asks the kernel (`os.kill(pid, 0)`, and
-/proc's start time, so a reused pid is not taken for the agent) and each repository's refs,
-read once (a thousand sessions cost a few small reads, no process each).
+A session is interrupted when it was not ended, its worktree and branch still exist, and its
+agent is gone (the heartbeat's process no longer alive here, or the heartbeat, else the last
+activity, older than the threshold); anything else is excluded, with the reason. Nothing here
+runs a continuation, changes state or guesses from branch names. `detect` is pure logic over
+the facts and a Liveness; MachineLiveness asks the kernel (a pid and its /proc start time, so
+a reused pid is not the agent) and each repository's refs, read once.
 """
 
 from __future__ import annotations
@@ -49,8 +45,7 @@ NATIVE_RESUME = {name: agent.resume for name, agent in AGENTS.items()}
 _AGENT_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
-# NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
-# costs about 1 ms to define (docs/performance.md).
+# NamedTuples: a frozen dataclass costs a fresh process ~1 ms to define (docs/performance.md).
 class Heartbeat(NamedTuple):
     """What the hooks record of the agent: its process, its own session id, when, the
     process's start time (/proc) and the host it ran on."""
@@ -92,10 +87,7 @@ class Candidate(NamedTuple):
     source: str = "baton"  # or the PrizmKit record's path
 
     def as_dict(self) -> dict:
-        return {"task_id": self.task_id, "branch": self.branch, "worktree": self.worktree,
-                "last_activity": self.last_activity.isoformat(),
-                "stage": self.stage, "next_stage": self.next_stage, "agent": self.agent,
-                "command": self.command, "source": self.source}
+        return {**self._asdict(), "last_activity": self.last_activity.isoformat()}
 
 
 class Excluded(NamedTuple):
@@ -104,16 +96,10 @@ class Excluded(NamedTuple):
     kind: str  # ended, worktree, branch, alive, record
     reason: str
 
-    def as_dict(self) -> dict:
-        return self._asdict()
-
 
 class Malformed(NamedTuple):
     path: str
     reason: str
-
-    def as_dict(self) -> dict:
-        return self._asdict()
 
 
 @dataclass
@@ -142,8 +128,8 @@ class Recovery:
         return {"status": "interrupted_task_found" if self.candidates else "no_interrupted_task_found",
                 "reason": None if self.candidates else self.reason,
                 "candidates": [c.as_dict() for c in self.candidates],
-                "excluded": [e.as_dict() for e in self.excluded],
-                "malformed": [m.as_dict() for m in self.malformed]}
+                "excluded": [e._asdict() for e in self.excluded],
+                "malformed": [m._asdict() for m in self.malformed]}
 
     def text(self, *, verbose: bool = False) -> str:
         """The protocol's contract: INTERRUPTED_TASK_FOUND and one block per candidate, or

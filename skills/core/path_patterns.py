@@ -1,16 +1,12 @@
 """Lease patterns: gitignore patterns relative to a repository's root, matched by pathspec's
 gitignore rules, and whether two of them overlap (some path could match both).
 
-Overlap is decided on the patterns themselves, without a file listing: each is split into
-segments, anchored as gitignore anchors it (a pattern without an inner slash matches at any
-depth: `**/` in front). A path matches both patterns when one of them matches it and the
-other matches it or a directory above it, so one side at a time is extended by `/**` (what
-matches a directory matches everything under it), except a pattern whose last segment ends
-in a literal extension (`db.py`, `*.md`): that one names files. Two segment lists overlap
-when `**` may stand for any run of segments and each pair of segments aligned has a common
-match, a character at a time: `*` any run, `?` any one character, `[...]` a set. A set
-against a negated set is taken to overlap (it nearly always does): a lease is advisory, and
-a false overlap refuses a claim its holder can release, where a missed one lets two writers in.
+Overlap is decided on the patterns alone: each is split into segments, anchored as gitignore
+anchors it, and one side at a time is extended by `/**` (what matches a directory matches
+everything under it) unless its last segment ends in a literal extension (a file). Two
+segment lists overlap when `**` may stand for any run of segments and each aligned pair of
+segments has a common match, a character at a time. A set against a negated set is taken to
+overlap: a false overlap refuses a claim its holder can release, a missed one lets two writers in.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Apply registry events to every store: the registry first (the source of truth), then the
-conflict graph and the recall queue, which are derived from it. Touches that reach the
-stores here (from the projector or a delayed delivery) are checked for overlaps, and each
-new overlap is signalled, as `baton touch` does on the embedded default. Decisions are
-queued for the indexer (baton.skills.core.indexing), never embedded here; a redaction of
-decisions (SecretsRedacted) drops its ticket's decisions from recall and queues them again
-as the registry now holds them, and any redaction drops the ticket's query
-(baton.skills.core.ticket_query), which the next resume wants anew."""
+conflict graph and the recall queue, derived from it. Touches that reach the stores here are
+checked for overlaps, each new one signalled, as `baton touch` does on the embedded default.
+Decisions are queued for the indexer, never embedded here; a redaction (SecretsRedacted)
+requeues its ticket's decisions as the registry now holds them and drops its ticket query.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ from baton.graph.base import TicketRecord
 from baton.ids import TicketId
 from baton.registry.model import DecisionRecorded, Event, FilesTouched, SecretsRedacted, Session, Status
 from baton.skills.core.binding import ActiveTask
-from baton.skills.core.indexing import queue_decisions, start_background_indexer
+from baton.skills.core.indexing import decision_record, queue_decisions, start_background_indexer
 from baton.skills.core.overlaps import signal_overlaps_of
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
@@ -28,19 +26,13 @@ GRAPH_CHUNK = 250  # tickets written to the graph in one transaction, within one
 def project(stores: Stores, events: Sequence[Event], *, renew: Callable[[], None] | None = None,
             strict: bool = False, graph_chunk: int = GRAPH_CHUNK) -> tuple[dict[str, Session], list[str]]:
     """Append events to the registry and bring the graph and recall up to date, a batch at a
-    time: one append to the registry, one write of every ticket to the graph, one read of
-    their overlaps (none when the graph's write answered them) and one queueing of their
-    decisions.
-
-    Raises StoreUnavailable when the registry cannot take them; a failing graph or recall
-    queue only adds a warning (recall heals on the next resume, the graph on the next write).
-    strict (the projector): every store must apply them, so a failing graph, recall queue
-    or signal outbox raises StoreUnavailable too, and the caller applies them again (every
-    store ignores what it already has); the overlaps' signals are then kept for a delivery,
-    not sent here. Queued decisions start a background indexer (baton.skills.core.indexing),
-    in the projector too. renew: called before each write of graph_chunk tickets to the
-    graph, by long-running work (the projector) whose batches may need more server time
-    than one command's budget."""
+    time (one registry append, one graph write of every ticket, one read of their overlaps, one
+    queueing of their decisions, which starts a background indexer). Raises StoreUnavailable
+    when the registry cannot take them; a failing graph or recall queue only warns (they heal
+    later). strict (the projector): every store must apply them, else StoreUnavailable and the
+    caller applies them again (every store ignores what it has); overlaps' signals are then kept
+    for a delivery. renew: called before each graph write of graph_chunk tickets, for work whose
+    batches outlast one command's budget."""
     sessions = stores.registry.append(events)
     warnings: list[str] = []
     by_task: dict[str, list[Event]] = {}
@@ -88,8 +80,7 @@ def project(stores: Stores, events: Sequence[Event], *, renew: Callable[[], None
 
         queued = [DecisionRecord(project=stores.project, task_id=e.task_id, session_id=e.session_id, text=e.text,
                                  context=e.context, recorded_at=e.at.isoformat(), repo=e.repo) for e in decisions]
-        queued += [DecisionRecord(project=stores.project, task_id=task_id, session_id=d.session_id, text=d.text,
-                                  context=d.context, recorded_at=d.at.isoformat(), repo=sessions[task_id].repo or "")
+        queued += [decision_record(stores.project, sessions[task_id], d)
                    for task_id in redacted for d in sessions[task_id].decisions]
         trouble = queue_decisions(stores, queued, strict=strict)
         warnings += trouble

@@ -1,18 +1,16 @@
 """Whether a completed stage's claim holds, re-checked against the authority it names.
 
-- `check` (TEST_PASS): a passing check Baton ran itself, recorded after the last change to
-  the worktree's files. When the check runs, `snapshot` records the commit checked out and
-  a digest of every file git calls changed or untracked then; later, the files that differ
-  from that commit now, plus those, are compared with it by content. A file edited, added,
-  deleted or reverted since makes the claim stale; committing the tested files as they
-  were does not. A check recorded without a snapshot falls back to modification times.
+- `check` (TEST_PASS): a passing check Baton ran itself after the last change to the
+  worktree's files. The check's `snapshot` records the commit checked out and a digest of
+  every file git called changed or untracked; later, the files that differ from that commit
+  now, plus those, are compared with it by content, so committing the tested files as they
+  were keeps the claim and any other edit makes it stale (no snapshot: modification times).
 - `review` and `artifact` (REVIEW_PASS, RETRO_COMPLETE): a non-empty regular file inside
   the worktree.
 - `commit` (COMMITTED): the commit exists and is on the branch (`git merge-base --is-ancestor`).
 
-Every git call goes through baton.git.run_git (core.fsmonitor off, no optional locks),
-within the command's deadline when the caller gives it; a git that fails or does not
-answer makes the proof not held, with the reason.
+A git that fails or does not answer (within the command's deadline) makes the proof not
+held, with the reason.
 """
 
 from __future__ import annotations
@@ -40,8 +38,7 @@ if TYPE_CHECKING:
 _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
 
 
-# NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
-# costs about 1 ms to define (docs/performance.md).
+# NamedTuples: a frozen dataclass costs a fresh process ~1 ms to define (docs/performance.md).
 class Proof(NamedTuple):
     """Whether a completed stage's claim holds against its authority, and why: the reason is
     shown as it is when the claim holds, and in the stale line when it does not."""

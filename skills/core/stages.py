@@ -11,33 +11,18 @@ nobody declared, or none at all, never routes into speculative edits: the workfl
 WORKFLOW_BLOCKED, as a blocked stage does, and is resumed only with the blocker's
 resolution. After `max_repair_rounds` repairs, the next one blocks.
 
-A team declares its own lifecycle as the `[workflow]` table of baton.toml:
-
-    [workflow]
-    repair_stage = "implement"
-    max_repair_rounds = 3
-    stages = [
-      { name = "plan", pass = "PLAN_READY" },
-      { name = "implement", pass = "IMPLEMENTED" },
-      { name = "code-review", pass = "REVIEW_PASS", repair = "REVIEW_NEEDS_FIXES",
-        repair_scope = "production", authority = "review" },
-      { name = "test", pass = "TEST_PASS", repair = "TEST_FAIL", blocked = "TEST_BLOCKED", authority = "check" },
-      { name = "retrospective", pass = "RETRO_COMPLETE", blocked = "RETRO_BLOCKED", authority = "artifact",
-        results = ["DOCS_UPDATED", "NO_DOC_CHANGE"] },
-      { name = "commit", gate = "COMMIT_PENDING", pass = "COMMITTED", authority = "commit" },
-    ]
-    [workflow.repair_scopes]          # scope -> the stages its repair skips
-    test-infrastructure = ["code-review"]
-    production = []
-
-That is the default (DEFAULT_WORKFLOW), parsed by the same function as a team's table.
+A team declares its own lifecycle as the `[workflow]` table of baton.toml, in the shape of
+DEFAULT_WORKFLOW below (the default, parsed by the same function): `stages` a list of inline
+tables (`{ name = "test", pass = "TEST_PASS", repair = "TEST_FAIL", authority = "check" }`),
+`repair_stage`, `max_repair_rounds`, and `[workflow.repair_scopes]` naming, for each scope,
+the stages its repair skips (`test-infrastructure = ["code-review"]`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from baton.errors import BadInput
 from baton.shown_text import clipped, one_line
@@ -52,8 +37,6 @@ _STAGE_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
 _STATUS_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,39}")
 _TOP_KEYS = {"stages", "repair_stage", "repair_scopes", "max_repair_rounds"}
 _STAGE_KEYS = {"name", "pass", "gate", "repair", "blocked", "authority", "results", "repair_scope", "resume_from"}
-_STATE_KEYS = {"schema_version", "stage", "status", "stage_result", "completed_stages", "repair_scope",
-               "repair_round", "repair_from", "next_stage", "resume_from", "blocker"}
 
 _PRODUCTION_LIKE = ("production", "runtime", "schema", "dependency", "public-interface")
 DEFAULT_WORKFLOW: dict = {
@@ -132,6 +115,7 @@ class WorkflowState:
     `stage_result` the last stage's own result; `completed_stages` are in lifecycle order;
     `repair_from` is the stage whose repair is under way (it clears when that stage passes)."""
 
+    schema_version: int = SCHEMA_VERSION  # first: as_dict's first key
     stage: str | None = None
     status: str | None = None
     stage_result: str | None = None
@@ -142,14 +126,9 @@ class WorkflowState:
     next_stage: str | None = None
     resume_from: str | None = None
     blocker: str | None = None
-    schema_version: int = SCHEMA_VERSION
 
     def as_dict(self) -> dict:
-        return {"schema_version": self.schema_version, "stage": self.stage, "status": self.status,
-                "stage_result": self.stage_result, "completed_stages": list(self.completed_stages),
-                "repair_scope": self.repair_scope, "repair_round": self.repair_round,
-                "repair_from": self.repair_from, "next_stage": self.next_stage,
-                "resume_from": self.resume_from, "blocker": self.blocker}
+        return {**asdict(self), "completed_stages": list(self.completed_stages)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,7 +299,7 @@ def state_from_dict(lifecycle: Lifecycle, data: object) -> WorkflowState:
     """A stored state, checked against the lifecycle; BadInput naming what is wrong."""
     if not isinstance(data, dict):
         raise BadInput("workflow state must be an object")
-    unknown = set(data) - _STATE_KEYS
+    unknown = set(data) - {f.name for f in fields(WorkflowState)}
     if unknown:
         raise BadInput(f"workflow state: unknown key {', '.join(sorted(map(str, unknown)))}")
     if data.get("schema_version") != SCHEMA_VERSION:
@@ -410,7 +389,7 @@ def _parse_stage(raw: object, where: str) -> Stage:
     where = f"{where} ({name})"
     if "pass" not in raw:
         raise BadInput(f"{where} needs pass, the status it records when it succeeds")
-    values = {key: _status(raw.get(key), key, where) for key in ("gate", "repair", "blocked")}
+    values = {key: _named_status(raw.get(key), key, where, optional=True) for key in ("gate", "repair", "blocked")}
     results = raw.get("results", [])
     if not isinstance(results, list):
         raise BadInput(f"{where} results must be a list of statuses")
@@ -430,11 +409,9 @@ def _parse_stage(raw: object, where: str) -> Stage:
                  resume_from=resume_from)
 
 
-def _status(value: object, key: str, where: str) -> str | None:
-    return None if value is None else _named_status(value, key, where)
-
-
-def _named_status(value: object, key: str, where: str) -> str:
+def _named_status(value: object, key: str, where: str, optional: bool = False) -> str:
+    if optional and value is None:
+        return value  # type: ignore[return-value]  # an optional status is None or a status
     if not isinstance(value, str) or not _STATUS_NAME.fullmatch(value):
         raise BadInput(f"{where} {key} must be a status of 1 to 40 of A-Z, 0-9 and _, got {value!r}")
     return value

@@ -1,10 +1,7 @@
-"""What a ticket is about, as the query a resume finds its related decisions with.
-
-The text is the ticket's goal, its next action and the words of the files it touched; its
-vector is embedded by the indexer, never by a resume (baton.recall.ticket_queries). A resume
-reads the stored vector, and wants the current text embedded when the stored vector embeds
-another (the goal, the next action or the files changed) or there is none: the next indexer
-run embeds it, and until then the resume searches with what is stored.
+"""What a ticket is about, as the query a resume finds its related decisions with: its goal,
+its next action and the words of the files it touched. Its vector is embedded by the indexer,
+never by a resume (baton.recall.ticket_queries): a resume searches with the stored vector and
+wants the current text embedded when the stored one embeds another text, or there is none.
 """
 
 from __future__ import annotations

@@ -70,8 +70,7 @@ def signed_message(*, repo: str, task_id: str | None, section: str, status: str 
 # Writing
 
 
-# NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
-# costs about 1 ms to define (docs/performance.md).
+# NamedTuples: a frozen dataclass costs a fresh process ~1 ms to define (docs/performance.md).
 class RecordedProbe(NamedTuple):
     """A live-state claim as `baton handoff` records it."""
 
@@ -197,9 +196,9 @@ class Probe(NamedTuple):
     match: str
     recorded: str  # the recorded output (block form) or the status (line form)
     recorded_at: str | None
-    has_result: bool  # the document records an exit status (block form with exit=)
-    recorded_exit: int | None
-    digest: str | None
+    has_result: bool = False  # the document records an exit status (block form with exit=)
+    recorded_exit: int | None = None
+    digest: str | None = None
     signature: str | None = None
 
 
@@ -259,8 +258,7 @@ def _block_probes(info: str, body: list[str], section: _Section) -> list[Probe]:
         return [Probe(command=body[0][2:].strip(), match=match, recorded="\n".join(body[1:]), recorded_at=recorded_at,
                       has_result=True, recorded_exit=recorded_exit, digest=attributes.get("sha256"))]
     commands = [line.strip().removeprefix("$ ").strip() for line in body]
-    return [Probe(command=command, match=match, recorded=section.status or "", recorded_at=recorded_at,
-                  has_result=False, recorded_exit=None, digest=None)
+    return [Probe(command=command, match=match, recorded=section.status or "", recorded_at=recorded_at)
             for command in commands if command and not command.startswith("#")]
 
 
@@ -293,8 +291,7 @@ def _read_line(line: str, section: _Section) -> None:
     elif verify is not None and verify[1] is not None:
         section.wants_probe = True
         section.probes.append(Probe(command=verify[1].strip("`").strip(), match=MATCH_OUTPUT,
-                                    recorded=section.status or "", recorded_at=verify[0],
-                                    has_result=False, recorded_exit=None, digest=None))
+                                    recorded=section.status or "", recorded_at=verify[0]))
     elif verify is not None:
         section.wants_probe = section.awaiting_block = True
         section.verify_date = verify[0]

@@ -11,7 +11,10 @@ import os
 import re
 import stat
 import tempfile
+from collections.abc import Iterable
+from contextlib import suppress
 from datetime import datetime
+from itertools import count
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,11 +65,9 @@ def candidates(root: Path) -> list[Path]:
 
 
 def read_handoff(path: Path, root: Path) -> str:
-    """The text of a handoff: a regular file inside the worktree, at most 1 MiB.
-
-    A handoff comes from the branch, so a link out of the worktree, a FIFO (which would
-    block the read) or a huge file is refused rather than read.
-    """
+    """The text of a handoff: a regular file inside the worktree, at most 1 MiB. A handoff comes
+    from the branch, so a link out of the worktree, a FIFO (which would block the read) or a
+    huge file is refused rather than read."""
     try:
         real = Path(os.path.realpath(path))
         if not real.is_relative_to(Path(os.path.realpath(root))):
@@ -117,12 +118,10 @@ def modified_at(path: Path) -> datetime | None:
 
 
 def writable_handoffs_dir(root: Path) -> Path:
-    """The real path of docs/handoffs/ (created if missing), once it is known to lie inside
-    the worktree and to be a directory whose LATEST.md can be replaced; BadInput otherwise.
-
-    The layout comes from the branch: a committed link must not make Baton write elsewhere.
-    Call it before running anything, and again right before writing.
-    """
+    """The real path of docs/handoffs/ (created if missing), once it is known to lie inside the
+    worktree and to be a directory whose LATEST.md can be replaced; BadInput otherwise. The
+    layout comes from the branch: a committed link must not make Baton write elsewhere. Call it
+    before running anything, and again right before writing."""
     real_root = Path(os.path.realpath(root))
     named = handoffs_dir(root)
     directory = Path(os.path.realpath(named))
@@ -138,33 +137,34 @@ def writable_handoffs_dir(root: Path) -> Path:
 
 def write_new_handoff(root: Path, task_id: str, at: datetime, text: str) -> Path:
     """Write `docs/handoffs/<date>-<ticket>.md`; a second handoff of the day gets `-2`, `-3`, ...
-
-    The name is claimed with a hard link of the finished file, which fails if the name is
-    taken, so two handoffs written at once never overwrite each other (and never follows a
-    link planted under that name).
-    """
+    (link_new: two handoffs written at once never overwrite each other)."""
     named = handoffs_dir(root)
     try:
         writable_handoffs_dir(root).mkdir(parents=True, exist_ok=True)
         directory = writable_handoffs_dir(root)
         stem = f"{at.strftime('%Y-%m-%d')}-{task_id}"
-        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{stem}-")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.chmod(temporary, 0o644)
-            number = 1
-            while True:
-                path = directory / (f"{stem}.md" if number == 1 else f"{stem}-{number}.md")
-                try:
-                    os.link(temporary, path)
-                    return path
-                except FileExistsError:
-                    number += 1
-        finally:
-            os.unlink(temporary)
+        return link_new(directory, (f"{stem}.md" if n == 1 else f"{stem}-{n}.md" for n in count(1)), text,
+                        mode=0o644)
     except OSError as exc:
         raise not_written(named, exc) from None
+
+
+def link_new(directory: Path, names: Iterable[str], text: str, *, mode: int = 0o600) -> Path:
+    """Write text in full, then give it the first of names not taken in directory, with a
+    hard link: a link fails if the name exists (FileExistsError when every name is taken),
+    so a racing writer never overwrites nor half-reads it, nor follows a link planted there."""
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".baton-new-")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, mode)
+        for name in names:
+            with suppress(FileExistsError):
+                os.link(temporary, directory / name)
+                return directory / name
+        raise FileExistsError(f"{directory}: every name is taken")
+    finally:
+        os.unlink(temporary)
 
 
 def not_written(path: Path, exc: OSError) -> StoreUnavailable:

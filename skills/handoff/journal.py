@@ -16,8 +16,7 @@ from baton.registry.model import Entry, Provenance, Session
 REPORTED = Provenance.reported.value
 
 
-# NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
-# costs about 1 ms to define (docs/performance.md).
+# NamedTuples: a frozen dataclass costs a fresh process ~1 ms to define (docs/performance.md).
 class Item(NamedTuple):
     text: str
     provenance: str
@@ -73,12 +72,9 @@ def _provenance(provenance: str, inherited_from: str | None, at: datetime, sessi
 
 
 def _latest_checks(session: Session) -> list[CheckItem]:
-    runs: dict[str, list] = {}
-    for check in sorted(session.checks, key=lambda c: (c.at, c.event_id)):
-        runs.setdefault(check.command, []).append(check)
-    latest = [CheckItem(c[-1].command, c[-1].exit_status, c[-1].summary,
-                        _provenance(c[-1].provenance.value, None, c[-1].at, session), c[-1].at) for c in runs.values()]
-    return sorted(latest, key=lambda c: c.at, reverse=True)
+    latest = {c.command: c for c in sorted(session.checks, key=lambda c: (c.at, c.event_id))}  # each command's last
+    return sorted((CheckItem(c.command, c.exit_status, c.summary, _provenance(c.provenance.value, None, c.at, session),
+                             c.at) for c in latest.values()), key=lambda c: c.at, reverse=True)
 
 
 def journal_of(session: Session) -> Journal:

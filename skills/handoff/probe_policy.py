@@ -1,21 +1,15 @@
 """Which probes of a handoff may run: the security boundary of re-verification.
 
-A probe runs when its signature holds (Baton wrote it with a key configured here), when
-its command matches the allowlist (Baton's own read-only git probes, plus the patterns in
-`[handoff] allow` of baton.toml), or when the user passed --allow-unsigned-probes.
-Otherwise it is not run, and the reason says which rule refused it.
+A probe runs when its signature holds (Baton wrote it with a key configured here), when its
+command matches the allowlist (Baton's own read-only git probes, plus `[handoff] allow`), or
+with --allow-unsigned-probes; otherwise the reason says which rule refused it.
 
-An allowlist pattern is a command in shell-style words, matched word by word against the
-probe's parsed argument vector with fnmatch-style wildcards (`*`, `?`, `[...]`) inside a
-word; a word starting with `-` (an option) matches only a pattern word starting with `-`.
-A last word `**` matches any further words. `pytest -q` allows exactly that; `pytest -q **`
-allows any arguments after, except a dangerous option.
-
-A dangerous option is one that makes the program write a file, run another program, or
-act on another repository or configuration than the worktree's (`git log --output=FILE`,
-`git -c core.pager=CMD`, `pytest -p PLUGIN`): DANGEROUS_OPTIONS lists them per program.
-Such an option is admitted only by a pattern word that names it (`--output=*`,
-`-o`), never by `**` or by a wildcard option word (`-*`).
+An allowlist pattern is shell-style words matched word by word against the probe's argument
+vector, with fnmatch wildcards inside a word; a word starting with `-` matches only a pattern
+word starting with `-`, and a last word `**` matches any further words. An option that makes
+the program write a file, run another program or act on another repository
+(DANGEROUS_OPTIONS, per program) is admitted only by a pattern word that names it
+(`--output=*`), never by `**` or a wildcard option word (`-*`).
 """
 
 from __future__ import annotations

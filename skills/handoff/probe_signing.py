@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
-import tempfile
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from baton.errors import BadInput, StoreUnavailable
 from baton.home import make_directory
+from baton.skills.handoff.files import link_new
 from baton.store_names import Store
 from baton.trust import read_private
 
@@ -67,14 +66,8 @@ def _create_personal_key(path: Path) -> None:
     StoreUnavailable when the data home would not take it (full, read-only, not a directory)."""
     try:
         make_directory(path.parent)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".handoff-key-")  # mode 0600
-        try:
-            with os.fdopen(handle, "w", encoding="ascii") as out:
-                out.write(secrets.token_hex(32) + "\n")
-            with suppress(FileExistsError):  # another process created it first: theirs is the key
-                os.link(temporary, path)
-        finally:
-            os.unlink(temporary)
+        with suppress(FileExistsError):  # another process created it first: theirs is the key
+            link_new(path.parent, [path.name], secrets.token_hex(32) + "\n")
     except OSError as exc:
         raise StoreUnavailable(Store.HANDOFF_KEY, f"cannot create {path}: {exc.strerror or exc}") from None
 

@@ -1,12 +1,8 @@
 """Running one probe: an argument vector, no shell, a timeout, capped output, a minimal
-environment, in the worktree root.
-
-A probe comes from a handoff document, which anyone with write access to the branch can
-edit, so this module assumes nothing about the command: it is never handed to a shell, it
-sees none of the user's environment beyond what finding programs needs, it cannot read
-the terminal, its output is kept only up to a cap, and it is killed (with every process it
-started, unless it leaves the process group with setsid) when it ends or its time is up
-(baton.processes.run_bounded).
+environment, in the worktree root. A probe comes from a handoff anyone with write access to
+the branch can edit, so it sees none of the user's environment beyond what finding programs
+needs, cannot read the terminal, and is killed with its process group when it ends or its
+time is up (baton.processes.run_bounded).
 """
 
 from __future__ import annotations

@@ -7,14 +7,11 @@ Each claim ends as one of:
 - not run: refused by policy (baton.skills.handoff.probe_policy), not runnable here, out of budget, or a
   check (which had minutes when the handoff was written) cut at the probe timeout;
 - stale: a live-state alarm whose probe is missing or could not run, or whose unsigned
-  status line nothing vouches for. It is shown for context and never gates anything: an
-  alarm is current only when a fresh probe reproduces it (the same result under a signature
-  that covers the status line, or fresh output that itself begins with the alarm).
+  status line nothing vouches for: shown for context, never gating anything.
 
 Probes run one after another, each within the probe timeout and all within the total
-budget, so a resume waits at most about the budget however the handoff was edited. Both
-are caps below the command's deadline (baton.deadline), which the probes draw on with
-every other wait of the command: a probe cut, or not run, for want of it says so.
+budget and the command's deadline, so a resume waits a bounded time however the handoff
+was edited; a probe cut, or not run, for want of time says so.
 """
 
 from __future__ import annotations
@@ -22,10 +19,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
 from baton.errors import BadInput
 from baton.registry.model import handoff_held
@@ -65,15 +62,6 @@ STATUSES = (VERIFIED, CHANGED, FAILED, NOT_RUN, STALE)
 MIN_PROBE_SECONDS = 0.05  # below this much budget left, a probe is not started
 
 
-class _Recorded(TypedDict):
-    """What a claim's result repeats of the claim as recorded."""
-
-    section: str
-    recorded: str | None
-    recorded_at: str | None
-    probe: str | None
-
-
 @dataclass(frozen=True, slots=True)
 class ClaimResult:
     section: str
@@ -85,8 +73,7 @@ class ClaimResult:
     reason: str | None
 
     def to_json(self) -> dict:
-        return {"section": self.section, "recorded": self.recorded, "recorded_at": self.recorded_at,
-                "probe": self.probe, "fresh": self.fresh, "status": self.status, "reason": self.reason}
+        return asdict(self)
 
 
 @dataclass
@@ -182,8 +169,8 @@ class _Verifier:
     def judge(self, claim: Claim, task_id: str | None) -> ClaimResult:
         probe = claim.probe
         recorded = _recorded(claim)
-        base: _Recorded = {"section": claim.section, "recorded": self.redact(recorded) if recorded else recorded,
-                "recorded_at": probe.recorded_at if probe else None, "probe": probe.command if probe else None}
+        base = ClaimResult(claim.section, self.redact(recorded) if recorded else recorded,
+                           probe.recorded_at if probe else None, probe.command if probe else None, None, NOT_RUN, None)
         if probe is None or not probe.command:
             return self._unrun(claim, base, "no probe to re-run")
         try:
@@ -215,20 +202,19 @@ class _Verifier:
                 return self._unrun(claim, base, reason)
             if claim.alarm or run.outcome == NOT_RUNNABLE:
                 return self._unrun(claim, base, reason)
-            return ClaimResult(**base, fresh=None, status=FAILED, reason=reason)
+            return replace(base, status=FAILED, reason=reason)
         result = self._compare(claim, probe, run, base, permission)
         # What a probe prints now is shown, never stored as printed: a secret in it is redacted.
         return replace(result, fresh=self.redact(result.fresh)) if result.fresh else result
 
     @staticmethod
-    def _unrun(claim: Claim, base: _Recorded, reason: str) -> ClaimResult:
+    def _unrun(claim: Claim, base: ClaimResult, reason: str) -> ClaimResult:
         if claim.alarm:
-            return ClaimResult(**base, fresh=None, status=STALE,
-                               reason=f"alarm {claim.alarm} not reproduced: {reason}. Recorded for context only; "
-                                      "it does not gate any action")
-        return ClaimResult(**base, fresh=None, status=NOT_RUN, reason=reason)
+            return replace(base, status=STALE, reason=f"alarm {claim.alarm} not reproduced: {reason}. Recorded for "
+                           "context only; it does not gate any action")
+        return replace(base, reason=reason)
 
-    def _compare(self, claim: Claim, probe: Probe, run: ProbeRun, base: _Recorded,
+    def _compare(self, claim: Claim, probe: Probe, run: ProbeRun, base: ClaimResult,
                  permission: Permission) -> ClaimResult:
         same = _same(probe, run, self.redact)
         alarm = claim.alarm
@@ -257,7 +243,7 @@ class _Verifier:
         else:
             status = CHANGED
             notes.insert(0, "differs from the recorded result; the live result wins")
-        return ClaimResult(**base, fresh=_fresh(probe, run), status=status, reason="; ".join(notes) or None)
+        return replace(base, fresh=_fresh(probe, run), status=status, reason="; ".join(notes) or None)
 
 
 def _keys(home: Path, settings: HandoffSettings) -> tuple[tuple[SigningKey, ...], str | None]:

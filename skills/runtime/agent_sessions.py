@@ -1,18 +1,13 @@
 """What each agent session has been told and has changed, so that every signal is told
 once per session and each end of turn records only what changed since the last.
 
-`agent-sessions.db` in the data home keeps, per agent session id (Claude Code's
-`session_id`): the signal ids it was told, per ticket the time it last heard from Baton,
-and the dirty files (with their modification times) its last end of turn saw. Only the
-hooks use it; a session's rows go when the session ends, older leftovers after a week.
-It also keeps, per ticket and worktree, the heartbeat of the agent last working there (its
-process id and start time, its own session id, the host, when): `baton recover` tells an
-agent that is gone from one that still runs by it. A heartbeat outlives its session's end
-(the agent is gone then, and the work not ended is what recover looks for) for a week.
-
-That Baton cannot record the session is told once per session too, but marked outside
-the data home, which may be what is broken: an empty file per agent session, named by a
-hash of its id, in the user's runtime directory (see trouble_first_told).
+`agent-sessions.db` in the data home keeps, per agent session id: the signal ids it was
+told, per ticket when it last heard from Baton, and the dirty files its last end of turn
+saw (only the hooks use it; a session's rows go when it ends, leftovers after a week). It
+also keeps, per ticket and worktree, the heartbeat of the agent last working there, by
+which `baton recover` tells an agent that is gone from one that runs; a heartbeat outlives
+its session's end for a week. That Baton cannot record the session is told once per session
+too, but marked outside the data home, which may be what is broken (trouble_first_told).
 """
 
 from __future__ import annotations
@@ -77,8 +72,7 @@ MIGRATIONS = [
 ]
 
 
-# A NamedTuple, not a dataclass: a fresh `baton touch` or hook defines it, and a frozen
-# dataclass's generated methods cost a fresh process about 1 ms a class (Python 3.11).
+# A NamedTuple: a frozen dataclass costs a fresh process ~1 ms to define (docs/performance.md).
 class Beat(NamedTuple):
     """One heartbeat row (baton.skills.core.interrupted.Heartbeat is made from it)."""
 

@@ -47,12 +47,9 @@ def shell_tokens(command: str) -> list[tuple[str, bool]]:
 
 
 def parse_command(command: str) -> list[str]:
-    """The argument vector of a probe command written as shell-style words.
-
-    BadInput names what is wrong: unbalanced quotes, shell syntax (pipes, redirections,
-    command lists, substitutions) or leading environment assignments, none of which a
-    probe can use because no shell runs it.
-    """
+    """The argument vector of a probe command written as shell-style words. BadInput names what
+    no shell-less probe can use: unbalanced quotes, shell syntax (pipes, redirections, command
+    lists, substitutions) or leading environment assignments."""
     try:
         argv = shlex.split(command)
     except ValueError as exc:

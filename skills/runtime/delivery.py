@@ -1,16 +1,12 @@
-"""Background delivery of writes kept on this machine, so a write reaches the servers (or,
-on the embedded default, the registry whose lock it found held: baton.write_queue) without
-the command waiting for them and without the agent running another command.
+"""Background delivery of writes kept on this machine, so a write reaches the servers (or the
+embedded registry whose lock it found held: baton.write_queue) without the command waiting.
 
-A command that kept writes (baton.skills.runtime.stores closes with them) starts `baton deliver
---background` unless a delivery already runs (it holds `delivery.lock` in the data home).
-The delivery drains what waits, lingers briefly for the touches that follow an edit in
-bursts, and retries with backoff while a server is down, for a bounded time; then it exits
-and the next write starts another. Each attempt has a budget of its own and asks every
-server, whatever the health record says (baton.health); a server it reaches is cleared
-from the record. The lock is released before the last look at what waits, so a write kept
-just after that look finds the lock free and starts a delivery of its own: nothing is left
-waiting.
+A command that kept writes starts `baton deliver --background` unless a delivery already
+runs (it holds `delivery.lock` in the data home). The delivery drains what waits, lingers
+briefly for the touches that follow an edit in bursts, and retries with backoff while a
+server is down, for a bounded time. Each attempt asks every server, whatever the health
+record says (baton.health). The lock is released before the last look at what waits, so a
+write kept just after that look starts a delivery of its own: nothing is left waiting.
 """
 
 from __future__ import annotations

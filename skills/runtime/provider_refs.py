@@ -1,13 +1,12 @@
-"""The provider reference of each run: the agent's own session id and transcript path, as
-its hooks receive them, so that a resume on the same machine can offer the agent's native
+"""The provider reference of each run: the agent's own session id and transcript path, as its
+hooks receive them, so that a resume on the same machine can offer the agent's native
 continuation (`claude --resume SESSION_ID`).
 
-Kept in the data home only, never in the repository, a handoff, a checkpoint, a signal or
-an event: `provider-refs.json` maps each run id to a Fernet token (the `cryptography`
-library) of the reference, and `provider.key` (mode 0600, made on first use) holds the
-key, so the references are unreadable without it. A run's entry is rewritten only when its
-reference changed, which an HMAC under the same key tells without importing the cipher:
-a hook that finds the reference unchanged pays two small file reads.
+Kept in the data home only, never in a repository, handoff, checkpoint, signal or event:
+`provider-refs.json` maps each run id to a Fernet token of the reference, and `provider.key`
+(mode 0600, made on first use) holds the key. An entry is
+rewritten only when its reference changed, which an HMAC under the same key tells without
+importing the cipher: a hook that finds it unchanged pays two small file reads.
 """
 
 from __future__ import annotations

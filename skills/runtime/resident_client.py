@@ -1,29 +1,23 @@
 """The client side of the resident process: hand a `baton` command to it, or say to run it here.
 
-It runs first in every `baton` process, before anything else is imported, so it uses the
-standard library's os, sys, time and the socket module's C part, _socket (only when a
-resident's socket exists; the socket module would import selectors, enum and array on the
-way to the agent's edit), and baton.trust, which uses os and stat. It reads three variables of the settings
-table itself (BATON_RESIDENT, BATON_HOME, XDG_DATA_HOME; tests/test_resident.py checks them
-against the rows): a bad value is reported by the command run here, as every other bad
-setting is.
+It runs first in every `baton` process, before anything else is imported, so it uses only
+os, sys, time, the socket module's C part (_socket: the socket module would import selectors,
+enum and array on the way to the agent's edit) and baton.trust. It reads BATON_RESIDENT,
+BATON_HOME and XDG_DATA_HOME itself (tests/test_resident.py checks them against the rows); a
+bad value is reported by the command run here, as every other bad setting is.
 
 The exchange, over the resident's Unix socket (baton.skills.frontends.resident): the client
-sends the request (protocol, install, argv, cwd, environment, umask, parent pid, how its
-standard streams encode). The resident answers one byte: ACCEPT, or STALE when it is out of
-date and leaves. The client then says GO with its standard input, output and error as file
-descriptors (SCM_RIGHTS), and from then on the command is the resident's: a child of the
-resident writes to the client's own streams and answers the exit status as a line of
-digits. No ACCEPT within CONNECT_WAIT (no process, a stopped one, a protocol error) and the
-client runs the command itself; a resident that reads a request after its client gave up
-sees no GO and runs nothing, so a command never runs twice.
+sends the request; the resident answers one byte, ACCEPT, or STALE when it is out of date and
+leaves; the client says GO with its standard streams as file descriptors (SCM_RIGHTS), and a
+child of the resident runs the command on them and answers its exit status as digits. No
+ACCEPT within CONNECT_WAIT and the client runs the command itself; a resident that reads a
+request after its client gave up sees no GO and runs nothing, so a command never runs twice.
 
 Trust (baton.trust): the client talks only to its own user's resident. A data home another
-user could write makes it run the command here, where the settings refuse it (one line,
-exit 3, each front end its way); a socket that is not the user's own, or whose listener
-(SO_PEERCRED, from the kernel) runs as another user, is refused here before a byte is sent.
-The request carries the whole environment: the command runs in the resident as it would
-here, and reads variables Baton does not know of (the agent's, git's, a probe's own).
+user could write makes it run the command here, where the settings refuse it; a socket that
+is not the user's own, or whose listener (SO_PEERCRED) runs as another user, is refused here
+before a byte is sent. The request carries the whole environment, so the command runs in the
+resident as it would here.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """Every setting of Baton, in one table (SETTINGS), read by one function (Settings.from_env).
 
-A row names the environment variable, the `baton.toml` table and key (if the file may set
-it), the kind of value, its default, its range or choices and one line of documentation;
-docs/settings.md's table is written from the rows (scripts/reference_pages.py). The
-environment wins over the file. The file is BATON_CONFIG, else `baton.toml` in the data
-home; e.g. its `[stores]` table names server backends (`database_url = "postgresql://..."`).
-Neither is read unless it is the user's own (baton.trust): a data home or a configuration
-file another user could write is refused (baton.errors.Untrusted, exit 3).
-A store without a server setting stays embedded, so every mix works. No other module reads
-a `BATON_*` variable: a lower module is handed the value it needs. The exception is the resident process's
-client (baton.skills.runtime.resident_client), which runs before anything is imported and
-reads the variables of `home` and `resident` itself.
+A row names the environment variable, the `baton.toml` table and key, the kind of value, its
+default, range or choices and one line of documentation (docs/settings.md is written from the
+rows). The environment wins over the file (BATON_CONFIG, else `baton.toml` in the data home);
+neither is read unless it is the user's own (baton.trust; else baton.errors.Untrusted, exit 3).
+A store without a server setting stays embedded, so every mix works. No other module reads a
+`BATON_*` variable (a lower one is handed its value), except the resident process's client
+(baton.skills.runtime.resident_client), which runs before anything is imported.
 """
 
 from __future__ import annotations

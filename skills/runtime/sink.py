@@ -6,27 +6,13 @@
 - Kafka: the events wait in the event log's outbox and a delivery produces them; `baton
   projector` applies them.
 
-Kept events carry the project of the stores that kept them (baton.projects.qualified, in
-their keys), and a delivery applies each through the stores of that project, whichever
-project the delivering command works in.
+Kept events carry the project of the stores that kept them (baton.projects.qualified), and
+a delivery applies each through the stores of that project. So a write never waits for a
+server, and no service asks which servers are configured. Every sink delivers the pending
+writes left from an earlier configuration too, so nothing kept is ever stranded.
 
-So a write never waits for a server, and no service asks which servers are configured: it
-keeps its events (`keep`: made durable at once on the cheapest path, what the hook's touch,
-decide, checkpoint and end of turn do) or commits them (`commit`: applied through the
-projection, or kept). Where the registry is embedded, `keep` appends the events to it as
-their JSON, unprojected (the registry projects them before its next read), so the hot path
-never imports the event models; it then runs the caller's `derive`, which brings the stores
-derived from the registry up to date at once for the few callers that answer from them (the
-touch's overlaps, the decision's recall queue); elsewhere the projection does it wherever the
-events are delivered. Every sink delivers the pending writes left from an earlier
-configuration too, so nothing kept is ever stranded, and where the registry is embedded, the
-writes its write queue holds (baton.write_queue: those that found its lock held by another
-process); a read applies them if the lock is free at once, the background delivery waits
-for it.
-
-The projection (baton.skills.core.projection) sits above this layer: it is given to the
-stores when they are built (Stores.projection), by whoever opens them in a layer that may
-import it, so runtime imports nothing above it.
+The projection (baton.skills.core.projection) is given to the stores when they are built
+(Stores.projection) by a layer that may import it, so runtime imports nothing above it.
 """
 
 from __future__ import annotations
@@ -74,11 +60,11 @@ class Sink:
         self.writes_need_registry = not stores.settings.database_url
 
     def keep(self, events: Sequence[KeptEvent], *, derive: Callable[[], None] | None = None) -> None:
-        """Make the events durable now, on the cheapest path: kept for a delivery, or (the
-        embedded default) appended to the registry unprojected, then derive run: what
-        brings the stores derived from the registry up to date with them (a kept event's
-        projection does it where it is delivered). Raises StoreUnavailable when they can be
-        neither kept nor appended."""
+        """Make the events durable now, on the cheapest path (the hook's: no event model is
+        imported): kept for a delivery, or (the embedded default) appended to the registry
+        unprojected, then derive run: what brings the stores derived from the registry up to
+        date with them (a kept event's projection does it where it is delivered). Raises
+        StoreUnavailable when they can be neither kept nor appended."""
         raise NotImplementedError
 
     def commit(self, events: Sequence[KeptEvent]) -> list[str]:
@@ -88,11 +74,10 @@ class Sink:
         return []
 
     def keep_decided(self, events: Sequence[Event]) -> None:
-        """The one follow-up of events the registry decided and took at once (a claim's grant
-        through append_unless, a release, a take-over: each needs its answer now). The
-        registry is what every reader of them reads, so nothing more is owed, except where
-        the projections replay an event log (Kafka): they are kept there too, and bringing
-        them back to the registry changes nothing (it has their ids)."""
+        """The one follow-up of events the registry decided and took at once (a claim's grant, a
+        release, a take-over: each needs its answer now). Every reader reads them from the registry,
+        so nothing more is owed, except where the projections replay an event log (Kafka): they are
+        kept there too (the registry, which has their ids, takes them back as no change)."""
 
     def keep_signals(self, signals: Sequence[Signal | WireSignal]) -> list[bool]:
         """Keep signals, the one way they leave: stored in the embedded log at once, or kept

@@ -39,13 +39,11 @@ def spawn_baton(*args: str, module: str = CLI, keep: int | None = None,
 
 
 def spawn_resident(home: Path) -> bool:
-    """Start the resident process for home unless one runs or is starting (resident.lock is
-    held: taken here and handed to the new process, so two commands never start two), or the
-    last start failed and its backoff has not passed (retry_wait). Whether one was started.
-
-    The lock file's text is the last start's time and how many starts before it failed in a
-    row. A start that got to listen leaves a socket made after it: a resident that died
-    (killed, crashed) is replaced by the next command at once."""
+    """Start the resident process for home unless one runs or is starting (resident.lock is held:
+    taken here and handed to the new process, so two commands never start two), or the last
+    start failed and its backoff (retry_wait) has not passed; whether one was started. The lock
+    file holds the last start's time and the failures in a row before it; a resident that died
+    is replaced by the next command at once."""
     if not home.is_dir():
         return False  # nothing was written yet; the next command starts one
     fd = taken(home / LOCK_NAME)

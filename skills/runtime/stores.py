@@ -1,21 +1,12 @@
-"""Which backend serves each concern, and where writes go (the sink). The one place a
+"""Which backend serves each concern, and where writes go (the sink): the one place a
 server backend plugs in.
 
-Stores are opened lazily: building a Stores object does no I/O, and a command opens only
-the stores it uses (`baton touch` never imports the recall libraries).
-
-One Stores object serves one command, and holds its deadline (baton.deadline), which every
-wait of the command draws on, and its budget for servers (baton.budget): every store on a
-server passes through that server's gate, so the command waits on servers at most
-BATON_STORE_TIMEOUT in all, within its deadline, and a server found down is not asked again. When the command
-kept writes in the data home for a server, closing the stores starts their background
-delivery (baton.skills.runtime.delivery), as it does when the embedded registry queued a write
-it could not take at once (baton.write_queue).
-
-Every store is opened for one project (baton.projects): the configured one, else the
-repository of the worktree the front end names (the directory the command runs in by
-default). Events kept for a delivery carry it, and the projection applies each event
-through the stores of its own project (for_project).
+Stores are opened lazily: building a Stores object does no I/O (`baton touch` never imports
+the recall libraries). One Stores object serves one command and holds its deadline
+(baton.deadline) and its budget for servers (baton.budget), which every wait draws on.
+Closing the stores starts the background delivery of the writes the command kept
+(baton.skills.runtime.delivery). Every store is opened for one project (baton.projects):
+the configured one, else the repository of the worktree the front end names.
 """
 
 from __future__ import annotations
@@ -75,13 +66,7 @@ class Stores:
         # projector reads the registry as it is, since what it repairs and applies is the truth.
         self.own_writes = True
         self._registry: SessionStore | None = None
-        self._graph: ConflictGraph | None = None
-        self._signals: SignalBus | None = None
         self._recall: DecisionSearchClient | None = None
-        self._pending: Outbox | None = None
-        self._event_log: KafkaEventLog | None = None
-        self._queue: EmbeddingQueue | None = None
-        self._queries: TicketQueries | None = None
         self._indexer: Indexer | None = None
 
     @cached_property
@@ -177,14 +162,12 @@ class Stores:
                 self._registry = cast("SessionStore", OwnWrites(self._registry, self.event_log, self.project))
         return self._registry
 
-    @property
+    @cached_property
     def graph(self) -> ConflictGraph:
         """The conflict graph as this project sees it (baton.graph.projects)."""
-        if self._graph is None:
-            from baton.graph.projects import ProjectGraph
+        from baton.graph.projects import ProjectGraph
 
-            self._graph = ProjectGraph(self._graph_backend(), self.project)
-        return self._graph
+        return ProjectGraph(self._graph_backend(), self.project)
 
     def _graph_backend(self) -> ConflictGraph:
         if self.settings.graph_url:
@@ -207,26 +190,23 @@ class Stores:
 
         use_security(self.settings.kafka_security())
 
-    @property
+    @cached_property
     def signals(self) -> SignalBus:
-        if self._signals is None:
-            if self.settings.kafka_bootstrap:
-                self._kafka(Store.SIGNAL_LOG)
-                from baton.budget import kafka_server
-                from baton.signals.kafka import SIGNALS_TOPIC, KafkaSignalBus
+        if self.settings.kafka_bootstrap:
+            self._kafka(Store.SIGNAL_LOG)
+            from baton.budget import kafka_server
+            from baton.signals.kafka import SIGNALS_TOPIC, KafkaSignalBus
 
-                self._signals = KafkaSignalBus(
-                    self.settings.kafka_bootstrap, self.settings.home / SIGNALS_OUTBOX,
-                    timeout=self.settings.store_timeout, project=self.project,
-                    topic=f"{self.settings.kafka_topic_prefix}{SIGNALS_TOPIC}",
-                    gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)),
-                    retention=self.settings.keep_signals)
-            else:
-                from baton.signals.sqlite import SqliteSignalBus
+            return KafkaSignalBus(
+                self.settings.kafka_bootstrap, self.settings.home / SIGNALS_OUTBOX,
+                timeout=self.settings.store_timeout, project=self.project,
+                topic=f"{self.settings.kafka_topic_prefix}{SIGNALS_TOPIC}",
+                gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)),
+                retention=self.settings.keep_signals)
+        from baton.signals.sqlite import SqliteSignalBus
 
-                self._signals = SqliteSignalBus(self.settings.home / "signals.db", timeout=self.settings.store_timeout,
-                                                project=self.project)
-        return self._signals
+        return SqliteSignalBus(self.settings.home / "signals.db", timeout=self.settings.store_timeout,
+                               project=self.project)
 
     def recall(self) -> DecisionSearchClient:
         """The DecisionSearchClient; StoreUnavailable when recall's libraries are missing,
@@ -254,31 +234,29 @@ class Stores:
             self._recall = DecisionSearchClient(self.decision_index(), self.project)
         return self._recall
 
-    @property
+    @cached_property
     def event_log(self) -> KafkaEventLog | None:
         """The registry's event log on Kafka when Kafka is configured, else None: then
         writes are applied to the stores (directly, or through the pending writes)."""
-        if self._event_log is None and self.settings.kafka_bootstrap:
-            self._kafka(Store.EVENT_LOG)
-            from baton.budget import kafka_server
-            from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
+        if not self.settings.kafka_bootstrap:
+            return None
+        self._kafka(Store.EVENT_LOG)
+        from baton.budget import kafka_server
+        from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
 
-            self._event_log = KafkaEventLog(
-                self.settings.kafka_bootstrap, self.settings.home / EVENTS_OUTBOX,
-                timeout=self.settings.store_timeout, topic=f"{self.settings.kafka_topic_prefix}{EVENTS_TOPIC}",
-                gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)),
-                partitions=self.settings.kafka_partitions)
-        return self._event_log
+        return KafkaEventLog(
+            self.settings.kafka_bootstrap, self.settings.home / EVENTS_OUTBOX,
+            timeout=self.settings.store_timeout, topic=f"{self.settings.kafka_topic_prefix}{EVENTS_TOPIC}",
+            gate=self.budget.gate(kafka_server(self.settings.kafka_bootstrap)),
+            partitions=self.settings.kafka_partitions)
 
-    @property
+    @cached_property
     def pending(self) -> Outbox:
         """Writes kept in the data home until a delivery applies them to the stores."""
-        if self._pending is None:
-            from baton.outbox import Outbox
+        from baton.outbox import Outbox
 
-            self._pending = Outbox(self.settings.home / PENDING_WRITES, earlier="pending",
-                                   timeout=self.settings.store_timeout, store=Store.PENDING_WRITES)
-        return self._pending
+        return Outbox(self.settings.home / PENDING_WRITES, earlier="pending",
+                      timeout=self.settings.store_timeout, store=Store.PENDING_WRITES)
 
     @cached_property
     def sink(self) -> Sink:
@@ -305,24 +283,20 @@ class Stores:
         return Stores(self.settings._replace(database_url=None, graph_url=None, qdrant_url=None, kafka_bootstrap=None),
                       project=self.project, projection=self.projection)
 
-    @property
+    @cached_property
     def embedding_queue(self) -> EmbeddingQueue:
         """Decisions waiting to be embedded (baton.recall.queue); needs no recall library."""
-        if self._queue is None:
-            from baton.recall.queue import EmbeddingQueue
+        from baton.recall.queue import EmbeddingQueue
 
-            self._queue = EmbeddingQueue(self.settings.home / "recall", timeout=self.settings.store_timeout)
-        return self._queue
+        return EmbeddingQueue(self.settings.home / "recall", timeout=self.settings.store_timeout)
 
-    @property
+    @cached_property
     def ticket_queries(self) -> TicketQueries:
         """What each ticket is about, as texts to embed and their vectors (baton.recall.ticket_queries);
         needs no recall library."""
-        if self._queries is None:
-            from baton.recall.ticket_queries import TicketQueries
+        from baton.recall.ticket_queries import TicketQueries
 
-            self._queries = TicketQueries(self.settings.home / "recall", timeout=self.settings.store_timeout)
-        return self._queries
+        return TicketQueries(self.settings.home / "recall", timeout=self.settings.store_timeout)
 
     def indexer(self) -> Indexer:
         """The Indexer of the queue into the decision index (it keeps the model loaded), for
@@ -361,8 +335,11 @@ class Stores:
     def kept_writes(self) -> bool:
         """Whether this command kept writes in the data home for a server, or queued them
         for the embedded registry's lock."""
-        return any(getattr(store, "kept", 0) for store in (self._registry, self._signals, self._pending,
-                                                           self._event_log) if store is not None)
+        return any(getattr(store, "kept", 0) for store in self._opened("_registry", "signals", "pending", "event_log"))
+
+    def _opened(self, *names: str) -> list:
+        """The stores of those attributes opened so far (a cached_property is in __dict__ once read)."""
+        return [store for name in names if (store := self.__dict__.get(name)) is not None]
 
     def close(self) -> None:
         """Close every store opened, then start the background delivery of what this command
@@ -375,10 +352,9 @@ class Stores:
         for sibling in self._siblings.values():
             sibling.close()
         if not abandoned():
-            for store in (self._registry, self._graph, self._signals, self._recall, self._pending,
-                          self._event_log, self._queue, self._queries):
-                if store is not None:
-                    store.close()
+            for store in self._opened("_registry", "graph", "signals", "_recall", "pending", "event_log",
+                                      "embedding_queue", "ticket_queries"):
+                store.close()
         if kept:
             from baton.skills.runtime.delivery import start_background_delivery
 

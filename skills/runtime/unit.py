@@ -1,12 +1,8 @@
 """The unit of work of one command, one hook or one MCP tool call: the command's edge, where
-its one deadline is made (Stores.deadline, which every wait of the command draws on). Open
-the stores, deliver the writes kept on this machine first when the caller reads (so it
-sees the writes made before it), run, close the stores (which starts the background
-delivery of what the command kept, baton.skills.runtime.delivery).
-
-The sink applies events through the projection, which lives above this layer: the caller
-gives it (`projection`, baton.skills.core.commit.apply_events), once, to the stores it opens
-(see baton.skills.runtime.sink).
+its one deadline is made (Stores.deadline). Open the stores, deliver the writes kept on this
+machine first when the caller reads (so it sees the writes made before it), run, close the
+stores (which starts the background delivery of what the command kept). The caller gives the
+projection (baton.skills.core.commit.apply_events), which lives above this layer.
 """
 
 from __future__ import annotations
@@ -23,12 +19,10 @@ from baton.skills.runtime.stores import Apply, Stores
 def unit_of_work(*, projection: Apply, deliver: bool = False,
                  warn: Callable[[list[str]], None] = lambda _: None, store_timeout: float | None = None,
                  skip_known_down: bool = True, project: str | None = None) -> Iterator[Stores]:
-    """The stores for one command, settings from the environment (store_timeout: at most
-    this many seconds of servers); projection: how the stores apply events (Stores);
-    deliver: deliver the kept writes first (read commands), telling warn what could not be
-    delivered. skip_known_down=False asks every server whatever the health record says (what runs in
-    the background does). project: the repository of the worktree the caller serves, when
-    that is not the current directory's (Stores.project)."""
+    """The stores for one command, settings from the environment (store_timeout: at most this many
+    seconds of servers); projection: how the stores apply events; deliver: deliver the kept
+    writes first (read commands), telling warn what could not be; skip_known_down=False asks
+    every server anyway (the background's work); project: the caller's worktree's repository."""
     settings = load_settings()
     if store_timeout is not None and store_timeout < settings.store_timeout:
         settings = settings._replace(store_timeout=store_timeout)

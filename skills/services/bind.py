@@ -52,21 +52,14 @@ def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None =
     """Bind the worktree to task_id and record the session; a completed ticket is reopened.
 
     One run holds a ticket (baton.skills.services.takeover): while a live run holds it in
-    another worktree, a plain bind writes nothing and raises Refused, its holder signalled;
-    take_over moves it here in a new run with the next fencing token, stored in the registry
-    first (StoreUnavailable when it does not answer). A restore, fork or fresh start (start)
-    starts its own run in its own worktree, as it always has.
-
-    A bind without an agent keeps the one already recorded. A session claims its ticket
-    once per run: the claim's id, and a reopening bind's, derive from the ticket, the
-    session and the run, so binding again (a second resume) emits nothing new, even when
-    the first bind is still on its way to the registry.
-
-    The binding file is written even when the registry is down, so the worktree always
-    knows its ticket. read: the binding and the session, when the caller read them already
-    (else read here, after this machine's kept writes are delivered, as a resume does first).
-    push_checkpoint: the bind's checkpoint goes to the git remote too (a fork's first).
-    """
+    another worktree, a plain bind writes nothing and raises Refused; take_over moves it here in
+    a new run with the next fencing token, stored in the registry first (StoreUnavailable when
+    it does not answer). A restore, fork or fresh start (start) starts its own run. A bind
+    without an agent keeps the one recorded. Claim ids derive from the ticket, the session and
+    the run, so binding again emits nothing new. The binding file is written even when the
+    registry is down, so the worktree always knows its ticket. read: the binding and the session
+    when the caller read them (else read here, after delivering this machine's kept writes);
+    push_checkpoint: the bind's checkpoint goes to the git remote too (a fork's first)."""
     at = at or clock.now()
     report = WriteReport()
     if read is None:
@@ -104,10 +97,10 @@ def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None =
     events = [event, *_run_events(stores, task_id, session_id, place, current, run, reopens, start, at)]
     commit(stores, events, report)
     if place.worktree is not None and not (joins and _clean(place, stores)):
-        from baton.skills.services.checkpoint import checkpoint_at_boundary
+        from baton.skills.services.checkpoint import boundary_checkpoint
 
-        report.warnings += checkpoint_at_boundary(stores, ActiveTask(task_id, session_id, "bind"), place,
-                                                  start.kind if start else "bind", push=push_checkpoint)
+        report.warnings += boundary_checkpoint(stores, ActiveTask(task_id, session_id, "bind"), place,
+                                               start.kind if start else "bind", push=push_checkpoint)[0]
     if run is not None or not rebinding:  # with the run unknown, a session that bound already has claimed
         task = ActiveTask(task_id, session_id, "bind")
         publish(stores, [wire_signal(SignalType.ticket_claimed, claim, task, place.repo, at,

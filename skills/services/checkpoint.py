@@ -1,16 +1,11 @@
 """The checkpoint skill: take a checkpoint of the bound worktree at a boundary (bind, the
 end of a turn, after checks, a handoff, a completed ticket, by hand) and record it.
 
-The content goes into the repository's own object database (baton.skills.core.checkpoints)
-and, at the boundaries that matter to other clones (never a hook's), to its git remote
-(baton.skills.core.checkpoint_remote) before it is recorded; the registry gets its record,
-a checkpoint_taken event built without pydantic (baton.registry.wire) and handed to the
-sink as `baton decide` hands its decision: kept for the delivery where a store is a server,
-else appended unprojected, so the Stop hook never imports the event models.
-
-Which run a worktree works in, and the environment manifest it started with, are kept
-beside the binding in `.baton/run.json` (excluded from git like the binding): each
-checkpoint names them, and "unchanged since the last checkpoint" compares like with like.
+The content goes into the repository (baton.skills.core.checkpoints) and, at the boundaries
+that matter to other clones (never a hook's), to its git remote before it is recorded. The
+record is a checkpoint_taken event built without pydantic and handed to the sink, so the
+Stop hook never imports the event models. The worktree's run and its environment manifest
+are kept beside the binding in `.baton/run.json`: each checkpoint names them.
 """
 
 from __future__ import annotations
@@ -116,12 +111,11 @@ def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary:
 
 def shared_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, label: str | None = None,
                       by_hand: bool = False) -> tuple[Taken | Unchanged | Refused, str | None, list[str]]:
-    """take_checkpoint, then the checkpoint pushed to the repository's git remote before it
-    is recorded, so its record says where another clone fetches it from; one found
-    unchanged that the push has just brought to the remote is recorded again, saying so.
-    by_hand (`baton checkpoint --push`): pushed whatever `[checkpoints] push` says. A push
-    that fails is a warning: the checkpoint stays taken and recorded. Answers the result,
-    where it now is on the remote (None: not pushed) and the warnings."""
+    """take_checkpoint, pushed to the repository's git remote before it is recorded, so its record
+    says where another clone fetches it (one found unchanged that the push just brought there is
+    recorded again). by_hand (`baton checkpoint --push`): pushed whatever `[checkpoints] push`
+    says. A failed push is a warning. Answers the result, its remote (None: not pushed) and the
+    warnings."""
     from baton.outcome import Found
     from baton.skills.core.checkpoints import Refused, Taken, read
 
@@ -191,20 +185,15 @@ def _take(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, labe
                 timeout=timeout or OPERATION_CAP, deadline=stores.deadline)
 
 
-def checkpoint_at_boundary(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,
-                           timeout: float | None = None, push: bool = False) -> list[str]:
-    """A checkpoint at a boundary the user did not ask for: whatever keeps it from being
-    taken is a warning, never the command's failure. push: a boundary that matters to
-    other clones (a handoff, `end`, a fork): the checkpoint is pushed too, as
-    `[checkpoints] push` says (shared_checkpoint); never a hook's. Answers the warnings."""
-    return boundary_checkpoint(stores, task, place, boundary, timeout=timeout, push=push)[0]
-
-
 def boundary_checkpoint(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,
                         timeout: float | None = None, push: bool = False
                         ) -> tuple[list[str], Taken | Unchanged | None]:
-    """checkpoint_at_boundary, also answering what was taken or found unchanged (None:
-    nothing), whose `dirty` paths the Stop hook records as the turn's changed files."""
+    """A checkpoint at a boundary the user did not ask for: whatever keeps it from being
+    taken is a warning, never the command's failure. push: a boundary that matters to
+    other clones (a handoff, `end`, a fork): the checkpoint is pushed too, as
+    `[checkpoints] push` says (shared_checkpoint); never a hook's. Answers the warnings and
+    what was taken or found unchanged (None: nothing), whose `dirty` paths the Stop hook
+    records as the turn's changed files."""
     from baton.skills.core.checkpoints import Refused
 
     if place.worktree is None:
@@ -243,7 +232,7 @@ def checkpoint_here(stores: Stores, task: ActiveTask, place: Place, boundary: st
     binding = read_binding_quietly(place)
     if binding is None or binding.task_id != task.task_id:
         return []
-    return checkpoint_at_boundary(stores, task, place, boundary, push=push)
+    return boundary_checkpoint(stores, task, place, boundary, push=push)[0]
 
 
 class CheckpointDone(NamedTuple):
@@ -261,7 +250,7 @@ class CheckpointDone(NamedTuple):
                     "checkpoint": {"id": c.id, "boundary": c.boundary, "label": c.label, "base": c.base,
                                    "run_id": c.run_id, "environment": c.environment,
                                    "taken_at": c.taken_at.isoformat(),
-                                   "skipped": [{"path": s.path, "reason": s.reason} for s in c.skipped]},
+                                   "skipped": [s._asdict() for s in c.skipped]},
                     "remote": self.remote, "warnings": self.warnings}
         return {"task_id": self.task.task_id, "status": "unchanged",
                 "checkpoint": {"id": self.result.checkpoint_id}, "remote": self.remote, "warnings": self.warnings}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from baton.errors import GitFailed
@@ -33,7 +33,7 @@ class Check:
     detail: str = ""
 
     def to_json(self) -> dict:
-        return {"check": self.check, "status": self.status, "detail": self.detail}
+        return asdict(self)
 
 
 def _git(place: Place, deadline: Deadline | None, *args: str) -> subprocess.CompletedProcess[bytes]:

@@ -1,17 +1,15 @@
-"""The agent's native continuation of a ticket's run, offered by resume as an
-optimisation: Claude Code's `claude --resume SESSION_ID`, run in the worktree, continues
-the previous conversation's transcript. It is offered only when this machine's data home
-holds the run's provider reference (baton.skills.runtime.provider_refs), the resuming agent
-is the one that worked, it worked on this machine and its transcript still exists;
-otherwise resume says why not. It never carries over the previous model's hidden
-reasoning: only what the transcript holds.
+"""The agent's native continuation of a ticket's run, offered by resume as an optimisation
+(`claude --resume SESSION_ID`, run in the worktree, continues the previous transcript): only
+when this machine's data home holds the run's provider reference
+(baton.skills.runtime.provider_refs), the resuming agent is the one that worked, here, and
+its transcript still exists; otherwise resume says why not.
 """
 
 from __future__ import annotations
 
 import shlex
 import socket
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from baton.registry.model import Session
@@ -26,7 +24,7 @@ class Continuation:
     reason: str | None
 
     def to_json(self) -> dict:
-        return {"command": self.command, "worktree": self.worktree, "reason": self.reason}
+        return asdict(self)
 
 
 def native_continuation(home: Path, session: Session, worktree: Path, agent: str | None) -> Continuation:

@@ -1,16 +1,14 @@
 """The decide skill: record a decision within the hook's budget (100 ms per call).
 
-Like baton.skills.services.touch it stays off pydantic and every recall library: the event's
-JSON is built by hand (baton.registry.wire) and kept by the sink for the background delivery
-or, where writes are applied at once, appended unprojected (the registry projects it before
-its next read) and the decision queued for the indexer (baton.recall.wire,
-baton.recall.queue); the decision_recorded signal is built by hand too (baton.signals.wire).
-Embedding happens later, in the background indexer.
+Like baton.skills.services.touch it stays off pydantic and every recall library: the event,
+the queue entry and the decision_recorded signal are built by hand (baton.registry.wire,
+baton.recall.wire, baton.signals.wire) and kept by the sink; embedding happens later, in the
+background indexer.
 
 Each `--supersedes TICKET[#N]` (repeatable) reads the registry (the one decide that does) to
-name a decision replaced: TICKET's Nth decision, 1-based in recording order, or its latest
-without #N. Each link is the replaced ticket's own event (baton.registry.model.DecisionSuperseded), kept with
-the decision in the same write, so recall's ranking learns it from the registry at read time.
+name a decision replaced: TICKET's Nth decision, 1-based, or its latest. Each link is the
+replaced ticket's own event (DecisionSuperseded), kept with the decision in the same write,
+so recall's ranking learns it from the registry at read time.
 """
 
 from __future__ import annotations
@@ -69,11 +67,9 @@ def replaced_decision(stores: Stores, reference: str) -> Replaced:
 def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Place,
            *, at: datetime | None = None, supersedes: Sequence[str] = ()) -> WriteReport:
     """Record a decision, signal it and queue it for recall; recall and signal failures only warn.
-    supersedes: each a TICKET[#N], an earlier decision this one replaces (replaced_decision).
-
-    Raises BadInput for empty or over-long text or a bad supersedes, and StoreUnavailable
-    when the registry cannot take the write (or, with supersedes, be read).
-    """
+    supersedes: each a TICKET[#N], an earlier decision this one replaces. Raises BadInput for
+    empty or over-long text or a bad supersedes, StoreUnavailable when the registry cannot take
+    the write (or, with supersedes, be read)."""
     text, context = text.strip(), context.strip()
     if not text:
         raise BadInput("decision text is empty")

@@ -1,22 +1,18 @@
 """Which recalled decisions still hold: a ranking applied after any search (vector, keyword
 or fused), so it composes with however recall finds its hits.
 
-A decision is not current when a later decision was recorded as replacing it (`baton decide
---supersedes`), when its ticket was ended as stalled (abandoned), or when it is older than
-the recall horizon (BATON_RECALL_HORIZON). It carries its marks; nothing is dropped here
-(resume leaves them out unless asked).
-
-A superseded decision is shown directly under its replacement, the newest decision of its
-chain of links, where the better of the two ranked, whichever of them scored: the other is read
-by the link from the registry of the hit's project (it then takes the score of the decision
-that brought it), the replacement by the replaced ticket's link, what it replaced by the
-replacing ticket's. Abandoned and old decisions, and a superseded one whose replacement cannot
-be read (named by its ticket in its mark), rank below the current ones.
+A decision is not current when a later one was recorded as replacing it (`baton decide
+--supersedes`), when its ticket ended stalled (abandoned), or when it is older than the
+recall horizon (BATON_RECALL_HORIZON). It carries its marks; nothing is dropped here.
+A superseded decision is shown directly under its replacement (the newest of its chain of
+links), where the better of the two ranked; the other is read by the link from the registry.
+Abandoned and old decisions, and a superseded one whose replacement cannot be read, rank
+below the current ones.
 
 The links and the tickets' states are read from the registry at read time, not stored in
 recall's payloads: a supersede arrives after the replaced decision was indexed, and recall
-stays an enrichment that never has to be rewritten for the registry to be right. With the
-registry unavailable, the hits keep their order, unmarked.
+stays an enrichment that never has to be rewritten. With the registry unavailable, the hits
+keep their order, unmarked.
 """
 
 from __future__ import annotations
@@ -29,6 +25,7 @@ from baton.outcome import Found
 from baton.recall.base import DecisionRecord, ScoredDecision
 from baton.registry.model import Session, Status
 from baton.shown_text import clipped
+from baton.skills.core.indexing import decision_record
 from baton.skills.runtime.stores import Stores
 
 SHOWN_TEXT = 80  # of a replacing decision, in a mark
@@ -126,7 +123,4 @@ def aged(stores: Stores, hits: list[ScoredDecision], now: datetime) -> list[Aged
 
 def _decision(project: str, task_id: str, event_id: str, owner: Session | None) -> DecisionRecord | None:
     entry = None if owner is None else next((d for d in owner.decisions if d.event_id == event_id), None)
-    if owner is None or entry is None:
-        return None
-    return DecisionRecord(project=project, task_id=task_id, session_id=entry.session_id, text=entry.text,
-                          context=entry.context, recorded_at=entry.at.isoformat(), repo=owner.repo or "")
+    return None if owner is None or entry is None else decision_record(project, owner, entry)

@@ -1,12 +1,9 @@
-"""The end of an agent's turn, as the stop and session-end hooks record it: deliver what
-waits locally, (stop) take a checkpoint when the tree changed since the last one, record
-the files changed since this agent session's last sweep (edits made through a shell
-included) or else the turn's activity, write a handoff where the configuration names this
-hook for it, and (at the session's end) forget the agent session.
-
-Each step runs whatever an earlier one did and answers a result of its own (its warnings,
-or what stopped it); the hook renders them. Nothing here imports the event models: the
-hooks stay off pydantic.
+"""The end of an agent's turn, as the stop and session-end hooks record it: deliver what waits
+locally, (stop) checkpoint a changed tree, record the files changed since this agent
+session's last sweep (shell edits included) or else the turn's activity, write a handoff
+where the configuration names this hook, and (at the session's end) forget the agent
+session. Each step runs whatever an earlier one did and answers its own result, which the
+hook renders. Nothing here imports the event models: the hooks stay off pydantic.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""`baton env record`: run the setup commands, then record the environment manifest the
-worktree's work runs on (baton.skills.core.environment) as its run's manifest, and take a
-checkpoint at the "environment" boundary, which holds the manifest and names it.
-
-A setup command runs without a shell, in the worktree, its output on standard error; the
-manifest keeps its text redacted and its exit status. The manifest is content-addressed:
-the same environment recorded twice has one id, and the checkpoints taken after it name it
-(the worktree's run file holds it, as bind's did).
+"""`baton env record`: run the setup commands (no shell, in the worktree, their output on
+standard error), then record the environment manifest (baton.skills.core.environment) as
+the worktree run's, and take a checkpoint at the "environment" boundary, which holds and
+names it. The manifest is content-addressed: the same environment recorded twice has one
+id, and the checkpoints taken after it name it (the worktree's run file holds it).
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Retention (`baton gc`): what Baton keeps, and for how long.
 
-Ended sessions (completed or stalled) with no activity for `[retention] ended_sessions`
-go with their events; an active ticket's dependency and an active fork's parent stay. The
-registry leaves a tombstone for each, so a late or replayed event of a pruned ticket is dropped, while a new
-bind of the same id starts afresh. The derived stores then forget every tombstoned ticket
-(its graph nodes, its decisions' vectors and queue entries): a gc interrupted between the
-stores is finished by the next one. Signals older than `[retention] signals` go too (on
-Kafka, the topic's retention.ms does it). Nothing of an active ticket is ever removed.
-An embedded store's file that is then mostly free pages is rebuilt, so the data home
-shrinks (bench/retention.py).
+Ended sessions idle for `[retention] ended_sessions` go with their events (an active ticket's
+dependency and an active fork's parent stay), each leaving a tombstone so a late or replayed
+event of it is dropped. The derived stores then forget every tombstoned ticket: a gc
+interrupted between the stores is finished by the next one. Signals older than `[retention]
+signals` go too (on Kafka, the topic's retention.ms). Nothing of an active ticket is ever
+removed. An embedded store's file then mostly free pages is rebuilt (bench/retention.py).
 """
 
 from __future__ import annotations

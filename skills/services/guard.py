@@ -2,13 +2,10 @@
 active ticket?
 
 The staged files are recorded as touches of this worktree's ticket (committing them is
-touching them), which also signals each new overlap to the other ticket; then the
-ticket's overlaps are read from the conflict graph and kept where they concern a staged
-file. Advisory by default; the caller blocks the commit when asked to be strict.
-
-The staged paths (both sides of a rename) are also checked against other tickets' leases
-(baton.skills.services.leases): one under another ticket's exclusive lease blocks the commit
-unless BATON_GUARD=warn; a shared lease only warns, as an overlap does.
+touching them), then the ticket's overlaps concerning a staged file are read from the
+conflict graph: advisory, unless the caller is strict. A staged path (both sides of a
+rename) under another ticket's exclusive lease blocks the commit unless BATON_GUARD=warn; a
+shared lease only warns.
 """
 
 from __future__ import annotations

@@ -17,15 +17,7 @@ from baton.outcome import NotFound, Unavailable
 from baton.registry.model import HandoffVerified
 from baton.skills.core.binding import ActiveTask, Place, place_of, resolve_task
 from baton.skills.core.commit import record_events
-from baton.skills.handoff.verify import (
-    CHANGED,
-    FAILED,
-    NOT_RUN,
-    STALE,
-    VERIFIED,
-    Verification,
-    verify_handoff_at,
-)
+from baton.skills.handoff.verify import Verification, verify_handoff_at
 from baton.skills.handoff.write import HandoffReport, write_handoff
 from baton.skills.runtime.stores import Stores
 
@@ -68,12 +60,11 @@ def verify_and_record(stores: Stores, place: Place, *, task: ActiveTask | None, 
         checked.warnings.append(f"the verification is not recorded: the handoff names {task_id}, which has no "
                                 "session here (bind it, or verify with --task)")
         return checked
-    counts = verification.counts()
     session_id = ours.session_id if ours else "handoff-verify"
-    event = HandoffVerified(event_id=uuid.uuid4(), task_id=task_id, session_id=session_id, at=at or clock.now(),
-                            path=verification.path, written_at=verification.written_at, verified=counts[VERIFIED],
-                            changed=counts[CHANGED], failed=counts[FAILED], not_run=counts[NOT_RUN],
-                            stale=counts[STALE])
+    # The counts' keys are the statuses, which name the event's fields.
+    event = HandoffVerified.model_validate({
+        "event_id": uuid.uuid4(), "task_id": task_id, "session_id": session_id, "at": at or clock.now(),
+        "path": verification.path, "written_at": verification.written_at, **verification.counts()})
     try:
         checked.warnings += record_events(stores, [event])
     except StoreUnavailable as exc:
@@ -86,11 +77,9 @@ def _here(cwd: Path | None) -> Place:
 
 
 def place_for(path: Path | None, cwd: Path | None = None) -> tuple[Place, Path | None]:
-    """The worktree a handoff belongs to, and the file to verify (None: its current one).
-
-    PATH may be a handoff file or a directory of a worktree; the probes run in the root of
-    the worktree holding it (outside git: the directory above docs/handoffs/).
-    """
+    """The worktree a handoff belongs to, and the file to verify (None: its current one). PATH
+    may be a handoff file or a directory of a worktree; the probes run in the root of the
+    worktree holding it (outside git: the directory above docs/handoffs/)."""
     cwd = cwd or Path.cwd()
     if path is None:
         return _here(cwd), None

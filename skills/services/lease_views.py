@@ -1,15 +1,13 @@
 """Leases as a lead looks at them (the dashboard's ticket page and conflict map): who holds
-what, which of them expire soon, and where a lease meets another active ticket.
-
-A lease meets another ticket where it covers a file that ticket touched (the conflict graph
-answers who touched the files under the pattern's literal start; path_patterns decides which
-it covers) or overlaps that ticket's own lease. Leases are read as the list and the pre-edit
-check read them (the registry's listed sessions), so the expiry is the registry's.
+what, which expire soon, and where a lease meets another active ticket: covering a file it
+touched (the conflict graph answers who touched the files under the pattern's literal start)
+or overlapping its own lease. Leases are read as the pre-edit check reads them (the
+registry's listed sessions), so the expiry is the registry's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from itertools import combinations
 from typing import TYPE_CHECKING
@@ -68,11 +66,8 @@ class LeaseConflict:
     other_exclusive: bool = False
 
     def to_json(self) -> dict:
-        return {"holder": self.holder, "other": self.other, "repo": self.repo, "pattern": self.pattern,
-                "exclusive": self.exclusive, "agent": self.agent, "reason": shown_reason(self.reason),
-                "expires_at": self.expires_at.isoformat(), "expiring": self.expiring, "paths": list(self.paths),
-                "paths_more": self.paths_more, "other_pattern": self.other_pattern,
-                "other_exclusive": self.other_exclusive}
+        return {**asdict(self), "reason": shown_reason(self.reason), "expires_at": self.expires_at.isoformat(),
+                "paths": list(self.paths)}
 
 
 def lease_conflicts(stores: Stores, *, at: datetime | None = None) -> list[LeaseConflict]:

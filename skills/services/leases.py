@@ -1,24 +1,19 @@
 """Leases: a ticket's advisory reservation of paths (`baton claim`, `baton release`, `baton leases`).
 
-A lease is the ticket's LeaseGranted event, its end a LeaseReleased one (baton.registry.model),
-both projected into the ticket's session on every backend. It needs no renewal event: it
-lasts until its TTL plus the grace after the ticket's last activity, which every event of the
-ticket moves (a hook's touch, an end of turn) and which only grows, so a lease's expiry only
-grows too. Past it the lease has lapsed; another ticket may then take what it held.
-
+A lease is the ticket's LeaseGranted event, its end a LeaseReleased one. It needs no renewal:
+it lasts its TTL plus the grace after the ticket's last activity, which only grows, so its
+expiry only grows too; past it the lease has lapsed and another ticket may take what it held.
 A grant is decided by the registry one at a time per project (SessionStore.append_unless),
-from the leases the claim may overlap (those whose anchor meets one of its patterns'; no
-session is read whole): a claim overlapping another ticket's exclusive lease, or an
-exclusive claim overlapping another ticket's lease of either kind, is refused with the
-holder named, and nothing is stored. A claim is all or nothing. Patterns are gitignore
-patterns relative to the repository's root (baton.skills.core.path_patterns); leases of
-another repository never meet.
+from the leases the claim may overlap: overlapping another ticket's exclusive lease, or an
+exclusive claim overlapping any, is refused with the holder named, and nothing is stored (a
+claim is all or nothing). Patterns are gitignore patterns relative to the repository's root
+(baton.skills.core.path_patterns); leases of another repository never meet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -75,11 +70,8 @@ class Lease:
         return self.state == "active"
 
     def public(self) -> dict:
-        return {"lease_id": self.lease_id, "task_id": self.task_id, "repo": self.repo, "pattern": self.pattern,
-                "exclusive": self.exclusive, "agent": self.agent, "reason": self.reason,
-                "granted_at": self.granted_at.isoformat(), "expires_at": self.expires_at.isoformat(),
-                "state": self.state, "released_at": self.released_at.isoformat() if self.released_at else None,
-                "released_by": self.released_by, "release_reason": self.release_reason, "forced": self.forced}
+        return {**asdict(self), "granted_at": self.granted_at.isoformat(), "expires_at": self.expires_at.isoformat(),
+                "released_at": self.released_at.isoformat() if self.released_at else None}
 
     def line(self) -> str:
         kind = "exclusive" if self.exclusive else "shared"

@@ -75,11 +75,9 @@ class Listing:
 
 def list_sessions(stores: Stores, *, include_inactive: bool = False, at: datetime | None = None,
                   heartbeats: Iterable[Beat] | None = None, limit: int = PAGE) -> Listing:
-    """Sessions newest first, up to limit; raises StoreUnavailable when the registry cannot answer.
-    heartbeats: the hooks' heartbeats on this machine, to mark tickets whose agent is gone.
-    limit: past that many sessions (0: none), a page of them: the tickets in conflict first,
-    then the other active ones, then the ended ones, each newest first (Listing.total counts
-    them all)."""
+    """Sessions newest first, up to limit (0: every one; past it, a page chosen by _page, which
+    Listing.total counts whole); raises StoreUnavailable when the registry cannot answer.
+    heartbeats: the hooks' heartbeats on this machine, to mark tickets whose agent is gone."""
     if limit < 0:
         raise BadInput(f"--limit must be 0 (every session) or more, not {limit}")
     at = at or clock.now()
@@ -153,10 +151,7 @@ def _page(stores: Stores, include_inactive: bool, limit: int, warnings: list[str
     page is settled, and the graph's kept counts (a fork's expected overlap counted there,
     not on its line): with 100,000 sessions on servers, reading both whole took 2.5 s of
     the list's 1 s (bench/scale.py --servers)."""
-    # Up to FEW_CONFLICTS pages' worth of the tickets in conflict are read at once, and the
-    # order is checked against them; with more, each chunk of the order asks the graph which
-    # of its tickets are.
-    few = limit * FEW_CONFLICTS
+    few = limit * FEW_CONFLICTS  # beyond, each chunk of the order asks the graph which of its tickets conflict
     graph_answers = True
     counted = stores.graph.conflict_counts(at_most=few)
     if not isinstance(counted, Found):

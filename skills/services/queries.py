@@ -30,14 +30,10 @@ def signals_since(stores: Stores, *, task_id: str | None, since: str | None, lim
 
 
 def recall_decisions(stores: Stores, text: str, limit: int) -> list[AgedDecision]:
-    """Recorded decisions nearest in meaning to text, best first, each superseded one under its
-    replacement, abandoned or older ones after the current ones, marked
-    (baton.skills.services.decision_age).
-
-    A text query loads the model anyway, so it first indexes the decisions that wait (what
-    the background indexer would do next): a decision recorded just before is found. Without
-    the model they stay queued, and the keyword leg finds them by their words.
-    """
+    """Recorded decisions nearest in meaning to text, best first, marked and ordered as
+    baton.skills.services.decision_age ranks them. A text query loads the model anyway, so it
+    first indexes the decisions that wait: one recorded just before is found (without the
+    model they stay queued, and the keyword leg finds them by their words)."""
     if not text.strip():
         raise BadInput("search text is empty")
     if limit <= 0:

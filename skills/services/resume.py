@@ -92,8 +92,8 @@ class ResumeResult:
             "workflow": self.workflow.to_json() if self.workflow else None,
             "prizmkit": None if self.prizmkit is None else {
                 "resumable": [c.as_dict() for c in self.prizmkit.candidates],
-                "not_resumable": [e.as_dict() for e in self.prizmkit.excluded],
-                "malformed": [m.as_dict() for m in self.prizmkit.malformed]},
+                "not_resumable": [e._asdict() for e in self.prizmkit.excluded],
+                "malformed": [m._asdict() for m in self.prizmkit.malformed]},
             "run": self._run(),
             "checkpoint": None if self.session is None or self.session.checkpoint is None else {
                 "id": self.session.checkpoint.id, "boundary": self.session.checkpoint.boundary,
@@ -151,23 +151,17 @@ def _set_forks_apart(stores: Stores, session: Session, result: ResumeResult) -> 
 
 def _related(stores: Stores, session: Session, limit: int,
              all_decisions: bool) -> tuple[list[RelatedDecision], str | None]:
-    """Related decisions of other tickets, found with the stored vectors of this ticket's
-    own and of its query (its goal, next action and files: baton.skills.core.ticket_query),
-    and with their words; own decisions the index lacks, and a query not embedded yet, are
-    queued for the indexer (a resume never embeds). Only asked for a ticket with decisions,
-    a goal or a next action. Only current ones (baton.skills.services.decision_age)
-    unless all_decisions: then the others follow, marked, each superseded one under its
-    replacement (fetched by the link when it did not score, and never one of this ticket's);
-    twice the limit is searched so that those left out leave room for current ones. With
-    them, why the vectors did not answer, when the decisions' words alone found them."""
-    from baton.recall.base import DecisionRecord
-    from baton.skills.core.indexing import queue_unindexed_decisions
+    """Related decisions of other tickets, found with the stored vectors of this ticket's own and
+    of its query (baton.skills.core.ticket_query) and with their words; decisions and a query the
+    index lacks are queued for the indexer (a resume never embeds). Only current ones unless
+    all_decisions (then the others follow, marked, each superseded one under its replacement);
+    twice the limit is searched so that those left out leave room. With them, why the vectors
+    did not answer, when the words alone found them."""
+    from baton.skills.core.indexing import decision_record, queue_unindexed_decisions
     from baton.skills.core.ticket_query import ticket_query_text, ticket_query_vector
     from baton.skills.services.decision_age import aged
 
-    own = [DecisionRecord(project=stores.project, task_id=session.task_id, session_id=d.session_id, text=d.text,
-                          context=d.context, recorded_at=d.at.isoformat(), repo=session.repo or "")
-           for d in session.decisions]
+    own = [decision_record(stores.project, session, d) for d in session.decisions]
     about = ticket_query_text(session)
     found = stores.recall().search_related(
         session.task_id, 2 * limit, own=own, about=about,
@@ -191,24 +185,17 @@ def resume_session(stores: Stores, task_id: TicketId, place: Place, *, limit: in
                    agent: str | None = None, verify_handoff: bool = True, allow_unsigned_probes: bool = False,
                    check_workflow: bool = True, at: datetime | None = None,
                    all_decisions: bool = False, take_over: bool = False) -> ResumeResult:
-    """Everything Baton knows about task_id, then bind this worktree to it and re-verify
-    the worktree's current handoff for task_id.
+    """Everything Baton knows about task_id, then bind this worktree to it and re-verify the
+    worktree's current handoff for task_id.
 
-    The reads come first, each once: the worktree's binding, then the registry's session
-    (Found, NotFound or Unavailable), then the graph, recall and signals side by side, each
-    adding its part or marked "unavailable: reason" within what the command's budget has
-    left (baton.budget). Nothing here raises for a store that is down. Then the writes, from
-    what was read: the binding (bind), then the handoff's verification, whose probes run
-    within the probe budget (baton.skills.handoff.verify) whatever the stores answered: a
-    handoff committed to the branch is worth checking even where the registry has no
-    history. The compatibility checks (the run's base commit, its checkpoint, the toolchains'
-    versions) run beside the other reads and the writes, from the registry's answer on.
-    check_workflow re-checks each completed stage's proof (git and the files: the
-    session start leaves it to a resume). all_decisions: related decisions superseded,
-    abandoned or past the horizon are shown too, marked. While a live run holds the ticket
-    in another worktree, the resume binds nothing and warns, naming it; take_over moves the
-    ticket here (bind). A worktree whose run a take-over superseded is told so (superseded).
-    """
+    The reads come first, each once (_read): the binding, the registry's session, then the
+    graph, recall and signals side by side within the command's budget, each marked
+    "unavailable: reason" when it fails; nothing here raises for a store that is down. Then the
+    writes (_write): the binding, then the handoff's verification, whose probes run whatever the
+    stores answered (a handoff committed to the branch is worth checking without history). The
+    compatibility checks run beside them. check_workflow re-checks each completed stage's proof;
+    all_decisions shows superseded, abandoned and old decisions too, marked; take_over moves here
+    a ticket a live run holds elsewhere (without it nothing is bound, and the warning says so)."""
     if limit < 0:
         raise BadInput("limit must not be negative")
     # Only the writes need the binding (a session start makes none).

@@ -1,14 +1,11 @@
-"""Runs of a ticket and the verbs that start one from recorded state: restore (a
-checkpoint into a new worktree, or in place), fork (a new ticket from a checkpoint of
-another) and fresh (the same ticket on a new base); the lineage (`baton runs`), the
-checkpoint list and the checkpoint garbage collection.
+"""Runs of a ticket and the verbs that start one from recorded state: restore (a checkpoint
+into a new worktree, or in place), fork (a new ticket from a checkpoint of another) and
+fresh (the same ticket on a new base); the lineage, the checkpoint list and their gc.
 
-Each verb writes the worktree first (baton.skills.core.checkpoints, git), then binds it to
-the ticket with a RunStart (baton.skills.services.bind), so the run, its environment
-manifest and its first checkpoint are recorded through the one write path. A checkpoint
-another clone took is fetched from the git remote its record names
-(baton.skills.core.checkpoint_remote); one that cannot be is an error naming it, never a
-reason to start from another.
+Each verb writes the worktree first, then binds it with a RunStart, so the run, its manifest
+and its first checkpoint are recorded through the one write path. A checkpoint another clone
+took is fetched from the git remote its record names; one that cannot be is an error naming
+it, never a reason to start from another.
 """
 
 from __future__ import annotations
@@ -134,12 +131,9 @@ def recorded_checkpoint(stores: Stores, session: Session, wanted: str) -> Checkp
                        "checkpoints")
     if not taken:
         return latest if latest is not None and latest.id.startswith(wanted) else None
-    event = taken[0]
-    return CheckpointRecord(id=event.checkpoint_id, boundary=event.boundary, label=event.label, base=event.base,
-                            staged_tree=event.staged_tree, worktree_tree=event.worktree_tree,
-                            artifacts_tree=event.artifacts_tree, environment=event.environment, run_id=event.run_id,
-                            repo=event.repo, worktree_path=event.worktree_path, taken_at=event.at,
-                            remote=next((e.remote for e in taken if e.remote), None))
+    terms = taken[0].model_dump(include=set(CheckpointRecord.model_fields))  # what the event states of it
+    return CheckpointRecord.model_validate({**terms, "id": taken[0].checkpoint_id, "taken_at": taken[0].at,
+                                            "remote": next((e.remote for e in taken if e.remote), None)})
 
 
 def _target(place: Place, into: Path | None, name: str) -> Path:
@@ -438,22 +432,16 @@ class Collected:
     warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return {"removed": list(self.removed), "kept": self.kept, "dry_run": self.dry_run,
-                "records_removed": self.records_removed, "remote_removed": list(self.remote_removed),
-                "warnings": list(self.warnings)}
+        return asdict(self)
 
 
 def collect(stores: Stores, place: Place, *, keep: int | None = None, dry_run: bool = False) -> Collected:
-    """Remove the checkpoints of this repository that nothing needs, their refs, those of
-    them this clone pushed on the git remote, and then their records in the registry: kept
-    are every ticket's latest checkpoint (a live run's included), each run's divergence point
-    (restores, forks), the newest `keep` of each run (default `[checkpoints] keep_per_run`)
-    and the newest taken at a handoff of each run. On the remote only refs this clone
-    created go, each while it still names the commit pushed; a checkpoint fetched from
-    another clone keeps its record (its own clone's gc decides). Asks the registry first and
-    removes nothing when it does not answer; a record whose removal fails is removed by the
-    next gc (its ref is gone, so it is asked again), and a remote ref that could not be
-    deleted by the next gc too (what this clone pushed is kept until it is)."""
+    """Remove the checkpoints of this repository that nothing needs: their refs, the refs this
+    clone pushed of them on the git remote (each while it still names the commit pushed), then
+    their records. Kept: every ticket's latest, each run's divergence points, the newest `keep`
+    of each run (default `[checkpoints] keep_per_run`) and its newest handoff checkpoint; a
+    fetched checkpoint keeps its record (its own clone's gc decides). Nothing is removed when
+    the registry does not answer; what fails is removed by the next gc."""
     from baton.skills.core import checkpoint_remote
     from baton.skills.core.checkpoints import gc, list_checkpoints
     from baton.store_names import Store

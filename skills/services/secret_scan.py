@@ -1,20 +1,15 @@
 """`baton redact --scan`: secrets already stored, found with today's rules, and rewritten.
 
-Redaction runs when a write is committed, so what was stored before it (or before a rule
-that finds it now) may still hold a secret. The scan reads every ticket's event log in the
-registry, the signal log and this worktree's handoff documents, and reports where each
-secret is and of which kind; never the secret itself.
-
-Unless it only reports (dry run), it then rewrites what it found, never by removing or
-reordering history: each ticket with a secret in its events gets a new event,
-SecretsRedacted, naming each field and how it reads redacted, committed as every write is.
-Applying it, the registry rewrites those fields in its stored events and folds the ticket's
-projection again, and recall drops the ticket's decisions and embeds them again from the
-redacted text (baton.skills.core.projection); the event's id derives from its content, so
-a replay, or a second scan, changes nothing. A signal's reason is replaced in the signal
-log. Handoff documents are only reported: they are in the repository, under signatures.
-Last, every SQLite file of the data home is rebuilt, so no free page or WAL frame keeps a
-byte of what was rewritten.
+What was stored before a rule that finds it now may still hold a secret. The scan reads the
+registry's event logs, the signal log and this worktree's handoff documents, and reports
+where each secret is and of which kind, never the secret itself. Unless it only reports, it
+then rewrites, never by removing or reordering history: a ticket with a secret in its events
+gets a SecretsRedacted event (its id derived from its content, so a second scan changes
+nothing), committed as every write is; the registry rewrites those fields and folds the
+ticket again, recall embeds its decisions again (baton.skills.core.projection). A signal's
+reason is replaced in the signal log. Handoff documents are only reported: they are in the
+repository, under signatures. Last, every SQLite file of the data home is rebuilt, so no free
+page or WAL frame keeps a byte of what was rewritten.
 """
 
 from __future__ import annotations
@@ -219,6 +214,7 @@ def _commits_holding(place: Place, relative: str, redactor: Redactor) -> tuple[s
     put on a command line. Nothing when the worktree is not in git or git does not answer."""
     from baton.errors import GitFailed
     from baton.git import run_git
+    from baton.skills.core.checkpoints import parse_batch
 
     if place.worktree is None:
         return ()
@@ -231,16 +227,6 @@ def _commits_holding(place: Place, relative: str, redactor: Redactor) -> tuple[s
                        input="".join(f"{sha}:{relative}\n" for sha in shas).encode())
     except GitFailed:
         return ()
-    holding, out, at = [], read.stdout, 0
-    for sha in shas:
-        end = out.index(b"\n", at)
-        header = out[at:end].split()
-        at = end + 1
-        if len(header) != 3:  # "<spec> missing": the document is absent from that commit
-            continue
-        size = int(header[2])
-        version = out[at:at + size].decode(errors="replace")
-        at += size + 1
-        if redactor.redact(version).kinds:
-            holding.append(sha)
-    return tuple(holding)
+    versions = parse_batch(read.stdout, len(shas))  # None: the document is absent from that commit
+    return tuple(sha for sha, version in zip(shas, versions, strict=True)
+                 if version is not None and redactor.redact(version[1].decode(errors="replace")).kinds)

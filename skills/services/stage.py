@@ -1,20 +1,17 @@
 """The stage skill: record a workflow transition once the evidence its stage's authority
 asks for holds (`baton stage`), and re-check every completed stage's claim for resume.
 
-The lifecycle comes from baton.toml's `[workflow]` table (Settings.workflow), else the
-default one (baton.skills.core.stages). A pass that names an authority needs its proof
-now: TEST_PASS a check Baton runs (`--check`) and sees pass, REVIEW_PASS and
-RETRO_COMPLETE an artifact (`--evidence PATH`) inside the worktree, COMMITTED the commit
-checked out, on the branch. The event keeps the evidence of every completed stage, so a
-resume re-checks each claim against the worktree as it is then; a claim that no longer
-holds is shown stale and the next stage falls back to it. A recorded state the lifecycle
-no longer accepts (the team changed it) is replayed from the recorded transitions to the
-latest safe predecessor, and the answer says so.
+The lifecycle is `[workflow]` (Settings.workflow), else the default (baton.skills.core.stages).
+A pass naming an authority needs its proof now (baton.skills.core.stage_authority); the event
+keeps the evidence of every completed stage, so a resume re-checks each claim against the
+worktree then, and the next stage falls back to the first that no longer holds. A recorded
+state the lifecycle no longer accepts is replayed to its latest safe predecessor, and the
+answer says so.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -51,7 +48,6 @@ from baton.store_names import Store
 if TYPE_CHECKING:
     from baton.deadline import Deadline
     from baton.registry.model import Session, WorkflowRecord
-    from baton.skills.handoff.checks import CheckResult
     from baton.skills.runtime.settings import Settings
 
 _REQUEST_KEYS = ("status", "result", "repair_scope", "blocker", "resolution")
@@ -79,8 +75,7 @@ def current_state(lifecycle: Lifecycle, record: WorkflowRecord | None) -> tuple[
         return state, notes + [f"not replayed: {line}" for line in skipped[:3]]
 
 
-# NamedTuples, not frozen dataclasses: a fresh resume defines them, and a frozen dataclass
-# costs about 1 ms to define (docs/performance.md).
+# NamedTuples: a frozen dataclass costs a fresh process ~1 ms to define (docs/performance.md).
 class StageCommand(NamedTuple):
     """`baton stage STATUS`: a workflow transition and the evidence for it."""
 
@@ -132,7 +127,9 @@ def record_stage(stores: Stores, place: Place, command: StageCommand, at: dateti
     report = WriteReport()
     events, evidence, ran = [], None, None
     if command.check is not None:
-        ran = _run_check(command.check, root, command.timeout, stores.deadline)
+        from baton.skills.services.update import run_checks
+
+        ran = run_checks([command.check], root, command.timeout, stores.deadline)[0]
         snapshot_field: dict[str, Any] = {"snapshot": ran.snapshot} if ran.snapshot is not None else {}
         events.append(wire_event("check_recorded", task.task_id, task.session_id, at, command=ran.command.strip(),
                                  exit_status=ran.exit_status, summary=ran.summary[:4000],
@@ -161,23 +158,13 @@ def record_stage(stores: Stores, place: Place, command: StageCommand, at: dateti
     stage = lifecycle.stage_of(command.status)
     if stage is not None and command.status == stage.passed and evidence is not None:
         proofs[stage.name] = evidence
-    asked = {k: v for k, v in zip(_REQUEST_KEYS, (transition.status, transition.result, transition.repair_scope,
-                                                  transition.blocker, transition.resolution), strict=True)
-             if v is not None}
+    asked = {k: v for k, v in asdict(transition).items() if v is not None}  # the fields, in order
     history = [*(record.history if record is not None else []), asked]
     evidence_field: dict[str, Any] = {"evidence": evidence} if evidence is not None else {}
     events.append(wire_event("stage_recorded", task.task_id, task.session_id, at, **asked, **evidence_field,
                              state=after.as_dict(), proofs=proofs, history=history))
     commit(stores, events, report)
     return StageDone(task, after, state, evidence, report, notes, ran)
-
-
-def _run_check(command: str, root: Path, timeout: float | None, deadline: Deadline) -> CheckResult:
-    from baton.skills.handoff.checks import check_timeout, run_check
-    from baton.skills.handoff.write import CHECK_TIMEOUT
-
-    check_timeout(timeout)
-    return run_check(command, root, timeout=timeout or CHECK_TIMEOUT, deadline=deadline)[0]
 
 
 def _commit_evidence(root: Path, place: Place, status: str, deadline: Deadline) -> dict:
@@ -207,8 +194,7 @@ class StageProof(NamedTuple):
     reason: str
 
     def to_json(self) -> dict:
-        return {"stage": self.stage, "status": self.status, "authority": self.authority, "held": self.held,
-                "reason": self.reason}
+        return self._asdict()
 
 
 class WorkflowView(NamedTuple):

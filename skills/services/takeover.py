@@ -2,15 +2,12 @@
 run holds the ticket is refused and both sides are told; `--take-over` moves the ticket with
 a fencing token (baton.registry.model.TakenOver).
 
-The ticket's holder is the session whose bind set its location (Session.bound_session); it
-is live while the ticket is active, it has not handed the ticket off (a handoff written
-since its bind, no work after it), and its last activity is within the lease TTL plus the
-grace (the rule a lease lapses by, baton.registry.base.lease_ends). The holder is told
-through the signal log: a ticket_claimed signal whose reason starts with CONTESTED or
-TAKEN_OVER (baton.skills.services.news tells it at the holder's next prompt, a resume among
-its missed signals), and a superseded worktree's resume says so from the registry
-(superseded_notice). A take-over never writes the superseded worktree's binding file: that
-worktree learns it is superseded from the registry.
+The holder is the session whose bind set the ticket's location (Session.bound_session); it
+is live while the ticket is active, not handed off since its bind, and active within the
+lease TTL plus the grace (baton.registry.base.lease_ends). It is told through the signal log
+(a ticket_claimed signal whose reason starts with CONTESTED or TAKEN_OVER); a take-over never
+writes the superseded worktree's binding file: that worktree learns it from the registry
+(superseded_notice).
 """
 
 from __future__ import annotations

@@ -59,18 +59,11 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
           *, at: datetime | None = None, skip_refused: bool = False) -> TouchReport:
     """Record touched files; report overlaps with other active tickets, each new one signalled once.
 
-    On the embedded default the overlap is found and warned about at once. Where the sink
-    keeps writes for a server, the hook may not import a server's client (its budget is
-    100 ms), so the touch is only kept locally and a background delivery takes it to the
-    servers (baton.skills.runtime.delivery, started when the stores close); the overlap
-    check runs where it is projected (baton.skills.core.projection), as a conflict_detected
-    signal.
-
-    Raises BadInput for a bad path (nothing is recorded), or with skip_refused (the hooks
-    and the guard, which must not fail) leaves it out with a warning; raises
-    StoreUnavailable when the registry cannot take the write; a failing graph or signal
-    log only adds a warning.
-    """
+    On the embedded default the overlap is found and warned about at once; where the sink keeps
+    writes for a server, the hook may not import a server's client (its budget is 100 ms), so the
+    overlap is found where the touch is projected, as a conflict_detected signal. Raises BadInput
+    for a bad path (nothing recorded), or with skip_refused (hooks and the guard) leaves it out
+    with a warning; StoreUnavailable when the registry cannot take the write."""
     ignored: list[str] = []
     refs = file_refs(raw_paths, cwd, locator, ignored if skip_refused else None)
     at = at or clock.now()

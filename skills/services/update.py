@@ -22,6 +22,7 @@ from baton.skills.core.write_report import MAX_TEXT, WriteReport
 from baton.skills.runtime.stores import Stores
 
 if TYPE_CHECKING:
+    from baton.deadline import Deadline
     from baton.skills.handoff.checks import CheckResult
 
 
@@ -62,8 +63,8 @@ class UpdateDone:
 
 
 def update_asked(stores: Stores, place: Place, request: UpdateRequest) -> UpdateDone:
-    """Run the request's checks in the worktree root (all parsed first, so a bad one runs
-    none), then record them with the rest of the update."""
+    """Run the request's checks in the worktree root (run_checks), then record them with the rest
+    of the update."""
     from baton.skills.services.checkpoint import checkpoint_here
 
     task = resolve_task(request.task_id, place, stores.settings.ambient)
@@ -79,7 +80,9 @@ def update_asked(stores: Stores, place: Place, request: UpdateRequest) -> Update
     return UpdateDone(task, report, checks)
 
 
-def run_checks(commands: Sequence[str], root: Path, timeout: float | None) -> list:
+def run_checks(commands: Sequence[str], root: Path, timeout: float | None, deadline: Deadline | None = None) -> list:
+    """Run each check in the worktree root (all parsed first, so a bad one runs none); their
+    CheckResults."""
     if not commands:
         return []
     from baton.skills.handoff.checks import check_timeout, parse_check, run_check
@@ -88,7 +91,7 @@ def run_checks(commands: Sequence[str], root: Path, timeout: float | None) -> li
     check_timeout(timeout)
     for command in commands:
         parse_check(command)
-    return [run_check(command, root, timeout=timeout or CHECK_TIMEOUT)[0] for command in commands]
+    return [run_check(command, root, timeout=timeout or CHECK_TIMEOUT, deadline=deadline)[0] for command in commands]
 
 
 def _text(label: str, value: str) -> str:
