@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from baton.budget import SLACK, AnyGate, OpenGate, cut_when_silent, shut_socket, within
 from baton.errors import ServerUnreachable, StoreUnavailable
-from baton.outcome import Found, NotFound, Unavailable
+from baton.outcome import Found, NotFound, Unavailable, answering
 from baton.projects import ALL_PROJECTS, check_project
 from baton.registry.base import (
     LISTED_PATHS,
@@ -607,17 +607,15 @@ class PostgresSessionStore(SessionStore):
                          (Jsonb(session.model_dump(mode="json")), self.project, event.task_id))
         return session
 
+    @answering
     def _found(self, query: str, params: Sequence[object] | dict[str, object], answer: Callable[[list[Any]], _T],
                *, catch_up: bool = True, scope: str | None = None) -> Found[_T] | Unavailable:
         """Found(answer(query's rows)), every pending event merged first if catch_up;
         Unavailable when the server cannot answer."""
-        try:
-            if catch_up:
-                self._catch_up()
-            with self._transaction(scope) as conn:
-                rows = conn.execute(query, params).fetchall()
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        if catch_up:
+            self._catch_up()
+        with self._transaction(scope) as conn:
+            rows = conn.execute(query, params).fetchall()
         return Found(answer(rows))
 
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
@@ -739,13 +737,9 @@ class PostgresSessionStore(SessionStore):
                                 "AND body ->> 'checkpoint_id' = ANY(%s)", (self.project, list(checkpoint_ids))).rowcount
 
     def held_events(self, event_ids: Sequence[str]) -> Found[set[str]] | Unavailable:
-        try:
-            with self._transaction() as conn:
-                return Found({str(event_id) for (event_id,) in conn.execute(
-                    "SELECT event_id FROM baton_events WHERE project = %s AND event_id = ANY(%s::uuid[])",
-                    (self.project, list(event_ids)))})
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return self._found("SELECT event_id FROM baton_events WHERE project = %s AND event_id = ANY(%s::uuid[])",
+                           (self.project, list(event_ids)), lambda rows: {str(event_id) for (event_id,) in rows},
+                           catch_up=False)
 
     def pruned(self) -> Found[set[str]] | Unavailable:
         return self._found("SELECT task_id FROM baton_pruned WHERE project = %s", (self.project,),

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from baton import clock
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
-from baton.outcome import Found, NotFound, Unavailable
+from baton.outcome import Found, NotFound, Unavailable, answering
 from baton.projects import check_project
 from baton.registry.base import (
     LISTED_PATHS,
@@ -483,30 +483,26 @@ class SqliteSessionStore(SessionStore):
                             (self.project, event.task_id))
         return fold(adapter.validate_json(body) for (body,) in rows)
 
+    @answering
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
-        try:
-            with guarded(STORE, self.path):
-                conn = self._db.conn()
-                if self._catch_up(conn):
-                    session = self._load(conn, task_id)
-                else:
-                    session = self._in_memory(conn, [task_id]).get(task_id) or self._load(conn, task_id)
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            if self._catch_up(conn):
+                session = self._load(conn, task_id)
+            else:
+                session = self._in_memory(conn, [task_id]).get(task_id) or self._load(conn, task_id)
         return NotFound(task_id) if session is None else Found(session)
 
+    @answering
     def signal_scope(self, task_id: str) -> Found[SignalScope] | NotFound | Unavailable:
         """From the stored projection's JSON and the pending events' (one statement, one
         snapshot) and the queued ones', so the prompt hook pays neither pydantic nor a projection."""
-        try:
-            with guarded(STORE, self.path):
-                rows = self._db.conn().execute(
-                    "SELECT 'session', NULL, body FROM sessions WHERE project = ?1 AND task_id = ?2 "
-                    "UNION ALL SELECT type, at, body FROM events WHERE project = ?1 AND task_id = ?2 AND applied = 0",
-                    (self.project, task_id)).fetchall()
-                rows += [(kind, at, body) for at, _, kind, body, _ in self._queued([task_id])]
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        with guarded(STORE, self.path):
+            rows = self._db.conn().execute(
+                "SELECT 'session', NULL, body FROM sessions WHERE project = ?1 AND task_id = ?2 "
+                "UNION ALL SELECT type, at, body FROM events WHERE project = ?1 AND task_id = ?2 AND applied = 0",
+                (self.project, task_id)).fetchall()
+            rows += [(kind, at, body) for at, _, kind, body, _ in self._queued([task_id])]
         stored = [body for kind, _, body in rows if kind == "session"]
         pending = [(kind, at, body) for kind, at, body in rows if kind != "session"]
         if not stored or any(kind not in _SCOPE_READ_RAW for kind, _, _ in pending):
@@ -525,15 +521,13 @@ class SqliteSessionStore(SessionStore):
         except (ValueError, KeyError, TypeError) as exc:
             return Unavailable(f"{self.path}: stored session {task_id} is unreadable: {type(exc).__name__}: {exc}")
 
+    @answering
     def holder_notes(self, task_ids: Sequence[str]) -> Found[dict[str, HolderNote]] | Unavailable:
         """From the stored projections' JSON: the hook before an edit pays no pydantic. An
         event not projected yet shows at the next check after it is."""
-        try:
-            rows = self._db.read(STORE, "SELECT task_id, json_extract(body, '$.agent', '$.branch', '$.next_action') "
-                                        "FROM sessions WHERE project = ? AND task_id IN "
-                                        "(SELECT value FROM json_each(?))", (self.project, json.dumps(list(task_ids))))
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        rows = self._db.read(STORE, "SELECT task_id, json_extract(body, '$.agent', '$.branch', '$.next_action') "
+                                    "FROM sessions WHERE project = ? AND task_id IN "
+                                    "(SELECT value FROM json_each(?))", (self.project, json.dumps(list(task_ids))))
         try:
             return Found({task_id: HolderNote(*json.loads(fields)) for task_id, fields in rows})
         except (ValueError, TypeError) as exc:
@@ -548,6 +542,7 @@ class SqliteSessionStore(SessionStore):
             queued = self._queue.names()
         return f"{mark[0]}:{mark[1]}:{len(queued)}:{queued[-1] if queued else ''}"
 
+    @answering
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
         from pydantic import ValidationError
 
@@ -563,8 +558,6 @@ class SqliteSessionStore(SessionStore):
                     return Found(self._all_in_memory(conn, include_inactive=include_inactive))
                 rows = conn.execute(query, (self.project,)).fetchall()
                 return Found([Session.model_validate_json(body) for (body,) in rows])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
         except ValidationError as exc:
             return Unavailable(f"{self.path}: a stored session is unreadable: {exc.errors()[0]['msg']}")
 
@@ -577,20 +570,18 @@ class SqliteSessionStore(SessionStore):
             return True
         return self._catch_up(conn)
 
+    @answering
     def _stored_rows(self, ready: Callable[[sqlite3.Connection], bool], query: str, params: tuple[object, ...],
                      rows_read: Callable[[list[Any]], _T], sessions_read: Callable[[list[Session]], _T],
                      *, include_inactive: bool = False) -> Found[_T] | Unavailable:
         """What rows_read makes of query's rows of the stored projections' JSON, once ready
         says they read as they are; else what sessions_read makes of the sessions projected
         in memory."""
-        try:
-            with guarded(STORE, self.path):
-                conn = self._db.conn()
-                if not ready(conn):
-                    return Found(sessions_read(self._all_in_memory(conn, include_inactive=include_inactive)))
-                rows = conn.execute(query, params).fetchall()
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            if not ready(conn):
+                return Found(sessions_read(self._all_in_memory(conn, include_inactive=include_inactive)))
+            rows = conn.execute(query, params).fetchall()
         try:
             return Found(rows_read(rows))
         except (ValueError, TypeError, KeyError) as exc:  # json.JSONDecodeError is a ValueError
@@ -651,6 +642,7 @@ class SqliteSessionStore(SessionStore):
             lambda rows: near_leases(_held_leases(rows), repo, paths),
             lambda sessions: near_leases(((s.task_id, listed_of(s).leases) for s in sessions), repo, paths))
 
+    @answering
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
         from pydantic import ValidationError
 
@@ -664,8 +656,6 @@ class SqliteSessionStore(SessionStore):
                 rows += [(at, event_id, body) for at, event_id, _, body, _ in self._queued([task_id])
                          if event_id not in stored]
                 return Found([adapter.validate_json(body) for _, _, body in sorted(rows)])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
         except ValidationError as exc:
             return Unavailable(f"{self.path}: a stored event is unreadable: {exc.errors()[0]['msg']}")
 
@@ -710,30 +700,21 @@ class SqliteSessionStore(SessionStore):
                     "AND json_extract(body, '$.checkpoint_id') IN (SELECT value FROM json_each(?))",
                     (self.project, json.dumps(list(checkpoint_ids)))).rowcount
 
+    @answering
     def held_events(self, event_ids: Sequence[str]) -> Found[set[str]] | Unavailable:
-        try:
-            with guarded(STORE, self.path):
-                return Found({event_id for (event_id,) in self._db.conn().execute(
-                    "SELECT event_id FROM events WHERE project = ? AND event_id IN (SELECT value FROM json_each(?))",
-                    (self.project, json.dumps(list(event_ids))))})
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return Found({event_id for (event_id,) in self._db.read(
+            STORE, "SELECT event_id FROM events WHERE project = ? AND event_id IN (SELECT value FROM json_each(?))",
+            (self.project, json.dumps(list(event_ids))))})
 
+    @answering
     def pruned(self) -> Found[set[str]] | Unavailable:
-        try:
-            with guarded(STORE, self.path):
-                return Found({task_id for (task_id,) in self._db.conn().execute(
-                    "SELECT task_id FROM pruned WHERE project = ?", (self.project,))})
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return Found({task_id for (task_id,) in self._db.read(
+            STORE, "SELECT task_id FROM pruned WHERE project = ?", (self.project,))})
 
+    @answering
     def projects(self) -> Found[list[str]] | Unavailable:
-        try:
-            with guarded(STORE, self.path):
-                return Found([project for (project,) in self._db.conn().execute(
-                    "SELECT DISTINCT project FROM sessions ORDER BY project")])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return Found([project for (project,) in self._db.read(
+            STORE, "SELECT DISTINCT project FROM sessions ORDER BY project")])
 
     def describe(self) -> dict[str, str]:
         with guarded(STORE, self.path):

@@ -25,9 +25,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from baton.errors import StoreUnavailable
 from baton.kafka_outbox import KafkaOutbox, Unsettled, client_config, kafka_failure, topic_metadata
-from baton.outcome import Found, Unavailable
+from baton.outcome import Found, Unavailable, answering
 from baton.projects import check_project, qualified, split_qualified
 from baton.signals.base import SignalBus
 from baton.store_names import Store
@@ -148,15 +147,13 @@ class KafkaSignalBus(SignalBus):
                                        "enable.partition.eof": True, "fetch.wait.max.ms": 1})
         return self._consumer
 
+    @answering
     def _read(self, after: datetime | None, keep: Callable[[Signal], bool],
               limit: int) -> Found[list[Signal]] | Unavailable:
-        try:
-            with contextlib.suppress(Unsettled):  # they are looked up later: read what is there
-                self._outbox.deliver()
-            with self._gate.call(STORE):
-                return Found(self._scan(after, keep)[-limit:])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        with contextlib.suppress(Unsettled):  # they are looked up later: read what is there
+            self._outbox.deliver()
+        with self._gate.call(STORE):
+            return Found(self._scan(after, keep)[-limit:])
 
     def concerning(self, subjects: Sequence[str], *, after: datetime | None,
                    limit: int) -> Found[list[Signal]] | Unavailable:
