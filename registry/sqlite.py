@@ -34,6 +34,7 @@ from baton.outcome import Found, NotFound, Unavailable, answering
 from baton.projects import check_project
 from baton.registry.base import (
     LISTED_PATHS,
+    OUTLINE_PATHS,
     HolderNote,
     ListedLease,
     ListedSession,
@@ -47,9 +48,9 @@ from baton.registry.base import (
     meeting_leases,
     near_leases,
     outline_of,
+    outline_row,
     outline_status,
     path_anchors,
-    text_or_none,
     unreleased_leases,
 )
 from baton.registry.wire import event_adapter
@@ -82,11 +83,10 @@ _OUTLINE_NEEDS_PROJECTION = (
 # paths answers a JSON array), with the latest unprojected event's time; a stalled session
 # with unprojected events may be active again (Session.status).
 _OUTLINES = (
-    "WITH pending AS (SELECT task_id, max(at) AS at FROM events WHERE project = ?1 AND applied = 0 "
+    "WITH pending AS (SELECT task_id, max(at) AS at FROM events WHERE project = ?1 AND applied = 0 "  # noqa: S608
     "GROUP BY task_id) "
-    "SELECT s.task_id, s.status, s.last_activity, p.at, json_extract(s.body, '$.lifecycle', "
-    "'$.lifecycle_stamp.at', '$.phase', '$.repo', '$.worktree_path', '$.branch', '$.agent', "
-    "'$.workflow.state.status', '$.workflow.state.next_stage') "
+    "SELECT s.task_id, s.status, s.last_activity, p.at, json_extract(s.body, '$.lifecycle', '$.lifecycle_stamp.at', "
+    + ", ".join(f"'$.{'.'.join(path)}'" for path in OUTLINE_PATHS) + ") "
     "FROM sessions s LEFT JOIN pending p ON p.task_id = s.task_id WHERE s.project = ?1")
 _ACTIVE_OUTLINES = f"{_OUTLINES} AND (s.status = 'active' OR p.at IS NOT NULL)"
 
@@ -461,9 +461,7 @@ class SqliteSessionStore(SessionStore):
         for task_id, last_activity, fields in conn.execute(_LEASES_MEETING, (
                 self.project, repo, json.dumps(above), json.dumps(ranges), reach is None)):
             try:
-                leases, releases = json.loads(fields)
-                held.append((task_id, unreleased_leases(leases or [], [r["text"] for r in releases or ()],
-                                                        clock.parse(last_activity))))
+                held.append((task_id, unreleased_leases(*json.loads(fields), clock.parse(last_activity))))
             except (ValueError, TypeError, KeyError) as exc:  # json.JSONDecodeError is a ValueError
                 raise sqlite3.DatabaseError(f"stored session {task_id} is unreadable: {type(exc).__name__}: "
                                             f"{exc}") from exc
@@ -593,7 +591,9 @@ class SqliteSessionStore(SessionStore):
         unprojected event that may change more than the last activity (or a queued one) is
         projected first."""
         return self._stored_rows(self._readable_raw, _OUTLINES if include_inactive else _ACTIVE_OUTLINES,
-                                 (self.project,), lambda rows: _outlines(rows, include_inactive=include_inactive),
+                                 (self.project,), lambda rows: [
+                                     outline_row(task_id, status, last, fields) for task_id, status, last, fields
+                                     in _folded(rows, include_inactive=include_inactive)],
                                  lambda sessions: [outline_of(s) for s in sessions], include_inactive=include_inactive)
 
     def listed_sessions(self, *, include_inactive: bool = False, task_ids: Collection[str] | None = None
@@ -639,7 +639,8 @@ class SqliteSessionStore(SessionStore):
         anchors = json.dumps(sorted({anchor for path in paths for anchor in path_anchors(path)}))
         return self._stored_rows(
             self._readable_raw, _LEASES_NEAR, (self.project, repo, anchors),
-            lambda rows: near_leases(_held_leases(rows), repo, paths),
+            lambda rows: near_leases([(task_id, unreleased_leases(leases, releases, last)) for task_id, _, last,
+                                      (leases, releases) in _folded(rows, include_inactive=False)], repo, paths),
             lambda sessions: near_leases(((s.task_id, listed_of(s).leases) for s in sessions), repo, paths))
 
     @answering
@@ -734,43 +735,20 @@ def _parsed(adapter: TypeAdapter[Event], event_id: str, body: str) -> Event:
         raise sqlite3.DatabaseError(f"pending event {event_id} is unreadable: {exc.errors()[0]['msg']}") from exc
 
 
-def _folded(status: str, last_activity: str, pending_at: str | None, lifecycle: Any,
-            lifecycle_at: Any) -> tuple[str, datetime]:
-    """A stored session's status and last activity, its unprojected events' latest time
-    (pending_at) folded in; lifecycle and lifecycle_at as its stored JSON holds them."""
-    last = clock.parse(last_activity)
-    if pending_at is not None:
-        last = max(last, clock.parse(pending_at))
-        status = outline_status(lifecycle or status, lifecycle_at and clock.parse(lifecycle_at), last)
-    return status, last
-
-
-def _outlines(rows: list[Any], *, include_inactive: bool) -> list[SessionOutline]:
-    """The rows of _OUTLINES (or _ACTIVE_OUTLINES), newest activity first."""
-    outlines = []
-    for task_id, stored_status, last_activity, pending_at, fields in rows:
-        (lifecycle, lifecycle_at, phase, repo, worktree_path, branch, agent, stage,
-         next_stage) = json.loads(fields)
-        status, last = _folded(stored_status, last_activity, pending_at, lifecycle, lifecycle_at)
+def _folded(rows: list[Any], *, include_inactive: bool) -> list[tuple[str, str, datetime, list[Any]]]:
+    """The rows of _OUTLINES or _LEASES_NEAR as (ticket, status, last activity, the fields
+    after the lifecycle's two), the unprojected events' latest time folded in (a stalled
+    session with unprojected events may be active again: Session.status); the active ones
+    only unless include_inactive, newest activity first."""
+    folded = []
+    for task_id, status, last_activity, pending_at, fields in rows:
+        lifecycle, lifecycle_at, *rest = json.loads(fields)
+        last = clock.parse(last_activity)
+        if pending_at is not None:
+            last = max(last, clock.parse(pending_at))
+            status = outline_status(lifecycle or status, lifecycle_at and clock.parse(lifecycle_at), last)
         if include_inactive or status == "active":
-            outlines.append(SessionOutline(task_id, status, phase or "planning", repo, worktree_path, branch,
-                                           agent, last, text_or_none(stage), text_or_none(next_stage)))
-    outlines.sort(key=lambda o: o.task_id)
-    outlines.sort(key=lambda o: o.last_activity, reverse=True)
-    return outlines
-
-
-def _held_leases(rows: list[Any]) -> list[tuple[str, tuple[ListedLease, ...]]]:
-    """The active sessions' unreleased leases in the rows of _LEASES_NEAR, by ticket, newest
-    activity first."""
-    held = []
-    for task_id, stored_status, last_activity, pending_at, fields in rows:
-        lifecycle, lifecycle_at, leases, releases = json.loads(fields)
-        status, last = _folded(stored_status, last_activity, pending_at, lifecycle, lifecycle_at)
-        if status == "active":
-            held.append((last, task_id, unreleased_leases(leases or [], [r["text"] for r in releases or ()], last)))
-    held.sort(key=lambda row: row[1])
-    held.sort(key=lambda row: row[0], reverse=True)
-    return [(task_id, leases) for _, task_id, leases in held]
-
-
+            folded.append((task_id, status, last, rest))
+    folded.sort(key=lambda row: row[0])
+    folded.sort(key=lambda row: row[2], reverse=True)
+    return folded
