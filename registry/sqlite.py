@@ -95,20 +95,17 @@ _ACTIVE_OUTLINES = f"{_OUTLINES} AND (s.status = 'active' OR p.at IS NOT NULL)"
 _LISTED_FIELDS = ("SELECT s.task_id, s.status, s.last_activity, json_extract(s.body, "
                   + ", ".join(f"'$.{'.'.join(path)}'" for path in LISTED_PATHS) + ")")
 _LISTED = f"{_LISTED_FIELDS} FROM sessions AS s WHERE s.project = ?1"
-_ACTIVE_LISTED = f"{_LISTED} AND s.status = 'active'"
-_LISTED_ORDER = " ORDER BY s.last_activity DESC, s.task_id"
 # A page of them (?2, a JSON list of tickets): each a primary-key read (CROSS JOIN keeps
 # SQLite from scanning every active session instead).
 _LISTED_OF = (f"{_LISTED_FIELDS} FROM json_each(?2) AS asked CROSS JOIN sessions AS s "
               "ON s.project = ?1 AND s.task_id = asked.value WHERE TRUE")
-_ACTIVE_LISTED_OF = f"{_LISTED_OF} AND s.status = 'active'"
+_ACTIVE = " AND s.status = 'active'"  # appended to a query of sessions AS s
+_ORDER = " ORDER BY s.last_activity DESC, s.task_id"
 # The tickets in list_sessions' order, from the status index alone (no session read).
-_ORDER = "SELECT task_id, status FROM sessions WHERE project = ?1"
-_ACTIVE_ORDER = f"{_ORDER} AND status = 'active'"
-_ORDER_BY = " ORDER BY last_activity DESC, task_id"
+_TICKETS = "SELECT s.task_id, s.status FROM sessions AS s WHERE s.project = ?1"
 _PAGE = " LIMIT ?2 OFFSET ?3"  # a LIMIT of -1: every row
-_COUNT = "SELECT count(*) FROM sessions WHERE project = ?1"
-_ACTIVE_COUNT = f"{_COUNT} AND status = 'active'"
+_COUNT = "SELECT count(*) FROM sessions AS s WHERE s.project = ?1"
+_BODIES = "SELECT s.body FROM sessions AS s WHERE s.project = ?1"
 
 MIGRATIONS = [
     """
@@ -461,7 +458,8 @@ class SqliteSessionStore(SessionStore):
         for task_id, last_activity, fields in conn.execute(_LEASES_MEETING, (
                 self.project, repo, json.dumps(above), json.dumps(ranges), reach is None)):
             try:
-                held.append((task_id, unreleased_leases(*json.loads(fields), clock.parse(last_activity))))
+                leases, releases = json.loads(fields)
+                held.append((task_id, unreleased_leases(leases, releases, clock.parse(last_activity))))
             except (ValueError, TypeError, KeyError) as exc:  # json.JSONDecodeError is a ValueError
                 raise sqlite3.DatabaseError(f"stored session {task_id} is unreadable: {type(exc).__name__}: "
                                             f"{exc}") from exc
@@ -546,9 +544,7 @@ class SqliteSessionStore(SessionStore):
 
         from baton.registry.model import Session
 
-        query = ("SELECT body FROM sessions WHERE project = ? ORDER BY last_activity DESC, task_id" if include_inactive
-                 else "SELECT body FROM sessions WHERE project = ? AND status = 'active' "
-                      "ORDER BY last_activity DESC, task_id")
+        query = _BODIES + ("" if include_inactive else _ACTIVE) + _ORDER
         try:
             with guarded(STORE, self.path):
                 conn = self._db.conn()
@@ -599,12 +595,9 @@ class SqliteSessionStore(SessionStore):
     def listed_sessions(self, *, include_inactive: bool = False, task_ids: Collection[str] | None = None
                         ) -> Found[list[ListedSession]] | Unavailable:
         """From the stored projections' JSON (read by SQLite): no pydantic, no validation."""
-        query = _LISTED if include_inactive else _ACTIVE_LISTED
-        arguments: tuple[str, ...] = (self.project,)
-        if task_ids is not None:
-            query = _LISTED_OF if include_inactive else _ACTIVE_LISTED_OF
-            arguments = (self.project, json.dumps(sorted(set(task_ids))))
-        return self._stored_rows(self._catch_up, query + _LISTED_ORDER, arguments,
+        query = (_LISTED if task_ids is None else _LISTED_OF) + ("" if include_inactive else _ACTIVE) + _ORDER
+        arguments = (self.project,) if task_ids is None else (self.project, json.dumps(sorted(set(task_ids))))
+        return self._stored_rows(self._catch_up, query, arguments,
                                  lambda rows: [listed_row(task_id, status, clock.parse(last), json.loads(fields))
                                                for task_id, status, last, fields in rows],
                                  lambda sessions: [listed_of(s) for s in sessions
@@ -621,14 +614,14 @@ class SqliteSessionStore(SessionStore):
                       limit: int | None = None) -> Found[list[tuple[str, str]]] | Unavailable:
         """From the status index alone, every pending event projected first."""
         page = slice(offset, None if limit is None else offset + limit)
-        return self._stored_rows(self._catch_up, (_ORDER if include_inactive else _ACTIVE_ORDER) + _ORDER_BY + _PAGE,
+        return self._stored_rows(self._catch_up, _TICKETS + ("" if include_inactive else _ACTIVE) + _ORDER + _PAGE,
                                  (self.project, -1 if limit is None else limit, offset), lambda rows: rows,
                                  lambda sessions: [(s.task_id, s.status.value) for s in sessions][page],
                                  include_inactive=include_inactive)
 
     def session_count(self, *, include_inactive: bool = False) -> Found[int] | Unavailable:
         """From the status index alone, every pending event projected first."""
-        return self._stored_rows(self._catch_up, _COUNT if include_inactive else _ACTIVE_COUNT, (self.project,),
+        return self._stored_rows(self._catch_up, _COUNT + ("" if include_inactive else _ACTIVE), (self.project,),
                                  lambda rows: rows[0][0], len, include_inactive=include_inactive)
 
     def leases_near(self, repo: str, paths: Sequence[str]) -> Found[list[tuple[str, ListedLease]]] | Unavailable:
