@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -276,25 +276,12 @@ class SqliteSessionStore(SessionStore):
         """Project every pending event; runs inside the caller's write transaction. A
         redaction that waited unprojected (it was queued) rewrites the events it names then,
         as append does."""
-        from baton.registry.apply import apply_event
-
         rows = conn.execute("SELECT event_id, body FROM events WHERE project = ? AND applied = 0 ORDER BY at",
                             (self.project,)).fetchall()
         if not rows:
             return
         adapter = event_adapter()
-        sessions: dict[str, Session] = {}
-        for event_id, body in rows:
-            event = _parsed(adapter, event_id, body)
-            if event.type == "secrets_redacted":
-                folded = self._redact(conn, event)
-                if folded is not None:
-                    sessions[event.task_id] = folded
-                continue
-            current = sessions[event.task_id] if event.task_id in sessions else self._load(conn, event.task_id)
-            sessions[event.task_id] = apply_event(current, event)
-        for session in sessions.values():
-            self._save(conn, session)
+        self._project(conn, ((_parsed(adapter, event_id, body), True) for event_id, body in rows))
         conn.executemany("UPDATE events SET applied = 1 WHERE project = ? AND event_id = ?",
                          [(self.project, e) for e, _ in rows])
 
@@ -414,19 +401,24 @@ class SqliteSessionStore(SessionStore):
 
     def _append_in(self, conn: sqlite3.Connection, events: Sequence[Event]) -> dict[str, Session | None]:
         """Store and project the events inside the caller's write transaction (see append)."""
+        adapter = event_adapter()
+        return self._project(conn, ((event, conn.execute(_INSERT_EVENT, (
+            str(event.event_id), event.task_id, clock.to_text(event.at), event.type, adapter.dump_json(event).decode(),
+            1, self.project)).rowcount == 1) for event in events))
+
+    def _project(self, conn: sqlite3.Connection, events: Iterable[tuple[Event, bool]]) -> dict[str, Session | None]:
+        """Apply each event marked new to its ticket's stored projection (a redaction rewrites
+        the events it names and folds the log again) and store the projections, inside the
+        caller's write transaction; the session of every ticket of the events."""
         from baton.registry.apply import apply_event
 
-        adapter = event_adapter()
         sessions: dict[str, Session | None] = {}
-        for event in events:
-            inserted = conn.execute(_INSERT_EVENT, (
-                str(event.event_id), event.task_id, clock.to_text(event.at), event.type,
-                adapter.dump_json(event).decode(), 1, self.project)).rowcount
+        for event, new in events:
             if event.task_id not in sessions:
                 sessions[event.task_id] = self._load(conn, event.task_id)
-            if inserted and event.type == "secrets_redacted":
+            if new and event.type == "secrets_redacted":
                 sessions[event.task_id] = self._redact(conn, event)
-            elif inserted:
+            elif new:
                 sessions[event.task_id] = apply_event(sessions[event.task_id], event)
         for session in sessions.values():
             if session is not None:

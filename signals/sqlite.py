@@ -114,9 +114,7 @@ class SqliteSignalBus(SignalBus):
             return set()
         marks = ",".join("?" * len(signal_ids))
         query = f"SELECT signal_id FROM signals WHERE project = ? AND signal_id IN ({marks})"  # noqa: S608
-        with guarded(STORE, self.path):
-            rows = self._db.conn().execute(query, [self.project, *signal_ids])
-            return {signal_id for (signal_id,) in rows}
+        return {signal_id for (signal_id,) in self._db.read(STORE, query, [self.project, *signal_ids])}
 
     def watermark(self) -> str | None:
         with guarded(STORE, self.path):
