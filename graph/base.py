@@ -41,6 +41,12 @@ def project_prefix(task_id: str) -> str:
     return "" if project is None else qualified(project, "")
 
 
+def id_range(scope: str) -> tuple[str, str]:
+    """The ids that start with scope, as a range (after, before): a project's scope ends with
+    a separator (baton.projects), and no id holds U+10FFFF (the bound of every id)."""
+    return scope, (scope[:-1] + chr(ord(scope[-1]) + 1) if scope else "\U0010ffff")
+
+
 def count_moves(before: Mapping[str, set[str]], after: Mapping[str, set[str]],
                 others: Mapping[str, Mapping[str, Collection[str]]]
                 ) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]]]:

@@ -27,7 +27,7 @@ from baton import clock
 from baton.budget import SLACK, AnyGate, OpenGate, within
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.files import FileRef
-from baton.graph.base import ConflictGraph, TicketRecord, count_moves, project_prefix
+from baton.graph.base import ConflictGraph, TicketRecord, count_moves, id_range, project_prefix
 from baton.projects import SEPARATOR
 from baton.retry import Backoff
 from baton.store_names import Store
@@ -332,12 +332,6 @@ WHERE t.status = 'active' AND other.status = 'active' AND other.task_id <> task_
 WITH task_id, collect(DISTINCT other.task_id)[..$sample] AS partners
 RETURN collect([task_id, partners]) AS rows
 """
-
-
-def id_range(scope: str) -> tuple[str, str]:
-    """The ids that start with scope, as a range (after, before): a project's scope ends with
-    a separator (baton.projects), and no id holds U+10FFFF (the bound of every id)."""
-    return scope, (scope[:-1] + chr(ord(scope[-1]) + 1) if scope else "\U0010ffff")
 
 
 def _split_credentials(uri: str) -> tuple[str, tuple[str, str] | None]:
