@@ -293,9 +293,9 @@ LISTED_PATHS = (*OUTLINE_PATHS, ("files",), ("handoff_verification",), ("reopene
 
 def outline_row(task_id: str, status: str, last_activity: datetime, fields: Sequence) -> SessionOutline:
     """A session's outline from the values at OUTLINE_PATHS of its stored projection."""
-    phase, repo, worktree_path, branch, agent, stage, next_stage = fields
+    phase, repo, worktree_path, branch, agent, *stages = fields  # a workflow's fields: text, else None
     return SessionOutline(task_id, status, phase or "planning", repo, worktree_path, branch, agent, last_activity,
-                          text_or_none(stage), text_or_none(next_stage))
+                          *(stage if isinstance(stage, str) else None for stage in stages))
 
 
 def listed_row(task_id: str, status: str, last_activity: datetime, fields: Sequence) -> ListedSession:
@@ -329,11 +329,6 @@ def runs_started(run_log: Collection[object], reopened_by: Collection[object]) -
     registry, down then, never learnt). What `baton list`, the dashboard, `resume --json` and
     `baton runs` all count."""
     return max(len(run_log), 1 + len(reopened_by))
-
-
-def text_or_none(value: object) -> str | None:
-    """A workflow state's field as text; None when absent or of another kind."""
-    return value if isinstance(value, str) else None
 
 
 def lease_ends(granted_at: datetime, last_activity: datetime, ttl_seconds: int) -> datetime:
