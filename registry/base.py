@@ -129,14 +129,6 @@ class SessionStore(ABC):
         and `baton decide` (baton.registry.wire builds the body). Must not import the pydantic
         models. The projection catches up before the next read; an id already stored is skipped."""
 
-    def record_touch(self, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef], *,
-                     event_id: str) -> None:
-        """Append a files_touched event without projecting it yet (see append_body)."""
-        from baton.registry.wire import files_touched_body
-
-        self.append_body(event_id, task_id, at, "files_touched",
-                         files_touched_body(event_id, task_id, session_id, at, files))
-
     @abstractmethod
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
         """The ticket's projection."""
