@@ -466,7 +466,7 @@ class BoltConflictGraph(ConflictGraph):
         ordered = sorted(records, key=lambda r: r.task_id)
         tickets = [{"task_id": r.task_id, "status": r.status, "at": clock.to_text(r.at),
                     "session_id": r.session_id or None, "depends_on": list(r.depends_on),
-                    "files": _file_rows(sorted(r.files, key=_key))}
+                    "files": _file_rows(sorted(r.files, key=lambda f: f.key))}
                    for r in ordered]
 
         statuses = {r.task_id: r.status for r in ordered}  # a ticket written twice: its last, as the UNWIND
@@ -632,10 +632,6 @@ def _move_counts(tx: neo4j.Transaction, known: dict[str, tuple[str | None, set[s
 def _collected(tx: neo4j.Transaction, statement: str, **parameters: Any) -> list[Any]:
     """The rows of a statement that answers them as one record's `rows`, each a tuple."""
     return [tuple(row) for row in tx.run(statement, **parameters).single(strict=True)["rows"]]
-
-
-def _key(ref: FileRef) -> str:
-    return ref.key
 
 
 def _file_rows(files: Sequence[FileRef]) -> list[list[str]]:

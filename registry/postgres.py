@@ -457,7 +457,7 @@ class PostgresSessionStore(SessionStore):
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 if cut.is_set():
                     raise ServerUnreachable(STORE, f"{_where(self.url)}: {self._gate.no_answer()}") from exc
-                message = f"{_where(self.url)}: {_first_line(exc)}"
+                message = f"{_where(self.url)}: {(str(exc).strip() or type(exc).__name__).splitlines()[0]}"
                 state = getattr(exc, "sqlstate", None)
                 said = "FATAL:" in str(exc) and _STARTING_OR_STOPPING not in str(exc)
                 if (state is None and not said) or (state or "").startswith(_UNREACHABLE_STATES):
@@ -828,8 +828,3 @@ def _where(url: str) -> str:
     except Error:  # an unparsable URL is reported by the connection attempt itself
         return "PostgreSQL"
     return f"PostgreSQL at {info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]

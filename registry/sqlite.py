@@ -71,11 +71,10 @@ QUEUE_AFTER = 0.25
 # Seconds a conditional write (append_unless: a lease's grant) waits at least for the write
 # lock: its answer needs the lock, so it cannot be queued like a plain write.
 DECISION_WAIT = 10.0
-# Unprojected events (append_body) that signal_scope reads raw: they add files at most (a
-# checkpoint's record, which the Stop hook appends, adds nothing to the scope).
-_SCOPE_READ_RAW = {"files_touched", "decision_recorded", "checkpoint_taken"}
-# Unprojected events that session_outlines reads raw: they move last_activity at most.
-_OUTLINE_READ_RAW = ("files_touched", "decision_recorded", "checkpoint_taken")
+# Unprojected events (append_body) that signal_scope, session_outlines and leases_near read
+# raw: they add files and move last_activity at most (a checkpoint's record, which the Stop
+# hook appends, adds nothing to the scope).
+_READ_RAW = ("files_touched", "decision_recorded", "checkpoint_taken")
 _OUTLINE_NEEDS_PROJECTION = (
     "SELECT 1 FROM events e WHERE e.project = ? AND e.applied = 0 AND (e.type NOT IN (?, ?, ?) "
     "OR NOT EXISTS (SELECT 1 FROM sessions s WHERE s.project = e.project AND s.task_id = e.task_id)) LIMIT 1")
@@ -493,7 +492,7 @@ class SqliteSessionStore(SessionStore):
             rows += [(kind, at, body) for at, _, kind, body, _ in self._queued([task_id])]
         stored = [body for kind, _, body in rows if kind == "session"]
         pending = [(kind, at, body) for kind, at, body in rows if kind != "session"]
-        if not stored or any(kind not in _SCOPE_READ_RAW for kind, _, _ in pending):
+        if not stored or any(kind not in _READ_RAW for kind, _, _ in pending):
             # A ticket not projected yet, or a pending event that may change the scope:
             # the full read projects it.
             return super().signal_scope(task_id) if rows else NotFound(task_id)
@@ -552,7 +551,7 @@ class SqliteSessionStore(SessionStore):
         times folded in: nothing is queued and no unprojected event changes more than the
         last activity, or those were projected now; False: read the sessions in memory."""
         if not self._queue.names() and conn.execute(_OUTLINE_NEEDS_PROJECTION,
-                                                    (self.project, *_OUTLINE_READ_RAW)).fetchone() is None:
+                                                    (self.project, *_READ_RAW)).fetchone() is None:
             return True
         return self._catch_up(conn)
 
