@@ -39,7 +39,7 @@ from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.outbox import Entry, Outbox
 
 if TYPE_CHECKING:
-    from confluent_kafka import KafkaError, KafkaException, Message, Producer
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
     from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 PARTITIONS = 3
@@ -315,39 +315,19 @@ class KafkaOutbox:
         read from the earliest of their produce times to each partition's end."""
         if not entries:
             return set()
-        import uuid
-
-        from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+        from confluent_kafka import KafkaException
 
         wanted = {e.message_id for e in entries}
         # Each earlier copy was looked up before the last produce (SETTLE_MS after its own).
         since = min(e.sent_at or 0 for e in entries) - CLOCK_SKEW_MS
-        consumer = Consumer({**client_config(self.bootstrap, self.gate.left()),
-                             "group.id": f"baton-outbox-{uuid.uuid4().hex}", "enable.auto.commit": False,
-                             "enable.partition.eof": True, "fetch.wait.max.ms": 1})
+        consumer = reader(self.bootstrap, self.gate.left(), "baton-outbox")
         found: set[str] = set()
         try:
-            partitions = consumer.list_topics(self.topic, timeout=self.gate.left()).topics[self.topic].partitions
-            starts = consumer.offsets_for_times([TopicPartition(self.topic, p, since) for p in partitions],
-                                                timeout=self.gate.left())
-            todo = [tp for tp in starts if tp.offset != OFFSET_END and tp.offset >= 0]
-            consumer.assign(todo)
-            remaining = {tp.partition for tp in todo}
-            deadline = self.gate.left()
-            until = time.monotonic() + deadline
-            while remaining and wanted - found:
-                if time.monotonic() > until:
-                    raise self.unreachable(f"topic not read within {deadline:.1f}s")
-                message = consumer.poll(0.05)
-                if message is None:
-                    continue
-                error = message.error()
-                if error:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        remaining.discard(message.partition())
-                        continue
-                    raise KafkaException(error)
+            for message in messages_since(consumer, self.topic, since, self.gate.left,
+                                          lambda seconds: self.unreachable(f"topic not read within {seconds:.1f}s")):
                 found.update(_ids_in(message) & wanted)
+                if not wanted - found:
+                    break
         except KafkaException as exc:
             raise kafka_failure(self.store, self.bootstrap, exc) from exc
         finally:
@@ -373,6 +353,49 @@ class KafkaOutbox:
             self._forget_acknowledged()  # the unsent among the purged: the next delivery needs no wait
             self._producer = None
         self._box.close()
+
+
+def reader(bootstrap: str, left: float, name: str) -> Consumer:
+    """A consumer that reads partitions assigned to it and never joins its (unique) group,
+    so it commits nothing and rebalances nothing."""
+    import uuid
+
+    from confluent_kafka import Consumer
+
+    # A read ends at each partition's end, which the broker tells once its fetch wait has
+    # passed: 1 ms instead of 10 took a warm read of a few signals from 26.7 ms to 7.6.
+    return Consumer({**client_config(bootstrap, left), "group.id": f"{name}-{uuid.uuid4().hex}",
+                     "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 1})
+
+
+def messages_since(consumer: Consumer, topic: str, since_ms: int, left: Callable[[], float],
+                   late: Callable[[float], StoreUnavailable]) -> Iterator[Message]:
+    """The messages of topic (a reader's) from the time since_ms to each partition's end,
+    within what left() says; late(seconds allowed) is raised past that, KafkaException for
+    the client's errors."""
+    from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
+
+    partitions = consumer.list_topics(topic, timeout=left()).topics[topic].partitions
+    starts = consumer.offsets_for_times([TopicPartition(topic, p, since_ms) for p in partitions], timeout=left())
+    # OFFSET_END: nothing in that partition is that new.
+    todo = [tp for tp in starts if tp.offset != OFFSET_END and tp.offset >= 0]
+    consumer.assign(todo)
+    remaining = {tp.partition for tp in todo}
+    seconds = left()
+    until = time.monotonic() + seconds
+    while remaining:
+        if time.monotonic() > until:
+            raise late(seconds)
+        message = consumer.poll(0.05)
+        if message is None:
+            continue
+        error = message.error()
+        if error and error.code() == KafkaError._PARTITION_EOF:
+            remaining.discard(message.partition())
+        elif error:
+            raise KafkaException(error)
+        else:
+            yield message
 
 
 def _ids_in(message: Message) -> set[str]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from baton.locks import held
-from baton.sqlite import SqliteFile, guarded
+from baton.sqlite import SqliteFile
 
 _SCHEMA = """
     CREATE TABLE outbox (
@@ -150,26 +150,21 @@ class Outbox:
             return set()
         marks = ",".join("?" * len(message_ids))
         query = f"SELECT message_id FROM kept WHERE message_id IN ({marks})"  # noqa: S608 -- placeholders only
-        with guarded(self.store, self.path):
-            rows = self._db.conn().execute(query, list(message_ids))
-            return {message_id for (message_id,) in rows}
+        return {message_id for (message_id,) in self._db.read(self.store, query, list(message_ids))}
 
     def waiting(self) -> int:
         """How many messages wait (0 without creating a missing file)."""
         if not self.path.exists():
             return 0
-        with guarded(self.store, self.path):
-            return self._db.conn().execute("SELECT count(*) FROM outbox").fetchone()[0]
+        return self._db.read(self.store, "SELECT count(*) FROM outbox")[0][0]
 
     def entries(self) -> list[Entry]:
         """The messages waiting, oldest first."""
         if not self.path.exists():
             return []
-        with guarded(self.store, self.path):
-            rows = self._db.conn().execute(
-                "SELECT seq, message_id, key, body, taken, sent_at FROM outbox ORDER BY seq")
-            return [Entry(seq, message_id, key, body, bool(taken), sent_at)
-                    for seq, message_id, key, body, taken, sent_at in rows]
+        rows = self._db.read(self.store, "SELECT seq, message_id, key, body, taken, sent_at FROM outbox ORDER BY seq")
+        return [Entry(seq, message_id, key, body, bool(taken), sent_at)
+                for seq, message_id, key, body, taken, sent_at in rows]
 
     def drop(self, message_ids: Sequence[str]) -> None:
         """Forget delivered messages (their ids stay known: keeping them again keeps nothing)."""
@@ -185,10 +180,8 @@ class Outbox:
         """(message id, key, body) of every message waiting or remembered as delivered."""
         if not self.path.exists():
             return []
-        with guarded(self.store, self.path):
-            return self._db.conn().execute(
-                "SELECT message_id, key, body FROM outbox UNION ALL SELECT message_id, key, body FROM delivered"
-            ).fetchall()
+        return self._db.read(self.store, "SELECT message_id, key, body FROM outbox "
+                                         "UNION ALL SELECT message_id, key, body FROM delivered")
 
     def forget_delivered(self, message_ids: Sequence[str]) -> None:
         """Forget these delivered messages (their reader holds them), and those remembered too long."""
@@ -223,8 +216,7 @@ class Outbox:
 
     def topic_known(self, topic: str) -> bool:
         """Whether this data home already made sure the topic exists."""
-        with guarded(self.store, self.path):
-            return self._db.conn().execute("SELECT 1 FROM topics WHERE name = ?", (topic,)).fetchone() is not None
+        return bool(self._db.read(self.store, "SELECT 1 FROM topics WHERE name = ?", (topic,)))
 
     def note_topic(self, topic: str) -> None:
         self._each("INSERT OR IGNORE INTO topics (name) VALUES (?)", [topic])

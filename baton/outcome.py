@@ -12,12 +12,15 @@ not a failure, so it never raises; a caller to whom absence matters tests for No
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, NoReturn, TypeVar
+from functools import wraps
+from typing import Generic, NoReturn, ParamSpec, TypeVar
 
 from baton.errors import StoreUnavailable
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class Outcome(Generic[T]):
@@ -56,3 +59,16 @@ class Unavailable(Outcome):
 
     def unwrap(self, store: str) -> NoReturn:
         raise StoreUnavailable(store, self.reason)
+
+
+def answering(read: Callable[P, T]) -> Callable[P, T | Unavailable]:
+    """A read that answers Unavailable(reason) where it would raise StoreUnavailable."""
+
+    @wraps(read)
+    def answer(*args: P.args, **kwargs: P.kwargs) -> T | Unavailable:
+        try:
+            return read(*args, **kwargs)
+        except StoreUnavailable as exc:
+            return Unavailable(exc.reason)
+
+    return answer

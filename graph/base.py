@@ -8,9 +8,8 @@ from datetime import datetime
 from typing import NamedTuple
 
 from baton import clock
-from baton.errors import StoreUnavailable
 from baton.files import FileRef
-from baton.outcome import Found, Unavailable
+from baton.outcome import Found, Unavailable, answering
 from baton.projects import qualified, split_qualified
 
 
@@ -40,6 +39,12 @@ def project_prefix(task_id: str) -> str:
     before projects): the kept counts count tickets of one project together only."""
     project, _ = split_qualified(task_id)
     return "" if project is None else qualified(project, "")
+
+
+def id_range(scope: str) -> tuple[str, str]:
+    """The ids that start with scope, as a range (after, before): a project's scope ends with
+    a separator (baton.projects), and no id holds U+10FFFF (the bound of every id)."""
+    return scope, (scope[:-1] + chr(ord(scope[-1]) + 1) if scope else "\U0010ffff")
 
 
 def count_moves(before: Mapping[str, set[str]], after: Mapping[str, set[str]],
@@ -122,6 +127,7 @@ class ConflictGraph(ABC):
         """Add touches of files; a stalled or unknown ticket becomes active, a completed one
         stays completed. Returns whether the ticket is active."""
 
+    @answering
     def shared_files(self, task_id: str, *, partners: int | None = None
                      ) -> Found[dict[str, list[FileRef]]] | Unavailable:
         """For each other active ticket (the first `partners` by id, when given), the files
@@ -130,80 +136,63 @@ class ConflictGraph(ABC):
         Cost grows with task_id's own files and their active sharers, never with the
         number of sessions.
         """
-        try:
-            rows = self._shared_rows(task_id, partners)
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
         shared: dict[str, list[FileRef]] = {}
-        for other, repo, path in rows:
+        for other, repo, path in self._shared_rows(task_id, partners):
             shared.setdefault(other, []).append(FileRef(repo=repo, path=path))
         return Found(shared)
 
+    @answering
     def shared_files_of(self, task_ids: Collection[str], *, among: bool = False
                         ) -> Found[dict[str, dict[str, list[FileRef]]]] | Unavailable:
         """shared_files() of each of task_ids, {task: {other: files}}, in one read; a ticket
         that shares nothing is absent. With `among`, only the files two active tickets of
         task_ids share (both ways): cost follows the given tickets' files, so a caller bounds
         it by asking about a bounded set (the tickets a map shows)."""
-        try:
-            rows = self._shared_rows_of(sorted(set(task_ids)), among) if task_ids else []
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
-        return Found(_shared_by_ticket(rows))
+        return Found(_shared_by_ticket(self._shared_rows_of(sorted(set(task_ids)), among) if task_ids else []))
 
+    @answering
     def touchers(self, files: Sequence[FileRef], *, exclude: str | None = None
                  ) -> Found[dict[FileRef, list[tuple[str, datetime]]]] | Unavailable:
         """For each of files that another active ticket touched (not `exclude`), those
         tickets and when each last touched it, by ticket id: what an edit is checked against
         before it happens. Cost follows the files asked about and their active touchers."""
-        try:
-            rows = self._toucher_rows(list(dict.fromkeys(files))) if files else []
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
         found: dict[FileRef, list[tuple[str, datetime]]] = {}
-        for repo, path, task, at in rows:
+        for repo, path, task, at in self._toucher_rows(list(dict.fromkeys(files))) if files else []:
             if task != exclude:
                 found.setdefault(FileRef(repo=repo, path=path), []).append((task, clock.parse(at)))
         return Found(found)
 
+    @answering
     def touchers_under(self, repo: str, prefix: str, *, exclude: str | None = None
                        ) -> Found[dict[str, list[str]]] | Unavailable:
         """The active tickets (not `exclude`) that touched files of repo whose path starts
         with prefix, and those paths: what a lease of a pattern under prefix may cover
         (baton.skills.core.path_patterns decides which it does). Cost follows those files."""
-        try:
-            rows = self._under_rows(repo, prefix)
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
         found: dict[str, list[str]] = {}
-        for task, path in rows:
+        for task, path in self._under_rows(repo, prefix):
             if task != exclude:
                 found.setdefault(task, []).append(path)
         return Found(found)
 
+    @answering
     def held(self, task_ids: Collection[str]) -> Found[dict[str, tuple[str, set[str]]]] | Unavailable:
         """For each of task_ids the graph holds, its status and the keys of the files it
         touched (what `baton doctor --repair` compares with the registry)."""
-        try:
-            rows = self._held_rows(sorted(set(task_ids))) if task_ids else []
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
         held: dict[str, tuple[str, set[str]]] = {}
-        for task, status, repo, path in rows:
+        for task, status, repo, path in self._held_rows(sorted(set(task_ids))) if task_ids else []:
             files = held.setdefault(task, (status, set()))[1]
             if path is not None:
                 files.add(FileRef(repo=repo or "", path=path).key)
         return Found(held)
 
+    @answering
     def held_counts(self, task_ids: Collection[str]) -> Found[dict[str, tuple[str, int]]] | Unavailable:
         """For each of task_ids the graph holds, its status and how many files it touched:
         one row per ticket, what repair compares before it reads any ticket's files."""
-        try:
-            rows = self._held_count_rows(sorted(set(task_ids))) if task_ids else []
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        rows = self._held_count_rows(sorted(set(task_ids))) if task_ids else []
         return Found({task: (status, files) for task, status, files in rows})
 
+    @answering
     def conflict_summaries(self, *, sample: int, expected: Collection[tuple[str, str]] = (),
                            task_ids: Collection[str] | None = None
                            ) -> Found[dict[str, ConflictSummary]] | Unavailable:
@@ -216,22 +205,20 @@ class ConflictGraph(ABC):
         """
         both_ways = sorted({pair for a, b in expected for pair in ((a, b), (b, a))})
         asked = None if task_ids is None else sorted(set(task_ids))
-        try:
-            kept = None if asked is None else self._kept_rows(asked)
-            if kept is None or asked is None:
-                rows = self._summary_rows(sample, both_ways, asked)
-            else:
-                # The kept counts hold a fork's expected overlap: those tickets are counted here.
-                involved = sorted({task for pair in expected for task in pair}.intersection(asked))
-                rows = self._summary_rows(sample, both_ways, involved) if involved else []
-                rest = [(task, files, tickets) for task, files, tickets in kept if files and task not in involved]
-                found = self._sample_rows([task for task, _, _ in rest], sample) if sample and rest else {}
-                rows += [(task, files, tickets, found.get(task, [])) for task, files, tickets in rest]
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        kept = None if asked is None else self._kept_rows(asked)
+        if kept is None or asked is None:
+            rows = self._summary_rows(sample, both_ways, asked)
+        else:
+            # The kept counts hold a fork's expected overlap: those tickets are counted here.
+            involved = sorted({task for pair in expected for task in pair}.intersection(asked))
+            rows = self._summary_rows(sample, both_ways, involved) if involved else []
+            rest = [(task, files, tickets) for task, files, tickets in kept if files and task not in involved]
+            found = self._sample_rows([task for task, _, _ in rest], sample) if sample and rest else {}
+            rows += [(task, files, tickets, found.get(task, [])) for task, files, tickets in rest]
         return Found({task: ConflictSummary(files=files, tickets=tickets, sample=tuple(sorted(partners)[:sample]))
                       for task, files, tickets, partners in rows if files})
 
+    @answering
     def conflict_counts(self, task_ids: Collection[str] | None = None, *,
                         at_most: int | None = None) -> Found[dict[str, tuple[int, int]]] | Unavailable:
         """Every active ticket that shares files with another (or those of task_ids that
@@ -242,12 +229,9 @@ class ConflictGraph(ABC):
         asked = None if task_ids is None else sorted(set(task_ids))
         if asked == []:
             return Found({})
-        try:
-            kept = self._kept_rows(asked, at_most=None if asked else at_most)
-            rows = ([(task, files, tickets) for task, files, tickets, _ in self._summary_rows(0, [], asked)]
-                    if kept is None else kept)
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        kept = self._kept_rows(asked, at_most=None if asked else at_most)
+        rows = ([(task, files, tickets) for task, files, tickets, _ in self._summary_rows(0, [], asked)]
+                if kept is None else kept)
         found = {task: (files, tickets) for task, files, tickets in rows if files}
         if asked is None and at_most is not None and len(found) > at_most:
             found = dict(list(found.items())[:at_most])

@@ -27,7 +27,7 @@ from baton import clock
 from baton.budget import SLACK, AnyGate, OpenGate, within
 from baton.errors import ServerUnreachable, StoreUnavailable
 from baton.files import FileRef
-from baton.graph.base import ConflictGraph, TicketRecord, count_moves, project_prefix
+from baton.graph.base import ConflictGraph, TicketRecord, count_moves, id_range, project_prefix
 from baton.projects import SEPARATOR
 from baton.retry import Backoff
 from baton.store_names import Store
@@ -334,12 +334,6 @@ RETURN collect([task_id, partners]) AS rows
 """
 
 
-def id_range(scope: str) -> tuple[str, str]:
-    """The ids that start with scope, as a range (after, before): a project's scope ends with
-    a separator (baton.projects), and no id holds U+10FFFF (the bound of every id)."""
-    return scope, (scope[:-1] + chr(ord(scope[-1]) + 1) if scope else "\U0010ffff")
-
-
 def _split_credentials(uri: str) -> tuple[str, tuple[str, str] | None]:
     """The URI without user information, and (user, password) when it held them."""
     from urllib.parse import unquote, urlsplit
@@ -472,7 +466,7 @@ class BoltConflictGraph(ConflictGraph):
         ordered = sorted(records, key=lambda r: r.task_id)
         tickets = [{"task_id": r.task_id, "status": r.status, "at": clock.to_text(r.at),
                     "session_id": r.session_id or None, "depends_on": list(r.depends_on),
-                    "files": _file_rows(sorted(r.files, key=_key))}
+                    "files": _file_rows(sorted(r.files, key=lambda f: f.key))}
                    for r in ordered]
 
         statuses = {r.task_id: r.status for r in ordered}  # a ticket written twice: its last, as the UNWIND
@@ -508,7 +502,7 @@ class BoltConflictGraph(ConflictGraph):
         moving, so a ticket counted before them stays right), then the mark."""
         after, done = "", 0
         while True:
-            page = self._call(partial(_page_after, after), write=False)
+            page = [task for (task,) in self._rows(TICKETS_AFTER, after=after, page=SUMMARY_PAGE)]
             if not page:
                 break
             self._call(partial(_recount, page), write=True)
@@ -539,32 +533,30 @@ class BoltConflictGraph(ConflictGraph):
         if task_ids:
             self._call(work, write=True)
 
+    def _rows(self, statement: str, **parameters: Any) -> list[Any]:
+        """The rows of a read statement, each a tuple."""
+        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(statement, **parameters)], write=False)
+
     def _shared_rows(self, task_id: str, partners: int | None, scope: str = "") -> list[tuple[str, str, str]]:
         if partners is None:
-            return self._call(lambda tx: [tuple(r.values()) for r in tx.run(SHARED_FILES, task_id=task_id,
-                                                                            scope=scope)], write=False)
-        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(
-            SHARED_FILES_OF_FIRST, task_id=task_id, partners=partners, scope=scope)], write=False)
+            return self._rows(SHARED_FILES, task_id=task_id, scope=scope)
+        return self._rows(SHARED_FILES_OF_FIRST, task_id=task_id, partners=partners, scope=scope)
 
     def _shared_rows_of(self, task_ids: list[str], among: bool, scope: str = "") -> list[tuple[str, str, str, str]]:
         statement = PAIRS_AMONG if among else SHARED_FILES_OF_MANY
         return self._call(lambda tx: _collected(tx, statement, task_ids=task_ids, scope=scope), write=False)
 
     def _toucher_rows(self, files: list[FileRef], scope: str = "") -> list[tuple[str, str, str, str]]:
-        keys = sorted({f.key for f in files})
-        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(TOUCHERS, keys=keys, scope=scope)],
-                          write=False)
+        return self._rows(TOUCHERS, keys=sorted({f.key for f in files}), scope=scope)
 
     def _under_rows(self, repo: str, prefix: str, scope: str = "") -> list[tuple[str, str]]:
-        key = FileRef(repo=repo, path=prefix).key if repo else prefix
-        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(UNDER, key=key, repo=repo, scope=scope)],
-                          write=False)
+        return self._rows(UNDER, key=FileRef(repo=repo, path=prefix).key if repo else prefix, repo=repo, scope=scope)
 
     def _held_rows(self, task_ids: list[str]) -> list[tuple[str, str, str | None, str | None]]:
-        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(HELD, task_ids=task_ids)], write=False)
+        return self._rows(HELD, task_ids=task_ids)
 
     def _held_count_rows(self, task_ids: list[str]) -> list[tuple[str, str, int]]:
-        return self._call(lambda tx: [tuple(r.values()) for r in tx.run(HELD_COUNTS, task_ids=task_ids)], write=False)
+        return self._rows(HELD_COUNTS, task_ids=task_ids)
 
     def _sample_rows(self, task_ids: list[str], sample: int, scope: str = "") -> dict[str, list[str]]:
         return dict(self._call(lambda tx: _collected(tx, SAMPLES_OF, task_ids=task_ids, sample=sample, scope=scope),
@@ -590,8 +582,7 @@ class BoltConflictGraph(ConflictGraph):
         return self._call(work, write=False)
 
     def describe(self) -> dict[str, str]:
-        tasks = self._call(lambda tx: tx.run("MATCH (t:Task) RETURN count(t) AS n").single(strict=True)["n"],
-                           write=False)
+        ((tasks,),) = self._rows("MATCH (t:Task) RETURN count(t) AS n")
         return {"backend": f"bolt ({self.dialect})", "location": self.uri, "version": self.agent or "",
                 "size": f"{tasks} tasks"}
 
@@ -599,11 +590,6 @@ class BoltConflictGraph(ConflictGraph):
         if self._driver is not None:
             self._driver.close()
             self._driver = None
-
-
-def _page_after(after: str, tx: neo4j.Transaction) -> list[str]:
-    """The next SUMMARY_PAGE tickets by id after `after`."""
-    return [record["task"] for record in tx.run(TICKETS_AFTER, after=after, page=SUMMARY_PAGE)]
 
 
 def _recount(task_ids: list[str], tx: neo4j.Transaction) -> None:
@@ -646,10 +632,6 @@ def _move_counts(tx: neo4j.Transaction, known: dict[str, tuple[str | None, set[s
 def _collected(tx: neo4j.Transaction, statement: str, **parameters: Any) -> list[Any]:
     """The rows of a statement that answers them as one record's `rows`, each a tuple."""
     return [tuple(row) for row in tx.run(statement, **parameters).single(strict=True)["rows"]]
-
-
-def _key(ref: FileRef) -> str:
-    return ref.key
 
 
 def _file_rows(files: Sequence[FileRef]) -> list[list[str]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from baton import clock
 from baton.files import FileRef
-from baton.graph.base import ConflictGraph, TicketRecord, count_moves
+from baton.graph.base import ConflictGraph, TicketRecord, count_moves, id_range
 from baton.sqlite import SqliteFile, guarded
 from baton.store_names import Store
 
@@ -168,11 +168,8 @@ _SUMMARIES_OF = _SUMMARIES + " AND t.task_id IN (SELECT value FROM json_each(:ta
 
 
 def _bounds(scope: str) -> dict[str, str]:
-    """The ids starting with scope, as a range the primary keys answer: [scope, the next
-    prefix after it)."""
-    if not scope:
-        return {"low": "", "high": chr(0x10FFFF)}
-    return {"low": scope, "high": scope[:-1] + chr(ord(scope[-1]) + 1)}
+    """The ids starting with scope, as the range [low, high) the primary keys answer."""
+    return dict(zip(("low", "high"), id_range(scope), strict=True))
 
 
 def _add_touches(conn: sqlite3.Connection, task_id: str, files: Sequence[FileRef], stamp: str) -> None:
@@ -196,21 +193,17 @@ def _mark_activity(conn: sqlite3.Connection, task_id: str) -> None:
 # separator, baton.projects; empty for an id kept before projects) agree.
 _SAME_PROJECT = ("substr(other.task_id, 1, instr(other.task_id, char(31))) "
                  "= substr(mine.task_id, 1, instr(mine.task_id, char(31)))")
-# Every touch of the ticket's files by another active ticket of its project.
-_PARTNER_ROWS = f"""
-SELECT other.task_id, mine.repo, mine.path FROM touches AS mine
+# The other active tickets of its project touching a ticket's files (as _SHARERS).
+_PROJECT_SHARERS = f"""
+FROM touches AS mine
 JOIN touches AS other ON other.active AND other.repo = mine.repo AND other.path = mine.path
     AND other.task_id <> mine.task_id AND {_SAME_PROJECT}
-WHERE mine.task_id = :task
-"""  # noqa: S608 -- constants
+"""
+# Every touch of the ticket's files by another active ticket of its project.
+_PARTNER_ROWS = f"SELECT other.task_id, mine.repo, mine.path {_PROJECT_SHARERS} WHERE mine.task_id = :task"
 # Up to :sample tickets sharing a file with the ticket, the first found (no sort: a
 # ticket's thousand partners are not all read for five).
-_SAMPLE = f"""
-SELECT DISTINCT other.task_id FROM touches AS mine
-JOIN touches AS other ON other.active AND other.repo = mine.repo AND other.path = mine.path
-    AND other.task_id <> mine.task_id AND {_SAME_PROJECT}
-WHERE mine.task_id = :task LIMIT :sample
-"""  # noqa: S608 -- constants
+_SAMPLE = f"SELECT DISTINCT other.task_id {_PROJECT_SHARERS} WHERE mine.task_id = :task LIMIT :sample"
 # The kept counts of the tickets of :tasks (a JSON list), counted again from their touches.
 _RECOUNT = f"""
 UPDATE tasks SET
@@ -219,10 +212,7 @@ UPDATE tasks SET
             SELECT 1 FROM touches AS other WHERE other.active AND other.repo = mine.repo
             AND other.path = mine.path AND other.task_id <> mine.task_id AND {_SAME_PROJECT})) END,
     sharers = CASE WHEN status <> 'active' THEN 0 ELSE (
-        SELECT count(DISTINCT other.task_id) FROM touches AS mine
-        JOIN touches AS other ON other.active AND other.repo = mine.repo AND other.path = mine.path
-            AND other.task_id <> mine.task_id AND {_SAME_PROJECT}
-        WHERE mine.task_id = tasks.task_id) END
+        SELECT count(DISTINCT other.task_id) {_PROJECT_SHARERS} WHERE mine.task_id = tasks.task_id) END
 WHERE task_id IN (SELECT value FROM json_each(:tasks))
 """  # noqa: S608 -- constants
 _KEPT = """

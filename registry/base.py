@@ -129,14 +129,6 @@ class SessionStore(ABC):
         and `baton decide` (baton.registry.wire builds the body). Must not import the pydantic
         models. The projection catches up before the next read; an id already stored is skipped."""
 
-    def record_touch(self, task_id: str, session_id: str, at: datetime, files: Sequence[FileRef], *,
-                     event_id: str) -> None:
-        """Append a files_touched event without projecting it yet (see append_body)."""
-        from baton.registry.wire import files_touched_body
-
-        self.append_body(event_id, task_id, at, "files_touched",
-                         files_touched_body(event_id, task_id, session_id, at, files))
-
     @abstractmethod
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
         """The ticket's projection."""
@@ -279,16 +271,23 @@ def listed_of(s: Session) -> ListedSession:
                          s.handoff_verification.public() if s.handoff_verification else None, s.runs, s.fork_of,
                          (s.checkpoint.id, s.checkpoint.boundary) if s.checkpoint else None, s.workflow is not None,
                          unreleased_leases([e.model_dump(mode="json") for e in s.leases],
-                                           [r.text for r in s.lease_releases], s.last_activity))
+                                           [{"text": r.text} for r in s.lease_releases], s.last_activity))
 
 
-# What listed_row reads of a stored projection, in its order: the JSON paths a backend
-# extracts in its query (SQLite's json_extract, PostgreSQL's jsonb), so a page of `baton
-# list` sends neither whole sessions nor validates them.
-LISTED_PATHS = (("phase",), ("repo",), ("worktree_path",), ("branch",), ("agent",), ("workflow", "state", "status"),
-                ("workflow", "state", "next_stage"), ("files",), ("handoff_verification",), ("reopened_by",),
-                ("checkpoint", "id"), ("checkpoint", "boundary"), ("run_log",), ("workflow",), ("leases",),
-                ("lease_releases",))
+# What outline_row and listed_row read of a stored projection, in their order: the JSON
+# paths a backend extracts in its query (SQLite's json_extract, PostgreSQL's jsonb), so a
+# page of `baton list` sends neither whole sessions nor validates them.
+OUTLINE_PATHS = (("phase",), ("repo",), ("worktree_path",), ("branch",), ("agent",), ("workflow", "state", "status"),
+                 ("workflow", "state", "next_stage"))
+LISTED_PATHS = (*OUTLINE_PATHS, ("files",), ("handoff_verification",), ("reopened_by",), ("checkpoint", "id"),
+                ("checkpoint", "boundary"), ("run_log",), ("workflow",), ("leases",), ("lease_releases",))
+
+
+def outline_row(task_id: str, status: str, last_activity: datetime, fields: Sequence) -> SessionOutline:
+    """A session's outline from the values at OUTLINE_PATHS of its stored projection."""
+    phase, repo, worktree_path, branch, agent, *stages = fields  # a workflow's fields: text, else None
+    return SessionOutline(task_id, status, phase or "planning", repo, worktree_path, branch, agent, last_activity,
+                          *(stage if isinstance(stage, str) else None for stage in stages))
 
 
 def listed_row(task_id: str, status: str, last_activity: datetime, fields: Sequence) -> ListedSession:
@@ -296,8 +295,7 @@ def listed_row(task_id: str, status: str, last_activity: datetime, fields: Seque
     projection (as listed_of gives it from the validated session)."""
     from baton import clock
 
-    (phase, repo, worktree_path, branch, agent, stage, next_stage, files, verification, reopened_by, checkpoint,
-     boundary, run_log, workflow, leases, releases) = fields
+    files, verification, reopened_by, checkpoint, boundary, run_log, workflow, leases, releases = fields[7:]
     by_recency = sorted((-datetime.fromisoformat(touch["last_at"]).timestamp(), touch["path"])
                         for touch in (files or {}).values())
     if verification:
@@ -309,12 +307,11 @@ def listed_row(task_id: str, status: str, last_activity: datetime, fields: Seque
                                  not_run=verification["not_run"]),
             **{key: verification[key] for key in ("verified", "changed", "failed", "not_run", "stale")}}
     return ListedSession(
-        SessionOutline(task_id, status, phase or "planning", repo, worktree_path, branch, agent, last_activity,
-                       text_or_none(stage), text_or_none(next_stage)),
-        tuple(path for _, path in by_recency), verification or None, runs_started(run_log or (), reopened_by or ()),
+        outline_row(task_id, status, last_activity, fields[:7]), tuple(path for _, path in by_recency),
+        verification or None, runs_started(run_log or (), reopened_by or ()),
         next((run["parent_task_id"] for run in run_log or () if run["kind"] == "fork"), None),
         (checkpoint, boundary) if checkpoint is not None else None, workflow is not None,
-        unreleased_leases(leases or [], [r["text"] for r in releases or ()], last_activity))
+        unreleased_leases(leases, releases, last_activity))
 
 
 def runs_started(run_log: Collection[object], reopened_by: Collection[object]) -> int:
@@ -326,11 +323,6 @@ def runs_started(run_log: Collection[object], reopened_by: Collection[object]) -
     return max(len(run_log), 1 + len(reopened_by))
 
 
-def text_or_none(value: object) -> str | None:
-    """A workflow state's field as text; None when absent or of another kind."""
-    return value if isinstance(value, str) else None
-
-
 def lease_ends(granted_at: datetime, last_activity: datetime, ttl_seconds: int) -> datetime:
     """When a lease ends, the grace not added: its TTL after the later of its grant and the
     ticket's last activity (which every event of the ticket moves, so it only grows)."""
@@ -339,13 +331,15 @@ def lease_ends(granted_at: datetime, last_activity: datetime, ttl_seconds: int) 
     return max(granted_at, last_activity) + timedelta(seconds=ttl_seconds)
 
 
-def unreleased_leases(leases: list[dict], released: list[str], last_activity: datetime) -> tuple[ListedLease, ...]:
-    """A session's leases not released, as ListedSession holds them, from their stored JSON."""
+def unreleased_leases(leases: list[dict] | None, releases: list[dict] | None,
+                      last_activity: datetime) -> tuple[ListedLease, ...]:
+    """A session's leases not released, as ListedSession holds them, from the stored JSON
+    of its leases and releases."""
     from baton import clock
 
-    ended = set(released)
+    ended = {release["text"] for release in releases or ()}
     listed = []
-    for lease in leases:
+    for lease in leases or ():
         if lease["text"] not in ended:
             granted = clock.parse(lease["at"])
             listed.append(ListedLease(lease["pattern"], bool(lease["exclusive"]),

@@ -9,7 +9,7 @@ therefore never waits for Kafka, nor for the projector.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,55 +26,28 @@ STORE = Store.EVENT_LOG
 EVENTS_TOPIC = "session-events.v1"
 
 
-class KafkaEventLog:
+class KafkaEventLog(KafkaOutbox):
+    """The registry's events kept in an outbox for a later delivery, without touching Kafka
+    (keep, deliver, waiting, unconfirmed and forget_delivered, as KafkaOutbox does), and
+    read back by `baton projector` (batches)."""
+
     def __init__(self, bootstrap: str, outbox: Path, *, timeout: float, topic: str = f"baton.{EVENTS_TOPIC}",
                  gate: AnyGate | None = None, partitions: int = PARTITIONS) -> None:
         """gate: the Kafka server's gate in the command's budget (baton.budget); without
         one, each call may wait `timeout` seconds. partitions: the topic's when Baton
         creates it (BATON_KAFKA_PARTITIONS); a topic made before keeps its own."""
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.timeout = timeout
-        self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE, gate=gate,
-                                   partitions=partitions, remember=True)
-        self._gate = self._outbox.gate
+        super().__init__(bootstrap, topic, outbox, timeout=timeout, store=STORE, gate=gate, partitions=partitions,
+                         remember=True)
         self._consumer: Consumer | None = None
 
-    @property
-    def kept(self) -> int:
-        """Events this process kept in the outbox."""
-        return self._outbox.kept
-
-    def keep(self, events: Sequence[tuple[str, str, str]]) -> None:
-        """Keep (event id, task id, event JSON) triples for a later delivery, without
-        touching Kafka."""
-        self._outbox.keep(events)
-
-    def deliver(self) -> None:
-        """Send what waits in the outbox; raises StoreUnavailable while some still waits."""
-        self._outbox.deliver()
-
-    def waiting(self) -> int:
-        """Events kept locally that Kafka has not acknowledged yet."""
-        return self._outbox.waiting()
-
-    def unconfirmed(self) -> list[tuple[str, str, str]]:
-        """(message id, key, event JSON) of the events this data home kept that the registry
-        may not hold yet: those waiting, and those delivered since, until forget_delivered."""
-        return self._outbox.unconfirmed()
-
-    def forget_delivered(self, message_ids: Sequence[str]) -> None:
-        """Forget delivered events the registry holds."""
-        self._outbox.forget_delivered(message_ids)
-
     def describe(self) -> dict[str, str]:
-        with self._gate.call(STORE):
-            partitions = self._outbox.topic_partitions()
+        with self.gate.call(STORE):
+            partitions = self.topic_partitions()
         # A topic made before keeps its count: more projectors than partitions leave some idle.
-        kept = "" if partitions == self._outbox.partitions else f" (BATON_KAFKA_PARTITIONS {self._outbox.partitions})"
+        kept = "" if partitions == self.partitions else f" (BATON_KAFKA_PARTITIONS {self.partitions})"
         return {"backend": "kafka", "location": f"{self.bootstrap} topic {self.topic}, {partitions} partitions{kept}",
                 "version": "event log for `baton projector`",
-                "size": f"{self._outbox.waiting()} events waiting in the outbox"}
+                "size": f"{self.waiting()} events waiting in the outbox"}
 
     def batches(self, group: str, *, size: int, idle: float, until_caught_up: bool) -> Iterator[list]:
         """Batches of messages for a consumer group, oldest first per partition.
@@ -94,8 +67,8 @@ class KafkaEventLog:
             TopicPartition,
         )
 
-        with self._gate.call(STORE):
-            self._outbox.ensure_topic()
+        with self.gate.call(STORE):
+            self.ensure_topic()
         self._consumer = consumer = Consumer({**client_config(self.bootstrap, self.timeout), "group.id": group,
                                               "enable.auto.commit": False, "auto.offset.reset": "earliest",
                                               "enable.partition.eof": until_caught_up,
@@ -162,9 +135,6 @@ class KafkaEventLog:
             # runs, or one that died less than its session timeout ago.
             raise StoreUnavailable(STORE, f"Kafka at {self.bootstrap}: cannot commit the group's offsets ({exc}); "
                                           "is another projector of the group running?") from exc
-
-    def close(self) -> None:
-        self._outbox.close()
 
 
 def _next_offsets(batch: list) -> list:

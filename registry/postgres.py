@@ -44,10 +44,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from baton.budget import SLACK, AnyGate, OpenGate, cut_when_silent, shut_socket, within
 from baton.errors import ServerUnreachable, StoreUnavailable
-from baton.outcome import Found, NotFound, Unavailable
+from baton.outcome import Found, NotFound, Unavailable, answering
 from baton.projects import ALL_PROJECTS, check_project
 from baton.registry.base import (
     LISTED_PATHS,
+    OUTLINE_PATHS,
     HolderNote,
     ListedLease,
     SessionOutline,
@@ -57,8 +58,8 @@ from baton.registry.base import (
     meeting_anchors,
     meeting_leases,
     near_leases,
+    outline_row,
     path_anchors,
-    text_or_none,
     unreleased_leases,
 )
 from baton.registry.wire import event_adapter
@@ -72,16 +73,25 @@ if TYPE_CHECKING:
 
 STORE = Store.SESSION_REGISTRY
 _T = TypeVar("_T")
-# The outline's fields, read by the server from each projection (SessionStore.session_outlines).
-_OUTLINE_FIELDS = ("SELECT task_id, status, last_activity, body->>'phase', body->>'repo', body->>'worktree_path', "
-                   "body->>'branch', body->>'agent', body#>'{workflow,state,status}', "
-                   "body#>'{workflow,state,next_stage}' FROM baton_sessions WHERE project = %s ")
-# What `baton list` shows, read by the server from each projection (SessionStore.listed_sessions).
-_LISTED_FIELDS = ("SELECT task_id, status, last_activity, jsonb_build_array("  # noqa: S608 -- constants
-                  + ", ".join(f"body#>'{{{','.join(path)}}}'" for path in LISTED_PATHS)
-                  + ") FROM baton_sessions WHERE project = %(project)s ")
-_OUTLINES = _OUTLINE_FIELDS + "ORDER BY last_activity DESC, task_id"
-_ACTIVE_OUTLINES = _OUTLINE_FIELDS + "AND status = 'active' ORDER BY last_activity DESC, task_id"
+
+
+def _fields(paths: Sequence[tuple[str, ...]]) -> str:
+    """The sessions' values at paths, read by the server from each projection, with their
+    ticket, status and last activity: no session sent whole, none validated."""
+    return ("SELECT task_id, status, last_activity, jsonb_build_array("  # noqa: S608 -- constants
+            + ", ".join(f"body#>'{{{','.join(path)}}}'" for path in paths)
+            + ") FROM baton_sessions WHERE project = %(project)s ")
+
+
+_ACTIVE = "AND status = 'active' "
+
+
+def _sessions(columns: str, include_inactive: bool) -> str:
+    """The columns of the project's sessions, the active ones only unless include_inactive."""
+    return f"SELECT {columns} FROM baton_sessions WHERE project = %s " + ("" if include_inactive else _ACTIVE)  # noqa: S608
+
+
+_ORDER = "ORDER BY last_activity DESC, task_id"
 
 # Append-only: the list index is the version recorded in baton_schema_migrations.
 MIGRATIONS = [
@@ -447,7 +457,7 @@ class PostgresSessionStore(SessionStore):
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 if cut.is_set():
                     raise ServerUnreachable(STORE, f"{_where(self.url)}: {self._gate.no_answer()}") from exc
-                message = f"{_where(self.url)}: {_first_line(exc)}"
+                message = f"{_where(self.url)}: {(str(exc).strip() or type(exc).__name__).splitlines()[0]}"
                 state = getattr(exc, "sqlstate", None)
                 said = "FATAL:" in str(exc) and _STARTING_OR_STOPPING not in str(exc)
                 if (state is None and not said) or (state or "").startswith(_UNREACHABLE_STATES):
@@ -607,17 +617,15 @@ class PostgresSessionStore(SessionStore):
                          (Jsonb(session.model_dump(mode="json")), self.project, event.task_id))
         return session
 
+    @answering
     def _found(self, query: str, params: Sequence[object] | dict[str, object], answer: Callable[[list[Any]], _T],
                *, catch_up: bool = True, scope: str | None = None) -> Found[_T] | Unavailable:
         """Found(answer(query's rows)), every pending event merged first if catch_up;
         Unavailable when the server cannot answer."""
-        try:
-            if catch_up:
-                self._catch_up()
-            with self._transaction(scope) as conn:
-                rows = conn.execute(query, params).fetchall()
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        if catch_up:
+            self._catch_up()
+        with self._transaction(scope) as conn:
+            rows = conn.execute(query, params).fetchall()
         return Found(answer(rows))
 
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
@@ -636,9 +644,7 @@ class PostgresSessionStore(SessionStore):
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
         from baton.registry.model import Session
 
-        query = ("SELECT body FROM baton_sessions WHERE project = %s ORDER BY last_activity DESC, task_id"
-                 if include_inactive else "SELECT body FROM baton_sessions WHERE project = %s AND status = 'active' "
-                                          "ORDER BY last_activity DESC, task_id")
+        query = _sessions("body", include_inactive) + _ORDER
         return self._found(query, (self.project,), lambda rows: [Session.model_validate(body) for (body,) in rows])
 
     def lease_holders(self) -> Found[set[str]] | Unavailable:
@@ -650,8 +656,8 @@ class PostgresSessionStore(SessionStore):
                         ) -> Found[list[ListedSession]] | Unavailable:
         """The fields a list line shows, read by the server from each projection: no session
         sent whole, none validated."""
-        query = _LISTED_FIELDS + ("" if include_inactive else "AND status = 'active' ") + (
-            "" if task_ids is None else "AND task_id = ANY(%(asked)s) ") + "ORDER BY last_activity DESC, task_id"
+        query = _fields(LISTED_PATHS) + ("" if include_inactive else _ACTIVE) + (
+            "" if task_ids is None else "AND task_id = ANY(%(asked)s) ") + _ORDER
         asked = None if task_ids is None else sorted(set(task_ids))
         return self._found(query, {"project": self.project, "asked": asked}, lambda rows: [
             listed_row(task_id, status, last_activity, fields) for task_id, status, last_activity, fields in rows])
@@ -659,26 +665,20 @@ class PostgresSessionStore(SessionStore):
     def session_order(self, *, include_inactive: bool = False, offset: int = 0,
                       limit: int | None = None) -> Found[list[tuple[str, str]]] | Unavailable:
         """From the status index alone: no session sent."""
-        query = (
-            "SELECT task_id, status FROM baton_sessions WHERE project = %s "
-            "ORDER BY last_activity DESC, task_id LIMIT %s OFFSET %s" if include_inactive else
-            "SELECT task_id, status FROM baton_sessions WHERE project = %s AND status = 'active' "
-            "ORDER BY last_activity DESC, task_id LIMIT %s OFFSET %s")
+        query = _sessions("task_id, status", include_inactive) + _ORDER + " LIMIT %s OFFSET %s"
         return self._found(query, (self.project, limit, offset), lambda rows: [tuple(row) for row in rows])
 
     def session_count(self, *, include_inactive: bool = False) -> Found[int] | Unavailable:
         """From the status index alone."""
-        query = ("SELECT count(*) FROM baton_sessions WHERE project = %s" if include_inactive else
-                 "SELECT count(*) FROM baton_sessions WHERE project = %s AND status = 'active'")
+        query = _sessions("count(*)", include_inactive)
         return self._found(query, (self.project,), lambda rows: rows[0][0])
 
     def session_outlines(self, *, include_inactive: bool = False) -> Found[list[SessionOutline]] | Unavailable:
         """The outlines' fields read by the server from each projection, so the sessions are
         neither sent whole nor validated."""
-        return self._found(_OUTLINES if include_inactive else _ACTIVE_OUTLINES, (self.project,), lambda rows: [
-            SessionOutline(task_id, status, phase or "planning", repo, worktree_path, branch, agent, last_activity,
-                           text_or_none(stage), text_or_none(next_stage))
-            for (task_id, status, last_activity, phase, repo, worktree_path, branch, agent, stage, next_stage) in rows])
+        query = _fields(OUTLINE_PATHS) + ("" if include_inactive else _ACTIVE) + _ORDER
+        return self._found(query, {"project": self.project}, lambda rows: [
+            outline_row(task_id, status, last_activity, fields) for task_id, status, last_activity, fields in rows])
 
     def holder_notes(self, task_ids: Sequence[str]) -> Found[dict[str, HolderNote]] | Unavailable:
         """Read by the server from each projection: no session sent whole, none validated."""
@@ -739,13 +739,9 @@ class PostgresSessionStore(SessionStore):
                                 "AND body ->> 'checkpoint_id' = ANY(%s)", (self.project, list(checkpoint_ids))).rowcount
 
     def held_events(self, event_ids: Sequence[str]) -> Found[set[str]] | Unavailable:
-        try:
-            with self._transaction() as conn:
-                return Found({str(event_id) for (event_id,) in conn.execute(
-                    "SELECT event_id FROM baton_events WHERE project = %s AND event_id = ANY(%s::uuid[])",
-                    (self.project, list(event_ids)))})
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return self._found("SELECT event_id FROM baton_events WHERE project = %s AND event_id = ANY(%s::uuid[])",
+                           (self.project, list(event_ids)), lambda rows: {str(event_id) for (event_id,) in rows},
+                           catch_up=False)
 
     def pruned(self) -> Found[set[str]] | Unavailable:
         return self._found("SELECT task_id FROM baton_pruned WHERE project = %s", (self.project,),
@@ -806,8 +802,7 @@ def _cursor_noting(heard: LastHeard) -> type[psycopg.Cursor]:
 
 def _held(rows: list[Any]) -> list[tuple[str, tuple[ListedLease, ...]]]:
     """The unreleased leases of each row of _LEASES_NEAR or _LEASES_MEETING, by ticket."""
-    return [(task_id, unreleased_leases(leases or [], [r["text"] for r in releases or ()], last_activity))
-            for task_id, last_activity, leases, releases in rows]
+    return [(task_id, unreleased_leases(leases, releases, last)) for task_id, last, leases, releases in rows]
 
 
 def _json_array(documents: Iterable[str]) -> str:
@@ -833,8 +828,3 @@ def _where(url: str) -> str:
     except Error:  # an unparsable URL is reported by the connection attempt itself
         return "PostgreSQL"
     return f"PostgreSQL at {info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]

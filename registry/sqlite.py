@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from baton import clock
 from baton.errors import StoreUnavailable
 from baton.files import FileRef
-from baton.outcome import Found, NotFound, Unavailable
+from baton.outcome import Found, NotFound, Unavailable, answering
 from baton.projects import check_project
 from baton.registry.base import (
     LISTED_PATHS,
+    OUTLINE_PATHS,
     HolderNote,
     ListedLease,
     ListedSession,
@@ -47,9 +48,9 @@ from baton.registry.base import (
     meeting_leases,
     near_leases,
     outline_of,
+    outline_row,
     outline_status,
     path_anchors,
-    text_or_none,
     unreleased_leases,
 )
 from baton.registry.wire import event_adapter
@@ -70,11 +71,10 @@ QUEUE_AFTER = 0.25
 # Seconds a conditional write (append_unless: a lease's grant) waits at least for the write
 # lock: its answer needs the lock, so it cannot be queued like a plain write.
 DECISION_WAIT = 10.0
-# Unprojected events (append_body) that signal_scope reads raw: they add files at most (a
-# checkpoint's record, which the Stop hook appends, adds nothing to the scope).
-_SCOPE_READ_RAW = {"files_touched", "decision_recorded", "checkpoint_taken"}
-# Unprojected events that session_outlines reads raw: they move last_activity at most.
-_OUTLINE_READ_RAW = ("files_touched", "decision_recorded", "checkpoint_taken")
+# Unprojected events (append_body) that signal_scope, session_outlines and leases_near read
+# raw: they add files and move last_activity at most (a checkpoint's record, which the Stop
+# hook appends, adds nothing to the scope).
+_READ_RAW = ("files_touched", "decision_recorded", "checkpoint_taken")
 _OUTLINE_NEEDS_PROJECTION = (
     "SELECT 1 FROM events e WHERE e.project = ? AND e.applied = 0 AND (e.type NOT IN (?, ?, ?) "
     "OR NOT EXISTS (SELECT 1 FROM sessions s WHERE s.project = e.project AND s.task_id = e.task_id)) LIMIT 1")
@@ -82,11 +82,10 @@ _OUTLINE_NEEDS_PROJECTION = (
 # paths answers a JSON array), with the latest unprojected event's time; a stalled session
 # with unprojected events may be active again (Session.status).
 _OUTLINES = (
-    "WITH pending AS (SELECT task_id, max(at) AS at FROM events WHERE project = ?1 AND applied = 0 "
+    "WITH pending AS (SELECT task_id, max(at) AS at FROM events WHERE project = ?1 AND applied = 0 "  # noqa: S608
     "GROUP BY task_id) "
-    "SELECT s.task_id, s.status, s.last_activity, p.at, json_extract(s.body, '$.lifecycle', "
-    "'$.lifecycle_stamp.at', '$.phase', '$.repo', '$.worktree_path', '$.branch', '$.agent', "
-    "'$.workflow.state.status', '$.workflow.state.next_stage') "
+    "SELECT s.task_id, s.status, s.last_activity, p.at, json_extract(s.body, '$.lifecycle', '$.lifecycle_stamp.at', "
+    + ", ".join(f"'$.{'.'.join(path)}'" for path in OUTLINE_PATHS) + ") "
     "FROM sessions s LEFT JOIN pending p ON p.task_id = s.task_id WHERE s.project = ?1")
 _ACTIVE_OUTLINES = f"{_OUTLINES} AND (s.status = 'active' OR p.at IS NOT NULL)"
 
@@ -95,20 +94,17 @@ _ACTIVE_OUTLINES = f"{_OUTLINES} AND (s.status = 'active' OR p.at IS NOT NULL)"
 _LISTED_FIELDS = ("SELECT s.task_id, s.status, s.last_activity, json_extract(s.body, "
                   + ", ".join(f"'$.{'.'.join(path)}'" for path in LISTED_PATHS) + ")")
 _LISTED = f"{_LISTED_FIELDS} FROM sessions AS s WHERE s.project = ?1"
-_ACTIVE_LISTED = f"{_LISTED} AND s.status = 'active'"
-_LISTED_ORDER = " ORDER BY s.last_activity DESC, s.task_id"
 # A page of them (?2, a JSON list of tickets): each a primary-key read (CROSS JOIN keeps
 # SQLite from scanning every active session instead).
 _LISTED_OF = (f"{_LISTED_FIELDS} FROM json_each(?2) AS asked CROSS JOIN sessions AS s "
               "ON s.project = ?1 AND s.task_id = asked.value WHERE TRUE")
-_ACTIVE_LISTED_OF = f"{_LISTED_OF} AND s.status = 'active'"
+_ACTIVE = " AND s.status = 'active'"  # appended to a query of sessions AS s
+_ORDER = " ORDER BY s.last_activity DESC, s.task_id"
 # The tickets in list_sessions' order, from the status index alone (no session read).
-_ORDER = "SELECT task_id, status FROM sessions WHERE project = ?1"
-_ACTIVE_ORDER = f"{_ORDER} AND status = 'active'"
-_ORDER_BY = " ORDER BY last_activity DESC, task_id"
+_TICKETS = "SELECT s.task_id, s.status FROM sessions AS s WHERE s.project = ?1"
 _PAGE = " LIMIT ?2 OFFSET ?3"  # a LIMIT of -1: every row
-_COUNT = "SELECT count(*) FROM sessions WHERE project = ?1"
-_ACTIVE_COUNT = f"{_COUNT} AND status = 'active'"
+_COUNT = "SELECT count(*) FROM sessions AS s WHERE s.project = ?1"
+_BODIES = "SELECT s.body FROM sessions AS s WHERE s.project = ?1"
 
 MIGRATIONS = [
     """
@@ -279,25 +275,12 @@ class SqliteSessionStore(SessionStore):
         """Project every pending event; runs inside the caller's write transaction. A
         redaction that waited unprojected (it was queued) rewrites the events it names then,
         as append does."""
-        from baton.registry.apply import apply_event
-
         rows = conn.execute("SELECT event_id, body FROM events WHERE project = ? AND applied = 0 ORDER BY at",
                             (self.project,)).fetchall()
         if not rows:
             return
         adapter = event_adapter()
-        sessions: dict[str, Session] = {}
-        for event_id, body in rows:
-            event = _parsed(adapter, event_id, body)
-            if event.type == "secrets_redacted":
-                folded = self._redact(conn, event)
-                if folded is not None:
-                    sessions[event.task_id] = folded
-                continue
-            current = sessions[event.task_id] if event.task_id in sessions else self._load(conn, event.task_id)
-            sessions[event.task_id] = apply_event(current, event)
-        for session in sessions.values():
-            self._save(conn, session)
+        self._project(conn, ((_parsed(adapter, event_id, body), True) for event_id, body in rows))
         conn.executemany("UPDATE events SET applied = 1 WHERE project = ? AND event_id = ?",
                          [(self.project, e) for e, _ in rows])
 
@@ -417,19 +400,24 @@ class SqliteSessionStore(SessionStore):
 
     def _append_in(self, conn: sqlite3.Connection, events: Sequence[Event]) -> dict[str, Session | None]:
         """Store and project the events inside the caller's write transaction (see append)."""
+        adapter = event_adapter()
+        return self._project(conn, ((event, conn.execute(_INSERT_EVENT, (
+            str(event.event_id), event.task_id, clock.to_text(event.at), event.type, adapter.dump_json(event).decode(),
+            1, self.project)).rowcount == 1) for event in events))
+
+    def _project(self, conn: sqlite3.Connection, events: Iterable[tuple[Event, bool]]) -> dict[str, Session | None]:
+        """Apply each event marked new to its ticket's stored projection (a redaction rewrites
+        the events it names and folds the log again) and store the projections, inside the
+        caller's write transaction; the session of every ticket of the events."""
         from baton.registry.apply import apply_event
 
-        adapter = event_adapter()
         sessions: dict[str, Session | None] = {}
-        for event in events:
-            inserted = conn.execute(_INSERT_EVENT, (
-                str(event.event_id), event.task_id, clock.to_text(event.at), event.type,
-                adapter.dump_json(event).decode(), 1, self.project)).rowcount
+        for event, new in events:
             if event.task_id not in sessions:
                 sessions[event.task_id] = self._load(conn, event.task_id)
-            if inserted and event.type == "secrets_redacted":
+            if new and event.type == "secrets_redacted":
                 sessions[event.task_id] = self._redact(conn, event)
-            elif inserted:
+            elif new:
                 sessions[event.task_id] = apply_event(sessions[event.task_id], event)
         for session in sessions.values():
             if session is not None:
@@ -462,8 +450,7 @@ class SqliteSessionStore(SessionStore):
                 self.project, repo, json.dumps(above), json.dumps(ranges), reach is None)):
             try:
                 leases, releases = json.loads(fields)
-                held.append((task_id, unreleased_leases(leases or [], [r["text"] for r in releases or ()],
-                                                        clock.parse(last_activity))))
+                held.append((task_id, unreleased_leases(leases, releases, clock.parse(last_activity))))
             except (ValueError, TypeError, KeyError) as exc:  # json.JSONDecodeError is a ValueError
                 raise sqlite3.DatabaseError(f"stored session {task_id} is unreadable: {type(exc).__name__}: "
                                             f"{exc}") from exc
@@ -483,33 +470,29 @@ class SqliteSessionStore(SessionStore):
                             (self.project, event.task_id))
         return fold(adapter.validate_json(body) for (body,) in rows)
 
+    @answering
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
-        try:
-            with guarded(STORE, self.path):
-                conn = self._db.conn()
-                if self._catch_up(conn):
-                    session = self._load(conn, task_id)
-                else:
-                    session = self._in_memory(conn, [task_id]).get(task_id) or self._load(conn, task_id)
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            if self._catch_up(conn):
+                session = self._load(conn, task_id)
+            else:
+                session = self._in_memory(conn, [task_id]).get(task_id) or self._load(conn, task_id)
         return NotFound(task_id) if session is None else Found(session)
 
+    @answering
     def signal_scope(self, task_id: str) -> Found[SignalScope] | NotFound | Unavailable:
         """From the stored projection's JSON and the pending events' (one statement, one
         snapshot) and the queued ones', so the prompt hook pays neither pydantic nor a projection."""
-        try:
-            with guarded(STORE, self.path):
-                rows = self._db.conn().execute(
-                    "SELECT 'session', NULL, body FROM sessions WHERE project = ?1 AND task_id = ?2 "
-                    "UNION ALL SELECT type, at, body FROM events WHERE project = ?1 AND task_id = ?2 AND applied = 0",
-                    (self.project, task_id)).fetchall()
-                rows += [(kind, at, body) for at, _, kind, body, _ in self._queued([task_id])]
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        with guarded(STORE, self.path):
+            rows = self._db.conn().execute(
+                "SELECT 'session', NULL, body FROM sessions WHERE project = ?1 AND task_id = ?2 "
+                "UNION ALL SELECT type, at, body FROM events WHERE project = ?1 AND task_id = ?2 AND applied = 0",
+                (self.project, task_id)).fetchall()
+            rows += [(kind, at, body) for at, _, kind, body, _ in self._queued([task_id])]
         stored = [body for kind, _, body in rows if kind == "session"]
         pending = [(kind, at, body) for kind, at, body in rows if kind != "session"]
-        if not stored or any(kind not in _SCOPE_READ_RAW for kind, _, _ in pending):
+        if not stored or any(kind not in _READ_RAW for kind, _, _ in pending):
             # A ticket not projected yet, or a pending event that may change the scope:
             # the full read projects it.
             return super().signal_scope(task_id) if rows else NotFound(task_id)
@@ -525,15 +508,13 @@ class SqliteSessionStore(SessionStore):
         except (ValueError, KeyError, TypeError) as exc:
             return Unavailable(f"{self.path}: stored session {task_id} is unreadable: {type(exc).__name__}: {exc}")
 
+    @answering
     def holder_notes(self, task_ids: Sequence[str]) -> Found[dict[str, HolderNote]] | Unavailable:
         """From the stored projections' JSON: the hook before an edit pays no pydantic. An
         event not projected yet shows at the next check after it is."""
-        try:
-            rows = self._db.read(STORE, "SELECT task_id, json_extract(body, '$.agent', '$.branch', '$.next_action') "
-                                        "FROM sessions WHERE project = ? AND task_id IN "
-                                        "(SELECT value FROM json_each(?))", (self.project, json.dumps(list(task_ids))))
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        rows = self._db.read(STORE, "SELECT task_id, json_extract(body, '$.agent', '$.branch', '$.next_action') "
+                                    "FROM sessions WHERE project = ? AND task_id IN "
+                                    "(SELECT value FROM json_each(?))", (self.project, json.dumps(list(task_ids))))
         try:
             return Found({task_id: HolderNote(*json.loads(fields)) for task_id, fields in rows})
         except (ValueError, TypeError) as exc:
@@ -548,14 +529,13 @@ class SqliteSessionStore(SessionStore):
             queued = self._queue.names()
         return f"{mark[0]}:{mark[1]}:{len(queued)}:{queued[-1] if queued else ''}"
 
+    @answering
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
         from pydantic import ValidationError
 
         from baton.registry.model import Session
 
-        query = ("SELECT body FROM sessions WHERE project = ? ORDER BY last_activity DESC, task_id" if include_inactive
-                 else "SELECT body FROM sessions WHERE project = ? AND status = 'active' "
-                      "ORDER BY last_activity DESC, task_id")
+        query = _BODIES + ("" if include_inactive else _ACTIVE) + _ORDER
         try:
             with guarded(STORE, self.path):
                 conn = self._db.conn()
@@ -563,8 +543,6 @@ class SqliteSessionStore(SessionStore):
                     return Found(self._all_in_memory(conn, include_inactive=include_inactive))
                 rows = conn.execute(query, (self.project,)).fetchall()
                 return Found([Session.model_validate_json(body) for (body,) in rows])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
         except ValidationError as exc:
             return Unavailable(f"{self.path}: a stored session is unreadable: {exc.errors()[0]['msg']}")
 
@@ -573,24 +551,22 @@ class SqliteSessionStore(SessionStore):
         times folded in: nothing is queued and no unprojected event changes more than the
         last activity, or those were projected now; False: read the sessions in memory."""
         if not self._queue.names() and conn.execute(_OUTLINE_NEEDS_PROJECTION,
-                                                    (self.project, *_OUTLINE_READ_RAW)).fetchone() is None:
+                                                    (self.project, *_READ_RAW)).fetchone() is None:
             return True
         return self._catch_up(conn)
 
+    @answering
     def _stored_rows(self, ready: Callable[[sqlite3.Connection], bool], query: str, params: tuple[object, ...],
                      rows_read: Callable[[list[Any]], _T], sessions_read: Callable[[list[Session]], _T],
                      *, include_inactive: bool = False) -> Found[_T] | Unavailable:
         """What rows_read makes of query's rows of the stored projections' JSON, once ready
         says they read as they are; else what sessions_read makes of the sessions projected
         in memory."""
-        try:
-            with guarded(STORE, self.path):
-                conn = self._db.conn()
-                if not ready(conn):
-                    return Found(sessions_read(self._all_in_memory(conn, include_inactive=include_inactive)))
-                rows = conn.execute(query, params).fetchall()
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            if not ready(conn):
+                return Found(sessions_read(self._all_in_memory(conn, include_inactive=include_inactive)))
+            rows = conn.execute(query, params).fetchall()
         try:
             return Found(rows_read(rows))
         except (ValueError, TypeError, KeyError) as exc:  # json.JSONDecodeError is a ValueError
@@ -602,18 +578,17 @@ class SqliteSessionStore(SessionStore):
         unprojected event that may change more than the last activity (or a queued one) is
         projected first."""
         return self._stored_rows(self._readable_raw, _OUTLINES if include_inactive else _ACTIVE_OUTLINES,
-                                 (self.project,), lambda rows: _outlines(rows, include_inactive=include_inactive),
+                                 (self.project,), lambda rows: [
+                                     outline_row(task_id, status, last, fields) for task_id, status, last, fields
+                                     in _folded(rows, include_inactive=include_inactive)],
                                  lambda sessions: [outline_of(s) for s in sessions], include_inactive=include_inactive)
 
     def listed_sessions(self, *, include_inactive: bool = False, task_ids: Collection[str] | None = None
                         ) -> Found[list[ListedSession]] | Unavailable:
         """From the stored projections' JSON (read by SQLite): no pydantic, no validation."""
-        query = _LISTED if include_inactive else _ACTIVE_LISTED
-        arguments: tuple[str, ...] = (self.project,)
-        if task_ids is not None:
-            query = _LISTED_OF if include_inactive else _ACTIVE_LISTED_OF
-            arguments = (self.project, json.dumps(sorted(set(task_ids))))
-        return self._stored_rows(self._catch_up, query + _LISTED_ORDER, arguments,
+        query = (_LISTED if task_ids is None else _LISTED_OF) + ("" if include_inactive else _ACTIVE) + _ORDER
+        arguments = (self.project,) if task_ids is None else (self.project, json.dumps(sorted(set(task_ids))))
+        return self._stored_rows(self._catch_up, query, arguments,
                                  lambda rows: [listed_row(task_id, status, clock.parse(last), json.loads(fields))
                                                for task_id, status, last, fields in rows],
                                  lambda sessions: [listed_of(s) for s in sessions
@@ -630,14 +605,14 @@ class SqliteSessionStore(SessionStore):
                       limit: int | None = None) -> Found[list[tuple[str, str]]] | Unavailable:
         """From the status index alone, every pending event projected first."""
         page = slice(offset, None if limit is None else offset + limit)
-        return self._stored_rows(self._catch_up, (_ORDER if include_inactive else _ACTIVE_ORDER) + _ORDER_BY + _PAGE,
+        return self._stored_rows(self._catch_up, _TICKETS + ("" if include_inactive else _ACTIVE) + _ORDER + _PAGE,
                                  (self.project, -1 if limit is None else limit, offset), lambda rows: rows,
                                  lambda sessions: [(s.task_id, s.status.value) for s in sessions][page],
                                  include_inactive=include_inactive)
 
     def session_count(self, *, include_inactive: bool = False) -> Found[int] | Unavailable:
         """From the status index alone, every pending event projected first."""
-        return self._stored_rows(self._catch_up, _COUNT if include_inactive else _ACTIVE_COUNT, (self.project,),
+        return self._stored_rows(self._catch_up, _COUNT + ("" if include_inactive else _ACTIVE), (self.project,),
                                  lambda rows: rows[0][0], len, include_inactive=include_inactive)
 
     def leases_near(self, repo: str, paths: Sequence[str]) -> Found[list[tuple[str, ListedLease]]] | Unavailable:
@@ -648,9 +623,11 @@ class SqliteSessionStore(SessionStore):
         anchors = json.dumps(sorted({anchor for path in paths for anchor in path_anchors(path)}))
         return self._stored_rows(
             self._readable_raw, _LEASES_NEAR, (self.project, repo, anchors),
-            lambda rows: near_leases(_held_leases(rows), repo, paths),
+            lambda rows: near_leases([(task_id, unreleased_leases(leases, releases, last)) for task_id, _, last,
+                                      (leases, releases) in _folded(rows, include_inactive=False)], repo, paths),
             lambda sessions: near_leases(((s.task_id, listed_of(s).leases) for s in sessions), repo, paths))
 
+    @answering
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
         from pydantic import ValidationError
 
@@ -664,8 +641,6 @@ class SqliteSessionStore(SessionStore):
                 rows += [(at, event_id, body) for at, event_id, _, body, _ in self._queued([task_id])
                          if event_id not in stored]
                 return Found([adapter.validate_json(body) for _, _, body in sorted(rows)])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
         except ValidationError as exc:
             return Unavailable(f"{self.path}: a stored event is unreadable: {exc.errors()[0]['msg']}")
 
@@ -710,30 +685,21 @@ class SqliteSessionStore(SessionStore):
                     "AND json_extract(body, '$.checkpoint_id') IN (SELECT value FROM json_each(?))",
                     (self.project, json.dumps(list(checkpoint_ids)))).rowcount
 
+    @answering
     def held_events(self, event_ids: Sequence[str]) -> Found[set[str]] | Unavailable:
-        try:
-            with guarded(STORE, self.path):
-                return Found({event_id for (event_id,) in self._db.conn().execute(
-                    "SELECT event_id FROM events WHERE project = ? AND event_id IN (SELECT value FROM json_each(?))",
-                    (self.project, json.dumps(list(event_ids))))})
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return Found({event_id for (event_id,) in self._db.read(
+            STORE, "SELECT event_id FROM events WHERE project = ? AND event_id IN (SELECT value FROM json_each(?))",
+            (self.project, json.dumps(list(event_ids))))})
 
+    @answering
     def pruned(self) -> Found[set[str]] | Unavailable:
-        try:
-            with guarded(STORE, self.path):
-                return Found({task_id for (task_id,) in self._db.conn().execute(
-                    "SELECT task_id FROM pruned WHERE project = ?", (self.project,))})
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return Found({task_id for (task_id,) in self._db.read(
+            STORE, "SELECT task_id FROM pruned WHERE project = ?", (self.project,))})
 
+    @answering
     def projects(self) -> Found[list[str]] | Unavailable:
-        try:
-            with guarded(STORE, self.path):
-                return Found([project for (project,) in self._db.conn().execute(
-                    "SELECT DISTINCT project FROM sessions ORDER BY project")])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        return Found([project for (project,) in self._db.read(
+            STORE, "SELECT DISTINCT project FROM sessions ORDER BY project")])
 
     def describe(self) -> dict[str, str]:
         with guarded(STORE, self.path):
@@ -753,43 +719,20 @@ def _parsed(adapter: TypeAdapter[Event], event_id: str, body: str) -> Event:
         raise sqlite3.DatabaseError(f"pending event {event_id} is unreadable: {exc.errors()[0]['msg']}") from exc
 
 
-def _folded(status: str, last_activity: str, pending_at: str | None, lifecycle: Any,
-            lifecycle_at: Any) -> tuple[str, datetime]:
-    """A stored session's status and last activity, its unprojected events' latest time
-    (pending_at) folded in; lifecycle and lifecycle_at as its stored JSON holds them."""
-    last = clock.parse(last_activity)
-    if pending_at is not None:
-        last = max(last, clock.parse(pending_at))
-        status = outline_status(lifecycle or status, lifecycle_at and clock.parse(lifecycle_at), last)
-    return status, last
-
-
-def _outlines(rows: list[Any], *, include_inactive: bool) -> list[SessionOutline]:
-    """The rows of _OUTLINES (or _ACTIVE_OUTLINES), newest activity first."""
-    outlines = []
-    for task_id, stored_status, last_activity, pending_at, fields in rows:
-        (lifecycle, lifecycle_at, phase, repo, worktree_path, branch, agent, stage,
-         next_stage) = json.loads(fields)
-        status, last = _folded(stored_status, last_activity, pending_at, lifecycle, lifecycle_at)
+def _folded(rows: list[Any], *, include_inactive: bool) -> list[tuple[str, str, datetime, list[Any]]]:
+    """The rows of _OUTLINES or _LEASES_NEAR as (ticket, status, last activity, the fields
+    after the lifecycle's two), the unprojected events' latest time folded in (a stalled
+    session with unprojected events may be active again: Session.status); the active ones
+    only unless include_inactive, newest activity first."""
+    folded = []
+    for task_id, status, last_activity, pending_at, fields in rows:
+        lifecycle, lifecycle_at, *rest = json.loads(fields)
+        last = clock.parse(last_activity)
+        if pending_at is not None:
+            last = max(last, clock.parse(pending_at))
+            status = outline_status(lifecycle or status, lifecycle_at and clock.parse(lifecycle_at), last)
         if include_inactive or status == "active":
-            outlines.append(SessionOutline(task_id, status, phase or "planning", repo, worktree_path, branch,
-                                           agent, last, text_or_none(stage), text_or_none(next_stage)))
-    outlines.sort(key=lambda o: o.task_id)
-    outlines.sort(key=lambda o: o.last_activity, reverse=True)
-    return outlines
-
-
-def _held_leases(rows: list[Any]) -> list[tuple[str, tuple[ListedLease, ...]]]:
-    """The active sessions' unreleased leases in the rows of _LEASES_NEAR, by ticket, newest
-    activity first."""
-    held = []
-    for task_id, stored_status, last_activity, pending_at, fields in rows:
-        lifecycle, lifecycle_at, leases, releases = json.loads(fields)
-        status, last = _folded(stored_status, last_activity, pending_at, lifecycle, lifecycle_at)
-        if status == "active":
-            held.append((last, task_id, unreleased_leases(leases or [], [r["text"] for r in releases or ()], last)))
-    held.sort(key=lambda row: row[1])
-    held.sort(key=lambda row: row[0], reverse=True)
-    return [(task_id, leases) for _, task_id, leases in held]
-
-
+            folded.append((task_id, status, last, rest))
+    folded.sort(key=lambda row: row[0])
+    folded.sort(key=lambda row: row[2], reverse=True)
+    return folded

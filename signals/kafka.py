@@ -18,16 +18,13 @@ keyed before projects belongs to its signal's repository.
 from __future__ import annotations
 
 import contextlib
-import time
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from baton.errors import StoreUnavailable
 from baton.kafka_outbox import KafkaOutbox, Unsettled, client_config, kafka_failure, topic_metadata
-from baton.outcome import Found, Unavailable
+from baton.outcome import Found, Unavailable, answering
 from baton.projects import check_project, qualified, split_qualified
 from baton.signals.base import SignalBus
 from baton.store_names import Store
@@ -87,40 +84,21 @@ class KafkaSignalBus(SignalBus):
 
     def _scan(self, after: datetime | None, keep: Callable[[Signal], bool]) -> list[Signal]:
         """Every signal on the topic emitted after `after` that keep() accepts, oldest first."""
-        from confluent_kafka import (
-            OFFSET_END,
-            KafkaError,
-            KafkaException,
-            TopicPartition,
-        )
+        from confluent_kafka import KafkaException
 
+        from baton.kafka_outbox import messages_since, reader
         from baton.signals.model import Signal
 
         self._outbox.ensure_topic()
-        consumer = self._get_consumer()
+        if self._consumer is None:  # one reader for the bus's lifetime, assigned partitions per read
+            self._consumer = reader(self.bootstrap, self._gate.left(), "baton-reader")
+        consumer = self._consumer
         try:
-            partitions = consumer.list_topics(self.topic, timeout=self._gate.left()).topics[self.topic].partitions
-            since_ms = int(after.timestamp() * 1000) if after else 0
-            starts = consumer.offsets_for_times(
-                [TopicPartition(self.topic, p, since_ms) for p in partitions], timeout=self._gate.left())
-            # OFFSET_END: nothing in that partition is newer than `after`.
-            todo = [tp for tp in starts if tp.offset != OFFSET_END and tp.offset >= 0]
-            consumer.assign(todo)
-            remaining = {tp.partition for tp in todo}
             found: dict[str, Signal] = {}
-            deadline = time.monotonic() + self._gate.left()
-            while remaining:
-                if time.monotonic() > deadline:
-                    raise self._outbox.unreachable(self._gate.no_answer("topic not read"))
-                message = consumer.poll(0.05)
-                if message is None:
-                    continue
-                error, body = message.error(), message.value()
-                if error:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        remaining.discard(message.partition())
-                        continue
-                    raise KafkaException(error)
+            for message in messages_since(consumer, self.topic, int(after.timestamp() * 1000) if after else 0,
+                                          self._gate.left, lambda _: self._outbox.unreachable(
+                                              self._gate.no_answer("topic not read"))):
+                body = message.value()
                 if body is None:  # a record without a body carries no signal
                     continue
                 owner = split_qualified((message.key() or b"").decode("utf-8", "replace"))[0]
@@ -135,28 +113,13 @@ class KafkaSignalBus(SignalBus):
         finally:
             consumer.unassign()
 
-    def _get_consumer(self) -> Consumer:
-        """One reader for the bus's lifetime; it is assigned partitions per read and never
-        joins its (unique) group, so it commits nothing and rebalances nothing."""
-        if self._consumer is None:
-            from confluent_kafka import Consumer
-
-            # A read ends at each partition's end, which the broker tells once its fetch wait
-            # has passed: 1 ms instead of 10 took a warm read of a few signals from 26.7 ms to 7.6.
-            self._consumer = Consumer({**client_config(self.bootstrap, self._gate.left()),
-                                       "group.id": f"baton-reader-{uuid.uuid4().hex}", "enable.auto.commit": False,
-                                       "enable.partition.eof": True, "fetch.wait.max.ms": 1})
-        return self._consumer
-
+    @answering
     def _read(self, after: datetime | None, keep: Callable[[Signal], bool],
               limit: int) -> Found[list[Signal]] | Unavailable:
-        try:
-            with contextlib.suppress(Unsettled):  # they are looked up later: read what is there
-                self._outbox.deliver()
-            with self._gate.call(STORE):
-                return Found(self._scan(after, keep)[-limit:])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
+        with contextlib.suppress(Unsettled):  # they are looked up later: read what is there
+            self._outbox.deliver()
+        with self._gate.call(STORE):
+            return Found(self._scan(after, keep)[-limit:])
 
     def concerning(self, subjects: Sequence[str], *, after: datetime | None,
                    limit: int) -> Found[list[Signal]] | Unavailable:

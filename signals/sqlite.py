@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from baton import clock
-from baton.errors import StoreUnavailable
-from baton.outcome import Found, Unavailable
+from baton.outcome import Found, Unavailable, answering
 from baton.projects import check_project
 from baton.signals.base import SignalBus
 from baton.sqlite import SqliteFile, guarded
@@ -115,22 +114,19 @@ class SqliteSignalBus(SignalBus):
             return set()
         marks = ",".join("?" * len(signal_ids))
         query = f"SELECT signal_id FROM signals WHERE project = ? AND signal_id IN ({marks})"  # noqa: S608
-        with guarded(STORE, self.path):
-            rows = self._db.conn().execute(query, [self.project, *signal_ids])
-            return {signal_id for (signal_id,) in rows}
+        return {signal_id for (signal_id,) in self._db.read(STORE, query, [self.project, *signal_ids])}
 
     def watermark(self) -> str | None:
         with guarded(STORE, self.path):
             (seq,) = self._db.conn().execute("SELECT coalesce(max(seq), 0) FROM signals").fetchone()
         return str(seq)
 
+    @answering
     def _read(self, query: str, params: Sequence, decode: Callable[[str], _T]) -> Found[list[_T]] | Unavailable:
         """The bodies query reads, each decoded."""
+        rows = self._db.read(STORE, query, params)
         try:
-            rows = self._db.read(STORE, query, params)
             return Found([decode(body) for (body,) in rows])
-        except StoreUnavailable as exc:
-            return Unavailable(exc.reason)
         except (ValueError, KeyError, TypeError) as exc:  # a pydantic ValidationError is a ValueError
             errors = getattr(exc, "errors", None)
             said = errors()[0]["msg"] if callable(errors) else f"{type(exc).__name__}: {exc}"

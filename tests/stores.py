@@ -59,3 +59,11 @@ def unscope_recall(home: Path) -> dict:
     index.close()
     shutil.rmtree(home / "recall" / "index", ignore_errors=True)
     return kept
+
+
+def record_touch(store, task_id: str, session_id: str, at, files, *, event_id: str) -> None:
+    """Append a files_touched event to a registry without projecting it yet, as `baton touch` does."""
+    from baton.registry.wire import files_touched_body
+
+    store.append_body(event_id, task_id, at, "files_touched", files_touched_body(event_id, task_id, session_id, at,
+                                                                                  files))

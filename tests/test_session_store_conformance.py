@@ -19,6 +19,7 @@ from baton.registry.model import (
     PhaseChanged,
     Status,
 )
+from tests.stores import record_touch
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -79,21 +80,21 @@ def test_append_get_and_replay(store):
 def test_pending_touches_are_projected_before_the_next_read(store):
     store.append([event(Bound, 0, repo="r", worktree_path="/w")])
     touch = str(uuid.uuid4())
-    store.record_touch("OMN-1", "s", T0 + timedelta(minutes=5), [FileRef("r", "a.py"), FileRef("r", "b.py")],
-                       event_id=touch)
-    store.record_touch("OMN-1", "s", T0 + timedelta(minutes=3), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
+    record_touch(store, "OMN-1", "s", T0 + timedelta(minutes=5), [FileRef("r", "a.py"), FileRef("r", "b.py")],
+                        event_id=touch)
+    record_touch(store, "OMN-1", "s", T0 + timedelta(minutes=3), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
     session = store.get("OMN-1").value
     assert sorted(session.files) == ["r:a.py", "r:b.py"]
     assert session.files["r:a.py"].last_at == T0 + timedelta(minutes=5)
     assert session.last_activity == T0 + timedelta(minutes=5)
-    store.record_touch("OMN-1", "s", T0 + timedelta(minutes=5), [FileRef("r", "a.py")], event_id=touch)
+    record_touch(store, "OMN-1", "s", T0 + timedelta(minutes=5), [FileRef("r", "a.py")], event_id=touch)
     assert store.get("OMN-1").value == session, "a replayed touch changes nothing"
 
 
 def test_get_many_answers_as_each_get_with_pending_touches_projected(store):
     store.append([event(Bound, 0, repo="r", worktree_path="/w"),
                   event(Bound, 1, task="OMN-2", repo="r", worktree_path="/w2")])
-    store.record_touch("OMN-2", "s", T0 + timedelta(minutes=2), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
+    record_touch(store, "OMN-2", "s", T0 + timedelta(minutes=2), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
     many = store.get_many(["OMN-1", "OMN-2", "OMN-404"]).value
     assert many == {"OMN-1": store.get("OMN-1").value, "OMN-2": store.get("OMN-2").value}
     assert sorted(many["OMN-2"].files) == ["r:a.py"]
@@ -282,8 +283,8 @@ def test_the_signal_scope_is_the_sessions_with_its_pending_touches(store):
     store.append([event(Bound, 0, "OMN-10", repo="r", worktree_path="/w"),
                   event(FilesTouched, 1, "OMN-10", files=[FileRef("r", "a.py")]),
                   event(DependencyAdded, 2, "OMN-10", depends_on=["OMN-9"])])
-    store.record_touch("OMN-10", "s", T0 + timedelta(minutes=3), [FileRef("r", "b.py"), FileRef("", "/tmp/c")],
-                       event_id=str(uuid.uuid4()))
+    record_touch(store, "OMN-10", "s", T0 + timedelta(minutes=3), [FileRef("r", "b.py"), FileRef("", "/tmp/c")],
+                        event_id=str(uuid.uuid4()))
     decided = str(uuid.uuid4())
     store.append_body(decided, "OMN-10", T0 + timedelta(minutes=4), "decision_recorded", decision_recorded_body(
         decided, "OMN-10", "s", T0 + timedelta(minutes=4), "Use carts", "", "r"))
@@ -336,8 +337,8 @@ def test_session_outlines_agree_with_the_sessions_and_their_pending_events(store
     assert outlines() == from_sessions()
     assert [o.task_id for o in outlines(True)] == ["OMN-23", "OMN-22", "OMN-21", "OMN-20"]
     assert outlines(True) == from_sessions(True)
-    store.record_touch("OMN-22", "s", T0 + timedelta(minutes=9), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
-    store.record_touch("OMN-20", "s", T0 + timedelta(minutes=8), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
+    record_touch(store, "OMN-22", "s", T0 + timedelta(minutes=9), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
+    record_touch(store, "OMN-20", "s", T0 + timedelta(minutes=8), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
     pending = outlines()
     assert [(o.task_id, o.status, o.last_activity) for o in pending] == [
         ("OMN-22", "active", T0 + timedelta(minutes=9)), ("OMN-20", "active", T0 + timedelta(minutes=8)),
@@ -379,7 +380,7 @@ def test_a_pruned_tickets_old_events_are_not_taken_again_but_a_new_bind_is(store
     store.prune(T0 + timedelta(hours=1))
     late_touch = event(FilesTouched, 0, task="GONE-1", files=[FileRef("r", "a.py")])
     assert store.append([*old, late_touch]) == {}, "a replay of pruned events brings nothing back"
-    store.record_touch("GONE-1", "s", T0, [FileRef("r", "b.py")], event_id=str(uuid.uuid4()))
+    record_touch(store, "GONE-1", "s", T0, [FileRef("r", "b.py")], event_id=str(uuid.uuid4()))
     assert store.get("GONE-1") == NotFound("GONE-1")
     again = store.append([event(Bound, 60 * 24, task="GONE-1", repo="r", worktree_path="/g")])["GONE-1"]
     assert again.status is Status.active and not again.files
@@ -420,7 +421,7 @@ def test_listed_sessions_are_what_the_validated_sessions_show(store):
                   event(FilesTouched, 31, "OMN-9", files=[FileRef("r", "z.py"), FileRef("r", "a.py")]),
                   event(Bound, 32, "OMN-10", repo="r", worktree_path="/g"),
                   event(Ended, 33, "OMN-10", status=Status.completed)])
-    store.record_touch("OMN-9", "s", T0 + timedelta(minutes=40), [FileRef("r", "b.py")], event_id=str(uuid.uuid4()))
+    record_touch(store, "OMN-9", "s", T0 + timedelta(minutes=40), [FileRef("r", "b.py")], event_id=str(uuid.uuid4()))
 
     def listed(include_inactive=False):
         return store.listed_sessions(include_inactive=include_inactive).value
@@ -448,8 +449,8 @@ def test_the_session_order_is_the_listings_read_from_the_index(store):
     order, pending touches (which move the last activity, or lift a stall) projected first."""
     store.append([event(Bound, n, f"OMN-{n}", repo="r", worktree_path=f"/w{n}") for n in range(4)])
     store.append([event(Ended, 5, "OMN-2", status=Status.completed), event(Ended, 6, "OMN-3", status=Status.stalled)])
-    store.record_touch("OMN-0", "s", T0 + timedelta(minutes=9), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
-    store.record_touch("OMN-3", "s", T0 + timedelta(minutes=8), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
+    record_touch(store, "OMN-0", "s", T0 + timedelta(minutes=9), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
+    record_touch(store, "OMN-3", "s", T0 + timedelta(minutes=8), [FileRef("r", "a.py")], event_id=str(uuid.uuid4()))
     order = store.session_order().value
     assert order == [("OMN-0", "active"), ("OMN-3", "active"), ("OMN-1", "active")]
     every = store.session_order(include_inactive=True).value
@@ -523,7 +524,7 @@ def test_the_leases_near_a_file_are_the_scans_and_miss_none_that_covers_it(store
     from baton.registry.base import ListedLease
 
     _leased(store)
-    store.record_touch("OMN-0", "s", T0 + timedelta(minutes=50), [FileRef("r", "x.py")], event_id=str(uuid.uuid4()))
+    record_touch(store, "OMN-0", "s", T0 + timedelta(minutes=50), [FileRef("r", "x.py")], event_id=str(uuid.uuid4()))
     _near_is_the_scan(store)
     [lease_id] = [lease.lease_id for s in store.listed_sessions().value for lease in s.leases if lease.repo == "q"]
     assert sorted(lease.pattern for _, lease in store.leases_near("r", ["other.py"]).value) == ANYWHERE
@@ -572,7 +573,7 @@ def test_a_claims_decision_reads_the_leases_it_may_overlap_and_misses_none(store
     anchors one of which leads the other): only the leases a claim may overlap, as the scan
     of every session finds them, a pending touch's activity included."""
     _leased(store)
-    store.record_touch("OMN-0", "s", T0 + timedelta(minutes=50), [FileRef("r", "x.py")], event_id=str(uuid.uuid4()))
+    record_touch(store, "OMN-0", "s", T0 + timedelta(minutes=50), [FileRef("r", "x.py")], event_id=str(uuid.uuid4()))
     _meeting_is_the_scan(store)
     handed: list = []
     store.append_unless([], "r", ["lib/t1/x.py"], lambda near: handed.append(near))

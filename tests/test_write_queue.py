@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.stores import record_touch
 from tests.test_full_disk import fill, small_disk  # noqa: F401 -- a fixture
 from tests.timing import wait_for
 from tests.workspace import ROOT, run_process
@@ -169,13 +170,13 @@ def test_the_next_process_that_takes_the_lock_applies_what_waits(tmp_path):
     path = tmp_path / "registry.db"
     writer = SqliteSessionStore(path, timeout=2, project="github.com/acme/shop")
     reader = SqliteSessionStore(path, timeout=2, project="github.com/acme/shop")
-    writer.record_touch("Q-1", "s", clock.now(), [FileRef("github.com/acme/shop", "src/first.py")], event_id=ids[0])
+    record_touch(writer, "Q-1", "s", clock.now(), [FileRef("github.com/acme/shop", "src/first.py")], event_id=ids[0])
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
         for n in range(1, 4):
-            writer.record_touch("Q-1", "s", clock.now(), [FileRef("github.com/acme/shop", f"src/{n}.py")],
-                                event_id=ids[n])
+            record_touch(writer, "Q-1", "s", clock.now(), [FileRef("github.com/acme/shop", f"src/{n}.py")],
+                         event_id=ids[n])
         assert writer.kept == 3 and reader.queued() == 3
         found = reader.get("Q-1")
         assert isinstance(found, Found)
@@ -184,7 +185,7 @@ def test_the_next_process_that_takes_the_lock_applies_what_waits(tmp_path):
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    reader.record_touch("Q-1", "s", clock.now(), [FileRef("github.com/acme/shop", "src/4.py")], event_id=ids[4])
+    record_touch(reader, "Q-1", "s", clock.now(), [FileRef("github.com/acme/shop", "src/4.py")], event_id=ids[4])
     assert reader.queued() == 0
     with sqlite3.connect(path) as conn:
         assert [e for (e,) in conn.execute("SELECT event_id FROM events ORDER BY rowid")] == ids
