@@ -1,14 +1,18 @@
-"""Weighted reciprocal-rank fusion of recall's legs: one ranking from the vector and keyword rankings.
+"""Fusion of recall's legs: one ranking from the vector and keyword rankings.
 
-Each leg adds weight / (K + rank) to every decision it ranks; a decision both legs rank high
-wins over one that only one leg ranks first. Scores of different legs (cosine, BM25) are
-never compared, only ranks. The keyword leg weighs less for a query of more than
-SHORT_QUERY words (a problem statement, a ticket's goal and decisions): its many words match
-many decisions. A tie goes to the vector leg's order (with equal weights, first in one leg
-and first in the other tie; the vector leg is the better alone). Chosen on the tuning part
-of bench/recall_eval.py (docs/performance.md): the weights 0.7 to 0.9 and cut-offs 6 to 16
-words measured the same there. The fused score is scaled so that first in every leg is 1.0.
-Every change of how recall orders what it found belongs here, so that it composes.
+Each leg's scores are standardised over the decisions it ranks (z-scores, so that neither
+leg's scale decides), and a decision's fused score is VECTOR_WEIGHT times its vector z-score
+plus the rest times its keyword z-score; a decision a leg did not rank gets a notch
+(UNRANKED) below that leg's last. The vector leg's scores are its cosines (the same on both
+backends); the keyword leg's are 1 / (1 + rank), never BM25 or Qdrant's sparse scores, which
+differ between backends. Unlike reciprocal-rank fusion, the cosines say how far apart the
+vector leg's hits are: a clear first (a paraphrase, which shares few words with its
+decision) is not pulled down by the keywords' order. Chosen on the tuning part of
+bench/recall_eval.py with bench/recall_fusion.py (docs/performance.md): the only candidates
+at or above the plain RRF of these legs on every query kind were such z-score mixes, the
+vector weighed 0.5 to 0.65. A tie goes to the vector leg's order. The fused score is scaled
+so that first in every leg is 1.0. Every change of how recall orders what it found belongs
+here, so that it composes.
 """
 
 from __future__ import annotations
@@ -16,30 +20,38 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from baton.recall.base import ScoredDecision
-from baton.recall.keywords import words
 
-K = 60
-SHORT_QUERY = 12  # words: a title or a phrase, where both legs weigh the same
-LONG_QUERY_KEYWORDS = 0.8  # the keyword leg's weight for a longer query
+VECTOR_WEIGHT = 0.6
+UNRANKED = 0.25  # standard deviations below a leg's last, for a decision that leg did not rank
 
 
-def fuse(vector: Sequence[ScoredDecision] | None, keyword: Sequence[ScoredDecision] | None, limit: int,
-         *, query: str) -> list[ScoredDecision]:
+def standardised(values: list[float]) -> list[float]:
+    """values as z-scores, shifted so that the lowest is UNRANKED (and an unranked decision 0)."""
+    mean = sum(values) / len(values)
+    spread = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5 or 1.0
+    low = min(values)
+    return [(v - low) / spread + UNRANKED for v in values]
+
+
+def fuse(vector: Sequence[ScoredDecision] | None, keyword: Sequence[ScoredDecision] | None, limit: int
+         ) -> list[ScoredDecision]:
     """The decisions of both legs (each ranked best first; None: unavailable), best fused
     first; ties by the vector leg's rank, then the keyword leg's, ticket and text. A single
     leg keeps its order."""
-    keyword_weight = 1.0 if len(words(query)) <= SHORT_QUERY else LONG_QUERY_KEYWORDS
-    legs = [(leg, weight) for leg, weight in ((vector, 1.0), (keyword, keyword_weight)) if leg is not None]
+    legs = [(leg, weight, cosine) for leg, weight, cosine in ((vector, VECTOR_WEIGHT, True),
+                                                               (keyword, 1 - VECTOR_WEIGHT, False)) if leg]
     scores: dict[object, float] = {}
     first: dict[object, tuple[int, int]] = {}  # the first leg that ranks it, and where
     records: dict[object, ScoredDecision] = {}
-    for number, (leg, weight) in enumerate(legs):
-        for rank, hit in enumerate(leg, start=1):
+    best = 0.0
+    for number, (leg, weight, cosine) in enumerate(legs):
+        values = standardised([hit.score if cosine else 1 / (1 + rank) for rank, hit in enumerate(leg, start=1)])
+        best += weight * max(values)
+        for rank, (hit, value) in enumerate(zip(leg, values, strict=True), start=1):
             key = (hit.record.project, hit.record.task_id, hit.record.text)  # what the point id derives from
-            scores[key] = scores.get(key, 0.0) + weight / (K + rank)
+            scores[key] = scores.get(key, 0.0) + weight * value
             first.setdefault(key, (number, rank))
             records.setdefault(key, hit)
-    best = (sum(weight for _, weight in legs) or 1) / (K + 1)
     ranked = sorted(scores, key=lambda key: (-scores[key], first[key], records[key].record.task_id,
                                              records[key].record.text))
-    return [ScoredDecision(record=records[key].record, score=scores[key] / best) for key in ranked[:limit]]
+    return [ScoredDecision(record=records[key].record, score=scores[key] / (best or 1.0)) for key in ranked[:limit]]
