@@ -7,8 +7,8 @@ are returned to the caller to queue (baton.recall.queue) instead of being embedd
 a free-text query loads the model, to embed that text. A client searches one project's
 decisions (baton.projects), the one it was made for.
 
-Two legs answer each search, the vectors and the keywords (baton.recall.keywords), fused by
-rank (baton.recall.fusion). Either answers alone while the other is unavailable (the model
+Two legs answer each search, the vectors and the keywords (baton.recall.keywords), fused
+(baton.recall.fusion). Either answers alone while the other is unavailable (the model
 missing, a store that cannot be read); the search is unavailable only when both are.
 """
 
