@@ -87,7 +87,7 @@ def product_fusion(records: list[Record], source: str) -> Fusion:
 
     def fused(query: Query, vector: Leg, keyword: Leg) -> list[str]:
         legs = [[ScoredDecision(record=stored[t], score=s) for t, s in leg] for leg in (vector, keyword)]
-        return [hit.record.task_id for hit in fuse(legs[0], legs[1], DEPTH, query=query.text)]
+        return [hit.record.task_id for hit in fuse(legs[0], legs[1], DEPTH)]
     return fused
 
 

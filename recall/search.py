@@ -7,8 +7,8 @@ are returned to the caller to queue (baton.recall.queue) instead of being embedd
 a free-text query loads the model, to embed that text. A client searches one project's
 decisions (baton.projects), the one it was made for.
 
-Two legs answer each search, the vectors and the keywords (baton.recall.keywords), fused by
-rank (baton.recall.fusion). Either answers alone while the other is unavailable (the model
+Two legs answer each search, the vectors and the keywords (baton.recall.keywords), fused
+(baton.recall.fusion). Either answers alone while the other is unavailable (the model
 missing, a store that cannot be read); the search is unavailable only when both are.
 """
 
@@ -73,12 +73,12 @@ class DecisionSearchClient:
         vector, keyword, vectors_down = _legs(vector_leg, lambda: self.index.search_keywords(
             text, project=self.project, limit=depth, exclude_task_id=task_id))
         if vector is None:
-            return RelatedSearch(fuse(None, keyword or [], limit, query=text), vectors_unavailable=vectors_down)
+            return RelatedSearch(fuse(None, keyword or [], limit), vectors_unavailable=vectors_down)
         hits, unindexed = vector
         if keyword is not None:
             found = {h.record.point_id for h in hits}
             keyword = [h for h in keyword if h.record.point_id in found]
-        return RelatedSearch(fuse(hits, keyword, limit, query=text), unindexed)
+        return RelatedSearch(fuse(hits, keyword, limit), unindexed)
 
     def search_text(self, text: str, limit: int = 5, *, exclude_task_id: str | None = None) -> list[ScoredDecision]:
         """The project's decisions best matching text, by meaning and by words."""
@@ -88,7 +88,7 @@ class DecisionSearchClient:
                                       exclude_task_id=exclude_task_id),
             lambda: self.index.search_keywords(text, project=self.project, limit=depth,
                                                exclude_task_id=exclude_task_id))
-        return fuse(vector, keyword, limit, query=text)
+        return fuse(vector, keyword, limit)
 
     def close(self) -> None:
         self.index.close()

@@ -1,4 +1,4 @@
-"""Hybrid recall: the keyword leg beside the vector leg, fused by rank; either answers while
+"""Hybrid recall: the keyword leg beside the vector leg, fused by standardised scores; either answers while
 the other cannot, on the embedded index and on Qdrant (qdrant-client's local mode); the
 keywords heal from the vector store; only decisions embedded by an older recipe are
 embedded again."""
@@ -59,23 +59,27 @@ def garbled(encoder, tmp_path, name: str) -> None:
         (tmp_path / "recall" / f"{name}{suffix}").unlink(missing_ok=True)
 
 
+def cosines(**scores: float) -> list[ScoredDecision]:
+    return [ScoredDecision(record=record(task, f"decision of {task}"), score=score) for task, score in scores.items()]
+
+
 def test_fusion_ranks_a_decision_both_legs_find_above_one_leg_s_first():
-    fused = fuse(scored("X", "Y", "Z", "V"), scored("W", "Y", "Z", "X"), 10, query="short")
-    assert tasks(fused) == ["Y", "X", "Z", "W", "V"]
-    assert fused[0].score < 1 and fuse(scored("Y"), scored("Y"), 1, query="q")[0].score == pytest.approx(1.0)
-    assert tasks(fuse(scored("X", "Y", "Z"), None, 2, query="q")) == ["X", "Y"], "one leg keeps its order, cut"
-    assert tasks(fuse(None, scored("X", "Y", "Z"), 2, query="q")) == ["X", "Y"], "either leg alone"
-    assert fuse(None, None, 5, query="q") == [] and tasks(fuse([], scored("Q"), 5, query="q")) == ["Q"]
+    fused = fuse(cosines(X=0.60, Y=0.58, Z=0.40, V=0.30), scored("W", "Y", "Z", "X"), 10)
+    assert tasks(fused) == ["Y", "X", "W", "Z", "V"]
+    assert fused[0].score < 1 and fuse(scored("Y"), scored("Y"), 1)[0].score == pytest.approx(1.0)
+    assert tasks(fuse(scored("X", "Y", "Z"), None, 2)) == ["X", "Y"], "one leg keeps its order, cut"
+    assert tasks(fuse(None, scored("X", "Y", "Z"), 2)) == ["X", "Y"], "either leg alone"
+    assert fuse(None, None, 5) == [] and tasks(fuse([], scored("Q"), 5)) == ["Q"]
+    assert tasks(fuse(scored("A", "B"), scored("B"), 10)) == ["B", "A"], "a leg's only hit counts"
 
 
-def test_a_long_query_weighs_the_keyword_leg_less():
-    """The keyword leg's first against the vector leg's second: above it for a short query,
-    below it for a long one (a problem statement's many words match many decisions)."""
-    vector, keyword = scored("A", "B"), scored("C")
-    assert tasks(fuse(vector, keyword, 10, query="carts in redis")) == ["A", "C", "B"], "A and C tie: A is the vector's"
-    long = " ".join(f"word{n}" for n in range(13))
-    assert tasks(fuse(vector, keyword, 10, query=long)) == ["A", "B", "C"]
-    assert fuse(vector, keyword, 1, query=long)[0].score == pytest.approx(1 / 1.8)
+def test_a_clear_vector_first_is_not_pulled_down_by_the_keywords_order():
+    """The keywords rank C first and A last. Where A's cosine is far ahead of the others' it
+    stays first; where A and B are close by cosine and C far behind, the keywords order A
+    and B, and C stays last (reciprocal-rank fusion sees only ranks: A and C level both times)."""
+    keyword = scored("C", "B", "A")
+    assert tasks(fuse(cosines(A=0.80, B=0.45, C=0.44), keyword, 10)) == ["A", "C", "B"]
+    assert tasks(fuse(cosines(A=0.46, B=0.45, C=0.30), keyword, 10)) == ["B", "A", "C"]
 
 
 def test_both_legs_answer_a_text_query(make_index, encoder, tmp_path):
