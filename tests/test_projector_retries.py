@@ -216,6 +216,7 @@ def test_a_repair_over_more_tickets_than_a_chunk_repairs_each_reading_a_chunk_at
     from baton.skills.services import repair as repairing
 
     monkeypatch.setattr(repairing, "CHUNK", 3)
+    monkeypatch.setenv("BATON_STORE_TIMEOUT", "60")  # the chunks are tested, not the budget of a busy machine
     repo = f"github.com/acme/chunks-{uuid.uuid4().hex[:6]}"
     shared, now = FileRef(repo, "src/db.py"), clock.now()
     stores = Stores(Settings.from_env(), project=repo, projection=apply_events)

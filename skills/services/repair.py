@@ -34,7 +34,7 @@ from baton.registry.model import Session, Status
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
-SIGNALS_READ = 100_000  # conflict signals read from the window at most
+SIGNALS_READ = 100_000  # signals of a chunk's tickets read from the window at most
 # Tickets read and compared at a time: a repair's memory follows this, not the window's sessions.
 CHUNK = 200
 
@@ -80,11 +80,9 @@ def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
     projects = stores.registry.projects().unwrap(Store.SESSION_REGISTRY)
     for name in projects:
         scoped = stores.for_project(name)
-        # The pairs signalled, read from the log once a project and added to chunk by chunk:
-        # a pair whose tickets fall in two chunks is signalled once.
-        signalled = functools.cache(lambda scoped=scoped: _signalled_since(scoped, since))
-        parts: list[Callable[[Stores, list[Session], RepairReport], None]] = [
-            _repair_graph, _repair_recall, functools.partial(_repair_signals, signalled=signalled)]
+        # The pairs this repair signalled: a pair whose tickets fall in two chunks, once.
+        signals = functools.partial(_repair_signals, since=since, signalled=set())
+        parts: list[Callable[[Stores, list[Session], RepairReport], None]] = [_repair_graph, _repair_recall, signals]
         for sessions in _active_since(scoped, since):
             report.tickets += len(sessions)
             for part in list(parts):
@@ -174,19 +172,9 @@ def _repair_recall(stores: Stores, sessions: list[Session], report: RepairReport
         report.decisions += stores.embedding_queue.add([records[p] for p in sorted(lacking, key=str)])
 
 
-def _signalled_since(stores: Stores, since: datetime) -> set[frozenset[str | None]]:
-    """The pairs of tickets with a conflict_detected signal since `since`."""
+def _repair_signals(stores: Stores, sessions: list[Session], report: RepairReport, *, since: datetime,
+                    signalled: set[frozenset[str | None]]) -> None:
     from baton.signals.wire import SignalType
-
-    seen = stores.signals.recent(task_id=None, after=since, limit=SIGNALS_READ)
-    if not isinstance(seen, Found):
-        raise StoreUnavailable(Store.SIGNAL_LOG, seen.reason)
-    return {frozenset((s.task_id, s.payload.related_task_id)) for s in seen.value
-            if s.signal_type is SignalType.conflict_detected}
-
-
-def _repair_signals(stores: Stores, sessions: list[Session], report: RepairReport, *,
-                    signalled: Callable[[], set[frozenset[str | None]]]) -> None:
     from baton.skills.core.binding import ActiveTask
     from baton.skills.core.overlaps import conflicts_of, keep_unknown
 
@@ -194,7 +182,12 @@ def _repair_signals(stores: Stores, sessions: list[Session], report: RepairRepor
     if not active:
         return
     shared = stores.graph.shared_files_of([s.task_id for s in active]).unwrap(Store.CONFLICT_GRAPH)
-    pairs = signalled()
+    # The chunk's tickets' signals only, so that what is read follows the chunk, not the window.
+    seen = stores.signals.concerning([f"task:{s.task_id}" for s in active], after=since, limit=SIGNALS_READ)
+    if not isinstance(seen, Found):
+        raise StoreUnavailable(Store.SIGNAL_LOG, seen.reason)
+    pairs = signalled | {frozenset((s.task_id, s.payload.related_task_id)) for s in seen.value
+                         if s.signal_type is SignalType.conflict_detected}
     now = clock.now()
     candidates = {}
     for session in active:
@@ -204,6 +197,7 @@ def _repair_signals(stores: Stores, sessions: list[Session], report: RepairRepor
             pair = frozenset((session.task_id, conflict.other_task_id))
             if pair not in pairs:
                 pairs.add(pair)  # one signal per pair, from whichever side comes first
+                signalled.add(pair)
                 candidates[str(conflict.signal_id)] = (task, conflict, by_key, now)
     if candidates:
         report.signals += len(keep_unknown(stores, list(candidates.values())))
