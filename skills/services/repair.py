@@ -72,9 +72,8 @@ class RepairReport:
 
 def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
     """Compare every store with the registry over the window and apply again what each
-    lacks, in every project the registry holds, CHUNK tickets at a time. Raises
-    StoreUnavailable when the registry cannot be read; another store that fails adds a
-    warning and is left as it was."""
+    lacks, in every project the registry holds, CHUNK tickets at a time. Raises StoreUnavailable
+    when the registry cannot be read; another store that fails adds a warning and is left as it was."""
     report = RepairReport(window or stores.settings.repair_window)
     since = clock.now() - report.window
     projects = stores.registry.projects().unwrap(Store.SESSION_REGISTRY)
