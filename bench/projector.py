@@ -51,7 +51,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bench.throughput import _kept, fresh_servers, load_events, projector_rates, projector_run
+from bench.throughput import TICKETS, _kept, fresh_servers, load_events, projector_rates, projector_run
 
 if TYPE_CHECKING:
     from baton.skills.services.projector import ProjectorReport
@@ -184,30 +184,33 @@ def scale(root: Path, env: dict[str, str], servers: list[int], count: int, runs:
 # Each set overrides the product's own consumer config, so the figures do not depend on it.
 PREFETCH = {"librdkafka's default prefetch": {"queued.min.messages": 100000, "queued.max.messages.kbytes": 65536},
             "bounded prefetch": {"queued.min.messages": 2000, "queued.max.messages.kbytes": 8192}}
-# `baton projector --once` with extra consumer settings (argv[1], JSON) over the product's.
+# `baton projector --once` with extra consumer settings (argv[1], JSON) over the product's,
+# and its repair's chunk (argv[2]; 0: the product's).
 _PROJECTOR_WITH = ("import json, sys, confluent_kafka; made = confluent_kafka.Consumer; "
                    "confluent_kafka.Consumer = lambda config: made({**config, **json.loads(sys.argv[1])}); "
+                   "import baton.skills.services.repair as repair; repair.CHUNK = int(sys.argv[2]) or repair.CHUNK; "
                    "from baton.skills.frontends.cli import main; code = main(['projector', '--once']); "
                    "print(*(line for line in open('/proc/self/status') if line.startswith('VmHWM')), file=sys.stderr); "
                    "sys.exit(code)")
 
 
-def memory_run(root: Path, env: dict[str, str], count: int, name: str, prefetch: dict[str, int]) -> tuple[float, float]:
-    """One `baton projector --once` over a new topic holding `count` events: (peak RSS in
-    MiB, events per second over the whole command)."""
+def memory_run(root: Path, env: dict[str, str], count: int, name: str, prefetch: dict[str, int],
+               chunk: int = 0) -> tuple[float, float]:
+    """One `baton projector --once` over a new topic holding `count` events of one project:
+    (peak RSS in MiB, events per second over the whole command)."""
     import json
 
     from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
 
     prefix = f"bench-memory-{name}-{uuid.uuid4().hex[:6]}."
     path = root / f"memory-{name}.db"
-    _kept(path, load_events(prefix.rstrip("."), count))
+    _kept(path, load_events(prefix.rstrip("."), count, repo="github.com/acme/load-memory"))
     event_log = KafkaEventLog(env["BATON_KAFKA_BOOTSTRAP"], path, timeout=60, topic=f"{prefix}{EVENTS_TOPIC}")
     event_log.deliver()
     event_log.close()
     started = time.perf_counter()
     with (root / "memory.log").open("a") as log:
-        process = subprocess.Popen([sys.executable, "-c", _PROJECTOR_WITH, json.dumps(prefetch)], cwd=root,
+        process = subprocess.Popen([sys.executable, "-c", _PROJECTOR_WITH, json.dumps(prefetch), str(chunk)], cwd=root,
                                    env={**env, "BATON_KAFKA_TOPIC_PREFIX": prefix}, stdout=log,
                                    stderr=subprocess.PIPE, text=True)
         # Its own VmHWM as it ends: wait4's ru_maxrss would count this process's memory too,
@@ -222,16 +225,20 @@ def memory(root: Path, env: dict[str, str], count: int, runs: int) -> None:
     """Each prefetch in turns, with a repair window that holds no ticket (the load's events
     are an hour old), so that the start-up repair, which reads its window's tickets in full,
     does not set the peak; each round begins with two runs over an empty topic, one with a
-    window of a second (the start alone) and one with the default window (the start and
-    its repair of all the runs so far)."""
+    window of a second (the start alone) and, in turns, two with the default window (the start
+    and its repair of all the runs so far): the repair a chunk at a time, and of every ticket
+    at once (as it was before its chunks)."""
+    from baton.skills.services.repair import CHUNK
+
     unrepaired = {**env, "BATON_REPAIR_WINDOW": "1s"}
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in PREFETCH}
-    starts, repairs = [], []
+    starts, repairs, at_once = [], [], []
     for run in range(runs + 1):
         starts.append(memory_run(root, unrepaired, 0, f"{run}-start", {})[0])
-        repairs.append(memory_run(root, env, 0, f"{run}-repair", {})[0])
+        for peaks, chunk in [(repairs, 0), (at_once, 10**9)][::1 if run % 2 else -1]:
+            peaks.append(memory_run(root, env, 0, f"{run}-repair{chunk}", {}, chunk)[0])
         print(f"  round {run}, over an empty topic: {starts[-1]:.1f} MiB, with the default repair window "
-              f"{repairs[-1]:.1f} MiB", flush=True)
+              f"{repairs[-1]:.1f} MiB ({at_once[-1]:.1f} MiB repairing every ticket at once)", flush=True)
         for name in list(PREFETCH)[::1 if run % 2 else -1]:
             peak, rate = memory_run(root, unrepaired, count, f"{run}{name[0]}", PREFETCH[name])
             if run:
@@ -246,7 +253,9 @@ def memory(root: Path, env: dict[str, str], count: int, runs: int) -> None:
     (base_above, base_rate), (above, rate) = medians.values()
     print(f"bounded against default: {above - base_above:+.1f} MiB peak RSS, {rate / base_rate:.2f}x the rate; "
           f"over an empty topic {min(starts):.1f}-{max(starts):.1f} MiB, with the default repair window "
-          f"{' -> '.join(f'{peak:.1f}' for peak in repairs)} MiB as the stores grew by {2 * count:,} events a round")
+          f"{' -> '.join(f'{peak:.1f}' for peak in repairs)} MiB {CHUNK} tickets at a time, "
+          f"{' -> '.join(f'{peak:.1f}' for peak in at_once)} MiB every ticket at once, "
+          f"as the stores grew by {2 * count:,} events and {2 * TICKETS} tickets of one project a round")
 
 
 def main() -> None:

@@ -48,20 +48,20 @@ class Rate:
                 f"ratio {raw / ours:.2f}x{repair}")
 
 
-def load_events(run: str, count: int) -> list[tuple[str, str, str]]:
+def load_events(run: str, count: int, repo: str | None = None) -> list[tuple[str, str, str]]:
     """(event id, ticket, JSON) of `count` registry events as agents' hooks keep them: each
     ticket's bind, then touches of three files, one event in twenty a decision and one in
-    twenty a next action. Tickets and their repository are new in each run (`run` names
-    them), so runs do not overlap each other."""
+    twenty a next action. Tickets and (unless given) their repository are new in each run
+    (`run` names them), so runs do not overlap each other."""
     from baton import clock
     from baton.registry.wire import decision_recorded_body, event_body, files_touched_body
 
     rng = random.Random(run)
     started = clock.now() - timedelta(hours=1)
     events = []
+    repo = repo or f"github.com/acme/load-{run}"
     for n in range(count):
         task, at, event_id = f"LOAD-{run}-{n % TICKETS}", started + timedelta(milliseconds=n), str(uuid.uuid4())
-        repo = f"github.com/acme/load-{run}"
         if n < TICKETS:
             body = event_body("bound", event_id=event_id, task_id=task, session_id="bench", at=at, agent="bench",
                               repo=repo, worktree_path=f"/w/{task}", branch=task, reopens=False)

@@ -196,3 +196,53 @@ def test_doctor_repair_counts_the_conflicts_of_a_graph_from_before_the_kept_coun
         assert sorted(conn.execute("SELECT shared_files, sharers FROM tasks")) == [(1, 1), (1, 1)]
     again = run_process(main, "doctor", "--repair", "--json")
     assert json.loads(again.stdout)["repair"]["graph"]["recounted"] == 0
+
+
+def test_a_repair_over_more_tickets_than_a_chunk_repairs_each_reading_a_chunk_at_a_time(any_home, monkeypatch):
+    """Seven tickets the graph, recall and the signal log never heard of, repaired three at a
+    time: every ticket in the graph, every decision queued, every pair of tickets sharing a
+    file signalled once by its deterministic id (pairs across chunks too), the registry
+    asked for three sessions at most at once, and the ticket older than the window not read."""
+    from datetime import timedelta
+    from itertools import combinations
+
+    from baton import clock
+    from baton.files import FileRef
+    from baton.graph.conflicts import conflict_signal_id
+    from baton.registry.model import Bound, DecisionRecorded, FilesTouched
+    from baton.skills.core.commit import apply_events
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
+    from baton.skills.services import repair as repairing
+
+    monkeypatch.setattr(repairing, "CHUNK", 3)
+    monkeypatch.setenv("BATON_STORE_TIMEOUT", "60")  # the chunks are tested, not the budget of a busy machine
+    repo = f"github.com/acme/chunks-{uuid.uuid4().hex[:6]}"
+    shared, now = FileRef(repo, "src/db.py"), clock.now()
+    stores = Stores(Settings.from_env(), project=repo, projection=apply_events)
+    try:
+        for n, age in [(n, timedelta(minutes=n)) for n in range(7)] + [(7, timedelta(days=2))]:
+            common = {"task_id": f"CH-{n}", "session_id": "s", "at": now - age}
+            stores.registry.append([Bound(event_id=uuid.uuid4(), repo=repo, worktree_path=f"/w/{n}", **common),
+                                    FilesTouched(event_id=uuid.uuid4(), files=[shared, FileRef(repo, f"src/{n}.py")],
+                                                 **common),
+                                    DecisionRecorded(event_id=uuid.uuid4(), text=f"keep {n} apart", repo=repo,
+                                                     **common)])
+        asked: list[int] = []
+        get_many = type(stores.registry).get_many
+        monkeypatch.setattr(type(stores.registry), "get_many",
+                            lambda self, task_ids: asked.append(len(task_ids)) or get_many(self, task_ids))
+        report = repairing.repair(stores)
+        assert not report.warnings
+        assert (report.tickets, report.graph_tickets, report.graph_files, report.decisions, report.signals) == (
+            7, 7, 14, 7, 21)
+        assert asked and max(asked) <= 3 and len(asked) == 3, asked
+        assert stores.graph.held_counts(["CH-7"]).value == {}, "older than the window: not repaired"
+        signals = stores.signals.recent(task_id=None, after=now - timedelta(hours=1), limit=100).value
+        tickets = [f"CH-{n}" for n in range(7)]
+        assert sorted(str(s.signal_id) for s in signals) == sorted(
+            conflict_signal_id(a, b, [shared.key]) for a, b in combinations(tickets, 2))
+        again = repairing.repair(stores)
+        assert (again.tickets, again.repaired) == (7, 0), "nothing left to repair"
+    finally:
+        stores.close()

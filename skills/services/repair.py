@@ -12,12 +12,15 @@ store holds, and apply again what a store lacks:
 - signals: two active tickets sharing files with no conflict_detected signal between them
   in the window, signalled as the projection does (the same deterministic id).
 
-The window bounds the work: the registry's outlines of every session, then its tickets only.
+The window bounds the work and CHUNK its memory: the registry's order of its sessions is
+read a page at a time, each page's tickets in full, until one is older than the window.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -31,7 +34,9 @@ from baton.registry.model import Session, Status
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
-SIGNALS_READ = 100_000  # conflict signals read from the window at most
+SIGNALS_READ = 100_000  # signals of a chunk's tickets read from the window at most
+# Tickets read and compared at a time: a repair's memory follows this, not the window's sessions.
+CHUNK = 200
 
 
 @dataclass
@@ -67,23 +72,25 @@ class RepairReport:
 
 def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
     """Compare every store with the registry over the window and apply again what each
-    lacks, in every project the registry holds. Raises StoreUnavailable when the registry
-    cannot be read; another store that fails adds a warning and is left as it was."""
+    lacks, in every project the registry holds, CHUNK tickets at a time. Raises StoreUnavailable
+    when the registry cannot be read; another store that fails adds a warning and is left as it was."""
     report = RepairReport(window or stores.settings.repair_window)
     since = clock.now() - report.window
     projects = stores.registry.projects().unwrap(Store.SESSION_REGISTRY)
     for name in projects:
         scoped = stores.for_project(name)
-        sessions = _active_since(scoped, since)
-        if not sessions:
-            continue
-        report.tickets += len(sessions)
-        for part in (_repair_graph, _repair_recall, _repair_signals):
-            stores.budget.renew()  # each store its own budget: a long repair is no one command
-            try:
-                part(scoped, sessions, since, report)
-            except StoreUnavailable as exc:
-                report.warnings.append(str(exc))
+        # The pairs this repair signalled: a pair whose tickets fall in two chunks, once.
+        signals = functools.partial(_repair_signals, since=since, signalled=set())
+        parts: list[Callable[[Stores, list[Session], RepairReport], None]] = [_repair_graph, _repair_recall, signals]
+        for sessions in _active_since(scoped, since):
+            report.tickets += len(sessions)
+            for part in list(parts):
+                stores.budget.renew()  # each store its own budget: a long repair is no one command
+                try:
+                    part(scoped, sessions, report)
+                except StoreUnavailable as exc:
+                    report.warnings.append(str(exc))
+                    parts.remove(part)  # one warning a store: its next chunks are left as they are
     # A graph from before the kept conflict counts is counted once, here and not on a
     # hook's path; until then the list counts conflicts as it reads them.
     stores.budget.renew()
@@ -92,21 +99,33 @@ def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
             report.graph_recounted = stores.graph.recount()
     except StoreUnavailable as exc:
         report.warnings.append(str(exc))
+    if report.decisions:
+        from baton.skills.core.indexing import start_background_indexer
+
+        start_background_indexer(stores.settings)
     if report.signals:
         report.warnings += stores.sink.deliver()  # the signals kept above, on Kafka now if it answers
     return report
 
 
-def _active_since(stores: Stores, since: datetime) -> list[Session]:
-    """The project's sessions active since `since`: their outlines first (no session is
-    built for the rest), then each of those in full."""
-    outlines = stores.registry.session_outlines(include_inactive=True).unwrap(Store.SESSION_REGISTRY)
-    recent = list(itertools.takewhile(lambda outline: outline.last_activity >= since, outlines))  # newest first
-    found = stores.registry.get_many([outline.task_id for outline in recent]).unwrap(Store.SESSION_REGISTRY)
-    return [found[outline.task_id] for outline in recent if outline.task_id in found]
+def _active_since(stores: Stores, since: datetime) -> Iterator[list[Session]]:
+    """The project's sessions active since `since`, newest first, CHUNK at a time: a page of
+    the registry's order, then those of it in full, until one is older."""
+    seen: set[str] = set()  # a ticket active meanwhile moves up the order: the next page repeats one
+    for offset in itertools.count(0, CHUNK):
+        page = stores.registry.session_order(include_inactive=True, offset=offset, limit=CHUNK
+                                             ).unwrap(Store.SESSION_REGISTRY)
+        found = stores.registry.get_many([task for task, _ in page]).unwrap(Store.SESSION_REGISTRY)
+        sessions = [found[task] for task, _ in page if task in found and task not in seen]
+        recent = [s for s in sessions if s.last_activity >= since]
+        if recent:
+            seen.update(s.task_id for s in recent)
+            yield recent
+        if len(page) < CHUNK or len(recent) < len(sessions):  # the last page, or older ones reached
+            return
 
 
-def _repair_graph(stores: Stores, sessions: list[Session], since: datetime, report: RepairReport) -> None:
+def _repair_graph(stores: Stores, sessions: list[Session], report: RepairReport) -> None:
     counts = stores.graph.held_counts([s.task_id for s in sessions]).unwrap(Store.CONFLICT_GRAPH)
     # The graph takes only files the registry recorded and never drops one, so a ticket with
     # the registry's status and as many files holds them all: only the others are read
@@ -133,9 +152,8 @@ def _repair_graph(stores: Stores, sessions: list[Session], since: datetime, repo
         stores.graph.record_many(records)
 
 
-def _repair_recall(stores: Stores, sessions: list[Session], since: datetime, report: RepairReport) -> None:
+def _repair_recall(stores: Stores, sessions: list[Session], report: RepairReport) -> None:
     from baton.recall.base import DecisionRecord
-    from baton.skills.core.indexing import start_background_indexer
 
     records = {r.point_id: r for r in (
         DecisionRecord(project=stores.project, task_id=s.task_id, session_id=d.session_id, text=d.text,
@@ -151,10 +169,10 @@ def _repair_recall(stores: Stores, sessions: list[Session], since: datetime, rep
     lacking -= stores.embedding_queue.queued(list(lacking))
     if lacking:
         report.decisions += stores.embedding_queue.add([records[p] for p in sorted(lacking, key=str)])
-        start_background_indexer(stores.settings)
 
 
-def _repair_signals(stores: Stores, sessions: list[Session], since: datetime, report: RepairReport) -> None:
+def _repair_signals(stores: Stores, sessions: list[Session], report: RepairReport, *, since: datetime,
+                    signalled: set[frozenset[str | None]]) -> None:
     from baton.signals.wire import SignalType
     from baton.skills.core.binding import ActiveTask
     from baton.skills.core.overlaps import conflicts_of, keep_unknown
@@ -163,11 +181,12 @@ def _repair_signals(stores: Stores, sessions: list[Session], since: datetime, re
     if not active:
         return
     shared = stores.graph.shared_files_of([s.task_id for s in active]).unwrap(Store.CONFLICT_GRAPH)
-    seen = stores.signals.recent(task_id=None, after=since, limit=SIGNALS_READ)
+    # The chunk's tickets' signals only, so that what is read follows the chunk, not the window.
+    seen = stores.signals.concerning([f"task:{s.task_id}" for s in active], after=since, limit=SIGNALS_READ)
     if not isinstance(seen, Found):
         raise StoreUnavailable(Store.SIGNAL_LOG, seen.reason)
-    signalled = {frozenset((s.task_id, s.payload.related_task_id)) for s in seen.value
-                 if s.signal_type is SignalType.conflict_detected}
+    pairs = signalled | {frozenset((s.task_id, s.payload.related_task_id)) for s in seen.value
+                         if s.signal_type is SignalType.conflict_detected}
     now = clock.now()
     candidates = {}
     for session in active:
@@ -175,8 +194,9 @@ def _repair_signals(stores: Stores, sessions: list[Session], since: datetime, re
         task = ActiveTask(TicketId(session.task_id), session.session_ids[-1] if session.session_ids else "", "repair")
         for conflict in conflicts:
             pair = frozenset((session.task_id, conflict.other_task_id))
-            if pair not in signalled:
-                signalled.add(pair)  # one signal per pair, from whichever side comes first
+            if pair not in pairs:
+                pairs.add(pair)  # one signal per pair, from whichever side comes first
+                signalled.add(pair)
                 candidates[str(conflict.signal_id)] = (task, conflict, by_key, now)
     if candidates:
         report.signals += len(keep_unknown(stores, list(candidates.values())))
