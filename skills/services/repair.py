@@ -153,12 +153,9 @@ def _repair_graph(stores: Stores, sessions: list[Session], report: RepairReport)
 
 
 def _repair_recall(stores: Stores, sessions: list[Session], report: RepairReport) -> None:
-    from baton.recall.base import DecisionRecord
+    from baton.skills.core.indexing import decision_record
 
-    records = {r.point_id: r for r in (
-        DecisionRecord(project=stores.project, task_id=s.task_id, session_id=d.session_id, text=d.text,
-                       context=d.context, recorded_at=d.at.isoformat(), repo=s.repo or "")
-        for s in sessions for d in s.decisions)}
+    records = {r.point_id: r for r in (decision_record(stores.project, s, d) for s in sessions for d in s.decisions)}
     if not records:
         return
     index = stores.decision_index()
