@@ -226,30 +226,20 @@ def _table(container: dict, key: str) -> dict:
 def _without(document: tomlkit.TOMLDocument, entries: set[str]) -> tomlkit.TOMLDocument:
     """The document without Baton's entries (its server's table, trust keys) and the tables they leave empty. Comments
     written after one of Baton's tables are part of it to tomlkit: they stay, at the end of the file."""
-    notes: list[str] = []
-    servers = document.get("mcp_servers")
-    if SERVER_RECORD in entries and isinstance(servers, dict):
-        notes += _comments(servers.pop(SERVER, None))
-        if not servers:
-            del document["mcp_servers"]
-    hooks = document.get("hooks")
-    state = hooks.get("state") if isinstance(hooks, dict) else None
-    if isinstance(hooks, dict) and isinstance(state, dict):
-        for key in sorted(entries - {SERVER_RECORD}):
-            notes += _comments(state.pop(key, None))
-        if not state:
-            del hooks["state"]
-        if not hooks:
-            del document["hooks"]
+    notes: list[str] = []  # _read_toml saw that these are tables
+    servers, hooks = document.get("mcp_servers", {}), document.get("hooks", {})
+    state = hooks.get("state", {})
+    trust = sorted(entries - {SERVER_RECORD})
+    for table, key in [(servers, SERVER)] * (SERVER_RECORD in entries) + [(state, key) for key in trust]:
+        taken = table.pop(key, None)
+        notes += [item.as_string().strip().removeprefix("#").strip() for _, item in taken.value.body
+                  if isinstance(item, tomlkit.items.Comment)] if isinstance(taken, tomlkit.items.Table) else []
+    for parent, key, table in ((document, "mcp_servers", servers), (hooks, "state", state), (document, "hooks", hooks)):
+        if key in parent and not table:
+            del parent[key]
     for note in notes:
         document.add(tomlkit.comment(note))
     return document
-
-
-def _comments(table: object) -> list[str]:
-    body = table.value.body if isinstance(table, tomlkit.items.Table) else []
-    return [item.as_string().strip().removeprefix("#").strip() for _, item in body
-            if isinstance(item, tomlkit.items.Comment)]
 
 
 def _save(path: Path, text: str | None, document: tomlkit.TOMLDocument, records: InstallRecords,
