@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from baton.skills.installers.codex import BLOCK_START, HOOKS, SERVER, list_hooks, passed_variables
+from baton.skills.installers.codex import HOOKS, SERVER, list_hooks, passed_variables
 from tests.codex_cli import find_codex
 
 CODEX = find_codex()
@@ -51,8 +51,10 @@ def test_install_reinstall_uninstall_give_back_the_users_files_byte_for_byte(hom
     assert code == 0 and "MCP server added" in out
     assert "no `codex` was found" in err and "baton install codex --scope user" in err, "says how to trust them"
     installed = config.read_bytes()
-    assert installed.startswith(CONFIGS[layout].encode()), "the user's text is kept as it was, the block after it"
-    server = tomllib.loads(installed.decode())["mcp_servers"]["baton"]
+    data = tomllib.loads(installed.decode())
+    server = data["mcp_servers"].pop("baton")
+    assert {key: value for key, value in data.items() if value} == tomllib.loads(CONFIGS[layout]), "the rest kept"
+    assert all(line in installed.decode() for line in CONFIGS[layout].splitlines()), "with its comments"
     assert os.path.isabs(server["command"]) and server["args"] == ["mcp"] and server["required"] is True
     assert "BATON_HOME" in server["env_vars"] and set(server["env_vars"]) == set(passed_variables())
     assert not {"default_tools_approval_mode", "tools"} & set(server), "the annotations suffice"
@@ -74,7 +76,7 @@ def test_install_reinstall_uninstall_give_back_the_users_files_byte_for_byte(hom
 def test_a_fresh_install_creates_what_uninstall_removes(home, worktrees, cli, codex_home):
     main, _ = worktrees
     assert cli(main, "install", "codex")[0] == 0
-    assert (main / ".codex" / "config.toml").read_text().startswith(BLOCK_START)
+    assert (main / ".codex" / "config.toml").read_text().startswith("[mcp_servers.baton]\n")
     assert cli(main, "uninstall", "codex")[0] == 0
     assert not (main / ".codex").exists()
 
@@ -134,45 +136,46 @@ def test_the_hooks_are_trusted_by_the_hashes_codex_reports(home, worktrees, cli,
         assert not (main / ".codex").exists()
 
 
-def codex_rewrote(text: str) -> str:
-    """config.toml as `codex mcp add extra -- /bin/echo x` (Codex 0.171) leaves Baton's block:
-    every [mcp_servers.*] table written again, the block's first line gone, `required` moved
-    after `env_vars`, the new server's table right after Baton's (measured with the real one in
-    test_uninstall_after_codex_rewrote_the_config)."""
-    head, _, block = text.partition(BLOCK_START + "\n")
-    server, _, rest = block.partition("\n[hooks.state.") if "[hooks.state." in block else block.partition("\n# <<<")
-    lines = server.splitlines()
-    lines.remove("required = true")
-    moved = "\n".join([*lines, "required = true", "", "[mcp_servers.extra]", 'command = "/bin/echo"',
-                       'args = ["x"]'])
-    tail = ("\n[hooks.state." if "[hooks.state." in block else "\n# <<<") + rest
-    return head + moved + tail
+# What comes back of each layout when the file was changed after the install (a comment put on
+# top, no `codex` to trust the hooks): Baton's tables taken out through tomlkit, which keeps the
+# line end it gave the file's last line (LF) and the blank line it put before a table after the
+# user's. Byte for byte for three of the six layouts.
+CHANGED_BACK = {"comments and other servers": CONFIGS["comments and other servers"],
+                "CRLF line ends": CONFIGS["CRLF line ends"] + "\n",
+                "no final newline": CONFIGS["no final newline"] + "\n",
+                "a blank line at the end": CONFIGS["a blank line at the end"],
+                "hooks trusted by the user": CONFIGS["hooks trusted by the user"] + "\n",
+                "empty": ""}
 
 
-@pytest.mark.parametrize("layout", ["comments and other servers", "empty"])
-def test_what_codex_moved_of_batons_block_is_taken_out_and_put_back(home, worktrees, cli, codex_home, layout):
-    """Codex rewrites config.toml itself: what it left of Baton's block is found by its keys,
-    the user's and Codex's own tables kept as they are."""
+@pytest.mark.parametrize("layout", CONFIGS)
+def test_a_config_changed_since_the_install_keeps_the_change(home, worktrees, cli, codex_home, layout):
+    """A file that is no longer as Baton left it (the user or Codex wrote to it) is not put back
+    from the copy: Baton's tables are taken out and what changed since stays."""
     main, _ = worktrees
     config = codex_home / "config.toml"
-    config.write_text(CONFIGS[layout])
+    config.write_bytes(CONFIGS[layout].encode())
     assert cli(main, "install", "codex", "--scope", "user")[0] == 0
-    config.write_text(codex_rewrote(config.read_text()))
-    assert BLOCK_START not in config.read_text()
-    code, out, _ = cli(main, "doctor")
-    assert "codex (user)".ljust(16) + " MCP server; hooks for 6 of 6 events" in out
-    code, out, _ = cli(main, "install", "codex", "--scope", "user")
-    assert code == 0 and "MCP server added" in out, "Baton's own server is not the user's"
-    assert tomllib.loads(config.read_text())["mcp_servers"]["extra"] == {"command": "/bin/echo", "args": ["x"]}
-    config.write_text(codex_rewrote(config.read_text()).replace('\n[mcp_servers.extra]\ncommand = "/bin/echo"\n'
-                                                                'args = ["x"]', "", 1))
-    code, out, _ = cli(main, "uninstall", "codex", "--scope", "user")
-    assert code == 0 and "MCP server removed" in out
+    config.write_bytes(b"# edited later\n" + config.read_bytes())
+    code, out, err = cli(main, "uninstall", "codex", "--scope", "user")
+    assert code == 0 and "MCP server removed" in out, err
+    assert config.read_bytes().decode() == "# edited later\n" + CHANGED_BACK[layout]
+
+
+def test_what_codex_or_the_user_wrote_after_batons_tables_stays(home, worktrees, cli, codex_home):
+    """tomlkit counts the lines after a table as part of it: a comment written after Baton's
+    tables stays (moved to the end of the file), and so do the tables after it."""
+    main, _ = worktrees
+    config = codex_home / "config.toml"
+    config.write_text(CONFIGS["comments and other servers"])
+    assert cli(main, "install", "codex", "--scope", "user")[0] == 0
+    config.write_text(config.read_text() + '\n# added later\n[mcp_servers.extra]\ncommand = "/bin/echo"\n')
+    assert cli(main, "uninstall", "codex", "--scope", "user")[0] == 0
     left = config.read_text()
-    assert "baton" not in left and "# <<<" not in left
-    assert tomllib.loads(left) == {**tomllib.loads(CONFIGS[layout]), "mcp_servers": {
-        **tomllib.loads(CONFIGS[layout]).get("mcp_servers", {}), "extra": {"command": "/bin/echo", "args": ["x"]}}}
-    assert left.startswith(CONFIGS[layout]), "the user's text is kept as it was"
+    assert left.startswith(CONFIGS["comments and other servers"]) and "# added later\n" in left and "baton" not in left
+    data = tomllib.loads(CONFIGS["comments and other servers"])
+    data["mcp_servers"]["extra"] = {"command": "/bin/echo"}
+    assert tomllib.loads(left) == data
 
 
 @pytest.mark.skipif(CODEX is None, reason="the Codex CLI is not installed: ./scripts/test installs it with npm, "
@@ -190,9 +193,8 @@ def test_uninstall_after_codex_rewrote_the_config(home, worktrees, cli, codex_ho
                   ["remove", "more"]):
         ran = subprocess.run([CODEX, "mcp", *words], capture_output=True, text=True, timeout=60, check=False)
         assert ran.returncode == 0, ran.stderr
-    assert BLOCK_START not in config.read_text(), "Codex still keeps the block's first line: measure again"
     code, out, _ = cli(main, "uninstall", "codex", "--scope", "user")
     assert code == 0 and "MCP server removed" in out
     data = tomllib.loads(config.read_text())
-    assert SERVER not in data["mcp_servers"] and "hooks" not in data and "# <<<" not in config.read_text()
+    assert SERVER not in data["mcp_servers"] and "hooks" not in data and "# my Codex" in config.read_text()
     assert data["mcp_servers"]["extra"]["args"] == ["x"] and data["mcp_servers"]["docs"]["command"] == "npx"

@@ -258,6 +258,10 @@ class InstallRecords:
         """The copy of the file as it was before the install first changed it."""
         return self._entry(settings).get("original")
 
+    def written(self, settings: Path) -> str | None:
+        """The SHA-256 of what the install last wrote there: the file is as the install left it while it matches."""
+        return self._entry(settings).get("written")
+
     def keep(self, path: Path, text: str | None, into: list[Path] | None = None) -> str | None:
         """A copy of text (the file as it is now, None: there is none) in the backups, listed in into; its path."""
         if text is None:
@@ -277,7 +281,7 @@ class InstallRecords:
         changed it; into: a copy at each change, listed there."""
         copy = self.keep(path, original, into) if into is not None or not self.original(path) else None
         self.save(path, self.created(path) | created, created_file=original is None or self.created_file(path),
-                  rules=list(rules), original=self.original(path) or copy)
+                  rules=list(rules), original=self.original(path) or copy, written=digest(text.encode()))
         write_file(path, text)
 
     def put_back(self, path: Path, data: dict, original: str | None) -> None:
@@ -300,10 +304,10 @@ class InstallRecords:
             return None
 
     def save(self, settings: Path, created: set[str], *, created_file: bool, rules: list[str],
-             original: str | None = None) -> None:
+             original: str | None = None, written: str | None = None) -> None:
         data = self._all()
         data[str(settings)] = {"created": sorted(created), "created_file": created_file, "rules": rules,
-                               "original": original}
+                               "original": original, "written": written}
         write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
     def forget(self, path: Path) -> None:
@@ -312,7 +316,7 @@ class InstallRecords:
         if data.pop(str(path), None) is not None:
             write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
-    def skill_digest(self, target: Path) -> str | None:
+    def skilldigest(self, target: Path) -> str | None:
         entry = self._all().get(str(target))
         return entry.get("sha256") if isinstance(entry, dict) else None
 
@@ -496,7 +500,7 @@ def skill_source(skill: str) -> bytes:
     return (AGENT_SKILLS / skill / "SKILL.md").read_bytes()
 
 
-def _digest(data: bytes) -> str:
+def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
@@ -507,16 +511,16 @@ def install_skill(base: Path, skill: str, records: InstallRecords, warnings: lis
     if target.exists():
         present = target.read_bytes()
         if present == wanted:
-            records.save_skill(target, _digest(wanted))
+            records.save_skill(target, digest(wanted))
             return "unchanged"
-        if _digest(present) != records.skill_digest(target):
+        if digest(present) != records.skilldigest(target):
             warnings.append(f"{target} exists with other content; left as it is "
                             "(remove it and install again to replace it)")
             return "kept (other content)"
         action = "updated"  # as an earlier Baton wrote it
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(wanted)
-    records.save_skill(target, _digest(wanted))
+    records.save_skill(target, digest(wanted))
     return action
 
 
@@ -526,7 +530,7 @@ def uninstall_skill(base: Path, skill: str, records: InstallRecords, warnings: l
         records.forget(target)
         return "absent"
     present = target.read_bytes()
-    if present != skill_source(skill) and _digest(present) != records.skill_digest(target):
+    if present != skill_source(skill) and digest(present) != records.skilldigest(target):
         warnings.append(f"{target} differs from Baton's skill; left in place")
         return "kept (other content)"
     target.unlink()

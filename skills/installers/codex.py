@@ -1,23 +1,24 @@
 """`baton install codex` and `baton uninstall codex`: Baton's MCP server and hooks for the OpenAI Codex CLI, with the
 trust Codex requires before it runs a hook. What is written where, and why, is in docs/agents.md (Codex).
 
-The TOML Baton writes is one block between BLOCK_START and BLOCK_END at the end of `config.toml`: while the block is as
-Baton wrote it, the rest of the file is never rewritten, so uninstalling gives it back byte for byte. Codex rewrites the
-file itself (`codex mcp add` and `codex mcp remove`, 0.171), so a block that is not whole, or holds what is not Baton's,
-is not trusted: Baton's entries are then found by their keys and taken out through tomlkit. Not one tomlkit path for
-both: adding and removing a table through tomlkit does not give the file back byte for byte (it adds blank lines, and
-writes LF into a CRLF file). A trust entry's hash is not documented, so Baton asks `codex app-server` (`hooks/list`)
-for the hashes of the hooks it just wrote.
+`config.toml` is read and written through tomlkit alone: Baton's tables (`[mcp_servers.baton]`, its
+`[hooks.state."<key>"]` entries) are added to and taken out of the parsed document, and the install records say which
+are Baton's. An uninstall puts back the copy from before the install, byte for byte, while the file is as Baton last
+wrote it (its SHA-256 in the records); once the user or Codex (`codex mcp add`, 0.171, rewrites it) changed it, Baton's
+tables are taken out of the document and the rest kept. That way gives back 3 of the 6 layouts of
+tests/test_install_codex.py byte for byte (comments and other servers, a file ending in a blank line, an empty one);
+the others keep what tomlkit did when adding: a final newline (LF, also after a CRLF file's last line), a blank line
+before Baton's table after the user's `[hooks.state]` ones. A comment written after one of Baton's tables is part of
+it to tomlkit, so it moves to the end of the file. A trust
+entry's hash is not documented, so Baton asks `codex app-server` (`hooks/list`) for the hashes of the hooks it just
+wrote.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
-import tomllib
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from baton.skills.installers.claude_code import (
     agent_home,
     baton_executable,
     checked_scope,
+    digest,
     ensure_group,
     hook_containers,
     hook_group,
@@ -48,8 +50,6 @@ HOOKS = AGENTS["codex"].hooks
 # hooks.json event name -> the name in a trust key (Codex's snake case).
 KEY_EVENTS = {"SessionStart": "session_start", "PreToolUse": "pre_tool_use", "PostToolUse": "post_tool_use",
               "UserPromptSubmit": "user_prompt_submit", "Stop": "stop", "SessionEnd": "session_end"}
-BLOCK_START = "# >>> baton: written by `baton install codex`; `baton uninstall codex` removes it"
-BLOCK_END = "# <<< baton"
 SERVER = "baton"
 SERVER_RECORD = f"mcp_servers.{SERVER}"  # in the install records: Baton wrote its server into that file
 ASK_TIMEOUT = 30.0  # seconds `codex app-server` may take to list the hooks
@@ -97,19 +97,16 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
     executable = baton_executable("user")
     records = InstallRecords(home, "codex")
 
-    config_text, _ = _settled(report.config, records)
-    block = _Block.of(config_text, report.config)
-    servers = _outside(config_text, block).get("mcp_servers")
-    if isinstance(servers, dict) and servers.get(SERVER) is not None:
+    config_text, config = _read_toml(report.config)
+    servers = config.get("mcp_servers", {})
+    ours = SERVER_RECORD in records.created(report.config)
+    if not isinstance(servers, dict) or (SERVER in servers and not ours):
         raise BadInput(f"{report.config} already has an [mcp_servers.{SERVER}] table of its own: remove it, then "
                        "run `baton install codex` again; nothing changed")
     wanted = server_table(executable)
-    report.server = "unchanged" if block.server == wanted else "updated" if block.server else "added"
-    block.server = wanted
-    trust_text, _ = _settled(report.trust_file, records)
-    for path, text, tried in ((report.config, config_text, block),
-                              (report.trust_file, trust_text, _Block.of(trust_text, report.trust_file))):
-        _check(path, text, _Block(tried.span, tried.newline, tried.server, {f"{report.hooks}:stop:0:0": "sha256:"}))
+    report.server = "unchanged" if servers.get(SERVER) == wanted else "updated" if SERVER in servers else "added"
+    _table(config, "mcp_servers")[SERVER] = wanted
+    trust_text, trust = (config_text, config) if report.trust_file == report.config else _read_toml(report.trust_file)
 
     original, data = read_settings(report.hooks)
     before = hook_containers(data, report.hooks)
@@ -119,13 +116,11 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
         records.write(report.hooks, json_like(data, original), original, hook_containers(data, report.hooks) - before,
                       into=report.backups)
     hashes = _hashes(scope, place, report, shutil.which("codex"))
-    if report.trust_file == report.config:
-        _trust_in(block, config_text, report, hashes)
-    elif hashes:
-        trust = _Block.of(trust_text, report.trust_file)
-        _trust_in(trust, trust_text, report, hashes)
-        _save_block(report.trust_file, trust_text, trust, records, report)
-    _save_block(report.config, config_text, block, records, report)
+    trusted = _trust_in(trust, report, hashes, records.created(report.trust_file))
+    if report.trust_file != report.config and trusted != records.created(report.trust_file):
+        _save(report.trust_file, trust_text, trust, records, report, trusted)
+    _save(report.config, config_text, config, records, report,
+          {SERVER_RECORD} | (trusted if report.trust_file == report.config else set()))
     return report
 
 
@@ -133,7 +128,6 @@ def uninstall_codex(scope: str, place: Place, home: Path) -> CodexReport:
     base = codex_dir(scope, place)
     report = CodexReport(base / "config.toml", base / "hooks.json", codex_home() / "config.toml")
     records = InstallRecords(home, "codex")
-    hook_keys = set(_baton_hook_keys(report.hooks))  # what Baton's trust entries name, before the hooks go
     original, data = read_settings(report.hooks)
     if original is not None:
         created = records.created(report.hooks) if records.known(report.hooks) else None
@@ -142,18 +136,13 @@ def uninstall_codex(scope: str, place: Place, home: Path) -> CodexReport:
             records.keep(report.hooks, original, report.backups)
             records.put_back(report.hooks, data, original)
     records.forget(report.hooks)
-    config_text, moved = _settled(report.config, records, hook_keys)
-    block = _Block.of(config_text, report.config)
-    report.server = "removed" if block.server or moved else "absent"
-    block.server = None
-    if report.config == report.trust_file:
-        block.drop_trust(report.hooks)
-    _save_block(report.config, config_text, block, records, report)
-    if report.trust_file != report.config:
-        trust_text, _ = _settled(report.trust_file, records, hook_keys)
-        trust = _Block.of(trust_text, report.trust_file)
-        trust.drop_trust(report.hooks)
-        _save_block(report.trust_file, trust_text, trust, records, report)
+    report.server = "removed" if SERVER_RECORD in records.created(report.config) else "absent"
+    for path in dict.fromkeys([report.config, report.trust_file]):
+        text, document = _read_toml(path)
+        kept = records.created(path) - ({SERVER_RECORD} if path == report.config else set())
+        kept = {entry for entry in kept if not _of_file(entry, report.hooks)}
+        if kept != records.created(path):
+            _save(path, text, _without(document, records.created(path) - kept), records, report, kept)
     if scope == "project" and base.is_dir() and not any(base.iterdir()):
         base.rmdir()
     return report
@@ -163,12 +152,11 @@ def codex_state(scope: str, place: Place) -> str:
     """What `baton doctor` says of one scope: what is installed and what is missing."""
     base = codex_dir(scope, place)
     config, hooks_file = base / "config.toml", base / "hooks.json"
-    servers = tomllib.loads(_read_text(config)).get("mcp_servers")
+    servers = _read_toml(config)[1].get("mcp_servers")
     server = isinstance(servers, dict) and servers.get(SERVER) is not None
     keys = _baton_hook_keys(hooks_file)
-    trust_file = codex_home() / "config.toml"
     try:
-        hooks = tomllib.loads(_read_text(trust_file)).get("hooks")
+        hooks = _read_toml(codex_home() / "config.toml")[1].get("hooks")
     except BadInput:
         hooks = None
     state = hooks.get("state") if isinstance(hooks, dict) else None
@@ -207,154 +195,75 @@ def _baton_hook_keys(hooks_file: Path) -> list[str]:
     return keys
 
 
-@dataclass
-class _Block:
-    """Baton's block in a config.toml: the server's table and the hooks it trusts."""
-
-    span: tuple[int, int] | None  # where the block is in the text, with the newlines before it
-    newline: str
-    server: dict | None = None
-    trust: dict[str, str] = field(default_factory=dict)  # key -> trusted_hash
-
-    @classmethod
-    def of(cls, text: str, path: Path) -> _Block:
-        newline = "\r\n" if "\r\n" in text else "\n"
-        start = text.find(BLOCK_START)
-        end = text.find(BLOCK_END, start) if start >= 0 else -1
-        if end < 0:
-            return cls(None, newline)
-        end += len(BLOCK_END)
-        if text.startswith(newline, end):
-            end += len(newline)
-        try:
-            inner = tomllib.loads(text[start:end])
-        except tomllib.TOMLDecodeError:
-            return cls(None, newline)
-        if not _batons_only(inner):
-            return cls(None, newline)
-        lead = start - len(newline) if text[:start].endswith(newline) else start  # the newline the block brought
-        block = cls((lead, end), newline, inner.get("mcp_servers", {}).get(SERVER))
-        state = inner.get("hooks", {}).get("state", {})
-        block.trust = {key: entry["trusted_hash"] for key, entry in state.items() if "trusted_hash" in entry}
-        return block
-
-    def drop_trust(self, hooks_file: Path) -> None:
-        self.trust = {key: value for key, value in self.trust.items() if not _of_file(key, hooks_file)}
-
-    def render(self) -> str:
-        lines = [BLOCK_START]
-        if self.server is not None:
-            lines.append(f"[mcp_servers.{SERVER}]")
-            lines += [f"{key} = {tomlkit.item(value).as_string()}" for key, value in self.server.items()]
-        for key, trusted in sorted(self.trust.items()):
-            lines += [f"[hooks.state.{json.dumps(key)}]", f"trusted_hash = {json.dumps(trusted)}"]
-        lines.append(BLOCK_END)
-        return self.newline.join(lines) + self.newline
-
-    @property
-    def empty(self) -> bool:
-        return self.server is None and not self.trust
-
-
-def _batons_only(table: dict) -> bool:
-    """Whether a block holds nothing but Baton's server and trust entries."""
-    servers, hooks = table.get("mcp_servers", {}), table.get("hooks", {})
-    return (set(table) <= {"mcp_servers", "hooks"} and isinstance(servers, dict) and set(servers) <= {SERVER}
-            and isinstance(hooks, dict) and set(hooks) <= {"state"})
-
-
-def _settled(path: Path, records: InstallRecords, hook_keys: Collection[str] = ()) -> tuple[str, bool]:
-    """(the file's text, whether Baton's server was taken out of it): as it is when Baton's block is whole; else, where
-    the file held Baton's block or Baton installed the server into it (the records), without Baton's server table, the
-    trust entries of hook_keys and the marker lines, wherever Codex moved them, edited through tomlkit."""
-    text = _read_text(path)
-    block = _Block.of(text, path)
-    marked = BLOCK_START in text or BLOCK_END in text
-    if block.span is not None or not (marked or SERVER_RECORD in records.created(path)):
-        return text, False
-    document = tomlkit.parse(text)
-    servers = document.get("mcp_servers")
-    moved = isinstance(servers, dict) and SERVER in servers
-    if isinstance(servers, dict) and moved:
-        del servers[SERVER]
-        if not servers:
-            del document["mcp_servers"]
-    hooks = document.get("hooks")
-    state = hooks.get("state") if isinstance(hooks, dict) else None
-    if isinstance(hooks, dict) and isinstance(state, dict):
-        for key in [key for key in state if key in hook_keys]:
-            del state[key]
-        if not state:
-            del hooks["state"]
-        if not hooks:
-            del document["hooks"]
-    markers = rf"^[ \t]*(?:{re.escape(BLOCK_START)}|{re.escape(BLOCK_END)})[ \t]*(?:\r?\n|$)"
-    return re.sub(markers, "", tomlkit.dumps(document), flags=re.MULTILINE), moved
-
-
 def _of_file(key: str, hooks_file: Path) -> bool:
     """Whether a trust key (`<path>:<event>:<group>:<handler>`) is of a hook in hooks_file, however Codex spelled the
     path (it may resolve links)."""
     path = key.rsplit(":", 3)[0]
-    return path == str(hooks_file) or os.path.realpath(path) == os.path.realpath(hooks_file)
+    return key != SERVER_RECORD and (path == str(hooks_file) or os.path.realpath(path) == os.path.realpath(hooks_file))
 
 
-def _with_block(text: str, block: _Block) -> str:
-    """The text with Baton's block as given: in place of the old one, appended at the end, or gone (with the newline it
-    brought) when empty."""
-    rest, at = (text, len(text)) if block.span is None else (text[:block.span[0]] + text[block.span[1]:],
-                                                             block.span[0])
-    if block.empty:
-        return rest
-    head, tail = rest[:at], rest[at:]
-    # One newline before the block: a blank line after a file that ends with one, else the end of its last line;
-    # removing the block removes that newline with it.
-    return head + (block.newline if head else "") + block.render() + tail
-
-
-def _outside(text: str, block: _Block) -> dict:
-    rest = text if block.span is None else text[:block.span[0]] + text[block.span[1]:]
+def _read_toml(path: Path) -> tuple[str | None, tomlkit.TOMLDocument]:
+    """config.toml as (its text, None where there is none; its document), refused when Baton's tables cannot go in."""
+    text = read_file(path)
     try:
-        return tomllib.loads(rest)
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"cannot read the TOML around Baton's block ({exc}); nothing changed") from None
-
-
-def _check(path: Path, text: str, block: _Block) -> None:
-    """BadInput, before anything is written, when the block would not fit in the file."""
-    try:
-        tomllib.loads(_with_block(text, block))
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"{path}: Baton's tables would clash with the file's own ({exc}); nothing changed") from None
-
-
-def _save_block(path: Path, text: str, block: _Block, records: InstallRecords, report: CodexReport) -> None:
-    """Write the text (the file's, _settled) with the block; a file the install created (the data home's records, which
-    also say that Baton's server is Baton's) goes when nothing is left in it."""
-    new = _with_block(text, block)
-    was = read_file(path)
-    if new == (was or ""):
-        return
-    records.keep(path, was, report.backups)
-    if was is None or block.server is not None:
-        records.save(path, {SERVER_RECORD} if block.server is not None else set(),
-                     created_file=was is None or records.created_file(path), rules=[])
-    if not new and not path.is_symlink() and records.created_file(path):
-        path.unlink()
-        records.forget(path)
-        return
-    write_file(path, new)
-    if block.empty:
-        records.forget(path)  # a server table written by hand later is the user's own
-
-
-def _read_text(path: Path) -> str:
-    text = read_file(path) or ""
-    try:
-        tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        document = tomlkit.parse(text or "")
+    except ValueError as exc:
         raise BadInput(f"{path} is not valid TOML ({exc}); nothing changed") from None
-    return text
+    for keys in (("mcp_servers",), ("hooks", "state")):
+        node: object = document
+        for key in keys:
+            node = node.get(key, {}) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            raise BadInput(f"{path}: Baton's tables would clash with the file's own (`{'.'.join(keys)}` is not a "
+                           "table); nothing changed")
+    return text, document
+
+
+def _table(container: dict, key: str) -> dict:
+    return container.setdefault(key, tomlkit.table(is_super_table=True))
+
+
+def _without(document: tomlkit.TOMLDocument, entries: set[str]) -> tomlkit.TOMLDocument:
+    """The document without Baton's entries (its server's table, trust keys) and the tables they leave empty. Comments
+    written after one of Baton's tables are part of it to tomlkit: they stay, at the end of the file."""
+    notes: list[str] = []  # _read_toml saw that these are tables
+    servers, hooks = document.get("mcp_servers", {}), document.get("hooks", {})
+    state = hooks.get("state", {})
+    trust = sorted(entries - {SERVER_RECORD})
+    for table, key in [(servers, SERVER)] * (SERVER_RECORD in entries) + [(state, key) for key in trust]:
+        taken = table.pop(key, None)
+        notes += [item.as_string().strip().removeprefix("#").strip() for _, item in taken.value.body
+                  if isinstance(item, tomlkit.items.Comment)] if isinstance(taken, tomlkit.items.Table) else []
+    for parent, key, table in ((document, "mcp_servers", servers), (hooks, "state", state), (document, "hooks", hooks)):
+        if key in parent and not table:
+            del parent[key]
+    for note in notes:
+        document.add(tomlkit.comment(note))
+    return document
+
+
+def _save(path: Path, text: str | None, document: tomlkit.TOMLDocument, records: InstallRecords,
+          report: CodexReport, created: set[str]) -> None:
+    """Write the document over path (text: what it holds now) and record Baton's entries in it (created). With none
+    left, a file still as Baton last wrote it goes back to the copy from before the install (a file the install created
+    goes); one changed since keeps the document, Baton's tables taken out."""
+    new = tomlkit.dumps(document)
+    created_file, copy = text is None or records.created_file(path), records.original(path)
+    if not created and text is not None and (copy or created_file) and records.written(path) == digest(text.encode()):
+        new = (read_file(Path(copy)) or "") if copy else ""
+    if new == (text or "") and created == records.created(path):
+        return
+    if new != (text or ""):
+        kept = records.keep(path, text, report.backups)
+        copy = copy or kept
+    if created:
+        records.save(path, created, created_file=created_file, rules=[], original=copy, written=digest(new.encode()))
+    else:
+        records.forget(path)
+    if not new and not created and created_file and not path.is_symlink():
+        path.unlink(missing_ok=True)
+    elif new != (text or ""):
+        write_file(path, new)
 
 
 def _hashes(scope: str, place: Place, report: CodexReport, codex: str | None) -> dict[str, str]:
@@ -380,14 +289,15 @@ def _hashes(scope: str, place: Place, report: CodexReport, codex: str | None) ->
     return ours
 
 
-def _trust_in(block: _Block, text: str, report: CodexReport, hashes: dict[str, str]) -> None:
-    """Baton's block trusting exactly the hashes given for report.hooks (an entry the file has outside the block is the
-    user's and stays there)."""
-    hooks = _outside(text, block).get("hooks")
-    outside = hooks.get("state", {}) if isinstance(hooks, dict) else {}
-    block.drop_trust(report.hooks)
-    block.trust.update({key: value for key, value in hashes.items() if key not in outside})
+def _trust_in(trust: tomlkit.TOMLDocument, report: CodexReport, hashes: dict[str, str], created: set[str]) -> set[str]:
+    """The trust file's document trusting the hashes given for report.hooks (an entry Baton did not write is the
+    user's and stays as it is): what Baton's entries in it are now."""
+    _without(trust, {key for key in created if _of_file(key, report.hooks)} - set(hashes))
+    mine = {key for key in hashes if key in created or key not in trust.get("hooks", {}).get("state", {})}
+    for key in sorted(mine):
+        _table(_table(trust, "hooks"), "state")[key] = {"trusted_hash": hashes[key]}
     report.trusted = sorted(hashes)
+    return {key for key in created if not _of_file(key, report.hooks)} | mine
 
 
 def list_hooks(codex: str, cwd: Path) -> list[dict] | str:
