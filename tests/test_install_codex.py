@@ -198,3 +198,26 @@ def test_uninstall_after_codex_rewrote_the_config(home, worktrees, cli, codex_ho
     data = tomllib.loads(config.read_text())
     assert SERVER not in data["mcp_servers"] and "hooks" not in data and "# my Codex" in config.read_text()
     assert data["mcp_servers"]["extra"]["args"] == ["x"] and data["mcp_servers"]["docs"]["command"] == "npx"
+
+
+@pytest.mark.parametrize("layout", ["comments and other servers", "CRLF line ends"])
+def test_the_marked_block_of_an_older_install_goes_whole(home, worktrees, cli, codex_home, layout):
+    """Installs before tomlkit kept Baton's tables in a marked block at the end: an uninstall
+    takes the block out whole (its trust entries with it, which no record names), and an
+    install writes Baton's tables afresh in place of it."""
+    main, _ = worktrees
+    config, text = codex_home / "config.toml", CONFIGS[layout]
+    newline = "\r\n" if "\r\n" in text else "\n"
+    block = newline.join(["# >>> baton: written by `baton install codex`; `baton uninstall codex` removes it",
+                          "[mcp_servers.baton]", 'command = "/old/baton"', 'args = ["mcp"]',
+                          '[hooks.state."/old/hooks.json:stop:0:0"]', 'trusted_hash = "sha256:11"', "# <<< baton", ""])
+    config.write_bytes((text + newline + block).encode())
+    code, out, err = cli(main, "uninstall", "codex", "--scope", "user")
+    assert code == 0, err
+    assert config.read_bytes() == text.encode(), "the block gone, the user's file byte for byte"
+    config.write_bytes((text + newline + block).encode())
+    code, out, err = cli(main, "install", "codex", "--scope", "user")
+    assert code == 0 and "MCP server added" in out, err
+    installed = config.read_text()
+    assert ">>> baton" not in installed and "/old/" not in installed
+    assert tomllib.loads(installed)["mcp_servers"]["baton"]["args"] == ["mcp"]

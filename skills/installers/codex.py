@@ -52,6 +52,8 @@ KEY_EVENTS = {"SessionStart": "session_start", "PreToolUse": "pre_tool_use", "Po
               "UserPromptSubmit": "user_prompt_submit", "Stop": "stop", "SessionEnd": "session_end"}
 SERVER = "baton"
 SERVER_RECORD = f"mcp_servers.{SERVER}"  # in the install records: Baton wrote its server into that file
+# Where an install before tomlkit kept Baton's tables, taken out whole when the file is next read.
+OLD_BLOCK = ("# >>> baton: written by `baton install codex`; `baton uninstall codex` removes it", "# <<< baton")
 ASK_TIMEOUT = 30.0  # seconds `codex app-server` may take to list the hooks
 
 
@@ -141,7 +143,7 @@ def uninstall_codex(scope: str, place: Place, home: Path) -> CodexReport:
         text, document = _read_toml(path)
         kept = records.created(path) - ({SERVER_RECORD} if path == report.config else set())
         kept = {entry for entry in kept if not _of_file(entry, report.hooks)}
-        if kept != records.created(path):
+        if kept != records.created(path) or OLD_BLOCK[0] in (text or ""):
             _save(path, text, _without(document, records.created(path) - kept), records, report, kept)
     if scope == "project" and base.is_dir() and not any(base.iterdir()):
         base.rmdir()
@@ -203,10 +205,19 @@ def _of_file(key: str, hooks_file: Path) -> bool:
 
 
 def _read_toml(path: Path) -> tuple[str | None, tomlkit.TOMLDocument]:
-    """config.toml as (its text, None where there is none; its document), refused when Baton's tables cannot go in."""
+    """config.toml as (its text, None where there is none; its document), refused when Baton's tables cannot go in.
+    The marked block of an install before tomlkit (Baton's tables only) is left out of the document."""
     text = read_file(path)
+    source = text or ""
+    start = source.find(OLD_BLOCK[0])
+    end = source.find(OLD_BLOCK[1], start) if start >= 0 else -1
+    if end >= 0:
+        end += len(OLD_BLOCK[1])
+        newline = "\r\n" if "\r\n" in source else "\n"
+        lead = start - len(newline) if source[:start].endswith(newline) else start  # the newline the block brought
+        source = source[:lead] + source[end + len(newline) if source.startswith(newline, end) else end:]
     try:
-        document = tomlkit.parse(text or "")
+        document = tomlkit.parse(source)
     except ValueError as exc:
         raise BadInput(f"{path} is not valid TOML ({exc}); nothing changed") from None
     for keys in (("mcp_servers",), ("hooks", "state")):
