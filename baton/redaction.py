@@ -88,6 +88,7 @@ _SECRET_BLOCK = re.compile(r"(?m)^(?P<indent>[ \t]*)(?:data|stringData):[ \t]*\n
                            r"(?P<block>(?:(?P=indent)[ \t]+\S.*\n?)+)")
 _BLOCK_VALUE = re.compile(r"(?m)^[ \t]+[\w.-]+:[ \t]*[\"']?([^\s\"'#][^\"'\n]*?)[\"']?[ \t]*$")
 _QUALIFIED = re.compile(f"(?i){QUALIFIER}$")  # a name's tail after its credential word: _prod, -2
+_QUALIFIABLE = ("pass", "pw", "secret", "token", "credential", "key", "sas", "string")  # in every strong word
 _MARKER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
 # How much a finding says about what the secret is: a provider's rule (2) more than its
 # name or header (1), which says more than its entropy (0).
@@ -219,7 +220,9 @@ def _name_starts(text: str, folded: str) -> list[int]:
             start -= 1
         if "]" in text[end:skipped] and not (start and text[start - 1] in "\"':"):
             continue  # a subscript's name is a string or a symbol: not Union[str, AddedToken] =
-        if start < end and _QUALIFIED.sub("", folded[start:end]).endswith(NAME_ENDINGS):
+        if start < end and (folded.endswith(NAME_ENDINGS, start, end) or (  # or before a qualifier: db_password_2
+                any(word in folded[start:end] for word in _QUALIFIABLE)
+                and _QUALIFIED.sub("", folded[start:end]).endswith(NAME_ENDINGS))):
             starts.append(start)
     return starts
 
