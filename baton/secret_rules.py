@@ -244,10 +244,8 @@ _WEAK = r"key|auth|private|[_-]pat|(?-i:Pat)"
 # How the names above end, lower-cased: where baton.redaction tries the NAMED rules.
 NAME_ENDINGS = ("pass", "passwd", "password", "passphrase", "pwd", "pw", "secret", "token", "credential", "credentials",
                 "key", "auth", "private", "pat", "sas", "string")
-# A qualifier after a strong word keeps the name a credential's: an environment, a copy's number,
-# a version (DB_PASSWORD_PROD, db-password-2, apiKeyProd, PASSWORD2: how .env files and
-# Helm values name one secret per stage).
-# Possessive, longer words first: a name of digits must not backtrack (`\d+` repeated is exponential).
+# A stage, a number or a version after a strong word (DB_PASSWORD_PROD, db-password-2, apiKeyProd):
+# possessive, longer words first, as a run of digits must not backtrack (`(\d+)*` is exponential).
 QUALIFIER = (r"(?:[_.-]?(?:\d++|v\d++|production|prod|development|dev|staging|stage|stg|testing|test|qa|uat|live"
              r"|local|sandbox|primary|secondary|backup|old|new|current|next|previous|prev|default|main|root|admin))*+")
 _NAMED_LIKE = rf"[\w.-]*?(?:(?P<strong>{_STRONG}){QUALIFIER}|(?P<weak>{_WEAK}))"
