@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
-from baton.secret_rules import NAME_ENDINGS, NAMED, RULES, Rule
+from baton.secret_rules import NAME_ENDINGS, NAMED, QUALIFIER, RULES, Rule
 
 # Bare random tokens (measured in tests/test_redaction.py and bench/redaction.py): a run of
 # at least MIN_TOKEN letters and digits (`-_.+/=~` allowed inside, `-_` first too, MIN_PART or
@@ -64,6 +64,10 @@ _UUID_OR_ULID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s@\"'<>]+(?=[\s\"'<>]|$)", re.I)
 _URL_SAYS_SECRET = re.compile(r"(?i)hook|token|key|secret|auth|sig|pass|cred|bot")
 _URL_PART = re.compile(r"(?<=[/?&=#;])(?<!//)[A-Za-z0-9_\-+.~]{20,}")
+# A webhook's or a key's path (hooks.zapier.com/hooks/catch/<id>/<token>/, /with/key/<key>):
+# after a segment that names it, a segment of letters and digits is its token, however short.
+_URL_KEY_SEGMENT = re.compile(r"(?i)/(?:(?:web)?hooks?|catch|triggers?|tokens?|keys?|secrets?)(?=/)")
+_URL_SHORT_PART = re.compile(r"(?<=/)(?=[A-Za-z_-]*\d)(?=[0-9_-]*[A-Za-z])[A-Za-z0-9_-]{6,}(?=[/?#]|$)")
 _JOINS = frozenset(string.ascii_letters + string.digits + "_-+")  # inside a token (_whole)
 _SEPARATOR_AT = re.compile(r"[=:]|[ \t]is[ \t]|[ \t]+(?=[\"'])|,[ \t]*(?=[\"'])")
 _ASSIGNED = re.compile(r"=(?=[^=])")
@@ -83,10 +87,12 @@ _KUBERNETES_SECRET = re.compile(r"(?m)^kind:[ \t]*Secret[ \t]*$")
 _SECRET_BLOCK = re.compile(r"(?m)^(?P<indent>[ \t]*)(?:data|stringData):[ \t]*\n"
                            r"(?P<block>(?:(?P=indent)[ \t]+\S.*\n?)+)")
 _BLOCK_VALUE = re.compile(r"(?m)^[ \t]+[\w.-]+:[ \t]*[\"']?([^\s\"'#][^\"'\n]*?)[\"']?[ \t]*$")
+_QUALIFIED = re.compile(f"(?i){QUALIFIER}$")  # a name's tail after its credential word: _prod, -2
+_QUALIFIABLE = ("pass", "pw", "secret", "token", "credential", "key", "sas", "string")  # in every strong word
 _MARKER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
 # How much a finding says about what the secret is: a provider's rule (2) more than its
 # name or header (1), which says more than its entropy (0).
-_SAYS = {"high-entropy-string": 0, "secret-keyword": 1, "http-authorization": 1, "http-cookie": 1}
+_SAYS = {"high-entropy-string": 0, "url-token": 0, "secret-keyword": 1, "http-authorization": 1, "http-cookie": 1}
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +175,11 @@ class Redactor:
         # credential (a webhook, a token) each segment of its path and query after the host is weighed.
         parts = [match.span() for start, end in urls if _URL_SAYS_SECRET.search(text, start, end)
                  for match in _URL_PART.finditer(text, start, end)]
+        for start, end in urls:
+            named = _URL_KEY_SEGMENT.search(text, start, end)
+            for match in _URL_SHORT_PART.finditer(text, named.end() if named else end, end):
+                if not _words(match.group(0)) and not self._allowed(match.group(0)):
+                    yield *match.span(), "url-token"
         for start, end in [*(span for span in _tokens(text) if not _inside(span, urls)), *parts]:
             token = text[start:end]
             if _random_looking(token) and not _inside((start, end), kept) and not self._allowed(token):
@@ -209,7 +220,9 @@ def _name_starts(text: str, folded: str) -> list[int]:
             start -= 1
         if "]" in text[end:skipped] and not (start and text[start - 1] in "\"':"):
             continue  # a subscript's name is a string or a symbol: not Union[str, AddedToken] =
-        if start < end and folded.endswith(NAME_ENDINGS, start, end):
+        if start < end and (folded.endswith(NAME_ENDINGS, start, end) or (  # or before a qualifier: db_password_2
+                any(word in folded[start:end] for word in _QUALIFIABLE)
+                and _QUALIFIED.sub("", folded[start:end]).endswith(NAME_ENDINGS))):
             starts.append(start)
     return starts
 
@@ -266,15 +279,12 @@ def _random_looking(token: str) -> bool:
     if _HEX_ONLY.fullmatch(letters_and_digits) and (
             size <= 40 or size in _KEPT_HEX if len(parts) == 1 else size < 24 or _SEPARATORS.sub("-", token) != token):
         return False  # a commit, a digest, commits of a range; groups of hex joined by `-` are a key
-    pairs = switches = words = 0
-    upper_only = not any(c.islower() for c in letters_and_digits)  # UPPER_SNAKE: its capitals are words
+    pairs = switches = 0
     for part in parts:
         for a, b in pairwise(part):
             pairs += 1
             switches += _class(a) != _class(b) and not (a.isupper() and b.islower())
-        words += sum(len(piece) for piece in _PIECE.findall(part)
-                     if _pronounceable(piece) and (upper_only or not piece.isupper()))
-    if switches < MIN_SWITCHES * pairs or words > MAX_WORDS * size:
+    if switches < MIN_SWITCHES * pairs or _words(token):
         return False
     alphabet = 16 if _HEX_ONLY.fullmatch(letters_and_digits) else \
         10 + 26 * (any(c.islower() for c in letters_and_digits) + any(c.isupper() for c in letters_and_digits))
@@ -283,6 +293,15 @@ def _random_looking(token: str) -> bool:
     # The expected entropy of a random string of this alphabet and length (Miller-Madow).
     expected = min(math.log2(alphabet) - (alphabet - 1) / (2 * size * math.log(2)), math.log2(size))
     return entropy >= expected - ENTROPY_SLACK
+
+
+def _words(token: str) -> bool:
+    """Whether more than MAX_WORDS of a token's letters and digits are in pronounceable pieces
+    (UPPER_SNAKE's capitals are words too)."""
+    letters_and_digits = _SEPARATORS.sub("", token)
+    upper_only = not any(c.islower() for c in letters_and_digits)
+    return sum(len(piece) for piece in _PIECE.findall(token)
+               if _pronounceable(piece) and (upper_only or not piece.isupper())) > MAX_WORDS * len(letters_and_digits)
 
 
 def _class(char: str) -> int:
@@ -365,6 +384,8 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
             _squashed(value) != value.lower() or _squashed(strong) in _squashed(value))
         return ((bool(match.groupdict().get("quote")) or bool(_LITERAL_NAME.fullmatch(name)))
                 and strong.lower() != "pass" and not label) or _random_letters(value)
+    if "\n" in value:  # a block scalar's lines: one value wrapped (base64 at 64 or 76 characters)
+        value = "".join(value.split())
     return (len(value) >= MIN_WEAK_SECRET and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
             and bool(_TOKEN_LIKE.fullmatch(value)) and not _DOTTED_NAME.fullmatch(value)) or _random_letters(value)
 

@@ -177,6 +177,8 @@ PROVIDER_TOKENS: tuple[Rule, ...] = (
     _token("settlemint-token", "sm_pat_ sm_aat_ sm_sat_", r"[A-Za-z0-9]{16}"),
     _token("authress-key", "sc_ ext_ scauth_ authress_",
            r"[a-z0-9]{5,30}\.[a-z0-9]{4,6}\.acc[_-][a-z0-9-]{10,32}\.[A-Za-z0-9+/_=-]{30,120}"),
+    _token("onfido-api-token", "api_live. api_live_ca. api_live_us. api_sandbox.",
+           r"[A-Za-z0-9_-]{11}\.[A-Za-z0-9_-]{32}"),
     # a prefix and a UUID (payments, platforms)
     _token("plaid-access-token", "access-sandbox- access-development- access-production-", _UUID),
     _token("launchdarkly-key", "api- sdk- mob-", _UUID),
@@ -242,11 +244,20 @@ _WEAK = r"key|auth|private|[_-]pat|(?-i:Pat)"
 # How the names above end, lower-cased: where baton.redaction tries the NAMED rules.
 NAME_ENDINGS = ("pass", "passwd", "password", "passphrase", "pwd", "pw", "secret", "token", "credential", "credentials",
                 "key", "auth", "private", "pat", "sas", "string")
-_NAMED_LIKE = rf"[\w.-]*?(?:(?P<strong>{_STRONG})|(?P<weak>{_WEAK}))"
+# A stage, a number or a version after a strong word (DB_PASSWORD_PROD, db-password-2, apiKeyProd):
+# possessive, longer words first, as a run of digits must not backtrack (`(\d+)*` is exponential).
+QUALIFIER = (r"(?:[_.-]?(?:\d++|v\d++|production|prod|development|dev|staging|stage|stg|testing|test|qa|uat|live"
+             r"|local|sandbox|primary|secondary|backup|old|new|current|next|previous|prev|default|main|root|admin))*+")
+_NAMED_LIKE = rf"[\w.-]*?(?:(?P<strong>{_STRONG}){QUALIFIER}|(?P<weak>{_WEAK}))"
 _NAME = rf"(?<![\w.-])(?<!//){_NAMED_LIKE}"
 # `=`, `:`, `:=`, `=>`, in prose ` is `, or blanks before a quoted value (a DSL's call
 # without parentheses: Groovy's `password 'x'`, Ruby's, nginx's).
 _SEPARATOR = r"[ \t]*(?::=|=>|=|:)[ \t]*|[ \t]+is[ \t]+|[ \t]+(?=[\"'])"
+# YAML's value on the next line, more indented: a plain scalar alone on its line (not a
+# list's `- item` or a mapping's `key:`), or a block scalar's (`key: |`, `key: >-`) lines.
+_NEXT_LINE = r"[ \t]*:[ \t]*\n[ \t]+(?=[^\s#-]\S*(?<!:)[ \t]*(?:\n|$))"
+_BLOCK_SCALAR = (r"[ \t]*:[ \t]*[|>][+-]?[1-9]?[ \t]*\n"
+                 r"(?P<indent>[ \t]+)(?P<value>\S[^\n]*(?:\n(?P=indent)[^\n]*\S)*)")
 # A value: quoted (up to its quote) or bare (up to a blank or a quote, without the comma
 # or bracket that closes the code around it).
 _VALUE = r"(?P<quote>[\"'`])?(?P<value>(?(quote)[^\"'`\n]+|[^\s\"'`]*[^\s\"'`,;)\]}]))"
@@ -260,10 +271,10 @@ _PAIRED_VALUE = rf"\bvalue{_FIELD}(?P<quote>[\"'])?(?P<value>(?(quote)[^\"'\n]+|
 ASSIGNMENTS: tuple[Rule, ...] = (
     # NAME=value, NAME: value, "name": "value", name := value, export NAME='value', --name=value,
     # name @"value" (Objective-C, C#), name = """value"""
+    ("secret-keyword", NAMED, rf"(?i){_NAME}[\"']?{_BLOCK_SCALAR}", 0, "value", "keyword"),
     ("secret-keyword", NAMED,
-     rf"(?i)(?<![?&;]){_NAME}[\"']?\]?(?:{_SEPARATOR})(?:new[ \t]+String\(|@(?=[\"'])|\"\"(?=\")|''(?='))?{_VALUE}", 0,
-     "value",
-     "keyword"),
+     (rf"(?i)(?<![?&;]){_NAME}[\"']?\]?(?:{_NEXT_LINE}|{_SEPARATOR})"
+      rf"(?:new[ \t]+String\(|@(?=[\"'])|\"\"(?=\")|''(?='))?{_VALUE}"), 0, "value", "keyword"),
     # a call's pair of a quoted name or a symbol and a quoted value: define('DB_PASSWORD', '...'),
     # .set("password", "..."), set :password, '...', send("password=", "...")
     ("secret-keyword", NAMED, rf"(?i)(?<=[\"':]){_NAME}=?[\"']?[ \t]*,[ \t]*(?P<q>[\"'])(?P<value>[^\"'\n]+)(?P=q)", 0,
@@ -290,6 +301,9 @@ ASSIGNMENTS: tuple[Rule, ...] = (
     ("secret-keyword", ("--",), rf"(?i)(?<![\w-])--[\w-]*?(?P<strong>{_STRONG})[ \t]+{_VALUE}", 0, "value", "keyword"),
     # ~/.netrc: machine HOST login USER password SECRET
     ("secret-keyword", ("machine",), r"(?s)\bmachine\s+\S+.*?\bpassword[ \t]+([^\s\"']+)", 0, 1, "reference"),
+    # .npmrc's credentials per registry (//host/path/:_authToken=...), SonarQube's sonar.login
+    ("secret-keyword", (":_",), r"//[^\s:]+:_(?:auth|authToken|password)[ \t]*=[ \t]*([^\s\"']+)", 0, 1, "reference"),
+    ("secret-keyword", ("sonar.login",), r"\bsonar\.login[ \t]*[=:][ \t]*[\"']?([^\s\"']+)", 0, 1, "reference"),
     # curl -u user:password
     ("basic-auth-credentials", ("-u", "--user"),
      r"(?<![\w-])(?:-u|--user)[ \t=]+[\"']?[^\s\"':]*:[\"']?([^\s\"']+)", 0, 1, "reference"),

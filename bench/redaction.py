@@ -49,7 +49,14 @@ from pathlib import Path
 from baton.redaction import redactor
 from bench.common import ROOT, git, in_turns, run_ms, scratch_worktree, spread, timed_calls, use_scratch_home
 from tests.secret_corpus import BARE_SHAPES, NEGATIVES, SECRETS, Secret, leaking, leaks
-from tests.secret_corpus_public import HARD_NEGATIVES, NEGATIVES_PUBLIC, TUNED, UNTOUCHED, UNTOUCHED_MORE
+from tests.secret_corpus_public import (
+    HARD_NEGATIVES,
+    NEGATIVES_PUBLIC,
+    TUNED,
+    UNTOUCHED,
+    UNTOUCHED_MORE,
+    UNTOUCHED_SEMGREP,
+)
 
 DECISION = ("Keep carts in PostgreSQL, not Redis: totals need transactions. Context: checkout-service "
             "v2.4.0 reads cart rows under optimistic locking (SHOP-101, commit 3f9c2e1b); "
@@ -250,6 +257,7 @@ def main() -> None:
                                                      f"Baton at {args.before}": before(args.before), **peers()}
     corpora = {"project (tuned)": SECRETS, "public, tuned part": TUNED, "public, untouched part": UNTOUCHED,
                "public, untouched 2nd": UNTOUCHED_MORE,
+               "public, untouched 3rd": UNTOUCHED_SEMGREP,
                "bare tokens, 32 chars": bare_tokens(32, 20)}
     negatives = NEGATIVES + NEGATIVES_PUBLIC
     columns = [*CHANNELS, "one check's output", "all at once"]

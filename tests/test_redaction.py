@@ -149,6 +149,9 @@ KEPT = [
     "_SEND_MESSAGE_TOKEN = 'send_message', NO_CREDENTIALS = 'NoCredentials', npm_config_registry_url",
     "credential: DefaultAzureCredential, sort_key: userprofilesettings, token: internationalization",
     "https://github.com/acme/shop/blob/3f9c2e1b4d5a3f9c2e1b4d5a3f9c2e1b4d5a3f9a/docs/webhooks.md#signing-keys",
+    "https://github.com/acme/token-service/commit/3f9c2e1 and https://api.example.com/v1/keys/1234/rotate-v2",
+    "password_length: 12, token_type: bearer, password_hash_algorithm = argon2id, TOKEN_TTL_2=3600",
+    "password:\n  - required\n  - min_length: 12\ntoken:\n  type: jwt\n  ttl: 3600\n",
 ]
 
 
@@ -227,6 +230,19 @@ NAMED = [  # (text, the secret): a credential's name or a provider's prefix deci
     ("api key sqp_12345678901234567890", "12345678901234567890"),
     # a URL that says it carries a credential: its path's random segments
     ("https://hooks.example.com/v1/T0A1B2C3/Xy9Kq2Lm8Np4Rs7Tu1Vw/send", "Xy9Kq2Lm8Np4Rs7Tu1Vw"),
+    # ... however short, after a segment that names it
+    ("posted to https://hooks.zapier.com/hooks/catch/1234567/ab9de1x/ at noon", "ab9de1x"),
+    ("https://example.com/api/token/aB3dE5gH7jK9?x=1", "aB3dE5gH7jK9"),
+    # a qualifier after the credential's word: an environment, a number, a version
+    ("password_prod = 'Xk9#mQ2v!pL7'", "Xk9#mQ2v!pL7"),
+    ("db-password-2: hunter2Secret!", "hunter2Secret!"),
+    ("DB_PASSWORD_2=s3cr3tP4ss", "s3cr3tP4ss"),
+    ('apiKeyProd = "Zk83jd9Q2mvL0p"', "Zk83jd9Q2mvL0p"),
+    ("prod_api_key: a8f3kd92jf83kdm2", "a8f3kd92jf83kdm2"),
+    # YAML's value on the next line: a plain scalar, a block scalar (its every line)
+    ("db:\n  password:\n    Xk9mQ2vpL7zzA\n  user: app\n", "Xk9mQ2vpL7zzA"),
+    ("api_key: >-\n  a8f3kd92jf83kdm2zz\nnext: 1\n", "a8f3kd92jf83kdm2zz"),
+    ("deploy_key: |\n  first9line8of7key\n  second9line8of7key\n", "second9line8of7key"),
 ]
 
 

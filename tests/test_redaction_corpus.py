@@ -68,15 +68,16 @@ def test_a_redacted_text_has_nothing_left_to_redact(redact):
 
 
 def test_the_public_corpus_is_kept_out_and_its_untouched_part_reported(redact):
-    """Secrets from two maintained scanners' rule tests (tests/secret_corpus_public.py), in a
+    """Secrets from maintained scanners' rule tests (tests/secret_corpus_public.py), in a
     sentence and as written, and all of them at once in one check's output. The untouched
     part was never tuned on: its floor only guards against a regression."""
     from tests.secret_corpus import leaking
-    from tests.secret_corpus_public import NEGATIVES_PUBLIC, TUNED, UNTOUCHED, UNTOUCHED_MORE
+    from tests.secret_corpus_public import NEGATIVES_PUBLIC, TUNED, UNTOUCHED, UNTOUCHED_MORE, UNTOUCHED_SEMGREP
 
     # (part, floor in a sentence and as written, floor in one output of the whole part): in
     # one output a secret written in several carriers leaks if one of them does.
-    for part, floor, printed in ((TUNED, 0.95, 0.9), (UNTOUCHED, 0.85, 0.85), (UNTOUCHED_MORE, 0.8, 0.45)):
+    for part, floor, printed in ((TUNED, 0.95, 0.9), (UNTOUCHED, 0.85, 0.85), (UNTOUCHED_MORE, 0.8, 0.45),
+                                  (UNTOUCHED_SEMGREP, 0.8, 0.8)):
         kept = [s for s in part if not leaks(s.value, redact(f"we agreed to deploy with {s.text} now").text.encode())
                 and not leaks(s.value, redact(s.text).text.encode())]
         assert len(kept) >= floor * len(part), f"{len(kept)}/{len(part)}"
