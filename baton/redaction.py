@@ -54,6 +54,7 @@ MIN_SWITCHES = 0.22
 MAX_WORDS = 0.45
 ENTROPY_SLACK = 0.5
 _SEPARATORS = re.compile(r"[-_+/.=~]+")
+NAME_REACH = 256  # characters a name, its quotes and blanks may take before its separator
 _NAME_SEPARATORS = re.compile(r"[-_.]+")  # a version's, a file name's (base64 has `+/` too)
 _PIECE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _NOT_PRONOUNCEABLE = re.compile(r"[^aeiou]{4}|[aeiou]{3}")
@@ -69,7 +70,8 @@ _URL_PART = re.compile(r"(?<=[/?&=#;])(?<!//)[A-Za-z0-9_\-+.~]{20,}")
 _URL_KEY_SEGMENT = re.compile(r"(?i)/(?:(?:web)?hooks?|catch|triggers?|tokens?|keys?|secrets?)(?=/)")
 _URL_SHORT_PART = re.compile(r"(?<=/)(?=[A-Za-z_-]*\d)(?=[0-9_-]*[A-Za-z])[A-Za-z0-9_-]{6,}(?=[/?#]|$)")
 _JOINS = frozenset(string.ascii_letters + string.digits + "_-+")  # inside a token (_whole)
-_SEPARATOR_AT = re.compile(r"[=:]|[ \t]is[ \t]|[ \t]+(?=[\"'])|,[ \t]*(?=[\"'])")
+# Blanks are tried from the first of a run only, so that a long run costs linear time.
+_SEPARATOR_AT = re.compile(r"[=:]|[ \t]is[ \t]|(?<![ \t])[ \t]+(?=[\"'])|,[ \t]*(?=[\"'])")
 _ASSIGNED = re.compile(r"=(?=[^=])")
 # A dotted name in code (ssa.OpARM64ADDshiftLL, self.py2str): each name weighed apart.
 _DOTTED_CODE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
@@ -207,16 +209,18 @@ def _name_starts(text: str, folded: str) -> list[int]:
     """Where a name that ends like a credential's (NAME_ENDINGS) starts before `=`, `:`,
     ` is ` or blanks and a quote, an optional quote and blanks between: where the NAMED rules
     are tried."""
-    starts = []
+    starts, after = [], 0
     for separator in _SEPARATOR_AT.finditer(text):
         end = separator.start()
-        while end and text[end - 1] in " \t":
+        # Not past the separator before, nor far: a run of separators (`=====`) costs linear time.
+        floor, after = max(after, end - NAME_REACH), separator.end()
+        while end > floor and text[end - 1] in " \t":
             end -= 1
         skipped = end
-        while end and text[end - 1] in "\"']=":  # a quoted name, a subscript's, a setter's: d["secret"] =
+        while end > floor and text[end - 1] in "\"']=":  # a quoted name, a subscript's, a setter's: d["secret"] =
             end -= 1
         start = end
-        while start and (text[start - 1].isalnum() or text[start - 1] in "_.-"):
+        while start > floor and (text[start - 1].isalnum() or text[start - 1] in "_.-"):
             start -= 1
         if "]" in text[end:skipped] and not (start and text[start - 1] in "\"':"):
             continue  # a subscript's name is a string or a symbol: not Union[str, AddedToken] =
