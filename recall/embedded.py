@@ -45,6 +45,7 @@ from baton.recall.base import (
     ScoredDecision,
     Vectors,
     embedding_text_before,
+    ranked,
 )
 from baton.recall.embedding import DIMENSIONS
 from baton.recall.keywords import KeywordIndex
@@ -394,7 +395,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
             record = DecisionRecord.model_validate_json(payload)
             if record.project == project and record.task_id != exclude_task_id:
                 hits.append(ScoredDecision(record=record, score=score))
-        return sorted(hits, key=lambda s: (-s.score, s.record.task_id, s.record.text))[:limit]
+        return ranked(hits, limit)
 
     def _rescored(self, candidates: dict[int, float], queries: np.ndarray) -> list[tuple[float, str]] | None:
         """(score, payload) of each candidate, from the store; None when a candidate's

@@ -275,13 +275,9 @@ class QdrantServerIndex(DecisionIndex):
         return best_per_point(((hit.id, hit.score, hit.payload) for batch in batches for hit in batch.points), limit)
 
     def describe(self) -> dict[str, str]:
-        def work(client: QdrantClient) -> str:
-            if self.url.startswith("file:"):
-                return "qdrant-client local mode"
-            return f"Qdrant {client.info().version}"
-
-        return {"backend": "qdrant", "location": self.where, "version": self._call(work),
-                "size": f"{self.count()} decisions"}
+        version = self._call(lambda client: "qdrant-client local mode" if self.url.startswith("file:")
+                             else f"Qdrant {client.info().version}")
+        return {"backend": "qdrant", "location": self.where, "version": version, "size": f"{self.count()} decisions"}
 
     def count(self, project: str | None = None) -> int:
         return self._call(lambda client: client.count(
