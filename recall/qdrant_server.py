@@ -344,7 +344,6 @@ def _page(client: QdrantClient, *, project: str, limit: int,
 
 
 def _index_projects(client: QdrantClient) -> None:
-    """The keyword index on the payload's project, as the tenant field."""
     from qdrant_client import models
 
     client.create_payload_index(COLLECTION, PROJECT_FIELD,
