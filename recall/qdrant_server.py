@@ -247,12 +247,10 @@ class QdrantServerIndex(DecisionIndex):
         return self._call(work)
 
     def vectors_for_task(self, project: str, task_id: str, limit: int) -> dict[UUID, list[float]]:
-        def work(client: QdrantClient) -> dict[UUID, list[float]]:
-            points, _ = client.scroll(COLLECTION, scroll_filter=self._scope(project, task_ids=[task_id]),
-                                      limit=limit, with_vectors=True, with_payload=False)
-            return {UUID(str(p.id)): _dense(p.vector) for p in points}
-
-        return self._call(work)
+        points, _ = self._call(lambda client: client.scroll(
+            COLLECTION, scroll_filter=self._scope(project, task_ids=[task_id]), limit=limit, with_vectors=True,
+            with_payload=False))
+        return {UUID(str(p.id)): _dense(p.vector) for p in points}
 
     def search(self, vectors: Sequence[Sequence[float]], *, project: str, limit: int,
                exclude_task_id: str | None) -> list[ScoredDecision]:
