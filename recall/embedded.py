@@ -199,18 +199,13 @@ class EmbeddedDecisionIndex(DecisionIndex):
         (keywords.db deleted, or a write to it lost); a vector store that cannot be read
         leaves the keywords to answer with what they hold."""
         try:
+            if not self.path.exists() or self._keywords.count() >= self.count() - self.unscoped_count():
+                return
             with self._guarded():
-                if not self.path.exists():
-                    return
-                conn = self._db.conn()
-                scoped = self._state()[1] - conn.execute(
-                    "SELECT count(*) FROM vectors WHERE project IS NULL").fetchone()[0]
-                if self._keywords.count() >= scoped:
-                    return
-                payloads = [p for (p,) in conn.execute("SELECT payload FROM vectors WHERE project IS NOT NULL")]
+                rows = self._db.conn().execute("SELECT payload FROM vectors WHERE project IS NOT NULL").fetchall()
         except StoreUnavailable:
             return
-        self._keywords.add(DecisionRecord.model_validate_json(p) for p in payloads)
+        self._keywords.add(DecisionRecord.model_validate_json(p) for (p,) in rows)
 
     def outdated(self, limit: int) -> list[tuple[DecisionRecord, int]]:
         if not self.path.exists():
