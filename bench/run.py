@@ -278,7 +278,7 @@ def filtered_recall(index, project: str, queries: int = 50) -> str:
     for stored vectors of other projects' rows as queries (a search near no row of its own)."""
     import numpy as np
 
-    conn = index._conn()
+    conn = index._db.conn()
     rows = conn.execute("SELECT task_id, vector FROM vectors WHERE project = ?", (project,)).fetchall()
     mine = np.frombuffer(b"".join(v for _, v in rows), "<f4").reshape(len(rows), -1)
     asked = conn.execute("SELECT vector FROM vectors WHERE project != ? ORDER BY seq LIMIT ?",

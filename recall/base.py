@@ -104,7 +104,12 @@ def best_per_point(hits: Iterable[tuple[object, float, dict[str, Any] | None]], 
         key = str(point_id)
         if key not in best or score > best[key].score:
             best[key] = ScoredDecision(record=record_of(payload), score=score)
-    return sorted(best.values(), key=lambda s: (-s.score, s.record.task_id, s.record.text))[:limit]
+    return ranked(best.values(), limit)
+
+
+def ranked(hits: Iterable[ScoredDecision], limit: int) -> list[ScoredDecision]:
+    """The best limit of hits, best first; ties by ticket, then text."""
+    return sorted(hits, key=lambda s: (-s.score, s.record.task_id, s.record.text))[:limit]
 
 
 class DecisionIndex(ABC):
@@ -116,19 +121,19 @@ class DecisionIndex(ABC):
 
     @abstractmethod
     def upsert(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
-        """Store each record, in its own project, with its vector (idempotent by point id)."""
+        """Store each record with its vector (idempotent by point id)."""
 
     @abstractmethod
     def vectors_for_task(self, project: str, task_id: str, limit: int) -> dict[UUID, list[float]]:
-        """Stored vectors of up to limit of the project's ticket's decisions, by point id."""
+        """Up to limit of the ticket's stored vectors, by point id."""
 
     @abstractmethod
     def vectors_of(self, point_ids: Sequence[UUID]) -> dict[UUID, list[float]]:
-        """The stored vectors of those points that have one, by point id."""
+        """The stored vectors of point_ids, by point id."""
 
     @abstractmethod
     def stored(self, point_ids: Sequence[UUID]) -> set[UUID]:
-        """Which of the points are stored (their decision is indexed and never embedded again)."""
+        """Which points are stored (never embedded again)."""
 
     @abstractmethod
     def search(self, vectors: Sequence[Sequence[float]], *, project: str, limit: int,
@@ -139,9 +144,8 @@ class DecisionIndex(ABC):
     @abstractmethod
     def search_keywords(self, text: str, *, project: str, limit: int,
                         exclude_task_id: str | None) -> list[ScoredDecision]:
-        """The keyword leg (baton.recall.keywords): the project's points sharing words with
-        text, best first, excluding a ticket of the project. Raises StoreUnavailable when the
-        keyword leg cannot answer (the vector leg may still)."""
+        """The keyword leg (baton.recall.keywords): points sharing words with text, best first.
+        Its StoreUnavailable leaves the vector leg to answer."""
 
     def index_keywords(self, records: Sequence[DecisionRecord]) -> None:
         """Make records findable by their words before they are embedded (the indexer calls
@@ -150,33 +154,27 @@ class DecisionIndex(ABC):
 
     @abstractmethod
     def outdated(self, limit: int) -> list[tuple[DecisionRecord, int]]:
-        """Up to limit stored decisions (of a project) embedded by an older RECIPE, each with
-        its recipe."""
+        """Up to limit decisions (with a project) of an older RECIPE, each with its recipe."""
 
     @abstractmethod
     def renew_recipe(self, records: Sequence[DecisionRecord]) -> None:
-        """Mark records (stored points) as of the current RECIPE, their vectors unchanged
-        (they are what it makes: vector_unchanged)."""
+        """Mark stored records as of RECIPE, their vectors being what it makes (vector_unchanged)."""
 
     @abstractmethod
     def reembed(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
-        """Replace the stored vectors of records (stored points) with vectors of the current
-        RECIPE."""
+        """Replace the vectors of stored records with vectors of RECIPE."""
 
     @abstractmethod
     def count(self, project: str | None = None) -> int:
-        """Number of stored decisions of the project; of the whole store without one (its
-        size, as `baton doctor` shows it)."""
+        """Decisions of the project; of the whole store without one (`baton doctor`)."""
 
     @abstractmethod
     def delete_tasks(self, project: str, task_ids: Sequence[str]) -> int:
-        """Remove every decision of those tickets of the project (their sessions were
-        pruned); returns how many went. Raises StoreUnavailable."""
+        """Remove the decisions of those tickets (their sessions were pruned); how many went."""
 
     @abstractmethod
     def points(self, project: str, batch: int = 1000) -> Iterator[tuple[DecisionRecord, list[float]]]:
-        """Every stored decision of the project with its vector, for copying an index to
-        another backend."""
+        """Every decision of the project with its vector (copying to another backend)."""
 
     # Points stored before projects (payload without one): never read, healed from the
     # registry by baton.skills.core.indexing.heal_unscoped.
@@ -196,10 +194,7 @@ class DecisionIndex(ABC):
 
     @abstractmethod
     def describe(self) -> dict[str, str]:
-        """Backend, location, server version and a size, read from the store itself.
-
-        Raises StoreUnavailable when it does not answer (what `baton doctor` shows).
-        """
+        """Backend, location, version and size, read from the store (`baton doctor`)."""
 
     def recover(self) -> str | None:
         """Make a store that cannot be read usable again, giving up what it held (the
@@ -207,5 +202,4 @@ class DecisionIndex(ABC):
         return None
 
     @abstractmethod
-    def close(self) -> None:
-        """Release what the index holds open."""
+    def close(self) -> None: ...

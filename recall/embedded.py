@@ -45,6 +45,7 @@ from baton.recall.base import (
     ScoredDecision,
     Vectors,
     embedding_text_before,
+    ranked,
 )
 from baton.recall.embedding import DIMENSIONS
 from baton.recall.keywords import KeywordIndex
@@ -143,18 +144,15 @@ class EmbeddedDecisionIndex(DecisionIndex):
 
     # The vector store -------------------------------------------------------------------
 
-    def _conn(self) -> sqlite3.Connection:
-        return self._db.conn()
-
     def _state(self) -> tuple[str, int, int]:
         """(store id, number of rows, highest sequence number) of the vector store."""
-        conn = self._conn()
+        conn = self._db.conn()
         meta = dict(conn.execute("SELECT key, value FROM meta"))
         last = conn.execute("SELECT max(seq) FROM vectors").fetchone()[0] or 0
         return str(UUID(hex=meta["store_id"])), int(meta["count"]), last
 
     def _rows_after(self, seq: int) -> segments.Rows:
-        fetched = self._conn().execute(
+        fetched = self._db.conn().execute(
             "SELECT seq, task_id, project, vector FROM vectors WHERE seq > ? ORDER BY seq", (seq,)).fetchall()
         if not fetched:
             return segments.Rows.empty(DIMENSIONS)
@@ -169,7 +167,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
             return
         matrix = _vectors_of(records, vectors)
         with self._guarded():
-            conn = self._conn()
+            conn = self._db.conn()
             rows = [(str(record.point_id), record.project, record.task_id, record.model_dump_json(), vector.tobytes(),
                      RECIPE) for record, vector in zip(records, matrix.astype("<f4", copy=False), strict=True)]
             with write_transaction(conn):
@@ -201,31 +199,26 @@ class EmbeddedDecisionIndex(DecisionIndex):
         (keywords.db deleted, or a write to it lost); a vector store that cannot be read
         leaves the keywords to answer with what they hold."""
         try:
+            if not self.path.exists() or self._keywords.count() >= self.count() - self.unscoped_count():
+                return
             with self._guarded():
-                if not self.path.exists():
-                    return
-                conn = self._conn()
-                scoped = self._state()[1] - conn.execute(
-                    "SELECT count(*) FROM vectors WHERE project IS NULL").fetchone()[0]
-                if self._keywords.count() >= scoped:
-                    return
-                payloads = [p for (p,) in conn.execute("SELECT payload FROM vectors WHERE project IS NOT NULL")]
+                rows = self._db.conn().execute("SELECT payload FROM vectors WHERE project IS NOT NULL").fetchall()
         except StoreUnavailable:
             return
-        self._keywords.add(DecisionRecord.model_validate_json(p) for p in payloads)
+        self._keywords.add(DecisionRecord.model_validate_json(p) for (p,) in rows)
 
     def outdated(self, limit: int) -> list[tuple[DecisionRecord, int]]:
         if not self.path.exists():
             return []
         with self._guarded():
-            rows = self._conn().execute("SELECT payload, recipe FROM vectors WHERE recipe < ? AND project IS NOT NULL "
-                                        "ORDER BY seq LIMIT ?", (RECIPE, limit)).fetchall()
+            rows = self._db.conn().execute("SELECT payload, recipe FROM vectors WHERE recipe < ? AND project IS NOT "
+                                           "NULL ORDER BY seq LIMIT ?", (RECIPE, limit)).fetchall()
         return [(DecisionRecord.model_validate_json(payload), recipe) for payload, recipe in rows]
 
     def renew_recipe(self, records: Sequence[DecisionRecord]) -> None:
         if records:
             # The search index holds no recipe: it stays as it is.
-            with self._guarded(), write_transaction(self._conn()) as conn:
+            with self._guarded(), write_transaction(self._db.conn()) as conn:
                 conn.executemany("UPDATE vectors SET recipe = ? WHERE point_id = ?",
                                  [(RECIPE, str(record.point_id)) for record in records])
 
@@ -234,7 +227,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
                 for record, vector in zip(records, _vectors_of(records, vectors), strict=True)] if records else []
         if rows:
             with self._guarded():
-                with write_transaction(self._conn()) as conn:
+                with write_transaction(self._db.conn()) as conn:
                     conn.executemany("UPDATE vectors SET vector = ?, recipe = ? WHERE point_id = ?", rows)
                 # The index holds the rows' old vectors: rebuilt here, once per batch, not by a search.
                 self._view = self._rebuild(self._state()[0])
@@ -254,7 +247,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
         if not self.path.exists():
             return 0
         with self._guarded():
-            conn = self._conn()
+            conn = self._db.conn()
             with write_transaction(conn):
                 removed = sum(conn.execute(statement, row).rowcount for row in rows)
                 conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) - ? WHERE key = 'count'", (removed,))
@@ -268,7 +261,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
         """The columns (constants) of the stored rows of point_ids, of those that meet where."""
         query = f"SELECT {columns} FROM vectors WHERE {where}point_id IN (SELECT value FROM json_each(?))"  # noqa: S608
         with self._guarded():
-            return self._conn().execute(query, (json.dumps([str(p) for p in point_ids]),)).fetchall()
+            return self._db.conn().execute(query, (json.dumps([str(p) for p in point_ids]),)).fetchall()
 
     def stored(self, point_ids: Sequence[UUID]) -> set[UUID]:
         return {UUID(p) for (p,) in self._of_points("point_id", point_ids)}
@@ -279,7 +272,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
 
     def vectors_for_task(self, project: str, task_id: str, limit: int) -> dict[UUID, list[float]]:
         with self._guarded():
-            rows = self._conn().execute(
+            rows = self._db.conn().execute(
                 "SELECT point_id, vector FROM vectors WHERE project = ? AND task_id = ? ORDER BY seq DESC LIMIT ?",
                 (project, task_id, limit))
             return {UUID(p): np.frombuffer(v, "<f4").tolist() for p, v in rows}
@@ -290,13 +283,13 @@ class EmbeddedDecisionIndex(DecisionIndex):
         with self._guarded():
             if project is None:
                 return self._state()[1]
-            return self._conn().execute("SELECT count(*) FROM vectors WHERE project = ?", (project,)).fetchone()[0]
+            return self._db.conn().execute("SELECT count(*) FROM vectors WHERE project = ?", (project,)).fetchone()[0]
 
     def unscoped_count(self) -> int:
         if not self.path.exists():
             return 0
         with self._guarded():
-            return self._conn().execute("SELECT count(*) FROM vectors WHERE project IS NULL").fetchone()[0]
+            return self._db.conn().execute("SELECT count(*) FROM vectors WHERE project IS NULL").fetchone()[0]
 
     def unscoped_points(self, point_ids: Sequence[UUID]) -> dict[UUID, tuple[str, list[float]]]:
         if not self.path.exists():
@@ -312,8 +305,8 @@ class EmbeddedDecisionIndex(DecisionIndex):
         after = 0
         while True:
             with self._guarded():
-                page = self._conn().execute("SELECT seq, payload, vector FROM vectors WHERE project = ? AND seq > ? "
-                                            "ORDER BY seq LIMIT ?", (project, after, batch)).fetchall()
+                page = self._db.conn().execute("SELECT seq, payload, vector FROM vectors WHERE project = ? AND seq > "
+                                               "? ORDER BY seq LIMIT ?", (project, after, batch)).fetchall()
             for seq, payload, vector in page:
                 yield DecisionRecord.model_validate_json(payload), np.frombuffer(vector, "<f4").tolist()
                 after = seq
@@ -394,7 +387,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
             record = DecisionRecord.model_validate_json(payload)
             if record.project == project and record.task_id != exclude_task_id:
                 hits.append(ScoredDecision(record=record, score=score))
-        return sorted(hits, key=lambda s: (-s.score, s.record.task_id, s.record.text))[:limit]
+        return ranked(hits, limit)
 
     def _rescored(self, candidates: dict[int, float], queries: np.ndarray) -> list[tuple[float, str]] | None:
         """(score, payload) of each candidate, from the store; None when a candidate's
@@ -404,7 +397,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
         seqs = list(candidates)
         marks = ",".join("?" * len(seqs))
         query = f"SELECT seq, project, payload, vector FROM vectors WHERE seq IN ({marks})"  # noqa: S608 -- placeholders only
-        rows = self._conn().execute(query, seqs).fetchall()
+        rows = self._db.conn().execute(query, seqs).fetchall()
         if len(rows) != len(seqs):
             return None
         vectors = np.frombuffer(b"".join(row[3] for row in rows), "<f4").reshape(len(rows), -1)

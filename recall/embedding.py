@@ -258,11 +258,12 @@ class LazyEncoder:
         self._encoder: MiniLMEncoder | None = None
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        if self._encoder is None:
-            self._encoder = self._load()
-        return self._encoder.encode(texts)
+        return self._loaded().encode(texts)
 
     def windows(self, texts: list[str]) -> list[int]:
+        return self._loaded().windows(texts)
+
+    def _loaded(self) -> MiniLMEncoder:
         if self._encoder is None:
             self._encoder = self._load()
-        return self._encoder.windows(texts)
+        return self._encoder

@@ -128,8 +128,7 @@ class KeywordIndex:
     def count(self) -> int:
         if not self.path.exists():
             return 0
-        with guarded(STORE, self.path):
-            return self._db.conn().execute("SELECT count(*) FROM docs").fetchone()[0]
+        return self._db.read(STORE, "SELECT count(*) FROM docs")[0][0]
 
     def search(self, text: str, *, project: str, limit: int, exclude_task_id: str | None) -> list[ScoredDecision]:
         """The project's decisions sharing words with text, best BM25 first (score: BM25,

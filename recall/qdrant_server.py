@@ -148,10 +148,13 @@ class QdrantServerIndex(DecisionIndex):
                 raise (ServerUnreachable if _unreachable(exc) else StoreUnavailable)(STORE, reason) from exc
 
     @staticmethod
-    def _scope(project: str, *, task_ids: Sequence[str] = (), exclude_task_id: str | None = None) -> models.Filter:
-        """The project's points (of those tickets; but that one)."""
+    def _scope(project: str | None, *, task_ids: Sequence[str] = (),
+               exclude_task_id: str | None = None) -> models.Filter:
+        """The project's points (of those tickets; but that one); None: the points without a project."""
         from qdrant_client import models
 
+        if project is None:
+            return models.Filter(must=[models.IsEmptyCondition(is_empty=models.PayloadField(key=PROJECT_FIELD))])
         must: list[models.Condition] = [models.FieldCondition(key=PROJECT_FIELD,
                                                               match=models.MatchValue(value=project))]
         if task_ids:
@@ -159,12 +162,6 @@ class QdrantServerIndex(DecisionIndex):
         must_not: list[models.Condition] = [] if exclude_task_id is None else [
             models.FieldCondition(key="task_id", match=models.MatchValue(value=exclude_task_id))]
         return models.Filter(must=must, must_not=must_not or None)
-
-    @staticmethod
-    def _unscoped() -> models.Filter:
-        from qdrant_client import models
-
-        return models.Filter(must=[models.IsEmptyCondition(is_empty=models.PayloadField(key=PROJECT_FIELD))])
 
     def upsert(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
         if not records:
@@ -190,8 +187,7 @@ class QdrantServerIndex(DecisionIndex):
         indices, values = term_vector(keyword_text(record))
         return {"": dense, KEYWORDS: models.SparseVector(indices=indices, values=values)}
 
-    def reembed(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
-        self.upsert(records, vectors)
+    reembed = upsert  # a point's vector is replaced as it is written
 
     def renew_recipe(self, records: Sequence[DecisionRecord]) -> None:
         if records:
@@ -237,7 +233,7 @@ class QdrantServerIndex(DecisionIndex):
         return self._delete(lambda: self._scope(project, task_ids=task_ids))
 
     def delete_unscoped(self) -> int:
-        return self._delete(self._unscoped)
+        return self._delete(lambda: self._scope(None))
 
     def _delete(self, select: Callable[[], models.Filter]) -> int:
         def work(client: QdrantClient) -> int:
@@ -251,12 +247,10 @@ class QdrantServerIndex(DecisionIndex):
         return self._call(work)
 
     def vectors_for_task(self, project: str, task_id: str, limit: int) -> dict[UUID, list[float]]:
-        def work(client: QdrantClient) -> dict[UUID, list[float]]:
-            points, _ = client.scroll(COLLECTION, scroll_filter=self._scope(project, task_ids=[task_id]),
-                                      limit=limit, with_vectors=True, with_payload=False)
-            return {UUID(str(p.id)): _dense(p.vector) for p in points}
-
-        return self._call(work)
+        points, _ = self._call(lambda client: client.scroll(
+            COLLECTION, scroll_filter=self._scope(project, task_ids=[task_id]), limit=limit, with_vectors=True,
+            with_payload=False))
+        return {UUID(str(p.id)): _dense(p.vector) for p in points}
 
     def search(self, vectors: Sequence[Sequence[float]], *, project: str, limit: int,
                exclude_task_id: str | None) -> list[ScoredDecision]:
@@ -275,20 +269,16 @@ class QdrantServerIndex(DecisionIndex):
         return best_per_point(((hit.id, hit.score, hit.payload) for batch in batches for hit in batch.points), limit)
 
     def describe(self) -> dict[str, str]:
-        def work(client: QdrantClient) -> str:
-            if self.url.startswith("file:"):
-                return "qdrant-client local mode"
-            return f"Qdrant {client.info().version}"
-
-        return {"backend": "qdrant", "location": self.where, "version": self._call(work),
-                "size": f"{self.count()} decisions"}
+        version = self._call(lambda client: "qdrant-client local mode" if self.url.startswith("file:")
+                             else f"Qdrant {client.info().version}")
+        return {"backend": "qdrant", "location": self.where, "version": version, "size": f"{self.count()} decisions"}
 
     def count(self, project: str | None = None) -> int:
         return self._call(lambda client: client.count(
             COLLECTION, count_filter=None if project is None else self._scope(project), exact=True).count)
 
     def unscoped_count(self) -> int:
-        return self._call(lambda client: client.count(COLLECTION, count_filter=self._unscoped(), exact=True).count)
+        return self._call(lambda client: client.count(COLLECTION, count_filter=self._scope(None), exact=True).count)
 
     def unscoped_points(self, point_ids: Sequence[UUID]) -> dict[UUID, tuple[str, list[float]]]:
         points = self._retrieve(point_ids, vectors=True, payloads=True)
@@ -348,7 +338,6 @@ def _page(client: QdrantClient, *, project: str, limit: int,
 
 
 def _index_projects(client: QdrantClient) -> None:
-    """The keyword index on the payload's project, as the tenant field."""
     from qdrant_client import models
 
     client.create_payload_index(COLLECTION, PROJECT_FIELD,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from baton.sqlite import SqliteFile, guarded
+from baton.sqlite import SqliteFile
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -63,17 +63,15 @@ class EmbeddingQueue:
         """Up to limit (point id, payload JSON) pairs, oldest first."""
         if not self.path.exists():
             return []
-        with guarded(STORE, self.path):
-            rows = self._db.conn().execute("SELECT point_id, payload FROM queued ORDER BY seq LIMIT ?", (limit,))
-            return [(UUID(p), payload) for p, payload in rows]
+        rows = self._db.read(STORE, "SELECT point_id, payload FROM queued ORDER BY seq LIMIT ?", (limit,))
+        return [(UUID(p), payload) for p, payload in rows]
 
     def queued(self, point_ids: Sequence[UUID]) -> set[UUID]:
         if not point_ids or not self.path.exists():
             return set()
-        with guarded(STORE, self.path):
-            rows = self._db.conn().execute("SELECT point_id FROM queued WHERE point_id IN (SELECT value FROM "
-                                           "json_each(?))", (json.dumps([str(p) for p in point_ids]),))
-            return {UUID(p) for (p,) in rows}
+        rows = self._db.read(STORE, "SELECT point_id FROM queued WHERE point_id IN (SELECT value FROM json_each(?))",
+                             (json.dumps([str(p) for p in point_ids]),))
+        return {UUID(p) for (p,) in rows}
 
     def remove(self, point_ids: Sequence[UUID]) -> None:
         if not point_ids:
@@ -93,8 +91,7 @@ class EmbeddingQueue:
     def count(self) -> int:
         if not self.path.exists():
             return 0
-        with guarded(STORE, self.path):
-            return self._db.conn().execute("SELECT count(*) FROM queued").fetchone()[0]
+        return self._db.read(STORE, "SELECT count(*) FROM queued")[0][0]
 
     def close(self) -> None:
         self._db.close()

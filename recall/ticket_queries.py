@@ -110,9 +110,8 @@ class TicketQueries:
     def waiting_count(self) -> int:
         if not self.path.exists():
             return 0
-        with guarded(STORE, self.path):
-            return self._db.conn().execute(
-                "SELECT count(*) FROM queries WHERE vector_hash IS NOT text_hash AND text IS NOT NULL").fetchone()[0]
+        return self._db.read(STORE, "SELECT count(*) FROM queries WHERE vector_hash IS NOT text_hash "
+                                    "AND text IS NOT NULL")[0][0]
 
     def drop_tasks(self, project: str, task_ids: Sequence[str]) -> None:
         """Forget those tickets' queries (pruned, or their text redacted)."""

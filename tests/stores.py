@@ -42,7 +42,7 @@ def unscope_recall(home: Path) -> dict:
     from baton.sqlite import write_transaction
 
     index = EmbeddedDecisionIndex(home / "recall", timeout=5)
-    conn = index._conn()
+    conn = index._db.conn()
     kept: dict = {}
     with write_transaction(conn):
         for seq, payload, vector in conn.execute("SELECT seq, payload, vector FROM vectors ORDER BY seq").fetchall():

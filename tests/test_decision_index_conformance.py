@@ -136,10 +136,10 @@ def store_unscoped(index, task: str, text: str, context: str, vector: list[float
     point_id = unscoped_point_id(task, text)
     payload = {"task_id": task, "session_id": "s", "text": text, "context": context,
                "recorded_at": "2026-01-01T00:00:00+00:00", "repo": "r"}
-    if hasattr(index, "_conn"):  # embedded: a row of the store as its migration left it
+    if hasattr(index, "_db"):  # embedded: a row of the store as its migration left it
         from baton.sqlite import write_transaction
 
-        conn = index._conn()
+        conn = index._db.conn()
         with write_transaction(conn):
             conn.execute("INSERT INTO vectors (point_id, task_id, payload, vector) VALUES (?, ?, ?, ?)",
                          (str(point_id), task, json.dumps(payload), np.asarray(vector, "<f4").tobytes()))
