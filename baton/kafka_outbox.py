@@ -53,6 +53,8 @@ class Unsettled(StoreUnavailable):
     """Messages produced before without an answer wait to be looked up on the topic (the
     server answers: a read goes on without them)."""
 
+# What a partition of a topic made a moment ago answers until it has a leader.
+_LEADERLESS = {"NOT_LEADER_FOR_PARTITION", "NOT_LEADER_OR_FOLLOWER", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PART"}
 # librdkafka's error names for a broker that cannot be reached or heard from.
 _UNREACHABLE = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_MSG_TIMED_OUT", "_TIMED_OUT_QUEUE", "_RESOLVE",
                 "_DESTROY", "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION", "BROKER_NOT_AVAILABLE"}
@@ -375,8 +377,18 @@ def messages_since(consumer: Consumer, topic: str, since_ms: int, left: Callable
     the client's errors."""
     from confluent_kafka import OFFSET_END, KafkaError, KafkaException, TopicPartition
 
+    from baton.retry import Backoff
+
     partitions = consumer.list_topics(topic, timeout=left()).topics[topic].partitions
-    starts = consumer.offsets_for_times([TopicPartition(topic, p, since_ms) for p in partitions], timeout=left())
+    pause, starts = Backoff(0.05, most=0.5), None
+    while starts is None:
+        try:
+            starts = consumer.offsets_for_times([TopicPartition(topic, p, since_ms) for p in partitions],
+                                                timeout=left())
+        except KafkaException as exc:
+            # A topic made a moment ago has no leader yet: asked again within the budget.
+            if exc.args[0].name() not in _LEADERLESS or left() < 1 or not pause.wait():
+                raise
     # OFFSET_END: nothing in that partition is that new.
     todo = [tp for tp in starts if tp.offset != OFFSET_END and tp.offset >= 0]
     consumer.assign(todo)
