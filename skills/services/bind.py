@@ -177,9 +177,8 @@ def _run_events(stores: Stores, task_id: TicketId, session_id: str, place: Place
 
 
 def _environment_ahead(stores: Stores, place: Place, task_id: TicketId) -> Future[Manifest | None] | None:
-    """The environment manifest, captured beside the bind's own work where the worktree holds
-    no run of the ticket yet (so the bind likely starts one): the toolchains take their time
-    to say their versions (a JVM, a version manager's shim), 0.1 s of a first bind."""
+    """The manifest, captured beside the bind's own work where the worktree holds no run of the
+    ticket yet (so the bind likely starts one): the toolchains' versions take 0.1 s or more."""
     from baton.skills.services.checkpoint import capture_environment, local_run
 
     if place.worktree is None or local_run(place, task_id) is not None:
