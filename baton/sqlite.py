@@ -54,12 +54,17 @@ def _create(path: Path, migrations: Sequence[str]) -> None:
     try:
         conn = sqlite3.connect(temporary, isolation_level=None)  # nobody else knows this file yet
         try:
+            # Nor can anyone read it half-built: no journal, no sync per step, one fsync before the link.
+            conn.execute("PRAGMA journal_mode = OFF")
+            conn.execute("PRAGMA synchronous = OFF")
             with write_transaction(conn):
                 conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             migrate(conn, migrations)
             conn.execute("PRAGMA journal_mode = WAL")
         finally:
             conn.close()
+        with open(temporary, "rb") as built:
+            os.fsync(built.fileno())
         with suppress(FileExistsError):
             os.link(temporary, path)
     finally:

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.common import BATON, run_ms, scratch_worktree, spread
+from bench.common import BATON, ROOT, run_ms, scratch_worktree, spread
 
 FIRST = ["1 bind", "2 decide", "3 decide", "4 decide", "5 decide"]
 AFTER_IDLE = ["touch", "decide", "resume"]
@@ -116,6 +117,11 @@ def main() -> None:
     quiet: dict[str, list[float]] = {key: [] for key in TARGETS}
     floors: list[float] = []
     met = 0
+    # As installed: the commands import compiled modules. With PYTHONDONTWRITEBYTECODE set and a
+    # module's cached bytecode stale, each fresh command compiled it again (about 0.1 s of a bind).
+    folders = ("baton", "registry", "graph", "recall", "signals", "skills")
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *(str(ROOT / folder) for folder in folders)],
+                   check=True, capture_output=True)
     with tempfile.TemporaryDirectory(prefix="bench-first-") as scratch:
         for n in range(args.rounds):
             met += one_round(Path(scratch), n, samples, quiet, floors)

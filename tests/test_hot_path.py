@@ -146,6 +146,28 @@ HOOK_PATH_IMPORTS = {
 }
 
 
+# Baton's modules the first `baton bind` of a new data home may import: the first command a
+# user meets, within interpreter + 250 ms (bench/first_commands.py). Its projection needs
+# pydantic and the registry's models; the text renderings (the handoff's modules), the
+# redactor (no free text in a plain bind's events), the take-over (a ticket nobody holds)
+# and recall stay out.
+BIND_IMPORTS = names("""
+    baton.budget baton.clock baton.deadline baton.errors baton.files baton.git baton.graph baton.graph.base
+    baton.graph.conflicts baton.graph.projects baton.graph.sqlite baton.health baton.home baton.ids baton.locks
+    baton.masking baton.outbox baton.outcome baton.phases baton.processes baton.projects baton.pydantic_plugins
+    baton.registry baton.registry.apply baton.registry.base baton.registry.model baton.registry.sqlite
+    baton.registry.wire baton.shown_text baton.signals baton.signals.base baton.signals.sqlite baton.signals.wire
+    baton.skills baton.skills.core baton.skills.core.batons_own baton.skills.core.binding
+    baton.skills.core.checkpoints baton.skills.core.commit baton.skills.core.environment baton.skills.core.indexing
+    baton.skills.core.overlaps baton.skills.core.projection baton.skills.core.signalling
+    baton.skills.core.stage_authority baton.skills.core.write_report baton.skills.frontends
+    baton.skills.frontends.answers baton.skills.frontends.cli baton.skills.frontends.invocation baton.skills.runtime
+    baton.skills.runtime.agents baton.skills.runtime.command_words baton.skills.runtime.settings
+    baton.skills.runtime.sink baton.skills.runtime.stores baton.skills.runtime.unit baton.skills.services
+    baton.skills.services.bind baton.skills.services.checkpoint baton.skills.services.unit baton.sqlite
+    baton.store_names baton.trust baton.types baton.write_queue
+""")
+
 # The dataclasses the touch and the post-tool-use hook may define: a frozen dataclass costs a
 # fresh process about 1 ms to define (its methods are generated and compiled), so the hot
 # paths' records are NamedTuples. FileRef is validated inside pydantic's event models.
@@ -200,6 +222,21 @@ def test_touch_imports_nothing_heavy(home, worktrees, cli):
     stored = [s for s in json.loads(out) if s["signal_type"] == "conflict_detected"]
     assert [s["payload"]["file_paths"] for s in stored] == [["src/a.py"], ["src/a.py", "src/c.py"]]
 
+
+def test_a_first_bind_imports_only_its_pinned_modules(home, worktrees):
+    """The first bind of a new data home, then a bind of the same worktree again (which asks
+    whether another run holds the ticket): Baton's modules each imports are pinned
+    (BIND_IMPORTS), and of the heavy libraries only pydantic."""
+    main, _ = worktrees
+    assert not home.exists()
+    again = names("baton.skills.runtime.agent_sessions baton.skills.services.news baton.skills.services.takeover")
+    for pinned in (BIND_IMPORTS, BIND_IMPORTS | again):
+        result = subprocess.run([sys.executable, "-c", PROBE_IMPORTS, "bind", "OMN-1"], cwd=main,
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        assert "HEAVY pydantic\n" in result.stdout, result.stdout
+        ours = {m for m in imported(result) if m.startswith("baton.")}
+        assert not ours - pinned, f"new on the bind's path: {sorted(ours - pinned)}"
 
 def test_the_hand_built_conflict_signal_is_the_model_signal():
     from baton.graph.conflicts import FileConflict, conflict_signal_id

@@ -45,7 +45,7 @@ STRUCTURAL = frozenset({
     "event_id", "task_id", "session_id", "at", "type", "repo", "worktree_path", "path", "files", "branch",
     "inherited_from", "provenance", "snapshot", "status", "result", "repair_scope", "phase", "depends_on",
     "checkpoint_id", "boundary", "base", "staged_tree", "worktree_tree", "artifacts_tree", "environment",
-    "run_id", "parent_run_id", "parent_task_id", "diverged_at", "kind", "written_at", "rewrites",
+    "run_id", "parent_run_id", "parent_task_id", "diverged_at", "kind", "run_kind", "written_at", "rewrites",
 })
 # Events that carry no free text at all: the touch's hot path never parses them.
 _WITHOUT_TEXT = ('"type":"files_touched"', '"type":"activity_recorded"', '"type":"phase_changed"',

@@ -345,8 +345,10 @@ def _bind(args: Arguments, stores: Stores) -> int:
     place, _ = _place(args)
     report = bind(stores, parse_ticket_id(args.task_id), place, agent=args.agent, take_over=args.take_over)
     _warn(report.warnings)
+    # Said here, not in render: that module's imports (the handoff's) would cost a first bind.
+    moved = f" (was {report.previous_task})" if report.previous_task else ""
     return _shown(args, answers.bind_answer(args.task_id, place, report),
-                  render.bound_line(place.root, args.task_id, report))
+                  f"Bound {place.root} to {args.task_id}{moved} (session {report.session_id})")
 
 
 def _touch(args: Arguments, stores: Stores) -> int:

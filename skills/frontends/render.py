@@ -23,7 +23,6 @@ if TYPE_CHECKING:  # annotations only: `baton resume` need not import the listin
     from baton.recall.indexer import IndexReport
     from baton.skills.core.binding import Binding
     from baton.skills.core.interrupted import Recovery
-    from baton.skills.core.write_report import WriteReport
     from baton.skills.handoff.checks import CheckResult
     from baton.skills.handoff.write import HandoffReport
     from baton.skills.installers.claude_code import InstallReport
@@ -286,12 +285,6 @@ def run_tree(task_id: str, lines: list[RunLine]) -> str:
 def _titled(empty: str, title: str, rows: list[str]) -> str:
     """A title and its rows, or what to say when there are none."""
     return "\n".join([title, *rows]) if rows else empty
-
-
-def bound_line(root: Path, task_id: str, report: WriteReport) -> str:
-    """`baton bind`."""
-    moved = f" (was {report.previous_task})" if report.previous_task else ""
-    return f"Bound {root} to {task_id}{moved} (session {report.session_id})"
 
 
 def check_lines(checks: list[CheckResult]) -> str:

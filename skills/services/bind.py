@@ -21,7 +21,10 @@ from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from baton.registry.model import Session
+    from baton.skills.core.environment import Manifest
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,7 @@ def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None =
     push_checkpoint: the bind's checkpoint goes to the git remote too (a fork's first)."""
     at = at or clock.now()
     report = WriteReport()
+    environment = _environment_ahead(stores, place, task_id)
     if read is None:
         if start is None:  # whether another run holds the ticket is read with this machine's writes delivered
             report.warnings += stores.sink.deliver()
@@ -94,7 +98,7 @@ def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None =
     # in front of the ticket's newest, which holds the work.
     joins = (start is None or start.kind == "takeover") and not reopens and _joins_from_elsewhere(place, task_id,
                                                                                                    current)
-    events = [event, *_run_events(stores, task_id, session_id, place, current, run, reopens, start, at)]
+    events = [event, *_run_events(stores, task_id, session_id, place, current, run, reopens, start, at, environment)]
     commit(stores, events, report)
     if place.worktree is not None and not (joins and _clean(place, stores)):
         from baton.skills.services.checkpoint import boundary_checkpoint
@@ -114,14 +118,14 @@ def _held_elsewhere(stores: Stores, task_id: TicketId, place: Place, session_id:
     """The run a take-over starts (None: the bind goes on as it would); raises Refused for a
     plain bind while a live run holds the ticket in another worktree. With the registry
     down a plain bind cannot tell and goes on; a take-over needs its answer."""
-    from baton.skills.services.takeover import holder_elsewhere, refuse_contested, take_over as move
-
     if isinstance(current, Unavailable):
         if take_over:
             raise StoreUnavailable(Store.SESSION_REGISTRY, f"{current.reason}; a take-over needs the registry's answer")
         return None
     if not isinstance(current, Found):
         return None
+    from baton.skills.services.takeover import holder_elsewhere, refuse_contested, take_over as move
+
     holder = holder_elsewhere(stores, current.value, place, session_id, at)
     if holder is None:
         return None
@@ -141,10 +145,10 @@ def bound_session(previous: Binding | None, task_id: TicketId) -> str:
 
 def _run_events(stores: Stores, task_id: TicketId, session_id: str, place: Place,
                 current: Found[Session] | NotFound | Unavailable, run: int | None, reopens: bool,
-                start: RunStart | None, at: datetime) -> list[WireEvent]:
+                start: RunStart | None, at: datetime, environment: Future[Manifest | None] | None) -> list[WireEvent]:
     """The run this bind starts (none when it joins the current one), recorded in the
     worktree's run file. A bind's run id derives from the ticket and the run's number, so
-    a second bind, or a replay, starts nothing new."""
+    a second bind, or a replay, starts nothing new. environment: the manifest being captured."""
     from baton.skills.services.checkpoint import capture_environment, local_run, write_local_run
 
     session = current.value if isinstance(current, Found) else None
@@ -159,7 +163,8 @@ def _run_events(stores: Stores, task_id: TicketId, session_id: str, place: Place
                 write_local_run(place, task_id, latest.text, None)
             return []
         start = RunStart(run_id, "reopen" if reopens else "bind", latest.text if latest else None)
-    manifest = capture_environment(place, stores.settings.environment_lockfiles, stores.deadline)
+    manifest = environment.result() if environment is not None else \
+        capture_environment(place, stores.settings.environment_lockfiles, stores.deadline)
     write_local_run(place, task_id, start.run_id, manifest)
     base = start.base
     if base is None and place.worktree is not None:
@@ -169,6 +174,22 @@ def _run_events(stores: Stores, task_id: TicketId, session_id: str, place: Place
     return [wire_event("run_started", task_id, session_id, at, event_id=start.run_id, run_kind=start.kind,
                        parent_run_id=start.parent_run_id, parent_task_id=start.parent_task_id,
                        diverged_at=start.diverged_at, base=base, environment=manifest.id if manifest else None)]
+
+
+def _environment_ahead(stores: Stores, place: Place, task_id: TicketId) -> Future[Manifest | None] | None:
+    """The manifest, captured beside the bind's own work where the worktree holds no run of the
+    ticket yet (so the bind likely starts one): the toolchains' versions take 0.1 s or more."""
+    from baton.skills.services.checkpoint import capture_environment, local_run
+
+    if place.worktree is None or local_run(place, task_id) is not None:
+        return None
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1)
+    try:
+        return pool.submit(capture_environment, place, stores.settings.environment_lockfiles, stores.deadline)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _joins_from_elsewhere(place: Place, task_id: TicketId, current: Found[Session] | NotFound | Unavailable) -> bool:
