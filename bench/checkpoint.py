@@ -38,9 +38,10 @@ from pathlib import Path
 from bench.common import BATON, ROOT, git, spread
 
 BUDGET_MS = 300
-HOOK_PATH = ("from pathlib import Path; from baton.skills.frontends.hooks import locate, opened_stores; "
+HOOK_PATH = ("from pathlib import Path; from baton.skills.frontends.hooks import locate; "
              "from baton.skills.services.checkpoint import boundary_checkpoint; "
-             "place, _, task = locate(Path({root!r})); s = opened_stores(); stores = s.__enter__(); "
+             "from baton.skills.services.unit import unit_of_work; "
+             "place, _, task = locate(Path({root!r})); s = unit_of_work(); stores = s.__enter__(); "
              "w = boundary_checkpoint(stores, task, place, 'stop', timeout=2.0)[0]; s.__exit__(None, None, None); "
              "assert not w, w")
 TAKE = ("from pathlib import Path; from baton.skills.core import checkpoints; "

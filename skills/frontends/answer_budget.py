@@ -14,7 +14,7 @@ the budget, with the offset to ask for next.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,15 +108,9 @@ def fit_answer(answer: Any, budget: int, *, sections: tuple[AnswerList, ...] = (
         strings = next((limit for limit in STRING_LIMITS if size(built(shown, limit)) <= budget), None)
         if strings is None:
             return _least(whole, budget, fetch)
-    for section in order:
-        low, high = 0, len(lists[section.name])
-        while low < high:  # the most items of this section that fit, the earlier ones kept
-            middle = (low + high + 1) // 2
-            if size(built({**shown, section.name: middle}, strings)) <= budget:
-                low = middle
-            else:
-                high = middle - 1
-        shown[section.name] = low
+    for section in order:  # the most items of each section that fit, the earlier sections' kept (called at once)
+        shown[section.name] = _most(len(lists[section.name]),
+                                    lambda n: size(built({**shown, section.name: n}, strings)) <= budget)  # noqa: B023
     return built(shown, strings)
 
 
@@ -134,17 +128,24 @@ def page(answer: dict, sections: tuple[AnswerList, ...], name: str, offset: int,
     items = items if isinstance(items, list) else []
     head = {"status": answer.get("status"), "task_id": answer.get("task_id"), "section": name, "offset": offset,
             "total": len(items)}
-    low, high = 0, max(0, len(items) - offset)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if size({**head, "items": items[offset:offset + middle], "next_offset": offset + middle}) <= budget:
-            low = middle
-        else:
-            high = middle - 1
+    low = _most(len(items) - offset, lambda n: size({**head, "items": items[offset:offset + n],
+                                                        "next_offset": offset + n}) <= budget)
     if low == 0 and offset < len(items):
         low = 1  # one item over the budget alone still comes: it is what was asked for
     end = offset + low
     return {**head, "items": items[offset:end], "next_offset": end if end < len(items) else None}
+
+
+def _most(high: int, fits: Callable[[int], bool]) -> int:
+    """The most items, up to high, that fit: a binary search (fewer items, a smaller answer)."""
+    low = 0
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def _note(section: AnswerList, total: int, shown: int, *, pageable: bool) -> dict:

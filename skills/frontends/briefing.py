@@ -43,12 +43,10 @@ def unavailable_stores(stores: dict[str, str]) -> dict[str, str]:
     return {name: state for name, state in stores.items() if state.startswith("unavailable")}
 
 
-def session_context(result: ResumeResult, *, handoff: str | None = None,
-                    limit: int | None = None) -> tuple[str, list[str]]:
-    """The resume context of a bound worktree, under limit characters (default MAX_CONTEXT),
-    and the ids of the signals whose lines it kept;
-    handoff: the worktree's current handoff, named but not re-verified."""
-    limit = limit or MAX_CONTEXT
+def session_context(result: ResumeResult, *, handoff: str | None = None) -> tuple[str, list[str]]:
+    """The resume context of a bound worktree, under MAX_CONTEXT characters, and the ids of
+    the signals whose lines it kept; handoff: the worktree's current handoff, named but not
+    re-verified."""
     task = result.task_id
     footer = [(f"Record as you go: `baton decide`, `baton update --done/--failed/--next/--phase`; edited files are "
                f"recorded by hooks. `baton resume {task}` prints everything.")]
@@ -57,10 +55,10 @@ def session_context(result: ResumeResult, *, handoff: str | None = None,
                          "`baton handoff verify` re-runs their probes; act on the fresh results only.")
     title = f"## Baton: this worktree works on {task}"
     if result.status == "not_found":
-        return fit([title, "No history recorded yet."], [], footer, limit)
+        return fit([title, "No history recorded yet."], [], footer, MAX_CONTEXT)
     if result.status == "unavailable":
         return fit([title, f"The session registry is unavailable ({result.reason}); no history could be read."],
-                   [], footer, limit)
+                   [], footer, MAX_CONTEXT)
     session = result.session
     assert session is not None, "a found resume carries its session"
     # The header's other lines, each shown when its value is not None.
@@ -88,7 +86,7 @@ def session_context(result: ResumeResult, *, handoff: str | None = None,
                 [f"{r.task_id} ({r.score:.2f}): {r.text}" for r in result.related_decisions]),
         Section("Unavailable", [f"{name}: {state}" for name, state in unavailable_stores(result.stores).items()]),
     ]
-    return fit(header, sections, footer, limit)
+    return fit(header, sections, footer, MAX_CONTEXT)
 
 
 def fit(header: list[str], sections: Sequence[Section], footer: list[str], limit: int) -> tuple[str, list[str]]:
@@ -132,13 +130,12 @@ def signal_line(signal: Signal | WireSignal) -> str:
     return f"{when(signal.emitted_at)} {one_line(signal.summary())}"
 
 
-def signals_told(task_id: str, signals: Sequence[WireSignal], forks: dict[str, str] | None = None) -> str:
+def signals_told(task_id: str, signals: Sequence[WireSignal], forks: dict[str, str]) -> str:
     """The few lines a prompt-submit hook adds: signals about task_id since the agent last
     heard; an overlap with a fork or its parent (forks: {other: "A is a fork of B"}) is told
     as expected, not as a conflict."""
     from baton.skills.services.news import overlapping_task
 
-    forks = forks or {}
     shown = list(reversed(signals))[:MAX_SIGNAL_LINES]
     lines = [f"Baton: news about {task_id} since you last heard, newest first:"]
     for signal in shown:
@@ -154,11 +151,9 @@ def signals_told(task_id: str, signals: Sequence[WireSignal], forks: dict[str, s
     return "\n".join(lines)
 
 
-def conflicts_told(task_id: str, conflicts: Sequence, paths: dict[str, list[str]],
-                   forks: dict[str, str] | None = None) -> str:
+def conflicts_told(task_id: str, conflicts: Sequence, paths: dict[str, list[str]], forks: dict[str, str]) -> str:
     """What a post-tool-use hook says about the new overlaps an edit created (forks: those
     with a fork or its parent, told as "fork of": expected, not a conflict)."""
-    forks = forks or {}
     lines = [f"Baton: fork of: {forks[c.other_task_id]}, and both change {', '.join(paths[c.other_task_id])}; "
              "this overlap is expected, not a conflict." if c.other_task_id in forks else
              f"Baton: {c.other_task_id} (another active ticket) is also changing {', '.join(paths[c.other_task_id])}; "

@@ -108,7 +108,6 @@ class Command:
 
 
 def _arg(*flags: str, **spec: Any) -> Argument:
-    """One argument: argparse's flags and keywords for it."""
     return flags, spec
 
 
@@ -829,11 +828,10 @@ def _claim(args: Arguments, stores: Stores) -> int:
     report = leases.claim(stores, task, place, args.paths, exclusive=args.exclusive, ttl=args.ttl, reason=args.reason,
                    agent=binding.agent if binding else None)
     _warn(report.warnings)
-    answer = leases.claim_answer(task.task_id, report)
     lines = [f"claimed {lease.line()}" for lease in report.granted]
     lines += [f"held already {lease.line()}" for lease in report.already]
     lines += [f"Note: shared with {lease.line()}" for lease in report.shared_with]
-    return _shown(args, answer, "\n".join(lines))
+    return _shown(args, leases.claim_answer(task.task_id, report), "\n".join(lines))
 
 
 def _release(args: Arguments, stores: Stores) -> int:

@@ -8,6 +8,7 @@ A hook never breaks the agent: only pre-tool-use stops an edit (on another ticke
 exclusive lease); whatever goes wrong is one line on standard error and exit status 0, and
 when Baton cannot record, the user is told once per agent session in `systemMessage`.
 post-tool-use is the 100 ms path: imports stay lazy, as in baton.skills.services.touch.
+A hook's unit of work delivers nothing first: stop and session-end deliver as a step of their own.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import closing, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TextIO
 
@@ -30,8 +31,6 @@ from baton.skills.runtime.agent_sessions import AgentSessions, Beat, forget_trou
 from baton.skills.runtime.agents import EDIT_TOOLS, PATCH, SHELL, Agent, of_payload
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
     from baton.skills.core.binding import ActiveTask, Place
     from baton.skills.frontends.invocation import Invocation
     from baton.skills.runtime.stores import Stores
@@ -181,8 +180,9 @@ def pre_tool_use(payload: Payload, out: Output) -> None:
         if task is None:
             return
         from baton.skills.services.pre_edit import check_paths
+        from baton.skills.services.unit import unit_of_work
 
-        with opened_stores(project=place.repo) as stores:
+        with unit_of_work(project=place.repo) as stores:
             verdict = check_paths(stores, task.task_id, paths, payload.cwd, locator)
     except Exception as exc:  # noqa: BLE001 -- an edit is never blocked because Baton cannot answer
         out.cannot_record(_failure(exc))
@@ -229,8 +229,9 @@ def post_tool_use(payload: Payload, out: Output) -> None:
     if task is None:
         return
     from baton.skills.services.touch import touch
+    from baton.skills.services.unit import unit_of_work
 
-    with opened_stores(project=place.repo) as stores:
+    with unit_of_work(project=place.repo) as stores:
         report = touch(stores, task, paths, payload.cwd, locator, skip_refused=True)
         _warn(report.warnings)
         with agent_sessions(stores) as sessions:
@@ -253,8 +254,9 @@ def session_start(payload: Payload, out: Output) -> None:
     from baton import clock
     from baton.skills.frontends.briefing import session_context
     from baton.skills.services.resume import resume_session
+    from baton.skills.services.unit import unit_of_work
 
-    with opened_stores(store_timeout=SESSION_START_STORE_TIMEOUT, project=place.repo) as stores:
+    with unit_of_work(store_timeout=SESSION_START_STORE_TIMEOUT, project=place.repo) as stores:
         watermark = stores.signals.watermark()
         # A handoff's probes may run for seconds: at session start it is named, not re-verified.
         result = resume_session(stores, task.task_id, place, bind_task=False, verify_handoff=False,
@@ -339,10 +341,11 @@ def user_prompt_submit(payload: Payload, out: Output) -> None:
     from baton import clock
     from baton.skills.frontends.briefing import signals_told
     from baton.skills.services.news import forks_among, untold_news
+    from baton.skills.services.unit import unit_of_work
 
     binding = read_binding(place)
     bound_at = binding.bound_at if binding is not None and binding.task_id == task.task_id else None
-    with opened_stores(project=place.repo) as stores, agent_sessions(stores) as sessions:
+    with unit_of_work(project=place.repo) as stores, agent_sessions(stores) as sessions:
         heartbeat(sessions, payload, task, place)
         watermark = stores.signals.watermark()
         heard = sessions.last_heard(payload.session_id, task.task_id)
@@ -364,11 +367,12 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
     import time
 
     from baton.skills.services.end_of_turn import SESSION_END, STOP, TurnEnd, end_of_turn
+    from baton.skills.services.unit import unit_of_work
 
     started = time.monotonic()
     place, locator, task = locate(payload.cwd)
     turn = TurnEnd(SESSION_END if ending else STOP, payload.session_id, task, place, locator, started)
-    with opened_stores(project=place.repo) as stores:
+    with unit_of_work(project=place.repo) as stores:
         for result in end_of_turn(stores, turn):
             _warn(result.warnings)
             if result.failure is not None:
@@ -401,22 +405,8 @@ def locate(cwd: Path) -> tuple[Place, WorktreeLocator, ActiveTask | None]:
     return place, locator, resolve_task(None, place, ambient)
 
 
-def opened_stores(*, store_timeout: float | None = None, project: str | None = None) -> AbstractContextManager[Stores]:
-    """The hook's unit of work: its own writes and reads, no delivery first (the stop and
-    session-end hooks deliver as a step of their own, reported on its own); project: the
-    repository of the agent's worktree, the payload's (else the configured project)."""
-    from baton.skills.services.unit import unit_of_work
-
-    return unit_of_work(store_timeout=store_timeout, project=project)
-
-
-@contextmanager
-def agent_sessions(stores: Stores) -> Iterator[AgentSessions]:
-    sessions = AgentSessions(stores.settings.home, timeout=stores.settings.store_timeout)
-    try:
-        yield sessions
-    finally:
-        sessions.close()
+def agent_sessions(stores: Stores) -> closing[AgentSessions]:
+    return closing(AgentSessions(stores.settings.home, timeout=stores.settings.store_timeout))
 
 
 def _warn(warnings: list[str]) -> None:

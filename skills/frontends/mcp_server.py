@@ -94,11 +94,9 @@ def _command(row: Any, parent: Any, a: Any) -> str:
 def _options(row: Any, a: Any) -> dict[str, Any]:
     """The command's options (argparse's destinations) from the tool's arguments, the default
     for one the tool does not take."""
-    renamed = {"task": "task_id", **dict(row.tool.renamed)}
     options = {}
-    for flags, spec in _arguments(row):
-        option = _option(flags, spec)
-        value = getattr(a, renamed.get(option, option), None)
+    for option, name, _, spec in _arguments(row):
+        value = getattr(a, name, None)
         if value is None:
             value = False if spec.get("action") == "store_true" else [] if spec.get("action") == "append" \
                 or spec.get("nargs") in ("*", "+") else spec.get("default")
@@ -108,17 +106,6 @@ def _options(row: Any, a: Any) -> dict[str, Any]:
     return options
 
 
-# The tools whose answer is not their command's --json: release_leases adds its warnings,
-# and write_handoff takes its probes as an object, not as NAME=CMD words.
-RUNS: dict[str, Callable[[Any], str]] = {}
-
-
-def _runs(function: Callable[[Any], str]) -> Callable[[Any], str]:
-    RUNS[function.__name__] = function
-    return function
-
-
-@_runs
 def release_leases(a: Any) -> str:
     from baton.skills.services.leases import release_asked
 
@@ -132,7 +119,6 @@ def release_leases(a: Any) -> str:
     return _call(run)
 
 
-@_runs
 def write_handoff(a: Any) -> str:
     from baton.skills.services.handoff import handoff_asked
 
@@ -145,6 +131,11 @@ def write_handoff(a: Any) -> str:
         return handoff_asked(stores, place, a.task_id, checks, tuple(probes.items()), a.timeout).to_json()
 
     return _call(run)
+
+
+# The tools whose answer is not their command's --json: release_leases adds its warnings,
+# and write_handoff takes its probes as an object, not as NAME=CMD words.
+RUNS: dict[str, Callable[[Any], str]] = {"release_leases": release_leases, "write_handoff": write_handoff}
 
 
 @cache  # built once in the resident, which forks each `baton mcp` it serves
@@ -174,11 +165,10 @@ def _fields(command: Any) -> dict[str, Any]:
     """A tool's arguments, as pydantic's (type, default), from its command's options: each
     under its own name unless the row renames it, `--task` as task_id, then `worktree`."""
     tool = command.tool
-    renamed = {"task": "task_id", **dict(tool.renamed)}
     fields: dict[str, Any] = {}
-    for flags, spec in _arguments(command):
-        if (option := _option(flags, spec)) not in tool.without and option not in ("json", "verify_json"):
-            fields[renamed.get(option, option)] = _field(flags, spec)
+    for option, name, flags, spec in _arguments(command):
+        if option not in tool.without and option not in ("json", "verify_json"):
+            fields[name] = _field(flags, spec)
     if command.task:
         fields["task_id"] = (str | None, None)
     fields |= TYPED.get(tool.name, {})
@@ -187,15 +177,14 @@ def _fields(command: Any) -> dict[str, Any]:
     return fields
 
 
-def _arguments(command: Any) -> Iterator[tuple[tuple[str, ...], dict[str, Any]]]:
-    """The command's arguments, (flags, keywords) each; a group's (cli.OneOf) one by one."""
+def _arguments(command: Any) -> Iterator[tuple[str, str, tuple[str, ...], dict[str, Any]]]:
+    """The command's arguments, a group's (cli.OneOf) one by one: (the option's name in
+    argparse's namespace, the tool's name for it, flags, keywords)."""
+    renamed = {"task": "task_id", **dict(command.tool.renamed)}
     for given in command.arguments:
-        yield from (given,) if isinstance(given[1], dict) else given
-
-
-def _option(flags: tuple[str, ...], spec: dict[str, Any]) -> str:
-    """The option's name in argparse's namespace."""
-    return spec.get("dest") or flags[0].lstrip("-").replace("-", "_")
+        for flags, spec in (given,) if isinstance(given[1], dict) else given:
+            option = spec.get("dest") or flags[0].lstrip("-").replace("-", "_")
+            yield option, renamed.get(option, option), flags, spec
 
 
 def _field(flags: tuple[str, ...], spec: dict[str, Any]) -> tuple[Any, Any]:

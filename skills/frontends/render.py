@@ -53,12 +53,10 @@ def ago(moment: datetime, now: datetime) -> str:
 
 def resume_markdown(result: ResumeResult) -> str:
     live = live_state_lines(result.handoff, level="###") if result.handoff else []
-    if result.status == "not_found":
-        return "\n".join([f"No session history for {result.task_id}. Starting fresh.", *live,
-                          *prizmkit_lines(result.prizmkit)])
-    if result.status == "unavailable":
-        return "\n".join([(f"Session registry unavailable: {one_line(result.reason or '')}. "
-                           "Binding task_id locally only."), *live, *prizmkit_lines(result.prizmkit)])
+    if result.status != "found":
+        first = (f"No session history for {result.task_id}. Starting fresh." if result.status == "not_found" else
+                 f"Session registry unavailable: {one_line(result.reason or '')}. Binding task_id locally only.")
+        return "\n".join([first, *live, *prizmkit_lines(result.prizmkit)])
     session = result.session
     assert session is not None, "a found resume carries its session"
     journal = journal_of(session)
@@ -207,7 +205,6 @@ def live_state_lines(verification: Verification, *, level: str) -> list[str]:
 
 
 def verification_markdown(verification: Verification) -> str:
-    """`baton handoff verify` in text."""
     if verification.path is None and verification.note == NO_HANDOFF:
         return f"No handoff in this worktree ({HANDOFFS_DIR}/{LATEST}, {LATEST}, {HANDOFFS_DIR}/<date>-<ticket>.md)."
     return "\n".join(live_state_lines(verification, level="##")[1:])
@@ -291,10 +288,8 @@ def check_lines(checks: list[CheckResult]) -> str:
     """The checks `baton update --check` ran, a line each (none: nothing)."""
     lines = []
     for check in checks:
-        if check.passed:
-            result = "passed"
-        else:
-            result = "did not finish" if check.exit_status is None else f"exit {check.exit_status}"
+        result = ("passed" if check.passed else "did not finish" if check.exit_status is None
+                  else f"exit {check.exit_status}")
         summary = f": {one_line(check.summary)}" if check.summary else ""
         lines.append(f"check `{one_line(check.command)}`: {result}{summary}\n")
     return "".join(lines)
@@ -318,7 +313,6 @@ def recall_lines(hits: list[AgedDecision]) -> str:
 
 
 def binding_exports(binding: Binding) -> str:
-    """`baton env`: the binding as shell exports."""
     return f"export BATON_TASK_ID={binding.task_id}\nexport BATON_SESSION_ID={binding.session_id}"
 
 
@@ -487,7 +481,6 @@ def queued_line(queued: int) -> str:
 
 
 def projected_line(report: ProjectorReport) -> str:
-    """`baton projector`: what it applied."""
     return f"applied {report.events} events in {report.batches} batches"
 
 

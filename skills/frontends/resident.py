@@ -251,7 +251,9 @@ class Resident:
             if not same_user(conn):
                 raise Refused("another user")
             try:
-                if self._stale():  # first: a client of a newer protocol meets no older resident
+                # First, so that a client of a newer protocol meets no older resident: a source file or
+                # a distribution changed since (_sources: a few hundred stats, about a millisecond).
+                if _sources(self.sources) != self.sources:
                     raise _Leave
                 request = self._read(conn)
             except _Leave:
@@ -279,11 +281,6 @@ class Resident:
                 raise Refused("cut short")
             data += chunk
         return parse_request(data[4:], self.fingerprint)
-
-    def _stale(self) -> bool:
-        """Whether a Baton source file loaded here, or a distribution it imported or
-        requires, has changed since (a few hundred stats: about a millisecond)."""
-        return _sources(self.sources) != self.sources
 
     def _fork(self, request: Request, fds: list[int], conn: socket.socket) -> None:
         from baton.skills.runtime.warm_stores import keep_index_mapped

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from starlette.staticfiles import StaticFiles
 
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
+from baton.skills.frontends.briefing import when
 from baton.skills.frontends.web.guard import AccessGuard
 from baton.skills.frontends.web.overview import Filters, OverviewSource, Snapshot, changes, conflict_map, reading
 from baton.skills.runtime.settings import Settings
@@ -81,12 +83,9 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
         from baton.ids import parse_ticket_id
         from baton.skills.services.resume import read_session
 
-        opened = reading(settings)
-        try:
+        with closing(reading(settings)) as opened:
             # No bind and no probe: the last recorded verification is shown, never a new one.
             return read_session(opened, parse_ticket_id(task_id))
-        finally:
-            opened.close()
 
     async def ticket(request: Request) -> Response:
         task_id = request.path_params["task_id"]
@@ -115,13 +114,11 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
         from baton.skills.frontends.answers import recall_answer
         from baton.skills.services.queries import recall_decisions
 
-        opened = reading(settings)
-        try:
-            return recall_answer(recall_decisions(opened, text, RECALL_LIMIT)), None
-        except StoreUnavailable as exc:
-            return [], f"unavailable: {exc.reason}"
-        finally:
-            opened.close()
+        with closing(reading(settings)) as opened:
+            try:
+                return recall_answer(recall_decisions(opened, text, RECALL_LIMIT)), None
+            except StoreUnavailable as exc:
+                return [], f"unavailable: {exc.reason}"
 
     async def search(request: Request) -> Response:
         text = request.query_params.get("q", "")
@@ -182,8 +179,7 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
 def _hm(moment: str | datetime | None) -> str:
     if not moment:
         return ""
-    moment = clock.parse(moment) if isinstance(moment, str) else moment
-    return moment.strftime("%Y-%m-%d %H:%M UTC")
+    return when(clock.parse(moment) if isinstance(moment, str) else moment)
 
 
 def _handoff_state(record: dict | None) -> str:
@@ -192,6 +188,5 @@ def _handoff_state(record: dict | None) -> str:
         return ""
     if record["held"]:
         return "held"
-    return ", ".join(f"{record[key]} {word}" for key, word in
-                     (("changed", "changed"), ("failed", "failed"), ("not_run", "not run"), ("stale", "stale"))
+    return ", ".join(f"{record[key]} {key.replace('_', ' ')}" for key in ("changed", "failed", "not_run", "stale")
                      if record[key])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -76,9 +77,6 @@ class Snapshot:
     # {tickets asked: {task: {other: [FileRef]}}, both ways}, as the graph answered for this snapshot.
     overlaps: dict[tuple[str, ...], dict[str, dict[str, list]]] = field(default_factory=dict, repr=False)
 
-    def by_task(self) -> dict[str, dict]:
-        return {row["task_id"]: row for row in self.rows}
-
     def rows_for(self, filters: Filters) -> list[dict]:
         return [row for row in self.rows if filters.keeps(row)]
 
@@ -100,8 +98,7 @@ def build_snapshot(settings: Settings, version: int) -> Snapshot:
     answer is recorded in the snapshot, never raised."""
     now = clock.now()
     snapshot = Snapshot(version=version, built_at=now)
-    stores = reading(settings)
-    try:
+    with closing(reading(settings)) as stores:
         try:
             listing = list_sessions(stores, include_inactive=True, at=now, heartbeats=local_heartbeats(settings))
             snapshot.rows = listing_answer(listing)
@@ -112,8 +109,7 @@ def build_snapshot(settings: Settings, version: int) -> Snapshot:
         except StoreUnavailable as exc:
             snapshot.registry = f"unavailable: {exc.reason}"
         try:
-            found = lease_conflicts(stores, at=now)
-            snapshot.lease_conflicts = [c.to_json() for c in found]
+            snapshot.lease_conflicts = [c.to_json() for c in lease_conflicts(stores, at=now)]
         except StoreUnavailable as exc:
             snapshot.leases = str(exc)
         expiries = [clock.parse(lease["expires_at"]) for row in snapshot.rows for lease in row["leases"]]
@@ -123,8 +119,6 @@ def build_snapshot(settings: Settings, version: int) -> Snapshot:
             snapshot.signals = signals_answer(signals_since(stores, task_id=None, since=since, limit=FEED_LIMIT))
         except StoreUnavailable as exc:
             snapshot.signal_log = f"unavailable: {exc.reason}"
-    finally:
-        stores.close()
     return snapshot
 
 
@@ -229,18 +223,14 @@ def conflict_map(snapshot: Snapshot, filters: Filters, limit: int,
         for task in sorted(shared) for other, refs in sorted(shared[task].items()) if task < other]
     edges += [{"a": c["holder"], "b": c["other"], "files": c["paths"], "fork_of": None, "lease": c}
               for c in leased if c["holder"] in in_lease and c["other"] in in_lease]
-    return {"nodes": nodes, "edges": edges, "in_conflict": len(in_conflict), "graph": _graph_state(snapshot),
-            "leases": snapshot.leases}
-
-
-def _graph_state(snapshot: Snapshot) -> str:
-    return next((w for w in snapshot.warnings if w.startswith("conflict graph unavailable")), "ok")
+    graph = next((w for w in snapshot.warnings if w.startswith("conflict graph unavailable")), "ok")
+    return {"nodes": nodes, "edges": edges, "in_conflict": len(in_conflict), "graph": graph, "leases": snapshot.leases}
 
 
 def changes(before: Snapshot | None, after: Snapshot, filters: Filters) -> dict:
     """What an open page must redraw: rows changed, added or gone, their order, and the
     feed's new items (touches found by comparing the rows, and new signals)."""
-    old = before.by_task() if before else {}
+    old = {row["task_id"]: row for row in before.rows} if before else {}
     kept = after.rows_for(filters)
     changed = [row for row in kept if old.get(row["task_id"]) != row]
     order = [row["task_id"] for row in kept]
