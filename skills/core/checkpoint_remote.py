@@ -26,14 +26,13 @@ from typing import TYPE_CHECKING
 from baton.errors import GitFailed
 from baton.files import normalise_remote, write_whole
 from baton.git import first_line, run_git
-from baton.skills.core.checkpoints import git_environment
+from baton.skills.core.checkpoints import REF_PREFIX, git_environment
 
 if TYPE_CHECKING:
     import subprocess
 
     from baton.deadline import Deadline
 
-REF_PREFIX = "refs/baton/checkpoints/"
 TRANSFER_CAP = 30.0  # seconds one push or fetch may take, within the command's deadline
 PUSHED_FILE, FETCHED_FILE, REFUSED_FILE = "baton/pushed-checkpoints", "baton/fetched-checkpoints", \
     "baton/checkpoint-push-refused"
@@ -232,7 +231,6 @@ def prune(repository: Path, checkpoint_ids: Iterable[str], deadline: Deadline | 
 
 
 def forget_fetched(repository: Path, checkpoint_ids: Iterable[str], deadline: Deadline | None = None) -> None:
-    """Forget that these checkpoints were fetched (their local refs are gone)."""
     _drop(repository, FETCHED_FILE, set(checkpoint_ids), deadline)
 
 

@@ -208,10 +208,7 @@ def _locate(git: _Git) -> _Place:
 
 
 def _in_progress(git_dir: Path) -> str | None:
-    for name, operation in IN_PROGRESS:
-        if (git_dir / name).exists():
-            return operation
-    return None
+    return next((operation for name, operation in IN_PROGRESS if (git_dir / name).exists()), None)
 
 
 @dataclass(slots=True)
@@ -261,19 +258,6 @@ def _status(git: _Git, index: Path) -> tuple[_Status, bytes]:
             status.untracked.append(os.fsdecode(record[2:]))
             status.dirty.append(status.untracked[-1])
     return status, raw
-
-
-def _stat_key(st: os.stat_result | None) -> list[int]:
-    if st is None:
-        return []
-    return [st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-
-
-def _lstat(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except OSError:
-        return None
 
 
 def _mode(st: os.stat_result) -> str:
@@ -333,8 +317,11 @@ def _read_file(plan: _Plan, hasher: _Hasher, root: Path, path: str, *, cap: int 
                into: list) -> None:
     """Plan to store the file at path as it is on disk, or say why it is skipped."""
     full = root / path
-    st = _lstat(full)
-    plan.stats.append([path, _stat_key(st)])
+    try:
+        st: os.stat_result | None = os.lstat(full)
+    except OSError:
+        st = None
+    plan.stats.append([path, [st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino] if st else []])
     if st is None:
         plan.skipped.append(Skipped(path, "vanished while the checkpoint was taken"))
     elif stat.S_ISLNK(st.st_mode):

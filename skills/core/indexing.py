@@ -42,7 +42,6 @@ def decision_record(project: str, owner: Session, entry: Entry) -> DecisionRecor
 
 
 def queue_decisions(stores: Stores, records: Sequence[DecisionRecord], *, strict: bool = False) -> list[str]:
-    """Queue DecisionRecords for embedding; see queue_payloads."""
     if not records:
         return []
     return queue_payloads(stores, records[0].task_id, [(r.point_id, r.model_dump_json()) for r in records],

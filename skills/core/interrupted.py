@@ -438,11 +438,8 @@ def _record(root: Path, path: Path, found: Recovery) -> dict | None:
 
 
 def _own_command(record: dict) -> str | None:
-    for key in ("resume_command", "resume_from"):
-        value = record.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-    return None
+    return next((value for key in ("resume_command", "resume_from")
+                 if isinstance(value := record.get(key), str) and value.strip()), None)
 
 
 def _modified(path: Path) -> datetime:
@@ -453,10 +450,7 @@ def _modified(path: Path) -> datetime:
 
 
 def _relative(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
+    return str(path.relative_to(root))  # every record's path is built under root
 
 
 def _when(moment: datetime) -> str:

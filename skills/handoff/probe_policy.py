@@ -69,7 +69,6 @@ DANGEROUS_OPTIONS: dict[str, Dangerous] = {
 
 
 def _names(word: str, option: str) -> bool:
-    """Does this word of a probe give this option?"""
     if option.startswith("--"):
         name = word.partition("=")[0]
         # Long options may be abbreviated (argparse, git's parse-options): a prefix counts.

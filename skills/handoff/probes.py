@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +24,6 @@ SHOWN_LINE_CHARS = 300
 COMPLETED = "completed"
 TIMED_OUT = "timed_out"
 NOT_RUNNABLE = "not_runnable"
-
-
-def command_text(argv: list[str] | tuple[str, ...]) -> str:
-    return shlex.join(argv)
 
 
 def probe_environment(root: Path) -> dict[str, str]:

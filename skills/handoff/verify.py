@@ -119,9 +119,7 @@ def _recorded(claim: Claim) -> str | None:
 
 
 def _fresh(probe: Probe, run: ProbeRun) -> str:
-    if probe.match == MATCH_EXIT:
-        return _result_text(run.exit_status, shown_output(run.output, tail=True), match=MATCH_EXIT)
-    return _result_text(run.exit_status, shown_output(run.output), match=probe.match)
+    return _result_text(run.exit_status, shown_output(run.output, tail=probe.match == MATCH_EXIT), match=probe.match)
 
 
 def _same(probe: Probe, run: ProbeRun, redact: Callable[[str], str]) -> bool:
@@ -293,12 +291,7 @@ def verify_handoff_at(root: Path, repo: str, home: Path, settings: HandoffSettin
     # Checks (a test suite, say) run after the probes, so slow checks never starve cheap
     # probes of the budget; results keep the document's order.
     claims = parsed.claims
-
-    def is_check(i: int) -> bool:
-        probe = claims[i].probe
-        return probe is not None and probe.match == MATCH_EXIT
-
-    order = sorted(range(len(claims)), key=is_check)
+    order = sorted(range(len(claims)), key=lambda i: getattr(claims[i].probe, "match", None) == MATCH_EXIT)
     results = {i: verifier.judge(claims[i], parsed.task_id) for i in order}
     verification.results = [results[i] for i in range(len(claims))]
     return verification

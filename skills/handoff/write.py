@@ -8,6 +8,7 @@ from the registry. The handoff is recorded as an event and signalled (handoff_wr
 
 from __future__ import annotations
 
+import shlex
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,9 +32,9 @@ from baton.skills.handoff.document import (
     render_document,
 )
 from baton.skills.handoff.files import (
+    HANDOFFS_DIR,
     LATEST,
     dated_handoffs,
-    handoffs_dir,
     shown_path,
     writable_handoffs_dir,
     write_atomically,
@@ -44,7 +45,6 @@ from baton.skills.handoff.probe_policy import GIT_STATE_PROBES
 from baton.skills.handoff.probe_signing import SigningKey, sign, signing_key
 from baton.skills.handoff.probes import (
     ProbeRun,
-    command_text,
     output_digest,
     run_probe,
     shown_output,
@@ -71,7 +71,7 @@ class HandoffReport:
         return {
             "task_id": self.task_id, "path": self.path, "latest": self.latest,
             "written_at": self.written_at.isoformat(),
-            "live_state": [{"section": c.section, "status": c.status, "probe": command_text(c.argv),
+            "live_state": [{"section": c.section, "status": c.status, "probe": shlex.join(c.argv),
                             "exit_status": c.exit_status, "recorded": c.shown, "recorded_at": c.recorded_at}
                            for c in self.claims],
             "checks": [{"command": c.command, "exit_status": c.exit_status, "summary": c.summary,
@@ -213,7 +213,7 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
     text = stores.redact(render_document(header, _signed(claims, key, place.repo, task.task_id), journal, note,
                                          earlier))
     path = write_new_handoff(root, task.task_id, at, text)
-    latest = handoffs_dir(root) / LATEST
+    latest = root / HANDOFFS_DIR / LATEST
     try:
         write_atomically(writable_handoffs_dir(root) / LATEST, text)
     except BaseException:
