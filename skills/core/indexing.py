@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -139,14 +140,8 @@ def _waiting(stores: Stores) -> int:
 
 
 def _add(total: IndexReport, report: IndexReport) -> IndexReport:
-    total.embedded += report.embedded
-    total.already += report.already
-    total.dropped += report.dropped
-    total.unscoped += report.unscoped
-    total.reembedded += report.reembedded
-    total.queries += report.queries
-    total.renewed += report.renewed
-    total.chunked += report.chunked
+    for count in fields(report):  # counts, and the list of dropped entries
+        setattr(total, count.name, getattr(total, count.name) + getattr(report, count.name))
     return total
 
 

@@ -57,8 +57,7 @@ class ProbeRun:
         return self.outcome == COMPLETED
 
 
-def run_probe(argv: list[str] | tuple[str, ...], cwd: Path, *, timeout: float,
-              output_cap: int = OUTPUT_CAP) -> ProbeRun:
+def run_probe(argv: list[str] | tuple[str, ...], cwd: Path, *, timeout: float) -> ProbeRun:
     """Run argv in cwd and wait at most timeout seconds; never raises for the probe's sake."""
     env = probe_environment(cwd)
     # A bare program name is found on the cleaned PATH, never in the working directory.
@@ -66,7 +65,7 @@ def run_probe(argv: list[str] | tuple[str, ...], cwd: Path, *, timeout: float,
     if program is None:
         return ProbeRun(NOT_RUNNABLE, reason=f"command not found: {argv[0]}")
     try:
-        ran = run_bounded(argv, wait=timeout, cwd=cwd, env=env, executable=program, merged=True, output_cap=output_cap)
+        ran = run_bounded(argv, wait=timeout, cwd=cwd, env=env, executable=program, merged=True, output_cap=OUTPUT_CAP)
     except FileNotFoundError:
         return ProbeRun(NOT_RUNNABLE, reason=f"command not found: {argv[0]}")
     except PermissionError:
