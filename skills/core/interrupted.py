@@ -188,10 +188,9 @@ def detect(sessions: Iterable[SessionFacts], liveness: Liveness, *, now: datetim
         if not gone:
             found.excluded.append(Excluded(s.task_id, s.worktree, "alive", why))
             continue
-        beat = s.heartbeat
         found.candidates.append(Candidate(
             s.task_id, s.branch or "", s.worktree, s.last_activity, s.stage, s.next_stage, why,
-            continuation(s.worktree, s.task_id, s.agent, beat.agent_session_id if beat else None)))
+            continuation(s.worktree, s.task_id, s.agent, s.heartbeat.agent_session_id if s.heartbeat else None)))
     found.candidates.sort(key=lambda c: c.last_activity, reverse=True)
     return found
 

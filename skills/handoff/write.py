@@ -21,7 +21,7 @@ from baton.registry.model import CheckRecorded, HandoffWritten
 from baton.signals.model import SignalType
 from baton.skills.core.binding import ActiveTask, Place
 from baton.skills.core.commit import read_binding_quietly, record_events
-from baton.skills.core.signalling import signal
+from baton.skills.core.signalling import wire_signal
 from baton.skills.handoff.checks import CheckResult, check_timeout, parse_check, run_check
 from baton.skills.handoff.document import (
     MATCH_EXIT,
@@ -225,7 +225,7 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
                              session_id=task.session_id)
     warnings += _record(stores, [written])
     try:
-        stores.sink.keep_signals([signal(SignalType.handoff_written, str(written.event_id), task, place.repo, at,
+        stores.sink.keep_signals([wire_signal(SignalType.handoff_written, str(written.event_id), task, place.repo, at,
                                        reason=f"handoff {shown}: {len(claims)} live-state claims")])
     except StoreUnavailable as exc:
         warnings.append(str(exc))
