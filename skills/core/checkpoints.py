@@ -761,8 +761,8 @@ def _apply(git: _Git, root: Path, checkpoint: Checkpoint) -> list[Skipped]:
     """Bring the worktree at root (checked out at the base, its index equal to it; git runs
     there) to the checkpoint: files to the worktree tree, then the index to the staged tree,
     each by its difference from the base so untouched entries keep their stat information."""
-    base_tree = f"{checkpoint.base}^{{tree}}" if checkpoint.base else \
-        git.run("hash-object", "-t", "tree", "--stdin", input=b"").decode().strip()  # the empty tree
+    empty = git.run("hash-object", "-t", "tree", "--stdin", input=b"").decode().strip()
+    base_tree = f"{checkpoint.base}^{{tree}}" if checkpoint.base else empty
     changes = _diff(git, base_tree, checkpoint.worktree_tree)
     for status, _, _, path in changes:
         if status == "D":
@@ -774,15 +774,8 @@ def _apply(git: _Git, root: Path, checkpoint: Checkpoint) -> list[Skipped]:
         git.run("update-index", "--add", "--replace", "-z", "--index-info",
                 input=_index_info(((p, m, o) for s, m, o, p in staged if s != "D"),
                                   (p for s, _, _, p in staged if s == "D"), null))
-    skipped = []
-    if checkpoint.artifacts_tree:
-        listed = git.run("ls-tree", "-r", "-z", checkpoint.artifacts_tree).split(b"\0")
-        entries = []
-        for line in filter(None, listed):
-            meta, _, raw_path = line.partition(b"\t")
-            mode, _, oid = meta.decode().split(" ")
-            entries.append((os.fsdecode(raw_path), mode, oid))
-        skipped = _write_files(git, root, entries, overwrite=False)
+    artifacts = _diff(git, empty, checkpoint.artifacts_tree) if checkpoint.artifacts_tree else []
+    skipped = _write_files(git, root, [(p, m, o) for _, m, o, p in artifacts], overwrite=False)
     git.run("update-index", "-q", "--refresh", ok=(0, 1))  # stat information, so `git status` is quick
     return skipped
 

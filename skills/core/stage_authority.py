@@ -194,11 +194,8 @@ def _digest(root: Path, path: str) -> str | None:
             return "link:" + hashlib.sha256(os.fsencode(os.readlink(full))).hexdigest()
         if stat.S_ISDIR(info.st_mode):
             return "directory"
-        digest = hashlib.sha256()
         with full.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        return digest.hexdigest()
+            return hashlib.file_digest(handle, "sha256").hexdigest()
     except FileNotFoundError:
         return None
     except OSError as exc:

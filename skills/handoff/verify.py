@@ -72,9 +72,6 @@ class ClaimResult:
     status: str
     reason: str | None
 
-    def to_json(self) -> dict:
-        return asdict(self)
-
 
 @dataclass
 class Verification:
@@ -98,7 +95,7 @@ class Verification:
     def to_json(self) -> dict:
         handoff = None if self.path is None else {
             "path": self.path, "written_at": self.written_at.isoformat() if self.written_at else None}
-        return {"handoff": handoff, "live_state": [r.to_json() for r in self.results]}
+        return {"handoff": handoff, "live_state": [asdict(r) for r in self.results]}
 
 
 def _result_text(exit_status: int | None, output: str, *, match: str) -> str:
