@@ -193,10 +193,9 @@ def _git_files(root: Path) -> _Place | None:
 
 
 def _locate(git: _Git) -> _Place:
-    if (git.cwd / ".git").exists():
-        found = _git_files(git.cwd)
-        if found is not None:
-            return found
+    found = _git_files(git.cwd)
+    if found is not None:
+        return found
     try:
         out = git.run("rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir", "--git-common-dir")
     except GitFailed as exc:

@@ -26,12 +26,12 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from baton.errors import BadInput
 from baton.shown_text import clipped, one_line
+from baton.skills.core.write_report import MAX_TEXT  # a blocker or resolution is journal text
 
 SCHEMA_VERSION = 1
 WORKFLOW_BLOCKED = "WORKFLOW_BLOCKED"
 UNKNOWN_SCOPE = "unknown"
 AUTHORITIES = ("check", "review", "artifact", "commit")
-MAX_TEXT = 4000  # a blocker or resolution is journal text (baton.registry.model.Text)
 
 _STAGE_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
 _STATUS_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,39}")

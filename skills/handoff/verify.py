@@ -41,7 +41,7 @@ from baton.skills.handoff.files import (
     read_handoff,
     shown_path,
 )
-from baton.skills.handoff.probe_policy import Permission, ProbePolicy
+from baton.skills.handoff.probe_policy import Permission, permit
 from baton.skills.handoff.probe_signing import SigningKey, verifying_keys
 from baton.skills.handoff.probes import (
     NOT_RUNNABLE,
@@ -144,7 +144,7 @@ class _Verifier:
         self.redact = redact
         self.repo = repo
         self.settings = settings
-        self.policy = ProbePolicy(keys, settings.allow, allow_unsigned)
+        self.keys, self.allow_unsigned = keys, allow_unsigned
         self.key_problem = key_problem
         self.budget_ends = time.monotonic() + settings.probe_budget
         self.deadline = deadline  # the command's
@@ -176,7 +176,7 @@ class _Verifier:
                                  match=probe.match, recorded_at=probe.recorded_at,
                                  exit_status=probe.recorded_exit if probe.has_result else None,
                                  digest=probe.digest, recorded=probe.recorded)
-        permission = self.policy.permit(argv, message, probe.signature)
+        permission = permit(argv, message, probe.signature, self.keys, self.settings.allow, self.allow_unsigned)
         if not permission.run:
             reason = permission.basis + (f" ({self.key_problem})" if self.key_problem else "")
             return self._unrun(claim, base, f"refused: {reason}")
