@@ -69,14 +69,11 @@ class NotFetched:
     unreachable: bool  # True: no remote answered; False: the remote answered without it
 
 
-def _env() -> dict[str, str]:
-    # Git's credential manager asks in a window of its own unless told never to.
-    return {**git_environment(), "GCM_INTERACTIVE": "never"}
-
-
 def _git(repository: Path, *args: str, deadline: Deadline | None, check: bool | tuple[int, ...] = True
          ) -> subprocess.CompletedProcess[bytes]:
-    return run_git(repository, *_QUIET, *args, cap=TRANSFER_CAP, deadline=deadline, env=_env(), check=check)
+    # Git's credential manager asks in a window of its own unless told never to.
+    env = {**git_environment(), "GCM_INTERACTIVE": "never"}
+    return run_git(repository, *_QUIET, *args, cap=TRANSFER_CAP, deadline=deadline, env=env, check=check)
 
 
 def remotes(repository: Path, deadline: Deadline | None = None) -> list[Remote]:

@@ -130,13 +130,9 @@ def index_decisions(stores: Stores, *, background: bool = False, wait: float | N
         _healed(stores, _add(total, stores.indexer().run(reembed=True)))
         return True
 
-    linger(home / LOCK, index, lambda: _waiting(stores), idle=LINGER)
+    linger(home / LOCK, index, lambda: stores.embedding_queue.count() + stores.ticket_queries.waiting_count(),
+           idle=LINGER)  # decisions and ticket queries waiting to be embedded
     return total
-
-
-def _waiting(stores: Stores) -> int:
-    """How many decisions and ticket queries wait to be embedded."""
-    return stores.embedding_queue.count() + stores.ticket_queries.waiting_count()
 
 
 def _add(total: IndexReport, report: IndexReport) -> IndexReport:

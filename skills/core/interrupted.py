@@ -375,7 +375,8 @@ def _checkout(root: Path, path: Path, family: str, pattern: re.Pattern, director
     elif not branch_exists(branch):
         reason = f"branch {branch} no longer exists"
     else:
-        own = _own_command(record)
+        own = next((value for key in ("resume_command", "resume_from")
+                    if isinstance(value := record.get(key), str) and value.strip()), None)
         found.candidates.append(Candidate(
             task_id, branch, str(root), _modified(path), record.get("stage") if isinstance(record.get("stage"), str)
             else None, None, "not tracked by Baton (a PrizmKit checkout record)",
@@ -434,11 +435,6 @@ def _record(root: Path, path: Path, found: Recovery) -> dict | None:
         found.malformed.append(Malformed(where, "not a JSON object"))
         return None
     return record
-
-
-def _own_command(record: dict) -> str | None:
-    return next((value for key in ("resume_command", "resume_from")
-                 if isinstance(value := record.get(key), str) and value.strip()), None)
 
 
 def _modified(path: Path) -> datetime:

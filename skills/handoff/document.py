@@ -240,12 +240,8 @@ def heading_title(text: str) -> str:
     return title
 
 
-def _attributes(info: str) -> dict[str, str]:
-    return dict(part.split("=", 1) for part in info.split()[1:] if "=" in part)
-
-
 def _block_probes(info: str, body: list[str], section: _Section) -> list[Probe]:
-    attributes = _attributes(info)
+    attributes = dict(part.split("=", 1) for part in info.split()[1:] if "=" in part)
     recorded_at = attributes.get("recorded") or section.verify_date
     match = attributes.get("match", MATCH_OUTPUT)
     if "exit" in attributes:

@@ -44,14 +44,7 @@ def dated_handoffs(root: Path) -> list[Path]:
         found = [p for p in (root / HANDOFFS_DIR).rglob("*.md") if _DATED.fullmatch(p.name) and p.is_file()]
     except OSError:
         return []
-
-    def modified(path: Path) -> float:
-        try:
-            return path.stat().st_mtime
-        except OSError:
-            return 0.0
-
-    return sorted(found, key=lambda p: (modified(p), str(p)), reverse=True)
+    return sorted(found, key=lambda p: (modified_at(p) or datetime.fromtimestamp(0, UTC), str(p)), reverse=True)
 
 
 def candidates(root: Path) -> list[Path]:

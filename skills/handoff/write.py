@@ -42,7 +42,7 @@ from baton.skills.handoff.files import (
 )
 from baton.skills.handoff.journal import journal_of
 from baton.skills.handoff.probe_policy import GIT_STATE_PROBES
-from baton.skills.handoff.probe_signing import SigningKey, sign, signing_key
+from baton.skills.handoff.probe_signing import sign, signing_key
 from baton.skills.handoff.probes import (
     ProbeRun,
     output_digest,
@@ -169,10 +169,6 @@ def _observe(place: Place, parsed_checks: list, parsed_probes: list, timeout: fl
     return git_state + claims, results
 
 
-def _signed(claims: list[RecordedProbe], key: SigningKey, repo: str, task_id: str) -> list[RecordedProbe]:
-    return [c._replace(signature=sign(key, c.message(repo, task_id))) for c in claims]
-
-
 def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Sequence[str] = (),
                   probes: Sequence[tuple[str, str]] = (), timeout: float | None = None,
                   at: datetime | None = None) -> HandoffReport:
@@ -210,8 +206,8 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
     # The journal is the registry's, redacted when it was written; redacting the whole
     # document too keeps out what was stored before a rule that finds it now (the signed
     # claims are redacted already, and redaction leaves redacted text as it is).
-    text = stores.redact(render_document(header, _signed(claims, key, place.repo, task.task_id), journal, note,
-                                         earlier))
+    signed = [c._replace(signature=sign(key, c.message(place.repo, task.task_id))) for c in claims]
+    text = stores.redact(render_document(header, signed, journal, note, earlier))
     path = write_new_handoff(root, task.task_id, at, text)
     latest = root / HANDOFFS_DIR / LATEST
     try:
