@@ -123,12 +123,14 @@ def push(repository: Path, checkpoint_id: str, remote: Remote, deadline: Deadlin
     if status is not None and status[0] in "*=+ ":
         if status[0] != "=":  # this clone created it there: its gc may delete it again
             _remember(repository, PUSHED_FILE, f"{checkpoint_id} {commit} {remote.name}", deadline)
-        _forget_refusal(repository, remote, deadline)
+        if refused(repository, remote, deadline) is not None:  # a push by hand succeeded: pushes resume
+            _drop(repository, REFUSED_FILE, {remote.name}, deadline)
         return Pushed(remote, created=status[0] != "=")
     if status is not None and status[0] == "!":
         if any(reason in status[1] for reason in _HELD_ALREADY):
             return Pushed(remote, created=False)
-        _remember_refusal(repository, remote, status[1], deadline)
+        _drop(repository, REFUSED_FILE, {remote.name}, deadline)  # one line per remote: the latest refusal
+        _remember(repository, REFUSED_FILE, f"{remote.name} {' '.join(status[1].split())}", deadline)
         return NotPushed(remote, f"{remote.name} refused it: {status[1]}", refused=True)
     return NotPushed(remote, f"git push to {remote.name} exited {done.returncode}: "
                              f"{first_line(done.stderr) or 'no reason given'}")
@@ -238,16 +240,6 @@ def refused(repository: Path, remote: Remote, deadline: Deadline | None = None) 
         if name == remote.name:
             return reason
     return None
-
-
-def _remember_refusal(repository: Path, remote: Remote, reason: str, deadline: Deadline | None) -> None:
-    _drop(repository, REFUSED_FILE, {remote.name}, deadline)
-    _remember(repository, REFUSED_FILE, f"{remote.name} {' '.join(reason.split())}", deadline)
-
-
-def _forget_refusal(repository: Path, remote: Remote, deadline: Deadline | None) -> None:
-    if refused(repository, remote, deadline) is not None:
-        _drop(repository, REFUSED_FILE, {remote.name}, deadline)
 
 
 def _lines(repository: Path, name: str, deadline: Deadline | None) -> list[str]:

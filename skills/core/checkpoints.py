@@ -259,12 +259,6 @@ def _status(git: _Git, index: Path) -> tuple[_Status, bytes]:
     return status, raw
 
 
-def _mode(st: os.stat_result) -> str:
-    if stat.S_ISLNK(st.st_mode):
-        return "120000"
-    return "100755" if st.st_mode & stat.S_IXUSR else "100644"
-
-
 class _Hasher:
     """Collects files to store as blobs, then writes them all with one `git hash-object`.
 
@@ -338,7 +332,7 @@ def _read_file(plan: _Plan, hasher: _Hasher, root: Path, path: str, *, cap: int 
         except OSError as exc:
             plan.skipped.append(Skipped(path, f"unreadable: {exc.strerror or exc}"))
             return
-        into.append((path, _mode(st), hasher.add_file(full)))
+        into.append((path, "100755" if st.st_mode & stat.S_IXUSR else "100644", hasher.add_file(full)))
 
 
 def _plan(git: _Git, place: _Place, status: _Status, hasher: _Hasher, artifact_paths: list[str],

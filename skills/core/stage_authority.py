@@ -149,7 +149,8 @@ def commit_proof(root: Path, commit: str, branch: str, deadline: Deadline | None
         return Proof(True, f"commit {short} is on branch {shown_branch}")
     if ancestor.returncode == 1:
         return Proof(False, f"commit {short} is not on branch {shown_branch}")
-    return Proof(False, f"cannot look up commit {short}: {_error(ancestor)}")
+    why = first_line(ancestor.stderr) or f"git exited {ancestor.returncode}"
+    return Proof(False, f"cannot look up commit {short}: {_shown(why)}")
 
 
 def _changed_since_snapshot(root: Path, recorded: WorktreeSnapshot, deadline: Deadline | None) -> list[str]:
@@ -217,10 +218,6 @@ def _git(root: Path, deadline: Deadline | None, *args: str) -> subprocess.Comple
 def _ok(root: Path, deadline: Deadline | None, *args: str) -> bytes:
     """What git printed; GitFailed unless it exited 0."""
     return run_git(root, *args, deadline=deadline).stdout
-
-
-def _error(result: subprocess.CompletedProcess[bytes]) -> str:
-    return _shown(first_line(result.stderr) or f"git exited {result.returncode}")
 
 
 def _z_paths(raw: bytes) -> list[str]:
