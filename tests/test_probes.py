@@ -76,7 +76,7 @@ def test_a_probe_that_closes_its_output_but_keeps_running_is_still_cut(tmp_path)
 
 def test_a_probe_printing_megabytes_is_capped_and_still_reports_its_exit(tmp_path):
     code = "import sys\nfor _ in range(80): sys.stdout.write('x' * 65535 + '\\n')\nsys.exit(3)"
-    run = run_probe([sys.executable, "-c", code], tmp_path, timeout=30, output_cap=64 * 1024)
+    run = run_probe([sys.executable, "-c", code], tmp_path, timeout=30)
     assert run.outcome == COMPLETED and run.exit_status == 3
     assert run.truncated and len(run.output.encode()) <= 64 * 1024
 

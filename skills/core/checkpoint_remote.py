@@ -26,14 +26,13 @@ from typing import TYPE_CHECKING
 from baton.errors import GitFailed
 from baton.files import normalise_remote, write_whole
 from baton.git import first_line, run_git
-from baton.skills.core.checkpoints import git_environment
+from baton.skills.core.checkpoints import REF_PREFIX, git_environment
 
 if TYPE_CHECKING:
     import subprocess
 
     from baton.deadline import Deadline
 
-REF_PREFIX = "refs/baton/checkpoints/"
 TRANSFER_CAP = 30.0  # seconds one push or fetch may take, within the command's deadline
 PUSHED_FILE, FETCHED_FILE, REFUSED_FILE = "baton/pushed-checkpoints", "baton/fetched-checkpoints", \
     "baton/checkpoint-push-refused"
@@ -70,14 +69,11 @@ class NotFetched:
     unreachable: bool  # True: no remote answered; False: the remote answered without it
 
 
-def _env() -> dict[str, str]:
-    # Git's credential manager asks in a window of its own unless told never to.
-    return {**git_environment(), "GCM_INTERACTIVE": "never"}
-
-
 def _git(repository: Path, *args: str, deadline: Deadline | None, check: bool | tuple[int, ...] = True
          ) -> subprocess.CompletedProcess[bytes]:
-    return run_git(repository, *_QUIET, *args, cap=TRANSFER_CAP, deadline=deadline, env=_env(), check=check)
+    # Git's credential manager asks in a window of its own unless told never to.
+    env = {**git_environment(), "GCM_INTERACTIVE": "never"}
+    return run_git(repository, *_QUIET, *args, cap=TRANSFER_CAP, deadline=deadline, env=env, check=check)
 
 
 def remotes(repository: Path, deadline: Deadline | None = None) -> list[Remote]:
@@ -127,12 +123,14 @@ def push(repository: Path, checkpoint_id: str, remote: Remote, deadline: Deadlin
     if status is not None and status[0] in "*=+ ":
         if status[0] != "=":  # this clone created it there: its gc may delete it again
             _remember(repository, PUSHED_FILE, f"{checkpoint_id} {commit} {remote.name}", deadline)
-        _forget_refusal(repository, remote, deadline)
+        if refused(repository, remote, deadline) is not None:  # a push by hand succeeded: pushes resume
+            _drop(repository, REFUSED_FILE, {remote.name}, deadline)
         return Pushed(remote, created=status[0] != "=")
     if status is not None and status[0] == "!":
         if any(reason in status[1] for reason in _HELD_ALREADY):
             return Pushed(remote, created=False)
-        _remember_refusal(repository, remote, status[1], deadline)
+        _drop(repository, REFUSED_FILE, {remote.name}, deadline)  # one line per remote: the latest refusal
+        _remember(repository, REFUSED_FILE, f"{remote.name} {' '.join(status[1].split())}", deadline)
         return NotPushed(remote, f"{remote.name} refused it: {status[1]}", refused=True)
     return NotPushed(remote, f"git push to {remote.name} exited {done.returncode}: "
                              f"{first_line(done.stderr) or 'no reason given'}")
@@ -232,7 +230,6 @@ def prune(repository: Path, checkpoint_ids: Iterable[str], deadline: Deadline | 
 
 
 def forget_fetched(repository: Path, checkpoint_ids: Iterable[str], deadline: Deadline | None = None) -> None:
-    """Forget that these checkpoints were fetched (their local refs are gone)."""
     _drop(repository, FETCHED_FILE, set(checkpoint_ids), deadline)
 
 
@@ -243,16 +240,6 @@ def refused(repository: Path, remote: Remote, deadline: Deadline | None = None) 
         if name == remote.name:
             return reason
     return None
-
-
-def _remember_refusal(repository: Path, remote: Remote, reason: str, deadline: Deadline | None) -> None:
-    _drop(repository, REFUSED_FILE, {remote.name}, deadline)
-    _remember(repository, REFUSED_FILE, f"{remote.name} {' '.join(reason.split())}", deadline)
-
-
-def _forget_refusal(repository: Path, remote: Remote, deadline: Deadline | None) -> None:
-    if refused(repository, remote, deadline) is not None:
-        _drop(repository, REFUSED_FILE, {remote.name}, deadline)
 
 
 def _lines(repository: Path, name: str, deadline: Deadline | None) -> list[str]:

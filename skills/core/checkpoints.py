@@ -193,10 +193,9 @@ def _git_files(root: Path) -> _Place | None:
 
 
 def _locate(git: _Git) -> _Place:
-    if (git.cwd / ".git").exists():
-        found = _git_files(git.cwd)
-        if found is not None:
-            return found
+    found = _git_files(git.cwd)
+    if found is not None:
+        return found
     try:
         out = git.run("rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir", "--git-common-dir")
     except GitFailed as exc:
@@ -208,10 +207,7 @@ def _locate(git: _Git) -> _Place:
 
 
 def _in_progress(git_dir: Path) -> str | None:
-    for name, operation in IN_PROGRESS:
-        if (git_dir / name).exists():
-            return operation
-    return None
+    return next((operation for name, operation in IN_PROGRESS if (git_dir / name).exists()), None)
 
 
 @dataclass(slots=True)
@@ -261,25 +257,6 @@ def _status(git: _Git, index: Path) -> tuple[_Status, bytes]:
             status.untracked.append(os.fsdecode(record[2:]))
             status.dirty.append(status.untracked[-1])
     return status, raw
-
-
-def _stat_key(st: os.stat_result | None) -> list[int]:
-    if st is None:
-        return []
-    return [st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-
-
-def _lstat(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except OSError:
-        return None
-
-
-def _mode(st: os.stat_result) -> str:
-    if stat.S_ISLNK(st.st_mode):
-        return "120000"
-    return "100755" if st.st_mode & stat.S_IXUSR else "100644"
 
 
 class _Hasher:
@@ -333,8 +310,11 @@ def _read_file(plan: _Plan, hasher: _Hasher, root: Path, path: str, *, cap: int 
                into: list) -> None:
     """Plan to store the file at path as it is on disk, or say why it is skipped."""
     full = root / path
-    st = _lstat(full)
-    plan.stats.append([path, _stat_key(st)])
+    try:
+        st: os.stat_result | None = os.lstat(full)
+    except OSError:
+        st = None
+    plan.stats.append([path, [st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino] if st else []])
     if st is None:
         plan.skipped.append(Skipped(path, "vanished while the checkpoint was taken"))
     elif stat.S_ISLNK(st.st_mode):
@@ -352,7 +332,7 @@ def _read_file(plan: _Plan, hasher: _Hasher, root: Path, path: str, *, cap: int 
         except OSError as exc:
             plan.skipped.append(Skipped(path, f"unreadable: {exc.strerror or exc}"))
             return
-        into.append((path, _mode(st), hasher.add_file(full)))
+        into.append((path, "100755" if st.st_mode & stat.S_IXUSR else "100644", hasher.add_file(full)))
 
 
 def _plan(git: _Git, place: _Place, status: _Status, hasher: _Hasher, artifact_paths: list[str],
@@ -774,8 +754,8 @@ def _apply(git: _Git, root: Path, checkpoint: Checkpoint) -> list[Skipped]:
     """Bring the worktree at root (checked out at the base, its index equal to it; git runs
     there) to the checkpoint: files to the worktree tree, then the index to the staged tree,
     each by its difference from the base so untouched entries keep their stat information."""
-    base_tree = f"{checkpoint.base}^{{tree}}" if checkpoint.base else \
-        git.run("hash-object", "-t", "tree", "--stdin", input=b"").decode().strip()  # the empty tree
+    empty = git.run("hash-object", "-t", "tree", "--stdin", input=b"").decode().strip()
+    base_tree = f"{checkpoint.base}^{{tree}}" if checkpoint.base else empty
     changes = _diff(git, base_tree, checkpoint.worktree_tree)
     for status, _, _, path in changes:
         if status == "D":
@@ -787,15 +767,8 @@ def _apply(git: _Git, root: Path, checkpoint: Checkpoint) -> list[Skipped]:
         git.run("update-index", "--add", "--replace", "-z", "--index-info",
                 input=_index_info(((p, m, o) for s, m, o, p in staged if s != "D"),
                                   (p for s, _, _, p in staged if s == "D"), null))
-    skipped = []
-    if checkpoint.artifacts_tree:
-        listed = git.run("ls-tree", "-r", "-z", checkpoint.artifacts_tree).split(b"\0")
-        entries = []
-        for line in filter(None, listed):
-            meta, _, raw_path = line.partition(b"\t")
-            mode, _, oid = meta.decode().split(" ")
-            entries.append((os.fsdecode(raw_path), mode, oid))
-        skipped = _write_files(git, root, entries, overwrite=False)
+    artifacts = _diff(git, empty, checkpoint.artifacts_tree) if checkpoint.artifacts_tree else []
+    skipped = _write_files(git, root, [(p, m, o) for _, m, o, p in artifacts], overwrite=False)
     git.run("update-index", "-q", "--refresh", ok=(0, 1))  # stat information, so `git status` is quick
     return skipped
 

@@ -129,13 +129,12 @@ def run_setup(root: Path, command: str, argv: Sequence[str], *, output: TextIO |
     """Run one setup command (no shell) in the worktree, its output to `output` (default:
     standard error, streamed when it is a file), and answer its exit status; `command` is
     how the manifest names it."""
-    import io
     import sys
 
     output = output or sys.stderr
     try:
         streamed = output.fileno()
-    except (OSError, AttributeError, io.UnsupportedOperation):
+    except (OSError, AttributeError):  # io.UnsupportedOperation is an OSError
         streamed = None
     try:
         done = subprocess.run(list(argv), cwd=root, stdin=subprocess.DEVNULL, env=as_given(),

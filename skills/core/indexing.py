@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,7 +43,6 @@ def decision_record(project: str, owner: Session, entry: Entry) -> DecisionRecor
 
 
 def queue_decisions(stores: Stores, records: Sequence[DecisionRecord], *, strict: bool = False) -> list[str]:
-    """Queue DecisionRecords for embedding; see queue_payloads."""
     if not records:
         return []
     return queue_payloads(stores, records[0].task_id, [(r.point_id, r.model_dump_json()) for r in records],
@@ -130,24 +130,14 @@ def index_decisions(stores: Stores, *, background: bool = False, wait: float | N
         _healed(stores, _add(total, stores.indexer().run(reembed=True)))
         return True
 
-    linger(home / LOCK, index, lambda: _waiting(stores), idle=LINGER)
+    linger(home / LOCK, index, lambda: stores.embedding_queue.count() + stores.ticket_queries.waiting_count(),
+           idle=LINGER)  # decisions and ticket queries waiting to be embedded
     return total
 
 
-def _waiting(stores: Stores) -> int:
-    """How many decisions and ticket queries wait to be embedded."""
-    return stores.embedding_queue.count() + stores.ticket_queries.waiting_count()
-
-
 def _add(total: IndexReport, report: IndexReport) -> IndexReport:
-    total.embedded += report.embedded
-    total.already += report.already
-    total.dropped += report.dropped
-    total.unscoped += report.unscoped
-    total.reembedded += report.reembedded
-    total.queries += report.queries
-    total.renewed += report.renewed
-    total.chunked += report.chunked
+    for count in fields(report):  # counts, and the list of dropped entries
+        setattr(total, count.name, getattr(total, count.name) + getattr(report, count.name))
     return total
 
 

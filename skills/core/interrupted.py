@@ -188,10 +188,9 @@ def detect(sessions: Iterable[SessionFacts], liveness: Liveness, *, now: datetim
         if not gone:
             found.excluded.append(Excluded(s.task_id, s.worktree, "alive", why))
             continue
-        beat = s.heartbeat
         found.candidates.append(Candidate(
             s.task_id, s.branch or "", s.worktree, s.last_activity, s.stage, s.next_stage, why,
-            continuation(s.worktree, s.task_id, s.agent, beat.agent_session_id if beat else None)))
+            continuation(s.worktree, s.task_id, s.agent, s.heartbeat.agent_session_id if s.heartbeat else None)))
     found.candidates.sort(key=lambda c: c.last_activity, reverse=True)
     return found
 
@@ -376,7 +375,8 @@ def _checkout(root: Path, path: Path, family: str, pattern: re.Pattern, director
     elif not branch_exists(branch):
         reason = f"branch {branch} no longer exists"
     else:
-        own = _own_command(record)
+        own = next((value for key in ("resume_command", "resume_from")
+                    if isinstance(value := record.get(key), str) and value.strip()), None)
         found.candidates.append(Candidate(
             task_id, branch, str(root), _modified(path), record.get("stage") if isinstance(record.get("stage"), str)
             else None, None, "not tracked by Baton (a PrizmKit checkout record)",
@@ -437,14 +437,6 @@ def _record(root: Path, path: Path, found: Recovery) -> dict | None:
     return record
 
 
-def _own_command(record: dict) -> str | None:
-    for key in ("resume_command", "resume_from"):
-        value = record.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-    return None
-
-
 def _modified(path: Path) -> datetime:
     try:
         return datetime.fromtimestamp(path.stat().st_mtime, clock.UTC)
@@ -453,10 +445,7 @@ def _modified(path: Path) -> datetime:
 
 
 def _relative(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
+    return str(path.relative_to(root))  # every record's path is built under root
 
 
 def _when(moment: datetime) -> str:

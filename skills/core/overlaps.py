@@ -105,7 +105,6 @@ def signal_overlaps_of(stores: Stores, touches: Sequence[tuple[ActiveTask, Seque
 
 
 def _touching(conflicts: list[FileConflict], touched: Sequence[FileRef]) -> list[FileConflict]:
-    """The conflicts that include a touched file."""
     keys = {ref.key for ref in touched}
     return [c for c in conflicts if keys.intersection(c.shared_files)]
 
@@ -133,7 +132,6 @@ def keep_unknown(stores: Stores, candidates: list[Candidate]) -> list[FileConfli
 
 
 def _keep(stores: Stores, candidates: list[Candidate]) -> list[FileConflict]:
-    """Keep the conflicts' signals; returns the conflicts whose signal was new."""
     if not candidates:
         return []
     from baton.skills.core.signalling import conflict_signal

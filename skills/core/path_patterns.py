@@ -150,7 +150,6 @@ def _plain(segment: str) -> bool:
 
 @cache
 def _segment_regex(segment: str) -> re.Pattern[str]:
-    """What the segment's tokens match, as a regular expression."""
     parts = []
     for kind, characters, negated in _tokens(segment):
         if kind == "lit":

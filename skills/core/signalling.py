@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from baton.files import FileRef
 from baton.graph.conflicts import FileConflict
-from baton.signals.wire import SignalType, WireSignal, derived_signal_id, derived_signal_text
+from baton.signals.wire import SignalType, WireSignal, derived_signal_text
 from baton.skills.core.binding import ActiveTask
-
-if TYPE_CHECKING:
-    from baton.signals.model import Signal
-
-
-def signal(kind: SignalType, source: str, task: ActiveTask, repo: str, at: datetime, **payload: object) -> Signal:
-    from baton.signals.model import Signal, SignalPayload
-
-    return Signal(signal_id=derived_signal_id(kind, source), signal_type=kind, task_id=task.task_id,
-                  session_id=task.session_id, repo=repo, emitted_at=at, payload=SignalPayload.model_validate(payload))
 
 
 def wire_signal(kind: SignalType, source: str, task: ActiveTask, repo: str, at: datetime, *, reason: str = "",
                 phase: str | None = None) -> WireSignal:
-    """The signal of a recorded event, built without pydantic (the same JSON as signal())."""
+    """The signal of a recorded event, built without pydantic."""
     return WireSignal(signal_id=derived_signal_text(kind, source), signal_type=kind, task_id=task.task_id,
                       session_id=task.session_id, repo=repo, emitted_at=at, file_paths=(), related_task_id=None,
                       reason=reason, phase=phase)

@@ -71,12 +71,11 @@ def stale_line(status: str, proof: Proof) -> str:
     return f"{status} claimed, but {proof.reason}"
 
 
-def snapshot(root: Path, *, ignore: tuple[str, ...] = BATONS_OWN, deadline: Deadline | None = None
-             ) -> WorktreeSnapshot:
+def snapshot(root: Path, *, deadline: Deadline | None = None) -> WorktreeSnapshot:
     """The worktree at root now, to record with a check. Raises OSError when git cannot say."""
     try:
         head = _head(root, deadline)
-        return WorktreeSnapshot(head, {path: _digest(root, path) for path in _status_paths(root, ignore, deadline)})
+        return WorktreeSnapshot(head, {path: _digest(root, path) for path in _status_paths(root, deadline)})
     except GitFailed as exc:
         raise OSError(str(exc)) from None
 
@@ -89,8 +88,7 @@ def head_commit(root: Path, deadline: Deadline | None = None) -> str | None:
         return None
 
 
-def check_proof(root: Path, check: RecordedCheck, *, ignore: tuple[str, ...] = BATONS_OWN,
-                deadline: Deadline | None = None) -> Proof:
+def check_proof(root: Path, check: RecordedCheck, *, deadline: Deadline | None = None) -> Proof:
     """Whether check proves the worktree at root passes now."""
     command = f"`{_shown(check.command)}`"
     if not check.observed:
@@ -99,8 +97,8 @@ def check_proof(root: Path, check: RecordedCheck, *, ignore: tuple[str, ...] = B
         outcome = "did not finish" if check.exit_status is None else f"exited {check.exit_status}"
         return Proof(False, f"the check {command} {outcome}")
     try:
-        changed = (_changed_since_snapshot(root, check.snapshot, ignore, deadline) if check.snapshot is not None
-                   else _changed_since_time(root, check.recorded_at, ignore, deadline))
+        changed = (_changed_since_snapshot(root, check.snapshot, deadline) if check.snapshot is not None
+                   else _changed_since_time(root, check.recorded_at, deadline))
     except GitFailed as exc:
         return Proof(False, f"cannot tell what changed since the check {command}: {exc}")
     when = _when(check.recorded_at)
@@ -151,11 +149,11 @@ def commit_proof(root: Path, commit: str, branch: str, deadline: Deadline | None
         return Proof(True, f"commit {short} is on branch {shown_branch}")
     if ancestor.returncode == 1:
         return Proof(False, f"commit {short} is not on branch {shown_branch}")
-    return Proof(False, f"cannot look up commit {short}: {_error(ancestor)}")
+    why = first_line(ancestor.stderr) or f"git exited {ancestor.returncode}"
+    return Proof(False, f"cannot look up commit {short}: {_shown(why)}")
 
 
-def _changed_since_snapshot(root: Path, recorded: WorktreeSnapshot, ignore: tuple[str, ...],
-                            deadline: Deadline | None) -> list[str]:
+def _changed_since_snapshot(root: Path, recorded: WorktreeSnapshot, deadline: Deadline | None) -> list[str]:
     if recorded.head is None:
         differing = _z_paths(_ok(root, deadline, "ls-files", "-z"))
     else:
@@ -164,22 +162,22 @@ def _changed_since_snapshot(root: Path, recorded: WorktreeSnapshot, ignore: tupl
             raise GitFailed(f"the commit it ran on ({_shown(recorded.head[:12])}) is gone")
         differing = _z_paths(_ok(root, deadline, "diff", "--name-only", "-z", "--no-renames", recorded.head, "--"))
     untracked = _z_paths(_ok(root, deadline, "ls-files", "-z", "--others", "--exclude-standard"))
-    candidates = {p for p in (*differing, *untracked, *recorded.changed) if not p.startswith(ignore)}
+    candidates = {p for p in (*differing, *untracked, *recorded.changed) if not p.startswith(BATONS_OWN)}
     return sorted(path for path in candidates
                   if path not in recorded.changed or _digest(root, path) != recorded.changed[path])
 
 
-def _changed_since_time(root: Path, since: datetime, ignore: tuple[str, ...], deadline: Deadline | None) -> list[str]:
+def _changed_since_time(root: Path, since: datetime, deadline: Deadline | None) -> list[str]:
     threshold = since.timestamp()
     committed = _z_paths(_ok(root, deadline, "log", f"--since={clock.to_text(since)}", "--name-only", "-z",
                              "--no-renames", "--format=", "HEAD")) if _head(root, deadline) else []
-    dirty = [p for p in _status_paths(root, ignore, deadline) if _mtime(root, p) > threshold]
-    return sorted({p for p in (*committed, *dirty) if not p.startswith(ignore)})
+    dirty = [p for p in _status_paths(root, deadline) if _mtime(root, p) > threshold]
+    return sorted({p for p in (*committed, *dirty) if not p.startswith(BATONS_OWN)})
 
 
-def _status_paths(root: Path, ignore: tuple[str, ...], deadline: Deadline | None) -> list[str]:
+def _status_paths(root: Path, deadline: Deadline | None) -> list[str]:
     listed = _ok(root, deadline, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
-    return [entry[3:] for entry in _z_paths(listed) if len(entry) > 3 and not entry[3:].startswith(ignore)]
+    return [entry[3:] for entry in _z_paths(listed) if len(entry) > 3 and not entry[3:].startswith(BATONS_OWN)]
 
 
 def _head(root: Path, deadline: Deadline | None) -> str | None:
@@ -197,11 +195,8 @@ def _digest(root: Path, path: str) -> str | None:
             return "link:" + hashlib.sha256(os.fsencode(os.readlink(full))).hexdigest()
         if stat.S_ISDIR(info.st_mode):
             return "directory"
-        digest = hashlib.sha256()
         with full.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        return digest.hexdigest()
+            return hashlib.file_digest(handle, "sha256").hexdigest()
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -223,10 +218,6 @@ def _git(root: Path, deadline: Deadline | None, *args: str) -> subprocess.Comple
 def _ok(root: Path, deadline: Deadline | None, *args: str) -> bytes:
     """What git printed; GitFailed unless it exited 0."""
     return run_git(root, *args, deadline=deadline).stdout
-
-
-def _error(result: subprocess.CompletedProcess[bytes]) -> str:
-    return _shown(first_line(result.stderr) or f"git exited {result.returncode}")
 
 
 def _z_paths(raw: bytes) -> list[str]:

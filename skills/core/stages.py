@@ -26,12 +26,12 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from baton.errors import BadInput
 from baton.shown_text import clipped, one_line
+from baton.skills.core.write_report import MAX_TEXT  # a blocker or resolution is journal text
 
 SCHEMA_VERSION = 1
 WORKFLOW_BLOCKED = "WORKFLOW_BLOCKED"
 UNKNOWN_SCOPE = "unknown"
 AUTHORITIES = ("check", "review", "artifact", "commit")
-MAX_TEXT = 4000  # a blocker or resolution is journal text (baton.registry.model.Text)
 
 _STAGE_NAME = re.compile(r"[a-z][a-z0-9-]{0,39}")
 _STATUS_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,39}")
@@ -389,7 +389,8 @@ def _parse_stage(raw: object, where: str) -> Stage:
     where = f"{where} ({name})"
     if "pass" not in raw:
         raise BadInput(f"{where} needs pass, the status it records when it succeeds")
-    values = {key: _named_status(raw.get(key), key, where, optional=True) for key in ("gate", "repair", "blocked")}
+    values = {key: None if raw.get(key) is None else _named_status(raw[key], key, where)
+              for key in ("gate", "repair", "blocked")}
     results = raw.get("results", [])
     if not isinstance(results, list):
         raise BadInput(f"{where} results must be a list of statuses")
@@ -409,9 +410,7 @@ def _parse_stage(raw: object, where: str) -> Stage:
                  resume_from=resume_from)
 
 
-def _named_status(value: object, key: str, where: str, optional: bool = False) -> str:
-    if optional and value is None:
-        return value  # type: ignore[return-value]  # an optional status is None or a status
+def _named_status(value: object, key: str, where: str) -> str:
     if not isinstance(value, str) or not _STATUS_NAME.fullmatch(value):
         raise BadInput(f"{where} {key} must be a status of 1 to 40 of A-Z, 0-9 and _, got {value!r}")
     return value

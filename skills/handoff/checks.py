@@ -11,6 +11,7 @@ from baton.errors import BadInput
 from baton.registry.model import Provenance
 from baton.shown_text import clipped, escape_controls
 from baton.skills.core.stage_authority import snapshot
+from baton.skills.core.write_report import MAX_TEXT  # a longer command cannot be recorded
 from baton.skills.handoff.probes import ProbeRun, run_probe
 from baton.skills.runtime.command_words import parse_command
 
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
     from baton.deadline import Deadline
 
 SUMMARY_CHARS = 300
-MAX_TEXT = 4000  # baton.registry.model.Text: a longer command cannot be recorded
 
 
 @dataclass(frozen=True, slots=True)

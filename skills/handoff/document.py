@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,7 +35,6 @@ from baton import clock
 from baton.errors import BadInput
 from baton.shown_text import escape_controls, one_line
 from baton.skills.handoff.journal import Item, Journal
-from baton.skills.handoff.probes import command_text
 
 MATCH_OUTPUT = "output"  # the claim is the probe's exit status and output
 MATCH_EXIT = "exit"  # the claim is its exit status (checks, whose output varies run to run)
@@ -120,7 +120,7 @@ def render_probe(probe: RecordedProbe) -> list[str]:
     info = f"verify recorded={probe.recorded_at} exit={exit_text} match={probe.match}"
     if probe.digest:
         info += f" sha256={probe.digest}"
-    body = [f"$ {command_text(probe.argv)}", *(probe.shown.split("\n") if probe.shown else [])]
+    body = [f"$ {shlex.join(probe.argv)}", *(probe.shown.split("\n") if probe.shown else [])]
     fence = _fence_for(body)
     lines = [f"### {probe.section}", f"status: {one_line(probe.status)}", f"{fence}{info}", *body, fence]
     if probe.signature:
@@ -140,13 +140,12 @@ def _items(title: str, items: list[Item]) -> list[str]:
 
 def render_journal(journal: Journal) -> list[str]:
     lines: list[str] = []
-    lines += _items("Goal", [journal.goal] if journal.goal else [])
-    lines += _items("Next action", [journal.next_action] if journal.next_action else [])
-    lines += _items("Remaining work", journal.remaining_work)
-    lines += _items("Constraints", journal.constraints)
-    lines += _items("Decisions", journal.decisions)
-    lines += _items("Completed steps", journal.completed_steps)
-    lines += _items("Failures", journal.failures)
+    for title, items in (("Goal", [journal.goal] if journal.goal else []),
+                         ("Next action", [journal.next_action] if journal.next_action else []),
+                         ("Remaining work", journal.remaining_work), ("Constraints", journal.constraints),
+                         ("Decisions", journal.decisions), ("Completed steps", journal.completed_steps),
+                         ("Failures", journal.failures)):
+        lines += _items(title, items)
     if journal.checks:
         lines += ["", "### Checks run"]
         for check in journal.checks:
@@ -241,12 +240,8 @@ def heading_title(text: str) -> str:
     return title
 
 
-def _attributes(info: str) -> dict[str, str]:
-    return dict(part.split("=", 1) for part in info.split()[1:] if "=" in part)
-
-
 def _block_probes(info: str, body: list[str], section: _Section) -> list[Probe]:
-    attributes = _attributes(info)
+    attributes = dict(part.split("=", 1) for part in info.split()[1:] if "=" in part)
     recorded_at = attributes.get("recorded") or section.verify_date
     match = attributes.get("match", MATCH_OUTPUT)
     if "exit" in attributes:

@@ -37,30 +37,19 @@ class UnreadableHandoff(Exception):
     """A handoff file that must not or cannot be read; the message says why."""
 
 
-def handoffs_dir(root: Path) -> Path:
-    return root / HANDOFFS_DIR
-
-
 def dated_handoffs(root: Path) -> list[Path]:
     """The handoffs under docs/handoffs/ named like `<date>-<ticket>[-N].md` (as `baton
     handoff` names them; a README.md there is not a handoff), newest modification first."""
     try:
-        found = [p for p in handoffs_dir(root).rglob("*.md") if _DATED.fullmatch(p.name) and p.is_file()]
+        found = [p for p in (root / HANDOFFS_DIR).rglob("*.md") if _DATED.fullmatch(p.name) and p.is_file()]
     except OSError:
         return []
-
-    def modified(path: Path) -> float:
-        try:
-            return path.stat().st_mtime
-        except OSError:
-            return 0.0
-
-    return sorted(found, key=lambda p: (modified(p), str(p)), reverse=True)
+    return sorted(found, key=lambda p: (modified_at(p) or datetime.fromtimestamp(0, UTC), str(p)), reverse=True)
 
 
 def candidates(root: Path) -> list[Path]:
     """Handoffs in the order they count as current: the LATEST.md files, then by mtime."""
-    latest = [path for path in (handoffs_dir(root) / LATEST, root / LATEST) if path.is_file()]
+    latest = [path for path in (root / HANDOFFS_DIR / LATEST, root / LATEST) if path.is_file()]
     return latest + dated_handoffs(root)
 
 
@@ -123,8 +112,7 @@ def writable_handoffs_dir(root: Path) -> Path:
     layout comes from the branch: a committed link must not make Baton write elsewhere. Call it
     before running anything, and again right before writing."""
     real_root = Path(os.path.realpath(root))
-    named = handoffs_dir(root)
-    directory = Path(os.path.realpath(named))
+    directory = Path(os.path.realpath(root / HANDOFFS_DIR))
     if not directory.is_relative_to(real_root):
         raise BadInput(f"{HANDOFFS_DIR} points outside the worktree ({directory}): refusing to write a handoff there")
     if os.path.lexists(directory) and not directory.is_dir():
@@ -138,7 +126,6 @@ def writable_handoffs_dir(root: Path) -> Path:
 def write_new_handoff(root: Path, task_id: str, at: datetime, text: str) -> Path:
     """Write `docs/handoffs/<date>-<ticket>.md`; a second handoff of the day gets `-2`, `-3`, ...
     (link_new: two handoffs written at once never overwrite each other)."""
-    named = handoffs_dir(root)
     try:
         writable_handoffs_dir(root).mkdir(parents=True, exist_ok=True)
         directory = writable_handoffs_dir(root)
@@ -146,7 +133,7 @@ def write_new_handoff(root: Path, task_id: str, at: datetime, text: str) -> Path
         return link_new(directory, (f"{stem}.md" if n == 1 else f"{stem}-{n}.md" for n in count(1)), text,
                         mode=0o644)
     except OSError as exc:
-        raise not_written(named, exc) from None
+        raise not_written(root / HANDOFFS_DIR, exc) from None
 
 
 def link_new(directory: Path, names: Iterable[str], text: str, *, mode: int = 0o600) -> Path:

@@ -69,7 +69,6 @@ DANGEROUS_OPTIONS: dict[str, Dangerous] = {
 
 
 def _names(word: str, option: str) -> bool:
-    """Does this word of a probe give this option?"""
     if option.startswith("--"):
         name = word.partition("=")[0]
         # Long options may be abbreviated (argparse, git's parse-options): a prefix counts.
@@ -127,20 +126,15 @@ def allowlisted(argv: tuple[str, ...], allow: tuple[tuple[str, ...], ...]) -> st
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class ProbePolicy:
-    keys: tuple[SigningKey, ...]
-    allow: tuple[tuple[str, ...], ...]
-    allow_unsigned: bool = False
-
-    def permit(self, argv: tuple[str, ...], message: bytes, signature: str | None) -> Permission:
-        signed = check(signature, message, list(self.keys))
-        if signed.holds:
-            return Permission(True, signed.reason, signed=True)
-        allowed = allowlisted(argv, self.allow)
-        if allowed:
-            return Permission(True, f"{signed.reason}; {allowed}")
-        if self.allow_unsigned:
-            return Permission(True, f"{signed.reason}; run because of --allow-unsigned-probes")
-        return Permission(False, f"{signed.reason} and not allowlisted ([handoff] allow in baton.toml); "
-                                 "--allow-unsigned-probes would run it")
+def permit(argv: tuple[str, ...], message: bytes, signature: str | None, keys: tuple[SigningKey, ...],
+           allow: tuple[tuple[str, ...], ...], allow_unsigned: bool) -> Permission:
+    signed = check(signature, message, list(keys))
+    if signed.holds:
+        return Permission(True, signed.reason, signed=True)
+    allowed = allowlisted(argv, allow)
+    if allowed:
+        return Permission(True, f"{signed.reason}; {allowed}")
+    if allow_unsigned:
+        return Permission(True, f"{signed.reason}; run because of --allow-unsigned-probes")
+    return Permission(False, f"{signed.reason} and not allowlisted ([handoff] allow in baton.toml); "
+                             "--allow-unsigned-probes would run it")

@@ -72,12 +72,6 @@ def _create_personal_key(path: Path) -> None:
         raise StoreUnavailable(Store.HANDOFF_KEY, f"cannot create {path}: {exc.strerror or exc}") from None
 
 
-def personal_key(home: Path) -> SigningKey | None:
-    """The user's own key in the Baton home, None before the first handoff created it."""
-    path = home / PERSONAL_KEY_FILE
-    return _read_key(path, Store.HANDOFF_KEY) if path.exists() else None
-
-
 def signing_key(home: Path, team_key_file: Path | None) -> SigningKey:
     """The key new handoffs are signed with: the team key when configured, else the user's
     (created on first use)."""
@@ -92,9 +86,9 @@ def signing_key(home: Path, team_key_file: Path | None) -> SigningKey:
 def verifying_keys(home: Path, team_key_file: Path | None) -> list[SigningKey]:
     """Every key a signature may have been made with here; none is created by reading."""
     keys = [_read_key(team_key_file, "team handoff key")] if team_key_file is not None else []
-    own = personal_key(home)
-    if own is not None:
-        keys.append(own)
+    own = home / PERSONAL_KEY_FILE
+    if own.exists():  # the user's own key, from the first handoff on
+        keys.append(_read_key(own, Store.HANDOFF_KEY))
     return keys
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +24,6 @@ SHOWN_LINE_CHARS = 300
 COMPLETED = "completed"
 TIMED_OUT = "timed_out"
 NOT_RUNNABLE = "not_runnable"
-
-
-def command_text(argv: list[str] | tuple[str, ...]) -> str:
-    return shlex.join(argv)
 
 
 def probe_environment(root: Path) -> dict[str, str]:
@@ -62,8 +57,7 @@ class ProbeRun:
         return self.outcome == COMPLETED
 
 
-def run_probe(argv: list[str] | tuple[str, ...], cwd: Path, *, timeout: float,
-              output_cap: int = OUTPUT_CAP) -> ProbeRun:
+def run_probe(argv: list[str] | tuple[str, ...], cwd: Path, *, timeout: float) -> ProbeRun:
     """Run argv in cwd and wait at most timeout seconds; never raises for the probe's sake."""
     env = probe_environment(cwd)
     # A bare program name is found on the cleaned PATH, never in the working directory.
@@ -71,7 +65,7 @@ def run_probe(argv: list[str] | tuple[str, ...], cwd: Path, *, timeout: float,
     if program is None:
         return ProbeRun(NOT_RUNNABLE, reason=f"command not found: {argv[0]}")
     try:
-        ran = run_bounded(argv, wait=timeout, cwd=cwd, env=env, executable=program, merged=True, output_cap=output_cap)
+        ran = run_bounded(argv, wait=timeout, cwd=cwd, env=env, executable=program, merged=True, output_cap=OUTPUT_CAP)
     except FileNotFoundError:
         return ProbeRun(NOT_RUNNABLE, reason=f"command not found: {argv[0]}")
     except PermissionError:

@@ -41,7 +41,7 @@ from baton.skills.handoff.files import (
     read_handoff,
     shown_path,
 )
-from baton.skills.handoff.probe_policy import Permission, ProbePolicy
+from baton.skills.handoff.probe_policy import Permission, permit
 from baton.skills.handoff.probe_signing import SigningKey, verifying_keys
 from baton.skills.handoff.probes import (
     NOT_RUNNABLE,
@@ -72,9 +72,6 @@ class ClaimResult:
     status: str
     reason: str | None
 
-    def to_json(self) -> dict:
-        return asdict(self)
-
 
 @dataclass
 class Verification:
@@ -98,7 +95,7 @@ class Verification:
     def to_json(self) -> dict:
         handoff = None if self.path is None else {
             "path": self.path, "written_at": self.written_at.isoformat() if self.written_at else None}
-        return {"handoff": handoff, "live_state": [r.to_json() for r in self.results]}
+        return {"handoff": handoff, "live_state": [asdict(r) for r in self.results]}
 
 
 def _result_text(exit_status: int | None, output: str, *, match: str) -> str:
@@ -119,9 +116,7 @@ def _recorded(claim: Claim) -> str | None:
 
 
 def _fresh(probe: Probe, run: ProbeRun) -> str:
-    if probe.match == MATCH_EXIT:
-        return _result_text(run.exit_status, shown_output(run.output, tail=True), match=MATCH_EXIT)
-    return _result_text(run.exit_status, shown_output(run.output), match=probe.match)
+    return _result_text(run.exit_status, shown_output(run.output, tail=probe.match == MATCH_EXIT), match=probe.match)
 
 
 def _same(probe: Probe, run: ProbeRun, redact: Callable[[str], str]) -> bool:
@@ -149,7 +144,7 @@ class _Verifier:
         self.redact = redact
         self.repo = repo
         self.settings = settings
-        self.policy = ProbePolicy(keys, settings.allow, allow_unsigned)
+        self.keys, self.allow_unsigned = keys, allow_unsigned
         self.key_problem = key_problem
         self.budget_ends = time.monotonic() + settings.probe_budget
         self.deadline = deadline  # the command's
@@ -181,7 +176,7 @@ class _Verifier:
                                  match=probe.match, recorded_at=probe.recorded_at,
                                  exit_status=probe.recorded_exit if probe.has_result else None,
                                  digest=probe.digest, recorded=probe.recorded)
-        permission = self.policy.permit(argv, message, probe.signature)
+        permission = permit(argv, message, probe.signature, self.keys, self.settings.allow, self.allow_unsigned)
         if not permission.run:
             reason = permission.basis + (f" ({self.key_problem})" if self.key_problem else "")
             return self._unrun(claim, base, f"refused: {reason}")
@@ -293,12 +288,7 @@ def verify_handoff_at(root: Path, repo: str, home: Path, settings: HandoffSettin
     # Checks (a test suite, say) run after the probes, so slow checks never starve cheap
     # probes of the budget; results keep the document's order.
     claims = parsed.claims
-
-    def is_check(i: int) -> bool:
-        probe = claims[i].probe
-        return probe is not None and probe.match == MATCH_EXIT
-
-    order = sorted(range(len(claims)), key=is_check)
+    order = sorted(range(len(claims)), key=lambda i: getattr(claims[i].probe, "match", None) == MATCH_EXIT)
     results = {i: verifier.judge(claims[i], parsed.task_id) for i in order}
     verification.results = [results[i] for i in range(len(claims))]
     return verification

@@ -8,6 +8,7 @@ from the registry. The handoff is recorded as an event and signalled (handoff_wr
 
 from __future__ import annotations
 
+import shlex
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,7 +21,7 @@ from baton.registry.model import CheckRecorded, HandoffWritten
 from baton.signals.model import SignalType
 from baton.skills.core.binding import ActiveTask, Place
 from baton.skills.core.commit import read_binding_quietly, record_events
-from baton.skills.core.signalling import signal
+from baton.skills.core.signalling import wire_signal
 from baton.skills.handoff.checks import CheckResult, check_timeout, parse_check, run_check
 from baton.skills.handoff.document import (
     MATCH_EXIT,
@@ -31,9 +32,9 @@ from baton.skills.handoff.document import (
     render_document,
 )
 from baton.skills.handoff.files import (
+    HANDOFFS_DIR,
     LATEST,
     dated_handoffs,
-    handoffs_dir,
     shown_path,
     writable_handoffs_dir,
     write_atomically,
@@ -41,10 +42,9 @@ from baton.skills.handoff.files import (
 )
 from baton.skills.handoff.journal import journal_of
 from baton.skills.handoff.probe_policy import GIT_STATE_PROBES
-from baton.skills.handoff.probe_signing import SigningKey, sign, signing_key
+from baton.skills.handoff.probe_signing import sign, signing_key
 from baton.skills.handoff.probes import (
     ProbeRun,
-    command_text,
     output_digest,
     run_probe,
     shown_output,
@@ -71,7 +71,7 @@ class HandoffReport:
         return {
             "task_id": self.task_id, "path": self.path, "latest": self.latest,
             "written_at": self.written_at.isoformat(),
-            "live_state": [{"section": c.section, "status": c.status, "probe": command_text(c.argv),
+            "live_state": [{"section": c.section, "status": c.status, "probe": shlex.join(c.argv),
                             "exit_status": c.exit_status, "recorded": c.shown, "recorded_at": c.recorded_at}
                            for c in self.claims],
             "checks": [{"command": c.command, "exit_status": c.exit_status, "summary": c.summary,
@@ -169,10 +169,6 @@ def _observe(place: Place, parsed_checks: list, parsed_probes: list, timeout: fl
     return git_state + claims, results
 
 
-def _signed(claims: list[RecordedProbe], key: SigningKey, repo: str, task_id: str) -> list[RecordedProbe]:
-    return [c._replace(signature=sign(key, c.message(repo, task_id))) for c in claims]
-
-
 def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Sequence[str] = (),
                   probes: Sequence[tuple[str, str]] = (), timeout: float | None = None,
                   at: datetime | None = None) -> HandoffReport:
@@ -210,10 +206,10 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
     # The journal is the registry's, redacted when it was written; redacting the whole
     # document too keeps out what was stored before a rule that finds it now (the signed
     # claims are redacted already, and redaction leaves redacted text as it is).
-    text = stores.redact(render_document(header, _signed(claims, key, place.repo, task.task_id), journal, note,
-                                         earlier))
+    signed = [c._replace(signature=sign(key, c.message(place.repo, task.task_id))) for c in claims]
+    text = stores.redact(render_document(header, signed, journal, note, earlier))
     path = write_new_handoff(root, task.task_id, at, text)
-    latest = handoffs_dir(root) / LATEST
+    latest = root / HANDOFFS_DIR / LATEST
     try:
         write_atomically(writable_handoffs_dir(root) / LATEST, text)
     except BaseException:
@@ -225,7 +221,7 @@ def write_handoff(stores: Stores, task: ActiveTask, place: Place, *, checks: Seq
                              session_id=task.session_id)
     warnings += _record(stores, [written])
     try:
-        stores.sink.keep_signals([signal(SignalType.handoff_written, str(written.event_id), task, place.repo, at,
+        stores.sink.keep_signals([wire_signal(SignalType.handoff_written, str(written.event_id), task, place.repo, at,
                                        reason=f"handoff {shown}: {len(claims)} live-state claims")])
     except StoreUnavailable as exc:
         warnings.append(str(exc))
