@@ -192,7 +192,7 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
             report.events += remove_baton_handlers(data, path, created=created)
         changed = data != read_settings(path)[1]
         records.settle(path, original, json_like(data, original) if changed else original, None, entries=None,
-                       gone=changed and not data and (records.created_file(path) or not records.known(path)))
+                       gone=changed and not data)
     for skill in skill_names():
         report.skills[skill] = uninstall_skill(base, skill, records, report.warnings)
     remove_if_empty(base / "skills")
@@ -278,11 +278,12 @@ class InstallRecords:
                rules: Sequence[str] = (), gone: bool = False) -> None:
         """Write new over path (text: what it holds now) and record Baton's entries in it (the containers or tables
         it created, the permission rules it added). With entries None (nothing of Baton's left), a file still as
-        Baton last wrote it goes back to the copy from before the install, byte for byte (a file the install created
-        goes); one changed since keeps new, Baton's entries taken out through the parser, and goes when gone
-        (nothing is left of it) unless a symbolic link (settings kept with dotfiles) stands there. A copy of the file
-        goes to the backups (listed in into) at each change."""
-        created_file, copy = text is None or self.created_file(path), self.original(path)
+        Baton last wrote it goes back to the copy from before the install, byte for byte; one changed since keeps
+        new, Baton's entries taken out through the parser. A file the install created goes once nothing is left of
+        it (gone: the parser left an empty object; then also one no record speaks of), unless a symbolic link
+        (settings kept with dotfiles) stands there. A copy of the file goes to the backups (listed in into) at each
+        change."""
+        created_file, copy, known = text is None or self.created_file(path), self.original(path), self.known(path)
         if entries is None and text is not None and self.written(path) == digest(text.encode()):
             # The copy from before the install ("": the install created the file); a lost copy leaves new.
             before = read_file(Path(copy)) if copy else "" if created_file else None
@@ -292,22 +293,17 @@ class InstallRecords:
         if new != (text or ""):
             kept = self.keep(path, text, into)
             copy = copy or kept
-        if entries is not None:
-            self.save(path, entries, created_file=created_file, rules=list(rules), original=copy,
-                      written=digest(new.encode()))
-        else:
+        if entries is None:
             self.forget(path)
-        if entries is None and (gone or (not new and created_file)) and not path.is_symlink():
+        else:
+            data = self._all()
+            data[str(path)] = {"created": sorted(entries), "created_file": created_file, "rules": list(rules),
+                               "original": copy, "written": digest(new.encode())}
+            write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        if entries is None and (gone or not new) and (created_file or (gone and not known)) and not path.is_symlink():
             path.unlink(missing_ok=True)
         elif new != (text or ""):
             write_file(path, new)
-
-    def save(self, settings: Path, created: set[str], *, created_file: bool, rules: list[str],
-             original: str | None = None, written: str | None = None) -> None:
-        data = self._all()
-        data[str(settings)] = {"created": sorted(created), "created_file": created_file, "rules": rules,
-                               "original": original, "written": written}
-        write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
     def forget(self, path: Path) -> None:
         """Drop the record of a settings file or of a skill file."""

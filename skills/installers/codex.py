@@ -134,7 +134,7 @@ def uninstall_codex(scope: str, place: Place, home: Path) -> CodexReport:
         report.events = remove_baton_handlers(data, report.hooks, created=created)
         if report.events:
             records.settle(report.hooks, original, json_like(data, original), report.backups, entries=None,
-                           gone=not data and (records.created_file(report.hooks) or created is None))
+                           gone=not data)
     records.forget(report.hooks)
     report.server = "removed" if SERVER_RECORD in records.created(report.config) else "absent"
     for path in dict.fromkeys([report.config, report.trust_file]):

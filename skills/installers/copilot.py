@@ -119,7 +119,7 @@ def uninstall_copilot(scope: str, place: Place, home: Path) -> CopilotReport:
             if not servers and "mcpServers" in records.created(config):
                 del data["mcpServers"]
             records.settle(config, text, json_like(data, text), report.backups, entries=None,
-                           gone=not data and (records.created_file(config) or not records.known(config)))
+                           gone=not data)
         records.forget(config)
     present = read_file(hooks)
     if present is not None:
