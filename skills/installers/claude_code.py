@@ -158,7 +158,7 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
     records = InstallRecords(home)
     for path in dict.fromkeys((settings, rules_file(scope, base))):
         original, data = read_settings(path)
-        before = hook_containers(data, path)
+        before = hook_containers(data)
         if path == settings:
             for event in HOOKS:
                 if ensure_group(data, path, event, hook_group(HOOKS, event, executable)):
@@ -170,7 +170,7 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
         if data != read_settings(path)[1]:
             kept = [rule for rule in records.rules(path) if rule in _allow(data, path) and rule not in added]
             records.settle(path, original, json_like(data, original), None, rules=kept + added,
-                           entries=records.created(path) | (hook_containers(data, path) - before))
+                           entries=records.created(path) | (hook_containers(data) - before))
     for skill in skill_names():
         report.skills[skill] = install_skill(base, skill, records, report.warnings)
     return report
@@ -322,7 +322,7 @@ class InstallRecords:
             write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-def hook_containers(data: dict, path: Path) -> set[str]:
+def hook_containers(data: dict) -> set[str]:
     """`hooks`, `hooks.<Event>`, `permissions` and `permissions.allow` where they exist."""
     found = set()
     hooks = data.get("hooks")

@@ -109,12 +109,12 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
     trust_text, trust = (config_text, config) if report.trust_file == report.config else _read_toml(report.trust_file)
 
     original, data = read_settings(report.hooks)
-    before = hook_containers(data, report.hooks)
+    before = hook_containers(data)
     report.events = [event for event in HOOKS
                      if ensure_group(data, report.hooks, event, hook_group(HOOKS, event, executable, agent="codex"))]
     if report.events:
         records.settle(report.hooks, original, json_like(data, original), report.backups,
-                       entries=records.created(report.hooks) | (hook_containers(data, report.hooks) - before))
+                       entries=records.created(report.hooks) | (hook_containers(data) - before))
     hashes = _hashes(scope, place, report, shutil.which("codex"))
     trusted = _trust_in(trust, report, hashes, records.created(report.trust_file))
     if report.trust_file != report.config and trusted != records.created(report.trust_file):
@@ -199,8 +199,7 @@ def _baton_hook_keys(hooks_file: Path) -> list[str]:
 def _of_file(key: str, hooks_file: Path) -> bool:
     """Whether a trust key (`<path>:<event>:<group>:<handler>`) is of a hook in hooks_file, however Codex spelled the
     path (it may resolve links)."""
-    path = key.rsplit(":", 3)[0]
-    return key != SERVER_RECORD and (path == str(hooks_file) or os.path.realpath(path) == os.path.realpath(hooks_file))
+    return key != SERVER_RECORD and os.path.realpath(key.rsplit(":", 3)[0]) == os.path.realpath(hooks_file)
 
 
 def _read_toml(path: Path) -> tuple[str | None, tomlkit.TOMLDocument]:
