@@ -265,6 +265,13 @@ def outline_of(s: Session) -> SessionOutline:
                                              if s.workflow else (None, None)))
 
 
+def in_list_order(sessions: Iterable[Session], include_inactive: bool) -> list[Session]:
+    """As list_sessions answers: by last activity, newest first, then by ticket; the active ones only unless
+    include_inactive."""
+    kept = sorted((s for s in sessions if include_inactive or s.status.value == "active"), key=lambda s: s.task_id)
+    return sorted(kept, key=lambda s: s.last_activity, reverse=True)
+
+
 def listed_of(s: Session) -> ListedSession:
     """What `baton list` shows of a session, from its projection."""
     return ListedSession(outline_of(s), tuple(t.path for t in s.files_by_recency()),

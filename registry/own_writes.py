@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from baton.outcome import Found, NotFound, Unavailable
 from baton.projects import split_qualified
-from baton.registry.base import ListedSession, SessionStore, listed_of, outline_of
+from baton.registry.base import ListedSession, SessionStore, in_list_order, listed_of, outline_of
 
 if TYPE_CHECKING:
     from baton.registry.kafka import KafkaEventLog
@@ -82,7 +82,7 @@ class OwnWrites:
         folded = self._folded(None) if isinstance(found, Found) else {}
         if not folded or not isinstance(found, Found):
             return found
-        return Found(_ordered({s.task_id: s for s in found.value} | folded, include_inactive))
+        return Found(in_list_order(({s.task_id: s for s in found.value} | folded).values(), include_inactive))
 
     def listed_sessions(self, *, include_inactive: bool = False, task_ids: Collection[str] | None = None
                         ) -> Found[list[ListedSession]] | Unavailable:
@@ -91,7 +91,7 @@ class OwnWrites:
         if not folded or not isinstance(found, Found):
             return found
         rows = [r for r in found.value if r.outline.task_id not in folded]
-        rows += [listed_of(s) for s in _ordered(folded, include_inactive)]
+        rows += [listed_of(s) for s in in_list_order(folded.values(), include_inactive)]
         rows.sort(key=lambda r: r.outline.task_id)
         return Found(sorted(rows, key=lambda r: r.outline.last_activity, reverse=True))
 
@@ -110,7 +110,7 @@ class OwnWrites:
         found = self._registry.session_order(include_inactive=include_inactive)
         if not isinstance(found, Found):
             return found
-        order = [(s.task_id, outline_of(s).status) for s in _ordered(folded, include_inactive)]
+        order = [(s.task_id, outline_of(s).status) for s in in_list_order(folded.values(), include_inactive)]
         order += [row for row in found.value if row[0] not in folded]
         return Found(order[offset:None if limit is None else offset + limit])
 
@@ -119,10 +119,3 @@ class OwnWrites:
             return self._registry.session_count(include_inactive=include_inactive)
         order = self.session_order(include_inactive=include_inactive)
         return Found(len(order.value)) if isinstance(order, Found) else order
-
-
-def _ordered(sessions: dict[str, Session], include_inactive: bool) -> list[Session]:
-    """As list_sessions answers: by last activity, newest first, then by ticket."""
-    kept = sorted((s for s in sessions.values() if include_inactive or s.status.value == "active"),
-                  key=lambda s: s.task_id)
-    return sorted(kept, key=lambda s: s.last_activity, reverse=True)

@@ -411,7 +411,7 @@ class PostgresSessionStore(SessionStore):
         self.timeout = timeout
         self._gate = gate or OpenGate(timeout)
         self._conn: psycopg.Connection | None = None
-        self._heard = LastHeard()
+        self._heard_at = time.monotonic()  # when the server was last heard from on the connection
         self._lock = threading.RLock()  # one transaction at a time on the connection
         self._migrated = False
 
@@ -444,8 +444,8 @@ class PostgresSessionStore(SessionStore):
                 # The server's timeouts end its own work; a server that stops answering at all
                 # (paused, frozen) is cut when silent for what the budget has left, else
                 # psycopg would wait for ever. Each statement it answers counts as heard.
-                self._heard.now()
-                with cut_when_silent(self._gate.left() + SLACK, lambda: self._heard.at,
+                self._heard()
+                with cut_when_silent(self._gate.left() + SLACK, lambda: self._heard_at,
                                      lambda: shut_socket(conn.pgconn.socket), cut):
                     if not self._migrated:
                         self._migrate(conn)
@@ -466,6 +466,9 @@ class PostgresSessionStore(SessionStore):
             finally:
                 if cut.is_set():  # its socket is shut: the next call connects again
                     self.close()
+
+    def _heard(self) -> None:
+        self._heard_at = time.monotonic()
 
     def _migrate(self, conn: psycopg.Connection) -> None:
         with conn.transaction():
@@ -518,9 +521,7 @@ class PostgresSessionStore(SessionStore):
 
     def _catch_up(self) -> None:
         with self._transaction() as conn:
-            if conn.execute("SELECT 1 FROM baton_events WHERE project = %s AND NOT applied LIMIT 1",
-                            (self.project,)).fetchone() is not None:
-                self._apply_pending(conn)
+            self._apply_pending(conn)
 
     def append_body(self, event_id: str, task_id: str, at: datetime, event_type: str, body: str) -> None:
         with self._transaction() as conn:
@@ -540,9 +541,7 @@ class PostgresSessionStore(SessionStore):
         with self._transaction() as conn:
             # Taken before the read: the decisions of one project follow one another.
             conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_DECISION_LOCK, self.project))
-            if conn.execute("SELECT 1 FROM baton_events WHERE project = %s AND NOT applied LIMIT 1",
-                            (self.project,)).fetchone() is not None:
-                self._apply_pending(conn)
+            self._apply_pending(conn)
             reach = meeting_anchors(patterns)
             above, under = reach or ([], [])
             rows = conn.execute(_LEASES_MEETING, {"project": self.project, "repo": repo, "every": reach is None,
@@ -764,38 +763,25 @@ class PostgresSessionStore(SessionStore):
             self._conn = None
 
 
-class LastHeard:
-    """When a server was last heard from on a connection: time.monotonic() at the start or
-    end of its last statement."""
-
-    __slots__ = ("at",)
-
-    def __init__(self) -> None:
-        self.at = time.monotonic()
-
-    def now(self) -> None:
-        self.at = time.monotonic()
-
-
-def _cursor_noting(heard: LastHeard) -> type[psycopg.Cursor]:
-    """psycopg's cursor, noting each statement's start and end in heard: what cuts a server
+def _cursor_noting(heard: Callable[[], None]) -> type[psycopg.Cursor]:
+    """psycopg's cursor, calling heard at each statement's start and end: what cuts a server
     that goes silent (PostgresSessionStore._transaction)."""
     import psycopg
 
     class Cursor(psycopg.Cursor):
         def execute(self, *args: Any, **kwargs: Any) -> Any:
-            heard.now()
+            heard()
             try:
                 return super().execute(*args, **kwargs)
             finally:
-                heard.now()
+                heard()
 
         def executemany(self, *args: Any, **kwargs: Any) -> None:
-            heard.now()
+            heard()
             try:
                 super().executemany(*args, **kwargs)
             finally:
-                heard.now()
+                heard()
 
     return Cursor
 

@@ -41,6 +41,7 @@ from baton.registry.base import (
     SessionOutline,
     SessionStore,
     SignalScope,
+    in_list_order,
     lease_anchor,
     listed_of,
     listed_row,
@@ -354,10 +355,7 @@ class SqliteSessionStore(SessionStore):
         sessions = {task_id: Session.model_validate_json(body) for task_id, body in conn.execute(
             "SELECT task_id, body FROM sessions WHERE project = ?", (self.project,))}
         sessions.update(self._in_memory(conn, None))
-        listed = sorted((s for s in sessions.values() if include_inactive or s.status.value == "active"),
-                        key=lambda s: s.task_id)
-        listed.sort(key=lambda s: s.last_activity, reverse=True)
-        return listed
+        return in_list_order(sessions.values(), include_inactive)
 
     def queued(self) -> int:
         return len(self._queue.names())
@@ -673,8 +671,6 @@ class SqliteSessionStore(SessionStore):
         return [task_id for task_id, _ in rows]
 
     def forget_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
-        import json
-
         if not checkpoint_ids:
             return 0
         with guarded(STORE, self.path):

@@ -244,6 +244,25 @@ def test_uninstall_takes_only_batons_handler_from_a_shared_group(home, worktrees
                                                                                         "command": "make lint"}]}]}}
 
 
+def test_a_settings_file_changed_since_the_install_keeps_the_change_and_loses_batons_entries(home, worktrees, cli):
+    """While the file is as Baton wrote it, uninstall gives back the copy byte for byte; once Claude Code changed it,
+    Baton's entries are taken out through the parser, and a lost copy never empties the file."""
+    main, _ = worktrees
+    original = HOOKED_SETTINGS["tabs, no final newline"]
+    settings_of(main).parent.mkdir()
+    settings_of(main).write_text(original)
+    assert cli(main, "install", "claude")[0] == 0
+    changed = json.loads(settings_of(main).read_text()) | {"model": "opus"}
+    settings_of(main).write_text(json.dumps(changed, indent=2) + "\n")
+    assert cli(main, "uninstall", "claude")[0] == 0
+    assert json.loads(settings_of(main).read_text()) == json.loads(original) | {"model": "opus"}
+    settings_of(main).write_text(original)
+    assert cli(main, "install", "claude")[0] == 0
+    for copy in (home / "backups" / "claude").iterdir():
+        copy.unlink()
+    assert cli(main, "uninstall", "claude")[0] == 0
+    assert json.loads(settings_of(main).read_text()) == json.loads(original)
+
 def test_user_scope_goes_to_the_claude_config_directory(home, worktrees, cli, tmp_path, monkeypatch):
     main, _ = worktrees
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))

@@ -7,8 +7,8 @@ one group per event at the end of that event's list and recognises its own handl
 <event>` with the PATH fallback and `||` ending of hook_command, whatever path the executable had. The file is read and
 written with the json module, laid out as Claude Code itself writes it on each change (two-space JSON: measured in
 2.1.332's `updateSettingsForSource`), so the user's entries stay and their layout may not; a copy of the file as it was
-goes to the data home first, and an uninstall that leaves nothing else changed writes that copy back, byte for byte.
-Installing twice changes nothing.
+goes to the data home first, and an uninstall puts that copy back, byte for byte, while the file is as Baton wrote it
+(InstallRecords.settle, shared by every agent's installer). Installing twice changes nothing.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
     records = InstallRecords(home)
     for path in dict.fromkeys((settings, rules_file(scope, base))):
         original, data = read_settings(path)
-        before = hook_containers(data, path)
+        before = hook_containers(data)
         if path == settings:
             for event in HOOKS:
                 if ensure_group(data, path, event, hook_group(HOOKS, event, executable)):
@@ -167,10 +167,10 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
         if path == rules_file(scope, base):
             added = _ensure_rules(data, path, permission_rules())
             report.rules += added
-        text = json_like(data, original)
-        if text != original and data != read_settings(path)[1]:
+        if data != read_settings(path)[1]:
             kept = [rule for rule in records.rules(path) if rule in _allow(data, path) and rule not in added]
-            records.write(path, text, original, hook_containers(data, path) - before, rules=kept + added)
+            records.settle(path, original, json_like(data, original), None, rules=kept + added,
+                           entries=records.created(path) | (hook_containers(data) - before))
     for skill in skill_names():
         report.skills[skill] = install_skill(base, skill, records, report.warnings)
     return report
@@ -190,9 +190,9 @@ def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
         report.rules += _remove_rules(data, path, records.rules(path), created=created or set())
         if path == settings:
             report.events += remove_baton_handlers(data, path, created=created)
-        if data != read_settings(path)[1]:
-            records.put_back(path, data, original)
-        records.forget(path)
+        changed = data != read_settings(path)[1]
+        records.settle(path, original, json_like(data, original) if changed else original, None, entries=None,
+                       gone=changed and not data)
     for skill in skill_names():
         report.skills[skill] = uninstall_skill(base, skill, records, report.warnings)
     remove_if_empty(base / "skills")
@@ -274,41 +274,36 @@ class InstallRecords:
             into.append(copy)
         return str(copy)
 
-    def write(self, path: Path, text: str, original: str | None, created: set[str], *, rules: Sequence[str] = (),
-              into: list[Path] | None = None) -> None:
-        """Write text over a settings file (original: what it holds now), recording first the containers the install
-        created there (created, besides those recorded) and the copy of the file as it was before the install first
-        changed it; into: a copy at each change, listed there."""
-        copy = self.keep(path, original, into) if into is not None or not self.original(path) else None
-        self.save(path, self.created(path) | created, created_file=original is None or self.created_file(path),
-                  rules=list(rules), original=self.original(path) or copy, written=digest(text.encode()))
-        write_file(path, text)
-
-    def put_back(self, path: Path, data: dict, original: str | None) -> None:
-        """What an uninstall left of a settings file (data): the file as it was before the install when nothing else
-        changed; no file where the install created it (or no record says otherwise) and nothing is left, unless a
-        symbolic link (settings kept with dotfiles) stands there."""
-        if not data and not path.is_symlink() and (self.created_file(path) or not self.known(path)):
-            path.unlink()
+    def settle(self, path: Path, text: str | None, new: str, into: list[Path] | None, *, entries: set[str] | None,
+               rules: Sequence[str] = (), gone: bool = False) -> None:
+        """Write new over path (text: what it holds now) and record Baton's entries in it (the containers or tables
+        it created, the permission rules it added). With entries None (nothing of Baton's left), a file still as
+        Baton last wrote it goes back to the copy from before the install, byte for byte; one changed since keeps
+        new, Baton's entries taken out through the parser. A file the install created goes once nothing is left of
+        it (gone: the parser left an empty object; then also one no record speaks of), unless a symbolic link
+        (settings kept with dotfiles) stands there. A copy of the file goes to the backups (listed in into) at each
+        change."""
+        created_file, copy, known = text is None or self.created_file(path), self.original(path), self.known(path)
+        if entries is None and text is not None and self.written(path) == digest(text.encode()):
+            # The copy from before the install ("": the install created the file); a lost copy leaves new.
+            before = read_file(Path(copy)) if copy else "" if created_file else None
+            new = new if before is None else before
+        if new == (text or "") and entries == self.created(path):
+            return
+        if new != (text or ""):
+            kept = self.keep(path, text, into)
+            copy = copy or kept
+        if entries is None:
+            self.forget(path)
         else:
-            write_file(path, self.restored(path, data) or json_like(data, original))
-
-    def restored(self, settings: Path, data: dict) -> str | None:
-        """The file's text from before the install when it holds data: an uninstall that leaves nothing else changed
-        gives the file back byte for byte."""
-        copy = self.original(settings)
-        try:
-            text = Path(copy).read_bytes().decode("utf-8") if copy else None
-            return text if text is not None and json.loads(text) == data else None
-        except (OSError, ValueError):
-            return None
-
-    def save(self, settings: Path, created: set[str], *, created_file: bool, rules: list[str],
-             original: str | None = None, written: str | None = None) -> None:
-        data = self._all()
-        data[str(settings)] = {"created": sorted(created), "created_file": created_file, "rules": rules,
-                               "original": original, "written": written}
-        write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+            data = self._all()
+            data[str(path)] = {"created": sorted(entries), "created_file": created_file, "rules": list(rules),
+                               "original": copy, "written": digest(new.encode())}
+            write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        if entries is None and (gone or not new) and (created_file or (gone and not known)) and not path.is_symlink():
+            path.unlink(missing_ok=True)
+        elif new != (text or ""):
+            write_file(path, new)
 
     def forget(self, path: Path) -> None:
         """Drop the record of a settings file or of a skill file."""
@@ -327,7 +322,7 @@ class InstallRecords:
             write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
-def hook_containers(data: dict, path: Path) -> set[str]:
+def hook_containers(data: dict) -> set[str]:
     """`hooks`, `hooks.<Event>`, `permissions` and `permissions.allow` where they exist."""
     found = set()
     hooks = data.get("hooks")

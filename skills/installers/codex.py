@@ -33,7 +33,6 @@ from baton.skills.installers.claude_code import (
     agent_home,
     baton_executable,
     checked_scope,
-    digest,
     ensure_group,
     hook_containers,
     hook_group,
@@ -42,7 +41,6 @@ from baton.skills.installers.claude_code import (
     read_file,
     read_settings,
     remove_baton_handlers,
-    write_file,
 )
 from baton.skills.runtime.agents import AGENTS
 
@@ -111,18 +109,18 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
     trust_text, trust = (config_text, config) if report.trust_file == report.config else _read_toml(report.trust_file)
 
     original, data = read_settings(report.hooks)
-    before = hook_containers(data, report.hooks)
+    before = hook_containers(data)
     report.events = [event for event in HOOKS
                      if ensure_group(data, report.hooks, event, hook_group(HOOKS, event, executable, agent="codex"))]
     if report.events:
-        records.write(report.hooks, json_like(data, original), original, hook_containers(data, report.hooks) - before,
-                      into=report.backups)
+        records.settle(report.hooks, original, json_like(data, original), report.backups,
+                       entries=records.created(report.hooks) | (hook_containers(data) - before))
     hashes = _hashes(scope, place, report, shutil.which("codex"))
     trusted = _trust_in(trust, report, hashes, records.created(report.trust_file))
     if report.trust_file != report.config and trusted != records.created(report.trust_file):
-        _save(report.trust_file, trust_text, trust, records, report, trusted)
-    _save(report.config, config_text, config, records, report,
-          {SERVER_RECORD} | (trusted if report.trust_file == report.config else set()))
+        records.settle(report.trust_file, trust_text, tomlkit.dumps(trust), report.backups, entries=trusted or None)
+    records.settle(report.config, config_text, tomlkit.dumps(config), report.backups,
+                   entries={SERVER_RECORD} | (trusted if report.trust_file == report.config else set()))
     return report
 
 
@@ -135,8 +133,8 @@ def uninstall_codex(scope: str, place: Place, home: Path) -> CodexReport:
         created = records.created(report.hooks) if records.known(report.hooks) else None
         report.events = remove_baton_handlers(data, report.hooks, created=created)
         if report.events:
-            records.keep(report.hooks, original, report.backups)
-            records.put_back(report.hooks, data, original)
+            records.settle(report.hooks, original, json_like(data, original), report.backups, entries=None,
+                           gone=not data)
     records.forget(report.hooks)
     report.server = "removed" if SERVER_RECORD in records.created(report.config) else "absent"
     for path in dict.fromkeys([report.config, report.trust_file]):
@@ -144,7 +142,8 @@ def uninstall_codex(scope: str, place: Place, home: Path) -> CodexReport:
         kept = records.created(path) - ({SERVER_RECORD} if path == report.config else set())
         kept = {entry for entry in kept if not _of_file(entry, report.hooks)}
         if kept != records.created(path) or OLD_BLOCK[0] in (text or ""):
-            _save(path, text, _without(document, records.created(path) - kept), records, report, kept)
+            records.settle(path, text, tomlkit.dumps(_without(document, records.created(path) - kept)), report.backups,
+                           entries=kept or None)
     if scope == "project" and base.is_dir() and not any(base.iterdir()):
         base.rmdir()
     return report
@@ -200,8 +199,7 @@ def _baton_hook_keys(hooks_file: Path) -> list[str]:
 def _of_file(key: str, hooks_file: Path) -> bool:
     """Whether a trust key (`<path>:<event>:<group>:<handler>`) is of a hook in hooks_file, however Codex spelled the
     path (it may resolve links)."""
-    path = key.rsplit(":", 3)[0]
-    return key != SERVER_RECORD and (path == str(hooks_file) or os.path.realpath(path) == os.path.realpath(hooks_file))
+    return key != SERVER_RECORD and os.path.realpath(key.rsplit(":", 3)[0]) == os.path.realpath(hooks_file)
 
 
 def _read_toml(path: Path) -> tuple[str | None, tomlkit.TOMLDocument]:
@@ -251,30 +249,6 @@ def _without(document: tomlkit.TOMLDocument, entries: set[str]) -> tomlkit.TOMLD
     for note in notes:
         document.add(tomlkit.comment(note))
     return document
-
-
-def _save(path: Path, text: str | None, document: tomlkit.TOMLDocument, records: InstallRecords,
-          report: CodexReport, created: set[str]) -> None:
-    """Write the document over path (text: what it holds now) and record Baton's entries in it (created). With none
-    left, a file still as Baton last wrote it goes back to the copy from before the install (a file the install created
-    goes); one changed since keeps the document, Baton's tables taken out."""
-    new = tomlkit.dumps(document)
-    created_file, copy = text is None or records.created_file(path), records.original(path)
-    if not created and text is not None and (copy or created_file) and records.written(path) == digest(text.encode()):
-        new = (read_file(Path(copy)) or "") if copy else ""
-    if new == (text or "") and created == records.created(path):
-        return
-    if new != (text or ""):
-        kept = records.keep(path, text, report.backups)
-        copy = copy or kept
-    if created:
-        records.save(path, created, created_file=created_file, rules=[], original=copy, written=digest(new.encode()))
-    else:
-        records.forget(path)
-    if not new and not created and created_file and not path.is_symlink():
-        path.unlink(missing_ok=True)
-    elif new != (text or ""):
-        write_file(path, new)
 
 
 def _hashes(scope: str, place: Place, report: CodexReport, codex: str | None) -> dict[str, str]:

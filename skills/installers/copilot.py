@@ -90,7 +90,8 @@ def install_copilot(scope: str, place: Place, home: Path) -> CopilotReport:
         if report.server != "unchanged":
             created = {"mcpServers"} if "mcpServers" not in data else set()
             data.setdefault("mcpServers", servers)[SERVER] = wanted
-            records.write(config, json_like(data, text), text, created, into=report.backups)
+            records.settle(config, text, json_like(data, text), report.backups,
+                           entries=records.created(config) | created)
     wanted_hooks = hooks_text(baton_executable(scope))
     present = read_file(hooks)
     if present != wanted_hooks:
@@ -117,8 +118,8 @@ def uninstall_copilot(scope: str, place: Place, home: Path) -> CopilotReport:
             del servers[SERVER]
             if not servers and "mcpServers" in records.created(config):
                 del data["mcpServers"]
-            records.keep(config, text, report.backups)
-            records.put_back(config, data, text)
+            records.settle(config, text, json_like(data, text), report.backups, entries=None,
+                           gone=not data)
         records.forget(config)
     present = read_file(hooks)
     if present is not None:

@@ -12,6 +12,7 @@ too, but marked outside the data home, which may be what is broken (trouble_firs
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from contextlib import suppress
@@ -94,11 +95,10 @@ class AgentSessions:
         """The ids among signal_ids not yet told to agent_session, in their order."""
         if not signal_ids:
             return []
-        marks = ",".join("?" * len(signal_ids))
         with guarded(STORE, self.path):
             rows = self._db.conn().execute(
-                f"SELECT signal_id FROM told WHERE agent_session = ? AND signal_id IN ({marks})",  # noqa: S608 -- placeholders only
-                [agent_session, *signal_ids])
+                "SELECT signal_id FROM told WHERE agent_session = ? AND signal_id IN (SELECT value FROM json_each(?))",
+                (agent_session, json.dumps(list(signal_ids))))
             known = {signal_id for (signal_id,) in rows}
         return [s for s in signal_ids if s not in known]
 

@@ -26,6 +26,7 @@ from baton.store_names import Store
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from baton.budget import Gate
     from baton.registry.kafka import KafkaEventLog
     from baton.registry.model import Event
     from baton.signals.kafka import KafkaSignalBus
@@ -208,7 +209,12 @@ def _apply_pending(stores: Stores) -> list[str]:
             from baton.budget import postgres_server
 
             budget.gate(postgres_server(stores.settings.database_url)).refuse_known(Store.SESSION_REGISTRY)
-        graph_down = _graph_known_down(stores)
+        graph, graph_down = _graph_gate(stores), None
+        try:  # known down, in this command or by the health record
+            if graph is not None:
+                graph.refuse_known(GRAPH)
+        except StoreUnavailable as exc:
+            graph_down = str(exc)
         with budget.waiting(), pending.delivering(max(budget.remaining(), 0.0)) as ours:
             waiting = pending.entries() if ours else []
             due = [e for e in waiting if not (e.taken and graph_down)]
@@ -218,7 +224,8 @@ def _apply_pending(stores: Stores) -> list[str]:
             found = []
             for project, positions in by_project(stores, [e.key for e in due]).items():
                 found += _projected(stores.for_project(project), _parsed([due[p].body for p in positions]))
-            if stores.graph_unreachable():
+            # Not heard from in this command (one that answered with an error may refuse them forever).
+            if graph is not None and graph.unreachable:
                 pending.mark_taken([e.message_id for e in due])
             else:
                 pending.drop([e.message_id for e in due])
@@ -227,15 +234,10 @@ def _apply_pending(stores: Stores) -> list[str]:
         return [f"{exc}; {pending.waiting()} earlier writes still wait in {pending.path}"]
 
 
-def _graph_known_down(stores: Stores) -> str | None:
-    """The graph's failure when its server is known to be down (this command, or the
-    health record), else None."""
+def _graph_gate(stores: Stores) -> Gate | None:
+    """The graph server's gate in the command's budget, when the graph is on a server."""
     if not stores.settings.graph_url:
         return None
     from baton.budget import bolt_server
 
-    try:
-        stores.budget.gate(bolt_server(stores.settings.graph_url)).refuse_known(GRAPH)
-    except StoreUnavailable as exc:
-        return str(exc)
-    return None
+    return stores.budget.gate(bolt_server(stores.settings.graph_url))

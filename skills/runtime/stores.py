@@ -267,12 +267,6 @@ class Stores:
             return sink.KafkaSink(self)
         return sink.PendingSink(self) if self.settings.uses_servers else sink.EmbeddedSink(self)
 
-    @property
-    def all_embedded(self) -> bool:
-        """Whether every store that writes go to is embedded in the data home (then its
-        files change with every write; a reader may watch them instead of asking)."""
-        return not self.settings.uses_servers
-
     def on_servers(self) -> list[str]:
         """The stores `baton migrate` copies into: those this configuration puts on a server."""
         return [store for store, url in (("registry", self.settings.database_url), ("graph", self.settings.graph_url),
@@ -322,15 +316,6 @@ class Stores:
         from baton.recall.embedded import EmbeddedDecisionIndex
 
         return EmbeddedDecisionIndex(self.settings.home / "recall", timeout=self.settings.store_timeout)
-
-    def graph_unreachable(self) -> bool:
-        """Whether the graph's server could not be reached or heard from in this command (a
-        graph that answered with an error is not waited for: it may refuse a write forever)."""
-        if not self.settings.graph_url:
-            return False
-        from baton.budget import bolt_server
-
-        return self.budget.gate(bolt_server(self.settings.graph_url)).unreachable
 
     def kept_writes(self) -> bool:
         """Whether this command kept writes in the data home for a server, or queued them

@@ -39,14 +39,9 @@ def warm(settings: Settings) -> None:
         keep_loaded()
     if not settings.qdrant_url:
         keep_index_mapped(settings.home.absolute())
-    for module in server_clients(settings):
+    for module in [module for name, module in SERVER_CLIENTS if getattr(settings, name)]:
         with suppress(ImportError):  # an extra not installed: the command says so when it needs it
             importlib.import_module(module)
-
-
-def server_clients(settings: Settings) -> list[str]:
-    """The client libraries of the servers the settings name."""
-    return [module for name, module in SERVER_CLIENTS if getattr(settings, name)]
 
 
 def keep_index_mapped(home: Path) -> None:

@@ -137,7 +137,7 @@ class OverviewSource:
         """What changes with every write to the embedded stores, read without decoding
         anything: the registry's and the signal log's watermarks and the graph file's size
         and time (the dashboard never writes the graph). None with a server."""
-        if not self._marks.all_embedded:
+        if self.settings.uses_servers:
             return None
         with self._marking:
             marks = []
