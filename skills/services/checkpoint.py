@@ -186,24 +186,23 @@ def _take(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, labe
 
 
 def boundary_checkpoint(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,
-                        timeout: float | None = None, push: bool = False
+                        timeout: float | None = None, push: bool = False, run: LocalRun | None = None
                         ) -> tuple[list[str], Taken | Unchanged | None]:
     """A checkpoint at a boundary the user did not ask for: whatever keeps it from being
     taken is a warning, never the command's failure. push: a boundary that matters to
     other clones (a handoff, `end`, a fork): the checkpoint is pushed too, as
     `[checkpoints] push` says (shared_checkpoint); never a hook's. Answers the warnings and
     what was taken or found unchanged (None: nothing), whose `dirty` paths the Stop hook
-    records as the turn's changed files."""
+    records as the turn's changed files. run: the worktree's run, when the caller has it."""
     from baton.skills.core.checkpoints import Refused
 
     if place.worktree is None:
         return [], None
-    pushed: list[str] = []
     try:
         if push:
             result, _, pushed = shared_checkpoint(stores, task, place, boundary=boundary)
         else:
-            result = take_checkpoint(stores, task, place, boundary=boundary, timeout=timeout)
+            result, pushed = take_checkpoint(stores, task, place, boundary=boundary, run=run, timeout=timeout), []
     except BatonError as exc:
         return [f"no checkpoint at {boundary}: {exc}"], None
     if isinstance(result, Refused):
@@ -265,13 +264,11 @@ def checkpoint_by_hand(stores: Stores, place: Place, task_id: str | None, label:
     from baton.skills.core.checkpoints import Refused
 
     task = resolve_task(task_id, place, stores.settings.ambient)
-    warnings: list[str] = []
-    remote: str | None = None
     if push:
         result, remote, warnings = shared_checkpoint(stores, task, place, boundary="manual", label=label,
                                                      by_hand=True)
     else:
-        result = take_checkpoint(stores, task, place, boundary="manual", label=label)
+        result, remote, warnings = take_checkpoint(stores, task, place, boundary="manual", label=label), None, []
     if isinstance(result, Refused):
         raise BadInput(f"no checkpoint taken: {result.reason}")
     return CheckpointDone(task, result, warnings, remote)

@@ -43,18 +43,13 @@ class Replaced:
 def replaced_decision(stores: Stores, reference: str) -> Replaced:
     """The decision TICKET[#N] names (N 1-based, the latest without it). Raises BadInput for an
     unknown ticket, one without decisions or an N it does not have, and StoreUnavailable."""
-    from baton.outcome import Found, NotFound
-
     ticket, hashed, nth = reference.strip().partition("#")
     task_id = parse_ticket_id(ticket)
     if hashed and not (nth.isdigit() and int(nth) >= 1):
         raise BadInput(f"--supersedes {reference!r}: N in TICKET#N must be a positive whole number")
-    looked = stores.registry.get(task_id)
-    if isinstance(looked, NotFound):
+    session = stores.registry.get(task_id).unwrap("registry")
+    if session is None:
         raise BadInput(f"--supersedes: no ticket {task_id} in this project")
-    if not isinstance(looked, Found):
-        raise StoreUnavailable("registry", looked.reason)
-    session = looked.value
     if not session.decisions:
         raise BadInput(f"--supersedes: {task_id} has no decision recorded")
     index = int(nth) if hashed else len(session.decisions)

@@ -49,7 +49,6 @@ class StepResult:
 
 
 def end_of_turn(stores: Stores, turn: TurnEnd) -> list[StepResult]:
-    """Run the turn's steps in order; one result per step run."""
     task, place = turn.task, turn.place
     results = [_run("delivering kept writes", lambda: stores.sink.deliver())]
     listed: list[tuple[str, ...]] = []  # the checkpoint's `git status`, which the sweep reuses

@@ -75,7 +75,6 @@ def guard(stores: Stores, place: Place, locator: WorktreeLocator) -> GuardReport
 
 
 def _leases(stores: Stores, place: Place, task_id: str, report: GuardReport) -> None:
-    """The staged paths under other tickets' active leases."""
     from baton.outcome import Unavailable
     from baton.skills.services.leases import leases_covering
 

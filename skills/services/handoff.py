@@ -95,7 +95,6 @@ def place_for(path: Path | None, cwd: Path | None = None) -> tuple[Place, Path |
 
 
 def probes_from_options(given: list[str]) -> tuple[tuple[str, str], ...]:
-    """`--probe NAME=CMD` options as (name, command) pairs."""
     probes = []
     for option in given:
         name, sep, command = option.partition("=")

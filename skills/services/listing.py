@@ -45,18 +45,12 @@ class SessionLine:
     checkpoint: str | None = None  # the latest checkpoint: its short id and boundary
     conflicting_tickets: int = 0  # all the active tickets it shares files with (forks aside)
     conflicting_files: int = 0  # its files that one of them touches too
-    project: str | None = None  # set in the lead's view of every project only
     leases: list[dict] = field(default_factory=list)  # its active leases: pattern, exclusive, expires_at
+    project: str | None = None  # set in the lead's view of every project only (and only then shown)
 
     def to_json(self) -> dict:
-        return {"task_id": self.task_id, "status": self.status, "phase": self.phase,
-                "last_activity": self.last_activity.isoformat(), "stale": self.stale,
-                "files_touched": self.files_touched, "conflicts_with": self.conflicts_with,
-                "handoff": self.handoff, "agent": self.agent, "repo": self.repo, "runs": self.runs,
-                "stage": self.stage, "interrupted": self.interrupted, "fork_of": self.fork_of,
-                "checkpoint": self.checkpoint, "conflicting_tickets": self.conflicting_tickets,
-                "conflicting_files": self.conflicting_files, "leases": self.leases,
-                **({"project": self.project} if self.project is not None else {})}
+        shown = vars(self) | {"last_activity": self.last_activity.isoformat()}
+        return shown if self.project is not None else {k: v for k, v in shown.items() if k != "project"}
 
 
 @dataclass

@@ -293,17 +293,12 @@ def _leases(stores: Stores, session: Session, result: ResumeResult) -> None:
     result.lease_notices = notices(session, others, at, grace)
 
 
-def read_session(stores: Stores, task_id: TicketId, *, limit: int = 5, workflow_root: Path | None = None,
-                 compatible_with: Place | None = None) -> ResumeResult:
-    """What resume_session reads of task_id, binding nothing and running no probe (what the
-    dashboard shows); workflow_root: the worktree whose completed stages' proofs are re-checked;
-    compatible_with: the worktree the recorded run and checkpoint are checked against
-    (git and the toolchains' versions, beside the stores)."""
+def read_session(stores: Stores, task_id: TicketId) -> ResumeResult:
+    """What resume_session reads of task_id, binding nothing and running no probe nor check
+    of the worktree (what the dashboard shows)."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        result, _, checked = _read(stores, task_id, limit=limit, pool=pool, workflow_root=workflow_root,
-                                   compatible_with=compatible_with, all_decisions=False)
-        result.compatibility = checked.result() if checked is not None else []
-    return result
+        return _read(stores, task_id, limit=5, pool=pool, workflow_root=None, compatible_with=None,
+                     all_decisions=False)[0]
 
 
 def _read(stores: Stores, task_id: TicketId, *, limit: int, pool: ThreadPoolExecutor, workflow_root: Path | None,
@@ -315,14 +310,13 @@ def _read(stores: Stores, task_id: TicketId, *, limit: int, pool: ThreadPoolExec
     checked: Future[list[Check]] | None = None
     budget = stores.budget  # one budget for the whole resume: the registry, then the rest side by side
     looked = gather({"registry": lambda: stores.registry.get(task_id)}, budget)["registry"]
+    result.stores["registry"] = OK
     if isinstance(looked, Unavailable):
         result.status, result.reason = "unavailable", looked.reason
         result.stores["registry"] = f"unavailable: {looked.reason}"
     elif isinstance(looked, NotFound):
         result.status = "not_found"
-        result.stores["registry"] = OK
     else:
-        result.stores["registry"] = OK
         session = result.session = looked.value
         asked: dict[str, Callable[[], object]] = {"graph": lambda: _conflicts(stores, session),
                                                   "signals": lambda: _missed_signals(stores, session)}

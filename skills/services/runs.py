@@ -209,22 +209,21 @@ def restore(stores: Stores, place: Place, target: str, *, at: str | None = None,
     checkpoint = _checkpoint(stores, place, session, checkpoint_id)
     where = place.root if in_place else _target(place, into, f"{task_id}-{checkpoint.id[:8]}")
     restored = checkpoints.restore(place.root, checkpoint.id, where, in_place=in_place, deadline=stores.deadline)
-    started, new_place, report = _bound(stores, session, task_id, checkpoint, restored, "restore")
-    started.branch = new_place.worktree.branch if new_place.worktree else None
-    started.warnings = report.warnings
-    return started
+    return _bound(stores, session, task_id, checkpoint, restored, "restore")[0]
 
 
 def _bound(stores: Stores, session: Session, task_id: TicketId, checkpoint: Checkpoint, restored: Restored, kind: str,
            **start: str) -> tuple[Started, Place, WriteReport]:
     """The worktree a checkpoint was restored into, bound to task_id in a new run that
-    diverged at the checkpoint (kind: restore or fork)."""
+    diverged at the checkpoint (kind: restore or fork); the run started says the bind's
+    warnings, which a fork's later steps add to."""
     parent = checkpoint.run_id or (session.current_run.text if session.current_run else None)
     started = Started(task_id, restored.path, str(uuid.uuid4()), kind, parent, checkpoint.id, checkpoint.base,
                       notes=list(restored.notes))
     new_place = place_of(restored.path, WorktreeLocator())
     report = bind(stores, task_id, new_place, push_checkpoint=kind == "fork", start=RunStart(
         started.run_id, kind, parent, diverged_at=checkpoint.id, base=checkpoint.base, **start))
+    started.branch, started.warnings = new_place.worktree.branch if new_place.worktree else None, report.warnings
     return started, new_place, report
 
 
@@ -250,16 +249,13 @@ def fork(stores: Stores, place: Place, task_id: str, new_task_id: str, *, at: st
     _git(restored.path, "checkout", "-q", "-b", new_task_id, deadline=stores.deadline)
     started, new_place, report = _bound(stores, session, new_task_id, checkpoint, restored, "fork",
                                         parent_task_id=task_id)
-    started.branch = new_task_id
     report.warnings += _inherit(stores, session, new_task_id, report.session_id or "fork", new_place.repo)
     # The checkpoint the fork diverged at goes with it, so another clone can follow the lineage.
     report.warnings += push_checkpoint(stores, place, checkpoint.id)[1]
-    started.warnings = report.warnings
     return started
 
 
 def _inherit(stores: Stores, parent: Session, task_id: str, session_id: str, repo: str) -> list[str]:
-    """The parent's goal, constraints and decisions, recorded for task_id as inherited."""
     from baton import clock
 
     at = clock.now()
@@ -342,7 +338,6 @@ class RunLine:
 
 
 def named_or_bound(stores: Stores, place: Place, task_id: str | None) -> str:
-    """The ticket named, else the one the worktree works on."""
     from baton.skills.core.binding import resolve_task
 
     return task_id or resolve_task(None, place, stores.settings.ambient).task_id

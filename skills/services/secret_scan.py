@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from baton.errors import StoreUnavailable
@@ -139,8 +139,7 @@ def redact_stored(stores: Stores, place: Place) -> Scan:
             scan.rewritten["signals"] = stores.signals.rewrite(scan._signals)
         except StoreUnavailable as exc:
             scan.unavailable[Store.SIGNAL_LOG] = exc.reason
-            scan.findings = [f if f.store != "signals" else Finding(f.store, f.where, f.kinds, rewritable=False)
-                             for f in scan.findings]
+            scan.findings = [f if f.store != "signals" else replace(f, rewritable=False) for f in scan.findings]
     if any(r.event_type == "decision_recorded" for e in events for r in e.rewrites) and stores.event_log is None:
         # Applied here (no projector): embed the redacted decisions now, before the scrub.
         from baton.skills.core.indexing import index_decisions
@@ -199,8 +198,7 @@ def _scan_handoffs(place: Place, check: Callable[[str, str, object], tuple[str, 
         if check("handoff", shown_path(path, place.root), text):
             commits = _commits_holding(place, shown_path(path, place.root), redactor)
             if commits:
-                found = scan.findings[-1]
-                scan.findings[-1] = Finding(found.store, found.where, found.kinds, found.rewritable, commits)
+                scan.findings[-1] = replace(scan.findings[-1], commits=commits)
     scan.scanned["handoff documents"] = len(documents)
 
 

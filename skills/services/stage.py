@@ -11,7 +11,7 @@ answer says so.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from baton.registry.model import Session, WorkflowRecord
     from baton.skills.runtime.settings import Settings
 
-_REQUEST_KEYS = ("status", "result", "repair_scope", "blocker", "resolution")
 _WHAT = {"review": "review", "artifact": "result artifact"}
 
 
@@ -67,7 +66,7 @@ def current_state(lifecycle: Lifecycle, record: WorkflowRecord | None) -> tuple[
     try:
         return state_from_dict(lifecycle, record.state), []
     except BadInput as exc:
-        requests = [StageRequest(h["status"], **{k: h.get(k) for k in _REQUEST_KEYS if k != "status"})
+        requests = [StageRequest(h["status"], **{f.name: h.get(f.name) for f in fields(StageRequest)[1:]})
                     for h in record.history if isinstance(h.get("status"), str)]
         state, skipped = replay(lifecycle, requests)
         notes = [(f"the recorded state does not fit the lifecycle ({exc}); reconstructed from "
@@ -127,13 +126,12 @@ def record_stage(stores: Stores, place: Place, command: StageCommand, at: dateti
     report = WriteReport()
     events, evidence, ran = [], None, None
     if command.check is not None:
-        from baton.skills.services.update import run_checks
+        from baton.skills.services.update import run_checks, snapshot_field
 
         ran = run_checks([command.check], root, command.timeout, stores.deadline)[0]
-        snapshot_field: dict[str, Any] = {"snapshot": ran.snapshot} if ran.snapshot is not None else {}
         events.append(wire_event("check_recorded", task.task_id, task.session_id, at, command=ran.command.strip(),
                                  exit_status=ran.exit_status, summary=ran.summary[:4000],
-                                 provenance=str(ran.provenance), **snapshot_field))
+                                 provenance=str(ran.provenance), **snapshot_field(ran)))
         evidence = {"kind": "check", "command": redact(ran.command.strip()), "exit_status": ran.exit_status,
                     "recorded_at": at.isoformat(), "snapshot": ran.snapshot}
     elif command.evidence is not None:
