@@ -21,8 +21,6 @@ from baton.skills.core.binding import Place
 from baton.skills.services.checkpoint import capture_environment, local_run
 
 if TYPE_CHECKING:
-    import subprocess
-
     from baton.deadline import Deadline
     from baton.skills.core.checkpoints import Checkpoint
 
@@ -37,16 +35,13 @@ class Check:
         return asdict(self)
 
 
-def _git(place: Place, deadline: Deadline | None, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return run_git(place.root, *args, deadline=deadline, check=False)
-
-
 def _base(place: Place, base: str, deadline: Deadline | None) -> Check:
     try:
-        present = _git(place, deadline, "rev-parse", "-q", "--verify", f"{base}^{{commit}}")
+        present = run_git(place.root, "rev-parse", "-q", "--verify", f"{base}^{{commit}}", deadline=deadline,
+                          check=False)
         if present.returncode != 0:
             return Check("base commit", "missing", f"{base[:12]} is not in this repository")
-        ancestor = _git(place, deadline, "merge-base", "--is-ancestor", base, "HEAD")
+        ancestor = run_git(place.root, "merge-base", "--is-ancestor", base, "HEAD", deadline=deadline, check=False)
     except GitFailed as exc:
         return Check("base commit", "missing", f"{base[:12]}: {exc}")
     if ancestor.returncode != 0:
@@ -62,8 +57,9 @@ def _recorded_manifest(place: Place, session: Session, environment: str, deadlin
         return json.loads(run.environment[1])
     if session.checkpoint is not None and session.checkpoint.environment == environment:
         try:
-            shown = _git(place, deadline, "cat-file", "blob",
-                         f"refs/baton/checkpoints/{session.checkpoint.id}:environment.json")
+            shown = run_git(place.root, "cat-file", "blob",
+                            f"refs/baton/checkpoints/{session.checkpoint.id}:environment.json", deadline=deadline,
+                            check=False)
         except GitFailed:
             return None
         if shown.returncode == 0:

@@ -72,23 +72,19 @@ def verify_and_record(stores: Stores, place: Place, *, task: ActiveTask | None, 
     return checked
 
 
-def _here(cwd: Path | None) -> Place:
-    return place_of(cwd or Path.cwd(), WorktreeLocator())
-
-
-def place_for(path: Path | None, cwd: Path | None = None) -> tuple[Place, Path | None]:
+def place_for(path: Path | None, cwd: Path) -> tuple[Place, Path | None]:
     """The worktree a handoff belongs to, and the file to verify (None: its current one). PATH
     may be a handoff file or a directory of a worktree; the probes run in the root of the
     worktree holding it (outside git: the directory above docs/handoffs/)."""
-    cwd = cwd or Path.cwd()
+    locator = WorktreeLocator()
     if path is None:
-        return _here(cwd), None
-    path = path if path.is_absolute() else cwd / path
+        return place_of(cwd, locator), None
+    path = cwd / path  # an absolute path stays as it is
     if path.is_dir():
-        return _here(path), None
+        return place_of(path, locator), None
     if not path.is_file():
         raise BadInput(f"no handoff at {path}")
-    place = _here(path.parent)
+    place = place_of(path.parent, locator)
     if place.worktree is None and path.parent.name == "handoffs" and path.parent.parent.name == "docs":
         place = Place(path.parent.parent.parent.resolve(), None)
     return place, path

@@ -93,11 +93,9 @@ class StageCommand(NamedTuple):
 class StageDone:
     task: ActiveTask
     state: WorkflowState
-    previous: WorkflowState
     evidence: dict | None
     report: WriteReport
     notes: list[str] = field(default_factory=list)
-    check: object | None = None  # the CheckResult of --check
 
     def to_json(self) -> dict:
         return {"task_id": self.task.task_id, "state": self.state.as_dict(), "evidence": self.evidence,
@@ -162,7 +160,7 @@ def record_stage(stores: Stores, place: Place, command: StageCommand, at: dateti
     events.append(wire_event("stage_recorded", task.task_id, task.session_id, at, **asked, **evidence_field,
                              state=after.as_dict(), proofs=proofs, history=history))
     commit(stores, events, report)
-    return StageDone(task, after, state, evidence, report, notes, ran)
+    return StageDone(task, after, evidence, report, notes)
 
 
 def _commit_evidence(root: Path, place: Place, status: str, deadline: Deadline) -> dict:
@@ -204,10 +202,6 @@ class WorkflowView(NamedTuple):
     next_stage: str | None
     resume_from: str | None
     notes: tuple[str, ...] = ()
-
-    @property
-    def stale(self) -> list[StageProof]:
-        return [p for p in self.proofs if not p.held]
 
     def to_json(self) -> dict:
         return {"state": self.recorded.as_dict(), "completed": [p.to_json() for p in self.proofs],
