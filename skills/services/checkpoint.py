@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from baton import clock
-from baton.errors import BadInput, BatonError
+from baton.errors import BadInput, BatonError, GitFailed
 from baton.files import write_whole
 from baton.registry.wire import checkpoint_taken_body
-from baton.skills.core.binding import BINDING_DIR, ActiveTask, Place
-from baton.skills.core.commit import WireEvent
+from baton.skills.core.binding import BINDING_DIR, ActiveTask, Place, resolve_task
+from baton.skills.core.commit import WireEvent, read_binding_quietly
 from baton.skills.runtime.stores import Stores
 
 if TYPE_CHECKING:
@@ -140,7 +140,6 @@ def push_checkpoint(stores: Stores, place: Place, checkpoint_id: str, *, by_hand
     the command's deadline. Not pushed, quietly: `[checkpoints] push = "off"`, a repository
     without a remote, a remote that refused an earlier push (said once, when it did); by_hand
     pushes all the same. Answers what was pushed (None: nothing) and the warnings."""
-    from baton.errors import GitFailed
     from baton.skills.core.checkpoint_remote import Pushed, push, push_remote, refused
 
     settings, short = stores.settings, checkpoint_id[:12]
@@ -226,8 +225,6 @@ def checkpoint_here(stores: Stores, task: ActiveTask, place: Place, boundary: st
                     ) -> list[str]:
     """A boundary's checkpoint, taken when this worktree works on the ticket (push: and
     pushed to the git remote, for other clones): its warnings."""
-    from baton.skills.core.commit import read_binding_quietly
-
     binding = read_binding_quietly(place)
     if binding is None or binding.task_id != task.task_id:
         return []
@@ -260,7 +257,6 @@ def checkpoint_by_hand(stores: Stores, place: Place, task_id: str | None, label:
     """`baton checkpoint` for the ticket named, else the worktree's (push: and pushed to the
     git remote, whatever [checkpoints] push says); a refusal (an operation in progress) is
     BadInput, a push that fails a warning."""
-    from baton.skills.core.binding import resolve_task
     from baton.skills.core.checkpoints import Refused
 
     task = resolve_task(task_id, place, stores.settings.ambient)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from baton.errors import GitFailed
@@ -30,9 +30,6 @@ class Check:
     check: str
     status: str  # ok | changed | missing
     detail: str = ""
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 def _base(place: Place, base: str, deadline: Deadline | None) -> Check:

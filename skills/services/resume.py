@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -98,10 +98,10 @@ class ResumeResult:
             "checkpoint": None if self.session is None or self.session.checkpoint is None else {
                 "id": self.session.checkpoint.id, "boundary": self.session.checkpoint.boundary,
                 "taken_at": self.session.checkpoint.taken_at.isoformat()},
-            "compatibility": [c.to_json() for c in self.compatibility],
+            "compatibility": [asdict(c) for c in self.compatibility],
             "fork_of": self.session.fork_of if self.session else None,
             "forks_overlapping": self.forks,
-            "continuation": self.continuation.to_json() if self.continuation else None,
+            "continuation": asdict(self.continuation) if self.continuation else None,
             "leases": [lease.public() for lease in self.leases],
             "lease_notices": self.lease_notices,
             "superseded": self.superseded,

@@ -17,21 +17,22 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import WorktreeLocator
 from baton.ids import TicketId, parse_ticket_id
 from baton.outcome import Found, NotFound
-from baton.registry.model import Session
-from baton.skills.core.binding import Place, place_of
+from baton.registry.model import CheckpointRecord, CheckpointTaken, Session
+from baton.skills.core.binding import Place, place_of, resolve_task
 from baton.skills.core.commit import commit, wire_event
 from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.bind import RunStart, bind
 from baton.skills.services.checkpoint import push_checkpoint
+from baton.store_names import Store
 
 if TYPE_CHECKING:
     from baton.deadline import Deadline
-    from baton.registry.model import CheckpointRecord
     from baton.skills.core.checkpoint_remote import NotFetched
     from baton.skills.core.checkpoints import Checkpoint, Restored
 
@@ -42,8 +43,6 @@ _NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}")
 def session_of(stores: Stores, task_id: str) -> Session:
     """The ticket's session; BadInput when there is none, StoreUnavailable when the registry
     does not answer (a verb never starts from state it cannot see)."""
-    from baton.store_names import Store
-
     found = stores.registry.get(parse_ticket_id(task_id)).unwrap(Store.SESSION_REGISTRY)
     if found is None:
         raise BadInput(f"no session for {task_id}")
@@ -117,9 +116,6 @@ def recorded_checkpoint(stores: Stores, session: Session, wanted: str) -> Checkp
     """The registry's record of the ticket's checkpoint whose id is wanted or starts with it
     (its newest record, saying where it was pushed if any of its records does); None when
     none, BadInput when the prefix names several."""
-    from baton.registry.model import CheckpointRecord, CheckpointTaken
-    from baton.store_names import Store
-
     latest = session.checkpoint
     if latest is not None and latest.id.startswith(wanted) and latest.remote:
         return latest
@@ -256,10 +252,7 @@ def fork(stores: Stores, place: Place, task_id: str, new_task_id: str, *, at: st
 
 
 def _inherit(stores: Stores, parent: Session, task_id: str, session_id: str, repo: str) -> list[str]:
-    from baton import clock
-
-    at = clock.now()
-    common = (task_id, session_id, at)
+    common = (task_id, session_id, clock.now())
     events = []
     if parent.goal:
         events.append(wire_event("goal_set", *common, text=parent.goal, inherited_from=parent.task_id))
@@ -338,8 +331,6 @@ class RunLine:
 
 
 def named_or_bound(stores: Stores, place: Place, task_id: str | None) -> str:
-    from baton.skills.core.binding import resolve_task
-
     return task_id or resolve_task(None, place, stores.settings.ambient).task_id
 
 
@@ -392,9 +383,7 @@ class CheckpointLine:
 def checkpoints_of(stores: Stores, place: Place, task_id: str) -> list[CheckpointLine]:
     """The checkpoints recorded for the ticket, newest first, each said present or not in
     this worktree's repository."""
-    from baton.registry.model import CheckpointTaken
     from baton.skills.core.checkpoints import list_checkpoints
-    from baton.store_names import Store
 
     session_of(stores, task_id)
     events = stores.registry.events(task_id).unwrap(Store.SESSION_REGISTRY) or []
@@ -439,7 +428,6 @@ def collect(stores: Stores, place: Place, *, keep: int | None = None, dry_run: b
     the registry does not answer; what fails is removed by the next gc."""
     from baton.skills.core import checkpoint_remote
     from baton.skills.core.checkpoints import gc, list_checkpoints
-    from baton.store_names import Store
 
     keep = stores.settings.checkpoint_keep if keep is None else keep
     if keep < 1:

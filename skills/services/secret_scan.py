@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from baton.errors import StoreUnavailable
+from baton.errors import GitFailed, StoreUnavailable
 from baton.outcome import Unavailable
 from baton.skills.core.binding import Place
 from baton.skills.runtime.stores import TEXT_LIMIT, Stores
@@ -210,7 +210,6 @@ def _commits_holding(place: Place, relative: str, redactor: Redactor) -> tuple[s
     committed. Baton never rewrites history; the user learns what to rewrite or revoke. The
     versions are read through `git cat-file --batch` and checked here, so no secret is ever
     put on a command line. Nothing when the worktree is not in git or git does not answer."""
-    from baton.errors import GitFailed
     from baton.git import run_git
     from baton.skills.core.checkpoints import parse_batch
 

@@ -189,9 +189,6 @@ class StageProof(NamedTuple):
     held: bool
     reason: str
 
-    def to_json(self) -> dict:
-        return self._asdict()
-
 
 class WorkflowView(NamedTuple):
     """What resume shows: the recorded state, each completed stage's proof re-checked now,
@@ -204,7 +201,7 @@ class WorkflowView(NamedTuple):
     notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return {"state": self.recorded.as_dict(), "completed": [p.to_json() for p in self.proofs],
+        return {"state": self.recorded.as_dict(), "completed": [p._asdict() for p in self.proofs],
                 "next_stage": self.next_stage, "resume_from": self.resume_from,
                 "fell_back": self.next_stage != self.recorded.next_stage, "notes": list(self.notes)}
 
