@@ -3,7 +3,6 @@ for the MCP tools `write_handoff` and `verify_handoff`."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,7 +11,7 @@ from pathlib import Path
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import WorktreeLocator
-from baton.ids import parse_ticket_id
+from baton.ids import parse_ticket_id, random_uuid
 from baton.outcome import NotFound, Unavailable
 from baton.registry.model import HandoffVerified
 from baton.skills.core.binding import ActiveTask, Place, place_of, resolve_task
@@ -63,7 +62,7 @@ def verify_and_record(stores: Stores, place: Place, *, task: ActiveTask | None, 
     session_id = ours.session_id if ours else "handoff-verify"
     # The counts' keys are the statuses, which name the event's fields.
     event = HandoffVerified.model_validate({
-        "event_id": uuid.uuid4(), "task_id": task_id, "session_id": session_id, "at": at or clock.now(),
+        "event_id": random_uuid(), "task_id": task_id, "session_id": session_id, "at": at or clock.now(),
         "path": verification.path, "written_at": verification.written_at, **verification.counts()})
     try:
         checked.warnings += record_events(stores, [event])

@@ -180,13 +180,10 @@ def check_paths(stores: Stores, task_id: str | None, raw_paths: Sequence[str], c
     if isinstance(found, Unavailable):
         warnings.append(f"other tickets' touches not checked: conflict graph unavailable: {found.reason}")
     touched = found.value if isinstance(found, Found) else {}
-    touches: dict[str, list[Touch]] = {}
+    touches: dict[str, list[Touch]] = {_shown(ref, refs): touched[ref] for ref in refs if ref in touched}
     leased: dict[str, Sequence[LeaseHit]] = {}
     for repo in dict.fromkeys(ref.repo for ref in refs):
         paths = [ref.path for ref in refs if ref.repo == repo]
-        for ref in refs:
-            if ref.repo == repo and ref in touched:
-                touches[_shown(ref, refs)] = touched[ref]
         covering = leases_covering(stores, repo, paths, exclude_task=task_id)
         if isinstance(covering, Unavailable):
             warnings.append(f"leases not checked: {covering.reason}")

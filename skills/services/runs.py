@@ -11,7 +11,6 @@ it, never a reason to start from another.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import WorktreeLocator
-from baton.ids import TicketId, parse_ticket_id
+from baton.ids import TicketId, parse_ticket_id, random_uuid
 from baton.outcome import Found, NotFound
 from baton.registry.model import CheckpointRecord, CheckpointTaken, Session
 from baton.skills.core.binding import Place, place_of, resolve_task
@@ -214,7 +213,7 @@ def _bound(stores: Stores, session: Session, task_id: TicketId, checkpoint: Chec
     diverged at the checkpoint (kind: restore or fork); the run started says the bind's
     warnings, which a fork's later steps add to."""
     parent = checkpoint.run_id or (session.current_run.text if session.current_run else None)
-    started = Started(task_id, restored.path, str(uuid.uuid4()), kind, parent, checkpoint.id, checkpoint.base,
+    started = Started(task_id, restored.path, random_uuid(), kind, parent, checkpoint.id, checkpoint.base,
                       notes=list(restored.notes))
     new_place = place_of(restored.path, WorktreeLocator())
     report = bind(stores, task_id, new_place, push_checkpoint=kind == "fork", start=RunStart(
@@ -291,7 +290,7 @@ def fresh(stores: Stores, place: Place, task_id: str, *, base: str | None = None
     ref = base or default_base(root, stores.deadline)
     commit_id = _git(root, "rev-parse", "-q", "--verify", "--end-of-options", f"{ref}^{{commit}}",
                      deadline=stores.deadline)
-    run_id = str(uuid.uuid4())
+    run_id = random_uuid()
     branch = f"baton/{task_id}/fresh-{run_id[:8]}"
     _branch_free(root, branch, stores.deadline)
     target = _target(place, into, f"{task_id}-fresh-{run_id[:8]}")
@@ -338,12 +337,10 @@ def lineage(stores: Stores, task_id: str) -> list[RunLine]:
     """The ticket's runs and the forks started from them, as a tree in depth-first order."""
     session = session_of(stores, task_id)
     listed = stores.registry.list_sessions(include_inactive=True)
-    forks = [s for s in listed.value if s.task_id != task_id] if isinstance(listed, Found) else []
-    runs = [(session, r) for r in session.run_log]
-    runs += [(s, r) for s in forks for r in s.run_log if r.kind == "fork" and r.parent_task_id == task_id]
-    for s in forks:  # a fork's later runs follow its first
-        if any(r.kind == "fork" and r.parent_task_id == task_id for r in s.run_log):
-            runs += [(s, r) for r in s.run_log if r.kind != "fork"]
+    others = listed.value if isinstance(listed, Found) else []
+    # The ticket's forks, each with all its runs (a fork's later runs follow its first).
+    forks = [s for s in others if any(r.kind == "fork" and r.parent_task_id == task_id for r in s.run_log)]
+    runs = [(owner, r) for owner in [session, *forks] for r in owner.run_log]
     ids = {r.text for _, r in runs}
     children: dict[str | None, list] = {}
     for owner, run in runs:
@@ -394,16 +391,12 @@ def checkpoints_of(stores: Stores, place: Place, task_id: str) -> list[Checkpoin
     taken = sorted((e for e in events if isinstance(e, CheckpointTaken)), key=lambda e: e.at, reverse=True)
     # A checkpoint recorded again once pushed: any of its records names the remote.
     remotes = {e.checkpoint_id: e.remote for e in reversed(taken) if e.remote}
-    seen, lines = set(), []
+    newest: dict[str, CheckpointTaken] = {}
     for event in taken:
-        if event.checkpoint_id in seen:
-            continue
-        seen.add(event.checkpoint_id)
-        lines.append(CheckpointLine(event.checkpoint_id, event.boundary, event.label, event.run_id, event.base,
-                                    event.worktree_path, event.at.isoformat(),
-                                    None if present is None else event.checkpoint_id in present,
-                                    remotes.get(event.checkpoint_id)))
-    return lines
+        newest.setdefault(event.checkpoint_id, event)
+    return [CheckpointLine(e.checkpoint_id, e.boundary, e.label, e.run_id, e.base, e.worktree_path, e.at.isoformat(),
+                           None if present is None else e.checkpoint_id in present, remotes.get(e.checkpoint_id))
+            for e in newest.values()]
 
 
 @dataclass(frozen=True, slots=True)

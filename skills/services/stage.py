@@ -11,6 +11,7 @@ answer says so.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
@@ -176,8 +177,6 @@ def _commit_evidence(root: Path, place: Place, status: str, deadline: Deadline) 
 
 
 def _relative(root: Path, path: str) -> str:
-    import os
-
     full = os.path.realpath(root / path)
     return os.path.relpath(full, os.path.realpath(root))
 
