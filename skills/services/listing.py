@@ -146,14 +146,13 @@ def _page(stores: Stores, include_inactive: bool, limit: int, warnings: list[str
     not on its line): with 100,000 sessions on servers, reading both whole took 2.5 s of
     the list's 1 s (bench/scale.py --servers)."""
     few = limit * FEW_CONFLICTS  # beyond, each chunk of the order asks the graph which of its tickets conflict
-    graph_answers = True
     counted = stores.graph.conflict_counts(at_most=few)
-    if not isinstance(counted, Found):
-        graph_answers = False
+    graph_answers = isinstance(counted, Found)
+    known: set[str] | None = set()
+    if isinstance(counted, Found):
+        known = set(counted.value) if len(counted.value) < few else None  # None: too many to hold, asked chunk by chunk
+    else:
         warnings.append(f"conflict graph unavailable: {counted.reason}; conflicts not shown")
-    known: set[str] | None = set(counted.value) if isinstance(counted, Found) else set()
-    if known is not None and len(known) >= few:
-        known = None  # too many to hold: asked chunk by chunk
     in_conflict: list[str] = []
     quiet: list[str] = []
     ended: list[str] = []

@@ -75,6 +75,7 @@ class ResumeResult:
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
+        run = self.session.current_run if self.session else None
         return {
             "status": self.status,
             "task_id": self.task_id,
@@ -94,7 +95,8 @@ class ResumeResult:
                 "resumable": [c.as_dict() for c in self.prizmkit.candidates],
                 "not_resumable": [e._asdict() for e in self.prizmkit.excluded],
                 "malformed": [m._asdict() for m in self.prizmkit.malformed]},
-            "run": self._run(),
+            "run": None if run is None else {"run_id": run.text, "parent_run_id": run.parent_run_id,
+                                             "kind": run.kind, "diverged_at": run.diverged_at},
             "checkpoint": None if self.session is None or self.session.checkpoint is None else {
                 "id": self.session.checkpoint.id, "boundary": self.session.checkpoint.boundary,
                 "taken_at": self.session.checkpoint.taken_at.isoformat()},
@@ -109,14 +111,6 @@ class ResumeResult:
             "warnings": self.warnings,
             **(self.handoff.to_json() if self.handoff else {"handoff": None, "live_state": []}),
         }
-
-
-    def _run(self) -> dict | None:
-        run = self.session.current_run if self.session else None
-        if run is None:
-            return None
-        return {"run_id": run.text, "parent_run_id": run.parent_run_id, "kind": run.kind,
-                "diverged_at": run.diverged_at}
 
 
 def _conflicts(stores: Stores, session: Session
@@ -237,9 +231,12 @@ def _write(stores: Stores, task_id: TicketId, place: Place, result: ResumeResult
             session_id = chosen
             if take_over and result.bound:
                 result.superseded = None  # it holds the ticket again
-    if verify_handoff:
-        _verify(stores, ActiveTask(task_id, session_id or "resume", "resume"), place, result,
-                allow_unsigned_probes, at)
+    if verify_handoff:  # the second write: the handoff re-verified, and the verification recorded
+        checked = verify_and_record(stores, place, task=ActiveTask(task_id, session_id or "resume", "resume"),
+                                    only_for=task_id, allow_unsigned=allow_unsigned_probes, at=at)
+        result.handoff = checked.verification
+        # With the registry down, the bind has already said so; say each thing once.
+        result.warnings += [warning for warning in checked.warnings if warning not in result.warnings]
 
 
 def _bind(stores: Stores, task_id: TicketId, place: Place, read: BindReads, session_id: str, result: ResumeResult,
@@ -266,16 +263,6 @@ def _bind(stores: Stores, task_id: TicketId, place: Place, read: BindReads, sess
         return exc.store != Store.BINDING_FILE  # bind writes the binding before it refuses a registry down
     result.warnings += report.warnings
     return True
-
-
-def _verify(stores: Stores, task: ActiveTask, place: Place, result: ResumeResult, allow_unsigned: bool,
-            at: datetime) -> None:
-    """The resume's second write: the worktree's current handoff of the ticket re-verified,
-    and the verification recorded for task's session."""
-    checked = verify_and_record(stores, place, task=task, only_for=task.task_id, allow_unsigned=allow_unsigned, at=at)
-    result.handoff = checked.verification
-    # With the registry down, the bind has already said so; say each thing once.
-    result.warnings += [warning for warning in checked.warnings if warning not in result.warnings]
 
 
 def _leases(stores: Stores, session: Session, result: ResumeResult) -> None:

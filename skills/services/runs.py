@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import WorktreeLocator
+from baton.git import first_line, run_git
 from baton.ids import TicketId, parse_ticket_id, random_uuid
 from baton.outcome import Found, NotFound
 from baton.registry.model import CheckpointRecord, CheckpointTaken, Session
@@ -140,8 +141,6 @@ def _target(place: Place, into: Path | None, name: str) -> Path:
 def _git(cwd: Path, *args: str, deadline: Deadline) -> str:
     """git's answer; BadInput when it refuses (the ref or branch asked for), GitFailed when
     it does not answer."""
-    from baton.git import first_line, run_git
-
     done = run_git(cwd, *_NO_HOOKS, *args, cap=CHECKOUT_CAP, deadline=deadline, check=False)
     if done.returncode != 0:
         raise BadInput(f"git {args[0]}: {first_line(done.stderr) or f'exit {done.returncode}'}")
@@ -149,8 +148,6 @@ def _git(cwd: Path, *args: str, deadline: Deadline) -> str:
 
 
 def _branch_free(root: Path, branch: str, deadline: Deadline) -> None:
-    from baton.git import run_git
-
     _git(root, "check-ref-format", "--branch", branch, deadline=deadline)
     if run_git(root, "rev-parse", "-q", "--verify", f"refs/heads/{branch}", deadline=deadline,
                check=False).returncode == 0:
@@ -267,8 +264,6 @@ def _inherit(stores: Stores, parent: Session, task_id: str, session_id: str, rep
 
 def default_base(root: Path, deadline: Deadline | None = None) -> str:
     """The repository's default branch: origin's HEAD, else main or master, else HEAD."""
-    from baton.git import run_git
-
     for ref in ("refs/remotes/origin/HEAD", "refs/heads/main", "refs/heads/master", "HEAD"):
         if run_git(root, "rev-parse", "-q", "--verify", f"{ref}^{{commit}}", deadline=deadline,
                    check=False).returncode == 0:
