@@ -116,16 +116,10 @@ def verify_asked(stores: Stores, cwd: Path, path: Path | None, task_id: str | No
     """`baton handoff verify`: the handoff at path (a handoff or a worktree; None: this
     worktree's current one), only one of task_id when given, verified and recorded."""
     place, path = place_for(path, cwd)
-    return verify_and_record(stores, place, task=task_or_none(task_id, place, stores.settings.ambient), path=path,
-                             only_for=task_id, allow_unsigned=allow_unsigned)
-
-
-def task_or_none(task_id: str | None, place: Place, ambient: tuple[str | None, str | None]) -> ActiveTask | None:
-    """task_id, else the worktree's ticket; None when neither is known (a verification
-    then records under the ticket the handoff names)."""
     try:
-        return resolve_task(task_id, place, ambient)
+        task: ActiveTask | None = resolve_task(task_id, place, stores.settings.ambient)
     except BadInput:
         if task_id is not None:
             raise
-        return None
+        task = None  # neither named nor bound: recorded under the ticket the handoff names
+    return verify_and_record(stores, place, task=task, path=path, only_for=task_id, allow_unsigned=allow_unsigned)
