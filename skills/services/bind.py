@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from baton import clock
-from baton.errors import StoreUnavailable
+from baton.errors import GitFailed, StoreUnavailable
 from baton.ids import BATON_NAMESPACE, TicketId, name_uuid
 from baton.outcome import Found, NotFound, Unavailable
 from baton.signals.wire import SignalType
@@ -207,7 +207,6 @@ def _clean(place: Place, stores: Stores) -> bool:
     the run's work, and recorded it would stand as the ticket's newest in front of the
     checkpoint that does (what `baton restore` brings back by default). False when git
     does not say."""
-    from baton.errors import GitFailed
     from baton.git import run_git
 
     try:

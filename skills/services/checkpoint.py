@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from baton import clock
-from baton.errors import BadInput, BatonError
+from baton.errors import BadInput, BatonError, GitFailed
 from baton.files import write_whole
+from baton.ids import random_uuid
 from baton.registry.wire import checkpoint_taken_body
-from baton.skills.core.binding import BINDING_DIR, ActiveTask, Place
-from baton.skills.core.commit import WireEvent
+from baton.skills.core.binding import BINDING_DIR, ActiveTask, Place, resolve_task
+from baton.skills.core.commit import WireEvent, read_binding_quietly
 from baton.skills.runtime.stores import Stores
 
 if TYPE_CHECKING:
@@ -85,9 +86,7 @@ def capture_environment(place: Place, lockfiles: Sequence[str] = (), deadline: D
 def checkpoint_event(task: ActiveTask, place: Place, checkpoint: Checkpoint, at: datetime,
                      remote: str | None = None) -> WireEvent:
     """remote: where it can be fetched from (the git remote's identity), None: only here."""
-    import uuid
-
-    event_id = str(uuid.uuid4())
+    event_id = random_uuid()
     return WireEvent(event_id, task.task_id, "checkpoint_taken", at, checkpoint_taken_body(
         event_id, task.task_id, task.session_id, at, checkpoint_id=checkpoint.id, boundary=checkpoint.boundary,
         label=checkpoint.label, base=checkpoint.base, staged_tree=checkpoint.staged_tree,
@@ -140,7 +139,6 @@ def push_checkpoint(stores: Stores, place: Place, checkpoint_id: str, *, by_hand
     the command's deadline. Not pushed, quietly: `[checkpoints] push = "off"`, a repository
     without a remote, a remote that refused an earlier push (said once, when it did); by_hand
     pushes all the same. Answers what was pushed (None: nothing) and the warnings."""
-    from baton.errors import GitFailed
     from baton.skills.core.checkpoint_remote import Pushed, push, push_remote, refused
 
     settings, short = stores.settings, checkpoint_id[:12]
@@ -186,24 +184,23 @@ def _take(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, labe
 
 
 def boundary_checkpoint(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,
-                        timeout: float | None = None, push: bool = False
+                        timeout: float | None = None, push: bool = False, run: LocalRun | None = None
                         ) -> tuple[list[str], Taken | Unchanged | None]:
     """A checkpoint at a boundary the user did not ask for: whatever keeps it from being
     taken is a warning, never the command's failure. push: a boundary that matters to
     other clones (a handoff, `end`, a fork): the checkpoint is pushed too, as
     `[checkpoints] push` says (shared_checkpoint); never a hook's. Answers the warnings and
     what was taken or found unchanged (None: nothing), whose `dirty` paths the Stop hook
-    records as the turn's changed files."""
+    records as the turn's changed files. run: the worktree's run, when the caller has it."""
     from baton.skills.core.checkpoints import Refused
 
     if place.worktree is None:
         return [], None
-    pushed: list[str] = []
     try:
         if push:
             result, _, pushed = shared_checkpoint(stores, task, place, boundary=boundary)
         else:
-            result = take_checkpoint(stores, task, place, boundary=boundary, timeout=timeout)
+            result, pushed = take_checkpoint(stores, task, place, boundary=boundary, run=run, timeout=timeout), []
     except BatonError as exc:
         return [f"no checkpoint at {boundary}: {exc}"], None
     if isinstance(result, Refused):
@@ -227,8 +224,6 @@ def checkpoint_here(stores: Stores, task: ActiveTask, place: Place, boundary: st
                     ) -> list[str]:
     """A boundary's checkpoint, taken when this worktree works on the ticket (push: and
     pushed to the git remote, for other clones): its warnings."""
-    from baton.skills.core.commit import read_binding_quietly
-
     binding = read_binding_quietly(place)
     if binding is None or binding.task_id != task.task_id:
         return []
@@ -261,17 +256,14 @@ def checkpoint_by_hand(stores: Stores, place: Place, task_id: str | None, label:
     """`baton checkpoint` for the ticket named, else the worktree's (push: and pushed to the
     git remote, whatever [checkpoints] push says); a refusal (an operation in progress) is
     BadInput, a push that fails a warning."""
-    from baton.skills.core.binding import resolve_task
     from baton.skills.core.checkpoints import Refused
 
     task = resolve_task(task_id, place, stores.settings.ambient)
-    warnings: list[str] = []
-    remote: str | None = None
     if push:
         result, remote, warnings = shared_checkpoint(stores, task, place, boundary="manual", label=label,
                                                      by_hand=True)
     else:
-        result = take_checkpoint(stores, task, place, boundary="manual", label=label)
+        result, remote, warnings = take_checkpoint(stores, task, place, boundary="manual", label=label), None, []
     if isinstance(result, Refused):
         raise BadInput(f"no checkpoint taken: {result.reason}")
     return CheckpointDone(task, result, warnings, remote)

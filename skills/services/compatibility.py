@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from baton.errors import GitFailed
@@ -18,10 +18,9 @@ from baton.git import run_git
 from baton.outcome import Found, NotFound, Unavailable
 from baton.registry.model import Session
 from baton.skills.core.binding import Place
+from baton.skills.services.checkpoint import capture_environment, local_run
 
 if TYPE_CHECKING:
-    import subprocess
-
     from baton.deadline import Deadline
     from baton.skills.core.checkpoints import Checkpoint
 
@@ -32,20 +31,14 @@ class Check:
     status: str  # ok | changed | missing
     detail: str = ""
 
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-def _git(place: Place, deadline: Deadline | None, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return run_git(place.root, *args, deadline=deadline, check=False)
-
 
 def _base(place: Place, base: str, deadline: Deadline | None) -> Check:
     try:
-        present = _git(place, deadline, "rev-parse", "-q", "--verify", f"{base}^{{commit}}")
+        present = run_git(place.root, "rev-parse", "-q", "--verify", f"{base}^{{commit}}", deadline=deadline,
+                          check=False)
         if present.returncode != 0:
             return Check("base commit", "missing", f"{base[:12]} is not in this repository")
-        ancestor = _git(place, deadline, "merge-base", "--is-ancestor", base, "HEAD")
+        ancestor = run_git(place.root, "merge-base", "--is-ancestor", base, "HEAD", deadline=deadline, check=False)
     except GitFailed as exc:
         return Check("base commit", "missing", f"{base[:12]}: {exc}")
     if ancestor.returncode != 0:
@@ -56,15 +49,14 @@ def _base(place: Place, base: str, deadline: Deadline | None) -> Check:
 
 def _recorded_manifest(place: Place, session: Session, environment: str, deadline: Deadline | None) -> dict | None:
     """The run's manifest: from this worktree's run file, else from a checkpoint holding it."""
-    from baton.skills.services.checkpoint import local_run
-
     run = local_run(place, session.task_id)
     if run is not None and run.environment and run.environment[0] == environment:
         return json.loads(run.environment[1])
     if session.checkpoint is not None and session.checkpoint.environment == environment:
         try:
-            shown = _git(place, deadline, "cat-file", "blob",
-                         f"refs/baton/checkpoints/{session.checkpoint.id}:environment.json")
+            shown = run_git(place.root, "cat-file", "blob",
+                            f"refs/baton/checkpoints/{session.checkpoint.id}:environment.json", deadline=deadline,
+                            check=False)
         except GitFailed:
             return None
         if shown.returncode == 0:
@@ -105,7 +97,7 @@ def compatibility(session: Session, place: Place, lockfiles: Sequence[str] = (),
     with ThreadPoolExecutor(max_workers=1) as pool:
         # The toolchains answer in about as long as the slowest program takes to start (a
         # version manager's shim, a JVM): asked beside the git reads, not after them.
-        captured = pool.submit(_capture, place, lockfiles, deadline) if environment else None
+        captured = pool.submit(capture_environment, place, lockfiles, deadline) if environment else None
         latest, fetched, not_fetched = _latest(session, place, fetch_from, deadline, fetch=fetch)
         checks = []
         base = (run.base if run else None) or (session.checkpoint.base if session.checkpoint else None)
@@ -113,13 +105,13 @@ def compatibility(session: Session, place: Place, lockfiles: Sequence[str] = (),
             checks.append(_base(place, base, deadline))
         if environment and captured is not None:
             recorded = _recorded_manifest(place, session, environment, deadline)
-            if recorded is None:
+            now = captured.result()  # None only outside git
+            if recorded is None or now is None:
                 checks.append(Check("environment", "missing", f"manifest {environment[:12]} is not readable here"))
             else:
-                now = captured.result()
-                for key, name in (("lockfiles", "lockfiles"), ("toolchains", "toolchains")):
-                    changed = _differences(recorded, now, key)
-                    checks.append(Check(name, "changed", "; ".join(changed)) if changed else Check(name, "ok"))
+                for key in ("lockfiles", "toolchains"):
+                    changed = _differences(recorded, now.body, key)
+                    checks.append(Check(key, "changed", "; ".join(changed)) if changed else Check(key, "ok"))
     if session.checkpoint is not None and latest is not None:
         short = session.checkpoint.id[:12]
         if isinstance(latest, Found):
@@ -130,12 +122,6 @@ def compatibility(session: Session, place: Place, lockfiles: Sequence[str] = (),
         else:
             checks.append(Check("checkpoint", "missing", f"{short}: {latest.reason}"))
     return checks
-
-
-def _capture(place: Place, lockfiles: Sequence[str], deadline: Deadline | None) -> dict:
-    from baton.skills.core.environment import QUICK_WAIT, capture
-
-    return capture(place.root, lockfiles=lockfiles, wait=QUICK_WAIT, deadline=deadline).body
 
 
 def _latest(session: Session, place: Place, fetch_from: str | None, deadline: Deadline | None, *, fetch: bool

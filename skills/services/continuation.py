@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 import socket
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from baton.registry.model import Session
@@ -22,9 +22,6 @@ class Continuation:
     command: str | None  # what to run, in `worktree`; None: not offered, and `reason` says why
     worktree: str | None
     reason: str | None
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 def native_continuation(home: Path, session: Session, worktree: Path, agent: str | None) -> Continuation:

@@ -13,17 +13,17 @@ so recall's ranking learns it from the registry at read time.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
-from baton.ids import parse_ticket_id
-from baton.signals.wire import SignalType, WireSignal, derived_signal_text
+from baton.ids import parse_ticket_id, random_uuid
+from baton.signals.wire import SignalType
 from baton.skills.core.binding import ActiveTask, Place
 from baton.skills.core.commit import WireEvent
+from baton.skills.core.signalling import wire_signal
 from baton.skills.core.write_report import MAX_TEXT, WriteReport
 from baton.skills.runtime.stores import Stores
 
@@ -43,18 +43,13 @@ class Replaced:
 def replaced_decision(stores: Stores, reference: str) -> Replaced:
     """The decision TICKET[#N] names (N 1-based, the latest without it). Raises BadInput for an
     unknown ticket, one without decisions or an N it does not have, and StoreUnavailable."""
-    from baton.outcome import Found, NotFound
-
     ticket, hashed, nth = reference.strip().partition("#")
     task_id = parse_ticket_id(ticket)
     if hashed and not (nth.isdigit() and int(nth) >= 1):
         raise BadInput(f"--supersedes {reference!r}: N in TICKET#N must be a positive whole number")
-    looked = stores.registry.get(task_id)
-    if isinstance(looked, NotFound):
+    session = stores.registry.get(task_id).unwrap("registry")
+    if session is None:
         raise BadInput(f"--supersedes: no ticket {task_id} in this project")
-    if not isinstance(looked, Found):
-        raise StoreUnavailable("registry", looked.reason)
-    session = looked.value
     if not session.decisions:
         raise BadInput(f"--supersedes: {task_id} has no decision recorded")
     index = int(nth) if hashed else len(session.decisions)
@@ -86,14 +81,11 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
     from baton.skills.core.indexing import queue_payloads, start_background_indexer
 
     at = at or clock.now()
-    event_id = str(uuid.uuid4())
+    event_id = random_uuid()
     report = WriteReport(session_id=task.session_id, warnings=delivery)
     body = decision_recorded_body(event_id, task.task_id, task.session_id, at, text, context, place.repo,
                                   [f"{old.task_id} {old.event_id}" for old in replaced])
-    signal = WireSignal(signal_id=derived_signal_text(SignalType.decision_recorded, event_id),
-                        signal_type=SignalType.decision_recorded, task_id=task.task_id, session_id=task.session_id,
-                        repo=place.repo, emitted_at=at, file_paths=(), related_task_id=None,
-                        reason=text[:REASON_LENGTH])
+    signal = wire_signal(SignalType.decision_recorded, event_id, task, place.repo, at, reason=text[:REASON_LENGTH])
     # Kept: the projection, wherever the event is delivered, queues the decision there; the
     # embedded registry takes it unprojected, and the sink queues it here.
     def queue() -> None:
@@ -106,7 +98,7 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
 
     events = [WireEvent(event_id, task.task_id, "decision_recorded", at, body)]
     for old in replaced:
-        link_id = str(uuid.uuid4())
+        link_id = random_uuid()
         events.append(WireEvent(link_id, old.task_id, "decision_superseded", old.last_activity,
                                 decision_superseded_body(link_id, old.task_id, old.session_id, old.last_activity,
                                                          old.event_id, task.task_id, event_id)))

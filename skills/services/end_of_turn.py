@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from baton import clock
 from baton.skills.core.batons_own import BATONS_OWN
 from baton.skills.core.binding import ActiveTask, Place
-from baton.skills.runtime.agent_sessions import AgentSessions
+from baton.skills.runtime.agent_sessions import FILE, AgentSessions
 from baton.skills.runtime.stores import Stores
 
 if TYPE_CHECKING:
@@ -49,7 +50,6 @@ class StepResult:
 
 
 def end_of_turn(stores: Stores, turn: TurnEnd) -> list[StepResult]:
-    """Run the turn's steps in order; one result per step run."""
     task, place = turn.task, turn.place
     results = [_run("delivering kept writes", lambda: stores.sink.deliver())]
     listed: list[tuple[str, ...]] = []  # the checkpoint's `git status`, which the sweep reuses
@@ -64,8 +64,6 @@ def end_of_turn(stores: Stores, turn: TurnEnd) -> list[StepResult]:
         from baton.skills.handoff.write import write_handoff
 
         results.append(_run("writing the handoff", lambda: write_handoff(stores, task, place).warnings))
-    from baton.skills.runtime.agent_sessions import FILE
-
     if turn.hook == SESSION_END and (stores.settings.home / FILE).exists():  # nothing to forget: create nothing
         results.append(_run("forgetting the agent session", lambda: _forget(stores, turn.agent_session)))
     return results
@@ -96,7 +94,6 @@ def _sweep(stores: Stores, turn: TurnEnd, task: ActiveTask, listed: list[tuple[s
     MAX_SWEEP; the rest at the next), and only then count them as swept; how many goes to
     swept. listed: the changed paths the checkpoint's git status just named (else git
     status is asked)."""
-    from baton import clock
     from baton.skills.services.touch import touch
 
     root = turn.place.root
@@ -115,7 +112,6 @@ def _record_activity(stores: Stores, task: ActiveTask) -> list[str]:
     """An end of turn with no file changed still counts as the ticket's activity. Its event
     is built by hand and kept as a touch's is (the embedded registry takes it unprojected,
     projecting it before its next read)."""
-    from baton import clock
     from baton.skills.core.commit import wire_event
 
     stores.sink.keep([wire_event("activity_recorded", task.task_id, task.session_id, clock.now())])
@@ -123,8 +119,6 @@ def _record_activity(stores: Stores, task: ActiveTask) -> list[str]:
 
 
 def _forget(stores: Stores, agent_session: str) -> list[str]:
-    from baton import clock
-
     with _agent_sessions(stores) as sessions:
         sessions.forget(agent_session, now=clock.now())
     return []

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from baton.errors import BadInput, BatonError
+from baton.errors import BadInput
 from baton.skills.core.binding import ActiveTask, Place
 from baton.skills.runtime.stores import Stores
 
@@ -41,10 +41,10 @@ def record_environment(stores: Stores, task: ActiveTask, place: Place, setup: Se
     """Run the setup commands in order (every one, even after one failed), record the
     manifest as the worktree run's and checkpoint it. BadInput outside git, for a worktree
     with no run recorded, or a setup command that cannot be split into words."""
-    from baton.skills.core.checkpoints import Refused, Taken
+    from baton.skills.core.checkpoints import Taken
     from baton.skills.core.environment import capture, run_setup
     from baton.skills.runtime.command_words import parse_command
-    from baton.skills.services.checkpoint import LocalRun, local_run, skipped_warnings, take_checkpoint, write_local_run
+    from baton.skills.services.checkpoint import LocalRun, boundary_checkpoint, local_run, write_local_run
 
     if place.worktree is None:
         raise BadInput(f"{place.root} is not a git worktree: nothing to record")
@@ -64,16 +64,7 @@ def record_environment(stores: Stores, task: ActiveTask, place: Place, setup: Se
     manifest = capture(place.root, setup=results, lockfiles=settings.environment_lockfiles,
                        services=settings.environment_services, deadline=stores.deadline)
     write_local_run(place, task.task_id, run.run_id, manifest)
-    recorded = Recorded(task, manifest, None)
-    try:
-        taken = take_checkpoint(stores, task, place, boundary="environment",
-                                run=LocalRun(task.task_id, run.run_id, manifest.for_checkpoint()))
-    except BatonError as exc:
-        recorded.warnings.append(f"no checkpoint at environment: {exc}")
-        return recorded
-    if isinstance(taken, Refused):
-        recorded.warnings.append(f"no checkpoint at environment: {taken.reason}")
-    else:
-        recorded.checkpoint = taken.checkpoint.id if isinstance(taken, Taken) else taken.checkpoint_id
-        recorded.warnings += skipped_warnings(taken)
-    return recorded
+    warnings, taken = boundary_checkpoint(stores, task, place, "environment",
+                                          run=LocalRun(task.task_id, run.run_id, manifest.for_checkpoint()))
+    checkpoint = None if taken is None else taken.checkpoint.id if isinstance(taken, Taken) else taken.checkpoint_id
+    return Recorded(task, manifest, checkpoint, warnings)

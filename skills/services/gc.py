@@ -10,6 +10,7 @@ removed. An embedded store's file then mostly free pages is rebuilt (bench/reten
 
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -43,9 +44,8 @@ def collect_garbage(stores: Stores, *, dry_run: bool = False, at: datetime | Non
     """Apply the retention settings. Raises StoreUnavailable when the registry cannot
     answer; a derived store that fails only warns (the next gc finishes it)."""
     at = at or clock.now()
-    retention = stores.settings
     report = GcReport(dry_run)
-    report.sessions = stores.registry.prune(at - retention.keep_ended_sessions, dry_run=dry_run)
+    report.sessions = stores.registry.prune(at - stores.settings.keep_ended_sessions, dry_run=dry_run)
     if dry_run:
         return report
     forgotten = sorted(stores.registry.pruned().unwrap(Store.SESSION_REGISTRY) or ())
@@ -61,7 +61,7 @@ def collect_garbage(stores: Stores, *, dry_run: bool = False, at: datetime | Non
             except Exception as exc:  # noqa: BLE001 - a derived store never fails the gc
                 report.warnings.append(f"{name} unavailable: {type(exc).__name__}: {exc}")
     try:
-        report.signals = stores.signals.prune(at - retention.keep_signals)
+        report.signals = stores.signals.prune(at - stores.settings.keep_signals)
     except StoreUnavailable as exc:
         report.warnings.append(str(exc))
     if report.sessions or report.signals:
@@ -85,8 +85,5 @@ def _compact(stores: Stores, report: GcReport) -> int:
 
 
 def _delete_decisions(stores: Stores, task_ids: list[str], report: GcReport) -> None:
-    index = stores.decision_index()
-    try:
+    with closing(stores.decision_index()) as index:
         report.decisions = index.delete_tasks(stores.project, task_ids)
-    finally:
-        index.close()

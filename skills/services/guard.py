@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from baton.errors import BadInput
 from baton.files import WorktreeLocator
 from baton.git import first_line, run_git
-from baton.outcome import Found
+from baton.outcome import Found, Unavailable
 from baton.skills.core.binding import Place, read_binding, resolve_task
 from baton.skills.runtime.stores import Stores
 
@@ -62,7 +62,13 @@ def guard(stores: Stores, place: Place, locator: WorktreeLocator) -> GuardReport
         touched = touch(stores, task, chunk, place.root, locator, skip_refused=True)
         staged_keys |= {ref.key for ref in touched.files}
         report.warnings += touched.warnings
-    _leases(stores, place, task.task_id, report)
+    from baton.skills.services.leases import leases_covering
+
+    covering = leases_covering(stores, place.repo, report.staged, exclude_task=task.task_id)
+    if isinstance(covering, Unavailable):
+        report.warnings.append(f"session registry unavailable: {covering.reason}; leases not checked")
+    else:
+        report.leased = covering
     shared = stores.graph.shared_files(task.task_id)
     if not isinstance(shared, Found):
         report.warnings.append(f"conflict graph unavailable: {shared.reason}; staged files not checked")
@@ -72,18 +78,6 @@ def guard(stores: Stores, place: Place, locator: WorktreeLocator) -> GuardReport
         if paths:
             report.overlaps[other] = paths
     return report
-
-
-def _leases(stores: Stores, place: Place, task_id: str, report: GuardReport) -> None:
-    """The staged paths under other tickets' active leases."""
-    from baton.outcome import Unavailable
-    from baton.skills.services.leases import leases_covering
-
-    covering = leases_covering(stores, place.repo, report.staged, exclude_task=task_id)
-    if isinstance(covering, Unavailable):
-        report.warnings.append(f"session registry unavailable: {covering.reason}; leases not checked")
-        return
-    report.leased = covering
 
 
 def blocking_leases(report: GuardReport) -> dict[str, LeaseHit]:

@@ -3,7 +3,6 @@ for the MCP tools `write_handoff` and `verify_handoff`."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,7 +11,7 @@ from pathlib import Path
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import WorktreeLocator
-from baton.ids import parse_ticket_id
+from baton.ids import parse_ticket_id, random_uuid
 from baton.outcome import NotFound, Unavailable
 from baton.registry.model import HandoffVerified
 from baton.skills.core.binding import ActiveTask, Place, place_of, resolve_task
@@ -63,7 +62,7 @@ def verify_and_record(stores: Stores, place: Place, *, task: ActiveTask | None, 
     session_id = ours.session_id if ours else "handoff-verify"
     # The counts' keys are the statuses, which name the event's fields.
     event = HandoffVerified.model_validate({
-        "event_id": uuid.uuid4(), "task_id": task_id, "session_id": session_id, "at": at or clock.now(),
+        "event_id": random_uuid(), "task_id": task_id, "session_id": session_id, "at": at or clock.now(),
         "path": verification.path, "written_at": verification.written_at, **verification.counts()})
     try:
         checked.warnings += record_events(stores, [event])
@@ -72,30 +71,25 @@ def verify_and_record(stores: Stores, place: Place, *, task: ActiveTask | None, 
     return checked
 
 
-def _here(cwd: Path | None) -> Place:
-    return place_of(cwd or Path.cwd(), WorktreeLocator())
-
-
-def place_for(path: Path | None, cwd: Path | None = None) -> tuple[Place, Path | None]:
+def place_for(path: Path | None, cwd: Path) -> tuple[Place, Path | None]:
     """The worktree a handoff belongs to, and the file to verify (None: its current one). PATH
     may be a handoff file or a directory of a worktree; the probes run in the root of the
     worktree holding it (outside git: the directory above docs/handoffs/)."""
-    cwd = cwd or Path.cwd()
+    locator = WorktreeLocator()
     if path is None:
-        return _here(cwd), None
-    path = path if path.is_absolute() else cwd / path
+        return place_of(cwd, locator), None
+    path = cwd / path  # an absolute path stays as it is
     if path.is_dir():
-        return _here(path), None
+        return place_of(path, locator), None
     if not path.is_file():
         raise BadInput(f"no handoff at {path}")
-    place = _here(path.parent)
+    place = place_of(path.parent, locator)
     if place.worktree is None and path.parent.name == "handoffs" and path.parent.parent.name == "docs":
         place = Place(path.parent.parent.parent.resolve(), None)
     return place, path
 
 
 def probes_from_options(given: list[str]) -> tuple[tuple[str, str], ...]:
-    """`--probe NAME=CMD` options as (name, command) pairs."""
     probes = []
     for option in given:
         name, sep, command = option.partition("=")
@@ -122,16 +116,10 @@ def verify_asked(stores: Stores, cwd: Path, path: Path | None, task_id: str | No
     """`baton handoff verify`: the handoff at path (a handoff or a worktree; None: this
     worktree's current one), only one of task_id when given, verified and recorded."""
     place, path = place_for(path, cwd)
-    return verify_and_record(stores, place, task=task_or_none(task_id, place, stores.settings.ambient), path=path,
-                             only_for=task_id, allow_unsigned=allow_unsigned)
-
-
-def task_or_none(task_id: str | None, place: Place, ambient: tuple[str | None, str | None]) -> ActiveTask | None:
-    """task_id, else the worktree's ticket; None when neither is known (a verification
-    then records under the ticket the handoff names)."""
     try:
-        return resolve_task(task_id, place, ambient)
+        task: ActiveTask | None = resolve_task(task_id, place, stores.settings.ambient)
     except BadInput:
         if task_id is not None:
             raise
-        return None
+        task = None  # neither named nor bound: recorded under the ticket the handoff names
+    return verify_and_record(stores, place, task=task, path=path, only_for=task_id, allow_unsigned=allow_unsigned)

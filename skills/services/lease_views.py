@@ -13,8 +13,6 @@ from itertools import combinations
 from typing import TYPE_CHECKING
 
 from baton import clock
-from baton.errors import StoreUnavailable
-from baton.outcome import Unavailable
 from baton.registry.base import lease_anchor
 from baton.shown_text import clipped, one_line
 from baton.skills.core.path_patterns import matches, overlap
@@ -40,7 +38,6 @@ def shown_reason(reason: str | None) -> str | None:
 
 
 def held_view(leases: list[Lease], at: datetime, grace: timedelta) -> list[dict]:
-    """A ticket's active leases as its page shows them, the expiring ones marked."""
     return [{"pattern": lease.pattern, "exclusive": lease.exclusive, "holder": lease.task_id, "agent": lease.agent,
              "reason": shown_reason(lease.reason), "expires_at": lease.expires_at.isoformat(),
              "expiring": expiring(lease.expires_at, at, grace)} for lease in leases if lease.active]
@@ -84,7 +81,7 @@ def lease_conflicts(stores: Stores, *, at: datetime | None = None) -> list[Lease
         expires = lease.ends + grace
         start = (lease.repo, lease_anchor(lease.pattern))  # the paths under it and a few beside, which matches sorts
         if start not in under:
-            under[start] = _touchers(stores, *start)
+            under[start] = stores.graph.touchers_under(*start).unwrap(Store.CONFLICT_GRAPH)
         for other, touched in sorted(under[start].items()):
             paths = sorted(p for p in touched if matches(lease.pattern, p)) if other != holder else []
             if paths:
@@ -101,13 +98,6 @@ def lease_conflicts(stores: Stores, *, at: datetime | None = None) -> list[Lease
                                        lease.reason, expires, expiring(expires, at, grace),
                                        other_pattern=theirs.pattern, other_exclusive=theirs.exclusive))
     return sorted(found, key=lambda c: (c.holder, c.other, c.pattern, c.other_pattern or ""))
-
-
-def _touchers(stores: Stores, repo: str, prefix: str) -> dict[str, list[str]]:
-    found = stores.graph.touchers_under(repo, prefix)
-    if isinstance(found, Unavailable):
-        raise StoreUnavailable(Store.CONFLICT_GRAPH, found.reason)
-    return found.value
 
 
 def next_mark(expiries: list[datetime], at: datetime, grace: timedelta) -> datetime | None:

@@ -87,7 +87,6 @@ class Lease:
 
 
 def leases_of(session: Session, at: datetime, grace: timedelta) -> list[Lease]:
-    """Every lease of the ticket, as it stands at `at`."""
     releases: dict[str, ReleaseEntry] = {r.text: r for r in session.lease_releases}
     ended = session.status.value != "active"  # ended completed or stalled: its leases end with it
     return [_lease(session, entry, releases.get(entry.text), ended, at, grace) for entry in session.leases]

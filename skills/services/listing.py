@@ -45,18 +45,12 @@ class SessionLine:
     checkpoint: str | None = None  # the latest checkpoint: its short id and boundary
     conflicting_tickets: int = 0  # all the active tickets it shares files with (forks aside)
     conflicting_files: int = 0  # its files that one of them touches too
-    project: str | None = None  # set in the lead's view of every project only
     leases: list[dict] = field(default_factory=list)  # its active leases: pattern, exclusive, expires_at
+    project: str | None = None  # set in the lead's view of every project only (and only then shown)
 
     def to_json(self) -> dict:
-        return {"task_id": self.task_id, "status": self.status, "phase": self.phase,
-                "last_activity": self.last_activity.isoformat(), "stale": self.stale,
-                "files_touched": self.files_touched, "conflicts_with": self.conflicts_with,
-                "handoff": self.handoff, "agent": self.agent, "repo": self.repo, "runs": self.runs,
-                "stage": self.stage, "interrupted": self.interrupted, "fork_of": self.fork_of,
-                "checkpoint": self.checkpoint, "conflicting_tickets": self.conflicting_tickets,
-                "conflicting_files": self.conflicting_files, "leases": self.leases,
-                **({"project": self.project} if self.project is not None else {})}
+        shown = vars(self) | {"last_activity": self.last_activity.isoformat()}
+        return shown if self.project is not None else {k: v for k, v in shown.items() if k != "project"}
 
 
 @dataclass
@@ -152,14 +146,13 @@ def _page(stores: Stores, include_inactive: bool, limit: int, warnings: list[str
     not on its line): with 100,000 sessions on servers, reading both whole took 2.5 s of
     the list's 1 s (bench/scale.py --servers)."""
     few = limit * FEW_CONFLICTS  # beyond, each chunk of the order asks the graph which of its tickets conflict
-    graph_answers = True
     counted = stores.graph.conflict_counts(at_most=few)
-    if not isinstance(counted, Found):
-        graph_answers = False
+    graph_answers = isinstance(counted, Found)
+    known: set[str] | None = set()
+    if isinstance(counted, Found):
+        known = set(counted.value) if len(counted.value) < few else None  # None: too many to hold, asked chunk by chunk
+    else:
         warnings.append(f"conflict graph unavailable: {counted.reason}; conflicts not shown")
-    known: set[str] | None = set(counted.value) if isinstance(counted, Found) else set()
-    if known is not None and len(known) >= few:
-        known = None  # too many to hold: asked chunk by chunk
     in_conflict: list[str] = []
     quiet: list[str] = []
     ended: list[str] = []

@@ -8,6 +8,7 @@ copy is of the project's records (baton.projects), decision points included.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import islice
 
 from baton.errors import BadInput
 from baton.files import FileRef
@@ -50,19 +51,14 @@ def migrate(target: Stores) -> MigrationReport:
                                     session.last_activity, depends_on=session.depends_on)
             report.copied["graph"] = f"{len(sessions)} tickets"
         if "recall" in on_servers:
-            index, copied, batch = target.decision_index(), 0, []
+            index, copied = target.decision_index(), 0
             embedded = source.decision_index()
             try:
                 if embedded.unscoped_count():
                     # Decisions indexed before projects: stored again in their projects first.
                     heal_unscoped(source, embedded)
-                for record, vector in embedded.points(target.project, BATCH):
-                    batch.append((record, vector))
-                    if len(batch) == BATCH:
-                        target.budget.renew()
-                        index.upsert(*zip(*batch, strict=True))
-                        copied, batch = copied + len(batch), []
-                if batch:
+                points = embedded.points(target.project, BATCH)
+                while batch := list(islice(points, BATCH)):
                     target.budget.renew()
                     index.upsert(*zip(*batch, strict=True))
                     copied += len(batch)

@@ -61,7 +61,6 @@ def concerns(signal: WireSignal, task_id: str, depends_on: list[str], bound_sess
 
 
 def overlapping_task(task_id: str, signal: WireSignal) -> str | None:
-    """The other ticket of a conflict_detected signal about task_id, else None."""
     if getattr(signal.signal_type, "value", signal.signal_type) != "conflict_detected":
         return None
     return signal.related_task_id if signal.task_id == task_id else signal.task_id

@@ -30,6 +30,7 @@ SHOWN_HOLDERS = 5  # tickets named per file: the rest are counted
 NEXT_ACTION_WIDTH = 160
 
 Touch = tuple[str, datetime]  # another ticket, and when it last touched the file
+_UNKNOWN = HolderNote(None, None, None)  # a holder the registry did not describe
 
 
 @dataclass(frozen=True)
@@ -82,15 +83,12 @@ def verdict(touches: Mapping[str, Sequence[Touch]], leases: Mapping[str, Sequenc
     holdings = []
     for path in sorted(set(touches) | set(leases)):
         for lease in sorted(leases.get(path, ()), key=lambda lease: (not lease.exclusive, lease.task_id)):
-            note = holders.get(lease.task_id)
+            note = holders.get(lease.task_id, _UNKNOWN)
             holdings.append(Holding(path, lease.task_id, "exclusive lease" if lease.exclusive else "shared lease",
-                                    lease.expires_at, lease.agent or (note.agent if note else None),
-                                    note.branch if note else None, note.next_action if note else None,
+                                    lease.expires_at, lease.agent or note.agent, note.branch, note.next_action,
                                     lease.reason, lease.pattern))
         for task_id, at in sorted(touches.get(path, ()), key=lambda touch: touch[0]):
-            note = holders.get(task_id)
-            holdings.append(Holding(path, task_id, "touch", at, note.agent if note else None,
-                                    note.branch if note else None, note.next_action if note else None))
+            holdings.append(Holding(path, task_id, "touch", at, *holders.get(task_id, _UNKNOWN)))
     result = Verdict(holdings=holdings)
     exclusive = [h for h in holdings if h.kind == "exclusive lease"]
     if exclusive:
@@ -182,13 +180,10 @@ def check_paths(stores: Stores, task_id: str | None, raw_paths: Sequence[str], c
     if isinstance(found, Unavailable):
         warnings.append(f"other tickets' touches not checked: conflict graph unavailable: {found.reason}")
     touched = found.value if isinstance(found, Found) else {}
-    touches: dict[str, list[Touch]] = {}
+    touches: dict[str, list[Touch]] = {_shown(ref, refs): touched[ref] for ref in refs if ref in touched}
     leased: dict[str, Sequence[LeaseHit]] = {}
     for repo in dict.fromkeys(ref.repo for ref in refs):
         paths = [ref.path for ref in refs if ref.repo == repo]
-        for ref in refs:
-            if ref.repo == repo and ref in touched:
-                touches[_shown(ref, refs)] = touched[ref]
         covering = leases_covering(stores, repo, paths, exclude_task=task_id)
         if isinstance(covering, Unavailable):
             warnings.append(f"leases not checked: {covering.reason}")

@@ -47,7 +47,6 @@ EVENT_LOG = Store.EVENT_LOG
 
 
 def default_group(topic_prefix: str) -> str:
-    """The consumer group of the projectors of one topic prefix."""
     return f"{topic_prefix.rstrip('.') or 'baton'}-projector"
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -29,7 +30,6 @@ from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.graph.base import TicketRecord
 from baton.ids import TicketId
-from baton.outcome import Found
 from baton.registry.model import Session, Status
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
@@ -158,11 +158,8 @@ def _repair_recall(stores: Stores, sessions: list[Session], report: RepairReport
     records = {r.point_id: r for r in (decision_record(stores.project, s, d) for s in sessions for d in s.decisions)}
     if not records:
         return
-    index = stores.decision_index()
-    try:
+    with closing(stores.decision_index()) as index:
         lacking = set(records) - index.stored(list(records))
-    finally:
-        index.close()
     lacking -= stores.embedding_queue.queued(list(lacking))
     if lacking:
         report.decisions += stores.embedding_queue.add([records[p] for p in sorted(lacking, key=str)])
@@ -179,10 +176,9 @@ def _repair_signals(stores: Stores, sessions: list[Session], report: RepairRepor
         return
     shared = stores.graph.shared_files_of([s.task_id for s in active]).unwrap(Store.CONFLICT_GRAPH)
     # The chunk's tickets' signals only, so that what is read follows the chunk, not the window.
-    seen = stores.signals.concerning([f"task:{s.task_id}" for s in active], after=since, limit=SIGNALS_READ)
-    if not isinstance(seen, Found):
-        raise StoreUnavailable(Store.SIGNAL_LOG, seen.reason)
-    pairs = signalled | {frozenset((s.task_id, s.payload.related_task_id)) for s in seen.value
+    seen = stores.signals.concerning([f"task:{s.task_id}" for s in active], after=since,
+                                     limit=SIGNALS_READ).unwrap(Store.SIGNAL_LOG)
+    pairs = signalled | {frozenset((s.task_id, s.payload.related_task_id)) for s in seen
                          if s.signal_type is SignalType.conflict_detected}
     now = clock.now()
     candidates = {}

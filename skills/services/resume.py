@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -75,6 +75,7 @@ class ResumeResult:
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
+        run = self.session.current_run if self.session else None
         return {
             "status": self.status,
             "task_id": self.task_id,
@@ -94,14 +95,15 @@ class ResumeResult:
                 "resumable": [c.as_dict() for c in self.prizmkit.candidates],
                 "not_resumable": [e._asdict() for e in self.prizmkit.excluded],
                 "malformed": [m._asdict() for m in self.prizmkit.malformed]},
-            "run": self._run(),
+            "run": None if run is None else {"run_id": run.text, "parent_run_id": run.parent_run_id,
+                                             "kind": run.kind, "diverged_at": run.diverged_at},
             "checkpoint": None if self.session is None or self.session.checkpoint is None else {
                 "id": self.session.checkpoint.id, "boundary": self.session.checkpoint.boundary,
                 "taken_at": self.session.checkpoint.taken_at.isoformat()},
-            "compatibility": [c.to_json() for c in self.compatibility],
+            "compatibility": [asdict(c) for c in self.compatibility],
             "fork_of": self.session.fork_of if self.session else None,
             "forks_overlapping": self.forks,
-            "continuation": self.continuation.to_json() if self.continuation else None,
+            "continuation": asdict(self.continuation) if self.continuation else None,
             "leases": [lease.public() for lease in self.leases],
             "lease_notices": self.lease_notices,
             "superseded": self.superseded,
@@ -109,14 +111,6 @@ class ResumeResult:
             "warnings": self.warnings,
             **(self.handoff.to_json() if self.handoff else {"handoff": None, "live_state": []}),
         }
-
-
-    def _run(self) -> dict | None:
-        run = self.session.current_run if self.session else None
-        if run is None:
-            return None
-        return {"run_id": run.text, "parent_run_id": run.parent_run_id, "kind": run.kind,
-                "diverged_at": run.diverged_at}
 
 
 def _conflicts(stores: Stores, session: Session
@@ -237,9 +231,12 @@ def _write(stores: Stores, task_id: TicketId, place: Place, result: ResumeResult
             session_id = chosen
             if take_over and result.bound:
                 result.superseded = None  # it holds the ticket again
-    if verify_handoff:
-        _verify(stores, ActiveTask(task_id, session_id or "resume", "resume"), place, result,
-                allow_unsigned_probes, at)
+    if verify_handoff:  # the second write: the handoff re-verified, and the verification recorded
+        checked = verify_and_record(stores, place, task=ActiveTask(task_id, session_id or "resume", "resume"),
+                                    only_for=task_id, allow_unsigned=allow_unsigned_probes, at=at)
+        result.handoff = checked.verification
+        # With the registry down, the bind has already said so; say each thing once.
+        result.warnings += [warning for warning in checked.warnings if warning not in result.warnings]
 
 
 def _bind(stores: Stores, task_id: TicketId, place: Place, read: BindReads, session_id: str, result: ResumeResult,
@@ -268,16 +265,6 @@ def _bind(stores: Stores, task_id: TicketId, place: Place, read: BindReads, sess
     return True
 
 
-def _verify(stores: Stores, task: ActiveTask, place: Place, result: ResumeResult, allow_unsigned: bool,
-            at: datetime) -> None:
-    """The resume's second write: the worktree's current handoff of the ticket re-verified,
-    and the verification recorded for task's session."""
-    checked = verify_and_record(stores, place, task=task, only_for=task.task_id, allow_unsigned=allow_unsigned, at=at)
-    result.handoff = checked.verification
-    # With the registry down, the bind has already said so; say each thing once.
-    result.warnings += [warning for warning in checked.warnings if warning not in result.warnings]
-
-
 def _leases(stores: Stores, session: Session, result: ResumeResult) -> None:
     """The ticket's active leases, and what its holder is told of those that ended without it."""
     from baton.skills.services.leases import leases_of, notices
@@ -293,17 +280,12 @@ def _leases(stores: Stores, session: Session, result: ResumeResult) -> None:
     result.lease_notices = notices(session, others, at, grace)
 
 
-def read_session(stores: Stores, task_id: TicketId, *, limit: int = 5, workflow_root: Path | None = None,
-                 compatible_with: Place | None = None) -> ResumeResult:
-    """What resume_session reads of task_id, binding nothing and running no probe (what the
-    dashboard shows); workflow_root: the worktree whose completed stages' proofs are re-checked;
-    compatible_with: the worktree the recorded run and checkpoint are checked against
-    (git and the toolchains' versions, beside the stores)."""
+def read_session(stores: Stores, task_id: TicketId) -> ResumeResult:
+    """What resume_session reads of task_id, binding nothing and running no probe nor check
+    of the worktree (what the dashboard shows)."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        result, _, checked = _read(stores, task_id, limit=limit, pool=pool, workflow_root=workflow_root,
-                                   compatible_with=compatible_with, all_decisions=False)
-        result.compatibility = checked.result() if checked is not None else []
-    return result
+        return _read(stores, task_id, limit=5, pool=pool, workflow_root=None, compatible_with=None,
+                     all_decisions=False)[0]
 
 
 def _read(stores: Stores, task_id: TicketId, *, limit: int, pool: ThreadPoolExecutor, workflow_root: Path | None,
@@ -315,14 +297,13 @@ def _read(stores: Stores, task_id: TicketId, *, limit: int, pool: ThreadPoolExec
     checked: Future[list[Check]] | None = None
     budget = stores.budget  # one budget for the whole resume: the registry, then the rest side by side
     looked = gather({"registry": lambda: stores.registry.get(task_id)}, budget)["registry"]
+    result.stores["registry"] = OK
     if isinstance(looked, Unavailable):
         result.status, result.reason = "unavailable", looked.reason
         result.stores["registry"] = f"unavailable: {looked.reason}"
     elif isinstance(looked, NotFound):
         result.status = "not_found"
-        result.stores["registry"] = OK
     else:
-        result.stores["registry"] = OK
         session = result.session = looked.value
         asked: dict[str, Callable[[], object]] = {"graph": lambda: _conflicts(stores, session),
                                                   "signals": lambda: _missed_signals(stores, session)}

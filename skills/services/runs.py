@@ -11,27 +11,28 @@ it, never a reason to start from another.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from baton import clock
 from baton.errors import BadInput, StoreUnavailable
 from baton.files import WorktreeLocator
-from baton.ids import TicketId, parse_ticket_id
+from baton.git import first_line, run_git
+from baton.ids import TicketId, parse_ticket_id, random_uuid
 from baton.outcome import Found, NotFound
-from baton.registry.model import Session
-from baton.skills.core.binding import Place, place_of
+from baton.registry.model import CheckpointRecord, CheckpointTaken, Session
+from baton.skills.core.binding import Place, place_of, resolve_task
 from baton.skills.core.commit import commit, wire_event
 from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.bind import RunStart, bind
 from baton.skills.services.checkpoint import push_checkpoint
+from baton.store_names import Store
 
 if TYPE_CHECKING:
     from baton.deadline import Deadline
-    from baton.registry.model import CheckpointRecord
     from baton.skills.core.checkpoint_remote import NotFetched
     from baton.skills.core.checkpoints import Checkpoint, Restored
 
@@ -42,8 +43,6 @@ _NO_HOOKS = ("-c", f"core.hooksPath={os.devnull}")
 def session_of(stores: Stores, task_id: str) -> Session:
     """The ticket's session; BadInput when there is none, StoreUnavailable when the registry
     does not answer (a verb never starts from state it cannot see)."""
-    from baton.store_names import Store
-
     found = stores.registry.get(parse_ticket_id(task_id)).unwrap(Store.SESSION_REGISTRY)
     if found is None:
         raise BadInput(f"no session for {task_id}")
@@ -117,9 +116,6 @@ def recorded_checkpoint(stores: Stores, session: Session, wanted: str) -> Checkp
     """The registry's record of the ticket's checkpoint whose id is wanted or starts with it
     (its newest record, saying where it was pushed if any of its records does); None when
     none, BadInput when the prefix names several."""
-    from baton.registry.model import CheckpointRecord, CheckpointTaken
-    from baton.store_names import Store
-
     latest = session.checkpoint
     if latest is not None and latest.id.startswith(wanted) and latest.remote:
         return latest
@@ -145,8 +141,6 @@ def _target(place: Place, into: Path | None, name: str) -> Path:
 def _git(cwd: Path, *args: str, deadline: Deadline) -> str:
     """git's answer; BadInput when it refuses (the ref or branch asked for), GitFailed when
     it does not answer."""
-    from baton.git import first_line, run_git
-
     done = run_git(cwd, *_NO_HOOKS, *args, cap=CHECKOUT_CAP, deadline=deadline, check=False)
     if done.returncode != 0:
         raise BadInput(f"git {args[0]}: {first_line(done.stderr) or f'exit {done.returncode}'}")
@@ -154,8 +148,6 @@ def _git(cwd: Path, *args: str, deadline: Deadline) -> str:
 
 
 def _branch_free(root: Path, branch: str, deadline: Deadline) -> None:
-    from baton.git import run_git
-
     _git(root, "check-ref-format", "--branch", branch, deadline=deadline)
     if run_git(root, "rev-parse", "-q", "--verify", f"refs/heads/{branch}", deadline=deadline,
                check=False).returncode == 0:
@@ -209,22 +201,21 @@ def restore(stores: Stores, place: Place, target: str, *, at: str | None = None,
     checkpoint = _checkpoint(stores, place, session, checkpoint_id)
     where = place.root if in_place else _target(place, into, f"{task_id}-{checkpoint.id[:8]}")
     restored = checkpoints.restore(place.root, checkpoint.id, where, in_place=in_place, deadline=stores.deadline)
-    started, new_place, report = _bound(stores, session, task_id, checkpoint, restored, "restore")
-    started.branch = new_place.worktree.branch if new_place.worktree else None
-    started.warnings = report.warnings
-    return started
+    return _bound(stores, session, task_id, checkpoint, restored, "restore")[0]
 
 
 def _bound(stores: Stores, session: Session, task_id: TicketId, checkpoint: Checkpoint, restored: Restored, kind: str,
            **start: str) -> tuple[Started, Place, WriteReport]:
     """The worktree a checkpoint was restored into, bound to task_id in a new run that
-    diverged at the checkpoint (kind: restore or fork)."""
+    diverged at the checkpoint (kind: restore or fork); the run started says the bind's
+    warnings, which a fork's later steps add to."""
     parent = checkpoint.run_id or (session.current_run.text if session.current_run else None)
-    started = Started(task_id, restored.path, str(uuid.uuid4()), kind, parent, checkpoint.id, checkpoint.base,
+    started = Started(task_id, restored.path, random_uuid(), kind, parent, checkpoint.id, checkpoint.base,
                       notes=list(restored.notes))
     new_place = place_of(restored.path, WorktreeLocator())
     report = bind(stores, task_id, new_place, push_checkpoint=kind == "fork", start=RunStart(
         started.run_id, kind, parent, diverged_at=checkpoint.id, base=checkpoint.base, **start))
+    started.branch, started.warnings = new_place.worktree.branch if new_place.worktree else None, report.warnings
     return started, new_place, report
 
 
@@ -250,20 +241,14 @@ def fork(stores: Stores, place: Place, task_id: str, new_task_id: str, *, at: st
     _git(restored.path, "checkout", "-q", "-b", new_task_id, deadline=stores.deadline)
     started, new_place, report = _bound(stores, session, new_task_id, checkpoint, restored, "fork",
                                         parent_task_id=task_id)
-    started.branch = new_task_id
     report.warnings += _inherit(stores, session, new_task_id, report.session_id or "fork", new_place.repo)
     # The checkpoint the fork diverged at goes with it, so another clone can follow the lineage.
     report.warnings += push_checkpoint(stores, place, checkpoint.id)[1]
-    started.warnings = report.warnings
     return started
 
 
 def _inherit(stores: Stores, parent: Session, task_id: str, session_id: str, repo: str) -> list[str]:
-    """The parent's goal, constraints and decisions, recorded for task_id as inherited."""
-    from baton import clock
-
-    at = clock.now()
-    common = (task_id, session_id, at)
+    common = (task_id, session_id, clock.now())
     events = []
     if parent.goal:
         events.append(wire_event("goal_set", *common, text=parent.goal, inherited_from=parent.task_id))
@@ -279,8 +264,6 @@ def _inherit(stores: Stores, parent: Session, task_id: str, session_id: str, rep
 
 def default_base(root: Path, deadline: Deadline | None = None) -> str:
     """The repository's default branch: origin's HEAD, else main or master, else HEAD."""
-    from baton.git import run_git
-
     for ref in ("refs/remotes/origin/HEAD", "refs/heads/main", "refs/heads/master", "HEAD"):
         if run_git(root, "rev-parse", "-q", "--verify", f"{ref}^{{commit}}", deadline=deadline,
                    check=False).returncode == 0:
@@ -302,7 +285,7 @@ def fresh(stores: Stores, place: Place, task_id: str, *, base: str | None = None
     ref = base or default_base(root, stores.deadline)
     commit_id = _git(root, "rev-parse", "-q", "--verify", "--end-of-options", f"{ref}^{{commit}}",
                      deadline=stores.deadline)
-    run_id = str(uuid.uuid4())
+    run_id = random_uuid()
     branch = f"baton/{task_id}/fresh-{run_id[:8]}"
     _branch_free(root, branch, stores.deadline)
     target = _target(place, into, f"{task_id}-fresh-{run_id[:8]}")
@@ -342,9 +325,6 @@ class RunLine:
 
 
 def named_or_bound(stores: Stores, place: Place, task_id: str | None) -> str:
-    """The ticket named, else the one the worktree works on."""
-    from baton.skills.core.binding import resolve_task
-
     return task_id or resolve_task(None, place, stores.settings.ambient).task_id
 
 
@@ -352,12 +332,10 @@ def lineage(stores: Stores, task_id: str) -> list[RunLine]:
     """The ticket's runs and the forks started from them, as a tree in depth-first order."""
     session = session_of(stores, task_id)
     listed = stores.registry.list_sessions(include_inactive=True)
-    forks = [s for s in listed.value if s.task_id != task_id] if isinstance(listed, Found) else []
-    runs = [(session, r) for r in session.run_log]
-    runs += [(s, r) for s in forks for r in s.run_log if r.kind == "fork" and r.parent_task_id == task_id]
-    for s in forks:  # a fork's later runs follow its first
-        if any(r.kind == "fork" and r.parent_task_id == task_id for r in s.run_log):
-            runs += [(s, r) for r in s.run_log if r.kind != "fork"]
+    others = listed.value if isinstance(listed, Found) else []
+    # The ticket's forks, each with all its runs (a fork's later runs follow its first).
+    forks = [s for s in others if any(r.kind == "fork" and r.parent_task_id == task_id for r in s.run_log)]
+    runs = [(owner, r) for owner in [session, *forks] for r in owner.run_log]
     ids = {r.text for _, r in runs}
     children: dict[str | None, list] = {}
     for owner, run in runs:
@@ -397,9 +375,7 @@ class CheckpointLine:
 def checkpoints_of(stores: Stores, place: Place, task_id: str) -> list[CheckpointLine]:
     """The checkpoints recorded for the ticket, newest first, each said present or not in
     this worktree's repository."""
-    from baton.registry.model import CheckpointTaken
     from baton.skills.core.checkpoints import list_checkpoints
-    from baton.store_names import Store
 
     session_of(stores, task_id)
     events = stores.registry.events(task_id).unwrap(Store.SESSION_REGISTRY) or []
@@ -410,16 +386,12 @@ def checkpoints_of(stores: Stores, place: Place, task_id: str) -> list[Checkpoin
     taken = sorted((e for e in events if isinstance(e, CheckpointTaken)), key=lambda e: e.at, reverse=True)
     # A checkpoint recorded again once pushed: any of its records names the remote.
     remotes = {e.checkpoint_id: e.remote for e in reversed(taken) if e.remote}
-    seen, lines = set(), []
+    newest: dict[str, CheckpointTaken] = {}
     for event in taken:
-        if event.checkpoint_id in seen:
-            continue
-        seen.add(event.checkpoint_id)
-        lines.append(CheckpointLine(event.checkpoint_id, event.boundary, event.label, event.run_id, event.base,
-                                    event.worktree_path, event.at.isoformat(),
-                                    None if present is None else event.checkpoint_id in present,
-                                    remotes.get(event.checkpoint_id)))
-    return lines
+        newest.setdefault(event.checkpoint_id, event)
+    return [CheckpointLine(e.checkpoint_id, e.boundary, e.label, e.run_id, e.base, e.worktree_path, e.at.isoformat(),
+                           None if present is None else e.checkpoint_id in present, remotes.get(e.checkpoint_id))
+            for e in newest.values()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -444,7 +416,6 @@ def collect(stores: Stores, place: Place, *, keep: int | None = None, dry_run: b
     the registry does not answer; what fails is removed by the next gc."""
     from baton.skills.core import checkpoint_remote
     from baton.skills.core.checkpoints import gc, list_checkpoints
-    from baton.store_names import Store
 
     keep = stores.settings.checkpoint_keep if keep is None else keep
     if keep < 1:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from baton.errors import StoreUnavailable
+from baton.errors import GitFailed, StoreUnavailable
 from baton.outcome import Unavailable
 from baton.skills.core.binding import Place
 from baton.skills.runtime.stores import TEXT_LIMIT, Stores
@@ -139,8 +139,7 @@ def redact_stored(stores: Stores, place: Place) -> Scan:
             scan.rewritten["signals"] = stores.signals.rewrite(scan._signals)
         except StoreUnavailable as exc:
             scan.unavailable[Store.SIGNAL_LOG] = exc.reason
-            scan.findings = [f if f.store != "signals" else Finding(f.store, f.where, f.kinds, rewritable=False)
-                             for f in scan.findings]
+            scan.findings = [f if f.store != "signals" else replace(f, rewritable=False) for f in scan.findings]
     if any(r.event_type == "decision_recorded" for e in events for r in e.rewrites) and stores.event_log is None:
         # Applied here (no projector): embed the redacted decisions now, before the scrub.
         from baton.skills.core.indexing import index_decisions
@@ -199,8 +198,7 @@ def _scan_handoffs(place: Place, check: Callable[[str, str, object], tuple[str, 
         if check("handoff", shown_path(path, place.root), text):
             commits = _commits_holding(place, shown_path(path, place.root), redactor)
             if commits:
-                found = scan.findings[-1]
-                scan.findings[-1] = Finding(found.store, found.where, found.kinds, found.rewritable, commits)
+                scan.findings[-1] = replace(scan.findings[-1], commits=commits)
     scan.scanned["handoff documents"] = len(documents)
 
 
@@ -212,7 +210,6 @@ def _commits_holding(place: Place, relative: str, redactor: Redactor) -> tuple[s
     committed. Baton never rewrites history; the user learns what to rewrite or revoke. The
     versions are read through `git cat-file --batch` and checked here, so no secret is ever
     put on a command line. Nothing when the worktree is not in git or git does not answer."""
-    from baton.errors import GitFailed
     from baton.git import run_git
     from baton.skills.core.checkpoints import parse_batch
 

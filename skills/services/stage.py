@@ -11,7 +11,8 @@ answer says so.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import os
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -50,7 +51,6 @@ if TYPE_CHECKING:
     from baton.registry.model import Session, WorkflowRecord
     from baton.skills.runtime.settings import Settings
 
-_REQUEST_KEYS = ("status", "result", "repair_scope", "blocker", "resolution")
 _WHAT = {"review": "review", "artifact": "result artifact"}
 
 
@@ -67,7 +67,7 @@ def current_state(lifecycle: Lifecycle, record: WorkflowRecord | None) -> tuple[
     try:
         return state_from_dict(lifecycle, record.state), []
     except BadInput as exc:
-        requests = [StageRequest(h["status"], **{k: h.get(k) for k in _REQUEST_KEYS if k != "status"})
+        requests = [StageRequest(h["status"], **{f.name: h.get(f.name) for f in fields(StageRequest)[1:]})
                     for h in record.history if isinstance(h.get("status"), str)]
         state, skipped = replay(lifecycle, requests)
         notes = [(f"the recorded state does not fit the lifecycle ({exc}); reconstructed from "
@@ -94,11 +94,9 @@ class StageCommand(NamedTuple):
 class StageDone:
     task: ActiveTask
     state: WorkflowState
-    previous: WorkflowState
     evidence: dict | None
     report: WriteReport
     notes: list[str] = field(default_factory=list)
-    check: object | None = None  # the CheckResult of --check
 
     def to_json(self) -> dict:
         return {"task_id": self.task.task_id, "state": self.state.as_dict(), "evidence": self.evidence,
@@ -127,13 +125,12 @@ def record_stage(stores: Stores, place: Place, command: StageCommand, at: dateti
     report = WriteReport()
     events, evidence, ran = [], None, None
     if command.check is not None:
-        from baton.skills.services.update import run_checks
+        from baton.skills.services.update import run_checks, snapshot_field
 
         ran = run_checks([command.check], root, command.timeout, stores.deadline)[0]
-        snapshot_field: dict[str, Any] = {"snapshot": ran.snapshot} if ran.snapshot is not None else {}
         events.append(wire_event("check_recorded", task.task_id, task.session_id, at, command=ran.command.strip(),
                                  exit_status=ran.exit_status, summary=ran.summary[:4000],
-                                 provenance=str(ran.provenance), **snapshot_field))
+                                 provenance=str(ran.provenance), **snapshot_field(ran)))
         evidence = {"kind": "check", "command": redact(ran.command.strip()), "exit_status": ran.exit_status,
                     "recorded_at": at.isoformat(), "snapshot": ran.snapshot}
     elif command.evidence is not None:
@@ -164,7 +161,7 @@ def record_stage(stores: Stores, place: Place, command: StageCommand, at: dateti
     events.append(wire_event("stage_recorded", task.task_id, task.session_id, at, **asked, **evidence_field,
                              state=after.as_dict(), proofs=proofs, history=history))
     commit(stores, events, report)
-    return StageDone(task, after, state, evidence, report, notes, ran)
+    return StageDone(task, after, evidence, report, notes)
 
 
 def _commit_evidence(root: Path, place: Place, status: str, deadline: Deadline) -> dict:
@@ -180,8 +177,6 @@ def _commit_evidence(root: Path, place: Place, status: str, deadline: Deadline) 
 
 
 def _relative(root: Path, path: str) -> str:
-    import os
-
     full = os.path.realpath(root / path)
     return os.path.relpath(full, os.path.realpath(root))
 
@@ -192,9 +187,6 @@ class StageProof(NamedTuple):
     authority: str | None
     held: bool
     reason: str
-
-    def to_json(self) -> dict:
-        return self._asdict()
 
 
 class WorkflowView(NamedTuple):
@@ -207,12 +199,8 @@ class WorkflowView(NamedTuple):
     resume_from: str | None
     notes: tuple[str, ...] = ()
 
-    @property
-    def stale(self) -> list[StageProof]:
-        return [p for p in self.proofs if not p.held]
-
     def to_json(self) -> dict:
-        return {"state": self.recorded.as_dict(), "completed": [p.to_json() for p in self.proofs],
+        return {"state": self.recorded.as_dict(), "completed": [p._asdict() for p in self.proofs],
                 "next_stage": self.next_stage, "resume_from": self.resume_from,
                 "fell_back": self.next_stage != self.recorded.next_stage, "notes": list(self.notes)}
 

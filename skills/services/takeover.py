@@ -45,7 +45,6 @@ class Holder:
     live: bool
 
     def line(self) -> str:
-        """Who holds it, where and since when, in a few words."""
         about = ", ".join(filter(None, [f"branch {self.branch}" if self.branch else None,
                                         f"agent {self.agent}" if self.agent else None]))
         return (f"{self.worktree_path}" + (f" ({about})" if about else "")

@@ -16,6 +16,7 @@ from baton.errors import BadInput, StoreUnavailable
 from baton.files import FileRef, WorktreeLocator
 from baton.graph.conflicts import FileConflict
 from baton.ids import random_uuid
+from baton.registry.wire import files_touched_body
 from baton.skills.core.binding import ActiveTask
 from baton.skills.core.commit import WireEvent
 from baton.skills.core.overlaps import signal_new_overlaps
@@ -70,8 +71,6 @@ def touch(stores: Stores, task: ActiveTask, raw_paths: list[str], cwd: Path, loc
     report = TouchReport(files=refs, warnings=ignored)
     if not refs:
         return report
-    from baton.registry.wire import files_touched_body
-
     event_id = random_uuid()
     body = files_touched_body(event_id, task.task_id, task.session_id, at, refs)
     # Kept for a server, closing the stores starts its delivery, whose projection checks the

@@ -140,7 +140,7 @@ def update(stores: Stores, task: ActiveTask, place: Place, *, phase: str | None 
     events += [wire_event("evidence_recorded", *common, text=t, provenance="reported") for t in texts["--evidence"]]
     events += [wire_event("check_recorded", *common, command=_text("--check command", c.command),
                       exit_status=c.exit_status, summary=c.summary[:MAX_TEXT], provenance=str(c.provenance),
-                      **_snapshot_field(c))
+                      **snapshot_field(c))
                for c in checks]
     if not events:
         raise BadInput("nothing to update: give --phase, --next, --done, --failed, --depends-on, --goal, "
@@ -153,6 +153,5 @@ def update(stores: Stores, task: ActiveTask, place: Place, *, phase: str | None 
     return report
 
 
-def _snapshot_field(check: CheckResult) -> dict[str, Any]:
-    """The check's snapshot as an event field, left out when the check took none."""
+def snapshot_field(check: CheckResult) -> dict[str, Any]:
     return {"snapshot": check.snapshot} if check.snapshot is not None else {}
