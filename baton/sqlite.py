@@ -217,9 +217,9 @@ class SqliteFile:
         with guarded(store, self.path):
             return self.conn().execute(query, params).fetchall()
 
-    def describe(self, table: str) -> dict[str, str]:
+    def describe(self, store: str, table: str) -> dict[str, str]:
         """What `baton doctor` shows for an embedded SQLite store; table is a fixed name."""
-        rows = self.conn().execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: S608 -- a fixed name
+        rows = self.read(store, f"SELECT count(*) FROM {table}")[0][0]  # noqa: S608 -- a fixed name
         version = f"SQLite {sqlite3.sqlite_version}"
         return {"backend": "sqlite", "location": str(self.path), "version": version, "size": f"{rows} {table}"}
 

@@ -316,13 +316,11 @@ class SqliteConflictGraph(ConflictGraph):
 
     def _kept_rows(self, task_ids: list[str] | None, scope: str = "", *,
                    at_most: int | None = None) -> list[tuple[str, int, int]] | None:
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            if not self.counted():
-                return None
-            if task_ids is None:
-                return conn.execute(_KEPT, {**_bounds(scope), "at_most": -1 if at_most is None else at_most}).fetchall()
-            return conn.execute(_KEPT_OF, {"tasks": json.dumps(task_ids)}).fetchall()
+        if not self.counted():
+            return None
+        if task_ids is None:
+            return self._db.read(STORE, _KEPT, {**_bounds(scope), "at_most": -1 if at_most is None else at_most})
+        return self._db.read(STORE, _KEPT_OF, {"tasks": json.dumps(task_ids)})
 
     def _sample_rows(self, task_ids: list[str], sample: int, scope: str = "") -> dict[str, list[str]]:
         with guarded(STORE, self.path):
@@ -331,8 +329,7 @@ class SqliteConflictGraph(ConflictGraph):
                     for task in task_ids}
 
     def counted(self) -> bool:
-        with guarded(STORE, self.path):
-            return bool(self._db.conn().execute("SELECT counted FROM counts").fetchone()[0])
+        return bool(self._db.read(STORE, "SELECT counted FROM counts")[0][0])
 
     def recount(self) -> int:
         """Count every ticket's conflicts again, RECOUNT_CHUNK tickets per transaction (writes
@@ -340,9 +337,8 @@ class SqliteConflictGraph(ConflictGraph):
         the counts kept; answers how many tickets were counted."""
         after, done = "", 0
         while True:
-            with guarded(STORE, self.path):
-                chunk = [task for (task,) in self._db.conn().execute(
-                    "SELECT task_id FROM tasks WHERE task_id > ? ORDER BY task_id LIMIT ?", (after, RECOUNT_CHUNK))]
+            chunk = [task for (task,) in self._db.read(
+                STORE, "SELECT task_id FROM tasks WHERE task_id > ? ORDER BY task_id LIMIT ?", (after, RECOUNT_CHUNK))]
             if not chunk:
                 break
             with self._db.writing(STORE) as conn:
@@ -354,8 +350,7 @@ class SqliteConflictGraph(ConflictGraph):
         return done
 
     def describe(self) -> dict[str, str]:
-        with guarded(STORE, self.path):
-            return self._db.describe("touches")
+        return self._db.describe(STORE, "touches")
 
     def close(self) -> None:
         self._db.close()
