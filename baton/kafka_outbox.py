@@ -119,15 +119,15 @@ def topic_metadata(admin: AdminClient, timeout: float, store: str, bootstrap: st
                 raise kafka_failure(store, bootstrap, exc, client=admin) from exc
 
 
-def kafka_failure(store: str, bootstrap: str, exc: KafkaException, *, client: object = None) -> StoreUnavailable:
+def kafka_failure(store: str, bootstrap: str, exc: KafkaException, *,
+                  client: AdminClient | None = None) -> StoreUnavailable:
     """The StoreUnavailable for a KafkaException: ServerUnreachable when the broker could
     not be reached or heard from; the broker's refusal of the credentials when it said so.
     client: an admin client, whose error callbacks are served only when it is polled."""
     from confluent_kafka import KafkaError
 
-    poll = getattr(client, "poll", None)
-    if poll is not None:
-        poll(0)
+    if client is not None:
+        client.poll(0)
 
     error = exc.args[0] if exc.args else None
     name, said = (error.name(), error.str()) if isinstance(error, KafkaError) else ("", str(exc))
