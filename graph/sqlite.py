@@ -107,12 +107,13 @@ ORDER BY other.task_id, other.repo, other.path
 
 # The tickets of :tasks (a JSON list), each from its own touches; _PAIRS keeps the pairs of
 # two active tickets among them.
-_SHARED_OF = f"""
+_SHARED_OF, _PAIRS = (f"""
 WITH asked AS (SELECT value AS task_id FROM json_each(:tasks))
 SELECT mine.task_id, other.task_id, other.repo, other.path {_SHARERS}
-WHERE mine.task_id IN asked
+WHERE {where}
 ORDER BY mine.task_id, other.task_id, other.repo, other.path
 """  # noqa: S608 -- constants
+    for where in ("mine.task_id IN asked", "mine.active AND mine.task_id IN asked AND other.task_id IN asked"))
 # The active touches of the files of :files (a JSON list of [repo, path]): the partial index.
 _TOUCHERS = """
 WITH asked (repo, path) AS (SELECT DISTINCT json_extract(value, '$[0]'), json_extract(value, '$[1]')
@@ -140,12 +141,6 @@ FROM tasks AS t LEFT JOIN touches AS k ON k.task_id = t.task_id
 WHERE t.task_id IN (SELECT value FROM json_each(:tasks))
 GROUP BY t.task_id, t.status
 """
-_PAIRS = f"""
-WITH asked AS (SELECT value AS task_id FROM json_each(:tasks))
-SELECT mine.task_id, other.task_id, other.repo, other.path {_SHARERS}
-WHERE mine.active AND mine.task_id IN asked AND other.task_id IN asked
-ORDER BY mine.task_id, other.task_id, other.repo, other.path
-"""  # noqa: S608 -- constants
 
 # Per active ticket, three correlated aggregates over its own touches: each holds one
 # ticket's sharers at a time (the DISTINCT's temporary tree), never the pairs.
