@@ -123,11 +123,8 @@ def keep_mapped(folder: Path) -> None:
     if kept is not None and kept.manifest_stamp == segments.manifest_stamp(index_dir):
         return
     _mapped.pop(index_dir, None)
-    try:
-        store_id = segments.manifest_store_id(index_dir)
-        _mapped[index_dir] = segments.read_view(index_dir, store_id, DIMENSIONS)
-    except segments.Stale:
-        pass
+    with suppress(segments.Stale):
+        _mapped[index_dir] = segments.read_view(index_dir, None, DIMENSIONS)
 
 
 class EmbeddedDecisionIndex(DecisionIndex):
