@@ -82,10 +82,6 @@ def _check_owner(path: Path, found: os.stat_result) -> None:
         raise Untrusted(refusal)
 
 
-def _created_tables(migrations: Sequence[str]) -> set[str]:
-    return {name for block in migrations for name in _CREATED_TABLE.findall(block)}
-
-
 def _identify(conn: sqlite3.Connection, migrations: Sequence[str]) -> tuple[bool, int]:
     """(whether the file is an earlier Baton's, without the mark; its schema version);
     DatabaseError unless it is Baton's."""
@@ -95,7 +91,8 @@ def _identify(conn: sqlite3.Connection, migrations: Sequence[str]) -> tuple[bool
     if application_id != 0:
         raise sqlite3.DatabaseError(f"not a Baton database (application_id {application_id:#x}); left untouched")
     tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if 1 <= version <= len(migrations) and _created_tables(migrations[:version]) <= tables:
+    created = {name for block in migrations[:version] for name in _CREATED_TABLE.findall(block)}
+    if 1 <= version <= len(migrations) and created <= tables:
         return True, version
     what = "an empty SQLite database" if not tables else "an SQLite database without Baton's tables"
     raise sqlite3.DatabaseError(f"{what}, not Baton's; left untouched")
