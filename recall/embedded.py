@@ -133,7 +133,6 @@ class EmbeddedDecisionIndex(DecisionIndex):
         self.timeout = timeout
         self.path = folder / "vectors.db"
         self.index_dir = folder / "index"
-        self._lock_path = folder / "index.lock"
         self._db = SqliteFile(self.path, MIGRATIONS, timeout=timeout)
         self._keywords = KeywordIndex(folder, timeout=timeout)
         self._keywords_checked = False  # against the vector store, once per opened index
@@ -480,7 +479,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
     def _locked(self, *, wait: bool) -> Iterator[None]:
         """index.lock, held while segment files and the manifest are written."""
         make_directory(self.index_dir)
-        with held(self._lock_path, within=self.timeout if wait else 0) as got:
+        with held(self.folder / "index.lock", within=self.timeout if wait else 0) as got:
             if not got:
                 raise _Busy()
             yield
