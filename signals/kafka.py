@@ -47,9 +47,8 @@ class KafkaSignalBus(KafkaOutbox, SignalBus):
     def __init__(self, bootstrap: str, outbox: Path, *, timeout: float, project: str,
                  topic: str = f"baton.{SIGNALS_TOPIC}", gate: AnyGate | None = None,
                  retention: timedelta | None = None) -> None:
-        """gate: the Kafka server's gate in the command's budget (baton.budget); without
-        one, each call may wait `timeout` seconds. retention: how long the topic keeps a
-        signal, set when Baton creates it (`[retention] signals`)."""
+        """gate: as KafkaOutbox's. retention: how long the topic keeps a signal, set when
+        Baton creates it (`[retention] signals`)."""
         config = {"retention.ms": str(int(retention.total_seconds() * 1000))} if retention else None
         super().__init__(bootstrap, topic, outbox, timeout=timeout, store=STORE, gate=gate, topic_config=config)
         self.project = check_project(project)
