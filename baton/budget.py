@@ -43,14 +43,10 @@ def no_answer(seconds: float, what: str = "no answer") -> str:
     from a down one (which is "connection refused", or the server's own error)."""
     return f"{what} within the {seconds:g} s budget (BATON_STORE_TIMEOUT)"
 
+# Threads this process stopped waiting for (calls past their deadline): while one runs, the
+# process closes nothing it may use and ends without the interpreter's exit, which could
+# wait for it (leave).
 _abandoned: list[threading.Thread] = []
-
-
-def abandon(thread: threading.Thread) -> None:
-    """A thread this process stopped waiting for (a call past its deadline): while it runs,
-    the process closes nothing it may use and ends without the interpreter's exit, which
-    could wait for it (leave)."""
-    _abandoned.append(thread)
 
 
 def abandoned() -> bool:
@@ -278,7 +274,7 @@ def side_by_side(calls: dict[str, Callable[[], Any]], seconds: float) -> dict[st
     for name, thread in threads.items():
         thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
-            abandon(thread)
+            _abandoned.append(thread)
             late.add(name)
     return {name: None if name in late else done[name] for name in calls}
 

@@ -25,7 +25,6 @@ class Refused(BatonError):
     """The request is well formed but another holds what it asks for (a lease): one line
     naming the holder; nothing was written. The same call may succeed once that is released."""
 
-    exit_code = 1
     kind = "refused"
     recoverable = True
 

@@ -29,8 +29,7 @@ it, since a touch only keeps its event and a background delivery (baton.skills.r
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -120,15 +119,15 @@ def topic_metadata(admin: AdminClient, timeout: float, store: str, bootstrap: st
                 raise kafka_failure(store, bootstrap, exc, client=admin) from exc
 
 
-def kafka_failure(store: str, bootstrap: str, exc: KafkaException, *, client: object = None) -> StoreUnavailable:
+def kafka_failure(store: str, bootstrap: str, exc: KafkaException, *,
+                  client: AdminClient | None = None) -> StoreUnavailable:
     """The StoreUnavailable for a KafkaException: ServerUnreachable when the broker could
     not be reached or heard from; the broker's refusal of the credentials when it said so.
     client: an admin client, whose error callbacks are served only when it is polled."""
     from confluent_kafka import KafkaError
 
-    poll = getattr(client, "poll", None)
-    if poll is not None:
-        poll(0)
+    if client is not None:
+        client.poll(0)
 
     error = exc.args[0] if exc.args else None
     name, said = (error.name(), error.str()) if isinstance(error, KafkaError) else ("", str(exc))
@@ -137,7 +136,7 @@ def kafka_failure(store: str, bootstrap: str, exc: KafkaException, *, client: ob
                                          else StoreUnavailable(store, reason))
 
 
-class KafkaOutbox:
+class KafkaOutbox(Outbox):
     def __init__(self, bootstrap: str, topic: str, path: Path, *, timeout: float, store: str,
                  gate: AnyGate | None = None, topic_config: dict[str, str] | None = None,
                  partitions: int = PARTITIONS, remember: bool = False) -> None:
@@ -145,15 +144,13 @@ class KafkaOutbox:
         one, each call may wait `timeout` seconds. topic_config and partitions: the topic's
         settings (its retention.ms, say) and partition count when Baton creates it; a topic
         made before keeps its own. remember: see baton.outbox.Outbox."""
+        super().__init__(path, earlier="kafka", timeout=timeout, store=store, remember=remember)
         self.bootstrap = bootstrap
         self.topic = topic
         self.topic_config = topic_config or {}
         self.partitions = partitions
-        self.path = path
         self.timeout = timeout
-        self.store = store
         self.gate = gate or OpenGate(timeout)
-        self._box = Outbox(path, earlier="kafka", timeout=timeout, store=store, remember=remember)
         self._producer: Producer | None = None
         self._topic_ready = False
         # The producer's answers, as its callbacks give them (baton.kafka_outbox's docstring).
@@ -162,11 +159,6 @@ class KafkaOutbox:
         self._unsent: list[str] = []
         self._failures: list[KafkaError] = []
 
-    @property
-    def kept(self) -> int:
-        """Messages this process kept: its stores start a delivery when closed."""
-        return self._box.kept
-
     def unreachable(self, reason: str) -> StoreUnavailable:
         return (refused(self.store, self.bootstrap)
                 or ServerUnreachable(self.store, f"Kafka at {self.bootstrap}: {reason}"))
@@ -174,7 +166,7 @@ class KafkaOutbox:
     def ensure_topic(self) -> None:
         """Create the topic unless this data home already saw it (saves an admin round trip
         in every new process). Call it within a call of the gate."""
-        if not self._topic_ready and not self._box.topic_known(self.topic):
+        if not self._topic_ready and not self.topic_known(self.topic):
             self.topic_partitions()
         self._topic_ready = True
 
@@ -198,7 +190,7 @@ class KafkaOutbox:
                         raise
         except KafkaException as exc:
             raise kafka_failure(self.store, self.bootstrap, exc, client=admin) from exc
-        self._box.note_topic(self.topic)
+        self.note_topic(self.topic)
         self._topic_ready = True
         # Made just now (in a race, by another process with its own setting): the count asked for.
         return self.partitions if held is None else len(held.partitions)
@@ -210,22 +202,6 @@ class KafkaOutbox:
             self.ensure_topic()
             self._get_producer(left)
 
-    def keep(self, messages: Sequence[tuple[str, str, str]]) -> list[bool]:
-        """Keep (message id, key, body) triples; True for each id never kept before."""
-        return self._box.keep(messages)
-
-    def known(self, message_ids: Sequence[str]) -> set[str]:
-        return self._box.known(message_ids)
-
-    def waiting(self) -> int:
-        return self._box.waiting()
-
-    def unconfirmed(self) -> list[tuple[str, str, str]]:
-        return self._box.unconfirmed()
-
-    def forget_delivered(self, message_ids: Sequence[str]) -> None:
-        self._box.forget_delivered(message_ids)
-
     def deliver(self) -> None:
         """Produce everything waiting and drop what Kafka acknowledged; raise
         StoreUnavailable if some still waits. Returns without sending when another process
@@ -234,21 +210,15 @@ class KafkaOutbox:
             return
         try:
             self.gate.refuse_known(self.store)  # before waiting for another delivery
-            with self._delivering() as ours:
-                pending = self._box.entries() if ours else []
+            # Another process's delivery is waited for within what the budget has left, charged to it.
+            with self.gate.waiting(), self.delivering(within=self.gate.left()) as ours:
+                pending = self.entries() if ours else []
                 if pending:
                     with self.gate.call(self.store) as left:
                         self.ensure_topic()
                         self._send(pending, left)
         except StoreUnavailable as exc:
             raise type(exc)(self.store, f"{exc.reason}; {self.waiting()} messages kept in {self.path}") from exc
-
-    @contextmanager
-    def _delivering(self) -> Iterator[bool]:
-        """Hold the outbox's delivery lock; yields False if another process held it
-        through what the budget has left (waiting for it is charged to the budget)."""
-        with self.gate.waiting(), self._box.delivering(within=self.gate.left()) as got:
-            yield got
 
     def _send(self, pending: list[Entry], left: float) -> None:
         producer = self._get_producer(left)
@@ -264,9 +234,9 @@ class KafkaOutbox:
         fresh = [e for e in fresh if e not in unsettled]
         answered = self._already_on_topic([e for e in fresh if e.sent_at is not None])
         if answered:
-            self._box.drop(sorted(answered))
+            self.drop(sorted(answered))
             fresh = [e for e in fresh if e.message_id not in answered]
-        self._box.mark_sent([e.message_id for e in fresh], now)
+        self.mark_sent([e.message_id for e in fresh], now)
         for entry in fresh:
             self._in_flight.add(entry.message_id)
             producer.produce(self.topic, key=entry.key.encode(), value=entry.body.encode(),
@@ -284,11 +254,9 @@ class KafkaOutbox:
             return
         if not failures:
             raise self.unreachable(self.gate.no_answer("no acknowledgement"))
-        reason = f"Kafka at {self.bootstrap}: {' '.join(failures[0].str().split())}"
-        refusal = refused(self.store, self.bootstrap)
-        if refusal is not None:
-            raise refusal
-        raise (ServerUnreachable if failures[0].name() in _UNREACHABLE else StoreUnavailable)(self.store, reason)
+        from confluent_kafka import KafkaException
+
+        raise kafka_failure(self.store, self.bootstrap, KafkaException(failures[0]))
 
     def _answer(self, message_id: str) -> Callable[[KafkaError | None, Message], None]:
         def answered(error: KafkaError | None, _message: Message) -> None:
@@ -306,10 +274,10 @@ class KafkaOutbox:
     def _forget_acknowledged(self) -> None:
         """Drop what Kafka acknowledged; note as never produced what was given up unsent."""
         if self._acknowledged:
-            self._box.drop(self._acknowledged)
+            self.drop(self._acknowledged)
             self._acknowledged = []
         if self._unsent:
-            self._box.mark_unsent(self._unsent)
+            self.mark_unsent(self._unsent)
             self._unsent = []
 
     def _already_on_topic(self, entries: list[Entry]) -> set[str]:
@@ -354,7 +322,7 @@ class KafkaOutbox:
             self._producer.flush(0)
             self._forget_acknowledged()  # the unsent among the purged: the next delivery needs no wait
             self._producer = None
-        self._box.close()
+        super().close()
 
 
 def reader(bootstrap: str, left: float, name: str) -> Consumer:

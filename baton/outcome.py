@@ -23,17 +23,8 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 
-class Outcome(Generic[T]):
-    """What Found, NotFound and Unavailable share."""
-
-    __slots__ = ()
-
-    def unwrap(self, store: str) -> T | None:
-        raise NotImplementedError
-
-
 @dataclass(frozen=True, slots=True)
-class Found(Outcome[T]):
+class Found(Generic[T]):
     value: T
 
     def unwrap(self, store: str) -> T:
@@ -41,7 +32,7 @@ class Found(Outcome[T]):
 
 
 @dataclass(frozen=True, slots=True)
-class NotFound(Outcome):
+class NotFound:
     key: str
 
     def unwrap(self, store: str) -> None:
@@ -49,7 +40,7 @@ class NotFound(Outcome):
 
 
 @dataclass(frozen=True, slots=True)
-class Unavailable(Outcome):
+class Unavailable:
     reason: str
 
     def __post_init__(self) -> None:

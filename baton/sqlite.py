@@ -87,10 +87,6 @@ def _check_owner(path: Path, found: os.stat_result) -> None:
         raise Untrusted(refusal)
 
 
-def _created_tables(migrations: Sequence[str]) -> set[str]:
-    return {name for block in migrations for name in _CREATED_TABLE.findall(block)}
-
-
 def _identify(conn: sqlite3.Connection, migrations: Sequence[str]) -> tuple[bool, int]:
     """(whether the file is an earlier Baton's, without the mark; its schema version);
     DatabaseError unless it is Baton's."""
@@ -100,7 +96,8 @@ def _identify(conn: sqlite3.Connection, migrations: Sequence[str]) -> tuple[bool
     if application_id != 0:
         raise sqlite3.DatabaseError(f"not a Baton database (application_id {application_id:#x}); left untouched")
     tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if 1 <= version <= len(migrations) and _created_tables(migrations[:version]) <= tables:
+    created = {name for block in migrations[:version] for name in _CREATED_TABLE.findall(block)}
+    if 1 <= version <= len(migrations) and created <= tables:
         return True, version
     what = "an empty SQLite database" if not tables else "an SQLite database without Baton's tables"
     raise sqlite3.DatabaseError(f"{what}, not Baton's; left untouched")
@@ -222,9 +219,9 @@ class SqliteFile:
         with guarded(store, self.path):
             return self.conn().execute(query, params).fetchall()
 
-    def describe(self, table: str) -> dict[str, str]:
+    def describe(self, store: str, table: str) -> dict[str, str]:
         """What `baton doctor` shows for an embedded SQLite store; table is a fixed name."""
-        rows = self.conn().execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: S608 -- a fixed name
+        rows = self.read(store, f"SELECT count(*) FROM {table}")[0][0]  # noqa: S608 -- a fixed name
         version = f"SQLite {sqlite3.sqlite_version}"
         return {"backend": "sqlite", "location": str(self.path), "version": version, "size": f"{rows} {table}"}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated
 
 from pydantic import AfterValidator
@@ -23,11 +24,7 @@ def _validator(check: Callable[[str], str]) -> AfterValidator:
     return AfterValidator(validate)
 
 
-def _stored_ticket_id(value: str) -> str:
-    return parse_ticket_id(value, stored=True)
-
-
 # The models also read stored records: the ids of earlier versions stay readable. Every edge
 # that takes an id parses it with parse_ticket_id first.
-TaskId = Annotated[str, _validator(_stored_ticket_id)]
+TaskId = Annotated[str, _validator(partial(parse_ticket_id, stored=True))]
 Project = Annotated[str, _validator(check_project)]

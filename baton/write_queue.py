@@ -59,7 +59,7 @@ class WriteQueue:
             raise
 
     def names(self) -> list[str]:
-        """The records waiting, oldest first (no file is read). None without a directory that
+        """The records waiting, oldest first (no file is read); none without a directory that
         can be listed: the store's own file, beside it, then says what is wrong, and appending
         fails, so no write is acknowledged there."""
         try:

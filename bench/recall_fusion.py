@@ -5,7 +5,7 @@ bench is chosen on it).
 Both legs are computed in this process as Baton's embedded index computes them: the vector
 leg is the exact cosine of MiniLM vectors of each record's embedding_text (the decision and
 the context `baton decide` recorded, its title by default) and of the query; the keyword leg
-is SQLite FTS5 BM25 over keyword_text (context, then decision) asked the query's query_words,
+is SQLite FTS5 BM25 over embedding_text (context, then decision) asked the query's query_words,
 both 10 deep. Each candidate fuses the two lists into one, then every superseded decision is
 put under its replacement (the chain followed, the replacement fetched when it did not score),
 as `baton recall` shows them. "current" is the product's own fusion (baton.recall.fusion.fuse);

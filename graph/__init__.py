@@ -5,10 +5,5 @@ default) and BoltConflictGraph (baton.graph.bolt: Memgraph or Neo4j over Bolt).
 """
 
 from baton.graph.base import ConflictGraph, ConflictSummary
-from baton.graph.conflicts import (
-    FileConflict,
-    conflict_signal_id,
-    should_emit_conflict_signal,
-)
 
-__all__ = ["ConflictGraph", "ConflictSummary", "FileConflict", "conflict_signal_id", "should_emit_conflict_signal"]
+__all__ = ["ConflictGraph", "ConflictSummary"]

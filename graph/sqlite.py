@@ -107,12 +107,13 @@ ORDER BY other.task_id, other.repo, other.path
 
 # The tickets of :tasks (a JSON list), each from its own touches; _PAIRS keeps the pairs of
 # two active tickets among them.
-_SHARED_OF = f"""
+_SHARED_OF, _PAIRS = (f"""
 WITH asked AS (SELECT value AS task_id FROM json_each(:tasks))
 SELECT mine.task_id, other.task_id, other.repo, other.path {_SHARERS}
-WHERE mine.task_id IN asked
+WHERE {where}
 ORDER BY mine.task_id, other.task_id, other.repo, other.path
 """  # noqa: S608 -- constants
+    for where in ("mine.task_id IN asked", "mine.active AND mine.task_id IN asked AND other.task_id IN asked"))
 # The active touches of the files of :files (a JSON list of [repo, path]): the partial index.
 _TOUCHERS = """
 WITH asked (repo, path) AS (SELECT DISTINCT json_extract(value, '$[0]'), json_extract(value, '$[1]')
@@ -140,12 +141,6 @@ FROM tasks AS t LEFT JOIN touches AS k ON k.task_id = t.task_id
 WHERE t.task_id IN (SELECT value FROM json_each(:tasks))
 GROUP BY t.task_id, t.status
 """
-_PAIRS = f"""
-WITH asked AS (SELECT value AS task_id FROM json_each(:tasks))
-SELECT mine.task_id, other.task_id, other.repo, other.path {_SHARERS}
-WHERE mine.active AND mine.task_id IN asked AND other.task_id IN asked
-ORDER BY mine.task_id, other.task_id, other.repo, other.path
-"""  # noqa: S608 -- constants
 
 # Per active ticket, three correlated aggregates over its own touches: each holds one
 # ticket's sharers at a time (the DISTINCT's temporary tree), never the pairs.
@@ -316,13 +311,11 @@ class SqliteConflictGraph(ConflictGraph):
 
     def _kept_rows(self, task_ids: list[str] | None, scope: str = "", *,
                    at_most: int | None = None) -> list[tuple[str, int, int]] | None:
-        with guarded(STORE, self.path):
-            conn = self._db.conn()
-            if not self.counted():
-                return None
-            if task_ids is None:
-                return conn.execute(_KEPT, {**_bounds(scope), "at_most": -1 if at_most is None else at_most}).fetchall()
-            return conn.execute(_KEPT_OF, {"tasks": json.dumps(task_ids)}).fetchall()
+        if not self.counted():
+            return None
+        if task_ids is None:
+            return self._db.read(STORE, _KEPT, {**_bounds(scope), "at_most": -1 if at_most is None else at_most})
+        return self._db.read(STORE, _KEPT_OF, {"tasks": json.dumps(task_ids)})
 
     def _sample_rows(self, task_ids: list[str], sample: int, scope: str = "") -> dict[str, list[str]]:
         with guarded(STORE, self.path):
@@ -331,8 +324,7 @@ class SqliteConflictGraph(ConflictGraph):
                     for task in task_ids}
 
     def counted(self) -> bool:
-        with guarded(STORE, self.path):
-            return bool(self._db.conn().execute("SELECT counted FROM counts").fetchone()[0])
+        return bool(self._db.read(STORE, "SELECT counted FROM counts")[0][0])
 
     def recount(self) -> int:
         """Count every ticket's conflicts again, RECOUNT_CHUNK tickets per transaction (writes
@@ -340,9 +332,8 @@ class SqliteConflictGraph(ConflictGraph):
         the counts kept; answers how many tickets were counted."""
         after, done = "", 0
         while True:
-            with guarded(STORE, self.path):
-                chunk = [task for (task,) in self._db.conn().execute(
-                    "SELECT task_id FROM tasks WHERE task_id > ? ORDER BY task_id LIMIT ?", (after, RECOUNT_CHUNK))]
+            chunk = [task for (task,) in self._db.read(
+                STORE, "SELECT task_id FROM tasks WHERE task_id > ? ORDER BY task_id LIMIT ?", (after, RECOUNT_CHUNK))]
             if not chunk:
                 break
             with self._db.writing(STORE) as conn:
@@ -354,8 +345,7 @@ class SqliteConflictGraph(ConflictGraph):
         return done
 
     def describe(self) -> dict[str, str]:
-        with guarded(STORE, self.path):
-            return self._db.describe("touches")
+        return self._db.describe(STORE, "touches")
 
     def close(self) -> None:
         self._db.close()

@@ -123,11 +123,8 @@ def keep_mapped(folder: Path) -> None:
     if kept is not None and kept.manifest_stamp == segments.manifest_stamp(index_dir):
         return
     _mapped.pop(index_dir, None)
-    try:
-        store_id = segments.manifest_store_id(index_dir)
-        _mapped[index_dir] = segments.read_view(index_dir, store_id, DIMENSIONS)
-    except segments.Stale:
-        pass
+    with suppress(segments.Stale):
+        _mapped[index_dir] = segments.read_view(index_dir, None, DIMENSIONS)
 
 
 class EmbeddedDecisionIndex(DecisionIndex):
@@ -136,7 +133,6 @@ class EmbeddedDecisionIndex(DecisionIndex):
         self.timeout = timeout
         self.path = folder / "vectors.db"
         self.index_dir = folder / "index"
-        self._lock_path = folder / "index.lock"
         self._db = SqliteFile(self.path, MIGRATIONS, timeout=timeout)
         self._keywords = KeywordIndex(folder, timeout=timeout)
         self._keywords_checked = False  # against the vector store, once per opened index
@@ -483,7 +479,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
     def _locked(self, *, wait: bool) -> Iterator[None]:
         """index.lock, held while segment files and the manifest are written."""
         make_directory(self.index_dir)
-        with held(self._lock_path, within=self.timeout if wait else 0) as got:
+        with held(self.folder / "index.lock", within=self.timeout if wait else 0) as got:
             if not got:
                 raise _Busy()
             yield

@@ -59,11 +59,6 @@ def words(text: str) -> list[str]:
     return WORD.findall(text.lower())
 
 
-def keyword_text(record: DecisionRecord) -> str:
-    """What the keyword leg indexes of a decision: its context and its decision, whole."""
-    return f"{record.context}. {record.text}" if record.context else record.text
-
-
 def query_words(text: str) -> list[str]:
     """The words of a query worth looking up: each once, common words left out, at most MAX_QUERY_WORDS."""
     return [word for word in dict.fromkeys(words(text)) if word not in COMMON][:MAX_QUERY_WORDS]
@@ -97,7 +92,7 @@ class KeywordIndex:
         listed = list(records)
         if keyed is None:
             keyed = [(str(record.point_id), record.model_dump_json()) for record in listed]
-        rows = [(point_id, record.project, record.task_id, payload, keyword_text(record))
+        rows = [(point_id, record.project, record.task_id, payload, record.embedding_text())
                 for record, (point_id, payload) in zip(listed, keyed, strict=True)]
         with self._db.writing(STORE) as conn:
             # A new row's id is above every id the table held: the words of those rows alone

@@ -55,7 +55,7 @@ from baton.recall.base import (
     record_of,
 )
 from baton.recall.embedding import DIMENSIONS
-from baton.recall.keywords import keyword_text, term_vector
+from baton.recall.keywords import term_vector
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ class QdrantServerIndex(DecisionIndex):
         dense = [float(x) for x in vector]
         if not self._sparse:
             return dense
-        indices, values = term_vector(keyword_text(record))
+        indices, values = term_vector(record.embedding_text())
         return {"": dense, KEYWORDS: models.SparseVector(indices=indices, values=values)}
 
     reembed = upsert  # a point's vector is replaced as it is written

@@ -22,7 +22,6 @@ from baton.errors import StoreUnavailable
 from baton.recall.base import DecisionIndex, DecisionRecord, ScoredDecision
 from baton.recall.embedding import LazyEncoder, MiniLMEncoder
 from baton.recall.fusion import fuse
-from baton.recall.keywords import keyword_text
 
 OWN_VECTORS = 10
 V = TypeVar("V")
@@ -69,7 +68,7 @@ class DecisionSearchClient:
             return [h for h in hits if h.score >= min_score], [r for r in own if r.point_id not in stored]
 
         # What the ticket is about first: a long query's words beyond MAX_QUERY_WORDS are left out.
-        text = " ".join([about, *(keyword_text(r) for r in newest_own)])
+        text = " ".join([about, *(r.embedding_text() for r in newest_own)])
         vector, keyword, vectors_down = _legs(vector_leg, lambda: self.index.search_keywords(
             text, project=self.project, limit=depth, exclude_task_id=task_id))
         if vector is None:

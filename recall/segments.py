@@ -440,24 +440,16 @@ def manifest_stamp(folder: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def manifest_store_id(folder: Path) -> str:
-    """The vector store the manifest says the index was built from; Stale if unreadable."""
-    try:
-        return str(json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["store_id"])
-    except FileNotFoundError:
-        raise Stale("no index yet") from None
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise Stale(f"unreadable manifest ({exc})") from None
-
-
-def read_view(folder: Path, store_id: str, dims: int, *, populate: bool = True) -> View:
+def read_view(folder: Path, store_id: str | None, dims: int, *, populate: bool = True) -> View:
     """Map the segments the manifest lists; raises Stale if anything does not check out.
-    populate: map every page now, as a searcher wants; a writer, which reads only the
-    segments it merges, maps them lazily (populating 1.5 GB for each batch of 2,000 rows
-    it adds would fault in pages it never reads)."""
+    store_id: the vector store's (None: the one the manifest names, checked against the store
+    when opened). populate: map every page now, as a searcher wants; a writer, which reads
+    only the segments it merges, maps them lazily (populating 1.5 GB for each batch of 2,000
+    rows it adds would fault in pages it never reads)."""
     stamp = manifest_stamp(folder)
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        store_id = store_id or str(manifest["store_id"])
         if manifest.get("format") != FORMAT or manifest.get("store_id") != store_id or manifest.get("dims") != dims:
             raise Stale("the index was built for another vector store or format")
         entries = [SegmentEntry(**entry) for entry in manifest["segments"]]

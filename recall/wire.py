@@ -14,9 +14,8 @@ from baton.projects import qualified
 
 def decision_point_id(project: str, task_id: str, text: str) -> UUID:
     """One point per (project, ticket, decision text): recording a decision twice writes one
-    point, and the same ticket id in two projects is two points."""
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-    return uuid.uuid5(uuid.NAMESPACE_DNS, f"{qualified(project, task_id)}:{digest}")
+    point, and the same ticket id in two projects is two points: the id of the qualified ticket's."""
+    return unscoped_point_id(qualified(project, task_id), text)
 
 
 def unscoped_point_id(task_id: str, text: str) -> UUID:

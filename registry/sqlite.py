@@ -698,8 +698,7 @@ class SqliteSessionStore(SessionStore):
             STORE, "SELECT DISTINCT project FROM sessions ORDER BY project")])
 
     def describe(self) -> dict[str, str]:
-        with guarded(STORE, self.path):
-            return self._db.describe("sessions")
+        return self._db.describe(STORE, "sessions")
 
     def close(self) -> None:
         self._db.close()

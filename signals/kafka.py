@@ -40,46 +40,26 @@ STORE = Store.SIGNAL_LOG
 SIGNALS_TOPIC = "coordination-signals.v1"
 
 
-class KafkaSignalBus(SignalBus):
+class KafkaSignalBus(KafkaOutbox, SignalBus):
+    """The signals kept in a Kafka outbox (keep, deliver, prepare, waiting and kept as
+    KafkaOutbox does) and read back from the topic."""
+
     def __init__(self, bootstrap: str, outbox: Path, *, timeout: float, project: str,
                  topic: str = f"baton.{SIGNALS_TOPIC}", gate: AnyGate | None = None,
                  retention: timedelta | None = None) -> None:
-        """gate: the Kafka server's gate in the command's budget (baton.budget); without
-        one, each call may wait `timeout` seconds. retention: how long the topic keeps a
-        signal, set when Baton creates it (`[retention] signals`)."""
-        self.bootstrap = bootstrap
-        self.project = check_project(project)
-        self.topic = topic
-        self.timeout = timeout
+        """gate: as KafkaOutbox's. retention: how long the topic keeps a signal, set when
+        Baton creates it (`[retention] signals`)."""
         config = {"retention.ms": str(int(retention.total_seconds() * 1000))} if retention else None
-        self._outbox = KafkaOutbox(bootstrap, topic, outbox, timeout=timeout, store=STORE, gate=gate,
-                                   topic_config=config)
-        self._gate = self._outbox.gate
+        super().__init__(bootstrap, topic, outbox, timeout=timeout, store=STORE, gate=gate, topic_config=config)
+        self.project = check_project(project)
         self._consumer: Consumer | None = None
 
-    @property
-    def kept(self) -> int:
-        """Signals this process kept in the outbox."""
-        return self._outbox.kept
-
     def publish(self, signals: Sequence[Signal | WireSignal]) -> list[bool]:
-        return self._outbox.keep([(qualified(self.project, str(s.signal_id)), qualified(self.project, s.task_id),
-                                   s.to_json()) for s in signals])
-
-    def prepare(self) -> None:
-        """The topic and the producer: librdkafka connects and makes the idempotent
-        producer's handshake in its own threads, meanwhile."""
-        self._outbox.prepare()
-
-    def deliver(self) -> None:
-        """Send what waits in the outbox; raises StoreUnavailable while some still waits."""
-        self._outbox.deliver()
-
-    def waiting(self) -> int:
-        return self._outbox.waiting()
+        return self.keep([(qualified(self.project, str(s.signal_id)), qualified(self.project, s.task_id), s.to_json())
+                          for s in signals])
 
     def known(self, signal_ids: Sequence[str]) -> set[str]:
-        known = self._outbox.known([qualified(self.project, signal_id) for signal_id in signal_ids])
+        known = super().known([qualified(self.project, signal_id) for signal_id in signal_ids])
         return {split_qualified(signal_id)[1] for signal_id in known}
 
     def _scan(self, after: datetime | None, keep: Callable[[Signal], bool]) -> list[Signal]:
@@ -89,15 +69,15 @@ class KafkaSignalBus(SignalBus):
         from baton.kafka_outbox import messages_since, reader
         from baton.signals.model import Signal
 
-        self._outbox.ensure_topic()
+        self.ensure_topic()
         if self._consumer is None:  # one reader for the bus's lifetime, assigned partitions per read
-            self._consumer = reader(self.bootstrap, self._gate.left(), "baton-reader")
+            self._consumer = reader(self.bootstrap, self.gate.left(), "baton-reader")
         consumer = self._consumer
         try:
             found: dict[str, Signal] = {}
             for message in messages_since(consumer, self.topic, int(after.timestamp() * 1000) if after else 0,
-                                          self._gate.left, lambda _: self._outbox.unreachable(
-                                              self._gate.no_answer("topic not read"))):
+                                          self.gate.left, lambda _: self.unreachable(
+                                              self.gate.no_answer("topic not read"))):
                 body = message.value()
                 if body is None:  # a record without a body carries no signal
                     continue
@@ -117,8 +97,8 @@ class KafkaSignalBus(SignalBus):
     def _read(self, after: datetime | None, keep: Callable[[Signal], bool],
               limit: int) -> Found[list[Signal]] | Unavailable:
         with contextlib.suppress(Unsettled):  # they are looked up later: read what is there
-            self._outbox.deliver()
-        with self._gate.call(STORE):
+            self.deliver()
+        with self.gate.call(STORE):
             return Found(self._scan(after, keep)[-limit:])
 
     def concerning(self, subjects: Sequence[str], *, after: datetime | None,
@@ -141,25 +121,25 @@ class KafkaSignalBus(SignalBus):
         def rewrite_id(signal: Signal) -> str:
             return f"{signal.signal_id}.{hashlib.sha256(signal.to_json().encode()).hexdigest()[:16]}"
 
-        self._outbox.keep([(qualified(self.project, rewrite_id(s)), qualified(self.project, s.task_id), s.to_json())
+        self.keep([(qualified(self.project, rewrite_id(s)), qualified(self.project, s.task_id), s.to_json())
                            for s in signals])
-        self._outbox.deliver()
+        self.deliver()
         return len(signals)
 
     def prune(self, before: datetime) -> int:
         return 0  # the topic's retention.ms removes old signals (SignalBus.prune)
 
     def describe(self) -> dict[str, str]:
-        with self._gate.call(STORE) as left:
+        with self.gate.call(STORE) as left:
             from confluent_kafka.admin import AdminClient
 
             metadata = topic_metadata(AdminClient(client_config(self.bootstrap, left)), left, STORE, self.bootstrap)
         return {"backend": "kafka", "location": f"{self.bootstrap} topic {self.topic}",
                 "version": f"cluster {metadata.cluster_id}, {len(metadata.brokers)} broker(s)",
-                "size": f"{self._outbox.waiting()} signals waiting in the outbox"}
+                "size": f"{self.waiting()} signals waiting in the outbox"}
 
     def close(self) -> None:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
-        self._outbox.close()
+        super().close()

@@ -14,7 +14,7 @@ from baton import clock
 from baton.outcome import Found, Unavailable, answering
 from baton.projects import check_project
 from baton.signals.base import SignalBus
-from baton.sqlite import SqliteFile, guarded
+from baton.sqlite import SqliteFile
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -117,9 +117,7 @@ class SqliteSignalBus(SignalBus):
         return {signal_id for (signal_id,) in self._db.read(STORE, query, [self.project, *signal_ids])}
 
     def watermark(self) -> str | None:
-        with guarded(STORE, self.path):
-            (seq,) = self._db.conn().execute("SELECT coalesce(max(seq), 0) FROM signals").fetchone()
-        return str(seq)
+        return str(self._db.read(STORE, "SELECT coalesce(max(seq), 0) FROM signals")[0][0])
 
     @answering
     def _read(self, query: str, params: Sequence, decode: Callable[[str], _T]) -> Found[list[_T]] | Unavailable:
@@ -166,8 +164,7 @@ class SqliteSignalBus(SignalBus):
                                 (self.project, stamp)).rowcount
 
     def describe(self) -> dict[str, str]:
-        with guarded(STORE, self.path):
-            return self._db.describe("signals")
+        return self._db.describe(STORE, "signals")
 
     def close(self) -> None:
         self._db.close()

@@ -112,7 +112,7 @@ def test_prepare_leaves_the_first_delivery_nothing_to_open(bus, request):
         admin = AdminClient({"bootstrap.servers": bus.bootstrap})
         # Created and acknowledged; another client's metadata may show it a moment later.
         wait_for(lambda: bus.topic in admin.list_topics(timeout=30).topics, timeout=30, what="the topic listed")
-        assert bus._outbox._producer is not None
+        assert bus._producer is not None
     first = signal("A-1", 1)
     assert bus.publish([first]) == [True]
     assert bus.recent(task_id="A-1", after=None, limit=10).value == [first]
