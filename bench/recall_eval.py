@@ -86,7 +86,9 @@ UNTOUCHED = frozenset({"gardenlinux/gardenlinux", "backstage/backstage", "DEFRA/
                        "SmartBear/git-en-boite", "ONSdigital/eq-survey-runner",
                        "Accenture/reactive-interaction-gateway", "buildit/bookit-infrastructure",
                        "dasch-swiss/dsp-api", "citizensadvice/local-office-search-api",
-                       "dxw/whippet", "cozy/cozy-stack", "atlassian/github-for-jira", "ONSdigital/sdc"})
+                       "dxw/whippet", "cozy/cozy-stack", "atlassian/github-for-jira", "ONSdigital/sdc",
+                       "OHS-Hosting-Infrastructure/complaint-tracker", "ahitrin/SiebenApp",
+                       "MITLibraries/slingshot", "DEFRA/ffc-ahwr-frontend", "Adyen/adyen-commercetools"})
 PARTS = ("tuning", "untouched")
 RECORD_KINDS = ("title", "context")  # "all" is these, as it was before the agents' kinds
 AGENT_KINDS = ("paraphrase", "resume")
