@@ -88,7 +88,9 @@ UNTOUCHED = frozenset({"gardenlinux/gardenlinux", "backstage/backstage", "DEFRA/
                        "dasch-swiss/dsp-api", "citizensadvice/local-office-search-api",
                        "dxw/whippet", "cozy/cozy-stack", "atlassian/github-for-jira", "ONSdigital/sdc",
                        "OHS-Hosting-Infrastructure/complaint-tracker", "ahitrin/SiebenApp",
-                       "MITLibraries/slingshot", "DEFRA/ffc-ahwr-frontend", "Adyen/adyen-commercetools"})
+                       "MITLibraries/slingshot", "DEFRA/ffc-ahwr-frontend", "Adyen/adyen-commercetools",
+                       "CDCgov/phdi", "Newarkandsherwood/housing-repairs-online",
+                       "LBHackney-IT/social-care-architecture", "AI-SDC/SACRO-Viewer"})
 PARTS = ("tuning", "untouched")
 RECORD_KINDS = ("title", "context")  # "all" is these, as it was before the agents' kinds
 AGENT_KINDS = ("paraphrase", "resume")
