@@ -90,7 +90,9 @@ UNTOUCHED = frozenset({"gardenlinux/gardenlinux", "backstage/backstage", "DEFRA/
                        "OHS-Hosting-Infrastructure/complaint-tracker", "ahitrin/SiebenApp",
                        "MITLibraries/slingshot", "DEFRA/ffc-ahwr-frontend", "Adyen/adyen-commercetools",
                        "CDCgov/phdi", "Newarkandsherwood/housing-repairs-online",
-                       "LBHackney-IT/social-care-architecture", "AI-SDC/SACRO-Viewer"})
+                       "LBHackney-IT/social-care-architecture", "AI-SDC/SACRO-Viewer",
+                       "DFE-Digital/apply-for-teacher-training", "ViewComponent/view_component",
+                       "AlfrescoArchive/alfresco-anaxes-shipyard"})
 PARTS = ("tuning", "untouched")
 RECORD_KINDS = ("title", "context")  # "all" is these, as it was before the agents' kinds
 AGENT_KINDS = ("paraphrase", "resume")
