@@ -9,7 +9,7 @@ builds only those it validates with, not the thirty this module declares."""
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
@@ -364,6 +364,11 @@ Event = Annotated[
     | SecretsRedacted | DecisionSuperseded | LeaseGranted | LeaseReleased | TakenOver,
     Field(discriminator="type"),
 ]
+
+# Each event type's own model, whose validator pydantic builds with the class: an event whose
+# type is known is read without the union's validator (event_adapter), which costs a new data
+# home's first command 12 to 27 ms to build.
+EVENT_MODELS: dict[str, type[_Event]] = {m.model_fields["type"].default: m for m in get_args(get_args(Event)[0])}
 
 
 class Stamp(_Record):

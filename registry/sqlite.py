@@ -382,7 +382,6 @@ class SqliteSessionStore(SessionStore):
                 self._keep_queued([row])
 
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
-        adapter = event_adapter()
         with guarded(STORE, self.path):
             conn = self._db.conn()
             sessions: dict[str, Session | None] = {}
@@ -390,7 +389,7 @@ class SqliteSessionStore(SessionStore):
                 if not locked:
                     self._keep_queued([{"project": self.project, "event_id": str(e.event_id), "task_id": e.task_id,
                                         "at": clock.to_text(e.at), "type": e.type,
-                                        "body": adapter.dump_json(e).decode()} for e in events])
+                                        "body": e.model_dump_json()} for e in events])
                     return self._in_memory(conn, {e.task_id for e in events})
                 self._apply_pending(conn)
                 sessions = self._append_in(conn, events)
@@ -398,9 +397,8 @@ class SqliteSessionStore(SessionStore):
 
     def _append_in(self, conn: sqlite3.Connection, events: Sequence[Event]) -> dict[str, Session | None]:
         """Store and project the events inside the caller's write transaction (see append)."""
-        adapter = event_adapter()
         return self._project(conn, ((event, conn.execute(_INSERT_EVENT, (
-            str(event.event_id), event.task_id, clock.to_text(event.at), event.type, adapter.dump_json(event).decode(),
+            str(event.event_id), event.task_id, clock.to_text(event.at), event.type, event.model_dump_json(),
             1, self.project)).rowcount == 1) for event in events))
 
     def _project(self, conn: sqlite3.Connection, events: Iterable[tuple[Event, bool]]) -> dict[str, Session | None]:

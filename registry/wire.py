@@ -26,6 +26,13 @@ def event_adapter() -> TypeAdapter[Event]:
     return TypeAdapter(Event)
 
 
+def event_of(event_type: str, body: str) -> Event:
+    """An event's model read by its type's own model (see EVENT_MODELS)."""
+    from baton.registry.model import EVENT_MODELS
+
+    return EVENT_MODELS[event_type].model_validate_json(body)  # type: ignore[return-value]
+
+
 def event_body(event_type: str, *, event_id: str, task_id: str, session_id: str, at: datetime, **fields: object) -> str:
     """The JSON of one registry event of event_type, built without pydantic: a write kept
     for delivery never pays for importing the models. The caller gives exactly the model's

@@ -119,7 +119,9 @@ class EmbeddedSink(Sink):
             derive()
 
     def commit(self, events: Sequence[KeptEvent]) -> list[str]:
-        return _projected(self.stores, _parsed([e.body for e in events]))
+        from baton.registry.wire import event_of
+
+        return _projected(self.stores, [event_of(e.type, e.body) for e in events])
 
 
 class PendingSink(Sink):
