@@ -122,7 +122,7 @@ class KafkaSignalBus(KafkaOutbox, SignalBus):
             return f"{signal.signal_id}.{hashlib.sha256(signal.to_json().encode()).hexdigest()[:16]}"
 
         self.keep([(qualified(self.project, rewrite_id(s)), qualified(self.project, s.task_id), s.to_json())
-                           for s in signals])
+                   for s in signals])
         self.deliver()
         return len(signals)
 
