@@ -152,14 +152,13 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
     install created, so that uninstalling removes those and keeps the user's own, and a copy of each file as it was
     before."""
     base = claude_dir(scope, place)
-    settings = base / "settings.json"
-    report = InstallReport(settings)
+    report = InstallReport(base / "settings.json")
     executable = baton_executable(scope)
     records = InstallRecords(home)
-    for path in dict.fromkeys((settings, rules_file(scope, base))):
+    for path in dict.fromkeys((report.settings, rules_file(scope, base))):
         original, data = read_settings(path)
         before = hook_containers(data)
-        if path == settings:
+        if path == report.settings:
             for event in HOOKS:
                 if ensure_group(data, path, event, hook_group(HOOKS, event, executable)):
                     report.events.append(event)
@@ -171,30 +170,27 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
             kept = [rule for rule in records.rules(path) if rule in _allow(data, path) and rule not in added]
             records.settle(path, original, json_like(data, original), None, rules=kept + added,
                            entries=records.created(path) | (hook_containers(data) - before))
-    for skill in skill_names():
-        report.skills[skill] = install_skill(base, skill, records, report.warnings)
+    report.skills = {skill: install_skill(base, skill, records, report.warnings) for skill in skill_names()}
     return report
 
 
 def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
     base = claude_dir(scope, place)
-    settings = base / "settings.json"
-    report = InstallReport(settings)
+    report = InstallReport(base / "settings.json")
     records = InstallRecords(home)
-    for path in dict.fromkeys((settings, rules_file(scope, base))):
+    for path in dict.fromkeys((report.settings, rules_file(scope, base))):
         original, data = read_settings(path)
         if original is None:
             records.forget(path)
             continue
         created = records.created(path) if records.known(path) else None
         report.rules += _remove_rules(data, path, records.rules(path), created=created or set())
-        if path == settings:
+        if path == report.settings:
             report.events += remove_baton_handlers(data, path, created=created)
         changed = data != read_settings(path)[1]
         records.settle(path, original, json_like(data, original) if changed else original, None, entries=None,
                        gone=changed and not data)
-    for skill in skill_names():
-        report.skills[skill] = uninstall_skill(base, skill, records, report.warnings)
+    report.skills = {skill: uninstall_skill(base, skill, records, report.warnings) for skill in skill_names()}
     remove_if_empty(base / "skills")
     if scope == "project":
         remove_if_empty(base)
