@@ -243,20 +243,9 @@ class InstallRecords:
     def created(self, settings: Path) -> set[str]:
         return set(self._entry(settings).get("created", []))
 
-    def created_file(self, settings: Path) -> bool:
-        return bool(self._entry(settings).get("created_file"))
-
     def rules(self, settings: Path) -> list[str]:
         """The permission rules the install added (not those the user had), in order."""
         return list(self._entry(settings).get("rules", []))
-
-    def original(self, settings: Path) -> str | None:
-        """The copy of the file as it was before the install first changed it."""
-        return self._entry(settings).get("original")
-
-    def written(self, settings: Path) -> str | None:
-        """The SHA-256 of what the install last wrote there: the file is as the install left it while it matches."""
-        return self._entry(settings).get("written")
 
     def keep(self, path: Path, text: str | None, into: list[Path] | None = None) -> str | None:
         """A copy of text (the file as it is now, None: there is none) in the backups, listed in into; its path."""
@@ -279,8 +268,11 @@ class InstallRecords:
         it (gone: the parser left an empty object; then also one no record speaks of), unless a symbolic link
         (settings kept with dotfiles) stands there. A copy of the file goes to the backups (listed in into) at each
         change."""
-        created_file, copy, known = text is None or self.created_file(path), self.original(path), self.known(path)
-        if entries is None and text is not None and self.written(path) == digest(text.encode()):
+        entry, known = self._entry(path), self.known(path)
+        # original: the copy of the file from before the install first changed it; written: the SHA-256 of what the
+        # install last wrote there (the file is as the install left it while it matches).
+        created_file, copy = text is None or bool(entry.get("created_file")), entry.get("original")
+        if entries is None and text is not None and entry.get("written") == digest(text.encode()):
             # The copy from before the install ("": the install created the file); a lost copy leaves new.
             before = read_file(Path(copy)) if copy else "" if created_file else None
             new = new if before is None else before
