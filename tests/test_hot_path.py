@@ -415,7 +415,7 @@ def test_the_touch_without_options_is_what_the_parser_answers(home, monkeypatch)
     parsed = cli._parser("touch").parse_args(["touch", "a.py", "b/c.py"])
     given = {}
     handler = lambda args, stores: given.update(vars(args)) or 0  # noqa: E731
-    monkeypatch.setattr(cli, "_HANDLERS", {**cli._HANDLERS, "touch": handler})
+    monkeypatch.setattr(cli._BY_NAME["touch"], "handler", handler)
     assert cli.main(["touch", "a.py", "b/c.py"]) == 0
     assert given.pop("invocation").argv == ("touch", "a.py", "b/c.py")  # main's own, beside the arguments
     assert given == vars(parsed)

@@ -247,13 +247,13 @@ def test_a_stopped_resident_costs_one_bounded_wait_and_runs_nothing(home, reside
 
 
 def test_only_the_user_reaches_the_socket(home, resident):
-    from baton.skills.frontends.resident import same_user
+    from baton.skills.runtime.resident_client import peer_uid
 
     assert (home / "resident.sock").stat().st_mode & 0o777 == 0o600
     assert home.stat().st_mode & 0o777 == 0o700
     ours, theirs = socket.socketpair(socket.AF_UNIX)
     with ours, theirs:
-        assert same_user(ours)
+        assert peer_uid(ours) == os.getuid()
     if os.geteuid() != 0:
         pytest.skip("another uid needs root to test: the mode and the peer check are tested above")
     # Let another user reach the socket, so that only the peer check stands in the way.

@@ -96,11 +96,11 @@ def test_markers_made_twice_by_a_version_before_are_repaired(home, worktrees, cl
 def test_a_librarys_warning_is_one_line_of_batons(home, worktrees, cli):
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
-    warn = ("import warnings\nfrom baton.skills.frontends import cli\nlisted = cli._HANDLERS['list']\n"
+    warn = ("import warnings\nfrom baton.skills.frontends import cli\nlisted = cli._BY_NAME['list'].handler\n"
             "def warned(*args):\n"
             "    warnings.warn('Expected a result with a single record, but found multiple.', UserWarning)\n"
             "    return listed(*args)\n"
-            "cli._HANDLERS['list'] = warned\n")
+            "cli._BY_NAME['list'].handler = warned\n")
     result = run_process(main, "list", prelude=warn)
     assert result.returncode == 0 and "OMN-1" in result.stdout
     assert result.stderr == ("baton: warning: UserWarning: Expected a result with a single record, but found "

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import warnings
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
@@ -20,10 +21,11 @@ from typing import TYPE_CHECKING
 from baton.errors import BadInput, BatonError, StoreUnavailable, Untrusted
 from baton.files import WorktreeLocator
 from baton.ids import parse_ticket_id
-from baton.masking import mask, mask_all
+from baton.masking import mask_all
 from baton.phases import UPDATE_PHASES
 from baton.shown_text import check_text, clipped, json_for_terminal, one_line
 from baton.skills.core.binding import ActiveTask, Place, place_of, read_binding, resolve_task
+from baton.skills.frontends.invocation import say, warn
 
 LIST_PAGE = 1000  # baton.skills.services.listing.PAGE, which the parser of every command may not import
 
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
     from baton.skills.frontends.invocation import Invocation
     from baton.skills.runtime.stores import Stores
     from baton.skills.services import handoff, leases, queries, runs
-    from baton.skills.services.runs import Started
 
     Arguments = argparse.Namespace | SimpleNamespace  # parsed, or built by main() for a touch of paths only
     Argument = tuple[tuple[str, ...], dict[str, Any]]  # argparse's flags and keywords
@@ -99,10 +100,14 @@ class Command:
                  description: str | None = None, subcommand: Command | None = None) -> None:
         self.name, self.help, self.arguments = name, help, arguments
         self.handler = handler  # (args, stores); (args) for a command that opens no stores
-        self.reads = reads  # reads the stores: the writes kept on this machine are delivered first
+        # Reads the stores: the writes kept on this machine are delivered first, so that it sees
+        # the writes made before it; writes (and the hook's touch) never wait for a server.
+        self.reads = reads
         self.tool = tool
         self.task = task  # takes --task
-        self.stores = stores  # False: opens what it needs itself
+        # False: opens what it needs itself (a hook and the guard report Baton's own failures
+        # and exit 0; the MCP server and the dashboard open stores per call).
+        self.stores = stores
         self.description = description or help
         self.subcommand = subcommand
 
@@ -190,7 +195,7 @@ def main(argv: list[str] | None = None, invocation: Invocation | None = None) ->
             check_text(f"argument {clipped(word, 40)!r}", word)
         project, given = _take_project(given)
     except BatonError as exc:
-        _say(f"error: {exc}")
+        say(f"error: {exc}")
         return exc.exit_code
     if project is not None:
         # For every command and whatever it spawns (the hooks, the guard, the MCP server
@@ -209,26 +214,26 @@ def main(argv: list[str] | None = None, invocation: Invocation | None = None) ->
         args: argparse.Namespace | SimpleNamespace = SimpleNamespace(command="touch", paths=given[1:], task=None,
                                                                      json=False)
     else:
-        named = given[0] if given and given[0] in _HANDLERS.keys() | _WITHOUT_STORES.keys() else None
-        args = _parser(named).parse_args(given)
+        args = _parser(given[0] if given and given[0] in _BY_NAME else None).parse_args(given)
     args.invocation = invocation  # for the handlers that need more than the words (the hook's agent)
     _told.clear()
+    command = _BY_NAME[args.command]
     try:
-        if args.command in _WITHOUT_STORES:
-            return _WITHOUT_STORES[args.command](args)
+        if not command.stores:
+            return command.handler(args)
         from baton.skills.services.unit import unit_of_work
 
         # What runs in the background asks every server, whatever the health record says.
-        with unit_of_work(deliver=args.command in _READS, warn=_warn,
-                          skip_known_down=args.command not in ("deliver", "doctor", "projector", "index")) as stores:
-            return _HANDLERS[args.command](args, stores)
+        with unit_of_work(deliver=command.reads, warn=_warn,
+                          skip_known_down=command.name not in ("deliver", "doctor", "projector", "index")) as stores:
+            return command.handler(args, stores)
     except BatonError as exc:
         if isinstance(exc, Untrusted):
-            _say(str(exc))  # "refusing PATH: why; the fix"
+            say(str(exc))  # "refusing PATH: why; the fix"
         elif not isinstance(exc, StoreUnavailable):
-            _say(f"error: {exc}")
+            say(f"error: {exc}")
         elif exc.store not in _told:  # already told once in this command
-            _say(str(exc))
+            say(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -245,7 +250,7 @@ def main(argv: list[str] | None = None, invocation: Invocation | None = None) ->
         if not isinstance(exc, (OSError, sqlite3.Error)):
             raise
         where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
-        _say(f"{where}{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
+        say(f"{where}{exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
         return 3
 
 
@@ -272,19 +277,18 @@ def run() -> None:
     leave(main())
 
 
-def _say(message: str) -> None:
-    """Baton's own failure, as one line on stderr (never a server's credentials)."""
-    print(f"baton: {one_line(mask(message))}", file=sys.stderr)
-
-
 def _library_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                      file: object = None, line: str | None = None) -> None:
     """A library's warning as one line of Baton's (Python's own names the library's source
     file, on two lines)."""
-    _say(f"warning: {category.__name__}: {message}")
+    say(f"warning: {category.__name__}: {message}")
 
 
-def _place(args: Arguments | None = None) -> tuple[Place, WorktreeLocator]:
+def _place(args: Arguments | None = None) -> Place:
+    return _located(args)[0]
+
+
+def _located(args: Arguments | None) -> tuple[Place, WorktreeLocator]:
     locator = WorktreeLocator()
     return place_of(_here(args), locator), locator
 
@@ -299,17 +303,7 @@ def _active(args: Arguments, place: Place, stores: Stores) -> ActiveTask:
 
 
 _told: set[str] = set()  # stores whose failure this command already told
-
-
-def _warn(warnings: list[str]) -> None:
-    """Print each warning on one line; a store's failure only the first time it is told."""
-    for warning in warnings:
-        store, sep, _ = warning.partition(" unavailable: ")
-        if sep:
-            if store in _told:
-                continue
-            _told.add(store)
-        print(f"baton: warning: {one_line(mask(warning))}", file=sys.stderr)
+_warn = partial(warn, told=_told)  # a store's failure told once per command
 
 
 def _dump(args: Arguments, data: Any, layout: str = "indented") -> None:
@@ -338,10 +332,16 @@ def _shown(args: Arguments, answer: object, text: str, code: int = 0) -> int:
     return code
 
 
+def _answered(args: Arguments, report: Any, text: str, code: int = 0) -> int:
+    """_shown for a service's report: its warnings told first, its to_json() the JSON answer."""
+    _warn(report.warnings)
+    return _shown(args, report.to_json(), text, code)
+
+
 def _bind(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.bind import bind
 
-    place, _ = _place(args)
+    place = _place(args)
     report = bind(stores, parse_ticket_id(args.task_id), place, agent=args.agent, take_over=args.take_over)
     _warn(report.warnings)
     # Said here, not in render: that module's imports (the handoff's) would cost a first bind.
@@ -353,7 +353,7 @@ def _bind(args: Arguments, stores: Stores) -> int:
 def _touch(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.touch import touch
 
-    place, locator = _place(args)
+    place, locator = _located(args)
     task = _active(args, place, stores)
     report = touch(stores, task, args.paths, _here(args), locator)
     _warn(report.warnings)
@@ -374,7 +374,7 @@ def _touch(args: Arguments, stores: Stores) -> int:
 def _check(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.pre_edit import ALLOW, check_paths, checking_task
 
-    place, locator = _place(args)
+    place, locator = _located(args)
     task_id = checking_task(getattr(args, "task", None), place, stores.settings.ambient)
     verdict = check_paths(stores, task_id, args.paths, _here(args), locator)
     _warn(verdict.warnings)
@@ -387,7 +387,7 @@ def _check(args: Arguments, stores: Stores) -> int:
 def _decide(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.decide import decide
 
-    place, _ = _place(args)
+    place = _place(args)
     task = _active(args, place, stores)
     report = decide(stores, task, args.text, args.context, place, supersedes=args.supersedes)
     _warn(report.warnings)
@@ -399,7 +399,7 @@ def _decide(args: Arguments, stores: Stores) -> int:
 def _update(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.update import UpdateRequest, update_asked
 
-    place, _ = _place(args)
+    place = _place(args)
     request = UpdateRequest(task_id=args.task, phase=args.phase, next_action=args.next_action, done=tuple(args.done),
                             failed=tuple(args.failed), depends_on=tuple(args.depends_on), goal=args.goal,
                             constraints=tuple(args.constraint), todo=tuple(args.todo), evidence=tuple(args.evidence),
@@ -416,11 +416,10 @@ def _update(args: Arguments, stores: Stores) -> int:
 def _stage(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.stage import StageCommand, record_stage
 
-    place, _ = _place(args)
-    done = record_stage(stores, place, StageCommand(args.status, task_id=args.task, result=args.result,
-                                                    repair_scope=args.repair_scope, evidence=args.evidence,
-                                                    check=args.check, blocker=args.blocker, resolved=args.resolved,
-                                                    timeout=args.timeout))
+    done = record_stage(stores, _place(args), StageCommand(args.status, task_id=args.task, result=args.result,
+                                                           repair_scope=args.repair_scope, evidence=args.evidence,
+                                                           check=args.check, blocker=args.blocker,
+                                                           resolved=args.resolved, timeout=args.timeout))
     _warn(done.report.warnings)
     return _shown(args, done.to_json(), render.stage_lines(done))
 
@@ -428,16 +427,14 @@ def _stage(args: Arguments, stores: Stores) -> int:
 def _recover(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.recover import recover
 
-    place, _ = _place(args)
-    found = recover(stores, place, all_repos=args.all_repos, verbose=args.verbose)
+    found = recover(stores, _place(args), all_repos=args.all_repos, verbose=args.verbose)
     return _shown(args, found.as_json(), found.text(verbose=args.verbose).removesuffix("\n"))
 
 
 def _end(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.end import end
 
-    place, _ = _place(args)
-    task, report = end(stores, place, args.task_id or args.task_option, args.status)
+    task, report = end(stores, _place(args), args.task_id or args.task_option, args.status)
     _warn(report.warnings)
     if getattr(args, "json", False):  # the MCP tool's: the command has no --json
         _dump(args, answers.end_answer(task, args.status, report))
@@ -466,8 +463,7 @@ def _resume(args: Arguments, stores: Stores) -> int:
 
         if args.section not in SECTION_NAMES:  # before the resume binds anything
             raise BadInput(f"unknown section {args.section!r}: one of {', '.join(SECTION_NAMES)}")
-    place, _ = _place(args)
-    result = resume_session(stores, parse_ticket_id(args.task_id), place, limit=args.limit, agent=args.agent,
+    result = resume_session(stores, parse_ticket_id(args.task_id), _place(args), limit=args.limit, agent=args.agent,
                             allow_unsigned_probes=args.allow_unsigned_probes, all_decisions=args.all_decisions,
                             take_over=args.take_over)
     _warn(result.warnings)
@@ -514,7 +510,7 @@ def _recall(args: Arguments, stores: Stores) -> int:
 
 
 def _env(args: Arguments, stores: Stores) -> int:
-    place, _ = _place(args)
+    place = _place(args)
     if args.action == "record":
         return _env_record(args, stores, place)
     if args.setup:
@@ -532,9 +528,8 @@ def _env_record(args: Arguments, stores: Stores, place: Place) -> int:
 
     task = resolve_task(None, place, stores.settings.ambient)
     recorded = record_environment(stores, task, place, args.setup)
-    _warn(recorded.warnings)
-    return _shown(args, recorded.to_json(), render.environment_lines(recorded, task.task_id),
-                  1 if recorded.setup_failed else 0)
+    return _answered(args, recorded, render.environment_lines(recorded, task.task_id),
+                     1 if recorded.setup_failed else 0)
 
 
 def _gc(args: Arguments, stores: Stores) -> int:
@@ -543,8 +538,7 @@ def _gc(args: Arguments, stores: Stores) -> int:
     if args.checkpoints:
         return _gc_checkpoints(args, stores)
     report = collect_garbage(stores, dry_run=args.dry_run)
-    _warn(report.warnings)
-    return _shown(args, report.to_json(), render.gc_lines(report))
+    return _answered(args, report, render.gc_lines(report))
 
 
 def _doctor(args: Arguments, stores: Stores) -> int:
@@ -580,7 +574,7 @@ def _doctor(args: Arguments, stores: Stores) -> int:
 
 def _agents_installed() -> None:
     """The install state of each agent Baton knows, per scope (what `baton install` wrote)."""
-    place, _ = _place()
+    place = _place()
     for agent, installer in _installers().items():
         for scope in ("project", "user"):
             try:
@@ -635,7 +629,7 @@ def _install(args: Arguments, stores: Stores) -> int:
     hook."""
     installed = args.command == "install"
     strict = getattr(args, "strict", False)  # install's only
-    place, _ = _place(args)
+    place = _place(args)
     if args.target == "git-hook":
         if args.scope:
             raise BadInput("--scope applies to claude, codex and copilot, not git-hook")
@@ -667,13 +661,13 @@ def _guard(args: Arguments) -> int:
         from baton.skills.services.guard import guard
         from baton.skills.services.unit import unit_of_work
 
-        place, locator = _place(args)
+        place, locator = _located(args)
         with unit_of_work(deliver=True, warn=_warn) as stores:
             report = guard(stores, place, locator)
             warn_only = stores.settings.guard == "warn"
     except Exception as exc:  # noqa: BLE001 -- reported, not raised: git would abort the commit
         detail = exc if isinstance(exc, BatonError) else f"{type(exc).__name__}: {exc}"
-        _say(f"pre-commit guard skipped: {detail}")
+        say(f"pre-commit guard skipped: {detail}")
         return 0
     _warn(report.warnings)
     if report.task_id is None:
@@ -681,7 +675,7 @@ def _guard(args: Arguments) -> int:
               file=sys.stderr)
         return 0
     for other, paths in report.overlaps.items():
-        _say(f"warning: {', '.join(paths)} also touched by {other}, another active ticket")
+        say(f"warning: {', '.join(paths)} also touched by {other}, another active ticket")
     from baton.skills.services.guard import blocking_leases
 
     blocked = blocking_leases(report)
@@ -689,7 +683,7 @@ def _guard(args: Arguments) -> int:
         for hit in hits:
             if path not in blocked or hit is blocked[path]:
                 kind = "exclusive" if hit.exclusive else "shared"
-                _say(f"{'' if hit.exclusive else 'warning: '}{path} is under {hit.task_id}'s {kind} lease "
+                say(f"{'' if hit.exclusive else 'warning: '}{path} is under {hit.task_id}'s {kind} lease "
                      f"{hit.pattern}" + (f" ({hit.agent})" if hit.agent else "")
                      + (f": {hit.reason}" if hit.reason else ""))
     if blocked and not warn_only:
@@ -728,11 +722,9 @@ def _serve(args: Arguments) -> int:
 def _handoff(args: Arguments, stores: Stores) -> int:
     if args.handoff_action == "verify":
         return _handoff_verify(args, stores)
-    place, _ = _place(args)
-    report = handoff.handoff_asked(stores, place, args.task, args.check, handoff.probes_from_options(args.probe),
-                                   args.timeout)
-    _warn(report.warnings)
-    return _shown(args, report.to_json(), render.handoff_lines(report))
+    report = handoff.handoff_asked(stores, _place(args), args.task, args.check,
+                                   handoff.probes_from_options(args.probe), args.timeout)
+    return _answered(args, report, render.handoff_lines(report))
 
 
 def _handoff_verify(args: Arguments, stores: Stores) -> int:
@@ -748,7 +740,7 @@ def _handoff_verify(args: Arguments, stores: Stores) -> int:
 def _checkpoint(args: Arguments, stores: Stores) -> int:
     from baton.skills.services.checkpoint import checkpoint_by_hand
 
-    place, _ = _place(args)
+    place = _place(args)
     done = checkpoint_by_hand(stores, place, args.task, args.label, args.push)
     _warn(done.warnings)
     answer = done.to_json()
@@ -756,48 +748,38 @@ def _checkpoint(args: Arguments, stores: Stores) -> int:
 
 
 def _checkpoints(args: Arguments, stores: Stores) -> int:
-    place, _ = _place(args)
+    place = _place(args)
     task_id = runs.named_or_bound(stores, place, args.task_id)
     lines = runs.checkpoints_of(stores, place, task_id)
     return _shown(args, {"task_id": task_id, "checkpoints": [line.to_json() for line in lines]},
                   render.checkpoint_lines(task_id, lines))
 
 
-def _started(args: Arguments, started: Started, verb: str) -> int:
-    _warn(started.warnings)
-    return _shown(args, started.to_json(), render.started_lines(started, verb))
-
-
 def _restore(args: Arguments, stores: Stores) -> int:
-    place, _ = _place(args)
-    return _started(args, runs.restore(stores, place, args.target, at=args.at, into=args.into, in_place=args.in_place),
-                    "Restored")
+    started = runs.restore(stores, _place(args), args.target, at=args.at, into=args.into, in_place=args.in_place)
+    return _answered(args, started, render.started_lines(started, "Restored"))
 
 
 def _fork(args: Arguments, stores: Stores) -> int:
-    place, _ = _place(args)
-    started = runs.fork(stores, place, args.task_id, args.new_task_id, at=args.at, into=args.into)
-    return _started(args, started, f"Forked {args.task_id} as")
+    started = runs.fork(stores, _place(args), args.task_id, args.new_task_id, at=args.at, into=args.into)
+    return _answered(args, started, render.started_lines(started, f"Forked {args.task_id} as"))
 
 
 def _fresh(args: Arguments, stores: Stores) -> int:
-    place, _ = _place(args)
-    return _started(args, runs.fresh(stores, place, args.task_id, base=args.base, into=args.into), "Started afresh:")
+    started = runs.fresh(stores, _place(args), args.task_id, base=args.base, into=args.into)
+    return _answered(args, started, render.started_lines(started, "Started afresh:"))
 
 
 def _runs(args: Arguments, stores: Stores) -> int:
-    place, _ = _place(args)
-    task_id = runs.named_or_bound(stores, place, args.task_id)
+    task_id = runs.named_or_bound(stores, _place(args), args.task_id)
     lines = runs.lineage(stores, task_id)
     return _shown(args, {"task_id": task_id, "runs": [line.to_json() for line in lines]},
                   render.run_tree(task_id, lines))
 
 
 def _gc_checkpoints(args: Arguments, stores: Stores) -> int:
-    place, _ = _place(args)
-    collected = runs.collect(stores, place, keep=args.keep, dry_run=args.dry_run)
-    _warn(list(collected.warnings))
-    return _shown(args, collected.to_json(), render.collected_lines(collected, dry_run=args.dry_run))
+    collected = runs.collect(stores, _place(args), keep=args.keep, dry_run=args.dry_run)
+    return _answered(args, collected, render.collected_lines(collected, dry_run=args.dry_run))
 
 
 def _redact(args: Arguments, stores: Stores) -> int:
@@ -806,7 +788,7 @@ def _redact(args: Arguments, stores: Stores) -> int:
     registry could not take the rewrite."""
     from baton.skills.services.secret_scan import redact_stored, scan_stored
 
-    place, _ = _place(args)
+    place = _place(args)
     scan = scan_stored(stores, place) if args.dry_run else redact_stored(stores, place)
     _warn(scan.warnings)
     if not args.json:
@@ -822,7 +804,7 @@ def _migrate(args: Arguments, stores: Stores) -> int:
 
 
 def _claim(args: Arguments, stores: Stores) -> int:
-    place, _ = _place(args)
+    place = _place(args)
     task = _active(args, place, stores)
     binding = read_binding(place)
     report = leases.claim(stores, task, place, args.paths, exclusive=args.exclusive, ttl=args.ttl, reason=args.reason,
@@ -835,9 +817,9 @@ def _claim(args: Arguments, stores: Stores) -> int:
 
 
 def _release(args: Arguments, stores: Stores) -> int:
-    place, _ = _place(args)
+    place = _place(args)
     report = leases.release_asked(stores, place, lambda: _active(args, place, stores), ticket=args.ticket,
-                           paths=args.paths, force=args.force, reason=args.reason)
+                                  paths=args.paths, force=args.force, reason=args.reason)
     _warn(report.warnings)
     answer = {"task_id": report.holder, "released": [lease.public() for lease in report.released]}
     return _shown(args, answer, leases.release_line(report.holder, report.released))
@@ -1134,13 +1116,7 @@ COMMANDS: tuple[Command, ...] = (
             description="Re-run the live-state probes of PATH (a handoff or a worktree; default: this worktree's "
                         "current handoff) and record the verification.")),
 )
-_HANDLERS = {command.name: command.handler for command in COMMANDS if command.stores}
-# Commands that read the stores deliver the writes kept on this machine first, so they see
-# the writes made before them; writes (and the hook's touch) never wait for a server.
-_READS = {command.name for command in COMMANDS if command.reads}
-# These open what they need themselves: a hook and the guard report Baton's own failures
-# and exit 0; the MCP server and the dashboard open stores per call.
-_WITHOUT_STORES = {command.name: command.handler for command in COMMANDS if not command.stores}
+_BY_NAME = {command.name: command for command in COMMANDS}
 
 
 if __name__ == "__main__":

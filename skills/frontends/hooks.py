@@ -26,7 +26,7 @@ from baton.files import WorktreeLocator
 from baton.masking import mask
 from baton.shown_text import one_line
 from baton.skills.core.binding import place_of, read_binding, resolve_task
-from baton.skills.frontends.invocation import of_process
+from baton.skills.frontends.invocation import of_process, warn
 from baton.skills.runtime.agent_sessions import AgentSessions, Beat, forget_trouble, trouble_first_told
 from baton.skills.runtime.agents import EDIT_TOOLS, PATCH, SHELL, Agent, of_payload
 
@@ -233,7 +233,7 @@ def post_tool_use(payload: Payload, out: Output) -> None:
 
     with unit_of_work(project=place.repo) as stores:
         report = touch(stores, task, paths, payload.cwd, locator, skip_refused=True)
-        _warn(report.warnings)
+        warn(report.warnings)
         with agent_sessions(stores) as sessions:
             heartbeat(sessions, payload, task, place)
             if not report.new_conflicts:
@@ -261,7 +261,7 @@ def session_start(payload: Payload, out: Output) -> None:
         # A handoff's probes may run for seconds: at session start it is named, not re-verified.
         result = resume_session(stores, task.task_id, place, bind_task=False, verify_handoff=False,
                                check_workflow=False)
-        _warn(result.warnings)
+        warn(result.warnings)
         if result.status == "unavailable" and stores.sink.writes_need_registry:
             # The embedded registry refuses reads: its writes fail too (a server's are kept locally).
             out.cannot_record(f"session registry unavailable: {result.reason}")
@@ -374,7 +374,7 @@ def _wrap_up(payload: Payload, out: Output, *, ending: bool) -> None:
     turn = TurnEnd(SESSION_END if ending else STOP, payload.session_id, task, place, locator, started)
     with unit_of_work(project=place.repo) as stores:
         for result in end_of_turn(stores, turn):
-            _warn(result.warnings)
+            warn(result.warnings)
             if result.failure is not None:
                 out.cannot_record(f"{result.doing}: {_failure(result.failure)}")
         if task is not None and not ending:
@@ -407,11 +407,6 @@ def locate(cwd: Path) -> tuple[Place, WorktreeLocator, ActiveTask | None]:
 
 def agent_sessions(stores: Stores) -> closing[AgentSessions]:
     return closing(AgentSessions(stores.settings.home, timeout=stores.settings.store_timeout))
-
-
-def _warn(warnings: list[str]) -> None:
-    for warning in warnings:
-        print(f"baton: warning: {one_line(mask(warning))}", file=sys.stderr)
 
 
 def _failure(exc: Exception) -> str:

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple, TextIO
+
+from baton.masking import mask
+from baton.shown_text import one_line
 
 
 # A NamedTuple, not a dataclass: every fresh command builds this class, and a dataclass's
@@ -31,3 +34,21 @@ def of_process(argv: list[str] | None = None) -> Invocation:
         cwd = ""
     return Invocation(tuple(sys.argv[1:] if argv is None else argv), cwd, os.environ, os.getppid(),
                       sys.stdin, sys.stdout, sys.stderr)
+
+
+def say(text: str, head: str = "", *, flat: bool = True) -> None:
+    """A line of Baton's own on stderr, `baton: ` and head before text, which is masked (never
+    a server's credentials) and, flat, made one line."""
+    print(f"baton: {head}{one_line(mask(text)) if flat else mask(text)}", file=sys.stderr)
+
+
+def warn(warnings: Iterable[str], told: set[str] | None = None, *, flat: bool = True) -> None:
+    """Each warning said (say); with told, a store's failure only the first time (told, the
+    stores already told, grows)."""
+    for warning in warnings:
+        store, sep, _ = warning.partition(" unavailable: ")
+        if told is not None and sep:
+            if store in told:
+                continue
+            told.add(store)
+        say(warning, "warning: ", flat=flat)

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,6 +32,7 @@ from baton.masking import mask, mask_all
 from baton.shown_text import check_text, one_line
 from baton.skills.core.binding import place_of, resolve_task
 from baton.skills.frontends.answer_budget import SECTION_NAMES
+from baton.skills.frontends.invocation import warn
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -380,10 +381,10 @@ def _call(run: Callable[[Stores], object], *, deliver: bool = True, told: bool =
     from baton.skills.frontends.answer_budget import WHOLE_FETCH, fit_answer
     from baton.skills.services.unit import unit_of_work
 
-    with unit_of_work(deliver=deliver, warn=_log, project=_place(None).repo) as stores:
+    with unit_of_work(deliver=deliver, warn=partial(warn, flat=False), project=_place(None).repo) as stores:
         answer = mask_all(run(stores))  # as the CLI prints it: never a server's credentials
         budget = stores.settings.mcp_answer_budget
-    _log(answer.get("warnings", []) if isinstance(answer, dict) and not told else [])
+    warn(answer.get("warnings", []) if isinstance(answer, dict) and not told else [], flat=False)
     # A resume is already filled in its own order; any other answer over the budget too.
     return json.dumps(fit_answer(answer, budget, fetch=WHOLE_FETCH), ensure_ascii=False)
 
@@ -464,8 +465,3 @@ def _lean(schema: Any) -> Any:
         rest = {k: v for k, v in lean.items() if k not in ("anyOf", "default")}
         return {**next(o for o in options if o != {"type": "null"}), **rest}
     return lean
-
-
-def _log(warnings: list[str]) -> None:
-    for warning in warnings:
-        print(f"baton: warning: {mask(warning)}", file=sys.stderr)

@@ -63,17 +63,15 @@ def resume_markdown(result: ResumeResult) -> str:
     lines = [f"## Resuming {session.task_id}",
              (f"**Phase:** {session.phase.value} | **Status:** {session.status.value} | "
               f"**Last activity:** {when(session.last_activity)}")]
-    if result.superseded is not None:
-        lines.append(f"**Superseded:** {one_line(result.superseded['notice'])}")
-    if journal.goal:
-        lines.append(f"**Goal:** {one_line(journal.goal.text)} [{journal.goal.provenance}]")
-    if session.worktree_path:
-        branch = f" (branch {one_line(session.branch)})" if session.branch else ""
-        lines.append(f"**Worktree:** {one_line(session.worktree_path)}{branch}")
-    if session.depends_on:
-        lines.append(f"**Depends on:** {one_line(', '.join(session.depends_on))}")
-    if journal.next_action:
-        lines.append(f"**Next action:** {one_line(journal.next_action.text)} [{journal.next_action.provenance}]")
+    told = lambda item: f"{one_line(item.text)} [{item.provenance}]" if item else None  # noqa: E731
+    branch = f" (branch {one_line(session.branch)})" if session.branch else ""
+    # The header's other lines, each shown when its value is not None.
+    labelled = {"Superseded": one_line(result.superseded["notice"]) if result.superseded is not None else None,
+                "Goal": told(journal.goal),
+                "Worktree": one_line(session.worktree_path) + branch if session.worktree_path else None,
+                "Depends on": one_line(", ".join(session.depends_on)) if session.depends_on else None,
+                "Next action": told(journal.next_action)}
+    lines += [f"**{label}:** {value}" for label, value in labelled.items() if value is not None]
     lines += live
     lines += _section("Leases", [*(f"- {one_line(lease.line())}" for lease in result.leases),
                                  *(f"- **{one_line(notice)}**" for notice in result.lease_notices)])

@@ -18,7 +18,6 @@ import pkgutil
 import selectors
 import signal
 import socket
-import struct
 import sys
 import time
 from contextlib import suppress
@@ -248,7 +247,7 @@ class Resident:
         fds: list[int] = []
         try:
             conn.settimeout(REQUEST_WAIT)
-            if not same_user(conn):
+            if client.peer_uid(conn) != os.getuid():
                 raise Refused("another user")
             try:
                 # First, so that a client of a newer protocol meets no older resident: a source file or
@@ -353,13 +352,6 @@ class _Leave(Exception):
 
 def _leave(signum: int, frame: FrameType | None) -> None:
     raise _Leave
-
-
-def same_user(conn: socket.socket) -> bool:
-    """Whether the peer runs as this process's user (SO_PEERCRED, from the kernel)."""
-    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _, uid, _ = struct.unpack("3i", creds)
-    return uid == os.getuid()
 
 
 def parse_request(data: bytes, fingerprint: bytes) -> Request:

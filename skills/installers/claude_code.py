@@ -152,14 +152,13 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
     install created, so that uninstalling removes those and keeps the user's own, and a copy of each file as it was
     before."""
     base = claude_dir(scope, place)
-    settings = base / "settings.json"
-    report = InstallReport(settings)
+    report = InstallReport(base / "settings.json")
     executable = baton_executable(scope)
     records = InstallRecords(home)
-    for path in dict.fromkeys((settings, rules_file(scope, base))):
+    for path in dict.fromkeys((report.settings, rules_file(scope, base))):
         original, data = read_settings(path)
         before = hook_containers(data)
-        if path == settings:
+        if path == report.settings:
             for event in HOOKS:
                 if ensure_group(data, path, event, hook_group(HOOKS, event, executable)):
                     report.events.append(event)
@@ -171,30 +170,27 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
             kept = [rule for rule in records.rules(path) if rule in _allow(data, path) and rule not in added]
             records.settle(path, original, json_like(data, original), None, rules=kept + added,
                            entries=records.created(path) | (hook_containers(data) - before))
-    for skill in skill_names():
-        report.skills[skill] = install_skill(base, skill, records, report.warnings)
+    report.skills = {skill: install_skill(base, skill, records, report.warnings) for skill in skill_names()}
     return report
 
 
 def uninstall_claude(scope: str, place: Place, home: Path) -> InstallReport:
     base = claude_dir(scope, place)
-    settings = base / "settings.json"
-    report = InstallReport(settings)
+    report = InstallReport(base / "settings.json")
     records = InstallRecords(home)
-    for path in dict.fromkeys((settings, rules_file(scope, base))):
+    for path in dict.fromkeys((report.settings, rules_file(scope, base))):
         original, data = read_settings(path)
         if original is None:
             records.forget(path)
             continue
         created = records.created(path) if records.known(path) else None
         report.rules += _remove_rules(data, path, records.rules(path), created=created or set())
-        if path == settings:
+        if path == report.settings:
             report.events += remove_baton_handlers(data, path, created=created)
         changed = data != read_settings(path)[1]
         records.settle(path, original, json_like(data, original) if changed else original, None, entries=None,
                        gone=changed and not data)
-    for skill in skill_names():
-        report.skills[skill] = uninstall_skill(base, skill, records, report.warnings)
+    report.skills = {skill: uninstall_skill(base, skill, records, report.warnings) for skill in skill_names()}
     remove_if_empty(base / "skills")
     if scope == "project":
         remove_if_empty(base)
@@ -247,20 +243,9 @@ class InstallRecords:
     def created(self, settings: Path) -> set[str]:
         return set(self._entry(settings).get("created", []))
 
-    def created_file(self, settings: Path) -> bool:
-        return bool(self._entry(settings).get("created_file"))
-
     def rules(self, settings: Path) -> list[str]:
         """The permission rules the install added (not those the user had), in order."""
         return list(self._entry(settings).get("rules", []))
-
-    def original(self, settings: Path) -> str | None:
-        """The copy of the file as it was before the install first changed it."""
-        return self._entry(settings).get("original")
-
-    def written(self, settings: Path) -> str | None:
-        """The SHA-256 of what the install last wrote there: the file is as the install left it while it matches."""
-        return self._entry(settings).get("written")
 
     def keep(self, path: Path, text: str | None, into: list[Path] | None = None) -> str | None:
         """A copy of text (the file as it is now, None: there is none) in the backups, listed in into; its path."""
@@ -283,8 +268,11 @@ class InstallRecords:
         it (gone: the parser left an empty object; then also one no record speaks of), unless a symbolic link
         (settings kept with dotfiles) stands there. A copy of the file goes to the backups (listed in into) at each
         change."""
-        created_file, copy, known = text is None or self.created_file(path), self.original(path), self.known(path)
-        if entries is None and text is not None and self.written(path) == digest(text.encode()):
+        entry, known = self._entry(path), self.known(path)
+        # original: the copy of the file from before the install first changed it; written: the SHA-256 of what the
+        # install last wrote there (the file is as the install left it while it matches).
+        created_file, copy = text is None or bool(entry.get("created_file")), entry.get("original")
+        if entries is None and text is not None and entry.get("written") == digest(text.encode()):
             # The copy from before the install ("": the install created the file); a lost copy leaves new.
             before = read_file(Path(copy)) if copy else "" if created_file else None
             new = new if before is None else before

@@ -98,8 +98,7 @@ def install_copilot(scope: str, place: Place, home: Path) -> CopilotReport:
         report.hooks_file = "updated" if present is not None else "written"
         records.keep(hooks, present, report.backups)
         write_file(hooks, wanted_hooks)
-    for skill in skill_names():
-        report.skills[skill] = install_skill(base, skill, records, report.warnings)
+    report.skills = {skill: install_skill(base, skill, records, report.warnings) for skill in skill_names()}
     if scope == "project":
         report.notes.append(TRUST)
     if shutil.which("copilot") is None:
@@ -130,8 +129,7 @@ def uninstall_copilot(scope: str, place: Place, home: Path) -> CopilotReport:
         else:
             report.hooks_file = "kept (other content)"
             report.warnings.append(f"{hooks} holds hooks that are not Baton's; left in place")
-    for skill in skill_names():
-        report.skills[skill] = uninstall_skill(base, skill, records, report.warnings)
+    report.skills = {skill: uninstall_skill(base, skill, records, report.warnings) for skill in skill_names()}
     for directory in (hooks.parent, base / "skills", *([base] if scope == "project" else [])):
         remove_if_empty(directory)
     return report

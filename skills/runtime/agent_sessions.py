@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from contextlib import suppress
+from contextlib import closing, suppress
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -183,11 +183,8 @@ def local_heartbeats(settings: Settings) -> list[Beat]:
     """The heartbeats the hooks kept in the data home (none when they kept nothing there)."""
     if not (settings.home / FILE).exists():  # reading creates nothing
         return []
-    sessions = AgentSessions(settings.home, timeout=settings.store_timeout)
-    try:
+    with closing(AgentSessions(settings.home, timeout=settings.store_timeout)) as sessions:
         return sessions.heartbeats()
-    finally:
-        sessions.close()
 
 
 def trouble_first_told(agent_session: str) -> bool:

@@ -134,15 +134,11 @@ def _offer(conn: socket, path: str, argv: list[str]) -> bytes:
     """Connect, send the request and read the resident's one-byte reply, all within
     CONNECT_WAIT. The standard streams are not sent yet: a resident too slow to reply must
     not hold them (a caller reading our output to its end would wait for it)."""
-    import _socket
-
     deadline = time.monotonic() + CONNECT_WAIT
     conn.settimeout(CONNECT_WAIT)
     conn.connect(path)
     # Whoever listens, from the kernel: the process that called listen(), as it was then.
-    peer = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)  # struct ucred: pid, uid, gid
-    uid = int.from_bytes(peer[4:8], sys.byteorder)
-    if uid != os.geteuid():
+    if (uid := peer_uid(conn)) != os.geteuid():
         raise Impostor(f"refusing {path}: the process listening there runs as uid {uid}, not you ({os.geteuid()}); "
                        "nothing was sent: remove the socket and find who started that process")
     request = _request(argv)
@@ -150,6 +146,14 @@ def _offer(conn: socket, path: str, argv: list[str]) -> bytes:
     conn.sendall(len(request).to_bytes(4, "big") + request)
     conn.settimeout(max(deadline - time.monotonic(), 0.001))
     return conn.recv(1)
+
+
+def peer_uid(conn: socket) -> int:
+    """The user of the process at conn's other end, from the kernel (SO_PEERCRED)."""
+    import _socket
+
+    peer = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)  # struct ucred: pid, uid, gid
+    return int.from_bytes(peer[4:8], sys.byteorder)
 
 
 class Impostor(Exception):

@@ -457,19 +457,11 @@ def _secret(row: Setting, raw: object, where: str) -> str | None:
 
 
 def _secret_in_file(row: Setting, raw: object, where: str) -> str | None:
+    """The secret on the first line of the file given (a trailing newline is not part of it)."""
     given = _text(row, raw, where)
-    return _secret(row, _secret_file(Path(given).expanduser(), where), where) if given else None
-
-
-def _duration(row: Setting, raw: object, where: str) -> timedelta:
-    try:
-        return parse_duration(str(raw))
-    except ValueError as exc:
-        raise BadInput(f"{where}: {exc}") from None
-
-
-def _secret_file(path: Path, where: str) -> str:
-    """The first line of a file holding a secret (a trailing newline is not part of it)."""
+    if not given:
+        return None
+    path = Path(given).expanduser()
     try:
         with path.open(encoding="utf-8") as handle:
             line = handle.readline(4096).strip()
@@ -479,7 +471,14 @@ def _secret_file(path: Path, where: str) -> str:
         raise BadInput(f"{where}: {path} is not UTF-8 text") from None
     if not line:
         raise BadInput(f"{where}: {path} is empty")
-    return line
+    return _secret(row, line, where)
+
+
+def _duration(row: Setting, raw: object, where: str) -> timedelta:
+    try:
+        return parse_duration(str(raw))
+    except ValueError as exc:
+        raise BadInput(f"{where}: {exc}") from None
 
 
 def _number(row: Setting, raw: object, where: str) -> float:
