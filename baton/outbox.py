@@ -154,9 +154,7 @@ class Outbox:
 
     def waiting(self) -> int:
         """How many messages wait (0 without creating a missing file)."""
-        if not self.path.exists():
-            return 0
-        return self._db.read(self.store, "SELECT count(*) FROM outbox")[0][0]
+        return self._db.counted(self.store, "SELECT count(*) FROM outbox")
 
     def entries(self) -> list[Entry]:
         """The messages waiting, oldest first."""

@@ -179,7 +179,7 @@ def test_recall_indexed_before_projects_is_healed_in_each_project(home, teams, c
 
     kept = unscope_recall(home)
     queue = EmbeddingQueue(home / "recall", timeout=5)
-    queue_conn = queue._db.conn()
+    queue_conn = queue.conn()
     with write_transaction(queue_conn):
         (point_id, payload), = queue_conn.execute("SELECT point_id, payload FROM queued").fetchall()
         fields = json.loads(payload)

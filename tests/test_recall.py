@@ -140,7 +140,7 @@ def test_the_indexer_never_embeds_a_stored_decision_again(tmp_path, encoder):
 def test_an_unreadable_queue_entry_is_dropped_not_fatal(tmp_path, encoder):
     index, queue = indexed(tmp_path, encoder, [])
     queue.add([record("T", "fine")])
-    conn = queue._db.conn()
+    conn = queue.conn()
     conn.execute("INSERT INTO queued (point_id, payload, queued_at) VALUES (?, ?, 0)",
                  ("00000000-0000-0000-0000-000000000001", "{not json"))
     report = Indexer(queue, index, lambda: encoder).run()
