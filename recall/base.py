@@ -125,10 +125,6 @@ class DecisionIndex(Backend):
         """Store each record with its vector (idempotent by point id)."""
 
     @abstractmethod
-    def vectors_for_task(self, project: str, task_id: str, limit: int) -> dict[UUID, list[float]]:
-        """Up to limit of the ticket's stored vectors, by point id."""
-
-    @abstractmethod
     def vectors_of(self, point_ids: Sequence[UUID]) -> dict[UUID, list[float]]:
         """The stored vectors of point_ids, by point id."""
 

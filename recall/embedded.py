@@ -267,13 +267,6 @@ class EmbeddedDecisionIndex(DecisionIndex):
         return {UUID(p): np.frombuffer(v, "<f4").tolist()
                 for p, v in self._of_points("point_id, vector", point_ids[:500])}
 
-    def vectors_for_task(self, project: str, task_id: str, limit: int) -> dict[UUID, list[float]]:
-        with self._guarded():
-            rows = self._db.conn().execute(
-                "SELECT point_id, vector FROM vectors WHERE project = ? AND task_id = ? ORDER BY seq DESC LIMIT ?",
-                (project, task_id, limit))
-            return {UUID(p): np.frombuffer(v, "<f4").tolist() for p, v in rows}
-
     def count(self, project: str | None = None) -> int:
         if not self.path.exists():
             return 0
