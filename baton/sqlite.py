@@ -209,6 +209,12 @@ class SqliteFile:
         with guarded(store, self.path), write_transaction(self.conn()) as conn:
             yield conn
 
+    def write_each(self, store: str, statement: str, rows: Sequence[Sequence[object]]) -> None:
+        """statement once per row, in one write transaction (as writing); none without rows."""
+        if rows:
+            with self.writing(store) as conn:
+                conn.executemany(statement, rows)
+
     def read(self, store: str, query: str, params: Sequence[object] | dict[str, object] = ()) -> list[Any]:
         """query's rows; StoreUnavailable for store when the file cannot be read."""
         with guarded(store, self.path):

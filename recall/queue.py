@@ -73,19 +73,13 @@ class EmbeddingQueue(SqliteFile):
         return {UUID(p) for (p,) in rows}
 
     def remove(self, point_ids: Sequence[UUID]) -> None:
-        if not point_ids:
-            return
-        with self.writing(STORE) as conn:
-            conn.executemany("DELETE FROM queued WHERE point_id = ?", [(str(p),) for p in point_ids])
+        self.write_each(STORE, "DELETE FROM queued WHERE point_id = ?", [(str(p),) for p in point_ids])
 
     def drop_tasks(self, project: str, task_ids: Sequence[str]) -> None:
         """Forget the queued decisions of those tickets of the project (their sessions were pruned)."""
-        if not task_ids or not self.path.exists():
-            return
-        with self.writing(STORE) as conn:
-            conn.executemany("DELETE FROM queued WHERE json_extract(payload, '$.project') = ? "
-                             "AND json_extract(payload, '$.task_id') = ?",
-                             [(project, task_id) for task_id in task_ids])
+        if self.path.exists():
+            self.write_each(STORE, "DELETE FROM queued WHERE json_extract(payload, '$.project') = ? "
+                                   "AND json_extract(payload, '$.task_id') = ?", [(project, t) for t in task_ids])
 
     def count(self) -> int:
         return self.counted(STORE, "SELECT count(*) FROM queued")

@@ -112,11 +112,9 @@ class TicketQueries(SqliteFile):
 
     def drop_tasks(self, project: str, task_ids: Sequence[str]) -> None:
         """Forget those tickets' queries (pruned, or their text redacted)."""
-        if not task_ids or not self.path.exists():
-            return
-        with self.writing(STORE) as conn:
-            conn.executemany("DELETE FROM queries WHERE project = ? AND task_id = ?",
-                             [(project, task_id) for task_id in task_ids])
+        if self.path.exists():
+            self.write_each(STORE, "DELETE FROM queries WHERE project = ? AND task_id = ?",
+                            [(project, task_id) for task_id in task_ids])
 
 
 def _blob(vector: Sequence[float]) -> bytes:
