@@ -16,8 +16,7 @@ its hash and its vector.
 from __future__ import annotations
 
 import hashlib
-import sys
-from array import array
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,15 +117,8 @@ class TicketQueries(SqliteFile):
 
 
 def _blob(vector: Sequence[float]) -> bytes:
-    values = array("f", (float(v) for v in vector))
-    if sys.byteorder != "little":
-        values.byteswap()
-    return values.tobytes()
+    return struct.pack(f"<{len(vector)}f", *vector)
 
 
 def _floats(blob: bytes) -> list[float]:
-    values = array("f")
-    values.frombytes(blob)
-    if sys.byteorder != "little":
-        values.byteswap()
-    return values.tolist()
+    return list(struct.unpack(f"<{len(blob) // 4}f", blob))
