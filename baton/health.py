@@ -101,7 +101,11 @@ class HealthRecord:
             before = dict(servers)
             yield servers
             if got and (servers != before or garbled):
-                _write_atomically(self.path, servers)
+                from baton.files import write_whole  # only when something changed: reading the record stays cheap
+
+                body = {"servers": {name: down._asdict() for name, down in servers.items()}}
+                with suppress(OSError):  # the record is advice: a write that fails is skipped
+                    write_whole(self.path, json.dumps(body, ensure_ascii=False))
 
 
 def _parse(text: str) -> dict[str, Down] | None:
@@ -112,11 +116,3 @@ def _parse(text: str) -> dict[str, Down] | None:
                 for name, entry in raw["servers"].items()}
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
-
-
-def _write_atomically(path: Path, servers: dict[str, Down]) -> None:
-    from baton.files import write_whole  # only when something changed: reading the record stays cheap
-
-    body = {"servers": {name: {"since": d.since, "last": d.last, "reason": d.reason} for name, d in servers.items()}}
-    with suppress(OSError):  # the record is advice: a write that fails is skipped
-        write_whole(path, json.dumps(body, ensure_ascii=False))

@@ -119,17 +119,17 @@ def topic_metadata(admin: AdminClient, timeout: float, store: str, bootstrap: st
                 raise kafka_failure(store, bootstrap, exc, client=admin) from exc
 
 
-def kafka_failure(store: str, bootstrap: str, exc: KafkaException, *,
+def kafka_failure(store: str, bootstrap: str, exc: KafkaException | KafkaError, *,
                   client: AdminClient | None = None) -> StoreUnavailable:
-    """The StoreUnavailable for a KafkaException: ServerUnreachable when the broker could
-    not be reached or heard from; the broker's refusal of the credentials when it said so.
-    client: an admin client, whose error callbacks are served only when it is polled."""
+    """The StoreUnavailable for a KafkaException or KafkaError: ServerUnreachable when the
+    broker could not be reached or heard from; the broker's refusal of the credentials when
+    it said so. client: an admin client, whose error callbacks are served only when it is polled."""
     from confluent_kafka import KafkaError
 
     if client is not None:
         client.poll(0)
 
-    error = exc.args[0] if exc.args else None
+    error = exc if isinstance(exc, KafkaError) else exc.args[0] if exc.args else None
     name, said = (error.name(), error.str()) if isinstance(error, KafkaError) else ("", str(exc))
     reason = f"Kafka at {bootstrap}: {' '.join(said.split())}"
     return refused(store, bootstrap) or (ServerUnreachable(store, reason) if name in _UNREACHABLE
@@ -254,9 +254,7 @@ class KafkaOutbox(Outbox):
             return
         if not failures:
             raise self.unreachable(self.gate.no_answer("no acknowledgement"))
-        from confluent_kafka import KafkaException
-
-        raise kafka_failure(self.store, self.bootstrap, KafkaException(failures[0]))
+        raise kafka_failure(self.store, self.bootstrap, failures[0])
 
     def _answer(self, message_id: str) -> Callable[[KafkaError | None, Message], None]:
         def answered(error: KafkaError | None, _message: Message) -> None:

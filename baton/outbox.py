@@ -154,9 +154,7 @@ class Outbox:
 
     def waiting(self) -> int:
         """How many messages wait (0 without creating a missing file)."""
-        if not self.path.exists():
-            return 0
-        return self._db.read(self.store, "SELECT count(*) FROM outbox")[0][0]
+        return self._db.counted(self.store, "SELECT count(*) FROM outbox")
 
     def entries(self) -> list[Entry]:
         """The messages waiting, oldest first."""
@@ -191,9 +189,8 @@ class Outbox:
 
     def mark_sent(self, message_ids: Sequence[str], at_ms: int) -> None:
         """Note that a delivery produces these messages now."""
-        with self._db.writing(self.store) as conn:
-            conn.executemany("UPDATE outbox SET sent_at = ? WHERE message_id = ?",
-                             [(at_ms, m) for m in message_ids])
+        self._db.write_each(self.store, "UPDATE outbox SET sent_at = ? WHERE message_id = ?",
+                            [(at_ms, m) for m in message_ids])
 
     def mark_unsent(self, message_ids: Sequence[str]) -> None:
         """Note that these messages were given up before they were sent."""
@@ -204,8 +201,7 @@ class Outbox:
         self._each("UPDATE outbox SET taken = 1 WHERE message_id = ?", message_ids)
 
     def _each(self, statement: str, message_ids: Sequence[str]) -> None:
-        with self._db.writing(self.store) as conn:
-            conn.executemany(statement, [(m,) for m in message_ids])
+        self._db.write_each(self.store, statement, [(m,) for m in message_ids])
 
     @contextmanager
     def delivering(self, within: float) -> Iterator[bool]:

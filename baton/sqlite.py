@@ -32,15 +32,10 @@ _CREATED_TABLE = re.compile(r"CREATE (?:VIRTUAL )?TABLE (?:IF NOT EXISTS )?(\w+)
 
 
 def _open(path: Path, timeout: float) -> sqlite3.Connection:
-    """A connection to the existing file at path (mode=rw: opening never creates one)."""
+    """A connection to the existing file at path (mode=rw: opening never creates one); the
+    timeout is its busy timeout (sqlite3_busy_timeout), every lock wait's bound."""
     uri = f"{path.absolute().as_uri()}?mode=rw"
-    conn = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+    return sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
 
 
 def _create(path: Path, migrations: Sequence[str]) -> None:
@@ -214,10 +209,20 @@ class SqliteFile:
         with guarded(store, self.path), write_transaction(self.conn()) as conn:
             yield conn
 
+    def write_each(self, store: str, statement: str, rows: Sequence[Sequence[object]]) -> None:
+        """statement once per row, in one write transaction (as writing); none without rows."""
+        if rows:
+            with self.writing(store) as conn:
+                conn.executemany(statement, rows)
+
     def read(self, store: str, query: str, params: Sequence[object] | dict[str, object] = ()) -> list[Any]:
         """query's rows; StoreUnavailable for store when the file cannot be read."""
         with guarded(store, self.path):
             return self.conn().execute(query, params).fetchall()
+
+    def counted(self, store: str, query: str, params: Sequence[object] = ()) -> int:
+        """The number query answers; 0 without creating a missing file."""
+        return self.read(store, query, params)[0][0] if self.path.exists() else 0
 
     def describe(self, store: str, table: str) -> dict[str, str]:
         """What `baton doctor` shows for an embedded SQLite store; table is a fixed name."""

@@ -96,9 +96,6 @@ class WriteQueue:
         for name in names:
             with suppress(FileNotFoundError):
                 os.unlink(self.directory / name)
-        self._forget_stale_temporaries()
-
-    def _forget_stale_temporaries(self) -> None:
         try:
             leftovers = [n for n in os.listdir(self.directory) if n.startswith(".") and n.endswith(".tmp")]
         except OSError:

@@ -188,6 +188,15 @@ def bench_conflict_lookup(root: Path, counts: list[int], repeat: int) -> dict[in
     return results
 
 
+def ticket_vectors(index, task: str, limit: int) -> list[list[float]]:
+    """The newest `limit` stored vectors of the bench project's ticket, read from the vector store."""
+    import numpy as np
+
+    rows = index._db.conn().execute("SELECT vector FROM vectors WHERE project = ? AND task_id = ? "
+                                    "ORDER BY seq DESC LIMIT ?", (PROJECT, task, limit))
+    return [np.frombuffer(vector, "<f4").tolist() for (vector,) in rows]
+
+
 def bench_search(home: Path, repeat: int) -> tuple[list[tuple[str, list[float], int | str | None]], list[str]]:
     """The related-decisions search as resume runs it (the ticket's stored vectors, other
     tickets only, top 5), warm, filtered to a project as every search is; beside it, the
@@ -200,8 +209,8 @@ def bench_search(home: Path, repeat: int) -> tuple[list[tuple[str, list[float], 
     from baton.recall.embedded import EmbeddedDecisionIndex
 
     index = EmbeddedDecisionIndex(home / "recall", timeout=30)
-    own = list(index.vectors_for_task(PROJECT, BENCH_TASK, 10).values())
-    others = [v for task, _ in RELATED for v in index.vectors_for_task(PROJECT, task, 1).values()]
+    own = ticket_vectors(index, BENCH_TASK, 10)
+    others = [v for task, _ in RELATED for v in ticket_vectors(index, task, 1)]
     queries = np.asarray((own + others)[:5], np.float32)
     index.search(own, project=PROJECT, limit=5, exclude_task_id=BENCH_TASK)
     view = index._view
@@ -312,9 +321,9 @@ def bench_open(home: Path, repeat: int) -> list[float]:
     code = ("import time\n"
             "from baton.recall.embedded import EmbeddedDecisionIndex\n"
             "i = EmbeddedDecisionIndex(__import__('pathlib').Path(%r), timeout=30)\n"
-            "v = list(i.vectors_for_task(%r, %r, 1).values())\n"
+            "v = [next(i.points(%r))[1]]\n"
             "t = time.perf_counter(); i.search(v, project=%r, limit=5, exclude_task_id=None)\n"
-            "print((time.perf_counter() - t) * 1000)") % (str(home / "recall"), PROJECT, BENCH_TASK, PROJECT)
+            "print((time.perf_counter() - t) * 1000)") % (str(home / "recall"), PROJECT, PROJECT)
     samples = []
     for _ in range(repeat):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

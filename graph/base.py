@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
 from baton import clock
+from baton.backend import Backend
 from baton.files import FileRef
 from baton.outcome import Found, Unavailable, answering
 from baton.projects import qualified, split_qualified
@@ -94,7 +95,7 @@ def _shared_by_ticket(rows: Sequence[tuple[str, str, str, str]]) -> dict[str, di
     return shared
 
 
-class ConflictGraph(ABC):
+class ConflictGraph(Backend):
     """Writes raise StoreUnavailable; reads answer Found or Unavailable.
 
     Backends implement the row queries; the grouping into answers is shared here.
@@ -303,14 +304,3 @@ class ConflictGraph(ABC):
     def forget(self, task_ids: Sequence[str]) -> None:
         """Remove those tickets and their touches (their sessions were pruned), and the
         files no ticket touches any more. Raises StoreUnavailable."""
-
-    @abstractmethod
-    def describe(self) -> dict[str, str]:
-        """Backend, location, server version and a size, read from the store itself.
-
-        Raises StoreUnavailable when it does not answer (what `baton doctor` shows).
-        """
-
-    @abstractmethod
-    def close(self) -> None:
-        """Release connections."""

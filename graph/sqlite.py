@@ -327,9 +327,8 @@ class SqliteConflictGraph(ConflictGraph):
         return bool(self._db.read(STORE, "SELECT counted FROM counts")[0][0])
 
     def recount(self) -> int:
-        """Count every ticket's conflicts again, RECOUNT_CHUNK tickets per transaction (writes
-        in between keep theirs moving, so a ticket counted before them stays right), then mark
-        the counts kept; answers how many tickets were counted."""
+        """RECOUNT_CHUNK tickets per transaction (writes in between keep theirs moving, so a
+        ticket counted before them stays right), then the mark."""
         after, done = "", 0
         while True:
             chunk = [task for (task,) in self._db.read(

@@ -9,13 +9,14 @@ projects has none: no read returns it, and the indexer heals it (baton.skills.co
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
+from baton.backend import Backend
 from baton.recall.wire import decision_point_id
 from baton.types import Project
 
@@ -112,7 +113,7 @@ def ranked(hits: Iterable[ScoredDecision], limit: int) -> list[ScoredDecision]:
     return sorted(hits, key=lambda s: (-s.score, s.record.task_id, s.record.text))[:limit]
 
 
-class DecisionIndex(ABC):
+class DecisionIndex(Backend):
     """Vectors of decisions. Every method raises StoreUnavailable when the index cannot answer.
 
     Each read and delete names its project and touches that project's points only; a point
@@ -122,10 +123,6 @@ class DecisionIndex(ABC):
     @abstractmethod
     def upsert(self, records: Sequence[DecisionRecord], vectors: Vectors) -> None:
         """Store each record with its vector (idempotent by point id)."""
-
-    @abstractmethod
-    def vectors_for_task(self, project: str, task_id: str, limit: int) -> dict[UUID, list[float]]:
-        """Up to limit of the ticket's stored vectors, by point id."""
 
     @abstractmethod
     def vectors_of(self, point_ids: Sequence[UUID]) -> dict[UUID, list[float]]:
@@ -192,14 +189,7 @@ class DecisionIndex(ABC):
     def delete_unscoped(self) -> int:
         """Remove every point without a project; returns how many went."""
 
-    @abstractmethod
-    def describe(self) -> dict[str, str]:
-        """Backend, location, version and size, read from the store (`baton doctor`)."""
-
     def recover(self) -> str | None:
         """Make a store that cannot be read usable again, giving up what it held (the
         indexer then embeds the registry's decisions anew); says what it did, or None."""
         return None
-
-    @abstractmethod
-    def close(self) -> None: ...

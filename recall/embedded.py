@@ -86,25 +86,26 @@ MIGRATIONS = [
 ]
 
 
-def _unit_rows(vectors: Vectors) -> np.ndarray:
-    """Rows as float32 unit vectors (cosine similarity becomes a dot product)."""
-    matrix = np.asarray(vectors, dtype=np.float32)
-    if matrix.ndim != 2 or matrix.shape[1] != DIMENSIONS:
-        raise ValueError(f"vectors must have {DIMENSIONS} dimensions, got shape {matrix.shape}")
-    if not np.isfinite(matrix).all():
-        raise ValueError("vectors must be finite")
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    if (norms == 0).any():
-        raise ValueError("a vector is all zeros")
+def _unit_rows(vectors: Vectors, what: str) -> np.ndarray:
+    """Rows as float32 unit vectors (cosine similarity becomes a dot product); StoreUnavailable
+    refuses them as `what` (a vector, a query) where they are not vectors."""
+    try:
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[1] != DIMENSIONS:
+            raise ValueError(f"vectors must have {DIMENSIONS} dimensions, got shape {matrix.shape}")
+        if not np.isfinite(matrix).all():
+            raise ValueError("vectors must be finite")
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        if (norms == 0).any():
+            raise ValueError("a vector is all zeros")
+    except ValueError as exc:
+        raise StoreUnavailable(STORE, f"refused {what}: {exc}") from None
     return np.ascontiguousarray(matrix / norms, dtype=np.float32)
 
 
 def _vectors_of(records: Sequence[DecisionRecord], vectors: Vectors) -> np.ndarray:
     """The records' vectors as unit rows, one per record; StoreUnavailable refuses others."""
-    try:
-        matrix = _unit_rows(vectors)
-    except ValueError as exc:
-        raise StoreUnavailable(STORE, f"refused a vector: {exc}") from None
+    matrix = _unit_rows(vectors, "a vector")
     if len(matrix) != len(records):
         raise StoreUnavailable(STORE, f"{len(records)} decisions but {len(matrix)} vectors")
     return matrix
@@ -266,13 +267,6 @@ class EmbeddedDecisionIndex(DecisionIndex):
         return {UUID(p): np.frombuffer(v, "<f4").tolist()
                 for p, v in self._of_points("point_id, vector", point_ids[:500])}
 
-    def vectors_for_task(self, project: str, task_id: str, limit: int) -> dict[UUID, list[float]]:
-        with self._guarded():
-            rows = self._db.conn().execute(
-                "SELECT point_id, vector FROM vectors WHERE project = ? AND task_id = ? ORDER BY seq DESC LIMIT ?",
-                (project, task_id, limit))
-            return {UUID(p): np.frombuffer(v, "<f4").tolist() for p, v in rows}
-
     def count(self, project: str | None = None) -> int:
         if not self.path.exists():
             return 0
@@ -356,10 +350,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
                exclude_task_id: str | None) -> list[ScoredDecision]:
         if not vectors or limit <= 0 or not self.path.exists():
             return []
-        try:
-            queries = _unit_rows(vectors)
-        except ValueError as exc:
-            raise StoreUnavailable(STORE, f"refused a query: {exc}") from None
+        queries = _unit_rows(vectors, "a query")
         exclude = segments.task_key(exclude_task_id) if exclude_task_id is not None else None
         key = segments.project_key(project)
         with self._guarded():

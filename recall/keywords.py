@@ -78,12 +78,11 @@ def match_expression(query: list[str]) -> str | None:
     return " OR ".join(f'"{word}"' for word in query) or None
 
 
-class KeywordIndex:
+class KeywordIndex(SqliteFile):
     """keywords.db: a row per decision (by point id) and its words in FTS5."""
 
     def __init__(self, folder: Path, *, timeout: float) -> None:
-        self.path = folder / FILE
-        self._db = SqliteFile(self.path, MIGRATIONS, timeout=timeout)
+        super().__init__(folder / FILE, MIGRATIONS, timeout=timeout)
 
     def add(self, records: Iterable[DecisionRecord], *, keyed: Sequence[tuple[str, str]] | None = None) -> int:
         """Index records not indexed yet (by point id); returns how many were new. keyed:
@@ -94,7 +93,7 @@ class KeywordIndex:
             keyed = [(str(record.point_id), record.model_dump_json()) for record in listed]
         rows = [(point_id, record.project, record.task_id, payload, record.embedding_text())
                 for record, (point_id, payload) in zip(listed, keyed, strict=True)]
-        with self._db.writing(STORE) as conn:
+        with self.writing(STORE) as conn:
             # A new row's id is above every id the table held: the words of those rows alone
             # go into FTS5, one statement for the batch.
             before = conn.execute("SELECT coalesce(max(id), 0) FROM docs").fetchone()[0]
@@ -107,7 +106,7 @@ class KeywordIndex:
         if not task_ids or not self.path.exists():
             return 0
         removed = 0
-        with self._db.writing(STORE) as conn:
+        with self.writing(STORE) as conn:
             for task_id in task_ids:
                 rows = conn.execute("SELECT id, body FROM docs WHERE project = ? AND task_id = ?",
                                     (project, task_id)).fetchall()
@@ -121,9 +120,7 @@ class KeywordIndex:
         return removed
 
     def count(self) -> int:
-        if not self.path.exists():
-            return 0
-        return self._db.read(STORE, "SELECT count(*) FROM docs")[0][0]
+        return self.counted(STORE, "SELECT count(*) FROM docs")
 
     def search(self, text: str, *, project: str, limit: int, exclude_task_id: str | None) -> list[ScoredDecision]:
         """The project's decisions sharing words with text, best BM25 first (score: BM25,
@@ -134,7 +131,7 @@ class KeywordIndex:
         if not asked or limit <= 0 or not self.path.exists():
             return []
         with guarded(STORE, self.path):
-            conn = self._db.conn()
+            conn = self.conn()
             expression = match_expression([word for word in asked if conn.execute(
                 "SELECT count(*) FROM (SELECT rowid FROM terms WHERE terms MATCH ? LIMIT ?)",
                 (match_expression([word]), COMMON_ABOVE + 1)).fetchone()[0] <= COMMON_ABOVE])
@@ -146,6 +143,3 @@ class KeywordIndex:
                 "ORDER BY bm25(terms), docs.id LIMIT ?", (expression, project, exclude_task_id, limit)).fetchall()
         return [ScoredDecision(record=DecisionRecord.model_validate_json(payload), score=-rank)
                 for payload, rank in rows]
-
-    def close(self) -> None:
-        self._db.close()

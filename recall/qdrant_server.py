@@ -246,12 +246,6 @@ class QdrantServerIndex(DecisionIndex):
 
         return self._call(work)
 
-    def vectors_for_task(self, project: str, task_id: str, limit: int) -> dict[UUID, list[float]]:
-        points, _ = self._call(lambda client: client.scroll(
-            COLLECTION, scroll_filter=self._scope(project, task_ids=[task_id]), limit=limit, with_vectors=True,
-            with_payload=False))
-        return {UUID(str(p.id)): _dense(p.vector) for p in points}
-
     def search(self, vectors: Sequence[Sequence[float]], *, project: str, limit: int,
                exclude_task_id: str | None) -> list[ScoredDecision]:
         if not vectors:

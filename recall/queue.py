@@ -40,10 +40,9 @@ MIGRATIONS = [
 ]
 
 
-class EmbeddingQueue:
+class EmbeddingQueue(SqliteFile):
     def __init__(self, folder: Path, *, timeout: float) -> None:
-        self.path = folder / FILE
-        self._db = SqliteFile(self.path, MIGRATIONS, timeout=timeout)
+        super().__init__(folder / FILE, MIGRATIONS, timeout=timeout)
 
     def add(self, records: Sequence[DecisionRecord]) -> int:
         """Queue records (once per point id); returns how many were new."""
@@ -54,7 +53,7 @@ class EmbeddingQueue:
         if not payloads:
             return 0
         now = time.time()
-        with self._db.writing(STORE) as conn:
+        with self.writing(STORE) as conn:
             return sum(conn.execute(
                 "INSERT OR IGNORE INTO queued (point_id, payload, queued_at) VALUES (?, ?, ?)",
                 (str(point_id), payload, now)).rowcount for point_id, payload in payloads)
@@ -63,35 +62,24 @@ class EmbeddingQueue:
         """Up to limit (point id, payload JSON) pairs, oldest first."""
         if not self.path.exists():
             return []
-        rows = self._db.read(STORE, "SELECT point_id, payload FROM queued ORDER BY seq LIMIT ?", (limit,))
+        rows = self.read(STORE, "SELECT point_id, payload FROM queued ORDER BY seq LIMIT ?", (limit,))
         return [(UUID(p), payload) for p, payload in rows]
 
     def queued(self, point_ids: Sequence[UUID]) -> set[UUID]:
         if not point_ids or not self.path.exists():
             return set()
-        rows = self._db.read(STORE, "SELECT point_id FROM queued WHERE point_id IN (SELECT value FROM json_each(?))",
+        rows = self.read(STORE, "SELECT point_id FROM queued WHERE point_id IN (SELECT value FROM json_each(?))",
                              (json.dumps([str(p) for p in point_ids]),))
         return {UUID(p) for (p,) in rows}
 
     def remove(self, point_ids: Sequence[UUID]) -> None:
-        if not point_ids:
-            return
-        with self._db.writing(STORE) as conn:
-            conn.executemany("DELETE FROM queued WHERE point_id = ?", [(str(p),) for p in point_ids])
+        self.write_each(STORE, "DELETE FROM queued WHERE point_id = ?", [(str(p),) for p in point_ids])
 
     def drop_tasks(self, project: str, task_ids: Sequence[str]) -> None:
         """Forget the queued decisions of those tickets of the project (their sessions were pruned)."""
-        if not task_ids or not self.path.exists():
-            return
-        with self._db.writing(STORE) as conn:
-            conn.executemany("DELETE FROM queued WHERE json_extract(payload, '$.project') = ? "
-                             "AND json_extract(payload, '$.task_id') = ?",
-                             [(project, task_id) for task_id in task_ids])
+        if self.path.exists():
+            self.write_each(STORE, "DELETE FROM queued WHERE json_extract(payload, '$.project') = ? "
+                                   "AND json_extract(payload, '$.task_id') = ?", [(project, t) for t in task_ids])
 
     def count(self) -> int:
-        if not self.path.exists():
-            return 0
-        return self._db.read(STORE, "SELECT count(*) FROM queued")[0][0]
-
-    def close(self) -> None:
-        self._db.close()
+        return self.counted(STORE, "SELECT count(*) FROM queued")

@@ -16,8 +16,7 @@ its hash and its vector.
 from __future__ import annotations
 
 import hashlib
-import sys
-from array import array
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,17 +61,16 @@ class WaitingQuery:
     text: str
 
 
-class TicketQueries:
+class TicketQueries(SqliteFile):
     def __init__(self, folder: Path, *, timeout: float) -> None:
-        self.path = folder / FILE
-        self._db = SqliteFile(self.path, MIGRATIONS, timeout=timeout)
+        super().__init__(folder / FILE, MIGRATIONS, timeout=timeout)
 
     def stored(self, project: str, task_id: str, text: str) -> StoredQuery:
         """The ticket's stored vector, and whether it embeds text. Raises StoreUnavailable."""
         if not self.path.exists():
             return NOTHING
         with guarded(STORE, self.path):
-            row = self._db.conn().execute(
+            row = self.conn().execute(
                 "SELECT text_hash, vector, vector_hash FROM queries WHERE project = ? AND task_id = ?",
                 (project, task_id)).fetchone()
         if row is None:
@@ -84,7 +82,7 @@ class TicketQueries:
     def want(self, project: str, task_id: str, text: str) -> None:
         """Ask the indexer to embed text for the ticket; its older vector is kept meanwhile. A
         text whose vector is stored already (the ticket went back to it) is not kept."""
-        with self._db.writing(STORE) as conn:
+        with self.writing(STORE) as conn:
             conn.execute("INSERT INTO queries (project, task_id, text_hash, text) VALUES (?, ?, ?, ?) "
                          "ON CONFLICT (project, task_id) DO UPDATE SET text_hash = excluded.text_hash, "
                          "text = CASE WHEN excluded.text_hash = queries.vector_hash THEN NULL ELSE excluded.text END",
@@ -94,47 +92,33 @@ class TicketQueries:
         """Up to limit texts wanted and not embedded yet."""
         if not self.path.exists():
             return []
-        rows = self._db.read(STORE, "SELECT project, task_id, text FROM queries "
+        rows = self.read(STORE, "SELECT project, task_id, text FROM queries "
                                     "WHERE vector_hash IS NOT text_hash AND text IS NOT NULL LIMIT ?", (limit,))
         return [WaitingQuery(*row) for row in rows]
 
     def keep(self, queries: Sequence[WaitingQuery], vectors: Sequence[Sequence[float]]) -> None:
         """Store each query's vector, and forget its text; a query whose ticket wants another
         text by now stays waiting."""
-        with self._db.writing(STORE) as conn:
+        with self.writing(STORE) as conn:
             for query, vector in zip(queries, vectors, strict=True):
                 conn.execute("UPDATE queries SET vector = ?, vector_hash = text_hash, text = NULL "
                              "WHERE project = ? AND task_id = ? AND text_hash = ?",
                              (_blob(vector), query.project, query.task_id, text_hash(query.text)))
 
     def waiting_count(self) -> int:
-        if not self.path.exists():
-            return 0
-        return self._db.read(STORE, "SELECT count(*) FROM queries WHERE vector_hash IS NOT text_hash "
-                                    "AND text IS NOT NULL")[0][0]
+        return self.counted(STORE, "SELECT count(*) FROM queries WHERE vector_hash IS NOT text_hash "
+                                   "AND text IS NOT NULL")
 
     def drop_tasks(self, project: str, task_ids: Sequence[str]) -> None:
         """Forget those tickets' queries (pruned, or their text redacted)."""
-        if not task_ids or not self.path.exists():
-            return
-        with self._db.writing(STORE) as conn:
-            conn.executemany("DELETE FROM queries WHERE project = ? AND task_id = ?",
-                             [(project, task_id) for task_id in task_ids])
-
-    def close(self) -> None:
-        self._db.close()
+        if self.path.exists():
+            self.write_each(STORE, "DELETE FROM queries WHERE project = ? AND task_id = ?",
+                            [(project, task_id) for task_id in task_ids])
 
 
 def _blob(vector: Sequence[float]) -> bytes:
-    values = array("f", (float(v) for v in vector))
-    if sys.byteorder != "little":
-        values.byteswap()
-    return values.tobytes()
+    return struct.pack(f"<{len(vector)}f", *vector)
 
 
 def _floats(blob: bytes) -> list[float]:
-    values = array("f")
-    values.frombytes(blob)
-    if sys.byteorder != "little":
-        values.byteswap()
-    return values.tolist()
+    return list(struct.unpack(f"<{len(blob) // 4}f", blob))

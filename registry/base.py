@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
+from baton.backend import Backend
 from baton.files import FileRef
 from baton.outcome import Found, NotFound, Unavailable
 
@@ -94,7 +95,7 @@ def outline_status(lifecycle: str, lifecycle_at: datetime | None, last_activity:
     return lifecycle
 
 
-class SessionStore(ABC):
+class SessionStore(Backend):
     """Appends events to per-ticket logs and keeps their projections, for one project
     (baton.projects): every read and write is of that project's tickets only.
 
@@ -245,17 +246,6 @@ class SessionStore(ABC):
     @abstractmethod
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
         """The ticket's event log in time order."""
-
-    @abstractmethod
-    def describe(self) -> dict[str, str]:
-        """Backend, location, server version and a size, read from the store itself.
-
-        Raises StoreUnavailable when it does not answer (what `baton doctor` shows).
-        """
-
-    @abstractmethod
-    def close(self) -> None:
-        """Release connections; the store cannot be used afterwards."""
 
 
 def outline_of(s: Session) -> SessionOutline:

@@ -4,7 +4,3 @@ Interface: SignalBus (baton.signals.base). Backends: SqliteSignalBus (baton.sign
 embedded default) and KafkaSignalBus (baton.signals.kafka, Apache Kafka). Models:
 baton.signals.model, imported only by those who build signals.
 """
-
-from baton.signals.base import SignalBus
-
-__all__ = ["SignalBus"]

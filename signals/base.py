@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from baton.backend import Backend
 from baton.outcome import Found, Unavailable
 
 if TYPE_CHECKING:
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from baton.signals.wire import WireSignal
 
 
-class SignalBus(ABC):
+class SignalBus(Backend):
     """An append-only, idempotent log of signals. Writes raise StoreUnavailable."""
 
     @abstractmethod
@@ -70,14 +71,3 @@ class SignalBus(ABC):
         """Remove the signals emitted before `before`; returns how many went. Raises
         StoreUnavailable. On Kafka the topic's retention (retention.ms) removes old signals,
         so nothing is removed here."""
-
-    @abstractmethod
-    def describe(self) -> dict[str, str]:
-        """Backend, location, server version and a size, read from the store itself.
-
-        Raises StoreUnavailable when it does not answer (what `baton doctor` shows).
-        """
-
-    @abstractmethod
-    def close(self) -> None:
-        """Release connections."""

@@ -37,14 +37,12 @@ class Signal(BaseModel):
     payload: SignalPayload
 
     def subjects(self) -> list[str]:
-        """What this signal is about: its tickets and files, as indexable subject keys."""
         return subjects_of(self.task_id, self.payload.related_task_id, self.repo, self.payload.file_paths)
 
     def to_json(self) -> str:
         return self.model_dump_json()
 
     def summary(self) -> str:
-        """One line for people: who, what, about which files."""
         return summary_of(self.signal_type, self.task_id, self.payload.reason, self.payload.related_task_id,
                           self.payload.file_paths)
 

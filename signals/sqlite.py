@@ -132,17 +132,26 @@ class SqliteSignalBus(SignalBus):
 
     def concerning(self, subjects: Sequence[str], *, after: datetime | None,
                    limit: int) -> Found[list[Signal]] | Unavailable:
-        if not subjects:
-            return Found([])
-        return self._read(*_concerning_query(self.project, subjects, after, limit), _signal)
+        return self._concerning(subjects, after, limit, _signal)
 
     def concerning_wire(self, subjects: Sequence[str], *, after: datetime | None,
                         limit: int) -> Found[list[WireSignal]] | Unavailable:
         from baton.signals.wire import WireSignal
 
+        return self._concerning(subjects, after, limit, WireSignal.from_json)
+
+    def _concerning(self, subjects: Sequence[str], after: datetime | None, limit: int,
+                    decode: Callable[[str], _T]) -> Found[list[_T]] | Unavailable:
+        """The newest `limit` signals about any of subjects after `after`, oldest first: one
+        index range per subject (their number is bounded by the caller's files)."""
         if not subjects:
             return Found([])
-        return self._read(*_concerning_query(self.project, subjects, after, limit), WireSignal.from_json)
+        marks = ",".join("?" * len(subjects))
+        query = (
+            "SELECT body FROM (SELECT body, emitted_at, seq FROM signals WHERE seq IN ("  # noqa: S608 -- placeholders only
+            f"SELECT seq FROM signal_subjects WHERE project = ? AND subject IN ({marks}) AND emitted_at > ?"
+            ") ORDER BY emitted_at DESC, seq DESC LIMIT ?) ORDER BY emitted_at, seq")
+        return self._read(query, [self.project, *subjects, clock.to_text(after) if after else _EPOCH, limit], decode)
 
     def recent(self, *, task_id: str | None, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
         since = clock.to_text(after) if after else _EPOCH
@@ -174,15 +183,3 @@ def _signal(body: str) -> Signal:
     from baton.signals.model import Signal
 
     return Signal.model_validate_json(body)
-
-
-def _concerning_query(project: str, subjects: Sequence[str], after: datetime | None,
-                      limit: int) -> tuple[str, list]:
-    """The newest `limit` signals of project about any of subjects after `after`, oldest
-    first: one index range per subject (their number is bounded by the caller's files)."""
-    marks = ",".join("?" * len(subjects))
-    query = (
-        "SELECT body FROM (SELECT body, emitted_at, seq FROM signals WHERE seq IN ("  # noqa: S608 -- placeholders only
-        f"SELECT seq FROM signal_subjects WHERE project = ? AND subject IN ({marks}) AND emitted_at > ?"
-        ") ORDER BY emitted_at DESC, seq DESC LIMIT ?) ORDER BY emitted_at, seq")
-    return query, [project, *subjects, clock.to_text(after) if after else _EPOCH, limit]

@@ -16,6 +16,11 @@ from pathlib import Path
 SERVER_BUDGET = 15
 
 
+def ticket_vectors(index, project: str, task_id: str) -> dict:
+    """The ticket's stored vectors, by point id, as the index's points() reads them."""
+    return {record.point_id: vector for record, vector in index.points(project) if record.task_id == task_id}
+
+
 def use_servers(request, monkeypatch, tmp_path: Path, *, qdrant: bool, kafka: bool = True) -> None:
     """Point every store at its server: PostgreSQL, the Bolt server, Kafka (signals and the
     event log with its projector), and (qdrant) qdrant-client, in local mode since no

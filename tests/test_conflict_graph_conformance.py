@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from baton.files import FileRef
-from baton.graph import ConflictSummary
+from baton.graph.base import ConflictSummary
 from baton.outcome import Found, Unavailable
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

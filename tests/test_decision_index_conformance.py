@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from baton.recall.base import DecisionRecord
+from tests.stores import ticket_vectors
 
 
 @pytest.fixture(params=["embedded", "qdrant-client"])
@@ -40,7 +41,7 @@ def record(task: str, text: str, project: str = P) -> DecisionRecord:
 
 def test_empty_index(index):
     assert index.count() == 0
-    assert index.vectors_for_task(P, "A", 10) == {}
+    assert ticket_vectors(index, P, "A") == {}
     assert index.search([unit(1)], project=P, limit=5, exclude_task_id="A") == []
 
 
@@ -50,7 +51,7 @@ def test_upsert_is_idempotent_and_search_excludes_the_task(index):
     index.upsert(records, vectors)
     index.upsert(records[:1], vectors[:1])
     assert index.count() == 3
-    own = index.vectors_for_task(P, "A", 10)
+    own = ticket_vectors(index, P, "A")
     assert list(own) == [records[0].point_id]
     hits = index.search(list(own.values()), project=P, limit=5, exclude_task_id="A")
     assert hits[0].record.task_id == "B" and hits[0].score == pytest.approx(1.0, abs=1e-4)
@@ -87,7 +88,7 @@ def test_delete_tasks_removes_their_decisions_and_search_follows(index):
     index.upsert([record("GONE", "g1"), record("GONE", "g2"), record("KEPT", "k1")], [unit(1), unit(2), unit(3)])
     assert index.search([unit(1)], project=P, limit=5, exclude_task_id=None)[0].record.task_id == "GONE"
     assert index.delete_tasks(P, ["GONE", "NEVER"]) == 2
-    assert index.count() == 1 and index.vectors_for_task(P, "GONE", 10) == {}
+    assert index.count() == 1 and ticket_vectors(index, P, "GONE") == {}
     assert [h.record.task_id for h in index.search([unit(1)], project=P, limit=5, exclude_task_id=None)] == ["KEPT"]
     assert index.delete_tasks(P, []) == 0
 
@@ -120,10 +121,10 @@ def test_every_read_is_of_one_project(index):
     assert [h.record for h in index.search([unit(1)], project=P, limit=1, exclude_task_id=None)] == [mine[0]]
     assert index.search([unit(1)], project="github.com/nobody/else", limit=5, exclude_task_id=None) == []
 
-    assert list(index.vectors_for_task(P, "A", 10)) == [mine[0].point_id]
+    assert list(ticket_vectors(index, P, "A")) == [mine[0].point_id]
     assert sorted(r.text for r, _ in index.points(P)) == sorted(r.text for r in mine)
     assert index.delete_tasks(RIVAL, ["A"]) == 1
-    assert list(index.vectors_for_task(P, "A", 10)) == [mine[0].point_id], "the other project's A stays"
+    assert list(ticket_vectors(index, P, "A")) == [mine[0].point_id], "the other project's A stays"
     assert index.count(RIVAL) == 30 and index.count(P) == 3
 
 
@@ -163,7 +164,7 @@ def test_points_stored_before_projects_are_never_read_until_healed(index):
 
     # Never read: not by a search, a ticket's vectors or a copy, nearest as they are.
     assert [h.record for h in index.search([unit(5)], project=P, limit=5, exclude_task_id=None)] == [scoped]
-    assert index.vectors_for_task(P, "A", 10) == {} and [r for r, _ in index.points(P)] == [scoped]
+    assert ticket_vectors(index, P, "A") == {} and [r for r, _ in index.points(P)] == [scoped]
     assert (index.count(), index.count(P), index.unscoped_count()) == (4, 1, 3)
 
     # What healing reads: the text each embedded and its vector, by the id from before projects.

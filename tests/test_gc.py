@@ -10,6 +10,7 @@ from baton.skills.core.commit import apply_events
 from baton.skills.runtime.settings import Settings
 from baton.skills.runtime.stores import Stores
 from baton.skills.services.gc import collect_garbage
+from tests.stores import ticket_vectors
 
 
 def test_gc_removes_old_ended_tickets_everywhere_and_keeps_active_ones(any_home, worktrees, cli):
@@ -36,8 +37,8 @@ def test_gc_removes_old_ended_tickets_everywhere_and_keeps_active_ones(any_home,
         assert stores.registry.get("OLD-1") == NotFound("OLD-1")
         assert isinstance(stores.registry.get("LIVE-1"), Found)
         assert stores.graph.shared_files("LIVE-1").value == {}
-        assert stores.decision_index().vectors_for_task(stores.project, "OLD-1", 10) == {}
-        assert stores.decision_index().vectors_for_task(stores.project, "LIVE-1", 10)
+        assert ticket_vectors(stores.decision_index(), stores.project, "OLD-1") == {}
+        assert ticket_vectors(stores.decision_index(), stores.project, "LIVE-1")
         assert collect_garbage(stores, at=later).sessions == [], "a second gc finds nothing more"
     finally:
         stores.close()

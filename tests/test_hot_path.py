@@ -52,7 +52,7 @@ def names(text: str) -> frozenset[str]:
 # top-level name, Baton's modules by their full name (private modules left out). A module
 # new on one of these paths fails the tests below until it is added here on purpose.
 TOUCH_IMPORTS = names("""
-    ast baton.budget baton.clock baton.deadline baton.errors baton.files baton.graph baton.graph.base
+    ast baton.backend baton.budget baton.clock baton.deadline baton.errors baton.files baton.graph baton.graph.base
     baton.graph.conflicts baton.graph.sqlite baton.health baton.home baton.ids baton.masking baton.outcome baton.phases
     baton.registry
     baton.projects baton.graph.projects baton.pydantic_plugins
@@ -71,9 +71,9 @@ TOUCH_IMPORTS = names("""
 # imports platform: 5 ms of a fresh process on Python 3.11).
 OVERLAP_IMPORTS = names("hashlib")
 HOOK_IMPORTS = names("""
-    ast baton.budget baton.clock baton.deadline baton.errors baton.files baton.git baton.graph baton.graph.base
-    baton.graph.conflicts baton.health baton.home baton.ids baton.masking baton.outcome baton.phases baton.registry
-    baton.projects baton.pydantic_plugins
+    ast baton.backend baton.budget baton.clock baton.deadline baton.errors baton.files baton.git baton.graph
+    baton.graph.base baton.graph.conflicts baton.health baton.home baton.ids baton.masking baton.outcome baton.phases
+    baton.registry baton.projects baton.pydantic_plugins
     baton.registry.base baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals
     baton.signals.base baton.skills baton.skills.core baton.skills.core.binding baton.skills.frontends
     baton.skills.frontends.cli baton.skills.frontends.hooks baton.skills.frontends.invocation
@@ -152,12 +152,12 @@ HOOK_PATH_IMPORTS = {
 # redactor (no free text in a plain bind's events), the take-over (a ticket nobody holds)
 # and recall stay out.
 BIND_IMPORTS = names("""
-    baton.budget baton.clock baton.deadline baton.errors baton.files baton.git baton.graph baton.graph.base
-    baton.graph.conflicts baton.graph.projects baton.graph.sqlite baton.health baton.home baton.ids baton.locks
-    baton.masking baton.outbox baton.outcome baton.phases baton.processes baton.projects baton.pydantic_plugins
-    baton.registry baton.registry.apply baton.registry.base baton.registry.model baton.registry.sqlite
-    baton.registry.wire baton.shown_text baton.signals baton.signals.base baton.signals.sqlite baton.signals.wire
-    baton.skills baton.skills.core baton.skills.core.batons_own baton.skills.core.binding
+    baton.backend baton.budget baton.clock baton.deadline baton.errors baton.files baton.git baton.graph
+    baton.graph.base baton.graph.conflicts baton.graph.projects baton.graph.sqlite baton.health baton.home baton.ids
+    baton.locks baton.masking baton.outbox baton.outcome baton.phases baton.processes baton.projects
+    baton.pydantic_plugins baton.registry baton.registry.apply baton.registry.base baton.registry.model
+    baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals baton.signals.base baton.signals.sqlite
+    baton.signals.wire baton.skills baton.skills.core baton.skills.core.batons_own baton.skills.core.binding
     baton.skills.core.checkpoints baton.skills.core.commit baton.skills.core.environment baton.skills.core.indexing
     baton.skills.core.overlaps baton.skills.core.projection baton.skills.core.signalling
     baton.skills.core.stage_authority baton.skills.core.write_report baton.skills.frontends

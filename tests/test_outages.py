@@ -347,8 +347,7 @@ from baton.recall.qdrant_server import QdrantServerIndex
 url = "http://127.0.0.1:{free_port()}"
 index = QdrantServerIndex(url, timeout=2, gate=Budget(2).gate(qdrant_server(url)))
 said = []
-for ask in (lambda: index.vectors_for_task("p", "OMN-1", 5),
-            lambda: index.search_keywords("carts in postgres", project="p", limit=5, exclude_task_id="OMN-1"),
+for ask in (lambda: index.search_keywords("carts in postgres", project="p", limit=5, exclude_task_id="OMN-1"),
             lambda: index.search([[0.1] * 384], project="p", limit=5, exclude_task_id="OMN-1"),
             lambda: index.count("p"), lambda: index.delete_tasks("p", ["OMN-1"]), lambda: index.outdated(5),
             lambda: list(index.points("p"))):
@@ -362,7 +361,7 @@ print(json.dumps([said, "qdrant_client" in sys.modules]))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     said, client_loaded = json.loads(result.stdout or "null") or ([], None)
-    assert len(said) == 7 and all(reason.endswith(": connection refused") for reason in said), result
+    assert len(said) == 6 and all(reason.endswith(": connection refused") for reason in said), result
     assert client_loaded is False
 
 

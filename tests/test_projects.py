@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stores import unscope_recall
+from tests.stores import ticket_vectors, unscope_recall
 from tests.workspace import git, make_repo
 
 SHOP = "github.com/acme/shop"
@@ -179,7 +179,7 @@ def test_recall_indexed_before_projects_is_healed_in_each_project(home, teams, c
 
     kept = unscope_recall(home)
     queue = EmbeddingQueue(home / "recall", timeout=5)
-    queue_conn = queue._db.conn()
+    queue_conn = queue.conn()
     with write_transaction(queue_conn):
         (point_id, payload), = queue_conn.execute("SELECT point_id, payload FROM queued").fetchall()
         fields = json.loads(payload)
@@ -348,8 +348,8 @@ def test_retention_removes_a_tickets_decisions_in_its_project_only(home, teams, 
         report = collect_garbage(stores, at=clock.now() + timedelta(days=91))
         assert report.sessions == ["OLD-1"] and report.decisions == 1 and not report.warnings
         index = stores.decision_index()
-        assert index.vectors_for_task(SHOP, "OLD-1", 10) == {}
-        assert len(index.vectors_for_task(OTHER, "OLD-1", 10)) == 1
+        assert ticket_vectors(index, SHOP, "OLD-1") == {}
+        assert len(ticket_vectors(index, OTHER, "OLD-1")) == 1
         index.close()
     finally:
         stores.close()

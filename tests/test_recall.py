@@ -16,6 +16,7 @@ from baton.recall.indexer import Indexer
 from baton.recall.queue import EmbeddingQueue
 from baton.recall.search import DecisionSearchClient
 from baton.recall.wire import decision_point_id, unscoped_point_id
+from tests.stores import ticket_vectors
 
 P = "github.com/acme/shop"  # the project of every decision here, but where a test says otherwise
 REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text())
@@ -140,7 +141,7 @@ def test_the_indexer_never_embeds_a_stored_decision_again(tmp_path, encoder):
 def test_an_unreadable_queue_entry_is_dropped_not_fatal(tmp_path, encoder):
     index, queue = indexed(tmp_path, encoder, [])
     queue.add([record("T", "fine")])
-    conn = queue._db.conn()
+    conn = queue.conn()
     conn.execute("INSERT INTO queued (point_id, payload, queued_at) VALUES (?, ?, 0)",
                  ("00000000-0000-0000-0000-000000000001", "{not json"))
     report = Indexer(queue, index, lambda: encoder).run()
@@ -170,5 +171,5 @@ def test_two_processes_share_the_index(tmp_path):
         assert worker.exitcode == 0
     index = EmbeddedDecisionIndex(tmp_path / "recall", timeout=2)
     assert index.count() == 40
-    vector = index.vectors_for_task(P, "X", 1).popitem()[1]
+    vector = ticket_vectors(index, P, "X").popitem()[1]
     assert len(index.search([vector], project=P, limit=40, exclude_task_id=None)) == 40

@@ -210,7 +210,7 @@ def test_a_long_lived_writer_survives_other_processes_rewriting_the_index(tmp_pa
             "from baton.recall.embedded import EmbeddedDecisionIndex\n"
             "shutil.rmtree(Path(%r) / 'index')\n"  # forces a rebuild by this process
             "i = EmbeddedDecisionIndex(Path(%r), timeout=10)\n"
-            "v = list(i.vectors_for_task('github.com/acme/shop', 'W', 1).values())\n"
+            "v = [next(i.points('github.com/acme/shop'))[1]]\n"
             "print(len(i.search(v, project='github.com/acme/shop', limit=3, exclude_task_id=None)))")
             % (str(ROOT), str(tmp_path), str(tmp_path))],
             capture_output=True, text=True, timeout=60)
