@@ -150,12 +150,10 @@ def load(limit: int | None, part: str) -> list[Record]:
     rows = [row for row in jsonl(RECORDS) if (row["repo"] in UNTOUCHED) == (part == "untouched")]
     rows = rows[:limit] if limit else rows
     written = {(row["repo"], row["path"]): row for row in jsonl(AGENT_QUERIES)}
-    # Records added after the agents' queries were written have none: only their title and
-    # context are asked (queries() leaves out an empty text).
     return [Record(f"{row['repo']}:{row['path']}", f"EVAL-{n}", row["title"], row["context"], row["decision"],
                    tuple(f"{row['repo']}:{path}" for path in row.get("supersedes", [])),
-                   agent["paraphrase"] if agent else "", resume_text(f"LATER-{n}", agent) if agent else "")
-            for n, row in enumerate(rows, start=1) for agent in [written.get((row["repo"], row["path"]))]]
+                   agent["paraphrase"], resume_text(f"LATER-{n}", agent))
+            for n, row in enumerate(rows, start=1) for agent in [written[(row["repo"], row["path"])]]]
 
 
 def queries(records: list[Record], links: bool) -> list[Query]:
@@ -177,7 +175,7 @@ def queries(records: list[Record], links: bool) -> list[Query]:
 
     return [Query(kind, text, record.ticket, answering(record.ticket)) for record in records
             for kind, text in (("title", record.title), ("context", record.context),
-                               ("paraphrase", record.paraphrase), ("resume", record.resume)) if text.strip()]
+                               ("paraphrase", record.paraphrase), ("resume", record.resume))]
 
 
 def environment(home: Path) -> dict[str, str]:
