@@ -76,7 +76,7 @@ WORD = re.compile(r"\w+")
 # The second line is the projects added for issue 42, assigned by the same rule when they
 # were committed, before any run read them; the third, the projects added after the fusion
 # was last chosen, untouched whole; the lines after it, the projects added later still,
-# untouched whole as well (SOURCES.md).
+# untouched whole as well (SOURCES.md), the last line with agent queries written with them.
 UNTOUCHED = frozenset({"gardenlinux/gardenlinux", "backstage/backstage", "DEFRA/epr-re-ex-service",
                        "cloudfoundry/bosh-bootloader",
                        "mozilla/fxa", "guardian/dotcom-rendering", "npryce/adr-tools",
@@ -92,7 +92,9 @@ UNTOUCHED = frozenset({"gardenlinux/gardenlinux", "backstage/backstage", "DEFRA/
                        "CDCgov/phdi", "Newarkandsherwood/housing-repairs-online",
                        "LBHackney-IT/social-care-architecture", "AI-SDC/SACRO-Viewer",
                        "DFE-Digital/apply-for-teacher-training", "ViewComponent/view_component",
-                       "AlfrescoArchive/alfresco-anaxes-shipyard"})
+                       "AlfrescoArchive/alfresco-anaxes-shipyard",
+                       "nationalarchives/tdr-dev-documentation", "wmde/wikibase-release-pipeline",
+                       "island-is/island.is", "digitalservicebund/digitalcheck-dito", "CMS-Enterprise/easi-app"})
 PARTS = ("tuning", "untouched")
 RECORD_KINDS = ("title", "context")  # "all" is these, as it was before the agents' kinds
 AGENT_KINDS = ("paraphrase", "resume")
@@ -148,12 +150,10 @@ def load(limit: int | None, part: str) -> list[Record]:
     rows = [row for row in jsonl(RECORDS) if (row["repo"] in UNTOUCHED) == (part == "untouched")]
     rows = rows[:limit] if limit else rows
     written = {(row["repo"], row["path"]): row for row in jsonl(AGENT_QUERIES)}
-    # Records added after the agents' queries were written have none: only their title and
-    # context are asked (queries() leaves out an empty text).
     return [Record(f"{row['repo']}:{row['path']}", f"EVAL-{n}", row["title"], row["context"], row["decision"],
                    tuple(f"{row['repo']}:{path}" for path in row.get("supersedes", [])),
-                   agent["paraphrase"] if agent else "", resume_text(f"LATER-{n}", agent) if agent else "")
-            for n, row in enumerate(rows, start=1) for agent in [written.get((row["repo"], row["path"]))]]
+                   agent["paraphrase"], resume_text(f"LATER-{n}", agent))
+            for n, row in enumerate(rows, start=1) for agent in [written[(row["repo"], row["path"])]]]
 
 
 def queries(records: list[Record], links: bool) -> list[Query]:
@@ -175,7 +175,7 @@ def queries(records: list[Record], links: bool) -> list[Query]:
 
     return [Query(kind, text, record.ticket, answering(record.ticket)) for record in records
             for kind, text in (("title", record.title), ("context", record.context),
-                               ("paraphrase", record.paraphrase), ("resume", record.resume)) if text.strip()]
+                               ("paraphrase", record.paraphrase), ("resume", record.resume))]
 
 
 def environment(home: Path) -> dict[str, str]:
