@@ -297,11 +297,7 @@ def replay(lifecycle: Lifecycle, requests: Iterable[StageRequest]) -> tuple[Work
 
 def state_from_dict(lifecycle: Lifecycle, data: object) -> WorkflowState:
     """A stored state, checked against the lifecycle; BadInput naming what is wrong."""
-    if not isinstance(data, dict):
-        raise BadInput("workflow state must be an object")
-    unknown = set(data) - {f.name for f in fields(WorkflowState)}
-    if unknown:
-        raise BadInput(f"workflow state: unknown key {', '.join(sorted(map(str, unknown)))}")
+    data = _table(data, "workflow state", {f.name for f in fields(WorkflowState)}, kind="an object")
     if data.get("schema_version") != SCHEMA_VERSION:
         raise BadInput(f"workflow state: schema_version must be {SCHEMA_VERSION}, got {data.get('schema_version')!r}")
     names = {s.name for s in lifecycle.stages}
@@ -371,10 +367,10 @@ def parse_lifecycle(table: object, source: str = "baton.toml") -> Lifecycle:
                      max_repair_rounds=rounds)
 
 
-def _table(raw: object, where: str, keys: frozenset[str] | set[str]) -> dict:
-    """raw as a table of only the known keys; BadInput naming where, otherwise."""
+def _table(raw: object, where: str, keys: frozenset[str] | set[str], kind: str = "a table") -> dict:
+    """raw as a table (kind) of only the known keys; BadInput naming where, otherwise."""
     if not isinstance(raw, dict):
-        raise BadInput(f"{where} must be a table")
+        raise BadInput(f"{where} must be {kind}")
     unknown = set(raw) - keys
     if unknown:
         raise BadInput(f"{where}: unknown key {', '.join(sorted(map(str, unknown)))}")

@@ -54,11 +54,10 @@ def parse_check(command: str) -> list[str]:
     return parse_command(command)
 
 
-def check_timeout(timeout: float | None) -> float | None:
-    """A --timeout as given (None: the default), BadInput when out of range."""
+def check_timeout(timeout: float | None) -> None:
+    """BadInput when a --timeout (None: the default) is out of range."""
     if timeout is not None and not 0 < timeout <= 86400:
         raise BadInput(f"--timeout is out of range: {timeout:g}")
-    return timeout
 
 
 def run_check(command: str, root: Path, *, timeout: float, deadline: Deadline | None = None
