@@ -70,12 +70,9 @@ def stale_line(status: str, proof: Proof) -> str:
 
 
 def snapshot(root: Path, *, deadline: Deadline | None = None) -> WorktreeSnapshot:
-    """The worktree at root now, to record with a check. Raises OSError when git cannot say."""
-    try:
-        head = _resolved(root, deadline, "HEAD")
-        return WorktreeSnapshot(head, {path: _digest(root, path) for path in _status_paths(root, deadline)})
-    except GitFailed as exc:
-        raise OSError(str(exc)) from None
+    """The worktree at root now, to record with a check. Raises GitFailed when git cannot say."""
+    head = _resolved(root, deadline, "HEAD")
+    return WorktreeSnapshot(head, {path: _digest(root, path) for path in _status_paths(root, deadline)})
 
 
 def head_commit(root: Path, deadline: Deadline | None = None) -> str | None:

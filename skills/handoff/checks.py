@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from baton.errors import BadInput
+from baton.errors import BadInput, GitFailed
 from baton.registry.model import Provenance
 from baton.shown_text import clipped, escape_controls
 from baton.skills.core.stage_authority import snapshot
@@ -78,5 +78,5 @@ def _snapshot(root: Path, deadline: Deadline | None) -> dict | None:
         return None  # not a worktree's root: nothing git could say
     try:
         return snapshot(root, deadline=deadline).as_dict()
-    except OSError:
+    except GitFailed:
         return None
