@@ -446,10 +446,7 @@ def _when(moment: datetime) -> str:
 
 def _age(age: timedelta) -> str:
     seconds = max(0, int(age.total_seconds()))
-    if seconds < 120:
-        return f"{seconds} s"
-    if seconds < 7200:
-        return f"{seconds // 60} min"
-    if seconds < 172800:
-        return f"{seconds // 3600} h"
+    for below, unit, name in ((120, 1, "s"), (7200, 60, "min"), (172800, 3600, "h")):
+        if seconds < below:
+            return f"{seconds // unit} {name}"
     return f"{seconds // 86400} d"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 
 from baton.errors import BadInput
 from baton.shown_text import clipped, one_line
@@ -79,25 +79,19 @@ class Lifecycle:
     repair_stage: str
     repair_scopes: Mapping[str, frozenset[str]]
     max_repair_rounds: int
-    _by_name: dict[str, Stage] = field(init=False, repr=False, compare=False)
-    _by_status: dict[str, Stage] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_name", {s.name: s for s in self.stages})
-        object.__setattr__(self, "_by_status", {status: s for s in self.stages for status in s.statuses})
 
     def stage(self, name: str) -> Stage:
-        return self._by_name[name]
+        return self.stages[self.position(name)]
 
     def stage_of(self, status: str) -> Stage | None:
-        return self._by_status.get(status)
+        return next((s for s in self.stages if status in s.statuses), None)
 
     def position(self, name: str) -> int:
-        return self.stages.index(self._by_name[name])
+        return [s.name for s in self.stages].index(name)
 
     @property
     def statuses(self) -> tuple[str, ...]:
-        return (*self._by_status, WORKFLOW_BLOCKED)
+        return (*(status for s in self.stages for status in s.statuses), WORKFLOW_BLOCKED)
 
     def authority_of(self, status: str) -> str | None:
         """The authority a status claims (None: the agent's word is all there is)."""
