@@ -248,8 +248,8 @@ def test_read_list_and_gc(repo, tmp_path):
         checkpoints.read(repo, "not-an-id")
     listed = checkpoints.list_checkpoints(repo)
     assert isinstance(listed, Found) and [c.id for c in listed.value] == [third.id, second.id, first.id]
-    mine = checkpoints.list_checkpoints(other, worktree=repo)
-    assert [c.id for c in mine.value] == [second.id, first.id]
+    assert [c.worktree for c in listed.value] == [os.path.realpath(other), *[os.path.realpath(repo)] * 2]
+    assert checkpoints.list_checkpoints(other) == listed, "every worktree of the repository lists them all"
 
     assert checkpoints.gc(repo, keep={second.id}) == tuple(sorted((first.id, third.id)))
     assert checkpoint_refs(repo) == [second.ref]

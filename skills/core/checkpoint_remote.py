@@ -253,16 +253,11 @@ def _lines(repository: Path, name: str, deadline: Deadline | None) -> list[str]:
 def _remember(repository: Path, name: str, line: str, deadline: Deadline | None) -> None:
     """Append one line (one write of a few dozen bytes with O_APPEND: two clones' processes
     appending at once keep both). A failure costs only a later prune or record."""
-    try:
+    with suppress(OSError, GitFailed):
         path = _common_dir(repository, deadline) / name
         path.parent.mkdir(exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, f"{line}\n".encode())
-        finally:
-            os.close(fd)
-    except (OSError, GitFailed):
-        pass
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), "wb", buffering=0) as out:
+            out.write(f"{line}\n".encode())
 
 
 def _drop(repository: Path, name: str, keys: set[str], deadline: Deadline | None) -> None:

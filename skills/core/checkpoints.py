@@ -649,20 +649,16 @@ def read(repository: Path, checkpoint_id: str, *,
     return Found(found[0]) if found else NotFound(checkpoint_id)
 
 
-def list_checkpoints(repository: Path, *, worktree: Path | None = None,
-                     timeout: float = OPERATION_CAP, deadline: Deadline | None = None
+def list_checkpoints(repository: Path, *, timeout: float = OPERATION_CAP, deadline: Deadline | None = None
                      ) -> Found[tuple[Checkpoint, ...]] | Unavailable:
-    """Every checkpoint of the repository, newest first; only those taken from the worktree
-    at `worktree` when given."""
+    """Every checkpoint of the repository (of all its worktrees), newest first."""
     git = _Git(Path(repository), timeout, deadline)
     _locate(git)
-    root = str(_locate(_Git(Path(worktree), timeout, deadline)).root) if worktree is not None else None
     try:
         found = _read_many(git, _ids(git))
     except GitFailed as exc:
         return Unavailable(str(exc))
-    chosen = [c for c in found if root is None or c.worktree == root]
-    return Found(tuple(sorted(chosen, key=lambda c: c.taken_at, reverse=True)))
+    return Found(tuple(sorted(found, key=lambda c: c.taken_at, reverse=True)))
 
 
 def gc(repository: Path, keep: Iterable[str], *, timeout: float = OPERATION_CAP,

@@ -20,7 +20,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -104,12 +104,10 @@ def _lockfiles(root: Path, wait: Wait, extra: Sequence[str] = ()) -> dict[str, s
     paths = {p.name for pattern in LOCKFILES for p in root.glob(pattern) if p.is_file()}
     paths.update(p.relative_to(root).as_posix() for pattern in extra for p in root.glob(pattern)
                  if p.is_file() and ".git" not in p.relative_to(root).parts)
-    try:
+    with suppress(GitFailed):  # outside git, or git too slow: the lockfiles at the root still count
         listed = run_git(root, "ls-files", "-z", "--", *(f":(glob)**/{pattern}" for pattern in LOCKFILES),
                          *(f":(glob){pattern}" for pattern in extra), cap=wait.seconds)
         paths.update(os.fsdecode(p) for p in listed.stdout.split(b"\0") if p)
-    except GitFailed:
-        pass  # outside git, or git too slow: the lockfiles at the root still count
     hashes = {}
     for path in sorted(paths):
         try:

@@ -108,6 +108,10 @@ class Recovery:
     excluded: list[Excluded] = field(default_factory=list)
     malformed: list[Malformed] = field(default_factory=list)
 
+    def add(self, found: Candidate | Excluded | Malformed) -> None:
+        lists: dict[type, list] = {Candidate: self.candidates, Excluded: self.excluded, Malformed: self.malformed}
+        lists[type(found)].append(found)
+
     @property
     def reason(self) -> str:
         """Why nothing was found (or what was left out), in a few words."""
@@ -316,10 +320,11 @@ def read_prizmkit(root: Path, branch_exists: Callable[[str], bool], *, found: Re
         for entry in _listing(state_dir / family, found, root):
             # A directory without checkout.json holds the pipeline's other state, not a checkout.
             if entry.is_dir(follow_symlinks=False) and os.path.lexists(Path(entry.path) / "checkout.json"):
-                _checkout(root, Path(entry.path) / "checkout.json", family, pattern, entry.name, branch_exists, found)
+                found.add(_checkout(root, Path(entry.path) / "checkout.json", family, pattern, entry.name,
+                                    branch_exists))
     for entry in _listing(state_dir / "workflows", found, root):
         if entry.name.endswith(".json"):
-            _workflow(root, Path(entry.path), branch_exists, found)
+            found.add(_workflow(root, Path(entry.path), branch_exists))
     return found
 
 
@@ -354,17 +359,15 @@ def _listing(directory: Path, found: Recovery, root: Path) -> list[os.DirEntry]:
 
 
 def _checkout(root: Path, path: Path, family: str, pattern: re.Pattern, directory: str,
-              branch_exists: Callable[[str], bool], found: Recovery) -> None:
-    record = _record(root, path, found)
-    if record is None:
-        return
-    where = _relative(path, root)
+              branch_exists: Callable[[str], bool]) -> Candidate | Excluded | Malformed:
+    where, record = _record(root, path)
+    if isinstance(record, Malformed):
+        return record
     keys = ("state", "task_id", "active_dev_branch")
     fields = {key: value for key in keys if isinstance(value := record.get(key), str) and value}
     missing = [key for key in keys if key not in fields]
     if missing:
-        found.malformed.append(Malformed(where, f"{', '.join(missing)} missing or not text"))
-        return
+        return Malformed(where, f"{', '.join(missing)} missing or not text")
     task_id, branch = fields["task_id"], fields["active_dev_branch"]
     if fields["state"] != "active":
         reason = f"state is {fields['state']}, not active"
@@ -377,29 +380,25 @@ def _checkout(root: Path, path: Path, family: str, pattern: re.Pattern, director
     else:
         own = next((value for key in ("resume_command", "resume_from")
                     if isinstance(value := record.get(key), str) and value.strip()), None)
-        found.candidates.append(Candidate(
+        return Candidate(
             task_id, branch, str(root), _modified(path), record.get("stage") if isinstance(record.get("stage"), str)
             else None, None, "not tracked by Baton (a PrizmKit checkout record)",
-            own or continuation(str(root), task_id), where))
-        return
-    found.excluded.append(Excluded(task_id, str(root), "record", f"{where}: {reason}"))
+            own or continuation(str(root), task_id), where)
+    return Excluded(task_id, str(root), "record", f"{where}: {reason}")
 
 
-def _workflow(root: Path, path: Path, branch_exists: Callable[[str], bool], found: Recovery) -> None:
-    record = _record(root, path, found)
-    if record is None:
-        return
-    where, slug = _relative(path, root), path.name.removesuffix(".json")
+def _workflow(root: Path, path: Path, branch_exists: Callable[[str], bool]) -> Candidate | Excluded | Malformed:
+    where, record = _record(root, path)
+    if isinstance(record, Malformed):
+        return record
+    slug = path.name.removesuffix(".json")
     if not _SLUG.fullmatch(slug):
-        found.malformed.append(Malformed(where, "the file name is not a requirement slug"))
-        return
+        return Malformed(where, "the file name is not a requirement slug")
     if record.get("schema_version") != 1:
-        found.malformed.append(Malformed(where, f"schema_version is {record.get('schema_version')!r}, not 1"))
-        return
+        return Malformed(where, f"schema_version is {record.get('schema_version')!r}, not 1")
     status, stage, resume_from = record.get("status"), record.get("stage"), record.get("resume_from")
     if not isinstance(status, str) or not all(v is None or isinstance(v, str) for v in (stage, resume_from)):
-        found.malformed.append(Malformed(where, "status, stage or resume_from is not text"))
-        return
+        return Malformed(where, "status, stage or resume_from is not text")
     artifact_dir = record.get("artifact_dir")
     branch = record.get("active_dev_branch") or record.get("branch")
     if status == _DONE or not resume_from:
@@ -410,31 +409,24 @@ def _workflow(root: Path, path: Path, branch_exists: Callable[[str], bool], foun
         reason = f"branch {branch} no longer exists"
     else:
         next_stage = record.get("next_stage") if isinstance(record.get("next_stage"), str) else None
-        found.candidates.append(Candidate(
-            slug, branch or "", str(root), _modified(path), status, next_stage,
-            "not tracked by Baton (a PrizmKit workflow record)", resume_from, where))
-        return
-    found.excluded.append(Excluded(slug, str(root), "record", f"{where}: {reason}"))
+        return Candidate(slug, branch or "", str(root), _modified(path), status, next_stage,
+                         "not tracked by Baton (a PrizmKit workflow record)", resume_from, where)
+    return Excluded(slug, str(root), "record", f"{where}: {reason}")
 
 
-def _record(root: Path, path: Path, found: Recovery) -> dict | None:
+def _record(root: Path, path: Path) -> tuple[str, dict | Malformed]:
+    """The record's path relative to root, and the JSON object it holds, else why not."""
     where = _relative(path, root)
     try:
         info = path.lstat()
         if not stat.S_ISREG(info.st_mode):
-            found.malformed.append(Malformed(where, "not a regular file"))
-            return None
+            return where, Malformed(where, "not a regular file")
         if info.st_size > MAX_RECORD_BYTES:
-            found.malformed.append(Malformed(where, f"larger than {MAX_RECORD_BYTES} bytes"))
-            return None
+            return where, Malformed(where, f"larger than {MAX_RECORD_BYTES} bytes")
         record = json.loads(path.read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        found.malformed.append(Malformed(where, f"not readable JSON: {exc}"))
-        return None
-    if not isinstance(record, dict):
-        found.malformed.append(Malformed(where, "not a JSON object"))
-        return None
-    return record
+        return where, Malformed(where, f"not readable JSON: {exc}")
+    return where, record if isinstance(record, dict) else Malformed(where, "not a JSON object")
 
 
 def _modified(path: Path) -> datetime:
@@ -454,10 +446,7 @@ def _when(moment: datetime) -> str:
 
 def _age(age: timedelta) -> str:
     seconds = max(0, int(age.total_seconds()))
-    if seconds < 120:
-        return f"{seconds} s"
-    if seconds < 7200:
-        return f"{seconds // 60} min"
-    if seconds < 172800:
-        return f"{seconds // 3600} h"
+    for below, unit, name in ((120, 1, "s"), (7200, 60, "min"), (172800, 3600, "h")):
+        if seconds < below:
+            return f"{seconds // unit} {name}"
     return f"{seconds // 86400} d"

@@ -31,8 +31,6 @@ from baton.shown_text import clipped, one_line
 from baton.skills.core.batons_own import BATONS_OWN
 
 if TYPE_CHECKING:
-    import subprocess
-
     from baton.deadline import Deadline
 
 _COMMIT = re.compile(r"[0-9a-fA-F]{4,64}")
@@ -72,18 +70,15 @@ def stale_line(status: str, proof: Proof) -> str:
 
 
 def snapshot(root: Path, *, deadline: Deadline | None = None) -> WorktreeSnapshot:
-    """The worktree at root now, to record with a check. Raises OSError when git cannot say."""
-    try:
-        head = _head(root, deadline)
-        return WorktreeSnapshot(head, {path: _digest(root, path) for path in _status_paths(root, deadline)})
-    except GitFailed as exc:
-        raise OSError(str(exc)) from None
+    """The worktree at root now, to record with a check. Raises GitFailed when git cannot say."""
+    head = _resolved(root, deadline, "HEAD")
+    return WorktreeSnapshot(head, {path: _digest(root, path) for path in _status_paths(root, deadline)})
 
 
 def head_commit(root: Path, deadline: Deadline | None = None) -> str | None:
     """The commit checked out at root (None before the first commit or when git cannot say)."""
     try:
-        return _head(root, deadline)
+        return _resolved(root, deadline, "HEAD")
     except GitFailed:
         return None
 
@@ -138,11 +133,12 @@ def commit_proof(root: Path, commit: str, branch: str, deadline: Deadline | None
         return Proof(False, f"{_shown(branch)} is not a branch name")
     short, shown_branch = commit[:12], _shown(branch)
     try:
-        if _git(root, deadline, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}").returncode != 0:
+        if not _resolved(root, deadline, f"{commit}^{{commit}}"):
             return Proof(False, f"commit {short} does not exist in this repository")
-        if _git(root, deadline, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode != 0:
+        if not _resolved(root, deadline, f"refs/heads/{branch}"):
             return Proof(False, f"branch {shown_branch} does not exist")
-        ancestor = _git(root, deadline, "merge-base", "--is-ancestor", commit, f"refs/heads/{branch}")
+        ancestor = run_git(root, "merge-base", "--is-ancestor", commit, f"refs/heads/{branch}", deadline=deadline,
+                           check=False)
     except GitFailed as exc:
         return Proof(False, f"cannot look up commit {short}: {exc}")
     if ancestor.returncode == 0:
@@ -155,13 +151,12 @@ def commit_proof(root: Path, commit: str, branch: str, deadline: Deadline | None
 
 def _changed_since_snapshot(root: Path, recorded: WorktreeSnapshot, deadline: Deadline | None) -> list[str]:
     if recorded.head is None:
-        differing = _z_paths(_ok(root, deadline, "ls-files", "-z"))
+        differing = _paths(root, deadline, "ls-files", "-z")
     else:
-        if not _COMMIT.fullmatch(recorded.head) or _git(
-                root, deadline, "rev-parse", "--verify", "--quiet", f"{recorded.head}^{{commit}}").returncode != 0:
+        if not _COMMIT.fullmatch(recorded.head) or not _resolved(root, deadline, f"{recorded.head}^{{commit}}"):
             raise GitFailed(f"the commit it ran on ({_shown(recorded.head[:12])}) is gone")
-        differing = _z_paths(_ok(root, deadline, "diff", "--name-only", "-z", "--no-renames", recorded.head, "--"))
-    untracked = _z_paths(_ok(root, deadline, "ls-files", "-z", "--others", "--exclude-standard"))
+        differing = _paths(root, deadline, "diff", "--name-only", "-z", "--no-renames", recorded.head, "--")
+    untracked = _paths(root, deadline, "ls-files", "-z", "--others", "--exclude-standard")
     candidates = {p for p in (*differing, *untracked, *recorded.changed) if not p.startswith(BATONS_OWN)}
     return sorted(path for path in candidates
                   if path not in recorded.changed or _digest(root, path) != recorded.changed[path])
@@ -169,19 +164,20 @@ def _changed_since_snapshot(root: Path, recorded: WorktreeSnapshot, deadline: De
 
 def _changed_since_time(root: Path, since: datetime, deadline: Deadline | None) -> list[str]:
     threshold = since.timestamp()
-    committed = _z_paths(_ok(root, deadline, "log", f"--since={clock.to_text(since)}", "--name-only", "-z",
-                             "--no-renames", "--format=", "HEAD")) if _head(root, deadline) else []
+    committed = _paths(root, deadline, "log", f"--since={clock.to_text(since)}", "--name-only", "-z", "--no-renames",
+                       "--format=", "HEAD") if _resolved(root, deadline, "HEAD") else []
     dirty = [p for p in _status_paths(root, deadline) if _mtime(root, p) > threshold]
     return sorted({p for p in (*committed, *dirty) if not p.startswith(BATONS_OWN)})
 
 
 def _status_paths(root: Path, deadline: Deadline | None) -> list[str]:
-    listed = _ok(root, deadline, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
-    return [entry[3:] for entry in _z_paths(listed) if len(entry) > 3 and not entry[3:].startswith(BATONS_OWN)]
+    listed = _paths(root, deadline, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+    return [entry[3:] for entry in listed if len(entry) > 3 and not entry[3:].startswith(BATONS_OWN)]
 
 
-def _head(root: Path, deadline: Deadline | None) -> str | None:
-    out = _git(root, deadline, "rev-parse", "--verify", "--quiet", "HEAD")
+def _resolved(root: Path, deadline: Deadline | None, name: str) -> str | None:
+    """The object name names, None when it names none; GitFailed when git cannot say."""
+    out = run_git(root, "rev-parse", "--verify", "--quiet", name, deadline=deadline, check=False)
     return out.stdout.decode().strip() or None if out.returncode == 0 else None
 
 
@@ -210,17 +206,9 @@ def _mtime(root: Path, path: str) -> float:
         return float("inf")  # deleted since: a change whose time is unknown
 
 
-def _git(root: Path, deadline: Deadline | None, *args: str) -> subprocess.CompletedProcess[bytes]:
-    """What git answered, whatever its exit status."""
-    return run_git(root, *args, deadline=deadline, check=False)
-
-
-def _ok(root: Path, deadline: Deadline | None, *args: str) -> bytes:
-    """What git printed; GitFailed unless it exited 0."""
-    return run_git(root, *args, deadline=deadline).stdout
-
-
-def _z_paths(raw: bytes) -> list[str]:
+def _paths(root: Path, deadline: Deadline | None, *args: str) -> list[str]:
+    """The NUL-separated paths git printed; GitFailed unless it exited 0."""
+    raw = run_git(root, *args, deadline=deadline).stdout
     return [p for p in raw.decode("utf-8", "surrogateescape").split("\0") if p]
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 
 from baton.errors import BadInput
 from baton.shown_text import clipped, one_line
@@ -79,25 +79,19 @@ class Lifecycle:
     repair_stage: str
     repair_scopes: Mapping[str, frozenset[str]]
     max_repair_rounds: int
-    _by_name: dict[str, Stage] = field(init=False, repr=False, compare=False)
-    _by_status: dict[str, Stage] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_name", {s.name: s for s in self.stages})
-        object.__setattr__(self, "_by_status", {status: s for s in self.stages for status in s.statuses})
 
     def stage(self, name: str) -> Stage:
-        return self._by_name[name]
+        return self.stages[self.position(name)]
 
     def stage_of(self, status: str) -> Stage | None:
-        return self._by_status.get(status)
+        return next((s for s in self.stages if status in s.statuses), None)
 
     def position(self, name: str) -> int:
-        return self.stages.index(self._by_name[name])
+        return [s.name for s in self.stages].index(name)
 
     @property
     def statuses(self) -> tuple[str, ...]:
-        return (*self._by_status, WORKFLOW_BLOCKED)
+        return (*(status for s in self.stages for status in s.statuses), WORKFLOW_BLOCKED)
 
     def authority_of(self, status: str) -> str | None:
         """The authority a status claims (None: the agent's word is all there is)."""
@@ -297,11 +291,7 @@ def replay(lifecycle: Lifecycle, requests: Iterable[StageRequest]) -> tuple[Work
 
 def state_from_dict(lifecycle: Lifecycle, data: object) -> WorkflowState:
     """A stored state, checked against the lifecycle; BadInput naming what is wrong."""
-    if not isinstance(data, dict):
-        raise BadInput("workflow state must be an object")
-    unknown = set(data) - {f.name for f in fields(WorkflowState)}
-    if unknown:
-        raise BadInput(f"workflow state: unknown key {', '.join(sorted(map(str, unknown)))}")
+    data = _table(data, "workflow state", {f.name for f in fields(WorkflowState)}, kind="an object")
     if data.get("schema_version") != SCHEMA_VERSION:
         raise BadInput(f"workflow state: schema_version must be {SCHEMA_VERSION}, got {data.get('schema_version')!r}")
     names = {s.name for s in lifecycle.stages}
@@ -371,10 +361,10 @@ def parse_lifecycle(table: object, source: str = "baton.toml") -> Lifecycle:
                      max_repair_rounds=rounds)
 
 
-def _table(raw: object, where: str, keys: frozenset[str] | set[str]) -> dict:
-    """raw as a table of only the known keys; BadInput naming where, otherwise."""
+def _table(raw: object, where: str, keys: frozenset[str] | set[str], kind: str = "a table") -> dict:
+    """raw as a table (kind) of only the known keys; BadInput naming where, otherwise."""
     if not isinstance(raw, dict):
-        raise BadInput(f"{where} must be a table")
+        raise BadInput(f"{where} must be {kind}")
     unknown = set(raw) - keys
     if unknown:
         raise BadInput(f"{where}: unknown key {', '.join(sorted(map(str, unknown)))}")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from baton.errors import BadInput
+from baton.errors import BadInput, GitFailed
 from baton.registry.model import Provenance
 from baton.shown_text import clipped, escape_controls
 from baton.skills.core.stage_authority import snapshot
@@ -54,11 +54,10 @@ def parse_check(command: str) -> list[str]:
     return parse_command(command)
 
 
-def check_timeout(timeout: float | None) -> float | None:
-    """A --timeout as given (None: the default), BadInput when out of range."""
+def check_timeout(timeout: float | None) -> None:
+    """BadInput when a --timeout (None: the default) is out of range."""
     if timeout is not None and not 0 < timeout <= 86400:
         raise BadInput(f"--timeout is out of range: {timeout:g}")
-    return timeout
 
 
 def run_check(command: str, root: Path, *, timeout: float, deadline: Deadline | None = None
@@ -79,5 +78,5 @@ def _snapshot(root: Path, deadline: Deadline | None) -> dict | None:
         return None  # not a worktree's root: nothing git could say
     try:
         return snapshot(root, deadline=deadline).as_dict()
-    except OSError:
+    except GitFailed:
         return None

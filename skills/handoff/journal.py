@@ -40,7 +40,6 @@ class CheckItem(NamedTuple):
 
 @dataclass(frozen=True)
 class Journal:
-    task_id: str
     goal: Item | None = None
     next_action: Item | None = None
     constraints: list[Item] = field(default_factory=list)
@@ -84,7 +83,6 @@ def journal_of(session: Session) -> Journal:
     stamp = session.next_action_stamp
     goal_stamp = session.goal_stamp
     return Journal(
-        task_id=session.task_id,
         goal=Item(session.goal, f"inherited from {session.goal_inherited_from}" if session.goal_inherited_from
                   else REPORTED, goal_stamp.at if goal_stamp else None) if session.goal else None,
         next_action=Item(session.next_action, REPORTED, stamp.at if stamp else None) if session.next_action else None,

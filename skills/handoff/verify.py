@@ -137,15 +137,19 @@ def _same(probe: Probe, run: ProbeRun, redact: Callable[[str], str]) -> bool:
 
 
 class _Verifier:
-    def __init__(self, root: Path, repo: str, settings: HandoffSettings, keys: tuple[SigningKey, ...],
-                 key_problem: str | None, allow_unsigned: bool, redact: Callable[[str], str],
-                 deadline: Deadline | None) -> None:
+    def __init__(self, root: Path, repo: str, home: Path, settings: HandoffSettings, allow_unsigned: bool,
+                 redact: Callable[[str], str], deadline: Deadline | None) -> None:
         self.root = root
-        self.redact = redact
         self.repo = repo
         self.settings = settings
-        self.keys, self.allow_unsigned = keys, allow_unsigned
-        self.key_problem = key_problem
+        self.allow_unsigned = allow_unsigned
+        self.redact = redact
+        self.keys: tuple[SigningKey, ...] = ()
+        self.key_problem: str | None = None
+        try:
+            self.keys = tuple(verifying_keys(home, settings.key_file))
+        except BadInput as exc:  # a team key that cannot be read refuses signed probes, not the resume
+            self.key_problem = str(exc)
         self.budget_ends = time.monotonic() + settings.probe_budget
         self.deadline = deadline  # the command's
 
@@ -241,15 +245,6 @@ class _Verifier:
         return replace(base, fresh=_fresh(probe, run), status=status, reason="; ".join(notes) or None)
 
 
-def _keys(home: Path, settings: HandoffSettings) -> tuple[tuple[SigningKey, ...], str | None]:
-    """The verifying keys; a team key that cannot be read refuses signed probes (with the
-    reason) instead of failing the resume."""
-    try:
-        return tuple(verifying_keys(home, settings.key_file)), None
-    except BadInput as exc:
-        return (), str(exc)
-
-
 def _same_document(path: Path, chosen: Path) -> bool:
     """The chosen file itself, or a copy of it (LATEST.md and the dated handoff it copies)."""
     try:
@@ -283,8 +278,7 @@ def verify_handoff_at(root: Path, repo: str, home: Path, settings: HandoffSettin
         return verification
     verification.task_id = parsed.task_id
     verification.written_at = parsed.written_at or modified_at(chosen)
-    keys, key_problem = _keys(home, settings)
-    verifier = _Verifier(root, repo, settings, keys, key_problem, allow_unsigned, redact, deadline)
+    verifier = _Verifier(root, repo, home, settings, allow_unsigned, redact, deadline)
     # Checks (a test suite, say) run after the probes, so slow checks never starve cheap
     # probes of the budget; results keep the document's order.
     claims = parsed.claims
