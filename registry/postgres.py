@@ -62,7 +62,7 @@ from baton.registry.base import (
     path_anchors,
     unreleased_leases,
 )
-from baton.registry.wire import event_adapter
+from baton.registry.wire import event_of
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -510,14 +510,13 @@ class PostgresSessionStore(SessionStore):
 
     def _apply_pending(self, conn: psycopg.Connection) -> None:
         rows = conn.execute(
-            "SELECT event_id, body FROM baton_events WHERE project = %s AND NOT applied ORDER BY at "
+            "SELECT event_id, type, body::text FROM baton_events WHERE project = %s AND NOT applied ORDER BY at "
             "FOR UPDATE SKIP LOCKED", (self.project,)).fetchall()
         if rows:
-            adapter = event_adapter()
-            merged = self._merge_new(conn, [adapter.validate_python(body) for _, body in rows])
+            merged = self._merge_new(conn, [event_of(event_type, body) for _, event_type, body in rows])
             self._anchor_leases(conn, merged.values())
             conn.execute("UPDATE baton_events SET applied = true WHERE project = %s AND event_id = ANY(%s)",
-                         (self.project, [event_id for event_id, _ in rows]))
+                         (self.project, [event_id for event_id, _, _ in rows]))
 
     def _catch_up(self) -> None:
         with self._transaction() as conn:
@@ -607,10 +606,9 @@ class PostgresSessionStore(SessionStore):
             "UPDATE baton_events SET body = jsonb_set(body, ARRAY[%s], to_jsonb(%s::text)) "
             "WHERE project = %s AND event_id = %s AND task_id = %s",
             [(r.field, r.text, self.project, r.event_id, event.task_id) for r in event.rewrites])
-        adapter = event_adapter()
-        rows = conn.execute("SELECT body FROM baton_events WHERE project = %s AND task_id = %s ORDER BY at, event_id",
-                            (self.project, event.task_id))
-        session = fold(adapter.validate_python(body) for (body,) in rows)
+        rows = conn.execute("SELECT type, body::text FROM baton_events WHERE project = %s AND task_id = %s "
+                            "ORDER BY at, event_id", (self.project, event.task_id))
+        session = fold(event_of(event_type, body) for event_type, body in rows)
         if session is not None:
             conn.execute("UPDATE baton_sessions SET body = %s WHERE project = %s AND task_id = %s",
                          (Jsonb(session.model_dump(mode="json")), self.project, event.task_id))
@@ -694,10 +692,9 @@ class PostgresSessionStore(SessionStore):
                            lambda rows: near_leases(_held(rows), repo, paths))
 
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
-        adapter = event_adapter()
-        return self._found("SELECT body FROM baton_events WHERE project = %s AND task_id = %s ORDER BY at, event_id",
-                           (self.project, task_id), lambda rows: [adapter.validate_python(body) for (body,) in rows],
-                           catch_up=False)
+        return self._found("SELECT type, body::text FROM baton_events WHERE project = %s AND task_id = %s "
+                           "ORDER BY at, event_id", (self.project, task_id),
+                           lambda rows: [event_of(event_type, body) for event_type, body in rows], catch_up=False)
 
     def prune(self, ended_before: datetime, *, dry_run: bool = False) -> list[str]:
         self._catch_up()

@@ -54,14 +54,12 @@ from baton.registry.base import (
     path_anchors,
     unreleased_leases,
 )
-from baton.registry.wire import event_adapter
+from baton.registry.wire import event_of
 from baton.sqlite import SqliteFile, begin_within, guarded, write_transaction
 from baton.store_names import Store
 from baton.write_queue import WriteQueue
 
 if TYPE_CHECKING:
-    from pydantic import TypeAdapter
-
     from baton.registry.model import Event, SecretsRedacted, Session
 
 STORE = Store.SESSION_REGISTRY
@@ -276,14 +274,13 @@ class SqliteSessionStore(SessionStore):
         """Project every pending event; runs inside the caller's write transaction. A
         redaction that waited unprojected (it was queued) rewrites the events it names then,
         as append does."""
-        rows = conn.execute("SELECT event_id, body FROM events WHERE project = ? AND applied = 0 ORDER BY at",
+        rows = conn.execute("SELECT event_id, type, body FROM events WHERE project = ? AND applied = 0 ORDER BY at",
                             (self.project,)).fetchall()
         if not rows:
             return
-        adapter = event_adapter()
-        self._project(conn, ((_parsed(adapter, event_id, body), True) for event_id, body in rows))
+        self._project(conn, ((_parsed(event_id, event_type, body), True) for event_id, event_type, body in rows))
         conn.executemany("UPDATE events SET applied = 1 WHERE project = ? AND event_id = ?",
-                         [(self.project, e) for e, _ in rows])
+                         [(self.project, e) for e, _, _ in rows])
 
     @contextmanager
     def _writing(self, conn: sqlite3.Connection, *, within: float | None = None) -> Iterator[bool]:
@@ -340,13 +337,11 @@ class SqliteSessionStore(SessionStore):
         changes nothing (the projection is replay-safe)."""
         from baton.registry.apply import fold_onto
 
-        rows = [(at, event_id, task_id, body) for event_id, task_id, at, body in conn.execute(
-            "SELECT event_id, task_id, at, body FROM events WHERE project = ? AND applied = 0", (self.project,))
-            if task_ids is None or task_id in task_ids]
-        queued = [(at, event_id, task_id, body) for at, event_id, _, body, task_id in self._queued(task_ids)]
-        adapter = event_adapter()
+        rows = [row for row in conn.execute("SELECT at, event_id, type, body, task_id FROM events "
+                                            "WHERE project = ? AND applied = 0", (self.project,))
+                if task_ids is None or row[4] in task_ids]
         return fold_onto(lambda task_id: self._load(conn, task_id), (
-            _parsed(adapter, event_id, body) for _, event_id, _, body in sorted(rows + queued, key=lambda row: row[0])))
+            _parsed(*row[1:4]) for row in sorted(rows + self._queued(task_ids), key=lambda row: row[0])))
 
     def _all_in_memory(self, conn: sqlite3.Connection, *, include_inactive: bool) -> list[Session]:
         """list_sessions' answer without the write lock (see _in_memory)."""
@@ -461,10 +456,9 @@ class SqliteSessionStore(SessionStore):
                          "AND task_id = ?",
                          [(f"$.{r.field}", r.text, self.project, str(r.event_id), event.task_id)
                           for r in event.rewrites])
-        adapter = event_adapter()
-        rows = conn.execute("SELECT body FROM events WHERE project = ? AND task_id = ? ORDER BY at, event_id",
+        rows = conn.execute("SELECT type, body FROM events WHERE project = ? AND task_id = ? ORDER BY at, event_id",
                             (self.project, event.task_id))
-        return fold(adapter.validate_json(body) for (body,) in rows)
+        return fold(event_of(event_type, body) for event_type, body in rows)
 
     @answering
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
@@ -627,16 +621,14 @@ class SqliteSessionStore(SessionStore):
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
         from pydantic import ValidationError
 
-        adapter = event_adapter()
         try:
             with guarded(STORE, self.path):
                 rows = self._db.conn().execute(
-                    "SELECT at, event_id, body FROM events WHERE project = ? AND task_id = ?",
+                    "SELECT at, event_id, type, body FROM events WHERE project = ? AND task_id = ?",
                     (self.project, task_id)).fetchall()
-                stored = {event_id for _, event_id, _ in rows}
-                rows += [(at, event_id, body) for at, event_id, _, body, _ in self._queued([task_id])
-                         if event_id not in stored]
-                return Found([adapter.validate_json(body) for _, _, body in sorted(rows)])
+                stored = {event_id for _, event_id, _, _ in rows}
+                rows += [row[:4] for row in self._queued([task_id]) if row[1] not in stored]
+                return Found([event_of(event_type, body) for _, _, event_type, body in sorted(rows)])
         except ValidationError as exc:
             return Unavailable(f"{self.path}: a stored event is unreadable: {exc.errors()[0]['msg']}")
 
@@ -702,12 +694,12 @@ class SqliteSessionStore(SessionStore):
         self._db.close()
 
 
-def _parsed(adapter: TypeAdapter[Event], event_id: str, body: str) -> Event:
+def _parsed(event_id: str, event_type: str, body: str) -> Event:
     """An unprojected event's model; DatabaseError naming it when it is unreadable."""
     from pydantic import ValidationError
 
     try:
-        return adapter.validate_json(body)
+        return event_of(event_type, body)
     except ValidationError as exc:
         raise sqlite3.DatabaseError(f"pending event {event_id} is unreadable: {exc.errors()[0]['msg']}") from exc
 
