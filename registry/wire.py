@@ -56,21 +56,3 @@ def decision_recorded_body(event_id: str, task_id: str, session_id: str, at: dat
     return event_body("decision_recorded", event_id=event_id, task_id=task_id, session_id=session_id, at=at,
                       text=text, context=context, repo=repo, inherited_from=None, replaces=list(replaces))
 
-
-def checkpoint_taken_body(event_id: str, task_id: str, session_id: str, at: datetime, *, checkpoint_id: str,
-                          boundary: str, label: str | None, base: str | None, staged_tree: str, worktree_tree: str,
-                          artifacts_tree: str | None, environment: str | None, run_id: str | None, repo: str,
-                          worktree_path: str, remote: str | None = None) -> str:
-    """The JSON of a CheckpointTaken event, built without pydantic: the Stop hook takes
-    checkpoints within its budget. tests/test_outages.py pins it to the model."""
-    return event_body("checkpoint_taken", event_id=event_id, task_id=task_id, session_id=session_id, at=at,
-                      checkpoint_id=checkpoint_id, boundary=boundary, label=label, base=base, staged_tree=staged_tree,
-                      worktree_tree=worktree_tree, artifacts_tree=artifacts_tree, environment=environment,
-                      run_id=run_id, repo=repo, worktree_path=worktree_path, remote=remote)
-
-
-def decision_superseded_body(event_id: str, task_id: str, session_id: str, at: datetime, decision_event_id: str,
-                             by_task_id: str, by_event_id: str) -> str:
-    """The JSON of a DecisionSuperseded event (baton.registry.model.DecisionSuperseded)."""
-    return event_body("decision_superseded", event_id=event_id, task_id=task_id, session_id=session_id, at=at,
-                      decision_event_id=decision_event_id, by_task_id=by_task_id, by_event_id=by_event_id)

@@ -22,7 +22,7 @@ from baton.errors import BadInput, StoreUnavailable
 from baton.ids import parse_ticket_id, random_uuid
 from baton.signals.wire import SignalType
 from baton.skills.core.binding import ActiveTask, Place
-from baton.skills.core.commit import WireEvent
+from baton.skills.core.commit import WireEvent, wire_event
 from baton.skills.core.signalling import wire_signal
 from baton.skills.core.write_report import MAX_TEXT, WriteReport
 from baton.skills.runtime.stores import Stores
@@ -77,7 +77,7 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
     # Secrets never reach a store, a signal or a vector (baton.redaction).
     text, context = stores.redact(text), stores.redact(context)
     from baton.recall.wire import decision_payload, decision_point_id
-    from baton.registry.wire import decision_recorded_body, decision_superseded_body
+    from baton.registry.wire import decision_recorded_body
     from baton.skills.core.indexing import queue_payloads, start_background_indexer
 
     at = at or clock.now()
@@ -99,9 +99,9 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
     events = [WireEvent(event_id, task.task_id, "decision_recorded", at, body)]
     for old in replaced:
         link_id = random_uuid()
-        events.append(WireEvent(link_id, old.task_id, "decision_superseded", old.last_activity,
-                                decision_superseded_body(link_id, old.task_id, old.session_id, old.last_activity,
-                                                         old.event_id, task.task_id, event_id)))
+        events.append(wire_event("decision_superseded", old.task_id, old.session_id, old.last_activity,
+                                 event_id=link_id, decision_event_id=old.event_id, by_task_id=task.task_id,
+                                 by_event_id=event_id))
     stores.sink.keep(events, derive=queue)
     try:
         stores.sink.keep_signals([signal])
