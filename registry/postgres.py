@@ -313,23 +313,19 @@ MIGRATIONS = [
         USING (current_setting('baton.project', true) = '*');
     """,
 ]
-# The leases of active sessions that may cover a file: their ticket, last activity and
-# stored leases and releases, in list_sessions' order.
-_LEASES_NEAR = """
+# The ticket, last activity and stored leases and releases of the active sessions holding a
+# lease in %(repo)s whose anchor meets the condition that follows.
+_LEASES_HELD = """
     SELECT task_id, last_activity, body->'leases', body->'lease_releases' FROM baton_sessions
     WHERE project = %(project)s AND status = 'active' AND task_id IN (
-        SELECT task_id FROM baton_lease_anchors
-        WHERE project = %(project)s AND repo = %(repo)s AND anchor = ANY(%(anchors)s))
-    ORDER BY last_activity DESC, task_id
+        SELECT task_id FROM baton_lease_anchors WHERE project = %(project)s AND repo = %(repo)s
 """
+# Those that may cover a file, in list_sessions' order.
+_LEASES_NEAR = _LEASES_HELD + "AND anchor = ANY(%(anchors)s)) ORDER BY last_activity DESC, task_id"
 # The leases a claim's decision reads (meeting_anchors), every pending event merged first:
-# the active sessions holding one anchored at one of %(above)s (every one when %(every)s) or
-# under one of the prefixes %(under)s, by ticket.
-_LEASES_MEETING = """
-    SELECT task_id, last_activity, body->'leases', body->'lease_releases' FROM baton_sessions
-    WHERE project = %(project)s AND status = 'active' AND task_id IN (
-        SELECT task_id FROM baton_lease_anchors
-        WHERE project = %(project)s AND repo = %(repo)s
+# those anchored at one of %(above)s (every one when %(every)s) or under one of the prefixes
+# %(under)s, by ticket.
+_LEASES_MEETING = _LEASES_HELD + """
         AND (%(every)s OR anchor = ANY(%(above)s::text[]) OR anchor ^@ ANY(%(under)s::text[])))
     ORDER BY task_id
 """
@@ -714,12 +710,9 @@ class PostgresSessionStore(SessionStore):
                 "ORDER BY s.task_id", {"project": self.project, "before": ended_before}).fetchall()
             if not dry_run and rows:
                 ids = [task_id for task_id, _ in rows]
-                conn.execute("DELETE FROM baton_events WHERE project = %s AND task_id = ANY(%s)", (self.project, ids))
-                conn.execute("DELETE FROM baton_session_files WHERE project = %s AND task_id = ANY(%s)",
-                             (self.project, ids))
-                conn.execute("DELETE FROM baton_lease_anchors WHERE project = %s AND task_id = ANY(%s)",
-                             (self.project, ids))
-                conn.execute("DELETE FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)", (self.project, ids))
+                for table in ("baton_events", "baton_session_files", "baton_lease_anchors", "baton_sessions"):
+                    conn.execute(f"DELETE FROM {table} WHERE project = %s AND task_id = ANY(%s)",  # noqa: S608
+                                 (self.project, ids))
                 conn.cursor().executemany(
                     "INSERT INTO baton_pruned (project, task_id, through) VALUES (%s, %s, %s) "
                     "ON CONFLICT (project, task_id) "

@@ -649,15 +649,14 @@ class SqliteSessionStore(SessionStore):
                     "AND json_extract(r.value, '$.parent_task_id') IS NOT NULL) "
                     "ORDER BY s.task_id", (self.project, clock.to_text(ended_before))).fetchall()
                 if not dry_run:
-                    for task_id, through in rows:
-                        conn.execute("DELETE FROM events WHERE project = ? AND task_id = ?", (self.project, task_id))
-                        conn.execute("DELETE FROM sessions WHERE project = ? AND task_id = ?", (self.project, task_id))
-                        conn.execute("DELETE FROM lease_anchors WHERE project = ? AND task_id = ?",
-                                     (self.project, task_id))
-                        conn.execute("INSERT INTO pruned (project, task_id, through) VALUES (?, ?, ?) "
+                    for table in ("events", "sessions", "lease_anchors"):
+                        conn.executemany(f"DELETE FROM {table} WHERE project = ? AND task_id = ?",  # noqa: S608
+                                         [(self.project, task_id) for task_id, _ in rows])
+                    conn.executemany("INSERT INTO pruned (project, task_id, through) VALUES (?, ?, ?) "
                                      "ON CONFLICT (project, task_id) "
                                      "DO UPDATE SET through = max(through, excluded.through)",
-                                     (self.project, task_id, through or clock.to_text(ended_before)))
+                                     [(self.project, task_id, through or clock.to_text(ended_before))
+                                      for task_id, through in rows])
         return [task_id for task_id, _ in rows]
 
     def forget_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
