@@ -16,7 +16,7 @@ was not late when it came and stays merged.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -65,9 +65,6 @@ from baton.registry.model import (
     VerificationRecord,
     WorkflowRecord,
     WorkRemaining,
-    _LeaseTerms,
-    _ReleaseTerms,
-    _TakeoverTerms,
     supersede_link,
 )
 
@@ -98,6 +95,11 @@ def _with_entry(entries: list[EntryT], entry: EntryT) -> list[EntryT]:
     return sorted([*kept, first], key=lambda e: (e.at, e.event_id, e.text))
 
 
+def _entry(record: type[EntryT], event: Event, text: str, /, **fields: Any) -> EntryT:
+    """The entry keyed by text that event records, with its time, session and id."""
+    return record(text=text, at=event.at, session_id=event.session_id, event_id=str(event.event_id), **fields)
+
+
 def _register(session: Session, name: str, stamp: Stamp, **values: object) -> dict:
     """The register name's values with its stamp (the field `{name}_stamp`) when that stamp is later
     than the session's; else nothing."""
@@ -109,8 +111,9 @@ def _phase(session: Session, phase: Phase, stamp: Stamp) -> dict:
 
 
 def _kept(event: Event, record: type[BaseModel]) -> dict:
-    """The event's fields that record declares too, as the event holds them."""
-    return event.model_dump(include=set(record.model_fields))
+    """The event's fields that record declares too, but for an entry's own (its key and
+    stamp), as the event holds them."""
+    return event.model_dump(include=set(record.model_fields) - set(Entry.model_fields))
 
 
 def fold(events: Iterable[Event]) -> Session | None:
@@ -147,10 +150,9 @@ def apply_event(session: Session | None, event: Event) -> Session:
         if fence is not None:
             return session.model_copy(update={
                 "session_ids": _union(session.session_ids, [event.session_id]),
-                "late_writes": _with_entry(session.late_writes, LateWrite(
-                    text=event_id, at=event.at, session_id=event.session_id, event_id=event_id,
-                    provenance=Provenance.observed, kind=event.type, run_id=fence.superseded_run,
-                    token=fence.token))})
+                "late_writes": _with_entry(session.late_writes, _entry(
+                    LateWrite, event, event_id, provenance=Provenance.observed, kind=event.type,
+                    run_id=fence.superseded_run, token=fence.token))})
     stamp = Stamp(at=event.at, event_id=event_id)
     update: dict = {
         "created_at": min(session.created_at, event.at),
@@ -175,9 +177,8 @@ def apply_event(session: Session | None, event: Event) -> Session:
                 files[ref.key] = Touch(repo=ref.repo, path=ref.path, last_at=event.at)
         update["files"] = files
     elif isinstance(event, DecisionRecorded):
-        update["decisions"] = _with_entry(session.decisions, Entry(
-            text=event.text, context=event.context, at=event.at, session_id=event.session_id,
-            event_id=event_id, inherited_from=event.inherited_from))
+        update["decisions"] = _with_entry(session.decisions, _entry(
+            Entry, event, event.text, context=event.context, inherited_from=event.inherited_from))
         if event.replaces:
             update["replaces"] = _union(session.replaces, [f"{event_id} {link}" for link in event.replaces])
     elif isinstance(event, DecisionSuperseded):
@@ -193,16 +194,15 @@ def apply_event(session: Session | None, event: Event) -> Session:
         update |= _register(session, "goal", stamp, goal=event.text, goal_inherited_from=event.inherited_from)
     elif isinstance(event, (StepCompleted, FailureRecorded, ConstraintAdded, WorkRemaining, EvidenceRecorded)):
         field = _TEXT_ENTRIES[type(event)]
-        update[field] = _with_entry(getattr(session, field), Entry(
-            text=event.text, at=event.at, session_id=event.session_id, event_id=event_id,
+        update[field] = _with_entry(getattr(session, field), _entry(
+            Entry, event, event.text,
             provenance=event.provenance if isinstance(event, EvidenceRecorded) else Provenance.reported,
             inherited_from=event.inherited_from if isinstance(event, ConstraintAdded) else None))
     elif isinstance(event, CheckRecorded):
         result = "timed out or not run" if event.exit_status is None else f"exit {event.exit_status}"
-        update["checks"] = _with_entry(session.checks, CheckEntry(
-            text=f"{event.command} -> {result} at {clock.to_text(event.at)}", command=event.command,
-            exit_status=event.exit_status, summary=event.summary, provenance=event.provenance,
-            at=event.at, session_id=event.session_id, event_id=event_id, snapshot=event.snapshot))
+        update["checks"] = _with_entry(session.checks, _entry(
+            CheckEntry, event, f"{event.command} -> {result} at {clock.to_text(event.at)}",
+            provenance=event.provenance, **_kept(event, CheckEntry)))
     elif isinstance(event, HandoffWritten):
         update |= _register(session, "handoff", stamp,
                             handoff=HandoffRecord(path=event.path, written_at=event.at, claims=event.claims))
@@ -216,22 +216,18 @@ def apply_event(session: Session | None, event: Event) -> Session:
         update |= _register(session, "checkpoint", stamp, checkpoint=CheckpointRecord(
             id=event.checkpoint_id, taken_at=event.at, **_kept(event, CheckpointRecord)))
     elif isinstance(event, RunStarted):
-        update["run_log"] = _with_entry(session.run_log, RunEntry(
-            text=event_id, at=event.at, session_id=event.session_id, event_id=event_id, provenance=Provenance.observed,
-            kind=event.run_kind, parent_run_id=event.parent_run_id, parent_task_id=event.parent_task_id,
-            diverged_at=event.diverged_at, base=event.base, environment=event.environment))
+        update["run_log"] = _with_entry(session.run_log, _entry(
+            RunEntry, event, event_id, provenance=Provenance.observed, kind=event.run_kind,
+            **_kept(event, RunEntry)))
     elif isinstance(event, LeaseGranted):
-        update["leases"] = _with_entry(session.leases, LeaseEntry(
-            text=event_id, at=event.at, session_id=event.session_id, event_id=event_id, **_kept(event, _LeaseTerms)))
+        update["leases"] = _with_entry(session.leases, _entry(LeaseEntry, event, event_id, **_kept(event, LeaseEntry)))
     elif isinstance(event, LeaseReleased):
-        update["lease_releases"] = _with_entry(session.lease_releases, ReleaseEntry(
-            text=str(event.lease_id), at=event.at, session_id=event.session_id, event_id=event_id,
-            **_kept(event, _ReleaseTerms)))
+        update["lease_releases"] = _with_entry(session.lease_releases, _entry(
+            ReleaseEntry, event, str(event.lease_id), **_kept(event, ReleaseEntry)))
     elif isinstance(event, TakenOver):
-        update["takeovers"] = _with_entry(session.takeovers, TakeoverEntry(
-            text=str(event.token), at=event.at, session_id=event.session_id, event_id=event_id,
-            provenance=Provenance.observed, holder=event.session_id,
-            **{**_kept(event, _TakeoverTerms), "superseded": sorted(event.superseded)}))
+        update["takeovers"] = _with_entry(session.takeovers, _entry(
+            TakeoverEntry, event, str(event.token), provenance=Provenance.observed, holder=event.session_id,
+            **{**_kept(event, TakeoverEntry), "superseded": sorted(event.superseded)}))
     elif isinstance(event, Ended):
         update |= _register(session, "lifecycle", stamp, lifecycle=Status(event.status))
         if event.status == Status.completed:
