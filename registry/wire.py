@@ -48,11 +48,3 @@ def files_touched_body(event_id: str, task_id: str, session_id: str, at: datetim
     return event_body("files_touched", event_id=event_id, task_id=task_id, session_id=session_id, at=at,
                       files=[{"repo": f.repo, "path": f.path} for f in files])
 
-
-def decision_recorded_body(event_id: str, task_id: str, session_id: str, at: datetime, text: str, context: str,
-                           repo: str, replaces: Sequence[str] = ()) -> str:
-    """The JSON of a DecisionRecorded event (text and context already stripped), built
-    without pydantic: `baton decide` keeps to the hook's budget. tests/test_hot_path.py pins it."""
-    return event_body("decision_recorded", event_id=event_id, task_id=task_id, session_id=session_id, at=at,
-                      text=text, context=context, repo=repo, inherited_from=None, replaces=list(replaces))
-
