@@ -242,18 +242,11 @@ class SqliteSessionStore(SessionStore):
         self.kept = 0  # writes this process queued: its stores start a delivery when closed
 
     def _load(self, conn: sqlite3.Connection, task_id: str) -> Session | None:
-        from pydantic import ValidationError
-
         from baton.registry.model import Session
 
         row = conn.execute("SELECT body FROM sessions WHERE project = ? AND task_id = ?",
                            (self.project, task_id)).fetchone()
-        if row is None:
-            return None
-        try:
-            return Session.model_validate_json(row[0])
-        except ValidationError as exc:
-            raise sqlite3.DatabaseError(f"stored session {task_id} is unreadable: {exc.errors()[0]['msg']}") from exc
+        return None if row is None else _valid(f"stored session {task_id}", Session.model_validate_json, row[0])
 
     def _save(self, conn: sqlite3.Connection, session: Session) -> None:
         conn.execute(
@@ -278,7 +271,8 @@ class SqliteSessionStore(SessionStore):
                             (self.project,)).fetchall()
         if not rows:
             return
-        self._project(conn, ((_parsed(event_id, event_type, body), True) for event_id, event_type, body in rows))
+        self._project(conn, ((_valid(f"pending event {event_id}", event_of, event_type, body), True)
+                             for event_id, event_type, body in rows))
         conn.executemany("UPDATE events SET applied = 1 WHERE project = ? AND event_id = ?",
                          [(self.project, e) for e, _, _ in rows])
 
@@ -341,14 +335,15 @@ class SqliteSessionStore(SessionStore):
                                             "WHERE project = ? AND applied = 0", (self.project,))
                 if task_ids is None or row[4] in task_ids]
         return fold_onto(lambda task_id: self._load(conn, task_id), (
-            _parsed(*row[1:4]) for row in sorted(rows + self._queued(task_ids), key=lambda row: row[0])))
+            _valid(f"pending event {event_id}", event_of, event_type, body)
+            for _, event_id, event_type, body, _ in sorted(rows + self._queued(task_ids), key=lambda row: row[0])))
 
     def _all_in_memory(self, conn: sqlite3.Connection, *, include_inactive: bool) -> list[Session]:
         """list_sessions' answer without the write lock (see _in_memory)."""
         from baton.registry.model import Session
 
-        sessions = {task_id: Session.model_validate_json(body) for task_id, body in conn.execute(
-            "SELECT task_id, body FROM sessions WHERE project = ?", (self.project,))}
+        sessions = {task_id: _valid("a stored session", Session.model_validate_json, body) for task_id, body
+                    in conn.execute("SELECT task_id, body FROM sessions WHERE project = ?", (self.project,))}
         sessions.update(self._in_memory(conn, None))
         return in_list_order(sessions.values(), include_inactive)
 
@@ -521,20 +516,15 @@ class SqliteSessionStore(SessionStore):
 
     @answering
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
-        from pydantic import ValidationError
-
         from baton.registry.model import Session
 
         query = _BODIES + ("" if include_inactive else _ACTIVE) + _ORDER
-        try:
-            with guarded(STORE, self.path):
-                conn = self._db.conn()
-                if not self._catch_up(conn):
-                    return Found(self._all_in_memory(conn, include_inactive=include_inactive))
-                rows = conn.execute(query, (self.project,)).fetchall()
-                return Found([Session.model_validate_json(body) for (body,) in rows])
-        except ValidationError as exc:
-            return Unavailable(f"{self.path}: a stored session is unreadable: {exc.errors()[0]['msg']}")
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            if not self._catch_up(conn):
+                return Found(self._all_in_memory(conn, include_inactive=include_inactive))
+            rows = conn.execute(query, (self.project,)).fetchall()
+            return Found([_valid("a stored session", Session.model_validate_json, body) for (body,) in rows])
 
     def _readable_raw(self, conn: sqlite3.Connection) -> bool:
         """Whether the stored projections' JSON can be read as it is, the unprojected events'
@@ -619,18 +609,14 @@ class SqliteSessionStore(SessionStore):
 
     @answering
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
-        from pydantic import ValidationError
-
-        try:
-            with guarded(STORE, self.path):
-                rows = self._db.conn().execute(
-                    "SELECT at, event_id, type, body FROM events WHERE project = ? AND task_id = ?",
-                    (self.project, task_id)).fetchall()
-                stored = {event_id for _, event_id, _, _ in rows}
-                rows += [row[:4] for row in self._queued([task_id]) if row[1] not in stored]
-                return Found([event_of(event_type, body) for _, _, event_type, body in sorted(rows)])
-        except ValidationError as exc:
-            return Unavailable(f"{self.path}: a stored event is unreadable: {exc.errors()[0]['msg']}")
+        with guarded(STORE, self.path):
+            rows = self._db.conn().execute(
+                "SELECT at, event_id, type, body FROM events WHERE project = ? AND task_id = ?",
+                (self.project, task_id)).fetchall()
+            stored = {event_id for _, event_id, _, _ in rows}
+            rows += [row[:4] for row in self._queued([task_id]) if row[1] not in stored]
+            return Found([_valid("a stored event", event_of, event_type, body)
+                          for _, _, event_type, body in sorted(rows)])
 
     def prune(self, ended_before: datetime, *, dry_run: bool = False) -> list[str]:
         with guarded(STORE, self.path):
@@ -693,14 +679,15 @@ class SqliteSessionStore(SessionStore):
         self._db.close()
 
 
-def _parsed(event_id: str, event_type: str, body: str) -> Event:
-    """An unprojected event's model; DatabaseError naming it when it is unreadable."""
+def _valid(what: str, read: Callable[..., _T], *stored: str) -> _T:
+    """read(*stored), the model of what a row stores; a DatabaseError naming what when
+    stored is not a valid one."""
     from pydantic import ValidationError
 
     try:
-        return event_of(event_type, body)
+        return read(*stored)
     except ValidationError as exc:
-        raise sqlite3.DatabaseError(f"pending event {event_id} is unreadable: {exc.errors()[0]['msg']}") from exc
+        raise sqlite3.DatabaseError(f"{what} is unreadable: {exc.errors()[0]['msg']}") from exc
 
 
 def _folded(rows: list[Any], *, include_inactive: bool) -> list[tuple[str, str, datetime, list[Any]]]:
