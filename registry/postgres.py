@@ -342,10 +342,11 @@ _PRUNE_LOCK = 0x62617432
 # A conditional write (append_unless: a lease's grant) holds this advisory lock, keyed by its
 # project too, through its read and its write.
 _DECISION_LOCK = 0x62617433
-# An event of a pruned ticket as old as its tombstone is not stored again.
+# An event of a pruned ticket as old as its tombstone is not stored again; %(applied)s:
+# whether the events are merged in the same transaction (append_body's are not).
 _INSERT_EVENTS = """
     INSERT INTO baton_events (project, event_id, task_id, at, type, body, applied)
-    SELECT %(project)s, (e->>'event_id')::uuid, e->>'task_id', (e->>'at')::timestamptz, e->>'type', e, true
+    SELECT %(project)s, (e->>'event_id')::uuid, e->>'task_id', (e->>'at')::timestamptz, e->>'type', e, %(applied)s
     FROM jsonb_array_elements(%(events)s::jsonb) AS e
     WHERE NOT EXISTS (SELECT 1 FROM baton_pruned p WHERE p.project = %(project)s
                       AND p.task_id = e->>'task_id' AND p.through >= (e->>'at')::timestamptz)
@@ -380,14 +381,6 @@ _MERGE_DELTAS = """
 _FENCES = """
     SELECT task_id, body->'created_at', body->'last_activity', body->'takeovers' FROM baton_sessions
     WHERE project = %s AND task_id = ANY(%s) ORDER BY task_id FOR UPDATE
-"""
-
-_INSERT_EVENT = """
-    INSERT INTO baton_events (project, event_id, task_id, at, type, body, applied)
-    SELECT %(project)s, %(event_id)s, %(task_id)s, %(at)s, %(type)s, %(body)s::jsonb, %(applied)s
-    WHERE NOT EXISTS (SELECT 1 FROM baton_pruned WHERE project = %(project)s AND task_id = %(task_id)s
-                      AND through >= %(at)s)
-    ON CONFLICT (project, event_id) DO NOTHING
 """
 
 # SQLSTATEs of a server that cannot be heard from (the health record's business): class 08
@@ -521,9 +514,7 @@ class PostgresSessionStore(SessionStore):
     def append_body(self, event_id: str, task_id: str, at: datetime, event_type: str, body: str) -> None:
         with self._transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_PRUNE_LOCK,))
-            conn.execute(_INSERT_EVENT, {"project": self.project, "event_id": event_id, "task_id": task_id, "at": at,
-                                         "type": event_type,
-                                         "body": body, "applied": False})
+            conn.execute(_INSERT_EVENTS, {"project": self.project, "events": _json_array([body]), "applied": False})
 
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
         if not events:
@@ -553,7 +544,7 @@ class PostgresSessionStore(SessionStore):
         unique = list({str(e.event_id): e for e in events}.values())  # a redelivered batch may repeat one
         conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_PRUNE_LOCK,))
         inserted = {str(event_id) for (event_id,) in conn.execute(_INSERT_EVENTS, {
-            "project": self.project, "events": _json_array(e.model_dump_json() for e in unique)})}
+            "project": self.project, "events": _json_array(e.model_dump_json() for e in unique), "applied": True})}
         sessions = self._merge_new(conn, [e for e in unique if str(e.event_id) in inserted])
         others = sorted({e.task_id for e in unique} - sessions.keys())
         if others:
