@@ -16,6 +16,7 @@ was not late when it came and stays merged.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import reduce
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -118,10 +119,7 @@ def _kept(event: Event, record: type[BaseModel]) -> dict:
 
 def fold(events: Iterable[Event]) -> Session | None:
     """The projection of a ticket's whole log (None for no events)."""
-    session = None
-    for event in events:
-        session = apply_event(session, event)
-    return session
+    return reduce(apply_event, events, None)
 
 
 def fold_onto(stored: Callable[[str], Session | None], events: Iterable[Event]) -> dict[str, Session]:

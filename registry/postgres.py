@@ -560,13 +560,11 @@ class PostgresSessionStore(SessionStore):
         names; the tickets' sessions."""
         from psycopg.types.json import Jsonb
 
-        from baton.registry.apply import apply_event
+        from baton.registry.apply import fold_onto
         from baton.registry.model import SESSION_MERGE, Session
 
         fences = self._fences(conn, sorted({e.task_id for e in events}))
-        deltas: dict[str, Session] = {}
-        for event in events:
-            deltas[event.task_id] = apply_event(deltas.get(event.task_id) or fences.get(event.task_id), event)
+        deltas = fold_onto(fences.get, events)
         sessions: dict[str, Session] = {}
         if deltas:
             tickets = sorted(deltas)
