@@ -80,10 +80,6 @@ _TEXT_ENTRIES = {StepCompleted: "completed_steps", FailureRecorded: "failures", 
                  WorkRemaining: "remaining_work", EvidenceRecorded: "evidence"}
 
 
-def _newer(candidate: Stamp, current: Stamp | None) -> bool:
-    return current is None or candidate.order() > current.order()
-
-
 def _union(current: list[str], more: list[str]) -> list[str]:
     return sorted(set(current).union(more))
 
@@ -104,7 +100,8 @@ def _entry(record: type[EntryT], event: Event, text: str, /, **fields: Any) -> E
 def _register(session: Session, name: str, stamp: Stamp, **values: object) -> dict:
     """The register name's values with its stamp (the field `{name}_stamp`) when that stamp is later
     than the session's; else nothing."""
-    return {**values, f"{name}_stamp": stamp} if _newer(stamp, getattr(session, f"{name}_stamp")) else {}
+    current = getattr(session, f"{name}_stamp")
+    return {**values, f"{name}_stamp": stamp} if current is None or stamp.order() > current.order() else {}
 
 
 def _phase(session: Session, phase: Phase, stamp: Stamp) -> dict:

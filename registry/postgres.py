@@ -76,19 +76,16 @@ _T = TypeVar("_T")
 
 
 def _fields(paths: Sequence[tuple[str, ...]]) -> str:
-    """The sessions' values at paths, read by the server from each projection, with their
-    ticket, status and last activity: no session sent whole, none validated."""
-    return ("SELECT task_id, status, last_activity, jsonb_build_array("  # noqa: S608 -- constants
-            + ", ".join(f"body#>'{{{','.join(path)}}}'" for path in paths)
-            + ") FROM baton_sessions WHERE project = %(project)s ")
-
-
-_ACTIVE = "AND status = 'active' "
+    """A session's ticket, status, last activity and values at paths, read by the server from
+    its projection: no session sent whole, none validated."""
+    values = ", ".join(f"body#>'{{{','.join(path)}}}'" for path in paths)
+    return f"task_id, status, last_activity, jsonb_build_array({values})"
 
 
 def _sessions(columns: str, include_inactive: bool) -> str:
     """The columns of the project's sessions, the active ones only unless include_inactive."""
-    return f"SELECT {columns} FROM baton_sessions WHERE project = %s " + ("" if include_inactive else _ACTIVE)  # noqa: S608
+    active = "" if include_inactive else "AND status = 'active' "
+    return f"SELECT {columns} FROM baton_sessions WHERE project = %(project)s {active}"  # noqa: S608
 
 
 _ORDER = "ORDER BY last_activity DESC, task_id"
@@ -627,7 +624,8 @@ class PostgresSessionStore(SessionStore):
         from baton.registry.model import Session
 
         query = _sessions("body", include_inactive) + _ORDER
-        return self._found(query, (self.project,), lambda rows: [Session.model_validate(body) for (body,) in rows])
+        return self._found(query, {"project": self.project},
+                           lambda rows: [Session.model_validate(body) for (body,) in rows])
 
     def lease_holders(self) -> Found[set[str]] | Unavailable:
         """From the lease anchors' table: no session sent."""
@@ -638,29 +636,29 @@ class PostgresSessionStore(SessionStore):
                         ) -> Found[list[ListedSession]] | Unavailable:
         """The fields a list line shows, read by the server from each projection: no session
         sent whole, none validated."""
-        query = _fields(LISTED_PATHS) + ("" if include_inactive else _ACTIVE) + (
+        query = _sessions(_fields(LISTED_PATHS), include_inactive) + (
             "" if task_ids is None else "AND task_id = ANY(%(asked)s) ") + _ORDER
         asked = None if task_ids is None else sorted(set(task_ids))
-        return self._found(query, {"project": self.project, "asked": asked}, lambda rows: [
-            listed_row(task_id, status, last_activity, fields) for task_id, status, last_activity, fields in rows])
+        return self._found(query, {"project": self.project, "asked": asked},
+                           lambda rows: [listed_row(*row) for row in rows])
 
     def session_order(self, *, include_inactive: bool = False, offset: int = 0,
                       limit: int | None = None) -> Found[list[tuple[str, str]]] | Unavailable:
         """From the status index alone: no session sent."""
-        query = _sessions("task_id, status", include_inactive) + _ORDER + " LIMIT %s OFFSET %s"
-        return self._found(query, (self.project, limit, offset), lambda rows: [tuple(row) for row in rows])
+        query = _sessions("task_id, status", include_inactive) + _ORDER + " LIMIT %(limit)s OFFSET %(offset)s"
+        return self._found(query, {"project": self.project, "limit": limit, "offset": offset},
+                           lambda rows: [tuple(row) for row in rows])
 
     def session_count(self, *, include_inactive: bool = False) -> Found[int] | Unavailable:
         """From the status index alone."""
         query = _sessions("count(*)", include_inactive)
-        return self._found(query, (self.project,), lambda rows: rows[0][0])
+        return self._found(query, {"project": self.project}, lambda rows: rows[0][0])
 
     def session_outlines(self, *, include_inactive: bool = False) -> Found[list[SessionOutline]] | Unavailable:
         """The outlines' fields read by the server from each projection, so the sessions are
         neither sent whole nor validated."""
-        query = _fields(OUTLINE_PATHS) + ("" if include_inactive else _ACTIVE) + _ORDER
-        return self._found(query, {"project": self.project}, lambda rows: [
-            outline_row(task_id, status, last_activity, fields) for task_id, status, last_activity, fields in rows])
+        query = _sessions(_fields(OUTLINE_PATHS), include_inactive) + _ORDER
+        return self._found(query, {"project": self.project}, lambda rows: [outline_row(*r) for r in rows])
 
     def holder_notes(self, task_ids: Sequence[str]) -> Found[dict[str, HolderNote]] | Unavailable:
         """Read by the server from each projection: no session sent whole, none validated."""
