@@ -54,7 +54,7 @@ def load_events(run: str, count: int, repo: str | None = None) -> list[tuple[str
     twenty a next action. Tickets and (unless given) their repository are new in each run
     (`run` names them), so runs do not overlap each other."""
     from baton import clock
-    from baton.registry.wire import decision_recorded_body, event_body, files_touched_body
+    from baton.registry.wire import event_body, files_touched_body
 
     rng = random.Random(run)
     started = clock.now() - timedelta(hours=1)
@@ -66,8 +66,9 @@ def load_events(run: str, count: int, repo: str | None = None) -> list[tuple[str
             body = event_body("bound", event_id=event_id, task_id=task, session_id="bench", at=at, agent="bench",
                               repo=repo, worktree_path=f"/w/{task}", branch=task, reopens=False)
         elif n % 20 == 0:
-            body = decision_recorded_body(event_id, task, "bench", at, f"decision {n} of {run}: keep carts in "
-                                          "PostgreSQL, with one row per cart", "", repo)
+            body = event_body("decision_recorded", event_id=event_id, task_id=task, session_id="bench", at=at,
+                              text=f"decision {n} of {run}: keep carts in PostgreSQL, with one row per cart",
+                              context="", repo=repo, inherited_from=None, replaces=[])
         elif n % 20 == 1:
             body = event_body("next_action_set", event_id=event_id, task_id=task, session_id="bench", at=at,
                               text=f"step {n}")

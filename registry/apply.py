@@ -16,7 +16,10 @@ was not late when it came and stays merged.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from functools import reduce
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from baton import clock
 from baton.registry.model import (
@@ -72,10 +75,9 @@ EntryT = TypeVar("EntryT", bound=Entry)
 # session to mark this ticket (a supersede link, a lease's release, a redaction). A lease's
 # grant is decided by the registry at once (baton.skills.services.leases), so it is never late.
 _NEVER_LATE = (TakenOver, DecisionSuperseded, LeaseGranted, LeaseReleased, SecretsRedacted)
-
-
-def _newer(candidate: Stamp, current: Stamp | None) -> bool:
-    return current is None or candidate.order() > current.order()
+# The events each recorded as an entry of its text, by the session field it goes to.
+_TEXT_ENTRIES = {StepCompleted: "completed_steps", FailureRecorded: "failures", ConstraintAdded: "constraints",
+                 WorkRemaining: "remaining_work", EvidenceRecorded: "evidence"}
 
 
 def _union(current: list[str], more: list[str]) -> list[str]:
@@ -90,28 +92,31 @@ def _with_entry(entries: list[EntryT], entry: EntryT) -> list[EntryT]:
     return sorted([*kept, first], key=lambda e: (e.at, e.event_id, e.text))
 
 
+def _entry(record: type[EntryT], event: Event, text: str, /, **fields: Any) -> EntryT:
+    """The entry keyed by text that event records, with its time, session and id."""
+    return record(text=text, at=event.at, session_id=event.session_id, event_id=str(event.event_id), **fields)
+
+
+def _register(session: Session, name: str, stamp: Stamp, **values: object) -> dict:
+    """The register name's values with its stamp (the field `{name}_stamp`) when that stamp is later
+    than the session's; else nothing."""
+    current = getattr(session, f"{name}_stamp")
+    return {**values, f"{name}_stamp": stamp} if current is None or stamp.order() > current.order() else {}
+
+
 def _phase(session: Session, phase: Phase, stamp: Stamp) -> dict:
-    if _newer(stamp, session.phase_stamp):
-        return {"phase": phase, "phase_stamp": stamp}
-    return {}
+    return _register(session, "phase", stamp.model_copy(update={"rank": PHASE_RANK[phase]}), phase=phase)
 
 
-def _lifecycle(session: Session, status: Status, stamp: Stamp) -> dict:
-    if _newer(stamp, session.lifecycle_stamp):
-        return {"lifecycle": status, "lifecycle_stamp": stamp}
-    return {}
-
-
-def new_session(event: Event) -> Session:
-    return Session(task_id=event.task_id, created_at=event.at, last_activity=event.at)
+def _kept(event: Event, record: type[BaseModel]) -> dict:
+    """The event's fields that record declares too, but for an entry's own (its key and
+    stamp), as the event holds them."""
+    return event.model_dump(include=set(record.model_fields) - set(Entry.model_fields))
 
 
 def fold(events: Iterable[Event]) -> Session | None:
     """The projection of a ticket's whole log (None for no events)."""
-    session = None
-    for event in events:
-        session = apply_event(session, event)
-    return session
+    return reduce(apply_event, events, None)
 
 
 def fold_onto(stored: Callable[[str], Session | None], events: Iterable[Event]) -> dict[str, Session]:
@@ -131,7 +136,7 @@ def apply_event(session: Session | None, event: Event) -> Session:
     latest event it rewrites): the store rewrites the events it names and folds the log
     again (SessionStore.append)."""
     if session is None:
-        session = new_session(event)
+        session = Session(task_id=event.task_id, created_at=event.at, last_activity=event.at)
     if session.task_id != event.task_id:
         raise ValueError(f"event for {event.task_id} applied to session {session.task_id}")
     event_id = str(event.event_id)
@@ -140,10 +145,9 @@ def apply_event(session: Session | None, event: Event) -> Session:
         if fence is not None:
             return session.model_copy(update={
                 "session_ids": _union(session.session_ids, [event.session_id]),
-                "late_writes": _with_entry(session.late_writes, LateWrite(
-                    text=event_id, at=event.at, session_id=event.session_id, event_id=event_id,
-                    provenance=Provenance.observed, kind=event.type, run_id=fence.superseded_run,
-                    token=fence.token))})
+                "late_writes": _with_entry(session.late_writes, _entry(
+                    LateWrite, event, event_id, provenance=Provenance.observed, kind=event.type,
+                    run_id=fence.superseded_run, token=fence.token))})
     stamp = Stamp(at=event.at, event_id=event_id)
     update: dict = {
         "created_at": min(session.created_at, event.at),
@@ -151,16 +155,15 @@ def apply_event(session: Session | None, event: Event) -> Session:
         "session_ids": _union(session.session_ids, [event.session_id]),
     }
     if isinstance(event, Bound):
-        update |= _lifecycle(session, Status.active, stamp)
-        if _newer(stamp, session.location_stamp):
-            update |= {"repo": event.repo, "worktree_path": event.worktree_path,
-                       "branch": event.branch, "bound_session": event.session_id, "location_stamp": stamp}
+        update |= _register(session, "lifecycle", stamp, lifecycle=Status.active)
+        update |= _register(session, "location", stamp, repo=event.repo, worktree_path=event.worktree_path,
+                            branch=event.branch, bound_session=event.session_id)
         # A bind that does not name its agent says nothing about it: the recorded one stays.
-        if event.agent is not None and _newer(stamp, session.agent_stamp):
-            update |= {"agent": event.agent, "agent_stamp": stamp}
+        if event.agent is not None:
+            update |= _register(session, "agent", stamp, agent=event.agent)
         if event.reopens:
             update["reopened_by"] = _union(session.reopened_by, [event_id])
-            update |= _phase(session, Phase.planning, stamp.model_copy(update={"rank": PHASE_RANK[Phase.planning]}))
+            update |= _phase(session, Phase.planning, stamp)
     elif isinstance(event, FilesTouched):
         files = dict(session.files)
         for ref in event.files:
@@ -169,84 +172,59 @@ def apply_event(session: Session | None, event: Event) -> Session:
                 files[ref.key] = Touch(repo=ref.repo, path=ref.path, last_at=event.at)
         update["files"] = files
     elif isinstance(event, DecisionRecorded):
-        update["decisions"] = _with_entry(session.decisions, Entry(
-            text=event.text, context=event.context, at=event.at, session_id=event.session_id,
-            event_id=event_id, inherited_from=event.inherited_from))
+        update["decisions"] = _with_entry(session.decisions, _entry(
+            Entry, event, event.text, context=event.context, inherited_from=event.inherited_from))
         if event.replaces:
             update["replaces"] = _union(session.replaces, [f"{event_id} {link}" for link in event.replaces])
     elif isinstance(event, DecisionSuperseded):
         update["superseded_by"] = _union(session.superseded_by, [supersede_link(
             str(event.decision_event_id), event.by_task_id, str(event.by_event_id))])
-    elif isinstance(event, (StepCompleted, FailureRecorded)):
-        field = "completed_steps" if isinstance(event, StepCompleted) else "failures"
-        update[field] = _with_entry(getattr(session, field), Entry(
-            text=event.text, at=event.at, session_id=event.session_id, event_id=event_id))
     elif isinstance(event, PhaseChanged):
-        update |= _phase(session, event.phase, stamp.model_copy(update={"rank": PHASE_RANK[event.phase]}))
+        update |= _phase(session, event.phase, stamp)
     elif isinstance(event, NextActionSet):
-        if _newer(stamp, session.next_action_stamp):
-            update |= {"next_action": event.text, "next_action_stamp": stamp}
+        update |= _register(session, "next_action", stamp, next_action=event.text)
     elif isinstance(event, DependencyAdded):
         update["depends_on"] = _union(session.depends_on, list(event.depends_on))
     elif isinstance(event, GoalSet):
-        if _newer(stamp, session.goal_stamp):
-            update |= {"goal": event.text, "goal_inherited_from": event.inherited_from, "goal_stamp": stamp}
-    elif isinstance(event, (ConstraintAdded, WorkRemaining, EvidenceRecorded)):
-        field = {ConstraintAdded: "constraints", WorkRemaining: "remaining_work",
-                 EvidenceRecorded: "evidence"}[type(event)]
-        update[field] = _with_entry(getattr(session, field), Entry(
-            text=event.text, at=event.at, session_id=event.session_id, event_id=event_id,
+        update |= _register(session, "goal", stamp, goal=event.text, goal_inherited_from=event.inherited_from)
+    elif isinstance(event, (StepCompleted, FailureRecorded, ConstraintAdded, WorkRemaining, EvidenceRecorded)):
+        field = _TEXT_ENTRIES[type(event)]
+        update[field] = _with_entry(getattr(session, field), _entry(
+            Entry, event, event.text,
             provenance=event.provenance if isinstance(event, EvidenceRecorded) else Provenance.reported,
             inherited_from=event.inherited_from if isinstance(event, ConstraintAdded) else None))
     elif isinstance(event, CheckRecorded):
         result = "timed out or not run" if event.exit_status is None else f"exit {event.exit_status}"
-        update["checks"] = _with_entry(session.checks, CheckEntry(
-            text=f"{event.command} -> {result} at {clock.to_text(event.at)}", command=event.command,
-            exit_status=event.exit_status, summary=event.summary, provenance=event.provenance,
-            at=event.at, session_id=event.session_id, event_id=event_id, snapshot=event.snapshot))
+        update["checks"] = _with_entry(session.checks, _entry(
+            CheckEntry, event, f"{event.command} -> {result} at {clock.to_text(event.at)}",
+            provenance=event.provenance, **_kept(event, CheckEntry)))
     elif isinstance(event, HandoffWritten):
-        if _newer(stamp, session.handoff_stamp):
-            update |= {"handoff": HandoffRecord(path=event.path, written_at=event.at, claims=event.claims),
-                       "handoff_stamp": stamp}
+        update |= _register(session, "handoff", stamp,
+                            handoff=HandoffRecord(path=event.path, written_at=event.at, claims=event.claims))
     elif isinstance(event, HandoffVerified):
-        if _newer(stamp, session.handoff_verification_stamp):
-            update |= {"handoff_verification": VerificationRecord(
-                path=event.path, written_at=event.written_at, verified_at=event.at, verified=event.verified,
-                changed=event.changed, failed=event.failed, not_run=event.not_run, stale=event.stale),
-                "handoff_verification_stamp": stamp}
+        update |= _register(session, "handoff_verification", stamp, handoff_verification=VerificationRecord(
+            verified_at=event.at, **_kept(event, VerificationRecord)))
     elif isinstance(event, StageRecorded):
-        if _newer(stamp, session.workflow_stamp):
-            update |= {"workflow": WorkflowRecord(state=event.state, proofs=event.proofs, history=event.history,
-                                                  recorded_at=event.at), "workflow_stamp": stamp}
+        update |= _register(session, "workflow", stamp, workflow=WorkflowRecord(
+            recorded_at=event.at, **_kept(event, WorkflowRecord)))
     elif isinstance(event, CheckpointTaken):
-        if _newer(stamp, session.checkpoint_stamp):
-            update |= {"checkpoint": CheckpointRecord(
-                id=event.checkpoint_id, boundary=event.boundary, label=event.label, base=event.base,
-                staged_tree=event.staged_tree, worktree_tree=event.worktree_tree, artifacts_tree=event.artifacts_tree,
-                environment=event.environment, run_id=event.run_id, repo=event.repo,
-                worktree_path=event.worktree_path, taken_at=event.at, remote=event.remote), "checkpoint_stamp": stamp}
+        update |= _register(session, "checkpoint", stamp, checkpoint=CheckpointRecord(
+            id=event.checkpoint_id, taken_at=event.at, **_kept(event, CheckpointRecord)))
     elif isinstance(event, RunStarted):
-        update["run_log"] = _with_entry(session.run_log, RunEntry(
-            text=event_id, at=event.at, session_id=event.session_id, event_id=event_id, provenance=Provenance.observed,
-            kind=event.run_kind, parent_run_id=event.parent_run_id, parent_task_id=event.parent_task_id,
-            diverged_at=event.diverged_at, base=event.base, environment=event.environment))
+        update["run_log"] = _with_entry(session.run_log, _entry(
+            RunEntry, event, event_id, provenance=Provenance.observed, kind=event.run_kind,
+            **_kept(event, RunEntry)))
     elif isinstance(event, LeaseGranted):
-        update["leases"] = _with_entry(session.leases, LeaseEntry(
-            text=event_id, at=event.at, session_id=event.session_id, event_id=event_id, repo=event.repo,
-            pattern=event.pattern, exclusive=event.exclusive, ttl_seconds=event.ttl_seconds, reason=event.reason,
-            agent=event.agent))
+        update["leases"] = _with_entry(session.leases, _entry(LeaseEntry, event, event_id, **_kept(event, LeaseEntry)))
     elif isinstance(event, LeaseReleased):
-        update["lease_releases"] = _with_entry(session.lease_releases, ReleaseEntry(
-            text=str(event.lease_id), at=event.at, session_id=event.session_id, event_id=event_id,
-            released_at=event.released_at, forced=event.forced, by=event.by, reason=event.reason))
+        update["lease_releases"] = _with_entry(session.lease_releases, _entry(
+            ReleaseEntry, event, str(event.lease_id), **_kept(event, ReleaseEntry)))
     elif isinstance(event, TakenOver):
-        update["takeovers"] = _with_entry(session.takeovers, TakeoverEntry(
-            text=str(event.token), at=event.at, session_id=event.session_id, event_id=event_id,
-            provenance=Provenance.observed, token=event.token, holder=event.session_id,
-            superseded=sorted(event.superseded), superseded_run=event.superseded_run, run_id=event.run_id,
-            repo=event.repo, worktree_path=event.worktree_path, from_worktree_path=event.from_worktree_path))
+        update["takeovers"] = _with_entry(session.takeovers, _entry(
+            TakeoverEntry, event, str(event.token), provenance=Provenance.observed, holder=event.session_id,
+            **{**_kept(event, TakeoverEntry), "superseded": sorted(event.superseded)}))
     elif isinstance(event, Ended):
-        update |= _lifecycle(session, Status(event.status), stamp)
+        update |= _register(session, "lifecycle", stamp, lifecycle=Status(event.status))
         if event.status == Status.completed:
-            update |= _phase(session, Phase.completed, stamp.model_copy(update={"rank": PHASE_RANK[Phase.completed]}))
+            update |= _phase(session, Phase.completed, stamp)
     return session.model_copy(update=update)

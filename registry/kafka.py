@@ -140,7 +140,5 @@ class KafkaEventLog(KafkaOutbox):
 def _next_offsets(batch: list) -> list:
     from confluent_kafka import TopicPartition
 
-    last: dict[tuple[str, int], int] = {}
-    for message in batch:
-        last[(message.topic(), message.partition())] = message.offset()
+    last = {(message.topic(), message.partition()): message.offset() for message in batch}  # the last one wins
     return [TopicPartition(topic, partition, offset + 1) for (topic, partition), offset in last.items()]

@@ -15,7 +15,7 @@ from uuid import UUID
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
 from baton.files import FileRef
-from baton.registry.base import handoff_held, runs_started
+from baton.registry.base import handoff_held, outline_status, runs_started
 from baton.types import TaskId
 
 
@@ -550,11 +550,8 @@ class Session(_Record):
 
     @property
     def status(self) -> Status:
-        """Stalled turns active again once anything happens after the stall was recorded."""
-        if (self.lifecycle is Status.stalled and self.lifecycle_stamp is not None
-                and self.last_activity > self.lifecycle_stamp.at):
-            return Status.active
-        return self.lifecycle
+        stamp = self.lifecycle_stamp
+        return Status(outline_status(self.lifecycle.value, stamp.at if stamp else None, self.last_activity))
 
     @property
     def runs(self) -> int:

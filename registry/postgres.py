@@ -62,7 +62,7 @@ from baton.registry.base import (
     path_anchors,
     unreleased_leases,
 )
-from baton.registry.wire import event_adapter
+from baton.registry.wire import event_of
 from baton.store_names import Store
 
 if TYPE_CHECKING:
@@ -76,19 +76,16 @@ _T = TypeVar("_T")
 
 
 def _fields(paths: Sequence[tuple[str, ...]]) -> str:
-    """The sessions' values at paths, read by the server from each projection, with their
-    ticket, status and last activity: no session sent whole, none validated."""
-    return ("SELECT task_id, status, last_activity, jsonb_build_array("  # noqa: S608 -- constants
-            + ", ".join(f"body#>'{{{','.join(path)}}}'" for path in paths)
-            + ") FROM baton_sessions WHERE project = %(project)s ")
-
-
-_ACTIVE = "AND status = 'active' "
+    """A session's ticket, status, last activity and values at paths, read by the server from
+    its projection: no session sent whole, none validated."""
+    values = ", ".join(f"body#>'{{{','.join(path)}}}'" for path in paths)
+    return f"task_id, status, last_activity, jsonb_build_array({values})"
 
 
 def _sessions(columns: str, include_inactive: bool) -> str:
     """The columns of the project's sessions, the active ones only unless include_inactive."""
-    return f"SELECT {columns} FROM baton_sessions WHERE project = %s " + ("" if include_inactive else _ACTIVE)  # noqa: S608
+    active = "" if include_inactive else "AND status = 'active' "
+    return f"SELECT {columns} FROM baton_sessions WHERE project = %(project)s {active}"  # noqa: S608
 
 
 _ORDER = "ORDER BY last_activity DESC, task_id"
@@ -313,23 +310,19 @@ MIGRATIONS = [
         USING (current_setting('baton.project', true) = '*');
     """,
 ]
-# The leases of active sessions that may cover a file: their ticket, last activity and
-# stored leases and releases, in list_sessions' order.
-_LEASES_NEAR = """
+# The ticket, last activity and stored leases and releases of the active sessions holding a
+# lease in %(repo)s whose anchor meets the condition that follows.
+_LEASES_HELD = """
     SELECT task_id, last_activity, body->'leases', body->'lease_releases' FROM baton_sessions
     WHERE project = %(project)s AND status = 'active' AND task_id IN (
-        SELECT task_id FROM baton_lease_anchors
-        WHERE project = %(project)s AND repo = %(repo)s AND anchor = ANY(%(anchors)s))
-    ORDER BY last_activity DESC, task_id
+        SELECT task_id FROM baton_lease_anchors WHERE project = %(project)s AND repo = %(repo)s
 """
+# Those that may cover a file, in list_sessions' order.
+_LEASES_NEAR = _LEASES_HELD + "AND anchor = ANY(%(anchors)s)) ORDER BY last_activity DESC, task_id"
 # The leases a claim's decision reads (meeting_anchors), every pending event merged first:
-# the active sessions holding one anchored at one of %(above)s (every one when %(every)s) or
-# under one of the prefixes %(under)s, by ticket.
-_LEASES_MEETING = """
-    SELECT task_id, last_activity, body->'leases', body->'lease_releases' FROM baton_sessions
-    WHERE project = %(project)s AND status = 'active' AND task_id IN (
-        SELECT task_id FROM baton_lease_anchors
-        WHERE project = %(project)s AND repo = %(repo)s
+# those anchored at one of %(above)s (every one when %(every)s) or under one of the prefixes
+# %(under)s, by ticket.
+_LEASES_MEETING = _LEASES_HELD + """
         AND (%(every)s OR anchor = ANY(%(above)s::text[]) OR anchor ^@ ANY(%(under)s::text[])))
     ORDER BY task_id
 """
@@ -346,10 +339,11 @@ _PRUNE_LOCK = 0x62617432
 # A conditional write (append_unless: a lease's grant) holds this advisory lock, keyed by its
 # project too, through its read and its write.
 _DECISION_LOCK = 0x62617433
-# An event of a pruned ticket as old as its tombstone is not stored again.
+# An event of a pruned ticket as old as its tombstone is not stored again; %(applied)s:
+# whether the events are merged in the same transaction (append_body's are not).
 _INSERT_EVENTS = """
     INSERT INTO baton_events (project, event_id, task_id, at, type, body, applied)
-    SELECT %(project)s, (e->>'event_id')::uuid, e->>'task_id', (e->>'at')::timestamptz, e->>'type', e, true
+    SELECT %(project)s, (e->>'event_id')::uuid, e->>'task_id', (e->>'at')::timestamptz, e->>'type', e, %(applied)s
     FROM jsonb_array_elements(%(events)s::jsonb) AS e
     WHERE NOT EXISTS (SELECT 1 FROM baton_pruned p WHERE p.project = %(project)s
                       AND p.task_id = e->>'task_id' AND p.through >= (e->>'at')::timestamptz)
@@ -384,14 +378,6 @@ _MERGE_DELTAS = """
 _FENCES = """
     SELECT task_id, body->'created_at', body->'last_activity', body->'takeovers' FROM baton_sessions
     WHERE project = %s AND task_id = ANY(%s) ORDER BY task_id FOR UPDATE
-"""
-
-_INSERT_EVENT = """
-    INSERT INTO baton_events (project, event_id, task_id, at, type, body, applied)
-    SELECT %(project)s, %(event_id)s, %(task_id)s, %(at)s, %(type)s, %(body)s::jsonb, %(applied)s
-    WHERE NOT EXISTS (SELECT 1 FROM baton_pruned WHERE project = %(project)s AND task_id = %(task_id)s
-                      AND through >= %(at)s)
-    ON CONFLICT (project, event_id) DO NOTHING
 """
 
 # SQLSTATEs of a server that cannot be heard from (the health record's business): class 08
@@ -510,14 +496,13 @@ class PostgresSessionStore(SessionStore):
 
     def _apply_pending(self, conn: psycopg.Connection) -> None:
         rows = conn.execute(
-            "SELECT event_id, body FROM baton_events WHERE project = %s AND NOT applied ORDER BY at "
+            "SELECT event_id, type, body::text FROM baton_events WHERE project = %s AND NOT applied ORDER BY at "
             "FOR UPDATE SKIP LOCKED", (self.project,)).fetchall()
         if rows:
-            adapter = event_adapter()
-            merged = self._merge_new(conn, [adapter.validate_python(body) for _, body in rows])
+            merged = self._merge_new(conn, [event_of(event_type, body) for _, event_type, body in rows])
             self._anchor_leases(conn, merged.values())
             conn.execute("UPDATE baton_events SET applied = true WHERE project = %s AND event_id = ANY(%s)",
-                         (self.project, [event_id for event_id, _ in rows]))
+                         (self.project, [event_id for event_id, _, _ in rows]))
 
     def _catch_up(self) -> None:
         with self._transaction() as conn:
@@ -526,9 +511,7 @@ class PostgresSessionStore(SessionStore):
     def append_body(self, event_id: str, task_id: str, at: datetime, event_type: str, body: str) -> None:
         with self._transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_PRUNE_LOCK,))
-            conn.execute(_INSERT_EVENT, {"project": self.project, "event_id": event_id, "task_id": task_id, "at": at,
-                                         "type": event_type,
-                                         "body": body, "applied": False})
+            conn.execute(_INSERT_EVENTS, {"project": self.project, "events": _json_array([body]), "applied": False})
 
     def append(self, events: Sequence[Event]) -> dict[str, Session]:
         if not events:
@@ -558,7 +541,7 @@ class PostgresSessionStore(SessionStore):
         unique = list({str(e.event_id): e for e in events}.values())  # a redelivered batch may repeat one
         conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_PRUNE_LOCK,))
         inserted = {str(event_id) for (event_id,) in conn.execute(_INSERT_EVENTS, {
-            "project": self.project, "events": _json_array(e.model_dump_json() for e in unique)})}
+            "project": self.project, "events": _json_array(e.model_dump_json() for e in unique), "applied": True})}
         sessions = self._merge_new(conn, [e for e in unique if str(e.event_id) in inserted])
         others = sorted({e.task_id for e in unique} - sessions.keys())
         if others:
@@ -574,13 +557,11 @@ class PostgresSessionStore(SessionStore):
         names; the tickets' sessions."""
         from psycopg.types.json import Jsonb
 
-        from baton.registry.apply import apply_event
+        from baton.registry.apply import fold_onto
         from baton.registry.model import SESSION_MERGE, Session
 
         fences = self._fences(conn, sorted({e.task_id for e in events}))
-        deltas: dict[str, Session] = {}
-        for event in events:
-            deltas[event.task_id] = apply_event(deltas.get(event.task_id) or fences.get(event.task_id), event)
+        deltas = fold_onto(fences.get, events)
         sessions: dict[str, Session] = {}
         if deltas:
             tickets = sorted(deltas)
@@ -607,10 +588,9 @@ class PostgresSessionStore(SessionStore):
             "UPDATE baton_events SET body = jsonb_set(body, ARRAY[%s], to_jsonb(%s::text)) "
             "WHERE project = %s AND event_id = %s AND task_id = %s",
             [(r.field, r.text, self.project, r.event_id, event.task_id) for r in event.rewrites])
-        adapter = event_adapter()
-        rows = conn.execute("SELECT body FROM baton_events WHERE project = %s AND task_id = %s ORDER BY at, event_id",
-                            (self.project, event.task_id))
-        session = fold(adapter.validate_python(body) for (body,) in rows)
+        rows = conn.execute("SELECT type, body::text FROM baton_events WHERE project = %s AND task_id = %s "
+                            "ORDER BY at, event_id", (self.project, event.task_id))
+        session = fold(event_of(event_type, body) for event_type, body in rows)
         if session is not None:
             conn.execute("UPDATE baton_sessions SET body = %s WHERE project = %s AND task_id = %s",
                          (Jsonb(session.model_dump(mode="json")), self.project, event.task_id))
@@ -644,7 +624,8 @@ class PostgresSessionStore(SessionStore):
         from baton.registry.model import Session
 
         query = _sessions("body", include_inactive) + _ORDER
-        return self._found(query, (self.project,), lambda rows: [Session.model_validate(body) for (body,) in rows])
+        return self._found(query, {"project": self.project},
+                           lambda rows: [Session.model_validate(body) for (body,) in rows])
 
     def lease_holders(self) -> Found[set[str]] | Unavailable:
         """From the lease anchors' table: no session sent."""
@@ -655,29 +636,29 @@ class PostgresSessionStore(SessionStore):
                         ) -> Found[list[ListedSession]] | Unavailable:
         """The fields a list line shows, read by the server from each projection: no session
         sent whole, none validated."""
-        query = _fields(LISTED_PATHS) + ("" if include_inactive else _ACTIVE) + (
+        query = _sessions(_fields(LISTED_PATHS), include_inactive) + (
             "" if task_ids is None else "AND task_id = ANY(%(asked)s) ") + _ORDER
         asked = None if task_ids is None else sorted(set(task_ids))
-        return self._found(query, {"project": self.project, "asked": asked}, lambda rows: [
-            listed_row(task_id, status, last_activity, fields) for task_id, status, last_activity, fields in rows])
+        return self._found(query, {"project": self.project, "asked": asked},
+                           lambda rows: [listed_row(*row) for row in rows])
 
     def session_order(self, *, include_inactive: bool = False, offset: int = 0,
                       limit: int | None = None) -> Found[list[tuple[str, str]]] | Unavailable:
         """From the status index alone: no session sent."""
-        query = _sessions("task_id, status", include_inactive) + _ORDER + " LIMIT %s OFFSET %s"
-        return self._found(query, (self.project, limit, offset), lambda rows: [tuple(row) for row in rows])
+        query = _sessions("task_id, status", include_inactive) + _ORDER + " LIMIT %(limit)s OFFSET %(offset)s"
+        return self._found(query, {"project": self.project, "limit": limit, "offset": offset},
+                           lambda rows: [tuple(row) for row in rows])
 
     def session_count(self, *, include_inactive: bool = False) -> Found[int] | Unavailable:
         """From the status index alone."""
         query = _sessions("count(*)", include_inactive)
-        return self._found(query, (self.project,), lambda rows: rows[0][0])
+        return self._found(query, {"project": self.project}, lambda rows: rows[0][0])
 
     def session_outlines(self, *, include_inactive: bool = False) -> Found[list[SessionOutline]] | Unavailable:
         """The outlines' fields read by the server from each projection, so the sessions are
         neither sent whole nor validated."""
-        query = _fields(OUTLINE_PATHS) + ("" if include_inactive else _ACTIVE) + _ORDER
-        return self._found(query, {"project": self.project}, lambda rows: [
-            outline_row(task_id, status, last_activity, fields) for task_id, status, last_activity, fields in rows])
+        query = _sessions(_fields(OUTLINE_PATHS), include_inactive) + _ORDER
+        return self._found(query, {"project": self.project}, lambda rows: [outline_row(*r) for r in rows])
 
     def holder_notes(self, task_ids: Sequence[str]) -> Found[dict[str, HolderNote]] | Unavailable:
         """Read by the server from each projection: no session sent whole, none validated."""
@@ -694,10 +675,9 @@ class PostgresSessionStore(SessionStore):
                            lambda rows: near_leases(_held(rows), repo, paths))
 
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
-        adapter = event_adapter()
-        return self._found("SELECT body FROM baton_events WHERE project = %s AND task_id = %s ORDER BY at, event_id",
-                           (self.project, task_id), lambda rows: [adapter.validate_python(body) for (body,) in rows],
-                           catch_up=False)
+        return self._found("SELECT type, body::text FROM baton_events WHERE project = %s AND task_id = %s "
+                           "ORDER BY at, event_id", (self.project, task_id),
+                           lambda rows: [event_of(event_type, body) for event_type, body in rows], catch_up=False)
 
     def prune(self, ended_before: datetime, *, dry_run: bool = False) -> list[str]:
         self._catch_up()
@@ -717,12 +697,9 @@ class PostgresSessionStore(SessionStore):
                 "ORDER BY s.task_id", {"project": self.project, "before": ended_before}).fetchall()
             if not dry_run and rows:
                 ids = [task_id for task_id, _ in rows]
-                conn.execute("DELETE FROM baton_events WHERE project = %s AND task_id = ANY(%s)", (self.project, ids))
-                conn.execute("DELETE FROM baton_session_files WHERE project = %s AND task_id = ANY(%s)",
-                             (self.project, ids))
-                conn.execute("DELETE FROM baton_lease_anchors WHERE project = %s AND task_id = ANY(%s)",
-                             (self.project, ids))
-                conn.execute("DELETE FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)", (self.project, ids))
+                for table in ("baton_events", "baton_session_files", "baton_lease_anchors", "baton_sessions"):
+                    conn.execute(f"DELETE FROM {table} WHERE project = %s AND task_id = ANY(%s)",  # noqa: S608
+                                 (self.project, ids))
                 conn.cursor().executemany(
                     "INSERT INTO baton_pruned (project, task_id, through) VALUES (%s, %s, %s) "
                     "ON CONFLICT (project, task_id) "

@@ -54,14 +54,12 @@ from baton.registry.base import (
     path_anchors,
     unreleased_leases,
 )
-from baton.registry.wire import event_adapter
+from baton.registry.wire import event_of
 from baton.sqlite import SqliteFile, begin_within, guarded, write_transaction
 from baton.store_names import Store
 from baton.write_queue import WriteQueue
 
 if TYPE_CHECKING:
-    from pydantic import TypeAdapter
-
     from baton.registry.model import Event, SecretsRedacted, Session
 
 STORE = Store.SESSION_REGISTRY
@@ -244,18 +242,11 @@ class SqliteSessionStore(SessionStore):
         self.kept = 0  # writes this process queued: its stores start a delivery when closed
 
     def _load(self, conn: sqlite3.Connection, task_id: str) -> Session | None:
-        from pydantic import ValidationError
-
         from baton.registry.model import Session
 
         row = conn.execute("SELECT body FROM sessions WHERE project = ? AND task_id = ?",
                            (self.project, task_id)).fetchone()
-        if row is None:
-            return None
-        try:
-            return Session.model_validate_json(row[0])
-        except ValidationError as exc:
-            raise sqlite3.DatabaseError(f"stored session {task_id} is unreadable: {exc.errors()[0]['msg']}") from exc
+        return None if row is None else _valid(f"stored session {task_id}", Session.model_validate_json, row[0])
 
     def _save(self, conn: sqlite3.Connection, session: Session) -> None:
         conn.execute(
@@ -276,14 +267,14 @@ class SqliteSessionStore(SessionStore):
         """Project every pending event; runs inside the caller's write transaction. A
         redaction that waited unprojected (it was queued) rewrites the events it names then,
         as append does."""
-        rows = conn.execute("SELECT event_id, body FROM events WHERE project = ? AND applied = 0 ORDER BY at",
+        rows = conn.execute("SELECT event_id, type, body FROM events WHERE project = ? AND applied = 0 ORDER BY at",
                             (self.project,)).fetchall()
         if not rows:
             return
-        adapter = event_adapter()
-        self._project(conn, ((_parsed(adapter, event_id, body), True) for event_id, body in rows))
+        self._project(conn, ((_valid(f"pending event {event_id}", event_of, event_type, body), True)
+                             for event_id, event_type, body in rows))
         conn.executemany("UPDATE events SET applied = 1 WHERE project = ? AND event_id = ?",
-                         [(self.project, e) for e, _ in rows])
+                         [(self.project, e) for e, _, _ in rows])
 
     @contextmanager
     def _writing(self, conn: sqlite3.Connection, *, within: float | None = None) -> Iterator[bool]:
@@ -340,20 +331,19 @@ class SqliteSessionStore(SessionStore):
         changes nothing (the projection is replay-safe)."""
         from baton.registry.apply import fold_onto
 
-        rows = [(at, event_id, task_id, body) for event_id, task_id, at, body in conn.execute(
-            "SELECT event_id, task_id, at, body FROM events WHERE project = ? AND applied = 0", (self.project,))
-            if task_ids is None or task_id in task_ids]
-        queued = [(at, event_id, task_id, body) for at, event_id, _, body, task_id in self._queued(task_ids)]
-        adapter = event_adapter()
+        rows = [row for row in conn.execute("SELECT at, event_id, type, body, task_id FROM events "
+                                            "WHERE project = ? AND applied = 0", (self.project,))
+                if task_ids is None or row[4] in task_ids]
         return fold_onto(lambda task_id: self._load(conn, task_id), (
-            _parsed(adapter, event_id, body) for _, event_id, _, body in sorted(rows + queued, key=lambda row: row[0])))
+            _valid(f"pending event {event_id}", event_of, event_type, body)
+            for _, event_id, event_type, body, _ in sorted(rows + self._queued(task_ids), key=lambda row: row[0])))
 
     def _all_in_memory(self, conn: sqlite3.Connection, *, include_inactive: bool) -> list[Session]:
         """list_sessions' answer without the write lock (see _in_memory)."""
         from baton.registry.model import Session
 
-        sessions = {task_id: Session.model_validate_json(body) for task_id, body in conn.execute(
-            "SELECT task_id, body FROM sessions WHERE project = ?", (self.project,))}
+        sessions = {task_id: _valid("a stored session", Session.model_validate_json, body) for task_id, body
+                    in conn.execute("SELECT task_id, body FROM sessions WHERE project = ?", (self.project,))}
         sessions.update(self._in_memory(conn, None))
         return in_list_order(sessions.values(), include_inactive)
 
@@ -461,10 +451,9 @@ class SqliteSessionStore(SessionStore):
                          "AND task_id = ?",
                          [(f"$.{r.field}", r.text, self.project, str(r.event_id), event.task_id)
                           for r in event.rewrites])
-        adapter = event_adapter()
-        rows = conn.execute("SELECT body FROM events WHERE project = ? AND task_id = ? ORDER BY at, event_id",
+        rows = conn.execute("SELECT type, body FROM events WHERE project = ? AND task_id = ? ORDER BY at, event_id",
                             (self.project, event.task_id))
-        return fold(adapter.validate_json(body) for (body,) in rows)
+        return fold(event_of(event_type, body) for event_type, body in rows)
 
     @answering
     def get(self, task_id: str) -> Found[Session] | NotFound | Unavailable:
@@ -527,20 +516,15 @@ class SqliteSessionStore(SessionStore):
 
     @answering
     def list_sessions(self, *, include_inactive: bool = False) -> Found[list[Session]] | Unavailable:
-        from pydantic import ValidationError
-
         from baton.registry.model import Session
 
         query = _BODIES + ("" if include_inactive else _ACTIVE) + _ORDER
-        try:
-            with guarded(STORE, self.path):
-                conn = self._db.conn()
-                if not self._catch_up(conn):
-                    return Found(self._all_in_memory(conn, include_inactive=include_inactive))
-                rows = conn.execute(query, (self.project,)).fetchall()
-                return Found([Session.model_validate_json(body) for (body,) in rows])
-        except ValidationError as exc:
-            return Unavailable(f"{self.path}: a stored session is unreadable: {exc.errors()[0]['msg']}")
+        with guarded(STORE, self.path):
+            conn = self._db.conn()
+            if not self._catch_up(conn):
+                return Found(self._all_in_memory(conn, include_inactive=include_inactive))
+            rows = conn.execute(query, (self.project,)).fetchall()
+            return Found([_valid("a stored session", Session.model_validate_json, body) for (body,) in rows])
 
     def _readable_raw(self, conn: sqlite3.Connection) -> bool:
         """Whether the stored projections' JSON can be read as it is, the unprojected events'
@@ -625,20 +609,14 @@ class SqliteSessionStore(SessionStore):
 
     @answering
     def events(self, task_id: str) -> Found[list[Event]] | Unavailable:
-        from pydantic import ValidationError
-
-        adapter = event_adapter()
-        try:
-            with guarded(STORE, self.path):
-                rows = self._db.conn().execute(
-                    "SELECT at, event_id, body FROM events WHERE project = ? AND task_id = ?",
-                    (self.project, task_id)).fetchall()
-                stored = {event_id for _, event_id, _ in rows}
-                rows += [(at, event_id, body) for at, event_id, _, body, _ in self._queued([task_id])
-                         if event_id not in stored]
-                return Found([adapter.validate_json(body) for _, _, body in sorted(rows)])
-        except ValidationError as exc:
-            return Unavailable(f"{self.path}: a stored event is unreadable: {exc.errors()[0]['msg']}")
+        with guarded(STORE, self.path):
+            rows = self._db.conn().execute(
+                "SELECT at, event_id, type, body FROM events WHERE project = ? AND task_id = ?",
+                (self.project, task_id)).fetchall()
+            stored = {event_id for _, event_id, _, _ in rows}
+            rows += [row[:4] for row in self._queued([task_id]) if row[1] not in stored]
+            return Found([_valid("a stored event", event_of, event_type, body)
+                          for _, _, event_type, body in sorted(rows)])
 
     def prune(self, ended_before: datetime, *, dry_run: bool = False) -> list[str]:
         with guarded(STORE, self.path):
@@ -657,15 +635,14 @@ class SqliteSessionStore(SessionStore):
                     "AND json_extract(r.value, '$.parent_task_id') IS NOT NULL) "
                     "ORDER BY s.task_id", (self.project, clock.to_text(ended_before))).fetchall()
                 if not dry_run:
-                    for task_id, through in rows:
-                        conn.execute("DELETE FROM events WHERE project = ? AND task_id = ?", (self.project, task_id))
-                        conn.execute("DELETE FROM sessions WHERE project = ? AND task_id = ?", (self.project, task_id))
-                        conn.execute("DELETE FROM lease_anchors WHERE project = ? AND task_id = ?",
-                                     (self.project, task_id))
-                        conn.execute("INSERT INTO pruned (project, task_id, through) VALUES (?, ?, ?) "
+                    for table in ("events", "sessions", "lease_anchors"):
+                        conn.executemany(f"DELETE FROM {table} WHERE project = ? AND task_id = ?",  # noqa: S608
+                                         [(self.project, task_id) for task_id, _ in rows])
+                    conn.executemany("INSERT INTO pruned (project, task_id, through) VALUES (?, ?, ?) "
                                      "ON CONFLICT (project, task_id) "
                                      "DO UPDATE SET through = max(through, excluded.through)",
-                                     (self.project, task_id, through or clock.to_text(ended_before)))
+                                     [(self.project, task_id, through or clock.to_text(ended_before))
+                                      for task_id, through in rows])
         return [task_id for task_id, _ in rows]
 
     def forget_checkpoints(self, checkpoint_ids: Sequence[str]) -> int:
@@ -702,14 +679,15 @@ class SqliteSessionStore(SessionStore):
         self._db.close()
 
 
-def _parsed(adapter: TypeAdapter[Event], event_id: str, body: str) -> Event:
-    """An unprojected event's model; DatabaseError naming it when it is unreadable."""
+def _valid(what: str, read: Callable[..., _T], *stored: str) -> _T:
+    """read(*stored), the model of what a row stores; a DatabaseError naming what when
+    stored is not a valid one."""
     from pydantic import ValidationError
 
     try:
-        return adapter.validate_json(body)
+        return read(*stored)
     except ValidationError as exc:
-        raise sqlite3.DatabaseError(f"pending event {event_id} is unreadable: {exc.errors()[0]['msg']}") from exc
+        raise sqlite3.DatabaseError(f"{what} is unreadable: {exc.errors()[0]['msg']}") from exc
 
 
 def _folded(rows: list[Any], *, include_inactive: bool) -> list[tuple[str, str, datetime, list[Any]]]:

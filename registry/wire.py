@@ -27,10 +27,12 @@ def event_adapter() -> TypeAdapter[Event]:
 
 
 def event_of(event_type: str, body: str) -> Event:
-    """An event's model read by its type's own model (see EVENT_MODELS)."""
+    """An event's model read by its type's own model (see EVENT_MODELS); a type this version
+    does not know is left to the union's validator, which says why it cannot read it."""
     from baton.registry.model import EVENT_MODELS
 
-    return EVENT_MODELS[event_type].model_validate_json(body)  # type: ignore[return-value]
+    model = EVENT_MODELS.get(event_type)
+    return model.model_validate_json(body) if model else event_adapter().validate_json(body)  # type: ignore[return-value]
 
 
 def event_body(event_type: str, *, event_id: str, task_id: str, session_id: str, at: datetime, **fields: object) -> str:
@@ -46,29 +48,3 @@ def files_touched_body(event_id: str, task_id: str, session_id: str, at: datetim
     return event_body("files_touched", event_id=event_id, task_id=task_id, session_id=session_id, at=at,
                       files=[{"repo": f.repo, "path": f.path} for f in files])
 
-
-def decision_recorded_body(event_id: str, task_id: str, session_id: str, at: datetime, text: str, context: str,
-                           repo: str, replaces: Sequence[str] = ()) -> str:
-    """The JSON of a DecisionRecorded event (text and context already stripped), built
-    without pydantic: `baton decide` keeps to the hook's budget. tests/test_hot_path.py pins it."""
-    return event_body("decision_recorded", event_id=event_id, task_id=task_id, session_id=session_id, at=at,
-                      text=text, context=context, repo=repo, inherited_from=None, replaces=list(replaces))
-
-
-def checkpoint_taken_body(event_id: str, task_id: str, session_id: str, at: datetime, *, checkpoint_id: str,
-                          boundary: str, label: str | None, base: str | None, staged_tree: str, worktree_tree: str,
-                          artifacts_tree: str | None, environment: str | None, run_id: str | None, repo: str,
-                          worktree_path: str, remote: str | None = None) -> str:
-    """The JSON of a CheckpointTaken event, built without pydantic: the Stop hook takes
-    checkpoints within its budget. tests/test_outages.py pins it to the model."""
-    return event_body("checkpoint_taken", event_id=event_id, task_id=task_id, session_id=session_id, at=at,
-                      checkpoint_id=checkpoint_id, boundary=boundary, label=label, base=base, staged_tree=staged_tree,
-                      worktree_tree=worktree_tree, artifacts_tree=artifacts_tree, environment=environment,
-                      run_id=run_id, repo=repo, worktree_path=worktree_path, remote=remote)
-
-
-def decision_superseded_body(event_id: str, task_id: str, session_id: str, at: datetime, decision_event_id: str,
-                             by_task_id: str, by_event_id: str) -> str:
-    """The JSON of a DecisionSuperseded event (baton.registry.model.DecisionSuperseded)."""
-    return event_body("decision_superseded", event_id=event_id, task_id=task_id, session_id=session_id, at=at,
-                      decision_event_id=decision_event_id, by_task_id=by_task_id, by_event_id=by_event_id)

@@ -300,14 +300,14 @@ def test_decide_imports_nothing_heavy(home, worktrees, cli):
 def test_the_hand_built_decision_is_the_model_decision():
     from baton.recall.base import DecisionRecord
     from baton.recall.wire import decision_payload, decision_point_id
-    from baton.registry.wire import decision_recorded_body
     from baton.signals.model import Signal, derived_signal_id
     from baton.signals.wire import SignalType, WireSignal
+    from baton.skills.core.commit import wire_event
 
     at = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=UTC)
     event_id = str(uuid.uuid4())
-    body = decision_recorded_body(event_id, "OMN-1", "s1", at, "Keep carts in PostgreSQL ü", "restarts",
-                                  "github.com/a/b")
+    body = wire_event("decision_recorded", "OMN-1", "s1", at, event_id=event_id, text="Keep carts in PostgreSQL ü",
+                      context="restarts", repo="github.com/a/b", inherited_from=None, replaces=[]).body
     event = TypeAdapter(Event).validate_json(body)
     assert (event.type, event.text, event.context, event.repo, event.at) == \
         ("decision_recorded", "Keep carts in PostgreSQL ü", "restarts", "github.com/a/b", at)

@@ -277,7 +277,7 @@ def test_the_signal_scope_is_the_sessions_with_its_pending_touches(store):
     """What the prompt hook reads (SessionStore.signal_scope) agrees with the full projection."""
     from baton.registry.base import SignalScope
     from baton.registry.model import DependencyAdded, FilesTouched
-    from baton.registry.wire import decision_recorded_body, event_adapter
+    from baton.registry.wire import event_adapter, event_body
 
     assert store.signal_scope("OMN-10") == NotFound("OMN-10")
     store.append([event(Bound, 0, "OMN-10", repo="r", worktree_path="/w"),
@@ -286,8 +286,9 @@ def test_the_signal_scope_is_the_sessions_with_its_pending_touches(store):
     record_touch(store, "OMN-10", "s", T0 + timedelta(minutes=3), [FileRef("r", "b.py"), FileRef("", "/tmp/c")],
                         event_id=str(uuid.uuid4()))
     decided = str(uuid.uuid4())
-    store.append_body(decided, "OMN-10", T0 + timedelta(minutes=4), "decision_recorded", decision_recorded_body(
-        decided, "OMN-10", "s", T0 + timedelta(minutes=4), "Use carts", "", "r"))
+    store.append_body(decided, "OMN-10", T0 + timedelta(minutes=4), "decision_recorded", event_body(
+        "decision_recorded", event_id=decided, task_id="OMN-10", session_id="s", at=T0 + timedelta(minutes=4),
+        text="Use carts", context="", repo="r", inherited_from=None, replaces=[]))
     scope = store.signal_scope("OMN-10").value
     assert scope == SignalScope(T0, ("OMN-9",), (FileRef("", "/tmp/c"), FileRef("r", "a.py"), FileRef("r", "b.py")))
     session = store.get("OMN-10").value

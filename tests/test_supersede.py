@@ -144,11 +144,13 @@ def test_the_hand_built_supersede_link_is_the_model_event():
     import uuid
     from datetime import UTC, datetime
 
-    from baton.registry.wire import decision_superseded_body, event_adapter
+    from baton.registry.wire import event_adapter
+    from baton.skills.core.commit import wire_event
 
     at = datetime(2026, 11, 1, 12, 0, 0, 123456, tzinfo=UTC)
     ids = [str(uuid.uuid4()) for _ in range(3)]
-    body = decision_superseded_body(ids[0], "OMN-1", "s1", at, ids[1], "OMN-2", ids[2])
+    body = wire_event("decision_superseded", "OMN-1", "s1", at, event_id=ids[0], decision_event_id=ids[1],
+                      by_task_id="OMN-2", by_event_id=ids[2]).body
     event = event_adapter().validate_json(body)
     assert (event.type, str(event.decision_event_id), event.by_task_id, str(event.by_event_id), event.at) == \
         ("decision_superseded", ids[1], "OMN-2", ids[2], at)

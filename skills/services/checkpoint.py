@@ -20,10 +20,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from baton import clock
 from baton.errors import BadInput, BatonError, GitFailed
 from baton.files import write_whole
-from baton.ids import random_uuid
-from baton.registry.wire import checkpoint_taken_body
 from baton.skills.core.binding import BINDING_DIR, ActiveTask, Place, resolve_task
-from baton.skills.core.commit import WireEvent, read_binding_quietly
+from baton.skills.core.commit import WireEvent, read_binding_quietly, wire_event
 from baton.skills.runtime.stores import Stores
 
 if TYPE_CHECKING:
@@ -86,13 +84,12 @@ def capture_environment(place: Place, lockfiles: Sequence[str] = (), deadline: D
 def checkpoint_event(task: ActiveTask, place: Place, checkpoint: Checkpoint, at: datetime,
                      remote: str | None = None) -> WireEvent:
     """remote: where it can be fetched from (the git remote's identity), None: only here."""
-    event_id = random_uuid()
-    return WireEvent(event_id, task.task_id, "checkpoint_taken", at, checkpoint_taken_body(
-        event_id, task.task_id, task.session_id, at, checkpoint_id=checkpoint.id, boundary=checkpoint.boundary,
-        label=checkpoint.label, base=checkpoint.base, staged_tree=checkpoint.staged_tree,
+    return wire_event(
+        "checkpoint_taken", task.task_id, task.session_id, at, checkpoint_id=checkpoint.id,
+        boundary=checkpoint.boundary, label=checkpoint.label, base=checkpoint.base, staged_tree=checkpoint.staged_tree,
         worktree_tree=checkpoint.worktree_tree, artifacts_tree=checkpoint.artifacts_tree,
         environment=checkpoint.environment, run_id=checkpoint.run_id, repo=place.repo,
-        worktree_path=str(place.root), remote=remote))
+        worktree_path=str(place.root), remote=remote)
 
 
 def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, label: str | None = None,

@@ -22,7 +22,7 @@ from baton.errors import BadInput, StoreUnavailable
 from baton.ids import parse_ticket_id, random_uuid
 from baton.signals.wire import SignalType
 from baton.skills.core.binding import ActiveTask, Place
-from baton.skills.core.commit import WireEvent
+from baton.skills.core.commit import wire_event
 from baton.skills.core.signalling import wire_signal
 from baton.skills.core.write_report import MAX_TEXT, WriteReport
 from baton.skills.runtime.stores import Stores
@@ -77,14 +77,11 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
     # Secrets never reach a store, a signal or a vector (baton.redaction).
     text, context = stores.redact(text), stores.redact(context)
     from baton.recall.wire import decision_payload, decision_point_id
-    from baton.registry.wire import decision_recorded_body, decision_superseded_body
     from baton.skills.core.indexing import queue_payloads, start_background_indexer
 
     at = at or clock.now()
     event_id = random_uuid()
     report = WriteReport(session_id=task.session_id, warnings=delivery)
-    body = decision_recorded_body(event_id, task.task_id, task.session_id, at, text, context, place.repo,
-                                  [f"{old.task_id} {old.event_id}" for old in replaced])
     signal = wire_signal(SignalType.decision_recorded, event_id, task, place.repo, at, reason=text[:REASON_LENGTH])
     # Kept: the projection, wherever the event is delivered, queues the decision there; the
     # embedded registry takes it unprojected, and the sink queues it here.
@@ -96,12 +93,14 @@ def decide(stores: Stores, task: ActiveTask, text: str, context: str, place: Pla
         if not report.warnings:
             start_background_indexer(stores.settings)
 
-    events = [WireEvent(event_id, task.task_id, "decision_recorded", at, body)]
+    events = [wire_event("decision_recorded", task.task_id, task.session_id, at, event_id=event_id, text=text,
+                         context=context, repo=place.repo, inherited_from=None,
+                         replaces=[f"{old.task_id} {old.event_id}" for old in replaced])]
     for old in replaced:
         link_id = random_uuid()
-        events.append(WireEvent(link_id, old.task_id, "decision_superseded", old.last_activity,
-                                decision_superseded_body(link_id, old.task_id, old.session_id, old.last_activity,
-                                                         old.event_id, task.task_id, event_id)))
+        events.append(wire_event("decision_superseded", old.task_id, old.session_id, old.last_activity,
+                                 event_id=link_id, decision_event_id=old.event_id, by_task_id=task.task_id,
+                                 by_event_id=event_id))
     stores.sink.keep(events, derive=queue)
     try:
         stores.sink.keep_signals([signal])
