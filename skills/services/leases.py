@@ -35,18 +35,6 @@ _RELEASE_NAMESPACE = "5b7f3a52-2f0e-4d0b-9d8e-3b1c0c6f4a17"  # uuid imported onl
 
 
 @dataclass(frozen=True)
-class LeaseHit:
-    """A lease of another ticket that covers a path (leases_covering)."""
-
-    task_id: str
-    pattern: str
-    exclusive: bool
-    agent: str | None
-    reason: str | None
-    expires_at: datetime
-
-
-@dataclass(frozen=True)
 class Lease:
     """A lease as it stands at a moment: active, lapsed, released or ended (its ticket ended)."""
 
@@ -104,7 +92,7 @@ def _lease(session: Session, entry: LeaseEntry, release: ReleaseEntry | None, en
 
 
 def _held(task_id: str, lease: ListedLease, at: datetime, grace: timedelta) -> Lease:
-    """A lease not released of an active ticket (as a claim's decision reads it), at `at`."""
+    """A lease not released of an active ticket (as a claim's decision and the pre-edit check read it), at `at`."""
     expires = lease.ends + grace
     return Lease(lease_id=lease.lease_id, task_id=task_id, repo=lease.repo, pattern=lease.pattern,
                  exclusive=lease.exclusive, agent=lease.agent, reason=lease.reason, granted_at=lease.granted_at,
@@ -323,7 +311,7 @@ def project_leases(stores: Stores, *, include_ended: bool = False, at: datetime 
 
 
 def leases_covering(stores: Stores, repo: str, paths: Sequence[str], *, exclude_task: str | None
-                    ) -> dict[str, list[LeaseHit]] | Unavailable:
+                    ) -> dict[str, list[Lease]] | Unavailable:
     """For each path (repository-relative) under another ticket's active lease in repo, those
     leases; paths under none are left out. The pre-edit check's question: it reads only the
     leases whose pattern may cover one of paths (SessionStore.leases_near, indexed by each
@@ -334,10 +322,9 @@ def leases_covering(stores: Stores, repo: str, paths: Sequence[str], *, exclude_
         return near
     held = [(task_id, lease) for task_id, lease in near.value
             if task_id != exclude_task and lease.ends + grace >= at]
-    covering: dict[str, list[LeaseHit]] = {}
+    covering: dict[str, list[Lease]] = {}
     for path in paths if held else ():
-        hits = [LeaseHit(task_id, lease.pattern, lease.exclusive, lease.agent, lease.reason, lease.ends + grace)
-                for task_id, lease in held if matches(lease.pattern, path)]
+        hits = [_held(task_id, lease, at, grace) for task_id, lease in held if matches(lease.pattern, path)]
         if hits:
             covering[path] = hits
     return covering
