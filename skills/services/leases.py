@@ -122,12 +122,12 @@ def claim_answer(task_id: str, report: ClaimReport) -> dict:
             "shared_with": [lease.public() for lease in report.shared_with], "warnings": report.warnings}
 
 
-def _text(value: str | None, label: str, stores: Stores) -> str | None:
+def _reason(value: str | None, stores: Stores) -> str | None:
     if value is None or not value.strip():
         return None
     value = value.strip()
     if len(value) > MAX_REASON:
-        raise BadInput(f"{label} is longer than {MAX_REASON} characters")
+        raise BadInput(f"--reason is longer than {MAX_REASON} characters")
     return stores.redact(value)
 
 
@@ -139,15 +139,6 @@ def _patterns(raw: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(normal_pattern(p) for p in raw))
 
 
-def ttl_of(text: str | None, default: timedelta) -> timedelta:
-    if text is None:
-        return default
-    try:
-        return clock.parse_duration(text)
-    except ValueError as exc:
-        raise BadInput(f"--ttl: {exc}") from None
-
-
 def claim(stores: Stores, task: ActiveTask, place: Place, raw_patterns: Sequence[str], *, exclusive: bool = False,
           ttl: str | None = None, reason: str | None = None, agent: str | None = None) -> ClaimReport:
     """Grant the ticket a lease on each pattern, or none: raises Refused naming the first
@@ -157,8 +148,11 @@ def claim(stores: Stores, task: ActiveTask, place: Place, raw_patterns: Sequence
     from baton.registry.model import LeaseGranted
 
     patterns = _patterns(raw_patterns)
-    lasting = ttl_of(ttl, stores.settings.lease_ttl)
-    reason = _text(reason, "--reason", stores)
+    try:
+        lasting = stores.settings.lease_ttl if ttl is None else clock.parse_duration(ttl)
+    except ValueError as exc:
+        raise BadInput(f"--ttl: {exc}") from None
+    reason = _reason(reason, stores)
     grace = stores.settings.lease_grace
     report = ClaimReport(warnings=stores.sink.deliver())  # this ticket's kept writes move its leases' time too
     events: list[Event] = []
@@ -246,7 +240,7 @@ def release(stores: Stores, holder_id: str, repo: str, raw_patterns: Sequence[st
     ticket's leases needs force and a reason (a lead's, recorded with who and why). BadInput
     for a pattern it does not hold."""
     patterns = _patterns(raw_patterns) if raw_patterns else []
-    reason = _text(reason, "--reason", stores)
+    reason = _reason(reason, stores)
     if force and not reason:
         raise BadInput("--force needs --reason: a forced release is recorded with who and why")
     at = clock.now()
