@@ -246,7 +246,7 @@ def test_session_start_context_is_cut_under_10000_characters_oldest_first(home, 
     from baton.skills.core.commit import apply_events
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
-    from baton.skills.services.update import update
+    from baton.skills.services.update import UpdateRequest, update
 
     main, _ = worktrees
     cli(main, "bind", "OMN-1")
@@ -256,9 +256,9 @@ def test_session_start_context_is_cut_under_10000_characters_oldest_first(home, 
     try:
         task = resolve_task(None, place)
         for i in range(80):
-            update(stores, task, place, failed=[f"failure {i:02d} " + "x" * 200], done=[f"step {i:02d}"],
-                   at=start + timedelta(seconds=i))
-        update(stores, task, place, next_action="the next thing", at=start + timedelta(seconds=100))
+            asked = UpdateRequest(failed=(f"failure {i:02d} " + "x" * 200,), done=(f"step {i:02d}",))
+            update(stores, task, place, asked, at=start + timedelta(seconds=i))
+        update(stores, task, place, UpdateRequest(next_action="the next thing"), at=start + timedelta(seconds=100))
     finally:
         stores.close()
     text = told(hook("session-start", payload("session_start_startup", main), capsys)[1], "SessionStart")

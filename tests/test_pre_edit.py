@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from baton.registry.base import HolderNote
-from baton.skills.services.leases import LeaseHit
+from baton.skills.services.leases import Lease
 from baton.skills.services.pre_edit import verdict
 from tests.test_claude_hooks import hook, payload, runtime_dir  # noqa: F401 -- its marks of what was told
 
@@ -16,7 +16,8 @@ T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 UNTIL = T0 + timedelta(hours=2)
 
 
-Lease = LeaseHit
+def held(task_id: str, pattern: str, exclusive: bool, agent: str | None, reason: str) -> Lease:
+    return Lease("0", task_id, "repo", pattern, exclusive, agent, reason, T0, UNTIL, "active")
 
 NOTES = {"OMN-2": HolderNote("codex", "feat/carts", "migrate the cart table"),
          "OMN-3": HolderNote(None, "fix/tax", None)}
@@ -36,7 +37,7 @@ def test_another_tickets_touch_allows_with_who_which_files_since_when_and_their_
 
 
 def test_a_shared_lease_allows_with_its_holder_in_the_context():
-    shared = Lease("OMN-3", "src/tax/**", False, "claude", "rates change", UNTIL)
+    shared = held("OMN-3", "src/tax/**", False, "claude", "rates change")
     found = verdict({}, {"src/tax/vat.py": [shared]}, NOTES, on_exclusive="deny")
     assert found.decision == "allow"
     assert "shared lease on it (src/tax/**) until 2026-12-01 11:30 UTC" in found.context
@@ -45,7 +46,7 @@ def test_a_shared_lease_allows_with_its_holder_in_the_context():
 
 @pytest.mark.parametrize("on_exclusive", ["ask", "deny"])
 def test_an_exclusive_lease_asks_or_denies_naming_the_holder(on_exclusive):
-    exclusive = Lease("OMN-2", "src/cart.py", True, None, "schema migration", UNTIL)
+    exclusive = held("OMN-2", "src/cart.py", True, None, "schema migration")
     found = verdict({"src/cart.py": [("OMN-3", T0)]}, {"src/cart.py": [exclusive]}, NOTES, on_exclusive=on_exclusive)
     assert found.decision == on_exclusive
     assert "src/cart.py is held exclusively by ticket OMN-2 (agent codex, branch feat/carts)" in found.reason

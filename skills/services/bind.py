@@ -130,9 +130,8 @@ def _held_elsewhere(stores: Stores, task_id: TicketId, place: Place, session_id:
     if holder is None:
         return None
     if take_over:
-        taken = move(stores, task_id, place, session_id, holder, current.value, at)
-        report.warnings += taken.warnings
-        return RunStart(taken.run_id, "takeover", taken.superseded_run)
+        run_id, superseded_run = move(stores, task_id, place, session_id, holder, current.value, at, report)
+        return RunStart(run_id, "takeover", superseded_run)
     if holder.live:
         raise refuse_contested(stores, task_id, place, session_id, holder, current.value, at)
     return None

@@ -93,38 +93,41 @@ def checkpoint_event(task: ActiveTask, place: Place, checkpoint: Checkpoint, at:
 
 
 def take_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, label: str | None = None,
-                    run: LocalRun | None = None, timeout: float | None = None) -> Taken | Unchanged | Refused:
+                    run: LocalRun | None = None, timeout: float | None = None, push: bool = False,
+                    by_hand: bool = False) -> tuple[Taken | Unchanged | Refused, str | None, list[str]]:
     """Checkpoint the worktree for the ticket and record the checkpoint taken (one taken
-    before of the same state is recorded again: it is the latest now). Raises BadInput
+    before of the same state is recorded again: it is the latest now). push: pushed to the
+    repository's git remote first, so its record says where another clone fetches it (one
+    found unchanged that the push just brought there is recorded again); by_hand (`baton
+    checkpoint --push`): pushed whatever `[checkpoints] push` says. A failed push is a warning.
+    Answers the result, its remote (None: not pushed) and the warnings. Raises BadInput
     outside git and StoreUnavailable when git or the registry cannot take it."""
-    from baton.skills.core.checkpoints import Taken
+    from baton.skills.core.checkpoints import OPERATION_CAP, Refused, Taken, read, take
 
-    result = _take(stores, task, place, boundary=boundary, label=label, run=run, timeout=timeout)
-    if isinstance(result, Taken):
-        stores.sink.keep([checkpoint_event(task, place, result.checkpoint, clock.now())])
-    return result
-
-
-def shared_checkpoint(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, label: str | None = None,
-                      by_hand: bool = False) -> tuple[Taken | Unchanged | Refused, str | None, list[str]]:
-    """take_checkpoint, pushed to the repository's git remote before it is recorded, so its record
-    says where another clone fetches it (one found unchanged that the push just brought there is
-    recorded again). by_hand (`baton checkpoint --push`): pushed whatever `[checkpoints] push`
-    says. A failed push is a warning. Answers the result, its remote (None: not pushed) and the
-    warnings."""
-    from baton.outcome import Found
-    from baton.skills.core.checkpoints import Refused, Taken, read
-
-    result = _take(stores, task, place, boundary=boundary, label=label, run=None, timeout=None)
+    if place.worktree is None:
+        raise BadInput(f"{place.root} is not a git worktree: nothing to checkpoint")
+    if label is not None and not 0 < len(label.strip()) <= MAX_LABEL:
+        raise BadInput(f"a checkpoint label is 1 to {MAX_LABEL} characters")
+    run = run or local_run(place, task.task_id)
+    label = stores.redact(label.strip()) if label else None  # it is kept in the repository too
+    settings = stores.settings
+    result = take(place.root, boundary=boundary, label=label, run_id=run.run_id if run else None,
+                  environment=run.environment if run else None, artifacts=settings.checkpoint_artifacts,
+                  max_file_bytes=settings.checkpoint_max_file_bytes, timeout=timeout or OPERATION_CAP,
+                  deadline=stores.deadline)
     if isinstance(result, Refused):
         return result, None, []
-    checkpoint_id = result.checkpoint.id if isinstance(result, Taken) else result.checkpoint_id
-    pushed, warnings = push_checkpoint(stores, place, checkpoint_id, by_hand=by_hand)
+    pushed, warnings = None, list[str]()
+    if push:
+        checkpoint_id = result.checkpoint.id if isinstance(result, Taken) else result.checkpoint_id
+        pushed, warnings = push_checkpoint(stores, place, checkpoint_id, by_hand=by_hand)
     where = pushed.remote.location if pushed is not None else None
     if isinstance(result, Taken):
         stores.sink.keep([checkpoint_event(task, place, result.checkpoint, clock.now(), remote=where)])
     elif pushed is not None and pushed.created:
-        found = read(place.root, checkpoint_id, deadline=stores.deadline)
+        from baton.outcome import Found
+
+        found = read(place.root, result.checkpoint_id, deadline=stores.deadline)
         if isinstance(found, Found):
             stores.sink.keep([checkpoint_event(task, place, found.value, clock.now(), remote=where)])
     return result, where, warnings
@@ -162,31 +165,13 @@ def push_checkpoint(stores: Stores, place: Place, checkpoint_id: str, *, by_hand
                    "tries again")]
 
 
-def _take(stores: Stores, task: ActiveTask, place: Place, *, boundary: str, label: str | None,
-          run: LocalRun | None, timeout: float | None) -> Taken | Unchanged | Refused:
-    """The checkpoint taken, not yet recorded."""
-    from baton.skills.core.checkpoints import OPERATION_CAP, take
-
-    if place.worktree is None:
-        raise BadInput(f"{place.root} is not a git worktree: nothing to checkpoint")
-    if label is not None and not 0 < len(label.strip()) <= MAX_LABEL:
-        raise BadInput(f"a checkpoint label is 1 to {MAX_LABEL} characters")
-    run = run or local_run(place, task.task_id)
-    label = stores.redact(label.strip()) if label else None  # it is kept in the repository too
-    settings = stores.settings
-    return take(place.root, boundary=boundary, label=label,
-                run_id=run.run_id if run else None, environment=run.environment if run else None,
-                artifacts=settings.checkpoint_artifacts, max_file_bytes=settings.checkpoint_max_file_bytes,
-                timeout=timeout or OPERATION_CAP, deadline=stores.deadline)
-
-
 def boundary_checkpoint(stores: Stores, task: ActiveTask, place: Place, boundary: str, *,
                         timeout: float | None = None, push: bool = False, run: LocalRun | None = None
                         ) -> tuple[list[str], Taken | Unchanged | None]:
     """A checkpoint at a boundary the user did not ask for: whatever keeps it from being
     taken is a warning, never the command's failure. push: a boundary that matters to
     other clones (a handoff, `end`, a fork): the checkpoint is pushed too, as
-    `[checkpoints] push` says (shared_checkpoint); never a hook's. Answers the warnings and
+    `[checkpoints] push` says (take_checkpoint); never a hook's. Answers the warnings and
     what was taken or found unchanged (None: nothing), whose `dirty` paths the Stop hook
     records as the turn's changed files. run: the worktree's run, when the caller has it."""
     from baton.skills.core.checkpoints import Refused
@@ -194,10 +179,7 @@ def boundary_checkpoint(stores: Stores, task: ActiveTask, place: Place, boundary
     if place.worktree is None:
         return [], None
     try:
-        if push:
-            result, _, pushed = shared_checkpoint(stores, task, place, boundary=boundary)
-        else:
-            result, pushed = take_checkpoint(stores, task, place, boundary=boundary, run=run, timeout=timeout), []
+        result, _, pushed = take_checkpoint(stores, task, place, boundary=boundary, run=run, timeout=timeout, push=push)
     except BatonError as exc:
         return [f"no checkpoint at {boundary}: {exc}"], None
     if isinstance(result, Refused):
@@ -256,11 +238,8 @@ def checkpoint_by_hand(stores: Stores, place: Place, task_id: str | None, label:
     from baton.skills.core.checkpoints import Refused
 
     task = resolve_task(task_id, place, stores.settings.ambient)
-    if push:
-        result, remote, warnings = shared_checkpoint(stores, task, place, boundary="manual", label=label,
-                                                     by_hand=True)
-    else:
-        result, remote, warnings = take_checkpoint(stores, task, place, boundary="manual", label=label), None, []
+    result, remote, warnings = take_checkpoint(stores, task, place, boundary="manual", label=label, push=push,
+                                               by_hand=True)
     if isinstance(result, Refused):
         raise BadInput(f"no checkpoint taken: {result.reason}")
     return CheckpointDone(task, result, warnings, remote)

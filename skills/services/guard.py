@@ -23,7 +23,7 @@ from baton.skills.runtime.stores import Stores
 
 if TYPE_CHECKING:
     from baton.deadline import Deadline
-    from baton.skills.services.leases import LeaseHit
+    from baton.skills.services.leases import Lease
 
 
 @dataclass
@@ -31,7 +31,7 @@ class GuardReport:
     task_id: str | None
     staged: list[str] = field(default_factory=list)
     overlaps: dict[str, list[str]] = field(default_factory=dict)  # other ticket -> staged files it shares
-    leased: dict[str, list[LeaseHit]] = field(default_factory=dict)  # staged path -> other tickets' leases on it
+    leased: dict[str, list[Lease]] = field(default_factory=dict)  # staged path -> other tickets' leases on it
     warnings: list[str] = field(default_factory=list)
 
 
@@ -80,7 +80,7 @@ def guard(stores: Stores, place: Place, locator: WorktreeLocator) -> GuardReport
     return report
 
 
-def blocking_leases(report: GuardReport) -> dict[str, LeaseHit]:
+def blocking_leases(report: GuardReport) -> dict[str, Lease]:
     """Each staged path under another ticket's exclusive lease, with the first such lease."""
     return {path: next(hit for hit in hits if hit.exclusive) for path, hits in report.leased.items()
             if any(hit.exclusive for hit in hits)}

@@ -35,18 +35,6 @@ _RELEASE_NAMESPACE = "5b7f3a52-2f0e-4d0b-9d8e-3b1c0c6f4a17"  # uuid imported onl
 
 
 @dataclass(frozen=True)
-class LeaseHit:
-    """A lease of another ticket that covers a path (leases_covering)."""
-
-    task_id: str
-    pattern: str
-    exclusive: bool
-    agent: str | None
-    reason: str | None
-    expires_at: datetime
-
-
-@dataclass(frozen=True)
 class Lease:
     """A lease as it stands at a moment: active, lapsed, released or ended (its ticket ended)."""
 
@@ -104,7 +92,7 @@ def _lease(session: Session, entry: LeaseEntry, release: ReleaseEntry | None, en
 
 
 def _held(task_id: str, lease: ListedLease, at: datetime, grace: timedelta) -> Lease:
-    """A lease not released of an active ticket (as a claim's decision reads it), at `at`."""
+    """A lease not released of an active ticket (as a claim's decision and the pre-edit check read it), at `at`."""
     expires = lease.ends + grace
     return Lease(lease_id=lease.lease_id, task_id=task_id, repo=lease.repo, pattern=lease.pattern,
                  exclusive=lease.exclusive, agent=lease.agent, reason=lease.reason, granted_at=lease.granted_at,
@@ -134,12 +122,12 @@ def claim_answer(task_id: str, report: ClaimReport) -> dict:
             "shared_with": [lease.public() for lease in report.shared_with], "warnings": report.warnings}
 
 
-def _text(value: str | None, label: str, stores: Stores) -> str | None:
+def _reason(value: str | None, stores: Stores) -> str | None:
     if value is None or not value.strip():
         return None
     value = value.strip()
     if len(value) > MAX_REASON:
-        raise BadInput(f"{label} is longer than {MAX_REASON} characters")
+        raise BadInput(f"--reason is longer than {MAX_REASON} characters")
     return stores.redact(value)
 
 
@@ -151,15 +139,6 @@ def _patterns(raw: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(normal_pattern(p) for p in raw))
 
 
-def ttl_of(text: str | None, default: timedelta) -> timedelta:
-    if text is None:
-        return default
-    try:
-        return clock.parse_duration(text)
-    except ValueError as exc:
-        raise BadInput(f"--ttl: {exc}") from None
-
-
 def claim(stores: Stores, task: ActiveTask, place: Place, raw_patterns: Sequence[str], *, exclusive: bool = False,
           ttl: str | None = None, reason: str | None = None, agent: str | None = None) -> ClaimReport:
     """Grant the ticket a lease on each pattern, or none: raises Refused naming the first
@@ -169,8 +148,11 @@ def claim(stores: Stores, task: ActiveTask, place: Place, raw_patterns: Sequence
     from baton.registry.model import LeaseGranted
 
     patterns = _patterns(raw_patterns)
-    lasting = ttl_of(ttl, stores.settings.lease_ttl)
-    reason = _text(reason, "--reason", stores)
+    try:
+        lasting = stores.settings.lease_ttl if ttl is None else clock.parse_duration(ttl)
+    except ValueError as exc:
+        raise BadInput(f"--ttl: {exc}") from None
+    reason = _reason(reason, stores)
     grace = stores.settings.lease_grace
     report = ClaimReport(warnings=stores.sink.deliver())  # this ticket's kept writes move its leases' time too
     events: list[Event] = []
@@ -258,7 +240,7 @@ def release(stores: Stores, holder_id: str, repo: str, raw_patterns: Sequence[st
     ticket's leases needs force and a reason (a lead's, recorded with who and why). BadInput
     for a pattern it does not hold."""
     patterns = _patterns(raw_patterns) if raw_patterns else []
-    reason = _text(reason, "--reason", stores)
+    reason = _reason(reason, stores)
     if force and not reason:
         raise BadInput("--force needs --reason: a forced release is recorded with who and why")
     at = clock.now()
@@ -323,7 +305,7 @@ def project_leases(stores: Stores, *, include_ended: bool = False, at: datetime 
 
 
 def leases_covering(stores: Stores, repo: str, paths: Sequence[str], *, exclude_task: str | None
-                    ) -> dict[str, list[LeaseHit]] | Unavailable:
+                    ) -> dict[str, list[Lease]] | Unavailable:
     """For each path (repository-relative) under another ticket's active lease in repo, those
     leases; paths under none are left out. The pre-edit check's question: it reads only the
     leases whose pattern may cover one of paths (SessionStore.leases_near, indexed by each
@@ -334,10 +316,9 @@ def leases_covering(stores: Stores, repo: str, paths: Sequence[str], *, exclude_
         return near
     held = [(task_id, lease) for task_id, lease in near.value
             if task_id != exclude_task and lease.ends + grace >= at]
-    covering: dict[str, list[LeaseHit]] = {}
+    covering: dict[str, list[Lease]] = {}
     for path in paths if held else ():
-        hits = [LeaseHit(task_id, lease.pattern, lease.exclusive, lease.agent, lease.reason, lease.ends + grace)
-                for task_id, lease in held if matches(lease.pattern, path)]
+        hits = [_held(task_id, lease, at, grace) for task_id, lease in held if matches(lease.pattern, path)]
         if hits:
             covering[path] = hits
     return covering

@@ -22,7 +22,7 @@ from baton.registry.base import HolderNote
 from baton.shown_text import clipped, one_line
 from baton.skills.core.binding import Place, read_binding, resolve_task
 from baton.skills.runtime.stores import Stores
-from baton.skills.services.leases import LeaseHit, leases_covering
+from baton.skills.services.leases import Lease, leases_covering
 
 ASK, DENY, ALLOW = "ask", "deny", "allow"
 ON_EXCLUSIVE = (ASK, DENY)  # what `[conflicts] on_exclusive` may say
@@ -73,7 +73,7 @@ class Verdict:
                 "holdings": [h.public() for h in self.holdings], "warnings": self.warnings}
 
 
-def verdict(touches: Mapping[str, Sequence[Touch]], leases: Mapping[str, Sequence[LeaseHit]],
+def verdict(touches: Mapping[str, Sequence[Touch]], leases: Mapping[str, Sequence[Lease]],
             holders: Mapping[str, HolderNote], *, on_exclusive: str) -> Verdict:
     """The verdict on editing the files named in touches and leases (by path; other tickets'
     holds only): another ticket's exclusive lease asks or denies, as on_exclusive says;
@@ -181,7 +181,7 @@ def check_paths(stores: Stores, task_id: str | None, raw_paths: Sequence[str], c
         warnings.append(f"other tickets' touches not checked: conflict graph unavailable: {found.reason}")
     touched = found.value if isinstance(found, Found) else {}
     touches: dict[str, list[Touch]] = {_shown(ref, refs): touched[ref] for ref in refs if ref in touched}
-    leased: dict[str, Sequence[LeaseHit]] = {}
+    leased: dict[str, Sequence[Lease]] = {}
     for repo in dict.fromkeys(ref.repo for ref in refs):
         paths = [ref.path for ref in refs if ref.repo == repo]
         covering = leases_covering(stores, repo, paths, exclude_task=task_id)

@@ -42,8 +42,6 @@ if TYPE_CHECKING:
 
 MAX_BACKOFF = 5.0
 ONCE_ATTEMPTS = 5  # tries of a batch by `--once` while a store answers with an error
-GRAPH, RECALL = Store.CONFLICT_GRAPH, Store.RECALL_INDEX  # asked about every batch; recall about decisions
-EVENT_LOG = Store.EVENT_LOG
 
 
 def default_group(topic_prefix: str) -> str:
@@ -108,7 +106,7 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
         stores.budget.renew()  # each reading of the log asks Kafka afresh
         try:
             for batch in event_log.batches(group, size=batch_size, idle=idle, until_caught_up=once):
-                outages.answered(EVENT_LOG)
+                outages.answered(Store.EVENT_LOG)
                 retry.reset()
                 if batch:
                     _apply(stores, event_log, batch, once=once, outages=outages, report=report)
@@ -117,10 +115,10 @@ def run_projector(stores: Stores, *, group: str | None = None, once: bool = Fals
                     next_gc = time.monotonic() + stores.settings.gc_interval
             return report
         except StoreUnavailable as exc:
-            if once or exc.store != EVENT_LOG:
+            if once or exc.store != Store.EVENT_LOG:
                 raise
             # Kafka is down or the group is rebalancing: read again from the committed offsets.
-            outages.failed(EVENT_LOG, f"{exc}; reading again once it answers")
+            outages.failed(Store.EVENT_LOG, f"{exc}; reading again once it answers")
             retry.wait()
 
 
@@ -137,8 +135,7 @@ def _repair(stores: Stores, log: Callable[[str], None]) -> None:
         log(f"repair: not run: {exc}")
         return
     if report.repaired or report.warnings:
-        trouble = f"; {'; '.join(report.warnings)}" if report.warnings else ""
-        log(f"{report.summary()}{trouble}")
+        log(report.summary() + "".join(f"; {warning}" for warning in report.warnings))
 
 
 def _collect_garbage(stores: Stores, log: Callable[[str], None]) -> None:
@@ -160,9 +157,8 @@ def _collect_garbage(stores: Stores, log: Callable[[str], None]) -> None:
     except StoreUnavailable as exc:
         log(f"gc: not run: {exc}; next in {stores.settings.gc_interval:g} s")
         return
-    trouble = f"; {'; '.join(warnings)}" if warnings else ""
-    log(f"gc: removed {sessions} ended sessions, {signals} signals and {decisions} "
-        f"decisions from recall in {time.monotonic() - started:.2f} s{trouble}")
+    log(f"gc: removed {sessions} ended sessions, {signals} signals and {decisions} decisions from recall in "
+        f"{time.monotonic() - started:.2f} s" + "".join(f"; {warning}" for warning in warnings))
 
 
 def _apply(stores: Stores, event_log: KafkaEventLog, batch: list, *, once: bool, outages: _Outages,
@@ -196,10 +192,10 @@ def _apply(stores: Stores, event_log: KafkaEventLog, batch: list, *, once: bool,
             outages.failed(exc.store, f"{exc}; holding {len(events)} events until it takes them")
             retry.wait()  # hold the batch (uncommitted) and apply it again
             # A write too large for the server's transaction timeout is split, down to one ticket.
-            chunk = max(1, chunk // 2) if exc.store == GRAPH else chunk
-    for store in (Store.SESSION_REGISTRY, GRAPH):
+            chunk = max(1, chunk // 2) if exc.store == Store.CONFLICT_GRAPH else chunk
+    for store in (Store.SESSION_REGISTRY, Store.CONFLICT_GRAPH):  # asked about every batch
         outages.answered(store)
-    asked: set[str] = {RECALL} if any(e.type == "decision_recorded" for e in events) else set()
+    asked: set[str] = {Store.RECALL_INDEX} if any(e.type == "decision_recorded" for e in events) else set()
     _log_stores(outages, warnings, asked)
     report.warnings += warnings
     try:

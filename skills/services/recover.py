@@ -54,5 +54,4 @@ def recover(stores: Stores, place: Place | None, beats: Iterable[Beat] | None = 
     found = detect(facts, liveness, now=now)
     if place is None:
         return found
-    root = str(place.root)
-    return read_prizmkit(place.root, lambda branch: liveness.branch_exists(root, branch), found=found)
+    return read_prizmkit(place.root, lambda branch: liveness.branch_exists(str(place.root), branch), found=found)

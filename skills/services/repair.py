@@ -76,8 +76,7 @@ def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
     when the registry cannot be read; another store that fails adds a warning and is left as it was."""
     report = RepairReport(window or stores.settings.repair_window)
     since = clock.now() - report.window
-    projects = stores.registry.projects().unwrap(Store.SESSION_REGISTRY)
-    for name in projects:
+    for name in stores.registry.projects().unwrap(Store.SESSION_REGISTRY):
         scoped = stores.for_project(name)
         # The pairs this repair signalled: a pair whose tickets fall in two chunks, once.
         signals = functools.partial(_repair_signals, since=since, signalled=set())

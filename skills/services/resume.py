@@ -272,24 +272,19 @@ def _leases(stores: Stores, session: Session, result: ResumeResult) -> None:
     at, grace = clock.now(), stores.settings.lease_grace
     held = leases_of(session, at, grace)
     result.leases = [lease for lease in held if lease.active]
-    others: list[Session] = []
-    if any(lease.state == "lapsed" for lease in held):  # taken? only another ticket's grant tells
-        listed = stores.registry.list_sessions()
-        if isinstance(listed, Found):
-            others = listed.value
-    result.lease_notices = notices(session, others, at, grace)
+    # Taken? only another ticket's grant tells.
+    listed = stores.registry.list_sessions() if any(lease.state == "lapsed" for lease in held) else None
+    result.lease_notices = notices(session, listed.value if isinstance(listed, Found) else [], at, grace)
 
 
 def read_session(stores: Stores, task_id: TicketId) -> ResumeResult:
     """What resume_session reads of task_id, binding nothing and running no probe nor check
     of the worktree (what the dashboard shows)."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return _read(stores, task_id, limit=5, pool=pool, workflow_root=None, compatible_with=None,
-                     all_decisions=False)[0]
+    return _read(stores, task_id)[0]
 
 
-def _read(stores: Stores, task_id: TicketId, *, limit: int, pool: ThreadPoolExecutor, workflow_root: Path | None,
-          compatible_with: Place | None, all_decisions: bool
+def _read(stores: Stores, task_id: TicketId, *, limit: int = 5, pool: ThreadPoolExecutor | None = None,
+          workflow_root: Path | None = None, compatible_with: Place | None = None, all_decisions: bool = False
           ) -> tuple[ResumeResult, Found[Session] | NotFound | Unavailable, Future[list[Check]] | None]:
     """read_session, what the registry answered (a resume's bind starts from it), and the
     compatibility checks against compatible_with, running on pool (None: none asked)."""
@@ -310,7 +305,7 @@ def _read(stores: Stores, task_id: TicketId, *, limit: int, pool: ThreadPoolExec
         # Related decisions are found from the ticket's own and from what it is about.
         if session.decisions or session.goal or session.next_action:
             asked["recall"] = lambda: _related(stores, session, limit, all_decisions)
-        if compatible_with is not None:
+        if compatible_with is not None and pool is not None:
             checked = pool.submit(compatibility, session, compatible_with, stores.settings.environment_lockfiles,
                                   stores.deadline, fetch_from=stores.settings.checkpoint_remote,
                                   fetch=stores.settings.checkpoint_push != "off")

@@ -66,8 +66,14 @@ def _checkpoint(stores: Stores, place: Place, session: Session, checkpoint_id: s
         raise BadInput(f"{session.task_id} has no checkpoint: take one with `baton checkpoint`")
     root = _repository(place)
     found = read(root, wanted, deadline=stores.deadline)
-    if isinstance(found, NotFound):
-        fetch_missing(stores, place, session, wanted, newest=checkpoint_id is None)
+    if isinstance(found, NotFound):  # fetched from the git remote its record names, else an error saying why
+        not_fetched = _fetch(stores, place, session, wanted, checkpoint_id is None)
+        if not_fetched is not None:
+            message = (f"{not_fetched.reason}; nothing written. Another one: `baton restore {session.task_id}@ID` "
+                       f"(`baton checkpoints {session.task_id}`)")
+            if not_fetched.unreachable:
+                raise StoreUnavailable("checkpoints", message)
+            raise BadInput(message)
         found = read(root, wanted, deadline=stores.deadline)
     checkpoint = found.unwrap("checkpoints")
     if checkpoint is None:
@@ -75,24 +81,10 @@ def _checkpoint(stores: Stores, place: Place, session: Session, checkpoint_id: s
     return checkpoint
 
 
-def fetch_missing(stores: Stores, place: Place, session: Session, wanted: str, *, newest: bool) -> None:
-    """Fetch the ticket's checkpoint `wanted` (an id or a prefix of one the registry
-    records), which this clone lacks, from the git remote its record names. Raises BadInput
-    when the registry records no such checkpoint or the remote does not hold it,
-    StoreUnavailable when the remote cannot be reached: each saying which checkpoint, why,
-    and how to pick another."""
-    not_fetched = _fetch(stores, place, session, wanted, newest)
-    if not_fetched is None:
-        return
-    message = (f"{not_fetched.reason}; nothing written. Another one: `baton restore {session.task_id}@ID` "
-               f"(`baton checkpoints {session.task_id}`)")
-    if not_fetched.unreachable:
-        raise StoreUnavailable("checkpoints", message)
-    raise BadInput(message)
-
-
 def _fetch(stores: Stores, place: Place, session: Session, wanted: str, newest: bool) -> NotFetched | None:
-    """Why the checkpoint wanted could not be fetched, naming it (None: it was)."""
+    """Why the ticket's checkpoint `wanted` (an id or a prefix of one the registry records),
+    which this clone lacks, could not be fetched from the git remote its record names,
+    naming it (None: it was). BadInput when the registry records no such checkpoint."""
     from baton.skills.core.checkpoint_remote import NotFetched, fetch
 
     recorded = recorded_checkpoint(stores, session, wanted)

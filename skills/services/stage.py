@@ -137,7 +137,8 @@ def record_stage(stores: Stores, place: Place, command: StageCommand, at: dateti
         proof = artifact_proof(root, command.evidence, _WHAT.get(authority or "", "evidence"))
         if not proof.held:
             raise BadInput(f"{command.status} not recorded: {proof.reason}")
-        evidence = {"kind": "artifact", "path": _relative(root, command.evidence)}
+        evidence = {"kind": "artifact",
+                    "path": os.path.relpath(os.path.realpath(root / command.evidence), os.path.realpath(root))}
     if authority == "check":
         if ran is None:
             raise BadInput(f"{command.status} needs a passing check Baton runs: --check CMD")
@@ -174,11 +175,6 @@ def _commit_evidence(root: Path, place: Place, status: str, deadline: Deadline) 
     if not proof.held:
         raise BadInput(f"{status} not recorded: {proof.reason}")
     return {"kind": "commit", "commit": head, "branch": branch}
-
-
-def _relative(root: Path, path: str) -> str:
-    full = os.path.realpath(root / path)
-    return os.path.relpath(full, os.path.realpath(root))
 
 
 class StageProof(NamedTuple):

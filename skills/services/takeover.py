@@ -100,20 +100,12 @@ def refuse_contested(stores: Stores, task_id: TicketId, place: Place, session_id
                    f"are kept as its own and change nothing of the ticket)")
 
 
-@dataclass(frozen=True, slots=True)
-class Taken:
-    """A take-over stored: the run the bind starts, the run it superseded, and warnings."""
-
-    run_id: str
-    superseded_run: str | None
-    warnings: list[str]
-
-
 def take_over(stores: Stores, task_id: TicketId, place: Place, session_id: str, holder: Holder, session: Session,
-              at: datetime) -> Taken:
+              at: datetime, report: WriteReport) -> tuple[str, str | None]:
     """Move the ticket from holder to session_id in a new run, with the next fencing token:
     the take-over is stored in the registry at once (StoreUnavailable when it cannot be), and
-    refused (Refused) when another take-over was granted the same token first."""
+    refused (Refused) when another take-over was granted the same token first. Answers the
+    run the bind starts and the run it superseded; report takes the warnings."""
     from baton.registry.model import TakenOver
 
     token = session.token + 1
@@ -129,12 +121,11 @@ def take_over(stores: Stores, task_id: TicketId, place: Place, session_id: str, 
         raise Refused(f"{task_id} was taken over by {granted.worktree_path} first (token {token}); nothing "
                       f"written: `baton resume {task_id}` shows who holds it")
     stores.sink.keep_decided([event])
-    report = WriteReport()
     reason = (f"{TAKEN_OVER}{place.root} took {task_id} over from {holder.worktree_path} (token {token}); this run is "
               "superseded: what it records now is kept as its own and changes nothing of the ticket")
     publish(stores, [wire_signal(SignalType.ticket_claimed, f"takeover:{task_id}:{token}",
                                  ActiveTask(task_id, session_id, "bind"), place.repo, at, reason=reason)], report)
-    return Taken(run_id, superseded_run, report.warnings)
+    return run_id, superseded_run
 
 
 def superseded_notice(session: Session, session_id: str | None) -> dict | None:

@@ -71,10 +71,7 @@ def update_asked(stores: Stores, place: Place, request: UpdateRequest) -> Update
     # What a check printed is shown and stored redacted alike.
     checks = [replace(c, command=stores.redact(c.command), summary=stores.redact(c.summary))
               for c in run_checks(request.checks, place.root, request.timeout)]
-    report = update(stores, task, place, phase=request.phase, next_action=request.next_action,
-                    done=request.done, failed=request.failed, depends_on=request.depends_on,
-                    goal=request.goal, constraints=request.constraints, remaining=request.todo,
-                    evidence=request.evidence, checks=checks)
+    report = update(stores, task, place, request, checks)
     if checks:
         report.warnings += checkpoint_here(stores, task, place, "check")
     return UpdateDone(task, report, checks)
@@ -104,20 +101,19 @@ def _text(label: str, value: str) -> str:
     return stripped
 
 
-def update(stores: Stores, task: ActiveTask, place: Place, *, phase: str | None = None,
-           next_action: str | None = None, done: Sequence[str] = (), failed: Sequence[str] = (),
-           depends_on: Sequence[str] = (), goal: str | None = None, constraints: Sequence[str] = (),
-           remaining: Sequence[str] = (), evidence: Sequence[str] = (), checks: Sequence[CheckResult] = (),
+def update(stores: Stores, task: ActiveTask, place: Place, request: UpdateRequest, checks: Sequence[CheckResult] = (),
            at: datetime | None = None) -> WriteReport:
-    """Record phase, next action, steps, failures, dependencies and the journal's goal,
-    constraints, remaining work, evidence (reported by the agent) and checks (each with its
-    own provenance)."""
+    """Record the request's phase, next action, steps, failures, dependencies and the journal's
+    goal, constraints, remaining work, evidence (reported by the agent) and checks (run
+    already, each with its own provenance); its task_id and its checks' commands are not read."""
     at = at or clock.now()
+    phase = request.phase
     texts = {label: [_text(f"{label} text", value) for value in values] for label, values in (
-        ("--done", done), ("--failed", failed), ("--constraint", constraints), ("--todo", remaining),
-        ("--evidence", evidence), ("--next", [next_action] if next_action is not None else []),
-        ("--goal", [goal] if goal is not None else []))}
-    dependencies = [parse_ticket_id(d) for d in depends_on]
+        ("--done", request.done), ("--failed", request.failed), ("--constraint", request.constraints),
+        ("--todo", request.todo), ("--evidence", request.evidence),
+        ("--next", [request.next_action] if request.next_action is not None else []),
+        ("--goal", [request.goal] if request.goal is not None else []))}
+    dependencies = [parse_ticket_id(d) for d in request.depends_on]
     if task.task_id in dependencies:
         raise BadInput(f"{task.task_id} cannot depend on itself")
     if phase is not None and phase not in PHASES:
