@@ -16,6 +16,16 @@ def to_text(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
+def shown(moment: datetime) -> str:
+    """A time as Baton shows it to people and agents."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def minute(moment: datetime) -> str:
+    """ISO 8601 to the minute in UTC, as lease and take-over notices state a time."""
+    return f"{to_text(moment)[:16]}Z"
+
+
 def parse(text: str) -> datetime:
     """Parse an ISO 8601 time; a time without a zone is taken as UTC."""
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -145,7 +145,7 @@ class Recovery:
                 stage += f" (next: {one_line(c.next_stage)})"
             lines += ["", f"ticket: {one_line(c.task_id)}", f"branch: {one_line(c.branch)}",
                       f"worktree: {one_line(c.worktree)}",
-                      f"last activity: {_when(c.last_activity)}",
+                      f"last activity: {clock.shown(c.last_activity)}",
                       f"stage: {stage}", f"agent: {one_line(c.agent)}"]
             if c.source != "baton":
                 lines.append(f"record: {one_line(c.source)}")
@@ -438,10 +438,6 @@ def _modified(path: Path) -> datetime:
 
 def _relative(path: Path, root: Path) -> str:
     return str(path.relative_to(root))  # every record's path is built under root
-
-
-def _when(moment: datetime) -> str:
-    return moment.astimezone(clock.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _age(age: timedelta) -> str:

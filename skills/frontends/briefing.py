@@ -15,9 +15,9 @@ section of their own.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
+from baton import clock
 from baton.shown_text import clipped, one_line
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def session_context(result: ResumeResult, *, handoff: str | None = None) -> tupl
     labelled = {"Superseded": result.superseded["notice"] if result.superseded is not None else None,
                 "Next action": session.next_action or None, "Depends on": ", ".join(session.depends_on) or None}
     header = [title, (f"Phase {session.phase.value}, status {session.status.value}, "
-                      f"last activity {when(session.last_activity)}."),
+                      f"last activity {clock.shown(session.last_activity)}."),
               *(f"{label}: {value}" for label, value in labelled.items() if value is not None)]
     newest = lambda entries: sorted(entries, key=lambda e: e.at, reverse=True)  # noqa: E731
     sections = [
@@ -116,18 +116,11 @@ def fit(header: list[str], sections: Sequence[Section], footer: list[str], limit
     return "\n".join(lines + footer), shown
 
 
-def when(moment: datetime) -> str:
-    """A time as Baton shows it to people and agents."""
-    from baton.clock import UTC
-
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
 def signal_line(signal: Signal | WireSignal) -> str:
     """A signal (the model or its stored form) in one line: when, then its summary (paths
     and reasons as data). Here rather than in baton.skills.frontends.render, whose imports
     (resume, handoffs, the models) the prompt hook cannot pay."""
-    return f"{when(signal.emitted_at)} {one_line(signal.summary())}"
+    return f"{clock.shown(signal.emitted_at)} {one_line(signal.summary())}"
 
 
 def signals_told(task_id: str, signals: Sequence[WireSignal], forks: dict[str, str]) -> str:
@@ -143,7 +136,7 @@ def signals_told(task_id: str, signals: Sequence[WireSignal], forks: dict[str, s
         line = signal_line(signal)
         if other in forks:
             changed = ", ".join(signal.file_paths)
-            line = (f"{when(signal.emitted_at)} fork of: {forks[other]}; both change {changed}, "
+            line = (f"{clock.shown(signal.emitted_at)} fork of: {forks[other]}; both change {changed}, "
                     "as expected (not a conflict)")
         lines.append(f"- {_clip(line)}")
     if len(signals) > len(shown):

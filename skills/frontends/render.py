@@ -10,8 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from baton import clock
 from baton.shown_text import escape_controls, one_line
-from baton.skills.frontends.briefing import signal_line, unavailable_stores, when
+from baton.skills.frontends.briefing import signal_line, unavailable_stores
 from baton.skills.handoff.files import HANDOFFS_DIR, LATEST, NO_HANDOFF
 from baton.skills.handoff.journal import journal_of
 from baton.skills.handoff.verify import Verification
@@ -62,7 +63,7 @@ def resume_markdown(result: ResumeResult) -> str:
     journal = journal_of(session)
     lines = [f"## Resuming {session.task_id}",
              (f"**Phase:** {session.phase.value} | **Status:** {session.status.value} | "
-              f"**Last activity:** {when(session.last_activity)}")]
+              f"**Last activity:** {clock.shown(session.last_activity)}")]
     told = lambda item: f"{one_line(item.text)} [{item.provenance}]" if item else None  # noqa: E731
     branch = f" (branch {one_line(session.branch)})" if session.branch else ""
     # The header's other lines, each shown when its value is not None.
@@ -96,7 +97,7 @@ def resume_markdown(result: ResumeResult) -> str:
         lines += _section(title, [f"- [{i.provenance}] {one_line(i.text)}"
                                   + (f" ({one_line(i.context)})" if i.context else "") for i in items])
     lines += _section("Checks run", [f"- [{c.provenance}] `{one_line(c.command)}` {c.result}"
-                                     + (f": {one_line(c.summary)}" if c.summary else "") + f" ({when(c.at)})"
+                                     + (f": {one_line(c.summary)}" if c.summary else "") + f" ({clock.shown(c.at)})"
                                      for c in journal.checks])
     lines += _section("Evidence", [f"- [{e.provenance}] {one_line(e.text)}" for e in journal.evidence])
     lines += _section("Related decisions from other tasks", [f"- {one_line(r.task_id)} ({r.score:.2f}): "
@@ -185,7 +186,7 @@ def live_state_lines(verification: Verification, *, level: str) -> list[str]:
     if verification.path is None or verification.note:
         where = f" {one_line(verification.path)}" if verification.path else ""
         return ["", f"{level} Live state", f"- handoff{where} not verified: {one_line(verification.note or '')}"]
-    written = f", written {when(verification.written_at)}" if verification.written_at else ""
+    written = f", written {clock.shown(verification.written_at)}" if verification.written_at else ""
     counts = ", ".join(f"{n} {_STATUS_WORDS[status]}" for status, n in verification.counts().items() if n)
     lines = ["", f"{level} Live state (re-verified now from {one_line(verification.path)}{written})",
              (f"{counts}. " if counts else "No live-state claims. ")
@@ -236,7 +237,7 @@ def listing_text(listing: Listing, now: datetime, *, colour: bool) -> str:
     for line in listing.lines:
         parts = [*([one_line(line.project)] if line.project is not None else []), line.task_id,
                  line.phase if line.status == "active" else f"{line.phase} ({line.status})",
-                 f"last: {when(line.last_activity)} ({ago(line.last_activity, now)})"
+                 f"last: {clock.shown(line.last_activity)} ({ago(line.last_activity, now)})"
                  + (" [stale]" if line.stale else ""),
                  f"{len(line.files_touched)} file{'s' if len(line.files_touched) != 1 else ''}"]
         if line.fork_of:

@@ -64,7 +64,7 @@ class Lease:
     def line(self) -> str:
         kind = "exclusive" if self.exclusive else "shared"
         if self.state == "active":
-            when = f"until {clock.to_text(self.expires_at)[:16]}Z"
+            when = f"until {clock.minute(self.expires_at)}"
         elif self.state == "released":
             by = f"force-released by {self.released_by}" if self.forced else "released"
             when = f"{by}" + (f" ({self.release_reason})" if self.release_reason else "")
@@ -104,7 +104,7 @@ def refusal_line(pattern: str, lease: Lease) -> str:
     why = f": {lease.reason}" if lease.reason else ""
     kind = "exclusive" if lease.exclusive else "shared"
     return (f"{pattern} overlaps {lease.pattern}, held {kind} by {who} until "
-            f"{clock.to_text(lease.expires_at)[:16]}Z{why}; ask its holder to release it, or a lead may "
+            f"{clock.minute(lease.expires_at)}{why}; ask its holder to release it, or a lead may "
             f"`baton release --force --ticket {lease.task_id} --reason TEXT`")
 
 
@@ -343,7 +343,7 @@ def notices(session: Session, sessions: Sequence[Session], at: datetime, grace: 
         elif lease.state == "lapsed":
             taken = [o for o in others if o.repo == lease.repo and o.granted_at > lease.expires_at
                      and (o.exclusive or lease.exclusive) and overlap(o.pattern, lease.pattern)]
-            told.append(f"lease {lease.pattern} lapsed at {clock.to_text(lease.expires_at)[:16]}Z"
+            told.append(f"lease {lease.pattern} lapsed at {clock.minute(lease.expires_at)}"
                         + (f" and was taken by {taken[0].task_id} ({taken[0].pattern})" if taken else "")
                         + "; claim it again to hold it")
     return told

@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
+from baton import clock
 from baton.errors import BadInput
 from baton.files import FileRef, WorktreeLocator, check_path_text
 from baton.outcome import Found, Unavailable
@@ -100,7 +101,7 @@ def verdict(touches: Mapping[str, Sequence[Touch]], leases: Mapping[str, Sequenc
 
 
 def _exclusive_reason(exclusive: list[Holding], on_exclusive: str) -> str:
-    held = "; ".join(f"{h.path} is held exclusively by {_who(h)} until {_time(h.at)}"
+    held = "; ".join(f"{h.path} is held exclusively by {_who(h)} until {clock.shown(h.at)}"
                      + (f" ({clipped(one_line(h.reason), NEXT_ACTION_WIDTH)})" if h.reason else "")
                      for h in exclusive[:SHOWN_HOLDERS])
     more = f"; and {len(exclusive) - SHOWN_HOLDERS} more" if len(exclusive) > SHOWN_HOLDERS else ""
@@ -115,8 +116,8 @@ def _overlap_context(holdings: list[Holding]) -> str:
     lines = [("Baton: before this edit, note that another active ticket works on these files "
               "(advisory: coordinate with its holder, or keep your change apart):")]
     for h in holdings[:SHOWN_HOLDERS * 2]:
-        what = (f"touched it, last at {_time(h.at)}" if h.kind == "touch"
-                else f"holds a shared lease on it ({one_line(h.pattern or h.path)}) until {_time(h.at)}")
+        what = (f"touched it, last at {clock.shown(h.at)}" if h.kind == "touch"
+                else f"holds a shared lease on it ({one_line(h.pattern or h.path)}) until {clock.shown(h.at)}")
         line = f"- {h.path}: {_who(h)} {what}"
         if h.reason:
             line += f"; lease reason: {clipped(one_line(h.reason), NEXT_ACTION_WIDTH)}"
@@ -133,10 +134,6 @@ def _who(h: Holding) -> str:
     if h.branch:
         parts.append(f"branch {one_line(h.branch)}")
     return f"ticket {one_line(h.task_id)}" + (f" ({', '.join(parts)})" if parts else "")
-
-
-def _time(at: datetime) -> str:
-    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def target_refs(raw_paths: Sequence[str], cwd: Path, locator: WorktreeLocator) -> list[FileRef]:

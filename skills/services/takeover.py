@@ -48,7 +48,7 @@ class Holder:
         about = ", ".join(filter(None, [f"branch {self.branch}" if self.branch else None,
                                         f"agent {self.agent}" if self.agent else None]))
         return (f"{self.worktree_path}" + (f" ({about})" if about else "")
-                + f" since {_minute(self.since)}, last active {_minute(self.last_activity)}")
+                + f" since {clock.minute(self.since)}, last active {clock.minute(self.last_activity)}")
 
 
 def holder_elsewhere(stores: Stores, session: Session, place: Place, session_id: str,
@@ -138,10 +138,8 @@ def superseded_notice(session: Session, session_id: str | None) -> dict | None:
     return {"by_worktree": fence.worktree_path, "at": fence.at.isoformat(), "token": fence.token,
             "run_id": fence.superseded_run, "late_writes": len(late),
             "notice": (f"this worktree's run of {session.task_id} was taken over by {fence.worktree_path} at "
-                       f"{_minute(fence.at)} (token {fence.token}): what it records now is kept as the superseded "
+                       f"{clock.minute(fence.at)} (token {fence.token}): what it records now is kept as the superseded "
                        f"run's and changes nothing of the ticket ({len(late)} such writes so far); "
                        f"`baton resume {session.task_id} --take-over` takes it back")}
 
 
-def _minute(moment: datetime) -> str:
-    return f"{clock.to_text(moment)[:16]}Z"

@@ -28,7 +28,6 @@ from starlette.staticfiles import StaticFiles
 
 from baton import clock
 from baton.errors import BadInput, StoreUnavailable
-from baton.skills.frontends.briefing import when
 from baton.skills.frontends.web.guard import AccessGuard
 from baton.skills.frontends.web.overview import Filters, OverviewSource, Snapshot, changes, conflict_map, reading
 from baton.skills.runtime.settings import Settings
@@ -179,7 +178,7 @@ def create_app(settings: Settings, *, token: str | None, loopback: bool) -> Acce
 def _hm(moment: str | datetime | None) -> str:
     if not moment:
         return ""
-    return when(clock.parse(moment) if isinstance(moment, str) else moment)
+    return clock.shown(clock.parse(moment) if isinstance(moment, str) else moment)
 
 
 def _handoff_state(record: dict | None) -> str:
