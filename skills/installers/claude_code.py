@@ -294,7 +294,6 @@ class InstallRecords:
             write_file(path, new)
 
     def forget(self, path: Path) -> None:
-        """Drop the record of a settings file or of a skill file."""
         data = self._all()
         if data.pop(str(path), None) is not None:
             write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
@@ -388,9 +387,9 @@ def remove_baton_handlers(data: dict, path: Path, *, created: set[str] | None) -
         if any(_baton_handlers(group) for group in groups):
             events.append(event)
             hooks[event] = _without_baton(groups)
-            if not hooks[event] and _ours(f"hooks.{event}", created):
+            if not hooks[event] and (created is None or f"hooks.{event}" in created):
                 del hooks[event]
-    if events and not hooks and _ours("hooks", created):
+    if events and not hooks and (created is None or "hooks" in created):
         del data["hooks"]
     return events
 
@@ -406,10 +405,6 @@ def _without_baton(groups: list) -> list:
         elif rest:
             kept.append({**group, "hooks": rest})
     return kept
-
-
-def _ours(container: str, created: set[str] | None) -> bool:
-    return created is None or container in created
 
 
 def _baton_handlers(group: object) -> list[dict]:

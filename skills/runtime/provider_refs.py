@@ -66,10 +66,6 @@ def _read_refs(home: Path) -> dict:
     return held_refs if isinstance(held_refs, dict) else {}
 
 
-def _write_refs(home: Path, refs: dict) -> None:
-    write_whole(home / REFS_FILE, json.dumps(refs))  # 0600
-
-
 def _plain(ref: ProviderRef) -> bytes:
     return json.dumps({"agent": ref.agent, "session_id": ref.session_id, "transcript_path": ref.transcript_path,
                        "host": ref.host}, sort_keys=True).encode()
@@ -95,7 +91,7 @@ def record(home: Path, task_id: str, run_id: str, session_id: str, transcript_pa
             return False  # another hook is writing: the next one records it
         refs = _read_refs(home)
         refs[run_id] = {"task_id": task_id, "mark": mark, "token": token}
-        _write_refs(home, refs)
+        write_whole(home / REFS_FILE, json.dumps(refs))  # 0600
     return True
 
 
