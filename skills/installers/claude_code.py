@@ -202,7 +202,7 @@ def claude_state(scope: str, place: Place) -> str:
     base = claude_dir(scope, place)
     hooks = read_settings(base / "settings.json")[1].get("hooks")
     events = [event for event, groups in hooks.items() if isinstance(groups, list)
-              and any(map(_baton_handlers, groups))] if isinstance(hooks, dict) else []
+              and any(map(baton_handlers, groups))] if isinstance(hooks, dict) else []
     skills = [skill for skill in skill_names() if (base / "skills" / skill / "SKILL.md").exists()]
     allowed = _allow(read_settings(rules_file(scope, base))[1], base)
     rules = [rule for rule in permission_rules() if rule in allowed]
@@ -367,7 +367,7 @@ def ensure_group(data: dict, path: Path, event: str, group: dict) -> bool:
     groups = hooks.get(event, [])
     if not isinstance(groups, list):
         raise BadInput(f"{path}: hooks.{event} is not a list; nothing changed")
-    if [g for g in groups if _baton_handlers(g)] == [group]:
+    if [g for g in groups if baton_handlers(g)] == [group]:
         return False
     data["hooks"] = hooks
     hooks[event] = [*_without_baton(groups), group]
@@ -384,7 +384,7 @@ def remove_baton_handlers(data: dict, path: Path, *, created: set[str] | None) -
     for event, groups in list(hooks.items()):
         if not isinstance(groups, list):
             raise BadInput(f"{path}: hooks.{event} is not a list; nothing changed")
-        if any(_baton_handlers(group) for group in groups):
+        if any(baton_handlers(group) for group in groups):
             events.append(event)
             hooks[event] = _without_baton(groups)
             if not hooks[event] and (created is None or f"hooks.{event}" in created):
@@ -398,7 +398,7 @@ def _without_baton(groups: list) -> list:
     """The groups without Baton's handlers; a group left with none goes."""
     kept = []
     for group in groups:
-        mine = _baton_handlers(group)
+        mine = baton_handlers(group)
         rest = [h for h in group["hooks"] if h not in mine] if mine else None
         if not mine:
             kept.append(group)
@@ -407,7 +407,7 @@ def _without_baton(groups: list) -> list:
     return kept
 
 
-def _baton_handlers(group: object) -> list[dict]:
+def baton_handlers(group: object) -> list[dict]:
     handlers = group.get("hooks") if isinstance(group, dict) else None
     return [h for h in handlers if isinstance(h, dict) and h.get("type") == "command"
             and is_baton_hook(h.get("command"))] if isinstance(handlers, list) else []

@@ -32,6 +32,7 @@ from baton.skills.installers.claude_code import (
     InstallRecords,
     agent_home,
     baton_executable,
+    baton_handlers,
     checked_scope,
     ensure_group,
     hook_containers,
@@ -185,15 +186,12 @@ def _baton_hook_keys(hooks_file: Path) -> list[str]:
         data = json.loads(hooks_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
-    keys = []
-    events = data.get("hooks", {}) if isinstance(data, dict) else {}
-    for event, groups in events.items() if isinstance(events, dict) else ():
-        for group_index, group in enumerate(groups if isinstance(groups, list) else []):
-            handlers = group.get("hooks", []) if isinstance(group, dict) else []
-            for handler_index, handler in enumerate(handlers if isinstance(handlers, list) else []):
-                if isinstance(handler, dict) and is_baton_hook(handler.get("command")) and event in KEY_EVENTS:
-                    keys.append(f"{hooks_file}:{KEY_EVENTS[event]}:{group_index}:{handler_index}")
-    return keys
+    events = data.get("hooks") if isinstance(data, dict) else None
+    return [f"{hooks_file}:{KEY_EVENTS[event]}:{group_index}:{handler_index}"
+            for event, groups in (events.items() if isinstance(events, dict) else ())
+            if event in KEY_EVENTS and isinstance(groups, list)
+            for group_index, group in enumerate(groups) if (mine := baton_handlers(group))
+            for handler_index, handler in enumerate(group["hooks"]) if handler in mine]
 
 
 def _of_file(key: str, hooks_file: Path) -> bool:
