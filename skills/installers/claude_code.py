@@ -159,13 +159,10 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
         original, data = read_settings(path)
         before = hook_containers(data)
         if path == report.settings:
-            for event in HOOKS:
-                if ensure_group(data, path, event, hook_group(HOOKS, event, executable)):
-                    report.events.append(event)
-        added: list[str] = []
-        if path == rules_file(scope, base):
-            added = _ensure_rules(data, path, permission_rules())
-            report.rules += added
+            report.events += [event for event in HOOKS
+                              if ensure_group(data, path, event, hook_group(HOOKS, event, executable))]
+        added = _ensure_rules(data, path, permission_rules()) if path == rules_file(scope, base) else []
+        report.rules += added
         if data != read_settings(path)[1]:
             kept = [rule for rule in records.rules(path) if rule in _allow(data, path) and rule not in added]
             records.settle(path, original, json_like(data, original), None, rules=kept + added,

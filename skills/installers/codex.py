@@ -86,10 +86,6 @@ def passed_variables() -> list[str]:
     return [*dict.fromkeys(names), "XDG_DATA_HOME", "XDG_RUNTIME_DIR"]
 
 
-def server_table(executable: str) -> dict:
-    return {"command": executable, "args": ["mcp"], "required": True, "env_vars": passed_variables()}
-
-
 def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
     """Write the server's table and the hooks, then trust the hooks by the hashes the `codex` on PATH reports for
     them."""
@@ -104,7 +100,7 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
     if not isinstance(servers, dict) or (SERVER in servers and not ours):
         raise BadInput(f"{report.config} already has an [mcp_servers.{SERVER}] table of its own: remove it, then "
                        "run `baton install codex` again; nothing changed")
-    wanted = server_table(executable)
+    wanted = {"command": executable, "args": ["mcp"], "required": True, "env_vars": passed_variables()}
     report.server = "unchanged" if servers.get(SERVER) == wanted else "updated" if SERVER in servers else "added"
     _table(config, "mcp_servers")[SERVER] = wanted
     trust_text, trust = (config_text, config) if report.trust_file == report.config else _read_toml(report.trust_file)
