@@ -16,6 +16,7 @@ import hmac
 import json
 import os
 import socket
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,11 +50,9 @@ def _key(home: Path, *, create: bool) -> bytes | None:
     from cryptography.fernet import Fernet
 
     make_directory(home)
-    try:  # the first writer wins; a racing one reads what it wrote
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
-        return read_private(path).strip()
-    with os.fdopen(fd, "wb") as out:
+    # The first writer wins; a racing one reads what it wrote.
+    with suppress(FileExistsError), os.fdopen(
+            os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb") as out:
         out.write(Fernet.generate_key())
     return read_private(path).strip()
 
