@@ -159,13 +159,10 @@ def install_claude(scope: str, place: Place, home: Path) -> InstallReport:
         original, data = read_settings(path)
         before = hook_containers(data)
         if path == report.settings:
-            for event in HOOKS:
-                if ensure_group(data, path, event, hook_group(HOOKS, event, executable)):
-                    report.events.append(event)
-        added: list[str] = []
-        if path == rules_file(scope, base):
-            added = _ensure_rules(data, path, permission_rules())
-            report.rules += added
+            report.events += [event for event in HOOKS
+                              if ensure_group(data, path, event, hook_group(HOOKS, event, executable))]
+        added = _ensure_rules(data, path, permission_rules()) if path == rules_file(scope, base) else []
+        report.rules += added
         if data != read_settings(path)[1]:
             kept = [rule for rule in records.rules(path) if rule in _allow(data, path) and rule not in added]
             records.settle(path, original, json_like(data, original), None, rules=kept + added,
@@ -202,7 +199,7 @@ def claude_state(scope: str, place: Place) -> str:
     base = claude_dir(scope, place)
     hooks = read_settings(base / "settings.json")[1].get("hooks")
     events = [event for event, groups in hooks.items() if isinstance(groups, list)
-              and any(map(_baton_handlers, groups))] if isinstance(hooks, dict) else []
+              and any(map(baton_handlers, groups))] if isinstance(hooks, dict) else []
     skills = [skill for skill in skill_names() if (base / "skills" / skill / "SKILL.md").exists()]
     allowed = _allow(read_settings(rules_file(scope, base))[1], base)
     rules = [rule for rule in permission_rules() if rule in allowed]
@@ -294,7 +291,6 @@ class InstallRecords:
             write_file(path, new)
 
     def forget(self, path: Path) -> None:
-        """Drop the record of a settings file or of a skill file."""
         data = self._all()
         if data.pop(str(path), None) is not None:
             write_file(self.path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
@@ -368,7 +364,7 @@ def ensure_group(data: dict, path: Path, event: str, group: dict) -> bool:
     groups = hooks.get(event, [])
     if not isinstance(groups, list):
         raise BadInput(f"{path}: hooks.{event} is not a list; nothing changed")
-    if [g for g in groups if _baton_handlers(g)] == [group]:
+    if [g for g in groups if baton_handlers(g)] == [group]:
         return False
     data["hooks"] = hooks
     hooks[event] = [*_without_baton(groups), group]
@@ -385,12 +381,12 @@ def remove_baton_handlers(data: dict, path: Path, *, created: set[str] | None) -
     for event, groups in list(hooks.items()):
         if not isinstance(groups, list):
             raise BadInput(f"{path}: hooks.{event} is not a list; nothing changed")
-        if any(_baton_handlers(group) for group in groups):
+        if any(baton_handlers(group) for group in groups):
             events.append(event)
             hooks[event] = _without_baton(groups)
-            if not hooks[event] and _ours(f"hooks.{event}", created):
+            if not hooks[event] and (created is None or f"hooks.{event}" in created):
                 del hooks[event]
-    if events and not hooks and _ours("hooks", created):
+    if events and not hooks and (created is None or "hooks" in created):
         del data["hooks"]
     return events
 
@@ -399,7 +395,7 @@ def _without_baton(groups: list) -> list:
     """The groups without Baton's handlers; a group left with none goes."""
     kept = []
     for group in groups:
-        mine = _baton_handlers(group)
+        mine = baton_handlers(group)
         rest = [h for h in group["hooks"] if h not in mine] if mine else None
         if not mine:
             kept.append(group)
@@ -408,11 +404,7 @@ def _without_baton(groups: list) -> list:
     return kept
 
 
-def _ours(container: str, created: set[str] | None) -> bool:
-    return created is None or container in created
-
-
-def _baton_handlers(group: object) -> list[dict]:
+def baton_handlers(group: object) -> list[dict]:
     handlers = group.get("hooks") if isinstance(group, dict) else None
     return [h for h in handlers if isinstance(h, dict) and h.get("type") == "command"
             and is_baton_hook(h.get("command"))] if isinstance(handlers, list) else []

@@ -32,6 +32,7 @@ from baton.skills.installers.claude_code import (
     InstallRecords,
     agent_home,
     baton_executable,
+    baton_handlers,
     checked_scope,
     ensure_group,
     hook_containers,
@@ -85,10 +86,6 @@ def passed_variables() -> list[str]:
     return [*dict.fromkeys(names), "XDG_DATA_HOME", "XDG_RUNTIME_DIR"]
 
 
-def server_table(executable: str) -> dict:
-    return {"command": executable, "args": ["mcp"], "required": True, "env_vars": passed_variables()}
-
-
 def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
     """Write the server's table and the hooks, then trust the hooks by the hashes the `codex` on PATH reports for
     them."""
@@ -103,7 +100,7 @@ def install_codex(scope: str, place: Place, home: Path) -> CodexReport:
     if not isinstance(servers, dict) or (SERVER in servers and not ours):
         raise BadInput(f"{report.config} already has an [mcp_servers.{SERVER}] table of its own: remove it, then "
                        "run `baton install codex` again; nothing changed")
-    wanted = server_table(executable)
+    wanted = {"command": executable, "args": ["mcp"], "required": True, "env_vars": passed_variables()}
     report.server = "unchanged" if servers.get(SERVER) == wanted else "updated" if SERVER in servers else "added"
     _table(config, "mcp_servers")[SERVER] = wanted
     trust_text, trust = (config_text, config) if report.trust_file == report.config else _read_toml(report.trust_file)
@@ -185,15 +182,12 @@ def _baton_hook_keys(hooks_file: Path) -> list[str]:
         data = json.loads(hooks_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
-    keys = []
-    events = data.get("hooks", {}) if isinstance(data, dict) else {}
-    for event, groups in events.items() if isinstance(events, dict) else ():
-        for group_index, group in enumerate(groups if isinstance(groups, list) else []):
-            handlers = group.get("hooks", []) if isinstance(group, dict) else []
-            for handler_index, handler in enumerate(handlers if isinstance(handlers, list) else []):
-                if isinstance(handler, dict) and is_baton_hook(handler.get("command")) and event in KEY_EVENTS:
-                    keys.append(f"{hooks_file}:{KEY_EVENTS[event]}:{group_index}:{handler_index}")
-    return keys
+    events = data.get("hooks") if isinstance(data, dict) else None
+    return [f"{hooks_file}:{KEY_EVENTS[event]}:{group_index}:{handler_index}"
+            for event, groups in (events.items() if isinstance(events, dict) else ())
+            if event in KEY_EVENTS and isinstance(groups, list)
+            for group_index, group in enumerate(groups) if (mine := baton_handlers(group))
+            for handler_index, handler in enumerate(group["hooks"]) if handler in mine]
 
 
 def _of_file(key: str, hooks_file: Path) -> bool:

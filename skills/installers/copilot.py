@@ -67,10 +67,6 @@ def hooks_text(executable: str) -> str:
     return json.dumps({"version": 1, "hooks": hooks}, indent=2) + "\n"
 
 
-def server_entry(executable: str) -> dict:
-    return {"type": "local", "command": executable, "args": ["mcp"], "tools": ["*"]}
-
-
 def _is_ours(entry: object) -> bool:
     return (isinstance(entry, dict) and entry.get("args") == ["mcp"] and isinstance(entry.get("command"), str)
             and os.path.basename(entry["command"]) == "baton")
@@ -85,7 +81,7 @@ def install_copilot(scope: str, place: Place, home: Path) -> CopilotReport:
         if servers.get(SERVER) is not None and not _is_ours(servers[SERVER]):
             raise BadInput(f"{config} already has an mcpServers.{SERVER} entry of its own: remove it, then run "
                            "`baton install copilot` again; nothing changed")
-        wanted = server_entry(baton_executable("user"))
+        wanted = {"type": "local", "command": baton_executable("user"), "args": ["mcp"], "tools": ["*"]}
         report.server = "unchanged" if servers.get(SERVER) == wanted else "updated" if SERVER in servers else "added"
         if report.server != "unchanged":
             created = {"mcpServers"} if "mcpServers" not in data else set()

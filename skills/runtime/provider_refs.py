@@ -16,6 +16,7 @@ import hmac
 import json
 import os
 import socket
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,11 +50,9 @@ def _key(home: Path, *, create: bool) -> bytes | None:
     from cryptography.fernet import Fernet
 
     make_directory(home)
-    try:  # the first writer wins; a racing one reads what it wrote
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
-        return read_private(path).strip()
-    with os.fdopen(fd, "wb") as out:
+    # The first writer wins; a racing one reads what it wrote.
+    with suppress(FileExistsError), os.fdopen(
+            os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb") as out:
         out.write(Fernet.generate_key())
     return read_private(path).strip()
 
@@ -64,10 +63,6 @@ def _read_refs(home: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return held_refs if isinstance(held_refs, dict) else {}
-
-
-def _write_refs(home: Path, refs: dict) -> None:
-    write_whole(home / REFS_FILE, json.dumps(refs))  # 0600
 
 
 def _plain(ref: ProviderRef) -> bytes:
@@ -95,7 +90,7 @@ def record(home: Path, task_id: str, run_id: str, session_id: str, transcript_pa
             return False  # another hook is writing: the next one records it
         refs = _read_refs(home)
         refs[run_id] = {"task_id": task_id, "mark": mark, "token": token}
-        _write_refs(home, refs)
+        write_whole(home / REFS_FILE, json.dumps(refs))  # 0600
     return True
 
 

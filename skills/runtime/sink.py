@@ -26,7 +26,6 @@ from baton.store_names import Store
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from baton.budget import Gate
     from baton.registry.kafka import KafkaEventLog
     from baton.registry.model import Event
     from baton.signals.kafka import KafkaSignalBus
@@ -182,13 +181,6 @@ def by_project(stores: Stores, keys: Sequence[str]) -> dict[str, list[int]]:
     return groups
 
 
-def _parsed(bodies: Sequence[str]) -> list[Event]:
-    from baton.registry.wire import event_adapter
-
-    adapter = event_adapter()
-    return [adapter.validate_json(body) for body in bodies]
-
-
 def _projected(stores: Stores, events: Sequence[Event]) -> list[str]:
     """The events applied to the stores through their projection: its warnings."""
     if stores.projection is None:
@@ -205,13 +197,13 @@ def _apply_pending(stores: Stores) -> list[str]:
     pending = stores.pending
     if not pending.waiting():
         return []
-    budget = stores.budget
+    from baton.budget import bolt_server, postgres_server
+
+    budget, graph_url, graph_down = stores.budget, stores.settings.graph_url, None
     try:
         if stores.settings.database_url:  # known down: no waiting for another delivery either
-            from baton.budget import postgres_server
-
             budget.gate(postgres_server(stores.settings.database_url)).refuse_known(Store.SESSION_REGISTRY)
-        graph, graph_down = _graph_gate(stores), None
+        graph = budget.gate(bolt_server(graph_url)) if graph_url else None
         try:  # known down, in this command or by the health record
             if graph is not None:
                 graph.refuse_known(GRAPH)
@@ -223,9 +215,11 @@ def _apply_pending(stores: Stores) -> list[str]:
             warnings = [f"{graph_down}; {len(waiting)} writes wait for it in {pending.path}"] if graph_down else []
             if not due:
                 return warnings
-            found = []
-            for project, positions in by_project(stores, [e.key for e in due]).items():
-                found += _projected(stores.for_project(project), _parsed([due[p].body for p in positions]))
+            from baton.registry.wire import event_adapter
+
+            found, adapter = [], event_adapter()
+            for project, kept in by_project(stores, [e.key for e in due]).items():
+                found += _projected(stores.for_project(project), [adapter.validate_json(due[p].body) for p in kept])
             # Not heard from in this command (one that answered with an error may refuse them forever).
             if graph is not None and graph.unreachable:
                 pending.mark_taken([e.message_id for e in due])
@@ -234,12 +228,3 @@ def _apply_pending(stores: Stores) -> list[str]:
             return warnings + found
     except StoreUnavailable as exc:
         return [f"{exc}; {pending.waiting()} earlier writes still wait in {pending.path}"]
-
-
-def _graph_gate(stores: Stores) -> Gate | None:
-    """The graph server's gate in the command's budget, when the graph is on a server."""
-    if not stores.settings.graph_url:
-        return None
-    from baton.budget import bolt_server
-
-    return stores.budget.gate(bolt_server(stores.settings.graph_url))

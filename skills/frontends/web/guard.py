@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Protocol
 from urllib.parse import parse_qs
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 COOKIE = "baton_dashboard"
@@ -57,20 +59,20 @@ class AccessGuard:
             return
         headers = _headers(scope)
         if self.loopback and _host_name(headers.get("host", "")) not in LOOPBACK_HOSTS:
-            await _plain(send, 400, b"Bad Host header: this dashboard answers on loopback only")
+            await _respond(send, 400, b"Bad Host header: this dashboard answers on loopback only")
             return
         method, path = scope["method"], scope["path"]
         if method == "POST" and path == "/login" and self.token:
             await self._login(receive, send, self.token)
             return
         if method not in ("GET", "HEAD"):
-            await _plain(send, 405, b"Method Not Allowed: the dashboard is read-only", [(b"allow", b"GET, HEAD")])
+            await _respond(send, 405, b"Method Not Allowed: the dashboard is read-only", [(b"allow", b"GET, HEAD")])
             return
         if self.token and not self._admitted(headers, self.token):
             if "text/html" in headers.get("accept", "") and path != "/events":
-                await _html(send, 401, self.login_page(failed=False))
+                await _respond(send, 401, self.login_page(failed=False), kind=b"text/html")
             else:
-                await _plain(send, 401, b"Unauthorized: this dashboard needs its token",
+                await _respond(send, 401, b"Unauthorized: this dashboard needs its token",
                              [(b"www-authenticate", b'Bearer realm="baton"')])
             return
 
@@ -99,13 +101,13 @@ class AccessGuard:
             message = await receive()
             body += message.get("body", b"")
             if len(body) > MAX_LOGIN_BODY:
-                await _plain(send, 413, b"Request body too large")
+                await _respond(send, 413, b"Request body too large")
                 return
             if not message.get("more_body"):
                 break
         given = parse_qs(body.decode("utf-8", "replace")).get("token", [""])[0]
         if not hmac.compare_digest(given.encode(), token.encode()):
-            await _html(send, 401, self.login_page(failed=True))
+            await _respond(send, 401, self.login_page(failed=True), kind=b"text/html")
             return
         cookie = f"{COOKIE}={cookie_value(token)}; HttpOnly; SameSite=Strict; Path=/"
         await send({"type": "http.response.start", "status": 303,
@@ -124,16 +126,9 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
-async def _plain(send: Send, status: int, text: bytes, extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    await _respond(send, status, b"text/plain; charset=utf-8", text, extra or [])
-
-
-async def _html(send: Send, status: int, page: bytes) -> None:
-    await _respond(send, status, b"text/html; charset=utf-8", page, [])
-
-
-async def _respond(send: Send, status: int, content_type: bytes, body: bytes, extra: list[tuple[bytes, bytes]]) -> None:
+async def _respond(send: Send, status: int, body: bytes, extra: Sequence[tuple[bytes, bytes]] = (), *,
+                   kind: bytes = b"text/plain") -> None:
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode()),
+                "headers": [(b"content-type", kind + b"; charset=utf-8"), (b"content-length", str(len(body)).encode()),
                             *SECURITY_HEADERS, *extra]})
     await send({"type": "http.response.body", "body": body})
