@@ -104,10 +104,7 @@ class Budget:
     def gate(self, server: Server) -> Gate:
         """The one gate of a server in this command (stores on one server share it)."""
         with self._lock:
-            gate = self._gates.get(server.name)
-            if gate is None:
-                gate = self._gates[server.name] = Gate(self, server)
-            return gate
+            return self._gates.setdefault(server.name, Gate(self, server))
 
     def spent(self) -> str:
         if self._deadline_spent():

@@ -37,11 +37,7 @@ def home_refusal(home: str | os.PathLike[str]) -> str | None:
     me = os.geteuid()
     path = os.path.abspath(home)
     real = os.path.realpath(path)
-    reason = _links(path, me) if real != path else None
-    if reason is None:
-        reason = _directory(real, me)
-    if reason is None:
-        reason = _above(real, me)
+    reason = (_links(path, me) if real != path else None) or _directory(real, me) or _above(real, me)
     return None if reason is None else f"refusing data home {path}: {reason}"
 
 
