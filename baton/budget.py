@@ -104,10 +104,7 @@ class Budget:
     def gate(self, server: Server) -> Gate:
         """The one gate of a server in this command (stores on one server share it)."""
         with self._lock:
-            gate = self._gates.get(server.name)
-            if gate is None:
-                gate = self._gates[server.name] = Gate(self, server)
-            return gate
+            return self._gates.setdefault(server.name, Gate(self, server))
 
     def spent(self) -> str:
         if self._deadline_spent():
@@ -127,14 +124,13 @@ class Gate:
     def __init__(self, budget: Budget, server: Server) -> None:
         self.budget = budget
         self.server = server
-        self._failure: str | None = None
-        self._reached = False
-        self._record_read = False
         self._cleared = False
-        self.unreachable = False  # whether the failure in this command was the server's silence
+        self.forget()
 
     def forget(self) -> None:
-        self._failure, self._reached, self._record_read, self.unreachable = None, False, False, False
+        self._failure: str | None = None
+        self._reached = self._record_read = False
+        self.unreachable = False  # whether the failure in this command was the server's silence
 
     def left(self) -> float:
         """Seconds the call in progress may still wait (at least a little, so a client

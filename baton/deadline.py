@@ -64,10 +64,6 @@ class Deadline(WaitClock):
     def __str__(self) -> str:
         return f"the command's {self.seconds:g} s deadline ({SETTING})"
 
-    def spent(self, what: str) -> str:
-        """How a wait not even started is told."""
-        return f"{what}: not started, no time left of {self}"
-
 
 class Wait:
     """One wait: how long it may last, and how its running out is told (its own cap, or

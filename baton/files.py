@@ -51,7 +51,7 @@ _SECTION = re.compile(r'\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]
 _SCP_LIKE = re.compile(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$")
 
 
-def check_path_text(raw: str) -> str:
+def check_path_text(raw: str) -> None:
     """Reject paths that cannot name a file Baton can store."""
     if raw == "":
         raise BadInput("empty path")
@@ -61,7 +61,6 @@ def check_path_text(raw: str) -> str:
     except UnicodeEncodeError:
         shown = raw.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         raise BadInput(f"path is not valid UTF-8: {shown}") from None
-    return raw
 
 
 def normalise_remote(url: str) -> str:

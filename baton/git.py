@@ -51,7 +51,8 @@ def run_git(cwd: Path | str, *args: str, cap: float = GIT_CAP, deadline: Deadlin
     what = f"git {subcommand(args)}"
     wait = wait_for(cap, deadline)
     if wait.seconds <= 0:
-        raise GitFailed(deadline.spent(what) if deadline is not None else f"{what}: no time to run")
+        raise GitFailed(f"{what}: not started, no time left of {deadline}" if deadline is not None
+                        else f"{what}: no time to run")
     argv = git_argv(*args)
     try:
         with deadline.waiting() if deadline is not None else nullcontext():

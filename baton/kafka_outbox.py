@@ -244,17 +244,14 @@ class KafkaOutbox(Outbox):
                              on_delivery=self._answer(entry.message_id))
         producer.flush(self.gate.left())
         self._forget_acknowledged()
-        unanswered = [e.message_id for e in waiting if e.message_id in self._in_flight]
-        failures, self._failures = self._failures, []
-        if not failures and not unanswered:
-            if unsettled:
-                due = (max(e.sent_at or 0 for e in unsettled) + SETTLE_MS - now) / 1000
-                raise Unsettled(self.store, f"{len(unsettled)} messages produced before without an answer "
-                                            f"are looked up on the topic in {due:.0f} s")
-            return
-        if not failures:
+        if self._failures:
+            raise kafka_failure(self.store, self.bootstrap, self._failures[0])
+        if any(e.message_id in self._in_flight for e in waiting):
             raise self.unreachable(self.gate.no_answer("no acknowledgement"))
-        raise kafka_failure(self.store, self.bootstrap, failures[0])
+        if unsettled:
+            due = (max(e.sent_at or 0 for e in unsettled) + SETTLE_MS - now) / 1000
+            raise Unsettled(self.store, f"{len(unsettled)} messages produced before without an answer "
+                                        f"are looked up on the topic in {due:.0f} s")
 
     def _answer(self, message_id: str) -> Callable[[KafkaError | None, Message], None]:
         def answered(error: KafkaError | None, _message: Message) -> None:

@@ -29,14 +29,13 @@ _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2
 _RAW_IN_JSON = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")  # what json.dumps leaves raw
 
 
-def check_text(label: str, value: str) -> str:
-    """value, or BadInput naming label when it holds a control character other than a tab
-    or a line break."""
+def check_text(label: str, value: str) -> None:
+    """BadInput naming label when value holds a control character other than a tab or a
+    line break."""
     found = _REFUSED.search(value)
     if found is not None:
         code = "NUL" if found[0] == "\x00" else f"\\x{ord(found[0]):02x}"
         raise BadInput(f"{label} holds a control character ({code}): text may hold tabs and line breaks, no other")
-    return value
 
 
 def escape_controls(text: str) -> str:

@@ -132,11 +132,8 @@ def connect(path: Path, migrations: Sequence[str], *, timeout: float) -> sqlite3
 def _mark(conn: sqlite3.Connection) -> None:
     """Mark an earlier Baton's file as Baton's. Where that cannot be written now (a full
     disk, a busy writer), the file is recognised by its tables again next time."""
-    try:
-        with write_transaction(conn):
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    except sqlite3.OperationalError:
-        pass
+    with suppress(sqlite3.OperationalError), write_transaction(conn):
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
 
 @contextmanager

@@ -37,11 +37,7 @@ def home_refusal(home: str | os.PathLike[str]) -> str | None:
     me = os.geteuid()
     path = os.path.abspath(home)
     real = os.path.realpath(path)
-    reason = _links(path, me) if real != path else None
-    if reason is None:
-        reason = _directory(real, me)
-    if reason is None:
-        reason = _above(real, me)
+    reason = (_links(path, me) if real != path else None) or _directory(real, me) or _above(real, me)
     return None if reason is None else f"refusing data home {path}: {reason}"
 
 
@@ -91,21 +87,18 @@ def _directory(path: str, me: int) -> str | None:
 def _above(path: str, me: int) -> str | None:
     """The directories above path (symbolic links resolved): none lets another user
     rename or replace what it holds."""
-    parent = os.path.dirname(path)
-    while True:
+    parent = path
+    while parent != (parent := os.path.dirname(parent)):  # up to the root, which is its own parent
         try:
             found = os.lstat(parent)
         except OSError:
-            found = None  # not there yet: created by Baton, 700
-        if found is not None:
-            if found.st_uid not in (me, 0):
-                return f"{parent} is owned by uid {found.st_uid}, neither you ({me}) nor root; {OWN_HOME}"
-            if found.st_mode & _OTHERS_WRITE and not found.st_mode & stat.S_ISVTX:
-                return (f"{parent} is writable by group or others (mode {stat.S_IMODE(found.st_mode):o}) and not "
-                        f"sticky; {OWN_HOME} or chmod go-w {parent}")
-        if parent == os.path.dirname(parent):
-            return None
-        parent = os.path.dirname(parent)
+            continue  # not there yet: created by Baton, 700
+        if found.st_uid not in (me, 0):
+            return f"{parent} is owned by uid {found.st_uid}, neither you ({me}) nor root; {OWN_HOME}"
+        if found.st_mode & _OTHERS_WRITE and not found.st_mode & stat.S_ISVTX:
+            return (f"{parent} is writable by group or others (mode {stat.S_IMODE(found.st_mode):o}) and not "
+                    f"sticky; {OWN_HOME} or chmod go-w {parent}")
+    return None
 
 
 def _links(path: str, me: int) -> str | None:

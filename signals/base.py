@@ -28,7 +28,6 @@ class SignalBus(Backend):
         """Open now what the first delivery would open (a long-running writer, the
         projector, calls it when it starts, so its first batch does not wait for it).
         Raises StoreUnavailable; nothing to do for a local log."""
-        return
 
     @abstractmethod
     def known(self, signal_ids: Sequence[str]) -> set[str]:

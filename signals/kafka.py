@@ -72,10 +72,9 @@ class KafkaSignalBus(KafkaOutbox, SignalBus):
         self.ensure_topic()
         if self._consumer is None:  # one reader for the bus's lifetime, assigned partitions per read
             self._consumer = reader(self.bootstrap, self.gate.left(), "baton-reader")
-        consumer = self._consumer
         try:
             found: dict[str, Signal] = {}
-            for message in messages_since(consumer, self.topic, int(after.timestamp() * 1000) if after else 0,
+            for message in messages_since(self._consumer, self.topic, int(after.timestamp() * 1000) if after else 0,
                                           self.gate.left, lambda _: self.unreachable(
                                               self.gate.no_answer("topic not read"))):
                 body = message.value()
@@ -91,7 +90,7 @@ class KafkaSignalBus(KafkaOutbox, SignalBus):
         except KafkaException as exc:
             raise kafka_failure(STORE, self.bootstrap, exc) from exc
         finally:
-            consumer.unassign()
+            self._consumer.unassign()
 
     @answering
     def _read(self, after: datetime | None, keep: Callable[[Signal], bool],
