@@ -250,8 +250,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
                 conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) - ? WHERE key = 'count'", (removed,))
             if removed:
                 # The index now holds rows the store lacks: rebuilt here, not by the next search.
-                store_id, _, _ = self._state()
-                self._view = self._rebuild(store_id)
+                self._view = self._rebuild(self._state()[0])
         return removed
 
     def _of_points(self, columns: str, point_ids: Sequence[UUID], where: str = "") -> list[tuple]:
