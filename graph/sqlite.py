@@ -279,9 +279,8 @@ class SqliteConflictGraph(ConflictGraph):
         return self._db.read(STORE, _HELD_COUNTS, {"tasks": json.dumps(task_ids)})
 
     def _under_rows(self, repo: str, prefix: str, scope: str = "") -> list[tuple[str, str]]:
-        paths = _bounds(prefix)
-        return self._db.read(STORE, _UNDER, {"repo": repo, "first": paths["low"], "last": paths["high"],
-                                             **_bounds(scope)})
+        first, last = id_range(prefix)
+        return self._db.read(STORE, _UNDER, {"repo": repo, "first": first, "last": last, **_bounds(scope)})
 
     def forget(self, task_ids: Sequence[str]) -> None:
         with self._db.writing(STORE) as conn:

@@ -267,18 +267,14 @@ class EmbeddedDecisionIndex(DecisionIndex):
                 for p, v in self._of_points("point_id, vector", point_ids[:500])}
 
     def count(self, project: str | None = None) -> int:
-        if not self.path.exists():
-            return 0
         with self._guarded():
             if project is None:
-                return self._state()[1]
-            return self._db.conn().execute("SELECT count(*) FROM vectors WHERE project = ?", (project,)).fetchone()[0]
+                return self._state()[1] if self.path.exists() else 0
+            return self._db.counted(STORE, "SELECT count(*) FROM vectors WHERE project = ?", (project,))
 
     def unscoped_count(self) -> int:
-        if not self.path.exists():
-            return 0
         with self._guarded():
-            return self._db.conn().execute("SELECT count(*) FROM vectors WHERE project IS NULL").fetchone()[0]
+            return self._db.counted(STORE, "SELECT count(*) FROM vectors WHERE project IS NULL")
 
     def unscoped_points(self, point_ids: Sequence[UUID]) -> dict[UUID, tuple[str, list[float]]]:
         if not self.path.exists():
@@ -423,7 +419,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
                 entries = [segments.write_segment(self.index_dir, rows, store_id, DIMENSIONS)] if len(rows) else []
                 segments.write_manifest(self.index_dir, entries, store_id, DIMENSIONS)
                 view.manifest_stamp = segments.manifest_stamp(self.index_dir)
-        except (OSError, _Busy):
+        except (OSError, StoreUnavailable):  # the disk, or another process writing the index
             pass
         return view
 
@@ -471,7 +467,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
         make_directory(self.index_dir)
         with held(self.folder / "index.lock", within=self.timeout if wait else 0) as got:
             if not got:
-                raise _Busy()
+                raise StoreUnavailable(STORE, "the search index is being written by another process")
             yield
 
 
@@ -494,8 +490,3 @@ def _unreadable(exc: StoreUnavailable) -> bool:
     while isinstance(cause, StoreUnavailable):
         cause = cause.__cause__
     return isinstance(cause, sqlite3.DatabaseError) and not isinstance(cause, sqlite3.OperationalError)
-
-
-class _Busy(StoreUnavailable):
-    def __init__(self) -> None:
-        super().__init__(STORE, "the search index is being written by another process")
