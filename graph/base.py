@@ -137,6 +137,8 @@ class ConflictGraph(Backend):
         Cost grows with task_id's own files and their active sharers, never with the
         number of sessions.
         """
+        if partners is None:
+            return Found(_shared_by_ticket(self._shared_rows_of([task_id], False)).get(task_id, {}))
         shared: dict[str, list[FileRef]] = {}
         for other, repo, path in self._shared_rows(task_id, partners):
             shared.setdefault(other, []).append(FileRef(repo=repo, path=path))
@@ -265,9 +267,9 @@ class ConflictGraph(Backend):
     # scope: a prefix of task ids (a project's, baton.graph.projects): the other tickets
     # counted, and the tickets summarised, are those whose id starts with it ("": every one).
     @abstractmethod
-    def _shared_rows(self, task_id: str, partners: int | None, scope: str = "") -> list[tuple[str, str, str]]:
-        """(other task, repo, path) for each file task_id shares with another active ticket,
-        ordered by other task; only the first `partners` other tasks when it is given."""
+    def _shared_rows(self, task_id: str, partners: int, scope: str = "") -> list[tuple[str, str, str]]:
+        """(other task, repo, path) for each file task_id shares with the first `partners`
+        other active tickets by id, ordered by other task."""
 
     @abstractmethod
     def _shared_rows_of(self, task_ids: list[str], among: bool, scope: str = "") -> list[tuple[str, str, str, str]]:

@@ -201,13 +201,6 @@ MERGE (t)-[:DEPENDS_ON]->(other)
 # touches, only a File is touched): labelled, Neo4j may plan, on a small graph, to start
 # from the status index too (every project's active tickets) and join, and keep that
 # plan as the graph grows (tests/test_conflict_graph_conformance.py profiles them).
-SHARED_FILES = """
-MATCH (t:Task {task_id: $task_id})-[:TOUCHES]->(f)<-[:TOUCHES]-(other)
-WHERE other.task_id <> $task_id AND other.status = 'active' AND other.task_id STARTS WITH $scope
-RETURN other.task_id AS other, f.repo AS repo, f.path AS path
-ORDER BY other, repo, path
-"""
-
 # A row per shared file and partner, as one record (_collected): the projector reads a
 # batch's overlaps with it, thousands of rows where tickets share busy files.
 SHARED_FILES_OF_MANY = """
@@ -537,9 +530,7 @@ class BoltConflictGraph(ConflictGraph):
         """The rows of a read statement, each a tuple."""
         return self._call(lambda tx: [tuple(r.values()) for r in tx.run(statement, **parameters)], write=False)
 
-    def _shared_rows(self, task_id: str, partners: int | None, scope: str = "") -> list[tuple[str, str, str]]:
-        if partners is None:
-            return self._rows(SHARED_FILES, task_id=task_id, scope=scope)
+    def _shared_rows(self, task_id: str, partners: int, scope: str = "") -> list[tuple[str, str, str]]:
         return self._rows(SHARED_FILES_OF_FIRST, task_id=task_id, partners=partners, scope=scope)
 
     def _shared_rows_of(self, task_ids: list[str], among: bool, scope: str = "") -> list[tuple[str, str, str, str]]:

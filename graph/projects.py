@@ -37,7 +37,7 @@ class ProjectGraph(ConflictGraph):
     def touch(self, task_id: str, files: Sequence[FileRef], at: datetime) -> bool:
         return self.graph.touch(self._in(task_id), files, at)
 
-    def _shared_rows(self, task_id: str, partners: int | None, scope: str = "") -> list[tuple[str, str, str]]:
+    def _shared_rows(self, task_id: str, partners: int, scope: str = "") -> list[tuple[str, str, str]]:
         return [(other, repo, path) for key, repo, path in self.graph._shared_rows(self._in(task_id), partners,
                                                                                      self._scope)
                 if (other := self._ours(key)) is not None]

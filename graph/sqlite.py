@@ -96,7 +96,7 @@ WITH expected (task, other) AS (
     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:expected))
 """
 
-# partners: how many other tickets, first by id (-1: all of them).
+# partners: how many other tickets, first by id.
 _SHARED = f"""
 WITH partner AS (
     SELECT DISTINCT other.task_id {_SHARERS} WHERE mine.task_id = :task ORDER BY other.task_id LIMIT :partners)
@@ -279,9 +279,8 @@ class SqliteConflictGraph(ConflictGraph):
         return self._db.read(STORE, _HELD_COUNTS, {"tasks": json.dumps(task_ids)})
 
     def _under_rows(self, repo: str, prefix: str, scope: str = "") -> list[tuple[str, str]]:
-        paths = _bounds(prefix)
-        return self._db.read(STORE, _UNDER, {"repo": repo, "first": paths["low"], "last": paths["high"],
-                                             **_bounds(scope)})
+        first, last = id_range(prefix)
+        return self._db.read(STORE, _UNDER, {"repo": repo, "first": first, "last": last, **_bounds(scope)})
 
     def forget(self, task_ids: Sequence[str]) -> None:
         with self._db.writing(STORE) as conn:
@@ -290,9 +289,8 @@ class SqliteConflictGraph(ConflictGraph):
             conn.executemany("DELETE FROM touches WHERE task_id = ?", [(t,) for t in task_ids])
             conn.executemany("DELETE FROM tasks WHERE task_id = ?", [(t,) for t in task_ids])
 
-    def _shared_rows(self, task_id: str, partners: int | None, scope: str = "") -> list[tuple[str, str, str]]:
-        return self._db.read(STORE, _SHARED, {"task": task_id, "partners": -1 if partners is None else partners,
-                                              **_bounds(scope)})
+    def _shared_rows(self, task_id: str, partners: int, scope: str = "") -> list[tuple[str, str, str]]:
+        return self._db.read(STORE, _SHARED, {"task": task_id, "partners": partners, **_bounds(scope)})
 
     def _shared_rows_of(self, task_ids: list[str], among: bool, scope: str = "") -> list[tuple[str, str, str, str]]:
         return self._db.read(STORE, _PAIRS if among else _SHARED_OF, {"tasks": json.dumps(task_ids), **_bounds(scope)})

@@ -147,7 +147,6 @@ class DecisionIndex(Backend):
     def index_keywords(self, records: Sequence[DecisionRecord]) -> None:
         """Make records findable by their words before they are embedded (the indexer calls
         it first); a backend whose words travel with the vector (Qdrant) has nothing to do."""
-        return None
 
     @abstractmethod
     def outdated(self, limit: int) -> list[tuple[DecisionRecord, int]]:

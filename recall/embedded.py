@@ -250,8 +250,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
                 conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) - ? WHERE key = 'count'", (removed,))
             if removed:
                 # The index now holds rows the store lacks: rebuilt here, not by the next search.
-                store_id, _, _ = self._state()
-                self._view = self._rebuild(store_id)
+                self._view = self._rebuild(self._state()[0])
         return removed
 
     def _of_points(self, columns: str, point_ids: Sequence[UUID], where: str = "") -> list[tuple]:
@@ -268,18 +267,14 @@ class EmbeddedDecisionIndex(DecisionIndex):
                 for p, v in self._of_points("point_id, vector", point_ids[:500])}
 
     def count(self, project: str | None = None) -> int:
-        if not self.path.exists():
-            return 0
         with self._guarded():
             if project is None:
-                return self._state()[1]
-            return self._db.conn().execute("SELECT count(*) FROM vectors WHERE project = ?", (project,)).fetchone()[0]
+                return self._state()[1] if self.path.exists() else 0
+            return self._db.counted(STORE, "SELECT count(*) FROM vectors WHERE project = ?", (project,))
 
     def unscoped_count(self) -> int:
-        if not self.path.exists():
-            return 0
         with self._guarded():
-            return self._db.conn().execute("SELECT count(*) FROM vectors WHERE project IS NULL").fetchone()[0]
+            return self._db.counted(STORE, "SELECT count(*) FROM vectors WHERE project IS NULL")
 
     def unscoped_points(self, point_ids: Sequence[UUID]) -> dict[UUID, tuple[str, list[float]]]:
         if not self.path.exists():
@@ -424,7 +419,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
                 entries = [segments.write_segment(self.index_dir, rows, store_id, DIMENSIONS)] if len(rows) else []
                 segments.write_manifest(self.index_dir, entries, store_id, DIMENSIONS)
                 view.manifest_stamp = segments.manifest_stamp(self.index_dir)
-        except (OSError, _Busy):
+        except (OSError, StoreUnavailable):  # the disk, or another process writing the index
             pass
         return view
 
@@ -472,7 +467,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
         make_directory(self.index_dir)
         with held(self.folder / "index.lock", within=self.timeout if wait else 0) as got:
             if not got:
-                raise _Busy()
+                raise StoreUnavailable(STORE, "the search index is being written by another process")
             yield
 
 
@@ -495,8 +490,3 @@ def _unreadable(exc: StoreUnavailable) -> bool:
     while isinstance(cause, StoreUnavailable):
         cause = cause.__cause__
     return isinstance(cause, sqlite3.DatabaseError) and not isinstance(cause, sqlite3.OperationalError)
-
-
-class _Busy(StoreUnavailable):
-    def __init__(self) -> None:
-        super().__init__(STORE, "the search index is being written by another process")

@@ -49,10 +49,6 @@ class IndexReport:
     # tokens (baton.recall.embedding), their vector the mean of the windows'.
     chunked: int = 0
 
-    @property
-    def taken(self) -> int:
-        return self.embedded + self.already
-
 
 class Indexer:
     """Keeps the encoder loaded between runs (the projector runs one per batch of events)."""

@@ -318,8 +318,7 @@ class View:
     def with_rows(self, rows: Rows) -> View:
         if not len(rows):
             return self  # a process searching again and again would otherwise gather empty parts
-        last = int(rows.seqs[-1])
-        return View(self.store_id, max(self.last_seq, last), [*self.parts, rows], self.manifest_stamp)
+        return View(self.store_id, max(self.last_seq, int(rows.seqs[-1])), [*self.parts, rows], self.manifest_stamp)
 
     def search(self, queries: np.ndarray, limit: int, project: int | None,
                exclude_key: int | None) -> dict[int, float]:
@@ -377,7 +376,8 @@ def _probed(part: Rows, scope: Scope, queries: np.ndarray) -> tuple[np.ndarray, 
     score over the queries: each list's span of them read once for every query, the spans of
     lists next to each other joined into one."""
     assert part.centroids is not None and scope.starts is not None and scope.ends is not None, "a part with lists"
-    lists = _probed_lists(part.centroids, queries, scope.probes)
+    # The lists a search scores, in order: each query's `probes` nearest.
+    lists = np.unique(np.argpartition(-_products(part.centroids, queries), scope.probes - 1, axis=0)[:scope.probes])
     starts, ends = scope.starts[lists], scope.ends[lists]
     held = ends > starts
     starts, ends = starts[held], ends[held]
@@ -404,12 +404,6 @@ def _products(vectors: np.ndarray, queries: np.ndarray, starts: np.ndarray | Non
             np.matmul(vectors[first:last], across, out=scores[at:at + last - first])
             at += last - first
     return scores
-
-
-def _probed_lists(centroids: np.ndarray, queries: np.ndarray, probes: int) -> np.ndarray:
-    """The lists a search scores, in order: each query's `probes` nearest."""
-    near = _products(centroids, queries)
-    return np.unique(np.argpartition(-near, probes - 1, axis=0)[:probes])
 
 
 def _best(scores: np.ndarray) -> np.ndarray:
@@ -545,20 +539,16 @@ def write_manifest(folder: Path, entries: Sequence[SegmentEntry], store_id: str,
         os.replace(scratch, folder / MANIFEST)
     finally:
         scratch.unlink(missing_ok=True)
-    _sync_directory(folder)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)  # the rename, kept through a crash
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     listed = {entry.name for entry in entries}
     for path in folder.glob("seg-*.vec"):
         if path.name not in listed:
             # A reader that mapped it keeps its pages; one that is about to open it re-reads the manifest.
             path.unlink(missing_ok=True)
-
-
-def _sync_directory(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_entries(folder: Path) -> list[SegmentEntry]:

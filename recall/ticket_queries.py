@@ -77,7 +77,7 @@ class TicketQueries(SqliteFile):
             return NOTHING
         asked = text_hash(text)
         return StoredQuery(current=row[2] == asked, wanted=row[0] == asked,
-                           vector=None if row[1] is None else _floats(row[1]))
+                           vector=None if row[1] is None else list(struct.unpack(f"<{len(row[1]) // 4}f", row[1])))
 
     def want(self, project: str, task_id: str, text: str) -> None:
         """Ask the indexer to embed text for the ticket; its older vector is kept meanwhile. A
@@ -103,7 +103,8 @@ class TicketQueries(SqliteFile):
             for query, vector in zip(queries, vectors, strict=True):
                 conn.execute("UPDATE queries SET vector = ?, vector_hash = text_hash, text = NULL "
                              "WHERE project = ? AND task_id = ? AND text_hash = ?",
-                             (_blob(vector), query.project, query.task_id, text_hash(query.text)))
+                             (struct.pack(f"<{len(vector)}f", *vector), query.project, query.task_id,
+                              text_hash(query.text)))
 
     def waiting_count(self) -> int:
         return self.counted(STORE, "SELECT count(*) FROM queries WHERE vector_hash IS NOT text_hash "
@@ -114,11 +115,3 @@ class TicketQueries(SqliteFile):
         if self.path.exists():
             self.write_each(STORE, "DELETE FROM queries WHERE project = ? AND task_id = ?",
                             [(project, task_id) for task_id in task_ids])
-
-
-def _blob(vector: Sequence[float]) -> bytes:
-    return struct.pack(f"<{len(vector)}f", *vector)
-
-
-def _floats(blob: bytes) -> list[float]:
-    return list(struct.unpack(f"<{len(blob) // 4}f", blob))

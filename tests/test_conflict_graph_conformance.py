@@ -211,7 +211,7 @@ def _profile(driver, statement: str, params: dict) -> tuple[int, list[str]]:
     return hits(plan), leaves(plan)
 
 
-@pytest.mark.parametrize("name", ["SHARED_FILES", "SHARED_FILES_OF_MANY", "SHARED_FILES_OF_FIRST", "PAIRS_AMONG",
+@pytest.mark.parametrize("name", ["SHARED_FILES_OF_MANY", "SHARED_FILES_OF_FIRST", "PAIRS_AMONG",
                                   "SUMMARIES_OF", "SUMMARIES_PAGE"])
 def test_bolt_project_reads_start_at_their_own_tickets(bolt_uri, name):
     """A project's read starts at its tickets (a unique key, or the range of its ids) and

@@ -46,7 +46,7 @@ def test_dialect_from_the_server_agent(agent, dialect):
     assert bolt.dialect_of(agent) == dialect
 
 
-@pytest.mark.parametrize("name", ["ACTIVATE", "ADD_TOUCHES", "SHARED_FILES", "SHARED_FILES_OF_FIRST", "PAIRS_AMONG",
+@pytest.mark.parametrize("name", ["ACTIVATE", "ADD_TOUCHES", "SHARED_FILES_OF_FIRST", "PAIRS_AMONG",
                                   "SUMMARIES_PAGE", "SUMMARIES_OF", "RECORD_TICKETS", "ADD_DEPENDENCIES_OF_MANY",
                                   "SHARED_FILES_OF_MANY", "DROP_LEASES", "UNDER", "FORGET_TASKS", "STATUS_AND_FILES",
                                   "TOUCHERS_OF_EACH", "MOVE_COUNTS", "DUPLICATE_MARKERS", "SCHEMA_MARKED"])
