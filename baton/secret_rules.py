@@ -252,10 +252,11 @@ QUALIFIER = (r"(?:[_.-]?(?:\d++|v\d++|production|prod|development|dev|staging|st
              r"|value|val|string|str|plaintext|plain|raw|bytes|base64|b64|hex|encoded|enc|literal))*+")
 # A credential's word run into other words (password_value, fooapikeyfoo, tokenSecretValue):
 # tried after every way of ending in one above, so that a name ending in one is read by its ending;
-# 40 characters each side, so that a long run of letters costs linear time.
+# not before an attribute (Token.Name.Builtin: an object's); 40 characters each side, so that a
+# long run of letters costs linear time.
 RUN_IN = r"pass(?:word|wd|phrase)|secret|token|credential|(?:api|auth|access|private)[_-]?key"
 _NAMED_LIKE = (rf"(?:[\w.-]*?(?:(?P<strong>{_STRONG}){QUALIFIER}|(?P<weak>{_WEAK}))"
-               rf"|(?P<run_in>[\w.-]{{0,40}}?(?:{RUN_IN})[\w.-]{{0,40}}?))")
+               rf"|(?P<run_in>[\w.-]{{0,40}}?(?:{RUN_IN})[\w-]{{0,40}}?))")
 _NAME = rf"(?<![\w.-])(?<!//){_NAMED_LIKE}"
 # `=`, `:`, `:=`, `=>`, in prose ` is `, or blanks before a quoted value (a DSL's call
 # without parentheses: Groovy's `password 'x'`, Ruby's, nginx's).
