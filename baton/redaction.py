@@ -379,8 +379,7 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
     name = match.string[match.start(0):match.start("value")]
     groups = match.groupdict()
     if groups.get("run_in"):  # password_value = "...", fooapikeyfoo "...": quoted, not a word or a name
-        return bool(groups.get("quote")) and bool(_SYMBOL_OR_DIGIT.search(value)) \
-            and not _SNAKE_CASE.fullmatch(value)
+        return bool(groups.get("quote") and _SYMBOL_OR_DIGIT.search(value)) and not _SNAKE_CASE.fullmatch(value)
     if not _SEPARATED.search(name) and not _COMPOUND_NAME.search(name):
         return False  # `NAME "value"` with no `=` or `:`: prose (`cannot pass 'x=1'`) unless the name is code's
     strong = groups.get("strong")
@@ -400,14 +399,12 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
 
 
 def _random_letters(value: str) -> bool:
-    """Letters alone, 16 or more, not made of words (api_key: qwxkzmhtrvbnplsdfgjk, not
-    DefaultAzureCredential) or a placeholder's repeated run (abcdefghijabcdefghij, which
-    words are not): prose and identifiers are kept, a letters-only key is not."""
-    if len(value) < MIN_WEAK_SECRET or not value.isalpha() or not value.isascii():
-        return False
-    folded, runs = value.lower(), len(value) - 5
-    return len({folded[at:at + 6] for at in range(runs)}) < runs or sum(
-        len(piece) for piece in _PIECE.findall(value) if _pronounceable(piece)) <= MAX_WORDS * len(value)
+    """Letters alone, 16 or more, not made of words (api_key: qwxkzmhtrvbnplsdfgjk, not DefaultAzureCredential)
+    or repeating a run of 6 as a placeholder does (abcdefghijabcdefghij): a letters-only key, not prose."""
+    runs = len(value) - 5
+    return len(value) >= MIN_WEAK_SECRET and value.isalpha() and value.isascii() and (
+        len({value[at:at + 6].lower() for at in range(runs)}) < runs
+        or sum(len(piece) for piece in _PIECE.findall(value) if _pronounceable(piece)) <= MAX_WORDS * len(value))
 
 
 CHECKS: dict[str, Callable[[re.Match, str], bool]] = {"reference": _not_reference, "credential": _credential,
