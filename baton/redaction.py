@@ -378,8 +378,9 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
         return False
     name = match.string[match.start(0):match.start("value")]
     groups = match.groupdict()
-    if groups.get("run_in"):  # password_value = "...", fooapikeyfoo "...": quoted, not a word or a name
-        return bool(groups.get("quote") and _SYMBOL_OR_DIGIT.search(value)) and not _SNAKE_CASE.fullmatch(value)
+    if groups.get("run_in"):  # fooapikeyfoo "...": quoted, not a word, a name or a version ("js-tokens": "^4.0.0")
+        return bool(groups.get("quote") and _SYMBOL_OR_DIGIT.search(value)) and not _SNAKE_CASE.fullmatch(value) \
+            and any(c.isalpha() for c in value)
     if not _SEPARATED.search(name) and not _COMPOUND_NAME.search(name):
         return False  # `NAME "value"` with no `=` or `:`: prose (`cannot pass 'x=1'`) unless the name is code's
     strong = groups.get("strong")

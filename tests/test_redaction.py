@@ -156,6 +156,7 @@ KEPT = [
     'token_type = "bearer", password_hint = "your first pet", tokenizer_name = "cl100k_base", token_budget = 4096',
     'secret_name: "db-credentials", token_endpoint = "https://auth.example.com/oauth2/token", secrets = "/run/s/db2"',
     'heavy = ("tokenizers", "sqlite3", "HTTPPasswordMgr", "urllib2"); reset all passwords "now"',
+    '"js-tokens": "^4.0.0", "@csstools/css-tokenizer": "^2.1.1", Token.Name.Builtin.Context: "bold #038B8B"',
 ]
 
 
