@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
-from baton.secret_rules import NAME_ENDINGS, NAMED, QUALIFIER, RULES, Rule
+from baton.secret_rules import NAME_ENDINGS, NAMED, QUALIFIER, RULES, RUN_IN, Rule
 
 # Bare random tokens (measured in tests/test_redaction.py and bench/redaction.py): a run of
 # at least MIN_TOKEN letters and digits (`-_.+/=~` allowed inside, `-_` first too, MIN_PART or
@@ -90,6 +90,7 @@ _SECRET_BLOCK = re.compile(r"(?m)^(?P<indent>[ \t]*)(?:data|stringData):[ \t]*\n
                            r"(?P<block>(?:(?P=indent)[ \t]+\S.*\n?)+)")
 _BLOCK_VALUE = re.compile(r"(?m)^[ \t]+[\w.-]+:[ \t]*[\"']?([^\s\"'#][^\"'\n]*?)[\"']?[ \t]*$")
 _QUALIFIED = re.compile(f"(?i){QUALIFIER}$")  # a name's tail after its credential word: _prod, -2
+_RUN_IN = re.compile(RUN_IN)  # in a lower-cased name: password_value, fooapikeyfoo
 _QUALIFIABLE = ("pass", "pw", "secret", "token", "credential", "key", "sas", "string")  # in every strong word
 _MARKER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
 # How much a finding says about what the secret is: a provider's rule (2) more than its
@@ -206,7 +207,7 @@ def _whole(text: str, start: int, end: int, kind: str) -> tuple[int, int, str]:
 
 
 def _name_starts(text: str, folded: str) -> list[int]:
-    """Where a name that ends like a credential's (NAME_ENDINGS) starts before `=`, `:`,
+    """Where a name that ends like a credential's (NAME_ENDINGS) or holds one's word (RUN_IN) starts before `=`, `:`,
     ` is ` or blanks and a quote, an optional quote and blanks between: where the NAMED rules
     are tried."""
     starts, after = [], 0
@@ -224,8 +225,8 @@ def _name_starts(text: str, folded: str) -> list[int]:
             start -= 1
         if "]" in text[end:skipped] and not (start and text[start - 1] in "\"':"):
             continue  # a subscript's name is a string or a symbol: not Union[str, AddedToken] =
-        if start < end and (folded.endswith(NAME_ENDINGS, start, end) or (  # or before a qualifier: db_password_2
-                any(word in folded[start:end] for word in _QUALIFIABLE)
+        if start < end and (folded.endswith(NAME_ENDINGS, start, end) or _RUN_IN.search(folded, start, end) or (
+                any(word in folded[start:end] for word in _QUALIFIABLE)  # or before a qualifier: db_password_2
                 and _QUALIFIED.sub("", folded[start:end]).endswith(NAME_ENDINGS))):
             starts.append(start)
     return starts
@@ -376,9 +377,13 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
     if value != value.strip():  # a quoted value that starts with a blank is code: ' + access_key + '
         return False
     name = match.string[match.start(0):match.start("value")]
+    groups = match.groupdict()
+    if groups.get("run_in"):  # fooapikeyfoo "...": quoted, not a word, a name or a version ("js-tokens": "^4.0.0")
+        return bool(groups.get("quote") and _SYMBOL_OR_DIGIT.search(value)) and not _SNAKE_CASE.fullmatch(value) \
+            and any(c.isalpha() for c in value)
     if not _SEPARATED.search(name) and not _COMPOUND_NAME.search(name):
         return False  # `NAME "value"` with no `=` or `:`: prose (`cannot pass 'x=1'`) unless the name is code's
-    strong = match.groupdict().get("strong")
+    strong = groups.get("strong")
     if strong:  # quoted, a placeholder is redacted too (`PASSWORD = 'changeme'`), not a stage's `pass = "DONE"`
         if _SYMBOL_OR_DIGIT.search(value):
             return True
@@ -386,7 +391,7 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
         # but a lone word is a default password (POSTGRES_PASSWORD = 'postgres'), not a label
         label = _squashed(value) in _squashed(name) and (
             _squashed(value) != value.lower() or _squashed(strong) in _squashed(value))
-        return ((bool(match.groupdict().get("quote")) or bool(_LITERAL_NAME.fullmatch(name)))
+        return ((bool(groups.get("quote")) or bool(_LITERAL_NAME.fullmatch(name)))
                 and strong.lower() != "pass" and not label) or _random_letters(value)
     if "\n" in value:  # a block scalar's lines: one value wrapped (base64 at 64 or 76 characters)
         value = "".join(value.split())
@@ -395,10 +400,12 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
 
 
 def _random_letters(value: str) -> bool:
-    """Letters alone, 16 or more, not made of words (api_key: qwxkzmhtrvbnplsdfgjk, not
-    DefaultAzureCredential): prose and identifiers are kept, a letters-only key is not."""
-    return len(value) >= MIN_WEAK_SECRET and value.isalpha() and value.isascii() and sum(
-        len(piece) for piece in _PIECE.findall(value) if _pronounceable(piece)) <= MAX_WORDS * len(value)
+    """Letters alone, 16 or more, not made of words (api_key: qwxkzmhtrvbnplsdfgjk, not DefaultAzureCredential)
+    or repeating a run of 6 as a placeholder does (abcdefghijabcdefghij): a letters-only key, not prose."""
+    runs = len(value) - 5
+    return len(value) >= MIN_WEAK_SECRET and value.isalpha() and value.isascii() and (
+        len({value[at:at + 6].lower() for at in range(runs)}) < runs
+        or sum(len(piece) for piece in _PIECE.findall(value) if _pronounceable(piece)) <= MAX_WORDS * len(value))
 
 
 CHECKS: dict[str, Callable[[re.Match, str], bool]] = {"reference": _not_reference, "credential": _credential,

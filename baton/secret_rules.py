@@ -244,11 +244,16 @@ _WEAK = r"key|auth|private|[_-]pat|(?-i:Pat)"
 # How the names above end, lower-cased: where baton.redaction tries the NAMED rules.
 NAME_ENDINGS = ("pass", "passwd", "password", "passphrase", "pwd", "pw", "secret", "token", "credential", "credentials",
                 "key", "auth", "private", "pat", "sas", "string")
-# A stage, a number or a version after a strong word (DB_PASSWORD_PROD, db-password-2, apiKeyProd):
+# A stage, a number, a version or the value's form after a strong word (DB_PASSWORD_PROD, password_value):
 # possessive, longer words first, as a run of digits must not backtrack (`(\d+)*` is exponential).
 QUALIFIER = (r"(?:[_.-]?(?:\d++|v\d++|production|prod|development|dev|staging|stage|stg|testing|test|qa|uat|live"
-             r"|local|sandbox|primary|secondary|backup|old|new|current|next|previous|prev|default|main|root|admin))*+")
-_NAMED_LIKE = rf"[\w.-]*?(?:(?P<strong>{_STRONG}){QUALIFIER}|(?P<weak>{_WEAK}))"
+             r"|local|sandbox|primary|secondary|backup|old|new|current|next|previous|prev|default|main|root|admin"
+             r"|value|val|string|str|plaintext|plain|raw|bytes|base64|b64|hex|encoded|enc|literal))*+")
+# A credential's word run into other words (fooapikeyfoo, tokenSecretValue), tried after every ending above,
+# not before an attribute (Token.Name.Builtin: an object's); 40 characters each side: linear on a long run.
+RUN_IN = r"pass(?:word|wd|phrase)|secret|token|credential|(?:api|auth|access|private)[_-]?key"
+_NAMED_LIKE = (rf"(?:[\w.-]*?(?:(?P<strong>{_STRONG}){QUALIFIER}|(?P<weak>{_WEAK}))"
+               rf"|(?P<run_in>[\w.-]{{0,40}}?(?:{RUN_IN})[\w-]{{0,40}}?))")
 _NAME = rf"(?<![\w.-])(?<!//){_NAMED_LIKE}"
 # `=`, `:`, `:=`, `=>`, in prose ` is `, or blanks before a quoted value (a DSL's call
 # without parentheses: Groovy's `password 'x'`, Ruby's, nginx's).

@@ -152,6 +152,11 @@ KEPT = [
     "https://github.com/acme/token-service/commit/3f9c2e1 and https://api.example.com/v1/keys/1234/rotate-v2",
     "password_length: 12, token_type: bearer, password_hash_algorithm = argon2id, TOKEN_TTL_2=3600",
     "password:\n  - required\n  - min_length: 12\ntoken:\n  type: jwt\n  ttl: 3600\n",
+    # a credential's word inside a name that is not the credential's, a tuple of names
+    'token_type = "bearer", password_hint = "your first pet", tokenizer_name = "cl100k_base", token_budget = 4096',
+    'secret_name: "db-credentials", token_endpoint = "https://auth.example.com/oauth2/token", secrets = "/run/s/db2"',
+    'heavy = ("tokenizers", "sqlite3", "HTTPPasswordMgr", "urllib2"); reset all passwords "now"',
+    '"js-tokens": "^4.0.0", "@csstools/css-tokenizer": "^2.1.1", Token.Name.Builtin.Context: "bold #038B8B"',
 ]
 
 
@@ -239,6 +244,15 @@ NAMED = [  # (text, the secret): a credential's name or a provider's prefix deci
     ("DB_PASSWORD_2=s3cr3tP4ss", "s3cr3tP4ss"),
     ('apiKeyProd = "Zk83jd9Q2mvL0p"', "Zk83jd9Q2mvL0p"),
     ("prod_api_key: a8f3kd92jf83kdm2", "a8f3kd92jf83kdm2"),
+    # a credential's word run into other words (quoted, with a digit or a symbol), or the value's
+    # form after it (whatever the body); a letters-only placeholder's repeated run under a key's name
+    ('password_value = "Winter2026x"', "Winter2026x"),
+    ('myapikeyholder "Zk8!pQ2wLm";', "Zk8!pQ2wLm"),
+    ("tokenSecretValue: 'q8Z!k2LmPw'", "q8Z!k2LmPw"),
+    ("<db_password_field>Xy7!kLm2</db_password_field>", "Xy7!kLm2"),
+    ("password_value = 'opensesame'", "opensesame"),
+    ('SECRET_B64 = "opensesame"', "opensesame"),
+    ('cloud_key = "zyxwvutsrqzyxwvutsrq"', "zyxwvutsrqzyxwvutsrq"),
     # YAML's value on the next line: a plain scalar, a block scalar (its every line)
     ("db:\n  password:\n    Xk9mQ2vpL7zzA\n  user: app\n", "Xk9mQ2vpL7zzA"),
     ("api_key: >-\n  a8f3kd92jf83kdm2zz\nnext: 1\n", "a8f3kd92jf83kdm2zz"),
