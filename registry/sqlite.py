@@ -242,11 +242,13 @@ class SqliteSessionStore(SessionStore):
         self.kept = 0  # writes this process queued: its stores start a delivery when closed
 
     def _load(self, conn: sqlite3.Connection, task_id: str) -> Session | None:
-        from baton.registry.model import Session
-
         row = conn.execute("SELECT body FROM sessions WHERE project = ? AND task_id = ?",
                            (self.project, task_id)).fetchone()
-        return None if row is None else _valid(f"stored session {task_id}", Session.model_validate_json, row[0])
+        if row is None:  # a new ticket's first bind imports no model
+            return None
+        from baton.registry.model import Session
+
+        return _valid(f"stored session {task_id}", Session.model_validate_json, row[0])
 
     def _save(self, conn: sqlite3.Connection, session: Session) -> None:
         conn.execute(
@@ -670,7 +672,8 @@ class SqliteSessionStore(SessionStore):
     @answering
     def projects(self) -> Found[list[str]] | Unavailable:
         return Found([project for (project,) in self._db.read(
-            STORE, "SELECT DISTINCT project FROM sessions ORDER BY project")])
+            STORE, "SELECT project FROM sessions UNION SELECT project FROM events WHERE applied = 0 "
+                   "ORDER BY project")])
 
     def describe(self) -> dict[str, str]:
         return self._db.describe(STORE, "sessions")
