@@ -1,5 +1,5 @@
-"""The bind skill: bind a worktree to a ticket and record the session (baton.skills.core.commit
-commits its event)."""
+"""The bind skill: bind a worktree to a ticket and record the session (its events kept as a
+touch's are, baton.skills.runtime.sink)."""
 
 from __future__ import annotations
 
