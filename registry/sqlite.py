@@ -676,6 +676,8 @@ class SqliteSessionStore(SessionStore):
                    "ORDER BY project")])
 
     def describe(self) -> dict[str, str]:
+        with guarded(STORE, self.path):  # a ticket whose bind waits unprojected is counted too
+            self._catch_up(self._db.conn())
         return self._db.describe(STORE, "sessions")
 
     def close(self) -> None:
