@@ -264,6 +264,33 @@ def test_a_bind_stores_its_events_as_the_models_write_them(home, worktrees, cli)
     assert (resumed["status"], resumed["agent"], resumed["branch"]) == ("active", "claude-code", "main")
 
 
+def test_a_bind_killed_at_any_point_leaves_one_run_and_the_next_bind_whole(home, worktrees, cli):
+    """kill -9 of a first bind at points through its work (its events kept unprojected, the
+    graph, the checkpoint): what it acknowledged is there, and the next bind and read find one
+    ticket, active, its first run started once."""
+    import signal
+    import sqlite3
+    import time
+
+    main, _ = worktrees
+    probe = "import sys; from baton.skills.frontends.cli import main; sys.exit(main(sys.argv[1:]))"
+    for delay in (0.15, 0.3, 0.5, 0.8, 1.2):
+        child = subprocess.Popen([sys.executable, "-c", probe, "bind", "OMN-1"], cwd=main,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        said = child.communicate(timeout=60)[0].decode()
+        if said.startswith("Bound"):  # acknowledged before the kill: its events are stored
+            with sqlite3.connect(home / "registry.db") as conn:
+                assert conn.execute("SELECT count(*) FROM events WHERE type = 'bound'").fetchone()[0] >= 1
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    resumed = json.loads(cli(main, "resume", "OMN-1", "--json")[1])["session"]
+    assert resumed["status"] == "active"
+    with sqlite3.connect(home / "registry.db") as conn:
+        runs = conn.execute("SELECT DISTINCT event_id FROM events WHERE type = 'run_started'").fetchall()
+    assert len(runs) == 1
+
+
 def test_the_hand_built_conflict_signal_is_the_model_signal():
     from baton.graph.conflicts import FileConflict, conflict_signal_id
     from baton.signals.model import Signal
