@@ -260,6 +260,12 @@ def test_a_bind_stores_its_events_as_the_models_write_them(home, worktrees, cli)
         assert conn.execute("SELECT task_id, status FROM tasks").fetchall() == [("github.com/acme/shop\x1fOMN-1",
                                                                                    "active")]
     assert cli(second, "touch", "src/a.py")[0] != 0  # the second worktree is bound to nothing yet
+    # The prompt hook reads the ticket's scope from the unprojected events: still no pydantic.
+    prompt = json.loads((Path(__file__).parent / "fixtures" / "claude_hooks" / "user_prompt_submit.json").read_text())
+    prompt["cwd"] = str(main)
+    hooked = subprocess.run([sys.executable, "-c", PROBE, "hook", "user-prompt-submit"], input=json.dumps(prompt),
+                            cwd=main, capture_output=True, text=True)
+    assert hooked.returncode == 0 and "HEAVY \n" in hooked.stdout, hooked.stdout + hooked.stderr
     resumed = json.loads(cli(main, "resume", "OMN-1", "--json")[1])["session"]
     assert (resumed["status"], resumed["agent"], resumed["branch"]) == ("active", "claude-code", "main")
 
