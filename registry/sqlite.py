@@ -74,6 +74,7 @@ DECISION_WAIT = 10.0
 # raw: they add files and move last_activity at most (a checkpoint's record, which the Stop
 # hook appends, adds nothing to the scope).
 _READ_RAW = ("files_touched", "decision_recorded", "checkpoint_taken")
+_SCOPE_RAW = (*_READ_RAW, "bound", "run_started")  # signal_scope's: a bind changes no file nor dependency
 _OUTLINE_NEEDS_PROJECTION = (
     "SELECT 1 FROM events e WHERE e.project = ? AND e.applied = 0 AND (e.type NOT IN (?, ?, ?) "
     "OR NOT EXISTS (SELECT 1 FROM sessions s WHERE s.project = e.project AND s.task_id = e.task_id)) LIMIT 1")
@@ -242,11 +243,13 @@ class SqliteSessionStore(SessionStore):
         self.kept = 0  # writes this process queued: its stores start a delivery when closed
 
     def _load(self, conn: sqlite3.Connection, task_id: str) -> Session | None:
-        from baton.registry.model import Session
-
         row = conn.execute("SELECT body FROM sessions WHERE project = ? AND task_id = ?",
                            (self.project, task_id)).fetchone()
-        return None if row is None else _valid(f"stored session {task_id}", Session.model_validate_json, row[0])
+        if row is None:  # a new ticket's first bind imports no model
+            return None
+        from baton.registry.model import Session
+
+        return _valid(f"stored session {task_id}", Session.model_validate_json, row[0])
 
     def _save(self, conn: sqlite3.Connection, session: Session) -> None:
         conn.execute(
@@ -477,17 +480,21 @@ class SqliteSessionStore(SessionStore):
             rows += [(kind, at, body) for at, _, kind, body, _ in self._queued([task_id])]
         stored = [body for kind, _, body in rows if kind == "session"]
         pending = [(kind, at, body) for kind, at, body in rows if kind != "session"]
-        if not stored or any(kind not in _READ_RAW for kind, _, _ in pending):
-            # A ticket not projected yet, or a pending event that may change the scope:
-            # the full read projects it.
-            return super().signal_scope(task_id) if rows else NotFound(task_id)
+        if not rows:
+            return NotFound(task_id)
+        if any(kind not in _SCOPE_RAW for kind, _, _ in pending):  # a pending event that may change the scope
+            return super().signal_scope(task_id)  # the full read projects it
         try:
-            session = json.loads(stored[0])
+            # A bind's events (kept unprojected) start the scope: its time and, a fork's run, its parent.
+            session = json.loads(stored[0]) if stored else {"files": {}, "depends_on": [], "run_log": []}
             files = {(t["repo"], t["path"]) for t in session["files"].values()}
             files.update((f["repo"], f["path"]) for kind, _, body in pending if kind == "files_touched"
                          for f in json.loads(body)["files"])
-            created_at = min([clock.parse(session["created_at"]), *(clock.parse(at) for _, at, _ in pending)])
-            fork_of = next((r["parent_task_id"] for r in session.get("run_log", []) if r["kind"] == "fork"), None)
+            created_at = min([*(clock.parse(session["created_at"]) for _ in stored),
+                              *(clock.parse(at) for _, at, _ in pending)])
+            started = [json.loads(body) for kind, _, body in pending if kind == "run_started"]
+            runs = session.get("run_log", []) + [{"kind": run["run_kind"], **run} for run in started]
+            fork_of = next((r["parent_task_id"] for r in runs if r["kind"] == "fork"), None)
             return Found(SignalScope(created_at, tuple(session["depends_on"]),
                                      tuple(FileRef(repo, path) for repo, path in sorted(files)), fork_of))
         except (ValueError, KeyError, TypeError) as exc:
@@ -670,9 +677,12 @@ class SqliteSessionStore(SessionStore):
     @answering
     def projects(self) -> Found[list[str]] | Unavailable:
         return Found([project for (project,) in self._db.read(
-            STORE, "SELECT DISTINCT project FROM sessions ORDER BY project")])
+            STORE, "SELECT project FROM sessions UNION SELECT project FROM events WHERE applied = 0 "
+                   "ORDER BY project")])
 
     def describe(self) -> dict[str, str]:
+        with guarded(STORE, self.path):  # a ticket whose bind waits unprojected is counted too
+            self._catch_up(self._db.conn())
         return self._db.describe(STORE, "sessions")
 
     def close(self) -> None:

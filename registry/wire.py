@@ -38,8 +38,10 @@ def event_of(event_type: str, body: str) -> Event:
 def event_body(event_type: str, *, event_id: str, task_id: str, session_id: str, at: datetime, **fields: object) -> str:
     """The JSON of one registry event of event_type, built without pydantic: a write kept
     for delivery never pays for importing the models. The caller gives exactly the model's
-    fields, already valid (tests/test_outages.py pins each form the writes build)."""
-    return json.dumps({"event_id": event_id, "task_id": task_id, "session_id": session_id, "at": at.isoformat(),
+    fields, already valid (tests/test_outages.py pins each form the writes build). Its time
+    reads as the model writes it (UTC as Z): an event stores the same bytes on either path."""
+    return json.dumps({"event_id": event_id, "task_id": task_id, "session_id": session_id,
+                       "at": at.isoformat().replace("+00:00", "Z"),
                        "type": event_type, **fields}, separators=(",", ":"), ensure_ascii=False)
 
 

@@ -147,25 +147,24 @@ HOOK_PATH_IMPORTS = {
 
 
 # Baton's modules the first `baton bind` of a new data home may import: the first command a
-# user meets, within interpreter + 250 ms (bench/first_commands.py). Its projection needs
-# pydantic and the registry's models; the text renderings (the handoff's modules), the
-# redactor (no free text in a plain bind's events), the take-over (a ticket nobody holds)
-# and recall stay out.
+# user meets, within interpreter + 250 ms (bench/first_commands.py). Its events are kept as a
+# touch's are, projected at the registry's next read: neither pydantic nor the registry's
+# models, nor the text renderings (the handoff's modules), the redactor (no free text in a
+# plain bind's events), the take-over (a ticket nobody holds) or recall.
 BIND_IMPORTS = names("""
     baton.backend baton.budget baton.clock baton.deadline baton.errors baton.files baton.git baton.graph
     baton.graph.base baton.graph.conflicts baton.graph.projects baton.graph.sqlite baton.health baton.home baton.ids
     baton.locks baton.masking baton.outbox baton.outcome baton.phases baton.processes baton.projects
-    baton.pydantic_plugins baton.registry baton.registry.apply baton.registry.base baton.registry.model
-    baton.registry.sqlite baton.registry.wire baton.shown_text baton.signals baton.signals.base baton.signals.sqlite
-    baton.signals.wire baton.skills baton.skills.core baton.skills.core.batons_own baton.skills.core.binding
-    baton.skills.core.checkpoints baton.skills.core.commit baton.skills.core.environment baton.skills.core.indexing
-    baton.skills.core.overlaps baton.skills.core.projection baton.skills.core.signalling
+    baton.pydantic_plugins baton.registry baton.registry.base baton.registry.sqlite baton.registry.wire
+    baton.shown_text baton.signals baton.signals.base baton.signals.sqlite baton.signals.wire baton.skills
+    baton.skills.core baton.skills.core.batons_own baton.skills.core.binding baton.skills.core.checkpoints
+    baton.skills.core.commit baton.skills.core.environment baton.skills.core.signalling
     baton.skills.core.stage_authority baton.skills.core.write_report baton.skills.frontends
     baton.skills.frontends.answers baton.skills.frontends.cli baton.skills.frontends.invocation baton.skills.runtime
     baton.skills.runtime.agents baton.skills.runtime.command_words baton.skills.runtime.settings
     baton.skills.runtime.sink baton.skills.runtime.stores baton.skills.runtime.unit baton.skills.services
     baton.skills.services.bind baton.skills.services.checkpoint baton.skills.services.unit baton.sqlite
-    baton.store_names baton.trust baton.types baton.write_queue
+    baton.store_names baton.trust baton.write_queue
 """)
 
 # The dataclasses the touch and the post-tool-use hook may define: a frozen dataclass costs a
@@ -226,17 +225,77 @@ def test_touch_imports_nothing_heavy(home, worktrees, cli):
 def test_a_first_bind_imports_only_its_pinned_modules(home, worktrees):
     """The first bind of a new data home, then a bind of the same worktree again (which asks
     whether another run holds the ticket): Baton's modules each imports are pinned
-    (BIND_IMPORTS), and of the heavy libraries only pydantic."""
+    (BIND_IMPORTS): the first imports no heavy library, the second pydantic (it reads the
+    ticket's session, the first bind's events projected on the way)."""
     main, _ = worktrees
     assert not home.exists()
-    again = names("baton.skills.runtime.agent_sessions baton.skills.services.news baton.skills.services.takeover")
-    for pinned in (BIND_IMPORTS, BIND_IMPORTS | again):
+    again = names("baton.skills.runtime.agent_sessions baton.skills.services.news baton.skills.services.takeover "
+                  "baton.registry.apply baton.registry.model baton.types")
+    for pinned, heavy in ((BIND_IMPORTS, ""), (BIND_IMPORTS | again, "pydantic")):
         result = subprocess.run([sys.executable, "-c", PROBE_IMPORTS, "bind", "OMN-1"], cwd=main,
                                 capture_output=True, text=True)
         assert result.returncode == 0, result.stderr
-        assert "HEAVY pydantic\n" in result.stdout, result.stdout
+        assert f"HEAVY {heavy}\n" in result.stdout, result.stdout
         ours = {m for m in imported(result) if m.startswith("baton.")}
         assert not ours - pinned, f"new on the bind's path: {sorted(ours - pinned)}"
+
+
+def test_a_bind_stores_its_events_as_the_models_write_them(home, worktrees, cli):
+    """A bind keeps its events unprojected, built without pydantic: stored as the bytes their
+    models write (as when they were projected at once), the ticket active in the graph at
+    once, and the session projected by the next read."""
+    import sqlite3
+
+    from baton.registry.wire import event_adapter, event_of
+
+    main, second = worktrees
+    assert cli(main, "bind", "OMN-1", "--agent", "claude-code")[0] == 0
+    with sqlite3.connect(home / "registry.db") as conn:
+        rows = conn.execute("SELECT type, body, applied FROM events ORDER BY rowid").fetchall()
+    assert [kind for kind, _, _ in rows] == ["bound", "run_started", "checkpoint_taken"]
+    assert all(applied == 0 for _, _, applied in rows)
+    for kind, body, _ in rows[:2]:  # the checkpoint's record was kept so before
+        assert event_adapter().dump_json(event_of(kind, body)).decode() == body
+    with sqlite3.connect(home / "graph.db") as conn:
+        assert conn.execute("SELECT task_id, status FROM tasks").fetchall() == [("github.com/acme/shop\x1fOMN-1",
+                                                                                   "active")]
+    assert cli(second, "touch", "src/a.py")[0] != 0  # the second worktree is bound to nothing yet
+    # The prompt hook reads the ticket's scope from the unprojected events: still no pydantic.
+    prompt = json.loads((Path(__file__).parent / "fixtures" / "claude_hooks" / "user_prompt_submit.json").read_text())
+    prompt["cwd"] = str(main)
+    hooked = subprocess.run([sys.executable, "-c", PROBE, "hook", "user-prompt-submit"], input=json.dumps(prompt),
+                            cwd=main, capture_output=True, text=True)
+    assert hooked.returncode == 0 and "HEAVY \n" in hooked.stdout, hooked.stdout + hooked.stderr
+    resumed = json.loads(cli(main, "resume", "OMN-1", "--json")[1])["session"]
+    assert (resumed["status"], resumed["agent"], resumed["branch"]) == ("active", "claude-code", "main")
+
+
+def test_a_bind_killed_at_any_point_leaves_one_run_and_the_next_bind_whole(home, worktrees, cli):
+    """kill -9 of a first bind at points through its work (its events kept unprojected, the
+    graph, the checkpoint): what it acknowledged is there, and the next bind and read find one
+    ticket, active, its first run started once."""
+    import signal
+    import sqlite3
+    import time
+
+    main, _ = worktrees
+    probe = "import sys; from baton.skills.frontends.cli import main; sys.exit(main(sys.argv[1:]))"
+    for delay in (0.15, 0.3, 0.5, 0.8, 1.2):
+        child = subprocess.Popen([sys.executable, "-c", probe, "bind", "OMN-1"], cwd=main,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        said = child.communicate(timeout=60)[0].decode()
+        if said.startswith("Bound"):  # acknowledged before the kill: its events are stored
+            with sqlite3.connect(home / "registry.db") as conn:
+                assert conn.execute("SELECT count(*) FROM events WHERE type = 'bound'").fetchone()[0] >= 1
+    assert cli(main, "bind", "OMN-1")[0] == 0
+    resumed = json.loads(cli(main, "resume", "OMN-1", "--json")[1])["session"]
+    assert resumed["status"] == "active"
+    with sqlite3.connect(home / "registry.db") as conn:
+        runs = conn.execute("SELECT DISTINCT event_id FROM events WHERE type = 'run_started'").fetchall()
+    assert len(runs) == 1
+
 
 def test_the_hand_built_conflict_signal_is_the_model_signal():
     from baton.graph.conflicts import FileConflict, conflict_signal_id

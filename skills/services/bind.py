@@ -1,9 +1,10 @@
-"""The bind skill: bind a worktree to a ticket and record the session (baton.skills.core.commit
-commits its event)."""
+"""The bind skill: bind a worktree to a ticket and record the session (its events kept as a
+touch's are, baton.skills.runtime.sink)."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -14,7 +15,7 @@ from baton.ids import BATON_NAMESPACE, TicketId, name_uuid
 from baton.outcome import Found, NotFound, Unavailable
 from baton.signals.wire import SignalType
 from baton.skills.core.binding import ActiveTask, Binding, Place, write_binding
-from baton.skills.core.commit import WireEvent, commit, publish, read_binding_quietly, wire_event
+from baton.skills.core.commit import WireEvent, publish, read_binding_quietly, redacted, wire_event
 from baton.skills.core.signalling import wire_signal
 from baton.skills.core.write_report import WriteReport
 from baton.skills.runtime.stores import Stores
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
     from baton.registry.model import Session
     from baton.skills.core.environment import Manifest
+    from baton.skills.services.checkpoint import LocalRun
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +65,12 @@ def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None =
     registry is down, so the worktree always knows its ticket. read: the binding and the session
     when the caller read them (else read here, after delivering this machine's kept writes);
     push_checkpoint: the bind's checkpoint goes to the git remote too (a fork's first)."""
+    from baton.skills.services.checkpoint import local_run
+
     at = at or clock.now()
     report = WriteReport()
-    environment = _environment_ahead(stores, place, task_id)
+    here = local_run(place, task_id)  # the worktree's run of the ticket, read once
+    environment = _environment_ahead(stores, place, here)
     if read is None:
         if start is None:  # whether another run holds the ticket is read with this machine's writes delivered
             report.warnings += stores.sink.deliver()
@@ -96,10 +101,14 @@ def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None =
                        branch=place.worktree.branch if place.worktree else None, reopens=reopens)
     # A run carried on here (joined, or taken over) from a clean worktree records no checkpoint
     # in front of the ticket's newest, which holds the work.
-    joins = (start is None or start.kind == "takeover") and not reopens and _joins_from_elsewhere(place, task_id,
-                                                                                                   current)
-    events = [event, *_run_events(stores, task_id, session_id, place, current, run, reopens, start, at, environment)]
-    commit(stores, events, report)
+    joins = (start is None or start.kind == "takeover") and not reopens and _joins_from_elsewhere(here, current)
+    events = [event, *_run_events(stores, task_id, session_id, place, current, run, reopens, start, at, here,
+                                          environment)]
+    # Kept as a touch is, without the event models (pydantic and the models were about 0.1 s of a
+    # new data home's first bind): the registry projects them at its next read; the graph, the
+    # one other store a bind changes, learns the ticket active now.
+    stores.sink.keep(redacted(stores, events), derive=lambda: _graph_active(
+        stores, task_id, session_id, at, current.value.depends_on if isinstance(current, Found) else (), report))
     if place.worktree is not None and not (joins and _clean(place, stores)):
         from baton.skills.services.checkpoint import boundary_checkpoint
 
@@ -110,6 +119,15 @@ def bind(stores: Stores, task_id: TicketId, place: Place, *, agent: str | None =
         publish(stores, [wire_signal(SignalType.ticket_claimed, claim, task, place.repo, at,
                                      reason="reopened" if reopens else "")], report)
     return report
+
+
+def _graph_active(stores: Stores, task_id: TicketId, session_id: str, at: datetime, depends_on: Sequence[str],
+                  report: WriteReport) -> None:
+    """The bind's part of the projection in the graph (its events touch no file): the ticket active."""
+    try:
+        stores.graph.record(task_id, "active", [], at, session_id=session_id, depends_on=depends_on)
+    except StoreUnavailable as exc:
+        report.warnings.append(str(exc))
 
 
 def _held_elsewhere(stores: Stores, task_id: TicketId, place: Place, session_id: str,
@@ -144,11 +162,13 @@ def bound_session(previous: Binding | None, task_id: TicketId) -> str:
 
 def _run_events(stores: Stores, task_id: TicketId, session_id: str, place: Place,
                 current: Found[Session] | NotFound | Unavailable, run: int | None, reopens: bool,
-                start: RunStart | None, at: datetime, environment: Future[Manifest | None] | None) -> list[WireEvent]:
+                start: RunStart | None, at: datetime, here: LocalRun | None,
+                environment: Future[Manifest | None] | None) -> list[WireEvent]:
     """The run this bind starts (none when it joins the current one), recorded in the
     worktree's run file. A bind's run id derives from the ticket and the run's number, so
-    a second bind, or a replay, starts nothing new. environment: the manifest being captured."""
-    from baton.skills.services.checkpoint import capture_environment, local_run, write_local_run
+    a second bind, or a replay, starts nothing new. here: the worktree's run as the bind
+    found it; environment: the manifest being captured."""
+    from baton.skills.services.checkpoint import capture_environment, write_local_run
 
     session = current.value if isinstance(current, Found) else None
     latest = session.current_run if session else None
@@ -157,30 +177,29 @@ def _run_events(stores: Stores, task_id: TicketId, session_id: str, place: Place
             return []
         run_id = str(name_uuid(BATON_NAMESPACE, f"run:{task_id}:{run}"))
         if not reopens and latest is not None:
-            here = local_run(place, task_id)
             if here is None or here.run_id != latest.text:
                 write_local_run(place, task_id, latest.text, None)
             return []
         start = RunStart(run_id, "reopen" if reopens else "bind", latest.text if latest else None)
-    manifest = environment.result() if environment is not None else \
-        capture_environment(place, stores.settings.environment_lockfiles, stores.deadline)
-    write_local_run(place, task_id, start.run_id, manifest)
     base = start.base
-    if base is None and place.worktree is not None:
+    if base is None and place.worktree is not None:  # asked while the toolchains answer
         from baton.skills.core.stage_authority import head_commit
 
         base = head_commit(place.root, stores.deadline)
+    manifest = environment.result() if environment is not None else \
+        capture_environment(place, stores.settings.environment_lockfiles, stores.deadline)
+    write_local_run(place, task_id, start.run_id, manifest)
     return [wire_event("run_started", task_id, session_id, at, event_id=start.run_id, run_kind=start.kind,
                        parent_run_id=start.parent_run_id, parent_task_id=start.parent_task_id,
                        diverged_at=start.diverged_at, base=base, environment=manifest.id if manifest else None)]
 
 
-def _environment_ahead(stores: Stores, place: Place, task_id: TicketId) -> Future[Manifest | None] | None:
+def _environment_ahead(stores: Stores, place: Place, here: LocalRun | None) -> Future[Manifest | None] | None:
     """The manifest, captured beside the bind's own work where the worktree holds no run of the
-    ticket yet (so the bind likely starts one): the toolchains' versions take 0.1 s or more."""
-    from baton.skills.services.checkpoint import capture_environment, local_run
+    ticket yet (here: so the bind likely starts one): the toolchains' versions take 0.1 s or more."""
+    from baton.skills.services.checkpoint import capture_environment
 
-    if place.worktree is None or local_run(place, task_id) is not None:
+    if place.worktree is None or here is not None:
         return None
     from concurrent.futures import ThreadPoolExecutor
 
@@ -191,13 +210,10 @@ def _environment_ahead(stores: Stores, place: Place, task_id: TicketId) -> Futur
         pool.shutdown(wait=False)
 
 
-def _joins_from_elsewhere(place: Place, task_id: TicketId, current: Found[Session] | NotFound | Unavailable) -> bool:
+def _joins_from_elsewhere(here: LocalRun | None, current: Found[Session] | NotFound | Unavailable) -> bool:
     """Whether the bind joins the ticket's current run from a worktree that was not in it
-    (another clone resuming the ticket, say)."""
-    from baton.skills.services.checkpoint import local_run
-
+    (here: its run, as the bind found it; another clone resuming the ticket, say)."""
     latest = current.value.current_run if isinstance(current, Found) else None
-    here = local_run(place, task_id)
     return latest is not None and (here is None or here.run_id != latest.text)
 
 
