@@ -146,8 +146,8 @@ def relevance(part: str, encoders: dict[str, tuple[MiniLMEncoder, tuple[str, str
     for name, (encoder, prefixes) in encoders.items():
         every = vector_leg(records, asked, "title", encoder, prefixes, depth=len(records))
         vector = {q: leg[:DEPTH] for q, leg in every.items()}
-        table[f"{name}{prefixed(prefixes)}: cosine alone"] = row(lambda q, v=vector: [t for t, _ in v[q]])
-        table[f"{name}{prefixed(prefixes)}: Baton's fusion"] = row(lambda q, v=vector: fusion(q, v[q], keyword[q]))
+        table[f"{name}: cosine alone"] = row(lambda q, v=vector: [t for t, _ in v[q]])
+        table[f"{name}: Baton's fusion"] = row(lambda q, v=vector: fusion(q, v[q], keyword[q]))
         if not current:  # the first is Baton's own model: the list the others re-rank
             current = {q: fusion(q, vector[q], keyword[q]) for q in asked}
             continue
@@ -155,18 +155,14 @@ def relevance(part: str, encoders: dict[str, tuple[MiniLMEncoder, tuple[str, str
         reorder = {q: sorted(current[q], key=lambda t, q=q: -cosine[q][t]) for q in asked}
         both = {q: sorted(current[q], key=lambda t, q=q: -(1 / (60 + current[q].index(t))
                                                            + 1 / (60 + reorder[q].index(t)))) for q in asked}
-        table[f"  top {RERANKED} re-ranked by {name}{prefixed(prefixes)}"] = row(lambda q, r=reorder: r[q])
-        table[f"  top {RERANKED} by RRF of that and the fused order"] = row(lambda q, b=both: b[q])
+        table[f"{name}: MiniLM's fused top {RERANKED} re-ranked"] = row(lambda q, r=reorder: r[q])
+        table[f"{name}: that, RRF with the fused order"] = row(lambda q, b=both: b[q])
     table["BM25 alone (Baton's leg)"] = row(lambda q: [t for t, _ in keyword[q]])
     counts = ", ".join(f"{kind} {sum(q.kind == kind for q in asked)}" for kind in KINDS)
     print(f"\n== {part} part: {len(records)} records; queries {counts}; context recorded: the title")
     print(f"{'':62} " + "  ".join(f"{kind + ' r@1 / r@5 / MRR@10':24}" for kind in KINDS))
     for label, scores in table.items():
         print(f"{label:62} " + "  ".join(" / ".join(f"{v:.3f}" for v in scores[kind]) for kind in KINDS))
-
-
-def prefixed(prefixes: tuple[str, str]) -> str:
-    return " (no prefixes)" if prefixes == ("", "") else ""
 
 
 def costs(folders: dict[str, tuple[Path, str, tuple[str, str]]], repeat: int) -> None:
@@ -232,7 +228,7 @@ def main() -> None:
         encoders = {name: (MiniLMEncoder.load() if name == "all-MiniLM-L6-v2" else load_encoder(folder, pooling),
                            prefixes) for name, (folder, pooling, prefixes) in folders.items()}
         # Each candidate also without its prefixes, under a name of its own.
-        encoders |= {f"{name} ": (encoders[name][0], ("", "")) for name in args.models}
+        encoders |= {f"{name} (no prefixes)": (encoders[name][0], ("", "")) for name in args.models}
         relevance(args.part, encoders)
         costs(folders, args.repeat)
 
