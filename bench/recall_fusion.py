@@ -24,22 +24,30 @@ import sqlite3
 import statistics
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from bench.recall_eval import DEPTH, Query, Record, load, metrics, queries
+
+if TYPE_CHECKING:
+    from baton.recall.embedding import MiniLMEncoder as Encoder
 
 KINDS = ("title", "context", "paraphrase", "resume")
 Leg = list[tuple[str, float]]  # (ticket, score), best first
 Fusion = Callable[[Query, Leg, Leg], list[str]]
 
 
-def vector_leg(records: list[Record], asked: list[Query], source: str) -> dict[Query, Leg]:
+def vector_leg(records: list[Record], asked: list[Query], source: str, encoder: Encoder | None = None,
+               prefixes: tuple[str, str] = ("", ""), depth: int = DEPTH) -> dict[Query, Leg]:
+    """The exact cosine leg, depth deep, by encoder (Baton's MiniLM by default), each document's
+    and each query's text after its prefix (the query and document prefixes a model was
+    trained with)."""
     from baton.recall.base import embedding_text
     from baton.recall.embedding import MiniLMEncoder
 
-    encoder = MiniLMEncoder.load()
-    documents = encoder.encode([embedding_text(r.decision, r.stored_context(source)) for r in records])
-    cosines = encoder.encode([query.text for query in asked]) @ documents.T
-    return {query: [(records[i].ticket, float(row[i])) for i in row.argsort()[::-1][:DEPTH]]
+    encoder = encoder or MiniLMEncoder.load()
+    documents = encoder.encode([prefixes[1] + embedding_text(r.decision, r.stored_context(source)) for r in records])
+    cosines = encoder.encode([prefixes[0] + query.text for query in asked]) @ documents.T
+    return {query: [(records[i].ticket, float(row[i])) for i in row.argsort()[::-1][:depth]]
             for query, row in zip(asked, cosines, strict=True)}
 
 
@@ -76,8 +84,9 @@ def keyword_legs(records: list[Record], asked: list[Query], source: str,
     return whole, fields
 
 
-def product_fusion(records: list[Record], source: str) -> Fusion:
-    """baton.recall.fusion.fuse over the legs, as the search hands it ScoredDecisions."""
+def product_fusion(records: list[Record], source: str, limit: int = DEPTH) -> Fusion:
+    """baton.recall.fusion.fuse over the legs, as the search hands it ScoredDecisions, its
+    first limit."""
     from baton.recall.base import DecisionRecord, ScoredDecision
     from baton.recall.fusion import fuse
 
@@ -87,7 +96,7 @@ def product_fusion(records: list[Record], source: str) -> Fusion:
 
     def fused(query: Query, vector: Leg, keyword: Leg) -> list[str]:
         legs = [[ScoredDecision(record=stored[t], score=s) for t, s in leg] for leg in (vector, keyword)]
-        return [hit.record.task_id for hit in fuse(legs[0], legs[1], DEPTH)]
+        return [hit.record.task_id for hit in fuse(legs[0], legs[1], limit)]
     return fused
 
 
