@@ -215,11 +215,11 @@ def test_a_repair_over_more_tickets_than_a_chunk_repairs_each_reading_a_chunk_at
     from itertools import combinations
 
     from baton import clock, kafka_outbox
-    from baton.signals.kafka import KafkaSignalBus
-    from baton.signals.model import Signal, SignalPayload, SignalType
     from baton.files import FileRef
     from baton.graph.conflicts import conflict_signal_id
     from baton.registry.model import Bound, DecisionRecorded, FilesTouched
+    from baton.signals.kafka import KafkaSignalBus
+    from baton.signals.model import Signal, SignalPayload, SignalType
     from baton.skills.core.commit import apply_events
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
@@ -255,12 +255,16 @@ def test_a_repair_over_more_tickets_than_a_chunk_repairs_each_reading_a_chunk_at
         monkeypatch.setattr(type(stores.registry), "get_many",
                             lambda self, task_ids: asked.append(len(task_ids)) or get_many(self, task_ids))
         reads: list[str] = []
+
+        def counting(name: str, read):
+            def counted(*args, **kwargs):
+                reads.append(name)
+                return read(*args, **kwargs)
+            return counted
+
         for owner, name in [(type(stores.signals), "conflict_pairs"), (type(stores.signals), "concerning"),
                             (type(stores.signals), "recent"), (kafka_outbox, "messages_since")]:
-            def counted(*args, _name=name, _read=getattr(owner, name), **kwargs):
-                reads.append(_name)
-                return _read(*args, **kwargs)
-            monkeypatch.setattr(owner, name, counted)
+            monkeypatch.setattr(owner, name, counting(name, getattr(owner, name)))
         report = repairing.repair(stores)
         assert not report.warnings
         assert (report.tickets, report.graph_tickets, report.graph_files, report.decisions, report.signals) == (
