@@ -25,12 +25,19 @@ among its other figures, after building its data set.
         [--statements] [--statement-runs 4]
     .venv/bin/python -m bench.projector --scale [--events 5000] [--runs 5] [--partitions 6]
     .venv/bin/python -m bench.projector --memory [--events 20000] [--runs 3]
+    .venv/bin/python -m bench.projector --repair [--runs 3] [--window-tickets 0 200 600 2000]
 
 With --memory, instead: the peak resident memory of `baton projector --once` (its
 VmHWM in /proc as it ends) and its events per second over the whole command,
 its start included, as it catches up with a backlog of --events events, its Kafka
 consumer's prefetch as librdkafka's defaults leave it against a bounded one, in turns, and
 what its start-up repair adds as the stores grow (see memory()).
+
+With --repair, instead: the seconds and peak resident memory of the start-up repair (a
+process of its own that runs skills.services.repair.repair) as --window-tickets tickets of
+one project are in its window, a tenth of them sharing each of their shared files (so most
+are in conflict, every conflict already signalled on Kafka), the repair as it is against
+the repair reading its chunk's signals from the topic once a chunk, as it did before, in turns.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -258,6 +266,99 @@ def memory(root: Path, env: dict[str, str], count: int, runs: int) -> None:
           f"as the stores grew by {2 * count:,} events and {2 * TICKETS} tickets of one project a round")
 
 
+# One repair over every project (argv[1]: "per chunk" reads the chunk's signals, as the
+# repair did before it read the pairs once), printing its seconds and its VmHWM.
+_REPAIR_WITH = ("import sys, time; from bench.projector import repair_as; seconds = repair_as(sys.argv[1]); "
+                "print(seconds, *(line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM')))")
+
+
+def repair_as(variant: str) -> float:
+    """The seconds of one repair of every project, as the product does it or ("per chunk")
+    reading each chunk's signals from the log, as it did before."""
+    from baton import clock
+    from baton.outcome import Found
+    from baton.signals.wire import SignalType
+    from baton.skills.core.commit import apply_events
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
+    from baton.skills.services import repair
+
+    stores = Stores(Settings.from_env(), projection=apply_events)
+    if variant == "per chunk":
+        since, each = clock.now() - stores.settings.repair_window, repair._repair_signals
+        done: set[frozenset[str | None]] = set()
+
+        def per_chunk(scoped: Stores, sessions: list, report: repair.RepairReport, **_: Any) -> None:
+            seen = scoped.signals.concerning([f"task:{s.task_id}" for s in sessions], after=since, limit=100_000)
+            pairs = done | {frozenset((s.task_id, s.payload.related_task_id)) for s in seen.unwrap("signals")
+                            if s.signal_type is SignalType.conflict_detected}
+            each(scoped, sessions, report, signalled=lambda: Found(pairs))
+            done.update(pairs)
+
+        repair._repair_signals = per_chunk  # type: ignore[assignment]
+    started = time.perf_counter()
+    report = repair.repair(stores)
+    seconds = time.perf_counter() - started
+    stores.close()
+    assert not report.warnings and not report.signals, report.summary()
+    return seconds
+
+
+def window_tickets(root: Path, env: dict[str, str], first: int, count: int) -> None:
+    """Tickets first..first+count of one project bound and touching three files each (two
+    their own, one shared by ten tickets), applied by `baton projector --once`, which
+    signals their conflicts on Kafka."""
+    from baton import clock
+    from baton.files import FileRef
+    from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
+    from baton.registry.wire import event_body, files_touched_body
+
+    repo, at, events = "github.com/acme/repair", clock.now() - timedelta(hours=1), []
+    for n in range(first, first + count):
+        task = f"REPAIR-{n}"
+        bound, touched = str(uuid.uuid4()), str(uuid.uuid4())
+        events += [(bound, task, event_body("bound", event_id=bound, task_id=task, session_id="bench", at=at,
+                                            agent="bench", repo=repo, worktree_path=f"/w/{task}", branch=task,
+                                            reopens=False)),
+                   (touched, task, files_touched_body(touched, task, "bench", at, [
+                       FileRef(repo, f"src/{task}/a.py"), FileRef(repo, f"src/{task}/b.py"),
+                       FileRef(repo, f"src/shared/m{n // 10}.py")]))]
+    path = root / f"repair-{first}.db"
+    _kept(path, events)
+    log = KafkaEventLog(env["BATON_KAFKA_BOOTSTRAP"], path, timeout=60, topic=f"baton.{EVENTS_TOPIC}")
+    log.deliver()
+    log.close()
+    # Applied without a repair of its own (its window holds no ticket), then every signal sent.
+    done = subprocess.run([sys.executable, "-m", "baton.skills.frontends.cli", "projector", "--once"], cwd=root,
+                          env={**env, "BATON_REPAIR_WINDOW": "1s"}, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def repairs(root: Path, env: dict[str, str], sizes: list[int], runs: int) -> None:
+    """Each size of the window in turn, the tickets added to those before; at each, `runs`
+    repairs of each way in turns, after one of each left out."""
+    print(f"{'tickets in the window':>22} {'way':>26} {'median s':>9} {'runs s':>13} {'peak RSS MiB':>13}")
+    held = 0
+    for size in sizes:
+        window_tickets(root, env, held, size - held)
+        held = size
+        figures: dict[str, list[tuple[float, float]]] = {"once a repair": [], "per chunk": []}
+        for run in range(runs + 1):
+            for way in list(figures)[::1 if run % 2 else -1]:
+                done = subprocess.run([sys.executable, "-c", _REPAIR_WITH, way], cwd=Path(__file__).parent.parent,
+                                      env=env, capture_output=True, text=True, check=False)
+                assert done.returncode == 0, done.stderr[-2000:]
+                took, peak = done.stdout.split()[-2:]
+                if run:
+                    figures[way].append((float(took), int(peak) / 1024))
+        for way, values in figures.items():
+            seconds = [s for s, _ in values]
+            print(f"{size:>22,} {'signals read ' + way:>26} {statistics.median(seconds):>9.2f} "
+                  f"{min(seconds):>6.2f}-{max(seconds):<6.2f} {max(p for _, p in values):>13.1f}", flush=True)
+        ours, before = (statistics.median(s for s, _ in figures[way]) for way in figures)
+        print(f"{'':>22} {'once / per chunk':>26} {ours / before:>9.2f}x", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=5000)
@@ -270,6 +371,9 @@ def main() -> None:
     parser.add_argument("--scale", action="store_true", help="instead: one projector process against two")
     parser.add_argument("--partitions", type=int, default=6, help="the event topic's partitions with --scale")
     parser.add_argument("--memory", action="store_true", help="instead: peak RSS of `baton projector --once`")
+    parser.add_argument("--repair", action="store_true", help="instead: the start-up repair's seconds and memory")
+    parser.add_argument("--window-tickets", type=int, nargs="+", default=[0, 200, 600, 2000],
+                        help="tickets in the repair's window with --repair")
     args = parser.parse_args()
 
     with fresh_servers("projector") as (root, postgres, neo4j, kafka):
@@ -278,9 +382,12 @@ def main() -> None:
                            "BATON_BACKGROUND_DELIVERY": "off"})
         from baton.skills.runtime.settings import Settings
 
-        if args.scale or args.memory:
+        if args.scale or args.memory or args.repair:
             env = {**os.environ, "BATON_RESIDENT": "off", "BATON_BACKGROUND_INDEXING": "off",
                    "BATON_STORE_TIMEOUT": "30"}
+            if args.repair:
+                repairs(root, env, args.window_tickets, args.runs)
+                return
             if args.memory:
                 memory(root, env, args.events, args.runs)
                 return

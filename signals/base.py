@@ -56,6 +56,11 @@ class SignalBus(Backend):
         return Found([WireSignal.from_json(signal.to_json()) for signal in found.value])
 
     @abstractmethod
+    def conflict_pairs(self, *, after: datetime | None) -> Found[set[frozenset[str | None]]] | Unavailable:
+        """The two tickets of every conflict_detected signal emitted after `after`, in one read
+        (on Kafka one pass over the topic): what a repair needs of the signals, far smaller than they."""
+
+    @abstractmethod
     def recent(self, *, task_id: str | None, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
         """The newest `limit` signals (about task_id, if given) emitted after `after`, oldest first."""
 

@@ -18,10 +18,10 @@ keyed before projects belongs to its signal's repository.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from baton.kafka_outbox import KafkaOutbox, Unsettled, client_config, kafka_failure, topic_metadata
 from baton.outcome import Found, Unavailable, answering
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 STORE = Store.SIGNAL_LOG
 SIGNALS_TOPIC = "coordination-signals.v1"
+_T = TypeVar("_T")
 
 
 class KafkaSignalBus(KafkaOutbox, SignalBus):
@@ -62,8 +63,8 @@ class KafkaSignalBus(KafkaOutbox, SignalBus):
         known = super().known([qualified(self.project, signal_id) for signal_id in signal_ids])
         return {split_qualified(signal_id)[1] for signal_id in known}
 
-    def _scan(self, after: datetime | None, keep: Callable[[Signal], bool]) -> list[Signal]:
-        """Every signal on the topic emitted after `after` that keep() accepts, oldest first."""
+    def _scan(self, after: datetime | None) -> Iterator[Signal]:
+        """Every signal of the project on the topic emitted after `after`, a message at a time."""
         from confluent_kafka import KafkaException
 
         from baton.kafka_outbox import messages_since, reader
@@ -73,7 +74,6 @@ class KafkaSignalBus(KafkaOutbox, SignalBus):
         if self._consumer is None:  # one reader for the bus's lifetime, assigned partitions per read
             self._consumer = reader(self.bootstrap, self.gate.left(), "baton-reader")
         try:
-            found: dict[str, Signal] = {}
             for message in messages_since(self._consumer, self.topic, int(after.timestamp() * 1000) if after else 0,
                                           self.gate.left, lambda _: self.unreachable(
                                               self.gate.no_answer("topic not read"))):
@@ -82,34 +82,46 @@ class KafkaSignalBus(KafkaOutbox, SignalBus):
                     continue
                 owner = split_qualified((message.key() or b"").decode("utf-8", "replace"))[0]
                 signal = Signal.model_validate_json(body)
-                if (owner or signal.repo) != self.project:
-                    continue
-                if (after is None or signal.emitted_at > after) and keep(signal):
-                    found[str(signal.signal_id)] = signal  # the last copy: a rewrite follows the original
-            return sorted(found.values(), key=lambda s: (s.emitted_at, str(s.signal_id)))
+                if (owner or signal.repo) == self.project and (after is None or signal.emitted_at > after):
+                    yield signal
         except KafkaException as exc:
             raise kafka_failure(STORE, self.bootstrap, exc) from exc
         finally:
             self._consumer.unassign()
 
     @answering
-    def _read(self, after: datetime | None, keep: Callable[[Signal], bool],
-              limit: int) -> Found[list[Signal]] | Unavailable:
+    def _read(self, after: datetime | None, collect: Callable[[Iterator[Signal]], _T]) -> Found[_T] | Unavailable:
+        """What collect() makes of one pass over the topic from `after`."""
         with contextlib.suppress(Unsettled):  # they are looked up later: read what is there
             self.deliver()
         with self.gate.call(STORE):
-            return Found(self._scan(after, keep)[-limit:])
+            return Found(collect(self._scan(after)))
+
+    def _newest(self, after: datetime | None, keep: Callable[[Signal], bool],
+                limit: int) -> Found[list[Signal]] | Unavailable:
+        def collect(signals: Iterator[Signal]) -> list[Signal]:
+            # The last copy of each: a rewrite follows the original.
+            found = {str(signal.signal_id): signal for signal in signals if keep(signal)}
+            return sorted(found.values(), key=lambda s: (s.emitted_at, str(s.signal_id)))[-limit:]
+
+        return self._read(after, collect)
 
     def concerning(self, subjects: Sequence[str], *, after: datetime | None,
                    limit: int) -> Found[list[Signal]] | Unavailable:
         wanted = set(subjects)
         if not wanted:
             return Found([])
-        return self._read(after, lambda signal: not wanted.isdisjoint(signal.subjects()), limit)
+        return self._newest(after, lambda signal: not wanted.isdisjoint(signal.subjects()), limit)
+
+    def conflict_pairs(self, *, after: datetime | None) -> Found[set[frozenset[str | None]]] | Unavailable:
+        from baton.signals.wire import SignalType
+
+        return self._read(after, lambda signals: {frozenset((s.task_id, s.payload.related_task_id)) for s in signals
+                                                  if s.signal_type is SignalType.conflict_detected})
 
     def recent(self, *, task_id: str | None, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
         subject = f"task:{task_id}" if task_id else None
-        return self._read(after, lambda signal: subject is None or subject in signal.subjects(), limit)
+        return self._newest(after, lambda signal: subject is None or subject in signal.subjects(), limit)
 
     def rewrite(self, signals: Sequence[Signal]) -> int:
         """Send each signal again after its original (same key, so the same partition, later);

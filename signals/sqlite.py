@@ -153,6 +153,13 @@ class SqliteSignalBus(SignalBus):
             ") ORDER BY emitted_at DESC, seq DESC LIMIT ?) ORDER BY emitted_at, seq")
         return self._read(query, [self.project, *subjects, clock.to_text(after) if after else _EPOCH, limit], decode)
 
+    @answering
+    def conflict_pairs(self, *, after: datetime | None) -> Found[set[frozenset[str | None]]] | Unavailable:
+        rows = self._db.read(STORE, "SELECT task_id, json_extract(body, '$.payload.related_task_id') FROM signals "
+                                    "WHERE project = ? AND emitted_at > ? AND signal_type = 'conflict_detected'",
+                             [self.project, clock.to_text(after) if after else _EPOCH])
+        return Found({frozenset(pair) for pair in rows})
+
     def recent(self, *, task_id: str | None, after: datetime | None, limit: int) -> Found[list[Signal]] | Unavailable:
         since = clock.to_text(after) if after else _EPOCH
         if task_id is None:

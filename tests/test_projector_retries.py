@@ -203,18 +203,23 @@ def test_doctor_repair_counts_the_conflicts_of_a_graph_from_before_the_kept_coun
     assert json.loads(again.stdout)["repair"]["graph"]["recounted"] == 0
 
 
-def test_a_repair_over_more_tickets_than_a_chunk_repairs_each_reading_a_chunk_at_a_time(any_home, monkeypatch):
+def test_a_repair_over_more_tickets_than_a_chunk_repairs_each_reading_a_chunk_at_a_time(any_home, monkeypatch,
+                                                                                        tmp_path):
     """Seven tickets the graph, recall and the signal log never heard of, repaired three at a
     time: every ticket in the graph, every decision queued, every pair of tickets sharing a
-    file signalled once by its deterministic id (pairs across chunks too), the registry
-    asked for three sessions at most at once, and the ticket older than the window not read."""
+    file signalled once by its deterministic id (pairs across chunks too, and not the pair
+    signalled before the repair, on Kafka by another machine), the registry asked for three
+    sessions at most at once, the signal log read once (on Kafka one pass over the topic, not
+    one a chunk), and the ticket older than the window not read."""
     from datetime import timedelta
     from itertools import combinations
 
-    from baton import clock
+    from baton import clock, kafka_outbox
     from baton.files import FileRef
     from baton.graph.conflicts import conflict_signal_id
     from baton.registry.model import Bound, DecisionRecorded, FilesTouched
+    from baton.signals.kafka import KafkaSignalBus
+    from baton.signals.model import Signal, SignalPayload, SignalType
     from baton.skills.core.commit import apply_events
     from baton.skills.runtime.settings import Settings
     from baton.skills.runtime.stores import Stores
@@ -233,15 +238,40 @@ def test_a_repair_over_more_tickets_than_a_chunk_repairs_each_reading_a_chunk_at
                                                  **common),
                                     DecisionRecorded(event_id=uuid.uuid4(), text=f"keep {n} apart", repo=repo,
                                                      **common)])
+        # CH-1 and CH-5 (two chunks apart) were signalled before the repair.
+        before = Signal(signal_id=conflict_signal_id("CH-1", "CH-5", [shared.key]),
+                        signal_type=SignalType.conflict_detected, task_id="CH-5", session_id="s", repo=repo,
+                        emitted_at=now, payload=SignalPayload(file_paths=[shared.path], related_task_id="CH-1"))
+        if isinstance(stores.signals, KafkaSignalBus):  # another machine's: on the topic, not in this outbox
+            other = KafkaSignalBus(stores.signals.bootstrap, tmp_path / "other-outbox.db", timeout=60, project=repo,
+                                   topic=stores.signals.topic)
+            other.publish([before])
+            other.deliver()
+            other.close()
+        else:
+            stores.signals.publish([before])
         asked: list[int] = []
         get_many = type(stores.registry).get_many
         monkeypatch.setattr(type(stores.registry), "get_many",
                             lambda self, task_ids: asked.append(len(task_ids)) or get_many(self, task_ids))
+        reads: list[str] = []
+
+        def counting(name: str, read):
+            def counted(*args, **kwargs):
+                reads.append(name)
+                return read(*args, **kwargs)
+            return counted
+
+        for owner, name in [(type(stores.signals), "conflict_pairs"), (type(stores.signals), "concerning"),
+                            (type(stores.signals), "recent"), (kafka_outbox, "messages_since")]:
+            monkeypatch.setattr(owner, name, counting(name, getattr(owner, name)))
         report = repairing.repair(stores)
         assert not report.warnings
         assert (report.tickets, report.graph_tickets, report.graph_files, report.decisions, report.signals) == (
-            7, 7, 14, 7, 21)
+            7, 7, 14, 7, 20)
         assert asked and max(asked) <= 3 and len(asked) == 3, asked
+        passes = ["messages_since"] if isinstance(stores.signals, KafkaSignalBus) else []
+        assert reads == ["conflict_pairs", *passes], "the signal log read once for three chunks"
         assert stores.graph.held_counts(["CH-7"]).value == {}, "older than the window: not repaired"
         signals = stores.signals.recent(task_id=None, after=now - timedelta(hours=1), limit=100).value
         tickets = [f"CH-{n}" for n in range(7)]

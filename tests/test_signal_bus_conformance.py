@@ -50,6 +50,21 @@ def test_publish_is_idempotent_and_reads_filter_by_subject_and_time(bus):
     assert bus.recent(task_id="C-1", after=None, limit=10).value == [second]
 
 
+def test_conflict_pairs_are_the_tickets_of_the_conflict_signals_after_a_time(bus):
+    """What a repair reads of the log, once for its window: a pair a conflict, no other type."""
+    def conflict(task: str, other: str, minutes: int) -> Signal:
+        return Signal.model_validate({**signal(task, minutes, related_task_id=other).model_dump(),
+                                      "signal_type": "conflict_detected"})
+
+    bus.publish([conflict("A-1", "B-1", 1), signal("A-1", 2, related_task_id="D-1"), conflict("C-1", "A-1", 3),
+                 conflict("B-1", "A-1", 4)])
+    assert bus.conflict_pairs(after=None).value == {frozenset(("A-1", "B-1")), frozenset(("A-1", "C-1"))}
+    assert bus.conflict_pairs(after=T0 + timedelta(minutes=1)).value == {frozenset(("A-1", "B-1")),
+                                                                         frozenset(("A-1", "C-1"))}
+    assert bus.conflict_pairs(after=T0 + timedelta(minutes=3)).value == {frozenset(("A-1", "B-1"))}
+    assert bus.conflict_pairs(after=T0 + timedelta(minutes=4)).value == set()
+
+
 def test_the_stored_form_reads_as_the_model_does(bus):
     """The prompt hook reads signals in their stored form (baton.signals.wire.WireSignal)."""
     from baton.signals.wire import WireSignal

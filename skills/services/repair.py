@@ -30,11 +30,11 @@ from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.graph.base import TicketRecord
 from baton.ids import TicketId
+from baton.outcome import Found, Unavailable
 from baton.registry.model import Session, Status
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
-SIGNALS_READ = 100_000  # signals of a chunk's tickets read from the window at most
 # Tickets read and compared at a time: a repair's memory follows this, not the window's sessions.
 CHUNK = 200
 
@@ -78,8 +78,10 @@ def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
     since = clock.now() - report.window
     for name in stores.registry.projects().unwrap(Store.SESSION_REGISTRY):
         scoped = stores.for_project(name)
-        # The pairs this repair signalled: a pair whose tickets fall in two chunks, once.
-        signals = functools.partial(_repair_signals, since=since, signalled=set())
+        # The pairs signalled in the window, read once when a chunk first needs them (on Kafka a
+        # read is a pass over the topic), then those this repair signals: a pair in two chunks, once.
+        signals = functools.partial(_repair_signals, signalled=functools.cache(
+            functools.partial(scoped.signals.conflict_pairs, after=since)))
         parts: list[Callable[[Stores, list[Session], RepairReport], None]] = [_repair_graph, _repair_recall, signals]
         for sessions in _active_since(scoped, since):
             report.tickets += len(sessions)
@@ -164,9 +166,8 @@ def _repair_recall(stores: Stores, sessions: list[Session], report: RepairReport
         report.decisions += stores.embedding_queue.add([records[p] for p in sorted(lacking, key=str)])
 
 
-def _repair_signals(stores: Stores, sessions: list[Session], report: RepairReport, *, since: datetime,
-                    signalled: set[frozenset[str | None]]) -> None:
-    from baton.signals.wire import SignalType
+def _repair_signals(stores: Stores, sessions: list[Session], report: RepairReport, *,
+                    signalled: Callable[[], Found[set[frozenset[str | None]]] | Unavailable]) -> None:
     from baton.skills.core.binding import ActiveTask
     from baton.skills.core.overlaps import conflicts_of, keep_unknown
 
@@ -174,11 +175,7 @@ def _repair_signals(stores: Stores, sessions: list[Session], report: RepairRepor
     if not active:
         return
     shared = stores.graph.shared_files_of([s.task_id for s in active]).unwrap(Store.CONFLICT_GRAPH)
-    # The chunk's tickets' signals only, so that what is read follows the chunk, not the window.
-    seen = stores.signals.concerning([f"task:{s.task_id}" for s in active], after=since,
-                                     limit=SIGNALS_READ).unwrap(Store.SIGNAL_LOG)
-    pairs = signalled | {frozenset((s.task_id, s.payload.related_task_id)) for s in seen
-                         if s.signal_type is SignalType.conflict_detected}
+    pairs = signalled().unwrap(Store.SIGNAL_LOG)  # the same set each chunk, which adds what it signals
     now = clock.now()
     candidates = {}
     for session in active:
@@ -188,7 +185,6 @@ def _repair_signals(stores: Stores, sessions: list[Session], report: RepairRepor
             pair = frozenset((session.task_id, conflict.other_task_id))
             if pair not in pairs:
                 pairs.add(pair)  # one signal per pair, from whichever side comes first
-                signalled.add(pair)
                 candidates[str(conflict.signal_id)] = (task, conflict, by_key, now)
     if candidates:
         report.signals += len(keep_unknown(stores, list(candidates.values())))
