@@ -78,10 +78,12 @@ def test_the_public_corpus_is_kept_out_and_its_untouched_part_reported(redact):
     # one output a secret written in several carriers leaks if one of them does.
     for part, floor, printed in ((TUNED, 0.95, 0.9), (UNTOUCHED, 0.85, 0.85), (UNTOUCHED_MORE, 0.8, 0.45),
                                   (UNTOUCHED_SEMGREP, 0.8, 0.8)):
-        kept = [s for s in part if not leaks(s.value, redact(f"we agreed to deploy with {s.text} now").text.encode())
-                and not leaks(s.value, redact(s.text).text.encode())]
-        assert len(kept) >= floor * len(part), f"{len(kept)}/{len(part)}"
-        assert len(leaking(part, redact("\n".join(s.text for s in part)).text.encode())) <= (1 - printed) * len(part)
+        # Counts only: a failure never prints an untouched part's items.
+        kept = sum(not leaks(s.value, redact(f"we agreed to deploy with {s.text} now").text.encode())
+                   and not leaks(s.value, redact(s.text).text.encode()) for s in part)
+        leaked = len(leaking(part, redact("\n".join(s.text for s in part)).text.encode()))
+        assert kept >= floor * len(part), f"{kept}/{len(part)}"
+        assert leaked <= (1 - printed) * len(part), f"{leaked}/{len(part)}"
     assert [n for n in NEGATIVES_PUBLIC if redact(n).text != n] == []
 
 
