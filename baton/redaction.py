@@ -83,6 +83,7 @@ _DIGEST = re.compile(r"(?<![A-Za-z0-9])(?:(?:sha(?:1|224|256|384|512)|md5)-[A-Za
                      r"|h1:[A-Za-z0-9+/]+=*|sha(?:256|512):[a-f0-9]{64,128}"
                      r"|(?:(?:ssh|ecdsa|sk)-[\w@.-]+ )?AAAA(?:[BC]3NzaC1|E2VjZHNh)[A-Za-z0-9+/]+=*"
                      r"|-----BEGIN (?:[A-Z0-9]+ )*(?:PUBLIC KEY|CERTIFICATE)-----.*?-----END[A-Z0-9 ]*-----)", re.S)
+_DIGEST_ANCHORS = ("sha", "md5-", "h1:", "AAAA", "-----BEGIN")  # a text holds one of them for _DIGEST to match
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
 # A Kubernetes Secret's values: every `key: value` under its data: or stringData: block.
 _KUBERNETES_SECRET = re.compile(r"(?m)^kind:[ \t]*Secret[ \t]*$")
@@ -109,6 +110,12 @@ class Redactor:
     rules: Sequence[Rule]
     allow: Sequence[re.Pattern] = field(default_factory=tuple)
     _compiled: dict[int, re.Pattern] = field(default_factory=dict, repr=False)
+    # Each rule's anchors with the characters each holds: an anchor with a character the text
+    # lacks is not searched for (most hold `_`, `-` or `.`; 236 searches of a long text cost ~1 ms).
+    _anchors: list[tuple[tuple[str, frozenset[str]], ...]] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        self._anchors = [tuple((anchor, frozenset(anchor)) for anchor in rule[1]) for rule in self.rules]
 
     def redact(self, text: str) -> Redacted:
         """text with every secret found replaced by its marker. Overlapping findings are
@@ -148,15 +155,18 @@ class Redactor:
 
     def _secrets(self, text: str) -> Iterable[tuple[int, int, str]]:
         folded = text.lower()
+        held = {False: frozenset(text), True: frozenset(folded)}
         names: list[int] | None = None
         for index, (kind, anchors, source, _, group, check) in enumerate(self.rules):
             if anchors is NAMED:
                 names = _name_starts(text, folded) if names is None else names
                 pattern = self._pattern(index) if names else None
                 matches: Iterable[re.Match | None] = (pattern.match(text, at) for at in names) if pattern else ()
-            elif anchors and not any(anchor in (folded if source.startswith("(?i") else text) for anchor in anchors):
-                continue
             else:
+                ignores_case = source.startswith("(?i")
+                haystack, chars = folded if ignores_case else text, held[ignores_case]
+                if anchors and not any(anchor in haystack for anchor, needs in self._anchors[index] if needs <= chars):
+                    continue
                 matches = self._pattern(index).finditer(text)
             for match in matches:
                 if match is None:
@@ -171,8 +181,9 @@ class Redactor:
             for start, end in _kubernetes_secret_values(text):
                 if not self._allowed(text[start:end]):
                     yield start, end, "kubernetes-secret"
-        urls = [match.span() for match in _URL.finditer(text)] if "://" in text else []
-        kept = _disjoint([*(match.span() for match in _DIGEST.finditer(text)),
+        urls = _urls(text)
+        digests = _DIGEST.finditer(text) if any(map(text.__contains__, _DIGEST_ANCHORS)) else ()
+        kept = _disjoint([*(match.span() for match in digests),
                           *(match.span() for match in _BASE64_RUN.finditer(text) if _prose(match.group(0)))])
         # A URL is kept (a document's id, a cache-buster), but in one that says it carries a
         # credential (a webhook, a token) each segment of its path and query after the host is weighed.
@@ -230,6 +241,17 @@ def _name_starts(text: str, folded: str) -> list[int]:
                 and _QUALIFIED.sub("", folded[start:end]).endswith(NAME_ENDINGS))):
             starts.append(start)
     return starts
+
+
+def _urls(text: str) -> list[tuple[int, int]]:
+    """The spans of the URLs in text, looked for only before each `://` (a scheme is short):
+    a search of every word for a scheme costs a long text a quarter of its redaction."""
+    spans: list[tuple[int, int]] = []
+    at = text.find("://")
+    while at >= 0 and (match := _URL.search(text, max(at - 64, spans[-1][1] if spans else 0))):
+        spans.append(match.span())
+        at = text.find("://", match.end())
+    return spans
 
 
 def _kubernetes_secret_values(text: str) -> Iterable[tuple[int, int]]:
