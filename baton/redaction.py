@@ -71,7 +71,7 @@ _URL_KEY_SEGMENT = re.compile(r"(?i)/(?:(?:web)?hooks?|catch|triggers?|tokens?|k
 _URL_SHORT_PART = re.compile(r"(?<=/)(?=[A-Za-z_-]*\d)(?=[0-9_-]*[A-Za-z])[A-Za-z0-9_-]{6,}(?=[/?#]|$)")
 _JOINS = frozenset(string.ascii_letters + string.digits + "_-+")  # inside a token (_whole)
 # Blanks are tried from the first of a run only, so that a long run costs linear time.
-_SEPARATOR_AT = re.compile(r"[=:]|[ \t]is[ \t]|(?<![ \t])[ \t]+(?=[\"'])|,[ \t]*(?=[\"'])")
+_SEPARATOR_AT = re.compile(r"[=:]|[ \t]is[ \t]|(?<![ \t])[ \t]+(?=[\"']|-{2,}[ \t])|,[ \t]*(?=[\"'])")
 _ASSIGNED = re.compile(r"=(?=[^=])")
 # A dotted name in code (ssa.OpARM64ADDshiftLL, self.py2str): each name weighed apart.
 _DOTTED_CODE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
@@ -357,7 +357,8 @@ def _prose(run: str) -> bool:
 
 # References to a value kept elsewhere (a variable, an f-string's field, code, a path) and
 # placeholders: not the secret itself.
-_REFERENCE = re.compile(r"(?<![A-Za-z0-9])\$[A-Za-z_]|\$\{\{?[ \t]*[A-Za-z_][\w.]*[ \t]*(?:[:?+=-][^{}]*)?(?:\}|$)"
+_REFERENCE = re.compile(r"(?<![A-Za-z0-9])\$[A-Za-z_(]|\$\{\{?[ \t]*[A-Za-z_][\w.]*[ \t]*(?:[:?+=-][^{}]*)?(?:\}|$)"
+                        r"|^#\{|^arn:aws[\w-]*:"  # Ruby's interpolation, an AWS resource's name
                         r"|%[A-Za-z_]\w*%|^\{|<[^>]*>$|^(?:os\.environ|process\.env)"
                         r"|^[A-Za-z_][\w.]*[(\[]|^[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+[)\]},;]*$"
                         r"|^~?\.{0,2}/[\w./-]*$|^#[0-9a-fA-F]{3,8}$"
@@ -396,7 +397,7 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
     digit or a symbol (a name ending in `key` or `auth`: random-looking, 16 characters)."""
     if not _not_reference(match, value) or _CREDENTIAL_FREE_URL.match(value):
         return False
-    if value != value.strip():  # a quoted value that starts with a blank is code: ' + access_key + '
+    if value != value.strip() or value[0] in ",;)":  # code between two strings: ' + access_key + ', "Password:",x:"
         return False
     name = match.string[match.start(0):match.start("value")]
     groups = match.groupdict()
@@ -407,9 +408,12 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
         return False  # `NAME "value"` with no `=` or `:`: prose (`cannot pass 'x=1'`) unless the name is code's
     strong = groups.get("strong")
     if strong:  # quoted, a placeholder is redacted too (`PASSWORD = 'changeme'`), not a stage's `pass = "DONE"`
-        if _SYMBOL_OR_DIGIT.search(value):
+        # a connection string's or a query's `;Pwd=...;` decides whatever the value (`Password=myPassword;`)
+        at = match.start(0)
+        if _SYMBOL_OR_DIGIT.search(value.removeprefix("#")) or (at and match.string[at - 1] in "?&;"):
             return True
-        # nor a constant's label: _SEND_MESSAGE_TOKEN = "send_message", NO_CREDENTIALS = "NoCredentials"
+        # nor a constant's label: _SEND_MESSAGE_TOKEN = "send_message", NO_CREDENTIALS = "NoCredentials",
+        # a selector's: addPassword = "#add-password"
         # but a lone word is a default password (POSTGRES_PASSWORD = 'postgres'), not a label
         label = _squashed(value) in _squashed(name) and (
             _squashed(value) != value.lower() or _squashed(strong) in _squashed(value))

@@ -528,6 +528,127 @@ _FOURTH = [  # (kind, value, text)
      '\t// opps I added a secret at line 20\n\tawsToken := "AKIALALEMEL33243OLIA"\n\n\tf := "apple"\n\tfmt.Println(f)'),
 ]
 
+# A fifth round, added whole before Baton was run on any of it, its split (the same digest
+# rule) fixed before: praetorian-inc/noseyparker's rule examples
+# (crates/noseyparker/data/default/builtin/rules/generic.yml, http.yml, jenkins.yml and
+# odbc.yml), each `examples:` entry as published, and the `negative_examples:` that Nosey
+# Parker marks as secrets it misses (FIXME) or that hold a secret by Baton's rules (a quoted
+# or unquoted value under a password's name). Left out: values shorter than 6 characters
+# (`admin`, `pyne`), the bare word `secret` as a password, `######` and `XXXX` placeholders.
+# Its negative examples that hold no secret (references, code, routes) are NOSEYPARKER_NEGATIVES.
+# Its untouched third is UNTOUCHED_5TH.
+_SUPER = "super$ecret"
+_NOSEYPARKER = [  # (kind, value, text)
+    ("generic-secret", "6fb1cff7690db9ac066cadbbde8e3c078efdabcf",
+     '    private static String CLIENT_SECRET = "6fb1cff7690db9ac066cadbbde8e3c078efdabcf";'),
+    ("azure-client-secret", "5pX8Q~MmTI8OMBJFVqMlFR4DE3Spz6Qm.xO.Gbf-", "    client_credential='5pX8Q~MmTI8OMBJFVqMlFR4DE3Spz6Qm.xO.Gbf-'"),
+    ("generic-secret", "abcdefg12346+FJQCK", "    secret_access_key = 'abcdefg12346+FJQCK'"),
+    ("generic-password", "H7IKC85R#@4$", "    Ldap password               ----   H7IKC85R#@4$"),
+    ("generic-api-key", "951bc382db9abad29c68634761dd6e19", 'API_KEY = "951bc382db9abad29c68634761dd6e19"'),
+    ("generic-api-key", "951bc382db9cfee29c68634761dd6e19",
+     "buildConfigField 'String' , 'API_KEY' , '\"951bc382db9cfee29c68634761dd6e19\"'\tAPI_KEY\t"),
+    ("generic-password", "1qay@WXS????",
+     "credential = UsernamePasswordCredential(\n    client_id='da34859b-2ae4-48c3-bfe0-1b28b7cf2eed',\n"
+     "    username='donjuandemarco',\n    password='1qay@WXS????',\n    tenant_id='bc877b20-f135-4c13-a266-8ed26b8f0f4b')\n"),
+    ("generic-password", "`123QWERasdf",
+     "hostname = '10.11.12.13'\nusername = 'donjuandemarco@example.com'\npassword = '`123QWERasdf'\n"),
+    ("generic-password", "`123QWERasdf",
+     "hostname = '10.11.12.13'\nUSERNAME = 'donjuandemarco@example.com'\n# some comment\n# some other comment\nPASS = '`123QWERasdf'\n"),
+    ("generic-password", "abuser123456", "user = 'abuser'  # some comment\npassword = 'abuser123456'  # some other comment\n"),
+    ("generic-password", "open sesame", "user = 'Aladdin'\npassword = 'open sesame'\n"),
+    ("generic-password", "open_sesame", "user = Aladdin\npassword = open_sesame\n"),
+    ("generic-password", "open_sesame", "user = Aladdin\n// some comment\n// some other comment\npassword = open_sesame\n"),
+    ("generic-password", "open_sesame", "user = 'Aladdin'\npassword = 'open_sesame'\n"),
+    ("generic-password", _SUPER, 'password = "super$ecret"\n'),
+    ("generic-password", _SUPER, 'password="super$ecret"\n'),
+    ("generic-password", _SUPER, 'my_password: "super$ecret"\n'),
+    ("generic-password", _SUPER, '"password": "super$ecret",\n'),
+    ("generic-password", _SUPER, 'my_password := "super$ecret"\n'),
+    ("generic-password", _SUPER, 'password   =>   "super$ecret"\n'),
+    ("generic-password", _SUPER, "password = super$ecret\n"),
+    ("generic-password", _SUPER, "password = 'super$ecret'\n"),
+    ("generic-password", "thisismypassword",
+     '"ApplicationServicesConnection" : {\n    "ServiceAddress" : "https://services-dev.examples.com",\n'
+     '    "AdminPassword" : "thisismypassword"\n}\n'),
+    ("generic-password", "thisismypassword", 'private const string DevFolkoosComPfxPassword = "thisismypassword";\n'),
+    ("generic-password", "YOURPASSWROD", '"password": "YOURPASSWROD"\n'),
+    ("generic-password", "Pass123!@#",
+     "  create_random_name('sfrp-cli-cert2', 24),\n              'cluster_name': self.create_random_name('sfrp-cli-', 24),\n"
+     "              'vm_password': \"Pass123!@#\",\n              'policy_path': os.path.join(TEST_DIR, 'policy.json')\n          })\n"),
+    ("generic-password", "4ian1234", ":password       => '4ian1234',\n"),
+    ("generic-password", "52VeZqtHDCdAr5yM", "common.then_log_in({username: 'geronimo', password: '52VeZqtHDCdAr5yM'});\n"),
+    ("generic-password", "thisismypassword",
+     "beta => {\n  host            => 'foo.example.com',\n  user            => 'joe',\n  password        => 'thisismypassword',\n}\n"),
+    ("dotnet-credential", "vzihlaquknriqlht",
+     'sender.Credentials = new NetworkCredential("NuGets@example.com", "vzihlaquknriqlht");\n'),
+    ("dotnet-credential", "AP7JaG9ToerxBc6gWP5LcU2CNpb",
+     '$webClient.Credentials = new-object System.Net.NetworkCredential("cidownload", "AP7JaG9ToerxBc6gWP5LcU2CNpb");\n'),
+    ("dotnet-credential", "Rrhh1234", 'new DirectoryEntry("LDAP://EXAMPLE.COM",\n          "ADMNALRRHH@EXAMPLE.COM",\n          "Rrhh1234");\n'),
+    ("dotnet-config", "Prestigitariu$",
+     '<add key="FromEmailAddress" value="killer.joe@example.com"/>\n<add key="FromEmailPassword" value="Prestigitariu$"/>\n'),
+    ("dotnet-config", "#gets0m3",
+     '<add key="ConnectionString_B2B" value="Server=awsbman-t,1433;Database=B2B;User ID=b2buser;Password=#gets0m3;Trusted_Connection=False" />\n'),
+    ("dotnet-config", "eyJ0eXAiOiAiVENWMiJ9.RkNWLXdXS3M1RVBfencxM4A0WmJzdVlCQzFj.OGY1OWRkNGMtYTUxYS04ZDYwLWFiZGYtZWE5MWFhZWJiODhh",
+     '<add key="ClearTextPassword" value="eyJ0eXAiOiAiVENWMiJ9.RkNWLXdXS3M1RVBfencxM4A0WmJzdVlCQzFj.OGY1OWRkNGMtYTUxYS04ZDYwLWFiZGYtZWE5MWFhZWJiODhh" />'),
+    ("generic-password", "Secret123", "echo \"Rrun 'bin/ipa_kinit admin' to acquire a Kerberos ticket\"\necho \"The password is 'Secret123'\"\n"),
+    ("generic-password", "blooberry", "The Blooby has a default Access Point Name 'Blooby'\nThe default Password is 'blooberry'\n"),
+    ("generic-password", "centipede",
+     'so at this point, just fill in your mount point name, ensure the password is "centipede" and press the "On" button!\n'),
+    ("http-basic", "QWxhZGRpbjpvcGVuIHNlc2FtZQ==", "Authorization: Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=="),
+    ("http-bearer", "mF_9.B5f-4.1JqM", "GET /resource HTTP/1.1\nHost: server.example.com\nAuthorization: Bearer mF_9.B5f-4.1JqM\n"),
+    ("jenkins-token", "11811f784531053132519844d047186074",
+     "jenkins_user = 'root'\n# jenkins_passwd = '116365fd86d63bf507aba962606a5c8956'  Pre token\n"
+     "jenkins_passwd = '11811f784531053132519844d047186074'   # Dev Token\njenkins_url = 'http://10.1.188.121'\n"),
+    ("jenkins-token", "11f4274ec59be12eace9a08b08ee13d54b",
+     "export JENKINS_USER=justin-admin-edit-view\nexport JENKINS_TOKEN=11f4274ec59be12eace9a08b08ee13d54b\n"
+     "export JENKINS=jenkins-cicd.apps.sno.openshiftlabs.net\n"),
+    ("jenkins-crumb", "440561953171ba44ace9740562d172bb",
+     "sh \"curl -X POST 'http://jenkins.lsfusion.luxsoft.by/job/${Paths.updateParentVersionsJob}/build' --user ${USERPASS} "
+     "-H 'Jenkins-Crumb:440561953171ba44ace9740562d172bb'\"\n"),
+    ("jenkins-token", "df490bc6-ef6e-4f6a-99a0-b03d26cb56f9",
+     '// Jenkins query token\nreadonly static string jenkinsToken = "df490bc6-ef6e-4f6a-99a0-b03d26cb56f9";\n'),
+    ("odbc-password", "goodspec",
+     '//Database Info\\r\\n\\t\\t\\t\\t\\t$host = \\"localhost\\";\\r\\n\\t\\t\\t\\t\\t$database = \\"NHOHVA\\";\\r\\n\\t\\t\\t\\t\\t$user = \\"mg1021\\";              $password = \\"goodspec\\";'),
+    ("odbc-password", "goodspec",
+     '//Database Info\\r\\n\\t\\t\\t\\t\\t$host = \\"localhost\\";\\r\\n\\t\\t\\t\\t\\t$database = \\"NHOHVA\\";\\r\\n\\t\\t\\t\\t\\t$user = \\"mg1021\\";              $password = goodspec;'),
+    ("odbc-password", "myPassword",
+     "Data Source=190.190.200.100,1433;Network Library=DBMSSOCN;Initial Catalog=myDataBase;User ID=myUsername;Password=myPassword;"),
+    ("odbc-password", "myPassword",
+     "Data Source=190.190.200.100,1433;Network_library=DBMSSOCN;Initial Catalog=myDataBase;User ID=myUsername;Password=myPassword;"),
+    ("odbc-password", "myPassword", "Provider=SQLNCLI;Server=myServerName,myPortNumber;Database=myDataBase;Uid=myUsername;Pwd=myPassword;"),
+    ("odbc-password", "specialbill_user",
+     '    adoConn.Open("Provider=SQLOLEDB.1;User ID=specialbill_user; " & "Password =specialbill_user;Initial Catalog=SpecialBill_PROD;Data Source=uszdba01;")'),
+    ("odbc-password", "sK!g2Ex_=jJ6Gx5v",
+     '<add name="DevQATrucks" connectionString="Server=hookupsqlqa1\\gpkqa; Database=YogurtDelay: User Id=kmwulfliq; password= sK!g2Ex_=jJ6Gx5v" providerName="System.Data.SqlClient" />'),
+]
+NOSEYPARKER_NEGATIVES = [
+    "USERNAME=donjuan\nPASSWORD=$($(dirname $0)/../bin/get-django-setting LOCAL_DATABASE_PASSWORD)\n",
+    'name="ws_plugin__s2member_amazon_s3_comp_files_access_key" id="ws-plugin--s2member-amazon-s3-comp-files-access-key"',
+    'sb.append("MasterUserPassword: " + getMasterUserPassword() + ",");\n',
+    'export PGPASSWORD="$gdcapi_db_password"\n',
+    'define wget::authfetch($source,$destination,$user,$password="",$timeout="0",$verbose=false) {\n',
+    "- echo 'export DATABASE_PASSWORD=\"'$PRECOMPILE_PASSWORD'\"' >> .env\n",
+    '"/en/enterprise/3.0/authentication/keeping-your-account-and-data-secure/creating-a-strong-password":"/en/enterprise-server@3.0/auth"\n',
+    "as: 'cms_user_password'\n  get '/passwords/:id/edit' => \"cms/sites/passwords#edit\", as: 'edit_password'\n"
+    "  put '/forgot-password' => \"cms/sites/passwords#update\", as: 'update_password'\nend\n",
+    'IAMUserChangePassword = "arn:aws:iam::aws:policy/IAMUserChangePassword"\n',
+    'this.addPassword = "#add-password";\n',
+    "echo 'password = '.$p['config']['daemon_password'].\"\\n\";\n",
+    'usernameLabel:"Username or email:",passwordLabel:"Password:",rememberMeLabel:"Remember me:"\n',
+    "this.addPassword = '#add-password';\n",
+    "1. ~~Does not play well with [Build Token Root Plugin](https://wiki.jenkins-ci.org/display/JENKINS/Build+Token+Root+Plugin) URL formats.~~ "
+    "(added with [this commit](https://github.com/morficus/Parameterized-Remote-Trigger-Plugin/commit/f687dbe75d1c4f39f7e14b68220890384d7c5674)  )",
+    "\"driver={SQL Server};server=(#{datastore['DBHOST']});database=#{datastore['DBNAME']};uid=#{datastore['DBUID']};pwd=#{datastore['DBPASSWORD']}\"\n",
+    "def login(self, user = '', password = '', domain = ''):",
+    'if datastore[\'VERBOSE\']\n      text  = \'\'\n      text << "User=#{username}, "\n      text << "Password=#{password}, "\n'
+    '      text << "Domain=#{domain}, "\n      text << "Full Name=#{full_name}, "\n      text << "E-mail=#{e_mail}"\n      print_good(text)\n',
+    "if (len < ulen + wlen + 2)\n  break;\nuser = (char *) (p + 1);\npwd = (char *) (p + ulen + 2);\np += ulen + wlen + 2;\n",
+    'System.out.println("Here we go...");\n          String url = "jdbc:msf:sql://127.0.0.1:8080/sample";\n'
+    '          String userid = "userid";\n          String password = "password";\n',
+    "char *domain = NULL;\nchar *user = NULL;\nchar *password = NULL;\n",
+    '<?php\n        \\$user = \\$_POST[\\"username\\"];\n        \\$pwd = \\$_POST[\\"password\\"];\n        \\$otherdata = \\$_POST[\\"otherdata\\"];\n?>\n',
+]
+
 
 def _split(entries: list[tuple[str, str, str]]) -> tuple[list[Secret], list[Secret]]:
     tuned: list[Secret] = []
@@ -542,6 +663,7 @@ TUNED, UNTOUCHED = _split(_KINGFISHER + _GITLEAKS)
 _TUNED_MORE, UNTOUCHED_MORE = _split(_MORE)
 _TUNED_SEMGREP, UNTOUCHED_SEMGREP = _split(_SEMGREP)
 _TUNED_4TH, UNTOUCHED_4TH = _split(_FOURTH)
-TUNED += _TUNED_MORE + _TUNED_SEMGREP + _TUNED_4TH
-PUBLIC: list[Secret] = TUNED + UNTOUCHED + UNTOUCHED_MORE + UNTOUCHED_SEMGREP + UNTOUCHED_4TH
-NEGATIVES_PUBLIC += SEMGREP_NEGATIVES
+_TUNED_5TH, UNTOUCHED_5TH = _split(_NOSEYPARKER)
+TUNED += _TUNED_MORE + _TUNED_SEMGREP + _TUNED_4TH + _TUNED_5TH
+PUBLIC: list[Secret] = TUNED + UNTOUCHED + UNTOUCHED_MORE + UNTOUCHED_SEMGREP + UNTOUCHED_4TH + UNTOUCHED_5TH
+NEGATIVES_PUBLIC += SEMGREP_NEGATIVES + NOSEYPARKER_NEGATIVES

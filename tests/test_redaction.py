@@ -157,6 +157,12 @@ KEPT = [
     'secret_name: "db-credentials", token_endpoint = "https://auth.example.com/oauth2/token", secrets = "/run/s/db2"',
     'heavy = ("tokenizers", "sqlite3", "HTTPPasswordMgr", "urllib2"); reset all passwords "now"',
     '"js-tokens": "^4.0.0", "@csstools/css-tokenizer": "^2.1.1", Token.Name.Builtin.Context: "bold #038B8B"',
+    # references: a command's output, Ruby's interpolation, an AWS resource's name; a selector
+    # naming its field, a route under a path's segment, code between two strings
+    "DB_PASSWORD=$(vault kv get -field=pw db) and conn = \"Pwd=#{config['db_password']};\"",
+    'ROLE_POLICY_PASSWORD = "arn:aws:iam::aws:policy/IAMUserChangePassword"',
+    'this.resetPassword = "#reset-password"; "/account/change-password": "/settings/security@2.0/auth"',
+    'labels = {loginLabel:"Login:",passwordLabel:"Password:",hintLabel:"Forgot it?"}',
 ]
 
 
@@ -257,6 +263,15 @@ NAMED = [  # (text, the secret): a credential's name or a provider's prefix deci
     ("db:\n  password:\n    Xk9mQ2vpL7zzA\n  user: app\n", "Xk9mQ2vpL7zzA"),
     ("api_key: >-\n  a8f3kd92jf83kdm2zz\nnext: 1\n", "a8f3kd92jf83kdm2zz"),
     ("deploy_key: |\n  first9line8of7key\n  second9line8of7key\n", "second9line8of7key"),
+    # a quoted value holds any character but its own quote; a connection string's password
+    # whatever its body (a leading `#` too); ` ---- ` between a name and its value; a crumb
+    ("db_password = '`7Gh!x' + \"it's\"", "`7Gh!x"),
+    ('secret: "it\'s-9-lives"', "it's-9-lives"),
+    ("Server=db;Uid=app;Pwd=correcthorse;Database=shop", "correcthorse"),
+    ('connectionString="Server=db,1433;User ID=app;Password=#n0tes;Encrypt=True"', "#n0tes"),
+    ("smtp password  ----  Wq7#r2!mZ", "Wq7#r2!mZ"),
+    ("curl -H 'Jenkins-Crumb:5d41402abc4b2a76b9719d911017c592' http://ci/job/x/build",
+     "5d41402abc4b2a76b9719d911017c592"),
 ]
 
 
