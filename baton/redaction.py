@@ -266,8 +266,11 @@ def _tokens(text: str) -> Iterable[tuple[int, int]]:
     (request_id=<uuid>), a path's segments one by one (/var/lib/docker/overlay2/l/<id>/diff)
     and a dotted name's names, any other token whole (a base64 key holds `/` and ends in `=`)."""
     for match in _TOKEN.finditer(text):
-        at = match.start()
-        for side in _ASSIGNED.split(match.group(0)):
+        at, sides = match.start(), _ASSIGNED.split(match.group(0))
+        if len(sides) > 1 and all(len(side) >= 8 and not _words(side) and any(c.isdigit() for c in side)
+                                  for side in sides[:-1]):
+            yield match.span()  # no side is a name: base64 with `=` inside is weighed whole too
+        for side in sides:
             if _DOTTED_CODE.fullmatch(side) and any(_CODE_NAME.fullmatch(name) for name in side.split(".")):
                 segments = side.split(".")
             else:
@@ -300,9 +303,10 @@ def _random_looking(token: str) -> bool:
     parts = [part for part in _SEPARATORS.split(token) if part]
     letters_and_digits = "".join(parts)
     size = len(letters_and_digits)
-    if len(token) < MIN_TOKEN or not any(c.isdigit() for c in letters_and_digits) \
-            or _UUID_OR_ULID.fullmatch(token) or size < MIN_PART * (1 + len(_NAME_SEPARATORS.findall(token))):
-        return False  # short parts: a version, a file name (v0.0.1-go1.22.9.linux-amd64)
+    hex_groups = size >= 24 and _HEX_ONLY.fullmatch(letters_and_digits) and _SEPARATORS.sub("-", token) == token
+    if len(token) < MIN_TOKEN or not any(c.isdigit() for c in letters_and_digits) or _UUID_OR_ULID.fullmatch(token) \
+            or (size < MIN_PART * (1 + len(_NAME_SEPARATORS.findall(token))) and not hex_groups):
+        return False  # short parts: a version, a file name (v0.0.1-go1.22.9.linux-amd64), not a key's hex groups
     if _HEX_ONLY.fullmatch(letters_and_digits) and (
             size <= 40 or size in _KEPT_HEX if len(parts) == 1 else size < 24 or _SEPARATORS.sub("-", token) != token):
         return False  # a commit, a digest, commits of a range; groups of hex joined by `-` are a key

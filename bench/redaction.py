@@ -55,6 +55,7 @@ from tests.secret_corpus_public import (
     TUNED,
     UNTOUCHED,
     UNTOUCHED_4TH,
+    UNTOUCHED_5TH,
     UNTOUCHED_MORE,
     UNTOUCHED_SEMGREP,
 )
@@ -260,6 +261,7 @@ def main() -> None:
                "public, untouched 2nd": UNTOUCHED_MORE,
                "public, untouched 3rd": UNTOUCHED_SEMGREP,
                "public, untouched 4th": UNTOUCHED_4TH,
+               "public, untouched 5th": UNTOUCHED_5TH,
                "bare tokens, 32 chars": bare_tokens(32, 20)}
     negatives = NEGATIVES + NEGATIVES_PUBLIC
     columns = [*CHANNELS, "one check's output", "all at once"]

@@ -11,7 +11,7 @@ import pytest
 
 from baton.redaction import redactor
 from baton.secret_rules import RULES
-from tests.secret_corpus import BARE_SHAPES
+from tests.secret_corpus import BARE_SHAPES, drawn
 
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAn1x\nq8Zt0Yw==\n-----END RSA PRIVATE KEY-----"
 SECRETS = {  # kind: (text holding a secret, the secret)
@@ -125,6 +125,21 @@ def test_a_bare_random_token_is_found_whatever_its_alphabet(redact, shape):
         tokens = [BARE_SHAPES[shape](rng, length) for _ in range(200)]
         found = sum(redact(f"the upstream answered {token} once").kinds == ("high-entropy-string",) for token in tokens)
         assert found >= share * len(tokens), (length, found)
+
+
+@pytest.mark.parametrize("shape", ["hex in groups of 4", "base64 with = inside"])
+def test_short_hex_groups_and_base64_joined_by_equals_are_weighed(redact, shape):
+    """Hex in groups shorter than a file name's parts (a key printed as `a1b2-c3d4-...`) and
+    base64 runs joined by `=` (no side is a name, so the token is weighed whole): 85% found."""
+    rng = random.Random(shape)
+    base64 = string.ascii_letters + string.digits + "+/"
+    for length in (32, 48):
+        if shape == "hex in groups of 4":
+            tokens = ["-".join(drawn(rng, "0123456789abcdef", 4) for _ in range(length // 4)) for _ in range(200)]
+        else:
+            tokens = [drawn(rng, base64, length // 2) + "=" + drawn(rng, base64, length // 2) for _ in range(200)]
+        found = sum(bool(redact(f"the upstream answered {token} once").kinds) for token in tokens)
+        assert found >= 0.85 * len(tokens), (length, found)
 
 
 KEPT = [
