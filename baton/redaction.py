@@ -71,7 +71,7 @@ _URL_KEY_SEGMENT = re.compile(r"(?i)/(?:(?:web)?hooks?|catch|triggers?|tokens?|k
 _URL_SHORT_PART = re.compile(r"(?<=/)(?=[A-Za-z_-]*\d)(?=[0-9_-]*[A-Za-z])[A-Za-z0-9_-]{6,}(?=[/?#]|$)")
 _JOINS = frozenset(string.ascii_letters + string.digits + "_-+")  # inside a token (_whole)
 # Blanks are tried from the first of a run only, so that a long run costs linear time.
-_SEPARATOR_AT = re.compile(r"[=:]|[ \t]is[ \t]|(?<![ \t])[ \t]+(?=[\"'])|,[ \t]*(?=[\"'])")
+_SEPARATOR_AT = re.compile(r"[=:]|[ \t]is[ \t]|(?<![ \t])[ \t]+(?=[\"']|-{2,}[ \t])|,[ \t]*(?=[\"'])")
 _ASSIGNED = re.compile(r"=(?=[^=])")
 # A dotted name in code (ssa.OpARM64ADDshiftLL, self.py2str): each name weighed apart.
 _DOTTED_CODE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
@@ -83,6 +83,7 @@ _DIGEST = re.compile(r"(?<![A-Za-z0-9])(?:(?:sha(?:1|224|256|384|512)|md5)-[A-Za
                      r"|h1:[A-Za-z0-9+/]+=*|sha(?:256|512):[a-f0-9]{64,128}"
                      r"|(?:(?:ssh|ecdsa|sk)-[\w@.-]+ )?AAAA(?:[BC]3NzaC1|E2VjZHNh)[A-Za-z0-9+/]+=*"
                      r"|-----BEGIN (?:[A-Z0-9]+ )*(?:PUBLIC KEY|CERTIFICATE)-----.*?-----END[A-Z0-9 ]*-----)", re.S)
+_DIGEST_ANCHORS = ("sha", "md5-", "h1:", "AAAA", "-----BEGIN")  # a text holds one of them for _DIGEST to match
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
 # A Kubernetes Secret's values: every `key: value` under its data: or stringData: block.
 _KUBERNETES_SECRET = re.compile(r"(?m)^kind:[ \t]*Secret[ \t]*$")
@@ -109,6 +110,12 @@ class Redactor:
     rules: Sequence[Rule]
     allow: Sequence[re.Pattern] = field(default_factory=tuple)
     _compiled: dict[int, re.Pattern] = field(default_factory=dict, repr=False)
+    # Each rule's anchors with the characters each holds: an anchor with a character the text
+    # lacks is not searched for (most hold `_`, `-` or `.`; 236 searches of a long text cost ~1 ms).
+    _anchors: list[tuple[tuple[str, frozenset[str]], ...]] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        self._anchors = [tuple((anchor, frozenset(anchor)) for anchor in rule[1]) for rule in self.rules]
 
     def redact(self, text: str) -> Redacted:
         """text with every secret found replaced by its marker. Overlapping findings are
@@ -148,15 +155,18 @@ class Redactor:
 
     def _secrets(self, text: str) -> Iterable[tuple[int, int, str]]:
         folded = text.lower()
+        held = {False: frozenset(text), True: frozenset(folded)}
         names: list[int] | None = None
         for index, (kind, anchors, source, _, group, check) in enumerate(self.rules):
             if anchors is NAMED:
                 names = _name_starts(text, folded) if names is None else names
                 pattern = self._pattern(index) if names else None
                 matches: Iterable[re.Match | None] = (pattern.match(text, at) for at in names) if pattern else ()
-            elif anchors and not any(anchor in (folded if source.startswith("(?i") else text) for anchor in anchors):
-                continue
             else:
+                ignores_case = source.startswith("(?i")
+                haystack, chars = folded if ignores_case else text, held[ignores_case]
+                if anchors and not any(anchor in haystack for anchor, needs in self._anchors[index] if needs <= chars):
+                    continue
                 matches = self._pattern(index).finditer(text)
             for match in matches:
                 if match is None:
@@ -171,8 +181,9 @@ class Redactor:
             for start, end in _kubernetes_secret_values(text):
                 if not self._allowed(text[start:end]):
                     yield start, end, "kubernetes-secret"
-        urls = [match.span() for match in _URL.finditer(text)] if "://" in text else []
-        kept = _disjoint([*(match.span() for match in _DIGEST.finditer(text)),
+        urls = _urls(text)
+        digests = _DIGEST.finditer(text) if any(map(text.__contains__, _DIGEST_ANCHORS)) else ()
+        kept = _disjoint([*(match.span() for match in digests),
                           *(match.span() for match in _BASE64_RUN.finditer(text) if _prose(match.group(0)))])
         # A URL is kept (a document's id, a cache-buster), but in one that says it carries a
         # credential (a webhook, a token) each segment of its path and query after the host is weighed.
@@ -232,6 +243,17 @@ def _name_starts(text: str, folded: str) -> list[int]:
     return starts
 
 
+def _urls(text: str) -> list[tuple[int, int]]:
+    """The spans of the URLs in text, looked for only before each `://` (a scheme is short):
+    a search of every word for a scheme costs a long text a quarter of its redaction."""
+    spans: list[tuple[int, int]] = []
+    at = text.find("://")
+    while at >= 0 and (match := _URL.search(text, max(at - 64, spans[-1][1] if spans else 0))):
+        spans.append(match.span())
+        at = text.find("://", match.end())
+    return spans
+
+
 def _kubernetes_secret_values(text: str) -> Iterable[tuple[int, int]]:
     for block in _SECRET_BLOCK.finditer(text):
         for value in _BLOCK_VALUE.finditer(block.group("block")):
@@ -244,8 +266,11 @@ def _tokens(text: str) -> Iterable[tuple[int, int]]:
     (request_id=<uuid>), a path's segments one by one (/var/lib/docker/overlay2/l/<id>/diff)
     and a dotted name's names, any other token whole (a base64 key holds `/` and ends in `=`)."""
     for match in _TOKEN.finditer(text):
-        at = match.start()
-        for side in _ASSIGNED.split(match.group(0)):
+        at, sides = match.start(), _ASSIGNED.split(match.group(0))
+        if len(sides) > 1 and all(len(side) >= 8 and not _words(side) and any(c.isdigit() for c in side)
+                                  for side in sides[:-1]):
+            yield match.span()  # no side is a name: base64 with `=` inside is weighed whole too
+        for side in sides:
             if _DOTTED_CODE.fullmatch(side) and any(_CODE_NAME.fullmatch(name) for name in side.split(".")):
                 segments = side.split(".")
             else:
@@ -278,9 +303,10 @@ def _random_looking(token: str) -> bool:
     parts = [part for part in _SEPARATORS.split(token) if part]
     letters_and_digits = "".join(parts)
     size = len(letters_and_digits)
-    if len(token) < MIN_TOKEN or not any(c.isdigit() for c in letters_and_digits) \
-            or _UUID_OR_ULID.fullmatch(token) or size < MIN_PART * (1 + len(_NAME_SEPARATORS.findall(token))):
-        return False  # short parts: a version, a file name (v0.0.1-go1.22.9.linux-amd64)
+    hex_groups = size >= 24 and _HEX_ONLY.fullmatch(letters_and_digits) and _SEPARATORS.sub("-", token) == token
+    if len(token) < MIN_TOKEN or not any(c.isdigit() for c in letters_and_digits) or _UUID_OR_ULID.fullmatch(token) \
+            or (size < MIN_PART * (1 + len(_NAME_SEPARATORS.findall(token))) and not hex_groups):
+        return False  # short parts: a version, a file name (v0.0.1-go1.22.9.linux-amd64), not a key's hex groups
     if _HEX_ONLY.fullmatch(letters_and_digits) and (
             size <= 40 or size in _KEPT_HEX if len(parts) == 1 else size < 24 or _SEPARATORS.sub("-", token) != token):
         return False  # a commit, a digest, commits of a range; groups of hex joined by `-` are a key
@@ -335,7 +361,8 @@ def _prose(run: str) -> bool:
 
 # References to a value kept elsewhere (a variable, an f-string's field, code, a path) and
 # placeholders: not the secret itself.
-_REFERENCE = re.compile(r"(?<![A-Za-z0-9])\$[A-Za-z_]|\$\{\{?[ \t]*[A-Za-z_][\w.]*[ \t]*(?:[:?+=-][^{}]*)?(?:\}|$)"
+_REFERENCE = re.compile(r"(?<![A-Za-z0-9])\$[A-Za-z_(]|\$\{\{?[ \t]*[A-Za-z_][\w.]*[ \t]*(?:[:?+=-][^{}]*)?(?:\}|$)"
+                        r"|^#\{|^arn:aws[\w-]*:"  # Ruby's interpolation, an AWS resource's name
                         r"|%[A-Za-z_]\w*%|^\{|<[^>]*>$|^(?:os\.environ|process\.env)"
                         r"|^[A-Za-z_][\w.]*[(\[]|^[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+[)\]},;]*$"
                         r"|^~?\.{0,2}/[\w./-]*$|^#[0-9a-fA-F]{3,8}$"
@@ -374,7 +401,7 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
     digit or a symbol (a name ending in `key` or `auth`: random-looking, 16 characters)."""
     if not _not_reference(match, value) or _CREDENTIAL_FREE_URL.match(value):
         return False
-    if value != value.strip():  # a quoted value that starts with a blank is code: ' + access_key + '
+    if value != value.strip() or value[0] in ",;)":  # code between two strings: ' + access_key + ', "Password:",x:"
         return False
     name = match.string[match.start(0):match.start("value")]
     groups = match.groupdict()
@@ -385,9 +412,12 @@ def _assigned_secret(match: re.Match, value: str) -> bool:
         return False  # `NAME "value"` with no `=` or `:`: prose (`cannot pass 'x=1'`) unless the name is code's
     strong = groups.get("strong")
     if strong:  # quoted, a placeholder is redacted too (`PASSWORD = 'changeme'`), not a stage's `pass = "DONE"`
-        if _SYMBOL_OR_DIGIT.search(value):
+        # a connection string's or a query's `;Pwd=...;` decides whatever the value (`Password=myPassword;`)
+        at = match.start(0)
+        if _SYMBOL_OR_DIGIT.search(value.removeprefix("#")) or (at and match.string[at - 1] in "?&;"):
             return True
-        # nor a constant's label: _SEND_MESSAGE_TOKEN = "send_message", NO_CREDENTIALS = "NoCredentials"
+        # nor a constant's label: _SEND_MESSAGE_TOKEN = "send_message", NO_CREDENTIALS = "NoCredentials",
+        # a selector's: addPassword = "#add-password"
         # but a lone word is a default password (POSTGRES_PASSWORD = 'postgres'), not a label
         label = _squashed(value) in _squashed(name) and (
             _squashed(value) != value.lower() or _squashed(strong) in _squashed(value))

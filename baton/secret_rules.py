@@ -235,7 +235,7 @@ STRUCTURED: tuple[Rule, ...] = (
 # prefixed or cased (OPENAI_API_KEY, stripe_api_token, DB_PASSWORD, client-secret,
 # apiKey). A value assigned to one needs a digit or a symbol (`token: expires daily` is prose).
 _STRONG = (r"pass(?:word|wd|phrase)?|pwd?|secret|token|credentials?|api[_-]?key|auth[_-]?key|access[_-]?key"
-           r"|private[_-]?key|secret[_-]?key|sas|connection[_-]?string")
+           r"|private[_-]?key|secret[_-]?key|sas|connection[_-]?string|crumb")
 # A name that ends in `key`, `auth`, `private` or `pat` (a personal access token, or a
 # regular expression's pattern) is a secret's only when its value looks like a token (16
 # characters or more of letters, digits and `-_.~+/=`, with both): `sort_key: created_at`,
@@ -243,7 +243,7 @@ _STRONG = (r"pass(?:word|wd|phrase)?|pwd?|secret|token|credentials?|api[_-]?key|
 _WEAK = r"key|auth|private|[_-]pat|(?-i:Pat)"
 # How the names above end, lower-cased: where baton.redaction tries the NAMED rules.
 NAME_ENDINGS = ("pass", "passwd", "password", "passphrase", "pwd", "pw", "secret", "token", "credential", "credentials",
-                "key", "auth", "private", "pat", "sas", "string")
+                "key", "auth", "private", "pat", "sas", "string", "crumb")
 # A stage, a number, a version or the value's form after a strong word (DB_PASSWORD_PROD, password_value):
 # possessive, longer words first, as a run of digits must not backtrack (`(\d+)*` is exponential).
 QUALIFIER = (r"(?:[_.-]?(?:\d++|v\d++|production|prod|development|dev|staging|stage|stg|testing|test|qa|uat|live"
@@ -254,10 +254,10 @@ QUALIFIER = (r"(?:[_.-]?(?:\d++|v\d++|production|prod|development|dev|staging|st
 RUN_IN = r"pass(?:word|wd|phrase)|secret|token|credential|(?:api|auth|access|private)[_-]?key"
 _NAMED_LIKE = (rf"(?:[\w.-]*?(?:(?P<strong>{_STRONG}){QUALIFIER}|(?P<weak>{_WEAK}))"
                rf"|(?P<run_in>[\w.-]{{0,40}}?(?:{RUN_IN})[\w-]{{0,40}}?))")
-_NAME = rf"(?<![\w.-])(?<!//){_NAMED_LIKE}"
-# `=`, `:`, `:=`, `=>`, in prose ` is `, or blanks before a quoted value (a DSL's call
+_NAME = rf"(?<![\w./-]){_NAMED_LIKE}"
+# `=`, `:`, `:=`, `=>`, in prose ` is ` or ` ---- `, or blanks before a quoted value (a DSL's call
 # without parentheses: Groovy's `password 'x'`, Ruby's, nginx's).
-_SEPARATOR = r"[ \t]*(?::=|=>|=|:)[ \t]*|[ \t]+is[ \t]+|[ \t]+(?=[\"'])"
+_SEPARATOR = r"[ \t]*(?::=|=>|=|:)[ \t]*|[ \t]+(?:is|-{2,})[ \t]+|[ \t]+(?=[\"'])"
 # YAML's value on the next line, more indented: a plain scalar alone on its line (not a
 # list's `- item` or a mapping's `key:`), or a block scalar's (`key: |`, `key: >-`) lines.
 _NEXT_LINE = r"[ \t]*:[ \t]*\n[ \t]+(?=[^\s#-]\S*(?<!:)[ \t]*(?:\n|$))"
@@ -265,7 +265,7 @@ _BLOCK_SCALAR = (r"[ \t]*:[ \t]*[|>][+-]?[1-9]?[ \t]*\n"
                  r"(?P<indent>[ \t]+)(?P<value>\S[^\n]*(?:\n(?P=indent)[^\n]*\S)*)")
 # A value: quoted (up to its quote) or bare (up to a blank or a quote, without the comma
 # or bracket that closes the code around it).
-_VALUE = r"(?P<quote>[\"'`])?(?P<value>(?(quote)[^\"'`\n]+|[^\s\"'`]*[^\s\"'`,;)\]}]))"
+_VALUE = r"(?P<quote>[\"'`])?(?P<value>(?(quote)(?:(?!(?P=quote))[^\n])+|[^\s\"'`]*[^\s\"'`,;)\]}]))"
 # A field's name, its separator and an opening quote (key="..., "name": "..., <key>...), what
 # may stand between a pair's two fields, the name's field and the value's.
 _FIELD = r"[\"']?[ \t]*(?:[:=][ \t]*|>)"
@@ -285,7 +285,7 @@ ASSIGNMENTS: tuple[Rule, ...] = (
     ("secret-keyword", NAMED, rf"(?i)(?<=[\"':]){_NAME}=?[\"']?[ \t]*,[ \t]*(?P<q>[\"'])(?P<value>[^\"'\n]+)(?P=q)", 0,
      "value", "keyword"),
     # name=value inside a URL's query or a connection string (`?password=...&`, `;Pwd=...;`)
-    ("secret-keyword", NAMED, rf"(?i)(?<=[?&;]){_NAME}=(?P<value>[^&;\s\"'#]+)", 0, "value", "keyword"),
+    ("secret-keyword", NAMED, rf"(?i)(?<=[?&;]){_NAME}=(?P<value>[^&;\s\"']+)", 0, "value", "keyword"),
     # A name and a value as a pair of fields, either first, in XML attributes or elements, JSON
     # or YAML: <add key="Password" value="..."/>, <add value="..." name="db.password"/>,
     # <Password value="..."/>, <key>password</key><value>...</value>, {"name": "password",

@@ -54,6 +54,8 @@ from tests.secret_corpus_public import (
     NEGATIVES_PUBLIC,
     TUNED,
     UNTOUCHED,
+    UNTOUCHED_4TH,
+    UNTOUCHED_5TH,
     UNTOUCHED_MORE,
     UNTOUCHED_SEMGREP,
 )
@@ -258,6 +260,8 @@ def main() -> None:
     corpora = {"project (tuned)": SECRETS, "public, tuned part": TUNED, "public, untouched part": UNTOUCHED,
                "public, untouched 2nd": UNTOUCHED_MORE,
                "public, untouched 3rd": UNTOUCHED_SEMGREP,
+               "public, untouched 4th": UNTOUCHED_4TH,
+               "public, untouched 5th": UNTOUCHED_5TH,
                "bare tokens, 32 chars": bare_tokens(32, 20)}
     negatives = NEGATIVES + NEGATIVES_PUBLIC
     columns = [*CHANNELS, "one check's output", "all at once"]

@@ -11,7 +11,7 @@ import pytest
 
 from baton.redaction import redactor
 from baton.secret_rules import RULES
-from tests.secret_corpus import BARE_SHAPES
+from tests.secret_corpus import BARE_SHAPES, drawn
 
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAn1x\nq8Zt0Yw==\n-----END RSA PRIVATE KEY-----"
 SECRETS = {  # kind: (text holding a secret, the secret)
@@ -127,6 +127,21 @@ def test_a_bare_random_token_is_found_whatever_its_alphabet(redact, shape):
         assert found >= share * len(tokens), (length, found)
 
 
+@pytest.mark.parametrize("shape", ["hex in groups of 4", "base64 with = inside"])
+def test_short_hex_groups_and_base64_joined_by_equals_are_weighed(redact, shape):
+    """Hex in groups shorter than a file name's parts (a key printed as `a1b2-c3d4-...`) and
+    base64 runs joined by `=` (no side is a name, so the token is weighed whole): 85% found."""
+    rng = random.Random(shape)
+    base64 = string.ascii_letters + string.digits + "+/"
+    for length in (32, 48):
+        if shape == "hex in groups of 4":
+            tokens = ["-".join(drawn(rng, "0123456789abcdef", 4) for _ in range(length // 4)) for _ in range(200)]
+        else:
+            tokens = [drawn(rng, base64, length // 2) + "=" + drawn(rng, base64, length // 2) for _ in range(200)]
+        found = sum(bool(redact(f"the upstream answered {token} once").kinds) for token in tokens)
+        assert found >= 0.85 * len(tokens), (length, found)
+
+
 KEPT = [
     "git show 3f9c2e1 and 3f9c2e1b4d5a3f9c2e1b4d5a3f9c2e1b4d5a3f9a",
     "git diff 3f9c2e1b4d5a3f9c2e1b4d5a3f9c2e1b4d5a3f9a..4d5a3f9c2e1b4d5a3f9c2e1b4d5a3f9c2e1b4d5a",
@@ -157,6 +172,12 @@ KEPT = [
     'secret_name: "db-credentials", token_endpoint = "https://auth.example.com/oauth2/token", secrets = "/run/s/db2"',
     'heavy = ("tokenizers", "sqlite3", "HTTPPasswordMgr", "urllib2"); reset all passwords "now"',
     '"js-tokens": "^4.0.0", "@csstools/css-tokenizer": "^2.1.1", Token.Name.Builtin.Context: "bold #038B8B"',
+    # references: a command's output, Ruby's interpolation, an AWS resource's name; a selector
+    # naming its field, a route under a path's segment, code between two strings
+    "DB_PASSWORD=$(vault kv get -field=pw db) and conn = \"Pwd=#{config['db_password']};\"",
+    'ROLE_POLICY_PASSWORD = "arn:aws:iam::aws:policy/IAMUserChangePassword"',
+    'this.resetPassword = "#reset-password"; "/account/change-password": "/settings/security@2.0/auth"',
+    'labels = {loginLabel:"Login:",passwordLabel:"Password:",hintLabel:"Forgot it?"}',
 ]
 
 
@@ -257,6 +278,15 @@ NAMED = [  # (text, the secret): a credential's name or a provider's prefix deci
     ("db:\n  password:\n    Xk9mQ2vpL7zzA\n  user: app\n", "Xk9mQ2vpL7zzA"),
     ("api_key: >-\n  a8f3kd92jf83kdm2zz\nnext: 1\n", "a8f3kd92jf83kdm2zz"),
     ("deploy_key: |\n  first9line8of7key\n  second9line8of7key\n", "second9line8of7key"),
+    # a quoted value holds any character but its own quote; a connection string's password
+    # whatever its body (a leading `#` too); ` ---- ` between a name and its value; a crumb
+    ("db_password = '`7Gh!x' + \"it's\"", "`7Gh!x"),
+    ('secret: "it\'s-9-lives"', "it's-9-lives"),
+    ("Server=db;Uid=app;Pwd=correcthorse;Database=shop", "correcthorse"),
+    ('connectionString="Server=db,1433;User ID=app;Password=#n0tes;Encrypt=True"', "#n0tes"),
+    ("smtp password  ----  Wq7#r2!mZ", "Wq7#r2!mZ"),
+    ("curl -H 'Jenkins-Crumb:5d41402abc4b2a76b9719d911017c592' http://ci/job/x/build",
+     "5d41402abc4b2a76b9719d911017c592"),
 ]
 
 

@@ -72,16 +72,27 @@ def test_the_public_corpus_is_kept_out_and_its_untouched_part_reported(redact):
     sentence and as written, and all of them at once in one check's output. The untouched
     part was never tuned on: its floor only guards against a regression."""
     from tests.secret_corpus import leaking
-    from tests.secret_corpus_public import NEGATIVES_PUBLIC, TUNED, UNTOUCHED, UNTOUCHED_MORE, UNTOUCHED_SEMGREP
+    from tests.secret_corpus_public import (
+        NEGATIVES_PUBLIC,
+        TUNED,
+        UNTOUCHED,
+        UNTOUCHED_4TH,
+        UNTOUCHED_5TH,
+        UNTOUCHED_MORE,
+        UNTOUCHED_SEMGREP,
+    )
 
     # (part, floor in a sentence and as written, floor in one output of the whole part): in
     # one output a secret written in several carriers leaks if one of them does.
     for part, floor, printed in ((TUNED, 0.95, 0.9), (UNTOUCHED, 0.85, 0.85), (UNTOUCHED_MORE, 0.8, 0.45),
-                                  (UNTOUCHED_SEMGREP, 0.8, 0.8)):
-        kept = [s for s in part if not leaks(s.value, redact(f"we agreed to deploy with {s.text} now").text.encode())
-                and not leaks(s.value, redact(s.text).text.encode())]
-        assert len(kept) >= floor * len(part), f"{len(kept)}/{len(part)}"
-        assert len(leaking(part, redact("\n".join(s.text for s in part)).text.encode())) <= (1 - printed) * len(part)
+                                  (UNTOUCHED_SEMGREP, 0.8, 0.8), (UNTOUCHED_4TH, 0.85, 0.85),
+                                  (UNTOUCHED_5TH, 0.45, 0.45)):
+        # Counts only: a failure never prints an untouched part's items.
+        kept = sum(not leaks(s.value, redact(f"we agreed to deploy with {s.text} now").text.encode())
+                   and not leaks(s.value, redact(s.text).text.encode()) for s in part)
+        leaked = len(leaking(part, redact("\n".join(s.text for s in part)).text.encode()))
+        assert kept >= floor * len(part), f"{kept}/{len(part)}"
+        assert leaked <= (1 - printed) * len(part), f"{leaked}/{len(part)}"
     assert [n for n in NEGATIVES_PUBLIC if redact(n).text != n] == []
 
 
