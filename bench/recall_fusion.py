@@ -76,10 +76,11 @@ def keyword_legs(records: list[Record], asked: list[Query], source: str,
     return whole, fields
 
 
-def product_fusion(records: list[Record], source: str) -> Fusion:
-    """baton.recall.fusion.fuse over the legs, as the search hands it ScoredDecisions."""
+def product_fusion(records: list[Record], source: str, constants: tuple[float, float] | None = None) -> Fusion:
+    """baton.recall.fusion.fuse over the legs, as the search hands it ScoredDecisions; with
+    constants, its (VECTOR_WEIGHT, UNRANKED) set to them for the call."""
+    from baton.recall import fusion
     from baton.recall.base import DecisionRecord, ScoredDecision
-    from baton.recall.fusion import fuse
 
     now = datetime.now(UTC).isoformat()
     stored = {r.ticket: DecisionRecord(project="eval", task_id=r.ticket, session_id="s", text=r.decision,
@@ -87,7 +88,12 @@ def product_fusion(records: list[Record], source: str) -> Fusion:
 
     def fused(query: Query, vector: Leg, keyword: Leg) -> list[str]:
         legs = [[ScoredDecision(record=stored[t], score=s) for t, s in leg] for leg in (vector, keyword)]
-        return [hit.record.task_id for hit in fuse(legs[0], legs[1], 2 * DEPTH)]  # as `baton recall` asks
+        kept = fusion.VECTOR_WEIGHT, fusion.UNRANKED
+        fusion.VECTOR_WEIGHT, fusion.UNRANKED = constants or kept
+        try:
+            return [hit.record.task_id for hit in fusion.fuse(legs[0], legs[1], 2 * DEPTH)]  # as `baton recall` asks
+        finally:
+            fusion.VECTOR_WEIGHT, fusion.UNRANKED = kept
     return fused
 
 
@@ -199,6 +205,10 @@ def main() -> None:
     for beta in (0.1, 0.2, 0.3, 0.5):
         candidates[f"cosine + {beta} x query words held"] = (
             coverage_weighted(records, beta, args.stored_context), keyword)
+    for vector_weight in (0.5, 0.55, 0.6, 0.65, 0.7):
+        for unranked in (0.0, 0.25, 0.5, 1.0):
+            candidates[f"current, vector {vector_weight}, unranked {unranked}"] = (
+                product_fusion(records, args.stored_context, (vector_weight, unranked)), keyword)
     for weight in title_weights:
         candidates[f"field-aware BM25 (context x{weight}), current"] = (
             product_fusion(records, args.stored_context), fields[weight])
