@@ -26,7 +26,8 @@ is new).
 
 Four lists are scored on the same queries:
   - baton recall: the list `baton recall` answered (its vector and keyword legs fused inside
-    Baton, baton.recall.fusion, and a superseded decision shown under its replacement),
+    Baton, baton.recall.fusion, and a superseded decision shown with its replacement as one
+    result: both are at that result's position, as a client counting the results sees them),
   - BM25 alone: SQLite FTS5 (its default weights, every word) over the same "decision.
     context" texts, in this process,
   - exact cosine alone: the same MiniLM vectors (each record's and query's embedded by
@@ -60,7 +61,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +69,7 @@ from bench.common import BATON, fresh_runs, git, scratch_worktree, spread, start
 RECORDS = Path(__file__).resolve().parent / "recall_eval" / "records.jsonl"
 AGENT_QUERIES = RECORDS.with_name("agent_queries.jsonl")
 DEPTH = 10  # what every leg answers and every metric reads
+Ranking = list[tuple[str, ...]]  # the tickets at each position, best first: a leg's one each
 RRF_K = 60
 WORD = re.compile(r"\w+")
 # The untouched part: these projects' records, chosen before any tuning (a third of the
@@ -250,12 +251,13 @@ def exact_cosine(records: list[Record], asked: list[Query], source: str
     return rankings, scored
 
 
-def baton_recall(worktree: Path, env: dict[str, str], query: Query) -> tuple[list[str], float]:
-    """The tickets `baton recall` ranks for the query, best first, and its milliseconds."""
+def baton_recall(worktree: Path, env: dict[str, str], query: Query) -> tuple[Ranking, float]:
+    """The tickets `baton recall` ranks for the query, best first (a result's replaced decisions
+    at its position), and its milliseconds."""
     started = time.perf_counter()
     answer = json.loads(baton(worktree, env, "recall", "--json", "--limit", str(DEPTH), query.text))
     elapsed = (time.perf_counter() - started) * 1000
-    return unique(hit["task_id"] for hit in answer), elapsed
+    return [(hit["task_id"], *(old["task_id"] for old in hit["replaces"])) for hit in answer][:DEPTH], elapsed
 
 
 THRESHOLDS = (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
@@ -281,10 +283,6 @@ def score_lines(scored: list[tuple[Query, dict[str, float]]]) -> list[str]:
                                         for query, scores in scored])
         lines.append(f"  {threshold:9.2f} {kept:15.3f} {shown:13.3f} {only_others:25.3f}")
     return lines
-
-
-def unique(tickets: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(tickets))[:DEPTH]
 
 
 class KeywordLeg:
@@ -316,11 +314,11 @@ def fused(*rankings: list[str]) -> list[str]:
     return sorted(scores, key=lambda ticket: -scores[ticket])[:DEPTH]
 
 
-def metrics(rankings: list[tuple[Query, list[str]]], *, strict: bool = False) -> tuple[float, float, float, float]:
-    """(recall@1, recall@5, MRR@10, nDCG@10), at the first ticket that answers each query (strict:
-    only its own record's)."""
-    ranks = [next((rank for rank, ticket in enumerate(ranking, start=1)
-                   if ticket == query.relevant or (not strict and ticket in query.answers)), None)
+def metrics(rankings: list[tuple[Query, Ranking]], *, strict: bool = False) -> tuple[float, float, float, float]:
+    """(recall@1, recall@5, MRR@10, nDCG@10), at the first position holding a ticket that answers
+    each query (strict: only its own record's)."""
+    ranks = [next((rank for rank, tickets in enumerate(ranking[:DEPTH], start=1)
+                   if query.relevant in tickets or (not strict and not query.answers.isdisjoint(tickets))), None)
              for query, ranking in rankings]
     mean = lambda values: statistics.fmean(values) if values else float("nan")  # noqa: E731
     return (mean([rank == 1 for rank in ranks]), mean([rank is not None and rank <= 5 for rank in ranks]),
@@ -328,9 +326,10 @@ def metrics(rankings: list[tuple[Query, list[str]]], *, strict: bool = False) ->
             mean([1 / math.log2(rank + 1) if rank else 0.0 for rank in ranks]))
 
 
-def stale_wins(records: list[Record], rankings: dict[Query, list[str]]) -> tuple[int, int]:
+def stale_wins(records: list[Record], rankings: dict[Query, Ranking]) -> tuple[int, int]:
     """(cases where a superseded decision outranks its replacement, cases): one case per
-    supersedes link and query of the replacement."""
+    supersedes link and query of the replacement. At one position, the first ticket is the one
+    shown first: a replacement's replaced decisions come after it."""
     ticket_of = {record.key: record.ticket for record in records}
     wins = cases = 0
     for record in records:
@@ -339,8 +338,11 @@ def stale_wins(records: list[Record], rankings: dict[Query, list[str]]) -> tuple
                 if query.relevant != record.ticket:
                     continue
                 cases += 1
-                position = {ticket: rank for rank, ticket in enumerate(ranking)}
-                wins += old in position and position[old] < position.get(record.ticket, DEPTH)
+                position: dict[str, tuple[int, int]] = {}
+                for rank, tickets in enumerate(ranking):
+                    for order, ticket in enumerate(tickets):
+                        position.setdefault(ticket, (rank, order))
+                wins += old in position and position[old] < position.get(record.ticket, (DEPTH, 0))
     return wins, cases
 
 
@@ -356,7 +358,7 @@ def evaluate(part: str, args: argparse.Namespace) -> None:
         resident = start_resident(scratch / "home", env)
         try:
             indexed = record_decisions(worktree, env, records, args.stored_context, args.links == "on")
-            answered: dict[Query, list[str]] = {}
+            answered: dict[Query, Ranking] = {}
             latencies = []
             for query in asked:
                 answered[query], ms = baton_recall(worktree, env, query)
@@ -369,8 +371,10 @@ def evaluate(part: str, args: argparse.Namespace) -> None:
     cosine, scored = exact_cosine(records, asked, args.stored_context)
     scored = [(query, scores) for query, scores in scored if query.kind in RECORD_KINDS]
     words = {query: keyword.rank(query.text) for query in asked}
-    legs = {"baton recall": answered, "BM25 alone (FTS5)": words, "exact cosine alone": cosine,
-            f"plain RRF (k={RRF_K})": {query: fused(cosine[query], words[query]) for query in asked}}
+    one_each = {"BM25 alone (FTS5)": words, "exact cosine alone": cosine,
+                f"plain RRF (k={RRF_K})": {query: fused(cosine[query], words[query]) for query in asked}}
+    legs = {"baton recall": answered,
+            **{leg: {query: [(t,) for t in ranking[query]] for query in asked} for leg, ranking in one_each.items()}}
 
     projects = len({record.key.split(":")[0] for record in records})
     links = sum(len(record.supersedes) for record in records)

@@ -7,8 +7,8 @@ leg is the exact cosine of MiniLM vectors of each record's embedding_text (the d
 the context `baton decide` recorded, its title by default) and of the query; the keyword leg
 is SQLite FTS5 BM25 over embedding_text (context, then decision) asked the query's query_words,
 both 10 deep. Each candidate fuses the two lists into one, then every superseded decision is
-put under its replacement (the chain followed, the replacement fetched when it did not score),
-as `baton recall` shows them. "current" is the product's own fusion (baton.recall.fusion.fuse);
+put with its replacement at one position (the chain followed, the replacement fetched when it
+did not score), as `baton recall` shows them. "current" is the product's own fusion (baton.recall.fusion.fuse);
 "field-aware" is the same fusion over a keyword leg that weighs the context (title) column
 apart from the decision's. Printed per query kind: recall@1 / recall@5 / MRR@10; then the
 candidates at or above the plain RRF of the two legs on every kind (recall@5 and MRR@10), and
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from bench.recall_eval import DEPTH, Query, Record, load, metrics, queries
+from bench.recall_eval import DEPTH, Query, Ranking, Record, load, metrics, queries
 
 if TYPE_CHECKING:
     from baton.recall.embedding import MiniLMEncoder as Encoder
@@ -84,11 +84,13 @@ def keyword_legs(records: list[Record], asked: list[Query], source: str,
     return whole, fields
 
 
-def product_fusion(records: list[Record], source: str, limit: int = DEPTH) -> Fusion:
+def product_fusion(records: list[Record], source: str, limit: int = 2 * DEPTH,
+                   constants: tuple[float, float] | None = None) -> Fusion:
     """baton.recall.fusion.fuse over the legs, as the search hands it ScoredDecisions, its
-    first limit."""
+    first limit (twice the depth, as `baton recall` asks); with constants, its
+    (VECTOR_WEIGHT, UNRANKED) set to them for the call."""
+    from baton.recall import fusion
     from baton.recall.base import DecisionRecord, ScoredDecision
-    from baton.recall.fusion import fuse
 
     now = datetime.now(UTC).isoformat()
     stored = {r.ticket: DecisionRecord(project="eval", task_id=r.ticket, session_id="s", text=r.decision,
@@ -96,7 +98,12 @@ def product_fusion(records: list[Record], source: str, limit: int = DEPTH) -> Fu
 
     def fused(query: Query, vector: Leg, keyword: Leg) -> list[str]:
         legs = [[ScoredDecision(record=stored[t], score=s) for t, s in leg] for leg in (vector, keyword)]
-        return [hit.record.task_id for hit in fuse(legs[0], legs[1], limit)]
+        kept = fusion.VECTOR_WEIGHT, fusion.UNRANKED
+        fusion.VECTOR_WEIGHT, fusion.UNRANKED = constants or kept
+        try:
+            return [hit.record.task_id for hit in fusion.fuse(legs[0], legs[1], limit)]
+        finally:
+            fusion.VECTOR_WEIGHT, fusion.UNRANKED = kept
     return fused
 
 
@@ -155,7 +162,7 @@ def coverage_weighted(records: list[Record], beta: float, source: str) -> Fusion
     return fused
 
 
-def under_replacements(records: list[Record]) -> Callable[[list[str]], list[str]]:
+def under_replacements(records: list[Record]) -> Callable[[list[str]], Ranking]:
     ticket_of = {record.key: record.ticket for record in records}
     replaced_by: dict[str, list[str]] = {}
     for record in records:
@@ -163,17 +170,19 @@ def under_replacements(records: list[Record]) -> Callable[[list[str]], list[str]
             if key in ticket_of:
                 replaced_by.setdefault(ticket_of[key], []).append(record.ticket)
 
-    def paired(ranking: list[str]) -> list[str]:
-        shown: list[str] = []
+    def paired(ranking: list[str]) -> Ranking:
+        shown: dict[str, list[str]] = {}  # the newest of a chain, and what it replaced
+        placed: set[str] = set()
         for ticket in ranking:
-            newest, seen = None, {ticket}
-            while (later := next((t for t in replaced_by.get(newest or ticket, []) if t not in seen), None)):
+            newest, seen = ticket, {ticket}
+            while (later := next((t for t in replaced_by.get(newest, []) if t not in seen), None)):
                 newest = later
                 seen.add(later)
-            for item in (newest, ticket):
-                if item is not None and item not in shown:
-                    shown.append(item)
-        return shown[:DEPTH]
+            shown.setdefault(newest, [])
+            if ticket not in placed and ticket != newest:
+                shown[newest].append(ticket)
+            placed |= {ticket, newest}
+        return [(newest, *old) for newest, old in shown.items()][:DEPTH]
     return paired
 
 
@@ -206,12 +215,16 @@ def main() -> None:
     for beta in (0.1, 0.2, 0.3, 0.5):
         candidates[f"cosine + {beta} x query words held"] = (
             coverage_weighted(records, beta, args.stored_context), keyword)
+    for vector_weight in (0.5, 0.55, 0.6, 0.65, 0.7):
+        for unranked in (0.0, 0.25, 0.5, 1.0):
+            candidates[f"current, vector {vector_weight}, unranked {unranked}"] = (
+                product_fusion(records, args.stored_context, (vector_weight, unranked)), keyword)
     for weight in title_weights:
         candidates[f"field-aware BM25 (context x{weight}), current"] = (
             product_fusion(records, args.stored_context), fields[weight])
     table = {}
     for name, (fusion, keywords) in candidates.items():
-        table[name] = {kind: metrics([(q, paired(fusion(q, vector[q], keywords[q])[:DEPTH]))
+        table[name] = {kind: metrics([(q, paired(fusion(q, vector[q], keywords[q])))
                                       for q in asked if q.kind == kind])[:3] for kind in KINDS}
 
     def line(name: str) -> str:

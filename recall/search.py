@@ -79,15 +79,17 @@ class DecisionSearchClient:
             keyword = [h for h in keyword if h.record.point_id in found]
         return RelatedSearch(fuse(hits, keyword, limit), unindexed)
 
-    def search_text(self, text: str, limit: int = 5, *, exclude_task_id: str | None = None) -> list[ScoredDecision]:
-        """The project's decisions best matching text, by meaning and by words."""
+    def search_text(self, text: str, limit: int = 5, *, extra: int = 0,
+                    exclude_task_id: str | None = None) -> list[ScoredDecision]:
+        """The project's decisions best matching text, by meaning and by words: limit, then up to
+        extra more of the same fusion (room for a caller that shows some of them together)."""
         depth = max(limit, DEPTH)
         vector, keyword, _ = _legs(
             lambda: self.index.search(self._encoder.encode([text]).tolist(), project=self.project, limit=depth,
                                       exclude_task_id=exclude_task_id),
             lambda: self.index.search_keywords(text, project=self.project, limit=depth,
                                                exclude_task_id=exclude_task_id))
-        return fuse(vector, keyword, limit)
+        return fuse(vector, keyword, limit + extra)
 
     def close(self) -> None:
         self.index.close()

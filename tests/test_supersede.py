@@ -1,7 +1,7 @@
 """Decisions that age: `baton decide --supersedes` links a decision to the one it replaces,
-on either registry and through the projector; recall shows a superseded decision directly
-under the newest of its chain, ranks abandoned and old decisions below current ones, marked,
-and resume leaves them out unless asked."""
+on either registry and through the projector; recall shows a superseded decision with the
+newest of its chain, that one first, as one result of the limit, ranks abandoned and old
+decisions below current ones, marked, and resume leaves them out unless asked."""
 
 import json
 from datetime import timedelta
@@ -27,6 +27,11 @@ def two_carts(cli, main, second) -> None:
     assert code == 0, err
 
 
+def flat(hits: list[dict]) -> list[dict]:
+    """`baton recall --json`'s results, each followed by the superseded decisions shown with it."""
+    return [shown for hit in hits for shown in (hit, *hit["replaces"])]
+
+
 def decisions_of(cli, cwd, task) -> list[dict]:
     resumed = json.loads(cli(cwd, "resume", task, "--json")[1])
     return resumed["session"]["decisions"]
@@ -40,13 +45,15 @@ def test_a_superseded_decision_is_linked_ranked_below_and_marked(registry_home, 
     assert cli(main, "index")[0] == 0
 
     hits = json.loads(cli(main, "recall", "where are shopping carts stored", "--json")[1])
-    texts = [h["text"] for h in hits]
-    assert texts.index(NEW) < texts.index(OLD), "the replacement ranks above what it replaced"
-    old = hits[texts.index(OLD)]
-    assert not old["current"] and old["marks"] == [f"superseded by OMN-2: {NEW}"]
-    assert hits[texts.index(NEW)] | {"marks": [], "current": True} == hits[texts.index(NEW)]
+    new = next(h for h in hits if h["text"] == NEW)
+    assert [h["text"] for h in new["replaces"]] == [OLD], "one result: the replacement, what it replaced in it"
+    assert OLD not in [h["text"] for h in hits]
+    old = new["replaces"][0]
+    assert not old["current"] and old["marks"] == [f"superseded by OMN-2: {NEW}"] and old["replaces"] == []
+    assert new | {"marks": [], "current": True} == new
     shown = cli(main, "recall", "where are shopping carts stored")[1]
-    assert f"{OLD} [superseded by OMN-2: {NEW}]" in shown, "shown, marked, never dropped"
+    assert f"{NEW}\n  - OMN-1 (" in shown and f"{OLD} [superseded by OMN-2: {NEW}]" in shown, \
+        "shown indented under its replacement, marked, never dropped"
 
 
 def test_supersede_without_n_takes_the_latest(registry_home, worktrees, cli):
@@ -93,6 +100,8 @@ def test_resume_shows_current_related_decisions_unless_asked(home, worktrees, cl
     texts = [r["text"] for r in related]
     assert texts.index(OLD) == texts.index(NEW) + 1, "directly under its replacement"
     assert related[texts.index(OLD)]["marks"] == [f"superseded by OMN-2: {NEW}"]
+    related = json.loads(cli(main, "resume", "OMN-4", "--json", "--all-decisions", "--limit", "1")[1])
+    assert [r["text"] for r in related["related_decisions"]] == [NEW, OLD], "the pair takes one place of the limit"
     related = json.loads(cli(second, "resume", "OMN-2", "--json", "--all-decisions")[1])["related_decisions"]
     assert OLD in [r["text"] for r in related] and "OMN-2" not in [r["task_id"] for r in related], \
         "the replacement is the ticket's own: never among its related decisions"
@@ -136,8 +145,7 @@ def test_supersede_links_go_through_the_projector_and_replays_change_nothing(hom
     assert decisions_of(cli, main, "OMN-1") == first, "applying every event again changes nothing"
     assert cli(main, "index")[0] == 0
     hits = json.loads(cli(main, "recall", OLD, "--json")[1])
-    texts = [h["text"] for h in hits]
-    assert texts[:2] == [NEW, OLD], "the link read from the projected registry pairs them"
+    assert [h["text"] for h in flat(hits)[:2]] == [NEW, OLD], "the link read from the projected registry pairs them"
 
 
 def test_the_hand_built_supersede_link_is_the_model_event():
@@ -194,12 +202,10 @@ def test_a_superseded_decision_sits_under_the_newest_of_its_chain(registry_home,
     assert cli(main, "index")[0] == 0
 
     hits = json.loads(cli(main, "recall", OLD, "--json", "--limit", "10")[1])
-    texts = [h["text"] for h in hits]
-    at = texts.index(NEWEST)
-    assert texts[at:at + 3] == [NEWEST, NEW, OLD], "the newest first, the chain directly under it, nearest first"
-    assert [h["marks"] for h in hits[at:at + 3]] == [[], [f"superseded by OMN-3: {NEWEST}"],
-                                                    [f"superseded by OMN-2: {NEW}"]]
-    assert at == 0, "the pair ranks where the old decision, asked for by its own text, ranked"
+    chain = [hits[0], *hits[0]["replaces"]]
+    assert [h["text"] for h in chain] == [NEWEST, NEW, OLD], "the newest first, the chain in it, nearest first"
+    assert [h["marks"] for h in chain] == [[], [f"superseded by OMN-3: {NEWEST}"], [f"superseded by OMN-2: {NEW}"]]
+    assert len(flat(hits)) == len(hits) + 2, "the chain is the first result, where the old decision ranked"
 
 
 def _hits_of(stores, query: str, *texts: str):
@@ -225,24 +231,26 @@ def _aged_three_carts(cli, worktrees, *texts: str):
 def test_a_replacement_that_did_not_score_is_fetched_by_its_link(registry_home, worktrees, cli):
     main, _ = worktrees
     (images, old), shown = _aged_three_carts(cli, worktrees, "Serve product images from the CDN", OLD)
-    assert [(a.hit.record.task_id, a.hit.record.text, a.current) for a in shown] == [
-        ("OMN-1", "Serve product images from the CDN", True), ("OMN-3", NEWEST, True), ("OMN-2", NEW, False),
-        ("OMN-1", OLD, False)]
+    assert [[(d.hit.record.task_id, d.hit.record.text, d.current) for d in (a, *a.replaces)] for a in shown] == [
+        [("OMN-1", "Serve product images from the CDN", True)],
+        [("OMN-3", NEWEST, True), ("OMN-2", NEW, False), ("OMN-1", OLD, False)]]
     assert shown[1].hit.score == old.score, "the replacement ranks where its superseded decision scored"
     # `baton recall --limit 1`: the replacement, never the superseded decision alone.
     hits = json.loads(cli(main, "recall", OLD, "--json", "--limit", "1")[1])
-    assert [(h["task_id"], h["current"]) for h in hits] == [("OMN-3", True)]
+    assert [[(h["task_id"], h["current"]) for h in (hit, *hit["replaces"])] for hit in hits] == [
+        [("OMN-3", True), ("OMN-2", False), ("OMN-1", False)]]
 
 
 def test_what_a_replacement_replaced_is_fetched_by_its_link(registry_home, worktrees, cli):
     """Only the newest decision scored: the chain it replaced is read by the replacing
     tickets' own links and shown under it, nearest first."""
     (newest, _), shown = _aged_three_carts(cli, worktrees, NEWEST, "Serve product images from the CDN")
-    assert [(a.hit.record.task_id, a.hit.record.text, a.current) for a in shown] == [
-        ("OMN-3", NEWEST, True), ("OMN-2", NEW, False), ("OMN-1", OLD, False),
-        ("OMN-1", "Serve product images from the CDN", True)]
-    assert {a.hit.score for a in shown[:3]} == {newest.score}, "the chain ranks where its newest decision scored"
-    assert shown[1].marks == (f"superseded by OMN-3: {NEWEST}",)
+    assert [[(d.hit.record.task_id, d.hit.record.text, d.current) for d in (a, *a.replaces)] for a in shown] == [
+        [("OMN-3", NEWEST, True), ("OMN-2", NEW, False), ("OMN-1", OLD, False)],
+        [("OMN-1", "Serve product images from the CDN", True)]]
+    chain = (shown[0], *shown[0].replaces)
+    assert {a.hit.score for a in chain} == {newest.score}, "the chain ranks where its newest decision scored"
+    assert chain[1].marks == (f"superseded by OMN-3: {NEWEST}",)
 
 
 def test_a_replacement_is_read_in_its_own_project(registry_home, worktrees, cli, monkeypatch):
@@ -270,8 +278,39 @@ def test_a_replacement_is_read_in_its_own_project(registry_home, worktrees, cli,
     finally:
         shop.close()
         other.close()
-    assert [(a.hit.record.project, a.hit.record.text) for a in from_other] == [(shop.project, NEW), (shop.project, OLD)]
-    assert [(a.hit.record.project, a.hit.record.text) for a in from_shop] == [
+    assert [(d.hit.record.project, d.hit.record.text) for a in from_other for d in (a, *a.replaces)] == [
+        (shop.project, NEW), (shop.project, OLD)]
+    assert [(d.hit.record.project, d.hit.record.text) for a in from_shop for d in (a, *a.replaces)] == [
         ("other", "Keep invoices in PostgreSQL"), ("other", "Keep invoices in S3")]
     hits = json.loads(cli(main, "--project", "other", "recall", "invoices", "--json")[1])
-    assert [h["text"] for h in hits] == ["Keep invoices in PostgreSQL", "Keep invoices in S3"]
+    assert [[h["text"] for h in (hit, *hit["replaces"])] for hit in hits] == [
+        ["Keep invoices in PostgreSQL", "Keep invoices in S3"]]
+
+
+def test_a_superseded_decision_and_its_chain_take_one_place_of_the_limit(any_home, worktrees, cli):
+    """`--limit k` is k results, a chain counting once: in the CLI's JSON and text, and through
+    the MCP server, on the embedded stores and on the servers (Qdrant for recall)."""
+    from tests.test_mcp_wire import converse, initialize, tool
+
+    main, second = worktrees
+    three_carts(cli, main, second)
+    others = ["Serve product images as WebP", "Cache cart totals for a minute", "Ship carts to the data warehouse"]
+    for number, text in enumerate(others, start=10):
+        assert cli(main, "bind", f"OMN-{number}")[0] == 0
+        assert cli(main, "decide", text, "--context", "carts and images")[0] == 0
+    assert cli(main, "index")[0] == 0
+
+    for limit in (1, 2, 3):
+        hits = json.loads(cli(main, "recall", OLD, "--json", "--limit", str(limit))[1])
+        assert len(hits) == limit, hits
+        assert [h["text"] for h in (hits[0], *hits[0]["replaces"])] == [NEWEST, NEW, OLD]
+        assert all(h["replaces"] == [] for h in hits[1:]) and {h["text"] for h in hits[1:]} <= set(others)
+        shown = cli(main, "recall", OLD, "--limit", str(limit))[1].splitlines()
+        assert len([line for line in shown if line.startswith("- ")]) == limit
+        assert [line.split(": ", 1)[1] for line in shown[:3]] == [
+            NEWEST, f"{NEW} [superseded by OMN-3: {NEWEST}]", f"{OLD} [superseded by OMN-2: {NEW}]"]
+        assert shown[1].startswith("  - OMN-2 (") and shown[2].startswith("  - OMN-1 ("), "indented in its place"
+
+    answers = converse(main, [initialize(1, "2025-06-18"), tool(2, "recall_decisions", {"query": OLD, "limit": 2})])
+    over_mcp = json.loads(answers[1]["result"]["content"][0]["text"])
+    assert over_mcp == json.loads(cli(main, "recall", OLD, "--json", "--limit", "2")[1])

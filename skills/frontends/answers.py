@@ -53,6 +53,7 @@ def signals_answer(signals: Sequence[BaseModel]) -> list[dict]:
 
 
 def recall_answer(hits: Sequence[AgedDecision]) -> list[dict]:
+    """One entry a result; the superseded decisions shown with a replacement are in its "replaces"."""
     return [{"task_id": a.hit.record.task_id, "text": a.hit.record.text, "context": a.hit.record.context,
              "score": round(a.hit.score, 4), "recorded_at": a.hit.record.recorded_at, "current": a.current,
-             "marks": list(a.marks)} for a in hits]
+             "marks": list(a.marks), "replaces": recall_answer(a.replaces)} for a in hits]

@@ -18,7 +18,7 @@ from baton.skills.handoff.journal import journal_of
 from baton.skills.handoff.verify import Verification
 
 if TYPE_CHECKING:  # annotations only: `baton resume` need not import the listing
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
     from baton.recall.indexer import IndexReport
@@ -304,10 +304,12 @@ def stage_lines(done: StageDone) -> str:
                       f"{done.task.task_id}: {state.status}{blocked}{following}"])
 
 
-def recall_lines(hits: list[AgedDecision]) -> str:
-    """`baton recall`: a decision a line, with its score and, when it is not current, why."""
-    return ("\n".join(f"- {one_line(a.hit.record.task_id)} ({a.hit.score:.2f}): {one_line(a.hit.record.text)}"
-                      + "".join(f" [{one_line(mark)}]" for mark in a.marks) for a in hits)
+def recall_lines(hits: Sequence[AgedDecision], indent: str = "") -> str:
+    """`baton recall`: a decision a line, with its score and, when it is not current, why; the
+    superseded decisions shown with a replacement indented under it, in its place."""
+    return ("\n".join(f"{indent}- {one_line(a.hit.record.task_id)} ({a.hit.score:.2f}): {one_line(a.hit.record.text)}"
+                      + "".join(f" [{one_line(mark)}]" for mark in a.marks)
+                      + (f"\n{recall_lines(a.replaces, indent + '  ')}" if a.replaces else "") for a in hits)
             or "No decisions recorded.")
 
 

@@ -4,8 +4,9 @@ or fused), so it composes with however recall finds its hits.
 A decision is not current when a later one was recorded as replacing it (`baton decide
 --supersedes`), when its ticket ended stalled (abandoned), or when it is older than the
 recall horizon (BATON_RECALL_HORIZON). It carries its marks; nothing is dropped here.
-A superseded decision is shown directly under its replacement (the newest of its chain of
-links), where the better of the two ranked; the other is read by the link from the registry.
+A superseded decision is shown with its replacement (the newest of its chain of links), the
+replacement first, as one result where the better of the two ranked: it takes one of the
+limit's places, and the other is read by the link from the registry when it did not score.
 Abandoned and old decisions, and a superseded one whose replacement cannot be read, rank
 below the current ones.
 
@@ -17,7 +18,7 @@ keep their order, unmarked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from uuid import UUID
 
@@ -35,6 +36,7 @@ SHOWN_TEXT = 80  # of a replacing decision, in a mark
 class AgedDecision:
     hit: ScoredDecision
     marks: tuple[str, ...] = ()  # why it is not current: "superseded by T: ...", "abandoned", "older than N days"
+    replaces: tuple[AgedDecision, ...] = ()  # the superseded decisions shown in its place, nearest first
 
     @property
     def current(self) -> bool:
@@ -42,8 +44,8 @@ class AgedDecision:
 
 
 def aged(stores: Stores, hits: list[ScoredDecision], now: datetime) -> list[AgedDecision]:
-    """hits, marked, each superseded one under its replacement (depth first along the chain),
-    then those with other marks, fewer first (each group in the search's order)."""
+    """hits, marked, each superseded one in its replacement's replaces (nearest first along the
+    chain), then those with other marks, fewer first (each group in the search's order)."""
     sessions: dict[tuple[str, str], Session | None] = {}
 
     def session(project: str, task_id: str) -> Session | None:
@@ -117,8 +119,8 @@ def aged(stores: Stores, hits: list[ScoredDecision], now: datetime) -> list[Aged
                 under.setdefault(key, []).append(
                     (depth, len(hits) + head_rank, marked(ScoredDecision(record=old, score=head_shown.hit.score))))
     ranked = sorted(heads, key=lambda key: len(heads[key].marks))
-    return [shown for key in ranked
-            for shown in (heads[key], *(a for _, _, a in sorted(under.get(key, []), key=lambda u: u[:2])))]
+    return [replace(heads[key], replaces=tuple(a for _, _, a in sorted(under.get(key, []), key=lambda u: u[:2])))
+            for key in ranked]
 
 
 def _decision(project: str, task_id: str, event_id: str, owner: Session | None) -> DecisionRecord | None:

@@ -30,8 +30,9 @@ def signals_since(stores: Stores, *, task_id: str | None, since: str | None, lim
 
 
 def recall_decisions(stores: Stores, text: str, limit: int) -> list[AgedDecision]:
-    """Recorded decisions nearest in meaning to text, best first, marked and ordered as
-    baton.skills.services.decision_age ranks them. A text query loads the model anyway, so it
+    """The limit results nearest in meaning to text, best first, marked and ordered as
+    baton.skills.services.decision_age ranks them (a superseded decision and its replacement
+    are one result). A text query loads the model anyway, so it
     first indexes the decisions that wait: one recorded just before is found (without the
     model they stay queued, and the keyword leg finds them by their words)."""
     if not text.strip():
@@ -46,4 +47,4 @@ def recall_decisions(stores: Stores, text: str, limit: int) -> list[AgedDecision
             index_decisions(stores)
     from baton.skills.services.decision_age import aged
 
-    return aged(stores, client.search_text(text, limit), clock.now())[:limit]
+    return aged(stores, client.search_text(text, limit, extra=limit), clock.now())[:limit]

@@ -148,7 +148,8 @@ def _related(stores: Stores, session: Session, limit: int,
     """Related decisions of other tickets, found with the stored vectors of this ticket's own and
     of its query (baton.skills.core.ticket_query) and with their words; decisions and a query the
     index lacks are queued for the indexer (a resume never embeds). Only current ones unless
-    all_decisions (then the others follow, marked, each superseded one under its replacement);
+    all_decisions (then the others follow, marked, each superseded one under its replacement, in
+    its place of the limit);
     twice the limit is searched so that those left out leave room. With them, why the vectors
     did not answer, when the words alone found them."""
     from baton.skills.core.indexing import decision_record, queue_unindexed_decisions
@@ -162,10 +163,11 @@ def _related(stores: Stores, session: Session, limit: int,
         about_vector=ticket_query_vector(stores, session.task_id, about) if about else None,
         min_score=stores.settings.recall_min_score)
     queue_unindexed_decisions(stores, found.unindexed)
-    shown = [a for a in aged(stores, found.hits, clock.now())
-             if (all_decisions or a.current) and a.hit.record.task_id != session.task_id][:limit]
-    return [RelatedDecision(task_id=a.hit.record.task_id, text=a.hit.record.text, score=round(a.hit.score, 4),
-                            context=a.hit.record.context, marks=a.marks) for a in shown], found.vectors_unavailable
+    results = [[d for d in (a, *(a.replaces if all_decisions else ())) if d.hit.record.task_id != session.task_id]
+               for a in aged(stores, found.hits, clock.now()) if all_decisions or a.current]
+    return [RelatedDecision(task_id=d.hit.record.task_id, text=d.hit.record.text, score=round(d.hit.score, 4),
+                            context=d.hit.record.context, marks=d.marks)
+            for result in [r for r in results if r][:limit] for d in result], found.vectors_unavailable
 
 
 def _missed_signals(stores: Stores, session: Session) -> list[Signal] | Unavailable:
