@@ -35,7 +35,7 @@ class OwnWrites:
 
     def _unapplied(self, task_ids: Collection[str] | None) -> list[Event]:
         """This project's kept events of task_ids (None: all) the registry does not hold, in time order."""
-        from baton.registry.wire import event_adapter
+        from baton.registry.wire import event_in
 
         mine = {}
         for message_id, key, body in self._kept.unconfirmed():
@@ -46,11 +46,11 @@ class OwnWrites:
         if not isinstance(held, Found):
             return []
         self._kept.forget_delivered([mine[event_id][0] for event_id in held.value])
-        adapter, events = event_adapter(), []
+        events = []
         for event_id, (_, body) in mine.items():
             if event_id not in held.value:
                 try:
-                    events.append(adapter.validate_json(body))
+                    events.append(event_in(body))
                 except ValueError:  # unreadable: the projector reports it
                     continue
         return sorted(events, key=lambda e: (e.at, str(e.event_id)))

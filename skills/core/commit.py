@@ -112,12 +112,8 @@ def publish(stores: Stores, signals: list[WireSignal], report: WriteReport) -> N
 def record_events(stores: Stores, events: Sequence[Event]) -> list[str]:
     """Commit model events as every write does (projected now, or kept for the delivery);
     returns the warnings."""
-    from baton.registry.wire import event_adapter
-
-    adapter = event_adapter()
     report = WriteReport()
-    commit(stores, [WireEvent(str(e.event_id), e.task_id, e.type, e.at, adapter.dump_json(e).decode())
-                    for e in events], report)
+    commit(stores, [WireEvent(str(e.event_id), e.task_id, e.type, e.at, e.model_dump_json()) for e in events], report)
     return report.warnings
 
 

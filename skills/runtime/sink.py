@@ -215,11 +215,11 @@ def _apply_pending(stores: Stores) -> list[str]:
             warnings = [f"{graph_down}; {len(waiting)} writes wait for it in {pending.path}"] if graph_down else []
             if not due:
                 return warnings
-            from baton.registry.wire import event_adapter
+            from baton.registry.wire import event_in
 
-            found, adapter = [], event_adapter()
+            found = []
             for project, kept in by_project(stores, [e.key for e in due]).items():
-                found += _projected(stores.for_project(project), [adapter.validate_json(due[p].body) for p in kept])
+                found += _projected(stores.for_project(project), [event_in(due[p].body) for p in kept])
             # Not heard from in this command (one that answered with an error may refuse them forever).
             if graph is not None and graph.unreachable:
                 pending.mark_taken([e.message_id for e in due])
