@@ -70,10 +70,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.shell)
     if config.getoption(lanes.OPTION) == "on":
         # The other tests run no command: lane `off` has run them as they would run here.
-        others = [item for item in items if item.get_closest_marker("shell") is None]
+        def in_lane_on(item: pytest.Item) -> bool:
+            return item.get_closest_marker("shell") is not None and not (
+                item.get_closest_marker("embedded_in_lane_on") and item.get_closest_marker("servers"))
+
+        others = [item for item in items if not in_lane_on(item)]
         if others:
             config.hook.pytest_deselected(items=others)
-            items[:] = [item for item in items if item.get_closest_marker("shell") is not None]
+            items[:] = [item for item in items if in_lane_on(item)]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
