@@ -35,7 +35,7 @@ def event_of(event_type: str, body: str) -> Event:
     return model.model_validate_json(body) if model else event_adapter().validate_json(body)  # type: ignore[return-value]
 
 
-def event_in(body: str | bytes) -> Event:
+def event_in(body: str) -> Event:
     """An event's model read from its JSON alone, by the type it names (event_of): a command
     reading a few events does not build the union's validator (about 50 ms)."""
     try:
