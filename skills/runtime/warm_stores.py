@@ -26,9 +26,7 @@ def warm(settings: Settings) -> None:
     that needs it, which says why as it does without a resident."""
     with suppress(Exception):
         from baton.registry.model import Session, Stamp
-        from baton.registry.wire import event_adapter
 
-        event_adapter()
         # What a resume validates (defer_build leaves it to the first use): about 15 ms a
         # child would otherwise spend building pydantic's schema of a session.
         for model in (Session, Stamp):
