@@ -26,6 +26,7 @@ among its other figures, after building its data set.
     .venv/bin/python -m bench.projector --scale [--events 5000] [--runs 5] [--partitions 6]
     .venv/bin/python -m bench.projector --memory [--events 20000] [--runs 3]
     .venv/bin/python -m bench.projector --repair [--runs 3] [--window-tickets 0 200 600 2000]
+    .venv/bin/python -m bench.projector --history [--tickets 16] [--each 500] [--rounds 5]
 
 With --memory, instead: the peak resident memory of `baton projector --once` (its
 VmHWM in /proc as it ends) and its events per second over the whole command,
@@ -38,6 +39,11 @@ process of its own that runs skills.services.repair.repair) as --window-tickets 
 one project are in its window, a tenth of them sharing each of their shared files (so most
 are in conflict, every conflict already signalled on Kafka), the repair as it is against
 the repair reading its chunk's signals from the topic once a chunk, as it did before, in turns.
+
+With --history, instead: the peak resident memory and the rate of `baton projector --once`
+as its tickets' histories grow, round by round, as the product runs it (each ticket of a
+batch read as its batch view, the repair a few sessions at a time) against reading every
+ticket whole and the repair's window at once, as it was before, in turns (see history()).
 """
 
 from __future__ import annotations
@@ -193,10 +199,11 @@ def scale(root: Path, env: dict[str, str], servers: list[int], count: int, runs:
 PREFETCH = {"librdkafka's default prefetch": {"queued.min.messages": 100000, "queued.max.messages.kbytes": 65536},
             "bounded prefetch": {"queued.min.messages": 2000, "queued.max.messages.kbytes": 8192}}
 # `baton projector --once` with extra consumer settings (argv[1], JSON) over the product's,
-# and its repair's chunk (argv[2]; 0: the product's).
+# and its repair's pages and entries at a time (argv[2]; 0: the product's).
 _PROJECTOR_WITH = ("import json, sys, confluent_kafka; made = confluent_kafka.Consumer; "
                    "confluent_kafka.Consumer = lambda config: made({**config, **json.loads(sys.argv[1])}); "
                    "import baton.skills.services.repair as repair; repair.CHUNK = int(sys.argv[2]) or repair.CHUNK; "
+                   "repair.ENTRIES = int(sys.argv[2]) or repair.ENTRIES; "
                    "from baton.skills.frontends.cli import main; code = main(['projector', '--once']); "
                    "print(*(line for line in open('/proc/self/status') if line.startswith('VmHWM')), file=sys.stderr); "
                    "sys.exit(code)")
@@ -236,7 +243,7 @@ def memory(root: Path, env: dict[str, str], count: int, runs: int) -> None:
     window of a second (the start alone) and, in turns, two with the default window (the start
     and its repair of all the runs so far): the repair a chunk at a time, and of every ticket
     at once (as it was before its chunks)."""
-    from baton.skills.services.repair import CHUNK
+    from baton.skills.services.repair import ENTRIES
 
     unrepaired = {**env, "BATON_REPAIR_WINDOW": "1s"}
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in PREFETCH}
@@ -261,7 +268,7 @@ def memory(root: Path, env: dict[str, str], count: int, runs: int) -> None:
     (base_above, base_rate), (above, rate) = medians.values()
     print(f"bounded against default: {above - base_above:+.1f} MiB peak RSS, {rate / base_rate:.2f}x the rate; "
           f"over an empty topic {min(starts):.1f}-{max(starts):.1f} MiB, with the default repair window "
-          f"{' -> '.join(f'{peak:.1f}' for peak in repairs)} MiB {CHUNK} tickets at a time, "
+          f"{' -> '.join(f'{peak:.1f}' for peak in repairs)} MiB about {ENTRIES:,} entries at a time, "
           f"{' -> '.join(f'{peak:.1f}' for peak in at_once)} MiB every ticket at once, "
           f"as the stores grew by {2 * count:,} events and {2 * TICKETS} tickets of one project a round")
 
@@ -359,6 +366,96 @@ def repairs(root: Path, env: dict[str, str], sizes: list[int], runs: int) -> Non
         print(f"{'':>22} {'once / per chunk':>26} {ours / before:>9.2f}x", flush=True)
 
 
+# `baton projector --once` (argv[1]: "batch view" as the product runs it, or "whole"), then its VmHWM.
+_PROJECTOR_AS = ("import sys; from bench.projector import projector_as; code = projector_as(sys.argv[1]); "
+                 "print(*(line for line in open('/proc/self/status') if line.startswith('VmHWM')), file=sys.stderr); "
+                 "sys.exit(code)")
+
+
+def projector_as(variant: str) -> int:
+    """`baton projector --once` as the product runs it, or ("whole") as it ran before the batch
+    view: every ticket of a batch read whole from the registry, and the start-up repair
+    reading its window's sessions all at once."""
+    if variant == "whole":
+        from baton.registry.postgres import PostgresSessionStore
+        from baton.skills.services import repair
+
+        append = PostgresSessionStore.append
+        PostgresSessionStore.append = lambda self, events, whole=True: append(self, events)  # type: ignore[method-assign]
+        repair.CHUNK = repair.ENTRIES = 10**9
+    from baton.skills.frontends.cli import main
+
+    return main(["projector", "--once"])
+
+
+def history_events(repo: str, tickets: int, each: int, round_: int) -> list[tuple[str, str, str]]:
+    """One round of work on `tickets` tickets of repo, `each` events a ticket (the first round
+    binds them): of every ten, four touch a new file, three record a decision, two a step
+    and one the next action, each at its own recent time."""
+    from baton import clock
+    from baton.files import FileRef
+    from baton.registry.wire import event_body, files_touched_body
+
+    now, events = clock.now(), []
+    for t in range(tickets):
+        task = f"HIST-{t}"
+        for k in range(each):
+            n = round_ * each + k
+            event_id, at, common = str(uuid.uuid4()), now - timedelta(seconds=each - k), {"session_id": "bench"}
+            if n == 0:
+                body = event_body("bound", event_id=event_id, task_id=task, at=at, agent="bench", repo=repo,
+                                  worktree_path=f"/w/{task}", branch=task, reopens=False, **common)
+            elif n % 10 < 4:
+                body = files_touched_body(event_id, task, "bench", at, [FileRef(repo, f"src/{task}/f{n}.py")])
+            elif n % 10 < 7:
+                body = event_body("decision_recorded", event_id=event_id, task_id=task, at=at, repo=repo,
+                                  text=f"decision {n} of {task}: cache the cart totals {uuid.uuid4().hex[:8]}",
+                                  context="", inherited_from=None, replaces=[], **common)
+            elif n % 10 < 9:
+                body = event_body("step_completed", event_id=event_id, task_id=task, at=at, text=f"step {n}", **common)
+            else:
+                body = event_body("next_action_set", event_id=event_id, task_id=task, at=at, text=f"go on {n}",
+                                  **common)
+            events.append((event_id, task, body))
+    return events
+
+
+def history(root: Path, env: dict[str, str], tickets: int, each: int, rounds: int) -> None:
+    """Rounds of `each` new events on each of `tickets` tickets, every round applied by one
+    `baton projector --once` of each variant in turns (each its own project, topic and
+    group, the same events): its peak RSS and events per second over the whole command, its
+    start and its repair of the window (which holds every ticket of both projects) included."""
+    from baton.registry.kafka import EVENTS_TOPIC, KafkaEventLog
+
+    variants = ["batch view", "whole"]
+    peaks: dict[str, list[float]] = {v: [] for v in variants}
+    print(f"{'round':>5} {'events a ticket':>16} " + " ".join(f"{v + ' MiB':>16} {v + ' ev/s':>16}" for v in variants))
+    for round_ in range(rounds):
+        rates = {}
+        for variant in variants[::1 if round_ % 2 else -1]:
+            prefix = f"bench-history-{variant.split()[0]}."
+            path = root / f"history-{variant.split()[0]}-{round_}.db"
+            events = history_events(f"github.com/acme/history-{variant.split()[0]}", tickets, each, round_)
+            _kept(path, events)
+            log = KafkaEventLog(env["BATON_KAFKA_BOOTSTRAP"], path, timeout=60, topic=f"{prefix}{EVENTS_TOPIC}")
+            log.deliver()
+            log.close()
+            started = time.perf_counter()
+            done = subprocess.run([sys.executable, "-c", _PROJECTOR_AS, variant], cwd=Path(__file__).parent.parent,
+                                  env={**env, "BATON_KAFKA_TOPIC_PREFIX": prefix}, capture_output=True, text=True,
+                                  check=False)
+            assert done.returncode == 0, done.stderr[-2000:]
+            rates[variant] = len(events) / (time.perf_counter() - started)
+            peaks[variant].append(int(done.stderr.split()[-2]) / 1024)
+        print(f"{round_ + 1:>5} {(round_ + 1) * each:>16,} " + " ".join(
+            f"{peaks[v][-1]:>16.1f} {rates[v]:>16,.0f}" for v in variants), flush=True)
+    for variant in variants:
+        print(f"{variant}: peak RSS {peaks[variant][0]:.1f} -> {peaks[variant][-1]:.1f} MiB "
+              f"({peaks[variant][-1] / peaks[variant][0] - 1:+.1%}) as each of {tickets} tickets grew from "
+              f"{each:,} to {rounds * each:,} events")
+    print(f"batch view against whole at the last round: {peaks['batch view'][-1] - peaks['whole'][-1]:+.1f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=5000)
@@ -374,6 +471,11 @@ def main() -> None:
     parser.add_argument("--repair", action="store_true", help="instead: the start-up repair's seconds and memory")
     parser.add_argument("--window-tickets", type=int, nargs="+", default=[0, 200, 600, 2000],
                         help="tickets in the repair's window with --repair")
+    parser.add_argument("--history", action="store_true",
+                        help="instead: peak RSS of `baton projector --once` as its tickets' histories grow")
+    parser.add_argument("--tickets", type=int, default=16, help="tickets with --history")
+    parser.add_argument("--each", type=int, default=500, help="events a ticket a round with --history")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds with --history")
     args = parser.parse_args()
 
     with fresh_servers("projector") as (root, postgres, neo4j, kafka):
@@ -382,9 +484,12 @@ def main() -> None:
                            "BATON_BACKGROUND_DELIVERY": "off"})
         from baton.skills.runtime.settings import Settings
 
-        if args.scale or args.memory or args.repair:
+        if args.scale or args.memory or args.repair or args.history:
             env = {**os.environ, "BATON_RESIDENT": "off", "BATON_BACKGROUND_INDEXING": "off",
                    "BATON_STORE_TIMEOUT": "30"}
+            if args.history:
+                history(root, env, args.tickets, args.each, args.rounds)
+                return
             if args.repair:
                 repairs(root, env, args.window_tickets, args.runs)
                 return

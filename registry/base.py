@@ -104,13 +104,15 @@ class SessionStore(Backend):
     """
 
     @abstractmethod
-    def append(self, events: Sequence[Event]) -> dict[str, Session]:
+    def append(self, events: Sequence[Event], *, whole: bool = True) -> dict[str, Session]:
         """Append events and apply each new one to its ticket's projection, atomically.
 
         An event whose id is already stored is skipped. A new SecretsRedacted event also
         rewrites the fields it names in the stored events, and the ticket's projection is
         folded again from them, so neither holds the text it replaced. Returns the resulting
-        session of every ticket the events touch.
+        session of every ticket the events touch; whole=False (a batch's projection), each as
+        Session.batch_view of the events' decisions' texts, but whole for a ticket an event
+        of theirs redacts: a server sends no more of it than that.
         """
 
     @abstractmethod

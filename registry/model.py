@@ -7,6 +7,7 @@ builds only those it validates with, not the thirty this module declares."""
 # annotation from its string, about 10 ms of a fresh command's import of this module
 # (47.5 against 37.2 ms, median of 20 in turns); evaluated here, they cost the class body.
 
+from collections.abc import Collection, Iterable
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal, get_args
@@ -499,6 +500,25 @@ class Touch(_Record):
     last_at: datetime
 
 
+# The lists a ticket's history grows and a batch's projection never reads: a projector that
+# read them whole for every ticket of every batch held and parsed all of its tickets' history
+# (Session.batch_view). The decisions grow too; the view keeps the batch's own.
+HISTORY_LISTS = ("files", "completed_steps", "failures", "constraints", "remaining_work", "evidence", "checks",
+                 "late_writes")
+
+
+def batch_terms(events: Iterable[Event]) -> tuple[set[str], set[str]]:
+    """What append(whole=False) keeps of a batch's tickets: the texts of its decisions, and
+    the tickets it redacts (those are answered whole: their projection queues every decision)."""
+    recorded, redacted = set(), set()
+    for event in events:
+        if isinstance(event, DecisionRecorded):
+            recorded.add(event.text)
+        elif isinstance(event, SecretsRedacted):
+            redacted.add(event.task_id)
+    return recorded, redacted
+
+
 class Session(_Record):
     """The projection of one ticket's events. Every field is a replay-safe merge of them."""
 
@@ -612,6 +632,17 @@ class Session(_Record):
             return []
         split = (link.split(" ") for link in links)
         return [(task, event) for own, task, event in split if own == entry.event_id]
+
+    def history_size(self) -> int:
+        """How many entries its history's lists and its decisions hold: what reading it costs."""
+        return sum(len(getattr(self, name)) for name in HISTORY_LISTS) + len(self.decisions)
+
+    def batch_view(self, recorded: Collection[str]) -> "Session":
+        """The session as a batch's projection reads it (append with whole=False): without the
+        lists its history grows (HISTORY_LISTS), and of its decisions only those whose text is
+        among recorded (the batch's own), so what it holds follows the batch, not the history."""
+        return self.model_copy(update={**{name: type(getattr(self, name))() for name in HISTORY_LISTS},
+                                       "decisions": [d for d in self.decisions if d.text in recorded]})
 
     def files_by_recency(self) -> list[Touch]:
         return sorted(self.files.values(), key=lambda t: (-t.last_at.timestamp(), t.path))

@@ -351,6 +351,17 @@ _INSERT_EVENTS = """
     RETURNING event_id
 """
 
+# The sessions of a batch's tickets as append answers them: whole, or (whole false) as
+# Session.batch_view, made here so that no more than that crosses the wire or is parsed.
+_SESSION_VIEWS = """
+    SELECT task_id, CASE WHEN %(whole)s OR task_id = ANY(%(redacted)s) THEN body
+        ELSE (body - %(history)s::text[]) || jsonb_build_object('decisions', coalesce((
+            SELECT jsonb_agg(entry ORDER BY n)
+            FROM jsonb_array_elements(body -> 'decisions') WITH ORDINALITY AS d(entry, n)
+            WHERE entry ->> 'text' = ANY(%(recorded)s)), '[]'::jsonb)) END
+    FROM baton_sessions WHERE project = %(project)s AND task_id = ANY(%(tickets)s)
+"""
+
 # Each ticket's delta (its new events' projection) merged into its row under the row's
 # lock, in ticket order, and the delta's files recorded for the lookup by file. The
 # batches travel as one JSON array each: no per-row parameters to escape.
@@ -371,7 +382,7 @@ _MERGE_DELTAS = """
         ON CONFLICT (project, task_id, repo, path)
         DO UPDATE SET last_at = GREATEST(baton_session_files.last_at, excluded.last_at)
     )
-    SELECT task_id, body FROM merged
+    SELECT task_id FROM merged
 """
 
 # The take-overs of tickets about to be merged (PostgresSessionStore._fences), their rows locked.
@@ -499,8 +510,9 @@ class PostgresSessionStore(SessionStore):
             "SELECT event_id, type, body::text FROM baton_events WHERE project = %s AND NOT applied ORDER BY at "
             "FOR UPDATE SKIP LOCKED", (self.project,)).fetchall()
         if rows:
-            merged = self._merge_new(conn, [event_of(event_type, body) for _, event_type, body in rows])
-            self._anchor_leases(conn, merged.values())
+            pending = [event_of(event_type, body) for _, event_type, body in rows]
+            self._merge_new(conn, pending)
+            self._anchor_leases(conn, self._views(conn, pending, whole=False).values())
             conn.execute("UPDATE baton_events SET applied = true WHERE project = %s AND event_id = ANY(%s)",
                          (self.project, [event_id for event_id, _, _ in rows]))
 
@@ -513,11 +525,11 @@ class PostgresSessionStore(SessionStore):
             conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_PRUNE_LOCK,))
             conn.execute(_INSERT_EVENTS, {"project": self.project, "events": _json_array([body]), "applied": False})
 
-    def append(self, events: Sequence[Event]) -> dict[str, Session]:
+    def append(self, events: Sequence[Event], *, whole: bool = True) -> dict[str, Session]:
         if not events:
             return {}
         with self._transaction() as conn:
-            return self._append_in(conn, events)
+            return self._append_in(conn, events, whole=whole)
 
     def append_unless(self, events: Sequence[Event], repo: str, patterns: Sequence[str],
                       refusal: Callable[[list[tuple[str, ListedLease]]], str | None]) -> str | None:
@@ -531,52 +543,52 @@ class PostgresSessionStore(SessionStore):
                                                   "above": above, "under": under}).fetchall()
             refused = refusal(meeting_leases(_held(rows), repo, patterns))
             if refused is None:
-                self._append_in(conn, events)
+                self._append_in(conn, events, whole=False)  # its sessions are not answered
         return refused
 
-    def _append_in(self, conn: psycopg.Connection, events: Sequence[Event]) -> dict[str, Session]:
+    def _append_in(self, conn: psycopg.Connection, events: Sequence[Event], *,
+                   whole: bool = True) -> dict[str, Session]:
         """Store and merge the events inside the caller's transaction (see append)."""
-        from baton.registry.model import Session
-
         unique = list({str(e.event_id): e for e in events}.values())  # a redelivered batch may repeat one
         conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_PRUNE_LOCK,))
         inserted = {str(event_id) for (event_id,) in conn.execute(_INSERT_EVENTS, {
             "project": self.project, "events": _json_array(e.model_dump_json() for e in unique), "applied": True})}
-        sessions = self._merge_new(conn, [e for e in unique if str(e.event_id) in inserted])
-        others = sorted({e.task_id for e in unique} - sessions.keys())
-        if others:
-            rows = conn.execute("SELECT task_id, body FROM baton_sessions WHERE project = %s AND task_id = ANY(%s)",
-                                (self.project, others))
-            sessions |= {task_id: Session.model_validate(body) for task_id, body in rows}
+        self._merge_new(conn, [e for e in unique if str(e.event_id) in inserted])
+        sessions = self._views(conn, unique, whole=whole)
         self._anchor_leases(conn, sessions.values())
         return sessions
 
-    def _merge_new(self, conn: psycopg.Connection, events: Sequence[Event]) -> dict[str, Session]:
+    def _views(self, conn: psycopg.Connection, events: Sequence[Event], *, whole: bool) -> dict[str, Session]:
+        """The sessions of the events' tickets as append answers them, read inside the
+        caller's transaction (_SESSION_VIEWS)."""
+        from baton.registry.model import HISTORY_LISTS, Session, batch_terms
+
+        recorded, redacted = batch_terms(events)
+        rows = conn.execute(_SESSION_VIEWS, {"project": self.project, "tickets": sorted({e.task_id for e in events}),
+                                             "whole": whole, "redacted": sorted(redacted),
+                                             "history": list(HISTORY_LISTS), "recorded": sorted(recorded)})
+        return {task_id: Session.model_validate(body) for task_id, body in rows}
+
+    def _merge_new(self, conn: psycopg.Connection, events: Sequence[Event]) -> None:
         """Merge events just stored into their tickets' rows, in one statement (their fold
-        onto the take-overs, baton.registry.apply), then redact what a redaction among them
-        names; the tickets' sessions."""
+        onto the take-overs, baton.registry.apply), then redact what a redaction among them names."""
         from psycopg.types.json import Jsonb
 
         from baton.registry.apply import fold_onto
-        from baton.registry.model import SESSION_MERGE, Session
+        from baton.registry.model import SESSION_MERGE
 
         fences = self._fences(conn, sorted({e.task_id for e in events}))
         deltas = fold_onto(fences.get, events)
-        sessions: dict[str, Session] = {}
         if deltas:
             tickets = sorted(deltas)
-            rows = conn.execute(_MERGE_DELTAS, {"project": self.project,
-                                                "deltas": _json_array(deltas[t].model_dump_json() for t in tickets),
-                                                "spec": Jsonb(SESSION_MERGE)})
-            sessions = {task_id: Session.model_validate(body) for task_id, body in rows}
+            conn.execute(_MERGE_DELTAS, {"project": self.project,
+                                         "deltas": _json_array(deltas[t].model_dump_json() for t in tickets),
+                                         "spec": Jsonb(SESSION_MERGE)})
         for event in events:
             if event.type == "secrets_redacted":
-                redacted = self._redact(conn, event)
-                if redacted is not None:
-                    sessions[event.task_id] = redacted
-        return sessions
+                self._redact(conn, event)
 
-    def _redact(self, conn: psycopg.Connection, event: SecretsRedacted) -> Session | None:
+    def _redact(self, conn: psycopg.Connection, event: SecretsRedacted) -> None:
         """Rewrite the fields the event names in the stored events, then fold the ticket's
         log again and store that projection whole (a rewrite is no merge); runs inside the
         caller's transaction, after the batch's merge."""
@@ -594,7 +606,6 @@ class PostgresSessionStore(SessionStore):
         if session is not None:
             conn.execute("UPDATE baton_sessions SET body = %s WHERE project = %s AND task_id = %s",
                          (Jsonb(session.model_dump(mode="json")), self.project, event.task_id))
-        return session
 
     @answering
     def _found(self, query: str, params: Sequence[object] | dict[str, object], answer: Callable[[list[Any]], _T],

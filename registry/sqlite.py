@@ -374,7 +374,9 @@ class SqliteSessionStore(SessionStore):
             if not locked:
                 self._keep_queued([row])
 
-    def append(self, events: Sequence[Event]) -> dict[str, Session]:
+    def append(self, events: Sequence[Event], *, whole: bool = True) -> dict[str, Session]:
+        from baton.registry.model import batch_terms
+
         with guarded(STORE, self.path):
             conn = self._db.conn()
             sessions: dict[str, Session | None] = {}
@@ -383,10 +385,13 @@ class SqliteSessionStore(SessionStore):
                     self._keep_queued([{"project": self.project, "event_id": str(e.event_id), "task_id": e.task_id,
                                         "at": clock.to_text(e.at), "type": e.type,
                                         "body": e.model_dump_json()} for e in events])
-                    return self._in_memory(conn, {e.task_id for e in events})
-                self._apply_pending(conn)
-                sessions = self._append_in(conn, events)
-        return {task_id: s for task_id, s in sessions.items() if s is not None}
+                    sessions = dict(self._in_memory(conn, {e.task_id for e in events}))
+                else:
+                    self._apply_pending(conn)
+                    sessions = self._append_in(conn, events)
+        recorded, redacted = batch_terms(events) if not whole else (set(), set())
+        return {task_id: s if whole or task_id in redacted else s.batch_view(recorded)
+                for task_id, s in sessions.items() if s is not None}
 
     def _append_in(self, conn: sqlite3.Connection, events: Sequence[Event]) -> dict[str, Session | None]:
         """Store and project the events inside the caller's write transaction (see append)."""

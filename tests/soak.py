@@ -320,7 +320,10 @@ def verify(env: dict, ledger: Ledger, home: Path, worktree: Path, counts: dict |
                 ids = [decision_point_id(stores.project, ticket, text) for text in texts]
                 vectors = index.vectors_of(ids)
                 if len(vectors) != len(ids):
-                    problems.append(f"{ticket}: {len(ids) - len(vectors)} of {len(ids)} decisions not indexed")
+                    # Queued: the indexer has yet to embed them; not queued: nothing will.
+                    queued = stores.embedding_queue.queued([p for p in ids if p not in vectors])
+                    problems.append(f"{ticket}: {len(ids) - len(vectors)} of {len(ids)} decisions not indexed "
+                                    f"({len(queued)} of them queued for the indexer)")
                 for point_id, vector in list(vectors.items())[:5]:
                     hits = index.search([vector], project=stores.project, limit=1, exclude_task_id=None)
                     if not hits or hits[0].record.point_id != point_id:

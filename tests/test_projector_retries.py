@@ -269,9 +269,10 @@ def test_a_repair_over_more_tickets_than_a_chunk_repairs_each_reading_a_chunk_at
         assert not report.warnings
         assert (report.tickets, report.graph_tickets, report.graph_files, report.decisions, report.signals) == (
             7, 7, 14, 7, 20)
-        assert asked and max(asked) <= 3 and len(asked) == 3, asked
+        # Pages of three; a read takes one session, then up to twice as many while they hold few entries.
+        assert asked == [1, 2, 3, 2], asked
         passes = ["messages_since"] if isinstance(stores.signals, KafkaSignalBus) else []
-        assert reads == ["conflict_pairs", *passes], "the signal log read once for three chunks"
+        assert reads == ["conflict_pairs", *passes], "the signal log read once for four chunks"
         assert stores.graph.held_counts(["CH-7"]).value == {}, "older than the window: not repaired"
         signals = stores.signals.recent(task_id=None, after=now - timedelta(hours=1), limit=100).value
         tickets = [f"CH-{n}" for n in range(7)]
@@ -279,5 +280,46 @@ def test_a_repair_over_more_tickets_than_a_chunk_repairs_each_reading_a_chunk_at
             conflict_signal_id(a, b, [shared.key]) for a, b in combinations(tickets, 2))
         again = repairing.repair(stores)
         assert (again.tickets, again.repaired) == (7, 0), "nothing left to repair"
+    finally:
+        stores.close()
+
+
+def test_a_repair_reads_sessions_with_long_histories_a_few_at_a_time(any_home, monkeypatch):
+    """Its memory follows ENTRIES, not what the sessions hold: ten tickets of 1 entry and then
+    ten of 12, with ENTRIES at 10. The reads double while the short ones come; once a read
+    meets the long histories, every later read takes one session; every ticket is still
+    repaired (the graph and recall hear of each)."""
+    from datetime import timedelta
+
+    from baton import clock
+    from baton.files import FileRef
+    from baton.registry.model import Bound, DecisionRecorded, FilesTouched
+    from baton.skills.core.commit import apply_events
+    from baton.skills.runtime.settings import Settings
+    from baton.skills.runtime.stores import Stores
+    from baton.skills.services import repair as repairing
+
+    monkeypatch.setattr(repairing, "ENTRIES", 10)
+    monkeypatch.setenv("BATON_STORE_TIMEOUT", "60")
+    repo, now = f"github.com/acme/long-{uuid.uuid4().hex[:6]}", clock.now()
+    stores = Stores(Settings.from_env(), project=repo, projection=apply_events)
+    try:
+        # Newest first in the registry's order: the ten short ones, then the ten long ones.
+        for n in range(20):
+            common = {"task_id": f"LH-{n}", "session_id": "s", "at": now - timedelta(minutes=n)}
+            files = [FileRef(repo, f"src/{n}/{k}.py") for k in range(1 if n < 10 else 11)]
+            stores.registry.append([Bound(event_id=uuid.uuid4(), repo=repo, worktree_path=f"/w/{n}", **common),
+                                    FilesTouched(event_id=uuid.uuid4(), files=files, **common),
+                                    *([DecisionRecorded(event_id=uuid.uuid4(), text=f"long {n}", repo=repo, **common)]
+                                      if n >= 10 else [])])
+        asked: list[list[str]] = []
+        get_many = type(stores.registry).get_many
+        monkeypatch.setattr(type(stores.registry), "get_many",
+                            lambda self, task_ids: asked.append(list(task_ids)) or get_many(self, task_ids))
+        report = repairing.repair(stores)
+        assert not report.warnings
+        assert (report.tickets, report.graph_tickets, report.graph_files, report.decisions) == (20, 20, 120, 10)
+        assert [len(read) for read in asked] == [1, 2, 4, 8, 1, 1, 1, 1, 1], asked
+        assert sorted(t for read in asked for t in read) == sorted(f"LH-{n}" for n in range(20))
     finally:
         stores.close()

@@ -77,6 +77,33 @@ def test_append_get_and_replay(store):
     assert store.get("OMN-404") == NotFound("OMN-404")
 
 
+def test_a_batch_view_holds_the_batch_not_the_history_and_a_redacted_ticket_whole(store):
+    """append(whole=False), as the projection reads its tickets: every field but the lists a
+    history grows, and of the decisions only the batch's own (a replayed one too); a ticket
+    the batch redacts comes whole, as the whole answer does."""
+    from baton.registry.model import HISTORY_LISTS, Rewrite, SecretsRedacted, StepCompleted
+
+    history = [event(Bound, 0, repo="r", worktree_path="/w"), event(DecisionRecorded, 1, text="Use Postgres"),
+               event(FilesTouched, 2, files=[FileRef("r", "a.py")]), event(StepCompleted, 3, text="schema"),
+               event(Bound, 0, task="OMN-2", repo="r", worktree_path="/w2"),
+               event(DecisionRecorded, 1, task="OMN-2", text="token abc123")]
+    store.append(history)
+    batch = [event(DecisionRecorded, 4, text="Cache the totals"), event(NextActionSet, 5, text="ship it"),
+             history[1]]
+    viewed = store.append(batch, whole=False)["OMN-1"]
+    whole = store.get("OMN-1").value
+    assert viewed == whole.batch_view({"Cache the totals", "Use Postgres"})
+    assert [d.text for d in viewed.decisions] == ["Use Postgres", "Cache the totals"]
+    assert all(not getattr(viewed, name) for name in HISTORY_LISTS)
+    assert (viewed.next_action, viewed.status, viewed.repo) == ("ship it", whole.status, "r")
+    assert store.append(batch, whole=False)["OMN-1"] == viewed, "a replayed batch answers the same"
+    redaction = event(SecretsRedacted, 1, task="OMN-2", rewrites=[Rewrite(
+        event_id=history[5].event_id, event_type="decision_recorded", field="text", text="token [redacted]")])
+    redacted = store.append([redaction, event(NextActionSet, 6, task="OMN-2", text="rotate")], whole=False)
+    assert redacted["OMN-2"] == store.get("OMN-2").value
+    assert [d.text for d in redacted["OMN-2"].decisions] == ["token [redacted]"]
+
+
 def test_pending_touches_are_projected_before_the_next_read(store):
     store.append([event(Bound, 0, repo="r", worktree_path="/w")])
     touch = str(uuid.uuid4())

@@ -92,7 +92,7 @@ def apply_events(stores: Stores, events: Sequence[Event]) -> list[str]:
     """The projection as the sinks apply it (baton.skills.runtime.stores.Apply): its warnings."""
     from baton.skills.core.projection import project
 
-    return project(stores, events)[1]
+    return project(stores, events)
 
 
 def commit(stores: Stores, events: Sequence[WireEvent], report: WriteReport) -> None:

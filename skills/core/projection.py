@@ -13,7 +13,7 @@ from baton.errors import StoreUnavailable
 from baton.files import FileRef
 from baton.graph.base import TicketRecord
 from baton.ids import TicketId
-from baton.registry.model import DecisionRecorded, Event, FilesTouched, SecretsRedacted, Session, Status
+from baton.registry.model import DecisionRecorded, Event, FilesTouched, SecretsRedacted, Status
 from baton.skills.core.binding import ActiveTask
 from baton.skills.core.indexing import decision_record, queue_decisions, start_background_indexer
 from baton.skills.core.overlaps import signal_overlaps_of
@@ -24,7 +24,7 @@ GRAPH_CHUNK = 250  # tickets written to the graph in one transaction, within one
 
 
 def project(stores: Stores, events: Sequence[Event], *, renew: Callable[[], None] | None = None,
-            strict: bool = False, graph_chunk: int = GRAPH_CHUNK) -> tuple[dict[str, Session], list[str]]:
+            strict: bool = False, graph_chunk: int = GRAPH_CHUNK) -> list[str]:
     """Append events to the registry and bring the graph and recall up to date, a batch at a
     time (one registry append, one graph write of every ticket, one read of their overlaps, one
     queueing of their decisions, which starts a background indexer). Raises StoreUnavailable
@@ -32,8 +32,11 @@ def project(stores: Stores, events: Sequence[Event], *, renew: Callable[[], None
     later). strict (the projector): every store must apply them, else StoreUnavailable and the
     caller applies them again (every store ignores what it has); overlaps' signals are then kept
     for a delivery. renew: called before each graph write of graph_chunk tickets, for work whose
-    batches outlast one command's budget."""
-    sessions = stores.registry.append(events)
+    batches outlast one command's budget. Returns the warnings.
+
+    It reads each ticket as the registry's batch view (Session.batch_view): what it holds
+    follows the batch, not the tickets' history."""
+    sessions = stores.registry.append(events, whole=False)
     warnings: list[str] = []
     by_task: dict[str, list[Event]] = {}
     for event in events:
@@ -86,7 +89,7 @@ def project(stores: Stores, events: Sequence[Event], *, renew: Callable[[], None
         warnings += trouble
         if not trouble:
             start_background_indexer(stores.settings)
-    return sessions, warnings
+    return warnings
 
 
 def _owed(warnings: list[str], strict: bool, store: str) -> list[str]:

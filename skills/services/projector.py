@@ -181,7 +181,7 @@ def _apply(stores: Stores, event_log: KafkaEventLog, batch: list, *, once: bool,
             warnings = []
             for name, positions in groups.items():
                 warnings += project(stores.for_project(name), [events[p] for p in positions],
-                                    renew=stores.budget.renew, strict=True, graph_chunk=chunk)[1]
+                                    renew=stores.budget.renew, strict=True, graph_chunk=chunk)
             break
         except StoreUnavailable as exc:
             attempts += 1

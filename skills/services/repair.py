@@ -12,8 +12,9 @@ store holds, and apply again what a store lacks:
 - signals: two active tickets sharing files with no conflict_detected signal between them
   in the window, signalled as the projection does (the same deterministic id).
 
-The window bounds the work and CHUNK its memory: the registry's order of its sessions is
-read a page at a time, each page's tickets in full, until one is older than the window.
+The window bounds the work and ENTRIES its memory: the registry's order of its sessions is
+read a page of CHUNK tickets at a time, and each page's sessions in full a few at a time,
+as many as hold about ENTRIES entries (Session.history_size), until one is older than the window.
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ from baton.registry.model import Session, Status
 from baton.skills.runtime.stores import Stores
 from baton.store_names import Store
 
-# Tickets read and compared at a time: a repair's memory follows this, not the window's sessions.
-CHUNK = 200
+CHUNK = 200  # tickets of the registry's order read at a time
+# Entries (files, decisions, steps...) of the sessions read and compared at a time: a repair's
+# memory follows this, not how many sessions the window holds nor how long their histories are.
+ENTRIES = 5_000
 
 
 @dataclass
@@ -72,8 +75,9 @@ class RepairReport:
 
 def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
     """Compare every store with the registry over the window and apply again what each
-    lacks, in every project the registry holds, CHUNK tickets at a time. Raises StoreUnavailable
-    when the registry cannot be read; another store that fails adds a warning and is left as it was."""
+    lacks, in every project the registry holds, a few sessions at a time (_active_since). Raises
+    StoreUnavailable when the registry cannot be read; another store that fails adds a warning
+    and is left as it was."""
     report = RepairReport(window or stores.settings.repair_window)
     since = clock.now() - report.window
     for name in stores.registry.projects().unwrap(Store.SESSION_REGISTRY):
@@ -110,19 +114,30 @@ def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
 
 
 def _active_since(stores: Stores, since: datetime) -> Iterator[list[Session]]:
-    """The project's sessions active since `since`, newest first, CHUNK at a time: a page of
-    the registry's order, then those of it in full, until one is older."""
+    """The project's sessions active since `since`, newest first: a page of CHUNK tickets of
+    the registry's order, then its sessions in full, a read at a time, until one is older. A
+    read takes one ticket, then as many as would hold ENTRIES entries at the last read's
+    average, at most twice as many as it."""
     seen: set[str] = set()  # a ticket active meanwhile moves up the order: the next page repeats one
+    size = 1
     for offset in itertools.count(0, CHUNK):
-        page = stores.registry.session_order(include_inactive=True, offset=offset, limit=CHUNK
-                                             ).unwrap(Store.SESSION_REGISTRY)
-        found = stores.registry.get_many([task for task, _ in page]).unwrap(Store.SESSION_REGISTRY)
-        sessions = [found[task] for task, _ in page if task in found and task not in seen]
-        recent = [s for s in sessions if s.last_activity >= since]
-        if recent:
-            seen.update(s.task_id for s in recent)
-            yield recent
-        if len(page) < CHUNK or len(recent) < len(sessions):  # the last page, or older ones reached
+        page = [task for task, _ in stores.registry.session_order(include_inactive=True, offset=offset, limit=CHUNK
+                                                                  ).unwrap(Store.SESSION_REGISTRY)]
+        read = 0
+        while read < len(page):
+            tickets = page[read:read + size]
+            read += len(tickets)
+            found = stores.registry.get_many(tickets).unwrap(Store.SESSION_REGISTRY)
+            sessions = [found[task] for task in tickets if task in found and task not in seen]
+            recent = [s for s in sessions if s.last_activity >= since]
+            if recent:
+                seen.update(s.task_id for s in recent)
+                yield recent
+            if len(recent) < len(sessions):  # older ones reached
+                return
+            held = sum(s.history_size() for s in sessions)
+            size = max(1, min(CHUNK, 2 * size, ENTRIES * len(tickets) // max(held, 1)))
+        if len(page) < CHUNK:  # the last page
             return
 
 
