@@ -373,7 +373,7 @@ _MERGE_DELTAS = """
         INSERT INTO baton_sessions AS s (project, task_id, status, last_activity, body)
         SELECT %(project)s, task_id, '', at, body FROM delta ORDER BY task_id
         ON CONFLICT (project, task_id) DO UPDATE SET body = baton_merge_session(s.body, excluded.body, %(spec)s)
-        RETURNING s.task_id, s.body
+        RETURNING s.task_id
     ), files AS (
         INSERT INTO baton_session_files (project, task_id, repo, path, last_at)
         SELECT %(project)s, d.task_id, touch->>'repo', touch->>'path', (touch->>'last_at')::timestamptz

@@ -320,7 +320,8 @@ def verify(env: dict, ledger: Ledger, home: Path, worktree: Path, counts: dict |
                 ids = [decision_point_id(stores.project, ticket, text) for text in texts]
                 vectors = index.vectors_of(ids)
                 if len(vectors) != len(ids):
-                    # Queued: the indexer has yet to embed them; not queued: nothing will.
+                    # Queued: the indexer has yet to embed them; not queued: the projector has
+                    # yet to apply them (see heal), or nothing will.
                     queued = stores.embedding_queue.queued([p for p in ids if p not in vectors])
                     problems.append(f"{ticket}: {len(ids) - len(vectors)} of {len(ids)} decisions not indexed "
                                     f"({len(queued)} of them queued for the indexer)")
@@ -412,7 +413,25 @@ def heal(env: dict, worktree: Path, ledger: Ledger, home: Path, limit: float = 1
         if not problems:
             break
         time.sleep(1)
+    if problems and env.get("BATON_KAFKA_BOOTSTRAP"):
+        # A read folds this home's writes the registry lacks: tell late from lost.
+        problems.append(f"{projector_behind(env)} events on Kafka not yet applied by the projector")
     return time.monotonic() - started, problems
+
+
+def projector_behind(env: dict) -> int:
+    """Events of the run's topic that the projector's group has not committed."""
+    from confluent_kafka import Consumer
+
+    from baton.registry.kafka import EVENTS_TOPIC
+    from baton.skills.services.projector import default_group
+
+    prefix = env["BATON_KAFKA_TOPIC_PREFIX"]
+    reader = Consumer({"bootstrap.servers": env["BATON_KAFKA_BOOTSTRAP"], "group.id": default_group(prefix)})
+    try:
+        return unapplied(reader, prefix + EVENTS_TOPIC)
+    finally:
+        reader.close()
 
 
 # A CPU burner, and a loop that writes and flushes a small file, each until a time (the run's
