@@ -114,31 +114,37 @@ def repair(stores: Stores, *, window: timedelta | None = None) -> RepairReport:
 
 
 def _active_since(stores: Stores, since: datetime) -> Iterator[list[Session]]:
-    """The project's sessions active since `since`, newest first: a page of CHUNK tickets of
-    the registry's order, then its sessions in full, a read at a time, until one is older. A
-    read takes one ticket, then as many as would hold ENTRIES entries at the last read's
-    average, at most twice as many as it."""
+    """The project's sessions active since `since`, newest first, in chunks of about ENTRIES
+    entries: a page of CHUNK tickets of the registry's order, then its sessions in full, a
+    read at a time, until one is older. A read takes one ticket, then as many as would hold
+    ENTRIES entries at the last read's average, at most twice as many as it; a chunk is
+    handed on once it holds ENTRIES entries, so short histories still go a page at a time."""
     seen: set[str] = set()  # a ticket active meanwhile moves up the order: the next page repeats one
-    size = 1
+    size, held, older = 1, 0, False
+    chunk: list[Session] = []
     for offset in itertools.count(0, CHUNK):
         page = [task for task, _ in stores.registry.session_order(include_inactive=True, offset=offset, limit=CHUNK
                                                                   ).unwrap(Store.SESSION_REGISTRY)]
         read = 0
-        while read < len(page):
+        while read < len(page) and not older:
             tickets = page[read:read + size]
             read += len(tickets)
             found = stores.registry.get_many(tickets).unwrap(Store.SESSION_REGISTRY)
             sessions = [found[task] for task in tickets if task in found and task not in seen]
             recent = [s for s in sessions if s.last_activity >= since]
-            if recent:
-                seen.update(s.task_id for s in recent)
-                yield recent
-            if len(recent) < len(sessions):  # older ones reached
-                return
-            held = sum(s.history_size() for s in sessions)
-            size = max(1, min(CHUNK, 2 * size, ENTRIES * len(tickets) // max(held, 1)))
-        if len(page) < CHUNK:  # the last page
-            return
+            seen.update(s.task_id for s in recent)
+            chunk += recent
+            held += sum(s.history_size() for s in recent)
+            older = len(recent) < len(sessions)
+            if held >= ENTRIES:
+                yield chunk
+                chunk, held = [], 0
+            average = sum(s.history_size() for s in sessions) / max(len(sessions), 1)
+            size = max(1, min(CHUNK, 2 * size, int(ENTRIES // max(average, 1))))
+        if older or len(page) < CHUNK:  # older ones reached, or the last page
+            break
+    if chunk:
+        yield chunk
 
 
 def _repair_graph(stores: Stores, sessions: list[Session], report: RepairReport) -> None:
