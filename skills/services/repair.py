@@ -118,7 +118,8 @@ def _active_since(stores: Stores, since: datetime) -> Iterator[list[Session]]:
     entries: a page of CHUNK tickets of the registry's order, then its sessions in full, a
     read at a time, until one is older. A read takes one ticket, then as many as would hold
     ENTRIES entries at the last read's average, at most twice as many as it; a chunk is
-    handed on once it holds ENTRIES entries, so short histories still go a page at a time."""
+    handed on before the next read would take it past ENTRIES entries, so short histories
+    still go a page at a time."""
     seen: set[str] = set()  # a ticket active meanwhile moves up the order: the next page repeats one
     size, held, older = 1, 0, False
     chunk: list[Session] = []
@@ -136,11 +137,11 @@ def _active_since(stores: Stores, since: datetime) -> Iterator[list[Session]]:
             chunk += recent
             held += sum(s.history_size() for s in recent)
             older = len(recent) < len(sessions)
-            if held >= ENTRIES:
-                yield chunk
-                chunk, held = [], 0
             average = sum(s.history_size() for s in sessions) / max(len(sessions), 1)
             size = max(1, min(CHUNK, 2 * size, int(ENTRIES // max(average, 1))))
+            if chunk and held + size * average > ENTRIES:  # the next read would take it past ENTRIES
+                yield chunk
+                chunk, held = [], 0
         if older or len(page) < CHUNK:  # older ones reached, or the last page
             break
     if chunk:
