@@ -264,7 +264,7 @@ class EmbeddedDecisionIndex(DecisionIndex):
 
     def vectors_of(self, point_ids: Sequence[UUID]) -> dict[UUID, list[float]]:
         return {UUID(p): np.frombuffer(v, "<f4").tolist()
-                for p, v in self._of_points("point_id, vector", point_ids[:500])}
+                for p, v in self._of_points("point_id, vector", point_ids)}
 
     def count(self, project: str | None = None) -> int:
         with self._guarded():

@@ -77,6 +77,16 @@ def test_stored_and_vectors_of(index):
     assert np.allclose(vectors[records[1].point_id], unit(2), atol=1e-6)
 
 
+def test_vectors_of_answers_every_point_asked(index):
+    """However many are asked (the embedded index once answered the first 500 only, which
+    an hour's soak, whose tickets held over 500 decisions, read as decisions lost)."""
+    records = [record("A", f"decision {n}") for n in range(600)]
+    index.upsert(records, [unit(n) for n in range(600)])
+    vectors = index.vectors_of([r.point_id for r in records])
+    assert set(vectors) == {r.point_id for r in records}
+    assert np.allclose(vectors[records[599].point_id], unit(599), atol=1e-6)
+
+
 def test_search_scores_are_cosine(index):
     index.upsert([record("A", "a1")], [unit(3)])
     scaled = (np.array(unit(3)) * 7).tolist()  # cosine ignores length
