@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -193,6 +194,10 @@ class SqliteFile:
         self.timeout = timeout
         self._migrations = migrations
         self._connection: sqlite3.Connection | None = None
+        # Threads of a process share the connection (a read a command stopped waiting for
+        # runs on in its own thread: baton.budget.side_by_side), and a connection holds one
+        # transaction at a time: a second BEGIN fails "within a transaction".
+        self._turn = threading.RLock()
 
     def conn(self) -> sqlite3.Connection:
         if self._connection is None:
@@ -203,8 +208,20 @@ class SqliteFile:
     def writing(self, store: str) -> Iterator[sqlite3.Connection]:
         """One write transaction on the file; a driver or file-system error, the block's own
         included, raises StoreUnavailable naming the store and the file (as guarded does)."""
-        with guarded(store, self.path), write_transaction(self.conn()) as conn:
+        with self.turn(store), guarded(store, self.path), write_transaction(self.conn()) as conn:
             yield conn
+
+    @contextmanager
+    def turn(self, store: str) -> Iterator[None]:
+        """The connection to this thread alone for the block, waiting for another thread's
+        statement or transaction at most the file's timeout (as for another process's lock)."""
+        if not self._turn.acquire(timeout=self.timeout):
+            raise StoreUnavailable(store, f"{self.path}: still in use by another thread of this process "
+                                          f"after {self.timeout:g} s")
+        try:
+            yield
+        finally:
+            self._turn.release()
 
     def write_each(self, store: str, statement: str, rows: Sequence[Sequence[object]]) -> None:
         """statement once per row, in one write transaction (as writing); none without rows."""
@@ -214,7 +231,7 @@ class SqliteFile:
 
     def read(self, store: str, query: str, params: Sequence[object] | dict[str, object] = ()) -> list[Any]:
         """query's rows; StoreUnavailable for store when the file cannot be read."""
-        with guarded(store, self.path):
+        with self.turn(store), guarded(store, self.path):
             return self.conn().execute(query, params).fetchall()
 
     def counted(self, store: str, query: str, params: Sequence[object] = ()) -> int:
