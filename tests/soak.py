@@ -54,6 +54,9 @@ class Ledger:
     outcomes: list[Outcome] = field(default_factory=list)
     hung: list[str] = field(default_factory=list)
     memory: list[tuple[float, str, int]] = field(default_factory=list)  # (at, process, resident set in KiB)
+    # (at, process, its anonymous and its file-backed resident set in KiB): what grows, the
+    # heap (Python's and the libraries') or what is mapped (libraries, the recall index)
+    kinds: list[tuple[float, str, int, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     began: float = field(default_factory=time.monotonic)
 
@@ -256,10 +259,13 @@ def sample_memory(servers: Servers | None, home: str, until: float, ledger: Ledg
         if servers is not None and servers.projector is not None:
             processes.append(("projector", servers.projector.pid))
         for name, pid in processes:
-            size = _status(pid, "VmRSS")
+            size, anon, mapped = (_status(pid, key) for key in ("VmRSS", "RssAnon", "RssFile"))
             if size is not None:
                 with ledger.lock:
-                    ledger.memory.append((time.monotonic() - ledger.began, name, size))
+                    at = time.monotonic() - ledger.began
+                    ledger.memory.append((at, name, size))
+                    if anon is not None and mapped is not None:
+                        ledger.kinds.append((at, name, anon, mapped))
         time.sleep(every)
 
 
@@ -520,7 +526,7 @@ def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple |
                 problems += [f"{name} memory grew {growth:.0%} after the first {settled(seconds):.0f} s"
                              for name, growth in memory_growth(ledger.memory, seconds).items() if growth > 0.10]
             return {"mode": mode, "seconds": seconds, "agents": agents, "load": load, "resident": resident,
-                    "cycle": cycle, "memory": ledger.memory, "outcomes": ledger.outcomes,
+                    "cycle": cycle, "memory": ledger.memory, "kinds": ledger.kinds, "outcomes": ledger.outcomes,
                     "acknowledged": sum(len(v) for v in ledger.decisions.values())
                     + sum(len(v) for v in ledger.touches.values()),
                     "healed_in": healed_in, "heals": heals, "counts": counts, "problems": problems}
@@ -572,6 +578,12 @@ def over_time(result: dict) -> list[str]:
                  for a, b in cuts]
         lines.append(f"{name + ' largest RSS, MiB':26} " + " ".join(
             f"{size / 1024:11.1f}" if size else f"{'-':>11}" for size in cells))
+    for name in sorted({name for _, name, _, _ in result.get("kinds", [])}):
+        for column, label in ((2, "anonymous"), (3, "file-backed")):
+            cells = [max((row[column] for row in result["kinds"] if row[1] == name and a <= row[0] < b), default=None)
+                     for a, b in cuts]
+            lines.append(f"{f'  {name} {label}, MiB':26} " + " ".join(
+                f"{size / 1024:11.1f}" if size else f"{'-':>11}" for size in cells))
     growth = memory_growth(result["memory"], result["seconds"])
     if growth:
         lines.append(f"memory growth after the first {settled(result['seconds']):.0f} s: " + ", ".join(
