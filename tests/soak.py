@@ -53,10 +53,10 @@ class Ledger:
     maybe_decisions: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     outcomes: list[Outcome] = field(default_factory=list)
     hung: list[str] = field(default_factory=list)
-    memory: list[tuple[float, str, int]] = field(default_factory=list)  # (at, process, resident set in KiB)
-    # (at, process, its anonymous and its file-backed resident set in KiB): what grows, the
-    # heap (Python's and the libraries') or what is mapped (libraries, the recall index)
-    kinds: list[tuple[float, str, int, int]] = field(default_factory=list)
+    # (at, process, its resident set, and of it the anonymous and the file-backed parts, in
+    # KiB): what grows, the heap (Python's and the libraries') or what is mapped (libraries,
+    # the recall index); a part the kernel does not report is None
+    memory: list[tuple[float, str, int, int | None, int | None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     began: float = field(default_factory=time.monotonic)
 
@@ -262,10 +262,7 @@ def sample_memory(servers: Servers | None, home: str, until: float, ledger: Ledg
             size, anon, mapped = (_status(pid, key) for key in ("VmRSS", "RssAnon", "RssFile"))
             if size is not None:
                 with ledger.lock:
-                    at = time.monotonic() - ledger.began
-                    ledger.memory.append((at, name, size))
-                    if anon is not None and mapped is not None:
-                        ledger.kinds.append((at, name, anon, mapped))
+                    ledger.memory.append((time.monotonic() - ledger.began, name, size, anon, mapped))
         time.sleep(every)
 
 
@@ -526,7 +523,7 @@ def soak(mode: str, seconds: float, agents: int, seed: int = 1, running: tuple |
                 problems += [f"{name} memory grew {growth:.0%} after the first {settled(seconds):.0f} s"
                              for name, growth in memory_growth(ledger.memory, seconds).items() if growth > 0.10]
             return {"mode": mode, "seconds": seconds, "agents": agents, "load": load, "resident": resident,
-                    "cycle": cycle, "memory": ledger.memory, "kinds": ledger.kinds, "outcomes": ledger.outcomes,
+                    "cycle": cycle, "memory": ledger.memory, "outcomes": ledger.outcomes,
                     "acknowledged": sum(len(v) for v in ledger.decisions.values())
                     + sum(len(v) for v in ledger.touches.values()),
                     "healed_in": healed_in, "heals": heals, "counts": counts, "problems": problems}
@@ -549,14 +546,14 @@ def parts(seconds: float) -> list[tuple[float, float]]:
     return [(start, min(start + size, seconds)) for start in (n * size for n in range(int(-(-seconds // size))))]
 
 
-def memory_growth(memory: list[tuple[float, str, int]], seconds: float) -> dict[str, float]:
+def memory_growth(memory: list[tuple[float, str, int, int | None, int | None]], seconds: float) -> dict[str, float]:
     """Per process, the largest resident set of the run's last stretch (as long as the warm-up)
     over the largest of the second half of the warm-up, less one."""
     warm = settled(seconds)
     growth = {}
-    for name in sorted({name for _, name, _ in memory}):
-        before = [size for at, n, size in memory if n == name and warm / 2 <= at < warm]
-        after = [size for at, n, size in memory if n == name and at >= seconds - warm]
+    for name in sorted({name for _, name, *_ in memory}):
+        before = [size for at, n, size, *_ in memory if n == name and warm / 2 <= at < warm]
+        after = [size for at, n, size, *_ in memory if n == name and at >= seconds - warm]
         if before and after:
             growth[name] = max(after) / max(before) - 1
     return growth
@@ -573,16 +570,12 @@ def over_time(result: dict) -> list[str]:
                            if o.command == command and o.code is not None and a <= o.at < b)
             cells.append(f"{times[min(len(times) - 1, int(0.99 * len(times)))]:11.0f}" if times else f"{'-':>11}")
         lines.append(f"{command:26} " + " ".join(cells))
-    for name in sorted({name for _, name, _ in result["memory"]}):
-        cells = [max((size for at, n, size in result["memory"] if n == name and a <= at < b), default=None)
-                 for a, b in cuts]
-        lines.append(f"{name + ' largest RSS, MiB':26} " + " ".join(
-            f"{size / 1024:11.1f}" if size else f"{'-':>11}" for size in cells))
-    for name in sorted({name for _, name, _, _ in result.get("kinds", [])}):
-        for column, label in ((2, "anonymous"), (3, "file-backed")):
-            cells = [max((row[column] for row in result["kinds"] if row[1] == name and a <= row[0] < b), default=None)
+    for name in sorted({name for _, name, *_ in result["memory"]}):
+        for column, label in ((2, f"{name} largest RSS"), (3, f"  {name} anonymous"), (4, f"  {name} file-backed")):
+            cells = [max((row[column] for row in result["memory"]
+                          if row[1] == name and a <= row[0] < b and row[column] is not None), default=None)
                      for a, b in cuts]
-            lines.append(f"{f'  {name} {label}, MiB':26} " + " ".join(
+            lines.append(f"{label + ', MiB':26} " + " ".join(
                 f"{size / 1024:11.1f}" if size else f"{'-':>11}" for size in cells))
     growth = memory_growth(result["memory"], result["seconds"])
     if growth:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from baton.outbox import Outbox
 
@@ -14,7 +15,6 @@ def test_threads_of_one_process_write_and_read_the_outbox_at_once(tmp_path):
     start a transaction within a transaction")."""
     outbox = Outbox(tmp_path / "kafka-events-outbox.db", earlier="kafka", timeout=10, store="event log",
                     remember=True)
-    failures: list[BaseException] = []
     start = threading.Barrier(2)
 
     def keep() -> None:
@@ -28,17 +28,8 @@ def test_threads_of_one_process_write_and_read_the_outbox_at_once(tmp_path):
         for _ in range(300):
             outbox.forget_delivered([message_id for message_id, _, _ in outbox.unconfirmed()][:5])
 
-    def reporting(work) -> None:
-        try:
-            work()
-        except BaseException as exc:  # noqa: BLE001 -- reported by the test's thread
-            failures.append(exc)
-
-    threads = [threading.Thread(target=reporting, args=(work,)) for work in (keep, forget)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    with ThreadPoolExecutor(2) as pool:
+        running = [pool.submit(work) for work in (keep, forget)]
+        for work in running:
+            work.result(timeout=60)  # what it raised, raised here
     outbox.close()
-    assert not failures, failures[0]
-    assert not any(thread.is_alive() for thread in threads)
